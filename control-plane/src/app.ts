@@ -1,0 +1,58 @@
+/**
+ * The control plane's HTTP application (console + API). A factory that never listens: main.ts
+ * listens, tests use `app.inject`. Routes live one plugin per file under http/.
+ */
+import Fastify from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type pg from 'pg';
+import type pino from 'pino';
+import { adminAuth } from './http/admin-auth.js';
+import { errorHandler, notFoundHandler } from './http/error-handler.js';
+import { healthRoutes } from './http/health.routes.js';
+import { echoRequestId, generateRequestId } from './http/request-id.js';
+import { versionRoutes } from './http/version.routes.js';
+import { whoamiRoutes } from './http/whoami.routes.js';
+import { zodSerializerCompiler, zodValidatorCompiler } from './http/zod-schemas.js';
+import type { Settings } from './settings.js';
+
+export const BODY_LIMIT_BYTES = 1024 * 1024;
+export const ADMIN_API_PREFIX = '/api/v1';
+
+export interface AppDeps {
+  settings: Settings;
+  pool: pg.Pool;
+  logger: pino.Logger;
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  // Typed as fastify's logger interface so the instance is a plain FastifyInstance.
+  const loggerInstance: FastifyBaseLogger = deps.logger;
+  const app = Fastify({
+    loggerInstance,
+    bodyLimit: BODY_LIMIT_BYTES,
+    genReqId: generateRequestId,
+    // Behind a proxy this must be configured explicitly; never trust X-Forwarded-* by default.
+    trustProxy: false,
+    // Slow-loris guards: a client gets this long to send its headers / whole request.
+    requestTimeout: 60_000,
+  });
+
+  app.setValidatorCompiler(zodValidatorCompiler);
+  app.setSerializerCompiler(zodSerializerCompiler);
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler(notFoundHandler);
+  app.addHook('onRequest', echoRequestId);
+
+  await app.register(healthRoutes, { pool: deps.pool });
+  await app.register(versionRoutes, { pool: deps.pool });
+
+  // The admin API: everything under /api/v1 sits behind the admin bearer token — including its
+  // own 404s, so an unauthenticated caller cannot probe which admin routes exist.
+  await app.register(async (adminApi) => {
+    await adminApi.register(adminAuth, { adminToken: deps.settings.adminToken });
+    adminApi.setNotFoundHandler(notFoundHandler);
+    await adminApi.register(whoamiRoutes);
+  }, { prefix: ADMIN_API_PREFIX });
+
+  return app;
+}

@@ -1,0 +1,59 @@
+/**
+ * The control plane's PostgreSQL pool. Limits are chosen so a slow or unreachable database shows up
+ * as a prompt error (and a 503) rather than requests piling up behind it.
+ */
+import pg from 'pg';
+import type pino from 'pino';
+
+export interface PoolOptions {
+  databaseUrl: string;
+  logger?: pino.Logger;
+  /** Shown in pg_stat_activity, so DBAs can tell our sessions apart. */
+  applicationName?: string;
+  max?: number;
+  statementTimeoutMs?: number;
+  connectionTimeoutMs?: number;
+}
+
+export const POOL_DEFAULTS = {
+  applicationName: 'zenova-control',
+  // Several replicas share one server (default max_connections is 100).
+  max: 10,
+  idleTimeoutMs: 30_000,
+  connectionTimeoutMs: 5_000,
+  statementTimeoutMs: 30_000,
+  // A transaction left open by a bug must not hold locks forever.
+  idleInTransactionTimeoutMs: 60_000,
+} as const;
+
+export function createPool(options: PoolOptions): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: options.databaseUrl,
+    application_name: options.applicationName ?? POOL_DEFAULTS.applicationName,
+    max: options.max ?? POOL_DEFAULTS.max,
+    idleTimeoutMillis: POOL_DEFAULTS.idleTimeoutMs,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? POOL_DEFAULTS.connectionTimeoutMs,
+    statement_timeout: options.statementTimeoutMs ?? POOL_DEFAULTS.statementTimeoutMs,
+    idle_in_transaction_session_timeout: POOL_DEFAULTS.idleInTransactionTimeoutMs,
+    // Detects half-open connections (a NAT or failover dropped them) instead of hanging on them.
+    keepAlive: true,
+  });
+  // An idle client losing its connection (server restart, failover) emits 'error' on the pool;
+  // unhandled, that would crash the process. The pool drops the client and reconnects on demand.
+  pool.on('error', (err) => {
+    options.logger?.warn({ err }, 'idle database connection failed; it will be replaced');
+  });
+  return pool;
+}
+
+/** "HOST:PORT/DB as USER" for messages about the connection; never contains the password. */
+export function describeDatabaseTarget(databaseUrl: string): string {
+  try {
+    const url = new URL(databaseUrl);
+    const database = decodeURIComponent(url.pathname.replace(/^\//, '')) || '(default database)';
+    const user = url.username ? ` as ${decodeURIComponent(url.username)}` : '';
+    return `${url.hostname}:${url.port || '5432'}/${database}${user}`;
+  } catch {
+    return '(unparseable database URL)';
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * `npm start`: the one-host dev stack (DESIGN §12). Starts PostgreSQL (embedded unless
+ * ZENOVA_DATABASE_URL is set), the control plane, a clearly labelled demo upstream and the central
+ * node `office-primary`; prints the Base URL, a demo API key and a ready curl; writes
+ * `.zenova/dev.env`; reuses everything on the next start; stops every child on Ctrl-C.
+ *
+ * Environment: ZENOVA_DEV_HOME (default <repo>/.zenova), ZENOVA_DATABASE_URL (use that database
+ * instead of the embedded one), ZENOVA_DEV_PORTS=auto (pick free ports on a first run; tests).
+ */
+import { createHash } from 'node:crypto';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startDevChild, type DevChild } from './child-process.js';
+import { createDemoUpstream } from './demo-upstream.js';
+import { loadOrCreateDevState, type DevState } from './dev-state.js';
+import { postgresUser, reachableBy, startLocalPostgres, type LocalPostgres } from './local-postgres.js';
+import { writeFileAtomic } from '../fs/atomic-write.js';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const DB_USER = 'zenova';
+const NODE_NAME = 'office-primary';
+
+function say(line = ''): void {
+  process.stdout.write(`${line}\n`);
+}
+
+/** Where the cluster lives: in the dev home, unless the postgres user cannot reach it there (e.g. /root). */
+function postgresDataDir(home: string): string {
+  const user = postgresUser();
+  if (!user || reachableBy(home, user)) return join(home, 'postgres');
+  const id = createHash('sha256').update(home).digest('hex').slice(0, 12);
+  const dir = join('/var/lib/zenova-dev', id);
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  return join(dir, 'postgres');
+}
+
+function nodeConfig(state: DevState, upstreamUrl: string): unknown {
+  return {
+    node: { name: NODE_NAME },
+    upstreams: [{ name: 'zenova-demo-upstream', kind: 'openai-compatible', baseUrl: upstreamUrl, timeoutMs: 30_000 }],
+    models: [
+      { id: 'demo-echo', upstream: 'zenova-demo-upstream', upstreamModel: 'demo-echo' },
+      { id: 'demo-embed', upstream: 'zenova-demo-upstream', upstreamModel: 'demo-embed' },
+    ],
+    apiKeys: [{ id: 'demo', name: 'dev stack demo key', sha256: createHash('sha256').update(state.demoApiKey).digest('hex') }],
+  };
+}
+
+async function main(): Promise<void> {
+  const home = resolve(process.env.ZENOVA_DEV_HOME ?? join(repoRoot, '.zenova'));
+  // The home stays traversable (0755) so the unprivileged postgres user can reach its data dir in
+  // it; the secrets inside are 0600 files and the logs dir is private.
+  mkdirSync(home, { recursive: true, mode: 0o755 });
+  mkdirSync(join(home, 'logs'), { recursive: true, mode: 0o700 });
+  mkdirSync(join(home, NODE_NAME), { recursive: true, mode: 0o700 });
+  const portMode = process.env.ZENOVA_DEV_PORTS === 'auto' ? 'auto' : 'default';
+  const { state, created, movedPorts } = await loadOrCreateDevState(home, portMode, () => postgresDataDir(home));
+  const show = (p: string): string => (p.startsWith(repoRoot) ? relative(repoRoot, p) || '.' : p);
+  say(`Zenova Gateway dev stack — ${created ? 'first start, creating' : 'reusing'} ${show(home)}`);
+  for (const m of movedPorts) say(`  port in use, moved: ${m}`);
+
+  let pg: LocalPostgres | undefined;
+  const children: DevChild[] = [];
+  let demo: ReturnType<typeof createDemoUpstream> | undefined;
+  let stopping = false;
+  const stopAll = async (code: number): Promise<never> => {
+    if (!stopping) {
+      stopping = true;
+      say('stopping the dev stack…');
+      for (const c of [...children].reverse()) await c.stop().catch(() => undefined);
+      await demo?.close().catch(() => undefined);
+      await pg?.stop().catch(() => undefined);
+      say('stopped.');
+    }
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stopAll(0));
+  process.on('SIGTERM', () => void stopAll(0));
+
+  try {
+    let databaseUrl = process.env.ZENOVA_DATABASE_URL;
+    let dbLabel = 'ZENOVA_DATABASE_URL';
+    if (!databaseUrl) {
+      const dataDir = state.postgresDataDir ?? postgresDataDir(home);
+      const pgLog = join(home, 'logs', 'postgres.log');
+      const pgLogStream = createWriteStream(pgLog, { flags: 'a' });
+      say(`  starting PostgreSQL on 127.0.0.1:${state.ports.postgres} (data: ${show(dataDir)})`);
+      pg = await startLocalPostgres({ dataDir, port: state.ports.postgres, superuser: DB_USER, password: state.databasePassword, log: (l) => pgLogStream.write(`${l}\n`) });
+      void pg.exited.then((code) => { if (!stopping) { say(`PostgreSQL exited unexpectedly (exit ${code}); see ${show(pgLog)}`); void stopAll(1); } });
+      databaseUrl = `postgres://${DB_USER}:${encodeURIComponent(state.databasePassword)}@127.0.0.1:${state.ports.postgres}/postgres`;
+      dbLabel = `embedded PostgreSQL (${pg.binaries.source})`;
+    }
+
+    say(`  starting the control plane on 127.0.0.1:${state.ports.controlPlane}`);
+    const cp = await startDevChild({
+      name: 'control plane',
+      entry: join(repoRoot, 'control-plane/src/main.ts'),
+      args: [],
+      cwd: repoRoot,
+      env: {
+        ...process.env,
+        ZENOVA_DATABASE_URL: databaseUrl,
+        ZENOVA_LISTEN: `127.0.0.1:${state.ports.controlPlane}`,
+        ZENOVA_ADMIN_TOKEN: state.adminToken,
+        ZENOVA_SECRET_ENC_KEY: state.secretEncKey,
+      },
+      logFile: join(home, 'logs', 'control-plane.log'),
+      readyMsg: 'control plane listening',
+    });
+    children.push(cp);
+    const cpUrl = String(cp.ready.url);
+
+    demo = createDemoUpstream();
+    const demoAddr = await demo.listen(state.ports.demoUpstream, '127.0.0.1');
+    say(`  demo upstream (echoes prompts; NOT a real model) on ${demoAddr.url}`);
+
+    const configFile = join(home, NODE_NAME, 'node-config.json');
+    writeFileAtomic(configFile, `${JSON.stringify(nodeConfig(state, demoAddr.url), null, 2)}\n`, 0o600);
+    say(`  starting node ${NODE_NAME} on 127.0.0.1:${state.ports.node}`);
+    const node = await startDevChild({
+      name: `node ${NODE_NAME}`,
+      entry: join(repoRoot, 'edge-node/src/main.ts'),
+      args: ['serve', '--config', configFile, '--listen', `127.0.0.1:${state.ports.node}`],
+      cwd: repoRoot,
+      env: { ...process.env },
+      logFile: join(home, 'logs', `${NODE_NAME}.log`),
+      readyMsg: 'node-edge listening',
+    });
+    children.push(node);
+    for (const c of children) {
+      void c.exited.then((code) => { if (!stopping) { say(`${c.name} exited unexpectedly (exit ${code}):\n${c.tail()}`); void stopAll(1); } });
+    }
+
+    const baseUrl = `${String(node.ready.url)}/v1`;
+    const env: Record<string, string> = {
+      ZENOVA_BASE_URL: baseUrl,
+      ZENOVA_API_KEY: state.demoApiKey,
+      ZENOVA_CONSOLE_URL: cpUrl,
+      ZENOVA_CONTROL_PLANE_URL: cpUrl,
+      ZENOVA_ADMIN_TOKEN: state.adminToken,
+      ZENOVA_DATABASE_URL: databaseUrl,
+    };
+    const envFile = join(home, 'dev.env');
+    writeFileAtomic(envFile, Object.entries(env).map(([k, v]) => `${k}=${v}`).join('\n') + '\n', 0o600);
+    const curl = `curl -sS -i ${baseUrl}/chat/completions -H 'Authorization: Bearer ${state.demoApiKey}' -H 'Content-Type: application/json' -d '{"model":"demo-echo","messages":[{"role":"user","content":"hello from curl"}]}'`;
+    say();
+    say('Zenova Gateway dev stack is up.');
+    say(`  Base URL          ${baseUrl}   (node ${NODE_NAME})`);
+    say(`  Demo API key      ${state.demoApiKey}`);
+    say(`  Models            demo-echo, demo-embed   → demo upstream ${demoAddr.url} [DEMO: echoes your prompt, no real model]`);
+    say(`  Control plane     ${cpUrl}   (admin API; GET /api/version, /healthz)`);
+    say(`  Console           ${cpUrl}   (log in with the admin token; the console UI arrives in a later release)`);
+    say(`  Admin token       ${state.adminToken}`);
+    say(`  Database          ${dbLabel}`);
+    say(`  Settings          ${show(envFile)}   Logs: ${show(join(home, 'logs'))}/`);
+    say();
+    say('Try it:');
+    say(`  ${curl}`);
+    say();
+    say('Ctrl-C stops everything.');
+    say(JSON.stringify({ msg: 'dev stack ready', pids: { controlPlane: cp.child.pid, node: node.child.pid, postgres: pg?.pid ?? null } }));
+  } catch (err) {
+    say(`dev stack failed to start: ${(err as Error).message}`);
+    await stopAll(1);
+  }
+}
+
+await main();

@@ -1,0 +1,109 @@
+/**
+ * The control plane's error table, one entry per code (fastify's FST_ERR_* style). Every error a
+ * client can see comes from here: HTTP status, OpenAI-style body `{error:{message,type,code}}` and
+ * whether retrying can help. Codes are prefixed ZN_ERR_CP_ so they never collide with the node's.
+ * docs/errors.md lists the same codes; a test keeps the two in step.
+ */
+
+/** OpenAI-style `error.type` values. */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'conflict_error'
+  | 'rate_limit_error'
+  | 'api_error';
+
+export interface ErrorSpec {
+  status: number;
+  type: ErrorType;
+  /** Default client-facing message; a call site may give a more specific one. */
+  message: string;
+  retryable: boolean;
+}
+
+export const errorTable = {
+  ZN_ERR_CP_NOT_FOUND: {
+    status: 404,
+    type: 'not_found_error',
+    message: 'No such route.',
+    retryable: false,
+  },
+  ZN_ERR_CP_INVALID_REQUEST: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The request is malformed.',
+    retryable: false,
+  },
+  ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    type: 'invalid_request_error',
+    message: 'Unsupported content type; send application/json.',
+    retryable: false,
+  },
+  ZN_ERR_CP_BODY_TOO_LARGE: {
+    status: 413,
+    type: 'invalid_request_error',
+    message: 'The request body is larger than the limit of 1 MiB.',
+    retryable: false,
+  },
+  ZN_ERR_CP_UNAUTHENTICATED: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'Missing or invalid admin bearer token.',
+    retryable: false,
+  },
+  ZN_ERR_CP_DATABASE_UNAVAILABLE: {
+    status: 503,
+    type: 'api_error',
+    message: 'The control plane database is unavailable; try again shortly.',
+    retryable: true,
+  },
+  ZN_ERR_CP_INTERNAL: {
+    status: 500,
+    type: 'api_error',
+    message: 'Internal error in the control plane.',
+    retryable: false,
+  },
+} as const satisfies Record<`ZN_ERR_${string}`, ErrorSpec>;
+
+export type ErrorCode = keyof typeof errorTable;
+
+export interface ErrorBody {
+  error: { message: string; type: ErrorType; code: ErrorCode };
+}
+
+export class ZenovaError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  /** Fastify reads `statusCode`, so an error that escapes our handler still gets the right status. */
+  readonly statusCode: number;
+  readonly type: ErrorType;
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, message?: string, options?: { cause?: unknown }) {
+    const spec: ErrorSpec = errorTable[code];
+    super(message ?? spec.message, options);
+    this.name = 'ZenovaError';
+    this.code = code;
+    this.status = spec.status;
+    this.statusCode = spec.status;
+    this.type = spec.type;
+    this.retryable = spec.retryable;
+  }
+
+  toBody(): ErrorBody {
+    // An internal error's own message may carry internals; clients only ever see the table's text.
+    const message = this.code === 'ZN_ERR_CP_INTERNAL' ? errorTable.ZN_ERR_CP_INTERNAL.message : this.message;
+    return { error: { message, type: this.type, code: this.code } };
+  }
+}
+
+export function zenovaError(code: ErrorCode, message?: string, options?: { cause?: unknown }): ZenovaError {
+  return new ZenovaError(code, message, options);
+}
+
+export function isZenovaError(err: unknown): err is ZenovaError {
+  return err instanceof ZenovaError;
+}

@@ -1,0 +1,69 @@
+/**
+ * Turns every failure into an entry of the error table: ZenovaErrors as they are, fastify's own
+ * client errors (bad JSON, body too large, …) into their codes, an unreachable database into a
+ * retryable 503, and anything else into ZN_ERR_CP_INTERNAL — logged with its stack, answered
+ * without internals.
+ */
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { isDatabaseUnavailable } from '../db/connection-errors.js';
+import { ZenovaError, zenovaError } from '../errors.js';
+
+const MAX_PATH_IN_MESSAGE = 200;
+
+function fastifyCode(err: unknown): string | undefined {
+  const code = (err as Partial<FastifyError> | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function statusOf(err: unknown): number | undefined {
+  const status = (err as Partial<FastifyError> | null)?.statusCode;
+  return typeof status === 'number' ? status : undefined;
+}
+
+export function toZenovaError(err: unknown): ZenovaError {
+  if (err instanceof ZenovaError) return err;
+  if (isDatabaseUnavailable(err)) return zenovaError('ZN_ERR_CP_DATABASE_UNAVAILABLE', undefined, { cause: err });
+  const code = fastifyCode(err);
+  switch (code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return zenovaError('ZN_ERR_CP_BODY_TOO_LARGE');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return zenovaError('ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The request body is not valid JSON.');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The request body is empty but content-type is application/json.');
+    default:
+      break;
+  }
+  const status = statusOf(err);
+  if (status !== undefined && status >= 400 && status < 500) {
+    // Fastify's own client-error messages are fixed texts, safe to pass on; others are not ours to echo.
+    const message = code?.startsWith('FST_') && err instanceof Error ? err.message : undefined;
+    return zenovaError('ZN_ERR_CP_INVALID_REQUEST', message, { cause: err });
+  }
+  return zenovaError('ZN_ERR_CP_INTERNAL', undefined, { cause: err });
+}
+
+export function errorHandler(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  const error = toZenovaError(err);
+  if (error.code === 'ZN_ERR_CP_INTERNAL') {
+    request.log.error({ err }, 'request failed with an internal error');
+  } else if (error.status >= 500) {
+    request.log.warn({ err, code: error.code }, 'request failed');
+  } else {
+    request.log.info({ code: error.code, reason: error.message }, 'request rejected');
+  }
+  if (error.retryable && error.status === 503) void reply.header('retry-after', '1');
+  // RFC 6750: tell the client which scheme to use.
+  if (error.code === 'ZN_ERR_CP_UNAUTHENTICATED') void reply.header('www-authenticate', 'Bearer realm="zenova-admin"');
+  void reply.status(error.status).send(error.toBody());
+}
+
+export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
+  // The path only: a query string may carry a secret.
+  const path = request.url.split('?')[0] ?? '';
+  const shown = path.length > MAX_PATH_IN_MESSAGE ? `${path.slice(0, MAX_PATH_IN_MESSAGE)}…` : path;
+  const error = zenovaError('ZN_ERR_CP_NOT_FOUND', `No route for ${request.method} ${shown}.`);
+  void reply.status(error.status).send(error.toBody());
+}

@@ -1,0 +1,162 @@
+// Builds the node's HTTP app (fastify); it never listens, so tests and the CLI decide where.
+import type { Socket } from 'node:net';
+import Fastify, { LogController } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { createApiKeyVerifier } from './auth/api-key-verifier.js';
+import { maxBodyBytes } from './config/local-config.js';
+import type { LocalConfig } from './config/local-config.js';
+import { isZenovaError, zenovaError } from './errors.js';
+import type { ZenovaError } from './errors.js';
+import { registerOpenAiRoutes } from './http/openai.routes.js';
+import './http/request-context.js';
+import type { Logger } from './logger.js';
+import { REQUEST_ID_HEADER, generateRequestId, resolveRequestId } from './request-id.js';
+import { createModelRouter } from './routing/model-router.js';
+import { UpstreamPool } from './upstream/upstream-pool.js';
+
+export interface AppDeps {
+  config: LocalConfig;
+  logger: Logger;
+  /** Injected by tests; built from `config.upstreams` otherwise. The app closes it on close. */
+  upstreams?: UpstreamPool;
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config } = deps;
+  const bodyLimit = maxBodyBytes(config);
+  const upstreams = deps.upstreams ?? new UpstreamPool(config.upstreams);
+  // Widened to fastify's logger type so the instance is the plain FastifyInstance callers expect.
+  const loggerInstance: FastifyBaseLogger = deps.logger;
+
+  const app = Fastify({
+    loggerInstance,
+    // One "request finished" line per request (below) instead of fastify's two.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    bodyLimit,
+    requestIdHeader: false,
+    genReqId: (req) => resolveRequestId(req.headers[REQUEST_ID_HEADER]),
+    // Fastify's own 503-on-close answer has neither x-request-id nor our error body; requests
+    // that still arrive on open keep-alive connections while draining are simply served.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    clientErrorHandler,
+    // Errors fastify raises before routing (a URL that cannot be decoded) skip the hooks.
+    frameworkErrors: (err, request, reply) => {
+      const failure = toZenovaError(err, bodyLimit);
+      // The hook's reply is typed by route generics it does not have; it is a plain reply.
+      void (reply as unknown as FastifyReply).code(failure.status).header(REQUEST_ID_HEADER, request.id).send(failure.toBody());
+    },
+  });
+
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
+  app.decorateRequest('zenova', null as never);
+  app.addHook('onRequest', async (request, reply) => {
+    request.zenova = {};
+    reply.header(REQUEST_ID_HEADER, request.id);
+    // 'close' fires for every response, also when the caller left before it finished (fastify's
+    // onResponse does not), so each request gets exactly one line.
+    reply.raw.once('close', () => {
+      logRequestFinished(request, reply);
+      // While closing, a keep-alive connection whose last request just ended would otherwise hold
+      // server.close() open until its idle timeout.
+      if (closing) setImmediate(() => app.server.closeIdleConnections());
+    });
+  });
+
+  // Only JSON bodies are accepted; anything else is rejected before the handler.
+  app.removeContentTypeParser('text/plain');
+
+  app.setNotFoundHandler(async (request) => {
+    const path = (request.url.split('?', 1)[0] ?? '').slice(0, 200);
+    throw zenovaError('ZN_ERR_NOT_FOUND', `No route for ${request.method} ${path}.`);
+  });
+
+  app.setErrorHandler(async (err: FastifyError | ZenovaError | Error, request: FastifyRequest, reply: FastifyReply) => {
+    const failure = toZenovaError(err, bodyLimit);
+    request.zenova.errorCode = failure.code;
+    if (failure.code === 'ZN_ERR_INTERNAL') request.log.error({ err, code: failure.code }, 'request failed');
+    // Upstream trouble is expected operations noise: one line, no stack.
+    else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
+    else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
+    return reply.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(failure.toBody());
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  registerOpenAiRoutes(app, {
+    router: createModelRouter(config.models),
+    upstreams,
+    verifier: createApiKeyVerifier(config.apiKeys),
+    modelsCreatedAt: Math.floor(Date.now() / 1000),
+  });
+
+  app.addHook('onClose', async () => {
+    await upstreams.close();
+  });
+
+  return app;
+}
+
+function logRequestFinished(request: FastifyRequest, reply: FastifyReply): void {
+  const callerAborted = !reply.raw.writableFinished;
+  request.log.info(
+    {
+      method: request.method,
+      path: request.url.split('?', 1)[0],
+      status: reply.statusCode,
+      durationMs: Math.round(reply.elapsedTime),
+      ...request.zenova,
+      ...(callerAborted ? { callerAborted } : {}),
+    },
+    'request finished',
+  );
+}
+
+/** Fastify's own errors (body parsing, limits) mapped onto the node's table. */
+function toZenovaError(err: FastifyError | Error, bodyLimit: number): ZenovaError {
+  if (isZenovaError(err)) return err;
+  const code = (err as FastifyError).code;
+  const status = (err as FastifyError).statusCode;
+  switch (code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return zenovaError('ZN_ERR_INVALID_JSON', 'The request body is not valid JSON.');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return zenovaError('ZN_ERR_BODY_TOO_LARGE', `The request body is larger than ${bodyLimit} bytes.`);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: Content-Type must be application/json.');
+  }
+  // Other fastify client errors carry safe, fixed messages; server-side errors are not echoed.
+  if (typeof code === 'string' && code.startsWith('FST_ERR_') && typeof status === 'number' && status >= 400 && status < 500) {
+    return zenovaError('ZN_ERR_INVALID_REQUEST', `Invalid request: ${err.message}`);
+  }
+  return zenovaError('ZN_ERR_INTERNAL', undefined, { cause: err });
+}
+
+/**
+ * Requests node's HTTP parser rejects never reach fastify; answer them in the same shape, with an
+ * x-request-id, instead of fastify's default body.
+ */
+function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let status = 400;
+  let reason = 'Bad Request';
+  let message = 'Invalid request: the HTTP request could not be parsed.';
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    [status, reason, message] = [408, 'Request Timeout', 'Invalid request: the request took too long to arrive.'];
+  } else if (err.code === 'HPE_HEADER_OVERFLOW') {
+    [status, reason, message] = [431, 'Request Header Fields Too Large', 'Invalid request: the request headers are too large.'];
+  }
+  const body = JSON.stringify(zenovaError('ZN_ERR_INVALID_REQUEST', message).toBody());
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${generateRequestId()}\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
+}

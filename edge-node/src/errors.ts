@@ -1,0 +1,125 @@
+// The node's error table: every error a caller can see has one code here, fastify FST_ERR style.
+// The lead generates docs/errors.md from `errorTable`, and a test keeps the two in step.
+// Control-plane codes are ZN_ERR_CP_*; the node never uses that prefix.
+
+/** What one code means on the wire. `type` is the OpenAI error `type` the SDKs switch on. */
+export interface ErrorSpec {
+  status: number;
+  type: string;
+  message: string;
+  retryable: boolean;
+}
+
+export const errorTable = {
+  ZN_ERR_NOT_FOUND: {
+    status: 404,
+    type: 'invalid_request_error',
+    message: 'No such route.',
+    retryable: false,
+  },
+  ZN_ERR_INVALID_JSON: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The request body is not valid JSON.',
+    retryable: false,
+  },
+  ZN_ERR_INVALID_REQUEST: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The request is invalid.',
+    retryable: false,
+  },
+  ZN_ERR_BODY_TOO_LARGE: {
+    status: 413,
+    type: 'invalid_request_error',
+    message: 'The request body is larger than this node accepts.',
+    retryable: false,
+  },
+  ZN_ERR_API_KEY_MISSING: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'No API key was presented; send it as "Authorization: Bearer <key>" or "x-api-key".',
+    retryable: false,
+  },
+  ZN_ERR_API_KEY_INVALID: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'The API key is not valid.',
+    retryable: false,
+  },
+  ZN_ERR_MODEL_NOT_FOUND: {
+    status: 404,
+    type: 'invalid_request_error',
+    message: 'The model does not exist on this node.',
+    retryable: false,
+  },
+  ZN_ERR_UPSTREAM_UNAVAILABLE: {
+    status: 502,
+    type: 'server_error',
+    message: 'The upstream provider could not be reached.',
+    retryable: true,
+  },
+  ZN_ERR_UPSTREAM_TIMEOUT: {
+    status: 504,
+    type: 'server_error',
+    message: 'The upstream provider did not answer in time.',
+    retryable: true,
+  },
+  ZN_ERR_UPSTREAM_ERROR: {
+    // The default for upstream 5xx; an upstream 4xx is passed on with its own status.
+    status: 502,
+    type: 'server_error',
+    message: 'The upstream provider answered with an error.',
+    retryable: false,
+  },
+  ZN_ERR_INTERNAL: {
+    status: 500,
+    type: 'server_error',
+    message: 'Internal error in the node.',
+    retryable: true,
+  },
+} as const satisfies Record<`ZN_ERR_${string}`, ErrorSpec>;
+
+export type ErrorCode = keyof typeof errorTable;
+
+/** The OpenAI-style error body every failed response carries. */
+export interface ErrorBody {
+  error: { message: string; type: string; code: ErrorCode };
+}
+
+/** Per-instance overrides, for codes whose status depends on the situation (ZN_ERR_UPSTREAM_ERROR). */
+export interface ZenovaErrorOverrides {
+  status?: number;
+  type?: string;
+  retryable?: boolean;
+  cause?: unknown;
+}
+
+export class ZenovaError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly type: string;
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, message?: string, overrides: ZenovaErrorOverrides = {}) {
+    const spec: ErrorSpec = errorTable[code];
+    super(message ?? spec.message, overrides.cause === undefined ? undefined : { cause: overrides.cause });
+    this.name = 'ZenovaError';
+    this.code = code;
+    this.status = overrides.status ?? spec.status;
+    this.type = overrides.type ?? spec.type;
+    this.retryable = overrides.retryable ?? spec.retryable;
+  }
+
+  toBody(): ErrorBody {
+    return { error: { message: this.message, type: this.type, code: this.code } };
+  }
+}
+
+export function zenovaError(code: ErrorCode, message?: string, overrides?: ZenovaErrorOverrides): ZenovaError {
+  return new ZenovaError(code, message, overrides);
+}
+
+export function isZenovaError(err: unknown): err is ZenovaError {
+  return err instanceof ZenovaError;
+}

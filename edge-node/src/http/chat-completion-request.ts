@@ -1,0 +1,27 @@
+// The minimal shape the node needs from a chat completion request; every other field passes
+// through to the upstream untouched (the upstream is the authority on the rest).
+import { z } from 'zod';
+
+export const chatCompletionRequestSchema = z.looseObject({
+  model: z.string().min(1).max(256),
+  messages: z.array(z.looseObject({ role: z.string().min(1) })).min(1),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+});
+
+export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
+
+/**
+ * The body sent upstream: the upstream's model name, and for streams `include_usage` forced on
+ * (the node meters every stream) with the caller's other stream options kept.
+ */
+export function upstreamChatBody(request: ChatCompletionRequest, upstreamModel: string): Record<string, unknown> {
+  const body: Record<string, unknown> = { ...request, model: upstreamModel };
+  if (request.stream === true) body.stream_options = { ...(request.stream_options ?? {}), include_usage: true };
+  return body;
+}
+
+/** Whether the caller asked for the usage chunk itself; if not, the relay hides it again. */
+export function callerWantsStreamUsage(request: ChatCompletionRequest): boolean {
+  return request.stream_options?.include_usage === true;
+}

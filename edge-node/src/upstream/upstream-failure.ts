@@ -1,0 +1,87 @@
+// Classifies why talking to an upstream failed, as the node's error codes. Messages name the
+// upstream and the kind of failure only: never its URL's secrets or its answer's text.
+import { zenovaError, isZenovaError } from '../errors.js';
+import type { ZenovaError } from '../errors.js';
+
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
+
+// Connection-level failures: nothing (or not all) came back, another attempt may work.
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
+  'UND_ERR_INFO',
+]);
+
+function errorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') return code;
+  // Happy-eyeballs connects report an AggregateError whose parts carry the code.
+  const errors = (err as { errors?: unknown }).errors;
+  if (Array.isArray(errors)) {
+    for (const inner of errors) {
+      const innerCode = errorCode(inner);
+      if (innerCode !== undefined) return innerCode;
+    }
+  }
+  return errorCode((err as { cause?: unknown }).cause);
+}
+
+/** True when the failure is our own abort (the caller went away), which needs no answer. */
+export function isAbort(err: unknown, signal?: AbortSignal): boolean {
+  if (signal?.aborted) return true;
+  const name = (err as { name?: unknown } | null)?.name;
+  return name === 'AbortError' || errorCode(err) === 'UND_ERR_ABORTED';
+}
+
+export function classifyUpstreamFailure(err: unknown, upstream: string): ZenovaError {
+  if (isZenovaError(err)) return err;
+  const code = errorCode(err);
+  if (code !== undefined && TIMEOUT_CODES.has(code)) {
+    return zenovaError('ZN_ERR_UPSTREAM_TIMEOUT', `Upstream "${upstream}" did not answer in time (${code}).`, { cause: err });
+  }
+  if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith('HPE_'))) {
+    return zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', `Upstream "${upstream}" could not be reached (${code}).`, { cause: err });
+  }
+  return zenovaError('ZN_ERR_INTERNAL', undefined, { cause: err });
+}
+
+/** Upstream statuses that say the node's own upstream credentials are wrong, not the caller's. */
+const NODE_SIDE_STATUSES = new Set([401, 403, 407]);
+
+/**
+ * An upstream that answered with an error status. 4xx pass through (the caller's request was
+ * at fault) except auth failures, which are the node's problem and become 502; 5xx become 502.
+ * Only identifier-like `code`/`type` values from the upstream's body are quoted.
+ */
+export function upstreamStatusError(upstream: string, status: number, body: unknown): ZenovaError {
+  const callerFault = status >= 400 && status < 500 && !NODE_SIDE_STATUSES.has(status);
+  const detail = safeUpstreamErrorCode(body);
+  const message = `Upstream "${upstream}" answered HTTP ${status}${detail ? ` (${detail})` : ''}.`;
+  return zenovaError('ZN_ERR_UPSTREAM_ERROR', message, {
+    status: callerFault ? status : 502,
+    type: callerFault ? 'invalid_request_error' : 'server_error',
+    retryable: status === 408 || status === 429 || status >= 500,
+  });
+}
+
+function safeUpstreamErrorCode(body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const error = (body as { error?: unknown }).error;
+  if (typeof error !== 'object' || error === null) return undefined;
+  for (const key of ['code', 'type'] as const) {
+    const value = (error as Record<string, unknown>)[key];
+    if (typeof value === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(value)) return value;
+  }
+  return undefined;
+}

@@ -1,0 +1,175 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import t from 'tap';
+import { MigrationError, migrate } from '../../control-plane/src/db/migrate.js';
+import { createPool } from '../../control-plane/src/db/pool.js';
+import { testDatabase } from '../fixtures/postgres.js';
+import { waitFor } from '../fixtures/wait-for.js';
+import { freshDatabase } from './helpers.js';
+
+interface HasTeardown { teardown(fn: () => unknown): void }
+
+const server = await testDatabase(t);
+
+/** A fresh database and a pool on it, both gone at teardown. */
+async function freshPool(tt: HasTeardown): Promise<{ url: string; pool: pg.Pool }> {
+  const url = await freshDatabase(tt, server.url);
+  const pool = createPool({ databaseUrl: url });
+  tt.teardown(() => pool.end());
+  return { url, pool };
+}
+
+/** A temp migrations dir holding `files` (name → SQL). */
+function migrationsDir(tt: HasTeardown, files: Record<string, string>): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'zenova-migrations-'));
+  tt.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  for (const [name, sql] of Object.entries(files)) writeFileSync(path.join(dir, name), sql);
+  return dir;
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+const BASE = {
+  '0001_accounts.sql': 'create table accounts (id serial primary key, name text not null);',
+  // Depends on 0001: fails unless applied after it.
+  '0002_account_email.sql': 'alter table accounts add column email text;\ncreate index accounts_email on accounts (email);',
+  '0010_audit.sql': 'create table audit (id serial primary key, account_id integer references accounts (id));',
+};
+
+t.test('migrations apply in version order, are recorded with checksums, and a second run applies nothing', async (t) => {
+  const { pool } = await freshPool(t);
+  const dir = migrationsDir(t, BASE);
+  const first = await migrate(pool, { dir });
+  t.same(first.applied, ['0001_accounts.sql', '0002_account_email.sql', '0010_audit.sql']);
+
+  const { rows } = await pool.query<{ version: number; name: string; checksum: string; applied_at: Date }>(
+    'select version, name, checksum, applied_at from schema_migrations order by version',
+  );
+  t.same(rows.map((r) => [r.version, r.name, r.checksum]), [
+    [1, 'accounts', sha256(BASE['0001_accounts.sql'])],
+    [2, 'account_email', sha256(BASE['0002_account_email.sql'])],
+    [10, 'audit', sha256(BASE['0010_audit.sql'])],
+  ]);
+  t.ok(rows.every((r) => r.applied_at instanceof Date), 'applied_at recorded');
+
+  const second = await migrate(pool, { dir });
+  t.same(second.applied, [], 'nothing left to apply');
+
+  writeFileSync(path.join(dir, '0011_audit_note.sql'), 'alter table audit add column note text;');
+  const third = await migrate(pool, { dir });
+  t.same(third.applied, ['0011_audit_note.sql'], 'only the new migration');
+});
+
+t.test('the shipped migrations create exactly one installation row, kept across runs', async (t) => {
+  const { pool } = await freshPool(t);
+  const result = await migrate(pool);
+  t.ok(result.applied.includes('0001_installation.sql'));
+  const before = await pool.query<{ id: string }>('select id from installation');
+  t.equal(before.rows.length, 1);
+  t.same((await migrate(pool)).applied, []);
+  const after = await pool.query<{ id: string }>('select id from installation');
+  t.same(after.rows, before.rows, 'same single row');
+  await t.rejects(pool.query('insert into installation default values'), /duplicate key|unique/, 'a second row is impossible');
+});
+
+t.test('two migrators racing on one database apply each migration exactly once', async (t) => {
+  const { url, pool: observer } = await freshPool(t);
+  const GATE = 424242;
+  const dir = migrationsDir(t, {
+    '0001_counter.sql': 'create table applied_log (migration text not null);\ninsert into applied_log values (\'0001\');',
+    // Blocks on a lock the test holds, so the second migrator is sure to arrive while the first is busy.
+    '0002_gated.sql': `select pg_advisory_xact_lock(${GATE});\ncreate table gated (id int);\ninsert into applied_log values ('0002');`,
+    '0003_more.sql': 'create table more (id int);\ninsert into applied_log values (\'0003\');',
+  });
+  const gate = new pg.Client({ connectionString: url });
+  await gate.connect();
+  t.teardown(() => gate.end());
+  await gate.query('select pg_advisory_lock($1)', [GATE]);
+
+  const poolA = createPool({ databaseUrl: url });
+  const poolB = createPool({ databaseUrl: url });
+  t.teardown(() => poolA.end());
+  t.teardown(() => poolB.end());
+  const a = migrate(poolA, { dir });
+  const b = migrate(poolB, { dir });
+  // Both are now stuck: one inside 0002 on the gate, the other on the migration lock.
+  await waitFor(async () => {
+    const { rows } = await observer.query<{ n: number }>(
+      `select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`,
+    );
+    return rows[0]!.n === 2;
+  }, { what: 'both migrators to wait on advisory locks' });
+  await gate.query('select pg_advisory_unlock($1)', [GATE]);
+
+  const [ra, rb] = await Promise.all([a, b]);
+  const all = [...ra.applied, ...rb.applied].sort();
+  t.same(all, ['0001_counter.sql', '0002_gated.sql', '0003_more.sql'], 'each migration applied by exactly one migrator');
+  t.ok(ra.applied.length === 0 || rb.applied.length === 0, 'the one that waited found nothing to do');
+  const log = await observer.query<{ migration: string }>('select migration from applied_log order by migration');
+  t.same(log.rows.map((r) => r.migration), ['0001', '0002', '0003'], 'each migration body ran once');
+});
+
+t.test('a migration file changed after it was applied stops migration, naming the file', async (t) => {
+  const { pool } = await freshPool(t);
+  const dir = migrationsDir(t, BASE);
+  await migrate(pool, { dir });
+  writeFileSync(path.join(dir, '0002_account_email.sql'), `${BASE['0002_account_email.sql']}\n-- a harmless-looking edit`);
+  writeFileSync(path.join(dir, '0011_new.sql'), 'create table newer (id int);');
+  const err = await migrate(pool, { dir }).catch((e: unknown) => e);
+  t.type(err, MigrationError);
+  t.match((err as Error).message, /0002_account_email\.sql changed after it was applied/);
+  const { rows } = await pool.query(`select to_regclass('newer') is not null as exists`);
+  t.equal(rows[0].exists, false, 'nothing else was applied');
+});
+
+t.test('an applied migration whose file went missing stops migration, naming it', async (t) => {
+  const { pool } = await freshPool(t);
+  const dir = migrationsDir(t, BASE);
+  await migrate(pool, { dir });
+  unlinkSync(path.join(dir, '0001_accounts.sql'));
+  await t.rejects(migrate(pool, { dir }), { name: 'MigrationError', message: /0001_accounts\.sql is missing/ });
+});
+
+t.test('a database migrated by a newer zenova-control is refused', async (t) => {
+  const { pool } = await freshPool(t);
+  const newer = migrationsDir(t, { ...BASE, '0042_future.sql': 'create table future (id int);' });
+  await migrate(pool, { dir: newer });
+  const current = migrationsDir(t, BASE);
+  await t.rejects(migrate(pool, { dir: current }), { name: 'MigrationError', message: /0042_future\.sql.*newer version/ });
+});
+
+t.test('a new migration numbered below an applied one is refused', async (t) => {
+  const { pool } = await freshPool(t);
+  const dir = migrationsDir(t, BASE);
+  await migrate(pool, { dir });
+  writeFileSync(path.join(dir, '0005_late.sql'), 'create table late (id int);');
+  await t.rejects(migrate(pool, { dir }), { name: 'MigrationError', message: /0005_late\.sql is older than the newest applied migration \(0010\)/ });
+});
+
+t.test('a failing migration is rolled back entirely and named, and can be applied once fixed', async (t) => {
+  const { pool } = await freshPool(t);
+  const dir = migrationsDir(t, {
+    '0001_ok.sql': 'create table ok (id int);',
+    '0002_broken.sql': 'create table half (id int);\nselect 1 / 0;',
+  });
+  await t.rejects(migrate(pool, { dir }), { name: 'MigrationError', message: /0002_broken\.sql failed: division by zero/ });
+  const state = await pool.query(`select to_regclass('ok') is not null as ok, to_regclass('half') is not null as half`);
+  t.same(state.rows[0], { ok: true, half: false }, '0001 committed, 0002 left no trace');
+  const recorded = await pool.query<{ version: number }>('select version from schema_migrations order by version');
+  t.same(recorded.rows.map((r) => r.version), [1]);
+
+  writeFileSync(path.join(dir, '0002_broken.sql'), 'create table half (id int);');
+  t.same((await migrate(pool, { dir })).applied, ['0002_broken.sql']);
+});
+
+t.test('migration files with malformed names are refused', async (t) => {
+  const { pool } = await freshPool(t);
+  await t.rejects(migrate(pool, { dir: migrationsDir(t, { '1_short.sql': 'select 1;' }) }), { message: /1_short\.sql.*NNNN_name\.sql/ });
+  await t.rejects(
+    migrate(pool, { dir: migrationsDir(t, { '0001_a.sql': 'select 1;', '0001_b.sql': 'select 1;' }) }),
+    { message: /0001_a\.sql and 0001_b\.sql share version 0001/ },
+  );
+});

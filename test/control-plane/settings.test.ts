@@ -1,0 +1,114 @@
+import t from 'tap';
+import { SettingsError, loadSettings } from '../../control-plane/src/settings.js';
+
+const TOKEN = 'T'.repeat(40);
+const VALID = {
+  ZENOVA_DATABASE_URL: 'postgres://zenova:db-password-123@db.internal:5432/zenova',
+  ZENOVA_ADMIN_TOKEN: TOKEN,
+};
+
+function problemsOf(env: NodeJS.ProcessEnv): readonly string[] {
+  try {
+    loadSettings(env);
+  } catch (err) {
+    if (err instanceof SettingsError) return err.problems;
+    throw err;
+  }
+  throw new Error('expected loadSettings to throw SettingsError');
+}
+
+t.test('valid settings are parsed and defaults apply', async (t) => {
+  const settings = loadSettings(VALID);
+  t.equal(settings.databaseUrl, VALID.ZENOVA_DATABASE_URL);
+  t.same(settings.listen, { host: '127.0.0.1', port: 7400 });
+  t.equal(settings.adminToken, TOKEN);
+  t.equal(settings.secretEncKey, undefined);
+  t.equal(settings.logLevel, 'info');
+  t.equal(settings.publicUrl, undefined);
+});
+
+t.test('every optional variable is parsed when set', async (t) => {
+  const key = Buffer.alloc(32, 7);
+  const settings = loadSettings({
+    ...VALID,
+    ZENOVA_DATABASE_URL: 'postgresql://u@localhost/db',
+    ZENOVA_LISTEN: '[::1]:0',
+    ZENOVA_SECRET_ENC_KEY: key.toString('base64'),
+    ZENOVA_LOG_LEVEL: 'debug',
+    ZENOVA_PUBLIC_URL: 'https://zenova.example.com/',
+  });
+  t.same(settings.listen, { host: '::1', port: 0 }, 'IPv6 in brackets, port 0 allowed');
+  t.ok(settings.secretEncKey?.equals(key));
+  t.equal(settings.logLevel, 'debug');
+  t.equal(settings.publicUrl, 'https://zenova.example.com');
+});
+
+t.test('a bad ZENOVA_LISTEN is reported naming the variable, the rule and the value', async (t) => {
+  const problems = problemsOf({ ...VALID, ZENOVA_LISTEN: 'abc' });
+  t.equal(problems.length, 1);
+  t.match(problems[0], /^ZENOVA_LISTEN: expected HOST:PORT.*got 'abc'$/);
+  t.match(problemsOf({ ...VALID, ZENOVA_LISTEN: '127.0.0.1:65536' })[0], /^ZENOVA_LISTEN: /, 'port above 65535');
+});
+
+t.test('missing required variables are all reported, not just the first', async (t) => {
+  const problems = problemsOf({});
+  t.equal(problems.length, 2);
+  t.match(problems[0], /^ZENOVA_DATABASE_URL: is required/);
+  t.match(problems[1], /^ZENOVA_ADMIN_TOKEN: is required/);
+});
+
+t.test('every invalid variable produces its own problem naming it', async (t) => {
+  const err = (() => {
+    try {
+      loadSettings({
+        ZENOVA_DATABASE_URL: 'mysql://root:hunter2hunter2@db/zenova',
+        ZENOVA_LISTEN: 'localhost',
+        ZENOVA_ADMIN_TOKEN: 'too-short-secret',
+        ZENOVA_SECRET_ENC_KEY: Buffer.alloc(16).toString('base64'),
+        ZENOVA_LOG_LEVEL: 'verbose',
+        ZENOVA_PUBLIC_URL: 'ftp://files.example.com',
+      });
+    } catch (e) {
+      return e;
+    }
+    return undefined;
+  })();
+  t.type(err, SettingsError);
+  const problems = (err as SettingsError).problems;
+  t.same(problems.map((p) => p.split(':')[0]), [
+    'ZENOVA_DATABASE_URL', 'ZENOVA_LISTEN', 'ZENOVA_ADMIN_TOKEN', 'ZENOVA_SECRET_ENC_KEY', 'ZENOVA_LOG_LEVEL', 'ZENOVA_PUBLIC_URL',
+  ]);
+  t.match(problems[2], /at least 32 characters, got 16/);
+  t.match(problems[3], /32 bytes.*got 16 bytes/);
+  t.match(problems[4], /got 'verbose'/);
+  t.match((err as Error).message, /ZENOVA_LISTEN: expected HOST:PORT/, 'the message carries the problems too');
+});
+
+t.test('problems never echo secret values', async (t) => {
+  const problems = problemsOf({
+    ZENOVA_DATABASE_URL: 'not a url but has a p@ssw0rd-secret',
+    ZENOVA_ADMIN_TOKEN: 'short-but-secret-token',
+    ZENOVA_SECRET_ENC_KEY: 'not*base64*secret',
+  });
+  const text = problems.join('\n');
+  t.equal(problems.length, 3);
+  t.notMatch(text, /ssw0rd-secret/);
+  t.notMatch(text, /short-but-secret-token/);
+  t.notMatch(text, /not\*base64\*secret/);
+});
+
+t.test('a database URL must use the postgres scheme and name a host', async (t) => {
+  t.match(problemsOf({ ...VALID, ZENOVA_DATABASE_URL: 'http://db/zenova' })[0], /^ZENOVA_DATABASE_URL: .*postgres:\/\//);
+  t.match(problemsOf({ ...VALID, ZENOVA_DATABASE_URL: 'postgres:///zenova' })[0], /^ZENOVA_DATABASE_URL: /);
+});
+
+t.test('an admin token with spaces is refused (it travels in a header)', async (t) => {
+  t.match(problemsOf({ ...VALID, ZENOVA_ADMIN_TOKEN: `${TOKEN} with space` })[0], /^ZENOVA_ADMIN_TOKEN: expected visible ASCII/);
+});
+
+t.test('an empty optional variable counts as unset', async (t) => {
+  const settings = loadSettings({ ...VALID, ZENOVA_LISTEN: '', ZENOVA_PUBLIC_URL: '', ZENOVA_SECRET_ENC_KEY: '' });
+  t.same(settings.listen, { host: '127.0.0.1', port: 7400 });
+  t.equal(settings.publicUrl, undefined);
+  t.equal(settings.secretEncKey, undefined);
+});

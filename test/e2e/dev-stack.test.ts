@@ -1,0 +1,91 @@
+/**
+ * `npm start` as a new user runs it: the dev stack comes up on embedded PostgreSQL, the printed curl
+ * goes through office-primary to the demo upstream, Ctrl-C stops every child, and a second start
+ * reuses the same data and secrets.
+ */
+import t from 'tap';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startProcess, tsEntry } from '../fixtures/processes.js';
+import { waitFor } from '../fixtures/wait-for.js';
+
+const home = mkdtempSync(join(tmpdir(), 'zn-devstack-'));
+t.teardown(() => rmSync(home, { recursive: true, force: true }));
+
+function env(): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env, ZENOVA_DEV_HOME: home, ZENOVA_DEV_PORTS: 'auto' };
+  delete e.ZENOVA_DATABASE_URL;
+  return e;
+}
+
+function readDevEnv(): Record<string, string> {
+  return Object.fromEntries(
+    readFileSync(join(home, 'dev.env'), 'utf8').trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function startStack(tt: { teardown(fn: () => unknown): void }) {
+  const { command, args } = tsEntry('control-plane/src/dev-stack/main.ts');
+  const proc = await startProcess({ name: 'dev-stack', command, args, env: env(), readyLine: /"msg":"dev stack ready"/, timeoutMs: 180_000, t: tt });
+  const readyLine = await proc.waitForLine(/"msg":"dev stack ready"/);
+  const ready = JSON.parse(readyLine) as { pids: { controlPlane: number; node: number; postgres: number } };
+  return { proc, pids: ready.pids };
+}
+
+let firstKey = '';
+let firstInstallation = '';
+
+t.test('a first start prints a curl that answers 200 with x-request-id through office-primary', async (t) => {
+  const { proc, pids } = await startStack(t);
+  const devEnv = readDevEnv();
+  for (const k of ['ZENOVA_BASE_URL', 'ZENOVA_API_KEY', 'ZENOVA_CONSOLE_URL', 'ZENOVA_CONTROL_PLANE_URL', 'ZENOVA_ADMIN_TOKEN', 'ZENOVA_DATABASE_URL']) {
+    t.ok(devEnv[k], `dev.env has ${k}`);
+  }
+  t.match(devEnv.ZENOVA_BASE_URL, /\/v1$/);
+  t.equal(statSync(join(home, 'dev.env')).mode & 0o077, 0, 'dev.env holds secrets and is private');
+
+  const curlLine = proc.output().split('\n').find((l) => l.trim().startsWith('curl '));
+  t.ok(curlLine, 'a ready curl is printed');
+  const answer = execFileSync('/bin/sh', ['-c', curlLine!.trim()], { encoding: 'utf8' });
+  t.match(answer, /^HTTP\/1\.1 200/);
+  t.match(answer, /\nx-request-id: \S+/i);
+  t.match(answer, /\[zenova demo upstream\] echo: hello from curl/);
+
+  const noKey = await fetch(`${devEnv.ZENOVA_BASE_URL}/models`);
+  t.equal(noKey.status, 401, 'the node asks for the API key');
+
+  const version = (await (await fetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`)).json()) as { installationId: string };
+  t.ok(version.installationId);
+  firstKey = devEnv.ZENOVA_API_KEY!;
+  firstInstallation = version.installationId;
+
+  proc.child.kill('SIGINT');
+  const exit = await proc.exited;
+  t.equal(exit.code, 0, 'Ctrl-C ends the dev stack cleanly');
+  for (const [name, pid] of Object.entries(pids)) {
+    await waitFor(() => !alive(pid), { what: `${name} (pid ${pid}) to be gone`, timeoutMs: 20_000 });
+    t.notOk(alive(pid), `${name} was stopped`);
+  }
+});
+
+t.test('a second start reuses the database and the secrets', async (t) => {
+  const { proc } = await startStack(t);
+  const devEnv = readDevEnv();
+  t.equal(devEnv.ZENOVA_API_KEY, firstKey, 'same demo API key');
+  const version = (await (await fetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`)).json()) as { installationId: string };
+  t.equal(version.installationId, firstInstallation, 'same database (installation id survives)');
+  t.match(proc.output(), /reusing/);
+  proc.child.kill('SIGTERM');
+  t.equal((await proc.exited).code, 0);
+});
