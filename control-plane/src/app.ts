@@ -7,12 +7,15 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import type pino from 'pino';
 import { adminAuth } from './http/admin-auth.js';
+import { enrollmentRoutes } from './http/enrollment.routes.js';
 import { errorHandler, notFoundHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.routes.js';
+import { nodesRoutes } from './http/nodes.routes.js';
 import { echoRequestId, generateRequestId } from './http/request-id.js';
 import { versionRoutes } from './http/version.routes.js';
 import { whoamiRoutes } from './http/whoami.routes.js';
 import { zodSerializerCompiler, zodValidatorCompiler } from './http/zod-schemas.js';
+import type { EnrollmentDeps } from './nodes/enrollment.js';
 import type { Settings } from './settings.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -22,6 +25,11 @@ export interface AppDeps {
   settings: Settings;
   pool: pg.Pool;
   logger: pino.Logger;
+  /**
+   * The gateway side of enrollment (gateway target and CA, config-signing key). Optional so a
+   * process without a node gateway still serves the console/API; enrollment then answers 503.
+   */
+  enrollment?: EnrollmentDeps | undefined;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -45,6 +53,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(healthRoutes, { pool: deps.pool });
   await app.register(versionRoutes, { pool: deps.pool });
+  // Enrollment sits outside /api/v1: a node proves itself with its install token, not the admin token.
+  await app.register(enrollmentRoutes, { pool: deps.pool, settings: deps.settings, enrollment: deps.enrollment });
 
   // The admin API: everything under /api/v1 sits behind the admin bearer token — including its
   // own 404s, so an unauthenticated caller cannot probe which admin routes exist.
@@ -52,6 +62,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await adminApi.register(adminAuth, { adminToken: deps.settings.adminToken });
     adminApi.setNotFoundHandler(notFoundHandler);
     await adminApi.register(whoamiRoutes);
+    await adminApi.register(nodesRoutes, { pool: deps.pool, settings: deps.settings });
   }, { prefix: ADMIN_API_PREFIX });
 
   return app;

@@ -1,20 +1,29 @@
 /**
  * zenova-control: the control-plane process. Reads settings, connects to and migrates PostgreSQL,
- * serves the console/API, and shuts down cleanly on SIGINT/SIGTERM.
- * Exit codes: 0 clean stop, 1 start-up failure (database, migrations, listen), 2 bad usage/settings.
+ * loads the gateway TLS identity and the config-signing key, starts the node gateway (gRPC over
+ * TLS), serves the console/API (HTTPS when configured), and shuts down cleanly on SIGINT/SIGTERM.
+ * Exit codes: 0 clean stop, 1 start-up failure (database, migrations, gateway identity, listen),
+ * 2 bad usage/settings.
  */
-import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import type pino from 'pino';
 import { buildApp } from './app.js';
+import { loadConfigSigningKey } from './config/signing-key.js';
+import { createSecretBox } from './crypto/secret-box.js';
+import type { SecretBox } from './crypto/secret-box.js';
 import { isDatabaseUnavailable } from './db/connection-errors.js';
 import { MigrationError, migrate } from './db/migrate.js';
 import { createPool, describeDatabaseTarget } from './db/pool.js';
+import { startGatewayServer } from './gateway/server.js';
+import type { GatewayServer } from './gateway/server.js';
+import { loadGatewayIdentity } from './gateway/tls-identity.js';
+import type { GatewayIdentity } from './gateway/tls-identity.js';
 import { createLogger, redactDatabaseUrl } from './logger.js';
 import { productVersion } from './product-version.js';
-import { SettingsError, loadSettings, settingsVariables } from './settings.js';
+import { SettingsError, loadSettings, parseListenAddress, settingsVariables } from './settings.js';
 import type { Settings } from './settings.js';
+import { ConsoleTlsError, listenConsole, readConsoleTls } from './tls/console-server.js';
+import type { ConsoleListener, ConsoleTls } from './tls/console-server.js';
 
 const PROGRAM = 'zenova-control';
 // Past this, a stuck shutdown (a hung connection) gives way to a forced exit.
@@ -28,8 +37,9 @@ function usage(): string {
   return [
     `Usage: ${PROGRAM} [--help] [--version]`,
     '',
-    'Runs the Zenova Gateway control plane: console and admin API over HTTP, backed by PostgreSQL.',
-    'Database migrations are applied at start-up. Configuration comes from the environment:',
+    'Runs the Zenova Gateway control plane: console and admin API over HTTPS (or HTTP), and the node',
+    'gateway (gRPC over TLS), backed by PostgreSQL. Database migrations are applied at start-up.',
+    'Configuration comes from the environment:',
     '',
     variables,
     '',
@@ -43,9 +53,18 @@ function fail(message: string, code: number): never {
   process.exit(code);
 }
 
-function urlFor(address: AddressInfo): string {
-  const host = address.family === 'IPv6' || address.address.includes(':') ? `[${address.address}]` : address.address;
-  return `http://${host}:${address.port}`;
+function invalidSetting(problem: string): never {
+  process.stderr.write(`${PROGRAM}: invalid settings:\n  ${problem}\n`);
+  process.exit(2);
+}
+
+/** Where nodes dial the gateway, and the name they verify its certificate against. */
+function gatewayTarget(settings: Settings, boundPort: number): { target: string; serverName: string } {
+  const configured = settings.gateway.publicAddress;
+  const parsed = configured === undefined ? undefined : parseListenAddress(configured);
+  if (configured !== undefined && parsed) return { target: configured, serverName: parsed.host };
+  const host = settings.gateway.hosts[0] ?? 'localhost';
+  return { target: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, serverName: host };
 }
 
 async function connectDatabase(settings: Settings, logger: pino.Logger): Promise<pg.Pool> {
@@ -63,7 +82,7 @@ async function connectDatabase(settings: Settings, logger: pino.Logger): Promise
   return pool;
 }
 
-function installSignalHandlers(app: FastifyInstance, pool: pg.Pool, logger: pino.Logger): void {
+function installSignalHandlers(consoleListener: ConsoleListener, gateway: GatewayServer, pool: pg.Pool, logger: pino.Logger): void {
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) {
@@ -78,7 +97,8 @@ function installSignalHandlers(app: FastifyInstance, pool: pg.Pool, logger: pino
     }, SHUTDOWN_DEADLINE_MS).unref();
     void (async () => {
       try {
-        await app.close();
+        // Both stop accepting at once; sessions and requests in flight finish before the pool goes.
+        await Promise.all([gateway.close(), consoleListener.close()]);
         await pool.end();
         logger.info('control plane stopped');
         process.exit(0);
@@ -115,6 +135,22 @@ async function main(argv: string[]): Promise<void> {
     process.exit(2);
   }
 
+  // The gateway's TLS key and the config-signing key are stored encrypted with it: no key, no gateway.
+  if (!settings.secretEncKey) {
+    invalidSetting('ZENOVA_SECRET_ENC_KEY: is required: it encrypts the gateway TLS key and the config-signing key stored in PostgreSQL ' +
+      '(generate one with openssl rand -base64 32, and back it up with the database)');
+  }
+  let consoleTls: ConsoleTls | undefined;
+  if (settings.tls) {
+    try {
+      consoleTls = readConsoleTls(settings.tls);
+    } catch (err) {
+      if (!(err instanceof ConsoleTlsError)) throw err;
+      invalidSetting(err.message);
+    }
+  }
+  const secretBox = createSecretBox(settings.secretEncKey);
+
   const logger = createLogger(settings);
   logger.info({ version: productVersion() }, 'control plane starting');
   const pool = await connectDatabase(settings, logger);
@@ -128,16 +164,64 @@ async function main(argv: string[]): Promise<void> {
     fail(`${prefix}: ${err instanceof Error ? err.message : String(err)}`, 1);
   }
 
-  const app = await buildApp({ settings, pool, logger });
+  const { identity, signingPublicKeyPem } = await loadKeys(pool, settings, secretBox, logger);
+
+  let gateway: GatewayServer;
   try {
-    await app.listen({ host: settings.listen.host, port: settings.listen.port });
+    gateway = await startGatewayServer({ pool, logger, settings, identity });
   } catch (err) {
+    await pool.end().catch(() => undefined);
+    logger.fatal({ err }, 'cannot start the node gateway');
+    const { host, port } = settings.gateway.listen;
+    fail(`cannot start the node gateway on ${host}:${port}: ${err instanceof Error ? err.message : String(err)}`, 1);
+  }
+  const { target, serverName } = gatewayTarget(settings, gateway.port);
+  logger.info({ port: gateway.port, target }, 'node gateway listening');
+
+  const gatewayInfo = { target, serverName, caPem: identity.caPem };
+  const app = await buildApp({
+    settings,
+    pool,
+    logger,
+    enrollment: {
+      gatewayInfo: async () => gatewayInfo,
+      configSigningPublicKeyPem: async () => signingPublicKeyPem,
+    },
+  });
+  let consoleListener: ConsoleListener;
+  try {
+    consoleListener = await listenConsole(app, settings.listen, consoleTls);
+  } catch (err) {
+    await gateway.close().catch(() => undefined);
     await pool.end().catch(() => undefined);
     logger.fatal({ err }, 'cannot listen');
     fail(`cannot listen on ${settings.listen.host}:${settings.listen.port}: ${err instanceof Error ? err.message : String(err)}`, 1);
   }
-  installSignalHandlers(app, pool, logger);
-  logger.info({ url: urlFor(app.server.address() as AddressInfo) }, 'control plane listening');
+  if (!consoleTls) {
+    logger.warn('the console/API is served over plain HTTP: set ZENOVA_TLS_CERT_FILE and ZENOVA_TLS_KEY_FILE to serve HTTPS (nodes enroll over HTTPS only)');
+  }
+  installSignalHandlers(consoleListener, gateway, pool, logger);
+  // Tests and the dev stack wait for this line: it stays the last one of start-up.
+  logger.info({ url: consoleListener.url }, 'control plane listening');
+}
+
+/** The gateway identity and the config-signing key; any refusal stops start-up with its own message. */
+async function loadKeys(
+  pool: pg.Pool, settings: Settings, secretBox: SecretBox, logger: pino.Logger,
+): Promise<{ identity: GatewayIdentity; signingPublicKeyPem: string }> {
+  let step = 'the gateway TLS identity';
+  try {
+    const identity = await loadGatewayIdentity({ pool, settings, secretBox, logger });
+    step = 'the config-signing key';
+    const signingKey = await loadConfigSigningKey(pool, secretBox);
+    return { identity, signingPublicKeyPem: signingKey.publicKeyPem };
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    logger.fatal({ err }, `cannot load ${step}`);
+    // Our own errors (GatewayIdentityError, SecretBoxError, SigningKeyError) carry operator-ready
+    // messages; anything else (the database went away) gets the step as context.
+    fail(`cannot load ${step}: ${err instanceof Error ? err.message : String(err)}`, 1);
+  }
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -3,6 +3,8 @@
  * Every problem is reported (not just the first), each naming the variable and the rule; secret
  * values are never echoed back.
  */
+import { isIP } from 'node:net';
+import path from 'node:path';
 import { z } from 'zod';
 import { LOG_LEVELS, redactDatabaseUrl } from './logger.js';
 import type { LogLevel } from './logger.js';
@@ -18,6 +20,49 @@ export interface Settings {
   logLevel: LogLevel;
   /** Where operators and nodes reach the console/API, e.g. https://zenova.example.com. */
   publicUrl: string | undefined;
+  /** Certificate and key for the console/API; when set it listens HTTPS, otherwise plain HTTP. */
+  tls?: { certFile: string; keyFile: string } | undefined;
+  gateway: GatewaySettings;
+  nodes: NodeSettings;
+  faults: FaultSettings;
+}
+
+/** The node gateway (gRPC over TLS) and its server identity. */
+export interface GatewaySettings {
+  listen: ListenAddress;
+  /** DNS names and IP addresses nodes use to reach the gateway; the generated certificate covers all. */
+  hosts: string[];
+  /** host:port nodes dial; when unset, the first host and the bound port. */
+  publicAddress?: string | undefined;
+  /** Local cache of the generated identity (ca.crt, tls.crt, tls.key). */
+  tlsDir: string;
+  /** Generate an identity on first start; false in external-certificate mode. */
+  autoGenerate: boolean;
+  /** External mode: a certificate and key issued elsewhere, used as they are. */
+  certFile?: string | undefined;
+  keyFile?: string | undefined;
+  /** External mode: the public CA handed to nodes; unset means nodes use their system store. */
+  trustBundleFile?: string | undefined;
+}
+
+export interface NodeSettings {
+  /** A node is offline this long after its last heartbeat. */
+  offlineAfterMs: number;
+  credentialValidityMs: number;
+  /** A credential older than this is rotated over the live stream. */
+  credentialRotateAfterMs: number;
+  /** How long a superseded credential keeps working, so a lost rotation reply never locks a node out. */
+  credentialHandoverMs: number;
+  heartbeatIntervalMs: number;
+  installTokenTtlMs: number;
+  /** Enrollment attempts allowed per client IP per minute. */
+  enrollAttemptsPerMinute: number;
+}
+
+/** Fault injection for tests only; every value defaults to "off". */
+export interface FaultSettings {
+  /** Issue the rotated credential but drop the next N rotation replies (the stream is closed instead). */
+  dropRotationReplies: number;
 }
 
 export class SettingsError extends Error {
@@ -31,6 +76,12 @@ export class SettingsError extends Error {
 }
 
 export const DEFAULT_LISTEN = '127.0.0.1:7400';
+export const DEFAULT_GATEWAY_LISTEN = '0.0.0.0:8443';
+export const DEFAULT_GATEWAY_HOSTS = ['localhost', '127.0.0.1'] as const;
+export const DEFAULT_GATEWAY_TLS_DIR = '.zenova-data/gateway-tls';
+const DAY_SECONDS = 86_400;
+// Ceiling for every duration: ten years, far beyond anything sensible, but keeps numbers finite.
+const MAX_DURATION_SECONDS = 10 * 365 * DAY_SECONDS;
 const MIN_ADMIN_TOKEN_LENGTH = 32;
 const SECRET_ENC_KEY_BYTES = 32;
 
@@ -39,9 +90,27 @@ export const settingsVariables = [
   { name: 'ZENOVA_DATABASE_URL', required: true, description: 'PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB' },
   { name: 'ZENOVA_LISTEN', required: false, description: `HOST:PORT for the console/API (default ${DEFAULT_LISTEN}; port 0 picks a free port)` },
   { name: 'ZENOVA_ADMIN_TOKEN', required: true, description: `bearer token for the admin API /api/v1, at least ${MIN_ADMIN_TOKEN_LENGTH} characters` },
-  { name: 'ZENOVA_SECRET_ENC_KEY', required: false, description: `${SECRET_ENC_KEY_BYTES} random bytes, base64 (openssl rand -base64 32); encrypts stored secrets` },
+  { name: 'ZENOVA_SECRET_ENC_KEY', required: false, description: `${SECRET_ENC_KEY_BYTES} random bytes, base64 (openssl rand -base64 32); encrypts the keys stored in PostgreSQL; needed to start (back it up with the database)` },
   { name: 'ZENOVA_LOG_LEVEL', required: false, description: `${LOG_LEVELS.join('|')} (default info)` },
   { name: 'ZENOVA_PUBLIC_URL', required: false, description: 'http(s) URL at which the console/API is reached' },
+  { name: 'ZENOVA_TLS_CERT_FILE', required: false, description: 'PEM certificate (chain) for the console/API; with ZENOVA_TLS_KEY_FILE it serves HTTPS, without both plain HTTP' },
+  { name: 'ZENOVA_TLS_KEY_FILE', required: false, description: 'PEM private key for ZENOVA_TLS_CERT_FILE' },
+  { name: 'ZENOVA_GATEWAY_LISTEN', required: false, description: `HOST:PORT for the node gateway, gRPC over TLS (default ${DEFAULT_GATEWAY_LISTEN}; port 0 picks a free port)` },
+  { name: 'ZENOVA_GATEWAY_HOSTS', required: false, description: `comma list of DNS names/IPs nodes use to reach the gateway, put in the certificate (default ${DEFAULT_GATEWAY_HOSTS.join(',')})` },
+  { name: 'ZENOVA_GATEWAY_PUBLIC_ADDRESS', required: false, description: 'HOST:PORT nodes dial, HOST one of ZENOVA_GATEWAY_HOSTS (default: the first host and the bound port)' },
+  { name: 'ZENOVA_GATEWAY_TLS_DIR', required: false, description: `private local cache of the gateway TLS identity (default <cwd>/${DEFAULT_GATEWAY_TLS_DIR})` },
+  { name: 'ZENOVA_GATEWAY_TLS_AUTO_GENERATE', required: false, description: 'true|false: generate the gateway identity on first start (default true; false with ZENOVA_GATEWAY_CERT_FILE)' },
+  { name: 'ZENOVA_GATEWAY_CERT_FILE', required: false, description: 'external mode: PEM server certificate for the gateway (needs ZENOVA_GATEWAY_KEY_FILE); turns auto-generation off' },
+  { name: 'ZENOVA_GATEWAY_KEY_FILE', required: false, description: 'external mode: PEM private key for ZENOVA_GATEWAY_CERT_FILE' },
+  { name: 'ZENOVA_GATEWAY_TRUST_BUNDLE', required: false, description: 'external mode: public CA PEM handed to nodes (unset: nodes use their system trust store)' },
+  { name: 'ZENOVA_NODE_OFFLINE_AFTER_SECONDS', required: false, description: 'a node is offline this long after its last heartbeat (default 120)' },
+  { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential (default ${30 * DAY_SECONDS}, 30 days)` },
+  { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old (default ${DAY_SECONDS})` },
+  { name: 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', required: false, description: 'a superseded credential keeps working this long (default 3600)' },
+  { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: 'heartbeat interval asked of nodes, at least 100 (default 5000)' },
+  { name: 'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', required: false, description: `lifetime of install tokens (default ${DAY_SECONDS}, 24 h)` },
+  { name: 'ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE', required: false, description: 'enrollment attempts allowed per client IP per minute (default 10)' },
+  { name: 'ZENOVA_FAULT_DROP_ROTATION_REPLIES', required: false, description: 'fault tests only: drop the next N credential rotation replies (default 0)' },
 ] as const;
 
 type VariableName = (typeof settingsVariables)[number]['name'];
@@ -134,6 +203,74 @@ const publicUrl = raw.transform((value, ctx) => {
   return url.toString().replace(/\/$/, '');
 });
 
+/** An optional file path, resolved against the working directory. */
+const filePath = raw.transform((value) => (value === undefined ? undefined : path.resolve(value)));
+
+const gatewayListen = raw.transform((value, ctx) => {
+  const address = parseListenAddress(value ?? DEFAULT_GATEWAY_LISTEN);
+  if (!address) return fail(ctx, `expected HOST:PORT with a port from 0 to 65535, got ${quote(value ?? '')}`);
+  return address;
+});
+
+const DNS_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+
+/** True for an IPv4/IPv6 address or a DNS name (no scheme, no port, no wildcard). */
+export function isGatewayHost(host: string): boolean {
+  if (isIP(host) !== 0) return true;
+  return host.length <= 253 && host.split('.').every((label) => DNS_LABEL.test(label));
+}
+
+const gatewayHosts = raw.transform((value, ctx) => {
+  if (value === undefined) return [...DEFAULT_GATEWAY_HOSTS];
+  const hosts = value.split(',').map((h) => h.trim().toLowerCase()).filter((h) => h !== '');
+  if (hosts.length === 0) return fail(ctx, 'expected at least one DNS name or IP address');
+  const bad = hosts.find((h) => !isGatewayHost(h));
+  if (bad !== undefined) {
+    return fail(ctx, `expected DNS names or IP addresses without scheme or port, got ${quote(bad)}`);
+  }
+  return [...new Set(hosts)];
+});
+
+const publicAddress = raw.transform((value, ctx) => {
+  if (value === undefined) return undefined;
+  const address = parseListenAddress(value);
+  if (!address || address.port === 0 || !isGatewayHost(address.host.toLowerCase())) {
+    return fail(ctx, `expected HOST:PORT with a port from 1 to 65535 (IPv6 in brackets), got ${quote(value)}`);
+  }
+  return { host: address.host.toLowerCase(), text: value };
+});
+
+const booleanFlag = raw.transform((value, ctx) => {
+  if (value === undefined) return undefined;
+  const v = value.toLowerCase();
+  if (v === 'true' || v === '1' || v === 'yes') return true;
+  if (v === 'false' || v === '0' || v === 'no') return false;
+  return fail(ctx, `expected true or false, got ${quote(value)}`);
+});
+
+/** A duration in seconds (decimals allowed, for tests), returned in milliseconds. */
+function seconds(defaultSeconds: number, minSeconds: number) {
+  return raw.transform((value, ctx) => {
+    if (value === undefined) return defaultSeconds * 1000;
+    const n = /^\d+(\.\d{1,3})?$/.test(value) ? Number(value) : NaN;
+    if (!Number.isFinite(n) || n < minSeconds || n > MAX_DURATION_SECONDS) {
+      return fail(ctx, `expected a number of seconds from ${minSeconds} to ${MAX_DURATION_SECONDS}, got ${quote(value)}`);
+    }
+    return Math.round(n * 1000);
+  });
+}
+
+function integer(defaultValue: number, min: number, max: number) {
+  return raw.transform((value, ctx) => {
+    if (value === undefined) return defaultValue;
+    const n = /^\d+$/.test(value) ? Number(value) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      return fail(ctx, `expected a whole number from ${min} to ${max}, got ${quote(value)}`);
+    }
+    return n;
+  });
+}
+
 const environmentSchema = z.object({
   ZENOVA_DATABASE_URL: databaseUrl,
   ZENOVA_LISTEN: listen,
@@ -141,7 +278,49 @@ const environmentSchema = z.object({
   ZENOVA_SECRET_ENC_KEY: secretEncKey,
   ZENOVA_LOG_LEVEL: logLevel,
   ZENOVA_PUBLIC_URL: publicUrl,
-} satisfies Record<VariableName, z.ZodType>);
+  ZENOVA_TLS_CERT_FILE: filePath,
+  ZENOVA_TLS_KEY_FILE: filePath,
+  ZENOVA_GATEWAY_LISTEN: gatewayListen,
+  ZENOVA_GATEWAY_HOSTS: gatewayHosts,
+  ZENOVA_GATEWAY_PUBLIC_ADDRESS: publicAddress,
+  ZENOVA_GATEWAY_TLS_DIR: filePath,
+  ZENOVA_GATEWAY_TLS_AUTO_GENERATE: booleanFlag,
+  ZENOVA_GATEWAY_CERT_FILE: filePath,
+  ZENOVA_GATEWAY_KEY_FILE: filePath,
+  ZENOVA_GATEWAY_TRUST_BUNDLE: filePath,
+  ZENOVA_NODE_OFFLINE_AFTER_SECONDS: seconds(120, 1),
+  ZENOVA_CREDENTIAL_VALIDITY_SECONDS: seconds(30 * DAY_SECONDS, 1),
+  ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: seconds(DAY_SECONDS, 0),
+  ZENOVA_CREDENTIAL_HANDOVER_SECONDS: seconds(3600, 0),
+  ZENOVA_HEARTBEAT_INTERVAL_MS: integer(5000, 100, 3_600_000),
+  ZENOVA_INSTALL_TOKEN_TTL_SECONDS: seconds(DAY_SECONDS, 1),
+  ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE: integer(10, 1, 100_000),
+  ZENOVA_FAULT_DROP_ROTATION_REPLIES: integer(0, 0, 1_000_000),
+} satisfies Record<VariableName, z.ZodType>).superRefine((v, ctx) => {
+  // Rules between variables; each problem is reported under the variable to change.
+  const problem = (name: VariableName, message: string): void => {
+    ctx.addIssue({ code: 'custom', path: [name], message });
+  };
+  if ((v.ZENOVA_TLS_CERT_FILE === undefined) !== (v.ZENOVA_TLS_KEY_FILE === undefined)) {
+    const missing = v.ZENOVA_TLS_CERT_FILE === undefined ? 'ZENOVA_TLS_CERT_FILE' : 'ZENOVA_TLS_KEY_FILE';
+    problem(missing, 'is required together with ' + (missing === 'ZENOVA_TLS_CERT_FILE' ? 'ZENOVA_TLS_KEY_FILE' : 'ZENOVA_TLS_CERT_FILE') + ' (set both for HTTPS, or neither)');
+  }
+  if ((v.ZENOVA_GATEWAY_CERT_FILE === undefined) !== (v.ZENOVA_GATEWAY_KEY_FILE === undefined)) {
+    const missing = v.ZENOVA_GATEWAY_CERT_FILE === undefined ? 'ZENOVA_GATEWAY_CERT_FILE' : 'ZENOVA_GATEWAY_KEY_FILE';
+    problem(missing, 'is required together with ' + (missing === 'ZENOVA_GATEWAY_CERT_FILE' ? 'ZENOVA_GATEWAY_KEY_FILE' : 'ZENOVA_GATEWAY_CERT_FILE') + ' (external certificate mode)');
+  }
+  const external = v.ZENOVA_GATEWAY_CERT_FILE !== undefined;
+  if (external && v.ZENOVA_GATEWAY_TLS_AUTO_GENERATE === true) {
+    problem('ZENOVA_GATEWAY_TLS_AUTO_GENERATE', 'cannot be true with ZENOVA_GATEWAY_CERT_FILE set (an external certificate turns auto-generation off)');
+  }
+  if (!external && v.ZENOVA_GATEWAY_TRUST_BUNDLE !== undefined) {
+    problem('ZENOVA_GATEWAY_TRUST_BUNDLE', 'is only used with an external certificate: set ZENOVA_GATEWAY_CERT_FILE and ZENOVA_GATEWAY_KEY_FILE too, or unset it');
+  }
+  const target = v.ZENOVA_GATEWAY_PUBLIC_ADDRESS;
+  if (target && !v.ZENOVA_GATEWAY_HOSTS.includes(target.host)) {
+    problem('ZENOVA_GATEWAY_PUBLIC_ADDRESS', `host '${target.host}' must be one of ZENOVA_GATEWAY_HOSTS (${v.ZENOVA_GATEWAY_HOSTS.join(',')}) so the gateway certificate covers it`);
+  }
+});
 
 export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   const result = environmentSchema.safeParse(env);
@@ -157,5 +336,28 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     secretEncKey: v.ZENOVA_SECRET_ENC_KEY,
     logLevel: v.ZENOVA_LOG_LEVEL,
     publicUrl: v.ZENOVA_PUBLIC_URL,
+    tls: v.ZENOVA_TLS_CERT_FILE !== undefined && v.ZENOVA_TLS_KEY_FILE !== undefined
+      ? { certFile: v.ZENOVA_TLS_CERT_FILE, keyFile: v.ZENOVA_TLS_KEY_FILE }
+      : undefined,
+    gateway: {
+      listen: v.ZENOVA_GATEWAY_LISTEN,
+      hosts: v.ZENOVA_GATEWAY_HOSTS,
+      publicAddress: v.ZENOVA_GATEWAY_PUBLIC_ADDRESS?.text,
+      tlsDir: v.ZENOVA_GATEWAY_TLS_DIR ?? path.resolve(DEFAULT_GATEWAY_TLS_DIR),
+      autoGenerate: v.ZENOVA_GATEWAY_TLS_AUTO_GENERATE ?? v.ZENOVA_GATEWAY_CERT_FILE === undefined,
+      certFile: v.ZENOVA_GATEWAY_CERT_FILE,
+      keyFile: v.ZENOVA_GATEWAY_KEY_FILE,
+      trustBundleFile: v.ZENOVA_GATEWAY_TRUST_BUNDLE,
+    },
+    nodes: {
+      offlineAfterMs: v.ZENOVA_NODE_OFFLINE_AFTER_SECONDS,
+      credentialValidityMs: v.ZENOVA_CREDENTIAL_VALIDITY_SECONDS,
+      credentialRotateAfterMs: v.ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS,
+      credentialHandoverMs: v.ZENOVA_CREDENTIAL_HANDOVER_SECONDS,
+      heartbeatIntervalMs: v.ZENOVA_HEARTBEAT_INTERVAL_MS,
+      installTokenTtlMs: v.ZENOVA_INSTALL_TOKEN_TTL_SECONDS,
+      enrollAttemptsPerMinute: v.ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE,
+    },
+    faults: { dropRotationReplies: v.ZENOVA_FAULT_DROP_ROTATION_REPLIES },
   };
 }

@@ -10,6 +10,7 @@ import type { ZenovaError } from './errors.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
 import './http/request-context.js';
 import type { Logger } from './logger.js';
+import type { RequestWindow } from './metrics/request-window.js';
 import { REQUEST_ID_HEADER, generateRequestId, resolveRequestId } from './request-id.js';
 import { createModelRouter } from './routing/model-router.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
@@ -19,6 +20,8 @@ export interface AppDeps {
   logger: Logger;
   /** Injected by tests; built from `config.upstreams` otherwise. The app closes it on close. */
   upstreams?: UpstreamPool;
+  /** Counts finished requests (and server-side failures) for the control heartbeat's figures. */
+  requestWindow?: RequestWindow;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -61,6 +64,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // onResponse does not), so each request gets exactly one line.
     reply.raw.once('close', () => {
       logRequestFinished(request, reply);
+      deps.requestWindow?.record(reply.statusCode >= 500);
       // While closing, a keep-alive connection whose last request just ended would otherwise hold
       // server.close() open until its idle timeout.
       if (closing) setImmediate(() => app.server.closeIdleConnections());

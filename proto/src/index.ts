@@ -11,3 +11,4 @@ export {
   describeProtocolMismatch,
 } from './protocol-version.js';
 export { NODE_ID_METADATA_KEY, NODE_CREDENTIAL_METADATA_KEY } from './metadata.js';
+export { RefusalCode, isRefusalCode, isRefusalRetryable, refusalHint, refusalCodeOfStatusDetails } from './refusal-codes.js';

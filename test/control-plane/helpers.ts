@@ -4,12 +4,18 @@ import net from 'node:net';
 import pg from 'pg';
 import type pino from 'pino';
 import { createLogger } from '../../control-plane/src/logger.js';
+import { loadSettings } from '../../control-plane/src/settings.js';
 import type { Settings } from '../../control-plane/src/settings.js';
 
 export const ADMIN_TOKEN = `test-admin-token-${'k'.repeat(24)}-${randomBytes(8).toString('hex')}`;
 
 export function testSettings(databaseUrl: string, overrides: Partial<Settings> = {}): Settings {
+  // The product's own defaults for everything added since (gateway, nodes, faults).
+  const defaults = loadSettings({ ZENOVA_DATABASE_URL: databaseUrl, ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN });
   return {
+    gateway: { ...defaults.gateway, listen: { host: '127.0.0.1', port: 0 } },
+    nodes: defaults.nodes,
+    faults: defaults.faults,
     databaseUrl,
     listen: { host: '127.0.0.1', port: 0 },
     adminToken: ADMIN_TOKEN,

@@ -1,3 +1,8 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import tls from 'node:tls';
 import t from 'tap';
 import { testDatabase } from '../fixtures/postgres.js';
 import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
@@ -10,6 +15,14 @@ const CLEAN_ENV: NodeJS.ProcessEnv = Object.fromEntries(
   Object.keys(process.env).filter((k) => k.startsWith('ZENOVA_')).map((k) => [k, undefined]),
 );
 
+const SECRET_ENC_KEY = randomBytes(32).toString('base64');
+
+function tempDir(t: { teardown(fn: () => unknown): void }): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'zenova-main-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 async function run(name: string, env: NodeJS.ProcessEnv, args: string[] = []): Promise<{ code: number | null; output: string }> {
   const proc = await startProcess({ name, command: entry.command, args: [...entry.args, ...args], env: { ...CLEAN_ENV, ...env }, t });
   const { code } = await proc.exited;
@@ -20,7 +33,14 @@ t.test('--help prints usage with every environment variable and exits 0', async 
   const { code, output } = await run('help', {}, ['--help']);
   t.equal(code, 0);
   t.match(output, /Usage: zenova-control/);
-  for (const name of ['ZENOVA_DATABASE_URL', 'ZENOVA_LISTEN', 'ZENOVA_ADMIN_TOKEN', 'ZENOVA_SECRET_ENC_KEY', 'ZENOVA_LOG_LEVEL', 'ZENOVA_PUBLIC_URL']) {
+  for (const name of [
+    'ZENOVA_DATABASE_URL', 'ZENOVA_LISTEN', 'ZENOVA_ADMIN_TOKEN', 'ZENOVA_SECRET_ENC_KEY', 'ZENOVA_LOG_LEVEL', 'ZENOVA_PUBLIC_URL',
+    'ZENOVA_TLS_CERT_FILE', 'ZENOVA_TLS_KEY_FILE', 'ZENOVA_GATEWAY_LISTEN', 'ZENOVA_GATEWAY_HOSTS', 'ZENOVA_GATEWAY_PUBLIC_ADDRESS',
+    'ZENOVA_GATEWAY_TLS_DIR', 'ZENOVA_GATEWAY_TLS_AUTO_GENERATE', 'ZENOVA_GATEWAY_CERT_FILE', 'ZENOVA_GATEWAY_KEY_FILE',
+    'ZENOVA_GATEWAY_TRUST_BUNDLE', 'ZENOVA_NODE_OFFLINE_AFTER_SECONDS', 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS',
+    'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', 'ZENOVA_HEARTBEAT_INTERVAL_MS',
+    'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', 'ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE', 'ZENOVA_FAULT_DROP_ROTATION_REPLIES',
+  ]) {
     t.match(output, name);
   }
 });
@@ -51,6 +71,7 @@ t.test('an unreachable database stops start-up with exit 1 naming the host but n
     ZENOVA_DATABASE_URL: `postgres://zenova:${password}@127.0.0.1:${port}/zenova`,
     ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN,
     ZENOVA_LISTEN: '127.0.0.1:0',
+    ZENOVA_SECRET_ENC_KEY: SECRET_ENC_KEY,
   });
   t.equal(code, 1);
   t.match(output, new RegExp(`^zenova-control: cannot reach the database at 127\\.0\\.0\\.1:${port}/zenova`, 'm'));
@@ -58,17 +79,58 @@ t.test('an unreachable database stops start-up with exit 1 naming the host but n
   t.notMatch(output, ADMIN_TOKEN);
 });
 
-t.test('the control plane starts, answers /healthz over HTTP and stops on SIGTERM with exit 0', async (t) => {
+t.test('without ZENOVA_SECRET_ENC_KEY start-up stops with exit 2 naming the variable, before touching the database', async (t) => {
+  const port = await closedPort();
+  const { code, output } = await run('no-secret-key', {
+    ZENOVA_DATABASE_URL: `postgres://zenova@127.0.0.1:${port}/zenova`,
+    ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN,
+  });
+  t.equal(code, 2);
+  t.match(output, /^zenova-control: invalid settings:$/m);
+  t.match(output, /ZENOVA_SECRET_ENC_KEY: is required: it encrypts the gateway TLS key/);
+  t.notMatch(output, /cannot reach the database/, 'refused before connecting');
+});
+
+t.test('the control plane starts, answers /healthz over HTTP, runs the node gateway over TLS and stops on SIGTERM with exit 0', async (t) => {
   const db = await testDatabase(t);
+  const tlsDir = path.join(tempDir(t), 'gateway-tls');
   const proc = await startProcess({
     name: 'zenova-control',
     command: entry.command,
     args: entry.args,
-    env: { ...CLEAN_ENV, ZENOVA_DATABASE_URL: db.url, ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN, ZENOVA_LISTEN: '127.0.0.1:0' },
+    env: {
+      ...CLEAN_ENV,
+      ZENOVA_DATABASE_URL: db.url,
+      ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN,
+      ZENOVA_LISTEN: '127.0.0.1:0',
+      ZENOVA_SECRET_ENC_KEY: SECRET_ENC_KEY,
+      ZENOVA_GATEWAY_LISTEN: '127.0.0.1:0',
+      ZENOVA_GATEWAY_TLS_DIR: tlsDir,
+    },
     readyLine: /control plane listening/,
     t,
   });
-  const ready = parseJsonLines(proc.output()).find((l) => l.msg === 'control plane listening');
+  const lines = parseJsonLines(proc.output());
+  const ready = lines.find((l) => l.msg === 'control plane listening');
+  t.equal(lines.at(-1)?.msg, 'control plane listening', 'the ready line is the last line of start-up');
+  t.ok(lines.some((l) => l.msg === 'the console/API is served over plain HTTP: set ZENOVA_TLS_CERT_FILE and ZENOVA_TLS_KEY_FILE to serve HTTPS (nodes enroll over HTTPS only)'),
+    'plain HTTP is warned about');
+
+  const gatewayLine = lines.find((l) => l.msg === 'node gateway listening' && l.target !== undefined);
+  const gatewayPort = Number(gatewayLine?.port);
+  t.ok(gatewayPort > 0, 'the gateway reports its real bound port');
+  t.equal(gatewayLine?.target, `localhost:${gatewayPort}`, 'nodes dial the first gateway host and the bound port');
+  t.equal(statSync(path.join(tlsDir, 'tls.key')).mode & 0o777, 0o600, 'the generated identity is cached with a private key');
+  // The gateway serves the generated identity: a TLS client trusting only the cached CA accepts it.
+  const authorized = await new Promise<boolean | string>((resolve) => {
+    const socket = tls.connect({ host: '127.0.0.1', port: gatewayPort, servername: 'localhost', ca: readFileSync(path.join(tlsDir, 'ca.crt'), 'utf8'), ALPNProtocols: ['h2'] });
+    socket.once('secureConnect', () => {
+      resolve(socket.authorized);
+      socket.destroy();
+    });
+    socket.once('error', (err) => resolve(err.message));
+  });
+  t.equal(authorized, true, 'the gateway speaks TLS with the generated identity');
   const url = String(ready?.url);
   t.match(url, /^http:\/\/127\.0\.0\.1:\d+$/, 'the real bound port, not 0');
   t.notMatch(url, /:0$/);

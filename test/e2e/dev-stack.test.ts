@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { startProcess, tsEntry } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 
@@ -49,7 +50,7 @@ let firstInstallation = '';
 t.test('a first start prints a curl that answers 200 with x-request-id through office-primary', async (t) => {
   const { proc, pids } = await startStack(t);
   const devEnv = readDevEnv();
-  for (const k of ['ZENOVA_BASE_URL', 'ZENOVA_API_KEY', 'ZENOVA_CONSOLE_URL', 'ZENOVA_CONTROL_PLANE_URL', 'ZENOVA_ADMIN_TOKEN', 'ZENOVA_DATABASE_URL']) {
+  for (const k of ['ZENOVA_BASE_URL', 'ZENOVA_API_KEY', 'ZENOVA_CONSOLE_URL', 'ZENOVA_CONTROL_PLANE_URL', 'ZENOVA_ADMIN_TOKEN', 'ZENOVA_DATABASE_URL', 'ZENOVA_CA_FILE']) {
     t.ok(devEnv[k], `dev.env has ${k}`);
   }
   t.match(devEnv.ZENOVA_BASE_URL, /\/v1$/);
@@ -65,8 +66,17 @@ t.test('a first start prints a curl that answers 200 with x-request-id through o
   const noKey = await fetch(`${devEnv.ZENOVA_BASE_URL}/models`);
   t.equal(noKey.status, 401, 'the node asks for the API key');
 
-  const version = (await (await fetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`)).json()) as { installationId: string };
+  t.match(devEnv.ZENOVA_CONTROL_PLANE_URL, /^https:\/\//, 'the control plane speaks HTTPS');
+  const agent = new Agent({ connect: { ca: readFileSync(devEnv.ZENOVA_CA_FILE!, 'utf8') } });
+  t.teardown(() => agent.close());
+  const version = (await (await undiciFetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`, { dispatcher: agent })).json()) as { installationId: string };
   t.ok(version.installationId);
+  const office = await waitFor(async () => {
+    const res = await undiciFetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/v1/nodes/office-primary`, { dispatcher: agent, headers: { authorization: `Bearer ${devEnv.ZENOVA_ADMIN_TOKEN}` } });
+    const v = (await res.json()) as { status: string; onboardingStage: string };
+    return v.status === 'online' ? v : undefined;
+  }, { what: 'office-primary online', timeoutMs: 30_000 });
+  t.match(office.onboardingStage, /first-heartbeat|config-synced/, 'office-primary was enrolled through the control plane');
   firstKey = devEnv.ZENOVA_API_KEY!;
   firstInstallation = version.installationId;
 
@@ -83,9 +93,12 @@ t.test('a second start reuses the database and the secrets', async (t) => {
   const { proc } = await startStack(t);
   const devEnv = readDevEnv();
   t.equal(devEnv.ZENOVA_API_KEY, firstKey, 'same demo API key');
-  const version = (await (await fetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`)).json()) as { installationId: string };
+  const agent = new Agent({ connect: { ca: readFileSync(devEnv.ZENOVA_CA_FILE!, 'utf8') } });
+  t.teardown(() => agent.close());
+  const version = (await (await undiciFetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`, { dispatcher: agent })).json()) as { installationId: string };
   t.equal(version.installationId, firstInstallation, 'same database (installation id survives)');
   t.match(proc.output(), /reusing/);
+  t.notMatch(proc.output(), /enrolled \(state/, 'office-primary keeps its identity; no new enrollment');
   proc.child.kill('SIGTERM');
   t.equal((await proc.exited).code, 0);
 });

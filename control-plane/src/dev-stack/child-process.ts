@@ -13,6 +13,8 @@ export interface DevChild {
   ready: Record<string, unknown>;
   exited: Promise<number | null>;
   tail(): string;
+  /** Resolves with the first JSON log line whose `msg` is `msg` (seen before or after the call). */
+  waitForMsg(msg: string, timeoutMs: number): Promise<Record<string, unknown> | undefined>;
   stop(timeoutMs?: number): Promise<void>;
 }
 
@@ -33,6 +35,8 @@ export async function startDevChild(opts: {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];
+  const seen = new Map<string, Record<string, unknown>>();
+  const waiters: Array<{ msg: string; resolve: (v: Record<string, unknown>) => void }> = [];
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => { log.end(); resolve(code); }));
   const tail = (): string => lines.slice(-30).join('\n');
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
@@ -43,6 +47,10 @@ export async function startDevChild(opts: {
       if (lines.length > 200) lines.shift();
       try {
         const obj = JSON.parse(line) as Record<string, unknown>;
+        if (typeof obj.msg === 'string' && !seen.has(obj.msg)) {
+          seen.set(obj.msg, obj);
+          for (const w of waiters.filter((x) => x.msg === obj.msg)) w.resolve(obj);
+        }
         if (obj.msg === opts.readyMsg) {
           clearTimeout(timer);
           resolve(obj);
@@ -62,6 +70,14 @@ export async function startDevChild(opts: {
     ready,
     exited,
     tail,
+    waitForMsg(msg, timeoutMs) {
+      const hit = seen.get(msg);
+      if (hit) return Promise.resolve(hit);
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(undefined), timeoutMs);
+        waiters.push({ msg, resolve: (v) => { clearTimeout(timer); resolve(v); } });
+      });
+    },
     async stop(timeoutMs = 10_000) {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');

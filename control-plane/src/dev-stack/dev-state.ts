@@ -14,6 +14,8 @@ const portsSchema = z.object({
   controlPlane: z.number().int().min(1).max(65535),
   node: z.number().int().min(1).max(65535),
   demoUpstream: z.number().int().min(1).max(65535),
+  /** Added after the first release of the dev stack; filled in on the next start when absent. */
+  gateway: z.number().int().min(1).max(65535).optional(),
 });
 
 const devStateSchema = z.object({
@@ -28,10 +30,10 @@ const devStateSchema = z.object({
 });
 
 export type DevState = z.infer<typeof devStateSchema>;
-export type DevPorts = z.infer<typeof portsSchema>;
+export type DevPorts = Required<z.infer<typeof portsSchema>>;
 
 /** The ports a first run asks for; any that is taken is replaced by a free one. */
-export const DEFAULT_PORTS: DevPorts = { postgres: 7432, controlPlane: 7400, node: 7480, demoUpstream: 7490 };
+export const DEFAULT_PORTS: DevPorts = { postgres: 7432, controlPlane: 7400, node: 7480, demoUpstream: 7490, gateway: 8443 };
 
 export function isPortFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -62,7 +64,7 @@ export async function loadOrCreateDevState(
   home: string,
   portMode: 'default' | 'auto',
   choosePostgresDataDir: () => string,
-): Promise<{ state: DevState; created: boolean; movedPorts: string[] }> {
+): Promise<{ state: DevState & { ports: DevPorts }; created: boolean; movedPorts: string[] }> {
   const file = join(home, 'dev-state.json');
   let state: DevState | undefined;
   if (existsSync(file)) {
@@ -71,7 +73,7 @@ export async function loadOrCreateDevState(
     state = parsed.data;
   }
   const created = !state;
-  const wanted: DevPorts = state?.ports ?? DEFAULT_PORTS;
+  const wanted: DevPorts = { ...DEFAULT_PORTS, ...state?.ports };
   const ports = { ...wanted };
   const movedPorts: string[] = [];
   for (const key of Object.keys(ports) as Array<keyof DevPorts>) {
@@ -81,7 +83,7 @@ export async function loadOrCreateDevState(
       movedPorts.push(`${key} ${wanted[key]} → ${ports[key]}`);
     }
   }
-  const next: DevState = state
+  const next: DevState & { ports: DevPorts } = state
     ? { ...state, ports, postgresDataDir: state.postgresDataDir ?? choosePostgresDataDir() }
     : {
         version: 1,

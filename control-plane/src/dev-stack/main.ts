@@ -13,6 +13,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startDevChild, type DevChild } from './child-process.js';
 import { createDemoUpstream } from './demo-upstream.js';
+import { ensureDevTls } from './dev-tls.js';
+import { adminClient, ensureNodeEnrolled } from './office-primary.js';
 import { loadOrCreateDevState, type DevState } from './dev-state.js';
 import { postgresUser, reachableBy, startLocalPostgres, type LocalPostgres } from './local-postgres.js';
 import { writeFileAtomic } from '../fs/atomic-write.js';
@@ -92,7 +94,8 @@ async function main(): Promise<void> {
       dbLabel = `embedded PostgreSQL (${pg.binaries.source})`;
     }
 
-    say(`  starting the control plane on 127.0.0.1:${state.ports.controlPlane}`);
+    const tls = await ensureDevTls(home);
+    say(`  starting the control plane on https://127.0.0.1:${state.ports.controlPlane} (node gateway :${state.ports.gateway})`);
     const cp = await startDevChild({
       name: 'control plane',
       entry: join(repoRoot, 'control-plane/src/main.ts'),
@@ -104,6 +107,11 @@ async function main(): Promise<void> {
         ZENOVA_LISTEN: `127.0.0.1:${state.ports.controlPlane}`,
         ZENOVA_ADMIN_TOKEN: state.adminToken,
         ZENOVA_SECRET_ENC_KEY: state.secretEncKey,
+        ZENOVA_TLS_CERT_FILE: tls.certFile,
+        ZENOVA_TLS_KEY_FILE: tls.keyFile,
+        ZENOVA_GATEWAY_LISTEN: `127.0.0.1:${state.ports.gateway}`,
+        ZENOVA_GATEWAY_HOSTS: 'localhost,127.0.0.1',
+        ZENOVA_GATEWAY_TLS_DIR: join(home, 'gateway-tls'),
       },
       logFile: join(home, 'logs', 'control-plane.log'),
       readyMsg: 'control plane listening',
@@ -117,11 +125,18 @@ async function main(): Promise<void> {
 
     const configFile = join(home, NODE_NAME, 'node-config.json');
     writeFileAtomic(configFile, `${JSON.stringify(nodeConfig(state, demoAddr.url), null, 2)}\n`, 0o600);
+    const stateDir = join(home, NODE_NAME, 'state');
+    const api = adminClient(cpUrl, state.adminToken, tls.caPem);
+    try {
+      await ensureNodeEnrolled({ api, name: NODE_NAME, address: '127.0.0.1', controlPlaneUrl: cpUrl, caPem: tls.caPem, caFile: tls.caFile, stateDir, repoRoot, log: say });
+    } finally {
+      await api.close();
+    }
     say(`  starting node ${NODE_NAME} on 127.0.0.1:${state.ports.node}`);
     const node = await startDevChild({
       name: `node ${NODE_NAME}`,
       entry: join(repoRoot, 'edge-node/src/main.ts'),
-      args: ['serve', '--config', configFile, '--listen', `127.0.0.1:${state.ports.node}`],
+      args: ['serve', '--state-dir', stateDir, '--config', configFile, '--listen', `127.0.0.1:${state.ports.node}`],
       cwd: repoRoot,
       env: { ...process.env },
       logFile: join(home, 'logs', `${NODE_NAME}.log`),
@@ -132,6 +147,8 @@ async function main(): Promise<void> {
       void c.exited.then((code) => { if (!stopping) { say(`${c.name} exited unexpectedly (exit ${code}):\n${c.tail()}`); void stopAll(1); } });
     }
 
+    const session = await node.waitForMsg('control session established', 30_000);
+    if (!session) say(`  warning: ${NODE_NAME} has not connected to the control plane yet; it serves callers anyway (see its log)`);
     const baseUrl = `${String(node.ready.url)}/v1`;
     const env: Record<string, string> = {
       ZENOVA_BASE_URL: baseUrl,
@@ -140,17 +157,19 @@ async function main(): Promise<void> {
       ZENOVA_CONTROL_PLANE_URL: cpUrl,
       ZENOVA_ADMIN_TOKEN: state.adminToken,
       ZENOVA_DATABASE_URL: databaseUrl,
+      ZENOVA_CA_FILE: tls.caFile,
     };
     const envFile = join(home, 'dev.env');
     writeFileAtomic(envFile, Object.entries(env).map(([k, v]) => `${k}=${v}`).join('\n') + '\n', 0o600);
     const curl = `curl -sS -i ${baseUrl}/chat/completions -H 'Authorization: Bearer ${state.demoApiKey}' -H 'Content-Type: application/json' -d '{"model":"demo-echo","messages":[{"role":"user","content":"hello from curl"}]}'`;
     say();
     say('Zenova Gateway dev stack is up.');
-    say(`  Base URL          ${baseUrl}   (node ${NODE_NAME})`);
+    say(`  Base URL          ${baseUrl}   (node ${NODE_NAME}, ${session ? 'connected to the control plane' : 'not yet connected'})`);
     say(`  Demo API key      ${state.demoApiKey}`);
     say(`  Models            demo-echo, demo-embed   → demo upstream ${demoAddr.url} [DEMO: echoes your prompt, no real model]`);
-    say(`  Control plane     ${cpUrl}   (admin API; GET /api/version, /healthz)`);
+    say(`  Control plane     ${cpUrl}   (admin API; GET /api/version, /healthz; npm run zenova -- gateway-node list)`);
     say(`  Console           ${cpUrl}   (log in with the admin token; the console UI arrives in a later release)`);
+    say(`  CA certificate    ${show(tls.caFile)}   (verifies the control plane's HTTPS; pass it as --ca-file when enrolling nodes)`);
     say(`  Admin token       ${state.adminToken}`);
     say(`  Database          ${dbLabel}`);
     say(`  Settings          ${show(envFile)}   Logs: ${show(join(home, 'logs'))}/`);

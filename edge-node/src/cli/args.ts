@@ -1,12 +1,16 @@
 // Command-line parsing for `zenova-node` (node:util parseArgs, strict: unknown flags are errors).
 import { parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
 
 export const DEFAULT_LISTEN = '127.0.0.1:7480';
 
 export const MAIN_USAGE = `Usage: zenova-node <command> [options]
 
 Commands:
-  serve     Serve the caller API (OpenAI-compatible) from a local config file
+  serve     Serve the caller API (OpenAI-compatible) and keep the control channel open
+  enroll    Join a control plane with a one-time token and save the node's identity
+  status    Show the node's identity and whether it is connected to its control plane
+  doctor    Check the state directory and the gateway connection; changes nothing
 
 Options:
   -h, --help  Show this help
@@ -14,13 +18,66 @@ Options:
 Run "zenova-node <command> --help" for a command's options.
 `;
 
-export const SERVE_USAGE = `Usage: zenova-node serve --config FILE [--listen HOST:PORT]
+export const SERVE_USAGE = `Usage: zenova-node serve (--state-dir DIR [--config FILE] | --config FILE) [--listen HOST:PORT]
 
 Options:
-  --config FILE         Local JSON config: upstreams, models, API key hashes, limits
+  --state-dir DIR       The enrolled node's state directory: the node connects to its control
+                        plane (outbound gRPC over TLS) and keeps serving callers when it cannot.
+                        Without --config it serves no models until the control plane sends config.
+  --config FILE         Local JSON config: upstreams, models, API key hashes, limits. Alone (no
+                        --state-dir) the node runs stand-alone, without a control plane.
   --listen HOST:PORT    Address for callers (default ${DEFAULT_LISTEN}; port 0 picks a free port;
                         IPv6 as [::1]:7480)
   -h, --help            Show this help
+
+Environment (reconnect tuning; the defaults suit production):
+  ZENOVA_NODE_RECONNECT_BASE_MS    first back-off step after a lost control session (default 1000)
+  ZENOVA_NODE_RECONNECT_MAX_MS     back-off cap (default 60000)
+  ZENOVA_NODE_REFUSED_RETRY_MS     retry interval after a refusal only an operator can fix, such as
+                                   an expired credential or a deleted node (default 300000)
+`;
+
+export const ENROLL_USAGE = `Usage: zenova-node enroll --control-plane URL (--token TOKEN | --token-file FILE) --state-dir DIR
+                         [--ca-file FILE] [--reenroll]
+
+Redeems a one-time install token at the control plane and saves the node's identity, gateway
+trust and first credential in DIR (files 0600, directory 0700).
+
+Options:
+  --control-plane URL   The control plane's console URL; must be https://
+  --token TOKEN         The one-time token from the install command
+  --token-file FILE     Read the token from FILE instead (keeps it out of the process list);
+                        should be readable by its owner only
+  --state-dir DIR       Where the node keeps its state (created 0700 if missing)
+  --ca-file FILE        PEM CA that verifies the control plane's certificate (default: the
+                        system trust store)
+  --reenroll            Replace this state dir's identity using a reenroll token; every other
+                        file in DIR (config cache, spool) is kept
+  -h, --help            Show this help
+
+Exit status: 0 enrolled, 1 enrollment failed, 2 bad command line.
+`;
+
+export const STATUS_USAGE = `Usage: zenova-node status --state-dir DIR [--json]
+
+Shows the node's identity, its control plane and gateway, and whether the running node is connected
+(or since when it is not, with the last error and what to do). Changes nothing.
+
+Options:
+  --state-dir DIR   The node's state directory
+  --json            Print one JSON object instead of text
+  -h, --help        Show this help
+`;
+
+export const DOCTOR_USAGE = `Usage: zenova-node doctor --state-dir DIR
+
+Checks the state directory (exists, modes 0700/0600, identity readable, credential not expired)
+and the gateway (TCP reachable, TLS certificate trusted and valid for its name). Changes nothing.
+Exit status 1 when a check fails.
+
+Options:
+  --state-dir DIR   The node's state directory
+  -h, --help        Show this help
 `;
 
 export interface ListenAddress {
@@ -30,7 +87,17 @@ export interface ListenAddress {
 
 export type CliCommand =
   | { kind: 'help'; text: string }
-  | { kind: 'serve'; configFile: string; listen: ListenAddress };
+  | { kind: 'serve'; configFile?: string; stateDir?: string; listen: ListenAddress }
+  | {
+      kind: 'enroll';
+      controlPlaneUrl: string;
+      token: { from: 'argument'; value: string } | { from: 'file'; file: string };
+      stateDir: string;
+      caFile?: string;
+      reenroll: boolean;
+    }
+  | { kind: 'status'; stateDir: string; json: boolean }
+  | { kind: 'doctor'; stateDir: string };
 
 /** A command line that cannot run; the CLI prints the message and `usage` to stderr, exit 2. */
 export class UsageError extends Error {
@@ -58,26 +125,92 @@ export function parseCli(argv: readonly string[]): CliCommand {
   if (command === undefined) throw new UsageError('no command given', MAIN_USAGE);
   if (command === '-h' || command === '--help' || command === 'help') return { kind: 'help', text: MAIN_USAGE };
   if (command === 'serve') return parseServe(rest);
+  if (command === 'enroll') return parseEnroll(rest);
+  if (command === 'status') return parseStatus(rest);
+  if (command === 'doctor') return parseDoctor(rest);
   throw new UsageError(`unknown command ${JSON.stringify(command)}`, MAIN_USAGE);
 }
 
-function parseServe(argv: string[]): CliCommand {
-  let values: { config?: string; listen?: string; help?: boolean };
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** parseArgs with strict checking; its errors become UsageErrors carrying the command's usage. */
+function parseFlags(argv: string[], options: Options, usage: string): Record<string, string | boolean | undefined> {
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        listen: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
+    const { values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
+    return values;
   } catch (err) {
-    throw new UsageError((err as Error).message, SERVE_USAGE);
+    throw new UsageError((err as Error).message, usage);
   }
+}
+
+/** A string flag's value; empty counts as missing. */
+function text(values: Record<string, string | boolean | undefined>, name: string): string | undefined {
+  const value = values[name];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+function parseServe(argv: string[]): CliCommand {
+  const values = parseFlags(argv, { config: { type: 'string' }, 'state-dir': { type: 'string' }, listen: { type: 'string' } }, SERVE_USAGE);
   if (values.help === true) return { kind: 'help', text: SERVE_USAGE };
-  if (values.config === undefined || values.config === '') throw new UsageError('serve needs --config FILE', SERVE_USAGE);
-  return { kind: 'serve', configFile: values.config, listen: parseListenAddress(values.listen ?? DEFAULT_LISTEN) };
+  const configFile = text(values, 'config');
+  const stateDir = text(values, 'state-dir');
+  if (configFile === undefined && stateDir === undefined) throw new UsageError('serve needs --state-dir DIR or --config FILE', SERVE_USAGE);
+  return {
+    kind: 'serve',
+    ...(configFile !== undefined ? { configFile } : {}),
+    ...(stateDir !== undefined ? { stateDir } : {}),
+    listen: parseListenAddress(text(values, 'listen') ?? DEFAULT_LISTEN),
+  };
+}
+
+function parseEnroll(argv: string[]): CliCommand {
+  const values = parseFlags(
+    argv,
+    {
+      'control-plane': { type: 'string' },
+      token: { type: 'string' },
+      'token-file': { type: 'string' },
+      'state-dir': { type: 'string' },
+      'ca-file': { type: 'string' },
+      reenroll: { type: 'boolean' },
+    },
+    ENROLL_USAGE,
+  );
+  if (values.help === true) return { kind: 'help', text: ENROLL_USAGE };
+  const controlPlaneUrl = text(values, 'control-plane');
+  const stateDir = text(values, 'state-dir');
+  const token = text(values, 'token');
+  const tokenFile = text(values, 'token-file');
+  const caFile = text(values, 'ca-file');
+  if (controlPlaneUrl === undefined) throw new UsageError('enroll needs --control-plane URL', ENROLL_USAGE);
+  if (!/^https:\/\//i.test(controlPlaneUrl)) {
+    throw new UsageError(`--control-plane must be an https:// URL (enrollment sends a secret token over it), got ${JSON.stringify(controlPlaneUrl.slice(0, 200))}`, ENROLL_USAGE);
+  }
+  if (token !== undefined && tokenFile !== undefined) throw new UsageError('--token and --token-file cannot be used together; pass one', ENROLL_USAGE);
+  if (token === undefined && tokenFile === undefined) throw new UsageError('enroll needs --token TOKEN or --token-file FILE', ENROLL_USAGE);
+  if (stateDir === undefined) throw new UsageError('enroll needs --state-dir DIR', ENROLL_USAGE);
+  return {
+    kind: 'enroll',
+    controlPlaneUrl,
+    token: token !== undefined ? { from: 'argument', value: token } : { from: 'file', file: tokenFile ?? '' },
+    stateDir,
+    ...(caFile !== undefined ? { caFile } : {}),
+    reenroll: values.reenroll === true,
+  };
+}
+
+function parseStatus(argv: string[]): CliCommand {
+  const values = parseFlags(argv, { 'state-dir': { type: 'string' }, json: { type: 'boolean' } }, STATUS_USAGE);
+  if (values.help === true) return { kind: 'help', text: STATUS_USAGE };
+  const stateDir = text(values, 'state-dir');
+  if (stateDir === undefined) throw new UsageError('status needs --state-dir DIR', STATUS_USAGE);
+  return { kind: 'status', stateDir, json: values.json === true };
+}
+
+function parseDoctor(argv: string[]): CliCommand {
+  const values = parseFlags(argv, { 'state-dir': { type: 'string' } }, DOCTOR_USAGE);
+  if (values.help === true) return { kind: 'help', text: DOCTOR_USAGE };
+  const stateDir = text(values, 'state-dir');
+  if (stateDir === undefined) throw new UsageError('doctor needs --state-dir DIR', DOCTOR_USAGE);
+  return { kind: 'doctor', stateDir };
 }

@@ -1,14 +1,17 @@
-// `zenova-node` command dispatch: turns argv into an exit code. Usage and config problems are one
-// clear line on stderr (exit 2), never a stack.
+// `zenova-node` command dispatch: turns argv into an exit code. Usage, config and state problems are
+// one clear line on stderr (exit 2), never a stack.
 import { LocalConfigError } from '../config/local-config.js';
+import { ReconnectSettingsError } from '../control/reconnect-settings.js';
 import { createLogger } from '../logger.js';
+import { StateDirMissingError, StateFileError } from '../state/state-store.js';
 import { UsageError, parseCli } from './args.js';
-import { serve } from './serve.js';
+import type { CliIo } from './cli-io.js';
+import { runDoctorCommand } from './doctor-command.js';
+import { runEnrollCommand } from './enroll-command.js';
+import { NotEnrolledError, serve } from './serve.js';
+import { runStatusCommand } from './status-command.js';
 
-export interface CliIo {
-  stdout: { write(text: string): unknown };
-  stderr: { write(text: string): unknown };
-}
+export type { CliIo } from './cli-io.js';
 
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   let command;
@@ -19,15 +22,35 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     io.stderr.write(`zenova-node: ${err.message}\n\n${err.usage}`);
     return 2;
   }
-  if (command.kind === 'help') {
-    io.stdout.write(command.text);
-    return 0;
+  switch (command.kind) {
+    case 'help':
+      io.stdout.write(command.text);
+      return 0;
+    case 'enroll':
+      return runEnrollCommand(command, io);
+    case 'status':
+      return runStatusCommand(command, io);
+    case 'doctor':
+      return runDoctorCommand(command, io);
+    case 'serve':
+      break;
   }
   try {
-    return await serve({ configFile: command.configFile, listen: command.listen, logger: createLogger() });
+    return await serve({
+      ...(command.configFile !== undefined ? { configFile: command.configFile } : {}),
+      ...(command.stateDir !== undefined ? { stateDir: command.stateDir } : {}),
+      listen: command.listen,
+      logger: createLogger(),
+    });
   } catch (err) {
-    if (!(err instanceof LocalConfigError)) throw err;
-    io.stderr.write(`zenova-node: bad config file ${err.message}\n`);
-    return 2;
+    if (err instanceof LocalConfigError) {
+      io.stderr.write(`zenova-node: bad config file ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof NotEnrolledError || err instanceof StateDirMissingError || err instanceof StateFileError || err instanceof ReconnectSettingsError) {
+      io.stderr.write(`zenova-node: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
   }
 }

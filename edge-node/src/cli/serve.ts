@@ -1,18 +1,43 @@
-// `zenova-node serve`: load the config, listen, and shut down cleanly on SIGINT/SIGTERM.
+// `zenova-node serve`: load the config, listen, keep the control link up (when enrolled), and shut
+// down cleanly on SIGINT/SIGTERM.
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
 import { buildApp } from '../app.js';
-import { loadLocalConfig } from '../config/local-config.js';
+import { EMPTY_CONFIG, loadLocalConfig } from '../config/local-config.js';
+import type { LocalConfig } from '../config/local-config.js';
+import { startConnectLoop } from '../control/connect-loop.js';
+import type { ConnectLoop } from '../control/connect-loop.js';
+import { reconnectSettingsFromEnv } from '../control/reconnect-settings.js';
 import type { Logger } from '../logger.js';
+import { RequestWindow } from '../metrics/request-window.js';
+import { productVersion } from '../product-version.js';
+import { loadCredentials } from '../state/credential-store.js';
+import { loadIdentity } from '../state/identity.js';
+import type { NodeIdentity } from '../state/identity.js';
+import { openStateStore } from '../state/state-store.js';
+import type { StateStore } from '../state/state-store.js';
 import type { ListenAddress } from './args.js';
 
 /** How long in-flight requests (long streams included) may run on after a stop signal. */
 export const SHUTDOWN_DEADLINE_MS = 10_000;
 
 export interface ServeOptions {
-  configFile: string;
+  configFile?: string;
+  /** An enrolled state dir: the node also keeps its control link to the control plane. */
+  stateDir?: string;
   listen: ListenAddress;
   logger: Logger;
   shutdownDeadlineMs?: number;
+  /** Reconnect tuning variables are read from here (process.env by default). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** The state dir has no identity or credential; the message says to enroll. */
+export class NotEnrolledError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotEnrolledError';
+  }
 }
 
 /** `http://HOST:PORT` with IPv6 hosts bracketed. */
@@ -20,14 +45,34 @@ export function listenUrl(host: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
+interface Enrolled {
+  store: StateStore;
+  identity: NodeIdentity;
+}
+
+async function openEnrolledState(stateDir: string): Promise<Enrolled> {
+  const store = await openStateStore(stateDir, { create: false });
+  const identity = await loadIdentity(store);
+  const credentials = await loadCredentials(store);
+  if (identity === undefined || credentials === undefined) {
+    throw new NotEnrolledError(`${store.dir} is not enrolled (no ${identity === undefined ? 'identity.json' : 'credential.json'}): run \`zenova-node enroll --state-dir ${stateDir} …\` first`);
+  }
+  return { store, identity };
+}
+
 /**
- * Serves until SIGINT/SIGTERM, then stops accepting, lets in-flight requests finish until the
- * deadline, cuts whatever is left, and resolves with the exit code. A bad config file rejects
- * with LocalConfigError before anything listens.
+ * Serves until SIGINT/SIGTERM, then stops the control link, stops accepting, lets in-flight
+ * requests finish until the deadline, cuts whatever is left, and resolves with the exit code. A bad
+ * config file or state dir rejects (LocalConfigError, NotEnrolledError, StateFileError, …) before
+ * anything listens.
  */
 export async function serve(opts: ServeOptions): Promise<number> {
-  const config = await loadLocalConfig(opts.configFile);
-  const app = await buildApp({ config, logger: opts.logger });
+  const config: LocalConfig = opts.configFile !== undefined ? await loadLocalConfig(opts.configFile) : EMPTY_CONFIG;
+  const enrolled = opts.stateDir !== undefined ? await openEnrolledState(opts.stateDir) : undefined;
+  const reconnect = enrolled !== undefined ? reconnectSettingsFromEnv(opts.env ?? process.env) : undefined;
+
+  const requestWindow = new RequestWindow();
+  const app = await buildApp({ config, logger: opts.logger, requestWindow });
   try {
     await app.listen({ host: opts.listen.host, port: opts.listen.port });
   } catch (err) {
@@ -36,7 +81,27 @@ export async function serve(opts: ServeOptions): Promise<number> {
     return 1;
   }
   const { port } = app.server.address() as AddressInfo;
-  opts.logger.info({ url: listenUrl(opts.listen.host, port), node: config.node?.name }, 'node-edge listening');
+  opts.logger.info(
+    { url: listenUrl(opts.listen.host, port), node: enrolled?.identity.nodeName ?? config.node?.name, controlPlane: enrolled !== undefined },
+    'node-edge listening',
+  );
+
+  // Callers are served first; the control link comes up beside them and never blocks them.
+  let loop: ConnectLoop | undefined;
+  if (enrolled !== undefined && reconnect !== undefined) {
+    loop = startConnectLoop({
+      store: enrolled.store,
+      logger: opts.logger,
+      facts: { version: productVersion(), hostname: os.hostname(), arch: process.arch },
+      figures: () => {
+        const window = requestWindow.figures();
+        // Spool, backlog and config version arrive with their issues; until then they are zero.
+        return { requests5m: window.requests, errors5m: window.errors, spoolBytes: 0, backfillBacklog: 0, appliedConfigVersion: 0, ready: true };
+      },
+      reconnect: reconnect.reconnect,
+      refusedRetryMs: reconnect.refusedRetryMs,
+    });
+  }
 
   return new Promise<number>((resolve) => {
     let stopping = false;
@@ -53,7 +118,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
         app.server.closeAllConnections();
       }, opts.shutdownDeadlineMs ?? SHUTDOWN_DEADLINE_MS);
       deadline.unref();
-      app.close().then(
+      Promise.all([loop?.stop(), app.close()]).then(
         () => {
           clearTimeout(deadline);
           process.off('SIGINT', onSignal).off('SIGTERM', onSignal);

@@ -86,6 +86,12 @@ export type UpstreamConfig = LocalConfig['upstreams'][number];
 export type ModelConfig = LocalConfig['models'][number];
 export type ApiKeyConfig = NonNullable<LocalConfig['apiKeys']>[number];
 
+/**
+ * What an enrolled node serves before it has any config: no upstreams, models or keys, so every
+ * model call is refused cleanly. Signed bundles from the control plane replace it (config issue).
+ */
+export const EMPTY_CONFIG: LocalConfig = { upstreams: [], models: [], apiKeys: [] };
+
 /** A config that cannot be used; the message names the source and the first problem paths. */
 export class LocalConfigError extends Error {
   readonly source: string;

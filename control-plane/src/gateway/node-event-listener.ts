@@ -1,0 +1,131 @@
+/**
+ * Hears node events (deleted, credentials revoked) from every control-plane replica: a dedicated
+ * PostgreSQL connection LISTENing on zenova_node_events. A LISTEN lives on one connection, so it
+ * cannot share the pool. When the connection drops it is re-opened with exponential back-off and
+ * jitter, and `onReconnect` runs so the caller can re-check what it may have missed meanwhile.
+ */
+import pg from 'pg';
+import type pino from 'pino';
+import { NODE_EVENTS_CHANNEL, parseNodeEvent, type NodeEvent } from '../nodes/node-events.js';
+
+export interface NodeEventListenerOptions {
+  databaseUrl: string;
+  logger: pino.Logger;
+  onEvent(event: NodeEvent): void;
+  /** After a dropped connection was re-opened: events sent while it was down were lost. */
+  onReconnect(): void;
+  /** Back-off bounds; defaults suit production. */
+  minRetryMs?: number;
+  maxRetryMs?: number;
+}
+
+export interface NodeEventListener {
+  close(): Promise<void>;
+}
+
+const APPLICATION_NAME = 'zenova-control-node-events';
+const CONNECT_TIMEOUT_MS = 5_000;
+const DEFAULT_MIN_RETRY_MS = 250;
+const DEFAULT_MAX_RETRY_MS = 10_000;
+
+/** Opens the listening connection; rejects when the first attempt fails (start-up should fail loudly). */
+export async function startNodeEventListener(opts: NodeEventListenerOptions): Promise<NodeEventListener> {
+  const log = opts.logger.child({ component: 'node-events' });
+  const minRetryMs = opts.minRetryMs ?? DEFAULT_MIN_RETRY_MS;
+  const maxRetryMs = opts.maxRetryMs ?? DEFAULT_MAX_RETRY_MS;
+  let closed = false;
+  let client: pg.Client | undefined;
+  let retryTimer: NodeJS.Timeout | undefined;
+  let failures = 0;
+
+  const onNotification = (message: pg.Notification): void => {
+    if (message.channel !== NODE_EVENTS_CHANNEL) return;
+    const event = parseNodeEvent(message.payload);
+    if (event === undefined) {
+      log.warn({ payloadLength: message.payload?.length ?? 0 }, 'ignoring a node event that is not understood');
+      return;
+    }
+    log.info({ event: event.type, nodeId: event.nodeId }, 'node event received');
+    opts.onEvent(event);
+  };
+
+  async function connect(): Promise<pg.Client> {
+    const next = new pg.Client({
+      connectionString: opts.databaseUrl,
+      application_name: APPLICATION_NAME,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      // A half-open connection (NAT or failover) would otherwise go silently deaf.
+      keepAlive: true,
+    });
+    // Registered before connect: an error with no listener would crash the process. Until the
+    // LISTEN is in place a failure belongs to the attempt (it throws), not to the drop handling.
+    let live = false;
+    let dropped = false;
+    const onDrop = (err?: Error): void => {
+      if (!live || dropped) return;
+      dropped = true;
+      if (client === next) client = undefined;
+      next.removeListener('notification', onNotification);
+      void next.end().catch(() => undefined);
+      if (closed) return;
+      log.warn({ err }, 'lost the node-event connection; reconnecting');
+      scheduleReconnect();
+    };
+    next.on('error', onDrop);
+    next.on('end', () => onDrop());
+    try {
+      await next.connect();
+      next.on('notification', onNotification);
+      await next.query(`LISTEN ${NODE_EVENTS_CHANNEL}`);
+    } catch (err) {
+      await next.end().catch(() => undefined);
+      throw err;
+    }
+    live = true;
+    return next;
+  }
+
+  function scheduleReconnect(): void {
+    if (closed || retryTimer !== undefined) return;
+    const ceiling = Math.min(maxRetryMs, minRetryMs * 2 ** Math.min(failures, 16));
+    // Full jitter in the upper half: replicas that lost the database together do not return together.
+    const delay = ceiling / 2 + Math.random() * (ceiling / 2);
+    failures += 1;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      void reconnect();
+    }, delay);
+    retryTimer.unref();
+  }
+
+  async function reconnect(): Promise<void> {
+    if (closed) return;
+    try {
+      const next = await connect();
+      if (closed) {
+        await next.end().catch(() => undefined);
+        return;
+      }
+      client = next;
+      failures = 0;
+      log.info('node-event connection re-opened');
+      opts.onReconnect();
+    } catch (err) {
+      log.warn({ err }, 'cannot re-open the node-event connection; retrying');
+      scheduleReconnect();
+    }
+  }
+
+  client = await connect();
+  log.debug('listening for node events');
+
+  return {
+    async close() {
+      closed = true;
+      clearTimeout(retryTimer);
+      const current = client;
+      client = undefined;
+      await current?.end().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,106 @@
+/**
+ * Validation of what a node sends on its control stream. Protobuf decoding gives types but no
+ * limits: a buggy or hostile node could send several payloads at once, negative counters, or
+ * megabytes of "hostname". Everything the gateway acts on passes these schemas first.
+ */
+import { z } from 'zod';
+import type { CredentialRotationAck, Hello, NodeMessage } from '../../../proto/src/index.js';
+
+/** The payload cases of NodeMessage, in field order. */
+const PAYLOAD_KEYS = [
+  'hello', 'heartbeat', 'configAck', 'credentialRotationAck', 'leaseReport', 'leaseReturn', 'upgradeProgress', 'recordBatch',
+] as const satisfies ReadonlyArray<keyof NodeMessage>;
+
+export type PayloadKind = (typeof PAYLOAD_KEYS)[number];
+
+// Counters and times are int64 on the wire; the gateway stores them as JSON numbers, so they must
+// stay exact doubles. No real node gets near 2^53.
+const counter = z.bigint().min(0n, 'must not be negative').max(BigInt(Number.MAX_SAFE_INTEGER), 'is out of range');
+
+/** Free text shown to operators: bounded, and no control characters that could forge log lines. */
+const text = (max: number): z.ZodString => z.string().max(max).regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
+
+const helloSchema = z.object({
+  nodeId: z.string().min(1, 'is required').max(64),
+  nodeName: text(63),
+  version: text(64).min(1, 'is required'),
+  protocolVersion: z.number().int().min(0),
+  hostname: text(255),
+  arch: text(32),
+  appliedConfigVersion: counter,
+});
+
+const heartbeatSchema = z.object({
+  sentAt: counter,
+  requests5m: counter,
+  errors5m: counter,
+  spoolBytes: counter,
+  backfillBacklog: counter,
+  appliedConfigVersion: counter,
+  ready: z.boolean(),
+});
+
+const rotationAckSchema = z.object({
+  credentialId: z.string().min(1, 'is required').max(64),
+});
+
+export interface ValidHello extends Omit<Hello, 'appliedConfigVersion'> { appliedConfigVersion: number }
+
+export interface ValidHeartbeat {
+  sentAt: number;
+  requests5m: number;
+  errors5m: number;
+  spoolBytes: number;
+  backfillBacklog: number;
+  appliedConfigVersion: number;
+  ready: boolean;
+}
+
+export type ParsedNodeMessage =
+  | { kind: 'hello'; hello: ValidHello }
+  | { kind: 'heartbeat'; heartbeat: ValidHeartbeat }
+  | { kind: 'credentialRotationAck'; ack: CredentialRotationAck }
+  /** A payload this control plane does not act on yet (config acks, leases, upgrades, records). */
+  | { kind: 'unhandled'; payload: PayloadKind }
+  /** No payload we know: a newer node's compatible addition (PROTOCOL.md says old peers drop it). */
+  | { kind: 'unknown' }
+  | { kind: 'invalid'; reason: string };
+
+function describeIssues(payload: PayloadKind, error: z.ZodError): string {
+  return error.issues
+    .slice(0, 3)
+    .map((issue) => `${[payload, ...issue.path.map(String)].join('.')}: ${issue.message}`)
+    .join('; ');
+}
+
+function toNumbers<T extends Record<string, unknown>>(value: T): { [K in keyof T]: T[K] extends bigint ? number : T[K] } {
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) out[key] = typeof item === 'bigint' ? Number(item) : item;
+  return out as { [K in keyof T]: T[K] extends bigint ? number : T[K] };
+}
+
+export function parseNodeMessage(message: NodeMessage): ParsedNodeMessage {
+  const present = PAYLOAD_KEYS.filter((key) => message[key] !== undefined);
+  if (present.length === 0) return { kind: 'unknown' };
+  if (present.length > 1) return { kind: 'invalid', reason: `a message carries exactly one payload, got ${present.join(' and ')}` };
+  const payload = present[0]!;
+  switch (payload) {
+    case 'hello': {
+      const result = helloSchema.safeParse(message.hello);
+      if (!result.success) return { kind: 'invalid', reason: describeIssues(payload, result.error) };
+      return { kind: 'hello', hello: toNumbers(result.data) };
+    }
+    case 'heartbeat': {
+      const result = heartbeatSchema.safeParse(message.heartbeat);
+      if (!result.success) return { kind: 'invalid', reason: describeIssues(payload, result.error) };
+      return { kind: 'heartbeat', heartbeat: toNumbers(result.data) };
+    }
+    case 'credentialRotationAck': {
+      const result = rotationAckSchema.safeParse(message.credentialRotationAck);
+      if (!result.success) return { kind: 'invalid', reason: describeIssues(payload, result.error) };
+      return { kind: 'credentialRotationAck', ack: result.data };
+    }
+    default:
+      return { kind: 'unhandled', payload };
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * The node gateway: the grpc-js server nodes dial (TLS, server certificate only; nodes prove who
+ * they are with credential metadata), one NodeSession per Connect call, and the node-event listener
+ * that ends sessions when a node is deleted or its credentials revoked on any replica.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type pg from 'pg';
+import type pino from 'pino';
+import { NodeControlService, type NodeControlServer } from '../../../proto/src/index.js';
+import type { Settings } from '../settings.js';
+import { startNodeEventListener } from './node-event-listener.js';
+import { refusalMessage, refusalStatus } from './refusal.js';
+import { NodeSession, type ControlCall } from './session.js';
+import { SessionRegistry } from './session-registry.js';
+
+export interface GatewayServer {
+  port: number;
+  close(): Promise<void>;
+  /** Live sessions (past HelloAck). */
+  sessionCount(): number;
+}
+
+export interface GatewayServerOptions {
+  pool: pg.Pool;
+  logger: pino.Logger;
+  settings: Settings;
+  identity: { certPem: string; keyPem: string; caPem: string };
+  /** How long a node has to send Hello after connecting (default 10 s). */
+  helloDeadlineMs?: number;
+  /** Clock for credential decisions (default: the system clock); tests move it past windows. */
+  now?: () => Date;
+}
+
+export const DEFAULT_HELLO_DEADLINE_MS = 10_000;
+// Rotation is checked at least this often, and at most this rarely (issue 3: min(rotateAfter, 60 s)).
+const MIN_ROTATION_CHECK_MS = 1_000;
+const MAX_ROTATION_CHECK_MS = 60_000;
+// Record batches are the largest messages; anything beyond this is refused by grpc-js itself.
+const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
+const MAX_SEND_MESSAGE_BYTES = 16 * 1024 * 1024;
+// Sessions get this long to end cleanly on close before connections are cut.
+const SHUTDOWN_GRACE_MS = 5_000;
+
+function bindAddress(listen: Settings['gateway']['listen']): string {
+  return `${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${listen.port}`;
+}
+
+export async function startGatewayServer(opts: GatewayServerOptions): Promise<GatewayServer> {
+  const { pool, settings } = opts;
+  const logger = opts.logger.child({ component: 'gateway' });
+  const registry = new SessionRegistry();
+  const open = new Set<NodeSession>();
+  let closing = false;
+  let dropsLeft = settings.faults.dropRotationReplies;
+  if (dropsLeft > 0) logger.warn({ dropRotationReplies: dropsLeft }, 'fault injection on: rotation replies will be dropped');
+
+  const listener = await startNodeEventListener({
+    databaseUrl: settings.databaseUrl,
+    logger,
+    onEvent: (event) => registry.dispatch(event),
+    // Events sent while the connection was down are lost: re-check every live session instead.
+    onReconnect: () => {
+      for (const session of open) if (session.isLive) session.recheck();
+    },
+  });
+
+  const sessionContext = {
+    pool,
+    logger,
+    registry,
+    credentialTimings: {
+      validityMs: settings.nodes.credentialValidityMs,
+      rotateAfterMs: settings.nodes.credentialRotateAfterMs,
+      handoverMs: settings.nodes.credentialHandoverMs,
+    },
+    heartbeatIntervalMs: settings.nodes.heartbeatIntervalMs,
+    helloDeadlineMs: opts.helloDeadlineMs ?? DEFAULT_HELLO_DEADLINE_MS,
+    rotationCheckMs: Math.max(MIN_ROTATION_CHECK_MS, Math.min(settings.nodes.credentialRotateAfterMs, MAX_ROTATION_CHECK_MS)),
+    now: opts.now ?? (() => new Date()),
+    dropRotationReply: (): boolean => {
+      if (dropsLeft <= 0) return false;
+      dropsLeft -= 1;
+      return true;
+    },
+    onEnded: (session: NodeSession) => open.delete(session),
+  };
+
+  const service: NodeControlServer = {
+    connect(call: ControlCall) {
+      if (closing) {
+        const message = 'the control plane is shutting down; reconnect shortly';
+        call.write(refusalMessage('SERVER_SHUTTING_DOWN', message));
+        call.emit('error', { ...refusalStatus('SERVER_SHUTTING_DOWN', message), metadata: new grpc.Metadata() });
+        return;
+      }
+      const session = new NodeSession(call, sessionContext);
+      open.add(session);
+      session.start();
+    },
+  };
+
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': MAX_RECEIVE_MESSAGE_BYTES,
+    'grpc.max_send_message_length': MAX_SEND_MESSAGE_BYTES,
+    // Find nodes that vanished without closing (power loss, NAT timeout) instead of holding them.
+    'grpc.keepalive_time_ms': 30_000,
+    'grpc.keepalive_timeout_ms': 10_000,
+    // Nodes ping to keep NAT mappings alive; tolerate that down to every 10 s.
+    'grpc.http2.min_ping_interval_without_data_ms': 10_000,
+  });
+  server.addService(NodeControlService, service);
+  const credentials = grpc.ServerCredentials.createSsl(
+    null,
+    [{ private_key: Buffer.from(opts.identity.keyPem), cert_chain: Buffer.from(opts.identity.certPem) }],
+    false,
+  );
+  const address = bindAddress(settings.gateway.listen);
+  let port: number;
+  try {
+    port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(address, credentials, (err, bound) => (err === null ? resolve(bound) : reject(err)));
+    });
+  } catch (err) {
+    server.forceShutdown();
+    await listener.close();
+    throw new Error(`cannot listen on ${address} for the node gateway: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  logger.debug({ address: bindAddress({ host: settings.gateway.listen.host, port }) }, 'node gateway bound');
+
+  let closed: Promise<void> | undefined;
+  return {
+    port,
+    sessionCount: () => registry.size,
+    close: () => {
+      closed ??= (async () => {
+        closing = true;
+        const sessions = [...open];
+        for (const session of sessions) session.end('SERVER_SHUTTING_DOWN', 'the control plane is shutting down; reconnect shortly');
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            logger.warn('node gateway connections did not close in time; cutting them');
+            server.forceShutdown();
+            resolve();
+          }, SHUTDOWN_GRACE_MS);
+          timer.unref();
+          server.tryShutdown(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+        // Database work a session had started finishes before the caller may end the pool.
+        await Promise.all(sessions.map((session) => session.idle()));
+        await listener.close();
+        logger.info('node gateway stopped');
+      })();
+      return closed;
+    },
+  };
+}

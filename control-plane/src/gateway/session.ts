@@ -1,0 +1,398 @@
+/**
+ * One node's control stream, from the call to its end: authenticate the call metadata, wait (with
+ * a deadline) for Hello, check the protocol, answer HelloAck, then record heartbeats and rotate the
+ * credential until either side ends it. Every refusal sends a Refusal message and then ends the
+ * call with the matching gRPC status. Messages are handled one at a time, in arrival order; a node
+ * that sends faster than the database keeps up is slowed down by HTTP/2 flow control.
+ */
+import { randomUUID } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import type pg from 'pg';
+import type pino from 'pino';
+import {
+  NODE_CREDENTIAL_METADATA_KEY,
+  NODE_ID_METADATA_KEY,
+  PROTOCOL_VERSION,
+  isCompatibleProtocol,
+  type ControlMessage,
+  type CredentialRotationAck,
+  type NodeMessage,
+  type RefusalCode,
+} from '../../../proto/src/index.js';
+import { isDatabaseUnavailable } from '../db/connection-errors.js';
+import { acknowledgeCredential, rotateCredential, verifyCredential, type CredentialTimings } from '../nodes/credentials.js';
+import { parseNodeMessage, type ValidHeartbeat, type ValidHello } from './node-messages.js';
+import { recordHeartbeat, recordHello } from './node-status.js';
+import { refusalMessage, refusalStatus } from './refusal.js';
+import { refusalForEvent, type RegisteredSession, type SessionRegistry } from './session-registry.js';
+
+export type ControlCall = grpc.ServerDuplexStream<NodeMessage, ControlMessage>;
+
+/** What every session of one gateway shares. */
+export interface SessionContext {
+  pool: pg.Pool;
+  logger: pino.Logger;
+  registry: SessionRegistry;
+  credentialTimings: CredentialTimings;
+  heartbeatIntervalMs: number;
+  helloDeadlineMs: number;
+  /** How often a live session checks whether its credential is due for rotation. */
+  rotationCheckMs: number;
+  /** The clock credential decisions use (tests move it forward). */
+  now(): Date;
+  /** Fault injection: true when this rotation reply must be dropped (uses up one). */
+  dropRotationReply(): boolean;
+  /** Called once when the session has ended, however it ended. */
+  onEnded(session: NodeSession): void;
+}
+
+type SessionState = 'authenticating' | 'awaiting-hello' | 'live' | 'ended';
+
+interface HeldCredential {
+  credentialId: string;
+  /** The opaque credential; kept to re-check the session, never logged. */
+  secret: string;
+  issuedAt: Date;
+  isNewest: boolean;
+}
+
+// Generous bounds for the metadata: real values are a uuid and ~80 characters.
+const MAX_NODE_ID_CHARS = 64;
+const MAX_CREDENTIAL_CHARS = 512;
+// Messages waiting to be handled before the stream stops reading (and the node's sends block).
+const PAUSE_AT_QUEUED = 32;
+const RESUME_AT_QUEUED = 8;
+
+function metadataText(metadata: grpc.Metadata, key: string): string | undefined {
+  const value = metadata.get(key)[0];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/** Says which side to upgrade, in the node operator's words. */
+export function protocolMismatchMessage(nodeName: string, nodeProtocol: number): string {
+  const head = `node ${nodeName} speaks control protocol v${nodeProtocol}, this control plane speaks v${PROTOCOL_VERSION}`;
+  if (nodeProtocol < 1) return `${head}: the node sent no protocol version; upgrade the node`;
+  if (nodeProtocol > PROTOCOL_VERSION) {
+    return `${head}: the node is newer; upgrade the control plane, or install the node release the control plane pins`;
+  }
+  return `${head}: the node is older; upgrade the node (zenova gateway-node upgrade-command ${nodeName})`;
+}
+
+export class NodeSession implements RegisteredSession {
+  readonly sessionId = randomUUID();
+  private state: SessionState = 'authenticating';
+  private log: pino.Logger;
+  private auth: { nodeId: string; nodeName: string } | undefined;
+  private credential: HeldCredential | undefined;
+  private pendingRotation: HeldCredential | undefined;
+  private eventCursor = 0;
+  private helloTimer: NodeJS.Timeout | undefined;
+  private rotationTimer: NodeJS.Timeout | undefined;
+  private work: Promise<void> = Promise.resolve();
+  private queued = 0;
+  private paused = false;
+
+  constructor(
+    private readonly call: ControlCall,
+    private readonly ctx: SessionContext,
+  ) {
+    this.log = ctx.logger.child({ sessionId: this.sessionId, peer: call.getPeer() });
+  }
+
+  /** The authenticated node id; empty until the credential is checked. */
+  get nodeId(): string {
+    return this.auth?.nodeId ?? '';
+  }
+
+  get isLive(): boolean {
+    return this.state === 'live';
+  }
+
+  /** A getter, not a field test, so checks after an await are not narrowed away by the compiler. */
+  private get over(): boolean {
+    return this.state === 'ended';
+  }
+
+  /** Settles when the session has no work in flight (for a clean shutdown). */
+  idle(): Promise<void> {
+    return this.work;
+  }
+
+  start(): void {
+    this.call.on('data', (message: NodeMessage) => this.enqueue(() => this.handle(message)));
+    // The node half-closed: it is done, so is the session (status OK).
+    this.call.on('end', () => {
+      if (this.state === 'ended') return;
+      this.log.info('the node closed its control stream');
+      this.finish();
+      this.call.end();
+    });
+    this.call.on('cancelled', () => {
+      if (this.state === 'ended') return;
+      this.log.info('the node went away');
+      this.finish();
+    });
+    // Our own ending emits 'error' (that is how grpc-js sets the status); anything else is the call failing.
+    this.call.on('error', () => this.finish());
+    this.call.on('close', () => this.finish());
+    this.enqueue(() => this.authenticate());
+  }
+
+  /** Sends a Refusal and ends the call with the code's gRPC status; idempotent. */
+  end(code: RefusalCode, message: string): void {
+    if (this.state === 'ended') return;
+    this.finish();
+    this.log.info({ code }, `control session refused: ${message}`);
+    if (this.call.cancelled || this.call.writableEnded) return;
+    this.call.write(refusalMessage(code, message));
+    const status = refusalStatus(code, message);
+    this.call.emit('error', { code: status.code, details: status.details, metadata: new grpc.Metadata() });
+  }
+
+  /** Re-checks the credential after node events may have been missed (the listener reconnected). */
+  recheck(): void {
+    this.enqueue(async () => {
+      const held = this.credential;
+      if (!this.isLive || held === undefined) return;
+      let check;
+      try {
+        check = await verifyCredential(this.ctx.pool, this.nodeId, held.secret, this.ctx.now());
+      } catch (err) {
+        // A healthy session is not ended for a failed re-check; the next event or reconnect decides.
+        this.log.warn({ err }, 'could not re-check the session credential');
+        return;
+      }
+      if (!check.ok && (check.code === 'NODE_DELETED' || check.code === 'CREDENTIAL_REVOKED')) this.end(check.code, check.message);
+    });
+  }
+
+  // ---- the stream ----
+
+  private enqueue(task: () => Promise<void>): void {
+    this.queued += 1;
+    if (this.queued >= PAUSE_AT_QUEUED && !this.paused) {
+      this.paused = true;
+      this.call.pause();
+    }
+    this.work = this.work
+      .then(async () => {
+        if (!this.over) await task();
+      })
+      .catch((err: unknown) => this.failed(err))
+      .finally(() => {
+        this.queued -= 1;
+        if (this.paused && this.queued <= RESUME_AT_QUEUED) {
+          this.paused = false;
+          this.call.resume();
+        }
+      });
+  }
+
+  private failed(err: unknown): void {
+    if (isDatabaseUnavailable(err)) {
+      this.log.warn({ err }, 'control session ended: the database is unavailable');
+    } else {
+      this.log.error({ err }, 'control session failed');
+    }
+    this.end('SERVER_UNAVAILABLE', 'the control plane could not serve this session right now; reconnect later');
+  }
+
+  private finish(): void {
+    if (this.state === 'ended') return;
+    const wasLive = this.state === 'live';
+    this.state = 'ended';
+    clearTimeout(this.helloTimer);
+    clearInterval(this.rotationTimer);
+    this.ctx.registry.unregister(this);
+    if (wasLive) this.log.info('control session ended');
+    this.ctx.onEnded(this);
+  }
+
+  private async authenticate(): Promise<void> {
+    const nodeId = metadataText(this.call.metadata, NODE_ID_METADATA_KEY);
+    const presented = metadataText(this.call.metadata, NODE_CREDENTIAL_METADATA_KEY);
+    if ((nodeId?.length ?? 0) > MAX_NODE_ID_CHARS || (presented?.length ?? 0) > MAX_CREDENTIAL_CHARS) {
+      this.end('CREDENTIAL_INVALID', 'the node id or credential in the call metadata is malformed (too long)');
+      return;
+    }
+    // Taken before the check: an event for this node from here on is caught when it goes live.
+    this.eventCursor = this.ctx.registry.eventCursor();
+    const check = await verifyCredential(this.ctx.pool, nodeId, presented, this.ctx.now());
+    if (this.over) return; // the node went away meanwhile
+    if (!check.ok) {
+      this.log = this.log.child({ claimedNodeId: nodeId });
+      this.end(check.code, check.message);
+      return;
+    }
+    this.auth = { nodeId: check.nodeId, nodeName: check.nodeName };
+    this.credential = { credentialId: check.credentialId, secret: presented ?? '', issuedAt: check.issuedAt, isNewest: check.isNewest };
+    // "credId": the logger censors any key naming a credential; the id is not the secret.
+    this.log = this.log.child({ nodeId: check.nodeId, node: check.nodeName, credId: check.credentialId });
+    this.state = 'awaiting-hello';
+    this.helloTimer = setTimeout(() => {
+      this.end('HELLO_REQUIRED', `no Hello within ${this.ctx.helloDeadlineMs} ms of connecting; the node must send Hello first`);
+    }, this.ctx.helloDeadlineMs);
+    this.helloTimer.unref();
+  }
+
+  private async handle(message: NodeMessage): Promise<void> {
+    const parsed = parseNodeMessage(message);
+    if (parsed.kind === 'invalid') {
+      this.end('MESSAGE_INVALID', `malformed message: ${parsed.reason}`);
+      return;
+    }
+    if (parsed.kind === 'unknown') {
+      this.log.debug('ignoring a message without a payload this control plane knows');
+      return;
+    }
+    if (this.state === 'awaiting-hello') {
+      if (parsed.kind !== 'hello') {
+        const got = parsed.kind === 'unhandled' ? parsed.payload : parsed.kind;
+        this.end('HELLO_REQUIRED', `the first message must be Hello, got ${got}`);
+        return;
+      }
+      await this.onHello(parsed.hello);
+      return;
+    }
+    switch (parsed.kind) {
+      case 'hello':
+        this.end('MESSAGE_INVALID', 'Hello was already received on this stream');
+        return;
+      case 'heartbeat':
+        await this.onHeartbeat(parsed.heartbeat);
+        return;
+      case 'credentialRotationAck':
+        await this.onRotationAck(parsed.ack);
+        return;
+      case 'unhandled':
+        this.log.debug({ payload: parsed.payload }, 'ignoring a message this control plane does not handle yet');
+        return;
+    }
+  }
+
+  private async onHello(hello: ValidHello): Promise<void> {
+    clearTimeout(this.helloTimer);
+    const auth = this.auth!;
+    if (hello.nodeId.toLowerCase() !== auth.nodeId) {
+      this.end('MESSAGE_INVALID', 'Hello.nodeId does not match the node id in the call metadata');
+      return;
+    }
+    // Recorded even for an incompatible node: the console then shows what it runs.
+    const exists = await recordHello(this.ctx.pool, auth.nodeId, {
+      version: hello.version,
+      protocolVersion: hello.protocolVersion,
+      hostname: hello.hostname,
+      arch: hello.arch,
+      appliedConfigVersion: hello.appliedConfigVersion,
+    });
+    if (this.over) return;
+    if (!exists) {
+      this.end(refusalForEvent('node-deleted').code, refusalForEvent('node-deleted').message);
+      return;
+    }
+    if (!isCompatibleProtocol(hello.protocolVersion)) {
+      this.end('PROTOCOL_INCOMPATIBLE', protocolMismatchMessage(auth.nodeName, hello.protocolVersion));
+      return;
+    }
+    const missed = this.ctx.registry.eventSince(auth.nodeId, this.eventCursor);
+    if (missed !== undefined) {
+      const { code, message } = refusalForEvent(missed);
+      this.end(code, message);
+      return;
+    }
+    this.ctx.registry.register(this);
+    this.state = 'live';
+    this.call.write({
+      helloAck: {
+        accepted: true,
+        serverProtocolVersion: PROTOCOL_VERSION,
+        sessionId: this.sessionId,
+        serverTime: BigInt(Date.now()),
+        heartbeatIntervalMs: this.ctx.heartbeatIntervalMs,
+      },
+    });
+    this.log.info({ version: hello.version, protocolVersion: hello.protocolVersion, hostname: hello.hostname, arch: hello.arch }, 'node connected');
+    this.rotationTimer = setInterval(() => this.enqueue(() => this.maybeRotate()), this.ctx.rotationCheckMs);
+    this.rotationTimer.unref();
+    await this.maybeRotate();
+  }
+
+  private async onHeartbeat(heartbeat: ValidHeartbeat): Promise<void> {
+    let outcome;
+    try {
+      outcome = await recordHeartbeat(this.ctx.pool, this.nodeId, {
+        requests5m: heartbeat.requests5m,
+        errors5m: heartbeat.errors5m,
+        spoolBytes: heartbeat.spoolBytes,
+        backfillBacklog: heartbeat.backfillBacklog,
+        appliedConfigVersion: heartbeat.appliedConfigVersion,
+      });
+    } catch (err) {
+      // A lost heartbeat is harmless (the next one follows); the stream stays up.
+      this.log.warn({ err }, 'could not record a heartbeat');
+      return;
+    }
+    if (outcome === undefined) {
+      const { code, message } = refusalForEvent('node-deleted');
+      this.end(code, message);
+      return;
+    }
+    if (outcome.previousStage !== outcome.stage) this.log.info({ stage: outcome.stage }, 'node onboarding advanced');
+  }
+
+  // ---- credential rotation ----
+
+  private async maybeRotate(): Promise<void> {
+    const held = this.credential;
+    if (!this.isLive || held === undefined || this.pendingRotation !== undefined) return;
+    const now = this.ctx.now();
+    const timings = this.ctx.credentialTimings;
+    if (held.isNewest && now.getTime() - held.issuedAt.getTime() < timings.rotateAfterMs) return;
+    let rotated;
+    try {
+      rotated = await rotateCredential(this.ctx.pool, this.nodeId, held.credentialId, timings, now);
+    } catch (err) {
+      // The current credential keeps working; the next check tries again.
+      this.log.warn({ err }, 'credential rotation failed; retrying on the next check');
+      return;
+    }
+    if (!this.isLive) return; // ended meanwhile: like a lost reply, the handover window covers it
+    if (this.ctx.dropRotationReply()) {
+      this.log.warn({ newCredId: rotated.credentialId }, 'fault injection: dropping the rotation reply and closing the stream');
+      this.finish();
+      this.call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'connection lost (fault injection: rotation reply dropped)', metadata: new grpc.Metadata() });
+      return;
+    }
+    this.pendingRotation = { credentialId: rotated.credentialId, secret: rotated.credential, issuedAt: now, isNewest: true };
+    this.call.write({
+      credentialRotation: {
+        credentialId: rotated.credentialId,
+        credential: rotated.credential,
+        expiresAt: BigInt(rotated.expiresAt.getTime()),
+        previousValidUntil: BigInt(rotated.previousValidUntil.getTime()),
+      },
+    });
+    this.log.info(
+      { newCredId: rotated.credentialId, previousValidUntil: rotated.previousValidUntil.toISOString() },
+      'credential rotated; waiting for the node to store it',
+    );
+  }
+
+  private async onRotationAck(ack: CredentialRotationAck): Promise<void> {
+    const pending = this.pendingRotation;
+    if (pending === undefined || ack.credentialId.toLowerCase() !== pending.credentialId) {
+      this.log.warn({ ackedCredId: ack.credentialId }, 'ignoring an acknowledgement of a credential this session did not hand out');
+      return;
+    }
+    this.pendingRotation = undefined;
+    // From here the node uses the new credential, whether or not the acknowledgement is recorded.
+    this.credential = pending;
+    try {
+      await acknowledgeCredential(this.ctx.pool, this.nodeId, pending.credentialId, this.ctx.now());
+    } catch (err) {
+      this.log.warn({ err }, 'could not record the credential acknowledgement');
+      return;
+    }
+    this.log.info({ newCredId: pending.credentialId }, 'the node stored its new credential');
+  }
+}

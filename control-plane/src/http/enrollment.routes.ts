@@ -1,0 +1,80 @@
+/**
+ * The enrollment API, outside /api/v1 (a node has no admin token; its install token is its proof):
+ * `GET /api/enroll/preflight` answers without a token (reachability, clock skew, version), and
+ * `POST /api/enroll` redeems a token. Redemption attempts are rate limited per client IP.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import type pg from 'pg';
+import { z } from 'zod';
+import { PROTOCOL_VERSION } from '../../../proto/src/protocol-version.js';
+import { zenovaError } from '../errors.js';
+import { FixedWindowRateLimiter } from '../nodes/enroll-rate-limit.js';
+import { ENROLL_BODY_LIMIT_BYTES, enrollNode, enrollRequestSchema, enrollResponseSchema } from '../nodes/enrollment.js';
+import type { EnrollmentDeps } from '../nodes/enrollment.js';
+import { PRODUCT_NAME, productVersion } from '../product-version.js';
+import type { Settings } from '../settings.js';
+import type { ZodTypeProvider } from './zod-schemas.js';
+
+const RATE_WINDOW_MS = 60_000;
+
+const preflightSchema = z.object({
+  product: z.string(),
+  version: z.string(),
+  protocolVersion: z.number(),
+  serverTime: z.string(),
+  serverTimeMs: z.number(),
+});
+
+export interface EnrollmentRoutesOptions {
+  pool: pg.Pool;
+  settings: Settings;
+  /** Absent when this process runs no node gateway: enrollment then answers 503. */
+  enrollment: EnrollmentDeps | undefined;
+}
+
+export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = async (fastify, { pool, settings, enrollment }) => {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  const limiter = new FixedWindowRateLimiter({ limit: settings.nodes.enrollAttemptsPerMinute, windowMs: RATE_WINDOW_MS });
+  const timings = {
+    validityMs: settings.nodes.credentialValidityMs,
+    rotateAfterMs: settings.nodes.credentialRotateAfterMs,
+    handoverMs: settings.nodes.credentialHandoverMs,
+  };
+
+  app.get('/api/enroll/preflight', {
+    schema: { response: { 200: preflightSchema } },
+  }, async () => {
+    const now = new Date();
+    return {
+      product: PRODUCT_NAME,
+      version: productVersion(),
+      protocolVersion: PROTOCOL_VERSION,
+      serverTime: now.toISOString(),
+      serverTimeMs: now.getTime(),
+    };
+  });
+
+  app.post('/api/enroll', {
+    bodyLimit: ENROLL_BODY_LIMIT_BYTES,
+    // Counted before the body is even validated: every attempt costs, malformed ones too.
+    onRequest: async (request, reply) => {
+      const decision = limiter.hit(request.ip);
+      if (!decision.allowed) {
+        void reply.header('retry-after', String(decision.retryAfterSeconds));
+        throw zenovaError(
+          'ZN_ERR_CP_ENROLL_RATE_LIMITED',
+          `Too many enrollment attempts from this address; try again in ${decision.retryAfterSeconds} s.`,
+        );
+      }
+    },
+    schema: { body: enrollRequestSchema, response: { 200: enrollResponseSchema } },
+  }, async (request) => {
+    if (!enrollment) throw zenovaError('ZN_ERR_CP_ENROLLMENT_UNAVAILABLE');
+    const enrolled = await enrollNode(pool, request.body, enrollment, timings);
+    request.log.info(
+      { node: enrolled.nodeName, nodeId: enrolled.nodeId, mode: request.body.mode, hostname: request.body.facts.hostname },
+      'node enrolled',
+    );
+    return enrolled;
+  });
+};

@@ -1,0 +1,126 @@
+/**
+ * Enrollment: a node redeems its install or reenroll token and gets its identity — node id, first
+ * credential, the gateway to dial and its CA, the config-signing public key. Redeeming the token,
+ * recording the host's facts and issuing the credential happen in one transaction; the gateway
+ * information is fetched first, so a failure there does not burn the token.
+ */
+import type pg from 'pg';
+import { z } from 'zod';
+import { describeProtocolMismatch, isCompatibleProtocol, PROTOCOL_VERSION } from '../../../proto/src/protocol-version.js';
+import { zenovaError } from '../errors.js';
+import type { ZenovaError } from '../errors.js';
+import { issueCredential, revokeNodeCredentials } from './credentials.js';
+import type { CredentialTimings } from './credentials.js';
+import { redeemInstallToken } from './install-tokens.js';
+import type { InstallTokenKind, RedeemFailure } from './install-tokens.js';
+import { recordEnrollment } from './node-repository.js';
+import { withTransaction } from './with-transaction.js';
+
+/** What enrollment needs from the gateway side; main passes the real one, tests a stub. */
+export interface EnrollmentDeps {
+  gatewayInfo(): Promise<{ target: string; serverName: string; caPem: string }>;
+  configSigningPublicKeyPem(): Promise<string>;
+}
+
+export const ENROLL_MODES = ['install', 'reenroll'] as const;
+export type EnrollMode = (typeof ENROLL_MODES)[number];
+
+/** Enrollment request bodies are tiny; anything bigger is not one. */
+export const ENROLL_BODY_LIMIT_BYTES = 8 * 1024;
+
+export const enrollRequestSchema = z.strictObject({
+  token: z.string().min(1).max(256),
+  mode: z.enum(ENROLL_MODES),
+  facts: z.strictObject({
+    hostname: z.string().min(1).max(253).regex(/^[A-Za-z0-9._-]+$/, 'must be a host name (letters, digits, . _ -)'),
+    arch: z.string().min(1).max(32).regex(/^[A-Za-z0-9_-]+$/, 'must be an architecture name such as x86_64 or aarch64'),
+    version: z.string().min(1).max(64).regex(/^[A-Za-z0-9.+_-]+$/, 'must be a version such as 1.2.3'),
+    protocolVersion: z.number().int().min(0).max(1_000_000),
+  }),
+});
+
+export type EnrollRequest = z.output<typeof enrollRequestSchema>;
+
+export const enrollResponseSchema = z.object({
+  nodeId: z.string(),
+  nodeName: z.string(),
+  credential: z.object({ id: z.string(), secret: z.string(), expiresAt: z.string() }),
+  gateway: z.object({ target: z.string(), serverName: z.string(), caPem: z.string() }),
+  configSigningPublicKeyPem: z.string(),
+  controlPlaneUrl: z.string(),
+});
+
+export type EnrollResponse = z.infer<typeof enrollResponseSchema>;
+
+const NEW_COMMAND =
+  'issue a new command in the console (node detail) or with `zenova gateway-node install-command NAME` ' +
+  '(`reenroll-command` for --reenroll) and run that';
+
+function wrongKindMessage(kind: InstallTokenKind, mode: EnrollMode): string {
+  if (kind === 'upgrade') {
+    return 'This is an upgrade token: it upgrades an installed node (zenova install node … --upgrade) and cannot enroll one.';
+  }
+  if (kind === 'install') {
+    return `This is an install token but the command re-enrolls (--${mode}); run the install command exactly as issued, ` +
+      'without --reenroll, or issue a reenroll command with `zenova gateway-node reenroll-command NAME`.';
+  }
+  return 'This is a reenroll token: run it with --reenroll, exactly as issued, or issue an install command with ' +
+    '`zenova gateway-node install-command NAME`.';
+}
+
+export function redeemFailureError(failure: RedeemFailure, mode: EnrollMode): ZenovaError {
+  switch (failure.reason) {
+    case 'unknown':
+      return zenovaError('ZN_ERR_CP_TOKEN_UNKNOWN');
+    case 'node-deleted':
+      return zenovaError('ZN_ERR_CP_NODE_DELETED');
+    case 'wrong-kind':
+      return zenovaError('ZN_ERR_CP_TOKEN_WRONG_KIND', wrongKindMessage(failure.kind, mode));
+    case 'used':
+      return zenovaError('ZN_ERR_CP_TOKEN_USED', `The token was already used at ${failure.usedAt.toISOString()}; ${NEW_COMMAND}.`);
+    case 'superseded':
+      return zenovaError(
+        'ZN_ERR_CP_TOKEN_EXPIRED',
+        `The token was replaced by a newer command issued at ${failure.invalidatedAt.toISOString()}; run the newest command.`,
+      );
+    case 'expired':
+      return zenovaError('ZN_ERR_CP_TOKEN_EXPIRED', `The token expired at ${failure.expiresAt.toISOString()}; ${NEW_COMMAND}.`);
+  }
+}
+
+export async function enrollNode(
+  pool: pg.Pool,
+  request: EnrollRequest,
+  deps: EnrollmentDeps,
+  timings: CredentialTimings,
+  now: Date = new Date(),
+): Promise<EnrollResponse> {
+  const { facts, mode } = request;
+  if (!isCompatibleProtocol(facts.protocolVersion)) {
+    throw zenovaError(
+      'ZN_ERR_CP_PROTOCOL_INCOMPATIBLE',
+      `${describeProtocolMismatch(PROTOCOL_VERSION, facts.protocolVersion)}; install the node package of this control plane's version.`,
+    );
+  }
+  const gateway = await deps.gatewayInfo();
+  const configSigningPublicKeyPem = await deps.configSigningPublicKeyPem();
+  return withTransaction(pool, async (client) => {
+    // Seed 004 §9.6: a new host replacing a lost one runs the reenroll command without --reenroll,
+    // so a reenroll token also enrolls in install mode; an install token never re-enrolls.
+    const redeemed = await redeemInstallToken(client, request.token, mode === 'install' ? ['install', 'reenroll'] : ['reenroll'], now);
+    if (!redeemed.ok) throw redeemFailureError(redeemed, mode);
+    const node = await recordEnrollment(client, redeemed.nodeId, facts, now);
+    // One host per node identity: whoever held the old credentials (a re-enrolled or replaced
+    // host) is cut off, on every replica.
+    await revokeNodeCredentials(client, node.id, { now });
+    const credential = await issueCredential(client, node.id, timings, now);
+    return {
+      nodeId: node.id,
+      nodeName: node.name,
+      credential: { id: credential.credentialId, secret: credential.credential, expiresAt: credential.expiresAt.toISOString() },
+      gateway,
+      configSigningPublicKeyPem,
+      controlPlaneUrl: node.controlPlaneUrl,
+    };
+  });
+}

@@ -1,0 +1,131 @@
+/** SQL for the `nodes` table. Reads see live (not deleted) nodes unless they say otherwise. */
+import type { NodeCreateInput, NodeNetworkPatch, SpoolFullPolicy, Surface } from './node-validation.js';
+import type { Queryable } from './with-transaction.js';
+import { zenovaError } from '../errors.js';
+
+export type OnboardingStage = 'registered' | 'first-heartbeat' | 'config-synced';
+
+/** Live figures from the node's last heartbeat (written by the gateway). */
+export interface NodeFigures {
+  requests5m?: number;
+  errors5m?: number;
+  spoolBytes?: number;
+  backfillBacklog?: number;
+  appliedConfigVersion?: number;
+}
+
+export interface NodeRow {
+  id: string;
+  name: string;
+  region: string | null;
+  surfaces: Surface[];
+  installDir: string | null;
+  address: string;
+  controlPlaneUrl: string;
+  caPem: string | null;
+  spoolQuotaGb: number;
+  spoolFullPolicy: SpoolFullPolicy;
+  replicas: number;
+  createdAt: Date;
+  deletedAt: Date | null;
+  enrolledAt: Date | null;
+  hostname: string | null;
+  arch: string | null;
+  version: string | null;
+  protocolVersion: number | null;
+  lastHeartbeatAt: Date | null;
+  onboardingStage: OnboardingStage | null;
+  figures: NodeFigures;
+}
+
+/** Facts a node reports when it enrolls. */
+export interface EnrollmentFacts {
+  hostname: string;
+  arch: string;
+  version: string;
+  protocolVersion: number;
+}
+
+const COLUMNS = `
+  id, name, region, surfaces, install_dir as "installDir", address, control_plane_url as "controlPlaneUrl",
+  ca_pem as "caPem", spool_quota_gb as "spoolQuotaGb", spool_full_policy as "spoolFullPolicy", replicas,
+  created_at as "createdAt", deleted_at as "deletedAt", enrolled_at as "enrolledAt", hostname, arch, version,
+  protocol_version as "protocolVersion", last_heartbeat_at as "lastHeartbeatAt",
+  onboarding_stage as "onboardingStage", figures`;
+
+const UNIQUE_VIOLATION = '23505';
+
+function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === UNIQUE_VIOLATION;
+}
+
+/** Inserts a node; a live node of the same name is ZN_ERR_CP_NODE_NAME_TAKEN. */
+export async function insertNode(db: Queryable, input: NodeCreateInput, now: Date = new Date()): Promise<NodeRow> {
+  try {
+    const { rows } = await db.query<NodeRow>(
+      `insert into nodes (name, region, surfaces, install_dir, address, control_plane_url, ca_pem,
+                          spool_quota_gb, spool_full_policy, replicas, created_at)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+       returning ${COLUMNS}`,
+      [
+        input.name, input.region ?? null, input.surfaces, input.installDir ?? null, input.address,
+        input.controlPlaneUrl, input.caPem ?? null, input.spoolQuotaGb, input.spoolFullPolicy, input.replicas, now,
+      ],
+    );
+    return rows[0]!;
+  } catch (err) {
+    if (isUniqueViolation(err)) {
+      throw zenovaError('ZN_ERR_CP_NODE_NAME_TAKEN', `name: a node named '${input.name}' already exists; node names are unique and cannot be changed`);
+    }
+    throw err;
+  }
+}
+
+export async function findLiveNodeByName(db: Queryable, name: string, opts: { forUpdate?: boolean } = {}): Promise<NodeRow | undefined> {
+  const { rows } = await db.query<NodeRow>(
+    `select ${COLUMNS} from nodes where name = $1 and deleted_at is null${opts.forUpdate ? ' for update' : ''}`,
+    [name],
+  );
+  return rows[0];
+}
+
+/** Any node, deleted or not. */
+export async function findNodeById(db: Queryable, id: string): Promise<NodeRow | undefined> {
+  const { rows } = await db.query<NodeRow>(`select ${COLUMNS} from nodes where id = $1`, [id]);
+  return rows[0];
+}
+
+export async function listLiveNodes(db: Queryable): Promise<NodeRow[]> {
+  const { rows } = await db.query<NodeRow>(`select ${COLUMNS} from nodes where deleted_at is null order by name`);
+  return rows;
+}
+
+export async function markNodeDeleted(db: Queryable, id: string, now: Date = new Date()): Promise<void> {
+  await db.query('update nodes set deleted_at = $2 where id = $1 and deleted_at is null', [id, now]);
+}
+
+/** Applies the given network fields (undefined = keep; caPem null = remove). */
+export async function updateNodeNetwork(db: Queryable, id: string, patch: NodeNetworkPatch): Promise<NodeRow | undefined> {
+  const { rows } = await db.query<NodeRow>(
+    `update nodes set
+        address = coalesce($2, address),
+        control_plane_url = coalesce($3, control_plane_url),
+        ca_pem = case when $4::boolean then $5 else ca_pem end
+      where id = $1 and deleted_at is null
+      returning ${COLUMNS}`,
+    [id, patch.address ?? null, patch.controlPlaneUrl ?? null, patch.caPem !== undefined, patch.caPem ?? null],
+  );
+  return rows[0];
+}
+
+/** Records a successful enrollment: the host's facts, and onboarding starts over at `registered`. */
+export async function recordEnrollment(db: Queryable, id: string, facts: EnrollmentFacts, now: Date = new Date()): Promise<NodeRow> {
+  const { rows } = await db.query<NodeRow>(
+    `update nodes set hostname = $2, arch = $3, version = $4, protocol_version = $5,
+                      enrolled_at = $6, onboarding_stage = 'registered'
+      where id = $1
+      returning ${COLUMNS}`,
+    [id, facts.hostname, facts.arch, facts.version, facts.protocolVersion, now],
+  );
+  return rows[0]!;
+}

@@ -1,0 +1,269 @@
+/**
+ * The Add Node wizard's fields and every rule of seed 004 §9.2/§9.3, as zod schemas. Each rule has
+ * its own message, and a rejection reads `field: rule` (`installDir: must not be under /tmp`) so the
+ * console can mark the field and the operator knows what to change.
+ */
+import { X509Certificate } from 'node:crypto';
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { zenovaError } from '../errors.js';
+
+export const NODE_NAME_PATTERN = /^[a-z0-9-]{2,31}$/;
+export const SURFACES = ['model', 'tools'] as const;
+export type Surface = (typeof SURFACES)[number];
+export const SPOOL_FULL_POLICIES = ['reject', 'metering-only'] as const;
+export type SpoolFullPolicy = (typeof SPOOL_FULL_POLICIES)[number];
+
+/** The central (control-plane host) install; a node dir may neither be in it nor contain it. */
+export const CENTRAL_INSTALL_DIR = '/opt/zenova';
+/** Places a node install dir must not be under (seed 004 §9.2). */
+export const FORBIDDEN_INSTALL_ROOTS = ['/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot'] as const;
+
+export const SPOOL_QUOTA_GB = { min: 1, max: 10_000, default: 10 } as const;
+export const REPLICAS = { min: 1, max: 16, default: 1 } as const;
+const MAX_INSTALL_DIR_CHARS = 255;
+const MAX_URL_CHARS = 2_048;
+const MAX_ADDRESS_CHARS = 255;
+const MAX_REGION_CHARS = 64;
+/** A CA bundle is a few certificates; anything much larger is a paste mistake. */
+export const MAX_CA_PEM_CHARS = 64 * 1024;
+const MAX_CA_CERTIFICATES = 16;
+
+type Ctx = z.core.$RefinementCtx<string>;
+
+/** A string field: "is required" when absent, "must be a string" for another type. */
+const text = (): z.ZodString =>
+  z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') });
+
+/** Empty or blank means "not given" for optional text fields (forms send ""). */
+const blankAsUndefined = (value: unknown): unknown =>
+  typeof value === 'string' && value.trim() === '' ? undefined : value;
+
+const isWithin = (dir: string, root: string): boolean => dir === root || dir.startsWith(`${root}/`);
+
+// ---- name ----
+
+export const nodeNameSchema = text().check((ctx) => {
+  if (!NODE_NAME_PATTERN.test(ctx.value)) {
+    ctx.issues.push({
+      code: 'custom',
+      input: ctx.value,
+      message: 'must be 2 to 31 characters of lowercase letters, digits and hyphens',
+    });
+  }
+});
+
+// ---- install dir ----
+
+/** The rule an install dir breaks, or undefined when it is fine. Trailing slashes are ignored. */
+export function installDirProblem(value: string): string | undefined {
+  if (value.length > MAX_INSTALL_DIR_CHARS) return `must be at most ${MAX_INSTALL_DIR_CHARS} characters`;
+  if (!value.startsWith('/')) return 'must be an absolute path (start with /)';
+  if (!/^[A-Za-z0-9._/-]+$/.test(value)) return "may contain only letters, digits, '.', '_', '-' and '/'";
+  const dir = normaliseInstallDir(value);
+  const segments = dir === '/' ? [] : dir.split('/').slice(1);
+  if (segments.some((s) => s === '')) return "must not contain empty path segments ('//')";
+  if (segments.some((s) => s === '.' || s === '..')) return "must not contain '.' or '..' segments";
+  if (segments.length < 2) return 'must be at least two levels deep (e.g. /data/zenova-node)';
+  if (isWithin(dir, CENTRAL_INSTALL_DIR) || isWithin(CENTRAL_INSTALL_DIR, dir)) {
+    return `must not be inside or overlap the central install ${CENTRAL_INSTALL_DIR}`;
+  }
+  const root = FORBIDDEN_INSTALL_ROOTS.find((r) => isWithin(dir, r));
+  if (root !== undefined) return `must not be under ${root}`;
+  return undefined;
+}
+
+function normaliseInstallDir(value: string): string {
+  const trimmed = value.replace(/\/+$/, '');
+  return trimmed === '' ? '/' : trimmed;
+}
+
+export const installDirSchema = text()
+  .check((ctx) => {
+    const problem = installDirProblem(ctx.value);
+    if (problem) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
+  })
+  .transform(normaliseInstallDir);
+
+// ---- control-plane URL ----
+
+/** The rule a control-plane callback URL breaks, or undefined. */
+export function controlPlaneUrlProblem(value: string): string | undefined {
+  if (value.length > MAX_URL_CHARS) return `must be at most ${MAX_URL_CHARS} characters`;
+  if (!value.startsWith('https://')) return 'must start with https://';
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be a valid URL';
+  }
+  if (!url.hostname) return 'must name a host';
+  if (url.username || url.password) return 'must not contain a user name or password';
+  if (url.search || url.hash || value.includes('?') || value.includes('#')) return 'must not contain a query or fragment';
+  // It is pasted into a shell command: nothing a shell would interpret.
+  if (!/^[A-Za-z0-9._~:/[\]%-]+$/.test(value)) return 'may contain only letters, digits and . _ ~ : / [ ] % -';
+  return undefined;
+}
+
+export const controlPlaneUrlSchema = text()
+  .check((ctx) => {
+    const problem = controlPlaneUrlProblem(ctx.value);
+    if (problem) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
+  })
+  // Nodes append paths (/api/enroll): keep the base without a trailing slash.
+  .transform((value) => value.replace(/\/+$/, ''));
+
+// ---- node address ----
+
+const DNS_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+
+function isDnsName(host: string): boolean {
+  return host.length <= 253 && host.split('.').every((label) => DNS_LABEL.test(label));
+}
+
+function isPort(text: string): boolean {
+  return /^\d{1,5}$/.test(text) && Number(text) >= 1 && Number(text) <= 65535;
+}
+
+/** A DNS name or IP address, optionally with :port (IPv6 in brackets when a port is given). */
+export function isNodeAddress(value: string): boolean {
+  if (value.length > MAX_ADDRESS_CHARS) return false;
+  const address = value.toLowerCase();
+  if (isIP(address) !== 0) return true;
+  const bracketed = /^\[([0-9a-f:.]+)\](?::(\d+))?$/.exec(address);
+  if (bracketed) return isIP(bracketed[1] ?? '') === 6 && (bracketed[2] === undefined || isPort(bracketed[2]));
+  const [host = '', port, ...rest] = address.split(':');
+  if (rest.length > 0) return false;
+  if (port !== undefined && !isPort(port)) return false;
+  return isIP(host) === 4 || isDnsName(host);
+}
+
+export const nodeAddressSchema = text()
+  .check((ctx) => {
+    if (!isNodeAddress(ctx.value)) {
+      ctx.issues.push({
+        code: 'custom',
+        input: ctx.value,
+        message: `must be a DNS name or IP address, optionally with :port (at most ${MAX_ADDRESS_CHARS} characters)`,
+      });
+    }
+  })
+  .transform((value) => value.toLowerCase());
+
+// ---- CA PEM ----
+
+const PEM_BLOCK = /-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+-----END CERTIFICATE-----/g;
+
+/** The certificates of a pasted CA bundle, or the rule it breaks. */
+export function parseCaPem(value: string): { pem: string } | { problem: string } {
+  if (value.length > MAX_CA_PEM_CHARS) return { problem: `must be at most ${MAX_CA_PEM_CHARS} characters` };
+  const blocks = value.match(PEM_BLOCK) ?? [];
+  if (blocks.length === 0) return { problem: 'must be one or more PEM certificates (-----BEGIN CERTIFICATE-----)' };
+  if (value.replace(PEM_BLOCK, '').trim() !== '') {
+    return { problem: 'must contain only PEM certificates (found other text around them)' };
+  }
+  if (blocks.length > MAX_CA_CERTIFICATES) return { problem: `must hold at most ${MAX_CA_CERTIFICATES} certificates` };
+  for (const [index, block] of blocks.entries()) {
+    try {
+      new X509Certificate(block);
+    } catch {
+      const which = blocks.length > 1 ? ` (certificate ${index + 1})` : '';
+      return { problem: `must parse as an X.509 certificate${which}` };
+    }
+  }
+  return { pem: `${blocks.map((b) => b.replace(/\r\n/g, '\n')).join('\n')}\n` };
+}
+
+export const caPemSchema = text().transform((value: string, ctx: Ctx) => {
+  const parsed = parseCaPem(value);
+  if ('problem' in parsed) {
+    ctx.addIssue({ code: 'custom', message: parsed.problem });
+    return z.NEVER;
+  }
+  return parsed.pem;
+});
+
+// ---- the rest ----
+
+export const regionSchema = text()
+  .transform((value) => value.trim())
+  .check((ctx) => {
+    if (ctx.value.length > MAX_REGION_CHARS || !/^[\p{L}\p{N} ._()/-]+$/u.test(ctx.value)) {
+      ctx.issues.push({
+        code: 'custom',
+        input: ctx.value,
+        message: `must be at most ${MAX_REGION_CHARS} characters of letters, digits, spaces and . _ ( ) / -`,
+      });
+    }
+  });
+
+export const surfacesSchema = z
+  .array(z.enum(SURFACES, { error: () => `must be one of ${SURFACES.join(', ')}` }), {
+    error: (issue) => (issue.input === undefined ? 'is required' : 'must be an array'),
+  })
+  .check((ctx) => {
+    if (!ctx.value.includes('model')) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: "must include 'model' (the model gateway is mandatory)" });
+    }
+    if (new Set(ctx.value).size !== ctx.value.length) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must not list a surface twice' });
+    }
+  })
+  // One canonical order, so equal sets compare and display alike.
+  .transform((value) => SURFACES.filter((s) => value.includes(s)));
+
+function integerIn(range: { min: number; max: number; default: number }): z.ZodDefault<z.ZodNumber> {
+  const rule = `must be an integer from ${range.min} to ${range.max}`;
+  return z.number({ error: () => rule }).int({ error: () => rule }).min(range.min, { error: () => rule })
+    .max(range.max, { error: () => rule }).default(range.default);
+}
+
+export const nodeCreateSchema = z.strictObject({
+  name: nodeNameSchema,
+  region: z.preprocess(blankAsUndefined, regionSchema.optional()),
+  surfaces: surfacesSchema,
+  installDir: z.preprocess(blankAsUndefined, installDirSchema.optional()),
+  address: nodeAddressSchema,
+  controlPlaneUrl: controlPlaneUrlSchema,
+  caPem: z.preprocess(blankAsUndefined, caPemSchema.optional()),
+  spoolQuotaGb: integerIn(SPOOL_QUOTA_GB),
+  spoolFullPolicy: z.enum(SPOOL_FULL_POLICIES, { error: () => `must be one of ${SPOOL_FULL_POLICIES.join(', ')}` })
+    .default('reject'),
+  replicas: integerIn(REPLICAS),
+}, { error: (issue) => (issue.code === 'invalid_type' ? 'must be a JSON object' : undefined) });
+
+export type NodeCreateInput = z.output<typeof nodeCreateSchema>;
+
+/** Edit network: each field optional; `caPem: null` (or blank) removes the CA. */
+export const nodeNetworkPatchSchema = z.strictObject({
+  address: nodeAddressSchema.optional(),
+  controlPlaneUrl: controlPlaneUrlSchema.optional(),
+  caPem: z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? null : v), caPemSchema.nullable().optional()),
+}, { error: (issue) => (issue.code === 'invalid_type' ? 'must be a JSON object' : undefined) })
+  .check((ctx) => {
+    if (ctx.value.address === undefined && ctx.value.controlPlaneUrl === undefined && ctx.value.caPem === undefined) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must change at least one of address, controlPlaneUrl, caPem' });
+    }
+  });
+
+export type NodeNetworkPatch = z.output<typeof nodeNetworkPatchSchema>;
+
+const MAX_REPORTED_ISSUES = 5;
+
+/** "installDir: must not be under /tmp; name: …" — each issue as `field: rule`. */
+export function describeNodeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  const described = issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
+    if (issue.code === 'unrecognized_keys') return `${issue.keys.join(', ')}: unknown field`;
+    const field = issue.path.map(String).join('.');
+    return field ? `${field}: ${issue.message}` : `body: ${issue.message}`;
+  });
+  if (issues.length > MAX_REPORTED_ISSUES) described.push(`and ${issues.length - MAX_REPORTED_ISSUES} more`);
+  return described.join('; ');
+}
+
+/** Parses with `schema` or throws ZN_ERR_CP_INVALID_REQUEST naming each field and rule. */
+export function parseNodeInput<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const result = schema.safeParse(body);
+  if (!result.success) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeNodeIssues(result.error.issues));
+  return result.data;
+}

@@ -1,0 +1,91 @@
+/**
+ * What the admin API shows of a node (DESIGN §12): the wizard's fields, live status derived from
+ * the last heartbeat, and the figures of that heartbeat. The zod schema is the response schema, so
+ * nothing beyond it (a CA, internals) leaves by accident; `hasCa` says whether a CA is set.
+ */
+import { z } from 'zod';
+import { SPOOL_FULL_POLICIES, SURFACES } from './node-validation.js';
+import type { NodeRow } from './node-repository.js';
+
+export const NODE_STATUSES = ['pending', 'online', 'offline'] as const;
+export type NodeStatus = (typeof NODE_STATUSES)[number];
+
+export const nodeViewSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  region: z.string().nullable(),
+  surfaces: z.array(z.enum(SURFACES)),
+  installDir: z.string().nullable(),
+  address: z.string(),
+  controlPlaneUrl: z.string(),
+  hasCa: z.boolean(),
+  spoolQuotaGb: z.number(),
+  spoolFullPolicy: z.enum(SPOOL_FULL_POLICIES),
+  replicas: z.number(),
+  status: z.enum(NODE_STATUSES),
+  version: z.string().nullable(),
+  protocolVersion: z.number().nullable(),
+  configVersionsBehind: z.number().nullable(),
+  lastHeartbeatAt: z.string().nullable(),
+  requests5m: z.number(),
+  errorRate5m: z.number(),
+  backfillBacklog: z.number(),
+  spoolBytes: z.number(),
+  onboardingStage: z.enum(['registered', 'first-heartbeat', 'config-synced']).nullable(),
+  hostname: z.string().nullable(),
+  arch: z.string().nullable(),
+  enrolledAt: z.string().nullable(),
+  createdAt: z.string(),
+});
+
+export type NodeView = z.infer<typeof nodeViewSchema>;
+
+/** `pending` until the first heartbeat; `online` while the last one is younger than offlineAfterMs. */
+export function nodeStatus(lastHeartbeatAt: Date | null, offlineAfterMs: number, now: Date): NodeStatus {
+  if (lastHeartbeatAt === null) return 'pending';
+  return now.getTime() - lastHeartbeatAt.getTime() < offlineAfterMs ? 'online' : 'offline';
+}
+
+/** errors / requests, rounded to 4 places; 0 when there were no requests. */
+export function errorRate(requests: number, errors: number): number {
+  if (requests <= 0) return 0;
+  return Math.round((errors / requests) * 10_000) / 10_000;
+}
+
+/** A figure as a finite non-negative number (heartbeats are the node's word; never trust the shape). */
+function figure(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
+}
+
+export function toNodeView(row: NodeRow, opts: { offlineAfterMs: number; now?: Date }): NodeView {
+  const now = opts.now ?? new Date();
+  const requests5m = figure(row.figures.requests5m);
+  return {
+    id: row.id,
+    name: row.name,
+    region: row.region,
+    surfaces: row.surfaces,
+    installDir: row.installDir,
+    address: row.address,
+    controlPlaneUrl: row.controlPlaneUrl,
+    hasCa: row.caPem !== null,
+    spoolQuotaGb: row.spoolQuotaGb,
+    spoolFullPolicy: row.spoolFullPolicy,
+    replicas: row.replicas,
+    status: nodeStatus(row.lastHeartbeatAt, opts.offlineAfterMs, now),
+    version: row.version,
+    protocolVersion: row.protocolVersion,
+    // Needs config versions, which arrive with the config issue.
+    configVersionsBehind: null,
+    lastHeartbeatAt: row.lastHeartbeatAt?.toISOString() ?? null,
+    requests5m,
+    errorRate5m: errorRate(requests5m, figure(row.figures.errors5m)),
+    backfillBacklog: figure(row.figures.backfillBacklog),
+    spoolBytes: figure(row.figures.spoolBytes),
+    onboardingStage: row.onboardingStage,
+    hostname: row.hostname,
+    arch: row.arch,
+    enrolledAt: row.enrolledAt?.toISOString() ?? null,
+    createdAt: row.createdAt.toISOString(),
+  };
+}

@@ -1,0 +1,5 @@
+// Where a command writes: the process's streams in production, buffers in tests.
+export interface CliIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+}

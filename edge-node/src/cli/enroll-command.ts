@@ -1,0 +1,82 @@
+// `zenova-node enroll` on the command line: read the token and CA files, enroll, print the result.
+// Never prints the token or the credential.
+import { readFile, stat } from 'node:fs/promises';
+import { enroll } from '../enroll/enroll.js';
+import { EnrollError } from '../enroll/enroll-errors.js';
+import { isCertificatePem } from '../state/pem.js';
+import type { CliCommand } from './args.js';
+import type { CliIo } from './cli-io.js';
+
+const MAX_TOKEN_FILE_BYTES = 4096;
+const MAX_CA_FILE_BYTES = 1024 * 1024;
+
+type EnrollCommand = Extract<CliCommand, { kind: 'enroll' }>;
+
+/** An input file that cannot be used (exit 2). */
+class InputFileError extends Error {}
+
+async function readSmallFile(file: string, maxBytes: number, what: string): Promise<string> {
+  try {
+    const info = await stat(file);
+    if (!info.isFile()) throw new InputFileError(`${what} ${file} is not a regular file`);
+    if (info.size > maxBytes) throw new InputFileError(`${what} ${file} is larger than ${maxBytes} bytes`);
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    if (err instanceof InputFileError) throw err;
+    throw new InputFileError(`cannot read ${what} ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+}
+
+async function readToken(command: EnrollCommand, io: CliIo): Promise<string> {
+  if (command.token.from === 'argument') return command.token.value;
+  const { file } = command.token;
+  const text = await readSmallFile(file, MAX_TOKEN_FILE_BYTES, '--token-file');
+  const mode = (await stat(file)).mode;
+  if ((mode & 0o044) !== 0) {
+    io.stderr.write(`zenova-node: warning: the token file ${file} is readable by group or others; keep it private (chmod 600 ${file})\n`);
+  }
+  const token = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  if (token === '') throw new InputFileError(`--token-file ${file} is empty`);
+  return token;
+}
+
+export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promise<number> {
+  let token: string;
+  let caPem: string | undefined;
+  try {
+    token = await readToken(command, io);
+    if (command.caFile !== undefined) {
+      caPem = await readSmallFile(command.caFile, MAX_CA_FILE_BYTES, '--ca-file');
+      if (!isCertificatePem(caPem)) throw new InputFileError(`--ca-file ${command.caFile} holds no PEM certificate`);
+    }
+  } catch (err) {
+    if (!(err instanceof InputFileError)) throw err;
+    io.stderr.write(`zenova-node: ${err.message}\n`);
+    return 2;
+  }
+
+  try {
+    const result = await enroll({
+      controlPlaneUrl: command.controlPlaneUrl,
+      token,
+      stateDir: command.stateDir,
+      ...(caPem !== undefined ? { caPem } : {}),
+      ...(command.caFile !== undefined ? { caFile: command.caFile } : {}),
+      reenroll: command.reenroll,
+      notice: (line) => io.stderr.write(`zenova-node: ${line}\n`),
+    });
+    io.stdout.write(
+      `${result.reenrolled ? 're-enrolled' : 'enrolled'} node ${result.nodeName} (id ${result.nodeId})\n` +
+        `  control plane: ${result.controlPlaneUrl}\n` +
+        `  gateway:       ${result.gatewayTarget}\n` +
+        `  state dir:     ${result.stateDir}\n` +
+        `start it with: zenova-node serve --state-dir ${command.stateDir}\n`,
+    );
+    return 0;
+  } catch (err) {
+    const message = err instanceof EnrollError ? err.message : `${(err as Error).message}`;
+    // Defence in depth: whatever the source of a message, the token never reaches the terminal.
+    io.stderr.write(`zenova-node: enrollment failed: ${message.split(token).join('[redacted]')}\n`);
+    return 1;
+  }
+}

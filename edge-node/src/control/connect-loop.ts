@@ -1,0 +1,249 @@
+/**
+ * The control link's policy, apart from the one-shot session (session.ts): keep a session open,
+ * reconnect after any end with exponential back-off and jitter, fall back once to the previous
+ * credential when the current one is refused, and retry only slowly after refusals that need an
+ * operator (expired or revoked credential, deleted node, incompatible protocol) — while the node
+ * keeps serving callers. The link's state is kept in memory and mirrored to control-status.json.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../logger.js';
+import { loadCredentials, storeRotatedCredential } from '../state/credential-store.js';
+import type { CredentialFile, StoredCredential } from '../state/credential-store.js';
+import { loadIdentity } from '../state/identity.js';
+import type { NodeIdentity } from '../state/identity.js';
+import type { StateStore } from '../state/state-store.js';
+import { Backoff } from './backoff.js';
+import { saveControlStatus } from './control-status.js';
+import type { ControlStatusRecord } from './control-status.js';
+import { FALLBACK_CODES, needsOperator, refusalAdvice } from './refusal-advice.js';
+import { runSession } from './session.js';
+import type { HeartbeatFigures, NodeFacts, SessionEnd } from './session.js';
+
+export const DEFAULT_RECONNECT_BASE_MS = 1_000;
+export const DEFAULT_RECONNECT_MAX_MS = 60_000;
+/** Slow retry after refusals only an operator can fix (a re-enrollment may land meanwhile). */
+export const DEFAULT_REFUSED_RETRY_MS = 5 * 60_000;
+/** A session that lasted this long was healthy: the back-off starts again from its first step. */
+export const DEFAULT_HEALTHY_SESSION_MS = 30_000;
+
+export type ControlLinkState = 'connecting' | 'connected' | 'disconnected';
+
+export interface ControlLinkError {
+  code: string;
+  message: string;
+  at: Date;
+  advice?: string;
+}
+
+export interface ControlLinkStatus {
+  state: ControlLinkState;
+  /** connected: since the session was established; otherwise since the link was lost (or start). */
+  since: Date;
+  lastError: ControlLinkError | null;
+  sessionId: string | null;
+}
+
+export interface ConnectLoopOptions {
+  store: StateStore;
+  logger: Logger;
+  facts: NodeFacts;
+  figures: () => HeartbeatFigures;
+  reconnect?: { baseMs: number; maxMs: number };
+  refusedRetryMs?: number;
+  healthySessionMs?: number;
+  helloTimeoutMs?: number;
+  /** In [0, 1); for the back-off jitter. */
+  random?: () => number;
+}
+
+export interface ConnectLoop {
+  status(): ControlLinkStatus;
+  /** Ends the session and the loop; resolves once the final status is written. */
+  stop(): Promise<void>;
+}
+
+/** How the next attempt should go after a session ended. */
+interface NextStep {
+  delayMs: number;
+  /** Try credential.json's `previous` next (the fallback is tried once per refusal streak). */
+  usePrevious: boolean;
+}
+
+export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
+  const { store, logger } = opts;
+  const backoff = new Backoff({
+    baseMs: opts.reconnect?.baseMs ?? DEFAULT_RECONNECT_BASE_MS,
+    maxMs: opts.reconnect?.maxMs ?? DEFAULT_RECONNECT_MAX_MS,
+    ...(opts.random !== undefined ? { random: opts.random } : {}),
+  });
+  const refusedRetryMs = opts.refusedRetryMs ?? DEFAULT_REFUSED_RETRY_MS;
+  const healthySessionMs = opts.healthySessionMs ?? DEFAULT_HEALTHY_SESSION_MS;
+  const abort = new AbortController();
+
+  let status: ControlLinkStatus = { state: 'connecting', since: new Date(), lastError: null, sessionId: null };
+  let serving = true;
+  let writes: Promise<void> = Promise.resolve();
+
+  /**
+   * Queues a write of the current status; writes land in order and never fail the loop. Resolves
+   * once this write is done, so a log line after it describes a status `zenova-node status` can see.
+   */
+  const persist = (): Promise<void> => {
+    const record: ControlStatusRecord = {
+      connected: status.state === 'connected',
+      since: status.since.toISOString(),
+      lastError:
+        status.lastError === null
+          ? null
+          : {
+              code: status.lastError.code,
+              message: status.lastError.message,
+              at: status.lastError.at.toISOString(),
+              ...(status.lastError.advice !== undefined ? { advice: status.lastError.advice } : {}),
+            },
+      sessionId: status.sessionId,
+      pid: process.pid,
+      serving,
+      updatedAt: new Date().toISOString(),
+    };
+    writes = writes
+      .then(() => saveControlStatus(store, record))
+      .catch((err: unknown) => logger.warn({ err: { message: (err as Error).message } }, 'could not write control-status.json'));
+    return writes;
+  };
+
+  const recordError = (code: string, message: string): boolean => {
+    const changed = status.lastError?.code !== code;
+    const advice = refusalAdvice(code);
+    status = { ...status, lastError: { code, message, at: new Date(), ...(advice !== undefined ? { advice } : {}) } };
+    return changed;
+  };
+
+  const decide = (end: SessionEnd, usedPrevious: boolean, credentials: CredentialFile, fallbackSpent: boolean): NextStep => {
+    if (end.reason === 'refused' && FALLBACK_CODES.has(end.code) && !usedPrevious && !fallbackSpent && credentials.previous !== undefined) {
+      // The rotation may not have reached the control plane (crash between write and ack).
+      return { delayMs: backoff.next(), usePrevious: true };
+    }
+    if (end.reason === 'refused' && needsOperator(end.code)) return { delayMs: refusedRetryMs, usePrevious: false };
+    if (end.established && end.establishedMs >= healthySessionMs) backoff.reset();
+    return { delayMs: backoff.next(), usePrevious: false };
+  };
+
+  const logEnd = (end: SessionEnd, step: NextStep, firstOfStreak: boolean): void => {
+    const advice = refusalAdvice(end.code);
+    const fields = {
+      code: end.code,
+      reason: end.reason,
+      message: end.message,
+      established: end.established,
+      ...(end.sessionId !== undefined ? { sessionId: end.sessionId } : {}),
+      retryInMs: step.delayMs,
+      ...(step.usePrevious ? { next: 'retrying with the previous credential' } : {}),
+      ...(advice !== undefined ? { advice } : {}),
+    };
+    if (end.reason === 'refused' && needsOperator(end.code) && !step.usePrevious) logger.error(fields, 'control session ended');
+    else if (end.established || end.reason === 'refused' || firstOfStreak) logger.warn(fields, 'control session ended');
+    // The same connection failure again and again during an outage: one warn line is enough.
+    else logger.debug(fields, 'control session ended');
+  };
+
+  const waitBeforeRetry = async (ms: number): Promise<void> => {
+    try {
+      await sleep(ms, undefined, { signal: abort.signal });
+    } catch {
+      // Aborted: the loop checks the signal itself.
+    }
+  };
+
+  /** One session with `credential`; never throws (a failure to even start is a disconnection). */
+  const connectOnce = async (identity: NodeIdentity, credential: StoredCredential, onEstablished: () => void): Promise<SessionEnd> => {
+    try {
+      return await runSession({
+        identity,
+        credential,
+        facts: opts.facts,
+        figures: opts.figures,
+        logger,
+        signal: abort.signal,
+        ...(opts.helloTimeoutMs !== undefined ? { helloTimeoutMs: opts.helloTimeoutMs } : {}),
+        storeRotatedCredential: async (next, inUse) => {
+          await storeRotatedCredential(store, next, inUse);
+        },
+        onEstablished: (info) => {
+          onEstablished();
+          status = { ...status, state: 'connected', since: new Date(), sessionId: info.sessionId };
+          void persist().then(() =>
+            logger.info(
+              { sessionId: info.sessionId, nodeId: identity.nodeId, gateway: identity.gateway.target, heartbeatIntervalMs: info.heartbeatIntervalMs },
+              'control session established',
+            ),
+          );
+        },
+      });
+    } catch (err) {
+      // A bug or an unusable saved identity must not end the loop: record it and retry later.
+      return { reason: 'disconnected', code: 'SESSION_ERROR', message: (err as Error).message, established: false, establishedMs: 0 };
+    }
+  };
+
+  const loop = async (): Promise<void> => {
+    await persist();
+    let usePrevious = false;
+    let fallbackSpent = false;
+    while (!abort.signal.aborted) {
+      let identity: NodeIdentity | undefined;
+      let credentials: CredentialFile | undefined;
+      try {
+        // Read afresh each attempt: a re-enrollment while serving is picked up without a restart.
+        identity = await loadIdentity(store);
+        credentials = await loadCredentials(store);
+      } catch (err) {
+        if (recordError('STATE_INVALID', (err as Error).message)) await persist();
+        logger.error({ code: 'STATE_INVALID', message: (err as Error).message, retryInMs: refusedRetryMs }, 'control session ended');
+        await waitBeforeRetry(refusedRetryMs);
+        continue;
+      }
+      if (identity === undefined || credentials === undefined) {
+        const message = `${store.dir} holds no ${identity === undefined ? 'identity' : 'credential'}: run \`zenova-node enroll\``;
+        if (recordError('NOT_ENROLLED', message)) await persist();
+        logger.error({ code: 'NOT_ENROLLED', message, retryInMs: refusedRetryMs }, 'control session ended');
+        await waitBeforeRetry(refusedRetryMs);
+        continue;
+      }
+      const usedPrevious = usePrevious && credentials.previous !== undefined;
+      const credential: StoredCredential = usedPrevious && credentials.previous !== undefined ? credentials.previous : credentials.current;
+      if (usedPrevious) fallbackSpent = true;
+      if (status.state !== 'connected') status = { ...status, state: 'connecting' };
+
+      const end = await connectOnce(identity, credential, () => {
+        fallbackSpent = false;
+      });
+      if (end.reason === 'stopped') break;
+
+      const step = decide(end, usedPrevious, credentials, fallbackSpent);
+      usePrevious = step.usePrevious;
+      const firstOfStreak = recordError(end.code, end.message);
+      if (end.established) status = { ...status, state: 'disconnected', since: new Date(), sessionId: null };
+      else status = { ...status, state: 'disconnected' };
+      if (end.established || firstOfStreak) await persist();
+      logEnd(end, step, firstOfStreak);
+      await waitBeforeRetry(step.delayMs);
+    }
+  };
+
+  const done = loop().catch((err: unknown) => {
+    // Nothing above should throw; if it does, serving callers matters more than the link.
+    logger.error({ err }, 'the control connect loop failed; the node keeps serving without a control plane');
+  });
+
+  return {
+    status: () => status,
+    async stop() {
+      abort.abort();
+      await done;
+      serving = false;
+      status = { ...status, state: 'disconnected', ...(status.state === 'connected' ? { since: new Date(), sessionId: null } : {}) };
+      await persist();
+    },
+  };
+}

@@ -1,0 +1,45 @@
+/**
+ * control-status.json: what the serving node last knew about its control link, for `status` and
+ * `doctor` (which run as separate processes). Written atomically whenever it changes.
+ */
+import { z } from 'zod';
+import type { StateStore } from '../state/state-store.js';
+import { StateFileError } from '../state/state-store.js';
+import { describeIssues } from '../zod-issues.js';
+
+export const CONTROL_STATUS_FILE = 'control-status.json';
+
+export const controlStatusSchema = z.object({
+  /** True while a session is established. */
+  connected: z.boolean(),
+  /** Since when the link is in its current state (connected, or not connected). */
+  since: z.iso.datetime({ offset: true }),
+  lastError: z
+    .object({
+      code: z.string().max(100),
+      message: z.string().max(2000),
+      at: z.iso.datetime({ offset: true }),
+      advice: z.string().max(1000).optional(),
+    })
+    .nullable(),
+  sessionId: z.string().max(200).nullable(),
+  /** The serving process; `status` tells a stale file from a live one. */
+  pid: z.number().int().positive(),
+  /** False once the node stopped cleanly. */
+  serving: z.boolean(),
+  updatedAt: z.iso.datetime({ offset: true }),
+});
+
+export type ControlStatusRecord = z.infer<typeof controlStatusSchema>;
+
+export async function loadControlStatus(store: StateStore): Promise<ControlStatusRecord | undefined> {
+  const value = await store.read(CONTROL_STATUS_FILE);
+  if (value === undefined) return undefined;
+  const parsed = controlStatusSchema.safeParse(value);
+  if (!parsed.success) throw new StateFileError(store.path(CONTROL_STATUS_FILE), describeIssues(parsed.error).join('; '));
+  return parsed.data;
+}
+
+export async function saveControlStatus(store: StateStore, record: ControlStatusRecord): Promise<void> {
+  await store.write(CONTROL_STATUS_FILE, controlStatusSchema.parse(record));
+}

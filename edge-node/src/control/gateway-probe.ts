@@ -1,0 +1,68 @@
+/**
+ * A one-off check of the gateway for `doctor`: can this host open a TCP connection to it, and does
+ * its TLS certificate verify against the saved CA and server name? Sends nothing after the
+ * handshake and changes nothing.
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import type { NodeIdentity } from '../state/identity.js';
+import { classifyTlsFailure } from '../tls/tls-failure.js';
+import type { TlsFailureKind } from '../tls/tls-failure.js';
+import { parseGatewayTarget } from './gateway-channel.js';
+
+export type ProbeResult = { ok: true } | { ok: false; kind: TlsFailureKind; message: string };
+
+function failure(err: unknown): ProbeResult {
+  return { ok: false, kind: classifyTlsFailure(err), message: err instanceof Error ? err.message : String(err) };
+}
+
+export function probeTcp(gateway: NodeIdentity['gateway'], timeoutMs: number): Promise<ProbeResult> {
+  const { host, port } = parseGatewayTarget(gateway.target);
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve({ ok: false, kind: 'timeout', message: `no TCP connection within ${timeoutMs} ms` });
+    }, timeoutMs);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.end();
+      resolve({ ok: true });
+    });
+    socket.once('error', (err) => {
+      clearTimeout(timer);
+      resolve(failure(err));
+    });
+  });
+}
+
+export function probeTls(gateway: NodeIdentity['gateway'], timeoutMs: number): Promise<ProbeResult> {
+  const { host, port } = parseGatewayTarget(gateway.target);
+  const { serverName } = gateway;
+  return new Promise((resolve) => {
+    const socket = tls.connect({
+      host,
+      port,
+      ca: gateway.caPem,
+      // SNI only for DNS names (RFC 6066); the name check below applies either way.
+      ...(net.isIP(serverName) === 0 ? { servername: serverName } : {}),
+      checkServerIdentity: (_host, cert) => tls.checkServerIdentity(serverName, cert),
+      ALPNProtocols: ['h2'],
+    });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve({ ok: false, kind: 'timeout', message: `no TLS handshake within ${timeoutMs} ms` });
+    }, timeoutMs);
+    socket.once('secureConnect', () => {
+      clearTimeout(timer);
+      const result: ProbeResult = socket.authorized ? { ok: true } : failure(socket.authorizationError);
+      socket.end();
+      resolve(result);
+    });
+    socket.once('error', (err) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(failure(err));
+    });
+  });
+}

@@ -1,0 +1,33 @@
+/**
+ * What a refusal or a failed connection means for this node, and what the operator should do.
+ * Refusal codes, their retryability and hints come from proto/ (shared with the gateway); the
+ * node adds its own codes for failures the gateway never sees (TLS, unreachable, local storage).
+ */
+import { isRefusalCode, isRefusalRetryable, refusalHint } from '../../../proto/src/index.js';
+
+/** Refusals where the credential file's `previous` entry may still be accepted. */
+export const FALLBACK_CODES: ReadonlySet<string> = new Set(['CREDENTIAL_INVALID', 'CREDENTIAL_REVOKED']);
+
+const LOCAL_ADVICE: Readonly<Record<string, string>> = {
+  GATEWAY_TLS_UNTRUSTED:
+    "the gateway's certificate is not signed by the CA saved at enrollment (identity.json); if the control plane's gateway identity was replaced, re-enroll this node",
+  GATEWAY_TLS_NAME_MISMATCH:
+    "the gateway's certificate does not name the server name saved at enrollment; add that name to ZENOVA_GATEWAY_HOSTS on the control plane, or re-enroll",
+  GATEWAY_TLS_EXPIRED: "the gateway's certificate has expired or is not yet valid; check this host's clock and the gateway certificate",
+  GATEWAY_UNREACHABLE: 'the gateway cannot be reached; the node keeps serving and reconnects by itself (check the network or the control plane)',
+  CONNECTION_LOST: 'the control session was cut; the node keeps serving and reconnects by itself',
+  HELLO_TIMEOUT: 'the gateway did not answer the hello in time; the node reconnects by itself',
+  CREDENTIAL_STORE_FAILED: 'the rotated credential could not be saved in the state directory; check disk space and permissions',
+  NOT_ENROLLED: 'enroll this node: `zenova-node enroll --state-dir DIR …` (or `zenova install node …`)',
+  STATE_INVALID: 'a file in the state directory is damaged; run `zenova-node doctor --state-dir DIR`, then re-enroll with --reenroll',
+};
+
+/** True for refusals no reconnect can cure (re-enroll, recreate, upgrade): retry only slowly. */
+export function needsOperator(code: string): boolean {
+  return isRefusalCode(code) && !isRefusalRetryable(code);
+}
+
+/** One line saying what to do about `code`, when there is something to say. */
+export function refusalAdvice(code: string): string | undefined {
+  return isRefusalCode(code) ? refusalHint(code) : LOCAL_ADVICE[code];
+}

@@ -1,0 +1,291 @@
+/**
+ * One control session: open NodeControl.Connect over TLS with the node's credential as metadata,
+ * say hello, send heartbeats once welcomed, store rotated credentials before acknowledging them,
+ * and report how the session ended. Reconnecting is not this module's business (connect-loop.ts).
+ */
+import * as grpc from '@grpc/grpc-js';
+import {
+  NODE_CREDENTIAL_METADATA_KEY,
+  NODE_ID_METADATA_KEY,
+  PROTOCOL_VERSION,
+  describeProtocolMismatch,
+  isCompatibleProtocol,
+  refusalCodeOfStatusDetails,
+} from '../../../proto/src/index.js';
+import type { ControlMessage, CredentialRotation, NodeMessage } from '../../../proto/src/index.js';
+import type { Logger } from '../logger.js';
+import { oneLine } from '../one-line.js';
+import { storedCredentialSchema } from '../state/credential-store.js';
+import type { StoredCredential } from '../state/credential-store.js';
+import type { NodeIdentity } from '../state/identity.js';
+import { classifyTlsFailure } from '../tls/tls-failure.js';
+import { createGatewayClient } from './gateway-channel.js';
+
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+const MIN_HEARTBEAT_INTERVAL_MS = 100;
+const MAX_HEARTBEAT_INTERVAL_MS = 10 * 60_000;
+const DEFAULT_HELLO_TIMEOUT_MS = 30_000;
+const MAX_PEER_MESSAGE_CHARS = 500;
+
+/** The node's live figures for a heartbeat (plain numbers; converted to int64 on the wire). */
+export interface HeartbeatFigures {
+  requests5m: number;
+  errors5m: number;
+  spoolBytes: number;
+  backfillBacklog: number;
+  appliedConfigVersion: number;
+  /** True when the node serves traffic. */
+  ready: boolean;
+}
+
+/** What the node says about itself in its hello. */
+export interface NodeFacts {
+  version: string;
+  hostname: string;
+  arch: string;
+  /** PROTOCOL_VERSION unless a test pretends to be another build. */
+  protocolVersion?: number;
+}
+
+export interface SessionInfo {
+  sessionId: string;
+  serverProtocolVersion: number;
+  serverTimeMs: number;
+  heartbeatIntervalMs: number;
+  /** The credential this session authenticated with. */
+  credentialId: string;
+}
+
+export interface SessionOptions {
+  identity: NodeIdentity;
+  credential: StoredCredential;
+  facts: NodeFacts;
+  figures: () => HeartbeatFigures;
+  /**
+   * Makes `next` the node's current credential, keeping `inUse` as previous. Must resolve only once
+   * the file is durable: the acknowledgement is sent after it resolves, never before.
+   */
+  storeRotatedCredential: (next: StoredCredential, inUse: StoredCredential) => Promise<void>;
+  onEstablished?: (info: SessionInfo) => void;
+  logger: Logger;
+  /** Aborting ends the session (reason 'stopped'). */
+  signal?: AbortSignal;
+  helloTimeoutMs?: number;
+}
+
+export interface SessionEnd {
+  /** refused: the control plane said no (code = its refusal code); disconnected: the link failed. */
+  reason: 'refused' | 'disconnected' | 'stopped';
+  code: string;
+  /** Operator-readable, never a secret. */
+  message: string;
+  /** Whether a HelloAck was received. */
+  established: boolean;
+  sessionId?: string;
+  /** How long the session was established, 0 when it never was. */
+  establishedMs: number;
+}
+
+function clampInterval(ms: number): number {
+  if (!Number.isFinite(ms) || ms <= 0) return DEFAULT_HEARTBEAT_INTERVAL_MS;
+  return Math.min(MAX_HEARTBEAT_INTERVAL_MS, Math.max(MIN_HEARTBEAT_INTERVAL_MS, ms));
+}
+
+function int64(value: number): bigint {
+  return Number.isFinite(value) && value > 0 ? BigInt(Math.trunc(value)) : 0n;
+}
+
+/** Peer text goes to logs and status: one line, bounded. */
+function peerText(text: string): string {
+  return oneLine(text, MAX_PEER_MESSAGE_CHARS);
+}
+
+/** A rotation as the node stores it; undefined when the message is not usable. */
+function parseRotation(rotation: CredentialRotation): StoredCredential | undefined {
+  const expiresAtMs = Number(rotation.expiresAt);
+  if (!Number.isSafeInteger(expiresAtMs) || expiresAtMs <= 0) return undefined;
+  const parsed = storedCredentialSchema.safeParse({
+    id: rotation.credentialId,
+    secret: rotation.credential,
+    expiresAt: new Date(expiresAtMs).toISOString(),
+  });
+  return parsed.success ? parsed.data : undefined;
+}
+
+function describeFailure(status: grpc.StatusObject, established: boolean): { code: string; message: string } {
+  const details = peerText(status.details);
+  if (!established) {
+    switch (classifyTlsFailure(details)) {
+      case 'untrusted':
+        return { code: 'GATEWAY_TLS_UNTRUSTED', message: `the gateway's certificate is not trusted: ${details}` };
+      case 'name-mismatch':
+        return { code: 'GATEWAY_TLS_NAME_MISMATCH', message: `host name mismatch on the gateway's certificate: ${details}` };
+      case 'expired':
+        return { code: 'GATEWAY_TLS_EXPIRED', message: `the gateway's certificate is not valid now: ${details}` };
+      default:
+        break;
+    }
+  }
+  if (status.code === grpc.status.UNAVAILABLE) {
+    return established ? { code: 'CONNECTION_LOST', message: `the control session was cut: ${details}` } : { code: 'GATEWAY_UNREACHABLE', message: details };
+  }
+  return { code: grpc.status[status.code] ?? `GRPC_${status.code}`, message: details };
+}
+
+export function runSession(opts: SessionOptions): Promise<SessionEnd> {
+  const { identity, logger } = opts;
+  const protocolVersion = opts.facts.protocolVersion ?? PROTOCOL_VERSION;
+  const client = createGatewayClient(identity.gateway);
+  const metadata = new grpc.Metadata();
+  metadata.set(NODE_ID_METADATA_KEY, identity.nodeId);
+  metadata.set(NODE_CREDENTIAL_METADATA_KEY, opts.credential.secret);
+
+  return new Promise<SessionEnd>((resolve) => {
+    const call = client.connect(metadata);
+    let established = false;
+    let establishedAt = 0;
+    let sessionId: string | undefined;
+    let refusal: { code: string; message: string } | undefined;
+    let localEnd: { reason: SessionEnd['reason']; code: string; message: string } | undefined;
+    let heartbeatTimer: NodeJS.Timeout | undefined;
+    // The credential the node would use next: the one it connected with, then each stored rotation.
+    let held = opts.credential;
+    // Rotations are handled one at a time, in arrival order.
+    let rotations: Promise<void> = Promise.resolve();
+    let finished = false;
+
+    const endLocally = (reason: SessionEnd['reason'], code: string, message: string): void => {
+      localEnd ??= { reason, code, message };
+      call.cancel();
+    };
+
+    const helloTimer = setTimeout(
+      () => endLocally('disconnected', 'HELLO_TIMEOUT', 'the gateway did not answer the hello in time'),
+      opts.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS,
+    );
+    const onAbort = (): void => endLocally('stopped', 'STOPPED', 'the node is stopping');
+    if (opts.signal?.aborted === true) queueMicrotask(onAbort);
+    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+
+    const send = (message: NodeMessage): void => {
+      if (!finished) call.write(message);
+    };
+    const sendHeartbeat = (): void => {
+      const figures = opts.figures();
+      send({
+        heartbeat: {
+          sentAt: BigInt(Date.now()),
+          requests5m: int64(figures.requests5m),
+          errors5m: int64(figures.errors5m),
+          spoolBytes: int64(figures.spoolBytes),
+          backfillBacklog: int64(figures.backfillBacklog),
+          appliedConfigVersion: int64(figures.appliedConfigVersion),
+          ready: figures.ready,
+        },
+      });
+    };
+
+    const onRotation = (rotation: CredentialRotation): void => {
+      rotations = rotations.then(async () => {
+        if (finished) return;
+        const next = parseRotation(rotation);
+        if (next === undefined) {
+          // Not acknowledged: the control plane keeps the current credential valid and may retry.
+          logger.warn({ credentialId: peerText(rotation.credentialId) }, 'ignored an unusable credential rotation');
+          return;
+        }
+        try {
+          await opts.storeRotatedCredential(next, held);
+        } catch (err) {
+          logger.error({ err: { message: (err as Error).message, code: (err as NodeJS.ErrnoException).code } }, 'could not store the rotated credential');
+          endLocally('disconnected', 'CREDENTIAL_STORE_FAILED', `the rotated credential could not be saved: ${(err as Error).message}`);
+          return;
+        }
+        held = next;
+        // Only now, with the credential durable, may the control plane let the previous one lapse.
+        send({ credentialRotationAck: { credentialId: next.id } });
+        logger.info({ credentialId: next.id, expiresAt: next.expiresAt }, 'credential rotated');
+      });
+    };
+
+    call.on('data', (message: ControlMessage) => {
+      if (message.helloAck !== undefined) {
+        const ack = message.helloAck;
+        if (!ack.accepted) {
+          refusal ??= { code: 'HELLO_REJECTED', message: 'the control plane did not accept the hello' };
+          call.cancel();
+          return;
+        }
+        if (!isCompatibleProtocol(ack.serverProtocolVersion)) {
+          endLocally('refused', 'PROTOCOL_INCOMPATIBLE', describeProtocolMismatch(protocolVersion, ack.serverProtocolVersion));
+          return;
+        }
+        if (established) return;
+        clearTimeout(helloTimer);
+        established = true;
+        establishedAt = Date.now();
+        sessionId = peerText(ack.sessionId);
+        const info: SessionInfo = {
+          sessionId,
+          serverProtocolVersion: ack.serverProtocolVersion,
+          serverTimeMs: Number(ack.serverTime),
+          heartbeatIntervalMs: clampInterval(ack.heartbeatIntervalMs),
+          credentialId: opts.credential.id,
+        };
+        // The caller logs "control session established" once it has recorded the new state.
+        opts.onEstablished?.(info);
+        // The first heartbeat at once: the console shows the node live without waiting an interval.
+        sendHeartbeat();
+        heartbeatTimer = setInterval(sendHeartbeat, info.heartbeatIntervalMs);
+      } else if (message.refusal !== undefined) {
+        const error = message.refusal.error;
+        refusal ??= { code: peerText(error?.code ?? '') || 'REFUSED', message: peerText(error?.message ?? '') };
+      } else if (message.credentialRotation !== undefined) {
+        onRotation(message.credentialRotation);
+      } else {
+        // Config, leases, upgrades and record acks arrive with later issues.
+        logger.debug({ payload: Object.keys(message) }, 'ignored a control message this node does not handle yet');
+      }
+    });
+
+    // Every failure also arrives as 'status'; the listener only keeps it from being unhandled.
+    call.on('error', () => undefined);
+    call.on('status', (status: grpc.StatusObject) => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(helloTimer);
+      clearInterval(heartbeatTimer);
+      opts.signal?.removeEventListener('abort', onAbort);
+      client.close();
+      const establishedMs = established ? Date.now() - establishedAt : 0;
+      const base = { established, establishedMs, ...(sessionId !== undefined ? { sessionId } : {}) };
+      if (localEnd !== undefined) {
+        resolve({ ...base, ...localEnd });
+      } else if (refusal !== undefined) {
+        resolve({ ...base, reason: 'refused', code: refusal.code, message: refusal.message || peerText(status.details) });
+      } else {
+        // The status details start with the code ("CODE: message") when the Refusal message was lost.
+        const detailsCode = status.code === grpc.status.OK ? undefined : refusalCodeOfStatusDetails(status.details);
+        if (detailsCode !== undefined) {
+          resolve({ ...base, reason: 'refused', code: detailsCode, message: peerText(status.details.slice(detailsCode.length).replace(/^[:\s]+/, '')) });
+        } else if (status.code === grpc.status.OK) {
+          resolve({ ...base, reason: 'disconnected', code: 'SESSION_CLOSED', message: 'the control plane closed the session' });
+        } else {
+          resolve({ ...base, reason: 'disconnected', ...describeFailure(status, established) });
+        }
+      }
+    });
+
+    call.write({
+      hello: {
+        nodeId: identity.nodeId,
+        nodeName: identity.nodeName,
+        version: opts.facts.version,
+        protocolVersion,
+        hostname: opts.facts.hostname,
+        arch: opts.facts.arch,
+        appliedConfigVersion: 0n,
+      },
+    });
+  });
+}

@@ -1,0 +1,110 @@
+/**
+ * `zenova-node doctor`: read-only checks of the state directory and of the gateway connection, each
+ * with a verdict and, when it fails, what to do.
+ */
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { CONTROL_STATUS_FILE } from '../control/control-status.js';
+import { probeTcp, probeTls } from '../control/gateway-probe.js';
+import { CREDENTIAL_FILE, isExpired, loadCredentials } from '../state/credential-store.js';
+import { IDENTITY_FILE, loadIdentity } from '../state/identity.js';
+import type { NodeIdentity } from '../state/identity.js';
+import { openStateStore } from '../state/state-store.js';
+import type { StateStore } from '../state/state-store.js';
+import { explainTlsFailure } from '../tls/tls-failure.js';
+
+const PROBE_TIMEOUT_MS = 5_000;
+
+export interface DoctorCheck {
+  ok: boolean;
+  /** What was checked, e.g. "state dir /var/lib/zenova-node (mode 0700)". */
+  label: string;
+  /** Why it failed and what to do; only when !ok. */
+  advice?: string;
+}
+
+function octal(mode: number): string {
+  return `0${(mode & 0o777).toString(8).padStart(3, '0')}`;
+}
+
+async function checkMode(file: string, expected: number, what: string, required: boolean): Promise<DoctorCheck | undefined> {
+  let mode: number;
+  try {
+    mode = (await stat(file)).mode & 0o777;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' && !required) return undefined;
+    return { ok: false, label: `${what} ${file}`, advice: `cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+  }
+  if ((mode & 0o077) !== 0) {
+    return { ok: false, label: `${what} ${file} (mode ${octal(mode)})`, advice: `only the node's user may access it: chmod ${octal(expected).slice(1)} ${file}` };
+  }
+  return { ok: true, label: `${what} ${file} (mode ${octal(mode)})` };
+}
+
+export async function runDoctor(stateDir: string): Promise<DoctorCheck[]> {
+  const checks: DoctorCheck[] = [];
+  let store: StateStore;
+  try {
+    store = await openStateStore(stateDir, { create: false });
+  } catch (err) {
+    return [{ ok: false, label: `state dir ${path.resolve(stateDir)}`, advice: `${(err as Error).message}; enroll with \`zenova-node enroll --state-dir ${stateDir} …\`` }];
+  }
+  const dirCheck = await checkMode(store.dir, 0o700, 'state dir', true);
+  if (dirCheck !== undefined) checks.push(dirCheck);
+  for (const [name, required] of [[IDENTITY_FILE, true], [CREDENTIAL_FILE, true], [CONTROL_STATUS_FILE, false]] as const) {
+    const check = await checkMode(store.path(name), 0o600, 'file', required);
+    if (check !== undefined) checks.push(check);
+  }
+
+  let identity: NodeIdentity | undefined;
+  try {
+    identity = await loadIdentity(store);
+    checks.push(
+      identity === undefined
+        ? { ok: false, label: 'identity', advice: 'this state dir is not enrolled: run `zenova-node enroll`' }
+        : { ok: true, label: `identity: node ${identity.nodeName} (${identity.nodeId})` },
+    );
+  } catch (err) {
+    checks.push({ ok: false, label: 'identity', advice: `${(err as Error).message}; re-enroll with --reenroll` });
+  }
+
+  try {
+    const credentials = await loadCredentials(store);
+    if (credentials === undefined) {
+      checks.push({ ok: false, label: 'credential', advice: 'no credential.json: re-enroll with `zenova-node enroll --reenroll`' });
+    } else if (isExpired(credentials.current)) {
+      checks.push({
+        ok: false,
+        label: `credential expired at ${credentials.current.expiresAt}`,
+        advice: 're-enroll: on the control plane run `zenova gateway-node reenroll-command NAME`, then run the printed command here',
+      });
+    } else {
+      checks.push({ ok: true, label: `credential valid until ${credentials.current.expiresAt}` });
+    }
+  } catch (err) {
+    checks.push({ ok: false, label: 'credential', advice: `${(err as Error).message}; re-enroll with --reenroll` });
+  }
+
+  if (identity !== undefined) checks.push(...(await checkGateway(identity)));
+  return checks;
+}
+
+async function checkGateway(identity: NodeIdentity): Promise<DoctorCheck[]> {
+  const { gateway } = identity;
+  const peer = {
+    what: 'the gateway',
+    host: gateway.serverName,
+    address: gateway.target,
+    trustSource: 'the gateway CA saved at enrollment',
+    trustAdvice: "the control plane's gateway identity differs from the one this node enrolled with; re-enroll this node",
+  };
+  const tcp = await probeTcp(gateway, PROBE_TIMEOUT_MS);
+  if (!tcp.ok) {
+    return [{ ok: false, label: `gateway ${gateway.target} reachable over TCP`, advice: explainTlsFailure(tcp.kind, peer) ?? tcp.message }];
+  }
+  const checks: DoctorCheck[] = [{ ok: true, label: `gateway ${gateway.target} reachable over TCP` }];
+  const handshake = await probeTls(gateway, PROBE_TIMEOUT_MS);
+  const label = `gateway TLS certificate trusted and valid for "${gateway.serverName}"`;
+  checks.push(handshake.ok ? { ok: true, label } : { ok: false, label, advice: explainTlsFailure(handshake.kind, peer) ?? handshake.message });
+  return checks;
+}

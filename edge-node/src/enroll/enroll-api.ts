@@ -1,0 +1,48 @@
+// The control plane's enrollment API as the node sees it (contract of issue 3): request and
+// response shapes, validated with zod before anything is trusted or saved.
+import { z } from 'zod';
+import { gatewayTargetSchema } from '../state/identity.js';
+import { certificatePemSchema, publicKeyPemSchema } from '../state/pem.js';
+import { storedCredentialSchema } from '../state/credential-store.js';
+
+export const PREFLIGHT_PATH = '/api/enroll/preflight';
+export const ENROLL_PATH = '/api/enroll';
+export const PRODUCT = 'zenova-gateway';
+
+export const preflightResponseSchema = z.object({
+  product: z.string().max(64),
+  version: z.string().max(64),
+  protocolVersion: z.number().int(),
+  serverTime: z.string().max(64),
+  serverTimeMs: z.number().int().nonnegative(),
+});
+export type PreflightResponse = z.infer<typeof preflightResponseSchema>;
+
+export interface EnrollRequest {
+  token: string;
+  mode: 'install' | 'reenroll';
+  facts: { hostname: string; arch: string; version: string; protocolVersion: number };
+}
+
+export const enrollResponseSchema = z.object({
+  nodeId: z.string().min(1).max(128),
+  nodeName: z.string().min(1).max(64),
+  credential: storedCredentialSchema,
+  gateway: z.object({
+    target: gatewayTargetSchema,
+    serverName: z.string().min(1).max(253),
+    caPem: certificatePemSchema,
+  }),
+  configSigningPublicKeyPem: publicKeyPemSchema,
+  controlPlaneUrl: z.string().max(2048),
+});
+export type EnrollResponse = z.infer<typeof enrollResponseSchema>;
+
+/** The OpenAI-style error body of the control plane. */
+export const errorBodySchema = z.object({
+  error: z.object({
+    message: z.string().max(2000).optional(),
+    code: z.string().max(100).optional(),
+    type: z.string().max(100).optional(),
+  }),
+});

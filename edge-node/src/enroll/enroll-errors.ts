@@ -1,0 +1,50 @@
+/**
+ * Enrollment failures as one operator line each: what happened and what to do next. The control
+ * plane's error codes (ZN_ERR_CP_*) map to fixed advice; anything else is quoted.
+ */
+
+export type EnrollMode = 'install' | 'reenroll';
+
+/** Enrollment did not happen; `message` is safe to print (never the token or a credential). */
+export class EnrollError extends Error {
+  /** The control plane's error code when it answered with one, else a local reason. */
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EnrollError';
+    this.code = code;
+  }
+}
+
+function newTokenCommand(mode: EnrollMode): string {
+  return mode === 'reenroll' ? '`zenova gateway-node reenroll-command NAME`' : '`zenova gateway-node install-command NAME`';
+}
+
+/** Advice for one control-plane error code, or undefined for codes without fixed advice. */
+export function tokenErrorMessage(code: string, mode: EnrollMode, retryAfterSeconds?: number): string | undefined {
+  const issue = newTokenCommand(mode);
+  switch (code) {
+    case 'ZN_ERR_CP_TOKEN_UNKNOWN':
+      return `the token is not known to this control plane (mistyped, or issued by another control plane): copy the command again, or issue a new one with ${issue}`;
+    case 'ZN_ERR_CP_TOKEN_EXPIRED':
+      return `the token has expired (tokens are valid for 24 hours): issue a new one with ${issue}`;
+    case 'ZN_ERR_CP_TOKEN_USED':
+      return mode === 'reenroll'
+        ? `the token was already used: issue a new reenroll command with ${issue}`
+        : `the token was already used: issue a new install command with ${issue}`;
+    case 'ZN_ERR_CP_TOKEN_WRONG_KIND':
+      return mode === 'reenroll'
+        ? 'the token is not a reenroll token: --reenroll needs a token from `zenova gateway-node reenroll-command NAME` (upgrade tokens never enroll)'
+        : 'the token is not an install token: use a token from `zenova gateway-node install-command NAME`, or pass --reenroll with a reenroll token (upgrade tokens never enroll)';
+    case 'ZN_ERR_CP_NODE_DELETED':
+      return 'the node this token belongs to was deleted on the control plane: create it again (`zenova gateway-node create`) and use its new install command';
+    case 'ZN_ERR_CP_PROTOCOL_INCOMPATIBLE':
+      return 'the control plane speaks another control protocol version than this node: install the node package of the control plane\'s version';
+    case 'ZN_ERR_CP_ENROLL_RATE_LIMITED':
+      return retryAfterSeconds !== undefined
+        ? `too many enrollment attempts from this address: wait ${retryAfterSeconds} s and try again`
+        : 'too many enrollment attempts from this address: wait a minute and try again';
+    default:
+      return undefined;
+  }
+}

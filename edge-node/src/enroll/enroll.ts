@@ -1,0 +1,239 @@
+/**
+ * `zenova-node enroll`: redeem a one-time token at the control plane over verified HTTPS and save
+ * the node's identity and first credential in the state directory.
+ *
+ * Order: check the state dir (refuse to replace an identity without --reenroll) → preflight
+ * (product, protocol, clock skew; no token sent) → redeem → validate the answer → write
+ * credential.json, then identity.json (the identity marks a finished enrollment). Every other file
+ * in the state dir is left alone, so a re-enrollment keeps the spool and config cache.
+ */
+import os from 'node:os';
+import { PROTOCOL_VERSION, describeProtocolMismatch, isCompatibleProtocol } from '../../../proto/src/index.js';
+import { oneLine } from '../one-line.js';
+import { productVersion } from '../product-version.js';
+import { saveCredentials } from '../state/credential-store.js';
+import { loadIdentity, saveIdentity } from '../state/identity.js';
+import type { NodeIdentity } from '../state/identity.js';
+import { openStateStore } from '../state/state-store.js';
+import type { StateStore } from '../state/state-store.js';
+import { classifyTlsFailure, explainTlsFailure } from '../tls/tls-failure.js';
+import { describeIssues } from '../zod-issues.js';
+import { ENROLL_PATH, PREFLIGHT_PATH, PRODUCT, enrollResponseSchema, errorBodySchema, preflightResponseSchema } from './enroll-api.js';
+import type { EnrollRequest, EnrollResponse, PreflightResponse } from './enroll-api.js';
+import { EnrollError, tokenErrorMessage } from './enroll-errors.js';
+import type { EnrollMode } from './enroll-errors.js';
+import { requestJson } from './https-json.js';
+import type { JsonRequest, JsonResponse } from './https-json.js';
+
+/** DESIGN §7: a host whose clock is further off than this cannot be trusted with expiries. */
+export const MAX_CLOCK_SKEW_MS = 30_000;
+const DEFAULT_TIMEOUT_MS = 15_000;
+const MAX_RESPONSE_BYTES = 256 * 1024;
+const MAX_QUOTED_CHARS = 300;
+
+export interface EnrollOptions {
+  controlPlaneUrl: string;
+  token: string;
+  stateDir: string;
+  /** PEM to trust instead of the system store (the content of --ca-file). */
+  caPem?: string;
+  /** Where `caPem` came from, for messages. */
+  caFile?: string;
+  reenroll: boolean;
+  /** Non-fatal notices (e.g. a version difference); one line each. */
+  notice?: (line: string) => void;
+  /** Overrides for tests; the host's facts otherwise. */
+  facts?: Partial<EnrollRequest['facts']>;
+  timeoutMs?: number;
+  now?: () => number;
+}
+
+export interface EnrollResult {
+  nodeId: string;
+  nodeName: string;
+  controlPlaneUrl: string;
+  gatewayTarget: string;
+  stateDir: string;
+  reenrolled: boolean;
+}
+
+/**
+ * Checks that `value` is an https:// URL without credentials, query or fragment, and returns it as
+ * a base URL ending in "/". Throws EnrollError('URL_INVALID') with a clear line otherwise.
+ */
+export function parseControlPlaneUrl(value: string): URL {
+  if (!URL.canParse(value)) throw new EnrollError('URL_INVALID', `--control-plane is not a URL: ${JSON.stringify(value.slice(0, 200))}`);
+  const url = new URL(value);
+  if (url.protocol !== 'https:') {
+    throw new EnrollError(
+      'URL_INVALID',
+      `--control-plane must be an https:// URL (enrollment sends a secret token, so plain ${url.protocol.replace(':', '')} is refused), got ${JSON.stringify(value.slice(0, 200))}`,
+    );
+  }
+  if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
+    throw new EnrollError('URL_INVALID', '--control-plane must not carry credentials, a query or a fragment');
+  }
+  if (!url.pathname.endsWith('/')) url.pathname += '/';
+  return url;
+}
+
+/** Removes `secret` from a text we did not write, and keeps it to one short line. */
+function quote(text: string, secret: string): string {
+  return oneLine(secret === '' ? text : text.split(secret).join('[redacted]'), MAX_QUOTED_CHARS);
+}
+
+function formatDuration(ms: number): string {
+  const seconds = Math.round(Math.abs(ms) / 1000);
+  const minutes = Math.floor(seconds / 60);
+  return minutes > 0 ? `${minutes} min ${seconds % 60} s` : `${seconds} s`;
+}
+
+export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
+  const base = parseControlPlaneUrl(opts.controlPlaneUrl);
+  const mode: EnrollMode = opts.reenroll ? 'reenroll' : 'install';
+  const now = opts.now ?? Date.now;
+  const token = opts.token.trim();
+  if (token === '') throw new EnrollError('TOKEN_MISSING', 'the token is empty');
+  if (token.length > 512 || /\s/.test(token)) throw new EnrollError('TOKEN_MALFORMED', 'the token is malformed: copy it again from the install command');
+
+  const store = await openStateStore(opts.stateDir, { create: true });
+  await refuseToReplaceIdentity(store, opts.reenroll);
+
+  const call = async (req: Omit<JsonRequest, 'caPem' | 'timeoutMs' | 'maxResponseBytes'>): Promise<JsonResponse> => {
+    try {
+      return await requestJson({
+        ...req,
+        ...(opts.caPem !== undefined ? { caPem: opts.caPem } : {}),
+        timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+        maxResponseBytes: MAX_RESPONSE_BYTES,
+      });
+    } catch (err) {
+      throw transportError(err, base, opts, token);
+    }
+  };
+
+  const preflight = await runPreflight(call, base, now, token);
+  if (preflight.version !== productVersion()) {
+    opts.notice?.(
+      `note: the control plane runs version ${quote(preflight.version, token)}, this node ${productVersion()}; the control plane will upgrade the node once it is connected`,
+    );
+  }
+
+  const facts: EnrollRequest['facts'] = {
+    hostname: os.hostname(),
+    arch: process.arch,
+    version: productVersion(),
+    protocolVersion: PROTOCOL_VERSION,
+    ...opts.facts,
+  };
+  const body: EnrollRequest = { token, mode, facts };
+  const response = await call({ method: 'POST', url: new URL(ENROLL_PATH.slice(1), base), body });
+  if (response.status !== 200) throw answerError(response, mode, token, 'enrollment');
+  const parsed = enrollResponseSchema.safeParse(response.body);
+  if (!parsed.success) {
+    throw new EnrollError('RESPONSE_INVALID', `the control plane's enrollment answer is not usable (${describeIssues(parsed.error).join('; ')}); nothing was saved`);
+  }
+  const answer: EnrollResponse = parsed.data;
+
+  const identity: NodeIdentity = {
+    nodeId: answer.nodeId,
+    nodeName: answer.nodeName,
+    // The URL this enrollment verified; the control plane's own idea of it may sit behind a proxy.
+    controlPlaneUrl: base.href.replace(/\/$/, ''),
+    ...(opts.caPem !== undefined ? { controlPlaneCaPem: opts.caPem } : {}),
+    gateway: answer.gateway,
+    configSigningPublicKeyPem: answer.configSigningPublicKeyPem,
+    enrolledAt: new Date(now()).toISOString(),
+  };
+  // Credential first: identity.json appearing is what marks the enrollment as done.
+  await saveCredentials(store, { current: answer.credential });
+  await saveIdentity(store, identity);
+  return {
+    nodeId: identity.nodeId,
+    nodeName: identity.nodeName,
+    controlPlaneUrl: identity.controlPlaneUrl,
+    gatewayTarget: identity.gateway.target,
+    stateDir: store.dir,
+    reenrolled: opts.reenroll,
+  };
+}
+
+async function refuseToReplaceIdentity(store: StateStore, reenroll: boolean): Promise<void> {
+  let existing: NodeIdentity | undefined;
+  try {
+    existing = await loadIdentity(store);
+  } catch (err) {
+    // A corrupt identity may be replaced by a re-enrollment, but never silently.
+    if (reenroll) return;
+    throw new EnrollError('IDENTITY_EXISTS', `${(err as Error).message}; pass --reenroll with a reenroll token to replace it`);
+  }
+  if (existing !== undefined && !reenroll) {
+    throw new EnrollError(
+      'IDENTITY_EXISTS',
+      `${store.dir} already holds the identity of node ${existing.nodeName} (${existing.nodeId}); nothing was changed. To enroll again, pass --reenroll with a token from \`zenova gateway-node reenroll-command ${existing.nodeName}\``,
+    );
+  }
+}
+
+async function runPreflight(
+  call: (req: Omit<JsonRequest, 'caPem' | 'timeoutMs' | 'maxResponseBytes'>) => Promise<JsonResponse>,
+  base: URL,
+  now: () => number,
+  token: string,
+): Promise<PreflightResponse> {
+  const sentAt = now();
+  const response = await call({ method: 'GET', url: new URL(PREFLIGHT_PATH.slice(1), base) });
+  const receivedAt = now();
+  if (response.status === 404) {
+    throw new EnrollError('NOT_A_CONTROL_PLANE', `${base.href} has no enrollment endpoint (HTTP 404 on ${PREFLIGHT_PATH}): is this the control plane's console URL?`);
+  }
+  if (response.status !== 200) throw answerError(response, 'install', token, 'the preflight check');
+  const parsed = preflightResponseSchema.safeParse(response.body);
+  if (!parsed.success || parsed.data.product !== PRODUCT) {
+    throw new EnrollError('NOT_A_CONTROL_PLANE', `${base.href} did not answer like a Zenova control plane: is this the console URL?`);
+  }
+  const preflight = parsed.data;
+  if (!isCompatibleProtocol(preflight.protocolVersion)) {
+    throw new EnrollError(
+      'PROTOCOL_INCOMPATIBLE',
+      `${describeProtocolMismatch(PROTOCOL_VERSION, preflight.protocolVersion)}: install the node package of the control plane's version (${quote(preflight.version, token)})`,
+    );
+  }
+  // The server read its clock somewhere between our send and receive; the midpoint halves the error.
+  const skew = preflight.serverTimeMs - (sentAt + receivedAt) / 2;
+  if (Math.abs(skew) > MAX_CLOCK_SKEW_MS) {
+    throw new EnrollError(
+      'CLOCK_SKEW',
+      `this host's clock is ${formatDuration(skew)} ${skew > 0 ? 'behind' : 'ahead of'} the control plane's (at most ${MAX_CLOCK_SKEW_MS / 1000} s allowed): sync the clock (e.g. \`timedatectl set-ntp true\`) and try again`,
+    );
+  }
+  return preflight;
+}
+
+function answerError(response: JsonResponse, mode: EnrollMode, token: string, what: string): EnrollError {
+  const parsed = errorBodySchema.safeParse(response.body);
+  const code = parsed.success ? parsed.data.error.code : undefined;
+  const serverMessage = parsed.success ? parsed.data.error.message : undefined;
+  const retryAfter = Number(response.headers['retry-after']);
+  const advice = code === undefined ? undefined : tokenErrorMessage(code, mode, Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined);
+  if (code !== undefined && advice !== undefined) return new EnrollError(code, `${advice} (${code})`);
+  const detail = [code, serverMessage === undefined ? undefined : quote(serverMessage, token)].filter((x) => x !== undefined).join(': ');
+  return new EnrollError(code ?? `HTTP_${response.status}`, `the control plane refused ${what} with HTTP ${response.status}${detail === '' ? '' : ` (${detail})`}`);
+}
+
+function transportError(err: unknown, base: URL, opts: EnrollOptions, token: string): EnrollError {
+  const host = base.hostname.replace(/^\[|\]$/g, '');
+  const kind = classifyTlsFailure(err);
+  const explained = explainTlsFailure(kind, {
+    what: 'the control plane',
+    host,
+    address: base.host,
+    trustSource: opts.caFile !== undefined ? `--ca-file ${opts.caFile}` : "this host's system trust store",
+    trustAdvice:
+      opts.caFile !== undefined
+        ? 'pass the CA that signed the control plane\'s certificate with --ca-file (the install command names it)'
+        : 'pass --ca-file with the control plane\'s CA (the install command names it)',
+  });
+  if (explained !== undefined) return new EnrollError(`TLS_${kind.toUpperCase().replace(/-/g, '_')}`, explained, { cause: err });
+  return new EnrollError('UNREACHABLE', `cannot reach the control plane at ${base.host}: ${quote((err as Error).message ?? String(err), token)}`, { cause: err });
+}

@@ -1,0 +1,99 @@
+/**
+ * The node's state directory: a few small JSON files, each replaced atomically at 0600, in a
+ * directory only the node's user can enter (0700). Reading never changes anything, so `status`
+ * and `doctor` can use it safely.
+ */
+import { mkdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { writeFileAtomic } from './atomic-write.js';
+
+/** State files are tiny; anything bigger is not ours (or is corrupt) and is not read into memory. */
+export const MAX_STATE_FILE_BYTES = 1024 * 1024;
+export const STATE_DIR_MODE = 0o700;
+export const STATE_FILE_MODE = 0o600;
+
+const FILE_NAME = /^[a-z][a-z0-9-]{0,63}\.json$/;
+
+/** A state file that exists but cannot be used; the message names the file and the problem. */
+export class StateFileError extends Error {
+  readonly file: string;
+  constructor(file: string, problem: string, options?: { cause?: unknown }) {
+    super(`${file}: ${problem}`, options);
+    this.name = 'StateFileError';
+    this.file = file;
+  }
+}
+
+/** The state directory is missing (and the caller asked not to create it). */
+export class StateDirMissingError extends Error {
+  readonly dir: string;
+  constructor(dir: string) {
+    super(`the state directory ${dir} does not exist`);
+    this.name = 'StateDirMissingError';
+    this.dir = dir;
+  }
+}
+
+export interface StateStore {
+  readonly dir: string;
+  /** Absolute path of a state file. */
+  path(name: string): string;
+  /** The parsed JSON of `name`, or undefined when the file does not exist. */
+  read(name: string): Promise<unknown>;
+  /** Replaces `name` atomically with `value` as JSON, mode 0600. */
+  write(name: string, value: unknown): Promise<void>;
+}
+
+function checkName(name: string): void {
+  // Names are ours, never user input; the check keeps a slip from writing outside the directory.
+  if (!FILE_NAME.test(name)) throw new Error(`invalid state file name ${JSON.stringify(name)}`);
+}
+
+/**
+ * Opens the state directory. With `create`, a missing directory is created with mode 0700
+ * (parents included); without it, a missing directory is a StateDirMissingError.
+ */
+export async function openStateStore(dir: string, opts: { create: boolean }): Promise<StateStore> {
+  const absolute = path.resolve(dir);
+  let info;
+  try {
+    info = await stat(absolute);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if (!opts.create) throw new StateDirMissingError(absolute);
+    await mkdir(absolute, { recursive: true, mode: STATE_DIR_MODE });
+    info = await stat(absolute);
+  }
+  if (!info.isDirectory()) throw new StateFileError(absolute, 'is not a directory');
+
+  return {
+    dir: absolute,
+    path(name) {
+      checkName(name);
+      return path.join(absolute, name);
+    },
+    async read(name) {
+      checkName(name);
+      const file = path.join(absolute, name);
+      let bytes: Buffer;
+      try {
+        const size = (await stat(file)).size;
+        if (size > MAX_STATE_FILE_BYTES) throw new StateFileError(file, `larger than ${MAX_STATE_FILE_BYTES} bytes`);
+        bytes = await readFile(file);
+      } catch (err) {
+        if (err instanceof StateFileError) throw err;
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw new StateFileError(file, `cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
+      }
+      try {
+        return JSON.parse(bytes.toString('utf8')) as unknown;
+      } catch (err) {
+        throw new StateFileError(file, 'is not valid JSON', { cause: err });
+      }
+    },
+    async write(name, value) {
+      checkName(name);
+      await writeFileAtomic(path.join(absolute, name), `${JSON.stringify(value, null, 2)}\n`, STATE_FILE_MODE);
+    },
+  };
+}

@@ -1,0 +1,99 @@
+/**
+ * The node's status as `zenova-node status` reports it, read from the state dir only (the serving
+ * process mirrors its control link into control-status.json).
+ */
+import { loadControlStatus } from '../control/control-status.js';
+import type { ControlStatusRecord } from '../control/control-status.js';
+import { isExpired, loadCredentials } from '../state/credential-store.js';
+import { loadIdentity } from '../state/identity.js';
+import type { StateStore } from '../state/state-store.js';
+
+export interface NodeStatusReport {
+  stateDir: string;
+  enrolled: boolean;
+  node: { id: string; name: string; enrolledAt: string } | null;
+  controlPlaneUrl: string | null;
+  gateway: { target: string; serverName: string } | null;
+  credential: { expiresAt: string; expired: boolean } | null;
+  control: {
+    /** Whether a node-edge process serving this state dir is running. */
+    running: boolean;
+    pid: number | null;
+    connected: boolean;
+    /** Since when connected, or since when not; null when the node never ran. */
+    since: string | null;
+    sessionId: string | null;
+    lastError: ControlStatusRecord['lastError'];
+    updatedAt: string | null;
+  };
+}
+
+/** Whether `pid` is a live process (EPERM: alive but someone else's). */
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export async function readNodeStatus(store: StateStore): Promise<NodeStatusReport> {
+  const identity = await loadIdentity(store);
+  const credentials = await loadCredentials(store);
+  const control = await loadControlStatus(store);
+  // A file left by a process that is gone (kill -9, crash) must not claim a live connection.
+  const running = control !== undefined && control.serving && isProcessAlive(control.pid);
+  return {
+    stateDir: store.dir,
+    enrolled: identity !== undefined && credentials !== undefined,
+    node: identity === undefined ? null : { id: identity.nodeId, name: identity.nodeName, enrolledAt: identity.enrolledAt },
+    controlPlaneUrl: identity?.controlPlaneUrl ?? null,
+    gateway: identity === undefined ? null : { target: identity.gateway.target, serverName: identity.gateway.serverName },
+    credential: credentials === undefined ? null : { expiresAt: credentials.current.expiresAt, expired: isExpired(credentials.current) },
+    control: {
+      running,
+      pid: running ? (control?.pid ?? null) : null,
+      connected: running && control.connected,
+      since: control?.since ?? null,
+      sessionId: running && control.connected ? control.sessionId : null,
+      lastError: control?.lastError ?? null,
+      updatedAt: control?.updatedAt ?? null,
+    },
+  };
+}
+
+/** The report as aligned text lines for a terminal. */
+export function formatNodeStatus(report: NodeStatusReport): string {
+  const lines: string[] = [];
+  const row = (label: string, value: string): void => {
+    lines.push(`${`${label}:`.padEnd(15)}${value}`);
+  };
+  if (!report.enrolled || report.node === null) {
+    row('node', `not enrolled (${report.stateDir}); run \`zenova-node enroll\``);
+    return `${lines.join('\n')}\n`;
+  }
+  row('node', `${report.node.name} (id ${report.node.id}), enrolled ${report.node.enrolledAt}`);
+  row('control plane', report.controlPlaneUrl ?? '-');
+  if (report.gateway !== null) row('gateway', `${report.gateway.target} (certificate name ${report.gateway.serverName})`);
+  if (report.credential !== null) {
+    row('credential', report.credential.expired ? `EXPIRED at ${report.credential.expiresAt}; re-enroll this node` : `valid until ${report.credential.expiresAt}`);
+  }
+  const { control } = report;
+  if (!control.running) {
+    row('node-edge', control.updatedAt === null ? 'has not run with this state dir' : `not running (last seen ${control.updatedAt})`);
+  } else {
+    row('node-edge', `running (pid ${control.pid ?? '?'})`);
+    row(
+      'control link',
+      control.connected
+        ? `connected since ${control.since ?? '?'}${control.sessionId !== null ? ` (session ${control.sessionId})` : ''}`
+        : `not connected since ${control.since ?? '?'}`,
+    );
+  }
+  if (control.lastError !== null) {
+    row('last error', `${control.lastError.code} at ${control.lastError.at}: ${control.lastError.message}`);
+    if (control.lastError.advice !== undefined) row('what to do', control.lastError.advice);
+  }
+  return `${lines.join('\n')}\n`;
+}

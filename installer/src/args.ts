@@ -1,0 +1,73 @@
+/**
+ * Option parsing shared by the commands: node:util parseArgs in strict mode (unknown options are
+ * usage errors) plus the value checks every command needs (whole numbers, comma lists, one NAME).
+ */
+import { parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
+import { UsageError } from './cli-context.js';
+
+export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
+
+export interface ParsedArgs {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+}
+
+/** True when argv asks for help anywhere, so `create --help` works without the required options. */
+export function wantsHelp(argv: readonly string[]): boolean {
+  return argv.includes('--help') || argv.includes('-h');
+}
+
+export function parseOptions(argv: readonly string[], options: OptionSpec, helpCommand: string): ParsedArgs {
+  try {
+    const { values, positionals } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: true });
+    return { values: values as ParsedArgs['values'], positionals };
+  } catch (err) {
+    throw new UsageError((err as Error).message, helpCommand);
+  }
+}
+
+export function stringOption(parsed: ParsedArgs, name: string): string | undefined {
+  const value = parsed.values[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+export function flagOption(parsed: ParsedArgs, name: string): boolean {
+  return parsed.values[name] === true;
+}
+
+export function requiredOption(parsed: ParsedArgs, name: string, helpCommand: string): string {
+  const value = stringOption(parsed, name);
+  if (value === undefined || value.trim() === '') throw new UsageError(`--${name} is required`, helpCommand);
+  return value;
+}
+
+/** A whole number option (range rules are the API's, so they live in one place). */
+export function integerOption(parsed: ParsedArgs, name: string, helpCommand: string): number | undefined {
+  const value = stringOption(parsed, name);
+  if (value === undefined) return undefined;
+  if (!/^\d{1,9}$/.test(value.trim())) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`, helpCommand);
+  return Number(value.trim());
+}
+
+/** `a,b , c` → ['a','b','c']; an empty list is a usage error. */
+export function listOption(parsed: ParsedArgs, name: string, helpCommand: string): string[] | undefined {
+  const value = stringOption(parsed, name);
+  if (value === undefined) return undefined;
+  const items = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (items.length === 0) throw new UsageError(`--${name} needs at least one value (comma-separated)`, helpCommand);
+  return items;
+}
+
+/** The one positional NAME a command takes. */
+export function singlePositional(parsed: ParsedArgs, what: string, helpCommand: string): string {
+  const [first, ...extra] = parsed.positionals;
+  if (first === undefined || first.trim() === '') throw new UsageError(`${what} is required`, helpCommand);
+  if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, helpCommand);
+  return first;
+}
+
+export function noPositionals(parsed: ParsedArgs, helpCommand: string): void {
+  const [first] = parsed.positionals;
+  if (first !== undefined) throw new UsageError(`unexpected argument ${JSON.stringify(first)}`, helpCommand);
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env node
+/**
+ * `zenova`, the host CLI. Dispatches `zenova <command> …` to installer/src/commands/<command>.ts
+ * (loaded on demand, so a command's dependencies cost nothing to the others) and turns every
+ * failure into one clear line and an exit code: 0 done, 1 refused / unreachable / failed,
+ * 2 bad usage or settings.
+ */
+import { pathToFileURL } from 'node:url';
+import { CommandFailure, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './cli-context.js';
+import type { CliContext, Command } from './cli-context.js';
+import { ApiError, ConnectionError, UnexpectedResponseError } from './connection/admin-client.js';
+
+const PROGRAM = 'zenova';
+
+/** Later issues add `install` (node), `status` and `logs` here. */
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  'gateway-node': async () => (await import('./commands/gateway-node.js')).gatewayNodeCommand,
+};
+
+export const MAIN_USAGE = `Usage: ${PROGRAM} <command> [options]
+
+Commands:
+  gateway-node   Create and manage gateway nodes (admin API of the control plane)
+
+Run "${PROGRAM} <command> --help" for a command's options.
+Exit codes: 0 done, 1 the control plane refused or could not be reached, 2 bad usage or settings.
+`;
+
+function report(err: unknown, ctx: CliContext): number {
+  if (err instanceof UsageError) {
+    const hint = err.helpCommand === undefined ? '' : `Run "${PROGRAM} ${err.helpCommand} --help" for usage.\n`;
+    ctx.stderr.write(`${PROGRAM}: ${err.message}\n${hint}`);
+    return EXIT_USAGE;
+  }
+  if (err instanceof ApiError) {
+    ctx.stderr.write(`${PROGRAM}: error ${err.code}: ${err.message}\n`);
+    return EXIT_FAILURE;
+  }
+  if (err instanceof ConnectionError || err instanceof UnexpectedResponseError || err instanceof CommandFailure) {
+    ctx.stderr.write(`${PROGRAM}: ${err.message}\n`);
+    return EXIT_FAILURE;
+  }
+  throw err;
+}
+
+export async function runCli(argv: readonly string[], ctx: CliContext): Promise<number> {
+  const [name, ...rest] = argv;
+  try {
+    if (name === undefined) throw new UsageError('no command given', undefined);
+    if (name === '--help' || name === '-h' || name === 'help') {
+      ctx.stdout.write(MAIN_USAGE);
+      return EXIT_OK;
+    }
+    const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+    if (load === undefined) throw new UsageError(`unknown command ${JSON.stringify(name)}`, undefined);
+    return await (await load()).run(rest, ctx);
+  } catch (err) {
+    const code = report(err, ctx);
+    if (code === EXIT_USAGE && (name === undefined || !Object.hasOwn(COMMANDS, name))) ctx.stderr.write(`\n${MAIN_USAGE}`);
+    return code;
+  }
+}
+
+// Run only as the entry point, so tests can import runCli.
+const entry = process.argv[1];
+if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
+  runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() }).then(
+    (code) => { process.exitCode = code; },
+    (err: unknown) => {
+      process.stderr.write(`${PROGRAM}: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,154 @@
+// `zenova gateway-node create`: POST /api/v1/nodes, then the node and its one-time install command.
+import {
+  flagOption, integerOption, listOption, noPositionals, parseOptions, requiredOption, stringOption, wantsHelp,
+} from '../../args.js';
+import type { OptionSpec } from '../../args.js';
+import { EXIT_OK, currentTime } from '../../cli-context.js';
+import type { CliContext, Command } from '../../cli-context.js';
+import { ApiError } from '../../connection/admin-client.js';
+import { withAdminClient } from '../../connection/admin-session.js';
+import { URL_VARIABLE } from '../../connection/connection-settings.js';
+import { readPemOption, writeTextFileAtomic } from '../../local-files.js';
+import { createdNodeSchema } from './api-schemas.js';
+import type { CreateNodeRequest } from './api-schemas.js';
+import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE } from './common-options.js';
+import { renderNodeDetail } from './node-format.js';
+import { SHOWN_ONCE_WARNING, printOneTimeCommand } from './one-time-command-output.js';
+
+const HELP = 'gateway-node create';
+
+const OPTIONS = {
+  name: { type: 'string' },
+  address: { type: 'string' },
+  region: { type: 'string' },
+  surfaces: { type: 'string' },
+  'install-dir': { type: 'string' },
+  'control-plane-url': { type: 'string' },
+  'ca-file': { type: 'string' },
+  'spool-quota-gb': { type: 'string' },
+  'spool-full-policy': { type: 'string' },
+  replicas: { type: 'string' },
+  'ca-out': { type: 'string' },
+  ...JSON_OPTION,
+  ...COMMON_OPTIONS,
+} as const satisfies OptionSpec;
+
+const USAGE = `Usage: zenova gateway-node create --name NAME --address ADDRESS [options]
+
+Creates a gateway node on the control plane and prints it with its one-time install command
+(${SHOWN_ONCE_WARNING}). The API checks every value and names the field it refuses.
+
+Options:
+  --name NAME           Node name: lowercase letters, digits and hyphens, 2-31 characters;
+                        it cannot be changed later
+  --address ADDRESS     Domain name or IP that callers use to reach the node
+  --region R            Region label (optional)
+  --surfaces LIST       Comma list of the surfaces it serves: model (required), tools
+                        (default: model)
+  --install-dir D       Install directory on the node host (default /opt/zenova-node): absolute,
+                        at least two levels, not under /tmp, /var/tmp, /home, /root, /run/user,
+                        /usr, /etc, /boot, not inside /opt/zenova
+  --control-plane-url URL
+                        Address the node calls back, https://... (default: ${URL_VARIABLE})
+  --ca-file F           PEM of the CA that verifies the control plane for the node (a self-signed
+                        or internal CA); leave out for a publicly trusted certificate
+  --spool-quota-gb G    Local spool quota in GB for when the node is cut off (default 10)
+  --spool-full-policy P When the spool is full: reject (new requests refused, every request stays
+                        billable) or metering-only (request bodies dropped, metering kept)
+                        (default reject)
+  --replicas K          Instances on the node host (default 1)
+  --ca-out F            Write the CA the install command's --ca-file refers to into F
+${JSON_USAGE}
+${COMMON_USAGE}
+`;
+
+/** API field → the option that sets it, so a refusal points at what to change. */
+const FIELD_OPTIONS: Record<string, string> = {
+  name: '--name',
+  address: '--address',
+  region: '--region',
+  surfaces: '--surfaces',
+  installDir: '--install-dir',
+  controlPlaneUrl: '--control-plane-url',
+  caPem: '--ca-file',
+  spoolQuotaGb: '--spool-quota-gb',
+  spoolFullPolicy: '--spool-full-policy',
+  replicas: '--replicas',
+};
+
+/** Adds the option to each `field: rule` part of a validation refusal ("…; name: …"). */
+function withOptionHints(err: unknown, controlPlaneUrlGiven: boolean): unknown {
+  if (!(err instanceof ApiError) || err.code !== 'ZN_ERR_CP_INVALID_REQUEST') return err;
+  const parts = err.message.split('; ').map((part) => {
+    const field = /^([A-Za-z]+)(?:[.[][^:]*)?:/.exec(part)?.[1];
+    const option = field === undefined ? undefined : FIELD_OPTIONS[field];
+    if (option === undefined) return part;
+    if (option === '--control-plane-url' && !controlPlaneUrlGiven) return `${part} (taken from ${URL_VARIABLE}; set it with --control-plane-url)`;
+    return `${part} (option ${option})`;
+  });
+  return new ApiError(err.code, parts.join('; '), err.status);
+}
+
+async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
+  if (wantsHelp(argv)) {
+    ctx.stdout.write(USAGE);
+    return EXIT_OK;
+  }
+  const parsed = parseOptions(argv, OPTIONS, HELP);
+  noPositionals(parsed, HELP);
+  const name = requiredOption(parsed, 'name', HELP);
+  const address = requiredOption(parsed, 'address', HELP);
+  const surfaces = listOption(parsed, 'surfaces', HELP) ?? ['model'];
+  const spoolQuotaGb = integerOption(parsed, 'spool-quota-gb', HELP);
+  const replicas = integerOption(parsed, 'replicas', HELP);
+  const caFile = stringOption(parsed, 'ca-file');
+  const caPem = caFile === undefined ? undefined : readPemOption(caFile, '--ca-file', ctx.cwd, HELP);
+  const explicitUrl = stringOption(parsed, 'control-plane-url');
+  const caOut = stringOption(parsed, 'ca-out');
+  const json = flagOption(parsed, 'json');
+
+  return withAdminClient(ctx, stringOption(parsed, 'env-file'), HELP, async (client, conn) => {
+    const request: CreateNodeRequest = { name, address, surfaces, controlPlaneUrl: explicitUrl ?? conn.displayUrl };
+    const region = stringOption(parsed, 'region');
+    if (region !== undefined) request.region = region;
+    const installDir = stringOption(parsed, 'install-dir');
+    if (installDir !== undefined) request.installDir = installDir;
+    const spoolFullPolicy = stringOption(parsed, 'spool-full-policy');
+    if (spoolFullPolicy !== undefined) request.spoolFullPolicy = spoolFullPolicy;
+    if (spoolQuotaGb !== undefined) request.spoolQuotaGb = spoolQuotaGb;
+    if (replicas !== undefined) request.replicas = replicas;
+    if (caPem !== undefined) request.caPem = caPem;
+
+    let created;
+    try {
+      created = await client.call('POST', 'api/v1/nodes', createdNodeSchema, request);
+    } catch (err) {
+      throw withOptionHints(err, explicitUrl !== undefined);
+    }
+    const { node, install } = created.data;
+    const nodeCa = install.caPem ?? created.data.caPem ?? caPem;
+    if (json) {
+      ctx.stdout.write(`${JSON.stringify(created.raw, null, 2)}\n`);
+      if (caOut !== undefined && node.hasCa && nodeCa !== undefined) {
+        const written = writeTextFileAtomic(caOut, nodeCa, ctx.cwd);
+        ctx.stderr.write(`zenova: saved the control-plane CA to ${written}\n`);
+      }
+      return EXIT_OK;
+    }
+    ctx.stdout.write(`Created gateway node ${node.name}.\n\n`);
+    ctx.stdout.write(renderNodeDetail(node, currentTime(ctx)));
+    ctx.stdout.write('\n');
+    printOneTimeCommand(ctx, {
+      nodeName: node.name,
+      kind: 'install',
+      issued: install,
+      caPem: nodeCa,
+      caSourceFile: caFile,
+      caOut,
+      reissued: false,
+    });
+    return EXIT_OK;
+  });
+}
+
+export const createCommand: Command = { name: 'create', summary: 'Create a node and print its one-time install command', usage: USAGE, run };

@@ -1,0 +1,73 @@
+/**
+ * `zenova gateway-node install-command | reenroll-command | upgrade-command NAME`: issue a new
+ * one-time command of that kind (POST /api/v1/nodes/:name/<kind>-command); the control plane
+ * invalidates the previous unused token of the same kind.
+ */
+import { flagOption, parseOptions, singlePositional, stringOption, wantsHelp } from '../../args.js';
+import type { OptionSpec } from '../../args.js';
+import { EXIT_OK } from '../../cli-context.js';
+import type { CliContext, Command } from '../../cli-context.js';
+import { withAdminClient } from '../../connection/admin-session.js';
+import { writeTextFileAtomic } from '../../local-files.js';
+import { oneTimeCommandSchema } from './api-schemas.js';
+import type { CommandKind } from './api-schemas.js';
+import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE } from './common-options.js';
+import { nodePath } from './node-path.js';
+import { SHOWN_ONCE_WARNING, caFileInCommand, printOneTimeCommand } from './one-time-command-output.js';
+
+const OPTIONS = { 'ca-out': { type: 'string' }, ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
+
+const DESCRIPTIONS: Record<CommandKind, string> = {
+  install: `Issues a new one-time install command for node NAME, e.g. when the first one expired (24 h),
+was lost or was used on a host that failed. The previous unused install command stops working.`,
+  reenroll: `Issues a one-time re-enroll command for node NAME: for a node host that lost its identity or
+whose credential expired. Redeeming it revokes the node's old credentials.`,
+  upgrade: `Issues a one-time upgrade command for node NAME: for a node that was offline or failed while
+the control plane upgraded its nodes. It never carries --install-dir (the node keeps its directory).`,
+};
+
+function usageFor(kind: CommandKind): string {
+  return `Usage: zenova gateway-node ${kind}-command NAME [--ca-out F] [--json]
+
+${DESCRIPTIONS[kind]}
+The command is ${SHOWN_ONCE_WARNING}.
+
+Options:
+  --ca-out F            Write the CA the command's --ca-file refers to into F
+${JSON_USAGE}
+${COMMON_USAGE}
+`;
+}
+
+function oneTimeCommand(kind: CommandKind, summary: string): Command {
+  const usage = usageFor(kind);
+  const help = `gateway-node ${kind}-command`;
+  const run = async (argv: readonly string[], ctx: CliContext): Promise<number> => {
+    if (wantsHelp(argv)) {
+      ctx.stdout.write(usage);
+      return EXIT_OK;
+    }
+    const parsed = parseOptions(argv, OPTIONS, help);
+    const name = singlePositional(parsed, 'NAME', help);
+    const caOut = stringOption(parsed, 'ca-out');
+    return withAdminClient(ctx, stringOption(parsed, 'env-file'), help, async (client) => {
+      // An empty JSON object: the route takes no fields, and fastify refuses an empty JSON body.
+      const { data, raw } = await client.call('POST', nodePath(name, `${kind}-command`), oneTimeCommandSchema, {});
+      const caPem = data.caPem ?? undefined;
+      if (flagOption(parsed, 'json')) {
+        ctx.stdout.write(`${JSON.stringify(raw, null, 2)}\n`);
+        if (caOut !== undefined && caPem !== undefined && caFileInCommand(data.command) !== undefined) {
+          ctx.stderr.write(`zenova: saved the control-plane CA to ${writeTextFileAtomic(caOut, caPem, ctx.cwd)}\n`);
+        }
+        return EXIT_OK;
+      }
+      printOneTimeCommand(ctx, { nodeName: name, kind, issued: data, caPem, caSourceFile: undefined, caOut, reissued: true });
+      return EXIT_OK;
+    });
+  };
+  return { name: `${kind}-command`, summary, usage, run };
+}
+
+export const installCommandCommand = oneTimeCommand('install', 'Issue a new one-time install command');
+export const reenrollCommandCommand = oneTimeCommand('reenroll', 'Issue a one-time re-enroll command');
+export const upgradeCommandCommand = oneTimeCommand('upgrade', 'Issue a one-time upgrade command');

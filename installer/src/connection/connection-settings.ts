@@ -1,0 +1,135 @@
+/**
+ * Where the admin API is and how to authenticate to it: ZENOVA_CONTROL_PLANE_URL,
+ * ZENOVA_ADMIN_TOKEN and (optional) ZENOVA_CA_FILE, taken as one set from one place so a token is
+ * never sent to a URL from somewhere else:
+ *   1. `--env-file F`: the three variables come from F only;
+ *   2. otherwise the environment, when any of the three is set there;
+ *   3. otherwise `.zenova/dev.env` in the working directory (what the dev stack writes), if present.
+ */
+import { X509Certificate } from 'node:crypto';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { UsageError } from '../cli-context.js';
+import type { CliContext } from '../cli-context.js';
+import { EnvFileError, readEnvFile } from './env-file.js';
+
+export const URL_VARIABLE = 'ZENOVA_CONTROL_PLANE_URL';
+export const TOKEN_VARIABLE = 'ZENOVA_ADMIN_TOKEN';
+export const CA_VARIABLE = 'ZENOVA_CA_FILE';
+export const CONNECTION_VARIABLES = [URL_VARIABLE, TOKEN_VARIABLE, CA_VARIABLE] as const;
+export const DEFAULT_ENV_FILE = path.join('.zenova', 'dev.env');
+
+const MAX_CA_FILE_BYTES = 256 * 1024;
+
+export interface ConnectionSettings {
+  /** The API's base, always ending in '/', so relative paths resolve beneath it. */
+  baseUrl: URL;
+  /** ZENOVA_CONTROL_PLANE_URL as shown to people: no trailing slash, never credentials. */
+  displayUrl: string;
+  adminToken: string;
+  /** PEM of the CA(s) that verify the control plane's HTTPS; absent = the default trust store. */
+  caPem: string | undefined;
+  caFile: string | undefined;
+  /** For messages: "the environment" or "env file F". */
+  source: string;
+}
+
+interface VariableSource {
+  values: Partial<Record<(typeof CONNECTION_VARIABLES)[number], string>>;
+  source: string;
+}
+
+function pick(from: Readonly<Record<string, string | undefined>>): VariableSource['values'] {
+  const values: VariableSource['values'] = {};
+  for (const name of CONNECTION_VARIABLES) {
+    const value = from[name]?.trim();
+    if (value) values[name] = value;
+  }
+  return values;
+}
+
+function loadEnvFile(file: string, helpCommand: string): Record<string, string> {
+  try {
+    return readEnvFile(file);
+  } catch (err) {
+    if (err instanceof EnvFileError) throw new UsageError(err.message, helpCommand);
+    throw err;
+  }
+}
+
+function variableSource(ctx: CliContext, envFile: string | undefined, helpCommand: string): VariableSource {
+  if (envFile !== undefined) {
+    const file = path.resolve(ctx.cwd, envFile);
+    return { values: pick(loadEnvFile(file, helpCommand)), source: `env file ${envFile}` };
+  }
+  const fromEnv = pick(ctx.env);
+  if (Object.keys(fromEnv).length > 0) return { values: fromEnv, source: 'the environment' };
+  const devEnv = path.join(ctx.cwd, DEFAULT_ENV_FILE);
+  if (existsSync(devEnv)) return { values: pick(loadEnvFile(devEnv, helpCommand)), source: `env file ${DEFAULT_ENV_FILE}` };
+  return { values: {}, source: 'the environment' };
+}
+
+function parseBaseUrl(raw: string, source: string, helpCommand: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`${URL_VARIABLE} (from ${source}) is not a URL: expected https://HOST:PORT`, helpCommand);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new UsageError(`${URL_VARIABLE} (from ${source}) must start with https:// (or http:// for a local development control plane)`, helpCommand);
+  }
+  if (url.username !== '' || url.password !== '') {
+    throw new UsageError(`${URL_VARIABLE} (from ${source}) must not carry a user name or password; the admin token goes in ${TOKEN_VARIABLE}`, helpCommand);
+  }
+  url.search = '';
+  url.hash = '';
+  if (!url.pathname.endsWith('/')) url.pathname += '/';
+  return url;
+}
+
+function readCaFile(file: string, source: string, helpCommand: string): string {
+  let pem: string;
+  try {
+    if (statSync(file).size > MAX_CA_FILE_BYTES) throw new UsageError(`${CA_VARIABLE} ${file} is larger than 256 KiB; expected a PEM certificate`, helpCommand);
+    pem = readFileSync(file, 'utf8');
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    throw new UsageError(`cannot read ${CA_VARIABLE} ${file} (from ${source}): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, helpCommand);
+  }
+  try {
+    new X509Certificate(pem);
+  } catch {
+    throw new UsageError(`${CA_VARIABLE} ${file} (from ${source}) is not a PEM certificate`, helpCommand);
+  }
+  return pem;
+}
+
+function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname);
+}
+
+export function resolveConnection(ctx: CliContext, envFile: string | undefined, helpCommand: string): ConnectionSettings {
+  const { values, source } = variableSource(ctx, envFile, helpCommand);
+  const rawUrl = values[URL_VARIABLE];
+  if (rawUrl === undefined) {
+    throw new UsageError(
+      `${URL_VARIABLE} is not set (looked in ${source}): set it to the control plane's URL, e.g. https://cp.example.com:7400, ` +
+        `or pass --env-file F (the dev stack writes ${DEFAULT_ENV_FILE})`,
+      helpCommand,
+    );
+  }
+  const baseUrl = parseBaseUrl(rawUrl, source, helpCommand);
+  const adminToken = values[TOKEN_VARIABLE];
+  if (adminToken === undefined) {
+    throw new UsageError(`${TOKEN_VARIABLE} is not set (looked in ${source}): set it to the control plane's admin token`, helpCommand);
+  }
+  const caFileSetting = values[CA_VARIABLE];
+  const caFile = caFileSetting === undefined ? undefined : path.resolve(ctx.cwd, caFileSetting);
+  const caPem = caFile === undefined ? undefined : readCaFile(caFile, source, helpCommand);
+  if (baseUrl.protocol === 'http:' && !isLoopback(baseUrl.hostname)) {
+    ctx.stderr.write(`zenova: warning: ${URL_VARIABLE} uses plain http:// to ${baseUrl.host}; the admin token crosses the network unencrypted\n`);
+  }
+  const displayUrl = baseUrl.href.replace(/\/$/, '');
+  return { baseUrl, displayUrl, adminToken, caPem, caFile, source };
+}

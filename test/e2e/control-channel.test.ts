@@ -1,0 +1,145 @@
+/**
+ * The live control channel with real processes: credential rotation survives a lost reply, two
+ * control-plane replicas share one gateway identity and cut a deleted node's stream, and a node
+ * rides out a control-plane outage and reconnects by itself.
+ */
+import t from 'tap';
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { testDatabase } from '../fixtures/postgres.js';
+import { startFakeUpstream } from '../fixtures/fake-upstream.js';
+import { waitFor } from '../fixtures/wait-for.js';
+import { countLines, createNode, httpsMaterial, nodeView, runEnroll, startControlPlane, startNodeServe, tempDir, tryControlStream } from './stack.js';
+
+const CALLER_KEY = 'zn_e2e_caller_key_fedcba9876543210';
+
+interface Identity { nodeId: string; gateway: { target: string; serverName: string; caPem: string } }
+interface CredentialFile { current: { id: string; secret: string } }
+
+const readJson = <T>(file: string): T => JSON.parse(readFileSync(file, 'utf8')) as T;
+
+function nodeConfig(dir: string, upstreamUrl: string): string {
+  const file = join(dir, 'node-config.json');
+  writeFileSync(file, JSON.stringify({
+    upstreams: [{ name: 'fake', kind: 'openai-compatible', baseUrl: upstreamUrl }],
+    models: [{ id: 'echo', upstream: 'fake', upstreamModel: 'demo-echo' }],
+    apiKeys: [{ id: 'caller', sha256: createHash('sha256').update(CALLER_KEY).digest('hex') }],
+  }));
+  return file;
+}
+
+async function callNode(url: string): Promise<number> {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'ping' }] }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+const tokenOf = (command: string): string => /--token (\S+)/.exec(command)![1]!;
+
+t.test('a lost rotation reply: the node reconnects with its old credential inside the window, gets a fresh one, and the old one is refused after the window', async (t) => {
+  const db = await testDatabase(t);
+  const work = tempDir(t, 'zn-e2e-rotate-');
+  const https = await httpsMaterial(join(work, 'https'));
+  const cp = await startControlPlane(t, {
+    db, https, gatewayTlsDir: join(work, 'gw'),
+    env: { ZENOVA_FAULT_DROP_ROTATION_REPLIES: '1', ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: '1', ZENOVA_CREDENTIAL_HANDOVER_SECONDS: '4' },
+  });
+  const created = await createNode(cp, 'rotating');
+  const stateDir = join(work, 'state');
+  t.equal((await runEnroll(t, { url: cp.url, token: tokenOf(created.install.command), stateDir, caFile: https.caFile })).code, 0);
+  const identity = readJson<Identity>(join(stateDir, 'identity.json'));
+  const original = readJson<CredentialFile>(join(stateDir, 'credential.json')).current;
+
+  const upstream = await startFakeUpstream(t);
+  const node = await startNodeServe(t, { stateDir, configFile: nodeConfig(work, upstream.url) });
+  // The first rotation reply is dropped with the connection; the node must come back by itself.
+  await waitFor(() => countLines(node.proc, /"msg":"control session ended"/) >= 1, { what: 'the stream cut with the dropped rotation', timeoutMs: 30_000 });
+  await waitFor(() => readJson<CredentialFile>(join(stateDir, 'credential.json')).current.id !== original.id, { what: 'a fresh credential saved by the node', timeoutMs: 30_000 });
+  await waitFor(async () => (await nodeView(cp, 'rotating')).status === 'online', { what: 'the node online after rotation', timeoutMs: 30_000 });
+  t.equal(await callNode(node.url), 200, 'callers were served throughout');
+
+  const fresh = readJson<CredentialFile>(join(stateDir, 'credential.json')).current;
+  const probe = { target: identity.gateway.target, serverName: identity.gateway.serverName, caPem: identity.gateway.caPem, nodeId: identity.nodeId };
+  const refusal = await waitFor(async () => {
+    const r = await tryControlStream({ ...probe, credential: original.secret });
+    return r.accepted ? undefined : r;
+  }, { what: 'the original credential to be refused after the handover window', timeoutMs: 30_000 });
+  t.match(refusal.code, /CREDENTIAL_(SUPERSEDED|REVOKED|EXPIRED)/, 'the old credential is refused once the window has passed');
+  t.not(fresh.id, original.id);
+  t.equal(node.proc.child.exitCode, null, 'the node never exited');
+});
+
+t.test('two control planes on one database: one gateway identity, a node on either, and a delete on one cuts the stream on the other', async (t) => {
+  const db = await testDatabase(t);
+  const work = tempDir(t, 'zn-e2e-replicas-');
+  const https = await httpsMaterial(join(work, 'https'));
+  const [cp1, cp2] = await Promise.all([
+    startControlPlane(t, { db, https, gatewayTlsDir: join(work, 'gw-1') }),
+    startControlPlane(t, { db, https, gatewayTlsDir: join(work, 'gw-2') }),
+  ]);
+  t.equal(readFileSync(join(work, 'gw-1', 'ca.crt'), 'utf8'), readFileSync(join(work, 'gw-2', 'ca.crt'), 'utf8'), 'both replicas serve one gateway CA');
+  t.equal(readFileSync(join(work, 'gw-1', 'tls.crt'), 'utf8'), readFileSync(join(work, 'gw-2', 'tls.crt'), 'utf8'), 'and one server certificate');
+
+  const created = await createNode(cp1, 'replicated');
+  const stateDir = join(work, 'state');
+  t.equal((await runEnroll(t, { url: cp1.url, token: tokenOf(created.install.command), stateDir, caFile: https.caFile })).code, 0);
+  // Point the node at the second replica's gateway, as a load balancer might.
+  const identityFile = join(stateDir, 'identity.json');
+  const identity = readJson<Identity>(identityFile);
+  identity.gateway.target = identity.gateway.target.replace(/:\d+$/, `:${cp2.gatewayPort}`);
+  writeFileSync(identityFile, JSON.stringify(identity), { mode: 0o600 });
+
+  const upstream = await startFakeUpstream(t);
+  const node = await startNodeServe(t, { stateDir, configFile: nodeConfig(work, upstream.url) });
+  await node.proc.waitForLine(/"msg":"control session established"/, 30_000);
+  await waitFor(async () => (await nodeView(cp1, 'replicated')).status === 'online', { what: 'node online, seen from replica 1', timeoutMs: 30_000 });
+
+  const del = await cp1.api('DELETE', '/api/v1/nodes/replicated');
+  t.equal(del.status, 200);
+  const ended = await node.proc.waitForLine(/"msg":"control session ended".*NODE_DELETED|NODE_DELETED.*"msg":"control session ended"/, 5_000);
+  t.ok(ended, 'replica 2 ended the deleted node\'s stream');
+  t.equal(await callNode(node.url), 200, 'the node itself keeps answering callers');
+});
+
+t.test('with the control plane stopped the node keeps answering callers, and reconnects by itself when it is back', async (t) => {
+  const db = await testDatabase(t);
+  const work = tempDir(t, 'zn-e2e-outage-');
+  const https = await httpsMaterial(join(work, 'https'));
+  const gatewayPort = await freePort();
+  const cp = await startControlPlane(t, { db, https, gatewayTlsDir: join(work, 'gw'), gatewayPort });
+  const created = await createNode(cp, 'steadfast');
+  const stateDir = join(work, 'state');
+  t.equal((await runEnroll(t, { url: cp.url, token: tokenOf(created.install.command), stateDir, caFile: https.caFile })).code, 0);
+  const upstream = await startFakeUpstream(t);
+  const node = await startNodeServe(t, { stateDir, configFile: nodeConfig(work, upstream.url) });
+  await node.proc.waitForLine(/"msg":"control session established"/, 30_000);
+
+  t.equal(await cp.proc.stop('SIGTERM'), 0, 'the control plane stops cleanly');
+  await waitFor(() => countLines(node.proc, /"msg":"control session ended"/) >= 1, { what: 'the node to notice', timeoutMs: 15_000 });
+  let served = 0;
+  for (let i = 0; i < 20; i++) if ((await callNode(node.url)) === 200) served++;
+  t.equal(served, 20, 'every call during the outage was served');
+
+  const before = countLines(node.proc, /"msg":"control session established"/);
+  const cpAgain = await startControlPlane(t, { db, https, gatewayTlsDir: join(work, 'gw'), gatewayPort });
+  await waitFor(() => countLines(node.proc, /"msg":"control session established"/) > before, { what: 'the node to reconnect', timeoutMs: 30_000 });
+  await waitFor(async () => (await nodeView(cpAgain, 'steadfast')).status === 'online', { what: 'online again', timeoutMs: 30_000 });
+  t.pass('reconnected without help');
+});

@@ -1,0 +1,90 @@
+// The connect loop's policy against a real TLS gateway: reconnect after the gateway comes back,
+// fall back once to the previous credential, retry slowly after refusals that need an operator,
+// and mirror the link into control-status.json.
+import * as grpc from '@grpc/grpc-js';
+import t from 'tap';
+import { startConnectLoop } from '../../edge-node/src/control/connect-loop.js';
+import type { ConnectLoop, ConnectLoopOptions } from '../../edge-node/src/control/connect-loop.js';
+import { loadControlStatus } from '../../edge-node/src/control/control-status.js';
+import { createLogger } from '../../edge-node/src/logger.js';
+import { loadCredentials } from '../../edge-node/src/state/credential-store.js';
+import { waitFor } from '../fixtures/wait-for.js';
+import { newCredential, startFakeGateway, writeEnrolledState } from './control-fixtures.js';
+import type { EnrolledState } from './control-fixtures.js';
+
+type Line = Record<string, unknown>;
+
+
+function startLoop(t: { teardown(fn: () => unknown): void }, state: EnrolledState, overrides: Partial<ConnectLoopOptions> = {}): { loop: ConnectLoop; lines: Line[] } {
+  const lines: Line[] = [];
+  const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Line) } });
+  const loop = startConnectLoop({
+    store: state.store,
+    logger,
+    facts: { version: '0.1.0', hostname: 'h', arch: 'x64' },
+    figures: () => ({ requests5m: 0, errors5m: 0, spoolBytes: 0, backfillBacklog: 0, appliedConfigVersion: 0, ready: true }),
+    reconnect: { baseMs: 20, maxMs: 200 },
+    refusedRetryMs: 60_000,
+    ...overrides,
+  });
+  t.teardown(() => loop.stop());
+  return { loop, lines };
+}
+
+t.test('the loop reconnects by itself after the gateway goes away and comes back, recording the gap', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const { loop, lines } = startLoop(t, state);
+
+  const established = (): number => lines.filter((l) => l.msg === 'control session established').length;
+  await waitFor(() => established() === 1, { what: 'first session' });
+  // The line is logged only once the status file says so, so `status` never lags behind the log.
+  t.match(await loadControlStatus(state.store), { connected: true, sessionId: 'session-0', serving: true, pid: process.pid });
+
+  gateway.stop();
+  await waitFor(() => lines.find((l) => l.msg === 'control session ended' && l.established === true), { what: 'the session end to be logged' });
+  t.not(loop.status().state, 'connected');
+  const file = await loadControlStatus(state.store);
+  t.equal(file?.connected, false);
+  t.equal(file?.sessionId, null);
+  t.ok(file?.lastError !== null, 'the last error is recorded');
+
+  await gateway.restart();
+  await waitFor(() => established() === 2, { what: 'a new session after the restart' });
+  t.equal(gateway.sessions.length >= 2, true);
+  t.match(await loadControlStatus(state.store), { connected: true, sessionId: `session-${gateway.sessions.length - 1}` });
+
+  await loop.stop();
+  t.match(await loadControlStatus(state.store), { connected: false, serving: false }, 'a clean stop is recorded');
+});
+
+t.test('when the current credential is refused as invalid, the previous one is tried once', async (t) => {
+  const previous = newCredential();
+  const current = newCredential();
+  const gateway = await startFakeGateway(t, {
+    authorize: (session) => (session.credential === current.secret ? { code: 'CREDENTIAL_INVALID', message: 'unknown credential' } : undefined),
+  });
+  const state = await writeEnrolledState(t.testdir({}), gateway, { credentials: { current, previous } });
+  const { loop, lines } = startLoop(t, state);
+  await waitFor(() => loop.status().state === 'connected', { what: 'a session on the previous credential' });
+  t.same(gateway.sessions.map((s) => s.credential === current.secret ? 'current' : s.credential === previous.secret ? 'previous' : '?'), ['current', 'previous']);
+  t.match(lines.find((l) => l.msg === 'control session ended'), { code: 'CREDENTIAL_INVALID', next: 'retrying with the previous credential' });
+  t.same(await loadCredentials(state.store), { current, previous }, 'the file is not changed by the fallback');
+});
+
+t.test('a refusal that needs an operator is one clear error line with advice, then only slow retries', async (t) => {
+  const previous = newCredential();
+  const gateway = await startFakeGateway(t, {
+    authorize: () => ({ code: 'NODE_DELETED', message: 'node edge-test was deleted', status: grpc.status.UNAUTHENTICATED }),
+  });
+  const state = await writeEnrolledState(t.testdir({}), gateway, { credentials: { current: newCredential(), previous } });
+  const { loop, lines } = startLoop(t, state, { refusedRetryMs: 60_000 });
+  const ended = await waitFor(() => lines.find((l) => l.msg === 'control session ended'), { what: 'the refusal line' });
+  t.match(ended, { level: 50, code: 'NODE_DELETED', retryInMs: 60_000, advice: /deleted in the control plane: create it again/ });
+  t.match(loop.status(), { state: 'disconnected', lastError: { code: 'NODE_DELETED' } });
+  const file = await waitFor(async () => (await loadControlStatus(state.store))?.lastError?.code === 'NODE_DELETED' && loadControlStatus(state.store), {
+    what: 'the refusal in control-status.json',
+  });
+  t.match(file, { connected: false, lastError: { code: 'NODE_DELETED', advice: /create it again/ } });
+  t.equal(gateway.sessions.length, 1, 'NODE_DELETED does not fall back to the previous credential');
+});

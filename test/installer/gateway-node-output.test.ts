@@ -1,0 +1,57 @@
+// The pure parts of `zenova gateway-node`: env files, the figures' formats, the node table.
+import t from 'tap';
+import { EnvFileError, parseEnvFile } from '../../installer/src/connection/env-file.js';
+import { formatAge, formatBytes, formatRatio } from '../../installer/src/format/units.js';
+import type { NodeView } from '../../installer/src/commands/gateway-node/api-schemas.js';
+import { renderNodeTable } from '../../installer/src/commands/gateway-node/node-format.js';
+import { caFileInCommand } from '../../installer/src/commands/gateway-node/one-time-command-output.js';
+
+t.test('an env file is KEY=VALUE lines with comments, export and quotes', async (t) => {
+  t.same(parseEnvFile('# comment\n\nexport A=1\nB = "two words"\nC=\'x=y\'\nD=\r\n', 'f'), { A: '1', B: 'two words', C: 'x=y', D: '' });
+});
+
+t.test('a line that is not an assignment names the file and line but not the content', async (t) => {
+  t.throws(() => parseEnvFile('A=1\nsecret-value-here\n', 'dev.env'), new EnvFileError('dev.env:2: expected KEY=VALUE'));
+});
+
+t.test('figures read as a person would say them', async (t) => {
+  t.equal(formatBytes(0), '0 B');
+  t.equal(formatBytes(1536), '1.5 KiB');
+  t.equal(formatBytes(5 * 1024 ** 3), '5.0 GiB');
+  t.equal(formatBytes(null), '-');
+  t.equal(formatRatio(0.0123), '1.2%');
+  t.equal(formatRatio(undefined), '-');
+  const now = new Date('2030-01-01T12:00:00Z');
+  t.equal(formatAge(null, now), 'never');
+  t.equal(formatAge('2030-01-01T11:59:48Z', now), '12s ago');
+  t.equal(formatAge('2030-01-01T11:57:00Z', now), '3m ago');
+  t.equal(formatAge('2030-01-01T07:00:00Z', now), '5h ago');
+  t.equal(formatAge('2029-12-30T12:00:00Z', now), '2d ago');
+  t.equal(formatAge('2030-01-01T12:00:05Z', now), '0s ago', 'a node clock slightly ahead is not "in the future"');
+});
+
+t.test('the node table aligns its columns and shows live figures', async (t) => {
+  const node = (over: Partial<NodeView>): NodeView => ({
+    id: '00000000-0000-0000-0000-000000000000', name: 'n', region: null, surfaces: ['model'], installDir: null,
+    address: 'a', controlPlaneUrl: 'https://cp', hasCa: false, spoolQuotaGb: 10, spoolFullPolicy: 'reject', replicas: 1,
+    status: 'pending', version: null, protocolVersion: null, configVersionsBehind: null, lastHeartbeatAt: null,
+    requests5m: 0, errorRate5m: 0, backfillBacklog: 0, spoolBytes: 0, onboardingStage: null, hostname: null, arch: null,
+    enrolledAt: null, createdAt: '2030-01-01T00:00:00Z', ...over,
+  });
+  const now = new Date('2030-01-01T12:00:00Z');
+  const table = renderNodeTable([
+    node({ name: 'edge-sh-01', status: 'online', version: '0.1.0', configVersionsBehind: 0, lastHeartbeatAt: '2030-01-01T11:59:55Z', requests5m: 1234, errorRate5m: 0.005, backfillBacklog: 12, spoolBytes: 2 * 1024 * 1024 }),
+    node({ name: 'edge-2' }),
+  ], now);
+  t.equal(table, [
+    'NAME        STATUS   VERSION  CONFIG BEHIND  LAST HEARTBEAT  REQ 5M  ERR 5M  BACKLOG    SPOOL',
+    'edge-sh-01  online   0.1.0                0  5s ago            1234    0.5%       12  2.0 MiB',
+    'edge-2      pending  -                    -  never                0    0.0%        0      0 B',
+    '',
+  ].join('\n'));
+});
+
+t.test('the CA file a generated command refers to is found in it', async (t) => {
+  t.equal(caFileInCommand('zenova install node --package p --control-plane https://x --token t --ca-file zenova-control-plane-ca.pem --install-dir /a/b'), 'zenova-control-plane-ca.pem');
+  t.equal(caFileInCommand('zenova install node --package p --control-plane https://x --token t'), undefined);
+});

@@ -1,0 +1,303 @@
+// `zenova gateway-node …` against a real control-plane process and PostgreSQL (plain HTTP here;
+// gateway-node-tls.test.ts covers HTTPS verification).
+import { X509Certificate } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { createTestCa } from '../fixtures/tls.js';
+import { ADMIN_TOKEN, printedCommand, startControlPlane, tempDir, zenova, zenovaProcess } from './gateway-node-harness.js';
+
+const CALLBACK = 'https://cp.zenova.test:7400';
+const TOKEN = /zn_it_[A-Za-z0-9_-]{43}/;
+
+const cp = await startControlPlane(t);
+const cwd = tempDir(t); // no .zenova/dev.env here, so only the env given below counts
+const env = { ZENOVA_CONTROL_PLANE_URL: cp.url, ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN };
+const run = (...argv: string[]): ReturnType<typeof zenova> => zenova(argv, { env, cwd });
+
+/** create with the callback URL the API accepts (the test control plane itself is plain HTTP). */
+const create = (name: string, ...more: string[]): ReturnType<typeof zenova> =>
+  run('gateway-node', 'create', '--name', name, '--address', `${name}.example.com`, '--control-plane-url', CALLBACK, ...more);
+
+t.test('create prints the node and its one-time install command in the exact seed form', async (t) => {
+  const result = await create('edge-one', '--region', 'cn-east', '--surfaces', 'model,tools');
+  t.equal(result.code, 0, 'exits 0', { stderr: result.stderr });
+  t.match(result.stdout, /Created gateway node edge-one\./);
+  t.match(result.stdout, /shown once; store it safely; do not paste it into chat\/e-mail/);
+  const command = printedCommand(result.stdout);
+  t.match(command, new RegExp(`^zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source}$`));
+  t.match(result.stdout, /region\s+cn-east/);
+  t.match(result.stdout, /surfaces\s+model, tools/);
+  t.match(result.stdout, /status\s+pending/);
+  t.match(result.stdout, /install dir\s+\/opt\/zenova-node \(default\)/);
+  t.notMatch(result.stdout + result.stderr, ADMIN_TOKEN, 'the admin token is never printed');
+});
+
+t.test('create with a CA and an install dir adds --ca-file and --install-dir, and --ca-out saves that CA', async (t) => {
+  const ca = await createTestCa();
+  const dir = tempDir(t);
+  const caFile = path.join(dir, 'internal-ca.pem');
+  writeFileSync(caFile, ca.certPem);
+  const caOut = path.join(dir, 'saved-ca.pem');
+  const result = await create('edge-ca', '--ca-file', caFile, '--install-dir', '/srv/zenova-node', '--ca-out', caOut);
+  t.equal(result.code, 0, 'exits 0', { stderr: result.stderr });
+  t.match(printedCommand(result.stdout), new RegExp(
+    `^zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source} --ca-file zenova-control-plane-ca\\.pem --install-dir /srv/zenova-node$`,
+  ));
+  t.ok(new X509Certificate(readFileSync(caOut, 'utf8')).fingerprint256 === new X509Certificate(ca.certPem).fingerprint256, '--ca-out holds the CA given');
+  t.match(result.stdout, `Saved the control-plane CA to ${caOut}`);
+  t.match(result.stdout, /as zenova-control-plane-ca\.pem/);
+  t.match(result.stdout, /CA:\s+own CA/);
+});
+
+t.test('create --json prints the API answer: the node and its install command', async (t) => {
+  const result = await create('edge-json', '--json', '--replicas', '2', '--spool-quota-gb', '20', '--spool-full-policy', 'metering-only');
+  t.equal(result.code, 0, 'exits 0', { stderr: result.stderr });
+  const body = JSON.parse(result.stdout);
+  t.equal(body.node.name, 'edge-json');
+  t.equal(body.node.status, 'pending');
+  t.equal(body.node.replicas, 2);
+  t.equal(body.node.spoolQuotaGb, 20);
+  t.equal(body.node.spoolFullPolicy, 'metering-only');
+  t.match(body.install.token, TOKEN);
+  t.equal(body.install.command, `zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.install.token}`);
+});
+
+t.test('list prints the node table with the console columns; --json the API answer', async (t) => {
+  t.equal((await create('edge-list')).code, 0);
+  const table = await run('gateway-node', 'list');
+  t.equal(table.code, 0, 'exits 0', { stderr: table.stderr });
+  const [header, ...rows] = table.stdout.trimEnd().split('\n');
+  t.match(header, /^NAME\s+STATUS\s+VERSION\s+CONFIG BEHIND\s+LAST HEARTBEAT\s+REQ 5M\s+ERR 5M\s+BACKLOG\s+SPOOL$/);
+  const row = rows.find((r) => r.startsWith('edge-list '));
+  t.ok(row, 'a row for the node');
+  t.match(row, /^edge-list\s+pending\s+-\s+-\s+never\s+0\s+0\.0%\s+0\s+0 B$/);
+
+  const json = await run('gateway-node', 'list', '--json');
+  t.equal(json.code, 0);
+  const names = (JSON.parse(json.stdout).nodes as Array<{ name: string }>).map((n) => n.name);
+  t.ok(names.includes('edge-list'));
+});
+
+t.test('show prints one node; --json its view; an unknown name is the API\'s not-found error', async (t) => {
+  t.equal((await create('edge-show', '--region', 'eu-west')).code, 0);
+  const shown = await run('gateway-node', 'show', 'edge-show');
+  t.equal(shown.code, 0, 'exits 0', { stderr: shown.stderr });
+  t.match(shown.stdout, /^Node edge-show \(id [0-9a-f-]{36}\)$/m);
+  t.match(shown.stdout, /region\s+eu-west/);
+  t.match(shown.stdout, /address\s+edge-show\.example\.com/);
+  t.match(shown.stdout, new RegExp(`control plane\\s+${CALLBACK}`));
+  t.match(shown.stdout, /last heartbeat\s+never/);
+
+  const json = await run('gateway-node', 'show', 'edge-show', '--json');
+  t.equal(JSON.parse(json.stdout).name, 'edge-show');
+
+  const missing = await run('gateway-node', 'show', 'no-such-node');
+  t.equal(missing.code, 1);
+  t.match(missing.stderr, /^zenova: error ZN_ERR_CP_NODE_NOT_FOUND: /);
+  t.equal(missing.stdout, '');
+});
+
+t.test('install-command reissues a new token; reenroll and upgrade commands have their seed forms', async (t) => {
+  const created = JSON.parse((await create('edge-reissue', '--json', '--install-dir', '/srv/zenova-node')).stdout);
+  const first: string = created.install.token;
+
+  const reissued = await run('gateway-node', 'install-command', 'edge-reissue');
+  t.equal(reissued.code, 0, 'exits 0', { stderr: reissued.stderr });
+  const command = printedCommand(reissued.stdout);
+  const token = TOKEN.exec(command ?? '')?.[0];
+  t.ok(token, 'the command carries a token');
+  t.not(token, first, 'a new token, not the old one');
+  t.match(command, / --install-dir \/srv\/zenova-node$/);
+  t.match(reissued.stdout, /shown once; store it safely; do not paste it into chat\/e-mail/);
+  t.match(reissued.stdout, /earlier unused install command of node edge-reissue no longer works/);
+
+  const reenroll = await run('gateway-node', 'reenroll-command', 'edge-reissue');
+  t.equal(reenroll.code, 0, 'exits 0', { stderr: reenroll.stderr });
+  t.match(printedCommand(reenroll.stdout), new RegExp(`^zenova install node --package zenova-node\\.zpkg --reenroll --control-plane ${CALLBACK} --token ${TOKEN.source}`));
+  t.match(reenroll.stdout, /^Re-enroll command for node edge-reissue/m);
+
+  const upgrade = await run('gateway-node', 'upgrade-command', 'edge-reissue', '--json');
+  t.equal(upgrade.code, 0, 'exits 0', { stderr: upgrade.stderr });
+  const body = JSON.parse(upgrade.stdout);
+  t.equal(body.kind, 'upgrade');
+  t.equal(body.command, `zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.token} --upgrade`, 'never --install-dir on upgrade');
+});
+
+t.test('a command for a node with a CA prints that CA unless --ca-out writes it', async (t) => {
+  const ca = await createTestCa();
+  const dir = tempDir(t);
+  const caFile = path.join(dir, 'ca.pem');
+  writeFileSync(caFile, ca.certPem);
+  t.equal((await create('edge-ca-reissue', '--ca-file', caFile)).code, 0);
+
+  const printed = await run('gateway-node', 'install-command', 'edge-ca-reissue');
+  t.equal(printed.code, 0, 'exits 0', { stderr: printed.stderr });
+  t.match(printedCommand(printed.stdout), / --ca-file zenova-control-plane-ca\.pem$/);
+  t.match(printed.stdout, /save this CA under that name on the node host/);
+  t.match(printed.stdout, /-----BEGIN CERTIFICATE-----/);
+
+  const caOut = path.join(dir, 'out.pem');
+  const written = await run('gateway-node', 'install-command', 'edge-ca-reissue', '--ca-out', caOut);
+  t.equal(written.code, 0, 'exits 0', { stderr: written.stderr });
+  t.notMatch(written.stdout, /-----BEGIN CERTIFICATE-----/);
+  t.equal(new X509Certificate(readFileSync(caOut, 'utf8')).fingerprint256, new X509Certificate(ca.certPem).fingerprint256);
+});
+
+t.test('delete refuses without --yes (exit 2, node kept) and deletes with it', async (t) => {
+  t.equal((await create('edge-delete')).code, 0);
+  const refused = await run('gateway-node', 'delete', 'edge-delete');
+  t.equal(refused.code, 2);
+  t.match(refused.stderr, /deleting node edge-delete revokes its credentials .*add --yes to confirm/);
+  t.equal((await run('gateway-node', 'show', 'edge-delete')).code, 0, 'still there');
+
+  const deleted = await run('gateway-node', 'delete', 'edge-delete', '--yes');
+  t.equal(deleted.code, 0, 'exits 0', { stderr: deleted.stderr });
+  t.match(deleted.stdout, /^Deleted gateway node edge-delete/);
+  const gone = await run('gateway-node', 'show', 'edge-delete');
+  t.equal(gone.code, 1);
+  t.match(gone.stderr, /error ZN_ERR_CP_NODE_NOT_FOUND/);
+});
+
+t.test('a validation refusal prints the API code, the field and its rule, and the option to change', async (t) => {
+  const result = await create('edge-bad-dir', '--install-dir', '/tmp/zenova-node');
+  t.equal(result.code, 1);
+  t.equal(result.stderr, 'zenova: error ZN_ERR_CP_INVALID_REQUEST: installDir: must not be under /tmp (option --install-dir)\n');
+  t.equal(result.stdout, '');
+  t.equal((await run('gateway-node', 'show', 'edge-bad-dir')).code, 1, 'nothing was created');
+
+  const badName = await create('Edge_Bad');
+  t.equal(badName.code, 1);
+  t.match(badName.stderr, /error ZN_ERR_CP_INVALID_REQUEST: name: .* \(option --name\)/);
+});
+
+t.test('the default callback URL is ZENOVA_CONTROL_PLANE_URL, and its refusal says so', async (t) => {
+  // The test control plane is plain HTTP, which a node callback URL must not be.
+  const result = await run('gateway-node', 'create', '--name', 'edge-default-url', '--address', '10.0.0.9');
+  t.equal(result.code, 1);
+  t.match(result.stderr, /error ZN_ERR_CP_INVALID_REQUEST: controlPlaneUrl: must start with https:\/\/ \(taken from ZENOVA_CONTROL_PLANE_URL; set it with --control-plane-url\)/);
+});
+
+t.test('a taken name is the API\'s NAME_TAKEN error', async (t) => {
+  t.equal((await create('edge-twice')).code, 0);
+  const again = await create('edge-twice');
+  t.equal(again.code, 1);
+  t.match(again.stderr, /^zenova: error ZN_ERR_CP_NODE_NAME_TAKEN: /);
+});
+
+t.test('a wrong admin token prints ZN_ERR_CP_UNAUTHENTICATED, exit 1, and never the token', async (t) => {
+  const wrong = `wrong-admin-token-${'x'.repeat(32)}`;
+  const result = await zenova(['gateway-node', 'list'], { env: { ...env, ZENOVA_ADMIN_TOKEN: wrong }, cwd });
+  t.equal(result.code, 1);
+  t.match(result.stderr, /^zenova: error ZN_ERR_CP_UNAUTHENTICATED: Invalid admin bearer token\. \(check ZENOVA_ADMIN_TOKEN from the environment against http:\/\/127\.0\.0\.1:\d+\)\n$/);
+  t.notMatch(result.stderr, wrong);
+});
+
+t.test('missing settings are usage errors (exit 2) that name the variable; nothing is sent', async (t) => {
+  const noUrl = await zenova(['gateway-node', 'list'], { env: { ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN }, cwd });
+  t.equal(noUrl.code, 2);
+  t.match(noUrl.stderr, /^zenova: ZENOVA_CONTROL_PLANE_URL is not set \(looked in the environment\): set it to the control plane's URL/);
+  t.match(noUrl.stderr, /--env-file F \(the dev stack writes \.zenova\/dev\.env\)/);
+  t.match(noUrl.stderr, /Run "zenova gateway-node list --help" for usage\./);
+
+  const noToken = await zenova(['gateway-node', 'list'], { env: { ZENOVA_CONTROL_PLANE_URL: cp.url }, cwd });
+  t.equal(noToken.code, 2);
+  t.match(noToken.stderr, /ZENOVA_ADMIN_TOKEN is not set/);
+
+  const badUrl = await zenova(['gateway-node', 'list'], { env: { ...env, ZENOVA_CONTROL_PLANE_URL: 'cp.example.com:7400' }, cwd });
+  t.equal(badUrl.code, 2);
+  t.match(badUrl.stderr, /ZENOVA_CONTROL_PLANE_URL \(from the environment\) must start with https:\/\//);
+});
+
+t.test('usage errors exit 2 with the command\'s help pointer', async (t) => {
+  const noName = await run('gateway-node', 'create', '--address', 'a.example.com');
+  t.equal(noName.code, 2);
+  t.match(noName.stderr, /^zenova: --name is required\nRun "zenova gateway-node create --help" for usage\.\n$/);
+
+  const badNumber = await create('edge-num', '--replicas', 'two');
+  t.equal(badNumber.code, 2);
+  t.match(badNumber.stderr, /--replicas must be a whole number, got "two"/);
+
+  const unknown = await run('gateway-node', 'list', '--colour');
+  t.equal(unknown.code, 2);
+  t.match(unknown.stderr, /Unknown option '--colour'/);
+
+  const noNodeName = await run('gateway-node', 'show');
+  t.equal(noNodeName.code, 2);
+  t.match(noNodeName.stderr, /NAME is required/);
+
+  const badSub = await run('gateway-node', 'rename');
+  t.equal(badSub.code, 2);
+  t.match(badSub.stderr, /unknown gateway-node command "rename"/);
+
+  const missingCa = await create('edge-no-ca', '--ca-file', path.join(cwd, 'missing.pem'));
+  t.equal(missingCa.code, 2);
+  t.match(missingCa.stderr, /cannot read --ca-file .*missing\.pem: ENOENT/);
+});
+
+t.test('--help works for every command, exits 0 and needs no settings', async (t) => {
+  const cases: Array<[string[], RegExp]> = [
+    [['--help'], /^Usage: zenova <command>/],
+    [['gateway-node', '--help'], /^Usage: zenova gateway-node <command>/],
+    [['gateway-node', 'create', '--help'], /^Usage: zenova gateway-node create --name NAME --address ADDRESS/],
+    [['gateway-node', 'list', '--help'], /^Usage: zenova gateway-node list/],
+    [['gateway-node', 'show', '--help'], /^Usage: zenova gateway-node show NAME/],
+    [['gateway-node', 'install-command', '--help'], /^Usage: zenova gateway-node install-command NAME/],
+    [['gateway-node', 'reenroll-command', '--help'], /^Usage: zenova gateway-node reenroll-command NAME/],
+    [['gateway-node', 'upgrade-command', '--help'], /^Usage: zenova gateway-node upgrade-command NAME/],
+    [['gateway-node', 'delete', '-h'], /^Usage: zenova gateway-node delete NAME --yes/],
+  ];
+  for (const [argv, usage] of cases) {
+    const result = await zenova(argv, { env: {}, cwd });
+    t.equal(result.code, 0, argv.join(' '));
+    t.match(result.stdout, usage, argv.join(' '));
+    t.match(result.stdout, /--help|<command> --help/, `${argv.join(' ')} mentions --help`);
+  }
+  const create = await zenova(['gateway-node', 'create', '--help'], { env: {}, cwd });
+  for (const option of ['--name', '--address', '--region', '--surfaces', '--spool-quota-gb', '--spool-full-policy', '--replicas', '--install-dir', '--control-plane-url', '--ca-file', '--ca-out', '--json', '--env-file']) {
+    t.match(create.stdout, option);
+  }
+});
+
+t.test('--env-file supplies the connection; .zenova/dev.env in the working directory is the default', async (t) => {
+  const dir = tempDir(t);
+  const envFile = path.join(dir, 'cp.env');
+  writeFileSync(envFile, `# written by a test\nexport ZENOVA_CONTROL_PLANE_URL=${cp.url}\nZENOVA_ADMIN_TOKEN="${ADMIN_TOKEN}"\n`);
+  const explicit = await zenova(['gateway-node', 'list', '--env-file', envFile], { env: { ZENOVA_CONTROL_PLANE_URL: 'http://127.0.0.1:1' }, cwd });
+  t.equal(explicit.code, 0, 'exits 0', { stderr: explicit.stderr });
+  t.match(explicit.stdout, /^NAME\s+STATUS/);
+
+  const devHome = tempDir(t);
+  mkdirSync(path.join(devHome, '.zenova'));
+  writeFileSync(path.join(devHome, '.zenova', 'dev.env'), `ZENOVA_CONTROL_PLANE_URL=${cp.url}\nZENOVA_ADMIN_TOKEN=${ADMIN_TOKEN}\n`);
+  const byDefault = await zenova(['gateway-node', 'list'], { env: {}, cwd: devHome });
+  t.equal(byDefault.code, 0, 'exits 0', { stderr: byDefault.stderr });
+
+  // Any connection variable in the environment wins over the file as a whole: no mixing of sources.
+  const mixed = await zenova(['gateway-node', 'list'], { env: { ZENOVA_CONTROL_PLANE_URL: cp.url }, cwd: devHome });
+  t.equal(mixed.code, 2);
+  t.match(mixed.stderr, /ZENOVA_ADMIN_TOKEN is not set \(looked in the environment\)/);
+
+  writeFileSync(envFile, 'this is not an assignment\n');
+  const broken = await zenova(['gateway-node', 'list', '--env-file', envFile], { env: {}, cwd });
+  t.equal(broken.code, 2);
+  t.match(broken.stderr, /cp\.env:1: expected KEY=VALUE/);
+});
+
+t.test('an unreachable control plane is one line and exit 1', async (t) => {
+  const result = await zenova(['gateway-node', 'list'], { env: { ...env, ZENOVA_CONTROL_PLANE_URL: 'http://127.0.0.1:1' }, cwd });
+  t.equal(result.code, 1);
+  t.equal(result.stderr, 'zenova: cannot reach the control plane at http://127.0.0.1:1: connection refused (is it running, and is the port right?)\n');
+});
+
+t.test('the zenova entry point runs as its own process with the same exit codes', async (t) => {
+  const created = await zenovaProcess(t, ['gateway-node', 'create', '--name', 'edge-process', '--address', '10.1.2.3', '--control-plane-url', CALLBACK], { env, cwd });
+  t.equal(created.code, 0, 'exits 0', { output: created.output });
+  t.match(created.output, new RegExp(`zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source}`));
+
+  const refused = await zenovaProcess(t, ['gateway-node', 'delete', 'edge-process'], { env, cwd });
+  t.equal(refused.code, 2);
+  const wrongToken = await zenovaProcess(t, ['gateway-node', 'list'], { env: { ...env, ZENOVA_ADMIN_TOKEN: 'not-the-admin-token' }, cwd });
+  t.equal(wrongToken.code, 1);
+  t.match(wrongToken.output, /error ZN_ERR_CP_UNAUTHENTICATED/);
+});
