@@ -12,3 +12,11 @@ export {
 } from './protocol-version.js';
 export { NODE_ID_METADATA_KEY, NODE_CREDENTIAL_METADATA_KEY } from './metadata.js';
 export { RefusalCode, isRefusalCode, isRefusalRetryable, refusalHint, refusalCodeOfStatusDetails } from './refusal-codes.js';
+export {
+  CONFIG_BUNDLE_SCHEMA_VERSION,
+  MAX_CONFIG_BUNDLE_BYTES,
+  configBundleSchema,
+  canonicalJson,
+  verifyConfigBundle,
+} from './config-bundle.js';
+export type { ConfigBundle, BundleCheck } from './config-bundle.js';

@@ -4,41 +4,21 @@
  * rides out a control-plane outage and reconnects by itself.
  */
 import t from 'tap';
-import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { countLines, createNode, httpsMaterial, nodeView, runEnroll, startControlPlane, startNodeServe, tempDir, tryControlStream } from './stack.js';
+import { callNode, countLines, createNode, httpsMaterial, nodeView, runEnroll, startControlPlane, startNodeServe, tempDir, tokenOf, tryControlStream, writeNodeConfig } from './stack.js';
 
-const CALLER_KEY = 'zn_e2e_caller_key_fedcba9876543210';
 
 interface Identity { nodeId: string; gateway: { target: string; serverName: string; caPem: string } }
 interface CredentialFile { current: { id: string; secret: string } }
 
 const readJson = <T>(file: string): T => JSON.parse(readFileSync(file, 'utf8')) as T;
 
-function nodeConfig(dir: string, upstreamUrl: string): string {
-  const file = join(dir, 'node-config.json');
-  writeFileSync(file, JSON.stringify({
-    upstreams: [{ name: 'fake', kind: 'openai-compatible', baseUrl: upstreamUrl }],
-    models: [{ id: 'echo', upstream: 'fake', upstreamModel: 'demo-echo' }],
-    apiKeys: [{ id: 'caller', sha256: createHash('sha256').update(CALLER_KEY).digest('hex') }],
-  }));
-  return file;
-}
 
-async function callNode(url: string): Promise<number> {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'ping' }] }),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -51,7 +31,6 @@ function freePort(): Promise<number> {
   });
 }
 
-const tokenOf = (command: string): string => /--token (\S+)/.exec(command)![1]!;
 
 t.test('a lost rotation reply: the node reconnects with its old credential inside the window, gets a fresh one, and the old one is refused after the window', async (t) => {
   const db = await testDatabase(t);
@@ -68,7 +47,7 @@ t.test('a lost rotation reply: the node reconnects with its old credential insid
   const original = readJson<CredentialFile>(join(stateDir, 'credential.json')).current;
 
   const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: nodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
   // The first rotation reply is dropped with the connection; the node must come back by itself.
   await waitFor(() => countLines(node.proc, /"msg":"control session ended"/) >= 1, { what: 'the stream cut with the dropped rotation', timeoutMs: 30_000 });
   await waitFor(() => readJson<CredentialFile>(join(stateDir, 'credential.json')).current.id !== original.id, { what: 'a fresh credential saved by the node', timeoutMs: 30_000 });
@@ -107,7 +86,7 @@ t.test('two control planes on one database: one gateway identity, a node on eith
   writeFileSync(identityFile, JSON.stringify(identity), { mode: 0o600 });
 
   const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: nodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
   await node.proc.waitForLine(/"msg":"control session established"/, 30_000);
   await waitFor(async () => (await nodeView(cp1, 'replicated')).status === 'online', { what: 'node online, seen from replica 1', timeoutMs: 30_000 });
 
@@ -128,7 +107,7 @@ t.test('with the control plane stopped the node keeps answering callers, and rec
   const stateDir = join(work, 'state');
   t.equal((await runEnroll(t, { url: cp.url, token: tokenOf(created.install.command), stateDir, caFile: https.caFile })).code, 0);
   const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: nodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
   await node.proc.waitForLine(/"msg":"control session established"/, 30_000);
 
   t.equal(await cp.proc.stop('SIGTERM'), 0, 'the control plane stops cleanly');

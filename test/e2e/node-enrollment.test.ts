@@ -4,33 +4,17 @@
  * wrong CA, wrong host name and bad credentials are each refused clearly, and nothing crashes.
  */
 import t from 'tap';
-import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { createNode, httpsMaterial, nodeView, runEnroll, startControlPlane, startNodeServe, tempDir, tryControlStream, type ControlPlane } from './stack.js';
-
-const CALLER_KEY = 'zn_e2e_caller_key_0123456789abcdef';
-
-function nodeConfig(dir: string, upstreamUrl: string): string {
-  const file = join(dir, 'node-config.json');
-  writeFileSync(file, JSON.stringify({
-    upstreams: [{ name: 'fake', kind: 'openai-compatible', baseUrl: upstreamUrl }],
-    models: [{ id: 'echo', upstream: 'fake', upstreamModel: 'demo-echo' }],
-    apiKeys: [{ id: 'caller', sha256: createHash('sha256').update(CALLER_KEY).digest('hex') }],
-  }));
-  return file;
-}
+import { CALLER_KEY, createNode, httpsMaterial, nodeView, runEnroll, startControlPlane, startNodeServe, tempDir, tokenOf, tryControlStream, writeNodeConfig, type ControlPlane } from './stack.js';
 
 
-function tokenOf(command: string): string {
-  const m = /--token (\S+)/.exec(command);
-  if (!m) throw new Error(`no --token in ${command}`);
-  return m[1]!;
-}
+
+
 
 let cp: ControlPlane;
 let dbUrl: string;
@@ -57,7 +41,7 @@ t.test('a created node enrolls with its install command, serves, and goes online
   t.equal((await nodeView(cp, 'branch-sh')).onboardingStage, 'registered');
 
   const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: nodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
   await node.proc.waitForLine(/"msg":"control session established"/, 30_000);
   const view = await waitFor(async () => {
     const v = await nodeView(cp, 'branch-sh');
@@ -120,7 +104,7 @@ t.test('a node with a tampered credential is refused by the gateway, keeps servi
   cred.current.secret = cred.current.secret.replace(/.{6}$/, 'AAAAAA');
   writeFileSync(credFile, JSON.stringify(cred), { mode: 0o600 });
   const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: nodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
   await node.proc.waitForLine(/CREDENTIAL_INVALID/, 30_000);
   const res = await fetch(`${node.url}/v1/chat/completions`, {
     method: 'POST',
@@ -142,7 +126,7 @@ t.test('the control channel refuses a wrong gateway CA, a wrong gateway host nam
   const identity = JSON.parse(original) as { nodeId: string; gateway: { target: string; serverName: string; caPem: string } };
   const credential = (JSON.parse(readFileSync(join(stateDir, 'credential.json'), 'utf8')) as { current: { secret: string } }).current.secret;
   const upstream = await startFakeUpstream(t);
-  const config = nodeConfig(work, upstream.url);
+  const config = writeNodeConfig(work, upstream.url);
 
   await t.test('a gateway certificate from another CA is not trusted', async (t) => {
     const other = await httpsMaterial(join(work, 'gw-other-ca'));

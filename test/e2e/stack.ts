@@ -2,7 +2,7 @@
  * End-to-end building blocks: a real control-plane process over HTTPS (its own test CA), real
  * `zenova-node enroll` / `serve` processes, and admin API calls that verify TLS.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -160,6 +160,36 @@ export async function startNodeServe(t: Teardown, opts: { stateDir: string; conf
   const ready = JSON.parse(await proc.waitForLine(/"msg":"node-edge listening"/)) as { url: string };
   return { proc, url: ready.url };
 }
+
+export const CALLER_KEY = 'zn_e2e_caller_key_0123456789abcdef';
+
+/** A local node config: the alias `echo` on the fake upstream, and CALLER_KEY as the one API key. */
+export function writeNodeConfig(dir: string, upstreamUrl: string): string {
+  const file = join(dir, 'node-config.json');
+  writeFileSync(file, JSON.stringify({
+    upstreams: [{ name: 'fake', kind: 'openai-compatible', baseUrl: upstreamUrl }],
+    models: [{ id: 'echo', upstream: 'fake', upstreamModel: 'demo-echo' }],
+    apiKeys: [{ id: 'caller', sha256: createHash('sha256').update(CALLER_KEY).digest('hex') }],
+  }));
+  return file;
+}
+
+/** One chat completion through a node's Base URL as CALLER_KEY; the HTTP status. */
+export async function callNode(nodeUrl: string, text = 'ping'): Promise<number> {
+  const res = await fetch(`${nodeUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: text }] }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+export const tokenOf = (command: string): string => {
+  const m = /--token (\S+)/.exec(command);
+  if (!m) throw new Error(`no --token in ${command}`);
+  return m[1]!;
+};
 
 /** Counts log lines of a process that match. */
 export function countLines(proc: StartedProcess, re: RegExp): number {
