@@ -6,12 +6,20 @@ import Fastify from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import type pino from 'pino';
+import type { SecretBox } from './crypto/secret-box.js';
+import { accountsRoutes } from './http/accounts.routes.js';
 import { adminAuth } from './http/admin-auth.js';
+import { apiKeysRoutes } from './http/api-keys.routes.js';
+import { configVersionRoutes } from './http/config-version.routes.js';
 import { enrollmentRoutes } from './http/enrollment.routes.js';
 import { errorHandler, notFoundHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.routes.js';
+import { modelRoutesRoutes } from './http/model-routes.routes.js';
 import { nodesRoutes } from './http/nodes.routes.js';
+import { policiesRoutes } from './http/policies.routes.js';
+import { pricesRoutes } from './http/prices.routes.js';
 import { echoRequestId, generateRequestId } from './http/request-id.js';
+import { upstreamsRoutes } from './http/upstreams.routes.js';
 import { versionRoutes } from './http/version.routes.js';
 import { whoamiRoutes } from './http/whoami.routes.js';
 import { zodSerializerCompiler, zodValidatorCompiler } from './http/zod-schemas.js';
@@ -30,6 +38,11 @@ export interface AppDeps {
    * process without a node gateway still serves the console/API; enrollment then answers 503.
    */
   enrollment?: EnrollmentDeps | undefined;
+  /**
+   * Seals provider secrets (ZENOVA_SECRET_ENC_KEY). Optional so a process without the key still
+   * serves the API; storing an upstream's apiKey then answers 503 ZN_ERR_CP_SECRETS_UNAVAILABLE.
+   */
+  secretBox?: SecretBox | undefined;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -63,6 +76,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     adminApi.setNotFoundHandler(notFoundHandler);
     await adminApi.register(whoamiRoutes);
     await adminApi.register(nodesRoutes, { pool: deps.pool, settings: deps.settings });
+    // The config model nodes serve from; every mutation records a config version.
+    await adminApi.register(configVersionRoutes, { pool: deps.pool });
+    await adminApi.register(accountsRoutes, { pool: deps.pool });
+    await adminApi.register(apiKeysRoutes, { pool: deps.pool });
+    await adminApi.register(upstreamsRoutes, { pool: deps.pool, secretBox: deps.secretBox });
+    await adminApi.register(modelRoutesRoutes, { pool: deps.pool });
+    await adminApi.register(policiesRoutes, { pool: deps.pool });
+    await adminApi.register(pricesRoutes, { pool: deps.pool });
   }, { prefix: ADMIN_API_PREFIX });
 
   return app;

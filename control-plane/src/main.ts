@@ -9,6 +9,7 @@ import type pg from 'pg';
 import type pino from 'pino';
 import { buildApp } from './app.js';
 import { loadConfigSigningKey } from './config/signing-key.js';
+import type { ConfigSigningKey } from './config/signing-key.js';
 import { createSecretBox } from './crypto/secret-box.js';
 import type { SecretBox } from './crypto/secret-box.js';
 import { isDatabaseUnavailable } from './db/connection-errors.js';
@@ -164,11 +165,12 @@ async function main(argv: string[]): Promise<void> {
     fail(`${prefix}: ${err instanceof Error ? err.message : String(err)}`, 1);
   }
 
-  const { identity, signingPublicKeyPem } = await loadKeys(pool, settings, secretBox, logger);
+  const { identity, signingKey } = await loadKeys(pool, settings, secretBox, logger);
+  const signingPublicKeyPem = signingKey.publicKeyPem;
 
   let gateway: GatewayServer;
   try {
-    gateway = await startGatewayServer({ pool, logger, settings, identity });
+    gateway = await startGatewayServer({ pool, logger, settings, identity, signingKey, secretBox });
   } catch (err) {
     await pool.end().catch(() => undefined);
     logger.fatal({ err }, 'cannot start the node gateway');
@@ -183,6 +185,7 @@ async function main(argv: string[]): Promise<void> {
     settings,
     pool,
     logger,
+    secretBox,
     enrollment: {
       gatewayInfo: async () => gatewayInfo,
       configSigningPublicKeyPem: async () => signingPublicKeyPem,
@@ -208,13 +211,13 @@ async function main(argv: string[]): Promise<void> {
 /** The gateway identity and the config-signing key; any refusal stops start-up with its own message. */
 async function loadKeys(
   pool: pg.Pool, settings: Settings, secretBox: SecretBox, logger: pino.Logger,
-): Promise<{ identity: GatewayIdentity; signingPublicKeyPem: string }> {
+): Promise<{ identity: GatewayIdentity; signingKey: ConfigSigningKey }> {
   let step = 'the gateway TLS identity';
   try {
     const identity = await loadGatewayIdentity({ pool, settings, secretBox, logger });
     step = 'the config-signing key';
     const signingKey = await loadConfigSigningKey(pool, secretBox);
-    return { identity, signingPublicKeyPem: signingKey.publicKeyPem };
+    return { identity, signingKey };
   } catch (err) {
     await pool.end().catch(() => undefined);
     logger.fatal({ err }, `cannot load ${step}`);

@@ -2,32 +2,39 @@
 import type { Socket } from 'node:net';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { createApiKeyVerifier } from './auth/api-key-verifier.js';
-import { maxBodyBytes } from './config/local-config.js';
-import type { LocalConfig } from './config/local-config.js';
+import type { ConfigHolder } from './config/config-holder.js';
+import { DEFAULT_MAX_BODY_BYTES } from './config/local-config.js';
 import { isZenovaError, zenovaError } from './errors.js';
 import type { ZenovaError } from './errors.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
+import { registerReadinessRoutes } from './http/readiness.routes.js';
+import type { ControlLinkView } from './http/readiness.routes.js';
 import './http/request-context.js';
 import type { Logger } from './logger.js';
 import type { RequestWindow } from './metrics/request-window.js';
 import { REQUEST_ID_HEADER, generateRequestId, resolveRequestId } from './request-id.js';
-import { createModelRouter } from './routing/model-router.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
 
 export interface AppDeps {
-  config: LocalConfig;
+  /** The config being served; every request takes its own snapshot of it when it arrives. */
+  holder: ConfigHolder;
   logger: Logger;
-  /** Injected by tests; built from `config.upstreams` otherwise. The app closes it on close. */
+  /** Request body limit; fixed for the app's life (fastify sets it at construction). */
+  maxBodyBytes?: number;
+  /** The control link's state for /readyz; absent in stand-alone mode. */
+  controlLink?: () => ControlLinkView;
+  /** Injected by tests. The app closes it on close. */
   upstreams?: UpstreamPool;
   /** Counts finished requests (and server-side failures) for the control heartbeat's figures. */
   requestWindow?: RequestWindow;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config } = deps;
-  const bodyLimit = maxBodyBytes(config);
-  const upstreams = deps.upstreams ?? new UpstreamPool(config.upstreams);
+  const { holder } = deps;
+  const bodyLimit = deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const upstreams = deps.upstreams ?? new UpstreamPool();
+  // Pools of origins a new config no longer names are closed once their calls finish.
+  const unsubscribe = holder.onSwap(({ config }) => upstreams.retainOnly(config.upstreams.values()));
   // Widened to fastify's logger type so the instance is the plain FastifyInstance callers expect.
   const loggerInstance: FastifyBaseLogger = deps.logger;
 
@@ -57,8 +64,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.decorateRequest('zenova', null as never);
+  app.decorateRequest('configSnapshot', null as never);
   app.addHook('onRequest', async (request, reply) => {
     request.zenova = {};
+    // The one read of the holder per request: a swap from here on does not affect this request.
+    request.configSnapshot = holder.current();
     reply.header(REQUEST_ID_HEADER, request.id);
     // 'close' fires for every response, also when the caller left before it finished (fastify's
     // onResponse does not), so each request gets exactly one line.
@@ -89,16 +99,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return reply.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(failure.toBody());
   });
 
+  // Liveness only: the process answers. Whether it can serve is /readyz.
   app.get('/healthz', async () => ({ status: 'ok' }));
+  registerReadinessRoutes(app, { holder, ...(deps.controlLink !== undefined ? { controlLink: deps.controlLink } : {}) });
 
-  registerOpenAiRoutes(app, {
-    router: createModelRouter(config.models),
-    upstreams,
-    verifier: createApiKeyVerifier(config.apiKeys),
-    modelsCreatedAt: Math.floor(Date.now() / 1000),
-  });
+  registerOpenAiRoutes(app, { upstreams, modelsCreatedAt: Math.floor(Date.now() / 1000) });
 
   app.addHook('onClose', async () => {
+    unsubscribe();
     await upstreams.close();
   });
 

@@ -47,6 +47,30 @@ export const errorTable = {
     message: 'The API key is not valid.',
     retryable: false,
   },
+  ZN_ERR_API_KEY_REVOKED: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'The API key has been revoked.',
+    retryable: false,
+  },
+  ZN_ERR_API_KEY_EXPIRED: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'The API key has expired.',
+    retryable: false,
+  },
+  ZN_ERR_ACCOUNT_SUSPENDED: {
+    status: 403,
+    type: 'permission_error',
+    message: "The API key's account is suspended.",
+    retryable: false,
+  },
+  ZN_ERR_MODEL_NOT_ALLOWED: {
+    status: 403,
+    type: 'permission_error',
+    message: 'The API key may not use this model.',
+    retryable: false,
+  },
   ZN_ERR_MODEL_NOT_FOUND: {
     status: 404,
     type: 'invalid_request_error',
@@ -71,6 +95,13 @@ export const errorTable = {
     type: 'server_error',
     message: 'The upstream provider answered with an error.',
     retryable: false,
+  },
+  ZN_ERR_NODE_NOT_READY: {
+    // No verified config yet (never pushed, or the cached one was refused); the node keeps trying.
+    status: 503,
+    type: 'server_error',
+    message: 'This node has no verified config yet and cannot serve requests.',
+    retryable: true,
   },
   ZN_ERR_INTERNAL: {
     status: 500,

@@ -1,8 +1,13 @@
 // Shared set-up for the node-gateway tests: a migrated database, enrolled nodes with credentials
-// (made by the nodes module itself), real gateway servers over TLS, and a raw grpc-js client that
-// plays the node and records everything the gateway sends.
+// (made by the nodes module itself), real gateway servers over TLS (with the installation's
+// config-signing key), and a raw grpc-js client that plays the node and records everything the
+// gateway sends. Config pushes are kept apart from the other messages (`configPushes`,
+// `nextConfigPush`), so tests about the session itself see the stream as before config existed.
+import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type pg from 'pg';
+import { loadConfigSigningKey, type ConfigSigningKey } from '../../control-plane/src/config/signing-key.js';
+import { createSecretBox, type SecretBox } from '../../control-plane/src/crypto/secret-box.js';
 import { migrate } from '../../control-plane/src/db/migrate.js';
 import { createPool } from '../../control-plane/src/db/pool.js';
 import { startGatewayServer, type GatewayServer, type GatewayServerOptions } from '../../control-plane/src/gateway/server.js';
@@ -16,7 +21,9 @@ import {
   NODE_ID_METADATA_KEY,
   NodeControlClient,
   PROTOCOL_VERSION,
+  type ConfigPush,
   type ControlMessage,
+  type ErrorDetail,
   type Hello,
   type NodeMessage,
 } from '../../proto/src/index.js';
@@ -63,8 +70,17 @@ export function timingsOf(settings: Settings): CredentialTimings {
   };
 }
 
+/** The ZENOVA_SECRET_ENC_KEY of every gateway this test process starts (one installation per database). */
+export const harnessSecretBox: SecretBox = createSecretBox(randomBytes(32));
+
+/** The database's config-signing key (made on first use), opened with the harness key. */
+export function harnessSigningKey(pool: pg.Pool): Promise<ConfigSigningKey> {
+  return loadConfigSigningKey(pool, harnessSecretBox);
+}
+
 export interface TestGateway {
   server: GatewayServer;
+  signingKey: ConfigSigningKey;
   log: CapturedLogger;
   /** Moves the gateway's credential clock forward (or back). */
   shiftClock(ms: number): void;
@@ -72,21 +88,29 @@ export interface TestGateway {
 
 export async function startTestGateway(
   t: HasTeardown,
-  opts: { pool: pg.Pool; settings: Settings; identity: GatewayIdentity; helloDeadlineMs?: number },
+  opts: {
+    pool: pg.Pool; settings: Settings; identity: GatewayIdentity; helloDeadlineMs?: number;
+    configAckTimeoutMs?: number; configRetryAfterMs?: number;
+  },
 ): Promise<TestGateway> {
   const log = captureLogger({ logLevel: 'debug' });
   let offsetMs = 0;
+  const signingKey = await harnessSigningKey(opts.pool);
   const options: GatewayServerOptions = {
     pool: opts.pool,
     logger: log.logger,
     settings: opts.settings,
     identity: opts.identity,
+    signingKey,
+    secretBox: harnessSecretBox,
     now: () => new Date(Date.now() + offsetMs),
   };
   if (opts.helloDeadlineMs !== undefined) options.helloDeadlineMs = opts.helloDeadlineMs;
+  if (opts.configAckTimeoutMs !== undefined) options.configAckTimeoutMs = opts.configAckTimeoutMs;
+  if (opts.configRetryAfterMs !== undefined) options.configRetryAfterMs = opts.configRetryAfterMs;
   const server = await startGatewayServer(options);
   t.teardown(() => server.close());
-  return { server, log, shiftClock: (ms) => { offsetMs += ms; } };
+  return { server, signingKey, log, shiftClock: (ms) => { offsetMs += ms; } };
 }
 
 export interface EnrolledNode { id: string; name: string; credentialId: string; credential: string }
@@ -121,11 +145,15 @@ export function helloFor(node: { id: string; name: string }, overrides: Partial<
 
 /** One node-side control stream, recording what arrives and how the call ends. */
 export class NodeConnection {
+  /** Everything but config pushes, in arrival order. */
   readonly received: ControlMessage[] = [];
+  /** Config pushes, in arrival order. */
+  readonly configPushes: ConfigPush[] = [];
   /** Settles with the call's final status, whatever it is. */
   readonly status: Promise<grpc.StatusObject>;
   private readonly stream: grpc.ClientDuplexStream<NodeMessage, ControlMessage>;
   private cursor = 0;
+  private pushCursor = 0;
   private ended: grpc.StatusObject | undefined;
 
   constructor(t: HasTeardown, port: number, caPem: string, metadata: { nodeId?: string; credential?: string }) {
@@ -139,7 +167,10 @@ export class NodeConnection {
     if (metadata.credential !== undefined) md.set(NODE_CREDENTIAL_METADATA_KEY, metadata.credential);
     this.stream = client.connect(md);
     t.teardown(() => this.stream.cancel());
-    this.stream.on('data', (message: ControlMessage) => this.received.push(message));
+    this.stream.on('data', (message: ControlMessage) => {
+      if (message.configPush !== undefined) this.configPushes.push(message.configPush);
+      else this.received.push(message);
+    });
     this.stream.on('error', () => undefined); // reported through `status`
     this.status = new Promise((resolve) => {
       this.stream.on('status', (status: grpc.StatusObject) => {
@@ -170,6 +201,25 @@ export class NodeConnection {
     }, { timeoutMs: DEADLINE_MS, intervalMs: 10, what });
     this.cursor += 1;
     return message;
+  }
+
+  /** The next config push; fails if the call ends first. */
+  async nextConfigPush(what: string, timeoutMs = DEADLINE_MS): Promise<ConfigPush> {
+    const push = await waitFor(() => {
+      const next = this.configPushes[this.pushCursor];
+      if (next !== undefined) return next;
+      if (this.ended !== undefined) {
+        throw new Error(`the call ended (${grpc.status[this.ended.code]}: ${this.ended.details}) before ${what}`);
+      }
+      return undefined;
+    }, { timeoutMs, intervalMs: 5, what });
+    this.pushCursor += 1;
+    return push;
+  }
+
+  /** Answers a push as a node would: applied, or refused with a reason. */
+  ackConfig(version: bigint, error?: ErrorDetail): void {
+    this.send({ configAck: { version, ok: error === undefined, error } });
   }
 
   async finalStatus(what: string): Promise<grpc.StatusObject> {

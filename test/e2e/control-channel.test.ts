@@ -5,12 +5,11 @@
  */
 import t from 'tap';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { callNode, countLines, createNode, httpsMaterial, nodeView, runEnroll, startControlPlane, startNodeServe, tempDir, tokenOf, tryControlStream, writeNodeConfig } from './stack.js';
+import { callNode, configureDemo, countLines, enrollNewNode, httpsMaterial, nodeView, startControlPlane, startNodeServe, tempDir, tryControlStream, freePort } from './stack.js';
 
 
 interface Identity { nodeId: string; gateway: { target: string; serverName: string; caPem: string } }
@@ -20,16 +19,6 @@ const readJson = <T>(file: string): T => JSON.parse(readFileSync(file, 'utf8')) 
 
 
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      srv.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 
 t.test('a lost rotation reply: the node reconnects with its old credential inside the window, gets a fresh one, and the old one is refused after the window', async (t) => {
@@ -40,19 +29,20 @@ t.test('a lost rotation reply: the node reconnects with its old credential insid
     db, https, gatewayTlsDir: join(work, 'gw'),
     env: { ZENOVA_FAULT_DROP_ROTATION_REPLIES: '1', ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: '1', ZENOVA_CREDENTIAL_HANDOVER_SECONDS: '4' },
   });
-  const created = await createNode(cp, 'rotating');
+  const upstream = await startFakeUpstream(t);
+  const { apiKey } = await configureDemo(cp, upstream.url);
   const stateDir = join(work, 'state');
-  t.equal((await runEnroll(t, { url: cp.url, token: tokenOf(created.install.command), stateDir, caFile: https.caFile })).code, 0);
+  await enrollNewNode(t, cp, 'rotating', stateDir);
   const identity = readJson<Identity>(join(stateDir, 'identity.json'));
   const original = readJson<CredentialFile>(join(stateDir, 'credential.json')).current;
 
-  const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir });
   // The first rotation reply is dropped with the connection; the node must come back by itself.
   await waitFor(() => countLines(node.proc, /"msg":"control session ended"/) >= 1, { what: 'the stream cut with the dropped rotation', timeoutMs: 30_000 });
   await waitFor(() => readJson<CredentialFile>(join(stateDir, 'credential.json')).current.id !== original.id, { what: 'a fresh credential saved by the node', timeoutMs: 30_000 });
   await waitFor(async () => (await nodeView(cp, 'rotating')).status === 'online', { what: 'the node online after rotation', timeoutMs: 30_000 });
-  t.equal(await callNode(node.url), 200, 'callers were served throughout');
+  await waitFor(async () => (await callNode(node.url, apiKey)) === 200, { what: 'the node to serve with its synced config', timeoutMs: 30_000 });
+  t.pass('callers are served');
 
   const fresh = readJson<CredentialFile>(join(stateDir, 'credential.json')).current;
   const probe = { target: identity.gateway.target, serverName: identity.gateway.serverName, caPem: identity.gateway.caPem, nodeId: identity.nodeId };
@@ -76,25 +66,26 @@ t.test('two control planes on one database: one gateway identity, a node on eith
   t.equal(readFileSync(join(work, 'gw-1', 'ca.crt'), 'utf8'), readFileSync(join(work, 'gw-2', 'ca.crt'), 'utf8'), 'both replicas serve one gateway CA');
   t.equal(readFileSync(join(work, 'gw-1', 'tls.crt'), 'utf8'), readFileSync(join(work, 'gw-2', 'tls.crt'), 'utf8'), 'and one server certificate');
 
-  const created = await createNode(cp1, 'replicated');
+  const upstream = await startFakeUpstream(t);
+  const { apiKey } = await configureDemo(cp1, upstream.url);
   const stateDir = join(work, 'state');
-  t.equal((await runEnroll(t, { url: cp1.url, token: tokenOf(created.install.command), stateDir, caFile: https.caFile })).code, 0);
+  await enrollNewNode(t, cp1, 'replicated', stateDir);
   // Point the node at the second replica's gateway, as a load balancer might.
   const identityFile = join(stateDir, 'identity.json');
   const identity = readJson<Identity>(identityFile);
   identity.gateway.target = identity.gateway.target.replace(/:\d+$/, `:${cp2.gatewayPort}`);
   writeFileSync(identityFile, JSON.stringify(identity), { mode: 0o600 });
 
-  const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir });
   await node.proc.waitForLine(/"msg":"control session established"/, 30_000);
+  await node.proc.waitForLine(/"msg":"config applied"/, 30_000);
   await waitFor(async () => (await nodeView(cp1, 'replicated')).status === 'online', { what: 'node online, seen from replica 1', timeoutMs: 30_000 });
 
   const del = await cp1.api('DELETE', '/api/v1/nodes/replicated');
   t.equal(del.status, 200);
   const ended = await node.proc.waitForLine(/"msg":"control session ended".*NODE_DELETED|NODE_DELETED.*"msg":"control session ended"/, 5_000);
   t.ok(ended, 'replica 2 ended the deleted node\'s stream');
-  t.equal(await callNode(node.url), 200, 'the node itself keeps answering callers');
+  t.equal(await callNode(node.url, apiKey), 200, 'the node itself keeps answering callers');
 });
 
 t.test('with the control plane stopped the node keeps answering callers, and reconnects by itself when it is back', async (t) => {
@@ -103,17 +94,17 @@ t.test('with the control plane stopped the node keeps answering callers, and rec
   const https = await httpsMaterial(join(work, 'https'));
   const gatewayPort = await freePort();
   const cp = await startControlPlane(t, { db, https, gatewayTlsDir: join(work, 'gw'), gatewayPort });
-  const created = await createNode(cp, 'steadfast');
-  const stateDir = join(work, 'state');
-  t.equal((await runEnroll(t, { url: cp.url, token: tokenOf(created.install.command), stateDir, caFile: https.caFile })).code, 0);
   const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
-  await node.proc.waitForLine(/"msg":"control session established"/, 30_000);
+  const { apiKey } = await configureDemo(cp, upstream.url);
+  const stateDir = join(work, 'state');
+  await enrollNewNode(t, cp, 'steadfast', stateDir);
+  const node = await startNodeServe(t, { stateDir });
+  await node.proc.waitForLine(/"msg":"config applied"/, 30_000);
 
   t.equal(await cp.proc.stop('SIGTERM'), 0, 'the control plane stops cleanly');
   await waitFor(() => countLines(node.proc, /"msg":"control session ended"/) >= 1, { what: 'the node to notice', timeoutMs: 15_000 });
   let served = 0;
-  for (let i = 0; i < 20; i++) if ((await callNode(node.url)) === 200) served++;
+  for (let i = 0; i < 20; i++) if ((await callNode(node.url, apiKey)) === 200) served++;
   t.equal(served, 20, 'every call during the outage was served');
 
   const before = countLines(node.proc, /"msg":"control session established"/);

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -13,6 +13,8 @@ import { startProcess, tsEntry } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 
 const home = mkdtempSync(join(tmpdir(), 'zn-devstack-'));
+// Traversable like a checkout, so the cluster lives inside it (and goes with the teardown).
+chmodSync(home, 0o755);
 t.teardown(() => rmSync(home, { recursive: true, force: true }));
 
 function env(): NodeJS.ProcessEnv {

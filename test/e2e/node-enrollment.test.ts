@@ -10,13 +10,14 @@ import pg from 'pg';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { CALLER_KEY, createNode, httpsMaterial, nodeView, runEnroll, startControlPlane, startNodeServe, tempDir, tokenOf, tryControlStream, writeNodeConfig, type ControlPlane } from './stack.js';
+import { configureDemo, createNode, httpsMaterial, nodeView, runEnroll, startControlPlane, startNodeServe, tempDir, tokenOf, tryControlStream, type ControlPlane } from './stack.js';
 
 
 
 
 
 let cp: ControlPlane;
+let apiKey: string;
 let dbUrl: string;
 let work: string;
 
@@ -27,9 +28,11 @@ t.before(async () => {
   // The console certificate covers 127.0.0.1 only, so https://localhost:… is a host-name mismatch.
   const https = await httpsMaterial(join(work, 'https'), { ipAddresses: ['127.0.0.1'] });
   cp = await startControlPlane(t, { db, https, gatewayTlsDir: join(work, 'gateway-tls') });
+  const upstream = await startFakeUpstream(t);
+  apiKey = (await configureDemo(cp, upstream.url)).apiKey;
 });
 
-t.test('a created node enrolls with its install command, serves, and goes online at stage first-heartbeat', async (t) => {
+t.test('a created node enrolls with its install command, serves, and goes online past stage first-heartbeat', async (t) => {
   const created = await createNode(cp, 'branch-sh');
   t.match(created.install.command, /^zenova install node --package zenova-node\.zpkg --control-plane https:\/\/\S+ --token \S+ --ca-file \S+$/);
   t.equal((await nodeView(cp, 'branch-sh')).status, 'pending');
@@ -40,19 +43,20 @@ t.test('a created node enrolls with its install command, serves, and goes online
   t.notMatch(enrolled.output, tokenOf(created.install.command), 'the token is never printed');
   t.equal((await nodeView(cp, 'branch-sh')).onboardingStage, 'registered');
 
-  const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir });
   await node.proc.waitForLine(/"msg":"control session established"/, 30_000);
+  await node.proc.waitForLine(/"msg":"config applied"/, 30_000);
   const view = await waitFor(async () => {
     const v = await nodeView(cp, 'branch-sh');
-    return v.status === 'online' && v.onboardingStage === 'first-heartbeat' ? v : undefined;
-  }, { what: 'branch-sh online at first-heartbeat', timeoutMs: 30_000 });
+    // first-heartbeat, then config-synced as soon as the first bundle is acknowledged
+    return v.status === 'online' && (v.onboardingStage === 'first-heartbeat' || v.onboardingStage === 'config-synced') ? v : undefined;
+  }, { what: 'branch-sh online past first-heartbeat', timeoutMs: 30_000 });
   t.ok(view.lastHeartbeatAt, 'lastHeartbeatAt is set');
   t.ok(view.version, 'the node reported its version');
 
   const res = await fetch(`${node.url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] }),
   });
   t.equal(res.status, 200, 'the enrolled node answers callers');
@@ -99,22 +103,26 @@ t.test('a node with a tampered credential is refused by the gateway, keeps servi
   const created = await createNode(cp, 'branch-xa');
   const stateDir = join(work, 'tampered-state');
   t.equal((await runEnroll(t, { url: cp.url, token: tokenOf(created.install.command), stateDir, caFile: cp.https.caFile })).code, 0);
+  // A first run fetches and caches the config; then the credential is damaged.
+  const first = await startNodeServe(t, { stateDir });
+  await first.proc.waitForLine(/"msg":"config applied"/, 30_000);
+  await first.proc.stop();
   const credFile = join(stateDir, 'credential.json');
   const cred = JSON.parse(readFileSync(credFile, 'utf8')) as { current: { secret: string } };
   cred.current.secret = cred.current.secret.replace(/.{6}$/, 'AAAAAA');
   writeFileSync(credFile, JSON.stringify(cred), { mode: 0o600 });
-  const upstream = await startFakeUpstream(t);
-  const node = await startNodeServe(t, { stateDir, configFile: writeNodeConfig(work, upstream.url) });
+  const node = await startNodeServe(t, { stateDir });
   await node.proc.waitForLine(/CREDENTIAL_INVALID/, 30_000);
   const res = await fetch(`${node.url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'still there?' }] }),
   });
-  t.equal(res.status, 200, 'callers are still served');
+  t.equal(res.status, 200, 'callers are still served from the cached config');
   t.equal(node.proc.child.exitCode, null, 'the node is still running');
   t.equal(cp.proc.child.exitCode, null, 'the control plane is still running');
-  t.not((await nodeView(cp, 'branch-xa')).status, 'online');
+  await waitFor(async () => (await nodeView(cp, 'branch-xa')).status === 'offline', { what: 'the refused node to be shown offline', timeoutMs: 20_000 });
+  t.pass('the refused node goes offline in the console while it keeps serving');
 });
 
 t.test('the control channel refuses a wrong gateway CA, a wrong gateway host name and an incompatible protocol, each with its own code', async (t) => {
@@ -125,13 +133,11 @@ t.test('the control channel refuses a wrong gateway CA, a wrong gateway host nam
   const original = readFileSync(identityFile, 'utf8');
   const identity = JSON.parse(original) as { nodeId: string; gateway: { target: string; serverName: string; caPem: string } };
   const credential = (JSON.parse(readFileSync(join(stateDir, 'credential.json'), 'utf8')) as { current: { secret: string } }).current.secret;
-  const upstream = await startFakeUpstream(t);
-  const config = writeNodeConfig(work, upstream.url);
 
   await t.test('a gateway certificate from another CA is not trusted', async (t) => {
     const other = await httpsMaterial(join(work, 'gw-other-ca'));
     writeFileSync(identityFile, JSON.stringify({ ...identity, gateway: { ...identity.gateway, caPem: other.caPem } }), { mode: 0o600 });
-    const node = await startNodeServe(t, { stateDir, configFile: config });
+    const node = await startNodeServe(t, { stateDir });
     await node.proc.waitForLine(/GATEWAY_TLS_UNTRUSTED/, 30_000);
     t.pass('refused as untrusted');
     await node.proc.stop();
@@ -139,7 +145,7 @@ t.test('the control channel refuses a wrong gateway CA, a wrong gateway host nam
 
   await t.test('a gateway host name the certificate does not cover is refused', async (t) => {
     writeFileSync(identityFile, JSON.stringify({ ...identity, gateway: { ...identity.gateway, serverName: 'gateway.wrong.example' } }), { mode: 0o600 });
-    const node = await startNodeServe(t, { stateDir, configFile: config });
+    const node = await startNodeServe(t, { stateDir });
     await node.proc.waitForLine(/GATEWAY_TLS_NAME_MISMATCH/, 30_000);
     t.pass('refused for the name');
     await node.proc.stop();

@@ -2,8 +2,9 @@
  * End-to-end building blocks: a real control-plane process over HTTPS (its own test CA), real
  * `zenova-node enroll` / `serve` processes, and admin API calls that verify TLS.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, fetch } from 'undici';
@@ -145,13 +146,13 @@ export async function runEnroll(t: Teardown, opts: { url: string; token: string;
   return { code: exit.code, output: proc.output() };
 }
 
-/** `zenova-node serve --state-dir D --config F --listen 127.0.0.1:0`, ready when it listens. */
-export async function startNodeServe(t: Teardown, opts: { stateDir: string; configFile: string; env?: Record<string, string> }): Promise<{ proc: StartedProcess; url: string }> {
+/** `zenova-node serve --state-dir D --listen 127.0.0.1:0`, ready when it listens. */
+export async function startNodeServe(t: Teardown, opts: { stateDir: string; env?: Record<string, string> }): Promise<{ proc: StartedProcess; url: string }> {
   const { command, args } = tsEntry('edge-node/src/main.ts');
   const proc = await startProcess({
     name: 'zenova-node serve',
     command,
-    args: [...args, 'serve', '--state-dir', opts.stateDir, '--config', opts.configFile, '--listen', '127.0.0.1:0'],
+    args: [...args, 'serve', '--state-dir', opts.stateDir, '--listen', '127.0.0.1:0'],
     env: { ZENOVA_NODE_RECONNECT_BASE_MS: '100', ZENOVA_NODE_RECONNECT_MAX_MS: '500', ...opts.env },
     readyLine: /"msg":"node-edge listening"/,
     timeoutMs: 60_000,
@@ -161,28 +162,41 @@ export async function startNodeServe(t: Teardown, opts: { stateDir: string; conf
   return { proc, url: ready.url };
 }
 
-export const CALLER_KEY = 'zn_e2e_caller_key_0123456789abcdef';
+export const UPSTREAM_SECRET = 'sk-e2e-upstream-secret-never-logged-7f3a9c';
 
-/** A local node config: the alias `echo` on the fake upstream, and CALLER_KEY as the one API key. */
-export function writeNodeConfig(dir: string, upstreamUrl: string): string {
-  const file = join(dir, 'node-config.json');
-  writeFileSync(file, JSON.stringify({
-    upstreams: [{ name: 'fake', kind: 'openai-compatible', baseUrl: upstreamUrl }],
-    models: [{ id: 'echo', upstream: 'fake', upstreamModel: 'demo-echo' }],
-    apiKeys: [{ id: 'caller', sha256: createHash('sha256').update(CALLER_KEY).digest('hex') }],
-  }));
-  return file;
+/**
+ * Configures the control plane through its admin API as an operator would: an account, the fake
+ * upstream (with a provider secret), the route alias `echo`, and one API key. Returns the key.
+ */
+export async function configureDemo(cp: ControlPlane, upstreamUrl: string, account = 'e2e'): Promise<{ apiKey: string; apiKeyId: string }> {
+  const must = async (method: string, path: string, body: unknown, want = 201): Promise<Record<string, unknown>> => {
+    const res = await cp.api<Record<string, unknown>>(method, path, body);
+    if (res.status !== want) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body;
+  };
+  await must('POST', '/api/v1/accounts', { name: account });
+  const upstreams = await cp.api<{ upstreams: Array<{ name: string }> }>('GET', '/api/v1/upstreams');
+  if (!upstreams.body.upstreams.some((u) => u.name === 'fake')) {
+    await must('POST', '/api/v1/upstreams', { name: 'fake', kind: 'openai-compatible', baseUrl: upstreamUrl, apiKey: UPSTREAM_SECRET });
+    await must('POST', '/api/v1/routes', { alias: 'echo', targets: [{ upstream: 'fake', model: 'demo-echo' }] });
+  }
+  const key = (await must('POST', '/api/v1/api-keys', { account, name: `${account}-key` })) as { secret: string; apiKey: { id: string } };
+  return { apiKey: key.secret, apiKeyId: key.apiKey.id };
 }
 
-/** One chat completion through a node's Base URL as CALLER_KEY; the HTTP status. */
-export async function callNode(nodeUrl: string, text = 'ping'): Promise<number> {
+/** One chat completion through a node's Base URL; the HTTP status (and the error code, if any). */
+export async function callNode(nodeUrl: string, apiKey: string, text = 'ping'): Promise<number> {
+  return (await callNodeDetailed(nodeUrl, apiKey, text)).status;
+}
+
+export async function callNodeDetailed(nodeUrl: string, apiKey: string, text = 'ping'): Promise<{ status: number; code?: string }> {
   const res = await fetch(`${nodeUrl}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${CALLER_KEY}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: text }] }),
   });
-  await res.arrayBuffer();
-  return res.status;
+  const body = (await res.json().catch(() => ({}))) as { error?: { code?: string } };
+  return { status: res.status, code: body.error?.code };
 }
 
 export const tokenOf = (command: string): string => {
@@ -221,4 +235,24 @@ export async function tryControlStream(opts: { target: string; serverName: strin
     stream.cancel();
     client.close();
   }
+}
+
+/** Creates `name` on the control plane and enrolls it into `stateDir` with its install command. */
+export async function enrollNewNode(t: Teardown, cp: ControlPlane, name: string, stateDir: string): Promise<CreatedNode> {
+  const created = await createNode(cp, name);
+  const r = await runEnroll(t, { url: cp.url, token: tokenOf(created.install.command), stateDir, caFile: cp.https.caFile });
+  if (r.code !== 0) throw new Error(`enroll ${name} failed (exit ${r.code}): ${r.output}`);
+  return created;
+}
+
+/** A port free on 127.0.0.1 right now (for a process that must come back on the same port). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
+    });
+  });
 }

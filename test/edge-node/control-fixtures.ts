@@ -1,6 +1,6 @@
 // A scriptable NodeControl gateway for control-link tests: grpc-js over real TLS with a throwaway
-// CA, recording metadata and messages per session, able to refuse, rotate, stop and come back on
-// the same port. Plus an enrolled state dir pointing at it.
+// CA, recording metadata and messages per session, able to refuse, rotate, push config, stop and
+// come back on the same port. Plus an enrolled state dir pointing at it.
 import { randomBytes, randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { NODE_CREDENTIAL_METADATA_KEY, NODE_ID_METADATA_KEY, NodeControlService, PROTOCOL_VERSION } from '../../proto/src/index.js';
@@ -55,6 +55,8 @@ export interface FakeGateway {
   sessions: FakeSession[];
   waitForSession(index: number): Promise<FakeSession>;
   waitForMessage(session: FakeSession, pick: (m: NodeMessage) => boolean, what: string): Promise<NodeMessage>;
+  /** The node's ConfigAck for `version` on `session`. */
+  waitForConfigAck(session: FakeSession, version: number): Promise<NonNullable<NodeMessage['configAck']>>;
   stop(): void;
   /** Binds the same port again (after stop). */
   restart(): Promise<void>;
@@ -150,6 +152,8 @@ export async function startFakeGateway(t: { teardown(fn: () => unknown): void },
     sessions,
     waitForSession: (index) => waitFor(() => sessions[index], { what: `gateway session #${index}`, timeoutMs: 20_000 }),
     waitForMessage: (session, pick, what) => waitFor(() => session.received.find(pick), { what, timeoutMs: 20_000 }),
+    waitForConfigAck: (session, version) =>
+      waitFor(() => session.received.find((m) => m.configAck?.version === BigInt(version))?.configAck, { what: `the config ack of version ${version}`, timeoutMs: 20_000 }),
     stop() {
       server?.forceShutdown();
       server = undefined;
@@ -176,7 +180,7 @@ export interface EnrolledState {
 export async function writeEnrolledState(
   dir: string,
   gateway: { target: string; ca: TestCa },
-  opts: { serverName?: string; credentials?: CredentialFile } = {},
+  opts: { serverName?: string; credentials?: CredentialFile; configSigningPublicKeyPem?: string } = {},
 ): Promise<EnrolledState> {
   const store = await openStateStore(dir, { create: true });
   const identity: NodeIdentity = {
@@ -184,7 +188,8 @@ export async function writeEnrolledState(
     nodeName: 'edge-test',
     controlPlaneUrl: 'https://control.example:8080',
     gateway: { target: gateway.target, serverName: opts.serverName ?? 'localhost', caPem: gateway.ca.certPem },
-    configSigningPublicKeyPem: CONFIG_SIGNING_PUBLIC_KEY_PEM,
+    // A test that pushes bundles pins its own throwaway key; the default's private half is discarded.
+    configSigningPublicKeyPem: opts.configSigningPublicKeyPem ?? CONFIG_SIGNING_PUBLIC_KEY_PEM,
     enrolledAt: new Date().toISOString(),
   };
   const credentials = opts.credentials ?? { current: newCredential() };

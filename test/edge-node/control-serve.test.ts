@@ -48,9 +48,9 @@ t.test('serve keeps callers served through a control-plane outage and reconnects
     control: { running: true, connected: true, sessionId: 'session-0' },
   });
 
-  // Two caller requests (a health check and a refused model call) show up in the heartbeat figures.
+  // Two caller requests (a health check and a model call refused as not ready) show up in the heartbeat figures.
   t.equal((await fetch(`${url}/healthz`)).status, 200);
-  t.equal((await fetch(`${url}/v1/models`)).status, 401, 'no config yet: no key is valid');
+  t.equal((await fetch(`${url}/v1/models`)).status, 503, 'no config yet: the node is not ready');
   const session = await gateway.waitForSession(0);
   await gateway.waitForMessage(session, (m) => (m.heartbeat?.requests5m ?? 0n) >= 2n, 'a heartbeat counting the two requests');
 

@@ -4,8 +4,10 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
 import { buildApp } from '../../edge-node/src/app.js';
+import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { parseLocalConfig } from '../../edge-node/src/config/local-config.js';
 import type { LocalConfig } from '../../edge-node/src/config/local-config.js';
+import { fromLocalConfig } from '../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 
 export const CALLER_KEY = 'zk-test-caller-key-0123456789abcdef';
@@ -35,6 +37,8 @@ export function testConfig(upstreamUrl: string, overrides: Partial<LocalConfig> 
 
 export interface RunningNode {
   app: FastifyInstance;
+  /** The config the node serves; tests swap configs through it. */
+  holder: ConfigHolder;
   /** Base URL ending in /v1, as callers configure it. */
   baseURL: string;
   origin: string;
@@ -43,10 +47,13 @@ export interface RunningNode {
   client(opts?: { apiKey?: string }): OpenAI;
 }
 
-export async function startNode(t: { teardown(fn: () => unknown): void }, config: LocalConfig): Promise<RunningNode> {
+/** The node app on 127.0.0.1:0, serving a local config or whatever `holder` holds. */
+export async function startNode(t: { teardown(fn: () => unknown): void }, config: LocalConfig | ConfigHolder): Promise<RunningNode> {
   const logLines: string[] = [];
   const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void logLines.push(line) } });
-  const app = await buildApp({ config, logger });
+  const holder = config instanceof ConfigHolder ? config : ConfigHolder.ready(fromLocalConfig(config));
+  const current = holder.current();
+  const app = await buildApp({ holder, logger, ...(current.ready ? { maxBodyBytes: current.config.maxBodyBytes } : {}) });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
   const { port } = app.server.address() as AddressInfo;
@@ -54,6 +61,7 @@ export async function startNode(t: { teardown(fn: () => unknown): void }, config
   const baseURL = `${origin}/v1`;
   return {
     app,
+    holder,
     baseURL,
     origin,
     logLines,

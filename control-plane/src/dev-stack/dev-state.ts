@@ -21,7 +21,9 @@ const portsSchema = z.object({
 const devStateSchema = z.object({
   version: z.literal(1),
   adminToken: z.string().min(32),
-  demoApiKey: z.string().min(32),
+  /** The demo API key's secret as the control plane returned it once, and its id. */
+  demoApiKey: z.string().min(32).optional(),
+  demoApiKeyId: z.string().min(1).optional(),
   databasePassword: z.string().min(16),
   secretEncKey: z.string().min(40),
   /** Fixed at first start, so a rerun never silently starts an empty cluster elsewhere. */
@@ -88,12 +90,15 @@ export async function loadOrCreateDevState(
     : {
         version: 1,
         adminToken: secret('zn_admin_'),
-        demoApiKey: secret('zn_demo_'),
         databasePassword: randomBytes(18).toString('base64url'),
         secretEncKey: randomBytes(32).toString('base64'),
         postgresDataDir: choosePostgresDataDir(),
         ports,
       };
-  writeFileAtomic(file, `${JSON.stringify(next, null, 2)}\n`, 0o600);
+  saveDevState(home, next);
   return { state: next, created, movedPorts };
+}
+
+export function saveDevState(home: string, state: DevState): void {
+  writeFileAtomic(join(home, 'dev-state.json'), `${JSON.stringify(state, null, 2)}\n`, 0o600);
 }

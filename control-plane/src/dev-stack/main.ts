@@ -15,7 +15,8 @@ import { startDevChild, type DevChild } from './child-process.js';
 import { createDemoUpstream } from './demo-upstream.js';
 import { ensureDevTls } from './dev-tls.js';
 import { adminClient, ensureNodeEnrolled } from './office-primary.js';
-import { loadOrCreateDevState, type DevState } from './dev-state.js';
+import { ensureDemoConfig } from './demo-config.js';
+import { loadOrCreateDevState, saveDevState } from './dev-state.js';
 import { postgresUser, reachableBy, startLocalPostgres, type LocalPostgres } from './local-postgres.js';
 import { writeFileAtomic } from '../fs/atomic-write.js';
 
@@ -37,17 +38,6 @@ function postgresDataDir(home: string): string {
   return join(dir, 'postgres');
 }
 
-function nodeConfig(state: DevState, upstreamUrl: string): unknown {
-  return {
-    node: { name: NODE_NAME },
-    upstreams: [{ name: 'zenova-demo-upstream', kind: 'openai-compatible', baseUrl: upstreamUrl, timeoutMs: 30_000 }],
-    models: [
-      { id: 'demo-echo', upstream: 'zenova-demo-upstream', upstreamModel: 'demo-echo' },
-      { id: 'demo-embed', upstream: 'zenova-demo-upstream', upstreamModel: 'demo-embed' },
-    ],
-    apiKeys: [{ id: 'demo', name: 'dev stack demo key', sha256: createHash('sha256').update(state.demoApiKey).digest('hex') }],
-  };
-}
 
 async function main(): Promise<void> {
   const home = resolve(process.env.ZENOVA_DEV_HOME ?? join(repoRoot, '.zenova'));
@@ -123,11 +113,13 @@ async function main(): Promise<void> {
     const demoAddr = await demo.listen(state.ports.demoUpstream, '127.0.0.1');
     say(`  demo upstream (echoes prompts; NOT a real model) on ${demoAddr.url}`);
 
-    const configFile = join(home, NODE_NAME, 'node-config.json');
-    writeFileAtomic(configFile, `${JSON.stringify(nodeConfig(state, demoAddr.url), null, 2)}\n`, 0o600);
     const stateDir = join(home, NODE_NAME, 'state');
     const api = adminClient(cpUrl, state.adminToken, tls.caPem);
+    let demoKey: string;
     try {
+      const key = await ensureDemoConfig(api, demoAddr.url, { apiKey: state.demoApiKey, apiKeyId: state.demoApiKeyId });
+      demoKey = key.apiKey;
+      if (key.apiKeyId !== state.demoApiKeyId) saveDevState(home, { ...state, demoApiKey: key.apiKey, demoApiKeyId: key.apiKeyId });
       await ensureNodeEnrolled({ api, name: NODE_NAME, address: '127.0.0.1', controlPlaneUrl: cpUrl, caPem: tls.caPem, caFile: tls.caFile, stateDir, repoRoot, log: say });
     } finally {
       await api.close();
@@ -136,7 +128,7 @@ async function main(): Promise<void> {
     const node = await startDevChild({
       name: `node ${NODE_NAME}`,
       entry: join(repoRoot, 'edge-node/src/main.ts'),
-      args: ['serve', '--state-dir', stateDir, '--config', configFile, '--listen', `127.0.0.1:${state.ports.node}`],
+      args: ['serve', '--state-dir', stateDir, '--listen', `127.0.0.1:${state.ports.node}`],
       cwd: repoRoot,
       env: { ...process.env },
       logFile: join(home, 'logs', `${NODE_NAME}.log`),
@@ -147,12 +139,12 @@ async function main(): Promise<void> {
       void c.exited.then((code) => { if (!stopping) { say(`${c.name} exited unexpectedly (exit ${code}):\n${c.tail()}`); void stopAll(1); } });
     }
 
-    const session = await node.waitForMsg('control session established', 30_000);
-    if (!session) say(`  warning: ${NODE_NAME} has not connected to the control plane yet; it serves callers anyway (see its log)`);
+    const session = await node.waitForMsg('config applied', 30_000);
+    if (!session) say(`  warning: ${NODE_NAME} has not received its config from the control plane yet (see its log)`);
     const baseUrl = `${String(node.ready.url)}/v1`;
     const env: Record<string, string> = {
       ZENOVA_BASE_URL: baseUrl,
-      ZENOVA_API_KEY: state.demoApiKey,
+      ZENOVA_API_KEY: demoKey,
       ZENOVA_CONSOLE_URL: cpUrl,
       ZENOVA_CONTROL_PLANE_URL: cpUrl,
       ZENOVA_ADMIN_TOKEN: state.adminToken,
@@ -161,11 +153,11 @@ async function main(): Promise<void> {
     };
     const envFile = join(home, 'dev.env');
     writeFileAtomic(envFile, Object.entries(env).map(([k, v]) => `${k}=${v}`).join('\n') + '\n', 0o600);
-    const curl = `curl -sS -i ${baseUrl}/chat/completions -H 'Authorization: Bearer ${state.demoApiKey}' -H 'Content-Type: application/json' -d '{"model":"demo-echo","messages":[{"role":"user","content":"hello from curl"}]}'`;
+    const curl = `curl -sS -i ${baseUrl}/chat/completions -H 'Authorization: Bearer ${demoKey}' -H 'Content-Type: application/json' -d '{"model":"demo-echo","messages":[{"role":"user","content":"hello from curl"}]}'`;
     say();
     say('Zenova Gateway dev stack is up.');
-    say(`  Base URL          ${baseUrl}   (node ${NODE_NAME}, ${session ? 'connected to the control plane' : 'not yet connected'})`);
-    say(`  Demo API key      ${state.demoApiKey}`);
+    say(`  Base URL          ${baseUrl}   (node ${NODE_NAME}, ${session ? `config v${String(session.version)} from the control plane` : 'no config yet'})`);
+    say(`  Demo API key      ${demoKey}`);
     say(`  Models            demo-echo, demo-embed   → demo upstream ${demoAddr.url} [DEMO: echoes your prompt, no real model]`);
     say(`  Control plane     ${cpUrl}   (admin API; GET /api/version, /healthz; npm run zenova -- gateway-node list)`);
     say(`  Console           ${cpUrl}   (log in with the admin token; the console UI arrives in a later release)`);

@@ -1,17 +1,20 @@
 /**
- * Hears node events (deleted, credentials revoked) from every control-plane replica: a dedicated
- * PostgreSQL connection LISTENing on zenova_node_events. A LISTEN lives on one connection, so it
- * cannot share the pool. When the connection drops it is re-opened with exponential back-off and
+ * Hears node events (deleted, credentials revoked) and config changes from every control-plane
+ * replica: a dedicated PostgreSQL connection LISTENing on zenova_node_events and
+ * zenova_config_changed. A LISTEN lives on one connection, so it cannot share the pool. When the connection drops it is re-opened with exponential back-off and
  * jitter, and `onReconnect` runs so the caller can re-check what it may have missed meanwhile.
  */
 import pg from 'pg';
 import type pino from 'pino';
+import { CONFIG_CHANGED_CHANNEL, parseConfigChangedPayload } from '../config/config-changes.js';
 import { NODE_EVENTS_CHANNEL, parseNodeEvent, type NodeEvent } from '../nodes/node-events.js';
 
 export interface NodeEventListenerOptions {
   databaseUrl: string;
   logger: pino.Logger;
   onEvent(event: NodeEvent): void;
+  /** A config change committed; `version` is the new config version. Not listened for when absent. */
+  onConfigChanged?(version: number): void;
   /** After a dropped connection was re-opened: events sent while it was down were lost. */
   onReconnect(): void;
   /** Back-off bounds; defaults suit production. */
@@ -39,6 +42,16 @@ export async function startNodeEventListener(opts: NodeEventListenerOptions): Pr
   let failures = 0;
 
   const onNotification = (message: pg.Notification): void => {
+    if (message.channel === CONFIG_CHANGED_CHANNEL && opts.onConfigChanged !== undefined) {
+      const version = parseConfigChangedPayload(message.payload);
+      if (version === undefined) {
+        log.warn({ payloadLength: message.payload?.length ?? 0 }, 'ignoring a config-change notification that is not understood');
+        return;
+      }
+      log.debug({ version }, 'config change heard');
+      opts.onConfigChanged(version);
+      return;
+    }
     if (message.channel !== NODE_EVENTS_CHANNEL) return;
     const event = parseNodeEvent(message.payload);
     if (event === undefined) {
@@ -77,6 +90,7 @@ export async function startNodeEventListener(opts: NodeEventListenerOptions): Pr
       await next.connect();
       next.on('notification', onNotification);
       await next.query(`LISTEN ${NODE_EVENTS_CHANNEL}`);
+      if (opts.onConfigChanged !== undefined) await next.query(`LISTEN ${CONFIG_CHANGED_CHANNEL}`);
     } catch (err) {
       await next.end().catch(() => undefined);
       throw err;

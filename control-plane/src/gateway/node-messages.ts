@@ -40,11 +40,32 @@ const heartbeatSchema = z.object({
   ready: z.boolean(),
 });
 
+// A refusal's reason is the node's word, shown to operators: bounded and made printable rather than
+// refused, so a node with an odd message still gets its refusal recorded (not its session cut).
+const reasonText = z.string().max(64 * 1024).transform((v) => v.replace(/\p{Cc}/gu, ' ').slice(0, 1_000));
+
+const configAckSchema = z.object({
+  version: counter.min(1n, 'must be a pushed version'),
+  ok: z.boolean(),
+  error: z.object({
+    code: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'must be a code of letters, digits and _.:- (at most 64)'),
+    message: reasonText,
+    retryable: z.boolean(),
+  }).optional(),
+});
+
 const rotationAckSchema = z.object({
   credentialId: z.string().min(1, 'is required').max(64),
 });
 
 export interface ValidHello extends Omit<Hello, 'appliedConfigVersion'> { appliedConfigVersion: number }
+
+export interface ValidConfigAck {
+  version: number;
+  ok: boolean;
+  /** Why a push was refused; set (with a stand-in when the node gave none) exactly when !ok. */
+  error?: { code: string; message: string; retryable: boolean };
+}
 
 export interface ValidHeartbeat {
   sentAt: number;
@@ -60,7 +81,8 @@ export type ParsedNodeMessage =
   | { kind: 'hello'; hello: ValidHello }
   | { kind: 'heartbeat'; heartbeat: ValidHeartbeat }
   | { kind: 'credentialRotationAck'; ack: CredentialRotationAck }
-  /** A payload this control plane does not act on yet (config acks, leases, upgrades, records). */
+  | { kind: 'configAck'; ack: ValidConfigAck }
+  /** A payload this control plane does not act on yet (leases, upgrades, records). */
   | { kind: 'unhandled'; payload: PayloadKind }
   /** No payload we know: a newer node's compatible addition (PROTOCOL.md says old peers drop it). */
   | { kind: 'unknown' }
@@ -94,6 +116,14 @@ export function parseNodeMessage(message: NodeMessage): ParsedNodeMessage {
       const result = heartbeatSchema.safeParse(message.heartbeat);
       if (!result.success) return { kind: 'invalid', reason: describeIssues(payload, result.error) };
       return { kind: 'heartbeat', heartbeat: toNumbers(result.data) };
+    }
+    case 'configAck': {
+      const result = configAckSchema.safeParse(message.configAck);
+      if (!result.success) return { kind: 'invalid', reason: describeIssues(payload, result.error) };
+      const { version, ok, error } = result.data;
+      const ack: ValidConfigAck = { version: Number(version), ok };
+      if (!ok) ack.error = error ?? { code: 'UNSPECIFIED', message: 'the node gave no reason', retryable: false };
+      return { kind: 'configAck', ack };
     }
     case 'credentialRotationAck': {
       const result = rotationAckSchema.safeParse(message.credentialRotationAck);

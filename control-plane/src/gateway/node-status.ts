@@ -1,8 +1,9 @@
 /**
  * What the control stream tells the control plane about a node, written to its `nodes` row: the
  * facts of its hello (version, protocol, host) and, per heartbeat, the time and live figures the
- * console lists. The first heartbeat moves onboarding from `registered` to `first-heartbeat`; a
- * later stage (`config-synced`) is never moved back.
+ * console lists; per config ack, the version the node applied or why it refused one. The first
+ * heartbeat moves onboarding from `registered` to `first-heartbeat`; the first applied config moves
+ * it to `config-synced`, which is never moved back.
  */
 import type pg from 'pg';
 import type { NodeFigures, OnboardingStage } from '../nodes/node-repository.js';
@@ -62,4 +63,35 @@ export async function recordHeartbeat(db: pg.Pool | pg.PoolClient, nodeId: strin
   );
   const row = result.rows[0];
   return row === undefined ? undefined : { previousStage: row.previous_stage, stage: row.stage };
+}
+
+/**
+ * The node applied `version`: the applied version only ever rises (acks of two replicas may cross),
+ * the stage becomes `config-synced`, and a refusal on record is cleared. False when the node is gone.
+ */
+export async function recordConfigApplied(db: pg.Pool | pg.PoolClient, nodeId: string, version: number): Promise<boolean> {
+  const result = await db.query(
+    `update nodes
+        set applied_config_version = greatest(coalesce(applied_config_version, 0), $2::bigint),
+            config_synced_at = now(),
+            onboarding_stage = 'config-synced',
+            config_error = null
+      where id = $1 and deleted_at is null`,
+    [nodeId, version],
+  );
+  return result.rowCount === 1;
+}
+
+export interface ConfigRefusal { version: number; code: string; message: string }
+
+/** The node refused `version` and keeps serving its last good config: recorded for operators. */
+export async function recordConfigRefused(db: pg.Pool | pg.PoolClient, nodeId: string, refusal: ConfigRefusal): Promise<boolean> {
+  const result = await db.query(
+    `update nodes
+        set config_error = jsonb_build_object('version', $2::bigint, 'code', $3::text, 'message', $4::text,
+                                              'at', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+      where id = $1 and deleted_at is null`,
+    [nodeId, refusal.version, refusal.code, refusal.message],
+  );
+  return result.rowCount === 1;
 }

@@ -1,13 +1,18 @@
 /**
  * The node gateway: the grpc-js server nodes dial (TLS, server certificate only; nodes prove who
- * they are with credential metadata), one NodeSession per Connect call, and the node-event listener
- * that ends sessions when a node is deleted or its credentials revoked on any replica.
+ * they are with credential metadata), one NodeSession per Connect call, and the listener that hears
+ * every replica's news: node events end sessions (node deleted, credentials revoked), and config
+ * changes are pushed to every live session (signed bundles from one ConfigPublisher per gateway).
  */
 import * as grpc from '@grpc/grpc-js';
 import type pg from 'pg';
 import type pino from 'pino';
 import { NodeControlService, type NodeControlServer } from '../../../proto/src/index.js';
+import { ConfigPublisher } from '../config/config-publisher.js';
+import type { ConfigSigningKey } from '../config/signing-key.js';
+import type { SecretBox } from '../crypto/secret-box.js';
 import type { Settings } from '../settings.js';
+import { DEFAULT_CONFIG_ACK_TIMEOUT_MS, DEFAULT_CONFIG_BUILD_RETRY_MS, DEFAULT_CONFIG_RETRY_AFTER_MS } from './config-sync.js';
 import { startNodeEventListener } from './node-event-listener.js';
 import { refusalMessage, refusalStatus } from './refusal.js';
 import { NodeSession, type ControlCall } from './session.js';
@@ -25,6 +30,14 @@ export interface GatewayServerOptions {
   logger: pino.Logger;
   settings: Settings;
   identity: { certPem: string; keyPem: string; caPem: string };
+  /** Signs the config bundles pushed to nodes. */
+  signingKey: ConfigSigningKey;
+  /** Opens the upstream secrets that go into bundles. */
+  secretBox: SecretBox;
+  /** A config push not acknowledged within this long may be sent again (default 30 s). */
+  configAckTimeoutMs?: number;
+  /** How long to wait before re-pushing a version a node refused as retryable (default 30 s). */
+  configRetryAfterMs?: number;
   /** How long a node has to send Hello after connecting (default 10 s). */
   helloDeadlineMs?: number;
   /** Clock for credential decisions (default: the system clock); tests move it past windows. */
@@ -54,13 +67,27 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
   let dropsLeft = settings.faults.dropRotationReplies;
   if (dropsLeft > 0) logger.warn({ dropRotationReplies: dropsLeft }, 'fault injection on: rotation replies will be dropped');
 
+  const publisher = new ConfigPublisher({ pool, secretBox: opts.secretBox, signingKey: opts.signingKey });
+  const configChanged = (): void => {
+    for (const session of open) session.configChanged();
+  };
+
   const listener = await startNodeEventListener({
     databaseUrl: settings.databaseUrl,
     logger,
     onEvent: (event) => registry.dispatch(event),
+    // Every notification fans out (cheap when a session is current): a session may be behind a
+    // version this gateway already knew of from a bundle it built for another node.
+    onConfigChanged: (version) => {
+      publisher.noteVersion(version);
+      configChanged();
+    },
     // Events sent while the connection was down are lost: re-check every live session instead.
     onReconnect: () => {
       for (const session of open) if (session.isLive) session.recheck();
+      publisher.latestVersion().then(configChanged, (err: unknown) => {
+        logger.warn({ err }, 'could not read the config version after reconnecting; the next change or heartbeat catches up');
+      });
     },
   });
 
@@ -83,6 +110,12 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
       return true;
     },
     onEnded: (session: NodeSession) => open.delete(session),
+    config: {
+      publisher,
+      ackTimeoutMs: opts.configAckTimeoutMs ?? DEFAULT_CONFIG_ACK_TIMEOUT_MS,
+      retryAfterMs: opts.configRetryAfterMs ?? DEFAULT_CONFIG_RETRY_AFTER_MS,
+      buildRetryMs: DEFAULT_CONFIG_BUILD_RETRY_MS,
+    },
   };
 
   const service: NodeControlServer = {

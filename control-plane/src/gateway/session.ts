@@ -1,7 +1,7 @@
 /**
  * One node's control stream, from the call to its end: authenticate the call metadata, wait (with
- * a deadline) for Hello, check the protocol, answer HelloAck, then record heartbeats and rotate the
- * credential until either side ends it. Every refusal sends a Refusal message and then ends the
+ * a deadline) for Hello, check the protocol, answer HelloAck, then keep the node's config current
+ * (config-sync.ts), record heartbeats and rotate the credential until either side ends it. Every refusal sends a Refusal message and then ends the
  * call with the matching gRPC status. Messages are handled one at a time, in arrival order; a node
  * that sends faster than the database keeps up is slowed down by HTTP/2 flow control.
  */
@@ -19,9 +19,11 @@ import {
   type NodeMessage,
   type RefusalCode,
 } from '../../../proto/src/index.js';
+import type { ConfigPublisher } from '../config/config-publisher.js';
 import { isDatabaseUnavailable } from '../db/connection-errors.js';
 import { acknowledgeCredential, rotateCredential, verifyCredential, type CredentialTimings } from '../nodes/credentials.js';
-import { parseNodeMessage, type ValidHeartbeat, type ValidHello } from './node-messages.js';
+import { ConfigSync } from './config-sync.js';
+import { parseNodeMessage, type ValidConfigAck, type ValidHeartbeat, type ValidHello } from './node-messages.js';
 import { recordHeartbeat, recordHello } from './node-status.js';
 import { refusalMessage, refusalStatus } from './refusal.js';
 import { refusalForEvent, type RegisteredSession, type SessionRegistry } from './session-registry.js';
@@ -44,6 +46,8 @@ export interface SessionContext {
   dropRotationReply(): boolean;
   /** Called once when the session has ended, however it ended. */
   onEnded(session: NodeSession): void;
+  /** Config pushes: the gateway's publisher and how long to wait on a node. */
+  config: { publisher: ConfigPublisher; ackTimeoutMs: number; retryAfterMs: number; buildRetryMs: number };
 }
 
 type SessionState = 'authenticating' | 'awaiting-hello' | 'live' | 'ended';
@@ -62,6 +66,8 @@ const MAX_CREDENTIAL_CHARS = 512;
 // Messages waiting to be handled before the stream stops reading (and the node's sends block).
 const PAUSE_AT_QUEUED = 32;
 const RESUME_AT_QUEUED = 8;
+// Timers may fire a little early against the monotonic clock the config sync measures with.
+const RETRY_MARGIN_MS = 50;
 
 function metadataText(metadata: grpc.Metadata, key: string): string | undefined {
   const value = metadata.get(key)[0];
@@ -91,6 +97,9 @@ export class NodeSession implements RegisteredSession {
   private work: Promise<void> = Promise.resolve();
   private queued = 0;
   private paused = false;
+  private configSync: ConfigSync | undefined;
+  private configCheckQueued = false;
+  private configRetryTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly call: ControlCall,
@@ -149,6 +158,19 @@ export class NodeSession implements RegisteredSession {
     this.call.emit('error', { code: status.code, details: status.details, metadata: new grpc.Metadata() });
   }
 
+  /**
+   * A config change was published (or may have been missed): push if the node is behind. Calls
+   * coalesce — one check waits in the queue at a time, and none while a push awaits its ack.
+   */
+  configChanged(): void {
+    if (!this.isLive || this.configCheckQueued || this.configSync?.wantsPush() !== true) return;
+    this.configCheckQueued = true;
+    this.enqueue(async () => {
+      this.configCheckQueued = false;
+      await this.pushConfig();
+    });
+  }
+
   /** Re-checks the credential after node events may have been missed (the listener reconnected). */
   recheck(): void {
     this.enqueue(async () => {
@@ -203,6 +225,7 @@ export class NodeSession implements RegisteredSession {
     this.state = 'ended';
     clearTimeout(this.helloTimer);
     clearInterval(this.rotationTimer);
+    clearTimeout(this.configRetryTimer);
     this.ctx.registry.unregister(this);
     if (wasLive) this.log.info('control session ended');
     this.ctx.onEnded(this);
@@ -264,6 +287,9 @@ export class NodeSession implements RegisteredSession {
       case 'credentialRotationAck':
         await this.onRotationAck(parsed.ack);
         return;
+      case 'configAck':
+        await this.onConfigAck(parsed.ack);
+        return;
       case 'unhandled':
         this.log.debug({ payload: parsed.payload }, 'ignoring a message this control plane does not handle yet');
         return;
@@ -311,10 +337,49 @@ export class NodeSession implements RegisteredSession {
         heartbeatIntervalMs: this.ctx.heartbeatIntervalMs,
       },
     });
-    this.log.info({ version: hello.version, protocolVersion: hello.protocolVersion, hostname: hello.hostname, arch: hello.arch }, 'node connected');
+    this.log.info({ version: hello.version, protocolVersion: hello.protocolVersion, hostname: hello.hostname, arch: hello.arch, appliedConfigVersion: hello.appliedConfigVersion }, 'node connected');
     this.rotationTimer = setInterval(() => this.enqueue(() => this.maybeRotate()), this.ctx.rotationCheckMs);
     this.rotationTimer.unref();
+    this.configSync = new ConfigSync(
+      auth.nodeId,
+      { ...this.ctx.config, pool: this.ctx.pool, clock: () => performance.now() },
+      this.log,
+      (message) => {
+        if (!this.isLive || this.call.cancelled || this.call.writableEnded) return false;
+        this.call.write(message);
+        return true;
+      },
+    );
+    this.configSync.startFrom(hello.appliedConfigVersion);
+    await this.pushConfig({ refresh: true });
     await this.maybeRotate();
+  }
+
+  // ---- config ----
+
+  /** Pushes the latest config when the node is behind; a failure is logged and retried later, never fatal. */
+  private async pushConfig(opts: { refresh?: boolean } = {}): Promise<void> {
+    const sync = this.configSync;
+    if (!this.isLive || sync === undefined) return;
+    try {
+      // On hello the notifications heard so far may not reach back far enough: ask the database.
+      if (opts.refresh === true) await this.ctx.config.publisher.latestVersion();
+      if (this.over) return;
+      await sync.push();
+    } catch (err) {
+      // The message names what is wrong (a broken row, a wrong ZENOVA_SECRET_ENC_KEY), never a secret.
+      this.log.error({ err }, 'could not build the config bundle for this node; retrying on the next change or later');
+      // The sync holds the failed version back for buildRetryMs; try again once that has passed.
+      clearTimeout(this.configRetryTimer);
+      this.configRetryTimer = setTimeout(() => this.configChanged(), this.ctx.config.buildRetryMs + RETRY_MARGIN_MS);
+      this.configRetryTimer.unref();
+    }
+  }
+
+  private async onConfigAck(ack: ValidConfigAck): Promise<void> {
+    const sync = this.configSync;
+    if (sync === undefined) return;
+    if (await sync.onAck(ack)) await this.pushConfig();
   }
 
   private async onHeartbeat(heartbeat: ValidHeartbeat): Promise<void> {
@@ -338,6 +403,8 @@ export class NodeSession implements RegisteredSession {
       return;
     }
     if (outcome.previousStage !== outcome.stage) this.log.info({ stage: outcome.stage }, 'node onboarding advanced');
+    // The safety net for a lost ack or a missed notification: heartbeats come every few seconds.
+    if (this.configSync?.wantsPush() === true) await this.pushConfig();
   }
 
   // ---- credential rotation ----

@@ -1,13 +1,14 @@
 /**
  * The nodes admin API (registered inside the /api/v1 admin scope): create, list, show, edit
- * network, delete, and issue install / reenroll / upgrade commands. Wizard fields are validated by
- * nodes/node-validation.ts so every rejection reads `field: rule`.
+ * network, edit settings (surfaces, spool), delete, and issue install / reenroll / upgrade
+ * commands. Wizard fields are validated by nodes/node-validation.ts so every rejection reads
+ * `field: rule`.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { zenovaError } from '../errors.js';
-import { createNode, deleteNode, editNodeNetwork, getNode, issueCommand } from '../nodes/node-admin.js';
+import { createNode, deleteNode, editNodeNetwork, editNodeSettings, getNode, issueCommand, nodeSettingsPatchSchema } from '../nodes/node-admin.js';
 import type { IssuedCommand } from '../nodes/node-admin.js';
 import { listLiveNodes } from '../nodes/node-repository.js';
 import { nodeCreateSchema, nodeNetworkPatchSchema, parseNodeInput } from '../nodes/node-validation.js';
@@ -78,6 +79,15 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
     const patch = parseNodeInput(nodeNetworkPatchSchema, request.body);
     const node = await editNodeNetwork(pool, request.params.name, patch);
     request.log.info({ node: node.name, fields: Object.keys(patch) }, 'node network edited');
+    return view(node);
+  });
+
+  app.patch('/nodes/:name/settings', {
+    schema: { params: nameParams, response: { 200: nodeViewSchema } },
+  }, async (request) => {
+    const patch = parseNodeInput(nodeSettingsPatchSchema, request.body);
+    const node = await editNodeSettings(pool, request.params.name, patch);
+    request.log.info({ node: node.name, fields: Object.keys(patch) }, 'node settings edited');
     return view(node);
   });
 

@@ -1,9 +1,12 @@
 /**
  * The admin operations on nodes, each in one transaction: create (with its first install command),
- * issue a command of a kind, edit the network fields, delete. Deleting revokes the node's
- * credentials, invalidates its tokens and tells every replica (NOTIFY node-deleted) — all or nothing.
+ * issue a command of a kind, edit the network fields, edit the settings nodes serve with (surfaces,
+ * spool), delete. Deleting revokes the node's credentials, invalidates its tokens and tells every
+ * replica (NOTIFY node-deleted) — all or nothing. Create, edits and delete record a config version.
  */
 import type pg from 'pg';
+import { z } from 'zod';
+import { recordConfigChange } from '../config/config-changes.js';
 import { zenovaError } from '../errors.js';
 import { revokeNodeCredentials } from './credentials.js';
 import { installCommand } from './install-command.js';
@@ -12,6 +15,7 @@ import type { InstallTokenKind } from './install-tokens.js';
 import { notifyNodeEvent } from './node-events.js';
 import { findLiveNodeByName, insertNode, markNodeDeleted, updateNodeNetwork } from './node-repository.js';
 import type { NodeRow } from './node-repository.js';
+import { SPOOL_FULL_POLICIES, SPOOL_QUOTA_GB, surfacesSchema } from './node-validation.js';
 import type { NodeCreateInput, NodeNetworkPatch } from './node-validation.js';
 import { withTransaction } from './with-transaction.js';
 import type { Queryable } from './with-transaction.js';
@@ -58,6 +62,7 @@ export async function createNode(
   return withTransaction(pool, async (client) => {
     const node = await insertNode(client, input, now);
     const install = await issueFor(client, node, 'install', installTokenTtlMs, now);
+    await recordConfigChange(client, { entity: 'node', entityId: node.id, action: 'create' });
     return { node, install };
   });
 }
@@ -78,11 +83,51 @@ export async function issueCommand(
 }
 
 export async function editNodeNetwork(pool: pg.Pool, name: string, patch: NodeNetworkPatch): Promise<NodeRow> {
-  const node = await findLiveNodeByName(pool, name);
-  if (!node) throw notFound(name);
-  const updated = await updateNodeNetwork(pool, node.id, patch);
-  if (!updated) throw notFound(name);
-  return updated;
+  return withTransaction(pool, async (client) => {
+    const node = await findLiveNodeByName(client, name, { forUpdate: true });
+    if (!node) throw notFound(name);
+    const updated = await updateNodeNetwork(client, node.id, patch);
+    if (!updated) throw notFound(name);
+    await recordConfigChange(client, { entity: 'node', entityId: node.id, action: 'update' });
+    return updated;
+  });
+}
+
+const spoolQuotaRule = `must be an integer from ${SPOOL_QUOTA_GB.min} to ${SPOOL_QUOTA_GB.max}`;
+
+/** Edit settings: the per-node part of the config bundle. Each field optional, at least one. */
+export const nodeSettingsPatchSchema = z.strictObject({
+  surfaces: surfacesSchema.optional(),
+  spoolQuotaGb: z.number({ error: () => spoolQuotaRule }).int({ error: () => spoolQuotaRule })
+    .min(SPOOL_QUOTA_GB.min, { error: () => spoolQuotaRule }).max(SPOOL_QUOTA_GB.max, { error: () => spoolQuotaRule }).optional(),
+  spoolFullPolicy: z.enum(SPOOL_FULL_POLICIES, { error: () => `must be one of ${SPOOL_FULL_POLICIES.join(', ')}` }).optional(),
+}, { error: (issue) => (issue.code === 'invalid_type' ? 'must be a JSON object' : undefined) })
+  .check((ctx) => {
+    if (ctx.value.surfaces === undefined && ctx.value.spoolQuotaGb === undefined && ctx.value.spoolFullPolicy === undefined) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must change at least one of surfaces, spoolQuotaGb, spoolFullPolicy' });
+    }
+  });
+
+export type NodeSettingsPatch = z.output<typeof nodeSettingsPatchSchema>;
+
+/** Applies the given settings (undefined = keep) and records a config version: nodes get them in their bundle. */
+export async function editNodeSettings(pool: pg.Pool, name: string, patch: NodeSettingsPatch): Promise<NodeRow> {
+  return withTransaction(pool, async (client) => {
+    const node = await findLiveNodeByName(client, name, { forUpdate: true });
+    if (!node) throw notFound(name);
+    await client.query(
+      `update nodes set surfaces = coalesce($2, surfaces),
+                        spool_quota_gb = coalesce($3, spool_quota_gb),
+                        spool_full_policy = coalesce($4, spool_full_policy)
+        where id = $1`,
+      [node.id, patch.surfaces ?? null, patch.spoolQuotaGb ?? null, patch.spoolFullPolicy ?? null],
+    );
+    await recordConfigChange(client, { entity: 'node', entityId: node.id, action: 'update' });
+    // Read after the change is recorded, so the view's config figures include it.
+    const updated = await findLiveNodeByName(client, name);
+    if (!updated) throw notFound(name);
+    return updated;
+  });
 }
 
 export async function deleteNode(pool: pg.Pool, name: string, now: Date = new Date()): Promise<NodeRow> {
@@ -93,6 +138,7 @@ export async function deleteNode(pool: pg.Pool, name: string, now: Date = new Da
     await invalidateNodeTokens(client, node.id, now);
     await revokeNodeCredentials(client, node.id, { notify: false, now });
     await notifyNodeEvent(client, { type: 'node-deleted', nodeId: node.id });
+    await recordConfigChange(client, { entity: 'node', entityId: node.id, action: 'delete' });
     return node;
   });
 }

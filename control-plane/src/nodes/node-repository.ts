@@ -36,6 +36,13 @@ export interface NodeRow {
   lastHeartbeatAt: Date | null;
   onboardingStage: OnboardingStage | null;
   figures: NodeFigures;
+  /** The newest config version this node acknowledged applying; null before its first. */
+  appliedConfigVersion: number | null;
+  configSyncedAt: Date | null;
+  /** The last refused push, as the gateway recorded it: {version, code, message, at}; cleared by the next applied one. */
+  configError: unknown;
+  /** The installation's newest config version when the row was read (read with it: one query per view). */
+  latestConfigVersion: number;
 }
 
 /** Facts a node reports when it enrolls. */
@@ -51,7 +58,9 @@ const COLUMNS = `
   ca_pem as "caPem", spool_quota_gb as "spoolQuotaGb", spool_full_policy as "spoolFullPolicy", replicas,
   created_at as "createdAt", deleted_at as "deletedAt", enrolled_at as "enrolledAt", hostname, arch, version,
   protocol_version as "protocolVersion", last_heartbeat_at as "lastHeartbeatAt",
-  onboarding_stage as "onboardingStage", figures`;
+  onboarding_stage as "onboardingStage", figures,
+  applied_config_version::float8 as "appliedConfigVersion", config_synced_at as "configSyncedAt", config_error as "configError",
+  coalesce((select max(version) from config_changes), 0)::float8 as "latestConfigVersion"`;
 
 const UNIQUE_VIOLATION = '23505';
 

@@ -1,7 +1,8 @@
 /**
  * What the admin API shows of a node (DESIGN §12): the wizard's fields, live status derived from
- * the last heartbeat, and the figures of that heartbeat. The zod schema is the response schema, so
- * nothing beyond it (a CA, internals) leaves by accident; `hasCa` says whether a CA is set.
+ * the last heartbeat, the figures of that heartbeat, and its config state from its config acks.
+ * The zod schema is the response schema, so nothing beyond it (a CA, internals) leaves by accident;
+ * `hasCa` says whether a CA is set.
  */
 import { z } from 'zod';
 import { SPOOL_FULL_POLICIES, SURFACES } from './node-validation.js';
@@ -9,6 +10,15 @@ import type { NodeRow } from './node-repository.js';
 
 export const NODE_STATUSES = ['pending', 'online', 'offline'] as const;
 export type NodeStatus = (typeof NODE_STATUSES)[number];
+
+export const configErrorSchema = z.object({
+  version: z.number(),
+  code: z.string(),
+  message: z.string(),
+  at: z.string(),
+});
+
+export type ConfigErrorView = z.infer<typeof configErrorSchema>;
 
 export const nodeViewSchema = z.object({
   id: z.string(),
@@ -25,7 +35,11 @@ export const nodeViewSchema = z.object({
   status: z.enum(NODE_STATUSES),
   version: z.string().nullable(),
   protocolVersion: z.number().nullable(),
+  /** Versions published since the one the node last acknowledged; null for a node never enrolled. */
   configVersionsBehind: z.number().nullable(),
+  appliedConfigVersion: z.number().nullable(),
+  /** Why the node refused its last push (it keeps serving its last good config); null once one applies. */
+  configError: configErrorSchema.nullable(),
   lastHeartbeatAt: z.string().nullable(),
   requests5m: z.number(),
   errorRate5m: z.number(),
@@ -52,6 +66,18 @@ export function errorRate(requests: number, errors: number): number {
   return Math.round((errors / requests) * 10_000) / 10_000;
 }
 
+/** The recorded refusal, or null when there is none or it is not in the shape the gateway writes. */
+function configErrorOf(value: unknown): ConfigErrorView | null {
+  const parsed = configErrorSchema.safeParse(value);
+  return parsed.success ? parsed.data : null;
+}
+
+/** max(0, latest − applied); null until the node has enrolled (there is nothing to be behind on). */
+export function configVersionsBehind(row: Pick<NodeRow, 'enrolledAt' | 'appliedConfigVersion' | 'latestConfigVersion'>): number | null {
+  if (row.enrolledAt === null && row.appliedConfigVersion === null) return null;
+  return Math.max(0, row.latestConfigVersion - (row.appliedConfigVersion ?? 0));
+}
+
 /** A figure as a finite non-negative number (heartbeats are the node's word; never trust the shape). */
 function figure(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
@@ -75,8 +101,9 @@ export function toNodeView(row: NodeRow, opts: { offlineAfterMs: number; now?: D
     status: nodeStatus(row.lastHeartbeatAt, opts.offlineAfterMs, now),
     version: row.version,
     protocolVersion: row.protocolVersion,
-    // Needs config versions, which arrive with the config issue.
-    configVersionsBehind: null,
+    configVersionsBehind: configVersionsBehind(row),
+    appliedConfigVersion: row.appliedConfigVersion,
+    configError: configErrorOf(row.configError),
     lastHeartbeatAt: row.lastHeartbeatAt?.toISOString() ?? null,
     requests5m,
     errorRate5m: errorRate(requests5m, figure(row.figures.errors5m)),

@@ -1,8 +1,9 @@
-// Caller API keys (the seed of full auth): the node holds only SHA-256 hashes and compares the
-// hash of the presented key against all of them in constant time.
-import { createHash, timingSafeEqual } from 'node:crypto';
+// Caller API keys: the node holds only SHA-256 hashes of keys. The presented key is hashed and
+// looked up in the request's config snapshot; what the key may do (status, expiry, account,
+// allowed models) decides the code a refused caller gets.
+import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ApiKeyConfig } from '../config/local-config.js';
+import type { RuntimeApiKey, RuntimeConfig } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 
 /** Longer "keys" are refused before hashing; no real key comes close. */
@@ -12,13 +13,9 @@ export interface AuthenticatedKey {
   /** The key's config id: safe to log, unlike the key. */
   id: string;
   name?: string;
-}
-
-export interface ApiKeyVerifier {
-  /** False when the config sets no `apiKeys`: the node is open (development). */
-  readonly required: boolean;
-  /** The matching key, `undefined` when keys are not required; throws ZN_ERR_API_KEY_* otherwise. */
-  verify(headers: IncomingHttpHeaders): AuthenticatedKey | undefined;
+  accountId: string | null;
+  /** null = every alias the node routes. */
+  allowedModels: ReadonlySet<string> | null;
 }
 
 /** The key from `Authorization: Bearer <key>`, else from `x-api-key`. */
@@ -34,24 +31,37 @@ export function presentedApiKey(headers: IncomingHttpHeaders): string | undefine
   return trimmed ? trimmed : undefined;
 }
 
-export function createApiKeyVerifier(keys: readonly ApiKeyConfig[] | undefined): ApiKeyVerifier {
-  if (keys === undefined) return { required: false, verify: () => undefined };
-  const stored = keys.map((k) => ({ key: { id: k.id, ...(k.name === undefined ? {} : { name: k.name }) }, hash: Buffer.from(k.sha256, 'hex') }));
+/**
+ * The config's entry for the caller's key, whatever its standing; `undefined` when the config
+ * requires no key (a local file without apiKeys). Throws ZN_ERR_API_KEY_MISSING / _INVALID.
+ */
+export function identifyCaller(config: RuntimeConfig, headers: IncomingHttpHeaders): RuntimeApiKey | undefined {
+  if (config.apiKeys === null) return undefined;
+  const presented = presentedApiKey(headers);
+  if (presented === undefined) throw zenovaError('ZN_ERR_API_KEY_MISSING');
+  if (presented.length > MAX_KEY_LENGTH) throw zenovaError('ZN_ERR_API_KEY_INVALID');
+  // A map lookup by the digest: timing can at most hint at digests of stored keys, which do not
+  // lead back to a key (SHA-256 preimages), so no constant-time scan over every key is needed.
+  const hash = createHash('sha256').update(presented, 'utf8').digest('hex');
+  const key = config.apiKeys.get(hash);
+  if (key === undefined) throw zenovaError('ZN_ERR_API_KEY_INVALID');
+  return key;
+}
+
+/** `key` if it may be used now; throws ZN_ERR_API_KEY_REVOKED / _EXPIRED / _INVALID or ZN_ERR_ACCOUNT_SUSPENDED. */
+export function checkKeyStanding(config: RuntimeConfig, key: RuntimeApiKey, now = Date.now()): AuthenticatedKey {
+  if (key.status === 'revoked') throw zenovaError('ZN_ERR_API_KEY_REVOKED');
+  if (key.expiresAtMs !== null && key.expiresAtMs <= now) throw zenovaError('ZN_ERR_API_KEY_EXPIRED');
+  if (key.accountId !== null) {
+    const account = config.accounts.get(key.accountId);
+    // A key whose account is gone (deleted) is no longer a key.
+    if (account === undefined) throw zenovaError('ZN_ERR_API_KEY_INVALID');
+    if (account.status === 'suspended') throw zenovaError('ZN_ERR_ACCOUNT_SUSPENDED');
+  }
   return {
-    required: true,
-    verify(headers) {
-      const presented = presentedApiKey(headers);
-      if (presented === undefined) throw zenovaError('ZN_ERR_API_KEY_MISSING');
-      if (presented.length > MAX_KEY_LENGTH) throw zenovaError('ZN_ERR_API_KEY_INVALID');
-      const hash = createHash('sha256').update(presented, 'utf8').digest();
-      // Compare against every stored hash, without stopping at a match, so timing says nothing
-      // about which (or whether an early) entry matched.
-      let found: AuthenticatedKey | undefined;
-      for (const entry of stored) {
-        if (timingSafeEqual(hash, entry.hash) && found === undefined) found = entry.key;
-      }
-      if (found === undefined) throw zenovaError('ZN_ERR_API_KEY_INVALID');
-      return found;
-    },
+    id: key.id,
+    ...(key.name === undefined ? {} : { name: key.name }),
+    accountId: key.accountId,
+    allowedModels: key.allowedModels,
   };
 }

@@ -18,17 +18,22 @@ Options:
 Run "zenova-node <command> --help" for a command's options.
 `;
 
-export const SERVE_USAGE = `Usage: zenova-node serve (--state-dir DIR [--config FILE] | --config FILE) [--listen HOST:PORT]
+export const SERVE_USAGE = `Usage: zenova-node serve (--state-dir DIR | --config FILE) [--listen HOST:PORT]
 
 Options:
-  --state-dir DIR       The enrolled node's state directory: the node connects to its control
-                        plane (outbound gRPC over TLS) and keeps serving callers when it cannot.
-                        Without --config it serves no models until the control plane sends config.
-  --config FILE         Local JSON config: upstreams, models, API key hashes, limits. Alone (no
-                        --state-dir) the node runs stand-alone, without a control plane.
+  --state-dir DIR       The enrolled node's state directory: the node serves the signed config its
+                        control plane pushes (cached in DIR/config, verified at every start), keeps
+                        its control link open (outbound gRPC over TLS) and keeps serving callers
+                        from the cached config when it cannot reach the control plane.
+  --config FILE         Local JSON config (upstreams, models, API key hashes, limits) for a
+                        stand-alone node without a control plane. Not with --state-dir: an enrolled
+                        node takes its config only from its control plane.
   --listen HOST:PORT    Address for callers (default ${DEFAULT_LISTEN}; port 0 picks a free port;
                         IPv6 as [::1]:7480)
   -h, --help            Show this help
+
+Endpoints besides the OpenAI API: GET /healthz (the process is up), GET /readyz (200 when a
+verified config is served, with its version and the control link's state; 503 with the reason).
 
 Environment (reconnect tuning; the defaults suit production):
   ZENOVA_NODE_RECONNECT_BASE_MS    first back-off step after a lost control session (default 1000)
@@ -60,8 +65,9 @@ Exit status: 0 enrolled, 1 enrollment failed, 2 bad command line.
 
 export const STATUS_USAGE = `Usage: zenova-node status --state-dir DIR [--json]
 
-Shows the node's identity, its control plane and gateway, and whether the running node is connected
-(or since when it is not, with the last error and what to do). Changes nothing.
+Shows the node's identity, its control plane and gateway, whether the running node is connected
+(or since when it is not, with the last error and what to do), and the config version it serves
+and when it was applied (or why it is not ready). Changes nothing.
 
 Options:
   --state-dir DIR   The node's state directory
@@ -155,6 +161,12 @@ function parseServe(argv: string[]): CliCommand {
   const configFile = text(values, 'config');
   const stateDir = text(values, 'state-dir');
   if (configFile === undefined && stateDir === undefined) throw new UsageError('serve needs --state-dir DIR or --config FILE', SERVE_USAGE);
+  if (configFile !== undefined && stateDir !== undefined) {
+    throw new UsageError(
+      '--config cannot be used with --state-dir: an enrolled node serves only the signed config its control plane pushes (configure it there); --config is for a stand-alone node',
+      SERVE_USAGE,
+    );
+  }
   return {
     kind: 'serve',
     ...(configFile !== undefined ? { configFile } : {}),

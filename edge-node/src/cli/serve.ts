@@ -1,10 +1,14 @@
-// `zenova-node serve`: load the config, listen, keep the control link up (when enrolled), and shut
-// down cleanly on SIGINT/SIGTERM.
+// `zenova-node serve`: load the config (a local file, or the verified bundle cache of an enrolled
+// node), listen, keep the control link up and apply pushed bundles (when enrolled), and shut down
+// cleanly on SIGINT/SIGTERM.
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { buildApp } from '../app.js';
-import { EMPTY_CONFIG, loadLocalConfig } from '../config/local-config.js';
-import type { LocalConfig } from '../config/local-config.js';
+import type { ConfigApplier } from '../config/apply-bundle.js';
+import { ConfigHolder } from '../config/config-holder.js';
+import { configStatus, loadEnrolledConfig } from '../config/enrolled-config.js';
+import { loadLocalConfig } from '../config/local-config.js';
+import { fromLocalConfig } from '../config/runtime-config.js';
 import { startConnectLoop } from '../control/connect-loop.js';
 import type { ConnectLoop } from '../control/connect-loop.js';
 import { reconnectSettingsFromEnv } from '../control/reconnect-settings.js';
@@ -22,8 +26,9 @@ import type { ListenAddress } from './args.js';
 export const SHUTDOWN_DEADLINE_MS = 10_000;
 
 export interface ServeOptions {
+  /** A local config file: a stand-alone node (no control plane). Exclusive with `stateDir`. */
   configFile?: string;
-  /** An enrolled state dir: the node also keeps its control link to the control plane. */
+  /** An enrolled state dir: config comes from the control plane (and its cache in the state dir). */
   stateDir?: string;
   listen: ListenAddress;
   logger: Logger;
@@ -64,15 +69,46 @@ async function openEnrolledState(stateDir: string): Promise<Enrolled> {
  * Serves until SIGINT/SIGTERM, then stops the control link, stops accepting, lets in-flight
  * requests finish until the deadline, cuts whatever is left, and resolves with the exit code. A bad
  * config file or state dir rejects (LocalConfigError, NotEnrolledError, StateFileError, …) before
- * anything listens.
+ * anything listens. An enrolled node serves from its verified cache at once, before any contact
+ * with the control plane.
  */
 export async function serve(opts: ServeOptions): Promise<number> {
-  const config: LocalConfig = opts.configFile !== undefined ? await loadLocalConfig(opts.configFile) : EMPTY_CONFIG;
+  if (opts.configFile !== undefined && opts.stateDir !== undefined) {
+    throw new Error('serve takes a config file or a state dir, not both');
+  }
   const enrolled = opts.stateDir !== undefined ? await openEnrolledState(opts.stateDir) : undefined;
   const reconnect = enrolled !== undefined ? reconnectSettingsFromEnv(opts.env ?? process.env) : undefined;
+  let holder: ConfigHolder;
+  let applier: ConfigApplier | undefined;
+  let maxBodyBytes: number | undefined;
+  if (enrolled !== undefined) {
+    ({ holder, applier } = await loadEnrolledConfig(enrolled.store.dir, enrolled.identity, opts.logger));
+  } else if (opts.configFile !== undefined) {
+    const config = fromLocalConfig(await loadLocalConfig(opts.configFile));
+    holder = ConfigHolder.ready(config);
+    maxBodyBytes = config.maxBodyBytes;
+  } else {
+    throw new Error('serve needs a config file or a state dir');
+  }
 
   const requestWindow = new RequestWindow();
-  const app = await buildApp({ config, logger: opts.logger, requestWindow });
+  const startedAt = new Date();
+  // Declared before the app so /readyz can read the link once it exists.
+  let loop: ConnectLoop | undefined;
+  const app = await buildApp({
+    holder,
+    logger: opts.logger,
+    requestWindow,
+    ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
+    ...(enrolled !== undefined
+      ? {
+          controlLink: () => {
+            const link = loop?.status();
+            return link === undefined ? { connected: false, since: startedAt } : { connected: link.state === 'connected', since: link.since };
+          },
+        }
+      : {}),
+  });
   try {
     await app.listen({ host: opts.listen.host, port: opts.listen.port });
   } catch (err) {
@@ -81,23 +117,45 @@ export async function serve(opts: ServeOptions): Promise<number> {
     return 1;
   }
   const { port } = app.server.address() as AddressInfo;
+  const served = holder.current();
   opts.logger.info(
-    { url: listenUrl(opts.listen.host, port), node: enrolled?.identity.nodeName ?? config.node?.name, controlPlane: enrolled !== undefined },
+    {
+      url: listenUrl(opts.listen.host, port),
+      node: enrolled?.identity.nodeName ?? (served.ready ? served.config.nodeName : null),
+      controlPlane: enrolled !== undefined,
+      ready: served.ready,
+      configVersion: served.ready ? served.config.version : null,
+    },
     'node-edge listening',
   );
 
   // Callers are served first; the control link comes up beside them and never blocks them.
-  let loop: ConnectLoop | undefined;
-  if (enrolled !== undefined && reconnect !== undefined) {
+  if (enrolled !== undefined && reconnect !== undefined && applier !== undefined) {
+    const configApplier = applier;
+    const configHolder = holder;
     loop = startConnectLoop({
       store: enrolled.store,
       logger: opts.logger,
       facts: { version: productVersion(), hostname: os.hostname(), arch: process.arch },
       figures: () => {
         const window = requestWindow.figures();
-        // Spool, backlog and config version arrive with their issues; until then they are zero.
-        return { requests5m: window.requests, errors5m: window.errors, spoolBytes: 0, backfillBacklog: 0, appliedConfigVersion: 0, ready: true };
+        // Spool and backlog arrive with their issues; until then they are zero.
+        return {
+          requests5m: window.requests,
+          errors5m: window.errors,
+          spoolBytes: 0,
+          backfillBacklog: 0,
+          appliedConfigVersion: configHolder.appliedVersion(),
+          ready: configHolder.current().ready,
+        };
       },
+      onConfigPush: async (push) => {
+        const outcome = await configApplier.apply(push);
+        // status follows; the ack need not wait for that file.
+        if (outcome.ok && outcome.changed) void loop?.configChanged();
+        return outcome.ok ? { ok: true } : { ok: false, code: outcome.code, message: outcome.message, retryable: outcome.retryable };
+      },
+      configStatus: () => configStatus(configHolder),
       reconnect: reconnect.reconnect,
       refusedRetryMs: reconnect.refusedRetryMs,
     });

@@ -1,6 +1,6 @@
-// The node's config, read from a local JSON file for now. Later a signed bundle from the control
-// plane replaces the file; everything else in the node only sees `LocalConfig`, so this module is
-// the one place that changes.
+// The local JSON config file of a stand-alone node (`serve --config`, no control plane). Enrolled
+// nodes take signed bundles instead; both become one RuntimeConfig (runtime-config.ts), which is
+// all the serving code sees.
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { describeIssues } from '../zod-issues.js';
@@ -85,12 +85,6 @@ export type LocalConfig = z.infer<typeof localConfigSchema>;
 export type UpstreamConfig = LocalConfig['upstreams'][number];
 export type ModelConfig = LocalConfig['models'][number];
 export type ApiKeyConfig = NonNullable<LocalConfig['apiKeys']>[number];
-
-/**
- * What an enrolled node serves before it has any config: no upstreams, models or keys, so every
- * model call is refused cleanly. Signed bundles from the control plane replace it (config issue).
- */
-export const EMPTY_CONFIG: LocalConfig = { upstreams: [], models: [], apiKeys: [] };
 
 /** A config that cannot be used; the message names the source and the first problem paths. */
 export class LocalConfigError extends Error {

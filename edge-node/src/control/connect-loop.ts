@@ -6,6 +6,7 @@
  * keeps serving callers. The link's state is kept in memory and mirrored to control-status.json.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { ConfigPush } from '../../../proto/src/index.js';
 import type { Logger } from '../logger.js';
 import { loadCredentials, storeRotatedCredential } from '../state/credential-store.js';
 import type { CredentialFile, StoredCredential } from '../state/credential-store.js';
@@ -14,10 +15,10 @@ import type { NodeIdentity } from '../state/identity.js';
 import type { StateStore } from '../state/state-store.js';
 import { Backoff } from './backoff.js';
 import { saveControlStatus } from './control-status.js';
-import type { ControlStatusRecord } from './control-status.js';
+import type { ConfigStatusRecord, ControlStatusRecord } from './control-status.js';
 import { FALLBACK_CODES, needsOperator, refusalAdvice } from './refusal-advice.js';
 import { runSession } from './session.js';
-import type { HeartbeatFigures, NodeFacts, SessionEnd } from './session.js';
+import type { ConfigPushResult, HeartbeatFigures, NodeFacts, SessionEnd } from './session.js';
 
 export const DEFAULT_RECONNECT_BASE_MS = 1_000;
 export const DEFAULT_RECONNECT_MAX_MS = 60_000;
@@ -48,6 +49,10 @@ export interface ConnectLoopOptions {
   logger: Logger;
   facts: NodeFacts;
   figures: () => HeartbeatFigures;
+  /** Applies a pushed config bundle (see SessionOptions.onConfigPush). */
+  onConfigPush?: (push: ConfigPush) => Promise<ConfigPushResult>;
+  /** The served config, mirrored into control-status.json for `status`. */
+  configStatus?: () => ConfigStatusRecord;
   reconnect?: { baseMs: number; maxMs: number };
   refusedRetryMs?: number;
   healthySessionMs?: number;
@@ -58,6 +63,8 @@ export interface ConnectLoopOptions {
 
 export interface ConnectLoop {
   status(): ControlLinkStatus;
+  /** Rewrites control-status.json after the served config changed; resolves once written. */
+  configChanged(): Promise<void>;
   /** Ends the session and the loop; resolves once the final status is written. */
   stop(): Promise<void>;
 }
@@ -102,6 +109,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
               ...(status.lastError.advice !== undefined ? { advice: status.lastError.advice } : {}),
             },
       sessionId: status.sessionId,
+      ...(opts.configStatus !== undefined ? { config: opts.configStatus() } : {}),
       pid: process.pid,
       serving,
       updatedAt: new Date().toISOString(),
@@ -163,6 +171,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         credential,
         facts: opts.facts,
         figures: opts.figures,
+        ...(opts.onConfigPush !== undefined ? { onConfigPush: opts.onConfigPush } : {}),
         logger,
         signal: abort.signal,
         ...(opts.helloTimeoutMs !== undefined ? { helloTimeoutMs: opts.helloTimeoutMs } : {}),
@@ -238,6 +247,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
 
   return {
     status: () => status,
+    configChanged: () => persist(),
     async stop() {
       abort.abort();
       await done;

@@ -1,6 +1,7 @@
 /**
- * control-status.json: what the serving node last knew about its control link, for `status` and
- * `doctor` (which run as separate processes). Written atomically whenever it changes.
+ * control-status.json: what the serving node last knew about its control link and the config it
+ * serves, for `status` and `doctor` (which run as separate processes). Written atomically whenever
+ * either changes.
  */
 import { z } from 'zod';
 import type { StateStore } from '../state/state-store.js';
@@ -8,6 +9,18 @@ import { StateFileError } from '../state/state-store.js';
 import { describeIssues } from '../zod-issues.js';
 
 export const CONTROL_STATUS_FILE = 'control-status.json';
+
+/** The config the serving node serves (or why none), for `status`. */
+export const configStatusSchema = z.object({
+  ready: z.boolean(),
+  /** The bundle version; null when not ready. */
+  version: z.number().int().min(0).nullable(),
+  appliedAt: z.iso.datetime({ offset: true }).nullable(),
+  /** Why the node is not ready; null when it is. */
+  notReadyReason: z.string().max(2000).nullable(),
+});
+
+export type ConfigStatusRecord = z.infer<typeof configStatusSchema>;
 
 export const controlStatusSchema = z.object({
   /** True while a session is established. */
@@ -23,6 +36,8 @@ export const controlStatusSchema = z.object({
     })
     .nullable(),
   sessionId: z.string().max(200).nullable(),
+  /** Absent in files written before config bundles existed. */
+  config: configStatusSchema.optional(),
   /** The serving process; `status` tells a stale file from a live one. */
   pid: z.number().int().positive(),
   /** False once the node stopped cleanly. */

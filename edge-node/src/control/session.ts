@@ -1,7 +1,8 @@
 /**
  * One control session: open NodeControl.Connect over TLS with the node's credential as metadata,
- * say hello, send heartbeats once welcomed, store rotated credentials before acknowledging them,
- * and report how the session ended. Reconnecting is not this module's business (connect-loop.ts).
+ * say hello (with the applied config version), send heartbeats once welcomed, store rotated
+ * credentials before acknowledging them, hand config pushes to the applier and acknowledge each
+ * with its outcome, and report how the session ended. Reconnecting is not this module's business (connect-loop.ts).
  */
 import * as grpc from '@grpc/grpc-js';
 import {
@@ -12,7 +13,7 @@ import {
   isCompatibleProtocol,
   refusalCodeOfStatusDetails,
 } from '../../../proto/src/index.js';
-import type { ControlMessage, CredentialRotation, NodeMessage } from '../../../proto/src/index.js';
+import type { ConfigPush, ControlMessage, CredentialRotation, NodeMessage } from '../../../proto/src/index.js';
 import type { Logger } from '../logger.js';
 import { oneLine } from '../one-line.js';
 import { storedCredentialSchema } from '../state/credential-store.js';
@@ -47,6 +48,9 @@ export interface NodeFacts {
   protocolVersion?: number;
 }
 
+/** How a config push went, for its ConfigAck. */
+export type ConfigPushResult = { ok: true } | { ok: false; code: string; message: string; retryable: boolean };
+
 export interface SessionInfo {
   sessionId: string;
   serverProtocolVersion: number;
@@ -66,6 +70,11 @@ export interface SessionOptions {
    * the file is durable: the acknowledgement is sent after it resolves, never before.
    */
   storeRotatedCredential: (next: StoredCredential, inUse: StoredCredential) => Promise<void>;
+  /**
+   * Verifies and applies a pushed bundle; resolves when it is applied (cached and swapped) or
+   * refused. Pushes are handed over one at a time, in arrival order. Without it, pushes are refused.
+   */
+  onConfigPush?: (push: ConfigPush) => Promise<ConfigPushResult>;
   onEstablished?: (info: SessionInfo) => void;
   logger: Logger;
   /** Aborting ends the session (reason 'stopped'). */
@@ -150,8 +159,9 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
     let heartbeatTimer: NodeJS.Timeout | undefined;
     // The credential the node would use next: the one it connected with, then each stored rotation.
     let held = opts.credential;
-    // Rotations are handled one at a time, in arrival order.
+    // Rotations are handled one at a time, in arrival order; so are config pushes.
     let rotations: Promise<void> = Promise.resolve();
+    let configPushes: Promise<void> = Promise.resolve();
     let finished = false;
 
     const endLocally = (reason: SessionEnd['reason'], code: string, message: string): void => {
@@ -208,6 +218,22 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
       });
     };
 
+    const onConfigPush = (push: ConfigPush): void => {
+      configPushes = configPushes.then(async () => {
+        let result: ConfigPushResult;
+        try {
+          result = opts.onConfigPush !== undefined
+            ? await opts.onConfigPush(push)
+            : { ok: false, code: 'CONFIG_APPLY_FAILED', message: 'this node does not take config pushes', retryable: false };
+        } catch (err) {
+          logger.error({ err: { message: (err as Error).message }, version: String(push.version) }, 'config push failed');
+          result = { ok: false, code: 'CONFIG_APPLY_FAILED', message: peerText(`the node failed to apply the bundle: ${(err as Error).message}`), retryable: true };
+        }
+        // The result is durable whether or not the session is still there to hear it.
+        send({ configAck: { version: push.version, ok: result.ok, error: result.ok ? undefined : { code: result.code, message: peerText(result.message), retryable: result.retryable } } });
+      });
+    };
+
     call.on('data', (message: ControlMessage) => {
       if (message.helloAck !== undefined) {
         const ack = message.helloAck;
@@ -242,8 +268,11 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
         refusal ??= { code: peerText(error?.code ?? '') || 'REFUSED', message: peerText(error?.message ?? '') };
       } else if (message.credentialRotation !== undefined) {
         onRotation(message.credentialRotation);
+      } else if (message.configPush !== undefined) {
+        if (established) onConfigPush(message.configPush);
+        else logger.warn({ version: String(message.configPush.version) }, 'ignored a config push that came before the hello was answered');
       } else {
-        // Config, leases, upgrades and record acks arrive with later issues.
+        // Leases, upgrades and record acks arrive with later issues.
         logger.debug({ payload: Object.keys(message) }, 'ignored a control message this node does not handle yet');
       }
     });
@@ -284,7 +313,8 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
         protocolVersion,
         hostname: opts.facts.hostname,
         arch: opts.facts.arch,
-        appliedConfigVersion: 0n,
+        // The control plane pushes the latest at once when this is behind.
+        appliedConfigVersion: int64(opts.figures().appliedConfigVersion),
       },
     });
   });

@@ -4,6 +4,8 @@
  */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import { BundleCache } from '../config/bundle-cache.js';
+import { fromBundle } from '../config/runtime-config.js';
 import { CONTROL_STATUS_FILE } from '../control/control-status.js';
 import { probeTcp, probeTls } from '../control/gateway-probe.js';
 import { CREDENTIAL_FILE, isExpired, loadCredentials } from '../state/credential-store.js';
@@ -11,6 +13,7 @@ import { IDENTITY_FILE, loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { openStateStore } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
+import { createLogger } from '../logger.js';
 import { explainTlsFailure } from '../tls/tls-failure.js';
 
 const PROBE_TIMEOUT_MS = 5_000;
@@ -85,7 +88,30 @@ export async function runDoctor(stateDir: string): Promise<DoctorCheck[]> {
     checks.push({ ok: false, label: 'credential', advice: `${(err as Error).message}; re-enroll with --reenroll` });
   }
 
+  if (identity !== undefined) checks.push(...(await checkConfigCache(store, identity)));
   if (identity !== undefined) checks.push(...(await checkGateway(identity)));
+  return checks;
+}
+
+/** The cache's modes and whether it holds a config the node would serve (verified as at start-up). */
+async function checkConfigCache(store: StateStore, identity: NodeIdentity): Promise<DoctorCheck[]> {
+  const cache = new BundleCache(store.dir);
+  const checks: DoctorCheck[] = [];
+  for (const [file, mode, what] of [[cache.dir, 0o700, 'config cache dir'], [cache.file('current'), 0o600, 'file'], [cache.file('previous'), 0o600, 'file']] as const) {
+    const check = await checkMode(file, mode, what, false);
+    if (check !== undefined) checks.push(check);
+  }
+  const trust = { nodeId: identity.nodeId, publicKeyPem: identity.configSigningPublicKeyPem };
+  const load = await cache.load(trust, fromBundle, createLogger({ level: 'silent' }));
+  for (const refusal of load.refusals) {
+    checks.push({
+      ok: false,
+      label: `config cache ${refusal.file} verifies`,
+      advice: `${refusal.code}: ${refusal.message}; the node will not serve it (it falls back to the previous good config, or stays not ready until the control plane pushes one)`,
+    });
+  }
+  if (load.loaded !== undefined) checks.push({ ok: true, label: `config cache: version ${load.loaded.entry.version} in ${load.loaded.file} verifies` });
+  else if (load.refusals.length === 0) checks.push({ ok: true, label: 'config cache: empty (the node waits for its first config from the control plane)' });
   return checks;
 }
 

@@ -1,14 +1,15 @@
 // The OpenAI-compatible caller surface: POST /v1/chat/completions (JSON and SSE) and GET /v1/models.
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiKeyVerifier } from '../auth/api-key-verifier.js';
+import { checkKeyStanding, identifyCaller } from '../auth/api-key-verifier.js';
+import type { AuthenticatedKey } from '../auth/api-key-verifier.js';
 import { isZenovaError, zenovaError } from '../errors.js';
-import type { ModelRouter } from '../routing/model-router.js';
+import { listRoutes, resolveRoute } from '../routing/model-router.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
 import { classifyUpstreamFailure, isAbort, upstreamStatusError } from '../upstream/upstream-failure.js';
 import type { UpstreamPool, UpstreamResponse } from '../upstream/upstream-pool.js';
 import { callerWantsStreamUsage, chatCompletionRequestSchema, upstreamChatBody } from './chat-completion-request.js';
-import './request-context.js';
+import { requestConfig } from './request-context.js';
 import { relaySse, sseErrorEvent } from './sse-relay.js';
 import { validateBody } from './validate-body.js';
 
@@ -18,36 +19,44 @@ const MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024;
 const MAX_UPSTREAM_ERROR_BYTES = 64 * 1024;
 
 export interface OpenAiRouteDeps {
-  router: ModelRouter;
   upstreams: UpstreamPool;
-  verifier: ApiKeyVerifier;
   /** `created` for the model list, in Unix seconds. */
   modelsCreatedAt: number;
 }
 
+/** The caller's key, as authenticated by the `authenticate` hook. */
+const callerKeys = new WeakMap<FastifyRequest, AuthenticatedKey>();
+
 export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiRouteDeps): void {
   // Runs before the body is read, so unauthenticated callers cannot make the node parse bodies.
+  // Everything after reads the request's own config snapshot, never the holder.
   const authenticate = async (request: FastifyRequest): Promise<void> => {
-    const key = deps.verifier.verify(request.headers);
-    if (key !== undefined) request.zenova.keyId = key.id;
+    const config = requestConfig(request);
+    const entry = identifyCaller(config, request.headers);
+    if (entry === undefined) return;
+    // Logged also when the key is then refused (revoked, expired, suspended account).
+    request.zenova.keyId = entry.id;
+    if (entry.accountId !== null) request.zenova.accountId = entry.accountId;
+    callerKeys.set(request, checkKeyStanding(config, entry));
   };
 
   const modelObject = (id: string) => ({ id, object: 'model', created: deps.modelsCreatedAt, owned_by: 'zenova' });
 
-  app.get('/v1/models', { onRequest: authenticate }, async () => ({
+  app.get('/v1/models', { onRequest: authenticate }, async (request) => ({
     object: 'list',
-    data: deps.router.list().map((m) => modelObject(m.id)),
+    data: listRoutes(requestConfig(request), callerKeys.get(request)).map((route) => modelObject(route.alias)),
   }));
 
   app.get<{ Params: { id: string } }>('/v1/models/:id', { onRequest: authenticate }, async (request) =>
-    modelObject(deps.router.resolve(request.params.id).id),
+    modelObject(resolveRoute(requestConfig(request), request.params.id, callerKeys.get(request)).alias),
   );
 
   app.post('/v1/chat/completions', { onRequest: authenticate }, async (request, reply) => {
     const chat = validateBody(chatCompletionRequestSchema, request.body);
-    const route = deps.router.resolve(chat.model);
+    const route = resolveRoute(requestConfig(request), chat.model, callerKeys.get(request));
+    const upstreamName = route.upstream.name;
     const stream = chat.stream === true;
-    Object.assign(request.zenova, { model: chat.model, upstream: route.upstream, stream });
+    Object.assign(request.zenova, { model: chat.model, upstream: upstreamName, stream });
 
     const abort = abortWhenCallerLeaves(reply);
     let upstreamResponse: UpstreamResponse;
@@ -58,6 +67,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiRouteDeps
         body: JSON.stringify(upstreamChatBody(chat, route.upstreamModel)),
         accept: stream ? 'text/event-stream' : 'application/json',
         requestId: request.id,
+        timeoutMs: route.timeoutMs,
         signal: abort.signal,
       });
     } catch (err) {
@@ -67,8 +77,8 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiRouteDeps
     const { statusCode, headers, body } = upstreamResponse;
 
     if (statusCode < 200 || statusCode >= 300) {
-      const errorBody = await readBodyBounded(body, MAX_UPSTREAM_ERROR_BYTES, route.upstream).then(parseJsonOrUndefined, () => undefined);
-      throw upstreamStatusError(route.upstream, statusCode, errorBody);
+      const errorBody = await readBodyBounded(body, MAX_UPSTREAM_ERROR_BYTES, upstreamName).then(parseJsonOrUndefined, () => undefined);
+      throw upstreamStatusError(upstreamName, statusCode, errorBody);
     }
 
     const contentType = String(headers['content-type'] ?? '');
@@ -80,7 +90,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiRouteDeps
           request.zenova.usage = usage;
         },
       });
-      const caller = Readable.from(endStreamOnFailure(relay, request, route.upstream, abort.signal, () => body.destroy()), { objectMode: false });
+      const caller = Readable.from(endStreamOnFailure(relay, request, upstreamName, abort.signal, () => body.destroy()), { objectMode: false });
       return reply
         .code(200)
         .header('content-type', 'text/event-stream; charset=utf-8')
@@ -92,14 +102,14 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiRouteDeps
 
     let bytes: Buffer;
     try {
-      bytes = await readBodyBounded(body, MAX_UPSTREAM_JSON_BYTES, route.upstream);
+      bytes = await readBodyBounded(body, MAX_UPSTREAM_JSON_BYTES, upstreamName);
     } catch (err) {
       if (isAbort(err, abort.signal)) return abandon(request, reply);
-      throw classifyUpstreamFailure(err, route.upstream);
+      throw classifyUpstreamFailure(err, upstreamName);
     }
     const answer = parseJsonOrUndefined(bytes);
     if (typeof answer !== 'object' || answer === null || Array.isArray(answer)) {
-      throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${route.upstream}" answered with a body that is not a JSON object.`);
+      throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstreamName}" answered with a body that is not a JSON object.`);
     }
     const completion = answer as Record<string, unknown>;
     if (typeof completion.model === 'string') completion.model = chat.model;

@@ -1,10 +1,16 @@
 // What the node learns about a request while serving it, for the one "request finished" log line
-// (and, later, metering and the spool record).
+// (and, later, metering and the spool record), plus the config snapshot the request is served on.
+import type { ConfigSnapshot } from '../config/config-holder.js';
+import type { RuntimeConfig } from '../config/runtime-config.js';
+import { zenovaError } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 
 export interface RequestContext {
   /** Config id of the caller's API key; never the key. */
   keyId?: string;
+  accountId?: string;
+  /** The bundle version the request was served on. */
+  configVersion?: number;
   /** The alias the caller asked for. */
   model?: string;
   upstream?: string;
@@ -16,5 +22,15 @@ export interface RequestContext {
 declare module 'fastify' {
   interface FastifyRequest {
     zenova: RequestContext;
+    /** Taken once when the request arrives; a config swap never changes it (config-holder.ts). */
+    configSnapshot: ConfigSnapshot;
   }
+}
+
+/** The request's config; ZN_ERR_NODE_NOT_READY (503) when the node had none when it arrived. */
+export function requestConfig(request: { configSnapshot: ConfigSnapshot; zenova: RequestContext }): RuntimeConfig {
+  const snapshot = request.configSnapshot;
+  if (!snapshot.ready) throw zenovaError('ZN_ERR_NODE_NOT_READY');
+  if (snapshot.config.version !== null) request.zenova.configVersion = snapshot.config.version;
+  return snapshot.config;
 }

@@ -1,26 +1,34 @@
-// Model alias → upstream and the upstream's own model name. Weighted targets and fallback come later.
-import type { ModelConfig } from '../config/local-config.js';
+// Model alias → upstream and the upstream's own model name, within the request's config snapshot
+// and what the caller's key may use. Weighted targets and fallback come with the request pipeline.
+import type { AuthenticatedKey } from '../auth/api-key-verifier.js';
+import type { RuntimeConfig, RuntimeRoute } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
-
-export interface ModelRouter {
-  /** The route for an alias; throws ZN_ERR_MODEL_NOT_FOUND for an alias this node does not serve. */
-  resolve(alias: string): ModelConfig;
-  list(): readonly ModelConfig[];
-}
 
 const MAX_ECHOED_ALIAS = 128;
 
-export function createModelRouter(models: readonly ModelConfig[]): ModelRouter {
-  const byAlias = new Map(models.map((m) => [m.id, m]));
-  return {
-    resolve(alias) {
-      const model = byAlias.get(alias);
-      if (model === undefined) {
-        const shown = alias.length > MAX_ECHOED_ALIAS ? `${alias.slice(0, MAX_ECHOED_ALIAS)}…` : alias;
-        throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${JSON.stringify(shown)} does not exist on this node.`);
-      }
-      return model;
-    },
-    list: () => models,
-  };
+function shown(alias: string): string {
+  return JSON.stringify(alias.length > MAX_ECHOED_ALIAS ? `${alias.slice(0, MAX_ECHOED_ALIAS)}…` : alias);
+}
+
+function mayUse(key: AuthenticatedKey | undefined, alias: string): boolean {
+  return key?.allowedModels == null || key.allowedModels.has(alias);
+}
+
+/**
+ * The route for `alias`. Throws ZN_ERR_MODEL_NOT_ALLOWED when the key may not use it (checked
+ * first, so a restricted key learns nothing about other aliases), ZN_ERR_MODEL_NOT_FOUND when the
+ * node does not serve it.
+ */
+export function resolveRoute(config: RuntimeConfig, alias: string, key: AuthenticatedKey | undefined): RuntimeRoute {
+  if (!mayUse(key, alias)) throw zenovaError('ZN_ERR_MODEL_NOT_ALLOWED', `This API key may not use the model ${shown(alias)}.`);
+  const route = config.routes.get(alias);
+  if (route !== undefined) return route;
+  const why = config.unservableRoutes.get(alias);
+  if (why !== undefined) throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shown(alias)} cannot be served by this node: ${why}.`);
+  throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shown(alias)} does not exist on this node.`);
+}
+
+/** The servable aliases the key may use, in config order. */
+export function listRoutes(config: RuntimeConfig, key: AuthenticatedKey | undefined): RuntimeRoute[] {
+  return [...config.routes.values()].filter((route) => mayUse(key, route.alias));
 }

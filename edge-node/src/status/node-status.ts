@@ -1,9 +1,9 @@
 /**
  * The node's status as `zenova-node status` reports it, read from the state dir only (the serving
- * process mirrors its control link into control-status.json).
+ * process mirrors its control link and the config it serves into control-status.json).
  */
 import { loadControlStatus } from '../control/control-status.js';
-import type { ControlStatusRecord } from '../control/control-status.js';
+import type { ConfigStatusRecord, ControlStatusRecord } from '../control/control-status.js';
 import { isExpired, loadCredentials } from '../state/credential-store.js';
 import { loadIdentity } from '../state/identity.js';
 import type { StateStore } from '../state/state-store.js';
@@ -23,9 +23,13 @@ export interface NodeStatusReport {
     /** Since when connected, or since when not; null when the node never ran. */
     since: string | null;
     sessionId: string | null;
+    /** Since when the running node has been without its control plane; null when connected or not running. */
+    disconnectedSince: string | null;
     lastError: ControlStatusRecord['lastError'];
     updatedAt: string | null;
   };
+  /** The config the node serves (as it last said; see control.running); null when it never said. */
+  config: ConfigStatusRecord | null;
 }
 
 /** Whether `pid` is a live process (EPERM: alive but someone else's). */
@@ -57,10 +61,22 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
       connected: running && control.connected,
       since: control?.since ?? null,
       sessionId: running && control.connected ? control.sessionId : null,
+      disconnectedSince: running && !control.connected ? control.since : null,
       lastError: control?.lastError ?? null,
       updatedAt: control?.updatedAt ?? null,
     },
+    config: control?.config ?? null,
   };
+}
+
+/** `3h 4m`, `5m 12s`, `42s`: how long since `iso`, for people. */
+export function formatElapsed(iso: string, now = Date.now()): string {
+  const seconds = Math.max(0, Math.floor((now - Date.parse(iso)) / 1000));
+  const [d, h, m, s] = [Math.floor(seconds / 86_400), Math.floor(seconds / 3600) % 24, Math.floor(seconds / 60) % 60, seconds % 60];
+  if (d > 0) return `${d}d ${h}h`;
+  if (h > 0) return `${h}h ${m}m`;
+  if (m > 0) return `${m}m ${s}s`;
+  return `${s}s`;
 }
 
 /** The report as aligned text lines for a terminal. */
@@ -88,8 +104,17 @@ export function formatNodeStatus(report: NodeStatusReport): string {
       'control link',
       control.connected
         ? `connected since ${control.since ?? '?'}${control.sessionId !== null ? ` (session ${control.sessionId})` : ''}`
-        : `not connected since ${control.since ?? '?'}`,
+        : `not connected since ${control.since ?? '?'}${control.since !== null ? ` (${formatElapsed(control.since)})` : ''}`,
     );
+  }
+  const { config } = report;
+  if (config !== null) {
+    const lastSeen = control.running ? '' : ' (when node-edge last ran)';
+    if (config.ready) {
+      row('config', `version ${config.version ?? '?'}${config.appliedAt !== null ? `, applied ${config.appliedAt}` : ''}${lastSeen}`);
+    } else {
+      row('config', `NOT READY: ${config.notReadyReason ?? 'no verified config'}${lastSeen}`);
+    }
   }
   if (control.lastError !== null) {
     row('last error', `${control.lastError.code} at ${control.lastError.at}: ${control.lastError.message}`);

@@ -1,9 +1,10 @@
-// One keep-alive undici Pool per upstream origin, shared by every upstream on that origin, with
-// the upstream's key injected on the way out. Failures come back as the node's error codes.
+// One keep-alive undici Pool per upstream origin, shared by every upstream on that origin and by
+// every config version, with the upstream's key injected on the way out. Each call names its
+// upstream as the request's config snapshot has it, so a config swap needs no new pool; pools of
+// origins the new config no longer uses are closed (after their in-flight calls finish).
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
-import { DEFAULT_UPSTREAM_TIMEOUT_MS } from '../config/local-config.js';
-import type { UpstreamConfig } from '../config/local-config.js';
+import type { RuntimeUpstream } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 import { classifyUpstreamFailure, isAbort } from './upstream-failure.js';
 
@@ -19,44 +20,41 @@ export interface UpstreamCall {
   body?: string;
   accept?: string;
   requestId: string;
+  /** Header and between-chunk timeout; the upstream's own when omitted. */
+  timeoutMs?: number;
   /** Aborts the call (the caller went away); the abort surfaces as the original abort error. */
   signal: AbortSignal;
 }
 
 export type UpstreamResponse = Dispatcher.ResponseData;
 
-interface Target {
-  config: UpstreamConfig;
-  pool: Pool;
-  basePath: string;
-  timeoutMs: number;
-}
-
 export class UpstreamPool {
-  private readonly targets = new Map<string, Target>();
   private readonly pools = new Map<string, Pool>();
   private closing: Promise<void> | undefined;
 
-  constructor(upstreams: readonly UpstreamConfig[]) {
-    for (const config of upstreams) {
-      const url = new URL(config.baseUrl);
-      const timeoutMs = config.timeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
-      let pool = this.pools.get(url.origin);
-      if (pool === undefined) {
-        pool = new Pool(url.origin, {
-          connections: MAX_CONNECTIONS_PER_ORIGIN,
-          keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-          // The first upstream on an origin sets the connect timeout; header/body timeouts are per call.
-          connect: { timeout: Math.min(timeoutMs, MAX_CONNECT_TIMEOUT_MS) },
-        });
-        this.pools.set(url.origin, pool);
-      }
-      this.targets.set(config.name, { config, pool, basePath: url.pathname.replace(/\/+$/, ''), timeoutMs });
-    }
+  private poolFor(upstream: RuntimeUpstream, origin: string): Pool {
+    const existing = this.pools.get(origin);
+    // A pool closed by a swap may still be asked for by a request on the old config: open anew.
+    if (existing !== undefined && !existing.closed && !existing.destroyed) return existing;
+    const pool = new Pool(origin, {
+      connections: MAX_CONNECTIONS_PER_ORIGIN,
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      // The first upstream on an origin sets the connect timeout; header/body timeouts are per call.
+      connect: { timeout: Math.min(upstream.timeoutMs, MAX_CONNECT_TIMEOUT_MS) },
+    });
+    this.pools.set(origin, pool);
+    return pool;
   }
 
-  has(name: string): boolean {
-    return this.targets.has(name);
+  /** Closes the pools of origins not in `upstreams` (a new config's); calls in flight on them finish. */
+  retainOnly(upstreams: Iterable<RuntimeUpstream>): void {
+    const keep = new Set<string>();
+    for (const upstream of upstreams) keep.add(new URL(upstream.baseUrl).origin);
+    for (const [origin, pool] of this.pools) {
+      if (keep.has(origin)) continue;
+      this.pools.delete(origin);
+      void pool.close().catch(() => undefined);
+    }
   }
 
   /**
@@ -64,9 +62,12 @@ export class UpstreamPool {
    * ZN_ERR_UPSTREAM_UNAVAILABLE / ZN_ERR_UPSTREAM_TIMEOUT, or with the abort error when
    * `signal` fired. Body read errors later are classified with `classifyUpstreamFailure`.
    */
-  async request(name: string, call: UpstreamCall): Promise<UpstreamResponse> {
-    const target = this.targets.get(name);
-    if (target === undefined) throw zenovaError('ZN_ERR_INTERNAL', `Unknown upstream "${name}".`);
+  async request(upstream: RuntimeUpstream, call: UpstreamCall): Promise<UpstreamResponse> {
+    if (this.closing !== undefined) throw zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', `Upstream "${upstream.name}" is not called: the node is stopping.`);
+    const url = new URL(upstream.baseUrl);
+    const pool = this.poolFor(upstream, url.origin);
+    const basePath = url.pathname.replace(/\/+$/, '');
+    const timeoutMs = call.timeoutMs ?? upstream.timeoutMs;
     const headers: Record<string, string> = {
       accept: call.accept ?? 'application/json',
       'user-agent': 'zenova-node',
@@ -74,21 +75,21 @@ export class UpstreamPool {
     };
     if (call.body !== undefined) headers['content-type'] = 'application/json';
     // Only the upstream's own key ever goes upstream; the caller's key stays here.
-    if (target.config.apiKey !== undefined) headers.authorization = `Bearer ${target.config.apiKey}`;
+    if (upstream.apiKey !== undefined) headers.authorization = `Bearer ${upstream.apiKey}`;
     try {
-      return await target.pool.request({
+      return await pool.request({
         method: call.method,
-        path: `${target.basePath}${call.path}`,
+        path: `${basePath}${call.path}`,
         headers,
         body: call.body ?? null,
         signal: call.signal,
-        headersTimeout: target.timeoutMs,
+        headersTimeout: timeoutMs,
         // Between two body chunks, so a long stream is fine while a stalled one is not.
-        bodyTimeout: target.timeoutMs,
+        bodyTimeout: timeoutMs,
       });
     } catch (err) {
       if (isAbort(err, call.signal)) throw err;
-      throw classifyUpstreamFailure(err, name);
+      throw classifyUpstreamFailure(err, upstream.name);
     }
   }
 

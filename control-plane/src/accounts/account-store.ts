@@ -1,0 +1,85 @@
+/**
+ * Accounts in PostgreSQL: create, list, find, patch status / rate-limit policy. A policy is named
+ * in the body and attached under a share lock (see policies/rate-limit-policy-store.ts); an
+ * unknown one is a 400 naming the field. Every write records a config version in its transaction.
+ */
+import type pg from 'pg';
+import { invalidField } from '../config/config-fields.js';
+import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
+import type { ConfigMutationResult } from '../config/config-store.js';
+import { zenovaError } from '../errors.js';
+import type { Queryable } from '../nodes/with-transaction.js';
+import { lockRateLimitPolicyByName } from '../policies/rate-limit-policy-store.js';
+import type { AccountCreateInput, AccountPatch } from './account-validation.js';
+import type { AccountRow } from './account-view.js';
+
+const SELECT = `select a.id, a.name, a.status, p.name as "rateLimitPolicy", a.created_at as "createdAt"
+  from accounts a left join rate_limit_policies p on p.id = a.rate_limit_policy_id`;
+
+function notFound(name: string): Error {
+  return zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named '${name}'.`);
+}
+
+/** The policy id for `rateLimitPolicy` (undefined = keep, null = none), or a 400 naming the field. */
+async function policyId(client: pg.PoolClient, name: string | null): Promise<string | null> {
+  if (name === null) return null;
+  const policy = await lockRateLimitPolicyByName(client, name);
+  if (!policy) throw invalidField('rateLimitPolicy', `no rate-limit policy named '${name}'`);
+  return policy.id;
+}
+
+async function selectById(db: Queryable, id: string): Promise<AccountRow> {
+  const { rows } = await db.query<AccountRow>(`${SELECT} where a.id = $1`, [id]);
+  return rows[0]!;
+}
+
+export async function createAccount(pool: pg.Pool, input: AccountCreateInput): Promise<ConfigMutationResult<AccountRow>> {
+  try {
+    return await withConfigChange(pool, async (client) => {
+      const rateLimitPolicyId = await policyId(client, input.rateLimitPolicy ?? null);
+      const { rows } = await client.query<{ id: string }>(
+        'insert into accounts (name, status, rate_limit_policy_id) values ($1, $2, $3) returning id',
+        [input.name, input.status, rateLimitPolicyId],
+      );
+      const account = await selectById(client, rows[0]!.id);
+      return { value: account, change: { entity: 'account', entityId: account.id, action: 'create' } };
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw zenovaError('ZN_ERR_CP_NAME_TAKEN', `name: an account named '${input.name}' already exists`);
+    throw err;
+  }
+}
+
+export async function listAccounts(db: Queryable): Promise<AccountRow[]> {
+  const { rows } = await db.query<AccountRow>(`${SELECT} where a.deleted_at is null order by a.name`);
+  return rows;
+}
+
+export async function getAccount(db: Queryable, name: string): Promise<AccountRow> {
+  const { rows } = await db.query<AccountRow>(`${SELECT} where a.name = $1 and a.deleted_at is null`, [name]);
+  if (!rows[0]) throw notFound(name);
+  return rows[0];
+}
+
+/** The live account's id, share-locked until the caller's transaction ends; undefined when none. */
+export async function lockAccountByName(client: pg.PoolClient, name: string): Promise<{ id: string } | undefined> {
+  const { rows } = await client.query<{ id: string }>('select id from accounts where name = $1 and deleted_at is null for share', [name]);
+  return rows[0];
+}
+
+export async function patchAccount(pool: pg.Pool, name: string, patch: AccountPatch): Promise<ConfigMutationResult<AccountRow>> {
+  return withConfigChange(pool, async (client) => {
+    const { rows } = await client.query<{ id: string }>('select id from accounts where name = $1 and deleted_at is null for update', [name]);
+    const id = rows[0]?.id;
+    if (id === undefined) throw notFound(name);
+    const rateLimitPolicyId = patch.rateLimitPolicy === undefined ? undefined : await policyId(client, patch.rateLimitPolicy);
+    await client.query(
+      `update accounts set status = coalesce($2, status),
+                           rate_limit_policy_id = case when $3::boolean then $4::uuid else rate_limit_policy_id end
+        where id = $1`,
+      [id, patch.status ?? null, rateLimitPolicyId !== undefined, rateLimitPolicyId ?? null],
+    );
+    const account = await selectById(client, id);
+    return { value: account, change: { entity: 'account', entityId: id, action: 'update' } };
+  });
+}

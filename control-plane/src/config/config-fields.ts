@@ -1,0 +1,65 @@
+/**
+ * Field rules shared by the config admin API (accounts, keys, upstreams, routes, policies, prices)
+ * and the parser that turns a zod failure into one 400 naming each field and its rule:
+ * `targets[0].upstream: no upstream named 'x'`. Rule messages never quote the submitted value
+ * (only names, where one is unknown or taken), so a rejected secret cannot come back in an error.
+ */
+import { z } from 'zod';
+import { zenovaError } from '../errors.js';
+
+/** Names of accounts, keys, upstreams, policies, and route aliases. */
+export const CONFIG_NAME_PATTERN = /^[A-Za-z0-9._:/-]{1,128}$/;
+export const CONFIG_NAME_RULE = 'must be 1 to 128 characters of letters, digits and . _ : / -';
+
+/** A string field: "is required" when absent, "must be a string" for another type. */
+export const text = (): z.ZodString =>
+  z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') });
+
+export const configNameSchema = text().regex(CONFIG_NAME_PATTERN, { error: () => CONFIG_NAME_RULE });
+
+/** An integer in [min, max]; floats, strings and out-of-range numbers all get the one rule. */
+export function integerIn(min: number, max: number): z.ZodNumber {
+  const rule = `must be an integer from ${min} to ${max}`;
+  return z.number({ error: () => rule }).int({ error: () => rule }).min(min, { error: () => rule }).max(max, { error: () => rule });
+}
+
+export function enumOf<const T extends readonly [string, ...string[]]>(values: T): z.ZodEnum<{ [K in T[number]]: K }> {
+  return z.enum(values, { error: () => `must be one of ${values.join(', ')}` });
+}
+
+/** A strict JSON object body; unknown fields are refused by name. */
+export function bodyObject<S extends z.core.$ZodLooseShape>(shape: S): z.ZodObject<S, z.core.$strict> {
+  return z.strictObject(shape, { error: (issue) => (issue.code === 'invalid_type' ? 'must be a JSON object' : undefined) });
+}
+
+/** `targets[0].upstream` for the path ['targets', 0, 'upstream']. */
+export function fieldPath(path: readonly PropertyKey[]): string {
+  return path.map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${String(part)}`)).join('');
+}
+
+const MAX_REPORTED_ISSUES = 5;
+
+/** "name: must be …; targets[0].weight: must be …" — each issue as `field: rule`. */
+export function describeConfigIssues(issues: readonly z.core.$ZodIssue[]): string {
+  const described = issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
+    const field = fieldPath(issue.path);
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => `${field === '' ? key : `${field}.${key}`}: unknown field`).join('; ');
+    }
+    return `${field === '' ? 'body' : field}: ${issue.message}`;
+  });
+  if (issues.length > MAX_REPORTED_ISSUES) described.push(`and ${issues.length - MAX_REPORTED_ISSUES} more`);
+  return described.join('; ');
+}
+
+/** Parses with `schema` or throws ZN_ERR_CP_INVALID_REQUEST naming each field and rule. */
+export function parseConfigInput<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const result = schema.safeParse(body);
+  if (!result.success) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeConfigIssues(result.error.issues));
+  return result.data;
+}
+
+/** A 400 for one field whose value is well-formed but refers to something that does not exist. */
+export function invalidField(field: string, rule: string): Error {
+  return zenovaError('ZN_ERR_CP_INVALID_REQUEST', `${field}: ${rule}`);
+}

@@ -1,0 +1,48 @@
+/**
+ * The API keys admin API (inside the /api/v1 admin scope): create (the secret is in this one
+ * answer and nowhere else), list, show, revoke. The view schema has no field for a secret or hash.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import type pg from 'pg';
+import { z } from 'zod';
+import { parseConfigInput } from '../config/config-fields.js';
+import { zenovaError } from '../errors.js';
+import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../keys/api-key-store.js';
+import { apiKeyCreateSchema, apiKeyListQuerySchema } from '../keys/api-key-validation.js';
+import { apiKeyViewSchema, toApiKeyView } from '../keys/api-key-view.js';
+import type { ZodTypeProvider } from './zod-schemas.js';
+
+const idParams = z.object({ id: z.string().min(1).max(64) });
+
+export const apiKeysRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  // Fail closed if this plugin is ever mounted outside the admin scope.
+  app.addHook('preHandler', async (request) => {
+    if (!request.principal) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED');
+  });
+
+  app.post('/api-keys', {
+    schema: { response: { 201: z.object({ apiKey: apiKeyViewSchema, secret: z.string(), configVersion: z.number() }) } },
+  }, async (request, reply) => {
+    const input = parseConfigInput(apiKeyCreateSchema, request.body);
+    const { value, configVersion } = await createApiKey(pool, input);
+    request.log.info({ apiKeyId: value.apiKey.id, account: value.apiKey.account, prefix: value.apiKey.prefix, configVersion }, 'API key created');
+    return reply.status(201).send({ apiKey: toApiKeyView(value.apiKey), secret: value.secret, configVersion });
+  });
+
+  app.get('/api-keys', {
+    schema: { querystring: apiKeyListQuerySchema, response: { 200: z.object({ apiKeys: z.array(apiKeyViewSchema) }) } },
+  }, async (request) => ({ apiKeys: (await listApiKeys(pool, { account: request.query.account })).map(toApiKeyView) }));
+
+  app.get('/api-keys/:id', {
+    schema: { params: idParams, response: { 200: apiKeyViewSchema } },
+  }, async (request) => toApiKeyView(await getApiKey(pool, request.params.id)));
+
+  app.post('/api-keys/:id/revoke', {
+    schema: { params: idParams, response: { 200: z.object({ apiKey: apiKeyViewSchema, configVersion: z.number() }) } },
+  }, async (request) => {
+    const { value, configVersion } = await revokeApiKey(pool, request.params.id);
+    request.log.info({ apiKeyId: value.id, account: value.account, configVersion }, 'API key revoked');
+    return { apiKey: toApiKeyView(value), configVersion };
+  });
+};

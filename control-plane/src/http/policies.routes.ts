@@ -1,0 +1,66 @@
+/** The rate-limit and guardrail policies admin API (inside the /api/v1 admin scope): create, list, delete. */
+import type { FastifyPluginAsync } from 'fastify';
+import type pg from 'pg';
+import { z } from 'zod';
+import { parseConfigInput } from '../config/config-fields.js';
+import { zenovaError } from '../errors.js';
+import { createGuardrailPolicy, deleteGuardrailPolicy, listGuardrailPolicies } from '../policies/guardrail-policy-store.js';
+import { guardrailPolicyCreateSchema } from '../policies/guardrail-policy-validation.js';
+import { guardrailPolicyViewSchema, toGuardrailPolicyView } from '../policies/guardrail-policy-view.js';
+import { createRateLimitPolicy, deleteRateLimitPolicy, listRateLimitPolicies } from '../policies/rate-limit-policy-store.js';
+import { rateLimitPolicyCreateSchema } from '../policies/rate-limit-policy-validation.js';
+import { rateLimitPolicyViewSchema, toRateLimitPolicyView } from '../policies/rate-limit-policy-view.js';
+import type { ZodTypeProvider } from './zod-schemas.js';
+
+const nameParams = z.object({ name: z.string().min(1).max(256) });
+const deletedReply = z.object({ deleted: z.string(), configVersion: z.number() });
+
+export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  // Fail closed if this plugin is ever mounted outside the admin scope.
+  app.addHook('preHandler', async (request) => {
+    if (!request.principal) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED');
+  });
+
+  app.post('/rate-limit-policies', {
+    schema: { response: { 201: z.object({ policy: rateLimitPolicyViewSchema, configVersion: z.number() }) } },
+  }, async (request, reply) => {
+    const input = parseConfigInput(rateLimitPolicyCreateSchema, request.body);
+    const { value, configVersion } = await createRateLimitPolicy(pool, input);
+    request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'rate-limit policy created');
+    return reply.status(201).send({ policy: toRateLimitPolicyView(value), configVersion });
+  });
+
+  app.get('/rate-limit-policies', {
+    schema: { response: { 200: z.object({ policies: z.array(rateLimitPolicyViewSchema) }) } },
+  }, async () => ({ policies: (await listRateLimitPolicies(pool)).map(toRateLimitPolicyView) }));
+
+  app.delete('/rate-limit-policies/:name', {
+    schema: { params: nameParams, response: { 200: deletedReply } },
+  }, async (request) => {
+    const { value, configVersion } = await deleteRateLimitPolicy(pool, request.params.name);
+    request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'rate-limit policy deleted');
+    return { deleted: value.name, configVersion };
+  });
+
+  app.post('/guardrail-policies', {
+    schema: { response: { 201: z.object({ policy: guardrailPolicyViewSchema, configVersion: z.number() }) } },
+  }, async (request, reply) => {
+    const input = parseConfigInput(guardrailPolicyCreateSchema, request.body);
+    const { value, configVersion } = await createGuardrailPolicy(pool, input);
+    request.log.info({ policy: value.name, policyId: value.id, rules: value.rules.length, configVersion }, 'guardrail policy created');
+    return reply.status(201).send({ policy: toGuardrailPolicyView(value), configVersion });
+  });
+
+  app.get('/guardrail-policies', {
+    schema: { response: { 200: z.object({ policies: z.array(guardrailPolicyViewSchema) }) } },
+  }, async () => ({ policies: (await listGuardrailPolicies(pool)).map(toGuardrailPolicyView) }));
+
+  app.delete('/guardrail-policies/:name', {
+    schema: { params: nameParams, response: { 200: deletedReply } },
+  }, async (request) => {
+    const { value, configVersion } = await deleteGuardrailPolicy(pool, request.params.name);
+    request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'guardrail policy deleted');
+    return { deleted: value.name, configVersion };
+  });
+};

@@ -1,0 +1,43 @@
+/** The prices admin API (inside the /api/v1 admin scope): set, list, delete a model alias's price. */
+import type { FastifyPluginAsync } from 'fastify';
+import type pg from 'pg';
+import { z } from 'zod';
+import { invalidField, parseConfigInput, CONFIG_NAME_PATTERN, CONFIG_NAME_RULE } from '../config/config-fields.js';
+import { zenovaError } from '../errors.js';
+import { deletePrice, listPrices, setPrice } from '../prices/price-store.js';
+import { pricePutSchema } from '../prices/price-validation.js';
+import { priceViewSchema, toPriceView } from '../prices/price-view.js';
+import type { ZodTypeProvider } from './zod-schemas.js';
+
+const modelParams = z.object({ model: z.string().min(1).max(256) });
+
+export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  // Fail closed if this plugin is ever mounted outside the admin scope.
+  app.addHook('preHandler', async (request) => {
+    if (!request.principal) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED');
+  });
+
+  app.put('/prices/:model', {
+    schema: { params: modelParams, response: { 200: z.object({ price: priceViewSchema, configVersion: z.number() }) } },
+  }, async (request) => {
+    // The path names the model alias, so its rule is reported as the field `model`.
+    if (!CONFIG_NAME_PATTERN.test(request.params.model)) throw invalidField('model', CONFIG_NAME_RULE);
+    const input = parseConfigInput(pricePutSchema, request.body);
+    const { value, configVersion } = await setPrice(pool, request.params.model, input);
+    request.log.info({ model: value.model, configVersion }, 'price set');
+    return { price: toPriceView(value), configVersion };
+  });
+
+  app.get('/prices', {
+    schema: { response: { 200: z.object({ prices: z.array(priceViewSchema) }) } },
+  }, async () => ({ prices: (await listPrices(pool)).map(toPriceView) }));
+
+  app.delete('/prices/:model', {
+    schema: { params: modelParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
+  }, async (request) => {
+    const { value, configVersion } = await deletePrice(pool, request.params.model);
+    request.log.info({ model: value.model, configVersion }, 'price deleted');
+    return { deleted: value.model, configVersion };
+  });
+};

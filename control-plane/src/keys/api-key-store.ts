@@ -1,0 +1,100 @@
+/**
+ * API keys in PostgreSQL: create (the secret is generated here and returned once; only its hash is
+ * stored), list, find, revoke. The account and policies are named in the body and looked up under
+ * share locks; an unknown one is a 400 naming the field. Every write records a config version.
+ */
+import type pg from 'pg';
+import { lockAccountByName } from '../accounts/account-store.js';
+import { invalidField } from '../config/config-fields.js';
+import { withConfigChange } from '../config/config-store.js';
+import type { ConfigMutationResult } from '../config/config-store.js';
+import { zenovaError } from '../errors.js';
+import type { Queryable } from '../nodes/with-transaction.js';
+import { lockGuardrailPolicyByName } from '../policies/guardrail-policy-store.js';
+import { lockRateLimitPolicyByName } from '../policies/rate-limit-policy-store.js';
+import { generateApiKeySecret } from './api-key-secret.js';
+import { isApiKeyId } from './api-key-validation.js';
+import type { ApiKeyCreateInput } from './api-key-validation.js';
+import type { ApiKeyRow } from './api-key-view.js';
+
+const SELECT = `select k.id, a.name as account, k.name, k.key_prefix as prefix, k.allowed_models as "allowedModels",
+    k.expires_at as "expiresAt", k.status, r.name as "rateLimitPolicy", g.name as "guardrailPolicy",
+    k.created_at as "createdAt", k.revoked_at as "revokedAt"
+  from api_keys k
+  join accounts a on a.id = k.account_id
+  left join rate_limit_policies r on r.id = k.rate_limit_policy_id
+  left join guardrail_policies g on g.id = k.guardrail_policy_id`;
+
+function notFound(id: string): Error {
+  // The id is echoed only when it has the shape of one: a path may carry anything.
+  return zenovaError('ZN_ERR_CP_API_KEY_NOT_FOUND', isApiKeyId(id) ? `No API key with id '${id}'.` : undefined);
+}
+
+async function selectById(db: Queryable, id: string): Promise<ApiKeyRow | undefined> {
+  const { rows } = await db.query<ApiKeyRow>(`${SELECT} where k.id = $1`, [id]);
+  return rows[0];
+}
+
+export async function createApiKey(
+  pool: pg.Pool, input: ApiKeyCreateInput,
+): Promise<ConfigMutationResult<{ apiKey: ApiKeyRow; secret: string }>> {
+  return withConfigChange(pool, async (client) => {
+    const account = await lockAccountByName(client, input.account);
+    if (!account) throw invalidField('account', `no account named '${input.account}'`);
+    let rateLimitPolicyId: string | null = null;
+    if (input.rateLimitPolicy != null) {
+      const policy = await lockRateLimitPolicyByName(client, input.rateLimitPolicy);
+      if (!policy) throw invalidField('rateLimitPolicy', `no rate-limit policy named '${input.rateLimitPolicy}'`);
+      rateLimitPolicyId = policy.id;
+    }
+    let guardrailPolicyId: string | null = null;
+    if (input.guardrailPolicy != null) {
+      const policy = await lockGuardrailPolicyByName(client, input.guardrailPolicy);
+      if (!policy) throw invalidField('guardrailPolicy', `no guardrail policy named '${input.guardrailPolicy}'`);
+      guardrailPolicyId = policy.id;
+    }
+    const generated = generateApiKeySecret();
+    const { rows } = await client.query<{ id: string }>(
+      `insert into api_keys (account_id, name, key_hash, key_prefix, allowed_models, expires_at, rate_limit_policy_id, guardrail_policy_id)
+       values ($1, $2, $3, $4, $5, $6, $7, $8) returning id`,
+      [account.id, input.name, generated.hash, generated.prefix, input.allowedModels ?? null, input.expiresAt ?? null,
+        rateLimitPolicyId, guardrailPolicyId],
+    );
+    const apiKey = (await selectById(client, rows[0]!.id))!;
+    return { value: { apiKey, secret: generated.secret }, change: { entity: 'api-key', entityId: apiKey.id, action: 'create' } };
+  });
+}
+
+/** Every key (active and revoked), newest first; only the named live account's when `account` is given. */
+export async function listApiKeys(db: Queryable, filter: { account?: string | undefined } = {}): Promise<ApiKeyRow[]> {
+  if (filter.account === undefined) {
+    const { rows } = await db.query<ApiKeyRow>(`${SELECT} where a.deleted_at is null order by k.created_at desc, k.id`);
+    return rows;
+  }
+  const { rows: accounts } = await db.query('select 1 from accounts where name = $1 and deleted_at is null', [filter.account]);
+  if (accounts.length === 0) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named '${filter.account}'.`);
+  const { rows } = await db.query<ApiKeyRow>(
+    `${SELECT} where a.name = $1 and a.deleted_at is null order by k.created_at desc, k.id`,
+    [filter.account],
+  );
+  return rows;
+}
+
+export async function getApiKey(db: Queryable, id: string): Promise<ApiKeyRow> {
+  const key = isApiKeyId(id) ? await selectById(db, id) : undefined;
+  if (!key) throw notFound(id);
+  return key;
+}
+
+/** Revokes the key; revoking a revoked key changes nothing and records no version. */
+export async function revokeApiKey(pool: pg.Pool, id: string): Promise<ConfigMutationResult<ApiKeyRow>> {
+  if (!isApiKeyId(id)) throw notFound(id);
+  return withConfigChange(pool, async (client) => {
+    const { rows } = await client.query<{ status: string }>('select status from api_keys where id = $1 for update', [id]);
+    const current = rows[0];
+    if (!current) throw notFound(id);
+    if (current.status === 'revoked') return { value: (await selectById(client, id))!, change: null };
+    await client.query(`update api_keys set status = 'revoked', revoked_at = now() where id = $1`, [id]);
+    return { value: (await selectById(client, id))!, change: { entity: 'api-key', entityId: id, action: 'revoke' } };
+  });
+}

@@ -1,0 +1,39 @@
+/** The API key create body and the list filter. */
+import { z } from 'zod';
+import { bodyObject, configNameSchema } from '../config/config-fields.js';
+
+export const MAX_ALLOWED_MODELS = 1000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export const allowedModelsSchema = z.array(configNameSchema, { error: () => 'must be an array of model aliases, or null for all' })
+  .max(MAX_ALLOWED_MODELS, { error: () => `must list at most ${MAX_ALLOWED_MODELS} aliases` })
+  .check((ctx) => {
+    if (new Set(ctx.value).size !== ctx.value.length) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must not list an alias twice' });
+    }
+  });
+
+const expiresAtSchema = z.iso.datetime({ offset: true, error: () => 'must be an ISO 8601 date-time with a time zone, e.g. 2027-01-01T00:00:00Z' })
+  .transform((value) => new Date(value))
+  .check((ctx) => {
+    if (ctx.value.getTime() <= Date.now()) ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must be in the future' });
+  });
+
+export const apiKeyCreateSchema = bodyObject({
+  /** The account's name. */
+  account: configNameSchema,
+  name: configNameSchema,
+  /** Null or absent: every alias. */
+  allowedModels: allowedModelsSchema.nullable().optional(),
+  expiresAt: expiresAtSchema.nullable().optional(),
+  rateLimitPolicy: configNameSchema.nullable().optional(),
+  guardrailPolicy: configNameSchema.nullable().optional(),
+});
+
+export type ApiKeyCreateInput = z.output<typeof apiKeyCreateSchema>;
+
+export const apiKeyListQuerySchema = z.object({ account: configNameSchema.optional() });
+
+export function isApiKeyId(value: string): boolean {
+  return UUID.test(value);
+}

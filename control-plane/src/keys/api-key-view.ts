@@ -1,0 +1,55 @@
+/**
+ * What the admin API shows of an API key. The zod schema is the response schema, so neither the
+ * hash nor anything else beyond it can leave by accident; the secret is returned only by create.
+ */
+import { z } from 'zod';
+
+export const API_KEY_STATUSES = ['active', 'revoked'] as const;
+export type ApiKeyStatus = (typeof API_KEY_STATUSES)[number];
+
+export const apiKeyViewSchema = z.object({
+  id: z.string(),
+  account: z.string(),
+  name: z.string(),
+  prefix: z.string(),
+  allowedModels: z.array(z.string()).nullable(),
+  expiresAt: z.string().nullable(),
+  status: z.enum(API_KEY_STATUSES),
+  rateLimitPolicy: z.string().nullable(),
+  guardrailPolicy: z.string().nullable(),
+  createdAt: z.string(),
+  revokedAt: z.string().nullable(),
+});
+
+export type ApiKeyView = z.infer<typeof apiKeyViewSchema>;
+
+export interface ApiKeyRow {
+  id: string;
+  /** The account's name. */
+  account: string;
+  name: string;
+  prefix: string;
+  allowedModels: string[] | null;
+  expiresAt: Date | null;
+  status: ApiKeyStatus;
+  rateLimitPolicy: string | null;
+  guardrailPolicy: string | null;
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+export function toApiKeyView(row: ApiKeyRow): ApiKeyView {
+  return {
+    id: row.id,
+    account: row.account,
+    name: row.name,
+    prefix: row.prefix,
+    allowedModels: row.allowedModels,
+    expiresAt: row.expiresAt?.toISOString() ?? null,
+    status: row.status,
+    rateLimitPolicy: row.rateLimitPolicy,
+    guardrailPolicy: row.guardrailPolicy,
+    createdAt: row.createdAt.toISOString(),
+    revokedAt: row.revokedAt?.toISOString() ?? null,
+  };
+}

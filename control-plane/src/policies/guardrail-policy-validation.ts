@@ -1,0 +1,63 @@
+/**
+ * The guardrail policy body: a name and its rules, in the bundle's rule shape
+ * (proto/src/config-bundle.ts) with the cross-field rules the bundle schema leaves to us: a regex
+ * rule needs a pattern that compiles, a keywords rule needs its keywords, and neither carries the
+ * other's field.
+ */
+import { z } from 'zod';
+import { bodyObject, configNameSchema, enumOf, text } from '../config/config-fields.js';
+
+export const GUARDRAIL_DETECTORS = ['regex', 'keywords', 'email', 'phone', 'prc-resident-id', 'bank-card', 'secret'] as const;
+export const GUARDRAIL_ACTIONS = ['block', 'mask', 'flag'] as const;
+export const GUARDRAIL_DIRECTIONS = ['input', 'output', 'both'] as const;
+export const MAX_GUARDRAIL_RULES = 200;
+const MAX_PATTERN_CHARS = 4096;
+const MAX_KEYWORDS = 10_000;
+const MAX_KEYWORD_CHARS = 256;
+
+function compiles(pattern: string): boolean {
+  try {
+    // The u flag is the stricter grammar: a pattern valid with it is valid for every node.
+    new RegExp(pattern, 'u');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const ruleSchema = z.strictObject({
+  detector: enumOf(GUARDRAIL_DETECTORS),
+  pattern: text().min(1, { error: () => 'must not be empty' })
+    .max(MAX_PATTERN_CHARS, { error: () => `must be at most ${MAX_PATTERN_CHARS} characters` }).optional(),
+  keywords: z.array(
+    text().min(1, { error: () => 'must not be empty' }).max(MAX_KEYWORD_CHARS, { error: () => `must be at most ${MAX_KEYWORD_CHARS} characters` }),
+    { error: () => 'must be an array of strings' },
+  ).min(1, { error: () => 'must list at least one keyword' }).max(MAX_KEYWORDS, { error: () => `must list at most ${MAX_KEYWORDS} keywords` }).optional(),
+  action: enumOf(GUARDRAIL_ACTIONS),
+  on: enumOf(GUARDRAIL_DIRECTIONS),
+}, { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object' : undefined) }).check((ctx) => {
+  const rule = ctx.value;
+  const issue = (path: string, message: string): void => {
+    ctx.issues.push({ code: 'custom', input: rule, path: [path], message });
+  };
+  if (rule.detector === 'regex') {
+    if (rule.pattern === undefined) issue('pattern', 'is required for the regex detector');
+    else if (!compiles(rule.pattern)) issue('pattern', 'must be a valid JavaScript regular expression (u flag)');
+  } else if (rule.pattern !== undefined) {
+    issue('pattern', 'is only for the regex detector');
+  }
+  if (rule.detector === 'keywords') {
+    if (rule.keywords === undefined) issue('keywords', 'is required for the keywords detector');
+  } else if (rule.keywords !== undefined) {
+    issue('keywords', 'is only for the keywords detector');
+  }
+});
+
+export const guardrailPolicyCreateSchema = bodyObject({
+  name: configNameSchema,
+  rules: z.array(ruleSchema, { error: (issue) => (issue.input === undefined ? 'is required' : 'must be an array') })
+    .max(MAX_GUARDRAIL_RULES, { error: () => `must hold at most ${MAX_GUARDRAIL_RULES} rules` }),
+});
+
+export type GuardrailPolicyInput = z.output<typeof guardrailPolicyCreateSchema>;
+export type GuardrailRule = GuardrailPolicyInput['rules'][number];

@@ -1,0 +1,75 @@
+/**
+ * Rate-limit policies in PostgreSQL: create, list, delete (refused while a live account or an
+ * active key uses the policy), and the locked look-up accounts and keys use to attach one.
+ * Every write records a config version in its transaction.
+ */
+import type pg from 'pg';
+import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
+import type { ConfigMutationResult } from '../config/config-store.js';
+import { zenovaError } from '../errors.js';
+import type { Queryable } from '../nodes/with-transaction.js';
+import type { RateLimitPolicyInput } from './rate-limit-policy-validation.js';
+import type { RateLimitPolicyRow } from './rate-limit-policy-view.js';
+
+const COLUMNS = `id, name, requests_per_minute as "requestsPerMinute", tokens_per_minute::text as "tokensPerMinute",
+  concurrent_requests as "concurrentRequests", created_at as "createdAt"`;
+
+export async function createRateLimitPolicy(pool: pg.Pool, input: RateLimitPolicyInput): Promise<ConfigMutationResult<RateLimitPolicyRow>> {
+  try {
+    return await withConfigChange(pool, async (client) => {
+      const { rows } = await client.query<RateLimitPolicyRow>(
+        `insert into rate_limit_policies (name, requests_per_minute, tokens_per_minute, concurrent_requests)
+         values ($1, $2, $3, $4) returning ${COLUMNS}`,
+        [input.name, input.requestsPerMinute ?? null, input.tokensPerMinute ?? null, input.concurrentRequests ?? null],
+      );
+      const policy = rows[0]!;
+      return { value: policy, change: { entity: 'rate-limit-policy', entityId: policy.id, action: 'create' } };
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) {
+      throw zenovaError('ZN_ERR_CP_NAME_TAKEN', `name: a rate-limit policy named '${input.name}' already exists`);
+    }
+    throw err;
+  }
+}
+
+export async function listRateLimitPolicies(db: Queryable): Promise<RateLimitPolicyRow[]> {
+  const { rows } = await db.query<RateLimitPolicyRow>(`select ${COLUMNS} from rate_limit_policies where deleted_at is null order by name`);
+  return rows;
+}
+
+/**
+ * The live policy of that name, share-locked until the caller's transaction ends, so a concurrent
+ * delete either waits for the caller's reference to commit (and then sees it) or wins first (and
+ * the caller sees no policy).
+ */
+export async function lockRateLimitPolicyByName(client: pg.PoolClient, name: string): Promise<{ id: string } | undefined> {
+  const { rows } = await client.query<{ id: string }>(
+    'select id from rate_limit_policies where name = $1 and deleted_at is null for share',
+    [name],
+  );
+  return rows[0];
+}
+
+export async function deleteRateLimitPolicy(pool: pg.Pool, name: string): Promise<ConfigMutationResult<RateLimitPolicyRow>> {
+  return withConfigChange(pool, async (client) => {
+    const { rows } = await client.query<RateLimitPolicyRow>(
+      `select ${COLUMNS} from rate_limit_policies where name = $1 and deleted_at is null for update`,
+      [name],
+    );
+    const policy = rows[0];
+    if (!policy) throw zenovaError('ZN_ERR_CP_POLICY_NOT_FOUND', `No rate-limit policy named '${name}'.`);
+    const { rows: usage } = await client.query<{ accounts: number; keys: number }>(
+      `select (select count(*)::int from accounts where rate_limit_policy_id = $1 and deleted_at is null) as accounts,
+              (select count(*)::int from api_keys where rate_limit_policy_id = $1 and status = 'active') as keys`,
+      [policy.id],
+    );
+    const { accounts = 0, keys = 0 } = usage[0] ?? {};
+    if (accounts > 0 || keys > 0) {
+      throw zenovaError('ZN_ERR_CP_POLICY_IN_USE',
+        `Rate-limit policy '${name}' is used by ${accounts} account(s) and ${keys} active API key(s); detach it first.`);
+    }
+    await client.query('update rate_limit_policies set deleted_at = now() where id = $1', [policy.id]);
+    return { value: policy, change: { entity: 'rate-limit-policy', entityId: policy.id, action: 'delete' } };
+  });
+}

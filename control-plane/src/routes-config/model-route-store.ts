@@ -1,0 +1,99 @@
+/**
+ * Model routes in PostgreSQL: create, list, find, replace, delete. Every upstream a route names
+ * must be live; they are share-locked while the route is written, so an upstream cannot be deleted
+ * from under a route being created. An unknown one is a 400 naming `targets[i].upstream` or
+ * `fallbacks[i].upstream`. Every write records a config version in its transaction.
+ */
+import type pg from 'pg';
+import { invalidField } from '../config/config-fields.js';
+import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
+import type { ConfigMutationResult } from '../config/config-store.js';
+import { zenovaError } from '../errors.js';
+import type { Queryable } from '../nodes/with-transaction.js';
+import { lockLiveUpstreamNames } from '../upstreams/upstream-store.js';
+import type { ModelRouteCreateInput, ModelRouteSpec } from './model-route-validation.js';
+import type { ModelRouteRow } from './model-route-view.js';
+
+const COLUMNS = `id, alias, targets, fallbacks, timeout_ms as "timeoutMs", retries,
+  created_at as "createdAt", updated_at as "updatedAt"`;
+
+function notFound(alias: string): Error {
+  return zenovaError('ZN_ERR_CP_ROUTE_NOT_FOUND', `No model route with alias '${alias}'.`);
+}
+
+/** Refuses the spec when any target or fallback names an upstream that is not live. */
+async function checkUpstreams(client: pg.PoolClient, spec: ModelRouteSpec): Promise<void> {
+  const named = [...spec.targets, ...spec.fallbacks].map((t) => t.upstream);
+  const live = await lockLiveUpstreamNames(client, named);
+  const problems = [
+    ...spec.targets.map((t, i) => ({ field: `targets[${i}].upstream`, name: t.upstream })),
+    ...spec.fallbacks.map((f, i) => ({ field: `fallbacks[${i}].upstream`, name: f.upstream })),
+  ].filter((p) => !live.has(p.name));
+  const first = problems[0];
+  if (first) {
+    const rest = problems.slice(1).map((p) => `; ${p.field}: no upstream named '${p.name}'`).join('');
+    throw invalidField(first.field, `no upstream named '${first.name}'${rest}`);
+  }
+}
+
+/** Stored as the bundle wants them: targets always carry their weight. */
+const targetsJson = (spec: ModelRouteSpec): string =>
+  JSON.stringify(spec.targets.map((t) => ({ upstream: t.upstream, model: t.model, weight: t.weight })));
+const fallbacksJson = (spec: ModelRouteSpec): string =>
+  JSON.stringify(spec.fallbacks.map((f) => ({ upstream: f.upstream, model: f.model })));
+
+export async function createModelRoute(pool: pg.Pool, input: ModelRouteCreateInput): Promise<ConfigMutationResult<ModelRouteRow>> {
+  try {
+    return await withConfigChange(pool, async (client) => {
+      await checkUpstreams(client, input);
+      const { rows } = await client.query<ModelRouteRow>(
+        `insert into routes (alias, targets, fallbacks, timeout_ms, retries)
+         values ($1, $2::jsonb, $3::jsonb, $4, $5) returning ${COLUMNS}`,
+        [input.alias, targetsJson(input), fallbacksJson(input), input.timeoutMs, input.retries],
+      );
+      const route = rows[0]!;
+      return { value: route, change: { entity: 'route', entityId: route.id, action: 'create' } };
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw zenovaError('ZN_ERR_CP_NAME_TAKEN', `alias: a model route with alias '${input.alias}' already exists`);
+    throw err;
+  }
+}
+
+export async function listModelRoutes(db: Queryable): Promise<ModelRouteRow[]> {
+  const { rows } = await db.query<ModelRouteRow>(`select ${COLUMNS} from routes where deleted_at is null order by alias`);
+  return rows;
+}
+
+export async function getModelRoute(db: Queryable, alias: string): Promise<ModelRouteRow> {
+  const { rows } = await db.query<ModelRouteRow>(`select ${COLUMNS} from routes where alias = $1 and deleted_at is null`, [alias]);
+  if (!rows[0]) throw notFound(alias);
+  return rows[0];
+}
+
+export async function replaceModelRoute(pool: pg.Pool, alias: string, spec: ModelRouteSpec): Promise<ConfigMutationResult<ModelRouteRow>> {
+  return withConfigChange(pool, async (client) => {
+    const { rows: found } = await client.query<{ id: string }>('select id from routes where alias = $1 and deleted_at is null for update', [alias]);
+    const id = found[0]?.id;
+    if (id === undefined) throw notFound(alias);
+    await checkUpstreams(client, spec);
+    const { rows } = await client.query<ModelRouteRow>(
+      `update routes set targets = $2::jsonb, fallbacks = $3::jsonb, timeout_ms = $4, retries = $5, updated_at = now()
+        where id = $1 returning ${COLUMNS}`,
+      [id, targetsJson(spec), fallbacksJson(spec), spec.timeoutMs, spec.retries],
+    );
+    return { value: rows[0]!, change: { entity: 'route', entityId: id, action: 'update' } };
+  });
+}
+
+export async function deleteModelRoute(pool: pg.Pool, alias: string): Promise<ConfigMutationResult<ModelRouteRow>> {
+  return withConfigChange(pool, async (client) => {
+    const { rows } = await client.query<ModelRouteRow>(
+      `update routes set deleted_at = now() where alias = $1 and deleted_at is null returning ${COLUMNS}`,
+      [alias],
+    );
+    const route = rows[0];
+    if (!route) throw notFound(alias);
+    return { value: route, change: { entity: 'route', entityId: route.id, action: 'delete' } };
+  });
+}

@@ -1,0 +1,170 @@
+/**
+ * The node's config cache in its state dir: `config/current.json` (the bundle being served) and
+ * `config/previous.json` (the last good one before it), each `{version, bundle, signature}` with
+ * the bundle as its exact signed canonical JSON text and the signature in base64. Writes are atomic
+ * and 0600 (the bundle holds upstream secrets). Loading verifies each file exactly as a push is
+ * verified (signature with the pinned key, schema, node id) and never hands out an unverified one:
+ * a refused current falls back to previous, and a refused file is named in a log line.
+ */
+import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { MAX_CONFIG_BUNDLE_BYTES, verifyConfigBundle } from '../../../proto/src/index.js';
+import type { BundleCheck, ConfigBundle } from '../../../proto/src/index.js';
+import type { Logger } from '../logger.js';
+import { writeFileAtomic } from '../state/atomic-write.js';
+import { describeIssues } from '../zod-issues.js';
+
+export const CONFIG_CACHE_DIR = 'config';
+const DIR_MODE = 0o700;
+const FILE_MODE = 0o600;
+/** The bundle is one JSON string inside the file: escaping at most doubles it. */
+const MAX_CACHE_FILE_BYTES = 2 * MAX_CONFIG_BUNDLE_BYTES + 64 * 1024;
+
+export type CacheSlot = 'current' | 'previous';
+const SLOTS: readonly CacheSlot[] = ['current', 'previous'];
+
+const cachedBundleSchema = z.object({
+  version: z.int().min(1),
+  /** The canonical JSON exactly as signed. */
+  bundle: z.string().min(2).max(MAX_CONFIG_BUNDLE_BYTES),
+  signature: z.string().min(1).max(1024).regex(/^[A-Za-z0-9+/]+={0,2}$/, 'must be base64'),
+  /** When this node applied it (not signed: informational, for status). */
+  appliedAt: z.iso.datetime({ offset: true }).optional(),
+});
+
+export type CachedBundle = z.infer<typeof cachedBundleSchema>;
+
+/** Why a bundle is not for this node: proto's BundleCheck codes plus the node id check. */
+export type BundleRefusalCode = Extract<BundleCheck, { ok: false }>['code'] | 'CONFIG_WRONG_NODE';
+
+/** Why a cache file was not used (log codes): the bundle's, the file's, or the build's. */
+export type CacheRefusalCode = BundleRefusalCode | 'CONFIG_CACHE_UNREADABLE' | 'CONFIG_CACHE_CORRUPT' | 'CONFIG_APPLY_FAILED';
+
+export interface CacheRefusal {
+  slot: CacheSlot;
+  file: string;
+  code: CacheRefusalCode;
+  message: string;
+}
+
+export interface LoadedBundle<T> {
+  slot: CacheSlot;
+  file: string;
+  entry: CachedBundle;
+  bundle: ConfigBundle;
+  /** What `build` made of the bundle. */
+  value: T;
+}
+
+export interface CacheLoad<T> {
+  loaded: LoadedBundle<T> | undefined;
+  refusals: CacheRefusal[];
+  /** Slots with no file at all (never written). */
+  missing: CacheSlot[];
+}
+
+/** What a bundle must match to be served by this node. */
+export interface BundleTrust {
+  nodeId: string;
+  /** identity.configSigningPublicKeyPem, pinned at enrollment. */
+  publicKeyPem: string;
+}
+
+export type CheckedBundle = { ok: true; bundle: ConfigBundle } | { ok: false; code: BundleRefusalCode; message: string };
+
+/** Signature, canonical form and schema (proto's verifyConfigBundle), then the node id. */
+export function checkBundle(bytes: Uint8Array, signature: Uint8Array, trust: BundleTrust): CheckedBundle {
+  const check = verifyConfigBundle(bytes, signature, trust.publicKeyPem);
+  if (!check.ok) return check;
+  if (check.bundle.nodeId !== trust.nodeId) {
+    return { ok: false, code: 'CONFIG_WRONG_NODE', message: `the bundle is for node id ${JSON.stringify(check.bundle.nodeId)}, not this node (${trust.nodeId})` };
+  }
+  return check;
+}
+
+export class BundleCache {
+  readonly dir: string;
+
+  constructor(stateDir: string) {
+    this.dir = path.join(path.resolve(stateDir), CONFIG_CACHE_DIR);
+  }
+
+  file(slot: CacheSlot): string {
+    return path.join(this.dir, `${slot}.json`);
+  }
+
+  /**
+   * The first cache file (current, then previous) that verifies and that `build` accepts (a throw
+   * refuses it as CONFIG_APPLY_FAILED). Every refused file gets a `config cache refused` log line.
+   */
+  async load<T>(trust: BundleTrust, build: (bundle: ConfigBundle) => T, logger: Logger): Promise<CacheLoad<T>> {
+    const refusals: CacheRefusal[] = [];
+    const missing: CacheSlot[] = [];
+    for (const slot of SLOTS) {
+      const file = this.file(slot);
+      const outcome = await this.loadSlot(slot, trust, build);
+      if (outcome === 'missing') {
+        missing.push(slot);
+        continue;
+      }
+      if ('code' in outcome) {
+        refusals.push(outcome);
+        logger.error({ file, code: outcome.code, reason: outcome.message }, 'config cache refused');
+        continue;
+      }
+      return { loaded: outcome, refusals, missing };
+    }
+    return { loaded: undefined, refusals, missing };
+  }
+
+  private async loadSlot<T>(slot: CacheSlot, trust: BundleTrust, build: (bundle: ConfigBundle) => T): Promise<LoadedBundle<T> | CacheRefusal | 'missing'> {
+    const file = this.file(slot);
+    const refuse = (code: CacheRefusalCode, message: string): CacheRefusal => ({ slot, file, code, message });
+    let text: string;
+    try {
+      const size = (await stat(file)).size;
+      if (size > MAX_CACHE_FILE_BYTES) return refuse('CONFIG_CACHE_CORRUPT', `the file is ${size} bytes, more than a bundle can take`);
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return 'missing';
+      return refuse('CONFIG_CACHE_UNREADABLE', `cannot read it (${code ?? (err as Error).message})`);
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return refuse('CONFIG_CACHE_CORRUPT', 'the file is not JSON');
+    }
+    const envelope = cachedBundleSchema.safeParse(value);
+    if (!envelope.success) return refuse('CONFIG_CACHE_CORRUPT', describeIssues(envelope.error).join('; '));
+    const entry = envelope.data;
+    const check = checkBundle(Buffer.from(entry.bundle, 'utf8'), Buffer.from(entry.signature, 'base64'), trust);
+    if (!check.ok) return refuse(check.code, check.message);
+    if (check.bundle.version !== entry.version) {
+      return refuse('CONFIG_CACHE_CORRUPT', `the file says version ${entry.version} but its bundle is version ${check.bundle.version}`);
+    }
+    try {
+      return { slot, file, entry, bundle: check.bundle, value: build(check.bundle) };
+    } catch (err) {
+      return refuse('CONFIG_APPLY_FAILED', (err as Error).message);
+    }
+  }
+
+  /**
+   * Makes `next` current and `keep` (the verified bundle being served until now) previous; resolves
+   * once both are durable. Previous is written first: a crash in between leaves current unchanged.
+   */
+  async store(next: CachedBundle, keep: CachedBundle | undefined): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: DIR_MODE });
+    // mkdir's mode is filtered by the umask, and the directory may predate this code.
+    await chmod(this.dir, DIR_MODE);
+    if (keep !== undefined) await writeFileAtomic(this.file('previous'), serialize(keep), FILE_MODE);
+    await writeFileAtomic(this.file('current'), serialize(next), FILE_MODE);
+  }
+}
+
+function serialize(entry: CachedBundle): string {
+  return `${JSON.stringify(cachedBundleSchema.parse(entry))}\n`;
+}

@@ -1,0 +1,51 @@
+// GET /readyz on the caller port: whether the node can serve (it has a verified config), which
+// config version it serves since when, and whether its control link is up (or since when not).
+// A node serving from its cache with the control plane gone is ready: that is the point of the cache.
+import type { FastifyInstance } from 'fastify';
+import type { ConfigHolder } from '../config/config-holder.js';
+
+export interface ControlLinkView {
+  connected: boolean;
+  /** Since when the link is in its current state. */
+  since: Date;
+}
+
+export interface ReadinessDeps {
+  holder: ConfigHolder;
+  /** The control link's state; absent in stand-alone mode (no control plane). */
+  controlLink?: () => ControlLinkView;
+}
+
+export interface ReadinessBody {
+  ready: boolean;
+  /** Why the node is not ready; absent when it is. */
+  reason?: string;
+  code?: 'ZN_ERR_NODE_NOT_READY';
+  configSource: 'local-file' | 'bundle' | null;
+  configVersion: number | null;
+  configAppliedAt: string | null;
+  controlPlane: { connected: boolean; disconnectedSince: string | null } | null;
+}
+
+export function readiness(deps: ReadinessDeps): ReadinessBody {
+  const snapshot = deps.holder.current();
+  const link = deps.controlLink?.();
+  const controlPlane = link === undefined ? null : { connected: link.connected, disconnectedSince: link.connected ? null : link.since.toISOString() };
+  if (!snapshot.ready) {
+    return { ready: false, reason: snapshot.reason, code: 'ZN_ERR_NODE_NOT_READY', configSource: null, configVersion: null, configAppliedAt: null, controlPlane };
+  }
+  return {
+    ready: true,
+    configSource: snapshot.config.source,
+    configVersion: snapshot.config.version,
+    configAppliedAt: snapshot.appliedAt.toISOString(),
+    controlPlane,
+  };
+}
+
+export function registerReadinessRoutes(app: FastifyInstance, deps: ReadinessDeps): void {
+  app.get('/readyz', async (_request, reply) => {
+    const body = readiness(deps);
+    return reply.code(body.ready ? 200 : 503).send(body);
+  });
+}

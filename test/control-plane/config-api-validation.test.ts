@@ -1,0 +1,213 @@
+/**
+ * Every rejection by the config admin API names its field and rule (`targets[0].upstream: …`),
+ * references to missing things are 400s naming the field, things in use cannot be deleted (409),
+ * names are unique among live things (409), and money is integers only.
+ */
+import t from 'tap';
+import { testDatabase } from '../fixtures/postgres.js';
+import { configApp, expectStatus, uniqueConfigName } from './config-harness.js';
+import { migratedPool, validNodeBody } from './nodes-harness.js';
+
+const db = await testDatabase(t);
+await migratedPool(t, db.url);
+const { call } = await configApp(t, db.url);
+
+interface ErrorReply { error: { code: string; message: string; type: string } }
+
+const account = uniqueConfigName('acct');
+const upstream = uniqueConfigName('up');
+const node = validNodeBody().name as string;
+expectStatus(await call('POST', '/api/v1/accounts', { name: account }), 201);
+expectStatus(await call('POST', '/api/v1/upstreams', { name: upstream, kind: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1' }), 201);
+expectStatus(await call('POST', '/api/v1/nodes', validNodeBody({ name: node })), 201);
+
+const route = (overrides: Record<string, unknown> = {}): Record<string, unknown> =>
+  ({ alias: uniqueConfigName('alias'), targets: [{ upstream, model: 'm' }], ...overrides });
+
+type Case = [what: string, method: 'POST' | 'PUT' | 'PATCH', url: string, body: unknown, message: RegExp];
+
+const cases: Case[] = [
+  // accounts
+  ['an account without a name', 'POST', '/api/v1/accounts', {}, /^name: is required$/],
+  ['an account name with a space', 'POST', '/api/v1/accounts', { name: 'a b' }, /^name: must be 1 to 128 characters/],
+  ['an account name of 129 characters', 'POST', '/api/v1/accounts', { name: 'a'.repeat(129) }, /^name: must be 1 to 128/],
+  ['an account status not in the list', 'POST', '/api/v1/accounts', { name: 'ok', status: 'closed' }, /^status: must be one of active, suspended$/],
+  ['an unknown account field', 'POST', '/api/v1/accounts', { name: 'ok', tenant: 'x' }, /^tenant: unknown field$/],
+  ['a body that is not an object', 'POST', '/api/v1/accounts', [1], /^body: must be a JSON object$/],
+  ['an empty account patch', 'PATCH', `/api/v1/accounts/${account}`, {}, /^body: must change at least one of status, rateLimitPolicy$/],
+  ['an unknown rate-limit policy on an account', 'POST', '/api/v1/accounts', { name: uniqueConfigName('a'), rateLimitPolicy: 'nope' },
+    /^rateLimitPolicy: no rate-limit policy named 'nope'$/],
+  // API keys
+  ['a key without an account', 'POST', '/api/v1/api-keys', { name: 'k' }, /^account: is required$/],
+  ['a key for an unknown account', 'POST', '/api/v1/api-keys', { account: 'nope', name: 'k' }, /^account: no account named 'nope'$/],
+  ['allowedModels that is not an array', 'POST', '/api/v1/api-keys', { account, name: 'k', allowedModels: 'gpt-4o' }, /^allowedModels: must be an array/],
+  ['allowedModels with a bad alias', 'POST', '/api/v1/api-keys', { account, name: 'k', allowedModels: ['ok', 'bad alias'] }, /^allowedModels\[1\]: must be 1 to 128/],
+  ['allowedModels with a repeat', 'POST', '/api/v1/api-keys', { account, name: 'k', allowedModels: ['a', 'a'] }, /^allowedModels: must not list an alias twice$/],
+  ['expiresAt that is not a date-time', 'POST', '/api/v1/api-keys', { account, name: 'k', expiresAt: 'tomorrow' }, /^expiresAt: must be an ISO 8601 date-time/],
+  ['expiresAt in the past', 'POST', '/api/v1/api-keys', { account, name: 'k', expiresAt: '2001-01-01T00:00:00Z' }, /^expiresAt: must be in the future$/],
+  ['an unknown guardrail policy on a key', 'POST', '/api/v1/api-keys', { account, name: 'k', guardrailPolicy: 'nope' }, /^guardrailPolicy: no guardrail policy named 'nope'$/],
+  ['an unknown rate-limit policy on a key', 'POST', '/api/v1/api-keys', { account, name: 'k', rateLimitPolicy: 'nope' }, /^rateLimitPolicy: no rate-limit policy named 'nope'$/],
+  // upstreams
+  ['an upstream kind not in the list', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'grpc', baseUrl: 'https://a.example' },
+    /^kind: must be one of openai, anthropic, openai-compatible$/],
+  ['a baseUrl that is not http(s)', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'ftp://a.example' }, /^baseUrl: must start with http:\/\/ or https:\/\/$/],
+  ['a baseUrl with credentials', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://user:pw@a.example' }, /^baseUrl: must not contain a user name or password/],
+  ['a baseUrl with a query', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example/v1?key=1' }, /^baseUrl: must not contain a query or fragment$/],
+  ['an empty apiKey', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example', apiKey: '  ' }, /^apiKey: must be 1 to 4096 printable/],
+  ['an apiKey that is not a string', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example', apiKey: 12 }, /^apiKey: must be a string$/],
+  ['a timeout below 100 ms', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example', timeoutMs: 5 }, /^timeoutMs: must be an integer from 100 to 600000$/],
+  ['an empty upstream patch', 'PATCH', `/api/v1/upstreams/${upstream}`, {}, /^body: must change at least one of baseUrl, apiKey, timeoutMs$/],
+  ['renaming an upstream', 'PATCH', `/api/v1/upstreams/${upstream}`, { name: 'x' }, /^name: unknown field/],
+  // routes
+  ['a route to an unknown upstream', 'POST', '/api/v1/routes', route({ targets: [{ upstream: 'nope', model: 'm' }] }), /^targets\[0\]\.upstream: no upstream named 'nope'$/],
+  ['a route whose second fallback is unknown', 'POST', '/api/v1/routes',
+    route({ fallbacks: [{ upstream, model: 'f' }, { upstream: 'gone', model: 'f' }] }), /^fallbacks\[1\]\.upstream: no upstream named 'gone'$/],
+  ['a route without targets', 'POST', '/api/v1/routes', route({ targets: [] }), /^targets: must list at least one target$/],
+  ['a route whose targets all weigh 0', 'POST', '/api/v1/routes', route({ targets: [{ upstream, model: 'm', weight: 0 }] }),
+    /^targets: must have at least one target with a weight above 0$/],
+  ['a fractional weight', 'POST', '/api/v1/routes', route({ targets: [{ upstream, model: 'm', weight: 1.5 }] }), /^targets\[0\]\.weight: must be an integer from 0 to 1000$/],
+  ['a target without a model', 'POST', '/api/v1/routes', route({ targets: [{ upstream }] }), /^targets\[0\]\.model: is required$/],
+  ['a target with an unknown field', 'POST', '/api/v1/routes', route({ targets: [{ upstream, model: 'm', region: 'x' }] }), /^targets\[0\]\.region: unknown field$/],
+  ['six retries', 'POST', '/api/v1/routes', route({ retries: 6 }), /^retries: must be an integer from 0 to 5$/],
+  ['an alias with a space', 'POST', '/api/v1/routes', route({ alias: 'gpt 4' }), /^alias: must be 1 to 128/],
+  ['an alias in a replace body', 'PUT', '/api/v1/routes/anything', route(), /^alias: unknown field$/],
+  // policies
+  ['a rate-limit policy without limits', 'POST', '/api/v1/rate-limit-policies', { name: 'p' },
+    /^body: must set at least one of requestsPerMinute, tokensPerMinute, concurrentRequests$/],
+  ['a fractional requestsPerMinute', 'POST', '/api/v1/rate-limit-policies', { name: 'p', requestsPerMinute: 2.5 }, /^requestsPerMinute: must be an integer from 1 to 10000000$/],
+  ['tokensPerMinute as a string', 'POST', '/api/v1/rate-limit-policies', { name: 'p', tokensPerMinute: '1000' }, /^tokensPerMinute: must be an integer from 1 to 10000000000$/],
+  ['guardrail rules missing', 'POST', '/api/v1/guardrail-policies', { name: 'g' }, /^rules: is required$/],
+  ['a guardrail detector not in the list', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'ssn', action: 'block', on: 'input' }] },
+    /^rules\[0\]\.detector: must be one of regex, keywords/],
+  ['a regex rule without a pattern', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'regex', action: 'block', on: 'input' }] },
+    /^rules\[0\]\.pattern: is required for the regex detector$/],
+  ['a regex that does not compile', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'regex', pattern: '(unclosed', action: 'block', on: 'input' }] },
+    /^rules\[0\]\.pattern: must be a valid JavaScript regular expression/],
+  ['keywords on an email rule', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'email', keywords: ['x'], action: 'mask', on: 'both' }] },
+    /^rules\[0\]\.keywords: is only for the keywords detector$/],
+  ['a rule without a direction', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'email', action: 'mask' }] },
+    /^rules\[0\]\.on: must be one of input, output, both$/],
+  // prices
+  ['a float price', 'PUT', '/api/v1/prices/gpt-4o', { inputMicrosPerToken: 1.5, outputMicrosPerToken: 2 }, /^inputMicrosPerToken: must be an integer from 0 to 9007199254740991$/],
+  ['a price as a string', 'PUT', '/api/v1/prices/gpt-4o', { inputMicrosPerToken: 1, outputMicrosPerToken: '2' }, /^outputMicrosPerToken: must be an integer from 0/],
+  ['a negative request price', 'PUT', '/api/v1/prices/gpt-4o', { inputMicrosPerToken: 1, outputMicrosPerToken: 2, requestMicros: -1 }, /^requestMicros: must be an integer from 0/],
+  ['a price above the safe integer range', 'PUT', '/api/v1/prices/gpt-4o', { inputMicrosPerToken: 2 ** 53, outputMicrosPerToken: 2 }, /^inputMicrosPerToken: must be an integer/],
+  ['a price without outputMicrosPerToken', 'PUT', '/api/v1/prices/gpt-4o', { inputMicrosPerToken: 1 }, /^outputMicrosPerToken: must be an integer/],
+  ['a price for a model alias with a space', 'PUT', '/api/v1/prices/gpt%204o', { inputMicrosPerToken: 1, outputMicrosPerToken: 2 }, /^model: must be 1 to 128/],
+  // node settings
+  ['node surfaces without model', 'PATCH', `/api/v1/nodes/${node}/settings`, { surfaces: ['tools'] }, /^surfaces: must include 'model'/],
+  ['a node spool quota of 0', 'PATCH', `/api/v1/nodes/${node}/settings`, { spoolQuotaGb: 0 }, /^spoolQuotaGb: must be an integer from 1 to 10000$/],
+  ['a node spool policy not in the list', 'PATCH', `/api/v1/nodes/${node}/settings`, { spoolFullPolicy: 'drop' }, /^spoolFullPolicy: must be one of reject, metering-only$/],
+  ['an empty node settings patch', 'PATCH', `/api/v1/nodes/${node}/settings`, {}, /^body: must change at least one of surfaces, spoolQuotaGb, spoolFullPolicy$/],
+  ['a node name in a settings patch', 'PATCH', `/api/v1/nodes/${node}/settings`, { name: 'x' }, /^name: unknown field/],
+];
+
+t.test('every rejected field is named with its rule', async (t) => {
+  for (const [what, method, url, body, message] of cases) {
+    const res = await call(method, url, body);
+    const reply = res.json<ErrorReply>();
+    t.equal(res.statusCode, 400, `${what}: 400`);
+    t.equal(reply.error.code, 'ZN_ERR_CP_INVALID_REQUEST', `${what}: ZN_ERR_CP_INVALID_REQUEST`);
+    t.match(reply.error.message, message, `${what}: ${reply.error.message}`);
+  }
+});
+
+t.test('several problems are reported together, each with its field', async (t) => {
+  const res = await call('POST', '/api/v1/routes', { alias: 'bad alias', targets: [{ upstream, model: 'm', weight: -1 }], retries: 9 });
+  const { message } = res.json<ErrorReply>().error;
+  t.match(message, /alias: must be/);
+  t.match(message, /targets\[0\]\.weight: must be an integer/);
+  t.match(message, /retries: must be an integer/);
+});
+
+t.test('a name already taken by a live thing of the same kind is 409 naming the field; after a delete it is free', async (t) => {
+  const taken: Array<[string, string, unknown, RegExp]> = [
+    ['an account', '/api/v1/accounts', { name: account }, /^name: an account named/],
+    ['an upstream', '/api/v1/upstreams', { name: upstream, kind: 'openai', baseUrl: 'https://a.example' }, /^name: an upstream named/],
+  ];
+  const alias = uniqueConfigName('alias');
+  expectStatus(await call('POST', '/api/v1/routes', route({ alias })), 201);
+  taken.push(['a route alias', '/api/v1/routes', route({ alias }), /^alias: a model route with alias/]);
+  const rate = uniqueConfigName('rl');
+  expectStatus(await call('POST', '/api/v1/rate-limit-policies', { name: rate, concurrentRequests: 4 }), 201);
+  taken.push(['a rate-limit policy', '/api/v1/rate-limit-policies', { name: rate, concurrentRequests: 2 }, /^name: a rate-limit policy named/]);
+  const guard = uniqueConfigName('gr');
+  expectStatus(await call('POST', '/api/v1/guardrail-policies', { name: guard, rules: [] }), 201);
+  taken.push(['a guardrail policy', '/api/v1/guardrail-policies', { name: guard, rules: [] }, /^name: a guardrail policy named/]);
+  for (const [what, url, body, message] of taken) {
+    const res = await call('POST', url, body);
+    t.equal(res.statusCode, 409, `${what}: 409`);
+    t.equal(res.json<ErrorReply>().error.code, 'ZN_ERR_CP_NAME_TAKEN');
+    t.match(res.json<ErrorReply>().error.message, message);
+  }
+  expectStatus(await call('DELETE', `/api/v1/routes/${alias}`), 200);
+  expectStatus(await call('POST', '/api/v1/routes', route({ alias })), 201);
+  expectStatus(await call('DELETE', `/api/v1/rate-limit-policies/${rate}`), 200);
+  expectStatus(await call('POST', '/api/v1/rate-limit-policies', { name: rate, concurrentRequests: 2 }), 201);
+});
+
+t.test('an upstream named by a route target or fallback cannot be deleted', async (t) => {
+  const used = uniqueConfigName('up');
+  const spare = uniqueConfigName('up');
+  for (const name of [used, spare]) {
+    expectStatus(await call('POST', '/api/v1/upstreams', { name, kind: 'openai', baseUrl: 'https://a.example' }), 201);
+  }
+  const alias = uniqueConfigName('alias');
+  expectStatus(await call('POST', '/api/v1/routes', route({ alias, targets: [{ upstream, model: 'm' }], fallbacks: [{ upstream: used, model: 'f' }] })), 201);
+  const res = await call('DELETE', `/api/v1/upstreams/${used}`);
+  t.equal(res.statusCode, 409);
+  t.equal(res.json<ErrorReply>().error.code, 'ZN_ERR_CP_UPSTREAM_IN_USE');
+  t.match(res.json<ErrorReply>().error.message, `'${alias}'`, 'the message names the route');
+  expectStatus(await call('GET', `/api/v1/upstreams/${used}`), 200);
+  expectStatus(await call('DELETE', `/api/v1/upstreams/${spare}`), 200);
+  expectStatus(await call('PUT', `/api/v1/routes/${alias}`, { targets: [{ upstream, model: 'm' }] }), 200);
+  expectStatus(await call('DELETE', `/api/v1/upstreams/${used}`), 200);
+  t.equal((await call('GET', `/api/v1/upstreams/${used}`)).statusCode, 404, 'deleted once no route names it');
+});
+
+t.test('a policy used by a live account or an active key cannot be deleted', async (t) => {
+  const rate = uniqueConfigName('rl');
+  const guard = uniqueConfigName('gr');
+  expectStatus(await call('POST', '/api/v1/rate-limit-policies', { name: rate, tokensPerMinute: 100000 }), 201);
+  expectStatus(await call('POST', '/api/v1/guardrail-policies', { name: guard, rules: [{ detector: 'secret', action: 'block', on: 'input' }] }), 201);
+  const holder = uniqueConfigName('acct');
+  expectStatus(await call('POST', '/api/v1/accounts', { name: holder, rateLimitPolicy: rate }), 201);
+  const { apiKey } = expectStatus<{ apiKey: { id: string } }>(
+    await call('POST', '/api/v1/api-keys', { account, name: 'k', rateLimitPolicy: rate, guardrailPolicy: guard }), 201);
+
+  for (const url of [`/api/v1/rate-limit-policies/${rate}`, `/api/v1/guardrail-policies/${guard}`]) {
+    const res = await call('DELETE', url);
+    t.equal(res.statusCode, 409, `${url}: 409`);
+    t.equal(res.json<ErrorReply>().error.code, 'ZN_ERR_CP_POLICY_IN_USE');
+  }
+  t.match((await call('DELETE', `/api/v1/rate-limit-policies/${rate}`)).json<ErrorReply>().error.message, /1 account\(s\) and 1 active API key/);
+  expectStatus(await call('PATCH', `/api/v1/accounts/${holder}`, { rateLimitPolicy: null }), 200);
+  expectStatus(await call('POST', `/api/v1/api-keys/${apiKey.id}/revoke`), 200);
+  expectStatus(await call('DELETE', `/api/v1/rate-limit-policies/${rate}`), 200);
+  expectStatus(await call('DELETE', `/api/v1/guardrail-policies/${guard}`), 200);
+  const gone = await call('POST', '/api/v1/accounts', { name: uniqueConfigName('acct'), rateLimitPolicy: rate });
+  t.equal(gone.statusCode, 400, 'a deleted policy cannot be attached');
+});
+
+t.test('unknown things in the path are 404s with their own codes', async (t) => {
+  const missing: Array<[string, 'GET' | 'PATCH' | 'PUT' | 'POST' | 'DELETE', string, unknown, string]> = [
+    ['account', 'GET', '/api/v1/accounts/nope', undefined, 'ZN_ERR_CP_ACCOUNT_NOT_FOUND'],
+    ['account patch', 'PATCH', '/api/v1/accounts/nope', { status: 'active' }, 'ZN_ERR_CP_ACCOUNT_NOT_FOUND'],
+    ['key list filter', 'GET', '/api/v1/api-keys?account=nope', undefined, 'ZN_ERR_CP_ACCOUNT_NOT_FOUND'],
+    ['key', 'GET', '/api/v1/api-keys/00000000-0000-4000-8000-000000000000', undefined, 'ZN_ERR_CP_API_KEY_NOT_FOUND'],
+    ['key id of another shape', 'POST', '/api/v1/api-keys/not-a-uuid/revoke', undefined, 'ZN_ERR_CP_API_KEY_NOT_FOUND'],
+    ['upstream', 'GET', '/api/v1/upstreams/nope', undefined, 'ZN_ERR_CP_UPSTREAM_NOT_FOUND'],
+    ['upstream delete', 'DELETE', '/api/v1/upstreams/nope', undefined, 'ZN_ERR_CP_UPSTREAM_NOT_FOUND'],
+    ['route', 'GET', '/api/v1/routes/nope', undefined, 'ZN_ERR_CP_ROUTE_NOT_FOUND'],
+    ['route replace', 'PUT', '/api/v1/routes/nope', { targets: [{ upstream, model: 'm' }] }, 'ZN_ERR_CP_ROUTE_NOT_FOUND'],
+    ['rate-limit policy', 'DELETE', '/api/v1/rate-limit-policies/nope', undefined, 'ZN_ERR_CP_POLICY_NOT_FOUND'],
+    ['guardrail policy', 'DELETE', '/api/v1/guardrail-policies/nope', undefined, 'ZN_ERR_CP_POLICY_NOT_FOUND'],
+    ['price', 'DELETE', '/api/v1/prices/nope', undefined, 'ZN_ERR_CP_PRICE_NOT_FOUND'],
+    ['node settings', 'PATCH', '/api/v1/nodes/nope-node/settings', { spoolQuotaGb: 3 }, 'ZN_ERR_CP_NODE_NOT_FOUND'],
+  ];
+  for (const [what, method, url, body, code] of missing) {
+    const res = await call(method, url, body);
+    t.equal(res.statusCode, 404, `${what}: 404`);
+    t.equal(res.json<ErrorReply>().error.code, code, `${what}: ${code}`);
+  }
+});
