@@ -82,9 +82,13 @@ t.test('a first start prints a curl that answers 200 with x-request-id through o
   firstKey = devEnv.ZENOVA_API_KEY!;
   firstInstallation = version.installationId;
 
+  // Ctrl-C under `npm start` arrives twice (directly and relayed by tsx); the second must not cut
+  // the shutdown short and orphan a child.
+  proc.child.kill('SIGINT');
   proc.child.kill('SIGINT');
   const exit = await proc.exited;
   t.equal(exit.code, 0, 'Ctrl-C ends the dev stack cleanly');
+  t.match(proc.output(), /stopped\./, 'and it says so once everything is down');
   for (const [name, pid] of Object.entries(pids)) {
     await waitFor(() => !alive(pid), { what: `${name} (pid ${pid}) to be gone`, timeoutMs: 20_000 });
     t.notOk(alive(pid), `${name} was stopped`);

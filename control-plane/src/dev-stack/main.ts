@@ -56,17 +56,19 @@ async function main(): Promise<void> {
   const children: DevChild[] = [];
   let demo: ReturnType<typeof createDemoUpstream> | undefined;
   let stopping = false;
-  const stopAll = async (code: number): Promise<never> => {
-    if (!stopping) {
+  let stopped: Promise<never> | undefined;
+  // One shutdown, however many signals arrive: Ctrl-C under `npm start` delivers SIGINT both
+  // directly and relayed by tsx, and a second call must not exit before the children are down.
+  const stopAll = (code: number): Promise<never> =>
+    (stopped ??= (async () => {
       stopping = true;
       say('stopping the dev stack…');
       for (const c of [...children].reverse()) await c.stop().catch(() => undefined);
       await demo?.close().catch(() => undefined);
       await pg?.stop().catch(() => undefined);
       say('stopped.');
-    }
-    process.exit(code);
-  };
+      process.exit(code);
+    })());
   process.on('SIGINT', () => void stopAll(0));
   process.on('SIGTERM', () => void stopAll(0));
 
