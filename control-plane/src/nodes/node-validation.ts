@@ -7,6 +7,7 @@ import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { zenovaError } from '../errors.js';
+import { baseUrlShapeProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
 
 export const NODE_NAME_PATTERN = /^[a-z0-9-]{2,31}$/;
 export const SURFACES = ['model', 'tools'] as const;
@@ -91,15 +92,8 @@ export const installDirSchema = text()
 export function controlPlaneUrlProblem(value: string): string | undefined {
   if (value.length > MAX_URL_CHARS) return `must be at most ${MAX_URL_CHARS} characters`;
   if (!value.startsWith('https://')) return 'must start with https://';
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return 'must be a valid URL';
-  }
-  if (!url.hostname) return 'must name a host';
-  if (url.username || url.password) return 'must not contain a user name or password';
-  if (url.search || url.hash || value.includes('?') || value.includes('#')) return 'must not contain a query or fragment';
+  const shape = baseUrlShapeProblem(value);
+  if (shape) return shape;
   // It is pasted into a shell command: nothing a shell would interpret.
   if (!/^[A-Za-z0-9._~:/[\]%-]+$/.test(value)) return 'may contain only letters, digits and . _ ~ : / [ ] % -';
   return undefined;
@@ -110,8 +104,7 @@ export const controlPlaneUrlSchema = text()
     const problem = controlPlaneUrlProblem(ctx.value);
     if (problem) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
   })
-  // Nodes append paths (/api/enroll): keep the base without a trailing slash.
-  .transform((value) => value.replace(/\/+$/, ''));
+  .transform(withoutTrailingSlash);
 
 // ---- node address ----
 

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { bodyObject, configNameSchema, enumOf, integerIn, text } from '../config/config-fields.js';
+import { baseUrlShapeProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
 
 export const UPSTREAM_KINDS = ['openai', 'anthropic', 'openai-compatible'] as const;
 export type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
@@ -15,16 +16,9 @@ const MAX_SECRET_CHARS = 4096;
 export function baseUrlProblem(value: string): string | undefined {
   if (value.length > MAX_BASE_URL_CHARS) return `must be at most ${MAX_BASE_URL_CHARS} characters`;
   if (!/^https?:\/\//i.test(value)) return 'must start with http:// or https://';
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return 'must be a valid URL';
-  }
-  if (!url.hostname) return 'must name a host';
   // A key in the URL would be returned by the API and logged: it belongs in apiKey.
-  if (url.username || url.password) return 'must not contain a user name or password (put the key in apiKey)';
-  if (url.search || url.hash || value.includes('?') || value.includes('#')) return 'must not contain a query or fragment';
+  const shape = baseUrlShapeProblem(value, ' (put the key in apiKey)');
+  if (shape) return shape;
   return undefined;
 }
 
@@ -33,8 +27,7 @@ export const baseUrlSchema = text()
     const problem = baseUrlProblem(ctx.value);
     if (problem) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
   })
-  // Nodes append API paths (/chat/completions): keep the base without a trailing slash.
-  .transform((value) => value.replace(/\/+$/, ''));
+  .transform(withoutTrailingSlash);
 
 const secretRule = `must be 1 to ${MAX_SECRET_CHARS} printable characters without spaces`;
 export const upstreamApiKeySchema = z.string({ error: () => 'must be a string' })

@@ -1,0 +1,20 @@
+/**
+ * The rules every base URL the control plane stores must keep (a control-plane callback URL, an
+ * upstream's API base): parseable, a host, no credentials, no query or fragment — nodes append
+ * paths to it. Callers add their own rules (scheme, characters) around it.
+ */
+export function baseUrlShapeProblem(value: string, credentialsHint = ''): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be a valid URL';
+  }
+  if (!url.hostname) return 'must name a host';
+  if (url.username || url.password) return `must not contain a user name or password${credentialsHint}`;
+  if (url.search || url.hash || value.includes('?') || value.includes('#')) return 'must not contain a query or fragment';
+  return undefined;
+}
+
+/** Nodes append paths (/api/enroll, /chat/completions): keep the base without a trailing slash. */
+export const withoutTrailingSlash = (value: string): string => value.replace(/\/+$/, '');
