@@ -10,6 +10,7 @@ import type { SecretBox } from './crypto/secret-box.js';
 import { accountsRoutes } from './http/accounts.routes.js';
 import { adminAuth } from './http/admin-auth.js';
 import { apiKeysRoutes } from './http/api-keys.routes.js';
+import { billingRoutes } from './http/billing.routes.js';
 import { configVersionRoutes } from './http/config-version.routes.js';
 import { enrollmentRoutes } from './http/enrollment.routes.js';
 import { errorHandler, notFoundHandler } from './http/error-handler.js';
@@ -19,6 +20,8 @@ import { nodesRoutes } from './http/nodes.routes.js';
 import { policiesRoutes } from './http/policies.routes.js';
 import { pricesRoutes } from './http/prices.routes.js';
 import { echoRequestId, generateRequestId } from './http/request-id.js';
+import { requestsRoutes } from './http/requests.routes.js';
+import { toolServersRoutes } from './http/tool-servers.routes.js';
 import { upstreamsRoutes } from './http/upstreams.routes.js';
 import { versionRoutes } from './http/version.routes.js';
 import { whoamiRoutes } from './http/whoami.routes.js';
@@ -84,6 +87,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await adminApi.register(modelRoutesRoutes, { pool: deps.pool });
     await adminApi.register(policiesRoutes, { pool: deps.pool });
     await adminApi.register(pricesRoutes, { pool: deps.pool });
+    await adminApi.register(toolServersRoutes, { pool: deps.pool, secretBox: deps.secretBox });
+    await adminApi.register(requestsRoutes, { pool: deps.pool, secretBox: deps.secretBox });
+    await adminApi.register(billingRoutes, { pool: deps.pool, secretBox: deps.secretBox });
   }, { prefix: ADMIN_API_PREFIX });
 
   return app;

@@ -11,6 +11,7 @@ import { registerReadinessRoutes } from './http/readiness.routes.js';
 import type { ControlLinkView } from './http/readiness.routes.js';
 import './http/request-context.js';
 import type { Logger } from './logger.js';
+import type { PipelineServices } from './cli/node-services.js';
 import type { RequestWindow } from './metrics/request-window.js';
 import { REQUEST_ID_HEADER, generateRequestId, resolveRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
@@ -27,6 +28,8 @@ export interface AppDeps {
   upstreams?: UpstreamPool;
   /** Counts finished requests (and server-side failures) for the control heartbeat's figures. */
   requestWindow?: RequestWindow;
+  /** Spool, limits, credit, metrics for the pipeline; each defaults to "off" (tests that are not about it). */
+  services?: Partial<PipelineServices>;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {

@@ -84,6 +84,18 @@ export const guardrailPolicySchema = z.strictObject({
   })).max(200),
 });
 
+/** An MCP tool server reachable over streamable HTTP; callers reach it at /mcp/{name} on the node. */
+export const toolServerSchema = z.strictObject({
+  name: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/),
+  /** The server's MCP endpoint, e.g. https://tools.internal/mcp. */
+  url: z.url({ protocol: /^https?$/ }),
+  /** Sent as "Authorization: Bearer …" to the tool server; decrypted for this node only, never logged. */
+  apiKey: z.string().min(1).max(4096).nullable(),
+  timeoutMs: z.int().min(100).max(600_000),
+  /** Integer micro-units charged per tool call (0 = free). */
+  callMicros: z.int().min(0),
+});
+
 export const priceSchema = z.strictObject({
   /** A route alias. */
   model: z.string().min(1).max(256),
@@ -110,9 +122,18 @@ export const configBundleSchema = z.strictObject({
   routes: z.array(bundleRouteSchema).max(10_000),
   guardrailPolicies: z.array(guardrailPolicySchema).max(1000),
   prices: z.array(priceSchema).max(10_000),
+  /** Added in bundle schema 1 without a bump: a control plane that names none sends []. */
+  toolServers: z.array(toolServerSchema).max(1000).default([]),
 });
 
 export type ConfigBundle = z.infer<typeof configBundleSchema>;
+export type RateLimits = z.infer<typeof rateLimitSchema>;
+export type GuardrailPolicy = z.infer<typeof guardrailPolicySchema>;
+export type GuardrailRule = GuardrailPolicy['rules'][number];
+export type Price = z.infer<typeof priceSchema>;
+export type ToolServer = z.infer<typeof toolServerSchema>;
+export type Surface = ConfigBundle['node']['surfaces'][number];
+export type SpoolSettings = ConfigBundle['node']['spool'];
 
 /** JSON with object keys sorted at every level and no whitespace: one byte string per value. */
 export function canonicalJson(value: unknown): string {

@@ -18,5 +18,28 @@ export {
   configBundleSchema,
   canonicalJson,
   verifyConfigBundle,
+  toolServerSchema,
+  priceSchema,
+  guardrailPolicySchema,
+  rateLimitSchema,
 } from './config-bundle.js';
-export type { ConfigBundle, BundleCheck } from './config-bundle.js';
+export type {
+  ConfigBundle,
+  BundleCheck,
+  RateLimits,
+  GuardrailPolicy,
+  GuardrailRule,
+  Price,
+  ToolServer,
+  Surface,
+  SpoolSettings,
+} from './config-bundle.js';
+export {
+  REQUEST_RECORD_SCHEMA_VERSION,
+  MAX_RECORD_JSON_BYTES,
+  requestRecordSchema,
+  recordStatusSchema,
+  guardrailVerdictSchema,
+  upstreamAttemptSchema,
+} from './request-record.js';
+export type { RequestRecord, RecordStatus, GuardrailVerdict, UpstreamAttempt } from './request-record.js';

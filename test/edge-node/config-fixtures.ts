@@ -47,6 +47,7 @@ export function testBundle(opts: { nodeId: string; version: number; upstreamUrl:
     issuedAt: new Date().toISOString(),
     node: { surfaces: ['model'], spool: { quotaBytes: 1 << 30, fullPolicy: 'reject' } },
     accounts: [{ id: ACCOUNT_ID, name: 'acme', status: 'active', limits: {} }],
+    toolServers: [],
     apiKeys: keys,
     upstreams: [{ id: 'up-1', name: 'demo', kind: 'openai-compatible', baseUrl: upstreamUrl, apiKey: UPSTREAM_SECRET, timeoutMs: 30_000 }],
     routes: [

@@ -257,7 +257,7 @@ export async function readBundleNode(db: Queryable, nodeId: string): Promise<Bun
 }
 
 export function assembleBundle(version: number, node: BundleNode, fleet: FleetConfig, issuedAt: Date = new Date()): ConfigBundle {
-  return { schemaVersion: 1, version, ...node, issuedAt: issuedAt.toISOString(), ...fleet };
+  return { schemaVersion: 1, version, ...node, issuedAt: issuedAt.toISOString(), toolServers: [], ...fleet };
 }
 
 /**

@@ -4,6 +4,7 @@
  * every replica's news: node events end sessions (node deleted, credentials revoked), and config
  * changes are pushed to every live session (signed bundles from one ConfigPublisher per gateway).
  */
+import { createNodeStreamHandlers } from './node-stream-handlers.js';
 import * as grpc from '@grpc/grpc-js';
 import type pg from 'pg';
 import type pino from 'pino';
@@ -95,6 +96,7 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
     pool,
     logger,
     registry,
+    handlers: createNodeStreamHandlers({ pool, logger, settings }),
     credentialTimings: {
       validityMs: settings.nodes.credentialValidityMs,
       rotateAfterMs: settings.nodes.credentialRotateAfterMs,

@@ -23,6 +23,8 @@ import type { ConfigPublisher } from '../config/config-publisher.js';
 import { isDatabaseUnavailable } from '../db/connection-errors.js';
 import { acknowledgeCredential, rotateCredential, verifyCredential, type CredentialTimings } from '../nodes/credentials.js';
 import { ConfigSync } from './config-sync.js';
+import { NodeMessageInvalid } from './node-stream-handler.js';
+import type { NodeStreamHandler, StreamNode } from './node-stream-handler.js';
 import { parseNodeMessage, type ValidConfigAck, type ValidHeartbeat, type ValidHello } from './node-messages.js';
 import { recordHeartbeat, recordHello } from './node-status.js';
 import { refusalMessage, refusalStatus } from './refusal.js';
@@ -35,6 +37,8 @@ export interface SessionContext {
   pool: pg.Pool;
   logger: pino.Logger;
   registry: SessionRegistry;
+  /** Record batches, leases: handed the messages they claim (node-stream-handler.ts). */
+  handlers?: readonly NodeStreamHandler[];
   credentialTimings: CredentialTimings;
   heartbeatIntervalMs: number;
   helloDeadlineMs: number;
@@ -227,7 +231,10 @@ export class NodeSession implements RegisteredSession {
     clearInterval(this.rotationTimer);
     clearTimeout(this.configRetryTimer);
     this.ctx.registry.unregister(this);
-    if (wasLive) this.log.info('control session ended');
+    if (wasLive) {
+      this.log.info('control session ended');
+      for (const handler of this.ctx.handlers ?? []) handler.onEnded?.(this.streamNode());
+    }
     this.ctx.onEnded(this);
   }
 
@@ -290,11 +297,37 @@ export class NodeSession implements RegisteredSession {
       case 'configAck':
         await this.onConfigAck(parsed.ack);
         return;
-      case 'unhandled':
-        this.log.debug({ payload: parsed.payload }, 'ignoring a message this control plane does not handle yet');
+      case 'unhandled': {
+        const handler = this.ctx.handlers?.find((h) => h.payloads.includes(parsed.payload));
+        if (handler === undefined) {
+          this.log.debug({ payload: parsed.payload }, 'ignoring a message this control plane does not handle yet');
+          return;
+        }
+        try {
+          await handler.handle(this.streamNode(), message, this.sendToNode);
+        } catch (err) {
+          if (err instanceof NodeMessageInvalid) {
+            this.end('MESSAGE_INVALID', `malformed ${parsed.payload}: ${err.message}`);
+            return;
+          }
+          throw err;
+        }
         return;
+      }
     }
   }
+
+  /** Who the handlers are talking to (only once live). */
+  private streamNode(): StreamNode {
+    return { nodeId: this.auth!.nodeId, nodeName: this.auth!.nodeName, sessionId: this.sessionId };
+  }
+
+  /** Replies from handlers; dropped once the session is over. */
+  private readonly sendToNode = (message: ControlMessage): boolean => {
+    if (!this.isLive || this.call.cancelled || this.call.writableEnded) return false;
+    this.call.write(message);
+    return true;
+  };
 
   private async onHello(hello: ValidHello): Promise<void> {
     clearTimeout(this.helloTimer);
@@ -353,6 +386,10 @@ export class NodeSession implements RegisteredSession {
     this.configSync.startFrom(hello.appliedConfigVersion);
     await this.pushConfig({ refresh: true });
     await this.maybeRotate();
+    for (const handler of this.ctx.handlers ?? []) {
+      if (this.over) return;
+      await handler.onLive?.(this.streamNode(), this.sendToNode);
+    }
   }
 
   // ---- config ----

@@ -19,6 +19,9 @@ import { loadCredentials } from '../state/credential-store.js';
 import { loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { openStateStore } from '../state/state-store.js';
+import { notifyReady, notifyStopping } from '../service/sd-notify.js';
+import { openNodeServices } from './node-services.js';
+import type { NodeServices } from './node-services.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ListenAddress } from './args.js';
 
@@ -35,6 +38,8 @@ export interface ServeOptions {
   shutdownDeadlineMs?: number;
   /** Reconnect tuning variables are read from here (process.env by default). */
   env?: NodeJS.ProcessEnv;
+  /** The admin port (metrics); loopback only. undefined = not started. */
+  adminListen?: ListenAddress;
 }
 
 /** The state dir has no identity or credential; the message says to enroll. */
@@ -91,6 +96,21 @@ export async function serve(opts: ServeOptions): Promise<number> {
     throw new Error('serve needs a config file or a state dir');
   }
 
+  let services: NodeServices;
+  try {
+    services = await openNodeServices({
+      stateDir: enrolled?.store.dir,
+      nodeId: enrolled?.identity.nodeId ?? 'local',
+      holder,
+      logger: opts.logger,
+      env: opts.env ?? process.env,
+      adminListen: opts.adminListen,
+    });
+  } catch (err) {
+    opts.logger.error({ err }, 'node-edge could not open its spool, limits, credit or admin port');
+    throw err;
+  }
+
   const requestWindow = new RequestWindow();
   const startedAt = new Date();
   // Declared before the app so /readyz can read the link once it exists.
@@ -99,6 +119,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
     holder,
     logger: opts.logger,
     requestWindow,
+    services: services.pipeline,
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
     ...(enrolled !== undefined
       ? {
@@ -114,9 +135,11 @@ export async function serve(opts: ServeOptions): Promise<number> {
   } catch (err) {
     opts.logger.error({ err, listen: opts.listen }, 'node-edge could not listen');
     await app.close();
+    await services.close();
     return 1;
   }
   const { port } = app.server.address() as AddressInfo;
+  notifyReady(opts.logger, `serving on ${listenUrl(opts.listen.host, port)}`);
   const served = holder.current();
   opts.logger.info(
     {
@@ -139,12 +162,12 @@ export async function serve(opts: ServeOptions): Promise<number> {
       facts: { version: productVersion(), hostname: os.hostname(), arch: process.arch },
       figures: () => {
         const window = requestWindow.figures();
-        // Spool and backlog arrive with their issues; until then they are zero.
+        const spool = services.figures();
         return {
           requests5m: window.requests,
           errors5m: window.errors,
-          spoolBytes: 0,
-          backfillBacklog: 0,
+          spoolBytes: spool.spoolBytes,
+          backfillBacklog: spool.backfillBacklog,
           appliedConfigVersion: configHolder.appliedVersion(),
           ready: configHolder.current().ready,
         };
@@ -156,6 +179,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
         return outcome.ok ? { ok: true } : { ok: false, code: outcome.code, message: outcome.message, retryable: outcome.retryable };
       },
       configStatus: () => configStatus(configHolder),
+      channels: services.channels,
       reconnect: reconnect.reconnect,
       refusedRetryMs: reconnect.refusedRetryMs,
     });
@@ -171,12 +195,14 @@ export async function serve(opts: ServeOptions): Promise<number> {
       }
       stopping = true;
       opts.logger.info({ signal }, 'node-edge stopping');
+      notifyStopping(opts.logger);
       const deadline = setTimeout(() => {
         opts.logger.warn('shutdown deadline passed; closing remaining connections');
         app.server.closeAllConnections();
       }, opts.shutdownDeadlineMs ?? SHUTDOWN_DEADLINE_MS);
       deadline.unref();
-      Promise.all([loop?.stop(), app.close()]).then(
+      // The spool closes last: requests finishing during the drain still write their records.
+      Promise.all([loop?.stop(), app.close()]).then(() => services.close()).then(
         () => {
           clearTimeout(deadline);
           process.off('SIGINT', onSignal).off('SIGTERM', onSignal);

@@ -5,6 +5,7 @@
  * a new config is a new object, swapped in whole (config-holder.ts).
  */
 import type { ConfigBundle } from '../../../proto/src/index.js';
+import type { GuardrailPolicy, Price, RateLimits, SpoolSettings, Surface, ToolServer } from '../../../proto/src/index.js';
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, maxBodyBytes } from './local-config.js';
 import type { LocalConfig } from './local-config.js';
 
@@ -20,13 +21,30 @@ export interface RuntimeUpstream {
   readonly timeoutMs: number;
 }
 
+/** One place an alias's calls may go. */
+export interface RuntimeTarget {
+  readonly upstream: RuntimeUpstream;
+  readonly upstreamModel: string;
+  /** Relative share among `targets`; fallbacks carry 0. */
+  readonly weight: number;
+}
+
 /** A servable alias: where its calls go. */
 export interface RuntimeRoute {
   readonly alias: string;
+  /** The first target with a weight above 0 (kept for code that needs one answer). */
   readonly upstream: RuntimeUpstream;
   readonly upstreamModel: string;
   /** The tighter of the route's and the upstream's timeouts. */
   readonly timeoutMs: number;
+  /** Weighted targets whose upstream this node has (weight > 0 only). */
+  readonly targets: readonly RuntimeTarget[];
+  /** Tried in order after the chosen target failed (connect error, 5xx, timeout). */
+  readonly fallbacks: readonly RuntimeTarget[];
+  /** Extra attempts per target, only while no byte was sent to the caller. */
+  readonly retries: number;
+  /** The API family of the route's upstreams: 'anthropic' routes serve /v1/messages, the others the OpenAI APIs. */
+  readonly family: 'openai' | 'anthropic';
 }
 
 export interface RuntimeApiKey {
@@ -40,12 +58,18 @@ export interface RuntimeApiKey {
   readonly expiresAtMs: number | null;
   /** null = every alias the node routes. */
   readonly allowedModels: ReadonlySet<string> | null;
+  /** The key's own limits (empty = none). */
+  readonly limits: RateLimits;
+  /** The guardrail policy applied to this key's calls; null = none. */
+  readonly guardrailPolicyId: string | null;
 }
 
 export interface RuntimeAccount {
   readonly id: string;
   readonly name: string;
   readonly status: 'active' | 'suspended';
+  /** Limits shared by every key of the account (empty = none). */
+  readonly limits: RateLimits;
 }
 
 export interface RuntimeConfig {
@@ -62,6 +86,15 @@ export interface RuntimeConfig {
   readonly apiKeys: ReadonlyMap<string, RuntimeApiKey> | null;
   readonly accounts: ReadonlyMap<string, RuntimeAccount>;
   readonly maxBodyBytes: number;
+  /** Surfaces this node serves: 'model' (/v1/...) and 'tools' (/mcp/{server}). */
+  readonly surfaces: ReadonlySet<Surface>;
+  /** The node's spool quota and full policy (null for a local file: the node's own defaults apply). */
+  readonly spool: SpoolSettings | null;
+  readonly guardrailPolicies: ReadonlyMap<string, GuardrailPolicy>;
+  /** By route alias; an alias without a price costs 0 (and the record says it was unpriced). */
+  readonly prices: ReadonlyMap<string, Price>;
+  /** MCP tool servers by name. */
+  readonly toolServers: ReadonlyMap<string, ToolServer>;
 }
 
 /** A bundle that verified but cannot be served as a whole (duplicates the control plane should have refused). */
@@ -72,8 +105,9 @@ export class RuntimeConfigError extends Error {
   }
 }
 
-/** The upstream kinds this node forwards today; anthropic arrives with the request pipeline (issue 5). */
-const FORWARDED_KINDS: ReadonlySet<UpstreamKind> = new Set(['openai', 'openai-compatible']);
+function familyOf(kind: UpstreamKind): RuntimeRoute['family'] {
+  return kind === 'anthropic' ? 'anthropic' : 'openai';
+}
 
 /** Items by key; a repeated key is an error naming `nameOf` of the item (never a key hash). */
 function uniqueMap<T>(items: readonly T[], keyOf: (item: T) => string, what: string, nameOf: (item: T) => string = keyOf): Map<string, T> {
@@ -97,7 +131,18 @@ export function fromLocalConfig(config: LocalConfig): RuntimeConfig {
   for (const model of config.models) {
     // The local schema already refuses unknown upstreams; the guard keeps the types honest.
     const upstream = upstreams.get(model.upstream);
-    if (upstream !== undefined) routes.set(model.id, { alias: model.id, upstream, upstreamModel: model.upstreamModel, timeoutMs: upstream.timeoutMs });
+    if (upstream === undefined) continue;
+    const target: RuntimeTarget = { upstream, upstreamModel: model.upstreamModel, weight: 1 };
+    routes.set(model.id, {
+      alias: model.id,
+      upstream,
+      upstreamModel: model.upstreamModel,
+      timeoutMs: upstream.timeoutMs,
+      targets: [target],
+      fallbacks: [],
+      retries: 0,
+      family: familyOf(upstream.kind),
+    });
   }
   const apiKeys =
     config.apiKeys === undefined
@@ -105,7 +150,7 @@ export function fromLocalConfig(config: LocalConfig): RuntimeConfig {
       : new Map<string, RuntimeApiKey>(
           config.apiKeys.map((k) => [
             k.sha256.toLowerCase(),
-            { id: k.id, name: k.name, accountId: null, status: 'active', expiresAtMs: null, allowedModels: null },
+            { id: k.id, name: k.name, accountId: null, status: 'active', expiresAtMs: null, allowedModels: null, limits: {}, guardrailPolicyId: null },
           ]),
         );
   return {
@@ -118,13 +163,18 @@ export function fromLocalConfig(config: LocalConfig): RuntimeConfig {
     apiKeys,
     accounts: new Map(),
     maxBodyBytes: maxBodyBytes(config),
+    surfaces: new Set<Surface>(['model']),
+    spool: null,
+    guardrailPolicies: new Map(),
+    prices: new Map(),
+    toolServers: new Map(),
   };
 }
 
 /**
- * A verified bundle as the node serves it. An alias is served by its first target with a weight
- * above 0 (weighted choice, fallbacks and retries come with the request pipeline); aliases that
- * cannot be served are kept apart with the reason rather than failing the whole bundle.
+ * A verified bundle as the node serves it. Targets and fallbacks whose upstream the bundle lacks
+ * are dropped; an alias left without a target with a weight above 0, or whose upstreams mix the
+ * OpenAI and Anthropic families, is kept apart with the reason rather than failing the whole bundle.
  */
 export function fromBundle(bundle: ConfigBundle): RuntimeConfig {
   const upstreams = uniqueMap(
@@ -135,20 +185,36 @@ export function fromBundle(bundle: ConfigBundle): RuntimeConfig {
   const routes = new Map<string, RuntimeRoute>();
   const unservableRoutes = new Map<string, string>();
   for (const route of uniqueMap(bundle.routes, (r) => r.alias, 'route alias').values()) {
-    const target = route.targets.find((candidate) => candidate.weight > 0);
-    const upstream = target === undefined ? undefined : upstreams.get(target.upstream);
-    if (target === undefined) {
+    const resolve = (t: { upstream: string; model: string; weight?: number }): RuntimeTarget | undefined => {
+      const upstream = upstreams.get(t.upstream);
+      return upstream === undefined ? undefined : { upstream, upstreamModel: t.model, weight: t.weight ?? 0 };
+    };
+    const weighted = route.targets.filter((t) => t.weight > 0);
+    const targets = weighted.map(resolve).filter((t): t is RuntimeTarget => t !== undefined);
+    const fallbacks = route.fallbacks.map(resolve).filter((t): t is RuntimeTarget => t !== undefined);
+    const first = targets[0];
+    const families = new Set([...targets, ...fallbacks].map((t) => familyOf(t.upstream.kind)));
+    if (weighted.length === 0) {
       unservableRoutes.set(route.alias, 'it has no target with a weight above 0');
-    } else if (upstream === undefined) {
-      unservableRoutes.set(route.alias, `its upstream "${target.upstream}" is not in this node's config`);
-    } else if (!FORWARDED_KINDS.has(upstream.kind)) {
-      unservableRoutes.set(route.alias, `its upstream is of kind "${upstream.kind}", which this node does not forward yet`);
+    } else if (first === undefined) {
+      unservableRoutes.set(route.alias, `its upstream "${weighted[0]!.upstream}" is not in this node's config`);
+    } else if (families.size > 1) {
+      unservableRoutes.set(route.alias, 'its targets mix OpenAI-compatible and Anthropic upstreams');
     } else {
-      routes.set(route.alias, { alias: route.alias, upstream, upstreamModel: target.model, timeoutMs: Math.min(route.timeoutMs, upstream.timeoutMs) });
+      routes.set(route.alias, {
+        alias: route.alias,
+        upstream: first.upstream,
+        upstreamModel: first.upstreamModel,
+        timeoutMs: Math.min(route.timeoutMs, first.upstream.timeoutMs),
+        targets,
+        fallbacks,
+        retries: route.retries,
+        family: familyOf(first.upstream.kind),
+      });
     }
   }
   const accounts = uniqueMap(
-    bundle.accounts.map((a): RuntimeAccount => ({ id: a.id, name: a.name, status: a.status })),
+    bundle.accounts.map((a): RuntimeAccount => ({ id: a.id, name: a.name, status: a.status, limits: a.limits })),
     (a) => a.id,
     'account id',
   );
@@ -162,6 +228,8 @@ export function fromBundle(bundle: ConfigBundle): RuntimeConfig {
       status: k.status,
       expiresAtMs: k.expiresAt === null ? null : Date.parse(k.expiresAt),
       allowedModels: k.allowedModels === null ? null : new Set(k.allowedModels),
+      limits: k.limits,
+      guardrailPolicyId: k.guardrailPolicyId,
     });
   }
   return {
@@ -174,5 +242,10 @@ export function fromBundle(bundle: ConfigBundle): RuntimeConfig {
     apiKeys: runtimeKeys,
     accounts,
     maxBodyBytes: DEFAULT_MAX_BODY_BYTES,
+    surfaces: new Set(bundle.node.surfaces),
+    spool: bundle.node.spool,
+    guardrailPolicies: uniqueMap(bundle.guardrailPolicies, (p) => p.id, 'guardrail policy id'),
+    prices: uniqueMap(bundle.prices, (p) => p.model, 'price model'),
+    toolServers: uniqueMap(bundle.toolServers, (t) => t.name, 'tool server name'),
   };
 }

@@ -14,6 +14,7 @@ import { loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 import type { StateStore } from '../state/state-store.js';
 import { Backoff } from './backoff.js';
+import type { ControlChannel } from './control-channel.js';
 import { saveControlStatus } from './control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord } from './control-status.js';
 import { FALLBACK_CODES, needsOperator, refusalAdvice } from './refusal-advice.js';
@@ -51,6 +52,8 @@ export interface ConnectLoopOptions {
   figures: () => HeartbeatFigures;
   /** Applies a pushed config bundle (see SessionOptions.onConfigPush). */
   onConfigPush?: (push: ConfigPush) => Promise<ConfigPushResult>;
+  /** Backfill and credit leases (control-channel.ts); handed to every session. */
+  channels?: readonly ControlChannel[];
   /** The served config, mirrored into control-status.json for `status`. */
   configStatus?: () => ConfigStatusRecord;
   reconnect?: { baseMs: number; maxMs: number };
@@ -172,6 +175,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         facts: opts.facts,
         figures: opts.figures,
         ...(opts.onConfigPush !== undefined ? { onConfigPush: opts.onConfigPush } : {}),
+        ...(opts.channels !== undefined ? { channels: opts.channels } : {}),
         logger,
         signal: abort.signal,
         ...(opts.helloTimeoutMs !== undefined ? { helloTimeoutMs: opts.helloTimeoutMs } : {}),

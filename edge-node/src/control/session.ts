@@ -20,6 +20,7 @@ import { storedCredentialSchema } from '../state/credential-store.js';
 import type { StoredCredential } from '../state/credential-store.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { classifyTlsFailure } from '../tls/tls-failure.js';
+import type { ControlChannel } from './control-channel.js';
 import { createGatewayClient } from './gateway-channel.js';
 
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
@@ -76,6 +77,8 @@ export interface SessionOptions {
    */
   onConfigPush?: (push: ConfigPush) => Promise<ConfigPushResult>;
   onEstablished?: (info: SessionInfo) => void;
+  /** Backfill, leases: told when the session is up and down, offered the messages handled nowhere else. */
+  channels?: readonly ControlChannel[];
   logger: Logger;
   /** Aborting ends the session (reason 'stopped'). */
   signal?: AbortSignal;
@@ -177,9 +180,12 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
     if (opts.signal?.aborted === true) queueMicrotask(onAbort);
     else opts.signal?.addEventListener('abort', onAbort, { once: true });
 
-    const send = (message: NodeMessage): void => {
-      if (!finished) call.write(message);
+    const send = (message: NodeMessage): boolean => {
+      if (finished) return false;
+      call.write(message);
+      return true;
     };
+    const channels = opts.channels ?? [];
     const sendHeartbeat = (): void => {
       const figures = opts.figures();
       send({
@@ -263,6 +269,7 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
         // The first heartbeat at once: the console shows the node live without waiting an interval.
         sendHeartbeat();
         heartbeatTimer = setInterval(sendHeartbeat, info.heartbeatIntervalMs);
+        for (const channel of channels) channel.onEstablished(send, { sessionId });
       } else if (message.refusal !== undefined) {
         const error = message.refusal.error;
         refusal ??= { code: peerText(error?.code ?? '') || 'REFUSED', message: peerText(error?.message ?? '') };
@@ -271,9 +278,8 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
       } else if (message.configPush !== undefined) {
         if (established) onConfigPush(message.configPush);
         else logger.warn({ version: String(message.configPush.version) }, 'ignored a config push that came before the hello was answered');
-      } else {
-        // Leases, upgrades and record acks arrive with later issues.
-        logger.debug({ payload: Object.keys(message) }, 'ignored a control message this node does not handle yet');
+      } else if (!established || !channels.some((channel) => channel.onMessage(message))) {
+        logger.debug({ payload: Object.keys(message).filter((key) => message[key as keyof ControlMessage] !== undefined) }, 'ignored a control message this node does not handle');
       }
     });
 
@@ -284,6 +290,7 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
       finished = true;
       clearTimeout(helloTimer);
       clearInterval(heartbeatTimer);
+      if (established) for (const channel of channels) channel.onEnded();
       opts.signal?.removeEventListener('abort', onAbort);
       client.close();
       const establishedMs = established ? Date.now() - establishedAt : 0;

@@ -1,0 +1,61 @@
+/**
+ * Everything the pipeline uses besides config and upstreams, opened in one place for `serve`:
+ * the spool (and its backfill channel), rate limiter, credit leases (and their channel) and
+ * metrics (and the admin port). Each comes from its own module's factory.
+ */
+import { createNodeCredit } from '../billing/create-node-credit.js';
+import type { ConfigHolder } from '../config/config-holder.js';
+import type { ControlChannel } from '../control/control-channel.js';
+import type { Logger } from '../logger.js';
+import { createNodeMetrics } from '../metrics/create-node-metrics.js';
+import type { PipelineDeps } from '../pipeline/deps.js';
+import { createNodeRateLimiter } from '../rate-limit/create-node-rate-limiter.js';
+import { openNodeSpool } from '../spool/open-node-spool.js';
+
+export type PipelineServices = Pick<PipelineDeps, 'nodeId' | 'limiter' | 'credit' | 'spool' | 'metrics'>;
+
+export interface NodeServices {
+  pipeline: PipelineServices;
+  channels: ControlChannel[];
+  figures(): { spoolBytes: number; backfillBacklog: number };
+  adminUrl: string | undefined;
+  close(): Promise<void>;
+}
+
+export interface NodeServicesOptions {
+  stateDir: string | undefined;
+  /** The enrolled node's id; 'local' in stand-alone mode. */
+  nodeId: string;
+  holder: ConfigHolder;
+  logger: Logger;
+  env: NodeJS.ProcessEnv;
+  adminListen: { host: string; port: number } | undefined;
+}
+
+/** Opens them in order; if one fails, those already open are closed and the error is thrown. */
+export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeServices> {
+  const closers: Array<() => Promise<void>> = [];
+  const closeAll = async (): Promise<void> => {
+    for (const close of closers.reverse()) await close().catch((err: unknown) => opts.logger.warn({ err }, 'closing a node service failed'));
+  };
+  try {
+    const spool = await openNodeSpool(opts);
+    closers.push(() => spool.close());
+    const limiter = await createNodeRateLimiter(opts);
+    closers.push(async () => limiter.close());
+    const credit = await createNodeCredit(opts);
+    closers.push(() => credit.close());
+    const metrics = await createNodeMetrics({ adminListen: opts.adminListen, figures: () => spool.figures(), logger: opts.logger });
+    closers.push(() => metrics.close());
+    return {
+      pipeline: { nodeId: opts.nodeId, limiter, credit: credit.credit, spool: spool.spool, metrics: metrics.metrics },
+      channels: [spool.channel, credit.channel].filter((c): c is ControlChannel => c !== undefined),
+      figures: () => spool.figures(),
+      adminUrl: metrics.adminUrl,
+      close: closeAll,
+    };
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * What one request carries through the pipeline (stages.ts). Each stage reads what earlier stages
+ * set and sets its own fields; the comment on a field names the stage that sets it. Nothing here
+ * is shared between requests: the config is the snapshot taken when the request arrived.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { GuardrailVerdict, RateLimits, RecordStatus, ToolServer, UpstreamAttempt } from '../../../proto/src/index.js';
+import type { RuntimeConfig, RuntimeRoute, RuntimeTarget } from '../config/runtime-config.js';
+import type { ErrorCode } from '../errors.js';
+import type { Clock } from './clock.js';
+import type { PipelineDeps } from './deps.js';
+import type { StageName } from './stage.js';
+
+export type Surface = 'model' | 'tools';
+export type ApiKind = 'chat.completions' | 'embeddings' | 'models' | 'messages' | 'mcp';
+
+/**
+ * A piece of caller or upstream text a guardrail may read and rewrite (mask). Writing `text`
+ * rewrites the body that is forwarded (input) or sent to the caller (output).
+ */
+export interface TextSlot {
+  text: string;
+}
+
+/** Token counts of one call. */
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  /** True when the upstream gave none and the node estimated them. */
+  estimated: boolean;
+}
+
+/** One server-sent event as it goes out on the wire: `event:` (optional) and `data:`. */
+export interface SseEvent {
+  event?: string;
+  data: string;
+}
+
+/**
+ * One upstream stream event as the provider parsed it. `texts` are the text deltas in it: a
+ * guardrail that rewrites them makes the provider re-serialise `sse.data` (the framing stays
+ * the provider's). `terminal` marks the event that ends the stream for the caller (`data: [DONE]`,
+ * Anthropic's `message_stop`): the pipeline sends it only after the record is spooled.
+ */
+export interface StreamEvent {
+  sse: SseEvent;
+  texts: TextSlot[];
+  terminal?: boolean;
+}
+
+/** What the forward stage obtained from the upstream (or the node itself, e.g. /v1/models). */
+export type UpstreamReply =
+  | {
+      kind: 'json';
+      status: number;
+      headers: Record<string, string>;
+      body: unknown;
+      /** Text in `body` an output guardrail may read and rewrite. */
+      texts: TextSlot[];
+    }
+  | {
+      kind: 'stream';
+      status: number;
+      headers: Record<string, string>;
+      /**
+       * The events, pulled by the pipeline as it writes them to the caller. The provider records
+       * the upstream's usage into `ctx.upstreamUsage` as it sees it. Guardrails may wrap this.
+       */
+      events: AsyncIterable<StreamEvent>;
+      /** A new text-delta event shaped like `like` carrying `text` (for text a guardrail held back). */
+      textEvent(text: string, like: StreamEvent): StreamEvent;
+      /** An error event in this API's framing, ending the stream with `code` (headers already sent). */
+      errorEvent(code: ErrorCode, message: string): StreamEvent;
+    }
+  | {
+      /** Raw bytes relayed as they come (MCP streamable HTTP); no text inspection. */
+      kind: 'raw';
+      status: number;
+      headers: Record<string, string>;
+      body: AsyncIterable<Uint8Array>;
+    };
+
+/** How the request ended, set by the runner. */
+export interface Outcome {
+  status: RecordStatus;
+  httpStatus: number;
+  errorCode: ErrorCode | null;
+}
+
+/** The caller's key as authenticate found it. */
+export interface CallerKey {
+  id: string;
+  accountId: string | null;
+  /** From the bundle; empty objects when none. */
+  keyLimits: RateLimits;
+  accountLimits: RateLimits;
+  guardrailPolicyId: string | null;
+  allowedModels: ReadonlySet<string> | null;
+}
+
+export interface PipelineContext {
+  readonly requestId: string;
+  readonly api: ApiKind;
+  readonly surface: Surface;
+  /** Unix ms at arrival (wall clock, for the record). */
+  readonly receivedAt: number;
+  /** performance.now() at arrival (for durations). */
+  readonly startedAt: number;
+  readonly http: {
+    readonly method: string;
+    /** Path without the query string. */
+    readonly path: string;
+    readonly headers: IncomingHttpHeaders;
+    /** Route parameters, e.g. { server } for /mcp/:server. */
+    readonly params: Readonly<Record<string, string>>;
+  };
+  /** The parsed JSON body as received (undefined for GET). The forward stage sends `forwardBody`. */
+  readonly body: unknown;
+  readonly deps: PipelineDeps;
+  readonly clock: Clock;
+  /** Aborted when the caller goes away before the answer is complete. */
+  readonly callerGone: AbortSignal;
+
+  /** identify: the request's config snapshot (absent when the node had none). */
+  config?: RuntimeConfig;
+  /** identify: the validated request, in the API's own shape, to be forwarded (guardrails may rewrite its texts). */
+  forwardBody?: Record<string, unknown>;
+  /** identify: the alias asked for (or the tool server for MCP). */
+  model: string | null;
+  /** identify: whether the caller asked for a stream. */
+  stream: boolean;
+  /** identify: `max_tokens` (or equivalent) when given. */
+  maxOutputTokens: number | null;
+  /** identify: a cheap estimate of the prompt's tokens (for limits and pre-authorisation). */
+  estimatedInputTokens: number;
+  /** identify: the caller's text in the request, for guardrails-in. */
+  inputTexts: TextSlot[];
+
+  /** authenticate. */
+  key?: CallerKey;
+
+  /** route: the alias's route and the ordered targets to try (chosen weighted target first, then fallbacks). */
+  route?: RuntimeRoute;
+  plan?: RuntimeTarget[];
+  /** route (MCP): the tool server called. */
+  toolServer?: ToolServer;
+
+  /** forward: each upstream attempt, in order. */
+  attempts: UpstreamAttempt[];
+  /** forward: the reply to deliver. */
+  reply?: UpstreamReply;
+  /** forward: the upstream and model that produced `reply`. */
+  served?: { upstream: string; model: string };
+  /** forward/provider: usage as the upstream reported it (updated as a stream goes). */
+  upstreamUsage: Usage | null;
+  /** forward: ms from sending upstream to the first byte back, and to the end. */
+  upstreamFirstByteMs: number | null;
+  upstreamMs: number | null;
+  /** forward: the response text as delivered (for output metering estimates and kept bodies), bounded. */
+  responseText: string;
+
+  /** guardrails-in/out: every verdict, in order. */
+  guardrails: GuardrailVerdict[];
+
+  /** meter: usage to charge (from the upstream, else estimated). */
+  usage: Usage;
+
+  /** preauthorise/settle: money, integer micro-units. */
+  cost: { reservedMicros: number; costMicros: number; leaseId: string | null; priced: boolean };
+
+  /** Headers added to the caller's response, success or not (x-ratelimit-*, Retry-After). */
+  responseHeaders: Record<string, string>;
+
+  /** runner: time in each stage, microseconds. */
+  stagesUs: Partial<Record<StageName, number>>;
+  /** runner: how it ended. */
+  outcome: Outcome;
+
+  /** Registered by stages (concurrency slots, reservations); the runner runs them all, once, at the very end. */
+  cleanups: Array<() => void>;
+}

@@ -1,0 +1,21 @@
+/**
+ * What the pipeline's stages use beyond the request itself. Each part is an interface owned by
+ * its module; serve.ts builds the real ones, tests pass their own.
+ */
+import type { Logger } from '../logger.js';
+import type { CreditLeases } from '../billing/credit-leases.js';
+import type { PipelineMetrics } from '../metrics/pipeline-metrics.js';
+import type { RateLimiter } from '../rate-limit/rate-limiter.js';
+import type { RequestSpool } from '../spool/request-spool.js';
+import type { UpstreamPool } from '../upstream/upstream-pool.js';
+
+export interface PipelineDeps {
+  /** The node's id (for records); 'local' in stand-alone mode. */
+  nodeId: string;
+  logger: Logger;
+  upstreams: UpstreamPool;
+  limiter: RateLimiter;
+  credit: CreditLeases;
+  spool: RequestSpool;
+  metrics: PipelineMetrics;
+}

@@ -1,0 +1,31 @@
+// Stage `preauthorise` — reserve the worst-case cost from the account's credit lease (billing/),
+// then open the request's spool row carrying the reservation: from here on it is "accepted".
+import { isZenovaError } from '../../errors.js';
+import type { PipelineContext } from '../context.js';
+import { rejectWith } from '../stage.js';
+import type { Stage, StageResult } from '../stage.js';
+
+export const preauthoriseStage: Stage = {
+  name: 'preauthorise',
+  always: false,
+  run(ctx: PipelineContext): StageResult {
+    const refused = ctx.deps.credit.preauthorise(ctx);
+    if (refused !== undefined) return refused;
+    try {
+      ctx.deps.spool.open({
+        requestId: ctx.requestId,
+        receivedAt: ctx.receivedAt,
+        keyId: ctx.key?.id ?? null,
+        accountId: ctx.key?.accountId ?? null,
+        model: ctx.model,
+        reservedMicros: ctx.cost.reservedMicros,
+        leaseId: ctx.cost.leaseId,
+      });
+    } catch (err) {
+      // Not accepted after all: settle (always runs) releases the reservation with no usage.
+      if (isZenovaError(err)) return rejectWith(err);
+      throw err;
+    }
+    return undefined;
+  },
+};

@@ -1,0 +1,35 @@
+/**
+ * The spool as the pipeline sees it (owned by the spool module; see docs/spool.md). A request
+ * gets an open row when it is accepted and its final record before the caller gets the last byte.
+ */
+import type { RequestRecord } from '../../../proto/src/index.js';
+
+/** What is known when a request is accepted (pre-authorised, about to be forwarded). */
+export interface OpenRow {
+  requestId: string;
+  receivedAt: number;
+  keyId: string | null;
+  accountId: string | null;
+  model: string | null;
+  reservedMicros: number;
+  leaseId: string | null;
+}
+
+export interface RequestSpool {
+  /**
+   * Records that the request was accepted. Throws ZenovaError ZN_ERR_SPOOL_FULL when the spool is
+   * full and the policy is `reject`. Synchronous: the row joins the next group commit.
+   */
+  open(row: OpenRow): void;
+  /** The request's final record; resolves once it is durable. */
+  finalise(record: RequestRecord): Promise<void>;
+  /** False when bodies are not kept (policy metering-only while full). */
+  keepsBodies(): boolean;
+}
+
+/** For a node without a state dir (stand-alone `--config` mode): records are not kept. */
+export const noSpool: RequestSpool = {
+  open: () => undefined,
+  finalise: async () => undefined,
+  keepsBodies: () => false,
+};
