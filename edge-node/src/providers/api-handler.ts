@@ -3,6 +3,7 @@
  * The identify, route and forward stages look up `ctx.api` in api-handlers.ts and call the
  * handler's part; everything else in the pipeline is the same for every API.
  */
+import type { ZenovaError } from '../errors.js';
 import type { ApiKind, PipelineContext, Surface } from '../pipeline/context.js';
 import type { StageResult } from '../pipeline/stage.js';
 
@@ -25,4 +26,9 @@ export interface ApiHandler {
    * Returns a rejection when no target answered (the last failure's code).
    */
   forward(ctx: PipelineContext): Promise<StageResult>;
+  /**
+   * The error body in this API's own shape (Anthropic's {type:'error', error:{type, message}}), so
+   * its official SDK reads it; absent = the node's OpenAI-style body (ZenovaError.toBody()).
+   */
+  errorBody?(error: ZenovaError): unknown;
 }
