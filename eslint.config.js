@@ -2,9 +2,9 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-const crossImport = (other) => ({
+const crossImport = (others, message = 'control-plane and edge-node never import each other; share through proto/.') => ({
   'no-restricted-imports': ['error', {
-    patterns: [{ group: [`**/${other}/**`, `${other}/**`], message: `control-plane and edge-node never import each other; share through proto/.` }],
+    patterns: [{ group: others.flatMap((other) => [`**/${other}/**`, `${other}/**`]), message }],
   }],
 });
 
@@ -23,8 +23,11 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
-  { files: ['control-plane/**/*.ts'], rules: crossImport('edge-node') },
-  { files: ['edge-node/**/*.ts'], rules: crossImport('control-plane') },
+  { files: ['control-plane/**/*.ts'], rules: crossImport(['edge-node']) },
+  // The node never depends on the host CLI that installs it.
+  { files: ['edge-node/**/*.ts'], rules: crossImport(['control-plane', 'installer'], 'edge-node imports neither control-plane nor installer; share through proto/.') },
+  // The host CLI runs on node hosts: it may use the node's code, never the control plane's (it talks to it over HTTPS).
+  { files: ['installer/**/*.ts'], rules: crossImport(['control-plane'], 'installer never imports control-plane; it talks to the control plane over its HTTPS API.') },
   {
     files: ['test/**/*.ts'],
     rules: {

@@ -102,6 +102,12 @@ export const errorTable = {
     message: 'No price for that model.',
     retryable: false,
   },
+  ZN_ERR_CP_TOOL_SERVER_NOT_FOUND: {
+    status: 404,
+    type: 'not_found_error',
+    message: 'No tool server with that name.',
+    retryable: false,
+  },
   ZN_ERR_CP_NAME_TAKEN: {
     status: 409,
     type: 'conflict_error',

@@ -6,13 +6,20 @@ import type { ConfigHolder } from './config/config-holder.js';
 import { DEFAULT_MAX_BODY_BYTES } from './config/local-config.js';
 import { isZenovaError, zenovaError } from './errors.js';
 import type { ZenovaError } from './errors.js';
+import { registerAnthropicRoutes } from './http/anthropic.routes.js';
+import { registerMcpRoutes } from './http/mcp.routes.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
 import { registerReadinessRoutes } from './http/readiness.routes.js';
 import type { ControlLinkView } from './http/readiness.routes.js';
 import './http/request-context.js';
 import type { Logger } from './logger.js';
 import type { PipelineServices } from './cli/node-services.js';
+import { noCredit } from './billing/credit-leases.js';
+import { noMetrics } from './metrics/pipeline-metrics.js';
 import type { RequestWindow } from './metrics/request-window.js';
+import type { PipelineDeps } from './pipeline/deps.js';
+import { noRateLimits } from './rate-limit/rate-limiter.js';
+import { noSpool } from './spool/request-spool.js';
 import { REQUEST_ID_HEADER, generateRequestId, resolveRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
 
@@ -106,7 +113,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/healthz', async () => ({ status: 'ok' }));
   registerReadinessRoutes(app, { holder, ...(deps.controlLink !== undefined ? { controlLink: deps.controlLink } : {}) });
 
-  registerOpenAiRoutes(app, { upstreams, modelsCreatedAt: Math.floor(Date.now() / 1000) });
+  const services = deps.services ?? {};
+  const pipeline: PipelineDeps = {
+    nodeId: services.nodeId ?? 'local',
+    logger: deps.logger,
+    upstreams,
+    limiter: services.limiter ?? noRateLimits,
+    credit: services.credit ?? noCredit,
+    spool: services.spool ?? noSpool,
+    metrics: services.metrics ?? noMetrics,
+  };
+  registerOpenAiRoutes(app, pipeline);
+  registerAnthropicRoutes(app, pipeline);
+  registerMcpRoutes(app, pipeline);
 
   app.addHook('onClose', async () => {
     unsubscribe();

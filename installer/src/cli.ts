@@ -12,18 +12,23 @@ import { ApiError, ConnectionError, UnexpectedResponseError } from './connection
 
 const PROGRAM = 'zenova';
 
-/** Later issues add `install` (node), `status` and `logs` here. */
 const COMMANDS: Record<string, () => Promise<Command>> = {
   'gateway-node': async () => (await import('./commands/gateway-node.js')).gatewayNodeCommand,
+  install: async () => (await import('./commands/install.js')).installCommand,
+  status: async () => (await import('./commands/status.js')).statusCommand,
+  logs: async () => (await import('./commands/logs.js')).logsCommand,
 };
 
 export const MAIN_USAGE = `Usage: ${PROGRAM} <command> [options]
 
 Commands:
   gateway-node   Create and manage gateway nodes (admin API of the control plane)
+  install node   Install a gateway node on this host (host checks first; --check-only)
+  status         Show the gateway node installed on this host (--json)
+  logs           Show the journal of a node component (node-edge, node-updater)
 
 Run "${PROGRAM} <command> --help" for a command's options.
-Exit codes: 0 done, 1 the control plane refused or could not be reached, 2 bad usage or settings.
+Exit codes: 0 done, 1 refused, failed or a blocking finding (nothing written), 2 bad usage or settings.
 `;
 
 function report(err: unknown, ctx: CliContext): number {

@@ -106,10 +106,10 @@ t.test('an alias goes to its first target with a weight above 0, and aliases the
   t.equal((upstream.requests.at(-1)?.body as { model: string }).model, 'demo-echo', 'the weight-0 target was skipped');
   t.notOk(upstream.requests.at(-1)?.headers.authorization, 'an upstream without a secret gets no authorization header');
   const anthropic = await call(node.baseURL, key.secret, 'sonnet');
-  t.match(anthropic, { status: 404, code: 'ZN_ERR_MODEL_NOT_FOUND' });
-  t.match((anthropic.body.error as { message: string }).message, /kind "anthropic"/);
+  t.match(anthropic, { status: 400, code: 'ZN_ERR_MODEL_WRONG_API' }, 'an Anthropic alias is served through /v1/messages, not this API');
+  t.match((anthropic.body.error as { message: string }).message, /\/v1\/messages/);
   t.match(await call(node.baseURL, key.secret, 'drained'), { status: 404, code: 'ZN_ERR_MODEL_NOT_FOUND' });
-  t.same(await models(node.baseURL, key.secret), ['echo'], 'only servable aliases are listed');
+  t.same(await models(node.baseURL, key.secret), ['echo'], 'only servable aliases of the OpenAI family are listed');
 });
 
 t.test('a node without a verified config answers callers 503 ZN_ERR_NODE_NOT_READY and says why on /readyz', async (t) => {

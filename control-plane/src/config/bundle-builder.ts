@@ -5,21 +5,23 @@
  * (config-changes.ts), so the bundle labelled version N holds exactly the changes up to N.
  *
  * Scope: the node's own id, name, surfaces and spool; the fleet-wide accounts, keys (active and
- * revoked, so a node tells "revoked" from "unknown"), routes, guardrail policies and prices; and only
- * the upstreams some route names — a node never receives a provider secret it cannot use.
+ * revoked, so a node tells "revoked" from "unknown"), routes, guardrail policies, prices and tool
+ * servers; and only the upstreams some route names — a node never receives a provider secret it
+ * cannot use. Tool servers all go (with their keys): a node reaches them by name, /mcp/{name}.
  *
- * A bundle carries decrypted upstream secrets: never log one, nor an error that quotes its values.
+ * A bundle carries decrypted upstream and tool server secrets: never log one, nor an error that quotes its values.
  */
 import { createHash, createPublicKey } from 'node:crypto';
 import type pg from 'pg';
 import { MAX_CONFIG_BUNDLE_BYTES, canonicalJson, configBundleSchema, type ConfigBundle } from '../../../proto/src/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import type { Queryable } from '../nodes/with-transaction.js';
+import { openToolServerSecret } from '../tools/tool-server-secret.js';
 import { latestConfigVersion } from './config-changes.js';
 import type { ConfigSigningKey } from './signing-key.js';
 
 /** The parts of a bundle every node shares at one version. */
-export type FleetConfig = Pick<ConfigBundle, 'accounts' | 'apiKeys' | 'upstreams' | 'routes' | 'guardrailPolicies' | 'prices'>;
+export type FleetConfig = Pick<ConfigBundle, 'accounts' | 'apiKeys' | 'upstreams' | 'routes' | 'guardrailPolicies' | 'prices' | 'toolServers'>;
 
 /** The parts of a bundle that are the node's own. */
 export type BundleNode = Pick<ConfigBundle, 'nodeId' | 'nodeName' | 'node'>;
@@ -206,7 +208,22 @@ async function readPrices(db: Queryable): Promise<FleetConfig['prices']> {
   }));
 }
 
-const fleetSchema = configBundleSchema.pick({ accounts: true, apiKeys: true, upstreams: true, routes: true, guardrailPolicies: true, prices: true });
+async function readToolServers(db: Queryable, secretBox: SecretBox): Promise<FleetConfig['toolServers']> {
+  const { rows } = await db.query<{ id: string; name: string; url: string; secret_encrypted: Buffer | null; timeout_ms: number; call_micros: string }>(
+    `select id, name, url, secret_encrypted, timeout_ms, call_micros::text as call_micros
+       from tool_servers where deleted_at is null order by name`,
+  );
+  return rows.map((r) => ({
+    name: r.name,
+    url: r.url,
+    // A wrong ZENOVA_SECRET_ENC_KEY or damaged bytes throw SecretBoxError, whose message names no secret.
+    apiKey: r.secret_encrypted === null ? null : openToolServerSecret(secretBox, r.id, r.secret_encrypted),
+    timeoutMs: r.timeout_ms,
+    callMicros: exactNumber(r.call_micros, `toolServers[${r.name}].callMicros`),
+  }));
+}
+
+const fleetSchema = configBundleSchema.pick({ accounts: true, apiKeys: true, upstreams: true, routes: true, guardrailPolicies: true, prices: true, toolServers: true });
 const nodePartSchema = configBundleSchema.pick({ nodeId: true, nodeName: true, node: true });
 
 /** Paths and rules only: a zod issue's path never holds a value, so no secret can leak through it. */
@@ -225,7 +242,8 @@ export async function readFleetConfig(db: Queryable, secretBox: SecretBox): Prom
   const upstreams = await readUpstreams(db, secretBox, used);
   const guardrailPolicies = await readGuardrailPolicies(db);
   const prices = await readPrices(db);
-  const fleet = { accounts, apiKeys, upstreams, routes, guardrailPolicies, prices };
+  const toolServers = await readToolServers(db, secretBox);
+  const fleet = { accounts, apiKeys, upstreams, routes, guardrailPolicies, prices, toolServers };
   const checked = fleetSchema.safeParse(fleet);
   if (!checked.success) throw schemaFailure('at', checked.error);
   return fleet;
@@ -257,7 +275,7 @@ export async function readBundleNode(db: Queryable, nodeId: string): Promise<Bun
 }
 
 export function assembleBundle(version: number, node: BundleNode, fleet: FleetConfig, issuedAt: Date = new Date()): ConfigBundle {
-  return { schemaVersion: 1, version, ...node, issuedAt: issuedAt.toISOString(), toolServers: [], ...fleet };
+  return { schemaVersion: 1, version, ...node, issuedAt: issuedAt.toISOString(), ...fleet };
 }
 
 /**

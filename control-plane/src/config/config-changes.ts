@@ -24,7 +24,8 @@ export type ConfigEntity =
   | 'rate-limit-policy'
   | 'guardrail-policy'
   | 'price'
-  | 'node';
+  | 'node'
+  | 'tool-server';
 
 export type ConfigAction = 'create' | 'update' | 'delete' | 'revoke';
 

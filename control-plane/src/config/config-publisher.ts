@@ -60,6 +60,7 @@ export function renderFleet(version: number, fleet: FleetConfig): RenderedFleet 
       routes: member('routes', canonicalJson(fleet.routes)),
       guardrailPolicies: member('guardrailPolicies', canonicalJson(fleet.guardrailPolicies)),
       prices: member('prices', canonicalJson(fleet.prices)),
+      toolServers: member('toolServers', canonicalJson(fleet.toolServers)),
     },
   };
 }

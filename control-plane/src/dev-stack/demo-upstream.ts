@@ -18,6 +18,10 @@ export interface DemoUpstreamBehaviour {
   dropStreamAfterChunks?: number;
   /** Leave `usage` out of replies (also the final usage chunk of a stream). */
   omitUsage?: boolean;
+  /** Never answer: hold every request open until the client gives up (timeouts). */
+  hang?: boolean;
+  /** Reset the connection of the next `count` requests without answering (connection failures). */
+  resetNext?: number;
 }
 
 export interface RecordedRequest {
@@ -32,6 +36,8 @@ export interface DemoUpstream {
   server: http.Server;
   /** The most recent requests (up to 1000), oldest first. */
   requests: RecordedRequest[];
+  /** Requests whose client went away before the answer was complete (aborted by the caller). */
+  abortedCount(): number;
   setBehaviour(b: DemoUpstreamBehaviour): void;
   listen(port?: number, host?: string): Promise<{ url: string; port: number }>;
   close(): Promise<void>;
@@ -118,6 +124,9 @@ export function createDemoUpstream(opts?: { behaviour?: DemoUpstreamBehaviour; l
   let behaviour: DemoUpstreamBehaviour = { ...opts?.behaviour };
   const requests: RecordedRequest[] = [];
   let sequence = 0;
+  let aborted = 0;
+  // Resets the demo does itself are not the client's aborts.
+  const resetting = new WeakSet<http.ServerResponse>();
 
   const sendJson = (res: http.ServerResponse, status: number, body: unknown): void => {
     const payload = JSON.stringify(body);
@@ -147,6 +156,16 @@ export function createDemoUpstream(opts?: { behaviour?: DemoUpstreamBehaviour; l
     // A long-running dev stack must not grow without bound; tests never come near the cap.
     if (requests.length > MAX_RECORDED_REQUESTS) requests.splice(0, requests.length - MAX_RECORDED_REQUESTS);
 
+    if (behaviour.resetNext) {
+      behaviour = { ...behaviour, resetNext: behaviour.resetNext - 1 };
+      resetting.add(res);
+      res.socket?.resetAndDestroy();
+      return;
+    }
+    if (behaviour.hang) {
+      await new Promise((resolve) => aborted.signal.addEventListener('abort', resolve, { once: true }));
+      return;
+    }
     if (behaviour.latencyMs) await sleep(behaviour.latencyMs, undefined, { signal: aborted.signal }).catch(() => undefined);
     if (aborted.signal.aborted) return;
 
@@ -223,6 +242,7 @@ export function createDemoUpstream(opts?: { behaviour?: DemoUpstreamBehaviour; l
     let sent = 0;
     for (const event of events) {
       if (dropStreamAfterChunks !== undefined && sent >= dropStreamAfterChunks) {
+        resetting.add(res);
         res.socket?.destroy(); // a broken upstream: no finish, no [DONE]
         return;
       }
@@ -268,6 +288,10 @@ export function createDemoUpstream(opts?: { behaviour?: DemoUpstreamBehaviour; l
 
   const server = http.createServer((req, res) => {
     const started = Date.now();
+    // Counted once the request was read: the client left before the answer was complete.
+    res.on('close', () => {
+      if (!res.writableFinished && !resetting.has(res)) aborted++;
+    });
     if (opts?.logRequests) {
       // Method, path and status only: headers carry the caller's upstream credentials.
       res.on('finish', () => console.log(JSON.stringify({ msg: 'demo upstream request', method: req.method, path: (req.url ?? '').split('?')[0], status: res.statusCode, ms: Date.now() - started })));
@@ -282,6 +306,7 @@ export function createDemoUpstream(opts?: { behaviour?: DemoUpstreamBehaviour; l
   return {
     server,
     requests,
+    abortedCount: () => aborted,
     setBehaviour(b) { behaviour = { ...b }; },
     listen(port = 0, host = '127.0.0.1') {
       return new Promise((resolve, reject) => {

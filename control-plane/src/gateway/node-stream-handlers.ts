@@ -1,10 +1,12 @@
 /** The handlers every gateway session uses (node-stream-handler.ts), one line each. */
 import type { HandlerDeps, NodeStreamHandler } from './node-stream-handler.js';
+import { recordBatchHandler } from '../records/record-batch-handler.js';
+import { createLeaseStreamHandler } from '../billing/lease-stream-handler.js';
 
 export function createNodeStreamHandlers(deps: HandlerDeps): NodeStreamHandler[] {
   void deps;
   return [
-    // records/: RecordBatch → idempotent ingestion, RecordBatchAck.
-    // billing/: LeaseReport / LeaseReturn, LeaseGrant on live.
+    recordBatchHandler(deps), // records/: RecordBatch → idempotent ingestion, RecordBatchAck.
+    createLeaseStreamHandler(deps), // billing/: LeaseReport / LeaseReturn, LeaseGrant on live.
   ];
 }

@@ -1,9 +1,94 @@
-/** The billing admin API: balances, credits, leases, spend (inside the /api/v1 admin scope). Stub until its module lands. */
+/**
+ * The billing admin API (inside the /api/v1 admin scope; docs/api.md "Billing"): top up an
+ * account, its balance and leases, spend by account/key/node over a window, the leases of a node.
+ * Accounts are named by name (as in /accounts) or id. Money is integer micro-units, never floats.
+ */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
+import { z } from 'zod';
+import { creditAccount } from '../billing/account-credits.js';
+import { balanceView, balanceViewSchema, findAccount, leaseViewSchema, listLeases, spendBy, spendRowSchema } from '../billing/billing-views.js';
+import { UUID_PATTERN } from '../billing/ledger.js';
+import { bodyObject, integerIn, parseConfigInput } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
+import { zenovaError } from '../errors.js';
+import type { ZodTypeProvider } from './zod-schemas.js';
 
-export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, opts) => {
-  void fastify;
-  void opts;
+const accountParams = z.object({ account: z.string().min(1).max(256) });
+
+const creditBody = bodyObject({
+  amountMicros: integerIn(1, Number.MAX_SAFE_INTEGER),
+  reference: z.string({ error: () => 'must be a string' }).max(256, { error: () => 'must be at most 256 characters' }).nullable().default(null),
+});
+
+const DAY_MS = 24 * 3600 * 1000;
+
+function parseTime(field: string, value: string | undefined, fallback: Date): Date {
+  if (value === undefined) return fallback;
+  const d = /^\d{1,15}$/.test(value) ? new Date(Number(value)) : new Date(value);
+  if (Number.isNaN(d.getTime())) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', `${field}: must be an ISO 8601 time or unix ms`);
+  return d;
+}
+
+export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  // Fail closed if this plugin is ever mounted outside the admin scope.
+  app.addHook('preHandler', async (request) => {
+    if (!request.principal) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED');
+  });
+
+  const accountOf = async (nameOrId: string): Promise<{ id: string; name: string }> => {
+    const account = await findAccount(pool, nameOrId);
+    if (account === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named '${nameOrId}'.`);
+    return account;
+  };
+
+  app.post('/accounts/:account/credits', {
+    schema: { params: accountParams, response: { 201: z.object({ balance: balanceViewSchema }) } },
+  }, async (request, reply) => {
+    const input = parseConfigInput(creditBody, request.body);
+    const account = await accountOf(request.params.account);
+    await creditAccount(pool, account.id, BigInt(input.amountMicros), input.reference);
+    request.log.info({ accountId: account.id, amountMicros: input.amountMicros }, 'account credited');
+    return reply.code(201).send({ balance: await balanceView(pool, account) });
+  });
+
+  app.get('/accounts/:account/balance', {
+    schema: { params: accountParams, response: { 200: z.object({ balance: balanceViewSchema, leases: z.array(leaseViewSchema) }) } },
+  }, async (request) => {
+    const account = await accountOf(request.params.account);
+    return { balance: await balanceView(pool, account), leases: await listLeases(pool, { accountId: account.id }) };
+  });
+
+  app.get('/spend', {
+    schema: {
+      querystring: z.object({ by: z.enum(['account', 'key', 'node']).default('account'), from: z.string().max(64).optional(), to: z.string().max(64).optional() }),
+      response: { 200: z.object({ by: z.string(), from: z.string(), to: z.string(), rows: z.array(spendRowSchema) }) },
+    },
+  }, async (request) => {
+    const to = parseTime('to', request.query.to, new Date());
+    const from = parseTime('from', request.query.from, new Date(to.getTime() - 30 * DAY_MS));
+    const rows = await spendBy(pool, request.query.by, from, to);
+    return { by: request.query.by, from: from.toISOString(), to: to.toISOString(), rows };
+  });
+
+  app.get('/leases', {
+    schema: {
+      querystring: z.object({ node: z.string().max(64).optional() }),
+      response: { 200: z.object({ leases: z.array(leaseViewSchema) }) },
+    },
+  }, async (request) => {
+    let nodeId: string | undefined;
+    if (request.query.node !== undefined) {
+      const node = request.query.node;
+      const { rows } = await pool.query<{ id: string }>(
+        `select id from nodes where deleted_at is null and name = $1
+         union all select id from nodes where $2 and id::text = lower($1) limit 1`,
+        [node, UUID_PATTERN.test(node)],
+      );
+      if (!rows[0]) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named '${node}'.`);
+      nodeId = rows[0].id;
+    }
+    return { leases: await listLeases(pool, { nodeId }) };
+  });
 };

@@ -1,9 +1,75 @@
-/** The request records admin API: GET /requests/{requestId} and the filtered list (inside the /api/v1 admin scope). Stub until its module lands. */
+/**
+ * The request records admin API (inside the /api/v1 admin scope): GET /requests/{requestId} and
+ * GET /requests?node=&keyId=&model=&status=&from=&to=&limit=&cursor= (newest first, keyset pages).
+ * Records arrive from nodes by backfill (docs/spool.md), so a request shows up once its node has
+ * delivered it.
+ */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
+import { z } from 'zod';
+import { recordStatusSchema } from '../../../proto/src/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
+import { zenovaError } from '../errors.js';
+import { decodeCursor, encodeCursor, getRecord, listRecords } from '../records/record-queries.js';
+import { requestDetailSchema, requestSummarySchema, toRequestDetail, toRequestSummary } from '../records/record-view.js';
+import type { ZodTypeProvider } from './zod-schemas.js';
 
-export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, opts) => {
-  void fastify;
-  void opts;
+export const DEFAULT_LIST_LIMIT = 50;
+export const MAX_LIST_LIMIT = 500;
+
+/** An ISO date-time or unix ms. */
+const instant = z.union([
+  z.string().regex(/^\d{1,15}$/).transform(Number),
+  z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
+]);
+
+const listQuery = z.strictObject({
+  node: z.string().min(1).max(64).optional(),
+  keyId: z.string().min(1).max(128).optional(),
+  model: z.string().min(1).max(256).optional(),
+  status: recordStatusSchema.optional(),
+  from: instant.optional(),
+  to: instant.optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
+  cursor: z.string().min(1).max(512).optional(),
+});
+
+export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  // Fail closed if this plugin is ever mounted outside the admin scope.
+  app.addHook('preHandler', async (request) => {
+    if (!request.principal) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED');
+  });
+
+  app.get('/requests/:requestId', {
+    schema: { params: z.object({ requestId: z.string().min(1).max(128) }), response: { 200: z.object({ request: requestDetailSchema }) } },
+  }, async (request) => {
+    const row = await getRecord(pool, request.params.requestId);
+    if (row === undefined) {
+      throw zenovaError('ZN_ERR_CP_NOT_FOUND', 'No record of this request id (yet): records appear once the node that served the request has delivered them.');
+    }
+    return { request: toRequestDetail(row) };
+  });
+
+  app.get('/requests', {
+    schema: {
+      querystring: listQuery,
+      response: { 200: z.object({ requests: z.array(requestSummarySchema), nextCursor: z.string().nullable() }) },
+    },
+  }, async (request) => {
+    const q = request.query;
+    const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
+    if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'cursor: not a cursor this API returned');
+    const { rows, next } = await listRecords(pool, {
+      ...(q.node !== undefined ? { nodeName: q.node } : {}),
+      ...(q.keyId !== undefined ? { keyId: q.keyId } : {}),
+      ...(q.model !== undefined ? { model: q.model } : {}),
+      ...(q.status !== undefined ? { status: q.status } : {}),
+      ...(q.from !== undefined ? { from: q.from } : {}),
+      ...(q.to !== undefined ? { to: q.to } : {}),
+      ...(cursor !== undefined ? { cursor } : {}),
+      limit: q.limit,
+    });
+    return { requests: rows.map(toRequestSummary), nextCursor: next === undefined ? null : encodeCursor(next) };
+  });
 };

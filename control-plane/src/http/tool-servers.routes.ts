@@ -1,9 +1,58 @@
-/** The tool servers admin API (MCP servers callers reach at /mcp/{name} on nodes) (inside the /api/v1 admin scope). Stub until its module lands. */
+/**
+ * The tool servers admin API (MCP servers callers reach at /mcp/{name} on nodes), inside the
+ * /api/v1 admin scope: put, list, show, delete. The server's key goes in, sealed, and never comes
+ * out: the view only says `hasApiKey`, logs name fields explicitly (never the body), and validation
+ * messages never quote a value.
+ */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
+import { z } from 'zod';
+import { invalidField, parseConfigInput } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
+import { zenovaError } from '../errors.js';
+import { deleteToolServer, getToolServer, listToolServers, putToolServer } from '../tools/tool-server-store.js';
+import { TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE, toolServerPutSchema } from '../tools/tool-server-validation.js';
+import { toToolServerView, toolServerViewSchema } from '../tools/tool-server-view.js';
+import type { ZodTypeProvider } from './zod-schemas.js';
 
-export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, opts) => {
-  void fastify;
-  void opts;
+const nameParams = z.object({ name: z.string().min(1).max(256) });
+const mutationReply = z.object({ toolServer: toolServerViewSchema, configVersion: z.number() });
+
+export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool, secretBox }) => {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  // Fail closed if this plugin is ever mounted outside the admin scope.
+  app.addHook('preHandler', async (request) => {
+    if (!request.principal) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED');
+  });
+
+  app.put('/tool-servers/:name', {
+    schema: { params: nameParams, response: { 200: mutationReply, 201: mutationReply } },
+  }, async (request, reply) => {
+    // The path names the server, so its rule is reported as the field `name`.
+    if (!TOOL_SERVER_NAME_PATTERN.test(request.params.name)) throw invalidField('name', TOOL_SERVER_NAME_RULE);
+    const input = parseConfigInput(toolServerPutSchema, request.body);
+    const { value, configVersion } = await putToolServer(pool, secretBox, request.params.name, input);
+    const { row, created } = value;
+    request.log.info(
+      { toolServer: row.name, toolServerId: row.id, hasApiKey: row.hasApiKey, configVersion },
+      created ? 'tool server created' : 'tool server replaced',
+    );
+    return reply.status(created ? 201 : 200).send({ toolServer: toToolServerView(row), configVersion });
+  });
+
+  app.get('/tool-servers', {
+    schema: { response: { 200: z.object({ toolServers: z.array(toolServerViewSchema) }) } },
+  }, async () => ({ toolServers: (await listToolServers(pool)).map(toToolServerView) }));
+
+  app.get('/tool-servers/:name', {
+    schema: { params: nameParams, response: { 200: toolServerViewSchema } },
+  }, async (request) => toToolServerView(await getToolServer(pool, request.params.name)));
+
+  app.delete('/tool-servers/:name', {
+    schema: { params: nameParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
+  }, async (request) => {
+    const { value, configVersion } = await deleteToolServer(pool, request.params.name);
+    request.log.info({ toolServer: value.name, toolServerId: value.id, configVersion }, 'tool server deleted');
+    return { deleted: value.name, configVersion };
+  });
 };

@@ -17,6 +17,7 @@ import { findLiveNodeByName, insertNode, markNodeDeleted, updateNodeNetwork } fr
 import type { NodeRow } from './node-repository.js';
 import { SPOOL_FULL_POLICIES, SPOOL_QUOTA_GB, surfacesSchema } from './node-validation.js';
 import type { NodeCreateInput, NodeNetworkPatch } from './node-validation.js';
+import { returnLeasesOfNode } from '../billing/credit-leases.js';
 import { withTransaction } from './with-transaction.js';
 import type { Queryable } from './with-transaction.js';
 
@@ -137,6 +138,8 @@ export async function deleteNode(pool: pg.Pool, name: string, now: Date = new Da
     await markNodeDeleted(client, node.id, now);
     await invalidateNodeTokens(client, node.id, now);
     await revokeNodeCredentials(client, node.id, { notify: false, now });
+    // Its unspent credit goes back to the accounts now, not when a lease would have expired.
+    await returnLeasesOfNode(client, node.id);
     await notifyNodeEvent(client, { type: 'node-deleted', nodeId: node.id });
     await recordConfigChange(client, { entity: 'node', entityId: node.id, action: 'delete' });
     return node;

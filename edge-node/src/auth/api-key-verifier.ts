@@ -1,22 +1,15 @@
 // Caller API keys: the node holds only SHA-256 hashes of keys. The presented key is hashed and
 // looked up in the request's config snapshot; what the key may do (status, expiry, account,
 // allowed models) decides the code a refused caller gets.
-import { createHash } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { RuntimeApiKey, RuntimeConfig } from '../config/runtime-config.js';
-import { zenovaError } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
+import type { CallerKey } from '../pipeline/context.js';
 
 /** Longer "keys" are refused before hashing; no real key comes close. */
 const MAX_KEY_LENGTH = 1024;
-
-export interface AuthenticatedKey {
-  /** The key's config id: safe to log, unlike the key. */
-  id: string;
-  name?: string;
-  accountId: string | null;
-  /** null = every alias the node routes. */
-  allowedModels: ReadonlySet<string> | null;
-}
+const NO_LIMITS = Object.freeze({});
 
 /** The key from `Authorization: Bearer <key>`, else from `x-api-key`. */
 export function presentedApiKey(headers: IncomingHttpHeaders): string | undefined {
@@ -31,37 +24,68 @@ export function presentedApiKey(headers: IncomingHttpHeaders): string | undefine
   return trimmed ? trimmed : undefined;
 }
 
+export type KeyLookup = { ok: true; key: RuntimeApiKey } | { ok: false; code: ErrorCode };
+
 /**
- * The config's entry for the caller's key, whatever its standing; `undefined` when the config
- * requires no key (a local file without apiKeys). Throws ZN_ERR_API_KEY_MISSING / _INVALID.
+ * The config's entry for the presented key, whatever its standing, or why there is none
+ * (ZN_ERR_API_KEY_MISSING / _INVALID). Call only when the config has keys (`apiKeys !== null`).
  */
-export function identifyCaller(config: RuntimeConfig, headers: IncomingHttpHeaders): RuntimeApiKey | undefined {
-  if (config.apiKeys === null) return undefined;
+export function findCallerKey(apiKeys: ReadonlyMap<string, RuntimeApiKey>, headers: IncomingHttpHeaders): KeyLookup {
   const presented = presentedApiKey(headers);
-  if (presented === undefined) throw zenovaError('ZN_ERR_API_KEY_MISSING');
-  if (presented.length > MAX_KEY_LENGTH) throw zenovaError('ZN_ERR_API_KEY_INVALID');
+  if (presented === undefined) return { ok: false, code: 'ZN_ERR_API_KEY_MISSING' };
+  if (presented.length > MAX_KEY_LENGTH) return { ok: false, code: 'ZN_ERR_API_KEY_INVALID' };
+  const digest = createHash('sha256').update(presented, 'utf8').digest();
   // A map lookup by the digest: timing can at most hint at digests of stored keys, which do not
-  // lead back to a key (SHA-256 preimages), so no constant-time scan over every key is needed.
-  const hash = createHash('sha256').update(presented, 'utf8').digest('hex');
-  const key = config.apiKeys.get(hash);
-  if (key === undefined) throw zenovaError('ZN_ERR_API_KEY_INVALID');
-  return key;
+  // lead back to a key (SHA-256 preimages), so a scan over every key would buy nothing.
+  const key = apiKeys.get(digest.toString('hex'));
+  if (key === undefined) return { ok: false, code: 'ZN_ERR_API_KEY_INVALID' };
+  // Defence in depth: the match is confirmed against the stored digest byte for byte in constant
+  // time, so the final yes/no never depends on where two digests first differ, whatever the
+  // map's own string comparison does.
+  const stored = storedDigest(apiKeys, key);
+  if (stored === undefined || !timingSafeEqual(stored, digest)) return { ok: false, code: 'ZN_ERR_API_KEY_INVALID' };
+  return { ok: true, key };
 }
 
-/** `key` if it may be used now; throws ZN_ERR_API_KEY_REVOKED / _EXPIRED / _INVALID or ZN_ERR_ACCOUNT_SUSPENDED. */
-export function checkKeyStanding(config: RuntimeConfig, key: RuntimeApiKey, now = Date.now()): AuthenticatedKey {
-  if (key.status === 'revoked') throw zenovaError('ZN_ERR_API_KEY_REVOKED');
-  if (key.expiresAtMs !== null && key.expiresAtMs <= now) throw zenovaError('ZN_ERR_API_KEY_EXPIRED');
+// The stored digests as bytes, per config's key map (built once; a config is immutable).
+const digestsByConfig = new WeakMap<ReadonlyMap<string, RuntimeApiKey>, Map<RuntimeApiKey, Buffer>>();
+
+function storedDigest(apiKeys: ReadonlyMap<string, RuntimeApiKey>, key: RuntimeApiKey): Buffer | undefined {
+  let digests = digestsByConfig.get(apiKeys);
+  if (digests === undefined) {
+    digests = new Map();
+    for (const [hash, entry] of apiKeys) {
+      const bytes = Buffer.from(hash, 'hex');
+      if (bytes.length === 32) digests.set(entry, bytes);
+    }
+    digestsByConfig.set(apiKeys, digests);
+  }
+  return digests.get(key);
+}
+
+export type KeyStanding = { ok: true; key: CallerKey } | { ok: false; code: ErrorCode };
+
+/** What `key` may do now: ZN_ERR_API_KEY_REVOKED / _EXPIRED / _INVALID (account gone) or ZN_ERR_ACCOUNT_SUSPENDED. */
+export function checkKeyStanding(config: RuntimeConfig, key: RuntimeApiKey, now: number): KeyStanding {
+  if (key.status === 'revoked') return { ok: false, code: 'ZN_ERR_API_KEY_REVOKED' };
+  if (key.expiresAtMs !== null && key.expiresAtMs <= now) return { ok: false, code: 'ZN_ERR_API_KEY_EXPIRED' };
+  let accountLimits = NO_LIMITS;
   if (key.accountId !== null) {
     const account = config.accounts.get(key.accountId);
     // A key whose account is gone (deleted) is no longer a key.
-    if (account === undefined) throw zenovaError('ZN_ERR_API_KEY_INVALID');
-    if (account.status === 'suspended') throw zenovaError('ZN_ERR_ACCOUNT_SUSPENDED');
+    if (account === undefined) return { ok: false, code: 'ZN_ERR_API_KEY_INVALID' };
+    if (account.status === 'suspended') return { ok: false, code: 'ZN_ERR_ACCOUNT_SUSPENDED' };
+    accountLimits = account.limits;
   }
   return {
-    id: key.id,
-    ...(key.name === undefined ? {} : { name: key.name }),
-    accountId: key.accountId,
-    allowedModels: key.allowedModels,
+    ok: true,
+    key: {
+      id: key.id,
+      accountId: key.accountId,
+      keyLimits: key.limits,
+      accountLimits,
+      guardrailPolicyId: key.guardrailPolicyId,
+      allowedModels: key.allowedModels,
+    },
   };
 }

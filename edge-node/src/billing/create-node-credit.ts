@@ -1,14 +1,22 @@
-// The node's credit leases (owner: billing module). Stub: billing off.
+// The node's credit leases as `serve` opens them: the lease book on disk, the pipeline's
+// CreditLeases over it, and its control channel (docs/billing.md).
 import type { ConfigHolder } from '../config/config-holder.js';
 import type { ControlChannel } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
+import { CreditChannel } from './credit-channel.js';
 import { noCredit } from './credit-leases.js';
 import type { CreditLeases } from './credit-leases.js';
+import { creditPolicyFromEnv } from './credit-policy.js';
+import { LeaseBook } from './lease-book.js';
+import { LeaseCredit } from './lease-credit.js';
+import { openLeaseStore } from './lease-store.js';
 
 export interface NodeCredit {
   credit: CreditLeases;
   /** Lease grants, reports and returns over the control session. */
   channel?: ControlChannel;
+  /** Gives the unspent part of every lease back over the live session (node stopping). */
+  returnLeases?(): void;
   close(): Promise<void>;
 }
 
@@ -22,6 +30,20 @@ export interface NodeCreditOptions {
 }
 
 export async function createNodeCredit(opts: NodeCreditOptions): Promise<NodeCredit> {
-  void opts;
-  return { credit: noCredit, close: async () => undefined };
+  // Stand-alone nodes have local keys only (no accounts): nothing is ever priced to an account.
+  if (opts.stateDir === undefined) return { credit: noCredit, close: async () => undefined };
+  const policy = creditPolicyFromEnv(opts.env);
+  const store = openLeaseStore(opts.stateDir);
+  const book = new LeaseBook(store);
+  const logger = opts.logger.child({ component: 'credit' });
+  const channel = new CreditChannel(book, { reportIntervalMs: policy.reportIntervalMs, logger });
+  return {
+    credit: new LeaseCredit(book, policy, logger),
+    channel,
+    returnLeases: () => channel.returnAll(),
+    close: async () => {
+      channel.stop();
+      store.close();
+    },
+  };
 }

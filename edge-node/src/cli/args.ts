@@ -1,6 +1,7 @@
 // Command-line parsing for `zenova-node` (node:util parseArgs, strict: unknown flags are errors).
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
+import { isLoopbackHost } from '../metrics/admin-server.js';
 
 export const DEFAULT_LISTEN = '127.0.0.1:7480';
 
@@ -19,6 +20,7 @@ Run "zenova-node <command> --help" for a command's options.
 `;
 
 export const SERVE_USAGE = `Usage: zenova-node serve (--state-dir DIR | --config FILE) [--listen HOST:PORT]
+                        [--admin-listen HOST:PORT]
 
 Options:
   --state-dir DIR       The enrolled node's state directory: the node serves the signed config its
@@ -30,6 +32,10 @@ Options:
                         node takes its config only from its control plane.
   --listen HOST:PORT    Address for callers (default ${DEFAULT_LISTEN}; port 0 picks a free port;
                         IPv6 as [::1]:7480)
+  --admin-listen HOST:PORT
+                        Also serve GET /metrics (Prometheus text) and GET /healthz on this address,
+                        which must be loopback (127.0.0.1 or [::1]); off by default. Env:
+                        ZENOVA_NODE_ADMIN_LISTEN (the flag wins)
   -h, --help            Show this help
 
 Endpoints besides the OpenAI API: GET /healthz (the process is up), GET /readyz (200 when a
@@ -93,7 +99,7 @@ export interface ListenAddress {
 
 export type CliCommand =
   | { kind: 'help'; text: string }
-  | { kind: 'serve'; configFile?: string; stateDir?: string; listen: ListenAddress }
+  | { kind: 'serve'; configFile?: string; stateDir?: string; listen: ListenAddress; adminListen?: ListenAddress }
   | {
       kind: 'enroll';
       controlPlaneUrl: string;
@@ -116,21 +122,38 @@ export class UsageError extends Error {
 }
 
 /** `HOST:PORT` or `[IPv6]:PORT` → host (brackets removed) and port 0–65535. */
-export function parseListenAddress(value: string): ListenAddress {
+export function parseListenAddress(value: string, flag = '--listen'): ListenAddress {
   const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(value);
   const host = match?.[1] ?? match?.[2];
   const port = Number(match?.[3]);
   if (host === undefined || !Number.isInteger(port) || port > 65535) {
-    throw new UsageError(`--listen must be HOST:PORT with a port from 0 to 65535, got ${JSON.stringify(value)}`, SERVE_USAGE);
+    throw new UsageError(`${flag} must be HOST:PORT with a port from 0 to 65535, got ${JSON.stringify(value)}`, SERVE_USAGE);
   }
   return { host, port };
 }
 
-export function parseCli(argv: readonly string[]): CliCommand {
+/** The admin port's address (flag, else ZENOVA_NODE_ADMIN_LISTEN); loopback only, refused otherwise. */
+function parseAdminListen(flagValue: string | undefined, env: NodeJS.ProcessEnv): ListenAddress | undefined {
+  const fromEnv = env.ZENOVA_NODE_ADMIN_LISTEN;
+  const value = flagValue ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : undefined);
+  if (value === undefined) return undefined;
+  const source = flagValue !== undefined ? '--admin-listen' : 'ZENOVA_NODE_ADMIN_LISTEN';
+  const address = parseListenAddress(value, source);
+  if (!isLoopbackHost(address.host)) {
+    throw new UsageError(
+      `${source} must be a loopback address (127.0.0.1 or [::1]), got ${JSON.stringify(address.host)}: the admin port (metrics) is never exposed to the network`,
+      SERVE_USAGE,
+    );
+  }
+  return address;
+}
+
+/** `env` supplies ZENOVA_NODE_ADMIN_LISTEN for `serve` (none read when omitted). */
+export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): CliCommand {
   const [command, ...rest] = argv;
   if (command === undefined) throw new UsageError('no command given', MAIN_USAGE);
   if (command === '-h' || command === '--help' || command === 'help') return { kind: 'help', text: MAIN_USAGE };
-  if (command === 'serve') return parseServe(rest);
+  if (command === 'serve') return parseServe(rest, env);
   if (command === 'enroll') return parseEnroll(rest);
   if (command === 'status') return parseStatus(rest);
   if (command === 'doctor') return parseDoctor(rest);
@@ -155,12 +178,17 @@ function text(values: Record<string, string | boolean | undefined>, name: string
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
-function parseServe(argv: string[]): CliCommand {
-  const values = parseFlags(argv, { config: { type: 'string' }, 'state-dir': { type: 'string' }, listen: { type: 'string' } }, SERVE_USAGE);
+function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
+  const values = parseFlags(
+    argv,
+    { config: { type: 'string' }, 'state-dir': { type: 'string' }, listen: { type: 'string' }, 'admin-listen': { type: 'string' } },
+    SERVE_USAGE,
+  );
   if (values.help === true) return { kind: 'help', text: SERVE_USAGE };
   const configFile = text(values, 'config');
   const stateDir = text(values, 'state-dir');
   if (configFile === undefined && stateDir === undefined) throw new UsageError('serve needs --state-dir DIR or --config FILE', SERVE_USAGE);
+  const adminListen = parseAdminListen(text(values, 'admin-listen'), env);
   if (configFile !== undefined && stateDir !== undefined) {
     throw new UsageError(
       '--config cannot be used with --state-dir: an enrolled node serves only the signed config its control plane pushes (configure it there); --config is for a stand-alone node',
@@ -172,6 +200,7 @@ function parseServe(argv: string[]): CliCommand {
     ...(configFile !== undefined ? { configFile } : {}),
     ...(stateDir !== undefined ? { stateDir } : {}),
     listen: parseListenAddress(text(values, 'listen') ?? DEFAULT_LISTEN),
+    ...(adminListen !== undefined ? { adminListen } : {}),
   };
 }
 

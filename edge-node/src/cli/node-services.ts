@@ -19,6 +19,8 @@ export interface NodeServices {
   channels: ControlChannel[];
   figures(): { spoolBytes: number; backfillBacklog: number };
   adminUrl: string | undefined;
+  /** The node is stopping and has drained its requests: give credit back while the session is up. */
+  beforeControlStop(): void;
   close(): Promise<void>;
 }
 
@@ -52,6 +54,7 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
       channels: [spool.channel, credit.channel].filter((c): c is ControlChannel => c !== undefined),
       figures: () => spool.figures(),
       adminUrl: metrics.adminUrl,
+      beforeControlStop: () => credit.returnLeases?.(),
       close: closeAll,
     };
   } catch (err) {

@@ -16,7 +16,7 @@ export type { CliIo } from './cli-io.js';
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   let command;
   try {
-    command = parseCli(argv);
+    command = parseCli(argv, process.env);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     io.stderr.write(`zenova-node: ${err.message}\n\n${err.usage}`);
@@ -40,6 +40,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       ...(command.configFile !== undefined ? { configFile: command.configFile } : {}),
       ...(command.stateDir !== undefined ? { stateDir: command.stateDir } : {}),
       listen: command.listen,
+      ...(command.adminListen !== undefined ? { adminListen: command.adminListen } : {}),
       logger: createLogger(),
     });
   } catch (err) {

@@ -201,8 +201,13 @@ export async function serve(opts: ServeOptions): Promise<number> {
         app.server.closeAllConnections();
       }, opts.shutdownDeadlineMs ?? SHUTDOWN_DEADLINE_MS);
       deadline.unref();
-      // The spool closes last: requests finishing during the drain still write their records.
-      Promise.all([loop?.stop(), app.close()]).then(() => services.close()).then(
+      // Callers drain first (their records and settlements still land), then unspent credit goes
+      // back over the still-open session, then the link stops; the spool closes last.
+      app.close()
+        .then(() => services.beforeControlStop())
+        .then(() => loop?.stop())
+        .then(() => services.close())
+        .then(
         () => {
           clearTimeout(deadline);
           process.off('SIGINT', onSignal).off('SIGTERM', onSignal);

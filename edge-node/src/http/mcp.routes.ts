@@ -1,8 +1,13 @@
-// The tools surface: /mcp/:server, MCP streamable HTTP (owner: mcp). Stub: registers nothing yet.
+// The tools surface: /mcp/{server}, MCP streamable HTTP (POST messages, GET the server's event
+// stream, DELETE the session), each call through the full pipeline as the `mcp` API.
 import type { FastifyInstance } from 'fastify';
 import type { PipelineDeps } from '../pipeline/deps.js';
+import { runPipeline } from '../pipeline/run-pipeline.js';
 
 export function registerMcpRoutes(app: FastifyInstance, deps: PipelineDeps): void {
-  void app;
-  void deps;
+  app.route({
+    method: ['POST', 'GET', 'DELETE'],
+    url: '/mcp/:server',
+    handler: (request, reply) => runPipeline(request, reply, deps, { api: 'mcp', surface: 'tools' }),
+  });
 }

@@ -17,6 +17,8 @@ export interface RequestContext {
   stream?: boolean;
   usage?: Record<string, unknown>;
   errorCode?: ErrorCode;
+  /** Set when the request did not end 'ok' (rejected, failed, aborted). */
+  outcome?: string;
 }
 
 declare module 'fastify' {

@@ -1,12 +1,16 @@
-// The node's metrics and its 127.0.0.1-only admin port (owner: metrics module). Stub: none yet.
+// The node's metrics and its loopback-only admin port (GET /metrics, GET /healthz).
 import type { Logger } from '../logger.js';
-import { noMetrics } from './pipeline-metrics.js';
+import { startAdminServer } from './admin-server.js';
+import type { AdminServer } from './admin-server.js';
+import { createNodePipelineMetrics } from './node-pipeline-metrics.js';
 import type { PipelineMetrics } from './pipeline-metrics.js';
 
 export interface NodeMetrics {
   metrics: PipelineMetrics;
   /** The admin listener's URL once listening (undefined when disabled). */
   adminUrl: string | undefined;
+  /** The current metrics text (what /metrics serves). */
+  render(): string;
   close(): Promise<void>;
 }
 
@@ -18,7 +22,23 @@ export interface NodeMetricsOptions {
   logger: Logger;
 }
 
+/**
+ * Metrics are always collected (cheap); the admin port only starts when asked. A non-loopback
+ * address rejects with AdminListenRefusedError before anything listens.
+ */
 export async function createNodeMetrics(opts: NodeMetricsOptions): Promise<NodeMetrics> {
-  void opts;
-  return { metrics: noMetrics, adminUrl: undefined, close: async () => undefined };
+  const metrics = createNodePipelineMetrics(opts.figures);
+  let admin: AdminServer | undefined;
+  if (opts.adminListen !== undefined) {
+    admin = await startAdminServer({ host: opts.adminListen.host, port: opts.adminListen.port, renderMetrics: () => metrics.render() });
+    opts.logger.info({ url: admin.url }, 'admin listening');
+  }
+  return {
+    metrics,
+    adminUrl: admin?.url,
+    render: () => metrics.render(),
+    close: async () => {
+      await admin?.close();
+    },
+  };
 }

@@ -2,6 +2,11 @@
 import type { PipelineContext } from '../pipeline/context.js';
 
 export interface PipelineMetrics {
+  /**
+   * Called by the runner when a request enters the pipeline (for the in-flight gauge). Optional so
+   * test doubles may omit it; a request never started is simply not counted in flight.
+   */
+  requestStarted?(ctx: PipelineContext): void;
   /** Called once per request after the spool stage, with everything the request learnt. */
   requestFinished(ctx: PipelineContext): void;
 }

@@ -138,6 +138,8 @@ export interface PipelineContext {
 
   /** authenticate. */
   key?: CallerKey;
+  /** authenticate: the config id of the key presented, also when it was refused (revoked, expired…), for logs and records. */
+  presentedKeyId?: string;
 
   /** route: the alias's route and the ordered targets to try (chosen weighted target first, then fallbacks). */
   route?: RuntimeRoute;

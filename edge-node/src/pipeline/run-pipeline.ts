@@ -1,21 +1,353 @@
 /**
- * Runs one request through PIPELINE (stages.ts) and delivers the answer (owner: pipeline-core).
- * Route files call this; it never throws for an expected rejection (the reply carries the code).
+ * Runs one request through PIPELINE (stages.ts) and delivers the answer. Route files call this; it
+ * never throws for an expected rejection (the reply carries the code).
+ *
+ * The head stages (every stage not marked `always`) run in order until one rejects; the outcome is
+ * then known and the tail stages (meter, settle, spool) run for every request. Delivery keeps the
+ * record durable before the caller's last byte: a JSON answer is sent after the tail stages; a
+ * stream's events are written as they are pulled, but its terminal event (and anything after it)
+ * waits for the tail stages; a raw body's last chunk likewise. Cleanups run once at the very end,
+ * then the metrics see the finished request. Hot path: no per-event closures, no re-serialising.
  */
+import { performance } from 'node:perf_hooks';
+import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { zenovaError } from '../errors.js';
-import type { ApiKind, Surface } from './context.js';
+import { isZenovaError, zenovaError } from '../errors.js';
+import type { ZenovaError } from '../errors.js';
+import { API_HANDLERS } from '../providers/api-handlers.js';
+import { serialiseSse } from '../providers/sse.js';
+import { REQUEST_ID_HEADER } from '../request-id.js';
+import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
+import { systemClock } from './clock.js';
+import { newPipelineContext } from './new-context.js';
+import type { ApiKind, PipelineContext, StreamEvent, Surface, TextSlot, UpstreamReply } from './context.js';
 import type { PipelineDeps } from './deps.js';
+import { rejectWith } from './stage.js';
+import type { Stage, StageName, StageResult } from './stage.js';
+import { PIPELINE } from './stages.js';
 
 export interface PipelineCall {
   api: ApiKind;
   surface: Surface;
 }
 
+/** nginx's "client closed request": the status recorded for a caller that left before any answer. */
+export const CALLER_GONE_STATUS = 499;
+/** ctx.responseText keeps at most this many characters (estimates and kept bodies need no more). */
+export const MAX_RESPONSE_TEXT_CHARS = 256 * 1024;
+
+const HEAD: readonly Stage[] = PIPELINE.filter((stage) => !stage.always);
+const TAIL: readonly Stage[] = PIPELINE.filter((stage) => stage.always);
+const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
+
+const STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  // Tells reverse proxies (nginx) not to buffer the stream.
+  'x-accel-buffering': 'no',
+};
+
 export async function runPipeline(request: FastifyRequest, reply: FastifyReply, deps: PipelineDeps, call: PipelineCall): Promise<FastifyReply> {
-  void request;
-  void reply;
-  void deps;
-  void call;
-  throw zenovaError('ZN_ERR_INTERNAL', 'The pipeline is not implemented yet.');
+  const raw = reply.raw;
+  const gone = new AbortController();
+  raw.once('close', () => {
+    if (!raw.writableFinished) gone.abort();
+  });
+  const snapshot = request.configSnapshot;
+  const ctx = newPipelineContext({
+    requestId: request.id,
+    api: call.api,
+    surface: call.surface,
+    http: {
+      method: request.method,
+      path: pathOf(request.url),
+      headers: request.headers,
+      params: (request.params as Record<string, string> | undefined) ?? NO_PARAMS,
+    },
+    body: request.body,
+    deps,
+    clock: systemClock,
+    callerGone: gone.signal,
+    // identify refuses the request when the node had no config when it arrived.
+    ...(snapshot?.ready === true ? { config: snapshot.config } : {}),
+  });
+  const run = new PipelineRun(request, reply, ctx);
+  deps.metrics.requestStarted?.(ctx);
+  try {
+    let failure: ZenovaError | undefined;
+    let failedAt: StageName | undefined;
+    for (const stage of HEAD) {
+      const result = await run.stage(stage);
+      if (result !== undefined) {
+        failure = result.error;
+        failedAt = stage.name;
+        break;
+      }
+    }
+    const answer = ctx.reply;
+    if (failure === undefined && answer !== undefined) {
+      if (answer.kind === 'json') await run.deliverJson(answer);
+      else if (answer.kind === 'stream') await run.deliverStream(answer);
+      else await run.deliverRaw(answer);
+    } else {
+      // A stage refused after forward opened a reply (guardrails-out): release the upstream body.
+      await run.discard(answer);
+      await run.deliverError(failure ?? zenovaError('ZN_ERR_INTERNAL', 'The request produced no answer.'), failedAt);
+    }
+  } catch (err) {
+    // Delivery itself failed (a bug, or the socket in a state we did not expect): answer if still possible.
+    request.log.error({ err, requestId: ctx.requestId }, 'request delivery failed');
+    await run.tail();
+    if (!raw.headersSent && !gone.signal.aborted && !reply.sent) {
+      const failure = zenovaError('ZN_ERR_INTERNAL');
+      request.zenova.errorCode = failure.code;
+      void reply.code(failure.status).send(failure.toBody());
+    } else if (!raw.writableEnded) {
+      raw.destroy();
+    }
+  } finally {
+    run.finish();
+  }
+  return reply;
+}
+
+function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
+/** One request's delivery state; a class so the hot path creates one object, not a closure per step. */
+class PipelineRun {
+  private tailDone: Promise<void> | undefined;
+  private finished = false;
+
+  constructor(
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    private readonly ctx: PipelineContext,
+  ) {}
+
+  /** Runs one stage, timed; an exception is ZN_ERR_INTERNAL (logged with the request id). */
+  async stage(stage: Stage): Promise<StageResult> {
+    const started = performance.now();
+    let result: StageResult;
+    try {
+      const pending = stage.run(this.ctx);
+      result = pending instanceof Promise ? await pending : pending;
+    } catch (err) {
+      this.request.log.error({ err, requestId: this.ctx.requestId, stage: stage.name }, 'pipeline stage failed');
+      result = rejectWith(isZenovaError(err) ? err : zenovaError('ZN_ERR_INTERNAL', undefined, { cause: err }));
+    }
+    this.ctx.stagesUs[stage.name] = Math.round((performance.now() - started) * 1000);
+    return result;
+  }
+
+  /** The tail stages, once; their rejections and failures are logged, never sent (the answer is already decided). */
+  tail(): Promise<void> {
+    this.tailDone ??= this.runTail();
+    return this.tailDone;
+  }
+
+  private async runTail(): Promise<void> {
+    for (const stage of TAIL) {
+      const result = await this.stage(stage);
+      if (result !== undefined) this.request.log.warn({ requestId: this.ctx.requestId, stage: stage.name, code: result.error.code }, 'tail stage refused');
+    }
+  }
+
+  /** Closes a reply that will not be delivered, so its upstream connection is released. */
+  async discard(answer: UpstreamReply | undefined): Promise<void> {
+    if (answer === undefined || answer.kind === 'json') return;
+    const source = answer.kind === 'stream' ? answer.events : answer.body;
+    await source[Symbol.asyncIterator]().return?.().catch(() => undefined);
+  }
+
+  async deliverError(failure: ZenovaError, failedAt: StageName | undefined): Promise<void> {
+    const { ctx, request, reply } = this;
+    if (ctx.callerGone.aborted) {
+      ctx.outcome = { status: 'aborted', httpStatus: CALLER_GONE_STATUS, errorCode: null };
+    } else {
+      const failed = failedAt === 'forward' || failure.code === 'ZN_ERR_INTERNAL';
+      ctx.outcome = { status: failed ? 'failed' : 'rejected', httpStatus: failure.status, errorCode: failure.code };
+    }
+    await this.tail();
+    this.noteForLog();
+    if (ctx.callerGone.aborted) {
+      this.abandon();
+      return;
+    }
+    if (failure.code === 'ZN_ERR_INTERNAL') request.log.error({ err: failure.cause ?? failure, code: failure.code }, 'request failed');
+    // Upstream trouble is expected operations noise: one line, no stack.
+    else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
+    else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
+    const body = API_HANDLERS[ctx.api].errorBody?.(failure) ?? failure.toBody();
+    await reply.code(failure.status).headers(ctx.responseHeaders).send(body);
+  }
+
+  async deliverJson(answer: Extract<UpstreamReply, { kind: 'json' }>): Promise<void> {
+    const { ctx, reply } = this;
+    this.keepText(answer.texts);
+    ctx.outcome = { status: 'ok', httpStatus: answer.status, errorCode: null };
+    await this.tail();
+    this.noteForLog();
+    if (ctx.callerGone.aborted) {
+      this.abandon();
+      return;
+    }
+    await reply.code(answer.status).headers(answer.headers).headers(ctx.responseHeaders).send(answer.body);
+  }
+
+  async deliverStream(answer: Extract<UpstreamReply, { kind: 'stream' }>): Promise<void> {
+    const { ctx, request } = this;
+    const raw = this.hijack(answer.status, { ...answer.headers, ...STREAM_HEADERS });
+    ctx.outcome = { status: 'ok', httpStatus: answer.status, errorCode: null };
+    // The log line is written when the socket closes, which may be before the stream ends.
+    this.noteForLog();
+    const held: StreamEvent[] = [];
+    let failure: ZenovaError | undefined;
+    const events = answer.events[Symbol.asyncIterator]();
+    let drained = true;
+    try {
+      for (;;) {
+        const next = await events.next();
+        if (next.done === true) break;
+        const event = next.value;
+        this.keepText(event.texts);
+        if (held.length > 0 || event.terminal === true) {
+          held.push(event);
+          continue;
+        }
+        if (!raw.write(serialiseSse(event.sse))) await waitForDrain(raw);
+        if (ctx.callerGone.aborted) {
+          drained = false;
+          break;
+        }
+      }
+    } catch (err) {
+      drained = false;
+      if (!ctx.callerGone.aborted) {
+        failure = isZenovaError(err) ? err : classifyUpstreamFailure(err, ctx.served?.upstream ?? 'upstream');
+        if (failure.code === 'ZN_ERR_GUARDRAIL_BLOCKED') request.log.info({ code: failure.code, reason: failure.message }, 'stream stopped by a guardrail');
+        else request.log.warn({ code: failure.code, reason: failure.message }, 'upstream stream failed');
+      }
+    }
+    if (!drained) await events.return?.().catch(() => undefined);
+    if (ctx.callerGone.aborted) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
+    // An output guardrail stopping the stream is the node refusing, not the upstream failing.
+    else if (failure !== undefined) ctx.outcome = { status: failure.code === 'ZN_ERR_GUARDRAIL_BLOCKED' ? 'rejected' : 'failed', httpStatus: answer.status, errorCode: failure.code };
+    await this.tail();
+    this.noteForLog();
+    if (ctx.callerGone.aborted) {
+      raw.destroy();
+      return;
+    }
+    if (failure !== undefined) {
+      raw.end(serialiseSse(answer.errorEvent(failure.code, failure.message).sse));
+      return;
+    }
+    let rest = '';
+    for (const event of held) rest += serialiseSse(event.sse);
+    raw.end(rest);
+  }
+
+  async deliverRaw(answer: Extract<UpstreamReply, { kind: 'raw' }>): Promise<void> {
+    const { ctx, request } = this;
+    const raw = this.hijack(answer.status, answer.headers);
+    ctx.outcome = { status: 'ok', httpStatus: answer.status, errorCode: null };
+    this.noteForLog();
+    let last: Uint8Array | undefined;
+    let failure: ZenovaError | undefined;
+    try {
+      for await (const chunk of answer.body) {
+        if (last !== undefined && !raw.write(last)) await waitForDrain(raw);
+        last = chunk;
+        if (ctx.callerGone.aborted) break;
+      }
+    } catch (err) {
+      if (!ctx.callerGone.aborted) {
+        failure = isZenovaError(err) ? err : classifyUpstreamFailure(err, ctx.toolServer?.name ?? ctx.served?.upstream ?? 'upstream');
+        request.log.warn({ code: failure.code, reason: failure.message }, 'upstream body failed');
+      }
+    }
+    if (ctx.callerGone.aborted) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
+    else if (failure !== undefined) ctx.outcome = { status: 'failed', httpStatus: answer.status, errorCode: failure.code };
+    await this.tail();
+    this.noteForLog();
+    // A relayed body cut short cannot be mended in its own framing: the caller sees it end early.
+    if (ctx.callerGone.aborted || failure !== undefined) raw.destroy();
+    else raw.end(last);
+  }
+
+  /** Takes the response from fastify and writes the head (x-request-id and the stages' headers included). */
+  private hijack(status: number, headers: Record<string, string>): ServerResponse {
+    this.reply.hijack();
+    const raw = this.reply.raw;
+    raw.writeHead(status, { ...headers, ...this.ctx.responseHeaders, [REQUEST_ID_HEADER]: this.ctx.requestId });
+    return raw;
+  }
+
+  /** The caller is gone, nothing can be sent: take the reply away from fastify and drop the socket. */
+  private abandon(): void {
+    this.request.log.info('caller disconnected; upstream call aborted');
+    this.reply.hijack();
+    this.reply.raw.destroy();
+  }
+
+  /** Appends delivered text to ctx.responseText, bounded. */
+  private keepText(texts: readonly TextSlot[]): void {
+    const ctx = this.ctx;
+    for (const slot of texts) {
+      const room = MAX_RESPONSE_TEXT_CHARS - ctx.responseText.length;
+      if (room <= 0) return;
+      const text = slot.text;
+      ctx.responseText += text.length <= room ? text : text.slice(0, room);
+    }
+  }
+
+  /** What the one "request finished" line says about the request. */
+  private noteForLog(): void {
+    const { ctx } = this;
+    const note = this.request.zenova;
+    if (ctx.presentedKeyId !== undefined) note.keyId = ctx.presentedKeyId;
+    if (ctx.key?.accountId != null) note.accountId = ctx.key.accountId;
+    if (ctx.config?.version != null) note.configVersion = ctx.config.version;
+    if (ctx.model !== null) note.model = ctx.model;
+    if (ctx.served !== undefined) note.upstream = ctx.served.upstream;
+    note.stream = ctx.stream;
+    if (ctx.served !== undefined) note.usage = { inputTokens: ctx.usage.inputTokens, outputTokens: ctx.usage.outputTokens, estimated: ctx.usage.estimated };
+    if (ctx.outcome.errorCode !== null) note.errorCode = ctx.outcome.errorCode;
+    if (ctx.outcome.status !== 'ok') note.outcome = ctx.outcome.status;
+  }
+
+  /** Cleanups once, then metrics; neither may break the response. */
+  finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    const { ctx } = this;
+    for (const cleanup of ctx.cleanups) {
+      try {
+        cleanup();
+      } catch (err) {
+        this.request.log.error({ err, requestId: ctx.requestId }, 'request cleanup failed');
+      }
+    }
+    try {
+      ctx.deps.metrics.requestFinished(ctx);
+    } catch (err) {
+      this.request.log.error({ err, requestId: ctx.requestId }, 'request metrics failed');
+    }
+  }
+}
+
+/** Resolves when the socket can take more, or is gone (the caller's abort is seen by the loop). */
+function waitForDrain(raw: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      raw.off('drain', done);
+      raw.off('close', done);
+      resolve();
+    };
+    raw.on('drain', done);
+    raw.on('close', done);
+  });
 }

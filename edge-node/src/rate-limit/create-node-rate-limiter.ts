@@ -1,16 +1,44 @@
-// The node's rate limiter (owner: rate-limit module). Stub: no limits yet.
+// The node's rate limiter. One node-edge process per node (ZENOVA_NODE_REPLICAS unset or 1) keeps
+// its counters in memory: the limits are node-wide already, and a SQLite transaction per admit
+// would be most of the pipeline's cost (docs/performance.md). Several replicas sharing one state dir
+// share counters in a SQLite file there, so the limits hold across them.
 import type { Logger } from '../logger.js';
-import { noRateLimits } from './rate-limiter.js';
+import { systemClock } from '../pipeline/clock.js';
+import type { Clock } from '../pipeline/clock.js';
+import { MemoryLimitStore } from './memory-limit-store.js';
+import { NodeRateLimiter } from './node-rate-limiter.js';
 import type { RateLimiter } from './rate-limiter.js';
+import { SqliteLimitStore } from './sqlite-limit-store.js';
 
 export interface NodeRateLimiterOptions {
   /** Where replicas share their counters; undefined in stand-alone mode (in-process counters). */
   stateDir: string | undefined;
   logger: Logger;
   env: NodeJS.ProcessEnv;
+  /** For the replica lease (requests use their own ctx.clock). */
+  clock?: Clock;
+}
+
+/** Refused at start-up (a bad ZENOVA_NODE_REPLICAS). */
+export class ReplicaSettingError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReplicaSettingError';
+  }
+}
+
+/** ZENOVA_NODE_REPLICAS: how many node-edge processes serve this node from one state dir (default 1). */
+export function replicasFromEnv(env: NodeJS.ProcessEnv): number {
+  const raw = env.ZENOVA_NODE_REPLICAS;
+  if (raw === undefined || raw === '') return 1;
+  if (!/^[0-9]{1,3}$/.test(raw) || Number(raw) < 1) {
+    throw new ReplicaSettingError(`ZENOVA_NODE_REPLICAS must be a whole number from 1 to 999, got ${JSON.stringify(raw.slice(0, 32))}`);
+  }
+  return Number(raw);
 }
 
 export async function createNodeRateLimiter(opts: NodeRateLimiterOptions): Promise<RateLimiter> {
-  void opts;
-  return noRateLimits;
+  const shared = opts.stateDir !== undefined && replicasFromEnv(opts.env) > 1;
+  const store = shared ? new SqliteLimitStore({ location: opts.stateDir!, clock: opts.clock ?? systemClock }) : new MemoryLimitStore();
+  return new NodeRateLimiter(store, opts.logger);
 }

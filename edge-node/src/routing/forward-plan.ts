@@ -1,17 +1,20 @@
 /**
- * Forwarding with the route's rules (owner: pipeline-core; signature fixed for the providers):
- * try ctx.plan in order — the chosen weighted target, then the fallbacks — giving each target
- * `ctx.route.retries` extra attempts; a target failure that is a connect error, a timeout or a 5xx
- * moves on, anything else (a 4xx) is final. Attempts happen only while nothing was sent to the
- * caller (a provider returns its reply before streaming starts). Records ctx.attempts, ctx.served
- * and upstream timings; sets ctx.reply from the first answer. Stub until implemented.
+ * Forwarding with the route's rules (signature fixed for the providers): try ctx.plan in order —
+ * the chosen weighted target, then the fallbacks — giving each target `ctx.route.retries` extra
+ * attempts; a failure that is a connect error, a timeout or a 5xx moves on, anything else (a 4xx)
+ * is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
+ * its reply once the status and headers are in, before any event reaches the caller, and nothing
+ * here runs again after that. Records ctx.attempts, ctx.served and upstream timings; sets ctx.reply
+ * from the first answer. A caller that goes away stops everything (the runner records 'aborted').
  */
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
 import type { RuntimeTarget } from '../config/runtime-config.js';
+import { isZenovaError, zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 import type { PipelineContext, UpstreamReply } from '../pipeline/context.js';
-import { reject } from '../pipeline/stage.js';
+import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
+import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
 
 export type AttemptResult =
   | { kind: 'answered'; reply: UpstreamReply }
@@ -27,12 +30,113 @@ export type AttemptResult =
 /**
  * One attempt at `target`: send the request (with the target's own model and the upstream secret)
  * and return the reply once its status and headers are in (streams not yet consumed). `signal`
- * aborts on the attempt's timeout or when the caller leaves.
+ * aborts on the attempt's timeout or when the caller leaves; an attempt may simply throw what the
+ * abort (or the network) threw, forwardPlan classifies it.
  */
 export type AttemptFn = (target: RuntimeTarget, signal: AbortSignal, timeoutMs: number) => Promise<AttemptResult>;
 
+/** The record schema allows 64 attempts; plans are far smaller (≤ 33 targets × ≤ 6 tries), but bound it anyway. */
+const MAX_ATTEMPTS = 64;
+
+/** The rejection returned once the caller has gone; the runner turns it into outcome 'aborted'. */
+export const CALLER_GONE_MESSAGE = 'The caller went away before the upstream answered.';
+
 export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Promise<StageResult> {
-  void ctx;
-  void attempt;
-  return reject('ZN_ERR_INTERNAL', 'forwardPlan is not implemented yet.');
+  const { route, plan } = ctx;
+  if (route === undefined || plan === undefined || plan.length === 0) return reject('ZN_ERR_INTERNAL', 'The request has no route plan.');
+  let lastFailure: ZenovaError | undefined;
+  for (const target of plan) {
+    const timeoutMs = Math.min(route.timeoutMs, target.upstream.timeoutMs);
+    for (let tries = 0; tries <= route.retries; tries++) {
+      if (ctx.callerGone.aborted) return callerGone();
+      if (ctx.attempts.length >= MAX_ATTEMPTS) return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
+      const outcome = await attemptOnce(ctx, target, timeoutMs, attempt);
+      if (outcome === 'answered') return undefined;
+      if (outcome === 'caller-gone') return callerGone();
+      lastFailure = outcome.error;
+      if (!outcome.retryable) return rejectWith(outcome.error);
+    }
+  }
+  return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
+}
+
+function callerGone(): StageResult {
+  return reject('ZN_ERR_UPSTREAM_UNAVAILABLE', CALLER_GONE_MESSAGE);
+}
+
+async function attemptOnce(
+  ctx: PipelineContext,
+  target: RuntimeTarget,
+  timeoutMs: number,
+  attempt: AttemptFn,
+): Promise<'answered' | 'caller-gone' | Extract<AttemptResult, { kind: 'failed' }>> {
+  // The attempt's own signal: aborted by its timeout (until the headers are in) or by the caller
+  // leaving (for as long as the reply is relayed, so a stream's upstream body is cut too).
+  const controller = new AbortController();
+  const onGone = (): void => controller.abort(ctx.callerGone.reason);
+  ctx.callerGone.addEventListener('abort', onGone, { once: true });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort(zenovaError('ZN_ERR_UPSTREAM_TIMEOUT'));
+  }, timeoutMs);
+  const startedAt = ctx.clock.monotonic();
+  let result: AttemptResult;
+  try {
+    result = await attempt(target, controller.signal, timeoutMs);
+  } catch (err) {
+    result = failureOf(err, target, controller.signal);
+  } finally {
+    clearTimeout(timer);
+  }
+  const durationMs = ctx.clock.monotonic() - startedAt;
+  const record = (outcome: UpstreamAttempt['outcome'], httpStatus: number | null): void => {
+    ctx.attempts.push({ upstream: target.upstream.name, model: target.upstreamModel, outcome, httpStatus, durationMs: round(durationMs) });
+  };
+
+  if (result.kind === 'answered') {
+    record('ok', result.reply.status);
+    ctx.reply = result.reply;
+    ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
+    ctx.upstreamFirstByteMs = round(durationMs);
+    // Final for JSON replies; a stream's provider moves it on when the stream ends.
+    ctx.upstreamMs = round(durationMs);
+    return 'answered';
+  }
+  ctx.callerGone.removeEventListener('abort', onGone);
+  if (ctx.callerGone.aborted) {
+    record('aborted', null);
+    return 'caller-gone';
+  }
+  if (timedOut && result.outcome !== 'timeout') {
+    result = {
+      kind: 'failed',
+      error: zenovaError('ZN_ERR_UPSTREAM_TIMEOUT', `Upstream "${target.upstream.name}" did not answer within ${timeoutMs} ms.`),
+      outcome: 'timeout',
+      httpStatus: null,
+      retryable: true,
+    };
+  }
+  record(result.outcome, result.httpStatus);
+  return result;
+}
+
+/** What an attempt threw, as a failed attempt (aborts are sorted out by the caller). */
+function failureOf(err: unknown, target: RuntimeTarget, signal: AbortSignal): Extract<AttemptResult, { kind: 'failed' }> {
+  if (signal.aborted) {
+    return { kind: 'failed', error: zenovaError('ZN_ERR_UPSTREAM_TIMEOUT'), outcome: 'aborted', httpStatus: null, retryable: true };
+  }
+  const error = isZenovaError(err) ? err : classifyUpstreamFailure(err, target.upstream.name);
+  switch (error.code) {
+    case 'ZN_ERR_UPSTREAM_TIMEOUT':
+      return { kind: 'failed', error, outcome: 'timeout', httpStatus: null, retryable: true };
+    case 'ZN_ERR_UPSTREAM_UNAVAILABLE':
+      return { kind: 'failed', error, outcome: 'connect', httpStatus: null, retryable: true };
+    default:
+      return { kind: 'failed', error, outcome: 'error', httpStatus: null, retryable: false };
+  }
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
 }

@@ -1,16 +1,19 @@
-// Model alias → upstream and the upstream's own model name, within the request's config snapshot
-// and what the caller's key may use. Weighted targets and fallback come with the request pipeline.
-import type { AuthenticatedKey } from '../auth/api-key-verifier.js';
+// Model alias → route, within the request's config snapshot and what the caller's key may use.
 import type { RuntimeConfig, RuntimeRoute } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 
 const MAX_ECHOED_ALIAS = 128;
 
-function shown(alias: string): string {
+/** What the router needs of a key: null = every alias the node routes. */
+export interface ModelPermissions {
+  readonly allowedModels: ReadonlySet<string> | null;
+}
+
+export function shownAlias(alias: string): string {
   return JSON.stringify(alias.length > MAX_ECHOED_ALIAS ? `${alias.slice(0, MAX_ECHOED_ALIAS)}…` : alias);
 }
 
-function mayUse(key: AuthenticatedKey | undefined, alias: string): boolean {
+export function mayUse(key: ModelPermissions | undefined, alias: string): boolean {
   return key?.allowedModels == null || key.allowedModels.has(alias);
 }
 
@@ -19,16 +22,16 @@ function mayUse(key: AuthenticatedKey | undefined, alias: string): boolean {
  * first, so a restricted key learns nothing about other aliases), ZN_ERR_MODEL_NOT_FOUND when the
  * node does not serve it.
  */
-export function resolveRoute(config: RuntimeConfig, alias: string, key: AuthenticatedKey | undefined): RuntimeRoute {
-  if (!mayUse(key, alias)) throw zenovaError('ZN_ERR_MODEL_NOT_ALLOWED', `This API key may not use the model ${shown(alias)}.`);
+export function resolveRoute(config: RuntimeConfig, alias: string, key: ModelPermissions | undefined): RuntimeRoute {
+  if (!mayUse(key, alias)) throw zenovaError('ZN_ERR_MODEL_NOT_ALLOWED', `This API key may not use the model ${shownAlias(alias)}.`);
   const route = config.routes.get(alias);
   if (route !== undefined) return route;
   const why = config.unservableRoutes.get(alias);
-  if (why !== undefined) throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shown(alias)} cannot be served by this node: ${why}.`);
-  throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shown(alias)} does not exist on this node.`);
+  if (why !== undefined) throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shownAlias(alias)} cannot be served by this node: ${why}.`);
+  throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shownAlias(alias)} does not exist on this node.`);
 }
 
 /** The servable aliases the key may use, in config order. */
-export function listRoutes(config: RuntimeConfig, key: AuthenticatedKey | undefined): RuntimeRoute[] {
+export function listRoutes(config: RuntimeConfig, key: ModelPermissions | undefined): RuntimeRoute[] {
   return [...config.routes.values()].filter((route) => mayUse(key, route.alias));
 }

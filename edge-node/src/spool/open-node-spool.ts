@@ -1,9 +1,21 @@
-// Opens the node's spool in its state dir (owner: spool module). Stub: no spool yet.
+/**
+ * Opens the node's spool in its state dir (`serve` calls this once): vets or creates spool.db,
+ * keeps the marker in step, recovers interrupted rows, and wires backfill. Refusals
+ * (SpoolRefusedError) name the file and what to do; `serve` exits non-zero with the message.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { ConfigHolder } from '../config/config-holder.js';
 import type { ControlChannel } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
+import { openStateStore } from '../state/state-store.js';
+import { BackfillChannel } from './backfill-channel.js';
 import { noSpool } from './request-spool.js';
 import type { RequestSpool } from './request-spool.js';
+import { createSpoolFile, SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
+import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
+import { DEFAULT_SPOOL_LIMITS, SpoolStore } from './spool-store.js';
+import type { SpoolLimits, SpoolSynchronous } from './spool-store.js';
 
 export interface NodeSpool {
   spool: RequestSpool;
@@ -23,7 +35,66 @@ export interface OpenNodeSpoolOptions {
   env: NodeJS.ProcessEnv;
 }
 
+/** `ZENOVA_SPOOL_SYNCHRONOUS=full` trades throughput for surviving power loss (docs/spool.md). */
+export function spoolSynchronousFromEnv(env: NodeJS.ProcessEnv): SpoolSynchronous {
+  return env.ZENOVA_SPOOL_SYNCHRONOUS?.toLowerCase() === 'full' ? 'full' : 'normal';
+}
+
+/** The pushed config's quota and policy, else the node's defaults. */
+export function spoolLimitsOf(holder: ConfigHolder): SpoolLimits {
+  const snapshot = holder.current();
+  const settings = snapshot.ready ? snapshot.config.spool : null;
+  return settings ?? DEFAULT_SPOOL_LIMITS;
+}
+
 export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpool> {
-  void opts;
-  return { spool: noSpool, figures: () => ({ spoolBytes: 0, backfillBacklog: 0 }), close: async () => undefined };
+  if (opts.stateDir === undefined) {
+    return { spool: noSpool, figures: () => ({ spoolBytes: 0, backfillBacklog: 0 }), close: async () => undefined };
+  }
+  const store = await openStateStore(opts.stateDir, { create: false });
+  const file = path.join(store.dir, SPOOL_FILE);
+  const marker = await loadSpoolMarker(store);
+  let meta;
+  if (existsSync(file)) {
+    meta = vetSpoolFile(file, opts.nodeId);
+    if (marker !== undefined && marker.spoolId !== meta.spoolId) {
+      throw new SpoolRefusedError(
+        file,
+        `is spool ${meta.spoolId}, but ${store.path(SPOOL_MARKER_FILE)} says this node's spool is ${marker.spoolId} (the file was replaced)`,
+        'put the original spool.db back; if it is lost for good and its undelivered records with it, move spool.json aside to accept this file',
+      );
+    }
+    // No marker yet (created by a run that stopped before writing it): adopt the vetted file.
+    if (marker === undefined) await saveSpoolMarker(store, meta);
+  } else {
+    if (marker !== undefined) {
+      throw new SpoolRefusedError(
+        file,
+        `is missing, but ${store.path(SPOOL_MARKER_FILE)} says spool ${marker.spoolId} was created here on ${marker.createdAt}; an empty new spool is never taken as proof that its records were delivered`,
+        'restore spool.db (with its -wal file if there was one) from where it went; if it is lost for good, move spool.json aside to start a new spool and accept the loss',
+      );
+    }
+    meta = createSpoolFile(file, opts.nodeId);
+    await saveSpoolMarker(store, meta);
+    opts.logger.info({ file, spoolId: meta.spoolId }, 'created a new request spool');
+  }
+
+  const spoolStore = new SpoolStore({
+    file,
+    meta,
+    logger: opts.logger,
+    limits: () => spoolLimitsOf(opts.holder),
+    synchronous: spoolSynchronousFromEnv(opts.env),
+  });
+  const channel = new BackfillChannel({ store: spoolStore, logger: opts.logger });
+  opts.logger.info({ file, spoolId: meta.spoolId, backlog: spoolStore.backlogCount(), bytes: spoolStore.bytes() }, 'request spool open');
+  return {
+    spool: spoolStore,
+    channel,
+    figures: () => ({ spoolBytes: spoolStore.bytes(), backfillBacklog: spoolStore.backlogCount() }),
+    close: async () => {
+      channel.stop();
+      spoolStore.close();
+    },
+  };
 }

@@ -3,6 +3,7 @@
  * gets an open row when it is accepted and its final record before the caller gets the last byte.
  */
 import type { RequestRecord } from '../../../proto/src/index.js';
+import type { ApiKind, Surface } from '../pipeline/context.js';
 
 /** What is known when a request is accepted (pre-authorised, about to be forwarded). */
 export interface OpenRow {
@@ -13,6 +14,15 @@ export interface OpenRow {
   model: string | null;
   reservedMicros: number;
   leaseId: string | null;
+  /**
+   * What an 'interrupted' record (a crash while the request was open) reports; optional so the
+   * opening stage may leave them out. Defaults: surface 'model', api 'chat.completions', stream
+   * false, configVersion null.
+   */
+  api?: ApiKind;
+  surface?: Surface;
+  stream?: boolean;
+  configVersion?: number | null;
 }
 
 export interface RequestSpool {

@@ -4,6 +4,8 @@
  */
 import { loadControlStatus } from '../control/control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord } from '../control/control-status.js';
+import { readSpoolFigures } from '../spool/spool-figures.js';
+import type { SpoolFigures } from '../spool/spool-figures.js';
 import { isExpired, loadCredentials } from '../state/credential-store.js';
 import { loadIdentity } from '../state/identity.js';
 import type { StateStore } from '../state/state-store.js';
@@ -30,6 +32,8 @@ export interface NodeStatusReport {
   };
   /** The config the node serves (as it last said; see control.running); null when it never said. */
   config: ConfigStatusRecord | null;
+  /** The request spool (docs/spool.md); null when this state dir has none yet. */
+  spool: SpoolFigures | null;
 }
 
 /** Whether `pid` is a live process (EPERM: alive but someone else's). */
@@ -66,6 +70,7 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
       updatedAt: control?.updatedAt ?? null,
     },
     config: control?.config ?? null,
+    spool: readSpoolFigures(store.dir),
   };
 }
 
@@ -77,6 +82,18 @@ export function formatElapsed(iso: string, now = Date.now()): string {
   if (h > 0) return `${h}h ${m}m`;
   if (m > 0) return `${m}m ${s}s`;
   return `${s}s`;
+}
+
+/** `12.3 MiB`, `512 B`: a size for people. */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${bytes} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
 /** The report as aligned text lines for a terminal. */
@@ -115,6 +132,15 @@ export function formatNodeStatus(report: NodeStatusReport): string {
     } else {
       row('config', `NOT READY: ${config.notReadyReason ?? 'no verified config'}${lastSeen}`);
     }
+  }
+  const { spool } = report;
+  if (spool !== null) {
+    row(
+      'spool',
+      spool.error !== null
+        ? `UNREADABLE: ${spool.error}`
+        : `${formatBytes(spool.bytes)}, backlog ${spool.backlog} record${spool.backlog === 1 ? '' : 's'} not yet delivered${spool.open > 0 ? `, ${spool.open} open` : ''}`,
+    );
   }
   if (control.lastError !== null) {
     row('last error', `${control.lastError.code} at ${control.lastError.at}: ${control.lastError.message}`);

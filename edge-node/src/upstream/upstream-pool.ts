@@ -24,6 +24,10 @@ export interface UpstreamCall {
   timeoutMs?: number;
   /** Aborts the call (the caller went away); the abort surfaces as the original abort error. */
   signal: AbortSignal;
+  /** How the upstream secret is sent: `Authorization: Bearer` (default) or Anthropic's `x-api-key`. */
+  secretHeader?: 'authorization' | 'x-api-key';
+  /** Further headers the provider's API needs (e.g. anthropic-version); never the caller's key. */
+  extraHeaders?: Record<string, string>;
 }
 
 export type UpstreamResponse = Dispatcher.ResponseData;
@@ -69,13 +73,17 @@ export class UpstreamPool {
     const basePath = url.pathname.replace(/\/+$/, '');
     const timeoutMs = call.timeoutMs ?? upstream.timeoutMs;
     const headers: Record<string, string> = {
+      ...call.extraHeaders,
       accept: call.accept ?? 'application/json',
       'user-agent': 'zenova-node',
       'x-request-id': call.requestId,
     };
     if (call.body !== undefined) headers['content-type'] = 'application/json';
     // Only the upstream's own key ever goes upstream; the caller's key stays here.
-    if (upstream.apiKey !== undefined) headers.authorization = `Bearer ${upstream.apiKey}`;
+    if (upstream.apiKey !== undefined) {
+      if (call.secretHeader === 'x-api-key') headers['x-api-key'] = upstream.apiKey;
+      else headers.authorization = `Bearer ${upstream.apiKey}`;
+    }
     try {
       return await pool.request({
         method: call.method,

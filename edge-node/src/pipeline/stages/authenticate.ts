@@ -1,13 +1,24 @@
-// Stage `authenticate` — the caller's key from the bundle's hashes.
-// Owner: pipeline-core. Stub until then: continues.
+// Stage `authenticate` — the caller's key (`Authorization: Bearer` or `x-api-key`) from the bundle's
+// hashes, and its standing: missing, invalid, revoked, expired and suspended each have their code.
+// A config without keys (a local file without apiKeys: stand-alone mode) admits every caller.
+import { checkKeyStanding, findCallerKey } from '../../auth/api-key-verifier.js';
 import type { PipelineContext } from '../context.js';
+import { reject } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
 
 export const authenticateStage: Stage = {
   name: 'authenticate',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    void ctx;
+    const config = ctx.config;
+    if (config === undefined) return reject('ZN_ERR_NODE_NOT_READY');
+    if (config.apiKeys === null) return undefined;
+    const found = findCallerKey(config.apiKeys, ctx.http.headers);
+    if (!found.ok) return reject(found.code);
+    ctx.presentedKeyId = found.key.id;
+    const standing = checkKeyStanding(config, found.key, ctx.clock.now());
+    if (!standing.ok) return reject(standing.code);
+    ctx.key = standing.key;
     return undefined;
   },
 };

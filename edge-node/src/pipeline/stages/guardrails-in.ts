@@ -1,13 +1,19 @@
-// Stage `guardrails-in` — input rules of the key's policy: block / mask / flag.
-// Owner: guardrails. Stub until then: continues.
+// Stage `guardrails-in` — the input rules of the key's guardrail policy over the caller's text:
+// block (nothing is forwarded), mask (the forwarded body carries placeholders), flag (verdict only).
+import { applyPolicy, requestPolicy } from '../../guardrails/policy-engine.js';
 import type { PipelineContext } from '../context.js';
+import { reject } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
 
 export const guardrailsInStage: Stage = {
   name: 'guardrails-in',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    void ctx;
-    return undefined;
+    const policy = requestPolicy(ctx);
+    if (policy === null) return undefined;
+    // A stream's output rules are applied as it is delivered; when they cannot be applied, refuse
+    // now, before anything is forwarded or charged, rather than after the stream has started.
+    if (ctx.stream && policy.output.broken !== null) return reject('ZN_ERR_GUARDRAIL_BLOCKED', policy.output.broken.message);
+    return applyPolicy(ctx, policy, 'input', ctx.inputTexts);
   },
 };

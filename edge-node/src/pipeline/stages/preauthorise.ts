@@ -20,6 +20,11 @@ export const preauthoriseStage: Stage = {
         model: ctx.model,
         reservedMicros: ctx.cost.reservedMicros,
         leaseId: ctx.cost.leaseId,
+        // So a request cut off by a crash is recorded as what it was (interrupted-record.ts).
+        api: ctx.api,
+        surface: ctx.surface,
+        stream: ctx.stream,
+        configVersion: ctx.config?.version ?? null,
       });
     } catch (err) {
       // Not accepted after all: settle (always runs) releases the reservation with no usage.

@@ -1,5 +1,5 @@
-// Stage `route` — alias → weighted target plus fallbacks (ctx.plan).
-// Owner: pipeline-core. Stub until then: continues.
+// Stage `route` — where the call goes: the API's handler sets ctx.route + ctx.plan (models) or ctx.toolServer.
+import { API_HANDLERS } from '../../providers/api-handlers.js';
 import type { PipelineContext } from '../context.js';
 import type { Stage, StageResult } from '../stage.js';
 
@@ -7,7 +7,6 @@ export const routeStage: Stage = {
   name: 'route',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    void ctx;
-    return undefined;
+    return API_HANDLERS[ctx.api].route(ctx);
   },
 };

@@ -1,22 +1,166 @@
-// The `messages` API (owner: anthropic). Stub: refuses until implemented.
-import type { PipelineContext } from '../../pipeline/context.js';
-import { reject } from '../../pipeline/stage.js';
+/**
+ * The `messages` API: Anthropic's POST /v1/messages, JSON and SSE, forwarded to upstreams of kind
+ * `anthropic`. An anthropic upstream's baseUrl is its API base including the version segment, e.g.
+ * https://api.anthropic.com/v1; the node posts to `${baseUrl}/messages` with the upstream's secret
+ * as `x-api-key` (never the caller's key), the caller's `anthropic-version` (else 2023-06-01) and
+ * `anthropic-beta`, and the target's own model name. Callers see their alias in `model`.
+ */
+import type { RuntimeTarget } from '../../config/runtime-config.js';
+import { isZenovaError, zenovaError } from '../../errors.js';
+import type { ZenovaError } from '../../errors.js';
+import type { PipelineContext, StreamEvent, TextSlot, UpstreamReply } from '../../pipeline/context.js';
+import { reject, rejectWith } from '../../pipeline/stage.js';
 import type { StageResult } from '../../pipeline/stage.js';
+import { forwardPlan } from '../../routing/forward-plan.js';
+import type { AttemptResult } from '../../routing/forward-plan.js';
+import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
+import { validateBody } from '../request-body.js';
+import { FieldSlot, isRecord, tokenCount } from '../text-slot.js';
+import { estimateTokens } from '../token-estimate.js';
+import { passedHeaders, readJsonObject, sendToUpstream } from '../upstream-call.js';
+import { anthropicErrorBodyOf } from './anthropic-errors.js';
+import { inputTextSlots, messagesRequestSchema } from './messages-request.js';
+import { anthropicInputTokens, anthropicStreamEvents, blockIndexOf, errorStreamEvent, firstEventRead, textDeltaEvent } from './messages-stream.js';
+
+export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
+/** Version dates and comma-separated beta names; anything else is refused rather than forwarded. */
+const VERSION_PATTERN = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/;
+const BETA_PATTERN = /^[A-Za-z0-9._-]{1,128}(,[ \t]*[A-Za-z0-9._-]{1,128}){0,31}$/;
+
+type Json = Record<string, unknown>;
+
+function headerValue(ctx: PipelineContext, name: string): string | undefined {
+  const value = ctx.http.headers[name];
+  return Array.isArray(value) ? value.join(',') : value;
+}
+
+/** The Anthropic headers that go upstream, from the caller's; a malformed one is the caller's error. */
+function anthropicHeaders(ctx: PipelineContext): Record<string, string> | ZenovaError {
+  const version = headerValue(ctx, 'anthropic-version')?.trim();
+  if (version !== undefined && version !== '' && !VERSION_PATTERN.test(version)) {
+    return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the anthropic-version header must be a date like 2023-06-01.');
+  }
+  const headers: Record<string, string> = { 'anthropic-version': version || DEFAULT_ANTHROPIC_VERSION };
+  const beta = headerValue(ctx, 'anthropic-beta')?.trim();
+  if (beta !== undefined && beta !== '') {
+    if (!BETA_PATTERN.test(beta)) return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the anthropic-beta header must be a comma-separated list of beta names.');
+    headers['anthropic-beta'] = beta;
+  }
+  return headers;
+}
+
+/** A JSON answer: the alias in `model`, its text blocks as slots, its usage recorded. */
+function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamReply {
+  if (typeof answer.model === 'string') answer.model = alias;
+  const texts: TextSlot[] = [];
+  if (Array.isArray(answer.content)) {
+    for (const block of answer.content) {
+      if (isRecord(block) && block.type === 'text' && typeof block.text === 'string') texts.push(new FieldSlot(block, 'text'));
+    }
+  }
+  if (isRecord(answer.usage)) {
+    const inputTokens = anthropicInputTokens(answer.usage);
+    if (inputTokens !== undefined) ctx.upstreamUsage = { inputTokens, outputTokens: tokenCount(answer.usage.output_tokens) ?? 0, estimated: false };
+  }
+  return { kind: 'json', status: 200, headers: {}, body: answer, texts };
+}
+
+async function attemptMessages(
+  ctx: PipelineContext,
+  headers: Record<string, string>,
+  target: RuntimeTarget,
+  signal: AbortSignal,
+  timeoutMs: number,
+): Promise<AttemptResult> {
+  const body = ctx.forwardBody ?? {};
+  const alias = ctx.model ?? target.upstreamModel;
+  const sentAt = ctx.clock.monotonic();
+  const exchange = await sendToUpstream(
+    ctx,
+    target,
+    {
+      method: 'POST',
+      path: '/messages',
+      // Serialised per attempt: guardrails may have rewritten texts, and each target has its own model.
+      body: JSON.stringify({ ...body, model: target.upstreamModel }),
+      accept: ctx.stream ? 'text/event-stream' : 'application/json',
+      secretHeader: 'x-api-key',
+      extraHeaders: headers,
+    },
+    signal,
+    timeoutMs,
+  );
+  if (exchange.kind === 'failed') return exchange;
+  const { response } = exchange;
+  const upstream = target.upstream.name;
+
+  if (!ctx.stream) return { kind: 'answered', reply: jsonReply(ctx, await readJsonObject(response, upstream, signal), alias) };
+
+  const contentType = response.headers['content-type'];
+  if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) {
+    response.body.destroy();
+    const error = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" did not answer the stream request with an event stream.`);
+    return { kind: 'failed', error, outcome: 'error', httpStatus: response.statusCode, retryable: false };
+  }
+  const release = (): void => {
+    // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
+    if (!response.body.readableEnded) response.body.destroy();
+  };
+  let events: AsyncIterable<StreamEvent>;
+  try {
+    events = await firstEventRead(anthropicStreamEvents(response.body, { ctx, upstream, alias, sentAt, signal, release }));
+  } catch (err) {
+    // A failure before the first event is the attempt's: nothing reached the caller yet.
+    if (signal.aborted || !isZenovaError(err)) throw err;
+    const outcome = err.code === 'ZN_ERR_UPSTREAM_TIMEOUT' ? 'timeout' : err.code === 'ZN_ERR_UPSTREAM_UNAVAILABLE' ? 'connect' : 'error';
+    return { kind: 'failed', error: err, outcome, httpStatus: null, retryable: err.retryable };
+  }
+  return {
+    kind: 'answered',
+    reply: {
+      kind: 'stream',
+      status: 200,
+      headers: passedHeaders(response),
+      events,
+      textEvent: (text, like) => textDeltaEvent(blockIndexOf(like), text),
+      errorEvent: errorStreamEvent,
+    },
+  };
+}
 
 export const messagesApi: ApiHandler = {
   api: 'messages',
   surface: 'model',
+
   identify(ctx: PipelineContext): StageResult {
-    void ctx;
-    return reject('ZN_ERR_NOT_FOUND', 'Not implemented yet.');
+    const valid = validateBody(messagesRequestSchema, ctx.body);
+    if (!valid.ok) return valid.rejection;
+    const headers = anthropicHeaders(ctx);
+    if (isZenovaError(headers)) return rejectWith(headers);
+    // zod returns fresh objects: the slots below write into what is forwarded, not into ctx.body.
+    const request: Json = valid.value;
+    ctx.forwardBody = request;
+    ctx.model = valid.value.model;
+    ctx.stream = valid.value.stream === true;
+    ctx.maxOutputTokens = valid.value.max_tokens;
+    ctx.inputTexts = inputTextSlots(request);
+    let tokens = 0;
+    for (const slot of ctx.inputTexts) tokens += estimateTokens(slot.text);
+    ctx.estimatedInputTokens = tokens;
+    return undefined;
   },
+
   route(ctx: PipelineContext): StageResult {
-    void ctx;
-    return undefined;
+    return routeModel(ctx, 'anthropic');
   },
-  async forward(ctx: PipelineContext): Promise<StageResult> {
-    void ctx;
-    return undefined;
+
+  forward(ctx: PipelineContext): Promise<StageResult> {
+    const headers = anthropicHeaders(ctx);
+    if (isZenovaError(headers)) return Promise.resolve(rejectWith(headers));
+    if (ctx.forwardBody === undefined) return Promise.resolve(reject('ZN_ERR_INTERNAL', 'The request was not identified.'));
+    return forwardPlan(ctx, (target, signal, timeoutMs) => attemptMessages(ctx, headers, target, signal, timeoutMs));
   },
+
+  errorBody: anthropicErrorBodyOf,
 };

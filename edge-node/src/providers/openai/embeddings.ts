@@ -1,22 +1,70 @@
-// The `embeddings` API (owner: pipeline-core). Stub: refuses until implemented.
-import type { PipelineContext } from '../../pipeline/context.js';
-import { reject } from '../../pipeline/stage.js';
+// The `embeddings` API: POST /v1/embeddings to OpenAI-compatible upstreams; usage from usage.prompt_tokens.
+import { z } from 'zod';
+import type { RuntimeTarget } from '../../config/runtime-config.js';
+import type { PipelineContext, TextSlot } from '../../pipeline/context.js';
 import type { StageResult } from '../../pipeline/stage.js';
+import { forwardPlan } from '../../routing/forward-plan.js';
+import type { AttemptResult } from '../../routing/forward-plan.js';
+import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
+import { validateBody } from '../request-body.js';
+import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
+import { estimateTokens } from '../token-estimate.js';
+import { readJsonObject, sendToUpstream } from '../upstream-call.js';
+
+const embeddingsRequestSchema = z.looseObject({
+  model: z.string().min(1).max(256),
+  input: z.union([z.string(), z.array(z.string()).min(1), z.array(z.int()).min(1), z.array(z.array(z.int()).min(1)).min(1)]),
+});
 
 export const embeddingsApi: ApiHandler = {
   api: 'embeddings',
   surface: 'model',
   identify(ctx: PipelineContext): StageResult {
-    void ctx;
-    return reject('ZN_ERR_NOT_FOUND', 'Not implemented yet.');
+    const valid = validateBody(embeddingsRequestSchema, ctx.body);
+    if (!valid.ok) return valid.rejection;
+    const request = valid.value;
+    ctx.forwardBody = request;
+    ctx.model = request.model;
+    const texts: TextSlot[] = [];
+    let tokens = 0;
+    const input: unknown = request.input;
+    if (typeof input === 'string') {
+      texts.push(new FieldSlot(request, 'input'));
+    } else if (Array.isArray(input)) {
+      for (let i = 0; i < input.length; i++) {
+        const item: unknown = input[i];
+        if (typeof item === 'string') texts.push(new FieldSlot(input as unknown as Record<string, unknown>, String(i)));
+        // Token-id inputs are already tokens.
+        else if (typeof item === 'number') tokens += 1;
+        else if (Array.isArray(item)) tokens += item.length;
+      }
+    }
+    for (const slot of texts) tokens += estimateTokens(slot.text);
+    ctx.inputTexts = texts;
+    ctx.estimatedInputTokens = tokens;
+    return undefined;
   },
   route(ctx: PipelineContext): StageResult {
-    void ctx;
-    return undefined;
+    return routeModel(ctx, 'openai');
   },
-  async forward(ctx: PipelineContext): Promise<StageResult> {
-    void ctx;
-    return undefined;
+  forward(ctx: PipelineContext): Promise<StageResult> {
+    return forwardPlan(ctx, (target, signal, timeoutMs) => attemptEmbeddings(ctx, target, signal, timeoutMs));
   },
 };
+
+async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSignal, timeoutMs: number): Promise<AttemptResult> {
+  const sent = await sendToUpstream(
+    ctx,
+    target,
+    { method: 'POST', path: '/embeddings', body: JSON.stringify({ ...ctx.forwardBody, model: target.upstreamModel }) },
+    signal,
+    timeoutMs,
+  );
+  if (sent.kind === 'failed') return sent;
+  const answer = await readJsonObject(sent.response, target.upstream.name, signal);
+  if (typeof answer.model === 'string') answer.model = ctx.model ?? target.upstreamModel;
+  const usage = isRecord(answer.usage) ? tokenCount(answer.usage.prompt_tokens) : undefined;
+  ctx.upstreamUsage = usage === undefined ? null : { inputTokens: usage, outputTokens: 0, estimated: false };
+  return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts: NO_TEXTS } };
+}

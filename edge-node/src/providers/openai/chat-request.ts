@@ -7,6 +7,8 @@ export const chatCompletionRequestSchema = z.looseObject({
   messages: z.array(z.looseObject({ role: z.string().min(1) })).min(1),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+  max_tokens: z.int().min(1).nullish(),
+  max_completion_tokens: z.int().min(1).nullish(),
 });
 
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
@@ -15,13 +17,17 @@ export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
  * The body sent upstream: the upstream's model name, and for streams `include_usage` forced on
  * (the node meters every stream) with the caller's other stream options kept.
  */
-export function upstreamChatBody(request: ChatCompletionRequest, upstreamModel: string): Record<string, unknown> {
+export function upstreamChatBody(request: Record<string, unknown>, upstreamModel: string, stream: boolean): Record<string, unknown> {
   const body: Record<string, unknown> = { ...request, model: upstreamModel };
-  if (request.stream === true) body.stream_options = { ...(request.stream_options ?? {}), include_usage: true };
+  if (stream) {
+    const options = request.stream_options;
+    body.stream_options = { ...(typeof options === 'object' && options !== null ? options : {}), include_usage: true };
+  }
   return body;
 }
 
-/** Whether the caller asked for the usage chunk itself; if not, the relay hides it again. */
-export function callerWantsStreamUsage(request: ChatCompletionRequest): boolean {
-  return request.stream_options?.include_usage === true;
+/** Whether the caller asked for the usage chunk itself; if not, the stream hides it again. */
+export function callerWantsStreamUsage(request: Record<string, unknown>): boolean {
+  const options = request.stream_options;
+  return typeof options === 'object' && options !== null && (options as { include_usage?: unknown }).include_usage === true;
 }

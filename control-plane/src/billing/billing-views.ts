@@ -1,0 +1,134 @@
+/**
+ * What the billing admin API shows (docs/api.md, "Billing"): an account's balance and leases, spend
+ * grouped by account, key or node over a time window, and the leases of a node. Amounts are
+ * micro-units as exact JSON numbers.
+ */
+import { z } from 'zod';
+import type { Queryable } from '../nodes/with-transaction.js';
+
+export const balanceViewSchema = z.object({
+  accountId: z.string(),
+  account: z.string(),
+  /** credits − settled spend. */
+  balanceMicros: z.number(),
+  /** Held by node leases (granted − spent − returned). */
+  outstandingLeasesMicros: z.number(),
+  /** balance − outstanding leases: what new leases can still be granted from. */
+  availableMicros: z.number(),
+  /** Σ settled request costs. */
+  spentMicros: z.number(),
+});
+export type BalanceView = z.infer<typeof balanceViewSchema>;
+
+export const leaseViewSchema = z.object({
+  leaseId: z.string(),
+  nodeId: z.string(),
+  node: z.string(),
+  accountId: z.string(),
+  account: z.string(),
+  state: z.enum(['open', 'returned']),
+  grantedMicros: z.number(),
+  spentMicros: z.number(),
+  returnedMicros: z.number(),
+  outstandingMicros: z.number(),
+  reportedSpentMicros: z.number().nullable(),
+  reportedReservedMicros: z.number().nullable(),
+  reportedAt: z.string().nullable(),
+  expiresAt: z.string(),
+  createdAt: z.string(),
+  closedAt: z.string().nullable(),
+});
+export type LeaseView = z.infer<typeof leaseViewSchema>;
+
+export const spendRowSchema = z.object({ id: z.string().nullable(), name: z.string().nullable(), requests: z.number(), spentMicros: z.number() });
+export type SpendRow = z.infer<typeof spendRowSchema>;
+
+/** The account (by name, or by id) — its id and name; undefined when there is none. */
+export async function findAccount(db: Queryable, nameOrId: string): Promise<{ id: string; name: string } | undefined> {
+  const { rows } = await db.query<{ id: string; name: string }>(
+    `select id, name from accounts where deleted_at is null and (name = $1 or id::text = lower($1)) order by (name = $1) desc limit 1`,
+    [nameOrId],
+  );
+  return rows[0];
+}
+
+export async function balanceView(db: Queryable, account: { id: string; name: string }): Promise<BalanceView> {
+  const { rows } = await db.query<{ balance: string; outstanding: string; spent: string }>(
+    `select coalesce(b.balance_micros, 0)::text as balance, coalesce(b.spent_micros, 0)::text as spent,
+            (select coalesce(sum(greatest(granted_micros - spent_micros - returned_micros, 0)), 0)
+               from credit_leases where account_id = $1)::text as outstanding
+       from (select $1::uuid as id) a left join account_balances b on b.account_id = a.id`,
+    [account.id],
+  );
+  const r = rows[0]!;
+  const balance = Number(r.balance);
+  const outstanding = Number(r.outstanding);
+  return {
+    accountId: account.id,
+    account: account.name,
+    balanceMicros: balance,
+    outstandingLeasesMicros: outstanding,
+    availableMicros: balance - outstanding,
+    spentMicros: Number(r.spent),
+  };
+}
+
+const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
+const num = (v: string | null): number | null => (v === null ? null : Number(v));
+
+export async function listLeases(db: Queryable, filter: { nodeId?: string | undefined; accountId?: string | undefined }): Promise<LeaseView[]> {
+  const { rows } = await db.query<{
+    id: string; node_id: string; node: string; account_id: string; account: string; state: 'open' | 'returned';
+    granted: string; spent: string; returned: string; rs: string | null; rr: string | null; reported_at: Date | null;
+    expires_at: Date; created_at: Date; closed_at: Date | null;
+  }>(
+    `select l.id, l.node_id, n.name as node, l.account_id, a.name as account, l.state,
+            l.granted_micros::text as granted, l.spent_micros::text as spent, l.returned_micros::text as returned,
+            l.reported_spent_micros::text as rs, l.reported_reserved_micros::text as rr, l.reported_at,
+            l.expires_at, l.created_at, l.closed_at
+       from credit_leases l join nodes n on n.id = l.node_id join accounts a on a.id = l.account_id
+      where ($1::uuid is null or l.node_id = $1) and ($2::uuid is null or l.account_id = $2)
+      order by l.created_at desc limit 1000`,
+    [filter.nodeId ?? null, filter.accountId ?? null],
+  );
+  return rows.map((r) => {
+    const outstanding = BigInt(r.granted) - BigInt(r.spent) - BigInt(r.returned);
+    return {
+      leaseId: r.id,
+      nodeId: r.node_id,
+      node: r.node,
+      accountId: r.account_id,
+      account: r.account,
+      state: r.state,
+      grantedMicros: Number(r.granted),
+      spentMicros: Number(r.spent),
+      returnedMicros: Number(r.returned),
+      outstandingMicros: Number(outstanding > 0n ? outstanding : 0n),
+      reportedSpentMicros: num(r.rs),
+      reportedReservedMicros: num(r.rr),
+      reportedAt: iso(r.reported_at),
+      expiresAt: r.expires_at.toISOString(),
+      createdAt: r.created_at.toISOString(),
+      closedAt: iso(r.closed_at),
+    };
+  });
+}
+
+export type SpendBy = 'account' | 'key' | 'node';
+
+/** Settled spend (ledger debits) with from ≤ finished < to, grouped. */
+export async function spendBy(db: Queryable, by: SpendBy, from: Date, to: Date): Promise<SpendRow[]> {
+  const group = {
+    account: { id: 'd.account_id::text', name: '(select name from accounts where id = d.account_id)' },
+    key: { id: 'd.key_id', name: '(select name from api_keys where id::text = d.key_id)' },
+    node: { id: 'd.node_id::text', name: '(select name from nodes where id = d.node_id)' },
+  }[by];
+  const { rows } = await db.query<{ id: string | null; name: string | null; requests: string; spent: string }>(
+    `select ${group.id} as id, ${group.name} as name, count(*)::text as requests, sum(d.amount_micros)::text as spent
+       from billing_ledger d
+      where d.kind = 'debit' and d.occurred_at >= $1 and d.occurred_at < $2
+      group by 1, 2 order by sum(d.amount_micros) desc, 1 limit 10000`,
+    [from, to],
+  );
+  return rows.map((r) => ({ id: r.id, name: r.name, requests: Number(r.requests), spentMicros: Number(r.spent) }));
+}

@@ -1,0 +1,216 @@
+/**
+ * Credit leases on the control plane (docs/billing.md, "Leases"). A lease lets one node spend an
+ * account's credit without asking; its outstanding amount (granted − spent − returned) is money
+ * the account has committed. INVARIANT: for every account, Σ outstanding ≤ balance. Every function
+ * here runs in the caller's transaction after lockAccountBalance, so concurrent grants of the same
+ * account are serialised on that row lock and cannot overshoot.
+ */
+import type pg from 'pg';
+import type { LeaseGrant } from '../../../proto/src/index.js';
+import { adjustBalance, appendLedger, lockAccountBalance, UUID_PATTERN } from './ledger.js';
+import type { LeasePolicy } from './lease-policy.js';
+import { leaseTarget } from './lease-policy.js';
+
+interface LeaseRow {
+  id: string;
+  nodeId: string;
+  accountId: string;
+  state: 'open' | 'returned';
+  granted: bigint;
+  spent: bigint;
+  returned: bigint;
+  expiresAt: number;
+  reportedSpent: bigint | null;
+  reportedReserved: bigint | null;
+}
+
+const LEASE_COLUMNS = `id, node_id as "nodeId", account_id as "accountId", state, granted_micros::text as granted,
+  spent_micros::text as spent, returned_micros::text as returned, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt",
+  reported_spent_micros::text as "reportedSpent", reported_reserved_micros::text as "reportedReserved"`;
+
+type RawLease = Record<keyof LeaseRow, string | null>;
+
+function toLease(r: RawLease): LeaseRow {
+  return {
+    id: r.id!,
+    nodeId: r.nodeId!,
+    accountId: r.accountId!,
+    state: r.state === 'returned' ? 'returned' : 'open',
+    granted: BigInt(r.granted!),
+    spent: BigInt(r.spent!),
+    returned: BigInt(r.returned!),
+    expiresAt: Number(r.expiresAt!),
+    reportedSpent: r.reportedSpent === null ? null : BigInt(r.reportedSpent),
+    reportedReserved: r.reportedReserved === null ? null : BigInt(r.reportedReserved),
+  };
+}
+
+const outstandingOf = (l: LeaseRow): bigint => l.granted - l.spent - l.returned;
+const clampZero = (v: bigint): bigint => (v > 0n ? v : 0n);
+
+export function leaseGrantMessage(l: { accountId: string; id: string; granted: bigint; expiresAt: number }): LeaseGrant {
+  return { accountId: l.accountId, leaseId: l.id, amountMicros: l.granted, expiresAt: BigInt(l.expiresAt) };
+}
+
+/** Hands back what a lease still holds and closes it (node shutting down or deleted). Caller holds the account lock. */
+async function closeLease(client: pg.PoolClient, lease: LeaseRow, alreadySpent: bigint): Promise<bigint> {
+  // What the node says it spent but we have not ingested yet stays outstanding until its records
+  // arrive. While open, `returned` holds only write-offs of interrupted requests, which the node
+  // counts in its spent too: hence max(node's spent, settled spent + returned).
+  const settled = lease.spent + lease.returned;
+  const spent = alreadySpent > settled ? alreadySpent : settled;
+  const give = clampZero(lease.granted - spent);
+  if (give > 0n) {
+    await appendLedger(client, { accountId: lease.accountId, kind: 'lease_return', amountMicros: give, leaseId: lease.id, nodeId: lease.nodeId });
+    await adjustBalance(client, lease.accountId, { outstanding: -give });
+  }
+  await client.query(
+    `update credit_leases set state = 'returned', returned_micros = returned_micros + $2, closed_at = now(), updated_at = now(),
+            reported_spent_micros = greatest(coalesce(reported_spent_micros, 0), $3) where id = $1`,
+    [lease.id, give.toString(), spent.toString()],
+  );
+  return give;
+}
+
+async function leasesOfAccount(client: pg.PoolClient, accountId: string): Promise<LeaseRow[]> {
+  const { rows } = await client.query<RawLease>(`select ${LEASE_COLUMNS} from credit_leases where account_id = $1 for update`, [accountId]);
+  return rows.map(toLease);
+}
+
+/**
+ * Leases of deleted nodes give their unspent credit back (their records can no longer arrive);
+ * expired leases (the node may no longer reserve from them) give back what the node did not report spent.
+ */
+async function reclaimLeases(client: pg.PoolClient, leases: LeaseRow[], nowMs: number): Promise<void> {
+  const open = leases.filter((l) => l.state === 'open');
+  if (open.length === 0) return;
+  const { rows } = await client.query<{ id: string }>('select id from nodes where id = any($1::uuid[]) and deleted_at is not null', [open.map((l) => l.nodeId)]);
+  const deleted = new Set(rows.map((r) => r.id));
+  for (const lease of open) {
+    let give: bigint;
+    if (deleted.has(lease.nodeId)) give = await closeLease(client, lease, lease.spent);
+    else if (lease.expiresAt <= nowMs) give = await closeLease(client, lease, lease.reportedSpent ?? lease.spent);
+    else continue;
+    lease.state = 'returned';
+    lease.returned += give;
+  }
+}
+
+export interface TopUpResult {
+  /** The lease to tell the node about (undefined: the account has nothing to lease and no open lease). */
+  lease: { id: string; accountId: string; granted: bigint; expiresAt: number } | undefined;
+  /** What this call added to the lease. */
+  addedMicros: bigint;
+}
+
+/**
+ * Opens or tops up the lease of (node, account) by policy, in the caller's transaction. The node's
+ * available amount is estimated from its last report (granted now − reported spent − reported
+ * reserved), else from the lease's outstanding; the top-up brings it to the policy target, never
+ * beyond what the account has free.
+ */
+export async function topUpLease(client: pg.PoolClient, nodeId: string, accountId: string, policy: LeasePolicy, nowMs: number): Promise<TopUpResult> {
+  const balance = await lockAccountBalance(client, accountId);
+  if (balance === undefined) return { lease: undefined, addedMicros: 0n };
+  const leases = await leasesOfAccount(client, accountId);
+  await reclaimLeases(client, leases, nowMs);
+  const { rows: account } = await client.query<{ live: boolean }>(
+    `select (status = 'active' and deleted_at is null) as live from accounts where id = $1`,
+    [accountId],
+  );
+  const committed = leases.reduce((sum, l) => sum + clampZero(outstandingOf(l)), 0n);
+  const free = balance.balanceMicros - committed;
+  let lease = leases.find((l) => l.nodeId === nodeId && l.state === 'open');
+  const held = lease === undefined ? 0n : clampZero(outstandingOf(lease));
+  const target = leaseTarget(policy, free, held);
+  let nodeAvailable = held;
+  if (lease?.reportedSpent != null && lease.reportedReserved != null) {
+    const byReport = lease.granted - lease.reportedSpent - lease.reportedReserved;
+    if (byReport < nodeAvailable) nodeAvailable = byReport;
+  }
+  // A suspended or deleted account gets no more credit; its open lease is still re-sent as is.
+  let add = account[0]?.live === true ? target - nodeAvailable : 0n;
+  if (add > free) add = free;
+  // Small top-ups are skipped (ledger noise) unless they hand over the last of the free balance.
+  const worthIt = add > 0n && (add * 4n >= target || add === free);
+  const expiresAt = nowMs + policy.ttlMs;
+  if (!worthIt) {
+    return { lease: lease && { id: lease.id, accountId, granted: lease.granted, expiresAt: lease.expiresAt }, addedMicros: 0n };
+  }
+  if (lease === undefined) {
+    const { rows } = await client.query<RawLease>(
+      `insert into credit_leases (node_id, account_id, expires_at) values ($1, $2, to_timestamp($3::bigint / 1000.0)) returning ${LEASE_COLUMNS}`,
+      [nodeId, accountId, expiresAt],
+    );
+    lease = toLease(rows[0]!);
+  }
+  await appendLedger(client, { accountId, kind: 'lease_grant', amountMicros: add, leaseId: lease.id, nodeId });
+  await adjustBalance(client, accountId, { outstanding: add });
+  const { rows } = await client.query<{ granted: string; expiresAt: string }>(
+    `update credit_leases set granted_micros = granted_micros + $2, expires_at = to_timestamp($3::bigint / 1000.0), updated_at = now()
+      where id = $1 returning granted_micros::text as granted, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt"`,
+    [lease.id, add.toString(), expiresAt],
+  );
+  return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt) }, addedMicros: add };
+}
+
+/** The accounts a node serves (live, active, with an active key and free credit), or that it holds an open lease of. */
+export async function accountsToLease(db: pg.Pool | pg.PoolClient, nodeId: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `select a.id from accounts a
+      where (a.deleted_at is null and a.status = 'active'
+             and exists (select 1 from api_keys k where k.account_id = a.id and k.status = 'active')
+             and exists (select 1 from account_balances b where b.account_id = a.id and b.balance_micros > b.outstanding_micros))
+         or exists (select 1 from credit_leases l where l.account_id = a.id and l.node_id = $1 and l.state = 'open')
+      order by a.id`,
+    [nodeId],
+  );
+  return rows.map((r) => r.id);
+}
+
+export interface LeaseFigures {
+  accountId: string;
+  leaseId: string;
+  spentMicros: bigint;
+  reservedMicros: bigint;
+}
+
+/** Records a node's LeaseReport on its open lease; false when the lease is not this node's open one. */
+export async function recordLeaseReport(client: pg.PoolClient, nodeId: string, r: LeaseFigures): Promise<boolean> {
+  if (!UUID_PATTERN.test(r.leaseId) || !UUID_PATTERN.test(r.accountId)) return false;
+  const { rowCount } = await client.query(
+    `update credit_leases set reported_spent_micros = $4, reported_reserved_micros = $5,
+            reported_remaining_micros = greatest(granted_micros - $4 - $5, 0), reported_at = now(), updated_at = now()
+      where id = $1 and node_id = $2 and account_id = $3 and state = 'open'`,
+    [r.leaseId, nodeId, r.accountId, r.spentMicros.toString(), r.reservedMicros.toString()],
+  );
+  return rowCount === 1;
+}
+
+/** LeaseReturn: closes the node's lease, handing back granted − max(node's spent, settled spent). Idempotent. */
+export async function returnLease(client: pg.PoolClient, nodeId: string, accountId: string, leaseId: string, nodeSpent: bigint): Promise<bigint | undefined> {
+  if (!UUID_PATTERN.test(leaseId)) return undefined;
+  const balance = await lockAccountBalance(client, accountId);
+  if (balance === undefined) return undefined;
+  const { rows } = await client.query<RawLease>(
+    `select ${LEASE_COLUMNS} from credit_leases where id = $1 and node_id = $2 and account_id = $3 for update`,
+    [leaseId, nodeId, accountId],
+  );
+  const lease = rows[0] && toLease(rows[0]);
+  if (lease === undefined || lease.state !== 'open') return undefined;
+  return closeLease(client, lease, nodeSpent);
+}
+
+/** Node deletion: every open lease of the node gives back its unspent part. Call in the deletion's transaction. */
+export async function returnLeasesOfNode(client: pg.PoolClient, nodeId: string): Promise<void> {
+  const { rows } = await client.query<{ accountId: string }>(
+    `select distinct account_id as "accountId" from credit_leases where node_id = $1 and state = 'open' order by 1`,
+    [nodeId],
+  );
+  for (const { accountId } of rows) {
+    await lockAccountBalance(client, accountId);
+    for (const lease of (await leasesOfAccount(client, accountId)).filter((l) => l.nodeId === nodeId && l.state === 'open')) {
+      await closeLease(client, lease, lease.spent);
+    }
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Credit leases on the node control stream (docs/billing.md, "Messages"): when a node's session
+ * goes live it is granted (or re-sent) a lease per account it serves; while live, its leases are
+ * reconsidered every refresh interval (new accounts, top-ups); a LeaseReport records the node's
+ * figures and tops that lease up; a LeaseReturn closes the lease and gives the rest back.
+ */
+import type pg from 'pg';
+import type pino from 'pino';
+import { z } from 'zod';
+import type { NodeMessage } from '../../../proto/src/index.js';
+import { NodeMessageInvalid } from '../gateway/node-stream-handler.js';
+import type { NodeSend, NodeStreamHandler, StreamNode } from '../gateway/node-stream-handler.js';
+import { withTransaction } from '../nodes/with-transaction.js';
+import { accountsToLease, leaseGrantMessage, recordLeaseReport, returnLease, topUpLease } from './credit-leases.js';
+import { leasePolicyFromEnv } from './lease-policy.js';
+import type { LeasePolicy } from './lease-policy.js';
+
+const micros = z.bigint().min(0n, 'must not be negative').max(BigInt(Number.MAX_SAFE_INTEGER), 'is out of range');
+const id = z.string().min(1, 'is required').max(128);
+const reportSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros, reservedMicros: micros, remainingMicros: micros, reportedAt: micros });
+const returnSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros, returnedMicros: micros });
+
+export interface LeaseHandlerDeps {
+  pool: pg.Pool;
+  logger: pino.Logger;
+  policy?: LeasePolicy;
+  now?: () => number;
+}
+
+function describe(error: z.ZodError): string {
+  return error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+}
+
+export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHandler {
+  const policy = deps.policy ?? leasePolicyFromEnv(process.env);
+  const now = deps.now ?? Date.now;
+  const log = deps.logger.child({ component: 'billing' });
+  const timers = new Map<string, NodeJS.Timeout>();
+  /** Grants sent per session and lease, so the refresh only sends what changed. */
+  const sent = new Map<string, Map<string, bigint>>();
+
+  async function grantOne(node: StreamNode, accountId: string, send: NodeSend, force: boolean): Promise<void> {
+    const result = await withTransaction(deps.pool, (client) => topUpLease(client, node.nodeId, accountId, policy, now()));
+    if (result.lease === undefined) return;
+    const bySession = sent.get(node.sessionId) ?? new Map<string, bigint>();
+    sent.set(node.sessionId, bySession);
+    if (!force && bySession.get(result.lease.id) === result.lease.granted) return;
+    if (send({ leaseGrant: leaseGrantMessage(result.lease) })) bySession.set(result.lease.id, result.lease.granted);
+    if (result.addedMicros > 0n) {
+      log.info({ nodeId: node.nodeId, accountId, leaseId: result.lease.id, addedMicros: result.addedMicros.toString(), grantedMicros: result.lease.granted.toString() }, 'lease granted');
+    }
+  }
+
+  async function grantAll(node: StreamNode, send: NodeSend, force: boolean): Promise<void> {
+    // One transaction per account: an account's lock is never held while another is taken.
+    for (const accountId of await accountsToLease(deps.pool, node.nodeId)) await grantOne(node, accountId, send, force);
+  }
+
+  return {
+    name: 'credit-leases',
+    payloads: ['leaseReport', 'leaseReturn'],
+
+    async onLive(node, send) {
+      // The timer exists before the first await, so an onEnded arriving meanwhile always clears it.
+      let running = true;
+      const timer = setInterval(() => {
+        if (running) return;
+        running = true;
+        grantAll(node, send, false)
+          .catch((err: unknown) => log.warn({ err, nodeId: node.nodeId }, 'lease refresh failed; retrying at the next interval'))
+          .finally(() => {
+            running = false;
+          });
+      }, policy.refreshMs);
+      timer.unref();
+      timers.set(node.sessionId, timer);
+      try {
+        await grantAll(node, send, true);
+      } finally {
+        running = false;
+      }
+    },
+
+    async handle(node, message: NodeMessage, send) {
+      if (message.leaseReport !== undefined) {
+        const parsed = reportSchema.safeParse(message.leaseReport);
+        if (!parsed.success) throw new NodeMessageInvalid(describe(parsed.error));
+        const r = parsed.data;
+        const known = await withTransaction(deps.pool, (client) => recordLeaseReport(client, node.nodeId, r));
+        if (!known) {
+          log.debug({ nodeId: node.nodeId, leaseId: r.leaseId }, 'report on a lease that is not open for this node; ignored');
+          return;
+        }
+        await grantOne(node, r.accountId, send, false);
+        return;
+      }
+      if (message.leaseReturn !== undefined) {
+        const parsed = returnSchema.safeParse(message.leaseReturn);
+        if (!parsed.success) throw new NodeMessageInvalid(describe(parsed.error));
+        const r = parsed.data;
+        const given = await withTransaction(deps.pool, (client) => returnLease(client, node.nodeId, r.accountId, r.leaseId, r.spentMicros));
+        if (given === undefined) {
+          log.debug({ nodeId: node.nodeId, leaseId: r.leaseId }, 'return of a lease that is not open for this node; ignored');
+          return;
+        }
+        if (given !== r.returnedMicros) {
+          log.info({ nodeId: node.nodeId, leaseId: r.leaseId, nodeReturnedMicros: r.returnedMicros.toString(), returnedMicros: given.toString() }, 'lease returned (amount differs from the node\'s: settled spend counts)');
+        } else {
+          log.info({ nodeId: node.nodeId, leaseId: r.leaseId, returnedMicros: given.toString() }, 'lease returned');
+        }
+      }
+    },
+
+    onEnded(node) {
+      clearInterval(timers.get(node.sessionId));
+      timers.delete(node.sessionId);
+      sent.delete(node.sessionId);
+    },
+  };
+}

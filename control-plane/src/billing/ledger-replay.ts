@@ -1,0 +1,61 @@
+/**
+ * Recomputes every account's stored figures and every lease's amounts from the ledger alone
+ * (docs/billing.md, "Ledger"): the audit that the stored balances are what the money movements
+ * say. Returns the differences; none means the books agree.
+ */
+import type { Queryable } from '../nodes/with-transaction.js';
+
+export interface ReplayDifference {
+  what: 'account' | 'lease';
+  id: string;
+  field: string;
+  stored: string;
+  replayed: string;
+}
+
+export async function replayLedger(db: Queryable): Promise<ReplayDifference[]> {
+  const diffs: ReplayDifference[] = [];
+  const accounts = await db.query<{ id: string; balance: string; outstanding: string; spent: string; r_balance: string; r_outstanding: string; r_spent: string }>(
+    `with l as (
+       select account_id,
+              coalesce(sum(amount_micros) filter (where kind in ('credit', 'adjustment')), 0)
+                - coalesce(sum(amount_micros) filter (where kind = 'debit'), 0) as balance,
+              coalesce(sum(amount_micros) filter (where kind = 'lease_grant'), 0)
+                - coalesce(sum(amount_micros) filter (where kind = 'lease_return'), 0)
+                - coalesce(sum(amount_micros) filter (where kind = 'debit' and lease_id is not null), 0) as outstanding,
+              coalesce(sum(amount_micros) filter (where kind = 'debit'), 0) as spent
+         from billing_ledger group by account_id)
+     select coalesce(b.account_id, l.account_id) as id,
+            coalesce(b.balance_micros, 0)::text as balance, coalesce(b.outstanding_micros, 0)::text as outstanding,
+            coalesce(b.spent_micros, 0)::text as spent,
+            coalesce(l.balance, 0)::text as r_balance, coalesce(l.outstanding, 0)::text as r_outstanding, coalesce(l.spent, 0)::text as r_spent
+       from account_balances b full join l on l.account_id = b.account_id`,
+  );
+  for (const r of accounts.rows) {
+    for (const [field, stored, replayed] of [
+      ['balance', r.balance, r.r_balance],
+      ['outstanding', r.outstanding, r.r_outstanding],
+      ['spent', r.spent, r.r_spent],
+    ] as const) {
+      if (stored !== replayed) diffs.push({ what: 'account', id: r.id, field, stored, replayed });
+    }
+  }
+  const leases = await db.query<{ id: string; granted: string; spent: string; returned: string; r_granted: string; r_spent: string; r_returned: string }>(
+    `select c.id, c.granted_micros::text as granted, c.spent_micros::text as spent, c.returned_micros::text as returned,
+            coalesce(sum(l.amount_micros) filter (where l.kind = 'lease_grant'), 0)::text as r_granted,
+            coalesce(sum(l.amount_micros) filter (where l.kind = 'debit'), 0)::text as r_spent,
+            coalesce(sum(l.amount_micros) filter (where l.kind = 'lease_return'), 0)::text as r_returned
+       from credit_leases c left join billing_ledger l on l.lease_id = c.id
+      group by c.id`,
+  );
+  for (const r of leases.rows) {
+    for (const [field, stored, replayed] of [
+      ['granted', r.granted, r.r_granted],
+      ['spent', r.spent, r.r_spent],
+      ['returned', r.returned, r.r_returned],
+    ] as const) {
+      if (stored !== replayed) diffs.push({ what: 'lease', id: r.id, field, stored, replayed });
+    }
+  }
+  return diffs;
+}

@@ -1,0 +1,85 @@
+/**
+ * Reading request records for the admin API: one by request id (through request_record_ids, so
+ * only its partition is read) and filtered lists, newest first, with keyset pagination on
+ * (received_at, request_id): a cursor is the last row's pair, so pages stay stable while records
+ * keep arriving.
+ */
+import type pg from 'pg';
+import type { RecordRow } from './record-view.js';
+
+export interface RecordFilter {
+  nodeName?: string;
+  keyId?: string;
+  model?: string;
+  status?: string;
+  /** Unix ms, inclusive. */
+  from?: number;
+  /** Unix ms, exclusive. */
+  to?: number;
+  limit: number;
+  cursor?: RecordCursor;
+}
+
+export interface RecordCursor {
+  receivedAtMs: number;
+  requestId: string;
+}
+
+export function encodeCursor(cursor: RecordCursor): string {
+  return Buffer.from(JSON.stringify([cursor.receivedAtMs, cursor.requestId]), 'utf8').toString('base64url');
+}
+
+/** undefined when the text is not a cursor this API issued. */
+export function decodeCursor(text: string): RecordCursor | undefined {
+  try {
+    const value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as unknown;
+    if (!Array.isArray(value) || value.length !== 2) return undefined;
+    const [ms, id] = value as [unknown, unknown];
+    if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms < 0 || typeof id !== 'string' || id.length < 1 || id.length > 128) return undefined;
+    return { receivedAtMs: ms, requestId: id };
+  } catch {
+    return undefined;
+  }
+}
+
+const COLUMNS = 'node_id, node_name, record, ingested_at';
+
+export async function getRecord(pool: pg.Pool, requestId: string): Promise<RecordRow | undefined> {
+  const result = await pool.query<RecordRow>(
+    `select ${COLUMNS} from request_records r
+     where r.request_id = $1 and r.received_at = (select received_at from request_record_ids where request_id = $1)`,
+    [requestId],
+  );
+  return result.rows[0];
+}
+
+export async function listRecords(pool: pg.Pool, filter: RecordFilter): Promise<{ rows: RecordRow[]; next: RecordCursor | undefined }> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const add = (sql: (p: string) => string, value: unknown): void => {
+    params.push(value);
+    where.push(sql(`$${params.length}`));
+  };
+  if (filter.nodeName !== undefined) add((p) => `node_name = ${p}`, filter.nodeName);
+  if (filter.keyId !== undefined) add((p) => `key_id = ${p}`, filter.keyId);
+  if (filter.model !== undefined) add((p) => `model = ${p}`, filter.model);
+  if (filter.status !== undefined) add((p) => `status = ${p}`, filter.status);
+  if (filter.from !== undefined) add((p) => `received_at >= to_timestamp(${p}::bigint / 1000.0)`, filter.from);
+  if (filter.to !== undefined) add((p) => `received_at < to_timestamp(${p}::bigint / 1000.0)`, filter.to);
+  if (filter.cursor !== undefined) {
+    params.push(filter.cursor.receivedAtMs, filter.cursor.requestId);
+    where.push(`(received_at, request_id) < (to_timestamp($${params.length - 1}::bigint / 1000.0), $${params.length})`);
+  }
+  params.push(filter.limit + 1);
+  const result = await pool.query<RecordRow & { received_ms: string }>(
+    `select ${COLUMNS}, (extract(epoch from received_at) * 1000)::bigint as received_ms from request_records
+     ${where.length > 0 ? `where ${where.join(' and ')}` : ''}
+     order by received_at desc, request_id desc
+     limit $${params.length}`,
+    params,
+  );
+  const rows = result.rows.slice(0, filter.limit);
+  const last = rows.at(-1);
+  const next = result.rows.length > filter.limit && last !== undefined ? { receivedAtMs: Number(last.received_ms), requestId: last.record.requestId } : undefined;
+  return { rows, next };
+}

@@ -1,0 +1,97 @@
+/**
+ * Tool servers in PostgreSQL: put (create or replace), list, find, delete. The secret is sealed
+ * before it is written and never read back here. Every write records a config version in its
+ * transaction, so nodes get a new bundle.
+ */
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import type { ConfigEntity } from '../config/config-changes.js';
+import { isUniqueViolation, withConfigChange } from '../config/config-store.js';
+import type { ConfigMutationResult } from '../config/config-store.js';
+import type { SecretBox } from '../crypto/secret-box.js';
+import { zenovaError } from '../errors.js';
+import type { Queryable } from '../nodes/with-transaction.js';
+import { sealToolServerSecret } from './tool-server-secret.js';
+import type { ToolServerInput } from './tool-server-validation.js';
+import type { ToolServerRow } from './tool-server-view.js';
+
+const COLUMNS = `id, name, url, secret_encrypted is not null as "hasApiKey", timeout_ms as "timeoutMs",
+  call_micros::text as "callMicros", created_at as "createdAt", updated_at as "updatedAt"`;
+
+// config_changes.entity is free text; ConfigEntity (config-changes.ts, the lead's) does not list
+// tool servers yet, hence the widening.
+const ENTITY: ConfigEntity = 'tool-server';
+
+export interface PutToolServerResult {
+  row: ToolServerRow;
+  created: boolean;
+}
+
+function notFound(name: string): Error {
+  return zenovaError('ZN_ERR_CP_TOOL_SERVER_NOT_FOUND', `No tool server named '${name}'.`);
+}
+
+/**
+ * Creates `name` or replaces its url, timeout and price. The key: a string sets it, null removes
+ * it, undefined keeps what is stored (nothing, for a new server).
+ */
+export async function putToolServer(
+  pool: pg.Pool, secretBox: SecretBox | undefined, name: string, input: ToolServerInput,
+): Promise<ConfigMutationResult<PutToolServerResult>> {
+  const attempt = (): Promise<ConfigMutationResult<PutToolServerResult>> => withConfigChange<PutToolServerResult>(pool, async (client) => {
+    const { rows: found } = await client.query<{ id: string }>(
+      'select id from tool_servers where name = $1 and deleted_at is null for update', [name],
+    );
+    const existing = found[0]?.id;
+    // The id is chosen here because the seal binds it (see tool-server-secret.ts).
+    const id = existing ?? randomUUID();
+    const sealed = typeof input.apiKey === 'string' ? sealToolServerSecret(secretBox, id, input.apiKey) : null;
+    if (existing === undefined) {
+      const { rows } = await client.query<ToolServerRow>(
+        `insert into tool_servers (id, name, url, secret_encrypted, timeout_ms, call_micros)
+         values ($1, $2, $3, $4, $5, $6) returning ${COLUMNS}`,
+        [id, name, input.url, sealed, input.timeoutMs, input.callMicros],
+      );
+      return { value: { row: rows[0]!, created: true }, change: { entity: ENTITY, entityId: id, action: 'create' } };
+    }
+    const { rows } = await client.query<ToolServerRow>(
+      `update tool_servers set
+          url = $2, timeout_ms = $3, call_micros = $4,
+          secret_encrypted = case when $5::boolean then $6::bytea else secret_encrypted end,
+          updated_at = now()
+        where id = $1
+        returning ${COLUMNS}`,
+      [id, input.url, input.timeoutMs, input.callMicros, input.apiKey !== undefined, sealed],
+    );
+    return { value: { row: rows[0]!, created: false }, change: { entity: ENTITY, entityId: id, action: 'update' } };
+  });
+  try {
+    return await attempt();
+  } catch (err) {
+    // Two PUTs creating the same name at once: the loser finds the winner's row and replaces it.
+    if (isUniqueViolation(err)) return attempt();
+    throw err;
+  }
+}
+
+export async function listToolServers(db: Queryable): Promise<ToolServerRow[]> {
+  const { rows } = await db.query<ToolServerRow>(`select ${COLUMNS} from tool_servers where deleted_at is null order by name`);
+  return rows;
+}
+
+export async function getToolServer(db: Queryable, name: string): Promise<ToolServerRow> {
+  const { rows } = await db.query<ToolServerRow>(`select ${COLUMNS} from tool_servers where name = $1 and deleted_at is null`, [name]);
+  if (!rows[0]) throw notFound(name);
+  return rows[0];
+}
+
+export async function deleteToolServer(pool: pg.Pool, name: string): Promise<ConfigMutationResult<ToolServerRow>> {
+  return withConfigChange(pool, async (client) => {
+    const { rows } = await client.query<ToolServerRow>(
+      `update tool_servers set deleted_at = now() where name = $1 and deleted_at is null returning ${COLUMNS}`, [name],
+    );
+    const row = rows[0];
+    if (!row) throw notFound(name);
+    return { value: row, change: { entity: ENTITY, entityId: row.id, action: 'delete' } };
+  });
+}

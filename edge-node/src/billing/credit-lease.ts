@@ -1,0 +1,152 @@
+/**
+ * One credit lease of one account on this node (docs/billing.md): what the control plane granted
+ * (cumulative), what settled requests spent, and what in-flight requests hold. Every operation is
+ * synchronous — the check and the update happen with no await in between — so concurrent requests
+ * on the event loop can never reserve more than the lease holds. Amounts are integer micro-units
+ * (safe integers).
+ */
+
+export type LeaseState =
+  /** Reservations allowed. */
+  | 'open'
+  /** The node handed it back (LeaseReturn sent): no new reservations, grants ignored. */
+  | 'returned';
+
+export interface LeaseSnapshot {
+  accountId: string;
+  leaseId: string;
+  granted: number;
+  spent: number;
+  reserved: number;
+  /** Unix ms after which nothing may be reserved. */
+  expiresAt: number;
+  state: LeaseState;
+}
+
+/** What one request holds; settle or release it exactly once. */
+export interface Reservation {
+  readonly leaseId: string;
+  readonly amount: number;
+  /** True once settled or released. */
+  readonly done: boolean;
+}
+
+interface MutableReservation {
+  readonly leaseId: string;
+  readonly amount: number;
+  done: boolean;
+  readonly lease: CreditLease;
+}
+
+function assertMicros(name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative safe integer of micro-units, got ${value}`);
+}
+
+export class CreditLease {
+  readonly accountId: string;
+  readonly leaseId: string;
+  private grantedMicros: number;
+  private spentMicros: number;
+  private reservedMicros = 0;
+  private expiry: number;
+  private leaseState: LeaseState;
+  /** Called after every change (persistence). */
+  private readonly onChange: (lease: CreditLease) => void;
+
+  constructor(init: Omit<LeaseSnapshot, 'reserved'> & { reserved?: number }, onChange: (lease: CreditLease) => void = () => undefined) {
+    assertMicros('granted', init.granted);
+    assertMicros('spent', init.spent);
+    this.accountId = init.accountId;
+    this.leaseId = init.leaseId;
+    this.grantedMicros = init.granted;
+    // A lease restored after a crash: what in-flight requests held may have been consumed, so it
+    // counts as spent (the conservative side: the node under-spends, never over-spends).
+    this.spentMicros = init.spent + (init.reserved ?? 0);
+    this.expiry = init.expiresAt;
+    this.leaseState = init.state;
+    this.onChange = onChange;
+  }
+
+  get granted(): number { return this.grantedMicros; }
+  get spent(): number { return this.spentMicros; }
+  get reserved(): number { return this.reservedMicros; }
+  get expiresAt(): number { return this.expiry; }
+  get state(): LeaseState { return this.leaseState; }
+
+  /** granted − spent − reserved; negative only when settled costs exceeded their reservations. */
+  get available(): number {
+    return this.grantedMicros - this.spentMicros - this.reservedMicros;
+  }
+
+  snapshot(): LeaseSnapshot {
+    return {
+      accountId: this.accountId,
+      leaseId: this.leaseId,
+      granted: this.grantedMicros,
+      spent: this.spentMicros,
+      reserved: this.reservedMicros,
+      expiresAt: this.expiry,
+      state: this.leaseState,
+    };
+  }
+
+  /**
+   * Applies a LeaseGrant: `total` is the lease's cumulative granted amount, so a repeated or
+   * reordered grant never adds twice and never shrinks the lease. Ignored once returned.
+   */
+  grant(total: number, expiresAt: number): void {
+    assertMicros('granted total', total);
+    if (this.leaseState !== 'open') return;
+    if (total <= this.grantedMicros && expiresAt <= this.expiry) return;
+    this.grantedMicros = Math.max(this.grantedMicros, total);
+    this.expiry = Math.max(this.expiry, expiresAt);
+    this.onChange(this);
+  }
+
+  /** Holds `amount` for one request when the lease can cover it; undefined (nothing held) otherwise. */
+  reserve(amount: number, nowMs: number): Reservation | undefined {
+    assertMicros('amount', amount);
+    if (this.leaseState !== 'open' || nowMs >= this.expiry) return undefined;
+    if (this.available < amount) return undefined;
+    this.reservedMicros += amount;
+    this.onChange(this);
+    const reservation: MutableReservation = { leaseId: this.leaseId, amount, done: false, lease: this };
+    return reservation;
+  }
+
+  /**
+   * The request cost `actual`: it moves to spent and the rest of the reservation is released.
+   * An actual above the reservation (the prompt estimate was low) is still charged in full: the
+   * upstream was paid for it; the lease's available amount then goes down by the difference.
+   */
+  settle(reservation: Reservation, actual: number): void {
+    assertMicros('actual', actual);
+    const r = this.own(reservation);
+    r.done = true;
+    this.reservedMicros -= r.amount;
+    this.spentMicros += actual;
+    this.onChange(this);
+  }
+
+  /** Gives the whole reservation back (nothing was spent). */
+  release(reservation: Reservation): void {
+    const r = this.own(reservation);
+    r.done = true;
+    this.reservedMicros -= r.amount;
+    this.onChange(this);
+  }
+
+  /** Stops reservations for good (LeaseReturn); returns what is handed back: granted − spent − reserved, at least 0. */
+  markReturned(): number {
+    this.leaseState = 'returned';
+    this.onChange(this);
+    return Math.max(0, this.available);
+  }
+
+  private own(reservation: Reservation): MutableReservation {
+    const r = reservation as MutableReservation;
+    if (r.lease !== this) throw new Error(`reservation belongs to lease ${r.leaseId}, not ${this.leaseId}`);
+    if (r.done) throw new Error(`reservation on lease ${this.leaseId} was already settled or released`);
+    return r;
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * What every guardrail detector is: a pure function finding matches in a string, plus what the
+ * policy engine needs to mask them and to scan a stream (its hold-back window).
+ */
+
+/** A match: text.slice(start, end). Matches of one detector never overlap and come in order. */
+export interface Match {
+  start: number;
+  end: number;
+}
+
+export type DetectorName = 'regex' | 'keywords' | 'email' | 'phone' | 'prc-resident-id' | 'bank-card' | 'secret';
+
+export interface Detector {
+  readonly name: DetectorName;
+  /** What a `mask` action writes in place of a match. */
+  readonly placeholder: string;
+  /**
+   * The longest text a match may need before it is recognised as one. A stream guard holds back
+   * this many trailing characters so a match split across deltas is still caught.
+   */
+  readonly window: number;
+  /**
+   * Matches in `text` starting at or after `from`; text before `from` is only context (what
+   * precedes a match, e.g. to refuse digits that are part of a longer run).
+   */
+  readonly find: (text: string, from?: number) => Match[];
+  /**
+   * For shapes whose unfinished form can outgrow `window` before it is a match (a JWT before its
+   * second dot): where such a possible start of a match sits at the end of `text` (at or after
+   * `from`), else -1. A stream guard holds text from there until the shape completes or fails.
+   */
+  readonly partialFrom?: (text: string, from: number) => number;
+}
+
+/**
+ * Runs a global (`g`) regex over `text` from `from`, keeping the matches `accept` takes (it may
+ * narrow a match to a part of it). Empty matches are skipped so a pattern like `a*` cannot loop.
+ */
+export function regexMatches(
+  re: RegExp,
+  text: string,
+  from: number,
+  accept?: (m: RegExpExecArray) => Match | null,
+): Match[] {
+  const out: Match[] = [];
+  re.lastIndex = from;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    if (m[0].length === 0) {
+      re.lastIndex = m.index + 1;
+      continue;
+    }
+    const match = accept === undefined ? { start: m.index, end: m.index + m[0].length } : accept(m);
+    if (match !== null) out.push(match);
+    else re.lastIndex = m.index + 1;
+  }
+  return out;
+}
+
+/** Merges match lists found by several patterns: in order, the earliest (then longest) wins an overlap. */
+export function mergeMatches(lists: Match[][]): Match[] {
+  const all = lists.flat().sort((a, b) => a.start - b.start || b.end - a.end);
+  const out: Match[] = [];
+  let lastEnd = -1;
+  for (const m of all) {
+    if (m.start < lastEnd) continue;
+    out.push(m);
+    lastEnd = m.end;
+  }
+  return out;
+}

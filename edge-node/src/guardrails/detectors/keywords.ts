@@ -1,0 +1,117 @@
+// Keyword lists: case-insensitive, compiled once into an Aho-Corasick automaton so the scan is one
+// pass whatever the list's length. A keyword that starts (ends) with an ASCII letter or digit only
+// matches where the text has no ASCII letter or digit just before (after) it, so "ass" does not
+// hit "class"; CJK keywords match anywhere (the script has no word spaces).
+import type { Detector, Match } from './detector.js';
+
+interface TrieNode {
+  next: Map<number, TrieNode>;
+  fail: TrieNode | null;
+  /** Lengths of the keywords ending here (own and via fail links), longest first. */
+  out: number[];
+}
+
+function node(): TrieNode {
+  return { next: new Map(), fail: null, out: [] };
+}
+
+// Lower case of every UTF-16 unit, built on first use (units whose lower case is longer stay as
+// they are, so positions in the folded text are positions in the text).
+let foldTable: Uint16Array | undefined;
+
+function buildFoldTable(): Uint16Array {
+  const table = new Uint16Array(65536);
+  for (let code = 0; code < 65536; code++) {
+    const lower = String.fromCharCode(code).toLowerCase();
+    table[code] = lower.length === 1 ? lower.charCodeAt(0) : code;
+  }
+  return table;
+}
+
+function fold(code: number): number {
+  foldTable ??= buildFoldTable();
+  return foldTable[code]!;
+}
+
+function isAsciiWord(code: number | undefined): boolean {
+  return code !== undefined && ((code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122));
+}
+
+/** Compiles `keywords` once; the returned function finds leftmost-longest, non-overlapping matches. */
+export function compileKeywords(keywords: readonly string[]): (text: string, from?: number) => Match[] {
+  const root = node();
+  let count = 0;
+  for (const keyword of keywords) {
+    if (keyword.length === 0) continue;
+    let at = root;
+    for (let i = 0; i < keyword.length; i++) {
+      const c = fold(keyword.charCodeAt(i));
+      let child = at.next.get(c);
+      if (child === undefined) {
+        child = node();
+        at.next.set(c, child);
+      }
+      at = child;
+    }
+    if (!at.out.includes(keyword.length)) at.out.push(keyword.length);
+    count++;
+  }
+  // Breadth-first failure links.
+  const queue: TrieNode[] = [];
+  for (const child of root.next.values()) {
+    child.fail = root;
+    queue.push(child);
+  }
+  for (let q = 0; q < queue.length; q++) {
+    const at = queue[q]!;
+    for (const [c, child] of at.next) {
+      let f = at.fail;
+      while (f !== null && !f.next.has(c)) f = f.fail;
+      child.fail = f === null ? root : f.next.get(c)!;
+      child.out = [...child.out, ...child.fail.out];
+      queue.push(child);
+    }
+  }
+  for (const n of queue) n.out.sort((a, b) => b - a);
+  // Units that start some keyword: at the root, any other unit is skipped with one array read.
+  const starts = new Uint8Array(65536);
+  for (const c of root.next.keys()) starts[c] = 1;
+
+  return (text: string, from = 0): Match[] => {
+    if (count === 0) return [];
+    const found: Match[] = [];
+    let at = root;
+    for (let i = from; i < text.length; i++) {
+      const c = fold(text.charCodeAt(i));
+      if (at === root && starts[c] === 0) continue;
+      while (at !== root && !at.next.has(c)) at = at.fail!;
+      at = at.next.get(c) ?? root;
+      for (const len of at.out) {
+        const start = i + 1 - len;
+        const end = i + 1;
+        const wordStart = isAsciiWord(text.charCodeAt(start));
+        const wordEnd = isAsciiWord(text.charCodeAt(end - 1));
+        if (wordStart && isAsciiWord(start > 0 ? text.charCodeAt(start - 1) : undefined)) continue;
+        if (wordEnd && isAsciiWord(end < text.length ? text.charCodeAt(end) : undefined)) continue;
+        found.push({ start, end });
+      }
+    }
+    // Leftmost, then longest, without overlaps.
+    found.sort((a, b) => a.start - b.start || b.end - a.end);
+    const out: Match[] = [];
+    let lastEnd = -1;
+    for (const m of found) {
+      if (m.start < lastEnd) continue;
+      out.push(m);
+      lastEnd = m.end;
+    }
+    return out;
+  };
+}
+
+/** A keywords detector for one rule's list (its window: the longest keyword and its right neighbour). */
+export function keywordsDetector(keywords: readonly string[]): Detector {
+  const find = compileKeywords(keywords);
+  const longest = keywords.reduce((n, k) => Math.max(n, k.length), 0);
+  return { name: 'keywords', placeholder: '[REDACTED]', window: longest + 1, find };
+}

@@ -1,0 +1,80 @@
+// Credential shapes: provider API keys (OpenAI, Anthropic, AWS, GitHub, Slack, Google), PEM private
+// key blocks, JWTs, and generic assignments such as `api_key = "…"` / `password: …` / `密码：…`.
+import { mergeMatches, regexMatches } from './detector.js';
+import type { Detector, Match } from './detector.js';
+
+// Token-shaped secrets, each required to stand alone (not glued to more token characters).
+// (The left boundary is checked after a hit, not in a lookbehind: a pattern that starts with
+// literals lets the regex engine skip quickly through text that holds none.)
+const SHAPED = new RegExp(
+  '(?:' +
+    [
+      'sk-ant-[A-Za-z0-9_-]{20,}', // Anthropic
+      'sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}', // OpenAI
+      '(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])', // AWS access key id
+      'gh[pousr]_[A-Za-z0-9]{36,}', // GitHub tokens
+      'github_pat_[A-Za-z0-9_]{22,}', // GitHub fine-grained PAT
+      'xox[abprs]-[A-Za-z0-9-]{10,}', // Slack
+      'AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])', // Google API key
+      'eyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]*', // JWT (signature may be empty: alg none)
+    ].join('|') +
+    ')',
+  'g',
+);
+
+// A PEM private key block; an unterminated one is masked to the end of the text (fail safe).
+const PEM = /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|$)/g;
+
+// `name = value` where the name says secret; the value (8+ characters, not all digits) is the match.
+// The scan looks for the telling word first (cheap), then for the rest of the name, the separator
+// and the value right after it.
+const SECRET_WORD = /api[_-]?key|secret|token|passw(?:or)?d|pwd|credential|密码|口令|密钥|令牌/giu;
+const ASSIGNED_VALUE = /[A-Za-z0-9_.-]*["']?\s*[:=：]\s*["']?([^\s"'`,;]{8,})/uy;
+
+function findAssigned(text: string, from: number): Match[] {
+  const out: Match[] = [];
+  SECRET_WORD.lastIndex = from;
+  for (let w = SECRET_WORD.exec(text); w !== null; w = SECRET_WORD.exec(text)) {
+    ASSIGNED_VALUE.lastIndex = w.index + w[0].length;
+    const v = ASSIGNED_VALUE.exec(text);
+    if (v === null || /^\d+$/.test(v[1]!)) continue;
+    const end = ASSIGNED_VALUE.lastIndex;
+    out.push({ start: end - v[1]!.length, end });
+    SECRET_WORD.lastIndex = end;
+  }
+  return out;
+}
+
+const TOKEN_CHAR = /[A-Za-z0-9_-]/;
+
+function findShaped(text: string, from: number): Match[] {
+  return regexMatches(SHAPED, text, from, (m) => (m.index > 0 && TOKEN_CHAR.test(text[m.index - 1]!) ? null : { start: m.index, end: m.index + m[0].length }));
+}
+
+export function findSecrets(text: string, from = 0): Match[] {
+  const pem = text.includes('-----BEGIN', from) ? regexMatches(PEM, text, from) : [];
+  return mergeMatches([findShaped(text, from), pem, findAssigned(text, from)]);
+}
+
+const JWT_TAIL = /^eyJ[A-Za-z0-9_-]*\.?$/;
+
+/**
+ * The start of an unfinished JWT at the end of `text` (header, or header and payload, still
+ * growing), else -1. Its parts have no length bound, so a window alone cannot hold them back.
+ */
+function jwtPartialFrom(text: string, from: number): number {
+  const last = text.lastIndexOf('eyJ');
+  if (last < from || !JWT_TAIL.test(text.slice(last))) return -1;
+  let start = last;
+  if (last > 0 && text[last - 1] === '.') {
+    // The payload: its header runs back from the dot.
+    let i = last - 1;
+    while (i > from && TOKEN_CHAR.test(text[i - 1]!)) i--;
+    if (text.startsWith('eyJ', i)) start = i;
+  }
+  return start > 0 && TOKEN_CHAR.test(text[start - 1]!) ? -1 : start;
+}
+
+// A name such as "client_secret" with its separator and quotes fits in this; shaped keys are
+// recognised within their first ~40 characters and then grow as "open" matches.
+export const secretDetector: Detector = { name: 'secret', placeholder: '[SECRET]', window: 128, find: findSecrets, partialFrom: jwtPartialFrom };

@@ -1,0 +1,62 @@
+/**
+ * The guardrail policy of a request and its application to whole texts: block (a rejection that
+ * names the rule and detector, never the matched text; the match is masked in the body as well, so
+ * a kept request body never holds it), mask (placeholders written into the slots,
+ * hence into the forwarded or delivered body), flag (a verdict only). Every rule that matched adds a
+ * verdict to ctx.guardrails. A key without a policy costs one property read.
+ */
+import type { GuardrailPolicy } from '../../../proto/src/index.js';
+import type { PipelineContext, TextSlot } from '../pipeline/context.js';
+import { reject } from '../pipeline/stage.js';
+import type { Rejection } from '../pipeline/stage.js';
+import { compilePolicy, missingPolicy } from './compiled-policy.js';
+import type { CompiledPolicy, CompiledRule, Direction } from './compiled-policy.js';
+import { TextGuard, VerdictTally } from './text-guard.js';
+
+// A key naming a policy its config lacks is logged once per config snapshot, not per request.
+const missingLogged = new WeakMap<ReadonlyMap<string, GuardrailPolicy>, Set<string>>();
+
+/** The compiled policy of the request's key, or null when the key has none. */
+export function requestPolicy(ctx: PipelineContext): CompiledPolicy | null {
+  const id = ctx.key?.guardrailPolicyId;
+  if (id === undefined || id === null) return null;
+  const policies = ctx.config?.guardrailPolicies;
+  const policy = policies?.get(id);
+  if (policy !== undefined) return compilePolicy(policy, ctx.deps.logger);
+  if (policies !== undefined) {
+    let logged = missingLogged.get(policies);
+    if (logged === undefined) missingLogged.set(policies, (logged = new Set()));
+    if (!logged.has(id)) {
+      logged.add(id);
+      ctx.deps.logger.error({ policyId: id, keyId: ctx.key?.id }, 'a key names a guardrail policy this config does not carry; its requests are blocked (fail closed)');
+    }
+  }
+  return missingPolicy(id);
+}
+
+/** The caller-facing reason for a block: policy, rule and detector, never the text. */
+export function blockedMessage(policy: CompiledPolicy, rule: CompiledRule, on: Direction): string {
+  return `Blocked by guardrail policy "${policy.id}" rule ${rule.index} (${rule.detector.name}) on the ${on}.`;
+}
+
+/**
+ * Applies `on` rules of `policy` to each slot (each a finished text of its own). Returns a
+ * ZN_ERR_GUARDRAIL_BLOCKED rejection when a block rule matched or the direction cannot be applied.
+ */
+export function applyPolicy(ctx: PipelineContext, policy: CompiledPolicy, on: Direction, slots: readonly TextSlot[]): Rejection | undefined {
+  const side = policy[on];
+  if (side.broken !== null) return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken.message);
+  if (side.rules.length === 0) return undefined;
+  const tally = new VerdictTally(policy.id, on, ctx.guardrails);
+  const guard = new TextGuard(side, tally);
+  // Every slot is processed even after a block: the verdicts are complete, and the blocked text is
+  // masked in the body too (a refused request's body may still be kept in its record).
+  for (const slot of slots) {
+    const text = slot.text;
+    if (text.length === 0) continue;
+    const out = guard.whole(text);
+    // Only a changed text is written back: writing makes a provider re-serialise its body.
+    if (out !== text) slot.text = out;
+  }
+  return guard.blockedBy === null ? undefined : reject('ZN_ERR_GUARDRAIL_BLOCKED', blockedMessage(policy, guard.blockedBy, on));
+}

@@ -1,0 +1,154 @@
+/**
+ * Applies one direction of a compiled policy to text: whole texts (JSON bodies) or a stream of
+ * deltas. For a stream it releases text only where no match can still change: it holds back the
+ * policy's window (the longest text a detector needs to recognise a match) and any match that
+ * touches the end of what has arrived (it may still grow), and never cuts through a match. So a
+ * match split across deltas at any point is found and masked as one.
+ */
+import type { GuardrailVerdict } from '../../../proto/src/index.js';
+import type { CompiledRule, Direction, PolicySide } from './compiled-policy.js';
+import type { Match } from './detectors/detector.js';
+
+/** Unreleased stream text beyond this is released anyway (memory bound against a never-ending match). */
+export const MAX_HELD_CHARS = 64 * 1024;
+/** A stream is scanned again only once this much (or a quarter of the window) could be released. */
+const MIN_RELEASE_CHARS = 32;
+/** Released text kept as left context (what precedes a match, e.g. a digit that makes a longer run). */
+const CONTEXT_CHARS = 64;
+
+/** One verdict per rule that matched, counted across every text of the request and direction. */
+export class VerdictTally {
+  private readonly byRule = new Map<number, GuardrailVerdict>();
+
+  constructor(
+    private readonly policyId: string,
+    private readonly on: Direction,
+    private readonly sink: GuardrailVerdict[],
+  ) {}
+
+  count(rule: CompiledRule, matches: number): void {
+    if (matches === 0) return;
+    const verdict = this.byRule.get(rule.index);
+    if (verdict !== undefined) {
+      verdict.matches += matches;
+      return;
+    }
+    const created: GuardrailVerdict = { policyId: this.policyId, rule: rule.index, detector: rule.detector.name, action: rule.action, on: this.on, matches };
+    this.byRule.set(rule.index, created);
+    this.sink.push(created);
+  }
+}
+
+interface RuleMatch extends Match {
+  rule: CompiledRule;
+}
+
+export class TextGuard {
+  private pending = '';
+  private context = '';
+  /** The block rule that matched; once set, nothing more is released. */
+  blockedBy: CompiledRule | null = null;
+
+  constructor(
+    private readonly side: PolicySide,
+    private readonly tally: VerdictTally,
+  ) {}
+
+  /**
+   * All of `text`, as one finished text (a JSON body's field), masked. Matches of block rules are
+   * masked too (and set `blockedBy`): the request is refused, but its body may still be recorded,
+   * and the blocked text must not be.
+   */
+  whole(text: string): string {
+    this.pending = text;
+    this.context = '';
+    return this.release(true);
+  }
+
+  /** The next delta of a stream: returns what can be released now (possibly ''). */
+  push(delta: string): string {
+    if (this.blockedBy !== null) return '';
+    this.pending += delta;
+    // Scanning is what costs: wait until a useful amount past the window can be released.
+    const window = this.side.window;
+    if (this.pending.length < window + Math.max(MIN_RELEASE_CHARS, window >> 2)) return '';
+    const text = this.release(this.pending.length > MAX_HELD_CHARS);
+    // A stream stops at a block: nothing of this release goes out.
+    return this.blockedBy === null ? text : '';
+  }
+
+  /** The text so far has ended (end of stream or of a content block): releases all of it. */
+  end(): string {
+    if (this.blockedBy !== null || this.pending.length === 0) return '';
+    const text = this.release(true);
+    return this.blockedBy === null ? text : '';
+  }
+
+  get holding(): boolean {
+    return this.pending.length > 0;
+  }
+
+  private release(final: boolean): string {
+    const from = this.context.length;
+    const scanned = this.context + this.pending;
+    const length = scanned.length;
+    const found: RuleMatch[] = [];
+    for (const rule of this.side.rules) {
+      for (const m of rule.detector.find(scanned, from)) found.push({ start: m.start, end: m.end, rule });
+    }
+    // Where released text stops: the window before the end, and never inside a match (moving back
+    // can put the cut inside another, hence the loop). A match still growing at the end of what has
+    // arrived thus stays held whatever its length.
+    let cut = final ? length : Math.max(from, length - this.side.window);
+    if (!final) {
+      for (const rule of this.side.rules) {
+        const partial = rule.detector.partialFrom?.(scanned, from) ?? -1;
+        if (partial >= 0 && partial < cut) cut = partial;
+      }
+    }
+    for (let moved = true; moved; ) {
+      moved = false;
+      for (const m of found) {
+        if (m.start < cut && m.end > cut) {
+          cut = m.start;
+          moved = true;
+        }
+      }
+    }
+    const released = found.filter((m) => m.end <= cut);
+    const perRule = new Map<CompiledRule, number>();
+    for (const m of released) perRule.set(m.rule, (perRule.get(m.rule) ?? 0) + 1);
+    for (const rule of this.side.rules) this.tally.count(rule, perRule.get(rule) ?? 0);
+    if (this.blockedBy === null) {
+      for (const rule of this.side.rules) {
+        if (rule.action === 'block' && perRule.has(rule)) {
+          this.blockedBy = rule;
+          break;
+        }
+      }
+    }
+    const text = masked(scanned, from, cut, released.filter((m) => m.rule.action !== 'flag'));
+    this.context = scanned.slice(Math.max(0, cut - CONTEXT_CHARS), cut);
+    this.pending = scanned.slice(cut);
+    return text;
+  }
+}
+
+/** scanned[from, to) with each mask match replaced by its placeholder; overlapping matches become one. */
+function masked(scanned: string, from: number, to: number, masks: RuleMatch[]): string {
+  if (masks.length === 0) return scanned.slice(from, to);
+  masks.sort((a, b) => a.start - b.start || b.end - a.end);
+  let out = '';
+  let at = from;
+  for (const m of masks) {
+    if (m.end <= at) continue;
+    if (m.start < at) {
+      // Overlaps the previous mask: the placeholder already covers its start; swallow the rest.
+      at = m.end;
+      continue;
+    }
+    out += scanned.slice(at, m.start) + m.rule.detector.placeholder;
+    at = m.end;
+  }
+  return out + scanned.slice(at, to);
+}

@@ -1,0 +1,92 @@
+/**
+ * The node's admin port: GET /metrics (Prometheus text) and GET /healthz, on a loopback address
+ * only. Metrics name upstreams, keys' limits and traffic; they are for the host, never the network,
+ * so any other address is refused at start-up rather than trusted to a firewall.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
+import { PROMETHEUS_CONTENT_TYPE } from './prometheus-registry.js';
+
+export interface AdminServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface AdminServerOptions {
+  host: string;
+  port: number;
+  /** The /metrics body, built at each scrape. */
+  renderMetrics: () => string;
+}
+
+/** The admin port was asked to listen somewhere other than loopback. */
+export class AdminListenRefusedError extends Error {
+  constructor(host: string) {
+    super(
+      `the admin port (metrics) listens only on a loopback address such as 127.0.0.1 or [::1], not ${JSON.stringify(host)}: ` +
+        'metrics are for this host; scrape them locally or through an agent on the host',
+    );
+    this.name = 'AdminListenRefusedError';
+  }
+}
+
+/** 127.0.0.0/8, ::1 (also IPv4-mapped) and `localhost`. */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  if (bare.toLowerCase() === 'localhost') return true;
+  const v4 = bare.toLowerCase().startsWith('::ffff:') ? bare.slice(7) : bare;
+  if (net.isIPv4(v4)) return v4.startsWith('127.');
+  if (net.isIPv6(bare)) return /^(0{0,4}:){7}0{0,3}1$|^::1$/.test(bare.toLowerCase());
+  return false;
+}
+
+function urlOf(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+export async function startAdminServer(opts: AdminServerOptions): Promise<AdminServer> {
+  if (!isLoopbackHost(opts.host)) throw new AdminListenRefusedError(opts.host);
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?', 1)[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('method not allowed\n');
+      return;
+    }
+    if (path === '/metrics') {
+      let body: string;
+      try {
+        body = opts.renderMetrics();
+      } catch {
+        res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('metrics could not be rendered\n');
+        return;
+      }
+      res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'cache-control': 'no-store' }).end(req.method === 'HEAD' ? undefined : body);
+      return;
+    }
+    if (path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end('ok\n');
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found: the admin port serves /metrics and /healthz\n');
+  });
+  // Scrapes are small; a slow or idle client must not hold the port.
+  server.requestTimeout = 10_000;
+  server.headersTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host: opts.host, port: opts.port }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: urlOf(opts.host, port),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

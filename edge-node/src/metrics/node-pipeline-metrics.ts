@@ -1,0 +1,93 @@
+/**
+ * The node's Prometheus metrics, fed once per finished request from what the pipeline recorded in
+ * its context (outcome, per-stage times, upstream attempts, guardrail verdicts, usage). Series for
+ * the fixed label sets (APIs, stages) are made up front; the rest are made once and kept.
+ */
+import type { ApiKind, PipelineContext } from '../pipeline/context.js';
+import type { StageName } from '../pipeline/stage.js';
+import { rateLimitHitOf } from '../rate-limit/rate-limit-hits.js';
+import type { PipelineMetrics } from './pipeline-metrics.js';
+import { Counter, Gauge, Histogram, Registry } from './prometheus-registry.js';
+import type { HistogramSeries } from './prometheus-registry.js';
+
+const APIS: readonly ApiKind[] = ['chat.completions', 'embeddings', 'models', 'messages', 'mcp'];
+const STAGES: readonly StageName[] = [
+  'identify', 'authenticate', 'surface', 'rate-limit', 'guardrails-in', 'preauthorise',
+  'route', 'forward', 'guardrails-out', 'meter', 'settle', 'spool',
+];
+
+/** Request and upstream latency, seconds: 1 ms to 5 min (streams run long). */
+const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+/** Stage time, seconds: most stages take microseconds; forward takes as long as the upstream. */
+const STAGE_BUCKETS = [0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 5, 30, 300];
+
+export interface NodeFigures {
+  spoolBytes: number;
+  backfillBacklog: number;
+}
+
+export interface NodePipelineMetrics extends PipelineMetrics {
+  requestStarted(ctx: PipelineContext): void;
+  /** The text a scrape of /metrics returns. */
+  render(): string;
+}
+
+export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipelineMetrics {
+  const registry = new Registry();
+  const requests = registry.register(new Counter('zenova_node_requests_total', 'Finished requests by API, outcome and error code (none when ok).', ['api', 'status', 'code']));
+  const duration = registry.register(new Histogram('zenova_node_request_duration_seconds', 'Time from arrival to the end of the answer.', ['api'], REQUEST_BUCKETS));
+  const stages = registry.register(new Histogram('zenova_node_stage_duration_seconds', 'Time spent in each pipeline stage.', ['stage'], STAGE_BUCKETS));
+  const upstream = registry.register(
+    new Histogram('zenova_node_upstream_duration_seconds', 'Duration of each upstream attempt, by upstream and outcome.', ['upstream', 'outcome'], REQUEST_BUCKETS),
+  );
+  const inflight = registry.register(new Gauge('zenova_node_inflight_requests', 'Requests in the pipeline now.')).labels();
+  registry.register(new Gauge('zenova_node_spool_bytes', 'Bytes the request spool holds.', [], () => figures().spoolBytes));
+  registry.register(new Gauge('zenova_node_backfill_backlog', 'Request records waiting to be sent to the control plane.', [], () => figures().backfillBacklog));
+  const rateLimited = registry.register(
+    new Counter('zenova_node_rate_limit_rejections_total', 'Requests refused by a rate or concurrency limit.', ['scope', 'limit']),
+  );
+  const guardrailBlocked = registry.register(new Counter('zenova_node_guardrail_rejections_total', 'Requests blocked by a guardrail.', ['on']));
+  const verdicts = registry.register(
+    new Counter('zenova_node_guardrail_verdicts_total', 'Guardrail rule hits, by direction, action and detector.', ['on', 'action', 'detector']),
+  );
+  const tokens = registry.register(new Counter('zenova_node_tokens_total', 'Tokens metered, by API and direction.', ['api', 'kind']));
+
+  const durationByApi = new Map<string, HistogramSeries>(APIS.map((api) => [api, duration.labels(api)]));
+  const stageSeries = new Map<string, HistogramSeries>(STAGES.map((stage) => [stage, stages.labels(stage)]));
+  const tokenSeries = new Map(APIS.map((api) => [api, { input: tokens.labels(api, 'input'), output: tokens.labels(api, 'output') }]));
+  // Only requests counted in are counted out, so a runner that never calls requestStarted cannot drive the gauge negative.
+  const started = new WeakSet<PipelineContext>();
+
+  return {
+    requestStarted(ctx) {
+      started.add(ctx);
+      inflight.inc();
+    },
+    requestFinished(ctx) {
+      if (started.delete(ctx)) inflight.dec();
+      const { outcome } = ctx;
+      requests.labels(ctx.api, outcome.status, outcome.errorCode ?? 'none').inc();
+      (durationByApi.get(ctx.api) ?? duration.labels(ctx.api)).observe(Math.max(0, ctx.clock.monotonic() - ctx.startedAt) / 1000);
+      for (const name in ctx.stagesUs) {
+        const us = ctx.stagesUs[name as StageName];
+        if (us !== undefined) (stageSeries.get(name) ?? stages.labels(name)).observe(us / 1e6);
+      }
+      for (const attempt of ctx.attempts) upstream.labels(attempt.upstream, attempt.outcome).observe(attempt.durationMs / 1000);
+      const perApi = tokenSeries.get(ctx.api);
+      if (perApi !== undefined) {
+        perApi.input.inc(ctx.usage.inputTokens);
+        perApi.output.inc(ctx.usage.outputTokens);
+      }
+      if (outcome.errorCode === 'ZN_ERR_RATE_LIMITED' || outcome.errorCode === 'ZN_ERR_CONCURRENCY_LIMITED') {
+        const hit = rateLimitHitOf(ctx);
+        rateLimited.labels(hit?.scope ?? 'unknown', hit?.limit ?? (outcome.errorCode === 'ZN_ERR_RATE_LIMITED' ? 'rate' : 'concurrency')).inc();
+      }
+      for (const verdict of ctx.guardrails) verdicts.labels(verdict.on, verdict.action, verdict.detector).inc();
+      if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED') {
+        const block = ctx.guardrails.findLast((v) => v.action === 'block');
+        guardrailBlocked.labels(block?.on ?? 'input').inc();
+      }
+    },
+    render: () => registry.render(),
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * A fresh PipelineContext: what the request brings, and every field a stage sets at its starting
+ * value. The runner makes one per request; tests make one per case (and set what their stage reads).
+ */
+import type { RuntimeConfig } from '../config/runtime-config.js';
+import type { Clock } from './clock.js';
+import type { ApiKind, PipelineContext, Surface } from './context.js';
+import type { PipelineDeps } from './deps.js';
+
+export interface ContextInit {
+  requestId: string;
+  api: ApiKind;
+  surface: Surface;
+  http: PipelineContext['http'];
+  body: unknown;
+  deps: PipelineDeps;
+  clock: Clock;
+  callerGone: AbortSignal;
+  /** The request's config snapshot; absent when the node had none (identify refuses the request). */
+  config?: RuntimeConfig;
+}
+
+export function newPipelineContext(init: ContextInit): PipelineContext {
+  const { config, ...request } = init;
+  return {
+    ...request,
+    receivedAt: init.clock.now(),
+    startedAt: init.clock.monotonic(),
+    ...(config !== undefined ? { config } : {}),
+    model: null,
+    stream: false,
+    maxOutputTokens: null,
+    estimatedInputTokens: 0,
+    inputTexts: [],
+    attempts: [],
+    upstreamUsage: null,
+    upstreamFirstByteMs: null,
+    upstreamMs: null,
+    responseText: '',
+    guardrails: [],
+    usage: { inputTokens: 0, outputTokens: 0, estimated: false },
+    cost: { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false },
+    responseHeaders: {},
+    stagesUs: {},
+    outcome: { status: 'ok', httpStatus: 200, errorCode: null },
+    cleanups: [],
+  };
+}

@@ -1,0 +1,70 @@
+/**
+ * The Anthropic Messages request as the node reads it: the fields it needs are validated (with
+ * bounds), everything else passes through to the upstream untouched, since the upstream is the
+ * authority on the rest (tools, images, thinking…). The caller's text — the system prompt, text
+ * blocks, tool results' text — is exposed as slots bound to the body that is forwarded, so a
+ * guardrail that masks a slot changes what the upstream receives.
+ */
+import { z } from 'zod';
+import type { TextSlot } from '../../pipeline/context.js';
+import { FieldSlot, isRecord } from '../text-slot.js';
+
+/** Bounds on what the node reads; the body as a whole is already bounded by the HTTP body limit. */
+const MAX_MESSAGES = 10_000;
+const MAX_BLOCKS = 10_000;
+const MAX_MAX_TOKENS = 10_000_000;
+const MAX_STOP_SEQUENCES = 64;
+
+const textBlock = z.looseObject({ type: z.literal('text'), text: z.string() });
+/** Any block; text blocks are checked to carry text, other kinds are the upstream's business. */
+const contentBlock = z
+  .looseObject({ type: z.string().min(1).max(64), text: z.unknown().optional() })
+  .refine((block) => block.type !== 'text' || typeof block.text === 'string', { message: 'a text block needs a string "text"', path: ['text'] });
+const content = z.union([z.string(), z.array(contentBlock).max(MAX_BLOCKS)]);
+
+const messageSchema = z.looseObject({
+  role: z.enum(['user', 'assistant']),
+  content,
+});
+
+export const messagesRequestSchema = z.looseObject({
+  model: z.string().min(1).max(256),
+  max_tokens: z.int().min(1).max(MAX_MAX_TOKENS),
+  messages: z.array(messageSchema).min(1).max(MAX_MESSAGES),
+  system: z.union([z.string(), z.array(textBlock).max(MAX_BLOCKS)]).optional(),
+  stream: z.boolean().optional(),
+  metadata: z.looseObject({ user_id: z.string().max(256).nullish() }).optional(),
+  temperature: z.number().min(0).max(1).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  top_k: z.int().min(0).max(1_000_000).optional(),
+  stop_sequences: z.array(z.string().max(1024)).max(MAX_STOP_SEQUENCES).optional(),
+});
+
+export type MessagesRequest = z.infer<typeof messagesRequestSchema>;
+
+/** Slots for text blocks in `blocks`, and for the text inside tool_result blocks (what tools fed back). */
+function blockSlots(blocks: unknown[], into: TextSlot[]): void {
+  for (const block of blocks) {
+    if (!isRecord(block)) continue;
+    if (block.type === 'text' && typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
+    else if (block.type === 'tool_result') contentSlots(block, into);
+  }
+}
+
+/** Slots for `holder.content` whether it is a string or blocks. */
+function contentSlots(holder: Record<string, unknown>, into: TextSlot[], key = 'content'): void {
+  const value = holder[key];
+  if (typeof value === 'string') into.push(new FieldSlot(holder, key));
+  else if (Array.isArray(value)) blockSlots(value, into);
+}
+
+/** Every piece of caller text in `body` (the forwarded body), system prompt first. */
+export function inputTextSlots(body: Record<string, unknown>): TextSlot[] {
+  const slots: TextSlot[] = [];
+  contentSlots(body, slots, 'system');
+  const messages = body.messages;
+  if (Array.isArray(messages)) {
+    for (const message of messages) if (isRecord(message)) contentSlots(message, slots);
+  }
+  return slots;
+}

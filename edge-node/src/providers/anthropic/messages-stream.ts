@@ -1,0 +1,186 @@
+/**
+ * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
+ * `message_start` carries the input usage (its `model` becomes the caller's alias),
+ * `message_delta` the output usage, `content_block_delta` with a `text_delta` the text (a slot a
+ * guardrail may rewrite, after which `data` is re-serialised, lazily, when written), and
+ * `message_stop` is terminal. An upstream `event: error` or a stream that ends without
+ * `message_stop` is a failure (thrown, so the runner ends the caller's stream with an error event).
+ */
+import type { ErrorCode } from '../../errors.js';
+import { zenovaError } from '../../errors.js';
+import type { PipelineContext, SseEvent, StreamEvent, TextSlot, Usage } from '../../pipeline/context.js';
+import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
+import { parseSse } from '../sse.js';
+import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
+import { anthropicErrorBody } from './anthropic-errors.js';
+
+type Json = Record<string, unknown>;
+
+/**
+ * Input tokens as charged: Anthropic's `input_tokens` leaves out tokens written to or read from
+ * the prompt cache, which are input all the same.
+ */
+export function anthropicInputTokens(usage: Json): number | undefined {
+  const base = tokenCount(usage.input_tokens);
+  if (base === undefined) return undefined;
+  return base + (tokenCount(usage.cache_creation_input_tokens) ?? 0) + (tokenCount(usage.cache_read_input_tokens) ?? 0);
+}
+
+/** One parsed event; `sse` is the upstream's text until something rewrote the parsed JSON. */
+export class AnthropicStreamEvent implements StreamEvent {
+  texts: TextSlot[] = NO_TEXTS;
+  dirty = false;
+  terminal?: true;
+  private wire: SseEvent;
+
+  constructor(
+    upstream: SseEvent,
+    readonly parsed: Json,
+  ) {
+    this.wire = upstream;
+  }
+
+  /** The content block a text delta belongs to (text a guardrail adds goes to the same block). */
+  get index(): number {
+    return typeof this.parsed.index === 'number' ? this.parsed.index : 0;
+  }
+
+  get sse(): SseEvent {
+    if (this.dirty) {
+      this.wire = { event: this.wire.event ?? String(this.parsed.type), data: JSON.stringify(this.parsed) };
+      this.dirty = false;
+    }
+    return this.wire;
+  }
+}
+
+/** A content_block_delta event carrying `text` for block `index`. */
+export function textDeltaEvent(index: number, text: string): StreamEvent {
+  const delta: Json = { type: 'text_delta', text };
+  const event = new AnthropicStreamEvent({ event: 'content_block_delta', data: '' }, { type: 'content_block_delta', index, delta });
+  event.dirty = true;
+  event.texts = [new FieldSlot(delta, 'text', event)];
+  return event;
+}
+
+/** The `event: error` Anthropic sends mid-stream, with our code; the SDK raises it as an APIError. */
+export function errorStreamEvent(code: ErrorCode, message: string): StreamEvent {
+  return { sse: { event: 'error', data: JSON.stringify(anthropicErrorBody(code, message)) }, texts: NO_TEXTS };
+}
+
+/** The block index of `like` when it is one of ours, else the first block. */
+export function blockIndexOf(like: StreamEvent): number {
+  return like instanceof AnthropicStreamEvent ? like.index : 0;
+}
+
+function usageOf(ctx: PipelineContext): Usage {
+  ctx.upstreamUsage ??= { inputTokens: 0, outputTokens: 0, estimated: false };
+  return ctx.upstreamUsage;
+}
+
+/** Reads usage and text from one upstream event; the alias goes into `message.model`. */
+function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, alias: string): StreamEvent {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(sse.data);
+  } catch {
+    parsed = undefined;
+  }
+  if (!isRecord(parsed)) return { sse, texts: NO_TEXTS };
+  const type = typeof parsed.type === 'string' ? parsed.type : sse.event;
+  if (type === 'error' || sse.event === 'error') {
+    const error = isRecord(parsed.error) ? parsed.error : {};
+    // Only an identifier-like type is quoted: the upstream's message text is not ours to relay.
+    const kind = typeof error.type === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(error.type) ? error.type : undefined;
+    throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream with an error${kind === undefined ? '' : ` (${kind})`}.`, {
+      // Anthropic's own advice: overloaded and api errors are transient.
+      retryable: kind === 'overloaded_error' || kind === 'api_error',
+    });
+  }
+  const event = new AnthropicStreamEvent(sse, parsed);
+  switch (type) {
+    case 'message_start': {
+      const message = parsed.message;
+      if (isRecord(message)) {
+        if (typeof message.model === 'string' && message.model !== alias) {
+          message.model = alias;
+          event.dirty = true;
+        }
+        if (isRecord(message.usage)) {
+          const usage = usageOf(ctx);
+          usage.inputTokens = anthropicInputTokens(message.usage) ?? usage.inputTokens;
+          usage.outputTokens = tokenCount(message.usage.output_tokens) ?? usage.outputTokens;
+        }
+      }
+      break;
+    }
+    case 'message_delta':
+      // Cumulative counts; newer upstreams repeat the input counts here too.
+      if (isRecord(parsed.usage)) {
+        const usage = usageOf(ctx);
+        usage.outputTokens = tokenCount(parsed.usage.output_tokens) ?? usage.outputTokens;
+        usage.inputTokens = anthropicInputTokens(parsed.usage) ?? usage.inputTokens;
+      }
+      break;
+    case 'content_block_delta': {
+      const delta = parsed.delta;
+      if (isRecord(delta) && delta.type === 'text_delta' && typeof delta.text === 'string') event.texts = [new FieldSlot(delta, 'text', event)];
+      break;
+    }
+    case 'message_stop':
+      event.terminal = true;
+      break;
+  }
+  return event;
+}
+
+export interface StreamOptions {
+  ctx: PipelineContext;
+  upstream: string;
+  /** The alias the caller asked for, shown in `message.model`. */
+  alias: string;
+  /** monotonic ms when the request went upstream (ctx.upstreamMs is measured from it). */
+  sentAt: number;
+  /** Releases the upstream body (the consumer stopped early, or the stream failed). */
+  release: () => void;
+  signal: AbortSignal;
+}
+
+/** The caller-facing events of one upstream stream (see the file comment). */
+export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, opts: StreamOptions): AsyncGenerator<StreamEvent> {
+  const { ctx, upstream, alias } = opts;
+  let stopped = false;
+  try {
+    for await (const sse of parseSse(body)) {
+      const event = toStreamEvent(ctx, sse, upstream, alias);
+      if (event.terminal === true) stopped = true;
+      yield event;
+    }
+  } catch (err) {
+    if (isAbort(err, opts.signal)) throw err;
+    throw classifyUpstreamFailure(err, upstream);
+  } finally {
+    opts.release();
+    ctx.upstreamMs = Math.round((ctx.clock.monotonic() - opts.sentAt) * 1000) / 1000;
+  }
+  if (!stopped) throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before message_stop.`);
+}
+
+/**
+ * The stream with its first event already read, so that an upstream that fails at once (an error
+ * event, a cut, a stall) fails the attempt while nothing was sent to the caller, and the route's
+ * fallback can still take over. Throws what reading the first event threw.
+ */
+export async function firstEventRead(events: AsyncGenerator<StreamEvent>): Promise<AsyncIterable<StreamEvent>> {
+  let pending: IteratorResult<StreamEvent> | undefined = await events.next();
+  const iterator: AsyncIterator<StreamEvent> = {
+    next: () => {
+      if (pending === undefined) return events.next();
+      const first = pending;
+      pending = undefined;
+      return Promise.resolve(first);
+    },
+    return: (value?: unknown) => events.return(value),
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
+}

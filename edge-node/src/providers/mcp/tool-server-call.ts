@@ -1,0 +1,96 @@
+/**
+ * One HTTP exchange with an MCP tool server (streamable HTTP): the caller's method and MCP headers
+ * passed on, the server's own key injected, everything else (the caller's key above all) left
+ * behind. undici directly rather than the UpstreamPool: MCP needs DELETE, its own headers, the
+ * endpoint URL as is, and an unbounded body for the long-lived GET event stream.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { Agent } from 'undici';
+import type { Dispatcher } from 'undici';
+import type { ToolServer } from '../../../../proto/src/index.js';
+import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
+
+/** Caller headers the tool server needs to follow the MCP session; nothing else is passed on. */
+export const FORWARDED_HEADERS = ['accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'] as const;
+/** Tool server headers the caller needs back. */
+export const RETURNED_HEADERS = ['content-type', 'mcp-session-id', 'mcp-protocol-version', 'cache-control'] as const;
+
+const MAX_HEADER_CHARS = 1024;
+const MAX_CONNECT_TIMEOUT_MS = 10_000;
+const DEFAULT_ACCEPT = 'application/json, text/event-stream';
+
+// One keep-alive agent for every tool server; idle sockets are unref'd by undici, so it never holds
+// the process open. Per-call timeouts come from each server's config.
+const agent = new Agent({ connections: 256, keepAliveTimeout: 30_000, connect: { timeout: MAX_CONNECT_TIMEOUT_MS } });
+
+export type ToolServerMethod = 'GET' | 'POST' | 'DELETE';
+
+export interface ToolServerRequest {
+  method: ToolServerMethod;
+  /** The caller's headers; only FORWARDED_HEADERS are read. */
+  callerHeaders: IncomingHttpHeaders;
+  /** JSON text (POST). */
+  body?: string;
+  requestId: string;
+  signal: AbortSignal;
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  const first = Array.isArray(value) ? value[0] : value;
+  if (first === undefined || first.length === 0 || first.length > MAX_HEADER_CHARS) return undefined;
+  return first;
+}
+
+export function toolServerHeaders(server: ToolServer, req: Pick<ToolServerRequest, 'callerHeaders' | 'body' | 'requestId'>): Record<string, string> {
+  const headers: Record<string, string> = { 'user-agent': 'zenova-node', 'x-request-id': req.requestId };
+  for (const name of FORWARDED_HEADERS) {
+    const value = headerValue(req.callerHeaders[name]);
+    if (value !== undefined) headers[name] = value;
+  }
+  headers.accept ??= DEFAULT_ACCEPT;
+  // The body is re-serialised JSON whatever the caller's charset parameters said.
+  if (req.body !== undefined) headers['content-type'] = 'application/json';
+  // Only the tool server's own key goes out; the caller's key stays on the node.
+  if (server.apiKey !== null) headers.authorization = `Bearer ${server.apiKey}`;
+  return headers;
+}
+
+/** The headers of the tool server's answer the caller gets. */
+export function returnedHeaders(headers: Dispatcher.ResponseData['headers']): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of RETURNED_HEADERS) {
+    const value = headers[name];
+    const first = Array.isArray(value) ? value[0] : value;
+    if (typeof first === 'string' && first.length <= MAX_HEADER_CHARS) out[name] = first;
+  }
+  return out;
+}
+
+/**
+ * Sends the request. Resolves with any status (the caller judges it); rejects with
+ * ZN_ERR_UPSTREAM_UNAVAILABLE / _TIMEOUT, or the abort error when `signal` fired. The GET event
+ * stream may stay quiet for long, so only its headers are timed; other bodies are timed between chunks.
+ */
+export async function callToolServer(server: ToolServer, req: ToolServerRequest): Promise<Dispatcher.ResponseData> {
+  try {
+    return await agent.request({
+      origin: new URL(server.url).origin,
+      path: toolServerPath(server.url),
+      method: req.method,
+      headers: toolServerHeaders(server, req),
+      body: req.body ?? null,
+      signal: req.signal,
+      headersTimeout: server.timeoutMs,
+      bodyTimeout: req.method === 'GET' ? 0 : server.timeoutMs,
+    });
+  } catch (err) {
+    if (isAbort(err, req.signal)) throw err;
+    throw classifyUpstreamFailure(err, server.name);
+  }
+}
+
+/** The endpoint's path (and query, should an operator's URL carry one) as undici wants it. */
+function toolServerPath(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.pathname}${parsed.search}`;
+}

@@ -1,0 +1,39 @@
+/**
+ * TextSlots bound to a field of a parsed JSON object: reading gives the field, writing rewrites it
+ * (so a guardrail's mask lands in the body that is forwarded or delivered) and marks the owner
+ * dirty, which tells a stream event to re-serialise. A class, not closures: streams make many.
+ */
+import type { TextSlot } from '../pipeline/context.js';
+
+export interface DirtyMark {
+  dirty: boolean;
+}
+
+export class FieldSlot implements TextSlot {
+  constructor(
+    private readonly holder: Record<string, unknown>,
+    private readonly field: string,
+    private readonly owner?: DirtyMark,
+  ) {}
+
+  get text(): string {
+    const value = this.holder[this.field];
+    return typeof value === 'string' ? value : '';
+  }
+
+  set text(value: string) {
+    this.holder[this.field] = value;
+    if (this.owner !== undefined) this.owner.dirty = true;
+  }
+}
+
+export const NO_TEXTS: TextSlot[] = [];
+
+/** Usage numbers from an upstream's JSON: a non-negative integer, else undefined. */
+export function tokenCount(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

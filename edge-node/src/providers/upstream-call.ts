@@ -1,0 +1,68 @@
+/**
+ * One attempt's HTTP exchange with an upstream, shared by the providers: send the call through the
+ * pool with the upstream's secret, and turn a non-2xx answer into a failed attempt (5xx may be
+ * retried or fall back; 4xx is final). Aborts and network errors are thrown for forwardPlan to sort.
+ */
+import type { RuntimeTarget } from '../config/runtime-config.js';
+import { zenovaError } from '../errors.js';
+import type { PipelineContext } from '../pipeline/context.js';
+import type { AttemptResult } from '../routing/forward-plan.js';
+import { parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
+import { classifyUpstreamFailure, upstreamStatusError } from '../upstream/upstream-failure.js';
+import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
+
+/** Ceiling for a non-streaming upstream answer held in memory. */
+export const MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024;
+/** Error bodies are read only for their code. */
+const MAX_UPSTREAM_ERROR_BYTES = 64 * 1024;
+
+export type FailedAttempt = Extract<AttemptResult, { kind: 'failed' }>;
+
+export type UpstreamExchange = { kind: 'response'; response: UpstreamResponse } | FailedAttempt;
+
+export async function sendToUpstream(
+  ctx: PipelineContext,
+  target: RuntimeTarget,
+  call: Omit<UpstreamCall, 'requestId' | 'timeoutMs' | 'signal'>,
+  signal: AbortSignal,
+  timeoutMs: number,
+): Promise<UpstreamExchange> {
+  const response = await ctx.deps.upstreams.request(target.upstream, { ...call, requestId: ctx.requestId, timeoutMs, signal });
+  const status = response.statusCode;
+  if (status >= 200 && status < 300) return { kind: 'response', response };
+  const errorBody = await readBodyBounded(response.body, MAX_UPSTREAM_ERROR_BYTES, target.upstream.name).then(parseJsonOrUndefined, () => undefined);
+  return {
+    kind: 'failed',
+    error: upstreamStatusError(target.upstream.name, status, errorBody),
+    outcome: 'status',
+    httpStatus: status,
+    retryable: status >= 500,
+  };
+}
+
+/**
+ * A JSON object answer read whole (bounded); a body that is not a JSON object is
+ * ZN_ERR_UPSTREAM_ERROR. Read errors surface classified (connect/timeout) unless aborted.
+ */
+export async function readJsonObject(response: UpstreamResponse, upstream: string, signal: AbortSignal): Promise<Record<string, unknown>> {
+  let bytes: Buffer;
+  try {
+    bytes = await readBodyBounded(response.body, MAX_UPSTREAM_JSON_BYTES, upstream);
+  } catch (err) {
+    if (signal.aborted) throw err;
+    throw classifyUpstreamFailure(err, upstream);
+  }
+  const answer = parseJsonOrUndefined(bytes);
+  if (typeof answer !== 'object' || answer === null || Array.isArray(answer)) {
+    throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with a body that is not a JSON object.`);
+  }
+  return answer as Record<string, unknown>;
+}
+
+/** The upstream's response headers worth passing on (none of its cookies, auth or hop-by-hop headers). */
+export function passedHeaders(response: UpstreamResponse): Record<string, string> {
+  const out: Record<string, string> = {};
+  const type = response.headers['content-type'];
+  if (typeof type === 'string') out['content-type'] = type;
+  return out;
+}

@@ -1,0 +1,51 @@
+/**
+ * Where the limiter keeps its counters. Two implementations: memory (one process, stand-alone) and
+ * SQLite in the state dir (every replica of the node opens the same file). Each `admit` is one
+ * atomic step: read the counters, decide with sliding-window.ts, and charge only when everything fits.
+ */
+import type { WindowCounts } from './sliding-window.js';
+
+export type RateMetric = 'requests' | 'tokens';
+
+/** One per-minute limit to check, e.g. the key's requests/min. */
+export interface RateCheck {
+  /** `key:<id>` or `account:<id>`. */
+  subject: string;
+  metric: RateMetric;
+  limit: number;
+  /** What admitting charges (already capped at the limit). */
+  charge: number;
+}
+
+/** One concurrency limit to check. */
+export interface SlotCheck {
+  subject: string;
+  limit: number;
+}
+
+export interface AdmitQuery {
+  nowMs: number;
+  rates: readonly RateCheck[];
+  slots: readonly SlotCheck[];
+  /** Names the slot held on admission (released with `release`). */
+  slotId: string;
+}
+
+export interface AdmitOutcome {
+  admitted: boolean;
+  /** The counters as they were before this request was charged, aligned with `rates`. */
+  windows: WindowCounts[];
+  /** The first rate check that did not fit (index in `rates`), or -1. */
+  failedRate: number;
+  /** The first concurrency check that did not fit (index in `slots`), or -1. */
+  failedSlot: number;
+}
+
+export interface LimitStore {
+  admit(query: AdmitQuery): AdmitOutcome;
+  /** Adds `delta` (may be negative; counters never go below 0) to the window of `minute`. */
+  adjust(subject: string, metric: RateMetric, minute: number, delta: number): void;
+  /** Frees the concurrency slots held under `slotId`. */
+  release(slotId: string): void;
+  close(): void;
+}

@@ -1,0 +1,97 @@
+// Counters in this process only: a stand-alone node (no state dir), and tests.
+import type { AdmitOutcome, AdmitQuery, LimitStore, RateMetric } from './limit-store.js';
+import { fits, minuteOf } from './sliding-window.js';
+import type { WindowCounts } from './sliding-window.js';
+
+interface Window {
+  minute: number;
+  prev: number;
+  cur: number;
+}
+
+export class MemoryLimitStore implements LimitStore {
+  private readonly windows = new Map<string, Window>();
+  private readonly inUse = new Map<string, number>();
+  private readonly held = new Map<string, readonly string[]>();
+  private prunedMinute = Number.NEGATIVE_INFINITY;
+
+  admit(query: AdmitQuery): AdmitOutcome {
+    const minute = minuteOf(query.nowMs);
+    if (minute > this.prunedMinute) this.prune(minute);
+    const windows: WindowCounts[] = [];
+    let failedRate = -1;
+    for (const [index, check] of query.rates.entries()) {
+      const counts = this.counts(`${check.subject}\u0000${check.metric}`, minute);
+      windows.push(counts);
+      if (failedRate < 0 && !fits(counts, check.charge, check.limit, query.nowMs)) failedRate = index;
+    }
+    let failedSlot = -1;
+    for (const [index, check] of query.slots.entries()) {
+      if ((this.inUse.get(check.subject) ?? 0) >= check.limit) {
+        failedSlot = index;
+        break;
+      }
+    }
+    const admitted = failedRate < 0 && failedSlot < 0;
+    if (admitted) {
+      for (const check of query.rates) this.add(`${check.subject}\u0000${check.metric}`, minute, check.charge);
+      if (query.slots.length > 0) {
+        const subjects = query.slots.map((s) => s.subject);
+        for (const subject of subjects) this.inUse.set(subject, (this.inUse.get(subject) ?? 0) + 1);
+        this.held.set(query.slotId, subjects);
+      }
+    }
+    return { admitted, windows, failedRate, failedSlot };
+  }
+
+  adjust(subject: string, metric: RateMetric, minute: number, delta: number): void {
+    const window = this.windows.get(`${subject}\u0000${metric}`);
+    if (window === undefined) return;
+    if (window.minute === minute) window.cur = Math.max(0, window.cur + delta);
+    else if (window.minute === minute + 1) window.prev = Math.max(0, window.prev + delta);
+  }
+
+  release(slotId: string): void {
+    const subjects = this.held.get(slotId);
+    if (subjects === undefined) return;
+    this.held.delete(slotId);
+    for (const subject of subjects) this.inUse.set(subject, Math.max(0, (this.inUse.get(subject) ?? 0) - 1));
+  }
+
+  close(): void {
+    this.windows.clear();
+    this.inUse.clear();
+    this.held.clear();
+  }
+
+  /** Once a minute: windows no check can read any more go, so memory follows the active keys. */
+  private prune(minute: number): void {
+    this.prunedMinute = minute;
+    for (const [id, window] of this.windows) if (window.minute < minute - 1) this.windows.delete(id);
+  }
+
+  /** The window rolled forward to `minute` (a window two minutes old is empty). */
+  private counts(id: string, minute: number): WindowCounts {
+    const window = this.windows.get(id);
+    if (window === undefined) return { prev: 0, cur: 0 };
+    this.roll(window, minute);
+    return { prev: window.prev, cur: window.cur };
+  }
+
+  private add(id: string, minute: number, amount: number): void {
+    let window = this.windows.get(id);
+    if (window === undefined) {
+      window = { minute, prev: 0, cur: 0 };
+      this.windows.set(id, window);
+    }
+    this.roll(window, minute);
+    window.cur += amount;
+  }
+
+  private roll(window: Window, minute: number): void {
+    if (window.minute === minute) return;
+    window.prev = window.minute === minute - 1 ? window.cur : 0;
+    window.cur = 0;
+    window.minute = minute;
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * The RateLimiter the pipeline's rate-limit stage calls: turns the caller key's and account's
+ * limits into checks on a LimitStore, sets Retry-After / x-ratelimit-* headers (OpenAI's names),
+ * and registers the cleanups that free the concurrency slot and true up the token charge with the
+ * request's real usage.
+ */
+import { randomUUID } from 'node:crypto';
+import type { RateLimits } from '../../../proto/src/index.js';
+import type { Logger } from '../logger.js';
+import type { PipelineContext } from '../pipeline/context.js';
+import { reject } from '../pipeline/stage.js';
+import type { Rejection } from '../pipeline/stage.js';
+import type { LimitStore, RateCheck, RateMetric, SlotCheck } from './limit-store.js';
+import { noteRateLimitHit } from './rate-limit-hits.js';
+import type { LimitScope } from './rate-limit-hits.js';
+import { chargeFor, minuteOf, msUntilEmpty, msUntilFits, windowUsage } from './sliding-window.js';
+import type { RateLimiter } from './rate-limiter.js';
+
+/** Output tokens assumed when a chat/messages request names no max_tokens (trued up afterwards). */
+export const DEFAULT_OUTPUT_TOKEN_ESTIMATE = 1024;
+/** A concurrency refusal has no computable wait; this asks for a short one. */
+const CONCURRENCY_RETRY_AFTER_S = 1;
+
+interface ScopedLimits {
+  scope: LimitScope;
+  subject: string;
+  limits: RateLimits;
+}
+
+/** The tokens a request is charged on admission: its prompt estimate plus the output it may produce. */
+export function tokenEstimate(ctx: PipelineContext): number {
+  const generates = ctx.api === 'chat.completions' || ctx.api === 'messages';
+  const output = generates ? (ctx.maxOutputTokens ?? DEFAULT_OUTPUT_TOKEN_ESTIMATE) : 0;
+  return Math.max(0, Math.ceil(ctx.estimatedInputTokens)) + Math.max(0, output);
+}
+
+/** Go-style durations as OpenAI sends them: 250ms, 7s, 1m6s. */
+export function formatReset(ms: number): string {
+  if (ms <= 0) return '0s';
+  if (ms < 1000) return `${Math.ceil(ms)}ms`;
+  const seconds = Math.ceil(ms / 1000);
+  const minutes = Math.floor(seconds / 60);
+  return minutes > 0 ? `${minutes}m${seconds % 60}s` : `${seconds}s`;
+}
+
+function hasLimits(limits: RateLimits): boolean {
+  return limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined || limits.concurrentRequests !== undefined;
+}
+
+export class NodeRateLimiter implements RateLimiter {
+  private warnedAt = Number.NEGATIVE_INFINITY;
+  // Slot ids are the limiter's own, never the request id: callers choose x-request-id, and two
+  // requests sharing one must still hold two slots.
+  private readonly slotPrefix = randomUUID();
+  private slotSeq = 0;
+
+  constructor(
+    private readonly store: LimitStore,
+    private readonly logger: Logger,
+  ) {}
+
+  admit(ctx: PipelineContext): Rejection | undefined {
+    const key = ctx.key;
+    if (key === undefined) return undefined;
+    const keyHas = hasLimits(key.keyLimits);
+    const accountHas = key.accountId !== null && hasLimits(key.accountLimits);
+    // The common case (no limits) costs two property checks.
+    if (!keyHas && !accountHas) return undefined;
+
+    const scoped: ScopedLimits[] = [];
+    if (keyHas) scoped.push({ scope: 'key', subject: `key:${key.id}`, limits: key.keyLimits });
+    if (accountHas) scoped.push({ scope: 'account', subject: `account:${key.accountId}`, limits: key.accountLimits });
+
+    const tokens = tokenEstimate(ctx);
+    const rates: RateCheck[] = [];
+    const rateScopes: LimitScope[] = [];
+    const slots: SlotCheck[] = [];
+    const slotScopes: LimitScope[] = [];
+    for (const { scope, subject, limits } of scoped) {
+      if (limits.requestsPerMinute !== undefined) {
+        rates.push({ subject, metric: 'requests', limit: limits.requestsPerMinute, charge: chargeFor(1, limits.requestsPerMinute) });
+        rateScopes.push(scope);
+      }
+      if (limits.tokensPerMinute !== undefined) {
+        rates.push({ subject, metric: 'tokens', limit: limits.tokensPerMinute, charge: chargeFor(tokens, limits.tokensPerMinute) });
+        rateScopes.push(scope);
+      }
+      if (limits.concurrentRequests !== undefined) {
+        slots.push({ subject, limit: limits.concurrentRequests });
+        slotScopes.push(scope);
+      }
+    }
+
+    const nowMs = ctx.clock.now();
+    const slotId = slots.length > 0 ? `${this.slotPrefix}:${++this.slotSeq}` : '';
+    let outcome;
+    try {
+      outcome = this.store.admit({ nowMs, rates, slots, slotId });
+    } catch (err) {
+      // The limit store is protection, not the service: a broken file must not take callers down.
+      this.warn(nowMs, err, 'rate limit store failed; request admitted without limits');
+      return undefined;
+    }
+
+    this.setRateHeaders(ctx, rates, outcome.windows, outcome.admitted, nowMs);
+
+    if (outcome.failedRate >= 0) {
+      const check = rates[outcome.failedRate] as RateCheck;
+      const counts = outcome.windows[outcome.failedRate] ?? { prev: 0, cur: 0 };
+      const scope = rateScopes[outcome.failedRate] ?? 'key';
+      const waitMs = msUntilFits(counts, check.charge, check.limit, nowMs);
+      ctx.responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(waitMs / 1000)));
+      noteRateLimitHit(ctx, { scope, limit: check.metric });
+      return reject(
+        'ZN_ERR_RATE_LIMITED',
+        `Rate limit reached: ${check.metric} per minute for this ${scope} (limit ${check.limit}); retry after the time in Retry-After.`,
+      );
+    }
+    if (outcome.failedSlot >= 0) {
+      const check = slots[outcome.failedSlot] as SlotCheck;
+      const scope = slotScopes[outcome.failedSlot] ?? 'key';
+      ctx.responseHeaders['retry-after'] = String(CONCURRENCY_RETRY_AFTER_S);
+      noteRateLimitHit(ctx, { scope, limit: 'concurrency' });
+      return reject('ZN_ERR_CONCURRENCY_LIMITED', `Too many requests are running at once for this ${scope} (limit ${check.limit}).`);
+    }
+
+    if (slots.length > 0) ctx.cleanups.push(() => this.safely(() => this.store.release(slotId), 'freeing a concurrency slot failed'));
+    const tokenChecks = rates.filter((r) => r.metric === 'tokens');
+    if (tokenChecks.length > 0) {
+      const minute = minuteOf(nowMs);
+      ctx.cleanups.push(() => {
+        const used = ctx.usage.inputTokens + ctx.usage.outputTokens;
+        for (const check of tokenChecks) {
+          this.safely(() => this.store.adjust(check.subject, 'tokens', minute, used - check.charge), 'token true-up failed');
+        }
+      });
+    }
+    return undefined;
+  }
+
+  close(): void {
+    this.store.close();
+  }
+
+  /** x-ratelimit-{limit,remaining,reset}-{requests,tokens} for the tightest limit of each metric. */
+  private setRateHeaders(ctx: PipelineContext, rates: RateCheck[], windows: ReadonlyArray<{ prev: number; cur: number }>, admitted: boolean, nowMs: number): void {
+    for (const metric of ['requests', 'tokens'] as const satisfies readonly RateMetric[]) {
+      let best: { limit: number; remaining: number; resetMs: number } | undefined;
+      for (const [index, check] of rates.entries()) {
+        if (check.metric !== metric) continue;
+        const before = windows[index] ?? { prev: 0, cur: 0 };
+        const after = admitted ? { prev: before.prev, cur: before.cur + check.charge } : before;
+        const remaining = Math.max(0, Math.floor(check.limit - windowUsage(after, nowMs) + 1e-9));
+        if (best === undefined || remaining < best.remaining || (remaining === best.remaining && check.limit < best.limit)) {
+          best = { limit: check.limit, remaining, resetMs: msUntilEmpty(after, nowMs) };
+        }
+      }
+      if (best === undefined) continue;
+      ctx.responseHeaders[`x-ratelimit-limit-${metric}`] = String(best.limit);
+      ctx.responseHeaders[`x-ratelimit-remaining-${metric}`] = String(best.remaining);
+      ctx.responseHeaders[`x-ratelimit-reset-${metric}`] = formatReset(best.resetMs);
+    }
+  }
+
+  private safely(fn: () => void, message: string): void {
+    try {
+      fn();
+    } catch (err) {
+      this.warn(Date.now(), err, message);
+    }
+  }
+
+  /** At most one warning a minute: a broken store would otherwise log on every request. */
+  private warn(nowMs: number, err: unknown, message: string): void {
+    if (nowMs - this.warnedAt < 60_000) return;
+    this.warnedAt = nowMs;
+    this.logger.warn({ err }, message);
+  }
+}

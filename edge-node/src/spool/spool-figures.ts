@@ -1,0 +1,39 @@
+/**
+ * The spool's figures as `zenova-node status` shows them, read from the file without the serving
+ * process (read-only; safe while node-edge writes). Bytes count the database and its WAL.
+ */
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { SPOOL_FILE, withReadOnlySpool } from './spool-file.js';
+
+export interface SpoolFigures {
+  file: string;
+  /** Size on disk: database + WAL. */
+  bytes: number;
+  /** Final records not yet acknowledged by the control plane. */
+  backlog: number;
+  /** Requests accepted and not finished (in flight, or left by a crash until the next start). */
+  open: number;
+  /** Why the figures could not be read (the file is damaged or foreign: see `serve`'s refusal). */
+  error: string | null;
+}
+
+const sizeOf = (file: string): number => (existsSync(file) ? statSync(file).size : 0);
+
+/** null when the state dir has no spool yet. */
+export function readSpoolFigures(stateDir: string): SpoolFigures | null {
+  const file = path.join(stateDir, SPOOL_FILE);
+  if (!existsSync(file)) return null;
+  const bytes = sizeOf(file) + sizeOf(`${file}-wal`);
+  try {
+    return withReadOnlySpool(file, (db) => ({
+      file,
+      bytes,
+      backlog: Number(db.prepare('select count(*) from records').pluck().get()),
+      open: Number(db.prepare('select count(*) from open_requests').pluck().get()),
+      error: null,
+    }));
+  } catch (err) {
+    return { file, bytes, backlog: 0, open: 0, error: (err as Error).message };
+  }
+}

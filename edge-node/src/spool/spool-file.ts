@@ -1,0 +1,167 @@
+/**
+ * spool.db: finding, vetting and creating the node's SQLite spool file. A spool that is not
+ * plainly ours and healthy is never replaced, repaired or deleted: opening is refused with a
+ * SpoolRefusedError that names the file and what to do, because the rows in it may be the only
+ * copy of records the control plane has not acknowledged.
+ */
+import { randomUUID } from 'node:crypto';
+import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { StateFileError } from '../state/state-store.js';
+
+export const SPOOL_FILE = 'spool.db';
+/** Bumped when the tables change incompatibly; a newer spool is refused, never downgraded. */
+export const SPOOL_FORMAT_VERSION = 1;
+
+const SQLITE_MAGIC = Buffer.from('SQLite format 3\0', 'latin1');
+
+export interface SpoolMeta {
+  nodeId: string;
+  spoolId: string;
+  formatVersion: number;
+  createdAt: string;
+}
+
+/**
+ * The spool file cannot be used as it is; the message names the file and what to do. A
+ * StateFileError, so `zenova-node serve` prints it as one line and exits non-zero.
+ */
+export class SpoolRefusedError extends StateFileError {
+  constructor(file: string, problem: string, advice: string, options?: { cause?: unknown }) {
+    super(file, `${problem}; ${advice}`, options);
+    this.name = 'SpoolRefusedError';
+  }
+}
+
+const KEEP_ADVICE =
+  'the file was left untouched because it may hold records the control plane has not received. ' +
+  'Move it aside (keep a copy for support) and start again, or restore a good copy';
+
+const SCHEMA = `
+  create table meta (key text primary key, value text not null) without rowid;
+  -- Requests accepted but not finished; finalised as 'interrupted' after a crash.
+  create table open_requests (request_id text primary key, row_json text not null) without rowid;
+  -- Final records awaiting the control plane's ack. AUTOINCREMENT: a sequence is never reused,
+  -- even after every row was deleted, so a stale ack can never name a newer row.
+  create table records (
+    sequence    integer primary key autoincrement,
+    request_id  text not null unique,
+    record_json text not null
+  );
+`;
+
+function readHeader(file: string): Buffer {
+  const fd = openSync(file, 'r');
+  try {
+    const header = Buffer.alloc(100);
+    const read = readSync(fd, header, 0, 100, 0);
+    return header.subarray(0, read);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function readMeta(db: Database.Database): Partial<Record<string, string>> {
+  const rows = db.prepare('select key, value from meta').all() as Array<{ key: string; value: string }>;
+  return Object.fromEntries(rows.map((r) => [r.key, r.value]));
+}
+
+/**
+ * Runs `fn` on a read-only connection, which never checkpoints or rolls back anything. Such a
+ * connection to a WAL database creates -shm (and an empty -wal) beside it; those it created are
+ * removed again, so the directory is left exactly as it was found.
+ */
+export function withReadOnlySpool<T>(file: string, fn: (db: Database.Database) => T): T {
+  const sidecars = [`${file}-wal`, `${file}-shm`].filter((f) => !existsSync(f));
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true });
+    return fn(db);
+  } finally {
+    db?.close();
+    for (const f of sidecars) if (existsSync(f) && (f.endsWith('-shm') || statSync(f).size === 0)) rmSync(f, { force: true });
+  }
+}
+
+/**
+ * Checks an existing spool file without writing to it (a read-only connection never checkpoints
+ * or rolls back anything), and returns its meta. `expectedNodeId`: the node this state dir is
+ * enrolled as; a spool of another node is foreign.
+ */
+export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
+  const size = statSync(file).size;
+  if (size === 0) throw new SpoolRefusedError(file, 'is empty (0 bytes), which no spool this node created ever is', KEEP_ADVICE);
+  const header = readHeader(file);
+  if (header.length < 100 || !header.subarray(0, 16).equals(SQLITE_MAGIC)) {
+    throw new SpoolRefusedError(file, 'is not a SQLite database (garbage or a truncated header)', KEEP_ADVICE);
+  }
+  let meta: Partial<Record<string, string>>;
+  try {
+    meta = withReadOnlySpool(file, (db) => {
+      const check = db.pragma('quick_check', { simple: false }) as Array<{ quick_check: string }>;
+      const problems = check.map((r) => r.quick_check).filter((r) => r !== 'ok');
+      if (problems.length > 0) throw new SpoolRefusedError(file, `is corrupt (quick_check: ${problems.slice(0, 3).join('; ')})`, KEEP_ADVICE);
+      return readMeta(db);
+    });
+  } catch (err) {
+    if (err instanceof SpoolRefusedError) throw err;
+    throw new SpoolRefusedError(file, `cannot be read as a spool (${(err as Error).message})`, KEEP_ADVICE, { cause: err });
+  }
+  const formatVersion = Number(meta.format_version);
+  if (meta.node_id === undefined || meta.spool_id === undefined || !Number.isInteger(formatVersion)) {
+    throw new SpoolRefusedError(file, 'is a SQLite database but not a Zenova spool (no spool meta)', KEEP_ADVICE);
+  }
+  if (formatVersion > SPOOL_FORMAT_VERSION) {
+    throw new SpoolRefusedError(
+      file,
+      `was written by a newer node (spool format ${formatVersion}, this node reads ${SPOOL_FORMAT_VERSION})`,
+      'run the node version that wrote it until its backlog is delivered (zenova-node status shows it), or upgrade this node',
+    );
+  }
+  if (meta.node_id !== expectedNodeId) {
+    throw new SpoolRefusedError(
+      file,
+      `belongs to node ${meta.node_id}, but this state dir is enrolled as node ${expectedNodeId}`,
+      `its records can only be delivered by node ${meta.node_id}. ` +
+        'Re-enrolling the same node (--reenroll) keeps its node id and its spool; a spool of another node is never adopted. ' +
+        'Move the file aside (keep it for support) to start this node with a new spool',
+    );
+  }
+  return { nodeId: meta.node_id, spoolId: meta.spool_id, formatVersion, createdAt: meta.created_at ?? '' };
+}
+
+/**
+ * Creates a new empty spool for `nodeId` atomically: built under a temporary name, fsynced and
+ * renamed into place, so `spool.db` is either absent or a complete spool with its meta.
+ */
+export function createSpoolFile(file: string, nodeId: string): SpoolMeta {
+  if (existsSync(file)) throw new Error(`${file} already exists`);
+  const meta: SpoolMeta = { nodeId, spoolId: randomUUID(), formatVersion: SPOOL_FORMAT_VERSION, createdAt: new Date().toISOString() };
+  const temp = `${file}.new-${process.pid}`;
+  rmSync(temp, { force: true });
+  const db = new Database(temp);
+  try {
+    // Built in rollback-journal mode so the temporary file is one self-contained file to rename.
+    db.pragma('journal_mode = DELETE');
+    db.pragma('synchronous = FULL');
+    db.exec(SCHEMA);
+    const insert = db.prepare('insert into meta (key, value) values (?, ?)');
+    db.transaction(() => {
+      insert.run('format_version', String(meta.formatVersion));
+      insert.run('node_id', meta.nodeId);
+      insert.run('spool_id', meta.spoolId);
+      insert.run('created_at', meta.createdAt);
+    })();
+  } finally {
+    db.close();
+  }
+  renameSync(temp, file);
+  const dirFd = openSync(path.dirname(file), 'r');
+  try {
+    fsyncSync(dirFd);
+  } finally {
+    closeSync(dirFd);
+  }
+  return meta;
+}

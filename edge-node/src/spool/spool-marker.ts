@@ -1,0 +1,31 @@
+/**
+ * spool.json in the state dir: which spool this node created. It outlives the spool file, so a
+ * missing or swapped spool.db is noticed: an empty new spool is never taken as proof that the old
+ * one's records were delivered.
+ */
+import { z } from 'zod';
+import { StateFileError } from '../state/state-store.js';
+import type { StateStore } from '../state/state-store.js';
+import type { SpoolMeta } from './spool-file.js';
+
+export const SPOOL_MARKER_FILE = 'spool.json';
+
+const markerSchema = z.object({
+  spoolId: z.string().min(1).max(64),
+  nodeId: z.string().min(1).max(128),
+  createdAt: z.string().max(64),
+});
+
+export type SpoolMarker = z.infer<typeof markerSchema>;
+
+export async function loadSpoolMarker(store: StateStore): Promise<SpoolMarker | undefined> {
+  const value = await store.read(SPOOL_MARKER_FILE);
+  if (value === undefined) return undefined;
+  const parsed = markerSchema.safeParse(value);
+  if (!parsed.success) throw new StateFileError(store.path(SPOOL_MARKER_FILE), 'is not a spool marker; restore it or move it aside together with spool.db');
+  return parsed.data;
+}
+
+export async function saveSpoolMarker(store: StateStore, meta: SpoolMeta): Promise<void> {
+  await store.write(SPOOL_MARKER_FILE, { spoolId: meta.spoolId, nodeId: meta.nodeId, createdAt: meta.createdAt } satisfies SpoolMarker);
+}

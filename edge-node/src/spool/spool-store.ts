@@ -1,0 +1,335 @@
+/**
+ * The spool's SQLite store (see docs/spool.md): open rows and final records with group commit,
+ * the byte quota and full policy, the backlog for backfill, and acked-row deletion.
+ *
+ * Group commit: open() and finalise() only queue; one transaction per flush writes everything
+ * queued, on the next turn of the event loop (setImmediate) or at once when MAX_QUEUED writes are
+ * waiting. finalise() resolves when the transaction holding its record has committed. A failed
+ * commit (SQLITE_FULL, disk full, I/O error) keeps the queue and retries on a timer: finalises
+ * stay pending (the caller's last byte waits; nothing is ever reported durable that is not), and
+ * open() refuses new requests with ZN_ERR_SPOOL_FULL until a commit succeeds again.
+ */
+import { statSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import type { RequestRecord } from '../../../proto/src/index.js';
+import { zenovaError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { interruptedRecord, openRowSchema } from './interrupted-record.js';
+import type { OpenRow, RequestSpool } from './request-spool.js';
+import type { SpoolMeta } from './spool-file.js';
+
+export type FullPolicy = 'reject' | 'metering-only';
+
+export interface SpoolLimits {
+  quotaBytes: number;
+  fullPolicy: FullPolicy;
+}
+
+/** The node's own default when its config says nothing (a local config file). */
+export const DEFAULT_SPOOL_LIMITS: SpoolLimits = { quotaBytes: 1024 ** 3, fullPolicy: 'reject' };
+
+/** `full`: every commit waits for the disk (survives power loss); `normal`: survives process crashes. */
+export type SpoolSynchronous = 'normal' | 'full';
+
+export interface SpoolStoreOptions {
+  file: string;
+  meta: SpoolMeta;
+  logger: Logger;
+  /** Read on every open() so a pushed config applies at once. */
+  limits: () => SpoolLimits;
+  synchronous?: SpoolSynchronous;
+  /** Queued writes that force a flush without waiting for the next tick. */
+  maxQueued?: number;
+  /** How long after a failed commit the next attempt is made. */
+  retryMs?: number;
+  /** Test seam: sees the connection once it is set up (e.g. to cap max_page_count). */
+  onDatabase?: (db: Database.Database) => void;
+}
+
+export interface BacklogRow {
+  sequence: number;
+  requestId: string;
+  recordJson: string;
+}
+
+interface QueuedFinal {
+  requestId: string;
+  json: string;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+const DEFAULT_MAX_QUEUED = 512;
+const DEFAULT_RETRY_MS = 1000;
+
+export class SpoolStore implements RequestSpool {
+  readonly meta: SpoolMeta;
+  readonly file: string;
+  private readonly db: Database.Database;
+  private readonly logger: Logger;
+  private readonly limits: () => SpoolLimits;
+  private readonly maxQueued: number;
+  private readonly retryMs: number;
+  private opens: OpenRow[] = [];
+  /** Request ids whose open row is committed in the file (so their final must delete it). */
+  private readonly openInDb = new Set<string>();
+  private finals: QueuedFinal[] = [];
+  private deletes: Array<{ first: number; last: number }> = [];
+  private flushScheduled = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  /** Set while commits fail; cleared by the next successful one. */
+  private writeFailure: { code: string; since: number } | undefined;
+  private usedBytes = 0;
+  private commits = 0;
+  private backlog = 0;
+  private readonly committedListeners = new Set<() => void>();
+  private readonly stmts: {
+    insertOpen: Database.Statement;
+    deleteOpen: Database.Statement;
+    insertRecord: Database.Statement;
+    deleteRange: Database.Statement;
+    backlogAfter: Database.Statement;
+    pageCount: Database.Statement;
+    freelistCount: Database.Statement;
+  };
+  private readonly pageSize: number;
+  private readonly commit: () => { inserted: number; deleted: number; opened: string[]; closed: string[] };
+
+  constructor(opts: SpoolStoreOptions) {
+    this.meta = opts.meta;
+    this.file = opts.file;
+    this.logger = opts.logger;
+    this.limits = opts.limits;
+    this.maxQueued = opts.maxQueued ?? DEFAULT_MAX_QUEUED;
+    this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
+    this.db = new Database(opts.file, { fileMustExist: true });
+    try {
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
+      // Keeps the WAL file from staying at its high-water mark after a burst (it counts toward the quota).
+      this.db.pragma('journal_size_limit = 8388608');
+      this.db.pragma('busy_timeout = 5000');
+      opts.onDatabase?.(this.db);
+      this.pageSize = Number(this.db.pragma('page_size', { simple: true }));
+      this.stmts = {
+        insertOpen: this.db.prepare('insert or replace into open_requests (request_id, row_json) values (?, ?)'),
+        deleteOpen: this.db.prepare('delete from open_requests where request_id = ?'),
+        // A second final record for one request id (a caller reusing x-request-id) is dropped, as
+        // the control plane would drop it: request id is the idempotency key end to end.
+        insertRecord: this.db.prepare('insert or ignore into records (request_id, record_json) values (?, ?)'),
+        deleteRange: this.db.prepare('delete from records where sequence between ? and ?'),
+        backlogAfter: this.db.prepare('select sequence, request_id as requestId, record_json as recordJson from records where sequence > ? order by sequence limit ?'),
+        pageCount: this.db.prepare('pragma page_count').pluck(),
+        freelistCount: this.db.prepare('pragma freelist_count').pluck(),
+      };
+      this.commit = this.db.transaction(() => this.writeQueued());
+      this.recoverInterrupted();
+      this.backlog = Number(this.db.prepare('select count(*) from records').pluck().get());
+      this.measure();
+    } catch (err) {
+      this.db.close();
+      throw err;
+    }
+  }
+
+  // ---- RequestSpool ----
+
+  open(row: OpenRow): void {
+    if (this.closed) throw zenovaError('ZN_ERR_SPOOL_FULL', 'The node is shutting down and accepts no new requests.');
+    if (this.writeFailure !== undefined) {
+      throw zenovaError('ZN_ERR_SPOOL_FULL', "The node cannot write its request spool (disk full or failing); it accepts new requests once writes succeed again.");
+    }
+    if (this.isFull() && this.limits().fullPolicy === 'reject') throw zenovaError('ZN_ERR_SPOOL_FULL');
+    this.opens.push(row);
+    this.scheduleFlush();
+  }
+
+  finalise(record: RequestRecord): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the spool is closed'));
+    const json = JSON.stringify(record);
+    return new Promise<void>((resolve, reject) => {
+      this.finals.push({ requestId: record.requestId, json, resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  keepsBodies(): boolean {
+    return !(this.isFull() && this.limits().fullPolicy === 'metering-only');
+  }
+
+  // ---- figures ----
+
+  /** Live bytes of the database (free pages excluded) plus the WAL file. */
+  bytes(): number {
+    return this.usedBytes;
+  }
+
+  /** Final records not yet acknowledged by the control plane. */
+  backlogCount(): number {
+    return this.backlog;
+  }
+
+  /** Open rows and queued writes (for tests and status). */
+  pending(): { opens: number; finals: number; writeFailing: boolean } {
+    return { opens: this.opens.length, finals: this.finals.length, writeFailing: this.writeFailure !== undefined };
+  }
+
+  /** Group commits made since open (tests and the bench check batching with it). */
+  commitCount(): number {
+    return this.commits;
+  }
+
+  isFull(): boolean {
+    return this.usedBytes >= this.limits().quotaBytes;
+  }
+
+  // ---- backfill ----
+
+  /** Up to `limit` final records after `sequence`, oldest first. */
+  backlogAfter(sequence: number, limit: number): BacklogRow[] {
+    return this.stmts.backlogAfter.all(sequence, limit) as BacklogRow[];
+  }
+
+  /** Deletes the acknowledged records first..last (inclusive) with the next group commit. */
+  deleteAcknowledged(first: number, last: number): void {
+    if (this.closed) return;
+    this.deletes.push({ first, last });
+    this.scheduleFlush();
+  }
+
+  /** Called after every successful commit that added records (backfill wakes up). */
+  onCommitted(listener: () => void): () => void {
+    this.committedListeners.add(listener);
+    return () => this.committedListeners.delete(listener);
+  }
+
+  /** Writes what is queued; rejects finalises still waiting (their open rows become interrupted). */
+  close(): void {
+    if (this.closed) return;
+    clearTimeout(this.retryTimer);
+    this.flush();
+    this.closed = true;
+    const pending = this.finals;
+    this.finals = [];
+    for (const f of pending) f.reject(new Error('the spool closed before the record was written'));
+    this.committedListeners.clear();
+    this.db.close();
+  }
+
+  // ---- internals ----
+
+  private scheduleFlush(): void {
+    if (this.retryTimer !== undefined) return; // a failed commit is being retried on its timer
+    if (this.opens.length + this.finals.length + this.deletes.length >= this.maxQueued) {
+      this.flush();
+      return;
+    }
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flush();
+    });
+  }
+
+  private writeQueued(): { inserted: number; deleted: number; opened: string[]; closed: string[] } {
+    // A request that also finished within this batch needs no open row: its final record lands in
+    // the same transaction. Most requests are that short, so this saves two writes per request.
+    const finishing = this.finals.length === 0 ? undefined : new Set(this.finals.map((f) => f.requestId));
+    const opened: string[] = [];
+    for (const row of this.opens) {
+      if (finishing?.has(row.requestId) === true) continue;
+      this.stmts.insertOpen.run(row.requestId, JSON.stringify(row));
+      opened.push(row.requestId);
+    }
+    let inserted = 0;
+    const closed: string[] = [];
+    for (const f of this.finals) {
+      if (this.openInDb.has(f.requestId)) {
+        this.stmts.deleteOpen.run(f.requestId);
+        closed.push(f.requestId);
+      }
+      inserted += this.stmts.insertRecord.run(f.requestId, f.json).changes;
+    }
+    let deleted = 0;
+    for (const d of this.deletes) deleted += this.stmts.deleteRange.run(d.first, d.last).changes;
+    return { inserted, deleted, opened, closed };
+  }
+
+  private flush(): void {
+    if (this.closed) return;
+    if (this.opens.length === 0 && this.finals.length === 0 && this.deletes.length === 0) return;
+    let result: { inserted: number; deleted: number; opened: string[]; closed: string[] };
+    try {
+      result = this.commit();
+    } catch (err) {
+      this.onCommitFailed(err as Error & { code?: string });
+      return;
+    }
+    // Only now, committed, do the open rows count as being in the file.
+    for (const id of result.opened) this.openInDb.add(id);
+    for (const id of result.closed) this.openInDb.delete(id);
+    const finals = this.finals;
+    this.opens = [];
+    this.finals = [];
+    this.deletes = [];
+    this.commits += 1;
+    this.backlog += result.inserted - result.deleted;
+    if (this.writeFailure !== undefined) {
+      this.logger.warn({ code: this.writeFailure.code, failedForMs: Date.now() - this.writeFailure.since }, 'spool writes succeed again');
+      this.writeFailure = undefined;
+    }
+    this.measure();
+    for (const f of finals) f.resolve();
+    if (result.inserted > 0) for (const listener of this.committedListeners) listener();
+  }
+
+  private onCommitFailed(err: Error & { code?: string }): void {
+    const code = err.code ?? 'UNKNOWN';
+    if (this.writeFailure === undefined) {
+      this.writeFailure = { code, since: Date.now() };
+      this.logger.error(
+        { code, message: err.message, queued: this.opens.length + this.finals.length, file: this.file },
+        'spool write failed; new requests are refused (ZN_ERR_SPOOL_FULL) and the write is retried until it succeeds',
+      );
+    }
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      this.flush();
+    }, this.retryMs);
+  }
+
+  private measure(): void {
+    const pages = Number(this.stmts.pageCount.get()) - Number(this.stmts.freelistCount.get());
+    let walBytes = 0;
+    try {
+      walBytes = statSync(`${this.file}-wal`).size;
+    } catch {
+      // No WAL file (just checkpointed and removed): nothing to count.
+    }
+    this.usedBytes = pages * this.pageSize + walBytes;
+  }
+
+  /** Open rows left by a crash become 'interrupted' records, in one transaction, at start-up. */
+  private recoverInterrupted(): void {
+    const rows = this.db.prepare('select request_id as requestId, row_json as rowJson from open_requests').all() as Array<{ requestId: string; rowJson: string }>;
+    if (rows.length === 0) return;
+    const finishedAt = Date.now();
+    this.db.transaction(() => {
+      for (const row of rows) {
+        let parsed: OpenRow | undefined;
+        try {
+          const result = openRowSchema.safeParse(JSON.parse(row.rowJson));
+          parsed = result.success ? result.data : undefined;
+        } catch {
+          parsed = undefined;
+        }
+        const record = interruptedRecord(parsed ?? { requestId: row.requestId }, this.meta.nodeId, finishedAt);
+        this.stmts.insertRecord.run(row.requestId, JSON.stringify(record));
+        this.stmts.deleteOpen.run(row.requestId);
+      }
+    })();
+    this.logger.warn({ count: rows.length }, 'requests left open by the previous run were recorded as interrupted');
+  }
+}

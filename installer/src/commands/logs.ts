@@ -1,0 +1,57 @@
+/**
+ * `zenova logs COMPONENT [--since T] [--lines N]`: the journal of a node component, through
+ * journalctl (`--since '30 min ago'` is journalctl's own syntax and passes through). T is checked
+ * against the characters journalctl's time specs use, and always passed as one argument.
+ */
+import { integerOption, parseOptions, singlePositional, stringOption, wantsHelp } from '../args.js';
+import { EXIT_OK, UsageError } from '../cli-context.js';
+import type { CliContext, Command } from '../cli-context.js';
+import { realHostEnv } from '../host/host-env.js';
+import type { HostEnv } from '../host/host-env.js';
+import { NODE_UNIT, UPDATER_UNIT } from '../install/install-layout.js';
+
+const HELP = 'logs';
+
+export const COMPONENT_UNITS: Record<string, string> = { 'node-edge': NODE_UNIT, 'node-updater': UPDATER_UNIT };
+
+export const LOGS_USAGE = `Usage: zenova logs COMPONENT [--since T] [--lines N]
+
+Shows the journal of a node component on this host.
+
+  COMPONENT     ${Object.keys(COMPONENT_UNITS).join(' | ')}
+  --since T     e.g. '30 min ago', '2 hours ago', today, yesterday, '2026-11-29 08:00', -1h
+  --lines N     at most the last N lines
+`;
+
+/** A journalctl time spec: letters, digits, spaces and the punctuation of dates and offsets. */
+export function sinceProblem(value: string): string | undefined {
+  if (value.trim() === '') return 'must not be empty';
+  if (value.length > 64) return 'must be at most 64 characters';
+  if (!/^[A-Za-z0-9 :+.-]+$/.test(value)) return "may contain only letters, digits, spaces and : + . - (e.g. '30 min ago')";
+  return undefined;
+}
+
+export async function runLogs(argv: readonly string[], ctx: CliContext, host: HostEnv): Promise<number> {
+  if (wantsHelp(argv)) {
+    ctx.stdout.write(LOGS_USAGE);
+    return EXIT_OK;
+  }
+  const parsed = parseOptions(argv, { since: { type: 'string' }, lines: { type: 'string' } }, HELP);
+  const component = singlePositional(parsed, 'COMPONENT', HELP);
+  const unit = Object.hasOwn(COMPONENT_UNITS, component) ? COMPONENT_UNITS[component] : undefined;
+  if (unit === undefined) throw new UsageError(`unknown component ${JSON.stringify(component)}; one of: ${Object.keys(COMPONENT_UNITS).join(', ')}`, HELP);
+  const since = stringOption(parsed, 'since');
+  if (since !== undefined) {
+    const problem = sinceProblem(since);
+    if (problem !== undefined) throw new UsageError(`--since ${problem}`, HELP);
+  }
+  const lines = integerOption(parsed, 'lines', HELP);
+  if (lines !== undefined && lines < 1) throw new UsageError('--lines must be at least 1', HELP);
+  return host.services.journal(unit, { ...(since !== undefined ? { since: since.trim() } : {}), ...(lines !== undefined ? { lines } : {}) }, ctx.stdout, ctx.stderr);
+}
+
+export function logsCommandFor(host: () => HostEnv): Command {
+  return { name: 'logs', summary: 'Show the journal of a node component', usage: LOGS_USAGE, run: (argv, ctx) => runLogs(argv, ctx, host()) };
+}
+
+export const logsCommand: Command = logsCommandFor(realHostEnv);

@@ -1,0 +1,135 @@
+/**
+ * `zenova status [--json] [--install-dir D]`: the installed node as the host sees it — identity,
+ * control plane and link (from the node's state dir, edge-node/src/status), version (the `current`
+ * release), the service's state, readiness (/readyz), config version, spool and backlog.
+ * Exit 0 when a node is installed and enrolled, 1 otherwise.
+ */
+import { readlink } from 'node:fs/promises';
+import path from 'node:path';
+import { request } from 'undici';
+import { StateDirMissingError, StateFileError, openStateStore } from '../../../edge-node/src/state/state-store.js';
+import { formatNodeStatus, readNodeStatus } from '../../../edge-node/src/status/node-status.js';
+import type { NodeStatusReport } from '../../../edge-node/src/status/node-status.js';
+import { flagOption, noPositionals, parseOptions, stringOption, wantsHelp } from '../args.js';
+import { EXIT_FAILURE, EXIT_OK } from '../cli-context.js';
+import type { CliContext, Command } from '../cli-context.js';
+import { realHostEnv } from '../host/host-env.js';
+import type { HostEnv } from '../host/host-env.js';
+import type { ServiceState } from '../host/service-manager.js';
+import { parseListen, readNodeEnv } from '../install/env-file.js';
+import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
+import { readyzUrl } from '../install/readiness-wait.js';
+
+const HELP = 'status';
+const READYZ_TIMEOUT_MS = 2_000;
+
+export const STATUS_USAGE = `Usage: zenova status [--json] [--install-dir D]
+
+Shows the gateway node installed on this host: identity, control plane and link, readiness,
+version, config version, spool and backlog. --install-dir reads another install dir than the
+one the node-edge service names.
+`;
+
+export interface InstalledStatus {
+  installed: boolean;
+  installDir: string | null;
+  version: string | null;
+  service: { unit: string; state: ServiceState | 'not-installed' };
+  readiness: { url: string; ready: boolean; reason: string | null; configVersion: number | null; controlPlaneConnected: boolean | null } | null;
+  /** The state dir's report (identity, link, config, and spool figures where the node writes them). */
+  node: NodeStatusReport | null;
+  error: string | null;
+}
+
+interface ReadyzBody {
+  ready?: boolean;
+  reason?: string;
+  configVersion?: number | null;
+  controlPlane?: { connected: boolean } | null;
+}
+
+async function readiness(url: string): Promise<InstalledStatus['readiness']> {
+  try {
+    const res = await request(url, { headersTimeout: READYZ_TIMEOUT_MS, bodyTimeout: READYZ_TIMEOUT_MS });
+    const body = (await res.body.json().catch(() => ({}))) as ReadyzBody;
+    return { url, ready: res.statusCode === 200, reason: body.reason ?? null, configVersion: body.configVersion ?? null, controlPlaneConnected: body.controlPlane?.connected ?? null };
+  } catch (err) {
+    return { url, ready: false, reason: `no answer (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, configVersion: null, controlPlaneConnected: null };
+  }
+}
+
+export async function readInstalledStatus(host: HostEnv, installDirOption?: string): Promise<InstalledStatus> {
+  const unit = await host.services.readUnit(NODE_UNIT);
+  const dir = installDirOption ?? (unit === undefined ? undefined : installDirFromUnit(unit));
+  const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
+  if (dir === undefined) {
+    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, error: 'no gateway node is installed on this host (no node-edge service)' };
+  }
+  const layout = installLayout(dir);
+  const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);
+  const version = target === undefined ? null : path.posix.basename(target);
+  const env = await readNodeEnv(onHost(host.hostRoot, layout.envFile));
+  const listen = parseListen(env.ZENOVA_NODE_LISTEN ?? '');
+  let node: NodeStatusReport | null = null;
+  let error: string | null = null;
+  try {
+    node = await readNodeStatus(await openStateStore(onHost(host.hostRoot, layout.data), { create: false }));
+  } catch (err) {
+    if (!(err instanceof StateDirMissingError || err instanceof StateFileError)) throw err;
+    error = err.message;
+  }
+  return {
+    installed: unit !== undefined || node !== null,
+    installDir: dir,
+    version,
+    service,
+    readiness: listen === undefined ? null : await readiness(readyzUrl(listen)),
+    node,
+    error,
+  };
+}
+
+/** Spool figures, when the node's status report carries them (spool module). */
+function spoolLine(node: NodeStatusReport): string | undefined {
+  const spool = (node as unknown as { spool?: { bytes?: number; spoolBytes?: number; backlog?: number; backfillBacklog?: number; quotaBytes?: number } | null }).spool;
+  if (spool === undefined || spool === null) return undefined;
+  const bytes = spool.spoolBytes ?? spool.bytes;
+  const backlog = spool.backfillBacklog ?? spool.backlog;
+  return `${bytes === undefined ? '?' : `${(bytes / 1024 ** 2).toFixed(1)} MiB`}${spool.quotaBytes !== undefined ? ` of ${(spool.quotaBytes / 1024 ** 3).toFixed(1)} GiB` : ''}; backfill backlog ${backlog ?? '?'} records`;
+}
+
+export function formatInstalledStatus(status: InstalledStatus): string {
+  const row = (label: string, value: string): string => `${`${label}:`.padEnd(15)}${value}\n`;
+  if (!status.installed || status.installDir === null) return row('node', status.error ?? 'not installed');
+  let out = row('install dir', status.installDir) + row('version', status.version ?? 'unknown (no current release)') + row('service', `${status.service.unit} ${status.service.state}`);
+  if (status.readiness !== null) {
+    const r = status.readiness;
+    out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `NOT READY: ${r.reason ?? 'unknown'}`);
+  }
+  if (status.node !== null) {
+    out += formatNodeStatus(status.node);
+    const spool = spoolLine(status.node);
+    if (spool !== undefined) out += row('spool', spool);
+  } else if (status.error !== null) {
+    out += row('state', status.error);
+  }
+  return out;
+}
+
+export async function runStatus(argv: readonly string[], ctx: CliContext, host: HostEnv): Promise<number> {
+  if (wantsHelp(argv)) {
+    ctx.stdout.write(STATUS_USAGE);
+    return EXIT_OK;
+  }
+  const parsed = parseOptions(argv, { json: { type: 'boolean' }, 'install-dir': { type: 'string' } }, HELP);
+  noPositionals(parsed, HELP);
+  const status = await readInstalledStatus(host, stringOption(parsed, 'install-dir'));
+  ctx.stdout.write(flagOption(parsed, 'json') ? `${JSON.stringify(status, null, 2)}\n` : formatInstalledStatus(status));
+  return status.installed && status.node?.enrolled === true ? EXIT_OK : EXIT_FAILURE;
+}
+
+export function statusCommandFor(host: () => HostEnv): Command {
+  return { name: 'status', summary: 'Show the gateway node installed on this host', usage: STATUS_USAGE, run: (argv, ctx) => runStatus(argv, ctx, host()) };
+}
+
+export const statusCommand: Command = statusCommandFor(realHostEnv);

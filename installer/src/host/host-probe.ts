@@ -1,0 +1,37 @@
+/**
+ * The facts about the host the install checks need, behind one narrow interface: the real probe
+ * (linux-host-probe.ts) reads /proc, statfs and friends; tests pass a fake to exercise every check.
+ * Paths are the host's own (absolute, as systemd will see them); nothing here writes anything.
+ */
+
+export interface MountInfo {
+  mountPoint: string;
+  fsType: string;
+  /** Mount options, e.g. ['rw', 'nosuid', 'noexec']. */
+  options: string[];
+}
+
+export type SelinuxMode = 'enforcing' | 'permissive' | 'disabled';
+
+export interface HostProbe {
+  /** process.platform of the host. */
+  os(): string;
+  /** The CPU architecture as uname -m names it (x86_64, aarch64, …). */
+  arch(): string;
+  isRoot(): boolean;
+  /** MemTotal in bytes; undefined when it cannot be read. */
+  memoryBytes(): Promise<number | undefined>;
+  /** Free bytes (for unprivileged users) on the filesystem that holds `dir` or its nearest existing ancestor. */
+  freeDiskBytes(dir: string): Promise<number | undefined>;
+  /** The mount that holds `dir` (longest matching mount point). */
+  mountOf(dir: string): Promise<MountInfo | undefined>;
+  /** Whether systemd is the running service manager (/run/systemd/system exists). */
+  systemdRunning(): Promise<boolean>;
+  selinuxMode(): Promise<SelinuxMode>;
+  /** The SELinux type of `dir` or its nearest existing ancestor (e.g. usr_t); undefined when unknown. */
+  selinuxType(dir: string): Promise<string | undefined>;
+  /** Names of AppArmor profiles in enforce mode; [] when AppArmor is off. */
+  apparmorEnforcedProfiles(): Promise<string[]>;
+  /** Whether `host:port` can be bound right now (bound and released at once; writes nothing). */
+  portFree(host: string, port: number): Promise<boolean>;
+}

@@ -1,0 +1,130 @@
+// The real HostProbe: /proc/meminfo, statfs, /proc/self/mountinfo, /sys/fs/selinux, AppArmor's
+// securityfs, and a bind attempt for ports. Read-only, like the interface promises.
+import { execFile } from 'node:child_process';
+import { readFile, stat, statfs } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import type { HostProbe, MountInfo, SelinuxMode } from './host-probe.js';
+
+const STAT_TIMEOUT_MS = 5_000;
+
+/** The path itself if it exists, else its nearest existing ancestor (the dir is not created yet). */
+export async function nearestExisting(dir: string): Promise<string> {
+  let current = path.resolve(dir);
+  for (;;) {
+    try {
+      await stat(current);
+      return current;
+    } catch {
+      const parent = path.dirname(current);
+      if (parent === current) return current;
+      current = parent;
+    }
+  }
+}
+
+/** mountinfo escapes spaces and friends as \040 etc. */
+function unescapeMount(value: string): string {
+  return value.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8)));
+}
+
+/** Parses /proc/self/mountinfo lines into mounts. */
+export function parseMountInfo(text: string): MountInfo[] {
+  const mounts: MountInfo[] = [];
+  for (const line of text.split('\n')) {
+    const [left, right] = line.split(' - ');
+    if (left === undefined || right === undefined) continue;
+    const fields = left.split(' ');
+    const mountPoint = fields[4];
+    const options = fields[5];
+    const fsType = right.split(' ')[0];
+    if (mountPoint === undefined || options === undefined || fsType === undefined) continue;
+    mounts.push({ mountPoint: unescapeMount(mountPoint), fsType, options: options.split(',') });
+  }
+  return mounts;
+}
+
+/** The mount holding `dir`: the last-mounted of the longest matching mount points. */
+export function mountFor(mounts: readonly MountInfo[], dir: string): MountInfo | undefined {
+  let best: MountInfo | undefined;
+  for (const m of mounts) {
+    const within = m.mountPoint === '/' || dir === m.mountPoint || dir.startsWith(`${m.mountPoint}/`);
+    if (within && (best === undefined || m.mountPoint.length >= best.mountPoint.length)) best = m;
+  }
+  return best;
+}
+
+const UNAME_ARCH: Record<string, string> = { x64: 'x86_64', arm64: 'aarch64', arm: 'armv7l', ia32: 'i686', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64' };
+
+export function linuxHostProbe(): HostProbe {
+  return {
+    os: () => process.platform,
+    arch: () => UNAME_ARCH[process.arch] ?? process.arch,
+    isRoot: () => process.getuid?.() === 0,
+    async memoryBytes() {
+      try {
+        const m = /^MemTotal:\s+(\d+)\s+kB/m.exec(await readFile('/proc/meminfo', 'utf8'));
+        return m ? Number(m[1]) * 1024 : os.totalmem();
+      } catch {
+        return os.totalmem();
+      }
+    },
+    async freeDiskBytes(dir) {
+      try {
+        const s = await statfs(await nearestExisting(dir));
+        return s.bavail * s.bsize;
+      } catch {
+        return undefined;
+      }
+    },
+    async mountOf(dir) {
+      try {
+        return mountFor(parseMountInfo(await readFile('/proc/self/mountinfo', 'utf8')), await nearestExisting(dir));
+      } catch {
+        return undefined;
+      }
+    },
+    async systemdRunning() {
+      try {
+        return (await stat('/run/systemd/system')).isDirectory();
+      } catch {
+        return false;
+      }
+    },
+    async selinuxMode(): Promise<SelinuxMode> {
+      try {
+        return (await readFile('/sys/fs/selinux/enforce', 'utf8')).trim() === '1' ? 'enforcing' : 'permissive';
+      } catch {
+        return 'disabled';
+      }
+    },
+    async selinuxType(dir) {
+      const target = await nearestExisting(dir);
+      return new Promise((resolve) => {
+        execFile('stat', ['--printf=%C', target], { timeout: STAT_TIMEOUT_MS }, (err, stdout) => {
+          // user:role:type:level
+          resolve(err ? undefined : stdout.split(':')[2]);
+        });
+      });
+    },
+    async apparmorEnforcedProfiles() {
+      try {
+        const text = await readFile('/sys/kernel/security/apparmor/profiles', 'utf8');
+        return text.split('\n').flatMap((l) => {
+          const m = /^(.*) \(enforce\)$/.exec(l.trim());
+          return m?.[1] !== undefined ? [m[1]] : [];
+        });
+      } catch {
+        return [];
+      }
+    },
+    portFree(host, port) {
+      return new Promise((resolve) => {
+        const server = createServer();
+        server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code !== 'EADDRINUSE'));
+        server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(true)));
+      });
+    },
+  };
+}

@@ -1,0 +1,27 @@
+/**
+ * What the installer and `zenova status`/`logs` need from the service manager, and no more. The
+ * real one (systemd-service-manager.ts) runs systemctl and journalctl; tests use a fake.
+ */
+
+export type ServiceState = 'active' | 'activating' | 'deactivating' | 'inactive' | 'failed' | 'unknown';
+
+export interface ServiceManager {
+  /** The unit file's text as installed, or undefined when there is none. */
+  readUnit(name: string): Promise<string | undefined>;
+  /** Writes (or replaces) a unit file; call reload() afterwards. */
+  writeUnit(name: string, text: string): Promise<void>;
+  /** Removes a unit file if present. */
+  removeUnit(name: string): Promise<void>;
+  /** systemctl daemon-reload. */
+  reload(): Promise<void>;
+  enable(name: string): Promise<void>;
+  disable(name: string): Promise<void>;
+  start(name: string): Promise<void>;
+  stop(name: string): Promise<void>;
+  state(name: string): Promise<ServiceState>;
+  /**
+   * Streams the unit's journal (`journalctl -u UNIT [--since T] --no-pager`) to `out`; resolves
+   * with journalctl's exit code.
+   */
+  journal(unit: string, opts: { since?: string; lines?: number }, out: { write(text: string): unknown }, err: { write(text: string): unknown }): Promise<number>;
+}

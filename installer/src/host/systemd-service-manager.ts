@@ -1,0 +1,82 @@
+// The real ServiceManager: unit files in /etc/systemd/system, systemctl and journalctl run with
+// execFile/spawn (never a shell, so no argument is ever interpreted).
+import { execFile, spawn } from 'node:child_process';
+import { readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
+import type { ServiceManager, ServiceState } from './service-manager.js';
+
+const SYSTEMCTL_TIMEOUT_MS = 120_000;
+const STATES: readonly ServiceState[] = ['active', 'activating', 'deactivating', 'inactive', 'failed'];
+
+export class SystemctlError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SystemctlError';
+  }
+}
+
+function systemctl(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile('systemctl', args, { timeout: SYSTEMCTL_TIMEOUT_MS }, (err, stdout, stderr) => {
+      if (err) reject(new SystemctlError(`systemctl ${args.join(' ')} failed: ${(stderr || err.message).trim().split('\n')[0] ?? ''}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+export function systemdServiceManager(unitDir = '/etc/systemd/system'): ServiceManager {
+  const unitPath = (name: string): string => path.join(unitDir, path.basename(name));
+  return {
+    async readUnit(name) {
+      try {
+        return await readFile(unitPath(name), 'utf8');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw err;
+      }
+    },
+    async writeUnit(name, text) {
+      await writeFileAtomic(unitPath(name), text, 0o644);
+    },
+    async removeUnit(name) {
+      await rm(unitPath(name), { force: true });
+    },
+    async reload() {
+      await systemctl(['daemon-reload']);
+    },
+    async enable(name) {
+      await systemctl(['enable', name]);
+    },
+    async disable(name) {
+      await systemctl(['disable', name]);
+    },
+    async start(name) {
+      // --no-block: readiness is awaited by the installer with its own deadline and messages.
+      await systemctl(['start', '--no-block', name]);
+    },
+    async stop(name) {
+      await systemctl(['stop', name]);
+    },
+    async state(name) {
+      // is-active exits non-zero for anything but active; its stdout still names the state.
+      const out = await new Promise<string>((resolve) => {
+        execFile('systemctl', ['is-active', name], { timeout: SYSTEMCTL_TIMEOUT_MS }, (_err, stdout) => resolve(stdout.trim()));
+      });
+      return STATES.find((s) => s === out) ?? 'unknown';
+    },
+    journal(unit, opts, out, errOut) {
+      const args = ['-u', unit, '--no-pager', ...(opts.since !== undefined ? ['--since', opts.since] : []), ...(opts.lines !== undefined ? ['-n', String(opts.lines)] : [])];
+      return new Promise((resolve) => {
+        const child = spawn('journalctl', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        child.stdout.on('data', (chunk: Buffer) => out.write(chunk.toString('utf8')));
+        child.stderr.on('data', (chunk: Buffer) => errOut.write(chunk.toString('utf8')));
+        child.on('error', (err) => {
+          errOut.write(`cannot run journalctl: ${err.message}\n`);
+          resolve(1);
+        });
+        child.on('close', (code) => resolve(code ?? 1));
+      });
+    },
+  };
+}

@@ -1,0 +1,67 @@
+/**
+ * Every NODE-… diagnostic code the installer can print: what it means and the default advice.
+ * docs/diagnostics.md lists the same codes (test/installer/diagnostics-doc.test.ts keeps them in step).
+ * A Finding is one occurrence: the code, a one-line cause naming the facts, and the advice.
+ */
+
+export interface DiagnosticSpec {
+  /** Whether the finding stops the install (warnings are printed and the install goes on). */
+  blocking: boolean;
+  /** What the code means, for the docs table. */
+  meaning: string;
+  advice: string;
+}
+
+export const DIAGNOSTICS = {
+  'NODE-HOST-OS': { blocking: true, meaning: 'The host is not Linux.', advice: 'Install the node on a Linux host with systemd (x86_64 or aarch64).' },
+  'NODE-HOST-ROOT': { blocking: true, meaning: 'The installer does not run as root.', advice: 'Run the command with sudo, or as root.' },
+  'NODE-HOST-ARCH': { blocking: true, meaning: "The host's CPU architecture is unsupported or differs from the package's platform.", advice: 'Download the package for this host\'s architecture (x86_64 or aarch64) from the same release as the control plane.' },
+  'NODE-HOST-MEMORY': { blocking: true, meaning: 'The host has less memory than a node needs (1 GiB).', advice: 'Give the host at least 1 GiB of memory.' },
+  'NODE-HOST-DISK': { blocking: true, meaning: 'The filesystem of the install dir has too little free space for the release and the spool.', advice: 'Free space there, or create the node with an install dir on a larger volume (--install-dir).' },
+  'NODE-HOST-SYSTEMD': { blocking: true, meaning: 'systemd is not the running service manager.', advice: 'Install on a host booted with systemd (PID 1); containers without systemd are not supported by the installer (use `zenova-node serve`).' },
+  'NODE-HOST-NOEXEC': { blocking: true, meaning: 'The install dir\'s filesystem is mounted noexec: the node could not run from it.', advice: 'Choose an install dir on a filesystem mounted without noexec, or remount it.' },
+  'NODE-HOST-SELINUX': { blocking: true, meaning: 'SELinux is enforcing and the install dir\'s label does not let systemd run programs from it.', advice: "Label the dir for executables (semanage fcontext -a -t bin_t '<dir>(/.*)?' && restorecon -R <dir>) or choose another install dir." },
+  'NODE-HOST-APPARMOR': { blocking: true, meaning: 'An AppArmor profile in enforce mode covers the install dir.', advice: 'Remove or adjust the AppArmor profile that covers the install dir, or choose another install dir.' },
+  'NODE-HOST-CONTROL-PLANE': { blocking: true, meaning: 'This host runs the control plane; its node (office-primary) is installed with it.', advice: 'Install gateway nodes on other hosts; the control-plane host already has its node.' },
+  'NODE-PORT-IN-USE': { blocking: true, meaning: 'A port the node must listen on is already in use.', advice: 'Stop the program using the port, or pass --listen HOST:PORT with a free port.' },
+  'NODE-CLOCK-SKEW': { blocking: true, meaning: "The host's clock differs from the control plane's by more than 30 s.", advice: 'Sync the clock (e.g. `timedatectl set-ntp true`) and run the command again.' },
+  'NODE-CP-URL': { blocking: true, meaning: '--control-plane is not a usable https:// URL.', advice: 'Copy the --control-plane URL from the install command the console printed.' },
+  'NODE-CP-CA-FILE': { blocking: true, meaning: 'The --ca-file cannot be read or holds no PEM certificate.', advice: 'Save the control plane\'s CA (shown with the install command) to the file named by --ca-file.' },
+  'NODE-CP-UNREACHABLE': { blocking: true, meaning: 'The control plane cannot be reached over HTTPS from this host.', advice: 'Check DNS, routes and firewalls to the control-plane URL (curl -v <url>).' },
+  'NODE-CP-TLS': { blocking: true, meaning: "The control plane's HTTPS certificate is not trusted or does not match its name.", advice: 'Pass the CA that signed the control plane\'s certificate with --ca-file (the install command names it).' },
+  'NODE-CP-NOT-ZENOVA': { blocking: true, meaning: 'The URL answered, but not as a Zenova control plane.', advice: 'Use the control plane\'s callback URL from the install command.' },
+  'NODE-CP-PROTOCOL': { blocking: true, meaning: 'The package speaks another control protocol version than the control plane.', advice: 'Use the node package from the same release as the control plane.' },
+  'NODE-PKG-UNREADABLE': { blocking: true, meaning: 'The package file cannot be read.', advice: 'Check the --package path and that the file was copied completely.' },
+  'NODE-PKG-FORMAT': { blocking: true, meaning: 'The file is not a well-formed .zpkg (header, manifest or length wrong).', advice: 'Download the package again from the release site and check its SHA-256.' },
+  'NODE-PKG-SIGNATURE': { blocking: true, meaning: "The package's signature does not verify with the release key this installer trusts.", advice: 'Download the package again from the release site; never install a package whose signature fails.' },
+  'NODE-PKG-CHECKSUM': { blocking: true, meaning: 'A file in the package does not match the SHA-256 in its signed manifest.', advice: 'The package is damaged or tampered with: download it again and check its SHA-256.' },
+  'NODE-PKG-PRODUCT': { blocking: true, meaning: 'The package is not a Zenova node package, or lacks the node launcher.', advice: 'Use the zenova-node .zpkg of the control plane\'s release.' },
+  'NODE-PKG-VERSION': { blocking: true, meaning: "The package's version is not the control plane's version.", advice: 'Download the node package of the control plane\'s version.' },
+  'NODE-DIR-FORMAT': { blocking: true, meaning: 'The install dir is not an absolute path of at least two levels made of letters, digits, . _ - and /.', advice: 'Use a path such as /opt/zenova-node or /data/zenova-node.' },
+  'NODE-DIR-FORBIDDEN': { blocking: true, meaning: 'The install dir is under /tmp, /var/tmp, /home, /root, /run/user, /usr, /etc or /boot.', advice: 'Choose a dir elsewhere, e.g. /opt/zenova-node or a dir on a data volume.' },
+  'NODE-DIR-CENTRAL': { blocking: true, meaning: 'The install dir is inside or overlaps the central install /opt/zenova.', advice: 'Choose a dir outside /opt/zenova, e.g. /opt/zenova-node.' },
+  'NODE-DIR-NOT-EMPTY': { blocking: true, meaning: 'The install dir exists and holds files that are not a node installation (or is not a directory).', advice: 'Choose an empty or new dir; the installer never overwrites foreign files.' },
+  'NODE-INSTALLED': { blocking: true, meaning: 'A gateway node is already installed on this host.', advice: 'Nothing was changed. To re-join a control plane use --reenroll with a reenroll command; to upgrade use --upgrade.' },
+  'NODE-DATA-EXISTS': { blocking: true, meaning: 'The install dir holds a node identity and data from an earlier installation, but no service.', advice: 'Keep the data: run the reenroll command (`zenova gateway-node reenroll-command NAME` on the control plane) with --reenroll.' },
+  'NODE-REENROLL-NONE': { blocking: true, meaning: '--reenroll was given, but no gateway node is installed on this host.', advice: 'Run the install command without --reenroll.' },
+  'NODE-TOKEN-FILE-MODE': { blocking: false, meaning: 'The --token-file is readable by group or others.', advice: 'Keep the token private: chmod 600 the file (umask 077 before writing it), and delete it after the install.' },
+  'NODE-TOKEN-REJECTED': { blocking: true, meaning: 'The control plane refused the token (expired, already used, unknown, or of another kind).', advice: 'Issue a new install command on the control plane (node detail › Reissue install command) and run it.' },
+  'NODE-ENROLL-FAILED': { blocking: true, meaning: 'Enrollment with the control plane failed for another reason.', advice: 'Read the cause; fix it and run the command again (run --check-only first).' },
+  'NODE-WRITE-FAILED': { blocking: true, meaning: 'Writing the installation failed (disk full, permissions); what was written was rolled back.', advice: 'Fix the cause shown and run the command again.' },
+  'NODE-SERVICE-START': { blocking: true, meaning: 'The node-edge service did not start or did not become ready in time; the service was removed again.', advice: 'Read the logs shown (journalctl -u node-edge), fix the cause and run the reenroll command with --reenroll (the data dir and identity were kept).' },
+} as const satisfies Record<string, DiagnosticSpec>;
+
+export type DiagnosticCode = keyof typeof DIAGNOSTICS;
+
+export interface Finding {
+  code: DiagnosticCode;
+  /** One line: what was found, naming the facts (paths, numbers). */
+  cause: string;
+  advice: string;
+  blocking: boolean;
+}
+
+export function finding(code: DiagnosticCode, cause: string, advice?: string): Finding {
+  const spec: DiagnosticSpec = DIAGNOSTICS[code];
+  return { code, cause, advice: advice ?? spec.advice, blocking: spec.blocking };
+}

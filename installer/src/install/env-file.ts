@@ -1,0 +1,26 @@
+// Reads the installed etc/node.env (KEY=VALUE lines, as unit-files.ts writes them).
+import { readFile } from 'node:fs/promises';
+
+export async function readNodeEnv(file: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    return out;
+  }
+  for (const line of text.split('\n')) {
+    const m = /^([A-Z0-9_]+)=(.*)$/.exec(line.trim());
+    if (m?.[1] !== undefined && m[2] !== undefined) out[m[1]] = m[2];
+  }
+  return out;
+}
+
+/** `HOST:PORT` (IPv6 hosts bracketed) → parts, or undefined. */
+export function parseListen(value: string): { host: string; port: number } | undefined {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(value.trim());
+  const port = Number(m?.[3]);
+  const host = m?.[1] ?? m?.[2];
+  if (host === undefined || !Number.isInteger(port) || port < 1 || port > 65535) return undefined;
+  return { host, port };
+}

@@ -1,0 +1,236 @@
+/**
+ * Every check `zenova install node` runs before it writes anything (seed 004 §9.2, DESIGN §7), in
+ * the order the operator reads them. Each check reports a label (✓) or its findings (✗ NODE-…);
+ * the result carries what the install needs next (the verified manifest, the CA, the control
+ * plane's facts). Nothing here writes: host facts come from the HostProbe, units from the
+ * ServiceManager, and files are only read.
+ */
+import { readFile, readdir, stat } from 'node:fs/promises';
+import { PROTOCOL_VERSION } from '../../../proto/src/index.js';
+import { isCertificatePem } from '../../../edge-node/src/state/pem.js';
+import type { HostProbe } from '../host/host-probe.js';
+import type { ServiceManager } from '../host/service-manager.js';
+import { verifyPackage } from '../package/package-verifier.js';
+import { NODE_ENTRYPOINT, PACKAGE_ARCHES, PACKAGE_PRODUCT } from '../package/package-manifest.js';
+import type { PackageManifest } from '../package/package-manifest.js';
+import type { ControlPlaneFacts, ControlPlaneProbe } from './control-plane-probe.js';
+import { finding } from './diagnostics.js';
+import type { Finding } from './diagnostics.js';
+import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
+import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
+
+export const MIN_MEMORY_BYTES = 1024 ** 3;
+/** Room for the spool, config cache and logs beyond the unpacked release. */
+export const MIN_SPARE_DISK_BYTES = 1024 ** 3;
+export const MAX_CLOCK_SKEW_MS = 30_000;
+const MAX_CA_FILE_BYTES = 256 * 1024;
+/** The control plane's own service; a host running it is the central host (seed 004 §9.2). */
+export const CONTROL_PLANE_UNIT = 'zenova-control.service';
+/** SELinux types that systemd (init_t) may not execute programs from. */
+const SELINUX_NON_EXEC_TYPES = new Set(['tmp_t', 'user_tmp_t', 'user_home_t', 'user_home_dir_t', 'default_t', 'unlabeled_t', 'nfs_t', 'cifs_t', 'fusefs_t', 'removable_t']);
+/** What an installation dir may already hold without being "foreign" (a rolled-back attempt). */
+const LAYOUT_ENTRIES = new Set(['releases', 'current', 'updater', 'data', 'etc']);
+
+export type CheckMode = 'install' | 'check-only' | 'reenroll';
+
+export interface CheckInput {
+  mode: CheckMode;
+  /** '/' in production; every host path is read under it. */
+  hostRoot: string;
+  /** The --install-dir as given (undefined: the default, or the installed one for --reenroll). */
+  installDir: string | undefined;
+  defaultInstallDir: string;
+  packageFile: string;
+  trustedKeyPem: string | undefined;
+  controlPlaneUrl: string;
+  caFile: string | undefined;
+  listen: { host: string; port: number };
+  probe: HostProbe;
+  services: ServiceManager;
+  probeControlPlane: ControlPlaneProbe;
+}
+
+export interface CheckResult {
+  findings: Finding[];
+  installDir: string;
+  manifest?: PackageManifest;
+  dataOffset?: number;
+  caPem?: string;
+  controlPlane?: ControlPlaneFacts;
+}
+
+/** Receives each check as it completes: a ✓ label, or the findings of a ✗. */
+export type CheckReporter = (label: string, findings: readonly Finding[]) => void;
+
+function formatBytes(n: number): string {
+  return n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(n / 1024 ** 2)} MiB`;
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await stat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function runHostChecks(input: CheckInput, report: CheckReporter): Promise<CheckResult> {
+  const all: Finding[] = [];
+  const check = (label: string, findings: Finding[]): boolean => {
+    all.push(...findings);
+    report(label, findings);
+    return findings.every((f) => !f.blocking);
+  };
+  const { probe, services } = input;
+
+  check('running as root', probe.isRoot() ? [] : [finding('NODE-HOST-ROOT', 'the installer runs without root privileges')]);
+  check(`Linux host`, probe.os() === 'linux' ? [] : [finding('NODE-HOST-OS', `this host runs ${probe.os()}, not Linux`)]);
+
+  // Existing installation: the node-edge unit is what marks one (it names the install dir).
+  const unit = await services.readUnit(NODE_UNIT);
+  const installedDir = unit === undefined ? undefined : (installDirFromUnit(unit) ?? '(unknown dir)');
+  const existing: Finding[] = [];
+  if ((await services.readUnit(CONTROL_PLANE_UNIT)) !== undefined) {
+    existing.push(finding('NODE-HOST-CONTROL-PLANE', `this host runs the control plane (${CONTROL_PLANE_UNIT} is installed)`));
+  }
+  if (input.mode === 'reenroll') {
+    if (installedDir === undefined) existing.push(finding('NODE-REENROLL-NONE', `no gateway node is installed on this host (no ${NODE_UNIT})`));
+  } else if (installedDir !== undefined) {
+    existing.push(finding('NODE-INSTALLED', `a gateway node is already installed on this host (in ${installedDir})`));
+  }
+  check(input.mode === 'reenroll' ? 'gateway node installed on this host' : 'no gateway node installed on this host yet', existing);
+
+  const installDir = input.mode === 'reenroll' && installedDir !== undefined && input.installDir === undefined ? installedDir : normaliseInstallDir(input.installDir ?? input.defaultInstallDir);
+  const rule = installDirProblem(installDir);
+  const dirFindings: Finding[] = [];
+  if (rule !== undefined) dirFindings.push(finding(rule.code, `install dir ${installDir} ${rule.rule}`));
+  if (input.mode === 'reenroll' && installedDir !== undefined && installDir !== installedDir) {
+    dirFindings.push(finding('NODE-DIR-NOT-EMPTY', `--install-dir ${installDir} is not the installed node's dir ${installedDir}`, 'Leave out --install-dir: --reenroll keeps the installed dir.'));
+  }
+  if (rule === undefined && input.mode !== 'reenroll') dirFindings.push(...(await installDirState(input.hostRoot, installDir)));
+  check(`install dir ${installDir}`, dirFindings);
+
+  const result: CheckResult = { findings: all, installDir };
+
+  // The package: signature and checksums first, then what it claims to be.
+  const pkgFindings: Finding[] = [];
+  if (input.trustedKeyPem === undefined) {
+    pkgFindings.push(finding('NODE-PKG-SIGNATURE', 'this installer carries no trusted release key (installer/release-signing-key.pub.pem), so no package can be verified'));
+  } else {
+    const verdict = await verifyPackage(input.packageFile, input.trustedKeyPem);
+    if (!verdict.ok) {
+      pkgFindings.push(finding(verdict.code, verdict.cause));
+    } else {
+      const m = verdict.manifest;
+      if (m.product !== PACKAGE_PRODUCT) pkgFindings.push(finding('NODE-PKG-PRODUCT', `the package is "${m.product}", not a ${PACKAGE_PRODUCT} package`));
+      else if (!m.files.some((f) => f.path === NODE_ENTRYPOINT && (f.mode & 0o111) !== 0)) pkgFindings.push(finding('NODE-PKG-PRODUCT', `the package has no executable ${NODE_ENTRYPOINT}`));
+      else {
+        result.manifest = m;
+        result.dataOffset = verdict.dataOffset;
+      }
+    }
+  }
+  check(result.manifest ? `package ${input.packageFile}: ${result.manifest.product} ${result.manifest.version} (${result.manifest.platform.os}/${result.manifest.platform.arch}), signature and checksums verified` : `package ${input.packageFile}`, pkgFindings);
+
+  const arch = probe.arch();
+  const archFindings: Finding[] = [];
+  if (!(PACKAGE_ARCHES as readonly string[]).includes(arch)) archFindings.push(finding('NODE-HOST-ARCH', `this host's CPU is ${arch}; nodes run on ${PACKAGE_ARCHES.join(' or ')}`));
+  else if (result.manifest !== undefined && result.manifest.platform.arch !== arch) {
+    archFindings.push(finding('NODE-HOST-ARCH', `the package is for ${result.manifest.platform.arch}, this host's CPU is ${arch}`));
+  }
+  check(`CPU architecture ${arch}`, archFindings);
+
+  const memory = await probe.memoryBytes();
+  check(
+    `memory ${memory === undefined ? 'unknown' : formatBytes(memory)}`,
+    memory !== undefined && memory < MIN_MEMORY_BYTES ? [finding('NODE-HOST-MEMORY', `this host has ${formatBytes(memory)} of memory; a node needs at least ${formatBytes(MIN_MEMORY_BYTES)}`)] : [],
+  );
+
+  const releaseBytes = input.mode === 'reenroll' ? 0 : (result.manifest?.files.reduce((n, f) => n + f.size, 0) ?? 0);
+  const needed = releaseBytes + MIN_SPARE_DISK_BYTES;
+  const free = await probe.freeDiskBytes(installDir);
+  check(
+    `free disk at ${installDir}: ${free === undefined ? 'unknown' : formatBytes(free)}`,
+    free !== undefined && free < needed ? [finding('NODE-HOST-DISK', `${formatBytes(free)} free at ${installDir}; the node needs ${formatBytes(needed)} (release ${formatBytes(releaseBytes)} + spool and state ${formatBytes(MIN_SPARE_DISK_BYTES)})`)] : [],
+  );
+
+  check('systemd is the service manager', (await probe.systemdRunning()) ? [] : [finding('NODE-HOST-SYSTEMD', 'systemd is not running as the service manager (no /run/systemd/system)')]);
+
+  const execFindings: Finding[] = [];
+  const mount = await probe.mountOf(installDir);
+  if (mount?.options.includes('noexec')) execFindings.push(finding('NODE-HOST-NOEXEC', `${installDir} is on ${mount.mountPoint} (${mount.fsType}), mounted noexec`));
+  if ((await probe.selinuxMode()) === 'enforcing') {
+    const type = await probe.selinuxType(installDir);
+    if (type !== undefined && SELINUX_NON_EXEC_TYPES.has(type)) execFindings.push(finding('NODE-HOST-SELINUX', `SELinux is enforcing and ${installDir} is labelled ${type}, which services may not execute`));
+  }
+  const profiles = (await probe.apparmorEnforcedProfiles()).filter((p) => p === installDir || p.startsWith(`${installDir}/`));
+  if (profiles.length > 0) execFindings.push(finding('NODE-HOST-APPARMOR', `AppArmor profile ${profiles[0] ?? ''} (enforce) covers ${installDir}`));
+  check('programs may run from the install dir (mount options, SELinux, AppArmor)', execFindings);
+
+  // A reenroll keeps the running node's port: it is in use by that node, as it should be.
+  if (input.mode !== 'reenroll') {
+    const { host, port } = input.listen;
+    check(`port ${host}:${port} free`, (await probe.portFree(host, port)) ? [] : [finding('NODE-PORT-IN-USE', `${host}:${port} is already in use by another program`)]);
+  }
+
+  if (input.caFile !== undefined) {
+    const caFindings: Finding[] = [];
+    try {
+      const info = await stat(input.caFile);
+      if (!info.isFile() || info.size > MAX_CA_FILE_BYTES) throw new Error(info.isFile() ? 'larger than 256 KiB' : 'not a regular file');
+      const pem = await readFile(input.caFile, 'utf8');
+      if (!isCertificatePem(pem)) throw new Error('no PEM certificate in it');
+      result.caPem = pem;
+    } catch (err) {
+      caFindings.push(finding('NODE-CP-CA-FILE', `--ca-file ${input.caFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`));
+    }
+    check(`CA file ${input.caFile}`, caFindings);
+  }
+
+  if (input.caFile === undefined || result.caPem !== undefined) {
+    const cp = await input.probeControlPlane(input.controlPlaneUrl, result.caPem, input.caFile);
+    if (!cp.ok) {
+      check(`control plane ${input.controlPlaneUrl} reachable over HTTPS`, [cp.finding]);
+    } else {
+      result.controlPlane = cp.facts;
+      check(`control plane ${cp.facts.url.host} reachable over HTTPS (version ${cp.facts.version})`, []);
+      const skew = cp.facts.skewMs;
+      check(
+        `clock skew ${(Math.abs(skew) / 1000).toFixed(1)} s (at most ${MAX_CLOCK_SKEW_MS / 1000} s)`,
+        Math.abs(skew) > MAX_CLOCK_SKEW_MS ? [finding('NODE-CLOCK-SKEW', `this host's clock is ${Math.round(Math.abs(skew) / 1000)} s ${skew > 0 ? 'behind' : 'ahead of'} the control plane's`)] : [],
+      );
+      if (result.manifest !== undefined) {
+        const m = result.manifest;
+        const match: Finding[] = [];
+        if (m.version !== cp.facts.version) match.push(finding('NODE-PKG-VERSION', `the package is version ${m.version}, the control plane runs ${cp.facts.version}`));
+        if (m.protocolVersion !== cp.facts.protocolVersion || m.protocolVersion !== PROTOCOL_VERSION) {
+          match.push(finding('NODE-CP-PROTOCOL', `the package speaks control protocol ${m.protocolVersion}, the control plane ${cp.facts.protocolVersion} (this installer ${PROTOCOL_VERSION})`));
+        }
+        check(`package version ${m.version} matches the control plane`, match);
+      }
+    }
+  }
+  return result;
+}
+
+/** A new install's dir must be absent, empty, or the remains of a rolled-back attempt. */
+async function installDirState(hostRoot: string, dir: string): Promise<Finding[]> {
+  const physical = onHost(hostRoot, dir);
+  let entries: string[];
+  try {
+    const info = await stat(physical);
+    if (!info.isDirectory()) return [finding('NODE-DIR-NOT-EMPTY', `${dir} exists and is not a directory`)];
+    entries = await readdir(physical);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    return [finding('NODE-DIR-NOT-EMPTY', `cannot read ${dir} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)];
+  }
+  const layout = installLayout(dir);
+  if (await exists(onHost(hostRoot, `${layout.data}/identity.json`))) {
+    return [finding('NODE-DATA-EXISTS', `${layout.data} holds the identity of a node installed here before`)];
+  }
+  const foreign = entries.filter((e) => !LAYOUT_ENTRIES.has(e));
+  if (foreign.length > 0) return [finding('NODE-DIR-NOT-EMPTY', `${dir} already holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}`)];
+  return [];
+}

@@ -1,0 +1,50 @@
+/**
+ * Where everything of a node installation lives (DESIGN §2), as the host sees it, and where the
+ * installer writes it. `hostRoot` prefixes every path the installer touches (always '/' in
+ * production; a temp dir in tests, so the §9.2 rules apply to the real-looking logical paths).
+ */
+import path from 'node:path';
+
+export const NODE_UNIT = 'node-edge.service';
+export const UPDATER_UNIT = 'zenova-node-update.service';
+export const ENV_FILE = 'etc/node.env';
+export const CA_FILE = 'etc/control-plane-ca.pem';
+export const DEFAULT_NODE_LISTEN = '0.0.0.0:7480';
+
+export interface InstallLayout {
+  /** The install dir as systemd and the node see it. */
+  dir: string;
+  releaseDir(version: string): string;
+  current: string;
+  updater: string;
+  data: string;
+  etc: string;
+  envFile: string;
+  caFile: string;
+  releases: string;
+}
+
+export function installLayout(dir: string): InstallLayout {
+  return {
+    dir,
+    releases: path.posix.join(dir, 'releases'),
+    releaseDir: (version) => path.posix.join(dir, 'releases', version),
+    current: path.posix.join(dir, 'current'),
+    updater: path.posix.join(dir, 'updater'),
+    data: path.posix.join(dir, 'data'),
+    etc: path.posix.join(dir, 'etc'),
+    envFile: path.posix.join(dir, ENV_FILE),
+    caFile: path.posix.join(dir, CA_FILE),
+  };
+}
+
+/** The physical path of a host path under `hostRoot`. */
+export function onHost(hostRoot: string, hostPath: string): string {
+  return hostRoot === '/' ? hostPath : path.join(hostRoot, hostPath);
+}
+
+/** The install dir named by an installed node-edge unit (its EnvironmentFile=), or undefined. */
+export function installDirFromUnit(unitText: string): string | undefined {
+  const m = /^EnvironmentFile=-?(\/\S+)\/etc\/node\.env\s*$/m.exec(unitText);
+  return m?.[1];
+}

@@ -1,0 +1,64 @@
+/**
+ * The .zpkg manifest: what a node package claims to be and holds. The signature covers the
+ * manifest's canonical bytes (canonicalManifestBytes), and every file is checked against its SHA-256,
+ * so a verified manifest vouches for every byte of the package.
+ */
+import { z } from 'zod';
+
+export const PACKAGE_PRODUCT = 'zenova-node';
+/** Platforms a package may target (seed 004 §9.2: Linux with systemd on x86_64 or aarch64). */
+export const PACKAGE_ARCHES = ['x86_64', 'aarch64'] as const;
+export type PackageArch = (typeof PACKAGE_ARCHES)[number];
+export const MAX_PACKAGE_FILES = 100_000;
+/** The launcher systemd runs (`<release>/bin/zenova-node serve …`); every node package has it. */
+export const NODE_ENTRYPOINT = 'bin/zenova-node';
+
+/** A relative POSIX path inside the release: no '..', no absolute, no odd characters. */
+const packagePath = z
+  .string()
+  .min(1)
+  .max(1024)
+  .regex(/^[A-Za-z0-9._@+-]+(\/[A-Za-z0-9._@+-]+)*$/, 'must be a relative path of letters, digits and . _ @ + -')
+  .refine((p) => !p.split('/').some((s) => s === '.' || s === '..'), "must not contain '.' or '..' segments");
+
+export const manifestFileSchema = z.strictObject({
+  path: packagePath,
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits'),
+  /** Permission bits only (no setuid/setgid/sticky): 0644, 0755, … */
+  mode: z.number().int().min(0).max(0o777),
+  size: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+});
+export type ManifestFile = z.infer<typeof manifestFileSchema>;
+
+export const packageManifestSchema = z
+  .strictObject({
+    product: z.string().min(1).max(64),
+    version: z.string().regex(/^[0-9A-Za-z.+-]{1,64}$/),
+    platform: z.strictObject({ os: z.literal('linux'), arch: z.enum(PACKAGE_ARCHES) }),
+    protocolVersion: z.number().int().positive(),
+    files: z.array(manifestFileSchema).min(1).max(MAX_PACKAGE_FILES),
+    createdAt: z.iso.datetime(),
+  })
+  .refine((m) => new Set(m.files.map((f) => f.path)).size === m.files.length, 'files: every path appears once');
+export type PackageManifest = z.infer<typeof packageManifestSchema>;
+
+/** JSON with object keys sorted at every level and no spaces: one byte string per manifest. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function canonicalManifestBytes(manifest: PackageManifest): Buffer {
+  return Buffer.from(canonicalJson(manifest), 'utf8');
+}
+
+/** `zenova-node-0.1.0-linux-x86_64.zpkg`, the name `npm run package` gives a package. */
+export function packageFileName(manifest: Pick<PackageManifest, 'version' | 'platform'>): string {
+  return `${PACKAGE_PRODUCT}-${manifest.version}-${manifest.platform.os}-${manifest.platform.arch}.zpkg`;
+}

@@ -1,0 +1,138 @@
+/**
+ * Verifies a .zpkg without writing anything: container shape, Ed25519 signature over the manifest
+ * bytes (before the manifest is even parsed), the manifest schema, and the SHA-256 of every file.
+ * Returns the manifest or one NODE-PKG-… finding. Product, version and platform are the host
+ * checks' business (they need the host's and the control plane's facts).
+ */
+import { createHash, createPublicKey, verify } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
+import { open } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { describeIssues } from '../../../edge-node/src/zod-issues.js';
+import { ED25519_SIGNATURE_BYTES, MAX_MANIFEST_BYTES, ZPKG_MAGIC } from './package-format.js';
+import { canonicalManifestBytes, packageManifestSchema } from './package-manifest.js';
+import type { PackageManifest } from './package-manifest.js';
+
+const READ_CHUNK_BYTES = 1024 * 1024;
+
+export type PackageProblemCode = 'NODE-PKG-UNREADABLE' | 'NODE-PKG-FORMAT' | 'NODE-PKG-SIGNATURE' | 'NODE-PKG-CHECKSUM';
+
+export type PackageVerdict =
+  | { ok: true; manifest: PackageManifest; /** Where the first file's bytes start. */ dataOffset: number }
+  | { ok: false; code: PackageProblemCode; cause: string; advice: string };
+
+const ADVICE: Record<PackageProblemCode, string> = {
+  'NODE-PKG-UNREADABLE': 'check the --package path and that the file was copied completely',
+  'NODE-PKG-FORMAT': 'download the package again from the release site and check its SHA-256',
+  'NODE-PKG-SIGNATURE': 'download the package again from the release site; never install a package whose signature fails',
+  'NODE-PKG-CHECKSUM': 'the package is damaged or tampered with: download it again and check its SHA-256',
+};
+
+class PackageProblem extends Error {
+  constructor(readonly code: PackageProblemCode, message: string) {
+    super(message);
+  }
+}
+
+async function readExactly(handle: FileHandle, position: number, length: number, what: string): Promise<Buffer> {
+  const buffer = Buffer.alloc(length);
+  let done = 0;
+  while (done < length) {
+    const { bytesRead } = await handle.read(buffer, done, length - done, position + done);
+    if (bytesRead === 0) throw new PackageProblem('NODE-PKG-FORMAT', `the file ends inside the ${what} (truncated download?)`);
+    done += bytesRead;
+  }
+  return buffer;
+}
+
+function trustedKey(pem: string): KeyObject {
+  const key = createPublicKey(pem);
+  if (key.asymmetricKeyType !== 'ed25519') throw new Error('the trusted package key is not an Ed25519 public key');
+  return key;
+}
+
+interface Header {
+  manifestBytes: Buffer;
+  signature: Buffer;
+  dataOffset: number;
+}
+
+async function readHeader(handle: FileHandle): Promise<Header> {
+  const magic = await readExactly(handle, 0, ZPKG_MAGIC.length, 'header');
+  if (!magic.equals(ZPKG_MAGIC)) throw new PackageProblem('NODE-PKG-FORMAT', 'the file is not a .zpkg (wrong magic bytes)');
+  let offset = ZPKG_MAGIC.length;
+  const manifestLength = (await readExactly(handle, offset, 4, 'header')).readUInt32BE(0);
+  offset += 4;
+  if (manifestLength === 0 || manifestLength > MAX_MANIFEST_BYTES) throw new PackageProblem('NODE-PKG-FORMAT', `the manifest length ${manifestLength} is out of range`);
+  const manifestBytes = await readExactly(handle, offset, manifestLength, 'manifest');
+  offset += manifestLength;
+  const signatureLength = (await readExactly(handle, offset, 4, 'header')).readUInt32BE(0);
+  offset += 4;
+  if (signatureLength !== ED25519_SIGNATURE_BYTES) throw new PackageProblem('NODE-PKG-FORMAT', `the signature is ${signatureLength} bytes, an Ed25519 signature has ${ED25519_SIGNATURE_BYTES}`);
+  const signature = await readExactly(handle, offset, signatureLength, 'signature');
+  offset += signatureLength;
+  return { manifestBytes, signature, dataOffset: offset };
+}
+
+function parseManifest(bytes: Buffer): PackageManifest {
+  let json: unknown;
+  try {
+    json = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw new PackageProblem('NODE-PKG-FORMAT', 'the signed manifest is not JSON');
+  }
+  const parsed = packageManifestSchema.safeParse(json);
+  if (!parsed.success) throw new PackageProblem('NODE-PKG-FORMAT', `the signed manifest is not valid: ${describeIssues(parsed.error).slice(0, 3).join('; ')}`);
+  // Only the canonical form is accepted: one manifest, one byte string, one signature.
+  if (!canonicalManifestBytes(parsed.data).equals(bytes)) throw new PackageProblem('NODE-PKG-FORMAT', 'the signed manifest is not in canonical form');
+  return parsed.data;
+}
+
+/** Hashes every file's bytes in order and checks the file ends exactly after the last one. */
+async function checkFiles(handle: FileHandle, manifest: PackageManifest, dataOffset: number): Promise<void> {
+  const size = (await handle.stat()).size;
+  const expectedEnd = manifest.files.reduce((end, f) => end + f.size, dataOffset);
+  if (size < expectedEnd) throw new PackageProblem('NODE-PKG-FORMAT', `the file is ${size} bytes, the manifest needs ${expectedEnd} (truncated download?)`);
+  if (size > expectedEnd) throw new PackageProblem('NODE-PKG-FORMAT', `the file has ${size - expectedEnd} bytes after the last packaged file`);
+  const buffer = Buffer.alloc(READ_CHUNK_BYTES);
+  let position = dataOffset;
+  for (const file of manifest.files) {
+    const hash = createHash('sha256');
+    let left = file.size;
+    while (left > 0) {
+      const { bytesRead } = await handle.read(buffer, 0, Math.min(left, buffer.length), position);
+      if (bytesRead === 0) throw new PackageProblem('NODE-PKG-FORMAT', 'the file ended early');
+      hash.update(buffer.subarray(0, bytesRead));
+      left -= bytesRead;
+      position += bytesRead;
+    }
+    if (hash.digest('hex') !== file.sha256) throw new PackageProblem('NODE-PKG-CHECKSUM', `${file.path} does not match its SHA-256 in the signed manifest`);
+  }
+}
+
+export async function verifyPackage(file: string, trustedPublicKeyPem: string): Promise<PackageVerdict> {
+  const key = trustedKey(trustedPublicKeyPem);
+  let handle: FileHandle;
+  try {
+    handle = await open(file, 'r');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    return { ok: false, code: 'NODE-PKG-UNREADABLE', cause: `cannot read the package ${file} (${code})`, advice: ADVICE['NODE-PKG-UNREADABLE'] };
+  }
+  try {
+    if (!(await handle.stat()).isFile()) throw new PackageProblem('NODE-PKG-UNREADABLE', `${file} is not a regular file`);
+    const header = await readHeader(handle);
+    if (!verify(null, header.manifestBytes, key, header.signature)) {
+      throw new PackageProblem('NODE-PKG-SIGNATURE', `the package signature does not verify with the trusted release key (${file})`);
+    }
+    const manifest = parseManifest(header.manifestBytes);
+    await checkFiles(handle, manifest, header.dataOffset);
+    return { ok: true, manifest, dataOffset: header.dataOffset };
+  } catch (err) {
+    if (err instanceof PackageProblem) return { ok: false, code: err.code, cause: err.message, advice: ADVICE[err.code] };
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    return { ok: false, code: 'NODE-PKG-UNREADABLE', cause: `cannot read the package ${file} (${code})`, advice: ADVICE['NODE-PKG-UNREADABLE'] };
+  } finally {
+    await handle.close();
+  }
+}

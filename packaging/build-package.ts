@@ -1,0 +1,123 @@
+/**
+ * `npm run package`: builds the offline node package and the installer tarball per architecture.
+ *
+ *   npm run package -- [--arch x86_64|aarch64 …] [--signing-key FILE] [--out-dir DIR] [--cache-dir DIR]
+ *
+ * Output (dist/ by default): zenova-node-<version>-linux-<arch>.zpkg (signed, see
+ * installer/src/package/package-format.ts) and zenova-installer-<version>-linux-<arch>.tar.gz.
+ * Without --arch both architectures are attempted; one whose parts cannot be made on this machine
+ * (aarch64's native module needs an aarch64 build host) is reported as skipped, never faked.
+ * The signing key: --signing-key, else $ZENOVA_RELEASE_SIGNING_KEY, else
+ * .zenova/release-key/zenova-release-signing.key; create one with `npx tsx packaging/release-key.ts --out DIR`.
+ */
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { PROTOCOL_VERSION } from '../proto/src/index.js';
+import { productVersion } from '../edge-node/src/product-version.js';
+import { PACKAGE_ARCHES, PACKAGE_PRODUCT, packageFileName } from '../installer/src/package/package-manifest.js';
+import type { PackageArch, PackageManifest } from '../installer/src/package/package-manifest.js';
+import { bundleApps } from './bundle-apps.js';
+import { writeInstallerTarball } from './installer-tarball.js';
+import { nativeModuleFiles } from './native-modules.js';
+import { nodeRuntime } from './node-runtime.js';
+import { installerEntries, releaseEntries } from './release-contents.js';
+import { PRIVATE_KEY_FILE, loadReleaseKey } from './release-key.js';
+import { writePackage } from './zpkg/write-package.js';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface BuildOptions {
+  arches: PackageArch[];
+  signingKeyFile: string;
+  outDir: string;
+  cacheDir: string;
+  log?: (line: string) => void;
+}
+
+export interface BuiltArch {
+  arch: PackageArch;
+  packageFile: string;
+  installerFile: string;
+  manifest: PackageManifest;
+}
+
+export interface BuildResult {
+  built: BuiltArch[];
+  skipped: Array<{ arch: PackageArch; reason: string }>;
+}
+
+export function installerTarballName(version: string, arch: PackageArch): string {
+  return `zenova-installer-${version}-linux-${arch}`;
+}
+
+export async function buildPackages(opts: BuildOptions): Promise<BuildResult> {
+  const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const key = loadReleaseKey(opts.signingKeyFile);
+  // The repository's installer trusts exactly installer/release-signing-key.pub.pem when present:
+  // a package signed with another key would be refused by every installer built from this tree.
+  const shipped = path.join(REPO_ROOT, 'installer', 'release-signing-key.pub.pem');
+  if (existsSync(shipped) && readFileSync(shipped, 'utf8').trim() !== key.publicKeyPem.trim()) {
+    throw new Error(`${opts.signingKeyFile} does not match installer/release-signing-key.pub.pem: sign with the release key that file names`);
+  }
+  const version = productVersion();
+  mkdirSync(opts.outDir, { recursive: true });
+  log(`bundling the node daemon and the zenova CLI (esbuild)`);
+  const apps = await bundleApps(REPO_ROOT);
+  const result: BuildResult = { built: [], skipped: [] };
+  for (const arch of opts.arches) {
+    let parts;
+    try {
+      const runtime = await nodeRuntime(opts.cacheDir, arch, log);
+      const native = await nativeModuleFiles(REPO_ROOT, opts.cacheDir, runtime, log);
+      parts = { version, runtime, apps, native, publicKeyPem: key.publicKeyPem };
+    } catch (err) {
+      result.skipped.push({ arch, reason: (err as Error).message });
+      log(`SKIPPED ${arch}: ${(err as Error).message}`);
+      continue;
+    }
+    const platform = { os: 'linux' as const, arch };
+    const packageFile = path.join(opts.outDir, packageFileName({ version, platform }));
+    const manifest = await writePackage({ out: packageFile, product: PACKAGE_PRODUCT, version, platform, protocolVersion: PROTOCOL_VERSION, entries: releaseEntries(parts), privateKey: key.privateKey });
+    log(`wrote ${packageFile} (${manifest.files.length} files, Node ${parts.runtime.version})`);
+    const top = installerTarballName(version, arch);
+    const installerFile = path.join(opts.outDir, `${top}.tar.gz`);
+    await writeInstallerTarball(installerFile, top, installerEntries(parts));
+    log(`wrote ${installerFile}`);
+    result.built.push({ arch, packageFile, installerFile, manifest });
+  }
+  return result;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      arch: { type: 'string', multiple: true },
+      'signing-key': { type: 'string' },
+      'out-dir': { type: 'string' },
+      'cache-dir': { type: 'string' },
+    },
+  });
+  const arches = values.arch ?? [...PACKAGE_ARCHES];
+  for (const a of arches) if (!(PACKAGE_ARCHES as readonly string[]).includes(a)) throw new Error(`--arch ${a}: expected one of ${PACKAGE_ARCHES.join(', ')}`);
+  const signingKeyFile = values['signing-key'] ?? process.env.ZENOVA_RELEASE_SIGNING_KEY ?? path.join(REPO_ROOT, '.zenova', 'release-key', PRIVATE_KEY_FILE);
+  if (!existsSync(signingKeyFile)) {
+    throw new Error(`no release signing key at ${signingKeyFile}: create one with \`npx tsx packaging/release-key.ts --out .zenova/release-key\` or pass --signing-key FILE`);
+  }
+  const result = await buildPackages({
+    arches: arches as PackageArch[],
+    signingKeyFile,
+    outDir: path.resolve(values['out-dir'] ?? path.join(REPO_ROOT, 'dist')),
+    cacheDir: path.resolve(values['cache-dir'] ?? path.join(REPO_ROOT, '.zenova', 'cache')),
+  });
+  for (const s of result.skipped) process.stderr.write(`package: ${s.arch} NOT BUILT: ${s.reason}\n`);
+  if (result.built.length === 0) process.exitCode = 1;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`package: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  });
+}

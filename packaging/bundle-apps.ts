@@ -1,0 +1,48 @@
+/**
+ * Bundles the node daemon (edge-node/src/main.ts) and the host CLI (installer/src/cli.ts) into one
+ * ESM file each with esbuild (present as tsx's dependency). better-sqlite3 stays external: it is a
+ * native module shipped under app/node_modules, rebuilt for the carried runtime. CommonJS
+ * dependencies bundled into ESM still call require() for Node builtins, so each bundle defines a
+ * `require` from createRequire.
+ */
+import { build } from 'esbuild';
+import path from 'node:path';
+import { RUNTIME_NODE_MAJOR } from './node-runtime.js';
+
+export interface AppBundle {
+  /** Path inside the release, e.g. app/edge-node/zenova-node.mjs. */
+  path: string;
+  contents: Buffer;
+}
+
+const REQUIRE_SHIM = "import { createRequire as __zenovaCreateRequire } from 'node:module'; const require = __zenovaCreateRequire(import.meta.url);";
+
+async function bundle(repoRoot: string, entry: string): Promise<Buffer> {
+  const result = await build({
+    entryPoints: [path.join(repoRoot, entry)],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: `node${RUNTIME_NODE_MAJOR}`,
+    external: ['better-sqlite3'],
+    banner: { js: REQUIRE_SHIM },
+    write: false,
+    minify: false,
+    legalComments: 'none',
+    logLevel: 'silent',
+    absWorkingDir: repoRoot,
+  });
+  const out = result.outputFiles[0];
+  if (out === undefined) throw new Error(`esbuild produced nothing for ${entry}`);
+  return Buffer.from(out.contents);
+}
+
+/**
+ * The node daemon and the CLI. Paths matter: edge-node's productVersion() walks up to app/package.json,
+ * and the CLI finds its trusted key at ../../release-signing-key.pub.pem from its own file (the
+ * release or installer root), as installer/src/package/release-key.ts resolves it.
+ */
+export async function bundleApps(repoRoot: string): Promise<{ node: AppBundle; cli: AppBundle }> {
+  const [node, cli] = await Promise.all([bundle(repoRoot, 'edge-node/src/main.ts'), bundle(repoRoot, 'installer/src/cli.ts')]);
+  return { node: { path: 'app/edge-node/zenova-node.mjs', contents: node }, cli: { path: 'app/installer/zenova.mjs', contents: cli } };
+}

@@ -1,0 +1,111 @@
+// Ingestion of record batches from nodes: idempotent by request id (a batch twice, a resend with
+// other boundaries, two replicas at once), monthly partitions created on demand, invalid batches
+// refused without writing anything.
+import t from 'tap';
+import type { NodeMessage, RecordBatchAck, RequestRecord } from '../../../proto/src/index.js';
+import type { ControlMessage } from '../../../proto/src/index.js';
+import { NodeMessageInvalid } from '../../../control-plane/src/gateway/node-stream-handler.js';
+import { recordBatchHandler } from '../../../control-plane/src/records/record-batch-handler.js';
+import { ingestRecords } from '../../../control-plane/src/records/record-ingestion.js';
+import { testDatabase } from '../../fixtures/postgres.js';
+import { migratedPool } from '../nodes-harness.js';
+import { captureLogger, testSettings } from '../helpers.js';
+import { record } from '../../edge-node/spool/spool-helpers.js';
+
+const db = await testDatabase(t);
+const pool = await migratedPool(t, db.url);
+const settings = testSettings(db.url);
+const handler = recordBatchHandler({ pool, logger: captureLogger(settings).logger, settings });
+const NODE = { nodeId: 'node-spool-test-0001', nodeName: 'edge-a', sessionId: 's-1' };
+
+let batchNo = 0;
+function batchOf(records: RequestRecord[], overrides: Partial<NonNullable<NodeMessage['recordBatch']>> = {}): NodeMessage {
+  batchNo += 1;
+  return {
+    recordBatch: {
+      batchId: `batch-${batchNo}`,
+      records: records.map((r) => ({ requestId: r.requestId, recordJson: Buffer.from(JSON.stringify(r)) })),
+      firstSequence: 1n,
+      lastSequence: BigInt(records.length),
+      ...overrides,
+    },
+  };
+}
+
+async function deliver(message: NodeMessage, node = NODE): Promise<RecordBatchAck> {
+  const sent: ControlMessage[] = [];
+  await handler.handle(node, message, (m) => {
+    sent.push(m);
+    return true;
+  });
+  const ack = sent[0]?.recordBatchAck;
+  if (ack === undefined) throw new Error('no ack');
+  return ack;
+}
+
+async function count(prefix: string): Promise<number> {
+  const r = await pool.query<{ n: string }>('select count(*) as n from request_records where request_id like $1', [`${prefix}%`]);
+  return Number(r.rows[0]!.n);
+}
+
+const records = (prefix: string, n: number, extra: Partial<RequestRecord> = {}): RequestRecord[] =>
+  Array.from({ length: n }, (_, i) => record(`${prefix}-${i}`, { nodeId: NODE.nodeId, receivedAt: Date.UTC(2026, 10, 20, 12, 0, i), finishedAt: Date.UTC(2026, 10, 20, 12, 0, i) + 50, ...extra }));
+
+t.test('a batch ingested twice is stored once and its second ack counts duplicates', async (t) => {
+  const batch = batchOf(records('twice', 20));
+  const first = await deliver(batch);
+  t.match(first, { batchId: batch.recordBatch!.batchId, lastSequence: 20n, acceptedCount: 20, duplicateCount: 0 });
+  const second = await deliver(batch);
+  t.match(second, { acceptedCount: 0, duplicateCount: 20 });
+  t.equal(await count('twice-'), 20);
+});
+
+t.test('a resend after a lost ack with other batch boundaries counts only the new records', async (t) => {
+  const all = records('resend', 30);
+  await deliver(batchOf(all.slice(0, 10)));
+  // The ack of a second batch was lost; the node resends from row 11 in one bigger batch.
+  await deliver(batchOf(all.slice(10, 20)));
+  const ack = await deliver(batchOf(all.slice(10, 30), { firstSequence: 11n, lastSequence: 30n }));
+  t.match(ack, { lastSequence: 30n, acceptedCount: 10, duplicateCount: 10 });
+  t.equal(await count('resend-'), 30);
+});
+
+t.test('two replicas ingesting the same batch at once store each record once', async (t) => {
+  const batch = records('race', 50);
+  const [a, b] = await Promise.all([ingestRecords(pool, NODE, batch), ingestRecords(pool, NODE, batch)]);
+  t.equal(a.accepted + b.accepted, 50);
+  t.equal(a.duplicates + b.duplicates, 50);
+  t.equal(await count('race-'), 50);
+});
+
+t.test('records land in monthly partitions created on demand', async (t) => {
+  const jan = records('jan', 2, { receivedAt: Date.UTC(2027, 0, 31, 23, 59, 59, 999), finishedAt: Date.UTC(2027, 1, 1) });
+  const feb = records('feb', 1, { receivedAt: Date.UTC(2027, 1, 1), finishedAt: Date.UTC(2027, 1, 1, 0, 0, 1) });
+  await deliver(batchOf([...jan.map((r, i) => ({ ...r, requestId: `jan-${i}` })), ...feb]));
+  const rows = await pool.query<{ request_id: string; part: string }>(
+    "select request_id, tableoid::regclass::text as part from request_records where request_id like 'jan-%' or request_id like 'feb-%' order by request_id",
+  );
+  t.same(rows.rows, [
+    { request_id: 'feb-0', part: 'request_records_p202702' },
+    { request_id: 'jan-0', part: 'request_records_p202701' },
+    { request_id: 'jan-1', part: 'request_records_p202701' },
+  ]);
+});
+
+t.test('a record of another node is refused and nothing of its batch is stored', async (t) => {
+  const batch = [...records('foreign-ok', 2), record('foreign-bad', { nodeId: 'someone-else' })];
+  await t.rejects(deliver(batchOf(batch)), NodeMessageInvalid);
+  await t.rejects(deliver(batchOf(batch)), /belongs to node someone-else/);
+  t.equal(await count('foreign-'), 0);
+});
+
+t.test('a record that is not JSON or not a request record is refused', async (t) => {
+  const bad: NodeMessage = { recordBatch: { batchId: 'b-bad', records: [{ requestId: 'x', recordJson: Buffer.from('{nope') }], firstSequence: 1n, lastSequence: 1n } };
+  await t.rejects(deliver(bad), /is not JSON/);
+  const wrong = batchOf([{ ...record('wrong-shape'), status: 'great' as never }]);
+  await t.rejects(deliver(wrong), /is not a request record/);
+  const mismatch: NodeMessage = { recordBatch: { batchId: 'b-mm', records: [{ requestId: 'other-id', recordJson: Buffer.from(JSON.stringify(record('real-id'))) }], firstSequence: 1n, lastSequence: 1n } };
+  await t.rejects(deliver(mismatch), /carries request id/);
+  await t.rejects(deliver({ recordBatch: { batchId: '', records: [], firstSequence: 1n, lastSequence: 1n } }), NodeMessageInvalid);
+  t.equal(await count('wrong-shape'), 0);
+});

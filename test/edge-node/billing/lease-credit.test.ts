@@ -1,0 +1,189 @@
+// The node's pre-authorisation and settlement against its credit leases (billing/lease-credit.ts),
+// lease persistence across a restart, and the lease control channel's messages.
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { pino } from 'pino';
+import type { ControlMessage, NodeMessage } from '../../../proto/src/index.js';
+import { CreditChannel } from '../../../edge-node/src/billing/credit-channel.js';
+import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
+import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
+import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
+import { memoryLeaseStore, openLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
+import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
+
+const logger = pino({ level: 'silent' });
+const NOW = 1_700_000_000_000;
+const PRICE = { model: 'gpt-x', inputMicrosPerToken: 2, outputMicrosPerToken: 5, requestMicros: 100 };
+
+function ctx(overrides: Partial<PipelineContext> & { accountId?: string | null } = {}): PipelineContext {
+  const { accountId = 'acct-1', ...rest } = overrides;
+  const base = {
+    requestId: `req-${Math.random()}`,
+    api: 'chat.completions',
+    model: 'gpt-x',
+    maxOutputTokens: 100,
+    estimatedInputTokens: 50,
+    config: { prices: new Map([['gpt-x', PRICE]]), toolServers: new Map([['tools-a', { name: 'tools-a', callMicros: 70 }]]) },
+    key: { id: 'key-1', accountId },
+    clock: { now: () => NOW, monotonic: () => 0 },
+    attempts: [],
+    usage: { inputTokens: 0, outputTokens: 0, estimated: false },
+    cost: { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false },
+    cleanups: [] as Array<() => void>,
+    ...rest,
+  };
+  return base as unknown as PipelineContext;
+}
+
+function setup(granted: number): { book: LeaseBook; credit: LeaseCredit } {
+  const book = new LeaseBook(memoryLeaseStore);
+  book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: granted, expiresAt: NOW + 60_000 });
+  return { book, credit: new LeaseCredit(book, DEFAULT_CREDIT_POLICY, logger) };
+}
+
+t.test('preauthorise reserves the worst case: prompt estimate + max_tokens at the price, plus the request fee', async (t) => {
+  const { book, credit } = setup(10_000);
+  const c = ctx();
+  t.equal(credit.preauthorise(c), undefined);
+  t.same(c.cost, { reservedMicros: 50 * 2 + 100 * 5 + 100, costMicros: 0, leaseId: 'lease-1', priced: true });
+  t.equal(book.leaseOf('acct-1')!.reserved, 700);
+});
+
+t.test('without max_tokens the policy default output allowance is reserved', async (t) => {
+  const { credit } = setup(1_000_000);
+  const c = ctx({ maxOutputTokens: null });
+  credit.preauthorise(c);
+  t.equal(c.cost.reservedMicros, 50 * 2 + DEFAULT_CREDIT_POLICY.defaultMaxOutputTokens * 5 + 100);
+});
+
+t.test('a lease that cannot cover the worst case refuses with ZN_ERR_CREDIT_EXHAUSTED and holds nothing', async (t) => {
+  const { book, credit } = setup(699);
+  const c = ctx();
+  const refused = credit.preauthorise(c);
+  t.equal(refused?.error.code, 'ZN_ERR_CREDIT_EXHAUSTED');
+  t.equal(refused?.error.status, 402);
+  t.equal(book.leaseOf('acct-1')!.reserved, 0);
+  const noLease = ctx({ accountId: 'acct-without-lease' });
+  t.equal(credit.preauthorise(noLease)?.error.code, 'ZN_ERR_CREDIT_EXHAUSTED');
+});
+
+t.test('local keys and unpriced models reserve nothing and cost nothing', async (t) => {
+  const { credit } = setup(0);
+  for (const c of [ctx({ accountId: null }), ctx({ model: 'unpriced' })]) {
+    t.equal(credit.preauthorise(c), undefined);
+    c.served = { upstream: 'u', model: 'm' };
+    c.usage = { inputTokens: 10, outputTokens: 10, estimated: false };
+    credit.settle(c);
+    t.same(c.cost, { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false });
+  }
+});
+
+t.test('settle charges the metered usage and releases the rest of the reservation', async (t) => {
+  const { book, credit } = setup(10_000);
+  const c = ctx();
+  credit.preauthorise(c);
+  c.served = { upstream: 'u', model: 'm' };
+  c.usage = { inputTokens: 40, outputTokens: 7, estimated: true };
+  credit.settle(c);
+  t.equal(c.cost.costMicros, 40 * 2 + 7 * 5 + 100);
+  const lease = book.leaseOf('acct-1')!;
+  t.equal(lease.reserved, 0);
+  t.equal(lease.spent, 215);
+  t.equal(lease.available, 10_000 - 215);
+  for (const cleanup of c.cleanups) cleanup();
+  t.equal(lease.available, 10_000 - 215, 'the cleanup does not release a settled reservation again');
+});
+
+t.test('a request that never reached an upstream costs nothing and gives its reservation back', async (t) => {
+  const { book, credit } = setup(10_000);
+  const c = ctx();
+  credit.preauthorise(c);
+  c.usage = { inputTokens: 40, outputTokens: 0, estimated: true };
+  credit.settle(c);
+  t.equal(c.cost.costMicros, 0);
+  t.equal(book.leaseOf('acct-1')!.available, 10_000);
+});
+
+t.test('a reservation whose settle never ran is released by the cleanup', async (t) => {
+  const { book, credit } = setup(10_000);
+  const c = ctx();
+  credit.preauthorise(c);
+  for (const cleanup of c.cleanups) cleanup();
+  t.equal(book.leaseOf('acct-1')!.available, 10_000);
+});
+
+t.test('a tool call reserves and costs the tool server fee', async (t) => {
+  const { book, credit } = setup(1_000);
+  const c = ctx({ api: 'mcp', model: 'tools-a', maxOutputTokens: null });
+  credit.preauthorise(c);
+  t.equal(c.cost.reservedMicros, 70);
+  c.served = { upstream: 'tools-a', model: 'tools-a' };
+  credit.settle(c);
+  t.equal(c.cost.costMicros, 70);
+  t.equal(book.leaseOf('acct-1')!.spent, 70);
+});
+
+t.test('a restarted node remembers its leases: spent, and in-flight reservations counted as spent', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-lease-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const store = openLeaseStore(dir);
+  const book = new LeaseBook(store);
+  book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 10_000, expiresAt: NOW + 60_000 });
+  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, logger);
+  const done = ctx();
+  credit.preauthorise(done);
+  done.served = { upstream: 'u', model: 'm' };
+  done.usage = { inputTokens: 10, outputTokens: 10, estimated: false };
+  credit.settle(done); // 20 + 50 + 100 = 170
+  const inFlight = ctx();
+  credit.preauthorise(inFlight); // 700 held when the process "dies"
+  store.close();
+
+  const reopened = openLeaseStore(dir);
+  t.teardown(() => reopened.close());
+  const lease = new LeaseBook(reopened).leaseOf('acct-1')!;
+  t.equal(lease.granted, 10_000);
+  t.equal(lease.spent, 170 + 700);
+  t.equal(lease.reserved, 0);
+});
+
+t.test('the channel applies grants, reports every open lease, and returns leases on shutdown', async (t) => {
+  const book = new LeaseBook(memoryLeaseStore);
+  const channel = new CreditChannel(book, { reportIntervalMs: 60_000, logger, now: () => NOW });
+  t.teardown(() => channel.stop());
+  const sent: NodeMessage[] = [];
+  const grant = (amount: bigint): ControlMessage => ({ leaseGrant: { accountId: 'acct-1', leaseId: 'lease-1', amountMicros: amount, expiresAt: BigInt(NOW + 60_000) } });
+  channel.onEstablished((m) => {
+    sent.push(m);
+    return true;
+  }, { sessionId: 's1' });
+  t.equal(channel.onMessage({ recordBatchAck: { batchId: 'b', lastSequence: 1n, acceptedCount: 1, duplicateCount: 0 } }), false);
+  t.equal(channel.onMessage(grant(1_000n)), true);
+  t.equal(channel.onMessage(grant(1_000n)), true);
+  t.equal(book.leaseOf('acct-1')!.granted, 1_000, 'the amount is the cumulative total: a repeat adds nothing');
+  const r = book.leaseOf('acct-1')!.reserve(300, NOW)!;
+  book.leaseOf('acct-1')!.settle(r, 200);
+  channel.onMessage({ leaseGrant: { accountId: 'acct-1', leaseId: 'lease-1', amountMicros: -5n, expiresAt: 0n } });
+  t.equal(book.leaseOf('acct-1')!.granted, 1_000, 'a malformed grant is ignored');
+  channel.reportAll();
+  t.same(sent.at(-1), { leaseReport: { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 200n, reservedMicros: 0n, remainingMicros: 800n, reportedAt: BigInt(NOW) } });
+  channel.returnAll();
+  t.same(sent.at(-1), { leaseReturn: { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 200n, returnedMicros: 800n } });
+  t.equal(book.leaseOf('acct-1'), undefined, 'nothing more is reserved from it');
+  const before = sent.length;
+  channel.onMessage(grant(2_000n));
+  t.same(sent.at(-1), { leaseReturn: { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 200n, returnedMicros: 800n } }, 'a grant of a returned lease gets the return again');
+  t.equal(sent.length, before + 1);
+  channel.onEnded();
+});
+
+t.test('offline, shutting down keeps the leases for the restarted node', async (t) => {
+  const book = new LeaseBook(memoryLeaseStore);
+  const channel = new CreditChannel(book, { reportIntervalMs: 60_000, logger });
+  t.teardown(() => channel.stop());
+  channel.onMessage({ leaseGrant: { accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 500n, expiresAt: BigInt(NOW + 60_000) } });
+  channel.returnAll();
+  t.equal(book.leaseOf('acct-1')?.state, 'open');
+});

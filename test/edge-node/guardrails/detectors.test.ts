@@ -1,0 +1,136 @@
+// Each built-in detector with true and false cases: checksums valid and not, near-miss shapes,
+// digits inside longer runs, and Chinese text around the matches.
+import t from 'tap';
+import { findBankCards, luhnValid } from '../../../edge-node/src/guardrails/detectors/bank-card.js';
+import type { Match } from '../../../edge-node/src/guardrails/detectors/detector.js';
+import { findEmails } from '../../../edge-node/src/guardrails/detectors/email.js';
+import { compileKeywords } from '../../../edge-node/src/guardrails/detectors/keywords.js';
+import { findPhones } from '../../../edge-node/src/guardrails/detectors/phone.js';
+import { findPrcResidentIds, prcIdChecksumValid } from '../../../edge-node/src/guardrails/detectors/prc-resident-id.js';
+import { compileRegex } from '../../../edge-node/src/guardrails/detectors/regex.js';
+import { findSecrets } from '../../../edge-node/src/guardrails/detectors/secret.js';
+
+type Find = (text: string, from?: number) => Match[];
+const found = (find: Find, text: string): string[] => find(text).map((m) => text.slice(m.start, m.end));
+
+t.test('email finds addresses inside Chinese text and leaves near misses alone', async (t) => {
+  t.same(found(findEmails, '请联系 zhang.san@example.com。谢谢'), ['zhang.san@example.com']);
+  t.same(found(findEmails, 'ops+alerts@mail.example.co.uk, then a.b-c@x-y.io.'), ['ops+alerts@mail.example.co.uk', 'a.b-c@x-y.io']);
+  t.same(found(findEmails, 'user@localhost, user@@example.com, @example.com, a@b.c, .a@example.com, name@-bad.com'), []);
+  t.same(found(findEmails, 'no at sign here: example.com'), []);
+});
+
+t.test('phone finds mainland mobiles in every usual writing and international E.164 numbers', async (t) => {
+  t.same(found(findPhones, '手机13800138000，请回电'), ['13800138000']);
+  t.same(found(findPhones, '打 138 0013 8000 或 138-0013-8000'), ['138 0013 8000', '138-0013-8000']);
+  t.same(found(findPhones, '+86 13800138000、+8613912345678、0086 15900001111、(+86) 186 1234 5678'), ['+86 13800138000', '+8613912345678', '0086 15900001111', '(+86) 186 1234 5678']);
+  t.same(found(findPhones, 'US +1 415-555-2671, UK +44 20 7946 0958, DE +49 (30) 123456'), ['+1 415-555-2671', '+44 20 7946 0958', '+49 (30) 123456']);
+});
+
+t.test('phone refuses digits that are part of a longer run and shapes that are not mobiles', async (t) => {
+  t.same(found(findPhones, '订单号 213800138000 和 138001380001 和 12800138000'), [], 'longer runs and 12x prefixes');
+  t.same(found(findPhones, '2024-13800138000'), [], 'glued to a number by a dash');
+  t.same(found(findPhones, '+1 234, +12 345 67'), [], 'too few digits for E.164');
+  t.same(found(findPhones, '+1 234 567 890 123 456 789'), [], 'too many digits for E.164');
+  t.same(found(findPhones, '1380013800'), [], 'ten digits');
+});
+
+t.test('PRC resident ID accepts valid MOD 11-2 checksums (X included) with plausible birth dates', async (t) => {
+  t.ok(prcIdChecksumValid('11010519491231002X'));
+  t.ok(prcIdChecksumValid('11010519491231002x'), 'a lower-case x is the same check character');
+  t.ok(prcIdChecksumValid('440304199001011233'));
+  t.notOk(prcIdChecksumValid('440304199001011234'));
+  t.same(found(findPrcResidentIds, '身份证号：11010519491231002X，住址北京'), ['11010519491231002X']);
+  t.same(found(findPrcResidentIds, '证件 310115200002295674 与 440304 19900101 1233'), ['310115200002295674', '440304 19900101 1233'], 'a leap day; grouped 6 8 4');
+});
+
+t.test('PRC resident ID refuses bad checksums, impossible dates and longer digit runs', async (t) => {
+  t.same(found(findPrcResidentIds, '11010519491231002Y 110105194912310021 440304199001011234'), [], 'wrong check characters');
+  t.same(found(findPrcResidentIds, '1440304199001011233 4403041990010112331'), [], 'inside longer runs');
+  // The checksums below are valid; only the dates are wrong (Feb 29 of a non-leap year, month 13, 1880).
+  t.same(found(findPrcResidentIds, '310115200102295671 310115200013015670 440524188001010014'), []);
+});
+
+t.test('bank card accepts Luhn-valid numbers of 13 to 19 digits, plain or grouped', async (t) => {
+  t.ok(luhnValid('4111111111111111'));
+  t.notOk(luhnValid('4111111111111112'));
+  t.same(found(findBankCards, '卡号4111 1111 1111 1111，谢谢'), ['4111 1111 1111 1111']);
+  t.same(found(findBankCards, 'amex 3782-822463-10005 visa 41111111111114 unionpay 6222021234567890128'), ['3782-822463-10005', '41111111111114', '6222021234567890128']);
+  t.same(found(findBankCards, 'on 2024-01-01 4111 1111 1111 1111 was charged'), ['4111 1111 1111 1111'], 'a date glued on by a space is not part of the card');
+});
+
+t.test('bank card refuses Luhn failures, timestamps, long runs and phone numbers', async (t) => {
+  t.same(found(findBankCards, '4111 1111 1111 1112 and 5200828282828211'), [], 'Luhn failures');
+  t.same(found(findBankCards, 'ts 1732900000005'), [], 'a millisecond timestamp (starts with 1) even when Luhn-valid');
+  t.same(found(findBankCards, '94111111111111111 41111111111111110000'), [], 'inside longer runs');
+  t.same(found(findBankCards, '411111111111'), [], 'twelve digits');
+  t.same(found(findBankCards, '+4111111111111111'), [], 'a phone-style number');
+});
+
+t.test('secret finds provider key shapes, PEM blocks, JWTs and assigned secrets', async (t) => {
+  const aws = 'AKIAIOSFODNN7EXAMPLE';
+  const gh = `ghp_${'a1B2'.repeat(9)}`;
+  const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJl';
+  const pem = '-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----';
+  const text = [
+    'openai sk-proj-Abc123Def456Ghi789Jkl0',
+    'anthropic sk-ant-api03-Abc123Def456Ghi789Jkl0',
+    `aws ${aws}`,
+    `github ${gh} github_pat_11ABCDEFG0123456789_abcdefghij`,
+    'slack xoxb-1234567890-abcdef',
+    `google AIza${'B'.repeat(35)}`,
+    `jwt ${jwt}`,
+    pem,
+  ].join('\n');
+  t.same(found(findSecrets, text), [
+    'sk-proj-Abc123Def456Ghi789Jkl0',
+    'sk-ant-api03-Abc123Def456Ghi789Jkl0',
+    aws,
+    gh,
+    'github_pat_11ABCDEFG0123456789_abcdefghij',
+    'xoxb-1234567890-abcdef',
+    `AIza${'B'.repeat(35)}`,
+    jwt,
+    pem,
+  ]);
+  t.same(found(findSecrets, 'api_key = "s3cr3tV4lue!x" and "password": "hunter2hunter2" and 密码：abc12345xyz'), ['s3cr3tV4lue!x', 'hunter2hunter2', 'abc12345xyz'], 'only the value is the match');
+  t.same(found(findSecrets, '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC'), ['-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC'], 'an unterminated key block is covered to the end');
+});
+
+t.test('secret leaves near-miss shapes alone', async (t) => {
+  t.same(
+    found(findSecrets, 'task-abcdefghijklmnopqrstuvwxyz0123 sk-short AKIAIOSFODNN7 AKIAIOSFODNN7EXAMPLEX ghp_tooShort xoxq-1234567890-abcdef eyJhbGciOiJ9.notajwt'),
+    [],
+  );
+  t.same(found(findSecrets, 'max_tokens = 100000000, token: short, the password is hunter2, secret santa'), [], 'numbers, short values, prose');
+  t.same(found(findSecrets, '-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkq\n-----END PUBLIC KEY-----'), [], 'public keys are not secrets');
+});
+
+t.test('keywords match case-insensitively, whole ASCII words only, CJK anywhere, leftmost-longest', async (t) => {
+  const find = compileKeywords(['Project Phoenix', 'ass', '机密', 'project']);
+  t.same(found(find, 'About PROJECT PHOENIX: class assignment, ass, 这是机密文件。'), ['PROJECT PHOENIX', 'ass', '机密']);
+  t.same(found(find, 'projects and projection'), [], 'no partial ASCII words');
+  t.same(found(compileKeywords([]), 'anything'), []);
+  t.same(found(compileKeywords(['ab', 'b']), 'ab b'), ['ab', 'b']);
+});
+
+t.test("regex compiles a policy's pattern once, honours (?i), skips empty matches and reports patterns that do not compile", async (t) => {
+  const ok = compileRegex('(?i)order-\\d{4}');
+  t.ok(ok.ok);
+  if (ok.ok) t.same(found(ok.detector.find, 'Order-1234 and ORDER-99 and order-5678'), ['Order-1234', 'order-5678']);
+  const legacy = compileRegex('a\\-b');
+  t.ok(legacy.ok, 'a pattern that only compiles without Unicode mode still compiles');
+  const empty = compileRegex('x*');
+  t.ok(empty.ok);
+  if (empty.ok) t.same(found(empty.detector.find, 'a xx b'), ['xx']);
+  const bad = compileRegex('(unclosed');
+  t.notOk(bad.ok);
+  if (!bad.ok) t.match(bad.reason, /does not compile/);
+  t.notOk(compileRegex(undefined).ok, 'a regex rule without a pattern');
+});
+
+t.test('detectors scan from an offset and use the text before it only as context', async (t) => {
+  const text = '1213800138000 13800138000';
+  t.same(findPhones(text, 2), [{ start: 14, end: 25 }], 'the run that started before the offset is still a longer run');
+  t.same(findEmails('x a@example.com', 2), [{ start: 2, end: 15 }]);
+});

@@ -1,0 +1,239 @@
+// The `mcp` API handler on its own (identify → route → forward) against a real MCP tool server:
+// JSON-RPC envelope checks, the caller's tool arguments as guardrail-writable text, the tool
+// server looked up by name, and the forwarded call — the server's key injected, never the
+// caller's, MCP headers both ways, JSON and event-stream answers, failures as the node's codes.
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import type { ToolServer } from '../../proto/src/index.js';
+import { noCredit } from '../../edge-node/src/billing/credit-leases.js';
+import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
+import type { RuntimeConfig } from '../../edge-node/src/config/runtime-config.js';
+import { createLogger } from '../../edge-node/src/logger.js';
+import { noMetrics } from '../../edge-node/src/metrics/pipeline-metrics.js';
+import { systemClock } from '../../edge-node/src/pipeline/clock.js';
+import type { PipelineContext, UpstreamReply } from '../../edge-node/src/pipeline/context.js';
+import type { StageResult } from '../../edge-node/src/pipeline/stage.js';
+import { mcpApi } from '../../edge-node/src/providers/mcp/mcp-call.js';
+import { noRateLimits } from '../../edge-node/src/rate-limit/rate-limiter.js';
+import { noSpool } from '../../edge-node/src/spool/request-spool.js';
+import { UpstreamPool } from '../../edge-node/src/upstream/upstream-pool.js';
+import { startFakeToolServer } from '../fixtures/fake-tool-server.js';
+import { bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+
+const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
+const CALLER_SECRET = newCallerKey().secret;
+const PROTOCOL_VERSION = '2025-06-18';
+
+function configWith(toolServers: ToolServer[]): RuntimeConfig {
+  return fromBundle(testBundle({
+    nodeId: 'node-1', version: 3, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('k1', newCallerKey().sha256)],
+    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers,
+  }));
+}
+
+function toolServer(name: string, url: string, overrides: Partial<ToolServer> = {}): ToolServer {
+  return { name, url, apiKey: TOOL_KEY, timeoutMs: 10_000, callMicros: 0, ...overrides };
+}
+
+let requestCounter = 0;
+/** A context as the runner builds it, for one MCP call. */
+function mcpContext(opts: { method: string; server: string; body?: unknown; headers?: IncomingHttpHeaders; config: RuntimeConfig }): PipelineContext {
+  requestCounter += 1;
+  return {
+    requestId: `req_test_${requestCounter}`,
+    api: 'mcp',
+    surface: 'tools',
+    receivedAt: Date.now(),
+    startedAt: performance.now(),
+    http: {
+      method: opts.method,
+      path: `/mcp/${opts.server}`,
+      headers: { authorization: `Bearer ${CALLER_SECRET}`, accept: 'application/json, text/event-stream', ...opts.headers },
+      params: { server: opts.server },
+    },
+    body: opts.body,
+    deps: { nodeId: 'node-1', logger: createLogger({ level: 'silent' }), upstreams: new UpstreamPool(), limiter: noRateLimits, credit: noCredit, spool: noSpool, metrics: noMetrics },
+    clock: systemClock,
+    callerGone: new AbortController().signal,
+    config: opts.config,
+    model: null, stream: false, maxOutputTokens: null, estimatedInputTokens: 0, inputTexts: [], attempts: [], upstreamUsage: null,
+    upstreamFirstByteMs: null, upstreamMs: null, responseText: '', guardrails: [], usage: { inputTokens: 0, outputTokens: 0, estimated: false },
+    cost: { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false }, responseHeaders: {}, stagesUs: {},
+    outcome: { status: 'ok', httpStatus: 200, errorCode: null }, cleanups: [],
+  };
+}
+
+function codeOf(result: StageResult): string | undefined {
+  return result?.error.code;
+}
+
+/** identify, route and forward in order, stopping at the first rejection. */
+async function run(ctx: PipelineContext): Promise<StageResult> {
+  return mcpApi.identify(ctx) ?? mcpApi.route(ctx) ?? (await mcpApi.forward(ctx));
+}
+
+async function rawText(reply: UpstreamReply | undefined): Promise<string> {
+  if (reply?.kind !== 'raw') throw new Error(`expected a raw reply, got ${reply?.kind}`);
+  const chunks: Buffer[] = [];
+  for await (const chunk of reply.body) chunks.push(Buffer.from(chunk));
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'test', version: '1' } } };
+
+t.test('identify checks the JSON-RPC envelope and names the problem', async (t) => {
+  const config = configWith([]);
+  const bad: unknown[] = [undefined, {}, { jsonrpc: '1.0', method: 'x' }, { jsonrpc: '2.0', id: 1 }, [], 'text',
+    Array.from({ length: 101 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' })),
+    { jsonrpc: '2.0', id: 1, result: {}, error: { code: 1, message: 'both' } }];
+  for (const body of bad) {
+    const ctx = mcpContext({ method: 'POST', server: 'tools', body, config });
+    const result = mcpApi.identify(ctx);
+    t.equal(codeOf(result), 'ZN_ERR_INVALID_REQUEST', JSON.stringify(body)?.slice(0, 60) ?? 'no body');
+    t.match(result?.error.message, /^Invalid request: /);
+  }
+  const good: unknown[] = [initialize, { jsonrpc: '2.0', method: 'notifications/initialized' }, { jsonrpc: '2.0', id: 'a', result: {} },
+    [{ jsonrpc: '2.0', id: 1, method: 'ping' }, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }]];
+  for (const body of good) t.equal(mcpApi.identify(mcpContext({ method: 'POST', server: 'tools', body, config })), undefined, JSON.stringify(body).slice(0, 60));
+});
+
+t.test('identify records the server as the model and the GET stream as a stream', async (t) => {
+  const config = configWith([]);
+  const get = mcpContext({ method: 'GET', server: 'tools', headers: { accept: 'text/event-stream' }, config });
+  t.equal(mcpApi.identify(get), undefined);
+  t.equal(get.model, 'tools');
+  t.equal(get.stream, true);
+  const del = mcpContext({ method: 'DELETE', server: 'tools', config });
+  t.equal(mcpApi.identify(del), undefined);
+  t.equal(del.stream, false);
+});
+
+t.test("the string leaves of tools/call arguments are the input texts, and rewriting them changes what is sent, not the body received", async (t) => {
+  const body = {
+    jsonrpc: '2.0', id: 7, method: 'tools/call',
+    params: { name: 'echo', arguments: { text: 'mail me at a@b.example', nested: { list: ['one', 2, 'three'] } }, _meta: { progressToken: 'not-input' } },
+  };
+  const ctx = mcpContext({ method: 'POST', server: 'tools', body, config: configWith([]) });
+  t.equal(mcpApi.identify(ctx), undefined);
+  t.same(ctx.inputTexts.map((s) => s.text), ['mail me at a@b.example', 'one', 'three']);
+  t.ok(ctx.estimatedInputTokens > 0, 'the arguments are estimated');
+  ctx.inputTexts[0]!.text = 'mail me at [EMAIL]';
+  t.equal((ctx.forwardBody as typeof body).params.arguments.text, 'mail me at [EMAIL]', 'the forwarded copy is rewritten');
+  t.equal(body.params.arguments.text, 'mail me at a@b.example', 'the body as received is not');
+  const list = mcpContext({ method: 'POST', server: 'tools', body: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, config: configWith([]) });
+  mcpApi.identify(list);
+  t.same(list.inputTexts, [], 'other methods carry no caller text');
+});
+
+t.test('route refuses a server the config does not name, and quotes only well-formed names', async (t) => {
+  const config = configWith([toolServer('tools', 'http://127.0.0.1:9/mcp')]);
+  const unknown = mcpContext({ method: 'POST', server: 'other', body: initialize, config });
+  mcpApi.identify(unknown);
+  const result = mcpApi.route(unknown);
+  t.equal(codeOf(result), 'ZN_ERR_TOOL_SERVER_NOT_FOUND');
+  t.equal(result?.error.status, 404);
+  t.match(result?.error.message, /"other"/);
+  const odd = mcpContext({ method: 'POST', server: '<script>', body: initialize, config });
+  mcpApi.identify(odd);
+  t.notMatch(mcpApi.route(odd)?.error.message, /script/);
+  const known = mcpContext({ method: 'POST', server: 'tools', body: initialize, config });
+  mcpApi.identify(known);
+  t.equal(mcpApi.route(known), undefined);
+  t.equal(known.toolServer?.name, 'tools');
+});
+
+t.test('a JSON-answering tool server: the session is carried both ways, with the server key and never the caller key', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY, jsonResponse: true });
+  const config = configWith([toolServer('tools', fake.url)]);
+
+  const init = mcpContext({ method: 'POST', server: 'tools', body: initialize, config });
+  t.equal(await run(init), undefined);
+  t.equal(init.reply?.kind, 'json');
+  const sessionId = init.reply?.headers['mcp-session-id'];
+  t.ok(sessionId, 'the session id comes back to the caller');
+  t.match(init.reply?.kind === 'json' ? init.reply.body : undefined, { jsonrpc: '2.0', id: 1, result: { serverInfo: { name: 'fake-tools' } } });
+  t.same(init.served, { upstream: 'tools', model: 'initialize' });
+  t.match(init.attempts, [{ upstream: 'tools', model: 'initialize', outcome: 'ok', httpStatus: 200 }]);
+  t.ok(init.upstreamFirstByteMs !== null && init.upstreamMs !== null, 'timed');
+
+  const session = { 'mcp-session-id': sessionId!, 'mcp-protocol-version': PROTOCOL_VERSION };
+  const note = mcpContext({ method: 'POST', server: 'tools', body: { jsonrpc: '2.0', method: 'notifications/initialized' }, headers: session, config });
+  t.equal(await run(note), undefined);
+  t.equal(note.reply?.status, 202, 'a notification is accepted');
+  t.equal(await rawText(note.reply), '', 'with no body');
+
+  const call = mcpContext({ method: 'POST', server: 'tools', headers: session, config,
+    body: { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: { text: 'secret plan' } } } });
+  t.equal(mcpApi.identify(call), undefined);
+  call.inputTexts[0]!.text = '[MASKED] plan';
+  t.equal(mcpApi.route(call) ?? (await mcpApi.forward(call)), undefined);
+  t.same(fake.toolCalls.at(-1), { tool: 'echo', args: { text: '[MASKED] plan' } }, 'the tool ran on the rewritten arguments');
+  if (call.reply?.kind !== 'json') throw new Error('expected a json reply');
+  t.same(call.reply.texts.map((s) => s.text), ['echo: [MASKED] plan'], "the tool's text is open to output guardrails");
+  call.reply.texts[0]!.text = 'rewritten';
+  t.match(call.reply.body, { result: { content: [{ type: 'text', text: 'rewritten' }] } }, 'and rewriting it rewrites the answer');
+  t.equal(call.responseText, 'echo: [MASKED] plan');
+
+  const seen = fake.requests.filter((r) => r.method === 'POST');
+  t.equal(seen.length, 3);
+  for (const r of seen) {
+    t.equal(r.headers.authorization, `Bearer ${TOOL_KEY}`, 'the tool server got its own key');
+    t.notOk(JSON.stringify(r.headers).includes(CALLER_SECRET), "the caller's key never reaches it");
+    t.match(r.headers['x-request-id'], /^req_test_/);
+  }
+  t.equal(seen[2]?.headers['mcp-session-id'], sessionId);
+  t.equal(seen[2]?.headers['mcp-protocol-version'], PROTOCOL_VERSION);
+
+  const end = mcpContext({ method: 'DELETE', server: 'tools', headers: session, config });
+  t.equal(await run(end), undefined);
+  t.equal(end.reply?.status, 200);
+  t.equal(fake.sessions(), 0, 'DELETE ended the session on the tool server');
+  t.same(end.served, { upstream: 'tools', model: 'DELETE' });
+
+  const gone = mcpContext({ method: 'POST', server: 'tools', headers: session, config, body: { jsonrpc: '2.0', id: 3, method: 'tools/list' } });
+  t.equal(await run(gone), undefined, "the tool server's 404 for an ended session is relayed, not turned into a node error");
+  t.equal(gone.reply?.status, 404);
+});
+
+t.test('an event-stream-answering tool server is relayed byte for byte', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const config = configWith([toolServer('tools', fake.url)]);
+  const init = mcpContext({ method: 'POST', server: 'tools', body: initialize, config });
+  t.equal(await run(init), undefined);
+  t.equal(init.reply?.kind, 'raw');
+  t.match(init.reply?.headers['content-type'], /^text\/event-stream/);
+  t.ok(init.reply?.headers['mcp-session-id']);
+  const text = await rawText(init.reply);
+  t.match(text, /^event: message\ndata: \{.*"serverInfo":\{"name":"fake-tools"/m);
+  t.ok(init.upstreamMs !== null, 'timed once the stream ended');
+  t.match(init.responseText, /fake-tools/, 'a bounded copy for the record');
+});
+
+t.test("tool server failures are the node's upstream codes, with the attempt recorded", async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY, jsonResponse: true });
+  const wrongKey = mcpContext({ method: 'POST', server: 'tools', body: initialize, config: configWith([toolServer('tools', fake.url, { apiKey: 'not-the-key' })]) });
+  const refused = await run(wrongKey);
+  t.equal(codeOf(refused), 'ZN_ERR_UPSTREAM_ERROR');
+  t.equal(refused?.error.status, 502, "a tool server refusing the node's key is not the caller's fault");
+  t.match(wrongKey.attempts, [{ outcome: 'status', httpStatus: 401 }]);
+
+  const down = createServer();
+  await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+  const port = (down.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => down.close(() => resolve()));
+  const unreachable = mcpContext({ method: 'POST', server: 'tools', body: initialize, config: configWith([toolServer('tools', `http://127.0.0.1:${port}/mcp`)]) });
+  t.equal(codeOf(await run(unreachable)), 'ZN_ERR_UPSTREAM_UNAVAILABLE');
+  t.match(unreachable.attempts, [{ upstream: 'tools', model: 'initialize', outcome: 'connect', httpStatus: null }]);
+
+  const failing = createServer((_req, res) => res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"code":"overloaded"}}'));
+  await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => failing.close(() => resolve())));
+  const url = `http://127.0.0.1:${(failing.address() as AddressInfo).port}/mcp`;
+  const busy = mcpContext({ method: 'POST', server: 'tools', body: initialize, config: configWith([toolServer('tools', url)]) });
+  const result = await run(busy);
+  t.equal(codeOf(result), 'ZN_ERR_UPSTREAM_ERROR');
+  t.match(result?.error.message, /HTTP 503 \(overloaded\)/);
+});

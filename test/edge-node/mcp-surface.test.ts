@@ -1,0 +1,194 @@
+// The tools surface end to end: the official MCP SDK client (streamable HTTP, the caller's key in
+// its request headers) through a listening node to a real MCP tool server. Initialize, tools/list
+// and tools/call work in both answer modes (JSON and event stream); the tool server sees the
+// node's key and never the caller's; missing key, unknown server and a node without the tools
+// surface each get their own code; every call leaves one record in the spool.
+import type { AddressInfo } from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import t from 'tap';
+import type { Test } from 'tap';
+import type { ConfigBundle, RequestRecord } from '../../proto/src/index.js';
+import { buildApp } from '../../edge-node/src/app.js';
+import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
+import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
+import { createLogger } from '../../edge-node/src/logger.js';
+import type { OpenRow, RequestSpool } from '../../edge-node/src/spool/request-spool.js';
+import { startFakeToolServer } from '../fixtures/fake-tool-server.js';
+import type { FakeToolServer } from '../fixtures/fake-tool-server.js';
+import { waitFor } from '../fixtures/wait-for.js';
+import { bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+
+const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
+const caller = newCallerKey();
+
+interface RecordingSpool extends RequestSpool {
+  opened: OpenRow[];
+  records: RequestRecord[];
+}
+
+function recordingSpool(): RecordingSpool {
+  const opened: OpenRow[] = [];
+  const records: RequestRecord[] = [];
+  return {
+    opened,
+    records,
+    open: (row) => void opened.push(row),
+    finalise: async (record) => void records.push(record),
+    keepsBodies: () => true,
+  };
+}
+
+function bundleFor(servers: Array<{ name: string; url: string }>, surfaces: ConfigBundle['node']['surfaces'] = ['model', 'tools']): ConfigBundle {
+  return testBundle({
+    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('key-mcp', caller.sha256)],
+    node: { surfaces, spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers: servers.map((s) => ({ ...s, apiKey: TOOL_KEY, timeoutMs: 10_000, callMicros: 25 })),
+  });
+}
+
+/** A node on 127.0.0.1:0 serving `bundle`, its spool recorded; returns its origin. */
+async function startNode(t: Test, bundle: ConfigBundle, spool: RequestSpool): Promise<string> {
+  const logger = createLogger({ level: 'silent' });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger, services: { nodeId: bundle.nodeId, spool } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+}
+
+/** An SDK client connected (initialize done) to `url`, with the caller's key in its headers. */
+async function connect(t: Test, url: string, headers: Record<string, string> = { authorization: `Bearer ${caller.secret}` }): Promise<Client> {
+  const client = new Client({ name: 'zenova-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+  t.teardown(() => client.close());
+  await client.connect(transport);
+  return client;
+}
+
+async function post(url: string, body: unknown, headers: Record<string, string>): Promise<{ status: number; code: string | undefined; requestId: string | null }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) });
+  const json = (await res.json()) as { error?: { code?: string } };
+  return { status: res.status, code: json.error?.code, requestId: res.headers.get('x-request-id') };
+}
+
+const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+
+function assertToolServerSawOnlyTheNodeKey(t: Test, fake: FakeToolServer): void {
+  t.ok(fake.requests.length > 0, 'the tool server was called');
+  t.ok(fake.requests.every((r) => r.headers.authorization === `Bearer ${TOOL_KEY}`), "every call carried the node's key for the tool server");
+  t.notOk(fake.requests.some((r) => JSON.stringify(r.headers).includes(caller.secret)), "the caller's key never reached the tool server");
+}
+
+for (const jsonResponse of [true, false]) {
+  t.test(`the SDK client lists and calls tools through the node (tool server answering with ${jsonResponse ? 'JSON' : 'event streams'})`, async (t) => {
+    const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY, jsonResponse });
+    const spool = recordingSpool();
+    const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), spool);
+    const client = await connect(t, `${origin}/mcp/tools`);
+    t.equal(client.getServerVersion()?.name, 'fake-tools', 'initialize reached the tool server');
+
+    const listed = await client.listTools();
+    t.same(listed.tools.map((tool) => tool.name).sort(), ['add', 'echo']);
+    const echoed = await client.callTool({ name: 'echo', arguments: { text: 'through the node' } });
+    t.same(echoed.content, [{ type: 'text', text: 'echo: through the node' }]);
+    const added = await client.callTool({ name: 'add', arguments: { a: 2, b: 40 } });
+    t.same(added.content, [{ type: 'text', text: '42' }]);
+    t.same(fake.toolCalls, [{ tool: 'echo', args: { text: 'through the node' } }, { tool: 'add', args: { a: 2, b: 40 } }]);
+    assertToolServerSawOnlyTheNodeKey(t, fake);
+
+    const calls = (): RequestRecord[] => spool.records.filter((r) => r.upstreamModel === 'tools/call');
+    await waitFor(() => calls().length === 2, { what: 'a record for each tools/call' });
+    for (const record of calls()) {
+      t.match(record, {
+        api: 'mcp', surface: 'tools', nodeId: 'node-mcp', configVersion: 5, keyId: 'key-mcp', model: 'tools',
+        upstream: 'tools', upstreamModel: 'tools/call', status: 'ok', httpStatus: 200, errorCode: null,
+      });
+      t.match(record.attempts, [{ upstream: 'tools', model: 'tools/call', outcome: 'ok' }]);
+    }
+    const posts = fake.requests.filter((r) => r.method === 'POST').length;
+    const postRecords = (): RequestRecord[] => spool.records.filter((r) => r.upstreamModel !== 'GET');
+    await waitFor(() => postRecords().length >= posts, { what: 'a record per POST' });
+    t.equal(postRecords().length, posts, 'exactly one record per POST the tool server saw');
+    t.same(spool.records.filter((r) => r.upstreamModel === 'initialize').length, 1, 'initialize is recorded once');
+    t.same(spool.records.filter((r) => r.upstreamModel === 'tools/list').length, 1, 'tools/list is recorded once');
+  });
+}
+
+t.test("the tool server's session survives across calls and DELETE ends it", async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());
+  const client = new Client({ name: 'zenova-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp/tools`), { requestInit: { headers: { authorization: `Bearer ${caller.secret}` } } });
+  t.teardown(() => client.close());
+  await client.connect(transport);
+  t.ok(transport.sessionId, 'the session id came back through the node');
+  t.equal(fake.sessions(), 1);
+  await client.listTools();
+  await transport.terminateSession();
+  await waitFor(() => fake.sessions() === 0, { what: 'the tool server to end the session' });
+  t.pass('the session ended on the tool server');
+});
+
+t.test("the tool server's unasked messages on the GET event stream reach the client while the stream stays open", async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());
+  const client = new Client({ name: 'zenova-test', version: '1.0.0' });
+  let changes = 0;
+  client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+    changes += 1;
+  });
+  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp/tools`), { requestInit: { headers: { authorization: `Bearer ${caller.secret}` } } });
+  t.teardown(() => client.close());
+  await client.connect(transport);
+  await waitFor(() => fake.requests.some((r) => r.method === 'GET'), { what: 'the client to open its GET event stream through the node' });
+  fake.addTool('later');
+  await waitFor(() => changes === 1, { what: 'notifications/tools/list_changed to arrive through the open stream' });
+  t.equal(changes, 1, 'the notification arrived before the stream ended');
+  t.ok((await client.listTools()).tools.some((tool) => tool.name === 'later'), 'and the new tool is listed');
+});
+
+t.test('a call without a key is refused with ZN_ERR_API_KEY_MISSING and never reaches the tool server', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const spool = recordingSpool();
+  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), spool);
+  const res = await post(`${origin}/mcp/tools`, initialize, {});
+  t.equal(res.status, 401);
+  t.equal(res.code, 'ZN_ERR_API_KEY_MISSING');
+  t.ok(res.requestId, 'with an x-request-id');
+  await t.rejects(connect(t, `${origin}/mcp/tools`, {}), { code: 401, message: /ZN_ERR_API_KEY_MISSING/ }, 'the SDK client sees the code too');
+  t.equal(fake.requests.length, 0, 'the tool server was not called');
+  await waitFor(() => spool.records.length === 2, { what: 'the refused calls recorded' });
+  t.match(spool.records[0], { api: 'mcp', status: 'rejected', httpStatus: 401, errorCode: 'ZN_ERR_API_KEY_MISSING', keyId: null, upstream: null });
+});
+
+t.test('a server the node does not know is ZN_ERR_TOOL_SERVER_NOT_FOUND', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());
+  const res = await post(`${origin}/mcp/nope`, initialize, { authorization: `Bearer ${caller.secret}` });
+  t.equal(res.status, 404);
+  t.equal(res.code, 'ZN_ERR_TOOL_SERVER_NOT_FOUND');
+  t.equal(fake.requests.length, 0);
+});
+
+t.test('a node whose surfaces are only model refuses the tools surface with ZN_ERR_SURFACE_DISABLED', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const spool = recordingSpool();
+  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }], ['model']), spool);
+  const res = await post(`${origin}/mcp/tools`, initialize, { authorization: `Bearer ${caller.secret}` });
+  t.equal(res.status, 403);
+  t.equal(res.code, 'ZN_ERR_SURFACE_DISABLED');
+  await t.rejects(connect(t, `${origin}/mcp/tools`), { code: 403, message: /ZN_ERR_SURFACE_DISABLED/ });
+  t.equal(fake.requests.length, 0, 'the tool server was not called');
+  await waitFor(() => spool.records.length >= 1, { what: 'the refusal recorded' });
+  t.match(spool.records[0], { surface: 'tools', status: 'rejected', httpStatus: 403, errorCode: 'ZN_ERR_SURFACE_DISABLED' });
+});
+
+t.test('a body that is not JSON-RPC is ZN_ERR_INVALID_REQUEST', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());
+  const res = await post(`${origin}/mcp/tools`, { hello: 'world' }, { authorization: `Bearer ${caller.secret}` });
+  t.equal(res.status, 400);
+  t.equal(res.code, 'ZN_ERR_INVALID_REQUEST');
+  t.equal(fake.requests.length, 0);
+});

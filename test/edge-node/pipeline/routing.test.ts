@@ -1,0 +1,156 @@
+// Routing through the pipeline: fallback on 5xx, connect errors and timeouts; exactly retries+1
+// attempts per target; a 4xx is final; nothing is retried once the caller got a byte; weighted choice.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { setRouteRandomForTests } from '../../../edge-node/src/routing/route-model.js';
+import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import { waitFor } from '../../fixtures/wait-for.js';
+import { sdkError, startPipelineNode } from './pipeline-harness.js';
+
+const ask = (model: string) => ({ model, messages: [{ role: 'user' as const, content: 'route me' }] });
+
+async function closedPort(): Promise<number> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+t.test('routing rules', async (t) => {
+  const primary = await startFakeUpstream(t);
+  const backup = await startFakeUpstream(t);
+  const deadUrl = `http://127.0.0.1:${await closedPort()}/v1`;
+  const route = (alias: string, upstream: string, extra: { fallbacks?: string[]; retries?: number; timeoutMs?: number; targets?: Array<{ upstream: string; weight: number }> } = {}) => ({
+    alias,
+    targets: (extra.targets ?? [{ upstream, weight: 1 }]).map((x) => ({ upstream: x.upstream, model: 'demo-echo', weight: x.weight })),
+    fallbacks: (extra.fallbacks ?? []).map((name) => ({ upstream: name, model: 'demo-echo' })),
+    timeoutMs: extra.timeoutMs ?? 30_000,
+    retries: extra.retries ?? 0,
+  });
+  const node = await startPipelineNode(t, {
+    upstreamUrl: primary.url,
+    bundle: (base) => ({
+      upstreams: [
+        ...base.upstreams,
+        { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backup.url, apiKey: 'sk-backup', timeoutMs: 30_000 },
+        { id: 'up-d', name: 'dead', kind: 'openai-compatible', baseUrl: deadUrl, apiKey: 'sk-dead', timeoutMs: 30_000 },
+      ],
+      routes: [
+        route('fb', 'demo', { fallbacks: ['backup'] }),
+        route('retry2', 'demo', { retries: 2 }),
+        route('retry1-fb', 'demo', { retries: 1, fallbacks: ['backup'] }),
+        route('dead-fb', 'dead', { fallbacks: ['backup'] }),
+        route('slow-fb', 'demo', { timeoutMs: 300, fallbacks: ['backup'] }),
+        route('weighted', 'demo', { targets: [{ upstream: 'demo', weight: 1 }, { upstream: 'backup', weight: 3 }] }),
+      ],
+    }),
+  });
+  const client = node.client();
+  const count = () => ({ primary: primary.requests.length, backup: backup.requests.length });
+  const since = (before: { primary: number; backup: number }) => ({ primary: primary.requests.length - before.primary, backup: backup.requests.length - before.backup });
+  t.afterEach(() => {
+    primary.setBehaviour({});
+    backup.setBehaviour({});
+  });
+
+  t.test('a 5xx from the chosen target falls back to the next one, and both attempts are recorded', async (t) => {
+    primary.setBehaviour({ failNext: { count: 1, status: 503 } });
+    const before = count();
+    const { data, response } = await client.chat.completions.create(ask('fb')).withResponse();
+    t.equal(data.model, 'fb');
+    t.same(since(before), { primary: 1, backup: 1 });
+    const done = node.finished.find((f) => f.requestId === response.headers.get('x-request-id'))!;
+    t.match(done.attempts, [
+      { upstream: 'demo', outcome: 'status', httpStatus: 503 },
+      { upstream: 'backup', outcome: 'ok', httpStatus: 200 },
+    ]);
+    t.equal(done.outcome.status, 'ok');
+  });
+
+  t.test('a target is tried exactly retries+1 times on 5xx, then the call fails as an upstream error', async (t) => {
+    primary.setBehaviour({ failNext: { count: 10, status: 500 } });
+    const before = count();
+    const err = await sdkError(client.chat.completions.create(ask('retry2')));
+    t.equal(err.status, 502);
+    t.equal(err.code, 'ZN_ERR_UPSTREAM_ERROR');
+    t.same(since(before), { primary: 3, backup: 0 });
+    const done = node.finished.find((f) => f.requestId === err.headers?.get('x-request-id'))!;
+    t.equal(done.attempts.length, 3);
+    t.same(done.outcome, { status: 'failed', httpStatus: 502, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
+  });
+
+  t.test('retries run out on one target before the fallback is tried', async (t) => {
+    primary.setBehaviour({ failNext: { count: 2, status: 502 } });
+    const before = count();
+    await client.chat.completions.create(ask('retry1-fb'));
+    t.same(since(before), { primary: 2, backup: 1 });
+  });
+
+  t.test('a 4xx from the upstream is final: no retry, no fallback, its status passed on', async (t) => {
+    primary.setBehaviour({ failNext: { count: 1, status: 400 } });
+    const before = count();
+    const err = await sdkError(client.chat.completions.create(ask('retry1-fb')));
+    t.equal(err.status, 400);
+    t.equal(err.code, 'ZN_ERR_UPSTREAM_ERROR');
+    t.same(since(before), { primary: 1, backup: 0 });
+  });
+
+  t.test('a connect error falls back', async (t) => {
+    const before = count();
+    const { response } = await client.chat.completions.create(ask('dead-fb')).withResponse();
+    t.same(since(before), { primary: 0, backup: 1 });
+    const done = node.finished.find((f) => f.requestId === response.headers.get('x-request-id'))!;
+    t.match(done.attempts, [{ upstream: 'dead', outcome: 'connect' }, { upstream: 'backup', outcome: 'ok' }]);
+  });
+
+  t.test('a reset connection is retried like a connect error', async (t) => {
+    primary.setBehaviour({ resetNext: 1 });
+    const before = count();
+    await client.chat.completions.create(ask('retry2'));
+    t.same(since(before), { primary: 2, backup: 0 });
+  });
+
+  t.test('a target that does not answer within the route timeout is abandoned for the fallback', async (t) => {
+    primary.setBehaviour({ hang: true });
+    const abortedBefore = primary.abortedCount();
+    const before = count();
+    const { response } = await client.chat.completions.create(ask('slow-fb')).withResponse();
+    t.same(since(before), { primary: 1, backup: 1 });
+    const done = node.finished.find((f) => f.requestId === response.headers.get('x-request-id'))!;
+    t.match(done.attempts, [{ upstream: 'demo', outcome: 'timeout', httpStatus: null }, { upstream: 'backup', outcome: 'ok' }]);
+    await waitFor(() => primary.abortedCount() > abortedBefore, { what: 'the timed-out upstream call to be aborted' });
+  });
+
+  t.test('once the caller got part of a stream, a broken upstream is not retried: the stream ends with an error event', async (t) => {
+    primary.setBehaviour({ dropStreamAfterChunks: 3, chunkDelayMs: 10 });
+    const before = count();
+    const res = await fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+      body: JSON.stringify({ ...ask('retry1-fb'), stream: true }),
+    });
+    t.equal(res.status, 200);
+    const text = await res.text();
+    t.match(text, /^data: /, 'events arrived before the break');
+    t.match(text, /event: error\ndata: \{"error":\{[^\n]*"code":"ZN_ERR_UPSTREAM_UNAVAILABLE"/);
+    t.notMatch(text, /\[DONE\]/);
+    t.same(since(before), { primary: 1, backup: 0 });
+    const done = node.finished.find((f) => f.requestId === res.headers.get('x-request-id'))!;
+    t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_UNAVAILABLE' });
+  });
+
+  t.test('the weighted choice follows the weights', async (t) => {
+    let restore = setRouteRandomForTests(() => 0.1);
+    let before = count();
+    await client.chat.completions.create(ask('weighted'));
+    t.same(since(before), { primary: 1, backup: 0 }, 'the low end of the range picks the weight-1 target');
+    restore();
+    restore = setRouteRandomForTests(() => 0.5);
+    before = count();
+    await client.chat.completions.create(ask('weighted'));
+    t.same(since(before), { primary: 0, backup: 1 }, 'the rest of the range belongs to the weight-3 target');
+    restore();
+  });
+});

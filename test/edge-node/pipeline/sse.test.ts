@@ -1,0 +1,95 @@
+// SSE parsing and serialising (shared by the providers), and the chat stream's event rewriting:
+// alias restored, usage hidden when not asked for, re-serialised only when a text was rewritten.
+import t from 'tap';
+import { systemClock } from '../../../edge-node/src/pipeline/clock.js';
+import type { PipelineContext, StreamEvent } from '../../../edge-node/src/pipeline/context.js';
+import { chatStreamReply } from '../../../edge-node/src/providers/openai/chat-stream.js';
+import { parseSse, serialiseSse } from '../../../edge-node/src/providers/sse.js';
+import type { UpstreamResponse } from '../../../edge-node/src/upstream/upstream-pool.js';
+import { Readable } from 'node:stream';
+
+async function events(parts: Array<string | Uint8Array>, max?: number) {
+  async function* source() {
+    for (const part of parts) yield part;
+  }
+  const out = [];
+  for await (const event of parseSse(source(), max)) out.push(event);
+  return out;
+}
+
+t.test('events split anywhere — inside a UTF-8 character, between CR and LF — come out whole', async (t) => {
+  const bytes = Buffer.from('event: delta\r\ndata: {"t":"héllo"}\r\n\r\ndata: two\r\n\r\n', 'utf8');
+  const cut = bytes.indexOf(Buffer.from('é')) + 1;
+  const crlf = bytes.indexOf(Buffer.from('\r\n\r\n')) + 1;
+  const parts = [bytes.subarray(0, cut), bytes.subarray(cut, crlf), bytes.subarray(crlf, bytes.length - 1), bytes.subarray(bytes.length - 1)];
+  t.same(await events(parts), [{ event: 'delta', data: '{"t":"héllo"}' }, { data: 'two' }]);
+});
+
+t.test('comments and events without data are dropped; multi-line data is joined and serialised back', async (t) => {
+  const parsed = await events([': keep-alive\n\nid: 4\nretry: 10\n\ndata: a\ndata: b\n\ndata:tight\n\ndata: last without blank line']);
+  t.same(parsed, [{ data: 'a\nb' }, { data: 'tight' }, { data: 'last without blank line' }]);
+  t.equal(serialiseSse({ data: 'a\nb' }), 'data: a\ndata: b\n\n');
+  t.equal(serialiseSse({ event: 'ping', data: '{}' }), 'event: ping\ndata: {}\n\n');
+});
+
+t.test('an event that never ends is refused once it outgrows the limit', async (t) => {
+  async function* endless() {
+    for (;;) yield `data: ${'x'.repeat(64 * 1024)}`;
+  }
+  await t.rejects(
+    (async () => {
+      for await (const event of parseSse(endless(), 256 * 1024)) void event;
+    })(),
+    { code: 'ZN_ERR_UPSTREAM_ERROR' },
+  );
+});
+
+function fakeContext(): PipelineContext {
+  return { upstreamUsage: null, upstreamFirstByteMs: 1, upstreamMs: 1, clock: systemClock } as unknown as PipelineContext;
+}
+
+function upstreamStream(lines: unknown[]): UpstreamResponse {
+  const text = lines.map((l) => (typeof l === 'string' ? `data: ${l}\n\n` : `data: ${JSON.stringify(l)}\n\n`)).join('');
+  return { statusCode: 200, headers: { 'content-type': 'text/event-stream' }, body: Readable.from([Buffer.from(text)]) } as unknown as UpstreamResponse;
+}
+
+const chunk = (content: string, extra: Record<string, unknown> = {}) => ({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'up-model', choices: [{ index: 0, delta: { content } }], ...extra });
+
+async function collect(reply: ReturnType<typeof chatStreamReply>): Promise<StreamEvent[]> {
+  const out: StreamEvent[] = [];
+  for await (const event of reply.events) out.push(event);
+  return out;
+}
+
+t.test('chat chunks get the alias back, usage is recorded, and the usage chunk is hidden from a caller who did not ask', async (t) => {
+  const ctx = fakeContext();
+  const usage = { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 };
+  const out = await collect(chatStreamReply(ctx, upstreamStream([chunk('hi', { usage: null }), { ...chunk('', { usage }), choices: [] }, '[DONE]']), 'alias', true));
+  t.equal(out.length, 2, 'the usage-only chunk is dropped');
+  t.same(JSON.parse(out[0]!.sse.data), { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'alias', choices: [{ index: 0, delta: { content: 'hi' } }] });
+  t.equal(out[1]!.terminal, true);
+  t.equal(out[1]!.sse.data, '[DONE]');
+  t.same(ctx.upstreamUsage, { inputTokens: 5, outputTokens: 2, estimated: false });
+  const shown = await collect(chatStreamReply(fakeContext(), upstreamStream([chunk('hi', { usage: null }), { ...chunk('', { usage }), choices: [] }]), 'alias', false));
+  t.equal(shown.length, 2, 'a caller who asked keeps the usage chunk');
+});
+
+t.test('an untouched chunk keeps the upstream text byte for byte apart from the model; a rewritten text is re-serialised', async (t) => {
+  const raw = '{"id":"c1","model":"up-model","choices":[{"index":0,"delta":{"content":"secret 4111"}}],"x_vendor":  1}';
+  const out = await collect(chatStreamReply(fakeContext(), upstreamStream([raw]), 'alias', false));
+  const event = out[0]!;
+  t.equal(event.sse.data, raw.replace('"model":"up-model"', '"model":"alias"'), 'vendor formatting kept: not re-serialised');
+  t.equal(event.texts[0]!.text, 'secret 4111');
+  event.texts[0]!.text = 'secret ****';
+  t.same(JSON.parse(event.sse.data), { id: 'c1', model: 'alias', choices: [{ index: 0, delta: { content: 'secret ****' } }], x_vendor: 1 });
+});
+
+t.test('a text event and an error event come out in the chat framing', async (t) => {
+  const reply = chatStreamReply(fakeContext(), upstreamStream([chunk('a')]), 'alias', true);
+  const [first] = await collect(reply);
+  const extra = reply.textEvent('held back', first!);
+  t.match(JSON.parse(extra.sse.data), { id: 'c1', model: 'alias', choices: [{ delta: { content: 'held back' } }] });
+  const error = reply.errorEvent('ZN_ERR_GUARDRAIL_BLOCKED', 'blocked');
+  t.equal(error.sse.event, 'error');
+  t.same(JSON.parse(error.sse.data), { error: { message: 'blocked', type: 'invalid_request_error', code: 'ZN_ERR_GUARDRAIL_BLOCKED' } });
+});

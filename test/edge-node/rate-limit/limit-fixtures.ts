@@ -1,0 +1,72 @@
+// Pipeline contexts as the rate-limit stage sees them (after authenticate), and a clock moved by hand.
+import type { RateLimits } from '../../../proto/src/index.js';
+import type { Clock } from '../../../edge-node/src/pipeline/clock.js';
+import type { ApiKind, PipelineContext } from '../../../edge-node/src/pipeline/context.js';
+import { newPipelineContext } from '../../../edge-node/src/pipeline/new-context.js';
+import { createLogger } from '../../../edge-node/src/logger.js';
+import type { Logger } from '../../../edge-node/src/logger.js';
+
+/** A whole minute, so tests know where each window starts. */
+export const T0 = 1_800_000_000_000 - (1_800_000_000_000 % 60_000);
+
+export class ManualClock implements Clock {
+  constructor(public ms = T0) {}
+  now(): number {
+    return this.ms;
+  }
+  monotonic(): number {
+    return this.ms;
+  }
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
+
+export const quietLogger: Logger = createLogger({ level: 'silent' });
+
+let nextId = 0;
+
+export interface CallOptions {
+  keyId?: string;
+  accountId?: string | null;
+  keyLimits?: RateLimits;
+  accountLimits?: RateLimits;
+  api?: ApiKind;
+  estimatedInputTokens?: number;
+  maxOutputTokens?: number | null;
+}
+
+/** A request of key `keyId` (account `accountId`), with only the fields the limiter reads set for real. */
+export function callContext(clock: Clock, opts: CallOptions = {}): PipelineContext {
+  nextId += 1;
+  const ctx = newPipelineContext({
+    requestId: `req-${nextId}`,
+    api: opts.api ?? 'chat.completions',
+    surface: 'model',
+    http: { method: 'POST', path: '/v1/chat/completions', headers: {}, params: {} },
+    body: undefined,
+    deps: undefined as never,
+    clock,
+    callerGone: new AbortController().signal,
+  });
+  Object.assign(ctx, {
+    model: 'echo',
+    maxOutputTokens: opts.maxOutputTokens ?? null,
+    estimatedInputTokens: opts.estimatedInputTokens ?? 0,
+    key: {
+      id: opts.keyId ?? 'key-a',
+      accountId: opts.accountId === undefined ? 'acct-1' : opts.accountId,
+      keyLimits: opts.keyLimits ?? {},
+      accountLimits: opts.accountLimits ?? {},
+      guardrailPolicyId: null,
+      allowedModels: null,
+    },
+  });
+  return ctx;
+}
+
+/** What the runner does at the very end of a request. */
+export function finish(ctx: PipelineContext, usage?: { inputTokens: number; outputTokens: number }): void {
+  if (usage !== undefined) ctx.usage = { ...usage, estimated: false };
+  for (const cleanup of ctx.cleanups.splice(0)) cleanup();
+}

@@ -1,0 +1,86 @@
+// Rate limits as callers meet them through the node's Base URL (the real app and pipeline, the
+// SQLite limiter an enrolled node uses): x-ratelimit-* headers on answers, 429 with Retry-After,
+// and a concurrency slot freed when the request fails or the caller goes away.
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import type { Test } from 'tap';
+import { buildApp } from '../../../edge-node/src/app.js';
+import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
+import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
+import { createLogger } from '../../../edge-node/src/logger.js';
+import { createNodeRateLimiter } from '../../../edge-node/src/rate-limit/create-node-rate-limiter.js';
+import type { RateLimits } from '../../../proto/src/index.js';
+import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import type { FakeUpstream } from '../../fixtures/fake-upstream.js';
+import { waitFor } from '../../fixtures/wait-for.js';
+import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
+
+async function startLimitedNode(t: Test, keyLimits: RateLimits): Promise<{ origin: string; secret: string; upstream: FakeUpstream }> {
+  const upstream = await startFakeUpstream(t);
+  const key = newCallerKey();
+  const bundle = testBundle({ nodeId: 'node-1', version: 1, upstreamUrl: upstream.url, keys: [bundleKey('key-limited', key.sha256, { limits: keyLimits })] });
+  const logger = createLogger({ level: 'silent' });
+  const limiter = await createNodeRateLimiter({ stateDir: t.testdir(), logger, env: { ZENOVA_NODE_REPLICAS: '2' } });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger, services: { limiter } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(async () => {
+    await app.close();
+    limiter.close();
+  });
+  return { origin: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, secret: key.secret, upstream };
+}
+
+function chat(origin: string, secret: string, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${origin}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'ping' }], max_tokens: 16 }),
+    ...(signal !== undefined ? { signal } : {}),
+  });
+}
+
+t.test('answers carry x-ratelimit-* headers, and the request past the limit gets 429 ZN_ERR_RATE_LIMITED with Retry-After', async (t) => {
+  const { origin, secret } = await startLimitedNode(t, { requestsPerMinute: 2, tokensPerMinute: 100_000 });
+  const first = await chat(origin, secret);
+  t.equal(first.status, 200);
+  t.equal(first.headers.get('x-ratelimit-limit-requests'), '2');
+  t.equal(first.headers.get('x-ratelimit-remaining-requests'), '1');
+  t.match(first.headers.get('x-ratelimit-reset-requests'), /^(\d+m)?\d+s$/);
+  t.equal(first.headers.get('x-ratelimit-limit-tokens'), '100000');
+  t.ok(Number(first.headers.get('x-ratelimit-remaining-tokens')) < 100_000);
+  t.equal((await chat(origin, secret)).status, 200);
+  const refused = await chat(origin, secret);
+  t.equal(refused.status, 429);
+  const body = (await refused.json()) as { error: { code: string; message: string } };
+  t.equal(body.error.code, 'ZN_ERR_RATE_LIMITED');
+  t.match(body.error.message, /requests per minute for this key/);
+  t.ok(Number(refused.headers.get('retry-after')) >= 1, `Retry-After ${refused.headers.get('retry-after')}`);
+  t.ok(refused.headers.get('x-request-id'));
+});
+
+t.test('a request that fails upstream frees its concurrency slot', async (t) => {
+  const { origin, secret, upstream } = await startLimitedNode(t, { concurrentRequests: 1 });
+  upstream.setBehaviour({ failNext: { count: 1, status: 500 } });
+  const failed = await chat(origin, secret);
+  t.ok(failed.status >= 500, `failed with ${failed.status}`);
+  await failed.arrayBuffer();
+  const next = await chat(origin, secret);
+  t.equal(next.status, 200, 'the failed request did not keep the only slot');
+});
+
+t.test('a request in flight holds its slot, and a caller that goes away frees it', async (t) => {
+  const { origin, secret, upstream } = await startLimitedNode(t, { concurrentRequests: 1 });
+  upstream.setBehaviour({ hang: true });
+  const gone = new AbortController();
+  const inFlight = chat(origin, secret, gone.signal).catch(() => undefined);
+  await waitFor(() => upstream.requests.length >= 1, { what: 'the first request to reach the upstream' });
+  const refused = await chat(origin, secret);
+  t.equal(refused.status, 429);
+  t.equal(((await refused.json()) as { error: { code: string } }).error.code, 'ZN_ERR_CONCURRENCY_LIMITED');
+  t.equal(refused.headers.get('retry-after'), '1');
+  upstream.setBehaviour({});
+  gone.abort();
+  await inFlight;
+  await waitFor(async () => (await chat(origin, secret)).status === 200, { what: 'the slot of the aborted request to be free' });
+  t.pass('admitted once the caller had gone');
+});

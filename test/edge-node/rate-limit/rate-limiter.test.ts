@@ -1,0 +1,232 @@
+// The node's rate limiter with an injected clock: each limit per key and per account, rolling
+// windows, Retry-After, x-ratelimit-* headers, token true-up and concurrency release — against
+// both stores (memory for a stand-alone node, SQLite for an enrolled one).
+import t from 'tap';
+import type { Test } from 'tap';
+import type { LimitStore } from '../../../edge-node/src/rate-limit/limit-store.js';
+import { MemoryLimitStore } from '../../../edge-node/src/rate-limit/memory-limit-store.js';
+import { NodeRateLimiter, formatReset } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
+import { rateLimitHitOf } from '../../../edge-node/src/rate-limit/rate-limit-hits.js';
+import { SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
+import { ManualClock, callContext, finish, quietLogger } from './limit-fixtures.js';
+import type { CallOptions } from './limit-fixtures.js';
+
+type Tap = Test;
+
+const stores: Array<{ name: string; open: (t: Tap, clock: ManualClock) => LimitStore }> = [
+  { name: 'memory', open: () => new MemoryLimitStore() },
+  { name: 'sqlite', open: (tt, clock) => new SqliteLimitStore({ location: tt.testdir(), clock, heartbeatTimer: false }) },
+];
+
+for (const { name, open } of stores) {
+  t.test(`with the ${name} store`, async (t) => {
+    const setup = (tt: Tap): { clock: ManualClock; limiter: NodeRateLimiter; call: (opts?: CallOptions) => ReturnType<typeof callContext> } => {
+      const clock = new ManualClock();
+      const limiter = new NodeRateLimiter(open(tt, clock), quietLogger);
+      tt.teardown(() => limiter.close());
+      return { clock, limiter, call: (opts) => callContext(clock, opts) };
+    };
+
+    t.test('a key without limits is admitted at once with no headers and no cleanups', async (t) => {
+      const { limiter, call } = setup(t);
+      for (let i = 0; i < 50; i++) {
+        const ctx = call();
+        t.equal(limiter.admit(ctx), undefined);
+        t.same(ctx.responseHeaders, {});
+        t.equal(ctx.cleanups.length, 0);
+      }
+    });
+
+    t.test('a key refuses the request past its requests per minute, naming the limit, with Retry-After', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { requestsPerMinute: 3 };
+      for (let i = 0; i < 3; i++) t.equal(limiter.admit(call({ keyLimits })), undefined, `request ${i + 1} admitted`);
+      const ctx = call({ keyLimits });
+      const rejection = limiter.admit(ctx);
+      t.equal(rejection?.error.code, 'ZN_ERR_RATE_LIMITED');
+      t.match(rejection?.error.message, /requests per minute for this key \(limit 3\)/);
+      // 3 in this minute: the window lets one more in once 3 × (1 − g) ≤ 2, i.e. 20 s into the next minute.
+      t.equal(ctx.responseHeaders['retry-after'], '80');
+      t.equal(ctx.responseHeaders['x-ratelimit-remaining-requests'], '0');
+      t.same(rateLimitHitOf(ctx), { scope: 'key', limit: 'requests' });
+    });
+
+    t.test('another key is not held back by a key that reached its limit', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { requestsPerMinute: 1 };
+      t.equal(limiter.admit(call({ keyLimits })), undefined);
+      t.equal(limiter.admit(call({ keyLimits }))?.error.code, 'ZN_ERR_RATE_LIMITED');
+      t.equal(limiter.admit(call({ keyId: 'key-b', keyLimits })), undefined);
+    });
+
+    t.test('the window rolls over: Retry-After is exact, and two minutes later the limit is whole again', async (t) => {
+      const { clock, limiter, call } = setup(t);
+      const keyLimits = { requestsPerMinute: 3 };
+      for (let i = 0; i < 3; i++) limiter.admit(call({ keyLimits }));
+      clock.advance(79_000);
+      const early = call({ keyLimits });
+      t.equal(limiter.admit(early)?.error.code, 'ZN_ERR_RATE_LIMITED', 'refused a second before Retry-After');
+      t.equal(early.responseHeaders['retry-after'], '1');
+      clock.advance(1_000);
+      t.equal(limiter.admit(call({ keyLimits })), undefined, 'admitted when Retry-After has passed');
+      clock.advance(120_000);
+      for (let i = 0; i < 3; i++) t.equal(limiter.admit(call({ keyLimits })), undefined, `fresh window request ${i + 1}`);
+      t.equal(limiter.admit(call({ keyLimits }))?.error.code, 'ZN_ERR_RATE_LIMITED');
+    });
+
+    t.test("an account's requests per minute are shared by all its keys", async (t) => {
+      const { limiter, call } = setup(t);
+      const accountLimits = { requestsPerMinute: 2 };
+      t.equal(limiter.admit(call({ keyId: 'key-a', accountLimits })), undefined);
+      t.equal(limiter.admit(call({ keyId: 'key-b', accountLimits })), undefined);
+      const ctx = call({ keyId: 'key-c', accountLimits });
+      const rejection = limiter.admit(ctx);
+      t.equal(rejection?.error.code, 'ZN_ERR_RATE_LIMITED');
+      t.match(rejection?.error.message, /requests per minute for this account \(limit 2\)/);
+      t.same(rateLimitHitOf(ctx), { scope: 'account', limit: 'requests' });
+      t.equal(limiter.admit(call({ keyId: 'key-d', accountId: 'acct-2', accountLimits })), undefined, 'another account is unaffected');
+    });
+
+    t.test('tokens per minute charge the prompt estimate plus max_tokens, per key and per account', async (t) => {
+      const { limiter, call } = setup(t);
+      const req = { estimatedInputTokens: 30, maxOutputTokens: 20 };
+      const keyLimits = { tokensPerMinute: 100 };
+      t.equal(limiter.admit(call({ ...req, keyLimits })), undefined);
+      t.equal(limiter.admit(call({ ...req, keyLimits })), undefined);
+      const refused = call({ ...req, keyLimits });
+      const rejection = limiter.admit(refused);
+      t.equal(rejection?.error.code, 'ZN_ERR_RATE_LIMITED');
+      t.match(rejection?.error.message, /tokens per minute for this key \(limit 100\)/);
+      t.equal(refused.responseHeaders['x-ratelimit-remaining-tokens'], '0');
+
+      const accountLimits = { tokensPerMinute: 100 };
+      t.equal(limiter.admit(call({ ...req, keyId: 'k1', accountId: 'acct-t', accountLimits })), undefined);
+      t.equal(limiter.admit(call({ ...req, keyId: 'k2', accountId: 'acct-t', accountLimits })), undefined);
+      const rejected = limiter.admit(call({ ...req, keyId: 'k3', accountId: 'acct-t', accountLimits }));
+      t.match(rejected?.error.message, /tokens per minute for this account/);
+    });
+
+    t.test('a request without max_tokens is charged the default output estimate; embeddings only their input', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { tokensPerMinute: 2000 };
+      const chat = call({ keyLimits, estimatedInputTokens: 10 });
+      limiter.admit(chat);
+      t.equal(chat.responseHeaders['x-ratelimit-remaining-tokens'], String(2000 - 10 - 1024));
+      const embeddings = call({ keyLimits, api: 'embeddings', estimatedInputTokens: 10 });
+      limiter.admit(embeddings);
+      t.equal(embeddings.responseHeaders['x-ratelimit-remaining-tokens'], String(2000 - 20 - 1024));
+    });
+
+    t.test('a request estimated above the whole token limit is still admitted into an empty window', async (t) => {
+      const { limiter, call } = setup(t);
+      t.equal(limiter.admit(call({ keyLimits: { tokensPerMinute: 100 }, estimatedInputTokens: 500, maxOutputTokens: 500 })), undefined);
+      t.equal(limiter.admit(call({ keyLimits: { tokensPerMinute: 100 }, estimatedInputTokens: 1 }))?.error.code, 'ZN_ERR_RATE_LIMITED');
+    });
+
+    t.test('the token charge is trued up with the real usage when the request ends, both ways', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { tokensPerMinute: 100 };
+      const first = call({ keyLimits, estimatedInputTokens: 40, maxOutputTokens: 20 });
+      t.equal(limiter.admit(first), undefined);
+      finish(first, { inputTokens: 5, outputTokens: 5 });
+      // 10 used, not 60: another 60 fits, which it would not without the true-up.
+      const second = call({ keyLimits, estimatedInputTokens: 40, maxOutputTokens: 20 });
+      t.equal(limiter.admit(second), undefined);
+      t.equal(second.responseHeaders['x-ratelimit-remaining-tokens'], '30');
+      finish(second, { inputTokens: 40, outputTokens: 45 });
+      // 10 + 85 used: a request of 10 no longer fits.
+      t.equal(limiter.admit(call({ keyLimits, estimatedInputTokens: 5, maxOutputTokens: 5 }))?.error.code, 'ZN_ERR_RATE_LIMITED');
+    });
+
+    t.test('a rejected or failed request gives back its whole token estimate', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { tokensPerMinute: 100 };
+      const failed = call({ keyLimits, estimatedInputTokens: 50, maxOutputTokens: 50 });
+      t.equal(limiter.admit(failed), undefined);
+      finish(failed); // usage stays 0: refused upstream of the model, nothing was used
+      t.equal(limiter.admit(call({ keyLimits, estimatedInputTokens: 50, maxOutputTokens: 50 })), undefined);
+    });
+
+    t.test('concurrency per key: the slot is held until the request ends, whatever its outcome', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { concurrentRequests: 2 };
+      const a = call({ keyLimits });
+      const b = call({ keyLimits });
+      t.equal(limiter.admit(a), undefined);
+      t.equal(limiter.admit(b), undefined);
+      const c = call({ keyLimits });
+      const rejection = limiter.admit(c);
+      t.equal(rejection?.error.code, 'ZN_ERR_CONCURRENCY_LIMITED');
+      t.match(rejection?.error.message, /at once for this key \(limit 2\)/);
+      t.equal(c.responseHeaders['retry-after'], '1');
+      t.same(rateLimitHitOf(c), { scope: 'key', limit: 'concurrency' });
+      t.equal(c.cleanups.length, 0, 'a refused request holds nothing');
+      a.outcome = { status: 'failed', httpStatus: 502, errorCode: 'ZN_ERR_UPSTREAM_ERROR' };
+      finish(a);
+      t.equal(limiter.admit(call({ keyLimits })), undefined, 'the failed request freed its slot');
+      t.equal(limiter.admit(call({ keyLimits }))?.error.code, 'ZN_ERR_CONCURRENCY_LIMITED');
+    });
+
+    t.test('two requests under one caller-chosen request id hold two slots', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { concurrentRequests: 2 };
+      const a = { ...call({ keyLimits }), requestId: 'same' };
+      const b = { ...call({ keyLimits }), requestId: 'same' };
+      t.equal(limiter.admit(a), undefined);
+      t.equal(limiter.admit(b), undefined);
+      finish(a);
+      t.equal(limiter.admit(call({ keyLimits })), undefined, 'one freed');
+      t.equal(limiter.admit(call({ keyLimits }))?.error.code, 'ZN_ERR_CONCURRENCY_LIMITED', "b's slot is still held");
+    });
+
+    t.test("concurrency per account counts every key of the account", async (t) => {
+      const { limiter, call } = setup(t);
+      const accountLimits = { concurrentRequests: 1 };
+      const a = call({ keyId: 'k1', accountLimits });
+      t.equal(limiter.admit(a), undefined);
+      const rejection = limiter.admit(call({ keyId: 'k2', accountLimits }));
+      t.equal(rejection?.error.code, 'ZN_ERR_CONCURRENCY_LIMITED');
+      t.match(rejection?.error.message, /for this account/);
+      finish(a);
+      t.equal(limiter.admit(call({ keyId: 'k2', accountLimits })), undefined);
+    });
+
+    t.test('a request refused by a rate limit takes no concurrency slot and charges nothing', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { requestsPerMinute: 1, concurrentRequests: 1 };
+      const accountLimits = { requestsPerMinute: 1 };
+      const a = call({ keyLimits });
+      t.equal(limiter.admit(a), undefined);
+      finish(a);
+      // refused by the key's rpm: the account's request count must not move either.
+      t.equal(limiter.admit(call({ keyLimits }))?.error.code, 'ZN_ERR_RATE_LIMITED');
+      t.equal(limiter.admit(call({ keyId: 'key-b', accountLimits })), undefined, 'the account still has its one request');
+    });
+
+    t.test('headers describe the tightest limit of each kind', async (t) => {
+      const { limiter, call } = setup(t);
+      const ctx = call({
+        keyLimits: { requestsPerMinute: 10, tokensPerMinute: 1000 },
+        accountLimits: { requestsPerMinute: 5, tokensPerMinute: 5000 },
+        estimatedInputTokens: 100,
+        maxOutputTokens: 100,
+      });
+      t.equal(limiter.admit(ctx), undefined);
+      t.same(ctx.responseHeaders, {
+        'x-ratelimit-limit-requests': '5',
+        'x-ratelimit-remaining-requests': '4',
+        'x-ratelimit-reset-requests': '2m0s',
+        'x-ratelimit-limit-tokens': '1000',
+        'x-ratelimit-remaining-tokens': '800',
+        'x-ratelimit-reset-tokens': '2m0s',
+      });
+    });
+  });
+}
+
+t.test('reset durations read like OpenAI\'s', async (t) => {
+  t.equal(formatReset(0), '0s');
+  t.equal(formatReset(250), '250ms');
+  t.equal(formatReset(6_500), '7s');
+  t.equal(formatReset(66_000), '1m6s');
+});

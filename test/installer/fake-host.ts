@@ -1,0 +1,156 @@
+/**
+ * Test doubles for the installer's host: a temp host root, a HostProbe whose every fact can be
+ * set (default: a healthy x86_64 systemd host), a ServiceManager that keeps unit files under the
+ * host root and records systemctl calls (optionally running a real node on start), a fake HTTPS
+ * "control plane" preflight, and a listing of the whole root to prove nothing was written.
+ */
+import { createServer } from 'node:https';
+import type { Server } from 'node:https';
+import { mkdirSync, readdirSync, lstatSync, readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join, relative } from 'node:path';
+import { PROTOCOL_VERSION } from '../../proto/src/index.js';
+import { productVersion } from '../../edge-node/src/product-version.js';
+import type { HostProbe } from '../../installer/src/host/host-probe.js';
+import type { ServiceManager, ServiceState } from '../../installer/src/host/service-manager.js';
+import { systemdServiceManager } from '../../installer/src/host/systemd-service-manager.js';
+import type { HostEnv } from '../../installer/src/host/host-env.js';
+import type { CliContext } from '../../installer/src/cli-context.js';
+import type { ControlPlaneProbe } from '../../installer/src/install/control-plane-probe.js';
+import { createTestCa, issueServerCert } from '../fixtures/tls.js';
+
+export const GiB = 1024 ** 3;
+
+export function fakeProbe(over: Partial<HostProbe> = {}): HostProbe {
+  return {
+    os: () => 'linux',
+    arch: () => 'x86_64',
+    isRoot: () => true,
+    memoryBytes: async () => 8 * GiB,
+    freeDiskBytes: async () => 100 * GiB,
+    mountOf: async () => ({ mountPoint: '/', fsType: 'ext4', options: ['rw', 'relatime'] }),
+    systemdRunning: async () => true,
+    selinuxMode: async () => 'disabled',
+    selinuxType: async () => undefined,
+    apparmorEnforcedProfiles: async () => [],
+    portFree: async () => true,
+    ...over,
+  };
+}
+
+export interface FakeServices extends ServiceManager {
+  calls: string[];
+  states: Map<string, ServiceState>;
+}
+
+/** Unit files really written under `<root>/etc/systemd/system`; systemctl calls only recorded. */
+export function fakeServices(root: string, hooks: { onStart?: (unit: string) => Promise<void>; onStop?: (unit: string) => Promise<void> } = {}): FakeServices {
+  const unitDir = join(root, 'etc/systemd/system');
+  mkdirSync(unitDir, { recursive: true });
+  const files = systemdServiceManager(unitDir);
+  const calls: string[] = [];
+  const states = new Map<string, ServiceState>();
+  return {
+    calls,
+    states,
+    readUnit: (n) => files.readUnit(n),
+    writeUnit: async (n, text) => {
+      calls.push(`write ${n}`);
+      await files.writeUnit(n, text);
+    },
+    removeUnit: async (n) => {
+      calls.push(`remove ${n}`);
+      await files.removeUnit(n);
+    },
+    reload: async () => void calls.push('daemon-reload'),
+    enable: async (n) => void calls.push(`enable ${n}`),
+    disable: async (n) => void calls.push(`disable ${n}`),
+    start: async (n) => {
+      calls.push(`start ${n}`);
+      states.set(n, 'active');
+      await hooks.onStart?.(n);
+    },
+    stop: async (n) => {
+      calls.push(`stop ${n}`);
+      states.set(n, 'inactive');
+      await hooks.onStop?.(n);
+    },
+    state: async (n) => states.get(n) ?? 'inactive',
+    journal: async (unit, opts, out) => {
+      calls.push(`journal ${unit} ${JSON.stringify(opts)}`);
+      out.write(`journal of ${unit}\n`);
+      return 0;
+    },
+  };
+}
+
+/** A control-plane probe that answers like a healthy control plane of this release. */
+export function healthyControlPlane(over: { version?: string; protocolVersion?: number; skewMs?: number } = {}): ControlPlaneProbe {
+  return async (url) => ({
+    ok: true,
+    facts: { url: new URL(url.endsWith('/') ? url : `${url}/`), version: over.version ?? productVersion(), protocolVersion: over.protocolVersion ?? PROTOCOL_VERSION, skewMs: over.skewMs ?? 0 },
+  });
+}
+
+export function hostEnv(root: string, over: Partial<HostEnv> & { keyPem?: string } = {}): HostEnv {
+  const { keyPem, ...rest } = over;
+  return {
+    hostRoot: root,
+    probe: fakeProbe(),
+    services: fakeServices(root),
+    probeControlPlane: healthyControlPlane(),
+    trustedKeyPem: async () => keyPem,
+    waitReady: async () => ({ ready: true }),
+    ...rest,
+  };
+}
+
+export interface CapturedCli {
+  ctx: CliContext;
+  out(): string;
+  err(): string;
+}
+
+export function captureCli(cwd: string): CapturedCli {
+  let out = '';
+  let err = '';
+  return {
+    ctx: { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, env: {}, cwd },
+    out: () => out,
+    err: () => err,
+  };
+}
+
+/** Every path under `root` with its type, size and mode, and file contents hashed in: a snapshot. */
+export function listTree(root: string): string[] {
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir).sort()) {
+      const full = join(dir, name);
+      const info = lstatSync(full);
+      const rel = relative(root, full);
+      if (info.isDirectory()) {
+        out.push(`${rel}/ ${(info.mode & 0o7777).toString(8)}`);
+        walk(full);
+      } else {
+        out.push(`${rel} ${info.size} ${(info.mode & 0o7777).toString(8)} ${info.isFile() ? readFileSync(full).toString('base64').slice(0, 40) : 'link'}`);
+      }
+    }
+  };
+  walk(root);
+  return out;
+}
+
+/** An HTTPS server on 127.0.0.1:0 answering GET /api/enroll/preflight with `body()` (404 when undefined). */
+export async function fakePreflightServer(t: { teardown(fn: () => unknown): void }, body: () => unknown): Promise<{ url: string; caPem: string }> {
+  const ca = await createTestCa();
+  const cert = await issueServerCert(ca, { ipAddresses: ['127.0.0.1'] });
+  const server: Server = createServer({ cert: cert.certPem, key: cert.keyPem }, (req, res) => {
+    const answer = req.url === '/api/enroll/preflight' ? body() : undefined;
+    res.writeHead(answer === undefined ? 404 : 200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(answer ?? { error: 'not found' }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caPem: ca.certPem };
+}

@@ -1,0 +1,172 @@
+/**
+ * Every blocking host check of `zenova install node` (seed 004 §9.2/§9.4): one fault at a time on an
+ * otherwise healthy fake host, each refused with its NODE-… code, exit 1 and not one byte written
+ * under the host root. The control-plane checks run the real HTTPS probe against a local server.
+ */
+import t from 'tap';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PROTOCOL_VERSION } from '../../proto/src/index.js';
+import { productVersion } from '../../edge-node/src/product-version.js';
+import { runInstall } from '../../installer/src/commands/install.js';
+import { probeControlPlane } from '../../installer/src/install/control-plane-probe.js';
+import type { HostEnv } from '../../installer/src/host/host-env.js';
+import { freePort } from '../e2e/stack.js';
+import { GiB, captureCli, fakePreflightServer, fakeProbe, fakeServices, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
+import { buildNodePackage, flipByte, releaseKeys } from './package-builder.js';
+
+const keys = releaseKeys();
+const work = mkdtempSync(join(tmpdir(), 'zn-checks-work-'));
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
+
+interface Case {
+  name: string;
+  code: string;
+  /** Builds the host (given a fresh root) and the extra argv. */
+  setup(root: string): Promise<{ host: Partial<HostEnv>; args?: string[]; pkg?: string }>;
+  /** With a token (a real install attempt) instead of --check-only. */
+  withToken?: boolean;
+}
+
+let goodPackage = '';
+
+async function attempt(c: Case): Promise<{ exit: number; out: string; changed: boolean }> {
+  const root = mkdtempSync(join(tmpdir(), 'zn-checks-root-'));
+  try {
+    mkdirSync(join(root, 'etc/systemd/system'), { recursive: true });
+    const made = await c.setup(root);
+    const host = hostEnv(root, { keyPem: keys.publicKeyPem, ...made.host });
+    const before = listTree(root);
+    const cli = captureCli(work);
+    const exit = await runInstall(
+      ['node', '--package', made.pkg ?? goodPackage, '--control-plane', 'https://cp.example.test', ...(c.withToken ? ['--token', 'tok_never_used'] : ['--check-only']), ...(made.args ?? [])],
+      cli.ctx,
+      host,
+    );
+    return { exit, out: cli.out(), changed: JSON.stringify(listTree(root)) !== JSON.stringify(before) };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+t.before(async () => {
+  goodPackage = (await buildNodePackage(work, keys)).file;
+});
+
+t.test('a healthy host passes --check-only without a token and nothing is written', async (t) => {
+  const r = await attempt({ name: 'healthy', code: '', setup: async () => ({ host: {} }) });
+  t.equal(r.exit, 0, r.out);
+  t.match(r.out, /All checks passed; nothing was written and no token was used/);
+  t.notMatch(r.out, /✗/);
+  t.equal(r.changed, false);
+});
+
+const unit = (dir: string): string => `[Service]\nEnvironmentFile=${dir}/etc/node.env\n`;
+
+const CASES: Case[] = [
+  { name: 'not root', code: 'NODE-HOST-ROOT', setup: async () => ({ host: { probe: fakeProbe({ isRoot: () => false }) } }) },
+  { name: 'not Linux', code: 'NODE-HOST-OS', setup: async () => ({ host: { probe: fakeProbe({ os: () => 'darwin' }) } }) },
+  { name: 'unsupported CPU', code: 'NODE-HOST-ARCH', setup: async () => ({ host: { probe: fakeProbe({ arch: () => 'armv7l' }) } }) },
+  { name: 'package for another CPU', code: 'NODE-HOST-ARCH', setup: async () => ({ host: {}, pkg: (await buildNodePackage(work, keys, { name: 'arm.zpkg', arch: 'aarch64' })).file }) },
+  { name: 'too little memory', code: 'NODE-HOST-MEMORY', setup: async () => ({ host: { probe: fakeProbe({ memoryBytes: async () => 512 * 1024 ** 2 }) } }) },
+  { name: 'too little disk', code: 'NODE-HOST-DISK', setup: async () => ({ host: { probe: fakeProbe({ freeDiskBytes: async () => 0.5 * GiB }) } }) },
+  { name: 'no systemd', code: 'NODE-HOST-SYSTEMD', setup: async () => ({ host: { probe: fakeProbe({ systemdRunning: async () => false }) } }) },
+  { name: 'noexec mount', code: 'NODE-HOST-NOEXEC', setup: async () => ({ host: { probe: fakeProbe({ mountOf: async () => ({ mountPoint: '/opt', fsType: 'xfs', options: ['rw', 'noexec'] }) }) } }) },
+  { name: 'SELinux label', code: 'NODE-HOST-SELINUX', setup: async () => ({ host: { probe: fakeProbe({ selinuxMode: async () => 'enforcing', selinuxType: async () => 'default_t' }) } }) },
+  { name: 'AppArmor profile', code: 'NODE-HOST-APPARMOR', setup: async () => ({ host: { probe: fakeProbe({ apparmorEnforcedProfiles: async () => ['/usr/sbin/cupsd', '/opt/zenova-node/current/bin/zenova-node'] }) } }) },
+  { name: 'port in use', code: 'NODE-PORT-IN-USE', setup: async () => ({ host: { probe: fakeProbe({ portFree: async () => false }) } }) },
+  { name: 'control-plane host', code: 'NODE-HOST-CONTROL-PLANE', setup: async (root) => ({ host: { services: fakeServicesWith(root, 'zenova-control.service', '[Service]\n') } }) },
+  { name: 'already installed', code: 'NODE-INSTALLED', setup: async (root) => ({ host: { services: fakeServicesWith(root, 'node-edge.service', unit('/data/zn')) } }) },
+  { name: '--reenroll without an installation', code: 'NODE-REENROLL-NONE', withToken: true, setup: async () => ({ host: {}, args: ['--reenroll'] }) },
+  {
+    name: 'data left by an earlier install',
+    code: 'NODE-DATA-EXISTS',
+    setup: async (root) => {
+      mkdirSync(join(root, 'opt/zenova-node/data'), { recursive: true });
+      writeFileSync(join(root, 'opt/zenova-node/data/identity.json'), '{}');
+      return { host: {} };
+    },
+  },
+  {
+    name: 'foreign files in the install dir',
+    code: 'NODE-DIR-NOT-EMPTY',
+    setup: async (root) => {
+      mkdirSync(join(root, 'opt/zenova-node'), { recursive: true });
+      writeFileSync(join(root, 'opt/zenova-node/notes.txt'), 'mine');
+      return { host: {} };
+    },
+  },
+  { name: 'tampered package (one byte)', code: 'NODE-PKG-CHECKSUM', withToken: true, setup: async () => {
+    const pkg = (await buildNodePackage(work, keys, { name: 'tampered.zpkg' })).file;
+    flipByte(pkg, -5);
+    return { host: {}, pkg };
+  } },
+  { name: 'unsigned for this installer', code: 'NODE-PKG-SIGNATURE', withToken: true, setup: async () => ({ host: {}, pkg: (await buildNodePackage(work, releaseKeys(), { name: 'foreign-key.zpkg' })).file }) },
+  { name: 'installer without a release key', code: 'NODE-PKG-SIGNATURE', setup: async () => ({ host: { trustedKeyPem: async () => undefined } }) },
+  { name: 'another product', code: 'NODE-PKG-PRODUCT', setup: async () => ({ host: {}, pkg: (await buildNodePackage(work, keys, { name: 'other.zpkg', product: 'zenova-control' })).file }) },
+  { name: 'another version than the control plane', code: 'NODE-PKG-VERSION', setup: async () => ({ host: { probeControlPlane: healthyControlPlane({ version: '99.0.0' }) } }) },
+  { name: 'bad CA file', code: 'NODE-CP-CA-FILE', setup: async () => {
+    writeFileSync(join(work, 'not-a-ca.pem'), 'hello');
+    return { host: {}, args: ['--ca-file', join(work, 'not-a-ca.pem')] };
+  } },
+  { name: 'control plane URL not https', code: 'NODE-CP-URL', setup: async () => ({ host: { probeControlPlane }, args: ['--control-plane', 'http://cp.example.test'] }) },
+];
+
+function fakeServicesWith(root: string, name: string, text: string): ReturnType<typeof fakeServices> {
+  mkdirSync(join(root, 'etc/systemd/system'), { recursive: true });
+  writeFileSync(join(root, 'etc/systemd/system', name), text);
+  return fakeServices(root);
+}
+
+for (const c of CASES) {
+  t.test(`${c.name}: refused as ${c.code}, nothing written`, async (t) => {
+    const r = await attempt(c);
+    t.equal(r.exit, 1, 'exit 1');
+    t.match(r.out, new RegExp(`✗ ${c.code}: `), `reported as ${c.code}`);
+    t.match(r.out, /blocking finding.*nothing was written/);
+    t.equal(r.changed, false, 'the host root is unchanged');
+    if (c.code === 'NODE-INSTALLED') t.match(r.out, /A gateway node is already installed on this host/);
+  });
+}
+
+t.test('the real control-plane probe: unreachable, untrusted, not a control plane, clock skew, protocol', async (t) => {
+  const port = await freePort();
+  const preflight = (over: Record<string, unknown> = {}) => () => ({ product: 'zenova-gateway', version: productVersion(), protocolVersion: PROTOCOL_VERSION, serverTime: new Date().toISOString(), serverTimeMs: Date.now(), ...over });
+  const good = await fakePreflightServer(t, preflight());
+  const skewed = await fakePreflightServer(t, preflight({ serverTimeMs: Date.now() + 10 * 60_000 }));
+  const otherProtocol = await fakePreflightServer(t, preflight({ protocolVersion: PROTOCOL_VERSION + 1 }));
+  const notZenova = await fakePreflightServer(t, () => undefined);
+  const caFile = (pem: string, name: string): string => {
+    writeFileSync(join(work, name), pem);
+    return join(work, name);
+  };
+  const cases: Array<[string, string[], string | undefined]> = [
+    ['a healthy control plane', ['--control-plane', good.url, '--ca-file', caFile(good.caPem, 'good.pem')], undefined],
+    ['nothing listening', ['--control-plane', `https://127.0.0.1:${port}`], 'NODE-CP-UNREACHABLE'],
+    ['a certificate the system store does not trust', ['--control-plane', good.url], 'NODE-CP-TLS'],
+    ['an HTTPS server that is not a control plane', ['--control-plane', notZenova.url, '--ca-file', caFile(notZenova.caPem, 'nz.pem')], 'NODE-CP-NOT-ZENOVA'],
+    ['a clock 10 minutes off', ['--control-plane', skewed.url, '--ca-file', caFile(skewed.caPem, 'skew.pem')], 'NODE-CLOCK-SKEW'],
+    ['another protocol version', ['--control-plane', otherProtocol.url, '--ca-file', caFile(otherProtocol.caPem, 'proto.pem')], 'NODE-CP-PROTOCOL'],
+  ];
+  for (const [name, args, code] of cases) {
+    const r = await attempt({ name, code: code ?? '', setup: async () => ({ host: { probeControlPlane }, args }) });
+    if (code === undefined) {
+      t.equal(r.exit, 0, `${name} passes: ${r.out}`);
+    } else {
+      t.equal(r.exit, 1, name);
+      t.match(r.out, new RegExp(`✗ ${code}: `), `${name} → ${code}`);
+    }
+    t.equal(r.changed, false, `${name}: nothing written`);
+  }
+});
+
+t.test('all blocking findings are listed together, not just the first', async (t) => {
+  const r = await attempt({
+    name: 'several',
+    code: '',
+    setup: async () => ({ host: { probe: fakeProbe({ memoryBytes: async () => 1024, systemdRunning: async () => false, portFree: async () => false }) } }),
+  });
+  t.equal(r.exit, 1);
+  t.match(r.out, /3 blocking findings; nothing was written/);
+});

@@ -1,0 +1,86 @@
+/**
+ * `zenova install node`, `zenova status` and `zenova logs` command lines: the combinations the seed
+ * forbids are usage errors (exit 2) before anything is checked or written, and `logs` hands
+ * journalctl only a known unit and a validated --since.
+ */
+import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runCli } from '../../installer/src/cli.js';
+import { runInstall } from '../../installer/src/commands/install.js';
+import { runLogs, sinceProblem } from '../../installer/src/commands/logs.js';
+import { runStatus } from '../../installer/src/commands/status.js';
+import { UsageError } from '../../installer/src/cli-context.js';
+import { captureCli, fakeServices, hostEnv, listTree } from './fake-host.js';
+import type { FakeServices } from './fake-host.js';
+
+const root = mkdtempSync(join(tmpdir(), 'zn-args-'));
+t.teardown(() => rmSync(root, { recursive: true, force: true }));
+const BASE = ['node', '--package', 'zenova-node.zpkg', '--control-plane', 'https://cp.example.test'];
+
+async function usage(argv: string[]): Promise<string> {
+  const cli = captureCli(root);
+  try {
+    await runInstall(argv, cli.ctx, hostEnv(root));
+  } catch (err) {
+    if (err instanceof UsageError) return err.message;
+    throw err;
+  }
+  throw new Error(`no usage error for ${argv.join(' ')}: ${cli.out()}`);
+}
+
+t.test('--token with --token-file is refused as a usage error, before any check', async (t) => {
+  t.match(await usage([...BASE, '--token', 'a', '--token-file', 'f']), /--token and --token-file exclude each other/);
+  const cli = captureCli(root);
+  t.equal(await runCli(['install', ...BASE, '--token', 'a', '--token-file', 'f'], cli.ctx), 2, 'exit 2 through the CLI');
+  t.notMatch(cli.out(), /checking this host/, 'no check ran');
+});
+
+t.test('an install needs a token unless --check-only', async (t) => {
+  t.match(await usage(BASE), /--token or --token-file is required/);
+});
+
+t.test('--install-dir with --upgrade is refused; --upgrade alone says the flow is not available yet', async (t) => {
+  t.match(await usage([...BASE, '--token', 'a', '--upgrade', '--install-dir', '/data/zn']), /--install-dir cannot be used with --upgrade/);
+  const cli = captureCli(root);
+  t.equal(await runCli(['install', ...BASE, '--token', 'a', '--upgrade'], cli.ctx), 1);
+  t.match(cli.err(), /--upgrade is not available in this installer version yet/);
+});
+
+t.test('--check-only, --reenroll and --upgrade exclude each other', async (t) => {
+  t.match(await usage([...BASE, '--check-only', '--reenroll']), /exclude each other/);
+  t.match(await usage([...BASE, '--token', 'a', '--reenroll', '--upgrade']), /exclude each other/);
+});
+
+t.test('a token file that cannot be read is a usage error naming it', async (t) => {
+  t.match(await usage([...BASE, '--token-file', join(root, 'absent.token')]), /cannot read --token-file .*absent\.token \(ENOENT\)/);
+});
+
+t.test('logs: only known components, journalctl gets the unit and --since as given', async (t) => {
+  const services: FakeServices = fakeServices(root);
+  const host = hostEnv(root, { services });
+  const cli = captureCli(root);
+  t.equal(await runLogs(['node-edge', '--since', '30 min ago'], cli.ctx, host), 0);
+  t.equal(await runLogs(['node-updater', '--lines', '50'], cli.ctx, host), 0);
+  t.same(services.calls, ['journal node-edge.service {"since":"30 min ago"}', 'journal zenova-node-update.service {"lines":50}']);
+  await t.rejects(runLogs(['node-caddy'], cli.ctx, host), /unknown component "node-caddy"; one of: node-edge, node-updater/);
+  await t.rejects(runLogs([], cli.ctx, host), /COMPONENT is required/);
+  await t.rejects(runLogs(['node-edge', '--since', '$(reboot)'], cli.ctx, host), /--since may contain only/);
+  await t.rejects(runLogs(['node-edge', '--lines', '0'], cli.ctx, host), /--lines must be at least 1/);
+  for (const ok of ['30 min ago', '2 hours ago', 'today', 'yesterday', '2026-11-29 08:00:00', '-1h', '@1700000000'.slice(1)]) t.equal(sinceProblem(ok), undefined, `${ok} accepted`);
+  for (const bad of ['', ' ', 'a;b', "'x'", 'x'.repeat(65), 'now\nthen']) t.ok(sinceProblem(bad), `${JSON.stringify(bad.slice(0, 10))} refused`);
+  t.equal(services.calls.length, 2, 'journalctl ran only for the valid command lines');
+});
+
+t.test('status on a host without a node says so and exits 1, in text and JSON', async (t) => {
+  const host = hostEnv(root);
+  const before = listTree(root);
+  const text = captureCli(root);
+  t.equal(await runStatus([], text.ctx, host), 1);
+  t.match(text.out(), /no gateway node is installed on this host/);
+  const json = captureCli(root);
+  t.equal(await runStatus(['--json'], json.ctx, host), 1);
+  t.match(JSON.parse(json.out()), { installed: false, installDir: null, service: { state: 'not-installed' } });
+  t.same(listTree(root), before, 'status writes nothing');
+});

@@ -1,0 +1,64 @@
+/**
+ * Every install-dir rule of seed 004 §9.2 is refused by `zenova install node` before any write,
+ * with its code, and the installer's rules agree with the control plane's (the console validates
+ * the same field when a node is created).
+ */
+import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { installDirProblem } from '../../installer/src/install/install-dir-rules.js';
+import { installDirProblem as controlPlaneRule } from '../../control-plane/src/nodes/node-validation.js';
+import { runInstall } from '../../installer/src/commands/install.js';
+import { buildNodePackage, releaseKeys } from './package-builder.js';
+import { captureCli, hostEnv, listTree } from './fake-host.js';
+
+const CASES: Array<[string, string | undefined]> = [
+  ['/opt/zenova-node', undefined],
+  ['/data/zenova-node', undefined],
+  ['/srv/nodes/edge-1_a.b', undefined],
+  ['/opt/zenova-node/', undefined],
+  ['opt/zenova-node', 'NODE-DIR-FORMAT'],
+  ['/zenova', 'NODE-DIR-FORMAT'],
+  ['/opt/zenova node', 'NODE-DIR-FORMAT'],
+  ['/opt/zenova$node', 'NODE-DIR-FORMAT'],
+  ['/opt//zenova-node', 'NODE-DIR-FORMAT'],
+  ['/opt/../zenova-node', 'NODE-DIR-FORMAT'],
+  [`/opt/${'x'.repeat(260)}`, 'NODE-DIR-FORMAT'],
+  ['/opt/zenova', 'NODE-DIR-CENTRAL'],
+  ['/opt/zenova/node', 'NODE-DIR-CENTRAL'],
+  ['/tmp/zenova-node', 'NODE-DIR-FORBIDDEN'],
+  ['/var/tmp/zenova-node', 'NODE-DIR-FORBIDDEN'],
+  ['/home/ops/zenova-node', 'NODE-DIR-FORBIDDEN'],
+  ['/root/zenova-node', 'NODE-DIR-FORBIDDEN'],
+  ['/run/user/0/zenova-node', 'NODE-DIR-FORBIDDEN'],
+  ['/usr/local/zenova-node', 'NODE-DIR-FORBIDDEN'],
+  ['/etc/zenova-node', 'NODE-DIR-FORBIDDEN'],
+  ['/boot/zenova-node', 'NODE-DIR-FORBIDDEN'],
+];
+
+t.test('each §9.2 install-dir rule gives its code, and the control plane judges every case the same', async (t) => {
+  for (const [dir, code] of CASES) {
+    t.equal(installDirProblem(dir)?.code, code, `${dir.slice(0, 40)} → ${code ?? 'ok'}`);
+    t.equal(controlPlaneRule(dir) === undefined, code === undefined, `control plane agrees on ${dir.slice(0, 40)}`);
+  }
+});
+
+t.test('the installer refuses a bad --install-dir before writing anything, naming the rule', async (t) => {
+  const keys = releaseKeys();
+  const root = mkdtempSync(join(tmpdir(), 'zn-dir-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const work = mkdtempSync(join(tmpdir(), 'zn-dir-work-'));
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  const pkg = await buildNodePackage(work, keys);
+  for (const [dir, code] of CASES.filter(([, c]) => c !== undefined)) {
+    const host = hostEnv(root, { keyPem: keys.publicKeyPem });
+    const before = listTree(root);
+    const cli = captureCli(work);
+    const exit = await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_abc', '--install-dir', dir], cli.ctx, host);
+    t.equal(exit, 1, `${dir.slice(0, 40)} refused`);
+    t.match(cli.out(), new RegExp(`✗ ${code}: install dir`), `${dir.slice(0, 40)} reported as ${code}`);
+    t.match(cli.out(), /nothing was written/);
+    t.same(listTree(root), before, 'nothing written');
+  }
+});

@@ -1,0 +1,69 @@
+/**
+ * A failed install leaves no half-installed service: when node-edge does not become ready, the
+ * units are stopped, disabled and removed and everything the run wrote is undone — except data/,
+ * which holds the new identity; when enrollment fails, the host root is exactly as before. The
+ * enrollment here is a stand-in (the real one runs in test/e2e/install-node.test.ts).
+ */
+import t from 'tap';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runInstall } from '../../installer/src/commands/install.js';
+import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
+import type { Enroller } from '../../installer/src/install/install-node.js';
+import { captureCli, fakeServices, hostEnv, listTree } from './fake-host.js';
+import { buildNodePackage, releaseKeys } from './package-builder.js';
+
+const keys = releaseKeys();
+const work = mkdtempSync(join(tmpdir(), 'zn-rb-work-'));
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
+
+const enrollOk: Enroller = async (opts) => {
+  mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(opts.stateDir, 'identity.json'), '{"nodeName":"n1"}');
+  return { nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: opts.controlPlaneUrl, gatewayTarget: 'gw:8443', stateDir: opts.stateDir, reenrolled: false };
+};
+
+t.test('a node-edge that never becomes ready is removed again; data/ with the identity stays', async (t) => {
+  const pkg = await buildNodePackage(work, keys);
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const services = fakeServices(root);
+  const host = hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollOk, waitReady: async () => ({ ready: false, reason: 'node-edge.service failed to start' }) });
+  const cli = captureCli(work);
+  const exit = await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_1'], cli.ctx, host);
+  t.equal(exit, 1);
+  t.match(cli.out(), /Install failed: NODE-SERVICE-START: node-edge\.service failed to start/);
+  t.match(cli.out(), /kept \/opt\/zenova-node\/data: it holds node n1's identity/);
+  t.same(services.calls, [
+    'write node-edge.service', 'write zenova-node-update.service', 'daemon-reload', 'enable node-edge.service', 'start node-edge.service',
+    'stop node-edge.service', 'disable node-edge.service', 'remove node-edge.service', 'remove zenova-node-update.service', 'daemon-reload',
+  ]);
+  t.same(readdirSync(join(root, 'etc/systemd/system')), [], 'no unit left');
+  t.same(readdirSync(join(root, 'opt/zenova-node')), ['data'], 'only data/ is left');
+  t.ok(existsSync(join(root, 'opt/zenova-node/data/identity.json')));
+
+  // The next attempt is told to keep the data and re-enroll.
+  const again = captureCli(work);
+  t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_2'], again.ctx, host), 1);
+  t.match(again.out(), /✗ NODE-DATA-EXISTS/);
+});
+
+t.test('a refused token leaves the host root exactly as it was', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p2.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const services = fakeServices(root);
+  const before = listTree(root);
+  const enrollRefused: Enroller = async (opts) => {
+    mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
+    throw new EnrollError('ZN_ERR_CP_TOKEN_EXPIRED', `the token has expired (${opts.token})`);
+  };
+  const cli = captureCli(work);
+  const exit = await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_secret_xyz'], cli.ctx, hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollRefused }));
+  t.equal(exit, 1);
+  t.match(cli.out(), /NODE-TOKEN-REJECTED: the token has expired \(\[redacted\]\)/);
+  t.notMatch(cli.out(), /tok_secret_xyz/, 'the token is never printed');
+  t.same(listTree(root), before);
+  t.same(services.calls, []);
+});

@@ -1,0 +1,67 @@
+/**
+ * Test-only: real, signed .zpkg packages (through packaging/zpkg/write-package.ts) and a release
+ * key pair, plus ways to damage them, for the verifier and install tests.
+ */
+import { generateKeyPairSync } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { PROTOCOL_VERSION } from '../../proto/src/index.js';
+import { productVersion } from '../../edge-node/src/product-version.js';
+import { writePackage } from '../../packaging/zpkg/write-package.js';
+import type { PackageEntry } from '../../packaging/zpkg/write-package.js';
+import type { PackageManifest } from '../../installer/src/package/package-manifest.js';
+
+export interface ReleaseKeys {
+  publicKeyPem: string;
+  privateKey: KeyObject;
+}
+
+export function releaseKeys(): ReleaseKeys {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  return { publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(), privateKey };
+}
+
+export const LAUNCHER = Buffer.from('#!/bin/sh\nexec echo "zenova-node test launcher" "$@"\n');
+
+export interface BuiltPackage {
+  file: string;
+  manifest: PackageManifest;
+}
+
+export async function buildNodePackage(
+  dir: string,
+  keys: ReleaseKeys,
+  opts: { name?: string; product?: string; version?: string; arch?: 'x86_64' | 'aarch64'; protocolVersion?: number; entries?: PackageEntry[] } = {},
+): Promise<BuiltPackage> {
+  const file = join(dir, opts.name ?? 'zenova-node.zpkg');
+  const manifest = await writePackage({
+    out: file,
+    product: opts.product ?? 'zenova-node',
+    version: opts.version ?? productVersion(),
+    platform: { os: 'linux', arch: opts.arch ?? 'x86_64' },
+    protocolVersion: opts.protocolVersion ?? PROTOCOL_VERSION,
+    entries: opts.entries ?? [
+      { path: 'bin/zenova-node', mode: 0o755, content: LAUNCHER },
+      { path: 'app/README.txt', mode: 0o644, content: Buffer.from('the node app bundle goes here\n') },
+      { path: 'app/lib/data.bin', mode: 0o644, content: Buffer.alloc(200_000, 7) },
+    ],
+    privateKey: keys.privateKey,
+  });
+  return { file, manifest };
+}
+
+/** Flips one bit of the byte at `offset` (negative: from the end). */
+export function flipByte(file: string, offset: number): void {
+  const bytes = readFileSync(file);
+  const at = offset < 0 ? bytes.length + offset : offset;
+  bytes[at] = bytes[at]! ^ 0x01;
+  writeFileSync(file, bytes);
+}
+
+/** The offset of the first occurrence of `text` in the file (to aim a flip at the manifest). */
+export function offsetOf(file: string, text: string): number {
+  const at = readFileSync(file).indexOf(Buffer.from(text));
+  if (at < 0) throw new Error(`${text} not in ${file}`);
+  return at;
+}

@@ -1,0 +1,90 @@
+/**
+ * The .zpkg verifier: a package signed with the trusted key verifies; one changed byte anywhere
+ * (file content, manifest, signature), another key, a truncated or padded file are refused with
+ * their NODE-PKG-… code; extraction writes exactly the signed files with their modes.
+ */
+import t from 'tap';
+import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, appendFileSync, copyFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { verifyPackage } from '../../installer/src/package/package-verifier.js';
+import { extractPackage } from '../../installer/src/package/package-extract.js';
+import { LAUNCHER, buildNodePackage, flipByte, offsetOf, releaseKeys } from './package-builder.js';
+
+const keys = releaseKeys();
+const dir = mkdtempSync(join(tmpdir(), 'zn-pkg-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+
+async function fresh(name: string): Promise<string> {
+  const built = await buildNodePackage(dir, keys, { name: `${name}.zpkg` });
+  return built.file;
+}
+
+t.test('a package signed with the trusted key verifies and yields its manifest', async (t) => {
+  const file = await fresh('good');
+  const verdict = await verifyPackage(file, keys.publicKeyPem);
+  t.ok(verdict.ok);
+  if (verdict.ok) {
+    t.equal(verdict.manifest.product, 'zenova-node');
+    t.same(verdict.manifest.files.map((f) => f.path), ['bin/zenova-node', 'app/README.txt', 'app/lib/data.bin']);
+  }
+});
+
+t.test('one changed byte in a packaged file is refused as NODE-PKG-CHECKSUM', async (t) => {
+  const file = await fresh('tampered-content');
+  flipByte(file, -10);
+  const verdict = await verifyPackage(file, keys.publicKeyPem);
+  t.match(verdict, { ok: false, code: 'NODE-PKG-CHECKSUM', cause: /app\/lib\/data\.bin/ });
+});
+
+t.test('one changed byte in the manifest is refused as NODE-PKG-SIGNATURE', async (t) => {
+  const file = await fresh('tampered-manifest');
+  flipByte(file, offsetOf(file, '"version"') + 2);
+  t.match(await verifyPackage(file, keys.publicKeyPem), { ok: false, code: 'NODE-PKG-SIGNATURE' });
+});
+
+t.test('one changed byte in the signature is refused as NODE-PKG-SIGNATURE', async (t) => {
+  const file = await fresh('tampered-signature');
+  // The signature's last byte sits right before the first file's bytes (the launcher).
+  flipByte(file, offsetOf(file, LAUNCHER.toString()) - 1);
+  t.match(await verifyPackage(file, keys.publicKeyPem), { ok: false, code: 'NODE-PKG-SIGNATURE' });
+});
+
+t.test('a package signed with another key is refused as NODE-PKG-SIGNATURE', async (t) => {
+  const other = releaseKeys();
+  const built = await buildNodePackage(dir, other, { name: 'other-key.zpkg' });
+  t.match(await verifyPackage(built.file, keys.publicKeyPem), { ok: false, code: 'NODE-PKG-SIGNATURE' });
+});
+
+t.test('truncated, padded, foreign and missing files are refused with their codes', async (t) => {
+  const truncated = await fresh('truncated');
+  truncateSync(truncated, statSync(truncated).size - 1);
+  t.match(await verifyPackage(truncated, keys.publicKeyPem), { ok: false, code: 'NODE-PKG-FORMAT', cause: /truncated/ });
+  const padded = await fresh('padded');
+  appendFileSync(padded, 'x');
+  t.match(await verifyPackage(padded, keys.publicKeyPem), { ok: false, code: 'NODE-PKG-FORMAT', cause: /after the last/ });
+  const foreign = join(dir, 'foreign.zpkg');
+  copyFileSync(new URL(import.meta.url), foreign);
+  t.match(await verifyPackage(foreign, keys.publicKeyPem), { ok: false, code: 'NODE-PKG-FORMAT', cause: /magic/ });
+  t.match(await verifyPackage(join(dir, 'absent.zpkg'), keys.publicKeyPem), { ok: false, code: 'NODE-PKG-UNREADABLE', cause: /ENOENT/ });
+});
+
+t.test('a verified package extracts to exactly its files, contents and modes', async (t) => {
+  const file = await fresh('extract');
+  const verdict = await verifyPackage(file, keys.publicKeyPem);
+  if (!verdict.ok) throw new Error(verdict.cause);
+  const dest = join(dir, 'release');
+  await extractPackage(file, verdict.manifest, verdict.dataOffset, dest);
+  t.same(readFileSync(join(dest, 'bin/zenova-node')), LAUNCHER);
+  t.equal(statSync(join(dest, 'bin/zenova-node')).mode & 0o777, 0o755);
+  t.equal(statSync(join(dest, 'app/lib/data.bin')).size, 200_000);
+  t.equal(statSync(join(dest, 'app/README.txt')).mode & 0o777, 0o644);
+});
+
+t.test('extraction re-checks every file and fails when the package changed after verification', async (t) => {
+  const file = await fresh('changed-later');
+  const verdict = await verifyPackage(file, keys.publicKeyPem);
+  if (!verdict.ok) throw new Error(verdict.cause);
+  flipByte(file, -1);
+  await t.rejects(extractPackage(file, verdict.manifest, verdict.dataOffset, join(dir, 'release-2')), /SHA-256 mismatch/);
+});
