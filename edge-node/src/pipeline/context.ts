@@ -78,6 +78,12 @@ export type UpstreamReply =
       status: number;
       headers: Record<string, string>;
       body: AsyncIterable<Uint8Array>;
+      /**
+       * false for a stream that carries no answer to wait for (the MCP GET stream of server
+       * messages): every chunk goes out as it comes. Otherwise the last chunk is held back until the
+       * record is durable.
+       */
+      holdLast?: boolean;
     };
 
 /** How the request ended, set by the runner. */

@@ -258,9 +258,14 @@ class PipelineRun {
     let last: Uint8Array | undefined;
     let failure: ZenovaError | undefined;
     try {
+      const holdLast = answer.holdLast !== false;
       for await (const chunk of answer.body) {
         if (last !== undefined && !raw.write(last)) await waitForDrain(raw);
         last = chunk;
+        if (!holdLast) {
+          if (!raw.write(last)) await waitForDrain(raw);
+          last = undefined;
+        }
         if (ctx.callerGone.aborted) break;
       }
     } catch (err) {

@@ -72,6 +72,17 @@ function enrollFinding(err: unknown, token: string): Finding {
   return finding('NODE-ENROLL-FAILED', message);
 }
 
+/** Redeems the one-time token into the install's data/ (the same enrollment `zenova-node enroll` does). */
+function redeemToken(input: InstallInput, layout: InstallLayout, reenroll: boolean): Promise<EnrollResult> {
+  return (input.enroll ?? enroll)({
+    controlPlaneUrl: input.controlPlaneUrl,
+    token: input.token,
+    stateDir: onHost(input.hostRoot, layout.data),
+    ...(input.caPem !== undefined ? { caPem: input.caPem, caFile: layout.caFile } : {}),
+    reenroll,
+  });
+}
+
 export async function installNode(input: InstallInput, step: StepReporter): Promise<InstallOutcome> {
   return input.mode === 'install' ? freshInstall(input, step) : reenroll(input, step);
 }
@@ -140,13 +151,7 @@ async function freshInstall(input: InstallInput, step: StepReporter): Promise<In
       if (!dataExisted && !(await exists(host(`${layout.data}/identity.json`)))) await rm(host(layout.data), { recursive: true, force: true });
     });
     try {
-      enrolled = await (input.enroll ?? enroll)({
-        controlPlaneUrl: input.controlPlaneUrl,
-        token: input.token,
-        stateDir: host(layout.data),
-        ...(input.caPem !== undefined ? { caPem: input.caPem, caFile: layout.caFile } : {}),
-        reenroll: false,
-      });
+      enrolled = await redeemToken(input, layout, false);
     } catch (err) {
       throw new StepFailed(enrollFinding(err, input.token));
     }
@@ -216,13 +221,7 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   step(`${NODE_UNIT} stopped`);
   let enrolled: EnrollResult;
   try {
-    enrolled = await (input.enroll ?? enroll)({
-      controlPlaneUrl: input.controlPlaneUrl,
-      token: input.token,
-      stateDir: host(layout.data),
-      ...(input.caPem !== undefined ? { caPem: input.caPem, caFile: layout.caFile } : {}),
-      reenroll: true,
-    });
+    enrolled = await redeemToken(input, layout, true);
   } catch (err) {
     const f = enrollFinding(err, input.token);
     step('re-enroll', f);

@@ -140,7 +140,9 @@ export const mcpApi: ApiHandler = {
     const contentType = (headers['content-type'] ?? '').toLowerCase();
 
     if (contentType.startsWith('text/event-stream')) {
-      ctx.reply = { kind: 'raw', status, headers, body: relayStream(ctx, response, server.name, started, call.method === 'GET') };
+      // The GET stream answers nothing (it carries the server's unasked messages and stays open):
+      // each message goes to the caller as it comes instead of waiting for the next.
+      ctx.reply = { kind: 'raw', status, headers, body: relayStream(ctx, response, server.name, started), holdLast: call.method !== 'GET' };
       attempt('ok', status);
     } else {
       let bytes: Buffer;
@@ -176,19 +178,12 @@ async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
   if (bytes.length > 0) yield bytes;
 }
 
-const NOTHING = new Uint8Array(0);
-
 /**
  * The event stream's bytes as they come. Its end times the call; a read failure surfaces
  * classified (the runner ends the caller's stream), the caller's own abort as is.
- *
- * The runner holds each chunk back until the next arrives (so a POST's answer, its last event,
- * reaches the caller only after the record is durable). The GET stream answers nothing: it carries
- * the server's unasked messages and stays open, so each of its chunks is followed by an empty one
- * the runner holds instead, and every message reaches the caller when it comes.
  */
 async function* relayStream(
-  ctx: PipelineContext, response: Dispatcher.ResponseData, upstream: string, started: number, unheld: boolean,
+  ctx: PipelineContext, response: Dispatcher.ResponseData, upstream: string, started: number,
 ): AsyncGenerator<Uint8Array> {
   const decoder = new TextDecoder();
   try {
@@ -197,7 +192,6 @@ async function* relayStream(
         ctx.responseText = (ctx.responseText + decoder.decode(chunk, { stream: true })).slice(0, MAX_RESPONSE_TEXT_CHARS);
       }
       yield chunk;
-      if (unheld) yield NOTHING;
     }
   } catch (err) {
     if (isAbort(err, ctx.callerGone)) throw err;
