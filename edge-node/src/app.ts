@@ -75,20 +75,24 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.decorateRequest('zenova', null as never);
   app.decorateRequest('configSnapshot', null as never);
-  app.addHook('onRequest', async (request, reply) => {
+  app.decorateRequest('callerGone', null);
+  // A callback hook, not an async one: no promise per request.
+  app.addHook('onRequest', (request, reply, done) => {
     request.zenova = {};
     // The one read of the holder per request: a swap from here on does not affect this request.
     request.configSnapshot = holder.current();
     reply.header(REQUEST_ID_HEADER, request.id);
     // 'close' fires for every response, also when the caller left before it finished (fastify's
-    // onResponse does not), so each request gets exactly one line.
+    // onResponse does not), so each request gets exactly one line. The one listener per request.
     reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) request.callerGone?.abort();
       logRequestFinished(request, reply);
       deps.requestWindow?.record(reply.statusCode >= 500);
       // While closing, a keep-alive connection whose last request just ended would otherwise hold
       // server.close() open until its idle timeout.
       if (closing) setImmediate(() => app.server.closeIdleConnections());
     });
+    done();
   });
 
   // Only JSON bodies are accepted; anything else is rejected before the handler.

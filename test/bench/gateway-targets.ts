@@ -9,11 +9,12 @@
  * goes to a file, as it would go to journald, so the load generator never pays to read its logs.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { bundleApps } from '../../packaging/bundle-apps.js';
 import { startPostgres } from '../fixtures/postgres.js';
-import { startProcess, tsEntry } from '../fixtures/processes.js';
+import { REPO_ROOT, startProcess, tsEntry } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { enrollNewNode, freePort, httpsMaterial, startControlPlane, UPSTREAM_SECRET } from '../e2e/stack.js';
 import type { ControlPlane } from '../e2e/stack.js';
@@ -64,6 +65,14 @@ export function directTarget(upstream: Upstream): BenchTarget {
   };
 }
 
+/** The `floor` target (gateway-floor-main.ts): a bare fastify + undici pass-through to the upstream. */
+export async function startFloor(t: Teardowns, upstream: Upstream): Promise<BenchTarget> {
+  const { command, args } = tsEntry('test/bench/gateway-floor-main.ts');
+  const proc = await startProcess({ name: 'bench floor proxy', command, args: [...args, `http://127.0.0.1:${upstream.port}`], readyLine: /bench floor listening/, t });
+  const line = JSON.parse(await proc.waitForLine(/bench floor listening/)) as { port: number };
+  return { ...directTarget(upstream), name: 'floor', origin: `http://127.0.0.1:${line.port}`, pid: proc.child.pid };
+}
+
 /** Limits far above anything the bench offers, so they are evaluated on every request but never refuse. */
 const GENEROUS_LIMITS = { requestsPerMinute: 10_000_000, tokensPerMinute: 10_000_000_000, concurrentRequests: 100_000 };
 
@@ -104,11 +113,25 @@ export interface NodeUnderTest {
   logFile: string;
 }
 
+/**
+ * The node daemon as the package ships it: the esbuild bundle (packaging/bundle-apps.ts), not the
+ * sources through tsx (whose transform adds work to every closure on the hot path). Written under
+ * .zenova/bench/ in the repo, so it finds node_modules/better-sqlite3 and package.json as it would
+ * under app/ in an installed release. Runs on this machine's Node (the package carries Node 22).
+ */
+async function nodeBundle(): Promise<string> {
+  const { node } = await bundleApps(REPO_ROOT);
+  const file = join(REPO_ROOT, '.zenova', 'bench', 'zenova-node.mjs');
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, node.contents);
+  return file;
+}
+
 /** `serve` as a child with stdout+stderr appended to `logFile`; ready when the file shows the line. */
 async function serveNode(t: Teardowns, stateDir: string, logFile: string, adminPort: number, extraNodeArgs: string[]): Promise<{ url: string; pid: number }> {
-  const { command, args } = tsEntry('edge-node/src/main.ts');
+  const entry = await nodeBundle();
   const fd = openSync(logFile, 'a');
-  const child = spawn(command, [...extraNodeArgs, ...args, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0'], {
+  const child = spawn(process.execPath, [...extraNodeArgs, entry, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0'], {
     stdio: ['ignore', fd, fd],
     env: { ...process.env, ZENOVA_NODE_ADMIN_LISTEN: `127.0.0.1:${adminPort}` },
   });

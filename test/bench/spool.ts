@@ -67,7 +67,7 @@ async function spoolWrites(synchronous: SpoolSynchronous): Promise<{ perSec: num
   }
   const ms = performance.now() - started;
   const commits = store.commitCount();
-  store.close();
+  await store.close();
   cleanup();
   return { perSec: (RECORDS / ms) * 1000, usPer: (ms * 1000) / RECORDS, commits };
 }
@@ -132,7 +132,7 @@ async function backfillIntoPostgres(): Promise<{ perSec: number; live: number; m
     await liveLoop;
     channel.stop();
     await queue;
-    store.close();
+    await store.close();
     return { perSec: (channel.totals.recordsAcknowledged / ms) * 1000, live, ms };
   } finally {
     await pool.end();

@@ -26,6 +26,8 @@ declare module 'fastify' {
     zenova: RequestContext;
     /** Taken once when the request arrives; a config swap never changes it (config-holder.ts). */
     configSnapshot: ConfigSnapshot;
+    /** Set by the pipeline; the app aborts it when the caller leaves before the answer ended. */
+    callerGone: AbortController | null;
   }
 }
 

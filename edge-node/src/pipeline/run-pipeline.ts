@@ -49,10 +49,9 @@ const STREAM_HEADERS = {
 
 export async function runPipeline(request: FastifyRequest, reply: FastifyReply, deps: PipelineDeps, call: PipelineCall): Promise<FastifyReply> {
   const raw = reply.raw;
+  // Aborted by the app's one 'close' listener (app.ts) when the caller leaves before the end.
   const gone = new AbortController();
-  raw.once('close', () => {
-    if (!raw.writableFinished) gone.abort();
-  });
+  request.callerGone = gone;
   const snapshot = request.configSnapshot;
   const ctx = newPipelineContext({
     requestId: request.id,
@@ -77,7 +76,9 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
     let failure: ZenovaError | undefined;
     let failedAt: StageName | undefined;
     for (const stage of HEAD) {
-      const result = await run.stage(stage);
+      // Most stages are synchronous: no promise and no microtask hop for them.
+      let result = run.stage(stage);
+      if (result instanceof Promise) result = await result;
       if (result !== undefined) {
         failure = result.error;
         failedAt = stage.name;
@@ -127,19 +128,35 @@ class PipelineRun {
     private readonly ctx: PipelineContext,
   ) {}
 
-  /** Runs one stage, timed; an exception is ZN_ERR_INTERNAL (logged with the request id). */
-  async stage(stage: Stage): Promise<StageResult> {
+  /**
+   * Runs one stage, timed; an exception is ZN_ERR_INTERNAL (logged with the request id). Returns
+   * a promise only for a stage that returned one.
+   */
+  stage(stage: Stage): StageResult | Promise<StageResult> {
     const started = performance.now();
-    let result: StageResult;
+    let pending: StageResult | Promise<StageResult>;
     try {
-      const pending = stage.run(this.ctx);
-      result = pending instanceof Promise ? await pending : pending;
+      pending = stage.run(this.ctx);
     } catch (err) {
-      this.request.log.error({ err, requestId: this.ctx.requestId, stage: stage.name }, 'pipeline stage failed');
-      result = rejectWith(isZenovaError(err) ? err : zenovaError('ZN_ERR_INTERNAL', undefined, { cause: err }));
+      return this.stageFailed(stage, started, err);
     }
+    if (pending instanceof Promise) {
+      return pending.then(
+        (result) => this.stageDone(stage, started, result),
+        (err: unknown) => this.stageFailed(stage, started, err),
+      );
+    }
+    return this.stageDone(stage, started, pending);
+  }
+
+  private stageDone(stage: Stage, started: number, result: StageResult): StageResult {
     this.ctx.stagesUs[stage.name] = Math.round((performance.now() - started) * 1000);
     return result;
+  }
+
+  private stageFailed(stage: Stage, started: number, err: unknown): StageResult {
+    this.request.log.error({ err, requestId: this.ctx.requestId, stage: stage.name }, 'pipeline stage failed');
+    return this.stageDone(stage, started, rejectWith(isZenovaError(err) ? err : zenovaError('ZN_ERR_INTERNAL', undefined, { cause: err })));
   }
 
   /** The tail stages, once; their rejections and failures are logged, never sent (the answer is already decided). */
@@ -150,7 +167,8 @@ class PipelineRun {
 
   private async runTail(): Promise<void> {
     for (const stage of TAIL) {
-      const result = await this.stage(stage);
+      let result = this.stage(stage);
+      if (result instanceof Promise) result = await result;
       if (result !== undefined) this.request.log.warn({ requestId: this.ctx.requestId, stage: stage.name, code: result.error.code }, 'tail stage refused');
     }
   }

@@ -7,6 +7,11 @@
  *
  * Live traffic is never starved: each pump sends one bounded batch and yields (setImmediate)
  * before the next, so a long backlog drains between requests rather than in one blocking loop.
+ *
+ * Batching under live traffic: a full batch goes at once, but a partial one (the tail of the
+ * backlog) waits up to `lingerMs` after the first record committed since the last partial batch,
+ * so records trickling in at hundreds per second travel in batches of dozens, not one message,
+ * ack, delete and control-plane transaction each. A new session drains at once.
  */
 import { randomUUID } from 'node:crypto';
 import type { ControlMessage, RecordBatchAck } from '../../../proto/src/index.js';
@@ -23,6 +28,8 @@ export interface BackfillOptions {
   maxBytes?: number;
   /** Batches sent and not yet acknowledged. */
   window?: number;
+  /** How long a partial batch waits for more records. */
+  lingerMs?: number;
 }
 
 interface InFlight {
@@ -35,6 +42,7 @@ interface InFlight {
 export const DEFAULT_BATCH_RECORDS = 500;
 export const DEFAULT_BATCH_BYTES = 1024 * 1024;
 export const DEFAULT_WINDOW = 4;
+export const DEFAULT_LINGER_MS = 100;
 
 export class BackfillChannel implements ControlChannel {
   readonly name = 'spool-backfill';
@@ -43,6 +51,10 @@ export class BackfillChannel implements ControlChannel {
   private readonly maxRecords: number;
   private readonly maxBytes: number;
   private readonly window: number;
+  private readonly lingerMs: number;
+  /** Whether a partial batch may go now (a new session, or the linger has passed). */
+  private partialDue = false;
+  private lingerTimer: NodeJS.Timeout | undefined;
   private send: ControlSend | undefined;
   private inFlight: InFlight[] = [];
   /** The highest sequence sent on this session. */
@@ -58,13 +70,15 @@ export class BackfillChannel implements ControlChannel {
     this.maxRecords = opts.maxRecords ?? DEFAULT_BATCH_RECORDS;
     this.maxBytes = opts.maxBytes ?? DEFAULT_BATCH_BYTES;
     this.window = opts.window ?? DEFAULT_WINDOW;
-    this.unsubscribe = this.store.onCommitted(() => this.schedulePump());
+    this.lingerMs = opts.lingerMs ?? DEFAULT_LINGER_MS;
+    this.unsubscribe = this.store.onCommitted(() => this.onCommitted());
   }
 
   onEstablished(send: ControlSend): void {
     this.send = send;
     this.inFlight = [];
     this.sentThrough = 0;
+    this.partialDue = true;
     this.schedulePump();
   }
 
@@ -85,6 +99,8 @@ export class BackfillChannel implements ControlChannel {
   stop(): void {
     this.unsubscribe();
     this.send = undefined;
+    clearTimeout(this.lingerTimer);
+    this.lingerTimer = undefined;
   }
 
   /** Batches sent on this session and not acknowledged yet. */
@@ -111,6 +127,24 @@ export class BackfillChannel implements ControlChannel {
     this.schedulePump();
   }
 
+  /** New records: a full batch goes now; otherwise the linger starts (if not already running). */
+  private onCommitted(): void {
+    if (this.send === undefined) return;
+    let inFlight = 0;
+    for (const batch of this.inFlight) inFlight += batch.count;
+    if (this.store.backlogCount() - inFlight >= this.maxRecords || this.partialDue) {
+      this.schedulePump();
+      return;
+    }
+    if (this.lingerTimer !== undefined) return;
+    this.lingerTimer = setTimeout(() => {
+      this.lingerTimer = undefined;
+      this.partialDue = true;
+      this.schedulePump();
+    }, this.lingerMs);
+    this.lingerTimer.unref();
+  }
+
   private schedulePump(): void {
     if (this.pumpScheduled || this.send === undefined) return;
     this.pumpScheduled = true;
@@ -132,7 +166,10 @@ export class BackfillChannel implements ControlChannel {
       this.logger.warn({ message: (err as Error).message }, 'backfill could not read the spool');
       return;
     }
-    if (rows.length === 0) return;
+    if (rows.length === 0) {
+      this.partialDue = false;
+      return;
+    }
     const records: Array<{ requestId: string; recordJson: Buffer }> = [];
     let bytes = 0;
     for (const row of rows) {
@@ -141,6 +178,9 @@ export class BackfillChannel implements ControlChannel {
       records.push({ requestId: row.requestId, recordJson });
       bytes += recordJson.length;
     }
+    // The tail of the backlog waits for the linger (more records may join it).
+    const partial = rows.length < this.maxRecords && records.length === rows.length;
+    if (partial && !this.partialDue) return;
     const first = rows[0]!.sequence;
     const last = rows[records.length - 1]!.sequence;
     const batchId = randomUUID();
@@ -150,6 +190,8 @@ export class BackfillChannel implements ControlChannel {
     this.sentThrough = last;
     this.totals.batchesSent += 1;
     this.totals.recordsSent += records.length;
+    // The backlog is drained: records from now on wait for the linger again.
+    if (partial) this.partialDue = false;
     this.schedulePump();
   }
 }

@@ -94,7 +94,7 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
     figures: () => ({ spoolBytes: spoolStore.bytes(), backfillBacklog: spoolStore.backlogCount() }),
     close: async () => {
       channel.stop();
-      spoolStore.close();
+      await spoolStore.close();
     },
   };
 }

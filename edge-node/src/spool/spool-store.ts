@@ -2,12 +2,13 @@
  * The spool's SQLite store (see docs/spool.md): open rows and final records with group commit,
  * the byte quota and full policy, the backlog for backfill, and acked-row deletion.
  *
- * Group commit: open() and finalise() only queue; one transaction per flush writes everything
- * queued, on the next turn of the event loop (setImmediate) or at once when MAX_QUEUED writes are
- * waiting. finalise() resolves when the transaction holding its record has committed. A failed
- * commit (SQLITE_FULL, disk full, I/O error) keeps the queue and retries on a timer: finalises
- * stay pending (the caller's last byte waits; nothing is ever reported durable that is not), and
- * open() refuses new requests with ZN_ERR_SPOOL_FULL until a commit succeeds again.
+ * Group commit: open() and finalise() only queue; one transaction (spool-writer.ts) writes
+ * everything queued, on the next turn of the event loop (setImmediate) or at once when maxQueued
+ * writes are waiting. finalise() resolves when the transaction holding its record has committed.
+ * A failed commit (SQLITE_FULL, disk full, I/O error) keeps the queue and retries on a timer:
+ * finalises stay pending (the caller's last byte waits; nothing is ever reported durable that is
+ * not), and open() refuses new requests with ZN_ERR_SPOOL_FULL until a commit succeeds again.
+ * Checkpoints run in a worker thread (state/wal-checkpointer.ts), never inside a commit.
  */
 import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
@@ -17,6 +18,9 @@ import type { Logger } from '../logger.js';
 import { interruptedRecord, openRowSchema } from './interrupted-record.js';
 import type { OpenRow, RequestSpool } from './request-spool.js';
 import type { SpoolMeta } from './spool-file.js';
+import { WalCheckpointer } from '../state/wal-checkpointer.js';
+import { SpoolWriter } from './spool-writer.js';
+import type { SpoolOp } from './spool-writer.js';
 
 export type FullPolicy = 'reject' | 'metering-only';
 
@@ -38,12 +42,10 @@ export interface SpoolStoreOptions {
   /** Read on every open() so a pushed config applies at once. */
   limits: () => SpoolLimits;
   synchronous?: SpoolSynchronous;
-  /** Queued writes that force a flush without waiting for the next tick. */
+  /** Queued writes that force a commit without waiting for the next tick. */
   maxQueued?: number;
   /** How long after a failed commit the next attempt is made. */
   retryMs?: number;
-  /** Test seam: sees the connection once it is set up (e.g. to cap max_page_count). */
-  onDatabase?: (db: Database.Database) => void;
 }
 
 export interface BacklogRow {
@@ -59,13 +61,38 @@ interface QueuedFinal {
   reject: (err: Error) => void;
 }
 
+/** What one commit carries. */
+interface Batch {
+  opens: OpenRow[];
+  finals: QueuedFinal[];
+  deletes: Array<{ first: number; last: number }>;
+  /** Open rows this commit writes, and the ones it deletes (for openInDb once it committed). */
+  opened: string[];
+  closed: string[];
+  /** JSON bytes written (plus a per-row allowance), for the size estimate between measurements. */
+  bytes: number;
+}
+
 const DEFAULT_MAX_QUEUED = 512;
 const DEFAULT_RETRY_MS = 1000;
+/**
+ * The file's size is measured (page counts and the WAL's stat) at most this often; between
+ * measurements each commit adds what it wrote (never less than it takes), so the quota check
+ * errs towards full. Measured per commit it cost more than the commit. Deletes and a figure at
+ * the quota are always measured.
+ */
+const MEASURE_EVERY_MS = 250;
+/** Per-row overhead added to the JSON's length in the estimate (row header, index entries). */
+const ROW_OVERHEAD_BYTES = 64;
+/** A WAL this large means the checkpoint worker is not keeping up (or failed): checkpoint here. */
+const WAL_FALLBACK_CHECKPOINT_BYTES = 64 * 1024 * 1024;
 
 export class SpoolStore implements RequestSpool {
   readonly meta: SpoolMeta;
   readonly file: string;
   private readonly db: Database.Database;
+  private readonly writer: SpoolWriter;
+  private readonly checkpointer: WalCheckpointer;
   private readonly logger: Logger;
   private readonly limits: () => SpoolLimits;
   private readonly maxQueued: number;
@@ -78,23 +105,20 @@ export class SpoolStore implements RequestSpool {
   private flushScheduled = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  private closing: Promise<void> | undefined;
   /** Set while commits fail; cleared by the next successful one. */
   private writeFailure: { code: string; since: number } | undefined;
   private usedBytes = 0;
+  private measuredAt = 0;
   private commits = 0;
   private backlog = 0;
   private readonly committedListeners = new Set<() => void>();
   private readonly stmts: {
-    insertOpen: Database.Statement;
-    deleteOpen: Database.Statement;
-    insertRecord: Database.Statement;
-    deleteRange: Database.Statement;
     backlogAfter: Database.Statement;
     pageCount: Database.Statement;
     freelistCount: Database.Statement;
   };
   private readonly pageSize: number;
-  private readonly commit: () => { inserted: number; deleted: number; opened: string[]; closed: string[] };
 
   constructor(opts: SpoolStoreOptions) {
     this.meta = opts.meta;
@@ -110,20 +134,15 @@ export class SpoolStore implements RequestSpool {
       // Keeps the WAL file from staying at its high-water mark after a burst (it counts toward the quota).
       this.db.pragma('journal_size_limit = 8388608');
       this.db.pragma('busy_timeout = 5000');
-      opts.onDatabase?.(this.db);
+      // Checkpoints run in a worker (state/wal-checkpointer.ts), never inside a request's commit.
+      this.db.pragma('wal_autocheckpoint = 0');
       this.pageSize = Number(this.db.pragma('page_size', { simple: true }));
       this.stmts = {
-        insertOpen: this.db.prepare('insert or replace into open_requests (request_id, row_json) values (?, ?)'),
-        deleteOpen: this.db.prepare('delete from open_requests where request_id = ?'),
-        // A second final record for one request id (a caller reusing x-request-id) is dropped, as
-        // the control plane would drop it: request id is the idempotency key end to end.
-        insertRecord: this.db.prepare('insert or ignore into records (request_id, record_json) values (?, ?)'),
-        deleteRange: this.db.prepare('delete from records where sequence between ? and ?'),
         backlogAfter: this.db.prepare('select sequence, request_id as requestId, record_json as recordJson from records where sequence > ? order by sequence limit ?'),
         pageCount: this.db.prepare('pragma page_count').pluck(),
         freelistCount: this.db.prepare('pragma freelist_count').pluck(),
       };
-      this.commit = this.db.transaction(() => this.writeQueued());
+      this.writer = new SpoolWriter(this.db);
       this.recoverInterrupted();
       this.backlog = Number(this.db.prepare('select count(*) from records').pluck().get());
       this.measure();
@@ -131,6 +150,7 @@ export class SpoolStore implements RequestSpool {
       this.db.close();
       throw err;
     }
+    this.checkpointer = new WalCheckpointer(opts.file, opts.logger);
   }
 
   // ---- RequestSpool ----
@@ -170,7 +190,7 @@ export class SpoolStore implements RequestSpool {
     return this.backlog;
   }
 
-  /** Open rows and queued writes (for tests and status). */
+  /** Open rows and writes not yet committed, for tests and status. */
   pending(): { opens: number; finals: number; writeFailing: boolean } {
     return { opens: this.opens.length, finals: this.finals.length, writeFailing: this.writeFailure !== undefined };
   }
@@ -182,6 +202,11 @@ export class SpoolStore implements RequestSpool {
 
   isFull(): boolean {
     return this.usedBytes >= this.limits().quotaBytes;
+  }
+
+  /** Runs a pragma on the writing connection (tests cap max_page_count with it). */
+  writerPragma(sql: string): unknown {
+    return this.db.pragma(sql);
   }
 
   // ---- backfill ----
@@ -204,16 +229,21 @@ export class SpoolStore implements RequestSpool {
     return () => this.committedListeners.delete(listener);
   }
 
-  /** Writes what is queued; rejects finalises still waiting (their open rows become interrupted). */
-  close(): void {
+  /**
+   * Writes what is queued and closes; finalises that cannot be written (commits failing) are
+   * rejected: their open rows become interrupted records at the next start.
+   */
+  async close(): Promise<void> {
     if (this.closed) return;
     clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     this.flush();
     this.closed = true;
     const pending = this.finals;
     this.finals = [];
     for (const f of pending) f.reject(new Error('the spool closed before the record was written'));
     this.committedListeners.clear();
+    await this.checkpointer.stop();
     this.db.close();
   }
 
@@ -233,55 +263,61 @@ export class SpoolStore implements RequestSpool {
     });
   }
 
-  private writeQueued(): { inserted: number; deleted: number; opened: string[]; closed: string[] } {
+  /** The writer's operations for everything queued. */
+  private batchOf(): { batch: Batch; ops: SpoolOp[] } {
+    const { opens, finals, deletes } = this;
     // A request that also finished within this batch needs no open row: its final record lands in
-    // the same transaction. Most requests are that short, so this saves two writes per request.
-    const finishing = this.finals.length === 0 ? undefined : new Set(this.finals.map((f) => f.requestId));
+    // the same transaction.
+    const finishing = finals.length === 0 ? undefined : new Set(finals.map((f) => f.requestId));
+    const ops: SpoolOp[] = [];
     const opened: string[] = [];
-    for (const row of this.opens) {
-      if (finishing?.has(row.requestId) === true) continue;
-      this.stmts.insertOpen.run(row.requestId, JSON.stringify(row));
-      opened.push(row.requestId);
-    }
-    let inserted = 0;
     const closed: string[] = [];
-    for (const f of this.finals) {
+    let bytes = 0;
+    for (const row of opens) {
+      if (finishing?.has(row.requestId) === true) continue;
+      const json = JSON.stringify(row);
+      ops.push([0, row.requestId, json]);
+      opened.push(row.requestId);
+      bytes += json.length + ROW_OVERHEAD_BYTES;
+    }
+    for (const f of finals) {
       if (this.openInDb.has(f.requestId)) {
-        this.stmts.deleteOpen.run(f.requestId);
+        ops.push([1, f.requestId]);
         closed.push(f.requestId);
       }
-      inserted += this.stmts.insertRecord.run(f.requestId, f.json).changes;
+      ops.push([2, f.requestId, f.json]);
+      bytes += f.json.length + ROW_OVERHEAD_BYTES;
     }
-    let deleted = 0;
-    for (const d of this.deletes) deleted += this.stmts.deleteRange.run(d.first, d.last).changes;
-    return { inserted, deleted, opened, closed };
+    for (const d of deletes) ops.push([3, d.first, d.last]);
+    return { batch: { opens, finals, deletes, opened, closed, bytes }, ops };
   }
 
   private flush(): void {
     if (this.closed) return;
     if (this.opens.length === 0 && this.finals.length === 0 && this.deletes.length === 0) return;
-    let result: { inserted: number; deleted: number; opened: string[]; closed: string[] };
+    const { batch, ops } = this.batchOf();
+    let result: { inserted: number; deleted: number };
     try {
-      result = this.commit();
+      result = this.writer.write(ops);
     } catch (err) {
       this.onCommitFailed(err as Error & { code?: string });
       return;
     }
-    // Only now, committed, do the open rows count as being in the file.
-    for (const id of result.opened) this.openInDb.add(id);
-    for (const id of result.closed) this.openInDb.delete(id);
-    const finals = this.finals;
     this.opens = [];
     this.finals = [];
     this.deletes = [];
+    // Only now, committed, do the open rows count as being in the file.
+    for (const id of batch.opened) this.openInDb.add(id);
+    for (const id of batch.closed) this.openInDb.delete(id);
     this.commits += 1;
     this.backlog += result.inserted - result.deleted;
     if (this.writeFailure !== undefined) {
       this.logger.warn({ code: this.writeFailure.code, failedForMs: Date.now() - this.writeFailure.since }, 'spool writes succeed again');
       this.writeFailure = undefined;
     }
-    this.measure();
-    for (const f of finals) f.resolve();
+    this.usedBytes += batch.bytes;
+    if (result.deleted > 0 || Date.now() - this.measuredAt >= MEASURE_EVERY_MS || this.isFull()) this.measure();
+    for (const f of batch.finals) f.resolve();
     if (result.inserted > 0) for (const listener of this.committedListeners) listener();
   }
 
@@ -308,7 +344,16 @@ export class SpoolStore implements RequestSpool {
     } catch {
       // No WAL file (just checkpointed and removed): nothing to count.
     }
+    if (walBytes > WAL_FALLBACK_CHECKPOINT_BYTES) {
+      try {
+        this.db.pragma('wal_checkpoint(TRUNCATE)');
+        walBytes = statSync(`${this.file}-wal`).size;
+      } catch {
+        // A reader holds the WAL, or it is gone: the next measurement tries again.
+      }
+    }
     this.usedBytes = pages * this.pageSize + walBytes;
+    this.measuredAt = Date.now();
   }
 
   /** Open rows left by a crash become 'interrupted' records, in one transaction, at start-up. */
@@ -316,20 +361,19 @@ export class SpoolStore implements RequestSpool {
     const rows = this.db.prepare('select request_id as requestId, row_json as rowJson from open_requests').all() as Array<{ requestId: string; rowJson: string }>;
     if (rows.length === 0) return;
     const finishedAt = Date.now();
-    this.db.transaction(() => {
-      for (const row of rows) {
-        let parsed: OpenRow | undefined;
-        try {
-          const result = openRowSchema.safeParse(JSON.parse(row.rowJson));
-          parsed = result.success ? result.data : undefined;
-        } catch {
-          parsed = undefined;
-        }
-        const record = interruptedRecord(parsed ?? { requestId: row.requestId }, this.meta.nodeId, finishedAt);
-        this.stmts.insertRecord.run(row.requestId, JSON.stringify(record));
-        this.stmts.deleteOpen.run(row.requestId);
+    const ops: SpoolOp[] = [];
+    for (const row of rows) {
+      let parsed: OpenRow | undefined;
+      try {
+        const result = openRowSchema.safeParse(JSON.parse(row.rowJson));
+        parsed = result.success ? result.data : undefined;
+      } catch {
+        parsed = undefined;
       }
-    })();
+      const record = interruptedRecord(parsed ?? { requestId: row.requestId }, this.meta.nodeId, finishedAt);
+      ops.push([2, row.requestId, JSON.stringify(record)], [1, row.requestId]);
+    }
+    this.writer.write(ops);
     this.logger.warn({ count: rows.length }, 'requests left open by the previous run were recorded as interrupted');
   }
 }

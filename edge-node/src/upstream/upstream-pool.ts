@@ -32,6 +32,21 @@ export interface UpstreamCall {
 
 export type UpstreamResponse = Dispatcher.ResponseData;
 
+/** Base URLs parsed once, not per call (a few µs each); bounded by the config's upstream count. */
+const parsedBases = new Map<string, { origin: string; basePath: string }>();
+const MAX_PARSED_BASES = 10_000;
+
+function parsedBase(baseUrl: string): { origin: string; basePath: string } {
+  let parsed = parsedBases.get(baseUrl);
+  if (parsed === undefined) {
+    const url = new URL(baseUrl);
+    parsed = { origin: url.origin, basePath: url.pathname.replace(/\/+$/, '') };
+    if (parsedBases.size >= MAX_PARSED_BASES) parsedBases.clear();
+    parsedBases.set(baseUrl, parsed);
+  }
+  return parsed;
+}
+
 export class UpstreamPool {
   private readonly pools = new Map<string, Pool>();
   private closing: Promise<void> | undefined;
@@ -68,9 +83,8 @@ export class UpstreamPool {
    */
   async request(upstream: RuntimeUpstream, call: UpstreamCall): Promise<UpstreamResponse> {
     if (this.closing !== undefined) throw zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', `Upstream "${upstream.name}" is not called: the node is stopping.`);
-    const url = new URL(upstream.baseUrl);
-    const pool = this.poolFor(upstream, url.origin);
-    const basePath = url.pathname.replace(/\/+$/, '');
+    const { origin, basePath } = parsedBase(upstream.baseUrl);
+    const pool = this.poolFor(upstream, origin);
     const timeoutMs = call.timeoutMs ?? upstream.timeoutMs;
     const headers: Record<string, string> = {
       ...call.extraHeaders,

@@ -10,7 +10,7 @@ import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { NODE_ID, quietLogger, record, tempStateDir } from './spool-helpers.js';
 
-async function setup(t: Test, records: number, opts: { maxRecords?: number; window?: number; maxBytes?: number } = {}) {
+async function setup(t: Test, records: number, opts: { maxRecords?: number; window?: number; maxBytes?: number; lingerMs?: number } = {}) {
   const file = path.join(tempStateDir(t), 'spool.db');
   const store = new SpoolStore({ file, meta: createSpoolFile(file, NODE_ID), logger: quietLogger(), limits: () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' }) });
   t.teardown(() => store.close());
@@ -97,4 +97,24 @@ t.test('records finalised while the session is up are shipped without waiting fo
   await waitFor(() => sent.length === 1, { what: 'the new record shipped' });
   ack(sent[0]!);
   await waitFor(() => store.backlogCount() === 0, { what: 'deleted' });
+});
+
+t.test('records trickling in while the session is up travel together after the linger, not one batch each', async (t) => {
+  const { channel, sent, send, store } = await setup(t, 0, { lingerMs: 150 });
+  channel.onEstablished(send);
+  for (let i = 0; i < 5; i++) {
+    await store.finalise(record(`trickle-${i}`));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  t.equal(sent.length, 0, 'nothing sent before the linger passed');
+  await waitFor(() => sent.length === 1, { what: 'one batch after the linger' });
+  t.same(ids(sent[0]!), ['trickle-0', 'trickle-1', 'trickle-2', 'trickle-3', 'trickle-4']);
+});
+
+t.test('a full batch goes at once, without waiting for the linger', async (t) => {
+  const { channel, sent, send, store } = await setup(t, 0, { lingerMs: 60_000 });
+  channel.onEstablished(send);
+  await Promise.all(Array.from({ length: 10 }, (_, i) => store.finalise(record(`full-${i}`))));
+  await waitFor(() => sent.length === 1, { what: 'the full batch' });
+  t.equal(sent[0]!.records.length, 10);
 });

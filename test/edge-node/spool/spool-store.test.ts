@@ -70,12 +70,14 @@ t.test('a request opened in one commit and finalised in a later one leaves no op
   t.same(storedRecords(file).map((r) => r.request_id), ['short', 'long']);
 });
 
-t.test('more queued writes than the batch limit are committed without waiting for the next tick', async (t) => {
-  const { store } = newStore(t, { maxQueued: 10 });
-  const promises = Array.from({ length: 25 }, (_, i) => store.finalise(record(`r-${i}`)));
-  t.ok(store.commitCount() >= 2, 'committed synchronously when 10 writes were queued');
-  await Promise.all(promises);
+t.test('more queued writes than the batch limit are committed at once, in order', async (t) => {
+  const { store, file } = newStore(t, { maxQueued: 10 });
+  const written = Promise.all(Array.from({ length: 25 }, (_, i) => store.finalise(record(`r-${String(i).padStart(2, '0')}`))));
+  t.equal(store.commitCount(), 2, 'two commits of 10 before the next tick');
+  await written;
+  t.equal(store.commitCount(), 3, 'the last 5 on the next tick');
   t.equal(store.backlogCount(), 25);
+  t.same(storedRecords(file).map((r) => r.request_id), Array.from({ length: 25 }, (_, i) => `r-${String(i).padStart(2, '0')}`), 'in finalise order');
 });
 
 t.test('open rows left by a crash become interrupted records that keep the reservation when the spool is reopened', async (t) => {
@@ -86,7 +88,7 @@ t.test('open rows left by a crash become interrupted records that keep the reser
   first.open(openRow('finished'));
   first.open(openRow('cut-off', { reservedMicros: 7777, api: 'messages', stream: true, configVersion: 9 }));
   await first.finalise(record('finished'));
-  first.close();
+  await first.close();
   t.same(openRows(file), ['cut-off'], 'the unfinished request is still an open row');
 
   const second = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' }) });
@@ -144,11 +146,11 @@ t.test('with policy metering-only a full spool keeps accepting requests and stop
 });
 
 t.test('a real SQLITE_FULL holds finalises pending, refuses new requests, and commits them when space returns', async (t) => {
-  let db: Database.Database | undefined;
-  const { store, file } = newStore(t, { retryMs: 20, onDatabase: (d) => (db = d) });
+  const { store, file } = newStore(t, { retryMs: 20 });
   await store.finalise(record('before'));
-  const pages = Number(db!.pragma('page_count', { simple: true }));
-  db!.pragma(`max_page_count = ${pages}`);
+  // max_page_count is per connection: it is set on the one that writes.
+  const pages = (store.writerPragma('page_count') as Array<{ page_count: number }>)[0]!.page_count;
+  store.writerPragma(`max_page_count = ${pages}`);
   const big = 'y'.repeat(200 * 1024);
   let resolved = false;
   const pending = store.finalise(record('during', { bodies: { request: big, response: null, truncated: false } })).then(() => (resolved = true));
@@ -157,7 +159,7 @@ t.test('a real SQLITE_FULL holds finalises pending, refuses new requests, and co
   t.equal(resolved, false, 'the finalise is not reported durable');
   t.same(storedRecords(file).map((r) => r.request_id), ['before']);
 
-  db!.pragma('max_page_count = 1073741823');
+  store.writerPragma('max_page_count = 1073741823');
   await pending;
   t.equal(store.pending().writeFailing, false, 'writes recovered');
   t.same(storedRecords(file).map((r) => r.request_id), ['before', 'during']);
