@@ -11,7 +11,7 @@
  * Knobs (env): BENCH_SECONDS per measurement (6), BENCH_ROUNDS (2), BENCH_WARMUP_SECONDS (4),
  * BENCH_NODE_ARGS extra node flags for the node process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof",
  * BENCH_TARGETS which targets to run (default "direct,floor,node,peer"; fewer is faster while iterating),
- * BENCH_LOADS which loads (default "closed,200,500").
+ * BENCH_LOADS which loads (default "closed,200,500"), BENCH_KEEP_WORK=1 to keep the work dir (node log, state).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -63,7 +63,8 @@ const log = (line: string): void => {
 async function main(): Promise<void> {
   const t = new Teardowns();
   const work = mkdtempSync(join(os.tmpdir(), 'zn-bench-gateway-'));
-  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  // BENCH_KEEP_WORK=1 keeps the node's state dir and log for a look afterwards.
+  if (process.env.BENCH_KEEP_WORK !== '1') t.teardown(() => rmSync(work, { recursive: true, force: true }));
   const stopOnSignal = (): void => {
     void t.run().finally(() => process.exit(130));
   };

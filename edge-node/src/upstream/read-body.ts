@@ -34,7 +34,10 @@ export function readBodyBounded(body: Readable, maxBytes: number, upstream: stri
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
     });
     body.once('error', fail);
-    body.once('close', () => fail(new Error(`the body of upstream "${upstream}" closed before it ended`)));
+    // 'close' follows 'end' on every body: the error (and its stack) only when it did not end.
+    body.once('close', () => {
+      if (!settled) fail(new Error(`the body of upstream "${upstream}" closed before it ended`));
+    });
   });
 }
 
