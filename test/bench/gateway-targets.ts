@@ -74,10 +74,10 @@ export async function startFloor(t: Teardowns, upstream: Upstream): Promise<Benc
 }
 
 /** Limits far above anything the bench offers, so they are evaluated on every request but never refuse. */
-const GENEROUS_LIMITS = { requestsPerMinute: 10_000_000, tokensPerMinute: 10_000_000_000, concurrentRequests: 100_000 };
+export const GENEROUS_LIMITS = { requestsPerMinute: 10_000_000, tokensPerMinute: 10_000_000_000, concurrentRequests: 100_000 };
 
 /** A few rules of each kind, on input and output; none matches PROMPT or the echoed answer. */
-const GUARDRAIL_RULES = [
+export const GUARDRAIL_RULES = [
   { detector: 'email', action: 'mask', on: 'both' },
   { detector: 'phone', action: 'mask', on: 'both' },
   { detector: 'prc-resident-id', action: 'block', on: 'input' },
@@ -85,7 +85,7 @@ const GUARDRAIL_RULES = [
   { detector: 'secret', action: 'block', on: 'both' },
   { detector: 'keywords', keywords: ['project nightingale', 'internal only', 'do not distribute'], action: 'flag', on: 'both' },
   { detector: 'regex', pattern: '\\bACCT-\\d{6,}\\b', action: 'mask', on: 'both' },
-];
+] as const;
 
 async function configureNodeConfig(cp: ControlPlane, upstream: Upstream): Promise<{ apiKey: string }> {
   const must = async (path: string, body: unknown): Promise<Record<string, unknown>> => {

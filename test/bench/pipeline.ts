@@ -30,22 +30,12 @@ import { SpoolStore } from '../../edge-node/src/spool/spool-store.js';
 import type { UpstreamCall, UpstreamResponse } from '../../edge-node/src/upstream/upstream-pool.js';
 import { UpstreamPool } from '../../edge-node/src/upstream/upstream-pool.js';
 import { bundleKey, newCallerKey, testBundle } from '../edge-node/config-fixtures.js';
-import { PROMPT } from './gateway-targets.js';
+import { GENEROUS_LIMITS, GUARDRAIL_RULES, PROMPT } from './gateway-targets.js';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 20_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
-const GENEROUS = { requestsPerMinute: 10_000_000, tokensPerMinute: 10_000_000_000, concurrentRequests: 100_000 };
-const RULES = [
-  { detector: 'email', action: 'mask', on: 'both' },
-  { detector: 'phone', action: 'mask', on: 'both' },
-  { detector: 'prc-resident-id', action: 'block', on: 'input' },
-  { detector: 'bank-card', action: 'block', on: 'both' },
-  { detector: 'secret', action: 'block', on: 'both' },
-  { detector: 'keywords', keywords: ['project nightingale', 'internal only', 'do not distribute'], action: 'flag', on: 'both' },
-  { detector: 'regex', pattern: '\\bACCT-\\d{6,}\\b', action: 'mask', on: 'both' },
-] as const;
 
 const ANSWER = JSON.stringify({
   id: 'chatcmpl-bench', object: 'chat.completion', created: 1_700_000_000, model: 'demo-echo',
@@ -70,9 +60,9 @@ async function nodeApp(dir: string): Promise<{ app: FastifyInstance; headers: Re
   const base = testBundle({ nodeId: 'bench-node', version: 1, upstreamUrl: 'http://127.0.0.1:9', keys: [] });
   const bundle = {
     ...base,
-    accounts: [{ ...base.accounts[0]!, limits: GENEROUS }],
-    apiKeys: [bundleKey('bench-key', key.sha256, { limits: GENEROUS, guardrailPolicyId: 'gp-1' })],
-    guardrailPolicies: [{ id: 'gp-1', name: 'bench-guardrails', rules: RULES.map((r) => ({ ...r })) }],
+    accounts: [{ ...base.accounts[0]!, limits: GENEROUS_LIMITS }],
+    apiKeys: [bundleKey('bench-key', key.sha256, { limits: GENEROUS_LIMITS, guardrailPolicyId: 'gp-1' })],
+    guardrailPolicies: [{ id: 'gp-1', name: 'bench-guardrails', rules: GUARDRAIL_RULES.map((r) => ({ ...r })) }],
   } as typeof base;
   const holder = ConfigHolder.ready(fromBundle(bundle));
   const logger = createLogger({ level: 'info', destination: { write: () => undefined } });

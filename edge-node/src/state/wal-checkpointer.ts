@@ -43,6 +43,7 @@ parentPort.on('message', (m) => {
 
 export class WalCheckpointer {
   private readonly worker: Worker;
+  private exited = false;
   private stopping: Promise<void> | undefined;
 
   constructor(file: string, logger: Logger, intervalMs = DEFAULT_CHECKPOINT_INTERVAL_MS) {
@@ -54,11 +55,18 @@ export class WalCheckpointer {
       if (m.failing !== undefined) logger.warn({ file, message: m.failing }, 'WAL checkpoints keep failing; the file grows until they succeed');
     });
     this.worker.on('error', (err) => logger.warn({ file, message: err.message }, 'the WAL checkpoint worker stopped'));
+    this.worker.once('exit', () => {
+      this.exited = true;
+    });
   }
 
   /** Stops checkpointing and closes the worker's connection (before the owner closes its own). */
   stop(): Promise<void> {
     this.stopping ??= new Promise<void>((resolve) => {
+      if (this.exited) {
+        resolve();
+        return;
+      }
       const done = (): void => {
         void this.worker.terminate().finally(resolve);
       };
