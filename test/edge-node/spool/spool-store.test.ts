@@ -1,5 +1,6 @@
 // The spool store: group commit, durability of finalise, interrupted rows, quota and both full
 // policies, and a real SQLITE_FULL (max_page_count) that blocks and then recovers.
+import { statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
@@ -173,4 +174,14 @@ t.test('acknowledged ranges are deleted with the next commit and the backlog shr
   store.deleteAcknowledged(rows[0]!.sequence, rows[1]!.sequence);
   await waitFor(() => store.backlogCount() === 2, { what: 'the delete to commit' });
   t.same(storedRecords(file).map((r) => r.request_id), ['c', 'd']);
+});
+
+t.test('commits never checkpoint: the writing connection has autocheckpoint off and a worker thread copies the WAL into the file', async (t) => {
+  const { store, file } = newStore(t);
+  t.same(store.writerPragma('wal_autocheckpoint'), [{ wal_autocheckpoint: 0 }], 'no checkpoint inside a commit');
+  const body = 'z'.repeat(4000);
+  for (let i = 0; i < 300; i++) await store.finalise(record(`wal-${i}`, { bodies: { request: body, response: null, truncated: false } }));
+  // Over 1 MB of records was committed; only a checkpoint moves it from the WAL into the database file.
+  await waitFor(() => statSync(file).size > 1_000_000, { what: 'the checkpoint worker to copy the WAL into the database file', timeoutMs: 10_000 });
+  t.equal(store.backlogCount(), 300);
 });
