@@ -52,6 +52,8 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
   // Aborted by the app's one 'close' listener (app.ts) when the caller leaves before the end.
   const gone = new AbortController();
   request.callerGone = gone;
+  // A caller that left while its body was still being read: 'close' has fired already.
+  if (raw.closed && !raw.writableFinished) gone.abort();
   const snapshot = request.configSnapshot;
   const ctx = newPipelineContext({
     requestId: request.id,
