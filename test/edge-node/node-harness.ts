@@ -47,6 +47,15 @@ export interface RunningNode {
   client(opts?: { apiKey?: string }): OpenAI;
 }
 
+/** Listens on 127.0.0.1:0 until the test ends; the origin and the OpenAI Base URL (`…/v1`). */
+export async function listenOnLoopback(t: { teardown(fn: () => unknown): void }, app: FastifyInstance): Promise<{ origin: string; baseURL: string }> {
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const { port } = app.server.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
+  return { origin, baseURL: `${origin}/v1` };
+}
+
 /** The node app on 127.0.0.1:0, serving a local config or whatever `holder` holds. */
 export async function startNode(t: { teardown(fn: () => unknown): void }, config: LocalConfig | ConfigHolder): Promise<RunningNode> {
   const logLines: string[] = [];
@@ -54,11 +63,7 @@ export async function startNode(t: { teardown(fn: () => unknown): void }, config
   const holder = config instanceof ConfigHolder ? config : ConfigHolder.ready(fromLocalConfig(config));
   const current = holder.current();
   const app = await buildApp({ holder, logger, ...(current.ready ? { maxBodyBytes: current.config.maxBodyBytes } : {}) });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(() => app.close());
-  const { port } = app.server.address() as AddressInfo;
-  const origin = `http://127.0.0.1:${port}`;
-  const baseURL = `${origin}/v1`;
+  const { origin, baseURL } = await listenOnLoopback(t, app);
   return {
     app,
     holder,

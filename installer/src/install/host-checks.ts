@@ -18,6 +18,7 @@ import { finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
+import { pathExists } from './path-exists.js';
 
 export const MIN_MEMORY_BYTES = 1024 ** 3;
 /** Room for the spool, config cache and logs beyond the unpacked release. */
@@ -66,14 +67,6 @@ function formatBytes(n: number): string {
   return n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(n / 1024 ** 2)} MiB`;
 }
 
-async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 export async function runHostChecks(input: CheckInput, report: CheckReporter): Promise<CheckResult> {
   const all: Finding[] = [];
@@ -227,7 +220,7 @@ async function installDirState(hostRoot: string, dir: string): Promise<Finding[]
     return [finding('NODE-DIR-NOT-EMPTY', `cannot read ${dir} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)];
   }
   const layout = installLayout(dir);
-  if (await exists(onHost(hostRoot, `${layout.data}/identity.json`))) {
+  if (await pathExists(onHost(hostRoot, `${layout.data}/identity.json`))) {
     return [finding('NODE-DATA-EXISTS', `${layout.data} holds the identity of a node installed here before`)];
   }
   const foreign = entries.filter((e) => !LAYOUT_ENTRIES.has(e));

@@ -6,7 +6,7 @@
  * data is never deleted), so no half-installed service remains.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, rmdir, stat, symlink } from 'node:fs/promises';
+import { mkdir, rename, rm, rmdir, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
@@ -22,6 +22,7 @@ import type { InstallLayout } from './install-layout.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
 import { nodeEdgeUnit, nodeEnvFile, updaterUnit } from './unit-files.js';
+import { pathExists } from './path-exists.js';
 
 export type Enroller = (opts: EnrollOptions) => Promise<EnrollResult>;
 
@@ -57,14 +58,6 @@ function errnoText(err: unknown): string {
   return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }
 
-async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function enrollFinding(err: unknown, token: string): Finding {
   const message = ((err as Error).message ?? String(err)).split(token).join('[redacted]');
@@ -110,7 +103,7 @@ async function freshInstall(input: InstallInput, step: StepReporter): Promise<In
         });
       }
       for (const dir of [layout.releases, layout.etc]) {
-        if (!(await exists(host(dir)))) {
+        if (!(await pathExists(host(dir)))) {
           await mkdir(host(dir), { mode: 0o755 });
           undo.push(() => rmdir(host(dir)).catch(() => undefined));
         }
@@ -121,7 +114,7 @@ async function freshInstall(input: InstallInput, step: StepReporter): Promise<In
     await run(`release ${input.manifest.version} unpacked to ${release} (checksums verified again)`, 'NODE-WRITE-FAILED', async () => {
       const partial = host(path.posix.join(layout.releases, `.${input.manifest.version}.partial-${randomBytes(4).toString('hex')}`));
       try {
-        if (await exists(host(release))) await rm(host(release), { recursive: true, force: true });
+        if (await pathExists(host(release))) await rm(host(release), { recursive: true, force: true });
         await extractPackage(input.packageFile, input.manifest, input.dataOffset, partial);
         await rename(partial, host(release));
       } catch (err) {
@@ -145,10 +138,10 @@ async function freshInstall(input: InstallInput, step: StepReporter): Promise<In
     });
 
     // The token is redeemed only now: a failure above never burns it.
-    const dataExisted = await exists(host(layout.data));
+    const dataExisted = await pathExists(host(layout.data));
     undo.push(async () => {
       // data/ goes only if this run made it and it holds no identity (the token was refused).
-      if (!dataExisted && !(await exists(host(`${layout.data}/identity.json`)))) await rm(host(layout.data), { recursive: true, force: true });
+      if (!dataExisted && !(await pathExists(host(`${layout.data}/identity.json`)))) await rm(host(layout.data), { recursive: true, force: true });
     });
     try {
       enrolled = await redeemToken(input, layout, false);

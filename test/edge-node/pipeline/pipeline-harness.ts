@@ -1,6 +1,5 @@
 // A node app built from a signed-bundle config (keys, accounts, routes as the control plane ships
 // them) on 127.0.0.1:0, with recording pipeline services so tests can see what each request did.
-import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { buildApp } from '../../../edge-node/src/app.js';
 import type { PipelineServices } from '../../../edge-node/src/cli/node-services.js';
@@ -10,6 +9,7 @@ import { createLogger } from '../../../edge-node/src/logger.js';
 import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
 import type { ConfigBundle } from '../../../proto/src/index.js';
 import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
+import { listenOnLoopback } from '../node-harness.js';
 
 export interface FinishedRequest {
   requestId: string;
@@ -63,11 +63,7 @@ export async function startPipelineNode(
     services: { metrics: recordingMetrics(finished), ...opts.services },
     ...(opts.maxBodyBytes !== undefined ? { maxBodyBytes: opts.maxBodyBytes } : {}),
   });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(() => app.close());
-  const { port } = app.server.address() as AddressInfo;
-  const origin = `http://127.0.0.1:${port}`;
-  const baseURL = `${origin}/v1`;
+  const { origin, baseURL } = await listenOnLoopback(t, app);
   return {
     baseURL,
     origin,
