@@ -8,6 +8,7 @@ import { messagesApi } from '../../edge-node/src/providers/anthropic/messages.js
 import { anthropicStreamEvents, errorStreamEvent } from '../../edge-node/src/providers/anthropic/messages-stream.js';
 import { anthropicErrorBodyOf, anthropicErrorType } from '../../edge-node/src/providers/anthropic/anthropic-errors.js';
 import { isZenovaError, zenovaError } from '../../edge-node/src/errors.js';
+import { AbortSwitch } from '../../edge-node/src/pipeline/abort-switch.js';
 
 /** The fields the provider reads and writes; the rest of the context is the runner's. */
 function context(body: unknown, headers: Record<string, string> = {}): PipelineContext {
@@ -19,7 +20,7 @@ function context(body: unknown, headers: Record<string, string> = {}): PipelineC
     body,
     deps: undefined as never,
     clock: systemClock,
-    callerGone: new AbortController().signal,
+    callerGone: new AbortSwitch(),
   });
 }
 
@@ -128,7 +129,7 @@ t.test('a stream becomes events: alias in message_start, usage recorded, text sl
   const ctx = context(VALID);
   let released = 0;
   const events = await collect(
-    anthropicStreamEvents(source(sse(STREAM)), { ctx, upstream: 'up', alias: 'claude', sentAt: performance.now(), signal: new AbortController().signal, release: () => void released++ }),
+    anthropicStreamEvents(source(sse(STREAM)), { ctx, upstream: 'up', alias: 'claude', sentAt: performance.now(), signal: new AbortSwitch(), release: () => void released++ }),
     (event) => {
       for (const slot of event.texts) if (slot.text.includes('secret')) slot.text = slot.text.replace('secret', '******');
     },
@@ -149,7 +150,7 @@ t.test('a stream that ends without message_stop, is cut, or carries an error eve
     let released = 0;
     const ctx = context(VALID);
     try {
-      await collect(anthropicStreamEvents(source(chunks, fail), { ctx, upstream: 'up', alias: 'a', sentAt: 0, signal: new AbortController().signal, release: () => void released++ }));
+      await collect(anthropicStreamEvents(source(chunks, fail), { ctx, upstream: 'up', alias: 'a', sentAt: 0, signal: new AbortSwitch(), release: () => void released++ }));
     } catch (err) {
       t.equal(released, 1, 'released on failure');
       return err;

@@ -21,6 +21,7 @@ import { noSpool } from '../../edge-node/src/spool/request-spool.js';
 import { UpstreamPool } from '../../edge-node/src/upstream/upstream-pool.js';
 import { startFakeToolServer } from '../fixtures/fake-tool-server.js';
 import { bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+import { AbortSwitch } from '../../edge-node/src/pipeline/abort-switch.js';
 
 const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
 const CALLER_SECRET = newCallerKey().secret;
@@ -57,7 +58,7 @@ function mcpContext(opts: { method: string; server: string; body?: unknown; head
     body: opts.body,
     deps: { nodeId: 'node-1', logger: createLogger({ level: 'silent' }), upstreams: new UpstreamPool(), limiter: noRateLimits, credit: noCredit, spool: noSpool, metrics: noMetrics },
     clock: systemClock,
-    callerGone: new AbortController().signal,
+    callerGone: new AbortSwitch(),
     config: opts.config,
     model: null, stream: false, maxOutputTokens: null, estimatedInputTokens: 0, inputTexts: [], attempts: [], upstreamUsage: null,
     upstreamFirstByteMs: null, upstreamMs: null, responseText: '', guardrails: [], usage: { inputTokens: 0, outputTokens: 0, estimated: false },

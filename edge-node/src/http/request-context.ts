@@ -4,6 +4,7 @@ import type { ConfigSnapshot } from '../config/config-holder.js';
 import type { RuntimeConfig } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
+import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
 export interface RequestContext {
   /** Config id of the caller's API key; never the key. */
@@ -27,7 +28,7 @@ declare module 'fastify' {
     /** Taken once when the request arrives; a config swap never changes it (config-holder.ts). */
     configSnapshot: ConfigSnapshot;
     /** Set by the pipeline; the app aborts it when the caller leaves before the answer ended. */
-    callerGone: AbortController | null;
+    callerGone: AbortSwitch | null;
   }
 }
 

@@ -10,6 +10,7 @@ import type { ErrorCode } from '../errors.js';
 import type { Clock } from './clock.js';
 import type { PipelineDeps } from './deps.js';
 import type { StageName } from './stage.js';
+import type { AbortSwitch } from './abort-switch.js';
 
 export type Surface = 'model' | 'tools';
 export type ApiKind = 'chat.completions' | 'embeddings' | 'models' | 'messages' | 'mcp';
@@ -125,7 +126,7 @@ export interface PipelineContext {
   readonly deps: PipelineDeps;
   readonly clock: Clock;
   /** Aborted when the caller goes away before the answer is complete. */
-  readonly callerGone: AbortSignal;
+  readonly callerGone: AbortSwitch;
 
   /** identify: the request's config snapshot (absent when the node had none). */
   config?: RuntimeConfig;

@@ -6,6 +6,7 @@ import type { RuntimeConfig } from '../config/runtime-config.js';
 import type { Clock } from './clock.js';
 import type { ApiKind, PipelineContext, Surface } from './context.js';
 import type { PipelineDeps } from './deps.js';
+import type { AbortSwitch } from './abort-switch.js';
 
 export interface ContextInit {
   requestId: string;
@@ -15,7 +16,7 @@ export interface ContextInit {
   body: unknown;
   deps: PipelineDeps;
   clock: Clock;
-  callerGone: AbortSignal;
+  callerGone: AbortSwitch;
   /** The request's config snapshot; absent when the node had none (identify refuses the request). */
   config?: RuntimeConfig;
 }

@@ -19,6 +19,7 @@ import { serialiseSse } from '../providers/sse.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
 import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
 import { systemClock } from './clock.js';
+import { AbortSwitch } from './abort-switch.js';
 import { newPipelineContext } from './new-context.js';
 import type { ApiKind, PipelineContext, StreamEvent, Surface, TextSlot, UpstreamReply } from './context.js';
 import type { PipelineDeps } from './deps.js';
@@ -50,7 +51,7 @@ const STREAM_HEADERS = {
 export async function runPipeline(request: FastifyRequest, reply: FastifyReply, deps: PipelineDeps, call: PipelineCall): Promise<FastifyReply> {
   const raw = reply.raw;
   // Aborted by the app's one 'close' listener (app.ts) when the caller leaves before the end.
-  const gone = new AbortController();
+  const gone = new AbortSwitch();
   request.callerGone = gone;
   // A caller that left while its body was still being read: 'close' has fired already.
   if (raw.closed && !raw.writableFinished) gone.abort();
@@ -68,7 +69,7 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
     body: request.body,
     deps,
     clock: systemClock,
-    callerGone: gone.signal,
+    callerGone: gone,
     // identify refuses the request when the node had no config when it arrived.
     ...(snapshot?.ready === true ? { config: snapshot.config } : {}),
   });
@@ -101,7 +102,7 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
     // Delivery itself failed (a bug, or the socket in a state we did not expect): answer if still possible.
     request.log.error({ err, requestId: ctx.requestId }, 'request delivery failed');
     await run.tail();
-    if (!raw.headersSent && !gone.signal.aborted && !reply.sent) {
+    if (!raw.headersSent && !gone.aborted && !reply.sent) {
       const failure = zenovaError('ZN_ERR_INTERNAL');
       request.zenova.errorCode = failure.code;
       void reply.code(failure.status).send(failure.toBody());

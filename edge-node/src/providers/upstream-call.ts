@@ -10,6 +10,7 @@ import type { AttemptResult } from '../routing/forward-plan.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
 import { classifyUpstreamFailure, upstreamStatusError } from '../upstream/upstream-failure.js';
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
+import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
 /** Ceiling for a non-streaming upstream answer held in memory. */
 export const MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024;
@@ -24,7 +25,7 @@ export async function sendToUpstream(
   ctx: PipelineContext,
   target: RuntimeTarget,
   call: Omit<UpstreamCall, 'requestId' | 'timeoutMs' | 'signal'>,
-  signal: AbortSignal,
+  signal: AbortSwitch,
   timeoutMs: number,
 ): Promise<UpstreamExchange> {
   const response = await ctx.deps.upstreams.request(target.upstream, { ...call, requestId: ctx.requestId, timeoutMs, signal });
@@ -44,7 +45,7 @@ export async function sendToUpstream(
  * A JSON object answer read whole (bounded); a body that is not a JSON object is
  * ZN_ERR_UPSTREAM_ERROR. Read errors surface classified (connect/timeout) unless aborted.
  */
-export async function readJsonObject(response: UpstreamResponse, upstream: string, signal: AbortSignal): Promise<Record<string, unknown>> {
+export async function readJsonObject(response: UpstreamResponse, upstream: string, signal: AbortSwitch): Promise<Record<string, unknown>> {
   let bytes: Buffer;
   try {
     bytes = await readBodyBounded(response.body, MAX_UPSTREAM_JSON_BYTES, upstream);

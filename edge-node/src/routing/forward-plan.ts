@@ -15,6 +15,7 @@ import type { PipelineContext, UpstreamReply } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
 import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
+import { AbortSwitch } from '../pipeline/abort-switch.js';
 
 export type AttemptResult =
   | { kind: 'answered'; reply: UpstreamReply }
@@ -33,7 +34,7 @@ export type AttemptResult =
  * aborts on the attempt's timeout or when the caller leaves; an attempt may simply throw what the
  * abort (or the network) threw, forwardPlan classifies it.
  */
-export type AttemptFn = (target: RuntimeTarget, signal: AbortSignal, timeoutMs: number) => Promise<AttemptResult>;
+export type AttemptFn = (target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number) => Promise<AttemptResult>;
 
 /** The record schema allows 64 attempts; plans are far smaller (≤ 33 targets × ≤ 6 tries), but bound it anyway. */
 const MAX_ATTEMPTS = 64;
@@ -72,9 +73,9 @@ async function attemptOnce(
 ): Promise<'answered' | 'caller-gone' | Extract<AttemptResult, { kind: 'failed' }>> {
   // The attempt's own signal: aborted by its timeout (until the headers are in) or by the caller
   // leaving (for as long as the reply is relayed, so a stream's upstream body is cut too).
-  const controller = new AbortController();
+  const controller = new AbortSwitch();
   const onGone = (): void => controller.abort(ctx.callerGone.reason);
-  ctx.callerGone.addEventListener('abort', onGone, { once: true });
+  ctx.callerGone.once('abort', onGone);
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
@@ -83,9 +84,9 @@ async function attemptOnce(
   const startedAt = ctx.clock.monotonic();
   let result: AttemptResult;
   try {
-    result = await attempt(target, controller.signal, timeoutMs);
+    result = await attempt(target, controller, timeoutMs);
   } catch (err) {
-    result = failureOf(err, target, controller.signal);
+    result = failureOf(err, target, controller);
   } finally {
     clearTimeout(timer);
   }
@@ -103,7 +104,7 @@ async function attemptOnce(
     ctx.upstreamMs = round(durationMs);
     return 'answered';
   }
-  ctx.callerGone.removeEventListener('abort', onGone);
+  ctx.callerGone.removeListener('abort', onGone);
   if (ctx.callerGone.aborted) {
     record('aborted', null);
     return 'caller-gone';
@@ -122,7 +123,7 @@ async function attemptOnce(
 }
 
 /** What an attempt threw, as a failed attempt (aborts are sorted out by the caller). */
-function failureOf(err: unknown, target: RuntimeTarget, signal: AbortSignal): Extract<AttemptResult, { kind: 'failed' }> {
+function failureOf(err: unknown, target: RuntimeTarget, signal: AbortSwitch): Extract<AttemptResult, { kind: 'failed' }> {
   if (signal.aborted) {
     return { kind: 'failed', error: zenovaError('ZN_ERR_UPSTREAM_TIMEOUT'), outcome: 'aborted', httpStatus: null, retryable: true };
   }

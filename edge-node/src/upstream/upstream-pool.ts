@@ -7,6 +7,7 @@ import type { Dispatcher } from 'undici';
 import type { RuntimeUpstream } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 import { classifyUpstreamFailure, isAbort } from './upstream-failure.js';
+import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
 const MAX_CONNECT_TIMEOUT_MS = 10_000;
 const KEEP_ALIVE_TIMEOUT_MS = 30_000;
@@ -23,7 +24,7 @@ export interface UpstreamCall {
   /** Header and between-chunk timeout; the upstream's own when omitted. */
   timeoutMs?: number;
   /** Aborts the call (the caller went away); the abort surfaces as the original abort error. */
-  signal: AbortSignal;
+  signal: AbortSwitch;
   /** How the upstream secret is sent: `Authorization: Bearer` (default) or Anthropic's `x-api-key`. */
   secretHeader?: 'authorization' | 'x-api-key';
   /** Further headers the provider's API needs (e.g. anthropic-version); never the caller's key. */

@@ -10,6 +10,7 @@ import { systemClock } from '../../../edge-node/src/pipeline/clock.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamReply } from '../../../edge-node/src/pipeline/context.js';
 import type { PipelineDeps } from '../../../edge-node/src/pipeline/deps.js';
 import { newPipelineContext } from '../../../edge-node/src/pipeline/new-context.js';
+import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 
 export function policy(id: string, rules: Array<Partial<GuardrailRule> & Pick<GuardrailRule, 'detector' | 'action'>>): GuardrailPolicy {
   return { id, name: id, rules: rules.map((r) => ({ on: 'both', ...r })) };
@@ -34,7 +35,7 @@ export function guardContext(opts: { policies?: GuardrailPolicy[]; policyId?: st
     body: {},
     deps,
     clock: systemClock,
-    callerGone: new AbortController().signal,
+    callerGone: new AbortSwitch(),
     config,
   });
   Object.assign(ctx, {

@@ -5,6 +5,7 @@ import type { ApiKind, PipelineContext } from '../../../edge-node/src/pipeline/c
 import { newPipelineContext } from '../../../edge-node/src/pipeline/new-context.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
 import type { Logger } from '../../../edge-node/src/logger.js';
+import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 
 /** A whole minute, so tests know where each window starts. */
 export const T0 = 1_800_000_000_000 - (1_800_000_000_000 % 60_000);
@@ -47,7 +48,7 @@ export function callContext(clock: Clock, opts: CallOptions = {}): PipelineConte
     body: undefined,
     deps: undefined as never,
     clock,
-    callerGone: new AbortController().signal,
+    callerGone: new AbortSwitch(),
   });
   Object.assign(ctx, {
     model: 'echo',

@@ -7,6 +7,7 @@ import { spoolStage } from '../../../edge-node/src/pipeline/stages/spool.js';
 import { buildRequestRecord, cutToJsonBytes } from '../../../edge-node/src/spool/request-record-builder.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { quietLogger } from './spool-helpers.js';
+import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 
 function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRecord[] = [], keepsBodies = true): PipelineContext {
   return {
@@ -19,7 +20,7 @@ function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRec
       spool: { open: () => undefined, finalise: async (r: RequestRecord) => void finalised.push(r), keepsBodies: () => keepsBodies },
     } as unknown as PipelineContext['deps'],
     clock: { now: () => 1_700_000_000_250, monotonic: () => 1250 },
-    callerGone: new AbortController().signal,
+    callerGone: new AbortSwitch(),
     model: 'echo', stream: true, maxOutputTokens: null, estimatedInputTokens: 3, inputTexts: [],
     key: { id: 'key-1', accountId: 'acct-1', keyLimits: {}, accountLimits: {}, guardrailPolicyId: null, allowedModels: null },
     attempts: [{ upstream: 'demo', model: 'demo-echo', outcome: 'ok', httpStatus: 200, durationMs: 40 }],

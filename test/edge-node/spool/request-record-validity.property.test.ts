@@ -8,6 +8,7 @@ import { MAX_RECORD_JSON_BYTES, requestRecordSchema } from '../../../proto/src/i
 import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
 import { buildRequestRecord } from '../../../edge-node/src/spool/request-record-builder.js';
 import { quietLogger } from './spool-helpers.js';
+import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 
 const anyText = fc.oneof(fc.constant(''), fc.string({ maxLength: 40 }), fc.string({ minLength: 200, maxLength: 600 }));
 const anyNumber = fc.oneof(
@@ -65,7 +66,7 @@ t.test('every record the builder makes passes the control plane schema and the s
         body: { model: 'echo', messages: [{ role: 'user', content: 'hello' }] },
         deps: { nodeId: c.nodeId, logger: quietLogger() },
         clock: { now: () => c.now, monotonic: () => c.monotonic },
-        callerGone: new AbortController().signal,
+        callerGone: new AbortSwitch(),
         config: c.configVersion === null ? undefined : { version: c.configVersion },
         model: c.model, stream: false, maxOutputTokens: null, estimatedInputTokens: 0, inputTexts: [],
         key: c.keyId === undefined ? undefined : { id: c.keyId, accountId: c.accountId },

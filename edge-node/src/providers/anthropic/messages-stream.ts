@@ -13,6 +13,7 @@ import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failur
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
+import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 type Json = Record<string, unknown>;
 
@@ -143,7 +144,7 @@ export interface StreamOptions {
   sentAt: number;
   /** Releases the upstream body (the consumer stopped early, or the stream failed). */
   release: () => void;
-  signal: AbortSignal;
+  signal: AbortSwitch;
 }
 
 /** The caller-facing events of one upstream stream (see the file comment). */

@@ -22,6 +22,7 @@ import { passedHeaders, readJsonObject, sendToUpstream } from '../upstream-call.
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
 import { inputTextSlots, messagesRequestSchema } from './messages-request.js';
 import { anthropicInputTokens, anthropicStreamEvents, blockIndexOf, errorStreamEvent, firstEventRead, textDeltaEvent } from './messages-stream.js';
+import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 /** Version dates and comma-separated beta names; anything else is refused rather than forwarded. */
@@ -70,7 +71,7 @@ async function attemptMessages(
   ctx: PipelineContext,
   headers: Record<string, string>,
   target: RuntimeTarget,
-  signal: AbortSignal,
+  signal: AbortSwitch,
   timeoutMs: number,
 ): Promise<AttemptResult> {
   const body = ctx.forwardBody ?? {};

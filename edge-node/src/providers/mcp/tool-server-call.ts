@@ -9,6 +9,7 @@ import { Agent } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { ToolServer } from '../../../../proto/src/index.js';
 import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
+import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 /** Caller headers the tool server needs to follow the MCP session; nothing else is passed on. */
 export const FORWARDED_HEADERS = ['accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'] as const;
@@ -32,7 +33,7 @@ export interface ToolServerRequest {
   /** JSON text (POST). */
   body?: string;
   requestId: string;
-  signal: AbortSignal;
+  signal: AbortSwitch;
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {

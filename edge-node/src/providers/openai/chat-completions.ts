@@ -12,6 +12,7 @@ import { estimateTokens } from '../token-estimate.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { callerWantsStreamUsage, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
 import { chatStreamReply, chatUsage } from './chat-stream.js';
+import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 export const chatCompletionsApi: ApiHandler = {
   api: 'chat.completions',
@@ -50,7 +51,7 @@ function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[])
   }
 }
 
-async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSignal, timeoutMs: number): Promise<AttemptResult> {
+async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number): Promise<AttemptResult> {
   const request = ctx.forwardBody ?? {};
   const alias = ctx.model ?? target.upstreamModel;
   const sent = await sendToUpstream(

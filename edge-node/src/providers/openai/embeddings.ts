@@ -11,6 +11,7 @@ import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
+import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 const embeddingsRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
@@ -53,7 +54,7 @@ export const embeddingsApi: ApiHandler = {
   },
 };
 
-async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSignal, timeoutMs: number): Promise<AttemptResult> {
+async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number): Promise<AttemptResult> {
   const sent = await sendToUpstream(
     ctx,
     target,
