@@ -41,7 +41,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       ...(command.stateDir !== undefined ? { stateDir: command.stateDir } : {}),
       listen: command.listen,
       ...(command.adminListen !== undefined ? { adminListen: command.adminListen } : {}),
-      logger: createLogger(),
+      logger: createLogger({ batched: true }),
     });
   } catch (err) {
     if (err instanceof LocalConfigError) {
