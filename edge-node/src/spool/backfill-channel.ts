@@ -136,6 +136,11 @@ export class BackfillChannel implements ControlChannel {
       this.schedulePump();
       return;
     }
+    this.startLinger();
+  }
+
+  /** After lingerMs a partial batch may go (unless a linger is already running). */
+  private startLinger(): void {
     if (this.lingerTimer !== undefined) return;
     this.lingerTimer = setTimeout(() => {
       this.lingerTimer = undefined;
@@ -180,7 +185,11 @@ export class BackfillChannel implements ControlChannel {
     }
     // The tail of the backlog waits for the linger (more records may join it).
     const partial = rows.length < this.maxRecords && records.length === rows.length;
-    if (partial && !this.partialDue) return;
+    if (partial && !this.partialDue) {
+      // A tail left behind full batches: no later commit may come to start the linger for it.
+      this.startLinger();
+      return;
+    }
     const first = rows[0]!.sequence;
     const last = rows[records.length - 1]!.sequence;
     const batchId = randomUUID();

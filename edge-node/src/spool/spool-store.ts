@@ -239,6 +239,9 @@ export class SpoolStore implements RequestSpool {
     this.retryTimer = undefined;
     this.flush();
     this.closed = true;
+    // A last flush that failed armed a retry; nothing is retried after close.
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     const pending = this.finals;
     this.finals = [];
     for (const f of pending) f.reject(new Error('the spool closed before the record was written'));

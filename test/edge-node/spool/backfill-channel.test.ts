@@ -118,3 +118,15 @@ t.test('a full batch goes at once, without waiting for the linger', async (t) =>
   await waitFor(() => sent.length === 1, { what: 'the full batch' });
   t.equal(sent[0]!.records.length, 10);
 });
+
+t.test('the tail left behind full batches goes after the linger, with no further commits', async (t) => {
+  const { channel, sent, send, store } = await setup(t, 0, { lingerMs: 50, window: 4 });
+  channel.onEstablished(send);
+  // One commit of 13 records (e.g. the queue written at once after a disk-full spell): a full
+  // batch goes at once, and the 3 left must not wait for a commit that may never come.
+  await Promise.all(Array.from({ length: 13 }, (_, i) => store.finalise(record(`burst-${String(i).padStart(2, '0')}`))));
+  t.equal(store.commitCount(), 1, 'the 13 records came in one commit');
+  await waitFor(() => sent.length === 2, { what: 'the tail after the linger' });
+  t.equal(sent[0]!.records.length, 10);
+  t.same(ids(sent[1]!), ['burst-10', 'burst-11', 'burst-12']);
+});
