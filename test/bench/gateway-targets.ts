@@ -19,6 +19,7 @@ import { waitFor } from '../fixtures/wait-for.js';
 import { enrollNewNode, freePort, httpsMaterial, startControlPlane, UPSTREAM_SECRET } from '../e2e/stack.js';
 import type { ControlPlane } from '../e2e/stack.js';
 import type { BenchTarget } from './gateway-load.js';
+import type { GatewayRuntime } from './gateway-runtime.js';
 
 /** Collects clean-ups (the fixtures take a tap-like `t`), run newest first. */
 export class Teardowns {
@@ -66,9 +67,9 @@ export function directTarget(upstream: Upstream): BenchTarget {
 }
 
 /** The `floor` target (gateway-floor-main.ts): a bare fastify + undici pass-through to the upstream. */
-export async function startFloor(t: Teardowns, upstream: Upstream): Promise<BenchTarget> {
-  const { command, args } = tsEntry('test/bench/gateway-floor-main.ts');
-  const proc = await startProcess({ name: 'bench floor proxy', command, args: [...args, `http://127.0.0.1:${upstream.port}`], readyLine: /bench floor listening/, t });
+export async function startFloor(t: Teardowns, upstream: Upstream, runtime: GatewayRuntime): Promise<BenchTarget> {
+  const { args } = tsEntry('test/bench/gateway-floor-main.ts');
+  const proc = await startProcess({ name: 'bench floor proxy', command: runtime.binary, args: [...args, `http://127.0.0.1:${upstream.port}`], readyLine: /bench floor listening/, t });
   const line = JSON.parse(await proc.waitForLine(/bench floor listening/)) as { port: number };
   return { ...directTarget(upstream), name: 'floor', origin: `http://127.0.0.1:${line.port}`, pid: proc.child.pid };
 }
@@ -115,23 +116,22 @@ export interface NodeUnderTest {
 
 /**
  * The node daemon as the package ships it: the esbuild bundle (packaging/bundle-apps.ts), not the
- * sources through tsx (whose transform adds work to every closure on the hot path). Written under
- * .zenova/bench/ in the repo, so it finds node_modules/better-sqlite3 and package.json as it would
- * under app/ in an installed release. Runs on this machine's Node (the package carries Node 22).
+ * sources through tsx (whose transform adds work to every closure on the hot path), written where
+ * the runtime's node_modules (better-sqlite3) and package.json are (gateway-runtime.ts).
  */
-async function nodeBundle(): Promise<string> {
+async function nodeBundle(runtime: GatewayRuntime): Promise<string> {
   const { node } = await bundleApps(REPO_ROOT);
-  const file = join(REPO_ROOT, '.zenova', 'bench', 'zenova-node.mjs');
+  const file = runtime.nodeBundleFile;
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, node.contents);
   return file;
 }
 
 /** `serve` as a child with stdout+stderr appended to `logFile`; ready when the file shows the line. */
-async function serveNode(t: Teardowns, stateDir: string, logFile: string, adminPort: number, extraNodeArgs: string[]): Promise<{ url: string; pid: number }> {
-  const entry = await nodeBundle();
+async function serveNode(t: Teardowns, runtime: GatewayRuntime, stateDir: string, logFile: string, adminPort: number, extraNodeArgs: string[]): Promise<{ url: string; pid: number }> {
+  const entry = await nodeBundle(runtime);
   const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [...extraNodeArgs, entry, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0'], {
+  const child = spawn(runtime.binary, [...extraNodeArgs, entry, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0'], {
     stdio: ['ignore', fd, fd],
     env: { ...process.env, ZENOVA_NODE_ADMIN_LISTEN: `127.0.0.1:${adminPort}` },
   });
@@ -162,7 +162,7 @@ async function serveNode(t: Teardowns, stateDir: string, logFile: string, adminP
  * PostgreSQL, a configured control plane, and an enrolled serving node. `nodeArgs` go before the
  * entry script (e.g. `--cpu-prof`).
  */
-export async function startNode(t: Teardowns, upstream: Upstream, workDir: string, nodeArgs: string[] = []): Promise<NodeUnderTest> {
+export async function startNode(t: Teardowns, upstream: Upstream, workDir: string, runtime: GatewayRuntime, nodeArgs: string[] = []): Promise<NodeUnderTest> {
   const db = await startPostgres();
   t.teardown(() => db.stop());
   const https = await httpsMaterial(join(workDir, 'https'));
@@ -176,7 +176,7 @@ export async function startNode(t: Teardowns, upstream: Upstream, workDir: strin
   await enrollNewNode(t, cp, 'bench-node', stateDir);
   const adminPort = await freePort();
   const logFile = join(workDir, 'node.log');
-  const { url, pid } = await serveNode(t, stateDir, logFile, adminPort, nodeArgs);
+  const { url, pid } = await serveNode(t, runtime, stateDir, logFile, adminPort, nodeArgs);
   const origin = new URL(url).origin;
   return {
     target: {
@@ -194,12 +194,12 @@ export async function startNode(t: Teardowns, upstream: Upstream, workDir: strin
 }
 
 /** @portkey-ai/gateway's own Node server (`build/start-server.js`), headless, on a free port. */
-export async function startPeer(t: Teardowns, upstream: Upstream): Promise<BenchTarget> {
+export async function startPeer(t: Teardowns, upstream: Upstream, runtime: GatewayRuntime): Promise<BenchTarget> {
   const script = createRequire(import.meta.url).resolve('@portkey-ai/gateway/build/start-server.js');
   const port = await freePort();
   const proc = await startProcess({
     name: 'portkey gateway',
-    command: process.execPath,
+    command: runtime.binary,
     args: [script, `--port=${port}`, '--headless'],
     readyLine: /Ready for connections/,
     timeoutMs: 30_000,

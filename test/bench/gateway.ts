@@ -11,7 +11,9 @@
  * Knobs (env): BENCH_SECONDS per measurement (6), BENCH_ROUNDS (2), BENCH_WARMUP_SECONDS (4),
  * BENCH_NODE_ARGS extra node flags for the node process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof",
  * BENCH_TARGETS which targets to run (default "direct,floor,node,peer"; fewer is faster while iterating),
- * BENCH_LOADS which loads (default "closed,200,500"), BENCH_KEEP_WORK=1 to keep the work dir (node log, state).
+ * BENCH_LOADS which loads (default "closed,200,500"), BENCH_KEEP_WORK=1 to keep the work dir (node log, state),
+ * BENCH_RUNTIME which Node runs the gateways: "packaged" (default; the package's Node 22, see
+ * gateway-runtime.ts) or "host" (the Node running the bench).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -20,6 +22,8 @@ import type { Histogram } from 'hdr-histogram-js';
 import { closedLoop, emptyTally, newHistogram, openLoop } from './gateway-load.js';
 import type { BenchTarget, LoadTally } from './gateway-load.js';
 import { directTarget, startFloor, startNode, startPeer, startUpstream, Teardowns } from './gateway-targets.js';
+import { gatewayRuntime } from './gateway-runtime.js';
+import type { GatewayRuntime } from './gateway-runtime.js';
 import { cpuSecondsOf } from './gateway-cpu.js';
 import { nodeStageTimes } from './gateway-node-metrics.js';
 
@@ -29,6 +33,7 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 4);
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,floor,node,peer').split(',').map((x) => x.trim());
 const LOAD_NAMES = (process.env.BENCH_LOADS ?? 'closed,200,500').split(',').map((x) => x.trim());
+const RUNTIME = process.env.BENCH_RUNTIME ?? 'packaged';
 const CLOSED_CONNECTIONS = 32;
 const OPEN_RATES = [200, 500] as const;
 /** Enough that the pool never is the queue at 500/s unless the target is already seconds behind. */
@@ -73,10 +78,12 @@ async function main(): Promise<void> {
   try {
     const began = Date.now();
     log('starting the upstream, PostgreSQL + control plane + enrolled node, and the peer gateway …');
+    const runtime = await gatewayRuntime(RUNTIME, work, log);
+    log(`gateways (node, floor, peer) run on ${runtime.name === 'packaged' ? "the package's Node" : "this machine's Node"} ${runtime.version}`);
     const upstream = await startUpstream(t);
-    const node = TARGETS.includes('node') ? await startNode(t, upstream, work, NODE_ARGS) : undefined;
-    const peer = TARGETS.includes('peer') ? await startPeer(t, upstream) : undefined;
-    const floor = TARGETS.includes('floor') ? await startFloor(t, upstream) : undefined;
+    const node = TARGETS.includes('node') ? await startNode(t, upstream, work, runtime, NODE_ARGS) : undefined;
+    const peer = TARGETS.includes('peer') ? await startPeer(t, upstream, runtime) : undefined;
+    const floor = TARGETS.includes('floor') ? await startFloor(t, upstream, runtime) : undefined;
     const targets = [
       ...(TARGETS.includes('direct') ? [directTarget(upstream)] : []),
       ...(floor ? [floor] : []),
@@ -118,7 +125,7 @@ async function main(): Promise<void> {
       }
     }
 
-    printReport(cells, targets.map((x) => x.name));
+    printReport(cells, targets.map((x) => x.name), runtime);
     if (node?.adminUrl) {
       const stages = await nodeStageTimes(node.adminUrl).catch((err: unknown) => `could not read the node's metrics: ${(err as Error).message}`);
       process.stdout.write(`\n${stages}\n`);
@@ -129,10 +136,10 @@ async function main(): Promise<void> {
   }
 }
 
-function printReport(cells: Map<string, Cell>, targetNames: string[]): void {
+function printReport(cells: Map<string, Cell>, targetNames: string[], runtime: GatewayRuntime): void {
   const get = (target: string, load: string): Cell | undefined => cells.get(`${target}|${load}`);
   const out: string[] = [];
-  out.push(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 1024 ** 3).toFixed(1)} GiB, Linux ${os.release()}, Node ${process.version}`);
+  out.push(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 1024 ** 3).toFixed(1)} GiB, Linux ${os.release()}; gateways on Node ${runtime.version} (${runtime.name}), upstream and load generator on Node ${process.version}`);
   out.push(`date: ${new Date().toISOString()}; ${ROUNDS} rounds × ${SECONDS} s per target and load, ${WARMUP_SECONDS} s warm-up each`);
   // Other work on the machine skews everything; say how busy it was so a reader can judge the numbers.
   const load = os.loadavg().map((l) => l.toFixed(1)).join(' / ');
