@@ -39,7 +39,7 @@ export interface ReleaseParts {
   publicKeyPem: string;
 }
 
-function appPackageJson(version: string): Buffer {
+export function appPackageJson(version: string): Buffer {
   // "zenova-gateway" is what productVersion() looks for; type module makes the .mjs bundles' siblings ESM too.
   return Buffer.from(`${JSON.stringify({ name: 'zenova-gateway', version, private: true, type: 'module' }, null, 2)}\n`);
 }

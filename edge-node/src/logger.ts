@@ -22,8 +22,6 @@ export const SECRET_KEYS = [
 ] as const;
 
 const CENSOR = '[redacted]';
-/** pino's number for 'warn'. */
-const WARN_LEVEL = 40;
 /** Keys are checked in the logged object and in objects nested up to this many levels below it. */
 const MAX_DEPTH = 4;
 const SECRET_KEY_SET: ReadonlySet<string> = new Set(SECRET_KEYS);
@@ -109,7 +107,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
               logMethod(args: Parameters<pino.LogFn>, method: pino.LogFn, level: number): void {
                 method.apply(this, args);
                 // Warnings and errors go out at once, with everything logged before them.
-                if (level >= WARN_LEVEL) batched.flush();
+                if (level >= pino.levels.values.warn!) batched.flush();
               },
             },
           }

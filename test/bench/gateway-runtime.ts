@@ -7,10 +7,12 @@
  * runtime from the npm registry and compiles better-sqlite3 (a few minutes), as `npm run package`
  * does. The upstream and the load generator always run on the host's Node: they are not measured.
  */
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { nativeModuleFiles } from '../../packaging/native-modules.js';
 import { hostArch, nodeRuntime } from '../../packaging/node-runtime.js';
+import { appPackageJson } from '../../packaging/release-contents.js';
+import { productVersion } from '../../edge-node/src/product-version.js';
 import { REPO_ROOT } from '../fixtures/processes.js';
 
 export interface GatewayRuntime {
@@ -40,8 +42,6 @@ export async function gatewayRuntime(choice: string, workDir: string, log: (line
     mkdirSync(dirname(to), { recursive: true });
     cpSync(f.source, to);
   }
-  // As in a release (packaging/release-contents.ts): productVersion() reads it; .mjs siblings are ESM.
-  const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
-  writeFileSync(join(app, 'package.json'), `${JSON.stringify({ name: 'zenova-gateway', version, private: true, type: 'module' })}\n`);
+  writeFileSync(join(app, 'package.json'), appPackageJson(productVersion()));
   return { name: 'packaged', binary: runtime.binary, version: `v${runtime.version}`, nodeBundleFile: join(app, 'edge-node', 'zenova-node.mjs') };
 }

@@ -19,9 +19,3 @@ export class AbortSwitch extends EventEmitter {
     this.emit('abort');
   }
 }
-
-/** What readers of a signal need: either an AbortSignal or an AbortSwitch. */
-export interface AbortState {
-  readonly aborted: boolean;
-  readonly reason?: unknown;
-}

@@ -71,7 +71,7 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
     clock: systemClock,
     callerGone: gone,
     // identify refuses the request when the node had no config when it arrived.
-    ...(snapshot?.ready === true ? { config: snapshot.config } : {}),
+    config: snapshot?.ready === true ? snapshot.config : undefined,
   });
   const run = new PipelineRun(request, reply, ctx);
   deps.metrics.requestStarted?.(ctx);

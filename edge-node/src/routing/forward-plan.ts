@@ -73,20 +73,20 @@ async function attemptOnce(
 ): Promise<'answered' | 'caller-gone' | Extract<AttemptResult, { kind: 'failed' }>> {
   // The attempt's own signal: aborted by its timeout (until the headers are in) or by the caller
   // leaving (for as long as the reply is relayed, so a stream's upstream body is cut too).
-  const controller = new AbortSwitch();
-  const onGone = (): void => controller.abort(ctx.callerGone.reason);
+  const attemptAbort = new AbortSwitch();
+  const onGone = (): void => attemptAbort.abort(ctx.callerGone.reason);
   ctx.callerGone.once('abort', onGone);
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    controller.abort(zenovaError('ZN_ERR_UPSTREAM_TIMEOUT'));
+    attemptAbort.abort(zenovaError('ZN_ERR_UPSTREAM_TIMEOUT'));
   }, timeoutMs);
   const startedAt = ctx.clock.monotonic();
   let result: AttemptResult;
   try {
-    result = await attempt(target, controller, timeoutMs);
+    result = await attempt(target, attemptAbort, timeoutMs);
   } catch (err) {
-    result = failureOf(err, target, controller);
+    result = failureOf(err, target, attemptAbort);
   } finally {
     clearTimeout(timer);
   }

@@ -105,7 +105,6 @@ export class SpoolStore implements RequestSpool {
   private flushScheduled = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private closed = false;
-  private closing: Promise<void> | undefined;
   /** Set while commits fail; cleared by the next successful one. */
   private writeFailure: { code: string; since: number } | undefined;
   private usedBytes = 0;

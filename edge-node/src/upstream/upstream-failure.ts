@@ -2,7 +2,7 @@
 // upstream and the kind of failure only: never its URL's secrets or its answer's text.
 import { zenovaError, isZenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
-import type { AbortState } from '../pipeline/abort-switch.js';
+import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
 
@@ -39,7 +39,7 @@ function errorCode(err: unknown): string | undefined {
 }
 
 /** True when the failure is our own abort (the caller went away), which needs no answer. */
-export function isAbort(err: unknown, signal?: AbortState): boolean {
+export function isAbort(err: unknown, signal?: AbortSwitch): boolean {
   if (signal?.aborted) return true;
   const name = (err as { name?: unknown } | null)?.name;
   return name === 'AbortError' || errorCode(err) === 'UND_ERR_ABORTED';
