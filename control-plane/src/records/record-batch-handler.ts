@@ -36,7 +36,7 @@ export function parseRecordBatch(message: NodeMessage, nodeId: string): { batchI
   for (const [index, entry] of batch.records.entries()) {
     let json: unknown;
     try {
-      json = JSON.parse(Buffer.from(entry.recordJson).toString('utf8'));
+      json = JSON.parse(Buffer.from(entry.recordJson.buffer, entry.recordJson.byteOffset, entry.recordJson.byteLength).toString('utf8'));
     } catch {
       throw new NodeMessageInvalid(`records[${index}] (${entry.requestId.slice(0, 64)}) is not JSON`);
     }

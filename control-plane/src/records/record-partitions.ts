@@ -9,17 +9,33 @@ import type pg from 'pg';
 /** Fixed key of the partition-creation lock ("zenova" + 0006). */
 const PARTITION_LOCK_KEY = BigInt('0x7a656e6f76610006').toString();
 
-const known = new Set<string>();
+export interface MonthPartition {
+  name: string;
+  /** ISO bounds for the DDL. */
+  from: string;
+  to: string;
+  /** The same bounds in unix ms, [fromMs, toMs). */
+  fromMs: number;
+  toMs: number;
+}
+
+/** Partitions known to exist; checked by bounds, so the steady state formats no dates. */
+const known: MonthPartition[] = [];
+
+function inKnownPartition(unixMs: number): boolean {
+  for (const p of known) if (unixMs >= p.fromMs && unixMs < p.toMs) return true;
+  return false;
+}
 
 /** The month bucket of a unix-ms time, e.g. { name: 'request_records_p202611', from, to } (UTC). */
-export function monthPartition(unixMs: number): { name: string; from: string; to: string } {
+export function monthPartition(unixMs: number): MonthPartition {
   const date = new Date(unixMs);
   const year = date.getUTCFullYear();
   const month = date.getUTCMonth();
-  const from = new Date(Date.UTC(year, month, 1));
-  const to = new Date(Date.UTC(year, month + 1, 1));
+  const fromMs = Date.UTC(year, month, 1);
+  const toMs = Date.UTC(year, month + 1, 1);
   const name = `request_records_p${String(year).padStart(4, '0')}${String(month + 1).padStart(2, '0')}`;
-  return { name, from: from.toISOString(), to: to.toISOString() };
+  return { name, from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), fromMs, toMs };
 }
 
 /**
@@ -27,11 +43,12 @@ export function monthPartition(unixMs: number): { name: string; from: string; to
  * once it committed, pass the returned names to rememberPartitions (a rolled-back creation must not
  * be remembered).
  */
-export async function ensurePartitions(client: pg.PoolClient, times: readonly number[]): Promise<string[]> {
-  const needed = new Map<string, { name: string; from: string; to: string }>();
+export async function ensurePartitions(client: pg.PoolClient, times: readonly number[]): Promise<MonthPartition[]> {
+  const needed = new Map<string, MonthPartition>();
   for (const t of times) {
+    if (inKnownPartition(t)) continue;
     const p = monthPartition(t);
-    if (!known.has(p.name)) needed.set(p.name, p);
+    needed.set(p.name, p);
   }
   if (needed.size === 0) return [];
   await client.query('select pg_advisory_xact_lock($1::bigint)', [PARTITION_LOCK_KEY]);
@@ -39,9 +56,9 @@ export async function ensurePartitions(client: pg.PoolClient, times: readonly nu
     // The name is ours (digits only), the bounds are ISO timestamps we formatted: no user input.
     await client.query(`create table if not exists ${p.name} partition of request_records for values from ('${p.from}') to ('${p.to}')`);
   }
-  return [...needed.keys()];
+  return [...needed.values()];
 }
 
-export function rememberPartitions(names: readonly string[]): void {
-  for (const name of names) known.add(name);
+export function rememberPartitions(created: readonly MonthPartition[]): void {
+  for (const p of created) if (!known.some((k) => k.name === p.name)) known.push(p);
 }

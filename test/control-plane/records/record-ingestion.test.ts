@@ -109,3 +109,29 @@ t.test('a record that is not JSON or not a request record is refused', async (t)
   await t.rejects(deliver({ recordBatch: { batchId: '', records: [], firstSequence: 1n, lastSequence: 1n } }), NodeMessageInvalid);
   t.equal(await count('wrong-shape'), 0);
 });
+
+t.test("every column of an ingested row is the record's own value, nulls included, and the stored record is the record", async (t) => {
+  const full = record('columns-full', {
+    nodeId: NODE.nodeId, receivedAt: Date.UTC(2026, 10, 21, 8, 30, 0, 123), finishedAt: Date.UTC(2026, 10, 21, 8, 30, 1, 456),
+    keyId: 'key-9', accountId: 'acct-9', model: 'gpt-x "quoted" \\ ü', api: 'messages', status: 'failed', httpStatus: 502,
+    errorCode: 'ZN_ERR_UPSTREAM_UNAVAILABLE', usage: { inputTokens: 12_345_678_901, outputTokens: 7, estimated: true },
+    cost: { reservedMicros: 5_000, costMicros: 0, leaseId: null, priced: false },
+  });
+  const bare = record('columns-bare', { nodeId: NODE.nodeId, receivedAt: Date.UTC(2026, 10, 21, 8, 30, 2), finishedAt: Date.UTC(2026, 10, 21, 8, 30, 2), keyId: null, accountId: null, model: null, errorCode: null, status: 'rejected', httpStatus: 401 });
+  await deliver(batchOf([full, bare]));
+  const { rows } = await pool.query<Record<string, unknown>>(
+    `select request_id, (extract(epoch from received_at) * 1000)::bigint as received_ms, (extract(epoch from finished_at) * 1000)::bigint as finished_ms,
+            node_id, node_name, key_id, account_id, model, api, status, http_status, error_code, input_tokens, output_tokens, cost_micros, record
+       from request_records where request_id like 'columns-%' order by request_id`,
+  );
+  t.same(rows[0], {
+    request_id: 'columns-bare', received_ms: String(bare.receivedAt), finished_ms: String(bare.finishedAt), node_id: NODE.nodeId, node_name: NODE.nodeName,
+    key_id: null, account_id: null, model: null, api: bare.api, status: 'rejected', http_status: 401, error_code: null,
+    input_tokens: String(bare.usage.inputTokens), output_tokens: String(bare.usage.outputTokens), cost_micros: String(bare.cost.costMicros), record: bare,
+  });
+  t.same(rows[1], {
+    request_id: 'columns-full', received_ms: String(full.receivedAt), finished_ms: String(full.finishedAt), node_id: NODE.nodeId, node_name: NODE.nodeName,
+    key_id: 'key-9', account_id: 'acct-9', model: 'gpt-x "quoted" \\ ü', api: 'messages', status: 'failed', http_status: 502, error_code: 'ZN_ERR_UPSTREAM_UNAVAILABLE',
+    input_tokens: '12345678901', output_tokens: '7', cost_micros: '0', record: full,
+  });
+});
