@@ -1,6 +1,7 @@
 // JSON logs for node-edge (pino), with secrets redacted wherever they sit in a logged object.
 import { pino } from 'pino';
 import type { DestinationStream, Logger, LevelWithSilent } from 'pino';
+import { BatchedLogWriter } from './batched-log-writer.js';
 
 export type { Logger };
 
@@ -69,31 +70,23 @@ export interface LoggerOptions {
   /** Where lines go; stdout when omitted. Tests pass a stream to read the lines back. */
   destination?: DestinationStream;
   /**
-   * Gather lines to stdout and write them together (the serving daemon): at most BATCH_BYTES or
+   * Gather lines to stdout and write them together (the serving daemon): at most BATCH_CHARS or
    * BATCH_MS after the first line, at once for warn and above, and on exit. One write per request
    * line was a system call (and, under systemd, a wake-up of journald) per request.
    */
   batched?: boolean;
 }
 
-/** A batched stdout is written when this much is waiting (below sonic-boom's 16 KiB write limit). */
-const BATCH_BYTES = 8192;
+/** A batched stdout is written when this many characters are waiting ... */
+const BATCH_CHARS = 8192;
 /** ... and at least this often, so `journalctl -f` stays live; a kill -9 loses at most this much. */
 const BATCH_MS = 100;
 
 /** Stdout for the serving daemon: batched, flushed by every warning or error and on exit. */
-function batchedStdout(): { destination: DestinationStream; flush: () => void } {
-  const destination = pino.destination({ dest: 1, sync: true, minLength: BATCH_BYTES, periodicFlush: BATCH_MS });
-  // flush() writes synchronously in sync mode; flushSync() also fsyncs, which only exit needs.
-  const flush = (): void => destination.flush();
-  process.once('exit', () => {
-    try {
-      destination.flushSync();
-    } catch {
-      // stdout closed (the service manager went away): nothing left to write to.
-    }
-  });
-  return { destination, flush };
+function batchedStdout(): BatchedLogWriter {
+  const writer = new BatchedLogWriter(1, BATCH_CHARS, BATCH_MS);
+  process.once('exit', () => writer.flush());
+  return writer;
 }
 
 export function createLogger(opts: LoggerOptions = {}): Logger {
@@ -124,9 +117,9 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
       // ISO timestamps read well in journald and sort as text.
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    // Synchronous writes (batched or not): a line written is on its way, and a crash flushes what
-    // is gathered. Measured against sync: false (sonic-boom's thread-pool writes): no cheaper per
-    // request on the bench, and its two extra thread wake-ups per line showed at light load.
-    opts.destination ?? batched?.destination ?? pino.destination({ dest: 1, sync: true }),
+    // Synchronous writes (batched or not): a line written is on its way. Measured against
+    // sync: false (sonic-boom's thread-pool writes): no cheaper per request on the bench, and its
+    // two extra thread wake-ups per line showed at light load.
+    opts.destination ?? batched ?? pino.destination({ dest: 1, sync: true }),
   );
 }
