@@ -1,14 +1,16 @@
 /**
  * Idempotent ingestion of request records (migration 0006): one transaction per batch inserts the
  * ids into request_record_ids (ON CONFLICT DO NOTHING RETURNING), the rows of the ids that were
- * new into request_records (one INSERT from the batch as a JSON array), and settles exactly those records
- * (billing's settleIngestedRecords), so a resent batch is neither stored nor charged twice.
+ * new into request_records (one INSERT from the batch as a JSON array), and settles exactly those
+ * records (billing's settleIngestedRecords), so a resent batch is neither stored nor charged twice.
+ * Text PostgreSQL cannot hold (NUL, unpaired surrogates) is replaced first (storable-text.ts).
  */
 import type pg from 'pg';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { settleIngestedRecords } from '../billing/settlement.js';
 import { withTransaction } from '../nodes/with-transaction.js';
 import { ensurePartitions, rememberPartitions } from './record-partitions.js';
+import { storableJsonArray } from './storable-text.js';
 import type { MonthPartition } from './record-partitions.js';
 
 export interface IngestResult {
@@ -18,8 +20,10 @@ export interface IngestResult {
 
 export async function ingestRecords(pool: pg.Pool, node: { nodeId: string; nodeName: string }, records: readonly RequestRecord[]): Promise<IngestResult> {
   if (records.length === 0) return { accepted: 0, duplicates: 0 };
+  // Characters PostgreSQL cannot store are replaced first, so ids are compared as they will be stored.
+  const storable = storableJsonArray(records);
   // One record per request id within the batch too (a node never sends two, but the key decides).
-  const unique = [...new Map(records.map((r) => [r.requestId, r])).values()];
+  const unique = [...new Map(storable.values.map((r) => [r.requestId, r])).values()];
   let created: MonthPartition[] = [];
   const result = await withTransaction(pool, async (client) => {
       created = await ensurePartitions(client, unique.map((r) => r.receivedAt));
@@ -43,7 +47,7 @@ export async function ingestRecords(pool: pg.Pool, node: { nodeId: string; nodeN
                   $1, $2, r->>'keyId', r->>'accountId', r->>'model', r->>'api', r->>'status', (r->>'httpStatus')::int, r->>'errorCode',
                   (r #>> '{usage,inputTokens}')::bigint, (r #>> '{usage,outputTokens}')::bigint, (r #>> '{cost,costMicros}')::bigint, r
            from jsonb_array_elements($3::jsonb) as r`,
-          [node.nodeId, node.nodeName, JSON.stringify(newRecords)],
+          [node.nodeId, node.nodeName, newRecords.length === storable.values.length ? storable.json : JSON.stringify(newRecords)],
         );
         await settleIngestedRecords(client, node.nodeId, newRecords);
       }

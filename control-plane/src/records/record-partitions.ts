@@ -40,7 +40,7 @@ export function monthPartition(unixMs: number): MonthPartition {
 
 /**
  * Makes sure every month of `times` has its partition; call inside the ingestion transaction and,
- * once it committed, pass the returned names to rememberPartitions (a rolled-back creation must not
+ * once it committed, pass the returned partitions to rememberPartitions (a rolled-back creation must not
  * be remembered).
  */
 export async function ensurePartitions(client: pg.PoolClient, times: readonly number[]): Promise<MonthPartition[]> {

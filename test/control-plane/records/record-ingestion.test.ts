@@ -135,3 +135,26 @@ t.test("every column of an ingested row is the record's own value, nulls include
     input_tokens: '12345678901', output_tokens: '7', cost_micros: '0', record: full,
   });
 });
+
+t.test('NUL characters and unpaired surrogates are stored as U+FFFD, and their batch and the records in it get through', async (t) => {
+  const at = Date.UTC(2026, 10, 22, 9, 0, 0);
+  const odd = record('text-odd-\u0000-id', {
+    nodeId: NODE.nodeId, receivedAt: at, finishedAt: at + 5, model: 'gpt\u0000x',
+    bodies: { request: '{"model":"gpt\\u0000x"}', response: 'a\ud800b \udc00 ok \ud83d\ude00', truncated: false },
+    timings: { totalMs: 5, upstreamFirstByteMs: null, upstreamMs: null, stagesUs: { 'id\u0000': 3 } },
+  });
+  const plain = record('text-plain', { nodeId: NODE.nodeId, receivedAt: at, finishedAt: at + 5 });
+  const batch = batchOf([odd, plain]);
+  t.match(await deliver(batch), { acceptedCount: 2, duplicateCount: 0 });
+  t.match(await deliver(batch), { acceptedCount: 0, duplicateCount: 2 }, 'a resend is recognised by the stored ids');
+  const { rows } = await pool.query<{ request_id: string; model: string; record: RequestRecord }>(
+    "select request_id, model, record from request_records where request_id like 'text-%' order by request_id",
+  );
+  t.equal(rows.length, 2);
+  t.equal(rows[0]!.request_id, 'text-odd-\ufffd-id');
+  t.equal(rows[0]!.model, 'gpt\ufffdx');
+  t.equal(rows[0]!.record.bodies?.response, 'a\ufffdb \ufffd ok \ud83d\ude00', 'a paired surrogate (an emoji) is kept');
+  t.equal(rows[0]!.record.bodies?.request, '{"model":"gpt\\u0000x"}', 'an escaped NUL inside JSON text is only text and is kept');
+  t.same(rows[0]!.record.timings.stagesUs, { 'id\ufffd': 3 }, 'keys too');
+  t.same(rows[1]!.record, plain, 'the other record of the batch is stored untouched');
+});
