@@ -9,13 +9,22 @@ import { EventEmitter } from 'node:events';
 
 export class AbortSwitch extends EventEmitter {
   aborted = false;
-  /** Why it was aborted; an AbortError (as AbortController gives) when no reason was passed. */
-  reason: unknown = undefined;
+  private given: unknown = undefined;
+
+  /**
+   * Why it was aborted; an AbortError (as AbortController gives) when no reason was passed, made
+   * only when asked for: every request's switch is aborted by the caller's socket closing in
+   * tests (fastify's inject), and a DOMException costs a stack trace.
+   */
+  get reason(): unknown {
+    if (this.aborted && this.given === undefined) this.given = new DOMException('This operation was aborted', 'AbortError');
+    return this.given;
+  }
 
   abort(reason?: unknown): void {
     if (this.aborted) return;
     this.aborted = true;
-    this.reason = reason ?? new DOMException('This operation was aborted', 'AbortError');
+    this.given = reason;
     this.emit('abort');
   }
 }

@@ -9,8 +9,11 @@ interface Window {
   cur: number;
 }
 
+/** A subject's windows by metric: no key string is built per check on the hot path. */
+type SubjectWindows = Partial<Record<RateMetric, Window>>;
+
 export class MemoryLimitStore implements LimitStore {
-  private readonly windows = new Map<string, Window>();
+  private readonly windows = new Map<string, SubjectWindows>();
   private readonly inUse = new Map<string, number>();
   private readonly held = new Map<string, readonly string[]>();
   private prunedMinute = Number.NEGATIVE_INFINITY;
@@ -20,13 +23,15 @@ export class MemoryLimitStore implements LimitStore {
     if (minute > this.prunedMinute) this.prune(minute);
     const windows: WindowCounts[] = [];
     let failedRate = -1;
-    for (const [index, check] of query.rates.entries()) {
-      const counts = this.counts(`${check.subject}\u0000${check.metric}`, minute);
+    for (let index = 0; index < query.rates.length; index++) {
+      const check = query.rates[index]!;
+      const counts = this.counts(check.subject, check.metric, minute);
       windows.push(counts);
       if (failedRate < 0 && !fits(counts, check.charge, check.limit, query.nowMs)) failedRate = index;
     }
     let failedSlot = -1;
-    for (const [index, check] of query.slots.entries()) {
+    for (let index = 0; index < query.slots.length; index++) {
+      const check = query.slots[index]!;
       if ((this.inUse.get(check.subject) ?? 0) >= check.limit) {
         failedSlot = index;
         break;
@@ -34,7 +39,7 @@ export class MemoryLimitStore implements LimitStore {
     }
     const admitted = failedRate < 0 && failedSlot < 0;
     if (admitted) {
-      for (const check of query.rates) this.add(`${check.subject}\u0000${check.metric}`, minute, check.charge);
+      for (const check of query.rates) this.add(check.subject, check.metric, minute, check.charge);
       if (query.slots.length > 0) {
         const subjects = query.slots.map((s) => s.subject);
         for (const subject of subjects) this.inUse.set(subject, (this.inUse.get(subject) ?? 0) + 1);
@@ -45,7 +50,7 @@ export class MemoryLimitStore implements LimitStore {
   }
 
   adjust(subject: string, metric: RateMetric, minute: number, delta: number): void {
-    const window = this.windows.get(`${subject}\u0000${metric}`);
+    const window = this.windows.get(subject)?.[metric];
     if (window === undefined) return;
     if (window.minute === minute) window.cur = Math.max(0, window.cur + delta);
     else if (window.minute === minute + 1) window.prev = Math.max(0, window.prev + delta);
@@ -58,6 +63,11 @@ export class MemoryLimitStore implements LimitStore {
     for (const subject of subjects) this.inUse.set(subject, Math.max(0, (this.inUse.get(subject) ?? 0) - 1));
   }
 
+  /** Subjects with a live window (tests check that idle ones are forgotten). */
+  trackedSubjects(): number {
+    return this.windows.size;
+  }
+
   close(): void {
     this.windows.clear();
     this.inUse.clear();
@@ -67,22 +77,31 @@ export class MemoryLimitStore implements LimitStore {
   /** Once a minute: windows no check can read any more go, so memory follows the active keys. */
   private prune(minute: number): void {
     this.prunedMinute = minute;
-    for (const [id, window] of this.windows) if (window.minute < minute - 1) this.windows.delete(id);
+    for (const [subject, byMetric] of this.windows) {
+      if (byMetric.requests !== undefined && byMetric.requests.minute < minute - 1) byMetric.requests = undefined;
+      if (byMetric.tokens !== undefined && byMetric.tokens.minute < minute - 1) byMetric.tokens = undefined;
+      if (byMetric.requests === undefined && byMetric.tokens === undefined) this.windows.delete(subject);
+    }
   }
 
   /** The window rolled forward to `minute` (a window two minutes old is empty). */
-  private counts(id: string, minute: number): WindowCounts {
-    const window = this.windows.get(id);
+  private counts(subject: string, metric: RateMetric, minute: number): WindowCounts {
+    const window = this.windows.get(subject)?.[metric];
     if (window === undefined) return { prev: 0, cur: 0 };
     this.roll(window, minute);
     return { prev: window.prev, cur: window.cur };
   }
 
-  private add(id: string, minute: number, amount: number): void {
-    let window = this.windows.get(id);
+  private add(subject: string, metric: RateMetric, minute: number, amount: number): void {
+    let byMetric = this.windows.get(subject);
+    if (byMetric === undefined) {
+      byMetric = {};
+      this.windows.set(subject, byMetric);
+    }
+    let window = byMetric[metric];
     if (window === undefined) {
       window = { minute, prev: 0, cur: 0 };
-      this.windows.set(id, window);
+      byMetric[metric] = window;
     }
     this.roll(window, minute);
     window.cur += amount;

@@ -230,3 +230,23 @@ t.test('reset durations read like OpenAI\'s', async (t) => {
   t.equal(formatReset(6_500), '7s');
   t.equal(formatReset(66_000), '1m6s');
 });
+
+t.test('the memory store forgets a subject once its windows are two minutes old, and counts it afresh after', async (t) => {
+  const clock = new ManualClock();
+  const store = new MemoryLimitStore();
+  const limiter = new NodeRateLimiter(store, quietLogger);
+  t.teardown(() => limiter.close());
+  const keyLimits = { requestsPerMinute: 2, tokensPerMinute: 100_000 };
+  t.equal(limiter.admit(callContext(clock, { keyLimits })), undefined);
+  t.equal(limiter.admit(callContext(clock, { keyId: 'key-b', keyLimits })), undefined);
+  t.equal(store.trackedSubjects(), 2, 'one subject per key');
+  clock.advance(60_000);
+  t.equal(limiter.admit(callContext(clock, { keyLimits })), undefined, 'key-a again, the next minute');
+  t.equal(store.trackedSubjects(), 2, 'key-b, last seen a minute ago, still counts in the sliding window');
+  clock.advance(60_000);
+  t.equal(limiter.admit(callContext(clock, { keyLimits })), undefined);
+  t.equal(store.trackedSubjects(), 1, 'key-b, idle for two minutes, is forgotten');
+  // key-a has one request in the previous minute and one in this one; at the minute's start the
+  // previous minute counts in full, so with a limit of 2 a third is refused.
+  t.equal(limiter.admit(callContext(clock, { keyLimits }))?.error.code, 'ZN_ERR_RATE_LIMITED', 'key-a is still counted across the minutes');
+});
