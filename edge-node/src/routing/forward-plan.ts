@@ -74,7 +74,8 @@ async function attemptOnce(
   // The attempt's own signal: aborted by its timeout (until the headers are in) or by the caller
   // leaving (for as long as the reply is relayed, so a stream's upstream body is cut too).
   const attemptAbort = new AbortSwitch();
-  const onGone = (): void => attemptAbort.abort(ctx.callerGone.reason);
+  // Its own AbortError, made only if undici asks for the reason (the caller's switch has none of its own).
+  const onGone = (): void => attemptAbort.abort();
   ctx.callerGone.once('abort', onGone);
   let timedOut = false;
   const timer = setTimeout(() => {
