@@ -10,7 +10,6 @@
  * Knobs: BENCH_BATCH (records per batch, default 200), BENCH_BATCHES (per round, default 40),
  * BENCH_ROUNDS (default 3).
  */
-import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import type { NodeMessage, RequestRecord } from '../../proto/src/index.js';
 import { migrate } from '../../control-plane/src/db/migrate.js';
@@ -19,6 +18,7 @@ import { ingestRecords } from '../../control-plane/src/records/record-ingestion.
 import { ensurePartitions, rememberPartitions } from '../../control-plane/src/records/record-partitions.js';
 import { withTransaction } from '../../control-plane/src/nodes/with-transaction.js';
 import { startPostgres } from '../fixtures/postgres.js';
+import { cpuSecondsOf } from './gateway-cpu.js';
 import { record } from '../edge-node/spool/spool-helpers.js';
 
 const BATCH = Number(process.env.BENCH_BATCH ?? 200);
@@ -78,9 +78,9 @@ try {
   await migrate(pool);
   const backendPid = (await pool.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
   const backendCpuUs = (): number => {
-    const stat = readFileSync(`/proc/${backendPid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks (10 ms) → µs
+    const seconds = cpuSecondsOf(backendPid);
+    if (seconds === undefined) throw new Error(`cannot read the CPU time of PostgreSQL backend ${backendPid} from /proc`);
+    return seconds * 1e6;
   };
   const variants = {
     'column arrays (before)': (records: RequestRecord[]) => ingestWithColumnArrays(pool, records),

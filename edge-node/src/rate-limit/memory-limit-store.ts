@@ -78,9 +78,15 @@ export class MemoryLimitStore implements LimitStore {
   private prune(minute: number): void {
     this.prunedMinute = minute;
     for (const [subject, byMetric] of this.windows) {
-      if (byMetric.requests !== undefined && byMetric.requests.minute < minute - 1) byMetric.requests = undefined;
-      if (byMetric.tokens !== undefined && byMetric.tokens.minute < minute - 1) byMetric.tokens = undefined;
-      if (byMetric.requests === undefined && byMetric.tokens === undefined) this.windows.delete(subject);
+      let live = false;
+      for (const metric of Object.keys(byMetric) as RateMetric[]) {
+        const window = byMetric[metric];
+        if (window === undefined) continue;
+        // Set, not deleted: the object keeps its shape for the lookups on the hot path.
+        if (window.minute < minute - 1) byMetric[metric] = undefined;
+        else live = true;
+      }
+      if (!live) this.windows.delete(subject);
     }
   }
 
