@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as hdr from 'hdr-histogram-js';
 import type { Histogram } from 'hdr-histogram-js';
-import { Pool } from 'undici';
+import { RawHttpConnection, requestBytes } from './raw-http-client.js';
 
 /** One gateway (or the bare upstream) and the identical request sent to it. */
 export interface BenchTarget {
@@ -45,19 +45,36 @@ export function emptyTally(): LoadTally {
   return { ok: 0, errors: 0, seconds: 0 };
 }
 
+/** Connections to one target, all sending its one request (raw-http-client.ts). */
+class TargetConnections {
+  private readonly request: Buffer;
+  private readonly host: string;
+  private readonly port: number;
+  private readonly all: RawHttpConnection[] = [];
+
+  constructor(target: BenchTarget) {
+    const url = new URL(target.origin);
+    this.host = url.hostname;
+    this.port = Number(url.port);
+    this.request = requestBytes(url.host, target.path, target.headers, target.body);
+  }
+
+  open(): RawHttpConnection {
+    const connection = new RawHttpConnection(this.port, this.host, this.request, REQUEST_TIMEOUT_MS);
+    this.all.push(connection);
+    return connection;
+  }
+
+  closeAll(): void {
+    for (const connection of this.all) connection.close();
+  }
+}
+
 /** One request; resolves undefined when a full 200 answer was read, else what went wrong. */
-async function send(pool: Pool, target: BenchTarget): Promise<string | undefined> {
+async function send(connection: RawHttpConnection): Promise<string | undefined> {
   try {
-    const res = await pool.request({
-      method: 'POST',
-      path: target.path,
-      headers: target.headers,
-      body: target.body,
-      headersTimeout: REQUEST_TIMEOUT_MS,
-      bodyTimeout: REQUEST_TIMEOUT_MS,
-    });
-    const text = await res.body.text();
-    return res.statusCode === 200 ? undefined : `HTTP ${res.statusCode}: ${text.slice(0, 300)}`;
+    const answer = await connection.send();
+    return answer.status === 200 ? undefined : `HTTP ${answer.status}: ${(answer.errorBody ?? '').slice(0, 300)}`;
   } catch (err) {
     return (err as Error).message;
   }
@@ -70,13 +87,14 @@ function countError(tally: LoadTally, error: string): void {
 
 /** `connections` workers, each looping request → read answer, for `seconds`. */
 export async function closedLoop(target: BenchTarget, opts: { connections: number; seconds: number }, hist: Histogram | undefined, tally: LoadTally): Promise<void> {
-  const pool = new Pool(target.origin, { connections: opts.connections, pipelining: 1 });
+  const connections = new TargetConnections(target);
   const started = performance.now();
   const end = started + opts.seconds * 1000;
   const worker = async (): Promise<void> => {
+    const connection = connections.open();
     while (performance.now() < end) {
       const t0 = performance.now();
-      const error = await send(pool, target);
+      const error = await send(connection);
       if (error !== undefined) countError(tally, error);
       else {
         tally.ok += 1;
@@ -88,7 +106,7 @@ export async function closedLoop(target: BenchTarget, opts: { connections: numbe
     await Promise.all(Array.from({ length: opts.connections }, () => worker()));
     tally.seconds += (performance.now() - started) / 1000;
   } finally {
-    await pool.close();
+    connections.closeAll();
   }
 }
 
@@ -97,15 +115,32 @@ export async function closedLoop(target: BenchTarget, opts: { connections: numbe
  * the generator's event loop allows: that lateness is counted, as a real caller would feel it).
  */
 export async function openLoop(target: BenchTarget, opts: { rate: number; seconds: number; connections: number }, hist: Histogram, tally: LoadTally): Promise<void> {
-  const pool = new Pool(target.origin, { connections: opts.connections, pipelining: 1 });
+  const connections = new TargetConnections(target);
+  // Idle connections, and sends waiting for one when all `opts.connections` are busy.
+  const idle: RawHttpConnection[] = [];
+  let opened = 0;
+  const waiting: number[] = [];
   const total = Math.round(opts.rate * opts.seconds);
   const intervalMs = 1000 / opts.rate;
   const inFlight = new Set<Promise<void>>();
   let counting = true; // off once stragglers are given up on, so they are not counted twice
   const fire = (scheduledAt: number): void => {
-    const p = send(pool, target).then((error) => {
+    let connection = idle.pop();
+    if (connection === undefined) {
+      if (opened === opts.connections) {
+        waiting.push(scheduledAt);
+        return;
+      }
+      opened += 1;
+      connection = connections.open();
+    }
+    const on = connection;
+    const p = send(on).then((error) => {
       inFlight.delete(p);
       if (!counting) return;
+      idle.push(on);
+      const next = waiting.shift();
+      if (next !== undefined) fire(next);
       if (error !== undefined) countError(tally, error);
       else {
         tally.ok += 1;
@@ -127,16 +162,20 @@ export async function openLoop(target: BenchTarget, opts: { rate: number; second
       if (sent < total) await sleep(Math.max(0, Math.min(1, start + sent * intervalMs - performance.now())));
     }
     const scheduleEnd = performance.now();
-    const drained = Promise.all([...inFlight]);
+    const drained = (async () => {
+      // Sends still waiting for a connection join inFlight as connections free up.
+      while (inFlight.size > 0) await Promise.all([...inFlight]);
+    })();
     const deadline = sleep(DRAIN_MS).then(() => 'late' as const);
     if ((await Promise.race([drained, deadline])) === 'late') {
       counting = false;
-      tally.errors += inFlight.size;
-      tally.firstError ??= `${inFlight.size} requests unanswered ${DRAIN_MS} ms after the schedule ended`;
+      const unanswered = inFlight.size + waiting.length;
+      tally.errors += unanswered;
+      tally.firstError ??= `${unanswered} requests unanswered ${DRAIN_MS} ms after the schedule ended`;
     }
     // req/s over the schedule, not the drain: an open loop offers `rate`; completions show if it kept up.
     tally.seconds += (scheduleEnd - start) / 1000;
   } finally {
-    await pool.destroy();
+    connections.closeAll();
   }
 }

@@ -56,6 +56,8 @@ interface Cell {
   cpuSeconds: number | undefined;
   /** Requests sent during those loads, answered or not (what the CPU was spent on). */
   attempted: number;
+  /** CPU seconds this process (the load generator) used during those loads. */
+  generatorCpuSeconds: number;
 }
 
 const ms = (us: number): string => (us / 1000).toFixed(2);
@@ -103,7 +105,7 @@ async function main(): Promise<void> {
     const cell = (target: string, load: string): Cell => {
       const key = `${target}|${load}`;
       let c = cells.get(key);
-      if (!c) cells.set(key, (c = { hist: newHistogram(), tally: emptyTally(), cpuSeconds: 0, attempted: 0 }));
+      if (!c) cells.set(key, (c = { hist: newHistogram(), tally: emptyTally(), cpuSeconds: 0, attempted: 0, generatorCpuSeconds: 0 }));
       return c;
     };
     for (let round = 1; round <= ROUNDS; round++) {
@@ -116,7 +118,10 @@ async function main(): Promise<void> {
           const before = c.tally.ok;
           const beforeAll = c.tally.ok + c.tally.errors;
           const cpuBefore = cpuSecondsOf(target.pid);
+          const generatorBefore = process.cpuUsage();
           await load.run(target, c.hist, c.tally);
+          const generator = process.cpuUsage(generatorBefore);
+          c.generatorCpuSeconds += (generator.user + generator.system) / 1e6;
           const cpuAfter = cpuSecondsOf(target.pid);
           c.cpuSeconds = cpuBefore === undefined || cpuAfter === undefined || c.cpuSeconds === undefined ? undefined : c.cpuSeconds + (cpuAfter - cpuBefore);
           c.attempted += c.tally.ok + c.tally.errors - beforeAll;
@@ -146,8 +151,8 @@ function printReport(cells: Map<string, Cell>, targetNames: string[], runtime: G
   const busy = (os.loadavg()[0] ?? 0) > os.cpus().length;
   out.push(`load average (1/5/15 min) at the end: ${load}${busy ? ' — the machine was busy with other work: numbers are pessimistic' : ''}`);
   out.push('');
-  out.push('| load | target | req/s | p50 ms | p99 ms | errors | added p50 vs direct | added p99 vs direct | req/s ÷ direct | req/s ÷ peer | req/s ÷ floor | CPU µs/req |');
-  out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  out.push('| load | target | req/s | p50 ms | p99 ms | errors | added p50 vs direct | added p99 vs direct | req/s ÷ direct | req/s ÷ peer | req/s ÷ floor | CPU µs/req | load generator CPU µs/req |');
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const load of LOADS) {
     const direct = get('direct', load.name);
     const peer = get('peer', load.name);
@@ -166,7 +171,8 @@ function printReport(cells: Map<string, Cell>, targetNames: string[], runtime: G
         + `${vsDirect && rps(direct) > 0 ? (rps(c) / rps(direct)).toFixed(2) : '—'} | `
         + `${vsPeer && rps(peer) > 0 ? (rps(c) / rps(peer)).toFixed(1) : '—'} | `
         + `${vsFloor && rps(floor) > 0 ? (rps(c) / rps(floor)).toFixed(2) : '—'} | `
-        + `${c.cpuSeconds !== undefined && c.attempted > 0 ? ((c.cpuSeconds * 1e6) / c.attempted).toFixed(0) : '—'} |`);
+        + `${c.cpuSeconds !== undefined && c.attempted > 0 ? ((c.cpuSeconds * 1e6) / c.attempted).toFixed(0) : '—'} | `
+        + `${c.attempted > 0 ? ((c.generatorCpuSeconds * 1e6) / c.attempted).toFixed(0) : '—'} |`);
     }
   }
   out.push('');
