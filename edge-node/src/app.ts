@@ -6,7 +6,7 @@ import type { ConfigHolder } from './config/config-holder.js';
 import { DEFAULT_MAX_BODY_BYTES } from './config/local-config.js';
 import { isZenovaError, zenovaError } from './errors.js';
 import type { ZenovaError } from './errors.js';
-import { registerAnthropicRoutes } from './http/anthropic.routes.js';
+import { ANTHROPIC_REQUEST_ID_HEADER, errorBodyFor, isAnthropicPath, registerAnthropicRoutes } from './http/anthropic.routes.js';
 import { registerMcpRoutes } from './http/mcp.routes.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
 import { registerReadinessRoutes } from './http/readiness.routes.js';
@@ -64,7 +64,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors: (err, request, reply) => {
       const failure = toZenovaError(err, bodyLimit);
       // The hook's reply is typed by route generics it does not have; it is a plain reply.
-      void (reply as unknown as FastifyReply).code(failure.status).header(REQUEST_ID_HEADER, request.id).send(failure.toBody());
+      const plain = reply as unknown as FastifyReply;
+      if (isAnthropicPath(request.url)) plain.header(ANTHROPIC_REQUEST_ID_HEADER, request.id);
+      void plain.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure));
     },
   });
 
@@ -82,6 +84,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // The one read of the holder per request: a swap from here on does not affect this request.
     request.configSnapshot = holder.current();
     reply.header(REQUEST_ID_HEADER, request.id);
+    // On the raw response, so it also survives the runner taking over the response for streams.
+    if (isAnthropicPath(request.url)) reply.raw.setHeader(ANTHROPIC_REQUEST_ID_HEADER, request.id);
     // 'close' fires for every response, also when the caller left before it finished (fastify's
     // onResponse does not), so each request gets exactly one line. The one listener per request.
     reply.raw.once('close', () => {
@@ -92,11 +96,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // server.close() open until its idle timeout.
       if (closing) setImmediate(() => app.server.closeIdleConnections());
     });
+    // Compressed bodies are refused, not decoded: no decompression bomb, no unbounded inflate.
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity' && encoding.trim() !== '') {
+      done(zenovaError('ZN_ERR_UNSUPPORTED_ENCODING', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the body uncompressed.`));
+      return;
+    }
     done();
   });
 
   // Only JSON bodies are accepted; anything else is rejected before the handler.
   app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
 
   app.setNotFoundHandler(async (request) => {
     const path = (request.url.split('?', 1)[0] ?? '').slice(0, 200);
@@ -110,7 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Upstream trouble is expected operations noise: one line, no stack.
     else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
     else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
-    return reply.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(failure.toBody());
+    return reply.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure));
   });
 
   // Liveness only: the process answers. Whether it can serve is /readyz.
@@ -152,6 +163,35 @@ function logRequestFinished(request: FastifyRequest, reply: FastifyReply): void 
     },
     'request finished',
   );
+}
+
+type JsonParser = ReturnType<FastifyInstance['getDefaultJsonParser']>;
+
+/**
+ * Fastify's JSON parser (secure-json-parse: `__proto__` and `constructor.prototype` keys refused),
+ * except that such a key is named as the reason: fastify reports it as invalid JSON. Only a body
+ * that failed is parsed a second time.
+ */
+function jsonBodyParser(strict: JsonParser): JsonParser {
+  return (request, body, done) => {
+    // The default parser is synchronous; `void` only marks its declared Promise-or-void result.
+    void strict(request, body, (err, value) => {
+      if (err instanceof Error && typeof body === 'string' && parsesAsPlainJson(body)) {
+        done(zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body has a "__proto__" or "constructor.prototype" key, which this node refuses.'), undefined);
+        return;
+      }
+      done(err, value);
+    });
+  };
+}
+
+function parsesAsPlainJson(text: string): boolean {
+  try {
+    JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Fastify's own errors (body parsing, limits) mapped onto the node's table. */

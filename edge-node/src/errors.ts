@@ -35,6 +35,18 @@ export const errorTable = {
     message: 'The request body is larger than this node accepts.',
     retryable: false,
   },
+  ZN_ERR_BODY_TOO_DEEP: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The request body nests objects and arrays deeper than this node accepts.',
+    retryable: false,
+  },
+  ZN_ERR_UNSUPPORTED_ENCODING: {
+    status: 415,
+    type: 'invalid_request_error',
+    message: 'The request body has a Content-Encoding this node does not accept; send it uncompressed.',
+    retryable: false,
+  },
   ZN_ERR_API_KEY_MISSING: {
     status: 401,
     type: 'authentication_error',
@@ -45,6 +57,18 @@ export const errorTable = {
     status: 401,
     type: 'authentication_error',
     message: 'The API key is not valid.',
+    retryable: false,
+  },
+  ZN_ERR_API_KEY_MALFORMED: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'The Authorization header is malformed; send "Authorization: Bearer <key>" or "x-api-key: <key>".',
+    retryable: false,
+  },
+  ZN_ERR_API_KEY_CONFLICT: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'The Authorization and x-api-key headers carry different keys; send one key.',
     retryable: false,
   },
   ZN_ERR_API_KEY_REVOKED: {
@@ -93,6 +117,12 @@ export const errorTable = {
     status: 404,
     type: 'invalid_request_error',
     message: 'No such tool server on this node.',
+    retryable: false,
+  },
+  ZN_ERR_TOOL_SESSION_NOT_FOUND: {
+    status: 404,
+    type: 'invalid_request_error',
+    message: 'No such MCP session for this API key; start a new session with initialize.',
     retryable: false,
   },
   ZN_ERR_RATE_LIMITED: {

@@ -11,6 +11,7 @@ import { buildApp } from '../../edge-node/src/app.js';
 import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
+import { estimateTokens } from '../../edge-node/src/providers/token-estimate.js';
 import type { RequestSpool } from '../../edge-node/src/spool/request-spool.js';
 import { FAKE_ANTHROPIC_PREFIX, fakeTokenCount, startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
@@ -410,6 +411,9 @@ t.test('the Anthropic Messages surface', async (t) => {
     const record = await recordOf(response.headers.get('x-request-id'));
     t.match(record, { status: 'aborted', stream: true, upstream: 'claude-primary' });
     t.equal(record.usage.inputTokens, fakeTokenCount('a long answer that the caller will not wait for'), "message_start's input usage is kept");
+    // message_start's output count is a placeholder 1; the text sent ("[fake " at least) is counted instead.
+    t.ok(record.usage.outputTokens >= estimateTokens('[fake '), 'the output delivered before the caller left is metered');
+    t.equal(record.usage.estimated, true, 'no final usage arrived, so it is an estimate');
   });
 
   t.test('the upstream secret is never echoed to the caller nor logged, even when the upstream quotes it', async (t) => {

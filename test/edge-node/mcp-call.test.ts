@@ -112,21 +112,26 @@ t.test('identify records the server as the model and the GET stream as a stream'
   t.equal(del.stream, false);
 });
 
-t.test("the string leaves of tools/call arguments are the input texts, and rewriting them changes what is sent, not the body received", async (t) => {
+t.test("every string value and key under params is input text (keys after values), and rewriting it changes what is sent, not the body received", async (t) => {
   const body = {
     jsonrpc: '2.0', id: 7, method: 'tools/call',
-    params: { name: 'echo', arguments: { text: 'mail me at a@b.example', nested: { list: ['one', 2, 'three'] } }, _meta: { progressToken: 'not-input' } },
+    params: { name: 'echo', arguments: { text: 'mail me at a@b.example', nested: { list: ['one', 2, 'three'] } }, _meta: { progressToken: 'tok' } },
   };
   const ctx = mcpContext({ method: 'POST', server: 'tools', body, config: configWith([]) });
   t.equal(mcpApi.identify(ctx), undefined);
-  t.same(ctx.inputTexts.map((s) => s.text), ['mail me at a@b.example', 'one', 'three']);
+  t.same(ctx.inputTexts.map((s) => s.text), ['echo', 'mail me at a@b.example', 'one', 'three', 'tok', 'name', 'arguments', 'text', 'nested', 'list', '_meta', 'progressToken']);
   t.ok(ctx.estimatedInputTokens > 0, 'the arguments are estimated');
-  ctx.inputTexts[0]!.text = 'mail me at [EMAIL]';
-  t.equal((ctx.forwardBody as typeof body).params.arguments.text, 'mail me at [EMAIL]', 'the forwarded copy is rewritten');
+  ctx.inputTexts[1]!.text = 'mail me at [EMAIL]';
+  ctx.inputTexts[7]!.text = '[REDACTED]';
+  t.same((ctx.forwardBody as { params: unknown }).params, { name: 'echo', arguments: { '[REDACTED]': 'mail me at [EMAIL]', nested: { list: ['one', 2, 'three'] } }, _meta: { progressToken: 'tok' } },
+    'the forwarded copy is rewritten: a value in place, a key renamed');
   t.equal(body.params.arguments.text, 'mail me at a@b.example', 'the body as received is not');
   const list = mcpContext({ method: 'POST', server: 'tools', body: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, config: configWith([]) });
   mcpApi.identify(list);
-  t.same(list.inputTexts, [], 'other methods carry no caller text');
+  t.same(list.inputTexts, [], 'a message without params carries no caller text');
+  const answer = mcpContext({ method: 'POST', server: 'tools', body: { jsonrpc: '2.0', id: 'e1', result: { action: 'accept', content: { email: 'a@b.example' } } }, config: configWith([]) });
+  mcpApi.identify(answer);
+  t.same(answer.inputTexts.map((s) => s.text), ['accept', 'a@b.example', 'action', 'content', 'email'], "a client's response (an elicitation answer) is input text too");
 });
 
 t.test('route refuses a server the config does not name, and quotes only well-formed names', async (t) => {
@@ -169,14 +174,15 @@ t.test('a JSON-answering tool server: the session is carried both ways, with the
   const call = mcpContext({ method: 'POST', server: 'tools', headers: session, config,
     body: { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: { text: 'secret plan' } } } });
   t.equal(mcpApi.identify(call), undefined);
-  call.inputTexts[0]!.text = '[MASKED] plan';
+  call.inputTexts.find((slot) => slot.text === 'secret plan')!.text = '[MASKED] plan';
   t.equal(mcpApi.route(call) ?? (await mcpApi.forward(call)), undefined);
   t.same(fake.toolCalls.at(-1), { tool: 'echo', args: { text: '[MASKED] plan' } }, 'the tool ran on the rewritten arguments');
   if (call.reply?.kind !== 'json') throw new Error('expected a json reply');
-  t.same(call.reply.texts.map((s) => s.text), ['echo: [MASKED] plan'], "the tool's text is open to output guardrails");
-  call.reply.texts[0]!.text = 'rewritten';
+  const toolText = call.reply.texts.find((s) => s.text === 'echo: [MASKED] plan');
+  t.ok(toolText, "the tool's text is open to output guardrails");
+  toolText!.text = 'rewritten';
   t.match(call.reply.body, { result: { content: [{ type: 'text', text: 'rewritten' }] } }, 'and rewriting it rewrites the answer');
-  t.equal(call.responseText, 'echo: [MASKED] plan');
+  t.equal(call.responseText, '', 'the text is recorded at delivery, after output guardrails, not here');
 
   const seen = fake.requests.filter((r) => r.method === 'POST');
   t.equal(seen.length, 3);

@@ -1,11 +1,12 @@
 /**
  * The guardrail policy body: a name and its rules, in the bundle's rule shape
  * (proto/src/config-bundle.ts) with the cross-field rules the bundle schema leaves to us: a regex
- * rule needs a pattern that compiles, a keywords rule needs its keywords, and neither carries the
- * other's field.
+ * rule needs a pattern that compiles (a leading `(?i)` allowed) and has no nested repetition, a
+ * keywords rule needs its keywords, and neither carries the other's field.
  */
 import { z } from 'zod';
 import { bodyObject, configNameSchema, enumOf, text } from '../config/config-fields.js';
+import { nestedRepetition } from '../../../proto/src/index.js';
 
 export const GUARDRAIL_DETECTORS = ['regex', 'keywords', 'email', 'phone', 'prc-resident-id', 'bank-card', 'secret'] as const;
 export const GUARDRAIL_ACTIONS = ['block', 'mask', 'flag'] as const;
@@ -15,14 +16,20 @@ const MAX_PATTERN_CHARS = 4096;
 const MAX_KEYWORDS = 10_000;
 const MAX_KEYWORD_CHARS = 256;
 
-function compiles(pattern: string): boolean {
+/** Nodes read a leading `(?i)` as "case-insensitive" (JavaScript has no inline flags). */
+const CASE_INSENSITIVE_PREFIX = '(?i)';
+
+/** Why a regex rule's pattern is refused, or null when every node can run it safely. */
+function patternProblem(pattern: string): string | null {
+  const source = pattern.startsWith(CASE_INSENSITIVE_PREFIX) ? pattern.slice(CASE_INSENSITIVE_PREFIX.length) : pattern;
   try {
     // The u flag is the stricter grammar: a pattern valid with it is valid for every node.
-    new RegExp(pattern, 'u');
-    return true;
+    new RegExp(source, 'u');
   } catch {
-    return false;
+    return 'must be a valid JavaScript regular expression (u flag), optionally prefixed with (?i)';
   }
+  const risk = nestedRepetition(source);
+  return risk === null ? null : `is refused: ${risk}`;
 }
 
 const ruleSchema = z.strictObject({
@@ -42,7 +49,10 @@ const ruleSchema = z.strictObject({
   };
   if (rule.detector === 'regex') {
     if (rule.pattern === undefined) issue('pattern', 'is required for the regex detector');
-    else if (!compiles(rule.pattern)) issue('pattern', 'must be a valid JavaScript regular expression (u flag)');
+    else {
+      const problem = patternProblem(rule.pattern);
+      if (problem !== null) issue('pattern', problem);
+    }
   } else if (rule.pattern !== undefined) {
     issue('pattern', 'is only for the regex detector');
   }

@@ -11,28 +11,38 @@ import type { CallerKey } from '../pipeline/context.js';
 const MAX_KEY_LENGTH = 1024;
 const NO_LIMITS = Object.freeze({});
 
-/** The key from `Authorization: Bearer <key>`, else from `x-api-key`. */
-export function presentedApiKey(headers: IncomingHttpHeaders): string | undefined {
+export type PresentedKey = { ok: true; key: string } | { ok: false; code: ErrorCode };
+
+/**
+ * The key from `Authorization: Bearer <key>` or `x-api-key`. An Authorization header that is not
+ * `Bearer <one token>` is ZN_ERR_API_KEY_MALFORMED (an empty one, or `Bearer` with no token, counts
+ * as absent); two different keys are ZN_ERR_API_KEY_CONFLICT rather than one silently winning.
+ */
+export function presentedApiKey(headers: IncomingHttpHeaders): PresentedKey {
+  let bearer: string | undefined;
   const auth = headers.authorization;
-  if (typeof auth === 'string') {
-    const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(auth);
-    if (match?.[1]) return match[1];
+  if (typeof auth === 'string' && auth.trim() !== '') {
+    const match = /^Bearer(?:[ \t]+(\S+))?[ \t]*$/i.exec(auth);
+    if (match === null) return { ok: false, code: 'ZN_ERR_API_KEY_MALFORMED' };
+    bearer = match[1];
   }
   const header = headers['x-api-key'];
-  const value = Array.isArray(header) ? header[0] : header;
-  const trimmed = value?.trim();
-  return trimmed ? trimmed : undefined;
+  const apiKey = (Array.isArray(header) ? header[0] : header)?.trim() || undefined;
+  if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return { ok: false, code: 'ZN_ERR_API_KEY_CONFLICT' };
+  const key = bearer ?? apiKey;
+  return key === undefined ? { ok: false, code: 'ZN_ERR_API_KEY_MISSING' } : { ok: true, key };
 }
 
 export type KeyLookup = { ok: true; key: RuntimeApiKey } | { ok: false; code: ErrorCode };
 
 /**
  * The config's entry for the presented key, whatever its standing, or why there is none
- * (ZN_ERR_API_KEY_MISSING / _INVALID). Call only when the config has keys (`apiKeys !== null`).
+ * (ZN_ERR_API_KEY_MISSING / _MALFORMED / _CONFLICT / _INVALID). Call only when the config has keys (`apiKeys !== null`).
  */
 export function findCallerKey(apiKeys: ReadonlyMap<string, RuntimeApiKey>, headers: IncomingHttpHeaders): KeyLookup {
-  const presented = presentedApiKey(headers);
-  if (presented === undefined) return { ok: false, code: 'ZN_ERR_API_KEY_MISSING' };
+  const found = presentedApiKey(headers);
+  if (!found.ok) return found;
+  const presented = found.key;
   if (presented.length > MAX_KEY_LENGTH) return { ok: false, code: 'ZN_ERR_API_KEY_INVALID' };
   const digest = createHash('sha256').update(presented, 'utf8').digest();
   // A map lookup by the digest: timing can at most hint at digests of stored keys, which do not

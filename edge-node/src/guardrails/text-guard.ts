@@ -15,6 +15,8 @@ export const MAX_HELD_CHARS = 64 * 1024;
 const MIN_RELEASE_CHARS = 32;
 /** Released text kept as left context (what precedes a match, e.g. a digit that makes a longer run). */
 const CONTEXT_CHARS = 64;
+/** How much of a match cut through by the cap is kept to recognise its rest (a PEM header and more). */
+const OPEN_HEAD_CHARS = 256;
 
 /** One verdict per rule that matched, counted across every text of the request and direction. */
 export class VerdictTally {
@@ -46,6 +48,10 @@ interface RuleMatch extends Match {
 export class TextGuard {
   private pending = '';
   private context = '';
+  /** Held length at which push scans again (0: as soon as a release step is possible). */
+  private scanAt = 0;
+  /** The context is the head of a match the hold cap cut through (see release). */
+  private open = false;
   /** The block rule that matched; once set, nothing more is released. */
   blockedBy: CompiledRule | null = null;
 
@@ -62,6 +68,8 @@ export class TextGuard {
   whole(text: string): string {
     this.pending = text;
     this.context = '';
+    this.scanAt = 0;
+    this.open = false;
     return this.release(true);
   }
 
@@ -71,8 +79,11 @@ export class TextGuard {
     this.pending += delta;
     // Scanning is what costs: wait until a useful amount past the window can be released.
     const window = this.side.window;
-    if (this.pending.length < window + Math.max(MIN_RELEASE_CHARS, window >> 2)) return '';
-    const text = this.release(this.pending.length > MAX_HELD_CHARS);
+    if (this.pending.length < Math.max(this.scanAt, window + Math.max(MIN_RELEASE_CHARS, window >> 2))) return '';
+    const text = this.release(this.pending.length > MAX_HELD_CHARS, true);
+    // A match still open at the end (a long key, a PEM block) is held whole: scan again only once
+    // the held text has doubled (or reached the cap), so holding it costs linear time, not quadratic.
+    this.scanAt = this.pending.length > 2 * window ? Math.min(2 * this.pending.length, MAX_HELD_CHARS + 1) : 0;
     // A stream stops at a block: nothing of this release goes out.
     return this.blockedBy === null ? text : '';
   }
@@ -80,6 +91,7 @@ export class TextGuard {
   /** The text so far has ended (end of stream or of a content block): releases all of it. */
   end(): string {
     if (this.blockedBy !== null || this.pending.length === 0) return '';
+    this.scanAt = 0;
     const text = this.release(true);
     return this.blockedBy === null ? text : '';
   }
@@ -88,13 +100,23 @@ export class TextGuard {
     return this.pending.length > 0;
   }
 
-  private release(final: boolean): string {
+  /**
+   * `final`: release everything (the end of the text, or the hold cap when `streaming`). The matches
+   * of a scan start at or after `from`, except while `open` is set: then the context is the head of
+   * a match the cap cut through, and a match running on from it is that match's rest, masked
+   * without a new placeholder or a new count (a PEM block longer than the cap stays masked to its
+   * END line).
+   */
+  private release(final: boolean, streaming = false): string {
     const from = this.context.length;
     const scanned = this.context + this.pending;
     const length = scanned.length;
     const found: RuleMatch[] = [];
+    const resuming = this.open;
     for (const rule of this.side.rules) {
-      for (const m of rule.detector.find(scanned, from)) found.push({ start: m.start, end: m.end, rule });
+      for (const m of rule.detector.find(scanned, resuming ? 0 : from)) {
+        if (m.start >= from || m.end > from) found.push({ start: m.start, end: m.end, rule });
+      }
     }
     // Where released text stops: the window before the end, and never inside a match (moving back
     // can put the cut inside another, hence the loop). A match still growing at the end of what has
@@ -109,15 +131,24 @@ export class TextGuard {
     for (let moved = true; moved; ) {
       moved = false;
       for (const m of found) {
-        if (m.start < cut && m.end > cut) {
-          cut = m.start;
+        if (m.start < cut && m.end > cut && Math.max(m.start, from) < cut) {
+          cut = Math.max(m.start, from);
           moved = true;
         }
       }
+      // Never between the halves of a surrogate pair: each delta must be well-formed UTF-16
+      // (strict JSON decoders refuse or replace a lone half).
+      if (cut > from && cut < length && isHighSurrogate(scanned.charCodeAt(cut - 1))) {
+        cut--;
+        moved = true;
+      }
     }
+    // Still inside the rest of a cut-through match: nothing goes out, and its head stays the context.
+    if (resuming && !final && cut === from) return '';
     const released = found.filter((m) => m.end <= cut);
     const perRule = new Map<CompiledRule, number>();
-    for (const m of released) perRule.set(m.rule, (perRule.get(m.rule) ?? 0) + 1);
+    // The rest of a match the cap cut through was counted with its head.
+    for (const m of released) if (m.start >= from) perRule.set(m.rule, (perRule.get(m.rule) ?? 0) + 1);
     for (const rule of this.side.rules) this.tally.count(rule, perRule.get(rule) ?? 0);
     if (this.blockedBy === null) {
       for (const rule of this.side.rules) {
@@ -128,10 +159,20 @@ export class TextGuard {
       }
     }
     const text = masked(scanned, from, cut, released.filter((m) => m.rule.action !== 'flag'));
-    this.context = scanned.slice(Math.max(0, cut - CONTEXT_CHARS), cut);
+    // A masked match the cap cut through at the end may go on in the next delta: keep its head as
+    // the context, so its rest is recognised (and masked) as the same match.
+    const cutThrough = streaming && final ? released.find((m) => m.end === length && m.rule.action !== 'flag') : undefined;
+    this.open = cutThrough !== undefined;
+    this.context = cutThrough !== undefined
+      ? scanned.slice(cutThrough.start, Math.min(length, cutThrough.start + OPEN_HEAD_CHARS))
+      : scanned.slice(Math.max(0, cut - CONTEXT_CHARS), cut);
     this.pending = scanned.slice(cut);
     return text;
   }
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
 }
 
 /** scanned[from, to) with each mask match replaced by its placeholder; overlapping matches become one. */

@@ -1,13 +1,29 @@
 // Anthropic's caller surface: POST /v1/messages (JSON and SSE), through the request pipeline.
+// Every response under /v1/messages, errors raised before the pipeline included, carries
+// `request-id` and errors in Anthropic's shape (app.ts asks `isAnthropicPath`).
 import type { FastifyInstance } from 'fastify';
+import type { ZenovaError } from '../errors.js';
 import type { PipelineDeps } from '../pipeline/deps.js';
 import { runPipeline } from '../pipeline/run-pipeline.js';
+import { anthropicErrorBodyOf } from '../providers/anthropic/anthropic-errors.js';
+
+const MESSAGES_PATH = '/v1/messages';
+
+/** Anthropic's SDKs read the request id from `request-id` (APIError.requestID, _request_id). */
+export const ANTHROPIC_REQUEST_ID_HEADER = 'request-id';
+
+/** `/v1/messages`, `/v1/messages?…` or `/v1/messages/…`: paths Anthropic's SDKs call. */
+export function isAnthropicPath(url: string): boolean {
+  if (!url.startsWith(MESSAGES_PATH)) return false;
+  const next = url.charCodeAt(MESSAGES_PATH.length);
+  return Number.isNaN(next) || next === 0x3f /* ? */ || next === 0x2f /* / */;
+}
+
+/** The error body for a request to `url`: Anthropic's shape on its paths, OpenAI's elsewhere. */
+export function errorBodyFor(url: string, failure: ZenovaError): unknown {
+  return isAnthropicPath(url) ? anthropicErrorBodyOf(failure) : failure.toBody();
+}
 
 export function registerAnthropicRoutes(app: FastifyInstance, deps: PipelineDeps): void {
-  app.post('/v1/messages', async (request, reply) => {
-    // Anthropic's SDKs read the request id from `request-id` (APIError.requestID, _request_id).
-    // Set on the raw response so it survives the runner taking over the response for streams.
-    reply.raw.setHeader('request-id', request.id);
-    return runPipeline(request, reply, deps, { api: 'messages', surface: 'model' });
-  });
+  app.post(MESSAGES_PATH, (request, reply) => runPipeline(request, reply, deps, { api: 'messages', surface: 'model' }));
 }

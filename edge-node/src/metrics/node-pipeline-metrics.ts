@@ -3,12 +3,27 @@
  * its context (outcome, per-stage times, upstream attempts, guardrail verdicts, usage). Series for
  * the fixed label sets (APIs, stages) are made up front; the rest are made once and kept.
  */
+import { requestPolicy } from '../guardrails/policy-engine.js';
 import type { ApiKind, PipelineContext } from '../pipeline/context.js';
 import type { StageName } from '../pipeline/stage.js';
 import { rateLimitHitOf } from '../rate-limit/rate-limit-hits.js';
 import type { PipelineMetrics } from './pipeline-metrics.js';
 import { Counter, Gauge, Histogram, Registry } from './prometheus-registry.js';
 import type { HistogramSeries } from './prometheus-registry.js';
+
+/**
+ * The direction a guardrail refusal was for: that of the block verdict, else (a fail-closed refusal
+ * adds no verdict) the direction that cannot be applied, input first as it is checked first, else
+ * (text a walk could not reach) output once the upstream has answered.
+ */
+function blockedDirection(ctx: PipelineContext): 'input' | 'output' {
+  const block = ctx.guardrails.findLast((v) => v.action === 'block');
+  if (block !== undefined) return block.on;
+  const policy = requestPolicy(ctx);
+  if (policy?.input.broken != null) return 'input';
+  if (policy?.output.broken != null) return 'output';
+  return ctx.reply === undefined ? 'input' : 'output';
+}
 
 const APIS: readonly ApiKind[] = ['chat.completions', 'embeddings', 'models', 'messages', 'mcp'];
 const STAGES: readonly StageName[] = [
@@ -83,10 +98,7 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
         rateLimited.labels(hit?.scope ?? 'unknown', hit?.limit ?? (outcome.errorCode === 'ZN_ERR_RATE_LIMITED' ? 'rate' : 'concurrency')).inc();
       }
       for (const verdict of ctx.guardrails) verdicts.labels(verdict.on, verdict.action, verdict.detector).inc();
-      if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED') {
-        const block = ctx.guardrails.findLast((v) => v.action === 'block');
-        guardrailBlocked.labels(block?.on ?? 'input').inc();
-      }
+      if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED') guardrailBlocked.labels(blockedDirection(ctx)).inc();
     },
     render: () => registry.render(),
   };

@@ -21,6 +21,11 @@ export type ApiKind = 'chat.completions' | 'embeddings' | 'models' | 'messages' 
  */
 export interface TextSlot {
   text: string;
+  /**
+   * In a stream: which running text the slot continues (the choice index of a chat chunk); absent
+   * means 0. Output guardrails check each channel as its own text and release it into its own choice.
+   */
+  readonly channel?: number;
 }
 
 /** Token counts of one call. */
@@ -47,6 +52,11 @@ export interface StreamEvent {
   sse: SseEvent;
   texts: TextSlot[];
   terminal?: boolean;
+  /**
+   * Channels (TextSlot.channel) whose text ends with this event, e.g. a chat chunk whose choice
+   * carries finish_reason: text a guardrail still holds for them must go out in or before it.
+   */
+  endsText?: readonly number[];
 }
 
 /** What the forward stage obtained from the upstream (or the node itself, e.g. /v1/models). */
@@ -68,8 +78,11 @@ export type UpstreamReply =
        * the upstream's usage into `ctx.upstreamUsage` as it sees it. Guardrails may wrap this.
        */
       events: AsyncIterable<StreamEvent>;
-      /** A new text-delta event shaped like `like` carrying `text` (for text a guardrail held back). */
-      textEvent(text: string, like: StreamEvent): StreamEvent;
+      /**
+       * A new text-delta event shaped like `like` carrying `text` (for text a guardrail held back),
+       * for `channel` (the choice index; absent: 0).
+       */
+      textEvent(text: string, like: StreamEvent, channel?: number): StreamEvent;
       /** An error event in this API's framing, ending the stream with `code` (headers already sent). */
       errorEvent(code: ErrorCode, message: string): StreamEvent;
     }
@@ -160,7 +173,7 @@ export interface PipelineContext {
   reply?: UpstreamReply;
   /** forward: the upstream and model that produced `reply`. */
   served?: { upstream: string; model: string };
-  /** forward/provider: usage as the upstream reported it (updated as a stream goes). */
+  /** forward/provider: usage as the upstream reported it (updated as a stream goes; `estimated` while its final counts have not arrived). */
   upstreamUsage: Usage | null;
   /** forward: ms from sending upstream to the first byte back, and to the end. */
   upstreamFirstByteMs: number | null;

@@ -105,7 +105,8 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
     if (!raw.headersSent && !gone.aborted && !reply.sent) {
       const failure = zenovaError('ZN_ERR_INTERNAL');
       request.zenova.errorCode = failure.code;
-      void reply.code(failure.status).send(failure.toBody());
+      // In the surface's own error shape, as every other error (the SDKs read their own).
+      void reply.code(failure.status).send(API_HANDLERS[ctx.api].errorBody?.(failure) ?? failure.toBody());
     } else if (!raw.writableEnded) {
       raw.destroy();
     }

@@ -14,6 +14,7 @@ export class FieldSlot implements TextSlot {
     private readonly holder: Record<string, unknown>,
     private readonly field: string,
     private readonly owner?: DirtyMark,
+    readonly channel?: number,
   ) {}
 
   get text(): string {

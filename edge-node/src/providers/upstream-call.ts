@@ -8,7 +8,7 @@ import { zenovaError } from '../errors.js';
 import type { PipelineContext } from '../pipeline/context.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
-import { classifyUpstreamFailure, upstreamStatusError } from '../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
@@ -38,6 +38,7 @@ export async function sendToUpstream(
     outcome: 'status',
     httpStatus: status,
     retryable: status >= 500,
+    ...(status === 429 ? { retryAfterSeconds: upstreamRetryAfterSeconds(response.headers['retry-after']) } : {}),
   };
 }
 

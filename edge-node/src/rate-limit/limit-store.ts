@@ -41,11 +41,24 @@ export interface AdmitOutcome {
   failedSlot: number;
 }
 
+/** One change to a window after admission (the token true-up). */
+export interface WindowChange {
+  subject: string;
+  metric: RateMetric;
+  minute: number;
+  /**
+   * > 0: added to the window of `minute`, which is created if need be (usage is never dropped).
+   * < 0: given back from that window if it is still kept (never below 0); a window no check reads
+   * any more has nothing left to give back.
+   */
+  delta: number;
+}
+
 export interface LimitStore {
   admit(query: AdmitQuery): AdmitOutcome;
-  /** Adds `delta` (may be negative; counters never go below 0) to the window of `minute`. */
-  adjust(subject: string, metric: RateMetric, minute: number, delta: number): void;
-  /** Frees the concurrency slots held under `slotId`. */
+  /** Applies the changes together. A store that cannot write now keeps them and writes them later. */
+  change(changes: readonly WindowChange[]): void;
+  /** Frees the concurrency slots held under `slotId`; a store that cannot write now frees them later. */
   release(slotId: string): void;
   close(): void;
 }

@@ -1,5 +1,5 @@
 // Counters in this process only: a stand-alone node (no state dir), and tests.
-import type { AdmitOutcome, AdmitQuery, LimitStore, RateMetric } from './limit-store.js';
+import type { AdmitOutcome, AdmitQuery, LimitStore, RateMetric, WindowChange } from './limit-store.js';
 import { fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
 
@@ -49,11 +49,17 @@ export class MemoryLimitStore implements LimitStore {
     return { admitted, windows, failedRate, failedSlot };
   }
 
-  adjust(subject: string, metric: RateMetric, minute: number, delta: number): void {
-    const window = this.windows.get(subject)?.[metric];
-    if (window === undefined) return;
-    if (window.minute === minute) window.cur = Math.max(0, window.cur + delta);
-    else if (window.minute === minute + 1) window.prev = Math.max(0, window.prev + delta);
+  change(changes: readonly WindowChange[]): void {
+    for (const { subject, metric, minute, delta } of changes) {
+      if (delta > 0) {
+        this.add(subject, metric, minute, delta);
+        continue;
+      }
+      const window = this.windows.get(subject)?.[metric];
+      if (window === undefined || delta === 0) continue;
+      if (window.minute === minute) window.cur = Math.max(0, window.cur + delta);
+      else if (window.minute === minute + 1) window.prev = Math.max(0, window.prev + delta);
+    }
   }
 
   release(slotId: string): void {
@@ -108,6 +114,12 @@ export class MemoryLimitStore implements LimitStore {
     if (window === undefined) {
       window = { minute, prev: 0, cur: 0 };
       byMetric[metric] = window;
+    }
+    // A minute older than the window's (a request whose clock lags the last admission's) counts in
+    // the oldest minute kept: added late rather than dropped.
+    if (minute < window.minute) {
+      window.prev += amount;
+      return;
     }
     this.roll(window, minute);
     window.cur += amount;

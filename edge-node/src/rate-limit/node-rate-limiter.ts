@@ -10,7 +10,7 @@ import type { Logger } from '../logger.js';
 import type { PipelineContext } from '../pipeline/context.js';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
-import type { LimitStore, RateCheck, RateMetric, SlotCheck } from './limit-store.js';
+import type { LimitStore, RateCheck, RateMetric, SlotCheck, WindowChange } from './limit-store.js';
 import { noteRateLimitHit } from './rate-limit-hits.js';
 import type { LimitScope } from './rate-limit-hits.js';
 import { chargeFor, minuteOf, msUntilEmpty, msUntilFits, windowUsage } from './sliding-window.js';
@@ -32,6 +32,28 @@ export function tokenEstimate(ctx: PipelineContext): number {
   const generates = ctx.api === 'chat.completions' || ctx.api === 'messages';
   const output = generates ? (ctx.maxOutputTokens ?? DEFAULT_OUTPUT_TOKEN_ESTIMATE) : 0;
   return Math.max(0, Math.ceil(ctx.estimatedInputTokens)) + Math.max(0, output);
+}
+
+/**
+ * The token true-up when a request ends: its real usage replaces the estimate it was charged on
+ * admission. Ended in the minute it was admitted: the difference goes to that minute. Ended in a
+ * later minute (a long stream, whose usage is known only at its end): the estimate is given back
+ * to the admission minute (as much of it as that window still holds) and the whole usage is added
+ * to the minute it became known. So a long stream is counted in full, for the next 60–120 s, never
+ * at the decayed weight of a past minute nor dropped with a window that is gone; it is not spread
+ * over the minutes it ran, because the node does not know how its tokens were spread.
+ */
+export function tokenTrueUp(checks: readonly RateCheck[], used: number, admittedMinute: number, endMinute: number): WindowChange[] {
+  const changes: WindowChange[] = [];
+  for (const { subject, charge } of checks) {
+    if (endMinute <= admittedMinute) {
+      if (used !== charge) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: used - charge });
+      continue;
+    }
+    if (charge > 0) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: -charge });
+    if (used > 0) changes.push({ subject, metric: 'tokens', minute: endMinute, delta: used });
+  }
+  return changes;
 }
 
 /** Go-style durations as OpenAI sends them: 250ms, 7s, 1m6s. */
@@ -124,15 +146,16 @@ export class NodeRateLimiter implements RateLimiter {
       return reject('ZN_ERR_CONCURRENCY_LIMITED', `Too many requests are running at once for this ${scope} (limit ${check.limit}).`);
     }
 
-    if (slots.length > 0) ctx.cleanups.push(() => this.safely(() => this.store.release(slotId), 'freeing a concurrency slot failed'));
+    if (slots.length > 0) {
+      ctx.cleanups.push(() => this.safely(() => this.store.release(slotId), 'freeing a concurrency slot failed; the store frees it later'));
+    }
     const tokenChecks = rates.filter((r) => r.metric === 'tokens');
     if (tokenChecks.length > 0) {
-      const minute = minuteOf(nowMs);
+      const admittedMinute = minuteOf(nowMs);
       ctx.cleanups.push(() => {
         const used = ctx.usage.inputTokens + ctx.usage.outputTokens;
-        for (const check of tokenChecks) {
-          this.safely(() => this.store.adjust(check.subject, 'tokens', minute, used - check.charge), 'token true-up failed');
-        }
+        const changes = tokenTrueUp(tokenChecks, used, admittedMinute, minuteOf(ctx.clock.now()));
+        if (changes.length > 0) this.safely(() => this.store.change(changes), 'token true-up failed; the store writes it later');
       });
     }
     return undefined;

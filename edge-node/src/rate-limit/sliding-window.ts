@@ -30,10 +30,14 @@ export function chargeFor(cost: number, limit: number): number {
   return Math.min(Math.max(0, cost), limit);
 }
 
-/** Whether charging `charge` now keeps the window within `limit`. */
+/**
+ * Whether charging `charge` now keeps the window within `limit`. A charge of 0 always fits: a
+ * request that costs nothing of this metric (GET /v1/models against tokens/min) adds nothing to a
+ * full window, so the full window does not refuse it (its other limits still apply).
+ */
 export function fits(counts: WindowCounts, charge: number, limit: number, nowMs: number): boolean {
-  const used = windowUsage(counts, nowMs);
-  return used < limit && used + charge <= limit;
+  if (charge <= 0) return true;
+  return windowUsage(counts, nowMs) + charge <= limit;
 }
 
 /**

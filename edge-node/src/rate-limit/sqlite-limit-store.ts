@@ -2,7 +2,11 @@
  * Counters in a SQLite file in the node's state dir, opened by every replica of the node so a
  * limit holds node-wide. Each admit is one short BEGIN IMMEDIATE transaction. Limits need no
  * durability, so synchronous=OFF; WAL lets readers and the one writer overlap; busy_timeout makes
- * replicas queue for the write lock instead of failing.
+ * replicas queue for the write lock instead of failing — briefly: the calls are synchronous, so a
+ * wait blocks the event loop. A write that still finds the lock taken (or fails: a full disk) gives
+ * up; for a while after, calls do not wait at all (one stuck writer must not cost every request
+ * the whole wait), and the writes that were not made — freed slots, token true-ups — are kept in
+ * memory and made by the next admit's transaction, or a retry timer, whichever comes first.
  *
  * Concurrency slots carry their owner (one id per store instance). Owners renew a lease
  * (`owners.expires_at`); when a limit looks full, slots of owners whose lease ran out (a replica
@@ -12,15 +16,23 @@
 import { randomUUID } from 'node:crypto';
 import { chmodSync } from 'node:fs';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import type { Clock } from '../pipeline/clock.js';
-import type { AdmitOutcome, AdmitQuery, LimitStore, RateMetric } from './limit-store.js';
+import type { AdmitOutcome, AdmitQuery, LimitStore, WindowChange } from './limit-store.js';
 import { fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
 
 export const RATE_LIMIT_FILE = 'rate-limits.sqlite';
 export const DEFAULT_OWNER_LEASE_MS = 30_000;
-const BUSY_TIMEOUT_MS = 2_000;
+/** How long a call queues for the write lock. A transaction holds it well under a millisecond. */
+const BUSY_TIMEOUT_MS = 250;
+/** After a write found the lock taken for the whole wait, calls try once without waiting for this long. */
+const IMPATIENT_MS = 1_000;
+/** When writes that failed are tried again if no admit comes first. */
+const RETRY_MS = 250;
+/** Token true-ups kept while the file cannot be written; beyond this they are dropped (limits are off then anyway: admits fail open). */
+const MAX_PENDING_CHANGES = 10_000;
 
 export interface SqliteLimitStoreOptions {
   /** The state dir (the file is RATE_LIMIT_FILE in it), or a file path ending in .sqlite. */
@@ -63,18 +75,30 @@ export class SqliteLimitStore implements LimitStore {
   private lastBeatMs = Number.NEGATIVE_INFINITY;
   private readonly timer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Slots this instance holds and has not released: any other slot of its owner in the file is one whose release failed. */
+  private readonly liveSlots = new Set<string>();
+  /** A release failed: the next write frees every slot of this owner that is not live. */
+  private slotsToFree = false;
+  /** True-ups not written yet, in order. */
+  private pendingChanges: WindowChange[] = [];
+  private retryTimer: NodeJS.Timeout | undefined;
+  /** performance.now() until which calls do not wait for the lock (0 when they do). */
+  private impatientUntil = 0;
 
   private readonly getWindow: Database.Statement<[string, string, number], { used: number }>;
   private readonly addWindow: Database.Statement<[string, string, number, number]>;
-  private readonly adjustWindow: Database.Statement<[number, string, string, number]>;
+  private readonly refundWindow: Database.Statement<[number, string, string, number]>;
   private readonly countSlots: Database.Statement<[string], { n: number }>;
   private readonly insertSlot: Database.Statement<[string, string, string]>;
   private readonly deleteSlots: Database.Statement<[string]>;
+  private readonly deleteUnheldSlots: Database.Statement<[string, string]>;
   private readonly renewOwner: Database.Statement<[string, number]>;
   private readonly purgeDeadSlots: Database.Statement<[number]>;
   private readonly purgeDeadOwners: Database.Statement<[number]>;
   private readonly purgeOldWindows: Database.Statement<[number]>;
   private readonly admitTx: Database.Transaction<(query: AdmitQuery) => AdmitOutcome>;
+  private readonly changeTx: Database.Transaction<(changes: readonly WindowChange[], nowMinute: number) => void>;
+  private readonly beatTx: Database.Transaction<(nowMs: number) => void>;
 
   constructor(opts: SqliteLimitStoreOptions) {
     this.file = opts.location.endsWith('.sqlite') ? opts.location : path.join(opts.location, RATE_LIMIT_FILE);
@@ -96,10 +120,11 @@ export class SqliteLimitStore implements LimitStore {
     this.addWindow = this.db.prepare(
       'INSERT INTO windows (subject, metric, minute, used) VALUES (?, ?, ?, ?) ON CONFLICT (subject, metric, minute) DO UPDATE SET used = used + excluded.used',
     );
-    this.adjustWindow = this.db.prepare('UPDATE windows SET used = MAX(0, used + ?) WHERE subject = ? AND metric = ? AND minute = ?');
+    this.refundWindow = this.db.prepare('UPDATE windows SET used = MAX(0, used + ?) WHERE subject = ? AND metric = ? AND minute = ?');
     this.countSlots = this.db.prepare('SELECT count(*) AS n FROM slots WHERE subject = ?');
     this.insertSlot = this.db.prepare('INSERT OR IGNORE INTO slots (id, subject, owner) VALUES (?, ?, ?)');
     this.deleteSlots = this.db.prepare('DELETE FROM slots WHERE id = ?');
+    this.deleteUnheldSlots = this.db.prepare('DELETE FROM slots WHERE owner = ? AND id NOT IN (SELECT value FROM json_each(?))');
     this.renewOwner = this.db.prepare(
       'INSERT INTO owners (owner, expires_at) VALUES (?, ?) ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at',
     );
@@ -109,6 +134,15 @@ export class SqliteLimitStore implements LimitStore {
     this.purgeDeadOwners = this.db.prepare('DELETE FROM owners WHERE expires_at <= ?');
     this.purgeOldWindows = this.db.prepare('DELETE FROM windows WHERE minute < ?');
     this.admitTx = this.db.transaction((query: AdmitQuery) => this.admitInTransaction(query));
+    this.changeTx = this.db.transaction((changes: readonly WindowChange[], nowMinute: number) => {
+      this.writePending(nowMinute);
+      this.writeChanges(changes, nowMinute);
+    });
+    this.beatTx = this.db.transaction((nowMs: number) => {
+      this.renewOwner.run(this.owner, nowMs + this.leaseMs);
+      this.purgeOldWindows.run(minuteOf(nowMs) - 1);
+      this.writePending(minuteOf(nowMs));
+    });
     this.heartbeat();
     if (opts.heartbeatTimer !== false) {
       this.timer = setInterval(() => {
@@ -124,27 +158,51 @@ export class SqliteLimitStore implements LimitStore {
 
   admit(query: AdmitQuery): AdmitOutcome {
     // IMMEDIATE takes the write lock up front: two replicas never both read and then both write.
-    return this.admitTx.immediate(query);
+    const outcome = this.write(() => this.admitTx.immediate(query));
+    // The transaction also made the writes that were waiting.
+    this.pendingWritten();
+    if (outcome.admitted && query.slots.length > 0) this.liveSlots.add(query.slotId);
+    return outcome;
   }
 
-  adjust(subject: string, metric: RateMetric, minute: number, delta: number): void {
-    if (delta === 0) return;
-    this.adjustWindow.run(delta, subject, metric, minute);
+  change(changes: readonly WindowChange[]): void {
+    if (this.closed || changes.length === 0) return;
+    try {
+      this.write(() => this.changeTx.immediate(changes, minuteOf(this.clock.now())));
+    } catch (err) {
+      const room = MAX_PENDING_CHANGES - this.pendingChanges.length;
+      if (room > 0) this.pendingChanges.push(...changes.slice(0, room));
+      this.retrySoon();
+      throw err;
+    }
+    this.pendingWritten();
   }
 
   release(slotId: string): void {
-    if (!this.closed) this.deleteSlots.run(slotId);
+    if (this.closed) return;
+    // Forgotten first: whatever happens below, a later write frees it (deleteUnheldSlots).
+    this.liveSlots.delete(slotId);
+    try {
+      this.write(() => this.deleteSlots.run(slotId));
+    } catch (err) {
+      this.slotsToFree = true;
+      this.retrySoon();
+      throw err;
+    }
   }
 
-  /** Renews this replica's lease and drops counters no window reads any more. */
+  /** Renews this replica's lease, drops counters no window reads any more, makes the writes that were waiting. */
   heartbeat(): void {
     if (this.closed) return;
     const now = this.clock.now();
-    this.db.transaction(() => {
-      this.renewOwner.run(this.owner, now + this.leaseMs);
-      this.purgeOldWindows.run(minuteOf(now) - 1);
-    }).immediate();
+    this.write(() => this.beatTx.immediate(now));
+    this.pendingWritten();
     this.lastBeatMs = now;
+  }
+
+  /** Whether writes that failed are still waiting (tests). */
+  hasPendingWrites(): boolean {
+    return this.slotsToFree || this.pendingChanges.length > 0;
   }
 
   /** Frees this replica's slots and lease (a clean stop). */
@@ -152,6 +210,7 @@ export class SqliteLimitStore implements LimitStore {
     if (this.closed) return;
     this.closed = true;
     if (this.timer !== undefined) clearInterval(this.timer);
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     try {
       this.db.transaction(() => {
         this.db.prepare('DELETE FROM slots WHERE owner = ?').run(this.owner);
@@ -167,6 +226,7 @@ export class SqliteLimitStore implements LimitStore {
     if (this.closed) return;
     this.closed = true;
     if (this.timer !== undefined) clearInterval(this.timer);
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     this.db.close();
   }
 
@@ -178,6 +238,7 @@ export class SqliteLimitStore implements LimitStore {
       this.renewOwner.run(this.owner, nowMs + this.leaseMs);
       this.lastBeatMs = nowMs;
     }
+    this.writePending(minute);
     const windows: WindowCounts[] = [];
     let failedRate = -1;
     for (const [index, check] of query.rates.entries()) {
@@ -214,5 +275,59 @@ export class SqliteLimitStore implements LimitStore {
       for (const check of query.slots) this.insertSlot.run(query.slotId, check.subject, this.owner);
     }
     return { admitted, windows, failedRate, failedSlot };
+  }
+
+  /**
+   * One synchronous write, waiting for the lock at most BUSY_TIMEOUT_MS, and not at all for a while
+   * after a write that found it taken for that long.
+   */
+  private write<T>(fn: () => T): T {
+    if (this.impatientUntil !== 0 && performance.now() >= this.impatientUntil) {
+      this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      this.impatientUntil = 0;
+    }
+    try {
+      return fn();
+    } catch (err) {
+      if ((err as { code?: unknown }).code === 'SQLITE_BUSY' && this.impatientUntil === 0 && !this.closed) {
+        this.db.pragma('busy_timeout = 0');
+        this.impatientUntil = performance.now() + IMPATIENT_MS;
+      }
+      throw err;
+    }
+  }
+
+  /** Inside a transaction: the releases and true-ups that failed earlier. */
+  private writePending(nowMinute: number): void {
+    if (this.slotsToFree) this.deleteUnheldSlots.run(this.owner, JSON.stringify([...this.liveSlots]));
+    if (this.pendingChanges.length > 0) this.writeChanges(this.pendingChanges, nowMinute);
+  }
+
+  /** After a transaction that ran writePending committed. */
+  private pendingWritten(): void {
+    this.slotsToFree = false;
+    if (this.pendingChanges.length > 0) this.pendingChanges = [];
+  }
+
+  private writeChanges(changes: readonly WindowChange[], nowMinute: number): void {
+    for (const { subject, metric, minute, delta } of changes) {
+      // Usage written late counts in the minute it is written, never in a window already decayed or gone.
+      if (delta > 0) this.addWindow.run(subject, metric, Math.max(minute, nowMinute), delta);
+      else if (delta < 0) this.refundWindow.run(delta, subject, metric, minute);
+    }
+  }
+
+  private retrySoon(): void {
+    if (this.retryTimer !== undefined || this.closed) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (!this.hasPendingWrites()) return;
+      try {
+        this.heartbeat();
+      } catch {
+        this.retrySoon();
+      }
+    }, RETRY_MS);
+    this.retryTimer.unref();
   }
 }

@@ -3,8 +3,10 @@
  * the chosen weighted target, then the fallbacks — giving each target `ctx.route.retries` extra
  * attempts; a failure that is a connect error, a timeout or a 5xx moves on, anything else (a 4xx)
  * is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
- * its reply once the status and headers are in, before any event reaches the caller, and nothing
- * here runs again after that. Records ctx.attempts, ctx.served and upstream timings; sets ctx.reply
+ * its reply once the status and headers are in (a stream's once its first event is read, so a
+ * stream that breaks, stalls or errs before it is a failed attempt), before any event reaches the
+ * caller, and nothing here runs again after that. An upstream 429 that ends the plan passes on
+ * its Retry-After. Records ctx.attempts, ctx.served and upstream timings; sets ctx.reply
  * from the first answer. A caller that goes away stops everything (the runner records 'aborted').
  */
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
@@ -26,13 +28,15 @@ export type AttemptResult =
       httpStatus: number | null;
       /** Whether another attempt (retry or fallback) may help: connect errors, timeouts, 5xx. */
       retryable: boolean;
+      /** For an upstream 429: the seconds the caller should wait (sent as Retry-After if this failure is final). */
+      retryAfterSeconds?: number;
     };
 
 /**
  * One attempt at `target`: send the request (with the target's own model and the upstream secret)
- * and return the reply once its status and headers are in (streams not yet consumed). `signal`
- * aborts on the attempt's timeout or when the caller leaves; an attempt may simply throw what the
- * abort (or the network) threw, forwardPlan classifies it.
+ * and return the reply once its status and headers are in (a stream with only its first event
+ * read). `signal` aborts on the attempt's timeout or when the caller leaves; an attempt may simply
+ * throw what the abort (or the network) threw, forwardPlan classifies it.
  */
 export type AttemptFn = (target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number) => Promise<AttemptResult>;
 
@@ -55,7 +59,10 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
       if (outcome === 'answered') return undefined;
       if (outcome === 'caller-gone') return callerGone();
       lastFailure = outcome.error;
-      if (!outcome.retryable) return rejectWith(outcome.error);
+      if (!outcome.retryable) {
+        if (outcome.retryAfterSeconds !== undefined) ctx.responseHeaders['retry-after'] = String(outcome.retryAfterSeconds);
+        return rejectWith(outcome.error);
+      }
     }
   }
   return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));

@@ -3,12 +3,14 @@
  * (ctx.model) → ctx.route and ctx.plan (one weighted choice among the route's targets, then its
  * fallbacks in order). The key's allowed models are checked first, then existence, then the API
  * family (an Anthropic alias called through the OpenAI API and the reverse: ZN_ERR_MODEL_WRONG_API).
+ * The same three checks run earlier too, in the surface stage (`checkModelAccess`), so a request
+ * that can never succeed is refused before the rate limits count it.
  */
 import type { RuntimeRoute, RuntimeTarget } from '../config/runtime-config.js';
 import { isZenovaError } from '../errors.js';
-import type { PipelineContext } from '../pipeline/context.js';
+import type { ApiKind, PipelineContext } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
-import type { StageResult } from '../pipeline/stage.js';
+import type { Rejection, StageResult } from '../pipeline/stage.js';
 import { resolveRoute, shownAlias } from './model-router.js';
 
 let random: () => number = Math.random;
@@ -30,20 +32,47 @@ export function routeModel(ctx: PipelineContext, family: RuntimeRoute['family'])
   const config = ctx.config;
   if (config === undefined) return reject('ZN_ERR_NODE_NOT_READY');
   if (ctx.model === null) return reject('ZN_ERR_INVALID_REQUEST', 'Invalid request: model: a model is required.');
+  const route = allowedRoute(ctx, config, ctx.model, family);
+  if ('error' in route) return route;
+  ctx.route = route;
+  ctx.plan = planFor(route);
+  return undefined;
+}
+
+/** The API family each model API speaks (the one its handler's route passes to routeModel). */
+const FAMILY_OF_API: Readonly<Partial<Record<ApiKind, RuntimeRoute['family']>>> = {
+  'chat.completions': 'openai',
+  embeddings: 'openai',
+  models: 'openai',
+  messages: 'anthropic',
+};
+
+/**
+ * Before the rate limits: the key may use the model asked for, the node serves it, and through this
+ * API. A forbidden, unknown or wrong-API model gets its own 403/404/400 and spends none of the key's
+ * or account's quota nor a concurrency slot (a 429 would make SDKs retry a request that cannot
+ * succeed). No model named (the model list, or a body the route stage refuses): nothing to check.
+ */
+export function checkModelAccess(ctx: PipelineContext): StageResult {
+  const family = FAMILY_OF_API[ctx.api];
+  const config = ctx.config;
+  if (family === undefined || config === undefined || ctx.model === null) return undefined;
+  const route = allowedRoute(ctx, config, ctx.model, family);
+  return 'error' in route ? route : undefined;
+}
+
+/** The route of `model` if the request's key may use it through `family`, else the rejection. */
+function allowedRoute(ctx: PipelineContext, config: NonNullable<PipelineContext['config']>, model: string, family: RuntimeRoute['family']): RuntimeRoute | Rejection {
   let route: RuntimeRoute;
   try {
-    route = resolveRoute(config, ctx.model, ctx.key);
+    route = resolveRoute(config, model, ctx.key);
   } catch (err) {
     if (isZenovaError(err)) return rejectWith(err);
     throw err;
   }
-  if (route.family !== family) {
-    const other = route.family === 'anthropic' ? 'the Anthropic Messages API (/v1/messages)' : 'the OpenAI API (/v1/chat/completions)';
-    return reject('ZN_ERR_MODEL_WRONG_API', `The model ${shownAlias(route.alias)} is served through ${other} on this node.`);
-  }
-  ctx.route = route;
-  ctx.plan = planFor(route);
-  return undefined;
+  if (route.family === family) return route;
+  const other = route.family === 'anthropic' ? 'the Anthropic Messages API (/v1/messages)' : 'the OpenAI API (/v1/chat/completions)';
+  return reject('ZN_ERR_MODEL_WRONG_API', `The model ${shownAlias(route.alias)} is served through ${other} on this node.`);
 }
 
 /** The chosen weighted target first, then the fallbacks. */

@@ -59,9 +59,17 @@ export function cutToJsonBytes(text: string, maxBytes: number): { text: string; 
   return { text: text.slice(0, end), cut: true };
 }
 
+/** Bodies a provider recorded as what it sends, when ctx.forwardBody cannot hold it (an MCP batch is an array). */
+const sentBodies = new WeakMap<PipelineContext, unknown>();
+
+/** The body to record for `ctx`: what is sent, so input guardrails' masks are in the record. */
+export function recordRequestBody(ctx: PipelineContext, body: unknown): void {
+  sentBodies.set(ctx, body);
+}
+
 function requestBodyText(ctx: PipelineContext): string | null {
   // What was forwarded (after input guardrails masked it), else what arrived.
-  const body = ctx.forwardBody ?? ctx.body;
+  const body = sentBodies.get(ctx) ?? ctx.forwardBody ?? ctx.body;
   if (body === undefined) return null;
   try {
     return JSON.stringify(body) ?? null;

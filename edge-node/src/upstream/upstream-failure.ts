@@ -63,6 +63,7 @@ const NODE_SIDE_STATUSES = new Set([401, 403, 407]);
 /**
  * An upstream that answered with an error status. 4xx pass through (the caller's request was
  * at fault) except auth failures, which are the node's problem and become 502; 5xx become 502.
+ * A 429 keeps the type the SDKs treat as a rate limit (its Retry-After: upstreamRetryAfterSeconds).
  * Only identifier-like `code`/`type` values from the upstream's body are quoted.
  */
 export function upstreamStatusError(upstream: string, status: number, body: unknown): ZenovaError {
@@ -71,9 +72,44 @@ export function upstreamStatusError(upstream: string, status: number, body: unkn
   const message = `Upstream "${upstream}" answered HTTP ${status}${detail ? ` (${detail})` : ''}.`;
   return zenovaError('ZN_ERR_UPSTREAM_ERROR', message, {
     status: callerFault ? status : 502,
-    type: callerFault ? 'invalid_request_error' : 'server_error',
+    type: status === 429 ? 'rate_limit_error' : callerFault ? 'invalid_request_error' : 'server_error',
     retryable: status === 408 || status === 429 || status >= 500,
   });
+}
+
+/** The longest wait passed on from an upstream's Retry-After; a longer one is likely a mistake. */
+export const MAX_UPSTREAM_RETRY_AFTER_SECONDS = 3600;
+/** The wait a 429 is passed on with when the upstream gave none (or none that parses). */
+export const DEFAULT_UPSTREAM_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * The Retry-After (whole seconds, 1 to MAX_UPSTREAM_RETRY_AFTER_SECONDS) for an upstream's 429:
+ * its own header when it is delta-seconds or an HTTP date, else the default.
+ */
+export function upstreamRetryAfterSeconds(header: string | string[] | undefined, nowMs: number = Date.now()): number {
+  const value = (Array.isArray(header) ? header[0] : header)?.trim();
+  let seconds: number | undefined;
+  if (value !== undefined && /^[0-9]{1,10}(\.[0-9]+)?$/.test(value)) seconds = Math.ceil(Number(value));
+  else if (value !== undefined && value.length <= 64) {
+    const at = Date.parse(value);
+    if (Number.isFinite(at)) seconds = Math.ceil((at - nowMs) / 1000);
+  }
+  if (seconds === undefined || !Number.isFinite(seconds)) return DEFAULT_UPSTREAM_RETRY_AFTER_SECONDS;
+  return Math.min(MAX_UPSTREAM_RETRY_AFTER_SECONDS, Math.max(1, seconds));
+}
+
+/**
+ * An error the upstream reported inside an answer it had started (an SSE `event: error`, or a chunk
+ * carrying an `error` object): ZN_ERR_UPSTREAM_ERROR quoting only an identifier-like code or type,
+ * never its message. Another attempt may help unless the upstream blamed the request itself.
+ */
+export function upstreamStreamError(upstream: string, body: unknown): ZenovaError {
+  const detail = safeUpstreamErrorCode(body);
+  const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
+  const fields = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {};
+  const status = typeof fields.code === 'number' ? fields.code : typeof fields.status === 'number' ? fields.status : undefined;
+  const callerFault = fields.type === 'invalid_request_error' || (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429);
+  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream with an error${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
 }
 
 function safeUpstreamErrorCode(body: unknown): string | undefined {

@@ -1,7 +1,8 @@
-// One keep-alive undici Pool per upstream origin, shared by every upstream on that origin and by
-// every config version, with the upstream's key injected on the way out. Each call names its
-// upstream as the request's config snapshot has it, so a config swap needs no new pool; pools of
-// origins the new config no longer uses are closed (after their in-flight calls finish).
+// One keep-alive undici Pool per upstream origin and connect timeout, shared by every upstream on
+// that origin with that timeout and by every config version, with the upstream's key injected on
+// the way out. Each call names its upstream as the request's config snapshot has it, so a config
+// swap needs no new pool; pools the new config no longer uses are closed (after their in-flight
+// calls finish).
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { RuntimeUpstream } from '../config/runtime-config.js';
@@ -11,7 +12,7 @@ import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
 const MAX_CONNECT_TIMEOUT_MS = 10_000;
 const KEEP_ALIVE_TIMEOUT_MS = 30_000;
-const MAX_CONNECTIONS_PER_ORIGIN = 256;
+const MAX_CONNECTIONS_PER_POOL = 256;
 
 export interface UpstreamCall {
   method: 'GET' | 'POST';
@@ -48,32 +49,56 @@ function parsedBase(baseUrl: string): { origin: string; basePath: string } {
   return parsed;
 }
 
+function connectTimeoutOf(upstream: RuntimeUpstream): number {
+  return Math.min(upstream.timeoutMs, MAX_CONNECT_TIMEOUT_MS);
+}
+
 export class UpstreamPool {
-  private readonly pools = new Map<string, Pool>();
+  /** By origin, then by connect timeout (ms). */
+  private readonly pools = new Map<string, Map<number, Pool>>();
   private closing: Promise<void> | undefined;
 
+  /**
+   * The pool for `upstream`'s origin with its own connect timeout: a pool's timeout is fixed when it
+   * is made, and an abort (the attempt's timer) does not end a connect undici is still waiting on,
+   * so upstreams sharing an origin must not share a connect timeout set by whichever came first.
+   */
   private poolFor(upstream: RuntimeUpstream, origin: string): Pool {
-    const existing = this.pools.get(origin);
+    const connectTimeoutMs = connectTimeoutOf(upstream);
+    let byTimeout = this.pools.get(origin);
+    if (byTimeout === undefined) {
+      byTimeout = new Map();
+      this.pools.set(origin, byTimeout);
+    }
+    const existing = byTimeout.get(connectTimeoutMs);
     // A pool closed by a swap may still be asked for by a request on the old config: open anew.
     if (existing !== undefined && !existing.closed && !existing.destroyed) return existing;
     const pool = new Pool(origin, {
-      connections: MAX_CONNECTIONS_PER_ORIGIN,
+      connections: MAX_CONNECTIONS_PER_POOL,
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-      // The first upstream on an origin sets the connect timeout; header/body timeouts are per call.
-      connect: { timeout: Math.min(upstream.timeoutMs, MAX_CONNECT_TIMEOUT_MS) },
+      connect: { timeout: connectTimeoutMs },
     });
-    this.pools.set(origin, pool);
+    byTimeout.set(connectTimeoutMs, pool);
     return pool;
   }
 
-  /** Closes the pools of origins not in `upstreams` (a new config's); calls in flight on them finish. */
+  /** Closes the pools no upstream of `upstreams` (a new config's) would use; calls in flight on them finish. */
   retainOnly(upstreams: Iterable<RuntimeUpstream>): void {
-    const keep = new Set<string>();
-    for (const upstream of upstreams) keep.add(new URL(upstream.baseUrl).origin);
-    for (const [origin, pool] of this.pools) {
-      if (keep.has(origin)) continue;
-      this.pools.delete(origin);
-      void pool.close().catch(() => undefined);
+    const keep = new Map<string, Set<number>>();
+    for (const upstream of upstreams) {
+      const origin = new URL(upstream.baseUrl).origin;
+      let timeouts = keep.get(origin);
+      if (timeouts === undefined) keep.set(origin, (timeouts = new Set()));
+      timeouts.add(connectTimeoutOf(upstream));
+    }
+    for (const [origin, byTimeout] of this.pools) {
+      const timeouts = keep.get(origin);
+      for (const [timeout, pool] of byTimeout) {
+        if (timeouts?.has(timeout) === true) continue;
+        byTimeout.delete(timeout);
+        void pool.close().catch(() => undefined);
+      }
+      if (byTimeout.size === 0) this.pools.delete(origin);
     }
   }
 
@@ -118,7 +143,7 @@ export class UpstreamPool {
 
   /** Closes every pool, letting in-flight calls finish; safe to call more than once. */
   close(): Promise<void> {
-    this.closing ??= Promise.all([...this.pools.values()].map((pool) => pool.close())).then(() => undefined);
+    this.closing ??= Promise.all([...this.pools.values()].flatMap((byTimeout) => [...byTimeout.values()].map((pool) => pool.close()))).then(() => undefined);
     return this.closing;
   }
 }

@@ -3,6 +3,7 @@
 import t from 'tap';
 import { systemClock } from '../../../edge-node/src/pipeline/clock.js';
 import type { PipelineContext, StreamEvent } from '../../../edge-node/src/pipeline/context.js';
+import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 import { chatStreamReply } from '../../../edge-node/src/providers/openai/chat-stream.js';
 import { parseSse, serialiseSse } from '../../../edge-node/src/providers/sse.js';
 import type { UpstreamResponse } from '../../../edge-node/src/upstream/upstream-pool.js';
@@ -53,6 +54,9 @@ function upstreamStream(lines: unknown[]): UpstreamResponse {
   return { statusCode: 200, headers: { 'content-type': 'text/event-stream' }, body: Readable.from([Buffer.from(text)]) } as unknown as UpstreamResponse;
 }
 
+/** Where the stream comes from: one choice, never aborted. */
+const source = () => ({ upstream: 'demo', signal: new AbortSwitch(), sentAt: systemClock.monotonic(), choices: 1 });
+
 const chunk = (content: string, extra: Record<string, unknown> = {}) => ({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'up-model', choices: [{ index: 0, delta: { content } }], ...extra });
 
 async function collect(reply: ReturnType<typeof chatStreamReply>): Promise<StreamEvent[]> {
@@ -64,19 +68,19 @@ async function collect(reply: ReturnType<typeof chatStreamReply>): Promise<Strea
 t.test('chat chunks get the alias back, usage is recorded, and the usage chunk is hidden from a caller who did not ask', async (t) => {
   const ctx = fakeContext();
   const usage = { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 };
-  const out = await collect(chatStreamReply(ctx, upstreamStream([chunk('hi', { usage: null }), { ...chunk('', { usage }), choices: [] }, '[DONE]']), 'alias', true));
+  const out = await collect(chatStreamReply(ctx, upstreamStream([chunk('hi', { usage: null }), { ...chunk('', { usage }), choices: [] }, '[DONE]']), 'alias', true, source()));
   t.equal(out.length, 2, 'the usage-only chunk is dropped');
   t.same(JSON.parse(out[0]!.sse.data), { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'alias', choices: [{ index: 0, delta: { content: 'hi' } }] });
   t.equal(out[1]!.terminal, true);
   t.equal(out[1]!.sse.data, '[DONE]');
   t.same(ctx.upstreamUsage, { inputTokens: 5, outputTokens: 2, estimated: false });
-  const shown = await collect(chatStreamReply(fakeContext(), upstreamStream([chunk('hi', { usage: null }), { ...chunk('', { usage }), choices: [] }]), 'alias', false));
-  t.equal(shown.length, 2, 'a caller who asked keeps the usage chunk');
+  const shown = await collect(chatStreamReply(fakeContext(), upstreamStream([chunk('hi', { usage: null }), { ...chunk('', { usage }), choices: [] }, '[DONE]']), 'alias', false, source()));
+  t.equal(shown.length, 3, 'a caller who asked keeps the usage chunk (then [DONE])');
 });
 
 t.test('an untouched chunk keeps the upstream text byte for byte apart from the model; a rewritten text is re-serialised', async (t) => {
   const raw = '{"id":"c1","model":"up-model","choices":[{"index":0,"delta":{"content":"secret 4111"}}],"x_vendor":  1}';
-  const out = await collect(chatStreamReply(fakeContext(), upstreamStream([raw]), 'alias', false));
+  const out = await collect(chatStreamReply(fakeContext(), upstreamStream([raw, '[DONE]']), 'alias', false, source()));
   const event = out[0]!;
   t.equal(event.sse.data, raw.replace('"model":"up-model"', '"model":"alias"'), 'vendor formatting kept: not re-serialised');
   t.equal(event.texts[0]!.text, 'secret 4111');
@@ -85,7 +89,7 @@ t.test('an untouched chunk keeps the upstream text byte for byte apart from the 
 });
 
 t.test('a text event and an error event come out in the chat framing', async (t) => {
-  const reply = chatStreamReply(fakeContext(), upstreamStream([chunk('a')]), 'alias', true);
+  const reply = chatStreamReply(fakeContext(), upstreamStream([chunk('a'), '[DONE]']), 'alias', true, source());
   const [first] = await collect(reply);
   const extra = reply.textEvent('held back', first!);
   t.match(JSON.parse(extra.sse.data), { id: 'c1', model: 'alias', choices: [{ delta: { content: 'held back' } }] });

@@ -138,6 +138,54 @@ for (const { name, open } of stores) {
       t.equal(limiter.admit(call({ keyLimits, estimatedInputTokens: 5, maxOutputTokens: 5 }))?.error.code, 'ZN_ERR_RATE_LIMITED');
     });
 
+    t.test('a stream that ends in a later minute counts its whole usage in the minute it ended, for key and account', async (t) => {
+      for (const laterMs of [70_000, 150_000, 600_000]) {
+        const { clock, limiter, call } = setup(t);
+        clock.advance(5_000);
+        const keyLimits = { tokensPerMinute: 10_000 };
+        const accountLimits = { tokensPerMinute: 20_000 };
+        // No max_tokens, as SDK chat streams send: charged 10 + 1024 on admission.
+        const stream = call({ keyLimits, accountLimits, estimatedInputTokens: 10 });
+        t.equal(limiter.admit(stream), undefined);
+        clock.advance(laterMs);
+        finish(stream, { inputTokens: 10, outputTokens: 9_490 });
+        // The estimate left the admission minute; the 9 500 tokens count in full now.
+        const small = call({ keyLimits, accountLimits, estimatedInputTokens: 1, maxOutputTokens: 1 });
+        t.equal(limiter.admit(small), undefined, `ended ${laterMs / 1000} s later: a small request fits`);
+        t.equal(small.responseHeaders['x-ratelimit-remaining-tokens'], String(10_000 - 9_500 - 2), `ended ${laterMs / 1000} s later: remaining`);
+        const big = call({ keyLimits, estimatedInputTokens: 1_000, maxOutputTokens: 1_000 });
+        t.equal(limiter.admit(big)?.error.code, 'ZN_ERR_RATE_LIMITED', `ended ${laterMs / 1000} s later: 2 000 more do not fit`);
+        const otherKey = call({ keyId: 'key-b', accountLimits, estimatedInputTokens: 5_000, maxOutputTokens: 5_500 });
+        t.equal(limiter.admit(otherKey)?.error.code, 'ZN_ERR_RATE_LIMITED', `ended ${laterMs / 1000} s later: the account counted it too`);
+      }
+    });
+
+    t.test('a stream that ends in the next minute gives back the estimate from the minute it was admitted in', async (t) => {
+      const { clock, limiter, call } = setup(t);
+      const keyLimits = { tokensPerMinute: 1_000 };
+      const stream = call({ keyLimits, estimatedInputTokens: 500, maxOutputTokens: 400 });
+      t.equal(limiter.admit(stream), undefined);
+      clock.advance(60_000); // the next minute's start: the previous minute still counts in full
+      finish(stream, { inputTokens: 50, outputTokens: 50 });
+      const next = call({ keyLimits, estimatedInputTokens: 400, maxOutputTokens: 400 });
+      t.equal(limiter.admit(next), undefined, '900 estimated, 100 used: 800 more fit');
+      t.equal(next.responseHeaders['x-ratelimit-remaining-tokens'], '100');
+    });
+
+    t.test('a request that costs no tokens is not refused by a full tokens window; requests per minute still count it', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { requestsPerMinute: 3, tokensPerMinute: 100 };
+      t.equal(limiter.admit(call({ keyLimits, estimatedInputTokens: 50, maxOutputTokens: 50 })), undefined, 'the tokens window is full');
+      const models = call({ keyLimits, api: 'models' });
+      t.equal(limiter.admit(models), undefined, 'GET /v1/models is served');
+      t.equal(models.responseHeaders['x-ratelimit-remaining-tokens'], '0');
+      t.equal(limiter.admit(call({ keyLimits, api: 'models' })), undefined);
+      const over = limiter.admit(call({ keyLimits, api: 'models' }));
+      t.equal(over?.error.code, 'ZN_ERR_RATE_LIMITED');
+      t.match(over?.error.message, /requests per minute/);
+      t.equal(limiter.admit(call({ keyLimits: { tokensPerMinute: 100 }, keyId: 'key-a', estimatedInputTokens: 1, maxOutputTokens: 1 }))?.error.code, 'ZN_ERR_RATE_LIMITED', 'a request that costs tokens is still refused');
+    });
+
     t.test('a rejected or failed request gives back its whole token estimate', async (t) => {
       const { limiter, call } = setup(t);
       const keyLimits = { tokensPerMinute: 100 };

@@ -1,13 +1,15 @@
 // E-mail addresses: local@domain.tld with ASCII local parts and domains (RFC 5321 lengths).
 import { regexMatches } from './detector.js';
 import type { Detector, Match } from './detector.js';
+import { foldWidth } from './fold-width.js';
 
 // The lookbehind starts a match only at the start of a run of local-part characters, so the scan
 // stays linear on long runs without an "@" and never starts mid-address.
 const EMAIL = /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![A-Za-z0-9-])/g;
 const MAX_LENGTH = 254;
 
-export function findEmails(text: string, from = 0): Match[] {
+export function findEmails(original: string, from = 0): Match[] {
+  const text = foldWidth(original);
   // Most text has no "@": skip the regex scan entirely then.
   if (text.indexOf('@', from) === -1) return [];
   return regexMatches(EMAIL, text, from, (m) => {

@@ -2,6 +2,7 @@
 // in the usual 3-4-4 grouping) and international E.164 numbers written with a leading "+".
 import { regexMatches } from './detector.js';
 import type { Detector, Match } from './detector.js';
+import { foldWidth } from './fold-width.js';
 
 // Neither form may continue a longer digit run: no digit (or digit + dash) before, no digit (or
 // dash + digit) after. A space is a word separator in prose, so it does not join runs here.
@@ -30,7 +31,8 @@ function digitCount(s: string): number {
   return n;
 }
 
-export function findPhones(text: string, from = 0): Match[] {
+export function findPhones(original: string, from = 0): Match[] {
+  const text = foldWidth(original);
   return regexMatches(PHONE, text, from, (m) => {
     const s = m[0];
     if (s.startsWith('+') && !/^\+86[ -]?1[3-9]/.test(s)) {

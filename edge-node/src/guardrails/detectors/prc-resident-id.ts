@@ -1,11 +1,12 @@
 // PRC resident identity numbers (GB 11643-1999): 17 digits + a check character (0-9 or X) from
 // ISO 7064 MOD 11-2, with a plausible birth date (YYYYMMDD, 1900-2099, a real calendar day).
-// Written plain or grouped 6 8 4 with single spaces.
+// Written plain or grouped 6 8 4 with single spaces or dashes.
 import { regexMatches } from './detector.js';
 import type { Detector, Match } from './detector.js';
+import { foldWidth } from './fold-width.js';
 
 // Not part of a longer digit run: no digit (or digit + dash) on either side.
-const CANDIDATE = /(?<!\d)(?<!\d-)[1-9]\d{5} ?(?:19|20)\d{6} ?\d{3}[\dXx](?!\d)(?!-\d)/g;
+const CANDIDATE = /(?<!\d)(?<!\d-)[1-9]\d{5}[ -]?(?:19|20)\d{6}[ -]?\d{3}[\dXx](?!\d)(?!-\d)/g;
 const WEIGHTS = [7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2];
 const CHECK = '10X98765432';
 
@@ -26,9 +27,10 @@ function plausibleBirthDate(yyyymmdd: string): boolean {
   return date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
 }
 
-export function findPrcResidentIds(text: string, from = 0): Match[] {
+export function findPrcResidentIds(original: string, from = 0): Match[] {
+  const text = foldWidth(original);
   return regexMatches(CANDIDATE, text, from, (m) => {
-    const id = m[0].replaceAll(' ', '');
+    const id = m[0].replace(/[ -]/g, '');
     if (id.length !== 18 || !plausibleBirthDate(id.slice(6, 14)) || !prcIdChecksumValid(id)) return null;
     return { start: m.index, end: m.index + m[0].length };
   });

@@ -2,9 +2,54 @@
 // `u` (Unicode); a leading `(?i)` asks for case-insensitive matching (JavaScript has no inline flags).
 import { regexMatches } from './detector.js';
 import type { Detector, Match } from './detector.js';
+import { nestedRepetition } from '../../../../proto/src/index.js';
 
 /** How far back a stream guard looks for a policy regex, whose match length is unknown. */
 export const REGEX_WINDOW = 256;
+
+/**
+ * Long texts are scanned in windows of this many characters (each starting where the last one's
+ * matches may still begin, REGEX_WINDOW before its end), so the work of one try of the pattern is
+ * bounded by the window, not the text: a pattern such as `.*x` or `\w+@`, quadratic in the length
+ * of a run it fails on, then costs at most linear time times the window.
+ */
+const SCAN_WINDOW = 1024;
+/** Text before a window the pattern sees (lookbehinds, `\b`). */
+const WINDOW_CONTEXT = 64;
+
+function windowedMatches(re: RegExp, text: string, from: number): Match[] {
+  const out: Match[] = [];
+  for (let at = from; at < text.length; ) {
+    const sliceStart = Math.max(0, at - WINDOW_CONTEXT);
+    const end = Math.min(text.length, at + SCAN_WINDOW);
+    const last = end === text.length;
+    // Matches starting from here on are left to the next window, which sees REGEX_WINDOW past them.
+    const limit = last ? end : end - REGEX_WINDOW;
+    const slice = text.slice(sliceStart, end);
+    let next = limit;
+    re.lastIndex = at - sliceStart;
+    for (let m = re.exec(slice); m !== null; m = re.exec(slice)) {
+      const start = sliceStart + m.index;
+      if (start >= limit) break;
+      if (m[0].length === 0) {
+        re.lastIndex = m.index + 1;
+        continue;
+      }
+      const matchEnd = start + m[0].length;
+      if (!last && matchEnd === end && start > at) {
+        // It runs to the window's edge, so it may go on: the next window starts with it.
+        next = start;
+        break;
+      }
+      // (A match as long as a whole window is masked up to the window's edge.)
+      out.push({ start, end: matchEnd });
+      next = Math.max(next, matchEnd);
+    }
+    if (last) break;
+    at = next;
+  }
+  return out;
+}
 
 export type CompiledRegex = { ok: true; detector: Detector } | { ok: false; reason: string };
 
@@ -16,6 +61,8 @@ export function compileRegex(pattern: string | undefined): CompiledRegex {
     source = source.slice(4);
     flags += 'i';
   }
+  const risk = nestedRepetition(source);
+  if (risk !== null) return { ok: false, reason: `the pattern is refused: ${risk}` };
   let re: RegExp;
   try {
     re = new RegExp(source, `${flags}u`);
@@ -27,6 +74,6 @@ export function compileRegex(pattern: string | undefined): CompiledRegex {
       return { ok: false, reason: `the pattern does not compile (${(err as Error).message})` };
     }
   }
-  const find = (text: string, from = 0): Match[] => regexMatches(re, text, from);
+  const find = (text: string, from = 0): Match[] => (text.length - from <= SCAN_WINDOW ? regexMatches(re, text, from) : windowedMatches(re, text, from));
   return { ok: true, detector: { name: 'regex', placeholder: '[REDACTED]', window: REGEX_WINDOW, find } };
 }

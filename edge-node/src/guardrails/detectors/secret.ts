@@ -5,7 +5,9 @@ import type { Detector, Match } from './detector.js';
 
 // Token-shaped secrets, each required to stand alone (not glued to more token characters).
 // (The left boundary is checked after a hit, not in a lookbehind: a pattern that starts with
-// literals lets the regex engine skip quickly through text that holds none.)
+// literals lets the regex engine skip quickly through text that holds none. A refused hit skips its
+// whole token run, so a run is scanned once. The JWT alone needs the lookbehind: it can fail after
+// consuming a run (no dot), and without it every "eyJ" inside the run would scan the run again.)
 const SHAPED = new RegExp(
   '(?:' +
     [
@@ -16,7 +18,7 @@ const SHAPED = new RegExp(
       'github_pat_[A-Za-z0-9_]{22,}', // GitHub fine-grained PAT
       'xox[abprs]-[A-Za-z0-9-]{10,}', // Slack
       'AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])', // Google API key
-      'eyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]*', // JWT (signature may be empty: alg none)
+      '(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]*', // JWT (signature may be empty: alg none)
     ].join('|') +
     ')',
   'g',
@@ -30,14 +32,23 @@ const PEM = /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A
 // and the value right after it.
 const SECRET_WORD = /api[_-]?key|secret|token|passw(?:or)?d|pwd|credential|密码|口令|密钥|令牌/giu;
 const ASSIGNED_VALUE = /[A-Za-z0-9_.-]*["']?\s*[:=：]\s*["']?([^\s"'`,;]{8,})/uy;
+// The rest of a name: a failed value match was decided by what follows this run, so every word
+// inside the same run fails the same way and is skipped (glued words would otherwise rescan it).
+const NAME_RUN = /[A-Za-z0-9_.-]*/y;
 
 function findAssigned(text: string, from: number): Match[] {
   const out: Match[] = [];
   SECRET_WORD.lastIndex = from;
   for (let w = SECRET_WORD.exec(text); w !== null; w = SECRET_WORD.exec(text)) {
-    ASSIGNED_VALUE.lastIndex = w.index + w[0].length;
+    const nameRest = w.index + w[0].length;
+    ASSIGNED_VALUE.lastIndex = nameRest;
     const v = ASSIGNED_VALUE.exec(text);
-    if (v === null || /^\d+$/.test(v[1]!)) continue;
+    if (v === null || /^\d+$/.test(v[1]!)) {
+      NAME_RUN.lastIndex = nameRest;
+      NAME_RUN.exec(text);
+      SECRET_WORD.lastIndex = Math.max(nameRest, NAME_RUN.lastIndex);
+      continue;
+    }
     const end = ASSIGNED_VALUE.lastIndex;
     out.push({ start: end - v[1]!.length, end });
     SECRET_WORD.lastIndex = end;
@@ -46,9 +57,22 @@ function findAssigned(text: string, from: number): Match[] {
 }
 
 const TOKEN_CHAR = /[A-Za-z0-9_-]/;
+const TOKEN_RUN = /[A-Za-z0-9_-]*/y;
 
 function findShaped(text: string, from: number): Match[] {
-  return regexMatches(SHAPED, text, from, (m) => (m.index > 0 && TOKEN_CHAR.test(text[m.index - 1]!) ? null : { start: m.index, end: m.index + m[0].length }));
+  const out: Match[] = [];
+  SHAPED.lastIndex = from;
+  for (let m = SHAPED.exec(text); m !== null; m = SHAPED.exec(text)) {
+    if (m.index > 0 && TOKEN_CHAR.test(text[m.index - 1]!)) {
+      // Glued to a token run: so is every later start inside that run.
+      TOKEN_RUN.lastIndex = m.index;
+      TOKEN_RUN.exec(text);
+      SHAPED.lastIndex = Math.max(m.index + 1, TOKEN_RUN.lastIndex);
+      continue;
+    }
+    out.push({ start: m.index, end: m.index + m[0].length });
+  }
+  return out;
 }
 
 export function findSecrets(text: string, from = 0): Match[] {

@@ -1,8 +1,11 @@
 // Stage `guardrails-out` — the output rules of the key's guardrail policy over the reply: a JSON
 // answer is checked whole here; a stream is wrapped (stream-guard.ts) and checked as it is
-// delivered, framing kept. Raw relays (MCP) carry no text slots and pass as they are.
+// delivered, framing kept. Raw relays (MCP) are checked by the MCP provider's guard, an event
+// stream event by event.
 import { applyPolicy, requestPolicy } from '../../guardrails/policy-engine.js';
 import { guardStream } from '../../guardrails/stream-guard.js';
+import { guardMcpOutput } from '../../providers/mcp/mcp-call.js';
+import { isPartial, uncheckedTextMessage } from '../../providers/partial-texts.js';
 import type { PipelineContext } from '../context.js';
 import { reject } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -13,8 +16,12 @@ export const guardrailsOutStage: Stage = {
   run(ctx: PipelineContext): StageResult {
     const policy = requestPolicy(ctx);
     const reply = ctx.reply;
-    if (policy === null || reply === undefined || reply.kind === 'raw') return undefined;
+    if (policy === null || reply === undefined) return undefined;
+    if (reply.kind === 'raw') return ctx.api === 'mcp' ? guardMcpOutput(ctx, policy) : undefined;
     const side = policy.output;
+    const checks = side.broken !== null || side.rules.length > 0;
+    // Text the walk did not reach cannot pass unchecked (fail closed).
+    if (reply.kind === 'json' && checks && isPartial(reply.texts)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken?.message ?? uncheckedTextMessage(policy.id, 'output'));
     // A JSON answer without text (embeddings, the model list) has nothing for output rules.
     if (reply.kind === 'json' && reply.texts.length === 0) return undefined;
     if (side.broken !== null) return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken.message);

@@ -1,6 +1,8 @@
 // Stage `meter` — ctx.usage: the upstream's own counts when it sent them; otherwise, when an
 // upstream answered (also for a stream cut short or a caller that left), an estimate from the
-// prompt and the text delivered so far; nothing when no upstream answered.
+// prompt and the text delivered so far; nothing when no upstream answered. Partial upstream counts
+// (`estimated`: a stream that ended before its final usage) keep the input count and take the
+// larger of the partial output count and the estimate from the delivered text.
 import { estimateTokens } from '../../providers/token-estimate.js';
 import type { PipelineContext } from '../context.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -9,8 +11,15 @@ export const meterStage: Stage = {
   name: 'meter',
   always: true,
   run(ctx: PipelineContext): StageResult {
-    if (ctx.upstreamUsage !== null) {
-      ctx.usage = { ...ctx.upstreamUsage };
+    const upstream = ctx.upstreamUsage;
+    if (upstream !== null && !upstream.estimated) {
+      ctx.usage = { ...upstream };
+    } else if (upstream !== null) {
+      ctx.usage = {
+        inputTokens: upstream.inputTokens > 0 ? upstream.inputTokens : ctx.estimatedInputTokens,
+        outputTokens: Math.max(upstream.outputTokens, estimateTokens(ctx.responseText)),
+        estimated: true,
+      };
     } else if (ctx.served !== undefined) {
       ctx.usage = { inputTokens: ctx.estimatedInputTokens, outputTokens: estimateTokens(ctx.responseText), estimated: true };
     }

@@ -1,4 +1,8 @@
-// Stage `surface` — the node serves this surface (model: /v1/..., tools: /mcp/{server}).
+// Stage `surface` — the node serves this surface (model: /v1/..., tools: /mcp/{server}), and on the
+// model surface the model asked for: the key may use it, it exists, through this API. These are
+// checked here, before rate-limit, so a request that can never succeed spends no quota (the route
+// stage checks them again when it builds the plan).
+import { checkModelAccess } from '../../routing/route-model.js';
 import type { PipelineContext } from '../context.js';
 import { reject } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -7,8 +11,10 @@ export const surfaceStage: Stage = {
   name: 'surface',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    if (ctx.config?.surfaces.has(ctx.surface) === true) return undefined;
-    const what = ctx.surface === 'tools' ? 'the tools surface (/mcp)' : 'the model surface (/v1)';
-    return reject('ZN_ERR_SURFACE_DISABLED', `This node does not serve ${what}.`);
+    if (ctx.config?.surfaces.has(ctx.surface) !== true) {
+      const what = ctx.surface === 'tools' ? 'the tools surface (/mcp)' : 'the model surface (/v1)';
+      return reject('ZN_ERR_SURFACE_DISABLED', `This node does not serve ${what}.`);
+    }
+    return ctx.surface === 'model' ? checkModelAccess(ctx) : undefined;
   },
 };

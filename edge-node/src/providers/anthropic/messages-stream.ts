@@ -1,8 +1,9 @@
 /**
  * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
  * `message_start` carries the input usage (its `model` becomes the caller's alias),
- * `message_delta` the output usage, `content_block_delta` with a `text_delta` the text (a slot a
- * guardrail may rewrite, after which `data` is re-serialised, lazily, when written), and
+ * `message_delta` the final output usage (until then the usage is partial: `estimated`),
+ * `content_block_delta` with a `text_delta` the text (a slot a guardrail may rewrite, after which
+ * `data` is re-serialised, lazily, when written), and
  * `message_stop` is terminal. An upstream `event: error` or a stream that ends without
  * `message_stop` is a failure (thrown, so the runner ends the caller's stream with an error event).
  */
@@ -74,8 +75,13 @@ export function blockIndexOf(like: StreamEvent): number {
   return like instanceof AnthropicStreamEvent ? like.index : 0;
 }
 
+/**
+ * The upstream's counts so far. `estimated` stays true until message_delta brings the final output
+ * count: message_start's output_tokens is a placeholder (1), so a stream cut before message_delta
+ * is metered from the text delivered instead (stage meter).
+ */
 function usageOf(ctx: PipelineContext): Usage {
-  ctx.upstreamUsage ??= { inputTokens: 0, outputTokens: 0, estimated: false };
+  ctx.upstreamUsage ??= { inputTokens: 0, outputTokens: 0, estimated: true };
   return ctx.upstreamUsage;
 }
 
@@ -121,6 +127,7 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
         const usage = usageOf(ctx);
         usage.outputTokens = tokenCount(parsed.usage.output_tokens) ?? usage.outputTokens;
         usage.inputTokens = anthropicInputTokens(parsed.usage) ?? usage.inputTokens;
+        usage.estimated = false;
       }
       break;
     case 'content_block_delta': {
@@ -165,23 +172,4 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
     ctx.upstreamMs = Math.round((ctx.clock.monotonic() - opts.sentAt) * 1000) / 1000;
   }
   if (!stopped) throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before message_stop.`);
-}
-
-/**
- * The stream with its first event already read, so that an upstream that fails at once (an error
- * event, a cut, a stall) fails the attempt while nothing was sent to the caller, and the route's
- * fallback can still take over. Throws what reading the first event threw.
- */
-export async function firstEventRead(events: AsyncGenerator<StreamEvent>): Promise<AsyncIterable<StreamEvent>> {
-  let pending: IteratorResult<StreamEvent> | undefined = await events.next();
-  const iterator: AsyncIterator<StreamEvent> = {
-    next: () => {
-      if (pending === undefined) return events.next();
-      const first = pending;
-      pending = undefined;
-      return Promise.resolve(first);
-    },
-    return: (value?: unknown) => events.return(value),
-  };
-  return { [Symbol.asyncIterator]: () => iterator };
 }

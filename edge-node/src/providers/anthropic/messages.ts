@@ -21,7 +21,8 @@ import { estimateTokens } from '../token-estimate.js';
 import { passedHeaders, readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
 import { inputTextSlots, messagesRequestSchema } from './messages-request.js';
-import { anthropicInputTokens, anthropicStreamEvents, blockIndexOf, errorStreamEvent, firstEventRead, textDeltaEvent } from './messages-stream.js';
+import { anthropicInputTokens, anthropicStreamEvents, blockIndexOf, errorStreamEvent, textDeltaEvent } from './messages-stream.js';
+import { firstEventRead } from '../first-event.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
@@ -100,7 +101,8 @@ async function attemptMessages(
 
   const contentType = response.headers['content-type'];
   if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) {
-    response.body.destroy();
+    // Drained, not destroyed: undici's destroy() without a reason emits an 'error' nobody listens to.
+    void response.body.dump().catch(() => undefined);
     const error = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" did not answer the stream request with an event stream.`);
     return { kind: 'failed', error, outcome: 'error', httpStatus: response.statusCode, retryable: false };
   }

@@ -3,28 +3,40 @@
  * server of that name in the node's config, under the pipeline's auth, limits and recording.
  * POST carries JSON-RPC (checked as an envelope here; the tool server judges the rest), GET opens
  * the server's event stream, DELETE ends a session. JSON answers become json replies (so output
- * guardrails see tool results); event streams and anything else are relayed byte for byte.
+ * guardrails see tool results); event streams and anything else are relayed as they come, checked
+ * by guardMcpOutput (from guardrails-out) when the key's policy has output rules. A session belongs
+ * to the key that opened it (session-owners.ts).
  */
 import type { UpstreamAttempt } from '../../../../proto/src/index.js';
 import type { Dispatcher } from 'undici';
+import type { GuardrailVerdict } from '../../../../proto/src/index.js';
 import { isZenovaError, zenovaError } from '../../errors.js';
 import type { ZenovaError } from '../../errors.js';
-import type { PipelineContext, UpstreamReply } from '../../pipeline/context.js';
+import type { CompiledPolicy } from '../../guardrails/compiled-policy.js';
+import { applyPolicy } from '../../guardrails/policy-engine.js';
+import type { PipelineContext, TextSlot, UpstreamReply } from '../../pipeline/context.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../../upstream/read-body.js';
 import { classifyUpstreamFailure, isAbort, upstreamStatusError } from '../../upstream/upstream-failure.js';
+import { recordRequestBody } from '../../spool/request-record-builder.js';
 import { describeIssues } from '../../zod-issues.js';
 import type { ApiHandler } from '../api-handler.js';
+import { isPartial, uncheckedTextMessage } from '../partial-texts.js';
+import { isRecord } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
-import { callLabel, jsonRpcPostSchema, toolCallTexts, toolResultTexts } from './jsonrpc-message.js';
+import { callLabel, jsonRpcPostSchema, messageTexts } from './jsonrpc-message.js';
 import type { JsonRpcPost } from './jsonrpc-message.js';
+import { guardEventStream } from './mcp-event-guard.js';
+import { sessionOwners } from './session-owners.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
 import type { ToolServerMethod } from './tool-server-call.js';
 
 /** A tool server's JSON answer held in memory at most this big. */
 const MAX_JSON_ANSWER_BYTES = 32 * 1024 * 1024;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
+/** One event of a guarded event stream held in memory at most this long (as the JSON answer bound). */
+const MAX_GUARDED_EVENT_CHARS = MAX_JSON_ANSWER_BYTES;
 /** ctx.responseText keeps this much of a relayed stream (for the record). */
 const MAX_RESPONSE_TEXT_CHARS = 64 * 1024;
 /** Tool server statuses that are the node's problem (its key), not the caller's. */
@@ -38,12 +50,23 @@ interface McpCall {
   payload?: JsonRpcPost;
   /** Recorded as served.model: the JSON-RPC method, `batch`, or the HTTP method for GET/DELETE. */
   label: string;
+  /** The body of a non-JSON, non-stream answer, for output guardrails. */
+  rawText?: string;
+  /** Output guardrails check the event stream: its text is recorded by the guard, after masking. */
+  guarded?: boolean;
 }
 
 const calls = new WeakMap<PipelineContext, McpCall>();
 
 function serverName(ctx: PipelineContext): string {
   return ctx.http.params.server ?? '';
+}
+
+/** The caller's Mcp-Session-Id as it is forwarded (tool-server-call.ts drops longer ones). */
+function sessionIdOf(ctx: PipelineContext): string | undefined {
+  const value = ctx.http.headers['mcp-session-id'];
+  const first = Array.isArray(value) ? value[0] : value;
+  return first === undefined || first.length === 0 || first.length > 1024 ? undefined : first;
 }
 
 function accepts(ctx: PipelineContext, type: string): boolean {
@@ -80,7 +103,9 @@ export const mcpApi: ApiHandler = {
     if (!parsed.success) return reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${describeIssues(parsed.error, 1).join('; ')}`);
     const payload = parsed.data;
     if (!Array.isArray(payload)) ctx.forwardBody = payload;
-    ctx.inputTexts = toolCallTexts(payload);
+    // The record keeps what is sent (masked), batches too (an array is no forwardBody).
+    recordRequestBody(ctx, payload);
+    ctx.inputTexts = messageTexts(payload);
     ctx.estimatedInputTokens = ctx.inputTexts.reduce((sum, slot) => sum + estimateTokens(slot.text), 0);
     // MCP clients accept both; whether the answer streams is the tool server's choice.
     ctx.stream = accepts(ctx, 'text/event-stream') && !accepts(ctx, 'application/json');
@@ -96,6 +121,10 @@ export const mcpApi: ApiHandler = {
       return reject('ZN_ERR_TOOL_SERVER_NOT_FOUND', SERVER_NAME.test(name) ? `No tool server "${name}" on this node.` : undefined);
     }
     ctx.toolServer = server;
+    const sessionId = sessionIdOf(ctx);
+    if (sessionId !== undefined && ctx.key !== undefined && !sessionOwners(ctx.deps).admit(name, sessionId, ctx.key.id)) {
+      return reject('ZN_ERR_TOOL_SESSION_NOT_FOUND');
+    }
     return undefined;
   },
 
@@ -138,11 +167,12 @@ export const mcpApi: ApiHandler = {
     }
     const headers = returnedHeaders(response.headers);
     const contentType = (headers['content-type'] ?? '').toLowerCase();
+    noteSession(ctx, call, status, headers['mcp-session-id']);
 
     if (contentType.startsWith('text/event-stream')) {
       // The GET stream answers nothing (it carries the server's unasked messages and stays open):
       // each message goes to the caller as it comes instead of waiting for the next.
-      ctx.reply = { kind: 'raw', status, headers, body: relayStream(ctx, response, server.name, started), holdLast: call.method !== 'GET' };
+      ctx.reply = { kind: 'raw', status, headers, body: relayStream(ctx, call, response, server.name, started), holdLast: call.method !== 'GET' };
       attempt('ok', status);
     } else {
       let bytes: Buffer;
@@ -154,7 +184,7 @@ export const mcpApi: ApiHandler = {
         return rejectWith(error ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
       }
       ctx.upstreamMs = elapsed(ctx, started);
-      ctx.reply = replyOf(ctx, status, headers, contentType, bytes);
+      ctx.reply = replyOf(ctx, call, status, headers, contentType, bytes);
       attempt('ok', status);
     }
     ctx.served = { upstream: server.name, model: call.label };
@@ -162,16 +192,108 @@ export const mcpApi: ApiHandler = {
   },
 };
 
-/** A JSON answer as a json reply (output guardrails read tool results), anything else as its bytes. */
-function replyOf(ctx: PipelineContext, status: number, headers: Record<string, string>, contentType: string, bytes: Buffer): UpstreamReply {
+/** Binds a session to the key whose initialize opened it; forgets one that ended. */
+function noteSession(ctx: PipelineContext, call: McpCall, status: number, returned: string | undefined): void {
+  const server = ctx.toolServer?.name;
+  if (server === undefined) return;
+  const owners = sessionOwners(ctx.deps);
+  const opens = call.payload !== undefined && (Array.isArray(call.payload) ? call.payload : [call.payload]).some((m) => 'method' in m && m.method === 'initialize');
+  if (opens && status < 300 && returned !== undefined && returned.length <= 1024 && ctx.key !== undefined) owners.bind(server, returned, ctx.key.id);
+  const sent = sessionIdOf(ctx);
+  if (sent !== undefined && (status === 404 || (call.method === 'DELETE' && status < 300))) owners.forget(server, sent);
+}
+
+/**
+ * A JSON answer as a json reply (output guardrails read every string of each message; the runner
+ * records the texts after them), anything else as its bytes.
+ */
+function replyOf(ctx: PipelineContext, call: McpCall, status: number, headers: Record<string, string>, contentType: string, bytes: Buffer): UpstreamReply {
   const answer = contentType.startsWith('application/json') && bytes.length > 0 ? parseJsonOrUndefined(bytes) : undefined;
-  if (answer !== undefined) {
-    const texts = toolResultTexts(answer);
-    ctx.responseText = texts.map((slot) => slot.text).join('\n').slice(0, MAX_RESPONSE_TEXT_CHARS);
-    return { kind: 'json', status, headers, body: answer, texts };
-  }
+  if (answer !== undefined) return { kind: 'json', status, headers, body: answer, texts: messageTexts(answer) };
+  if (bytes.length > 0) call.rawText = bytes.toString('utf8');
   ctx.responseText = bytes.toString('utf8', 0, Math.min(bytes.length, MAX_RESPONSE_TEXT_CHARS));
   return { kind: 'raw', status, headers, body: oneChunk(bytes) };
+}
+
+/**
+ * Output guardrails over a relayed answer (guardrails-out calls this for the mcp API): an event
+ * stream is checked event by event as it is delivered (mcp-event-guard.ts); another non-empty body
+ * is checked whole now, before anything is sent. The caller checked `policy` is the key's.
+ */
+export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): StageResult {
+  const reply = ctx.reply;
+  const call = calls.get(ctx);
+  if (reply?.kind !== 'raw' || call === undefined) return undefined;
+  const side = policy.output;
+  const stream = (reply.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream');
+  if (!stream && call.rawText === undefined) return undefined;
+  if (side.broken !== null) {
+    // Nothing is delivered, so nothing of the unchecked body is kept either.
+    ctx.responseText = '';
+    return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken.message);
+  }
+  if (side.rules.length === 0) return undefined;
+  if (!stream) {
+    const slot = { text: call.rawText! };
+    const blocked = applyPolicy(ctx, policy, 'output', [slot]);
+    // A block delivers nothing, so nothing is recorded; a mask records what is delivered.
+    ctx.responseText = blocked === undefined ? slot.text.slice(0, MAX_RESPONSE_TEXT_CHARS) : '';
+    if (blocked !== undefined || slot.text === call.rawText) return blocked;
+    reply.body = oneChunk(Buffer.from(slot.text, 'utf8'));
+    return undefined;
+  }
+  call.guarded = true;
+  const byRule = new Map<number, GuardrailVerdict>();
+  reply.body = guardEventStream(reply.body, {
+    check: (slots) => {
+      if (isPartial(slots)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', uncheckedTextMessage(policy.id, 'output'));
+      const before = ctx.guardrails.length;
+      const rejection = applyPolicy(ctx, policy, 'output', slots);
+      mergeVerdicts(ctx.guardrails, before, byRule);
+      return rejection;
+    },
+    pending: requestIds(call.payload),
+    // The relay delivers what the guard yields; the outcome is the guard's refusal (as a stopped model stream's is).
+    blocked: (rejection) => {
+      ctx.outcome = { status: 'rejected', httpStatus: reply.status, errorCode: rejection.error.code };
+    },
+    keep: (slots) => keepTexts(ctx, slots),
+  }, MAX_GUARDED_EVENT_CHARS);
+  return undefined;
+}
+
+/** Verdicts pushed since `from` folded into the stream's one verdict per rule (a long GET stream stays bounded). */
+function mergeVerdicts(verdicts: GuardrailVerdict[], from: number, byRule: Map<number, GuardrailVerdict>): void {
+  let write = from;
+  for (let read = from; read < verdicts.length; read += 1) {
+    const verdict = verdicts[read]!;
+    const earlier = byRule.get(verdict.rule);
+    if (earlier !== undefined) {
+      earlier.matches += verdict.matches;
+      continue;
+    }
+    byRule.set(verdict.rule, verdict);
+    verdicts[write] = verdict;
+    write += 1;
+  }
+  verdicts.length = write;
+}
+
+/** Ids of the requests in a POST (what its event stream owes answers to). */
+function requestIds(payload: JsonRpcPost | undefined): Set<string | number> {
+  const ids = new Set<string | number>();
+  for (const m of payload === undefined ? [] : Array.isArray(payload) ? payload : [payload]) {
+    if (isRecord(m) && 'method' in m && (typeof m.id === 'string' || typeof m.id === 'number')) ids.add(m.id);
+  }
+  return ids;
+}
+
+function keepTexts(ctx: PipelineContext, slots: readonly TextSlot[]): void {
+  for (const slot of slots) {
+    const room = MAX_RESPONSE_TEXT_CHARS - ctx.responseText.length;
+    if (room <= 0) return;
+    ctx.responseText += slot.text.slice(0, room);
+  }
 }
 
 async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
@@ -179,16 +301,18 @@ async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
 }
 
 /**
- * The event stream's bytes as they come. Its end times the call; a read failure surfaces
- * classified (the runner ends the caller's stream), the caller's own abort as is.
+ * The event stream's bytes as they come (unchecked; guardMcpOutput wraps them). Its end times the
+ * call; a read failure surfaces classified (the runner ends the caller's stream), the caller's own
+ * abort as is.
  */
 async function* relayStream(
-  ctx: PipelineContext, response: Dispatcher.ResponseData, upstream: string, started: number,
+  ctx: PipelineContext, call: McpCall, response: Dispatcher.ResponseData, upstream: string, started: number,
 ): AsyncGenerator<Uint8Array> {
   const decoder = new TextDecoder();
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
-      if (ctx.responseText.length < MAX_RESPONSE_TEXT_CHARS) {
+      // A guarded stream's record gets the text after masking, from the guard.
+      if (call.guarded !== true && ctx.responseText.length < MAX_RESPONSE_TEXT_CHARS) {
         ctx.responseText = (ctx.responseText + decoder.decode(chunk, { stream: true })).slice(0, MAX_RESPONSE_TEXT_CHARS);
       }
       yield chunk;

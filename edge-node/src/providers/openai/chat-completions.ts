@@ -1,17 +1,21 @@
 // The `chat.completions` API: POST /v1/chat/completions, JSON and SSE, to OpenAI-compatible upstreams.
 import type { RuntimeTarget } from '../../config/runtime-config.js';
+import { isZenovaError, zenovaError } from '../../errors.js';
 import type { PipelineContext, TextSlot } from '../../pipeline/context.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { forwardPlan } from '../../routing/forward-plan.js';
 import type { AttemptResult } from '../../routing/forward-plan.js';
 import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
+import { firstEventRead } from '../first-event.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { callerWantsStreamUsage, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
 import { chatStreamReply, chatUsage } from './chat-stream.js';
+import type { ChatStreamSource } from './chat-stream.js';
+import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 export const chatCompletionsApi: ApiHandler = {
@@ -54,6 +58,8 @@ function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[])
 async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number): Promise<AttemptResult> {
   const request = ctx.forwardBody ?? {};
   const alias = ctx.model ?? target.upstreamModel;
+  const upstream = target.upstream.name;
+  const sentAt = ctx.clock.monotonic();
   const sent = await sendToUpstream(
     ctx,
     target,
@@ -68,11 +74,8 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   );
   if (sent.kind === 'failed') return sent;
   const { response } = sent;
-  const contentType = response.headers['content-type'];
-  if (ctx.stream && typeof contentType === 'string' && contentType.includes('text/event-stream')) {
-    return { kind: 'answered', reply: chatStreamReply(ctx, response, alias, !callerWantsStreamUsage(request)) };
-  }
-  const answer = await readJsonObject(response, target.upstream.name, signal);
+  if (ctx.stream) return attemptStream(ctx, response, { upstream, signal, sentAt, choices: choiceCount(request) }, alias, request);
+  const answer = await readJsonObject(response, upstream, signal);
   if (typeof answer.model === 'string') answer.model = alias;
   ctx.upstreamUsage = chatUsage(answer.usage);
   let texts: TextSlot[] = NO_TEXTS;
@@ -84,4 +87,42 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
     }
   }
   return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts } };
+}
+
+/**
+ * A stream's attempt ends with its first event read: until then nothing reached the caller, so an
+ * upstream that resets, stalls, sends only keep-alive comments, reports an error or ends at once
+ * fails the attempt (under its timeout) and the route's retries and fallbacks still apply.
+ */
+async function attemptStream(
+  ctx: PipelineContext,
+  response: UpstreamResponse,
+  source: ChatStreamSource,
+  alias: string,
+  request: Record<string, unknown>,
+): Promise<AttemptResult> {
+  const contentType = response.headers['content-type'];
+  if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) {
+    // An upstream that ignored stream:true: relaying its JSON would give the SDK an empty stream.
+    // The body is read off and dropped (a bare destroy() would raise an 'error' nobody listens to).
+    void response.body.dump().catch(() => undefined);
+    const error = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${source.upstream}" did not answer the stream request with an event stream.`);
+    return { kind: 'failed', error, outcome: 'error', httpStatus: response.statusCode, retryable: false };
+  }
+  const reply = chatStreamReply(ctx, response, alias, !callerWantsStreamUsage(request), source);
+  try {
+    reply.events = await firstEventRead(reply.events);
+  } catch (err) {
+    // Aborts (the attempt's timeout, the caller leaving) are forwardPlan's to sort out.
+    if (source.signal.aborted || !isZenovaError(err)) throw err;
+    const outcome = err.code === 'ZN_ERR_UPSTREAM_TIMEOUT' ? 'timeout' : err.code === 'ZN_ERR_UPSTREAM_UNAVAILABLE' ? 'connect' : 'error';
+    return { kind: 'failed', error: err, outcome, httpStatus: outcome === 'error' ? response.statusCode : null, retryable: err.retryable };
+  }
+  return { kind: 'answered', reply };
+}
+
+/** The number of choices the caller asked for (`n`, default 1). */
+function choiceCount(request: Record<string, unknown>): number {
+  const n = request.n;
+  return typeof n === 'number' && Number.isInteger(n) && n >= 1 ? n : 1;
 }

@@ -5,15 +5,41 @@
  * index choices[0]) and `"usage":null` fields are left out. An event is serialised only when it is
  * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
  * in-place edit of `model` does not apply).
+ *
+ * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
+ * nothing). An upstream error (`event: error`, or a chunk carrying an `error` object) is thrown as
+ * ZN_ERR_UPSTREAM_ERROR quoting only its code, never its text. A body that ends without `[DONE]`
+ * is thrown as truncated, unless every choice already had its finish_reason: some upstreams omit
+ * `[DONE]` after a finished answer, and the node then adds it for the caller.
  */
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamReply, Usage } from '../../pipeline/context.js';
+import type { AbortSwitch } from '../../pipeline/abort-switch.js';
+import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
 
 const USAGE_NULL = ',"usage":null';
+const DONE: SseEvent = { data: '[DONE]' };
+/**
+ * How long the rest of the body may take once `[DONE]` was read: it is drained (so the connection
+ * stays reusable) but an upstream that stalls there does not hold back the caller's [DONE].
+ */
+const AFTER_DONE_GRACE_MS = 1000;
+
+/** Where one upstream stream comes from, for its failures and timings. */
+export interface ChatStreamSource {
+  /** The upstream's name, for error messages. */
+  upstream: string;
+  /** The attempt's switch: an abort (timeout, caller gone) is rethrown as is, for forwardPlan. */
+  signal: AbortSwitch;
+  /** monotonic ms when the request went upstream (ctx.upstreamMs is measured from it). */
+  sentAt: number;
+  /** How many choices the caller asked for (`n`): a stream without [DONE] must have finished them all. */
+  choices: number;
+}
 
 /** What every event of one stream shares. */
 class ChatStreamShape {
@@ -40,6 +66,8 @@ class ChatStreamShape {
 
 export class ChatChunkEvent implements StreamEvent {
   readonly texts: TextSlot[];
+  /** Choices this chunk finishes (finish_reason set): guardrails release their held text in it. */
+  readonly endsText?: readonly number[];
   dirty = false;
   private wire: SseEvent | undefined;
 
@@ -51,13 +79,18 @@ export class ChatChunkEvent implements StreamEvent {
     const choices = chunk.choices;
     let texts: TextSlot[] = NO_TEXTS;
     if (Array.isArray(choices)) {
+      let ends: number[] | undefined;
       for (const choice of choices) {
-        const delta = isRecord(choice) ? choice.delta : undefined;
+        if (!isRecord(choice)) continue;
+        const channel = typeof choice.index === 'number' ? choice.index : 0;
+        const delta = choice.delta;
         if (isRecord(delta) && typeof delta.content === 'string') {
           if (texts === NO_TEXTS) texts = [];
-          texts.push(new FieldSlot(delta, 'content', this));
+          texts.push(new FieldSlot(delta, 'content', this, channel));
         }
+        if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') (ends ??= []).push(channel);
       }
+      if (ends !== undefined) this.endsText = ends;
     }
     this.texts = texts;
   }
@@ -114,10 +147,18 @@ export function chatUsage(value: unknown): Usage | null {
   return { inputTokens, outputTokens, estimated: false };
 }
 
-async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, shape: ChatStreamShape, answeredAt: number): AsyncGenerator<StreamEvent> {
+async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, shape: ChatStreamShape, source: ChatStreamSource): AsyncGenerator<StreamEvent> {
+  const { upstream } = source;
+  const finished = new Set<unknown>();
+  let done = false;
+  let afterDone: NodeJS.Timeout | undefined;
   try {
     for await (const sse of parseSse(response.body)) {
+      // The answer is complete; what follows is drained, not the caller's.
+      if (done) continue;
       if (sse.data === '[DONE]') {
+        done = true;
+        afterDone = setTimeout(() => response.body.destroy(), AFTER_DONE_GRACE_MS);
         yield verbatim(sse, true);
         continue;
       }
@@ -125,37 +166,65 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       try {
         chunk = JSON.parse(sse.data);
       } catch {
-        yield verbatim(sse, false);
-        continue;
+        chunk = undefined;
       }
+      if (sse.event === 'error') throw upstreamStreamError(upstream, chunk);
       if (!isRecord(chunk)) {
         yield verbatim(sse, false);
         continue;
       }
+      // OpenAI-compatible servers (vLLM, LiteLLM, OpenRouter) report mid-stream failures this way,
+      // OpenRouter with a `choices` entry whose finish_reason is "error".
+      if (isRecord(chunk.error)) throw upstreamStreamError(upstream, chunk);
+      const choices = chunk.choices;
+      if (Array.isArray(choices)) {
+        for (const choice of choices) {
+          if (isRecord(choice) && typeof choice.finish_reason === 'string' && choice.finish_reason !== '') finished.add(choice.index ?? 0);
+        }
+      }
       const usage = chunk.usage;
       if (isRecord(usage)) {
         ctx.upstreamUsage = chatUsage(usage) ?? ctx.upstreamUsage;
-        if (shape.hideUsage && Array.isArray(chunk.choices) && chunk.choices.length === 0) continue;
+        if (shape.hideUsage && Array.isArray(choices) && choices.length === 0) continue;
       }
       yield new ChatChunkEvent(sse, chunk, shape);
     }
+  } catch (err) {
+    // A break after [DONE] loses nothing: the caller gets its complete answer.
+    if (done) return;
+    if (isAbort(err, source.signal)) throw err;
+    throw classifyUpstreamFailure(err, upstream);
   } finally {
+    clearTimeout(afterDone);
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
     if (!response.body.readableEnded) response.body.destroy();
-    ctx.upstreamMs = (ctx.upstreamFirstByteMs ?? 0) + Math.round((ctx.clock.monotonic() - answeredAt) * 1000) / 1000;
+    ctx.upstreamMs = Math.round((ctx.clock.monotonic() - source.sentAt) * 1000) / 1000;
   }
+  if (done) return;
+  if (finished.size < source.choices) {
+    // Cut short (a close-delimited body reads as a clean end). Before the first event nothing
+    // reached the caller, so another target may still answer.
+    throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before [DONE].`, { retryable: true });
+  }
+  yield verbatim(DONE, true);
 }
 
-export function chatStreamReply(ctx: PipelineContext, response: UpstreamResponse, alias: string, hideUsage: boolean): Extract<UpstreamReply, { kind: 'stream' }> {
+export function chatStreamReply(
+  ctx: PipelineContext,
+  response: UpstreamResponse,
+  alias: string,
+  hideUsage: boolean,
+  source: ChatStreamSource,
+): Extract<UpstreamReply, { kind: 'stream' }> {
   const shape = new ChatStreamShape(alias, hideUsage);
   return {
     kind: 'stream',
     status: 200,
     headers: {},
-    events: chatEvents(ctx, response, shape, ctx.clock.monotonic()),
-    textEvent(text: string, like: StreamEvent): StreamEvent {
+    events: chatEvents(ctx, response, shape, source),
+    textEvent(text: string, like: StreamEvent, channel = 0): StreamEvent {
       const base = like instanceof ChatChunkEvent ? like.templateFields() : {};
-      const chunk: Record<string, unknown> = { ...base, model: alias, choices: [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }] };
+      const chunk: Record<string, unknown> = { ...base, model: alias, choices: [{ index: channel, delta: { content: text }, logprobs: null, finish_reason: null }] };
       return new ChatChunkEvent({ data: JSON.stringify(chunk) }, chunk, shape);
     },
     errorEvent(code: ErrorCode, message: string): StreamEvent {

@@ -1,0 +1,21 @@
+/**
+ * Marks a list of text slots that does not cover all the text of its body (a walk stopped at its
+ * depth or count limit). Guardrails fail closed on such a list when their direction has rules:
+ * text they cannot see must not pass unchecked. A WeakSet, so the lists stay plain arrays.
+ */
+import type { TextSlot } from '../pipeline/context.js';
+
+const partial = new WeakSet<readonly TextSlot[]>();
+
+export function markPartial(slots: readonly TextSlot[]): void {
+  partial.add(slots);
+}
+
+export function isPartial(slots: readonly TextSlot[]): boolean {
+  return partial.has(slots);
+}
+
+/** The caller-facing reason for refusing a partial list: the policy, never the text. */
+export function uncheckedTextMessage(policyId: string, on: 'input' | 'output'): string {
+  return `The ${on} holds more text than guardrails check (nested too deep or too many strings), so guardrail policy "${policyId}" blocks it.`;
+}

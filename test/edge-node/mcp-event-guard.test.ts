@@ -1,0 +1,93 @@
+// The event-by-event output guard of MCP event streams on its own, with a real compiled policy
+// (e-mail masked, phone numbers blocked): events split anywhere across chunks, multi-line and
+// non-JSON data, the bound on one event, and what a block sends.
+import t from 'tap';
+import type { GuardrailVerdict } from '../../proto/src/index.js';
+import { compilePolicy } from '../../edge-node/src/guardrails/compiled-policy.js';
+import { applyPolicy } from '../../edge-node/src/guardrails/policy-engine.js';
+import type { PipelineContext, TextSlot } from '../../edge-node/src/pipeline/context.js';
+import type { Rejection } from '../../edge-node/src/pipeline/stage.js';
+import { guardEventStream } from '../../edge-node/src/providers/mcp/mcp-event-guard.js';
+import type { EventGuard } from '../../edge-node/src/providers/mcp/mcp-event-guard.js';
+import { SessionOwners } from '../../edge-node/src/providers/mcp/session-owners.js';
+import { policy } from './guardrails/guardrail-fixtures.js';
+
+const EMAIL = 'zhang.san@example.com';
+const compiled = compilePolicy(policy('p', [{ detector: 'email', action: 'mask', on: 'output' }, { detector: 'phone', action: 'block', on: 'output' }]));
+
+interface Run {
+  out: string;
+  kept: string[];
+  blockedWith: Rejection | undefined;
+  verdicts: GuardrailVerdict[];
+}
+
+async function run(chunks: Array<string | Uint8Array>, pending: Array<string | number> = [], maxEventChars = 1 << 20): Promise<Run> {
+  const verdicts: GuardrailVerdict[] = [];
+  const ctx = { guardrails: verdicts } as unknown as PipelineContext;
+  const result: Run = { out: '', kept: [], blockedWith: undefined, verdicts };
+  const guard: EventGuard = {
+    check: (slots: TextSlot[]) => applyPolicy(ctx, compiled, 'output', slots),
+    pending: new Set(pending),
+    blocked: (rejection) => void (result.blockedWith = rejection),
+    keep: (slots) => void result.kept.push(...slots.map((s) => s.text)),
+  };
+  const source = (async function* () {
+    for (const c of chunks) yield typeof c === 'string' ? new TextEncoder().encode(c) : c;
+  })();
+  const decoder = new TextDecoder();
+  for await (const bytes of guardEventStream(source, guard, maxEventChars)) result.out += decoder.decode(bytes, { stream: true });
+  return result;
+}
+
+const message = (id: number, text: string): string => JSON.stringify({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }] } });
+
+t.test('an event split across chunks at any byte is checked as one event and masked once', async (t) => {
+  const wire = `event: message\nid: 7\ndata: ${message(1, `写给 ${EMAIL} 的信`)}\n\n`;
+  const bytes = new TextEncoder().encode(wire);
+  const expected = `event: message\nid: 7\ndata: ${message(1, '写给 [EMAIL] 的信')}\n\n`;
+  for (let cut = 1; cut < bytes.length; cut += 1) {
+    const { out } = await run([bytes.slice(0, cut), bytes.slice(cut)]);
+    if (out !== expected) {
+      t.equal(out, expected, `split at byte ${cut}`);
+      return;
+    }
+  }
+  t.pass('every split point gives the same masked event');
+});
+
+t.test('data over several lines and data that is not JSON are checked as one text', async (t) => {
+  const pretty = JSON.stringify(JSON.parse(message(2, EMAIL)), null, 1).split('\n').map((l) => `data: ${l}`).join('\n');
+  const { out } = await run([`${pretty}\n\ndata: plain ${EMAIL}\ndata: second line\n\n`]);
+  t.equal(out, `data: ${message(2, '[EMAIL]')}\n\ndata: plain [EMAIL]\ndata: second line\n\n`);
+});
+
+t.test('a block sends none of the blocked event and answers each pending request once with a JSON-RPC error', async (t) => {
+  const first = `event: message\ndata: ${message(1, 'fine')}\n\n`;
+  const r = await run([first, `event: message\ndata: ${message(2, 'call 13800138000')}\n\n`, `data: ${message(3, 'never read')}\n\n`], [1, 2, 3]);
+  t.equal(r.blockedWith?.error.code, 'ZN_ERR_GUARDRAIL_BLOCKED');
+  t.notOk(r.out.includes('13800138000'), 'the blocked text is not sent');
+  t.notOk(r.out.includes('never read'), 'nothing after the block is sent');
+  const answers = r.out.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)) as { id: number; error?: { code: number; data: { code: string } } });
+  t.same(answers.map((a) => a.id), [1, 2, 3], 'the answered call, then one error per call still pending');
+  t.match(answers.slice(1), [{ error: { code: -32000, data: { code: 'ZN_ERR_GUARDRAIL_BLOCKED' } } }, { error: { code: -32000 } }]);
+  t.same(r.kept, ['text', 'fine', 'content', 'type', 'text'], 'only delivered text is kept for the record');
+  t.match(r.verdicts, [{ detector: 'phone', action: 'block', matches: 1 }]);
+});
+
+t.test('an event longer than the bound fails the stream instead of passing unchecked', async (t) => {
+  await t.rejects(run([`data: ${'x'.repeat(200)}`], [], 100), { code: 'ZN_ERR_UPSTREAM_ERROR' });
+});
+
+t.test('the session table refuses other keys, claims unknown sessions and stays bounded', async (t) => {
+  const owners = new SessionOwners(2);
+  owners.bind('tools', 's1', 'key-a');
+  t.equal(owners.admit('tools', 's1', 'key-a'), true);
+  t.equal(owners.admit('tools', 's1', 'key-b'), false);
+  t.equal(owners.admit('other', 's1', 'key-b'), true, 'sessions are per tool server');
+  owners.bind('tools', 's2', 'key-a');
+  t.equal(owners.size, 2, 'the oldest binding went');
+  t.equal(owners.admit('tools', 's1', 'key-b'), true, 'a forgotten session is claimed by the next key');
+  owners.forget('tools', 's1');
+  t.equal(owners.admit('tools', 's1', 'key-a'), true);
+});

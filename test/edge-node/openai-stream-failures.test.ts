@@ -1,0 +1,272 @@
+// OpenAI-compatible streams that go wrong upstream, through the real app: before the first event
+// (reset, stall, keep-alive comments only, an error, an empty body) the attempt fails and the route's
+// fallback answers; after it, the stream ends with the node's own error event and the request is
+// recorded failed; a complete answer ([DONE]) survives a later break; a stream request answered
+// with JSON fails clearly; an upstream 429 is passed on with a Retry-After.
+import t from 'tap';
+import OpenAI from 'openai';
+import { startFakeUpstream } from '../fixtures/fake-upstream.js';
+import { SSE_HEAD_CHUNKED, SSE_HEAD_CLOSE, chatChunk, httpChunk, startRawUpstream } from '../fixtures/raw-upstream.js';
+import { waitFor } from '../fixtures/wait-for.js';
+import type { PipelineNode } from './pipeline/pipeline-harness.js';
+import { sdkError, startPipelineNode } from './pipeline/pipeline-harness.js';
+
+/** A node whose route `fb` goes to `primaryUrl` (upstream "demo") and falls back to `backupUrl`; `solo` has no fallback. */
+function nodeWith(t: { teardown(fn: () => unknown): void }, primaryUrl: string, backupUrl: string, timeoutMs = 5_000): Promise<PipelineNode> {
+  return startPipelineNode(t, {
+    upstreamUrl: primaryUrl,
+    bundle: (base) => ({
+      upstreams: [...base.upstreams, { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backupUrl, apiKey: 'sk-backup-0000000000', timeoutMs: 30_000 }],
+      routes: [
+        { alias: 'fb', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [{ upstream: 'backup', model: 'demo-echo' }], timeoutMs, retries: 0 },
+        { alias: 'solo', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [], timeoutMs, retries: 0 },
+      ],
+    }),
+  });
+}
+
+/** One streaming chat call over plain fetch: the status, the whole body and how long it took. */
+async function streamCall(node: PipelineNode, model: string, signal?: AbortSignal) {
+  const started = Date.now();
+  const res = await fetch(`${node.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+    body: JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    ...(signal ? { signal } : {}),
+  });
+  const text = await res.text();
+  return { res, text, ms: Date.now() - started, requestId: res.headers.get('x-request-id') };
+}
+
+function finishedRequest(node: PipelineNode, requestId: string | null) {
+  return waitFor(() => node.finished.find((f) => f.requestId === requestId), { what: 'the finished request' });
+}
+
+/** The text the caller's chunks carry, in order. */
+function contentOf(sseText: string): string {
+  let text = '';
+  for (const event of sseText.split('\n\n')) {
+    if (!event.startsWith('data: {')) continue;
+    const chunk = JSON.parse(event.slice(6)) as { choices?: Array<{ delta?: { content?: string } }> };
+    text += chunk.choices?.[0]?.delta?.content ?? '';
+  }
+  return text;
+}
+
+const errorChunk = `data: ${JSON.stringify({ error: { message: 'CUDA OOM on gpu-node-7.internal (key sk-live-internal-123)', type: 'server_error', code: 500 } })}\n\n`;
+
+t.test('before the first event', async (t) => {
+  t.test('an upstream that resets after its 200 headers is a failed attempt: the fallback answers', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CHUNKED);
+      setTimeout(() => socket.destroy(), 20);
+    });
+    const backup = await startFakeUpstream(t);
+    const node = await nodeWith(t, primary.url, backup.url);
+    const { res, text, requestId } = await streamCall(node, 'fb');
+    t.equal(res.status, 200);
+    t.equal(backup.requests.length, 1, 'the fallback was tried: nothing had reached the caller');
+    t.match(contentOf(text), /echo: hi/);
+    t.match(text, /data: \[DONE\]\n\n$/);
+    const done = await finishedRequest(node, requestId);
+    t.match(done.attempts, [{ upstream: 'demo', outcome: 'connect', httpStatus: null }, { upstream: 'backup', outcome: 'ok', httpStatus: 200 }]);
+    t.equal(done.outcome.status, 'ok');
+  });
+
+  t.test('an upstream that stalls after its 200 headers times out under the route timeout, and the fallback answers', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => void socket.write(SSE_HEAD_CHUNKED));
+    const backup = await startFakeUpstream(t);
+    const node = await nodeWith(t, primary.url, backup.url, 400);
+    const { res, text, requestId } = await streamCall(node, 'fb');
+    t.equal(res.status, 200);
+    t.match(contentOf(text), /echo: hi/);
+    const done = await finishedRequest(node, requestId);
+    t.match(done.attempts, [{ upstream: 'demo', outcome: 'timeout', httpStatus: null }, { upstream: 'backup', outcome: 'ok' }]);
+  });
+
+  t.test('an upstream that sends only keep-alive comments does not hold the caller past the route timeout', async (t) => {
+    const timers: NodeJS.Timeout[] = [];
+    t.teardown(() => timers.forEach((timer) => clearInterval(timer)));
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      timers.push(setInterval(() => socket.write(': keep-alive\n\n'), 50));
+    });
+    const node = await nodeWith(t, primary.url, primary.url, 300);
+    // The deadline only keeps a regression from hanging the suite; the answer comes after ~300 ms.
+    const { res, text, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(10_000));
+    t.equal(res.status, 504, 'a proper status: no byte had been sent');
+    t.equal(JSON.parse(text).error.code, 'ZN_ERR_UPSTREAM_TIMEOUT');
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'failed', httpStatus: 504, errorCode: 'ZN_ERR_UPSTREAM_TIMEOUT' });
+    t.match(done.attempts, [{ upstream: 'demo', outcome: 'timeout' }]);
+  });
+
+  t.test('without a fallback, a reset before the first event is a 502 with the attempt recorded as failed', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CHUNKED);
+      setTimeout(() => socket.destroy(), 20);
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const err = await sdkError(node.client().chat.completions.create({ model: 'solo', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+    t.equal(err.status, 502);
+    t.equal(err.code, 'ZN_ERR_UPSTREAM_UNAVAILABLE');
+    const done = await finishedRequest(node, err.headers?.get('x-request-id') ?? null);
+    t.same(done.outcome, { status: 'failed', httpStatus: 502, errorCode: 'ZN_ERR_UPSTREAM_UNAVAILABLE' });
+    t.match(done.attempts, [{ upstream: 'demo', outcome: 'connect', httpStatus: null }]);
+  });
+
+  t.test('an upstream error as the first event fails the attempt, and the fallback answers', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      socket.end(errorChunk);
+    });
+    const backup = await startFakeUpstream(t);
+    const node = await nodeWith(t, primary.url, backup.url);
+    const { res, text, requestId } = await streamCall(node, 'fb');
+    t.equal(res.status, 200);
+    t.match(contentOf(text), /echo: hi/);
+    t.notMatch(text, /gpu-node-7|sk-live-internal/);
+    const done = await finishedRequest(node, requestId);
+    t.match(done.attempts, [{ upstream: 'demo', outcome: 'error', httpStatus: 200 }, { upstream: 'backup', outcome: 'ok' }]);
+  });
+
+  t.test('a stream request answered with JSON fails clearly instead of giving the SDK an empty stream', async (t) => {
+    const payload = JSON.stringify({
+      id: 'x',
+      object: 'chat.completion',
+      created: 1,
+      model: 'demo-echo',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'hello there' }, finish_reason: 'stop' }],
+    });
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.end(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const err = await sdkError(node.client().chat.completions.create({ model: 'solo', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+    t.equal(err.status, 502);
+    t.equal(err.code, 'ZN_ERR_UPSTREAM_ERROR');
+    t.match(err.message, /did not answer the stream request with an event stream/);
+  });
+});
+
+t.test('after the first event', async (t) => {
+  t.test("an upstream error mid-stream ends the stream with the node's own error event, without the upstream's text, recorded failed", async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      socket.write(chatChunk('Hello'));
+      socket.write(errorChunk);
+      socket.end('data: [DONE]\n\n');
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { res, text, requestId } = await streamCall(node, 'solo');
+    t.equal(res.status, 200);
+    t.equal(contentOf(text), 'Hello');
+    t.notMatch(text, /gpu-node-7|sk-live-internal|CUDA/, "the upstream's own error text is not relayed");
+    t.notMatch(text, /\[DONE\]/);
+    t.match(text, /event: error\ndata: \{"error":\{"message":"Upstream \\"demo\\" ended the stream with an error \(server_error\)\.","type":"server_error","code":"ZN_ERR_UPSTREAM_ERROR"\}\}\n\n$/);
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
+  });
+
+  t.test('an upstream `event: error` mid-stream is handled the same way, and the SDK raises it', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      socket.write(chatChunk('Hello'));
+      socket.end(`event: error\ndata: ${JSON.stringify({ error: { message: 'internal host db-7 said no', code: 'overloaded' } })}\n\n`);
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const stream = await node.client().chat.completions.create({ model: 'solo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    const received: string[] = [];
+    const err = await sdkError((async () => {
+      for await (const chunk of stream) received.push(chunk.choices[0]?.delta.content ?? '');
+    })());
+    t.same(received, ['Hello']);
+    t.equal(err.code, 'ZN_ERR_UPSTREAM_ERROR');
+    t.match(err.message, /\(overloaded\)/);
+    t.notMatch(err.message, /db-7/);
+  });
+
+  t.test('a close-delimited body cut mid-answer (no finish, no [DONE]) ends with an error event and is recorded failed', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      socket.write(chatChunk('Hello '));
+      socket.write(chatChunk('wor'));
+      socket.end();
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { text, requestId } = await streamCall(node, 'solo');
+    t.equal(contentOf(text), 'Hello wor');
+    t.match(text, /event: error\ndata: [^\n]*ended the stream before \[DONE\][^\n]*"code":"ZN_ERR_UPSTREAM_ERROR"/);
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
+  });
+
+  t.test('a finished answer whose upstream omits [DONE] is complete: the node adds [DONE] and records ok', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      socket.write(chatChunk('Hello'));
+      socket.write(chatChunk(null));
+      socket.end();
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { text, requestId } = await streamCall(node, 'solo');
+    t.equal(contentOf(text), 'Hello');
+    t.notMatch(text, /event: error/);
+    t.match(text, /"finish_reason":"stop"[^\n]*\n\ndata: \[DONE\]\n\n$/);
+    const done = await finishedRequest(node, requestId);
+    t.equal(done.outcome.status, 'ok');
+  });
+
+  t.test('a connection break after [DONE] keeps the complete answer and its exact usage, recorded ok', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CHUNKED);
+      socket.write(httpChunk(chatChunk('Hello')));
+      socket.write(httpChunk(chatChunk(null)));
+      socket.write(httpChunk(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } })}\n\n`));
+      socket.write(httpChunk('data: [DONE]\n\n'), () => setTimeout(() => socket.destroy(), 30)); // no terminating chunk
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { text, requestId } = await streamCall(node, 'solo');
+    t.match(text, /data: \[DONE\]\n\n$/);
+    t.notMatch(text, /event: error/);
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
+    t.same(done.usage, { inputTokens: 3, outputTokens: 1, estimated: false });
+  });
+
+  t.test('an upstream that stalls after [DONE] does not hold back the caller’s [DONE] for its timeout', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CHUNKED);
+      socket.write(httpChunk(chatChunk('Hello')));
+      socket.write(httpChunk(chatChunk(null)));
+      socket.write(httpChunk('data: [DONE]\n\n')); // and then nothing, not even the last chunk
+    });
+    const node = await nodeWith(t, primary.url, primary.url, 20_000);
+    const { text, ms, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(15_000));
+    t.match(text, /data: \[DONE\]\n\n$/);
+    t.ok(ms < 10_000, `the answer ended after ${ms} ms, well before the 20 s timeout`);
+    const done = await finishedRequest(node, requestId);
+    t.equal(done.outcome.status, 'ok');
+  });
+});
+
+t.test('an upstream 429 is passed on as a rate limit with a bounded Retry-After', async (t) => {
+  const answers: string[] = [];
+  const primary = await startRawUpstream(t, (socket) => {
+    const retryAfter = answers.shift();
+    const body = JSON.stringify({ error: { message: 'slow down, org org-123', type: 'requests', code: 'rate_limit_exceeded' } });
+    const header = retryAfter === undefined ? '' : `retry-after: ${retryAfter}\r\n`;
+    socket.end(`HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n${header}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  });
+  const node = await nodeWith(t, primary.url, primary.url);
+  const ask = { model: 'solo', messages: [{ role: 'user' as const, content: 'hi' }] };
+  for (const [given, passed] of [['7', '7'], ['99999', '3600'], ['soon', '1'], [undefined, '1'], [new Date(Date.now() + 120_000).toUTCString(), /^1[12][0-9]$/]] as const) {
+    if (given !== undefined) answers.push(given);
+    const err = await sdkError(node.client().chat.completions.create(ask));
+    t.ok(err instanceof OpenAI.RateLimitError, `429 (Retry-After ${given}) is the SDK's RateLimitError`);
+    t.equal(err.code, 'ZN_ERR_UPSTREAM_ERROR');
+    t.equal(err.type, 'rate_limit_error');
+    t.match(err.headers?.get('retry-after'), passed, `upstream Retry-After ${given} is passed on as ${String(passed)}`);
+    t.notMatch(err.message, /org-123/);
+  }
+});
