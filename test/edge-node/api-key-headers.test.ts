@@ -17,7 +17,12 @@ t.test('the presented key, or why there is none', async (t) => {
   t.same(presentedApiKey({ authorization: 'Bearer k1', 'x-api-key': 'k2' }), { ok: false, code: 'ZN_ERR_API_KEY_CONFLICT' });
   for (const authorization of ['Basic k1', 'Bearer k1 k2', 'Bearerk1', 'k1']) {
     t.same(presentedApiKey({ authorization }), { ok: false, code: 'ZN_ERR_API_KEY_MALFORMED' }, authorization);
-    t.same(presentedApiKey({ authorization, 'x-api-key': 'k1' }), { ok: false, code: 'ZN_ERR_API_KEY_MALFORMED' }, `${authorization} beside x-api-key`);
+  }
+  // A malformed Bearer is the caller's mistake whatever else is sent.
+  t.same(presentedApiKey({ authorization: 'Bearer k1 k2', 'x-api-key': 'k1' }), { ok: false, code: 'ZN_ERR_API_KEY_MALFORMED' });
+  // Another scheme beside x-api-key is someone else's credential (an auth proxy's Basic): ignored.
+  for (const authorization of ['Basic dXNlcjpwYXNz', 'Bearerk1', 'k9']) {
+    t.same(presentedApiKey({ authorization, 'x-api-key': 'k1' }), { ok: true, key: 'k1' }, `${authorization} beside x-api-key`);
   }
   t.same(presentedApiKey({}), { ok: false, code: 'ZN_ERR_API_KEY_MISSING' });
   t.same(presentedApiKey({ authorization: 'Bearer' }), { ok: false, code: 'ZN_ERR_API_KEY_MISSING' });
@@ -48,5 +53,6 @@ t.test('over HTTP: conflicting and malformed key headers get their own 401 codes
   t.match(await call({}), { status: 401, code: 'ZN_ERR_API_KEY_MISSING' });
   t.match(await call({ 'x-api-key': node.secret, authorization: `Bearer ${node.secret}` }), { status: 200 }, 'the same key in both headers is served');
   t.match(await call({ 'x-api-key': node.secret, authorization: 'Bearer ' }), { status: 200 }, 'an empty Bearer beside x-api-key is served');
+  t.match(await call({ 'x-api-key': node.secret, authorization: 'Basic dXNlcjpwYXNz' }), { status: 200 }, "an auth proxy's Basic credentials beside x-api-key are ignored");
   t.notOk(node.logText().includes(other.secret) || node.logText().includes(node.secret), 'no key is logged');
 });

@@ -22,7 +22,7 @@ interface Run {
   verdicts: GuardrailVerdict[];
 }
 
-async function run(chunks: Array<string | Uint8Array>, pending: Array<string | number> = [], maxEventChars = 1 << 20): Promise<Run> {
+async function run(chunks: Array<string | Uint8Array>, pending: Array<string | number> = [], maxEventChars = 1 << 20, from?: AsyncIterable<Uint8Array>): Promise<Run> {
   const verdicts: GuardrailVerdict[] = [];
   const ctx = { guardrails: verdicts } as unknown as PipelineContext;
   const result: Run = { out: '', kept: [], blockedWith: undefined, verdicts };
@@ -32,7 +32,7 @@ async function run(chunks: Array<string | Uint8Array>, pending: Array<string | n
     blocked: (rejection) => void (result.blockedWith = rejection),
     keep: (slots) => void result.kept.push(...slots.map((s) => s.text)),
   };
-  const source = (async function* () {
+  const source = from ?? (async function* () {
     for (const c of chunks) yield typeof c === 'string' ? new TextEncoder().encode(c) : c;
   })();
   const decoder = new TextDecoder();
@@ -79,15 +79,53 @@ t.test('an event longer than the bound fails the stream instead of passing unche
   await t.rejects(run([`data: ${'x'.repeat(200)}`], [], 100), { code: 'ZN_ERR_UPSTREAM_ERROR' });
 });
 
-t.test('the session table refuses other keys, claims unknown sessions and stays bounded', async (t) => {
+t.test('JSON data that is not a JSON-RPC message is checked as one text', async (t) => {
+  const r = await run([`data: "${EMAIL}"\n\ndata: ["${EMAIL}", "x"]\n\ndata: [{"jsonrpc":"2.0","method":"m"}, "${EMAIL}"]\n\ndata: 1\n\n`]);
+  t.equal(r.out, 'data: "[EMAIL]"\n\ndata: ["[EMAIL]", "x"]\n\ndata: [{"jsonrpc":"2.0","method":"m"}, "[EMAIL]"]\n\ndata: 1\n\n');
+  const blocked = await run(['data: 13800138000\n\n']);
+  t.equal(blocked.blockedWith?.error.code, 'ZN_ERR_GUARDRAIL_BLOCKED', 'a bare number is checked too');
+  t.notOk(blocked.out.includes('13800138000'));
+});
+
+t.test('a large event arriving in many small CRLF chunks is guarded in time linear in its size', async (t) => {
+  // 4 MiB in 1 KiB chunks: rescanning (and re-normalising) everything received on every chunk
+  // takes minutes here; linear work takes well under a second, so the bound is ~50x that.
+  const line = `data: ${'QUJD'.repeat(18)}\r\n`;
+  const wire = `event: message\r\n${line.repeat(Math.ceil((4 << 20) / line.length))}data: ${EMAIL}\r\n\r\n`;
+  const bytes = new TextEncoder().encode(wire);
+  const chunks: Uint8Array[] = [];
+  for (let at = 0; at < bytes.length; at += 1024) chunks.push(bytes.subarray(at, at + 1024));
+  const deadline = Date.now() + 30_000;
+  const source = (async function* () {
+    for (const chunk of chunks) {
+      if (Date.now() > deadline) throw new Error('the guard fell behind: its work grows faster than the stream');
+      yield chunk;
+    }
+  })();
+  const r = await run([], [], 8 << 20, source);
+  t.ok(Date.now() <= deadline, 'guarded within the bound');
+  t.ok(r.out.startsWith('event: message\ndata: QUJD'), 'line ends normalised');
+  t.ok(r.out.endsWith('data: [EMAIL]\n\n'), 'the whole event was checked as one and masked');
+  t.equal(r.out.length, wire.replaceAll('\r\n', '\n').length - EMAIL.length + '[EMAIL]'.length);
+});
+
+t.test('the session table refuses other keys, binds unknown sessions only when claimed and stays bounded', async (t) => {
   const owners = new SessionOwners(2);
   owners.bind('tools', 's1', 'key-a');
   t.equal(owners.admit('tools', 's1', 'key-a'), true);
   t.equal(owners.admit('tools', 's1', 'key-b'), false);
   t.equal(owners.admit('other', 's1', 'key-b'), true, 'sessions are per tool server');
+  t.equal(owners.size, 1, 'admitting an unknown session binds nothing');
+  owners.claim('other', 's1', 'key-b');
+  owners.claim('other', 's1', 'key-c');
+  t.equal(owners.admit('other', 's1', 'key-c'), false, 'a claimed session stays with the first claimant');
+  t.equal(owners.admit('tools', 's1', 'key-a'), true, 'use makes s1 the most recent binding');
   owners.bind('tools', 's2', 'key-a');
-  t.equal(owners.size, 2, 'the oldest binding went');
-  t.equal(owners.admit('tools', 's1', 'key-b'), true, 'a forgotten session is claimed by the next key');
+  t.equal(owners.size, 2, 'the least recently used binding went');
+  t.equal(owners.admit('tools', 's1', 'key-b'), false, 'the session in use kept its owner');
+  t.equal(owners.admit('other', 's1', 'key-a'), true, 'the idle one was dropped and is unknown again');
   owners.forget('tools', 's1');
-  t.equal(owners.admit('tools', 's1', 'key-a'), true);
+  t.equal(owners.admit('tools', 's1', 'key-b'), true);
+  owners.bind('tools', 'x'.repeat(1024), 'key-a');
+  t.equal(owners.admit('tools', 'x'.repeat(1024), 'key-b'), false, 'long ids are bound too (stored as a fixed-size hash)');
 });

@@ -277,3 +277,54 @@ t.test('a session opened with one key is refused to another key with ZN_ERR_TOOL
   t.equal((await post(url, echo('from the owner', 31), owner)).status, 200, 'the owner keeps using it');
   t.same(fake.toolCalls, [{ tool: 'echo', args: { text: 'from the owner' } }]);
 });
+
+/** A tool server whose every answer is the next of `answers` (status, content type, body). */
+async function rawToolServer(t: Test, answers: Array<{ status: number; type: string; body: string | Buffer }>): Promise<{ url: string; calls: () => number }> {
+  let calls = 0;
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const answer = answers[Math.min(calls, answers.length - 1)]!;
+      calls += 1;
+      res.writeHead(answer.status, { 'content-type': answer.type }).end(answer.body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, calls: () => calls };
+}
+
+t.test('an unknown session id is bound to a key only once the tool server answered it with 2xx', async (t) => {
+  const ok = { status: 200, type: 'application/json', body: JSON.stringify({ jsonrpc: '2.0', id: 2, result: {} }) };
+  const tool = await rawToolServer(t, [{ status: 503, type: 'text/plain', body: 'down' }, ok]);
+  const url = await startNode(t, tool.url, [{ detector: 'email', action: 'flag', on: 'input' }], recordingSpool());
+  const id = { 'mcp-session-id': 'made-up-by-the-first-caller' };
+  t.equal((await post(url, echo('x'), { ...bearer(guarded), ...id })).status, 502, 'the tool server failed the first call');
+  t.equal((await post(url, echo('x'), { ...bearer(plain), ...id })).status, 200, 'so the failed call bound nothing and another key may use the id');
+  const refused = await post(url, echo('x'), { ...bearer(guarded), ...id });
+  t.equal(refused.messages[0]?.error?.code, 'ZN_ERR_TOOL_SESSION_NOT_FOUND', 'the key the tool server accepted it from owns it now');
+  t.equal(tool.calls(), 2, 'the refused call never reached the tool server');
+});
+
+t.test('a non-JSON answer is masked only when it is text; one that is not text and needs masking is blocked, not corrupted', async (t) => {
+  const binary = Buffer.concat([Buffer.from([0xff, 0x00, 0xfe]), Buffer.from(` ${EMAIL} `), Buffer.from([0xc3, 0x28])]);
+  const clean = Buffer.from([0xff, 0x00, 0xfe, 0x89, 0x50]);
+  const tool = await rawToolServer(t, [
+    { status: 200, type: 'text/plain; charset=utf-8', body: `写给 ${EMAIL}` },
+    { status: 200, type: 'application/octet-stream', body: binary },
+    { status: 200, type: 'application/octet-stream', body: clean },
+    { status: 200, type: 'text/plain', body: binary },
+  ]);
+  const url = await startNode(t, tool.url, [{ detector: 'email', action: 'mask', on: 'output' }], recordingSpool());
+  const raw = async (): Promise<Response> => fetch(url, { method: 'POST', headers: { ...bearer(guarded), 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify(echo('x')) });
+  t.equal(await (await raw()).text(), '写给 [EMAIL]', 'a text body is masked');
+  const blocked = async (what: string): Promise<void> => {
+    const res = await post(url, echo('x'), bearer(guarded));
+    t.equal(res.status, 400, what);
+    t.equal(res.messages[0]?.error?.code, 'ZN_ERR_GUARDRAIL_BLOCKED', what);
+    t.notOk(res.text.includes(EMAIL), what);
+  };
+  await blocked('an octet-stream body a mask matched is blocked');
+  t.same(Buffer.from(await (await raw()).arrayBuffer()), clean, 'a binary body without matches is relayed byte for byte');
+  await blocked('a text/plain body that is not UTF-8 is blocked too');
+});

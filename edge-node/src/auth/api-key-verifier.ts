@@ -14,20 +14,22 @@ const NO_LIMITS = Object.freeze({});
 export type PresentedKey = { ok: true; key: string } | { ok: false; code: ErrorCode };
 
 /**
- * The key from `Authorization: Bearer <key>` or `x-api-key`. An Authorization header that is not
+ * The key from `Authorization: Bearer <key>` or `x-api-key`. A Bearer header that is not
  * `Bearer <one token>` is ZN_ERR_API_KEY_MALFORMED (an empty one, or `Bearer` with no token, counts
- * as absent); two different keys are ZN_ERR_API_KEY_CONFLICT rather than one silently winning.
+ * as absent); two different keys are ZN_ERR_API_KEY_CONFLICT rather than one silently winning. An
+ * Authorization header of another scheme (`Basic …`, often a proxy's own credentials) is ignored
+ * when x-api-key carries the key, and MALFORMED only when it is the sole candidate.
  */
 export function presentedApiKey(headers: IncomingHttpHeaders): PresentedKey {
+  const header = headers['x-api-key'];
+  const apiKey = (Array.isArray(header) ? header[0] : header)?.trim() || undefined;
   let bearer: string | undefined;
   const auth = headers.authorization;
   if (typeof auth === 'string' && auth.trim() !== '') {
     const match = /^Bearer(?:[ \t]+(\S+))?[ \t]*$/i.exec(auth);
-    if (match === null) return { ok: false, code: 'ZN_ERR_API_KEY_MALFORMED' };
-    bearer = match[1];
+    if (match !== null) bearer = match[1];
+    else if (apiKey === undefined || /^Bearer(?:[ \t]|$)/i.test(auth)) return { ok: false, code: 'ZN_ERR_API_KEY_MALFORMED' };
   }
-  const header = headers['x-api-key'];
-  const apiKey = (Array.isArray(header) ? header[0] : header)?.trim() || undefined;
   if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return { ok: false, code: 'ZN_ERR_API_KEY_CONFLICT' };
   const key = bearer ?? apiKey;
   return key === undefined ? { ok: false, code: 'ZN_ERR_API_KEY_MISSING' } : { ok: true, key };

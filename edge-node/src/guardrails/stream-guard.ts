@@ -6,9 +6,11 @@
  *
  * Held text goes out before its text ends: appended to the delta of an event that ends its channel
  * (a chat chunk carrying finish_reason) or to a terminal event, else in a new delta shaped like the
- * channel's last text event (`reply.textEvent`) just before a text-less event (the end of a content
- * block, the terminal event; a finish chunk without text for the choices it finishes). Anthropic `ping`s are keep-alives inside a block and
- * do not end the text.
+ * channel's last text event (`reply.textEvent`) just before a text-less event that ends it: the end
+ * of a content block, the terminal event, or, for the choices it finishes, a chat chunk with a
+ * finish_reason. Other text-less chat chunks (an empty or role-only delta, another choice's
+ * tool_calls, a content-filter note) end no text: a match split across one stays whole. Anthropic
+ * `ping`s are keep-alives inside a block and do not end the text.
  *
  * On a block the stream throws ZN_ERR_GUARDRAIL_BLOCKED: the runner stops pulling (the upstream
  * call is aborted), ends the caller's stream with `reply.errorEvent` in the API's own framing, and
@@ -56,7 +58,8 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
   for await (const event of events) {
     if (event.texts.length === 0) {
       if (event.sse.event !== 'ping') {
-        // A chunk that only finishes some choices ends their text alone; other text-less events end all.
+        // A chat chunk ends the text of the choices it finishes (often none); text-less events that
+        // name no channels (the end of an Anthropic block, the terminal event) end all.
         const only = event.terminal === true || event.endsText === undefined ? null : event.endsText;
         for (const [id, channel] of channels) {
           if (only !== null && !only.includes(id)) continue;

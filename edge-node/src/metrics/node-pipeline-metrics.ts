@@ -6,7 +6,7 @@
 import { requestPolicy } from '../guardrails/policy-engine.js';
 import type { ApiKind, PipelineContext } from '../pipeline/context.js';
 import type { StageName } from '../pipeline/stage.js';
-import { rateLimitHitOf } from '../rate-limit/rate-limit-hits.js';
+import { rateLimitHitOf, rateLimitStoreFailedFor } from '../rate-limit/rate-limit-hits.js';
 import type { PipelineMetrics } from './pipeline-metrics.js';
 import { Counter, Gauge, Histogram, Registry } from './prometheus-registry.js';
 import type { HistogramSeries } from './prometheus-registry.js';
@@ -61,6 +61,9 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
   const rateLimited = registry.register(
     new Counter('zenova_node_rate_limit_rejections_total', 'Requests refused by a rate or concurrency limit.', ['scope', 'limit']),
   );
+  const rateLimitStoreFailures = registry
+    .register(new Counter('zenova_node_rate_limit_store_failures_total', 'Requests admitted without limits because the shared limit store could not be written.'))
+    .labels();
   const guardrailBlocked = registry.register(new Counter('zenova_node_guardrail_rejections_total', 'Requests blocked by a guardrail.', ['on']));
   const verdicts = registry.register(
     new Counter('zenova_node_guardrail_verdicts_total', 'Guardrail rule hits, by direction, action and detector.', ['on', 'action', 'detector']),
@@ -97,6 +100,7 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
         const hit = rateLimitHitOf(ctx);
         rateLimited.labels(hit?.scope ?? 'unknown', hit?.limit ?? (outcome.errorCode === 'ZN_ERR_RATE_LIMITED' ? 'rate' : 'concurrency')).inc();
       }
+      if (rateLimitStoreFailedFor(ctx)) rateLimitStoreFailures.inc();
       for (const verdict of ctx.guardrails) verdicts.labels(verdict.on, verdict.action, verdict.detector).inc();
       if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED') guardrailBlocked.labels(blockedDirection(ctx)).inc();
     },

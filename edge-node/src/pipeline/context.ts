@@ -55,6 +55,8 @@ export interface StreamEvent {
   /**
    * Channels (TextSlot.channel) whose text ends with this event, e.g. a chat chunk whose choice
    * carries finish_reason: text a guardrail still holds for them must go out in or before it.
+   * Unset, a text-less event ends every channel (Anthropic's content_block_stop); chat chunks
+   * always set it, usually to none.
    */
   endsText?: readonly number[];
 }

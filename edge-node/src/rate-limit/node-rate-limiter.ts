@@ -11,7 +11,7 @@ import type { PipelineContext } from '../pipeline/context.js';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
 import type { LimitStore, RateCheck, RateMetric, SlotCheck, WindowChange } from './limit-store.js';
-import { noteRateLimitHit } from './rate-limit-hits.js';
+import { noteRateLimitHit, noteRateLimitStoreFailure } from './rate-limit-hits.js';
 import type { LimitScope } from './rate-limit-hits.js';
 import { chargeFor, minuteOf, msUntilEmpty, msUntilFits, windowUsage } from './sliding-window.js';
 import type { RateLimiter } from './rate-limiter.js';
@@ -121,6 +121,7 @@ export class NodeRateLimiter implements RateLimiter {
     } catch (err) {
       // The limit store is protection, not the service: a broken file must not take callers down.
       this.warn(nowMs, err, 'rate limit store failed; request admitted without limits');
+      noteRateLimitStoreFailure(ctx);
       return undefined;
     }
 

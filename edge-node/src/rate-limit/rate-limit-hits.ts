@@ -1,6 +1,7 @@
 /**
- * Which limit refused a request, for the metrics module's rejection counter: the limiter notes it
- * here instead of widening PipelineContext (a WeakMap, so it goes with the request).
+ * Which limit refused a request, and which requests were let through unlimited because the limit
+ * store failed, for the metrics module's counters: the limiter notes them here instead of widening
+ * PipelineContext (weak collections, so they go with the request).
  */
 import type { PipelineContext } from '../pipeline/context.js';
 
@@ -20,4 +21,15 @@ export function noteRateLimitHit(ctx: PipelineContext, hit: RateLimitHit): void 
 
 export function rateLimitHitOf(ctx: PipelineContext): RateLimitHit | undefined {
   return hits.get(ctx);
+}
+
+const storeFailures = new WeakSet<PipelineContext>();
+
+/** The limit store failed on this request's admit, so it runs without limits (fail open). */
+export function noteRateLimitStoreFailure(ctx: PipelineContext): void {
+  storeFailures.add(ctx);
+}
+
+export function rateLimitStoreFailedFor(ctx: PipelineContext): boolean {
+  return storeFailures.has(ctx);
 }

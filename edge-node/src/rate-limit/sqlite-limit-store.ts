@@ -4,9 +4,11 @@
  * durability, so synchronous=OFF; WAL lets readers and the one writer overlap; busy_timeout makes
  * replicas queue for the write lock instead of failing — briefly: the calls are synchronous, so a
  * wait blocks the event loop. A write that still finds the lock taken (or fails: a full disk) gives
- * up; for a while after, calls do not wait at all (one stuck writer must not cost every request
- * the whole wait), and the writes that were not made — freed slots, token true-ups — are kept in
- * memory and made by the next admit's transaction, or a retry timer, whichever comes first.
+ * up; for a while after, calls wait only a few ms (one stuck writer must not cost every request the
+ * whole wait, yet an admit must still ride out another replica's ordinary sub-ms transaction rather
+ * than fail open), and releases and token true-ups are not tried then at all. The writes that were
+ * not made are kept in memory and made by the next admit's transaction, or a retry timer, whichever
+ * comes first.
  *
  * Concurrency slots carry their owner (one id per store instance). Owners renew a lease
  * (`owners.expires_at`); when a limit looks full, slots of owners whose lease ran out (a replica
@@ -27,8 +29,10 @@ export const RATE_LIMIT_FILE = 'rate-limits.sqlite';
 export const DEFAULT_OWNER_LEASE_MS = 30_000;
 /** How long a call queues for the write lock. A transaction holds it well under a millisecond. */
 const BUSY_TIMEOUT_MS = 250;
-/** After a write found the lock taken for the whole wait, calls try once without waiting for this long. */
+/** After a write found the lock taken for the whole wait, calls wait only IMPATIENT_BUSY_TIMEOUT_MS for this long. */
 const IMPATIENT_MS = 1_000;
+/** The wait while impatient: bounds the stall, but covers a few lock hand-offs between replicas (0 would fail open on each). */
+const IMPATIENT_BUSY_TIMEOUT_MS = 15;
 /** When writes that failed are tried again if no admit comes first. */
 const RETRY_MS = 250;
 /** Token true-ups kept while the file cannot be written; beyond this they are dropped (limits are off then anyway: admits fail open). */
@@ -82,7 +86,7 @@ export class SqliteLimitStore implements LimitStore {
   /** True-ups not written yet, in order. */
   private pendingChanges: WindowChange[] = [];
   private retryTimer: NodeJS.Timeout | undefined;
-  /** performance.now() until which calls do not wait for the lock (0 when they do). */
+  /** performance.now() until which calls wait only IMPATIENT_BUSY_TIMEOUT_MS (0 when they wait BUSY_TIMEOUT_MS). */
   private impatientUntil = 0;
 
   private readonly getWindow: Database.Statement<[string, string, number], { used: number }>;
@@ -167,12 +171,15 @@ export class SqliteLimitStore implements LimitStore {
 
   change(changes: readonly WindowChange[]): void {
     if (this.closed || changes.length === 0) return;
+    if (this.isImpatient()) {
+      // Deferrable: left to the next admit's transaction (or the retry timer), so the lock stays free for admits.
+      this.keepPending(changes);
+      return;
+    }
     try {
       this.write(() => this.changeTx.immediate(changes, minuteOf(this.clock.now())));
     } catch (err) {
-      const room = MAX_PENDING_CHANGES - this.pendingChanges.length;
-      if (room > 0) this.pendingChanges.push(...changes.slice(0, room));
-      this.retrySoon();
+      this.keepPending(changes);
       throw err;
     }
     this.pendingWritten();
@@ -182,6 +189,12 @@ export class SqliteLimitStore implements LimitStore {
     if (this.closed) return;
     // Forgotten first: whatever happens below, a later write frees it (deleteUnheldSlots).
     this.liveSlots.delete(slotId);
+    if (this.isImpatient()) {
+      // Deferrable, as a true-up is: the slot is counted a little longer, never leaked.
+      this.slotsToFree = true;
+      this.retrySoon();
+      return;
+    }
     try {
       this.write(() => this.deleteSlots.run(slotId));
     } catch (err) {
@@ -278,23 +291,36 @@ export class SqliteLimitStore implements LimitStore {
   }
 
   /**
-   * One synchronous write, waiting for the lock at most BUSY_TIMEOUT_MS, and not at all for a while
-   * after a write that found it taken for that long.
+   * One synchronous write, waiting for the lock at most BUSY_TIMEOUT_MS, and only
+   * IMPATIENT_BUSY_TIMEOUT_MS for a while after a write that found it taken for that long.
    */
   private write<T>(fn: () => T): T {
-    if (this.impatientUntil !== 0 && performance.now() >= this.impatientUntil) {
-      this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-      this.impatientUntil = 0;
-    }
+    this.isImpatient(); // restores the normal wait once the impatient time is over
     try {
       return fn();
     } catch (err) {
       if ((err as { code?: unknown }).code === 'SQLITE_BUSY' && this.impatientUntil === 0 && !this.closed) {
-        this.db.pragma('busy_timeout = 0');
+        this.db.pragma(`busy_timeout = ${IMPATIENT_BUSY_TIMEOUT_MS}`);
         this.impatientUntil = performance.now() + IMPATIENT_MS;
       }
       throw err;
     }
+  }
+
+  /** Whether a long wait was met lately; back to the normal wait once IMPATIENT_MS has passed. */
+  private isImpatient(): boolean {
+    if (this.impatientUntil === 0) return false;
+    if (performance.now() < this.impatientUntil) return true;
+    this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    this.impatientUntil = 0;
+    return false;
+  }
+
+  /** True-ups not written now: kept (up to MAX_PENDING_CHANGES) for the next write. */
+  private keepPending(changes: readonly WindowChange[]): void {
+    const room = MAX_PENDING_CHANGES - this.pendingChanges.length;
+    if (room > 0) this.pendingChanges.push(...changes.slice(0, room));
+    this.retrySoon();
   }
 
   /** Inside a transaction: the releases and true-ups that failed earlier. */

@@ -126,3 +126,31 @@ t.test('with n > 1, a chunk finishing one choice releases that choice only; a ma
   t.equal(upToFinish(0), 'first choice, short');
   t.equal(upToFinish(1), 'second choice goes on to [EMAIL]');
 });
+
+t.test('with n > 1, a chunk with no text and no finish_reason ends no choice: a match split across one is still masked', async (t) => {
+  const raw = (choices: unknown[], extra: Record<string, unknown> = {}): string =>
+    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices, ...extra })}\n\n`;
+  // Each kind of text-less chunk an upstream sends mid-answer, between the halves of a keyword.
+  const textLess = {
+    'an empty delta': raw([{ index: 0, delta: {}, finish_reason: null }]),
+    "the other choice's role-only delta": raw([{ index: 1, delta: { role: 'assistant' }, finish_reason: null }]),
+    "the other choice's tool_calls delta": raw([
+      { index: 1, delta: { tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] }, finish_reason: null },
+    ]),
+    'a content-filter note': raw([{ index: 0, delta: {}, finish_reason: null, content_filter_results: { hate: { filtered: false, severity: 'safe' } } }]),
+  };
+  const events: string[] = [chunk(1, 'the other choice.')];
+  let expected = '';
+  for (const between of Object.values(textLess)) {
+    events.push(chunk(0, 'codename project-au'), between, chunk(0, 'rora; '));
+    expected += 'codename [REDACTED]; ';
+  }
+  events.push(chunk(0, null, 'stop'), chunk(1, null, 'stop'));
+  const node = await guardedNode(t, await scriptedUpstream(t, events), [{ detector: 'keywords', keywords: ['project-aurora'], action: 'mask', on: 'output' }]);
+  const { choices } = await streamChunks(node, { n: 2 });
+  const textOf = (index: number): string => choices.filter((c) => c.index === index).map((c) => c.delta.content ?? '').join('');
+  t.equal(textOf(0), expected, `every split keyword is masked (${Object.keys(textLess).join(', ')})`);
+  t.equal(textOf(1), 'the other choice.');
+  const zero = choices.filter((c) => c.index === 0);
+  t.equal(zero.findIndex((c) => c.finish_reason !== null), zero.length - 1, 'choice 0 finishes after all its text');
+});

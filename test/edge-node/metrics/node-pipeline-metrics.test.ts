@@ -28,6 +28,7 @@ t.test('every metric family is declared before any request', async (t) => {
     'zenova_node_spool_bytes',
     'zenova_node_backfill_backlog',
     'zenova_node_rate_limit_rejections_total',
+    'zenova_node_rate_limit_store_failures_total',
     'zenova_node_guardrail_rejections_total',
     'zenova_node_guardrail_verdicts_total',
     'zenova_node_tokens_total',

@@ -5,12 +5,15 @@
 // second connection holding the write lock.
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import t from 'tap';
 import type { Test } from 'tap';
+import { createNodePipelineMetrics } from '../../../edge-node/src/metrics/node-pipeline-metrics.js';
 import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
 import { RATE_LIMIT_FILE, SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
 import { waitFor } from '../../fixtures/wait-for.js';
+import { parsePrometheusText, sampleValue } from '../metrics/prometheus-text.js';
 import { ManualClock, callContext, finish, quietLogger } from './limit-fixtures.js';
 
 type Tap = Test;
@@ -30,6 +33,49 @@ function holdWriteLock(dir: string): { free(): void } {
     free() {
       other.exec('COMMIT');
       other.close();
+    },
+  };
+}
+
+// Another replica's ordinary short transactions, on their own thread so one can end while this
+// thread is blocked in a write. state[0]: a request counter, bumped by this thread to ask for a
+// transaction; state[1]: how many the writer has begun (it then holds the lock HOLD_MS, and commits).
+const BRIEF_WRITER = `
+const { workerData } = require('node:worker_threads');
+const Database = require('better-sqlite3');
+const state = new Int32Array(workerData.state);
+const db = new Database(workerData.file);
+for (let done = 0; ; done++) {
+  Atomics.wait(state, 0, done);
+  db.exec('BEGIN IMMEDIATE');
+  Atomics.store(state, 1, done + 1);
+  Atomics.notify(state, 1);
+  Atomics.wait(state, 2, 0, workerData.holdMs);
+  db.exec('COMMIT');
+}
+`;
+const HOLD_MS = 8;
+
+/** Another replica's writer; `whileHeld(fn)` runs `fn` right after it has taken the lock for HOLD_MS. */
+async function briefWriter(tt: Tap, dir: string): Promise<{ whileHeld<T>(fn: () => T): T }> {
+  const state = new Int32Array(new SharedArrayBuffer(12));
+  const worker = new Worker(BRIEF_WRITER, { eval: true, workerData: { file: path.join(dir, RATE_LIMIT_FILE), state: state.buffer, holdMs: HOLD_MS } });
+  let failed: Error | undefined;
+  worker.on('error', (err: Error) => (failed = err));
+  tt.teardown(() => worker.terminate());
+  await new Promise<void>((resolve) => worker.once('online', () => resolve()));
+  return {
+    whileHeld(fn) {
+      const asked = Atomics.add(state, 0, 1) + 1;
+      Atomics.notify(state, 0);
+      // This thread may block: the writer answers within milliseconds (a failure seen before this call is thrown).
+      const deadline = performance.now() + 10_000;
+      while (Atomics.load(state, 1) < asked) {
+        if (failed !== undefined) throw failed;
+        if (performance.now() > deadline) throw new Error('the other writer never took the lock');
+        Atomics.wait(state, 1, asked - 1, 50);
+      }
+      return fn();
     },
   };
 }
@@ -129,4 +175,49 @@ t.test('one stuck writer costs one short wait, not a wait per call', async (t) =
     },
     { what: 'the store to count again once the lock is free' },
   );
+});
+
+t.test('an admit that meets another replica\'s short transaction waits for it and counts', async (t) => {
+  const dir = t.testdir();
+  const clock = new ManualClock();
+  const { limiter } = replica(t, dir, clock);
+  const keyLimits = { requestsPerMinute: 1 };
+  t.equal(limiter.admit(callContext(clock, { keyLimits })), undefined);
+  const other = await briefWriter(t, dir);
+  const refusal = other.whileHeld(() => limiter.admit(callContext(clock, { keyLimits })));
+  t.equal(refusal?.error.code, 'ZN_ERR_RATE_LIMITED', 'the limit holds');
+});
+
+t.test('right after a long wait, an admit still rides out a short transaction instead of failing open, and only failures are counted', async (t) => {
+  const dir = t.testdir();
+  const clock = new ManualClock();
+  const { limiter, store } = replica(t, dir, clock);
+  const metrics = createNodePipelineMetrics(() => ({ spoolBytes: 0, backfillBacklog: 0 }));
+  const keyLimits = { requestsPerMinute: 2, tokensPerMinute: 1_000 };
+  const other = await briefWriter(t, dir);
+  const first = callContext(clock, { keyLimits, estimatedInputTokens: 10, maxOutputTokens: 10 });
+  t.equal(limiter.admit(first), undefined);
+  metrics.requestFinished(first);
+
+  const stuck = holdWriteLock(dir);
+  const failedOpen = callContext(clock, { keyLimits });
+  t.equal(limiter.admit(failedOpen), undefined, 'the file stays locked for the whole wait: admitted without limits');
+  stuck.free();
+  metrics.requestFinished(failedOpen);
+  t.equal(sampleValue(parsePrometheusText(metrics.render()), 'zenova_node_rate_limit_store_failures_total'), 1, 'the request let through is counted');
+
+  finish(first, { inputTokens: 5, outputTokens: 5 });
+  t.ok(store.hasPendingWrites(), 'the true-up is left for the next admit while the lock was hot lately');
+
+  const second = callContext(clock, { keyLimits, maxOutputTokens: 20 });
+  t.equal(other.whileHeld(() => limiter.admit(second)), undefined, 'counted: 1 of 2 requests used');
+  t.notOk(store.hasPendingWrites(), 'and the admit wrote the true-up');
+  t.equal(second.responseHeaders['x-ratelimit-remaining-requests'], '0');
+  t.equal(second.responseHeaders['x-ratelimit-remaining-tokens'], String(1_000 - 10 - 20));
+  metrics.requestFinished(second);
+
+  const third = callContext(clock, { keyLimits, maxOutputTokens: 20 });
+  t.equal(other.whileHeld(() => limiter.admit(third))?.error.code, 'ZN_ERR_RATE_LIMITED', 'the limit holds');
+  metrics.requestFinished(third);
+  t.equal(sampleValue(parsePrometheusText(metrics.render()), 'zenova_node_rate_limit_store_failures_total'), 1, 'admits that counted are not store failures');
 });

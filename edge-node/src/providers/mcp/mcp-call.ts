@@ -50,8 +50,8 @@ interface McpCall {
   payload?: JsonRpcPost;
   /** Recorded as served.model: the JSON-RPC method, `batch`, or the HTTP method for GET/DELETE. */
   label: string;
-  /** The body of a non-JSON, non-stream answer, for output guardrails. */
-  rawText?: string;
+  /** The body of a non-JSON, non-stream answer, for output guardrails (decoded only when they have rules). */
+  rawBody?: Buffer;
   /** Output guardrails check the event stream: its text is recorded by the guard, after masking. */
   guarded?: boolean;
 }
@@ -192,7 +192,10 @@ export const mcpApi: ApiHandler = {
   },
 };
 
-/** Binds a session to the key whose initialize opened it; forgets one that ended. */
+/**
+ * Binds a session to the key whose initialize opened it, and an unknown one the tool server accepted
+ * to the key that sent it; forgets one that ended.
+ */
 function noteSession(ctx: PipelineContext, call: McpCall, status: number, returned: string | undefined): void {
   const server = ctx.toolServer?.name;
   if (server === undefined) return;
@@ -200,7 +203,9 @@ function noteSession(ctx: PipelineContext, call: McpCall, status: number, return
   const opens = call.payload !== undefined && (Array.isArray(call.payload) ? call.payload : [call.payload]).some((m) => 'method' in m && m.method === 'initialize');
   if (opens && status < 300 && returned !== undefined && returned.length <= 1024 && ctx.key !== undefined) owners.bind(server, returned, ctx.key.id);
   const sent = sessionIdOf(ctx);
-  if (sent !== undefined && (status === 404 || (call.method === 'DELETE' && status < 300))) owners.forget(server, sent);
+  if (sent === undefined) return;
+  if (status === 404 || (call.method === 'DELETE' && status < 300)) owners.forget(server, sent);
+  else if (status >= 200 && status < 300 && ctx.key !== undefined) owners.claim(server, sent, ctx.key.id);
 }
 
 /**
@@ -210,7 +215,7 @@ function noteSession(ctx: PipelineContext, call: McpCall, status: number, return
 function replyOf(ctx: PipelineContext, call: McpCall, status: number, headers: Record<string, string>, contentType: string, bytes: Buffer): UpstreamReply {
   const answer = contentType.startsWith('application/json') && bytes.length > 0 ? parseJsonOrUndefined(bytes) : undefined;
   if (answer !== undefined) return { kind: 'json', status, headers, body: answer, texts: messageTexts(answer) };
-  if (bytes.length > 0) call.rawText = bytes.toString('utf8');
+  if (bytes.length > 0) call.rawBody = bytes;
   ctx.responseText = bytes.toString('utf8', 0, Math.min(bytes.length, MAX_RESPONSE_TEXT_CHARS));
   return { kind: 'raw', status, headers, body: oneChunk(bytes) };
 }
@@ -226,22 +231,14 @@ export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): St
   if (reply?.kind !== 'raw' || call === undefined) return undefined;
   const side = policy.output;
   const stream = (reply.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream');
-  if (!stream && call.rawText === undefined) return undefined;
+  if (!stream && call.rawBody === undefined) return undefined;
   if (side.broken !== null) {
     // Nothing is delivered, so nothing of the unchecked body is kept either.
     ctx.responseText = '';
     return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken.message);
   }
   if (side.rules.length === 0) return undefined;
-  if (!stream) {
-    const slot = { text: call.rawText! };
-    const blocked = applyPolicy(ctx, policy, 'output', [slot]);
-    // A block delivers nothing, so nothing is recorded; a mask records what is delivered.
-    ctx.responseText = blocked === undefined ? slot.text.slice(0, MAX_RESPONSE_TEXT_CHARS) : '';
-    if (blocked !== undefined || slot.text === call.rawText) return blocked;
-    reply.body = oneChunk(Buffer.from(slot.text, 'utf8'));
-    return undefined;
-  }
+  if (!stream) return guardRawBody(ctx, policy, reply, call.rawBody!);
   call.guarded = true;
   const byRule = new Map<number, GuardrailVerdict>();
   reply.body = guardEventStream(reply.body, {
@@ -260,6 +257,42 @@ export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): St
     keep: (slots) => keepTexts(ctx, slots),
   }, MAX_GUARDED_EVENT_CHARS);
   return undefined;
+}
+
+/**
+ * A body that is neither JSON nor an event stream, checked whole as one text. Only a text body
+ * (text/*, *json*, *xml* content type, valid UTF-8) can be rewritten: one that is not and that a
+ * mask matched is blocked, since re-encoding its decoded text would corrupt every byte that is
+ * not UTF-8.
+ */
+function guardRawBody(ctx: PipelineContext, policy: CompiledPolicy, reply: Extract<UpstreamReply, { kind: 'raw' }>, bytes: Buffer): StageResult {
+  const decoded = decodeText(bytes, reply.headers['content-type'] ?? '');
+  const slot = { text: decoded.text };
+  const blocked = applyPolicy(ctx, policy, 'output', [slot]);
+  const masked = blocked === undefined && slot.text !== decoded.text;
+  if (masked && !decoded.rewritable) {
+    ctx.responseText = '';
+    return reject('ZN_ERR_GUARDRAIL_BLOCKED', `Blocked by guardrail policy "${policy.id}": a mask matched a tool server answer that is not text, which cannot be rewritten.`);
+  }
+  // A block delivers nothing, so nothing is recorded; a mask records what is delivered.
+  ctx.responseText = blocked === undefined ? slot.text.slice(0, MAX_RESPONSE_TEXT_CHARS) : '';
+  if (masked) reply.body = oneChunk(Buffer.from(slot.text, 'utf8'));
+  return blocked;
+}
+
+const TEXT_CONTENT_TYPE = /^text\/|json|xml/;
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The body as text, and whether writing that text back as UTF-8 gives the same body where unmasked. */
+function decodeText(bytes: Buffer, contentType: string): { text: string; rewritable: boolean } {
+  if (TEXT_CONTENT_TYPE.test(contentType.toLowerCase())) {
+    try {
+      return { text: strictUtf8.decode(bytes), rewritable: true };
+    } catch {
+      // Not UTF-8 after all: checked as decoded, never rewritten.
+    }
+  }
+  return { text: bytes.toString('utf8'), rewritable: false };
 }
 
 /** Verdicts pushed since `from` folded into the stream's one verdict per rule (a long GET stream stays bounded). */

@@ -2,10 +2,10 @@
  * Output guardrails over a tool server's event stream (MCP streamable HTTP). Every SSE event carries
  * one complete JSON-RPC message (or batch), so each is checked whole, like a JSON answer: its texts
  * (messageTexts) are masked in place and the event re-serialised with its other lines (`event:`,
- * `id:`, `retry:`) kept; events without text pass byte for byte. Data that is not JSON is checked
- * as one text. A block ends the stream: the blocked event is never sent, and each request of the
- * POST not answered yet gets a JSON-RPC error naming ZN_ERR_GUARDRAIL_BLOCKED, so the client's
- * pending calls fail instead of hanging.
+ * `id:`, `retry:`) kept; events without text pass byte for byte. Data that is not JSON, or JSON that
+ * is not a message or a batch of messages, is checked as one text. A block ends the stream: the
+ * blocked event is never sent, and each request of the POST not answered yet gets a JSON-RPC error
+ * naming ZN_ERR_GUARDRAIL_BLOCKED, so the client's pending calls fail instead of hanging.
  */
 import { zenovaError } from '../../errors.js';
 import type { TextSlot } from '../../pipeline/context.js';
@@ -32,19 +32,35 @@ const encoder = new TextEncoder();
 /**
  * `source` (the event stream's bytes) with every event checked. Only a partial event is buffered;
  * one longer than `maxEventChars` fails the stream (ZN_ERR_UPSTREAM_ERROR), as it cannot be checked.
+ * Work is linear in the stream's size: line ends are normalised and boundaries searched in each new
+ * chunk only, and an unfinished event's pieces are joined once, when its boundary comes.
  */
 export async function* guardEventStream(source: AsyncIterable<Uint8Array>, guard: EventGuard, maxEventChars: number): AsyncGenerator<Uint8Array> {
   const decoder = new TextDecoder();
-  let buffer = '';
+  const event = new PendingEvent();
+  let carriedCr = false;
   for await (const chunk of source) {
-    buffer += decoder.decode(chunk, { stream: true });
-    if (buffer.includes('\r')) buffer = normaliseLineEnds(buffer);
+    let text = decoder.decode(chunk, { stream: true });
+    if (carriedCr) text = `\r${text}`;
+    // A CR at the very end waits for the next chunk, which may start with its LF.
+    carriedCr = text.endsWith('\r');
+    if (carriedCr) text = text.slice(0, -1);
+    if (text.includes('\r')) text = text.replace(/\r\n?/g, '\n');
     let out = '';
-    let start = 0;
-    let boundary: number;
-    while ((boundary = buffer.indexOf('\n\n', start)) !== -1) {
-      const checked = checkEvent(buffer.slice(start, boundary), guard);
-      start = boundary + 2;
+    let from = 0;
+    for (;;) {
+      let block: string;
+      if (from === 0 && event.endsWithLf && text.startsWith('\n')) {
+        // The blank line's first LF ended the previous chunk.
+        block = event.take().slice(0, -1);
+        from = 1;
+      } else {
+        const boundary = text.indexOf('\n\n', from);
+        if (boundary === -1) break;
+        block = event.take(text.slice(from, boundary));
+        from = boundary + 2;
+      }
+      const checked = checkEvent(block, guard);
       if (typeof checked !== 'string') {
         // Returning ends the loop over `source`, which closes the tool server's stream.
         yield encoder.encode(out + blockedAnswers(checked, guard));
@@ -52,15 +68,38 @@ export async function* guardEventStream(source: AsyncIterable<Uint8Array>, guard
       }
       out += `${checked}\n\n`;
     }
-    if (start > 0) buffer = buffer.slice(start);
-    if (buffer.length > maxEventChars) throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `The tool server sent an event longer than ${maxEventChars} characters.`);
+    event.add(from === 0 ? text : text.slice(from));
+    if (event.length > maxEventChars) throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `The tool server sent an event longer than ${maxEventChars} characters.`);
     if (out.length > 0) yield encoder.encode(out);
   }
-  buffer = (buffer + decoder.decode()).replace(/\r\n?/g, '\n').replace(/\n+$/, '');
-  if (buffer.length === 0) return;
+  const rest = (event.take() + (carriedCr ? '\r' : '') + decoder.decode()).replace(/\r\n?/g, '\n').replace(/\n+$/, '');
+  if (rest.length === 0) return;
   // A last event without its blank line.
-  const checked = checkEvent(buffer, guard);
+  const checked = checkEvent(rest, guard);
   yield encoder.encode(typeof checked === 'string' ? `${checked}\n\n` : blockedAnswers(checked, guard));
+}
+
+/** The received part of an event whose blank line has not come yet, kept as pieces. */
+class PendingEvent {
+  private pieces: string[] = [];
+  length = 0;
+  endsWithLf = false;
+
+  add(piece: string): void {
+    if (piece.length === 0) return;
+    this.pieces.push(piece);
+    this.length += piece.length;
+    this.endsWithLf = piece.endsWith('\n');
+  }
+
+  /** The whole event (with `last` appended), leaving nothing pending. */
+  take(last = ''): string {
+    const whole = this.pieces.length === 0 ? last : this.pieces.join('') + last;
+    this.pieces = [];
+    this.length = 0;
+    this.endsWithLf = false;
+    return whole;
+  }
 }
 
 /** One event's lines, checked: the lines to send, or the rejection that stops the stream. */
@@ -84,11 +123,14 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
   let slots: TextSlot[];
   try {
     message = JSON.parse(data);
-    slots = messageTexts(message, mark);
   } catch {
     message = undefined;
-    slots = [{ text: data }];
   }
+  // JSON that is not a message or a batch of them (a bare string, number, array of strings) has no
+  // fields messageTexts reads: it is checked as one text, like data that is not JSON.
+  if (!isRecord(message) && !(Array.isArray(message) && message.length > 0 && message.every(isRecord))) message = undefined;
+  if (message !== undefined) slots = messageTexts(message, mark);
+  else slots = [{ text: data }];
   const rejection = guard.check(slots);
   if (rejection !== undefined) return rejection;
   if (message !== undefined) answered(message, guard.pending);
@@ -119,11 +161,4 @@ function blockedAnswers(rejection: Rejection, guard: EventGuard): string {
   }
   guard.pending.clear();
   return out;
-}
-
-function normaliseLineEnds(buffer: string): string {
-  // A CR at the very end waits for the next chunk, which may start with its LF.
-  const keepCr = buffer.endsWith('\r');
-  const body = (keepCr ? buffer.slice(0, -1) : buffer).replace(/\r\n?/g, '\n');
-  return keepCr ? `${body}\r` : body;
 }

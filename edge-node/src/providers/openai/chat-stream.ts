@@ -64,10 +64,15 @@ class ChatStreamShape {
   }
 }
 
+const NO_ENDS: readonly number[] = [];
+
 export class ChatChunkEvent implements StreamEvent {
   readonly texts: TextSlot[];
-  /** Choices this chunk finishes (finish_reason set): guardrails release their held text in it. */
-  readonly endsText?: readonly number[];
+  /**
+   * Choices this chunk finishes (finish_reason set), usually none: guardrails release those choices'
+   * held text in it and keep holding the others' (never undefined, which would end every choice).
+   */
+  readonly endsText: readonly number[] = NO_ENDS;
   dirty = false;
   private wire: SseEvent | undefined;
 
