@@ -65,7 +65,7 @@ const secret = (prefix: string): string => `${prefix}${randomBytes(32).toString(
 export async function loadOrCreateDevState(
   home: string,
   portMode: 'default' | 'auto',
-  choosePostgresDataDir: () => string,
+  choosePostgresDataDir: (freshState: boolean) => string,
 ): Promise<{ state: DevState & { ports: DevPorts }; created: boolean; movedPorts: string[] }> {
   const file = join(home, 'dev-state.json');
   let state: DevState | undefined;
@@ -86,13 +86,13 @@ export async function loadOrCreateDevState(
     }
   }
   const next: DevState & { ports: DevPorts } = state
-    ? { ...state, ports, postgresDataDir: state.postgresDataDir ?? choosePostgresDataDir() }
+    ? { ...state, ports, postgresDataDir: state.postgresDataDir ?? choosePostgresDataDir(false) }
     : {
         version: 1,
         adminToken: secret('zn_admin_'),
         databasePassword: randomBytes(18).toString('base64url'),
         secretEncKey: randomBytes(32).toString('base64'),
-        postgresDataDir: choosePostgresDataDir(),
+        postgresDataDir: choosePostgresDataDir(true),
         ports,
       };
   saveDevState(home, next);

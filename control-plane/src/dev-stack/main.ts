@@ -7,7 +7,6 @@
  * Environment: ZENOVA_DEV_HOME (default <repo>/.zenova), ZENOVA_DATABASE_URL (use that database
  * instead of the embedded one), ZENOVA_DEV_PORTS=auto (pick free ports on a first run; tests).
  */
-import { createHash } from 'node:crypto';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +16,7 @@ import { ensureDevTls } from './dev-tls.js';
 import { adminClient, ensureNodeEnrolled } from './office-primary.js';
 import { ensureDemoConfig } from './demo-config.js';
 import { loadOrCreateDevState, saveDevState } from './dev-state.js';
+import { choosePostgresDataDir } from './postgres-data-dir.js';
 import { postgresUser, reachableBy, startLocalPostgres, type LocalPostgres } from './local-postgres.js';
 import { writeFileAtomic } from '../fs/atomic-write.js';
 
@@ -28,14 +28,12 @@ function say(line = ''): void {
   process.stdout.write(`${line}\n`);
 }
 
-/** Where the cluster lives: in the dev home, unless the postgres user cannot reach it there (e.g. /root). */
-function postgresDataDir(home: string): string {
+/** The cluster's dir (postgres-data-dir.ts); `freshState`: the dev state is being created now. */
+function postgresDataDir(home: string, freshState: boolean): string {
   const user = postgresUser();
-  if (!user || reachableBy(home, user)) return join(home, 'postgres');
-  const id = createHash('sha256').update(home).digest('hex').slice(0, 12);
-  const dir = join('/var/lib/zenova-dev', id);
-  mkdirSync(dir, { recursive: true, mode: 0o755 });
-  return join(dir, 'postgres');
+  const choice = choosePostgresDataDir(home, { freshState, homeReachable: !user || reachableBy(home, user) });
+  if (choice.removedLeftover) say(`  removed a PostgreSQL cluster left by an earlier checkout at this path (${choice.dir})`);
+  return choice.dir;
 }
 
 
@@ -47,7 +45,7 @@ async function main(): Promise<void> {
   mkdirSync(join(home, 'logs'), { recursive: true, mode: 0o700 });
   mkdirSync(join(home, NODE_NAME), { recursive: true, mode: 0o700 });
   const portMode = process.env.ZENOVA_DEV_PORTS === 'auto' ? 'auto' : 'default';
-  const { state, created, movedPorts } = await loadOrCreateDevState(home, portMode, () => postgresDataDir(home));
+  const { state, created, movedPorts } = await loadOrCreateDevState(home, portMode, (freshState) => postgresDataDir(home, freshState));
   const show = (p: string): string => (p.startsWith(repoRoot) ? relative(repoRoot, p) || '.' : p);
   say(`Zenova Gateway dev stack — ${created ? 'first start, creating' : 'reusing'} ${show(home)}`);
   for (const m of movedPorts) say(`  port in use, moved: ${m}`);
@@ -76,7 +74,7 @@ async function main(): Promise<void> {
     let databaseUrl = process.env.ZENOVA_DATABASE_URL;
     let dbLabel = 'ZENOVA_DATABASE_URL';
     if (!databaseUrl) {
-      const dataDir = state.postgresDataDir ?? postgresDataDir(home);
+      const dataDir = state.postgresDataDir ?? postgresDataDir(home, false);
       const pgLog = join(home, 'logs', 'postgres.log');
       const pgLogStream = createWriteStream(pgLog, { flags: 'a' });
       say(`  starting PostgreSQL on 127.0.0.1:${state.ports.postgres} (data: ${show(dataDir)})`);
