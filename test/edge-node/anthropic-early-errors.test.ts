@@ -7,21 +7,11 @@ import type { Test } from 'tap';
 import { gzipSync } from 'node:zlib';
 import { startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startPipelineNode } from './pipeline/pipeline-harness.js';
+import { anthropicSdkError as sdkError } from './anthropic-fixtures.js';
 
 const REQUEST_ID = /^req_[0-9A-HJKMNP-TV-Z]{26}$/;
 const MAX_BODY_BYTES = 2048;
 
-type SdkError = InstanceType<typeof Anthropic.APIError>;
-
-async function sdkError(promise: Promise<unknown>): Promise<SdkError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof Anthropic.APIError) return err;
-    throw err;
-  }
-  throw new Error('expected the call to fail with an APIError');
-}
 
 t.test('errors raised before the pipeline', async (t) => {
   const upstream = await startFakeAnthropicUpstream(t);

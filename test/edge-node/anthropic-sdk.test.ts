@@ -12,26 +12,15 @@ import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import { estimateTokens } from '../../edge-node/src/providers/token-estimate.js';
-import type { RequestSpool } from '../../edge-node/src/spool/request-spool.js';
 import { FAKE_ANTHROPIC_PREFIX, fakeTokenCount, startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { UPSTREAM_SECRET, bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+import { anthropicSdkError as sdkError, type AnthropicSdkError as SdkError, recordsInto } from './anthropic-fixtures.js';
 
 const ANTHROPIC_SECRET = 'sk-ant-upstream-secret-never-shown-0123456789';
 const REQUEST_ID = /^req_[0-9A-HJKMNP-TV-Z]{26}$/;
 
-type SdkError = InstanceType<typeof Anthropic.APIError>;
-
-async function sdkError(promise: Promise<unknown>): Promise<SdkError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof Anthropic.APIError) return err;
-    throw err;
-  }
-  throw new Error('expected the call to fail with an APIError');
-}
 
 /** Our code as the SDK exposes it (details.error_code) and as the body carries it (error.code). */
 function codesOf(err: SdkError): [string | null, unknown] {
@@ -93,13 +82,7 @@ t.test('the Anthropic Messages surface', async (t) => {
   });
 
   const records: RequestRecord[] = [];
-  const spool: RequestSpool = {
-    open: () => undefined,
-    finalise: async (record) => {
-      records.push(record);
-    },
-    keepsBodies: () => false,
-  };
+  const spool = recordsInto(records);
   const logLines: string[] = [];
   const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void logLines.push(line) } });
   const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger, services: { nodeId: 'node-anthropic', spool } });

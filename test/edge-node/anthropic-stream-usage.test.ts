@@ -9,11 +9,11 @@ import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import { estimateTokens } from '../../edge-node/src/providers/token-estimate.js';
-import type { RequestSpool } from '../../edge-node/src/spool/request-spool.js';
 import { FAKE_ANTHROPIC_PREFIX, fakeTokenCount, startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import type { FakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+import { recordsInto } from './anthropic-fixtures.js';
 
 // 40 words: 40 text deltas, so the answer is far more than one token.
 const PROMPT = Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ');
@@ -41,13 +41,7 @@ async function anthropicNode(t: { teardown(fn: () => unknown): void }, upstream:
     routes: [{ alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
   });
   const records: RequestRecord[] = [];
-  const spool: RequestSpool = {
-    open: () => undefined,
-    finalise: async (record) => {
-      records.push(record);
-    },
-    keepsBodies: () => false,
-  };
+  const spool = recordsInto(records);
   const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: 'node-usage', spool } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(async () => {
