@@ -167,13 +167,34 @@ function logRequestFinished(request: FastifyRequest, reply: FastifyReply): void 
 
 type JsonParser = ReturnType<FastifyInstance['getDefaultJsonParser']>;
 
+/** JSON is read as UTF-8; these declared charsets are UTF-8 or a subset of it. */
+const READABLE_CHARSETS = new Set(['utf-8', 'utf8', 'us-ascii']);
+
+/** The charset parameter of a Content-Type, lower-cased and unquoted, or undefined when it has none. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  if (contentType === undefined) return undefined;
+  for (const param of contentType.split(';').slice(1)) {
+    const eq = param.indexOf('=');
+    if (eq < 0 || param.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
+    const value = param.slice(eq + 1).trim();
+    return (value.length >= 2 && value.startsWith('"') && value.endsWith('"') ? value.slice(1, -1) : value).toLowerCase();
+  }
+  return undefined;
+}
+
 /**
  * Fastify's JSON parser (secure-json-parse: `__proto__` and `constructor.prototype` keys refused),
  * except that such a key is named as the reason: fastify reports it as invalid JSON. Only a body
- * that failed is parsed a second time.
+ * that failed is parsed a second time. A body declared in another charset (utf-16, latin1, …) is
+ * refused: fastify reads every body as UTF-8, so its text would be misread, not converted.
  */
 function jsonBodyParser(strict: JsonParser): JsonParser {
   return (request, body, done) => {
+    const charset = charsetOf(request.headers['content-type']);
+    if (charset !== undefined && !READABLE_CHARSETS.has(charset)) {
+      done(zenovaError('ZN_ERR_UNSUPPORTED_CHARSET', `The request body's charset ${JSON.stringify(charset.slice(0, 40))} is not supported; send JSON as UTF-8 (charset=utf-8, or no charset).`), undefined);
+      return;
+    }
     // The default parser is synchronous; `void` only marks its declared Promise-or-void result.
     void strict(request, body, (err, value) => {
       if (err instanceof Error && typeof body === 'string' && parsesAsPlainJson(body)) {
@@ -215,9 +236,30 @@ function toZenovaError(err: FastifyError | Error, bodyLimit: number): ZenovaErro
   return zenovaError('ZN_ERR_INTERNAL', undefined, { cause: err });
 }
 
+/** `METHOD SP target SP HTTP/x.y` at the start of a read, as Node's parser reads it. */
+const REQUEST_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ (\S+) HTTP\/\d\.\d\r?\n/;
+const HEADERS_END = Buffer.from('\r\n\r\n');
+
+/**
+ * The request target of the request Node's parser failed on, when it can be known. Node hands over
+ * only the read it was parsing (`rawPacket`) and where in it it failed (`bytesParsed`): the target
+ * is that read's first line when the read starts with a request line and no headers end before the
+ * failure (so no earlier request shares the read). Headers that arrived over several reads, or a
+ * request pipelined behind another in one read, leave it unknown.
+ */
+function failedRequestTarget(err: NodeJS.ErrnoException & { rawPacket?: unknown; bytesParsed?: unknown }): string | undefined {
+  const packet = err.rawPacket;
+  if (!Buffer.isBuffer(packet)) return undefined;
+  const failedAt = typeof err.bytesParsed === 'number' ? Math.min(err.bytesParsed, packet.length) : packet.length;
+  const line = REQUEST_LINE.exec(packet.subarray(0, Math.min(failedAt, 8192)).toString('latin1'));
+  if (line === null || packet.subarray(0, failedAt).includes(HEADERS_END)) return undefined;
+  return line[1];
+}
+
 /**
  * Requests node's HTTP parser rejects never reach fastify; answer them in the same shape, with an
- * x-request-id, instead of fastify's default body.
+ * x-request-id, instead of fastify's default body: Anthropic's shape (and `request-id`) when the
+ * failed request's target is known and is under /v1/messages, OpenAI's otherwise.
  */
 function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
@@ -229,11 +271,14 @@ function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   } else if (err.code === 'HPE_HEADER_OVERFLOW') {
     [status, reason, message] = [431, 'Request Header Fields Too Large', 'Invalid request: the request headers are too large.'];
   }
-  const body = JSON.stringify(zenovaError('ZN_ERR_INVALID_REQUEST', message).toBody());
+  const target = failedRequestTarget(err) ?? '';
+  const requestId = generateRequestId();
+  const body = JSON.stringify(errorBodyFor(target, zenovaError('ZN_ERR_INVALID_REQUEST', message, { status })));
+  const anthropicHeader = isAnthropicPath(target) ? `${ANTHROPIC_REQUEST_ID_HEADER}: ${requestId}\r\n` : '';
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${generateRequestId()}\r\n\r\n${body}`,
+        `Content-Length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${anthropicHeader}\r\n${body}`,
     );
   }
   socket.destroy(err);

@@ -47,6 +47,12 @@ export const errorTable = {
     message: 'The request body has a Content-Encoding this node does not accept; send it uncompressed.',
     retryable: false,
   },
+  ZN_ERR_UNSUPPORTED_CHARSET: {
+    status: 415,
+    type: 'invalid_request_error',
+    message: 'The request body declares a charset this node does not read; send JSON as UTF-8.',
+    retryable: false,
+  },
   ZN_ERR_API_KEY_MISSING: {
     status: 401,
     type: 'authentication_error',

@@ -1,18 +1,156 @@
 /**
- * The backtracking shape that makes a JavaScript regex take exponential time: a repeated group
- * that itself holds a repeated item (`(a+)+`, `(\w+\s?)+$`, `(?:x*y?)*`). A few dozen characters of
- * caller text can then hold the event loop for seconds, and a regex cannot be interrupted, so such
- * patterns are refused, not run. Shared by both sides: the control plane refuses them at the admin
- * API; the node checks again for config that predates that check, and fails closed on them.
+ * The backtracking shapes that make a JavaScript regex take exponential time, both inside a
+ * repeated group: an item that is itself repeated (`(a+)+`, `(\w+\s?)+$`, `(?:x*y?)*`), or
+ * alternatives that can match the same text (`(a|a)*`, `(\w|\d)+$`, `(.|\s)*x`). A few dozen
+ * characters of caller text can then hold the event loop for seconds, and a regex cannot be
+ * interrupted, so such patterns are refused, not run. Shared by both sides: the control plane
+ * refuses them at the admin API; the node checks again for config that predates that check, and
+ * fails closed on them.
+ *
+ * Overlap is judged on the first character each alternative can start with, conservatively: two
+ * equal literals overlap, a class (`[…]`, `\w`, `\d`, `\s`, `.`, `\p{…}`) overlaps a literal it
+ * contains and any other class, and a back-reference overlaps anything. So `(foo|bar)+`, `(\w|-)+`
+ * and `(.|\n)*` pass, while `(ab|ac)+`, safe as it is, must be written `(a[bc])+`.
+ *
+ * A repetition with a small fixed bound is let through when nothing inside it repeats without
+ * bound: `(\d{1,3}\.){3}` and the strict IPv4 group `((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}`
+ * try at most a few hundred ways per start (the group's ways to match, raised to the count, within
+ * MAX_BOUNDED_WAYS), whereas `(a+){3}` (unbounded inside) or `(\d{1,10}){16}` (10^16) are refused.
  */
 
-/** Why `source` (without the `(?i)` prefix) is refused, or null when it has no nested repetition. */
-export function nestedRepetition(source: string): string | null {
-  // One frame per open group: does it contain an item whose length varies by repetition (a+, b*, c{2,5})?
-  const frames: boolean[] = [false];
+/** The most ways a bounded repetition may have to match at one start before it is refused. */
+const MAX_BOUNDED_WAYS = 256;
+
+/** Distinct first literals (or classes) tracked per group; past that it "may start with anything". */
+const MAX_FIRST_LITERALS = 256;
+const MAX_FIRST_CLASSES = 16;
+
+/** The characters an alternative (or item) can start with. */
+interface FirstSet {
+  /** Unknown (a back-reference, or more than the caps): overlaps anything non-empty. */
+  any: boolean;
+  /** Literal characters (case-folded under ignoreCase). */
+  literals: Set<string>;
+  /** Character classes, each compiled to match exactly one character it contains. */
+  classes: RegExp[];
+}
+
+/** One open group (the root pattern is one too). */
+interface Frame {
+  /** It holds an item whose length varies by repetition (a+, b*, c{2,5}), at any depth. */
+  variable: boolean;
+  /** It holds, at any depth, a group whose alternatives overlap. */
+  ambiguous: boolean;
+  /** It holds, at any depth, an item repeated without an upper bound (a+, b*, c{2,}, (ab)+). */
+  unbounded: boolean;
+  /**
+   * Over-estimates of the ways its content can match at one start, capped at MAX_BOUNDED_WAYS + 1:
+   * of the alternative being read (the product of its items'), and the sum and the largest of
+   * those of its finished alternatives (only overlapping alternatives add up).
+   */
+  altWays: number;
+  sumWays: number;
+  maxWays: number;
+  /** Two of its own alternatives can start with the same character. */
+  overlap: boolean;
+  /** A lookahead or lookbehind: it matches no text of its own. */
+  lookaround: boolean;
+  /** The union of the first sets of its alternatives read so far. */
+  seen: FirstSet;
+  /** One of its alternatives read so far can match the empty text. */
+  nullable: boolean;
+  /** The first set of the alternative being read. */
+  current: FirstSet;
+  /** Every item of the current alternative so far can match the empty text (its next item's first characters count too). */
+  open: boolean;
+}
+
+const emptySet = (): FirstSet => ({ any: false, literals: new Set(), classes: [] });
+const newFrame = (lookaround = false): Frame => ({
+  variable: false, ambiguous: false, unbounded: false, altWays: 1, sumWays: 0, maxWays: 0, overlap: false, lookaround, seen: emptySet(), nullable: false, current: emptySet(), open: true,
+});
+
+function addInto(into: FirstSet, from: FirstSet): void {
+  if (into.any) return;
+  if (from.any || into.literals.size + from.literals.size > MAX_FIRST_LITERALS || into.classes.length + from.classes.length > MAX_FIRST_CLASSES) {
+    into.any = true;
+    into.literals.clear();
+    into.classes.length = 0;
+    return;
+  }
+  for (const c of from.literals) into.literals.add(c);
+  into.classes.push(...from.classes);
+}
+
+/** a × b, capped just past the budget (so it never overflows to Infinity by accident). */
+const timesWays = (a: number, b: number): number => Math.min(a * b, MAX_BOUNDED_WAYS + 1);
+
+/** The ways `count` repetitions (from `min` to `max`) of something with `ways` ways can match, capped. */
+function repeatedWays(ways: number, min: number, max: number): number {
+  if (max === Infinity) return Infinity;
+  let total = 1;
+  // ways 1 repeated is still 1 way per count: stop once the product cannot grow.
+  if (ways <= 1) return timesWays(total, max - min + 1);
+  for (let k = 0; k < max && total <= MAX_BOUNDED_WAYS; k++) total = timesWays(total, ways);
+  return timesWays(total, max - min + 1);
+}
+
+const SINGLE_ESCAPES: Readonly<Record<string, string>> = { n: '\n', r: '\r', t: '\t', f: '\f', v: '\v' };
+
+/** Why `source` (without the `(?i)` prefix) is refused, or null when it has neither risky shape. */
+export function regexBacktrackingRisk(source: string, options: { ignoreCase?: boolean } = {}): string | null {
+  const ignoreCase = options.ignoreCase === true;
+  const frames: Frame[] = [newFrame()];
+  const top = (): Frame => frames[frames.length - 1]!;
+  // Class-against-literal tests run a regex each: bounded by the pattern's length, past which
+  // alternatives are taken to overlap.
+  let testsLeft = source.length + 64;
   let i = 0;
-  /** Reads a quantifier at `i`, if any: can it repeat (more than once), and is its count variable? */
-  const quantifier = (): { repeats: boolean; variable: boolean } => {
+
+  const literal = (c: string): FirstSet => ({ any: false, literals: new Set([ignoreCase ? c.toLowerCase() : c]), classes: [] });
+  const charClass = (classSource: string): FirstSet => {
+    const whole = `^(?:${classSource})$`;
+    for (const flags of ignoreCase ? ['iu', 'i'] : ['u', '']) {
+      try {
+        return { any: false, literals: new Set(), classes: [new RegExp(whole, flags)] };
+      } catch {
+        // Not valid in this mode; try the other.
+      }
+    }
+    return { any: true, literals: new Set(), classes: [] };
+  };
+  const anything: FirstSet = { any: true, literals: new Set(), classes: [] };
+  const nothing: FirstSet = emptySet();
+
+  const classHas = (re: RegExp, c: string): boolean => {
+    testsLeft--;
+    return testsLeft < 0 || re.test(c);
+  };
+  const overlaps = (a: FirstSet, b: FirstSet): boolean => {
+    const emptyA = !a.any && a.literals.size === 0 && a.classes.length === 0;
+    const emptyB = !b.any && b.literals.size === 0 && b.classes.length === 0;
+    if (emptyA || emptyB) return false;
+    if (a.any || b.any || (a.classes.length > 0 && b.classes.length > 0)) return true;
+    const [small, large] = a.literals.size <= b.literals.size ? [a, b] : [b, a];
+    for (const c of small.literals) if (large.literals.has(c)) return true;
+    for (const re of a.classes) for (const c of b.literals) if (classHas(re, c)) return true;
+    for (const re of b.classes) for (const c of a.literals) if (classHas(re, c)) return true;
+    return false;
+  };
+  /** The current alternative of the innermost group ends (at `|` or `)`). */
+  const endAlternative = (frame: Frame): void => {
+    if (!frame.overlap && overlaps(frame.seen, frame.current)) frame.overlap = true;
+    frame.sumWays = Math.min(frame.sumWays + frame.altWays, MAX_BOUNDED_WAYS + 1);
+    frame.maxWays = Math.max(frame.maxWays, frame.altWays);
+    frame.altWays = 1;
+    addInto(frame.seen, frame.current);
+    if (frame.open) frame.nullable = true;
+    frame.current = emptySet();
+    frame.open = true;
+  };
+
+  /** Reads a quantifier at `i`, if any: can it repeat (more than once), is its count variable, may it match zero times? */
+  const quantifier = (): { repeats: boolean; variable: boolean; optional: boolean; min: number; max: number } => {
     const c = source[i];
     let min = 1;
     let max = 1;
@@ -22,46 +160,132 @@ export function nestedRepetition(source: string): string | null {
       i++;
     } else if (c === '{') {
       const m = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(i, i + 24));
-      if (m === null) return { repeats: false, variable: false };
+      if (m === null) return { repeats: false, variable: false, optional: false, min: 1, max: 1 };
       min = Number(m[1]);
       max = m[2] === undefined ? min : m[3] === '' ? Infinity : Number(m[3]);
       i += m[0].length;
     } else {
-      return { repeats: false, variable: false };
+      return { repeats: false, variable: false, optional: false, min: 1, max: 1 };
     }
     if (source[i] === '?') i++; // lazy
-    return { repeats: max > 1, variable: max > min && max > 1 };
+    return { repeats: max > 1, variable: max > min && max > 1, optional: min === 0, min, max };
   };
-  const item = (): void => {
-    if (quantifier().variable) frames[frames.length - 1] = true;
+  /** An item just read, with the characters it can start with; its quantifier follows. */
+  const item = (first: FirstSet, nullable = false): void => {
+    const q = quantifier();
+    const frame = top();
+    if (q.variable) frame.variable = true;
+    if (q.max === Infinity) frame.unbounded = true;
+    else if (q.max > q.min) frame.altWays = timesWays(frame.altWays, q.max - q.min + 1);
+    if (!frame.open) return;
+    addInto(frame.current, first);
+    if (!nullable && !q.optional) frame.open = false;
   };
+  /** The escape at `i` (a backslash): what it matches, with `i` moved past it. */
+  const escape = (): { first: FirstSet; zeroWidth?: boolean } => {
+    const start = i;
+    const c = source[i + 1] ?? '';
+    i += 2;
+    if (c === 'b' || c === 'B') return { first: nothing, zeroWidth: true };
+    if (/[dDwWsS]/.test(c)) return { first: charClass(source.slice(start, i)) };
+    if ((c === 'p' || c === 'P') && source[i] === '{') {
+      i = Math.max(i, source.indexOf('}', i) + 1 || source.length);
+      return { first: charClass(source.slice(start, i)) };
+    }
+    if (c === 'k' && source[i] === '<') {
+      i = Math.max(i, source.indexOf('>', i) + 1 || source.length);
+      return { first: anything };
+    }
+    if (/[1-9]/.test(c)) {
+      while (/\d/.test(source[i] ?? '')) i++;
+      return { first: anything };
+    }
+    if (c === 'u' && source[i] === '{') {
+      const end = source.indexOf('}', i);
+      i = end < 0 ? source.length : end + 1;
+      const code = parseInt(source.slice(start + 3, end), 16);
+      return { first: Number.isInteger(code) && code <= 0x10ffff ? literal(String.fromCodePoint(code)) : anything };
+    }
+    const hex = c === 'x' ? 2 : c === 'u' ? 4 : 0;
+    const digits = source.slice(i, i + hex);
+    if (hex > 0 && digits.length === hex && /^[0-9a-fA-F]+$/.test(digits)) {
+      i += hex;
+      return { first: literal(String.fromCharCode(parseInt(digits, 16))) };
+    }
+    if (c === 'c') {
+      i++;
+      return { first: charClass(source.slice(start, i)) };
+    }
+    if (c === '0') return { first: literal('\0') };
+    return { first: literal(SINGLE_ESCAPES[c] ?? c) };
+  };
+
   while (i < source.length) {
     const c = source[i]!;
     if (c === '\\') {
-      // An escape is one item; \p{…}, \u{…}, \k<…> carry their own braces.
-      i += 2;
-      if (/[pPu]/.test(source[i - 1] ?? '') && source[i] === '{') i = Math.max(i, source.indexOf('}', i) + 1 || source.length);
-      if (source[i - 1] === 'k' && source[i] === '<') i = Math.max(i, source.indexOf('>', i) + 1 || source.length);
-      item();
+      const { first, zeroWidth } = escape();
+      item(first, zeroWidth);
     } else if (c === '[') {
       // A class is one item: skip to its unescaped end.
+      const start = i;
       i++;
       if (source[i] === ']') i++;
       while (i < source.length && source[i] !== ']') i += source[i] === '\\' ? 2 : 1;
       i++;
-      item();
+      item(charClass(source.slice(start, i)));
     } else if (c === '(') {
-      frames.push(false);
       i++;
+      let lookaround = false;
+      if (source[i] === '?') {
+        const kind = source.slice(i, i + 3);
+        if (kind.startsWith('?:') || kind.startsWith('?=') || kind.startsWith('?!')) {
+          lookaround = kind[1] !== ':';
+          i += 2;
+        } else if (kind === '?<=' || kind === '?<!') {
+          lookaround = true;
+          i += 3;
+        } else if (kind.startsWith('?<')) {
+          i = Math.max(i, source.indexOf('>', i) + 1 || source.length); // a named group
+        }
+      }
+      frames.push(newFrame(lookaround));
     } else if (c === ')') {
-      const inner = frames.length > 1 ? frames.pop()! : false;
+      // A stray `)` (invalid anyway) closes nothing.
+      const inner = frames.length > 1 ? frames.pop()! : newFrame();
+      endAlternative(inner);
       i++;
       const q = quantifier();
-      if (q.repeats && inner) return 'it repeats a group that itself contains a repeated item (nested quantifiers such as (a+)+), which can take exponential time';
-      if (q.variable || inner) frames[frames.length - 1] = true;
-    } else {
+      // A small fixed bound over content with no unbounded repetition tries few ways: allowed.
+      // Overlapping alternatives may each be tried at the same place.
+      const ways = inner.unbounded ? Infinity : repeatedWays(inner.overlap ? inner.sumWays : inner.maxWays, q.min, q.max);
+      const bounded = q.max !== Infinity && ways <= MAX_BOUNDED_WAYS;
+      if (q.repeats && inner.variable && !bounded) return 'it repeats a group that itself contains a repeated item (nested quantifiers such as (a+)+), which can take exponential time';
+      if (q.repeats && (inner.overlap || inner.ambiguous) && !bounded) {
+        return 'it repeats a group whose alternatives can start with the same character (overlapping alternatives such as (a|a)* or (\\w|\\d)+), which can take exponential time';
+      }
+      const outer = top();
+      if (q.variable || inner.variable) outer.variable = true;
+      if (inner.overlap || inner.ambiguous) outer.ambiguous = true;
+      if (inner.unbounded || q.max === Infinity) outer.unbounded = true;
+      else outer.altWays = timesWays(outer.altWays, ways);
+      if (outer.open) {
+        addInto(outer.current, inner.lookaround ? nothing : inner.seen);
+        if (!inner.lookaround && !inner.nullable && !q.optional) outer.open = false;
+      }
+    } else if (c === '|') {
       i++;
-      item();
+      endAlternative(top());
+    } else if (c === '^' || c === '$') {
+      i++;
+      item(nothing, true);
+    } else if (c === '.') {
+      i++;
+      item(charClass('.'));
+    } else {
+      // One character, astral ones included.
+      const ch = String.fromCodePoint(source.codePointAt(i)!);
+      i += ch.length;
+      item(literal(ch));
     }
   }
   return null;

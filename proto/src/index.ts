@@ -43,4 +43,4 @@ export {
   upstreamAttemptSchema,
 } from './request-record.js';
 export type { RequestRecord, RecordStatus, GuardrailVerdict, UpstreamAttempt } from './request-record.js';
-export { nestedRepetition } from './guardrail-regex-risk.js';
+export { regexBacktrackingRisk } from './guardrail-regex-risk.js';

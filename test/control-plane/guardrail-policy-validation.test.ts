@@ -1,7 +1,8 @@
 // The admin API's guardrail policy rules for regex patterns: the (?i) prefix nodes support is
-// accepted, patterns with nested repetition (exponential backtracking) are refused with a message
-// naming the problem, and the node applies the very same rule (proto/src/guardrail-regex-risk.ts,
-// shared by both sides) to patterns that reach it anyway.
+// accepted, patterns with nested repetition or with overlapping alternatives under a repetition
+// (both exponential backtracking) are refused with a message naming the problem, and the node
+// applies the very same rule (proto/src/guardrail-regex-risk.ts, shared by both sides) to patterns
+// that reach it anyway.
 import t from 'tap';
 import { guardrailPolicyCreateSchema } from '../../control-plane/src/policies/guardrail-policy-validation.js';
 import { compileRegex } from '../../edge-node/src/guardrails/detectors/regex.js';
@@ -15,7 +16,15 @@ const messages = (pattern: string): string[] => {
 };
 
 const NESTED = ['(\\w+\\s?)+$', '(a+)+', '(?:a*b?)*c', '((ab)*)+', '(?<n>[a-z]+\\d)*x', '(a{2,})+', '(x+){3,}', '(?:(a)+)*', '([a-z]+)*@', '(a+){3}', '((a{2,5}){3})+'];
-const SAFE = ['order-\\d{4}', '\\bproject-x\\b', '(?:foo|bar)+', '(ab){2}', '(a+)?b', '(a?)', '[(+)]+', '\\(a+\\)+', 'a{2,5}b*', '\\p{Lu}{2,}', '(\\d{3})-(\\d{4})', '(?:ab)+c', '(a{1})+', '[+*]{3}', '(\\d{3}-)+\\d{4}', '(?:[a-f0-9]{8}-){3}', '((ab){2})+'];
+// A repeated group two of whose alternatives can start with the same character, at its top level
+// or deeper inside it.
+const OVERLAPPING = ['(a|a)*', '(a|ab)*c', '(\\w|\\d)+$', '(.|\\s)*x', '(?:(a|a)b)*c', '(a|a){2,}', '(a|a){9}', '(a|[a-z])+', '(a?b|b)*', '((a|b)|a)*', '(x|\\1)+', '(?:\\x61|a)+', '(\\p{L}|a)+'];
+// Alternatives that cannot start alike, or that are not repeated.
+const SAFE_ALTERNATIVES = ['(foo|bar)+', '(?:ab|cd)*', '(a|b)', '(a|a)', '(a|a)?', '(a|a){1}', '[a-z]+', '\\b(secret|token)\\b', '(\\w|-)+', '(.|\\n)*', '(\\s|,)+', '(?:https?|ftp)+', '(?=a|a)b', '(A|a)+'];
+// Repetitions with a small upper bound over content that repeats nothing without bound: at most a
+// few hundred ways to try per start (IPv4 addresses, loose and strict).
+const BOUNDED = ['(\\d{1,3}\\.){3}\\d{1,3}', '((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)', '(a|a){1,3}', '(a{1,3}){3}', '((a|b)?c){3}'];
+const SAFE = [...SAFE_ALTERNATIVES, ...BOUNDED, 'order-\\d{4}', '\\bproject-x\\b', '(?:foo|bar)+', '(ab){2}', '(a+)?b', '(a?)', '[(+)]+', '\\(a+\\)+', 'a{2,5}b*', '\\p{Lu}{2,}', '(\\d{3})-(\\d{4})', '(?:ab)+c', '(a{1})+', '[+*]{3}', '(\\d{3}-)+\\d{4}', '(?:[a-f0-9]{8}-){3}', '((ab){2})+'];
 
 t.test('a regex pattern with the (?i) prefix nodes document is accepted', async (t) => {
   t.same(messages('(?i)order-\\d{4}'), []);
@@ -31,13 +40,32 @@ t.test('a pattern with nested repetition is refused, naming the problem', async 
   t.match(messages('(?i)(a+)+')[0], /nested quantifiers/, 'the (?i) prefix does not hide it');
 });
 
-t.test('patterns without nested repetition are accepted', async (t) => {
+t.test('a bounded repetition is accepted while its ways to match stay few, and refused past that', async (t) => {
+  for (const pattern of BOUNDED) t.same(messages(pattern), [], pattern);
+  t.same(messages('(a|a){8}b'), [], '2^8 ways');
+  t.match(messages('(a|a){9}b')[0], /overlapping alternatives/, '2^9 ways');
+  t.match(messages('(\\d{1,10}){16}x')[0], /nested quantifiers/, '10^16 ways');
+  t.match(messages('(a{1,3}){6}')[0], /nested quantifiers/, '3^6 ways');
+  t.match(messages('((\\d{1,3}\\.){3})+')[0], /nested quantifiers/, 'the bounded group repeated without bound');
+});
+
+t.test('patterns with neither shape are accepted', async (t) => {
   for (const pattern of SAFE) t.same(messages(pattern), [], pattern);
   t.match(messages('(unclosed')[0], /^rules\.0\.pattern: must be a valid JavaScript regular expression \(u flag\), optionally prefixed with \(\?i\)$/);
 });
 
+t.test('a repeated group whose alternatives can start with the same character is refused, naming the problem', async (t) => {
+  for (const pattern of OVERLAPPING) {
+    const got = messages(pattern);
+    t.equal(got.length, 1, pattern);
+    t.match(got[0], /^rules\.0\.pattern: is refused: it repeats a group whose alternatives can start with the same character \(overlapping alternatives/, pattern);
+  }
+  t.same(messages('(A|a)+'), [], 'without (?i), A and a do not overlap');
+  t.match(messages('(?i)(A|a)+')[0], /overlapping alternatives/, 'with (?i) they do');
+});
+
 t.test('the node refuses the same patterns (fail closed)', async (t) => {
-  for (const pattern of NESTED) {
+  for (const pattern of [...NESTED, ...OVERLAPPING]) {
     const refused = compileRegex(pattern);
     t.equal(refused.ok, false, pattern);
   }
@@ -45,4 +73,6 @@ t.test('the node refuses the same patterns (fail closed)', async (t) => {
   const compiled = compileRegex('(\\w+\\s?)+$');
   t.equal(compiled.ok, false);
   t.match(compiled.ok ? '' : compiled.reason, /nested quantifiers/);
+  const overlapping = compileRegex('(?i)(A|a)+');
+  t.match(overlapping.ok ? '' : overlapping.reason, /^the pattern is refused: .*overlapping alternatives/);
 });

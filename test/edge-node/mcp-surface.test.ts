@@ -14,6 +14,9 @@ import { buildApp } from '../../edge-node/src/app.js';
 import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
+import { MemoryLimitStore } from '../../edge-node/src/rate-limit/memory-limit-store.js';
+import { NodeRateLimiter } from '../../edge-node/src/rate-limit/node-rate-limiter.js';
+import type { RateLimiter } from '../../edge-node/src/rate-limit/rate-limiter.js';
 import type { OpenRow, RequestSpool } from '../../edge-node/src/spool/request-spool.js';
 import { startFakeToolServer } from '../fixtures/fake-tool-server.js';
 import type { FakeToolServer } from '../fixtures/fake-tool-server.js';
@@ -49,9 +52,9 @@ function bundleFor(servers: Array<{ name: string; url: string }>, surfaces: Conf
 }
 
 /** A node on 127.0.0.1:0 serving `bundle`, its spool recorded; returns its origin. */
-async function startNode(t: Test, bundle: ConfigBundle, spool: RequestSpool): Promise<string> {
+async function startNode(t: Test, bundle: ConfigBundle, spool: RequestSpool, services: { limiter?: RateLimiter } = {}): Promise<string> {
   const logger = createLogger({ level: 'silent' });
-  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger, services: { nodeId: bundle.nodeId, spool } });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger, services: { nodeId: bundle.nodeId, spool, ...services } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
   return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
@@ -169,6 +172,28 @@ t.test('a server the node does not know is ZN_ERR_TOOL_SERVER_NOT_FOUND', async 
   t.equal(res.status, 404);
   t.equal(res.code, 'ZN_ERR_TOOL_SERVER_NOT_FOUND');
   t.equal(fake.requests.length, 0);
+});
+
+t.test('an unknown server is refused before the rate limits: it spends none of the key\'s requests and never gets 429', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const limiter = new NodeRateLimiter(new MemoryLimitStore(), createLogger({ level: 'silent' }));
+  t.teardown(() => limiter.close());
+  // The key may make one request a minute.
+  const base = bundleFor([{ name: 'tools', url: fake.url }]);
+  const bundle = { ...base, apiKeys: base.apiKeys.map((k) => ({ ...k, limits: { requestsPerMinute: 1 } })) };
+  const origin = await startNode(t, bundle, recordingSpool(), { limiter });
+  const auth = { authorization: `Bearer ${caller.secret}` };
+  for (const attempt of [1, 2]) {
+    const res = await post(`${origin}/mcp/tols`, initialize, auth);
+    t.equal(res.status, 404, `attempt ${attempt}`);
+    t.equal(res.code, 'ZN_ERR_TOOL_SERVER_NOT_FOUND', `attempt ${attempt}: the typo is named, not a 429`);
+  }
+  // The tool server may answer initialize as an event stream: only the status is read.
+  const known = await fetch(`${origin}/mcp/tools`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...auth }, body: JSON.stringify(initialize) });
+  await known.body?.cancel();
+  t.equal(known.status, 200, 'the known server is still admitted: the minute\'s one request was not spent');
+  t.equal((await post(`${origin}/mcp/tools`, initialize, auth)).code, 'ZN_ERR_RATE_LIMITED', 'and the limit does hold');
+  t.equal((await post(`${origin}/mcp/tols`, initialize, auth)).code, 'ZN_ERR_TOOL_SERVER_NOT_FOUND', 'an unknown server is still named once the limit is reached');
 });
 
 t.test('a node whose surfaces are only model refuses the tools surface with ZN_ERR_SURFACE_DISABLED', async (t) => {

@@ -1,7 +1,8 @@
 // What the node refuses about a request body before anything is forwarded, each with a code that
 // names the problem: nesting deeper than MAX_BODY_DEPTH (not a 500 from a stack overflow), a
-// Content-Encoding (compressed bodies are not decoded), and `__proto__` / `constructor.prototype`
-// keys (refused by the JSON parser, named as such rather than called invalid JSON).
+// Content-Encoding (compressed bodies are not decoded), a charset other than UTF-8 (refused, not
+// misread), and `__proto__` / `constructor.prototype` keys (refused by the JSON parser, named as
+// such rather than called invalid JSON).
 import { gzipSync } from 'node:zlib';
 import t from 'tap';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from '../../edge-node/src/pipeline/stages/identify.js';
@@ -79,6 +80,27 @@ t.test('request bodies the node refuses before forwarding', async (t) => {
       body: chat(''),
     });
     t.equal(res.status, 200);
+  });
+
+  t.test('a JSON body declared in a charset other than UTF-8 gets 415 ZN_ERR_UNSUPPORTED_CHARSET on both APIs; UTF-8 in any spelling and no charset are served', async (t) => {
+    const before = forwarded();
+    const utf16 = (text: string) => Buffer.from(text, 'utf16le');
+    t.match(await post('/v1/chat/completions', utf16(chat('')), { 'content-type': 'application/json; charset=utf-16le' }), { status: 415, code: 'ZN_ERR_UNSUPPORTED_CHARSET', message: /"utf-16le"/ });
+    t.match(await post('/v1/chat/completions', chat(''), { 'content-type': 'application/json;charset="UTF-16"' }), { status: 415, code: 'ZN_ERR_UNSUPPORTED_CHARSET', message: /"utf-16"/ }, 'quoted, upper case, also when the bytes happen to be ASCII');
+    t.match(await post('/v1/chat/completions', chat(''), { 'content-type': 'application/json; charset=iso-8859-1' }), { status: 415, code: 'ZN_ERR_UNSUPPORTED_CHARSET' });
+    const res = await fetch(`${node.origin}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=utf-16', 'x-api-key': node.secret, 'anthropic-version': '2023-06-01' },
+      body: utf16(messages('')),
+    });
+    t.equal(res.status, 415);
+    t.ok(res.headers.get('request-id'), "Anthropic's request-id header");
+    t.match(await res.json(), { type: 'error', error: { type: 'invalid_request_error', code: 'ZN_ERR_UNSUPPORTED_CHARSET', details: { error_code: 'ZN_ERR_UNSUPPORTED_CHARSET' }, message: /"utf-16"/ } }, "in Anthropic's error shape");
+    t.equal(forwarded(), before, 'nothing was forwarded');
+    for (const contentType of ['application/json', 'application/json; charset=utf-8', 'application/json; charset=UTF-8', 'application/json; charset="utf-8"', 'application/json; charset=us-ascii']) {
+      t.match(await post('/v1/chat/completions', chat(''), { 'content-type': contentType }), { status: 200 }, contentType);
+    }
+    t.match(await post('/v1/messages', messages(''), { 'content-type': 'application/json; charset=UTF-8' }), { status: 200 }, 'and on /v1/messages');
   });
 
   t.test('a __proto__ or constructor.prototype key is refused with a message naming it; broken JSON is still invalid JSON', async (t) => {

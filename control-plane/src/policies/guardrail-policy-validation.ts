@@ -1,12 +1,13 @@
 /**
  * The guardrail policy body: a name and its rules, in the bundle's rule shape
  * (proto/src/config-bundle.ts) with the cross-field rules the bundle schema leaves to us: a regex
- * rule needs a pattern that compiles (a leading `(?i)` allowed) and has no nested repetition, a
- * keywords rule needs its keywords, and neither carries the other's field.
+ * rule needs a pattern that compiles (a leading `(?i)` allowed) without the backtracking shapes
+ * proto/src/guardrail-regex-risk.ts refuses (nested quantifiers, overlapping repeated alternatives),
+ * a keywords rule needs its keywords, and neither carries the other's field.
  */
 import { z } from 'zod';
 import { bodyObject, configNameSchema, enumOf, text } from '../config/config-fields.js';
-import { nestedRepetition } from '../../../proto/src/index.js';
+import { regexBacktrackingRisk } from '../../../proto/src/index.js';
 
 export const GUARDRAIL_DETECTORS = ['regex', 'keywords', 'email', 'phone', 'prc-resident-id', 'bank-card', 'secret'] as const;
 export const GUARDRAIL_ACTIONS = ['block', 'mask', 'flag'] as const;
@@ -21,14 +22,15 @@ const CASE_INSENSITIVE_PREFIX = '(?i)';
 
 /** Why a regex rule's pattern is refused, or null when every node can run it safely. */
 function patternProblem(pattern: string): string | null {
-  const source = pattern.startsWith(CASE_INSENSITIVE_PREFIX) ? pattern.slice(CASE_INSENSITIVE_PREFIX.length) : pattern;
+  const ignoreCase = pattern.startsWith(CASE_INSENSITIVE_PREFIX);
+  const source = ignoreCase ? pattern.slice(CASE_INSENSITIVE_PREFIX.length) : pattern;
   try {
     // The u flag is the stricter grammar: a pattern valid with it is valid for every node.
     new RegExp(source, 'u');
   } catch {
     return 'must be a valid JavaScript regular expression (u flag), optionally prefixed with (?i)';
   }
-  const risk = nestedRepetition(source);
+  const risk = regexBacktrackingRisk(source, { ignoreCase });
   return risk === null ? null : `is refused: ${risk}`;
 }
 

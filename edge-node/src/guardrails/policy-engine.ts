@@ -49,14 +49,7 @@ export function applyPolicy(ctx: PipelineContext, policy: CompiledPolicy, on: Di
   if (side.rules.length === 0) return undefined;
   const tally = new VerdictTally(policy.id, on, ctx.guardrails);
   const guard = new TextGuard(side, tally);
-  // Every slot is processed even after a block: the verdicts are complete, and the blocked text is
-  // masked in the body too (a refused request's body may still be kept in its record).
-  for (const slot of slots) {
-    const text = slot.text;
-    if (text.length === 0) continue;
-    const out = guard.whole(text);
-    // Only a changed text is written back: writing makes a provider re-serialise its body.
-    if (out !== text) slot.text = out;
-  }
+  // A refused request's body may still be kept in its record: its blocked text is masked too.
+  guard.wholeTexts(slots);
   return guard.blockedBy === null ? undefined : reject('ZN_ERR_GUARDRAIL_BLOCKED', blockedMessage(policy, guard.blockedBy, on));
 }

@@ -6,6 +6,7 @@
  * match split across deltas at any point is found and masked as one.
  */
 import type { GuardrailVerdict } from '../../../proto/src/index.js';
+import type { TextSlot } from '../pipeline/context.js';
 import type { CompiledRule, Direction, PolicySide } from './compiled-policy.js';
 import type { Match } from './detectors/detector.js';
 
@@ -71,6 +72,20 @@ export class TextGuard {
     this.scanAt = 0;
     this.open = false;
     return this.release(true);
+  }
+
+  /**
+   * Each slot as one finished text (`whole`). Every slot is processed even after a block: the
+   * verdicts are complete, and the blocked text is masked in the body too.
+   */
+  wholeTexts(slots: readonly TextSlot[]): void {
+    for (const slot of slots) {
+      const text = slot.text;
+      if (text.length === 0) continue;
+      const out = this.whole(text);
+      // Only a changed text is written back: writing makes a provider re-serialise its body.
+      if (out !== text) slot.text = out;
+    }
   }
 
   /** The next delta of a stream: returns what can be released now (possibly ''). */

@@ -26,6 +26,18 @@ export interface TextSlot {
    * means 0. Output guardrails check each channel as its own text and release it into its own choice.
    */
   readonly channel?: number;
+  /**
+   * Which text of the channel the slot continues, numbered by the provider: absent (0) the main
+   * text (a choice's content), others e.g. its reasoning or one tool call's arguments. Each part is
+   * its own running text; a channel's end (StreamEvent.endsText) ends all its parts.
+   */
+  readonly part?: number;
+  /**
+   * The slot is a fragment of JSON text (a tool call's arguments, split anywhere). Output
+   * guardrails hold a JSON part whole until it ends, then check the strings inside it and emit it
+   * as one fragment.
+   */
+  readonly json?: boolean;
 }
 
 /** Token counts of one call. */
@@ -82,9 +94,9 @@ export type UpstreamReply =
       events: AsyncIterable<StreamEvent>;
       /**
        * A new text-delta event shaped like `like` carrying `text` (for text a guardrail held back),
-       * for `channel` (the choice index; absent: 0).
+       * for `channel` (the choice index; absent: 0) and its `part` (TextSlot.part).
        */
-      textEvent(text: string, like: StreamEvent, channel?: number): StreamEvent;
+      textEvent(text: string, like: StreamEvent, channel?: number, part?: number): StreamEvent;
       /** An error event in this API's framing, ending the stream with `code` (headers already sent). */
       errorEvent(code: ErrorCode, message: string): StreamEvent;
     }

@@ -28,6 +28,20 @@ export class FieldSlot implements TextSlot {
   }
 }
 
+/** A FieldSlot for a part of its channel other than the main text (TextSlot.part), JSON or not. */
+export class PartSlot extends FieldSlot {
+  constructor(
+    holder: Record<string, unknown>,
+    field: string,
+    owner: DirtyMark | undefined,
+    channel: number,
+    readonly part: number,
+    readonly json: boolean,
+  ) {
+    super(holder, field, owner, channel);
+  }
+}
+
 export const NO_TEXTS: TextSlot[] = [];
 
 /** Usage numbers from an upstream's JSON: a non-negative integer, else undefined. */

@@ -22,7 +22,7 @@ const DETECTORS: Record<string, (text: string, from?: number) => Match[]> = {
 const SHAPES = [
   'eyJ', 'eyJa.', 'eyJaaaa.eyJ', 'sk-', 'xsk-', 'sk-ant-', 'AKIA', 'ghp_', 'xoxb-', 'AIza',
   'token', 'pwd', 'password ', 'api_key', 'token=', '密码', '-----BEGIN ', '-----BEGIN PRIVATE KEY-----', '-----END ',
-  '@', 'a@', 'a.', '1', '1 ', '1-', '+1 ', '+8', '(+86) ', '4111 ', '110105 ', '110105-',
+  '@', 'a@', 'a.', '1', '1 ', '1-', '1.', '138.', '+1 ', '+1.', '+8', '(+86) ', '4111 ', '110105 ', '110105-',
   '１', '１ ', '４１１１　', '＠', 'ａ＠', '（＋８６）',
 ];
 

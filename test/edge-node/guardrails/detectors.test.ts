@@ -35,6 +35,23 @@ t.test('phone refuses digits that are part of a longer run and shapes that are n
   t.same(found(findPhones, '1380013800'), [], 'ten digits');
 });
 
+t.test('phone finds numbers grouped with dots, mainland and international', async (t) => {
+  t.same(found(findPhones, '手机 138.1234.5678，请回电'), ['138.1234.5678']);
+  t.same(found(findPhones, '+86 138.1234.5678 或 +86.139.1234.5678 或 0086 150.0000.1111'), ['+86 138.1234.5678', '+86.139.1234.5678', '0086 150.0000.1111']);
+  t.same(found(findPhones, 'US +1.415.555.2671, UK +44.20.7946.0958, FR +33.1.23.45.67.89.'), ['+1.415.555.2671', '+44.20.7946.0958', '+33.1.23.45.67.89']);
+  t.same(found(findPhones, 'call 138.1234.5678.'), ['138.1234.5678'], 'a full stop after the number is punctuation');
+});
+
+t.test('phone refuses dotted numbers that are IPs, versions or decimals', async (t) => {
+  t.same(found(findPhones, 'host 10.0.0.138 and 192.168.138.12'), [], 'IPv4 addresses');
+  t.same(found(findPhones, 'version 1.2.3, 13.8.1234, v138.1234.5678.9'), [], 'version numbers, also a phone shape continued by .9');
+  t.same(found(findPhones, '138.1234.5678.9 and 9.138.1234.5678'), [], 'a phone shape inside a longer dotted run');
+  t.same(found(findPhones, 'ratio 13812345678.5 and 0.13812345678'), [], 'decimals around eleven digits');
+  t.same(found(findPhones, '138.12345678 and 1381234.5678'), [], 'one dot reads as a decimal');
+  t.same(found(findPhones, 'lat +37.7749295, +1.2.3.4, +10.0.0.138'), [], 'a signed decimal, and dotted + shapes with too few digits');
+  t.same(found(findPhones, '138..1234..5678, +1..415.555.2671'), [], 'doubled dots');
+});
+
 t.test('PRC resident ID accepts valid MOD 11-2 checksums (X included) with plausible birth dates', async (t) => {
   t.ok(prcIdChecksumValid('11010519491231002X'));
   t.ok(prcIdChecksumValid('11010519491231002x'), 'a lower-case x is the same check character');

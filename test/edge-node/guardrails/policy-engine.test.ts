@@ -126,6 +126,17 @@ t.test('a regex that does not compile fails closed: every request under the poli
   t.equal(await guardrailsOutStage.run(second.ctx), undefined, 'an input-only broken rule leaves the output side working');
 });
 
+t.test('a regex with overlapping alternatives under a repetition that reaches the node fails closed instead of running', async (t) => {
+  // `(a|a)*b` takes about 2^n steps on n "a"s without a b: the text below would hold the event loop for hours.
+  const p = policy('overlapping', [{ detector: 'regex', pattern: '(a|a)*b', action: 'mask', on: 'input' }]);
+  const { ctx, logLines } = guardContext({ policies: [p], policyId: 'overlapping', inputTexts: [{ text: 'a'.repeat(64) }] });
+  const result = await guardrailsInStage.run(ctx);
+  t.equal(result?.error.code, 'ZN_ERR_GUARDRAIL_BLOCKED');
+  t.match(result?.error.message, /rule 0 \(regex\) cannot be applied/);
+  const lines = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.policyId === 'overlapping');
+  t.match(lines[0], { level: 50, rule: 0, detector: 'regex', reason: /overlapping alternatives/ });
+});
+
 t.test('a broken output rule refuses a stream before anything is forwarded, and a JSON answer with text after', async (t) => {
   const p = policy('broken-out', [{ detector: 'regex', pattern: '[', action: 'mask', on: 'output' }]);
   const streaming = guardContext({ policies: [p], policyId: 'broken-out', inputTexts: [{ text: 'hi' }], stream: true });

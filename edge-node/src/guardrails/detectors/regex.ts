@@ -2,7 +2,7 @@
 // `u` (Unicode); a leading `(?i)` asks for case-insensitive matching (JavaScript has no inline flags).
 import { regexMatches } from './detector.js';
 import type { Detector, Match } from './detector.js';
-import { nestedRepetition } from '../../../../proto/src/index.js';
+import { regexBacktrackingRisk } from '../../../../proto/src/index.js';
 
 /** How far back a stream guard looks for a policy regex, whose match length is unknown. */
 export const REGEX_WINDOW = 256;
@@ -61,7 +61,7 @@ export function compileRegex(pattern: string | undefined): CompiledRegex {
     source = source.slice(4);
     flags += 'i';
   }
-  const risk = nestedRepetition(source);
+  const risk = regexBacktrackingRisk(source, { ignoreCase: flags.includes('i') });
   if (risk !== null) return { ok: false, reason: `the pattern is refused: ${risk}` };
   let re: RegExp;
   try {

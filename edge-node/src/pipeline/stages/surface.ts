@@ -1,8 +1,9 @@
 // Stage `surface` — the node serves this surface (model: /v1/..., tools: /mcp/{server}), and on the
-// model surface the model asked for: the key may use it, it exists, through this API. These are
-// checked here, before rate-limit, so a request that can never succeed spends no quota (the route
-// stage checks them again when it builds the plan).
+// model surface the model asked for: the key may use it, it exists, through this API; on the tools
+// surface the tool server named exists. These are checked here, before rate-limit, so a request
+// that can never succeed spends no quota (the route stage checks them again when it routes).
 import { checkModelAccess } from '../../routing/route-model.js';
+import { checkToolServerAccess } from '../../routing/route-tool-server.js';
 import type { PipelineContext } from '../context.js';
 import { reject } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -15,6 +16,6 @@ export const surfaceStage: Stage = {
       const what = ctx.surface === 'tools' ? 'the tools surface (/mcp)' : 'the model surface (/v1)';
       return reject('ZN_ERR_SURFACE_DISABLED', `This node does not serve ${what}.`);
     }
-    return ctx.surface === 'model' ? checkModelAccess(ctx) : undefined;
+    return ctx.surface === 'model' ? checkModelAccess(ctx) : checkToolServerAccess(ctx);
   },
 };

@@ -2,11 +2,12 @@
  * The Anthropic Messages request as the node reads it: the fields it needs are validated (with
  * bounds), everything else passes through to the upstream untouched, since the upstream is the
  * authority on the rest (tools, images, thinking…). The caller's text — the system prompt, text
- * blocks, tool results' text — is exposed as slots bound to the body that is forwarded, so a
+ * and thinking blocks, tool calls' input, tool results' text — is exposed as slots bound to the body that is forwarded, so a
  * guardrail that masks a slot changes what the upstream receives.
  */
 import { z } from 'zod';
 import type { TextSlot } from '../../pipeline/context.js';
+import { JsonStringWalk } from '../json-string-slots.js';
 import { FieldSlot, isRecord } from '../text-slot.js';
 
 /** Bounds on what the node reads; the body as a whole is already bounded by the HTTP body limit. */
@@ -42,29 +43,35 @@ export const messagesRequestSchema = z.looseObject({
 
 export type MessagesRequest = z.infer<typeof messagesRequestSchema>;
 
-/** Slots for text blocks in `blocks`, and for the text inside tool_result blocks (what tools fed back). */
-function blockSlots(blocks: unknown[], into: TextSlot[]): void {
+/**
+ * Slots for the text in `blocks`: text blocks, thinking blocks (earlier turns' reasoning), the
+ * strings inside tool_use blocks' `input` (what the model passed a tool) and the text inside
+ * tool_result blocks (what tools fed back).
+ */
+function blockSlots(blocks: unknown[], walk: JsonStringWalk): void {
   for (const block of blocks) {
     if (!isRecord(block)) continue;
-    if (block.type === 'text' && typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
-    else if (block.type === 'tool_result') contentSlots(block, into);
+    if (block.type === 'text' && typeof block.text === 'string') walk.slots.push(new FieldSlot(block, 'text'));
+    else if (block.type === 'thinking' && typeof block.thinking === 'string') walk.slots.push(new FieldSlot(block, 'thinking'));
+    else if (block.type === 'tool_use' && Object.hasOwn(block, 'input')) walk.add(block, 'input');
+    else if (block.type === 'tool_result') contentSlots(block, walk);
   }
 }
 
 /** Slots for `holder.content` whether it is a string or blocks. */
-function contentSlots(holder: Record<string, unknown>, into: TextSlot[], key = 'content'): void {
+function contentSlots(holder: Record<string, unknown>, walk: JsonStringWalk, key = 'content'): void {
   const value = holder[key];
-  if (typeof value === 'string') into.push(new FieldSlot(holder, key));
-  else if (Array.isArray(value)) blockSlots(value, into);
+  if (typeof value === 'string') walk.slots.push(new FieldSlot(holder, key));
+  else if (Array.isArray(value)) blockSlots(value, walk);
 }
 
-/** Every piece of caller text in `body` (the forwarded body), system prompt first. */
+/** Every piece of caller text in `body` (the forwarded body), system prompt first; partial past the walk's limits. */
 export function inputTextSlots(body: Record<string, unknown>): TextSlot[] {
-  const slots: TextSlot[] = [];
-  contentSlots(body, slots, 'system');
+  const walk = new JsonStringWalk();
+  contentSlots(body, walk, 'system');
   const messages = body.messages;
   if (Array.isArray(messages)) {
-    for (const message of messages) if (isRecord(message)) contentSlots(message, slots);
+    for (const message of messages) if (isRecord(message)) contentSlots(message, walk);
   }
-  return slots;
+  return walk.finish();
 }

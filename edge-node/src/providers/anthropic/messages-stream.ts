@@ -2,8 +2,9 @@
  * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
  * `message_start` carries the input usage (its `model` becomes the caller's alias),
  * `message_delta` the final output usage (until then the usage is partial: `estimated`),
- * `content_block_delta` with a `text_delta` the text (a slot a guardrail may rewrite, after which
- * `data` is re-serialised, lazily, when written), and
+ * `content_block_delta` the text of a `text_delta`, `thinking_delta` or (JSON, a tool_use block's
+ * input in fragments) `input_json_delta` (a slot a guardrail may rewrite, after which `data` is
+ * re-serialised, lazily, when written), and
  * `message_stop` is terminal. An upstream `event: error` or a stream that ends without
  * `message_stop` is a failure (thrown, so the runner ends the caller's stream with an error event).
  */
@@ -12,7 +13,7 @@ import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, Usage } from '../../pipeline/context.js';
 import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
 import { parseSse } from '../sse.js';
-import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
+import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
@@ -56,23 +57,38 @@ export class AnthropicStreamEvent implements StreamEvent {
   }
 }
 
-/** A content_block_delta event carrying `text` for block `index`. */
-export function textDeltaEvent(index: number, text: string): StreamEvent {
-  const delta: Json = { type: 'text_delta', text };
+/** The text field of each delta type that carries text; `partial_json` is JSON (a tool_use block's input, in fragments). */
+const DELTA_TEXT_FIELDS: Readonly<Record<string, string>> = { text_delta: 'text', thinking_delta: 'thinking', input_json_delta: 'partial_json' };
+/** TextSlot.part of a tool_use block's `partial_json` (the block index is its channel). */
+const TOOL_INPUT_PART = 1;
+
+/** The slot of a content_block_delta's text, if it carries any. */
+function deltaSlots(delta: Json, event: AnthropicStreamEvent): TextSlot[] {
+  const type = typeof delta.type === 'string' ? delta.type : '';
+  const field = Object.hasOwn(DELTA_TEXT_FIELDS, type) ? DELTA_TEXT_FIELDS[type] : undefined;
+  if (field === undefined || typeof delta[field] !== 'string') return NO_TEXTS;
+  if (type === 'input_json_delta') return [new PartSlot(delta, field, event, event.index, TOOL_INPUT_PART, true)];
+  return [new FieldSlot(delta, field, event)];
+}
+
+/**
+ * A content_block_delta event carrying `text` (held back by a guardrail) into the block of `like`,
+ * the last text event of that block, as the same kind of delta (text, thinking or tool input JSON).
+ */
+export function deltaEventLike(text: string, like: StreamEvent): StreamEvent {
+  const index = like instanceof AnthropicStreamEvent ? like.index : 0;
+  const likeDelta = like instanceof AnthropicStreamEvent ? like.parsed.delta : undefined;
+  const likeType = isRecord(likeDelta) && typeof likeDelta.type === 'string' && Object.hasOwn(DELTA_TEXT_FIELDS, likeDelta.type) ? likeDelta.type : 'text_delta';
+  const delta: Json = { type: likeType, [DELTA_TEXT_FIELDS[likeType]!]: text };
   const event = new AnthropicStreamEvent({ event: 'content_block_delta', data: '' }, { type: 'content_block_delta', index, delta });
   event.dirty = true;
-  event.texts = [new FieldSlot(delta, 'text', event)];
+  event.texts = deltaSlots(delta, event);
   return event;
 }
 
 /** The `event: error` Anthropic sends mid-stream, with our code; the SDK raises it as an APIError. */
 export function errorStreamEvent(code: ErrorCode, message: string): StreamEvent {
   return { sse: { event: 'error', data: JSON.stringify(anthropicErrorBody(code, message)) }, texts: NO_TEXTS };
-}
-
-/** The block index of `like` when it is one of ours, else the first block. */
-export function blockIndexOf(like: StreamEvent): number {
-  return like instanceof AnthropicStreamEvent ? like.index : 0;
 }
 
 /**
@@ -132,7 +148,7 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
       break;
     case 'content_block_delta': {
       const delta = parsed.delta;
-      if (isRecord(delta) && delta.type === 'text_delta' && typeof delta.text === 'string') event.texts = [new FieldSlot(delta, 'text', event)];
+      if (isRecord(delta)) event.texts = deltaSlots(delta, event);
       break;
     }
     case 'message_stop':

@@ -17,6 +17,7 @@ import { applyPolicy } from '../../guardrails/policy-engine.js';
 import type { PipelineContext, TextSlot, UpstreamReply } from '../../pipeline/context.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
 import type { StageResult } from '../../pipeline/stage.js';
+import { toolServerFor, toolServerName } from '../../routing/route-tool-server.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../../upstream/read-body.js';
 import { classifyUpstreamFailure, isAbort, upstreamStatusError } from '../../upstream/upstream-failure.js';
 import { recordRequestBody } from '../../spool/request-record-builder.js';
@@ -41,7 +42,6 @@ const MAX_GUARDED_EVENT_CHARS = MAX_JSON_ANSWER_BYTES;
 const MAX_RESPONSE_TEXT_CHARS = 64 * 1024;
 /** Tool server statuses that are the node's problem (its key), not the caller's. */
 const NODE_SIDE_STATUSES = new Set([401, 403, 407]);
-const SERVER_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 /** What identify parsed for forward; kept beside the context (a batch is not a forwardBody object). */
 interface McpCall {
@@ -57,10 +57,6 @@ interface McpCall {
 }
 
 const calls = new WeakMap<PipelineContext, McpCall>();
-
-function serverName(ctx: PipelineContext): string {
-  return ctx.http.params.server ?? '';
-}
 
 /** The caller's Mcp-Session-Id as it is forwarded (tool-server-call.ts drops longer ones). */
 function sessionIdOf(ctx: PipelineContext): string | undefined {
@@ -89,8 +85,8 @@ export const mcpApi: ApiHandler = {
   surface: 'tools',
 
   identify(ctx: PipelineContext): StageResult {
-    // Bounded: the name is a path segment the caller chose; route refuses unknown ones.
-    ctx.model = serverName(ctx).slice(0, 128);
+    // Bounded: the name is a path segment the caller chose; surface and route refuse unknown ones.
+    ctx.model = toolServerName(ctx).slice(0, 128);
     const method = ctx.http.method.toUpperCase();
     if (method === 'GET' || method === 'DELETE') {
       ctx.stream = method === 'GET';
@@ -114,15 +110,12 @@ export const mcpApi: ApiHandler = {
   },
 
   route(ctx: PipelineContext): StageResult {
-    const name = serverName(ctx);
-    const server = ctx.config?.toolServers.get(name);
-    if (server === undefined) {
-      // Only a well-formed name is quoted back.
-      return reject('ZN_ERR_TOOL_SERVER_NOT_FOUND', SERVER_NAME.test(name) ? `No tool server "${name}" on this node.` : undefined);
-    }
+    // Also checked in the surface stage, before the rate limits.
+    const server = toolServerFor(ctx);
+    if ('error' in server) return server;
     ctx.toolServer = server;
     const sessionId = sessionIdOf(ctx);
-    if (sessionId !== undefined && ctx.key !== undefined && !sessionOwners(ctx.deps).admit(name, sessionId, ctx.key.id)) {
+    if (sessionId !== undefined && ctx.key !== undefined && !sessionOwners(ctx.deps).admit(server.name, sessionId, ctx.key.id)) {
       return reject('ZN_ERR_TOOL_SESSION_NOT_FOUND');
     }
     return undefined;

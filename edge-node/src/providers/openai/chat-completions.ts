@@ -8,6 +8,7 @@ import type { AttemptResult } from '../../routing/forward-plan.js';
 import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { firstEventRead } from '../first-event.js';
+import { JsonStringWalk } from '../json-string-slots.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
@@ -29,8 +30,9 @@ export const chatCompletionsApi: ApiHandler = {
     ctx.model = request.model;
     ctx.stream = request.stream === true;
     ctx.maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? null;
-    const texts: TextSlot[] = [];
-    for (const message of request.messages) collectMessageTexts(message, texts);
+    const walk = new JsonStringWalk();
+    for (const message of request.messages) collectMessageTexts(message, walk);
+    const texts = walk.finish();
     ctx.inputTexts = texts;
     let tokens = 0;
     for (const slot of texts) tokens += estimateTokens(slot.text);
@@ -45,15 +47,28 @@ export const chatCompletionsApi: ApiHandler = {
   },
 };
 
-/** Message content as slots: a string content, or the `text` of each text part. */
-function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
+/**
+ * A message's text as slots: its content (a string, or the `text` of each text part), the reasoning
+ * text some OpenAI-compatible servers add (`reasoning_content`, `reasoning`), and the strings inside
+ * the arguments of its tool calls (and of a legacy `function_call`). The same fields in a request's
+ * messages and an answer's choices.
+ */
+function collectMessageTexts(message: Record<string, unknown>, walk: JsonStringWalk): void {
+  const into = walk.slots;
   const content = message.content;
   if (typeof content === 'string') {
     into.push(new FieldSlot(message, 'content'));
   } else if (Array.isArray(content)) {
     for (const part of content) if (isRecord(part) && typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
   }
+  for (const field of REASONING_FIELDS) if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
+  if (Array.isArray(message.tool_calls)) {
+    for (const call of message.tool_calls) if (isRecord(call) && isRecord(call.function)) walk.addJsonText(call.function, 'arguments');
+  }
+  if (isRecord(message.function_call)) walk.addJsonText(message.function_call, 'arguments');
 }
+
+const REASONING_FIELDS = ['reasoning_content', 'reasoning'] as const;
 
 async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number): Promise<AttemptResult> {
   const request = ctx.forwardBody ?? {};
@@ -80,11 +95,12 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   ctx.upstreamUsage = chatUsage(answer.usage);
   let texts: TextSlot[] = NO_TEXTS;
   if (Array.isArray(answer.choices)) {
-    texts = [];
+    const walk = new JsonStringWalk();
     for (const choice of answer.choices) {
       const message = isRecord(choice) ? choice.message : undefined;
-      if (isRecord(message) && typeof message.content === 'string') texts.push(new FieldSlot(message, 'content'));
+      if (isRecord(message)) collectMessageTexts(message, walk);
     }
+    texts = walk.finish();
   }
   return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts } };
 }

@@ -4,7 +4,8 @@
  * caller did not ask for usage, the usage-only chunk the node forced on is dropped again (clients
  * index choices[0]) and `"usage":null` fields are left out. An event is serialised only when it is
  * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
- * in-place edit of `model` does not apply).
+ * in-place edit of `model` does not apply). A chunk's texts are each choice's content, reasoning
+ * and tool-call argument fragments, each a part of its choice's channel (TEXT_PART).
  *
  * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
  * nothing). An upstream error (`event: error`, or a chunk carrying an `error` object) is thrown as
@@ -19,7 +20,7 @@ import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import { parseSse } from '../sse.js';
-import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
+import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 
 const USAGE_NULL = ',"usage":null';
 const DONE: SseEvent = { data: '[DONE]' };
@@ -66,6 +67,33 @@ class ChatStreamShape {
 
 const NO_ENDS: readonly number[] = [];
 
+/**
+ * The texts of one choice (TextSlot.part): its content (0), reasoning in either field some
+ * OpenAI-compatible servers use, a legacy function call's arguments, and tool call `i`'s arguments
+ * (toolCalls + i). Arguments are JSON parts (held whole by output guardrails).
+ */
+export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, functionCall: 3, toolCalls: 4 } as const;
+
+/** A delta with nothing but content (and role, refusal…): most chunks of an answer. */
+function onlyContent(delta: Record<string, unknown>): boolean {
+  return delta.tool_calls === undefined && delta.function_call === undefined && delta.reasoning_content === undefined && delta.reasoning === undefined;
+}
+
+/** A delta carrying `text` as part `part` of its choice. */
+function partDelta(part: number, text: string): Record<string, unknown> {
+  switch (part) {
+    case TEXT_PART.content:
+      return { content: text };
+    case TEXT_PART.reasoningContent:
+      return { reasoning_content: text };
+    case TEXT_PART.reasoning:
+      return { reasoning: text };
+    case TEXT_PART.functionCall:
+      return { function_call: { arguments: text } };
+  }
+  return { tool_calls: [{ index: part - TEXT_PART.toolCalls, function: { arguments: text } }] };
+}
+
 export class ChatChunkEvent implements StreamEvent {
   readonly texts: TextSlot[];
   /**
@@ -89,15 +117,37 @@ export class ChatChunkEvent implements StreamEvent {
         if (!isRecord(choice)) continue;
         const channel = typeof choice.index === 'number' ? choice.index : 0;
         const delta = choice.delta;
-        if (isRecord(delta) && typeof delta.content === 'string') {
-          if (texts === NO_TEXTS) texts = [];
-          texts.push(new FieldSlot(delta, 'content', this, channel));
+        if (isRecord(delta)) {
+          if (typeof delta.content === 'string') {
+            if (texts === NO_TEXTS) texts = [];
+            texts.push(new FieldSlot(delta, 'content', this, channel));
+          }
+          // Reasoning, tool-call arguments: rarer, so looked for only in a delta with more than content.
+          if (!onlyContent(delta)) texts = this.partSlots(delta, channel, texts);
         }
         if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') (ends ??= []).push(channel);
       }
       if (ends !== undefined) this.endsText = ends;
     }
     this.texts = texts;
+  }
+
+  /** Slots for the other parts of a choice's delta (see TEXT_PART), added to `texts`. */
+  private partSlots(delta: Record<string, unknown>, channel: number, texts: TextSlot[]): TextSlot[] {
+    const into = texts === NO_TEXTS ? [] : texts;
+    if (typeof delta.reasoning_content === 'string') into.push(new PartSlot(delta, 'reasoning_content', this, channel, TEXT_PART.reasoningContent, false));
+    if (typeof delta.reasoning === 'string') into.push(new PartSlot(delta, 'reasoning', this, channel, TEXT_PART.reasoning, false));
+    const fn = delta.function_call;
+    if (isRecord(fn) && typeof fn.arguments === 'string') into.push(new PartSlot(fn, 'arguments', this, channel, TEXT_PART.functionCall, true));
+    const calls = delta.tool_calls;
+    if (Array.isArray(calls)) {
+      calls.forEach((call: unknown, position) => {
+        if (!isRecord(call) || !isRecord(call.function) || typeof call.function.arguments !== 'string') return;
+        const index = typeof call.index === 'number' && Number.isSafeInteger(call.index) && call.index >= 0 ? call.index : position;
+        into.push(new PartSlot(call.function, 'arguments', this, channel, TEXT_PART.toolCalls + index, true));
+      });
+    }
+    return into.length === 0 ? texts : into;
   }
 
   /** id/object/created of this chunk, for a new chunk of the same completion. */
@@ -227,9 +277,9 @@ export function chatStreamReply(
     status: 200,
     headers: {},
     events: chatEvents(ctx, response, shape, source),
-    textEvent(text: string, like: StreamEvent, channel = 0): StreamEvent {
+    textEvent(text: string, like: StreamEvent, channel = 0, part = TEXT_PART.content): StreamEvent {
       const base = like instanceof ChatChunkEvent ? like.templateFields() : {};
-      const chunk: Record<string, unknown> = { ...base, model: alias, choices: [{ index: channel, delta: { content: text }, logprobs: null, finish_reason: null }] };
+      const chunk: Record<string, unknown> = { ...base, model: alias, choices: [{ index: channel, delta: partDelta(part, text), logprobs: null, finish_reason: null }] };
       return new ChatChunkEvent({ data: JSON.stringify(chunk) }, chunk, shape);
     },
     errorEvent(code: ErrorCode, message: string): StreamEvent {

@@ -1,0 +1,46 @@
+// An HTTP upstream on 127.0.0.1:0 that answers every request with the answer a test set last
+// (a JSON body, or SSE events written as given) and records each request's path and parsed body:
+// for answers the demo upstreams do not produce (tool calls, reasoning, thinking).
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type ScriptedAnswer = { json: unknown } | { sse: string[] };
+
+export interface ScriptedUpstream {
+  /** Base URL ending in /v1. */
+  url: string;
+  requests: Array<{ path: string; body: unknown }>;
+  answer: ScriptedAnswer;
+}
+
+export async function startScriptedUpstream(t: { teardown(fn: () => unknown): void }): Promise<ScriptedUpstream> {
+  const state: ScriptedUpstream = { url: '', requests: [], answer: { json: {} } };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      state.requests.push({ path: req.url ?? '', body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown });
+      const answer = state.answer;
+      if ('json' in answer) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(answer.json));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const event of answer.sse) res.write(event);
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  }));
+  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return state;
+}
+
+/** The `data:` payloads of an SSE body, in order. */
+export function sseData(body: string): string[] {
+  return body.split('\n\n').flatMap((block) => block.split('\n').filter((line) => line.startsWith('data: ')).map((line) => line.slice('data: '.length)));
+}
