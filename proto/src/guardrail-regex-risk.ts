@@ -95,6 +95,16 @@ function repeatedWays(ways: number, min: number, max: number): number {
   return timesWays(total, max - min + 1);
 }
 
+/**
+ * The key two characters share when `(?i)` (the `iu` flags) makes them match each other: simple
+ * case folding, approximated by upper- then lower-casing, so ſ and s, ς and σ, K (Kelvin) and k
+ * meet; a character whose upper case is longer (ß → SS) keeps its lower case.
+ */
+function caseFolded(c: string): string {
+  const upper = c.toUpperCase();
+  return upper.length === c.length ? upper.toLowerCase() : c.toLowerCase();
+}
+
 const SINGLE_ESCAPES: Readonly<Record<string, string>> = { n: '\n', r: '\r', t: '\t', f: '\f', v: '\v' };
 
 /** Why `source` (without the `(?i)` prefix) is refused, or null when it has neither risky shape. */
@@ -105,9 +115,12 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
   // Class-against-literal tests run a regex each: bounded by the pattern's length, past which
   // alternatives are taken to overlap.
   let testsLeft = source.length + 64;
+  // The ways of every bounded repetition let through below, multiplied: they apply one after the
+  // other ((a|a){8}(a|a){8} tries 256 × 256), so they share one budget.
+  let boundedWays = 1;
   let i = 0;
 
-  const literal = (c: string): FirstSet => ({ any: false, literals: new Set([ignoreCase ? c.toLowerCase() : c]), classes: [] });
+  const literal = (c: string): FirstSet => ({ any: false, literals: new Set([ignoreCase ? caseFolded(c) : c]), classes: [] });
   const charClass = (classSource: string): FirstSet => {
     const whole = `^(?:${classSource})$`;
     for (const flags of ignoreCase ? ['iu', 'i'] : ['u', '']) {
@@ -168,7 +181,8 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       return { repeats: false, variable: false, optional: false, min: 1, max: 1 };
     }
     if (source[i] === '?') i++; // lazy
-    return { repeats: max > 1, variable: max > min && max > 1, optional: min === 0, min, max };
+    // `?` counts as variable too: (a?a)+ or (ab?|b)+ split one text many ways.
+    return { repeats: max > 1, variable: max > min, optional: min === 0, min, max };
   };
   /** An item just read, with the characters it can start with; its quantifier follows. */
   const item = (first: FirstSet, nullable = false): void => {
@@ -258,7 +272,9 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       // A small fixed bound over content with no unbounded repetition tries few ways: allowed.
       // Overlapping alternatives may each be tried at the same place.
       const ways = inner.unbounded ? Infinity : repeatedWays(inner.overlap ? inner.sumWays : inner.maxWays, q.min, q.max);
-      const bounded = q.max !== Infinity && ways <= MAX_BOUNDED_WAYS;
+      const risky = q.repeats && (inner.variable || inner.overlap || inner.ambiguous);
+      const bounded = q.max !== Infinity && ways <= MAX_BOUNDED_WAYS && (!risky || boundedWays * ways <= MAX_BOUNDED_WAYS);
+      if (risky && bounded) boundedWays *= ways;
       if (q.repeats && inner.variable && !bounded) return 'it repeats a group that itself contains a repeated item (nested quantifiers such as (a+)+), which can take exponential time';
       if (q.repeats && (inner.overlap || inner.ambiguous) && !bounded) {
         return 'it repeats a group whose alternatives can start with the same character (overlapping alternatives such as (a|a)* or (\\w|\\d)+), which can take exponential time';

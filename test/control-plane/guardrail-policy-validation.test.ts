@@ -15,12 +15,12 @@ const messages = (pattern: string): string[] => {
   return result.success ? [] : result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
 };
 
-const NESTED = ['(\\w+\\s?)+$', '(a+)+', '(?:a*b?)*c', '((ab)*)+', '(?<n>[a-z]+\\d)*x', '(a{2,})+', '(x+){3,}', '(?:(a)+)*', '([a-z]+)*@', '(a+){3}', '((a{2,5}){3})+'];
+const NESTED = ['(\\w+\\s?)+$', '(a+)+', '(?:a*b?)*c', '((ab)*)+', '(?<n>[a-z]+\\d)*x', '(a{2,})+', '(x+){3,}', '(?:(a)+)*', '([a-z]+)*@', '(a+){3}', '((a{2,5}){3})+', '(ab?|b)+$', '(a?a)+$', '(\\w\\w?)+$', '(?:https?|ftp)+', '(a?b|b)*'];
 // A repeated group two of whose alternatives can start with the same character, at its top level
 // or deeper inside it.
-const OVERLAPPING = ['(a|a)*', '(a|ab)*c', '(\\w|\\d)+$', '(.|\\s)*x', '(?:(a|a)b)*c', '(a|a){2,}', '(a|a){9}', '(a|[a-z])+', '(a?b|b)*', '((a|b)|a)*', '(x|\\1)+', '(?:\\x61|a)+', '(\\p{L}|a)+'];
+const OVERLAPPING = ['(a|a)*', '(a|ab)*c', '(\\w|\\d)+$', '(.|\\s)*x', '(?:(a|a)b)*c', '(a|a){2,}', '(a|a){9}', '(a|[a-z])+', '((a|b)|a)*', '(x|\\1)+', '(?:\\x61|a)+', '(\\p{L}|a)+'];
 // Alternatives that cannot start alike, or that are not repeated.
-const SAFE_ALTERNATIVES = ['(foo|bar)+', '(?:ab|cd)*', '(a|b)', '(a|a)', '(a|a)?', '(a|a){1}', '[a-z]+', '\\b(secret|token)\\b', '(\\w|-)+', '(.|\\n)*', '(\\s|,)+', '(?:https?|ftp)+', '(?=a|a)b', '(A|a)+'];
+const SAFE_ALTERNATIVES = ['(foo|bar)+', '(?:ab|cd)*', '(a|b)', '(a|a)', '(a|a)?', '(a|a){1}', '[a-z]+', '\\b(secret|token)\\b', '(\\w|-)+', '(.|\\n)*', '(\\s|,)+', '(?:https|ftp)+', '(?=a|a)b', '(A|a)+'];
 // Repetitions with a small upper bound over content that repeats nothing without bound: at most a
 // few hundred ways to try per start (IPv4 addresses, loose and strict).
 const BOUNDED = ['(\\d{1,3}\\.){3}\\d{1,3}', '((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)', '(a|a){1,3}', '(a{1,3}){3}', '((a|b)?c){3}'];
@@ -47,6 +47,8 @@ t.test('a bounded repetition is accepted while its ways to match stay few, and r
   t.match(messages('(\\d{1,10}){16}x')[0], /nested quantifiers/, '10^16 ways');
   t.match(messages('(a{1,3}){6}')[0], /nested quantifiers/, '3^6 ways');
   t.match(messages('((\\d{1,3}\\.){3})+')[0], /nested quantifiers/, 'the bounded group repeated without bound');
+  t.match(messages('(a|a){8}(a|a){8}$')[0], /overlapping alternatives/, 'bounded repetitions one after the other share the budget (256 × 256 ways)');
+  t.same(messages('(\\d{1,3}\\.){3}\\d{1,3}-(a|b){8}'), [], 'a bounded repetition without overlap or optional items costs nothing from the budget');
 });
 
 t.test('patterns with neither shape are accepted', async (t) => {
@@ -62,6 +64,8 @@ t.test('a repeated group whose alternatives can start with the same character is
   }
   t.same(messages('(A|a)+'), [], 'without (?i), A and a do not overlap');
   t.match(messages('(?i)(A|a)+')[0], /overlapping alternatives/, 'with (?i) they do');
+  t.match(messages('(?i)(s|\u017f)+$')[0], /overlapping alternatives/, 'with (?i) the long s folds to s');
+  t.match(messages('(?i)(\u03c2|\u03c3)+')[0], /overlapping alternatives/, 'with (?i) the final sigma folds to sigma');
 });
 
 t.test('the node refuses the same patterns (fail closed)', async (t) => {

@@ -46,10 +46,17 @@ t.test('phone refuses dotted numbers that are IPs, versions or decimals', async 
   t.same(found(findPhones, 'host 10.0.0.138 and 192.168.138.12'), [], 'IPv4 addresses');
   t.same(found(findPhones, 'version 1.2.3, 13.8.1234, v138.1234.5678.9'), [], 'version numbers, also a phone shape continued by .9');
   t.same(found(findPhones, '138.1234.5678.9 and 9.138.1234.5678'), [], 'a phone shape inside a longer dotted run');
-  t.same(found(findPhones, 'ratio 13812345678.5 and 0.13812345678'), [], 'decimals around eleven digits');
   t.same(found(findPhones, '138.12345678 and 1381234.5678'), [], 'one dot reads as a decimal');
   t.same(found(findPhones, 'lat +37.7749295, +1.2.3.4, +10.0.0.138'), [], 'a signed decimal, and dotted + shapes with too few digits');
   t.same(found(findPhones, '138..1234..5678, +1..415.555.2671'), [], 'doubled dots');
+  t.same(found(findPhones, 'build +2024.11.30.1200, version +1.2.3.4.5.6.7.8.9'), [], 'dated tags and versions written with a +');
+});
+
+t.test('phone still finds plain numbers next to dots: a float export, a numbered list, a decimal point', async (t) => {
+  t.same(found(findPhones, 'phone,13812345678.0,name'), ['13812345678'], 'a spreadsheet float');
+  t.same(found(findPhones, '+8613812345678.0 and +14155552671.0'), ['+8613812345678', '+14155552671']);
+  t.same(found(findPhones, '1.13812345678 No.1.13912345678'), ['13812345678', '13912345678'], 'list numbering');
+  t.same(found(findPhones, '13812345678.13912345678'), ['13812345678', '13912345678'], 'two numbers joined by a dot');
 });
 
 t.test('PRC resident ID accepts valid MOD 11-2 checksums (X included) with plausible birth dates', async (t) => {

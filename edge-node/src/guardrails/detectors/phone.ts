@@ -5,25 +5,28 @@ import { regexMatches } from './detector.js';
 import type { Detector, Match } from './detector.js';
 import { foldWidth } from './fold-width.js';
 
-// Neither form may continue a longer digit run: no digit (or digit + dash or dot) before, no digit
-// (or dash or dot + digit) after, so IPs, version numbers and decimals (10.0.0.138,
-// 138.1234.5678.9, 13812345678.5) are not phones. A space is a word separator in prose, so it does
-// not join runs here. Dots must group the whole number (138.1234.5678, not 138.12345678): with one
-// dot it reads as a decimal.
+// No form may continue a longer digit run: no digit (or digit + dash) before, no digit (or dash +
+// digit) after. A space is a word separator in prose, so it does not join runs here. The plain and
+// space/dash forms ignore dots around them, so a number exported as a float (13812345678.0) or
+// numbered in a list (1.13812345678) is still found. The dotted forms also refuse a dot + digit on
+// either side, so IPs, versions and dotted runs (10.0.0.138, 138.1234.5678.9) are not phones, and
+// the dots must group the whole number (138.1234.5678, not 138.12345678: one dot reads as a decimal).
+const PLAIN_BEFORE = '(?<![\\d+])(?<!\\d-)';
+const PLAIN_AFTER = '(?!-?\\d)';
+const DOTTED_BEFORE = '(?<![\\d+])(?<!\\d[-.])';
+const DOTTED_AFTER = '(?![-.]?\\d)';
 const PHONE = new RegExp(
   [
-    '(?<![\\d+])(?<!\\d[-.])',
-    '(?:',
-    '(?:(?:\\+|00)86[ .-]?|\\(\\+86\\) ?)?1[3-9]\\d(?:[ -]?\\d{4}[ -]?\\d{4}|\\.\\d{4}\\.\\d{4})',
-    '|',
+    // Mainland mobiles, optional +86 / 0086 / (+86), spaces or dashes in the 3-4-4 grouping.
+    `${PLAIN_BEFORE}(?:(?:\\+|00)86[ -]?|\\(\\+86\\) ?)?1[3-9]\\d[ -]?\\d{4}[ -]?\\d{4}${PLAIN_AFTER}`,
+    // The same with dots in both places (138.1234.5678, +86.139.1234.5678).
+    `${DOTTED_BEFORE}(?:(?:\\+|00)86[ .-]?)?1[3-9]\\d\\.\\d{4}\\.\\d{4}${DOTTED_AFTER}`,
     // E.164: +, a country code, then digits with single spaces/dashes and an optional (area) group.
-    '\\+[1-9](?:[ -]?(?:\\(\\d{1,4}\\)|\\d)){6,20}',
-    '|',
-    // E.164 with dots: +, a country code, then at least two dot-led groups of 1-4 digits (+1.415.555.2671).
-    '\\+[1-9]\\d{0,3}(?:\\.\\d{1,4}){2,8}',
-    ')',
-    '(?![-.]?\\d)',
-  ].join(''),
+    `${PLAIN_BEFORE}\\+[1-9](?:[ -]?(?:\\(\\d{1,4}\\)|\\d)){6,20}${PLAIN_AFTER}`,
+    // E.164 with dots: +, a country code of up to 3 digits, then 2 to 8 dot-led groups of 1-4 digits
+    // (+1.415.555.2671); see dottedGroupsLookLikeAPhone.
+    `${DOTTED_BEFORE}\\+[1-9]\\d{0,2}(?:\\.\\d{1,4}){2,8}${DOTTED_AFTER}`,
+  ].join('|'),
   'g',
 );
 const E164_MIN_DIGITS = 8;
@@ -38,6 +41,13 @@ function digitCount(s: string): number {
   return n;
 }
 
+/** A dotted + number needs two groups of 2 or more digits after its country code: +1.2.3.4.5.6.7.8.9 is a version. */
+function dottedGroupsLookLikeAPhone(s: string): boolean {
+  let longGroups = 0;
+  for (const group of s.split('.').slice(1)) if (group.length >= 2) longGroups++;
+  return longGroups >= 2;
+}
+
 export function findPhones(original: string, from = 0): Match[] {
   const text = foldWidth(original);
   return regexMatches(PHONE, text, from, (m) => {
@@ -45,6 +55,7 @@ export function findPhones(original: string, from = 0): Match[] {
     if (s.startsWith('+') && !/^\+86[ .-]?1[3-9]/.test(s)) {
       const digits = digitCount(s);
       if (digits < E164_MIN_DIGITS || digits > E164_MAX_DIGITS) return null;
+      if (s.includes('.') && !dottedGroupsLookLikeAPhone(s)) return null;
     }
     return { start: m.index, end: m.index + s.length };
   });
