@@ -9,6 +9,7 @@ import type { GuardrailPolicy } from '../../../proto/src/index.js';
 import type { PipelineContext, TextSlot } from '../pipeline/context.js';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
+import { resolveDeferredTexts } from '../providers/deferred-json-texts.js';
 import { compilePolicy, missingPolicy } from './compiled-policy.js';
 import type { CompiledPolicy, CompiledRule, Direction } from './compiled-policy.js';
 import { TextGuard, VerdictTally } from './text-guard.js';
@@ -40,13 +41,15 @@ export function blockedMessage(policy: CompiledPolicy, rule: CompiledRule, on: D
 }
 
 /**
- * Applies `on` rules of `policy` to each slot (each a finished text of its own). Returns a
- * ZN_ERR_GUARDRAIL_BLOCKED rejection when a block rule matched or the direction cannot be applied.
+ * Applies `on` rules of `policy` to each slot (each a finished text of its own; deferred tool-call
+ * input is walked first). Returns a ZN_ERR_GUARDRAIL_BLOCKED rejection when a block rule matched
+ * or the direction cannot be applied.
  */
 export function applyPolicy(ctx: PipelineContext, policy: CompiledPolicy, on: Direction, slots: readonly TextSlot[]): Rejection | undefined {
   const side = policy[on];
   if (side.broken !== null) return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken.message);
   if (side.rules.length === 0) return undefined;
+  resolveDeferredTexts(slots);
   const tally = new VerdictTally(policy.id, on, ctx.guardrails);
   const guard = new TextGuard(side, tally);
   // A refused request's body may still be kept in its record: its blocked text is masked too.

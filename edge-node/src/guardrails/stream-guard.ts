@@ -16,13 +16,19 @@
  * running text of its own, ended with its channel. JSON parts (tool-call arguments, Anthropic's
  * `partial_json`) are JSON text split anywhere, escapes included, so their fragments are not
  * checked as they come: each fragment goes out empty (the events keep their framing: the first
- * carries the tool call's id and name) and the whole text is held until its part ends. Then the
- * strings inside it are checked as whole texts, and the text goes out as one fragment: in the
- * delta of the event that ends it when that event carries one of the part's fragments, else in a
- * new event just before it. It goes out byte for byte as it came unless a mask rewrote it (then it
- * is re-serialised). A JSON part longer than MAX_HELD_JSON_CHARS, or whose strings are nested too
- * deep or are too many to check, is blocked (fail closed). Nothing is held without output rules:
- * the guard is only installed when there are some.
+ * carries the tool call's id and name) and the whole text is held until its part ends: when a
+ * fragment of another JSON part of the channel arrives (a choice's tool calls come one after
+ * another, and SDKs take a call as done as soon as the next one starts; providers give a call's
+ * first chunk a slot even when it carries no text, e.g. only its id and name), or when the channel ends.
+ * Then the strings inside it are checked as whole texts, and the text goes out as one fragment: in
+ * the delta of the event that ends it when that event carries one of the part's fragments (before
+ * the next part's), else in a new event just before it. A part may end in the event it starts in
+ * (endsText of an Anthropic content_block_start whose tool input comes whole): it is checked there. It goes out byte for byte as it came
+ * unless a mask rewrote it (then it is re-serialised). More text of a JSON part that ended with
+ * some would be checked apart from it, so it is blocked (one that ended empty goes on); so are JSON parts holding more than
+ * MAX_HELD_JSON_CHARS in all, or whose strings are nested too deep or are too many to check (fail
+ * closed). Ended texts leave the guard's map (only ended JSON parts' keys are kept). Nothing is
+ * held without output rules: the guard is only installed when there are some.
  *
  * On a block the stream throws ZN_ERR_GUARDRAIL_BLOCKED: the runner stops pulling (the upstream
  * call is aborted), ends the caller's stream with `reply.errorEvent` in the API's own framing, and
@@ -38,17 +44,26 @@ import { TextGuard, VerdictTally } from './text-guard.js';
 
 type StreamReply = Extract<UpstreamReply, { kind: 'stream' }>;
 
-/** A JSON part held longer than this (characters) is blocked: its strings cannot all be checked. */
+/**
+ * Characters of JSON parts (tool-call arguments) a stream may hold at once, across all its parts:
+ * past it the stream is blocked, since what is held cannot all be checked.
+ */
 export const MAX_HELD_JSON_CHARS = 1024 * 1024;
 
 /** One running text of the stream: a part of a channel, its guard (null: a JSON part, held whole) and its last text event (the shape of new deltas). */
 interface Channel {
+  readonly key: number | string;
   readonly id: number;
   readonly part: number;
   readonly guard: TextGuard | null;
   /** A JSON part's text so far. */
   json: string;
   lastText: StreamEvent | undefined;
+}
+
+/** The key of a channel's part: the channel number for the main text (most streams have no other), else "channel:part". */
+function partKey(id: number, part: number): number | string {
+  return part === 0 ? id : `${id}:${part}`;
 }
 
 /** Wraps `reply.events` with the policy's output rules (the caller checked the side has rules and is not broken). */
@@ -59,18 +74,28 @@ export function guardStream(ctx: PipelineContext, policy: CompiledPolicy, reply:
 }
 
 async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamReply, policy: CompiledPolicy, newGuard: () => TextGuard): AsyncGenerator<StreamEvent> {
-  // Keyed by the channel number for the main text (most streams have no other), else by "channel:part".
+  // The running texts that have not ended; one leaves the map when it ends.
   const channels = new Map<number | string, Channel>();
+  // Per channel, the JSON part it holds now. A channel's JSON parts come one after another (SDKs
+  // take a tool call as done when a fragment of the next one arrives), so a fragment of another
+  // JSON part of the channel ends it.
+  const openJson = new Map<number, Channel>();
+  // JSON parts that ended with text, by key only: more text of one could not be checked with its start.
+  const endedJson = new Set<number | string>();
+  // Characters held in all JSON parts (bounded by MAX_HELD_JSON_CHARS).
+  let heldJson = 0;
+
+  const blocked = (message: string): Error => zenovaError('ZN_ERR_GUARDRAIL_BLOCKED', message);
   const channelOf = (slot: TextSlot): Channel => {
     const id = slot.channel ?? 0;
     const part = slot.part ?? 0;
-    const key = part === 0 ? id : `${id}:${part}`;
+    const key = partKey(id, part);
     let channel = channels.get(key);
-    if (channel === undefined) channels.set(key, (channel = { id, part, guard: slot.json === true ? null : newGuard(), json: '', lastText: undefined }));
+    if (channel === undefined) channels.set(key, (channel = { key, id, part, guard: slot.json === true ? null : newGuard(), json: '', lastText: undefined }));
     return channel;
   };
   const check = (guard: TextGuard): void => {
-    if (guard.blockedBy !== null) throw zenovaError('ZN_ERR_GUARDRAIL_BLOCKED', blockedMessage(policy, guard.blockedBy, 'output'));
+    if (guard.blockedBy !== null) throw blocked(blockedMessage(policy, guard.blockedBy, 'output'));
   };
   /** A whole JSON part with the strings inside it checked (re-serialised only when a mask rewrote one). */
   const checkedJson = (text: string): string => {
@@ -78,17 +103,22 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
     const walk = new JsonStringWalk();
     walk.addJsonText(holder, 'text');
     const slots = walk.finish();
-    if (isPartial(slots)) throw zenovaError('ZN_ERR_GUARDRAIL_BLOCKED', uncheckedTextMessage(policy.id, 'output'));
+    if (isPartial(slots)) throw blocked(uncheckedTextMessage(policy.id, 'output'));
     const guard = newGuard();
     guard.wholeTexts(slots);
     check(guard);
     return jsonTextOf(holder, 'text');
   };
-  /** What `channel` still holds, checked, now that its text ends ('' when nothing). */
-  const rest = (channel: Channel): string => {
+  /** Ends `channel`'s text: it leaves the map, and what it still holds is returned checked ('' when nothing). */
+  const end = (channel: Channel): string => {
+    channels.delete(channel.key);
     const { guard } = channel;
     if (guard === null) {
+      if (openJson.get(channel.id) === channel) openJson.delete(channel.id);
       const text = channel.json;
+      // A part that ended empty released nothing: text for it later is still its whole text.
+      if (text.length > 0) endedJson.add(channel.key);
+      heldJson -= text.length;
       channel.json = '';
       return text.length === 0 ? '' : checkedJson(text);
     }
@@ -97,10 +127,18 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
     check(guard);
     return text;
   };
-  /** Everything `channel` holds, as a new delta of its own (nothing when it holds nothing). */
-  const released = (channel: Channel): StreamEvent | undefined => {
-    const text = rest(channel);
-    return text.length > 0 && channel.lastText !== undefined ? reply.textEvent(text, channel.lastText, channel.id, channel.part) : undefined;
+  /**
+   * Ends `channel` at the current event: what it holds goes into `slot` (its last slot in that
+   * event) when there is one, else into a new delta of its own, returned to go out just before it.
+   */
+  const endAt = (channel: Channel, slot: TextSlot | undefined): StreamEvent | undefined => {
+    const text = end(channel);
+    if (text.length === 0) return undefined;
+    if (slot !== undefined) {
+      slot.text += text;
+      return undefined;
+    }
+    return channel.lastText === undefined ? undefined : reply.textEvent(text, channel.lastText, channel.id, channel.part);
   };
 
   for await (const event of events) {
@@ -111,25 +149,44 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
         const only = event.terminal === true || event.endsText === undefined ? null : event.endsText;
         for (const channel of channels.values()) {
           if (only !== null && !only.includes(channel.id)) continue;
-          const out = released(channel);
+          const out = endAt(channel, undefined);
           if (out !== undefined) yield out;
         }
       }
       yield event;
       continue;
     }
+    // New deltas that go out just before this event.
+    let before: StreamEvent[] | undefined;
     // Channels whose text ends here (all of them at the terminal event, after which nothing may
     // follow): the last slot of each takes what its guard still holds.
     const ending = event.terminal === true ? null : new Set(event.endsText ?? []);
     const lastSlot = new Map<Channel, TextSlot>();
     for (const slot of event.texts) {
-      const channel = channelOf(slot);
       const text = slot.text;
+      if (slot.json === true) {
+        const id = slot.channel ?? 0;
+        const part = slot.part ?? 0;
+        const open = openJson.get(id);
+        if (open !== undefined && open.part !== part) {
+          const out = endAt(open, lastSlot.get(open));
+          lastSlot.delete(open);
+          if (out !== undefined) (before ??= []).push(out);
+        }
+        if (endedJson.has(partKey(id, part))) {
+          // An empty fragment adds nothing; text would be checked apart from the part's start.
+          if (text.length === 0) continue;
+          throw blocked(`The output goes on with a tool call's arguments after that call ended, so guardrail policy "${policy.id}" cannot check them as one text and blocks them.`);
+        }
+      }
+      const channel = channelOf(slot);
       if (channel.guard === null) {
+        openJson.set(channel.id, channel);
         if (text.length > 0) {
           channel.json += text;
-          if (channel.json.length > MAX_HELD_JSON_CHARS) {
-            throw zenovaError('ZN_ERR_GUARDRAIL_BLOCKED', `The output holds tool-call arguments longer than ${MAX_HELD_JSON_CHARS} characters, more than guardrail policy "${policy.id}" checks, so it blocks them.`);
+          heldJson += text.length;
+          if (heldJson > MAX_HELD_JSON_CHARS) {
+            throw blocked(`The output holds more than ${MAX_HELD_JSON_CHARS} characters of tool-call arguments at once, more than guardrail policy "${policy.id}" checks, so it blocks them.`);
           }
           slot.text = '';
         }
@@ -143,21 +200,16 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
     }
     for (const channel of channels.values()) {
       if (ending !== null && !ending.has(channel.id)) continue;
-      const slot = lastSlot.get(channel);
-      if (slot === undefined) {
-        // An ending channel with no text in this event: its rest goes out just before it.
-        const out = released(channel);
-        if (out !== undefined) yield out;
-      } else {
-        const text = rest(channel);
-        if (text.length > 0) slot.text += text;
-      }
+      // An ending channel's rest goes into its last slot in this event, else just before it.
+      const out = endAt(channel, lastSlot.get(channel));
+      if (out !== undefined) (before ??= []).push(out);
     }
+    if (before !== undefined) yield* before;
     yield event;
   }
   // The upstream ended without a text-less event after the text: release what is held.
   for (const channel of channels.values()) {
-    const out = released(channel);
+    const out = endAt(channel, undefined);
     if (out !== undefined) yield out;
   }
 }

@@ -1,9 +1,10 @@
 /**
  * The strings inside parsed JSON (an MCP message's params, a tool call's input, an OpenAI tool
  * call's `arguments` text) as TextSlots guardrails read and rewrite: every string value and every
- * object key, at any depth. Keys come after all values, because masking a key renames it and the
+ * object key, at any depth, and every number of 6 digits or more (as its digits). Keys come after all values, because masking a key renames it and the
  * value slots address their holder by key. Past MAX_TEXT_SLOTS strings or MAX_DEPTH levels the
- * list is marked partial (partial-texts.ts), and guardrails with rules refuse it (fail closed).
+ * list is marked partial (partial-texts.ts), and guardrails with rules refuse it (fail closed). The
+ * model APIs walk only when a direction has rules (deferred-json-texts.ts).
  */
 import type { TextSlot } from '../pipeline/context.js';
 import { markPartial } from './partial-texts.js';
@@ -23,6 +24,8 @@ type Holder = Record<string, unknown> | unknown[];
 export class JsonStringWalk {
   private readonly keys: TextSlot[] = [];
   private count = 0;
+  /** String values and keys seen (numbers not counted): compared with the raw text's string literals. */
+  private strings = 0;
   private partial = false;
 
   constructor(
@@ -40,20 +43,39 @@ export class JsonStringWalk {
 
   /**
    * The strings inside the JSON text at `holder[key]` (a tool call's `arguments`). A write puts the
-   * re-serialised JSON in its place, so a text nothing masked stays byte for byte as it came. Text
-   * that is not a JSON object or array is one text of its own.
+   * re-serialised JSON in its place, so a text nothing masked stays byte for byte as it came —
+   * unless the text holds strings the parsed value lost (a duplicate key: JSON.parse keeps the last
+   * value only), which is then re-serialised anyway, so what goes on is what was checked. A JSON
+   * string literal is checked decoded (a write re-serialises it); a text that is not JSON (cut
+   * short by max_tokens, say) is checked with its JSON string escapes decoded, and a write puts
+   * the decoded, rewritten text in its place. Other JSON (a number, true, null) is one text as it is.
    */
   addJsonText(holder: Record<string, unknown>, key: string, owner: DirtyMark | undefined = this.owner): void {
     const text = holder[key];
     if (typeof text !== 'string') return;
     let parsed: unknown;
+    let valid = true;
+    // Integers too long for a double (a 19-digit card, an 18-digit ID) are read as strings, so their
+    // digits are checked as written, not rounded.
+    const exact = quoteLongIntegers(text);
     try {
-      parsed = JSON.parse(text);
+      parsed = JSON.parse(exact);
     } catch {
-      parsed = undefined;
+      valid = false;
     }
-    if (typeof parsed === 'object' && parsed !== null) this.visit(parsed, 1, new JsonTextOwner(holder, key, parsed, owner));
-    else this.value(holder, key, owner);
+    if (!valid) {
+      const decoded = decodeJsonEscapes(text);
+      this.push(decoded === text ? new ValueSlot(holder, key, owner) : new DecodedTextSlot(holder, key, decoded, false, owner));
+    } else if (typeof parsed === 'string') {
+      this.push(new DecodedTextSlot(holder, key, parsed, true, owner));
+    } else if (typeof parsed === 'object' && parsed !== null) {
+      const textOwner = new JsonTextOwner(holder, key, parsed, owner);
+      const before = this.strings;
+      this.visit(parsed, 1, textOwner);
+      if (!this.partial && countJsonStrings(exact) !== this.strings - before) textOwner.dirty = true;
+    } else {
+      this.push(new ValueSlot(holder, key, owner));
+    }
   }
 
   /** `slots` with the key slots appended, marked partial when the walk stopped at a limit. */
@@ -68,12 +90,26 @@ export class JsonStringWalk {
   }
 
   private value(holder: Holder, key: string | number, owner: DirtyMark | undefined): void {
+    this.strings += 1;
+    this.push(new ValueSlot(holder, key, owner));
+  }
+
+  /**
+   * A number long enough to be a phone, card or ID number (6 digits or more) is checked as its
+   * digits; a mask replaces it with the placeholder string. Shorter ones are not slots: a numeric
+   * array must not fill the walk's budget.
+   */
+  private number(holder: Holder, key: string | number, value: number, owner: DirtyMark | undefined): void {
+    if (Number.isFinite(value) && Math.abs(value) >= 100_000) this.slots.push(new NumberSlot(holder, key, owner));
+  }
+
+  private push(slot: TextSlot): void {
     if (this.full) {
       this.partial = true;
       return;
     }
     this.count += 1;
-    this.slots.push(new ValueSlot(holder, key, owner));
+    this.slots.push(slot);
   }
 
   private visit(node: unknown, depth: number, owner: DirtyMark | undefined): void {
@@ -84,8 +120,10 @@ export class JsonStringWalk {
     }
     if (Array.isArray(node)) {
       for (let i = 0; i < node.length && !this.partial; i += 1) {
-        if (typeof node[i] === 'string') this.value(node, i, owner);
-        else this.visit(node[i], depth + 1, owner);
+        const item: unknown = node[i];
+        if (typeof item === 'string') this.value(node, i, owner);
+        else if (typeof item === 'number') this.number(node, i, item, owner);
+        else this.visit(item, depth + 1, owner);
       }
       return;
     }
@@ -96,9 +134,12 @@ export class JsonStringWalk {
         return;
       }
       this.count += 1;
+      this.strings += 1;
       this.keys.push(new KeySlot(holder, key, owner));
-      if (typeof holder[key] === 'string') this.value(holder, key, owner);
-      else this.visit(holder[key], depth + 1, owner);
+      const value = holder[key];
+      if (typeof value === 'string') this.value(holder, key, owner);
+      else if (typeof value === 'number') this.number(holder, key, value, owner);
+      else this.visit(value, depth + 1, owner);
       if (this.partial) return;
     }
   }
@@ -162,7 +203,33 @@ class ValueSlot implements TextSlot {
   }
 }
 
-/** An object key: masking renames it (a numbered suffix when the new name is taken). */
+/** A number in an object or array, read as its digits; a write (a mask) puts the rewritten text, a string, in its place. */
+class NumberSlot implements TextSlot {
+  constructor(
+    private readonly holder: Holder,
+    private readonly key: string | number,
+    private readonly owner: DirtyMark | undefined,
+  ) {}
+
+  get text(): string {
+    const value = (this.holder as Record<string | number, unknown>)[this.key];
+    return typeof value === 'number' ? String(value) : typeof value === 'string' ? value : '';
+  }
+
+  set text(next: string) {
+    Object.defineProperty(this.holder, this.key, { value: next, writable: true, enumerable: true, configurable: true });
+    if (this.owner !== undefined) this.owner.dirty = true;
+  }
+}
+
+/**
+ * The next numbered suffix to try per holder and masked name: without it, N keys masked to one
+ * name would probe `name (2)`, `name (3)`… from 2 each time (quadratic: 10 000 keys blocked the
+ * event loop for seconds). A WeakMap, filled only by renames.
+ */
+const nextSuffix = new WeakMap<object, Map<string, number>>();
+
+/** An object key: masking renames it (`name`, else the first free `name (n)`, n counting on from the last one given in its holder, from 2). */
 class KeySlot implements TextSlot {
   constructor(
     private readonly holder: Record<string, unknown>,
@@ -177,10 +244,141 @@ class KeySlot implements TextSlot {
   set text(next: string) {
     if (next === this.key) return;
     let name = next;
-    for (let n = 2; Object.hasOwn(this.holder, name); n += 1) name = `${next} (${n})`;
+    if (Object.hasOwn(this.holder, name)) {
+      let suffixes = nextSuffix.get(this.holder);
+      if (suffixes === undefined) nextSuffix.set(this.holder, (suffixes = new Map<string, number>()));
+      let n = suffixes.get(next) ?? 2;
+      while (Object.hasOwn(this.holder, `${next} (${n})`)) n += 1;
+      name = `${next} (${n})`;
+      suffixes.set(next, n + 1);
+    }
     Object.defineProperty(this.holder, name, { value: this.holder[this.key], writable: true, enumerable: true, configurable: true });
     delete this.holder[this.key];
     this.key = name;
     if (this.owner !== undefined) this.owner.dirty = true;
   }
+}
+
+/**
+ * A JSON text checked as one decoded string: a JSON string literal (a write puts the rewritten
+ * string, serialised, in its place) or text that is not JSON, read with its escapes decoded (a
+ * write puts the rewritten decoded text in its place: there was no JSON to keep).
+ */
+class DecodedTextSlot implements TextSlot {
+  constructor(
+    private readonly holder: Record<string, unknown>,
+    private readonly key: string,
+    private value: string,
+    private readonly literal: boolean,
+    private readonly owner: DirtyMark | undefined,
+  ) {}
+
+  get text(): string {
+    return this.value;
+  }
+
+  set text(next: string) {
+    this.value = next;
+    this.holder[this.key] = this.literal ? JSON.stringify(next) : next;
+    if (this.owner !== undefined) this.owner.dirty = true;
+  }
+}
+
+/**
+ * The string literals (keys and values) in a valid JSON text, counted in one pass: more than the
+ * parsed value holds means JSON.parse dropped some (duplicate keys).
+ */
+function countJsonStrings(text: string): number {
+  let count = 0;
+  for (let i = text.indexOf('"'); i !== -1; i = text.indexOf('"', i + 1)) {
+    count += 1;
+    // To the closing quote: an escape takes the character after it along.
+    i += 1;
+    while (i < text.length && text.charCodeAt(i) !== QUOTE) i += text.charCodeAt(i) === BACKSLASH ? 2 : 1;
+  }
+  return count;
+}
+
+/** Integers of 16 digits or more: past 2^53 a double rounds them. */
+const LONG_INTEGER_HINT = /\d{16}/;
+
+/**
+ * `text` (JSON) with every integer of 16 digits or more outside strings put in quotes, so JSON.parse
+ * keeps its digits; `text` itself when it has none (the usual case: one regex test).
+ */
+function quoteLongIntegers(text: string): string {
+  if (!LONG_INTEGER_HINT.test(text)) return text;
+  let out = '';
+  let copied = 0;
+  let i = 0;
+  while (i < text.length) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      // Skip the string: an escape takes the character after it along.
+      i += 1;
+      while (i < text.length && text.charCodeAt(i) !== QUOTE) i += text.charCodeAt(i) === BACKSLASH ? 2 : 1;
+      i += 1;
+    } else if (isDigit(c) || (c === MINUS && isDigit(text.charCodeAt(i + 1)))) {
+      const start = i;
+      i += 1;
+      while (isDigit(text.charCodeAt(i))) i += 1;
+      const next = text.charCodeAt(i);
+      // A number token is all of it: a fraction or exponent makes it a double as JSON means it.
+      const integer = next !== DOT && next !== LOWER_E && next !== UPPER_E;
+      if (integer && i - start - (c === MINUS ? 1 : 0) >= 16) {
+        out += `${text.slice(copied, start)}"${text.slice(start, i)}"`;
+        copied = i;
+      } else {
+        while (i < text.length && /[0-9.eE+-]/.test(text[i]!)) i += 1;
+      }
+    } else {
+      i += 1;
+    }
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+const MINUS = 0x2d;
+const DOT = 0x2e;
+const LOWER_E = 0x65;
+const UPPER_E = 0x45;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const SIMPLE_ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+const HEX4 = /^[0-9a-fA-F]{4}$/;
+
+/**
+ * `text` with JSON string escapes decoded wherever they are, tolerantly: an escape that is cut
+ * short or unknown stays as it is. For text that is not JSON (truncated), so `\u0041`-style
+ * escapes cannot hide a match from the rules.
+ */
+function decodeJsonEscapes(text: string): string {
+  let i = text.indexOf('\\');
+  if (i === -1) return text;
+  let out = '';
+  let copied = 0;
+  while (i !== -1 && i + 1 < text.length) {
+    const c = text[i + 1]!;
+    let decoded = SIMPLE_ESCAPES[c];
+    let length = 2;
+    if (c === 'u') {
+      const hex = text.slice(i + 2, i + 6);
+      if (HEX4.test(hex)) {
+        decoded = String.fromCharCode(Number.parseInt(hex, 16));
+        length = 6;
+      }
+    }
+    if (decoded === undefined) {
+      i = text.indexOf('\\', i + 1);
+      continue;
+    }
+    out += text.slice(copied, i) + decoded;
+    copied = i + length;
+    i = text.indexOf('\\', copied);
+  }
+  return out + text.slice(copied);
 }

@@ -2,7 +2,10 @@
 // @anthropic-ai/sdk and a scripted upstream: tool_use input, tool_result content and thinking in
 // requests, JSON answers and streams are checked like text; a tool_use block's streamed
 // partial_json is held whole until the block ends, so a match split across fragments or written
-// with JSON escapes is still found, and without output rules the fragments pass unchanged.
+// with JSON escapes is still found, and without output rules the fragments pass unchanged. What a
+// content_block_start already carries (Anthropic's own are empty, compatible upstreams' may not
+// be) is checked too: a tool block's input whole, a text or thinking block's opening text as the
+// start of its text.
 import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
 import type { GuardrailRule } from '../../../proto/src/index.js';
@@ -170,6 +173,56 @@ t.test('guardrails over Anthropic tool use and thinking', async (t) => {
     t.notMatch(body, /message_stop/);
     const err = await anthropicSdkError(client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }).finalMessage());
     t.equal(err.errorCode, 'ZN_ERR_GUARDRAIL_BLOCKED', 'the SDK raises the stream error with our code');
+  });
+
+  // Blocks whose content_block_start already carries their content, as compatible upstreams may send.
+  const FILLED_STARTS = [
+    MESSAGE_START,
+    event('content_block_start', { index: 0, content_block: { type: 'thinking', thinking: 'the user is dave@exa', signature: '' } }),
+    delta(0, { type: 'thinking_delta', thinking: 'mple.com indeed' }),
+    delta(0, { type: 'signature_delta', signature: 'c2lnbmF0dXJl' }),
+    event('content_block_stop', { index: 0 }),
+    event('content_block_start', { index: 1, content_block: { type: 'text', text: 'writing to eve@example.org' } }),
+    event('content_block_stop', { index: 1 }),
+    event('content_block_start', { index: 2, content_block: { type: 'tool_use', id: 'toolu_2', name: 'send_mail', input: { to: 'bob@example.com', n: 1 } } }),
+    event('content_block_stop', { index: 2 }),
+    event('content_block_start', { index: 3, content_block: { type: 'tool_use', id: 'toolu_3', name: 'send_mail', input: { to: 'nobody' } } }),
+    event('content_block_stop', { index: 3 }),
+    ...MESSAGE_END,
+  ];
+
+  await t.test("a content_block_start's opening text, thinking and tool input are masked (a match split between the opening text and the first delta too), and the SDK assembles them", async (t) => {
+    upstream.answer = { sse: FILLED_STARTS };
+    const message = await client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }).finalMessage();
+    t.match(message.content[0], { type: 'thinking', thinking: 'the user is [EMAIL] indeed', signature: 'c2lnbmF0dXJl' });
+    t.match(message.content[1], { type: 'text', text: 'writing to [EMAIL]' });
+    t.same(message.content.slice(2), [
+      { type: 'tool_use', id: 'toolu_2', name: 'send_mail', input: { to: '[EMAIL]', n: 1 } },
+      { type: 'tool_use', id: 'toolu_3', name: 'send_mail', input: { to: 'nobody' } },
+    ]);
+    const { body } = await streamBody(node.secret);
+    t.notMatch(body, /example/, 'no part of an address goes out');
+    const starts = sseData(body).map((data) => JSON.parse(data) as { type: string; index?: number; content_block?: Record<string, unknown> }).filter((e) => e.type === 'content_block_start');
+    t.same(starts.map((e) => e.content_block?.input), [undefined, undefined, { to: '[EMAIL]', n: 1 }, { to: 'nobody' }], 'the masked input stays in its start event');
+  });
+
+  for (const type of ['tool_use', 'server_tool_use', 'mcp_tool_use']) {
+    await t.test(`a secret in a content_block_start's ${type} input ends the stream with the guardrail code, none of it sent`, async (t) => {
+      upstream.answer = {
+        sse: [MESSAGE_START, event('content_block_start', { index: 0, content_block: { type, id: 'toolu_0', name: 'send_mail', input: { q: [`key ${SECRET}`] } } }), event('content_block_stop', { index: 0 }), ...MESSAGE_END],
+      };
+      const { status, body } = await streamBody(node.secret);
+      t.equal(status, 200, 'the stream had started');
+      t.match(body, /ZN_ERR_GUARDRAIL_BLOCKED/);
+      t.notMatch(body, /sk-proj|Abc123/);
+      t.notMatch(body, /message_stop/);
+    });
+  }
+
+  await t.test('without output rules, filled content_block_start events pass byte for byte', async (t) => {
+    upstream.answer = { sse: FILLED_STARTS };
+    const { body } = await streamBody(plain.secret);
+    t.equal(body, FILLED_STARTS.join(''));
   });
 
   await t.test('without output rules, streamed tool input fragments pass byte for byte', async (t) => {

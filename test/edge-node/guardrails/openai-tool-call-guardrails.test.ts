@@ -187,6 +187,147 @@ t.test('guardrails over OpenAI tool calls and reasoning', async (t) => {
     t.match(String(err), /ZN_ERR_GUARDRAIL_BLOCKED|Blocked by guardrail/, 'the SDK raises the stream error');
   });
 
+  // Strict tools make the SDK parse each call's arguments as soon as it takes the call as done:
+  // when a fragment of the next call arrives, not at the end of the choice.
+  const STRICT_TOOLS = [
+    {
+      type: 'function' as const,
+      function: { name: 'send_mail', strict: true, parameters: { type: 'object', properties: { to: { type: 'string' } }, required: ['to'], additionalProperties: false } },
+    },
+  ];
+  const parallelStream = (addresses: string[]): string[] => [
+    chunk({ role: 'assistant', content: null }),
+    ...addresses.flatMap((address, index) => [toolFragment(index, '', 'send_mail'), toolFragment(index, `{"to":"${address.slice(0, 4)}`), toolFragment(index, `${address.slice(4)}"}`)]),
+    chunk({}, 'tool_calls'),
+    DONE,
+  ];
+
+  for (const addresses of [['bob@example.com', 'nobody'], ['nobody', 'carol@example.com', 'somebody else']]) {
+    await t.test(`${addresses.length} parallel streamed tool calls with strict tools: the SDK's done event of each call carries its whole (masked) arguments, and the final message has them all`, async (t) => {
+      const expected = addresses.map((address) => ({ to: address.includes('@') ? '[EMAIL]' : address }));
+      upstream.answer = { sse: parallelStream(addresses) };
+      const stream = client.chat.completions.stream({ model: 'echo', messages: USER, tools: STRICT_TOOLS });
+      const done: Array<{ index: number; arguments: string; parsed: unknown }> = [];
+      stream.on('tool_calls.function.arguments.done', (event) => done.push({ index: event.index, arguments: event.arguments, parsed: event.parsed_arguments }));
+      const completion = await stream.finalChatCompletion();
+      t.same(
+        done,
+        expected.map((args, index) => ({ index, arguments: JSON.stringify(args), parsed: args })),
+      );
+      const calls = completion.choices[0]!.message.tool_calls!.map((call) => (call.type === 'function' ? call.function.arguments : ''));
+      t.same(calls, expected.map((args) => JSON.stringify(args)));
+    });
+  }
+
+  await t.test("each streamed tool call's whole arguments go out before the first fragment of the next call", async (t) => {
+    upstream.answer = { sse: parallelStream(['bob@example.com', 'nobody', 'carol@example.com']) };
+    const { body } = await streamBody(node.secret);
+    const calls = sseData(body)
+      .filter((data) => data !== '[DONE]')
+      .flatMap((data) => ((JSON.parse(data) as { choices: Array<{ delta: { tool_calls?: Array<{ index: number; id?: string; function: { arguments: string } }> } }> }).choices[0]!.delta.tool_calls ?? []));
+    const starts = calls.flatMap((call, at) => (call.id === undefined ? [] : [at]));
+    const whole = calls.flatMap((call, at) => (call.function.arguments === '' ? [] : [{ at, index: call.index, args: call.function.arguments }]));
+    t.same(whole.map((w) => [w.index, w.args]), [[0, '{"to":"[EMAIL]"}'], [1, '{"to":"nobody"}'], [2, '{"to":"[EMAIL]"}']], 'one fragment per call');
+    t.ok(whole[0]!.at < starts[1]! && whole[1]!.at < starts[2]!, 'call 0 and call 1 went out before the next call started');
+  });
+
+  await t.test("a tool call that starts with its id and name only (vLLM) ends the call before it: the SDK's done events and final message carry each call's whole arguments, call 0 masked", async (t) => {
+    const nameOnly = (index: number): string => chunk({ tool_calls: [{ index, id: `call_${index}`, type: 'function', function: { name: 'send_mail' } }] });
+    const sse = [chunk({ role: 'assistant', content: null }), nameOnly(0), toolFragment(0, '{"to":"x@example.com"}'), nameOnly(1), toolFragment(1, '{"to":"b"}'), chunk({}, 'tool_calls'), DONE];
+    upstream.answer = { sse };
+    const stream = client.chat.completions.stream({ model: 'echo', messages: USER, tools: STRICT_TOOLS });
+    const done: Array<{ index: number; arguments: string }> = [];
+    stream.on('tool_calls.function.arguments.done', (event) => done.push({ index: event.index, arguments: event.arguments }));
+    const completion = await stream.finalChatCompletion();
+    t.same(done, [
+      { index: 0, arguments: '{"to":"[EMAIL]"}' },
+      { index: 1, arguments: '{"to":"b"}' },
+    ]);
+    t.same(
+      completion.choices[0]!.message.tool_calls!.map((call) => (call.type === 'function' ? [call.id, call.function.arguments] : [])),
+      [
+        ['call_0', '{"to":"[EMAIL]"}'],
+        ['call_1', '{"to":"b"}'],
+      ],
+    );
+    upstream.answer = { sse };
+    const { body } = await streamBody(node.secret);
+    const calls = sseData(body)
+      .filter((data) => data !== '[DONE]')
+      .flatMap((data) => ((JSON.parse(data) as { choices: Array<{ delta: { tool_calls?: Array<{ index: number; id?: string; function: Record<string, unknown> }> } }> }).choices[0]!.delta.tool_calls ?? []));
+    t.same(
+      calls.map((call) => [call.index, call.id ?? null, call.function.arguments ?? null]),
+      [
+        [0, 'call_0', null],
+        [0, null, ''],
+        [0, null, '{"to":"[EMAIL]"}'],
+        [1, 'call_1', null],
+        [1, null, ''],
+        [1, null, '{"to":"b"}'],
+      ],
+      'the held call goes out just before the next call starts; a chunk without arguments gets none added',
+    );
+  });
+
+  await t.test('tool-call arguments sent as a JSON object are checked string by string: in a request (masked, or refused) and in a JSON answer', async (t) => {
+    upstream.answer = answerWith({ content: 'ok' });
+    const history = (args: unknown): unknown[] => [...USER, { role: 'assistant', content: null, tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'send_mail', arguments: args } }] }, { role: 'tool', tool_call_id: 'call_0', content: 'sent' }];
+    const before = upstream.requests.length;
+    const err = await sdkError(client.chat.completions.create({ model: 'echo', messages: history({ body: { nested: [`use ${SECRET}`] } }) as never, tools: TOOLS }));
+    t.equal(err.code, 'ZN_ERR_GUARDRAIL_BLOCKED');
+    t.equal(upstream.requests.length, before, 'the upstream was never called');
+    await client.chat.completions.create({ model: 'echo', messages: history({ to: ['bob@example.com'] }) as never, tools: TOOLS });
+    const sent = upstream.requests.at(-1)!.body as { messages: Array<{ tool_calls?: Array<{ function: { arguments: unknown } }> }> };
+    t.same(sent.messages[1]!.tool_calls![0]!.function.arguments, { to: ['[EMAIL]'] }, 'masked in place, still an object');
+
+    upstream.answer = answerWith({ tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'send_mail', arguments: { to: 'carol@example.com' } } }] });
+    const res = await fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+      body: JSON.stringify({ model: 'echo', messages: USER, tools: TOOLS }),
+    });
+    const answer = (await res.json()) as { choices: Array<{ message: { tool_calls: Array<{ function: { arguments: unknown } }> } }> };
+    t.same(answer.choices[0]!.message.tool_calls[0]!.function.arguments, { to: '[EMAIL]' });
+  });
+
+  await t.test('streamed tool-call arguments sent as a JSON object are checked whole and go out as their (masked) JSON text', async (t) => {
+    const objectCall = (index: number, args: unknown): string => chunk({ tool_calls: [{ index, id: `call_${index}`, type: 'function', function: { name: 'send_mail', arguments: args } }] });
+    upstream.answer = { sse: [chunk({ role: 'assistant', content: null }), objectCall(0, { to: 'bob@example.com', body: 'hi' }), objectCall(1, { to: 'nobody' }), chunk({}, 'tool_calls'), DONE] };
+    const completion = await client.chat.completions.stream({ model: 'echo', messages: USER, tools: TOOLS }).finalChatCompletion();
+    t.same(
+      completion.choices[0]!.message.tool_calls!.map((call) => (call.type === 'function' ? call.function.arguments : '')),
+      ['{"to":"[EMAIL]","body":"hi"}', '{"to":"nobody"}'],
+    );
+    upstream.answer = { sse: [objectCall(0, { body: [`key ${SECRET}`] }), chunk({}, 'tool_calls'), DONE] };
+    const { body } = await streamBody(node.secret);
+    t.match(body, /ZN_ERR_GUARDRAIL_BLOCKED/);
+    t.notMatch(body, /Abc123/);
+  });
+
+  await t.test('a refusal is checked as text: in a request, in a JSON answer and streamed across chunks', async (t) => {
+    upstream.answer = answerWith({ content: 'ok' });
+    await client.chat.completions.create({ model: 'echo', messages: [...USER, { role: 'assistant', content: null, refusal: 'I will not mail bob@example.com' }, ...USER] as never });
+    const sent = upstream.requests.at(-1)!.body as { messages: Array<{ refusal?: string }> };
+    t.equal(sent.messages[1]!.refusal, 'I will not mail [EMAIL]');
+    const before = upstream.requests.length;
+    const err = await sdkError(client.chat.completions.create({ model: 'echo', messages: [...USER, { role: 'assistant', content: null, refusal: `not with ${SECRET}` }] as never }));
+    t.equal(err.code, 'ZN_ERR_GUARDRAIL_BLOCKED');
+    t.equal(upstream.requests.length, before, 'the upstream was never called');
+
+    upstream.answer = answerWith({ refusal: 'I will not mail carol@example.com' });
+    const answer = await client.chat.completions.create({ model: 'echo', messages: USER });
+    t.equal(answer.choices[0]!.message.refusal, 'I will not mail [EMAIL]');
+
+    upstream.answer = { sse: [chunk({ role: 'assistant', content: null, refusal: null }), chunk({ refusal: 'I will not mail dave@exa' }), chunk({ refusal: 'mple.com, sorry' }), chunk({}, 'stop'), DONE] };
+    const { body } = await streamBody(node.secret);
+    t.notMatch(body, /example/);
+    const refusal = sseData(body)
+      .filter((data) => data !== '[DONE]')
+      .map((data) => ((JSON.parse(data) as { choices: Array<{ delta: { refusal?: string | null } }> }).choices[0]!.delta.refusal ?? ''))
+      .join('');
+    t.equal(refusal, 'I will not mail [EMAIL], sorry');
+  });
+
   await t.test('without output rules, streamed tool-call fragments pass byte for byte', async (t) => {
     upstream.answer = { sse: SPLIT_STREAM };
     const { body } = await streamBody(plain.secret);

@@ -5,6 +5,7 @@
 import { applyPolicy, requestPolicy } from '../../guardrails/policy-engine.js';
 import { guardStream } from '../../guardrails/stream-guard.js';
 import { guardMcpOutput } from '../../providers/mcp/mcp-call.js';
+import { resolveDeferredTexts } from '../../providers/deferred-json-texts.js';
 import { isPartial, uncheckedTextMessage } from '../../providers/partial-texts.js';
 import type { PipelineContext } from '../context.js';
 import { reject } from '../stage.js';
@@ -20,7 +21,9 @@ export const guardrailsOutStage: Stage = {
     if (reply.kind === 'raw') return ctx.api === 'mcp' ? guardMcpOutput(ctx, policy) : undefined;
     const side = policy.output;
     const checks = side.broken !== null || side.rules.length > 0;
-    // Text the walk did not reach cannot pass unchecked (fail closed).
+    // Tool-call input is walked only now that there are rules; text the walk did not reach cannot
+    // pass unchecked (fail closed).
+    if (reply.kind === 'json' && side.broken === null && checks) resolveDeferredTexts(reply.texts);
     if (reply.kind === 'json' && checks && isPartial(reply.texts)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken?.message ?? uncheckedTextMessage(policy.id, 'output'));
     // A JSON answer without text (embeddings, the model list) has nothing for output rules.
     if (reply.kind === 'json' && reply.texts.length === 0) return undefined;

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import type { TextSlot } from '../../pipeline/context.js';
-import { JsonStringWalk } from '../json-string-slots.js';
+import { deferJsonValue } from '../deferred-json-texts.js';
 import { FieldSlot, isRecord } from '../text-slot.js';
 
 /** Bounds on what the node reads; the body as a whole is already bounded by the HTTP body limit. */
@@ -43,35 +43,42 @@ export const messagesRequestSchema = z.looseObject({
 
 export type MessagesRequest = z.infer<typeof messagesRequestSchema>;
 
+/** A block calling a tool with an `input`: `tool_use`, and the server's own (`server_tool_use`, `mcp_tool_use`, …). */
+export function isToolUseBlock(block: Record<string, unknown>): boolean {
+  const type = block.type;
+  return typeof type === 'string' && (type === 'tool_use' || type.endsWith('_tool_use')) && Object.hasOwn(block, 'input');
+}
+
 /**
  * Slots for the text in `blocks`: text blocks, thinking blocks (earlier turns' reasoning), the
- * strings inside tool_use blocks' `input` (what the model passed a tool) and the text inside
- * tool_result blocks (what tools fed back).
+ * strings inside tool-use blocks' `input` (what the model passed a tool; deferred until guardrails
+ * have rules to check them with, deferred-json-texts.ts) and the text inside tool_result blocks
+ * (what tools fed back).
  */
-function blockSlots(blocks: unknown[], walk: JsonStringWalk): void {
+function blockSlots(blocks: unknown[], into: TextSlot[]): void {
   for (const block of blocks) {
     if (!isRecord(block)) continue;
-    if (block.type === 'text' && typeof block.text === 'string') walk.slots.push(new FieldSlot(block, 'text'));
-    else if (block.type === 'thinking' && typeof block.thinking === 'string') walk.slots.push(new FieldSlot(block, 'thinking'));
-    else if (block.type === 'tool_use' && Object.hasOwn(block, 'input')) walk.add(block, 'input');
-    else if (block.type === 'tool_result') contentSlots(block, walk);
+    if (block.type === 'text' && typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
+    else if (block.type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
+    else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
+    else if (block.type === 'tool_result') contentSlots(block, into);
   }
 }
 
 /** Slots for `holder.content` whether it is a string or blocks. */
-function contentSlots(holder: Record<string, unknown>, walk: JsonStringWalk, key = 'content'): void {
+function contentSlots(holder: Record<string, unknown>, into: TextSlot[], key = 'content'): void {
   const value = holder[key];
-  if (typeof value === 'string') walk.slots.push(new FieldSlot(holder, key));
-  else if (Array.isArray(value)) blockSlots(value, walk);
+  if (typeof value === 'string') into.push(new FieldSlot(holder, key));
+  else if (Array.isArray(value)) blockSlots(value, into);
 }
 
-/** Every piece of caller text in `body` (the forwarded body), system prompt first; partial past the walk's limits. */
+/** Every piece of caller text in `body` (the forwarded body), system prompt first. */
 export function inputTextSlots(body: Record<string, unknown>): TextSlot[] {
-  const walk = new JsonStringWalk();
-  contentSlots(body, walk, 'system');
+  const into: TextSlot[] = [];
+  contentSlots(body, into, 'system');
   const messages = body.messages;
   if (Array.isArray(messages)) {
-    for (const message of messages) if (isRecord(message)) contentSlots(message, walk);
+    for (const message of messages) if (isRecord(message)) contentSlots(message, into);
   }
-  return walk.finish();
+  return into;
 }

@@ -2,10 +2,11 @@
  * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
  * `message_start` carries the input usage (its `model` becomes the caller's alias),
  * `message_delta` the final output usage (until then the usage is partial: `estimated`),
- * `content_block_delta` the text of a `text_delta`, `thinking_delta` or (JSON, a tool_use block's
- * input in fragments) `input_json_delta` (a slot a guardrail may rewrite, after which `data` is
- * re-serialised, lazily, when written), and
- * `message_stop` is terminal. An upstream `event: error` or a stream that ends without
+ * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
+ * tool block's `input`; Anthropic's own are empty), `content_block_delta` the text of a
+ * `text_delta`, `thinking_delta` or (JSON, a tool_use block's input in fragments)
+ * `input_json_delta` (each a slot a guardrail may rewrite, after which `data` is re-serialised,
+ * lazily, when written), and `message_stop` is terminal. An upstream `event: error` or a stream that ends without
  * `message_stop` is a failure (thrown, so the runner ends the caller's stream with an error event).
  */
 import type { ErrorCode } from '../../errors.js';
@@ -34,6 +35,8 @@ export class AnthropicStreamEvent implements StreamEvent {
   texts: TextSlot[] = NO_TEXTS;
   dirty = false;
   terminal?: true;
+  /** Set on a content_block_start whose tool input is a slot: that JSON part ends in this event. */
+  endsText?: readonly number[];
   private wire: SseEvent;
 
   constructor(
@@ -61,6 +64,12 @@ export class AnthropicStreamEvent implements StreamEvent {
 const DELTA_TEXT_FIELDS: Readonly<Record<string, string>> = { text_delta: 'text', thinking_delta: 'thinking', input_json_delta: 'partial_json' };
 /** TextSlot.part of a tool_use block's `partial_json` (the block index is its channel). */
 const TOOL_INPUT_PART = 1;
+/** TextSlot.part of the `input` a tool_use block starts with (whole; Anthropic's is `{}`). */
+const TOOL_START_INPUT_PART = 2;
+/** Block types whose content_block_start carries an `input` object (tools the model or a server calls). */
+const TOOL_USE_BLOCKS: ReadonlySet<string> = new Set(['tool_use', 'server_tool_use', 'mcp_tool_use']);
+/** The delta type that continues each block type a content_block_start opens with text. */
+const BLOCK_DELTA_TYPES: Readonly<Record<string, string>> = { text: 'text_delta', thinking: 'thinking_delta', tool_use: 'input_json_delta', server_tool_use: 'input_json_delta', mcp_tool_use: 'input_json_delta' };
 
 /** The slot of a content_block_delta's text, if it carries any. */
 function deltaSlots(delta: Json, event: AnthropicStreamEvent): TextSlot[] {
@@ -72,14 +81,80 @@ function deltaSlots(delta: Json, event: AnthropicStreamEvent): TextSlot[] {
 }
 
 /**
+ * A tool block's starting `input` object as one whole JSON text (a JSON part of the block that
+ * ends in its own event, see blockStartSlots). Writing it back the same (or '' while a guardrail
+ * holds it) leaves the object as it came; other text is parsed into `input`.
+ */
+class StartInputSlot implements TextSlot {
+  readonly part = TOOL_START_INPUT_PART;
+  readonly json = true;
+  private readonly original: string;
+  private current: string;
+
+  constructor(
+    private readonly block: Json,
+    private readonly owner: AnthropicStreamEvent,
+    readonly channel: number,
+  ) {
+    this.original = this.current = JSON.stringify(block.input);
+  }
+
+  get text(): string {
+    return this.current;
+  }
+
+  set text(value: string) {
+    this.current = value;
+    if (value === '' || value === this.original) return;
+    let input: unknown;
+    try {
+      input = JSON.parse(value);
+    } catch {
+      // A mask cut through JSON that was not an object (then it was checked as one text).
+      input = value;
+    }
+    this.block.input = input;
+    this.owner.dirty = true;
+  }
+}
+
+/**
+ * The slots of what a content_block_start already carries: a text or thinking block's opening
+ * text (the start of the block's text), a tool block's `input` (a JSON part checked whole: the
+ * event ends it). Anthropic sends '' and `{}` there, which make no slot.
+ */
+function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
+  const type = block.type;
+  if (type === 'text' || type === 'thinking') {
+    return typeof block[type] === 'string' && block[type] !== '' ? [new FieldSlot(block, type, event)] : NO_TEXTS;
+  }
+  if (typeof type !== 'string' || !TOOL_USE_BLOCKS.has(type) || !hasContent(block.input)) return NO_TEXTS;
+  event.endsText = [event.index];
+  return [new StartInputSlot(block, event, event.index)];
+}
+
+/** Whether `input` is anything but an empty object (Anthropic's placeholder) or absent. */
+function hasContent(input: unknown): boolean {
+  return input !== undefined && (!isRecord(input) || Object.keys(input).length > 0);
+}
+
+/** The delta type that carries text into the block of `like` (a block's delta or start event). */
+function deltaTypeOf(like: StreamEvent): string {
+  if (!(like instanceof AnthropicStreamEvent)) return 'text_delta';
+  const { delta, content_block: block } = like.parsed;
+  if (isRecord(delta) && typeof delta.type === 'string' && Object.hasOwn(DELTA_TEXT_FIELDS, delta.type)) return delta.type;
+  if (isRecord(block) && typeof block.type === 'string' && Object.hasOwn(BLOCK_DELTA_TYPES, block.type)) return BLOCK_DELTA_TYPES[block.type]!;
+  return 'text_delta';
+}
+
+/**
  * A content_block_delta event carrying `text` (held back by a guardrail) into the block of `like`,
  * the last text event of that block, as the same kind of delta (text, thinking or tool input JSON).
  */
 export function deltaEventLike(text: string, like: StreamEvent): StreamEvent {
   const index = like instanceof AnthropicStreamEvent ? like.index : 0;
-  const likeDelta = like instanceof AnthropicStreamEvent ? like.parsed.delta : undefined;
-  const likeType = isRecord(likeDelta) && typeof likeDelta.type === 'string' && Object.hasOwn(DELTA_TEXT_FIELDS, likeDelta.type) ? likeDelta.type : 'text_delta';
-  const delta: Json = { type: likeType, [DELTA_TEXT_FIELDS[likeType]!]: text };
+  const type = deltaTypeOf(like);
+  const delta: Json = { type, [DELTA_TEXT_FIELDS[type]!]: text };
   const event = new AnthropicStreamEvent({ event: 'content_block_delta', data: '' }, { type: 'content_block_delta', index, delta });
   event.dirty = true;
   event.texts = deltaSlots(delta, event);
@@ -146,6 +221,11 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
         usage.estimated = false;
       }
       break;
+    case 'content_block_start': {
+      const block = parsed.content_block;
+      if (isRecord(block)) event.texts = blockStartSlots(block, event);
+      break;
+    }
     case 'content_block_delta': {
       const delta = parsed.delta;
       if (isRecord(delta)) event.texts = deltaSlots(delta, event);

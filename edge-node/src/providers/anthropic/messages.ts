@@ -8,7 +8,7 @@
 import type { RuntimeTarget } from '../../config/runtime-config.js';
 import { isZenovaError, zenovaError } from '../../errors.js';
 import type { ZenovaError } from '../../errors.js';
-import type { PipelineContext, StreamEvent, UpstreamReply } from '../../pipeline/context.js';
+import type { PipelineContext, StreamEvent, TextSlot, UpstreamReply } from '../../pipeline/context.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { forwardPlan } from '../../routing/forward-plan.js';
@@ -17,13 +17,12 @@ import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, isRecord, tokenCount } from '../text-slot.js';
-import { estimateTokens } from '../token-estimate.js';
 import { passedHeaders, readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
-import { inputTextSlots, messagesRequestSchema } from './messages-request.js';
+import { inputTextSlots, isToolUseBlock, messagesRequestSchema } from './messages-request.js';
 import { anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
-import { JsonStringWalk } from '../json-string-slots.js';
+import { deferJsonValue, estimateInputTokens } from '../deferred-json-texts.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
@@ -53,19 +52,22 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
   return headers;
 }
 
-/** A JSON answer: the alias in `model`, its text and thinking blocks and the strings of its tool calls' input as slots, its usage recorded. */
+/**
+ * A JSON answer: the alias in `model`, its text and thinking blocks and the strings of its tool
+ * calls' input (deferred until output rules check them, deferred-json-texts.ts) as slots, its
+ * usage recorded.
+ */
 function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamReply {
   if (typeof answer.model === 'string') answer.model = alias;
-  const walk = new JsonStringWalk();
+  const texts: TextSlot[] = [];
   if (Array.isArray(answer.content)) {
     for (const block of answer.content) {
       if (!isRecord(block)) continue;
-      if (block.type === 'text' && typeof block.text === 'string') walk.slots.push(new FieldSlot(block, 'text'));
-      else if (block.type === 'thinking' && typeof block.thinking === 'string') walk.slots.push(new FieldSlot(block, 'thinking'));
-      else if (block.type === 'tool_use' && Object.hasOwn(block, 'input')) walk.add(block, 'input');
+      if (block.type === 'text' && typeof block.text === 'string') texts.push(new FieldSlot(block, 'text'));
+      else if (block.type === 'thinking' && typeof block.thinking === 'string') texts.push(new FieldSlot(block, 'thinking'));
+      else if (isToolUseBlock(block)) deferJsonValue(texts, block, 'input');
     }
   }
-  const texts = walk.finish();
   if (isRecord(answer.usage)) {
     const inputTokens = anthropicInputTokens(answer.usage);
     if (inputTokens !== undefined) ctx.upstreamUsage = { inputTokens, outputTokens: tokenCount(answer.usage.output_tokens) ?? 0, estimated: false };
@@ -153,9 +155,7 @@ export const messagesApi: ApiHandler = {
     ctx.stream = valid.value.stream === true;
     ctx.maxOutputTokens = valid.value.max_tokens;
     ctx.inputTexts = inputTextSlots(request);
-    let tokens = 0;
-    for (const slot of ctx.inputTexts) tokens += estimateTokens(slot.text);
-    ctx.estimatedInputTokens = tokens;
+    ctx.estimatedInputTokens = estimateInputTokens(ctx.inputTexts);
     return undefined;
   },
 

@@ -8,10 +8,9 @@ import type { AttemptResult } from '../../routing/forward-plan.js';
 import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { firstEventRead } from '../first-event.js';
-import { JsonStringWalk } from '../json-string-slots.js';
+import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
-import { estimateTokens } from '../token-estimate.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { callerWantsStreamUsage, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
 import { chatStreamReply, chatUsage } from './chat-stream.js';
@@ -30,13 +29,10 @@ export const chatCompletionsApi: ApiHandler = {
     ctx.model = request.model;
     ctx.stream = request.stream === true;
     ctx.maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? null;
-    const walk = new JsonStringWalk();
-    for (const message of request.messages) collectMessageTexts(message, walk);
-    const texts = walk.finish();
+    const texts: TextSlot[] = [];
+    for (const message of request.messages) collectMessageTexts(message, texts);
     ctx.inputTexts = texts;
-    let tokens = 0;
-    for (const slot of texts) tokens += estimateTokens(slot.text);
-    ctx.estimatedInputTokens = tokens;
+    ctx.estimatedInputTokens = estimateInputTokens(texts);
     return undefined;
   },
   route(ctx: PipelineContext): StageResult {
@@ -49,26 +45,27 @@ export const chatCompletionsApi: ApiHandler = {
 
 /**
  * A message's text as slots: its content (a string, or the `text` of each text part), the reasoning
- * text some OpenAI-compatible servers add (`reasoning_content`, `reasoning`), and the strings inside
- * the arguments of its tool calls (and of a legacy `function_call`). The same fields in a request's
- * messages and an answer's choices.
+ * text some OpenAI-compatible servers add (`reasoning_content`, `reasoning`), its `refusal`, and the
+ * strings inside the arguments of its tool calls (and of a legacy `function_call`; a JSON text, or
+ * an object sent in its place), deferred until guardrails have rules to check them with
+ * (deferred-json-texts.ts). The same fields in a request's messages and an answer's choices.
  */
-function collectMessageTexts(message: Record<string, unknown>, walk: JsonStringWalk): void {
-  const into = walk.slots;
+function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
   const content = message.content;
   if (typeof content === 'string') {
     into.push(new FieldSlot(message, 'content'));
   } else if (Array.isArray(content)) {
     for (const part of content) if (isRecord(part) && typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
   }
-  for (const field of REASONING_FIELDS) if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
+  for (const field of TEXT_FIELDS) if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
   if (Array.isArray(message.tool_calls)) {
-    for (const call of message.tool_calls) if (isRecord(call) && isRecord(call.function)) walk.addJsonText(call.function, 'arguments');
+    for (const call of message.tool_calls) if (isRecord(call) && isRecord(call.function)) deferJsonText(into, call.function, 'arguments');
   }
-  if (isRecord(message.function_call)) walk.addJsonText(message.function_call, 'arguments');
+  if (isRecord(message.function_call)) deferJsonText(into, message.function_call, 'arguments');
 }
 
-const REASONING_FIELDS = ['reasoning_content', 'reasoning'] as const;
+/** A message's plain-text fields besides content. */
+const TEXT_FIELDS = ['reasoning_content', 'reasoning', 'refusal'] as const;
 
 async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number): Promise<AttemptResult> {
   const request = ctx.forwardBody ?? {};
@@ -95,12 +92,11 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   ctx.upstreamUsage = chatUsage(answer.usage);
   let texts: TextSlot[] = NO_TEXTS;
   if (Array.isArray(answer.choices)) {
-    const walk = new JsonStringWalk();
+    texts = [];
     for (const choice of answer.choices) {
       const message = isRecord(choice) ? choice.message : undefined;
-      if (isRecord(message)) collectMessageTexts(message, walk);
+      if (isRecord(message)) collectMessageTexts(message, texts);
     }
-    texts = walk.finish();
   }
   return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts } };
 }

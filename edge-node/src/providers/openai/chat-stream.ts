@@ -5,7 +5,7 @@
  * index choices[0]) and `"usage":null` fields are left out. An event is serialised only when it is
  * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
  * in-place edit of `model` does not apply). A chunk's texts are each choice's content, reasoning
- * and tool-call argument fragments, each a part of its choice's channel (TEXT_PART).
+ * refusal and tool-call argument fragments, each a part of its choice's channel (TEXT_PART).
  *
  * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
  * nothing). An upstream error (`event: error`, or a chunk carrying an `error` object) is thrown as
@@ -16,6 +16,7 @@
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamReply, Usage } from '../../pipeline/context.js';
+import type { DirtyMark } from '../text-slot.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
@@ -69,14 +70,65 @@ const NO_ENDS: readonly number[] = [];
 
 /**
  * The texts of one choice (TextSlot.part): its content (0), reasoning in either field some
- * OpenAI-compatible servers use, a legacy function call's arguments, and tool call `i`'s arguments
- * (toolCalls + i). Arguments are JSON parts (held whole by output guardrails).
+ * OpenAI-compatible servers use, its refusal, a legacy function call's arguments, and tool call
+ * `i`'s arguments (toolCalls + i). Arguments are JSON parts (held whole by output guardrails).
  */
-export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, functionCall: 3, toolCalls: 4 } as const;
+export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, refusal: 3, functionCall: 4, toolCalls: 5 } as const;
 
-/** A delta with nothing but content (and role, refusal…): most chunks of an answer. */
+/** A delta with nothing but content (and role, a null refusal…): most chunks of an answer. */
 function onlyContent(delta: Record<string, unknown>): boolean {
-  return delta.tool_calls === undefined && delta.function_call === undefined && delta.reasoning_content === undefined && delta.reasoning === undefined;
+  return (
+    delta.tool_calls === undefined &&
+    delta.function_call === undefined &&
+    delta.reasoning_content === undefined &&
+    delta.reasoning === undefined &&
+    (delta.refusal === undefined || delta.refusal === null)
+  );
+}
+
+/**
+ * A function call's `arguments` in a delta (`parent[key]` is the `function` / `function_call`
+ * object): a fragment of its JSON part. It reads '' when the field is absent (a tool call's first
+ * chunk may carry only its id and name: it still starts that call, which ends the one before), and
+ * a JSON value sent in place of the text (some servers send an object) as its JSON text. Writing
+ * '' where there was no field leaves it absent; any other write puts the text in as a string.
+ */
+class ArgumentsSlot implements TextSlot {
+  readonly json = true;
+
+  constructor(
+    private readonly parent: Record<string, unknown>,
+    private readonly key: string,
+    private readonly owner: DirtyMark,
+    readonly channel: number,
+    readonly part: number,
+  ) {}
+
+  get text(): string {
+    const fn = this.parent[this.key];
+    const args = isRecord(fn) ? fn.arguments : undefined;
+    if (typeof args === 'string') return args;
+    return args === undefined || args === null ? '' : (JSON.stringify(args) ?? '');
+  }
+
+  set text(next: string) {
+    const current = this.parent[this.key];
+    let fn: Record<string, unknown>;
+    if (isRecord(current)) {
+      fn = current;
+    } else {
+      if (next === '') return;
+      this.parent[this.key] = fn = {};
+    }
+    if (next === '' && (fn.arguments === undefined || fn.arguments === null)) return;
+    fn.arguments = next;
+    this.owner.dirty = true;
+  }
+}
+
+/** A function object with `arguments` (a text, or a JSON value in its place). */
+function hasArguments(fn: Record<string, unknown>): boolean {
+  return fn.arguments !== undefined && fn.arguments !== null;
 }
 
 /** A delta carrying `text` as part `part` of its choice. */
@@ -88,6 +140,8 @@ function partDelta(part: number, text: string): Record<string, unknown> {
       return { reasoning_content: text };
     case TEXT_PART.reasoning:
       return { reasoning: text };
+    case TEXT_PART.refusal:
+      return { refusal: text };
     case TEXT_PART.functionCall:
       return { function_call: { arguments: text } };
   }
@@ -137,14 +191,18 @@ export class ChatChunkEvent implements StreamEvent {
     const into = texts === NO_TEXTS ? [] : texts;
     if (typeof delta.reasoning_content === 'string') into.push(new PartSlot(delta, 'reasoning_content', this, channel, TEXT_PART.reasoningContent, false));
     if (typeof delta.reasoning === 'string') into.push(new PartSlot(delta, 'reasoning', this, channel, TEXT_PART.reasoning, false));
-    const fn = delta.function_call;
-    if (isRecord(fn) && typeof fn.arguments === 'string') into.push(new PartSlot(fn, 'arguments', this, channel, TEXT_PART.functionCall, true));
+    if (typeof delta.refusal === 'string') into.push(new PartSlot(delta, 'refusal', this, channel, TEXT_PART.refusal, false));
+    if (isRecord(delta.function_call) && hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
     const calls = delta.tool_calls;
     if (Array.isArray(calls)) {
       calls.forEach((call: unknown, position) => {
-        if (!isRecord(call) || !isRecord(call.function) || typeof call.function.arguments !== 'string') return;
-        const index = typeof call.index === 'number' && Number.isSafeInteger(call.index) && call.index >= 0 ? call.index : position;
-        into.push(new PartSlot(call.function, 'arguments', this, channel, TEXT_PART.toolCalls + index, true));
+        if (!isRecord(call)) return;
+        // An entry with a valid index is a fragment of that call even without arguments (vLLM
+        // starts each call with its id and name only); one without an index counts by its place
+        // when it carries arguments.
+        const indexed = typeof call.index === 'number' && Number.isSafeInteger(call.index) && call.index >= 0;
+        if (!indexed && !(isRecord(call.function) && hasArguments(call.function))) return;
+        into.push(new ArgumentsSlot(call, 'function', this, channel, TEXT_PART.toolCalls + (indexed ? (call.index as number) : position)));
       });
     }
     return into.length === 0 ? texts : into;

@@ -1,0 +1,149 @@
+/**
+ * Tool-call input kept out of a text list until a guardrail direction has rules for it. A request
+ * or a JSON answer lists one stand-in per JSON place (an OpenAI `arguments` text, an Anthropic
+ * `*_tool_use` block's `input`); resolveDeferredTexts replaces the stand-ins, in place, with the
+ * slots of the strings inside them (json-string-slots.ts, which marks the list partial past its
+ * limits) right before rules read the list. So a key without a policy, or a direction without
+ * rules, pays no JSON.parse and no slot per string of an agent's history.
+ *
+ * Until then a stand-in reads as its raw text (the `arguments` string; an `input` object
+ * serialised when read), for what only reads delivered text (the kept response text and the output
+ * estimate); input token estimates use estimateInputTokens, which serialises nothing.
+ */
+import type { TextSlot } from '../pipeline/context.js';
+import { JsonStringWalk } from './json-string-slots.js';
+import { FieldSlot } from './text-slot.js';
+import { estimateTokens } from './token-estimate.js';
+
+/** Lists holding stand-ins, each mapped to itself as the mutable array its provider built. */
+const pending = new WeakMap<readonly TextSlot[], TextSlot[]>();
+
+abstract class DeferredJson implements TextSlot {
+  constructor(
+    protected readonly holder: Record<string, unknown>,
+    protected readonly key: string,
+  ) {}
+
+  get text(): string {
+    return this.raw();
+  }
+
+  set text(_next: string) {
+    // Rules only ever see resolved lists: a write here would skip the walk, so it must not pass quietly.
+    throw new Error('a deferred JSON text was written before resolveDeferredTexts');
+  }
+
+  /** What the stand-in reads as. */
+  protected abstract raw(): string;
+
+  abstract expand(walk: JsonStringWalk): void;
+
+  abstract estimatedTokens(): number;
+}
+
+/** An OpenAI `arguments` text: reads as itself. */
+class DeferredJsonText extends DeferredJson {
+  protected raw(): string {
+    const value = this.holder[this.key];
+    return typeof value === 'string' ? value : '';
+  }
+
+  expand(walk: JsonStringWalk): void {
+    walk.addJsonText(this.holder, this.key);
+  }
+
+  estimatedTokens(): number {
+    return estimateTokens(this.raw());
+  }
+}
+
+/** A tool_use block's parsed `input`: reads as its JSON (only delivered-text readers read it). */
+class DeferredJsonValue extends DeferredJson {
+  protected raw(): string {
+    return JSON.stringify(this.holder[this.key]) ?? '';
+  }
+
+  expand(walk: JsonStringWalk): void {
+    walk.add(this.holder, this.key);
+  }
+
+  estimatedTokens(): number {
+    return jsonTokens(this.holder[this.key]);
+  }
+}
+
+/**
+ * Defers the strings inside the JSON text at `holder[key]` (JsonStringWalk.addJsonText) into
+ * `slots`; an object or array sent in place of the text (some clients and servers send `arguments`
+ * parsed) is deferred as the parsed JSON it is (deferJsonValue).
+ */
+export function deferJsonText(slots: TextSlot[], holder: Record<string, unknown>, key: string): void {
+  const value = holder[key];
+  if (typeof value === 'string') {
+    slots.push(new DeferredJsonText(holder, key));
+    pending.set(slots, slots);
+  } else if (typeof value === 'object' && value !== null) {
+    deferJsonValue(slots, holder, key);
+  }
+}
+
+/** Defers the strings inside the parsed JSON at `holder[key]` (JsonStringWalk.add) into `slots`; a string is a slot at once. */
+export function deferJsonValue(slots: TextSlot[], holder: Record<string, unknown>, key: string): void {
+  const value = holder[key];
+  if (typeof value === 'string') {
+    slots.push(new FieldSlot(holder, key));
+  } else if (typeof value === 'object' && value !== null) {
+    slots.push(new DeferredJsonValue(holder, key));
+    pending.set(slots, slots);
+  }
+}
+
+/**
+ * Replaces the stand-ins in `slots` with the slots of the strings inside them, once (later calls
+ * do nothing). Call before reading the list for rules, and before asking isPartial about it.
+ */
+export function resolveDeferredTexts(slots: readonly TextSlot[]): void {
+  const list = pending.get(slots);
+  if (list === undefined) return;
+  pending.delete(slots);
+  const listed = list.splice(0, list.length);
+  const walk = new JsonStringWalk(list);
+  for (const slot of listed) {
+    if (slot instanceof DeferredJson) slot.expand(walk);
+    else list.push(slot);
+  }
+  walk.finish();
+}
+
+/** A cheap token estimate of a request's texts: a JSON text by its raw length, a parsed JSON value (an input or arguments object) by its strings and keys (each once), nothing parsed or serialised. */
+export function estimateInputTokens(slots: readonly TextSlot[]): number {
+  let tokens = 0;
+  for (const slot of slots) tokens += slot instanceof DeferredJson ? slot.estimatedTokens() : estimateTokens(slot.text);
+  return tokens;
+}
+
+/**
+ * The estimated tokens of the strings and keys inside `node`, at any depth (an explicit stack: the
+ * walk stops at MAX_DEPTH and guardrails then refuse the text, but the estimate feeds credit
+ * pre-authorisation, which must count what lies deeper too).
+ */
+function jsonTokens(root: unknown): number {
+  let tokens = 0;
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node === 'string') {
+      tokens += estimateTokens(node);
+    } else if (Array.isArray(node)) {
+      for (const item of node) if (typeof item === 'object' || typeof item === 'string') stack.push(item);
+    } else if (typeof node === 'object' && node !== null) {
+      // for…in, not Object.keys: no array per object (parsed JSON inherits no enumerable keys).
+      for (const key in node) {
+        tokens += estimateTokens(key);
+        const value = (node as Record<string, unknown>)[key];
+        if (typeof value === 'object' || typeof value === 'string') stack.push(value);
+      }
+    }
+  }
+  return tokens;
+}

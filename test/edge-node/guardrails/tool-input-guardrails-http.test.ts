@@ -1,0 +1,169 @@
+// Tool-call input through a listening node (a scripted upstream, real HTTP): what is forwarded or
+// delivered is what the rules checked (duplicate keys, JSON string literals, arguments cut short),
+// every Anthropic `*_tool_use` block's input is checked, and a key without a policy pays no walk
+// over its history's tool-call arguments.
+import Anthropic from '@anthropic-ai/sdk';
+import t from 'tap';
+import type { GuardrailRule } from '../../../proto/src/index.js';
+import { anthropicSdkError } from '../anthropic-fixtures.js';
+import { bundleKey, newCallerKey } from '../config-fixtures.js';
+import { startPipelineNode } from '../pipeline/pipeline-harness.js';
+import { policy } from './guardrail-fixtures.js';
+import { startScriptedUpstream } from './scripted-upstream.js';
+
+const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
+const ESCAPED_SECRET = 'sk-proj-\\u0041bc123Def456Ghi789Jkl0';
+const RULES: GuardrailRule[] = [
+  { detector: 'email', action: 'mask', on: 'both' },
+  { detector: 'secret', action: 'block', on: 'both' },
+  { detector: 'keywords', keywords: ['aurora'], action: 'block', on: 'both' },
+];
+
+const chatAnswer = (args: string): { json: unknown } => ({
+  json: {
+    id: 'chatcmpl-1',
+    object: 'chat.completion',
+    created: 1,
+    model: 'echo',
+    choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'f', arguments: args } }] }, finish_reason: 'tool_calls' }],
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+  },
+});
+const anthropicAnswer = (content: unknown[]): { json: unknown } => ({
+  json: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-real', content, stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 7 } },
+});
+const historyWith = (args: string): unknown[] => [
+  { role: 'user', content: 'hi' },
+  { role: 'assistant', content: null, tool_calls: [{ id: 'c0', type: 'function', function: { name: 'f', arguments: args } }] },
+  { role: 'tool', tool_call_id: 'c0', content: 'ok' },
+];
+
+interface ChatBody {
+  messages?: Array<{ tool_calls?: Array<{ function: { arguments: string } }> }>;
+  choices?: Array<{ message: { tool_calls?: Array<{ function: { arguments: string } }> } }>;
+  error?: { code: string };
+}
+
+t.test('tool-call input through the node', async (t) => {
+  const upstream = await startScriptedUpstream(t);
+  const plain = newCallerKey();
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    bundle: (base, hash) => ({
+      apiKeys: [bundleKey('key-a', hash, { guardrailPolicyId: 'p' }), bundleKey('key-plain', plain.sha256)],
+      guardrailPolicies: [policy('p', RULES)],
+      upstreams: [...base.upstreams, { id: 'up-claude', name: 'claude', kind: 'anthropic', baseUrl: upstream.url, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 30_000 }],
+      routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
+    }),
+  });
+  const chat = async (body: unknown, secret = node.secret): Promise<{ status: number; body: ChatBody }> => {
+    const res = await fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as ChatBody };
+  };
+  const forwardedArguments = (at: number): string | undefined => (upstream.requests[at]?.body as ChatBody).messages?.[1]?.tool_calls?.[0]?.function.arguments;
+  const client = new Anthropic({ baseURL: node.origin, apiKey: node.secret, maxRetries: 0, timeout: 20_000 });
+
+  await t.test('arguments with a duplicate key are forwarded as the value that was checked, not as the raw text hiding a blocked keyword', async (t) => {
+    upstream.answer = chatAnswer('{}');
+    const before = upstream.requests.length;
+    const reply = await chat({ model: 'echo', messages: historyWith('{"q":"project aurora","q":"x"}') });
+    t.equal(reply.status, 200);
+    t.equal(forwardedArguments(before), '{"q":"x"}');
+  });
+
+  await t.test("a JSON answer's arguments with a duplicate key are delivered as the value that was checked", async (t) => {
+    upstream.answer = chatAnswer(`{"q":"key ${SECRET}","q":"x"}`);
+    const reply = await chat({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] });
+    t.equal(reply.status, 200);
+    t.equal(reply.body.choices?.[0]?.message.tool_calls?.[0]?.function.arguments, '{"q":"x"}');
+  });
+
+  await t.test("a secret written with a JSON escape in a JSON answer's arguments that are a string literal, or JSON cut short, is blocked", async (t) => {
+    const cases: Array<[string, string]> = [
+      ['string literal', JSON.stringify(`key ${SECRET}`).replace('A', '\\u0041')],
+      ['cut short', `{"q":"key ${ESCAPED_SECRET}`],
+    ];
+    for (const [what, args] of cases) {
+      upstream.answer = chatAnswer(args);
+      const reply = await chat({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] });
+      t.equal(reply.status, 400, what);
+      t.equal(reply.body.error?.code, 'ZN_ERR_GUARDRAIL_BLOCKED', what);
+    }
+  });
+
+  await t.test('an e-mail written with a JSON escape in request arguments cut short is masked in what the upstream receives', async (t) => {
+    upstream.answer = chatAnswer('{}');
+    const before = upstream.requests.length;
+    const reply = await chat({ model: 'echo', messages: historyWith('{"to":"bob\\u0040example.com') });
+    t.equal(reply.status, 200);
+    t.equal(forwardedArguments(before), '{"to":"[EMAIL]');
+  });
+
+  await t.test('without a policy, tool-call arguments are neither parsed nor rewritten, either way', async (t) => {
+    const args = '{ "q" : "project aurora", "q": "x", "to": "bob@example.com" }';
+    upstream.answer = chatAnswer(args);
+    const before = upstream.requests.length;
+    const parse = JSON.parse;
+    let parses = 0;
+    JSON.parse = ((source: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
+      if (source === args) parses += 1;
+      return parse(source, reviver) as unknown;
+    }) as typeof JSON.parse;
+    let reply: { status: number; body: ChatBody };
+    try {
+      reply = await chat({ model: 'echo', messages: historyWith(args) }, plain.secret);
+    } finally {
+      JSON.parse = parse;
+    }
+    t.equal(reply.status, 200);
+    t.equal(parses, 0, 'no walk parsed the arguments');
+    t.equal(forwardedArguments(before), args, 'forwarded byte for byte');
+    t.equal(reply.body.choices?.[0]?.message.tool_calls?.[0]?.function.arguments, args, 'delivered byte for byte');
+  });
+
+  await t.test("a secret in a JSON answer's server_tool_use input blocks it, and an e-mail in its mcp_tool_use input is masked", async (t) => {
+    upstream.answer = anthropicAnswer([{ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: `key ${SECRET}` } }]);
+    const err = await anthropicSdkError(client.messages.create({ model: 'claude', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }));
+    t.equal(err.errorCode, 'ZN_ERR_GUARDRAIL_BLOCKED');
+    upstream.answer = anthropicAnswer([{ type: 'mcp_tool_use', id: 'mcptoolu_1', name: 'send', server_name: 'mail', input: { to: 'bob@example.com' } }]);
+    const res = await fetch(`${node.origin}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': node.secret },
+      body: JSON.stringify({ model: 'claude', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    t.equal(res.status, 200);
+    const message = (await res.json()) as { content: Array<{ input?: unknown }> };
+    t.same(message.content[0]?.input, { to: '[EMAIL]' });
+  });
+
+  await t.test("an e-mail in a request's server_tool_use or mcp_tool_use input is masked in what the upstream receives", async (t) => {
+    upstream.answer = anthropicAnswer([{ type: 'text', text: 'ok' }]);
+    const before = upstream.requests.length;
+    const res = await fetch(`${node.origin}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': node.secret },
+      body: JSON.stringify({
+        model: 'claude',
+        max_tokens: 100,
+        messages: [
+          { role: 'user', content: 'hi' },
+          {
+            role: 'assistant',
+            content: [
+              { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'bob@example.com' } },
+              { type: 'mcp_tool_use', id: 'mcptoolu_1', name: 'send', server_name: 'mail', input: { to: 'eve@example.org' } },
+            ],
+          },
+          { role: 'user', content: 'thanks' },
+        ],
+      }),
+    });
+    t.equal(res.status, 200);
+    const sent = upstream.requests[before]?.body as { messages: Array<{ content: Array<{ input?: unknown }> }> };
+    t.same(sent.messages[1]?.content.map((block) => block.input), [{ query: '[EMAIL]' }, { to: '[EMAIL]' }]);
+  });
+});
