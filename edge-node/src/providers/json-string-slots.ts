@@ -100,7 +100,7 @@ export class JsonStringWalk {
    * array must not fill the walk's budget.
    */
   private number(holder: Holder, key: string | number, value: number, owner: DirtyMark | undefined): void {
-    if (Number.isFinite(value) && Math.abs(value) >= 100_000) this.slots.push(new NumberSlot(holder, key, owner));
+    if (Number.isFinite(value) && Math.abs(value) >= 100_000) this.slots.push(new ValueSlot(holder, key, owner));
   }
 
   private push(slot: TextSlot): void {
@@ -183,7 +183,7 @@ class JsonTextOwner implements DirtyMark {
   }
 }
 
-/** A string value in an object or array. */
+/** A string value in an object or array, or a number read as its digits (a write, a mask, puts a string in its place). */
 class ValueSlot implements TextSlot {
   constructor(
     private readonly holder: Holder,
@@ -193,30 +193,11 @@ class ValueSlot implements TextSlot {
 
   get text(): string {
     const value = (this.holder as Record<string | number, unknown>)[this.key];
-    return typeof value === 'string' ? value : '';
+    return typeof value === 'string' ? value : typeof value === 'number' ? String(value) : '';
   }
 
   set text(next: string) {
     // defineProperty: an own "__proto__" key from JSON.parse stays a plain property.
-    Object.defineProperty(this.holder, this.key, { value: next, writable: true, enumerable: true, configurable: true });
-    if (this.owner !== undefined) this.owner.dirty = true;
-  }
-}
-
-/** A number in an object or array, read as its digits; a write (a mask) puts the rewritten text, a string, in its place. */
-class NumberSlot implements TextSlot {
-  constructor(
-    private readonly holder: Holder,
-    private readonly key: string | number,
-    private readonly owner: DirtyMark | undefined,
-  ) {}
-
-  get text(): string {
-    const value = (this.holder as Record<string | number, unknown>)[this.key];
-    return typeof value === 'number' ? String(value) : typeof value === 'string' ? value : '';
-  }
-
-  set text(next: string) {
     Object.defineProperty(this.holder, this.key, { value: next, writable: true, enumerable: true, configurable: true });
     if (this.owner !== undefined) this.owner.dirty = true;
   }

@@ -10,10 +10,8 @@ import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
 import type { GuardrailRule } from '../../../proto/src/index.js';
 import { anthropicSdkError } from '../anthropic-fixtures.js';
-import { bundleKey, newCallerKey } from '../config-fixtures.js';
-import { startPipelineNode } from '../pipeline/pipeline-harness.js';
-import { policy } from './guardrail-fixtures.js';
-import { sseData, startScriptedUpstream } from './scripted-upstream.js';
+import { startGuardedNode } from './guarded-node.js';
+import { sseData } from './scripted-upstream.js';
 
 const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
 const RULES: GuardrailRule[] = [
@@ -54,17 +52,7 @@ function answerWith(content: unknown[]): { json: unknown } {
 }
 
 t.test('guardrails over Anthropic tool use and thinking', async (t) => {
-  const upstream = await startScriptedUpstream(t);
-  const plain = newCallerKey();
-  const node = await startPipelineNode(t, {
-    upstreamUrl: upstream.url,
-    bundle: (base, hash) => ({
-      apiKeys: [bundleKey('key-a', hash, { guardrailPolicyId: 'p' }), bundleKey('key-plain', plain.sha256)],
-      guardrailPolicies: [policy('p', RULES)],
-      upstreams: [...base.upstreams, { id: 'up-claude', name: 'claude', kind: 'anthropic', baseUrl: upstream.url, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 30_000 }],
-      routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
-    }),
-  });
+  const { upstream, node, plainSecret } = await startGuardedNode(t, RULES);
   const client = new Anthropic({ baseURL: node.origin, apiKey: node.secret, maxRetries: 0, timeout: 20_000 });
   const streamBody = async (apiKey: string): Promise<{ status: number; body: string }> => {
     const res = await fetch(`${node.origin}/v1/messages`, {
@@ -221,13 +209,13 @@ t.test('guardrails over Anthropic tool use and thinking', async (t) => {
 
   await t.test('without output rules, filled content_block_start events pass byte for byte', async (t) => {
     upstream.answer = { sse: FILLED_STARTS };
-    const { body } = await streamBody(plain.secret);
+    const { body } = await streamBody(plainSecret);
     t.equal(body, FILLED_STARTS.join(''));
   });
 
   await t.test('without output rules, streamed tool input fragments pass byte for byte', async (t) => {
     upstream.answer = { sse: SPLIT_STREAM };
-    const { body } = await streamBody(plain.secret);
+    const { body } = await streamBody(plainSecret);
     t.equal(body, SPLIT_STREAM.join(''));
   });
 });

@@ -21,6 +21,30 @@ export interface GuardContext {
   logLines: string[];
 }
 
+/** A bare context for a provider's `identify` (no deps, no key): what the walk and estimate tests need. */
+export function providerContext(api: 'chat.completions' | 'messages', body: unknown): PipelineContext {
+  return newPipelineContext({
+    requestId: 'req_test',
+    api,
+    surface: 'model',
+    http: { method: 'POST', path: api === 'messages' ? '/v1/messages' : '/v1/chat/completions', headers: {}, params: {} },
+    body,
+    deps: undefined as never,
+    clock: systemClock,
+    callerGone: new AbortSwitch(),
+  });
+}
+
+/** An OpenAI-shaped secret, and the same with its "A" written as a JSON escape. */
+export const TOOL_SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
+export const ESCAPED_TOOL_SECRET = 'sk-proj-\\u0041bc123Def456Ghi789Jkl0';
+/** Rules for the tool-input tests: e-mails masked, secrets and the keyword "aurora" blocked, both ways. */
+export const TOOL_RULES: GuardrailRule[] = [
+  { detector: 'email', action: 'mask', on: 'both' },
+  { detector: 'secret', action: 'block', on: 'both' },
+  { detector: 'keywords', keywords: ['aurora'], action: 'block', on: 'both' },
+];
+
 /** A context whose key uses `policyId` (null: no policy) out of `policies`. */
 export function guardContext(opts: { policies?: GuardrailPolicy[]; policyId?: string | null; inputTexts?: TextSlot[]; reply?: UpstreamReply; stream?: boolean }): GuardContext {
   const logLines: string[] = [];

@@ -5,10 +5,9 @@
 // written with JSON escapes is still found, and without output rules the fragments pass unchanged.
 import t from 'tap';
 import type { GuardrailRule } from '../../../proto/src/index.js';
-import { bundleKey, newCallerKey } from '../config-fixtures.js';
-import { sdkError, startPipelineNode } from '../pipeline/pipeline-harness.js';
-import { policy } from './guardrail-fixtures.js';
-import { sseData, startScriptedUpstream } from './scripted-upstream.js';
+import { sdkError } from '../pipeline/pipeline-harness.js';
+import { startGuardedNode } from './guarded-node.js';
+import { sseData } from './scripted-upstream.js';
 
 const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
 const RULES: GuardrailRule[] = [
@@ -41,15 +40,7 @@ function answerWith(message: Record<string, unknown>): { json: unknown } {
 }
 
 t.test('guardrails over OpenAI tool calls and reasoning', async (t) => {
-  const upstream = await startScriptedUpstream(t);
-  const plain = newCallerKey();
-  const node = await startPipelineNode(t, {
-    upstreamUrl: upstream.url,
-    bundle: (_base, hash) => ({
-      apiKeys: [bundleKey('key-a', hash, { guardrailPolicyId: 'p' }), bundleKey('key-plain', plain.sha256)],
-      guardrailPolicies: [policy('p', RULES)],
-    }),
-  });
+  const { upstream, node, plainSecret } = await startGuardedNode(t, RULES);
   const client = node.client();
   const streamBody = async (secret: string): Promise<{ status: number; body: string }> => {
     const res = await fetch(`${node.baseURL}/chat/completions`, {
@@ -330,7 +321,7 @@ t.test('guardrails over OpenAI tool calls and reasoning', async (t) => {
 
   await t.test('without output rules, streamed tool-call fragments pass byte for byte', async (t) => {
     upstream.answer = { sse: SPLIT_STREAM };
-    const { body } = await streamBody(plain.secret);
+    const { body } = await streamBody(plainSecret);
     t.same(sseData(body), SPLIT_STREAM.map((event) => event.slice('data: '.length, -2)));
   });
 });

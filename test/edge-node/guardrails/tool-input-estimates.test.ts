@@ -2,29 +2,13 @@
 // pre-authorisation reserves against: it counts every string and key, at any depth, and an
 // `arguments` object sent in place of its JSON text by its strings, without serialising anything.
 import t from 'tap';
-import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
-import { systemClock } from '../../../edge-node/src/pipeline/clock.js';
-import { newPipelineContext } from '../../../edge-node/src/pipeline/new-context.js';
-import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 import { messagesApi } from '../../../edge-node/src/providers/anthropic/messages.js';
 import { resolveDeferredTexts } from '../../../edge-node/src/providers/deferred-json-texts.js';
 import { MAX_DEPTH } from '../../../edge-node/src/providers/json-string-slots.js';
 import { chatCompletionsApi } from '../../../edge-node/src/providers/openai/chat-completions.js';
 import { isPartial } from '../../../edge-node/src/providers/partial-texts.js';
 import { estimateTokens } from '../../../edge-node/src/providers/token-estimate.js';
-
-function providerContext(api: 'chat.completions' | 'messages', body: unknown): PipelineContext {
-  return newPipelineContext({
-    requestId: 'req_test',
-    api,
-    surface: 'model',
-    http: { method: 'POST', path: api === 'messages' ? '/v1/messages' : '/v1/chat/completions', headers: {}, params: {} },
-    body,
-    deps: undefined as never,
-    clock: systemClock,
-    callerGone: new AbortSwitch(),
-  });
-}
+import { providerContext } from './guardrail-fixtures.js';
 
 /** `{"n":{"n":…{"s": leaf}}}`, `levels` objects deep. */
 function nested(levels: number, leaf: string): Record<string, unknown> {

@@ -4,20 +4,10 @@
 // over its history's tool-call arguments.
 import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
-import type { GuardrailRule } from '../../../proto/src/index.js';
+import { ESCAPED_TOOL_SECRET, TOOL_RULES, TOOL_SECRET } from './guardrail-fixtures.js';
 import { anthropicSdkError } from '../anthropic-fixtures.js';
-import { bundleKey, newCallerKey } from '../config-fixtures.js';
-import { startPipelineNode } from '../pipeline/pipeline-harness.js';
-import { policy } from './guardrail-fixtures.js';
-import { startScriptedUpstream } from './scripted-upstream.js';
+import { startGuardedNode } from './guarded-node.js';
 
-const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
-const ESCAPED_SECRET = 'sk-proj-\\u0041bc123Def456Ghi789Jkl0';
-const RULES: GuardrailRule[] = [
-  { detector: 'email', action: 'mask', on: 'both' },
-  { detector: 'secret', action: 'block', on: 'both' },
-  { detector: 'keywords', keywords: ['aurora'], action: 'block', on: 'both' },
-];
 
 const chatAnswer = (args: string): { json: unknown } => ({
   json: {
@@ -45,17 +35,7 @@ interface ChatBody {
 }
 
 t.test('tool-call input through the node', async (t) => {
-  const upstream = await startScriptedUpstream(t);
-  const plain = newCallerKey();
-  const node = await startPipelineNode(t, {
-    upstreamUrl: upstream.url,
-    bundle: (base, hash) => ({
-      apiKeys: [bundleKey('key-a', hash, { guardrailPolicyId: 'p' }), bundleKey('key-plain', plain.sha256)],
-      guardrailPolicies: [policy('p', RULES)],
-      upstreams: [...base.upstreams, { id: 'up-claude', name: 'claude', kind: 'anthropic', baseUrl: upstream.url, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 30_000 }],
-      routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
-    }),
-  });
+  const { upstream, node, plainSecret } = await startGuardedNode(t, TOOL_RULES);
   const chat = async (body: unknown, secret = node.secret): Promise<{ status: number; body: ChatBody }> => {
     const res = await fetch(`${node.baseURL}/chat/completions`, {
       method: 'POST',
@@ -76,7 +56,7 @@ t.test('tool-call input through the node', async (t) => {
   });
 
   await t.test("a JSON answer's arguments with a duplicate key are delivered as the value that was checked", async (t) => {
-    upstream.answer = chatAnswer(`{"q":"key ${SECRET}","q":"x"}`);
+    upstream.answer = chatAnswer(`{"q":"key ${TOOL_SECRET}","q":"x"}`);
     const reply = await chat({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] });
     t.equal(reply.status, 200);
     t.equal(reply.body.choices?.[0]?.message.tool_calls?.[0]?.function.arguments, '{"q":"x"}');
@@ -84,8 +64,8 @@ t.test('tool-call input through the node', async (t) => {
 
   await t.test("a secret written with a JSON escape in a JSON answer's arguments that are a string literal, or JSON cut short, is blocked", async (t) => {
     const cases: Array<[string, string]> = [
-      ['string literal', JSON.stringify(`key ${SECRET}`).replace('A', '\\u0041')],
-      ['cut short', `{"q":"key ${ESCAPED_SECRET}`],
+      ['string literal', JSON.stringify(`key ${TOOL_SECRET}`).replace('A', '\\u0041')],
+      ['cut short', `{"q":"key ${ESCAPED_TOOL_SECRET}`],
     ];
     for (const [what, args] of cases) {
       upstream.answer = chatAnswer(args);
@@ -115,7 +95,7 @@ t.test('tool-call input through the node', async (t) => {
     }) as typeof JSON.parse;
     let reply: { status: number; body: ChatBody };
     try {
-      reply = await chat({ model: 'echo', messages: historyWith(args) }, plain.secret);
+      reply = await chat({ model: 'echo', messages: historyWith(args) }, plainSecret);
     } finally {
       JSON.parse = parse;
     }
@@ -126,7 +106,7 @@ t.test('tool-call input through the node', async (t) => {
   });
 
   await t.test("a secret in a JSON answer's server_tool_use input blocks it, and an e-mail in its mcp_tool_use input is masked", async (t) => {
-    upstream.answer = anthropicAnswer([{ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: `key ${SECRET}` } }]);
+    upstream.answer = anthropicAnswer([{ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: `key ${TOOL_SECRET}` } }]);
     const err = await anthropicSdkError(client.messages.create({ model: 'claude', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }));
     t.equal(err.errorCode, 'ZN_ERR_GUARDRAIL_BLOCKED');
     upstream.answer = anthropicAnswer([{ type: 'mcp_tool_use', id: 'mcptoolu_1', name: 'send', server_name: 'mail', input: { to: 'bob@example.com' } }]);

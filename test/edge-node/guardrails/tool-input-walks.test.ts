@@ -4,10 +4,7 @@
 // until a direction has rules.
 import t from 'tap';
 import { applyPolicy, requestPolicy } from '../../../edge-node/src/guardrails/policy-engine.js';
-import type { PipelineContext, TextSlot } from '../../../edge-node/src/pipeline/context.js';
-import { systemClock } from '../../../edge-node/src/pipeline/clock.js';
-import { newPipelineContext } from '../../../edge-node/src/pipeline/new-context.js';
-import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
+import type { TextSlot } from '../../../edge-node/src/pipeline/context.js';
 import { guardrailsInStage } from '../../../edge-node/src/pipeline/stages/guardrails-in.js';
 import { guardrailsOutStage } from '../../../edge-node/src/pipeline/stages/guardrails-out.js';
 import { messagesApi } from '../../../edge-node/src/providers/anthropic/messages.js';
@@ -16,39 +13,18 @@ import { JsonStringWalk, jsonTextOf } from '../../../edge-node/src/providers/jso
 import { chatCompletionsApi } from '../../../edge-node/src/providers/openai/chat-completions.js';
 import { estimateTokens } from '../../../edge-node/src/providers/token-estimate.js';
 import type { GuardrailRule } from '../../../proto/src/index.js';
-import { guardContext, policy } from './guardrail-fixtures.js';
+import { ESCAPED_TOOL_SECRET, TOOL_RULES, TOOL_SECRET, guardContext, policy, providerContext } from './guardrail-fixtures.js';
 
-const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
-/** The secret with its "A" written as a JSON escape. */
-const ESCAPED_SECRET = 'sk-proj-\\u0041bc123Def456Ghi789Jkl0';
-const RULES: GuardrailRule[] = [
-  { detector: 'email', action: 'mask', on: 'both' },
-  { detector: 'secret', action: 'block', on: 'both' },
-  { detector: 'keywords', keywords: ['aurora'], action: 'block', on: 'both' },
-];
 
-/** `text` as a tool call's arguments, checked with RULES' input side: the rejection (if any) and the arguments that go on. */
+/** `text` as a tool call's arguments, checked with TOOL_RULES' input side: the rejection (if any) and the arguments that go on. */
 function checkArguments(text: string): { blocked: string | undefined; out: string } {
   const holder: Record<string, unknown> = { arguments: text };
   const walk = new JsonStringWalk();
   walk.addJsonText(holder, 'arguments');
   const slots = walk.finish();
-  const { ctx } = guardContext({ policies: [policy('p', RULES)], policyId: 'p' });
+  const { ctx } = guardContext({ policies: [policy('p', TOOL_RULES)], policyId: 'p' });
   const rejection = applyPolicy(ctx, requestPolicy(ctx)!, 'input', slots);
   return { blocked: rejection?.error.code, out: jsonTextOf(holder, 'arguments') };
-}
-
-function providerContext(api: 'chat.completions' | 'messages', body: unknown): PipelineContext {
-  return newPipelineContext({
-    requestId: 'req_test',
-    api,
-    surface: 'model',
-    http: { method: 'POST', path: api === 'messages' ? '/v1/messages' : '/v1/chat/completions', headers: {}, params: {} },
-    body,
-    deps: undefined as never,
-    clock: systemClock,
-    callerGone: new AbortSwitch(),
-  });
 }
 
 /** Runs `fn` counting JSON.parse calls on exactly `text`. */
@@ -75,7 +51,7 @@ t.test('masking 20 000 object keys to one placeholder renames each one distinctl
   const walk = new JsonStringWalk();
   walk.addJsonText(holder, 'arguments');
   const slots = walk.finish();
-  const { ctx } = guardContext({ policies: [policy('p', RULES)], policyId: 'p' });
+  const { ctx } = guardContext({ policies: [policy('p', TOOL_RULES)], policyId: 'p' });
   const compiled = requestPolicy(ctx)!;
   // Counted, and cut short well before a quadratic renaming (≈ KEYS² / 2 probes) would finish.
   const hasOwn = Object.hasOwn;
@@ -124,7 +100,7 @@ t.test('arguments with a duplicate key go on as the value that was checked (the 
 });
 
 t.test('arguments that are a JSON string literal are checked decoded, and re-serialised when masked', (t) => {
-  const blocked = checkArguments(JSON.stringify(`key ${SECRET}`).replace('A', '\\u0041'));
+  const blocked = checkArguments(JSON.stringify(`key ${TOOL_SECRET}`).replace('A', '\\u0041'));
   t.equal(blocked.blocked, 'ZN_ERR_GUARDRAIL_BLOCKED', 'an escape does not hide the secret');
   const masked = checkArguments('"mail bob\\u0040example.com"');
   t.equal(masked.blocked, undefined);
@@ -135,7 +111,7 @@ t.test('arguments that are a JSON string literal are checked decoded, and re-ser
 });
 
 t.test('arguments that are not JSON (cut short) are checked with their JSON escapes decoded, and a mask writes the decoded text', (t) => {
-  t.equal(checkArguments(`{"q":"key ${ESCAPED_SECRET}`).blocked, 'ZN_ERR_GUARDRAIL_BLOCKED');
+  t.equal(checkArguments(`{"q":"key ${ESCAPED_TOOL_SECRET}`).blocked, 'ZN_ERR_GUARDRAIL_BLOCKED');
   t.equal(checkArguments('{"to":"bob\\u0040example.com", "body":"line\\none').out, '{"to":"[EMAIL]", "body":"line\none');
   const untouched = '{"to":"caf\\u00e9 \\q \\u12';
   t.equal(checkArguments(untouched).out, untouched, 'without a match the text stays as it came, odd escapes and all');

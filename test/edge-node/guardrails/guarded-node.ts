@@ -1,0 +1,32 @@
+// A listening node in front of a scripted upstream, for the guardrail tests that go through HTTP:
+// key-a under guardrail policy "p" (the given rules), key-plain under none, and besides the
+// harness's OpenAI route a `claude` alias to the same upstream as an Anthropic one.
+import type { GuardrailRule } from '../../../proto/src/index.js';
+import { bundleKey, newCallerKey } from '../config-fixtures.js';
+import { startPipelineNode } from '../pipeline/pipeline-harness.js';
+import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+import { policy } from './guardrail-fixtures.js';
+import { startScriptedUpstream } from './scripted-upstream.js';
+import type { ScriptedUpstream } from './scripted-upstream.js';
+
+export interface GuardedNode {
+  upstream: ScriptedUpstream;
+  node: PipelineNode;
+  /** The secret of key-plain (no policy); key-a's is node.secret. */
+  plainSecret: string;
+}
+
+export async function startGuardedNode(t: { teardown(fn: () => unknown): void }, rules: GuardrailRule[]): Promise<GuardedNode> {
+  const upstream = await startScriptedUpstream(t);
+  const plain = newCallerKey();
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    bundle: (base, hash) => ({
+      apiKeys: [bundleKey('key-a', hash, { guardrailPolicyId: 'p' }), bundleKey('key-plain', plain.sha256)],
+      guardrailPolicies: [policy('p', rules)],
+      upstreams: [...base.upstreams, { id: 'up-claude', name: 'claude', kind: 'anthropic', baseUrl: upstream.url, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 30_000 }],
+      routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
+    }),
+  });
+  return { upstream, node, plainSecret: plain.secret };
+}
