@@ -146,4 +146,43 @@ t.test('tool-call input through the node', async (t) => {
     const sent = upstream.requests[before]?.body as { messages: Array<{ content: Array<{ input?: unknown }> }> };
     t.same(sent.messages[1]?.content.map((block) => block.input), [{ query: '[EMAIL]' }, { to: '[EMAIL]' }]);
   });
+
+  const sendMessages = (content: unknown[]): Promise<Response> =>
+    fetch(`${node.origin}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': node.secret },
+      body: JSON.stringify({ model: 'claude', max_tokens: 100, messages: [{ role: 'user', content }] }),
+    });
+
+  await t.test("a secret in a request's mcp_tool_result, search_result or document text is refused before the upstream sees it", async (t) => {
+    upstream.answer = anthropicAnswer([{ type: 'text', text: 'ok' }]);
+    const before = upstream.requests.length;
+    const carriers: unknown[] = [
+      { type: 'mcp_tool_result', tool_use_id: 'mcptoolu_1', content: [{ type: 'text', text: `key ${TOOL_SECRET}` }] },
+      { type: 'search_result', source: 'https://example.com', title: 'notes', content: [{ type: 'text', text: `key ${TOOL_SECRET}` }] },
+      { type: 'document', source: { type: 'text', media_type: 'text/plain', data: `key ${TOOL_SECRET}` } },
+      { type: 'document', source: { type: 'content', content: [{ type: 'text', text: `key ${TOOL_SECRET}` }] } },
+      { type: 'document', title: `key ${TOOL_SECRET}`, source: { type: 'text', media_type: 'text/plain', data: 'fine' } },
+    ];
+    for (const block of carriers) {
+      const res = await sendMessages([block, { type: 'text', text: 'summarise' }]);
+      t.equal(res.status, 400, JSON.stringify(block).slice(0, 60));
+      t.equal(((await res.json()) as { error: { type: string; message: string } }).error.type, 'invalid_request_error');
+    }
+    t.equal(upstream.requests.length, before, 'none reached the upstream');
+  });
+
+  await t.test("an e-mail in a document's text is masked in what the upstream receives, and one in an answer's mcp_tool_result text is masked for the caller", async (t) => {
+    upstream.answer = anthropicAnswer([{ type: 'text', text: 'ok' }]);
+    const before = upstream.requests.length;
+    const res = await sendMessages([{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'write to bob@example.com' } }]);
+    t.equal(res.status, 200);
+    const sent = upstream.requests[before]?.body as { messages: Array<{ content: Array<{ source: { data: string } }> }> };
+    t.equal(sent.messages[0]?.content[0]?.source.data, 'write to [EMAIL]');
+    upstream.answer = anthropicAnswer([{ type: 'mcp_tool_result', tool_use_id: 'mcptoolu_1', is_error: false, content: [{ type: 'text', text: 'sent to eve@example.org' }] }]);
+    const answered = await sendMessages([{ type: 'text', text: 'hi' }]);
+    t.equal(answered.status, 200);
+    const message = (await answered.json()) as { content: Array<{ content: Array<{ text: string }> }> };
+    t.equal(message.content[0]?.content[0]?.text, 'sent to [EMAIL]');
+  });
 });

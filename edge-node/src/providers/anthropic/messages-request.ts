@@ -50,18 +50,28 @@ export function isToolUseBlock(block: Record<string, unknown>): boolean {
 }
 
 /**
- * Slots for the text in `blocks`: text blocks, thinking blocks (earlier turns' reasoning), the
- * strings inside tool-use blocks' `input` (what the model passed a tool; deferred until guardrails
- * have rules to check them with, deferred-json-texts.ts) and the text inside tool_result blocks
- * (what tools fed back).
+ * Slots for the text in `blocks` (a request's content, or an answer's): text blocks, thinking
+ * blocks (reasoning), the strings inside tool-use blocks' `input` (what the model passed a tool;
+ * deferred until guardrails have rules to check them with, deferred-json-texts.ts), the text
+ * inside tool results (`tool_result` and the server's own `*_tool_result`: what tools fed back),
+ * search results (title and text) and documents given as plain text or as content blocks (title,
+ * context and text). Opaque fields (signatures, encrypted content, base64 data) are not text.
  */
-function blockSlots(blocks: unknown[], into: TextSlot[]): void {
+export function contentBlockSlots(blocks: unknown[], into: TextSlot[]): void {
   for (const block of blocks) {
     if (!isRecord(block)) continue;
-    if (block.type === 'text' && typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
-    else if (block.type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
+    const type = block.type;
+    if (type === 'text' && typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
+    else if (type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
     else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
-    else if (block.type === 'tool_result') contentSlots(block, into);
+    else if (type === 'tool_result' || (typeof type === 'string' && type.endsWith('_tool_result'))) contentSlots(block, into);
+    else if (type === 'search_result' || type === 'document') {
+      for (const field of ['title', 'context'] as const) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
+      contentSlots(block, into);
+      const source = block.source;
+      if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
+      else if (isRecord(source) && source.type === 'content') contentSlots(source, into);
+    }
   }
 }
 
@@ -69,7 +79,7 @@ function blockSlots(blocks: unknown[], into: TextSlot[]): void {
 function contentSlots(holder: Record<string, unknown>, into: TextSlot[], key = 'content'): void {
   const value = holder[key];
   if (typeof value === 'string') into.push(new FieldSlot(holder, key));
-  else if (Array.isArray(value)) blockSlots(value, into);
+  else if (Array.isArray(value)) contentBlockSlots(value, into);
 }
 
 /** Every piece of caller text in `body` (the forwarded body), system prompt first. */

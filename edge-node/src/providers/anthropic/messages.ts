@@ -16,13 +16,13 @@ import type { AttemptResult } from '../../routing/forward-plan.js';
 import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { validateBody } from '../request-body.js';
-import { FieldSlot, isRecord, tokenCount } from '../text-slot.js';
+import { isRecord, tokenCount } from '../text-slot.js';
 import { passedHeaders, readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
-import { inputTextSlots, isToolUseBlock, messagesRequestSchema } from './messages-request.js';
+import { contentBlockSlots, inputTextSlots, messagesRequestSchema } from './messages-request.js';
 import { anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
-import { deferJsonValue, estimateInputTokens } from '../deferred-json-texts.js';
+import { estimateInputTokens } from '../deferred-json-texts.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
@@ -53,21 +53,13 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
 }
 
 /**
- * A JSON answer: the alias in `model`, its text and thinking blocks and the strings of its tool
- * calls' input (deferred until output rules check them, deferred-json-texts.ts) as slots, its
- * usage recorded.
+ * A JSON answer: the alias in `model`, its text as slots (the same blocks as a request's:
+ * contentBlockSlots; tool calls' input deferred until output rules check it), its usage recorded.
  */
 function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamReply {
   if (typeof answer.model === 'string') answer.model = alias;
   const texts: TextSlot[] = [];
-  if (Array.isArray(answer.content)) {
-    for (const block of answer.content) {
-      if (!isRecord(block)) continue;
-      if (block.type === 'text' && typeof block.text === 'string') texts.push(new FieldSlot(block, 'text'));
-      else if (block.type === 'thinking' && typeof block.thinking === 'string') texts.push(new FieldSlot(block, 'thinking'));
-      else if (isToolUseBlock(block)) deferJsonValue(texts, block, 'input');
-    }
-  }
+  if (Array.isArray(answer.content)) contentBlockSlots(answer.content, texts);
   if (isRecord(answer.usage)) {
     const inputTokens = anthropicInputTokens(answer.usage);
     if (inputTokens !== undefined) ctx.upstreamUsage = { inputTokens, outputTokens: tokenCount(answer.usage.output_tokens) ?? 0, estimated: false };
