@@ -271,13 +271,15 @@ class DecodedTextSlot implements TextSlot {
  */
 function countJsonStrings(text: string): number {
   let count = 0;
-  for (let i = text.indexOf('"'); i !== -1; i = text.indexOf('"', i + 1)) {
-    count += 1;
-    // To the closing quote: an escape takes the character after it along.
-    i += 1;
-    while (i < text.length && text.charCodeAt(i) !== QUOTE) i += text.charCodeAt(i) === BACKSLASH ? 2 : 1;
-  }
+  for (let i = text.indexOf('"'); i !== -1; i = text.indexOf('"', closingQuote(text, i) + 1)) count += 1;
   return count;
+}
+
+/** Where the string literal opened at `open` ends (its closing quote, or the text's length): an escape takes the character after it along. */
+function closingQuote(text: string, open: number): number {
+  let i = open + 1;
+  while (i < text.length && text.charCodeAt(i) !== QUOTE) i += text.charCodeAt(i) === BACKSLASH ? 2 : 1;
+  return i;
 }
 
 /** Integers of 16 digits or more: past 2^53 a double rounds them. */
@@ -295,10 +297,7 @@ function quoteLongIntegers(text: string): string {
   while (i < text.length) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
-      // Skip the string: an escape takes the character after it along.
-      i += 1;
-      while (i < text.length && text.charCodeAt(i) !== QUOTE) i += text.charCodeAt(i) === BACKSLASH ? 2 : 1;
-      i += 1;
+      i = closingQuote(text, i) + 1;
     } else if (isDigit(c) || (c === MINUS && isDigit(text.charCodeAt(i + 1)))) {
       const start = i;
       i += 1;
