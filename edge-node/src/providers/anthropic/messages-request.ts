@@ -8,6 +8,8 @@
 import { z } from 'zod';
 import type { TextSlot } from '../../pipeline/context.js';
 import { deferJsonValue } from '../deferred-json-texts.js';
+import { MAX_DEPTH } from '../json-string-slots.js';
+import { markPartial } from '../partial-texts.js';
 import { FieldSlot, isRecord } from '../text-slot.js';
 
 /** Bounds on what the node reads; the body as a whole is already bounded by the HTTP body limit. */
@@ -50,36 +52,60 @@ export function isToolUseBlock(block: Record<string, unknown>): boolean {
 }
 
 /**
+ * Text fields of a server tool's result payload (a `*_tool_result` block's `content`, or an item
+ * of it: `web_search_result`, `web_fetch_result`, `code_execution_result`, …); its own `content`
+ * is walked too (a fetched page is a `document`, a text editor's view a string).
+ */
+const RESULT_TEXT_FIELDS = ['title', 'url', 'stdout', 'stderr'] as const;
+
+/**
  * Slots for the text in `blocks` (a request's content, or an answer's): text blocks, thinking
  * blocks (reasoning), the strings inside tool-use blocks' `input` (what the model passed a tool;
  * deferred until guardrails have rules to check them with, deferred-json-texts.ts), the text
- * inside tool results (`tool_result` and the server's own `*_tool_result`: what tools fed back),
- * search results (title and text) and documents given as plain text or as content blocks (title,
- * context and text). Opaque fields (signatures, encrypted content, base64 data) are not text.
+ * inside tool results (`tool_result` and the server's own `*_tool_result`: what tools fed back,
+ * down to their payloads' titles, URLs and output), search results (title and text) and documents
+ * given as plain text or as content blocks (title, context and text). Opaque fields (signatures,
+ * encrypted content, base64 data, file ids) are not text.
  */
-export function contentBlockSlots(blocks: unknown[], into: TextSlot[]): void {
-  for (const block of blocks) {
-    if (!isRecord(block)) continue;
-    const type = block.type;
-    if (type === 'text' && typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
-    else if (type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
-    else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
-    else if (type === 'tool_result' || (typeof type === 'string' && type.endsWith('_tool_result'))) contentSlots(block, into);
-    else if (type === 'search_result' || type === 'document') {
-      for (const field of ['title', 'context'] as const) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
-      contentSlots(block, into);
-      const source = block.source;
-      if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
-      else if (isRecord(source) && source.type === 'content') contentSlots(source, into);
-    }
+export function contentBlockSlots(blocks: unknown[], into: TextSlot[], depth = 0): void {
+  for (const block of blocks) if (isRecord(block)) blockSlots(block, into, depth);
+}
+
+/**
+ * Slots for the text in one block (see contentBlockSlots); also a stream's content_block_start.
+ * Results nest blocks in blocks: past MAX_DEPTH levels (an upstream's answer is not depth-checked
+ * as a request is) the list is marked partial, so guardrails with rules fail closed rather than the
+ * walk running out of stack.
+ */
+export function blockSlots(block: Record<string, unknown>, into: TextSlot[], depth = 0): void {
+  const type = block.type;
+  if (typeof type !== 'string') return;
+  if (depth > MAX_DEPTH) {
+    markPartial(into);
+    return;
+  }
+  if (type === 'text' && typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
+  else if (type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
+  else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
+  else if (type === 'tool_result' || type.endsWith('_tool_result')) contentSlots(block, into, 'content', depth);
+  else if (type === 'search_result' || type === 'document') {
+    for (const field of ['title', 'context'] as const) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
+    contentSlots(block, into, 'content', depth);
+    const source = block.source;
+    if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
+    else if (isRecord(source) && source.type === 'content') contentSlots(source, into, 'content', depth);
+  } else if (type.endsWith('_result')) {
+    for (const field of RESULT_TEXT_FIELDS) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
+    contentSlots(block, into, 'content', depth);
   }
 }
 
-/** Slots for `holder.content` whether it is a string or blocks. */
-function contentSlots(holder: Record<string, unknown>, into: TextSlot[], key = 'content'): void {
+/** Slots for `holder.content` whether it is a string, blocks, or one payload object (a server tool's result). */
+function contentSlots(holder: Record<string, unknown>, into: TextSlot[], key = 'content', depth = 0): void {
   const value = holder[key];
   if (typeof value === 'string') into.push(new FieldSlot(holder, key));
-  else if (Array.isArray(value)) contentBlockSlots(value, into);
+  else if (Array.isArray(value)) contentBlockSlots(value, into, depth + 1);
+  else if (isRecord(value)) blockSlots(value, into, depth + 1);
 }
 
 /** Every piece of caller text in `body` (the forwarded body), system prompt first. */

@@ -3,7 +3,8 @@
  * `message_start` carries the input usage (its `model` becomes the caller's alias),
  * `message_delta` the final output usage (until then the usage is partial: `estimated`),
  * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
- * tool block's `input`; Anthropic's own are empty), `content_block_delta` the text of a
+ * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
+ * whole there, with no deltas), `content_block_delta` the text of a
  * `text_delta`, `thinking_delta` or (JSON, a tool_use block's input in fragments)
  * `input_json_delta` (each a slot a guardrail may rewrite, after which `data` is re-serialised,
  * lazily, when written), and `message_stop` is terminal. An upstream `event: error` or a stream that ends without
@@ -13,9 +14,12 @@ import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, Usage } from '../../pipeline/context.js';
 import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
+import { resolveDeferredTexts } from '../deferred-json-texts.js';
+import { isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
+import { blockSlots, isToolUseBlock } from './messages-request.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 type Json = Record<string, unknown>;
@@ -35,8 +39,10 @@ export class AnthropicStreamEvent implements StreamEvent {
   texts: TextSlot[] = NO_TEXTS;
   dirty = false;
   terminal?: true;
-  /** Set on a content_block_start whose tool input is a slot: that JSON part ends in this event. */
+  /** Set on a content_block_start whose tool input or whole texts are slots: those parts end in this event. */
   endsText?: readonly number[];
+  /** The whole texts of a content_block_start (a server tool's result), written into `parsed` when serialised. */
+  wholeTexts?: WholeTextSlot[];
   private wire: SseEvent;
 
   constructor(
@@ -52,6 +58,7 @@ export class AnthropicStreamEvent implements StreamEvent {
   }
 
   get sse(): SseEvent {
+    if (this.wholeTexts !== undefined) for (const slot of this.wholeTexts) slot.commit();
     if (this.dirty) {
       this.wire = { event: this.wire.event ?? String(this.parsed.type), data: JSON.stringify(this.parsed) };
       this.dirty = false;
@@ -66,8 +73,8 @@ const DELTA_TEXT_FIELDS: Readonly<Record<string, string>> = { text_delta: 'text'
 const TOOL_INPUT_PART = 1;
 /** TextSlot.part of the `input` a tool_use block starts with (whole; Anthropic's is `{}`). */
 const TOOL_START_INPUT_PART = 2;
-/** Block types whose content_block_start carries an `input` object (tools the model or a server calls). */
-const TOOL_USE_BLOCKS: ReadonlySet<string> = new Set(['tool_use', 'server_tool_use', 'mcp_tool_use']);
+/** TextSlot.part of the first whole text a content_block_start carries (a server tool's result); the next ones follow. */
+const FIRST_WHOLE_TEXT_PART = 3;
 /** The delta type that continues each block type a content_block_start opens with text. */
 const BLOCK_DELTA_TYPES: Readonly<Record<string, string>> = { text: 'text_delta', thinking: 'thinking_delta', tool_use: 'input_json_delta', server_tool_use: 'input_json_delta', mcp_tool_use: 'input_json_delta' };
 
@@ -119,18 +126,68 @@ class StartInputSlot implements TextSlot {
 }
 
 /**
+ * A text a content_block_start carries whole (a field of a server tool's result: no delta follows),
+ * a part of the block that ends in its own event. A guardrail writes it more than once in that
+ * event (what it releases, then the rest), so the field is written only when the event is
+ * serialised, and only if the final text differs: a text that went through unchanged leaves the
+ * event byte for byte as it came.
+ */
+class WholeTextSlot implements TextSlot {
+  private current: string;
+
+  constructor(
+    private readonly field: TextSlot,
+    private readonly owner: AnthropicStreamEvent,
+    readonly channel: number,
+    readonly part: number,
+  ) {
+    this.current = field.text;
+  }
+
+  get text(): string {
+    return this.current;
+  }
+
+  set text(value: string) {
+    this.current = value;
+  }
+
+  commit(): void {
+    if (this.current === this.field.text) return;
+    this.field.text = this.current;
+    this.owner.dirty = true;
+  }
+}
+
+/**
  * The slots of what a content_block_start already carries: a text or thinking block's opening
  * text (the start of the block's text), a tool block's `input` (a JSON part checked whole: the
- * event ends it). Anthropic sends '' and `{}` there, which make no slot.
+ * event ends it). Anthropic sends '' and `{}` there, which make no slot. Any other block (a server
+ * tool's result: `web_search_tool_result`, `web_fetch_tool_result`, `mcp_tool_result`, …) comes
+ * whole, with no deltas: its texts, as a JSON answer's (blockSlots), are parts of their own, each
+ * checked whole in this event, which ends them.
  */
 function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
   const type = block.type;
   if (type === 'text' || type === 'thinking') {
     return typeof block[type] === 'string' && block[type] !== '' ? [new FieldSlot(block, type, event)] : NO_TEXTS;
   }
-  if (typeof type !== 'string' || !TOOL_USE_BLOCKS.has(type) || !hasContent(block.input)) return NO_TEXTS;
+  if (isToolUseBlock(block)) {
+    if (!hasContent(block.input)) return NO_TEXTS;
+    event.endsText = [event.index];
+    return [new StartInputSlot(block, event, event.index)];
+  }
+  const fields: TextSlot[] = [];
+  blockSlots(block, fields);
+  // A tool call inside a result is a stand-in until walked; whole texts are checked in this event.
+  resolveDeferredTexts(fields);
+  if (fields.length === 0 && !isPartial(fields)) return NO_TEXTS;
+  const wholeTexts = fields.map((field, i) => new WholeTextSlot(field, event, event.index, FIRST_WHOLE_TEXT_PART + i));
+  // What the walk could not reach makes the stream guard block (fail closed), as in a JSON answer.
+  if (isPartial(fields)) markPartial(wholeTexts);
+  event.wholeTexts = wholeTexts;
   event.endsText = [event.index];
-  return [new StartInputSlot(block, event, event.index)];
+  return wholeTexts;
 }
 
 /** Whether `input` is anything but an empty object (Anthropic's placeholder) or absent. */

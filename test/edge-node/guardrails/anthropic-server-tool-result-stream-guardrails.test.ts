@@ -1,0 +1,211 @@
+// Guardrails over the results of Anthropic's server tools (web search, web fetch, code execution,
+// MCP), which a stream carries whole in their content_block_start with no deltas after: through a
+// listening node with the official @anthropic-ai/sdk and a scripted upstream, each text of such a
+// block is checked whole in that event (masked in place, or ending the stream on a block rule),
+// nothing waits for deltas that never come, and a block nothing matched goes out byte for byte.
+// The same texts in a JSON answer are checked too (one walk for both). A flag rule is checked on
+// the provider's own events under the stream guard, where its verdict can be read.
+import Anthropic from '@anthropic-ai/sdk';
+import t from 'tap';
+import { compilePolicy } from '../../../edge-node/src/guardrails/compiled-policy.js';
+import { guardStream } from '../../../edge-node/src/guardrails/stream-guard.js';
+import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
+import { anthropicStreamEvents, deltaEventLike, errorStreamEvent } from '../../../edge-node/src/providers/anthropic/messages-stream.js';
+import type { GuardrailRule } from '../../../proto/src/index.js';
+import { anthropicSdkError } from '../anthropic-fixtures.js';
+import { startGuardedNode } from './guarded-node.js';
+import { drain, guardContext, policy } from './guardrail-fixtures.js';
+import type { StreamReply } from './guardrail-fixtures.js';
+import { sseData } from './scripted-upstream.js';
+
+const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
+const RULES: GuardrailRule[] = [
+  { detector: 'email', action: 'mask', on: 'both' },
+  { detector: 'secret', action: 'block', on: 'both' },
+];
+const TOOLS = [{ type: 'web_search_20250305' as const, name: 'web_search' as const }];
+const USER = [{ role: 'user' as const, content: 'who runs the project?' }];
+
+const event = (type: string, body: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`;
+const MESSAGE_START = event('message_start', {
+  message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } },
+});
+const MESSAGE_END = [event('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 20 } }), event('message_stop', {})];
+/** The server's call, as Anthropic streams it: an empty input, then its JSON in a delta. */
+const SEARCH_CALL = [
+  event('content_block_start', { index: 0, content_block: { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} } }),
+  event('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: '{"query":"project lead"}' } }),
+  event('content_block_stop', { index: 0 }),
+];
+const searchResult = (title: string, url: string): Record<string, unknown> => ({ type: 'web_search_result', title, url, encrypted_content: 'EqgfCioIARgBIiQ3YTAwMjY1', page_age: 'April 30, 2025' });
+/** A whole block in its content_block_start, then its stop: how Anthropic streams a server tool's result. */
+const wholeBlock = (index: number, block: Record<string, unknown>): string[] => [event('content_block_start', { index, content_block: block }), event('content_block_stop', { index })];
+const answerText = (index: number, text: string): string[] => [
+  event('content_block_start', { index, content_block: { type: 'text', text: '' } }),
+  event('content_block_delta', { index, delta: { type: 'text_delta', text } }),
+  event('content_block_stop', { index }),
+];
+
+const MASKED_SEARCH = {
+  type: 'web_search_tool_result',
+  tool_use_id: 'srvtoolu_1',
+  content: [searchResult('Contact bob@corp.test for access', 'https://corp.test/team?owner=eve@corp.test'), searchResult('Team page', 'https://corp.test/team')],
+};
+
+type WireEvent = { type: string; index?: number; content_block?: Record<string, unknown> };
+const wireEvents = (body: string): WireEvent[] => sseData(body).map((data) => JSON.parse(data) as WireEvent);
+
+t.test('guardrails over Anthropic server tool results in streams', async (t) => {
+  const { upstream, node } = await startGuardedNode(t, RULES);
+  const client = new Anthropic({ baseURL: node.origin, apiKey: node.secret, maxRetries: 0, timeout: 20_000 });
+  const streamBody = async (): Promise<{ status: number; body: string }> => {
+    const res = await fetch(`${node.origin}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': node.secret },
+      body: JSON.stringify({ model: 'claude', max_tokens: 100, stream: true, messages: USER, tools: TOOLS }),
+    });
+    return { status: res.status, body: await res.text() };
+  };
+
+  await t.test("e-mails in a streamed web_search_tool_result's titles and URLs are masked in its content_block_start, which the SDK assembles", async (t) => {
+    upstream.answer = { sse: [MESSAGE_START, ...SEARCH_CALL, ...wholeBlock(1, MASKED_SEARCH), ...answerText(2, 'Ask the team.'), ...MESSAGE_END] };
+    const message = await client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }).finalMessage();
+    t.same(message.content[1], {
+      type: 'web_search_tool_result',
+      tool_use_id: 'srvtoolu_1',
+      content: [searchResult('Contact [EMAIL] for access', 'https://corp.test/team?owner=[EMAIL]'), searchResult('Team page', 'https://corp.test/team')],
+    });
+    t.match(message.content[2], { type: 'text', text: 'Ask the team.' });
+    const { body } = await streamBody();
+    t.notMatch(body, /bob@|eve@/, 'no address goes out');
+    const own = wireEvents(body).filter((e) => e.index === 1);
+    t.same(
+      own.map((e) => e.type),
+      ['content_block_start', 'content_block_stop'],
+      'the block goes out in its own start event, with no delta added after it',
+    );
+  });
+
+  const OTHER_RESULTS: Record<string, Record<string, unknown>> = {
+    web_fetch_tool_result: {
+      type: 'web_fetch_tool_result',
+      tool_use_id: 'srvtoolu_2',
+      content: {
+        type: 'web_fetch_result',
+        url: 'https://corp.test/about',
+        retrieved_at: '2025-08-25T10:30:00Z',
+        content: { type: 'document', title: 'About', source: { type: 'text', media_type: 'text/plain', data: 'Write to bob@corp.test today.' }, citations: { enabled: true } },
+      },
+    },
+    code_execution_tool_result: {
+      type: 'code_execution_tool_result',
+      tool_use_id: 'srvtoolu_3',
+      content: { type: 'code_execution_result', stdout: 'owner: bob@corp.test\n', stderr: '', return_code: 0, content: [] },
+    },
+    bash_code_execution_tool_result: {
+      type: 'bash_code_execution_tool_result',
+      tool_use_id: 'srvtoolu_4',
+      content: { type: 'bash_code_execution_result', stdout: '', stderr: 'mail to bob@corp.test failed', return_code: 1, content: [{ type: 'bash_code_execution_output', file_id: 'file_1' }] },
+    },
+    mcp_tool_result: { type: 'mcp_tool_result', tool_use_id: 'mcptoolu_1', is_error: false, content: [{ type: 'text', text: 'owner is bob@corp.test' }] },
+  };
+  for (const [type, block] of Object.entries(OTHER_RESULTS)) {
+    await t.test(`an e-mail in a streamed ${type} is masked in its content_block_start, the rest of the block as it came`, async (t) => {
+      upstream.answer = { sse: [MESSAGE_START, ...wholeBlock(0, block), ...MESSAGE_END] };
+      const message = await client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }).finalMessage();
+      t.same(message.content[0], JSON.parse(JSON.stringify(block).replaceAll('bob@corp.test', '[EMAIL]')) as unknown);
+    });
+  }
+
+  await t.test("a secret in a streamed web_search_tool_result's title ends the stream with the guardrail code, none of the block sent", async (t) => {
+    const leaky = { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [searchResult(`leaked key ${SECRET}`, 'https://corp.test/leak')] };
+    upstream.answer = { sse: [MESSAGE_START, ...SEARCH_CALL, ...wholeBlock(1, leaky), ...answerText(2, 'done'), ...MESSAGE_END] };
+    const { status, body } = await streamBody();
+    t.equal(status, 200, 'the stream had started');
+    t.match(body, /event: error/);
+    t.match(body, /ZN_ERR_GUARDRAIL_BLOCKED/);
+    t.notMatch(body, /sk-proj|Abc123|corp\.test\/leak/, 'nothing of the blocked block goes out');
+    t.notMatch(body, /message_stop/);
+    t.match(body, /project lead/, 'the server call before it was delivered');
+    const err = await anthropicSdkError(client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }).finalMessage());
+    t.equal(err.errorCode, 'ZN_ERR_GUARDRAIL_BLOCKED', 'the SDK raises the stream error with our code');
+  });
+
+  await t.test('a streamed web_search_tool_result nothing matched goes out byte for byte, long titles and JSON escapes included, beside one that was masked', async (t) => {
+    // Written as no JSON.stringify would (escaped é and slashes), with a title longer than the
+    // guard's window: re-serialising the event, or writing back what the guard released first,
+    // would show.
+    const clean =
+      'event: content_block_start\ndata: {"type":"content_block_start","index":2,"content_block":{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1",' +
+      `"content":[{"type":"web_search_result","title":"Caf\\u00e9 ${'menu '.repeat(120)}","url":"https:\\/\\/corp.test\\/menu","encrypted_content":"EqgfCioI","page_age":null}]}}\n\n`;
+    upstream.answer = { sse: [MESSAGE_START, ...SEARCH_CALL, ...wholeBlock(1, MASKED_SEARCH), clean, event('content_block_stop', { index: 2 }), ...MESSAGE_END] };
+    const { body } = await streamBody();
+    t.notMatch(body, /bob@|eve@/, 'the other block was masked');
+    t.ok(body.includes(clean), 'the unmatched block is the upstream bytes');
+    const message = await client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }).finalMessage();
+    t.match(message.content[2], { type: 'web_search_tool_result', content: [{ title: `Café ${'menu '.repeat(120)}`, url: 'https://corp.test/menu' }] });
+  });
+
+  await t.test('a server tool result nested thousands of levels deep is blocked, streamed or in a JSON answer, instead of exhausting the stack or passing unchecked', async (t) => {
+    // Results nest blocks in their content; an upstream answer is not depth-checked as a request is.
+    let nested: Record<string, unknown> = { type: 'web_fetch_result', url: 'https://corp.test/deep', content: { type: 'text', text: 'deep' } };
+    for (let i = 0; i < 3000; i += 1) nested = { type: 'web_fetch_result', content: nested };
+    const deep = { type: 'web_fetch_tool_result', tool_use_id: 'srvtoolu_1', content: nested };
+    upstream.answer = { sse: [MESSAGE_START, ...SEARCH_CALL, ...wholeBlock(1, deep), ...answerText(2, 'done'), ...MESSAGE_END] };
+    const { status, body } = await streamBody();
+    t.equal(status, 200, 'the stream had started');
+    t.match(body, /ZN_ERR_GUARDRAIL_BLOCKED/);
+    t.match(body, /nested too deep/);
+    t.notMatch(body, /corp\.test\/deep/, 'nothing of the unchecked block goes out');
+    upstream.answer = {
+      json: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-real', content: [deep], stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 7 } },
+    };
+    const err = await anthropicSdkError(client.messages.create({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }));
+    t.equal(err.errorCode, 'ZN_ERR_GUARDRAIL_BLOCKED');
+  });
+
+  await t.test("an e-mail in a JSON answer's web_search_tool_result and web_fetch_tool_result is masked", async (t) => {
+    upstream.answer = {
+      json: {
+        id: 'msg_1',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-real',
+        content: [MASKED_SEARCH, OTHER_RESULTS.web_fetch_tool_result, { type: 'text', text: 'Ask the team.' }],
+        stop_reason: 'end_turn',
+        stop_sequence: null,
+        usage: { input_tokens: 5, output_tokens: 7 },
+      },
+    };
+    const message = await client.messages.create({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS });
+    t.notMatch(JSON.stringify(message.content), /bob@|eve@/);
+    t.match(message.content[0], { content: [{ title: 'Contact [EMAIL] for access', url: 'https://corp.test/team?owner=[EMAIL]' }, { title: 'Team page' }] });
+    t.match(message.content[1], { content: { url: 'https://corp.test/about', content: { title: 'About', source: { data: 'Write to [EMAIL] today.' } } } });
+  });
+});
+
+t.test("a flag rule records a verdict for a streamed server tool result's text and leaves its event as it came", async (t) => {
+  const p = policy('watch', [{ detector: 'email', action: 'flag', on: 'output' }]);
+  const { ctx } = guardContext({ policies: [p], policyId: 'watch', stream: true });
+  const wire = [MESSAGE_START, ...wholeBlock(0, MASKED_SEARCH), ...MESSAGE_END];
+  async function* upstreamBody(): AsyncGenerator<Uint8Array> {
+    for (const text of wire) yield new TextEncoder().encode(text);
+  }
+  const reply: StreamReply = {
+    kind: 'stream',
+    status: 200,
+    headers: {},
+    events: anthropicStreamEvents(upstreamBody(), { ctx, upstream: 'up', alias: 'claude', sentAt: 0, signal: new AbortSwitch(), release: () => undefined }),
+    textEvent: deltaEventLike,
+    errorEvent: errorStreamEvent,
+  };
+  guardStream(ctx, compilePolicy(p), reply);
+  const { events, error } = await drain(reply);
+  t.equal(error, undefined);
+  t.same(
+    events.map((e) => `event: ${e.event}\ndata: ${e.data}\n\n`),
+    wire,
+    'every event goes out as the upstream sent it',
+  );
+  t.same(ctx.guardrails, [{ policyId: 'watch', rule: 0, detector: 'email', action: 'flag', on: 'output', matches: 2 }]);
+});
