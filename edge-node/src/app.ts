@@ -18,6 +18,7 @@ import { noCredit } from './billing/credit-leases.js';
 import { noMetrics } from './metrics/pipeline-metrics.js';
 import type { RequestWindow } from './metrics/request-window.js';
 import type { PipelineDeps } from './pipeline/deps.js';
+import { SessionOwners } from './providers/mcp/session-owners.js';
 import { noRateLimits } from './rate-limit/rate-limiter.js';
 import { noSpool } from './spool/request-spool.js';
 import { REQUEST_ID_HEADER, generateRequestId, resolveRequestId } from './request-id.js';
@@ -35,7 +36,7 @@ export interface AppDeps {
   upstreams?: UpstreamPool;
   /** Counts finished requests (and server-side failures) for the control heartbeat's figures. */
   requestWindow?: RequestWindow;
-  /** Spool, limits, credit, metrics for the pipeline; each defaults to "off" (tests that are not about it). */
+  /** Spool, limits, credit, metrics, MCP session owners for the pipeline; each defaults to "off" (session owners: in memory) for tests that are not about it. */
   services?: Partial<PipelineServices>;
 }
 
@@ -137,6 +138,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     credit: services.credit ?? noCredit,
     spool: services.spool ?? noSpool,
     metrics: services.metrics ?? noMetrics,
+    // Without one from the services (tests), this app's own table in memory.
+    sessionOwners: services.sessionOwners ?? new SessionOwners(undefined, deps.logger),
   };
   registerOpenAiRoutes(app, pipeline);
   registerAnthropicRoutes(app, pipeline);

@@ -9,6 +9,7 @@ import type { PipelineContext, TextSlot } from '../../edge-node/src/pipeline/con
 import type { Rejection } from '../../edge-node/src/pipeline/stage.js';
 import { guardEventStream } from '../../edge-node/src/providers/mcp/mcp-event-guard.js';
 import type { EventGuard } from '../../edge-node/src/providers/mcp/mcp-event-guard.js';
+import { MemorySessionOwnerStore } from '../../edge-node/src/providers/mcp/session-owner-store.js';
 import { SessionOwners } from '../../edge-node/src/providers/mcp/session-owners.js';
 import { policy } from './guardrails/guardrail-fixtures.js';
 
@@ -110,7 +111,7 @@ t.test('a large event arriving in many small CRLF chunks is guarded in time line
 });
 
 t.test('the session table refuses other keys, binds unknown sessions only when claimed and stays bounded', async (t) => {
-  const owners = new SessionOwners(2);
+  const owners = new SessionOwners(new MemorySessionOwnerStore({ max: 2 }));
   owners.bind('tools', 's1', 'key-a');
   t.equal(owners.admit('tools', 's1', 'key-a'), true);
   t.equal(owners.admit('tools', 's1', 'key-b'), false);

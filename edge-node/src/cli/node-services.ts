@@ -1,7 +1,7 @@
 /**
  * Everything the pipeline uses besides config and upstreams, opened in one place for `serve`:
- * the spool (and its backfill channel), rate limiter, credit leases (and their channel) and
- * metrics (and the admin port). Each comes from its own module's factory.
+ * the spool (and its backfill channel), rate limiter, credit leases (and their channel), MCP session
+ * owners and metrics (and the admin port). Each comes from its own module's factory.
  */
 import { createNodeCredit } from '../billing/create-node-credit.js';
 import type { ConfigHolder } from '../config/config-holder.js';
@@ -9,10 +9,11 @@ import type { ControlChannel } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
 import { createNodeMetrics } from '../metrics/create-node-metrics.js';
 import type { PipelineDeps } from '../pipeline/deps.js';
+import { openSessionOwners } from '../providers/mcp/session-owners.js';
 import { createNodeRateLimiter } from '../rate-limit/create-node-rate-limiter.js';
 import { openNodeSpool } from '../spool/open-node-spool.js';
 
-export type PipelineServices = Pick<PipelineDeps, 'nodeId' | 'limiter' | 'credit' | 'spool' | 'metrics'>;
+export type PipelineServices = Pick<PipelineDeps, 'nodeId' | 'limiter' | 'credit' | 'spool' | 'metrics' | 'sessionOwners'>;
 
 export interface NodeServices {
   pipeline: PipelineServices;
@@ -47,10 +48,12 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
     closers.push(async () => limiter.close());
     const credit = await createNodeCredit(opts);
     closers.push(() => credit.close());
+    const sessionOwners = openSessionOwners(opts.stateDir, opts.logger);
+    closers.push(async () => sessionOwners.close());
     const metrics = await createNodeMetrics({ adminListen: opts.adminListen, figures: () => spool.figures(), logger: opts.logger });
     closers.push(() => metrics.close());
     return {
-      pipeline: { nodeId: opts.nodeId, limiter, credit: credit.credit, spool: spool.spool, metrics: metrics.metrics },
+      pipeline: { nodeId: opts.nodeId, limiter, credit: credit.credit, spool: spool.spool, metrics: metrics.metrics, sessionOwners },
       channels: [spool.channel, credit.channel].filter((c): c is ControlChannel => c !== undefined),
       figures: () => spool.figures(),
       adminUrl: metrics.adminUrl,

@@ -5,6 +5,7 @@
 import type { Logger } from '../logger.js';
 import type { CreditLeases } from '../billing/credit-leases.js';
 import type { PipelineMetrics } from '../metrics/pipeline-metrics.js';
+import type { SessionOwners } from '../providers/mcp/session-owners.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
 import type { RequestSpool } from '../spool/request-spool.js';
 import type { UpstreamPool } from '../upstream/upstream-pool.js';
@@ -18,4 +19,6 @@ export interface PipelineDeps {
   credit: CreditLeases;
   spool: RequestSpool;
   metrics: PipelineMetrics;
+  /** Which caller key each MCP session belongs to (in the state dir when serving, so restarts and replicas share it). */
+  sessionOwners: SessionOwners;
 }

@@ -16,11 +16,11 @@
  * than the lease.
  */
 import { randomUUID } from 'node:crypto';
-import { chmodSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { Clock } from '../pipeline/clock.js';
+import { openStateDatabase } from '../state/state-database.js';
 import type { AdmitOutcome, AdmitQuery, LimitStore, WindowChange } from './limit-store.js';
 import { fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
@@ -108,18 +108,8 @@ export class SqliteLimitStore implements LimitStore {
     this.file = opts.location.endsWith('.sqlite') ? opts.location : path.join(opts.location, RATE_LIMIT_FILE);
     this.clock = opts.clock;
     this.leaseMs = opts.ownerLeaseMs ?? DEFAULT_OWNER_LEASE_MS;
-    this.db = new Database(this.file);
-    try {
-      // Key and account ids live here: owner-only like the rest of the state dir (WAL/SHM files inherit it).
-      chmodSync(this.file, 0o600);
-      this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-      this.db.pragma('journal_mode = WAL');
-      this.db.pragma('synchronous = OFF');
-      this.db.exec(SCHEMA);
-    } catch (err) {
-      this.db.close();
-      throw err;
-    }
+    // Key and account ids live here: owner-only like the rest of the state dir.
+    this.db = openStateDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: 'OFF', schema: SCHEMA });
     this.getWindow = this.db.prepare('SELECT used FROM windows WHERE subject = ? AND metric = ? AND minute = ?');
     this.addWindow = this.db.prepare(
       'INSERT INTO windows (subject, metric, minute, used) VALUES (?, ?, ?, ?) ON CONFLICT (subject, metric, minute) DO UPDATE SET used = used + excluded.used',

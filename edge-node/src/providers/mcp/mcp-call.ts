@@ -29,7 +29,6 @@ import { estimateTokens } from '../token-estimate.js';
 import { callLabel, jsonRpcPostSchema, messageTexts } from './jsonrpc-message.js';
 import type { JsonRpcPost } from './jsonrpc-message.js';
 import { guardEventStream } from './mcp-event-guard.js';
-import { sessionOwners } from './session-owners.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
 import type { ToolServerMethod } from './tool-server-call.js';
 
@@ -115,7 +114,7 @@ export const mcpApi: ApiHandler = {
     if ('error' in server) return server;
     ctx.toolServer = server;
     const sessionId = sessionIdOf(ctx);
-    if (sessionId !== undefined && ctx.key !== undefined && !sessionOwners(ctx.deps).admit(server.name, sessionId, ctx.key.id)) {
+    if (sessionId !== undefined && ctx.key !== undefined && !ctx.deps.sessionOwners.admit(server.name, sessionId, ctx.key.id)) {
       return reject('ZN_ERR_TOOL_SESSION_NOT_FOUND');
     }
     return undefined;
@@ -192,7 +191,7 @@ export const mcpApi: ApiHandler = {
 function noteSession(ctx: PipelineContext, call: McpCall, status: number, returned: string | undefined): void {
   const server = ctx.toolServer?.name;
   if (server === undefined) return;
-  const owners = sessionOwners(ctx.deps);
+  const owners = ctx.deps.sessionOwners;
   const opens = call.payload !== undefined && (Array.isArray(call.payload) ? call.payload : [call.payload]).some((m) => 'method' in m && m.method === 'initialize');
   if (opens && status < 300 && returned !== undefined && returned.length <= 1024 && ctx.key !== undefined) owners.bind(server, returned, ctx.key.id);
   const sent = sessionIdOf(ctx);

@@ -1,0 +1,98 @@
+// MCP session ownership outlives the node: a node serving from its state dir (the services `serve`
+// opens) binds a session to the key that opened it; after the node restarts on the same state dir,
+// and on a second node sharing it as a replica does, another key presenting that session id is
+// refused with ZN_ERR_TOOL_SESSION_NOT_FOUND and the tool server never sees the call.
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import type { Test } from 'tap';
+import { buildApp } from '../../../edge-node/src/app.js';
+import { noCredit } from '../../../edge-node/src/billing/credit-leases.js';
+import { openNodeServices } from '../../../edge-node/src/cli/node-services.js';
+import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
+import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
+import { createLogger } from '../../../edge-node/src/logger.js';
+import { openStateStore } from '../../../edge-node/src/state/state-store.js';
+import { startFakeToolServer } from '../../fixtures/fake-tool-server.js';
+import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
+
+const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
+const keyA = newCallerKey();
+const keyB = newCallerKey();
+const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+const echo = (text: string, id: number): unknown => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { text } } });
+
+interface RunningNode {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** A node on the state dir `dir` with the services `serve` opens there (credit off: not what this is about). */
+async function startNode(t: Test, dir: string, toolServerUrl: string): Promise<RunningNode> {
+  const bundle = testBundle({
+    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1',
+    keys: [bundleKey('key-a', keyA.sha256), bundleKey('key-b', keyB.sha256)],
+    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers: [{ name: 'tools', url: toolServerUrl, apiKey: TOOL_KEY, timeoutMs: 10_000, callMicros: 0 }],
+  });
+  const holder = ConfigHolder.ready(fromBundle(bundle));
+  const logger = createLogger({ level: 'silent' });
+  const services = await openNodeServices({ stateDir: dir, nodeId: bundle.nodeId, holder, logger, env: {}, adminListen: undefined });
+  const app = await buildApp({ holder, logger, services: { ...services.pipeline, credit: noCredit } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  let stopped = false;
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    await app.close();
+    await services.close();
+  };
+  t.teardown(stop);
+  return { url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, stop };
+}
+
+async function post(url: string, body: unknown, headers: Record<string, string>): Promise<{ status: number; code: unknown; sessionId: string | null }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) });
+  const text = await res.text();
+  const json = text.length > 0 && (res.headers.get('content-type') ?? '').startsWith('application/json') ? (JSON.parse(text) as { error?: { code?: unknown } }) : {};
+  return { status: res.status, code: json.error?.code, sessionId: res.headers.get('mcp-session-id') };
+}
+
+const bearer = (key: { secret: string }): Record<string, string> => ({ authorization: `Bearer ${key.secret}` });
+
+/** initialize + initialized as key A on `url`; the session headers (without a key). */
+async function openSession(t: Test, url: string): Promise<Record<string, string>> {
+  const init = await post(url, initialize, bearer(keyA));
+  t.equal(init.status, 200, 'initialize answered');
+  t.ok(init.sessionId, 'the tool server named a session');
+  const session = { 'mcp-session-id': init.sessionId ?? '', 'mcp-protocol-version': '2025-06-18' };
+  t.equal((await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, { ...bearer(keyA), ...session })).status, 202, 'initialized accepted');
+  return session;
+}
+
+t.test("after a restart the node refuses key B on key A's session with ZN_ERR_TOOL_SESSION_NOT_FOUND", async (t) => {
+  const dir = (await openStateStore(t.testdir(), { create: true })).dir;
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY, jsonResponse: true });
+  const before = await startNode(t, dir, fake.url);
+  const session = await openSession(t, before.url);
+  await before.stop();
+
+  const after = await startNode(t, dir, fake.url);
+  const seen = fake.requests.length;
+  const stolen = await post(after.url, echo('from key B', 2), { ...bearer(keyB), ...session });
+  t.equal(stolen.status, 404, 'key B is refused with 404');
+  t.equal(stolen.code, 'ZN_ERR_TOOL_SESSION_NOT_FOUND', 'with the session code');
+  t.equal(fake.requests.length, seen, 'the tool server never saw key B on that session');
+  t.equal((await post(after.url, echo('from key A', 3), { ...bearer(keyA), ...session })).status, 200, 'key A keeps its session');
+  t.same(fake.toolCalls, [{ tool: 'echo', args: { text: 'from key A' } }], 'only key A called a tool');
+});
+
+t.test("a second node on the same state dir (as a replica is) refuses key B on a session key A opened on the first", async (t) => {
+  const dir = (await openStateStore(t.testdir(), { create: true })).dir;
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY, jsonResponse: true });
+  const first = await startNode(t, dir, fake.url);
+  const second = await startNode(t, dir, fake.url);
+  const session = await openSession(t, first.url);
+  const stolen = await post(second.url, echo('from key B', 2), { ...bearer(keyB), ...session });
+  t.equal(stolen.code, 'ZN_ERR_TOOL_SESSION_NOT_FOUND', 'the other node refuses key B');
+  t.equal((await post(second.url, echo('from key A', 3), { ...bearer(keyA), ...session })).status, 200, 'key A uses it through either');
+});
