@@ -53,7 +53,8 @@ export async function getRecord(pool: pg.Pool, requestId: string): Promise<Recor
   return result.rows[0];
 }
 
-export async function listRecords(pool: pg.Pool, filter: RecordFilter): Promise<{ rows: RecordRow[]; next: RecordCursor | undefined }> {
+/** The list's SQL and parameters (apart from running it, so a test can read its plan). */
+export function listRecordsQuery(filter: RecordFilter): { text: string; values: unknown[] } {
   const where: string[] = [];
   const params: unknown[] = [];
   const add = (sql: (p: string) => string, value: unknown): void => {
@@ -71,13 +72,17 @@ export async function listRecords(pool: pg.Pool, filter: RecordFilter): Promise<
     where.push(`(received_at, request_id) < (to_timestamp($${params.length - 1}::bigint / 1000.0), $${params.length})`);
   }
   params.push(filter.limit + 1);
-  const result = await pool.query<RecordRow & { received_ms: string }>(
-    `select ${COLUMNS}, (extract(epoch from received_at) * 1000)::bigint as received_ms from request_records
+  return {
+    text: `select ${COLUMNS}, (extract(epoch from received_at) * 1000)::bigint as received_ms from request_records
      ${where.length > 0 ? `where ${where.join(' and ')}` : ''}
      order by received_at desc, request_id desc
      limit $${params.length}`,
-    params,
-  );
+    values: params,
+  };
+}
+
+export async function listRecords(pool: pg.Pool, filter: RecordFilter): Promise<{ rows: RecordRow[]; next: RecordCursor | undefined }> {
+  const result = await pool.query<RecordRow & { received_ms: string }>(listRecordsQuery(filter));
   const rows = result.rows.slice(0, filter.limit);
   const last = rows.at(-1);
   const next = result.rows.length > filter.limit && last !== undefined ? { receivedAtMs: Number(last.received_ms), requestId: last.record.requestId } : undefined;

@@ -1,7 +1,7 @@
 // Caller API keys: the node holds only SHA-256 hashes of keys. The presented key is hashed and
 // looked up in the request's config snapshot; what the key may do (status, expiry, account,
 // allowed models) decides the code a refused caller gets.
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { RuntimeApiKey, RuntimeConfig } from '../config/runtime-config.js';
 import type { ErrorCode } from '../errors.js';
@@ -46,7 +46,8 @@ export function findCallerKey(apiKeys: ReadonlyMap<string, RuntimeApiKey>, heade
   if (!found.ok) return found;
   const presented = found.key;
   if (presented.length > MAX_KEY_LENGTH) return { ok: false, code: 'ZN_ERR_API_KEY_INVALID' };
-  const digest = createHash('sha256').update(presented, 'utf8').digest();
+  // The one-shot hash(): no Hash object per request (about half the cost of createHash's chain).
+  const digest = hash('sha256', presented, 'buffer');
   // A map lookup by the digest: timing can at most hint at digests of stored keys, which do not
   // lead back to a key (SHA-256 preimages), so a scan over every key would buy nothing.
   const key = apiKeys.get(digest.toString('hex'));

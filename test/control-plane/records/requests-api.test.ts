@@ -2,6 +2,8 @@
 import t from 'tap';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { ingestRecords } from '../../../control-plane/src/records/record-ingestion.js';
+import { listRecordsQuery } from '../../../control-plane/src/records/record-queries.js';
+import type { RecordFilter } from '../../../control-plane/src/records/record-queries.js';
 import { testDatabase } from '../../fixtures/postgres.js';
 import { configApp } from '../config-harness.js';
 import { migratedPool } from '../nodes-harness.js';
@@ -107,4 +109,38 @@ t.test('the API needs admin auth', async (t) => {
   const { app } = await configApp(t, db.url);
   const res = await app.inject({ method: 'GET', url: '/api/v1/requests' });
   t.equal(res.statusCode, 401);
+});
+
+t.test('every list filter reads an index on its own column in received_at order, without sorting the records whole', async (t) => {
+  // With sequential scans and sorts priced out, the plan shows which indexes exist to serve each
+  // filter: the planner cannot fall back to reading a partition whole and sorting it.
+  const plan = async (filter: Omit<RecordFilter, 'limit'>): Promise<string> => {
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('set local enable_seqscan = off');
+      await client.query('set local enable_sort = off');
+      await client.query('set local enable_bitmapscan = off');
+      const query = listRecordsQuery({ ...filter, limit: 50 });
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>({ text: `explain ${query.text}`, values: query.values });
+      return rows.map((r) => r['QUERY PLAN']).join('\n');
+    } finally {
+      await client.query('rollback');
+      client.release();
+    }
+  };
+  const unfiltered = await plan({});
+  t.match(unfiltered, /Index Scan Backward using request_records_p\d+_pkey/, 'newest first from the primary key');
+  t.notMatch(unfiltered, /Sort/);
+  for (const [filter, column] of [
+    [{ nodeName: 'edge-b' }, 'node_name'],
+    [{ keyId: 'key-b' }, 'key_id'],
+    [{ model: 'gpt' }, 'model'],
+    [{ status: 'failed' }, 'status'],
+  ] as const) {
+    const text = await plan(filter);
+    t.match(text, new RegExp(`Index Cond: \\(${column} = `), `${column}: ${text}`);
+    // An incremental sort only orders the rows that share a received_at (the index's second column).
+    t.notMatch(text, /(?<!Incremental )Sort {2}\(|Seq Scan/, column);
+  }
 });
