@@ -54,16 +54,32 @@ export function isToolUseBlock(block: Record<string, unknown>): boolean {
 /**
  * Text fields of a server tool's result payload (a `*_tool_result` block's `content`, or an item
  * of it: `web_search_result`, `web_fetch_result`, `code_execution_result`, …); its own `content`
- * is walked too (a fetched page is a `document`, a text editor's view a string).
+ * is walked too (a fetched page is a `document`, a text editor's view a string), and each string
+ * of its `lines` (a text editor's str_replace result) is a text.
  */
 const RESULT_TEXT_FIELDS = ['title', 'url', 'stdout', 'stderr'] as const;
 
+/** Text fields of a citation (an entry of a text block's `citations`): the quoted text and the names of its source. */
+const CITATION_TEXT_FIELDS = ['cited_text', 'title', 'document_title', 'url'] as const;
+
+/** Slots for the text of one citation (also a stream's `citations_delta`). */
+export function citationSlots(citation: Record<string, unknown>, into: TextSlot[]): void {
+  for (const field of CITATION_TEXT_FIELDS) if (typeof citation[field] === 'string') into.push(new FieldSlot(citation, field));
+}
+
+/** Slots for the citations of a text block (its `citations`, when it has any). */
+export function textBlockCitationSlots(block: Record<string, unknown>, into: TextSlot[]): void {
+  const citations = block.citations;
+  if (Array.isArray(citations)) for (const citation of citations) if (isRecord(citation)) citationSlots(citation, into);
+}
+
 /**
- * Slots for the text in `blocks` (a request's content, or an answer's): text blocks, thinking
+ * Slots for the text in `blocks` (a request's content, or an answer's): text blocks and their
+ * citations (the quoted text, the cited source's title and URL), thinking
  * blocks (reasoning), the strings inside tool-use blocks' `input` (what the model passed a tool;
  * deferred until guardrails have rules to check them with, deferred-json-texts.ts), the text
  * inside tool results (`tool_result` and the server's own `*_tool_result`: what tools fed back,
- * down to their payloads' titles, URLs and output), search results (title and text) and documents
+ * down to their payloads' titles, URLs, output and lines), search results (title and text) and documents
  * given as plain text or as content blocks (title, context and text). Opaque fields (signatures,
  * encrypted content, base64 data, file ids) are not text.
  */
@@ -84,8 +100,10 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     markPartial(into);
     return;
   }
-  if (type === 'text' && typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
-  else if (type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
+  if (type === 'text') {
+    if (typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
+    textBlockCitationSlots(block, into);
+  } else if (type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
   else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
   else if (type === 'tool_result' || type.endsWith('_tool_result')) contentSlots(block, into, 'content', depth);
   else if (type === 'search_result' || type === 'document') {
@@ -96,6 +114,10 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     else if (isRecord(source) && source.type === 'content') contentSlots(source, into, 'content', depth);
   } else if (type.endsWith('_result')) {
     for (const field of RESULT_TEXT_FIELDS) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
+    const lines = block.lines;
+    if (Array.isArray(lines)) {
+      for (let i = 0; i < lines.length; i += 1) if (typeof lines[i] === 'string') into.push(new FieldSlot(lines as unknown as Record<string, unknown>, String(i)));
+    }
     contentSlots(block, into, 'content', depth);
   }
 }

@@ -6,8 +6,9 @@
  * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
  * whole there, with no deltas), `content_block_delta` the text of a
  * `text_delta`, `thinking_delta` or (JSON, a tool_use block's input in fragments)
- * `input_json_delta` (each a slot a guardrail may rewrite, after which `data` is re-serialised,
- * lazily, when written), and `message_stop` is terminal. An upstream `event: error` or a stream that ends without
+ * `input_json_delta`, or the texts of a `citations_delta`'s citation, each checked whole (each a
+ * slot a guardrail may rewrite, after which `data` is re-serialised, lazily, when written), and
+ * `message_stop` is terminal. An upstream `event: error` or a stream that ends without
  * `message_stop` is a failure (thrown, so the runner ends the caller's stream with an error event).
  */
 import type { ErrorCode } from '../../errors.js';
@@ -19,7 +20,7 @@ import { isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
-import { blockSlots, isToolUseBlock } from './messages-request.js';
+import { blockSlots, citationSlots, isToolUseBlock, textBlockCitationSlots } from './messages-request.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 type Json = Record<string, unknown>;
@@ -39,9 +40,9 @@ export class AnthropicStreamEvent implements StreamEvent {
   texts: TextSlot[] = NO_TEXTS;
   dirty = false;
   terminal?: true;
-  /** Set on a content_block_start whose tool input or whole texts are slots: those parts end in this event. */
+  /** Set on an event whose tool input or whole texts are slots (those parts end in it), and on every citations_delta (it ends no running text). */
   endsText?: readonly number[];
-  /** The whole texts of a content_block_start (a server tool's result), written into `parsed` when serialised. */
+  /** The whole texts of the event (a server tool's result, a citation), written into `parsed` when serialised. */
   wholeTexts?: WholeTextSlot[];
   private wire: SseEvent;
 
@@ -73,14 +74,26 @@ const DELTA_TEXT_FIELDS: Readonly<Record<string, string>> = { text_delta: 'text'
 const TOOL_INPUT_PART = 1;
 /** TextSlot.part of the `input` a tool_use block starts with (whole; Anthropic's is `{}`). */
 const TOOL_START_INPUT_PART = 2;
-/** TextSlot.part of the first whole text a content_block_start carries (a server tool's result); the next ones follow. */
-const FIRST_WHOLE_TEXT_PART = 3;
+/**
+ * TextSlot.channel of the texts an event carries whole (a server tool's result, a citation): no
+ * running text uses it (the text and thinking deltas are channel 0, a tool block's input its
+ * block index), so ending it in their event (endsText) flushes nothing a block still holds, and
+ * a match split across the text deltas around a citation stays one.
+ */
+const WHOLE_TEXT_CHANNEL = -1;
 /** The delta type that continues each block type a content_block_start opens with text. */
 const BLOCK_DELTA_TYPES: Readonly<Record<string, string>> = { text: 'text_delta', thinking: 'thinking_delta', tool_use: 'input_json_delta', server_tool_use: 'input_json_delta', mcp_tool_use: 'input_json_delta' };
 
-/** The slot of a content_block_delta's text, if it carries any. */
+/** The slots of a content_block_delta's text, if it carries any; a `citations_delta`'s citation is checked whole. */
 function deltaSlots(delta: Json, event: AnthropicStreamEvent): TextSlot[] {
   const type = typeof delta.type === 'string' ? delta.type : '';
+  if (type === 'citations_delta') {
+    // Set even without texts: a text-less event that names no channels would end the block's text.
+    event.endsText = [WHOLE_TEXT_CHANNEL];
+    const fields: TextSlot[] = [];
+    if (isRecord(delta.citation)) citationSlots(delta.citation, fields);
+    return fields.length === 0 ? NO_TEXTS : wholeTextSlots(fields, event);
+  }
   const field = Object.hasOwn(DELTA_TEXT_FIELDS, type) ? DELTA_TEXT_FIELDS[type] : undefined;
   if (field === undefined || typeof delta[field] !== 'string') return NO_TEXTS;
   if (type === 'input_json_delta') return [new PartSlot(delta, field, event, event.index, TOOL_INPUT_PART, true)];
@@ -126,19 +139,19 @@ class StartInputSlot implements TextSlot {
 }
 
 /**
- * A text a content_block_start carries whole (a field of a server tool's result: no delta follows),
- * a part of the block that ends in its own event. A guardrail writes it more than once in that
- * event (what it releases, then the rest), so the field is written only when the event is
+ * A text an event carries whole (a field of a server tool's result or of a citation: no delta
+ * follows), a part of WHOLE_TEXT_CHANNEL that ends in its own event. A guardrail writes it more
+ * than once in that event (what it releases, then the rest), so the field is written only when the event is
  * serialised, and only if the final text differs: a text that went through unchanged leaves the
  * event byte for byte as it came.
  */
 class WholeTextSlot implements TextSlot {
+  readonly channel = WHOLE_TEXT_CHANNEL;
   private current: string;
 
   constructor(
     private readonly field: TextSlot,
     private readonly owner: AnthropicStreamEvent,
-    readonly channel: number,
     readonly part: number,
   ) {
     this.current = field.text;
@@ -159,18 +172,32 @@ class WholeTextSlot implements TextSlot {
   }
 }
 
+/** `fields` (texts an event carries whole, stand-ins resolved) as WholeTextSlots, each a part of its own that the event ends. */
+function wholeTextSlots(fields: TextSlot[], event: AnthropicStreamEvent): TextSlot[] {
+  const wholeTexts = fields.map((field, i) => new WholeTextSlot(field, event, i));
+  // What the walk could not reach makes the stream guard block (fail closed), as in a JSON answer.
+  if (isPartial(fields)) markPartial(wholeTexts);
+  event.wholeTexts = wholeTexts;
+  event.endsText = [WHOLE_TEXT_CHANNEL];
+  return wholeTexts;
+}
+
 /**
  * The slots of what a content_block_start already carries: a text or thinking block's opening
- * text (the start of the block's text), a tool block's `input` (a JSON part checked whole: the
- * event ends it). Anthropic sends '' and `{}` there, which make no slot. Any other block (a server
- * tool's result: `web_search_tool_result`, `web_fetch_tool_result`, `mcp_tool_result`, …) comes
- * whole, with no deltas: its texts, as a JSON answer's (blockSlots), are parts of their own, each
- * checked whole in this event, which ends them.
+ * text (the start of the block's text) and a text block's citations (each text checked whole), a
+ * tool block's `input` (a JSON part checked whole: the event ends it). Anthropic sends '', `{}`
+ * and no citations there, which make no slot. Any other block (a server tool's result:
+ * `web_search_tool_result`, `web_fetch_tool_result`, `mcp_tool_result`, …) comes whole, with no
+ * deltas: its texts, as a JSON answer's (blockSlots), are parts of their own, each checked whole
+ * in this event, which ends them.
  */
 function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
   const type = block.type;
   if (type === 'text' || type === 'thinking') {
-    return typeof block[type] === 'string' && block[type] !== '' ? [new FieldSlot(block, type, event)] : NO_TEXTS;
+    const cited: TextSlot[] = [];
+    if (type === 'text') textBlockCitationSlots(block, cited);
+    const opening = typeof block[type] === 'string' && block[type] !== '' ? [new FieldSlot(block, type, event)] : NO_TEXTS;
+    return cited.length === 0 ? opening : [...opening, ...wholeTextSlots(cited, event)];
   }
   if (isToolUseBlock(block)) {
     if (!hasContent(block.input)) return NO_TEXTS;
@@ -182,12 +209,7 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
   // A tool call inside a result is a stand-in until walked; whole texts are checked in this event.
   resolveDeferredTexts(fields);
   if (fields.length === 0 && !isPartial(fields)) return NO_TEXTS;
-  const wholeTexts = fields.map((field, i) => new WholeTextSlot(field, event, event.index, FIRST_WHOLE_TEXT_PART + i));
-  // What the walk could not reach makes the stream guard block (fail closed), as in a JSON answer.
-  if (isPartial(fields)) markPartial(wholeTexts);
-  event.wholeTexts = wholeTexts;
-  event.endsText = [event.index];
-  return wholeTexts;
+  return wholeTextSlots(fields, event);
 }
 
 /** Whether `input` is anything but an empty object (Anthropic's placeholder) or absent. */
