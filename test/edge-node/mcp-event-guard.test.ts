@@ -110,23 +110,23 @@ t.test('a large event arriving in many small CRLF chunks is guarded in time line
   t.equal(r.out.length, wire.replaceAll('\r\n', '\n').length - EMAIL.length + '[EMAIL]'.length);
 });
 
-t.test('the session table refuses other keys, binds unknown sessions only when claimed and stays bounded', async (t) => {
+t.test('the session table admits a session only to the key it is bound to, refuses unknown ids to every key and stays bounded', async (t) => {
   const owners = new SessionOwners(new MemorySessionOwnerStore({ max: 2 }));
   owners.bind('tools', 's1', 'key-a');
   t.equal(owners.admit('tools', 's1', 'key-a'), true);
   t.equal(owners.admit('tools', 's1', 'key-b'), false);
-  t.equal(owners.admit('other', 's1', 'key-b'), true, 'sessions are per tool server');
+  t.equal(owners.admit('other', 's1', 'key-a'), false, 'sessions are per tool server: unknown there');
   t.equal(owners.size, 1, 'admitting an unknown session binds nothing');
-  owners.claim('other', 's1', 'key-b');
-  owners.claim('other', 's1', 'key-c');
-  t.equal(owners.admit('other', 's1', 'key-c'), false, 'a claimed session stays with the first claimant');
+  owners.bind('other', 's1', 'key-b');
   t.equal(owners.admit('tools', 's1', 'key-a'), true, 'use makes s1 the most recent binding');
   owners.bind('tools', 's2', 'key-a');
   t.equal(owners.size, 2, 'the least recently used binding went');
   t.equal(owners.admit('tools', 's1', 'key-b'), false, 'the session in use kept its owner');
-  t.equal(owners.admit('other', 's1', 'key-a'), true, 'the idle one was dropped and is unknown again');
+  t.equal(owners.admit('tools', 's1', 'key-a'), true);
+  t.equal(owners.admit('other', 's1', 'key-b'), false, 'the idle one was dropped: refused, to its owner too');
   owners.forget('tools', 's1');
-  t.equal(owners.admit('tools', 's1', 'key-b'), true);
+  t.equal(owners.admit('tools', 's1', 'key-a'), false, 'a forgotten session is refused');
   owners.bind('tools', 'x'.repeat(1024), 'key-a');
   t.equal(owners.admit('tools', 'x'.repeat(1024), 'key-b'), false, 'long ids are bound too (stored as a fixed-size hash)');
+  t.equal(owners.admit('tools', 'x'.repeat(1024), 'key-a'), true);
 });

@@ -294,16 +294,19 @@ async function rawToolServer(t: Test, answers: Array<{ status: number; type: str
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, calls: () => calls };
 }
 
-t.test('an unknown session id is bound to a key only once the tool server answered it with 2xx', async (t) => {
+t.test('a session id the node never bound is refused to every key before it reaches the tool server', async (t) => {
   const ok = { status: 200, type: 'application/json', body: JSON.stringify({ jsonrpc: '2.0', id: 2, result: {} }) };
-  const tool = await rawToolServer(t, [{ status: 503, type: 'text/plain', body: 'down' }, ok]);
+  const tool = await rawToolServer(t, [ok]);
   const url = await startNode(t, tool.url, [{ detector: 'email', action: 'flag', on: 'input' }], recordingSpool());
-  const id = { 'mcp-session-id': 'made-up-by-the-first-caller' };
-  t.equal((await post(url, echo('x'), { ...bearer(guarded), ...id })).status, 502, 'the tool server failed the first call');
-  t.equal((await post(url, echo('x'), { ...bearer(plain), ...id })).status, 200, 'so the failed call bound nothing and another key may use the id');
-  const refused = await post(url, echo('x'), { ...bearer(guarded), ...id });
-  t.equal(refused.messages[0]?.error?.code, 'ZN_ERR_TOOL_SESSION_NOT_FOUND', 'the key the tool server accepted it from owns it now');
-  t.equal(tool.calls(), 2, 'the refused call never reached the tool server');
+  const id = { 'mcp-session-id': 'made-up-by-the-caller' };
+  for (const key of [guarded, plain]) {
+    const refused = await post(url, echo('x'), { ...bearer(key), ...id });
+    t.equal(refused.status, 404);
+    t.equal(refused.messages[0]?.error?.code, 'ZN_ERR_TOOL_SESSION_NOT_FOUND', 'an id no initialize through this node opened belongs to nobody');
+  }
+  t.equal(tool.calls(), 0, 'the refused calls never reached the tool server');
+  t.equal((await post(url, echo('x'), bearer(plain))).status, 200, 'a call without a session goes through');
+  t.equal(tool.calls(), 1);
 });
 
 t.test('a non-JSON answer is masked only when it is text; one that is not text and needs masking is blocked, not corrupted', async (t) => {

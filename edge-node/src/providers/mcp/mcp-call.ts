@@ -184,10 +184,7 @@ export const mcpApi: ApiHandler = {
   },
 };
 
-/**
- * Binds a session to the key whose initialize opened it, and an unknown one the tool server accepted
- * to the key that sent it; forgets one that ended.
- */
+/** Binds a session to the key whose initialize opened it; forgets one that ended. */
 function noteSession(ctx: PipelineContext, call: McpCall, status: number, returned: string | undefined): void {
   const server = ctx.toolServer?.name;
   if (server === undefined) return;
@@ -197,7 +194,6 @@ function noteSession(ctx: PipelineContext, call: McpCall, status: number, return
   const sent = sessionIdOf(ctx);
   if (sent === undefined) return;
   if (status === 404 || (call.method === 'DELETE' && status < 300)) owners.forget(server, sent);
-  else if (status >= 200 && status < 300 && ctx.key !== undefined) owners.claim(server, sent, ctx.key.id);
 }
 
 /**

@@ -26,8 +26,6 @@ export interface SessionOwnerStore {
   get(entry: string): SessionBinding | undefined;
   /** Binds the entry to `keyId`, replacing any owner; it becomes the most recently used. */
   bind(entry: string, keyId: string): void;
-  /** Binds the entry to `keyId` unless it is bound already (atomically, across every process sharing the store); returns its owner. */
-  claim(entry: string, keyId: string): string;
   forget(entry: string): void;
   /** Marks the entry used now. `lastUsedMs` is what get() read: a store whose writes cost may skip a recent one. */
   touch(entry: string, lastUsedMs: number): void;
@@ -58,13 +56,6 @@ export class MemorySessionOwnerStore implements SessionOwnerStore {
 
   bind(entry: string, keyId: string): void {
     this.set(entry, keyId);
-  }
-
-  claim(entry: string, keyId: string): string {
-    const owner = this.owners.get(entry)?.keyId;
-    if (owner !== undefined) return owner;
-    this.set(entry, keyId);
-    return keyId;
   }
 
   forget(entry: string): void {

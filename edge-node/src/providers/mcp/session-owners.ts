@@ -1,35 +1,46 @@
 /**
  * Which caller key each MCP session belongs to. The tool server sees only the node's own key, so it
  * cannot tell callers apart: the node binds a session to the key whose `initialize` answer carried
- * its `Mcp-Session-Id`, and refuses the id from any other key. A session no binding names (the id
- * was never seen, or its binding was evicted) is claimed by the first key the tool server answers
- * 2xx for with it, so ids a stateless server ignores or calls that fail leave no binding behind.
+ * its `Mcp-Session-Id`, and admits the id only from that key. An id no binding names (never issued
+ * through this node, its binding evicted or lost, or another spelling of a bound id) is refused to
+ * every key: MCP clients open a new session on that 404, whereas claiming unknown ids for the
+ * first key to use them would let another key take a session whose binding was lost.
  *
  * The bindings live in a store (session-owner-store.ts): for a serving node, a SQLite file in its
- * state dir, so a restart keeps them and the node's replicas share them; without a state dir, this
- * process's memory. Admitting reads one binding; writing one after the tool server answered is
- * best-effort (a failure is logged): a binding not written leaves the session claimable, as it was
- * before the node knew it, and the caller that opened it is normally the first to use it.
+ * state dir, so a restart keeps them and the node's replicas share them; without a state dir, or
+ * when that file cannot be opened, this process's memory (still fail-closed: a replica refuses the
+ * sessions it has not bound). A write that fails (the file locked past its short busy timeout, a
+ * full disk) is logged and fails closed too: a binding not written refuses its session, a touch not
+ * written only ages it; after a failed touch the node writes no touch for a while, so a locked file
+ * does not stall every call.
  */
 import { createHash } from 'node:crypto';
+import path from 'node:path';
 import type { Logger } from '../../logger.js';
 import { MemorySessionOwnerStore } from './session-owner-store.js';
 import type { SessionOwnerStore } from './session-owner-store.js';
-import { SqliteSessionOwnerStore } from './sqlite-session-owner-store.js';
+import { SESSION_OWNER_FILE, SqliteSessionOwnerStore } from './sqlite-session-owner-store.js';
+
+/** How long touches stop after one failed (a locked file would otherwise stall each call by the busy timeout). */
+const TOUCH_PAUSE_MS = 30_000;
 
 export class SessionOwners {
+  private touchesPausedUntil = 0;
+
   constructor(
     private readonly store: SessionOwnerStore = new MemorySessionOwnerStore(),
     private readonly logger?: Logger,
   ) {}
 
-  /** Whether `keyId` may use the session: it is unbound or bound to `keyId` (then it counts as used). */
+  /** Whether `keyId` may use the session: only when it is bound to `keyId` (then it counts as used). */
   admit(server: string, sessionId: string, keyId: string): boolean {
     const id = sessionEntry(server, sessionId);
     const binding = this.store.get(id);
-    if (binding === undefined) return true;
-    if (binding.keyId !== keyId) return false;
-    this.write('touch', () => this.store.touch(id, binding.lastUsedMs));
+    if (binding === undefined || binding.keyId !== keyId) return false;
+    const now = Date.now();
+    if (now >= this.touchesPausedUntil) {
+      this.write('touch', () => this.store.touch(id, binding.lastUsedMs), () => (this.touchesPausedUntil = now + TOUCH_PAUSE_MS));
+    }
     return true;
   }
 
@@ -38,16 +49,12 @@ export class SessionOwners {
     this.write('bind', () => this.store.bind(sessionEntry(server, sessionId), keyId));
   }
 
-  /** Binds an unbound session to `keyId` (the tool server accepted it from that key). */
-  claim(server: string, sessionId: string, keyId: string): void {
-    const id = sessionEntry(server, sessionId);
-    // Most calls use a bound session: a read, so only the first call of an unknown one writes.
-    if (this.store.get(id) === undefined) this.write('claim', () => this.store.claim(id, keyId));
-  }
-
   forget(server: string, sessionId: string): void {
     const id = sessionEntry(server, sessionId);
-    if (this.store.get(id) !== undefined) this.write('forget', () => this.store.forget(id));
+    // The tool server already answered: a failed read or write is logged, not the caller's failure.
+    this.write('forget', () => {
+      if (this.store.get(id) !== undefined) this.store.forget(id);
+    });
   }
 
   get size(): number {
@@ -58,11 +65,12 @@ export class SessionOwners {
     this.store.close();
   }
 
-  private write(what: string, fn: () => void): void {
+  private write(what: string, fn: () => void, onFailure?: () => void): void {
     try {
       fn();
     } catch (err) {
-      this.logger?.warn({ err, what }, 'an MCP session binding could not be written');
+      onFailure?.();
+      this.logger?.warn({ err, what }, 'an MCP session binding could not be written; a session whose binding is missing is refused (its client opens a new one)');
     }
   }
 }
@@ -72,8 +80,21 @@ export function sessionEntry(server: string, sessionId: string): string {
   return createHash('sha256').update(server).update('\n').update(sessionId).digest('base64url');
 }
 
-/** The serving node's table: in its state dir when it has one, else in memory. */
+/**
+ * The serving node's table: in its state dir when it has one, else in memory. A file that cannot be
+ * opened (not a database, unreadable) must not stop the node from serving its models: the table is
+ * then kept in memory, which refuses what it has not bound, and the error names the file to move aside.
+ */
 export function openSessionOwners(stateDir: string | undefined, logger: Logger): SessionOwners {
-  const store = stateDir === undefined ? new MemorySessionOwnerStore() : new SqliteSessionOwnerStore({ stateDir });
-  return new SessionOwners(store, logger);
+  if (stateDir === undefined) return new SessionOwners(new MemorySessionOwnerStore(), logger);
+  try {
+    return new SessionOwners(new SqliteSessionOwnerStore({ stateDir }), logger);
+  } catch (err) {
+    const file = path.join(stateDir, SESSION_OWNER_FILE);
+    logger.error(
+      { err, file },
+      `${file} could not be opened: MCP session bindings are kept in memory until it is repaired, so sessions opened before this start (or on other replicas) are refused and their clients open new ones; stop the node and move the file aside to start a new one`,
+    );
+    return new SessionOwners(new MemorySessionOwnerStore(), logger);
+  }
 }

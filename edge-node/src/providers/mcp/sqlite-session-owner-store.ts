@@ -2,12 +2,11 @@
  * MCP session bindings in a SQLite file in the node's state dir, so they outlive a restart and every
  * replica of the node enforces the bindings the others made. One row per session: the hash of
  * (tool server, session id) — never the id — its key id and when it was last used. Reads are point
- * reads (WAL: they never wait for a writer); a claim is INSERT … ON CONFLICT DO NOTHING and a read
- * back in one IMMEDIATE transaction, so of two replicas claiming one session exactly one wins. Last
- * use is written at most once a minute per session: the order eviction follows need not be finer.
+ * reads (WAL: they never wait for a writer). Last use is written at most once a minute per session:
+ * the order eviction follows need not be finer.
  * A trigger-kept row count lets each insert evict the least recently used rows past the max without
- * counting the table. synchronous=NORMAL: a power loss may lose the last bindings, which only lets
- * the first key the tool server accepts claim those sessions again.
+ * counting the table. synchronous=NORMAL: a power loss may lose the last bindings, whose sessions
+ * are then refused to every key (their clients open new ones).
  */
 import path from 'node:path';
 import type Database from 'better-sqlite3';
@@ -20,8 +19,12 @@ import type { SessionBinding, SessionOwnerStore } from './session-owner-store.js
 export const SESSION_OWNER_FILE = 'mcp-sessions.sqlite';
 /** A use this long after the recorded one is written; closer ones are not (a write per call would queue replicas on the lock). */
 export const TOUCH_EVERY_MS = 60_000;
-/** How long a write queues for the lock; each holds it well under a millisecond. */
-const BUSY_TIMEOUT_MS = 250;
+/**
+ * How long a write queues for the lock. better-sqlite3 waits synchronously, stalling the node's
+ * event loop, and each write holds the lock well under a millisecond: longer waits mean something
+ * else holds the file (a backup), and a write that gives up fails closed (see session-owners.ts).
+ */
+const BUSY_TIMEOUT_MS = 50;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS session_owners (
@@ -60,13 +63,11 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
   private readonly clock: Clock;
   private readonly select: Database.Statement<[string], BindingRow>;
   private readonly upsert: Database.Statement<[string, string, number]>;
-  private readonly insertIfAbsent: Database.Statement<[string, string, number]>;
   private readonly remove: Database.Statement<[string]>;
   private readonly markUsed: Database.Statement<[number, string]>;
   private readonly evict: Database.Statement<[string, number]>;
   private readonly count: Database.Statement<[], { n: number }>;
   private readonly bindTx: Database.Transaction<(entry: string, keyId: string, now: number) => void>;
-  private readonly claimTx: Database.Transaction<(entry: string, keyId: string, now: number) => string>;
 
   constructor(opts: SqliteSessionOwnerStoreOptions) {
     this.file = path.join(opts.stateDir, SESSION_OWNER_FILE);
@@ -77,7 +78,6 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
     this.upsert = this.db.prepare(
       'INSERT INTO session_owners (entry, key_id, last_used) VALUES (?, ?, ?) ON CONFLICT (entry) DO UPDATE SET key_id = excluded.key_id, last_used = excluded.last_used',
     );
-    this.insertIfAbsent = this.db.prepare('INSERT INTO session_owners (entry, key_id, last_used) VALUES (?, ?, ?) ON CONFLICT (entry) DO NOTHING');
     this.remove = this.db.prepare('DELETE FROM session_owners WHERE entry = ?');
     this.markUsed = this.db.prepare('UPDATE session_owners SET last_used = max(last_used, ?) WHERE entry = ?');
     // The row just written is never the one to go, even when the clock gives several rows one time.
@@ -89,10 +89,6 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
       this.upsert.run(entry, keyId, now);
       this.evict.run(entry, this.max);
     });
-    this.claimTx = this.db.transaction((entry: string, keyId: string, now: number) => {
-      if (this.insertIfAbsent.run(entry, keyId, now).changes > 0) this.evict.run(entry, this.max);
-      return this.select.get(entry)!.key_id;
-    });
   }
 
   get(entry: string): SessionBinding | undefined {
@@ -103,10 +99,6 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
   bind(entry: string, keyId: string): void {
     // IMMEDIATE takes the write lock up front: the count the eviction reads is the one it changes.
     this.bindTx.immediate(entry, keyId, this.clock.now());
-  }
-
-  claim(entry: string, keyId: string): string {
-    return this.claimTx.immediate(entry, keyId, this.clock.now());
   }
 
   forget(entry: string): void {
