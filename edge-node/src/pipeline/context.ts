@@ -38,6 +38,13 @@ export interface TextSlot {
    * as one fragment.
    */
   readonly json?: boolean;
+  /**
+   * The answer carries the text but the model did not write it: a server tool's result (a fetched
+   * page, a search hit, a program's output), a citation's quote and its source's names. Guardrails
+   * check it like any other text; the runner leaves it out of ctx.responseText, so it is neither
+   * kept as the recorded response nor estimated as output tokens (a stream cut before its usage).
+   */
+  readonly notGenerated?: boolean;
 }
 
 /** Token counts of one call. */
@@ -192,7 +199,7 @@ export interface PipelineContext {
   /** forward: ms from sending upstream to the first byte back, and to the end. */
   upstreamFirstByteMs: number | null;
   upstreamMs: number | null;
-  /** forward: the response text as delivered (for output metering estimates and kept bodies), bounded. */
+  /** forward: the response text the model wrote, as delivered (for output metering estimates and kept bodies; not TextSlot.notGenerated texts), bounded. */
   responseText: string;
 
   /** guardrails-in/out: every verdict, in order. */

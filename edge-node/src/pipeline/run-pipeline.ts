@@ -320,10 +320,11 @@ class PipelineRun {
     this.reply.raw.destroy();
   }
 
-  /** Appends delivered text to ctx.responseText, bounded. */
+  /** Appends delivered text the model wrote (not TextSlot.notGenerated) to ctx.responseText, bounded. */
   private keepText(texts: readonly TextSlot[]): void {
     const ctx = this.ctx;
     for (const slot of texts) {
+      if (slot.notGenerated === true) continue;
       const room = MAX_RESPONSE_TEXT_CHARS - ctx.responseText.length;
       if (room <= 0) return;
       const text = slot.text;

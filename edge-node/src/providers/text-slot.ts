@@ -42,6 +42,11 @@ export class PartSlot extends FieldSlot {
   }
 }
 
+/** A FieldSlot for text the model did not write (TextSlot.notGenerated): a server tool's result, a citation. */
+export class NotGeneratedSlot extends FieldSlot {
+  readonly notGenerated = true;
+}
+
 export const NO_TEXTS: TextSlot[] = [];
 
 /** Usage numbers from an upstream's JSON: a non-negative integer, else undefined. */

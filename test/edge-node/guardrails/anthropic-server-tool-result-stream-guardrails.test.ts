@@ -3,15 +3,19 @@
 // listening node with the official @anthropic-ai/sdk and a scripted upstream, each text of such a
 // block is checked whole in that event (masked in place, or ending the stream on a block rule),
 // nothing waits for deltas that never come, and a block nothing matched goes out byte for byte.
-// The same texts in a JSON answer are checked too (one walk for both). A flag rule is checked on
-// the provider's own events under the stream guard, where its verdict can be read.
+// The same texts in a JSON answer are checked too (one walk for both): every string in a result,
+// whatever its field, but opaque ids and encodings. A flag rule is checked on the provider's own
+// events under the stream guard, where its verdict can be read. Result and citation texts are not
+// the model's output: neither metered as output tokens of a cut stream nor recorded as its response.
 import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
 import { compilePolicy } from '../../../edge-node/src/guardrails/compiled-policy.js';
 import { guardStream } from '../../../edge-node/src/guardrails/stream-guard.js';
 import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 import { anthropicStreamEvents, deltaEventLike, errorStreamEvent } from '../../../edge-node/src/providers/anthropic/messages-stream.js';
-import type { GuardrailRule } from '../../../proto/src/index.js';
+import { estimateTokens } from '../../../edge-node/src/providers/token-estimate.js';
+import type { GuardrailRule, RequestRecord } from '../../../proto/src/index.js';
+import { waitFor } from '../../fixtures/wait-for.js';
 import { anthropicSdkError } from '../anthropic-fixtures.js';
 import { startGuardedNode } from './guarded-node.js';
 import { drain, guardContext, policy } from './guardrail-fixtures.js';
@@ -164,6 +168,63 @@ t.test('guardrails over Anthropic server tool results in streams', async (t) => 
     t.equal(err.errorCode, 'ZN_ERR_GUARDRAIL_BLOCKED');
   });
 
+  // Fields off any list of known text fields: each e-mail (bob@) must be masked. The e-mail-looking
+  // strings in opaque fields (eve@: ids, encrypted content, base64 data) are not text and stay.
+  const OFF_LIST_RESULTS = [
+    {
+      type: 'text_editor_code_execution_tool_result',
+      tool_use_id: 'srvtoolu_eve@corp.test',
+      content: { type: 'text_editor_code_execution_tool_result_error', error_code: 'unavailable', error_message: 'cannot open /home/bob@corp.test/notes.md' },
+    },
+    {
+      type: 'web_search_tool_result',
+      tool_use_id: 'srvtoolu_6',
+      content: [
+        { type: 'web_search_result', title: 'Team', url: 'https://corp.test/team', encrypted_content: 'EqgfeVe eve@corp.test', page_age: 'edited by bob@corp.test', snippet: 'Write to bob@corp.test' },
+        // An item without a type, as a compatible upstream may send.
+        { title: 'Team', url: 'https://corp.test/team', summary: { lines: ['owner: bob@corp.test'] } },
+      ],
+    },
+    {
+      type: 'web_fetch_tool_result',
+      tool_use_id: 'srvtoolu_7',
+      content: {
+        type: 'web_fetch_result',
+        url: 'https://corp.test/org.pdf',
+        content: { type: 'document', title: 'Org chart of bob@corp.test', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0x eve@corp.test' } },
+      },
+    },
+  ];
+  const OFF_LIST_MASKED = JSON.parse(JSON.stringify(OFF_LIST_RESULTS).replaceAll('bob@corp.test', '[EMAIL]')) as unknown[];
+
+  await t.test("e-mails in a streamed server tool result's fields off any list (an editor's error_message, a search result's page_age and snippet, an untyped item) are masked; ids, encrypted content and base64 data are left as they came", async (t) => {
+    upstream.answer = { sse: [MESSAGE_START, ...OFF_LIST_RESULTS.flatMap((block, i) => wholeBlock(i, block)), ...MESSAGE_END] };
+    const message = await client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }).finalMessage();
+    t.same(message.content, OFF_LIST_MASKED);
+    const { body } = await streamBody();
+    t.notMatch(body, /bob@/, 'no address in a text goes out');
+    t.equal(body.match(/eve@corp\.test/g)?.length, 3, 'the opaque values go out as they came');
+  });
+
+  await t.test("e-mails in a JSON answer's server tool result fields off any list are masked; ids, encrypted content and base64 data are left as they came", async (t) => {
+    upstream.answer = {
+      json: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-real', content: OFF_LIST_RESULTS, stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 7 } },
+    };
+    const message = await client.messages.create({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS });
+    t.same(message.content, OFF_LIST_MASKED);
+  });
+
+  await t.test('a streamed server tool result whose only e-mail-looking strings are opaque (a tool_use_id, encrypted content, base64 data) goes out byte for byte', async (t) => {
+    // Escaped slashes, as no JSON.stringify writes them: a re-serialised event would show.
+    const opaque =
+      'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"web_fetch_tool_result","tool_use_id":"srvtoolu_eve@corp.test",' +
+      '"content":{"type":"web_fetch_result","url":"https:\\/\\/corp.test\\/org.pdf","content":{"type":"document","source":{"type":"base64","media_type":"application\\/pdf","data":"JVBERi0x eve@corp.test"},' +
+      '"citations":[{"type":"char_location","encrypted_index":"Eo eve@corp.test","cited_text":"org chart"}]}}}}\n\n';
+    upstream.answer = { sse: [MESSAGE_START, opaque, event('content_block_stop', { index: 0 }), ...MESSAGE_END] };
+    const { body } = await streamBody();
+    t.ok(body.includes(opaque), 'the block is the upstream bytes');
+  });
+
   await t.test("an e-mail in a JSON answer's web_search_tool_result and web_fetch_tool_result is masked", async (t) => {
     upstream.answer = {
       json: {
@@ -208,4 +269,75 @@ t.test("a flag rule records a verdict for a streamed server tool result's text a
     'every event goes out as the upstream sent it',
   );
   t.same(ctx.guardrails, [{ policyId: 'watch', rule: 0, detector: 'email', action: 'flag', on: 'output', matches: 2 }]);
+});
+
+t.test("server tool results and citations are not the model's output: not metered as output tokens of a cut stream, not kept as the recorded response", async (t) => {
+  const records: RequestRecord[] = [];
+  const spool = { open: () => undefined, finalise: async (record: RequestRecord) => void records.push(record), keepsBodies: () => true };
+  const { upstream, node, plainSecret } = await startGuardedNode(t, RULES, { spool });
+  const recordOf = (requestId: string | null): Promise<RequestRecord> => waitFor(() => records.find((r) => r.requestId === requestId), { what: `the record of ${String(requestId)}` });
+  // A fetched page of about 114 KB (some 28 000 tokens by the estimate), and a long quote of it.
+  const page = 'The project charter, section by section. '.repeat(2800);
+  const quote = page.slice(0, 2000);
+  const fetched = {
+    type: 'web_fetch_tool_result',
+    tool_use_id: 'srvtoolu_1',
+    content: { type: 'web_fetch_result', url: 'https://corp.test/charter', content: { type: 'document', title: 'Charter', source: { type: 'text', media_type: 'text/plain', data: page } } },
+  };
+  const citation = { type: 'char_location', cited_text: quote, document_index: 0, document_title: 'Charter', start_char_index: 0, end_char_index: 2000 };
+  const fetchCall = { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_fetch', input: { url: 'https://corp.test/charter' } };
+  const fetchInput = JSON.stringify(fetchCall.input);
+
+  for (const [who, apiKey] of [['a key without guardrails', plainSecret], ['a key with output rules', node.secret]] as const) {
+    await t.test(`for ${who}, a stream the upstream cuts before message_delta is metered for the model's text only`, async (t) => {
+      upstream.answer = {
+        sse: [
+          MESSAGE_START,
+          event('content_block_start', { index: 0, content_block: { ...fetchCall, input: {} } }),
+          event('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: fetchInput } }),
+          event('content_block_stop', { index: 0 }),
+          ...wholeBlock(1, fetched),
+          event('content_block_start', { index: 2, content_block: { type: 'text', text: '' } }),
+          event('content_block_delta', { index: 2, delta: { type: 'citations_delta', citation } }),
+          event('content_block_delta', { index: 2, delta: { type: 'text_delta', text: 'The charter sets the scope.' } }),
+          event('content_block_stop', { index: 2 }),
+          // No message_delta, no message_stop: the upstream ends here.
+        ],
+      };
+      const res = await fetch(`${node.origin}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+        body: JSON.stringify({ model: 'claude', max_tokens: 100, stream: true, messages: USER }),
+      });
+      const body = await res.text();
+      t.ok(body.includes(page.slice(0, 500)) && body.includes('The charter sets the scope.'), 'the result and the text were delivered');
+      t.match(body, /event: error/, 'the caller is told the stream broke');
+      const record = await recordOf(res.headers.get('x-request-id'));
+      t.match(record, { status: 'failed', errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
+      const written = `${fetchInput}The charter sets the scope.`;
+      t.same(record.usage, { inputTokens: 5, outputTokens: estimateTokens(written), estimated: true }, 'output is estimated from what the model wrote: the call and the text');
+      t.equal(record.bodies?.response, written, 'the recorded response holds neither the page nor the quote');
+    });
+  }
+
+  await t.test("a JSON answer's recorded response holds the model's text, not the result it fetched nor the quotes it cites", async (t) => {
+    upstream.answer = {
+      json: {
+        id: 'msg_1',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-real',
+        content: [fetchCall, fetched, { type: 'text', text: 'The charter sets the scope.', citations: [citation] }],
+        stop_reason: 'end_turn',
+        stop_sequence: null,
+        usage: { input_tokens: 5, output_tokens: 40 },
+      },
+    };
+    const { response } = await new Anthropic({ baseURL: node.origin, apiKey: plainSecret, maxRetries: 0, timeout: 20_000 })
+      .messages.create({ model: 'claude', max_tokens: 100, messages: USER })
+      .withResponse();
+    const record = await recordOf(response.headers.get('x-request-id'));
+    t.same(record.usage, { inputTokens: 5, outputTokens: 40, estimated: false });
+    t.equal(record.bodies?.response, `${fetchInput}The charter sets the scope.`);
+  });
 });

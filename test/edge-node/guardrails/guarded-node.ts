@@ -1,6 +1,8 @@
 // A listening node in front of a scripted upstream, for the guardrail tests that go through HTTP:
 // key-a under guardrail policy "p" (the given rules), key-plain under none, and besides the
-// harness's OpenAI route a `claude` alias to the same upstream as an Anthropic one.
+// harness's OpenAI route a `claude` alias to the same upstream as an Anthropic one. `services`
+// stand in for the harness's (a spool that keeps the records, say).
+import type { PipelineServices } from '../../../edge-node/src/cli/node-services.js';
 import type { GuardrailRule } from '../../../proto/src/index.js';
 import { bundleKey, newCallerKey } from '../config-fixtures.js';
 import { startPipelineNode } from '../pipeline/pipeline-harness.js';
@@ -16,11 +18,12 @@ export interface GuardedNode {
   plainSecret: string;
 }
 
-export async function startGuardedNode(t: { teardown(fn: () => unknown): void }, rules: GuardrailRule[]): Promise<GuardedNode> {
+export async function startGuardedNode(t: { teardown(fn: () => unknown): void }, rules: GuardrailRule[], services?: Partial<PipelineServices>): Promise<GuardedNode> {
   const upstream = await startScriptedUpstream(t);
   const plain = newCallerKey();
   const node = await startPipelineNode(t, {
     upstreamUrl: upstream.url,
+    ...(services !== undefined ? { services } : {}),
     bundle: (base, hash) => ({
       apiKeys: [bundleKey('key-a', hash, { guardrailPolicyId: 'p' }), bundleKey('key-plain', plain.sha256)],
       guardrailPolicies: [policy('p', rules)],

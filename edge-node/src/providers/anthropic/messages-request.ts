@@ -10,7 +10,7 @@ import type { TextSlot } from '../../pipeline/context.js';
 import { deferJsonValue } from '../deferred-json-texts.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
 import { markPartial } from '../partial-texts.js';
-import { FieldSlot, isRecord } from '../text-slot.js';
+import { FieldSlot, NotGeneratedSlot, isRecord } from '../text-slot.js';
 
 /** Bounds on what the node reads; the body as a whole is already bounded by the HTTP body limit. */
 const MAX_MESSAGES = 10_000;
@@ -52,19 +52,17 @@ export function isToolUseBlock(block: Record<string, unknown>): boolean {
 }
 
 /**
- * Text fields of a server tool's result payload (a `*_tool_result` block's `content`, or an item
- * of it: `web_search_result`, `web_fetch_result`, `code_execution_result`, …); its own `content`
- * is walked too (a fetched page is a `document`, a text editor's view a string), and each string
- * of its `lines` (a text editor's str_replace result) is a text.
+ * Keys whose string values in a server tool's result are not text: type tags, ids, codes, opaque
+ * encodings. A `data` is opaque only in a base64 source (a plain-text document source's is text).
  */
-const RESULT_TEXT_FIELDS = ['title', 'url', 'stdout', 'stderr'] as const;
+const OPAQUE_RESULT_KEYS: ReadonlySet<string> = new Set(['type', 'tool_use_id', 'id', 'encrypted_content', 'encrypted_index', 'file_id', 'error_code', 'media_type', 'signature']);
 
 /** Text fields of a citation (an entry of a text block's `citations`): the quoted text and the names of its source. */
 const CITATION_TEXT_FIELDS = ['cited_text', 'title', 'document_title', 'url'] as const;
 
-/** Slots for the text of one citation (also a stream's `citations_delta`). */
+/** Slots for the text of one citation (also a stream's `citations_delta`): quotes, not the model's words (notGenerated). */
 export function citationSlots(citation: Record<string, unknown>, into: TextSlot[]): void {
-  for (const field of CITATION_TEXT_FIELDS) if (typeof citation[field] === 'string') into.push(new FieldSlot(citation, field));
+  for (const field of CITATION_TEXT_FIELDS) if (typeof citation[field] === 'string') into.push(new NotGeneratedSlot(citation, field));
 }
 
 /** Slots for the citations of a text block (its `citations`, when it has any). */
@@ -74,14 +72,23 @@ export function textBlockCitationSlots(block: Record<string, unknown>, into: Tex
 }
 
 /**
+ * A server tool's result: `web_search_tool_result`, `web_fetch_tool_result`, `mcp_tool_result`, any
+ * `*_tool_result` but the client's `tool_result`, and a payload item (`web_search_result`, …) met
+ * outside one. Not `search_result`, a block the caller gives.
+ */
+function isServerResult(type: string): boolean {
+  return type.endsWith('_result') && type !== 'tool_result' && type !== 'search_result';
+}
+
+/**
  * Slots for the text in `blocks` (a request's content, or an answer's): text blocks and their
  * citations (the quoted text, the cited source's title and URL), thinking
  * blocks (reasoning), the strings inside tool-use blocks' `input` (what the model passed a tool;
  * deferred until guardrails have rules to check them with, deferred-json-texts.ts), the text
- * inside tool results (`tool_result` and the server's own `*_tool_result`: what tools fed back,
- * down to their payloads' titles, URLs, output and lines), search results (title and text) and documents
- * given as plain text or as content blocks (title, context and text). Opaque fields (signatures,
- * encrypted content, base64 data, file ids) are not text.
+ * inside the client's tool results (`tool_result`: a string or blocks), every string inside a
+ * server tool's result (resultSlots), search results (title and text) and documents given as plain
+ * text or as content blocks (title, context and text). Opaque fields (signatures, encrypted
+ * content, base64 data, file ids) are not text.
  */
 export function contentBlockSlots(blocks: unknown[], into: TextSlot[], depth = 0): void {
   for (const block of blocks) if (isRecord(block)) blockSlots(block, into, depth);
@@ -105,24 +112,53 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     textBlockCitationSlots(block, into);
   } else if (type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
   else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
-  else if (type === 'tool_result' || type.endsWith('_tool_result')) contentSlots(block, into, 'content', depth);
+  else if (type === 'tool_result') contentSlots(block, into, 'content', depth);
+  else if (isServerResult(type)) resultSlots(block, into, depth);
   else if (type === 'search_result' || type === 'document') {
     for (const field of ['title', 'context'] as const) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
     contentSlots(block, into, 'content', depth);
     const source = block.source;
     if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
     else if (isRecord(source) && source.type === 'content') contentSlots(source, into, 'content', depth);
-  } else if (type.endsWith('_result')) {
-    for (const field of RESULT_TEXT_FIELDS) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
-    const lines = block.lines;
-    if (Array.isArray(lines)) {
-      for (let i = 0; i < lines.length; i += 1) if (typeof lines[i] === 'string') into.push(new FieldSlot(lines as unknown as Record<string, unknown>, String(i)));
-    }
-    contentSlots(block, into, 'content', depth);
   }
 }
 
-/** Slots for `holder.content` whether it is a string, blocks, or one payload object (a server tool's result). */
+/**
+ * Slots for every string value inside a server tool's result (`holder`), at any depth, each
+ * notGenerated (what a tool fetched or printed, not the model's words). Fails closed: payload
+ * shapes grow with each tool version and compatible upstreams' differ, so only OPAQUE_RESULT_KEYS
+ * (and a base64 source's `data`) are skipped, and nested blocks (text, documents, citations) are
+ * walked the same way. Keys are names, not text. Past MAX_DEPTH levels the list is marked partial.
+ */
+function resultSlots(holder: Record<string, unknown>, into: TextSlot[], depth: number): void {
+  const base64 = holder.type === 'base64';
+  for (const key in holder) {
+    if (OPAQUE_RESULT_KEYS.has(key) || (base64 && key === 'data')) continue;
+    resultValueSlots(holder, key, into, depth);
+  }
+}
+
+/** Slots for the strings of `holder[key]` inside a server tool's result (see resultSlots); `holder` may be an array. */
+function resultValueSlots(holder: Record<string, unknown>, key: string, into: TextSlot[], depth: number): void {
+  const value = holder[key];
+  if (typeof value === 'string') {
+    into.push(new NotGeneratedSlot(holder, key));
+    return;
+  }
+  if (typeof value !== 'object' || value === null) return;
+  if (depth >= MAX_DEPTH) {
+    markPartial(into);
+    return;
+  }
+  if (Array.isArray(value)) {
+    const items = value as unknown as Record<string, unknown>;
+    for (let i = 0; i < value.length; i += 1) resultValueSlots(items, String(i), into, depth + 1);
+  } else {
+    resultSlots(value as Record<string, unknown>, into, depth + 1);
+  }
+}
+
+/** Slots for `holder.content` whether it is a string, blocks, or one block. */
 function contentSlots(holder: Record<string, unknown>, into: TextSlot[], key = 'content', depth = 0): void {
   const value = holder[key];
   if (typeof value === 'string') into.push(new FieldSlot(holder, key));

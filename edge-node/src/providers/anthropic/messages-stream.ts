@@ -143,10 +143,12 @@ class StartInputSlot implements TextSlot {
  * follows), a part of WHOLE_TEXT_CHANNEL that ends in its own event. A guardrail writes it more
  * than once in that event (what it releases, then the rest), so the field is written only when the event is
  * serialised, and only if the final text differs: a text that went through unchanged leaves the
- * event byte for byte as it came.
+ * event byte for byte as it came. The model did not write it (notGenerated): it is neither kept as
+ * response text nor estimated as output tokens.
  */
 class WholeTextSlot implements TextSlot {
   readonly channel = WHOLE_TEXT_CHANNEL;
+  readonly notGenerated = true;
   private current: string;
 
   constructor(
@@ -188,8 +190,8 @@ function wholeTextSlots(fields: TextSlot[], event: AnthropicStreamEvent): TextSl
  * tool block's `input` (a JSON part checked whole: the event ends it). Anthropic sends '', `{}`
  * and no citations there, which make no slot. Any other block (a server tool's result:
  * `web_search_tool_result`, `web_fetch_tool_result`, `mcp_tool_result`, …) comes whole, with no
- * deltas: its texts, as a JSON answer's (blockSlots), are parts of their own, each checked whole
- * in this event, which ends them.
+ * deltas: its texts, as a JSON answer's (blockSlots: every string in it but opaque ids and
+ * encodings), are parts of their own, each checked whole in this event, which ends them.
  */
 function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
   const type = block.type;
@@ -206,7 +208,8 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
   }
   const fields: TextSlot[] = [];
   blockSlots(block, fields);
-  // A tool call inside a result is a stand-in until walked; whole texts are checked in this event.
+  // A tool call nested in another block (a client tool_result's content; a server result's strings
+  // are walked whole) is a stand-in until walked; whole texts are checked in this event.
   resolveDeferredTexts(fields);
   if (fields.length === 0 && !isPartial(fields)) return NO_TEXTS;
   return wholeTextSlots(fields, event);
