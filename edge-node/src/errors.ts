@@ -131,6 +131,18 @@ export const errorTable = {
     message: 'No such MCP session for this API key; start a new session with initialize.',
     retryable: false,
   },
+  ZN_ERR_TOOL_SESSION_CONFLICT: {
+    status: 502,
+    type: 'server_error',
+    message: 'The tool server opened a session with an id that belongs to another API key; the node does not hand it out.',
+    retryable: false,
+  },
+  ZN_ERR_TOOL_SESSION_UNAVAILABLE: {
+    status: 503,
+    type: 'server_error',
+    message: 'The node could not record which API key the new MCP session belongs to, so it does not hand it out; retry initialize.',
+    retryable: true,
+  },
   ZN_ERR_RATE_LIMITED: {
     status: 429,
     type: 'rate_limit_error',

@@ -9,6 +9,7 @@ import type { Test } from 'tap';
 import { SESSION_OWNER_FILE, SqliteSessionOwnerStore, TOUCH_EVERY_MS } from '../../../edge-node/src/providers/mcp/sqlite-session-owner-store.js';
 import Database from 'better-sqlite3';
 import type { Logger } from '../../../edge-node/src/logger.js';
+import { MemorySessionOwnerStore } from '../../../edge-node/src/providers/mcp/session-owner-store.js';
 import { SessionOwners, openSessionOwners, sessionEntry } from '../../../edge-node/src/providers/mcp/session-owners.js';
 import { ManualClock, T0 } from '../rate-limit/limit-fixtures.js';
 
@@ -57,9 +58,10 @@ t.test('the table keeps its bound across instances, dropping the binding used le
   const clock = new ManualClock();
   const a = open(t, dir, { max: 3, clock });
   const b = open(t, dir, { max: 3, clock });
-  a.owners.bind('tools', 's1', 'key-a');
-  a.owners.bind('tools', 's1', 'key-b');
-  t.equal(a.store.size(), 1, 'rebinding a session replaces its row');
+  t.equal(a.owners.bind('tools', 's1', 'key-b'), 'bound');
+  t.equal(b.owners.bind('tools', 's1', 'key-a'), 'taken', 'an id another key holds is not rebound, on any instance');
+  t.equal(a.owners.bind('tools', 's1', 'key-b'), 'bound', 'its owner may bind it again');
+  t.equal(a.store.size(), 1, 'one row per session');
   clock.advance(1);
   a.owners.bind('tools', 's2', 'key-a');
   clock.advance(1);
@@ -96,13 +98,13 @@ t.test('a file locked by another process fails closed: a binding not written ref
   const store = new SqliteSessionOwnerStore({ stateDir: dir, clock });
   t.teardown(() => store.close());
   const owners = new SessionOwners(store, logger);
-  owners.bind('tools', 'open-before', 'key-a');
+  t.equal(owners.bind('tools', 'open-before', 'key-a'), 'bound');
   clock.advance(TOUCH_EVERY_MS);
   // Another connection holds the write lock (a backup, an operator's shell).
   const holder = new Database(path.join(dir, SESSION_OWNER_FILE));
   t.teardown(() => holder.close());
   holder.prepare('BEGIN IMMEDIATE').run();
-  owners.bind('tools', 'opened-while-locked', 'key-a');
+  t.equal(owners.bind('tools', 'opened-while-locked', 'key-a'), 'failed', 'the binding cannot be written (mcp-call.ts refuses the initialize)');
   t.equal(owners.admit('tools', 'opened-while-locked', 'key-a'), false, 'the binding was not written: the session is refused');
   t.equal(owners.admit('tools', 'opened-while-locked', 'key-b'), false, 'to every key');
   t.equal(warnings.length, 1, 'the failed write is logged');
@@ -111,6 +113,19 @@ t.test('a file locked by another process fails closed: a binding not written ref
   t.equal(warnings.length, 2, 'one failed touch, then touches pause: no warning (and no busy wait) per call');
   t.comment(`20 admits while locked: ${Date.now() - started} ms`);
   holder.prepare('COMMIT').run();
+});
+
+t.test('a binding that cannot be read admits nobody', async (t) => {
+  const warnings: string[] = [];
+  const logger = { warn: (_: unknown, msg: string) => warnings.push(msg) } as unknown as Logger;
+  const store = new MemorySessionOwnerStore();
+  const owners = new SessionOwners(store, logger);
+  owners.bind('tools', 's1', 'key-a');
+  store.get = () => {
+    throw new Error('SQLITE_IOERR: disk I/O error');
+  };
+  t.equal(owners.admit('tools', 's1', 'key-a'), false, 'refused (fail closed), not a 500');
+  t.match(warnings, [/could not be read/]);
 });
 
 t.test('a session file that is not a database leaves the node serving, with the table in memory and the file named in the error', async (t) => {

@@ -1,8 +1,12 @@
 // MCP session ownership outlives the node: a node serving from its state dir (the services `serve`
 // opens) binds a session to the key that opened it; after the node restarts on the same state dir,
 // and on a second node sharing it as a replica does, another key presenting that session id is
-// refused with ZN_ERR_TOOL_SESSION_NOT_FOUND and the tool server never sees the call.
+// refused with ZN_ERR_TOOL_SESSION_NOT_FOUND and the tool server never sees the call. A session the
+// node cannot bind to its caller (an id another key holds, a locked file) is not handed out.
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import Database from 'better-sqlite3';
 import t from 'tap';
 import type { Test } from 'tap';
 import { buildApp } from '../../../edge-node/src/app.js';
@@ -11,6 +15,7 @@ import { openNodeServices } from '../../../edge-node/src/cli/node-services.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
+import { SESSION_OWNER_FILE } from '../../../edge-node/src/providers/mcp/sqlite-session-owner-store.js';
 import { openStateStore } from '../../../edge-node/src/state/state-store.js';
 import { startFakeToolServer } from '../../fixtures/fake-tool-server.js';
 import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
@@ -95,4 +100,51 @@ t.test("a second node on the same state dir (as a replica is) refuses key B on a
   const stolen = await post(second.url, echo('from key B', 2), { ...bearer(keyB), ...session });
   t.equal(stolen.code, 'ZN_ERR_TOOL_SESSION_NOT_FOUND', 'the other node refuses key B');
   t.equal((await post(second.url, echo('from key A', 3), { ...bearer(keyA), ...session })).status, 200, 'key A uses it through either');
+});
+
+/** A tool server that names the same session in every answer (it sees only the node's key, so it cannot tell callers apart). */
+async function fixedSessionToolServer(t: Test): Promise<{ url: string; calls: () => number }> {
+  let calls = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      calls += 1;
+      res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'the-one-session' }).end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-06-18', capabilities: {}, serverInfo: { name: 'fixed', version: '1' } } }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, calls: () => calls };
+}
+
+t.test("a tool server that opens a session with an id another key holds: the id is not handed to the second key, and the first keeps it", async (t) => {
+  const dir = (await openStateStore(t.testdir(), { create: true })).dir;
+  const tool = await fixedSessionToolServer(t);
+  const node = await startNode(t, dir, tool.url);
+  const first = await post(node.url, initialize, bearer(keyA));
+  t.equal(first.sessionId, 'the-one-session', 'key A gets its session');
+  const second = await post(node.url, initialize, bearer(keyB));
+  t.equal(second.status, 502);
+  t.equal(second.code, 'ZN_ERR_TOOL_SESSION_CONFLICT');
+  t.equal(second.sessionId, null, 'key B is not given the id');
+  const session = { 'mcp-session-id': 'the-one-session' };
+  t.equal((await post(node.url, echo('from key B', 2), { ...bearer(keyB), ...session })).code, 'ZN_ERR_TOOL_SESSION_NOT_FOUND', 'nor may it use it');
+  t.equal((await post(node.url, echo('from key A', 3), { ...bearer(keyA), ...session })).status, 200, 'key A keeps its session');
+  t.equal((await post(node.url, initialize, bearer(keyA))).sessionId, 'the-one-session', 'key A may open it again');
+});
+
+t.test('a session the node cannot record (its session file locked) is not handed out: initialize gets a retryable 503', async (t) => {
+  const dir = (await openStateStore(t.testdir(), { create: true })).dir;
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY, jsonResponse: true });
+  const node = await startNode(t, dir, fake.url);
+  // Another process holds the write lock (a backup, an operator's shell).
+  const holder = new Database(path.join(dir, SESSION_OWNER_FILE));
+  t.teardown(() => holder.close());
+  holder.prepare('BEGIN IMMEDIATE').run();
+  const refused = await post(node.url, initialize, bearer(keyA));
+  t.equal(refused.status, 503);
+  t.equal(refused.code, 'ZN_ERR_TOOL_SESSION_UNAVAILABLE');
+  t.equal(refused.sessionId, null, 'no id the node would then refuse');
+  holder.prepare('COMMIT').run();
+  await openSession(t, node.url);
 });

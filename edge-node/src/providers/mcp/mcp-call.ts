@@ -11,7 +11,7 @@ import type { UpstreamAttempt } from '../../../../proto/src/index.js';
 import type { Dispatcher } from 'undici';
 import type { GuardrailVerdict } from '../../../../proto/src/index.js';
 import { isZenovaError, zenovaError } from '../../errors.js';
-import type { ZenovaError } from '../../errors.js';
+import type { ErrorCode, ZenovaError } from '../../errors.js';
 import type { CompiledPolicy } from '../../guardrails/compiled-policy.js';
 import { applyPolicy } from '../../guardrails/policy-engine.js';
 import type { PipelineContext, TextSlot, UpstreamReply } from '../../pipeline/context.js';
@@ -159,7 +159,14 @@ export const mcpApi: ApiHandler = {
     }
     const headers = returnedHeaders(response.headers);
     const contentType = (headers['content-type'] ?? '').toLowerCase();
-    noteSession(ctx, call, status, headers['mcp-session-id']);
+    const unbound = noteSession(ctx, call, status, headers['mcp-session-id']);
+    if (unbound !== undefined) {
+      // The session the tool server opened cannot be this caller's: its id is not handed out.
+      void response.body.dump().catch(() => undefined);
+      ctx.upstreamMs = elapsed(ctx, started);
+      attempt('status', status);
+      return reject(unbound);
+    }
 
     if (contentType.startsWith('text/event-stream')) {
       // The GET stream answers nothing (it carries the server's unasked messages and stays open):
@@ -184,16 +191,27 @@ export const mcpApi: ApiHandler = {
   },
 };
 
-/** Binds a session to the key whose initialize opened it; forgets one that ended. */
-function noteSession(ctx: PipelineContext, call: McpCall, status: number, returned: string | undefined): void {
+/**
+ * Binds a session to the key whose initialize opened it; forgets one that ended. Returns the code to
+ * refuse the call with when the session an initialize opened cannot be bound to its caller.
+ */
+function noteSession(ctx: PipelineContext, call: McpCall, status: number, returned: string | undefined): ErrorCode | undefined {
   const server = ctx.toolServer?.name;
-  if (server === undefined) return;
+  if (server === undefined) return undefined;
   const owners = ctx.deps.sessionOwners;
   const opens = call.payload !== undefined && (Array.isArray(call.payload) ? call.payload : [call.payload]).some((m) => 'method' in m && m.method === 'initialize');
-  if (opens && status < 300 && returned !== undefined && returned.length <= 1024 && ctx.key !== undefined) owners.bind(server, returned, ctx.key.id);
+  if (opens && status < 300 && returned !== undefined && returned.length <= 1024 && ctx.key !== undefined) {
+    const bound = owners.bind(server, returned, ctx.key.id);
+    if (bound === 'taken') {
+      ctx.deps.logger.warn({ toolServer: server, keyId: ctx.key.id }, 'the tool server opened a session with an id another key holds; it is not handed out');
+      return 'ZN_ERR_TOOL_SESSION_CONFLICT';
+    }
+    if (bound === 'failed') return 'ZN_ERR_TOOL_SESSION_UNAVAILABLE';
+  }
   const sent = sessionIdOf(ctx);
-  if (sent === undefined) return;
+  if (sent === undefined) return undefined;
   if (status === 404 || (call.method === 'DELETE' && status < 300)) owners.forget(server, sent);
+  return undefined;
 }
 
 /**

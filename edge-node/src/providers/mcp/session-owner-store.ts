@@ -24,8 +24,12 @@ export interface SessionBinding {
 export interface SessionOwnerStore {
   /** The entry's binding, or undefined. */
   get(entry: string): SessionBinding | undefined;
-  /** Binds the entry to `keyId`, replacing any owner; it becomes the most recently used. */
-  bind(entry: string, keyId: string): void;
+  /**
+   * Binds the entry to `keyId` unless another key holds it (atomically, across every process sharing
+   * the store); returns the owner after: `keyId`, or the key that holds it. A bound entry becomes the
+   * most recently used.
+   */
+  bind(entry: string, keyId: string): string;
   forget(entry: string): void;
   /** Marks the entry used now. `lastUsedMs` is what get() read: a store whose writes cost may skip a recent one. */
   touch(entry: string, lastUsedMs: number): void;
@@ -54,8 +58,11 @@ export class MemorySessionOwnerStore implements SessionOwnerStore {
     return this.owners.get(entry);
   }
 
-  bind(entry: string, keyId: string): void {
+  bind(entry: string, keyId: string): string {
+    const owner = this.owners.get(entry)?.keyId;
+    if (owner !== undefined && owner !== keyId) return owner;
     this.set(entry, keyId);
+    return keyId;
   }
 
   forget(entry: string): void {

@@ -3,22 +3,24 @@
  * cannot tell callers apart: the node binds a session to the key whose `initialize` answer carried
  * its `Mcp-Session-Id`, and admits the id only from that key. An id no binding names (never issued
  * through this node, its binding evicted or lost, or another spelling of a bound id) is refused to
- * every key: MCP clients open a new session on that 404, whereas claiming unknown ids for the
- * first key to use them would let another key take a session whose binding was lost.
+ * every key: the client opens a new session on that 404 (the MCP specification requires it; with the
+ * official TypeScript SDK the application does), whereas claiming unknown ids for the first key to
+ * use them would let another key take a session whose binding was lost.
  *
  * The bindings live in a store (session-owner-store.ts): for a serving node, a SQLite file in its
  * state dir, so a restart keeps them and the node's replicas share them; without a state dir, or
  * when that file cannot be opened, this process's memory (still fail-closed: a replica refuses the
- * sessions it has not bound). A write that fails (the file locked past its short busy timeout, a
- * full disk) is logged and fails closed too: a binding not written refuses its session, a touch not
- * written only ages it; after a failed touch the node writes no touch for a while, so a locked file
- * does not stall every call.
+ * sessions it has not bound). A binding that cannot be written (the file locked past its short busy
+ * timeout, a full disk), or an id another key already holds, is not handed out: the initialize is
+ * refused (mcp-call.ts). A binding that cannot be read refuses its session. A touch not written only
+ * ages it; after a failed touch the node writes no touch for a while, so a locked file does not stall
+ * every call.
  */
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Logger } from '../../logger.js';
 import { MemorySessionOwnerStore } from './session-owner-store.js';
-import type { SessionOwnerStore } from './session-owner-store.js';
+import type { SessionBinding, SessionOwnerStore } from './session-owner-store.js';
 import { SESSION_OWNER_FILE, SqliteSessionOwnerStore } from './sqlite-session-owner-store.js';
 
 /** How long touches stop after one failed (a locked file would otherwise stall each call by the busy timeout). */
@@ -35,7 +37,14 @@ export class SessionOwners {
   /** Whether `keyId` may use the session: only when it is bound to `keyId` (then it counts as used). */
   admit(server: string, sessionId: string, keyId: string): boolean {
     const id = sessionEntry(server, sessionId);
-    const binding = this.store.get(id);
+    let binding: SessionBinding | undefined;
+    try {
+      binding = this.store.get(id);
+    } catch (err) {
+      // An unreadable binding admits nobody (fail closed): the client opens a new session.
+      this.logger?.warn({ err }, 'an MCP session binding could not be read; the session is refused');
+      return false;
+    }
     if (binding === undefined || binding.keyId !== keyId) return false;
     const now = Date.now();
     if (now >= this.touchesPausedUntil) {
@@ -44,9 +53,16 @@ export class SessionOwners {
     return true;
   }
 
-  /** Binds the session to `keyId`, replacing any owner (an `initialize` answer named it). */
-  bind(server: string, sessionId: string, keyId: string): void {
-    this.write('bind', () => this.store.bind(sessionEntry(server, sessionId), keyId));
+  /**
+   * Binds the session an `initialize` answer named to `keyId`: 'bound'; 'taken' when another key
+   * holds that id (a tool server that gives every caller the same id, since it sees only the node's
+   * key: the id is not handed to a second key); 'failed' when it could not be written (the id must
+   * not be handed out either: the caller could not use it).
+   */
+  bind(server: string, sessionId: string, keyId: string): 'bound' | 'taken' | 'failed' {
+    let owner: string | undefined;
+    this.write('bind', () => (owner = this.store.bind(sessionEntry(server, sessionId), keyId)));
+    return owner === undefined ? 'failed' : owner === keyId ? 'bound' : 'taken';
   }
 
   forget(server: string, sessionId: string): void {

@@ -62,12 +62,12 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
   private readonly max: number;
   private readonly clock: Clock;
   private readonly select: Database.Statement<[string], BindingRow>;
-  private readonly upsert: Database.Statement<[string, string, number]>;
+  private readonly insertIfAbsent: Database.Statement<[string, string, number]>;
   private readonly remove: Database.Statement<[string]>;
   private readonly markUsed: Database.Statement<[number, string]>;
   private readonly evict: Database.Statement<[string, number]>;
   private readonly count: Database.Statement<[], { n: number }>;
-  private readonly bindTx: Database.Transaction<(entry: string, keyId: string, now: number) => void>;
+  private readonly bindTx: Database.Transaction<(entry: string, keyId: string, now: number) => string>;
 
   constructor(opts: SqliteSessionOwnerStoreOptions) {
     this.file = path.join(opts.stateDir, SESSION_OWNER_FILE);
@@ -75,9 +75,7 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
     this.clock = opts.clock ?? systemClock;
     this.db = openStateDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: 'NORMAL', schema: SCHEMA });
     this.select = this.db.prepare('SELECT key_id, last_used FROM session_owners WHERE entry = ?');
-    this.upsert = this.db.prepare(
-      'INSERT INTO session_owners (entry, key_id, last_used) VALUES (?, ?, ?) ON CONFLICT (entry) DO UPDATE SET key_id = excluded.key_id, last_used = excluded.last_used',
-    );
+    this.insertIfAbsent = this.db.prepare('INSERT INTO session_owners (entry, key_id, last_used) VALUES (?, ?, ?) ON CONFLICT (entry) DO NOTHING');
     this.remove = this.db.prepare('DELETE FROM session_owners WHERE entry = ?');
     this.markUsed = this.db.prepare('UPDATE session_owners SET last_used = max(last_used, ?) WHERE entry = ?');
     // The row just written is never the one to go, even when the clock gives several rows one time.
@@ -86,8 +84,13 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
       LIMIT max(0, (SELECT n FROM session_owner_count) - ?))`);
     this.count = this.db.prepare('SELECT count(*) AS n FROM session_owners');
     this.bindTx = this.db.transaction((entry: string, keyId: string, now: number) => {
-      this.upsert.run(entry, keyId, now);
-      this.evict.run(entry, this.max);
+      if (this.insertIfAbsent.run(entry, keyId, now).changes > 0) {
+        this.evict.run(entry, this.max);
+        return keyId;
+      }
+      const owner = this.select.get(entry)!.key_id;
+      if (owner === keyId) this.markUsed.run(now, entry);
+      return owner;
     });
   }
 
@@ -96,9 +99,10 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
     return row === undefined ? undefined : { keyId: row.key_id, lastUsedMs: row.last_used };
   }
 
-  bind(entry: string, keyId: string): void {
-    // IMMEDIATE takes the write lock up front: the count the eviction reads is the one it changes.
-    this.bindTx.immediate(entry, keyId, this.clock.now());
+  bind(entry: string, keyId: string): string {
+    // IMMEDIATE takes the write lock up front: of two replicas binding one id, exactly one inserts,
+    // and the count the eviction reads is the one it changes.
+    return this.bindTx.immediate(entry, keyId, this.clock.now());
   }
 
   forget(entry: string): void {
