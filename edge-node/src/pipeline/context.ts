@@ -45,6 +45,12 @@ export interface TextSlot {
    * kept as the recorded response nor estimated as output tokens (a stream cut before its usage).
    */
   readonly notGenerated?: boolean;
+  /**
+   * A notGenerated text the upstream bills as input tokens of the answer (a server tool's result,
+   * fed back to the model), reported only in its final usage: counted into
+   * ctx.deliveredInputTokens, which a stream cut before that usage is metered for.
+   */
+  readonly billedAsInput?: boolean;
 }
 
 /** Token counts of one call. */
@@ -201,6 +207,12 @@ export interface PipelineContext {
   upstreamMs: number | null;
   /** forward: the response text the model wrote, as delivered (for output metering estimates and kept bodies; not TextSlot.notGenerated texts), bounded. */
   responseText: string;
+  /**
+   * forward: the estimated tokens of the delivered texts the upstream bills as input
+   * (TextSlot.billedAsInput: a server tool's results), added to the input of a stream cut before
+   * its final usage (stage meter). A count, not the texts.
+   */
+  deliveredInputTokens: number;
 
   /** guardrails-in/out: every verdict, in order. */
   guardrails: GuardrailVerdict[];

@@ -47,6 +47,7 @@ export function newPipelineContext(init: ContextInit): PipelineContext {
     upstreamFirstByteMs: null,
     upstreamMs: null,
     responseText: '',
+    deliveredInputTokens: 0,
     guardrails: [],
     usage: { inputTokens: 0, outputTokens: 0, estimated: false },
     cost: { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false },

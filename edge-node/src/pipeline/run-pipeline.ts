@@ -21,6 +21,7 @@ import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
 import { systemClock } from './clock.js';
 import { AbortSwitch } from './abort-switch.js';
 import { newPipelineContext } from './new-context.js';
+import { estimateTokens } from '../providers/token-estimate.js';
 import type { ApiKind, PipelineContext, StreamEvent, Surface, TextSlot, UpstreamReply } from './context.js';
 import type { PipelineDeps } from './deps.js';
 import { rejectWith } from './stage.js';
@@ -320,11 +321,17 @@ class PipelineRun {
     this.reply.raw.destroy();
   }
 
-  /** Appends delivered text the model wrote (not TextSlot.notGenerated) to ctx.responseText, bounded. */
+  /**
+   * Appends delivered text the model wrote (not TextSlot.notGenerated) to ctx.responseText,
+   * bounded; texts billed as input are counted (their token estimate, not kept) instead.
+   */
   private keepText(texts: readonly TextSlot[]): void {
     const ctx = this.ctx;
     for (const slot of texts) {
-      if (slot.notGenerated === true) continue;
+      if (slot.notGenerated === true) {
+        if (slot.billedAsInput === true) ctx.deliveredInputTokens += estimateTokens(slot.text);
+        continue;
+      }
       const room = MAX_RESPONSE_TEXT_CHARS - ctx.responseText.length;
       if (room <= 0) return;
       const text = slot.text;

@@ -269,7 +269,7 @@ class DecodedTextSlot implements TextSlot {
  * The string literals (keys and values) in a valid JSON text, counted in one pass: more than the
  * parsed value holds means JSON.parse dropped some (duplicate keys).
  */
-function countJsonStrings(text: string): number {
+export function countJsonStrings(text: string): number {
   let count = 0;
   for (let i = text.indexOf('"'); i !== -1; i = text.indexOf('"', closingQuote(text, i) + 1)) count += 1;
   return count;

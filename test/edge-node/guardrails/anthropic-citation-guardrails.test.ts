@@ -1,5 +1,5 @@
 // Guardrails over what Anthropic answers quote: a text block's citations (the quoted `cited_text`,
-// the cited source's title and URL) and a text editor's result lines, through a listening node
+// the cited source's title, URL and search result source) and a text editor's result lines, through a listening node
 // with the official @anthropic-ai/sdk and a scripted upstream. In a stream a `citations_delta`
 // carries one whole citation between a block's text deltas: its texts are checked whole in that
 // event (masked in place, or ending the stream on a block rule) while the block's own text stays
@@ -192,6 +192,54 @@ t.test('guardrails over Anthropic citations and text editor lines', async (t) =>
     const err = await anthropicSdkError(client.messages.create({ model: 'claude', max_tokens: 100, messages: turn(`key: ${SECRET}`) }));
     t.equal(err.errorCode, 'ZN_ERR_GUARDRAIL_BLOCKED');
     t.equal(upstream.requests.length, before + 1, 'the refused request never reached the upstream');
+  });
+
+  await t.test("an e-mail in a search_result_location citation's source is masked, streamed and in a JSON answer, and in a search_result block's source sent back", async (t) => {
+    const located = (source: string): Record<string, unknown> => ({
+      type: 'search_result_location',
+      source,
+      title: 'CRM',
+      cited_text: 'Dave owns the account.',
+      search_result_index: 0,
+      start_block_index: 0,
+      end_block_index: 0,
+    });
+    const leaked = located('https://crm.test/contact?email=dave@example.com');
+    const masked = located('https://crm.test/contact?email=[EMAIL]');
+    upstream.answer = { sse: [MESSAGE_START, ...citedTextBlock(0, 'Dave ', leaked, 'owns it.'), ...MESSAGE_END] };
+    const { body } = await streamBody();
+    t.notMatch(body, /dave@/, 'the streamed citation source goes out masked');
+    const streamed = await client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER }).finalMessage();
+    t.same(streamed.content, [{ type: 'text', text: 'Dave owns it.', citations: [masked] }]);
+    upstream.answer = answerWith([{ type: 'text', text: 'Dave owns it.', citations: [leaked] }]);
+    const answered = await client.messages.create({ model: 'claude', max_tokens: 100, messages: USER });
+    t.same(answered.content, [{ type: 'text', text: 'Dave owns it.', citations: [masked] }]);
+
+    upstream.answer = answerWith([{ type: 'text', text: 'ok' }]);
+    const before = upstream.requests.length;
+    const searchResult = (source: string): Record<string, unknown> => ({ type: 'search_result', source, title: 'CRM', content: [{ type: 'text', text: 'Dave owns the account.' }] });
+    const res = await fetch(`${node.origin}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': node.secret },
+      body: JSON.stringify({ model: 'claude', max_tokens: 100, messages: [{ role: 'user', content: [searchResult('https://crm.test/contact?email=dave@example.com'), { type: 'text', text: 'who owns it?' }] }] }),
+    });
+    t.equal(res.status, 200);
+    t.same((upstream.requests[before]!.body as { messages: Array<{ content: unknown[] }> }).messages[0]!.content[0], searchResult('https://crm.test/contact?email=[EMAIL]'), 'the upstream receives the source masked');
+  });
+
+  await t.test('a streamed citation that repeats a key goes out as it was checked: the value JSON.parse dropped is not sent', async (t) => {
+    // JSON.parse keeps the last of two "cited_text" keys; the first must not go out in the event's raw bytes.
+    const repeated =
+      'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location",' +
+      '"cited_text":"Mail dave@example.com","cited_text":"Ask the team.","document_index":0,"start_char_index":0,"end_char_index":13}}}\n\n';
+    upstream.answer = {
+      sse: [MESSAGE_START, event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }), delta(0, { type: 'text_delta', text: 'See ' }), repeated, delta(0, { type: 'text_delta', text: 'the team.' }), event('content_block_stop', { index: 0 }), ...MESSAGE_END],
+    };
+    const { body } = await streamBody();
+    t.notMatch(body, /dave@/, 'the dropped value is not sent');
+    t.ok(body.includes('{"type":"citations_delta","citation":{"type":"char_location","cited_text":"Ask the team.","document_index":0'), 'the citation goes out as parsed and checked');
+    const message = await client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER }).finalMessage();
+    t.same(message.content, [{ type: 'text', text: 'See the team.', citations: [{ type: 'char_location', cited_text: 'Ask the team.', document_index: 0, start_char_index: 0, end_char_index: 13 }] }]);
   });
 
   await t.test("an e-mail in a text editor result's lines is masked, streamed and in a JSON answer, each line its own text", async (t) => {

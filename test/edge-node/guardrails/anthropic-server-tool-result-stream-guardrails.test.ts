@@ -6,7 +6,9 @@
 // The same texts in a JSON answer are checked too (one walk for both): every string in a result,
 // whatever its field, but opaque ids and encodings. A flag rule is checked on the provider's own
 // events under the stream guard, where its verdict can be read. Result and citation texts are not
-// the model's output: neither metered as output tokens of a cut stream nor recorded as its response.
+// the model's output: neither metered as output tokens of a cut stream nor recorded as its response;
+// a cut stream's input counts the results delivered (Anthropic bills them as input). A result or
+// citation that repeats a key goes out as parsed and checked, never with the value JSON.parse dropped.
 import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
 import { compilePolicy } from '../../../edge-node/src/guardrails/compiled-policy.js';
@@ -150,6 +152,21 @@ t.test('guardrails over Anthropic server tool results in streams', async (t) => 
     t.match(message.content[2], { type: 'web_search_tool_result', content: [{ title: `Café ${'menu '.repeat(120)}`, url: 'https://corp.test/menu' }] });
   });
 
+  await t.test('a streamed server tool result that repeats a key goes out as it was checked: the value JSON.parse dropped is not sent', async (t) => {
+    // JSON.parse keeps the last of two "title" keys (and of two "url" keys, the last not a string):
+    // the first values, never checked, must not go out in the event's raw bytes.
+    const repeated =
+      'event: content_block_start\ndata: {"type":"content_block_start","index":1,"content_block":{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1",' +
+      '"content":[{"type":"web_search_result","title":"Mail dave@example.com","title":"Team page","url":"https://corp.test/team?owner=dave@example.com","url":null,' +
+      '"encrypted_content":"EqgfCioI","page_age":null}]}}\n\n';
+    upstream.answer = { sse: [MESSAGE_START, ...SEARCH_CALL, repeated, event('content_block_stop', { index: 1 }), ...answerText(2, 'Ask the team.'), ...MESSAGE_END] };
+    const { body } = await streamBody();
+    t.notMatch(body, /dave@/, 'the dropped values are not sent');
+    t.ok(body.includes('"content":[{"type":"web_search_result","title":"Team page","url":null,"encrypted_content":"EqgfCioI","page_age":null}]'), 'the block goes out as parsed and checked');
+    const message = await client.messages.stream({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }).finalMessage();
+    t.same(message.content[1], { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [{ type: 'web_search_result', title: 'Team page', url: null, encrypted_content: 'EqgfCioI', page_age: null }] });
+  });
+
   await t.test('a server tool result nested thousands of levels deep is blocked, streamed or in a JSON answer, instead of exhausting the stack or passing unchecked', async (t) => {
     // Results nest blocks in their content; an upstream answer is not depth-checked as a request is.
     let nested: Record<string, unknown> = { type: 'web_fetch_result', url: 'https://corp.test/deep', content: { type: 'text', text: 'deep' } };
@@ -271,7 +288,7 @@ t.test("a flag rule records a verdict for a streamed server tool result's text a
   t.same(ctx.guardrails, [{ policyId: 'watch', rule: 0, detector: 'email', action: 'flag', on: 'output', matches: 2 }]);
 });
 
-t.test("server tool results and citations are not the model's output: not metered as output tokens of a cut stream, not kept as the recorded response", async (t) => {
+t.test("server tool results and citations are not the model's output: not metered as output tokens of a cut stream, not kept as the recorded response; a cut stream's input counts the results it delivered", async (t) => {
   const records: RequestRecord[] = [];
   const spool = { open: () => undefined, finalise: async (record: RequestRecord) => void records.push(record), keepsBodies: () => true };
   const { upstream, node, plainSecret } = await startGuardedNode(t, RULES, { spool });
@@ -289,7 +306,7 @@ t.test("server tool results and citations are not the model's output: not metere
   const fetchInput = JSON.stringify(fetchCall.input);
 
   for (const [who, apiKey] of [['a key without guardrails', plainSecret], ['a key with output rules', node.secret]] as const) {
-    await t.test(`for ${who}, a stream the upstream cuts before message_delta is metered for the model's text only`, async (t) => {
+    await t.test(`for ${who}, a stream the upstream cuts before message_delta is metered for the model's text as output and the fetched page as input, not the quote`, async (t) => {
       upstream.answer = {
         sse: [
           MESSAGE_START,
@@ -315,7 +332,14 @@ t.test("server tool results and citations are not the model's output: not metere
       const record = await recordOf(res.headers.get('x-request-id'));
       t.match(record, { status: 'failed', errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
       const written = `${fetchInput}The charter sets the scope.`;
-      t.same(record.usage, { inputTokens: 5, outputTokens: estimateTokens(written), estimated: true }, 'output is estimated from what the model wrote: the call and the text');
+      // Anthropic bills the fetched result as input but counts it only in message_delta: the
+      // node adds its estimate (each string of the result; the citation's quote is not billed).
+      const resultTokens = estimateTokens(fetched.content.url) + estimateTokens(fetched.content.content.title) + estimateTokens(page);
+      t.same(
+        record.usage,
+        { inputTokens: 5 + resultTokens, outputTokens: estimateTokens(written), estimated: true },
+        "input is message_start's count and the delivered result's estimate; output is estimated from what the model wrote: the call and the text",
+      );
       t.equal(record.bodies?.response, written, 'the recorded response holds neither the page nor the quote');
     });
   }

@@ -57,8 +57,11 @@ export function isToolUseBlock(block: Record<string, unknown>): boolean {
  */
 const OPAQUE_RESULT_KEYS: ReadonlySet<string> = new Set(['type', 'tool_use_id', 'id', 'encrypted_content', 'encrypted_index', 'file_id', 'error_code', 'media_type', 'signature']);
 
-/** Text fields of a citation (an entry of a text block's `citations`): the quoted text and the names of its source. */
-const CITATION_TEXT_FIELDS = ['cited_text', 'title', 'document_title', 'url'] as const;
+/**
+ * Text fields of a citation (an entry of a text block's `citations`): the quoted text and the names
+ * of its source (a `search_result_location`'s `source` is a string: the search result's URL or name).
+ */
+const CITATION_TEXT_FIELDS = ['cited_text', 'title', 'document_title', 'url', 'source'] as const;
 
 /** Slots for the text of one citation (also a stream's `citations_delta`): quotes, not the model's words (notGenerated). */
 export function citationSlots(citation: Record<string, unknown>, into: TextSlot[]): void {
@@ -86,9 +89,9 @@ function isServerResult(type: string): boolean {
  * blocks (reasoning), the strings inside tool-use blocks' `input` (what the model passed a tool;
  * deferred until guardrails have rules to check them with, deferred-json-texts.ts), the text
  * inside the client's tool results (`tool_result`: a string or blocks), every string inside a
- * server tool's result (resultSlots), search results (title and text) and documents given as plain
- * text or as content blocks (title, context and text). Opaque fields (signatures, encrypted
- * content, base64 data, file ids) are not text.
+ * server tool's result (resultSlots), search results (title, source and text) and documents
+ * given as plain text or as content blocks (title, context and text). Opaque fields (signatures,
+ * encrypted content, base64 data, file ids) are not text.
  */
 export function contentBlockSlots(blocks: unknown[], into: TextSlot[], depth = 0): void {
   for (const block of blocks) if (isRecord(block)) blockSlots(block, into, depth);
@@ -118,9 +121,19 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     for (const field of ['title', 'context'] as const) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
     contentSlots(block, into, 'content', depth);
     const source = block.source;
-    if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
+    // A search result's source is a string (its URL or name); a document's, an object.
+    if (typeof source === 'string') into.push(new FieldSlot(block, 'source'));
+    else if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
     else if (isRecord(source) && source.type === 'content') contentSlots(source, into, 'content', depth);
   }
+}
+
+/**
+ * A string of a server tool's result: not the model's words, and billed by Anthropic as input
+ * tokens (the result is fed back to the model), reported only in the final usage.
+ */
+class ResultSlot extends NotGeneratedSlot {
+  readonly billedAsInput = true;
 }
 
 /**
@@ -142,7 +155,7 @@ function resultSlots(holder: Record<string, unknown>, into: TextSlot[], depth: n
 function resultValueSlots(holder: Record<string, unknown>, key: string, into: TextSlot[], depth: number): void {
   const value = holder[key];
   if (typeof value === 'string') {
-    into.push(new NotGeneratedSlot(holder, key));
+    into.push(new ResultSlot(holder, key));
     return;
   }
   if (typeof value !== 'object' || value === null) return;

@@ -16,6 +16,7 @@ import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, Usage } from '../../pipeline/context.js';
 import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
+import { countJsonStrings } from '../json-string-slots.js';
 import { isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
@@ -149,6 +150,8 @@ class StartInputSlot implements TextSlot {
 class WholeTextSlot implements TextSlot {
   readonly channel = WHOLE_TEXT_CHANNEL;
   readonly notGenerated = true;
+  /** As the field's: a server tool's result is billed as input, a citation is not. */
+  readonly billedAsInput: boolean;
   private current: string;
 
   constructor(
@@ -157,6 +160,7 @@ class WholeTextSlot implements TextSlot {
     readonly part: number,
   ) {
     this.current = field.text;
+    this.billedAsInput = field.billedAsInput === true;
   }
 
   get text(): string {
@@ -251,11 +255,41 @@ export function errorStreamEvent(code: ErrorCode, message: string): StreamEvent 
 /**
  * The upstream's counts so far. `estimated` stays true until message_delta brings the final output
  * count: message_start's output_tokens is a placeholder (1), so a stream cut before message_delta
- * is metered from the text delivered instead (stage meter).
+ * is metered from the text delivered instead, its input with the server tool results delivered
+ * (billed as input, counted only in message_delta; stage meter).
  */
 function usageOf(ctx: PipelineContext): Usage {
   ctx.upstreamUsage ??= { inputTokens: 0, outputTokens: 0, estimated: true };
   return ctx.upstreamUsage;
+}
+
+/**
+ * An event whose texts are checked whole (a block's start: a server tool's result, a text block's
+ * citations, a tool's starting input; a citations_delta) goes out byte for byte unless a mask
+ * changed it. If its raw `data` holds strings the parsed value lost (a duplicate key: JSON.parse
+ * keeps the last value only, the one checked), it is re-serialised from the parsed value, so what
+ * goes out is what was checked. Once per block or citation; text deltas are not counted.
+ */
+function keepCheckedStrings(event: AnthropicStreamEvent, data: string): void {
+  if (!event.dirty && countJsonStrings(data) !== countParsedStrings(event.parsed)) event.dirty = true;
+}
+
+/** The strings (object keys and string values) in a parsed JSON value, without recursion (an upstream's nesting is not bounded). */
+function countParsedStrings(value: unknown): number {
+  let count = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const node = pending.pop();
+    if (typeof node === 'string') count += 1;
+    else if (Array.isArray(node)) for (const item of node) pending.push(item);
+    else if (typeof node === 'object' && node !== null) {
+      for (const key of Object.keys(node)) {
+        count += 1;
+        pending.push((node as Json)[key]);
+      }
+    }
+  }
+  return count;
 }
 
 /** Reads usage and text from one upstream event; the alias goes into `message.model`. */
@@ -306,11 +340,15 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
     case 'content_block_start': {
       const block = parsed.content_block;
       if (isRecord(block)) event.texts = blockStartSlots(block, event);
+      keepCheckedStrings(event, sse.data);
       break;
     }
     case 'content_block_delta': {
       const delta = parsed.delta;
-      if (isRecord(delta)) event.texts = deltaSlots(delta, event);
+      if (isRecord(delta)) {
+        event.texts = deltaSlots(delta, event);
+        if (delta.type === 'citations_delta') keepCheckedStrings(event, sse.data);
+      }
       break;
     }
     case 'message_stop':
