@@ -60,6 +60,10 @@ const MASKED_SEARCH = {
 
 type WireEvent = { type: string; index?: number; content_block?: Record<string, unknown> };
 const wireEvents = (body: string): WireEvent[] => sseData(body).map((data) => JSON.parse(data) as WireEvent);
+/** A JSON answer of `content`, as the scripted upstream sends it. */
+const jsonAnswer = (content: unknown[], outputTokens = 7): { json: Record<string, unknown> } => ({
+  json: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-real', content, stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: outputTokens } },
+});
 
 t.test('guardrails over Anthropic server tool results in streams', async (t) => {
   const { upstream, node } = await startGuardedNode(t, RULES);
@@ -178,9 +182,7 @@ t.test('guardrails over Anthropic server tool results in streams', async (t) => 
     t.match(body, /ZN_ERR_GUARDRAIL_BLOCKED/);
     t.match(body, /nested too deep/);
     t.notMatch(body, /corp\.test\/deep/, 'nothing of the unchecked block goes out');
-    upstream.answer = {
-      json: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-real', content: [deep], stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 7 } },
-    };
+    upstream.answer = jsonAnswer([deep]);
     const err = await anthropicSdkError(client.messages.create({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS }));
     t.equal(err.errorCode, 'ZN_ERR_GUARDRAIL_BLOCKED');
   });
@@ -224,9 +226,7 @@ t.test('guardrails over Anthropic server tool results in streams', async (t) => 
   });
 
   await t.test("e-mails in a JSON answer's server tool result fields off any list are masked; ids, encrypted content and base64 data are left as they came", async (t) => {
-    upstream.answer = {
-      json: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-real', content: OFF_LIST_RESULTS, stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 7 } },
-    };
+    upstream.answer = jsonAnswer(OFF_LIST_RESULTS);
     const message = await client.messages.create({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS });
     t.same(message.content, OFF_LIST_MASKED);
   });
@@ -243,18 +243,7 @@ t.test('guardrails over Anthropic server tool results in streams', async (t) => 
   });
 
   await t.test("an e-mail in a JSON answer's web_search_tool_result and web_fetch_tool_result is masked", async (t) => {
-    upstream.answer = {
-      json: {
-        id: 'msg_1',
-        type: 'message',
-        role: 'assistant',
-        model: 'claude-real',
-        content: [MASKED_SEARCH, OTHER_RESULTS.web_fetch_tool_result, { type: 'text', text: 'Ask the team.' }],
-        stop_reason: 'end_turn',
-        stop_sequence: null,
-        usage: { input_tokens: 5, output_tokens: 7 },
-      },
-    };
+    upstream.answer = jsonAnswer([MASKED_SEARCH, OTHER_RESULTS.web_fetch_tool_result, { type: 'text', text: 'Ask the team.' }]);
     const message = await client.messages.create({ model: 'claude', max_tokens: 100, messages: USER, tools: TOOLS });
     t.notMatch(JSON.stringify(message.content), /bob@|eve@/);
     t.match(message.content[0], { content: [{ title: 'Contact [EMAIL] for access', url: 'https://corp.test/team?owner=[EMAIL]' }, { title: 'Team page' }] });
@@ -345,18 +334,7 @@ t.test("server tool results and citations are not the model's output: not metere
   }
 
   await t.test("a JSON answer's recorded response holds the model's text, not the result it fetched nor the quotes it cites", async (t) => {
-    upstream.answer = {
-      json: {
-        id: 'msg_1',
-        type: 'message',
-        role: 'assistant',
-        model: 'claude-real',
-        content: [fetchCall, fetched, { type: 'text', text: 'The charter sets the scope.', citations: [citation] }],
-        stop_reason: 'end_turn',
-        stop_sequence: null,
-        usage: { input_tokens: 5, output_tokens: 40 },
-      },
-    };
+    upstream.answer = jsonAnswer([fetchCall, fetched, { type: 'text', text: 'The charter sets the scope.', citations: [citation] }], 40);
     const { response } = await new Anthropic({ baseURL: node.origin, apiKey: plainSecret, maxRetries: 0, timeout: 20_000 })
       .messages.create({ model: 'claude', max_tokens: 100, messages: USER })
       .withResponse();
