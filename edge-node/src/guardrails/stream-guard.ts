@@ -144,6 +144,7 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
   for await (const event of events) {
     // An event whose texts a walk could not all reach (nested too deep) is blocked, not passed unchecked.
     if (isPartial(event.texts)) throw blocked(uncheckedTextMessage(policy.id, 'output'));
+    if (event.texts.length > 0) event.keepChecked?.();
     if (event.texts.length === 0) {
       if (event.sse.event !== 'ping') {
         // A chat chunk ends the text of the choices it finishes (often none); text-less events that

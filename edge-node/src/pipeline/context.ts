@@ -84,6 +84,12 @@ export interface StreamEvent {
    * always set it, usually to none.
    */
   endsText?: readonly number[];
+  /**
+   * Output guardrails call this before checking the event's texts: when the upstream's JSON held
+   * strings its parsed value lost (a duplicate key: JSON.parse keeps the last), the event goes out
+   * re-serialised from what is checked, not as the upstream's bytes.
+   */
+  keepChecked?(): void;
 }
 
 /** What the forward stage obtained from the upstream (or the node itself, e.g. /v1/models). */

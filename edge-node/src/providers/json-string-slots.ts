@@ -266,6 +266,33 @@ class DecodedTextSlot implements TextSlot {
 }
 
 /**
+ * Whether JSON.parse dropped strings of `text` (duplicate keys: it keeps the last value) in making
+ * `parsed`: then the text holds something a check of `parsed` never saw, and what goes on must be
+ * `parsed` re-serialised, not `text`.
+ */
+export function losesStrings(text: string, parsed: unknown): boolean {
+  return countJsonStrings(text) !== countParsedStrings(parsed);
+}
+
+/** The strings (object keys and string values) in a parsed JSON value, without recursion (an upstream's nesting is not bounded). */
+function countParsedStrings(value: unknown): number {
+  let count = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const node = pending.pop();
+    if (typeof node === 'string') count += 1;
+    else if (Array.isArray(node)) for (const item of node) pending.push(item);
+    else if (typeof node === 'object' && node !== null) {
+      for (const key of Object.keys(node)) {
+        count += 1;
+        pending.push((node as Record<string, unknown>)[key]);
+      }
+    }
+  }
+  return count;
+}
+
+/**
  * The string literals (keys and values) in a valid JSON text, counted in one pass: more than the
  * parsed value holds means JSON.parse dropped some (duplicate keys).
  */

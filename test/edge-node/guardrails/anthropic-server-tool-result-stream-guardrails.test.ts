@@ -127,6 +127,21 @@ t.test('guardrails over Anthropic server tool results in streams', async (t) => 
     });
   }
 
+  await t.test('a streamed text, thinking or tool-input delta whose JSON repeats a key goes out as what was checked: the value JSON.parse dropped never reaches the caller', async (t) => {
+    const delta = (type: string, field: string, first: string): string =>
+      `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"${type}","${field}":${JSON.stringify(first)},"${field}":""}}\n\n`;
+    for (const [block, type, field, first] of [
+      [{ type: 'text', text: '' }, 'text_delta', 'text', `key ${SECRET}`],
+      [{ type: 'thinking', thinking: '' }, 'thinking_delta', 'thinking', `key ${SECRET}`],
+      [{ type: 'tool_use', id: 'toolu_1', name: 'lookup', input: {} }, 'input_json_delta', 'partial_json', `{"q":"${SECRET}"}`],
+    ] as const) {
+      upstream.answer = { sse: [MESSAGE_START, event('content_block_start', { index: 0, content_block: block }), delta(type, field, first), event('content_block_stop', { index: 0 }), ...MESSAGE_END] };
+      const { body } = await streamBody();
+      t.notMatch(body, /sk-proj/, `${type}: the dropped value is not in what went out`);
+      t.match(body, /message_stop/, `${type}: the stream completes`);
+    }
+  });
+
   await t.test("a secret in a streamed web_search_tool_result's title ends the stream with the guardrail code, none of the block sent", async (t) => {
     const leaky = { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [searchResult(`leaked key ${SECRET}`, 'https://corp.test/leak')] };
     upstream.answer = { sse: [MESSAGE_START, ...SEARCH_CALL, ...wholeBlock(1, leaky), ...answerText(2, 'done'), ...MESSAGE_END] };

@@ -319,6 +319,18 @@ t.test('guardrails over OpenAI tool calls and reasoning', async (t) => {
     t.equal(refusal, 'I will not mail [EMAIL], sorry');
   });
 
+  await t.test('a streamed chunk whose JSON repeats a key goes out as what was checked: the value JSON.parse dropped never reaches the caller', async (t) => {
+    // JSON.parse keeps the last of two keys; a client that keeps the first would read the other.
+    const duplicate = (field: string, first: string): string => `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"echo","choices":[{"index":0,"delta":{"${field}":"${first}","${field}":""},"finish_reason":null}]}\n\n`;
+    for (const field of ['content', 'reasoning_content', 'refusal']) {
+      upstream.answer = { sse: [chunk({ role: 'assistant', content: '' }), duplicate(field, `key ${SECRET}`), chunk({ content: 'done' }, 'stop'), DONE] };
+      const { status, body } = await streamBody(node.secret);
+      t.equal(status, 200, field);
+      t.notMatch(body, /sk-proj/, `${field}: the dropped value is not in what went out`);
+      t.match(body, /done/, `${field}: the stream goes on`);
+    }
+  });
+
   await t.test('without output rules, streamed tool-call fragments pass byte for byte', async (t) => {
     upstream.answer = { sse: SPLIT_STREAM };
     const { body } = await streamBody(plainSecret);

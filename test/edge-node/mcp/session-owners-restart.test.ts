@@ -18,6 +18,7 @@ import { createLogger } from '../../../edge-node/src/logger.js';
 import { SESSION_OWNER_FILE } from '../../../edge-node/src/providers/mcp/sqlite-session-owner-store.js';
 import { openStateStore } from '../../../edge-node/src/state/state-store.js';
 import { startFakeToolServer } from '../../fixtures/fake-tool-server.js';
+import { waitFor } from '../../fixtures/wait-for.js';
 import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
 
 const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
@@ -102,19 +103,37 @@ t.test("a second node on the same state dir (as a replica is) refuses key B on a
   t.equal((await post(second.url, echo('from key A', 3), { ...bearer(keyA), ...session })).status, 200, 'key A uses it through either');
 });
 
-/** A tool server that names the same session in every answer (it sees only the node's key, so it cannot tell callers apart). */
-async function fixedSessionToolServer(t: Test): Promise<{ url: string; calls: () => number }> {
+/**
+ * A tool server that names the same session in every answer (it sees only the node's key, so it
+ * cannot tell callers apart). With `sse`, it answers as an event stream that stays open (pings).
+ */
+async function fixedSessionToolServer(t: Test, sse = false): Promise<{ url: string; calls: () => number; closedStreams: () => number }> {
   let calls = 0;
+  let closedStreams = 0;
+  const answer = JSON.stringify({ jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-06-18', capabilities: {}, serverInfo: { name: 'fixed', version: '1' } } });
   const server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
       calls += 1;
-      res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'the-one-session' }).end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-06-18', capabilities: {}, serverInfo: { name: 'fixed', version: '1' } } }));
+      if (!sse) {
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'the-one-session' }).end(answer);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'mcp-session-id': 'the-one-session' });
+      res.write(`event: message\ndata: ${answer}\n\n`);
+      const ping = setInterval(() => res.write(': ping\n\n'), 50);
+      res.on('close', () => {
+        clearInterval(ping);
+        closedStreams += 1;
+      });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, calls: () => calls };
+  t.teardown(() => new Promise<void>((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  }));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, calls: () => calls, closedStreams: () => closedStreams };
 }
 
 t.test("a tool server that opens a session with an id another key holds: the id is not handed to the second key, and the first keeps it", async (t) => {
@@ -131,6 +150,19 @@ t.test("a tool server that opens a session with an id another key holds: the id 
   t.equal((await post(node.url, echo('from key B', 2), { ...bearer(keyB), ...session })).code, 'ZN_ERR_TOOL_SESSION_NOT_FOUND', 'nor may it use it');
   t.equal((await post(node.url, echo('from key A', 3), { ...bearer(keyA), ...session })).status, 200, 'key A keeps its session');
   t.equal((await post(node.url, initialize, bearer(keyA))).sessionId, 'the-one-session', 'key A may open it again');
+});
+
+t.test("a refused initialize answered as an event stream that stays open: the node closes that stream instead of keeping the tool server's connection", async (t) => {
+  const dir = (await openStateStore(t.testdir(), { create: true })).dir;
+  const tool = await fixedSessionToolServer(t, true);
+  const node = await startNode(t, dir, tool.url);
+  const opened = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...bearer(keyA) }, body: JSON.stringify(initialize) });
+  t.equal(opened.headers.get('mcp-session-id'), 'the-one-session', 'key A gets its session (its stream stays open)');
+  const refused = await post(node.url, initialize, bearer(keyB));
+  t.equal(refused.code, 'ZN_ERR_TOOL_SESSION_CONFLICT');
+  await waitFor(() => tool.closedStreams() >= 1 || undefined, { what: "the refused answer's stream closed at the tool server", timeoutMs: 5_000 });
+  t.equal(tool.closedStreams(), 1, "only the refused one: key A's stream is still open");
+  await opened.body?.cancel();
 });
 
 t.test('a session the node cannot record (its session file locked) is not handed out: initialize gets a retryable 503', async (t) => {

@@ -16,7 +16,7 @@ import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, Usage } from '../../pipeline/context.js';
 import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
-import { countJsonStrings } from '../json-string-slots.js';
+import { losesStrings } from '../json-string-slots.js';
 import { isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
@@ -57,6 +57,10 @@ export class AnthropicStreamEvent implements StreamEvent {
   /** The content block a text delta belongs to (text a guardrail adds goes to the same block). */
   get index(): number {
     return typeof this.parsed.index === 'number' ? this.parsed.index : 0;
+  }
+
+  keepChecked(): void {
+    if (!this.dirty && losesStrings(this.wire.data, this.parsed)) this.dirty = true;
   }
 
   get sse(): SseEvent {
@@ -263,35 +267,6 @@ function usageOf(ctx: PipelineContext): Usage {
   return ctx.upstreamUsage;
 }
 
-/**
- * An event whose texts are checked whole (a block's start: a server tool's result, a text block's
- * citations, a tool's starting input; a citations_delta) goes out byte for byte unless a mask
- * changed it. If its raw `data` holds strings the parsed value lost (a duplicate key: JSON.parse
- * keeps the last value only, the one checked), it is re-serialised from the parsed value, so what
- * goes out is what was checked. Once per block or citation; text deltas are not counted.
- */
-function keepCheckedStrings(event: AnthropicStreamEvent, data: string): void {
-  if (!event.dirty && countJsonStrings(data) !== countParsedStrings(event.parsed)) event.dirty = true;
-}
-
-/** The strings (object keys and string values) in a parsed JSON value, without recursion (an upstream's nesting is not bounded). */
-function countParsedStrings(value: unknown): number {
-  let count = 0;
-  const pending: unknown[] = [value];
-  while (pending.length > 0) {
-    const node = pending.pop();
-    if (typeof node === 'string') count += 1;
-    else if (Array.isArray(node)) for (const item of node) pending.push(item);
-    else if (typeof node === 'object' && node !== null) {
-      for (const key of Object.keys(node)) {
-        count += 1;
-        pending.push((node as Json)[key]);
-      }
-    }
-  }
-  return count;
-}
-
 /** Reads usage and text from one upstream event; the alias goes into `message.model`. */
 function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, alias: string): StreamEvent {
   let parsed: unknown;
@@ -340,14 +315,12 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
     case 'content_block_start': {
       const block = parsed.content_block;
       if (isRecord(block)) event.texts = blockStartSlots(block, event);
-      keepCheckedStrings(event, sse.data);
       break;
     }
     case 'content_block_delta': {
       const delta = parsed.delta;
       if (isRecord(delta)) {
         event.texts = deltaSlots(delta, event);
-        if (delta.type === 'citations_delta') keepCheckedStrings(event, sse.data);
       }
       break;
     }

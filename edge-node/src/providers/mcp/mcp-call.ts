@@ -114,8 +114,11 @@ export const mcpApi: ApiHandler = {
     if ('error' in server) return server;
     ctx.toolServer = server;
     const sessionId = sessionIdOf(ctx);
-    if (sessionId !== undefined && ctx.key !== undefined && !ctx.deps.sessionOwners.admit(server.name, sessionId, ctx.key.id)) {
-      return reject('ZN_ERR_TOOL_SESSION_NOT_FOUND');
+    if (sessionId !== undefined && ctx.key !== undefined) {
+      const admitted = ctx.deps.sessionOwners.admit(server.name, sessionId, ctx.key.id);
+      if (admitted === 'refused') return reject('ZN_ERR_TOOL_SESSION_NOT_FOUND');
+      // The binding could not be read: a 404 would make the client drop a session that may be its own.
+      if (admitted === 'unreadable') return reject('ZN_ERR_TOOL_SESSION_UNAVAILABLE');
     }
     return undefined;
   },
@@ -161,10 +164,12 @@ export const mcpApi: ApiHandler = {
     const contentType = (headers['content-type'] ?? '').toLowerCase();
     const unbound = noteSession(ctx, call, status, headers['mcp-session-id']);
     if (unbound !== undefined) {
-      // The session the tool server opened cannot be this caller's: its id is not handed out.
-      void response.body.dump().catch(() => undefined);
+      // The session the tool server opened cannot be this caller's: its id is not handed out. The
+      // answer is dropped with its connection (an SSE answer may stay open for hours).
+      response.body.on('error', () => undefined).destroy();
       ctx.upstreamMs = elapsed(ctx, started);
-      attempt('status', status);
+      // A session file the node could not write is not the tool server's failure.
+      attempt(unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE' ? 'ok' : 'status', status);
       return reject(unbound);
     }
 

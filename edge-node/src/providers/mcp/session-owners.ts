@@ -12,7 +12,7 @@
  * when that file cannot be opened, this process's memory (still fail-closed: a replica refuses the
  * sessions it has not bound). A binding that cannot be written (the file locked past its short busy
  * timeout, a full disk), or an id another key already holds, is not handed out: the initialize is
- * refused (mcp-call.ts). A binding that cannot be read refuses its session. A touch not written only
+ * refused (mcp-call.ts). A binding that cannot be read admits nobody (a retryable 503). A touch not written only
  * ages it; after a failed touch the node writes no touch for a while, so a locked file does not stall
  * every call.
  */
@@ -34,23 +34,26 @@ export class SessionOwners {
     private readonly logger?: Logger,
   ) {}
 
-  /** Whether `keyId` may use the session: only when it is bound to `keyId` (then it counts as used). */
-  admit(server: string, sessionId: string, keyId: string): boolean {
+  /**
+   * Whether `keyId` may use the session: 'admitted' only when it is bound to `keyId` (then it counts
+   * as used); 'unreadable' when the binding could not be read (nobody is admitted: retry later).
+   */
+  admit(server: string, sessionId: string, keyId: string): 'admitted' | 'refused' | 'unreadable' {
     const id = sessionEntry(server, sessionId);
     let binding: SessionBinding | undefined;
     try {
       binding = this.store.get(id);
     } catch (err) {
       // An unreadable binding admits nobody (fail closed): the client opens a new session.
-      this.logger?.warn({ err }, 'an MCP session binding could not be read; the session is refused');
-      return false;
+      this.logger?.warn({ err }, 'an MCP session binding could not be read; the call is refused (retryable)');
+      return 'unreadable';
     }
-    if (binding === undefined || binding.keyId !== keyId) return false;
+    if (binding === undefined || binding.keyId !== keyId) return 'refused';
     const now = Date.now();
     if (now >= this.touchesPausedUntil) {
       this.write('touch', () => this.store.touch(id, binding.lastUsedMs), () => (this.touchesPausedUntil = now + TOUCH_PAUSE_MS));
     }
-    return true;
+    return 'admitted';
   }
 
   /**
@@ -86,7 +89,7 @@ export class SessionOwners {
       fn();
     } catch (err) {
       onFailure?.();
-      this.logger?.warn({ err, what }, 'an MCP session binding could not be written; a session whose binding is missing is refused (its client opens a new one)');
+      this.logger?.warn({ err, what }, 'an MCP session binding could not be written (a bind: the initialize is refused; a touch: touches pause)');
     }
   }
 }

@@ -20,6 +20,7 @@ import type { DirtyMark } from '../text-slot.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
+import { losesStrings } from '../json-string-slots.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 
@@ -212,6 +213,10 @@ export class ChatChunkEvent implements StreamEvent {
   templateFields(): Record<string, unknown> {
     const { id, object, created } = this.chunk;
     return { id, object, created };
+  }
+
+  keepChecked(): void {
+    if (!this.dirty && losesStrings(this.upstream.data, this.chunk)) this.dirty = true;
   }
 
   get sse(): SseEvent {
