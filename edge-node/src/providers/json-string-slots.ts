@@ -296,7 +296,7 @@ function countParsedStrings(value: unknown): number {
  * The string literals (keys and values) in a valid JSON text, counted in one pass: more than the
  * parsed value holds means JSON.parse dropped some (duplicate keys).
  */
-export function countJsonStrings(text: string): number {
+function countJsonStrings(text: string): number {
   let count = 0;
   for (let i = text.indexOf('"'); i !== -1; i = text.indexOf('"', closingQuote(text, i) + 1)) count += 1;
   return count;
