@@ -16,7 +16,11 @@
  * bound: `(\d{1,3}\.){3}` and the strict IPv4 group `((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}`
  * try at most a few hundred ways per start (the group's ways to match, raised to the count, within
  * MAX_BOUNDED_WAYS), whereas `(a+){3}` (unbounded inside) or `(\d{1,10}){16}` (10^16) are refused.
+ *
+ * A pattern free of both then goes through the polynomial check (guardrail-regex-runs.ts).
  */
+
+import { regexPolynomialRisk } from './guardrail-regex-runs.js';
 
 /** The most ways a bounded repetition may have to match at one start before it is refused. */
 const MAX_BOUNDED_WAYS = 256;
@@ -105,6 +109,9 @@ function caseFolded(c: string): string {
   return upper.length === c.length ? upper.toLowerCase() : c.toLowerCase();
 }
 
+/** `{n}`, `{n,}` or `{n,m}` at lastIndex (digits of any length: `{0000…1,}` is `+`). */
+const COUNTED = /\{(\d+)(,(\d*))?\}/y;
+
 const SINGLE_ESCAPES: Readonly<Record<string, string>> = { n: '\n', r: '\r', t: '\t', f: '\f', v: '\v' };
 
 /** Why `source` (without the `(?i)` prefix) is refused, or null when it has neither risky shape. */
@@ -172,7 +179,8 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       max = c === '?' ? 1 : Infinity;
       i++;
     } else if (c === '{') {
-      const m = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(i, i + 24));
+      COUNTED.lastIndex = i;
+      const m = COUNTED.exec(source);
       if (m === null) return { repeats: false, variable: false, optional: false, min: 1, max: 1 };
       min = Number(m[1]);
       max = m[2] === undefined ? min : m[3] === '' ? Infinity : Number(m[3]);
@@ -240,10 +248,11 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       const { first, zeroWidth } = escape();
       item(first, zeroWidth);
     } else if (c === '[') {
-      // A class is one item: skip to its unescaped end.
+      // A class is one item: skip to its unescaped end (in JavaScript `[]` is an empty class and
+      // `[^]` any character: a `]` first closes it).
       const start = i;
       i++;
-      if (source[i] === ']') i++;
+      if (source[i] === '^') i++;
       while (i < source.length && source[i] !== ']') i += source[i] === '\\' ? 2 : 1;
       i++;
       item(charClass(source.slice(start, i)));
@@ -304,5 +313,12 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       item(literal(ch));
     }
   }
-  return null;
+  // The exponential shapes are excluded; now the polynomial one, under the flags the node uses.
+  let unicode = true;
+  try {
+    new RegExp(source, 'u');
+  } catch {
+    unicode = false;
+  }
+  return regexPolynomialRisk(source, `${ignoreCase ? 'i' : ''}${unicode ? 'u' : ''}`);
 }
