@@ -117,6 +117,14 @@ const SINGLE_ESCAPES: Readonly<Record<string, string>> = { n: '\n', r: '\r', t: 
 /** Why `source` (without the `(?i)` prefix) is refused, or null when it has neither risky shape. */
 export function regexBacktrackingRisk(source: string, options: { ignoreCase?: boolean } = {}): string | null {
   const ignoreCase = options.ignoreCase === true;
+  let unicode = true;
+  try {
+    new RegExp(source, 'u');
+  } catch {
+    unicode = false;
+  }
+  // Without `u`, `\k<` is a back-reference only when the pattern names a group (else the text `k<`).
+  const namedReferences = unicode || /\(\?<(?![=!])/.test(source);
   const frames: Frame[] = [newFrame()];
   const top = (): Frame => frames[frames.length - 1]!;
   // Class-against-literal tests run a regex each: bounded by the pattern's length, past which
@@ -214,7 +222,7 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       i = Math.max(i, source.indexOf('}', i) + 1 || source.length);
       return { first: charClass(source.slice(start, i)) };
     }
-    if (c === 'k' && source[i] === '<') {
+    if (c === 'k' && source[i] === '<' && namedReferences) {
       i = Math.max(i, source.indexOf('>', i) + 1 || source.length);
       return { first: anything };
     }
@@ -314,11 +322,5 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
     }
   }
   // The exponential shapes are excluded; now the polynomial one, under the flags the node uses.
-  let unicode = true;
-  try {
-    new RegExp(source, 'u');
-  } catch {
-    unicode = false;
-  }
   return regexPolynomialRisk(source, `${ignoreCase ? 'i' : ''}${unicode ? 'u' : ''}`);
 }

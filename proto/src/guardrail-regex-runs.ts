@@ -1,24 +1,29 @@
 /**
- * The polynomial backtracking shape: two unbounded repetitions in a row that can match the same
- * characters (`a*a*b`, `\s*\s*x`, `\w+\s*\w+x`, `.*x.*y`), with something after them that can
- * fail. A run of those characters can then be split between them in as many ways as it is long, at
- * every start: on a failing run of n characters, time of order n³ for two (`a*a*b`: half a second
- * on 1 100 characters with the `u` flag the node uses), n⁴ for three (`a*a*a*b`: 48 s on 1 024).
- * The node scans long texts in windows of 1 024 characters, which bounds a single unbounded
- * repetition (`.*x`, quadratic) to about a millisecond per window, but not these. V8's linear-time
- * fallback engine does not take the `u` or `i` flags, so such patterns are refused, like the
- * exponential shapes in guardrail-regex-risk.ts.
+ * The polynomial backtracking shape: repetitions in a row that can match the same characters
+ * (`a*a*b`, `\s*\s*x`, `\w+\s*\w+x`, `.*x.*y`, `a*a{0,31}b`), with something after them that can
+ * fail. A run of those characters can then be split between them in many ways, and every way is
+ * tried at every start: on a failing run of n characters, time of order n³ for two unbounded ones
+ * (`a*a*b`: half a second on 1 100 characters with the `u` flag the node uses), n⁴ for three
+ * (`a*a*a*b`: 48 s on 1 024). The node scans long texts in windows of 1 024 characters, which
+ * bounds a single unbounded repetition (`.*x`, quadratic) to about a millisecond per window, but
+ * not these. V8's linear-time fallback engine does not take the `u` or `i` flags, so such patterns
+ * are refused, like the exponential shapes in guardrail-regex-risk.ts.
  *
- * The check walks each sequence of the pattern carrying "runs": an unbounded item's characters,
- * narrowed by every mandatory item after it (which the same run of text must also match). A later
- * unbounded item whose characters meet a run, with anything after it that can fail (a mandatory
- * item, an anchor, `\b`, a lookaround), is the shape. Character sets are compared exactly, by the
- * engine itself under the pattern's flags (`(?i)` folding included): a literal is tested against
- * the other sets; two classes by searching a string of every code point for a character both
- * match. An item that is optional keeps the runs before it alive (it can be skipped); a repeated
- * group counts as one item over every character inside it; a back-reference matches anything.
- * `\w+@\w+`, `\d+\.\d+`, `\w+\s+\w+`, `password\s*[:=]\s*\S+` and `foo.*bar` pass;
- * a trailing pair that cannot fail (`.*foo.*`) passes too: its first try succeeds.
+ * The check walks each sequence of the pattern carrying "runs": a repetition whose count varies,
+ * the mandatory items after it (the same text must match them too), and the ways to split a text
+ * among the repetitions of the run so far: an unbounded one counts as a window (1 024 ways), `x?`
+ * as 2, `x{0,31}` as 32. A later repetition whose characters meet a run multiplies its ways;
+ * past MAX_WAYS (eight single unbounded items' worth), with anything after it that can
+ * fail (a mandatory item, an anchor, `\b`, a lookaround), the pattern is refused. So one unbounded
+ * item and a few small counts pass (`a*a{0,7}b`), two unbounded do not. Character sets are compared
+ * exactly, by the engine under the pattern's flags (`(?i)` folding included): a literal is tested
+ * against the other sets; two classes by searching a string of every code point for a character
+ * both match. A repeated group meets a run when one of its alternatives has every mandatory
+ * character in it (`\d+(?:,\d{3})*` does not: the comma); a back-reference counts as unbounded
+ * over the characters of the capturing groups; a lookaround's body goes on from the runs before it
+ * (a lookbehind's from right to left). `\w+@\w+`, `\d+\.\d+`, `\w+\s+\w+`,
+ * `password\s*[:=]\s*\S+` and `foo.*bar` pass; a trailing pair that cannot fail (`.*foo.*`)
+ * passes too: its first try succeeds.
  */
 
 /** A regex source matching exactly one character of an item; ANY when it is not known. */
@@ -37,33 +42,38 @@ interface Middle {
 }
 
 /**
- * An unbounded item and the mandatory items after it so far: a text that repeats one character of
- * each in turn can be split between it and a later unbounded item in as many ways as it repeats,
- * if every one of those characters is also in both unbounded items' sets.
+ * A repetition and what follows it: a text that repeats one character of each mandatory item in
+ * turn can be split between it and a later repetition in as many ways as it repeats, if every one
+ * of those characters is also in both repetitions' sets.
  */
 interface Run {
   set: CharSet;
   literal: string | undefined;
   /** Distinct by set, at most MAX_MIDDLES (past that, later ones are not required: more refusals, never fewer). */
   middles: Middle[];
+  /** Ways to split a text among the run's repetitions so far, capped at MAX_WAYS + 1. */
+  ways: number;
 }
 
+/** An unbounded repetition's ways: as many as a window's characters. */
+const UNBOUNDED_WAYS = 1024;
 /**
- * A repetition whose count can vary by this much or more counts as unbounded: two of them in a
- * row over 1 000 characters (`.{0,1000}x.{0,1000}y`) are as slow as `.*x.*y` within a window.
+ * Per start, at most eight times the ways of one unbounded repetition (`.*x`, which windows bound
+ * to about a millisecond): `a*a{0,7}b` passes, `a*a{0,31}b` (54 ms per window) does not.
  */
-const LONG_SPAN = 32;
+const MAX_WAYS = 8 * UNBOUNDED_WAYS;
 /** Past these, the check gives up and refuses the pattern (a scan takes 5–80 ms). */
 const MAX_RUNS = 64;
 const MAX_MIDDLES = 64;
-const MAX_SCANS = 24;
+const MAX_SCANS = 16;
+const MAX_UNION_SETS = 16;
 const MAX_DEPTH = 64;
 
 export const TOO_MANY_CLASS_RUNS =
   `it compares more than ${MAX_SCANS} pairs of repeated character classes, more than the check for slow shapes takes on: split it into several rules`;
 export const TOO_DEEP = `it nests groups more than ${MAX_DEPTH} deep`;
 export const POLYNOMIAL_RISK =
-  `it has two repetitions in a row (unbounded, or varying by ${LONG_SPAN} or more) that can match the same characters (such as a*a*b, \\s*\\s*x, \\w+\\s*\\w+x or .*x.*y), which can take polynomial time: seconds on a few thousand characters`;
+  'it has repetitions in a row that can match the same characters (such as a*a*b, \\s*\\s*x, \\w+\\s*\\w+x, .*x.*y or a*a{0,31}b), which split a text between them in so many ways that it can take polynomial time: seconds on a few thousand characters';
 
 /** `{n}`, `{n,}` or `{n,m}` at lastIndex (digits of any length: `{0000…1,}` is `+`). */
 const COUNTED = /\{(\d+)(,(\d*))?\}/y;
@@ -71,7 +81,11 @@ const COUNTED = /\{(\d+)(,(\d*))?\}/y;
 class Parser {
   i = 0;
   depth = 0;
-  constructor(readonly source: string, readonly unicode: boolean) {}
+  /** `\k<name>` is a back-reference under `u` or when the pattern names a group; otherwise the text `k<`. */
+  readonly namedReferences: boolean;
+  constructor(readonly source: string, readonly unicode: boolean) {
+    this.namedReferences = unicode || /\(\?<(?![=!])/.test(source);
+  }
 
   alternatives(): Item[][] {
     const out: Item[][] = [this.sequence()];
@@ -104,7 +118,7 @@ class Parser {
         this.quantifier();
         return { kind: 'assertion' };
       }
-      if ((next === 'k' && s[this.i + 2] === '<') || /[1-9]/.test(next)) {
+      if ((next === 'k' && s[this.i + 2] === '<' && this.namedReferences) || /[1-9]/.test(next)) {
         this.i += 2;
         if (next === 'k') this.i = Math.max(this.i, s.indexOf('>', this.i) + 1 || s.length);
         else while (/\d/.test(s[this.i] ?? '')) this.i++;
@@ -161,7 +175,17 @@ class Parser {
         return String.fromCharCode(code);
       }
       if (e === 'c') {
-        this.i++;
+        if (/[a-zA-Z]/.test(s[this.i] ?? '')) {
+          this.i++;
+          return undefined;
+        }
+        // Without `u`, `\c` before anything but a letter is a backslash; the `c` comes next.
+        this.i--;
+        return '\\';
+      }
+      if (e === '0' && !this.unicode) {
+        // A legacy octal escape: `\01` is one character.
+        for (let n = 0; n < 2 && /[0-7]/.test(s[this.i] ?? ''); n++) this.i++;
         return undefined;
       }
       // \d \w \s and their negations, and single escapes (\n, \t, …), are compared by the engine.
@@ -304,32 +328,44 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     return found;
   };
   /** A mandatory item after the runs: it is a middle of each run whose characters it meets. */
-  const narrowed = (runs: Run[], set: CharSet, literal: string | undefined): Run[] =>
-    runs.filter((run) => meet([run.set, set], run.literal ?? literal)).map((run) => {
+  const narrowed = (runs: Run[], meets: (run: Run) => boolean, set: CharSet, literal: string | undefined): Run[] =>
+    runs.filter(meets).map((run) => {
       if (run.middles.length >= MAX_MIDDLES || run.middles.some((m) => m.set === set)) return run;
       return { ...run, middles: [...run.middles, { set, literal }] };
     });
-  /** A new unbounded item over `set`: a pair if it meets a run and something after it can fail; then it starts a run. */
-  const unbounded = (runs: Run[], set: CharSet, literal: string | undefined, skippable: boolean, afterCanFail: boolean): Run[] => {
-    if (afterCanFail) {
-      for (const run of runs) {
-        const pumped = (m: Middle): boolean => meet([run.set, m.set, set], run.literal ?? m.literal ?? literal);
-        if (meet([run.set, set], run.literal ?? literal) && run.middles.every(pumped)) throw new Found();
+  /** Can a text of the run's characters (its middles' in turn) also be matched by `set`? */
+  const pumps = (run: Run, set: CharSet, literal: string | undefined): boolean =>
+    meet([run.set, set], run.literal ?? literal) && run.middles.every((m) => meet([run.set, m.set, set], run.literal ?? m.literal ?? literal));
+  /**
+   * A repetition with `ways` ways over `set`: it multiplies the ways of every run it meets (refused
+   * past MAX_WAYS when something after it can fail), keeps the runs it does not meet only if it can
+   * be skipped, and starts a run of its own.
+   */
+  const repetition = (runs: Run[], rep: { set: CharSet; literal: string | undefined; ways: number; skippable: boolean; meets: (run: Run) => boolean }, afterCanFail: boolean): Run[] => {
+    const out: Run[] = [];
+    for (const run of runs) {
+      if (rep.meets(run)) {
+        const ways = Math.min(run.ways * rep.ways, MAX_WAYS + 1);
+        if (ways > MAX_WAYS && afterCanFail) throw new Found();
+        out.push({ ...run, ways });
+      } else if (rep.skippable) {
+        out.push(run);
       }
     }
-    const started: Run = { set, literal, middles: [] };
-    return skippable ? capped([...runs, started]) : [started];
+    out.push({ set: rep.set, literal: rep.literal, middles: [], ways: rep.ways });
+    return capped(out);
   };
   const capped = (runs: Run[]): Run[] => {
-    const seen = new Set<string>();
-    const out = runs.filter((r) => {
+    const seen = new Map<string, Run>();
+    for (const r of runs) {
       const key = [r.set, ...r.middles.map((m) => m.set)].join('\u0000');
-      if (seen.has(key)) return false;
-      seen.add(key);
-      return true;
-    });
-    // Too many to follow: one run over anything stands for them all (over-estimates, never misses).
-    return out.length > MAX_RUNS ? [{ set: ANY, literal: undefined, middles: [] }] : out;
+      const before = seen.get(key);
+      if (before === undefined || before.ways < r.ways) seen.set(key, r);
+    }
+    const out = [...seen.values()];
+    // Too many to follow: one run over anything, with the most ways, stands for them all
+    // (over-estimates, never misses).
+    return out.length > MAX_RUNS ? [{ set: ANY, literal: undefined, middles: [], ways: Math.max(...out.map((r) => r.ways)) }] : out;
   };
   /** Does every try of these items succeed on the empty text (no assertion, nothing mandatory)? */
   const alwaysEmpty = (items: Item[]): boolean =>
@@ -340,22 +376,39 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     if (item.kind === 'char') return item.min > 0;
     return item.lookaround || (item.min > 0 && !item.alternatives.some(alwaysEmpty));
   };
-  /** Every character the items can match, as one set (ANY past a back-reference). */
-  const union = (alternatives: Item[][], into: CharSet[] = []): CharSet[] | undefined => {
+  /** Every character the items can match, as one set (ANY past a back-reference or MAX_UNION_SETS). */
+  const union = (alternatives: Item[][], into: Set<CharSet> = new Set()): Set<CharSet> | undefined => {
     for (const alt of alternatives) {
       for (const item of alt) {
         if (item.kind === 'backreference') return undefined;
-        if (item.kind === 'char') into.push(item.set);
+        if (item.kind === 'char') into.add(item.set);
         else if (item.kind === 'group' && !item.lookaround && union(item.alternatives, into) === undefined) return undefined;
+        if (into.size > MAX_UNION_SETS) return undefined;
       }
     }
     return into;
   };
   const unionSet = (alternatives: Item[][]): CharSet => {
     const sets = union(alternatives);
-    return sets === undefined || sets.length === 0 ? ANY : `(?:${[...new Set(sets)].join('|')})`;
+    return sets === undefined || sets.size === 0 ? ANY : sets.size === 1 ? [...sets][0]! : `(?:${[...sets].join('|')})`;
   };
-  const long = (min: number, max: number): boolean => max === Infinity || max - min >= LONG_SPAN;
+  const capWays = (n: number): number => Math.min(n, UNBOUNDED_WAYS);
+  /** The ways one item can match at one place (1 for a fixed one), capped at a window's. */
+  const waysOf = (item: Item): number => {
+    if (item.kind === 'assertion') return 1;
+    if (item.kind === 'backreference') return UNBOUNDED_WAYS;
+    if (item.max === Infinity) return UNBOUNDED_WAYS;
+    const count = item.max - item.min + 1;
+    if (item.kind === 'char') return capWays(count);
+    if (item.lookaround) return 1;
+    const body = capWays(item.alternatives.reduce((sum, alt) => sum + alt.reduce((product, i) => capWays(product * waysOf(i)), 1), 0));
+    return capWays(count * body ** Math.min(item.max, 10));
+  };
+  /** A group meets a run when one of its alternatives matches something and has every mandatory character in the run's set. */
+  const groupMeets = (alternatives: Item[][], set: CharSet) => (run: Run): boolean =>
+    pumps(run, set, undefined) &&
+    alternatives.some((alt) => alt.some((item) => item.kind !== 'assertion' && !(item.kind === 'group' && item.lookaround)) &&
+      alt.every((item) => item.kind !== 'char' || item.min === 0 || meet([run.set, item.set], run.literal ?? item.literal)));
   /** A lookbehind's body, matched right to left: its items (and its groups' items) in reverse. */
   const reversed = (items: Item[]): Item[] =>
     items.map((item) => (item.kind === 'group' && !item.lookaround ? { ...item, alternatives: item.alternatives.map(reversed) } : item)).reverse();
@@ -375,32 +428,42 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
       if (item.kind === 'assertion') continue;
       if (item.kind === 'backreference') {
         // Any text a capturing group matched, of any length, or nothing.
-        runs = unbounded(runs, backreferenceSet, undefined, true, afterCanFail);
+        const set = backreferenceSet;
+        runs = repetition(runs, { set, literal: undefined, ways: UNBOUNDED_WAYS, skippable: true, meets: (run) => pumps(run, set, undefined) }, afterCanFail);
         continue;
       }
       if (item.kind === 'char') {
-        if (long(item.min, item.max)) runs = unbounded(runs, item.set, item.literal, item.min === 0, afterCanFail);
-        else if (item.min > 0) runs = narrowed(runs, item.set, item.literal);
+        const meets = (run: Run): boolean => pumps(run, item.set, item.literal);
+        const ways = waysOf(item);
+        if (ways > 1) runs = repetition(runs, { set: item.set, literal: item.literal, ways, skippable: item.min === 0, meets }, afterCanFail);
+        else if (item.min > 0) runs = narrowed(runs, (run) => meet([run.set, item.set], run.literal ?? item.literal), item.set, item.literal);
         continue;
       }
       if (item.lookaround) {
-        // It matches no text of the sequence's own; its body is a pattern of its own that
-        // succeeds at its end (a lookbehind's end is its left, as it is matched backwards).
-        for (const alt of item.alternatives) walk(item.behind ? reversed(alt) : alt, [], false);
+        // It matches no text of its own, but each try of the runs before it runs its body again
+        // (a lookbehind's from right to left).
+        // Its own pairs are tried once (it is atomic: nothing after it backtracks into it); the
+        // runs before it go on into its body.
+        for (const alt of item.alternatives) {
+          const body = item.behind ? reversed(alt) : alt;
+          walk(body, [], false);
+          if (runs.length > 0) walk(body, runs, afterCanFail);
+        }
         continue;
       }
-      if (item.max <= 1) {
-        const out = item.alternatives.flatMap((alt) => walk(alt, runs, afterCanFail));
-        runs = capped(item.min === 0 ? [...runs, ...out] : out);
+      if (item.min === 1 && item.max === 1) {
+        runs = capped(item.alternatives.flatMap((alt) => walk(alt, runs, afterCanFail)));
         continue;
       }
-      // A repeated group (guardrail-regex-risk.ts has refused any with an unbounded item inside):
-      // pairs within one pass, then the group as one item over all its characters.
+      // A quantified group (guardrail-regex-risk.ts has refused any repeated one with an unbounded
+      // item inside): pairs within one pass (another may follow), then the group as one item.
       for (const alt of item.alternatives) walk(alt, [], true);
       const set = unionSet(item.alternatives);
       const skippable = item.min === 0 || item.alternatives.some(alwaysEmpty);
-      if (long(item.min, item.max)) runs = unbounded(runs, set, undefined, skippable, afterCanFail);
-      else if (!skippable) runs = narrowed(runs, set, undefined);
+      const ways = waysOf(item);
+      const meets = groupMeets(item.alternatives, set);
+      if (ways > 1) runs = repetition(runs, { set, literal: undefined, ways, skippable, meets }, afterCanFail);
+      else if (!skippable) runs = narrowed(runs, meets, set, undefined);
     }
     return runs;
   };

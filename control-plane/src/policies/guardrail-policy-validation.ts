@@ -3,7 +3,7 @@
  * (proto/src/config-bundle.ts) with the cross-field rules the bundle schema leaves to us: a regex
  * rule needs a pattern that compiles (a leading `(?i)` allowed) without the backtracking shapes
  * proto/src/guardrail-regex-risk.ts refuses (nested quantifiers, overlapping repeated alternatives,
- * unbounded repetitions in a row over the same characters),
+ * repetitions in a row over the same characters),
  * a keywords rule needs its keywords, and neither carries the other's field.
  */
 import { z } from 'zod';

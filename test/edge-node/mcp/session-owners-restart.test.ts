@@ -165,7 +165,7 @@ t.test("a refused initialize answered as an event stream that stays open: the no
   await opened.body?.cancel();
 });
 
-t.test('a session the node cannot record (its session file locked) is not handed out: initialize gets a retryable 503', async (t) => {
+t.test('a session the node cannot record (its session file locked) is not handed out: initialize gets a retryable 503 and the node ends that session at the tool server', async (t) => {
   const dir = (await openStateStore(t.testdir(), { create: true })).dir;
   const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY, jsonResponse: true });
   const node = await startNode(t, dir, fake.url);
@@ -177,6 +177,8 @@ t.test('a session the node cannot record (its session file locked) is not handed
   t.equal(refused.status, 503);
   t.equal(refused.code, 'ZN_ERR_TOOL_SESSION_UNAVAILABLE');
   t.equal(refused.sessionId, null, 'no id the node would then refuse');
+  // The session the tool server opened for it is ended there, not left to expire.
+  await waitFor(() => (fake.requests.some((r) => r.method === 'DELETE') && fake.sessions() === 0) || undefined, { what: 'the unrecorded session ended at the tool server', timeoutMs: 5_000 });
   holder.prepare('COMMIT').run();
   await openSession(t, node.url);
 });

@@ -7,7 +7,7 @@
  * by guardMcpOutput (from guardrails-out) when the key's policy has output rules. A session belongs
  * to the key that opened it (session-owners.ts).
  */
-import type { UpstreamAttempt } from '../../../../proto/src/index.js';
+import type { ToolServer, UpstreamAttempt } from '../../../../proto/src/index.js';
 import type { Dispatcher } from 'undici';
 import type { GuardrailVerdict } from '../../../../proto/src/index.js';
 import { isZenovaError, zenovaError } from '../../errors.js';
@@ -15,6 +15,7 @@ import type { ErrorCode, ZenovaError } from '../../errors.js';
 import type { CompiledPolicy } from '../../guardrails/compiled-policy.js';
 import { applyPolicy } from '../../guardrails/policy-engine.js';
 import type { PipelineContext, TextSlot, UpstreamReply } from '../../pipeline/context.js';
+import { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { toolServerFor, toolServerName } from '../../routing/route-tool-server.js';
@@ -167,6 +168,10 @@ export const mcpApi: ApiHandler = {
       // The session the tool server opened cannot be this caller's: its id is not handed out. The
       // answer is dropped with its connection (an SSE answer may stay open for hours).
       response.body.on('error', () => undefined).destroy();
+      // Nobody holds an id the node could not record: end that session at the tool server rather
+      // than leave it open until it expires there. (A conflicting id is another key's session.)
+      const opened = headers['mcp-session-id'];
+      if (unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE' && opened !== undefined) endUnrecordedSession(ctx, server, opened);
       ctx.upstreamMs = elapsed(ctx, started);
       // A session file the node could not write is not the tool server's failure.
       attempt(unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE' ? 'ok' : 'status', status);
@@ -195,6 +200,16 @@ export const mcpApi: ApiHandler = {
     return undefined;
   },
 };
+
+/** A DELETE for a session the tool server opened but the node could not bind; best effort, not awaited. */
+function endUnrecordedSession(ctx: PipelineContext, server: ToolServer, sessionId: string): void {
+  const version = ctx.http.headers['mcp-protocol-version'];
+  const callerHeaders = { 'mcp-session-id': sessionId, ...(typeof version === 'string' ? { 'mcp-protocol-version': version } : {}) };
+  callToolServer(server, { method: 'DELETE', callerHeaders, requestId: ctx.requestId, signal: new AbortSwitch() }).then(
+    (answer) => answer.body.dump().catch(() => undefined),
+    (err: unknown) => ctx.deps.logger.warn({ toolServer: server.name, err: (err as Error).message }, 'could not end a session the node did not record at the tool server; it stays open there until it expires'),
+  );
+}
 
 /**
  * Binds a session to the key whose initialize opened it; forgets one that ended. Returns the code to
