@@ -21,7 +21,8 @@
  * both match. A repeated group meets a run when one of its alternatives has every mandatory
  * character in it (`\d+(?:,\d{3})*` does not: the comma); a back-reference counts as unbounded
  * over the characters of the capturing groups; a lookaround's body goes on from the runs before it
- * (a lookbehind's from right to left). `\w+@\w+`, `\d+\.\d+`, `\w+\s+\w+`,
+ * (a lookbehind's from right to left), a negative one's counted in full. A run right after `^` or
+ * after a mandatory character outside its set gets a window's length more (ANCHORED_WAYS). `\w+@\w+`, `\d+\.\d+`, `\w+\s+\w+`,
  * `password\s*[:=]\s*\S+` and `foo.*bar` pass; a trailing pair that cannot fail (`.*foo.*`)
  * passes too: its first try succeeds.
  */
@@ -32,9 +33,9 @@ const ANY: CharSet = '[\\s\\S]';
 
 type Item =
   | { kind: 'char'; set: CharSet; literal: string | undefined; min: number; max: number }
-  | { kind: 'group'; alternatives: Item[][]; lookaround: boolean; behind: boolean; capturing: boolean; min: number; max: number }
+  | { kind: 'group'; alternatives: Item[][]; lookaround: boolean; behind: boolean; negative: boolean; capturing: boolean; min: number; max: number }
   | { kind: 'backreference' }
-  | { kind: 'assertion' };
+  | { kind: 'assertion'; caret: boolean };
 
 interface Middle {
   set: CharSet;
@@ -51,8 +52,10 @@ interface Run {
   literal: string | undefined;
   /** Distinct by set, at most MAX_MIDDLES (past that, later ones are not required: more refusals, never fewer). */
   middles: Middle[];
-  /** Ways to split a text among the run's repetitions so far, capped at MAX_WAYS + 1. */
+  /** Ways to split a text among the run's repetitions so far, capped at budget + 1. */
   ways: number;
+  /** The most ways it may reach: MAX_WAYS, or a window's length times that for an anchored run. */
+  budget: number;
 }
 
 /** An unbounded repetition's ways: as many as a window's characters. */
@@ -62,6 +65,13 @@ const UNBOUNDED_WAYS = 1024;
  * to about a millisecond): `a*a{0,7}b` passes, `a*a{0,31}b` (54 ms per window) does not.
  */
 const MAX_WAYS = 8 * UNBOUNDED_WAYS;
+/**
+ * A run that starts right after a mandatory character outside its set (`password\s*:?\s*\S+`:
+ * the `d`), or in a pattern that starts with `^`, covers a stretch of text no other start's run shares: all
+ * starts together split at most the window once, so its budget is a window's length larger (two
+ * unbounded repetitions, not three).
+ */
+const ANCHORED_WAYS = MAX_WAYS * UNBOUNDED_WAYS;
 /** Past these, the check gives up and refuses the pattern (a scan takes 5–80 ms). */
 const MAX_RUNS = 64;
 const MAX_MIDDLES = 64;
@@ -109,14 +119,14 @@ class Parser {
     if (c === '^' || c === '$') {
       this.i++;
       this.quantifier();
-      return { kind: 'assertion' };
+      return { kind: 'assertion', caret: c === '^' };
     }
     if (c === '\\') {
       const next = s[this.i + 1] ?? '';
       if (next === 'b' || next === 'B') {
         this.i += 2;
         this.quantifier();
-        return { kind: 'assertion' };
+        return { kind: 'assertion', caret: false };
       }
       if ((next === 'k' && s[this.i + 2] === '<' && this.namedReferences) || /[1-9]/.test(next)) {
         this.i += 2;
@@ -202,6 +212,7 @@ class Parser {
     this.i++;
     let lookaround = false;
     let behind = false;
+    let negative = false;
     let capturing = true;
     if (s[this.i] === '?') {
       const kind = s.slice(this.i, this.i + 3);
@@ -209,10 +220,12 @@ class Parser {
       if (kind.startsWith('?:')) this.i += 2;
       else if (kind.startsWith('?=') || kind.startsWith('?!')) {
         lookaround = true;
+        negative = kind[1] === '!';
         this.i += 2;
       } else if (kind === '?<=' || kind === '?<!') {
         lookaround = true;
         behind = true;
+        negative = kind[2] === '!';
         this.i += 3;
       } else if (kind.startsWith('?<')) {
         capturing = true;
@@ -224,7 +237,7 @@ class Parser {
     const alternatives = this.alternatives();
     this.depth--;
     if (s[this.i] === ')') this.i++;
-    return { kind: 'group', alternatives, lookaround, behind, capturing, ...this.quantifier() };
+    return { kind: 'group', alternatives, lookaround, behind, negative, capturing, ...this.quantifier() };
   }
 
   private quantifier(): { min: number; max: number } {
@@ -341,18 +354,22 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
    * past MAX_WAYS when something after it can fail), keeps the runs it does not meet only if it can
    * be skipped, and starts a run of its own.
    */
-  const repetition = (runs: Run[], rep: { set: CharSet; literal: string | undefined; ways: number; skippable: boolean; meets: (run: Run) => boolean }, afterCanFail: boolean): Run[] => {
+  const repetition = (
+    runs: Run[],
+    rep: { set: CharSet; literal: string | undefined; ways: number; skippable: boolean; anchored: boolean; meets: (run: Run) => boolean },
+    afterCanFail: boolean,
+  ): Run[] => {
     const out: Run[] = [];
     for (const run of runs) {
       if (rep.meets(run)) {
-        const ways = Math.min(run.ways * rep.ways, MAX_WAYS + 1);
-        if (ways > MAX_WAYS && afterCanFail) throw new Found();
+        const ways = Math.min(run.ways * rep.ways, run.budget + 1);
+        if (ways > run.budget && afterCanFail) throw new Found();
         out.push({ ...run, ways });
       } else if (rep.skippable) {
         out.push(run);
       }
     }
-    out.push({ set: rep.set, literal: rep.literal, middles: [], ways: rep.ways });
+    out.push({ set: rep.set, literal: rep.literal, middles: [], ways: rep.ways, budget: rep.anchored ? ANCHORED_WAYS : MAX_WAYS });
     return capped(out);
   };
   const capped = (runs: Run[]): Run[] => {
@@ -365,7 +382,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     const out = [...seen.values()];
     // Too many to follow: one run over anything, with the most ways, stands for them all
     // (over-estimates, never misses).
-    return out.length > MAX_RUNS ? [{ set: ANY, literal: undefined, middles: [], ways: Math.max(...out.map((r) => r.ways)) }] : out;
+    return out.length > MAX_RUNS ? [{ set: ANY, literal: undefined, middles: [], ways: Math.max(...out.map((r) => r.ways)), budget: MAX_WAYS }] : out;
   };
   /** Does every try of these items succeed on the empty text (no assertion, nothing mandatory)? */
   const alwaysEmpty = (items: Item[]): boolean =>
@@ -415,6 +432,22 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
 
   const parser = new Parser(source, flags.includes('u'));
   let backreferenceSet: CharSet = ANY;
+  /** The top-level alternative being walked starts with `^`: one start per window (no `m` flag). */
+  let startsAtCaret = false;
+
+  /** Does a repetition over `set` at items[j] start right after `^` or a mandatory character outside `set`? */
+  const anchoredAt = (items: Item[], j: number, set: CharSet, literal: string | undefined): boolean => {
+    if (startsAtCaret) return true;
+    for (let k = j - 1; k >= 0; k--) {
+      const before = items[k]!;
+      if (before.kind === 'assertion') {
+        if (before.caret) return true;
+        continue;
+      }
+      return before.kind === 'char' && before.min > 0 && waysOf(before) === 1 && !meet([before.set, set], before.literal ?? literal);
+    }
+    return false;
+  };
 
   const walk = (items: Item[], entering: Run[], tailCanFail: boolean): Run[] => {
     let runs = entering;
@@ -429,25 +462,31 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
       if (item.kind === 'backreference') {
         // Any text a capturing group matched, of any length, or nothing.
         const set = backreferenceSet;
-        runs = repetition(runs, { set, literal: undefined, ways: UNBOUNDED_WAYS, skippable: true, meets: (run) => pumps(run, set, undefined) }, afterCanFail);
+        const anchored = anchoredAt(items, j, set, undefined);
+        runs = repetition(runs, { set, literal: undefined, ways: UNBOUNDED_WAYS, skippable: true, anchored, meets: (run) => pumps(run, set, undefined) }, afterCanFail);
         continue;
       }
       if (item.kind === 'char') {
         const meets = (run: Run): boolean => pumps(run, item.set, item.literal);
         const ways = waysOf(item);
-        if (ways > 1) runs = repetition(runs, { set: item.set, literal: item.literal, ways, skippable: item.min === 0, meets }, afterCanFail);
+        if (ways > 1) {
+          const anchored = anchoredAt(items, j, item.set, item.literal);
+          runs = repetition(runs, { set: item.set, literal: item.literal, ways, skippable: item.min === 0, anchored, meets }, afterCanFail);
+        }
         else if (item.min > 0) runs = narrowed(runs, (run) => meet([run.set, item.set], run.literal ?? item.literal), item.set, item.literal);
         continue;
       }
       if (item.lookaround) {
         // It matches no text of its own, but each try of the runs before it runs its body again
-        // (a lookbehind's from right to left).
-        // Its own pairs are tried once (it is atomic: nothing after it backtracks into it); the
-        // runs before it go on into its body.
+        // (a lookbehind's from right to left), so the runs go on into its body. A positive one's
+        // own ways are tried until its body first matches (it is atomic: nothing after it
+        // backtracks into it); a negative one's are all tried whenever it succeeds, and when its
+        // body matches, it fails.
+        const bodyTail = item.negative || afterCanFail;
         for (const alt of item.alternatives) {
           const body = item.behind ? reversed(alt) : alt;
-          walk(body, [], false);
-          if (runs.length > 0) walk(body, runs, afterCanFail);
+          walk(body, [], item.negative);
+          if (runs.length > 0) walk(body, runs, bodyTail);
         }
         continue;
       }
@@ -456,13 +495,14 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
         continue;
       }
       // A quantified group (guardrail-regex-risk.ts has refused any repeated one with an unbounded
-      // item inside): pairs within one pass (another may follow), then the group as one item.
-      for (const alt of item.alternatives) walk(alt, [], true);
+      // item inside): the runs go on into one pass (and another may follow it), then the group
+      // counts as one item.
+      for (const alt of item.alternatives) walk(alt, runs, true);
       const set = unionSet(item.alternatives);
       const skippable = item.min === 0 || item.alternatives.some(alwaysEmpty);
       const ways = waysOf(item);
       const meets = groupMeets(item.alternatives, set);
-      if (ways > 1) runs = repetition(runs, { set, literal: undefined, ways, skippable, meets }, afterCanFail);
+      if (ways > 1) runs = repetition(runs, { set, literal: undefined, ways, skippable, anchored: anchoredAt(items, j, set, undefined), meets }, afterCanFail);
       else if (!skippable) runs = narrowed(runs, meets, set, undefined);
     }
     return runs;
@@ -483,7 +523,11 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     };
     collect(alternatives);
     backreferenceSet = unionSet(capturing);
-    for (const alt of alternatives) walk(alt, [], false);
+    for (const alt of alternatives) {
+      const first = alt[0];
+      startsAtCaret = first?.kind === 'assertion' && first.caret;
+      walk(alt, [], false);
+    }
     return null;
   } catch (err) {
     if (err instanceof Found) return POLYNOMIAL_RISK;

@@ -77,6 +77,22 @@ t.test('a repeated group meets a run only through an alternative whose every man
   t.equal(risk('\\d+(?:,|\\d{3})*x'), POLYNOMIAL_RISK, 'an alternative without the comma does not separate them');
 });
 
+t.test('a negative lookaround tries all its ways whenever it succeeds, and fails when its body matches', async (t) => {
+  for (const pattern of ['\\w+(?!\\w*)', '[\\s\\S]*(?!1*)', '.*(?!a*)', '\\w+(?<!\\w*)', '\\s+(?!\\s*)', '\\w+(?!\\w*a?)', '\\w+(?!\\w*|x)', '(?!a*a*)b']) t.equal(risk(pattern), POLYNOMIAL_RISK, pattern);
+  t.equal(risk('\\w+(?!\\s)'), null, 'a body of characters outside the run');
+});
+
+t.test('the runs before a quantified group go on into it, lookarounds inside it included', async (t) => {
+  for (const pattern of ['\\D*(?:\\D(?<=-*))?[a-z]', '-*(?:-(?<=-*))?x', '\\w*(?:\\w(?<=\\w*))?!', '\\w*(?:(?<=\\w*)\\w)?!', '\\w*(?:\\w(?=\\w*!))?x', '\\w*(?:\\w(?=\\w*!)){0,1}x', '\\w*(?:\\w(?=\\w*))?!']) {
+    t.equal(risk(pattern), POLYNOMIAL_RISK, pattern);
+  }
+});
+
+t.test('a run that starts after ^ or after a mandatory character outside its set may hold two unbounded repetitions, not three', async (t) => {
+  for (const pattern of ['(?i)\\bpassword\\b\\s*:?\\s*\\S+', '(?i)(?:api|secret)[_-]?key\\s*[:=]?\\s*\\S+', 'd\\s*\\s*x', '^\\s*\\S+\\s*\\S+$']) t.equal(risk(pattern), null, pattern);
+  for (const pattern of ['d\\s*\\s*\\s*x', '^.+@.+\\..+$', 'a\\w*\\w*x', '\\s\\s*\\s*x']) t.equal(risk(pattern), POLYNOMIAL_RISK, `${pattern}: three, or the character before is in the run`);
+});
+
 t.test('the parser reads what the engine reads', async (t) => {
   t.equal(risk('a{000000000000000000000000,}a{000000000000000000000000,}b'), POLYNOMIAL_RISK, 'a count with leading zeros is still a count');
   t.match(risk('(a{00000000000000000000001,}){00000000000000000000001,}b'), /nested quantifiers/, 'in the exponential check too');
