@@ -71,9 +71,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
+  // Connections that have not sent a request yet (a client's or a balancer's spare socket): Node's
+  // closeIdleConnections() leaves them to its headers timeout, which held close() for ≈ 70 s.
+  const unused = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    unused.add(socket);
+    socket.once('close', () => unused.delete(socket));
+  });
+  app.server.on('request', (request: { socket: Socket }) => unused.delete(request.socket));
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+    // Nothing is lost: a request that had not arrived yet is retried by the client elsewhere.
+    for (const socket of unused) socket.destroy();
   });
 
   app.decorateRequest('zenova', null as never);
