@@ -23,6 +23,7 @@ import { noRateLimits } from './rate-limit/rate-limiter.js';
 import { noSpool } from './spool/request-spool.js';
 import { REQUEST_ID_HEADER, generateRequestId, resolveRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
+import { trackUnusedConnections } from '../../proto/src/index.js';
 
 export interface AppDeps {
   /** The config being served; every request takes its own snapshot of it when it arrives. */
@@ -71,19 +72,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
-  // Connections that have not sent a request yet (a client's or a balancer's spare socket): Node's
-  // closeIdleConnections() leaves them to its headers timeout, which held close() for ≈ 70 s.
-  const unused = new Set<Socket>();
-  app.server.on('connection', (socket: Socket) => {
-    unused.add(socket);
-    socket.once('close', () => unused.delete(socket));
-  });
-  app.server.on('request', (request: { socket: Socket }) => unused.delete(request.socket));
+  // Spare connections with no request on them would hold close() for Node's headers timeout.
+  const unused = trackUnusedConnections(app.server);
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
-    // Nothing is lost: a request that had not arrived yet is retried by the client elsewhere.
-    for (const socket of unused) socket.destroy();
+    unused.close();
   });
 
   app.decorateRequest('zenova', null as never);

@@ -11,6 +11,7 @@ import { loadGatewayIdentity } from '../../control-plane/src/gateway/tls-identit
 import { createCa, issueServerCert } from '../../control-plane/src/tls/self-signed.js';
 import { testDatabase } from '../fixtures/postgres.js';
 import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
+import { openSpareConnection } from '../fixtures/spare-connection.js';
 import { ADMIN_TOKEN, captureLogger, closedPort, freshDatabase } from './helpers.js';
 
 const entry = tsEntry('control-plane/src/main.ts');
@@ -86,7 +87,10 @@ t.test('with ZENOVA_TLS_CERT_FILE/KEY_FILE the console/API is served over HTTPS 
   t.teardown(() => untrusting.close());
   await t.rejects(undiciFetch(`${url}/healthz`, { dispatcher: untrusting }), 'a client without the CA refuses the certificate');
 
+  // A browser's spare connection (no request on it) does not hold the shutdown past its deadline.
+  const spare = await openSpareConnection(url);
   t.equal(await proc.stop('SIGTERM'), 0);
+  t.ok(spare.closed(), 'the spare connection was closed');
   t.match(proc.output(), /control plane stopped/);
 });
 

@@ -6,6 +6,7 @@ import tls from 'node:tls';
 import t from 'tap';
 import { testDatabase } from '../fixtures/postgres.js';
 import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
+import { openSpareConnection } from '../fixtures/spare-connection.js';
 import { ADMIN_TOKEN, closedPort } from './helpers.js';
 
 const entry = tsEntry('control-plane/src/main.ts');
@@ -143,7 +144,10 @@ t.test('the control plane starts, answers /healthz over HTTP, runs the node gate
   const version = await fetch(`${url}/api/version`);
   t.equal(((await version.json()) as { component?: string }).component, 'control-plane', 'migrated at start-up: the installation exists');
 
+  // A browser's spare connection (no request on it) does not hold the shutdown past its deadline.
+  const spare = await openSpareConnection(url);
   t.equal(await proc.stop('SIGTERM'), 0);
   t.match(proc.output(), /control plane stopped/);
+  t.ok(spare.closed(), 'the spare connection was closed');
   t.notMatch(proc.output(), ADMIN_TOKEN, 'the admin token never reaches the log');
 });

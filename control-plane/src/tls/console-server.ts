@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { ListenAddress } from '../settings.js';
 import { keyMatchesCert, splitPemCertificates } from './self-signed.js';
+import { trackUnusedConnections } from '../../../proto/src/index.js';
 
 // Same guards fastify applies to its own server (see app.ts): slow clients cannot hold sockets.
 const REQUEST_TIMEOUT_MS = 60_000;
@@ -72,8 +73,14 @@ function urlFor(scheme: 'http' | 'https', address: AddressInfo): string {
 
 export async function listenConsole(app: FastifyInstance, listen: ListenAddress, tls: ConsoleTls | undefined): Promise<ConsoleListener> {
   if (!tls) {
+    const unused = trackUnusedConnections(app.server);
     await app.listen({ host: listen.host, port: listen.port });
-    return { url: urlFor('http', app.server.address() as AddressInfo), close: () => app.close() };
+    const close = async (): Promise<void> => {
+      const closed = app.close();
+      unused.close();
+      await closed;
+    };
+    return { url: urlFor('http', app.server.address() as AddressInfo), close };
   }
   await app.ready();
   const server = https.createServer({
@@ -82,6 +89,7 @@ export async function listenConsole(app: FastifyInstance, listen: ListenAddress,
     requestTimeout: REQUEST_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
   }, (req, res) => app.routing(req, res));
+  const unused = trackUnusedConnections(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(listen.port, listen.host, () => {
@@ -94,6 +102,8 @@ export async function listenConsole(app: FastifyInstance, listen: ListenAddress,
     close: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
+      // A browser's spare connection would otherwise hold close() past the shutdown deadline.
+      unused.close();
       // The app first: from now on it answers 503 with `connection: close`, so keep-alive clients let go.
       await app.close();
       await closed;
