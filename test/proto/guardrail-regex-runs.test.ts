@@ -65,10 +65,10 @@ t.test('an item that can fail only through an assertion still makes every split 
 });
 
 t.test('bounded repetitions count by their ways to match: a few next to one unbounded pass, many do not', async (t) => {
-  for (const pattern of ['.{0,1000}x.{0,1000}y', 'a+a{1,1000}b', 'a*a{0,1000}b', '\\w{1,1000}\\w{1,1000}!', '(?:a|b){1,1000}(?:a|b){1,1000}c', 'a*a{0,31}b', 'a{0,31}a{0,31}a{0,31}b', 'a*a{0,31}a{0,31}b', '\\w+\\s{0,5}\\w{0,30}x', '[a-z]+[a-z0-9]{0,31}@', 'a*a?a?a?a?b']) {
+  for (const pattern of ['.{0,1000}x.{0,1000}y', 'a+a{1,1000}b', 'a*a{0,1000}b', '\\w{1,1000}\\w{1,1000}!', '(?:a|b){1,1000}(?:a|b){1,1000}c', 'a*a{0,31}b', 'a{0,31}a{0,31}a{0,31}b', 'a*a{0,31}a{0,31}b', '\\w+\\s{0,5}\\w{0,30}x', '[a-z]+[a-z0-9]{0,31}@', 'a*a?a?a?b', 'a*a{0,7}b']) {
     t.equal(risk(pattern), POLYNOMIAL_RISK, pattern);
   }
-  for (const pattern of ['a{1,5}a*b', 'a{0,31}a{0,31}b', 'foo.*bar.{0,7}baz', '\\d{4,11}\\d+x', 'a*a?a?a?b', '\\d+\\.?\\d{0,2}x', '(\\d{1,3}\\.){3}\\d{1,3}!']) t.equal(risk(pattern), null, pattern);
+  for (const pattern of ['a{1,4}a*b', 'a{0,31}a{0,31}b', 'foo.*bar.{0,3}baz', '\\d{4,7}\\d+x', 'a*a?a?b', 'a*a{0,3}b', '\\d+\\.?\\d{0,2}x', '(\\d{1,3}\\.){3}\\d{1,3}!']) t.equal(risk(pattern), null, pattern);
 });
 
 t.test('a repeated group meets a run only through an alternative whose every mandatory character is in it', async (t) => {
