@@ -20,7 +20,7 @@
  * A pattern free of both then goes through the polynomial check (guardrail-regex-runs.ts).
  */
 
-import { regexPolynomialRisk } from './guardrail-regex-runs.js';
+import { namesGroups, regexPolynomialRisk } from './guardrail-regex-runs.js';
 
 /** The most ways a bounded repetition may have to match at one start before it is refused. */
 const MAX_BOUNDED_WAYS = 256;
@@ -124,7 +124,7 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
     unicode = false;
   }
   // Without `u`, `\k<` is a back-reference only when the pattern names a group (else the text `k<`).
-  const namedReferences = unicode || /\(\?<(?![=!])/.test(source);
+  const namedReferences = unicode || namesGroups(source);
   const frames: Frame[] = [newFrame()];
   const top = (): Frame => frames[frames.length - 1]!;
   // Class-against-literal tests run a regex each: bounded by the pattern's length, past which

@@ -13,7 +13,7 @@
  * the mandatory items after it (the same text must match them too), and the ways to split a text
  * among the repetitions of the run so far: an unbounded one counts as a window (1 024 ways), `x?`
  * as 2, `x{0,31}` as 32. A later repetition whose characters meet a run multiplies its ways;
- * past MAX_WAYS (four single unbounded items' worth), with anything after it that can
+ * past MAX_WAYS (four times one unbounded item's), with anything after it that can
  * fail (a mandatory item, an anchor, `\b`, a lookaround), the pattern is refused. So one unbounded
  * item and a few small counts pass (`a*a{0,3}b`), two unbounded do not. Character sets are compared
  * exactly, by the engine under the pattern's flags (`(?i)` folding included): a literal is tested
@@ -21,8 +21,9 @@
  * both match. A repeated group meets a run when one of its alternatives has every mandatory
  * character in it (`\d+(?:,\d{3})*` does not: the comma); a back-reference counts as unbounded
  * over the characters of the capturing groups; a lookaround's body goes on from the runs before it
- * (a lookbehind's from right to left), a negative one's counted in full. A run right after `^` or
- * after a mandatory character outside its set gets a window's length more (ANCHORED_WAYS). `\w+@\w+`, `\d+\.\d+`, `\w+\s+\w+`,
+ * (a lookbehind's from right to left), a negative one's counted in full. A run in a top-level
+ * alternative that starts with `^`, or right after a mandatory character outside its set, gets a
+ * window's length more (ANCHORED_WAYS). `\w+@\w+`, `\d+\.\d+`, `\w+\s+\w+`,
  * `password\s*[:=]\s*\S+` and `foo.*bar` pass; a trailing pair that cannot fail (`.*foo.*`)
  * passes too: its first try succeeds.
  */
@@ -68,7 +69,7 @@ const UNBOUNDED_WAYS = 1024;
 const MAX_WAYS = 4 * UNBOUNDED_WAYS;
 /**
  * A run that starts right after a mandatory character outside its set (`password\s*:?\s*\S+`:
- * the `d`), or in a pattern that starts with `^`, covers a stretch of text no other start's run shares: all
+ * the `d`), or in a top-level alternative that starts with `^`, covers a stretch of text no other start's run shares: all
  * starts together split at most the window once, so its budget is a window's length larger (two
  * unbounded repetitions, not three).
  */
@@ -95,7 +96,7 @@ class Parser {
   /** `\k<name>` is a back-reference under `u` or when the pattern names a group; otherwise the text `k<`. */
   readonly namedReferences: boolean;
   constructor(readonly source: string, readonly unicode: boolean) {
-    this.namedReferences = unicode || /\(\?<(?![=!])/.test(source);
+    this.namedReferences = unicode || namesGroups(source);
   }
 
   alternatives(): Item[][] {
@@ -265,6 +266,20 @@ class Parser {
   }
 }
 
+/**
+ * Whether the pattern has a named group, as the engine reads it (a text search would also find
+ * `(?<` inside a class or after a backslash): without `u`, a reference to a group that does not
+ * exist is an error only in a pattern that names groups.
+ */
+export function namesGroups(source: string): boolean {
+  try {
+    new RegExp(`(?:${source})|\\k<zenovaNoSuchGroup>`);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 class TooComplex extends Error {}
 class TooDeep extends Error {}
 class Found extends Error {}
@@ -376,7 +391,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
   const capped = (runs: Run[]): Run[] => {
     const seen = new Map<string, Run>();
     for (const r of runs) {
-      const key = [r.set, ...r.middles.map((m) => m.set)].join('\u0000');
+      const key = [r.budget, r.set, ...r.middles.map((m) => m.set)].join('\u0000');
       const before = seen.get(key);
       if (before === undefined || before.ways < r.ways) seen.set(key, r);
     }
@@ -483,12 +498,10 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
         // own ways are tried until its body first matches (it is atomic: nothing after it
         // backtracks into it); a negative one's are all tried whenever it succeeds, and when its
         // body matches, it fails.
-        const bodyTail = item.negative || afterCanFail;
-        for (const alt of item.alternatives) {
-          const body = item.behind ? reversed(alt) : alt;
-          walk(body, [], item.negative);
-          if (runs.length > 0) walk(body, runs, bodyTail);
-        }
+        // One walk per body (two would be 2^depth for nested lookarounds): with runs before it,
+        // what follows decides for its own pairs too (more refusals, never fewer).
+        const bodyTail = item.negative || (runs.length > 0 && afterCanFail);
+        for (const alt of item.alternatives) walk(item.behind ? reversed(alt) : alt, runs, bodyTail);
         continue;
       }
       if (item.min === 1 && item.max === 1) {

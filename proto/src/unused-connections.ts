@@ -11,7 +11,8 @@ import type { Socket } from 'node:net';
 export interface UnusedConnections {
   /**
    * Destroys every connection that has not sent a request, and any that opens from now on (the
-   * server is closing). Nothing is lost: no request arrived on them.
+   * server is closing). Nothing was served on them: a request whose headers were still arriving is
+   * reset, and its client may send it again.
    */
   close(): void;
 }

@@ -77,6 +77,18 @@ t.test('a repeated group meets a run only through an alternative whose every man
   t.equal(risk('\\d+(?:,|\\d{3})*x'), POLYNOMIAL_RISK, 'an alternative without the comma does not separate them');
 });
 
+t.test('a run after a mandatory character outside its set does not stand in for one without it', async (t) => {
+  for (const pattern of ['\\s*(?:d\\s*|)\\s*x', 'a*(?:ba*|)a*c']) t.equal(risk(pattern), POLYNOMIAL_RISK, `${pattern}: the empty alternative leaves \\s*\\s*x`);
+});
+
+t.test('nested lookarounds are checked in time linear in their depth', async (t) => {
+  const letters = 'bcdefghijklmnopqrstuvwxyzBCDEFGHIJKLMNOPQRSTUVWXYZ';
+  const depth = 40;
+  const nested = `a*${Array.from({ length: depth }, (_, k) => `(?=${letters[k]}*`).join('')}z${')'.repeat(depth)}`;
+  // Walking each body twice made this 2^40 walks: the test would not finish.
+  t.equal(risk(nested), null, 'each lookahead repeats other characters');
+});
+
 t.test('a negative lookaround tries all its ways whenever it succeeds, and fails when its body matches', async (t) => {
   for (const pattern of ['\\w+(?!\\w*)', '[\\s\\S]*(?!1*)', '.*(?!a*)', '\\w+(?<!\\w*)', '\\s+(?!\\s*)', '\\w+(?!\\w*a?)', '\\w+(?!\\w*|x)', '(?!a*a*)b']) t.equal(risk(pattern), POLYNOMIAL_RISK, pattern);
   t.equal(risk('\\w+(?!\\s)'), null, 'a body of characters outside the run');
@@ -109,6 +121,8 @@ t.test('the parser reads what the engine reads', async (t) => {
   t.equal(compileRegex('(?:\\k<|)a*a*b').ok, false);
   t.equal(compileRegex('a*\\01*a*b').ok, false, 'without u, \\01 is one octal character');
   t.equal(compileRegex('(?:\\c())?a*a*b').ok, false, 'without u, \\c( is a backslash, c and a group');
+  t.equal(compileRegex('[(?<]\\k<(a+)+b>').ok, false, 'a (?< inside a class names no group: \\k< is still text');
+  t.equal(compileRegex('[(?<]\\k<a*a*a*b>').ok, false);
 });
 
 t.test('past the check\'s own limits the pattern is refused, saying why', async (t) => {

@@ -107,14 +107,16 @@ t.test("a second node on the same state dir (as a replica is) refuses key B on a
  * A tool server that names the same session in every answer (it sees only the node's key, so it
  * cannot tell callers apart). With `sse`, it answers as an event stream that stays open (pings).
  */
-async function fixedSessionToolServer(t: Test, sse = false): Promise<{ url: string; calls: () => number; closedStreams: () => number }> {
+async function fixedSessionToolServer(t: Test, sse = false): Promise<{ url: string; calls: () => number; deletes: () => number; closedStreams: () => number }> {
   let calls = 0;
+  let deletes = 0;
   let closedStreams = 0;
   const answer = JSON.stringify({ jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-06-18', capabilities: {}, serverInfo: { name: 'fixed', version: '1' } } });
   const server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
       calls += 1;
+      if (req.method === 'DELETE') deletes += 1;
       if (!sse) {
         res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'the-one-session' }).end(answer);
         return;
@@ -133,7 +135,7 @@ async function fixedSessionToolServer(t: Test, sse = false): Promise<{ url: stri
     server.closeAllConnections();
     server.close(() => resolve());
   }));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, calls: () => calls, closedStreams: () => closedStreams };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, calls: () => calls, deletes: () => deletes, closedStreams: () => closedStreams };
 }
 
 t.test("a tool server that opens a session with an id another key holds: the id is not handed to the second key, and the first keeps it", async (t) => {
@@ -181,4 +183,21 @@ t.test('a session the node cannot record (its session file locked) is not handed
   await waitFor(() => (fake.requests.some((r) => r.method === 'DELETE') && fake.sessions() === 0) || undefined, { what: 'the unrecorded session ended at the tool server', timeoutMs: 5_000 });
   holder.prepare('COMMIT').run();
   await openSession(t, node.url);
+});
+
+t.test("an initialize the node cannot record, for an id another key holds, does not end that key's session", async (t) => {
+  const dir = (await openStateStore(t.testdir(), { create: true })).dir;
+  const tool = await fixedSessionToolServer(t);
+  const node = await startNode(t, dir, tool.url);
+  t.equal((await post(node.url, initialize, bearer(keyB))).sessionId, 'the-one-session', 'key B holds the id');
+  const holder = new Database(path.join(dir, SESSION_OWNER_FILE));
+  t.teardown(() => holder.close());
+  holder.prepare('BEGIN IMMEDIATE').run();
+  // The tool server gives key A the same id; the node cannot write (locked), and the id is B's.
+  t.equal((await post(node.url, initialize, bearer(keyA))).code, 'ZN_ERR_TOOL_SESSION_UNAVAILABLE');
+  holder.prepare('COMMIT').run();
+  const before = tool.calls();
+  t.equal((await post(node.url, echo('from key B', 2), { ...bearer(keyB), 'mcp-session-id': 'the-one-session' })).status, 200, "key B's session still works");
+  await waitFor(() => tool.calls() > before || undefined, { what: "key B's call at the tool server" });
+  t.equal(tool.deletes(), 0, 'no DELETE was sent for it');
 });

@@ -168,10 +168,13 @@ export const mcpApi: ApiHandler = {
       // The session the tool server opened cannot be this caller's: its id is not handed out. The
       // answer is dropped with its connection (an SSE answer may stay open for hours).
       response.body.on('error', () => undefined).destroy();
-      // Nobody holds an id the node could not record: end that session at the tool server rather
-      // than leave it open until it expires there. (A conflicting id is another key's session.)
+      // A session the node could not record is ended at the tool server rather than left open
+      // until it expires there, unless the id is (or may be) another caller's: a conflicting id,
+      // or one the store binds or could not be read for.
       const opened = headers['mcp-session-id'];
-      if (unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE' && opened !== undefined) endUnrecordedSession(ctx, server, opened);
+      if (unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE' && opened !== undefined && ctx.deps.sessionOwners.unbound(server.name, opened)) {
+        endUnrecordedSession(ctx, server, opened);
+      }
       ctx.upstreamMs = elapsed(ctx, started);
       // A session file the node could not write is not the tool server's failure.
       attempt(unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE' ? 'ok' : 'status', status);

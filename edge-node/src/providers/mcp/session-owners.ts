@@ -68,6 +68,19 @@ export class SessionOwners {
     return owner === undefined ? 'failed' : owner === keyId ? 'bound' : 'taken';
   }
 
+  /**
+   * True only when the store was read and binds the session to nobody: an id the node could not
+   * bind may still be another caller's (a tool server giving every caller the same id, a replica
+   * binding it at that moment), and such a session must not be ended for it.
+   */
+  unbound(server: string, sessionId: string): boolean {
+    try {
+      return this.store.get(sessionEntry(server, sessionId)) === undefined;
+    } catch {
+      return false;
+    }
+  }
+
   forget(server: string, sessionId: string): void {
     const id = sessionEntry(server, sessionId);
     // The tool server already answered: a failed read or write is logged, not the caller's failure.
