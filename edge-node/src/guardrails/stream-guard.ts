@@ -144,7 +144,6 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
   for await (const event of events) {
     // An event whose texts a walk could not all reach (nested too deep) is blocked, not passed unchecked.
     if (isPartial(event.texts)) throw blocked(uncheckedTextMessage(policy.id, 'output'));
-    if (event.texts.length > 0) event.keepChecked?.();
     if (event.texts.length === 0) {
       if (event.sse.event !== 'ping') {
         // A chat chunk ends the text of the choices it finishes (often none); text-less events that
@@ -159,6 +158,8 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
       yield event;
       continue;
     }
+    // What goes out is what is checked here, not upstream bytes holding more (duplicate keys).
+    event.keepChecked?.();
     // New deltas that go out just before this event.
     let before: StreamEvent[] | undefined;
     // Channels whose text ends here (all of them at the terminal event, after which nothing may

@@ -319,9 +319,7 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
     }
     case 'content_block_delta': {
       const delta = parsed.delta;
-      if (isRecord(delta)) {
-        event.texts = deltaSlots(delta, event);
-      }
+      if (isRecord(delta)) event.texts = deltaSlots(delta, event);
       break;
     }
     case 'message_stop':
