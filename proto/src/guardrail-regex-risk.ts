@@ -20,6 +20,7 @@
  * A pattern free of both then goes through the polynomial check (guardrail-regex-runs.ts).
  */
 
+import { readEscape } from './guardrail-regex-escape.js';
 import { namesGroups, regexPolynomialRisk } from './guardrail-regex-runs.js';
 
 /** The most ways a bounded repetition may have to match at one start before it is refused. */
@@ -111,8 +112,6 @@ function caseFolded(c: string): string {
 
 /** `{n}`, `{n,}` or `{n,m}` at lastIndex (digits of any length: `{0000…1,}` is `+`). */
 const COUNTED = /\{(\d+)(,(\d*))?\}/y;
-
-const SINGLE_ESCAPES: Readonly<Record<string, string>> = { n: '\n', r: '\r', t: '\t', f: '\f', v: '\v' };
 
 /** Why `source` (without the `(?i)` prefix) is refused, or null when it has neither risky shape. */
 export function regexBacktrackingRisk(source: string, options: { ignoreCase?: boolean } = {}): string | null {
@@ -214,40 +213,11 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
   /** The escape at `i` (a backslash): what it matches, with `i` moved past it. */
   const escape = (): { first: FirstSet; zeroWidth?: boolean } => {
     const start = i;
-    const c = source[i + 1] ?? '';
-    i += 2;
-    if (c === 'b' || c === 'B') return { first: nothing, zeroWidth: true };
-    if (/[dDwWsS]/.test(c)) return { first: charClass(source.slice(start, i)) };
-    if ((c === 'p' || c === 'P') && source[i] === '{') {
-      i = Math.max(i, source.indexOf('}', i) + 1 || source.length);
-      return { first: charClass(source.slice(start, i)) };
-    }
-    if (c === 'k' && source[i] === '<' && namedReferences) {
-      i = Math.max(i, source.indexOf('>', i) + 1 || source.length);
-      return { first: anything };
-    }
-    if (/[1-9]/.test(c)) {
-      while (/\d/.test(source[i] ?? '')) i++;
-      return { first: anything };
-    }
-    if (c === 'u' && source[i] === '{') {
-      const end = source.indexOf('}', i);
-      i = end < 0 ? source.length : end + 1;
-      const code = parseInt(source.slice(start + 3, end), 16);
-      return { first: Number.isInteger(code) && code <= 0x10ffff ? literal(String.fromCodePoint(code)) : anything };
-    }
-    const hex = c === 'x' ? 2 : c === 'u' ? 4 : 0;
-    const digits = source.slice(i, i + hex);
-    if (hex > 0 && digits.length === hex && /^[0-9a-fA-F]+$/.test(digits)) {
-      i += hex;
-      return { first: literal(String.fromCharCode(parseInt(digits, 16))) };
-    }
-    if (c === 'c') {
-      i++;
-      return { first: charClass(source.slice(start, i)) };
-    }
-    if (c === '0') return { first: literal('\0') };
-    return { first: literal(SINGLE_ESCAPES[c] ?? c) };
+    const read = readEscape(source, i, unicode, namedReferences);
+    i = read.end;
+    if (read.kind === 'assertion') return { first: nothing, zeroWidth: true };
+    if (read.kind === 'backreference') return { first: anything };
+    return { first: read.literal !== undefined ? literal(read.literal) : charClass(source.slice(start, i)) };
   };
 
   while (i < source.length) {

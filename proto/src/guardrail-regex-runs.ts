@@ -28,6 +28,8 @@
  * passes too: its first try succeeds.
  */
 
+import { readEscape } from './guardrail-regex-escape.js';
+
 /** A regex source matching exactly one character of an item; ANY when it is not known. */
 type CharSet = string;
 const ANY: CharSet = '[\\s\\S]';
@@ -124,18 +126,11 @@ class Parser {
       return { kind: 'assertion', caret: c === '^' };
     }
     if (c === '\\') {
-      const next = s[this.i + 1] ?? '';
-      if (next === 'b' || next === 'B') {
-        this.i += 2;
+      const read = readEscape(s, this.i, this.unicode, this.namedReferences);
+      if (read.kind !== 'char') {
+        this.i = read.end;
         this.quantifier();
-        return { kind: 'assertion', caret: false };
-      }
-      if ((next === 'k' && s[this.i + 2] === '<' && this.namedReferences) || /[1-9]/.test(next)) {
-        this.i += 2;
-        if (next === 'k') this.i = Math.max(this.i, s.indexOf('>', this.i) + 1 || s.length);
-        else while (/\d/.test(s[this.i] ?? '')) this.i++;
-        this.quantifier();
-        return { kind: 'backreference' };
+        return read.kind === 'assertion' ? { kind: 'assertion', caret: false } : { kind: 'backreference' };
       }
     }
     const start = this.i;
@@ -161,48 +156,9 @@ class Parser {
       return undefined;
     }
     if (c === '\\') {
-      const e = s[this.i + 1] ?? '';
-      this.i += 2;
-      if (this.unicode && (e === 'p' || e === 'P') && s[this.i] === '{') {
-        this.i = Math.max(this.i, s.indexOf('}', this.i) + 1 || s.length);
-        return undefined;
-      }
-      if (this.unicode && e === 'u' && s[this.i] === '{') {
-        const end = s.indexOf('}', this.i);
-        const code = parseInt(s.slice(this.i + 1, end), 16);
-        this.i = end < 0 ? s.length : end + 1;
-        return Number.isInteger(code) && code <= 0x10ffff ? String.fromCodePoint(code) : undefined;
-      }
-      const hex = e === 'x' ? 2 : e === 'u' ? 4 : 0;
-      const digits = s.slice(this.i, this.i + hex);
-      if (hex > 0 && digits.length === hex && /^[0-9a-fA-F]+$/.test(digits)) {
-        this.i += hex;
-        const code = parseInt(digits, 16);
-        // Under `u`, `\uD83D\uDE00` is one character.
-        const low = /^\\u([dD][c-fC-F][0-9a-fA-F]{2})/.exec(s.slice(this.i, this.i + 6));
-        if (this.unicode && e === 'u' && code >= 0xd800 && code <= 0xdbff && low !== null) {
-          this.i += 6;
-          return String.fromCharCode(code, parseInt(low[1]!, 16));
-        }
-        return String.fromCharCode(code);
-      }
-      if (e === 'c') {
-        if (/[a-zA-Z]/.test(s[this.i] ?? '')) {
-          this.i++;
-          return undefined;
-        }
-        // Without `u`, `\c` before anything but a letter is a backslash; the `c` comes next.
-        this.i--;
-        return '\\';
-      }
-      if (e === '0' && !this.unicode) {
-        // A legacy octal escape: `\01` is one character.
-        for (let n = 0; n < 2 && /[0-7]/.test(s[this.i] ?? ''); n++) this.i++;
-        return undefined;
-      }
-      // \d \w \s and their negations, and single escapes (\n, \t, …), are compared by the engine.
-      if (/[a-zA-Z0-9]/.test(e)) return undefined;
-      return e;
+      const read = readEscape(s, this.i, this.unicode, this.namedReferences);
+      this.i = read.end;
+      return read.literal;
     }
     const ch = String.fromCodePoint(s.codePointAt(this.i)!);
     this.i += ch.length;
