@@ -67,6 +67,22 @@ export function singlePositional(parsed: ParsedArgs, what: string, helpCommand: 
   return first;
 }
 
+/**
+ * The node NAME of a gateway-node subcommand: the positional, or `--name NAME` as seed 004 §9.6
+ * writes it. Both given must agree, so a mistyped one never picks a node silently.
+ */
+export function nodeNameArgument(parsed: ParsedArgs, helpCommand: string): string {
+  const option = stringOption(parsed, 'name');
+  if (option === undefined) return singlePositional(parsed, 'NAME (or --name NAME)', helpCommand);
+  if (option.trim() === '') throw new UsageError('--name needs the node name', helpCommand);
+  const [first, ...extra] = parsed.positionals;
+  if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, helpCommand);
+  if (first !== undefined && first !== option) {
+    throw new UsageError(`NAME ${JSON.stringify(first)} and --name ${JSON.stringify(option)} differ: give the node name once`, helpCommand);
+  }
+  return option;
+}
+
 export function noPositionals(parsed: ParsedArgs, helpCommand: string): void {
   const [first] = parsed.positionals;
   if (first !== undefined) throw new UsageError(`unexpected argument ${JSON.stringify(first)}`, helpCommand);

@@ -25,7 +25,7 @@ Commands:
   gateway-node   Create and manage gateway nodes (admin API of the control plane)
   install node   Install a gateway node on this host (host checks first; --check-only)
   status         Show the gateway node installed on this host (--json)
-  logs           Show the journal of a node component (node-edge, node-updater)
+  logs           Show the journal of a node component (node-edge, node-updater; node-caddy shows node-edge)
 
 Run "${PROGRAM} <command> --help" for a command's options.
 Exit codes: 0 done, 1 refused, failed or a blocking finding (nothing written), 2 bad usage or settings.

@@ -4,8 +4,8 @@
  * test/packaging/nspawn-container.ts) against a control plane running outside the container on
  * the host. Covers seed 004 §9.4–9.6: --check-only writes nothing; the command printed by
  * `zenova gateway-node create` installs and starts node-edge (Type=notify, hardened), which goes
- * online and config-synced; a real call through its Base URL; `zenova status`; `zenova logs
- * node-edge --since '30 min ago'`; a second install refused with nothing changed; --reenroll keeps
+ * online and config-synced; a real call through its Base URL; `zenova status` through the
+ * /usr/local/bin/zenova link the install makes; `zenova logs node-edge --since '30 min ago'`; a second install refused with nothing changed; --reenroll keeps
  * the records the node could not send yet (control plane down while they were made).
  *
  * Where a container cannot run (not root, no systemd-nspawn, boot fails), the test says so loudly
@@ -78,8 +78,11 @@ if (unavailable !== undefined) {
     const created = await run(command, [...args, 'gateway-node', 'create', '--name', NODE, '--address', '127.0.0.1', '--ca-file', https.caFile, '--ca-out', caOut], {
       env: { ...process.env, ZENOVA_CONTROL_PLANE_URL: cp.url, ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN, ZENOVA_CA_FILE: https.caFile },
     });
-    const printed = /^\s*(?:sudo )?(zenova install node .*)$/m.exec(created.stdout)?.[1];
+    const printed = /^\s*(sudo \.\/zenova install node .*)$/m.exec(created.stdout)?.[1];
     if (printed === undefined) throw new Error(`gateway-node create printed no install command:\n${created.stdout}`);
+    // Commands run as root in the container, whose fresh /etc has no sudo configuration: the
+    // printed `sudo ./zenova …` runs as `./zenova …`, otherwise exactly as printed.
+    const asRoot = (command: string): string => command.replace(/^sudo /, '');
     // The container shares the host's network: a free port instead of the default 7480, so parallel runs never collide.
     const port = await freePort();
     const listen = `--listen 127.0.0.1:${port}`;
@@ -98,6 +101,10 @@ if (unavailable !== undefined) {
       return;
     }
     t.teardown(() => container.stop());
+    // The container's /usr is the host's, read-only; on a real host /usr/local/bin is writable, and
+    // the install links zenova there. A tmpfs (in the container's mount namespace only) gives it that.
+    const mounted = await container.exec('mount -t tmpfs -o mode=0755 tmpfs /usr/local/bin');
+    if (mounted.code !== 0) throw new Error(`cannot give the container a writable /usr/local/bin: ${mounted.stderr}`);
     const sh = async (cmd: string, timeoutMs?: number) => {
       const r = await container.exec(cmd, timeoutMs === undefined ? {} : { timeoutMs });
       return { ...r, out: r.stdout + r.stderr };
@@ -113,12 +120,14 @@ if (unavailable !== undefined) {
 
     let installed = false;
     await t.test('the command printed by gateway-node create installs and starts node-edge, which goes online and config-synced', async (t) => {
-      const r = await sh(`cd ${installerDir} && ./${printed} ${listen}`, 150_000);
+      const r = await sh(`cd ${installerDir} && ${asRoot(printed)} ${listen}`, 150_000);
       if (!t.equal(r.code, 0, 'exit 0')) t.comment(`${r.out}\n${(await sh('journalctl -u node-edge --no-pager -n 60')).out}`);
       t.match(r.out, /✓ node-edge ready/);
       t.equal((await sh('systemctl is-active node-edge.service')).stdout.trim(), 'active', 'systemd runs node-edge');
       t.equal((await sh('systemctl show -p Type --value node-edge.service')).stdout.trim(), 'notify', 'Type=notify readiness');
       t.match((await sh('readlink /opt/zenova-node/current')).stdout.trim(), `releases/${pkg.manifest.version}`);
+      t.equal((await sh('readlink /usr/local/bin/zenova')).stdout.trim(), '/opt/zenova-node/current/bin/zenova', 'zenova is linked onto PATH');
+      t.match(r.out, /Check it: +zenova status/);
       await waitFor(async () => {
         const v = await nodeView(cp, NODE);
         return v.status === 'online' && v.onboardingStage === 'config-synced';
@@ -130,8 +139,9 @@ if (unavailable !== undefined) {
     // The steps below need the installed node: without it they would only repeat its failure.
     const needsNode = () => (installed ? {} : { skip: 'the install above failed' });
 
-    await t.test('zenova status and zenova logs node-edge show the node', needsNode(), async (t) => {
-      const status = await sh(zenova('status'));
+    await t.test('zenova status (on PATH, from any dir) and zenova logs node-edge show the node', needsNode(), async (t) => {
+      // As seed 004 §9.5 runs it: `zenova` from PATH, not the installer dir.
+      const status = await sh('cd / && zenova status');
       if (!t.equal(status.code, 0, 'status exit 0')) t.comment(status.out);
       t.match(status.out, NODE);
       t.match(status.out, /ready/);
@@ -144,7 +154,7 @@ if (unavailable !== undefined) {
       await sh('systemctl stop node-edge.service'); // a live node writes its status: hold it still
       const again = await cp.api<{ command: string }>('POST', `/api/v1/nodes/${NODE}/install-command`, {});
       const before = await listRoot(container);
-      const r = await sh(`cd ${installerDir} && ./${again.body.command} ${listen}`);
+      const r = await sh(`cd ${installerDir} && ${asRoot(again.body.command)} ${listen}`);
       t.equal(r.code, 1, 'exit 1');
       t.match(r.out, /already installed/i);
       t.equal(await listRoot(container), before, 'the filesystem listing is unchanged');
@@ -174,7 +184,7 @@ if (unavailable !== undefined) {
       const url = new URL(cp.url);
       cp = await startControlPlane(t, { ...cpOpts, listenPort: Number(url.port) });
       const reenroll = await cp.api<{ command: string }>('POST', `/api/v1/nodes/${NODE}/reenroll-command`, {});
-      const r = await sh(`cd ${installerDir} && ./${reenroll.body.command}`, 150_000);
+      const r = await sh(`cd ${installerDir} && ${asRoot(reenroll.body.command)}`, 150_000);
       if (!t.equal(r.code, 0, 'reenroll exit 0')) t.comment(r.out);
       t.not((await sh(`cat ${DATA}/credential.json | sha256sum`)).stdout, identityBefore, 'a new credential');
       for (const id of ids) {

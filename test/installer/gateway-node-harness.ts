@@ -92,5 +92,5 @@ export async function zenovaProcess(t: Tap, argv: string[], opts: { env: NodeJS.
 
 /** The one-time command line printed by create / *-command (indented on a line of its own). */
 export function printedCommand(stdout: string): string | undefined {
-  return /^ {2}(zenova install node .*)$/m.exec(stdout)?.[1];
+  return /^ {2}(sudo \.\/zenova install node .*)$/m.exec(stdout)?.[1];
 }

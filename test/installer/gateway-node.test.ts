@@ -25,7 +25,7 @@ t.test('create prints the node and its one-time install command in the exact see
   t.match(result.stdout, /Created gateway node edge-one\./);
   t.match(result.stdout, /shown once; store it safely; do not paste it into chat\/e-mail/);
   const command = printedCommand(result.stdout);
-  t.match(command, new RegExp(`^zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source}$`));
+  t.match(command, new RegExp(`^sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source}$`));
   t.match(result.stdout, /region\s+cn-east/);
   t.match(result.stdout, /surfaces\s+model, tools/);
   t.match(result.stdout, /status\s+pending/);
@@ -42,7 +42,7 @@ t.test('create with a CA and an install dir adds --ca-file and --install-dir, an
   const result = await create('edge-ca', '--ca-file', caFile, '--install-dir', '/srv/zenova-node', '--ca-out', caOut);
   t.equal(result.code, 0, 'exits 0', { stderr: result.stderr });
   t.match(printedCommand(result.stdout), new RegExp(
-    `^zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source} --ca-file zenova-control-plane-ca\\.pem --install-dir /srv/zenova-node$`,
+    `^sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source} --ca-file zenova-control-plane-ca\\.pem --install-dir /srv/zenova-node$`,
   ));
   t.ok(new X509Certificate(readFileSync(caOut, 'utf8')).fingerprint256 === new X509Certificate(ca.certPem).fingerprint256, '--ca-out holds the CA given');
   t.match(result.stdout, `Saved the control-plane CA to ${caOut}`);
@@ -60,7 +60,7 @@ t.test('create --json prints the API answer: the node and its install command', 
   t.equal(body.node.spoolQuotaGb, 20);
   t.equal(body.node.spoolFullPolicy, 'metering-only');
   t.match(body.install.token, TOKEN);
-  t.equal(body.install.command, `zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.install.token}`);
+  t.equal(body.install.command, `sudo ./zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.install.token}`);
 });
 
 t.test('list prints the node table with the console columns; --json the API answer', async (t) => {
@@ -114,14 +114,33 @@ t.test('install-command reissues a new token; reenroll and upgrade commands have
 
   const reenroll = await run('gateway-node', 'reenroll-command', 'edge-reissue');
   t.equal(reenroll.code, 0, 'exits 0', { stderr: reenroll.stderr });
-  t.match(printedCommand(reenroll.stdout), new RegExp(`^zenova install node --package zenova-node\\.zpkg --reenroll --control-plane ${CALLBACK} --token ${TOKEN.source}`));
+  t.match(printedCommand(reenroll.stdout), new RegExp(`^sudo \\./zenova install node --package zenova-node\\.zpkg --reenroll --control-plane ${CALLBACK} --token ${TOKEN.source}`));
   t.match(reenroll.stdout, /^Re-enroll command for node edge-reissue/m);
 
   const upgrade = await run('gateway-node', 'upgrade-command', 'edge-reissue', '--json');
   t.equal(upgrade.code, 0, 'exits 0', { stderr: upgrade.stderr });
   const body = JSON.parse(upgrade.stdout);
   t.equal(body.kind, 'upgrade');
-  t.equal(body.command, `zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.token} --upgrade`, 'never --install-dir on upgrade');
+  t.equal(body.command, `sudo ./zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.token} --upgrade`, 'never --install-dir on upgrade');
+});
+
+t.test('the node name may be given as --name NAME, as the seed writes it; a different NAME as well is a usage error', async (t) => {
+  await create('edge-alias');
+  const reenroll = await run('gateway-node', 'reenroll-command', '--name', 'edge-alias');
+  t.equal(reenroll.code, 0, 'exits 0', { stderr: reenroll.stderr });
+  t.match(printedCommand(reenroll.stdout), / --reenroll /);
+  t.match(reenroll.stdout, /^Re-enroll command for node edge-alias/m);
+  const shown = await run('gateway-node', 'show', 'edge-alias', '--name', 'edge-alias', '--json');
+  t.equal(shown.code, 0, 'the same name twice is fine', { stderr: shown.stderr });
+  t.equal(JSON.parse(shown.stdout).name, 'edge-alias');
+  for (const sub of ['install-command', 'reenroll-command', 'upgrade-command', 'show', 'delete']) {
+    const both = await run('gateway-node', sub, 'edge-alias', '--name', 'edge-other', ...(sub === 'delete' ? ['--yes'] : []));
+    t.equal(both.code, 2, `${sub}: exit 2`);
+    t.match(both.stderr, /NAME "edge-alias" and --name "edge-other" differ: give the node name once/, sub);
+  }
+  const help = await run('gateway-node', 'reenroll-command', '--help');
+  t.match(help.stdout, /--name NAME/);
+  t.equal((await run('gateway-node', 'show', 'edge-alias')).code, 0, 'nothing was deleted');
 });
 
 t.test('a command for a node with a CA prints that CA unless --ca-out writes it', async (t) => {
@@ -224,7 +243,7 @@ t.test('usage errors exit 2 with the command\'s help pointer', async (t) => {
 
   const noNodeName = await run('gateway-node', 'show');
   t.equal(noNodeName.code, 2);
-  t.match(noNodeName.stderr, /NAME is required/);
+  t.match(noNodeName.stderr, /NAME \(or --name NAME\) is required/);
 
   const badSub = await run('gateway-node', 'rename');
   t.equal(badSub.code, 2);
@@ -293,7 +312,7 @@ t.test('an unreachable control plane is one line and exit 1', async (t) => {
 t.test('the zenova entry point runs as its own process with the same exit codes', async (t) => {
   const created = await zenovaProcess(t, ['gateway-node', 'create', '--name', 'edge-process', '--address', '10.1.2.3', '--control-plane-url', CALLBACK], { env, cwd });
   t.equal(created.code, 0, 'exits 0', { output: created.output });
-  t.match(created.output, new RegExp(`zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source}`));
+  t.match(created.output, new RegExp(`sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source}`));
 
   const refused = await zenovaProcess(t, ['gateway-node', 'delete', 'edge-process'], { env, cwd });
   t.equal(refused.code, 2);

@@ -79,6 +79,7 @@ const CASES: Case[] = [
   { name: 'control-plane host', code: 'NODE-HOST-CONTROL-PLANE', setup: async (root) => ({ host: { services: fakeServicesWith(root, 'zenova-control.service', '[Service]\n') } }) },
   { name: 'already installed', code: 'NODE-INSTALLED', setup: async (root) => ({ host: { services: fakeServicesWith(root, 'node-edge.service', unit('/data/zn')) } }) },
   { name: '--reenroll without an installation', code: 'NODE-REENROLL-NONE', withToken: true, setup: async () => ({ host: {}, args: ['--reenroll'] }) },
+  { name: '--reenroll with another --install-dir than the installed one', code: 'NODE-DIR-MISMATCH', withToken: true, setup: async (root) => ({ host: { services: fakeServicesWith(root, 'node-edge.service', unit('/data/zn')) }, args: ['--reenroll', '--install-dir', '/data/other-node'] }) },
   {
     name: 'data left by an earlier install',
     code: 'NODE-DATA-EXISTS',
@@ -126,7 +127,13 @@ for (const c of CASES) {
     t.match(r.out, new RegExp(`✗ ${c.code}: `), `reported as ${c.code}`);
     t.match(r.out, /blocking finding.*nothing was written/);
     t.equal(r.changed, false, 'the host root is unchanged');
-    if (c.code === 'NODE-INSTALLED') t.match(r.out, /A gateway node is already installed on this host/);
+    if (c.code === 'NODE-INSTALLED') {
+      t.match(r.out, /A gateway node is already installed on this host/);
+      // --upgrade is refused in this release: the advice must not send the operator there.
+      t.notMatch(r.out, /use --upgrade/);
+      t.match(r.out, /Upgrading an installed node \(--upgrade\) is not available in this release/);
+    }
+    if (c.code === 'NODE-DIR-MISMATCH') t.notMatch(r.out, /NODE-DIR-NOT-EMPTY/, 'not reported as a dir with foreign files');
   });
 }
 

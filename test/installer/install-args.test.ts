@@ -4,7 +4,7 @@
  * journalctl only a known unit and a validated --since.
  */
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli } from '../../installer/src/cli.js';
@@ -64,13 +64,52 @@ t.test('logs: only known components, journalctl gets the unit and --since as giv
   t.equal(await runLogs(['node-edge', '--since', '30 min ago'], cli.ctx, host), 0);
   t.equal(await runLogs(['node-updater', '--lines', '50'], cli.ctx, host), 0);
   t.same(services.calls, ['journal node-edge.service {"since":"30 min ago"}', 'journal zenova-node-update.service {"lines":50}']);
-  await t.rejects(runLogs(['node-caddy'], cli.ctx, host), /unknown component "node-caddy"; one of: node-edge, node-updater/);
+  await t.rejects(runLogs(['node-proxy'], cli.ctx, host), /unknown component "node-proxy"; one of: node-edge, node-updater/);
   await t.rejects(runLogs([], cli.ctx, host), /COMPONENT is required/);
   await t.rejects(runLogs(['node-edge', '--since', '$(reboot)'], cli.ctx, host), /--since may contain only/);
   await t.rejects(runLogs(['node-edge', '--lines', '0'], cli.ctx, host), /--lines must be at least 1/);
   for (const ok of ['30 min ago', '2 hours ago', 'today', 'yesterday', '2026-11-29 08:00:00', '-1h', '@1700000000'.slice(1)]) t.equal(sinceProblem(ok), undefined, `${ok} accepted`);
   for (const bad of ['', ' ', 'a;b', "'x'", 'x'.repeat(65), 'now\nthen']) t.ok(sinceProblem(bad), `${JSON.stringify(bad.slice(0, 10))} refused`);
   t.equal(services.calls.length, 2, 'journalctl ran only for the valid command lines');
+});
+
+t.test('logs node-caddy, as the seed\'s troubleshooting writes it, says there is no separate proxy and shows node-edge\'s log', async (t) => {
+  const services: FakeServices = fakeServices(root);
+  const cli = captureCli(root);
+  t.equal(await runLogs(['node-caddy', '--since', '30 min ago'], cli.ctx, hostEnv(root, { services })), 0);
+  t.same(services.calls, ['journal node-edge.service {"since":"30 min ago"}']);
+  t.equal(cli.err(), 'zenova: node-caddy: there is no separate ingress proxy in this release (node-edge serves callers itself); showing the node-edge log.\n');
+  t.equal(cli.out(), 'journal of node-edge.service\n');
+  const help = captureCli(root);
+  await runLogs(['--help'], help.ctx, hostEnv(root));
+  t.match(help.out(), /node-caddy/);
+});
+
+t.test('an empty or whitespace token, or an empty token file, is a usage error before any check or write', async (t) => {
+  const emptyFile = join(root, 'empty.token');
+  writeFileSync(emptyFile, '\n', { mode: 0o600 });
+  const spacedFile = join(root, 'spaced.token');
+  writeFileSync(spacedFile, 'zn_it_abc def\n', { mode: 0o600 });
+  const cases: Array<[string[], RegExp]> = [
+    [['--token', ''], /--token is empty \(an unset shell variable\?\)/],
+    [['--token', '   '], /--token is empty/],
+    [['--token', 'zn_it_abc def'], /--token contains whitespace/],
+    [['--token-file', emptyFile], /--token-file .*empty\.token is empty/],
+    [['--token-file', spacedFile], /the token in --token-file .*spaced\.token contains whitespace/],
+  ];
+  for (const [extra, message] of cases) {
+    const cli = captureCli(root);
+    t.equal(await runCli(['install', ...BASE, ...extra], cli.ctx), 2, `exit 2 for ${JSON.stringify(extra)}`);
+    t.match(cli.err(), message);
+    t.notMatch(cli.out(), /checking this host/, 'no check ran');
+    // The same on a fake host: not one file or systemctl call.
+    const services = fakeServices(root);
+    const before = listTree(root);
+    const fake = captureCli(root);
+    await t.rejects(runInstall(['node', '--package', 'zenova-node.zpkg', '--control-plane', 'https://cp.example.test', ...extra], fake.ctx, hostEnv(root, { services })), message);
+    t.same(listTree(root), before, 'nothing written');
+    t.same(services.calls, [], 'no unit touched');
+  }
 });
 
 t.test('status on a host without a node says so and exits 1, in text and JSON', async (t) => {

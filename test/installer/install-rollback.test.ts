@@ -5,7 +5,7 @@
  * enrollment here is a stand-in (the real one runs in test/e2e/install-node.test.ts).
  */
 import t from 'tap';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
@@ -43,10 +43,83 @@ t.test('a node-edge that never becomes ready is removed again; data/ with the id
   t.same(readdirSync(join(root, 'opt/zenova-node')), ['data'], 'only data/ is left');
   t.ok(existsSync(join(root, 'opt/zenova-node/data/identity.json')));
 
+  t.match(cli.out(), /NODE-SERVICE-START: .*\n +→ .*reenroll-command --name NAME.*--reenroll/, 'the advice leads to --reenroll');
+  t.notOk(existsSync(join(root, 'usr/local/bin/zenova')), 'the zenova link is rolled back too');
+  t.notOk(existsSync(join(root, 'usr')), 'and the dirs made for it');
+
   // The next attempt is told to keep the data and re-enroll.
   const again = captureCli(work);
   t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_2'], again.ctx, host), 1);
   t.match(again.out(), /✗ NODE-DATA-EXISTS/);
+});
+
+t.test('a failed install whose rollback kept data/ is installed again by --reenroll, and data/ is kept', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p3.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const services = fakeServices(root);
+  let ready = false;
+  const modes: boolean[] = [];
+  const enroll: Enroller = async (opts) => {
+    modes.push(opts.reenroll);
+    mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
+    writeFileSync(join(opts.stateDir, 'identity.json'), JSON.stringify({ nodeName: 'n1', reenrolled: opts.reenroll }));
+    return { nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: opts.controlPlaneUrl, gatewayTarget: 'gw:8443', stateDir: opts.stateDir, reenrolled: opts.reenroll };
+  };
+  const host = hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll, waitReady: async () => (ready ? { ready: true } : { ready: false, reason: 'node-edge.service failed to start' }) });
+  const base = ['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test'];
+  const first = captureCli(work);
+  t.equal(await runInstall([...base, '--token', 'tok_install_1'], first.ctx, host), 1, 'the first install fails readiness');
+  t.same(readdirSync(join(root, 'opt/zenova-node')), ['data'], 'only data/ is left');
+  // What the node made meanwhile (unsent records) must survive the recovery.
+  writeFileSync(join(root, 'opt/zenova-node/data/spool.db'), 'unsent records');
+
+  ready = true;
+  services.calls.length = 0;
+  const cli = captureCli(work);
+  const exit = await runInstall([...base, '--token', 'tok_reenroll_2', '--reenroll'], cli.ctx, host);
+  t.equal(exit, 0, cli.out());
+  t.notMatch(cli.out(), /NODE-REENROLL-NONE|NODE-DATA-EXISTS/);
+  t.match(cli.out(), /its data\/ was kept by an earlier install that failed/);
+  t.match(cli.out(), /✓ re-enrolled as node n1/);
+  t.match(cli.out(), /Node n1 \(id id-1\) is re-enrolled and ready\./);
+  t.same(modes, [false, true], 'the second enrollment redeems the token as a reenroll');
+  t.same(services.calls, ['write node-edge.service', 'write zenova-node-update.service', 'daemon-reload', 'enable node-edge.service', 'start node-edge.service'], 'the units are installed again');
+  t.same(readdirSync(join(root, 'opt/zenova-node')).sort(), ['current', 'data', 'etc', 'releases', 'updater']);
+  t.equal(readFileSync(join(root, 'opt/zenova-node/data/spool.db'), 'utf8'), 'unsent records', 'data/ is kept');
+  t.equal(readlinkSync(join(root, 'usr/local/bin/zenova')), '/opt/zenova-node/current/bin/zenova');
+});
+
+t.test('a refused token after --reenroll advises a new reenroll command, not an install command', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p4.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  let refuse = false;
+  const enroll: Enroller = async (opts) => {
+    if (refuse) throw new EnrollError('ZN_ERR_CP_TOKEN_EXPIRED', 'the token has expired');
+    return enrollOk(opts);
+  };
+  const host = hostEnv(root, { keyPem: keys.publicKeyPem, services: fakeServices(root), enroll });
+  const base = ['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test'];
+  t.equal(await runInstall([...base, '--token', 'tok_install_1'], captureCli(work).ctx, host), 0);
+  refuse = true;
+  const cli = captureCli(work);
+  t.equal(await runInstall([...base, '--token', 'tok_reenroll_2', '--reenroll'], cli.ctx, host), 1);
+  t.match(cli.out(), /Re-enrollment failed: NODE-TOKEN-REJECTED: the token has expired\n +→ Issue a new reenroll command .*`zenova gateway-node reenroll-command --name NAME`/);
+  t.notMatch(cli.out(), /install command/i);
+});
+
+t.test('a local token error is not reported as the control plane refusing the token', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p5.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const enroll: Enroller = async () => {
+    throw new EnrollError('TOKEN_MALFORMED', 'the token is malformed: copy it again from the install command');
+  };
+  const cli = captureCli(work);
+  t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_1'], cli.ctx, hostEnv(root, { keyPem: keys.publicKeyPem, services: fakeServices(root), enroll })), 1);
+  t.match(cli.out(), /Install failed: NODE-ENROLL-FAILED: the token is malformed/);
+  t.notMatch(cli.out(), /NODE-TOKEN-REJECTED|\[redacted\]/, 'a 5-character token is not searched for in the message');
 });
 
 t.test('a refused token leaves the host root exactly as it was', async (t) => {

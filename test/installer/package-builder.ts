@@ -23,6 +23,8 @@ export function releaseKeys(): ReleaseKeys {
 }
 
 export const LAUNCHER = Buffer.from('#!/bin/sh\nexec echo "zenova-node test launcher" "$@"\n');
+/** The release's host CLI, which the install links as /usr/local/bin/zenova. */
+export const CLI_LAUNCHER = Buffer.from('#!/bin/sh\nexec echo "zenova test CLI" "$@"\n');
 
 export interface BuiltPackage {
   file: string;
@@ -43,6 +45,7 @@ export async function buildNodePackage(
     protocolVersion: opts.protocolVersion ?? PROTOCOL_VERSION,
     entries: opts.entries ?? [
       { path: 'bin/zenova-node', mode: 0o755, content: LAUNCHER },
+      { path: 'bin/zenova', mode: 0o755, content: CLI_LAUNCHER },
       { path: 'app/README.txt', mode: 0o644, content: Buffer.from('the node app bundle goes here\n') },
       { path: 'app/lib/data.bin', mode: 0o644, content: Buffer.alloc(200_000, 7) },
     ],

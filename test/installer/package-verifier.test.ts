@@ -26,7 +26,7 @@ t.test('a package signed with the trusted key verifies and yields its manifest',
   t.ok(verdict.ok);
   if (verdict.ok) {
     t.equal(verdict.manifest.product, 'zenova-node');
-    t.same(verdict.manifest.files.map((f) => f.path), ['bin/zenova-node', 'app/README.txt', 'app/lib/data.bin']);
+    t.same(verdict.manifest.files.map((f) => f.path), ['bin/zenova-node', 'bin/zenova', 'app/README.txt', 'app/lib/data.bin']);
   }
 });
 

@@ -1,7 +1,8 @@
 /**
  * The one-line command an operator runs on the node host, exactly in the form of seed 004
- * §9.4/§9.6. Every part comes from validated input (URL and install dir restricted to shell-safe
- * characters, base64url tokens), so the line can be pasted into a shell as it is.
+ * §9.4/§9.6 (`sudo ./zenova install node …`), so it is copied whole. Every part comes from
+ * validated input (URL and install dir restricted to shell-safe characters, base64url tokens), so
+ * the line can be pasted into a shell as it is.
  */
 import type { InstallTokenKind } from './install-tokens.js';
 
@@ -21,7 +22,9 @@ export interface InstallCommandInput {
 }
 
 export function installCommand(input: InstallCommandInput): string {
-  const parts = ['zenova install node', `--package ${NODE_PACKAGE_FILE}`];
+  // As the seed writes it: root, and the `zenova` unpacked from the installer tarball in the
+  // current dir (the operator runs it there, beside zenova-node.zpkg; no `zenova` is on PATH yet).
+  const parts = ['sudo ./zenova install node', `--package ${NODE_PACKAGE_FILE}`];
   // §9.6 puts --reenroll before --control-plane and --upgrade last.
   if (input.kind === 'reenroll') parts.push('--reenroll');
   parts.push(`--control-plane ${input.controlPlaneUrl}`, `--token ${input.token}`);

@@ -29,6 +29,8 @@ Commands:
   upgrade-command NAME                Issue a one-time upgrade command
   delete NAME --yes                   Delete a node (revokes its credentials, closes its connection)
 
+NAME may also be given as --name NAME (e.g. reenroll-command --name edge-sh-01).
+
 Connection, for every command:
   ${URL_VARIABLE}   The control plane's URL, e.g. https://cp.example.com:7400
   ${TOKEN_VARIABLE}         The admin bearer token (never printed)

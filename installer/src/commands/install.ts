@@ -21,6 +21,8 @@ import { installNode } from '../install/install-node.js';
 
 const HELP = 'install node';
 const MAX_TOKEN_FILE_BYTES = 4096;
+/** The enrollment's own limit (edge-node/src/enroll/enroll.ts). */
+const MAX_TOKEN_CHARS = 512;
 
 export const INSTALL_USAGE = `Usage: zenova install node --package FILE --control-plane URL (--token T | --token-file F)
                           [--ca-file F] [--install-dir D] [--listen HOST:PORT]
@@ -37,8 +39,11 @@ the findings are listed with their NODE-… codes and nothing is written.
   --install-dir D       Where to install (default ${DEFAULT_INSTALL_DIR}; seed 004 §9.2 rules)
   --listen HOST:PORT    Where node-edge serves callers (default ${DEFAULT_NODE_LISTEN})
   --check-only          Run the checks only: no token needed or used, nothing written
-  --reenroll            Replace the installed node's identity (keeps data, spool, unsent records)
-  --upgrade             Upgrade an installed node (not available in this version; never with --install-dir)
+  --reenroll            Replace the installed node's identity (keeps data, spool, unsent records);
+                        also recovers a failed install whose data/ was kept (installs it again)
+  --upgrade             Upgrade an installed node (not available in this release; never with --install-dir)
+
+On success the CLI is linked as /usr/local/bin/zenova, so "sudo zenova status" works.
 `;
 
 const OPTIONS = {
@@ -72,9 +77,20 @@ async function readTokenFile(file: string): Promise<{ token: string; warning?: F
     throw new UsageError(`cannot read --token-file ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, HELP);
   }
   const token = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
-  if (token === '') throw new UsageError(`--token-file ${file} is empty`, HELP);
+  if (token === '') throw new UsageError(`--token-file ${file} is empty: write the token from the install command into it`, HELP);
+  checkToken(token, `the token in --token-file ${file}`);
   const warning = (mode & 0o077) !== 0 ? finding('NODE-TOKEN-FILE-MODE', `the token file ${file} is readable by group or others (mode 0${(mode & 0o777).toString(8)})`) : undefined;
   return warning === undefined ? { token } : { token, warning };
+}
+
+/**
+ * A token that cannot be one (an unset shell variable gives '') is a usage error before any check
+ * or write; the control plane would only refuse it after the installation was written.
+ */
+function checkToken(token: string, what: string): void {
+  if (token === '') throw new UsageError(`${what} is empty (an unset shell variable?): pass the token from the install command`, HELP);
+  if (/\s/.test(token)) throw new UsageError(`${what} contains whitespace; tokens never do: copy it again from the install command`, HELP);
+  if (token.length > MAX_TOKEN_CHARS) throw new UsageError(`${what} is longer than ${MAX_TOKEN_CHARS} characters: copy it again from the install command`, HELP);
 }
 
 function printFinding(ctx: CliContext, f: Finding, indent: string): void {
@@ -112,16 +128,20 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
     throw new CommandFailure('--upgrade is not available in this installer version yet (managed upgrades come with a later release); nothing was changed');
   }
 
-  ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : ''}: checking this host (nothing is written until every check passes)\n`);
   let token: string | undefined;
+  let tokenWarning: Finding | undefined;
   if (!checkOnly && tokenSource !== undefined) {
-    if (tokenSource.from === 'argument') token = tokenSource.value.trim();
-    else {
+    if (tokenSource.from === 'argument') {
+      token = tokenSource.value.trim();
+      checkToken(token, '--token');
+    } else {
       const read = await readTokenFile(tokenSource.file);
       token = read.token;
-      if (read.warning !== undefined) printFinding(ctx, read.warning, '  ');
+      tokenWarning = read.warning;
     }
   }
+  ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : ''}: checking this host (nothing is written until every check passes)\n`);
+  if (tokenWarning !== undefined) printFinding(ctx, tokenWarning, '  ');
 
   // --reenroll keeps the installed listen address; a new install takes --listen or the default.
   let listenText = listenOption ?? DEFAULT_NODE_LISTEN;
@@ -167,10 +187,14 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   }
   if (checks.manifest === undefined || checks.dataOffset === undefined || token === undefined) throw new Error('checks passed without a verified package or token');
 
-  ctx.stdout.write(`\n${reenroll ? 'Re-enrolling' : 'Installing'} the node in ${checks.installDir}:\n`);
+  ctx.stdout.write(
+    reenroll && checks.keptData
+      ? `\nRe-enrolling the node in ${checks.installDir}: its data/ was kept by an earlier install that failed, so the release, etc/ and the units are installed again and data/ is kept:\n`
+      : `\n${reenroll ? 'Re-enrolling' : 'Installing'} the node in ${checks.installDir}:\n`,
+  );
   const outcome = await installNode(
     {
-      mode: reenroll ? 'reenroll' : 'install',
+      mode: reenroll ? (checks.keptData ? 'reenroll-kept-data' : 'reenroll') : 'install',
       hostRoot: host.hostRoot,
       installDir: checks.installDir,
       packageFile,
@@ -196,7 +220,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   }
   ctx.stdout.write(
     `\nNode ${outcome.nodeName} (id ${outcome.nodeId}) is ${reenroll ? 're-enrolled' : 'installed'} and ready.\n` +
-      `  Check it:   zenova status\n  Its logs:   zenova logs node-edge --since '30 min ago'\n` +
+      `  Check it:   ${outcome.cli} status\n  Its logs:   ${outcome.cli} logs node-edge --since '30 min ago'\n` +
       (tokenSource?.from === 'file' ? `  Delete the token file now: rm -f ${tokenSource.file}\n` : ''),
   );
   return EXIT_OK;

@@ -14,11 +14,20 @@ const HELP = 'logs';
 
 export const COMPONENT_UNITS: Record<string, string> = { 'node-edge': NODE_UNIT, 'node-updater': UPDATER_UNIT };
 
+/**
+ * Components the seed's troubleshooting names (§9.5 `zenova logs node-caddy`) that this release
+ * has no unit for: node-edge serves callers itself, so its journal is the one to read.
+ */
+const STAND_INS: Record<string, { component: string; note: string }> = {
+  'node-caddy': { component: 'node-edge', note: 'zenova: node-caddy: there is no separate ingress proxy in this release (node-edge serves callers itself); showing the node-edge log.\n' },
+};
+
 export const LOGS_USAGE = `Usage: zenova logs COMPONENT [--since T] [--lines N]
 
 Shows the journal of a node component on this host.
 
   COMPONENT     ${Object.keys(COMPONENT_UNITS).join(' | ')}
+                (node-caddy: no separate ingress proxy in this release; shows node-edge's log)
   --since T     e.g. '30 min ago', '2 hours ago', today, yesterday, '2026-11-29 08:00', -1h
   --lines N     at most the last N lines
 `;
@@ -37,7 +46,9 @@ export async function runLogs(argv: readonly string[], ctx: CliContext, host: Ho
     return EXIT_OK;
   }
   const parsed = parseOptions(argv, { since: { type: 'string' }, lines: { type: 'string' } }, HELP);
-  const component = singlePositional(parsed, 'COMPONENT', HELP);
+  const named = singlePositional(parsed, 'COMPONENT', HELP);
+  const standIn = Object.hasOwn(STAND_INS, named) ? STAND_INS[named] : undefined;
+  const component = standIn?.component ?? named;
   const unit = Object.hasOwn(COMPONENT_UNITS, component) ? COMPONENT_UNITS[component] : undefined;
   if (unit === undefined) throw new UsageError(`unknown component ${JSON.stringify(component)}; one of: ${Object.keys(COMPONENT_UNITS).join(', ')}`, HELP);
   const since = stringOption(parsed, 'since');
@@ -47,6 +58,7 @@ export async function runLogs(argv: readonly string[], ctx: CliContext, host: Ho
   }
   const lines = integerOption(parsed, 'lines', HELP);
   if (lines !== undefined && lines < 1) throw new UsageError('--lines must be at least 1', HELP);
+  if (standIn !== undefined) ctx.stderr.write(standIn.note);
   return host.services.journal(unit, { ...(since !== undefined ? { since: since.trim() } : {}), ...(lines !== undefined ? { lines } : {}) }, ctx.stdout, ctx.stderr);
 }
 

@@ -89,13 +89,14 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   };
 }
 
-/** Spool figures, when the node's status report carries them (spool module). */
-function spoolLine(node: NodeStatusReport): string | undefined {
-  const spool = (node as unknown as { spool?: { bytes?: number; spoolBytes?: number; backlog?: number; backfillBacklog?: number; quotaBytes?: number } | null }).spool;
-  if (spool === undefined || spool === null) return undefined;
-  const bytes = spool.spoolBytes ?? spool.bytes;
-  const backlog = spool.backfillBacklog ?? spool.backlog;
-  return `${bytes === undefined ? '?' : `${(bytes / 1024 ** 2).toFixed(1)} MiB`}${spool.quotaBytes !== undefined ? ` of ${(spool.quotaBytes / 1024 ** 3).toFixed(1)} GiB` : ''}; backfill backlog ${backlog ?? '?'} records`;
+/**
+ * The JSON form: the status as read, except that an unreadable spool's counts are null, not the
+ * 0 the node's report carries with its error (a backlog of 0 would read as "all delivered").
+ */
+export function statusJson(status: InstalledStatus): unknown {
+  const spool = status.node?.spool;
+  if (status.node === null || spool === null || spool === undefined || spool.error === null) return status;
+  return { ...status, node: { ...status.node, spool: { ...spool, backlog: null, open: null } } };
 }
 
 export function formatInstalledStatus(status: InstalledStatus): string {
@@ -107,9 +108,8 @@ export function formatInstalledStatus(status: InstalledStatus): string {
     out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `NOT READY: ${r.reason ?? 'unknown'}`);
   }
   if (status.node !== null) {
+    // The node's own report has the one spool row (size and backlog, or UNREADABLE with the reason).
     out += formatNodeStatus(status.node);
-    const spool = spoolLine(status.node);
-    if (spool !== undefined) out += row('spool', spool);
   } else if (status.error !== null) {
     out += row('state', status.error);
   }
@@ -124,7 +124,7 @@ export async function runStatus(argv: readonly string[], ctx: CliContext, host: 
   const parsed = parseOptions(argv, { json: { type: 'boolean' }, 'install-dir': { type: 'string' } }, HELP);
   noPositionals(parsed, HELP);
   const status = await readInstalledStatus(host, stringOption(parsed, 'install-dir'));
-  ctx.stdout.write(flagOption(parsed, 'json') ? `${JSON.stringify(status, null, 2)}\n` : formatInstalledStatus(status));
+  ctx.stdout.write(flagOption(parsed, 'json') ? `${JSON.stringify(statusJson(status), null, 2)}\n` : formatInstalledStatus(status));
   return status.installed && status.node?.enrolled === true ? EXIT_OK : EXIT_FAILURE;
 }
 

@@ -41,15 +41,28 @@ export const DIAGNOSTICS = {
   'NODE-DIR-FORBIDDEN': { blocking: true, meaning: 'The install dir is under /tmp, /var/tmp, /home, /root, /run/user, /usr, /etc or /boot.', advice: 'Choose a dir elsewhere, e.g. /opt/zenova-node or a dir on a data volume.' },
   'NODE-DIR-CENTRAL': { blocking: true, meaning: 'The install dir is inside or overlaps the central install /opt/zenova.', advice: 'Choose a dir outside /opt/zenova, e.g. /opt/zenova-node.' },
   'NODE-DIR-NOT-EMPTY': { blocking: true, meaning: 'The install dir exists and holds files that are not a node installation (or is not a directory).', advice: 'Choose an empty or new dir; the installer never overwrites foreign files.' },
-  'NODE-INSTALLED': { blocking: true, meaning: 'A gateway node is already installed on this host.', advice: 'Nothing was changed. To re-join a control plane use --reenroll with a reenroll command; to upgrade use --upgrade.' },
-  'NODE-DATA-EXISTS': { blocking: true, meaning: 'The install dir holds a node identity and data from an earlier installation, but no service.', advice: 'Keep the data: run the reenroll command (`zenova gateway-node reenroll-command NAME` on the control plane) with --reenroll.' },
-  'NODE-REENROLL-NONE': { blocking: true, meaning: '--reenroll was given, but no gateway node is installed on this host.', advice: 'Run the install command without --reenroll.' },
+  'NODE-INSTALLED': { blocking: true, meaning: 'A gateway node is already installed on this host.', advice: 'Nothing was changed; the installed node keeps running (check it: zenova status). To re-join a control plane, issue a reenroll command (node detail › Issue reenroll command, or `zenova gateway-node reenroll-command --name NAME`) and run it as printed (it carries --reenroll). Upgrading an installed node (--upgrade) is not available in this release: keep it on its installed version, and never delete its dir to reinstall.' },
+  'NODE-DATA-EXISTS': { blocking: true, meaning: 'The install dir holds a node identity and data from an earlier installation, but no service.', advice: 'Keep the data: issue a reenroll command (`zenova gateway-node reenroll-command --name NAME` on the control plane) and run it as printed (with --reenroll); it installs the node again around the kept data.' },
+  'NODE-REENROLL-NONE': { blocking: true, meaning: '--reenroll was given, but no gateway node is installed on this host (no node-edge service, and no data/ with a node identity in the install dir).', advice: 'Run the install command without --reenroll.' },
+  'NODE-DIR-MISMATCH': { blocking: true, meaning: "--reenroll was given with an --install-dir other than the installed node's dir.", advice: 'Leave out --install-dir (--reenroll keeps the installed dir), or pass the installed dir.' },
+  'NODE-CLI-LINK': { blocking: false, meaning: '/usr/local/bin/zenova could not be linked to the installed CLI (something else is there, or the dir is not writable); the node itself is installed.', advice: 'Run the CLI by its full path (<install dir>/current/bin/zenova status); to have `zenova` on PATH, move away what is at /usr/local/bin/zenova and run `ln -s <install dir>/current/bin/zenova /usr/local/bin/zenova`.' },
   'NODE-TOKEN-FILE-MODE': { blocking: false, meaning: 'The --token-file is readable by group or others.', advice: 'Keep the token private: chmod 600 the file (umask 077 before writing it), and delete it after the install.' },
-  'NODE-TOKEN-REJECTED': { blocking: true, meaning: 'The control plane refused the token (expired, already used, unknown, or of another kind).', advice: 'Issue a new install command on the control plane (node detail › Reissue install command) and run it.' },
+  'NODE-TOKEN-REJECTED': { blocking: true, meaning: 'The control plane refused the token (expired, already used, unknown, or of another kind).', advice: 'Issue a new install command on the control plane (node detail › Reissue install command, or `zenova gateway-node install-command --name NAME`) and run it.' },
   'NODE-ENROLL-FAILED': { blocking: true, meaning: 'Enrollment with the control plane failed for another reason.', advice: 'Read the cause; fix it and run the command again (run --check-only first).' },
   'NODE-WRITE-FAILED': { blocking: true, meaning: 'Writing the installation failed (disk full, permissions); what was written was rolled back.', advice: 'Fix the cause shown and run the command again.' },
-  'NODE-SERVICE-START': { blocking: true, meaning: 'The node-edge service did not start or did not become ready in time; the service was removed again.', advice: 'Read the logs shown (journalctl -u node-edge), fix the cause and run the reenroll command with --reenroll (the data dir and identity were kept).' },
+  'NODE-SERVICE-START': { blocking: true, meaning: 'The node-edge service did not start or did not become ready in time. A new install removes its units again and keeps data/ with the new identity; --reenroll of an installed node leaves its service installed.', advice: "Read the log (zenova logs node-edge --since '10 min ago'), fix the cause, then issue a reenroll command (`zenova gateway-node reenroll-command --name NAME`) and run it with --reenroll: it installs the node again around the kept data/." },
 } as const satisfies Record<string, DiagnosticSpec>;
+
+/**
+ * NODE-TOKEN-REJECTED after --reenroll: the control plane refuses install tokens in that mode, so
+ * the advice names the reenroll command instead.
+ */
+export const REENROLL_TOKEN_REJECTED_ADVICE =
+  'Issue a new reenroll command on the control plane (node detail › Issue reenroll command, or `zenova gateway-node reenroll-command --name NAME`) and run it as printed (with --reenroll).';
+
+/** NODE-SERVICE-START after --reenroll of an installed node: its service stays, with the new identity. */
+export const REENROLL_SERVICE_START_ADVICE =
+  "Read the log (zenova logs node-edge --since '10 min ago'), fix the cause, then `systemctl restart node-edge` (the service is still installed and the new identity is in place).";
 
 export type DiagnosticCode = keyof typeof DIAGNOSTICS;
 

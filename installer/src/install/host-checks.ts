@@ -54,6 +54,11 @@ export interface CheckInput {
 export interface CheckResult {
   findings: Finding[];
   installDir: string;
+  /**
+   * --reenroll where no unit exists but the install dir's data/ holds an identity (a failed
+   * install's rollback kept it): the install writes everything again around that data/.
+   */
+  keptData: boolean;
   manifest?: PackageManifest;
   dataOffset?: number;
   caPem?: string;
@@ -87,24 +92,33 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   if ((await services.readUnit(CONTROL_PLANE_UNIT)) !== undefined) {
     existing.push(finding('NODE-HOST-CONTROL-PLANE', `this host runs the control plane (${CONTROL_PLANE_UNIT} is installed)`));
   }
+  const installDir = input.mode === 'reenroll' && installedDir !== undefined && input.installDir === undefined ? installedDir : normaliseInstallDir(input.installDir ?? input.defaultInstallDir);
+  const rule = installDirProblem(installDir);
+  const identityFile = `${installLayout(installDir).data}/identity.json`;
+  // Without a unit, a data/ holding an identity is an installation whose rollback kept its data:
+  // --reenroll is the only way back to it (the seed forbids deleting the node dir).
+  const keptData = input.mode === 'reenroll' && installedDir === undefined && rule === undefined && (await pathExists(onHost(input.hostRoot, identityFile)));
+  let existingLabel = input.mode === 'reenroll' ? 'gateway node installed on this host' : 'no gateway node installed on this host yet';
   if (input.mode === 'reenroll') {
-    if (installedDir === undefined) existing.push(finding('NODE-REENROLL-NONE', `no gateway node is installed on this host (no ${NODE_UNIT})`));
+    if (keptData) existingLabel = `no ${NODE_UNIT}, but ${identityFile} is kept from an earlier install: it is installed again around that data`;
+    else if (installedDir === undefined) existing.push(finding('NODE-REENROLL-NONE', `no gateway node is installed on this host (no ${NODE_UNIT}, and no ${identityFile})`));
   } else if (installedDir !== undefined) {
     existing.push(finding('NODE-INSTALLED', `a gateway node is already installed on this host (in ${installedDir})`));
   }
-  check(input.mode === 'reenroll' ? 'gateway node installed on this host' : 'no gateway node installed on this host yet', existing);
+  check(existingLabel, existing);
 
-  const installDir = input.mode === 'reenroll' && installedDir !== undefined && input.installDir === undefined ? installedDir : normaliseInstallDir(input.installDir ?? input.defaultInstallDir);
-  const rule = installDirProblem(installDir);
+  // Checks that apply as to a new install: nothing of the node runs or is installed around data/.
+  const writesRelease = input.mode !== 'reenroll' || keptData;
   const dirFindings: Finding[] = [];
   if (rule !== undefined) dirFindings.push(finding(rule.code, `install dir ${installDir} ${rule.rule}`));
   if (input.mode === 'reenroll' && installedDir !== undefined && installDir !== installedDir) {
-    dirFindings.push(finding('NODE-DIR-NOT-EMPTY', `--install-dir ${installDir} is not the installed node's dir ${installedDir}`, 'Leave out --install-dir: --reenroll keeps the installed dir.'));
+    dirFindings.push(finding('NODE-DIR-MISMATCH', `--install-dir ${installDir} is not the installed node's dir ${installedDir}`));
   }
-  if (rule === undefined && input.mode !== 'reenroll') dirFindings.push(...(await installDirState(input.hostRoot, installDir)));
+  // The installed node's own dir is covered by NODE-INSTALLED already.
+  if (rule === undefined && writesRelease && installDir !== installedDir) dirFindings.push(...(await installDirState(input.hostRoot, installDir, keptData)));
   check(`install dir ${installDir}`, dirFindings);
 
-  const result: CheckResult = { findings: all, installDir };
+  const result: CheckResult = { findings: all, installDir, keptData };
 
   // The package: signature and checksums first, then what it claims to be.
   const pkgFindings: Finding[] = [];
@@ -140,7 +154,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
     memory !== undefined && memory < MIN_MEMORY_BYTES ? [finding('NODE-HOST-MEMORY', `this host has ${formatBytes(memory)} of memory; a node needs at least ${formatBytes(MIN_MEMORY_BYTES)}`)] : [],
   );
 
-  const releaseBytes = input.mode === 'reenroll' ? 0 : (result.manifest?.files.reduce((n, f) => n + f.size, 0) ?? 0);
+  const releaseBytes = !writesRelease ? 0 : (result.manifest?.files.reduce((n, f) => n + f.size, 0) ?? 0);
   const needed = releaseBytes + MIN_SPARE_DISK_BYTES;
   const free = await probe.freeDiskBytes(installDir);
   check(
@@ -162,7 +176,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   check('programs may run from the install dir (mount options, SELinux, AppArmor)', execFindings);
 
   // A reenroll keeps the running node's port: it is in use by that node, as it should be.
-  if (input.mode !== 'reenroll') {
+  if (writesRelease) {
     const { host, port } = input.listen;
     check(`port ${host}:${port} free`, (await probe.portFree(host, port)) ? [] : [finding('NODE-PORT-IN-USE', `${host}:${port} is already in use by another program`)]);
   }
@@ -207,8 +221,11 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   return result;
 }
 
-/** A new install's dir must be absent, empty, or the remains of a rolled-back attempt. */
-async function installDirState(hostRoot: string, dir: string): Promise<Finding[]> {
+/**
+ * A new install's dir must be absent, empty, or the remains of a rolled-back attempt; its data/
+ * may hold an identity only when --reenroll installs around it (`identityAllowed`).
+ */
+async function installDirState(hostRoot: string, dir: string, identityAllowed: boolean): Promise<Finding[]> {
   const physical = onHost(hostRoot, dir);
   let entries: string[];
   try {
@@ -220,7 +237,7 @@ async function installDirState(hostRoot: string, dir: string): Promise<Finding[]
     return [finding('NODE-DIR-NOT-EMPTY', `cannot read ${dir} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)];
   }
   const layout = installLayout(dir);
-  if (await pathExists(onHost(hostRoot, `${layout.data}/identity.json`))) {
+  if (!identityAllowed && (await pathExists(onHost(hostRoot, `${layout.data}/identity.json`)))) {
     return [finding('NODE-DATA-EXISTS', `${layout.data} holds the identity of a node installed here before`)];
   }
   const foreign = entries.filter((e) => !LAYOUT_ENTRIES.has(e));

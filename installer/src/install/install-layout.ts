@@ -10,6 +10,10 @@ export const UPDATER_UNIT = 'zenova-node-update.service';
 export const ENV_FILE = 'etc/node.env';
 export const CA_FILE = 'etc/control-plane-ca.pem';
 export const DEFAULT_NODE_LISTEN = '0.0.0.0:7480';
+/** Puts `zenova` on root's PATH (seed 004 §9.5 runs `sudo zenova status`); links to the current release's CLI. */
+export const CLI_LINK = '/usr/local/bin/zenova';
+/** The CLI inside a release (packaging/release-contents.ts). */
+export const RELEASE_CLI = 'bin/zenova';
 
 export interface InstallLayout {
   /** The install dir as systemd and the node see it. */
@@ -22,6 +26,8 @@ export interface InstallLayout {
   envFile: string;
   caFile: string;
   releases: string;
+  /** The CLI of the current release: what CLI_LINK points to. */
+  cli: string;
 }
 
 export function installLayout(dir: string): InstallLayout {
@@ -35,6 +41,7 @@ export function installLayout(dir: string): InstallLayout {
     etc: path.posix.join(dir, 'etc'),
     envFile: path.posix.join(dir, ENV_FILE),
     caFile: path.posix.join(dir, CA_FILE),
+    cli: path.posix.join(dir, 'current', RELEASE_CLI),
   };
 }
 

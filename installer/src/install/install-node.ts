@@ -1,12 +1,14 @@
 /**
  * The write phase of `zenova install node`, run only after every check passed: lay out the
  * install dir, unpack the verified release, write etc/, redeem the token into data/, install and
- * start the units, wait for readiness. Each step is printed (✓/✗). On failure everything this run
- * wrote is undone in reverse order, except data/ once it holds an identity (DESIGN §2: a node's
- * data is never deleted), so no half-installed service remains.
+ * start the units, wait for readiness, and link `zenova` onto PATH. Each step is printed (✓/✗). On
+ * failure everything this run wrote is undone in reverse order, except data/ once it holds an
+ * identity (DESIGN §2: a node's data is never deleted), so no half-installed service remains.
+ * --reenroll of an installed node only replaces the identity; --reenroll where a failed install's
+ * rollback kept data/ (no units) runs the whole write phase again around that data/.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, rmdir, symlink } from 'node:fs/promises';
+import { mkdir, readlink, rename, rm, rmdir, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
@@ -15,9 +17,10 @@ import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import { extractPackage } from '../package/package-extract.js';
 import type { PackageManifest } from '../package/package-manifest.js';
-import { finding } from './diagnostics.js';
+import { REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
-import { NODE_UNIT, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
+import { installDirProblem } from './install-dir-rules.js';
+import { CLI_LINK, NODE_UNIT, RELEASE_CLI, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
 import type { InstallLayout } from './install-layout.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
@@ -26,8 +29,15 @@ import { pathExists } from './path-exists.js';
 
 export type Enroller = (opts: EnrollOptions) => Promise<EnrollResult>;
 
+/**
+ * install: a new node. reenroll: replace the identity of the installed node. reenroll-kept-data:
+ * --reenroll where no unit exists but data/ holds an identity (a failed install's rollback kept
+ * it): write the release, etc/ and units again, keep data/, and enroll with the reenroll token.
+ */
+export type InstallMode = 'install' | 'reenroll' | 'reenroll-kept-data';
+
 export interface InstallInput {
-  mode: 'install' | 'reenroll';
+  mode: InstallMode;
   hostRoot: string;
   installDir: string;
   packageFile: string;
@@ -46,7 +56,8 @@ export interface InstallInput {
 /** Receives each step as it ends: ✓ with a label, or ✗ with the finding. */
 export type StepReporter = (label: string, failure?: Finding) => void;
 
-export type InstallOutcome = { ok: true; nodeName: string; nodeId: string } | { ok: false; finding: Finding };
+/** On success, `cli` is how to run the CLI: `zenova` when it is linked onto PATH, else its full path. */
+export type InstallOutcome = { ok: true; nodeName: string; nodeId: string; cli: string } | { ok: false; finding: Finding };
 
 class StepFailed extends Error {
   constructor(readonly finding: Finding) {
@@ -58,10 +69,17 @@ function errnoText(err: unknown): string {
   return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }
 
+/** Shorter strings than this are not searched for: they would match ordinary text, not the token. */
+const MIN_REDACTED_TOKEN_CHARS = 8;
 
-function enrollFinding(err: unknown, token: string): Finding {
-  const message = ((err as Error).message ?? String(err)).split(token).join('[redacted]');
-  if (err instanceof EnrollError && /TOKEN/.test(err.code)) return finding('NODE-TOKEN-REJECTED', message);
+function enrollFinding(err: unknown, token: string, mode: InstallMode): Finding {
+  const raw = (err as Error).message ?? String(err);
+  const message = token.length >= MIN_REDACTED_TOKEN_CHARS ? raw.split(token).join('[redacted]') : raw;
+  // Only the control plane's refusals (ZN_ERR_CP_TOKEN_*) are a rejected token; local codes such as
+  // TOKEN_MISSING are the command line's fault and never reached the control plane.
+  if (err instanceof EnrollError && err.code.startsWith('ZN_ERR_CP_TOKEN_')) {
+    return finding('NODE-TOKEN-REJECTED', message, mode === 'install' ? undefined : REENROLL_TOKEN_REJECTED_ADVICE);
+  }
   return finding('NODE-ENROLL-FAILED', message);
 }
 
@@ -77,10 +95,10 @@ function redeemToken(input: InstallInput, layout: InstallLayout, reenroll: boole
 }
 
 export async function installNode(input: InstallInput, step: StepReporter): Promise<InstallOutcome> {
-  return input.mode === 'install' ? freshInstall(input, step) : reenroll(input, step);
+  return input.mode === 'reenroll' ? reenroll(input, step) : writeInstallation(input, step);
 }
 
-async function freshInstall(input: InstallInput, step: StepReporter): Promise<InstallOutcome> {
+async function writeInstallation(input: InstallInput, step: StepReporter): Promise<InstallOutcome> {
   const layout = installLayout(input.installDir);
   const host = (p: string): string => onHost(input.hostRoot, p);
   const undo: Array<() => Promise<void>> = [];
@@ -128,6 +146,9 @@ async function freshInstall(input: InstallInput, step: StepReporter): Promise<In
       for (const link of [layout.current, layout.updater]) await replaceSymlink(host(link), path.posix.join('releases', input.manifest.version), undo);
     });
 
+    const cli = await linkCli(input.hostRoot, layout, undo);
+    step(cli.label, cli.warning);
+
     await run(`${layout.envFile}${input.caPem !== undefined ? ` and ${layout.caFile}` : ''}`, 'NODE-WRITE-FAILED', async () => {
       await writeFileAtomic(host(layout.envFile), nodeEnvFile(layout, { listen: `${input.listen.host}:${input.listen.port}`, version: input.manifest.version, controlPlaneUrl: input.controlPlaneUrl }), 0o644);
       undo.push(() => rm(host(layout.envFile), { force: true }));
@@ -137,28 +158,86 @@ async function freshInstall(input: InstallInput, step: StepReporter): Promise<In
       }
     });
 
-    // The token is redeemed only now: a failure above never burns it.
+    // The token is redeemed only now: a failure above never burns it. A kept data/ is never removed.
     const dataExisted = await pathExists(host(layout.data));
     undo.push(async () => {
       // data/ goes only if this run made it and it holds no identity (the token was refused).
       if (!dataExisted && !(await pathExists(host(`${layout.data}/identity.json`)))) await rm(host(layout.data), { recursive: true, force: true });
     });
+    const reenrolling = input.mode !== 'install';
     try {
-      enrolled = await redeemToken(input, layout, false);
+      enrolled = await redeemToken(input, layout, reenrolling);
     } catch (err) {
-      throw new StepFailed(enrollFinding(err, input.token));
+      throw new StepFailed(enrollFinding(err, input.token, input.mode));
     }
-    step(`enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); identity in ${layout.data}`);
+    step(reenrolling
+      ? `re-enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); spool and unsent records kept in ${layout.data}`
+      : `enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); identity in ${layout.data}`);
 
     await startUnits(input, layout, undo, step);
-    return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId };
+    return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId, cli: cli.linked ? 'zenova' : layout.cli };
   } catch (err) {
     const failure = err instanceof StepFailed ? err.finding : finding('NODE-WRITE-FAILED', errnoText(err));
     step(failure.code === 'NODE-SERVICE-START' ? 'node-edge ready' : 'install step', failure);
     for (const action of undo.reverse()) await action().catch(() => undefined);
-    step(`rolled back what this run wrote${enrolled !== undefined ? ` (kept ${layout.data}: it holds node ${enrolled.nodeName}'s identity)` : ''}`);
+    const kept = enrolled !== undefined ? ` (kept ${layout.data}: it holds node ${enrolled.nodeName}'s identity)` : input.mode === 'reenroll-kept-data' ? ` (kept ${layout.data} with its previous identity)` : '';
+    step(`rolled back what this run wrote${kept}`);
     return { ok: false, finding: failure };
   }
+}
+
+/** A node installation's CLI (`<valid install dir>/current/bin/zenova`): a link to it is ours to replace. */
+function isNodeCli(target: string): boolean {
+  const m = /^(\/.+)\/current\/bin\/zenova$/.exec(target);
+  return m?.[1] !== undefined && installDirProblem(m[1]) === undefined;
+}
+
+/**
+ * Links CLI_LINK to the installed CLI. Anything else already there (a file, a link elsewhere) is
+ * left alone and reported, and a read-only /usr only costs the link: the node works without it, so
+ * this never fails the install. With `undo`, a rollback restores what was there before.
+ */
+async function linkCli(hostRoot: string, layout: InstallLayout, undo?: Array<() => Promise<void>>): Promise<{ linked: boolean; label: string; warning?: Finding }> {
+  const host = (p: string): string => onHost(hostRoot, p);
+  const label = `${CLI_LINK} → ${layout.cli}`;
+  const warn = (cause: string): { linked: false; label: string; warning: Finding } => ({
+    linked: false,
+    label,
+    warning: finding('NODE-CLI-LINK', cause, `Run the CLI by its full path (${layout.cli} status); to have \`zenova\` on PATH, move away what is at ${CLI_LINK} and run \`ln -s ${layout.cli} ${CLI_LINK}\`.`),
+  });
+  if (!(await pathExists(host(layout.cli)))) return warn(`this release has no ${RELEASE_CLI}, so ${CLI_LINK} was not linked`);
+  let previous: string | undefined;
+  try {
+    previous = await readlink(host(CLI_LINK));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EINVAL') return warn(`${CLI_LINK} exists and is not a link; it was left as it is`);
+    if (code !== 'ENOENT') return warn(`cannot read ${CLI_LINK} (${errnoText(err)})`);
+  }
+  if (previous === layout.cli) return { linked: true, label: `${label} (already)` };
+  if (previous !== undefined && !isNodeCli(previous)) return warn(`${CLI_LINK} already links to ${previous}, which is not a node installation's CLI; it was left as it is`);
+  try {
+    const dir = path.posix.dirname(CLI_LINK);
+    const first = await mkdir(host(dir), { recursive: true, mode: 0o755 });
+    if (first !== undefined) {
+      undo?.push(async () => {
+        for (let d = host(dir); d.length >= first.length; d = path.dirname(d)) await rmdir(d).catch(() => undefined);
+      });
+    }
+    const tmp = `${host(CLI_LINK)}.${randomBytes(4).toString('hex')}.tmp`;
+    await symlink(layout.cli, tmp);
+    await rename(tmp, host(CLI_LINK)).catch(async (err: unknown) => {
+      await rm(tmp, { force: true });
+      throw err;
+    });
+    undo?.push(async () => {
+      if (previous === undefined) await rm(host(CLI_LINK), { force: true });
+      else await replaceSymlink(host(CLI_LINK), previous, []);
+    });
+  } catch (err) {
+    return warn(`could not link ${CLI_LINK} (${errnoText(err)})`);
+  }
+  return { linked: true, label: previous === undefined ? label : `${label} (was → ${previous})` };
 }
 
 async function replaceSymlink(link: string, target: string, undo: Array<() => Promise<void>>): Promise<void> {
@@ -207,7 +286,7 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   try {
     await services.stop(NODE_UNIT);
   } catch (err) {
-    const f = finding('NODE-SERVICE-START', `could not stop ${NODE_UNIT}: ${errnoText(err)}`);
+    const f = finding('NODE-SERVICE-START', `could not stop ${NODE_UNIT}: ${errnoText(err)}`, `Nothing was changed and the token was not used: check \`systemctl status ${NODE_UNIT}\`, then run the same command again.`);
     step(`stop ${NODE_UNIT}`, f);
     return { ok: false, finding: f };
   }
@@ -216,7 +295,7 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   try {
     enrolled = await redeemToken(input, layout, true);
   } catch (err) {
-    const f = enrollFinding(err, input.token);
+    const f = enrollFinding(err, input.token, input.mode);
     step('re-enroll', f);
     await services.start(NODE_UNIT).catch(() => undefined);
     step(`${NODE_UNIT} started again with its previous identity`);
@@ -228,7 +307,7 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
     if (input.caPem !== undefined) await writeFileAtomic(host(layout.caFile), input.caPem, 0o644);
     await services.start(NODE_UNIT);
   } catch (err) {
-    const f = finding('NODE-SERVICE-START', `could not start ${NODE_UNIT}: ${errnoText(err)}`);
+    const f = finding('NODE-SERVICE-START', `could not start ${NODE_UNIT}: ${errnoText(err)}`, REENROLL_SERVICE_START_ADVICE);
     step(`start ${NODE_UNIT}`, f);
     return { ok: false, finding: f };
   }
@@ -236,10 +315,13 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   const url = readyzUrl(input.listen);
   const outcome = await input.waitReady({ url, unit: NODE_UNIT, services, timeoutMs: input.readyTimeoutMs ?? READY_TIMEOUT_MS });
   if (!outcome.ready) {
-    const f = finding('NODE-SERVICE-START', `${outcome.reason}; see \`zenova logs node-edge --since '10 min ago'\``);
+    const f = finding('NODE-SERVICE-START', `${outcome.reason}; see \`zenova logs node-edge --since '10 min ago'\``, REENROLL_SERVICE_START_ADVICE);
     step('node-edge ready', f);
     return { ok: false, finding: f };
   }
   step(`node-edge ready (${url})`);
-  return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId };
+  // An installation from before the link existed gets it now (nothing to roll back: the node runs).
+  const cli = await linkCli(input.hostRoot, layout);
+  step(cli.label, cli.warning);
+  return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId, cli: cli.linked ? 'zenova' : layout.cli };
 }

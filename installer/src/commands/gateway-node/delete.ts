@@ -1,15 +1,15 @@
 // `zenova gateway-node delete NAME --yes`: DELETE /api/v1/nodes/:name. No prompt; --yes is the consent.
-import { flagOption, parseOptions, singlePositional, stringOption, wantsHelp } from '../../args.js';
+import { flagOption, nodeNameArgument, parseOptions, stringOption, wantsHelp } from '../../args.js';
 import type { OptionSpec } from '../../args.js';
 import { EXIT_OK, UsageError } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
 import { withAdminClient } from '../../connection/admin-session.js';
 import { deletedNodeSchema } from './api-schemas.js';
-import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE } from './common-options.js';
+import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE, NAME_OPTION, NAME_USAGE } from './common-options.js';
 import { nodePath } from './node-path.js';
 
 const HELP = 'gateway-node delete';
-const OPTIONS = { yes: { type: 'boolean' }, ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
+const OPTIONS = { yes: { type: 'boolean' }, ...NAME_OPTION, ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
 
 const USAGE = `Usage: zenova gateway-node delete NAME --yes [--json]
 
@@ -18,6 +18,7 @@ commands stop working and its live connection is closed, on every control-plane 
 cannot reconnect. There is no undo: the name becomes free for a new node, installed afresh.
 
 Options:
+${NAME_USAGE}
   --yes                 Confirm the deletion (required; the command asks no question)
 ${JSON_USAGE}
 ${COMMON_USAGE}
@@ -29,7 +30,7 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
     return EXIT_OK;
   }
   const parsed = parseOptions(argv, OPTIONS, HELP);
-  const name = singlePositional(parsed, 'NAME', HELP);
+  const name = nodeNameArgument(parsed, HELP);
   if (!flagOption(parsed, 'yes')) {
     throw new UsageError(
       `deleting node ${name} revokes its credentials and cuts its connection for good; add --yes to confirm`,

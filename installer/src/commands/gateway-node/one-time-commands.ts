@@ -3,7 +3,7 @@
  * one-time command of that kind (POST /api/v1/nodes/:name/<kind>-command); the control plane
  * invalidates the previous unused token of the same kind.
  */
-import { flagOption, parseOptions, singlePositional, stringOption, wantsHelp } from '../../args.js';
+import { flagOption, nodeNameArgument, parseOptions, stringOption, wantsHelp } from '../../args.js';
 import type { OptionSpec } from '../../args.js';
 import { EXIT_OK } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
@@ -11,11 +11,11 @@ import { withAdminClient } from '../../connection/admin-session.js';
 import { writeTextFileAtomic } from '../../local-files.js';
 import { oneTimeCommandSchema } from './api-schemas.js';
 import type { CommandKind } from './api-schemas.js';
-import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE } from './common-options.js';
+import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE, NAME_OPTION, NAME_USAGE } from './common-options.js';
 import { nodePath } from './node-path.js';
 import { SHOWN_ONCE_WARNING, caFileInCommand, printOneTimeCommand } from './one-time-command-output.js';
 
-const OPTIONS = { 'ca-out': { type: 'string' }, ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
+const OPTIONS = { 'ca-out': { type: 'string' }, ...NAME_OPTION, ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
 
 const DESCRIPTIONS: Record<CommandKind, string> = {
   install: `Issues a new one-time install command for node NAME, e.g. when the first one expired (24 h),
@@ -33,6 +33,7 @@ ${DESCRIPTIONS[kind]}
 The command is ${SHOWN_ONCE_WARNING}.
 
 Options:
+${NAME_USAGE}
   --ca-out F            Write the CA the command's --ca-file refers to into F
 ${JSON_USAGE}
 ${COMMON_USAGE}
@@ -48,7 +49,7 @@ function oneTimeCommand(kind: CommandKind, summary: string): Command {
       return EXIT_OK;
     }
     const parsed = parseOptions(argv, OPTIONS, help);
-    const name = singlePositional(parsed, 'NAME', help);
+    const name = nodeNameArgument(parsed, help);
     const caOut = stringOption(parsed, 'ca-out');
     return withAdminClient(ctx, stringOption(parsed, 'env-file'), help, async (client) => {
       // An empty JSON object: the route takes no fields, and fastify refuses an empty JSON body.

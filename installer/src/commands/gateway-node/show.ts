@@ -1,16 +1,16 @@
 // `zenova gateway-node show NAME`: GET /api/v1/nodes/:name (or --json).
-import { flagOption, parseOptions, singlePositional, stringOption, wantsHelp } from '../../args.js';
+import { flagOption, nodeNameArgument, parseOptions, stringOption, wantsHelp } from '../../args.js';
 import type { OptionSpec } from '../../args.js';
 import { EXIT_OK, currentTime } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
 import { withAdminClient } from '../../connection/admin-session.js';
 import { nodeViewSchema } from './api-schemas.js';
-import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE } from './common-options.js';
+import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE, NAME_OPTION, NAME_USAGE } from './common-options.js';
 import { nodePath } from './node-path.js';
 import { renderNodeDetail } from './node-format.js';
 
 const HELP = 'gateway-node show';
-const OPTIONS = { ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
+const OPTIONS = { ...NAME_OPTION, ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
 
 const USAGE = `Usage: zenova gateway-node show NAME [--json]
 
@@ -18,6 +18,7 @@ Shows one gateway node: its settings, status and onboarding stage, version, host
 and live figures.
 
 Options:
+${NAME_USAGE}
 ${JSON_USAGE}
 ${COMMON_USAGE}
 `;
@@ -28,7 +29,7 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
     return EXIT_OK;
   }
   const parsed = parseOptions(argv, OPTIONS, HELP);
-  const name = singlePositional(parsed, 'NAME', HELP);
+  const name = nodeNameArgument(parsed, HELP);
   return withAdminClient(ctx, stringOption(parsed, 'env-file'), HELP, async (client) => {
     const { data, raw } = await client.call('GET', nodePath(name), nodeViewSchema);
     ctx.stdout.write(flagOption(parsed, 'json') ? `${JSON.stringify(raw, null, 2)}\n` : renderNodeDetail(data, currentTime(ctx)));

@@ -1,0 +1,39 @@
+/**
+ * `zenova status` shows the spool once (the node's own report row), and an unreadable spool never
+ * reads as an empty backlog, in text or JSON.
+ */
+import t from 'tap';
+import { formatInstalledStatus, statusJson } from '../../installer/src/commands/status.js';
+import type { InstalledStatus } from '../../installer/src/commands/status.js';
+import type { NodeStatusReport } from '../../edge-node/src/status/node-status.js';
+
+function status(spool: NodeStatusReport['spool']): InstalledStatus {
+  const node = {
+    stateDir: '/opt/zenova-node/data', enrolled: true, node: { id: 'id1', name: 'edge-sh-01', enrolledAt: '2026-01-01T00:00:00Z' }, controlPlaneUrl: 'https://cp.example', gateway: null,
+    credential: { expiresAt: '2027-01-01T00:00:00Z', expired: false },
+    control: { running: true, pid: 42, connected: true, since: '2026-01-01T00:00:00Z', sessionId: 's1', disconnectedSince: null, lastError: null, updatedAt: 'x' },
+    config: { ready: true, version: 7, appliedAt: '2026-01-01T00:00:01Z', notReadyReason: null },
+    spool,
+  } as unknown as NodeStatusReport;
+  return { installed: true, installDir: '/opt/zenova-node', version: '0.1.0', service: { unit: 'node-edge.service', state: 'active' }, readiness: null, node, error: null };
+}
+
+t.test('status shows the spool in one row', async (t) => {
+  const text = formatInstalledStatus(status({ file: 'f', bytes: 3 * 1024 * 1024, backlog: 12, open: 0, error: null }));
+  t.equal(text.match(/^spool:/gm)?.length, 1, text);
+  t.match(text, /^spool: +3\.0 MiB, backlog 12 records not yet delivered$/m);
+});
+
+t.test('an unreadable spool shows as unreadable, never as a backlog of 0', async (t) => {
+  const text = formatInstalledStatus(status({ file: 'f', bytes: 4096, backlog: 0, open: 0, error: 'file is not a database' }));
+  t.equal(text.match(/^spool:/gm)?.length, 1, text);
+  t.match(text, /^spool: +UNREADABLE: file is not a database$/m);
+  t.notMatch(text, /backlog 0/);
+});
+
+t.test('status --json gives an unreadable spool null counts, not 0', async (t) => {
+  const unreadable = JSON.parse(JSON.stringify(statusJson(status({ file: 'f', bytes: 4096, backlog: 0, open: 0, error: 'file is not a database' }))));
+  t.match(unreadable.node.spool, { error: 'file is not a database', backlog: null, open: null });
+  const fine = JSON.parse(JSON.stringify(statusJson(status({ file: 'f', bytes: 1, backlog: 3, open: 1, error: null }))));
+  t.match(fine.node.spool, { backlog: 3, open: 1, error: null }, 'a readable spool is unchanged');
+});
