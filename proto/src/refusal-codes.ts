@@ -25,7 +25,11 @@ export const RefusalCode = {
   HELLO_REQUIRED: 'HELLO_REQUIRED',
   /** The control plane is stopping; another replica (or this one, restarted) takes the node. */
   SERVER_SHUTTING_DOWN: 'SERVER_SHUTTING_DOWN',
-  /** A message broke the protocol (several payloads, out-of-range or oversized fields, a second Hello). */
+  /**
+   * A message broke the protocol (several payloads, out-of-range or oversized fields, a second Hello,
+   * a malformed RecordBatch). One record the control plane cannot ingest is not: it is set aside and
+   * counted in RecordBatchAck.rejected_count, so it can never end every session (docs/spool.md).
+   */
   MESSAGE_INVALID: 'MESSAGE_INVALID',
   /** A newer connection of the same node took over this session. */
   SESSION_REPLACED: 'SESSION_REPLACED',

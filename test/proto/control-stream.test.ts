@@ -67,6 +67,7 @@ async function startControlServer(t: HasTeardown, identity: IssuedCert): Promise
               lastSequence: batch.lastSequence,
               acceptedCount: batch.records.length,
               duplicateCount: 0,
+              rejectedCount: 0,
             },
           });
         }
@@ -155,7 +156,7 @@ t.test('a node opens the control stream over TLS, is welcomed, and its records a
   stream.write({ recordBatch: { batchId: 'batch-1', records, firstSequence: BIG - 1n, lastSequence: BIG } });
 
   const ack = await next('RecordBatchAck');
-  t.same(ack.recordBatchAck, { batchId: 'batch-1', lastSequence: BIG, acceptedCount: 2, duplicateCount: 0 });
+  t.same(ack.recordBatchAck, { batchId: 'batch-1', lastSequence: BIG, acceptedCount: 2, duplicateCount: 0, rejectedCount: 0 });
   t.equal(typeof ack.recordBatchAck?.lastSequence, 'bigint');
 
   // The stream is ordered, so the heartbeat and batch were both received before that ack was sent.

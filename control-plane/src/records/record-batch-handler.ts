@@ -3,29 +3,78 @@
  * ingest in one transaction, then ack. The ack is sent only after the commit, so a node deletes
  * nothing the control plane does not hold; a batch seen twice (a lost ack, a resend after a
  * reconnect) is acked again with its records counted as duplicates.
+ *
+ * A malformed batch (its id, its sequences, its record count, an entry of the wrong shape) breaks
+ * the protocol and ends the session with MESSAGE_INVALID. One record that cannot be ingested does
+ * not: it is kept as sent in rejected_request_records (migration 0009) in the same transaction as
+ * the batch's good records, and the batch is acknowledged with it counted as rejected. Refusing
+ * the batch made the node resend it from that row on every session, so one damaged spool row (or a
+ * record a newer node wrote) stopped its backlog and its whole control link for good.
  */
+import { createHash } from 'node:crypto';
+import { isUtf8 } from 'node:buffer';
 import { z } from 'zod';
 import { MAX_RECORD_JSON_BYTES, requestRecordSchema } from '../../../proto/src/index.js';
 import type { NodeMessage, RequestRecord } from '../../../proto/src/index.js';
 import { NodeMessageInvalid } from '../gateway/node-stream-handler.js';
 import type { HandlerDeps, NodeStreamHandler } from '../gateway/node-stream-handler.js';
 import { ingestRecords } from './record-ingestion.js';
+import type { RejectedRecord, RejectionReason } from './record-ingestion.js';
 
 /** Records per batch the control plane takes (the node sends at most 500). */
 export const MAX_BATCH_RECORDS = 1000;
 
+// Only what makes the batch itself unreadable is checked here; each record is checked on its own.
 const batchSchema = z.object({
   batchId: z.string().min(1).max(128),
   records: z
-    .array(z.object({ requestId: z.string().min(1).max(128), recordJson: z.instanceof(Uint8Array).refine((b) => b.length <= MAX_RECORD_JSON_BYTES, `must be at most ${MAX_RECORD_JSON_BYTES} bytes`) }))
+    .array(z.object({ requestId: z.string(), recordJson: z.instanceof(Uint8Array) }))
     .min(1)
     .max(MAX_BATCH_RECORDS),
   firstSequence: z.bigint().min(0n),
   lastSequence: z.bigint().min(0n),
 });
 
-/** The batch's records, parsed and checked against the session's node; throws NodeMessageInvalid. */
-export function parseRecordBatch(message: NodeMessage, nodeId: string): { batchId: string; lastSequence: bigint; records: RequestRecord[] } {
+export interface ParsedRecordBatch {
+  batchId: string;
+  lastSequence: bigint;
+  records: RequestRecord[];
+  /** Records that cannot be ingested, as sent, with why. */
+  rejected: RejectedRecord[];
+}
+
+type Entry = { requestId: string; recordJson: Uint8Array };
+
+/** The record an entry carries, or why it cannot be ingested. */
+function checkEntry(entry: Entry, nodeId: string): RequestRecord | { reason: RejectionReason; detail: string } {
+  if (entry.requestId.length < 1 || entry.requestId.length > 128) return { reason: 'invalid_request_id', detail: `request id of ${entry.requestId.length} characters (1-128 allowed)` };
+  const bytes = Buffer.from(entry.recordJson.buffer, entry.recordJson.byteOffset, entry.recordJson.byteLength);
+  if (bytes.length > MAX_RECORD_JSON_BYTES) return { reason: 'too_large', detail: `${bytes.length} bytes (at most ${MAX_RECORD_JSON_BYTES})` };
+  // A node encodes JS strings, which always gives valid UTF-8: anything else is a damaged row.
+  if (!isUtf8(bytes)) return { reason: 'not_utf8', detail: 'record_json is not valid UTF-8' };
+  let json: unknown;
+  try {
+    json = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return { reason: 'not_json', detail: 'record_json is not JSON' };
+  }
+  const record = requestRecordSchema.safeParse(json);
+  if (!record.success) {
+    const issues = record.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || 'record'}: ${i.message}`);
+    return { reason: 'invalid_record', detail: `not a request record (${issues.join('; ')})`.slice(0, 500) };
+  }
+  if (record.data.requestId !== entry.requestId) return { reason: 'request_id_mismatch', detail: 'the record carries another request id than its batch entry' };
+  // A node re-enrolled with --reenroll keeps its node id, so its old records match too; a record
+  // of another node is never taken on this node's word.
+  if (record.data.nodeId !== nodeId) return { reason: 'foreign_node', detail: `the record belongs to node ${record.data.nodeId.slice(0, 64)}, not to this session's node` };
+  return record.data;
+}
+
+/**
+ * The batch's records, parsed and checked against the session's node, and those that cannot be
+ * ingested. Throws NodeMessageInvalid only when the batch itself is malformed.
+ */
+export function parseRecordBatch(message: NodeMessage, nodeId: string): ParsedRecordBatch {
   const parsed = batchSchema.safeParse(message.recordBatch);
   if (!parsed.success) {
     throw new NodeMessageInvalid(parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || 'batch'} ${i.message}`).join('; '));
@@ -33,25 +82,17 @@ export function parseRecordBatch(message: NodeMessage, nodeId: string): { batchI
   const batch = parsed.data;
   if (batch.lastSequence < batch.firstSequence) throw new NodeMessageInvalid('lastSequence is before firstSequence');
   const records: RequestRecord[] = [];
-  for (const [index, entry] of batch.records.entries()) {
-    let json: unknown;
-    try {
-      json = JSON.parse(Buffer.from(entry.recordJson.buffer, entry.recordJson.byteOffset, entry.recordJson.byteLength).toString('utf8'));
-    } catch {
-      throw new NodeMessageInvalid(`records[${index}] (${entry.requestId.slice(0, 64)}) is not JSON`);
+  const rejected: RejectedRecord[] = [];
+  for (const entry of batch.records) {
+    const checked = checkEntry(entry, nodeId);
+    if ('reason' in checked) {
+      const bytes = Buffer.from(entry.recordJson.buffer, entry.recordJson.byteOffset, entry.recordJson.byteLength);
+      rejected.push({ requestId: entry.requestId, reason: checked.reason, detail: checked.detail, bytes, sha256: createHash('sha256').update(bytes).digest() });
+    } else {
+      records.push(checked);
     }
-    const record = requestRecordSchema.safeParse(json);
-    if (!record.success) {
-      const issue = record.error.issues[0];
-      throw new NodeMessageInvalid(`records[${index}] (${entry.requestId.slice(0, 64)}) is not a request record: ${issue?.path.join('.') ?? ''} ${issue?.message ?? ''}`);
-    }
-    if (record.data.requestId !== entry.requestId) throw new NodeMessageInvalid(`records[${index}] carries request id ${record.data.requestId.slice(0, 64)}, not ${entry.requestId.slice(0, 64)}`);
-    // A node re-enrolled with --reenroll keeps its node id, so its old records match too; a record
-    // of another node is never taken on this node's word.
-    if (record.data.nodeId !== nodeId) throw new NodeMessageInvalid(`records[${index}] (${entry.requestId.slice(0, 64)}) belongs to node ${record.data.nodeId.slice(0, 64)}, not to this session's node`);
-    records.push(record.data);
   }
-  return { batchId: batch.batchId, lastSequence: batch.lastSequence, records };
+  return { batchId: batch.batchId, lastSequence: batch.lastSequence, records, rejected };
 }
 
 export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
@@ -60,9 +101,33 @@ export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
     payloads: ['recordBatch'],
     async handle(node, message, send) {
       const batch = parseRecordBatch(message, node.nodeId);
-      const result = await ingestRecords(deps.pool, node, batch.records);
+      const result = await ingestRecords(deps.pool, node, batch.records, { batchId: batch.batchId, rejected: batch.rejected });
       if (result.duplicates > 0) deps.logger.info({ nodeId: node.nodeId, batchId: batch.batchId, duplicates: result.duplicates }, 'record batch held records already ingested');
-      send({ recordBatchAck: { batchId: batch.batchId, lastSequence: batch.lastSequence, acceptedCount: result.accepted, duplicateCount: result.duplicates } });
+      if (result.rejected > 0) {
+        // Reasons and request ids only: record content stays in the table.
+        const reasons: Partial<Record<RejectionReason, number>> = {};
+        for (const r of batch.rejected) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
+        deps.logger.error(
+          {
+            nodeId: node.nodeId,
+            batchId: batch.batchId,
+            rejected: result.rejected,
+            newlyStored: result.rejectedStored,
+            reasons,
+            requestIds: batch.rejected.slice(0, 10).map((r) => r.requestId.slice(0, 64)),
+          },
+          'record batch held records that cannot be ingested; kept in rejected_request_records, the rest of the batch was ingested',
+        );
+      }
+      send({
+        recordBatchAck: {
+          batchId: batch.batchId,
+          lastSequence: batch.lastSequence,
+          acceptedCount: result.accepted,
+          duplicateCount: result.duplicates,
+          rejectedCount: result.rejected,
+        },
+      });
     },
   };
 }

@@ -62,7 +62,7 @@ export class BackfillChannel implements ControlChannel {
   private pumpScheduled = false;
   private readonly unsubscribe: () => void;
   /** Totals since start (for logs and tests). */
-  readonly totals = { batchesSent: 0, recordsSent: 0, recordsAcknowledged: 0, duplicates: 0 };
+  readonly totals = { batchesSent: 0, recordsSent: 0, recordsAcknowledged: 0, duplicates: 0, rejected: 0 };
 
   constructor(opts: BackfillOptions) {
     this.store = opts.store;
@@ -124,6 +124,15 @@ export class BackfillChannel implements ControlChannel {
     this.store.deleteAcknowledged(batch.first, batch.last);
     this.totals.recordsAcknowledged += batch.count;
     this.totals.duplicates += ack.duplicateCount;
+    if (ack.rejectedCount > 0) {
+      // The control plane could not ingest these (damaged rows, or records it cannot parse): it
+      // kept them aside and acknowledged the batch, so the backlog moves on; they are not billed.
+      this.totals.rejected += ack.rejectedCount;
+      this.logger.warn(
+        { batchId: batch.batchId, rejected: ack.rejectedCount, firstSequence: batch.first, lastSequence: batch.last },
+        'the control plane could not ingest some records of a batch; it kept them in rejected_request_records (see its error log)',
+      );
+    }
     this.schedulePump();
   }
 

@@ -5,7 +5,7 @@
  * copy of records the control plane has not acknowledged.
  */
 import { randomUUID } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { StateFileError } from '../state/state-store.js';
@@ -36,7 +36,7 @@ export class SpoolRefusedError extends StateFileError {
 
 const KEEP_ADVICE =
   'the file was left untouched because it may hold records the control plane has not received. ' +
-  'Move it aside (keep a copy for support) and start again, or restore a good copy';
+  'Move it aside together with its -wal and -shm files (keep a copy for support) and start again, or restore a good copy';
 
 const SCHEMA = `
   create table meta (key text primary key, value text not null) without rowid;
@@ -69,18 +69,57 @@ function readMeta(db: Database.Database): Partial<Record<string, string>> {
 
 /**
  * Runs `fn` on a read-only connection, which never checkpoints or rolls back anything. Such a
- * connection to a WAL database creates -shm (and an empty -wal) beside it; those it created are
- * removed again, so the directory is left exactly as it was found.
+ * connection to a WAL database creates -shm (and an empty -wal) beside it when they are missing,
+ * and they are left there: a node-edge that started meanwhile (a restart while `status` runs) has
+ * opened those very files, and unlinking them would make its writer append to a WAL that no later
+ * open ever reads (every record since lost at the next crash). No reader can tell whether a writer
+ * holds them, so none deletes them; an empty -wal and a -shm are what node-edge itself leaves
+ * after a kill and recovers from at its next open.
+ *
+ * The files must stay usable by node-edge when the reader is root (`sudo zenova status`) and the
+ * node another user: SQLite creates them with spool.db's mode and, as root, fchowns them to
+ * spool.db's owner right after opening them. ensureSidecarOwnership checks that and corrects it.
  */
 export function withReadOnlySpool<T>(file: string, fn: (db: Database.Database) => T): T {
-  const sidecars = [`${file}-wal`, `${file}-shm`].filter((f) => !existsSync(f));
-  let db: Database.Database | undefined;
+  const missing = [`${file}-wal`, `${file}-shm`].filter((f) => !existsSync(f));
+  const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    db = new Database(file, { readonly: true, fileMustExist: true });
+    if (missing.length > 0) {
+      // The first read opens the WAL and -shm (creating them), so their ownership is settled
+      // before `fn` runs, however long it takes.
+      db.prepare('select count(*) from sqlite_master').get();
+      ensureSidecarOwnership(file, missing);
+    }
     return fn(db);
   } finally {
-    db?.close();
-    for (const f of sidecars) if (existsSync(f) && (f.endsWith('-shm') || statSync(f).size === 0)) rmSync(f, { force: true });
+    db.close();
+  }
+}
+
+/**
+ * Gives the sidecars this process may have created the owner, group and permission bits of
+ * `file`, so a node-edge running as spool.db's owner can open them. Only when running as root
+ * (nobody else can chown, or create files another user could not open through spool.db's own
+ * permissions). The files are never removed or replaced.
+ */
+function ensureSidecarOwnership(file: string, sidecars: readonly string[]): void {
+  if (process.geteuid?.() !== 0) return;
+  const main = statSync(file);
+  for (const sidecar of sidecars) {
+    let fd: number;
+    try {
+      // O_NOFOLLOW: a symlink planted in the state dir must not turn this into a chown of its target.
+      fd = openSync(sidecar, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch {
+      continue; // not created (a database not in WAL mode, or the open failed)
+    }
+    try {
+      const st = fstatSync(fd);
+      if (st.uid !== main.uid || st.gid !== main.gid) fchownSync(fd, main.uid, main.gid);
+      if ((st.mode & 0o777) !== (main.mode & 0o777)) fchmodSync(fd, main.mode & 0o777);
+    } finally {
+      closeSync(fd);
+    }
   }
 }
 
@@ -125,7 +164,7 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
       `belongs to node ${meta.node_id}, but this state dir is enrolled as node ${expectedNodeId}`,
       `its records can only be delivered by node ${meta.node_id}. ` +
         'Re-enrolling the same node (--reenroll) keeps its node id and its spool; a spool of another node is never adopted. ' +
-        'Move the file aside (keep it for support) to start this node with a new spool',
+        'Move the file aside with its -wal and -shm files (keep them for support) to start this node with a new spool',
     );
   }
   return { nodeId: meta.node_id, spoolId: meta.spool_id, formatVersion, createdAt: meta.created_at ?? '' };

@@ -1,6 +1,6 @@
 // Ingestion of record batches from nodes: idempotent by request id (a batch twice, a resend with
-// other boundaries, two replicas at once), monthly partitions created on demand, invalid batches
-// refused without writing anything.
+// other boundaries, two replicas at once), monthly partitions created on demand, malformed batches
+// refused without writing anything, records that cannot be ingested set aside (record-rejection.test.ts).
 import t from 'tap';
 import type { NodeMessage, RecordBatchAck, RequestRecord } from '../../../proto/src/index.js';
 import type { ControlMessage } from '../../../proto/src/index.js';
@@ -92,22 +92,26 @@ t.test('records land in monthly partitions created on demand', async (t) => {
   ]);
 });
 
-t.test('a record of another node is refused and nothing of its batch is stored', async (t) => {
+t.test('a record of another node is not ingested: it is set aside and the rest of its batch is stored', async (t) => {
   const batch = [...records('foreign-ok', 2), record('foreign-bad', { nodeId: 'someone-else' })];
-  await t.rejects(deliver(batchOf(batch)), NodeMessageInvalid);
-  await t.rejects(deliver(batchOf(batch)), /belongs to node someone-else/);
-  t.equal(await count('foreign-'), 0);
+  t.match(await deliver(batchOf(batch)), { acceptedCount: 2, rejectedCount: 1 });
+  t.equal(await count('foreign-'), 2);
+  const rejected = await pool.query("select reason from rejected_request_records where request_id = 'foreign-bad'");
+  t.same(rejected.rows, [{ reason: 'foreign_node' }]);
 });
 
-t.test('a record that is not JSON or not a request record is refused', async (t) => {
+t.test('a record that is not JSON or not a request record is set aside; a malformed batch is refused', async (t) => {
   const bad: NodeMessage = { recordBatch: { batchId: 'b-bad', records: [{ requestId: 'x', recordJson: Buffer.from('{nope') }], firstSequence: 1n, lastSequence: 1n } };
-  await t.rejects(deliver(bad), /is not JSON/);
+  t.match(await deliver(bad), { acceptedCount: 0, rejectedCount: 1 });
   const wrong = batchOf([{ ...record('wrong-shape'), status: 'great' as never }]);
-  await t.rejects(deliver(wrong), /is not a request record/);
+  t.match(await deliver(wrong), { acceptedCount: 0, rejectedCount: 1 });
   const mismatch: NodeMessage = { recordBatch: { batchId: 'b-mm', records: [{ requestId: 'other-id', recordJson: Buffer.from(JSON.stringify(record('real-id'))) }], firstSequence: 1n, lastSequence: 1n } };
-  await t.rejects(deliver(mismatch), /carries request id/);
+  t.match(await deliver(mismatch), { acceptedCount: 0, rejectedCount: 1 });
   await t.rejects(deliver({ recordBatch: { batchId: '', records: [], firstSequence: 1n, lastSequence: 1n } }), NodeMessageInvalid);
+  await t.rejects(deliver({ recordBatch: { batchId: 'b-seq', records: [{ requestId: 'y', recordJson: Buffer.from('{}') }], firstSequence: 2n, lastSequence: 1n } }), /lastSequence is before firstSequence/);
   t.equal(await count('wrong-shape'), 0);
+  const reasons = await pool.query<{ request_id: string; reason: string }>("select request_id, reason from rejected_request_records where request_id in ('x', 'wrong-shape', 'other-id') order by request_id");
+  t.same(reasons.rows, [{ request_id: 'other-id', reason: 'request_id_mismatch' }, { request_id: 'wrong-shape', reason: 'invalid_record' }, { request_id: 'x', reason: 'not_json' }]);
 });
 
 t.test("every column of an ingested row is the record's own value, nulls included, and the stored record is the record", async (t) => {

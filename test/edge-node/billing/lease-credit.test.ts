@@ -159,7 +159,7 @@ t.test('the channel applies grants, reports every open lease, and returns leases
     sent.push(m);
     return true;
   }, { sessionId: 's1' });
-  t.equal(channel.onMessage({ recordBatchAck: { batchId: 'b', lastSequence: 1n, acceptedCount: 1, duplicateCount: 0 } }), false);
+  t.equal(channel.onMessage({ recordBatchAck: { batchId: 'b', lastSequence: 1n, acceptedCount: 1, duplicateCount: 0, rejectedCount: 0 } }), false);
   t.equal(channel.onMessage(grant(1_000n)), true);
   t.equal(channel.onMessage(grant(1_000n)), true);
   t.equal(book.leaseOf('acct-1')!.granted, 1_000, 'the amount is the cumulative total: a repeat adds nothing');

@@ -25,7 +25,7 @@ async function setup(t: Test, records: number, opts: { maxRecords?: number; wind
     return true;
   };
   const ack = (batch: RecordBatch, duplicates = 0): boolean =>
-    channel.onMessage({ recordBatchAck: { batchId: batch.batchId, lastSequence: batch.lastSequence, acceptedCount: batch.records.length - duplicates, duplicateCount: duplicates } });
+    channel.onMessage({ recordBatchAck: { batchId: batch.batchId, lastSequence: batch.lastSequence, acceptedCount: batch.records.length - duplicates, duplicateCount: duplicates, rejectedCount: 0 } });
   return { store, channel, sent, send, ack, endSession: () => { live = false; channel.onEnded(); }, newSession: () => { live = true; } };
 }
 
@@ -66,8 +66,8 @@ t.test('an ack for a batch not in flight deletes nothing', async (t) => {
   const { channel, sent, send, store } = await setup(t, 5);
   channel.onEstablished(send);
   await waitFor(() => sent.length === 1, { what: 'a batch' });
-  channel.onMessage({ recordBatchAck: { batchId: 'unknown', lastSequence: 1000n, acceptedCount: 5, duplicateCount: 0 } });
-  channel.onMessage({ recordBatchAck: { batchId: sent[0]!.batchId, lastSequence: 999n, acceptedCount: 5, duplicateCount: 0 } });
+  channel.onMessage({ recordBatchAck: { batchId: 'unknown', lastSequence: 1000n, acceptedCount: 5, duplicateCount: 0, rejectedCount: 0 } });
+  channel.onMessage({ recordBatchAck: { batchId: sent[0]!.batchId, lastSequence: 999n, acceptedCount: 5, duplicateCount: 0, rejectedCount: 0 } });
   await new Promise((resolve) => setTimeout(resolve, 30));
   t.equal(store.backlogCount(), 5);
 });

@@ -369,6 +369,12 @@ export interface RecordBatchAck {
   acceptedCount: number;
   /** Records whose request_id was already ingested (a resend); not counted twice. */
   duplicateCount: number;
+  /**
+   * Records the control plane could not ingest (not JSON, not a valid request record, another
+   * node's): kept aside in its rejected_request_records table, and acknowledged with the batch
+   * so one bad record never holds up the rest. accepted + duplicate + rejected = records sent.
+   */
+  rejectedCount: number;
 }
 
 function createBaseErrorDetail(): ErrorDetail {
@@ -2962,7 +2968,7 @@ export const UpgradeDirective: MessageFns<UpgradeDirective> = {
 };
 
 function createBaseRecordBatchAck(): RecordBatchAck {
-  return { batchId: "", lastSequence: 0n, acceptedCount: 0, duplicateCount: 0 };
+  return { batchId: "", lastSequence: 0n, acceptedCount: 0, duplicateCount: 0, rejectedCount: 0 };
 }
 
 export const RecordBatchAck: MessageFns<RecordBatchAck> = {
@@ -2981,6 +2987,9 @@ export const RecordBatchAck: MessageFns<RecordBatchAck> = {
     }
     if (message.duplicateCount !== 0) {
       writer.uint32(32).uint32(message.duplicateCount);
+    }
+    if (message.rejectedCount !== 0) {
+      writer.uint32(40).uint32(message.rejectedCount);
     }
     return writer;
   },
@@ -3030,6 +3039,14 @@ export const RecordBatchAck: MessageFns<RecordBatchAck> = {
             message.duplicateCount = reader.uint32();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.rejectedCount = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3064,6 +3081,11 @@ export const RecordBatchAck: MessageFns<RecordBatchAck> = {
         : isSet(object.duplicate_count)
         ? globalThis.Number(object.duplicate_count)
         : 0,
+      rejectedCount: isSet(object.rejectedCount)
+        ? globalThis.Number(object.rejectedCount)
+        : isSet(object.rejected_count)
+        ? globalThis.Number(object.rejected_count)
+        : 0,
     };
   },
 
@@ -3081,6 +3103,9 @@ export const RecordBatchAck: MessageFns<RecordBatchAck> = {
     if (message.duplicateCount !== 0) {
       obj.duplicateCount = Math.round(message.duplicateCount);
     }
+    if (message.rejectedCount !== 0) {
+      obj.rejectedCount = Math.round(message.rejectedCount);
+    }
     return obj;
   },
 
@@ -3095,6 +3120,7 @@ export const RecordBatchAck: MessageFns<RecordBatchAck> = {
       : 0n;
     message.acceptedCount = object.acceptedCount ?? 0;
     message.duplicateCount = object.duplicateCount ?? 0;
+    message.rejectedCount = object.rejectedCount ?? 0;
     return message;
   },
 };
