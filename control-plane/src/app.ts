@@ -13,8 +13,9 @@ import { apiKeysRoutes } from './http/api-keys.routes.js';
 import { billingRoutes } from './http/billing.routes.js';
 import { configVersionRoutes } from './http/config-version.routes.js';
 import { enrollmentRoutes } from './http/enrollment.routes.js';
-import { errorHandler, notFoundHandler } from './http/error-handler.js';
+import { errorHandler, frameworkErrorHandler, MAX_PATH_PARAM_CHARS, notFoundHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.routes.js';
+import { refuseNonUtf8Json } from './http/json-charset.js';
 import { modelRoutesRoutes } from './http/model-routes.routes.js';
 import { nodesRoutes } from './http/nodes.routes.js';
 import { policiesRoutes } from './http/policies.routes.js';
@@ -59,13 +60,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: false,
     // Slow-loris guards: a client gets this long to send its headers / whole request.
     requestTimeout: 60_000,
+    // Fastify's default (100) is below the 128 characters a name may have: such a name could be
+    // created but not reached by its path.
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
+    // Router errors skip the error handler; without this they answer in fastify's own shape.
+    frameworkErrors: frameworkErrorHandler,
   });
+
+  // Every body is JSON (415 otherwise): fastify's built-in text/plain parser would hand a string
+  // to the routes, which then refuse it as "not a JSON object" (400).
+  app.removeContentTypeParser('text/plain');
 
   app.setValidatorCompiler(zodValidatorCompiler);
   app.setSerializerCompiler(zodSerializerCompiler);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   app.addHook('onRequest', echoRequestId);
+  app.addHook('preParsing', refuseNonUtf8Json);
 
   await app.register(healthRoutes, { pool: deps.pool });
   await app.register(versionRoutes, { pool: deps.pool });

@@ -45,7 +45,7 @@ export const errorTable = {
   ZN_ERR_CP_BODY_TOO_LARGE: {
     status: 413,
     type: 'invalid_request_error',
-    message: 'The request body is larger than the limit of 1 MiB.',
+    message: 'The request body is larger than this route accepts; send less.',
     retryable: false,
   },
   ZN_ERR_CP_UNAUTHENTICATED: {

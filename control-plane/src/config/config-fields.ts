@@ -11,11 +11,36 @@ import { zenovaError } from '../errors.js';
 export const CONFIG_NAME_PATTERN = /^[A-Za-z0-9._:/-]{1,128}$/;
 export const CONFIG_NAME_RULE = 'must be 1 to 128 characters of letters, digits and . _ : / -';
 
-/** A string field: "is required" when absent, "must be a string" for another type. */
+// NUL and unpaired UTF-16 surrogates: a JavaScript string holds them, PostgreSQL text refuses
+// them, and a query or insert carrying one failed as a 500. (records/storable-text.ts replaces them
+// in records a node sends; what an operator sends is refused instead, so nothing is stored altered.)
+// eslint-disable-next-line no-control-regex -- matching NUL is the point
+const UNSTORABLE_CHAR = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+export const STORABLE_TEXT_RULE = 'must not contain NUL (U+0000) or unpaired UTF-16 surrogates';
+export const isStorableText = (value: string): boolean => !UNSTORABLE_CHAR.test(value);
+
+/**
+ * A string field: "is required" when absent, "must be a string" for another type, and refused when
+ * PostgreSQL could not store it. Every text field, path segment and query value goes through this.
+ */
 export const text = (): z.ZodString =>
-  z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') });
+  z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
+    // abort: the field's own rules (a pattern, a URL parse) would only add noise about the same value.
+    .refine(isStorableText, { error: () => STORABLE_TEXT_RULE, abort: true });
+
+/** Free text of 1..max characters: a query value or an id in a path, looked up as given. */
+export const boundedText = (max: number): z.ZodString =>
+  text().min(1, { error: () => 'must not be empty' }).max(max, { error: () => `must be at most ${max} characters` });
 
 export const configNameSchema = text().regex(CONFIG_NAME_PATTERN, { error: () => CONFIG_NAME_RULE });
+
+/**
+ * A path segment that names a thing: it must follow the thing's name rule, so a name that cannot
+ * exist is a 400 naming the field and the rule (docs/api.md), and only a valid name is looked up
+ * (a miss is the thing's 404).
+ */
+export const nameParam = (pattern: RegExp = CONFIG_NAME_PATTERN, rule: string = CONFIG_NAME_RULE): z.ZodString =>
+  text().regex(pattern, { error: () => rule });
 
 /** An integer in [min, max]; floats, strings and out-of-range numbers all get the one rule. */
 export function integerIn(min: number, max: number): z.ZodNumber {

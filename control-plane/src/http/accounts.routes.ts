@@ -5,11 +5,11 @@ import { z } from 'zod';
 import { createAccount, getAccount, listAccounts, patchAccount } from '../accounts/account-store.js';
 import { accountCreateSchema, accountPatchSchema } from '../accounts/account-validation.js';
 import { accountViewSchema, toAccountView } from '../accounts/account-view.js';
-import { parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
-const nameParams = z.object({ name: z.string().min(1).max(256) });
+const nameParams = z.object({ name: nameParam() });
 const mutationReply = z.object({ account: accountViewSchema, configVersion: z.number() });
 
 export const accountsRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {

@@ -5,14 +5,14 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { parseConfigInput } from '../config/config-fields.js';
+import { boundedText, parseConfigInput } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../keys/api-key-store.js';
 import { apiKeyCreateSchema, apiKeyListQuerySchema } from '../keys/api-key-validation.js';
 import { apiKeyViewSchema, toApiKeyView } from '../keys/api-key-view.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
-const idParams = z.object({ id: z.string().min(1).max(64) });
+const idParams = z.object({ id: boundedText(64) });
 
 export const apiKeysRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();

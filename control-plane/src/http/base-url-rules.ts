@@ -3,7 +3,17 @@
  * upstream's API base): parseable, a host, no credentials, no query or fragment — nodes append
  * paths to it. Callers add their own rules (scheme, characters) around it.
  */
+/**
+ * The WHATWG parser silently drops tabs and newlines and trims the ends, so the URL it checked
+ * would not be the string stored and handed to nodes: refuse them (and spaces) before any parsing.
+ */
+export function urlCharactersProblem(value: string): string | undefined {
+  return /[\p{Cc}\s]/u.test(value) ? 'must not contain spaces or control characters' : undefined;
+}
+
 export function baseUrlShapeProblem(value: string, credentialsHint = ''): string | undefined {
+  const characters = urlCharactersProblem(value);
+  if (characters) return characters;
   let url: URL;
   try {
     url = new URL(value);

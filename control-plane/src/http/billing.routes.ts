@@ -9,26 +9,22 @@ import { z } from 'zod';
 import { creditAccount } from '../billing/account-credits.js';
 import { balanceView, balanceViewSchema, findAccount, leaseViewSchema, listLeases, spendBy, spendRowSchema } from '../billing/billing-views.js';
 import { UUID_PATTERN } from '../billing/ledger.js';
-import { bodyObject, integerIn, parseConfigInput } from '../config/config-fields.js';
+import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
+import { instantSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
-const accountParams = z.object({ account: z.string().min(1).max(256) });
+// An account's id (a UUID) follows the name rule too.
+const accountParams = z.object({ account: nameParam() });
 
 const creditBody = bodyObject({
   amountMicros: integerIn(1, Number.MAX_SAFE_INTEGER),
-  reference: z.string({ error: () => 'must be a string' }).max(256, { error: () => 'must be at most 256 characters' }).nullable().default(null),
+  reference: text().max(256, { error: () => 'must be at most 256 characters' }).nullable().default(null),
 });
 
 const DAY_MS = 24 * 3600 * 1000;
 
-function parseTime(field: string, value: string | undefined, fallback: Date): Date {
-  if (value === undefined) return fallback;
-  const d = /^\d{1,15}$/.test(value) ? new Date(Number(value)) : new Date(value);
-  if (Number.isNaN(d.getTime())) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', `${field}: must be an ISO 8601 time or unix ms`);
-  return d;
-}
 
 export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -62,19 +58,19 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
 
   app.get('/spend', {
     schema: {
-      querystring: z.object({ by: z.enum(['account', 'key', 'node']).default('account'), from: z.string().max(64).optional(), to: z.string().max(64).optional() }),
+      querystring: z.object({ by: z.enum(['account', 'key', 'node']).default('account'), from: instantSchema.optional(), to: instantSchema.optional() }),
       response: { 200: z.object({ by: z.string(), from: z.string(), to: z.string(), rows: z.array(spendRowSchema) }) },
     },
   }, async (request) => {
-    const to = parseTime('to', request.query.to, new Date());
-    const from = parseTime('from', request.query.from, new Date(to.getTime() - 30 * DAY_MS));
+    const to = request.query.to === undefined ? new Date() : new Date(request.query.to);
+    const from = request.query.from === undefined ? new Date(to.getTime() - 30 * DAY_MS) : new Date(request.query.from);
     const rows = await spendBy(pool, request.query.by, from, to);
     return { by: request.query.by, from: from.toISOString(), to: to.toISOString(), rows };
   });
 
   app.get('/leases', {
     schema: {
-      querystring: z.object({ node: z.string().max(64).optional() }),
+      querystring: z.object({ node: boundedText(64).optional() }),
       response: { 200: z.object({ leases: z.array(leaseViewSchema) }) },
     },
   }, async (request) => {

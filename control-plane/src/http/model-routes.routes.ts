@@ -5,14 +5,14 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { createModelRoute, deleteModelRoute, getModelRoute, listModelRoutes, replaceModelRoute } from '../routes-config/model-route-store.js';
 import { modelRouteCreateSchema, modelRouteReplaceSchema } from '../routes-config/model-route-validation.js';
 import { modelRouteViewSchema, toModelRouteView } from '../routes-config/model-route-view.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
-const aliasParams = z.object({ alias: z.string().min(1).max(256) });
+const aliasParams = z.object({ alias: nameParam() });
 const mutationReply = z.object({ route: modelRouteViewSchema, configVersion: z.number() });
 
 export const modelRoutesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {

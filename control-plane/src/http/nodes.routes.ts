@@ -7,11 +7,12 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
+import { nameParam } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { createNode, deleteNode, editNodeNetwork, editNodeSettings, getNode, issueCommand, nodeSettingsPatchSchema } from '../nodes/node-admin.js';
 import type { IssuedCommand } from '../nodes/node-admin.js';
 import { listLiveNodes } from '../nodes/node-repository.js';
-import { nodeCreateSchema, nodeNetworkPatchSchema, parseNodeInput } from '../nodes/node-validation.js';
+import { NODE_NAME_PATTERN, NODE_NAME_RULE, nodeCreateSchema, nodeNetworkPatchSchema, parseNodeInput } from '../nodes/node-validation.js';
 import { nodeViewSchema, toNodeView } from '../nodes/node-view.js';
 import type { InstallTokenKind } from '../nodes/install-tokens.js';
 import type { Settings } from '../settings.js';
@@ -19,8 +20,10 @@ import type { ZodTypeProvider } from './zod-schemas.js';
 
 /** Room for a CA bundle (64 KiB of PEM) and the other fields. */
 export const NODE_BODY_LIMIT_BYTES = 128 * 1024;
+/** The command routes take no body; the CLI sends `{}`. Anything bigger is not meant for them. */
+export const COMMAND_BODY_LIMIT_BYTES = 1024;
 
-const nameParams = z.object({ name: z.string().min(1).max(64) });
+const nameParams = z.object({ name: nameParam(NODE_NAME_PATTERN, NODE_NAME_RULE) });
 
 const commandSchema = z.object({
   kind: z.enum(['install', 'reenroll', 'upgrade']),
@@ -83,6 +86,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
   });
 
   app.patch('/nodes/:name/settings', {
+    bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: nodeViewSchema } },
   }, async (request) => {
     const patch = parseNodeInput(nodeSettingsPatchSchema, request.body);
@@ -92,6 +96,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
   });
 
   app.delete('/nodes/:name', {
+    bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string() }) } },
   }, async (request) => {
     const node = await deleteNode(pool, request.params.name);
@@ -101,6 +106,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
 
   for (const [path, kind] of COMMAND_ROUTES) {
     app.post(`/nodes/:name/${path}`, {
+      bodyLimit: COMMAND_BODY_LIMIT_BYTES,
       schema: { params: nameParams, response: { 200: commandSchema } },
     }, async (request) => {
       const issued = await issueCommand(pool, request.params.name, kind, settings.nodes.installTokenTtlMs);

@@ -2,7 +2,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { createGuardrailPolicy, deleteGuardrailPolicy, listGuardrailPolicies } from '../policies/guardrail-policy-store.js';
 import { guardrailPolicyCreateSchema } from '../policies/guardrail-policy-validation.js';
@@ -12,7 +12,7 @@ import { rateLimitPolicyCreateSchema } from '../policies/rate-limit-policy-valid
 import { rateLimitPolicyViewSchema, toRateLimitPolicyView } from '../policies/rate-limit-policy-view.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
-const nameParams = z.object({ name: z.string().min(1).max(256) });
+const nameParams = z.object({ name: nameParam() });
 const deletedReply = z.object({ deleted: z.string(), configVersion: z.number() });
 
 export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {

@@ -2,14 +2,14 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { invalidField, parseConfigInput, CONFIG_NAME_PATTERN, CONFIG_NAME_RULE } from '../config/config-fields.js';
+import { nameParam, parseConfigInput } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { deletePrice, listPrices, setPrice } from '../prices/price-store.js';
 import { pricePutSchema } from '../prices/price-validation.js';
 import { priceViewSchema, toPriceView } from '../prices/price-view.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
-const modelParams = z.object({ model: z.string().min(1).max(256) });
+const modelParams = z.object({ model: nameParam() });
 
 export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -21,8 +21,6 @@ export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastif
   app.put('/prices/:model', {
     schema: { params: modelParams, response: { 200: z.object({ price: priceViewSchema, configVersion: z.number() }) } },
   }, async (request) => {
-    // The path names the model alias, so its rule is reported as the field `model`.
-    if (!CONFIG_NAME_PATTERN.test(request.params.model)) throw invalidField('model', CONFIG_NAME_RULE);
     const input = parseConfigInput(pricePutSchema, request.body);
     const { value, configVersion } = await setPrice(pool, request.params.model, input);
     request.log.info({ model: value.model, configVersion }, 'price set');

@@ -7,7 +7,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { invalidField, parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { deleteToolServer, getToolServer, listToolServers, putToolServer } from '../tools/tool-server-store.js';
@@ -15,7 +15,7 @@ import { TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE, toolServerPutSchema } 
 import { toToolServerView, toolServerViewSchema } from '../tools/tool-server-view.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
-const nameParams = z.object({ name: z.string().min(1).max(256) });
+const nameParams = z.object({ name: nameParam(TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE) });
 const mutationReply = z.object({ toolServer: toolServerViewSchema, configVersion: z.number() });
 
 export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool, secretBox }) => {
@@ -28,8 +28,6 @@ export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: S
   app.put('/tool-servers/:name', {
     schema: { params: nameParams, response: { 200: mutationReply, 201: mutationReply } },
   }, async (request, reply) => {
-    // The path names the server, so its rule is reported as the field `name`.
-    if (!TOOL_SERVER_NAME_PATTERN.test(request.params.name)) throw invalidField('name', TOOL_SERVER_NAME_RULE);
     const input = parseConfigInput(toolServerPutSchema, request.body);
     const { value, configVersion } = await putToolServer(pool, secretBox, request.params.name, input);
     const { row, created } = value;

@@ -6,7 +6,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { createUpstream, deleteUpstream, getUpstream, listUpstreams, patchUpstream } from '../upstreams/upstream-store.js';
@@ -14,7 +14,7 @@ import { upstreamCreateSchema, upstreamPatchSchema } from '../upstreams/upstream
 import { toUpstreamView, upstreamViewSchema } from '../upstreams/upstream-view.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
-const nameParams = z.object({ name: z.string().min(1).max(256) });
+const nameParams = z.object({ name: nameParam() });
 const mutationReply = z.object({ upstream: upstreamViewSchema, configVersion: z.number() });
 
 export const upstreamsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool, secretBox }) => {

@@ -6,6 +6,7 @@
  */
 import type { FastifySchemaCompiler, FastifySerializerCompiler, FastifyTypeProvider } from 'fastify';
 import { z } from 'zod';
+import { describeConfigIssues } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 
 export interface ZodTypeProvider extends FastifyTypeProvider {
@@ -34,12 +35,29 @@ export function describeIssues(part: string, issues: readonly z.core.$ZodIssue[]
 export const zodValidatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, method, url, httpPart }) => {
   const zodSchema = asZodSchema(schema, `${method} ${url} ${httpPart ?? ''}`);
   const part = httpPart === 'querystring' ? 'query' : (httpPart ?? 'request');
+  // A path segment is reported as `name: rule`, the shape a body field's rejection has, since the
+  // path's name is the same field the body names on create.
+  const describe = httpPart === 'params' ? describeConfigIssues : (issues: readonly z.core.$ZodIssue[]) => describeIssues(part, issues);
   return (data: unknown) => {
     const result = zodSchema.safeParse(data);
     if (result.success) return { value: result.data };
-    return { error: zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeIssues(part, result.error.issues)) };
+    return { error: zenovaError('ZN_ERR_CP_INVALID_REQUEST', describe(result.error.issues)) };
   };
 };
+
+// Both PostgreSQL's timestamptz and JavaScript's Date hold every instant of years 1..9999 (four-digit
+// years, as ISO 8601 has them by default); outside them a time is a typo, or a 500 from PostgreSQL.
+const MIN_INSTANT_MS = Date.parse('0001-01-01T00:00:00Z');
+const MAX_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
+const INSTANT_RULE = 'must be unix ms or an ISO 8601 date-time with a time zone (such as 2026-03-07T00:00:00Z), from year 1 to 9999';
+
+/** A query time: unix ms or an ISO 8601 date-time with offset, as epoch ms within [year 1, year 9999]. */
+export const instantSchema = z
+  .union([
+    z.string().regex(/^\d{1,15}$/).transform(Number),
+    z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
+  ], { error: () => INSTANT_RULE })
+  .refine((ms) => Number.isFinite(ms) && ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS, { error: () => INSTANT_RULE });
 
 export const zodSerializerCompiler: FastifySerializerCompiler<unknown> = ({ schema, method, url, httpStatus }) => {
   const zodSchema = asZodSchema(schema, `${method} ${url} response ${httpStatus ?? ''}`);

@@ -93,12 +93,20 @@ export async function redeemInstallToken(
   accepted: readonly InstallTokenKind[],
   now: Date = new Date(),
 ): Promise<RedeemResult> {
+  const tokenHash = hashInstallToken(token);
+  // Lock order is node row, then token rows — as deleting a node and issuing a command take them.
+  // Locking the token first and the node (by recordEnrollment's update) second deadlocked against
+  // a concurrent delete. A token never changes node, so the unlocked lookup names the right one.
+  const owner = await client.query<{ node_id: string }>('select node_id from install_tokens where token_hash = $1', [tokenHash]);
+  if (!owner.rows[0]) return { ok: false, reason: 'unknown' };
+  // NO KEY UPDATE is the lock recordEnrollment's update takes anyway: nothing new is blocked.
+  await client.query('select 1 from nodes where id = $1 for no key update', [owner.rows[0].node_id]);
   const { rows } = await client.query<TokenRow>(
     `select t.id, t.node_id, t.kind, t.expires_at, t.used_at, t.invalidated_at, n.deleted_at as node_deleted_at
        from install_tokens t join nodes n on n.id = t.node_id
       where t.token_hash = $1
         for update of t`,
-    [hashInstallToken(token)],
+    [tokenHash],
   );
   const row = rows[0];
   if (!row) return { ok: false, reason: 'unknown' };

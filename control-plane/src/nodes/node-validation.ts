@@ -6,10 +6,12 @@
 import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { text } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { baseUrlShapeProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
 
 export const NODE_NAME_PATTERN = /^[a-z0-9-]{2,31}$/;
+export const NODE_NAME_RULE = 'must be 2 to 31 characters of lowercase letters, digits and hyphens';
 export const SURFACES = ['model', 'tools'] as const;
 export type Surface = (typeof SURFACES)[number];
 export const SPOOL_FULL_POLICIES = ['reject', 'metering-only'] as const;
@@ -32,10 +34,6 @@ const MAX_CA_CERTIFICATES = 16;
 
 type Ctx = z.core.$RefinementCtx<string>;
 
-/** A string field: "is required" when absent, "must be a string" for another type. */
-const text = (): z.ZodString =>
-  z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') });
-
 /** Empty or blank means "not given" for optional text fields (forms send ""). */
 const blankAsUndefined = (value: unknown): unknown =>
   typeof value === 'string' && value.trim() === '' ? undefined : value;
@@ -49,7 +47,7 @@ export const nodeNameSchema = text().check((ctx) => {
     ctx.issues.push({
       code: 'custom',
       input: ctx.value,
-      message: 'must be 2 to 31 characters of lowercase letters, digits and hyphens',
+      message: NODE_NAME_RULE,
     });
   }
 });

@@ -6,7 +6,7 @@
 import type { z } from 'zod';
 import { bodyObject, integerIn, text } from '../config/config-fields.js';
 import { toolServerSchema } from '../../../proto/src/index.js';
-import { baseUrlShapeProblem } from '../http/base-url-rules.js';
+import { baseUrlShapeProblem, urlCharactersProblem } from '../http/base-url-rules.js';
 import { upstreamApiKeySchema } from '../upstreams/upstream-validation.js';
 
 export const TOOL_SERVER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -17,6 +17,8 @@ const MAX_URL_CHARS = 2048;
 /** The rule an MCP endpoint URL breaks, or undefined. Unlike a base URL it is called as is (no path appended). */
 export function toolServerUrlProblem(value: string): string | undefined {
   if (value.length > MAX_URL_CHARS) return `must be at most ${MAX_URL_CHARS} characters`;
+  const characters = urlCharactersProblem(value);
+  if (characters) return characters;
   if (!/^https?:\/\//i.test(value)) return 'must start with http:// or https://';
   // A key in the URL would be returned by the API and logged: it belongs in apiKey.
   const shape = baseUrlShapeProblem(value, ' (put the key in apiKey)');

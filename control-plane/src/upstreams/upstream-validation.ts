@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { bodyObject, configNameSchema, enumOf, integerIn, text } from '../config/config-fields.js';
-import { baseUrlShapeProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
+import { baseUrlShapeProblem, urlCharactersProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
 
 export const UPSTREAM_KINDS = ['openai', 'anthropic', 'openai-compatible'] as const;
 export type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
@@ -15,6 +15,8 @@ const MAX_SECRET_CHARS = 4096;
 /** The rule a base URL breaks, or undefined. */
 export function baseUrlProblem(value: string): string | undefined {
   if (value.length > MAX_BASE_URL_CHARS) return `must be at most ${MAX_BASE_URL_CHARS} characters`;
+  const characters = urlCharactersProblem(value);
+  if (characters) return characters;
   if (!/^https?:\/\//i.test(value)) return 'must start with http:// or https://';
   // A key in the URL would be returned by the API and logged: it belongs in apiKey.
   const shape = baseUrlShapeProblem(value, ' (put the key in apiKey)');
