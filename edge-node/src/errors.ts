@@ -8,6 +8,8 @@ export interface ErrorSpec {
   type: string;
   message: string;
   retryable: boolean;
+  /** The request parameter the code is always about, as OpenAI's error `param` names it. */
+  param?: string;
 }
 
 export const errorTable = {
@@ -100,18 +102,21 @@ export const errorTable = {
     type: 'permission_error',
     message: 'The API key may not use this model.',
     retryable: false,
+    param: 'model',
   },
   ZN_ERR_MODEL_NOT_FOUND: {
     status: 404,
     type: 'invalid_request_error',
     message: 'The model does not exist on this node.',
     retryable: false,
+    param: 'model',
   },
   ZN_ERR_MODEL_WRONG_API: {
     status: 400,
     type: 'invalid_request_error',
     message: 'The model is served through another API on this node.',
     retryable: false,
+    param: 'model',
   },
   ZN_ERR_SURFACE_DISABLED: {
     status: 403,
@@ -209,9 +214,12 @@ export const errorTable = {
 
 export type ErrorCode = keyof typeof errorTable;
 
-/** The OpenAI-style error body every failed response carries. */
+/**
+ * The OpenAI-style error body every failed response off Anthropic's surface carries. `param` is
+ * always present, null when no single parameter is at fault, as OpenAI sends it.
+ */
 export interface ErrorBody {
-  error: { message: string; type: string; code: ErrorCode };
+  error: { message: string; type: string; param: string | null; code: ErrorCode };
 }
 
 /** Per-instance overrides, for codes whose status depends on the situation (ZN_ERR_UPSTREAM_ERROR). */
@@ -219,7 +227,27 @@ export interface ZenovaErrorOverrides {
   status?: number;
   type?: string;
   retryable?: boolean;
+  /** The offending request parameter, when the code that raises the error knows it. */
+  param?: string;
   cause?: unknown;
+}
+
+/**
+ * Both official SDKs (openai, @anthropic-ai/sdk) obey this header over their own rule, which
+ * retries every 408, 409, 429 and 5xx: without it they resend requests that cannot succeed.
+ */
+export const SHOULD_RETRY_HEADER = 'x-should-retry';
+
+/**
+ * The x-should-retry value for an error answer: `false` when the error is not retryable, `true`
+ * when it is and its status is one the SDKs retry anyway (429, 5xx; after Retry-After when the
+ * answer has one). A retryable error of another status (402 ZN_ERR_CREDIT_EXHAUSTED: credit comes
+ * back in seconds or days, not within an SDK's back-off) gets none, so the SDK keeps its own rule.
+ */
+export function shouldRetryValue(error: ZenovaError): 'true' | 'false' | undefined {
+  if (!error.retryable) return 'false';
+  const status = error.status;
+  return status === 408 || status === 409 || status === 429 || status >= 500 ? 'true' : undefined;
 }
 
 export class ZenovaError extends Error {
@@ -227,6 +255,7 @@ export class ZenovaError extends Error {
   readonly status: number;
   readonly type: string;
   readonly retryable: boolean;
+  readonly param: string | null;
 
   constructor(code: ErrorCode, message?: string, overrides: ZenovaErrorOverrides = {}) {
     const spec: ErrorSpec = errorTable[code];
@@ -236,10 +265,11 @@ export class ZenovaError extends Error {
     this.status = overrides.status ?? spec.status;
     this.type = overrides.type ?? spec.type;
     this.retryable = overrides.retryable ?? spec.retryable;
+    this.param = overrides.param ?? spec.param ?? null;
   }
 
   toBody(): ErrorBody {
-    return { error: { message: this.message, type: this.type, code: this.code } };
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
   }
 }
 

@@ -29,7 +29,7 @@ t.test('a ZenovaError takes status, type and retryable from the table and render
   t.ok(err instanceof ZenovaError && err instanceof Error);
   t.equal(err.status, 404);
   t.equal(err.retryable, false);
-  t.same(err.toBody(), { error: { message: 'no "x" here', type: 'invalid_request_error', code: 'ZN_ERR_MODEL_NOT_FOUND' } });
+  t.same(err.toBody(), { error: { message: 'no "x" here', type: 'invalid_request_error', param: 'model', code: 'ZN_ERR_MODEL_NOT_FOUND' } });
   t.equal(zenovaError('ZN_ERR_INTERNAL').message, errorTable.ZN_ERR_INTERNAL.message, 'the table message is the default');
   t.equal(zenovaError('ZN_ERR_UPSTREAM_ERROR', 'x', { status: 429, retryable: true }).status, 429, 'status can be overridden per instance');
 });

@@ -63,7 +63,7 @@ t.test('errors of the HTTP parser', async (t) => {
   t.test("the same errors on OpenAI's paths, and requests without a readable request line, keep OpenAI's shape", async (t) => {
     const oversized = await sendRaw(node.origin, head('/v1/chat/completions', OVERSIZED));
     t.equal(oversized.status, 431);
-    t.same(oversized.body, { error: { message: 'Invalid request: the request headers are too large.', type: 'invalid_request_error', code: 'ZN_ERR_INVALID_REQUEST' } });
+    t.same(oversized.body, { error: { message: 'Invalid request: the request headers are too large.', type: 'invalid_request_error', param: null, code: 'ZN_ERR_INVALID_REQUEST' } });
     t.match(oversized.headers.get('x-request-id'), REQUEST_ID);
     t.notOk(oversized.headers.has('request-id'), "no Anthropic header off Anthropic's paths");
     // Not a request line: no target, so no Anthropic shape (nor a guess at one).

@@ -163,7 +163,7 @@ t.test('after the first event', async (t) => {
     t.equal(contentOf(text), 'Hello');
     t.notMatch(text, /gpu-node-7|sk-live-internal|CUDA/, "the upstream's own error text is not relayed");
     t.notMatch(text, /\[DONE\]/);
-    t.match(text, /event: error\ndata: \{"error":\{"message":"Upstream \\"demo\\" ended the stream with an error \(server_error\)\.","type":"server_error","code":"ZN_ERR_UPSTREAM_ERROR"\}\}\n\n$/);
+    t.match(text, /event: error\ndata: \{"error":\{"message":"Upstream \\"demo\\" ended the stream with an error \(server_error\)\.","type":"server_error","param":null,"code":"ZN_ERR_UPSTREAM_ERROR"\}\}\n\n$/);
     const done = await finishedRequest(node, requestId);
     t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
   });

@@ -4,6 +4,7 @@
  * usage. Products are computed in BigInt so no intermediate is ever rounded.
  */
 import type { PipelineContext } from '../pipeline/context.js';
+import { chatChoiceCount } from '../providers/openai/chat-request.js';
 
 /** The rates that apply to one request (a model price, or a tool server's per-call fee). */
 export interface RequestPrice {
@@ -37,12 +38,25 @@ export function costMicros(price: RequestPrice, inputTokens: number, outputToken
 }
 
 /**
- * The most the request can cost: estimated prompt tokens, plus max_tokens (or the policy default
- * when absent; none for embeddings, which produce no output tokens), plus the per-request fee.
+ * The most output tokens the request can produce: its per-choice max (max_tokens or equivalent, else
+ * `perChoiceDefault`) for each choice it asks for, since every chat choice (`n`) is generated and
+ * billed in full; 0 for APIs that generate none (embeddings, models, MCP). Both the credit
+ * reservation and the tokens/min charge on admission use it.
+ */
+export function worstCaseOutputTokens(ctx: PipelineContext, perChoiceDefault: number): number {
+  if (ctx.api !== 'chat.completions' && ctx.api !== 'messages') return 0;
+  const perChoice = Math.max(0, Math.trunc(ctx.maxOutputTokens ?? perChoiceDefault));
+  // Anthropic's Messages API has no `n`: one answer per request.
+  const choices = ctx.api === 'chat.completions' ? chatChoiceCount(ctx.forwardBody) : 1;
+  return Math.min(Number.MAX_SAFE_INTEGER, perChoice * choices);
+}
+
+/**
+ * The most the request can cost: estimated prompt tokens, plus its worst-case output
+ * (worstCaseOutputTokens, with the policy default per choice), plus the per-request fee.
  */
 export function worstCaseMicros(ctx: PipelineContext, price: RequestPrice, defaultMaxOutputTokens: number): number | undefined {
-  const output = ctx.api === 'embeddings' || ctx.api === 'mcp' ? 0 : ctx.maxOutputTokens ?? defaultMaxOutputTokens;
-  return costMicros(price, Math.max(0, Math.trunc(ctx.estimatedInputTokens)), Math.max(0, Math.trunc(output)));
+  return costMicros(price, Math.max(0, Math.trunc(ctx.estimatedInputTokens)), worstCaseOutputTokens(ctx, defaultMaxOutputTokens));
 }
 
 /**

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { RateLimits } from '../../../proto/src/index.js';
+import { worstCaseOutputTokens } from '../billing/request-cost.js';
 import type { Logger } from '../logger.js';
 import type { PipelineContext } from '../pipeline/context.js';
 import { reject } from '../pipeline/stage.js';
@@ -16,7 +17,7 @@ import type { LimitScope } from './rate-limit-hits.js';
 import { chargeFor, minuteOf, msUntilEmpty, msUntilFits, windowUsage } from './sliding-window.js';
 import type { RateLimiter } from './rate-limiter.js';
 
-/** Output tokens assumed when a chat/messages request names no max_tokens (trued up afterwards). */
+/** Output tokens assumed per choice when a chat/messages request names no max_tokens (trued up afterwards). */
 export const DEFAULT_OUTPUT_TOKEN_ESTIMATE = 1024;
 /** A concurrency refusal has no computable wait; this asks for a short one. */
 const CONCURRENCY_RETRY_AFTER_S = 1;
@@ -27,11 +28,12 @@ interface ScopedLimits {
   limits: RateLimits;
 }
 
-/** The tokens a request is charged on admission: its prompt estimate plus the output it may produce. */
+/**
+ * The tokens a request is charged on admission: its prompt estimate plus the output it may produce
+ * (per choice, times chat `n`: the same worst case credit is reserved for).
+ */
 export function tokenEstimate(ctx: PipelineContext): number {
-  const generates = ctx.api === 'chat.completions' || ctx.api === 'messages';
-  const output = generates ? (ctx.maxOutputTokens ?? DEFAULT_OUTPUT_TOKEN_ESTIMATE) : 0;
-  return Math.max(0, Math.ceil(ctx.estimatedInputTokens)) + Math.max(0, output);
+  return Math.max(0, Math.ceil(ctx.estimatedInputTokens)) + worstCaseOutputTokens(ctx, DEFAULT_OUTPUT_TOKEN_ESTIMATE);
 }
 
 /**

@@ -95,5 +95,5 @@ t.test('a text event and an error event come out in the chat framing', async (t)
   t.match(JSON.parse(extra.sse.data), { id: 'c1', model: 'alias', choices: [{ delta: { content: 'held back' } }] });
   const error = reply.errorEvent('ZN_ERR_GUARDRAIL_BLOCKED', 'blocked');
   t.equal(error.sse.event, 'error');
-  t.same(JSON.parse(error.sse.data), { error: { message: 'blocked', type: 'invalid_request_error', code: 'ZN_ERR_GUARDRAIL_BLOCKED' } });
+  t.same(JSON.parse(error.sse.data), { error: { message: 'blocked', type: 'invalid_request_error', param: null, code: 'ZN_ERR_GUARDRAIL_BLOCKED' } });
 });

@@ -12,7 +12,7 @@ import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
-import { callerWantsStreamUsage, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
+import { callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
 import { chatStreamReply, chatUsage } from './chat-stream.js';
 import type { ChatStreamSource } from './chat-stream.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
@@ -28,6 +28,7 @@ export const chatCompletionsApi: ApiHandler = {
     ctx.forwardBody = request;
     ctx.model = request.model;
     ctx.stream = request.stream === true;
+    // Per choice: the worst case multiplies it by `n` (billing/request-cost.ts worstCaseOutputTokens).
     ctx.maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? null;
     const texts: TextSlot[] = [];
     for (const message of request.messages) collectMessageTexts(message, texts);
@@ -86,7 +87,7 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   );
   if (sent.kind === 'failed') return sent;
   const { response } = sent;
-  if (ctx.stream) return attemptStream(ctx, response, { upstream, signal, sentAt, choices: choiceCount(request) }, alias, request);
+  if (ctx.stream) return attemptStream(ctx, response, { upstream, signal, sentAt, choices: chatChoiceCount(request) }, alias, request);
   const answer = await readJsonObject(response, upstream, signal);
   if (typeof answer.model === 'string') answer.model = alias;
   ctx.upstreamUsage = chatUsage(answer.usage);
@@ -131,10 +132,4 @@ async function attemptStream(
     return { kind: 'failed', error: err, outcome, httpStatus: outcome === 'error' ? response.statusCode : null, retryable: err.retryable };
   }
   return { kind: 'answered', reply };
-}
-
-/** The number of choices the caller asked for (`n`, default 1). */
-function choiceCount(request: Record<string, unknown>): number {
-  const n = request.n;
-  return typeof n === 'number' && Number.isInteger(n) && n >= 1 ? n : 1;
 }

@@ -2,6 +2,9 @@
 // through to the upstream untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
 
+/** The most choices (`n`) a chat request may ask for, as OpenAI allows. */
+export const MAX_CHOICES = 128;
+
 export const chatCompletionRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
   messages: z.array(z.looseObject({ role: z.string().min(1) })).min(1),
@@ -9,6 +12,9 @@ export const chatCompletionRequestSchema = z.looseObject({
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
   max_tokens: z.int().min(1).nullish(),
   max_completion_tokens: z.int().min(1).nullish(),
+  // OpenAI's own bound. Each choice is generated (and billed) in full, so n multiplies the worst
+  // case the node reserves credit and tokens/min for (billing/request-cost.ts): it must be bounded.
+  n: z.int().min(1).max(MAX_CHOICES).nullish(),
 });
 
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
@@ -30,4 +36,10 @@ export function upstreamChatBody(request: Record<string, unknown>, upstreamModel
 export function callerWantsStreamUsage(request: Record<string, unknown>): boolean {
   const options = request.stream_options;
   return typeof options === 'object' && options !== null && (options as { include_usage?: unknown }).include_usage === true;
+}
+
+/** The number of choices a validated chat request asks for (`n`, default 1). */
+export function chatChoiceCount(request: Record<string, unknown> | undefined): number {
+  const n = request?.n;
+  return typeof n === 'number' && Number.isInteger(n) && n >= 1 ? n : 1;
 }

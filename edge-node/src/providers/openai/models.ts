@@ -1,4 +1,4 @@
-// The `models` API: GET /v1/models and /v1/models/:id, answered by the node itself (no upstream
+// The `models` API: GET /v1/models and /v1/models/{id}, answered by the node itself (no upstream
 // call): only the aliases the caller's key may use and this API serves (not Anthropic ones).
 import type { PipelineContext } from '../../pipeline/context.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
@@ -19,7 +19,13 @@ export const modelsApi: ApiHandler = {
   api: 'models',
   surface: 'model',
   identify(ctx: PipelineContext): StageResult {
-    ctx.model = ctx.http.params.id ?? null;
+    // `/v1/models/*` (openai.routes.ts): the rest of the path, decoded, is the id; absent for the list.
+    const id = ctx.http.params['*'];
+    if (id === '') {
+      // `GET /v1/models/`: not an alias named "", and not the list either (the SDKs never send it).
+      return reject('ZN_ERR_MODEL_NOT_FOUND', 'No model id in the path: GET /v1/models/{id} names one, GET /v1/models lists them.');
+    }
+    ctx.model = id ?? null;
     return undefined;
   },
   route(ctx: PipelineContext): StageResult {
