@@ -4,7 +4,7 @@ import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ConfigHolder } from './config/config-holder.js';
 import { DEFAULT_MAX_BODY_BYTES } from './config/local-config.js';
-import { isZenovaError, zenovaError } from './errors.js';
+import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from './errors.js';
 import type { ZenovaError } from './errors.js';
 import { ANTHROPIC_REQUEST_ID_HEADER, errorBodyFor, isAnthropicPath, registerAnthropicRoutes } from './http/anthropic.routes.js';
 import { registerMcpRoutes } from './http/mcp.routes.js';
@@ -21,7 +21,7 @@ import type { PipelineDeps } from './pipeline/deps.js';
 import { SessionOwners } from './providers/mcp/session-owners.js';
 import { noRateLimits } from './rate-limit/rate-limiter.js';
 import { noSpool } from './spool/request-spool.js';
-import { REQUEST_ID_HEADER, generateRequestId, resolveRequestId } from './request-id.js';
+import { CLIENT_REQUEST_ID_HEADER, REQUEST_ID_HEADER, clientRequestIdOf, generateRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
 import { trackUnusedConnections } from '../../proto/src/index.js';
 
@@ -56,7 +56,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit,
     requestIdHeader: false,
-    genReqId: (req) => resolveRequestId(req.headers[REQUEST_ID_HEADER]),
+    // Always the node's own id, never the caller's (request-id.ts: it keys the record and its charge).
+    genReqId: () => generateRequestId(),
     // Fastify's own 503-on-close answer has neither x-request-id nor our error body; requests
     // that still arrive on open keep-alive connections while draining are simply served.
     return503OnClosing: false,
@@ -68,6 +69,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // The hook's reply is typed by route generics it does not have; it is a plain reply.
       const plain = reply as unknown as FastifyReply;
       if (isAnthropicPath(request.url)) plain.header(ANTHROPIC_REQUEST_ID_HEADER, request.id);
+      const retry = shouldRetryValue(failure);
+      if (retry !== undefined) plain.header(SHOULD_RETRY_HEADER, retry);
       void plain.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure));
     },
   });
@@ -91,6 +94,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     reply.header(REQUEST_ID_HEADER, request.id);
     // On the raw response, so it also survives the runner taking over the response for streams.
     if (isAnthropicPath(request.url)) reply.raw.setHeader(ANTHROPIC_REQUEST_ID_HEADER, request.id);
+    const clientRequestId = clientRequestIdOf(request.headers);
+    if (clientRequestId !== undefined) {
+      request.zenova.clientRequestId = clientRequestId;
+      reply.raw.setHeader(CLIENT_REQUEST_ID_HEADER, clientRequestId);
+    }
     // 'close' fires for every response, also when the caller left before it finished (fastify's
     // onResponse does not), so each request gets exactly one line. The one listener per request.
     reply.raw.once('close', () => {
@@ -126,6 +134,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Upstream trouble is expected operations noise: one line, no stack.
     else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
     else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
+    // The SDKs would otherwise resend a 5xx that cannot succeed (run-pipeline.ts sends the same hint).
+    const retry = shouldRetryValue(failure);
+    if (retry !== undefined) reply.header(SHOULD_RETRY_HEADER, retry);
     return reply.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure));
   });
 

@@ -1,9 +1,12 @@
-// x-request-id: echo a caller's well-formed id, otherwise mint one.
+// x-request-id: the node mints every request's id; a caller's own id is kept beside it.
 import { randomFillSync } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
+/** A caller's own id for a request, echoed back and recorded (OpenAI's name for it). */
+export const CLIENT_REQUEST_ID_HEADER = 'x-client-request-id';
 
-/** What a caller may send: header-safe, log-safe, bounded, no leading punctuation. */
+/** What a caller may send as its id: header-safe, log-safe, bounded, no leading punctuation. */
 export const REQUEST_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 // Crockford base32: no I/L/O/U, so ids survive being read aloud or retyped from a screenshot.
@@ -45,8 +48,16 @@ export function generateRequestId(now: number = Date.now()): string {
   return `req_${time}${random}`;
 }
 
-/** The id for a request: the caller's header when it is a single well-formed value, else a new one. */
-export function resolveRequestId(header: string | string[] | undefined): string {
-  if (typeof header === 'string' && REQUEST_ID_PATTERN.test(header)) return header;
-  return generateRequestId();
+/**
+ * The caller's own id for a request: `x-client-request-id`, else `x-request-id` (what callers of a
+ * proxy usually send), when it is one well-formed value. Never the request's id: that is the key of
+ * the record and of its charge, so a caller repeating an id (an SDK retry, a fixed trace id, another
+ * tenant's id) must not make two requests one.
+ */
+export function clientRequestIdOf(headers: IncomingHttpHeaders): string | undefined {
+  const own = headers[CLIENT_REQUEST_ID_HEADER];
+  if (typeof own === 'string' && REQUEST_ID_PATTERN.test(own)) return own;
+  const proxied = headers[REQUEST_ID_HEADER];
+  if (typeof proxied === 'string' && REQUEST_ID_PATTERN.test(proxied)) return proxied;
+  return undefined;
 }

@@ -52,7 +52,10 @@ export const upstreamAttemptSchema = z.strictObject({
 
 export const requestRecordSchema = z.strictObject({
   schemaVersion: z.literal(REQUEST_RECORD_SCHEMA_VERSION),
+  /** Minted by the node; the key of the record and of its charge, end to end. */
   requestId: z.string().min(1).max(128),
+  /** The caller's own id for the request (x-client-request-id or x-request-id), when it sent one: not unique. */
+  clientRequestId: z.string().min(1).max(128).optional(),
   /** The node that served it (its id at the time, kept across --reenroll). */
   nodeId: id,
   /** The config bundle version it was served on (null: the node had none). */

@@ -46,6 +46,7 @@ function mcpContext(opts: { method: string; server: string; body?: unknown; head
   requestCounter += 1;
   return {
     requestId: `req_test_${requestCounter}`,
+    clientRequestId: null,
     api: 'mcp',
     surface: 'tools',
     receivedAt: Date.now(),

@@ -91,23 +91,26 @@ t.test('the OpenAI surface against a listening node', async (t) => {
     t.equal(one.id, 'echo-2');
   });
 
-  t.test("a caller's well-formed x-request-id is echoed, in the response, upstream and the log", async (t) => {
+  t.test("a caller's well-formed x-request-id is echoed as x-client-request-id and logged beside the node's own id", async (t) => {
     const callerId = 'caller-trace.42:abc_DEF';
     const before = upstream.requests.length;
     const { response } = await client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: 'id' }] }, { headers: { 'x-request-id': callerId } })
       .withResponse();
-    t.equal(response.headers.get('x-request-id'), callerId);
-    t.equal(upstream.requests[before]!.headers['x-request-id'], callerId);
-    const finished = node.logs().find((line) => line.msg === 'request finished' && line.requestId === callerId);
-    t.ok(finished, 'the log line of the request carries its id');
+    const requestId = response.headers.get('x-request-id');
+    t.match(requestId, GENERATED_ID, 'the request id is always minted by the node');
+    t.equal(response.headers.get('x-client-request-id'), callerId);
+    t.equal(upstream.requests[before]!.headers['x-request-id'], requestId);
+    const finished = node.logs().find((line) => line.msg === 'request finished' && line.requestId === requestId);
+    t.equal(finished?.clientRequestId, callerId, "the log line carries the caller's id too");
     t.equal(finished?.keyId, 'key-a', 'the log names the key by id');
   });
 
-  t.test('a malformed x-request-id is replaced by a generated one', async (t) => {
+  t.test('a malformed x-request-id is neither kept nor echoed', async (t) => {
     for (const bad of ['has spaces in it', '-leading-dash', 'x'.repeat(129), 'semi;colon']) {
       const { response } = await client.models.list({ headers: { 'x-request-id': bad } }).withResponse();
-      t.match(response.headers.get('x-request-id'), GENERATED_ID, `replaced: ${bad.slice(0, 20)}`);
+      t.match(response.headers.get('x-request-id'), GENERATED_ID, `minted: ${bad.slice(0, 20)}`);
+      t.equal(response.headers.get('x-client-request-id'), null, `not echoed: ${bad.slice(0, 20)}`);
     }
   });
 
@@ -119,7 +122,7 @@ t.test('the OpenAI surface against a listening node', async (t) => {
     });
     t.equal(res.status, 400);
     t.match(res.headers.get('x-request-id'), GENERATED_ID);
-    t.same(await res.json(), { error: { message: 'The request body is not valid JSON.', type: 'invalid_request_error', code: 'ZN_ERR_INVALID_JSON' } });
+    t.same(await res.json(), { error: { message: 'The request body is not valid JSON.', type: 'invalid_request_error', param: null, code: 'ZN_ERR_INVALID_JSON' } });
   });
 
   t.test('a request without messages is rejected with ZN_ERR_INVALID_REQUEST naming the field', async (t) => {

@@ -93,12 +93,13 @@ t.test('the openai client against a node serving a bundle', async (t) => {
     t.equal(upstream.requests.length, before, 'the node answers model lists itself');
   });
 
-  t.test("a caller's well-formed x-request-id is kept end to end", async (t) => {
+  t.test("a caller's well-formed x-request-id comes back as x-client-request-id beside the node's own id", async (t) => {
     const before = upstream.requests.length;
     const { response } = await client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }] }, { headers: { 'x-request-id': 'trace-42.abc' } })
       .withResponse();
-    t.equal(response.headers.get('x-request-id'), 'trace-42.abc');
-    t.equal(upstream.requests[before]!.headers['x-request-id'], 'trace-42.abc');
+    t.equal(response.headers.get('x-client-request-id'), 'trace-42.abc');
+    t.match(response.headers.get('x-request-id'), /^req_/);
+    t.equal(upstream.requests[before]!.headers['x-request-id'], response.headers.get('x-request-id'));
   });
 });

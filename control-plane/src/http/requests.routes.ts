@@ -1,6 +1,7 @@
 /**
  * The request records admin API (inside the /api/v1 admin scope): GET /requests/{requestId} and
- * GET /requests?node=&keyId=&model=&status=&from=&to=&limit=&cursor= (newest first, keyset pages).
+ * GET /requests?node=&keyId=&model=&status=&clientRequestId=&from=&to=&limit=&cursor= (newest first,
+ * keyset pages).
  * Records arrive from nodes by backfill (docs/spool.md), so a request shows up once its node has
  * delivered it.
  */
@@ -8,30 +9,27 @@ import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { recordStatusSchema } from '../../../proto/src/index.js';
+import { boundedText } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { decodeCursor, encodeCursor, getRecord, listRecords } from '../records/record-queries.js';
 import { requestDetailSchema, requestSummarySchema, toRequestDetail, toRequestSummary } from '../records/record-view.js';
+import { instantSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 export const DEFAULT_LIST_LIMIT = 50;
 export const MAX_LIST_LIMIT = 500;
 
-/** An ISO date-time or unix ms. */
-const instant = z.union([
-  z.string().regex(/^\d{1,15}$/).transform(Number),
-  z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
-]);
-
 const listQuery = z.strictObject({
-  node: z.string().min(1).max(64).optional(),
-  keyId: z.string().min(1).max(128).optional(),
-  model: z.string().min(1).max(256).optional(),
+  node: boundedText(64).optional(),
+  keyId: boundedText(128).optional(),
+  model: boundedText(256).optional(),
   status: recordStatusSchema.optional(),
-  from: instant.optional(),
-  to: instant.optional(),
+  clientRequestId: boundedText(128).optional(),
+  from: instantSchema.optional(),
+  to: instantSchema.optional(),
   limit: z.coerce.number().int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
-  cursor: z.string().min(1).max(512).optional(),
+  cursor: boundedText(512).optional(),
 });
 
 export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {
@@ -42,7 +40,7 @@ export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secr
   });
 
   app.get('/requests/:requestId', {
-    schema: { params: z.object({ requestId: z.string().min(1).max(128) }), response: { 200: z.object({ request: requestDetailSchema }) } },
+    schema: { params: z.object({ requestId: boundedText(128) }), response: { 200: z.object({ request: requestDetailSchema }) } },
   }, async (request) => {
     const row = await getRecord(pool, request.params.requestId);
     if (row === undefined) {
@@ -65,6 +63,7 @@ export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secr
       ...(q.keyId !== undefined ? { keyId: q.keyId } : {}),
       ...(q.model !== undefined ? { model: q.model } : {}),
       ...(q.status !== undefined ? { status: q.status } : {}),
+      ...(q.clientRequestId !== undefined ? { clientRequestId: q.clientRequestId } : {}),
       ...(q.from !== undefined ? { from: q.from } : {}),
       ...(q.to !== undefined ? { to: q.to } : {}),
       ...(cursor !== undefined ? { cursor } : {}),

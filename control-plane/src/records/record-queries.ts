@@ -12,6 +12,8 @@ export interface RecordFilter {
   keyId?: string;
   model?: string;
   status?: string;
+  /** The caller's own id (not unique: every request sent with it). */
+  clientRequestId?: string;
   /** Unix ms, inclusive. */
   from?: number;
   /** Unix ms, exclusive. */
@@ -65,6 +67,8 @@ export function listRecordsQuery(filter: RecordFilter): { text: string; values: 
   if (filter.keyId !== undefined) add((p) => `key_id = ${p}`, filter.keyId);
   if (filter.model !== undefined) add((p) => `model = ${p}`, filter.model);
   if (filter.status !== undefined) add((p) => `status = ${p}`, filter.status);
+  // Both conditions: the index is partial (migration 0010) and the planner cannot infer `?` from `->>`.
+  if (filter.clientRequestId !== undefined) add((p) => `record ? 'clientRequestId' and record ->> 'clientRequestId' = ${p}`, filter.clientRequestId);
   if (filter.from !== undefined) add((p) => `received_at >= to_timestamp(${p}::bigint / 1000.0)`, filter.from);
   if (filter.to !== undefined) add((p) => `received_at < to_timestamp(${p}::bigint / 1000.0)`, filter.to);
   if (filter.cursor !== undefined) {

@@ -9,6 +9,8 @@ import type { RequestRecord } from '../../../proto/src/index.js';
 
 export const requestSummarySchema = z.object({
   requestId: z.string(),
+  /** The caller's own id (x-client-request-id / x-request-id), null when it sent none; not unique. */
+  clientRequestId: z.string().nullable(),
   node: z.object({ id: z.string(), name: z.string().nullable() }),
   receivedAt: z.string(),
   finishedAt: z.string(),
@@ -54,6 +56,7 @@ export function toRequestSummary(row: RecordRow): RequestSummary {
   const r = row.record;
   return {
     requestId: r.requestId,
+    clientRequestId: r.clientRequestId ?? null,
     node: { id: row.node_id, name: row.node_name },
     receivedAt: iso(r.receivedAt),
     finishedAt: iso(r.finishedAt),

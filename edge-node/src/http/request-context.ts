@@ -7,6 +7,8 @@ import type { ErrorCode } from '../errors.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
 export interface RequestContext {
+  /** The caller's own id for the request (x-client-request-id or x-request-id), when it sent one. */
+  clientRequestId?: string;
   /** Config id of the caller's API key; never the key. */
   keyId?: string;
   accountId?: string;

@@ -152,7 +152,10 @@ export interface CallerKey {
 }
 
 export interface PipelineContext {
+  /** Minted by the node (request-id.ts); keys the record and its charge. */
   readonly requestId: string;
+  /** The caller's own id (x-client-request-id or x-request-id), recorded beside it; null when none. */
+  readonly clientRequestId: string | null;
   readonly api: ApiKind;
   readonly surface: Surface;
   /** Unix ms at arrival (wall clock, for the record). */

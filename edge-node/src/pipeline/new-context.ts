@@ -10,6 +10,8 @@ import type { AbortSwitch } from './abort-switch.js';
 
 export interface ContextInit {
   requestId: string;
+  /** The caller's own id for the request; absent when it sent none. */
+  clientRequestId?: string;
   api: ApiKind;
   surface: Surface;
   http: PipelineContext['http'];
@@ -27,6 +29,7 @@ export function newPipelineContext(init: ContextInit): PipelineContext {
   // allocation per request).
   return {
     requestId: init.requestId,
+    clientRequestId: init.clientRequestId ?? null,
     api: init.api,
     surface: init.surface,
     http: init.http,

@@ -12,7 +12,7 @@
 import { performance } from 'node:perf_hooks';
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isZenovaError, zenovaError } from '../errors.js';
+import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 import { API_HANDLERS } from '../providers/api-handlers.js';
 import { serialiseSse } from '../providers/sse.js';
@@ -59,6 +59,7 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
   const snapshot = request.configSnapshot;
   const ctx = newPipelineContext({
     requestId: request.id,
+    clientRequestId: request.zenova.clientRequestId,
     api: call.api,
     surface: call.surface,
     http: {
@@ -107,6 +108,8 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
       const failure = zenovaError('ZN_ERR_INTERNAL');
       request.zenova.errorCode = failure.code;
       // In the surface's own error shape, as every other error (the SDKs read their own).
+      const retry = shouldRetryValue(failure);
+      if (retry !== undefined) reply.header(SHOULD_RETRY_HEADER, retry);
       void reply.code(failure.status).send(API_HANDLERS[ctx.api].errorBody?.(failure) ?? failure.toBody());
     } else if (!raw.writableEnded) {
       raw.destroy();
@@ -204,6 +207,9 @@ class PipelineRun {
     else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
     else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
     const body = API_HANDLERS[ctx.api].errorBody?.(failure) ?? failure.toBody();
+    const retry = shouldRetryValue(failure);
+    // Without the hint the SDKs resend every 5xx, also those that cannot succeed (upstream 401 → 502).
+    if (retry !== undefined) reply.header(SHOULD_RETRY_HEADER, retry);
     await reply.code(failure.status).headers(ctx.responseHeaders).send(body);
   }
 

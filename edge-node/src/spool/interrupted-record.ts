@@ -23,6 +23,7 @@ export const openRowSchema = z.object({
   surface: z.enum(['model', 'tools']).optional(),
   stream: z.boolean().optional(),
   configVersion: z.int().min(0).nullable().optional(),
+  clientRequestId: id.optional(),
 });
 
 /** `row` may be only a request id when the stored row could not be read. */
@@ -53,5 +54,6 @@ export function interruptedRecord(row: OpenRow | { requestId: string }, nodeId: 
     attempts: [],
     guardrails: [],
     bodies: null,
+    ...(full?.clientRequestId === undefined ? {} : { clientRequestId: full.clientRequestId }),
   };
 }

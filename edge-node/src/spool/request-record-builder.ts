@@ -119,6 +119,7 @@ export function buildRequestRecord(ctx: PipelineContext, opts: { keepBodies: boo
     guardrails: verdicts.map(verdictOf),
     bodies: null,
   };
+  if (ctx.clientRequestId !== null) record.clientRequestId = nonEmpty(ctx.clientRequestId, 128);
   if (opts.keepBodies) record.bodies = bodiesOf(ctx, record);
   return record;
 }

@@ -22,6 +22,8 @@ export interface OpenRow {
   api?: ApiKind;
   surface?: Surface;
   stream?: boolean;
+  /** The caller's own id for the request, when it sent one. */
+  clientRequestId?: string;
   configVersion?: number | null;
 }
 

@@ -29,8 +29,8 @@ export class SpoolWriter {
   constructor(db: Database.Database) {
     const insertOpen = db.prepare('insert or replace into open_requests (request_id, row_json) values (?, ?)');
     const deleteOpen = db.prepare('delete from open_requests where request_id = ?');
-    // A second final record for one request id (a caller reusing x-request-id) is dropped, as
-    // the control plane would drop it: request id is the idempotency key end to end.
+    // A second final record for one request id is dropped, as the control plane would drop it:
+    // request id (minted by the node, never the caller's) is the idempotency key end to end.
     const insertRecord = db.prepare('insert or ignore into records (request_id, record_json) values (?, ?)');
     const deleteRange = db.prepare('delete from records where sequence between ? and ?');
     this.apply = db.transaction((ops: SpoolOp[]): SpoolWriteResult => {

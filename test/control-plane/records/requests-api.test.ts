@@ -21,7 +21,7 @@ const at = (i: number): Partial<RequestRecord> => ({ receivedAt: base + i * 1000
 const aRecords: RequestRecord[] = Array.from({ length: 12 }, (_, i) =>
   record(`api-a-${String(i).padStart(2, '0')}`, { ...at(i), model: i % 2 === 0 ? 'echo' : 'gpt', status: i % 3 === 0 ? 'failed' : 'ok', httpStatus: i % 3 === 0 ? 502 : 200, errorCode: i % 3 === 0 ? 'ZN_ERR_UPSTREAM_ERROR' : null }),
 );
-const bRecords: RequestRecord[] = Array.from({ length: 3 }, (_, i) => record(`api-b-${i}`, { ...at(100 + i), nodeId: B.nodeId, keyId: 'key-b' }));
+const bRecords: RequestRecord[] = Array.from({ length: 3 }, (_, i) => record(`api-b-${i}`, { ...at(100 + i), nodeId: B.nodeId, keyId: 'key-b', clientRequestId: 'trace-shared' }));
 await ingestRecords(pool, A, aRecords);
 await ingestRecords(pool, B, bRecords);
 
@@ -105,6 +105,15 @@ t.test('bad query parameters are refused with a 400', async (t) => {
   }
 });
 
+t.test("a caller's own id finds every request sent with it, each under its own request id", async (t) => {
+  const body = await list('?clientRequestId=trace-shared');
+  t.same(body.requests.map((r) => r.requestId), ['api-b-2', 'api-b-1', 'api-b-0']);
+  t.same(body.requests.map((r) => (r as { clientRequestId?: string | null }).clientRequestId), ['trace-shared', 'trace-shared', 'trace-shared']);
+  t.same((await list('?clientRequestId=nobody')).requests, []);
+  const detail = (await call('GET', '/api/v1/requests/api-a-00')).json<{ request: { clientRequestId: string | null } }>();
+  t.equal(detail.request.clientRequestId, null, 'null when the caller sent none');
+});
+
 t.test('the API needs admin auth', async (t) => {
   const { app } = await configApp(t, db.url);
   const res = await app.inject({ method: 'GET', url: '/api/v1/requests' });
@@ -137,6 +146,7 @@ t.test('every list filter reads an index on its own column in received_at order,
     [{ keyId: 'key-b' }, 'key_id'],
     [{ model: 'gpt' }, 'model'],
     [{ status: 'failed' }, 'status'],
+    [{ clientRequestId: 'trace-shared' }, "\\(record ->> 'clientRequestId'::text\\)"],
   ] as const) {
     const text = await plan(filter);
     t.match(text, new RegExp(`Index Cond: \\(${column} = `), `${column}: ${text}`);

@@ -11,7 +11,7 @@ import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 
 function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRecord[] = [], keepsBodies = true): PipelineContext {
   return {
-    requestId: 'req-ctx-1', api: 'chat.completions', surface: 'model', receivedAt: 1_700_000_000_000, startedAt: 1000,
+    requestId: 'req-ctx-1', clientRequestId: null, api: 'chat.completions', surface: 'model', receivedAt: 1_700_000_000_000, startedAt: 1000,
     http: { method: 'POST', path: '/v1/chat/completions', headers: {}, params: {} },
     body: { model: 'echo', messages: [{ role: 'user', content: 'raw secret@example.com' }] },
     forwardBody: { model: 'echo', messages: [{ role: 'user', content: 'raw [EMAIL]' }] },

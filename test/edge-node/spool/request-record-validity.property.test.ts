@@ -34,6 +34,7 @@ const verdict = fc.record({
 
 const contextArb = fc.record({
   requestId: fc.oneof(fc.string({ minLength: 1, maxLength: 20 }), fc.string({ minLength: 129, maxLength: 300 })),
+  clientRequestId: fc.oneof(fc.constant(null), fc.string({ minLength: 1, maxLength: 20 }), fc.string({ minLength: 129, maxLength: 300 })),
   nodeId: fc.oneof(fc.constant('node-1'), fc.string({ minLength: 129, maxLength: 200 })),
   receivedAt: anyNumber,
   now: anyNumber,
@@ -61,7 +62,7 @@ t.test('every record the builder makes passes the control plane schema and the s
   fc.assert(
     fc.property(contextArb, (c) => {
       const ctx = {
-        requestId: c.requestId, api: 'chat.completions', surface: 'model', receivedAt: c.receivedAt, startedAt: c.startedAt,
+        requestId: c.requestId, clientRequestId: c.clientRequestId, api: 'chat.completions', surface: 'model', receivedAt: c.receivedAt, startedAt: c.startedAt,
         http: { method: 'POST', path: '/v1/chat/completions', headers: {}, params: {} },
         body: { model: 'echo', messages: [{ role: 'user', content: 'hello' }] },
         deps: { nodeId: c.nodeId, logger: quietLogger() },

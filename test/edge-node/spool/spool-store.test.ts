@@ -87,7 +87,7 @@ t.test('open rows left by a crash become interrupted records that keep the reser
   const meta = createSpoolFile(file, NODE_ID);
   const first = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' }) });
   first.open(openRow('finished'));
-  first.open(openRow('cut-off', { reservedMicros: 7777, api: 'messages', stream: true, configVersion: 9 }));
+  first.open(openRow('cut-off', { reservedMicros: 7777, api: 'messages', stream: true, configVersion: 9, clientRequestId: 'trace-7' }));
   await first.finalise(record('finished'));
   await first.close();
   t.same(openRows(file), ['cut-off'], 'the unfinished request is still an open row');
@@ -107,6 +107,7 @@ t.test('open rows left by a crash become interrupted records that keep the reser
     api: 'messages',
     stream: true,
     configVersion: 9,
+    clientRequestId: 'trace-7',
     usage: { inputTokens: 0, outputTokens: 0 },
     cost: { reservedMicros: 7777, costMicros: 0, leaseId: 'lease-1' },
   });

@@ -25,6 +25,7 @@ export const preauthoriseStage: Stage = {
         surface: ctx.surface,
         stream: ctx.stream,
         configVersion: ctx.config?.version ?? null,
+        ...(ctx.clientRequestId === null ? {} : { clientRequestId: ctx.clientRequestId }),
       });
     } catch (err) {
       // Not accepted after all: settle (always runs) releases the reservation with no usage.
