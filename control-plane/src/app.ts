@@ -15,6 +15,7 @@ import { configVersionRoutes } from './http/config-version.routes.js';
 import { enrollmentRoutes } from './http/enrollment.routes.js';
 import { errorHandler, frameworkErrorHandler, MAX_PATH_PARAM_CHARS, notFoundHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.routes.js';
+import { refuseEncodedBody } from './http/content-encoding.js';
 import { refuseNonUtf8Json } from './http/json-charset.js';
 import { modelRoutesRoutes } from './http/model-routes.routes.js';
 import { nodesRoutes } from './http/nodes.routes.js';
@@ -77,6 +78,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setNotFoundHandler(notFoundHandler);
   app.addHook('onRequest', echoRequestId);
   app.addHook('preParsing', refuseNonUtf8Json);
+  app.addHook('preParsing', refuseEncodedBody);
 
   await app.register(healthRoutes, { pool: deps.pool });
   await app.register(versionRoutes, { pool: deps.pool });

@@ -220,3 +220,20 @@ t.test('a body that is not JSON in UTF-8 is 415 ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE
   const noAuth = await app.inject({ method: 'POST', url: '/api/v1/accounts', headers: { 'content-type': 'application/json; charset=utf-16' }, payload: '{}' });
   t.equal(noAuth.statusCode, 401);
 });
+
+t.test('a compressed body is 415 ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE, never read as if it were plain JSON', async (t) => {
+  const { gzipSync } = await import('node:zlib');
+  for (const url of ['/api/v1/accounts', '/api/enroll']) {
+    const res = await app.inject({
+      method: 'POST', url, headers: { ...bearer, 'content-type': 'application/json', 'content-encoding': 'gzip' }, payload: gzipSync('{"name":"acme-gzip"}'),
+    });
+    t.equal(res.statusCode, 415, url);
+    t.equal(res.json<ErrorReply>().error.code, 'ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE', url);
+    t.match(res.json<ErrorReply>().error.message, /Content-Encoding "gzip" is not supported/, url);
+  }
+  t.equal((await call('GET', '/api/v1/accounts/acme-gzip')).statusCode, 404, 'nothing was created');
+  const identity = await app.inject({
+    method: 'POST', url: '/api/v1/accounts', headers: { ...bearer, 'content-type': 'application/json', 'content-encoding': 'identity' }, payload: '{"name":"acme-identity"}',
+  });
+  t.equal(identity.statusCode, 201, 'identity is no encoding');
+});

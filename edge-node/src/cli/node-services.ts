@@ -8,6 +8,7 @@ import type { ConfigHolder } from '../config/config-holder.js';
 import type { ControlChannel } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
 import { createNodeMetrics } from '../metrics/create-node-metrics.js';
+import type { NodeFigures } from '../metrics/node-pipeline-metrics.js';
 import type { PipelineDeps } from '../pipeline/deps.js';
 import { openSessionOwners } from '../providers/mcp/session-owners.js';
 import { createNodeRateLimiter } from '../rate-limit/create-node-rate-limiter.js';
@@ -18,7 +19,7 @@ export type PipelineServices = Pick<PipelineDeps, 'nodeId' | 'limiter' | 'credit
 export interface NodeServices {
   pipeline: PipelineServices;
   channels: ControlChannel[];
-  figures(): { spoolBytes: number; backfillBacklog: number };
+  figures(): NodeFigures;
   adminUrl: string | undefined;
   /** The node is stopping and has drained its requests: give credit back while the session is up. */
   beforeControlStop(): void;

@@ -3,6 +3,7 @@ import type { Logger } from '../logger.js';
 import { startAdminServer } from './admin-server.js';
 import type { AdminServer } from './admin-server.js';
 import { createNodePipelineMetrics } from './node-pipeline-metrics.js';
+import type { NodeFigures } from './node-pipeline-metrics.js';
 import type { PipelineMetrics } from './pipeline-metrics.js';
 
 export interface NodeMetrics {
@@ -18,7 +19,7 @@ export interface NodeMetricsOptions {
   /** Where the admin port listens (host must be loopback); undefined = not started. */
   adminListen: { host: string; port: number } | undefined;
   /** Spool and backlog figures for the gauges. */
-  figures: () => { spoolBytes: number; backfillBacklog: number };
+  figures: () => NodeFigures;
   logger: Logger;
 }
 

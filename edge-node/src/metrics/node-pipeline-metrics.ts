@@ -39,6 +39,8 @@ const STAGE_BUCKETS = [0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.
 export interface NodeFigures {
   spoolBytes: number;
   backfillBacklog: number;
+  /** Records the control plane acknowledged as rejected since this process started (absent: none sent). */
+  backfillRejected?: number;
 }
 
 export interface NodePipelineMetrics extends PipelineMetrics {
@@ -58,6 +60,11 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
   const inflight = registry.register(new Gauge('zenova_node_inflight_requests', 'Requests in the pipeline now.')).labels();
   registry.register(new Gauge('zenova_node_spool_bytes', 'Bytes the request spool holds.', [], () => figures().spoolBytes));
   registry.register(new Gauge('zenova_node_backfill_backlog', 'Request records waiting to be sent to the control plane.', [], () => figures().backfillBacklog));
+  // A gauge read from the channel's running total (it only grows while the process lives): any
+  // value above 0 means records the control plane could not read sit in its rejected_request_records.
+  registry.register(
+    new Gauge('zenova_node_backfill_rejected_records', 'Records the control plane could not ingest (kept in its rejected_request_records) since the node started.', [], () => figures().backfillRejected ?? 0),
+  );
   const rateLimited = registry.register(
     new Counter('zenova_node_rate_limit_rejections_total', 'Requests refused by a rate or concurrency limit.', ['scope', 'limit']),
   );

@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { ConfigHolder } from '../config/config-holder.js';
 import type { ControlChannel } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
+import type { NodeFigures } from '../metrics/node-pipeline-metrics.js';
 import { openStateStore } from '../state/state-store.js';
 import { BackfillChannel } from './backfill-channel.js';
 import { noSpool } from './request-spool.js';
@@ -22,7 +23,7 @@ export interface NodeSpool {
   /** Backfill over the control session. */
   channel?: ControlChannel;
   /** For heartbeats and status. */
-  figures(): { spoolBytes: number; backfillBacklog: number };
+  figures(): NodeFigures;
   close(): Promise<void>;
 }
 
@@ -91,7 +92,7 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
   return {
     spool: spoolStore,
     channel,
-    figures: () => ({ spoolBytes: spoolStore.bytes(), backfillBacklog: spoolStore.backlogCount() }),
+    figures: () => ({ spoolBytes: spoolStore.bytes(), backfillBacklog: spoolStore.backlogCount(), backfillRejected: channel.totals.rejected }),
     close: async () => {
       channel.stop();
       await spoolStore.close();

@@ -8,7 +8,7 @@ import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-lim
 import { ManualClock, callContext, quietLogger } from '../rate-limit/limit-fixtures.js';
 import { parsePrometheusText, sampleValue } from './prometheus-text.js';
 
-const figures = { spoolBytes: 0, backfillBacklog: 0 };
+const figures: { spoolBytes: number; backfillBacklog: number; backfillRejected?: number } = { spoolBytes: 0, backfillBacklog: 0 };
 
 function setup(): { clock: ManualClock; metrics: ReturnType<typeof createNodePipelineMetrics>; scrape: () => ReturnType<typeof parsePrometheusText> } {
   const clock = new ManualClock();
@@ -141,4 +141,12 @@ t.test('spool bytes and backfill backlog are read at each scrape', async (t) => 
   figures.backfillBacklog = 0;
   parsed = scrape();
   t.equal(sampleValue(parsed, 'zenova_node_backfill_backlog'), 0);
+});
+
+t.test('records the control plane rejected are a gauge read at each scrape, 0 without a backfill', async (t) => {
+  const { scrape } = setup();
+  t.equal(sampleValue(scrape(), 'zenova_node_backfill_rejected_records'), 0);
+  figures.backfillRejected = 2;
+  t.equal(sampleValue(scrape(), 'zenova_node_backfill_rejected_records'), 2);
+  delete figures.backfillRejected;
 });
