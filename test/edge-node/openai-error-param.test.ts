@@ -13,7 +13,7 @@ t.test('error bodies and param', async (t) => {
     fetch(node.origin + path, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}`, ...headers }, body });
   const chat = (body: Record<string, unknown>): string => JSON.stringify({ messages: [{ role: 'user', content: 'x' }], ...body });
 
-  t.test('an unknown model names param model; other refusals have param null', async (t) => {
+  t.test('an unknown model names param model; a schema refusal names its first field', async (t) => {
     const unknown = await post('/v1/chat/completions', chat({ model: 'nope' }));
     t.equal(unknown.status, 404);
     t.same(((await unknown.json()) as { error: unknown }).error, {
@@ -24,7 +24,11 @@ t.test('error bodies and param', async (t) => {
     });
     const invalid = await post('/v1/chat/completions', chat({ model: 'echo', stream: 'yes' }));
     t.equal(invalid.status, 400);
-    t.match(await invalid.json(), { error: { param: null, code: 'ZN_ERR_INVALID_REQUEST' } });
+    t.match(await invalid.json(), { error: { param: 'stream', code: 'ZN_ERR_INVALID_REQUEST' } });
+    const nested = await post('/v1/chat/completions', JSON.stringify({ model: 'echo', messages: [7] }));
+    t.match(await nested.json(), { error: { param: /^messages\[0\]/, code: 'ZN_ERR_INVALID_REQUEST' } });
+    const notObject = await post('/v1/chat/completions', '[1]');
+    t.match(await notObject.json(), { error: { param: null, code: 'ZN_ERR_INVALID_REQUEST' } }, 'no one field is at fault');
   });
 
   t.test('errors from the app error handler carry param null', async (t) => {

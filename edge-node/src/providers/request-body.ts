@@ -2,7 +2,7 @@
 import type { z } from 'zod';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
-import { describeIssues } from '../zod-issues.js';
+import { describeIssues, formatIssuePath } from '../zod-issues.js';
 
 export type Validated<T> = { ok: true; value: T } | { ok: false; rejection: Rejection };
 
@@ -11,6 +11,11 @@ export function validateBody<S extends z.ZodType>(schema: S, body: unknown): Val
     return { ok: false, rejection: reject('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body must be a JSON object.') };
   }
   const result = schema.safeParse(body);
-  if (!result.success) return { ok: false, rejection: reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${describeIssues(result.error).join('; ')}`) };
+  if (!result.success) {
+    // The first offending field is OpenAI's `param` (`messages[0].content`), as its API names it.
+    const first = result.error.issues[0];
+    const param = first === undefined || first.path.length === 0 ? undefined : formatIssuePath(first.path);
+    return { ok: false, rejection: reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${describeIssues(result.error).join('; ')}`, param === undefined ? undefined : { param }) };
+  }
   return { ok: true, value: result.data };
 }
