@@ -13,7 +13,8 @@ export function formatIssuePath(path: readonly PropertyKey[]): string {
 
 /** One line per issue, `path: message`, at most `max` of them (callers need the first, not all). */
 export function describeIssues(error: z.ZodError, max = 3): string[] {
-  const lines = error.issues.slice(0, max).map((issue) => `${formatIssuePath(issue.path)}: ${issue.message}`);
+  // Each reason once: one rule can fail twice on one value.
+  const lines = [...new Set(error.issues.slice(0, max).map((issue) => `${formatIssuePath(issue.path)}: ${issue.message}`))];
   if (error.issues.length > max) lines.push(`(${error.issues.length - max} more)`);
   return lines;
 }

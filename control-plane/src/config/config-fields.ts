@@ -66,13 +66,14 @@ const MAX_REPORTED_ISSUES = 5;
 
 /** "name: must be …; targets[0].weight: must be …" — each issue as `field: rule`. */
 export function describeConfigIssues(issues: readonly z.core.$ZodIssue[]): string {
-  const described = issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
+  // A Set: one rule can fail twice on one value (1e300 is neither an integer nor at most the maximum).
+  const described = [...new Set(issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
     const field = fieldPath(issue.path);
     if (issue.code === 'unrecognized_keys') {
       return issue.keys.map((key) => `${field === '' ? key : `${field}.${key}`}: unknown field`).join('; ');
     }
     return `${field === '' ? 'body' : field}: ${issue.message}`;
-  });
+  }))];
   if (issues.length > MAX_REPORTED_ISSUES) described.push(`and ${issues.length - MAX_REPORTED_ISSUES} more`);
   return described.join('; ');
 }

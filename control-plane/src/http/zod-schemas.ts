@@ -24,10 +24,12 @@ function asZodSchema(schema: unknown, where: string): z.ZodType {
 
 /** "body field 'model': expected string, received number" — the field path and zod's reason. */
 export function describeIssues(part: string, issues: readonly z.core.$ZodIssue[]): string {
-  const described = issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
+  // One rule can fail twice on one value (1e300 is neither an integer nor at most the maximum):
+  // the caller needs each reason once.
+  const described = [...new Set(issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
     const field = issue.path.map(String).join('.');
     return field ? `${part} field '${field}': ${issue.message}` : `${part}: ${issue.message}`;
-  });
+  }))];
   if (issues.length > MAX_REPORTED_ISSUES) described.push(`and ${issues.length - MAX_REPORTED_ISSUES} more`);
   return described.join('; ');
 }

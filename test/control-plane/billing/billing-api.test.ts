@@ -33,6 +33,10 @@ t.test('billing admin API and lease stream handler', async (t) => {
       t.equal(res.statusCode, 400, `amountMicros ${JSON.stringify(amountMicros)}`);
       t.match(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST' } });
     }
+    // 1e300 fails the rule twice (not an integer, above the maximum); the reason is given once.
+    const huge = await call('POST', '/api/v1/accounts/acme/credits', { amountMicros: 1e300 });
+    t.equal(huge.statusCode, 400);
+    t.equal(huge.json<{ error: { message: string } }>().error.message, `amountMicros: must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}`);
     const missing = await call('POST', '/api/v1/accounts/nobody/credits', { amountMicros: 1 });
     t.equal(missing.statusCode, 404);
     t.match(missing.json(), { error: { code: 'ZN_ERR_CP_ACCOUNT_NOT_FOUND' } });
