@@ -22,11 +22,16 @@ interface LeaseRow {
   expiresAt: number;
   reportedSpent: bigint | null;
   reportedReserved: bigint | null;
+  /** Node clock of the last LeaseReport's figures (unix ms). */
+  reportedNodeMs: number | null;
+  /** Closed leases: unix ms of the close. */
+  closedAt: number | null;
 }
 
 const LEASE_COLUMNS = `id, node_id as "nodeId", account_id as "accountId", state, granted_micros::text as granted,
   spent_micros::text as spent, returned_micros::text as returned, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt",
-  reported_spent_micros::text as "reportedSpent", reported_reserved_micros::text as "reportedReserved"`;
+  reported_spent_micros::text as "reportedSpent", reported_reserved_micros::text as "reportedReserved",
+  reported_node_ms::text as "reportedNodeMs", (extract(epoch from closed_at) * 1000)::bigint::text as "closedAt"`;
 
 type RawLease = Record<keyof LeaseRow, string | null>;
 
@@ -42,6 +47,8 @@ function toLease(r: RawLease): LeaseRow {
     expiresAt: Number(r.expiresAt!),
     reportedSpent: r.reportedSpent === null ? null : BigInt(r.reportedSpent),
     reportedReserved: r.reportedReserved === null ? null : BigInt(r.reportedReserved),
+    reportedNodeMs: r.reportedNodeMs === null ? null : Number(r.reportedNodeMs),
+    closedAt: r.closedAt === null ? null : Number(r.closedAt),
   };
 }
 
@@ -52,24 +59,58 @@ export function leaseGrantMessage(l: { accountId: string; id: string; granted: b
   return { accountId: l.accountId, leaseId: l.id, amountMicros: l.granted, expiresAt: BigInt(l.expiresAt) };
 }
 
-/** Hands back what a lease still holds and closes it (node shutting down or deleted). Caller holds the account lock. */
-async function closeLease(client: pg.PoolClient, lease: LeaseRow, alreadySpent: bigint): Promise<bigint> {
-  // What the node says it spent but we have not ingested yet stays outstanding until its records
-  // arrive. While open, `returned` holds only write-offs of interrupted requests, which the node
-  // counts in its spent too: hence max(node's spent, settled spent + returned).
+/** What the node said about a lease when it closed: its settled spend, what in-flight requests held, and when (node clock). */
+interface NodeFigures {
+  /** The node's settled spend (reservations not included). */
+  spent: bigint;
+  /** Held by in-flight requests when the node stopped reserving (or reported last). */
+  reserved: bigint;
+  /** Node clock (unix ms) of these figures; null when unknown (then no record can be told in flight, see releaseHeld). */
+  atNodeMs: number | null;
+}
+
+/**
+ * Closes a lease and hands back granted − max(node's spent + reserved, settled spent + returned).
+ * Caller holds the account lock. What the node spent but we have not ingested, and what its
+ * in-flight requests still hold, stays outstanding on the closed lease: records settle against it
+ * later, and each in-flight request's record releases its reserved − cost (settlement.ts,
+ * releaseHeld); the rest goes back when nothing can arrive any more (releaseClosedLease). While
+ * open, `returned` holds only write-offs of interrupted requests, which the node counts in its
+ * spent too: hence the max with settled spent + returned.
+ */
+async function closeLease(client: pg.PoolClient, lease: LeaseRow, node: NodeFigures): Promise<bigint> {
   const settled = lease.spent + lease.returned;
-  const spent = alreadySpent > settled ? alreadySpent : settled;
-  const give = clampZero(lease.granted - spent);
+  const byNode = node.spent + node.reserved;
+  const kept = byNode > settled ? byNode : settled;
+  const give = clampZero(lease.granted - kept);
+  // The reservations kept outstanding (never more than the lease keeps beyond its settled figures).
+  const beyondSettled = clampZero(kept - settled);
+  const held = node.reserved < beyondSettled ? node.reserved : beyondSettled;
   if (give > 0n) {
     await appendLedger(client, { accountId: lease.accountId, kind: 'lease_return', amountMicros: give, leaseId: lease.id, nodeId: lease.nodeId });
     await adjustBalance(client, lease.accountId, { outstanding: -give });
   }
   await client.query(
     `update credit_leases set state = 'returned', returned_micros = returned_micros + $2, closed_at = now(), updated_at = now(),
-            reported_spent_micros = greatest(coalesce(reported_spent_micros, 0), $3) where id = $1`,
-    [lease.id, give.toString(), spent.toString()],
+            reported_spent_micros = greatest(coalesce(reported_spent_micros, 0), $3), reported_reserved_micros = $4,
+            held_micros = $5, held_cutoff_ms = $6
+      where id = $1`,
+    [lease.id, give.toString(), node.spent.toString(), node.reserved.toString(), held.toString(), node.atNodeMs],
   );
   return give;
+}
+
+/**
+ * A closed lease from which nothing can arrive any more (its node is deleted, or it closed longer
+ * than the hold bound ago): what it still holds goes back to the account, one ledger row.
+ */
+async function releaseClosedLease(client: pg.PoolClient, lease: LeaseRow): Promise<bigint> {
+  const rest = outstandingOf(lease);
+  if (rest <= 0n) return 0n;
+  await appendLedger(client, { accountId: lease.accountId, kind: 'lease_return', amountMicros: rest, leaseId: lease.id, nodeId: lease.nodeId });
+  await adjustBalance(client, lease.accountId, { outstanding: -rest });
+  await client.query('update credit_leases set returned_micros = returned_micros + $2, held_micros = 0, updated_at = now() where id = $1', [lease.id, rest.toString()]);
+  return rest;
 }
 
 async function leasesOfAccount(client: pg.PoolClient, accountId: string): Promise<LeaseRow[]> {
@@ -79,18 +120,29 @@ async function leasesOfAccount(client: pg.PoolClient, accountId: string): Promis
 
 /**
  * Leases of deleted nodes give their unspent credit back (their records can no longer arrive);
- * expired leases (the node may no longer reserve from them) give back what the node did not report spent.
+ * expired leases (the node may no longer reserve from them) give back what the node neither
+ * reported spent nor reported reserved (the reservations stay held until their records settle).
+ * Closed leases still holding credit give it back once nothing can arrive any more: their node is
+ * deleted, or they closed more than the hold bound (policy.holdMs, default the lease TTL) ago.
  */
-async function reclaimLeases(client: pg.PoolClient, leases: LeaseRow[], nowMs: number): Promise<void> {
-  const open = leases.filter((l) => l.state === 'open');
-  if (open.length === 0) return;
-  const { rows } = await client.query<{ id: string }>('select id from nodes where id = any($1::uuid[]) and deleted_at is not null', [open.map((l) => l.nodeId)]);
+async function reclaimLeases(client: pg.PoolClient, leases: LeaseRow[], nowMs: number, holdMs: number): Promise<void> {
+  const candidates = leases.filter((l) => l.state === 'open' || outstandingOf(l) > 0n);
+  if (candidates.length === 0) return;
+  const { rows } = await client.query<{ id: string }>('select id from nodes where id = any($1::uuid[]) and deleted_at is not null', [candidates.map((l) => l.nodeId)]);
   const deleted = new Set(rows.map((r) => r.id));
-  for (const lease of open) {
+  for (const lease of candidates) {
+    if (lease.state === 'returned') {
+      if (deleted.has(lease.nodeId) || (lease.closedAt !== null && lease.closedAt + holdMs <= nowMs)) lease.returned += await releaseClosedLease(client, lease);
+      continue;
+    }
     let give: bigint;
-    if (deleted.has(lease.nodeId)) give = await closeLease(client, lease, lease.spent);
-    else if (lease.expiresAt <= nowMs) give = await closeLease(client, lease, lease.reportedSpent ?? lease.spent);
-    else continue;
+    if (deleted.has(lease.nodeId)) give = await closeLease(client, lease, { spent: lease.spent, reserved: 0n, atNodeMs: null });
+    else if (lease.expiresAt <= nowMs) {
+      const reported = lease.reportedSpent !== null && lease.reportedReserved !== null;
+      give = await closeLease(client, lease, reported
+        ? { spent: lease.reportedSpent!, reserved: lease.reportedReserved!, atNodeMs: lease.reportedNodeMs }
+        : { spent: lease.spent, reserved: 0n, atNodeMs: null });
+    } else continue;
     lease.state = 'returned';
     lease.returned += give;
   }
@@ -101,6 +153,11 @@ export interface TopUpResult {
   lease: { id: string; accountId: string; granted: bigint; expiresAt: number } | undefined;
   /** What this call added to the lease. */
   addedMicros: bigint;
+  /**
+   * Σ max(outstanding, 0) of the account's leases − balance when positive: the invariant is broken
+   * (a late cost no lease held, a balance pushed below zero). 0 normally. The caller logs it at error level.
+   */
+  overcommittedMicros: bigint;
 }
 
 /**
@@ -111,15 +168,16 @@ export interface TopUpResult {
  */
 export async function topUpLease(client: pg.PoolClient, nodeId: string, accountId: string, policy: LeasePolicy, nowMs: number): Promise<TopUpResult> {
   const balance = await lockAccountBalance(client, accountId);
-  if (balance === undefined) return { lease: undefined, addedMicros: 0n };
+  if (balance === undefined) return { lease: undefined, addedMicros: 0n, overcommittedMicros: 0n };
   const leases = await leasesOfAccount(client, accountId);
-  await reclaimLeases(client, leases, nowMs);
+  await reclaimLeases(client, leases, nowMs, policy.holdMs ?? policy.ttlMs);
   const { rows: account } = await client.query<{ live: boolean }>(
     `select (status = 'active' and deleted_at is null) as live from accounts where id = $1`,
     [accountId],
   );
   const committed = leases.reduce((sum, l) => sum + clampZero(outstandingOf(l)), 0n);
   const free = balance.balanceMicros - committed;
+  const overcommittedMicros = free < 0n ? -free : 0n;
   let lease = leases.find((l) => l.nodeId === nodeId && l.state === 'open');
   const held = lease === undefined ? 0n : clampZero(outstandingOf(lease));
   const target = leaseTarget(policy, free, held);
@@ -135,7 +193,15 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   const worthIt = add > 0n && (add * 4n >= target || add === free);
   const expiresAt = nowMs + policy.ttlMs;
   if (!worthIt) {
-    return { lease: lease && { id: lease.id, accountId, granted: lease.granted, expiresAt: lease.expiresAt }, addedMicros: 0n };
+    if (lease === undefined) return { lease: undefined, addedMicros: 0n, overcommittedMicros };
+    // A live node's lease of a live account does not run out while it is refreshed: its expiry is
+    // pushed forward once half its life has passed (no money moves, so no ledger row).
+    let leaseExpiresAt = lease.expiresAt;
+    if (account[0]?.live === true && lease.expiresAt - nowMs < policy.ttlMs / 2) {
+      await client.query('update credit_leases set expires_at = to_timestamp($2::bigint / 1000.0), updated_at = now() where id = $1', [lease.id, expiresAt]);
+      leaseExpiresAt = expiresAt;
+    }
+    return { lease: { id: lease.id, accountId, granted: lease.granted, expiresAt: leaseExpiresAt }, addedMicros: 0n, overcommittedMicros };
   }
   if (lease === undefined) {
     const { rows } = await client.query<RawLease>(
@@ -151,7 +217,7 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
       where id = $1 returning granted_micros::text as granted, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt"`,
     [lease.id, add.toString(), expiresAt],
   );
-  return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt) }, addedMicros: add };
+  return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt) }, addedMicros: add, overcommittedMicros };
 }
 
 /** The accounts a node serves (live, active, with an active key and free credit), or that it holds an open lease of. */
@@ -173,6 +239,8 @@ export interface LeaseFigures {
   leaseId: string;
   spentMicros: bigint;
   reservedMicros: bigint;
+  /** LeaseReport.reported_at: node clock of the figures, unix ms (0 or absent: unknown). */
+  reportedAt?: bigint;
 }
 
 /** Records a node's LeaseReport on its open lease; false when the lease is not this node's open one. */
@@ -180,15 +248,23 @@ export async function recordLeaseReport(client: pg.PoolClient, nodeId: string, r
   if (!UUID_PATTERN.test(r.leaseId) || !UUID_PATTERN.test(r.accountId)) return false;
   const { rowCount } = await client.query(
     `update credit_leases set reported_spent_micros = $4, reported_reserved_micros = $5,
-            reported_remaining_micros = greatest(granted_micros - $4 - $5, 0), reported_at = now(), updated_at = now()
+            reported_remaining_micros = greatest(granted_micros - $4 - $5, 0), reported_at = now(), reported_node_ms = $6, updated_at = now()
       where id = $1 and node_id = $2 and account_id = $3 and state = 'open'`,
-    [r.leaseId, nodeId, r.accountId, r.spentMicros.toString(), r.reservedMicros.toString()],
+    [r.leaseId, nodeId, r.accountId, r.spentMicros.toString(), r.reservedMicros.toString(), r.reportedAt !== undefined && r.reportedAt > 0n ? r.reportedAt.toString() : null],
   );
   return rowCount === 1;
 }
 
-/** LeaseReturn: closes the node's lease, handing back granted − max(node's spent, settled spent). Idempotent. */
-export async function returnLease(client: pg.PoolClient, nodeId: string, accountId: string, leaseId: string, nodeSpent: bigint): Promise<bigint | undefined> {
+/**
+ * LeaseReturn: closes the node's lease, handing back granted − max(node's spent, settled spent + returned).
+ * `nodeSpent` is LeaseReturn.spent_micros (in-flight reservations included); `reserved` the part of it
+ * in-flight requests held (LeaseReturn.reserved_micros) and `returnedAtMs` the node clock when it
+ * stopped reserving (LeaseReturn.returned_at): those reservations stay outstanding and each such
+ * request's record releases reserved − cost. Idempotent.
+ */
+export async function returnLease(
+  client: pg.PoolClient, nodeId: string, accountId: string, leaseId: string, nodeSpent: bigint, reserved = 0n, returnedAtMs: number | null = null,
+): Promise<bigint | undefined> {
   if (!UUID_PATTERN.test(leaseId)) return undefined;
   const balance = await lockAccountBalance(client, accountId);
   if (balance === undefined) return undefined;
@@ -198,19 +274,25 @@ export async function returnLease(client: pg.PoolClient, nodeId: string, account
   );
   const lease = rows[0] && toLease(rows[0]);
   if (lease === undefined || lease.state !== 'open') return undefined;
-  return closeLease(client, lease, nodeSpent);
+  const held = reserved < 0n ? 0n : reserved > nodeSpent ? nodeSpent : reserved;
+  return closeLease(client, lease, { spent: nodeSpent - held, reserved: held, atNodeMs: returnedAtMs !== null && returnedAtMs > 0 ? returnedAtMs : null });
 }
 
-/** Node deletion: every open lease of the node gives back its unspent part. Call in the deletion's transaction. */
+/**
+ * Node deletion: every open lease of the node gives back its unspent part, and every closed one what
+ * it still held for records that can no longer arrive. Call in the deletion's transaction.
+ */
 export async function returnLeasesOfNode(client: pg.PoolClient, nodeId: string): Promise<void> {
   const { rows } = await client.query<{ accountId: string }>(
-    `select distinct account_id as "accountId" from credit_leases where node_id = $1 and state = 'open' order by 1`,
+    `select distinct account_id as "accountId" from credit_leases
+      where node_id = $1 and (state = 'open' or granted_micros - spent_micros - returned_micros > 0) order by 1`,
     [nodeId],
   );
   for (const { accountId } of rows) {
     await lockAccountBalance(client, accountId);
-    for (const lease of (await leasesOfAccount(client, accountId)).filter((l) => l.nodeId === nodeId && l.state === 'open')) {
-      await closeLease(client, lease, lease.spent);
+    for (const lease of (await leasesOfAccount(client, accountId)).filter((l) => l.nodeId === nodeId)) {
+      if (lease.state === 'open') await closeLease(client, lease, { spent: lease.spent, reserved: 0n, atNodeMs: null });
+      else await releaseClosedLease(client, lease);
     }
   }
 }

@@ -14,6 +14,12 @@ export interface LeasePolicy {
   ttlMs: number;
   /** How often a live node's leases are reconsidered (new accounts, top-ups), ms. */
   refreshMs: number;
+  /**
+   * How long a closed lease keeps what its node still held (reservations of in-flight requests,
+   * spend whose records are not ingested) for late records, ms after it closed; then the rest goes
+   * back to the account. Default: ttlMs (a node offline longer must re-enroll anyway).
+   */
+  holdMs?: number;
 }
 
 export const DEFAULT_LEASE_POLICY: LeasePolicy = {

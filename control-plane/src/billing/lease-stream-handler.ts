@@ -18,7 +18,8 @@ import type { LeasePolicy } from './lease-policy.js';
 const micros = z.bigint().min(0n, 'must not be negative').max(BigInt(Number.MAX_SAFE_INTEGER), 'is out of range');
 const id = z.string().min(1, 'is required').max(128);
 const reportSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros, reservedMicros: micros, remainingMicros: micros, reportedAt: micros });
-const returnSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros, returnedMicros: micros });
+// reservedMicros and returnedAt are additive fields: an older node leaves them 0.
+const returnSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros, returnedMicros: micros, reservedMicros: micros.default(0n), returnedAt: micros.default(0n) });
 
 export interface LeaseHandlerDeps {
   pool: pg.Pool;
@@ -36,16 +37,27 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
   const now = deps.now ?? Date.now;
   const log = deps.logger.child({ component: 'billing' });
   const timers = new Map<string, NodeJS.Timeout>();
-  /** Grants sent per session and lease, so the refresh only sends what changed. */
-  const sent = new Map<string, Map<string, bigint>>();
+  /** Grants sent per session and lease (granted total and expiry), so the refresh only sends what changed. */
+  const sent = new Map<string, Map<string, string>>();
+  /** Accounts found overcommitted, with the excess last logged. */
+  const overcommitLogged = new Map<string, string>();
 
   async function grantOne(node: StreamNode, accountId: string, send: NodeSend, force: boolean): Promise<void> {
     const result = await withTransaction(deps.pool, (client) => topUpLease(client, node.nodeId, accountId, policy, now()));
+    // The invariant Σ outstanding ≤ balance is broken (a late cost no lease held, a balance below
+    // zero): never silent. Logged when the excess changes, not on every refresh of every node.
+    const excess = result.overcommittedMicros.toString();
+    if (result.overcommittedMicros > 0n && overcommitLogged.get(accountId) !== excess) {
+      log.error({ accountId, overcommittedMicros: excess }, 'account\'s leases hold more than its balance');
+    }
+    if (result.overcommittedMicros > 0n) overcommitLogged.set(accountId, excess);
+    else overcommitLogged.delete(accountId);
     if (result.lease === undefined) return;
-    const bySession = sent.get(node.sessionId) ?? new Map<string, bigint>();
+    const bySession = sent.get(node.sessionId) ?? new Map<string, string>();
     sent.set(node.sessionId, bySession);
-    if (!force && bySession.get(result.lease.id) === result.lease.granted) return;
-    if (send({ leaseGrant: leaseGrantMessage(result.lease) })) bySession.set(result.lease.id, result.lease.granted);
+    const state = `${result.lease.granted}@${result.lease.expiresAt}`;
+    if (!force && bySession.get(result.lease.id) === state) return;
+    if (send({ leaseGrant: leaseGrantMessage(result.lease) })) bySession.set(result.lease.id, state);
     if (result.addedMicros > 0n) {
       log.info({ nodeId: node.nodeId, accountId, leaseId: result.lease.id, addedMicros: result.addedMicros.toString(), grantedMicros: result.lease.granted.toString() }, 'lease granted');
     }
@@ -98,7 +110,8 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
         const parsed = returnSchema.safeParse(message.leaseReturn);
         if (!parsed.success) throw new NodeMessageInvalid(describe(parsed.error));
         const r = parsed.data;
-        const given = await withTransaction(deps.pool, (client) => returnLease(client, node.nodeId, r.accountId, r.leaseId, r.spentMicros));
+        const given = await withTransaction(deps.pool, (client) =>
+          returnLease(client, node.nodeId, r.accountId, r.leaseId, r.spentMicros, r.reservedMicros, r.returnedAt > 0n ? Number(r.returnedAt) : null));
         if (given === undefined) {
           log.debug({ nodeId: node.nodeId, leaseId: r.leaseId }, 'return of a lease that is not open for this node; ignored');
           return;

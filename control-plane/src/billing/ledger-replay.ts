@@ -59,3 +59,28 @@ export async function replayLedger(db: Queryable): Promise<ReplayDifference[]> {
   }
   return diffs;
 }
+
+export interface OvercommittedAccount {
+  accountId: string;
+  balanceMicros: bigint;
+  /** Σ max(granted − spent − returned, 0) over the account's leases, open and closed. */
+  committedMicros: bigint;
+}
+
+/**
+ * The lease invariant (docs/billing.md, "Leases"): for every account, Σ outstanding of its leases ≤
+ * its balance. Returns the accounts that break it, none when it holds. A lease with a negative
+ * outstanding (cost settled beyond what it held) does not make up for another one, so each
+ * lease counts at least 0 — the same sum a grant uses to decide what is free.
+ */
+export async function checkLeaseInvariant(db: Queryable): Promise<OvercommittedAccount[]> {
+  const { rows } = await db.query<{ id: string; balance: string; committed: string }>(
+    `select b.account_id as id, b.balance_micros::text as balance, c.committed::text as committed
+       from account_balances b
+       join (select account_id, sum(greatest(granted_micros - spent_micros - returned_micros, 0)) as committed
+               from credit_leases group by account_id) c on c.account_id = b.account_id
+      where c.committed > b.balance_micros
+      order by b.account_id`,
+  );
+  return rows.map((r) => ({ accountId: r.id, balanceMicros: BigInt(r.balance), committedMicros: BigInt(r.committed) }));
+}

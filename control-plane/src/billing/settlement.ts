@@ -3,8 +3,9 @@
  * ingestion inside its transaction with only the records that were new. Each record with an
  * account and a cost is debited once — the ledger has one debit per request id, so even a record
  * handed over twice is charged once — and its cost is added to the spent amount of the node's
- * lease it was reserved from. Accounts are locked in id order, so concurrent ingestions of several
- * nodes cannot deadlock.
+ * lease it was reserved from. A record of a request that was in flight when its lease closed
+ * releases the part of its reservation it did not cost (releaseHeld). Accounts are locked in id
+ * order, so concurrent ingestions of several nodes cannot deadlock.
  */
 import type pg from 'pg';
 import type { RequestRecord } from '../../../proto/src/index.js';
@@ -19,15 +20,30 @@ export interface SettlementResult {
   duplicates: number;
   /** Records with a cost for an account this control plane does not know (kept, not charged). */
   unknownAccount: number;
+  /** Records in flight when their lease closed whose uncharged reservation went back to the account. */
+  released: number;
+  /**
+   * Cost debited from a lease beyond what the lease still had outstanding (a late record no lease
+   * held credit for): the account's Σ outstanding may now exceed its balance. 0 normally.
+   */
+  uncoveredMicros: bigint;
+}
+
+interface RecordLease {
+  id: string;
+  state: 'open' | 'returned';
+  outstanding: bigint;
+  held: bigint;
+  heldCutoffMs: number | null;
 }
 
 export async function settleIngestedRecords(client: pg.PoolClient, nodeId: string, records: readonly RequestRecord[]): Promise<SettlementResult> {
-  const result: SettlementResult = { charged: 0, duplicates: 0, unknownAccount: 0, writtenOff: 0 };
+  const result: SettlementResult = { charged: 0, duplicates: 0, unknownAccount: 0, writtenOff: 0, released: 0, uncoveredMicros: 0n };
   const byAccount = new Map<string, RequestRecord[]>();
   for (const record of records) {
-    // No account (local keys) or nothing to charge or write off: no money moves.
+    // No account (local keys) or nothing to charge, write off or release: no money moves.
     if (record.accountId === null) continue;
-    if (record.cost.costMicros === 0 && !(record.status === 'interrupted' && record.cost.reservedMicros > 0)) continue;
+    if (record.cost.costMicros === 0 && !(record.cost.reservedMicros > 0 && (record.status === 'interrupted' || record.cost.leaseId !== null))) continue;
     const list = byAccount.get(record.accountId) ?? [];
     list.push(record);
     byAccount.set(record.accountId, list);
@@ -41,9 +57,16 @@ export async function settleIngestedRecords(client: pg.PoolClient, nodeId: strin
     }
     for (const record of list) {
       const cost = BigInt(record.cost.costMicros);
-      const leaseId = await leaseOfRecord(client, nodeId, accountId, record.cost.leaseId);
-      if (record.status === 'interrupted') await writeOffInterrupted(client, nodeId, accountId, leaseId, record, result);
-      if (cost === 0n) continue;
+      const lease = await leaseOfRecord(client, nodeId, accountId, record.cost.leaseId);
+      const leaseId = lease?.id ?? null;
+      if (record.status === 'interrupted') {
+        const writtenOff = await writeOffInterrupted(client, nodeId, accountId, leaseId, record, result);
+        if (lease !== undefined) lease.outstanding -= writtenOff;
+      }
+      if (cost === 0n) {
+        if (lease !== undefined && record.status !== 'interrupted') await releaseHeld(client, nodeId, accountId, lease, record, result);
+        continue;
+      }
       const charged = await appendLedger(client, {
         accountId,
         kind: 'debit',
@@ -62,22 +85,67 @@ export async function settleIngestedRecords(client: pg.PoolClient, nodeId: strin
       result.charged += 1;
       // Spent from a lease: the lease's outstanding amount goes down by the same cost.
       await adjustBalance(client, accountId, { balance: -cost, spent: cost, outstanding: leaseId === null ? 0n : -cost });
-      if (leaseId !== null) {
-        await client.query('update credit_leases set spent_micros = spent_micros + $2, updated_at = now() where id = $1', [leaseId, cost.toString()]);
+      if (lease !== undefined) {
+        const covered = lease.outstanding > 0n ? lease.outstanding : 0n;
+        if (cost > covered) result.uncoveredMicros += cost - covered;
+        lease.outstanding -= cost;
+        await client.query('update credit_leases set spent_micros = spent_micros + $2, updated_at = now() where id = $1', [lease.id, cost.toString()]);
+        if (record.status !== 'interrupted') await releaseHeld(client, nodeId, accountId, lease, record, result);
       }
     }
   }
   return result;
 }
 
-/** The record's lease when it is this node's lease of this account; null otherwise (charged to the balance alone). */
-async function leaseOfRecord(client: pg.PoolClient, nodeId: string, accountId: string, leaseId: string | null): Promise<string | null> {
-  if (leaseId === null || !UUID_PATTERN.test(leaseId)) return null;
-  const { rows } = await client.query<{ id: string }>(
-    'select id from credit_leases where id = $1 and node_id = $2 and account_id = $3 for update',
+/** The record's lease when it is this node's lease of this account; undefined otherwise (charged to the balance alone). */
+async function leaseOfRecord(client: pg.PoolClient, nodeId: string, accountId: string, leaseId: string | null): Promise<RecordLease | undefined> {
+  if (leaseId === null || !UUID_PATTERN.test(leaseId)) return undefined;
+  const { rows } = await client.query<{ id: string; state: string; outstanding: string; held: string; cutoff: string | null }>(
+    `select id, state, (granted_micros - spent_micros - returned_micros)::text as outstanding, held_micros::text as held,
+            held_cutoff_ms::text as cutoff
+       from credit_leases where id = $1 and node_id = $2 and account_id = $3 for update`,
     [leaseId, nodeId, accountId],
   );
-  return rows[0]?.id ?? null;
+  const r = rows[0];
+  if (r === undefined) return undefined;
+  return {
+    id: r.id,
+    state: r.state === 'returned' ? 'returned' : 'open',
+    outstanding: BigInt(r.outstanding),
+    held: BigInt(r.held),
+    heldCutoffMs: r.cutoff === null ? null : Number(r.cutoff),
+  };
+}
+
+/**
+ * A request in flight when its lease closed (received at or before the node figures the close
+ * used, finished after them): the closed lease kept its reservation outstanding; now that its cost
+ * is known, reserved − cost goes back to the account as a lease_return keyed by the request id
+ * (the key interrupted write-offs use: once, however often the record arrives) and the reservation
+ * leaves the lease's held amount. Never more than the lease still holds for reservations.
+ * Call after the record's debit (if any) was charged.
+ */
+async function releaseHeld(
+  client: pg.PoolClient, nodeId: string, accountId: string, lease: RecordLease, record: RequestRecord, result: SettlementResult,
+): Promise<void> {
+  if (lease.state !== 'returned' || lease.held <= 0n || lease.heldCutoffMs === null) return;
+  if (!(record.receivedAt <= lease.heldCutoffMs && record.finishedAt > lease.heldCutoffMs)) return;
+  const reserved = BigInt(record.cost.reservedMicros);
+  const take = reserved < lease.held ? reserved : lease.held;
+  if (take <= 0n) return;
+  const unused = take - BigInt(record.cost.costMicros);
+  if (unused > 0n) {
+    const written = await appendLedger(client, { accountId, kind: 'lease_return', amountMicros: unused, leaseId: lease.id, nodeId, requestId: record.requestId });
+    if (!written) return;
+    result.released += 1;
+    await adjustBalance(client, accountId, { outstanding: -unused });
+    lease.outstanding -= unused;
+  }
+  lease.held -= take;
+  await client.query(
+    'update credit_leases set returned_micros = returned_micros + $2, held_micros = held_micros - $3, updated_at = now() where id = $1',
+    [lease.id, (unused > 0n ? unused : 0n).toString(), take.toString()],
+  );
 }
 
 /**
@@ -87,12 +155,13 @@ async function leaseOfRecord(client: pg.PoolClient, nodeId: string, accountId: s
  */
 async function writeOffInterrupted(
   client: pg.PoolClient, nodeId: string, accountId: string, leaseId: string | null, record: RequestRecord, result: SettlementResult,
-): Promise<void> {
+): Promise<bigint> {
   const unused = BigInt(record.cost.reservedMicros) - BigInt(record.cost.costMicros);
-  if (leaseId === null || unused <= 0n) return;
+  if (leaseId === null || unused <= 0n) return 0n;
   const written = await appendLedger(client, { accountId, kind: 'lease_return', amountMicros: unused, leaseId, nodeId, requestId: record.requestId });
-  if (!written) return;
+  if (!written) return 0n;
   result.writtenOff += 1;
   await adjustBalance(client, accountId, { outstanding: -unused });
   await client.query('update credit_leases set returned_micros = returned_micros + $2, updated_at = now() where id = $1', [leaseId, unused.toString()]);
+  return unused;
 }

@@ -33,9 +33,9 @@ export async function createNodeCredit(opts: NodeCreditOptions): Promise<NodeCre
   // Stand-alone nodes have local keys only (no accounts): nothing is ever priced to an account.
   if (opts.stateDir === undefined) return { credit: noCredit, close: async () => undefined };
   const policy = creditPolicyFromEnv(opts.env);
-  const store = openLeaseStore(opts.stateDir);
-  const book = new LeaseBook(store);
   const logger = opts.logger.child({ component: 'credit' });
+  const store = openLeaseStore(opts.stateDir, { nodeId: opts.nodeId, logger });
+  const book = new LeaseBook(store);
   const channel = new CreditChannel(book, { reportIntervalMs: policy.reportIntervalMs, logger });
   return {
     credit: new LeaseCredit(book, policy, logger),

@@ -63,7 +63,15 @@ export class CreditChannel implements ControlChannel {
   returnAll(): void {
     if (this.send === undefined) return;
     for (const lease of this.book.openLeases()) {
-      const returned = this.book.markReturned(lease);
+      let returned: number;
+      try {
+        returned = this.book.markReturned(lease);
+      } catch (err) {
+        // Not recorded as returned, so not sent: the lease stays open here and on disk, and the
+        // control plane reclaims it (expiry, or the next grant) — never returned twice.
+        this.logger.error({ err, leaseId: lease.leaseId }, 'the lease store could not record a lease return; the lease is kept');
+        continue;
+      }
       this.sendReturn(lease, returned);
     }
   }
@@ -100,9 +108,20 @@ export class CreditChannel implements ControlChannel {
   }
 
   private sendReturn(lease: CreditLease, returned: number): void {
-    // What is not handed back counts as spent (in-flight reservations included: conservative).
+    // What is not handed back counts as spent (in-flight reservations included: conservative);
+    // the reserved part and the moment go along, taken in the same step, so the control plane can
+    // release each in-flight request's reserved − cost as its record settles (docs/billing.md).
     const spent = lease.granted - returned;
-    this.send?.({ leaseReturn: { accountId: lease.accountId, leaseId: lease.leaseId, spentMicros: BigInt(spent), returnedMicros: BigInt(returned) } });
+    this.send?.({
+      leaseReturn: {
+        accountId: lease.accountId,
+        leaseId: lease.leaseId,
+        spentMicros: BigInt(spent),
+        returnedMicros: BigInt(returned),
+        reservedMicros: BigInt(lease.reserved),
+        returnedAt: BigInt(this.now()),
+      },
+    });
   }
 
   stop(): void {

@@ -50,10 +50,14 @@ export class CreditLease {
   private reservedMicros = 0;
   private expiry: number;
   private leaseState: LeaseState;
-  /** Called after every change (persistence). */
-  private readonly onChange: (lease: CreditLease) => void;
+  /**
+   * Called with the state a change leads to, before the change is made (persistence): when it
+   * throws (the lease store cannot write: disk full…) the change is not made, so what the node holds
+   * in memory never runs ahead of what it wrote.
+   */
+  private readonly onChange: (next: LeaseSnapshot) => void;
 
-  constructor(init: Omit<LeaseSnapshot, 'reserved'> & { reserved?: number }, onChange: (lease: CreditLease) => void = () => undefined) {
+  constructor(init: Omit<LeaseSnapshot, 'reserved'> & { reserved?: number }, onChange: (next: LeaseSnapshot) => void = () => undefined) {
     assertMicros('granted', init.granted);
     assertMicros('spent', init.spent);
     this.accountId = init.accountId;
@@ -91,6 +95,20 @@ export class CreditLease {
   }
 
   /**
+   * Writes the state `change` leads to (onChange), then adopts it: if the write throws, nothing
+   * changed (the caller sees the error; the lease is as before).
+   */
+  private commit(change: Partial<Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>>): void {
+    const next: LeaseSnapshot = { ...this.snapshot(), ...change };
+    this.onChange(next);
+    this.grantedMicros = next.granted;
+    this.spentMicros = next.spent;
+    this.reservedMicros = next.reserved;
+    this.expiry = next.expiresAt;
+    this.leaseState = next.state;
+  }
+
+  /**
    * Applies a LeaseGrant: `total` is the lease's cumulative granted amount, so a repeated or
    * reordered grant never adds twice and never shrinks the lease. Ignored once returned.
    */
@@ -98,18 +116,18 @@ export class CreditLease {
     assertMicros('granted total', total);
     if (this.leaseState !== 'open') return;
     if (total <= this.grantedMicros && expiresAt <= this.expiry) return;
-    this.grantedMicros = Math.max(this.grantedMicros, total);
-    this.expiry = Math.max(this.expiry, expiresAt);
-    this.onChange(this);
+    this.commit({ granted: Math.max(this.grantedMicros, total), expiresAt: Math.max(this.expiry, expiresAt) });
   }
 
-  /** Holds `amount` for one request when the lease can cover it; undefined (nothing held) otherwise. */
+  /**
+   * Holds `amount` for one request when the lease can cover it; undefined (nothing held) otherwise.
+   * Throws (holding nothing) when the lease store cannot record it.
+   */
   reserve(amount: number, nowMs: number): Reservation | undefined {
     assertMicros('amount', amount);
     if (this.leaseState !== 'open' || nowMs >= this.expiry) return undefined;
     if (this.available < amount) return undefined;
-    this.reservedMicros += amount;
-    this.onChange(this);
+    this.commit({ reserved: this.reservedMicros + amount });
     const reservation: MutableReservation = { leaseId: this.leaseId, amount, done: false, lease: this };
     return reservation;
   }
@@ -118,28 +136,28 @@ export class CreditLease {
    * The request cost `actual`: it moves to spent and the rest of the reservation is released.
    * An actual above the reservation (the prompt estimate was low) is still charged in full: the
    * upstream was paid for it; the lease's available amount then goes down by the difference.
+   * Throws when the lease store cannot record it: the reservation is then still held (not done).
    */
   settle(reservation: Reservation, actual: number): void {
     assertMicros('actual', actual);
     const r = this.own(reservation);
+    this.commit({ reserved: this.reservedMicros - r.amount, spent: this.spentMicros + actual });
     r.done = true;
-    this.reservedMicros -= r.amount;
-    this.spentMicros += actual;
-    this.onChange(this);
   }
 
-  /** Gives the whole reservation back (nothing was spent). */
+  /** Gives the whole reservation back (nothing was spent). Throws, still holding it, when the store cannot record it. */
   release(reservation: Reservation): void {
     const r = this.own(reservation);
+    this.commit({ reserved: this.reservedMicros - r.amount });
     r.done = true;
-    this.reservedMicros -= r.amount;
-    this.onChange(this);
   }
 
-  /** Stops reservations for good (LeaseReturn); returns what is handed back: granted − spent − reserved, at least 0. */
+  /**
+   * Stops reservations for good (LeaseReturn); returns what is handed back: granted − spent −
+   * reserved, at least 0. Throws, still open, when the store cannot record it.
+   */
   markReturned(): number {
-    this.leaseState = 'returned';
-    this.onChange(this);
+    this.commit({ state: 'returned' });
     return Math.max(0, this.available);
   }
 

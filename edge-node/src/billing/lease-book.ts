@@ -62,8 +62,9 @@ export class LeaseBook {
       { accountId: input.accountId, leaseId: input.leaseId, granted: input.amountMicros, spent: 0, expiresAt: input.expiresAt, state: 'open' },
       this.persist,
     );
+    // Written first: a lease the store could not record is not served from (the grant is sent again).
+    this.persist(lease.snapshot());
     this.adopt(lease);
-    this.persist(lease);
     return 'applied';
   }
 
@@ -79,8 +80,8 @@ export class LeaseBook {
     return returned;
   }
 
-  private readonly persist = (lease: CreditLease): void => {
-    this.store.save(lease.snapshot());
+  private readonly persist = (next: LeaseSnapshot): void => {
+    this.store.save(next);
   };
 
   snapshots(): LeaseSnapshot[] {

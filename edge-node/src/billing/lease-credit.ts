@@ -12,12 +12,17 @@ import type { CreditLeases } from './credit-leases.js';
 import type { CreditLease, Reservation } from './credit-lease.js';
 import type { CreditPolicy } from './credit-policy.js';
 import type { LeaseBook } from './lease-book.js';
-import { actualCostMicros, priceOf, worstCaseMicros } from './request-cost.js';
+import { actualCostMicros, enforceOutputLimit, priceOf, worstCaseMicros } from './request-cost.js';
 
 interface Held {
   lease: CreditLease;
   reservation: Reservation;
+  /** The actual cost settle could not write (lease store failing); the cleanup charges it rather than releasing. */
+  unsettled?: number;
 }
+
+/** What a refused request is told when its reservation could not be written. */
+const LEASE_STORE_FAILED = "The node cannot write its credit lease store (disk full or failing); it accepts priced requests once writes succeed again.";
 
 export class LeaseCredit implements CreditLeases {
   private readonly held = new WeakMap<PipelineContext, Held>();
@@ -41,16 +46,38 @@ export class LeaseCredit implements CreditLeases {
     if (worst === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', 'The worst-case cost of this request is beyond any credit; lower max_tokens.');
     if (worst === 0) return undefined;
     const lease = this.book.leaseOf(accountId);
-    const reservation = lease?.reserve(worst, ctx.clock.now());
+    let reservation: Reservation | undefined;
+    try {
+      reservation = lease?.reserve(worst, ctx.clock.now());
+    } catch (err) {
+      // Nothing is held (CreditLease changes only after its write): refused like a spool that cannot write.
+      this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');
+      return reject('ZN_ERR_SPOOL_FULL', LEASE_STORE_FAILED);
+    }
     if (lease === undefined || reservation === undefined) {
       return reject('ZN_ERR_CREDIT_EXHAUSTED', "The account's credit on this node cannot cover this request's worst-case cost.");
     }
-    this.held.set(ctx, { lease, reservation });
+    const held: Held = { lease, reservation };
+    this.held.set(ctx, held);
     ctx.cost.reservedMicros = worst;
     ctx.cost.leaseId = lease.leaseId;
+    // A chat request without an output limit was reserved the default per choice: the upstream is
+    // told that limit, so it cannot produce (and the lease be charged for) more than was reserved.
+    // Anthropic Messages always carry max_tokens (required); embeddings produce no output.
+    if (ctx.api === 'chat.completions' && ctx.maxOutputTokens === null && price.outputMicrosPerToken > 0) {
+      enforceOutputLimit(ctx, this.policy.defaultMaxOutputTokens);
+    }
     // Whatever happens (even an exception that skips settle), the reservation is not held forever.
+    // A settle whose write failed is tried again here, as a charge (the upstream was paid).
     ctx.cleanups.push(() => {
-      if (!reservation.done) lease.release(reservation);
+      if (reservation.done) return;
+      try {
+        if (held.unsettled === undefined) lease.release(reservation);
+        else lease.settle(reservation, held.unsettled);
+      } catch (err) {
+        // Still held, in memory as on disk: the lease under-spends (a restart counts it as spent).
+        this.logger.error({ err, requestId: ctx.requestId, leaseId: lease.leaseId }, 'the lease store could not record the end of a reservation; it stays held');
+      }
     });
     return undefined;
   }
@@ -70,6 +97,12 @@ export class LeaseCredit implements CreditLeases {
       // The prompt estimate was low: charged in full (the upstream was paid), noted for operators.
       this.logger.warn({ requestId: ctx.requestId, reservedMicros: held.reservation.amount, costMicros: actual }, 'actual cost exceeded the reservation');
     }
-    held.lease.settle(held.reservation, actual);
+    try {
+      held.lease.settle(held.reservation, actual);
+    } catch (err) {
+      // The reservation stays held (memory matches disk); the request's cleanup tries the charge again.
+      held.unsettled = actual;
+      this.logger.error({ err, requestId: ctx.requestId, leaseId: held.lease.leaseId, costMicros: actual }, 'the lease store could not record a settlement; retried at the end of the request');
+    }
   }
 }

@@ -6,6 +6,7 @@
  */
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import type { Logger } from '../logger.js';
 import type { LeaseSnapshot } from './credit-lease.js';
 
 export const LEASE_DB_FILE = 'credit-leases.sqlite';
@@ -27,7 +28,23 @@ interface LeaseRow {
   state: string;
 }
 
-export function openLeaseStore(stateDir: string): LeaseStore {
+export interface LeaseStoreOptions {
+  /** This node's id: its leases are stamped with it, and only its leases are loaded. */
+  nodeId: string;
+  /** Told about leases of another node found in the file (not served from, kept). */
+  logger?: Pick<Logger, 'warn' | 'info'>;
+}
+
+/**
+ * Opens the lease book of `opts.nodeId`. Each lease row carries the node it was granted to: a state
+ * dir enrolled as another node (spool.db moved aside, credit-leases.sqlite kept) does not serve from
+ * the old node's leases — they are another node's credit, which the control plane accounts for on
+ * that node. Their rows stay in the file, untouched (money state is never deleted silently), and a
+ * warning names both node ids. Rows written before node ids were recorded are claimed by the first
+ * node that opens the file (the upgrade of the node that wrote them).
+ */
+export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): LeaseStore {
+  const nodeId = opts.nodeId;
   const db = new Database(path.join(stateDir, LEASE_DB_FILE));
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
@@ -40,14 +57,29 @@ export function openLeaseStore(stateDir: string): LeaseStore {
     expires_at integer not null,
     state      text not null check (state in ('open', 'returned'))
   )`);
-  const upsert = db.prepare(`insert into leases (lease_id, account_id, granted, spent, reserved, expires_at, state)
-    values (@leaseId, @accountId, @granted, @spent, @reserved, @expiresAt, @state)
+  const columns = db.prepare<[], { name: string }>('pragma table_info(leases)').all();
+  if (!columns.some((c) => c.name === 'node_id')) db.exec('alter table leases add column node_id text');
+  const claimed = db.prepare('update leases set node_id = ? where node_id is null').run(nodeId).changes;
+  if (claimed > 0) opts.logger?.info({ nodeId, leases: claimed }, 'credit leases written before node ids were recorded are taken as this node\'s');
+  const foreign = db
+    .prepare<[string], { node_id: string; leases: number }>('select node_id, count(*) as leases from leases where node_id <> ? group by node_id')
+    .all(nodeId);
+  for (const other of foreign) {
+    opts.logger?.warn(
+      { nodeId, otherNodeId: other.node_id, leases: other.leases, file: LEASE_DB_FILE },
+      `${LEASE_DB_FILE} holds ${other.leases} credit lease(s) of node ${other.node_id}; this node is ${nodeId}: they are not served from and are kept in the file`,
+    );
+  }
+  // A row of another node is never overwritten (lease ids are unique per node on the control plane).
+  const upsert = db.prepare(`insert into leases (lease_id, account_id, granted, spent, reserved, expires_at, state, node_id)
+    values (@leaseId, @accountId, @granted, @spent, @reserved, @expiresAt, @state, @nodeId)
     on conflict (lease_id) do update set granted = excluded.granted, spent = excluded.spent, reserved = excluded.reserved,
-      expires_at = excluded.expires_at, state = excluded.state`);
-  const all = db.prepare<[], LeaseRow>('select * from leases');
+      expires_at = excluded.expires_at, state = excluded.state
+    where leases.node_id = excluded.node_id`);
+  const mine = db.prepare<[string], LeaseRow>('select * from leases where node_id = ?');
   return {
     load: () =>
-      all.all().map((r) => ({
+      mine.all(nodeId).map((r) => ({
         leaseId: r.lease_id,
         accountId: r.account_id,
         granted: r.granted,
@@ -57,7 +89,8 @@ export function openLeaseStore(stateDir: string): LeaseStore {
         state: r.state === 'returned' ? 'returned' : 'open',
       })),
     save: (lease) => {
-      upsert.run(lease);
+      const written = upsert.run({ ...lease, nodeId }).changes;
+      if (written === 0) throw new Error(`lease ${lease.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
     },
     close: () => db.close(),
   };

@@ -4,9 +4,10 @@
  * usage. Products are computed in BigInt so no intermediate is ever rounded.
  */
 import type { PipelineContext } from '../pipeline/context.js';
+import { billableCallCount } from '../providers/mcp/jsonrpc-message.js';
 import { chatChoiceCount } from '../providers/openai/chat-request.js';
 
-/** The rates that apply to one request (a model price, or a tool server's per-call fee). */
+/** The rates that apply to one request (a model price, or a tool server's per-call fee: requestMicros per billable call, see feeCount). */
 export interface RequestPrice {
   inputMicrosPerToken: number;
   outputMicrosPerToken: number;
@@ -28,12 +29,12 @@ export function priceOf(ctx: PipelineContext): RequestPrice | undefined {
   return { inputMicrosPerToken: price.inputMicrosPerToken, outputMicrosPerToken: price.outputMicrosPerToken, requestMicros: price.requestMicros };
 }
 
-/** in × inRate + out × outRate + fee; undefined when the result is not a safe integer. */
-export function costMicros(price: RequestPrice, inputTokens: number, outputTokens: number): number | undefined {
+/** in × inRate + out × outRate + fees × fee; undefined when the result is not a safe integer. */
+export function costMicros(price: RequestPrice, inputTokens: number, outputTokens: number, fees = 1): number | undefined {
   const total =
     BigInt(inputTokens) * BigInt(price.inputMicrosPerToken) +
     BigInt(outputTokens) * BigInt(price.outputMicrosPerToken) +
-    BigInt(price.requestMicros);
+    BigInt(fees) * BigInt(price.requestMicros);
   return total <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(total) : undefined;
 }
 
@@ -52,11 +53,23 @@ export function worstCaseOutputTokens(ctx: PipelineContext, perChoiceDefault: nu
 }
 
 /**
+ * How many times the request's fee applies: once for a model request; for MCP, once per billable
+ * call (`tools/call`, jsonrpc-message.ts BILLABLE_METHODS) the POSTed message or batch holds, so a
+ * batch of 100 tool calls costs 100 × callMicros; GET and DELETE hold none. The method is part of the
+ * envelope guardrails never rewrite, so the body as received tells it.
+ */
+export function feeCount(ctx: PipelineContext): number {
+  if (ctx.api !== 'mcp') return 1;
+  if (ctx.http?.method.toUpperCase() !== 'POST') return 0;
+  return billableCallCount(ctx.body);
+}
+
+/**
  * The most the request can cost: estimated prompt tokens, plus its worst-case output
- * (worstCaseOutputTokens, with the policy default per choice), plus the per-request fee.
+ * (worstCaseOutputTokens, with the policy default per choice), plus the fee (feeCount times).
  */
 export function worstCaseMicros(ctx: PipelineContext, price: RequestPrice, defaultMaxOutputTokens: number): number | undefined {
-  return costMicros(price, Math.max(0, Math.trunc(ctx.estimatedInputTokens)), worstCaseOutputTokens(ctx, defaultMaxOutputTokens));
+  return costMicros(price, Math.max(0, Math.trunc(ctx.estimatedInputTokens)), worstCaseOutputTokens(ctx, defaultMaxOutputTokens), feeCount(ctx));
 }
 
 /**
@@ -65,7 +78,27 @@ export function worstCaseMicros(ctx: PipelineContext, price: RequestPrice, defau
  */
 export function actualCostMicros(ctx: PipelineContext, price: RequestPrice): number {
   if (ctx.served === undefined) return 0;
-  const cost = costMicros(price, ctx.usage.inputTokens, ctx.usage.outputTokens);
+  const cost = costMicros(price, ctx.usage.inputTokens, ctx.usage.outputTokens, feeCount(ctx));
   // Usage beyond 2^53 micro-units cannot come from a real call; charge the most a record can carry.
   return cost ?? Number.MAX_SAFE_INTEGER;
+}
+
+/** Per-choice output limits the node must forward (see reservedOutputLimit). */
+const reservedOutputLimits = new WeakMap<PipelineContext, number>();
+
+/**
+ * Called by pre-authorisation when it reserved output for a chat request whose caller set no output
+ * limit: the allowance reserved per choice, which the provider then sends upstream
+ * (chat-request.ts upstreamChatBody), so the worst case reserved is enforced, not hoped for.
+ */
+export function enforceOutputLimit(ctx: PipelineContext, perChoiceTokens: number): void {
+  reservedOutputLimits.set(ctx, perChoiceTokens);
+}
+
+/**
+ * The per-choice output limit to add to the forwarded request; undefined when the caller set its
+ * own or the request is unpriced (nothing reserved, nothing to protect: the body goes unchanged).
+ */
+export function reservedOutputLimit(ctx: PipelineContext): number | undefined {
+  return reservedOutputLimits.get(ctx);
 }

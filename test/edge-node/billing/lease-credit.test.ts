@@ -116,7 +116,8 @@ t.test('a reservation whose settle never ran is released by the cleanup', async 
 
 t.test('a tool call reserves and costs the tool server fee', async (t) => {
   const { book, credit } = setup(1_000);
-  const c = ctx({ api: 'mcp', model: 'tools-a', maxOutputTokens: null });
+  const body = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'search', arguments: {} } };
+  const c = ctx({ api: 'mcp', model: 'tools-a', maxOutputTokens: null, body, http: { method: 'POST', path: '/mcp/tools-a', headers: {}, params: {} } });
   credit.preauthorise(c);
   t.equal(c.cost.reservedMicros, 70);
   c.served = { upstream: 'tools-a', model: 'tools-a' };
@@ -128,7 +129,7 @@ t.test('a tool call reserves and costs the tool server fee', async (t) => {
 t.test('a restarted node remembers its leases: spent, and in-flight reservations counted as spent', async (t) => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-lease-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const store = openLeaseStore(dir);
+  const store = openLeaseStore(dir, { nodeId: 'node-1' });
   const book = new LeaseBook(store);
   book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 10_000, expiresAt: NOW + 60_000 });
   const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, logger);
@@ -141,7 +142,7 @@ t.test('a restarted node remembers its leases: spent, and in-flight reservations
   credit.preauthorise(inFlight); // 700 held when the process "dies"
   store.close();
 
-  const reopened = openLeaseStore(dir);
+  const reopened = openLeaseStore(dir, { nodeId: 'node-1' });
   t.teardown(() => reopened.close());
   const lease = new LeaseBook(reopened).leaseOf('acct-1')!;
   t.equal(lease.granted, 10_000);
@@ -169,12 +170,15 @@ t.test('the channel applies grants, reports every open lease, and returns leases
   t.equal(book.leaseOf('acct-1')!.granted, 1_000, 'a malformed grant is ignored');
   channel.reportAll();
   t.same(sent.at(-1), { leaseReport: { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 200n, reservedMicros: 0n, remainingMicros: 800n, reportedAt: BigInt(NOW) } });
+  // A request still in flight at shutdown: its reservation is counted as spent, and named.
+  book.leaseOf('acct-1')!.reserve(100, NOW);
   channel.returnAll();
-  t.same(sent.at(-1), { leaseReturn: { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 200n, returnedMicros: 800n } });
+  const returned = { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 300n, returnedMicros: 700n, reservedMicros: 100n, returnedAt: BigInt(NOW) };
+  t.same(sent.at(-1), { leaseReturn: returned }, 'the return names what in-flight requests still hold, and when');
   t.equal(book.leaseOf('acct-1'), undefined, 'nothing more is reserved from it');
   const before = sent.length;
   channel.onMessage(grant(2_000n));
-  t.same(sent.at(-1), { leaseReturn: { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 200n, returnedMicros: 800n } }, 'a grant of a returned lease gets the return again');
+  t.same(sent.at(-1), { leaseReturn: returned }, 'a grant of a returned lease gets the return again');
   t.equal(sent.length, before + 1);
   channel.onEnded();
 });

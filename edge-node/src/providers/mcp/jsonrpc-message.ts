@@ -53,6 +53,26 @@ export function callLabel(post: JsonRpcPost): string {
 }
 
 /**
+ * The JSON-RPC methods a tool server's `callMicros` is charged for, once per message (docs/billing.md,
+ * "Tool calls"): calling a tool. The session's plumbing — initialize, notifications, tools/list,
+ * resources, prompts, ping, responses — and GET/DELETE cost nothing.
+ */
+export const BILLABLE_METHODS: ReadonlySet<string> = new Set(['tools/call']);
+
+/**
+ * How many billable calls (BILLABLE_METHODS) a POSTed JSON-RPC message or batch holds. A
+ * `tools/call` sent without an id (a notification) counts too: the server may still run it.
+ * Reads only the envelope's `method`: cheap on any batch.
+ */
+export function billableCallCount(post: unknown): number {
+  let count = 0;
+  for (const message of Array.isArray(post) ? (post as unknown[]) : [post]) {
+    if (isRecord(message) && typeof message.method === 'string' && BILLABLE_METHODS.has(message.method)) count += 1;
+  }
+  return count;
+}
+
+/**
  * The text of JSON-RPC messages that guardrails check, as slots: every string value and every
  * object key under `params` (requests and notifications), `result` and `error` (responses), at any
  * depth (json-string-slots.ts, with its limits: past them the list is marked partial). The

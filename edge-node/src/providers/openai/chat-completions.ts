@@ -3,6 +3,7 @@ import type { RuntimeTarget } from '../../config/runtime-config.js';
 import { isZenovaError, zenovaError } from '../../errors.js';
 import type { PipelineContext, TextSlot } from '../../pipeline/context.js';
 import type { StageResult } from '../../pipeline/stage.js';
+import { reservedOutputLimit } from '../../billing/request-cost.js';
 import { forwardPlan } from '../../routing/forward-plan.js';
 import type { AttemptResult } from '../../routing/forward-plan.js';
 import { routeModel } from '../../routing/route-model.js';
@@ -13,6 +14,7 @@ import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
+import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage } from './chat-stream.js';
 import type { ChatStreamSource } from './chat-stream.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
@@ -68,6 +70,12 @@ function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[])
 /** A message's plain-text fields besides content. */
 const TEXT_FIELDS = ['reasoning_content', 'reasoning', 'refusal'] as const;
 
+/** The reserved output limit to send to this target when the caller set none (billing/request-cost.ts). */
+function forwardedOutputLimit(ctx: PipelineContext, target: RuntimeTarget): ForwardedOutputLimit | undefined {
+  const tokens = reservedOutputLimit(ctx);
+  return tokens === undefined ? undefined : { tokens, kind: target.upstream.kind };
+}
+
 async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number): Promise<AttemptResult> {
   const request = ctx.forwardBody ?? {};
   const alias = ctx.model ?? target.upstreamModel;
@@ -79,7 +87,7 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
     {
       method: 'POST',
       path: '/chat/completions',
-      body: JSON.stringify(upstreamChatBody(request, target.upstreamModel, ctx.stream)),
+      body: JSON.stringify(upstreamChatBody(request, target.upstreamModel, ctx.stream, forwardedOutputLimit(ctx, target))),
       accept: ctx.stream ? 'text/event-stream' : 'application/json',
     },
     signal,

@@ -1,6 +1,7 @@
 // The minimal shape the node needs from a chat completion request; every other field passes
 // through to the upstream untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
+import type { UpstreamKind } from '../../config/runtime-config.js';
 
 /** The most choices (`n`) a chat request may ask for, as OpenAI allows. */
 export const MAX_CHOICES = 128;
@@ -20,14 +21,53 @@ export const chatCompletionRequestSchema = z.looseObject({
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
 
 /**
- * The body sent upstream: the upstream's model name, and for streams `include_usage` forced on
- * (the node meters every stream) with the caller's other stream options kept.
+ * An output limit the node adds to a request whose caller set none (docs/billing.md, "Output
+ * limit"): the per-choice allowance its credit reservation was made for, so the upstream cannot
+ * produce more than was reserved.
  */
-export function upstreamChatBody(request: Record<string, unknown>, upstreamModel: string, stream: boolean): Record<string, unknown> {
+export interface ForwardedOutputLimit {
+  /** Output tokens per choice. */
+  tokens: number;
+  /** The upstream's kind: it decides the field (outputLimitField). */
+  kind: UpstreamKind;
+}
+
+/**
+ * The field an output limit is sent in, per upstream kind: OpenAI's own API takes
+ * `max_completion_tokens` (its reasoning models refuse `max_tokens`); OpenAI-compatible servers
+ * (vLLM, llama.cpp, Ollama, LiteLLM…) all accept `max_tokens`, not all the newer name.
+ */
+export function outputLimitField(kind: UpstreamKind): 'max_tokens' | 'max_completion_tokens' {
+  return kind === 'openai' ? 'max_completion_tokens' : 'max_tokens';
+}
+
+/** Whether the caller set an output limit itself (`max_completion_tokens` or `max_tokens`, not null). */
+export function callerSetOutputLimit(request: Record<string, unknown>): boolean {
+  return (request.max_completion_tokens ?? null) !== null || (request.max_tokens ?? null) !== null;
+}
+
+/**
+ * The body sent upstream: the upstream's model name, for streams `include_usage` forced on
+ * (the node meters every stream) with the caller's other stream options kept, and `limit` (the
+ * reserved per-choice output) when the caller set no output limit; a caller's own limit is never
+ * changed.
+ */
+export function upstreamChatBody(
+  request: Record<string, unknown>,
+  upstreamModel: string,
+  stream: boolean,
+  limit?: ForwardedOutputLimit,
+): Record<string, unknown> {
   const body: Record<string, unknown> = { ...request, model: upstreamModel };
   if (stream) {
     const options = request.stream_options;
     body.stream_options = { ...(typeof options === 'object' && options !== null ? options : {}), include_usage: true };
+  }
+  if (limit !== undefined && !callerSetOutputLimit(request)) {
+    // An explicit null of either name goes: some servers refuse both fields in one request.
+    delete body.max_tokens;
+    delete body.max_completion_tokens;
+    body[outputLimitField(limit.kind)] = limit.tokens;
   }
   return body;
 }

@@ -223,6 +223,19 @@ export interface LeaseReturn {
   spentMicros: bigint;
   /** Unused credit handed back to the account balance, micro-units. */
   returnedMicros: bigint;
+  /**
+   * The part of spent_micros still held by in-flight requests when the node stopped reserving
+   * (added in v1, additive: absent from an older node). The control plane keeps it outstanding on the
+   * closed lease and releases reserved − cost as each of those requests' records settles.
+   */
+  reservedMicros?:
+    | bigint
+    | undefined;
+  /**
+   * Node clock (unix ms) when the node stopped reserving from the lease: a record of the lease
+   * received at or before it and finished after it was one of the in-flight requests (absent: unknown).
+   */
+  returnedAt?: bigint | undefined;
 }
 
 /** UpgradeProgress reports each phase change of an upgrade the control plane directed. */
@@ -1493,7 +1506,14 @@ export const LeaseReport: MessageFns<LeaseReport> = {
 };
 
 function createBaseLeaseReturn(): LeaseReturn {
-  return { accountId: "", leaseId: "", spentMicros: 0n, returnedMicros: 0n };
+  return {
+    accountId: "",
+    leaseId: "",
+    spentMicros: 0n,
+    returnedMicros: 0n,
+    reservedMicros: undefined,
+    returnedAt: undefined,
+  };
 }
 
 export const LeaseReturn: MessageFns<LeaseReturn> = {
@@ -1515,6 +1535,18 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
         throw new globalThis.Error("value provided for field message.returnedMicros of type int64 too large");
       }
       writer.uint32(32).int64(message.returnedMicros);
+    }
+    if (message.reservedMicros !== undefined) {
+      if (BigInt.asIntN(64, message.reservedMicros) !== message.reservedMicros) {
+        throw new globalThis.Error("value provided for field message.reservedMicros of type int64 too large");
+      }
+      writer.uint32(40).int64(message.reservedMicros);
+    }
+    if (message.returnedAt !== undefined) {
+      if (BigInt.asIntN(64, message.returnedAt) !== message.returnedAt) {
+        throw new globalThis.Error("value provided for field message.returnedAt of type int64 too large");
+      }
+      writer.uint32(48).int64(message.returnedAt);
     }
     return writer;
   },
@@ -1564,6 +1596,22 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
             message.returnedMicros = reader.int64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.reservedMicros = reader.int64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.returnedAt = reader.int64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1598,6 +1646,16 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
         : isSet(object.returned_micros)
         ? BigInt(object.returned_micros)
         : 0n,
+      reservedMicros: isSet(object.reservedMicros)
+        ? BigInt(object.reservedMicros)
+        : isSet(object.reserved_micros)
+        ? BigInt(object.reserved_micros)
+        : undefined,
+      returnedAt: isSet(object.returnedAt)
+        ? BigInt(object.returnedAt)
+        : isSet(object.returned_at)
+        ? BigInt(object.returned_at)
+        : undefined,
     };
   },
 
@@ -1615,6 +1673,12 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
     if (message.returnedMicros !== 0n) {
       obj.returnedMicros = message.returnedMicros.toString();
     }
+    if (message.reservedMicros !== undefined) {
+      obj.reservedMicros = message.reservedMicros.toString();
+    }
+    if (message.returnedAt !== undefined) {
+      obj.returnedAt = message.returnedAt.toString();
+    }
     return obj;
   },
 
@@ -1631,6 +1695,12 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
     message.returnedMicros = (object.returnedMicros !== undefined && object.returnedMicros !== null)
       ? BigInt(object.returnedMicros)
       : 0n;
+    message.reservedMicros = (object.reservedMicros !== undefined && object.reservedMicros !== null)
+      ? BigInt(object.reservedMicros)
+      : undefined;
+    message.returnedAt = (object.returnedAt !== undefined && object.returnedAt !== null)
+      ? BigInt(object.returnedAt)
+      : undefined;
     return message;
   },
 };

@@ -1,0 +1,91 @@
+// A priced chat request without an output limit reserves the default allowance per choice, and that
+// allowance is sent upstream as the request's limit (the field the upstream kind takes), so the
+// upstream cannot produce more than was reserved; a caller's own limit and unpriced requests are
+// forwarded unchanged (docs/billing.md, "Output limit").
+import t from 'tap';
+import type { Test } from 'tap';
+import { pino } from 'pino';
+import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
+import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
+import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
+import { memoryLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
+import type { UpstreamKind } from '../../../edge-node/src/config/runtime-config.js';
+import { upstreamChatBody } from '../../../edge-node/src/providers/openai/chat-request.js';
+import type { ConfigBundle } from '../../../proto/src/index.js';
+import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import type { FakeUpstream } from '../../fixtures/fake-upstream.js';
+import { ACCOUNT_ID } from '../config-fixtures.js';
+import { startPipelineNode } from '../pipeline/pipeline-harness.js';
+import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+
+const PER_CHOICE = DEFAULT_CREDIT_POLICY.defaultMaxOutputTokens;
+
+async function creditNode(t: Test, opts: { kind?: UpstreamKind; priced?: boolean } = {}): Promise<{ node: PipelineNode; upstream: FakeUpstream; book: LeaseBook }> {
+  const upstream = await startFakeUpstream(t);
+  const book = new LeaseBook(memoryLeaseStore);
+  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 100_000_000, expiresAt: Date.now() + 600_000 });
+  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    bundle: (base): Partial<ConfigBundle> => ({
+      upstreams: base.upstreams.map((u) => ({ ...u, kind: opts.kind ?? u.kind })),
+      prices: opts.priced === false ? [] : [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }],
+    }),
+    services: { credit },
+  });
+  return { node, upstream, book };
+}
+
+async function chat(node: PipelineNode, body: Record<string, unknown>): Promise<number> {
+  const res = await fetch(`${node.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'write a long essay' }], ...body }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+function forwarded(upstream: FakeUpstream): Record<string, unknown> {
+  return upstream.requests.at(-1)!.body as Record<string, unknown>;
+}
+
+t.test('a priced chat request without an output limit is forwarded with the reserved per-choice limit as max_tokens to an OpenAI-compatible upstream', async (t) => {
+  const { node, upstream } = await creditNode(t);
+  t.equal(await chat(node, {}), 200);
+  t.equal(forwarded(upstream).max_tokens, PER_CHOICE);
+  t.notOk('max_completion_tokens' in forwarded(upstream));
+  t.equal(await chat(node, { n: 3, stream: true }), 200);
+  t.equal(forwarded(upstream).max_tokens, PER_CHOICE, 'the limit is per choice, as the reservation (n × limit)');
+});
+
+t.test('a priced chat request without an output limit is forwarded with max_completion_tokens to an OpenAI upstream', async (t) => {
+  const { node, upstream } = await creditNode(t, { kind: 'openai' });
+  t.equal(await chat(node, { max_tokens: null }), 200);
+  t.equal(forwarded(upstream).max_completion_tokens, PER_CHOICE);
+  t.notOk('max_tokens' in forwarded(upstream), 'an explicit null of the other name is dropped');
+});
+
+t.test("a caller's own output limit is forwarded unchanged", async (t) => {
+  const { node, upstream } = await creditNode(t, { kind: 'openai' });
+  t.equal(await chat(node, { max_tokens: 50_000 }), 200);
+  t.equal(forwarded(upstream).max_tokens, 50_000);
+  t.notOk('max_completion_tokens' in forwarded(upstream));
+  t.equal(await chat(node, { max_completion_tokens: 7 }), 200);
+  t.equal(forwarded(upstream).max_completion_tokens, 7);
+  t.notOk('max_tokens' in forwarded(upstream));
+});
+
+t.test('an unpriced chat request is forwarded without an added output limit', async (t) => {
+  const { node, upstream } = await creditNode(t, { priced: false });
+  t.equal(await chat(node, {}), 200);
+  t.notOk('max_tokens' in forwarded(upstream));
+  t.notOk('max_completion_tokens' in forwarded(upstream));
+});
+
+t.test('upstreamChatBody adds the limit only when the caller set none', async (t) => {
+  const request = { model: 'm', messages: [] };
+  t.same(upstreamChatBody(request, 'up', false), { model: 'up', messages: [] }, 'no limit given: unchanged');
+  t.same(upstreamChatBody(request, 'up', false, { tokens: 100, kind: 'openai-compatible' }), { model: 'up', messages: [], max_tokens: 100 });
+  t.same(upstreamChatBody({ ...request, max_completion_tokens: 5 }, 'up', false, { tokens: 100, kind: 'openai-compatible' }), { model: 'up', messages: [], max_completion_tokens: 5 });
+});

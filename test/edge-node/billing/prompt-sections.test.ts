@@ -1,0 +1,86 @@
+// The prompt estimate the reservation is made from counts what the text list leaves out: chat
+// tools, functions, response_format and image/file parts; Anthropic tools and image/document
+// blocks. A request with hundreds of KB of tool schemas reserves their input, not almost nothing.
+import t from 'tap';
+import type { Test } from 'tap';
+import { pino } from 'pino';
+import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
+import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
+import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
+import { memoryLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
+import { IMAGE_PART_TOKENS, MEDIA_PART_TOKENS, chatSectionTokens, messagesSectionTokens } from '../../../edge-node/src/billing/prompt-sections.js';
+import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import type { FakeUpstream } from '../../fixtures/fake-upstream.js';
+import { ACCOUNT_ID } from '../config-fixtures.js';
+import { startPipelineNode } from '../pipeline/pipeline-harness.js';
+import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+
+/** About `chars` characters of tool definitions. */
+function bigTools(chars: number): unknown[] {
+  const tools: unknown[] = [];
+  for (let i = 0; i * 1000 < chars; i += 1) {
+    tools.push({ type: 'function', function: { name: `tool_${i}`, description: 'd'.repeat(900), parameters: { type: 'object', properties: {} } } });
+  }
+  return tools;
+}
+
+/** A node whose account holds `leaseMicros`, `echo` priced at 1 µ per input token and nothing for output. */
+async function creditNode(t: Test, leaseMicros: number): Promise<{ node: PipelineNode; upstream: FakeUpstream }> {
+  const upstream = await startFakeUpstream(t);
+  const book = new LeaseBook(memoryLeaseStore);
+  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: leaseMicros, expiresAt: Date.now() + 600_000 });
+  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    bundle: () => ({ prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 0, requestMicros: 0 }] }),
+    services: { credit },
+  });
+  return { node, upstream };
+}
+
+t.test('a chat request with 200 KB of tool schemas reserves their input tokens and is refused when the lease cannot cover them', async (t) => {
+  const { node, upstream } = await creditNode(t, 10_000);
+  const res = await fetch(`${node.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }], tools: bigTools(200_000) }),
+  });
+  t.equal(res.status, 402, '≈ 50 000 input tokens of tools do not fit in 10 000 µ at 1 µ per token');
+  t.equal(((await res.json()) as { error: { code: string } }).error.code, 'ZN_ERR_CREDIT_EXHAUSTED');
+  t.equal(upstream.requests.length, 0);
+  const small = await fetch(`${node.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }], tools: bigTools(1_000) }),
+  });
+  t.equal(small.status, 200, 'a few tools fit');
+  await small.arrayBuffer();
+});
+
+t.test('chat tools, functions, response_format and image and file parts are counted', async (t) => {
+  t.equal(chatSectionTokens({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), 0, 'nothing beyond the text list');
+  const tools = bigTools(40_000);
+  t.ok(chatSectionTokens({ messages: [], tools }) >= 10_000, 'tools: their JSON length / 4');
+  t.ok(chatSectionTokens({ messages: [], functions: [{ name: 'f', description: 'x'.repeat(4_000) }] }) >= 1_000);
+  t.ok(chatSectionTokens({ messages: [], response_format: { type: 'json_schema', json_schema: { schema: { description: 'y'.repeat(4_000) } } } }) >= 1_000);
+  const parts = [
+    { type: 'text', text: 'look' },
+    { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+    { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
+    { type: 'file', file: { file_id: 'f1' } },
+  ];
+  t.equal(chatSectionTokens({ messages: [{ role: 'user', content: parts }] }), 2 * IMAGE_PART_TOKENS + MEDIA_PART_TOKENS);
+});
+
+t.test('Anthropic tools and image and document blocks are counted, text documents once (they are in the text list)', async (t) => {
+  t.equal(messagesSectionTokens({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }), 0);
+  const tools = [{ name: 'search', description: 'z'.repeat(40_000), input_schema: { type: 'object' } }];
+  t.ok(messagesSectionTokens({ messages: [], tools }) >= 10_000);
+  const content = [
+    { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAAA' } },
+    { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0=' } },
+    { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'plain text' } },
+    { type: 'tool_result', tool_use_id: 't1', content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] },
+  ];
+  t.equal(messagesSectionTokens({ messages: [{ role: 'user', content }] }), 2 * IMAGE_PART_TOKENS + MEDIA_PART_TOKENS);
+});
