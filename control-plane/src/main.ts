@@ -180,6 +180,7 @@ async function main(argv: string[]): Promise<void> {
   const { target, serverName } = gatewayTarget(settings, gateway.port);
   logger.info({ port: gateway.port, target }, 'node gateway listening');
 
+  // caPem '' (external certificate, no trust bundle): nodes pin nothing and use their system trust store.
   const gatewayInfo = { target, serverName, caPem: identity.caPem };
   const app = await buildApp({
     settings,

@@ -102,7 +102,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_GATEWAY_TLS_AUTO_GENERATE', required: false, description: 'true|false: generate the gateway identity on first start (default true; false with ZENOVA_GATEWAY_CERT_FILE)' },
   { name: 'ZENOVA_GATEWAY_CERT_FILE', required: false, description: 'external mode: PEM server certificate for the gateway (needs ZENOVA_GATEWAY_KEY_FILE); turns auto-generation off' },
   { name: 'ZENOVA_GATEWAY_KEY_FILE', required: false, description: 'external mode: PEM private key for ZENOVA_GATEWAY_CERT_FILE' },
-  { name: 'ZENOVA_GATEWAY_TRUST_BUNDLE', required: false, description: 'external mode: public CA PEM handed to nodes (unset: nodes use their system trust store)' },
+  { name: 'ZENOVA_GATEWAY_TRUST_BUNDLE', required: false, description: 'external mode: public CA PEM handed to nodes, who then trust only it (unset: the enrollment answer pins no CA, caPem "", and nodes verify the gateway against their system trust store)' },
   { name: 'ZENOVA_NODE_OFFLINE_AFTER_SECONDS', required: false, description: 'a node is offline this long after its last heartbeat (default 120)' },
   { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential (default ${30 * DAY_SECONDS}, 30 days)` },
   { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old (default ${DAY_SECONDS})` },

@@ -1,7 +1,7 @@
 /**
  * Node credentials against real PostgreSQL: issue and verify, each refusal code, rotation with its
- * handover window (driven by the `now` parameters, never by waiting), revocation of unacknowledged
- * successors, and deleted nodes.
+ * handover window from the acknowledgement (driven by the `now` parameters, never by waiting),
+ * revocation of unacknowledged successors, and deleted nodes. More on the window: credential-handover.test.ts.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import t from 'tap';
@@ -37,7 +37,7 @@ t.test('an issued credential verifies, and only the hash of its secret is stored
   t.match(issued.credential, new RegExp(`^${issued.credentialId}\\.[A-Za-z0-9_-]{43}$`));
   t.equal(issued.expiresAt.getTime(), T0.getTime() + timings.validityMs);
   const check = await verifyCredential(pool, node.id, issued.credential, at(HOUR));
-  t.same(check, { ok: true, credentialId: issued.credentialId, nodeId: node.id, nodeName: node.name, issuedAt: T0, isNewest: true });
+  t.same(check, { ok: true, credentialId: issued.credentialId, nodeId: node.id, nodeName: node.name, issuedAt: T0, isNewest: true, acknowledged: false });
   const secret = issued.credential.split('.')[1]!;
   const { rows } = await pool.query<{ row: string; hash: Buffer }>('select row_to_json(c)::text as row, secret_hash as hash from node_credentials c where id = $1', [issued.credentialId]);
   t.notOk(rows[0]!.row.includes(secret), 'the secret text is not stored');
@@ -93,23 +93,26 @@ t.test('revoked credentials are CREDENTIAL_REVOKED, and revocation tells every r
   t.same(event, { type: 'credentials-revoked', nodeId: node.id });
 });
 
-t.test('after a rotation the old credential works inside the handover window and is SUPERSEDED after it', async (t) => {
+t.test('after a rotation the old credential works until one handover window after the acknowledgement, then is SUPERSEDED', async (t) => {
   const node = await newNode();
   const old = await issueCredential(pool, node.id, timings, T0);
   const t1 = at(DAY);
   const next = await rotateCredential(pool, node.id, old.credentialId, timings, t1);
-  t.equal(next.previousValidUntil.getTime(), t1.getTime() + timings.handoverMs);
+  t.equal(next.previousValidUntil.getTime(), t1.getTime() + timings.handoverMs, 'the earliest the old one can stop: an ack at once');
   t.equal(next.expiresAt.getTime(), t1.getTime() + timings.validityMs, 'the successor gets a full validity');
   t.not(next.credentialId, old.credentialId);
-  t.match(await verifyCredential(pool, node.id, old.credential, new Date(t1.getTime() + timings.handoverMs - 1)),
-    { ok: true, isNewest: false }, 'inside the window: still accepted, and known not to be the newest');
-  t.match(await verifyCredential(pool, node.id, next.credential, t1), { ok: true, isNewest: true });
-  const after = await verifyCredential(pool, node.id, old.credential, new Date(t1.getTime() + timings.handoverMs));
+  t.match(await verifyCredential(pool, node.id, next.credential, t1), { ok: true, isNewest: true, acknowledged: false });
+  const acked = at(DAY + 3 * HOUR);
+  t.match(await verifyCredential(pool, node.id, old.credential, acked),
+    { ok: true, isNewest: false }, 'not acknowledged yet: still accepted, and known not to be the newest');
+  await acknowledgeCredential(pool, node.id, next.credentialId, timings, acked);
+  t.match(await verifyCredential(pool, node.id, old.credential, new Date(acked.getTime() + timings.handoverMs - 1)), { ok: true });
+  const after = await verifyCredential(pool, node.id, old.credential, new Date(acked.getTime() + timings.handoverMs));
   t.match(after, { ok: false, code: 'CREDENTIAL_SUPERSEDED', message: /handover window/ });
-  t.match(await verifyCredential(pool, node.id, next.credential, new Date(t1.getTime() + timings.handoverMs)), { ok: true });
+  t.match(await verifyCredential(pool, node.id, next.credential, new Date(acked.getTime() + timings.handoverMs)), { ok: true, acknowledged: true });
 });
 
-t.test('a second rotation from the old credential revokes the unacknowledged successor and does not extend the window', async (t) => {
+t.test('a second rotation from the old credential revokes the unacknowledged successor and neither shortens nor extends the old one', async (t) => {
   const node = await newNode();
   const old = await issueCredential(pool, node.id, timings, T0);
   const first = await rotateCredential(pool, node.id, old.credentialId, timings, at(DAY));
@@ -118,18 +121,21 @@ t.test('a second rotation from the old credential revokes the unacknowledged suc
   t.match(await verifyCredential(pool, node.id, first.credential, at(DAY + 11 * 60_000)), { ok: false, code: 'CREDENTIAL_REVOKED' },
     'the successor the node never acknowledged is revoked');
   t.match(await verifyCredential(pool, node.id, second.credential, at(DAY + 11 * 60_000)), { ok: true, isNewest: true });
-  t.equal(second.previousValidUntil.getTime(), first.previousValidUntil.getTime(), 'the handover window is not extended');
-  t.match(await verifyCredential(pool, node.id, old.credential, first.previousValidUntil), { ok: false, code: 'CREDENTIAL_SUPERSEDED' });
+  const { rows } = await pool.query<{ valid_until: Date | null }>('select valid_until from node_credentials where id = $1', [old.credentialId]);
+  t.equal(rows[0]!.valid_until, null, 'unacknowledged successors leave the old credential as it was');
+  t.match(await verifyCredential(pool, node.id, old.credential, at(timings.validityMs - 1)), { ok: true }, 'it works to its own expiry');
+  t.match(await verifyCredential(pool, node.id, old.credential, at(timings.validityMs)), { ok: false, code: 'CREDENTIAL_EXPIRED' },
+    'and no longer: a node that keeps losing replies gains nothing');
 });
 
 t.test('an acknowledged successor survives a later rotation from the older credential', async (t) => {
   const node = await newNode();
   const old = await issueCredential(pool, node.id, timings, T0);
   const next = await rotateCredential(pool, node.id, old.credentialId, timings, at(DAY));
-  await acknowledgeCredential(pool, node.id, next.credentialId, at(DAY + 1));
+  await acknowledgeCredential(pool, node.id, next.credentialId, timings, at(DAY + 1));
   const { rows } = await pool.query<{ acknowledged_at: Date }>('select acknowledged_at from node_credentials where id = $1', [next.credentialId]);
   t.same(rows[0]!.acknowledged_at, at(DAY + 1));
-  await acknowledgeCredential(pool, node.id, next.credentialId, at(DAY + 2));
+  await acknowledgeCredential(pool, node.id, next.credentialId, timings, at(DAY + 2));
   const again = await pool.query<{ acknowledged_at: Date }>('select acknowledged_at from node_credentials where id = $1', [next.credentialId]);
   t.same(again.rows[0]!.acknowledged_at, at(DAY + 1), 'the first acknowledgement is kept');
   await rotateCredential(pool, node.id, old.credentialId, timings, at(DAY + 2));
@@ -142,6 +148,9 @@ t.test('the handover window never outlives the old credential\'s expiry', async 
   const nearEnd = at(timings.validityMs - 60_000);
   const next = await rotateCredential(pool, node.id, old.credentialId, timings, nearEnd);
   t.equal(next.previousValidUntil.getTime(), old.expiresAt.getTime());
+  await acknowledgeCredential(pool, node.id, next.credentialId, timings, nearEnd);
+  const { rows } = await pool.query<{ valid_until: Date }>('select valid_until from node_credentials where id = $1', [old.credentialId]);
+  t.same(rows[0]!.valid_until, old.expiresAt, 'an acknowledgement near the end bounds it by its expiry');
 });
 
 t.test('rotating from a revoked or foreign credential is refused', async (t) => {

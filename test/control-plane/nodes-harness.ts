@@ -1,5 +1,6 @@
 // Shared set-up for the nodes, enrollment and credentials tests: a migrated database, an app with
 // a stub enrollment dependency, and helpers to create nodes and enroll them through the real API.
+import { generateKeyPairSync } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import pg from 'pg';
 import { buildApp } from '../../control-plane/src/app.js';
@@ -8,6 +9,7 @@ import { createPool } from '../../control-plane/src/db/pool.js';
 import type { EnrollmentDeps } from '../../control-plane/src/nodes/enrollment.js';
 import type { NodeSettings, Settings } from '../../control-plane/src/settings.js';
 import { PROTOCOL_VERSION } from '../../proto/src/protocol-version.js';
+import { createTestCa } from '../fixtures/tls.js';
 import { ADMIN_TOKEN, captureLogger, testSettings } from './helpers.js';
 import type { CapturedLogger } from './helpers.js';
 
@@ -15,13 +17,16 @@ interface HasTeardown { teardown(fn: () => unknown): void }
 
 export const bearer = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
-/** What the stub enrollment dependency hands out; the tests check it arrives unchanged. */
+/**
+ * What the stub enrollment dependency hands out; the tests check it arrives unchanged. Real PEMs:
+ * the control plane refuses to hand out an answer the node could not parse.
+ */
 export const STUB_GATEWAY = {
   target: 'gateway.zenova.test:8443',
   serverName: 'gateway.zenova.test',
-  caPem: '-----BEGIN CERTIFICATE-----\nstub-gateway-ca\n-----END CERTIFICATE-----\n',
+  caPem: (await createTestCa('Zenova Stub Gateway CA')).certPem,
 } as const;
-export const STUB_SIGNING_KEY_PEM = '-----BEGIN PUBLIC KEY-----\nstub-config-signing-key\n-----END PUBLIC KEY-----\n';
+export const STUB_SIGNING_KEY_PEM = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
 
 export const stubEnrollment: EnrollmentDeps = {
   gatewayInfo: async () => ({ ...STUB_GATEWAY }),

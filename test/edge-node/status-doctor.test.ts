@@ -99,7 +99,7 @@ t.test('doctor passes a healthy state dir and a reachable, trusted gateway, and 
   t.match(result.stdout, /ok\s+state dir .* \(mode 0700\)/);
   t.match(result.stdout, /ok\s+credential valid until/);
   t.match(result.stdout, /ok\s+gateway 127\.0\.0\.1:\d+ reachable over TCP/);
-  t.match(result.stdout, /ok\s+gateway TLS certificate trusted and valid for "localhost"/);
+  t.match(result.stdout, /ok\s+gateway TLS certificate trusted \(pinned CA\) and valid for "localhost"/);
   t.match(result.stdout, /all checks passed/);
   t.same(await snapshot(state.dir), before, 'the state dir is unchanged');
 });

@@ -258,6 +258,10 @@ export class NodeSession implements RegisteredSession {
     this.credential = { credentialId: check.credentialId, secret: presented ?? '', issuedAt: check.issuedAt, isNewest: check.isNewest };
     // "credId": the logger censors any key naming a credential; the id is not the secret.
     this.log = this.log.child({ nodeId: check.nodeId, node: check.nodeName, credId: check.credentialId });
+    // Connecting with a credential proves the node saved it: that is its acknowledgement when the
+    // ack on the stream was lost, and it starts the handover window of the one it replaced.
+    if (!check.acknowledged) await this.acknowledge(check.credentialId, 'presented');
+    if (this.over) return;
     this.state = 'awaiting-hello';
     this.helloTimer = setTimeout(() => {
       this.end('HELLO_REQUIRED', `no Hello within ${this.ctx.helloDeadlineMs} ms of connecting; the node must send Hello first`);
@@ -460,7 +464,7 @@ export class NodeSession implements RegisteredSession {
       this.log.warn({ err }, 'credential rotation failed; retrying on the next check');
       return;
     }
-    if (!this.isLive) return; // ended meanwhile: like a lost reply, the handover window covers it
+    if (!this.isLive) return; // ended meanwhile: like a lost reply, the presented credential keeps working
     if (this.ctx.dropRotationReply()) {
       this.log.warn({ newCredId: rotated.credentialId }, 'fault injection: dropping the rotation reply and closing the stream');
       this.finish();
@@ -491,12 +495,17 @@ export class NodeSession implements RegisteredSession {
     this.pendingRotation = undefined;
     // From here the node uses the new credential, whether or not the acknowledgement is recorded.
     this.credential = pending;
+    await this.acknowledge(pending.credentialId, 'acked');
+  }
+
+  /** Records that the node holds the credential; a failure is logged, never fatal (the next connect acknowledges it). */
+  private async acknowledge(credentialId: string, how: 'acked' | 'presented'): Promise<void> {
     try {
-      await acknowledgeCredential(this.ctx.pool, this.nodeId, pending.credentialId, this.ctx.now());
+      await acknowledgeCredential(this.ctx.pool, this.nodeId, credentialId, this.ctx.credentialTimings, this.ctx.now());
     } catch (err) {
       this.log.warn({ err }, 'could not record the credential acknowledgement');
       return;
     }
-    this.log.info({ newCredId: pending.credentialId }, 'the node stored its new credential');
+    if (how === 'acked') this.log.info({ newCredId: credentialId }, 'the node stored its new credential');
   }
 }

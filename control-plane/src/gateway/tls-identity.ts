@@ -33,7 +33,10 @@ export interface GatewayIdentity {
   /** The server certificate (external mode: with its chain). */
   certPem: string;
   keyPem: string;
-  /** What nodes trust; empty in external mode without a trust bundle (nodes use their system store). */
+  /**
+   * What nodes pin; '' in external mode without a trust bundle: the enrollment answer then carries
+   * caPem '' and nodes verify the gateway against their system trust store (and its name).
+   */
   caPem: string;
   source: GatewayIdentitySource;
 }

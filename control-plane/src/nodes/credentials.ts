@@ -1,8 +1,15 @@
 /**
  * Per-node credentials for the control stream. A credential is the opaque string
  * `<credentialId uuid>.<secret 43 chars base64url>`; only SHA-256(secret) is stored and hashes are
- * compared in constant time. Rotation issues a successor and leaves the presented credential valid
- * for a handover window (valid_until), so a rotation reply lost on the wire never locks a node out.
+ * compared in constant time.
+ *
+ * Rotation issues a successor and leaves the presented credential as it is: it keeps working until
+ * the node acknowledges the successor (an ack on the stream, or presenting the successor when it
+ * connects) and for one handover window (valid_until) after that, never beyond its own expires_at.
+ * A rotation reply lost on the wire therefore never locks a node out, however long the node then
+ * stays away, as long as its credential has not expired. A node that keeps losing replies gains
+ * nothing either: an unacknowledged successor never extends anything, each new rotation revokes
+ * the previous unacknowledged one, and the old credential still ends at its expires_at.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
@@ -20,7 +27,7 @@ export type CredentialFailureCode =
   | 'NODE_DELETED';
 
 export type CredentialCheck =
-  | { ok: true; credentialId: string; nodeId: string; nodeName: string; issuedAt: Date; isNewest: boolean }
+  | { ok: true; credentialId: string; nodeId: string; nodeName: string; issuedAt: Date; isNewest: boolean; acknowledged: boolean }
   | { ok: false; code: CredentialFailureCode; message: string };
 
 export interface IssuedCredential { credentialId: string; credential: string; expiresAt: Date }
@@ -81,6 +88,7 @@ interface CredentialRow {
   expires_at: Date;
   valid_until: Date | null;
   revoked_at: Date | null;
+  acknowledged_at: Date | null;
   node_name: string;
   node_deleted_at: Date | null;
   newer_count: string;
@@ -96,7 +104,7 @@ export async function verifyCredential(
   const parsed = parseCredential(presented);
   if (!parsed || !UUID.test(nodeId)) return failure('CREDENTIAL_INVALID');
   const { rows } = await db.query<CredentialRow>(
-    `select c.id, c.node_id, c.secret_hash, c.issued_at, c.expires_at, c.valid_until, c.revoked_at,
+    `select c.id, c.node_id, c.secret_hash, c.issued_at, c.expires_at, c.valid_until, c.revoked_at, c.acknowledged_at,
             n.name as node_name, n.deleted_at as node_deleted_at,
             (select count(*) from node_credentials o
               where o.node_id = c.node_id and o.revoked_at is null and o.issued_at > c.issued_at) as newer_count
@@ -120,13 +128,15 @@ export async function verifyCredential(
     nodeName: row.node_name,
     issuedAt: row.issued_at,
     isNewest: Number(row.newer_count) === 0,
+    acknowledged: row.acknowledged_at !== null,
   };
 }
 
 /**
- * Issues a successor; the presented one stays valid for handoverMs (valid_until), unacknowledged
- * earlier successors are revoked. A second rotation from the same credential does not extend its
- * window: a node that keeps losing replies still has to move on within one handover period.
+ * Issues a successor and revokes unacknowledged earlier successors (their replies were lost: the
+ * node is back with `from`). The presented credential is not shortened here, because the node may
+ * never receive the reply; acknowledgeCredential starts its handover window. `previousValidUntil`
+ * is the earliest it can stop being accepted (were the successor acknowledged at once).
  */
 export async function rotateCredential(
   db: pg.Pool,
@@ -136,7 +146,7 @@ export async function rotateCredential(
   now: Date = new Date(),
 ): Promise<IssuedCredential & { previousValidUntil: Date }> {
   return withTransaction(db, async (client) => {
-    // Serialises rotations of one node (two replicas, or a reconnect racing a periodic rotation).
+    // Serialises rotations and acknowledgements of one node (two replicas, or a reconnect racing a periodic rotation).
     const node = await client.query('select 1 from nodes where id = $1 and deleted_at is null for update', [nodeId]);
     if (node.rowCount === 0) throw new Error(`cannot rotate credentials of node ${nodeId}: it does not exist or was deleted`);
     const from = await client.query<{ issued_at: Date; expires_at: Date; valid_until: Date | null }>(
@@ -151,22 +161,45 @@ export async function rotateCredential(
         where node_id = $1 and issued_at > $2 and acknowledged_at is null and revoked_at is null`,
       [nodeId, previous.issued_at, now],
     );
-    const handoverEnd = Math.min(now.getTime() + t.handoverMs, previous.expires_at.getTime());
-    const previousValidUntil = new Date(Math.min(previous.valid_until?.getTime() ?? Infinity, handoverEnd));
-    await client.query('update node_credentials set valid_until = $2 where id = $1', [fromCredentialId, previousValidUntil]);
+    const previousValidUntil = new Date(Math.min(
+      previous.valid_until?.getTime() ?? Infinity, now.getTime() + t.handoverMs, previous.expires_at.getTime(),
+    ));
     const issued = await issueCredential(client, nodeId, t, now);
     return { ...issued, previousValidUntil };
   });
 }
 
-/** The node saved the credential (it says so on the stream); an ack is recorded once. */
-export async function acknowledgeCredential(db: pg.Pool, nodeId: string, credentialId: string, now: Date = new Date()): Promise<void> {
+/**
+ * The node has the credential: it said so on the stream, or it authenticated with it. The first
+ * ack is recorded; every ack bounds the node's older live credentials to one handover window from
+ * now (never later than they already end or expire), since the node no longer needs them.
+ */
+export async function acknowledgeCredential(
+  db: pg.Pool,
+  nodeId: string,
+  credentialId: string,
+  t: Pick<CredentialTimings, 'handoverMs'>,
+  now: Date = new Date(),
+): Promise<void> {
   if (!UUID.test(credentialId) || !UUID.test(nodeId)) return;
-  await db.query(
-    `update node_credentials set acknowledged_at = $3
-      where id = $1 and node_id = $2 and acknowledged_at is null and revoked_at is null`,
-    [credentialId, nodeId, now],
-  );
+  await withTransaction(db, async (client) => {
+    // Same lock as rotateCredential: an ack and a rotation that would revoke the acked credential do not interleave.
+    const node = await client.query('select 1 from nodes where id = $1 and deleted_at is null for update', [nodeId]);
+    if (node.rowCount === 0) return;
+    const acked = await client.query<{ issued_at: Date }>(
+      `update node_credentials set acknowledged_at = coalesce(acknowledged_at, $3)
+        where id = $1 and node_id = $2 and revoked_at is null returning issued_at`,
+      [credentialId, nodeId, now],
+    );
+    const issuedAt = acked.rows[0]?.issued_at;
+    if (issuedAt === undefined) return; // revoked or not this node's: it acknowledges nothing
+    // least() skips a null valid_until; the window never extends what is already shorter.
+    await client.query(
+      `update node_credentials set valid_until = least(valid_until, $3::timestamptz, expires_at)
+        where node_id = $1 and issued_at < $2 and revoked_at is null`,
+      [nodeId, issuedAt, new Date(now.getTime() + t.handoverMs)],
+    );
+  });
 }
 
 /**

@@ -3,7 +3,14 @@
  * credential, the gateway to dial and its CA, the config-signing public key. Redeeming the token,
  * recording the host's facts and issuing the credential happen in one transaction; the gateway
  * information is fetched first, so a failure there does not burn the token.
+ *
+ * The node validates the answer before it saves anything, and a refused answer cannot be redeemed
+ * again (the token is used, the old credentials revoked). So the answer is checked here against the
+ * node's rules first: the gateway part and signing key before the token is touched, the whole answer
+ * before the transaction commits. An answer the node would refuse is a 503 and burns nothing.
+ * (After the commit the answer can still be lost on the way; redemption is not two-phase.)
  */
+import { X509Certificate, createPublicKey } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { describeProtocolMismatch, isCompatibleProtocol, PROTOCOL_VERSION } from '../../../proto/src/protocol-version.js';
@@ -41,13 +48,47 @@ export const enrollRequestSchema = z.strictObject({
 
 export type EnrollRequest = z.output<typeof enrollRequestSchema>;
 
+// The node's rules for the answer (edge-node/src/enroll/enroll-api.ts): the two sides share no
+// code, so they are restated here; keep them in step.
+const MAX_PEM_CHARS = 64 * 1024;
+const GATEWAY_TARGET = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/;
+/** Printable ASCII without spaces: the node sends the credential as a gRPC metadata value. */
+const METADATA_SAFE = /^[\x21-\x7e]+$/;
+
+function parses(parse: () => unknown): boolean {
+  try {
+    parse();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Where and how the node reaches the gateway. `caPem` is the CA the node pins, or '' for none: the
+ * node then verifies the gateway against its system trust store (external gateway certificate
+ * without ZENOVA_GATEWAY_TRUST_BUNDLE). The field is always present.
+ */
+export const enrollGatewaySchema = z.object({
+  target: z.string().max(300).regex(GATEWAY_TARGET, 'must be HOST:PORT'),
+  serverName: z.string().min(1).max(253),
+  caPem: z.string().max(MAX_PEM_CHARS)
+    .refine((pem) => pem === '' || parses(() => new X509Certificate(pem)), "must be a PEM certificate, or '' for the node's system trust store"),
+});
+
+const publicKeyPemSchema = z.string().max(MAX_PEM_CHARS).refine((pem) => parses(() => createPublicKey(pem)), 'must be a PEM public key');
+
 export const enrollResponseSchema = z.object({
-  nodeId: z.string(),
-  nodeName: z.string(),
-  credential: z.object({ id: z.string(), secret: z.string(), expiresAt: z.string() }),
-  gateway: z.object({ target: z.string(), serverName: z.string(), caPem: z.string() }),
-  configSigningPublicKeyPem: z.string(),
-  controlPlaneUrl: z.string(),
+  nodeId: z.string().min(1).max(128),
+  nodeName: z.string().min(1).max(64),
+  credential: z.object({
+    id: z.string().min(1).max(128),
+    secret: z.string().min(1).max(1024).regex(METADATA_SAFE, 'must be printable ASCII without spaces'),
+    expiresAt: z.iso.datetime({ offset: true }),
+  }),
+  gateway: enrollGatewaySchema,
+  configSigningPublicKeyPem: publicKeyPemSchema,
+  controlPlaneUrl: z.string().max(2048),
 });
 
 export type EnrollResponse = z.infer<typeof enrollResponseSchema>;
@@ -88,6 +129,18 @@ export function redeemFailureError(failure: RedeemFailure, mode: EnrollMode): Ze
   }
 }
 
+/** A ZenovaError naming what the node would refuse in `value`, or undefined when it would accept it. */
+function unusableAnswer(schema: z.ZodType, value: unknown, what: string): ZenovaError | undefined {
+  const checked = schema.safeParse(value);
+  if (checked.success) return undefined;
+  const fields = [...new Set(checked.error.issues.map((i) => `${[what, ...i.path.map(String)].join('.')}: ${i.message}`))].slice(0, 3).join('; ');
+  return zenovaError(
+    'ZN_ERR_CP_ENROLLMENT_UNAVAILABLE',
+    `This control plane would hand out an enrollment answer the node refuses (${fields}); the token was not used. ` +
+      "Fix the control plane's gateway settings and try again.",
+  );
+}
+
 export async function enrollNode(
   pool: pg.Pool,
   request: EnrollRequest,
@@ -104,6 +157,9 @@ export async function enrollNode(
   }
   const gateway = await deps.gatewayInfo();
   const configSigningPublicKeyPem = await deps.configSigningPublicKeyPem();
+  // Before the token is touched: an answer the node would refuse must not cost the token.
+  const badGateway = unusableAnswer(enrollGatewaySchema, gateway, 'gateway') ?? unusableAnswer(publicKeyPemSchema, configSigningPublicKeyPem, 'configSigningPublicKeyPem');
+  if (badGateway !== undefined) throw badGateway;
   return withTransaction(pool, async (client) => {
     // Seed 004 §9.6: a new host replacing a lost one runs the reenroll command without --reenroll,
     // so a reenroll token also enrolls in install mode; an install token never re-enrolls.
@@ -114,7 +170,7 @@ export async function enrollNode(
     // host) is cut off, on every replica.
     await revokeNodeCredentials(client, node.id, { now });
     const credential = await issueCredential(client, node.id, timings, now);
-    return {
+    const answer: EnrollResponse = {
       nodeId: node.id,
       nodeName: node.name,
       credential: { id: credential.credentialId, secret: credential.credential, expiresAt: credential.expiresAt.toISOString() },
@@ -122,5 +178,10 @@ export async function enrollNode(
       configSigningPublicKeyPem,
       controlPlaneUrl: node.controlPlaneUrl,
     };
+    // Still inside the transaction: throwing rolls the redemption back. The route's response schema
+    // is this same one, so the serializer cannot fail after the commit either.
+    const badAnswer = unusableAnswer(enrollResponseSchema, answer, 'answer');
+    if (badAnswer !== undefined) throw badAnswer;
+    return answer;
   });
 }

@@ -10,7 +10,8 @@ import { configStatus, loadEnrolledConfig } from '../config/enrolled-config.js';
 import { loadLocalConfig } from '../config/local-config.js';
 import { fromLocalConfig } from '../config/runtime-config.js';
 import { startConnectLoop } from '../control/connect-loop.js';
-import type { ConnectLoop } from '../control/connect-loop.js';
+import { startControlLinkLeader } from '../control/control-link-leader.js';
+import type { ControlLinkLeader } from '../control/control-link-leader.js';
 import { reconnectSettingsFromEnv } from '../control/reconnect-settings.js';
 import type { Logger } from '../logger.js';
 import { RequestWindow } from '../metrics/request-window.js';
@@ -48,6 +49,14 @@ export class NotEnrolledError extends Error {
     super(message);
     this.name = 'NotEnrolledError';
   }
+}
+
+/** ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: how often replicas check the control link lock (tests shorten it). */
+function lockIntervalMs(env: NodeJS.ProcessEnv): number | undefined {
+  const raw = env.ZENOVA_NODE_LINK_LOCK_INTERVAL_MS;
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  return Number.isInteger(value) && value >= 50 && value <= 60_000 ? value : undefined;
 }
 
 /** `http://HOST:PORT` with IPv6 hosts bracketed. */
@@ -114,7 +123,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
   const requestWindow = new RequestWindow();
   const startedAt = new Date();
   // Declared before the app so /readyz can read the link once it exists.
-  let loop: ConnectLoop | undefined;
+  let link: ControlLinkLeader | undefined;
   const app = await buildApp({
     holder,
     logger: opts.logger,
@@ -123,10 +132,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
     ...(enrolled !== undefined
       ? {
-          controlLink: () => {
-            const link = loop?.status();
-            return link === undefined ? { connected: false, since: startedAt } : { connected: link.state === 'connected', since: link.since };
-          },
+          controlLink: () => link?.view() ?? { connected: false, since: startedAt },
         }
       : {}),
   });
@@ -152,36 +158,55 @@ export async function serve(opts: ServeOptions): Promise<number> {
     'node-edge listening',
   );
 
-  // Callers are served first; the control link comes up beside them and never blocks them.
+  // Callers are served first; the control link comes up beside them and never blocks them. Of the
+  // node-edge processes on one state dir (ZENOVA_NODE_REPLICAS) only the one holding the control
+  // link lock runs it; the others take the config it writes to the cache.
   if (enrolled !== undefined && reconnect !== undefined && applier !== undefined) {
     const configApplier = applier;
     const configHolder = holder;
-    loop = startConnectLoop({
+    /** A re-enrollment while serving: bundles are verified with the new node id and signing key from now on. */
+    const takeIdentity = (identity: NodeIdentity): void => {
+      configApplier.setTrust({ nodeId: identity.nodeId, publicKeyPem: identity.configSigningPublicKeyPem });
+    };
+    const startLink = () =>
+      startConnectLoop({
+        store: enrolled.store,
+        logger: opts.logger,
+        facts: { version: productVersion(), hostname: os.hostname(), arch: process.arch },
+        figures: () => {
+          const window = requestWindow.figures();
+          const spool = services.figures();
+          return {
+            requests5m: window.requests,
+            errors5m: window.errors,
+            spoolBytes: spool.spoolBytes,
+            backfillBacklog: spool.backfillBacklog,
+            appliedConfigVersion: configHolder.appliedVersion(),
+            ready: configHolder.current().ready,
+          };
+        },
+        onIdentity: takeIdentity,
+        onConfigPush: async (push) => {
+          const outcome = await configApplier.apply(push);
+          // status follows; the ack need not wait for that file.
+          if (outcome.ok && outcome.changed) void link?.configChanged();
+          return outcome.ok ? { ok: true } : { ok: false, code: outcome.code, message: outcome.message, retryable: outcome.retryable };
+        },
+        configStatus: () => configStatus(configHolder),
+        channels: services.channels,
+        reconnect: reconnect.reconnect,
+        refusedRetryMs: reconnect.refusedRetryMs,
+      });
+    link = startControlLinkLeader({
       store: enrolled.store,
       logger: opts.logger,
-      facts: { version: productVersion(), hostname: os.hostname(), arch: process.arch },
-      figures: () => {
-        const window = requestWindow.figures();
-        const spool = services.figures();
-        return {
-          requests5m: window.requests,
-          errors5m: window.errors,
-          spoolBytes: spool.spoolBytes,
-          backfillBacklog: spool.backfillBacklog,
-          appliedConfigVersion: configHolder.appliedVersion(),
-          ready: configHolder.current().ready,
-        };
+      startLink,
+      follow: async () => {
+        const identity = await loadIdentity(enrolled.store).catch(() => undefined);
+        if (identity !== undefined) takeIdentity(identity);
+        await configApplier.followCache();
       },
-      onConfigPush: async (push) => {
-        const outcome = await configApplier.apply(push);
-        // status follows; the ack need not wait for that file.
-        if (outcome.ok && outcome.changed) void loop?.configChanged();
-        return outcome.ok ? { ok: true } : { ok: false, code: outcome.code, message: outcome.message, retryable: outcome.retryable };
-      },
-      configStatus: () => configStatus(configHolder),
-      channels: services.channels,
-      reconnect: reconnect.reconnect,
-      refusedRetryMs: reconnect.refusedRetryMs,
+      ...(lockIntervalMs(opts.env ?? process.env) !== undefined ? { intervalMs: lockIntervalMs(opts.env ?? process.env) } : {}),
     });
   }
 
@@ -205,7 +230,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
       // back over the still-open session, then the link stops; the spool closes last.
       app.close()
         .then(() => services.beforeControlStop())
-        .then(() => loop?.stop())
+        .then(() => link?.stop())
         .then(() => services.close())
         .then(
         () => {

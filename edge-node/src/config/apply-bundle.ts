@@ -4,8 +4,16 @@
  * newer: applied), build the runtime config, write the cache (durably) and only then swap it in.
  * Pushes are applied one at a time in arrival order. Any refusal leaves the node on its last good
  * config and is reported with a code for the ack and a log line.
+ *
+ * The version rule's floor is also the highest version the node ever applied (applied-version.ts,
+ * raised after the cache is written and before the swap), so a node that started without a config
+ * (its cache rolled back) never takes an older one either. The trust (node id, signing key) can be
+ * replaced while serving (a re-enrollment): the served config's version then no longer counts.
+ * A replica that does not hold the control link takes the bundles the holder wrote to the cache
+ * through `followCache`, verified the same way.
  */
 import type { Logger } from '../logger.js';
+import type { AppliedVersionMark } from './applied-version.js';
 import { checkBundle } from './bundle-cache.js';
 import type { BundleCache, BundleRefusalCode, BundleTrust, CachedBundle } from './bundle-cache.js';
 import type { ConfigHolder } from './config-holder.js';
@@ -34,6 +42,22 @@ export type ApplyOutcome =
 
 export interface ConfigApplier {
   apply(push: ConfigPushInput): Promise<ApplyOutcome>;
+  /** The trust bundles are verified with now. */
+  trust(): BundleTrust;
+  /**
+   * Verifies bundles with `trust` from now on (a re-enrollment changed the node id or the
+   * control plane's signing key); true when it differs from the one in use.
+   */
+  setTrust(trust: BundleTrust): boolean;
+  /**
+   * Serves the cache's current.json when it verifies and is newer than the served config (another
+   * replica of the node applied it); undefined when there is nothing newer to take.
+   */
+  followCache(): Promise<ApplyOutcome | undefined>;
+}
+
+export function sameTrust(a: BundleTrust, b: BundleTrust): boolean {
+  return a.nodeId === b.nodeId && a.publicKeyPem.trim() === b.publicKeyPem.trim();
 }
 
 export interface ConfigApplierOptions {
@@ -43,14 +67,19 @@ export interface ConfigApplierOptions {
   logger: Logger;
   /** The cache entry of the bundle served now (from the cache at start-up); it becomes previous. */
   serving?: CachedBundle;
+  /** The highest version ever applied (absent: only the served version counts). */
+  mark?: AppliedVersionMark;
   /** Clock for "applied at". */
   now?: () => Date;
 }
 
 export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
-  const { cache, holder, logger } = opts;
+  const { cache, holder, logger, mark } = opts;
   const now = opts.now ?? (() => new Date());
+  let trust = opts.trust;
   let serving = opts.serving;
+  /** The trust the served config verified with (undefined: nothing served yet). */
+  let servingTrust: BundleTrust | undefined = holder.current().ready ? opts.trust : undefined;
   let queue: Promise<unknown> = Promise.resolve();
 
   const refuse = (version: number, code: ConfigRefusalCode, message: string, retryable = false): ApplyOutcome => {
@@ -58,19 +87,37 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     return { ok: false, version, code, message, retryable };
   };
 
+  /** The served version when it is comparable (same trust), else 0. */
+  const servedVersion = (): number => (servingTrust !== undefined && sameTrust(servingTrust, trust) ? holder.appliedVersion() : 0);
+
+  /** Older than this is refused: the served version, and the highest ever applied. */
+  const floor = async (): Promise<{ version: number; fromMark: boolean }> => {
+    await mark?.refresh();
+    const served = servedVersion();
+    const highest = mark?.highest(trust) ?? 0;
+    return highest > served ? { version: highest, fromMark: true } : { version: served, fromMark: false };
+  };
+
   const applyNow = async (push: ConfigPushInput): Promise<ApplyOutcome> => {
     const version = Number(push.version);
-    const check = checkBundle(push.bundle, push.signature, opts.trust);
+    const check = checkBundle(push.bundle, push.signature, trust);
     if (!check.ok) return refuse(version, check.code, check.message);
     const { bundle } = check;
     if (bundle.version !== version) {
       return refuse(version, 'CONFIG_SCHEMA', `the push says version ${version} but its signed bundle is version ${bundle.version}`);
     }
-    const applied = holder.appliedVersion();
-    if (version < applied) {
-      return refuse(version, 'CONFIG_VERSION_OLDER', `version ${version} is older than the applied version ${applied}`);
+    const lowest = await floor();
+    if (version < lowest.version) {
+      return refuse(
+        version,
+        'CONFIG_VERSION_OLDER',
+        lowest.fromMark
+          ? `version ${version} is older than version ${lowest.version}, the highest this node applied (${mark?.file() ?? 'its applied-version mark'})`
+          : `version ${version} is older than the applied version ${lowest.version}`,
+      );
     }
-    if (version === applied) {
+    const snapshot = holder.current();
+    if (version === servedVersion() && snapshot.ready && snapshot.olderThanApplied === undefined) {
       logger.debug({ version }, 'config already applied');
       return { ok: true, version, changed: false };
     }
@@ -89,6 +136,8 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     };
     try {
       await cache.store(entry, serving);
+      // Before the swap: a version served is always one the mark covers.
+      await mark?.record(version, trust, appliedAt);
     } catch (err) {
       // Not swapped: a config that would be lost on restart is not applied; the push may be retried.
       const code = (err as NodeJS.ErrnoException).code;
@@ -96,16 +145,48 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     }
     holder.swap(config, appliedAt);
     serving = entry;
+    servingTrust = trust;
     const unservable = [...config.unservableRoutes.keys()];
     logger.info({ version, ...(unservable.length > 0 ? { unservableRoutes: unservable.slice(0, 20) } : {}) }, 'config applied');
     return { ok: true, version, changed: true };
   };
 
+  const followNow = async (): Promise<ApplyOutcome | undefined> => {
+    const read = await cache.read('current', trust, fromBundle);
+    // Missing, damaged or mid-way: the holder's next write (or this node's next start) tells.
+    if (read === 'missing' || 'code' in read) return undefined;
+    const { entry, value } = read;
+    const snapshot = holder.current();
+    const served = servedVersion();
+    if (entry.version < served || (entry.version === served && snapshot.ready && snapshot.olderThanApplied === undefined)) return undefined;
+    const lowest = await floor();
+    if (entry.version < lowest.version) return undefined;
+    const appliedAt = entry.appliedAt !== undefined ? new Date(entry.appliedAt) : now();
+    holder.swap(value, appliedAt);
+    serving = entry;
+    servingTrust = trust;
+    logger.info({ version: entry.version, file: read.file }, 'config applied from the cache (written by the replica holding the control link)');
+    return { ok: true, version: entry.version, changed: true };
+  };
+
+  const enqueue = <T>(run: () => Promise<T>): Promise<T> => {
+    const result = queue.then(run);
+    queue = result.catch(() => undefined);
+    return result;
+  };
+
   return {
-    apply(push) {
-      const result = queue.then(() => applyNow(push));
-      queue = result.catch(() => undefined);
-      return result;
+    apply: (push) => enqueue(() => applyNow(push)),
+    followCache: () => enqueue(followNow),
+    trust: () => trust,
+    setTrust(next) {
+      if (sameTrust(next, trust)) return false;
+      logger.warn(
+        { nodeId: next.nodeId, previousNodeId: trust.nodeId, signingKeyChanged: next.publicKeyPem.trim() !== trust.publicKeyPem.trim() },
+        'config trust replaced (the node was re-enrolled): bundles are verified with the new identity from now on',
+      );
+      trust = next;
+      return true;
     },
   };
 }

@@ -5,6 +5,11 @@
  * and 0600 (the bundle holds upstream secrets). Loading verifies each file exactly as a push is
  * verified (signature with the pinned key, schema, node id) and never hands out an unverified one:
  * a refused current falls back to previous, and a refused file is named in a log line.
+ *
+ * Rollback: given the highest version the node applied (applied-version.ts), a current.json that
+ * is older than it, or missing, is refused (CONFIG_ROLLED_BACK) with no fallback: previous is older
+ * still. Only a current.json that is damaged (unreadable, not JSON, failing its signature or
+ * schema) falls back to previous, and such a load is marked as older than the node applied.
  */
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -13,6 +18,7 @@ import { MAX_CONFIG_BUNDLE_BYTES, verifyConfigBundle } from '../../../proto/src/
 import type { BundleCheck, ConfigBundle } from '../../../proto/src/index.js';
 import type { Logger } from '../logger.js';
 import { writeFileAtomic } from '../state/atomic-write.js';
+import { APPLIED_VERSION_FILE } from './applied-version.js';
 import { describeIssues } from '../zod-issues.js';
 
 export const CONFIG_CACHE_DIR = 'config';
@@ -39,7 +45,7 @@ export type CachedBundle = z.infer<typeof cachedBundleSchema>;
 export type BundleRefusalCode = Extract<BundleCheck, { ok: false }>['code'] | 'CONFIG_WRONG_NODE';
 
 /** Why a cache file was not used (log codes): the bundle's, the file's, or the build's. */
-export type CacheRefusalCode = BundleRefusalCode | 'CONFIG_CACHE_UNREADABLE' | 'CONFIG_CACHE_CORRUPT' | 'CONFIG_APPLY_FAILED';
+export type CacheRefusalCode = BundleRefusalCode | 'CONFIG_CACHE_UNREADABLE' | 'CONFIG_CACHE_CORRUPT' | 'CONFIG_APPLY_FAILED' | 'CONFIG_ROLLED_BACK';
 
 export interface CacheRefusal {
   slot: CacheSlot;
@@ -55,6 +61,16 @@ export interface LoadedBundle<T> {
   bundle: ConfigBundle;
   /** What `build` made of the bundle. */
   value: T;
+  /**
+   * Set when this is previous.json, used because current.json is damaged, and older than the
+   * highest version the node applied (that version).
+   */
+  olderThanApplied?: number;
+}
+
+export interface CacheLoadOptions {
+  /** The highest version this node applied (0 or absent: unknown); older caches are refused. */
+  highestApplied?: number;
 }
 
 export interface CacheLoad<T> {
@@ -97,28 +113,48 @@ export class BundleCache {
   /**
    * The first cache file (current, then previous) that verifies and that `build` accepts (a throw
    * refuses it as CONFIG_APPLY_FAILED). Every refused file gets a `config cache refused` log line.
+   * With `highestApplied`, a current.json older than it (or missing) is refused as
+   * CONFIG_ROLLED_BACK and previous is not tried; a previous.json used because current.json is
+   * damaged carries `olderThanApplied`.
    */
-  async load<T>(trust: BundleTrust, build: (bundle: ConfigBundle) => T, logger: Logger): Promise<CacheLoad<T>> {
+  async load<T>(trust: BundleTrust, build: (bundle: ConfigBundle) => T, logger: Logger, opts: CacheLoadOptions = {}): Promise<CacheLoad<T>> {
+    const highest = opts.highestApplied ?? 0;
     const refusals: CacheRefusal[] = [];
     const missing: CacheSlot[] = [];
+    const refused = (refusal: CacheRefusal): void => {
+      refusals.push(refusal);
+      logger.error({ file: refusal.file, code: refusal.code, reason: refusal.message }, 'config cache refused');
+    };
     for (const slot of SLOTS) {
       const file = this.file(slot);
-      const outcome = await this.loadSlot(slot, trust, build);
+      const outcome = await this.read(slot, trust, build);
       if (outcome === 'missing') {
         missing.push(slot);
+        if (slot === 'current' && highest > 0) {
+          refused({ slot, file, code: 'CONFIG_ROLLED_BACK', message: rolledBackMessage(`the file is missing`, highest) });
+          return { loaded: undefined, refusals, missing };
+        }
         continue;
       }
       if ('code' in outcome) {
-        refusals.push(outcome);
-        logger.error({ file, code: outcome.code, reason: outcome.message }, 'config cache refused');
+        refused(outcome);
         continue;
+      }
+      if (outcome.entry.version < highest) {
+        if (slot === 'current') {
+          // Not damaged, only older: someone put an older cache here. previous.json is older still.
+          refused({ slot, file, code: 'CONFIG_ROLLED_BACK', message: rolledBackMessage(`it holds version ${outcome.entry.version}`, highest) });
+          return { loaded: undefined, refusals, missing };
+        }
+        return { loaded: { ...outcome, olderThanApplied: highest }, refusals, missing };
       }
       return { loaded: outcome, refusals, missing };
     }
     return { loaded: undefined, refusals, missing };
   }
 
-  private async loadSlot<T>(slot: CacheSlot, trust: BundleTrust, build: (bundle: ConfigBundle) => T): Promise<LoadedBundle<T> | CacheRefusal | 'missing'> {
+  /** One cache file, verified and built; 'missing' when there is none. */
+  async read<T>(slot: CacheSlot, trust: BundleTrust, build: (bundle: ConfigBundle) => T): Promise<LoadedBundle<T> | CacheRefusal | 'missing'> {
     const file = this.file(slot);
     const refuse = (code: CacheRefusalCode, message: string): CacheRefusal => ({ slot, file, code, message });
     let text: string;
@@ -163,6 +199,14 @@ export class BundleCache {
     if (keep !== undefined) await writeFileAtomic(this.file('previous'), serialize(keep), FILE_MODE);
     await writeFileAtomic(this.file('current'), serialize(next), FILE_MODE);
   }
+}
+
+function rolledBackMessage(what: string, highest: number): string {
+  return (
+    `${what}, but this node already applied version ${highest} (${APPLIED_VERSION_FILE}): the config cache was rolled back or restored from an older copy, ` +
+    `and an older config may allow keys revoked since. The node waits for version ${highest} or newer from the control plane; ` +
+    `to serve the older cache anyway, stop the node and delete ${APPLIED_VERSION_FILE} from the state dir`
+  );
 }
 
 function serialize(entry: CachedBundle): string {

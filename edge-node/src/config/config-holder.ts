@@ -6,7 +6,16 @@
 import type { RuntimeConfig } from './runtime-config.js';
 
 export type ConfigSnapshot =
-  | { readonly ready: true; readonly config: RuntimeConfig; readonly appliedAt: Date }
+  | {
+      readonly ready: true;
+      readonly config: RuntimeConfig;
+      readonly appliedAt: Date;
+      /**
+       * Set while the node serves previous.json because current.json was damaged: the highest
+       * version the node applied, which this config is older than (for /readyz and status).
+       */
+      readonly olderThanApplied?: number;
+    }
   | {
       readonly ready: false;
       /** Why there is no config, for /readyz and status; names no absolute path or secret. */
@@ -23,8 +32,8 @@ export class ConfigHolder {
     this.snapshot = initial;
   }
 
-  static ready(config: RuntimeConfig, appliedAt = new Date()): ConfigHolder {
-    return new ConfigHolder({ ready: true, config, appliedAt });
+  static ready(config: RuntimeConfig, appliedAt = new Date(), olderThanApplied?: number): ConfigHolder {
+    return new ConfigHolder({ ready: true, config, appliedAt, ...(olderThanApplied !== undefined ? { olderThanApplied } : {}) });
   }
 
   static notReady(reason: string): ConfigHolder {
@@ -41,7 +50,7 @@ export class ConfigHolder {
     return this.snapshot.ready ? (this.snapshot.config.version ?? 0) : 0;
   }
 
-  /** Replaces the config in one assignment; requests already running keep theirs. */
+  /** Replaces the config in one assignment (clearing olderThanApplied); requests already running keep theirs. */
   swap(config: RuntimeConfig, appliedAt = new Date()): void {
     const next = { ready: true as const, config, appliedAt };
     this.snapshot = next;

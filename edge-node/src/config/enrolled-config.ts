@@ -1,11 +1,16 @@
 /**
  * An enrolled node's config at start-up: the verified cache (current, else previous) or not ready,
- * never an unverified config; plus the applier that takes pushed bundles from there on.
+ * never an unverified config, and never one older than the highest version the node applied
+ * (config-applied-version.json) unless current.json is damaged — then previous.json is served,
+ * logged at error level and shown as older in /readyz and `status`; plus the applier that takes
+ * pushed bundles from there on.
  */
 import type { ConfigStatusRecord } from '../control/control-status.js';
 import type { Logger } from '../logger.js';
 import type { NodeIdentity } from '../state/identity.js';
+import { openStateStore } from '../state/state-store.js';
 import { createConfigApplier } from './apply-bundle.js';
+import { APPLIED_VERSION_FILE, AppliedVersionMark } from './applied-version.js';
 import type { ConfigApplier } from './apply-bundle.js';
 import { BundleCache, CONFIG_CACHE_DIR } from './bundle-cache.js';
 import type { CacheLoad, CachedBundle } from './bundle-cache.js';
@@ -16,6 +21,8 @@ import type { RuntimeConfig } from './runtime-config.js';
 /** Why an enrolled node has no config, in words for /readyz and status (no absolute paths). */
 function notReadyReason(load: CacheLoad<RuntimeConfig>): string {
   if (load.refusals.length === 0) return 'no config yet: waiting for the first config from the control plane';
+  const rolledBack = load.refusals.find((r) => r.code === 'CONFIG_ROLLED_BACK');
+  if (rolledBack !== undefined) return `${CONFIG_CACHE_DIR}/${rolledBack.slot}.json refused (CONFIG_ROLLED_BACK): ${rolledBack.message}`;
   const refused = load.refusals.map((r) => `${CONFIG_CACHE_DIR}/${r.slot}.json: ${r.code}`).join('; ');
   return `the cached config was refused (${refused}); waiting for a config from the control plane`;
 }
@@ -25,19 +32,35 @@ export interface EnrolledConfig {
   applier: ConfigApplier;
 }
 
-/** The verified cache (current, else previous) or not ready; never an unverified config. */
+/** The verified cache (current, else previous) or not ready; never an unverified or rolled-back config. */
 export async function loadEnrolledConfig(stateDir: string, identity: NodeIdentity, logger: Logger): Promise<EnrolledConfig> {
   const cache = new BundleCache(stateDir);
   const trust = { nodeId: identity.nodeId, publicKeyPem: identity.configSigningPublicKeyPem };
-  const load = await cache.load(trust, fromBundle, logger);
+  const mark = await AppliedVersionMark.open(await openStateStore(stateDir, { create: false }));
+  const highestApplied = mark.highest(trust);
+  const load = await cache.load(trust, fromBundle, logger, { highestApplied });
   let holder: ConfigHolder;
   let serving: CachedBundle | undefined;
   if (load.loaded !== undefined) {
-    const { entry, file, value } = load.loaded;
+    const { entry, file, value, olderThanApplied } = load.loaded;
     const appliedAt = entry.appliedAt !== undefined ? new Date(entry.appliedAt) : new Date();
-    holder = ConfigHolder.ready(value, appliedAt);
+    holder = ConfigHolder.ready(value, appliedAt, olderThanApplied);
     serving = entry;
-    logger.info({ version: entry.version, file, appliedAt: appliedAt.toISOString() }, 'config loaded from cache');
+    if (olderThanApplied !== undefined) {
+      const refused = load.refusals.map((r) => `${CONFIG_CACHE_DIR}/${r.slot}.json: ${r.code}`).join('; ');
+      logger.error(
+        { version: entry.version, highestApplied: olderThanApplied, file, refused },
+        `serving an OLDER config: ${CONFIG_CACHE_DIR}/current.json is damaged (${refused}), so version ${entry.version} from ${CONFIG_CACHE_DIR}/previous.json is served although this node already applied version ${olderThanApplied}; keys revoked since may work until the control plane sends version ${olderThanApplied} or newer`,
+      );
+    } else {
+      logger.info({ version: entry.version, file, appliedAt: appliedAt.toISOString() }, 'config loaded from cache');
+      if (entry.version > highestApplied) {
+        // A cache written before the mark existed (or a mark write that failed): raise it now.
+        await mark.record(entry.version, trust, appliedAt).catch((err: unknown) => {
+          logger.warn({ err: { message: (err as Error).message }, file: mark.file() }, `could not write ${APPLIED_VERSION_FILE}`);
+        });
+      }
+    }
   } else {
     const reason = notReadyReason(load);
     holder = ConfigHolder.notReady(reason);
@@ -45,8 +68,13 @@ export async function loadEnrolledConfig(stateDir: string, identity: NodeIdentit
     if (load.refusals.length > 0) logger.error({ reason }, 'node not ready: no verified config');
     else logger.warn({ reason }, 'node not ready: no verified config');
   }
-  const applier = createConfigApplier({ trust, cache, holder, logger, ...(serving !== undefined ? { serving } : {}) });
+  const applier = createConfigApplier({ trust, cache, holder, logger, mark, ...(serving !== undefined ? { serving } : {}) });
   return { holder, applier };
+}
+
+/** For /readyz and `status`: the served config is older than one the node applied. */
+export function olderConfigWarning(version: number, highestApplied: number): string {
+  return `serving config version ${version} from ${CONFIG_CACHE_DIR}/previous.json because ${CONFIG_CACHE_DIR}/current.json is damaged; this node already applied version ${highestApplied} (keys revoked since may work until the control plane sends it again)`;
 }
 
 /** The served config as control-status.json mirrors it for `status`. */

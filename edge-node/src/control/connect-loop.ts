@@ -56,6 +56,11 @@ export interface ConnectLoopOptions {
   channels?: readonly ControlChannel[];
   /** The served config, mirrored into control-status.json for `status`. */
   configStatus?: () => ConfigStatusRecord;
+  /**
+   * The identity read before each attempt (it is read afresh, so a re-enrollment while serving is
+   * picked up): serve rebuilds the config applier's trust from it before the session can push.
+   */
+  onIdentity?: (identity: NodeIdentity) => void;
   reconnect?: { baseMs: number; maxMs: number };
   refusedRetryMs?: number;
   healthySessionMs?: number;
@@ -68,8 +73,11 @@ export interface ConnectLoop {
   status(): ControlLinkStatus;
   /** Rewrites control-status.json after the served config changed; resolves once written. */
   configChanged(): Promise<void>;
-  /** Ends the session and the loop; resolves once the final status is written. */
-  stop(): Promise<void>;
+  /**
+   * Ends the session and the loop; resolves once the final status is written (`writeStatus:
+   * false`: not written, when another process holds the link and writes it now).
+   */
+  stop(options?: { writeStatus?: boolean }): Promise<void>;
 }
 
 /** How the next attempt should go after a session ended. */
@@ -223,6 +231,11 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         await waitBeforeRetry(refusedRetryMs);
         continue;
       }
+      try {
+        opts.onIdentity?.(identity);
+      } catch (err) {
+        logger.error({ err }, 'could not take the identity in use');
+      }
       const usedPrevious = usePrevious && credentials.previous !== undefined;
       const credential: StoredCredential = usedPrevious && credentials.previous !== undefined ? credentials.previous : credentials.current;
       if (usedPrevious) fallbackSpent = true;
@@ -252,9 +265,13 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
   return {
     status: () => status,
     configChanged: () => persist(),
-    async stop() {
+    async stop(options) {
       abort.abort();
       await done;
+      if (options?.writeStatus === false) {
+        await writes;
+        return;
+      }
       serving = false;
       status = { ...status, state: 'disconnected', ...(status.state === 'connected' ? { since: new Date(), sessionId: null } : {}) };
       await persist();

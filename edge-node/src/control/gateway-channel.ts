@@ -1,11 +1,13 @@
 /**
  * How the node reaches its gateway: a grpc-js client over TLS that trusts only the gateway CA saved
- * at enrollment and checks the certificate against the saved server name (never skipped).
+ * at enrollment — or, when the control plane pinned none, this host's system trust store — and
+ * checks the certificate against the saved server name (never skipped).
  */
 import { isIP } from 'node:net';
-import { checkServerIdentity } from 'node:tls';
+import { checkServerIdentity, createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { NodeControlClient } from '../../../proto/src/index.js';
+import { gatewayTrust } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 
 /** Config bundles come later over this stream; bound what one message may cost in memory. */
@@ -28,12 +30,25 @@ export function parseGatewayTarget(target: string): GatewayAddress {
   return { host, port };
 }
 
+/**
+ * The TLS credentials for the gateway: the pinned CA as the only root, or Node's default CA store
+ * (the same store tls.connect and the enrollment client use without `ca`). Either way grpc-js
+ * refuses an unverified certificate (rejectUnauthorized is never turned off) and the certificate
+ * must carry the saved server name, whatever address is dialled.
+ */
+export function gatewayChannelCredentials(gateway: NodeIdentity['gateway']): grpc.ChannelCredentials {
+  const { serverName } = gateway;
+  const verify: grpc.VerifyOptions = { checkServerIdentity: (_host, cert) => checkServerIdentity(serverName, cert) };
+  const trust = gatewayTrust(gateway);
+  if (trust.kind === 'pinned-ca') return grpc.credentials.createSsl(Buffer.from(trust.caPem), null, null, verify);
+  // Not createSsl(null): grpc-js would then read GRPC_DEFAULT_SSL_ROOTS_FILE_PATH instead, a trust
+  // that doctor's probe and enrollment would not share.
+  return grpc.credentials.createFromSecureContext(createSecureContext(), verify);
+}
+
 export function createGatewayClient(gateway: NodeIdentity['gateway']): NodeControlClient {
   const { serverName } = gateway;
-  const credentials = grpc.credentials.createSsl(Buffer.from(gateway.caPem), null, null, {
-    // Verifies the saved name whatever address is dialled; the CA check itself is grpc-js's default.
-    checkServerIdentity: (_host, cert) => checkServerIdentity(serverName, cert),
-  });
+  const credentials = gatewayChannelCredentials(gateway);
   const options: grpc.ChannelOptions = {
     'grpc.max_receive_message_length': MAX_RECEIVE_MESSAGE_BYTES,
     'grpc.keepalive_time_ms': KEEPALIVE_TIME_MS,

@@ -1,10 +1,11 @@
 /**
  * A one-off check of the gateway for `doctor`: can this host open a TCP connection to it, and does
- * its TLS certificate verify against the saved CA and server name? Sends nothing after the
- * handshake and changes nothing.
+ * its TLS certificate verify against the saved CA (or, with none saved, the system trust store) and
+ * server name? Sends nothing after the handshake and changes nothing.
  */
 import net from 'node:net';
 import tls from 'node:tls';
+import { gatewayTrust } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { classifyTlsFailure } from '../tls/tls-failure.js';
 import type { TlsFailureKind } from '../tls/tls-failure.js';
@@ -39,11 +40,13 @@ export function probeTcp(gateway: NodeIdentity['gateway'], timeoutMs: number): P
 export function probeTls(gateway: NodeIdentity['gateway'], timeoutMs: number): Promise<ProbeResult> {
   const { host, port } = parseGatewayTarget(gateway.target);
   const { serverName } = gateway;
+  const trust = gatewayTrust(gateway);
   return new Promise((resolve) => {
     const socket = tls.connect({
       host,
       port,
-      ca: gateway.caPem,
+      // Without a pinned CA, Node's default store: the roots the gateway client uses then.
+      ...(trust.kind === 'pinned-ca' ? { ca: trust.caPem } : {}),
       // SNI only for DNS names (RFC 6066); the name check below applies either way.
       ...(net.isIP(serverName) === 0 ? { servername: serverName } : {}),
       checkServerIdentity: (_host, cert) => tls.checkServerIdentity(serverName, cert),

@@ -10,7 +10,8 @@ export const FALLBACK_CODES: ReadonlySet<string> = new Set(['CREDENTIAL_INVALID'
 
 const LOCAL_ADVICE: Readonly<Record<string, string>> = {
   GATEWAY_TLS_UNTRUSTED:
-    "the gateway's certificate is not signed by the CA saved at enrollment (identity.json); if the control plane's gateway identity was replaced, re-enroll this node",
+    "the gateway's certificate is not signed by the CA saved at enrollment (identity.json), or, when none was saved, by a CA in this host's system trust store; " +
+    "if the control plane's gateway identity was replaced, re-enroll this node (`zenova-node doctor` names the trust in use)",
   GATEWAY_TLS_NAME_MISMATCH:
     "the gateway's certificate does not name the server name saved at enrollment; add that name to ZENOVA_GATEWAY_HOSTS on the control plane, or re-enroll",
   GATEWAY_TLS_EXPIRED: "the gateway's certificate has expired or is not yet valid; check this host's clock and the gateway certificate",

@@ -202,8 +202,9 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
     };
 
     const onRotation = (rotation: CredentialRotation): void => {
+      // Stored even when the stream has ended meanwhile: the node then connects with the new one
+      // (which acknowledges it) instead of an old one whose window may start at any moment.
       rotations = rotations.then(async () => {
-        if (finished) return;
         const next = parseRotation(rotation);
         if (next === undefined) {
           // Not acknowledged: the control plane keeps the current credential valid and may retry.
@@ -214,11 +215,13 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
           await opts.storeRotatedCredential(next, held);
         } catch (err) {
           logger.error({ err: { message: (err as Error).message, code: (err as NodeJS.ErrnoException).code } }, 'could not store the rotated credential');
+          if (finished) return;
           endLocally('disconnected', 'CREDENTIAL_STORE_FAILED', `the rotated credential could not be saved: ${(err as Error).message}`);
           return;
         }
         held = next;
         // Only now, with the credential durable, may the control plane let the previous one lapse.
+        // After the stream ended there is no one to tell (send drops it); the next connect does.
         send({ credentialRotationAck: { credentialId: next.id } });
         logger.info({ credentialId: next.id, expiresAt: next.expiresAt }, 'credential rotated');
       });
@@ -294,20 +297,26 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
       opts.signal?.removeEventListener('abort', onAbort);
       client.close();
       const establishedMs = established ? Date.now() - establishedAt : 0;
+      // Resolves once a rotation received before the end is stored: the caller reconnects with
+      // whatever credential.json holds then.
+      const settle = (end: SessionEnd): void => {
+        const done = (): void => resolve(end);
+        void rotations.then(done, done);
+      };
       const base = { established, establishedMs, ...(sessionId !== undefined ? { sessionId } : {}) };
       if (localEnd !== undefined) {
-        resolve({ ...base, ...localEnd });
+        settle({ ...base, ...localEnd });
       } else if (refusal !== undefined) {
-        resolve({ ...base, reason: 'refused', code: refusal.code, message: refusal.message || peerText(status.details) });
+        settle({ ...base, reason: 'refused', code: refusal.code, message: refusal.message || peerText(status.details) });
       } else {
         // The status details start with the code ("CODE: message") when the Refusal message was lost.
         const detailsCode = status.code === grpc.status.OK ? undefined : refusalCodeOfStatusDetails(status.details);
         if (detailsCode !== undefined) {
-          resolve({ ...base, reason: 'refused', code: detailsCode, message: peerText(status.details.slice(detailsCode.length).replace(/^[:\s]+/, '')) });
+          settle({ ...base, reason: 'refused', code: detailsCode, message: peerText(status.details.slice(detailsCode.length).replace(/^[:\s]+/, '')) });
         } else if (status.code === grpc.status.OK) {
-          resolve({ ...base, reason: 'disconnected', code: 'SESSION_CLOSED', message: 'the control plane closed the session' });
+          settle({ ...base, reason: 'disconnected', code: 'SESSION_CLOSED', message: 'the control plane closed the session' });
         } else {
-          resolve({ ...base, reason: 'disconnected', ...describeFailure(status, established) });
+          settle({ ...base, reason: 'disconnected', ...describeFailure(status, established) });
         }
       }
     });

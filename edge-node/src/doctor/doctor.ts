@@ -9,7 +9,7 @@ import { fromBundle } from '../config/runtime-config.js';
 import { CONTROL_STATUS_FILE } from '../control/control-status.js';
 import { probeTcp, probeTls } from '../control/gateway-probe.js';
 import { CREDENTIAL_FILE, isExpired, loadCredentials } from '../state/credential-store.js';
-import { IDENTITY_FILE, loadIdentity } from '../state/identity.js';
+import { IDENTITY_FILE, describeGatewayTrust, gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { openStateStore } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
@@ -117,12 +117,16 @@ async function checkConfigCache(store: StateStore, identity: NodeIdentity): Prom
 
 async function checkGateway(identity: NodeIdentity): Promise<DoctorCheck[]> {
   const { gateway } = identity;
+  const trust = gatewayTrust(gateway).kind;
   const peer = {
     what: 'the gateway',
     host: gateway.serverName,
     address: gateway.target,
-    trustSource: 'the gateway CA saved at enrollment',
-    trustAdvice: "the control plane's gateway identity differs from the one this node enrolled with; re-enroll this node",
+    trustSource: describeGatewayTrust(trust),
+    trustAdvice: trust === 'pinned-ca'
+      ? "the control plane's gateway identity differs from the one this node enrolled with; re-enroll this node"
+      : "the control plane pinned no gateway CA, so the CA that issued the gateway's certificate must be in this host's system trust store " +
+        '(or in NODE_EXTRA_CA_CERTS of the node service); or set ZENOVA_GATEWAY_TRUST_BUNDLE on the control plane and re-enroll this node',
   };
   const tcp = await probeTcp(gateway, PROBE_TIMEOUT_MS);
   if (!tcp.ok) {
@@ -130,7 +134,7 @@ async function checkGateway(identity: NodeIdentity): Promise<DoctorCheck[]> {
   }
   const checks: DoctorCheck[] = [{ ok: true, label: `gateway ${gateway.target} reachable over TCP` }];
   const handshake = await probeTls(gateway, PROBE_TIMEOUT_MS);
-  const label = `gateway TLS certificate trusted and valid for "${gateway.serverName}"`;
+  const label = `gateway TLS certificate trusted (${trust === 'pinned-ca' ? 'pinned CA' : 'system trust store'}) and valid for "${gateway.serverName}"`;
   checks.push(handshake.ok ? { ok: true, label } : { ok: false, label, advice: explainTlsFailure(handshake.kind, peer) ?? handshake.message });
   return checks;
 }

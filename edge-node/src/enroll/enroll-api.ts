@@ -2,7 +2,7 @@
 // response shapes, validated with zod before anything is trusted or saved.
 import { z } from 'zod';
 import { gatewayTargetSchema } from '../state/identity.js';
-import { certificatePemSchema, publicKeyPemSchema } from '../state/pem.js';
+import { MAX_PEM_CHARS, isCertificatePem, publicKeyPemSchema } from '../state/pem.js';
 import { storedCredentialSchema } from '../state/credential-store.js';
 
 export const PREFLIGHT_PATH = '/api/enroll/preflight';
@@ -24,6 +24,17 @@ export interface EnrollRequest {
   facts: { hostname: string; arch: string; version: string; protocolVersion: number };
 }
 
+/**
+ * The gateway CA in the answer: a PEM certificate (bundle) to pin, or '' when the control plane
+ * pins none (external gateway certificate without ZENOVA_GATEWAY_TRUST_BUNDLE): the node then
+ * verifies the gateway against its system trust store. The field is always present; '' is the only
+ * way to say "none".
+ */
+export const gatewayCaPemSchema = z
+  .string()
+  .max(MAX_PEM_CHARS)
+  .refine((pem) => pem === '' || isCertificatePem(pem), "must be a PEM certificate, or '' for the system trust store");
+
 export const enrollResponseSchema = z.object({
   nodeId: z.string().min(1).max(128),
   nodeName: z.string().min(1).max(64),
@@ -31,7 +42,7 @@ export const enrollResponseSchema = z.object({
   gateway: z.object({
     target: gatewayTargetSchema,
     serverName: z.string().min(1).max(253),
-    caPem: certificatePemSchema,
+    caPem: gatewayCaPemSchema,
   }),
   configSigningPublicKeyPem: publicKeyPemSchema,
   controlPlaneUrl: z.string().max(2048),

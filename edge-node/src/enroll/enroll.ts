@@ -141,7 +141,12 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     // The URL this enrollment verified; the control plane's own idea of it may sit behind a proxy.
     controlPlaneUrl: base.href.replace(/\/$/, ''),
     ...(opts.caPem !== undefined ? { controlPlaneCaPem: opts.caPem } : {}),
-    gateway: answer.gateway,
+    // '' in the answer: no pinned CA, the gateway is verified against the system trust store.
+    gateway: {
+      target: answer.gateway.target,
+      serverName: answer.gateway.serverName,
+      ...(answer.gateway.caPem !== '' ? { caPem: answer.gateway.caPem } : {}),
+    },
     configSigningPublicKeyPem: answer.configSigningPublicKeyPem,
     enrolledAt: new Date(now()).toISOString(),
   };

@@ -3,6 +3,7 @@
 // A node serving from its cache with the control plane gone is ready: that is the point of the cache.
 import type { FastifyInstance } from 'fastify';
 import type { ConfigHolder } from '../config/config-holder.js';
+import { olderConfigWarning } from '../config/enrolled-config.js';
 
 export interface ControlLinkView {
   connected: boolean;
@@ -25,6 +26,8 @@ export interface ReadinessBody {
   configVersion: number | null;
   configAppliedAt: string | null;
   controlPlane: { connected: boolean; disconnectedSince: string | null } | null;
+  /** Set while the node serves previous.json, older than a version it applied (current.json damaged). */
+  configWarning?: string;
 }
 
 export function readiness(deps: ReadinessDeps): ReadinessBody {
@@ -40,6 +43,7 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
     configVersion: snapshot.config.version,
     configAppliedAt: snapshot.appliedAt.toISOString(),
     controlPlane,
+    ...(snapshot.olderThanApplied !== undefined ? { configWarning: olderConfigWarning(snapshot.config.version ?? 0, snapshot.olderThanApplied) } : {}),
   };
 }
 

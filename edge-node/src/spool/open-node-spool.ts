@@ -36,6 +36,9 @@ export interface OpenNodeSpoolOptions {
   env: NodeJS.ProcessEnv;
 }
 
+/** How often records other replicas committed to the shared spool are looked for. */
+const OTHER_WRITERS_POLL_MS = 500;
+
 /** `ZENOVA_SPOOL_SYNCHRONOUS=full` trades throughput for surviving power loss (docs/spool.md). */
 export function spoolSynchronousFromEnv(env: NodeJS.ProcessEnv): SpoolSynchronous {
   return env.ZENOVA_SPOOL_SYNCHRONOUS?.toLowerCase() === 'full' ? 'full' : 'normal';
@@ -88,12 +91,24 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
     synchronous: spoolSynchronousFromEnv(opts.env),
   });
   const channel = new BackfillChannel({ store: spoolStore, logger: opts.logger });
+  // Replicas share spool.db and only the control link's holder backfills: it looks for their
+  // records (and every replica keeps its backlog figure true) twice a second.
+  spoolStore.noticeOtherWriters();
+  const otherWriters = setInterval(() => {
+    try {
+      spoolStore.noticeOtherWriters();
+    } catch (err) {
+      opts.logger.debug({ message: (err as Error).message }, 'could not look for other replicas\' spool records');
+    }
+  }, OTHER_WRITERS_POLL_MS);
+  otherWriters.unref();
   opts.logger.info({ file, spoolId: meta.spoolId, backlog: spoolStore.backlogCount(), bytes: spoolStore.bytes() }, 'request spool open');
   return {
     spool: spoolStore,
     channel,
     figures: () => ({ spoolBytes: spoolStore.bytes(), backfillBacklog: spoolStore.backlogCount(), backfillRejected: channel.totals.rejected }),
     close: async () => {
+      clearInterval(otherWriters);
       channel.stop();
       await spoolStore.close();
     },

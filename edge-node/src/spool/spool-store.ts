@@ -111,6 +111,8 @@ export class SpoolStore implements RequestSpool {
   private measuredAt = 0;
   private commits = 0;
   private backlog = 0;
+  /** SQLite's data_version at the last noticeOtherWriters() (changes when another connection commits). */
+  private dataVersion: number | undefined;
   private readonly committedListeners = new Set<() => void>();
   private readonly stmts: {
     backlogAfter: Database.Statement;
@@ -220,6 +222,26 @@ export class SpoolStore implements RequestSpool {
     if (this.closed) return;
     this.deletes.push({ first, last });
     this.scheduleFlush();
+  }
+
+  /**
+   * Replicas of the node (ZENOVA_NODE_REPLICAS > 1) share this file, and only the one holding the
+   * control link backfills: when another connection committed since the last call (SQLite's
+   * `data_version`), the backlog is counted again and the committed listeners run, so records of
+   * every replica are delivered without waiting for this process's own next commit. Cheap (one
+   * pragma) when nothing changed; true when something did.
+   */
+  noticeOtherWriters(): boolean {
+    if (this.closed) return false;
+    const version = Number(this.db.pragma('data_version', { simple: true }));
+    if (version === this.dataVersion) return false;
+    const first = this.dataVersion === undefined;
+    this.dataVersion = version;
+    if (first) return false;
+    this.backlog = Number(this.db.prepare('select count(*) from records').pluck().get());
+    this.measure();
+    if (this.backlog > 0) for (const listener of this.committedListeners) listener();
+    return true;
   }
 
   /** Called after every successful commit that added records (backfill wakes up). */

@@ -4,7 +4,8 @@
  * A rotated credential is stored (atomically, durably) before the node acknowledges it, and the
  * credential the session was using is kept as `previous`. If the node crashes between the write
  * and the acknowledgement, or the control plane never recorded the rotation, the next start can
- * fall back to `previous` while it is inside its handover window.
+ * fall back to `previous`: the control plane accepts it until one handover window after it learns
+ * the node holds the new one (its ack, or the node connecting with it).
  */
 import { z } from 'zod';
 import { describeIssues } from '../zod-issues.js';

@@ -26,13 +26,35 @@ export const nodeIdentitySchema = z.object({
     target: gatewayTargetSchema,
     /** The name the gateway certificate must carry (checked on every connection). */
     serverName: z.string().min(1).max(253),
-    caPem: certificatePemSchema,
+    /**
+     * The CA pinned at enrollment, the only one trusted for the gateway. Absent when the control
+     * plane handed out none (external gateway certificate without ZENOVA_GATEWAY_TRUST_BUNDLE):
+     * the gateway is then verified against this host's system trust store (see gatewayTrust).
+     */
+    caPem: certificatePemSchema.optional(),
   }),
   configSigningPublicKeyPem: publicKeyPemSchema,
   enrolledAt: z.iso.datetime({ offset: true }),
 });
 
 export type NodeIdentity = z.infer<typeof nodeIdentitySchema>;
+
+/**
+ * Which roots verify the gateway's certificate: the CA pinned at enrollment, or the system trust
+ * store — Node's default CA store (its bundled roots plus NODE_EXTRA_CA_CERTS, or the OS store under
+ * --use-openssl-ca), the same trust enrollment uses without --ca-file. Verification and the
+ * server-name check happen either way.
+ */
+export type GatewayTrust = { kind: 'pinned-ca'; caPem: string } | { kind: 'system' };
+
+export function gatewayTrust(gateway: NodeIdentity['gateway']): GatewayTrust {
+  return gateway.caPem !== undefined ? { kind: 'pinned-ca', caPem: gateway.caPem } : { kind: 'system' };
+}
+
+/** The trust in words, for status, doctor and messages. */
+export function describeGatewayTrust(trust: GatewayTrust['kind']): string {
+  return trust === 'pinned-ca' ? 'the gateway CA pinned at enrollment' : "this host's system trust store";
+}
 
 /** The saved identity, or undefined when this state dir was never enrolled. */
 export async function loadIdentity(store: StateStore): Promise<NodeIdentity | undefined> {

@@ -2,12 +2,15 @@
  * The node's status as `zenova-node status` reports it, read from the state dir only (the serving
  * process mirrors its control link and the config it serves into control-status.json).
  */
+import { highestFor, loadAppliedVersion } from '../config/applied-version.js';
+import { olderConfigWarning } from '../config/enrolled-config.js';
 import { loadControlStatus } from '../control/control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord } from '../control/control-status.js';
 import { readSpoolFigures } from '../spool/spool-figures.js';
 import type { SpoolFigures } from '../spool/spool-figures.js';
 import { isExpired, loadCredentials } from '../state/credential-store.js';
-import { loadIdentity } from '../state/identity.js';
+import { gatewayTrust, loadIdentity } from '../state/identity.js';
+import type { GatewayTrust } from '../state/identity.js';
 import type { StateStore } from '../state/state-store.js';
 
 export interface NodeStatusReport {
@@ -15,7 +18,8 @@ export interface NodeStatusReport {
   enrolled: boolean;
   node: { id: string; name: string; enrolledAt: string } | null;
   controlPlaneUrl: string | null;
-  gateway: { target: string; serverName: string } | null;
+  /** trust: the gateway CA pinned at enrollment, or this host's system trust store. */
+  gateway: { target: string; serverName: string; trust: GatewayTrust['kind'] } | null;
   credential: { expiresAt: string; expired: boolean } | null;
   control: {
     /** Whether a node-edge process serving this state dir is running. */
@@ -32,6 +36,8 @@ export interface NodeStatusReport {
   };
   /** The config the node serves (as it last said; see control.running); null when it never said. */
   config: ConfigStatusRecord | null;
+  /** Set when the served config is older than a version the node already applied (its current.json was damaged). */
+  configWarning: string | null;
   /** The request spool (docs/spool.md); null when this state dir has none yet. */
   spool: SpoolFigures | null;
 }
@@ -57,7 +63,9 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     enrolled: identity !== undefined && credentials !== undefined,
     node: identity === undefined ? null : { id: identity.nodeId, name: identity.nodeName, enrolledAt: identity.enrolledAt },
     controlPlaneUrl: identity?.controlPlaneUrl ?? null,
-    gateway: identity === undefined ? null : { target: identity.gateway.target, serverName: identity.gateway.serverName },
+    gateway: identity === undefined
+      ? null
+      : { target: identity.gateway.target, serverName: identity.gateway.serverName, trust: gatewayTrust(identity.gateway).kind },
     credential: credentials === undefined ? null : { expiresAt: credentials.current.expiresAt, expired: isExpired(credentials.current) },
     control: {
       running,
@@ -70,8 +78,21 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
       updatedAt: control?.updatedAt ?? null,
     },
     config: control?.config ?? null,
+    configWarning: await olderConfigOf(store, identity, control?.config),
     spool: readSpoolFigures(store.dir),
   };
+}
+
+/** The warning when the served config is older than config-applied-version.json says the node applied. */
+async function olderConfigOf(store: StateStore, identity: Awaited<ReturnType<typeof loadIdentity>>, config: ConfigStatusRecord | undefined): Promise<string | null> {
+  if (identity === undefined || config?.ready !== true || config.version === null) return null;
+  let highest: number;
+  try {
+    highest = highestFor(await loadAppliedVersion(store), { nodeId: identity.nodeId, publicKeyPem: identity.configSigningPublicKeyPem });
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return config.version < highest ? olderConfigWarning(config.version, highest) : null;
 }
 
 /** `3h 4m`, `5m 12s`, `42s`: how long since `iso`, for people. */
@@ -108,7 +129,10 @@ export function formatNodeStatus(report: NodeStatusReport): string {
   }
   row('node', `${report.node.name} (id ${report.node.id}), enrolled ${report.node.enrolledAt}`);
   row('control plane', report.controlPlaneUrl ?? '-');
-  if (report.gateway !== null) row('gateway', `${report.gateway.target} (certificate name ${report.gateway.serverName})`);
+  if (report.gateway !== null) {
+    row('gateway', `${report.gateway.target} (certificate name ${report.gateway.serverName})`);
+    row('gateway trust', report.gateway.trust === 'pinned-ca' ? 'pinned CA (saved at enrollment)' : 'system trust store (no CA pinned at enrollment)');
+  }
   if (report.credential !== null) {
     row('credential', report.credential.expired ? `EXPIRED at ${report.credential.expiresAt}; re-enroll this node` : `valid until ${report.credential.expiresAt}`);
   }
@@ -129,6 +153,7 @@ export function formatNodeStatus(report: NodeStatusReport): string {
     const lastSeen = control.running ? '' : ' (when node-edge last ran)';
     if (config.ready) {
       row('config', `version ${config.version ?? '?'}${config.appliedAt !== null ? `, applied ${config.appliedAt}` : ''}${lastSeen}`);
+      if (report.configWarning !== null) row('config', `OLDER THAN APPLIED: ${report.configWarning}`);
     } else {
       row('config', `NOT READY: ${config.notReadyReason ?? 'no verified config'}${lastSeen}`);
     }

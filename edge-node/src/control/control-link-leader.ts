@@ -1,0 +1,183 @@
+/**
+ * Runs the control link in exactly one node-edge process of a state dir (control-link-lock.ts):
+ * every `intervalMs` the holder renews its lock and the others try to take it, so a replica takes
+ * over within about `intervalMs` of a holder killed in this pid namespace (at most `ttlMs +
+ * intervalMs` otherwise). A process that is not the holder follows: it takes the config the holder
+ * wrote to the cache (`follow`) and reports the holder's link (control-status.json) in /readyz. If
+ * the lock file cannot be opened the link runs here anyway (logged): a node with one process must
+ * never lose its control plane over a lock.
+ */
+import type { Logger } from '../logger.js';
+import type { StateStore } from '../state/state-store.js';
+import type { ConnectLoop } from './connect-loop.js';
+import { ControlLinkLock, DEFAULT_LOCK_TTL_MS } from './control-link-lock.js';
+import type { ControlLinkLockOptions } from './control-link-lock.js';
+import { loadControlStatus } from './control-status.js';
+
+export const DEFAULT_LOCK_INTERVAL_MS = 2_000;
+
+export interface ControlLinkLeaderOptions {
+  store: StateStore;
+  logger: Logger;
+  /** Starts this process's connect loop (called when it becomes the holder). */
+  startLink: () => ConnectLoop;
+  /** Each tick while another process holds the link: pick up what it wrote. */
+  follow?: () => Promise<void>;
+  intervalMs?: number;
+  lock?: ControlLinkLockOptions;
+}
+
+export interface ControlLinkView {
+  connected: boolean;
+  since: Date;
+}
+
+export interface ControlLinkLeader {
+  /** Whether this process runs the link now. */
+  isHolder(): boolean;
+  /** This process's link, or the holder's as it last wrote control-status.json. */
+  view(): ControlLinkView;
+  /** The served config changed: the holder rewrites control-status.json. */
+  configChanged(): Promise<void>;
+  /** Stops the link (if held) and gives the lock up. */
+  stop(): Promise<void>;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlLinkLeader {
+  const { logger } = opts;
+  const intervalMs = opts.intervalMs ?? DEFAULT_LOCK_INTERVAL_MS;
+  const ttlMs = opts.lock?.ttlMs ?? DEFAULT_LOCK_TTL_MS;
+  const startedAt = new Date();
+  let loop: ConnectLoop | undefined;
+  let followed: ControlLinkView = { connected: false, since: startedAt };
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let lastRenewed = 0;
+  let lockFailing = false;
+
+  let lock: ControlLinkLock | undefined;
+  try {
+    lock = new ControlLinkLock(opts.store.dir, opts.lock);
+  } catch (err) {
+    logger.error(
+      { err: { message: (err as Error).message }, code: 'CONTROL_LINK_LOCK_UNAVAILABLE' },
+      'the control link lock (control-link.sqlite) cannot be opened: this process runs the control link without it; with ZENOVA_NODE_REPLICAS > 1 the replicas will replace each other\'s sessions until it is repaired',
+    );
+  }
+
+  const becomeHolder = (why: string, from?: { pid: number }): void => {
+    lastRenewed = Date.now();
+    logger.info({ pid: process.pid, why, ...(from !== undefined ? { previousHolderPid: from.pid } : {}) }, 'this process holds the control link');
+    loop = opts.startLink();
+  };
+
+  const loseHolder = async (): Promise<void> => {
+    const current = loop;
+    loop = undefined;
+    logger.warn({ pid: process.pid }, 'another node-edge process holds the control link now; this one stops its link and follows');
+    // The new holder writes control-status.json; this one must not overwrite it on the way out.
+    await current?.stop({ writeStatus: false });
+  };
+
+  const followTick = async (): Promise<void> => {
+    try {
+      await opts.follow?.();
+    } catch (err) {
+      logger.warn({ err: { message: (err as Error).message } }, 'could not follow the config the control link holder wrote');
+    }
+    try {
+      const status = await loadControlStatus(opts.store);
+      if (status !== undefined && status.serving && isAlive(status.pid)) followed = { connected: status.connected, since: new Date(status.since) };
+      else followed = { connected: false, since: followed.connected ? new Date() : followed.since };
+    } catch {
+      // Mid-write or damaged: keep the last view.
+    }
+  };
+
+  const tick = async (): Promise<void> => {
+    if (lock === undefined || stopped) return;
+    if (loop !== undefined) {
+      let held: boolean;
+      try {
+        held = lock.renew();
+        if (held) lastRenewed = Date.now();
+        lockFailing = false;
+      } catch (err) {
+        // Busy or failing for a moment: still ours until another could have taken it.
+        held = Date.now() - lastRenewed <= ttlMs;
+        if (!lockFailing) logger.warn({ err: { message: (err as Error).message } }, 'could not renew the control link lock');
+        lockFailing = true;
+      }
+      if (!held) await loseHolder();
+      return;
+    }
+    let result;
+    try {
+      result = lock.tryAcquire();
+      lockFailing = false;
+    } catch (err) {
+      if (!lockFailing) logger.warn({ err: { message: (err as Error).message } }, 'could not read the control link lock; trying again');
+      lockFailing = true;
+    }
+    if (stopped) return;
+    if (result !== undefined && result.outcome !== 'busy') {
+      becomeHolder(result.outcome === 'acquired' ? result.why : 'held', result.outcome === 'acquired' ? result.tookOverFrom : undefined);
+      return;
+    }
+    if (result?.outcome === 'busy' && followed.since === startedAt && !followed.connected) {
+      logger.debug({ holderPid: result.holder.pid }, 'another node-edge process holds the control link; this one follows');
+    }
+    await followTick();
+  };
+
+  const schedule = (): void => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      void tick()
+        .catch((err: unknown) => logger.error({ err }, 'control link lock tick failed'))
+        .finally(schedule);
+    }, intervalMs);
+    timer.unref();
+  };
+
+  if (lock === undefined) {
+    loop = opts.startLink();
+  } else {
+    // The first try at once: a single process starts its link without delay.
+    void tick()
+      .catch((err: unknown) => logger.error({ err }, 'control link lock tick failed'))
+      .finally(schedule);
+  }
+
+  return {
+    isHolder: () => loop !== undefined,
+    view() {
+      if (loop === undefined) return followed;
+      const link = loop.status();
+      return { connected: link.state === 'connected', since: link.since };
+    },
+    configChanged: () => loop?.configChanged() ?? Promise.resolve(),
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      const current = loop;
+      loop = undefined;
+      await current?.stop();
+      try {
+        lock?.release();
+      } catch (err) {
+        logger.warn({ err: { message: (err as Error).message } }, 'could not release the control link lock; another replica takes it once it goes stale');
+      }
+      lock?.close();
+    },
+  };
+}
