@@ -106,7 +106,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_NODE_OFFLINE_AFTER_SECONDS', required: false, description: 'a node is offline this long after its last heartbeat (default 120)' },
   { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential (default ${30 * DAY_SECONDS}, 30 days)` },
   { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old (default ${DAY_SECONDS})` },
-  { name: 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', required: false, description: 'a superseded credential keeps working this long (default 3600)' },
+  { name: 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', required: false, description: 'a superseded credential keeps working this long after its node acknowledged (or first used) the new one (default 3600)' },
   { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: 'heartbeat interval asked of nodes, at least 100 (default 5000)' },
   { name: 'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', required: false, description: `lifetime of install tokens (default ${DAY_SECONDS}, 24 h)` },
   { name: 'ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE', required: false, description: 'enrollment attempts allowed per client IP per minute (default 10)' },

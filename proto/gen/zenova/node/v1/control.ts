@@ -340,7 +340,11 @@ export interface CredentialRotation {
   credential: string;
   /** When the new credential stops being valid, unix ms. */
   expiresAt: bigint;
-  /** When the credential being replaced stops being accepted, unix ms. */
+  /**
+   * The earliest the credential being replaced stops being accepted, unix ms: its handover window
+   * starts when the node acknowledges the new one (or connects with it), so it is this if the node
+   * acknowledges at once, later otherwise (never past the old credential's own expiry).
+   */
   previousValidUntil: bigint;
 }
 
