@@ -6,8 +6,9 @@
  * then known and the tail stages (meter, settle, spool) run for every request. Delivery keeps the
  * record durable before the caller's last byte: a JSON answer is sent after the tail stages; a
  * stream's events are written as they are pulled, but its terminal event (and anything after it)
- * waits for the tail stages; a raw body's last chunk likewise. Cleanups run once at the very end,
- * then the metrics see the finished request. Hot path: no per-event closures, no re-serialising.
+ * waits for the tail stages; a raw body's last chunk likewise, or (holdLast false) what follows an
+ * empty chunk. Cleanups run once at the very end, then the metrics see the finished request. Hot
+ * path: no per-event closures, no re-serialising.
  */
 import { performance } from 'node:perf_hooks';
 import type { ServerResponse } from 'node:http';
@@ -282,19 +283,23 @@ class PipelineRun {
   async deliverRaw(answer: Extract<UpstreamReply, { kind: 'raw' }>): Promise<void> {
     const { ctx, request } = this;
     const raw = this.hijack(answer.status, answer.headers);
+    const holdLast = answer.holdLast !== false;
+    // A body relayed as it comes (an event stream): the caller gets the head now, not with its first chunk.
+    if (!holdLast) raw.flushHeaders();
     ctx.outcome = { status: 'ok', httpStatus: answer.status, errorCode: null };
     this.noteForLog();
     let last: Uint8Array | undefined;
+    // Without holdLast, an empty chunk marks what completes the answer: it and the rest wait for the tail.
+    let held: Uint8Array[] | undefined;
     let failure: ZenovaError | undefined;
     try {
-      const holdLast = answer.holdLast !== false;
       for await (const chunk of answer.body) {
-        if (last !== undefined && !raw.write(last)) await waitForDrain(raw);
-        last = chunk;
-        if (!holdLast) {
-          if (!raw.write(last)) await waitForDrain(raw);
-          last = undefined;
-        }
+        if (held !== undefined) held.push(chunk);
+        else if (holdLast) {
+          if (last !== undefined && !raw.write(last)) await waitForDrain(raw);
+          last = chunk;
+        } else if (chunk.length === 0) held = [];
+        else if (!raw.write(chunk)) await waitForDrain(raw);
         if (ctx.callerGone.aborted) break;
       }
     } catch (err) {
@@ -309,7 +314,7 @@ class PipelineRun {
     this.noteForLog();
     // A relayed body cut short cannot be mended in its own framing: the caller sees it end early.
     if (ctx.callerGone.aborted || failure !== undefined) raw.destroy();
-    else raw.end(last);
+    else raw.end(held === undefined ? last : Buffer.concat(held));
   }
 
   /** Takes the response from fastify and writes the head (x-request-id and the stages' headers included). */

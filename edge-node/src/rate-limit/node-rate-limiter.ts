@@ -67,6 +67,18 @@ export function formatReset(ms: number): string {
   return minutes > 0 ? `${minutes}m${seconds % 60}s` : `${seconds}s`;
 }
 
+/** Each admitted request's early release of its concurrency slot (see releaseConcurrencySlot). */
+const slotReleases = new WeakMap<PipelineContext, () => void>();
+
+/**
+ * Frees the request's concurrency slot (key and account) now rather than when it ends: for a request
+ * that stays open without working, such as an MCP GET event stream once its head is relayed (a push
+ * channel, docs/node-api.md). Safe to call for any request, and more than once.
+ */
+export function releaseConcurrencySlot(ctx: PipelineContext): void {
+  slotReleases.get(ctx)?.();
+}
+
 function hasLimits(limits: RateLimits): boolean {
   return limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined || limits.concurrentRequests !== undefined;
 }
@@ -150,7 +162,14 @@ export class NodeRateLimiter implements RateLimiter {
     }
 
     if (slots.length > 0) {
-      ctx.cleanups.push(() => this.safely(() => this.store.release(slotId), 'freeing a concurrency slot failed; the store frees it later'));
+      let held = true;
+      const release = (): void => {
+        if (!held) return;
+        held = false;
+        this.safely(() => this.store.release(slotId), 'freeing a concurrency slot failed; the store frees it later');
+      };
+      slotReleases.set(ctx, release);
+      ctx.cleanups.push(release);
     }
     const tokenChecks = rates.filter((r) => r.metric === 'tokens');
     if (tokenChecks.length > 0) {

@@ -21,6 +21,7 @@ import type { StageResult } from '../../pipeline/stage.js';
 import { toolServerFor, toolServerName } from '../../routing/route-tool-server.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../../upstream/read-body.js';
 import { classifyUpstreamFailure, isAbort, upstreamStatusError } from '../../upstream/upstream-failure.js';
+import { releaseConcurrencySlot } from '../../rate-limit/node-rate-limiter.js';
 import { recordRequestBody } from '../../spool/request-record-builder.js';
 import { describeIssues } from '../../zod-issues.js';
 import type { ApiHandler } from '../api-handler.js';
@@ -29,6 +30,8 @@ import { isRecord } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
 import { callLabel, jsonRpcPostSchema, messageTexts } from './jsonrpc-message.js';
 import type { JsonRpcPost } from './jsonrpc-message.js';
+import { admitGetStream } from './get-stream-limit.js';
+import { holdCompletingEvent } from './mcp-answer-hold.js';
 import { guardEventStream } from './mcp-event-guard.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
 import type { ToolServerMethod } from './tool-server-call.js';
@@ -40,6 +43,8 @@ const MAX_ERROR_BODY_BYTES = 64 * 1024;
 const MAX_GUARDED_EVENT_CHARS = MAX_JSON_ANSWER_BYTES;
 /** ctx.responseText keeps this much of a relayed stream (for the record). */
 const MAX_RESPONSE_TEXT_CHARS = 64 * 1024;
+/** Added to a relayed event stream: a buffering reverse proxy (nginx) in front must pass each event on. */
+const EVENT_STREAM_HEADERS = { 'x-accel-buffering': 'no' };
 /** Tool server statuses that are the node's problem (its key), not the caller's. */
 const NODE_SIDE_STATUSES = new Set([401, 403, 407]);
 
@@ -54,6 +59,8 @@ interface McpCall {
   rawBody?: Buffer;
   /** Output guardrails check the event stream: its text is recorded by the guard, after masking. */
   guarded?: boolean;
+  /** An event stream's bytes as relayed (reply.body wraps them: the guard, the hold of a POST's answer). */
+  source?: AsyncIterable<Uint8Array>;
 }
 
 const calls = new WeakMap<PipelineContext, McpCall>();
@@ -121,6 +128,8 @@ export const mcpApi: ApiHandler = {
       // The binding could not be read: a 404 would make the client drop a session that may be its own.
       if (admitted === 'unreadable') return reject('ZN_ERR_TOOL_SESSION_UNAVAILABLE');
     }
+    // GET streams free their concurrency slot once relayed (relayStream): they have a limit of their own.
+    if (calls.get(ctx)?.method === 'GET') return admitGetStream(ctx);
     return undefined;
   },
 
@@ -182,9 +191,12 @@ export const mcpApi: ApiHandler = {
     }
 
     if (contentType.startsWith('text/event-stream')) {
-      // The GET stream answers nothing (it carries the server's unasked messages and stays open):
-      // each message goes to the caller as it comes instead of waiting for the next.
-      ctx.reply = { kind: 'raw', status, headers, body: relayStream(ctx, call, response, server.name, started), holdLast: call.method !== 'GET' };
+      // Each event goes to the caller as it comes: a server request (elicitation, sampling) or a
+      // progress notification on a POST's stream must reach the client while the server waits.
+      // Only the event that completes the POST is held until the record is durable
+      // (mcp-answer-hold.ts); the GET stream answers nothing, so only its end is.
+      call.source = relayStream(ctx, call, response, server.name, started);
+      ctx.reply = { kind: 'raw', status, headers: { ...headers, ...EVENT_STREAM_HEADERS }, body: holdAnswer(call, call.source), holdLast: false };
       attempt('ok', status);
     } else {
       let bytes: Buffer;
@@ -270,7 +282,7 @@ export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): St
   if (!stream) return guardRawBody(ctx, policy, reply, call.rawBody!);
   call.guarded = true;
   const byRule = new Map<number, GuardrailVerdict>();
-  reply.body = guardEventStream(reply.body, {
+  reply.body = holdAnswer(call, guardEventStream(call.source ?? reply.body, {
     check: (slots) => {
       if (isPartial(slots)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', uncheckedTextMessage(policy.id, 'output'));
       const before = ctx.guardrails.length;
@@ -284,8 +296,13 @@ export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): St
       ctx.outcome = { status: 'rejected', httpStatus: reply.status, errorCode: rejection.error.code };
     },
     keep: (slots) => keepTexts(ctx, slots),
-  }, MAX_GUARDED_EVENT_CHARS);
+  }, MAX_GUARDED_EVENT_CHARS));
   return undefined;
+}
+
+/** A POST's event stream with the event completing it marked to be held (mcp-answer-hold.ts); a GET's as is. */
+function holdAnswer(call: McpCall, body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+  return call.method === 'POST' ? holdCompletingEvent(body, requestIds(call.payload), MAX_JSON_ANSWER_BYTES) : body;
 }
 
 /**
@@ -371,6 +388,8 @@ async function* relayStream(
   ctx: PipelineContext, call: McpCall, response: Dispatcher.ResponseData, upstream: string, started: number,
 ): AsyncGenerator<Uint8Array> {
   const decoder = new TextDecoder();
+  // The GET stream's head is relayed by now: a push channel holds no concurrency slot while it waits.
+  if (call.method === 'GET') releaseConcurrencySlot(ctx);
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
       // A guarded stream's record gets the text after masking, from the guard.
