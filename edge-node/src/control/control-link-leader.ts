@@ -11,6 +11,7 @@ import type { Logger } from '../logger.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ConnectLoop } from './connect-loop.js';
 import { ControlLinkLock, DEFAULT_LOCK_TTL_MS } from './control-link-lock.js';
+import { isProcessAlive } from '../process-alive.js';
 import type { ControlLinkLockOptions } from './control-link-lock.js';
 import { loadControlStatus } from './control-status.js';
 
@@ -41,15 +42,6 @@ export interface ControlLinkLeader {
   configChanged(): Promise<void>;
   /** Stops the link (if held) and gives the lock up. */
   stop(): Promise<void>;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlLinkLeader {
@@ -96,7 +88,7 @@ export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlL
     }
     try {
       const status = await loadControlStatus(opts.store);
-      if (status !== undefined && status.serving && isAlive(status.pid)) followed = { connected: status.connected, since: new Date(status.since) };
+      if (status !== undefined && status.serving && isProcessAlive(status.pid)) followed = { connected: status.connected, since: new Date(status.since) };
       else followed = { connected: false, since: followed.connected ? new Date() : followed.since };
     } catch {
       // Mid-write or damaged: keep the last view.

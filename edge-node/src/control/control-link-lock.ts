@@ -21,6 +21,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import type Database from 'better-sqlite3';
+import { isProcessAlive } from '../process-alive.js';
 import { openStateDatabase } from '../state/state-database.js';
 
 export const CONTROL_LINK_LOCK_FILE = 'control-link.sqlite';
@@ -82,14 +83,6 @@ export function processStartTicks(pid: number): string | null {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 export interface ControlLinkLockOptions {
   ttlMs?: number;
@@ -164,7 +157,7 @@ export class ControlLinkLock {
   private defaultAlive(holder: LockHolder): boolean {
     // Only a holder of this pid namespace can be checked by pid; others age out by ttlMs.
     if (holder.pidNs === null || this.pidNs === null || holder.pidNs !== this.pidNs) return true;
-    if (!isAlive(holder.pid)) return false;
+    if (!isProcessAlive(holder.pid)) return false;
     if (holder.startTicks !== null) {
       const ticks = processStartTicks(holder.pid);
       if (ticks !== null && ticks !== holder.startTicks) return false; // the pid was reused

@@ -12,6 +12,7 @@ import { isExpired, loadCredentials } from '../state/credential-store.js';
 import { gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { GatewayTrust } from '../state/identity.js';
 import type { StateStore } from '../state/state-store.js';
+import { isProcessAlive } from '../process-alive.js';
 
 export interface NodeStatusReport {
   stateDir: string;
@@ -40,16 +41,6 @@ export interface NodeStatusReport {
   configWarning: string | null;
   /** The request spool (docs/spool.md); null when this state dir has none yet. */
   spool: SpoolFigures | null;
-}
-
-/** Whether `pid` is a live process (EPERM: alive but someone else's). */
-export function isProcessAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export async function readNodeStatus(store: StateStore): Promise<NodeStatusReport> {
