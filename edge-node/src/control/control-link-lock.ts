@@ -18,10 +18,9 @@
  * another namespace, or one stuck). A holder that finds its row taken stops its link.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import type Database from 'better-sqlite3';
-import { isProcessAlive } from '../process-alive.js';
+import { isMarkedProcessAlive, pidNamespace, processStartTicks } from '../process-alive.js';
 import { openStateDatabase } from '../state/state-database.js';
 
 export const CONTROL_LINK_LOCK_FILE = 'control-link.sqlite';
@@ -61,28 +60,6 @@ interface Row {
   acquired_at: number;
   renewed_at: number;
 }
-
-/** This process's pid namespace (`pid:[4026531836]`); null where /proc does not tell. */
-export function pidNamespace(): string | null {
-  try {
-    return readlinkSync('/proc/self/ns/pid');
-  } catch {
-    return null;
-  }
-}
-
-/** Field 22 of /proc/PID/stat (start time in clock ticks since boot); null when unknown. */
-export function processStartTicks(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) is in parentheses and may hold spaces: count after its last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
 
 export interface ControlLinkLockOptions {
   ttlMs?: number;
@@ -156,13 +133,7 @@ export class ControlLinkLock {
 
   private defaultAlive(holder: LockHolder): boolean {
     // Only a holder of this pid namespace can be checked by pid; others age out by ttlMs.
-    if (holder.pidNs === null || this.pidNs === null || holder.pidNs !== this.pidNs) return true;
-    if (!isProcessAlive(holder.pid)) return false;
-    if (holder.startTicks !== null) {
-      const ticks = processStartTicks(holder.pid);
-      if (ticks !== null && ticks !== holder.startTicks) return false; // the pid was reused
-    }
-    return true;
+    return isMarkedProcessAlive(holder, this.pidNs);
   }
 }
 

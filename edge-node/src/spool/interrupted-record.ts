@@ -24,6 +24,8 @@ export const openRowSchema = z.object({
   stream: z.boolean().optional(),
   configVersion: z.int().min(0).nullable().optional(),
   clientRequestId: id.optional(),
+  /** The process that opened the row (spool-store.ts), so a live replica's rows are not taken. */
+  owner: z.object({ pid: z.int().min(1), pidNs: z.string().max(128).nullable(), startTicks: z.string().max(32).nullable() }).optional(),
 });
 
 /** `row` may be only a request id when the stored row could not be read. */

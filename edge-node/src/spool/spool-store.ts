@@ -19,6 +19,7 @@ import { interruptedRecord, openRowSchema } from './interrupted-record.js';
 import type { OpenRow, RequestSpool } from './request-spool.js';
 import type { SpoolMeta } from './spool-file.js';
 import { WalCheckpointer } from '../state/wal-checkpointer.js';
+import { isMarkedProcessAlive, thisProcessMark } from '../process-alive.js';
 import { SpoolWriter } from './spool-writer.js';
 import type { SpoolOp } from './spool-writer.js';
 
@@ -120,6 +121,8 @@ export class SpoolStore implements RequestSpool {
     freelistCount: Database.Statement;
   };
   private readonly pageSize: number;
+  /** This process, as its open rows name it. */
+  private readonly ownerJson = JSON.stringify(thisProcessMark());
 
   constructor(opts: SpoolStoreOptions) {
     this.meta = opts.meta;
@@ -299,7 +302,11 @@ export class SpoolStore implements RequestSpool {
     let bytes = 0;
     for (const row of opens) {
       if (finishing?.has(row.requestId) === true) continue;
-      const json = JSON.stringify(row);
+      // The row names this process (recoverInterrupted: a replica starting on a shared spool must
+      // not take a request another replica is still serving for interrupted); appended, not
+      // spread, as a row is a plain object whose JSON ends in '}'.
+      const plain = JSON.stringify(row);
+      const json = `${plain.slice(0, -1)},"owner":${this.ownerJson}}`;
       ops.push([0, row.requestId, json]);
       opened.push(row.requestId);
       bytes += json.length + ROW_OVERHEAD_BYTES;
@@ -380,24 +387,38 @@ export class SpoolStore implements RequestSpool {
     this.measuredAt = Date.now();
   }
 
-  /** Open rows left by a crash become 'interrupted' records, in one transaction, at start-up. */
+  /**
+   * Open rows left by a crash become 'interrupted' records, in one transaction, at start-up. A row
+   * whose process still runs (another replica on this shared spool, ZENOVA_NODE_REPLICAS > 1) is
+   * that replica's request in flight, not a crash: it is left for the replica to finalise (taking
+   * it would record the request as interrupted at no cost, and the replica's real record, with the
+   * same request id, would then be dropped as a duplicate).
+   */
   private recoverInterrupted(): void {
     const rows = this.db.prepare('select request_id as requestId, row_json as rowJson from open_requests').all() as Array<{ requestId: string; rowJson: string }>;
     if (rows.length === 0) return;
     const finishedAt = Date.now();
     const ops: SpoolOp[] = [];
+    let leftToLiveReplicas = 0;
     for (const row of rows) {
-      let parsed: OpenRow | undefined;
+      let parsed: (OpenRow & { owner?: { pid: number; pidNs: string | null; startTicks: string | null } }) | undefined;
       try {
         const result = openRowSchema.safeParse(JSON.parse(row.rowJson));
         parsed = result.success ? result.data : undefined;
       } catch {
         parsed = undefined;
       }
+      // This process's own rows (a store reopened in one process) are never in flight elsewhere.
+      if (parsed?.owner !== undefined && parsed.owner.pid !== process.pid && isMarkedProcessAlive(parsed.owner)) {
+        leftToLiveReplicas += 1;
+        continue;
+      }
       const record = interruptedRecord(parsed ?? { requestId: row.requestId }, this.meta.nodeId, finishedAt);
       ops.push([2, row.requestId, JSON.stringify(record)], [1, row.requestId]);
     }
+    if (leftToLiveReplicas > 0) this.logger.info({ count: leftToLiveReplicas }, 'open requests of replicas still running were left to them');
+    if (ops.length === 0) return;
     this.writer.write(ops);
-    this.logger.warn({ count: rows.length }, 'requests left open by the previous run were recorded as interrupted');
+    this.logger.warn({ count: ops.length / 2 }, 'requests left open by the previous run were recorded as interrupted');
   }
 }
