@@ -27,7 +27,11 @@ t.test('a connection that never sent a request is closed at once when the app cl
   // A request whose headers have arrived but whose body has not: in flight while the app closes.
   const busy = connect(port, '127.0.0.1');
   let answer = '';
-  busy.on('data', (chunk: Buffer) => (answer += chunk.toString('utf8'))).on('error', () => undefined);
+  let busyClosed = false;
+  busy
+    .on('data', (chunk: Buffer) => (answer += chunk.toString('utf8')))
+    .on('error', () => undefined)
+    .on('close', () => (busyClosed = true));
   await new Promise<void>((resolve) => busy.once('connect', () => resolve()));
   busy.write('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n');
   await waitFor(() => requests === 1 || undefined, { what: 'the request to be in flight' });
@@ -39,6 +43,8 @@ t.test('a connection that never sent a request is closed at once when the app cl
   busy.write('{}');
   await waitFor(() => closed || undefined, { what: 'close to finish once the request is answered', timeoutMs: 10_000 });
   await closing;
+  // close() resolves once the server has written the answer; this socket may read it a moment later.
+  await waitFor(() => answer.includes('\r\n\r\n') || busyClosed || undefined, { what: 'the answer to be read (or the connection to end without one)', timeoutMs: 10_000 });
   t.match(answer, /^HTTP\/1\.1 400 [^]*x-request-id: req_/, 'the request in flight was answered (an empty chat request: 400)');
   busy.destroy();
 });
