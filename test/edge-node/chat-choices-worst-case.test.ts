@@ -3,11 +3,7 @@
 // per-choice output allowance once per choice, with max_tokens and with the default; `n` is bounded.
 import t from 'tap';
 import type { Test } from 'tap';
-import { pino } from 'pino';
 import { DEFAULT_CREDIT_POLICY } from '../../edge-node/src/billing/credit-policy.js';
-import { LeaseBook } from '../../edge-node/src/billing/lease-book.js';
-import { LeaseCredit } from '../../edge-node/src/billing/lease-credit.js';
-import { memoryLeaseStore } from '../../edge-node/src/billing/lease-store.js';
 import { worstCaseOutputTokens } from '../../edge-node/src/billing/request-cost.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import type { PipelineContext } from '../../edge-node/src/pipeline/context.js';
@@ -16,7 +12,8 @@ import { DEFAULT_OUTPUT_TOKEN_ESTIMATE } from '../../edge-node/src/rate-limit/no
 import type { RateLimits } from '../../proto/src/index.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import type { FakeUpstream } from '../fixtures/fake-upstream.js';
-import { ACCOUNT_ID, bundleKey } from './config-fixtures.js';
+import { bundleKey } from './config-fixtures.js';
+import { pricedCreditNode } from './billing/priced-credit-node.js';
 import { startPipelineNode } from './pipeline/pipeline-harness.js';
 import type { PipelineNode } from './pipeline/pipeline-harness.js';
 
@@ -36,18 +33,7 @@ async function limitedNode(t: Test): Promise<{ node: PipelineNode; upstream: Fak
 }
 
 /** A node whose account holds a lease of `leaseMicros`, with `echo` priced at 1 µ per output token only. */
-async function creditNode(t: Test, leaseMicros: number): Promise<{ node: PipelineNode; upstream: FakeUpstream }> {
-  const upstream = await startFakeUpstream(t);
-  const book = new LeaseBook(memoryLeaseStore);
-  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: leaseMicros, expiresAt: Date.now() + 600_000 });
-  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
-  const node = await startPipelineNode(t, {
-    upstreamUrl: upstream.url,
-    bundle: () => ({ prices: [{ model: 'echo', inputMicrosPerToken: 0, outputMicrosPerToken: 1, requestMicros: 0 }] }),
-    services: { credit },
-  });
-  return { node, upstream };
-}
+const creditNode = (t: Test, leaseMicros: number) => pricedCreditNode(t, leaseMicros, { inputMicrosPerToken: 0, outputMicrosPerToken: 1 });
 
 function chat(node: PipelineNode, body: Record<string, unknown>): Promise<Response> {
   return fetch(`${node.baseURL}/chat/completions`, {

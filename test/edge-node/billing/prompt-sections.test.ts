@@ -3,17 +3,8 @@
 // blocks. A request with hundreds of KB of tool schemas reserves their input, not almost nothing.
 import t from 'tap';
 import type { Test } from 'tap';
-import { pino } from 'pino';
-import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
-import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
-import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
-import { memoryLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
 import { IMAGE_PART_TOKENS, MEDIA_PART_TOKENS, chatSectionTokens, messagesSectionTokens } from '../../../edge-node/src/billing/prompt-sections.js';
-import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
-import type { FakeUpstream } from '../../fixtures/fake-upstream.js';
-import { ACCOUNT_ID } from '../config-fixtures.js';
-import { startPipelineNode } from '../pipeline/pipeline-harness.js';
-import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+import { pricedCreditNode } from './priced-credit-node.js';
 
 /** About `chars` characters of tool definitions. */
 function bigTools(chars: number): unknown[] {
@@ -25,18 +16,7 @@ function bigTools(chars: number): unknown[] {
 }
 
 /** A node whose account holds `leaseMicros`, `echo` priced at 1 µ per input token and nothing for output. */
-async function creditNode(t: Test, leaseMicros: number): Promise<{ node: PipelineNode; upstream: FakeUpstream }> {
-  const upstream = await startFakeUpstream(t);
-  const book = new LeaseBook(memoryLeaseStore);
-  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: leaseMicros, expiresAt: Date.now() + 600_000 });
-  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
-  const node = await startPipelineNode(t, {
-    upstreamUrl: upstream.url,
-    bundle: () => ({ prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 0, requestMicros: 0 }] }),
-    services: { credit },
-  });
-  return { node, upstream };
-}
+const creditNode = (t: Test, leaseMicros: number) => pricedCreditNode(t, leaseMicros, { inputMicrosPerToken: 1, outputMicrosPerToken: 0 });
 
 t.test('a chat request with 200 KB of tool schemas reserves their input tokens and is refused when the lease cannot cover them', async (t) => {
   const { node, upstream } = await creditNode(t, 10_000);

@@ -30,7 +30,8 @@ export const preauthoriseStage: Stage = {
         surface: ctx.surface,
         stream: ctx.stream,
         configVersion: ctx.config?.version ?? null,
-        ...(ctx.clientRequestId === null ? {} : { clientRequestId: ctx.clientRequestId }),
+        // undefined (not written to the row's JSON) when the caller sent none.
+        clientRequestId: ctx.clientRequestId ?? undefined,
       });
     } catch (err) {
       // Not accepted after all: settle (always runs) releases the reservation with no usage.
