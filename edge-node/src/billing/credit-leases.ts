@@ -8,7 +8,10 @@ import type { Rejection } from '../pipeline/stage.js';
 export interface CreditLeases {
   /** Reserves ctx's worst-case cost; sets ctx.cost.reservedMicros/leaseId, or returns ZN_ERR_CREDIT_EXHAUSTED. */
   preauthorise(ctx: PipelineContext): Rejection | undefined;
-  /** Computes the actual cost from ctx.usage and prices into ctx.cost.costMicros and releases the rest. */
+  /**
+   * Computes the actual cost from ctx.usage and prices into ctx.cost.costMicros; the reservation is
+   * charged it (the rest released) by the request's cleanup, after its record is committed.
+   */
   settle(ctx: PipelineContext): void;
 }
 

@@ -1,8 +1,18 @@
 /**
  * The pipeline's CreditLeases backed by the node's lease book (docs/billing.md): preauthorise
  * reserves the request's worst-case cost from its account's lease or refuses with
- * ZN_ERR_CREDIT_EXHAUSTED (nothing is forwarded); settle charges the actual cost and releases the
- * rest. Check and update are one synchronous step, so concurrent requests cannot overdraw.
+ * ZN_ERR_CREDIT_EXHAUSTED (nothing is forwarded); settle works out the actual cost, which the lease
+ * is charged (and the rest released) when the request ends. Check and update are one synchronous
+ * step, so concurrent requests cannot overdraw.
+ *
+ * Why the charge waits for the end of the request: the request's record (with its cost) is committed
+ * to the spool only after settle, before the caller's last byte. Written at settle, a kill -9 in
+ * between left a lease that had spent the cost and a spool that recovered the request as
+ * `interrupted`, cost 0: an answered request the account was never charged for. Written at the end
+ * (the pipeline runs cleanups after delivery, so after the record's commit), a crash before the
+ * commit leaves the reservation held (counted as spent at restart) next to the interrupted record
+ * that returns it, and a crash after it leaves the record with its cost next to the reservation,
+ * whose unused part the control plane returns from the record (docs/billing.md, "Crashes").
  */
 import type { Logger } from '../logger.js';
 import type { PipelineContext } from '../pipeline/context.js';
@@ -17,8 +27,8 @@ import { actualCostMicros, enforceOutputLimit, priceOf, worstCaseMicros } from '
 interface Held {
   lease: CreditLease;
   reservation: Reservation;
-  /** The actual cost settle could not write (lease store failing); the cleanup charges it rather than releasing. */
-  unsettled?: number;
+  /** The actual cost settle worked out; the cleanup charges it rather than releasing the reservation. */
+  cost?: number;
 }
 
 /** What a refused request is told when its reservation could not be written. */
@@ -67,13 +77,13 @@ export class LeaseCredit implements CreditLeases {
     if (ctx.api === 'chat.completions' && ctx.maxOutputTokens === null && price.outputMicrosPerToken > 0) {
       enforceOutputLimit(ctx, this.policy.defaultMaxOutputTokens);
     }
-    // Whatever happens (even an exception that skips settle), the reservation is not held forever.
-    // A settle whose write failed is tried again here, as a charge (the upstream was paid).
+    // At the end of the request, after its record is committed: the cost settle worked out is
+    // charged; a request that never reached settle (an exception) gives its reservation back.
     ctx.cleanups.push(() => {
       if (reservation.done) return;
       try {
-        if (held.unsettled === undefined) lease.release(reservation);
-        else lease.settle(reservation, held.unsettled);
+        if (held.cost === undefined) lease.release(reservation);
+        else lease.settle(reservation, held.cost);
       } catch (err) {
         // Still held, in memory as on disk: the lease under-spends (a restart counts it as spent).
         this.logger.error({ err, requestId: ctx.requestId, leaseId: lease.leaseId }, 'the lease store could not record the end of a reservation; it stays held');
@@ -97,12 +107,7 @@ export class LeaseCredit implements CreditLeases {
       // The prompt estimate was low: charged in full (the upstream was paid), noted for operators.
       this.logger.warn({ requestId: ctx.requestId, reservedMicros: held.reservation.amount, costMicros: actual }, 'actual cost exceeded the reservation');
     }
-    try {
-      held.lease.settle(held.reservation, actual);
-    } catch (err) {
-      // The reservation stays held (memory matches disk); the request's cleanup tries the charge again.
-      held.unsettled = actual;
-      this.logger.error({ err, requestId: ctx.requestId, leaseId: held.lease.leaseId, costMicros: actual }, 'the lease store could not record a settlement; retried at the end of the request');
-    }
+    // Charged by the request's cleanup, once its record (carrying this cost) is committed.
+    held.cost = actual;
   }
 }

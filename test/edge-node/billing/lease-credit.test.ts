@@ -80,7 +80,7 @@ t.test('local keys and unpriced models reserve nothing and cost nothing', async 
   }
 });
 
-t.test('settle charges the metered usage and releases the rest of the reservation', async (t) => {
+t.test('settle works out the cost for the record; the end of the request charges it and releases the rest of the reservation', async (t) => {
   const { book, credit } = setup(10_000);
   const c = ctx();
   credit.preauthorise(c);
@@ -89,11 +89,13 @@ t.test('settle charges the metered usage and releases the rest of the reservatio
   credit.settle(c);
   t.equal(c.cost.costMicros, 40 * 2 + 7 * 5 + 100);
   const lease = book.leaseOf('acct-1')!;
+  t.same({ reserved: lease.reserved, spent: lease.spent }, { reserved: 700, spent: 0 }, 'held until the record is committed');
+  for (const cleanup of c.cleanups) cleanup();
   t.equal(lease.reserved, 0);
   t.equal(lease.spent, 215);
   t.equal(lease.available, 10_000 - 215);
   for (const cleanup of c.cleanups) cleanup();
-  t.equal(lease.available, 10_000 - 215, 'the cleanup does not release a settled reservation again');
+  t.equal(lease.available, 10_000 - 215, 'a second run of the cleanup charges nothing again');
 });
 
 t.test('a request that never reached an upstream costs nothing and gives its reservation back', async (t) => {
@@ -103,6 +105,7 @@ t.test('a request that never reached an upstream costs nothing and gives its res
   c.usage = { inputTokens: 40, outputTokens: 0, estimated: true };
   credit.settle(c);
   t.equal(c.cost.costMicros, 0);
+  for (const cleanup of c.cleanups) cleanup();
   t.equal(book.leaseOf('acct-1')!.available, 10_000);
 });
 
@@ -123,6 +126,7 @@ t.test('a tool call reserves and costs the tool server fee', async (t) => {
   c.served = { upstream: 'tools-a', model: 'tools-a' };
   credit.settle(c);
   t.equal(c.cost.costMicros, 70);
+  for (const cleanup of c.cleanups) cleanup();
   t.equal(book.leaseOf('acct-1')!.spent, 70);
 });
 
@@ -138,6 +142,7 @@ t.test('a restarted node remembers its leases: spent, and in-flight reservations
   done.served = { upstream: 'u', model: 'm' };
   done.usage = { inputTokens: 10, outputTokens: 10, estimated: false };
   credit.settle(done); // 20 + 50 + 100 = 170
+  for (const cleanup of done.cleanups) cleanup(); // the request's end
   const inFlight = ctx();
   credit.preauthorise(inFlight); // 700 held when the process "dies"
   store.close();

@@ -1,6 +1,6 @@
 // A lease-store write that fails (SQLITE_FULL…) changes nothing in memory: a reservation that could
 // not be written is not held (the request is refused with ZN_ERR_SPOOL_FULL and one log line), and a
-// settle, release, grant or return that could not be written leaves the lease as it was on disk.
+// settlement, release, grant or return that could not be written leaves the lease as it was on disk.
 import t from 'tap';
 import { CreditChannel } from '../../../edge-node/src/billing/credit-channel.js';
 import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
@@ -84,24 +84,26 @@ t.test('a reservation the lease store cannot write is not held, and the request 
   t.equal(store.rows.get('lease-1')!.reserved, 0);
 });
 
-t.test('a settle the lease store cannot write keeps the reservation held, and the cleanup charges it once the disk recovers', async (t) => {
-  const { store, book, credit } = setup();
+t.test('a settlement the lease store cannot write keeps the reservation held in memory as on disk, with one error line', async (t) => {
+  const { store, book, credit, lines } = setup();
   const c = ctx(1000);
   t.equal(credit.preauthorise(c), undefined);
   const held = c.cost.reservedMicros;
   c.served = { upstream: 'u', model: 'm' };
   c.usage = { inputTokens: 100, outputTokens: 10, estimated: false };
-  store.failing = true;
   credit.settle(c);
+  t.equal(c.cost.costMicros, 100 * 2 + 10 * 60, 'the record carries the cost');
+  store.failing = true;
+  for (const cleanup of c.cleanups) cleanup();
   const lease = book.leaseOf('acct-1')!;
   t.equal(lease.reserved, held, 'still held in memory, as on disk');
   t.equal(lease.spent, 0);
   t.same({ reserved: store.rows.get('lease-1')!.reserved, spent: store.rows.get('lease-1')!.spent }, { reserved: held, spent: 0 });
+  t.equal(lines.filter((l) => l.level === 'error').length, 1);
   store.failing = false;
   for (const cleanup of c.cleanups) cleanup();
   t.equal(lease.reserved, 0);
-  t.equal(lease.spent, 100 * 2 + 10 * 60, 'charged, not released');
-  t.equal(store.rows.get('lease-1')!.spent, 800);
+  t.equal(lease.spent, 800, 'a later end of the request (cleanups run once in the pipeline) charges it, not releases it');
 });
 
 t.test('a release the lease store cannot write keeps the reservation held in memory as on disk', async (t) => {

@@ -48,6 +48,7 @@ t.test('a batch of 100 tools/call is reserved and charged 100 times the call pri
   c.served = { upstream: 'tools', model: 'batch' };
   credit.settle(c);
   t.equal(c.cost.costMicros, 100 * CALL_MICROS);
+  for (const cleanup of c.cleanups) cleanup(); // the request's end charges the lease
   t.equal(book.leaseOf('acct-1')!.spent, 100 * CALL_MICROS);
   const more = mcpCtx('POST', [toolCall(1), toolCall(2)]);
   t.equal(credit.preauthorise(more)?.error.code, 'ZN_ERR_CREDIT_EXHAUSTED', 'the lease is spent: the next calls are refused');
@@ -81,6 +82,7 @@ t.test('initialize, notifications, tools/list, GET and DELETE reserve and cost n
     c.served = { upstream: 'tools', model: 'x' };
     credit.settle(c);
     t.equal(c.cost.costMicros, 0);
+    for (const cleanup of c.cleanups) cleanup();
   }
   t.equal(book.leaseOf('acct-1')!.spent, 0);
 });
