@@ -1,9 +1,15 @@
 // The prompt estimate the reservation is made from counts what the text list leaves out: chat
 // tools, functions, response_format and image/file parts; Anthropic tools and image/document
-// blocks. A request with hundreds of KB of tool schemas reserves their input, not almost nothing.
+// blocks. A request with hundreds of KB of tool schemas reserves their input, not almost nothing,
+// and is charged them against tokens per minute on admission too.
 import t from 'tap';
 import type { Test } from 'tap';
 import { IMAGE_PART_TOKENS, MEDIA_PART_TOKENS, chatSectionTokens, messagesSectionTokens } from '../../../edge-node/src/billing/prompt-sections.js';
+import { createLogger } from '../../../edge-node/src/logger.js';
+import { createNodeRateLimiter } from '../../../edge-node/src/rate-limit/create-node-rate-limiter.js';
+import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import { bundleKey } from '../config-fixtures.js';
+import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import { pricedCreditNode } from './priced-credit-node.js';
 
 /** About `chars` characters of tool definitions. */
@@ -35,6 +41,37 @@ t.test('a chat request with 200 KB of tool schemas reserves their input tokens a
   });
   t.equal(small.status, 200, 'a few tools fit');
   await small.arrayBuffer();
+});
+
+t.test('the tokens/min charge on admission counts tool definitions and images, as the reservation does', async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const limiter = await createNodeRateLimiter({ stateDir: undefined, logger: createLogger({ level: 'silent' }), env: {} });
+  t.teardown(() => limiter.close());
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    bundle: (_base, keyHash) => ({ apiKeys: [bundleKey('key-a', keyHash, { limits: { tokensPerMinute: 20_000 } })] }),
+    services: { limiter },
+  });
+  const chat = (body: Record<string, unknown>): Promise<Response> =>
+    fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+      body: JSON.stringify({ model: 'echo', max_tokens: 10, ...body }),
+    });
+  const remaining = async (res: Response): Promise<number> => {
+    t.equal(res.status, 200);
+    await res.arrayBuffer();
+    return Number(res.headers.get('x-ratelimit-remaining-tokens'));
+  };
+  const image = { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } };
+  const afterImages = await remaining(await chat({ messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }, image, image] }] }));
+  const forImages = 20_000 - afterImages;
+  t.ok(forImages >= 2 * IMAGE_PART_TOKENS + 10 && forImages < 2 * IMAGE_PART_TOKENS + 50, `charged ${forImages} tokens: two images, the text and max_tokens`);
+  const afterTools = await remaining(await chat({ messages: [{ role: 'user', content: 'hi' }], tools: bigTools(60_000) }));
+  t.ok(afterImages - afterTools >= 9_000, `charged ${afterImages - afterTools} tokens: ≈ 60 KB of tool definitions`);
+  // (Each charge is trued up to the upstream's usage when its request ends: the headers show the
+  // charge on admission, which is what concurrent requests are refused by.)
+  t.equal(upstream.requests.length, 2);
 });
 
 t.test('chat tools, functions, response_format and image and file parts are counted', async (t) => {

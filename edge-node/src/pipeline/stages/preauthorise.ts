@@ -1,6 +1,5 @@
 // Stage `preauthorise` — reserve the worst-case cost from the account's credit lease (billing/),
 // then open the request's spool row carrying the reservation: from here on it is "accepted".
-import { promptSectionTokens } from '../../billing/prompt-sections.js';
 import { isZenovaError } from '../../errors.js';
 import type { PipelineContext } from '../context.js';
 import { rejectWith } from '../stage.js';
@@ -10,10 +9,7 @@ export const preauthoriseStage: Stage = {
   name: 'preauthorise',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    // The prompt estimate so far counts the text guardrails read; tool definitions, schemas, images
-    // and documents are prompt too (billed as input): counted here, before the reservation, so it
-    // covers them (and a usage estimate made later, meter stage, includes them).
-    ctx.estimatedInputTokens += promptSectionTokens(ctx);
+    // ctx.estimatedInputTokens includes tools, schemas, images and documents (rate-limit stage).
     const refused = ctx.deps.credit.preauthorise(ctx);
     if (refused !== undefined) return refused;
     try {
