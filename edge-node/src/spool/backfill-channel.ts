@@ -187,7 +187,7 @@ export class BackfillChannel implements ControlChannel {
     const records: Array<{ requestId: string; recordJson: Buffer }> = [];
     let bytes = 0;
     for (const row of rows) {
-      const recordJson = Buffer.from(row.recordJson, 'utf8');
+      const recordJson = row.recordJson;
       if (records.length > 0 && bytes + recordJson.length > this.maxBytes) break;
       records.push({ requestId: row.requestId, recordJson });
       bytes += recordJson.length;

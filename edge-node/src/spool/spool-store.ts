@@ -52,7 +52,8 @@ export interface SpoolStoreOptions {
 export interface BacklogRow {
   sequence: number;
   requestId: string;
-  recordJson: string;
+  /** The record's JSON as stored (UTF-8 bytes), ready for the wire: no string is made of it. */
+  recordJson: Buffer;
 }
 
 interface QueuedFinal {
@@ -142,7 +143,9 @@ export class SpoolStore implements RequestSpool {
       this.db.pragma('wal_autocheckpoint = 0');
       this.pageSize = Number(this.db.pragma('page_size', { simple: true }));
       this.stmts = {
-        backlogAfter: this.db.prepare('select sequence, request_id as requestId, record_json as recordJson from records where sequence > ? order by sequence limit ?'),
+        // As a blob: the bytes go to the wire as they are, without a JS string decoded and encoded
+        // again per record (backfill reads every record the node serves).
+        backlogAfter: this.db.prepare('select sequence, request_id as requestId, cast(record_json as blob) as recordJson from records where sequence > ? order by sequence limit ?'),
         pageCount: this.db.prepare('pragma page_count').pluck(),
         freelistCount: this.db.prepare('pragma freelist_count').pluck(),
       };

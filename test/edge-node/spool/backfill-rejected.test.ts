@@ -57,3 +57,42 @@ t.test('a damaged row is acknowledged as rejected, counted and logged, and the b
   t.match(warnings[0], { rejected: 1, firstSequence: 1, lastSequence: 10 });
   t.notOk(JSON.stringify(lines).includes('costMicros'), 'no record content in the log');
 });
+
+t.test('a row whose bytes are not UTF-8 is sent as stored and set aside as not_utf8, never repaired into a record that passes', async (t) => {
+  const file = path.join(tempStateDir(t), 'spool.db');
+  const meta = createSpoolFile(file, NODE_ID);
+  const first = new SpoolStore({ file, meta, logger: quietLogger(), limits });
+  await Promise.all(['bad-bytes', 'good'].map((id) => first.finalise(record(id))));
+  await first.close();
+  // A damaged sector inside a string of the record: its JSON still parses once decoded with
+  // replacement characters, which is how reading it as text used to repair it silently.
+  const db = new Database(file);
+  const stored = db.prepare(`select cast(record_json as blob) as bytes from records where request_id = 'bad-bytes'`).get() as { bytes: Buffer };
+  const at = stored.bytes.indexOf('"model":"echo"') + '"model":"'.length;
+  t.ok(at > '"model":"'.length, 'the record names its model');
+  const damaged = Buffer.from(stored.bytes);
+  damaged[at] = 0xff;
+  db.prepare(`update records set record_json = cast(? as text) where request_id = 'bad-bytes'`).run(damaged);
+  db.close();
+
+  const store = new SpoolStore({ file, meta, logger: quietLogger(), limits });
+  t.teardown(() => store.close());
+  const channel = new BackfillChannel({ store, logger: quietLogger(), maxRecords: 10 });
+  t.teardown(() => channel.stop());
+  const seen: Array<{ accepted: string[]; rejected: Array<{ requestId: string; reason: string; bytes: Buffer }> }> = [];
+  channel.onEstablished((message) => {
+    if (message.recordBatch === undefined) return true;
+    const parsed = parseRecordBatch(message, NODE_ID);
+    seen.push({ accepted: parsed.records.map((r) => r.requestId), rejected: parsed.rejected });
+    const ack: ControlMessage = {
+      recordBatchAck: { batchId: parsed.batchId, lastSequence: parsed.lastSequence, acceptedCount: parsed.records.length, duplicateCount: 0, rejectedCount: parsed.rejected.length },
+    };
+    setImmediate(() => channel.onMessage(ack));
+    return true;
+  });
+  await waitFor(() => (store.backlogCount() === 0 ? true : undefined), { what: 'the backlog to drain' });
+  t.same(seen.flatMap((b) => b.accepted), ['good']);
+  const rejected = seen.flatMap((b) => b.rejected);
+  t.same(rejected.map((r) => [r.requestId, r.reason]), [['bad-bytes', 'not_utf8']]);
+  t.ok(rejected[0]!.bytes.equals(damaged), 'the control plane keeps the bytes as they were stored');
+});
