@@ -81,6 +81,11 @@ t.test('bank card accepts Luhn-valid numbers of 13 to 19 digits, plain or groupe
   t.same(found(findBankCards, '卡号4111 1111 1111 1111，谢谢'), ['4111 1111 1111 1111']);
   t.same(found(findBankCards, 'amex 3782-822463-10005 visa 41111111111114 unionpay 6222021234567890128'), ['3782-822463-10005', '41111111111114', '6222021234567890128']);
   t.same(found(findBankCards, 'on 2024-01-01 4111 1111 1111 1111 was charged'), ['4111 1111 1111 1111'], 'a date glued on by a space is not part of the card');
+  t.same(found(findBankCards, 'paid 2024-01-15 4111111111111111'), ['4111111111111111'], 'an ungrouped card after a date and a space');
+  t.same(found(findBankCards, '订单 20240115 6222021234567890128'), ['6222021234567890128'], 'after an order number');
+  t.same(found(findBankCards, 'qty 2 4111111111111111 ok'), ['4111111111111111'], 'after a short number');
+  t.same(found(findBankCards, 'tel 13812345678 5555555555554444 and 2024-01-15 378282246310005'), ['5555555555554444', '378282246310005']);
+  t.same(found(findBankCards, 'ref 1-4111111111111111 and 4111111111111111-7'), [], 'a dash glues a group to its neighbour: an id, not a card');
 });
 
 t.test('bank card refuses Luhn failures, timestamps, long runs and phone numbers', async (t) => {

@@ -49,10 +49,13 @@ function cardsInRun(text: string, runStart: number, runEnd: number, digitCount: 
       // Grow the candidate group by group; stop past 19 digits or after a group too short to be inner.
       let digits = '';
       let best = -1;
+      // One group on its own is a card when spaces set it apart ("2024-01-15 4111111111111111"); a
+      // dash glues it to its neighbour ("1-4111111111111111" is an id, not a card).
+      const apart = (i === runStart || text.charCodeAt(i - 1) === SPACE) && (iEnd === runEnd || text.charCodeAt(iEnd) === SPACE);
       for (let j = i, jEnd = iEnd; ; ) {
         digits += text.slice(j, jEnd);
         if (digits.length > MAX_DIGITS) break;
-        if (j > i && isCard(digits)) best = jEnd;
+        if ((j > i || apart) && isCard(digits)) best = jEnd;
         if (jEnd - j < 4 || jEnd >= runEnd) break;
         j = jEnd + 1; // past the single separator
         jEnd = groupEnd(text, j, runEnd);
