@@ -18,6 +18,7 @@ t.test('email finds addresses inside Chinese text and leaves near misses alone',
   t.same(found(findEmails, 'ops+alerts@mail.example.co.uk, then a.b-c@x-y.io.'), ['ops+alerts@mail.example.co.uk', 'a.b-c@x-y.io']);
   t.same(found(findEmails, 'user@localhost, user@@example.com, @example.com, a@b.c, .a@example.com, name@-bad.com'), []);
   t.same(found(findEmails, 'no at sign here: example.com'), []);
+  t.same(found(findEmails, '写信给 ivan@example.xn--p1ai 或 info@xn--80ak6aa92e.com。'), ['ivan@example.xn--p1ai', 'info@xn--80ak6aa92e.com'], 'punycode top-level labels (.рф)');
 });
 
 t.test('phone finds mainland mobiles in every usual writing and international E.164 numbers', async (t) => {
@@ -124,6 +125,22 @@ t.test('secret finds provider key shapes, PEM blocks, JWTs and assigned secrets'
   ]);
   t.same(found(findSecrets, 'api_key = "s3cr3tV4lue!x" and "password": "hunter2hunter2" and 密码：abc12345xyz'), ['s3cr3tV4lue!x', 'hunter2hunter2', 'abc12345xyz'], 'only the value is the match');
   t.same(found(findSecrets, '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC'), ['-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC'], 'an unterminated key block is covered to the end');
+});
+
+t.test('secret takes a quoted value whole, spaces and all, up to its closing quote', async (t) => {
+  t.same(found(findSecrets, 'password = "correct horse battery staple" ok'), ['correct horse battery staple']);
+  t.same(found(findSecrets, 'password: "Tr0ub4dor&3 xyz", next'), ['Tr0ub4dor&3 xyz']);
+  t.same(found(findSecrets, `{"db_password": "my long pass phrase", "user": "app"}`), ['my long pass phrase'], 'JSON');
+  t.same(found(findSecrets, "secret = 'two words here'"), ['two words here'], 'single quotes');
+  t.same(found(findSecrets, 'token = "abcdefgh12345678'), ['abcdefgh12345678'], 'an unclosed quote: the first word, as unquoted');
+});
+
+t.test('secret names say secret only when the word ends the name: plurals and camelCase yes, tokenizer and secretary no', async (t) => {
+  t.same(found(findSecrets, 'tokenizer: cl100k_base, tokenization: byte-level, secretary: JohnSmith, TOKENIZER: o200k_base'), []);
+  t.same(
+    found(findSecrets, 'client_secret=abcdefgh1 accessToken: abcdefgh2 SECRET_KEY=abcdefgh3 tokens: abcdefgh4 aws_secret_access_key=abcdefgh5 apiKey2: abcdefgh6'),
+    ['abcdefgh1', 'abcdefgh2', 'abcdefgh3', 'abcdefgh4', 'abcdefgh5', 'abcdefgh6'],
+  );
 });
 
 t.test('secret leaves near-miss shapes alone', async (t) => {

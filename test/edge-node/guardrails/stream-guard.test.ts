@@ -106,6 +106,22 @@ t.test('a stream split in three at many positions, and one character per delta, 
   t.same(perChar.verdicts, expected.verdicts);
 });
 
+t.test('a quoted passphrase split across deltas at every position is masked whole, as in the whole text', async (t) => {
+  const secretOnly = policy('secret-only', [{ detector: 'secret', action: 'mask', on: 'output' }]);
+  const text = `${FILLER}config: password = "Tr0ub4dor&3 and more words here" then ${FILLER}`;
+  const expected = wholeResult(secretOnly, text);
+  t.ok(expected.text.includes('password = "[SECRET]" then'), 'the whole value is the match');
+  let failures = 0;
+  for (let i = 0; i <= text.length; i++) {
+    const got = await streamed(secretOnly, [text.slice(0, i), text.slice(i)]);
+    if (got.text !== expected.text) {
+      failures++;
+      if (failures <= 3) t.fail(`split at ${i}`, { got: got.text, want: expected.text });
+    }
+  }
+  t.equal(failures, 0, `all ${text.length + 1} split points`);
+});
+
 t.test('every emitted event is a valid chat chunk, the held text comes before the finish chunk', async (t) => {
   const got = await streamed(MASK_ALL, ['Contact a@exam', 'ple.com now']);
   assertOpenAiFraming(t, got.events);

@@ -5,7 +5,9 @@ import { foldWidth } from './fold-width.js';
 
 // The lookbehind starts a match only at the start of a run of local-part characters, so the scan
 // stays linear on long runs without an "@" and never starts mid-address.
-const EMAIL = /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![A-Za-z0-9-])/g;
+// The top-level label is letters, or the ASCII (punycode) form of an internationalised one
+// (`xn--p1ai` for .рф).
+const EMAIL = /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+(?:[A-Za-z]{2,63}|[Xx][Nn]--[A-Za-z0-9-]{1,59})(?![A-Za-z0-9-])/g;
 const MAX_LENGTH = 254;
 
 export function findEmails(original: string, from = 0): Match[] {

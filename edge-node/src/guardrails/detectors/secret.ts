@@ -29,31 +29,75 @@ const PEM = /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A
 
 // `name = value` where the name says secret; the value (8+ characters, not all digits) is the match.
 // The scan looks for the telling word first (cheap), then for the rest of the name, the separator
-// and the value right after it.
+// and the value right after it. A quoted value runs to its closing quote (a passphrase has spaces),
+// up to QUOTED_MAX characters (so a stream guard's window still holds it whole); an unquoted one
+// ends at a space or punctuation.
 const SECRET_WORD = /api[_-]?key|secret|token|passw(?:or)?d|pwd|credential|密码|口令|密钥|令牌/giu;
-const ASSIGNED_VALUE = /[A-Za-z0-9_.-]*["']?\s*[:=：]\s*["']?([^\s"'`,;]{8,})/uy;
+const QUOTED_MAX = 96;
+const ASSIGNED_VALUE = new RegExp(
+  `[A-Za-z0-9_.-]*["']?\\s*[:=：]\\s*(?:"([^"\\n]{8,${QUOTED_MAX}})"|'([^'\\n]{8,${QUOTED_MAX}})'|["']?([^\\s"'\`,;]{8,}))`,
+  'uy',
+);
 // The rest of a name: a failed value match was decided by what follows this run, so every word
 // inside the same run fails the same way and is skipped (glued words would otherwise rescan it).
 const NAME_RUN = /[A-Za-z0-9_.-]*/y;
 
+/**
+ * Whether the secret word ends the name's word: followed by a separator, a digit, the end of the
+ * name, or (camelCase) a capital after a small letter; a plural "s" is part of the word. So
+ * `client_secret`, `accessToken`, `SECRET_KEY`, `credentials` are names that say secret and
+ * `tokenizer`, `secretary`, `TOKENIZATION` are not.
+ */
+function endsWord(text: string, word: string, at: number): boolean {
+  let next = text.charCodeAt(at);
+  const last = word.charCodeAt(word.length - 1);
+  const lower = last >= 97 && last <= 122;
+  const upper = last >= 65 && last <= 90;
+  if (!lower && !upper) return true; // a CJK word: anything may follow
+  if (next === (lower ? 115 : 83)) next = text.charCodeAt(at + 1); // the plural s / S
+  if (next >= 97 && next <= 122) return false; // a small letter continues the word either way
+  if (next >= 65 && next <= 90) return lower; // a capital: a new camelCase word only after a small letter
+  return true;
+}
+
+/**
+ * How far before `from` a name is looked for: a stream guard may have released a name (its cut
+ * is a window before the end of what arrived, and only the value is the match) and kept it as
+ * context, with the value still to come. At most the guard's context (64 characters).
+ */
+const NAME_LOOKBACK = 48;
+
 function findAssigned(text: string, from: number): Match[] {
   const out: Match[] = [];
-  SECRET_WORD.lastIndex = from;
+  SECRET_WORD.lastIndex = Math.max(0, from - NAME_LOOKBACK);
   for (let w = SECRET_WORD.exec(text); w !== null; w = SECRET_WORD.exec(text)) {
     const nameRest = w.index + w[0].length;
-    ASSIGNED_VALUE.lastIndex = nameRest;
-    const v = ASSIGNED_VALUE.exec(text);
-    if (v === null || /^\d+$/.test(v[1]!)) {
+    const v = endsWord(text, w[0], nameRest) ? ((ASSIGNED_VALUE.lastIndex = nameRest), ASSIGNED_VALUE.exec(text)) : null;
+    const quoted = v === null ? undefined : (v[1] ?? v[2]);
+    const value = v === null ? undefined : (quoted ?? v[3]);
+    if (v === null || value === undefined || /^\d+$/.test(value)) {
       NAME_RUN.lastIndex = nameRest;
       NAME_RUN.exec(text);
       SECRET_WORD.lastIndex = Math.max(nameRest, NAME_RUN.lastIndex);
       continue;
     }
-    const end = ASSIGNED_VALUE.lastIndex;
-    out.push({ start: end - v[1]!.length, end });
+    // A quoted value ends one character (its closing quote) before the match's end.
+    const end = ASSIGNED_VALUE.lastIndex - (quoted === undefined ? 0 : 1);
+    // A value that ended before `from` is context, found already.
+    if (end > from) out.push({ start: Math.max(from, end - value.length), end });
     SECRET_WORD.lastIndex = end;
   }
   return out;
+}
+
+// An assignment whose quoted value is still open at the end of the text (a stream cut between its
+// quotes): its value may be a passphrase with spaces, so it is held until the quote closes.
+const OPEN_QUOTED_TAIL = new RegExp(`(?:${SECRET_WORD.source})[A-Za-z0-9_.-]*["']?\\s*[:=：]\\s*(["'])([^"'\\n]{0,${QUOTED_MAX}})$`, 'iu');
+
+function openQuotedFrom(text: string, from: number): number {
+  const tailStart = Math.max(from, text.length - (secretWindow + QUOTED_MAX));
+  const m = OPEN_QUOTED_TAIL.exec(text.slice(tailStart));
+  return m === null ? -1 : tailStart + m.index + m[0].length - m[2]!.length;
 }
 
 const TOKEN_CHAR = /[A-Za-z0-9_-]/;
@@ -99,6 +143,15 @@ function jwtPartialFrom(text: string, from: number): number {
   return start > 0 && TOKEN_CHAR.test(text[start - 1]!) ? -1 : start;
 }
 
+/** The earliest of an unfinished JWT and an open quoted value at the end of `text`, else -1. */
+function secretPartialFrom(text: string, from: number): number {
+  const jwt = jwtPartialFrom(text, from);
+  const quoted = openQuotedFrom(text, from);
+  if (jwt < 0) return quoted;
+  return quoted < 0 ? jwt : Math.min(jwt, quoted);
+}
+
 // A name such as "client_secret" with its separator and quotes fits in this; shaped keys are
 // recognised within their first ~40 characters and then grow as "open" matches.
-export const secretDetector: Detector = { name: 'secret', placeholder: '[SECRET]', window: 128, find: findSecrets, partialFrom: jwtPartialFrom };
+const secretWindow = 128;
+export const secretDetector: Detector = { name: 'secret', placeholder: '[SECRET]', window: secretWindow, find: findSecrets, partialFrom: secretPartialFrom };
