@@ -28,6 +28,11 @@ t.test('a complete config is accepted as written', async (t) => {
   t.equal(maxBodyBytes(parseLocalConfig({ ...valid, limits: undefined })), DEFAULT_MAX_BODY_BYTES, 'the body limit defaults to 4 MiB');
 });
 
+t.test('an upstream key pasted with a trailing newline is taken without it (it is sent as a header value)', async (t) => {
+  const config = parseLocalConfig({ ...valid, upstreams: [{ ...valid.upstreams[0], apiKey: 'sk-x\n' }] });
+  t.equal(config.upstreams[0]?.apiKey, 'sk-x');
+});
+
 t.test('each kind of mistake is refused naming its path', async (t) => {
   const cases: Array<[string, unknown, RegExp]> = [
     ['a model of an unknown upstream', { ...valid, models: [{ id: 'gpt', upstream: 'nope', upstreamModel: 'm' }] }, /models\[0\]\.upstream: unknown upstream "nope"/],
@@ -41,6 +46,8 @@ t.test('each kind of mistake is refused naming its path', async (t) => {
     ['a key hash that is not SHA-256 hex', { ...valid, apiKeys: [{ id: 'k', sha256: 'abc' }] }, /apiKeys\[0\]\.sha256: must be 64 hex/],
     ['no upstreams', { ...valid, upstreams: [], models: [] }, /upstreams: /],
     ['a negative timeout', { ...valid, upstreams: [{ ...valid.upstreams[0], timeoutMs: -1 }] }, /upstreams\[0\]\.timeoutMs/],
+    ['an upstream key with a space inside', { ...valid, upstreams: [{ ...valid.upstreams[0], apiKey: 'sk-a b' }] }, /upstreams\[0\]\.apiKey: must be printable ASCII/],
+    ['an upstream key of blanks', { ...valid, upstreams: [{ ...valid.upstreams[0], apiKey: ' \n' }] }, /upstreams\[0\]\.apiKey/],
     ['not an object', 'hello', /\(root\)/],
   ];
   for (const [what, value, expected] of cases) t.match(problemOf(value), expected, what);

@@ -29,7 +29,13 @@ const upstreamSchema = z.strictObject({
   kind: z.literal('openai-compatible'),
   /** The upstream's /v1 base, e.g. https://api.example.com/v1. */
   baseUrl,
-  apiKey: z.string().min(1).max(4096).optional(),
+  // A pasted key often carries a trailing newline: trimmed. What is left is sent as a header value,
+  // so only printable ASCII can be one (else every call of the alias fails inside the node).
+  apiKey: z
+    .string()
+    .transform((value) => value.trim())
+    .pipe(z.string().min(1).max(4096).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces (the key is sent as a header value)'))
+    .optional(),
   timeoutMs: z.number().int().positive().max(3_600_000).optional(),
 });
 
