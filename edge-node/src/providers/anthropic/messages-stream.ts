@@ -8,8 +8,11 @@
  * `text_delta`, `thinking_delta` or (JSON, a tool_use block's input in fragments)
  * `input_json_delta`, or the texts of a `citations_delta`'s citation, each checked whole (each a
  * slot a guardrail may rewrite, after which `data` is re-serialised, lazily, when written), and
- * `message_stop` is terminal. An upstream `event: error` or a stream that ends without
- * `message_stop` is a failure (thrown, so the runner ends the caller's stream with an error event).
+ * `message_stop` is terminal: the answer is complete, what follows is drained for at most
+ * AFTER_STOP_GRACE_MS and a break after it changes nothing. An upstream `event: error` or a stream
+ * that ends without `message_stop` is a failure (thrown, so the runner ends the caller's stream
+ * with an error event; before the first event the attempt fails and, for a stream that just
+ * ended, is retryable: nothing reached the caller).
  */
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
@@ -341,22 +344,44 @@ export interface StreamOptions {
   signal: AbortSwitch;
 }
 
+/**
+ * How long the rest of the body may take once `message_stop` was read: it is drained (so the
+ * connection stays reusable) but an upstream that stalls there does not hold back the caller's
+ * message_stop (as chat-stream.ts does after `[DONE]`).
+ */
+const AFTER_STOP_GRACE_MS = 1000;
+
 /** The caller-facing events of one upstream stream (see the file comment). */
 export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, opts: StreamOptions): AsyncGenerator<StreamEvent> {
   const { ctx, upstream, alias } = opts;
   let stopped = false;
+  let received = false;
+  let afterStop: NodeJS.Timeout | undefined;
   try {
     for await (const sse of parseSse(body)) {
+      // The answer is complete; what follows is drained, not the caller's.
+      if (stopped) continue;
+      received = true;
       const event = toStreamEvent(ctx, sse, upstream, alias);
-      if (event.terminal === true) stopped = true;
+      if (event.terminal === true) {
+        stopped = true;
+        afterStop = setTimeout(opts.release, AFTER_STOP_GRACE_MS);
+      }
       yield event;
     }
   } catch (err) {
+    // A break (or a stall cut by the grace timer) after message_stop loses nothing: the caller gets its complete answer.
+    if (stopped) return;
     if (isAbort(err, opts.signal)) throw err;
     throw classifyUpstreamFailure(err, upstream);
   } finally {
+    clearTimeout(afterStop);
     opts.release();
     ctx.upstreamMs = Math.round((ctx.clock.monotonic() - opts.sentAt) * 1000) / 1000;
   }
-  if (!stopped) throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before message_stop.`);
+  if (!stopped) {
+    // Cut short (a close-delimited body reads as a clean end). Before the first event nothing
+    // reached the caller, so another target may still answer; after it nothing may be retried.
+    throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before message_stop.`, { retryable: !received });
+  }
 }
