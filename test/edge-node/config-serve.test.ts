@@ -2,6 +2,7 @@
 // gateway: applied, cached and acknowledged; bad ones refused with their code while the last good
 // one keeps serving; a burst ends on the latest; a restart without the control plane serves from
 // the cache at once; a tampered cache falls back to previous or leaves the node not ready.
+import { writeFileSync } from 'node:fs';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
@@ -270,6 +271,29 @@ t.test('with both cache files tampered the node is not ready, answers 503 ZN_ERR
   t.match(await gateway.waitForConfigAck(session, 3), { ok: true });
   t.match(await chat(node.url, key.secret), { status: 200 });
   t.match(await readyz(node.url), { status: 200, body: { ready: true, configVersion: 3 } });
+});
+
+t.test('serve with a ZENOVA_NODE_REPLICAS it cannot honour is a usage error that says why, not a stack trace', async (t) => {
+  const dir = t.testdir({});
+  const file = path.join(dir, 'node.json');
+  writeFileSync(file, JSON.stringify({
+    node: { name: 'edge-1' },
+    upstreams: [{ name: 'u', kind: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1' }],
+    models: [{ id: 'm', upstream: 'u', upstreamModel: 'm' }],
+    apiKeys: [{ id: 'k1', sha256: 'a'.repeat(64) }],
+  }));
+  const before = process.env.ZENOVA_NODE_REPLICAS;
+  t.teardown(() => {
+    if (before === undefined) delete process.env.ZENOVA_NODE_REPLICAS;
+    else process.env.ZENOVA_NODE_REPLICAS = before;
+  });
+  for (const [value, expected] of [['2', /ZENOVA_NODE_REPLICAS=2 needs a state dir/], ['two', /ZENOVA_NODE_REPLICAS must be a whole number/]] as const) {
+    process.env.ZENOVA_NODE_REPLICAS = value;
+    const { code, stderr } = await runCliCaptured(['serve', '--config', file, '--listen', '127.0.0.1:0']);
+    t.equal(code, 2, value);
+    t.match(stderr, expected);
+    t.notMatch(stderr, /\n\s+at /, 'no stack trace');
+  }
 });
 
 t.test('serve with both --config and --state-dir is a usage error that says why', async (t) => {

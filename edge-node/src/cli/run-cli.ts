@@ -2,6 +2,7 @@
 // one clear line on stderr (exit 2), never a stack.
 import { LocalConfigError } from '../config/local-config.js';
 import { ReconnectSettingsError } from '../control/reconnect-settings.js';
+import { ReplicaSettingError } from '../rate-limit/create-node-rate-limiter.js';
 import { createLogger } from '../logger.js';
 import { StateDirMissingError, StateFileError } from '../state/state-store.js';
 import { UsageError, parseCli } from './args.js';
@@ -48,7 +49,13 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       io.stderr.write(`zenova-node: bad config file ${err.message}\n`);
       return 2;
     }
-    if (err instanceof NotEnrolledError || err instanceof StateDirMissingError || err instanceof StateFileError || err instanceof ReconnectSettingsError) {
+    if (
+      err instanceof NotEnrolledError ||
+      err instanceof StateDirMissingError ||
+      err instanceof StateFileError ||
+      err instanceof ReconnectSettingsError ||
+      err instanceof ReplicaSettingError
+    ) {
       io.stderr.write(`zenova-node: ${err.message}\n`);
       return 2;
     }

@@ -41,6 +41,38 @@ export function isLoopbackHost(host: string): boolean {
   return false;
 }
 
+/**
+ * Whether a request's Host header names this host by a loopback name or address (127.0.0.0/8,
+ * localhost, [::1]), with or without a port. A web page the operator opens can point its own name
+ * at 127.0.0.1 (DNS rebinding) and reach the admin port, but its requests carry that name.
+ */
+export function isLoopbackHostHeader(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  const value = header.trim();
+  let host = value;
+  let port: string | undefined;
+  if (value.startsWith('[')) {
+    const end = value.indexOf(']');
+    if (end < 0) return false;
+    host = value.slice(0, end + 1);
+    const rest = value.slice(end + 1);
+    if (rest !== '') {
+      if (!rest.startsWith(':')) return false;
+      port = rest.slice(1);
+    }
+  } else {
+    const colon = value.lastIndexOf(':');
+    if (colon >= 0) {
+      // Only a bracketed IPv6 address may hold colons.
+      if (value.indexOf(':') !== colon) return false;
+      host = value.slice(0, colon);
+      port = value.slice(colon + 1);
+    }
+  }
+  if (port !== undefined && !/^[0-9]{1,5}$/.test(port)) return false;
+  return host !== '' && isLoopbackHost(host);
+}
+
 function urlOf(host: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
@@ -48,6 +80,12 @@ function urlOf(host: string, port: number): string {
 export async function startAdminServer(opts: AdminServerOptions): Promise<AdminServer> {
   if (!isLoopbackHost(opts.host)) throw new AdminListenRefusedError(opts.host);
   const server = http.createServer((req, res) => {
+    if (!isLoopbackHostHeader(req.headers.host)) {
+      res
+        .writeHead(421, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' })
+        .end('misdirected request: the admin port answers only requests addressed to a loopback host (Host: 127.0.0.1, localhost or [::1])\n');
+      return;
+    }
     const path = (req.url ?? '/').split('?', 1)[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('method not allowed\n');

@@ -38,7 +38,14 @@ export function replicasFromEnv(env: NodeJS.ProcessEnv): number {
 }
 
 export async function createNodeRateLimiter(opts: NodeRateLimiterOptions): Promise<RateLimiter> {
-  const shared = opts.stateDir !== undefined && replicasFromEnv(opts.env) > 1;
-  const store = shared ? new SqliteLimitStore({ location: opts.stateDir!, clock: opts.clock ?? systemClock }) : new MemoryLimitStore();
+  const replicas = replicasFromEnv(opts.env);
+  if (replicas > 1 && opts.stateDir === undefined) {
+    // Each process would keep its own counters: N replicas, N times the limits.
+    throw new ReplicaSettingError(
+      `ZENOVA_NODE_REPLICAS=${replicas} needs a state dir (--state-dir): replicas share their rate-limit counters there; ` +
+        'a stand-alone node (--config) runs as one process, so leave ZENOVA_NODE_REPLICAS unset or 1',
+    );
+  }
+  const store = replicas > 1 ? new SqliteLimitStore({ location: opts.stateDir!, clock: opts.clock ?? systemClock }) : new MemoryLimitStore();
   return new NodeRateLimiter(store, opts.logger);
 }

@@ -33,7 +33,10 @@ export interface AdmitQuery {
 
 export interface AdmitOutcome {
   admitted: boolean;
-  /** The counters as they were before this request was charged, aligned with `rates`. */
+  /**
+   * The counters as they were before this request was charged, aligned with `rates`: one for every
+   * check, also those after the first that did not fit (Retry-After is the longest wait of all).
+   */
   windows: WindowCounts[];
   /** The first rate check that did not fit (index in `rates`), or -1. */
   failedRate: number;

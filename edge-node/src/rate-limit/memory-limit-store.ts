@@ -1,6 +1,6 @@
 // Counters in this process only: a stand-alone node (no state dir), and tests.
 import type { AdmitOutcome, AdmitQuery, LimitStore, RateMetric, WindowChange } from './limit-store.js';
-import { fits, minuteOf } from './sliding-window.js';
+import { WINDOW_MS, fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
 
 interface Window {
@@ -23,11 +23,21 @@ export class MemoryLimitStore implements LimitStore {
     if (minute > this.prunedMinute) this.prune(minute);
     const windows: WindowCounts[] = [];
     let failedRate = -1;
+    // Every check is read, also after one did not fit: the limiter's Retry-After needs them all.
     for (let index = 0; index < query.rates.length; index++) {
       const check = query.rates[index]!;
-      const counts = this.counts(check.subject, check.metric, minute);
+      const window = this.windows.get(check.subject)?.[check.metric];
+      let counts: WindowCounts;
+      let at = query.nowMs;
+      if (window === undefined) counts = { prev: 0, cur: 0 };
+      else {
+        this.roll(window, minute);
+        counts = { prev: window.prev, cur: window.cur };
+        // The window is in a later minute (the wall clock stepped back): checked as at that minute's start.
+        if (window.minute > minute) at = window.minute * WINDOW_MS;
+      }
       windows.push(counts);
-      if (failedRate < 0 && !fits(counts, check.charge, check.limit, query.nowMs)) failedRate = index;
+      if (failedRate < 0 && !fits(counts, check.charge, check.limit, at)) failedRate = index;
     }
     let failedSlot = -1;
     for (let index = 0; index < query.slots.length; index++) {
@@ -96,14 +106,6 @@ export class MemoryLimitStore implements LimitStore {
     }
   }
 
-  /** The window rolled forward to `minute` (a window two minutes old is empty). */
-  private counts(subject: string, metric: RateMetric, minute: number): WindowCounts {
-    const window = this.windows.get(subject)?.[metric];
-    if (window === undefined) return { prev: 0, cur: 0 };
-    this.roll(window, minute);
-    return { prev: window.prev, cur: window.cur };
-  }
-
   private add(subject: string, metric: RateMetric, minute: number, amount: number): void {
     let byMetric = this.windows.get(subject);
     if (byMetric === undefined) {
@@ -115,18 +117,19 @@ export class MemoryLimitStore implements LimitStore {
       window = { minute, prev: 0, cur: 0 };
       byMetric[metric] = window;
     }
-    // A minute older than the window's (a request whose clock lags the last admission's) counts in
-    // the oldest minute kept: added late rather than dropped.
-    if (minute < window.minute) {
-      window.prev += amount;
-      return;
-    }
+    // A minute older than the window's (the wall clock stepped back, or a request whose clock lags
+    // the last admission's) counts as the window's current minute: added late rather than dropped.
     this.roll(window, minute);
     window.cur += amount;
   }
 
+  /**
+   * The window moved forward to `minute` (a window two minutes old is empty). Never back: a minute
+   * older than the window's is taken as the window's own, so a clock that steps back across a
+   * minute boundary loses no counts.
+   */
   private roll(window: Window, minute: number): void {
-    if (window.minute === minute) return;
+    if (window.minute >= minute) return;
     window.prev = window.minute === minute - 1 ? window.cur : 0;
     window.cur = 0;
     window.minute = minute;

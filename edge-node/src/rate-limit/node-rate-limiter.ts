@@ -142,10 +142,16 @@ export class NodeRateLimiter implements RateLimiter {
     this.setRateHeaders(ctx, rates, outcome.windows, outcome.admitted, nowMs);
 
     if (outcome.failedRate >= 0) {
+      // The message and metrics name the first limit that did not fit; the wait is the longest
+      // among all that do not fit (a wait of 0 for those that do), so a retry at Retry-After is not
+      // refused by another limit that needed longer.
       const check = rates[outcome.failedRate] as RateCheck;
-      const counts = outcome.windows[outcome.failedRate] ?? { prev: 0, cur: 0 };
       const scope = rateScopes[outcome.failedRate] ?? 'key';
-      const waitMs = msUntilFits(counts, check.charge, check.limit, nowMs);
+      let waitMs = 0;
+      for (const [index, rate] of rates.entries()) {
+        const counts = outcome.windows[index] ?? { prev: 0, cur: 0 };
+        waitMs = Math.max(waitMs, msUntilFits(counts, rate.charge, rate.limit, nowMs));
+      }
       ctx.responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(waitMs / 1000)));
       noteRateLimitHit(ctx, { scope, limit: check.metric });
       return reject(
@@ -184,7 +190,9 @@ export class NodeRateLimiter implements RateLimiter {
   }
 
   close(): void {
-    this.store.close();
+    // A stop that finds the shared file locked (another replica's long write) still stops: this
+    // replica's slots and lease then run out with the lease, as a killed replica's do.
+    this.safely(() => this.store.close(), 'freeing the rate limit slots at stop failed; they expire with the replica lease');
   }
 
   /** x-ratelimit-{limit,remaining,reset}-{requests,tokens} for the tightest limit of each metric. */

@@ -22,7 +22,7 @@ import type Database from 'better-sqlite3';
 import type { Clock } from '../pipeline/clock.js';
 import { openStateDatabase } from '../state/state-database.js';
 import type { AdmitOutcome, AdmitQuery, LimitStore, WindowChange } from './limit-store.js';
-import { fits, minuteOf } from './sliding-window.js';
+import { WINDOW_MS, fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
 
 export const RATE_LIMIT_FILE = 'rate-limits.sqlite';
@@ -83,13 +83,15 @@ export class SqliteLimitStore implements LimitStore {
   private readonly liveSlots = new Set<string>();
   /** A release failed: the next write frees every slot of this owner that is not live. */
   private slotsToFree = false;
+  /** The heartbeat at start-up found the file locked (or failed): the retry timer beats until one succeeds. */
+  private beatMissed = false;
   /** True-ups not written yet, in order. */
   private pendingChanges: WindowChange[] = [];
   private retryTimer: NodeJS.Timeout | undefined;
   /** performance.now() until which calls wait only IMPATIENT_BUSY_TIMEOUT_MS (0 when they wait BUSY_TIMEOUT_MS). */
   private impatientUntil = 0;
 
-  private readonly getWindow: Database.Statement<[string, string, number], { used: number }>;
+  private readonly getWindows: Database.Statement<[string, string, number], { minute: number; used: number }>;
   private readonly addWindow: Database.Statement<[string, string, number, number]>;
   private readonly refundWindow: Database.Statement<[number, string, string, number]>;
   private readonly countSlots: Database.Statement<[string], { n: number }>;
@@ -110,7 +112,9 @@ export class SqliteLimitStore implements LimitStore {
     this.leaseMs = opts.ownerLeaseMs ?? DEFAULT_OWNER_LEASE_MS;
     // Key and account ids live here: owner-only like the rest of the state dir.
     this.db = openStateDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: 'OFF', schema: SCHEMA });
-    this.getWindow = this.db.prepare('SELECT used FROM windows WHERE subject = ? AND metric = ? AND minute = ?');
+    // The two newest minutes from the given one on: usually that minute and the one before, but a
+    // newer minute written under a clock that was ahead (or before the wall clock stepped back) too.
+    this.getWindows = this.db.prepare('SELECT minute, used FROM windows WHERE subject = ? AND metric = ? AND minute >= ? ORDER BY minute DESC LIMIT 2');
     this.addWindow = this.db.prepare(
       'INSERT INTO windows (subject, metric, minute, used) VALUES (?, ?, ?, ?) ON CONFLICT (subject, metric, minute) DO UPDATE SET used = used + excluded.used',
     );
@@ -137,7 +141,15 @@ export class SqliteLimitStore implements LimitStore {
       this.purgeOldWindows.run(minuteOf(nowMs) - 1);
       this.writePending(minuteOf(nowMs));
     });
-    this.heartbeat();
+    try {
+      this.heartbeat();
+    } catch {
+      // Another replica holds the lock past the wait (or the file cannot be written): the replica
+      // starts anyway, as any write that cannot be made now is made later; until then its admits
+      // renew the lease themselves, or are admitted without limits while the file stays locked.
+      this.beatMissed = true;
+      this.retrySoon();
+    }
     if (opts.heartbeatTimer !== false) {
       this.timer = setInterval(() => {
         try {
@@ -200,12 +212,13 @@ export class SqliteLimitStore implements LimitStore {
     const now = this.clock.now();
     this.write(() => this.beatTx.immediate(now));
     this.pendingWritten();
+    this.beatMissed = false;
     this.lastBeatMs = now;
   }
 
   /** Whether writes that failed are still waiting (tests). */
   hasPendingWrites(): boolean {
-    return this.slotsToFree || this.pendingChanges.length > 0;
+    return this.beatMissed || this.slotsToFree || this.pendingChanges.length > 0;
   }
 
   /** Frees this replica's slots and lease (a clean stop). */
@@ -243,14 +256,25 @@ export class SqliteLimitStore implements LimitStore {
     }
     this.writePending(minute);
     const windows: WindowCounts[] = [];
+    /** The minute each check is charged in (aligned with `query.rates`). */
+    const chargeMinutes: number[] = [];
     let failedRate = -1;
+    // Every check is read, also after one did not fit: the limiter's Retry-After needs them all.
     for (const [index, check] of query.rates.entries()) {
-      const counts = {
-        prev: this.getWindow.get(check.subject, check.metric, minute - 1)?.used ?? 0,
-        cur: this.getWindow.get(check.subject, check.metric, minute)?.used ?? 0,
-      };
+      const rows = this.getWindows.all(check.subject, check.metric, minute - 1);
+      // A minute newer than now already written (the wall clock stepped back, or another replica's
+      // clock is a little ahead): that minute is taken as the current one, from its start, so its
+      // counts are never set aside.
+      const current = Math.max(minute, rows[0]?.minute ?? minute);
+      const at = current > minute ? current * WINDOW_MS : nowMs;
+      const counts = { prev: 0, cur: 0 };
+      for (const row of rows) {
+        if (row.minute === current) counts.cur = row.used;
+        else if (row.minute === current - 1) counts.prev = row.used;
+      }
       windows.push(counts);
-      if (failedRate < 0 && !fits(counts, check.charge, check.limit, nowMs)) failedRate = index;
+      chargeMinutes.push(current);
+      if (failedRate < 0 && !fits(counts, check.charge, check.limit, at)) failedRate = index;
     }
     let failedSlot = -1;
     if (failedRate < 0) {
@@ -272,8 +296,8 @@ export class SqliteLimitStore implements LimitStore {
     }
     const admitted = failedRate < 0 && failedSlot < 0;
     if (admitted) {
-      for (const check of query.rates) {
-        if (check.charge > 0) this.addWindow.run(check.subject, check.metric, minute, check.charge);
+      for (const [index, check] of query.rates.entries()) {
+        if (check.charge > 0) this.addWindow.run(check.subject, check.metric, chargeMinutes[index] ?? minute, check.charge);
       }
       for (const check of query.slots) this.insertSlot.run(query.slotId, check.subject, this.owner);
     }

@@ -9,6 +9,7 @@
 import type { PipelineContext } from '../../pipeline/context.js';
 import { reject } from '../../pipeline/stage.js';
 import type { Rejection } from '../../pipeline/stage.js';
+import { noteRateLimitHit } from '../../rate-limit/rate-limit-hits.js';
 
 const open = new Map<string, number>();
 
@@ -24,6 +25,7 @@ export function admitGetStream(ctx: PipelineContext): Rejection | undefined {
   for (const { subject, scope, limit } of subjects) {
     if ((open.get(subject) ?? 0) >= limit) {
       ctx.responseHeaders['retry-after'] = '1';
+      noteRateLimitHit(ctx, { scope, limit: 'concurrency' });
       return reject('ZN_ERR_CONCURRENCY_LIMITED', `Too many MCP event streams (GET) are open for this ${scope} (limit ${limit}).`);
     }
   }

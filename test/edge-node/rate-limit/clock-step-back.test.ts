@@ -1,0 +1,37 @@
+// The wall clock stepping back across a minute boundary (NTP) neither resets nor hides the
+// requests/min window: a minute older than the window's current one counts as the current one, so
+// no count is lost and no extra requests get through. Both stores.
+import t from 'tap';
+import type { LimitStore } from '../../../edge-node/src/rate-limit/limit-store.js';
+import { MemoryLimitStore } from '../../../edge-node/src/rate-limit/memory-limit-store.js';
+import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
+import { SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
+import { ManualClock, T0, callContext, finish, quietLogger } from './limit-fixtures.js';
+
+const stores: Array<[string, (dir: string, clock: ManualClock) => LimitStore]> = [
+  ['memory', () => new MemoryLimitStore()],
+  ['sqlite', (dir, clock) => new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false })],
+];
+
+for (const [name, makeStore] of stores) {
+  t.test(`${name}: a clock that steps back across a minute boundary keeps the requests already counted`, async (t) => {
+    const clock = new ManualClock();
+    const limiter = new NodeRateLimiter(makeStore(t.testdir(), clock), quietLogger);
+    t.teardown(() => limiter.close());
+    const keyLimits = { requestsPerMinute: 5 };
+    const admitted = (): boolean => {
+      const ctx = callContext(clock, { keyLimits });
+      const ok = limiter.admit(ctx) === undefined;
+      finish(ctx);
+      return ok;
+    };
+    clock.ms = T0 + 60_000 + 100; // just into the next minute
+    for (let i = 0; i < 5; i++) t.ok(admitted(), `request ${i + 1} of 5 admitted`);
+    clock.ms = T0 + 59_900; // stepped back 200 ms, into the minute before
+    for (let i = 0; i < 5; i++) t.notOk(admitted(), 'refused after the step back: the 5 still count');
+    clock.ms = T0 + 60_300; // and forward again
+    t.notOk(admitted(), 'refused: the limit still holds');
+    clock.ms = T0 + 3 * 60_000;
+    t.ok(admitted(), 'admitted once the window has passed');
+  });
+}
