@@ -291,12 +291,16 @@ function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   }
   const target = failedRequestTarget(err) ?? '';
   const requestId = generateRequestId();
-  const body = JSON.stringify(errorBodyFor(target, zenovaError('ZN_ERR_INVALID_REQUEST', message, { status })));
+  const error = zenovaError('ZN_ERR_INVALID_REQUEST', message, { status });
+  const body = JSON.stringify(errorBodyFor(target, error));
   const anthropicHeader = isAnthropicPath(target) ? `${ANTHROPIC_REQUEST_ID_HEADER}: ${requestId}\r\n` : '';
+  // As on every error answer: the SDKs would otherwise resend a 408 on their own rule.
+  const retry = shouldRetryValue(error);
+  const retryHeader = retry === undefined ? '' : `${SHOULD_RETRY_HEADER}: ${retry}\r\n`;
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${anthropicHeader}\r\n${body}`,
+        `Content-Length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${anthropicHeader}${retryHeader}\r\n${body}`,
     );
   }
   socket.destroy(err);

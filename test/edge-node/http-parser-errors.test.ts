@@ -72,4 +72,11 @@ t.test('errors of the HTTP parser', async (t) => {
     t.match(garbled.body, { error: { code: 'ZN_ERR_INVALID_REQUEST' } });
     t.notOk(garbled.headers.has('request-id'));
   });
+
+  t.test('each of these answers tells the SDKs not to resend it (x-should-retry: false), as every error answer does', async (t) => {
+    for (const raw of [head('/v1/chat/completions', OVERSIZED), head('/v1/messages', 'no colon here\r\n'), 'GARBLED/v1/messages\r\n\r\n']) {
+      const res = await sendRaw(node.origin, raw);
+      t.equal(res.headers.get('x-should-retry'), 'false', `${res.status}`);
+    }
+  });
 });

@@ -1,9 +1,9 @@
 /**
  * Builds a request's final record from its pipeline context (the spool stage calls this). The
- * record must pass requestRecordSchema: the control plane refuses a batch with an invalid record.
+ * record must pass requestRecordSchema: the control plane sets an invalid one aside, unbilled.
  * It is valid by construction rather than checked here (a zod pass per request was ≈ 5% of the
  * node's CPU): every field is clamped to the schema's bounds below, and a property test
- * (test/edge-node/spool/request-record-validity.test.ts) feeds arbitrary contexts through this
+ * (test/edge-node/spool/request-record-validity.property.test.ts) feeds arbitrary contexts through this
  * builder and the schema. Bodies are cut so the record JSON stays under MAX_RECORD_JSON_BYTES.
  */
 import { MAX_RECORD_JSON_BYTES, REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
