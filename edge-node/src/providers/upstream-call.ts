@@ -6,6 +6,7 @@
 import type { RuntimeTarget } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 import type { PipelineContext } from '../pipeline/context.js';
+import { attemptHeadersIn } from '../routing/forward-plan.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
 import { classifyUpstreamFailure, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
@@ -43,10 +44,21 @@ export async function sendToUpstream(
 }
 
 /**
- * A JSON object answer read whole (bounded); a body that is not a JSON object is
- * ZN_ERR_UPSTREAM_ERROR. Read errors surface classified (connect/timeout) unless aborted.
+ * A JSON object answer read whole (bounded); a body that is not a JSON object (a compressed one
+ * included: the node asks for `identity`) is ZN_ERR_UPSTREAM_ERROR. Read errors surface classified
+ * (connect/timeout) unless aborted. The attempt's timer (headers) stops here: the body may take as
+ * long as it keeps coming, each gap between its chunks bounded by the call's `timeoutMs` (undici's
+ * bodyTimeout, a ZN_ERR_UPSTREAM_TIMEOUT); the caller leaving still aborts it.
  */
 export async function readJsonObject(response: UpstreamResponse, upstream: string, signal: AbortSwitch): Promise<Record<string, unknown>> {
+  attemptHeadersIn(signal);
+  const encoding = response.headers['content-encoding'];
+  if (encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity') {
+    // Read off and dropped: a bare destroy() would raise an 'error' nobody listens to.
+    void response.body.dump().catch(() => undefined);
+    const name = String(encoding).slice(0, 40).replace(/[^A-Za-z0-9 ,._-]/g, '?');
+    throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with Content-Encoding "${name}" although the node asked for identity.`);
+  }
   let bytes: Buffer;
   try {
     bytes = await readBodyBounded(response.body, MAX_UPSTREAM_JSON_BYTES, upstream);

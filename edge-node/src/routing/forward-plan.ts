@@ -3,9 +3,10 @@
  * the chosen weighted target, then the fallbacks — giving each target `ctx.route.retries` extra
  * attempts; a failure that is a connect error, a timeout or a 5xx moves on, anything else (a 4xx)
  * is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
- * its reply once the status and headers are in (a stream's once its first event is read, so a
- * stream that breaks, stalls or errs before it is a failed attempt), before any event reaches the
- * caller, and nothing here runs again after that. An upstream 429 that ends the plan passes on
+ * its reply once the status and headers are in (a JSON answer's once its body is read, its timer
+ * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
+ * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
+ * runs again after that. An upstream 429 that ends the plan passes on
  * its Retry-After. Records ctx.attempts, ctx.served and upstream timings; sets ctx.reply
  * from the first answer. A caller that goes away stops everything (the runner records 'aborted').
  */
@@ -35,10 +36,48 @@ export type AttemptResult =
 /**
  * One attempt at `target`: send the request (with the target's own model and the upstream secret)
  * and return the reply once its status and headers are in (a stream with only its first event
- * read). `signal` aborts on the attempt's timeout or when the caller leaves; an attempt may simply
- * throw what the abort (or the network) threw, forwardPlan classifies it.
+ * read; a JSON answer read whole). `signal` aborts on the attempt's timeout or when the caller
+ * leaves; an attempt may simply throw what the abort (or the network) threw, forwardPlan classifies
+ * it. The attempt's timer bounds connecting, the headers and a stream's first event; an attempt
+ * that reads a JSON body ends it first (`attemptHeadersIn`), the body's gaps then being bounded by
+ * the upstream call's between-chunk timeout (the same `timeoutMs`).
  */
 export type AttemptFn = (target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number) => Promise<AttemptResult>;
+
+/**
+ * An attempt's abort switch, which also holds the attempt's timer: aborted with
+ * ZN_ERR_UPSTREAM_TIMEOUT when the timer fires first, or when the caller leaves.
+ */
+class AttemptSwitch extends AbortSwitch {
+  timedOut = false;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(timeoutMs: number) {
+    super();
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.timedOut = true;
+      this.abort(zenovaError('ZN_ERR_UPSTREAM_TIMEOUT'));
+    }, timeoutMs);
+  }
+
+  stopTimer(): void {
+    if (this.timer === undefined) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
+
+/**
+ * Tells the attempt that owns `signal` that its answer's headers are in and its body is about to be
+ * read whole (a JSON answer): the attempt's timer stops, so a body that keeps coming is not cut at
+ * the attempt's `timeoutMs`; its gaps are bounded by the upstream call's between-chunk timeout
+ * (undici's bodyTimeout, the same `timeoutMs`), which fails it as ZN_ERR_UPSTREAM_TIMEOUT. A no-op
+ * for a switch no attempt made. Streams do not call it: their timer runs until the first event.
+ */
+export function attemptHeadersIn(signal: AbortSwitch): void {
+  if (signal instanceof AttemptSwitch) signal.stopTimer();
+}
 
 /** The record schema allows 64 attempts; plans are far smaller (≤ 33 targets × ≤ 6 tries), but bound it anyway. */
 const MAX_ATTEMPTS = 64;
@@ -78,17 +117,13 @@ async function attemptOnce(
   timeoutMs: number,
   attempt: AttemptFn,
 ): Promise<'answered' | 'caller-gone' | Extract<AttemptResult, { kind: 'failed' }>> {
-  // The attempt's own signal: aborted by its timeout (until the headers are in) or by the caller
-  // leaving (for as long as the reply is relayed, so a stream's upstream body is cut too).
-  const attemptAbort = new AbortSwitch();
+  // The attempt's own signal: aborted by its timeout (until the headers are in; a stream: until its
+  // first event) or by the caller leaving (for as long as the reply is relayed, so a stream's
+  // upstream body is cut too).
+  const attemptAbort = new AttemptSwitch(timeoutMs);
   // Its own AbortError, made only if undici asks for the reason (the caller's switch has none of its own).
   const onGone = (): void => attemptAbort.abort();
   ctx.callerGone.once('abort', onGone);
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    attemptAbort.abort(zenovaError('ZN_ERR_UPSTREAM_TIMEOUT'));
-  }, timeoutMs);
   const startedAt = ctx.clock.monotonic();
   let result: AttemptResult;
   try {
@@ -96,8 +131,9 @@ async function attemptOnce(
   } catch (err) {
     result = failureOf(err, target, attemptAbort);
   } finally {
-    clearTimeout(timer);
+    attemptAbort.stopTimer();
   }
+  const timedOut = attemptAbort.timedOut;
   const durationMs = ctx.clock.monotonic() - startedAt;
   const record = (outcome: UpstreamAttempt['outcome'], httpStatus: number | null): void => {
     ctx.attempts.push({ upstream: target.upstream.name, model: target.upstreamModel, outcome, httpStatus, durationMs: round(durationMs) });

@@ -112,9 +112,12 @@ export class UpstreamPool {
     const { origin, basePath } = parsedBase(upstream.baseUrl);
     const pool = this.poolFor(upstream, origin);
     const timeoutMs = call.timeoutMs ?? upstream.timeoutMs;
+    // Built here, never from the caller's headers (the caller's accept-encoding stays here too):
+    // bodies are read and parsed as sent, so only uncompressed ones are asked for (`identity`).
     const headers: Record<string, string> = {
       ...call.extraHeaders,
       accept: call.accept ?? 'application/json',
+      'accept-encoding': 'identity',
       'user-agent': 'zenova-node',
       'x-request-id': call.requestId,
     };

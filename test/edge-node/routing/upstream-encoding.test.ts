@@ -1,0 +1,118 @@
+// Upstream calls ask for uncompressed answers: the node reads and parses upstream bodies as sent,
+// so without `accept-encoding: identity` an upstream or proxy free to compress (no Accept-Encoding
+// means any coding is acceptable) gzipped its JSON and the caller got a 502. The caller's own
+// Accept-Encoding is never forwarded; an upstream that compresses anyway is a 502 naming the coding.
+import t from 'tap';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
+import { startRawUpstream } from '../../fixtures/raw-upstream.js';
+import { startPipelineNode } from '../pipeline/pipeline-harness.js';
+import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+import type { ConfigBundle } from '../../../proto/src/index.js';
+
+type Teardown = { teardown(fn: () => unknown): void };
+
+const CHAT_ANSWER = JSON.stringify({
+  id: 'x',
+  object: 'chat.completion',
+  created: 1,
+  model: 'demo-echo',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'plain' }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+});
+const CHAT_STREAM =
+  `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [{ index: 0, delta: { content: 'plain' }, finish_reason: null }] })}\n\n` +
+  `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n` +
+  'data: [DONE]\n\n';
+const MESSAGES_ANSWER = JSON.stringify({
+  id: 'msg_1',
+  type: 'message',
+  role: 'assistant',
+  model: 'claude-real',
+  content: [{ type: 'text', text: 'plain' }],
+  stop_reason: 'end_turn',
+  usage: { input_tokens: 3, output_tokens: 1 },
+});
+
+/**
+ * An HTTP upstream that gzips its answers unless the request's Accept-Encoding rules gzip out (as
+ * RFC 9110 allows: no Accept-Encoding means any coding), recording each request's Accept-Encoding.
+ */
+async function compressingUpstream(t: Teardown): Promise<{ url: string; acceptEncodings: Array<string | undefined> }> {
+  const acceptEncodings: Array<string | undefined> = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const asked = req.headers['accept-encoding'];
+      acceptEncodings.push(asked);
+      const request = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { stream?: boolean };
+      const [type, text] = req.url?.endsWith('/messages') ? ['application/json', MESSAGES_ANSWER] : request.stream === true ? ['text/event-stream', CHAT_STREAM] : ['application/json', CHAT_ANSWER];
+      const gzip = asked === undefined || /gzip|\*/.test(asked);
+      const body = gzip ? zlib.gzipSync(text) : Buffer.from(text);
+      res.writeHead(200, { 'content-type': type, 'content-length': body.length, ...(gzip ? { 'content-encoding': 'gzip' } : {}) });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())).then(() => undefined));
+  t.teardown(() => server.closeAllConnections());
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, acceptEncodings };
+}
+
+function withClaude(upstreamUrl: string): (base: ConfigBundle) => Partial<ConfigBundle> {
+  return (base) => ({
+    upstreams: [...base.upstreams, { id: 'up-c', name: 'claude', kind: 'anthropic', baseUrl: upstreamUrl, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 10_000 }],
+    routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 10_000, retries: 0 }],
+  });
+}
+
+function post(node: PipelineNode, path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
+  return fetch(`${node.origin}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+}
+
+t.test('a chat answer is asked for uncompressed (accept-encoding: identity), not with the caller\'s own accept-encoding', async (t) => {
+  const up = await compressingUpstream(t);
+  const node = await startPipelineNode(t, { upstreamUrl: up.url });
+  const res = await post(node, '/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${node.secret}`, 'accept-encoding': 'gzip, br' });
+  const body = (await res.json()) as { model?: string; choices?: Array<{ message: { content: string } }> };
+  t.equal(res.status, 200, JSON.stringify(body));
+  t.equal(body.choices?.[0]?.message.content, 'plain');
+  t.same(up.acceptEncodings, ['identity']);
+});
+
+t.test('a streamed chat answer is asked for uncompressed too', async (t) => {
+  const up = await compressingUpstream(t);
+  const node = await startPipelineNode(t, { upstreamUrl: up.url });
+  const res = await post(node, '/v1/chat/completions', { model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${node.secret}`, 'accept-encoding': 'gzip' });
+  const text = await res.text();
+  t.equal(res.status, 200, text);
+  t.match(text, /"content":"plain"/);
+  t.match(text, /data: \[DONE\]/);
+  t.same(up.acceptEncodings, ['identity']);
+});
+
+t.test('an Anthropic messages answer is asked for uncompressed too', async (t) => {
+  const up = await compressingUpstream(t);
+  const node = await startPipelineNode(t, { upstreamUrl: up.url, bundle: withClaude(up.url) });
+  const res = await post(node, '/v1/messages', { model: 'claude', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] }, { 'x-api-key': node.secret, 'accept-encoding': 'gzip' });
+  const body = (await res.json()) as { content?: unknown[] };
+  t.equal(res.status, 200, JSON.stringify(body));
+  t.same(body.content, [{ type: 'text', text: 'plain' }]);
+  t.same(up.acceptEncodings, ['identity']);
+});
+
+t.test('an upstream that compresses its JSON answer anyway is a 502 naming the Content-Encoding', async (t) => {
+  const gz = zlib.gzipSync(CHAT_ANSWER);
+  const up = await startRawUpstream(t, (socket) => {
+    socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: ${gz.length}\r\n\r\n`);
+    socket.write(gz);
+  });
+  const node = await startPipelineNode(t, { upstreamUrl: up.url });
+  const res = await post(node, '/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${node.secret}` });
+  const body = (await res.json()) as { error?: { code?: string; message?: string } };
+  t.equal(res.status, 502);
+  t.equal(body.error?.code, 'ZN_ERR_UPSTREAM_ERROR');
+  t.match(body.error?.message, /Content-Encoding "gzip"/);
+});
