@@ -75,20 +75,37 @@ function allowedRoute(ctx: PipelineContext, config: NonNullable<PipelineContext[
   return reject('ZN_ERR_MODEL_WRONG_API', `The model ${shownAlias(route.alias)} is served through ${other} on this node.`);
 }
 
-/** The chosen weighted target first, then the fallbacks. */
+/**
+ * The attempt order: a weighted choice among the targets, then (when it fails) the other targets in
+ * weighted order too, then the fallbacks in order. The targets all serve the alias: with two of
+ * them at 1:1 and one down, sending half the requests to the dead one and failing them while the
+ * other is up is what a load balancer must not do. A target of weight 0 (taken out of rotation)
+ * is never tried.
+ */
 export function planFor(route: RuntimeRoute): RuntimeTarget[] {
-  const chosen = chooseWeighted(route.targets);
-  return chosen === undefined ? [...route.fallbacks] : [chosen, ...route.fallbacks];
+  const remaining = route.targets.filter((t) => t.weight > 0);
+  // A route whose weights are all 0 (the bundle refuses it; a hand-written config may not): its first target.
+  if (remaining.length === 0 && route.targets[0] !== undefined) remaining.push(route.targets[0]);
+  const plan: RuntimeTarget[] = [];
+  while (remaining.length > 0) {
+    const index = chooseWeighted(remaining);
+    plan.push(...remaining.splice(index, 1));
+  }
+  plan.push(...route.fallbacks);
+  return plan;
 }
 
-function chooseWeighted(targets: readonly RuntimeTarget[]): RuntimeTarget | undefined {
-  if (targets.length <= 1) return targets[0];
+/** The index of a target drawn with probability proportional to its weight (the first if all are 0). */
+function chooseWeighted(targets: readonly RuntimeTarget[]): number {
+  if (targets.length <= 1) return 0;
   let total = 0;
   for (const target of targets) total += target.weight;
+  if (total <= 0) return 0;
   let point = random() * total;
-  for (const target of targets) {
-    point -= target.weight;
-    if (point < 0) return target;
+  for (let i = 0; i < targets.length; i += 1) {
+    point -= targets[i]!.weight;
+    if (point < 0) return i;
   }
-  return targets[targets.length - 1];
+  return targets.length - 1;
 }
+

@@ -44,6 +44,8 @@ t.test('routing rules', async (t) => {
         route('dead-fb', 'dead', { fallbacks: ['backup'] }),
         route('slow-fb', 'demo', { timeoutMs: 300, fallbacks: ['backup'] }),
         route('weighted', 'demo', { targets: [{ upstream: 'demo', weight: 1 }, { upstream: 'backup', weight: 3 }] }),
+        route('weighted-dead', 'demo', { targets: [{ upstream: 'dead', weight: 1 }, { upstream: 'backup', weight: 1 }] }),
+        route('weighted-drained', 'demo', { targets: [{ upstream: 'demo', weight: 1 }, { upstream: 'backup', weight: 0 }] }),
       ],
     }),
   });
@@ -139,6 +141,24 @@ t.test('routing rules', async (t) => {
     t.same(since(before), { primary: 1, backup: 0 });
     const done = node.finished.find((f) => f.requestId === res.headers.get('x-request-id'))!;
     t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_UNAVAILABLE' });
+  });
+
+  t.test('when the chosen target fails, the other targets of the alias are tried before it fails (weight 0 never)', async (t) => {
+    // 0.1 of the total weight picks the dead target first.
+    let restore = setRouteRandomForTests(() => 0.1);
+    let before = count();
+    const { response } = await client.chat.completions.create(ask('weighted-dead')).withResponse();
+    t.same(since(before), { primary: 0, backup: 1 }, 'served by the other target');
+    const done = node.finished.find((f) => f.requestId === response.headers.get('x-request-id'))!;
+    t.match(done.attempts, [{ upstream: 'dead', outcome: 'connect' }, { upstream: 'backup', outcome: 'ok' }]);
+    restore();
+    restore = setRouteRandomForTests(() => 0.1);
+    primary.setBehaviour({ failNext: { count: 1, status: 503 } });
+    before = count();
+    const failed = await client.chat.completions.create(ask('weighted-drained')).catch((err: unknown) => err);
+    t.match(failed, { status: 502 }, 'the only target in rotation failed');
+    t.same(since(before), { primary: 1, backup: 0 }, 'a target of weight 0 is out of rotation, also for failover');
+    restore();
   });
 
   t.test('the weighted choice follows the weights', async (t) => {
