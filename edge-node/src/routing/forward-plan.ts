@@ -1,6 +1,6 @@
 /**
  * Forwarding with the route's rules (signature fixed for the providers): try ctx.plan in order —
- * the chosen weighted target, then the fallbacks — giving each target `ctx.route.retries` extra
+ * the targets in weighted order, then the fallbacks (route-model.ts planFor) — giving each target `ctx.route.retries` extra
  * attempts; a failure that is a connect error, a timeout or a 5xx moves on, anything else (a 4xx)
  * is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
  * its reply once the status and headers are in (a JSON answer's once its body is read, its timer
