@@ -5,6 +5,7 @@
 // A body that stalls is still a timeout, and (nothing having reached the caller) falls back.
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { anthropicMessageJson, chatCompletionJson, embeddingsJson } from '../../fixtures/canned-answers.js';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { httpChunk, startRawUpstream } from '../../fixtures/raw-upstream.js';
 import { waitFor } from '../../fixtures/wait-for.js';
@@ -18,24 +19,9 @@ const TIMEOUT_MS = 400;
 const GAP_MS = 100;
 const KEEPALIVES = 12;
 
-const CHAT_ANSWER = JSON.stringify({
-  id: 'x',
-  object: 'chat.completion',
-  created: 1,
-  model: 'demo-echo',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'slow but sure' }, finish_reason: 'stop' }],
-  usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 },
-});
-const EMBEDDINGS_ANSWER = JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.5, 0.25] }], model: 'demo-echo', usage: { prompt_tokens: 2, total_tokens: 2 } });
-const MESSAGES_ANSWER = JSON.stringify({
-  id: 'msg_1',
-  type: 'message',
-  role: 'assistant',
-  model: 'claude-real',
-  content: [{ type: 'text', text: 'slow but sure' }],
-  stop_reason: 'end_turn',
-  usage: { input_tokens: 3, output_tokens: 4 },
-});
+const CHAT_ANSWER = chatCompletionJson('slow but sure');
+const EMBEDDINGS_ANSWER = embeddingsJson();
+const MESSAGES_ANSWER = anthropicMessageJson('slow but sure');
 
 interface SlowBody {
   url: string;

@@ -6,6 +6,7 @@ import t from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
+import { anthropicMessageJson, chatCompletionJson } from '../../fixtures/canned-answers.js';
 import { startRawUpstream } from '../../fixtures/raw-upstream.js';
 import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
@@ -13,27 +14,12 @@ import type { ConfigBundle } from '../../../proto/src/index.js';
 
 type Teardown = { teardown(fn: () => unknown): void };
 
-const CHAT_ANSWER = JSON.stringify({
-  id: 'x',
-  object: 'chat.completion',
-  created: 1,
-  model: 'demo-echo',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'plain' }, finish_reason: 'stop' }],
-  usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
-});
+const CHAT_ANSWER = chatCompletionJson('plain', { prompt_tokens: 3, completion_tokens: 1 });
 const CHAT_STREAM =
   `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [{ index: 0, delta: { content: 'plain' }, finish_reason: null }] })}\n\n` +
   `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n` +
   'data: [DONE]\n\n';
-const MESSAGES_ANSWER = JSON.stringify({
-  id: 'msg_1',
-  type: 'message',
-  role: 'assistant',
-  model: 'claude-real',
-  content: [{ type: 'text', text: 'plain' }],
-  stop_reason: 'end_turn',
-  usage: { input_tokens: 3, output_tokens: 1 },
-});
+const MESSAGES_ANSWER = anthropicMessageJson('plain', { input_tokens: 3, output_tokens: 1 });
 
 /**
  * An HTTP upstream that gzips its answers unless the request's Accept-Encoding rules gzip out (as
