@@ -10,13 +10,16 @@ export interface CreditLeases {
   preauthorise(ctx: PipelineContext): Rejection | undefined;
   /**
    * Computes the actual cost from ctx.usage and prices into ctx.cost.costMicros; the reservation is
-   * charged it (the rest released) by the request's cleanup, after its record is committed.
+   * charged it (the rest released) once the record is committed (recordCommitted).
    */
   settle(ctx: PipelineContext): void;
+  /** The request's record (carrying its cost) is committed: the lease is charged the cost now. */
+  recordCommitted(ctx: PipelineContext): void;
 }
 
 /** Billing off: nothing reserved, cost computed by nobody (tests that are not about money). */
 export const noCredit: CreditLeases = {
   preauthorise: () => undefined,
   settle: () => undefined,
+  recordCommitted: () => undefined,
 };

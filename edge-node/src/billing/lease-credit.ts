@@ -2,17 +2,19 @@
  * The pipeline's CreditLeases backed by the node's lease book (docs/billing.md): preauthorise
  * reserves the request's worst-case cost from its account's lease or refuses with
  * ZN_ERR_CREDIT_EXHAUSTED (nothing is forwarded); settle works out the actual cost, which the lease
- * is charged (and the rest released) when the request ends. Check and update are one synchronous
- * step, so concurrent requests cannot overdraw.
+ * is charged (and the rest released) as soon as the request's record is committed (the spool stage
+ * calls recordCommitted). Check and update are one synchronous step, so concurrent requests cannot
+ * overdraw.
  *
- * Why the charge waits for the end of the request: the request's record (with its cost) is committed
- * to the spool only after settle, before the caller's last byte. Written at settle, a kill -9 in
- * between left a lease that had spent the cost and a spool that recovered the request as
- * `interrupted`, cost 0: an answered request the account was never charged for. Written at the end
- * (the pipeline runs cleanups after delivery, so after the record's commit), a crash before the
- * commit leaves the reservation held (counted as spent at restart) next to the interrupted record
+ * Why the charge waits for the record: the record (with its cost) is committed to the spool only
+ * after settle, before the caller's last byte. Written at settle, a kill -9 in between left a lease
+ * that had spent the cost and a spool that recovered the request as `interrupted`, cost 0: an
+ * answered request the account was never charged for. Written right after the commit, a crash
+ * before it leaves the reservation held (counted as spent at restart) next to the interrupted record
  * that returns it, and a crash after it leaves the record with its cost next to the reservation,
- * whose unused part the control plane returns from the record (docs/billing.md, "Crashes").
+ * whose unused part the control plane returns from the record (docs/billing.md, "Crashes"). Not
+ * later than the commit either: held until the caller has read the answer, a reservation would
+ * outlive its record's finish time, which the control plane's lease cutoffs go by.
  */
 import type { Logger } from '../logger.js';
 import type { PipelineContext } from '../pipeline/context.js';
@@ -77,8 +79,9 @@ export class LeaseCredit implements CreditLeases {
     if (ctx.api === 'chat.completions' && ctx.maxOutputTokens === null && price.outputMicrosPerToken > 0) {
       enforceOutputLimit(ctx, this.policy.defaultMaxOutputTokens);
     }
-    // At the end of the request, after its record is committed: the cost settle worked out is
-    // charged; a request that never reached settle (an exception) gives its reservation back.
+    // At the end of the request, whatever happened: a cost not charged yet (its record's commit
+    // failed, or the charge could not be written) is charged, a request that never reached settle
+    // (an exception) gives its reservation back.
     ctx.cleanups.push(() => {
       if (reservation.done) return;
       try {
@@ -101,13 +104,25 @@ export class LeaseCredit implements CreditLeases {
       if (actual > 0) this.logger.warn({ requestId: ctx.requestId, costMicros: actual }, 'a request was charged without a reservation');
       return;
     }
-    this.held.delete(ctx);
     if (held.reservation.done) return;
     if (actual > held.reservation.amount) {
       // The prompt estimate was low: charged in full (the upstream was paid), noted for operators.
       this.logger.warn({ requestId: ctx.requestId, reservedMicros: held.reservation.amount, costMicros: actual }, 'actual cost exceeded the reservation');
     }
-    // Charged by the request's cleanup, once its record (carrying this cost) is committed.
+    // Charged once the record carrying this cost is committed (recordCommitted), or by the cleanup.
     held.cost = actual;
+  }
+
+  recordCommitted(ctx: PipelineContext): void {
+    const held = this.held.get(ctx);
+    if (held === undefined) return;
+    this.held.delete(ctx);
+    if (held.cost === undefined || held.reservation.done) return;
+    try {
+      held.lease.settle(held.reservation, held.cost);
+    } catch (err) {
+      // Still held, in memory as on disk; the request's cleanup tries the charge again.
+      this.logger.error({ err, requestId: ctx.requestId, leaseId: held.lease.leaseId, costMicros: held.cost }, 'the lease store could not record a settlement; retried at the end of the request');
+    }
   }
 }

@@ -12,6 +12,9 @@ import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
 import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
 import { memoryLeaseStore, openLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
 import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
+import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
+import { newPipelineContext } from '../../../edge-node/src/pipeline/new-context.js';
+import { spoolStage } from '../../../edge-node/src/pipeline/stages/spool.js';
 
 const logger = pino({ level: 'silent' });
 const NOW = 1_700_000_000_000;
@@ -195,4 +198,43 @@ t.test('offline, shutting down keeps the leases for the restarted node', async (
   channel.onMessage({ leaseGrant: { accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 500n, expiresAt: BigInt(NOW + 60_000) } });
   channel.returnAll();
   t.equal(book.leaseOf('acct-1')?.state, 'open');
+});
+
+t.test('the spool stage charges the lease as soon as the record is committed, before delivery and cleanups; a commit that fails charges nothing there', async (t) => {
+  const { book, credit } = setup(10_000);
+  const lease = book.leaseOf('acct-1')!;
+  let commit!: { resolve: () => void; reject: (err: Error) => void };
+  const spool = {
+    open: () => undefined,
+    keepsBodies: () => false,
+    finalise: () => new Promise<void>((resolve, reject) => (commit = { resolve, reject })),
+  };
+  // A whole pipeline context (the record builder reads every field), answered and settled.
+  const settled = (): PipelineContext => {
+    const base = ctx();
+    const c = newPipelineContext({
+      requestId: base.requestId, api: 'chat.completions', surface: 'model', http: { method: 'POST', path: '/v1/chat/completions', headers: {}, params: {} },
+      body: undefined, deps: { nodeId: 'node-1', spool, credit } as unknown as PipelineContext['deps'], clock: base.clock, callerGone: new AbortSwitch(),
+    });
+    Object.assign(c, { model: 'gpt-x', maxOutputTokens: 100, estimatedInputTokens: 50, config: base.config, key: base.key });
+    t.equal(credit.preauthorise(c), undefined);
+    c.served = { upstream: 'u', model: 'm' };
+    c.usage = { inputTokens: 40, outputTokens: 7, estimated: false };
+    credit.settle(c);
+    return c;
+  };
+  const committed = settled();
+  const running = spoolStage.run(committed) as Promise<unknown>;
+  t.same({ reserved: lease.reserved, spent: lease.spent }, { reserved: 700, spent: 0 }, 'held while the commit is pending');
+  commit.resolve();
+  await running;
+  t.same({ reserved: lease.reserved, spent: lease.spent }, { reserved: 0, spent: 215 }, 'charged once committed, no cleanup run yet');
+  for (const cleanup of committed.cleanups) cleanup();
+  t.equal(lease.spent, 215, 'the cleanup charges nothing again');
+
+  const failed = settled();
+  const failing = (spoolStage.run(failed) as Promise<unknown>).catch((err: unknown) => err);
+  commit.reject(new Error('the spool is closed'));
+  t.match(await failing, { message: 'the spool is closed' });
+  t.same({ reserved: lease.reserved, spent: lease.spent }, { reserved: 700, spent: 215 }, 'not charged at the stage: held until the request ends');
 });

@@ -10,6 +10,8 @@ export const spoolStage: Stage = {
   always: true,
   async run(ctx: PipelineContext): Promise<StageResult> {
     await ctx.deps.spool.finalise(buildRequestRecord(ctx, { keepBodies: ctx.deps.spool.keepsBodies() }));
+    // The record carrying the cost is durable: the credit lease is charged it now (billing/lease-credit.ts).
+    ctx.deps.credit.recordCommitted(ctx);
     return undefined;
   },
 };
