@@ -1,6 +1,6 @@
 // Counters in this process only: a stand-alone node (no state dir), and tests.
 import type { AdmitOutcome, AdmitQuery, LimitStore, RateMetric, WindowChange } from './limit-store.js';
-import { WINDOW_MS, fits, minuteOf } from './sliding-window.js';
+import { fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
 
 interface Window {
@@ -28,16 +28,13 @@ export class MemoryLimitStore implements LimitStore {
       const check = query.rates[index]!;
       const window = this.windows.get(check.subject)?.[check.metric];
       let counts: WindowCounts;
-      let at = query.nowMs;
       if (window === undefined) counts = { prev: 0, cur: 0 };
       else {
         this.roll(window, minute);
         counts = { prev: window.prev, cur: window.cur };
-        // The window is in a later minute (the wall clock stepped back): checked as at that minute's start.
-        if (window.minute > minute) at = window.minute * WINDOW_MS;
       }
       windows.push(counts);
-      if (failedRate < 0 && !fits(counts, check.charge, check.limit, at)) failedRate = index;
+      if (failedRate < 0 && !fits(counts, check.charge, check.limit, query.nowMs)) failedRate = index;
     }
     let failedSlot = -1;
     for (let index = 0; index < query.slots.length; index++) {
@@ -124,14 +121,16 @@ export class MemoryLimitStore implements LimitStore {
   }
 
   /**
-   * The window moved forward to `minute` (a window two minutes old is empty). Never back: a minute
-   * older than the window's is taken as the window's own, so a clock that steps back across a
-   * minute boundary loses no counts.
+   * The window moved to `minute`. Forward: a window two minutes old is empty. Back (the wall clock
+   * stepped back): the counts are taken as `minute`'s, so none is lost and none outlives a normal
+   * window (kept at their later minute, a step of an hour held them, and refused callers, for the hour).
    */
   private roll(window: Window, minute: number): void {
-    if (window.minute >= minute) return;
-    window.prev = window.minute === minute - 1 ? window.cur : 0;
-    window.cur = 0;
+    if (window.minute === minute) return;
+    if (window.minute < minute) {
+      window.prev = window.minute === minute - 1 ? window.cur : 0;
+      window.cur = 0;
+    }
     window.minute = minute;
   }
 }

@@ -91,7 +91,9 @@ export class SqliteLimitStore implements LimitStore {
   /** performance.now() until which calls wait only IMPATIENT_BUSY_TIMEOUT_MS (0 when they wait BUSY_TIMEOUT_MS). */
   private impatientUntil = 0;
 
-  private readonly getWindows: Database.Statement<[string, string, number], { minute: number; used: number }>;
+  /** The minute of the last admit (a later one that is more than a minute earlier: the clock stepped back). */
+  private newestMinute = Number.NEGATIVE_INFINITY;
+  private readonly getWindows: Database.Statement<[string, string, number, number], { minute: number; used: number }>;
   private readonly addWindow: Database.Statement<[string, string, number, number]>;
   private readonly refundWindow: Database.Statement<[number, string, string, number]>;
   private readonly countSlots: Database.Statement<[string], { n: number }>;
@@ -101,7 +103,7 @@ export class SqliteLimitStore implements LimitStore {
   private readonly renewOwner: Database.Statement<[string, number]>;
   private readonly purgeDeadSlots: Database.Statement<[number]>;
   private readonly purgeDeadOwners: Database.Statement<[number]>;
-  private readonly purgeOldWindows: Database.Statement<[number]>;
+  private readonly purgeOldWindows: Database.Statement<[number, number]>;
   private readonly admitTx: Database.Transaction<(query: AdmitQuery) => AdmitOutcome>;
   private readonly changeTx: Database.Transaction<(changes: readonly WindowChange[], nowMinute: number) => void>;
   private readonly beatTx: Database.Transaction<(nowMs: number) => void>;
@@ -112,9 +114,11 @@ export class SqliteLimitStore implements LimitStore {
     this.leaseMs = opts.ownerLeaseMs ?? DEFAULT_OWNER_LEASE_MS;
     // Key and account ids live here: owner-only like the rest of the state dir.
     this.db = openStateDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: 'OFF', schema: SCHEMA });
-    // The two newest minutes from the given one on: usually that minute and the one before, but a
-    // newer minute written under a clock that was ahead (or before the wall clock stepped back) too.
-    this.getWindows = this.db.prepare('SELECT minute, used FROM windows WHERE subject = ? AND metric = ? AND minute >= ? ORDER BY minute DESC LIMIT 2');
+    // The two newest minutes from the one before now to the one after: usually now and the one
+    // before, but the next minute too when it was written before the wall clock stepped back a
+    // little. Minutes further ahead (a step back of more than a minute) are not read: holding
+    // callers to them would refuse them for as long as the step (an hour's step, an hour).
+    this.getWindows = this.db.prepare('SELECT minute, used FROM windows WHERE subject = ? AND metric = ? AND minute BETWEEN ? AND ? ORDER BY minute DESC LIMIT 2');
     this.addWindow = this.db.prepare(
       'INSERT INTO windows (subject, metric, minute, used) VALUES (?, ?, ?, ?) ON CONFLICT (subject, metric, minute) DO UPDATE SET used = used + excluded.used',
     );
@@ -130,7 +134,9 @@ export class SqliteLimitStore implements LimitStore {
       'DELETE FROM slots WHERE owner NOT IN (SELECT owner FROM owners WHERE expires_at > ?)',
     );
     this.purgeDeadOwners = this.db.prepare('DELETE FROM owners WHERE expires_at <= ?');
-    this.purgeOldWindows = this.db.prepare('DELETE FROM windows WHERE minute < ?');
+    // Gone: minutes no check reads any more, and minutes further ahead than the next (written before
+    // a large step back of the wall clock), which would count again once the clock caught up.
+    this.purgeOldWindows = this.db.prepare('DELETE FROM windows WHERE minute < ? OR minute > ?');
     this.admitTx = this.db.transaction((query: AdmitQuery) => this.admitInTransaction(query));
     this.changeTx = this.db.transaction((changes: readonly WindowChange[], nowMinute: number) => {
       this.writePending(nowMinute);
@@ -138,7 +144,7 @@ export class SqliteLimitStore implements LimitStore {
     });
     this.beatTx = this.db.transaction((nowMs: number) => {
       this.renewOwner.run(this.owner, nowMs + this.leaseMs);
-      this.purgeOldWindows.run(minuteOf(nowMs) - 1);
+      this.purgeOldWindows.run(minuteOf(nowMs) - 1, minuteOf(nowMs) + 1);
       this.writePending(minuteOf(nowMs));
     });
     try {
@@ -254,6 +260,10 @@ export class SqliteLimitStore implements LimitStore {
       this.renewOwner.run(this.owner, nowMs + this.leaseMs);
       this.lastBeatMs = nowMs;
     }
+    // The wall clock stepped back more than a minute since the last admit: the minutes written
+    // ahead of it go now, not at the next heartbeat (they would count again once the clock caught up).
+    if (minute + 1 < this.newestMinute) this.purgeOldWindows.run(minute - 1, minute + 1);
+    this.newestMinute = minute;
     this.writePending(minute);
     const windows: WindowCounts[] = [];
     /** The minute each check is charged in (aligned with `query.rates`). */
@@ -261,10 +271,10 @@ export class SqliteLimitStore implements LimitStore {
     let failedRate = -1;
     // Every check is read, also after one did not fit: the limiter's Retry-After needs them all.
     for (const [index, check] of query.rates.entries()) {
-      const rows = this.getWindows.all(check.subject, check.metric, minute - 1);
-      // A minute newer than now already written (the wall clock stepped back, or another replica's
-      // clock is a little ahead): that minute is taken as the current one, from its start, so its
-      // counts are never set aside.
+      const rows = this.getWindows.all(check.subject, check.metric, minute - 1, minute + 1);
+      // The next minute already written (the wall clock stepped back a little across a minute
+      // boundary): that minute is taken as the current one, from its start, so its counts are never
+      // set aside.
       const current = Math.max(minute, rows[0]?.minute ?? minute);
       const at = current > minute ? current * WINDOW_MS : nowMs;
       const counts = { prev: 0, cur: 0 };
