@@ -52,13 +52,24 @@ class AttemptSwitch extends AbortSwitch {
   timedOut = false;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(timeoutMs: number) {
+  constructor(private readonly timeoutMs: number) {
     super();
+    this.arm(timeoutMs);
+  }
+
+  /** The body of a JSON answer is read from now: the timer becomes the body's overall deadline. */
+  bodyFollows(): void {
+    if (this.timer === undefined) return;
+    clearTimeout(this.timer);
+    this.arm(BODY_DEADLINE_FACTOR * this.timeoutMs);
+  }
+
+  private arm(ms: number): void {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.timedOut = true;
       this.abort(zenovaError('ZN_ERR_UPSTREAM_TIMEOUT'));
-    }, timeoutMs);
+    }, ms);
   }
 
   stopTimer(): void {
@@ -69,17 +80,30 @@ class AttemptSwitch extends AbortSwitch {
 }
 
 /**
+ * How many times the per-target timeout a JSON answer's body may take once its headers are in.
+ * Some upstreams send the headers at once and keep the connection warm with whitespace until the
+ * answer is ready, so the body is not held to `timeoutMs` (only each gap between its chunks is);
+ * this bounds a body that trickles forever.
+ */
+export const BODY_DEADLINE_FACTOR = 10;
+
+/**
  * Tells the attempt that owns `signal` that its answer's headers are in and its body is about to be
- * read whole (a JSON answer): the attempt's timer stops, so a body that keeps coming is not cut at
- * the attempt's `timeoutMs`; its gaps are bounded by the upstream call's between-chunk timeout
- * (undici's bodyTimeout, the same `timeoutMs`), which fails it as ZN_ERR_UPSTREAM_TIMEOUT. A no-op
- * for a switch no attempt made. Streams do not call it: their timer runs until the first event.
+ * read whole (a JSON answer): the attempt's timer now allows the body BODY_DEADLINE_FACTOR ×
+ * `timeoutMs` in all, so a body that keeps coming is not cut at `timeoutMs`; its gaps are bounded by
+ * the upstream call's between-chunk timeout (undici's bodyTimeout, the same `timeoutMs`). Either
+ * fails it as ZN_ERR_UPSTREAM_TIMEOUT. A no-op for a switch no attempt made. Streams do not call
+ * it: their timer runs until the first event.
  */
 export function attemptHeadersIn(signal: AbortSwitch): void {
-  if (signal instanceof AttemptSwitch) signal.stopTimer();
+  if (signal instanceof AttemptSwitch) signal.bodyFollows();
 }
 
-/** The record schema allows 64 attempts; plans are far smaller (≤ 33 targets × ≤ 6 tries), but bound it anyway. */
+/**
+ * The record schema allows 64 attempts. A plan can ask for more (up to 32 targets and 32 fallbacks,
+ * each with up to 6 tries): the attempts past 64 are not made, so the last fallbacks of such a plan
+ * go untried (docs/api.md).
+ */
 const MAX_ATTEMPTS = 64;
 
 /** The rejection returned once the caller has gone; the runner turns it into outcome 'aborted'. */

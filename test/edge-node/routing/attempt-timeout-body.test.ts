@@ -9,6 +9,7 @@ import { anthropicMessageJson, chatCompletionJson, embeddingsJson } from '../../
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { httpChunk, startRawUpstream } from '../../fixtures/raw-upstream.js';
 import { waitFor } from '../../fixtures/wait-for.js';
+import { BODY_DEADLINE_FACTOR } from '../../../edge-node/src/routing/forward-plan.js';
 import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
 
@@ -159,4 +160,32 @@ t.test('a JSON body that stalls after flowing is retried and then falls back, as
     { upstream: 'demo', outcome: 'timeout', httpStatus: null },
     { upstream: 'backup', outcome: 'ok', httpStatus: 200 },
   ]);
+});
+
+t.test('a JSON body that trickles without end is cut at BODY_DEADLINE_FACTOR times timeoutMs, not held open forever', async (t) => {
+  let written = 0;
+  let closedAt: number | undefined;
+  const raw = await startRawUpstream(t, async (socket) => {
+    socket.once('close', () => (closedAt ??= performance.now()));
+    socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n');
+    // A newline every GAP_MS, far inside timeoutMs, until the node hangs up (bounded: 30 s).
+    for (let i = 0; i < 300 && !socket.destroyed; i++) {
+      socket.write(httpChunk('\n'));
+      written++;
+      await sleep(GAP_MS);
+    }
+  });
+  const node = await startPipelineNode(t, {
+    upstreamUrl: raw.url,
+    bundle: () => ({ routes: [{ alias: 'slow', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [], timeoutMs: TIMEOUT_MS, retries: 0 }] }),
+  });
+  const started = performance.now();
+  const res = await post(node, '/v1/chat/completions', chat('slow'));
+  const body = (await res.json()) as { error?: { code?: string } };
+  t.equal(res.status, 504);
+  t.equal(body.error?.code, 'ZN_ERR_UPSTREAM_TIMEOUT');
+  await waitFor(() => closedAt, { what: 'the node to hang up on the upstream' });
+  const took = closedAt! - started;
+  t.ok(took >= BODY_DEADLINE_FACTOR * TIMEOUT_MS && took < BODY_DEADLINE_FACTOR * TIMEOUT_MS + 5_000, `hung up after ${Math.round(took)} ms`);
+  t.ok(written < 300, 'before the upstream gave up on its own');
 });
