@@ -70,6 +70,8 @@ export function isLoopbackHostHeader(header: string | undefined): boolean {
     }
   }
   if (port !== undefined && !/^[0-9]{1,5}$/.test(port)) return false;
+  // A fully qualified name may end in a dot (`localhost.`).
+  if (host.endsWith('.') && !host.startsWith('[')) host = host.slice(0, -1);
   return host !== '' && isLoopbackHost(host);
 }
 

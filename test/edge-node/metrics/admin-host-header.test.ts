@@ -20,8 +20,8 @@ function get(url: string, path: string, host: string): Promise<{ status: number;
 }
 
 t.test('loopback Host headers are told apart from every other name', async (t) => {
-  for (const host of ['127.0.0.1', '127.0.0.1:9100', '127.8.9.10:1', 'localhost', 'LOCALHOST:9100', '[::1]', '[::1]:9100', '[::ffff:127.0.0.1]:9100']) t.ok(isLoopbackHostHeader(host), host);
-  for (const host of [undefined, '', 'attacker.example', 'attacker.example:9100', 'localhost.attacker.example', '127.0.0.1.nip.io', '10.0.0.5:9100', '::1', '[::1', '[::1]x', '127.0.0.1:x', 'localhost:9100:1', '0.0.0.0:9100']) {
+  for (const host of ['127.0.0.1', '127.0.0.1:9100', '127.8.9.10:1', 'localhost', 'LOCALHOST:9100', '[::1]', '[::1]:9100', '[::ffff:127.0.0.1]:9100', 'localhost.', 'localhost.:9100', '127.0.0.1.']) t.ok(isLoopbackHostHeader(host), host);
+  for (const host of [undefined, '', 'attacker.example', 'attacker.example:9100', 'localhost.attacker.example', '127.0.0.1.nip.io', '10.0.0.5:9100', '::1', '[::1', '[::1]x', '127.0.0.1:x', 'localhost:9100:1', '0.0.0.0:9100', '.', 'attacker.example.']) {
     t.notOk(isLoopbackHostHeader(host), String(host));
   }
 });
