@@ -8,6 +8,7 @@ import { buildRequestRecord, cutToJsonBytes } from '../../../edge-node/src/spool
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { quietLogger } from './spool-helpers.js';
 import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
+import { noCredit } from '../../../edge-node/src/billing/credit-leases.js';
 
 function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRecord[] = [], keepsBodies = true): PipelineContext {
   return {
@@ -16,7 +17,7 @@ function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRec
     body: { model: 'echo', messages: [{ role: 'user', content: 'raw secret@example.com' }] },
     forwardBody: { model: 'echo', messages: [{ role: 'user', content: 'raw [EMAIL]' }] },
     deps: {
-      nodeId: 'node-1', logger: quietLogger(),
+      nodeId: 'node-1', logger: quietLogger(), credit: noCredit,
       spool: { open: () => undefined, finalise: async (r: RequestRecord) => void finalised.push(r), keepsBodies: () => keepsBodies },
     } as unknown as PipelineContext['deps'],
     clock: { now: () => 1_700_000_000_250, monotonic: () => 1250 },
