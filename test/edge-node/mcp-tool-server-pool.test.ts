@@ -54,6 +54,19 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T | 'no answer'> {
   return Promise.race([promise, new Promise<'no answer'>((resolve) => setTimeout(resolve, ms, 'no answer').unref())]);
 }
 
+/** 256 calls the tool server holds unanswered: the pool of `server`'s origin is full; aborted at teardown. */
+async function fillPool(t: Test, fake: { held(): number }, server: ToolServer): Promise<void> {
+  const switches: AbortSwitch[] = [];
+  t.teardown(() => switches.forEach((s) => s.abort()));
+  for (let i = 0; i < 256; i += 1) {
+    const signal = new AbortSwitch();
+    switches.push(signal);
+    void callToolServer(server, { method: 'POST', callerHeaders: {}, body: ping(true), requestId: 'req_stuck', signal }).catch(() => undefined);
+    if (i % 25 === 24) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await waitFor(() => fake.held() === 256, { what: 'the pool to be full of unanswered calls' });
+}
+
 t.test('open GET event streams do not keep calls to their tool server waiting', async (t) => {
   const fake = await toolServer(t);
   const server = serverAt(fake.url, 2000);
@@ -84,15 +97,7 @@ t.test("a call queued behind a full pool gives up at its tool server's timeout",
   // Two names for one origin: one pool of sockets, two timeouts.
   const slow = serverAt(fake.url, 20_000);
   const quick = serverAt(fake.url, 300);
-  const switches: AbortSwitch[] = [];
-  t.teardown(() => switches.forEach((s) => s.abort()));
-  for (let i = 0; i < 256; i += 1) {
-    const signal = new AbortSwitch();
-    switches.push(signal);
-    void callToolServer(slow, { method: 'POST', callerHeaders: {}, body: ping(true), requestId: 'req_stuck', signal }).catch(() => undefined);
-    if (i % 25 === 24) await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  await waitFor(() => fake.held() === 256, { what: 'the pool to be full of unanswered calls' });
+  await fillPool(t, fake, slow);
   const started = Date.now();
   const outcome = await within(callToolServer(quick, { method: 'POST', callerHeaders: {}, body: ping(), requestId: 'req_quick', signal: new AbortSwitch() }).then(
     () => 'answered',
@@ -118,15 +123,7 @@ t.test("a caller leaving still aborts a call and its body, and the deadline does
 t.test('a caller leaving while its call is queued for a socket ends the wait at once', async (t) => {
   const fake = await toolServer(t);
   const server = serverAt(fake.url, 20_000);
-  const switches: AbortSwitch[] = [];
-  t.teardown(() => switches.forEach((s) => s.abort()));
-  for (let i = 0; i < 256; i += 1) {
-    const signal = new AbortSwitch();
-    switches.push(signal);
-    void callToolServer(server, { method: 'POST', callerHeaders: {}, body: ping(true), requestId: 'req_stuck', signal }).catch(() => undefined);
-    if (i % 25 === 24) await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  await waitFor(() => fake.held() === 256, { what: 'the pool to be full of unanswered calls' });
+  await fillPool(t, fake, server);
   const signal = new AbortSwitch();
   const queued = callToolServer(server, { method: 'POST', callerHeaders: {}, body: ping(), requestId: 'req_gone', signal }).then(() => 'answered', () => 'aborted');
   setTimeout(() => signal.abort(), 100);
