@@ -46,9 +46,10 @@ export async function sendToUpstream(
 /**
  * A JSON object answer read whole (bounded); a body that is not a JSON object (a compressed one
  * included: the node asks for `identity`) is ZN_ERR_UPSTREAM_ERROR. Read errors surface classified
- * (connect/timeout) unless aborted. The attempt's timer (headers) stops here: the body may take as
- * long as it keeps coming, each gap between its chunks bounded by the call's `timeoutMs` (undici's
- * bodyTimeout, a ZN_ERR_UPSTREAM_TIMEOUT); the caller leaving still aborts it.
+ * (connect/timeout) unless aborted. The attempt's timer (headers) becomes the body's overall
+ * deadline here (BODY_DEADLINE_FACTOR × `timeoutMs`, forward-plan.ts); each gap between its chunks
+ * is bounded by the call's `timeoutMs` (undici's bodyTimeout). Both are ZN_ERR_UPSTREAM_TIMEOUT; the
+ * caller leaving still aborts it.
  */
 export async function readJsonObject(response: UpstreamResponse, upstream: string, signal: AbortSwitch): Promise<Record<string, unknown>> {
   attemptHeadersIn(signal);
