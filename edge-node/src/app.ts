@@ -23,6 +23,7 @@ import { noRateLimits } from './rate-limit/rate-limiter.js';
 import { noSpool } from './spool/request-spool.js';
 import { CLIENT_REQUEST_ID_HEADER, REQUEST_ID_HEADER, clientRequestIdOf, generateRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
+import { TargetHealth } from './routing/target-health.js';
 import { trackUnusedConnections } from '../../proto/src/index.js';
 
 export interface AppDeps {
@@ -155,6 +156,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     metrics: services.metrics ?? noMetrics,
     // Without one from the services (tests), this app's own table in memory.
     sessionOwners: services.sessionOwners ?? new SessionOwners(undefined, deps.logger),
+    targetHealth: services.targetHealth ?? new TargetHealth(),
   };
   registerOpenAiRoutes(app, pipeline);
   registerAnthropicRoutes(app, pipeline);

@@ -17,6 +17,7 @@ import type { PipelineContext, UpstreamReply } from '../../edge-node/src/pipelin
 import type { StageResult } from '../../edge-node/src/pipeline/stage.js';
 import { mcpApi } from '../../edge-node/src/providers/mcp/mcp-call.js';
 import { SessionOwners } from '../../edge-node/src/providers/mcp/session-owners.js';
+import { TargetHealth } from '../../edge-node/src/routing/target-health.js';
 import { noRateLimits } from '../../edge-node/src/rate-limit/rate-limiter.js';
 import { noSpool } from '../../edge-node/src/spool/request-spool.js';
 import { UpstreamPool } from '../../edge-node/src/upstream/upstream-pool.js';
@@ -58,7 +59,7 @@ function mcpContext(opts: { method: string; server: string; body?: unknown; head
       params: { server: opts.server },
     },
     body: opts.body,
-    deps: { nodeId: 'node-1', logger: createLogger({ level: 'silent' }), upstreams: new UpstreamPool(), limiter: noRateLimits, credit: noCredit, spool: noSpool, metrics: noMetrics, sessionOwners: new SessionOwners() },
+    deps: { nodeId: 'node-1', logger: createLogger({ level: 'silent' }), upstreams: new UpstreamPool(), limiter: noRateLimits, credit: noCredit, spool: noSpool, metrics: noMetrics, sessionOwners: new SessionOwners(), targetHealth: new TargetHealth() },
     clock: systemClock,
     callerGone: new AbortSwitch(),
     config: opts.config,

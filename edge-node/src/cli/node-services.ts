@@ -1,7 +1,7 @@
 /**
  * Everything the pipeline uses besides config and upstreams, opened in one place for `serve`:
  * the spool (and its backfill channel), rate limiter, credit leases (and their channel), MCP session
- * owners and metrics (and the admin port). Each comes from its own module's factory.
+ * owners, upstream target health and metrics (and the admin port). Each comes from its own module's factory.
  */
 import { createNodeCredit } from '../billing/create-node-credit.js';
 import type { ConfigHolder } from '../config/config-holder.js';
@@ -13,8 +13,9 @@ import type { PipelineDeps } from '../pipeline/deps.js';
 import { openSessionOwners } from '../providers/mcp/session-owners.js';
 import { createNodeRateLimiter } from '../rate-limit/create-node-rate-limiter.js';
 import { openNodeSpool } from '../spool/open-node-spool.js';
+import { TargetHealth } from '../routing/target-health.js';
 
-export type PipelineServices = Pick<PipelineDeps, 'nodeId' | 'limiter' | 'credit' | 'spool' | 'metrics' | 'sessionOwners'>;
+export type PipelineServices = Pick<PipelineDeps, 'nodeId' | 'limiter' | 'credit' | 'spool' | 'metrics' | 'sessionOwners' | 'targetHealth'>;
 
 export interface NodeServices {
   pipeline: PipelineServices;
@@ -54,7 +55,7 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
     const metrics = await createNodeMetrics({ adminListen: opts.adminListen, figures: () => spool.figures(), logger: opts.logger });
     closers.push(() => metrics.close());
     return {
-      pipeline: { nodeId: opts.nodeId, limiter, credit: credit.credit, spool: spool.spool, metrics: metrics.metrics, sessionOwners },
+      pipeline: { nodeId: opts.nodeId, limiter, credit: credit.credit, spool: spool.spool, metrics: metrics.metrics, sessionOwners, targetHealth: new TargetHealth() },
       channels: [spool.channel, credit.channel].filter((c): c is ControlChannel => c !== undefined),
       figures: () => spool.figures(),
       adminUrl: metrics.adminUrl,

@@ -8,6 +8,7 @@ import type { ApiKind, PipelineContext } from '../pipeline/context.js';
 import type { StageName } from '../pipeline/stage.js';
 import { rateLimitHitOf, rateLimitStoreFailedFor } from '../rate-limit/rate-limit-hits.js';
 import type { PipelineMetrics } from './pipeline-metrics.js';
+import type { HealthChange } from '../routing/target-health.js';
 import { Counter, Gauge, Histogram, Registry } from './prometheus-registry.js';
 import type { HistogramSeries } from './prometheus-registry.js';
 
@@ -45,6 +46,7 @@ export interface NodeFigures {
 
 export interface NodePipelineMetrics extends PipelineMetrics {
   requestStarted(ctx: PipelineContext): void;
+  upstreamTargetHealth(upstream: string, model: string, change: HealthChange): void;
   /** The text a scrape of /metrics returns. */
   render(): string;
 }
@@ -76,6 +78,10 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
     new Counter('zenova_node_guardrail_verdicts_total', 'Guardrail rule hits, by direction, action and detector.', ['on', 'action', 'detector']),
   );
   const tokens = registry.register(new Counter('zenova_node_tokens_total', 'Tokens metered, by API and direction.', ['api', 'kind']));
+  const ejected = registry.register(
+    new Gauge('zenova_node_upstream_target_ejected', '1 while an upstream target that kept failing is tried last (until it answers again), else 0.', ['upstream', 'model']),
+  );
+  const ejections = registry.register(new Counter('zenova_node_upstream_ejections_total', 'Times an upstream target was ejected for consecutive failures.', ['upstream', 'model']));
 
   const durationByApi = new Map<string, HistogramSeries>(APIS.map((api) => [api, duration.labels(api)]));
   const stageSeries = new Map<string, HistogramSeries>(STAGES.map((stage) => [stage, stages.labels(stage)]));
@@ -110,6 +116,10 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
       if (rateLimitStoreFailedFor(ctx)) rateLimitStoreFailures.inc();
       for (const verdict of ctx.guardrails) verdicts.labels(verdict.on, verdict.action, verdict.detector).inc();
       if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED') guardrailBlocked.labels(blockedDirection(ctx)).inc();
+    },
+    upstreamTargetHealth(upstreamName, model, change) {
+      ejected.labels(upstreamName, model).set(change === 'ejected' ? 1 : 0);
+      if (change === 'ejected') ejections.labels(upstreamName, model).inc();
     },
     render: () => registry.render(),
   };

@@ -1,5 +1,6 @@
 /** Metrics as the pipeline sees them (owned by the metrics module): one call per finished request. */
 import type { PipelineContext } from '../pipeline/context.js';
+import type { HealthChange } from '../routing/target-health.js';
 
 export interface PipelineMetrics {
   /**
@@ -9,6 +10,8 @@ export interface PipelineMetrics {
   requestStarted?(ctx: PipelineContext): void;
   /** Called once per request after the spool stage, with everything the request learnt. */
   requestFinished(ctx: PipelineContext): void;
+  /** An upstream target was ejected (tried last) or answers again (routing/target-health.ts). Optional for test doubles. */
+  upstreamTargetHealth?(upstream: string, model: string, change: HealthChange): void;
 }
 
 export const noMetrics: PipelineMetrics = { requestFinished: () => undefined };

@@ -8,6 +8,7 @@ import type { PipelineMetrics } from '../metrics/pipeline-metrics.js';
 import type { SessionOwners } from '../providers/mcp/session-owners.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
 import type { RequestSpool } from '../spool/request-spool.js';
+import type { TargetHealth } from '../routing/target-health.js';
 import type { UpstreamPool } from '../upstream/upstream-pool.js';
 
 export interface PipelineDeps {
@@ -21,4 +22,6 @@ export interface PipelineDeps {
   metrics: PipelineMetrics;
   /** Which caller key each MCP session belongs to (in the state dir when serving, so restarts and replicas share it). */
   sessionOwners: SessionOwners;
+  /** Which upstream targets keep failing, so plans try them last (per process, in memory). */
+  targetHealth: TargetHealth;
 }

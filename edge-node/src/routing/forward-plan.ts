@@ -7,7 +7,7 @@
  * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
  * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
  * runs again after that. An upstream 429 that ends the plan passes on
- * its Retry-After. Records ctx.attempts, ctx.served and upstream timings; sets ctx.reply
+ * its Retry-After. Each attempt's result goes to target health (target-health.ts). Records ctx.attempts, ctx.served and upstream timings; sets ctx.reply
  * from the first answer. A caller that goes away stops everything (the runner records 'aborted').
  */
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
@@ -19,6 +19,7 @@ import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
 import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
 import { AbortSwitch } from '../pipeline/abort-switch.js';
+import type { AttemptHealth } from './target-health.js';
 
 export type AttemptResult =
   | { kind: 'answered'; reply: UpstreamReply }
@@ -119,6 +120,7 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
       if (ctx.callerGone.aborted) return callerGone();
       if (ctx.attempts.length >= MAX_ATTEMPTS) return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
       const outcome = await attemptOnce(ctx, target, timeoutMs, attempt);
+      noteHealth(ctx, target, outcome);
       if (outcome === 'answered') return undefined;
       if (outcome === 'caller-gone') return callerGone();
       lastFailure = outcome.error;
@@ -129,6 +131,28 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
     }
   }
   return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
+}
+
+/**
+ * Tells target health how the attempt went: an answer, or a final reply other than a 429 (the
+ * upstream is there), is good; a connect error, timeout or 5xx a failure; the caller leaving, a 429
+ * and an unreadable answer say nothing about the target. Logs and counts ejections and recoveries.
+ */
+function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaited<ReturnType<typeof attemptOnce>>): void {
+  let health: AttemptHealth;
+  if (outcome === 'answered') health = 'reachable';
+  else if (outcome === 'caller-gone') health = 'neutral';
+  else if (outcome.retryable) health = 'failed';
+  else health = outcome.httpStatus !== null && outcome.httpStatus !== 429 ? 'reachable' : 'neutral';
+  const change = ctx.deps.targetHealth.note(target, health, ctx.clock.monotonic());
+  if (change === undefined) return;
+  const fields = { upstream: target.upstream.name, model: target.upstreamModel };
+  if (change === 'ejected') {
+    ctx.deps.logger.warn({ ...fields, lastError: outcome === 'answered' || outcome === 'caller-gone' ? undefined : outcome.error.code }, 'upstream target keeps failing; it is tried last until it answers again');
+  } else {
+    ctx.deps.logger.info(fields, 'upstream target answers again; back in its place');
+  }
+  ctx.deps.metrics.upstreamTargetHealth?.(target.upstream.name, target.upstreamModel, change);
 }
 
 function callerGone(): StageResult {

@@ -1,7 +1,7 @@
 /**
  * The route stage's work for model APIs, shared by every provider: the alias the caller asked for
  * (ctx.model) → ctx.route and ctx.plan (one weighted choice among the route's targets, then its
- * fallbacks in order). The key's allowed models are checked first, then existence, then the API
+ * fallbacks in order; targets the node found failing moved last, target-health.ts). The key's allowed models are checked first, then existence, then the API
  * family (an Anthropic alias called through the OpenAI API and the reverse: ZN_ERR_MODEL_WRONG_API).
  * The same three checks run earlier too, in the surface stage (`checkModelAccess`), so a request
  * that can never succeed is refused before the rate limits count it.
@@ -35,7 +35,8 @@ export function routeModel(ctx: PipelineContext, family: RuntimeRoute['family'])
   const route = allowedRoute(ctx, config, ctx.model, family);
   if ('error' in route) return route;
   ctx.route = route;
-  ctx.plan = planFor(route);
+  // Targets that keep failing go last for a while (target-health.ts).
+  ctx.plan = ctx.deps.targetHealth.order(planFor(route), ctx.clock.monotonic());
   return undefined;
 }
 

@@ -1,6 +1,6 @@
 // The node's metrics move with finished requests: counts by API, outcome and code, request and
 // per-stage latency, upstream attempts, rate-limit and guardrail rejections, tokens, in-flight
-// requests and the spool figures read at scrape time.
+// requests, the spool figures read at scrape time, and upstream targets ejected for failing.
 import t from 'tap';
 import { createNodePipelineMetrics } from '../../../edge-node/src/metrics/node-pipeline-metrics.js';
 import { MemoryLimitStore } from '../../../edge-node/src/rate-limit/memory-limit-store.js';
@@ -32,6 +32,8 @@ t.test('every metric family is declared before any request', async (t) => {
     'zenova_node_guardrail_rejections_total',
     'zenova_node_guardrail_verdicts_total',
     'zenova_node_tokens_total',
+    'zenova_node_upstream_target_ejected',
+    'zenova_node_upstream_ejections_total',
   ]) {
     t.ok(parsed.types.has(name), name);
   }
@@ -149,4 +151,17 @@ t.test('records the control plane rejected are a gauge read at each scrape, 0 wi
   figures.backfillRejected = 2;
   t.equal(sampleValue(scrape(), 'zenova_node_backfill_rejected_records'), 2);
   delete figures.backfillRejected;
+});
+
+t.test('an ejected upstream target is a gauge at 1 until it answers again, and each ejection is counted', async (t) => {
+  const { metrics, scrape } = setup();
+  const labels = { upstream: 'openai-main', model: 'gpt-4o' };
+  metrics.upstreamTargetHealth('openai-main', 'gpt-4o', 'ejected');
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 1);
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_ejections_total', labels), 1);
+  metrics.upstreamTargetHealth('openai-main', 'gpt-4o', 'restored');
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 0);
+  metrics.upstreamTargetHealth('openai-main', 'gpt-4o', 'ejected');
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 1);
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_ejections_total', labels), 2);
 });

@@ -1,9 +1,11 @@
 // Routing through the pipeline: fallback on 5xx, connect errors and timeouts; exactly retries+1
-// attempts per target; a 4xx is final; nothing is retried once the caller got a byte; weighted choice.
+// attempts per target; a 4xx is final; nothing is retried once the caller got a byte; weighted
+// choice; a target that keeps failing is tried last until it answers again.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { setRouteRandomForTests } from '../../../edge-node/src/routing/route-model.js';
+import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { sdkError, startPipelineNode } from './pipeline-harness.js';
@@ -48,6 +50,9 @@ t.test('routing rules', async (t) => {
         route('weighted-drained', 'demo', { targets: [{ upstream: 'demo', weight: 1 }, { upstream: 'backup', weight: 0 }] }),
       ],
     }),
+    // These tests pin the plan's own rules, each failing the same targets on purpose: target health
+    // (which would move them last after a few failures) has its own test below.
+    services: { targetHealth: new TargetHealth({ failureThreshold: Number.MAX_SAFE_INTEGER }) },
   });
   const client = node.client();
   const count = () => ({ primary: primary.requests.length, backup: backup.requests.length });
@@ -173,4 +178,52 @@ t.test('routing rules', async (t) => {
     t.same(since(before), { primary: 0, backup: 1 }, 'the rest of the range belongs to the weight-3 target');
     restore();
   });
+});
+
+t.test('a target that keeps failing is tried last (after its fallback) until a probe finds it answering again', async (t) => {
+  const primary = await startFakeUpstream(t);
+  const backup = await startFakeUpstream(t);
+  const ejections: Array<{ upstream: string; model: string; change: string }> = [];
+  const finished: Array<{ requestId: string; attempts: Array<{ upstream: string; outcome: string }> }> = [];
+  const node = await startPipelineNode(t, {
+    upstreamUrl: primary.url,
+    bundle: (base) => ({
+      upstreams: [...base.upstreams, { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backup.url, apiKey: 'sk-backup', timeoutMs: 30_000 }],
+      routes: [{ alias: 'fb', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [{ upstream: 'backup', model: 'demo-echo' }], timeoutMs: 30_000, retries: 0 }],
+    }),
+    services: {
+      targetHealth: new TargetHealth({ failureThreshold: 2, baseCooldownMs: 300 }),
+      metrics: {
+        requestFinished: (ctx) => void finished.push({ requestId: ctx.requestId, attempts: ctx.attempts.map((a) => ({ upstream: a.upstream, outcome: a.outcome })) }),
+        upstreamTargetHealth: (upstream, model, change) => void ejections.push({ upstream, model, change }),
+      },
+    },
+  });
+  const client = node.client();
+  const attemptsOf = async () => {
+    const { response } = await client.chat.completions.create(ask('fb')).withResponse();
+    const id = response.headers.get('x-request-id');
+    return (await waitFor(() => finished.find((f) => f.requestId === id), { what: 'the request to finish' })).attempts.map((a) => `${a.upstream}:${a.outcome}`);
+  };
+
+  primary.setBehaviour({ failNext: { count: 2, status: 503 } });
+  t.same(await attemptsOf(), ['demo:status', 'backup:ok'], 'first failure: fell back');
+  t.same(ejections, []);
+  t.same(await attemptsOf(), ['demo:status', 'backup:ok'], 'second failure in a row');
+  t.same(ejections, [{ upstream: 'demo', model: 'demo-echo', change: 'ejected' }]);
+  t.match(node.logs().find((l) => l.msg === 'upstream target keeps failing; it is tried last until it answers again'), { level: 40, upstream: 'demo', model: 'demo-echo', lastError: 'ZN_ERR_UPSTREAM_ERROR' });
+
+  // The primary answers again (its failures are used up), but it is ejected: the fallback serves
+  // without the primary being asked, until the cooldown is over and one request probes it.
+  const primaryBefore = primary.requests.length;
+  t.same(await attemptsOf(), ['backup:ok'], 'the ejected target is not tried first');
+  t.equal(primary.requests.length, primaryBefore, 'nor at all, the fallback having answered');
+  const probed = await waitFor(async () => {
+    const attempts = await attemptsOf();
+    return attempts[0] === 'demo:ok' ? attempts : undefined;
+  }, { what: 'a request to probe the primary after its cooldown', timeoutMs: 10_000 });
+  t.same(probed, ['demo:ok'], 'the probe went to the primary first and it answered');
+  t.same(ejections.at(-1), { upstream: 'demo', model: 'demo-echo', change: 'restored' });
+  t.ok(node.logs().some((l) => l.msg === 'upstream target answers again; back in its place'));
+  t.same(await attemptsOf(), ['demo:ok'], 'back in its place');
 });

@@ -1,0 +1,144 @@
+/**
+ * Passive health of upstream targets (outlier ejection, as load balancers do it): a target (an
+ * upstream and the model asked of it) whose attempts fail `failureThreshold` times in a row with a
+ * connect error, a timeout or a 5xx is tried last — after the alias's healthy targets and its
+ * fallbacks — for a cooldown. Without it every request paid the dead target's failure first; for a
+ * host that drops packets that is the whole connect timeout (up to 10 s) on every call.
+ *
+ * Nothing is ever refused for health alone: an ejected target is still in the plan, only last.
+ * When its cooldown is over, one request (the next one whose plan has it) tries it first, as a
+ * probe; meanwhile the others keep it last. An answer (or any reply that is not a retryable
+ * failure, such as a 4xx: the upstream is there) makes it healthy again; a failed probe ejects it
+ * again for twice as long, up to `maxCooldownMs`.
+ *
+ * Per process and in memory: replicas each learn on their own, and a restart forgets. Keyed by
+ * upstream name, base URL and model, so a config push that changes something else keeps what was
+ * learnt, and a changed base URL starts afresh. Only targets that failed are held.
+ */
+import type { RuntimeTarget } from '../config/runtime-config.js';
+
+export interface TargetHealthOptions {
+  /** Consecutive retryable failures that eject a target. */
+  failureThreshold?: number;
+  /** The first cooldown; each failed probe doubles it. */
+  baseCooldownMs?: number;
+  maxCooldownMs?: number;
+}
+
+/** How an attempt at a target went, as health sees it. */
+export type AttemptHealth = 'reachable' | 'failed' | 'neutral';
+
+/** A change worth logging and counting: the target is now tried last, or answers again. */
+export type HealthChange = 'ejected' | 'restored';
+
+interface TargetState {
+  failures: number;
+  /** Monotonic ms until which the target is tried last; 0 = not ejected. */
+  ejectedUntil: number;
+  /** The cooldown of the current (or next) ejection. */
+  cooldownMs: number;
+  /** A probe was handed out since the last ejection: the next failure is its answer. */
+  probing: boolean;
+  /** Monotonic ms of the last failure, for pruning states of targets no config has any more. */
+  lastFailureAt: number;
+}
+
+export const DEFAULT_FAILURE_THRESHOLD = 5;
+export const DEFAULT_BASE_COOLDOWN_MS = 10_000;
+export const DEFAULT_MAX_COOLDOWN_MS = 120_000;
+/** States held at most; past it, those with no failure for 2 × the longest cooldown are dropped. */
+const MAX_STATES = 1024;
+
+function keyOf(target: RuntimeTarget): string {
+  return `${target.upstream.name}\u0000${target.upstream.baseUrl}\u0000${target.upstreamModel}`;
+}
+
+export class TargetHealth {
+  private readonly failureThreshold: number;
+  private readonly baseCooldownMs: number;
+  private readonly maxCooldownMs: number;
+  /** Only targets with a failure since their last good reply. */
+  private readonly states = new Map<string, TargetState>();
+
+  constructor(opts: TargetHealthOptions = {}) {
+    this.failureThreshold = Math.max(1, opts.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD);
+    this.baseCooldownMs = opts.baseCooldownMs ?? DEFAULT_BASE_COOLDOWN_MS;
+    this.maxCooldownMs = Math.max(this.baseCooldownMs, opts.maxCooldownMs ?? DEFAULT_MAX_COOLDOWN_MS);
+  }
+
+  /**
+   * `plan` in the order to try it at `now` (monotonic ms): a target whose cooldown is over first
+   * (this request probes it; at most one per plan), then the targets not ejected in their order,
+   * then the ejected ones in theirs. The plan itself when nothing failed (the usual case, free).
+   */
+  order(plan: RuntimeTarget[], now: number): RuntimeTarget[] {
+    if (this.states.size === 0) return plan;
+    let probe: RuntimeTarget | undefined;
+    let ejected: RuntimeTarget[] | undefined;
+    const kept: RuntimeTarget[] = [];
+    for (const target of plan) {
+      const state = this.states.get(keyOf(target));
+      if (state === undefined || state.ejectedUntil === 0) {
+        kept.push(target);
+      } else if (probe === undefined && now >= state.ejectedUntil) {
+        // The others keep it last while this probe runs (and if this request never gets to it).
+        state.ejectedUntil = now + state.cooldownMs;
+        state.probing = true;
+        probe = target;
+      } else {
+        (ejected ??= []).push(target);
+      }
+    }
+    if (probe === undefined && ejected === undefined) return plan;
+    if (probe !== undefined) kept.unshift(probe);
+    if (ejected !== undefined) kept.push(...ejected);
+    return kept;
+  }
+
+  /** Notes how an attempt at `target` went; returns the change it made, if any. */
+  note(target: RuntimeTarget, health: AttemptHealth, now: number): HealthChange | undefined {
+    if (health === 'neutral') return undefined;
+    if (health === 'reachable') {
+      if (this.states.size === 0) return undefined;
+      const key = keyOf(target);
+      const state = this.states.get(key);
+      if (state === undefined) return undefined;
+      this.states.delete(key);
+      return state.ejectedUntil === 0 ? undefined : 'restored';
+    }
+    const key = keyOf(target);
+    let state = this.states.get(key);
+    if (state === undefined) {
+      if (this.states.size >= MAX_STATES) this.prune(now);
+      state = { failures: 0, ejectedUntil: 0, cooldownMs: this.baseCooldownMs, probing: false, lastFailureAt: now };
+      this.states.set(key, state);
+    }
+    state.failures += 1;
+    state.lastFailureAt = now;
+    if (state.ejectedUntil !== 0) {
+      // A failed probe: out again, for longer. Other failures while ejected (attempts that were
+      // already under way when it was ejected, or made as a last resort) change nothing, or a burst
+      // of calls in flight to a host that went away would run the cooldown up to its longest.
+      if (state.probing) {
+        state.probing = false;
+        state.cooldownMs = Math.min(this.maxCooldownMs, state.cooldownMs * 2);
+        state.ejectedUntil = now + state.cooldownMs;
+      }
+      return undefined;
+    }
+    if (state.failures < this.failureThreshold) return undefined;
+    state.ejectedUntil = now + state.cooldownMs;
+    return 'ejected';
+  }
+
+  /** Whether `target` is ejected (tried last) now; for status and tests. */
+  isEjected(target: RuntimeTarget): boolean {
+    return (this.states.get(keyOf(target))?.ejectedUntil ?? 0) !== 0;
+  }
+
+  private prune(now: number): void {
+    for (const [key, state] of this.states) {
+      if (now - state.lastFailureAt > 2 * this.maxCooldownMs) this.states.delete(key);
+    }
+  }
+}

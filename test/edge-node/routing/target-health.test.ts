@@ -1,0 +1,124 @@
+// Target health on its own, with time passed in by hand: ejection after consecutive failures,
+// what resets the count, the one probe per cooldown, doubling cooldowns, and that nothing is ever
+// taken out of a plan.
+import t from 'tap';
+import type { RuntimeTarget, RuntimeUpstream } from '../../../edge-node/src/config/runtime-config.js';
+import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
+
+function upstream(name: string, baseUrl = `http://127.0.0.1:9/${name}/v1`): RuntimeUpstream {
+  return { name, kind: 'openai-compatible', baseUrl, apiKey: undefined, timeoutMs: 1000 };
+}
+function target(name: string, model = 'm', baseUrl?: string): RuntimeTarget {
+  return { upstream: upstream(name, baseUrl), upstreamModel: model, weight: 1 };
+}
+const names = (plan: RuntimeTarget[]) => plan.map((x) => `${x.upstream.name}/${x.upstreamModel}`);
+
+t.test('a plan is returned as it is (the same array) while no target has failed', async (t) => {
+  const health = new TargetHealth();
+  const plan = [target('a'), target('b')];
+  t.equal(health.order(plan, 0), plan);
+  health.note(plan[0]!, 'reachable', 1);
+  t.equal(health.order(plan, 2), plan, 'a good reply holds no state');
+});
+
+t.test('a target is ejected after the threshold of consecutive failures and is then tried after everything else', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 3, baseCooldownMs: 1000 });
+  const a = target('a');
+  const plan = [a, target('b'), target('fallback')];
+  t.equal(health.note(a, 'failed', 0), undefined);
+  t.equal(health.note(a, 'failed', 1), undefined);
+  t.same(names(health.order(plan, 2)), ['a/m', 'b/m', 'fallback/m'], 'two failures: still in its place');
+  t.equal(health.note(a, 'failed', 3), 'ejected');
+  t.ok(health.isEjected(a));
+  t.same(names(health.order(plan, 4)), ['b/m', 'fallback/m', 'a/m'], 'ejected: last, after the fallbacks');
+  t.same(names(health.order([a], 5)), ['a/m'], 'a plan of only that target still has it: nothing is refused for health');
+});
+
+t.test('a good reply in between starts the count again, and a neutral one changes nothing', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 3 });
+  const a = target('a');
+  health.note(a, 'failed', 0);
+  health.note(a, 'failed', 1);
+  t.equal(health.note(a, 'reachable', 2), undefined, 'not ejected, so nothing to restore');
+  health.note(a, 'failed', 3);
+  health.note(a, 'failed', 4);
+  t.notOk(health.isEjected(a), 'two failures after the good reply');
+  t.equal(health.note(a, 'neutral', 5), undefined);
+  t.equal(health.note(a, 'failed', 6), 'ejected', 'the neutral reply (caller gone, 429) did not reset the count');
+});
+
+t.test('targets are told apart by upstream, model and base URL', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1 });
+  const a = target('a', 'm1');
+  health.note(a, 'failed', 0);
+  t.ok(health.isEjected(a));
+  t.ok(health.isEjected(target('a', 'm1')), 'the same target in a new config snapshot');
+  t.notOk(health.isEjected(target('a', 'm2')), 'another model of the same upstream');
+  t.notOk(health.isEjected(target('a', 'm1', 'http://127.0.0.1:10/moved/v1')), 'the upstream moved to another base URL');
+  t.notOk(health.isEjected(target('b', 'm1')));
+});
+
+t.test('when its cooldown is over, one plan tries the target first as a probe while the others keep it last', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000 });
+  const a = target('a');
+  const plan = [target('b'), a];
+  health.note(a, 'failed', 0);
+  t.same(names(health.order(plan, 999)), ['b/m', 'a/m'], 'still cooling down');
+  t.same(names(health.order(plan, 1000)), ['a/m', 'b/m'], 'the probe: first');
+  t.same(names(health.order(plan, 1001)), ['b/m', 'a/m'], 'the next plan while the probe runs: last');
+  t.same(names(health.order(plan, 1500)), ['b/m', 'a/m']);
+  t.same(names(health.order(plan, 2000)), ['a/m', 'b/m'], 'a probe that never reached it: another one a cooldown later');
+});
+
+t.test('a probe that answers puts the target back in its place', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000 });
+  const a = target('a');
+  health.note(a, 'failed', 0);
+  health.order([a], 1000);
+  t.equal(health.note(a, 'reachable', 1010), 'restored');
+  t.notOk(health.isEjected(a));
+  const plan = [a, target('b')];
+  t.equal(health.order(plan, 1011), plan, 'no state left');
+  t.equal(health.note(a, 'failed', 1020), 'ejected', 'the count starts again from the threshold');
+});
+
+t.test('a failed probe ejects the target again for twice as long, up to the longest cooldown', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000, maxCooldownMs: 3000 });
+  const a = target('a');
+  const plan = [target('b'), a];
+  t.equal(health.note(a, 'failed', 0), 'ejected');
+  let now = 0;
+  const gaps: number[] = [];
+  for (let probe = 0; probe < 4; probe += 1) {
+    let next = now + 1;
+    // The first plan (by the millisecond) that puts the target first is the next probe.
+    while (names(health.order(plan, next))[0] !== 'a/m') next += 1;
+    gaps.push(next - now);
+    now = next;
+    t.equal(health.note(a, 'failed', now), undefined, `probe ${probe + 1} failed: ejected again, no new ejection to report`);
+    t.ok(health.isEjected(a));
+  }
+  t.same(gaps, [1000, 2000, 3000, 3000], 'the first cooldown, then doubled, then capped');
+});
+
+t.test('when every target is ejected they are all still tried, in their order', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000 });
+  const a = target('a');
+  const b = target('b');
+  health.note(a, 'failed', 0);
+  health.note(b, 'failed', 0);
+  t.same(names(health.order([a, b], 10)), ['a/m', 'b/m']);
+  t.same(names(health.order([a, b], 1000)), ['a/m', 'b/m'], 'one probe (a), b last');
+  t.same(names(health.order([b, a], 1001)), ['b/m', 'a/m'], 'b probes next: one probe per plan, the first whose cooldown is over');
+});
+
+t.test('failures while ejected that are not a probe\'s (calls already under way, last resorts) do not lengthen the cooldown', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 2, baseCooldownMs: 1000 });
+  const a = target('a');
+  const plan = [target('b'), a];
+  health.note(a, 'failed', 0);
+  t.equal(health.note(a, 'failed', 1), 'ejected');
+  for (let i = 0; i < 50; i += 1) t.equal(health.note(a, 'failed', 2 + i), undefined);
+  t.same(names(health.order(plan, 1000)), ['b/m', 'a/m'], 'not yet: ejected at 1 for 1000 ms');
+  t.same(names(health.order(plan, 1001)), ['a/m', 'b/m'], 'probed after the first cooldown, not a doubled one');
+});
