@@ -62,7 +62,7 @@ async function spoolWrites(synchronous: SpoolSynchronous): Promise<{ perSec: num
   const started = performance.now();
   for (let i = 0; i < RECORDS; i += CONCURRENCY) {
     const slice = records.slice(i, i + CONCURRENCY);
-    for (const r of slice) store.open({ requestId: r.requestId, receivedAt: r.receivedAt, keyId: r.keyId, accountId: r.accountId, model: r.model, reservedMicros: 5000, leaseId: 'lease-bench' });
+    for (const r of slice) void store.open({ requestId: r.requestId, receivedAt: r.receivedAt, keyId: r.keyId, accountId: r.accountId, model: r.model, reservedMicros: 5000, leaseId: 'lease-bench' });
     await Promise.all(slice.map((r) => store.finalise(r)));
   }
   const ms = performance.now() - started;

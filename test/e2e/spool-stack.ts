@@ -75,6 +75,6 @@ export async function spoolStack(t: Test, name: string) {
   const created = await enrollNewNode(t, cp, name, stateDir);
   const node = await startNodeServe(t, { stateDir });
   await node.proc.waitForLine(/"msg":"config applied"/, 30_000);
-  return { db, pool, cp, cpOpts, apiKey, stateDir, nodeId: created.node.id, node };
+  return { db, pool, cp, cpOpts, apiKey, stateDir, nodeId: created.node.id, node, upstream };
 }
 

@@ -231,6 +231,12 @@ export interface PipelineContext {
 
   /** preauthorise/settle: money, integer micro-units. */
   cost: { reservedMicros: number; costMicros: number; leaseId: string | null; priced: boolean };
+  /**
+   * preauthorise: resolves once the request's open row is durable (rejects if it cannot be
+   * written); forward waits for it, so no upstream call is made that a crash could leave without a
+   * record. null when the spool needs no wait (no spool, or one without open rows).
+   */
+  openRowDurable: Promise<void> | null;
 
   /** Headers added to the caller's response, success or not (x-ratelimit-*, Retry-After). */
   responseHeaders: Record<string, string>;

@@ -54,6 +54,7 @@ export function newPipelineContext(init: ContextInit): PipelineContext {
     guardrails: [],
     usage: { inputTokens: 0, outputTokens: 0, estimated: false },
     cost: { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false },
+    openRowDurable: null,
     responseHeaders: {},
     stagesUs: {},
     outcome: { status: 'ok', httpStatus: 200, errorCode: null },

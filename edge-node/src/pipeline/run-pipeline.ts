@@ -194,7 +194,9 @@ class PipelineRun {
     if (ctx.callerGone.aborted) {
       ctx.outcome = { status: 'aborted', httpStatus: CALLER_GONE_STATUS, errorCode: null };
     } else {
-      const failed = failedAt === 'forward' || failure.code === 'ZN_ERR_INTERNAL';
+      // 'failed' once something went upstream; the forward stage refusing before any attempt (its
+      // open row could not be written) is a refusal like the earlier stages'.
+      const failed = (failedAt === 'forward' && ctx.attempts.length > 0) || failure.code === 'ZN_ERR_INTERNAL';
       ctx.outcome = { status: failed ? 'failed' : 'rejected', httpStatus: failure.status, errorCode: failure.code };
     }
     await this.tail();

@@ -1,6 +1,7 @@
 /**
  * The spool as the pipeline sees it (owned by the spool module; see docs/spool.md). A request
- * gets an open row when it is accepted and its final record before the caller gets the last byte.
+ * gets an open row when it is accepted, durable before anything is sent upstream, and its final
+ * record before the caller gets the last byte.
  */
 import type { RequestRecord } from '../../../proto/src/index.js';
 import type { ApiKind, Surface } from '../pipeline/context.js';
@@ -30,9 +31,11 @@ export interface OpenRow {
 export interface RequestSpool {
   /**
    * Records that the request was accepted. Throws ZenovaError ZN_ERR_SPOOL_FULL when the spool is
-   * full and the policy is `reject`. Synchronous: the row joins the next group commit.
+   * full and the policy is `reject`. The row joins the next group commit; the promise returned
+   * resolves once it is durable, and rejects with ZN_ERR_SPOOL_FULL if it cannot be written (the
+   * request is then refused, not forwarded). void: nothing to wait for.
    */
-  open(row: OpenRow): void;
+  open(row: OpenRow): Promise<void> | void;
   /** The request's final record; resolves once it is durable. */
   finalise(record: RequestRecord): Promise<void>;
   /** False when bodies are not kept (policy metering-only while full). */

@@ -56,6 +56,25 @@ export interface BacklogRow {
   recordJson: Buffer;
 }
 
+/** The open rows of one group commit share one promise (one per commit, not per request). */
+interface OpenWaiter {
+  promise: Promise<void>;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+function newOpenWaiter(): OpenWaiter {
+  let resolve!: () => void;
+  let reject!: (err: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // A request refused before its forward stage never awaits it: a rejection must not go unhandled.
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
 interface QueuedFinal {
   requestId: string;
   json: string;
@@ -100,6 +119,8 @@ export class SpoolStore implements RequestSpool {
   private readonly maxQueued: number;
   private readonly retryMs: number;
   private opens: OpenRow[] = [];
+  /** Settled when the queued open rows are committed (or cannot be). */
+  private openWaiter: OpenWaiter | undefined;
   /** Request ids whose open row is committed in the file (so their final must delete it). */
   private readonly openInDb = new Set<string>();
   private finals: QueuedFinal[] = [];
@@ -162,14 +183,17 @@ export class SpoolStore implements RequestSpool {
 
   // ---- RequestSpool ----
 
-  open(row: OpenRow): void {
+  open(row: OpenRow): Promise<void> {
     if (this.closed) throw zenovaError('ZN_ERR_SPOOL_FULL', 'The node is shutting down and accepts no new requests.');
     if (this.writeFailure !== undefined) {
       throw zenovaError('ZN_ERR_SPOOL_FULL', "The node cannot write its request spool (disk full or failing); it accepts new requests once writes succeed again.");
     }
     if (this.isFull() && this.limits().fullPolicy === 'reject') throw zenovaError('ZN_ERR_SPOOL_FULL');
     this.opens.push(row);
+    // Taken before scheduleFlush, which may commit at once (maxQueued) and settle it.
+    const waiter = (this.openWaiter ??= newOpenWaiter());
     this.scheduleFlush();
+    return waiter.promise;
   }
 
   finalise(record: RequestRecord): Promise<void> {
@@ -330,10 +354,16 @@ export class SpoolStore implements RequestSpool {
     if (this.closed) return;
     if (this.opens.length === 0 && this.finals.length === 0 && this.deletes.length === 0) return;
     const { batch, ops } = this.batchOf();
+    const openWaiter = this.openWaiter;
+    this.openWaiter = undefined;
     let result: { inserted: number; deleted: number };
     try {
       result = this.writer.write(ops);
     } catch (err) {
+      // The requests whose open rows are not durable are refused before anything goes upstream
+      // (their rows are dropped from the queue; their final records, refusals, stay queued).
+      this.opens = [];
+      openWaiter?.reject(zenovaError('ZN_ERR_SPOOL_FULL', "The node cannot write its request spool (disk full or failing); it accepts new requests once writes succeed again."));
       this.onCommitFailed(err as Error & { code?: string });
       return;
     }
@@ -351,6 +381,7 @@ export class SpoolStore implements RequestSpool {
     }
     this.usedBytes += batch.bytes;
     if (result.deleted > 0 || Date.now() - this.measuredAt >= MEASURE_EVERY_MS || this.isFull()) this.measure();
+    openWaiter?.resolve();
     for (const f of batch.finals) f.resolve();
     if (result.inserted > 0) for (const listener of this.committedListeners) listener();
   }

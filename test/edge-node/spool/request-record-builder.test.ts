@@ -29,7 +29,7 @@ function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRec
     upstreamUsage: null, upstreamFirstByteMs: 12, upstreamMs: 40, responseText: 'hello there', deliveredInputTokens: 0,
     guardrails: [{ policyId: 'p', rule: 0, detector: 'email', action: 'mask', on: 'input', matches: 1 }],
     usage: { inputTokens: 5, outputTokens: 7, estimated: false },
-    cost: { reservedMicros: 100, costMicros: 40, leaseId: 'lease-1', priced: true },
+    cost: { reservedMicros: 100, costMicros: 40, leaseId: 'lease-1', priced: true }, openRowDurable: null,
     responseHeaders: {}, stagesUs: { identify: 10, forward: 40_000 },
     outcome: { status: 'ok', httpStatus: 200, errorCode: null }, cleanups: [],
     ...overrides,

@@ -21,7 +21,7 @@ async function open(stateDir: string, nodeId = NODE_ID): Promise<NodeSpool> {
 async function stateWithSpool(t: Test): Promise<{ dir: string; file: string }> {
   const dir = tempStateDir(t);
   const spool = await open(dir);
-  spool.spool.open(openRow('r1'));
+  void spool.spool.open(openRow('r1'));
   await spool.spool.finalise(record('r1'));
   await spool.close();
   return { dir, file: path.join(dir, 'spool.db') };

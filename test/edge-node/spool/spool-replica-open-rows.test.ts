@@ -52,9 +52,9 @@ t.test("a starting replica leaves a live replica's open rows to it and records o
   const file = path.join(tempStateDir(t), 'spool.db');
   const meta = createSpoolFile(file, NODE_ID);
   const first = new SpoolStore({ file, meta, logger: quietLogger(), limits });
-  first.open(openRow('req-live'));
-  first.open(openRow('req-dead'));
-  first.open(openRow('req-unmarked'));
+  void first.open(openRow('req-live'));
+  void first.open(openRow('req-dead'));
+  void first.open(openRow('req-unmarked'));
   await first.finalise(record('req-other'));
   await first.close();
 
@@ -85,7 +85,7 @@ t.test('an open row names the process that wrote it', async (t) => {
   const file = path.join(tempStateDir(t), 'spool.db');
   const store = new SpoolStore({ file, meta: createSpoolFile(file, NODE_ID), logger: quietLogger(), limits });
   t.teardown(() => store.close());
-  store.open(openRow('req-1'));
+  void store.open(openRow('req-1'));
   await waitFor(() => store.pending().opens === 0, { what: 'the open row to commit' });
   const db = new Database(file, { readonly: true });
   const row = JSON.parse(db.prepare('select row_json from open_requests').pluck().get() as string) as { requestId: string; owner: unknown };

@@ -13,7 +13,7 @@ t.test('status reports the spool bytes, the backlog not yet delivered and the op
 
   const spool = await openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: ConfigHolder.notReady('x'), logger: quietLogger(), env: {} });
   t.teardown(() => spool.close());
-  spool.spool.open(openRow('still-open'));
+  void spool.spool.open(openRow('still-open'));
   await spool.spool.finalise(record('done-1'));
   await spool.spool.finalise(record('done-2'));
 

@@ -1,5 +1,5 @@
-// The spool store: group commit, durability of finalise, interrupted rows, quota and both full
-// policies, and a real SQLITE_FULL (max_page_count) that blocks and then recovers.
+// The spool store: group commit, durability of open rows and finalise, interrupted rows, quota and
+// both full policies, and a real SQLITE_FULL (max_page_count) that blocks and then recovers.
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -51,7 +51,7 @@ t.test('finalises issued in the same tick share one transaction and are readable
   const { store, file } = newStore(t);
   const before = store.commitCount();
   const ids = Array.from({ length: 200 }, (_, i) => `req-${i}`);
-  for (const id of ids) store.open(openRow(id));
+  for (const id of ids) void store.open(openRow(id));
   await Promise.all(ids.map((id) => store.finalise(record(id))));
   t.equal(store.commitCount() - before, 1, 'one group commit for 200 opens and 200 finals');
   const rows = storedRecords(file);
@@ -62,7 +62,7 @@ t.test('finalises issued in the same tick share one transaction and are readable
 
 t.test('a request opened in one commit and finalised in a later one leaves no open row behind', async (t) => {
   const { store, file } = newStore(t);
-  store.open(openRow('long'));
+  void store.open(openRow('long'));
   // A finalise of another request forces a commit that holds only the open row of `long`.
   await store.finalise(record('short'));
   t.same(openRows(file), ['long'], 'the long request is durable as an open row while it runs');
@@ -86,8 +86,8 @@ t.test('open rows left by a crash become interrupted records that keep the reser
   const file = path.join(dir, 'spool.db');
   const meta = createSpoolFile(file, NODE_ID);
   const first = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' }) });
-  first.open(openRow('finished'));
-  first.open(openRow('cut-off', { reservedMicros: 7777, api: 'messages', stream: true, configVersion: 9, clientRequestId: 'trace-7' }));
+  void first.open(openRow('finished'));
+  void first.open(openRow('cut-off', { reservedMicros: 7777, api: 'messages', stream: true, configVersion: 9, clientRequestId: 'trace-7' }));
   await first.finalise(record('finished'));
   await first.close();
   t.same(openRows(file), ['cut-off'], 'the unfinished request is still an open row');
@@ -117,7 +117,7 @@ t.test('open rows left by a crash become interrupted records that keep the reser
 t.test('with policy reject a full spool refuses new requests but still finalises the ones it accepted', async (t) => {
   const limits: SpoolLimits = { quotaBytes: 1024 ** 3, fullPolicy: 'reject' };
   const { store } = newStore(t, { limits: () => limits });
-  store.open(openRow('accepted-before'));
+  void store.open(openRow('accepted-before'));
   await new Promise((resolve) => setImmediate(resolve));
   limits.quotaBytes = store.bytes() + 64 * 1024;
   const big = 'x'.repeat(16 * 1024);
@@ -128,7 +128,7 @@ t.test('with policy reject a full spool refuses new requests but still finalises
     if (n > 1000) throw new Error('the spool never filled');
   }
   t.ok(n > 0, `filled after ${n} records`);
-  expectSpoolFull(t, () => store.open(openRow('refused')));
+  expectSpoolFull(t, () => void store.open(openRow('refused')));
   t.equal(store.keepsBodies(), true, 'reject keeps bodies for the requests it accepts');
   await store.finalise(record('accepted-before'));
   t.equal(store.backlogCount(), n + 1, 'the request accepted before the spool filled was recorded');
@@ -142,7 +142,7 @@ t.test('with policy metering-only a full spool keeps accepting requests and stop
   limits.quotaBytes = 1;
   await store.finalise(record('second'));
   t.equal(store.keepsBodies(), false, 'bodies are dropped while full');
-  store.open(openRow('still-accepted'));
+  void store.open(openRow('still-accepted'));
   await store.finalise(record('still-accepted', { bodies: null }));
   t.equal(store.backlogCount(), 3, 'metering records are still written');
 });
@@ -157,7 +157,7 @@ t.test('a real SQLITE_FULL holds finalises pending, refuses new requests, and co
   let resolved = false;
   const pending = store.finalise(record('during', { bodies: { request: big, response: null, truncated: false } })).then(() => (resolved = true));
   await waitFor(() => store.pending().writeFailing, { what: 'the commit to fail with SQLITE_FULL' });
-  expectSpoolFull(t, () => store.open(openRow('refused-while-full')));
+  expectSpoolFull(t, () => void store.open(openRow('refused-while-full')));
   t.equal(resolved, false, 'the finalise is not reported durable');
   t.same(storedRecords(file).map((r) => r.request_id), ['before']);
 
@@ -165,7 +165,41 @@ t.test('a real SQLITE_FULL holds finalises pending, refuses new requests, and co
   await pending;
   t.equal(store.pending().writeFailing, false, 'writes recovered');
   t.same(storedRecords(file).map((r) => r.request_id), ['before', 'during']);
-  store.open(openRow('accepted-again'));
+  void store.open(openRow('accepted-again'));
+});
+
+t.test('open() resolves once the open row is in the file, one promise for the rows of one group commit', async (t) => {
+  const { store, file } = newStore(t);
+  const first = store.open(openRow('open-a'));
+  const second = store.open(openRow('open-b'));
+  t.equal(first, second, 'rows of one commit share its promise');
+  t.same(openRows(file), [], 'queued, not yet written');
+  await first;
+  t.same(openRows(file).sort(), ['open-a', 'open-b'], 'durable by the time it resolves');
+  const third = store.open(openRow('open-c'));
+  t.not(third, first, 'the next commit has its own');
+  await third;
+  t.same(openRows(file).sort(), ['open-a', 'open-b', 'open-c']);
+});
+
+t.test('when the open rows cannot be written (a real SQLITE_FULL) their promise rejects with ZN_ERR_SPOOL_FULL and the rows are dropped, while finalises wait for space', async (t) => {
+  const { store, file } = newStore(t, { retryMs: 20 });
+  await store.finalise(record('before'));
+  const pages = (store.writerPragma('page_count') as Array<{ page_count: number }>)[0]!.page_count;
+  store.writerPragma(`max_page_count = ${pages}`);
+  const big = 'z'.repeat(200 * 1024);
+  const opened = store.open(openRow('open-while-filling'));
+  let finalised = false;
+  const pending = store.finalise(record('final-while-filling', { bodies: { request: big, response: null, truncated: false } })).then(() => (finalised = true));
+  const err = await opened.then(() => undefined, (e: unknown) => e);
+  t.ok(isZenovaError(err) && err.code === 'ZN_ERR_SPOOL_FULL', 'the open rows are refused with ZN_ERR_SPOOL_FULL');
+  t.equal(finalised, false, 'the final record is not reported durable');
+  t.equal(store.pending().opens, 0, 'the refused open rows are no longer queued');
+
+  store.writerPragma('max_page_count = 1073741823');
+  await pending;
+  t.same(openRows(file), [], 'the refused request never got an open row');
+  t.same(storedRecords(file).map((r) => r.request_id), ['before', 'final-while-filling']);
 });
 
 t.test('acknowledged ranges are deleted with the next commit and the backlog shrinks', async (t) => {

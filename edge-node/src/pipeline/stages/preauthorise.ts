@@ -1,5 +1,6 @@
 // Stage `preauthorise` — reserve the worst-case cost from the account's credit lease (billing/),
-// then open the request's spool row carrying the reservation: from here on it is "accepted".
+// then open the request's spool row carrying the reservation: from here on it is "accepted". The
+// forward stage waits for that row to be durable before it calls anyone.
 import { isZenovaError } from '../../errors.js';
 import type { PipelineContext } from '../context.js';
 import { rejectWith } from '../stage.js';
@@ -13,7 +14,7 @@ export const preauthoriseStage: Stage = {
     const refused = ctx.deps.credit.preauthorise(ctx);
     if (refused !== undefined) return refused;
     try {
-      ctx.deps.spool.open({
+      ctx.openRowDurable = ctx.deps.spool.open({
         requestId: ctx.requestId,
         receivedAt: ctx.receivedAt,
         keyId: ctx.key?.id ?? null,
@@ -28,7 +29,7 @@ export const preauthoriseStage: Stage = {
         configVersion: ctx.config?.version ?? null,
         // undefined (not written to the row's JSON) when the caller sent none.
         clientRequestId: ctx.clientRequestId ?? undefined,
-      });
+      }) ?? null;
     } catch (err) {
       // Not accepted after all: settle (always runs) releases the reservation with no usage.
       if (isZenovaError(err)) return rejectWith(err);
