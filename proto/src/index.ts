@@ -37,6 +37,7 @@ export type {
 export {
   REQUEST_RECORD_SCHEMA_VERSION,
   MAX_RECORD_JSON_BYTES,
+  MAX_RECORD_UNIX_MS,
   requestRecordSchema,
   recordStatusSchema,
   guardrailVerdictSchema,

@@ -11,11 +11,18 @@ import { z } from 'zod';
 export const REQUEST_RECORD_SCHEMA_VERSION = 1;
 /** One record's JSON may not be larger than this (bodies are cut to fit first). */
 export const MAX_RECORD_JSON_BYTES = 1024 * 1024;
+/**
+ * The latest time a record may carry (9999-12-31T23:59:59.999Z): the control plane files records
+ * in monthly partitions bounded by ISO dates, and neither JavaScript's Date (±8.64e15 ms) nor
+ * those bounds go much further. A later time passed the schema but failed its batch's ingestion
+ * on every resend, so it held up every record behind it; the schema now rejects it instead.
+ */
+export const MAX_RECORD_UNIX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 const id = z.string().min(1).max(128);
 const count = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
 const micros = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
-const unixMs = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
+const unixMs = z.int().min(0).max(MAX_RECORD_UNIX_MS);
 
 export const recordStatusSchema = z.enum([
   /** Answered in full (2xx). */

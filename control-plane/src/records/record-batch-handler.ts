@@ -9,7 +9,8 @@
  * not: it is kept as sent in rejected_request_records (migration 0009) in the same transaction as
  * the batch's good records, and the batch is acknowledged with it counted as rejected. Refusing
  * the batch made the node resend it from that row on every session, so one damaged spool row (or a
- * record a newer node wrote) stopped its backlog and its whole control link for good.
+ * record a newer node wrote) stopped its backlog and its whole control link for good. A record
+ * that passes these checks but that PostgreSQL refuses is set aside the same way by ingestRecords.
  */
 import { createHash } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
@@ -41,6 +42,8 @@ export interface ParsedRecordBatch {
   records: RequestRecord[];
   /** Records that cannot be ingested, as sent, with why. */
   rejected: RejectedRecord[];
+  /** Each record's JSON as sent, by request id (kept should storing the record fail). */
+  sent: Map<string, Buffer>;
 }
 
 type Entry = { requestId: string; recordJson: Uint8Array };
@@ -83,16 +86,18 @@ export function parseRecordBatch(message: NodeMessage, nodeId: string): ParsedRe
   if (batch.lastSequence < batch.firstSequence) throw new NodeMessageInvalid('lastSequence is before firstSequence');
   const records: RequestRecord[] = [];
   const rejected: RejectedRecord[] = [];
+  const sent = new Map<string, Buffer>();
   for (const entry of batch.records) {
     const checked = checkEntry(entry, nodeId);
+    const bytes = Buffer.from(entry.recordJson.buffer, entry.recordJson.byteOffset, entry.recordJson.byteLength);
     if ('reason' in checked) {
-      const bytes = Buffer.from(entry.recordJson.buffer, entry.recordJson.byteOffset, entry.recordJson.byteLength);
       rejected.push({ requestId: entry.requestId, reason: checked.reason, detail: checked.detail, bytes, sha256: createHash('sha256').update(bytes).digest() });
     } else {
       records.push(checked);
+      sent.set(checked.requestId, bytes);
     }
   }
-  return { batchId: batch.batchId, lastSequence: batch.lastSequence, records, rejected };
+  return { batchId: batch.batchId, lastSequence: batch.lastSequence, records, rejected, sent };
 }
 
 export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
@@ -101,12 +106,13 @@ export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
     payloads: ['recordBatch'],
     async handle(node, message, send) {
       const batch = parseRecordBatch(message, node.nodeId);
-      const result = await ingestRecords(deps.pool, node, batch.records, { batchId: batch.batchId, rejected: batch.rejected });
+      const result = await ingestRecords(deps.pool, node, batch.records, { batchId: batch.batchId, rejected: batch.rejected, sent: batch.sent });
       if (result.duplicates > 0) deps.logger.info({ nodeId: node.nodeId, batchId: batch.batchId, duplicates: result.duplicates }, 'record batch held records already ingested');
       if (result.rejected > 0) {
         // Reasons and request ids only: record content stays in the table.
+        const rejected = [...batch.rejected, ...result.unstorable];
         const reasons: Partial<Record<RejectionReason, number>> = {};
-        for (const r of batch.rejected) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
+        for (const r of rejected) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
         deps.logger.error(
           {
             nodeId: node.nodeId,
@@ -114,7 +120,8 @@ export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
             rejected: result.rejected,
             newlyStored: result.rejectedStored,
             reasons,
-            requestIds: batch.rejected.slice(0, 10).map((r) => r.requestId.slice(0, 64)),
+            unstorable: result.unstorable.length,
+            requestIds: rejected.slice(0, 10).map((r) => r.requestId.slice(0, 64)),
           },
           'record batch held records that cannot be ingested; kept in rejected_request_records, the rest of the batch was ingested',
         );

@@ -6,13 +6,20 @@
  * Text PostgreSQL cannot hold (NUL, unpaired surrogates) is replaced first (storable-text.ts).
  * Records the batch handler could not accept go into rejected_request_records (migration 0009) in
  * the same transaction, once per node, request id and content hash, so a resend stores none twice.
+ *
+ * A record can pass the schema and still fail to store (a value PostgreSQL refuses): that failed
+ * the whole batch on every resend. When the batch fails with such a data error
+ * (record-data-error.ts), it is ingested again record by record, each under a savepoint, and a
+ * record that fails is set aside as invalid_record; an unavailable database still fails the batch.
  */
 import type pg from 'pg';
 import { isUtf8 } from 'node:buffer';
+import { createHash } from 'node:crypto';
 import { MAX_RECORD_JSON_BYTES } from '../../../proto/src/index.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { settleIngestedRecords } from '../billing/settlement.js';
 import { withTransaction } from '../nodes/with-transaction.js';
+import { isRecordDataError, recordDataErrorDetail } from './record-data-error.js';
 import { ensurePartitions, rememberPartitions } from './record-partitions.js';
 import { storableJsonArray } from './storable-text.js';
 import type { MonthPartition } from './record-partitions.js';
@@ -24,6 +31,8 @@ export interface IngestResult {
   rejected: number;
   /** Of those, the ones stored now (the others were there from an earlier send of the batch). */
   rejectedStored: number;
+  /** Records that passed the schema but could not be stored, set aside here (counted in `rejected`). */
+  unstorable: readonly RejectedRecord[];
 }
 
 export type RejectionReason = 'not_utf8' | 'not_json' | 'invalid_record' | 'request_id_mismatch' | 'foreign_node' | 'too_large' | 'invalid_request_id';
@@ -42,6 +51,11 @@ export interface RejectedRecord {
 export interface RejectedBatch {
   batchId: string;
   rejected: readonly RejectedRecord[];
+  /**
+   * Each record's JSON as the node sent it, by request id: what is kept of a record set aside
+   * because storing it failed (without it, the parsed record as JSON).
+   */
+  sent?: ReadonlyMap<string, Buffer>;
 }
 
 /** The columns of a rejected record: bounded, and in a form PostgreSQL can store. */
@@ -78,6 +92,95 @@ async function storeRejected(client: pg.PoolClient, node: { nodeId: string; node
   return inserted.rowCount ?? 0;
 }
 
+/** A batch's records once made storable, one per request id, with each as it was sent. */
+interface BatchRecord {
+  /** As it will be stored (characters PostgreSQL cannot hold replaced). */
+  storable: RequestRecord;
+  /** As parsed from the node's bytes. */
+  parsed: RequestRecord;
+}
+
+/**
+ * Inserts the records whose request id is new, and settles them; returns those and the partitions
+ * it created (to be remembered once the transaction commits).
+ */
+async function insertNewRecords(
+  client: pg.PoolClient,
+  node: { nodeId: string; nodeName: string },
+  records: readonly RequestRecord[],
+  json: string,
+): Promise<{ newRecords: RequestRecord[]; created: MonthPartition[] }> {
+  const created = await ensurePartitions(client, records.map((r) => r.receivedAt));
+  const ids = await client.query<{ request_id: string }>(
+    `insert into request_record_ids (request_id, received_at, node_id)
+     select id, to_timestamp(ms / 1000.0), $3 from unnest($1::text[], $2::bigint[]) as r(id, ms)
+     on conflict (request_id) do nothing
+     returning request_id`,
+    [records.map((r) => r.requestId), records.map((r) => r.receivedAt), node.nodeId],
+  );
+  const fresh = new Set(ids.rows.map((r) => r.request_id));
+  const newRecords = records.filter((r) => fresh.has(r.requestId));
+  if (newRecords.length > 0) {
+    // The records go over as one JSON array that PostgreSQL parses once and takes the columns
+    // from: per-column arrays (a jsonb[] above all) cost three times the control plane's CPU
+    // in pg's array escaping, and PostgreSQL a third more to parse (npm run bench:ingest).
+    await client.query(
+      `insert into request_records (request_id, received_at, finished_at, node_id, node_name, key_id, account_id, model, api,
+                                    status, http_status, error_code, input_tokens, output_tokens, cost_micros, record)
+       select r->>'requestId', to_timestamp((r->>'receivedAt')::bigint / 1000.0), to_timestamp((r->>'finishedAt')::bigint / 1000.0),
+              $1, $2, r->>'keyId', r->>'accountId', r->>'model', r->>'api', r->>'status', (r->>'httpStatus')::int, r->>'errorCode',
+              (r #>> '{usage,inputTokens}')::bigint, (r #>> '{usage,outputTokens}')::bigint, (r #>> '{cost,costMicros}')::bigint, r
+       from jsonb_array_elements($3::jsonb) as r`,
+      [node.nodeId, node.nodeName, newRecords.length === records.length ? json : JSON.stringify(newRecords)],
+    );
+    await settleIngestedRecords(client, node.nodeId, newRecords);
+  }
+  return { newRecords, created };
+}
+
+/** A record that passed the schema but could not be stored, as a rejected record (kept as sent). */
+function unstorableRecord(record: RequestRecord, err: unknown, sent: ReadonlyMap<string, Buffer> | undefined): RejectedRecord {
+  const bytes = sent?.get(record.requestId) ?? Buffer.from(JSON.stringify(record));
+  return { requestId: record.requestId, reason: 'invalid_record', detail: recordDataErrorDetail(err), bytes, sha256: createHash('sha256').update(bytes).digest() };
+}
+
+/**
+ * The batch again, one record per savepoint, after it failed as a whole with a data error: a
+ * record that fails with one is set aside, the others are ingested as usual. Any other error
+ * (the database unavailable) fails the batch as before: nothing is stored and no ack goes out.
+ */
+async function ingestRecordByRecord(
+  pool: pg.Pool,
+  node: { nodeId: string; nodeName: string },
+  sentCount: number,
+  records: readonly BatchRecord[],
+  rejectedBatch: RejectedBatch,
+): Promise<IngestResult> {
+  const created: MonthPartition[] = [];
+  const unstorable: RejectedRecord[] = [];
+  const result = await withTransaction(pool, async (client) => {
+    let accepted = 0;
+    for (const { storable, parsed } of records) {
+      await client.query('savepoint ingest_record');
+      try {
+        const step = await insertNewRecords(client, node, [storable], JSON.stringify([storable]));
+        await client.query('release savepoint ingest_record');
+        accepted += step.newRecords.length;
+        created.push(...step.created);
+      } catch (err) {
+        if (!isRecordDataError(err)) throw err;
+        await client.query('rollback to savepoint ingest_record');
+        unstorable.push(unstorableRecord(parsed, err, rejectedBatch.sent));
+      }
+    }
+    const rejected = [...rejectedBatch.rejected, ...unstorable];
+    const rejectedStored = await storeRejected(client, node, { batchId: rejectedBatch.batchId, rejected });
+    return { accepted, duplicates: sentCount - accepted - unstorable.length, rejected: rejected.length, rejectedStored, unstorable };
+  });
+  rememberPartitions(created);
+  return result;
+}
+
 export async function ingestRecords(
   pool: pg.Pool,
   node: { nodeId: string; nodeName: string },
@@ -85,45 +188,34 @@ export async function ingestRecords(
   rejectedBatch: RejectedBatch = { batchId: '', rejected: [] },
 ): Promise<IngestResult> {
   const rejected = rejectedBatch.rejected.length;
-  if (records.length === 0 && rejected === 0) return { accepted: 0, duplicates: 0, rejected: 0, rejectedStored: 0 };
+  if (records.length === 0 && rejected === 0) return { accepted: 0, duplicates: 0, rejected: 0, rejectedStored: 0, unstorable: [] };
   if (records.length === 0) {
     const rejectedStored = await withTransaction(pool, (client) => storeRejected(client, node, rejectedBatch));
-    return { accepted: 0, duplicates: 0, rejected, rejectedStored };
+    return { accepted: 0, duplicates: 0, rejected, rejectedStored, unstorable: [] };
   }
   // Characters PostgreSQL cannot store are replaced first, so ids are compared as they will be stored.
   const storable = storableJsonArray(records);
   // One record per request id within the batch too (a node never sends two, but the key decides).
-  const unique = [...new Map(storable.values.map((r) => [r.requestId, r])).values()];
+  const byId = new Map(storable.values.map((r, i) => [r.requestId, i]));
+  const unique = [...byId.values()].map((i): BatchRecord => ({ storable: storable.values[i]!, parsed: records[i]! }));
   let created: MonthPartition[] = [];
-  const result = await withTransaction(pool, async (client) => {
-      created = await ensurePartitions(client, unique.map((r) => r.receivedAt));
-      const ids = await client.query<{ request_id: string }>(
-        `insert into request_record_ids (request_id, received_at, node_id)
-         select id, to_timestamp(ms / 1000.0), $3 from unnest($1::text[], $2::bigint[]) as r(id, ms)
-         on conflict (request_id) do nothing
-         returning request_id`,
-        [unique.map((r) => r.requestId), unique.map((r) => r.receivedAt), node.nodeId],
+  try {
+    const result = await withTransaction(pool, async (client) => {
+      const step = await insertNewRecords(
+        client,
+        node,
+        unique.map((r) => r.storable),
+        unique.length === storable.values.length ? storable.json : JSON.stringify(unique.map((r) => r.storable)),
       );
-      const fresh = new Set(ids.rows.map((r) => r.request_id));
-      const newRecords = unique.filter((r) => fresh.has(r.requestId));
-      if (newRecords.length > 0) {
-        // The records go over as one JSON array that PostgreSQL parses once and takes the columns
-        // from: per-column arrays (a jsonb[] above all) cost three times the control plane's CPU
-        // in pg's array escaping, and PostgreSQL a third more to parse (npm run bench:ingest).
-        await client.query(
-          `insert into request_records (request_id, received_at, finished_at, node_id, node_name, key_id, account_id, model, api,
-                                        status, http_status, error_code, input_tokens, output_tokens, cost_micros, record)
-           select r->>'requestId', to_timestamp((r->>'receivedAt')::bigint / 1000.0), to_timestamp((r->>'finishedAt')::bigint / 1000.0),
-                  $1, $2, r->>'keyId', r->>'accountId', r->>'model', r->>'api', r->>'status', (r->>'httpStatus')::int, r->>'errorCode',
-                  (r #>> '{usage,inputTokens}')::bigint, (r #>> '{usage,outputTokens}')::bigint, (r #>> '{cost,costMicros}')::bigint, r
-           from jsonb_array_elements($3::jsonb) as r`,
-          [node.nodeId, node.nodeName, newRecords.length === storable.values.length ? storable.json : JSON.stringify(newRecords)],
-        );
-        await settleIngestedRecords(client, node.nodeId, newRecords);
-      }
+      created = step.created;
       const rejectedStored = await storeRejected(client, node, rejectedBatch);
-      return { accepted: newRecords.length, duplicates: records.length - newRecords.length, rejected, rejectedStored };
-  });
-  rememberPartitions(created);
-  return result;
+      return { accepted: step.newRecords.length, duplicates: records.length - step.newRecords.length, rejected, rejectedStored, unstorable: [] };
+    });
+    rememberPartitions(created);
+    return result;
+  } catch (err) {
+    // The same record would fail the batch on every resend: find it, set it aside, ingest the rest.
+    if (!isRecordDataError(err)) throw err;
+    return ingestRecordByRecord(pool, node, records.length, unique, rejectedBatch);
+  }
 }

@@ -11,7 +11,7 @@ const PARTITION_LOCK_KEY = BigInt('0x7a656e6f76610006').toString();
 
 export interface MonthPartition {
   name: string;
-  /** ISO bounds for the DDL. */
+  /** ISO bounds for the DDL (as PostgreSQL parses them). */
   from: string;
   to: string;
   /** The same bounds in unix ms, [fromMs, toMs). */
@@ -27,15 +27,31 @@ function inKnownPartition(unixMs: number): boolean {
   return false;
 }
 
-/** The month bucket of a unix-ms time, e.g. { name: 'request_records_p202611', from, to } (UTC). */
+/**
+ * A partition bound PostgreSQL parses. Not toISOString(): past year 9999 it writes an expanded
+ * year ('+010000-01-01…'), which PostgreSQL takes for a time zone and refuses, so December 9999
+ * (the last month a record may carry) could not get its partition.
+ */
+function partitionBound(unixMs: number): string {
+  const date = new Date(unixMs);
+  const month = String(date.getUTCMonth() + 1).padStart(2, '0');
+  return `${String(date.getUTCFullYear()).padStart(4, '0')}-${month}-01T00:00:00Z`;
+}
+
+/**
+ * The month bucket of a unix-ms time, e.g. { name: 'request_records_p202611', from, to } (UTC).
+ * Throws a RangeError for a time outside JavaScript's Date range (requestRecordSchema keeps
+ * records within year 9999).
+ */
 export function monthPartition(unixMs: number): MonthPartition {
   const date = new Date(unixMs);
+  if (Number.isNaN(date.getTime())) throw new RangeError('a record time outside the range of dates');
   const year = date.getUTCFullYear();
   const month = date.getUTCMonth();
   const fromMs = Date.UTC(year, month, 1);
   const toMs = Date.UTC(year, month + 1, 1);
   const name = `request_records_p${String(year).padStart(4, '0')}${String(month + 1).padStart(2, '0')}`;
-  return { name, from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), fromMs, toMs };
+  return { name, from: partitionBound(fromMs), to: partitionBound(toMs), fromMs, toMs };
 }
 
 /**
@@ -53,7 +69,7 @@ export async function ensurePartitions(client: pg.PoolClient, times: readonly nu
   if (needed.size === 0) return [];
   await client.query('select pg_advisory_xact_lock($1::bigint)', [PARTITION_LOCK_KEY]);
   for (const p of needed.values()) {
-    // The name is ours (digits only), the bounds are ISO timestamps we formatted: no user input.
+    // The name is ours (digits only), the bounds are timestamps we formatted: no user input.
     await client.query(`create table if not exists ${p.name} partition of request_records for values from ('${p.from}') to ('${p.to}')`);
   }
   return [...needed.values()];

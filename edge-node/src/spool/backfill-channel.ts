@@ -14,6 +14,7 @@
  * ack, delete and control-plane transaction each. A new session drains at once.
  */
 import { randomUUID } from 'node:crypto';
+import { MAX_RECORD_JSON_BYTES } from '../../../proto/src/index.js';
 import type { ControlMessage, RecordBatchAck } from '../../../proto/src/index.js';
 import type { ControlChannel, ControlSend } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
@@ -168,39 +169,65 @@ export class BackfillChannel implements ControlChannel {
     });
   }
 
-  /** Sends at most one batch, then yields; reschedules itself while the window has room. */
+  /**
+   * Sends at most one batch, then yields; reschedules itself while the window has room. The batch
+   * is chosen from the records' sizes, and only its rows are read: large records (bodies kept) fit
+   * a few to a batch, and reading `maxRecords` whole rows to send those few read the backlog over
+   * and over (quadratic in its length) and blocked the event loop for seconds per batch.
+   */
   private pump(): void {
     const send = this.send;
     if (send === undefined || this.inFlight.length >= this.window) return;
-    let rows;
+    let sizes;
     try {
-      rows = this.store.backlogAfter(this.sentThrough, this.maxRecords);
+      sizes = this.store.backlogSizesAfter(this.sentThrough, this.maxRecords);
     } catch (err) {
       // The spool is closed or unreadable for a moment; the next commit or session tries again.
       this.logger.warn({ message: (err as Error).message }, 'backfill could not read the spool');
       return;
     }
-    if (rows.length === 0) {
+    if (sizes.length === 0) {
       this.partialDue = false;
       return;
     }
-    const records: Array<{ requestId: string; recordJson: Buffer }> = [];
+    let count = 0;
     let bytes = 0;
-    for (const row of rows) {
-      const recordJson = row.recordJson;
-      if (records.length > 0 && bytes + recordJson.length > this.maxBytes) break;
-      records.push({ requestId: row.requestId, recordJson });
-      bytes += recordJson.length;
+    for (const size of sizes) {
+      if (count > 0 && bytes + size.bytes > this.maxBytes) break;
+      count += 1;
+      bytes += size.bytes;
     }
     // The tail of the backlog waits for the linger (more records may join it).
-    const partial = rows.length < this.maxRecords && records.length === rows.length;
+    const partial = sizes.length < this.maxRecords && count === sizes.length;
     if (partial && !this.partialDue) {
       // A tail left behind full batches: no later commit may come to start the linger for it.
       this.startLinger();
       return;
     }
-    const first = rows[0]!.sequence;
-    const last = rows[records.length - 1]!.sequence;
+    const first = sizes[0]!.sequence;
+    const last = sizes[count - 1]!.sequence;
+    let rows;
+    try {
+      rows = this.store.backlogRange(first, last);
+    } catch (err) {
+      this.logger.warn({ message: (err as Error).message }, 'backfill could not read the spool');
+      return;
+    }
+    // Rows are only deleted on this channel's acks, so first..last still holds the rows sized
+    // above; were they gone, there is nothing to send for them.
+    if (rows.length === 0) {
+      this.sentThrough = last;
+      this.schedulePump();
+      return;
+    }
+    // A row longer than any valid record (the builder cuts records to fit; only a damaged or edited
+    // file holds one) goes cut to one byte over the limit: the control plane sets it aside as
+    // too_large all the same, whereas a message past its gRPC limit (4 MiB) would end the session
+    // on every resend, and nothing behind the row would ever be delivered.
+    const records = rows.map((row) => ({
+      requestId: row.requestId,
+      recordJson: row.recordJson.length > MAX_RECORD_JSON_BYTES ? row.recordJson.subarray(0, MAX_RECORD_JSON_BYTES + 1) : row.recordJson,
+    }));
     const batchId = randomUUID();
     const sent = send({ recordBatch: { batchId, records, firstSequence: BigInt(first), lastSequence: BigInt(last) } });
     if (!sent) return; // the session is gone; onEnded resets and the next session starts over

@@ -4,7 +4,7 @@
  * usage and cost are 0; the reservation is kept so billing can see what was held.
  */
 import { z } from 'zod';
-import { REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
+import { MAX_RECORD_UNIX_MS, REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import type { OpenRow } from './request-spool.js';
 
@@ -31,7 +31,8 @@ export const openRowSchema = z.object({
 /** `row` may be only a request id when the stored row could not be read. */
 export function interruptedRecord(row: OpenRow | { requestId: string }, nodeId: string, finishedAt: number): RequestRecord {
   const full = 'receivedAt' in row ? row : undefined;
-  const receivedAt = full?.receivedAt ?? finishedAt;
+  // A damaged row's time beyond what the control plane stores would get the record set aside, unbilled.
+  const receivedAt = Math.min(full?.receivedAt ?? finishedAt, MAX_RECORD_UNIX_MS);
   return {
     schemaVersion: REQUEST_RECORD_SCHEMA_VERSION,
     requestId: row.requestId,

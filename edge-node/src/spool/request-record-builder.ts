@@ -6,7 +6,7 @@
  * (test/edge-node/spool/request-record-validity.property.test.ts) feeds arbitrary contexts through this
  * builder and the schema. Bodies are cut so the record JSON stays under MAX_RECORD_JSON_BYTES.
  */
-import { MAX_RECORD_JSON_BYTES, REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
+import { MAX_RECORD_JSON_BYTES, MAX_RECORD_UNIX_MS, REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
 import type { GuardrailVerdict, RequestRecord, UpstreamAttempt } from '../../../proto/src/index.js';
 import type { PipelineContext } from '../pipeline/context.js';
 
@@ -23,8 +23,10 @@ const clip = (value: string | null | undefined, max: number): string | null => (
 const nonEmpty = (value: string, max: number): string => (value.length === 0 ? '?' : value.length > max ? value.slice(0, max) : value);
 const nonNegative = (n: number | null): number | null => (n === null || !Number.isFinite(n) ? null : Math.max(0, n));
 const duration = (n: number): number => (Number.isFinite(n) ? Math.max(0, n) : 0);
-/** A whole number in 0..MAX_SAFE_INTEGER (counts, micro-units, unix ms). */
+/** A whole number in 0..MAX_SAFE_INTEGER (counts, micro-units). */
 const whole = (n: number): number => (Number.isFinite(n) ? Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.round(n))) : 0);
+/** A unix-ms time the control plane can store (0..MAX_RECORD_UNIX_MS): a wild clock must not get the record set aside. */
+const unixMs = (n: number): number => Math.min(MAX_RECORD_UNIX_MS, whole(n));
 
 function attemptOf(a: UpstreamAttempt): UpstreamAttempt {
   return {
@@ -79,8 +81,8 @@ function requestBodyText(ctx: PipelineContext): string | null {
 }
 
 export function buildRequestRecord(ctx: PipelineContext, opts: { keepBodies: boolean }): RequestRecord {
-  const receivedAt = whole(ctx.receivedAt);
-  const finishedAt = Math.max(receivedAt, whole(ctx.clock.now()));
+  const receivedAt = unixMs(ctx.receivedAt);
+  const finishedAt = Math.max(receivedAt, unixMs(ctx.clock.now()));
   const stagesUs: Record<string, number> = {};
   for (const name in ctx.stagesUs) {
     const us = ctx.stagesUs[name as keyof typeof ctx.stagesUs];

@@ -49,6 +49,13 @@ export interface SpoolStoreOptions {
   retryMs?: number;
 }
 
+/** A backlog record's place and size, read without its JSON. */
+export interface BacklogSize {
+  sequence: number;
+  /** Bytes of its record JSON. */
+  bytes: number;
+}
+
 export interface BacklogRow {
   sequence: number;
   requestId: string;
@@ -139,6 +146,8 @@ export class SpoolStore implements RequestSpool {
   private readonly committedListeners = new Set<() => void>();
   private readonly stmts: {
     backlogAfter: Database.Statement;
+    backlogSizesAfter: Database.Statement;
+    backlogRange: Database.Statement;
     pageCount: Database.Statement;
     freelistCount: Database.Statement;
   };
@@ -167,6 +176,10 @@ export class SpoolStore implements RequestSpool {
         // As a blob: the bytes go to the wire as they are, without a JS string decoded and encoded
         // again per record (backfill reads every record the node serves).
         backlogAfter: this.db.prepare('select sequence, request_id as requestId, cast(record_json as blob) as recordJson from records where sequence > ? order by sequence limit ?'),
+        // octet_length() takes a value's size from the row header without reading the value, so a
+        // batch is sized without loading records it will not carry (large bodies run to 1 MiB each).
+        backlogSizesAfter: this.db.prepare('select sequence, octet_length(record_json) as bytes from records where sequence > ? order by sequence limit ?'),
+        backlogRange: this.db.prepare('select sequence, request_id as requestId, cast(record_json as blob) as recordJson from records where sequence between ? and ? order by sequence'),
         pageCount: this.db.prepare('pragma page_count').pluck(),
         freelistCount: this.db.prepare('pragma freelist_count').pluck(),
       };
@@ -242,9 +255,24 @@ export class SpoolStore implements RequestSpool {
 
   // ---- backfill ----
 
-  /** Up to `limit` final records after `sequence`, oldest first. */
+  /** Up to `limit` final records after `sequence`, oldest first (tests and tools: backfill reads by size, below). */
   backlogAfter(sequence: number, limit: number): BacklogRow[] {
     return this.stmts.backlogAfter.all(sequence, limit) as BacklogRow[];
+  }
+
+  /**
+   * Sequence and JSON size of up to `limit` final records after `sequence`, oldest first, without
+   * reading their JSON: backfill chooses a batch from these, then reads only its rows
+   * (backlogRange). Reading whole rows to choose made each batch of large records read hundreds
+   * of rows to send one or two.
+   */
+  backlogSizesAfter(sequence: number, limit: number): BacklogSize[] {
+    return this.stmts.backlogSizesAfter.all(sequence, limit) as BacklogSize[];
+  }
+
+  /** The final records first..last (inclusive), oldest first. */
+  backlogRange(first: number, last: number): BacklogRow[] {
+    return this.stmts.backlogRange.all(first, last) as BacklogRow[];
   }
 
   /** Deletes the acknowledged records first..last (inclusive) with the next group commit. */

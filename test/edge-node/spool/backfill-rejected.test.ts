@@ -5,6 +5,7 @@
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
+import { MAX_RECORD_JSON_BYTES } from '../../../proto/src/index.js';
 import type { ControlMessage } from '../../../proto/src/index.js';
 import { parseRecordBatch } from '../../../control-plane/src/records/record-batch-handler.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
@@ -95,4 +96,38 @@ t.test('a row whose bytes are not UTF-8 is sent as stored and set aside as not_u
   const rejected = seen.flatMap((b) => b.rejected);
   t.same(rejected.map((r) => [r.requestId, r.reason]), [['bad-bytes', 'not_utf8']]);
   t.ok(rejected[0]!.bytes.equals(damaged), 'the control plane keeps the bytes as they were stored');
+});
+
+t.test('a row longer than the control plane accepts in one message goes cut, is set aside as too_large, and the backlog drains behind it', async (t) => {
+  const file = path.join(tempStateDir(t), 'spool.db');
+  const meta = createSpoolFile(file, NODE_ID);
+  const first = new SpoolStore({ file, meta, logger: quietLogger(), limits });
+  await Promise.all(Array.from({ length: 5 }, (_, i) => first.finalise(record(`huge-${i}`))));
+  await first.close();
+  // Only a damaged or edited file holds such a row: the node's builder cuts records to 1 MiB.
+  const db = new Database(file);
+  db.prepare('update records set record_json = ? where sequence = 2').run(`{"x":"${'x'.repeat(5 * 1024 * 1024)}"}`);
+  db.close();
+
+  const store = new SpoolStore({ file, meta, logger: quietLogger(), limits });
+  t.teardown(() => store.close());
+  const channel = new BackfillChannel({ store, logger: quietLogger(), maxRecords: 10 });
+  t.teardown(() => channel.stop());
+  const largestMessage: number[] = [];
+  const reasons: string[] = [];
+  channel.onEstablished((message) => {
+    if (message.recordBatch === undefined) return true;
+    largestMessage.push(message.recordBatch.records.reduce((sum, r) => sum + r.recordJson.length, 0));
+    const parsed = parseRecordBatch(message, NODE_ID);
+    reasons.push(...parsed.rejected.map((r) => r.reason));
+    const ack: ControlMessage = {
+      recordBatchAck: { batchId: parsed.batchId, lastSequence: parsed.lastSequence, acceptedCount: parsed.records.length, duplicateCount: 0, rejectedCount: parsed.rejected.length },
+    };
+    setImmediate(() => channel.onMessage(ack));
+    return true;
+  });
+  await waitFor(() => (store.backlogCount() === 0 ? true : undefined), { what: 'the backlog to drain' });
+  t.same(reasons, ['too_large'], 'the long row is set aside as too large');
+  t.equal(channel.totals.recordsAcknowledged, 5);
+  t.ok(Math.max(...largestMessage) <= MAX_RECORD_JSON_BYTES + 1, `no batch carried more than one record's limit of JSON (largest ${Math.max(...largestMessage)} bytes)`);
 });

@@ -4,7 +4,7 @@
 // plane's schema and stays under the size limit.
 import fc from 'fast-check';
 import t from 'tap';
-import { MAX_RECORD_JSON_BYTES, requestRecordSchema } from '../../../proto/src/index.js';
+import { MAX_RECORD_JSON_BYTES, MAX_RECORD_UNIX_MS, requestRecordSchema } from '../../../proto/src/index.js';
 import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
 import { buildRequestRecord } from '../../../edge-node/src/spool/request-record-builder.js';
 import { quietLogger } from './spool-helpers.js';
@@ -15,6 +15,8 @@ const anyNumber = fc.oneof(
   fc.integer({ min: -1000, max: 1_000_000 }),
   fc.double({ noNaN: false }),
   fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, Number.MAX_SAFE_INTEGER * 4, -0, 0.5),
+  // Times the control plane cannot store: year 10000, and beyond JavaScript's Date range.
+  fc.constantFrom(MAX_RECORD_UNIX_MS + 1, Date.UTC(10000, 0, 1), 8.7e15, Number.MAX_SAFE_INTEGER),
 );
 const attempt = fc.record({
   upstream: anyText,
