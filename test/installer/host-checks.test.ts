@@ -4,8 +4,11 @@
  * under the host root. The control-plane checks run the real HTTPS probe against a local server.
  */
 import t from 'tap';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import { productVersion } from '../../edge-node/src/product-version.js';
@@ -166,6 +169,38 @@ t.test('the real control-plane probe: unreachable, untrusted, not a control plan
     }
     t.equal(r.changed, false, `${name}: nothing written`);
   }
+});
+
+t.test('a damaged or empty release key is refused as NODE-PKG-SIGNATURE telling to unpack the installer again, not a crash', async (t) => {
+  const damaged: Array<[string, string | undefined, (() => Promise<string | undefined>) | undefined]> = [
+    ['cut', '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n', undefined],
+    ['empty', '', undefined],
+    ['not a PEM', 'hello', undefined],
+    ['another key type', generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString(), undefined],
+    ['unreadable', undefined, async () => { throw Object.assign(new Error('permission denied'), { code: 'EACCES' }); }],
+  ];
+  for (const [name, keyPem, trustedKeyPem] of damaged) {
+    for (const withToken of [false, true]) {
+      const r = await attempt({ name, code: 'NODE-PKG-SIGNATURE', withToken, setup: async () => ({ host: trustedKeyPem !== undefined ? { trustedKeyPem } : { trustedKeyPem: async () => keyPem } }) });
+      t.equal(r.exit, 1, `${name}: exit 1`);
+      t.match(r.out, /✗ NODE-PKG-SIGNATURE: the installer's release key \(installer\/release-signing-key\.pub\.pem\) is unreadable or damaged \(.+\): unpack the installer again\n +→ Unpack the installer tarball again/, `${name}: reported with the installer's fault`);
+      t.notMatch(r.out, /Download the package again/, `${name}: the package is not blamed`);
+      t.equal(r.changed, false, `${name}: nothing written`);
+    }
+  }
+});
+
+t.test('a plain-HTTP service on the control-plane URL\'s port is NODE-CP-NOT-HTTPS, with advice about the URL and not about --ca-file', async (t) => {
+  const plain = createHttpServer((_req, res) => res.end('hello'));
+  await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => plain.close(() => resolve())));
+  const url = `https://127.0.0.1:${(plain.address() as AddressInfo).port}`;
+  const r = await attempt({ name: 'plain http', code: 'NODE-CP-NOT-HTTPS', setup: async () => ({ host: { probeControlPlane }, args: ['--control-plane', url] }) });
+  t.equal(r.exit, 1);
+  t.match(r.out, /✗ NODE-CP-NOT-HTTPS: the control plane at 127\.0\.0\.1:\d+ did not speak TLS/);
+  t.match(r.out, /NODE-CP-NOT-HTTPS: .*\n +→ The URL's port does not serve HTTPS: copy the --control-plane URL/);
+  t.notMatch(r.out, /NODE-CP-TLS|--ca-file/, 'no advice about the CA');
+  t.equal(r.changed, false);
 });
 
 t.test('all blocking findings are listed together, not just the first', async (t) => {

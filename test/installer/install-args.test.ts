@@ -4,7 +4,7 @@
  * journalctl only a known unit and a validated --since.
  */
 import t from 'tap';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli } from '../../installer/src/cli.js';
@@ -110,6 +110,32 @@ t.test('an empty or whitespace token, or an empty token file, is a usage error b
     t.same(listTree(root), before, 'nothing written');
     t.same(services.calls, [], 'no unit touched');
   }
+});
+
+t.test('--reenroll of an installed node with another --listen is a usage error saying the installed address is kept; the same address is accepted', async (t) => {
+  const host = mkdtempSync(join(tmpdir(), 'zn-args-reenroll-'));
+  t.teardown(() => rmSync(host, { recursive: true, force: true }));
+  mkdirSync(join(host, 'etc/systemd/system'), { recursive: true });
+  writeFileSync(join(host, 'etc/systemd/system/node-edge.service'), '[Service]\nEnvironmentFile=/opt/zenova-node/etc/node.env\n');
+  mkdirSync(join(host, 'opt/zenova-node/etc'), { recursive: true });
+  writeFileSync(join(host, 'opt/zenova-node/etc/node.env'), '# Written by `zenova install node`.\nZENOVA_NODE_LISTEN=0.0.0.0:7480\n');
+  const services = fakeServices(host);
+  const before = listTree(host);
+  const cli = captureCli(root);
+  const refused = await runInstall([...BASE, '--token', 'zn_it_REENROLL1', '--reenroll', '--listen', '0.0.0.0:9480'], cli.ctx, hostEnv(host, { services })).then(
+    (exit) => new Error(`no usage error (exit ${exit})`),
+    (err: unknown) => err as Error,
+  );
+  t.type(refused, UsageError, 'a usage error (exit 2)');
+  t.match(refused.message, /--listen cannot change the listen address with --reenroll: a reenroll keeps the installed node's address \(0\.0\.0\.0:7480, ZENOVA_NODE_LISTEN in \/opt\/zenova-node\/etc\/node\.env\); leave out --listen/);
+  t.notMatch(cli.out(), /checking this host/, 'no check ran');
+  t.same(services.calls, [], 'node-edge was not stopped');
+  t.same(listTree(host), before, 'nothing written');
+
+  // The installed address itself is no change: the reenroll goes on to its checks.
+  const same = captureCli(root);
+  t.equal(await runInstall([...BASE, '--token', 'zn_it_REENROLL1', '--reenroll', '--listen', '0.0.0.0:7480'], same.ctx, hostEnv(host, { services })), 1, 'refused by the checks only (no package here)');
+  t.match(same.out(), /checking this host/);
 });
 
 t.test('status on a host without a node says so and exits 1, in text and JSON', async (t) => {

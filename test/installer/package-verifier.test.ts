@@ -88,3 +88,10 @@ t.test('extraction re-checks every file and fails when the package changed after
   flipByte(file, -1);
   await t.rejects(extractPackage(file, verdict.manifest, verdict.dataOffset, join(dir, 'release-2')), /SHA-256 mismatch/);
 });
+
+t.test('a damaged trusted key refuses the package as NODE-PKG-SIGNATURE instead of throwing', async (t) => {
+  const file = await fresh('damaged-key');
+  for (const key of ['', 'hello', '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n']) {
+    t.match(await verifyPackage(file, key), { ok: false, code: 'NODE-PKG-SIGNATURE', cause: /release key .* is unreadable or damaged .*: unpack the installer again/ }, JSON.stringify(key));
+  }
+});

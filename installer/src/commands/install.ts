@@ -17,7 +17,9 @@ import { runHostChecks } from '../install/host-checks.js';
 import type { CheckMode } from '../install/host-checks.js';
 import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
 import { DEFAULT_NODE_LISTEN, NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
+import { takeInstallLock } from '../install/install-lock.js';
 import { installNode } from '../install/install-node.js';
+import { shellQuote } from '../format/shell-quote.js';
 
 const HELP = 'install node';
 const MAX_TOKEN_FILE_BYTES = 4096;
@@ -34,10 +36,12 @@ the findings are listed with their NODE-… codes and nothing is written.
   --package FILE        The node package (zenova-node.zpkg) of the control plane's release
   --control-plane URL   The control plane's callback URL (https://…)
   --token T             The one-time token from the install command
-  --token-file F        Read the token from F instead (keeps it out of the process list; chmod 600)
+  --token-file F        Read the token from F instead, its one non-blank line (keeps it out of the
+                        process list; chmod 600)
   --ca-file F           The control plane's CA (PEM), when it uses a private CA
   --install-dir D       Where to install (default ${DEFAULT_INSTALL_DIR}; seed 004 §9.2 rules)
-  --listen HOST:PORT    Where node-edge serves callers (default ${DEFAULT_NODE_LISTEN})
+  --listen HOST:PORT    Where node-edge serves callers (default ${DEFAULT_NODE_LISTEN}); --reenroll of an
+                        installed node keeps its installed address
   --check-only          Run the checks only: no token needed or used, nothing written
   --reenroll            Replace the installed node's identity (keeps data, spool, unsent records);
                         also recovers a failed install whose data/ was kept (installs it again)
@@ -76,8 +80,13 @@ async function readTokenFile(file: string): Promise<{ token: string; warning?: F
     if (err instanceof UsageError) throw err;
     throw new UsageError(`cannot read --token-file ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, HELP);
   }
-  const token = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  // The token is the one non-blank line: blank lines around it are an editor's, but a second
+  // non-blank line means the file holds something else too, and guessing which line is the token
+  // could redeem the wrong one.
+  const lines = text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== '');
+  const token = lines[0] ?? '';
   if (token === '') throw new UsageError(`--token-file ${file} is empty: write the token from the install command into it`, HELP);
+  if (lines.length > 1) throw new UsageError(`--token-file ${file} has ${lines.length} non-blank lines; a token file holds one token: write only the token from the install command into it`, HELP);
   checkToken(token, `the token in --token-file ${file}`);
   const warning = (mode & 0o077) !== 0 ? finding('NODE-TOKEN-FILE-MODE', `the token file ${file} is readable by group or others (mode 0${(mode & 0o777).toString(8)})`) : undefined;
   return warning === undefined ? { token } : { token, warning };
@@ -140,19 +149,83 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
       tokenWarning = read.warning;
     }
   }
-  ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : ''}: checking this host (nothing is written until every check passes)\n`);
-  if (tokenWarning !== undefined) printFinding(ctx, tokenWarning, '  ');
+  const listen = await listenAddress(listenOption, reenroll, host);
 
-  // --reenroll keeps the installed listen address; a new install takes --listen or the default.
+  // One install at a time: a second run fails fast instead of writing over the first one. Without
+  // root the lock cannot be written, and then the root check blocks before any write anyway.
+  const locked = await takeInstallLock(host.hostRoot);
+  if (!locked.ok && (locked.busy || host.probe.isRoot())) {
+    const f = locked.busy
+      ? finding('NODE-INSTALL-RUNNING', `another zenova install node${locked.holderPid === undefined ? '' : ` (pid ${locked.holderPid})`} is running on this host and holds ${locked.file}`)
+      : finding('NODE-WRITE-FAILED', `cannot create the install lock ${locked.file} (${locked.reason})`);
+    ctx.stdout.write(`zenova install node: ${f.code === 'NODE-INSTALL-RUNNING' ? 'another install is running' : 'cannot take the install lock'}; nothing was checked or written:\n`);
+    printFinding(ctx, f, '  ');
+    return EXIT_FAILURE;
+  }
+  try {
+    return await checkAndInstall({ ctx, host, checkOnly, reenroll, installDir, packageFile, controlPlaneUrl, caFile, listen, token, tokenWarning, tokenSource });
+  } finally {
+    if (locked.ok) await locked.lock.release();
+  }
+}
+
+/**
+ * Where node-edge listens: --listen or the default for a new install. --reenroll of an installed
+ * node keeps its installed address (it only replaces the identity and never rewrites etc/node.env),
+ * so another --listen there is refused rather than ignored; without a unit (a failed install's
+ * data/ kept) the whole install runs again and --listen applies.
+ */
+async function listenAddress(listenOption: string | undefined, reenroll: boolean, host: HostEnv): Promise<{ host: string; port: number }> {
   let listenText = listenOption ?? DEFAULT_NODE_LISTEN;
-  const mode: CheckMode = checkOnly ? 'check-only' : reenroll ? 'reenroll' : 'install';
-  if (reenroll && listenOption === undefined) {
+  if (reenroll) {
     const unit = await host.services.readUnit(NODE_UNIT);
     const dir = unit === undefined ? undefined : installDirFromUnit(unit);
-    if (dir !== undefined) listenText = (await readNodeEnv(onHost(host.hostRoot, installLayout(dir).envFile))).ZENOVA_NODE_LISTEN ?? listenText;
+    if (dir !== undefined) {
+      const envFile = installLayout(dir).envFile;
+      const installed = (await readNodeEnv(onHost(host.hostRoot, envFile))).ZENOVA_NODE_LISTEN;
+      if (listenOption !== undefined && !sameListen(listenOption, installed)) {
+        throw new UsageError(
+          `--listen cannot change the listen address with --reenroll: a reenroll keeps the installed node's address (${installed ?? 'unknown'}, ZENOVA_NODE_LISTEN in ${envFile}); ` +
+            'leave out --listen. This release has no command that changes the address of an installed node (no uninstall, and its dir must never be deleted to reinstall).',
+          HELP,
+        );
+      }
+      listenText = installed ?? listenText;
+    }
   }
   const listen = parseListen(listenText);
   if (listen === undefined) throw new UsageError(`--listen must be HOST:PORT with a port from 1 to 65535, got ${JSON.stringify(listenText)}`, HELP);
+  return listen;
+}
+
+function sameListen(a: string, b: string | undefined): boolean {
+  const x = parseListen(a);
+  const y = b === undefined ? undefined : parseListen(b);
+  return x !== undefined && y !== undefined && x.host === y.host && x.port === y.port;
+}
+
+interface InstallRun {
+  ctx: CliContext;
+  host: HostEnv;
+  checkOnly: boolean;
+  reenroll: boolean;
+  installDir: string | undefined;
+  packageFile: string;
+  controlPlaneUrl: string;
+  caFile: string | undefined;
+  listen: { host: string; port: number };
+  token: string | undefined;
+  tokenWarning: Finding | undefined;
+  tokenSource: TokenSource;
+}
+
+/** The checks, then (unless --check-only) the install; run while holding the install lock. */
+async function checkAndInstall(run: InstallRun): Promise<number> {
+  const { ctx, host, checkOnly, reenroll, installDir, packageFile, controlPlaneUrl, caFile, listen, token, tokenWarning, tokenSource } = run;
+  ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : ''}: checking this host (nothing is written until every check passes)\n`);
+  if (tokenWarning !== undefined) printFinding(ctx, tokenWarning, '  ');
+  const mode: CheckMode = checkOnly ? 'check-only' : reenroll ? 'reenroll' : 'install';
+  const key = await readTrustedKey(host);
 
   const checks = await runHostChecks(
     {
@@ -161,7 +234,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
       installDir,
       defaultInstallDir: DEFAULT_INSTALL_DIR,
       packageFile,
-      trustedKeyPem: await host.trustedKeyPem(),
+      ...key,
       controlPlaneUrl,
       caFile,
       listen,
@@ -221,9 +294,18 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   ctx.stdout.write(
     `\nNode ${outcome.nodeName} (id ${outcome.nodeId}) is ${reenroll ? 're-enrolled' : 'installed'} and ready.\n` +
       `  Check it:   ${outcome.cli} status\n  Its logs:   ${outcome.cli} logs node-edge --since '30 min ago'\n` +
-      (tokenSource?.from === 'file' ? `  Delete the token file now: rm -f ${tokenSource.file}\n` : ''),
+      (tokenSource?.from === 'file' ? `  Delete the token file now: rm -f -- ${shellQuote(tokenSource.file)}\n` : ''),
   );
   return EXIT_OK;
+}
+
+/** The release key's text; a key file that exists but cannot be read is a finding of the checks. */
+async function readTrustedKey(host: HostEnv): Promise<{ trustedKeyPem: string | undefined; trustedKeyUnreadable?: string }> {
+  try {
+    return { trustedKeyPem: await host.trustedKeyPem() };
+  } catch (err) {
+    return { trustedKeyPem: undefined, trustedKeyUnreadable: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
+  }
 }
 
 export function installCommandFor(host: () => HostEnv): Command {

@@ -51,9 +51,11 @@ export const probeControlPlane: ControlPlaneProbe = async (value, caPem, caFile)
       trustSource: caFile !== undefined ? `--ca-file ${caFile}` : "this host's system trust store",
       trustAdvice: "pass the CA that signed the control plane's certificate with --ca-file (the install command names it)",
     });
-    const tls = kind === 'untrusted' || kind === 'name-mismatch' || kind === 'expired' || kind === 'not-tls';
+    // A certificate problem is fixed with --ca-file; a port that does not speak TLS at all (plain
+    // HTTP there) is a wrong URL, which no CA can fix.
+    const tls = kind === 'untrusted' || kind === 'name-mismatch' || kind === 'expired';
     const cause = explained ?? `cannot reach the control plane at ${base.host}: ${oneLine((err as Error).message, 200)}`;
-    return { ok: false, finding: finding(tls ? 'NODE-CP-TLS' : 'NODE-CP-UNREACHABLE', cause) };
+    return { ok: false, finding: finding(kind === 'not-tls' ? 'NODE-CP-NOT-HTTPS' : tls ? 'NODE-CP-TLS' : 'NODE-CP-UNREACHABLE', cause) };
   }
   const receivedAt = Date.now();
   const parsed = preflightResponseSchema.safeParse(response.body);

@@ -10,12 +10,14 @@ import { PROTOCOL_VERSION } from '../../../proto/src/index.js';
 import { isCertificatePem } from '../../../edge-node/src/state/pem.js';
 import type { HostProbe } from '../host/host-probe.js';
 import type { ServiceManager } from '../host/service-manager.js';
-import { verifyPackage } from '../package/package-verifier.js';
+import { RELEASE_KEY_ADVICE, releaseKeyDamaged, releaseKeyProblem, verifyPackage } from '../package/package-verifier.js';
+import { RELEASE_KEY_NAME } from '../package/release-key.js';
 import { NODE_ENTRYPOINT, PACKAGE_ARCHES, PACKAGE_PRODUCT } from '../package/package-manifest.js';
 import type { PackageManifest } from '../package/package-manifest.js';
 import type { ControlPlaneFacts, ControlPlaneProbe } from './control-plane-probe.js';
 import { finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
+import { foreignInstallDirEntries } from './install-dir-contents.js';
 import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
 import { pathExists } from './path-exists.js';
@@ -29,8 +31,6 @@ const MAX_CA_FILE_BYTES = 256 * 1024;
 export const CONTROL_PLANE_UNIT = 'zenova-control.service';
 /** SELinux types that systemd (init_t) may not execute programs from. */
 const SELINUX_NON_EXEC_TYPES = new Set(['tmp_t', 'user_tmp_t', 'user_home_t', 'user_home_dir_t', 'default_t', 'unlabeled_t', 'nfs_t', 'cifs_t', 'fusefs_t', 'removable_t']);
-/** What an installation dir may already hold without being "foreign" (a rolled-back attempt). */
-const LAYOUT_ENTRIES = new Set(['releases', 'current', 'updater', 'data', 'etc']);
 
 export type CheckMode = 'install' | 'check-only' | 'reenroll';
 
@@ -43,6 +43,8 @@ export interface CheckInput {
   defaultInstallDir: string;
   packageFile: string;
   trustedKeyPem: string | undefined;
+  /** Why the release key file exists but could not be read (e.g. EACCES); every package is refused then. */
+  trustedKeyUnreadable?: string;
   controlPlaneUrl: string;
   caFile: string | undefined;
   listen: { host: string; port: number };
@@ -122,8 +124,12 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
 
   // The package: signature and checksums first, then what it claims to be.
   const pkgFindings: Finding[] = [];
-  if (input.trustedKeyPem === undefined) {
-    pkgFindings.push(finding('NODE-PKG-SIGNATURE', 'this installer carries no trusted release key (installer/release-signing-key.pub.pem), so no package can be verified'));
+  // A missing or damaged release key is the installer's fault, not the package's: its own advice.
+  const keyProblem = input.trustedKeyUnreadable !== undefined ? `cannot read it: ${input.trustedKeyUnreadable}` : input.trustedKeyPem === undefined ? undefined : releaseKeyProblem(input.trustedKeyPem);
+  if (keyProblem !== undefined) {
+    pkgFindings.push(finding('NODE-PKG-SIGNATURE', releaseKeyDamaged(keyProblem), RELEASE_KEY_ADVICE));
+  } else if (input.trustedKeyPem === undefined) {
+    pkgFindings.push(finding('NODE-PKG-SIGNATURE', `this installer carries no trusted release key (${RELEASE_KEY_NAME}), so no package can be verified`, RELEASE_KEY_ADVICE));
   } else {
     const verdict = await verifyPackage(input.packageFile, input.trustedKeyPem);
     if (!verdict.ok) {
@@ -222,8 +228,9 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
 }
 
 /**
- * A new install's dir must be absent, empty, or the remains of a rolled-back attempt; its data/
- * may hold an identity only when --reenroll installs around it (`identityAllowed`).
+ * A new install's dir must be absent, empty, or the remains of a rolled-back attempt (its etc/ and
+ * data/ holding only the installer's and the node's files: install-dir-contents.ts); its data/ may
+ * hold an identity only when --reenroll installs around it (`identityAllowed`).
  */
 async function installDirState(hostRoot: string, dir: string, identityAllowed: boolean): Promise<Finding[]> {
   const physical = onHost(hostRoot, dir);
@@ -236,11 +243,12 @@ async function installDirState(hostRoot: string, dir: string, identityAllowed: b
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     return [finding('NODE-DIR-NOT-EMPTY', `cannot read ${dir} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)];
   }
+  // Foreign files first: an identity.json among them does not make the dir a node's.
+  const foreign = await foreignInstallDirEntries(physical, entries);
+  if (foreign.length > 0) return [finding('NODE-DIR-NOT-EMPTY', `${dir} already holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}`)];
   const layout = installLayout(dir);
   if (!identityAllowed && (await pathExists(onHost(hostRoot, `${layout.data}/identity.json`)))) {
     return [finding('NODE-DATA-EXISTS', `${layout.data} holds the identity of a node installed here before`)];
   }
-  const foreign = entries.filter((e) => !LAYOUT_ENTRIES.has(e));
-  if (foreign.length > 0) return [finding('NODE-DIR-NOT-EMPTY', `${dir} already holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}`)];
   return [];
 }

@@ -8,12 +8,13 @@
  * rollback kept data/ (no units) runs the whole write phase again around that data/.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readlink, rename, rm, rmdir, symlink } from 'node:fs/promises';
+import { chmod, mkdir, readlink, rename, rm, rmdir, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
 import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
 import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
+import { STATE_DIR_MODE as DATA_DIR_MODE } from '../../../edge-node/src/state/state-store.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import { extractPackage } from '../package/package-extract.js';
 import type { PackageManifest } from '../package/package-manifest.js';
@@ -160,6 +161,9 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
 
     // The token is redeemed only now: a failure above never burns it. A kept data/ is never removed.
     const dataExisted = await pathExists(host(layout.data));
+    // The node's state store sets 0700 only on a dir it creates: a kept data/ is made private here,
+    // before the new identity and credential are written into it.
+    if (dataExisted) await chmod(host(layout.data), DATA_DIR_MODE);
     undo.push(async () => {
       // data/ goes only if this run made it and it holds no identity (the token was refused).
       if (!dataExisted && !(await pathExists(host(`${layout.data}/identity.json`)))) await rm(host(layout.data), { recursive: true, force: true });
@@ -283,6 +287,17 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   const layout = installLayout(input.installDir);
   const host = (p: string): string => onHost(input.hostRoot, p);
   const { services } = input;
+  try {
+    // As for a kept data/ (writeInstallation): private before the new identity lands in it. A
+    // missing one is created 0700 by the enrollment.
+    await chmod(host(layout.data), DATA_DIR_MODE).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    });
+  } catch (err) {
+    const f = finding('NODE-WRITE-FAILED', `could not make ${layout.data} private (mode 0700): ${errnoText(err)}`, 'Nothing was changed and the token was not used: fix the cause shown and run the same command again.');
+    step(`${layout.data} mode 0700`, f);
+    return { ok: false, finding: f };
+  }
   try {
     await services.stop(NODE_UNIT);
   } catch (err) {

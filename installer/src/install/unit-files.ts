@@ -62,8 +62,11 @@ ReadWritePaths=${layout.dir}
 `;
 }
 
+/** How etc/node.env starts: an existing one with another start is not the installer's (install-dir-contents.ts). */
+export const NODE_ENV_HEADER = '# Written by `zenova install node`.';
+
 export function nodeEnvFile(layout: InstallLayout, opts: { listen: string; version: string; controlPlaneUrl: string }): string {
-  return `# Written by \`zenova install node\`. No secrets here: the identity and credential are in ${layout.data}.
+  return `${NODE_ENV_HEADER} No secrets here: the identity and credential are in ${layout.data}.
 ZENOVA_NODE_INSTALL_DIR=${layout.dir}
 ZENOVA_NODE_LISTEN=${opts.listen}
 ZENOVA_NODE_VERSION=${opts.version}

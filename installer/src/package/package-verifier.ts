@@ -10,6 +10,7 @@ import { open } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { describeIssues } from '../../../edge-node/src/zod-issues.js';
 import { ED25519_SIGNATURE_BYTES, MAX_MANIFEST_BYTES, ZPKG_MAGIC } from './package-format.js';
+import { RELEASE_KEY_NAME } from './release-key.js';
 import { canonicalManifestBytes, packageManifestSchema } from './package-manifest.js';
 import type { PackageManifest } from './package-manifest.js';
 
@@ -28,6 +29,14 @@ const ADVICE: Record<PackageProblemCode, string> = {
   'NODE-PKG-CHECKSUM': 'the package is damaged or tampered with: download it again and check its SHA-256',
 };
 
+/** The cause when the installer's own release key is damaged (`problem` says how). */
+export function releaseKeyDamaged(problem: string): string {
+  return `the installer's release key (${RELEASE_KEY_NAME}) is unreadable or damaged (${problem}): unpack the installer again`;
+}
+
+/** The advice when the installer's release key is missing or damaged: the package is not at fault. */
+export const RELEASE_KEY_ADVICE = 'Unpack the installer tarball again (it carries the release key beside the CLI) and run the command from there; never replace the key by hand.';
+
 class PackageProblem extends Error {
   constructor(readonly code: PackageProblemCode, message: string) {
     super(message);
@@ -45,10 +54,26 @@ async function readExactly(handle: FileHandle, position: number, length: number,
   return buffer;
 }
 
+/**
+ * The trusted release key as a KeyObject. A damaged key file (empty, cut, not PEM, another key
+ * type) refuses every package with NODE-PKG-SIGNATURE, as a missing one does: it is the installer's
+ * own file that is broken, never a reason to skip the signature.
+ */
 function trustedKey(pem: string): KeyObject {
-  const key = createPublicKey(pem);
-  if (key.asymmetricKeyType !== 'ed25519') throw new Error('the trusted package key is not an Ed25519 public key');
-  return key;
+  const problem = releaseKeyProblem(pem);
+  if (problem !== undefined) throw new PackageProblem('NODE-PKG-SIGNATURE', releaseKeyDamaged(problem));
+  return createPublicKey(pem);
+}
+
+/** Why `pem` is not a usable Ed25519 public key, or undefined when it is one. */
+export function releaseKeyProblem(pem: string): string | undefined {
+  let key: KeyObject;
+  try {
+    key = createPublicKey(pem);
+  } catch (err) {
+    return pem.trim() === '' ? 'the key file is empty' : `it is not a readable public key (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`;
+  }
+  return key.asymmetricKeyType === 'ed25519' ? undefined : `it is a ${key.asymmetricKeyType ?? 'unknown'} key, not an Ed25519 public key`;
 }
 
 interface Header {
@@ -111,7 +136,13 @@ async function checkFiles(handle: FileHandle, manifest: PackageManifest, dataOff
 }
 
 export async function verifyPackage(file: string, trustedPublicKeyPem: string): Promise<PackageVerdict> {
-  const key = trustedKey(trustedPublicKeyPem);
+  let key: KeyObject;
+  try {
+    key = trustedKey(trustedPublicKeyPem);
+  } catch (err) {
+    if (err instanceof PackageProblem) return { ok: false, code: err.code, cause: err.message, advice: RELEASE_KEY_ADVICE };
+    throw err;
+  }
   let handle: FileHandle;
   try {
     handle = await open(file, 'r');

@@ -7,6 +7,8 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
+/** The key file as the operator finds it in the unpacked installer. */
+export const RELEASE_KEY_NAME = 'installer/release-signing-key.pub.pem';
 export const RELEASE_KEY_FILE = fileURLToPath(new URL('../../release-signing-key.pub.pem', import.meta.url));
 
 /** The PEM, or undefined when this installer carries none (a development checkout). */

@@ -1,0 +1,106 @@
+/**
+ * What an existing install dir may already hold without being foreign: the layout's own entries
+ * (the remains of a rolled-back attempt, or data/ kept by one), and inside etc/ and data/ only what
+ * the installer and the node write there. Top-level names alone are not enough: an application's
+ * own /data/app/{etc,data} would pass, and its etc/node.env would then be overwritten.
+ */
+import { readFile, readdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { CA_FILE, ENV_FILE } from './install-layout.js';
+import { NODE_ENV_HEADER } from './unit-files.js';
+
+/** The top level of an install dir (install-layout.ts). */
+const LAYOUT_ENTRIES = new Set(['releases', 'current', 'updater', 'data', 'etc']);
+const ENV_FILE_NAME = path.posix.basename(ENV_FILE);
+const ETC_FILES = new Set([ENV_FILE_NAME, path.posix.basename(CA_FILE)]);
+/**
+ * The files the node keeps in its state dir. Written out, not imported: their modules load
+ * better-sqlite3, which the installer tarball does not carry
+ * (test/installer/install-dir-contents.test.ts keeps this list in step with the node's constants).
+ */
+export const NODE_STATE_JSON_FILES = ['identity.json', 'credential.json', 'control-status.json', 'config-applied-version.json', 'spool.json'] as const;
+export const NODE_STATE_SQLITE_FILES = ['spool.db', 'credit-leases.sqlite', 'rate-limits.sqlite', 'mcp-sessions.sqlite', 'control-link.sqlite'] as const;
+/** The config cache's dir in the state dir and the files in it (edge-node/src/config/bundle-cache.ts). */
+export const NODE_CONFIG_CACHE_DIR = 'config';
+const CONFIG_CACHE_FILES = new Set(['current.json', 'previous.json']);
+/** SQLite's companions of a database file (WAL mode, and rollback journal while one is built). */
+const SQLITE_SUFFIXES = ['', '-wal', '-shm', '-journal'];
+/** The node's env file is tiny; a bigger file is not the installer's. */
+const MAX_ENV_FILE_BYTES = 64 * 1024;
+
+const STATE_JSON_FILES: ReadonlySet<string> = new Set(NODE_STATE_JSON_FILES);
+const STATE_FILES = new Set(NODE_STATE_SQLITE_FILES.flatMap((f) => SQLITE_SUFFIXES.map((s) => `${f}${s}`)).concat(NODE_STATE_JSON_FILES));
+
+/** A temp file writeFileAtomic (edge-node/src/state/atomic-write.ts: `.<name>.<12 hex>.tmp`) left beside one of `names`. */
+function isAtomicWriteLeftover(entry: string, names: ReadonlySet<string>): boolean {
+  const target = /^\.(.+)\.[0-9a-f]{12}\.tmp$/.exec(entry)?.[1];
+  return target !== undefined && names.has(target);
+}
+
+/** A spool being created (spool-file.ts: `spool.db.new-<pid>`, with its journal) when the node died. */
+function isNewSpoolLeftover(entry: string): boolean {
+  return /^spool\.db\.new-\d+(-journal)?$/.test(entry);
+}
+
+async function listDir(physical: string): Promise<string[] | string> {
+  try {
+    if (!(await stat(physical)).isDirectory()) return 'not a directory';
+    return (await readdir(physical)).sort();
+  } catch (err) {
+    return `cannot read it: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+  }
+}
+
+async function isInstallerEnvFile(physical: string): Promise<boolean> {
+  try {
+    const info = await stat(physical);
+    if (!info.isFile() || info.size > MAX_ENV_FILE_BYTES) return false;
+    return (await readFile(physical, 'utf8')).startsWith(NODE_ENV_HEADER);
+  } catch {
+    return false;
+  }
+}
+
+/** etc/ may hold the env file the installer wrote (its header says so), the CA file, and temp files of either. */
+async function foreignInEtc(physical: string): Promise<string | undefined> {
+  const entries = await listDir(physical);
+  if (typeof entries === 'string') return `etc (${entries})`;
+  for (const entry of entries) {
+    if (entry === ENV_FILE_NAME) {
+      if (!(await isInstallerEnvFile(path.join(physical, entry)))) return `etc/${entry} (not written by zenova install node)`;
+    } else if (!ETC_FILES.has(entry) && !isAtomicWriteLeftover(entry, ETC_FILES)) {
+      return `etc/${entry}`;
+    }
+  }
+  return undefined;
+}
+
+/** data/ may hold only the node's state files (and their SQLite companions and temp files) and its config cache. */
+async function foreignInData(physical: string): Promise<string | undefined> {
+  const entries = await listDir(physical);
+  if (typeof entries === 'string') return `data (${entries})`;
+  for (const entry of entries) {
+    if (entry === NODE_CONFIG_CACHE_DIR) {
+      const cache = await listDir(path.join(physical, entry));
+      if (typeof cache === 'string') return `data/${entry} (${cache})`;
+      const other = cache.find((e) => !CONFIG_CACHE_FILES.has(e) && !isAtomicWriteLeftover(e, CONFIG_CACHE_FILES));
+      if (other !== undefined) return `data/${entry}/${other}`;
+    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isNewSpoolLeftover(entry)) {
+      return `data/${entry}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * What in the install dir (`physical`, its listing `entries`) is neither the installer's nor the
+ * node's own, as paths relative to the dir; [] when nothing is.
+ */
+export async function foreignInstallDirEntries(physical: string, entries: readonly string[]): Promise<string[]> {
+  const foreign = entries.filter((e) => !LAYOUT_ENTRIES.has(e)).sort();
+  if (foreign.length > 0) return foreign;
+  const inside: Array<string | undefined> = [];
+  if (entries.includes('etc')) inside.push(await foreignInEtc(path.join(physical, 'etc')));
+  if (entries.includes('data')) inside.push(await foreignInData(path.join(physical, 'data')));
+  return inside.filter((e) => e !== undefined);
+}

@@ -1,0 +1,117 @@
+/**
+ * An install dir that already has etc/ or data/ is accepted only when they hold the installer's and
+ * the node's own files: an application's etc/node.env or data/app.db is NODE-DIR-NOT-EMPTY naming
+ * the entry, and nothing of it is overwritten. A kept data/ ends up 0700 whatever its mode was.
+ */
+import t from 'tap';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runInstall } from '../../installer/src/commands/install.js';
+import { NODE_CONFIG_CACHE_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
+import type { Enroller } from '../../installer/src/install/install-node.js';
+import { IDENTITY_FILE } from '../../edge-node/src/state/identity.js';
+import { CREDENTIAL_FILE } from '../../edge-node/src/state/credential-store.js';
+import { CONTROL_STATUS_FILE } from '../../edge-node/src/control/control-status.js';
+import { APPLIED_VERSION_FILE } from '../../edge-node/src/config/applied-version.js';
+import { SPOOL_MARKER_FILE } from '../../edge-node/src/spool/spool-marker.js';
+import { SPOOL_FILE } from '../../edge-node/src/spool/spool-file.js';
+import { LEASE_DB_FILE } from '../../edge-node/src/billing/lease-store.js';
+import { RATE_LIMIT_FILE } from '../../edge-node/src/rate-limit/sqlite-limit-store.js';
+import { SESSION_OWNER_FILE } from '../../edge-node/src/providers/mcp/sqlite-session-owner-store.js';
+import { CONTROL_LINK_LOCK_FILE } from '../../edge-node/src/control/control-link-lock.js';
+import { CONFIG_CACHE_DIR } from '../../edge-node/src/config/bundle-cache.js';
+import { captureCli, fakeServices, hostEnv, listTree } from './fake-host.js';
+import { buildNodePackage, releaseKeys } from './package-builder.js';
+
+const keys = releaseKeys();
+const work = mkdtempSync(join(tmpdir(), 'zn-contents-work-'));
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
+
+let pkg = '';
+t.before(async () => {
+  pkg = (await buildNodePackage(work, keys)).file;
+});
+
+const enrollOk: Enroller = async (opts) => {
+  mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(opts.stateDir, 'identity.json'), '{"nodeName":"n1"}');
+  return { nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: opts.controlPlaneUrl, gatewayTarget: 'gw:8443', stateDir: opts.stateDir, reenrolled: opts.reenroll };
+};
+
+/** A host root with /data/app laid out by `files` (relative path → content; a trailing / makes a dir). */
+function hostWith(files: Record<string, string>): string {
+  const root = mkdtempSync(join(tmpdir(), 'zn-contents-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(join(root, 'etc/systemd/system'), { recursive: true });
+  for (const [rel, content] of Object.entries(files)) {
+    const full = join(root, 'data/app', rel);
+    if (rel.endsWith('/')) mkdirSync(full, { recursive: true });
+    else {
+      mkdirSync(join(full, '..'), { recursive: true });
+      writeFileSync(full, content);
+    }
+  }
+  return root;
+}
+
+async function install(root: string): Promise<{ exit: number; out: string }> {
+  const cli = captureCli(work);
+  const exit = await runInstall(
+    ['node', '--package', pkg, '--control-plane', 'https://cp.example.test', '--token', 'zn_it_CONTENTS1', '--install-dir', '/data/app'],
+    cli.ctx,
+    hostEnv(root, { keyPem: keys.publicKeyPem, services: fakeServices(root), enroll: enrollOk }),
+  );
+  return { exit, out: cli.out() };
+}
+
+const cases: Array<[string, Record<string, string>, RegExp]> = [
+  ['an application\'s own etc/node.env', { 'etc/node.env': 'APP_SETTING=important\n' }, /\/data\/app already holds etc\/node\.env \(not written by zenova install node\)/],
+  ['another file in etc/', { 'etc/app.conf': 'x=1\n' }, /\/data\/app already holds etc\/app\.conf/],
+  ['an application database in data/', { 'data/app.db': 'customer data' }, /\/data\/app already holds data\/app\.db/],
+  ['a foreign file in data/config/', { 'data/config/settings.yaml': 'a: 1\n' }, /\/data\/app already holds data\/config\/settings\.yaml/],
+  ['a node identity beside foreign files (not a node\'s data/)', { 'data/identity.json': '{}', 'data/app.db': 'customer data' }, /\/data\/app already holds data\/app\.db/],
+];
+
+for (const [name, files, cause] of cases) {
+  t.test(`an install dir with ${name} is refused as NODE-DIR-NOT-EMPTY naming it, and nothing is written`, async (t) => {
+    const root = hostWith(files);
+    const before = listTree(root);
+    const r = await install(root);
+    t.equal(r.exit, 1);
+    t.match(r.out, /✗ NODE-DIR-NOT-EMPTY: /);
+    t.match(r.out, cause);
+    t.notMatch(r.out, /NODE-DATA-EXISTS/);
+    t.same(listTree(root), before, 'the host root is unchanged');
+  });
+}
+
+t.test('the installer\'s own etc/ and the node\'s data/ left by a rolled-back attempt are accepted, and data/ ends up 0700', async (t) => {
+  const root = hostWith({
+    'etc/node.env': '# Written by `zenova install node`. No secrets here: the identity and credential are in /data/app/data.\nZENOVA_NODE_LISTEN=0.0.0.0:7480\n',
+    'etc/control-plane-ca.pem': '-----BEGIN CERTIFICATE-----\n',
+    'etc/.node.env.0123456789ab.tmp': '',
+    'data/spool.db': 'unsent records',
+    'data/spool.db-wal': '',
+    'data/spool.db-shm': '',
+    'data/spool.json': '{}',
+    'data/.credential.json.abcdef012345.tmp': '',
+    'data/rate-limits.sqlite': '',
+    'data/config/current.json': '{}',
+    'data/config/.previous.json.abcdef012345.tmp': '',
+  });
+  chmodSync(join(root, 'data/app/data'), 0o755);
+  const r = await install(root);
+  t.equal(r.exit, 0, r.out);
+  t.notMatch(r.out, /NODE-DIR-NOT-EMPTY/);
+  t.equal(readFileSync(join(root, 'data/app/data/spool.db'), 'utf8'), 'unsent records', 'data/ is kept');
+  t.equal(statSync(join(root, 'data/app/data')).mode & 0o777, 0o700, 'data/ is private');
+  t.match(readFileSync(join(root, 'data/app/etc/node.env'), 'utf8'), /^# Written by `zenova install node`/);
+  t.ok(readdirSync(join(root, 'data/app/data')).includes('identity.json'));
+});
+
+t.test('the state files the installer accepts in data/ are the ones the node writes', async (t) => {
+  t.same([...NODE_STATE_JSON_FILES].sort(), [IDENTITY_FILE, CREDENTIAL_FILE, CONTROL_STATUS_FILE, APPLIED_VERSION_FILE, SPOOL_MARKER_FILE].sort());
+  t.same([...NODE_STATE_SQLITE_FILES].sort(), [SPOOL_FILE, LEASE_DB_FILE, RATE_LIMIT_FILE, SESSION_OWNER_FILE, CONTROL_LINK_LOCK_FILE].sort());
+  t.equal(NODE_CONFIG_CACHE_DIR, CONFIG_CACHE_DIR);
+});
