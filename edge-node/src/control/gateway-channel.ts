@@ -38,7 +38,8 @@ export function parseGatewayTarget(target: string): GatewayAddress {
  */
 export function gatewayChannelCredentials(gateway: NodeIdentity['gateway']): grpc.ChannelCredentials {
   const { serverName } = gateway;
-  const verify: grpc.VerifyOptions = { checkServerIdentity: (_host, cert) => checkServerIdentity(serverName, cert) };
+  // rejectUnauthorized stated outright (grpc-js checks it itself too), never left to the environment.
+  const verify: grpc.VerifyOptions = { checkServerIdentity: (_host, cert) => checkServerIdentity(serverName, cert), rejectUnauthorized: true };
   const trust = gatewayTrust(gateway);
   if (trust.kind === 'pinned-ca') return grpc.credentials.createSsl(Buffer.from(trust.caPem), null, null, verify);
   // Not createSsl(null): grpc-js would then read GRPC_DEFAULT_SSL_ROOTS_FILE_PATH instead, a trust

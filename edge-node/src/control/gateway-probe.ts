@@ -50,6 +50,8 @@ export function probeTls(gateway: NodeIdentity['gateway'], timeoutMs: number): P
       // SNI only for DNS names (RFC 6066); the name check below applies either way.
       ...(net.isIP(serverName) === 0 ? { servername: serverName } : {}),
       checkServerIdentity: (_host, cert) => tls.checkServerIdentity(serverName, cert),
+      // Not left to NODE_TLS_REJECT_UNAUTHORIZED.
+      rejectUnauthorized: true,
       ALPNProtocols: ['h2'],
     });
     const timer = setTimeout(() => {

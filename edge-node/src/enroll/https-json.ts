@@ -37,7 +37,9 @@ export function requestJson(req: JsonRequest): Promise<JsonResponse> {
       req.url,
       {
         method: req.method,
-        // rejectUnauthorized stays at its default (true); never turned off.
+        // Stated outright: Node's default follows NODE_TLS_REJECT_UNAUTHORIZED, and a 0 left in the
+        // environment would otherwise hand the install token and the trust to pin to anyone on the path.
+        rejectUnauthorized: true,
         ...(req.caPem !== undefined ? { ca: req.caPem } : {}),
         // One-off connection: no agent pooling of a connection made with a custom CA.
         agent: false,

@@ -76,7 +76,9 @@ export class UpstreamPool {
     const pool = new Pool(origin, {
       connections: MAX_CONNECTIONS_PER_POOL,
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-      connect: { timeout: connectTimeoutMs },
+      // rejectUnauthorized stated outright: Node's default follows NODE_TLS_REJECT_UNAUTHORIZED, and
+      // a 0 left in the environment would send upstream secrets to whoever answers.
+      connect: { timeout: connectTimeoutMs, rejectUnauthorized: true },
     });
     byTimeout.set(connectTimeoutMs, pool);
     return pool;

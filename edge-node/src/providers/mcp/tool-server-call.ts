@@ -23,11 +23,12 @@ const DEFAULT_ACCEPT = 'application/json, text/event-stream';
 
 // One keep-alive agent for every tool server's calls (POST, DELETE); idle sockets are unref'd by
 // undici, so it never holds the process open. Per-call timeouts come from each server's config.
-const agent = new Agent({ connections: 256, keepAliveTimeout: 30_000, connect: { timeout: MAX_CONNECT_TIMEOUT_MS } });
+// rejectUnauthorized stated outright in both: not left to NODE_TLS_REJECT_UNAUTHORIZED (tool server bearers go out on these).
+const agent = new Agent({ connections: 256, keepAliveTimeout: 30_000, connect: { timeout: MAX_CONNECT_TIMEOUT_MS, rejectUnauthorized: true } });
 // GET event streams keep their socket for as long as they are open (hours): on the capped pool they
 // would take every socket of a tool server and calls would queue behind them for ever. They get
 // their own agent, without a cap (mcp-call.ts bounds how many each key keeps open).
-const streamAgent = new Agent({ keepAliveTimeout: 30_000, connect: { timeout: MAX_CONNECT_TIMEOUT_MS } });
+const streamAgent = new Agent({ keepAliveTimeout: 30_000, connect: { timeout: MAX_CONNECT_TIMEOUT_MS, rejectUnauthorized: true } });
 
 export type ToolServerMethod = 'GET' | 'POST' | 'DELETE';
 
