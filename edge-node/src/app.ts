@@ -18,6 +18,8 @@ import { noCredit } from './billing/credit-leases.js';
 import { noMetrics } from './metrics/pipeline-metrics.js';
 import type { RequestWindow } from './metrics/request-window.js';
 import type { PipelineDeps } from './pipeline/deps.js';
+import { GetStreamStanding } from './providers/mcp/get-stream-standing.js';
+import type { GetStreamStandingOptions } from './providers/mcp/get-stream-standing.js';
 import { SessionOwners } from './providers/mcp/session-owners.js';
 import { noRateLimits } from './rate-limit/rate-limiter.js';
 import { noSpool } from './spool/request-spool.js';
@@ -40,6 +42,8 @@ export interface AppDeps {
   requestWindow?: RequestWindow;
   /** Spool, limits, credit, metrics, MCP session owners for the pipeline; each defaults to "off" (session owners: in memory) for tests that are not about it. */
   services?: Partial<PipelineServices>;
+  /** How open MCP GET streams' keys are re-checked (period, clock); tests shorten or move them. */
+  getStreamStanding?: GetStreamStandingOptions;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -146,6 +150,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerReadinessRoutes(app, { holder, ...(deps.controlLink !== undefined ? { controlLink: deps.controlLink } : {}) });
 
   const services = deps.services ?? {};
+  // Open MCP GET streams re-checked on every swap and on a timer: a revoked or expired key's ends.
+  const getStreams = new GetStreamStanding(holder, deps.logger, deps.getStreamStanding);
   const pipeline: PipelineDeps = {
     nodeId: services.nodeId ?? 'local',
     logger: deps.logger,
@@ -157,6 +163,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Without one from the services (tests), this app's own table in memory.
     sessionOwners: services.sessionOwners ?? new SessionOwners(undefined, deps.logger),
     targetHealth: services.targetHealth ?? new TargetHealth(),
+    getStreams,
   };
   registerOpenAiRoutes(app, pipeline);
   registerAnthropicRoutes(app, pipeline);
@@ -164,6 +171,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.addHook('onClose', async () => {
     unsubscribe();
+    getStreams.stop();
     await upstreams.close();
   });
 

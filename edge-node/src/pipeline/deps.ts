@@ -5,6 +5,7 @@
 import type { Logger } from '../logger.js';
 import type { CreditLeases } from '../billing/credit-leases.js';
 import type { PipelineMetrics } from '../metrics/pipeline-metrics.js';
+import type { GetStreamStanding } from '../providers/mcp/get-stream-standing.js';
 import type { SessionOwners } from '../providers/mcp/session-owners.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
 import type { RequestSpool } from '../spool/request-spool.js';
@@ -24,4 +25,9 @@ export interface PipelineDeps {
   sessionOwners: SessionOwners;
   /** Which upstream targets keep failing, so plans try them last (per process, in memory). */
   targetHealth: TargetHealth;
+  /**
+   * Open MCP GET event streams, ended when their key stops standing under a new config or its
+   * expiry (buildApp always sets it; deps built by hand in unit tests may leave it out).
+   */
+  getStreams?: GetStreamStanding;
 }

@@ -382,7 +382,7 @@ async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
 /**
  * The event stream's bytes as they come (unchecked; guardMcpOutput wraps them). Its end times the
  * call; a read failure surfaces classified (the runner ends the caller's stream), the caller's own
- * abort as is.
+ * abort as is, a GET stream's key no longer standing as authenticate's code (ZN_ERR_API_KEY_REVOKED …).
  */
 async function* relayStream(
   ctx: PipelineContext, call: McpCall, response: Dispatcher.ResponseData, upstream: string, started: number,
@@ -390,6 +390,9 @@ async function* relayStream(
   const decoder = new TextDecoder();
   // The GET stream's head is relayed by now: a push channel holds no concurrency slot while it waits.
   if (call.method === 'GET') releaseConcurrencySlot(ctx);
+  // A GET stream outlives its request's config snapshot: it ends when its key stops standing
+  // (get-stream-standing.ts), its body destroyed with the refusal, which surfaces below.
+  const untrack = call.method === 'GET' ? ctx.deps.getStreams?.track(ctx.http.headers, ctx.requestId, (error) => response.body.destroy(error)) : undefined;
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
       // A guarded stream's record gets the text after masking, from the guard.
@@ -402,6 +405,7 @@ async function* relayStream(
     if (isAbort(err, ctx.callerGone)) throw err;
     throw classifyUpstreamFailure(err, upstream);
   } finally {
+    untrack?.();
     ctx.upstreamMs = elapsed(ctx, started);
     // A consumer that stops early (caller gone) must not leave the tool server's stream open.
     if (!response.body.destroyed) response.body.destroy();
