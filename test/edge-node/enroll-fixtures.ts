@@ -45,7 +45,7 @@ export function preflightAnswer(overrides: Record<string, unknown> = {}): Answer
   const now = Date.now();
   return {
     status: 200,
-    body: { product: 'zenova-gateway', version: '0.1.0', protocolVersion: PROTOCOL_VERSION, serverTime: new Date(now).toISOString(), serverTimeMs: now, ...overrides },
+    body: { product: 'zenova-gateway', version: '0.1.0', protocolVersion: PROTOCOL_VERSION, serverTime: new Date(now).toISOString(), serverTimeMs: now, redemptionKeys: true, ...overrides },
   };
 }
 

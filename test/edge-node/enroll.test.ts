@@ -68,7 +68,9 @@ t.test('enrolling saves identity and credential 0600 in a 0700 state dir and pri
     token: TOKEN,
     mode: 'install',
     facts: { hostname: os.hostname(), arch: process.arch, version: '0.1.0', protocolVersion: PROTOCOL_VERSION },
+    redemptionKey: (server.requests[1]?.body as { redemptionKey?: string }).redemptionKey,
   });
+  t.match((server.requests[1]?.body as { redemptionKey?: string }).redemptionKey, /^[A-Za-z0-9_-]{43}$/, 'with a redemption key');
 });
 
 const tokenErrors: Array<{ status: number; code: string; expect: RegExp; headers?: Record<string, string> }> = [

@@ -21,6 +21,7 @@ import { RATE_LIMIT_FILE } from '../../edge-node/src/rate-limit/sqlite-limit-sto
 import { SESSION_OWNER_FILE } from '../../edge-node/src/providers/mcp/sqlite-session-owner-store.js';
 import { CONTROL_LINK_LOCK_FILE } from '../../edge-node/src/control/control-link-lock.js';
 import { CONFIG_CACHE_DIR } from '../../edge-node/src/config/bundle-cache.js';
+import { ENROLL_ATTEMPT_FILE } from '../../edge-node/src/enroll/enroll-attempt.js';
 import { captureCli, fakeServices, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
@@ -111,7 +112,7 @@ t.test('the installer\'s own etc/ and the node\'s data/ left by a rolled-back at
 });
 
 t.test('the state files the installer accepts in data/ are the ones the node writes', async (t) => {
-  t.same([...NODE_STATE_JSON_FILES].sort(), [IDENTITY_FILE, CREDENTIAL_FILE, CONTROL_STATUS_FILE, APPLIED_VERSION_FILE, SPOOL_MARKER_FILE].sort());
+  t.same([...NODE_STATE_JSON_FILES].sort(), [IDENTITY_FILE, CREDENTIAL_FILE, CONTROL_STATUS_FILE, APPLIED_VERSION_FILE, SPOOL_MARKER_FILE, ENROLL_ATTEMPT_FILE].sort());
   t.same([...NODE_STATE_SQLITE_FILES].sort(), [SPOOL_FILE, LEASE_DB_FILE, RATE_LIMIT_FILE, SESSION_OWNER_FILE, CONTROL_LINK_LOCK_FILE].sort());
   t.equal(NODE_CONFIG_CACHE_DIR, CONFIG_CACHE_DIR);
 });

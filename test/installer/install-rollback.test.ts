@@ -140,3 +140,31 @@ t.test('a refused token leaves the host root exactly as it was', async (t) => {
   t.same(listTree(root), before);
   t.same(services.calls, []);
 });
+
+t.test('a lost enrollment answer keeps data/ with its attempt file, and rerunning the same command enrolls there', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p-lost.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const services = fakeServices(root);
+  const attempts: string[] = [];
+  // Stand-in for enroll(): it saves the attempt (its redemption key) before sending the token; the
+  // first answer is lost on the way, the rerun finds the same attempt and succeeds.
+  const enrollLosingFirst: Enroller = async (opts) => {
+    mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
+    const file = join(opts.stateDir, 'enroll-attempt.json');
+    attempts.push(existsSync(file) ? readFileSync(file, 'utf8') : '');
+    if (attempts.length === 1) {
+      writeFileSync(file, '{"redemptionKey":"k1"}', { mode: 0o600 });
+      throw new EnrollError('UNREACHABLE', 'cannot reach the control plane at cp.example.test: socket hang up');
+    }
+    rmSync(file);
+    return enrollOk(opts);
+  };
+  const args = ['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_secret_xyz'];
+  const first = captureCli(work);
+  t.equal(await runInstall(args, first.ctx, hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollLosingFirst })), 1);
+  t.ok(readdirSync(root, { recursive: true }).some((p) => String(p).endsWith('data/enroll-attempt.json')), 'data/ and its attempt file are kept');
+  const second = captureCli(work);
+  t.equal(await runInstall(args, second.ctx, hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollLosingFirst })), 0, second.out());
+  t.equal(attempts[1], '{"redemptionKey":"k1"}', 'the rerun saw the same attempt');
+});

@@ -23,6 +23,8 @@ const preflightSchema = z.object({
   protocolVersion: z.number(),
   serverTime: z.string(),
   serverTimeMs: z.number(),
+  /** This control plane accepts `redemptionKey` on POST /api/enroll (retry of a lost answer). */
+  redemptionKeys: z.boolean(),
 });
 
 export interface EnrollmentRoutesOptions {
@@ -51,6 +53,7 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
       protocolVersion: PROTOCOL_VERSION,
       serverTime: now.toISOString(),
       serverTimeMs: now.getTime(),
+      redemptionKeys: true,
     };
   });
 
@@ -70,10 +73,11 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
     schema: { body: enrollRequestSchema, response: { 200: enrollResponseSchema } },
   }, async (request) => {
     if (!enrollment) throw zenovaError('ZN_ERR_CP_ENROLLMENT_UNAVAILABLE');
-    const enrolled = await enrollNode(pool, request.body, enrollment, timings);
+    const { retry, ...enrolled } = await enrollNode(pool, request.body, enrollment, timings);
+    // Never the token, the redemption key or the credential.
     request.log.info(
-      { node: enrolled.nodeName, nodeId: enrolled.nodeId, mode: request.body.mode, hostname: request.body.facts.hostname },
-      'node enrolled',
+      { node: enrolled.nodeName, nodeId: enrolled.nodeId, mode: request.body.mode, hostname: request.body.facts.hostname, retry },
+      retry ? 'node enrolled again (retry of a lost answer; the credential it carried is revoked)' : 'node enrolled',
     );
     return enrolled;
   });

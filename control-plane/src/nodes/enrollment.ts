@@ -8,7 +8,11 @@
  * again (the token is used, the old credentials revoked). So the answer is checked here against the
  * node's rules first: the gateway part and signing key before the token is touched, the whole answer
  * before the transaction commits. An answer the node would refuse is a 503 and burns nothing.
- * (After the commit the answer can still be lost on the way; redemption is not two-phase.)
+ *
+ * After the commit the answer can still be lost on the way. A node that sent a redemption key can
+ * then retry with the same token and key (install-tokens.ts says when that is accepted): it gets the
+ * same node, gateway and signing key again and a newly issued credential, and the credential of the
+ * lost answer is revoked. Only hashes are stored, so the lost credential cannot be sent again.
  */
 import { X509Certificate, createPublicKey } from 'node:crypto';
 import type pg from 'pg';
@@ -18,7 +22,7 @@ import { zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 import { issueCredential, revokeNodeCredentials } from './credentials.js';
 import type { CredentialTimings } from './credentials.js';
-import { redeemInstallToken } from './install-tokens.js';
+import { REDEMPTION_KEY_PATTERN, recordRedemptionCredential, redeemInstallToken } from './install-tokens.js';
 import type { InstallTokenKind, RedeemFailure } from './install-tokens.js';
 import { recordEnrollment } from './node-repository.js';
 import { withTransaction } from './with-transaction.js';
@@ -44,6 +48,8 @@ export const enrollRequestSchema = z.strictObject({
     version: z.string().min(1).max(64).regex(/^[A-Za-z0-9.+_-]+$/, 'must be a version such as 1.2.3'),
     protocolVersion: z.number().int().min(0).max(1_000_000),
   }),
+  /** Random per enrollment attempt (32 bytes, base64url); lets the node retry an answer it lost. */
+  redemptionKey: z.string().regex(REDEMPTION_KEY_PATTERN, 'must be 43 base64url characters').optional(),
 });
 
 export type EnrollRequest = z.output<typeof enrollRequestSchema>;
@@ -147,7 +153,7 @@ export async function enrollNode(
   deps: EnrollmentDeps,
   timings: CredentialTimings,
   now: Date = new Date(),
-): Promise<EnrollResponse> {
+): Promise<EnrollResponse & { retry: boolean }> {
   const { facts, mode } = request;
   if (!isCompatibleProtocol(facts.protocolVersion)) {
     throw zenovaError(
@@ -163,13 +169,18 @@ export async function enrollNode(
   return withTransaction(pool, async (client) => {
     // Seed 004 §9.6: a new host replacing a lost one runs the reenroll command without --reenroll,
     // so a reenroll token also enrolls in install mode; an install token never re-enrolls.
-    const redeemed = await redeemInstallToken(client, request.token, mode === 'install' ? ['install', 'reenroll'] : ['reenroll'], now);
+    const redeemed = await redeemInstallToken(client, request.token, mode === 'install' ? ['install', 'reenroll'] : ['reenroll'], now, {
+      redemptionKey: request.redemptionKey,
+    });
     if (!redeemed.ok) throw redeemFailureError(redeemed, mode);
+    // A retry (redeemed.retry) goes the same way: its facts are recorded again, and revoking the
+    // node's credentials revokes the one the lost answer carried.
     const node = await recordEnrollment(client, redeemed.nodeId, facts, now);
     // One host per node identity: whoever held the old credentials (a re-enrolled or replaced
     // host) is cut off, on every replica.
     await revokeNodeCredentials(client, node.id, { now });
     const credential = await issueCredential(client, node.id, timings, now);
+    await recordRedemptionCredential(client, redeemed.tokenId, credential.credentialId);
     const answer: EnrollResponse = {
       nodeId: node.id,
       nodeName: node.name,
@@ -182,6 +193,6 @@ export async function enrollNode(
     // is this same one, so the serializer cannot fail after the commit either.
     const badAnswer = unusableAnswer(enrollResponseSchema, answer, 'answer');
     if (badAnswer !== undefined) throw badAnswer;
-    return answer;
+    return { ...answer, retry: redeemed.retry };
   });
 }

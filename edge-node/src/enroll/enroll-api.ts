@@ -15,6 +15,8 @@ export const preflightResponseSchema = z.object({
   protocolVersion: z.number().int(),
   serverTime: z.string().max(64),
   serverTimeMs: z.number().int().nonnegative(),
+  /** The control plane takes a redemption key (older ones refuse the unknown field). */
+  redemptionKeys: z.boolean().optional(),
 });
 export type PreflightResponse = z.infer<typeof preflightResponseSchema>;
 
@@ -22,6 +24,8 @@ export interface EnrollRequest {
   token: string;
   mode: 'install' | 'reenroll';
   facts: { hostname: string; arch: string; version: string; protocolVersion: number };
+  /** Random per enrollment attempt (32 bytes base64url): lets a rerun retry a lost answer. */
+  redemptionKey?: string;
 }
 
 /**

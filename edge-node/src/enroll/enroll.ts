@@ -6,6 +6,9 @@
  * (product, protocol, clock skew; no token sent) → redeem → validate the answer → write
  * credential.json, then identity.json (the identity marks a finished enrollment). Every other file
  * in the state dir is left alone, so a re-enrollment keeps the spool and config cache.
+ *
+ * Before the token is sent, the redemption key of this attempt is saved (enroll-attempt.ts): a rerun
+ * of the same command after a lost answer sends it again and the control plane answers again.
  */
 import os from 'node:os';
 import { PROTOCOL_VERSION, describeProtocolMismatch, isCompatibleProtocol } from '../../../proto/src/index.js';
@@ -22,6 +25,7 @@ import { ENROLL_PATH, PREFLIGHT_PATH, PRODUCT, enrollResponseSchema, errorBodySc
 import type { EnrollRequest, EnrollResponse, PreflightResponse } from './enroll-api.js';
 import { EnrollError, tokenErrorMessage } from './enroll-errors.js';
 import type { EnrollMode } from './enroll-errors.js';
+import { redemptionKeyFor, removeEnrollAttempt } from './enroll-attempt.js';
 import { requestJson } from './https-json.js';
 import type { JsonRequest, JsonResponse } from './https-json.js';
 
@@ -126,9 +130,19 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     protocolVersion: PROTOCOL_VERSION,
     ...opts.facts,
   };
+  // Saved before the first redemption call: a rerun with this token after a lost answer reuses it.
+  // Only to a control plane that says it takes one: older ones refuse unknown body fields.
   const body: EnrollRequest = { token, mode, facts };
+  if (preflight.redemptionKeys === true) body.redemptionKey = await redemptionKeyFor(store, token, now);
   const response = await call({ method: 'POST', url: new URL(ENROLL_PATH.slice(1), base), body });
-  if (response.status !== 200) throw answerError(response, mode, token, 'enrollment');
+  if (response.status !== 200) {
+    // The control plane itself refused (its error codes come before its commit): nothing was
+    // redeemed, so there is no answer to retry. Anything else (a proxy's 502 after the control plane
+    // committed) keeps the attempt for a rerun.
+    const refused = errorBodySchema.safeParse(response.body);
+    if (refused.success && refused.data.error.code?.startsWith('ZN_ERR_CP_') === true) await removeEnrollAttempt(store);
+    throw answerError(response, mode, token, 'enrollment');
+  }
   const parsed = enrollResponseSchema.safeParse(response.body);
   if (!parsed.success) {
     throw new EnrollError('RESPONSE_INVALID', `the control plane's enrollment answer is not usable (${describeIssues(parsed.error).join('; ')}); nothing was saved`);
@@ -153,6 +167,7 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   // Credential first: identity.json appearing is what marks the enrollment as done.
   await saveCredentials(store, { current: answer.credential });
   await saveIdentity(store, identity);
+  await removeEnrollAttempt(store);
   return {
     nodeId: identity.nodeId,
     nodeName: identity.nodeName,

@@ -18,7 +18,7 @@ const ETC_FILES = new Set([ENV_FILE_NAME, path.posix.basename(CA_FILE)]);
  * better-sqlite3, which the installer tarball does not carry
  * (test/installer/install-dir-contents.test.ts keeps this list in step with the node's constants).
  */
-export const NODE_STATE_JSON_FILES = ['identity.json', 'credential.json', 'control-status.json', 'config-applied-version.json', 'spool.json'] as const;
+export const NODE_STATE_JSON_FILES = ['identity.json', 'credential.json', 'control-status.json', 'config-applied-version.json', 'spool.json', 'enroll-attempt.json'] as const;
 export const NODE_STATE_SQLITE_FILES = ['spool.db', 'credit-leases.sqlite', 'rate-limits.sqlite', 'mcp-sessions.sqlite', 'control-link.sqlite'] as const;
 /** The config cache's dir in the state dir and the files in it (edge-node/src/config/bundle-cache.ts). */
 export const NODE_CONFIG_CACHE_DIR = 'config';

@@ -12,6 +12,7 @@ import { chmod, mkdir, readlink, rename, rm, rmdir, symlink } from 'node:fs/prom
 import path from 'node:path';
 import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
+import { ENROLL_ATTEMPT_FILE } from '../../../edge-node/src/enroll/enroll-attempt.js';
 import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
 import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { STATE_DIR_MODE as DATA_DIR_MODE } from '../../../edge-node/src/state/state-store.js';
@@ -165,8 +166,10 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     // before the new identity and credential are written into it.
     if (dataExisted) await chmod(host(layout.data), DATA_DIR_MODE);
     undo.push(async () => {
-      // data/ goes only if this run made it and it holds no identity (the token was refused).
-      if (!dataExisted && !(await pathExists(host(`${layout.data}/identity.json`)))) await rm(host(layout.data), { recursive: true, force: true });
+      // data/ goes only if this run made it and it holds no identity (the token was refused), nor an
+      // enrollment attempt whose answer was lost (rerunning the same command retries it with its key).
+      const keep = await pathExists(host(`${layout.data}/identity.json`)) || await pathExists(host(`${layout.data}/${ENROLL_ATTEMPT_FILE}`));
+      if (!dataExisted && !keep) await rm(host(layout.data), { recursive: true, force: true });
     });
     const reenrolling = input.mode !== 'install';
     try {

@@ -1,0 +1,116 @@
+/**
+ * Retrying a lost enrollment answer, node side: the redemption key is saved (0600, in the state
+ * dir) before the token is first sent, a rerun of the same command with the same token after a cut
+ * connection sends the same key, and the attempt file is gone once the identity is saved.
+ */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import t from 'tap';
+import { runCli } from '../../edge-node/src/cli/run-cli.js';
+import { CONFIG_SIGNING_PUBLIC_KEY_PEM, preflightAnswer, startEnrollServer } from './enroll-fixtures.js';
+import type { Answer, EnrollServer } from './enroll-fixtures.js';
+
+const TOKEN = 'zn_it_UmV0cnlUaGVMb3N0QW5zd2VyV2l0aFRoZVNhbWVLZXkwMTIzNDU2';
+const OTHER_TOKEN = 'zn_it_QW5vdGhlclRva2VuQW5vdGhlcktleUFub3RoZXJBdHRlbXB0MDEy';
+
+async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(argv, { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } });
+  return { code, stdout, stderr };
+}
+
+const exists = (file: string): Promise<boolean> => stat(file).then(() => true, () => false);
+
+interface Seen { key: unknown; fileMode: number | undefined; fileKey: unknown; fileText: string }
+
+/** A control plane whose redemption handler is `answer`; it records what the attempt file held at each call. */
+async function server(t: { teardown(fn: () => unknown): void }, stateDir: string, answer: (call: number, srv: EnrollServer) => Answer) {
+  const seen: Seen[] = [];
+  const srv: EnrollServer = await startEnrollServer(t, {
+    enroll: (body) => {
+      const file = path.join(stateDir, 'enroll-attempt.json');
+      let fileMode: number | undefined;
+      let fileKey: unknown;
+      let fileText = '';
+      try {
+        fileMode = statSync(file).mode & 0o777;
+        fileText = readFileSync(file, 'utf8');
+        fileKey = (JSON.parse(fileText) as { redemptionKey?: unknown }).redemptionKey;
+      } catch {
+        // no file
+      }
+      seen.push({ key: (body as { redemptionKey?: unknown }).redemptionKey, fileMode, fileKey, fileText });
+      return answer(seen.length, srv);
+    },
+  });
+  return { srv, seen };
+}
+
+function success(srv: EnrollServer): Answer {
+  const id = randomUUID();
+  return {
+    status: 200,
+    body: {
+      nodeId: '5d0a3fc6-c87e-4a66-9e9e-f2fd50c79a26',
+      nodeName: 'edge-1',
+      credential: { id, secret: `${id}.${randomBytes(32).toString('base64url')}`, expiresAt: new Date(Date.now() + 86_400_000).toISOString() },
+      gateway: { target: '127.0.0.1:8443', serverName: 'localhost', caPem: srv.gatewayCa.certPem },
+      configSigningPublicKeyPem: CONFIG_SIGNING_PUBLIC_KEY_PEM,
+      controlPlaneUrl: srv.url,
+    },
+  };
+}
+
+async function caFile(dir: string, srv: EnrollServer): Promise<string> {
+  const file = path.join(dir, 'ca.pem');
+  await writeFile(file, srv.ca.certPem);
+  return file;
+}
+
+t.test('the key is saved 0600 before the call, reused by a rerun after a cut connection, and removed after success', async (t) => {
+  const dir = t.testdir({});
+  const stateDir = path.join(dir, 'state');
+  const { srv, seen } = await server(t, stateDir, (call, s) => {
+    // The first answer is lost: the connection is cut after the control plane got the request.
+    if (call === 1) throw new Error('cut');
+    return success(s);
+  });
+  const args = ['enroll', '--control-plane', srv.url, '--token', TOKEN, '--state-dir', stateDir, '--ca-file', await caFile(dir, srv)];
+  const first = await run(args);
+  t.equal(first.code, 1, 'the cut connection fails the first run');
+  t.notOk(await exists(path.join(stateDir, 'identity.json')), 'nothing enrolled yet');
+  t.equal(seen[0]?.fileMode, 0o600, 'the attempt file existed, 0600, when the token was sent');
+  t.match(seen[0]?.key, /^[A-Za-z0-9_-]{43}$/, 'a 32-byte base64url redemption key was sent');
+  t.equal(seen[0]?.fileKey, seen[0]?.key, 'the key sent is the saved one');
+  t.notOk(seen[0]?.fileText.includes(TOKEN), 'the token itself is not saved');
+  t.match(seen[0]?.fileText, createHash('sha256').update(TOKEN).digest('hex'), 'the attempt is keyed by the token hash');
+
+  const second = await run(args);
+  t.equal(second.code, 0, second.stderr);
+  t.equal(seen[1]?.key, seen[0]?.key, 'the rerun sends the same key');
+  t.notOk(await exists(path.join(stateDir, 'enroll-attempt.json')), 'the attempt file is removed after success');
+  t.ok(await exists(path.join(stateDir, 'identity.json')));
+  for (const text of [first.stdout, first.stderr, second.stdout, second.stderr]) t.notOk(text.includes(String(seen[0]?.key)), 'the key is never printed');
+});
+
+t.test('another token gets another key; a control plane without redemption keys gets none and no file is written', async (t) => {
+  const dir = t.testdir({});
+  const stateDir = path.join(dir, 'state');
+  const { srv, seen } = await server(t, stateDir, () => { throw new Error('cut'); });
+  const ca = await caFile(dir, srv);
+  await run(['enroll', '--control-plane', srv.url, '--token', TOKEN, '--state-dir', stateDir, '--ca-file', ca]);
+  await run(['enroll', '--control-plane', srv.url, '--token', OTHER_TOKEN, '--state-dir', stateDir, '--ca-file', ca]);
+  t.match(seen[1]?.key, /^[A-Za-z0-9_-]{43}$/);
+  t.not(seen[1]?.key, seen[0]?.key, 'a new key for another token');
+  t.equal(JSON.parse(await readFile(path.join(stateDir, 'enroll-attempt.json'), 'utf8')).redemptionKey, seen[1]?.key);
+
+  const oldDir = path.join(dir, 'old-state');
+  const old = await startEnrollServer(t, { preflight: () => preflightAnswer({ redemptionKeys: undefined }) });
+  const res = await run(['enroll', '--control-plane', old.url, '--token', TOKEN, '--state-dir', oldDir, '--ca-file', await caFile(dir, old)]);
+  t.equal(res.code, 0, res.stderr);
+  t.notOk('redemptionKey' in (old.requests.at(-1)?.body as object), 'no key for a control plane that does not take one');
+  t.notOk(await exists(path.join(oldDir, 'enroll-attempt.json')));
+});
