@@ -17,15 +17,23 @@ import { NODE_ID, quietLogger, record, tempStateDir } from './spool-helpers.js';
 
 const limits = () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' as const });
 
-t.test('a damaged row is acknowledged as rejected, counted and logged, and the backlog drains behind it', async (t) => {
+/** A spool file holding `count` final records (`<prefix>-<i>`), then damaged by `damage` with the node stopped. */
+async function damagedSpool(t: Parameters<typeof tempStateDir>[0], prefix: string, count: number, damage: (db: Database.Database) => void) {
   const file = path.join(tempStateDir(t), 'spool.db');
   const meta = createSpoolFile(file, NODE_ID);
   const first = new SpoolStore({ file, meta, logger: quietLogger(), limits });
-  await Promise.all(Array.from({ length: 50 }, (_, i) => first.finalise(record(`poison-${i}`))));
+  await Promise.all(Array.from({ length: count }, (_, i) => first.finalise(record(`${prefix}-${i}`))));
   await first.close();
   const db = new Database(file);
-  db.prepare(`update records set record_json = replace(record_json, '"costMicros":900', '"costMicros":-00') where sequence = 1`).run();
+  damage(db);
   db.close();
+  return { file, meta };
+}
+
+t.test('a damaged row is acknowledged as rejected, counted and logged, and the backlog drains behind it', async (t) => {
+  const { file, meta } = await damagedSpool(t, 'poison', 50, (db) => {
+    db.prepare(`update records set record_json = replace(record_json, '"costMicros":900', '"costMicros":-00') where sequence = 1`).run();
+  });
 
   const lines: Array<Record<string, unknown>> = [];
   const logger = createLogger({ level: 'info', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } });
@@ -99,15 +107,10 @@ t.test('a row whose bytes are not UTF-8 is sent as stored and set aside as not_u
 });
 
 t.test('a row longer than the control plane accepts in one message goes cut, is set aside as too_large, and the backlog drains behind it', async (t) => {
-  const file = path.join(tempStateDir(t), 'spool.db');
-  const meta = createSpoolFile(file, NODE_ID);
-  const first = new SpoolStore({ file, meta, logger: quietLogger(), limits });
-  await Promise.all(Array.from({ length: 5 }, (_, i) => first.finalise(record(`huge-${i}`))));
-  await first.close();
   // Only a damaged or edited file holds such a row: the node's builder cuts records to 1 MiB.
-  const db = new Database(file);
-  db.prepare('update records set record_json = ? where sequence = 2').run(`{"x":"${'x'.repeat(5 * 1024 * 1024)}"}`);
-  db.close();
+  const { file, meta } = await damagedSpool(t, 'huge', 5, (db) => {
+    db.prepare('update records set record_json = ? where sequence = 2').run(`{"x":"${'x'.repeat(5 * 1024 * 1024)}"}`);
+  });
 
   const store = new SpoolStore({ file, meta, logger: quietLogger(), limits });
   t.teardown(() => store.close());

@@ -38,6 +38,12 @@ function openRows(file: string): string[] {
   }
 }
 
+/** The next commit that needs another page fails with a real SQLITE_FULL (max_page_count is per connection: the writing one). */
+function capAtCurrentSize(store: SpoolStore): void {
+  const pages = (store.writerPragma('page_count') as Array<{ page_count: number }>)[0]!.page_count;
+  store.writerPragma(`max_page_count = ${pages}`);
+}
+
 function expectSpoolFull(t: Test, fn: () => void): void {
   try {
     fn();
@@ -150,9 +156,7 @@ t.test('with policy metering-only a full spool keeps accepting requests and stop
 t.test('a real SQLITE_FULL holds finalises pending, refuses new requests, and commits them when space returns', async (t) => {
   const { store, file } = newStore(t, { retryMs: 20 });
   await store.finalise(record('before'));
-  // max_page_count is per connection: it is set on the one that writes.
-  const pages = (store.writerPragma('page_count') as Array<{ page_count: number }>)[0]!.page_count;
-  store.writerPragma(`max_page_count = ${pages}`);
+  capAtCurrentSize(store);
   const big = 'y'.repeat(200 * 1024);
   let resolved = false;
   const pending = store.finalise(record('during', { bodies: { request: big, response: null, truncated: false } })).then(() => (resolved = true));
@@ -185,8 +189,7 @@ t.test('open() resolves once the open row is in the file, one promise for the ro
 t.test('when the open rows cannot be written (a real SQLITE_FULL) their promise rejects with ZN_ERR_SPOOL_FULL and the rows are dropped, while finalises wait for space', async (t) => {
   const { store, file } = newStore(t, { retryMs: 20 });
   await store.finalise(record('before'));
-  const pages = (store.writerPragma('page_count') as Array<{ page_count: number }>)[0]!.page_count;
-  store.writerPragma(`max_page_count = ${pages}`);
+  capAtCurrentSize(store);
   const big = 'z'.repeat(200 * 1024);
   const opened = store.open(openRow('open-while-filling'));
   let finalised = false;
