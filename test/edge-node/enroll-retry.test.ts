@@ -114,3 +114,20 @@ t.test('another token gets another key; a control plane without redemption keys 
   t.notOk('redemptionKey' in (old.requests.at(-1)?.body as object), 'no key for a control plane that does not take one');
   t.notOk(await exists(path.join(oldDir, 'enroll-attempt.json')));
 });
+
+t.test('a refusal decided before the commit (4xx) drops the attempt; a 5xx, which may come after it, keeps the key for the rerun', async (t) => {
+  const dir = t.testdir({});
+  const stateDir = path.join(dir, 'state');
+  const refusals: Answer[] = [
+    // PostgreSQL committed the redemption but its reply was lost: the control plane answers 503.
+    { status: 503, body: { error: { message: 'The database is unavailable.', type: 'server_error', code: 'ZN_ERR_CP_DATABASE_UNAVAILABLE' } } },
+    { status: 409, body: { error: { message: 'This install token was already used.', type: 'conflict_error', code: 'ZN_ERR_CP_TOKEN_USED' } } },
+  ];
+  const { srv, seen } = await server(t, stateDir, (call, s) => refusals[call - 1] ?? success(s));
+  const args = ['enroll', '--control-plane', srv.url, '--token', TOKEN, '--state-dir', stateDir, '--ca-file', await caFile(dir, srv)];
+  t.equal((await run(args)).code, 1);
+  t.ok(await exists(path.join(stateDir, 'enroll-attempt.json')), 'kept after the 503');
+  t.equal((await run(args)).code, 1);
+  t.equal(seen[1]?.key, seen[0]?.key, 'the rerun after the 503 sent the same key');
+  t.notOk(await exists(path.join(stateDir, 'enroll-attempt.json')), 'dropped after the 409: nothing was redeemed with it');
+});

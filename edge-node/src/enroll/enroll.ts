@@ -136,11 +136,12 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   if (preflight.redemptionKeys === true) body.redemptionKey = await redemptionKeyFor(store, token, now);
   const response = await call({ method: 'POST', url: new URL(ENROLL_PATH.slice(1), base), body });
   if (response.status !== 200) {
-    // The control plane itself refused (its error codes come before its commit): nothing was
-    // redeemed, so there is no answer to retry. Anything else (a proxy's 502 after the control plane
-    // committed) keeps the attempt for a rerun.
+    // A 4xx with the control plane's own code is decided before its transaction commits (the token
+    // unknown, used, expired…): nothing was redeemed, there is no answer to retry. A 5xx may come
+    // after the commit (its reply from PostgreSQL lost: ZN_ERR_CP_DATABASE_UNAVAILABLE with the token
+    // already used), as may a proxy's 502: the attempt is kept for a rerun.
     const refused = errorBodySchema.safeParse(response.body);
-    if (refused.success && refused.data.error.code?.startsWith('ZN_ERR_CP_') === true) await removeEnrollAttempt(store);
+    if (response.status >= 400 && response.status < 500 && refused.success && refused.data.error.code?.startsWith('ZN_ERR_CP_') === true) await removeEnrollAttempt(store);
     throw answerError(response, mode, token, 'enrollment');
   }
   const parsed = enrollResponseSchema.safeParse(response.body);

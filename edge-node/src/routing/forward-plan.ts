@@ -17,7 +17,7 @@ import type { ZenovaError } from '../errors.js';
 import type { PipelineContext, UpstreamReply } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
-import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, isUpstreamStreamRateLimit } from '../upstream/upstream-failure.js';
 import { AbortSwitch } from '../pipeline/abort-switch.js';
 import type { AttemptHealth } from './target-health.js';
 
@@ -136,13 +136,14 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
 /**
  * Tells target health how the attempt went: an answer, or a final reply other than a 429 (the
  * upstream is there), is good; a connect error, timeout or 5xx a failure; the caller leaving, a 429
- * and an unreadable answer say nothing about the target. Logs and counts ejections and recoveries.
+ * (also one reported inside a stream) and an unreadable answer say nothing about the target. Logs and counts ejections and recoveries.
  */
 function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaited<ReturnType<typeof attemptOnce>>): void {
   let health: AttemptHealth;
   if (outcome === 'answered') health = 'reachable';
   else if (outcome === 'caller-gone') health = 'neutral';
-  else if (outcome.retryable) health = 'failed';
+  // A rate limit reported inside a stream may be retried elsewhere, but like a 429 it is no failure of the target.
+  else if (outcome.retryable) health = isUpstreamStreamRateLimit(outcome.error) ? 'neutral' : 'failed';
   else health = outcome.httpStatus !== null && outcome.httpStatus !== 429 ? 'reachable' : 'neutral';
   const change = ctx.deps.targetHealth.note(target, health, ctx.clock.monotonic());
   if (change === undefined) return;

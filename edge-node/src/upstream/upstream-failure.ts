@@ -109,7 +109,21 @@ export function upstreamStreamError(upstream: string, body: unknown): ZenovaErro
   const fields = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {};
   const status = typeof fields.code === 'number' ? fields.code : typeof fields.status === 'number' ? fields.status : undefined;
   const callerFault = fields.type === 'invalid_request_error' || (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429);
-  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream with an error${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
+  const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream with an error${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
+  if (status === 429 || [fields.type, fields.code].some((v) => typeof v === 'string' && RATE_LIMIT_NAME.test(v))) rateLimits.add(failure);
+  return failure;
+}
+
+/** Error types and codes providers use for a rate limit inside a stream (rate_limit_exceeded, rate_limit_error). */
+const RATE_LIMIT_NAME = /rate_?limit/i;
+const rateLimits = new WeakSet<ZenovaError>();
+
+/**
+ * Whether `err` is an upstream's rate limit reported inside a stream: retryable (a fallback may
+ * answer) but, like an HTTP 429, no sign that the target is unhealthy (routing/target-health.ts).
+ */
+export function isUpstreamStreamRateLimit(err: ZenovaError): boolean {
+  return rateLimits.has(err);
 }
 
 function safeUpstreamErrorCode(body: unknown): string | undefined {

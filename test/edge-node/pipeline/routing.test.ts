@@ -227,3 +227,43 @@ t.test('a target that keeps failing is tried last (after its fallback) until a p
   t.ok(node.logs().some((l) => l.msg === 'upstream target answers again; back in its place'));
   t.same(await attemptsOf(), ['demo:ok'], 'back in its place');
 });
+
+t.test('a rate limit reported inside a stream falls back but does not eject the target; a server error inside a stream does', async (t) => {
+  const backup = await startFakeUpstream(t);
+  let errorChunk = { error: { code: 429, type: 'rate_limit_exceeded', message: 'slow down' } } as Record<string, unknown>;
+  const primary = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`data: ${JSON.stringify(errorChunk)}\n\n`);
+    });
+  });
+  await new Promise<void>((resolve) => primary.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => primary.close(() => resolve())));
+  const health = new TargetHealth({ failureThreshold: 2 });
+  const node = await startPipelineNode(t, {
+    upstreamUrl: `http://127.0.0.1:${(primary.address() as AddressInfo).port}/v1`,
+    bundle: (base) => ({
+      upstreams: [...base.upstreams, { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backup.url, apiKey: 'sk-backup', timeoutMs: 30_000 }],
+      routes: [{ alias: 'fb', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [{ upstream: 'backup', model: 'demo-echo' }], timeoutMs: 30_000, retries: 0 }],
+    }),
+    services: { targetHealth: health },
+  });
+  const streamOnce = async (): Promise<string> => {
+    const res = await fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+      body: JSON.stringify({ ...ask('fb'), stream: true }),
+    });
+    return `${res.status} ${await res.text()}`;
+  };
+  const demo = { upstream: { name: 'demo', kind: 'openai-compatible' as const, baseUrl: `http://127.0.0.1:${(primary.address() as AddressInfo).port}/v1`, apiKey: undefined, timeoutMs: 30_000 }, upstreamModel: 'demo-echo', weight: 1 };
+  const backupBefore = backup.requests.length;
+  for (let i = 0; i < 4; i += 1) t.match(await streamOnce(), /^200 [^]*\[DONE\]/, 'the fallback answered');
+  t.equal(backup.requests.length - backupBefore, 4, 'each in-stream rate limit fell back');
+  t.notOk(health.isEjected(demo), 'a rate limit is no failure of the target');
+  errorChunk = { error: { code: 500, type: 'server_error', message: 'boom' } };
+  await streamOnce();
+  await streamOnce();
+  t.ok(health.isEjected(demo), 'two in-stream server errors in a row eject it');
+});
