@@ -8,19 +8,12 @@ import { readFileSync, statSync } from 'node:fs';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
-import { runCli } from '../../edge-node/src/cli/run-cli.js';
+import { runNodeCli as run } from './cli-capture.js';
 import { CONFIG_SIGNING_PUBLIC_KEY_PEM, preflightAnswer, startEnrollServer } from './enroll-fixtures.js';
 import type { Answer, EnrollServer } from './enroll-fixtures.js';
 
 const TOKEN = 'zn_it_UmV0cnlUaGVMb3N0QW5zd2VyV2l0aFRoZVNhbWVLZXkwMTIzNDU2';
 const OTHER_TOKEN = 'zn_it_QW5vdGhlclRva2VuQW5vdGhlcktleUFub3RoZXJBdHRlbXB0MDEy';
-
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } });
-  return { code, stdout, stderr };
-}
 
 const exists = (file: string): Promise<boolean> => stat(file).then(() => true, () => false);
 

@@ -5,25 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
-import { runCli } from '../../edge-node/src/cli/run-cli.js';
+import { runNodeCli as run } from './cli-capture.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { preflightAnswer, startEnrollServer, tokenErrorAnswer } from './enroll-fixtures.js';
 import type { EnrollServer } from './enroll-fixtures.js';
 
 const TOKEN = 'zn_it_Q2hlY2tUaGVUb2tlbk5ldmVyQXBwZWFyc0luT3V0cHV0MDEyMw';
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function run(argv: string[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } });
-  return { code, stdout, stderr };
-}
 
 async function caFile(dir: string, server: EnrollServer): Promise<string> {
   const file = path.join(dir, 'zenova-control-plane-ca.pem');

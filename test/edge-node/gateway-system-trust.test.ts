@@ -8,7 +8,7 @@ import type { Test } from 'tap';
 import { gatewayChannelCredentials } from '../../edge-node/src/control/gateway-channel.js';
 import { enrollResponseSchema } from '../../edge-node/src/enroll/enroll-api.js';
 import { gatewayTrust, loadIdentity, saveIdentity } from '../../edge-node/src/state/identity.js';
-import { runCli } from '../../edge-node/src/cli/run-cli.js';
+import { runNodeCli as run } from './cli-capture.js';
 import { openStateStore } from '../../edge-node/src/state/state-store.js';
 import { startProcess, tsEntry } from '../fixtures/processes.js';
 import { createTestCa } from '../fixtures/tls.js';
@@ -18,13 +18,6 @@ import type { EnrolledState, FakeGateway } from './control-fixtures.js';
 import { CONFIG_SIGNING_PUBLIC_KEY_PEM, startEnrollServer } from './enroll-fixtures.js';
 
 const TOKEN = 'zn_it_U3lzdGVtVHJ1c3RUb2tlbk5ldmVyUHJpbnRlZDAxMjM0NTY3';
-
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } });
-  return { code, stdout, stderr };
-}
 
 function answerWithGatewayCa(caPem: string | undefined, url: string): Record<string, unknown> {
   const id = '7d0c5b1e-94a4-4a5e-8f0b-0d3c1f8e2a11';

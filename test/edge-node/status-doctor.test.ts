@@ -4,19 +4,12 @@ import { spawn } from 'node:child_process';
 import { chmod, readFile, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
-import { runCli } from '../../edge-node/src/cli/run-cli.js';
+import { runNodeCli as run } from './cli-capture.js';
 import { saveControlStatus } from '../../edge-node/src/control/control-status.js';
 import { saveCredentials } from '../../edge-node/src/state/credential-store.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { newCredential, startFakeGateway, writeEnrolledState } from './control-fixtures.js';
 import type { EnrolledState } from './control-fixtures.js';
-
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } });
-  return { code, stdout, stderr };
-}
 
 /** Names, modes and contents of everything in the dir, to prove a command changed nothing. */
 async function snapshot(dir: string): Promise<string[]> {

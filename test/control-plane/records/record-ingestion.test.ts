@@ -3,7 +3,6 @@
 // refused without writing anything, records that cannot be ingested set aside (record-rejection.test.ts).
 import t from 'tap';
 import type { NodeMessage, RecordBatchAck, RequestRecord } from '../../../proto/src/index.js';
-import type { ControlMessage } from '../../../proto/src/index.js';
 import { NodeMessageInvalid } from '../../../control-plane/src/gateway/node-stream-handler.js';
 import { recordBatchHandler } from '../../../control-plane/src/records/record-batch-handler.js';
 import { ingestRecords } from '../../../control-plane/src/records/record-ingestion.js';
@@ -11,6 +10,7 @@ import { testDatabase } from '../../fixtures/postgres.js';
 import { migratedPool } from '../nodes-harness.js';
 import { captureLogger, testSettings } from '../helpers.js';
 import { record } from '../../edge-node/spool/spool-helpers.js';
+import { ackOf } from './record-batch-ack.js';
 
 const db = await testDatabase(t);
 const pool = await migratedPool(t, db.url);
@@ -32,15 +32,8 @@ function batchOf(records: RequestRecord[], overrides: Partial<NonNullable<NodeMe
   };
 }
 
-async function deliver(message: NodeMessage, node = NODE): Promise<RecordBatchAck> {
-  const sent: ControlMessage[] = [];
-  await handler.handle(node, message, (m) => {
-    sent.push(m);
-    return true;
-  });
-  const ack = sent[0]?.recordBatchAck;
-  if (ack === undefined) throw new Error('no ack');
-  return ack;
+function deliver(message: NodeMessage, node = NODE): Promise<RecordBatchAck> {
+  return ackOf(handler, node, message);
 }
 
 async function count(prefix: string): Promise<number> {

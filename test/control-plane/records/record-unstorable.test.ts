@@ -5,7 +5,7 @@
 // stored and acked, and a resend stores nothing twice. An unavailable database still fails the batch.
 import t from 'tap';
 import { MAX_RECORD_UNIX_MS } from '../../../proto/src/index.js';
-import type { ControlMessage, NodeMessage, RecordBatchAck, RequestRecord } from '../../../proto/src/index.js';
+import type { NodeMessage, RecordBatchAck, RequestRecord } from '../../../proto/src/index.js';
 import { recordBatchHandler } from '../../../control-plane/src/records/record-batch-handler.js';
 import { ingestRecords } from '../../../control-plane/src/records/record-ingestion.js';
 import { createPool } from '../../../control-plane/src/db/pool.js';
@@ -14,6 +14,7 @@ import { migratedPool } from '../nodes-harness.js';
 import { captureLogger, testSettings } from '../helpers.js';
 import { insertAccount, insertNode } from '../billing/billing-fixtures.js';
 import { record } from '../../edge-node/spool/spool-helpers.js';
+import { ackOf } from './record-batch-ack.js';
 
 const db = await testDatabase(t);
 const pool = await migratedPool(t, db.url);
@@ -34,14 +35,7 @@ const entries = (records: RequestRecord[]): Array<{ requestId: string; recordJso
 
 async function deliver(batchId: string, records: RequestRecord[]): Promise<RecordBatchAck> {
   const message: NodeMessage = { recordBatch: { batchId, records: entries(records), firstSequence: 1n, lastSequence: BigInt(records.length) } };
-  const sent: ControlMessage[] = [];
-  await handler.handle(NODE, message, (m) => {
-    sent.push(m);
-    return true;
-  });
-  const ack = sent[0]?.recordBatchAck;
-  if (ack === undefined) throw new Error('no ack');
-  return ack;
+  return ackOf(handler, NODE, message);
 }
 
 async function stored(ids: string[]): Promise<string[]> {
