@@ -100,6 +100,17 @@ export async function installNode(input: InstallInput, step: StepReporter): Prom
   return input.mode === 'reenroll' ? reenroll(input, step) : writeInstallation(input, step);
 }
 
+
+/**
+ * The node's state store sets 0700 only on a data/ it creates: one that already exists (kept by a
+ * rollback, or an installed node's for --reenroll) is made private before a new identity and
+ * credential are written into it. A missing one is created 0700 by the enrollment.
+ */
+async function makeDataDirPrivate(physical: string): Promise<void> {
+  await chmod(physical, DATA_DIR_MODE).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  });
+}
 async function writeInstallation(input: InstallInput, step: StepReporter): Promise<InstallOutcome> {
   const layout = installLayout(input.installDir);
   const host = (p: string): string => onHost(input.hostRoot, p);
@@ -162,9 +173,7 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
 
     // The token is redeemed only now: a failure above never burns it. A kept data/ is never removed.
     const dataExisted = await pathExists(host(layout.data));
-    // The node's state store sets 0700 only on a dir it creates: a kept data/ is made private here,
-    // before the new identity and credential are written into it.
-    if (dataExisted) await chmod(host(layout.data), DATA_DIR_MODE);
+    if (dataExisted) await makeDataDirPrivate(host(layout.data));
     undo.push(async () => {
       // data/ goes only if this run made it and it holds no identity (the token was refused), nor an
       // enrollment attempt whose answer was lost (rerunning the same command retries it with its key).
@@ -291,11 +300,7 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   const host = (p: string): string => onHost(input.hostRoot, p);
   const { services } = input;
   try {
-    // As for a kept data/ (writeInstallation): private before the new identity lands in it. A
-    // missing one is created 0700 by the enrollment.
-    await chmod(host(layout.data), DATA_DIR_MODE).catch((err: unknown) => {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    });
+    await makeDataDirPrivate(host(layout.data));
   } catch (err) {
     const f = finding('NODE-WRITE-FAILED', `could not make ${layout.data} private (mode 0700): ${errnoText(err)}`, 'Nothing was changed and the token was not used: fix the cause shown and run the same command again.');
     step(`${layout.data} mode 0700`, f);
