@@ -100,7 +100,6 @@ export async function installNode(input: InstallInput, step: StepReporter): Prom
   return input.mode === 'reenroll' ? reenroll(input, step) : writeInstallation(input, step);
 }
 
-
 /**
  * The node's state store sets 0700 only on a data/ it creates: one that already exists (kept by a
  * rollback, or an installed node's for --reenroll) is made private before a new identity and
