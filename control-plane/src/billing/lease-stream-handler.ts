@@ -1,7 +1,8 @@
 /**
  * Credit leases on the node control stream (docs/billing.md, "Messages"): when a node's session
  * goes live it is granted (or re-sent) a lease per account it serves; while live, its leases are
- * reconsidered every refresh interval (new accounts, top-ups); a LeaseReport records the node's
+ * reconsidered every refresh interval (new accounts, top-ups) and soon after a credit top-up or a
+ * config change on any replica (`wake`); a LeaseReport records the node's
  * figures and tops that lease up; a LeaseReturn closes the lease and gives the rest back.
  */
 import type pg from 'pg';
@@ -13,6 +14,7 @@ import type { NodeSend, NodeStreamHandler, StreamNode } from '../gateway/node-st
 import { withTransaction } from '../nodes/with-transaction.js';
 import { accountsToLease, leaseGrantMessage, recordLeaseReport, returnLease, topUpLease } from './credit-leases.js';
 import { leasePolicyFromEnv } from './lease-policy.js';
+import { LeaseRefresher } from './lease-refresher.js';
 import type { LeasePolicy } from './lease-policy.js';
 
 const micros = z.bigint().min(0n, 'must not be negative').max(BigInt(Number.MAX_SAFE_INTEGER), 'is out of range');
@@ -36,7 +38,7 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
   const policy = deps.policy ?? leasePolicyFromEnv(process.env);
   const now = deps.now ?? Date.now;
   const log = deps.logger.child({ component: 'billing' });
-  const timers = new Map<string, NodeJS.Timeout>();
+  const refreshers = new Map<string, LeaseRefresher>();
   /** Grants sent per session and lease (granted total and expiry), so the refresh only sends what changed. */
   const sent = new Map<string, Map<string, string>>();
   /** Accounts found overcommitted, with the excess last logged. */
@@ -73,24 +75,22 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
     payloads: ['leaseReport', 'leaseReturn'],
 
     async onLive(node, send) {
-      // The timer exists before the first await, so an onEnded arriving meanwhile always clears it.
-      let running = true;
-      const timer = setInterval(() => {
-        if (running) return;
-        running = true;
-        grantAll(node, send, false)
-          .catch((err: unknown) => log.warn({ err, nodeId: node.nodeId }, 'lease refresh failed; retrying at the next interval'))
-          .finally(() => {
-            running = false;
-          });
-      }, policy.refreshMs);
-      timer.unref();
-      timers.set(node.sessionId, timer);
+      // The refresher exists before the first await, so an onEnded arriving meanwhile always stops it.
+      const refresher = new LeaseRefresher(
+        () => grantAll(node, send, false),
+        policy.refreshMs,
+        (err) => log.warn({ err, nodeId: node.nodeId }, 'lease refresh failed; retrying at the next interval'),
+      );
+      refreshers.set(node.sessionId, refresher);
       try {
         await grantAll(node, send, true);
       } finally {
-        running = false;
+        refresher.firstDone();
       }
+    },
+
+    wake() {
+      for (const refresher of refreshers.values()) refresher.wake();
     },
 
     async handle(node, message: NodeMessage, send) {
@@ -125,8 +125,8 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
     },
 
     onEnded(node) {
-      clearInterval(timers.get(node.sessionId));
-      timers.delete(node.sessionId);
+      refreshers.get(node.sessionId)?.stop();
+      refreshers.delete(node.sessionId);
       sent.delete(node.sessionId);
     },
   };

@@ -1,11 +1,12 @@
 /**
  * Hears node events (deleted, credentials revoked) and config changes from every control-plane
  * replica: a dedicated PostgreSQL connection LISTENing on zenova_node_events and
- * zenova_config_changed. A LISTEN lives on one connection, so it cannot share the pool. When the connection drops it is re-opened with exponential back-off and
+ * zenova_config_changed (and zenova_credit_changed). A LISTEN lives on one connection, so it cannot share the pool. When the connection drops it is re-opened with exponential back-off and
  * jitter, and `onReconnect` runs so the caller can re-check what it may have missed meanwhile.
  */
 import pg from 'pg';
 import type pino from 'pino';
+import { CREDIT_CHANGED_CHANNEL } from '../billing/credit-changes.js';
 import { CONFIG_CHANGED_CHANNEL, parseConfigChangedPayload } from '../config/config-changes.js';
 import { NODE_EVENTS_CHANNEL, parseNodeEvent, type NodeEvent } from '../nodes/node-events.js';
 
@@ -15,6 +16,8 @@ export interface NodeEventListenerOptions {
   onEvent(event: NodeEvent): void;
   /** A config change committed; `version` is the new config version. Not listened for when absent. */
   onConfigChanged?(version: number): void;
+  /** An account's credit was topped up. Not listened for when absent. */
+  onCreditChanged?(): void;
   /** After a dropped connection was re-opened: events sent while it was down were lost. */
   onReconnect(): void;
   /** Back-off bounds; defaults suit production. */
@@ -42,6 +45,10 @@ export async function startNodeEventListener(opts: NodeEventListenerOptions): Pr
   let failures = 0;
 
   const onNotification = (message: pg.Notification): void => {
+    if (message.channel === CREDIT_CHANGED_CHANNEL) {
+      opts.onCreditChanged?.();
+      return;
+    }
     if (message.channel === CONFIG_CHANGED_CHANNEL && opts.onConfigChanged !== undefined) {
       const version = parseConfigChangedPayload(message.payload);
       if (version === undefined) {
@@ -91,6 +98,7 @@ export async function startNodeEventListener(opts: NodeEventListenerOptions): Pr
       next.on('notification', onNotification);
       await next.query(`LISTEN ${NODE_EVENTS_CHANNEL}`);
       if (opts.onConfigChanged !== undefined) await next.query(`LISTEN ${CONFIG_CHANGED_CHANNEL}`);
+      if (opts.onCreditChanged !== undefined) await next.query(`LISTEN ${CREDIT_CHANGED_CHANNEL}`);
     } catch (err) {
       await next.end().catch(() => undefined);
       throw err;

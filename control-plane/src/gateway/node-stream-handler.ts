@@ -30,6 +30,11 @@ export interface NodeStreamHandler {
   handle(node: StreamNode, message: NodeMessage, send: NodeSend): Promise<void>;
   /** The session ended, however. */
   onEnded?(node: StreamNode): void;
+  /**
+   * Something the live sessions depend on changed on some replica (a credit top-up, a config
+   * change): act soon rather than at the next interval. Called for all sessions at once.
+   */
+  wake?(): void;
 }
 
 /** What a handler found wrong with a message; the session ends with MESSAGE_INVALID and this text. */

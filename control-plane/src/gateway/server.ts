@@ -2,7 +2,8 @@
  * The node gateway: the grpc-js server nodes dial (TLS, server certificate only; nodes prove who
  * they are with credential metadata), one NodeSession per Connect call, and the listener that hears
  * every replica's news: node events end sessions (node deleted, credentials revoked), and config
- * changes are pushed to every live session (signed bundles from one ConfigPublisher per gateway).
+ * changes are pushed to every live session (signed bundles from one ConfigPublisher per gateway);
+ * credit top-ups and config changes wake the stream handlers (leases are reconsidered at once).
  */
 import { createNodeStreamHandlers } from './node-stream-handlers.js';
 import * as grpc from '@grpc/grpc-js';
@@ -73,6 +74,13 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
     for (const session of open) session.configChanged();
   };
 
+  const handlers = createNodeStreamHandlers({ pool, logger, settings });
+  // A top-up or a config change (a new account or key, an account reactivated) may let a node
+  // serve someone it could not: its leases are reconsidered now, not at the next refresh.
+  const wakeHandlers = (): void => {
+    for (const handler of handlers) handler.wake?.();
+  };
+
   const listener = await startNodeEventListener({
     databaseUrl: settings.databaseUrl,
     logger,
@@ -82,10 +90,13 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
     onConfigChanged: (version) => {
       publisher.noteVersion(version);
       configChanged();
+      wakeHandlers();
     },
+    onCreditChanged: wakeHandlers,
     // Events sent while the connection was down are lost: re-check every live session instead.
     onReconnect: () => {
       for (const session of open) if (session.isLive) session.recheck();
+      wakeHandlers();
       publisher.latestVersion().then(configChanged, (err: unknown) => {
         logger.warn({ err }, 'could not read the config version after reconnecting; the next change or heartbeat catches up');
       });
@@ -96,7 +107,7 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
     pool,
     logger,
     registry,
-    handlers: createNodeStreamHandlers({ pool, logger, settings }),
+    handlers,
     credentialTimings: {
       validityMs: settings.nodes.credentialValidityMs,
       rotateAfterMs: settings.nodes.credentialRotateAfterMs,
