@@ -160,9 +160,9 @@ async function serveNode(t: Teardowns, runtime: GatewayRuntime, stateDir: string
 
 /**
  * PostgreSQL, a configured control plane, and an enrolled serving node. `nodeArgs` go before the
- * entry script (e.g. `--cpu-prof`).
+ * node's entry script (e.g. `--cpu-prof`), `controlPlaneArgs` before the control plane's.
  */
-export async function startNode(t: Teardowns, upstream: Upstream, workDir: string, runtime: GatewayRuntime, nodeArgs: string[] = []): Promise<NodeUnderTest> {
+export async function startNode(t: Teardowns, upstream: Upstream, workDir: string, runtime: GatewayRuntime, nodeArgs: string[] = [], controlPlaneArgs: string[] = []): Promise<NodeUnderTest> {
   const db = await startPostgres();
   t.teardown(() => db.stop());
   const https = await httpsMaterial(join(workDir, 'https'));
@@ -170,6 +170,7 @@ export async function startNode(t: Teardowns, upstream: Upstream, workDir: strin
   const cp = await startControlPlane(t, {
     db, https, gatewayTlsDir: join(workDir, 'gw'), gatewayPort: await freePort(), listenPort: await freePort(),
     env: { ZENOVA_HEARTBEAT_INTERVAL_MS: '5000', ZENOVA_NODE_OFFLINE_AFTER_SECONDS: '120' },
+    nodeArgs: controlPlaneArgs,
   });
   const { apiKey } = await configureNodeConfig(cp, upstream);
   const stateDir = join(workDir, 'state');

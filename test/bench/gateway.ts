@@ -10,6 +10,7 @@
  *
  * Knobs (env): BENCH_SECONDS per measurement (6), BENCH_ROUNDS (2), BENCH_WARMUP_SECONDS (4),
  * BENCH_NODE_ARGS extra node flags for the node process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof",
+ * BENCH_CP_ARGS the same for the control plane (run from its sources with tsx, on the bench's Node),
  * BENCH_TARGETS which targets to run (default "direct,floor,node,peer"; fewer is faster while iterating),
  * BENCH_LOADS which loads (default "closed,200,500"), BENCH_KEEP_WORK=1 to keep the work dir (node log, state),
  * BENCH_RUNTIME which Node runs the gateways: "packaged" (default; the package's Node 22, see
@@ -31,6 +32,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 4);
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+const CP_ARGS = (process.env.BENCH_CP_ARGS ?? '').split(' ').filter((a) => a !== '');
 const TARGETS = (process.env.BENCH_TARGETS ?? 'direct,floor,node,peer').split(',').map((x) => x.trim());
 const LOAD_NAMES = (process.env.BENCH_LOADS ?? 'closed,200,500').split(',').map((x) => x.trim());
 const RUNTIME = process.env.BENCH_RUNTIME ?? 'packaged';
@@ -83,7 +85,7 @@ async function main(): Promise<void> {
     const runtime = await gatewayRuntime(RUNTIME, work, log);
     log(`gateways (node, floor, peer) run on ${runtime.name === 'packaged' ? "the package's Node" : "this machine's Node"} ${runtime.version}`);
     const upstream = await startUpstream(t);
-    const node = TARGETS.includes('node') ? await startNode(t, upstream, work, runtime, NODE_ARGS) : undefined;
+    const node = TARGETS.includes('node') ? await startNode(t, upstream, work, runtime, NODE_ARGS, CP_ARGS) : undefined;
     const peer = TARGETS.includes('peer') ? await startPeer(t, upstream, runtime) : undefined;
     const floor = TARGETS.includes('floor') ? await startFloor(t, upstream, runtime) : undefined;
     const targets = [

@@ -53,13 +53,14 @@ export const SECRET_ENC_KEY = randomBytes(32).toString('base64');
 
 export async function startControlPlane(
   t: Teardown,
-  opts: { db: TestDatabase; https: HttpsMaterial; gatewayTlsDir: string; gatewayPort?: number; listenPort?: number; secretEncKey?: string; env?: Record<string, string> },
+  opts: { db: TestDatabase; https: HttpsMaterial; gatewayTlsDir: string; gatewayPort?: number; listenPort?: number; secretEncKey?: string; env?: Record<string, string>; nodeArgs?: string[] },
 ): Promise<ControlPlane> {
   const { command, args } = tsEntry('control-plane/src/main.ts');
   const proc = await startProcess({
     name: 'control-plane',
     command,
-    args,
+    // Node's own options (e.g. `--cpu-prof`) before the loader and the entry.
+    args: [...(opts.nodeArgs ?? []), ...args],
     env: {
       ZENOVA_DATABASE_URL: opts.db.url,
       ZENOVA_LISTEN: `127.0.0.1:${opts.listenPort ?? 0}`,
