@@ -13,7 +13,7 @@
 import type { TextSlot } from '../pipeline/context.js';
 import { JsonStringWalk } from './json-string-slots.js';
 import { FieldSlot } from './text-slot.js';
-import { estimateTokens } from './token-estimate.js';
+import { cjkCharacters, estimateTokens, tokensForCharacters } from './token-estimate.js';
 
 /** Lists holding stand-ins, each mapped to itself as the mutable array its provider built. */
 const pending = new WeakMap<readonly TextSlot[], TextSlot[]>();
@@ -115,7 +115,11 @@ export function resolveDeferredTexts(slots: readonly TextSlot[]): void {
   walk.finish();
 }
 
-/** A cheap token estimate of a request's texts: a JSON text by its raw length, a parsed JSON value (an input or arguments object) by its strings and keys (each once), nothing parsed or serialised. */
+/**
+ * A cheap token estimate of a request's texts: a JSON text by its raw length, a parsed JSON value
+ * (an input or arguments object) by the length of the JSON it serialises to (jsonTokens), nothing
+ * parsed or serialised.
+ */
 export function estimateInputTokens(slots: readonly TextSlot[]): number {
   let tokens = 0;
   for (const slot of slots) tokens += slot instanceof DeferredJson ? slot.estimatedTokens() : estimateTokens(slot.text);
@@ -123,27 +127,81 @@ export function estimateInputTokens(slots: readonly TextSlot[]): number {
 }
 
 /**
- * The estimated tokens of the strings and keys inside `node`, at any depth (an explicit stack: the
- * walk stops at MAX_DEPTH and guardrails then refuse the text, but the estimate feeds credit
- * pre-authorisation, which must count what lies deeper too).
+ * estimateTokens of the JSON text `root` serialises to, counted by a walk that builds no text: its
+ * strings and keys (quoted and escaped), numbers, true, false and null, and the brackets, commas and
+ * colons between them. Not its strings alone: the upstream reads and bills the whole JSON, and a
+ * `[0,0,0,…]` or `[true,…]` of hundreds of KB must not reserve one token. At any depth (an
+ * explicit stack: the walk stops at MAX_DEPTH and guardrails then refuse the text, but the estimate
+ * feeds credit pre-authorisation, which must count what lies deeper too).
  */
 function jsonTokens(root: unknown): number {
-  let tokens = 0;
-  const stack: unknown[] = [root];
+  const count: JsonLength = { chars: 0, cjk: 0 };
+  const stack: object[] = [];
+  countValue(root, count, stack);
   while (stack.length > 0) {
     const node = stack.pop();
-    if (typeof node === 'string') {
-      tokens += estimateTokens(node);
-    } else if (Array.isArray(node)) {
-      for (const item of node) if (typeof item === 'object' || typeof item === 'string') stack.push(item);
-    } else if (typeof node === 'object' && node !== null) {
+    if (Array.isArray(node)) {
+      // The brackets and a comma between items.
+      count.chars += node.length === 0 ? 2 : node.length + 1;
+      for (const item of node) countValue(item, count, stack);
+    } else if (node !== undefined) {
+      let keys = 0;
       // for…in, not Object.keys: no array per object (parsed JSON inherits no enumerable keys).
       for (const key in node) {
-        tokens += estimateTokens(key);
-        const value = (node as Record<string, unknown>)[key];
-        if (typeof value === 'object' || typeof value === 'string') stack.push(value);
+        keys += 1;
+        countValue(key, count, stack);
+        countValue((node as Record<string, unknown>)[key], count, stack);
       }
+      // The braces, a colon per key and a comma between keys.
+      count.chars += keys === 0 ? 2 : 2 * keys + 1;
     }
   }
-  return tokens;
+  return tokensForCharacters(count.chars, count.cjk);
+}
+
+/** The JSON text jsonTokens has counted: its characters, and how many of them are CJK. */
+interface JsonLength {
+  chars: number;
+  cjk: number;
+}
+
+/** Counts a string or scalar into `count`, or puts an object or array on `stack` to be walked. */
+function countValue(value: unknown, count: JsonLength, stack: object[]): void {
+  if (typeof value === 'string') {
+    count.chars += jsonStringLength(value);
+    count.cjk += cjkCharacters(value);
+  } else if (typeof value === 'object' && value !== null) {
+    stack.push(value);
+  } else {
+    count.chars += scalarLength(value);
+  }
+}
+
+/** The length of a number, true, false or null in JSON. */
+function scalarLength(value: unknown): number {
+  if (typeof value === 'boolean') return value ? 4 : 5;
+  if (typeof value !== 'number') return 4;
+  const magnitude = Math.abs(value);
+  if (Number.isInteger(value) && magnitude < 1e21) {
+    // Integers, the common case, by their digits: no string per number (JSON writes -0 as 0).
+    let length = value < 0 ? 2 : 1;
+    for (let power = 10; power <= magnitude; power *= 10) length += 1;
+    return length;
+  }
+  // As JSON.stringify writes it: a number that parsed to Infinity (1e999) is sent as null.
+  return Number.isFinite(value) ? String(value).length : 4;
+}
+
+/** Characters JSON.stringify escapes: the quote, the backslash, control characters and lone surrogates. */
+// eslint-disable-next-line no-control-regex -- control characters are what JSON escapes
+const ESCAPED = /["\\\u0000-\u001f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+/** The escaped characters JSON writes in two characters (`\n`); the others take six (`\u0001`). */
+const SHORT_ESCAPES: ReadonlySet<string> = new Set(['"', '\\', '\b', '\f', '\n', '\r', '\t']);
+
+/** The length of `text` as a JSON string: quoted, and escaped as JSON.stringify escapes it. */
+function jsonStringLength(text: string): number {
+  let length = text.length + 2;
+  const escaped = text.match(ESCAPED);
+  if (escaped !== null) for (const char of escaped) length += SHORT_ESCAPES.has(char) ? 1 : 5;
+  return length;
 }

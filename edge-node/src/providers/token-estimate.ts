@@ -7,6 +7,15 @@ const CJK = /[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]
 
 export function estimateTokens(text: string): number {
   if (text.length === 0) return 0;
-  const cjk = text.match(CJK)?.length ?? 0;
-  return cjk + Math.ceil((text.length - cjk) / 4);
+  return tokensForCharacters(text.length, cjkCharacters(text));
+}
+
+/** The CJK characters in `text`, for an estimate of text counted in pieces (tokensForCharacters). */
+export function cjkCharacters(text: string): number {
+  return text.match(CJK)?.length ?? 0;
+}
+
+/** estimateTokens of a text `length` characters long, `cjk` of them CJK, without the text. */
+export function tokensForCharacters(length: number, cjk: number): number {
+  return cjk + Math.ceil((length - cjk) / 4);
 }

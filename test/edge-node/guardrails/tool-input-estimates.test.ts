@@ -1,7 +1,9 @@
 // The input token estimate of tool-call input (deferred-json-texts.ts), which credit
-// pre-authorisation reserves against: it counts every string and key, at any depth, and an
-// `arguments` object sent in place of its JSON text by its strings, without serialising anything.
+// pre-authorisation reserves against: a parsed input (or an `arguments` object sent in place of its
+// JSON text) is estimated as the JSON it is sent as, every string, key, number, true, false, null
+// and bracket at any depth, without serialising anything.
 import t from 'tap';
+import type { Test } from 'tap';
 import { messagesApi } from '../../../edge-node/src/providers/anthropic/messages.js';
 import { resolveDeferredTexts } from '../../../edge-node/src/providers/deferred-json-texts.js';
 import { MAX_DEPTH } from '../../../edge-node/src/providers/json-string-slots.js';
@@ -32,22 +34,59 @@ t.test("a tool_use input's estimate counts strings nested deeper than the walk g
     messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 't0', name: 'send', input: nested(levels, leaf) }] }],
   });
   t.equal(messagesApi.identify(ctx), undefined);
-  t.equal(ctx.estimatedInputTokens, (levels - 1) * estimateTokens('n') + estimateTokens('s') + estimateTokens(leaf), 'every key and the deep string counted');
+  t.equal(ctx.estimatedInputTokens, estimateTokens(JSON.stringify(nested(levels, leaf))), 'every key, brace and the deep string counted');
   resolveDeferredTexts(ctx.inputTexts);
   t.ok(isPartial(ctx.inputTexts), 'the walk itself still stops at its depth limit (guardrails with rules refuse it)');
   t.end();
 });
 
-t.test('an OpenAI `arguments` object is estimated by its strings and keys, as a tool_use input is', (t) => {
+t.test('an OpenAI `arguments` object is estimated by the JSON it is sent as, as a tool_use input is', (t) => {
   const args = { to: 'bob@example.com', list: ['alpha', { beta: 'gamma' }], n: 3 };
   const ctx = providerContext('chat.completions', {
     model: 'echo',
     messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c0', type: 'function', function: { name: 'send', arguments: args } }] }],
   });
   t.equal(chatCompletionsApi.identify(ctx), undefined);
-  const strings = ['to', 'bob@example.com', 'list', 'alpha', 'beta', 'gamma', 'n'];
-  t.equal(ctx.estimatedInputTokens, strings.reduce((sum, s) => sum + estimateTokens(s), 0));
+  t.equal(ctx.estimatedInputTokens, estimateTokens(JSON.stringify(args)));
   resolveDeferredTexts(ctx.inputTexts);
   t.same(ctx.inputTexts.map((slot) => slot.text), ['bob@example.com', 'alpha', 'gamma', 'to', 'list', 'beta', 'n'], 'resolved: every string and key of the object');
+  t.end();
+});
+
+/** The estimate of `input` as an Anthropic tool_use block's input, through the provider's identify. */
+function toolUseEstimate(t: Test, input: unknown): number {
+  const ctx = providerContext('messages', {
+    model: 'claude',
+    max_tokens: 10,
+    messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 't0', name: 'send', input }] }],
+  });
+  t.equal(messagesApi.identify(ctx), undefined);
+  return ctx.estimatedInputTokens;
+}
+
+t.test('a tool_use input of numbers, booleans or nulls is estimated by its JSON length, not as the one token of its key', (t) => {
+  for (const item of [0, 123_456.75, true, false, null]) {
+    const input = { data: new Array<unknown>(100_000).fill(item) };
+    const json = JSON.stringify(input);
+    const estimate = toolUseEstimate(t, input);
+    t.equal(estimate, estimateTokens(json), `[${String(item)}, …]: ${json.length} characters of JSON`);
+    t.ok(estimate >= json.length / 4, `[${String(item)}, …] reserves at least a token per 4 characters`);
+  }
+  t.end();
+});
+
+t.test('a small tool_use input stays as small as its JSON: a token or a few', (t) => {
+  t.equal(toolUseEstimate(t, {}), 1, '{}');
+  t.equal(toolUseEstimate(t, { ok: true, n: 12 }), estimateTokens('{"ok":true,"n":12}'), 'a boolean and a number');
+  t.equal(toolUseEstimate(t, [null, false]), estimateTokens('[null,false]'), 'an array of scalars');
+  t.ok(toolUseEstimate(t, { ok: true, n: 12 }) <= 5);
+  t.end();
+});
+
+t.test('strings in an input are counted as JSON writes them: quoted, and a control character as its six-character escape', (t) => {
+  const input = { text: '\u0001'.repeat(10_000), code: 'say("hi")\n'.repeat(1_000) };
+  const estimate = toolUseEstimate(t, input);
+  t.equal(estimate, estimateTokens(JSON.stringify(input)));
+  t.ok(estimate >= (6 * 10_000 + 13 * 1_000) / 4, 'escapes counted at their JSON length');
   t.end();
 });

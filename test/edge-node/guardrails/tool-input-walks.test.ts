@@ -142,7 +142,7 @@ t.test('numbers inside arguments are checked as their digits, a card past 2^53 t
   t.end();
 });
 
-t.test('identify parses no tool-call arguments and walks no tool input; the input estimate counts the raw arguments and each key once', (t) => {
+t.test("identify parses no tool-call arguments and walks no tool input for guardrails; the input estimate counts the raw arguments and the input's JSON", (t) => {
   const args = '{"path": "src/a.ts", "note": "mail bob@example.com"}';
   const chat = providerContext('chat.completions', {
     model: 'echo',
@@ -168,8 +168,7 @@ t.test('identify parses no tool-call arguments and walks no tool input; the inpu
   });
   t.equal(messagesApi.identify(messages), undefined);
   t.equal(messages.inputTexts.length, 3, 'the input is one stand-in, not a slot per string');
-  const strings = ['to', 'bob@example.com', 'list', 'alpha', 'beta', 'gamma', 'n'];
-  t.equal(messages.estimatedInputTokens, estimateTokens('hi') + estimateTokens('ok') + strings.reduce((sum, s) => sum + estimateTokens(s), 0), 'each key and string counted once');
+  t.equal(messages.estimatedInputTokens, estimateTokens('hi') + estimateTokens('ok') + estimateTokens(JSON.stringify(input)), 'the input as the JSON it is sent as');
   resolveDeferredTexts(messages.inputTexts);
   t.same(messages.inputTexts.map((slot) => slot.text), ['hi', 'bob@example.com', 'alpha', 'gamma', 'ok', 'to', 'list', 'beta', 'n'], 'resolved: every string and key of the input');
   t.end();
