@@ -145,8 +145,14 @@ t.test('a mark of another trust (re-enrolled to another node or control plane) d
   t.match(await started.applier.apply(push), { ok: true, version: 3 }, 'a lower version of the new control plane is taken');
 });
 
-t.test('a damaged mark file stops the start with a message naming it', async (t) => {
+t.test('a damaged mark file stops the start with a message naming it and what to do', async (t) => {
   const { stateDir, identity } = await appliedNineThenTen(t);
   await writeFile(path.join(stateDir, APPLIED_VERSION_FILE), '{"version":"ten"}');
   await t.rejects(loadEnrolledConfig(stateDir, identity, createLogger({ level: 'silent' })), { name: 'StateFileError', message: /config-applied-version\.json.*delete it/ });
+  // Truncated JSON (damage on disk, a hand edit) gets the same advice.
+  await writeFile(path.join(stateDir, APPLIED_VERSION_FILE), '{"version": 10, "nodeId"');
+  await t.rejects(loadEnrolledConfig(stateDir, identity, createLogger({ level: 'silent' })), {
+    name: 'StateFileError',
+    message: /config-applied-version\.json: is not valid JSON .*delete it/,
+  });
 });

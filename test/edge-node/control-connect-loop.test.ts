@@ -9,6 +9,7 @@ import { loadControlStatus } from '../../edge-node/src/control/control-status.js
 import { createLogger } from '../../edge-node/src/logger.js';
 import { loadCredentials } from '../../edge-node/src/state/credential-store.js';
 import { waitFor } from '../fixtures/wait-for.js';
+import { runNodeCli } from './cli-capture.js';
 import { newCredential, startFakeGateway, writeEnrolledState } from './control-fixtures.js';
 import type { EnrolledState } from './control-fixtures.js';
 
@@ -52,7 +53,15 @@ t.test('the loop reconnects by itself after the gateway goes away and comes back
   await gateway.restart();
   await waitFor(() => established() === 2, { what: 'a new session after the restart' });
   t.equal(gateway.sessions.length >= 2, true);
-  t.match(await loadControlStatus(state.store), { connected: true, sessionId: `session-${gateway.sessions.length - 1}` });
+  const back = await loadControlStatus(state.store);
+  t.match(back, { connected: true, sessionId: `session-${gateway.sessions.length - 1}` });
+  // The outage's error is kept as history, marked resolved when the link came back.
+  t.match(back?.lastError, { code: /\w+/, resolvedAt: back?.since });
+  t.ok(Date.parse(back?.lastError?.at ?? '') <= Date.parse(back?.since ?? ''), 'the error is from before the reconnect');
+  t.equal(loop.status().lastError?.resolvedAt?.toISOString(), back?.since);
+  const status = await runNodeCli(['status', '--state-dir', state.dir]);
+  t.match(status.stdout, /past error:\s+\S+ at .* \(resolved at /);
+  t.notMatch(status.stdout, /what to do:/, 'no advice for an outage that is over');
 
   await loop.stop();
   t.match(await loadControlStatus(state.store), { connected: false, serving: false }, 'a clean stop is recorded');

@@ -1,23 +1,29 @@
 // `zenova-node status` and `zenova-node doctor` read the state dir (and, for doctor, probe the
 // gateway over real TLS) without changing anything.
 import { spawn } from 'node:child_process';
-import { chmod, readFile, readdir, stat } from 'node:fs/promises';
+import { chmod, readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
+import type { Test } from 'tap';
 import { runNodeCli as run } from './cli-capture.js';
-import { saveControlStatus } from '../../edge-node/src/control/control-status.js';
+import { APPLIED_VERSION_FILE, AppliedVersionMark } from '../../edge-node/src/config/applied-version.js';
+import { BundleCache } from '../../edge-node/src/config/bundle-cache.js';
+import type { CachedBundle } from '../../edge-node/src/config/bundle-cache.js';
+import { loadControlStatus, saveControlStatus } from '../../edge-node/src/control/control-status.js';
 import { saveCredentials } from '../../edge-node/src/state/credential-store.js';
 import { createTestCa } from '../fixtures/tls.js';
+import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
 import { newCredential, startFakeGateway, writeEnrolledState } from './control-fixtures.js';
 import type { EnrolledState } from './control-fixtures.js';
 
-/** Names, modes and contents of everything in the dir, to prove a command changed nothing. */
+/** Names, modes and contents of everything in the dir (config/ included), to prove a command changed nothing. */
 async function snapshot(dir: string): Promise<string[]> {
   const names = (await readdir(dir)).sort();
   const rows = [`. ${((await stat(dir)).mode & 0o777).toString(8)}`];
   for (const name of names) {
     const file = path.join(dir, name);
-    rows.push(`${name} ${((await stat(file)).mode & 0o777).toString(8)} ${await readFile(file, 'utf8')}`);
+    if ((await stat(file)).isDirectory()) rows.push(...(await snapshot(file)).map((row) => `${name}/${row}`));
+    else rows.push(`${name} ${((await stat(file)).mode & 0o777).toString(8)} ${await readFile(file, 'utf8')}`);
   }
   return rows;
 }
@@ -29,6 +35,25 @@ function deadPid(): Promise<number> {
     child.on('error', reject);
     child.on('exit', () => resolve(child.pid!));
   });
+}
+
+/**
+ * An enrolled state dir (0700, gateway up) whose node applied config version `applied` and whose
+ * cache holds `current` and `previous` (signed with the key the identity pins).
+ */
+async function withConfig(t: Test, versions: { applied: number; current: number; previous?: number }) {
+  const gateway = await startFakeGateway(t);
+  const signer = createSigner();
+  const state = await writeEnrolledState(t.testdir({}), gateway, { configSigningPublicKeyPem: signer.publicKeyPem });
+  await chmod(state.dir, 0o700);
+  const entry = (version: number): CachedBundle => {
+    const push = signedPush(testBundle({ nodeId: state.identity.nodeId, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('k', newCallerKey().sha256)] }), signer);
+    return { version, bundle: push.bundle.toString('utf8'), signature: push.signature.toString('base64') };
+  };
+  const cache = new BundleCache(state.dir);
+  await cache.store(entry(versions.current), versions.previous !== undefined ? entry(versions.previous) : undefined);
+  await (await AppliedVersionMark.open(state.store)).record(versions.applied, { nodeId: state.identity.nodeId, publicKeyPem: signer.publicKeyPem }, new Date());
+  return { state, cache, markFile: state.store.path(APPLIED_VERSION_FILE) };
 }
 
 async function recordStatus(state: EnrolledState, pid: number, connected: boolean): Promise<void> {
@@ -71,6 +96,36 @@ t.test('status shows the last error and its advice while connected is false, and
   t.match(stale.control, { running: false, connected: false, sessionId: null });
 });
 
+t.test('status of a reconnected node shows the outage as a resolved past error without its advice', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const at = new Date(Date.now() - 60_000).toISOString();
+  const resolvedAt = new Date().toISOString();
+  await saveControlStatus(state.store, {
+    connected: true,
+    since: resolvedAt,
+    lastError: { code: 'UNAVAILABLE', message: 'connection refused', at, advice: 'check the gateway is up', resolvedAt },
+    sessionId: 'session-2',
+    pid: process.pid,
+    serving: true,
+    updatedAt: resolvedAt,
+  });
+  const text = await run(['status', '--state-dir', state.dir]);
+  t.match(text.stdout, /control link:\s+connected since/);
+  t.match(text.stdout, `past error:    UNAVAILABLE at ${at} (resolved at ${resolvedAt}): connection refused`);
+  t.notMatch(text.stdout, /last error:/, 'not shown as a current problem');
+  t.notMatch(text.stdout, /what to do:/, 'no advice for a problem that is over');
+  const json = JSON.parse((await run(['status', '--state-dir', state.dir, '--json'])).stdout);
+  t.match(json.control, { connected: true, lastError: { code: 'UNAVAILABLE', at, resolvedAt } });
+
+  // A file that says connected but not when the error was resolved: still no advice while connected.
+  const record = await loadControlStatus(state.store);
+  await saveControlStatus(state.store, { ...record!, lastError: { code: 'UNAVAILABLE', message: 'connection refused', at, advice: 'check the gateway is up' } });
+  const unmarked = await run(['status', '--state-dir', state.dir]);
+  t.match(unmarked.stdout, `past error:    UNAVAILABLE at ${at} (resolved): connection refused`);
+  t.notMatch(unmarked.stdout, /what to do:/);
+});
+
 t.test('status of a missing or unenrolled state dir exits 1 and creates nothing', async (t) => {
   const dir = t.testdir({ empty: {} });
   const missing = await run(['status', '--state-dir', path.join(dir, 'absent'), '--json']);
@@ -102,16 +157,67 @@ t.test('doctor fails loose modes, an expired credential and an untrusted gateway
   const state = await writeEnrolledState(t.testdir({}), { target: gateway.target, ca: await createTestCa() });
   await chmod(state.dir, 0o755);
   await chmod(state.store.path('identity.json'), 0o644);
+  // A mark of an earlier enrollment (another node id): its mode is checked, but it sets no floor.
+  await (await AppliedVersionMark.open(state.store)).record(1, { nodeId: 'enrolled-before', publicKeyPem: state.identity.configSigningPublicKeyPem }, new Date());
+  await chmod(state.store.path(APPLIED_VERSION_FILE), 0o644);
   await saveCredentials(state.store, { current: newCredential(-1000) });
   const before = await snapshot(state.dir);
   const result = await run(['doctor', '--state-dir', state.dir]);
   t.equal(result.code, 1);
   t.match(result.stdout, /FAIL\s+state dir .* \(mode 0755\)\n\s+only the node's user may access it: chmod 700/);
   t.match(result.stdout, /FAIL\s+file .*identity\.json \(mode 0644\)\n\s+.*chmod 600/);
+  t.match(result.stdout, /FAIL\s+file .*config-applied-version\.json \(mode 0644\)\n\s+.*chmod 600/);
   t.match(result.stdout, /FAIL\s+credential expired at .*\n\s+re-enroll/);
   t.match(result.stdout, /FAIL\s+gateway TLS certificate trusted .*\n\s+the gateway's certificate is not trusted/);
-  t.match(result.stdout, /4 checks failed/);
+  t.match(result.stdout, /5 checks failed/);
   t.same(await snapshot(state.dir), before, 'doctor fixed nothing by itself');
+});
+
+t.test('doctor checks the config cache as serve loads it and passes one at the applied version', async (t) => {
+  const { state, markFile } = await withConfig(t, { applied: 3, current: 3, previous: 2 });
+  const before = await snapshot(state.dir);
+  const result = await run(['doctor', '--state-dir', state.dir]);
+  t.equal(result.code, 0, result.stdout);
+  t.match(result.stdout, `ok    file ${markFile} (mode 0600)`);
+  t.match(result.stdout, /ok\s+config cache: version 3 in .*current\.json verifies \(this node applied up to version 3\)/);
+  t.same(await snapshot(state.dir), before, 'doctor raised or rewrote nothing');
+});
+
+t.test('doctor fails a damaged config-applied-version.json with the advice serve stops with', async (t) => {
+  const { state, markFile } = await withConfig(t, { applied: 2, current: 2 });
+  await writeFile(markFile, '{"version": 2, "nodeId"');
+  const serve = await run(['serve', '--state-dir', state.dir, '--listen', '127.0.0.1:0']);
+  t.equal(serve.code, 2, 'serve refuses to start');
+  const refusal = serve.stderr.replace(/^zenova-node: /, '').trim();
+  t.match(refusal, /config-applied-version\.json: is not valid JSON \(.*stop the node and delete it/);
+
+  const result = await run(['doctor', '--state-dir', state.dir]);
+  t.equal(result.code, 1, result.stdout);
+  t.match(result.stdout, `FAIL  applied config version ${markFile}\n      \`serve\` refuses to start: ${refusal}\n`);
+  t.notMatch(result.stdout, /all checks passed/);
+});
+
+t.test('doctor fails a rolled-back config cache that serve would not serve, with its code and advice', async (t) => {
+  // A restored backup: the node applied version 3, the cache holds 2 (and 1 before it).
+  const { state, cache } = await withConfig(t, { applied: 3, current: 2, previous: 1 });
+  const result = await run(['doctor', '--state-dir', state.dir]);
+  t.equal(result.code, 1, result.stdout);
+  t.match(result.stdout, `FAIL  config cache ${cache.file('current')} verifies\n      CONFIG_ROLLED_BACK: it holds version 2, but this node already applied version 3`);
+  t.match(result.stdout, /delete config-applied-version\.json/);
+  t.notMatch(result.stdout, /ok\s+config cache: version/, 'no version is said to be served');
+});
+
+t.test('doctor fails an older previous.json served because current.json is damaged', async (t) => {
+  const { state, cache } = await withConfig(t, { applied: 3, current: 3, previous: 2 });
+  await writeFile(cache.file('current'), '{"version": 3');
+  const result = await run(['doctor', '--state-dir', state.dir]);
+  t.equal(result.code, 1, result.stdout);
+  t.match(result.stdout, /FAIL\s+config cache .*current\.json verifies\n\s+CONFIG_CACHE_CORRUPT/);
+  t.match(
+    result.stdout,
+    /FAIL\s+config cache: version 2 in .*previous\.json verifies but is OLDER than version 3 this node applied\n\s+serving config version 2 from config\/previous\.json because config\/current\.json is damaged/,
+  );
+  t.match(result.stdout, /2 checks failed/);
 });
 
 t.test('doctor names a gateway certificate without the saved name, and a gateway that is down', async (t) => {

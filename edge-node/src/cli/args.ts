@@ -73,7 +73,8 @@ export const STATUS_USAGE = `Usage: zenova-node status --state-dir DIR [--json]
 
 Shows the node's identity, its control plane and gateway, whether the running node is connected
 (or since when it is not, with the last error and what to do), and the config version it serves
-and when it was applied (or why it is not ready). Changes nothing.
+and when it was applied (or why it is not ready). An error the link recovered from is shown as
+"past error" with when it was resolved, and no advice. Changes nothing.
 
 Options:
   --state-dir DIR   The node's state directory
@@ -83,9 +84,10 @@ Options:
 
 export const DOCTOR_USAGE = `Usage: zenova-node doctor --state-dir DIR
 
-Checks the state directory (exists, modes 0700/0600, identity readable, credential not expired)
-and the gateway (TCP reachable, TLS certificate trusted and valid for its name). Changes nothing.
-Exit status 1 when a check fails.
+Checks the state directory (exists, modes 0700/0600, identity readable, credential not expired),
+the config cache as serve loads it at start (config-applied-version.json readable, the cached config
+verifies and is not older than the version the node applied) and the gateway (TCP reachable, TLS
+certificate trusted and valid for its name). Changes nothing. Exit status 1 when a check fails.
 
 Options:
   --state-dir DIR   The node's state directory

@@ -32,15 +32,25 @@ export function signingKeySha256(publicKeyPem: string): string {
   return createHash('sha256').update(publicKeyPem.trim(), 'utf8').digest('hex');
 }
 
+const DAMAGED_ADVICE =
+  '(it records the highest config version this node applied; if it is damaged, stop the node and delete it: the cached config is then accepted as it is)';
+
+/** The mark, or undefined when there is none; a damaged file is a StateFileError naming it and what to do. */
 export async function loadAppliedVersion(store: StateStore): Promise<AppliedVersionRecord | undefined> {
-  const value = await store.read(APPLIED_VERSION_FILE);
+  let value: unknown;
+  try {
+    value = await store.read(APPLIED_VERSION_FILE);
+  } catch (err) {
+    // Truncated or garbled JSON is damage like a schema failure; an unreadable file (EACCES) is not.
+    if (err instanceof StateFileError && err.cause instanceof SyntaxError) {
+      throw new StateFileError(store.path(APPLIED_VERSION_FILE), `is not valid JSON ${DAMAGED_ADVICE}`, { cause: err.cause });
+    }
+    throw err;
+  }
   if (value === undefined) return undefined;
   const parsed = appliedVersionSchema.safeParse(value);
   if (!parsed.success) {
-    throw new StateFileError(
-      store.path(APPLIED_VERSION_FILE),
-      `${describeIssues(parsed.error).join('; ')} (it records the highest config version this node applied; if it is damaged, stop the node and delete it: the cached config is then accepted as it is)`,
-    );
+    throw new StateFileError(store.path(APPLIED_VERSION_FILE), `${describeIssues(parsed.error).join('; ')} ${DAMAGED_ADVICE}`);
   }
   return parsed.data;
 }

@@ -8,15 +8,14 @@
 import type { ConfigStatusRecord } from '../control/control-status.js';
 import type { Logger } from '../logger.js';
 import type { NodeIdentity } from '../state/identity.js';
-import { openStateStore } from '../state/state-store.js';
 import { createConfigApplier } from './apply-bundle.js';
-import { APPLIED_VERSION_FILE, AppliedVersionMark } from './applied-version.js';
+import { APPLIED_VERSION_FILE } from './applied-version.js';
 import type { ConfigApplier } from './apply-bundle.js';
-import { BundleCache, CONFIG_CACHE_DIR } from './bundle-cache.js';
+import { CONFIG_CACHE_DIR } from './bundle-cache.js';
 import type { CacheLoad, CachedBundle } from './bundle-cache.js';
 import { ConfigHolder } from './config-holder.js';
-import { fromBundle } from './runtime-config.js';
 import type { RuntimeConfig } from './runtime-config.js';
+import { readStartupCache } from './startup-cache.js';
 
 /** Why an enrolled node has no config, in words for /readyz and status (no absolute paths). */
 function notReadyReason(load: CacheLoad<RuntimeConfig>): string {
@@ -34,11 +33,7 @@ export interface EnrolledConfig {
 
 /** The verified cache (current, else previous) or not ready; never an unverified or rolled-back config. */
 export async function loadEnrolledConfig(stateDir: string, identity: NodeIdentity, logger: Logger): Promise<EnrolledConfig> {
-  const cache = new BundleCache(stateDir);
-  const trust = { nodeId: identity.nodeId, publicKeyPem: identity.configSigningPublicKeyPem };
-  const mark = await AppliedVersionMark.open(await openStateStore(stateDir, { create: false }));
-  const highestApplied = mark.highest(trust);
-  const load = await cache.load(trust, fromBundle, logger, { highestApplied });
+  const { cache, trust, mark, highestApplied, load } = await readStartupCache(stateDir, identity, logger);
   let holder: ConfigHolder;
   let serving: CachedBundle | undefined;
   if (load.loaded !== undefined) {

@@ -35,6 +35,8 @@ export interface ControlLinkError {
   message: string;
   at: Date;
   advice?: string;
+  /** Set once a session was established after the error: kept as history, no longer a problem. */
+  resolvedAt?: Date;
 }
 
 export interface ControlLinkStatus {
@@ -118,6 +120,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
               message: status.lastError.message,
               at: status.lastError.at.toISOString(),
               ...(status.lastError.advice !== undefined ? { advice: status.lastError.advice } : {}),
+              ...(status.lastError.resolvedAt !== undefined ? { resolvedAt: status.lastError.resolvedAt.toISOString() } : {}),
             },
       sessionId: status.sessionId,
       ...(opts.configStatus !== undefined ? { config: opts.configStatus() } : {}),
@@ -132,7 +135,8 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
   };
 
   const recordError = (code: string, message: string): boolean => {
-    const changed = status.lastError?.code !== code;
+    // After a resolved error, the same code again is a new problem, not the same streak.
+    const changed = status.lastError === null || status.lastError.resolvedAt !== undefined || status.lastError.code !== code;
     const advice = refusalAdvice(code);
     status = { ...status, lastError: { code, message, at: new Date(), ...(advice !== undefined ? { advice } : {}) } };
     return changed;
@@ -192,7 +196,10 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         },
         onEstablished: (info) => {
           onEstablished();
-          status = { ...status, state: 'connected', since: new Date(), sessionId: info.sessionId };
+          const now = new Date();
+          // The outage is over: its error stays as history, but `status` must not show it as current.
+          const lastError = status.lastError === null ? null : { ...status.lastError, resolvedAt: status.lastError.resolvedAt ?? now };
+          status = { ...status, state: 'connected', since: now, sessionId: info.sessionId, lastError };
           void persist().then(() =>
             logger.info(
               { sessionId: info.sessionId, nodeId: identity.nodeId, gateway: identity.gateway.target, heartbeatIntervalMs: info.heartbeatIntervalMs },

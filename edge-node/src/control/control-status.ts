@@ -33,6 +33,8 @@ export const controlStatusSchema = z.object({
       message: z.string().max(2000),
       at: z.iso.datetime({ offset: true }),
       advice: z.string().max(1000).optional(),
+      /** When a session was established again after it: the error is history, not a current problem. */
+      resolvedAt: z.iso.datetime({ offset: true }).optional(),
     })
     .nullable(),
   sessionId: z.string().max(200).nullable(),

@@ -4,8 +4,11 @@
  */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import { APPLIED_VERSION_FILE } from '../config/applied-version.js';
 import { BundleCache } from '../config/bundle-cache.js';
-import { fromBundle } from '../config/runtime-config.js';
+import { olderConfigWarning } from '../config/enrolled-config.js';
+import { readStartupCache } from '../config/startup-cache.js';
+import type { StartupCache } from '../config/startup-cache.js';
 import { CONTROL_STATUS_FILE } from '../control/control-status.js';
 import { probeTcp, probeTls } from '../control/gateway-probe.js';
 import { CREDENTIAL_FILE, isExpired, loadCredentials } from '../state/credential-store.js';
@@ -54,7 +57,7 @@ export async function runDoctor(stateDir: string): Promise<DoctorCheck[]> {
   }
   const dirCheck = await checkMode(store.dir, 0o700, 'state dir', true);
   if (dirCheck !== undefined) checks.push(dirCheck);
-  for (const [name, required] of [[IDENTITY_FILE, true], [CREDENTIAL_FILE, true], [CONTROL_STATUS_FILE, false]] as const) {
+  for (const [name, required] of [[IDENTITY_FILE, true], [CREDENTIAL_FILE, true], [CONTROL_STATUS_FILE, false], [APPLIED_VERSION_FILE, false]] as const) {
     const check = await checkMode(store.path(name), 0o600, 'file', required);
     if (check !== undefined) checks.push(check);
   }
@@ -93,7 +96,10 @@ export async function runDoctor(stateDir: string): Promise<DoctorCheck[]> {
   return checks;
 }
 
-/** The cache's modes and whether it holds a config the node would serve (verified as at start-up). */
+/**
+ * The cache's modes and whether it holds a config the node would serve, loaded as `serve` loads it
+ * at start-up (readStartupCache: the applied-version mark and the floor it sets).
+ */
 async function checkConfigCache(store: StateStore, identity: NodeIdentity): Promise<DoctorCheck[]> {
   const cache = new BundleCache(store.dir);
   const checks: DoctorCheck[] = [];
@@ -101,17 +107,36 @@ async function checkConfigCache(store: StateStore, identity: NodeIdentity): Prom
     const check = await checkMode(file, mode, what, false);
     if (check !== undefined) checks.push(check);
   }
-  const trust = { nodeId: identity.nodeId, publicKeyPem: identity.configSigningPublicKeyPem };
-  const load = await cache.load(trust, fromBundle, createLogger({ level: 'silent' }));
+  let startup: StartupCache;
+  try {
+    startup = await readStartupCache(store.dir, identity, createLogger({ level: 'silent' }));
+  } catch (err) {
+    // Serve stops at the same error, so the cache behind it is moot until it is fixed.
+    return [...checks, { ok: false, label: `applied config version ${store.path(APPLIED_VERSION_FILE)}`, advice: `\`serve\` refuses to start: ${(err as Error).message}` }];
+  }
+  const { load, highestApplied } = startup;
   for (const refusal of load.refusals) {
     checks.push({
       ok: false,
       label: `config cache ${refusal.file} verifies`,
-      advice: `${refusal.code}: ${refusal.message}; the node will not serve it (it falls back to the previous good config, or stays not ready until the control plane pushes one)`,
+      advice:
+        refusal.code === 'CONFIG_ROLLED_BACK'
+          ? `${refusal.code}: ${refusal.message}` // says itself that nothing is served and what to do
+          : `${refusal.code}: ${refusal.message}; the node will not serve it (it falls back to the previous good config, or stays not ready until the control plane pushes one)`,
     });
   }
-  if (load.loaded !== undefined) checks.push({ ok: true, label: `config cache: version ${load.loaded.entry.version} in ${load.loaded.file} verifies` });
-  else if (load.refusals.length === 0) checks.push({ ok: true, label: 'config cache: empty (the node waits for its first config from the control plane)' });
+  const applied = highestApplied > 0 ? ` (this node applied up to version ${highestApplied})` : '';
+  if (load.loaded?.olderThanApplied !== undefined) {
+    checks.push({
+      ok: false,
+      label: `config cache: version ${load.loaded.entry.version} in ${load.loaded.file} verifies but is OLDER than version ${load.loaded.olderThanApplied} this node applied`,
+      advice: olderConfigWarning(load.loaded.entry.version, load.loaded.olderThanApplied),
+    });
+  } else if (load.loaded !== undefined) {
+    checks.push({ ok: true, label: `config cache: version ${load.loaded.entry.version} in ${load.loaded.file} verifies${applied}` });
+  } else if (load.refusals.length === 0) {
+    checks.push({ ok: true, label: 'config cache: empty (the node waits for its first config from the control plane)' });
+  }
   return checks;
 }
 

@@ -32,6 +32,7 @@ export interface NodeStatusReport {
     sessionId: string | null;
     /** Since when the running node has been without its control plane; null when connected or not running. */
     disconnectedSince: string | null;
+    /** The link's last error; with `resolvedAt` once a session was established after it (history only). */
     lastError: ControlStatusRecord['lastError'];
     updatedAt: string | null;
   };
@@ -158,9 +159,13 @@ export function formatNodeStatus(report: NodeStatusReport): string {
         : `${formatBytes(spool.bytes)}, backlog ${spool.backlog} record${spool.backlog === 1 ? '' : 's'} not yet delivered${spool.open > 0 ? `, ${spool.open} open` : ''}`,
     );
   }
-  if (control.lastError !== null) {
-    row('last error', `${control.lastError.code} at ${control.lastError.at}: ${control.lastError.message}`);
-    if (control.lastError.advice !== undefined) row('what to do', control.lastError.advice);
+  const { lastError } = control;
+  if (lastError !== null) {
+    // A past outage is history once the link came back: no advice for a problem that is over.
+    const resolved = lastError.resolvedAt !== undefined || control.connected;
+    const when = lastError.resolvedAt !== undefined ? ` (resolved at ${lastError.resolvedAt})` : resolved ? ' (resolved)' : '';
+    row(resolved ? 'past error' : 'last error', `${lastError.code} at ${lastError.at}${when}: ${lastError.message}`);
+    if (!resolved && lastError.advice !== undefined) row('what to do', lastError.advice);
   }
   return `${lines.join('\n')}\n`;
 }
