@@ -54,6 +54,8 @@ function contentOf(sseText: string): string {
 }
 
 const errorChunk = `data: ${JSON.stringify({ error: { message: 'CUDA OOM on gpu-node-7.internal (key sk-live-internal-123)', type: 'server_error', code: 500 } })}\n\n`;
+/** text-generation-inference's shape: the error is a string. */
+const stringErrorChunk = `data: ${JSON.stringify({ error: 'CUDA OOM on gpu-node-7.internal (key sk-live-internal-123)', error_type: 'generation' })}\n\n`;
 
 t.test('before the first event', async (t) => {
   t.test('an upstream that resets after its 200 headers is a failed attempt: the fallback answers', async (t) => {
@@ -130,6 +132,22 @@ t.test('before the first event', async (t) => {
     t.match(done.attempts, [{ upstream: 'demo', outcome: 'error', httpStatus: 200 }, { upstream: 'backup', outcome: 'ok' }]);
   });
 
+  t.test('an upstream error chunk whose error is a string (TGI) as the first event fails the attempt too, and the fallback answers', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      socket.end(stringErrorChunk);
+    });
+    const backup = await startFakeUpstream(t);
+    const node = await nodeWith(t, primary.url, backup.url);
+    const { res, text, requestId } = await streamCall(node, 'fb');
+    t.equal(res.status, 200);
+    t.match(contentOf(text), /echo: hi/);
+    t.notMatch(text, /gpu-node-7|sk-live-internal|CUDA/);
+    t.equal(backup.requests.length, 1, 'the fallback was tried: nothing had reached the caller');
+    const done = await finishedRequest(node, requestId);
+    t.match(done.attempts, [{ upstream: 'demo', outcome: 'error', httpStatus: 200 }, { upstream: 'backup', outcome: 'ok' }]);
+  });
+
   t.test('a stream request answered with JSON fails clearly instead of giving the SDK an empty stream', async (t) => {
     const payload = JSON.stringify({
       id: 'x',
@@ -164,6 +182,21 @@ t.test('after the first event', async (t) => {
     t.notMatch(text, /gpu-node-7|sk-live-internal|CUDA/, "the upstream's own error text is not relayed");
     t.notMatch(text, /\[DONE\]/);
     t.match(text, /event: error\ndata: \{"error":\{"message":"Upstream \\"demo\\" ended the stream with an error \(server_error\)\.","type":"server_error","param":null,"code":"ZN_ERR_UPSTREAM_ERROR"\}\}\n\n$/);
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
+  });
+
+  t.test("an upstream error chunk whose error is a string (TGI) mid-stream ends the stream with the node's own error event, without the upstream's text", async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      socket.write(chatChunk('Hello'));
+      socket.end(stringErrorChunk);
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { text, requestId } = await streamCall(node, 'solo');
+    t.equal(contentOf(text), 'Hello');
+    t.notMatch(text, /gpu-node-7|sk-live-internal|CUDA/, "the upstream's own error text is not relayed");
+    t.match(text, /event: error\ndata: \{"error":\{"message":"Upstream \\"demo\\" ended the stream with an error\.","type":"server_error","param":null,"code":"ZN_ERR_UPSTREAM_ERROR"\}\}\n\n$/);
     const done = await finishedRequest(node, requestId);
     t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
   });

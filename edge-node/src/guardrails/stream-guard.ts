@@ -27,7 +27,8 @@
  * unless a mask rewrote it (then it is re-serialised). More text of a JSON part that ended with
  * some would be checked apart from it, so it is blocked (one that ended empty goes on); so are JSON parts holding more than
  * MAX_HELD_JSON_CHARS in all, or whose strings are nested too deep or are too many to check (fail
- * closed). Ended texts leave the guard's map (only ended JSON parts' keys are kept). Nothing is
+ * closed), as is an event whose data the provider could not parse (its texts unread, partial).
+ * Ended texts leave the guard's map (only ended JSON parts' keys are kept). Nothing is
  * held without output rules: the guard is only installed when there are some.
  *
  * On a block the stream throws ZN_ERR_GUARDRAIL_BLOCKED: the runner stops pulling (the upstream
@@ -142,7 +143,8 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
   };
 
   for await (const event of events) {
-    // An event whose texts a walk could not all reach (nested too deep) is blocked, not passed unchecked.
+    // An event whose texts a walk could not all reach (nested too deep) or whose data could not be
+    // parsed (UNREAD_TEXTS) is blocked, not passed unchecked.
     if (isPartial(event.texts)) throw blocked(uncheckedTextMessage(policy.id, 'output'));
     if (event.texts.length === 0) {
       if (event.sse.event !== 'ping') {

@@ -10,7 +10,9 @@ export const MAX_SSE_EVENT_BYTES = 1024 * 1024;
 
 /**
  * The events of `source`, in order. An unfinished last event (no blank line before the end) is
- * still yielded. Throws ZN_ERR_UPSTREAM_ERROR when one event grows past `maxEventBytes`.
+ * yielded only when it is evidently whole (isWholeEvent): a body cut inside an event is truncated,
+ * as the SSE spec has it, so half an event never reaches a provider. Throws ZN_ERR_UPSTREAM_ERROR
+ * when one event grows past `maxEventBytes`.
  */
 export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxEventBytes = MAX_SSE_EVENT_BYTES): AsyncGenerator<SseEvent> {
   const decoder = new TextDecoder();
@@ -37,7 +39,22 @@ export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxE
   const rest = buffer.replace(/\n+$/, '');
   if (rest !== '') {
     const event = parseEventBlock(rest);
-    if (event !== undefined) yield event;
+    if (event !== undefined && isWholeEvent(event)) yield event;
+  }
+}
+
+/**
+ * Whether an unfinished last event can be taken as sent: `[DONE]` (some upstreams end on it
+ * without a blank line) or a JSON object or array (cut inside, one does not parse; a number or
+ * other text may be the start of a longer one).
+ */
+function isWholeEvent(event: SseEvent): boolean {
+  if (event.data === '[DONE]') return true;
+  try {
+    const value: unknown = JSON.parse(event.data);
+    return typeof value === 'object' && value !== null;
+  } catch {
+    return false;
   }
 }
 

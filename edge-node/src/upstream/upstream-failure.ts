@@ -100,8 +100,8 @@ export function upstreamRetryAfterSeconds(header: string | string[] | undefined,
 
 /**
  * An error the upstream reported inside an answer it had started (an SSE `event: error`, or a chunk
- * carrying an `error` object): ZN_ERR_UPSTREAM_ERROR quoting only an identifier-like code or type,
- * never its message. Another attempt may help unless the upstream blamed the request itself.
+ * carrying an `error`, an object or a string): ZN_ERR_UPSTREAM_ERROR quoting only an identifier-like
+ * code or type of an object, never its message. Another attempt may help unless the upstream blamed the request itself.
  */
 export function upstreamStreamError(upstream: string, body: unknown): ZenovaError {
   const detail = safeUpstreamErrorCode(body);

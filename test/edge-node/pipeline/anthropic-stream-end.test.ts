@@ -2,7 +2,8 @@
 // upstream sent message_stop the answer is complete (an upstream that stalls, closes or resets the
 // connection after it changes nothing: the caller gets message_stop promptly and the request is
 // recorded ok); a 200 event stream that ends before its first event fails the attempt so the
-// fallback answers, while one that ends after it is the caller's error and is not retried.
+// fallback answers, while one that ends after it is the caller's error and is not retried; an
+// upstream `event: error` ends it with the node's own error whatever its data.
 import type net from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
@@ -169,4 +170,24 @@ t.test('a 200 event stream that ends before its first event falls back to the ne
   const second = await finishedRequest(node, requestId);
   t.same(second.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
   t.equal(second.attempts.length, 1);
+});
+
+t.test('an upstream `event: error` whose data is not JSON fails the stream with the node’s own error, never the upstream’s text', async (t) => {
+  const leak = 'upstream connect error: gpu-node-7.internal key sk-live-internal-123';
+  const { node } = await nodeFor(t, (socket, _request, n) => {
+    // First call: the error as the first event. Second call: after message_start.
+    socket.end(SSE_HEAD_CHUNKED + httpChunk((n === 1 ? '' : MESSAGE_START) + `event: error\ndata: ${leak}\n\n`) + '0\r\n\r\n');
+  });
+
+  const first = await streamOverFetch(node);
+  t.equal(first.res.status, 502, 'before the first event: a proper status');
+  t.notMatch(first.text, /gpu-node-7|sk-live-internal|connect error/);
+  t.match(first.text, /^\{"type":"error","error":\{[^\n]*ended the stream with an error\.[^\n]*"code":"ZN_ERR_UPSTREAM_ERROR"/);
+
+  const { res, text, requestId } = await streamOverFetch(node);
+  t.equal(res.status, 200, 'the stream had started');
+  t.notMatch(text, /gpu-node-7|sk-live-internal|connect error/, 'the upstream’s own error text is not relayed');
+  t.match(text, /event: error\ndata: [^\n]*ended the stream with an error\.[^\n]*"ZN_ERR_UPSTREAM_ERROR"[^\n]*\n\n$/);
+  const done = await finishedRequest(node, requestId);
+  t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
 });

@@ -27,10 +27,20 @@ t.test('events split anywhere â€” inside a UTF-8 character, between CR and LF â€
 });
 
 t.test('comments and events without data are dropped; multi-line data is joined and serialised back', async (t) => {
-  const parsed = await events([': keep-alive\n\nid: 4\nretry: 10\n\ndata: a\ndata: b\n\ndata:tight\n\ndata: last without blank line']);
-  t.same(parsed, [{ data: 'a\nb' }, { data: 'tight' }, { data: 'last without blank line' }]);
+  const parsed = await events([': keep-alive\n\nid: 4\nretry: 10\n\ndata: a\ndata: b\n\ndata:tight\n\n']);
+  t.same(parsed, [{ data: 'a\nb' }, { data: 'tight' }]);
   t.equal(serialiseSse({ data: 'a\nb' }), 'data: a\ndata: b\n\n');
   t.equal(serialiseSse({ event: 'ping', data: '{}' }), 'event: ping\ndata: {}\n\n');
+});
+
+t.test('a body that ends inside its last event drops that event unless it is whole: [DONE] or a JSON object or array', async (t) => {
+  const first = 'data: {"n":1}\n\n';
+  t.same(await events([first, 'data: [DONE]']), [{ data: '{"n":1}' }, { data: '[DONE]' }], '[DONE] without its blank line counts');
+  t.same(await events([first, 'event: message_stop\ndata: {"type":"message_stop"}\n']), [{ data: '{"n":1}' }, { event: 'message_stop', data: '{"type":"message_stop"}' }]);
+  t.same(await events([first, 'data: [1,2]']), [{ data: '{"n":1}' }, { data: '[1,2]' }]);
+  for (const cut of ['data: {"choices":[{"delta":{"content":"mail alice@example.com', 'data: {"n":2', 'data: plain text', 'data: 12', 'event: error\ndata: upstream said']) {
+    t.same(await events([first, cut]), [{ data: '{"n":1}' }], `dropped: ${cut}`);
+  }
 });
 
 t.test('an event that never ends is refused once it outgrows the limit', async (t) => {

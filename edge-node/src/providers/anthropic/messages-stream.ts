@@ -9,10 +9,11 @@
  * `input_json_delta`, or the texts of a `citations_delta`'s citation, each checked whole (each a
  * slot a guardrail may rewrite, after which `data` is re-serialised, lazily, when written), and
  * `message_stop` is terminal: the answer is complete, what follows is drained for at most
- * AFTER_STOP_GRACE_MS and a break after it changes nothing. An upstream `event: error` or a stream
- * that ends without `message_stop` is a failure (thrown, so the runner ends the caller's stream
- * with an error event; before the first event the attempt fails and, for a stream that just
- * ended, is retryable: nothing reached the caller).
+ * AFTER_STOP_GRACE_MS and a break after it changes nothing. An upstream `event: error` (whatever
+ * its data) or a stream that ends without `message_stop` is a failure (thrown, so the runner ends
+ * the caller's stream with an error event; before the first event the attempt fails and, for a
+ * stream that just ended, is retryable: nothing reached the caller). Other data that is not a JSON
+ * object is passed on as is, but its texts are unread (UNREAD_TEXTS): output rules block it.
  */
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
@@ -20,7 +21,7 @@ import type { PipelineContext, SseEvent, StreamEvent, TextSlot, Usage } from '..
 import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
 import { losesStrings } from '../json-string-slots.js';
-import { isPartial, markPartial } from '../partial-texts.js';
+import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
@@ -278,10 +279,9 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
   } catch {
     parsed = undefined;
   }
-  if (!isRecord(parsed)) return { sse, texts: NO_TEXTS };
-  const type = typeof parsed.type === 'string' ? parsed.type : sse.event;
-  if (type === 'error' || sse.event === 'error') {
-    const error = isRecord(parsed.error) ? parsed.error : {};
+  // An error event is one whatever its data (JSON or not): never relayed.
+  if (sse.event === 'error' || (isRecord(parsed) && parsed.type === 'error')) {
+    const error = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : {};
     // Only an identifier-like type is quoted: the upstream's message text is not ours to relay.
     const kind = typeof error.type === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(error.type) ? error.type : undefined;
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream with an error${kind === undefined ? '' : ` (${kind})`}.`, {
@@ -289,6 +289,9 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
       retryable: kind === 'overloaded_error' || kind === 'api_error',
     });
   }
+  // No texts could be found in it: output rules block it rather than relay it unchecked.
+  if (!isRecord(parsed)) return { sse, texts: UNREAD_TEXTS };
+  const type = typeof parsed.type === 'string' ? parsed.type : sse.event;
   const event = new AnthropicStreamEvent(sse, parsed);
   switch (type) {
     case 'message_start': {

@@ -4,14 +4,17 @@
  * caller did not ask for usage, the usage-only chunk the node forced on is dropped again (clients
  * index choices[0]) and `"usage":null` fields are left out. An event is serialised only when it is
  * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
- * in-place edit of `model` does not apply). A chunk's texts are each choice's content, reasoning
- * refusal and tool-call argument fragments, each a part of its choice's channel (TEXT_PART).
+ * in-place edit of `model` does not apply). A chunk's texts are each choice's content (a string,
+ * or the `text` of each of its parts), reasoning, refusal and tool-call argument fragments, each a
+ * part of its choice's channel (TEXT_PART). Data that is not a JSON object is passed on as is, but
+ * its texts are unread (UNREAD_TEXTS): output rules block it.
  *
  * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
- * nothing). An upstream error (`event: error`, or a chunk carrying an `error` object) is thrown as
- * ZN_ERR_UPSTREAM_ERROR quoting only its code, never its text. A body that ends without `[DONE]`
- * is thrown as truncated, unless every choice already had its finish_reason: some upstreams omit
- * `[DONE]` after a finished answer, and the node then adds it for the caller.
+ * nothing). An upstream error (`event: error`, or a chunk with a non-null `error`: an object, or
+ * TGI's string) is thrown as ZN_ERR_UPSTREAM_ERROR quoting only its code, never its text. A body
+ * that ends without `[DONE]` is thrown as truncated, unless every choice already had its
+ * finish_reason: some upstreams omit `[DONE]` after a finished answer, and the node then adds it
+ * for the caller.
  */
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
@@ -21,6 +24,7 @@ import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import { losesStrings } from '../json-string-slots.js';
+import { UNREAD_TEXTS } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 
@@ -176,6 +180,13 @@ export class ChatChunkEvent implements StreamEvent {
           if (typeof delta.content === 'string') {
             if (texts === NO_TEXTS) texts = [];
             texts.push(new FieldSlot(delta, 'content', this, channel));
+          } else if (Array.isArray(delta.content)) {
+            // Text parts (`[{type:'text', text}]`), as some OpenAI-compatible servers send: each text a slot, as in a JSON answer.
+            for (const part of delta.content as unknown[]) {
+              if (!isRecord(part) || typeof part.text !== 'string') continue;
+              if (texts === NO_TEXTS) texts = [];
+              texts.push(new FieldSlot(part, 'text', this, channel));
+            }
           }
           // Reasoning, tool-call arguments: rarer, so looked for only in a delta with more than content.
           if (!onlyContent(delta)) texts = this.partSlots(delta, channel, texts);
@@ -252,9 +263,9 @@ export class ChatChunkEvent implements StreamEvent {
   }
 }
 
-/** An upstream event passed on as is (`[DONE]`, non-JSON data). */
-function verbatim(sse: SseEvent, terminal: boolean): StreamEvent {
-  return terminal ? { sse, texts: NO_TEXTS, terminal } : { sse, texts: NO_TEXTS };
+/** `[DONE]`, passed on as is: the terminal event. */
+function doneEvent(sse: SseEvent): StreamEvent {
+  return { sse, texts: NO_TEXTS, terminal: true };
 }
 
 export function chatUsage(value: unknown): Usage | null {
@@ -277,7 +288,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       if (sse.data === '[DONE]') {
         done = true;
         afterDone = setTimeout(() => response.body.destroy(), AFTER_DONE_GRACE_MS);
-        yield verbatim(sse, true);
+        yield doneEvent(sse);
         continue;
       }
       let chunk: unknown;
@@ -288,12 +299,13 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       }
       if (sse.event === 'error') throw upstreamStreamError(upstream, chunk);
       if (!isRecord(chunk)) {
-        yield verbatim(sse, false);
+        // No texts could be found in it: output rules block it rather than relay it unchecked.
+        yield { sse, texts: UNREAD_TEXTS };
         continue;
       }
-      // OpenAI-compatible servers (vLLM, LiteLLM, OpenRouter) report mid-stream failures this way,
-      // OpenRouter with a `choices` entry whose finish_reason is "error".
-      if (isRecord(chunk.error)) throw upstreamStreamError(upstream, chunk);
+      // OpenAI-compatible servers report mid-stream failures this way: an object (vLLM, LiteLLM,
+      // OpenRouter, with a `choices` entry whose finish_reason is "error") or a string (TGI).
+      if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(upstream, chunk);
       const choices = chunk.choices;
       if (Array.isArray(choices)) {
         for (const choice of choices) {
@@ -324,7 +336,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     // reached the caller, so another target may still answer.
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before [DONE].`, { retryable: true });
   }
-  yield verbatim(DONE, true);
+  yield doneEvent(DONE);
 }
 
 export function chatStreamReply(
