@@ -126,6 +126,12 @@ export const errorTable = {
     message: 'The policy is used by an account or API key; detach it first.',
     retryable: false,
   },
+  ZN_ERR_CP_CONFIG_LIMIT: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'The change would take the config past what a node\'s config bundle can hold; delete something first.',
+    retryable: false,
+  },
   ZN_ERR_CP_SECRETS_UNAVAILABLE: {
     status: 503,
     type: 'api_error',

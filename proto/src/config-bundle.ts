@@ -12,6 +12,16 @@ import { z } from 'zod';
 export const CONFIG_BUNDLE_SCHEMA_VERSION = 1;
 /** A bundle larger than this is refused before it is parsed. */
 export const MAX_CONFIG_BUNDLE_BYTES = 8 * 1024 * 1024;
+/** How many of each fleet-wide kind a bundle may hold; the control plane refuses a change past one. */
+export const MAX_BUNDLE_ITEMS = {
+  accounts: 100_000,
+  apiKeys: 1_000_000,
+  upstreams: 1000,
+  routes: 10_000,
+  guardrailPolicies: 1000,
+  prices: 10_000,
+  toolServers: 1000,
+} as const;
 
 const id = z.string().min(1).max(128);
 const name = z.string().min(1).max(128);
@@ -116,14 +126,14 @@ export const configBundleSchema = z.strictObject({
     surfaces: z.array(z.enum(['model', 'tools'])).min(1),
     spool: z.strictObject({ quotaBytes: z.int().min(0), fullPolicy: z.enum(['reject', 'metering-only']) }),
   }),
-  accounts: z.array(bundleAccountSchema).max(100_000),
-  apiKeys: z.array(bundleApiKeySchema).max(1_000_000),
-  upstreams: z.array(bundleUpstreamSchema).max(1000),
-  routes: z.array(bundleRouteSchema).max(10_000),
-  guardrailPolicies: z.array(guardrailPolicySchema).max(1000),
-  prices: z.array(priceSchema).max(10_000),
+  accounts: z.array(bundleAccountSchema).max(MAX_BUNDLE_ITEMS.accounts),
+  apiKeys: z.array(bundleApiKeySchema).max(MAX_BUNDLE_ITEMS.apiKeys),
+  upstreams: z.array(bundleUpstreamSchema).max(MAX_BUNDLE_ITEMS.upstreams),
+  routes: z.array(bundleRouteSchema).max(MAX_BUNDLE_ITEMS.routes),
+  guardrailPolicies: z.array(guardrailPolicySchema).max(MAX_BUNDLE_ITEMS.guardrailPolicies),
+  prices: z.array(priceSchema).max(MAX_BUNDLE_ITEMS.prices),
   /** Added in bundle schema 1 without a bump: a control plane that names none sends []. */
-  toolServers: z.array(toolServerSchema).max(1000).default([]),
+  toolServers: z.array(toolServerSchema).max(MAX_BUNDLE_ITEMS.toolServers).default([]),
 });
 
 export type ConfigBundle = z.infer<typeof configBundleSchema>;

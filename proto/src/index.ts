@@ -15,6 +15,7 @@ export { RefusalCode, isRefusalCode, isRefusalRetryable, refusalHint, refusalCod
 export {
   CONFIG_BUNDLE_SCHEMA_VERSION,
   MAX_CONFIG_BUNDLE_BYTES,
+  MAX_BUNDLE_ITEMS,
   configBundleSchema,
   canonicalJson,
   verifyConfigBundle,

@@ -80,6 +80,8 @@ export async function patchAccount(pool: pg.Pool, name: string, patch: AccountPa
       [id, patch.status ?? null, rateLimitPolicyId !== undefined, rateLimitPolicyId ?? null],
     );
     const account = await selectById(client, id);
-    return { value: account, change: { entity: 'account', entityId: id, action: 'update' } };
+    // A status change never grows a bundle (limits count every account as suspended), so a
+    // suspension goes through even when the config is at its limits; attaching a policy may.
+    return { value: account, change: { entity: 'account', entityId: id, action: 'update' }, grows: rateLimitPolicyId != null };
   });
 }

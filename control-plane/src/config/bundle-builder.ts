@@ -121,6 +121,15 @@ async function readAccounts(db: Queryable): Promise<FleetConfig['accounts']> {
   return rows.map((r) => ({ id: r.id, name: r.name, status: r.status, limits: limitsOf(r) }));
 }
 
+// The latest time the bundle's ISO 8601 times can carry (four-digit years). Older releases stored
+// expiries past it (9999-12-31T23:59:59-12:00 is year 10000 UTC), which would stop every bundle:
+// such a key is written as expiring at this moment instead, which in practice is never.
+const LATEST_BUNDLE_TIME_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+function bundleTime(at: Date): string {
+  return at.getTime() > LATEST_BUNDLE_TIME_MS ? new Date(LATEST_BUNDLE_TIME_MS).toISOString() : at.toISOString();
+}
+
 async function readApiKeys(db: Queryable): Promise<FleetConfig['apiKeys']> {
   const { rows } = await db.query<LimitColumns & {
     id: string; account_id: string; name: string; sha256: string; allowed_models: string[] | null;
@@ -141,7 +150,7 @@ async function readApiKeys(db: Queryable): Promise<FleetConfig['apiKeys']> {
     name: r.name,
     sha256: r.sha256,
     allowedModels: r.allowed_models,
-    expiresAt: r.expires_at?.toISOString() ?? null,
+    expiresAt: r.expires_at === null ? null : bundleTime(r.expires_at),
     status: r.status,
     limits: limitsOf(r),
     guardrailPolicyId: r.guardrail_policy_id,

@@ -42,7 +42,7 @@ export interface ConfigChange {
  * and taking it last keeps lock order the same in every writer (no deadlocks).
  */
 export async function recordConfigChange(client: pg.ClientBase, change: ConfigChange): Promise<number> {
-  await client.query('select pg_advisory_xact_lock($1::bigint)', [CONFIG_CHANGE_LOCK_KEY]);
+  await lockConfigChanges(client);
   const { rows } = await client.query<{ version: string }>(
     'insert into config_changes (entity, entity_id, action) values ($1, $2, $3) returning version',
     [change.entity, change.entityId, change.action],
@@ -50,6 +50,14 @@ export async function recordConfigChange(client: pg.ClientBase, change: ConfigCh
   const version = rows[0]!.version;
   await client.query('select pg_notify($1, $2)', [CONFIG_CHANGED_CHANNEL, version]);
   return Number(version);
+}
+
+/**
+ * Takes the config-change lock until the transaction ends (taking it again is a no-op): no other
+ * change can commit meanwhile, and every change committed before is visible to the next statement.
+ */
+export async function lockConfigChanges(client: pg.ClientBase): Promise<void> {
+  await client.query('select pg_advisory_xact_lock($1::bigint)', [CONFIG_CHANGE_LOCK_KEY]);
 }
 
 /** The newest committed config version (1 on a fresh installation). */

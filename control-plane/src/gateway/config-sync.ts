@@ -5,15 +5,19 @@
  * arrived meanwhile goes out next as one push of the newest version (a bundle is the whole config,
  * so intermediate versions are skipped). A refused version is not pushed again unless the node said
  * retrying may help, and then not before `retryRefusedAfterMs`; a newer version always goes out.
+ * A version whose bundle cannot be built is recorded as the node's configError (CONFIG_BUILD_FAILED),
+ * once per version, so the admin API shows why the node is behind.
  *
  * Bundles carry upstream secrets: this logs versions, sizes and codes, never a bundle.
  */
 import type pg from 'pg';
 import type pino from 'pino';
 import type { ControlMessage } from '../../../proto/src/index.js';
+import { BundleBuildError } from '../config/bundle-builder.js';
 import type { ConfigPublisher } from '../config/config-publisher.js';
+import { SecretBoxError } from '../crypto/secret-box.js';
 import type { ValidConfigAck } from './node-messages.js';
-import { recordConfigApplied, recordConfigRefused } from './node-status.js';
+import { recordConfigApplied, recordConfigRefused, type ConfigRefusal } from './node-status.js';
 
 export interface ConfigSyncOptions {
   publisher: ConfigPublisher;
@@ -32,6 +36,15 @@ export const DEFAULT_CONFIG_ACK_TIMEOUT_MS = 30_000;
 export const DEFAULT_CONFIG_RETRY_AFTER_MS = 30_000;
 // Build failures are mostly the database being busy or away for a moment.
 export const DEFAULT_CONFIG_BUILD_RETRY_MS = 5_000;
+
+/** The code a node's configError carries when the control plane could not build its bundle. */
+export const CONFIG_BUILD_FAILED = 'CONFIG_BUILD_FAILED';
+
+function buildFailure(version: number, err: unknown): ConfigRefusal {
+  // These two name what is wrong and never a secret; anything else (the database's errors) stays in the log.
+  const why = err instanceof BundleBuildError || err instanceof SecretBoxError ? err.message : 'see the control plane log';
+  return { version, code: CONFIG_BUILD_FAILED, message: `the control plane could not build this node's config bundle: ${why}` };
+}
 
 export class ConfigSync {
   /** The newest version the node is known to hold (its hello, then its acks). */
@@ -86,7 +99,11 @@ export class ConfigSync {
     try {
       signed = await this.opts.publisher.bundleFor(this.nodeId);
     } catch (err) {
-      this.buildFailed = { version: this.opts.publisher.knownLatest, at: this.opts.clock() };
+      const version = this.opts.publisher.knownLatest;
+      const firstTry = this.buildFailed?.version !== version;
+      this.buildFailed = { version, at: this.opts.clock() };
+      // Shown to operators as the node's configError (until it applies a version): why it is behind.
+      if (firstTry) await this.record(() => recordConfigRefused(this.opts.pool, this.nodeId, buildFailure(version, err)));
       throw err;
     }
     this.buildFailed = undefined;

@@ -84,7 +84,10 @@ export async function recordConfigApplied(db: pg.Pool | pg.PoolClient, nodeId: s
 
 export interface ConfigRefusal { version: number; code: string; message: string }
 
-/** The node refused `version` and keeps serving its last good config: recorded for operators. */
+/**
+ * The node refused `version` (or the control plane could not build it: config-sync.ts) and keeps
+ * serving its last good config: recorded for operators.
+ */
 export async function recordConfigRefused(db: pg.Pool | pg.PoolClient, nodeId: string, refusal: ConfigRefusal): Promise<boolean> {
   const result = await db.query(
     `update nodes

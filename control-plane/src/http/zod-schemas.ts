@@ -53,13 +53,16 @@ const MIN_INSTANT_MS = Date.parse('0001-01-01T00:00:00Z');
 const MAX_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
 const INSTANT_RULE = 'must be unix ms or an ISO 8601 date-time with a time zone (such as 2026-03-07T00:00:00Z), from year 1 to 9999';
 
+/** Whether epoch ms `ms`, its offset applied, lies within years 1..9999 UTC. */
+export const isInstantInRange = (ms: number): boolean => Number.isFinite(ms) && ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS;
+
 /** A query time: unix ms or an ISO 8601 date-time with offset, as epoch ms within [year 1, year 9999]. */
 export const instantSchema = z
   .union([
     z.string().regex(/^\d{1,15}$/).transform(Number),
     z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
   ], { error: () => INSTANT_RULE })
-  .refine((ms) => Number.isFinite(ms) && ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS, { error: () => INSTANT_RULE });
+  .refine(isInstantInRange, { error: () => INSTANT_RULE });
 
 export const zodSerializerCompiler: FastifySerializerCompiler<unknown> = ({ schema, method, url, httpStatus }) => {
   const zodSchema = asZodSchema(schema, `${method} ${url} response ${httpStatus ?? ''}`);

@@ -1,6 +1,7 @@
 /** The API key create body and the list filter. */
 import { z } from 'zod';
 import { bodyObject, configNameSchema } from '../config/config-fields.js';
+import { isInstantInRange } from '../http/zod-schemas.js';
 
 export const MAX_ALLOWED_MODELS = 1000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -16,7 +17,10 @@ export const allowedModelsSchema = z.array(configNameSchema, { error: () => 'mus
 const expiresAtSchema = z.iso.datetime({ offset: true, error: () => 'must be an ISO 8601 date-time with a time zone, e.g. 2027-01-01T00:00:00Z' })
   .transform((value) => new Date(value))
   .check((ctx) => {
-    if (ctx.value.getTime() <= Date.now()) ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must be in the future' });
+    const ms = ctx.value.getTime();
+    // 9999-12-31T23:59:59-12:00 is in year 10000 UTC, which the bundle's ISO times cannot carry.
+    if (!isInstantInRange(ms)) ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must be at most 9999-12-31T23:59:59.999Z (UTC)' });
+    else if (ms <= Date.now()) ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must be in the future' });
   });
 
 export const apiKeyCreateSchema = bodyObject({
