@@ -1,6 +1,7 @@
 // The node's connections to a tool server: open GET event streams (one per MCP session, kept open
 // for hours) never take the sockets calls need, and a call's wait for its answer's headers is
-// bounded by the server's timeoutMs even while it is queued for a socket.
+// bounded by the server's timeoutMs even while it is queued for a socket, and a call counts as sent
+// (billing.md: the tool server has it) once written to a connection, not while it waits for one.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
@@ -55,13 +56,13 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T | 'no answer'> {
 }
 
 /** 256 calls the tool server holds unanswered: the pool of `server`'s origin is full; aborted at teardown. */
-async function fillPool(t: Test, fake: { held(): number }, server: ToolServer): Promise<void> {
+async function fillPool(t: Test, fake: { held(): number }, server: ToolServer, onSent?: () => void): Promise<void> {
   const switches: AbortSwitch[] = [];
   t.teardown(() => switches.forEach((s) => s.abort()));
   for (let i = 0; i < 256; i += 1) {
     const signal = new AbortSwitch();
     switches.push(signal);
-    void callToolServer(server, { method: 'POST', callerHeaders: {}, body: ping(true), requestId: 'req_stuck', signal }).catch(() => undefined);
+    void callToolServer(server, { method: 'POST', callerHeaders: {}, body: ping(true), requestId: 'req_stuck', signal, onSent }).catch(() => undefined);
     if (i % 25 === 24) await new Promise((resolve) => setTimeout(resolve, 20));
   }
   await waitFor(() => fake.held() === 256, { what: 'the pool to be full of unanswered calls' });
@@ -131,4 +132,21 @@ t.test('a caller leaving while its call is queued for a socket ends the wait at 
   t.equal(await within(queued, 3000), 'aborted', 'the queued call ends with the abort');
   t.ok(Date.now() - started < 1000, `promptly (${Date.now() - started} ms)`);
   t.equal(fake.held(), 256, 'and is never sent');
+});
+
+t.test('a call is reported sent once written to its connection, never while it waits queued for a socket', async (t) => {
+  const fake = await toolServer(t);
+  const slow = serverAt(fake.url, 20_000);
+  const quick = serverAt(fake.url, 300);
+  let sent = 0;
+  await fillPool(t, fake, slow, () => (sent += 1));
+  t.equal(sent, 256, 'each call the tool server holds was reported sent');
+  let queuedSent = false;
+  const queued = await within(callToolServer(quick, { method: 'POST', callerHeaders: {}, body: ping(), requestId: 'req_queued', signal: new AbortSwitch(), onSent: () => (queuedSent = true) }).then(
+    () => 'answered',
+    (err: unknown) => (isZenovaError(err) ? err.code : String(err)),
+  ), 5000);
+  t.equal(queued, 'ZN_ERR_UPSTREAM_TIMEOUT', 'the queued call timed out');
+  t.equal(queuedSent, false, 'without being reported sent');
+  t.equal(fake.held(), 256, 'the tool server never got it');
 });

@@ -74,7 +74,8 @@ export function worstCaseMicros(ctx: PipelineContext, price: RequestPrice, defau
 
 /**
  * What the request actually costs: metered usage at the price when an upstream answered (ok, a
- * stream that failed after answering, or an abort with partial usage), 0 when none did.
+ * stream that failed after answering, or an abort with partial usage; MCP: also a call the tool
+ * server received but whose answer never came), 0 when none did (an upstream's 4xx included).
  */
 export function actualCostMicros(ctx: PipelineContext, price: RequestPrice): number {
   if (ctx.served === undefined) return 0;

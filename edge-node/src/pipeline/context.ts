@@ -101,6 +101,8 @@ export type UpstreamReply =
       body: unknown;
       /** Text in `body` an output guardrail may read and rewrite. */
       texts: TextSlot[];
+      /** See the raw kind's `failure`. */
+      failure?: ErrorCode;
     }
   | {
       kind: 'stream';
@@ -131,6 +133,11 @@ export type UpstreamReply =
        * record is durable.
        */
       holdLast?: boolean;
+      /**
+       * Set when this is an upstream's error status relayed as it came (a tool server's 4xx, which
+       * MCP clients act on): the request is recorded `failed` with this code and the status, not `ok`.
+       */
+      failure?: ErrorCode;
     };
 
 /** How the request ended, set by the runner. */
@@ -207,7 +214,11 @@ export interface PipelineContext {
   attempts: UpstreamAttempt[];
   /** forward: the reply to deliver. */
   reply?: UpstreamReply;
-  /** forward: the upstream and model that produced `reply`. */
+  /**
+   * forward: the upstream and model that produced `reply`; what makes the request chargeable. MCP:
+   * also a call the tool server got whose answer never came (the caller left, a timeout): the tool
+   * server runs it all the same (billing.md, "Tool calls").
+   */
   served?: { upstream: string; model: string };
   /** forward/provider: usage as the upstream reported it (updated as a stream goes; `estimated` while its final counts have not arrived). */
   upstreamUsage: Usage | null;

@@ -23,7 +23,7 @@ import { systemClock } from './clock.js';
 import { AbortSwitch } from './abort-switch.js';
 import { newPipelineContext } from './new-context.js';
 import { estimateTokens } from '../providers/token-estimate.js';
-import type { ApiKind, PipelineContext, StreamEvent, Surface, TextSlot, UpstreamReply } from './context.js';
+import type { ApiKind, Outcome, PipelineContext, StreamEvent, Surface, TextSlot, UpstreamReply } from './context.js';
 import type { PipelineDeps } from './deps.js';
 import { rejectWith } from './stage.js';
 import type { Stage, StageName, StageResult } from './stage.js';
@@ -219,7 +219,7 @@ class PipelineRun {
   async deliverJson(answer: Extract<UpstreamReply, { kind: 'json' }>): Promise<void> {
     const { ctx, reply } = this;
     this.keepText(answer.texts);
-    ctx.outcome = { status: 'ok', httpStatus: answer.status, errorCode: null };
+    ctx.outcome = deliveredOutcome(answer);
     await this.tail();
     this.noteForLog();
     if (ctx.callerGone.aborted) {
@@ -288,7 +288,7 @@ class PipelineRun {
     const holdLast = answer.holdLast !== false;
     // A body relayed as it comes (an event stream): the caller gets the head now, not with its first chunk.
     if (!holdLast) raw.flushHeaders();
-    ctx.outcome = { status: 'ok', httpStatus: answer.status, errorCode: null };
+    ctx.outcome = deliveredOutcome(answer);
     this.noteForLog();
     let last: Uint8Array | undefined;
     // Without holdLast, an empty chunk marks what completes the answer: it and the rest wait for the tail.
@@ -385,6 +385,12 @@ class PipelineRun {
       this.request.log.error({ err, requestId: ctx.requestId }, 'request metrics failed');
     }
   }
+}
+
+/** How a reply delivered in full is recorded: ok, or failed when it relays an upstream's error status. */
+function deliveredOutcome(answer: Extract<UpstreamReply, { kind: 'json' | 'raw' }>): Outcome {
+  if (answer.failure === undefined) return { status: 'ok', httpStatus: answer.status, errorCode: null };
+  return { status: 'failed', httpStatus: answer.status, errorCode: answer.failure };
 }
 
 /** Resolves when the socket can take more, or is gone (the caller's abort is seen by the loop). */

@@ -5,7 +5,8 @@
  * the server's event stream, DELETE ends a session. JSON answers become json replies (so output
  * guardrails see tool results); event streams and anything else are relayed as they come, checked
  * by guardMcpOutput (from guardrails-out) when the key's policy has output rules. A session belongs
- * to the key that opened it (session-owners.ts).
+ * to the key that opened it (session-owners.ts). Billing (docs/billing.md, "Tool calls"): a tool
+ * server's 4xx is relayed but not charged; a call it received is charged even if no answer comes.
  */
 import type { ToolServer, UpstreamAttempt } from '../../../../proto/src/index.js';
 import type { Dispatcher } from 'undici';
@@ -140,6 +141,12 @@ export const mcpApi: ApiHandler = {
     const attempt = (outcome: UpstreamAttempt['outcome'], httpStatus: number | null): void => {
       ctx.attempts.push({ upstream: server.name, model: call.label, outcome, httpStatus, durationMs: elapsed(ctx, started) });
     };
+    // A call the tool server got runs there whether or not its answer is read: it is charged even
+    // when the caller leaves or the answer times out (billing.md, "Tool calls").
+    const delivery = { sent: false };
+    const served = (): void => {
+      ctx.served = { upstream: server.name, model: call.label };
+    };
     const started = ctx.clock.monotonic();
     let response: Dispatcher.ResponseData;
     try {
@@ -149,27 +156,36 @@ export const mcpApi: ApiHandler = {
         ...(call.payload !== undefined ? { body: JSON.stringify(call.payload) } : {}),
         requestId: ctx.requestId,
         signal: ctx.callerGone,
+        onSent: () => (delivery.sent = true),
       });
     } catch (err) {
       if (isAbort(err, ctx.callerGone)) {
         attempt('aborted', null);
+        if (delivery.sent) served();
         return reject('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.');
       }
       const error = isZenovaError(err) ? err : classifyUpstreamFailure(err, server.name);
       attempt(attemptOutcome(error), null);
+      if (delivery.sent && error.code === 'ZN_ERR_UPSTREAM_TIMEOUT') served();
       return rejectWith(error);
     }
     ctx.upstreamFirstByteMs = elapsed(ctx, started);
     const status = response.statusCode;
 
-    // The tool server's own failures (and a refused node key) are the node's 502; its other 4xx
-    // (404 unknown session, 405 no GET stream, 400) are MCP semantics the client acts on: relayed.
-    if (status >= 500 || NODE_SIDE_STATUSES.has(status)) {
+    // The tool server's own failures, a refused node key and a redirect (never followed: the URL in
+    // the config is not the endpoint) are the node's 502. Its other 4xx (404 unknown session, 405
+    // no GET stream, 400, 429) are MCP semantics the client acts on: relayed as they come, but
+    // recorded failed and not charged, as an upstream 4xx on a model request.
+    if (status >= 500 || NODE_SIDE_STATUSES.has(status) || (status >= 300 && status < 400)) {
       const body = await readBodyBounded(response.body, MAX_ERROR_BODY_BYTES, server.name).then(parseJsonOrUndefined, () => undefined);
       ctx.upstreamMs = elapsed(ctx, started);
       attempt('status', status);
-      return rejectWith(upstreamStatusError(server.name, status, body));
+      return rejectWith(status >= 400 ? upstreamStatusError(server.name, status, body) : redirectError(server.name, status));
     }
+    // A 405 to GET or DELETE is how a tool server says it offers no event stream or session end:
+    // routine MCP, not a failure (and neither is charged).
+    const routine = status === 405 && call.method !== 'POST';
+    const failure: ErrorCode | undefined = status >= 400 && !routine ? 'ZN_ERR_UPSTREAM_ERROR' : undefined;
     const headers = returnedHeaders(response.headers);
     const contentType = (headers['content-type'] ?? '').toLowerCase();
     const unbound = noteSession(ctx, call, status, headers['mcp-session-id']);
@@ -196,8 +212,7 @@ export const mcpApi: ApiHandler = {
       // Only the event that completes the POST is held until the record is durable
       // (mcp-answer-hold.ts); the GET stream answers nothing, so only its end is.
       call.source = relayStream(ctx, call, response, server.name, started);
-      ctx.reply = { kind: 'raw', status, headers: { ...headers, ...EVENT_STREAM_HEADERS }, body: holdAnswer(call, call.source), holdLast: false };
-      attempt('ok', status);
+      ctx.reply = { kind: 'raw', status, headers: { ...headers, ...EVENT_STREAM_HEADERS }, body: holdAnswer(call, call.source), holdLast: false, failure };
     } else {
       let bytes: Buffer;
       try {
@@ -205,16 +220,23 @@ export const mcpApi: ApiHandler = {
       } catch (err) {
         const error = isAbort(err, ctx.callerGone) ? undefined : classifyUpstreamFailure(err, server.name);
         attempt(error === undefined ? 'aborted' : attemptOutcome(error), status);
+        // The tool server answered: the call ran, whether or not its answer was read to the end.
+        if (failure === undefined && (error === undefined || error.code === 'ZN_ERR_UPSTREAM_TIMEOUT')) served();
         return rejectWith(error ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
       }
       ctx.upstreamMs = elapsed(ctx, started);
-      ctx.reply = replyOf(ctx, call, status, headers, contentType, bytes);
-      attempt('ok', status);
+      ctx.reply = replyOf(ctx, call, status, headers, contentType, bytes, failure);
     }
-    ctx.served = { upstream: server.name, model: call.label };
+    attempt(failure === undefined ? 'ok' : 'status', status);
+    if (failure === undefined) served();
     return undefined;
   },
 };
+
+/** A redirect is not followed (nor passed on: the caller would leave the node): the tool server's URL is wrong. */
+function redirectError(server: string, status: number): ZenovaError {
+  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Tool server "${server}" answered HTTP ${status}, a redirect, which the node does not follow: its URL in the node's config should be the MCP endpoint itself.`);
+}
 
 /** A DELETE for a session the tool server opened but the node could not bind; best effort, not awaited. */
 function endUnrecordedSession(ctx: PipelineContext, server: ToolServer, sessionId: string): void {
@@ -253,12 +275,14 @@ function noteSession(ctx: PipelineContext, call: McpCall, status: number, return
  * A JSON answer as a json reply (output guardrails read every string of each message; the runner
  * records the texts after them), anything else as its bytes.
  */
-function replyOf(ctx: PipelineContext, call: McpCall, status: number, headers: Record<string, string>, contentType: string, bytes: Buffer): UpstreamReply {
+function replyOf(
+  ctx: PipelineContext, call: McpCall, status: number, headers: Record<string, string>, contentType: string, bytes: Buffer, failure: ErrorCode | undefined,
+): UpstreamReply {
   const answer = contentType.startsWith('application/json') && bytes.length > 0 ? parseJsonOrUndefined(bytes) : undefined;
-  if (answer !== undefined) return { kind: 'json', status, headers, body: answer, texts: messageTexts(answer) };
+  if (answer !== undefined) return { kind: 'json', status, headers, body: answer, texts: messageTexts(answer), failure };
   if (bytes.length > 0) call.rawBody = bytes;
   ctx.responseText = bytes.toString('utf8', 0, Math.min(bytes.length, MAX_RESPONSE_TEXT_CHARS));
-  return { kind: 'raw', status, headers, body: oneChunk(bytes) };
+  return { kind: 'raw', status, headers, body: oneChunk(bytes), failure };
 }
 
 /**

@@ -5,8 +5,7 @@
  * endpoint URL as is, and an unbounded body for the long-lived GET event stream.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { Agent } from 'undici';
-import type { Dispatcher } from 'undici';
+import { Agent, Dispatcher } from 'undici';
 import type { ToolServer } from '../../../../proto/src/index.js';
 import { zenovaError } from '../../errors.js';
 import { AbortSwitch } from '../../pipeline/abort-switch.js';
@@ -40,6 +39,30 @@ export interface ToolServerRequest {
   body?: string;
   requestId: string;
   signal: AbortSwitch;
+  /**
+   * Called once the request, body included, is written to the tool server's connection: from then
+   * on the tool server has the call and runs it, answered or not (billing.md, "Tool calls").
+   */
+  onSent?: () => void;
+}
+
+/** Hands each request to `inner`, calling `onSent` once undici has written it whole. */
+class SentNotice extends Dispatcher {
+  constructor(private readonly inner: Dispatcher, private readonly onSent: () => void) {
+    super();
+  }
+
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    // undici calls a request handler's onRequestSent (absent from its types) after writing the body;
+    // the handler is this one request's own (Dispatcher.request made it), so it is added there.
+    const request = handler as Dispatcher.DispatchHandler & { onRequestSent?: () => void };
+    const own = request.onRequestSent;
+    request.onRequestSent = () => {
+      own?.call(request);
+      this.onSent();
+    };
+    return this.inner.dispatch(options, request);
+  }
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
@@ -104,7 +127,8 @@ export async function callToolServer(server: ToolServer, req: ToolServerRequest)
     signal.abort();
     stop(zenovaError('ZN_ERR_UPSTREAM_TIMEOUT', `Tool server "${server.name}" did not answer in time (no headers within ${server.timeoutMs} ms).`));
   }, server.timeoutMs);
-  const sent = (req.method === 'GET' ? streamAgent : agent).request({
+  const pool = req.method === 'GET' ? streamAgent : agent;
+  const sent = (req.onSent === undefined ? pool : new SentNotice(pool, req.onSent)).request({
     origin: new URL(server.url).origin,
     path: toolServerPath(server.url),
     method: req.method,
