@@ -12,7 +12,8 @@ import { recordStatusSchema } from '../../../proto/src/index.js';
 import { boundedText } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
-import { decodeCursor, encodeCursor, getRecord, listRecords } from '../records/record-queries.js';
+import { decodeCursor, encodeCursor, MAX_CURSOR_LENGTH } from '../records/record-cursor.js';
+import { getRecord, listRecords } from '../records/record-queries.js';
 import { requestDetailSchema, requestSummarySchema, toRequestDetail, toRequestSummary } from '../records/record-view.js';
 import { instantSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
@@ -29,7 +30,7 @@ const listQuery = z.strictObject({
   from: instantSchema.optional(),
   to: instantSchema.optional(),
   limit: z.coerce.number().int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
-  cursor: boundedText(512).optional(),
+  cursor: boundedText(MAX_CURSOR_LENGTH).optional(),
 });
 
 export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {

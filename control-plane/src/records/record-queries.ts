@@ -1,11 +1,12 @@
 /**
  * Reading request records for the admin API: one by request id (through request_record_ids, so
  * only its partition is read) and filtered lists, newest first, with keyset pagination on
- * (received_at, request_id): a cursor is the last row's pair, so pages stay stable while records
- * keep arriving.
+ * (received_at, request_id): a cursor (record-cursor.ts) is the last row's pair, so pages stay
+ * stable while records keep arriving.
  */
 import type pg from 'pg';
-import type { RecordRow } from './record-view.js';
+import type { RecordCursor } from './record-cursor.js';
+import type { RecordRow, RecordSummary, SummaryRow } from './record-view.js';
 
 export interface RecordFilter {
   nodeName?: string;
@@ -22,29 +23,20 @@ export interface RecordFilter {
   cursor?: RecordCursor;
 }
 
-export interface RecordCursor {
-  receivedAtMs: number;
-  requestId: string;
-}
-
-export function encodeCursor(cursor: RecordCursor): string {
-  return Buffer.from(JSON.stringify([cursor.receivedAtMs, cursor.requestId]), 'utf8').toString('base64url');
-}
-
-/** undefined when the text is not a cursor this API issued. */
-export function decodeCursor(text: string): RecordCursor | undefined {
-  try {
-    const value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as unknown;
-    if (!Array.isArray(value) || value.length !== 2) return undefined;
-    const [ms, id] = value as [unknown, unknown];
-    if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms < 0 || typeof id !== 'string' || id.length < 1 || id.length > 128) return undefined;
-    return { receivedAtMs: ms, requestId: id };
-  } catch {
-    return undefined;
-  }
-}
-
 const COLUMNS = 'node_id, node_name, record, ingested_at';
+
+const SUMMARY_FIELDS = [
+  'requestId', 'clientRequestId', 'receivedAt', 'finishedAt', 'api', 'keyId', 'accountId', 'model', 'status', 'httpStatus', 'errorCode', 'usage',
+] as const satisfies ReadonlyArray<keyof RecordSummary>;
+// A list shows summaries, so only a summary's fields (SummaryRow) leave the database: reading
+// records whole sent every body (up to 1 MiB each), attempt and verdict to be parsed and dropped.
+// jsonb_to_record reads each record once: every `record -> 'field'` fetched it from TOAST (and
+// decompressed it) again, a dozen reads of each record.
+const SUMMARY_COLUMNS = `node_id, node_name, (
+  select jsonb_build_object(${SUMMARY_FIELDS.map((f) => `'${f}', s."${f}"`).join(', ')},
+    'cost', jsonb_build_object('costMicros', s.cost -> 'costMicros'), 'timings', jsonb_build_object('totalMs', s.timings -> 'totalMs'))
+  from jsonb_to_record(record) as s(${[...SUMMARY_FIELDS, 'cost', 'timings'].map((f) => `"${f}" jsonb`).join(', ')})
+) as record`;
 
 export async function getRecord(pool: pg.Pool, requestId: string): Promise<RecordRow | undefined> {
   const result = await pool.query<RecordRow>(
@@ -77,7 +69,7 @@ export function listRecordsQuery(filter: RecordFilter): { text: string; values: 
   }
   params.push(filter.limit + 1);
   return {
-    text: `select ${COLUMNS}, (extract(epoch from received_at) * 1000)::bigint as received_ms from request_records
+    text: `select ${SUMMARY_COLUMNS}, (extract(epoch from received_at) * 1000)::bigint as received_ms from request_records
      ${where.length > 0 ? `where ${where.join(' and ')}` : ''}
      order by received_at desc, request_id desc
      limit $${params.length}`,
@@ -85,8 +77,8 @@ export function listRecordsQuery(filter: RecordFilter): { text: string; values: 
   };
 }
 
-export async function listRecords(pool: pg.Pool, filter: RecordFilter): Promise<{ rows: RecordRow[]; next: RecordCursor | undefined }> {
-  const result = await pool.query<RecordRow & { received_ms: string }>(listRecordsQuery(filter));
+export async function listRecords(pool: pg.Pool, filter: RecordFilter): Promise<{ rows: SummaryRow[]; next: RecordCursor | undefined }> {
+  const result = await pool.query<SummaryRow & { received_ms: string }>(listRecordsQuery(filter));
   const rows = result.rows.slice(0, filter.limit);
   const last = rows.at(-1);
   const next = result.rows.length > filter.limit && last !== undefined ? { receivedAtMs: Number(last.received_ms), requestId: last.record.requestId } : undefined;

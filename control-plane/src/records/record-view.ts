@@ -50,9 +50,23 @@ export interface RecordRow {
   ingested_at: Date;
 }
 
+/** The parts of a record a summary shows: all a list reads of it (record-queries.ts). */
+export type RecordSummary = Pick<RequestRecord, 'requestId' | 'receivedAt' | 'finishedAt' | 'api' | 'keyId' | 'accountId' | 'model' | 'status' | 'httpStatus' | 'errorCode' | 'usage'> & {
+  /** null when the caller sent none (the list's JSON has the key; a whole record omits it). */
+  clientRequestId?: string | null;
+  cost: Pick<RequestRecord['cost'], 'costMicros'>;
+  timings: Pick<RequestRecord['timings'], 'totalMs'>;
+};
+
+export interface SummaryRow {
+  node_id: string;
+  node_name: string | null;
+  record: RecordSummary;
+}
+
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-export function toRequestSummary(row: RecordRow): RequestSummary {
+export function toRequestSummary(row: SummaryRow): RequestSummary {
   const r = row.record;
   return {
     requestId: r.requestId,
