@@ -12,12 +12,14 @@ import { registerOpenAiRoutes } from './http/openai.routes.js';
 import { registerReadinessRoutes } from './http/readiness.routes.js';
 import type { ControlLinkView } from './http/readiness.routes.js';
 import './http/request-context.js';
+import { httpServerTimeouts, requestTimeoutFor } from './http/request-timeout.js';
 import type { Logger } from './logger.js';
 import type { PipelineServices } from './cli/node-services.js';
 import { noCredit } from './billing/credit-leases.js';
 import { noMetrics } from './metrics/pipeline-metrics.js';
 import type { RequestWindow } from './metrics/request-window.js';
 import type { PipelineDeps } from './pipeline/deps.js';
+import { CALLER_GONE_STATUS } from './pipeline/run-pipeline.js';
 import { GetStreamStanding } from './providers/mcp/get-stream-standing.js';
 import type { GetStreamStandingOptions } from './providers/mcp/get-stream-standing.js';
 import { SessionOwners } from './providers/mcp/session-owners.js';
@@ -34,6 +36,8 @@ export interface AppDeps {
   logger: Logger;
   /** Request body limit; fixed for the app's life (fastify sets it at construction). */
   maxBodyBytes?: number;
+  /** How long a request may take to arrive (then 408); default requestTimeoutFor(maxBodyBytes). Tests shorten it. */
+  requestTimeoutMs?: number;
   /** The control link's state for /readyz; absent in stand-alone mode. */
   controlLink?: () => ControlLinkView;
   /** Injected by tests. The app closes it on close. */
@@ -49,6 +53,9 @@ export interface AppDeps {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { holder } = deps;
   const bodyLimit = deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const requestTimeout = deps.requestTimeoutMs ?? requestTimeoutFor(bodyLimit);
+  // The status the node's own answer to a parser error gave on a socket (408 for a request too slow).
+  const parserAnswers = new WeakMap<Socket, number>();
   const upstreams = deps.upstreams ?? new UpstreamPool();
   // Pools of origins a new config no longer names are closed once their calls finish.
   const unsubscribe = holder.onSwap(({ config }) => upstreams.retainOnly(config.upstreams.values()));
@@ -60,6 +67,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // One "request finished" line per request (below) instead of fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit,
+    // Node answers a request still arriving after this (clientErrorHandler: 408); not the answer.
+    requestTimeout,
+    http: httpServerTimeouts(requestTimeout),
     requestIdHeader: false,
     // Always the node's own id, never the caller's (request-id.ts: it keys the record and its charge).
     genReqId: () => generateRequestId(),
@@ -67,7 +77,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // that still arrive on open keep-alive connections while draining are simply served.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    clientErrorHandler,
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
+      const status = answerParserError(err, socket);
+      if (status !== undefined) parserAnswers.set(socket, status);
+    },
     // Errors fastify raises before routing (a URL that cannot be decoded) skip the hooks.
     frameworkErrors: (err, request, reply) => {
       const failure = toZenovaError(err, bodyLimit);
@@ -108,8 +121,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // onResponse does not), so each request gets exactly one line. The one listener per request.
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) request.callerGone?.abort();
-      logRequestFinished(request, reply);
-      deps.requestWindow?.record(reply.statusCode >= 500);
+      const ended = howItEnded(request, reply, parserAnswers);
+      logRequestFinished(request, reply, ended);
+      deps.requestWindow?.record(ended.status >= 500);
       // While closing, a keep-alive connection whose last request just ended would otherwise hold
       // server.close() open until its idle timeout.
       if (closing) setImmediate(() => app.server.closeIdleConnections());
@@ -133,6 +147,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.setErrorHandler(async (err: FastifyError | ZenovaError | Error, request: FastifyRequest, reply: FastifyReply) => {
+    if (bodyNeverArrived(request)) {
+      // fastify's body reader passes on Node's "aborted" (ECONNRESET): the caller left, or Node
+      // timed the body out and answered 408 itself. No bug, and no one left to answer: the
+      // "request finished" line (howItEnded) says which.
+      request.log.debug({ reason: err.message }, 'request body never arrived');
+      // Nothing is sent: fastify would otherwise answer on a closed socket.
+      return reply.hijack();
+    }
     const failure = toZenovaError(err, bodyLimit);
     request.zenova.errorCode = failure.code;
     if (failure.code === 'ZN_ERR_INTERNAL') request.log.error({ err, code: failure.code }, 'request failed');
@@ -178,13 +200,42 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   return app;
 }
 
-function logRequestFinished(request: FastifyRequest, reply: FastifyReply): void {
+/** The connection closed before the request's body was in: it cannot be read, nor answered. */
+function bodyNeverArrived(request: FastifyRequest): boolean {
+  return !request.raw.complete && (request.raw.destroyed || request.raw.socket.destroyed);
+}
+
+interface RequestEnd {
+  status: number;
+  /** The caller left before the answer ended. */
+  callerAborted: boolean;
+}
+
+/**
+ * The status a request ended with (and, for one whose body never arrived, its code and outcome for
+ * the log line). Such a request has no answer of its own: Node's 408 for a body too slow, else the
+ * caller left (CALLER_GONE_STATUS, as the pipeline records a caller that leaves); neither is a
+ * failure of the node.
+ */
+function howItEnded(request: FastifyRequest, reply: FastifyReply, parserAnswers: WeakMap<Socket, number>): RequestEnd {
   const callerAborted = !reply.raw.writableFinished;
+  if (!callerAborted || request.raw.complete) return { status: reply.statusCode, callerAborted };
+  const answered = parserAnswers.get(request.raw.socket);
+  if (answered !== undefined) {
+    request.zenova.errorCode = 'ZN_ERR_INVALID_REQUEST';
+    request.zenova.outcome = 'rejected';
+    return { status: answered, callerAborted: false };
+  }
+  request.zenova.outcome = 'aborted';
+  return { status: CALLER_GONE_STATUS, callerAborted };
+}
+
+function logRequestFinished(request: FastifyRequest, reply: FastifyReply, { status, callerAborted }: RequestEnd): void {
   request.log.info(
     {
       method: request.method,
       path: request.url.split('?', 1)[0],
-      status: reply.statusCode,
+      status,
       durationMs: Math.round(reply.elapsedTime),
       ...request.zenova,
       ...(callerAborted ? { callerAborted } : {}),
@@ -287,10 +338,16 @@ function failedRequestTarget(err: NodeJS.ErrnoException & { rawPacket?: unknown;
 /**
  * Requests node's HTTP parser rejects never reach fastify; answer them in the same shape, with an
  * x-request-id, instead of fastify's default body: Anthropic's shape (and `request-id`) when the
- * failed request's target is known and is under /v1/messages, OpenAI's otherwise.
+ * failed request's target is known and is under /v1/messages, OpenAI's otherwise. Returns the
+ * status answered, undefined when the socket was gone.
  */
-function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+function answerParserError(err: NodeJS.ErrnoException, socket: Socket): number | undefined {
+  // The caller left: a reset, or the end of its connection before its request was all there (the
+  // parser's "invalid EOF state"). No one to answer; the request's line says it left.
+  if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || socket.destroyed) {
+    socket.destroy();
+    return undefined;
+  }
   let status = 400;
   let reason = 'Bad Request';
   let message = 'Invalid request: the HTTP request could not be parsed.';
@@ -314,4 +371,5 @@ function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
     );
   }
   socket.destroy(err);
+  return status;
 }

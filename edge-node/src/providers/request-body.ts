@@ -19,3 +19,8 @@ export function validateBody<S extends z.ZodType>(schema: S, body: unknown): Val
   }
   return { ok: true, value: result.data };
 }
+
+/** A field refused by a check made by hand, in the same words as validateBody's (`param` names it). */
+export function invalidField(param: string, reason: string): Rejection {
+  return reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${param}: ${reason}`, { param });
+}

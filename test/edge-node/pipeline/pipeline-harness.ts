@@ -48,7 +48,13 @@ export function recordingMetrics(into: FinishedRequest[]): PipelineServices['met
 
 export async function startPipelineNode(
   t: { teardown(fn: () => unknown): void },
-  opts: { upstreamUrl: string; bundle?: (base: ConfigBundle, keyHash: string) => Partial<ConfigBundle>; services?: Partial<PipelineServices>; maxBodyBytes?: number },
+  opts: {
+    upstreamUrl: string;
+    bundle?: (base: ConfigBundle, keyHash: string) => Partial<ConfigBundle>;
+    services?: Partial<PipelineServices>;
+    maxBodyBytes?: number;
+    requestTimeoutMs?: number;
+  },
 ): Promise<PipelineNode> {
   const key = newCallerKey();
   const base = testBundle({ nodeId: 'node-1', version: 1, upstreamUrl: opts.upstreamUrl, keys: [bundleKey('key-a', key.sha256)] });
@@ -62,6 +68,7 @@ export async function startPipelineNode(
     logger,
     services: { metrics: recordingMetrics(finished), ...opts.services },
     ...(opts.maxBodyBytes !== undefined ? { maxBodyBytes: opts.maxBodyBytes } : {}),
+    ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
   });
   const { origin, baseURL } = await listenOnLoopback(t, app);
   return {

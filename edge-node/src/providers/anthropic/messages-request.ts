@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import type { TextSlot } from '../../pipeline/context.js';
+import { cappedArray } from '../capped-array.js';
 import { deferJsonValue } from '../deferred-json-texts.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
 import { markPartial } from '../partial-texts.js';
@@ -23,7 +24,7 @@ const textBlock = z.looseObject({ type: z.literal('text'), text: z.string() });
 const contentBlock = z
   .looseObject({ type: z.string().min(1).max(64), text: z.unknown().optional() })
   .refine((block) => block.type !== 'text' || typeof block.text === 'string', { message: 'a text block needs a string "text"', path: ['text'] });
-const content = z.union([z.string(), z.array(contentBlock).max(MAX_BLOCKS)]);
+const content = z.union([z.string(), cappedArray(contentBlock, { max: MAX_BLOCKS })]);
 
 const messageSchema = z.looseObject({
   role: z.enum(['user', 'assistant']),
@@ -33,8 +34,8 @@ const messageSchema = z.looseObject({
 export const messagesRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
   max_tokens: z.int().min(1).max(MAX_MAX_TOKENS),
-  messages: z.array(messageSchema).min(1).max(MAX_MESSAGES),
-  system: z.union([z.string(), z.array(textBlock).max(MAX_BLOCKS)]).optional(),
+  messages: cappedArray(messageSchema, { min: 1, max: MAX_MESSAGES }),
+  system: z.union([z.string(), cappedArray(textBlock, { max: MAX_BLOCKS })]).optional(),
   stream: z.boolean().optional(),
   metadata: z.looseObject({ user_id: z.string().max(256).nullish() }).optional(),
   temperature: z.number().min(0).max(1).optional(),

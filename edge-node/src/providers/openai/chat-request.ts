@@ -1,14 +1,23 @@
-// The minimal shape the node needs from a chat completion request; every other field passes
-// through to the upstream untouched (the upstream is the authority on the rest).
+// The minimal shape the node needs from a chat completion request, and the two fields it refuses
+// to pass on (`service_tier` above standard, `store: true`); every other field passes through to
+// the upstream untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
 import type { UpstreamKind } from '../../config/runtime-config.js';
+import { cappedArray } from '../capped-array.js';
 
 /** The most choices (`n`) a chat request may ask for, as OpenAI allows. */
 export const MAX_CHOICES = 128;
+/** The most messages a chat request may hold, as for /v1/messages (messages-request.ts). */
+export const MAX_CHAT_MESSAGES = 10_000;
+/**
+ * The `service_tier` values a caller may send: those OpenAI bills at the standard price or below.
+ * `priority` and `scale` are billed above it, while the node charges only its own per-token price.
+ */
+export const ALLOWED_SERVICE_TIERS = ['auto', 'default', 'flex'] as const;
 
 export const chatCompletionRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
-  messages: z.array(z.looseObject({ role: z.string().min(1) })).min(1),
+  messages: cappedArray(z.looseObject({ role: z.string().min(1) }), { min: 1, max: MAX_CHAT_MESSAGES }),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
   max_tokens: z.int().min(1).nullish(),
@@ -16,6 +25,11 @@ export const chatCompletionRequestSchema = z.looseObject({
   // OpenAI's own bound. Each choice is generated (and billed) in full, so n multiplies the worst
   // case the node reserves credit and tokens/min for (billing/request-cost.ts): it must be bounded.
   n: z.int().min(1).max(MAX_CHOICES).nullish(),
+  // Refused rather than passed through: each would act for the operator's upstream account.
+  service_tier: z
+    .enum(ALLOWED_SERVICE_TIERS, { error: `must be one of ${ALLOWED_SERVICE_TIERS.map((tier) => JSON.stringify(tier)).join(', ')}: other tiers are billed above the price this node charges` })
+    .nullish(),
+  store: z.literal(false, { error: "only false: true would keep the conversation in the operator's upstream account" }).nullish(),
 });
 
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;

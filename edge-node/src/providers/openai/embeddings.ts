@@ -7,15 +7,16 @@ import { forwardPlan } from '../../routing/forward-plan.js';
 import type { AttemptResult } from '../../routing/forward-plan.js';
 import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
-import { validateBody } from '../request-body.js';
+import { invalidField, validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
+import { embeddingsInputProblem } from './embeddings-input.js';
 
+// `input` is checked by hand (embeddings-input.ts), never by a zod union over caller arrays.
 const embeddingsRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
-  input: z.union([z.string(), z.array(z.string()).min(1), z.array(z.int()).min(1), z.array(z.array(z.int()).min(1)).min(1)]),
 });
 
 export const embeddingsApi: ApiHandler = {
@@ -25,6 +26,8 @@ export const embeddingsApi: ApiHandler = {
     const valid = validateBody(embeddingsRequestSchema, ctx.body);
     if (!valid.ok) return valid.rejection;
     const request = valid.value;
+    const problem = embeddingsInputProblem(request.input);
+    if (problem !== undefined) return invalidField(problem.param, problem.reason);
     ctx.forwardBody = request;
     ctx.model = request.model;
     const texts: TextSlot[] = [];
