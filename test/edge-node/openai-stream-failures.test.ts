@@ -186,6 +186,23 @@ t.test('after the first event', async (t) => {
     t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
   });
 
+  t.test("an upstream `event: error` with text as the body's last event, without its blank line, after every choice finished, still fails the stream", async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CLOSE);
+      socket.write(chatChunk('Hello'));
+      socket.write(chatChunk(null));
+      socket.end('event: error\ndata: upstream overloaded on gpu-node-7, output discarded\n');
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { text, requestId } = await streamCall(node, 'solo');
+    t.equal(contentOf(text), 'Hello');
+    t.notMatch(text, /\[DONE\]/, 'not completed as if the answer were whole');
+    t.notMatch(text, /gpu-node-7|overloaded/, "the upstream's own error text is not relayed");
+    t.match(text, /event: error\ndata: \{"error":\{[^\n]*"code":"ZN_ERR_UPSTREAM_ERROR"\}\}\n\n$/);
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
+  });
+
   t.test("an upstream error chunk whose error is a string (TGI) mid-stream ends the stream with the node's own error event, without the upstream's text", async (t) => {
     const primary = await startRawUpstream(t, (socket) => {
       socket.write(SSE_HEAD_CLOSE);

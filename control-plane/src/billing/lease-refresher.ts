@@ -1,8 +1,9 @@
 /**
  * One live session's lease refresh (lease-stream-handler.ts): run every refresh interval and soon
- * after a wake (a credit top-up or a config change on any replica), never two at once. A wake that
- * comes while a refresh runs may have come after that refresh read the account, so it runs once
- * more afterwards; an interval tick during a refresh is simply skipped (the next tick comes anyway).
+ * after a wake (a credit top-up or a config change on any replica), never two at once and woken
+ * ones at most once a second. A wake that comes while a refresh runs may have come after that
+ * refresh read the account, so it runs once more afterwards; an interval tick during a refresh is
+ * simply skipped (the next tick comes anyway).
  */
 
 /**
@@ -11,6 +12,12 @@
  */
 export const WAKE_COALESCE_MS = 100;
 
+/**
+ * Woken refreshes start at least this far apart: an admin script's changes a few hundred ms apart
+ * would otherwise have every live session take its accounts' balance locks many times a second.
+ */
+export const WAKE_MIN_GAP_MS = 1_000;
+
 export class LeaseRefresher {
   /** True from construction: the session's first grant is under way (`firstDone` ends it). */
   private running = true;
@@ -18,6 +25,8 @@ export class LeaseRefresher {
   private stopped = false;
   private soon: NodeJS.Timeout | undefined;
   private readonly timer: NodeJS.Timeout;
+  /** When the last refresh started (the first grant: at construction). */
+  private lastStartedAt = Date.now();
 
   constructor(
     private readonly refresh: () => Promise<void>,
@@ -33,13 +42,17 @@ export class LeaseRefresher {
     this.finished();
   }
 
-  /** Refresh within WAKE_COALESCE_MS; wakes meanwhile share that refresh. */
+  /**
+   * Refresh within WAKE_COALESCE_MS, or WAKE_MIN_GAP_MS after the last refresh started if that is
+   * later; wakes meanwhile share that refresh.
+   */
   wake(): void {
     if (this.stopped || this.soon !== undefined) return;
+    const delay = Math.max(WAKE_COALESCE_MS, this.lastStartedAt + WAKE_MIN_GAP_MS - Date.now());
     this.soon = setTimeout(() => {
       this.soon = undefined;
       this.run(true);
-    }, WAKE_COALESCE_MS);
+    }, delay);
     this.soon.unref();
   }
 
@@ -56,6 +69,7 @@ export class LeaseRefresher {
       return;
     }
     this.running = true;
+    this.lastStartedAt = Date.now();
     this.refresh()
       .catch(this.onError)
       .finally(() => this.finished());
@@ -65,6 +79,7 @@ export class LeaseRefresher {
     this.running = false;
     if (!this.again) return;
     this.again = false;
-    this.run(true);
+    // Once more for the wake it ran through, as any wake: not before the gap.
+    this.wake();
   }
 }

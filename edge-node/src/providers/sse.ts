@@ -45,11 +45,12 @@ export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxE
 
 /**
  * Whether an unfinished last event can be taken as sent: `[DONE]` (some upstreams end on it
- * without a blank line) or a JSON object or array (cut inside, one does not parse; a number or
+ * without a blank line), an `event: error`, or a JSON object or array (cut inside, one does not parse; a number or
  * other text may be the start of a longer one).
  */
 function isWholeEvent(event: SseEvent): boolean {
-  if (event.data === '[DONE]') return true;
+  // An error event is an error whatever its data (often plain text): never dropped as cut.
+  if (event.data === '[DONE]' || event.event === 'error') return true;
   try {
     const value: unknown = JSON.parse(event.data);
     return typeof value === 'object' && value !== null;

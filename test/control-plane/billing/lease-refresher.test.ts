@@ -1,8 +1,9 @@
 // One session's lease refresh: wakes coalesce, a wake during a refresh runs it once more, an
-// interval tick during one is skipped, and nothing runs after stop.
+// interval tick during one is skipped, woken ones start at most once a second, and nothing runs
+// after stop.
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LeaseRefresher, WAKE_COALESCE_MS } from '../../../control-plane/src/billing/lease-refresher.js';
+import { LeaseRefresher, WAKE_COALESCE_MS, WAKE_MIN_GAP_MS } from '../../../control-plane/src/billing/lease-refresher.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 
 /** A refresh whose runs are counted and each held open until released. */
@@ -95,4 +96,22 @@ t.test('nothing runs after stop, and a failed refresh is reported', async (t) =>
   r.stop();
   await sleep(WAKE_COALESCE_MS * 2);
   t.equal(runs, 1);
+});
+
+t.test('wakes spread over seconds start a refresh at most once per WAKE_MIN_GAP_MS', async (t) => {
+  const gate = gatedRefresh();
+  const r = refresher(t, gate.refresh);
+  r.firstDone();
+  // An admin script: a change every 120 ms for 2.5 s, each refresh quick.
+  const until = Date.now() + 2_500;
+  while (Date.now() < until) {
+    r.wake();
+    gate.release();
+    await sleep(120);
+  }
+  gate.release();
+  // A busy machine only delays timers, so fewer runs, never more: at most one per gap, plus the
+  // one the window may start with.
+  t.ok(gate.runs() <= Math.ceil(2_500 / WAKE_MIN_GAP_MS) + 1, `${gate.runs()} refreshes in 2.5 s`);
+  t.ok(gate.runs() >= 1, 'the wakes were not lost');
 });

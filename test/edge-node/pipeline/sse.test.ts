@@ -33,12 +33,14 @@ t.test('comments and events without data are dropped; multi-line data is joined 
   t.equal(serialiseSse({ event: 'ping', data: '{}' }), 'event: ping\ndata: {}\n\n');
 });
 
-t.test('a body that ends inside its last event drops that event unless it is whole: [DONE] or a JSON object or array', async (t) => {
+t.test('a body that ends inside its last event drops that event unless it is whole: [DONE], an error event, or a JSON object or array', async (t) => {
   const first = 'data: {"n":1}\n\n';
   t.same(await events([first, 'data: [DONE]']), [{ data: '{"n":1}' }, { data: '[DONE]' }], '[DONE] without its blank line counts');
   t.same(await events([first, 'event: message_stop\ndata: {"type":"message_stop"}\n']), [{ data: '{"n":1}' }, { event: 'message_stop', data: '{"type":"message_stop"}' }]);
   t.same(await events([first, 'data: [1,2]']), [{ data: '{"n":1}' }, { data: '[1,2]' }]);
-  for (const cut of ['data: {"choices":[{"delta":{"content":"mail alice@example.com', 'data: {"n":2', 'data: plain text', 'data: 12', 'event: error\ndata: upstream said']) {
+  // An error is an error however it ends: the providers fail the stream on it, never pass it on.
+  t.same(await events([first, 'event: error\ndata: upstream said']), [{ data: '{"n":1}' }, { event: 'error', data: 'upstream said' }]);
+  for (const cut of ['data: {"choices":[{"delta":{"content":"mail alice@example.com', 'data: {"n":2', 'data: plain text', 'data: 12']) {
     t.same(await events([first, cut]), [{ data: '{"n":1}' }], `dropped: ${cut}`);
   }
 });
