@@ -3,8 +3,8 @@
 // ZN_ERR_INTERNAL ("a bug in the node") and logged at error level, with a "request finished" line
 // saying 200. Now nothing is answered, the line says the caller left (499, as the pipeline records
 // a caller that leaves) and the heartbeat's window counts no server-side failure.
-import { connect } from 'node:net';
 import t from 'tap';
+import { rawSocket } from '../fixtures/raw-socket.js';
 import { buildApp } from '../../edge-node/src/app.js';
 import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { fromLocalConfig } from '../../edge-node/src/config/runtime-config.js';
@@ -28,20 +28,13 @@ for (const how of ['ends its side of the connection', 'resets the connection'] a
     // Listeners run in order: fastify's handler, which starts reading the body, has run by then.
     app.server.on('request', () => (arrived = true));
 
-    const { hostname, port } = new URL(origin);
-    const socket = connect(Number(port), hostname);
-    t.teardown(() => socket.destroy());
-    let answer = '';
-    let closed = false;
-    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('utf8')));
-    socket.on('error', () => undefined);
-    socket.on('close', () => (closed = true));
+    const { socket, answer, closed } = rawSocket(t, origin);
     socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"echo"');
     await waitFor(() => arrived, { what: 'the node to start reading the body' });
     // Ending only its side, the caller could still read an answer: none must come.
     if (how === 'ends its side of the connection') socket.end();
     else socket.resetAndDestroy();
-    await waitFor(() => closed, { what: 'the connection to close' });
+    await waitFor(() => closed(), { what: 'the connection to close' });
 
     // The error handler runs after the "request finished" line; wait for its own line either way.
     await waitFor(() => logs().some((l) => l.msg === 'request body never arrived' || l.msg === 'request failed'), { what: "the error handler's line" });
@@ -50,7 +43,7 @@ for (const how of ['ends its side of the connection', 'resets the connection'] a
     t.notOk(finished?.errorCode, 'with no error code');
     t.same(logs().filter((l) => (l.level as number) >= 40).map((l) => l.msg), [], 'no warning or error line');
     t.same(requestWindow.figures(), { requests: 1, errors: 0 }, 'counted, not as a server-side failure');
-    t.equal(answer, '', 'nothing was answered');
+    t.equal(answer(), '', 'nothing was answered');
     t.equal(upstream.requests.length, 0, 'nothing was forwarded');
   });
 }

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
-import { startPipelineNode, sdkError } from './pipeline/pipeline-harness.js';
+import { startPipelineNode, sdkError, withClaudeRoute } from './pipeline/pipeline-harness.js';
 
 t.test('chat fields that act for the upstream account', async (t) => {
   const upstream = await startFakeUpstream(t);
@@ -13,8 +13,7 @@ t.test('chat fields that act for the upstream account', async (t) => {
   const node = await startPipelineNode(t, {
     upstreamUrl: upstream.url,
     bundle: (base) => ({
-      upstreams: [...base.upstreams, { id: 'up-claude', name: 'claude', kind: 'anthropic', baseUrl: anthropic.url, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 30_000 }],
-      routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
+      ...withClaudeRoute(base, anthropic.url),
       prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }],
     }),
   });

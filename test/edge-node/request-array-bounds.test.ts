@@ -9,7 +9,7 @@ import { MAX_EMBEDDING_INPUTS, MAX_EMBEDDING_TOKEN_IDS } from '../../edge-node/s
 import { MAX_CHAT_MESSAGES } from '../../edge-node/src/providers/openai/chat-request.js';
 import { startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
-import { startPipelineNode } from './pipeline/pipeline-harness.js';
+import { startPipelineNode, withClaudeRoute } from './pipeline/pipeline-harness.js';
 
 /** A string schema that counts the elements it was asked to check. */
 function countingElement(): { schema: z.ZodType<string>; checked: () => number } {
@@ -51,10 +51,7 @@ t.test('bodies of many bad elements, sent without a key, are refused at once wit
   const anthropic = await startFakeAnthropicUpstream(t);
   const node = await startPipelineNode(t, {
     upstreamUrl: openAi.url,
-    bundle: (base) => ({
-      upstreams: [...base.upstreams, { id: 'up-claude', name: 'claude', kind: 'anthropic', baseUrl: anthropic.url, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 30_000 }],
-      routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
-    }),
+    bundle: (base) => withClaudeRoute(base, anthropic.url),
   });
   // The longest the event loop went without running a 10 ms timer: a broken node held it for
   // seconds per request (5 s to 22 s on a 2-core machine), a fixed one for a few tens of ms.

@@ -1,8 +1,8 @@
 // A request must arrive in full within its request timeout, else it is answered 408 (errors.md: "too
 // slow to arrive"); before, headers followed by a body that never ended held the request open
 // forever. The timeout ends once the body is in: a long streamed answer is never cut by it.
-import { connect } from 'node:net';
 import t from 'tap';
+import { rawSocket } from '../fixtures/raw-socket.js';
 import { buildApp } from '../../edge-node/src/app.js';
 import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { DEFAULT_MAX_BODY_BYTES } from '../../edge-node/src/config/local-config.js';
@@ -30,17 +30,11 @@ t.test('by default a request has long enough to upload the body limit at 32 KiB/
 t.test('a body that never finishes arriving is answered 408 once the request timeout passes', async (t) => {
   const upstream = await startFakeUpstream(t);
   const node = await startPipelineNode(t, { upstreamUrl: upstream.url, requestTimeoutMs: REQUEST_TIMEOUT_MS });
-  const { hostname, port } = new URL(node.origin);
-  const socket = connect(Number(port), hostname);
-  t.teardown(() => socket.destroy());
-  let answer = '';
-  let closed = false;
-  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('utf8')));
-  socket.on('error', () => undefined);
-  socket.on('close', () => (closed = true));
+  const { socket, answer: received, closed } = rawSocket(t, node.origin);
   // Complete headers, no key, a body promised and never sent in full.
   socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{"model":"echo"');
-  await waitFor(() => closed, { what: 'the node to answer and close the connection', timeoutMs: 30_000 });
+  await waitFor(() => closed(), { what: 'the node to answer and close the connection', timeoutMs: 30_000 });
+  const answer = received();
   t.match(answer, /^HTTP\/1\.1 408 Request Timeout\r\n/);
   t.match(answer, /\r\nx-should-retry: false\r\n/i);
   t.match(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { error: { code: 'ZN_ERR_INVALID_REQUEST', message: /took too long to arrive/ } });

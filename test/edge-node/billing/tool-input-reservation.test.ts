@@ -12,7 +12,7 @@ import { startFakeAnthropicUpstream } from '../../fixtures/fake-anthropic-upstre
 import { waitFor } from '../../fixtures/wait-for.js';
 import { recordsInto } from '../anthropic-fixtures.js';
 import { ACCOUNT_ID } from '../config-fixtures.js';
-import { startPipelineNode } from '../pipeline/pipeline-harness.js';
+import { startPipelineNode, withClaudeRoute } from '../pipeline/pipeline-harness.js';
 
 t.test('a tool_use input of numbers reserves credit for its JSON length, and a small one only a little', async (t) => {
   const upstream = await startFakeAnthropicUpstream(t);
@@ -22,8 +22,7 @@ t.test('a tool_use input of numbers reserves credit for its JSON length, and a s
   const node = await startPipelineNode(t, {
     upstreamUrl: upstream.url,
     bundle: (base) => ({
-      upstreams: [...base.upstreams, { id: 'up-c', name: 'claude-up', kind: 'anthropic', baseUrl: upstream.url, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 30_000 }],
-      routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude-up', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
+      ...withClaudeRoute(base, upstream.url, 'claude-up'),
       // 1 µ per input token and nothing for output: the reservation is the prompt estimate.
       prices: [{ model: 'claude', inputMicrosPerToken: 1, outputMicrosPerToken: 0, requestMicros: 0 }],
     }),

@@ -93,3 +93,14 @@ export async function sdkError(promise: Promise<unknown>): Promise<InstanceType<
   }
   throw new Error('expected the call to fail with an APIError');
 }
+
+/**
+ * The alias `claude` routed to an anthropic upstream at `anthropicUrl` (as model `claude-real`),
+ * added to `base`'s upstreams and routes: spread into a `bundle` override.
+ */
+export function withClaudeRoute(base: ConfigBundle, anthropicUrl: string, upstreamName = 'claude'): Pick<ConfigBundle, 'upstreams' | 'routes'> {
+  return {
+    upstreams: [...base.upstreams, { id: `up-${upstreamName}`, name: upstreamName, kind: 'anthropic', baseUrl: anthropicUrl, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 30_000 }],
+    routes: [...base.routes, { alias: 'claude', targets: [{ upstream: upstreamName, model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 }],
+  };
+}
