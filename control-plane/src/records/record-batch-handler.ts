@@ -10,7 +10,8 @@
  * the batch's good records, and the batch is acknowledged with it counted as rejected. Refusing
  * the batch made the node resend it from that row on every session, so one damaged spool row (or a
  * record a newer node wrote) stopped its backlog and its whole control link for good. A record
- * that passes these checks but that PostgreSQL refuses is set aside the same way by ingestRecords.
+ * that passes these checks but that PostgreSQL refuses, or whose request id another node's record
+ * holds, is set aside the same way by ingestRecords.
  */
 import { createHash } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
@@ -110,7 +111,7 @@ export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
       if (result.duplicates > 0) deps.logger.info({ nodeId: node.nodeId, batchId: batch.batchId, duplicates: result.duplicates }, 'record batch held records already ingested');
       if (result.rejected > 0) {
         // Reasons and request ids only: record content stays in the table.
-        const rejected = [...batch.rejected, ...result.unstorable];
+        const rejected = [...batch.rejected, ...result.setAside];
         const reasons: Partial<Record<RejectionReason, number>> = {};
         for (const r of rejected) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
         deps.logger.error(
@@ -120,7 +121,7 @@ export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
             rejected: result.rejected,
             newlyStored: result.rejectedStored,
             reasons,
-            unstorable: result.unstorable.length,
+            setAside: result.setAside.length,
             requestIds: rejected.slice(0, 10).map((r) => r.requestId.slice(0, 64)),
           },
           'record batch held records that cannot be ingested; kept in rejected_request_records, the rest of the batch was ingested',

@@ -7,6 +7,12 @@
  * Records the batch handler could not accept go into rejected_request_records (migration 0009) in
  * the same transaction, once per node, request id and content hash, so a resend stores none twice.
  *
+ * request_record_ids is keyed by request id alone: an id that conflicts is a duplicate only when this
+ * node's record holds it. Another node's record holding it (any enrolled node can send a record with
+ * its own node id and another node's request id, the x-request-id callers see) made the real record
+ * a "duplicate": acked, deleted from its node's spool, lost with its charge. Such a record is set
+ * aside as request_id_taken (migration 0013) instead, in the same transaction.
+ *
  * A record can pass the schema and still fail to store (a value PostgreSQL refuses): that failed
  * the whole batch on every resend. When the batch fails with such a data error
  * (record-data-error.ts), it is ingested again record by record, each under a savepoint, and a
@@ -31,11 +37,23 @@ export interface IngestResult {
   rejected: number;
   /** Of those, the ones stored now (the others were there from an earlier send of the batch). */
   rejectedStored: number;
-  /** Records that passed the schema but could not be stored, set aside here (counted in `rejected`). */
-  unstorable: readonly RejectedRecord[];
+  /**
+   * Records that passed the batch handler's checks but were set aside here (counted in `rejected`):
+   * unstorable ones (invalid_record), and those whose request id another node's record holds
+   * (request_id_taken).
+   */
+  setAside: readonly RejectedRecord[];
 }
 
-export type RejectionReason = 'not_utf8' | 'not_json' | 'invalid_record' | 'request_id_mismatch' | 'foreign_node' | 'too_large' | 'invalid_request_id';
+export type RejectionReason =
+  | 'not_utf8'
+  | 'not_json'
+  | 'invalid_record'
+  | 'request_id_mismatch'
+  | 'foreign_node'
+  | 'too_large'
+  | 'invalid_request_id'
+  | 'request_id_taken';
 
 /** A batch entry that cannot be ingested, as the node sent it. */
 export interface RejectedRecord {
@@ -101,15 +119,16 @@ interface BatchRecord {
 }
 
 /**
- * Inserts the records whose request id is new, and settles them; returns those and the partitions
- * it created (to be remembered once the transaction commits).
+ * Inserts the records whose request id is new, and settles them; returns those, the ids of the
+ * others that another node's record holds (with that node's id), and the partitions it created
+ * (to be remembered once the transaction commits). `records` hold each request id once.
  */
 async function insertNewRecords(
   client: pg.PoolClient,
   node: { nodeId: string; nodeName: string },
   records: readonly RequestRecord[],
   json: string,
-): Promise<{ newRecords: RequestRecord[]; created: MonthPartition[] }> {
+): Promise<{ newRecords: RequestRecord[]; takenBy: Map<string, string>; created: MonthPartition[] }> {
   const created = await ensurePartitions(client, records.map((r) => r.receivedAt));
   const ids = await client.query<{ request_id: string }>(
     `insert into request_record_ids (request_id, received_at, node_id)
@@ -120,6 +139,7 @@ async function insertNewRecords(
   );
   const fresh = new Set(ids.rows.map((r) => r.request_id));
   const newRecords = records.filter((r) => fresh.has(r.requestId));
+  const takenBy = fresh.size < records.length ? await idsHeldByOtherNodes(client, node.nodeId, records.filter((r) => !fresh.has(r.requestId))) : new Map<string, string>();
   if (newRecords.length > 0) {
     // The records go over as one JSON array that PostgreSQL parses once and takes the columns
     // from: per-column arrays (a jsonb[] above all) cost three times the control plane's CPU
@@ -135,13 +155,36 @@ async function insertNewRecords(
     );
     await settleIngestedRecords(client, node.nodeId, newRecords);
   }
-  return { newRecords, created };
+  return { newRecords, takenBy, created };
 }
 
-/** A record that passed the schema but could not be stored, as a rejected record (kept as sent). */
-function unstorableRecord(record: RequestRecord, err: unknown, sent: ReadonlyMap<string, Buffer> | undefined): RejectedRecord {
+/**
+ * Of ids whose insert conflicted, those another node's record holds, with that node's id. Run only
+ * when some conflicted; a separate statement, so it sees a row a concurrent transaction committed
+ * while the insert waited on it (one statement's snapshot would not).
+ */
+async function idsHeldByOtherNodes(client: pg.PoolClient, nodeId: string, conflicted: readonly RequestRecord[]): Promise<Map<string, string>> {
+  const held = await client.query<{ request_id: string; node_id: string }>(
+    'select request_id, node_id from request_record_ids where request_id = any($1::text[]) and node_id <> $2',
+    [conflicted.map((r) => r.requestId), nodeId],
+  );
+  return new Map(held.rows.map((r) => [r.request_id, r.node_id]));
+}
+
+/** A record that passed the schema but is set aside, as a rejected record (kept as sent). */
+function setAsideRecord(record: RequestRecord, reason: RejectionReason, detail: string, sent: ReadonlyMap<string, Buffer> | undefined): RejectedRecord {
   const bytes = sent?.get(record.requestId) ?? Buffer.from(JSON.stringify(record));
-  return { requestId: record.requestId, reason: 'invalid_record', detail: recordDataErrorDetail(err), bytes, sha256: createHash('sha256').update(bytes).digest() };
+  return { requestId: record.requestId, reason, detail, bytes, sha256: createHash('sha256').update(bytes).digest() };
+}
+
+/** The batch's records whose request id another node's record holds, as rejected records. */
+function takenRecords(records: readonly BatchRecord[], takenBy: ReadonlyMap<string, string>, sent: ReadonlyMap<string, Buffer> | undefined): RejectedRecord[] {
+  if (takenBy.size === 0) return [];
+  return records.flatMap(({ storable, parsed }) => {
+    const holder = takenBy.get(storable.requestId);
+    // The holding node's id only: the other record's content is not this node's to see.
+    return holder === undefined ? [] : [setAsideRecord(parsed, 'request_id_taken', `the request id is held by a record of node ${holder.slice(0, 64)}`, sent)];
+  });
 }
 
 /**
@@ -157,25 +200,26 @@ async function ingestRecordByRecord(
   rejectedBatch: RejectedBatch,
 ): Promise<IngestResult> {
   const created: MonthPartition[] = [];
-  const unstorable: RejectedRecord[] = [];
+  const setAside: RejectedRecord[] = [];
   const result = await withTransaction(pool, async (client) => {
     let accepted = 0;
-    for (const { storable, parsed } of records) {
+    for (const record of records) {
       await client.query('savepoint ingest_record');
       try {
-        const step = await insertNewRecords(client, node, [storable], JSON.stringify([storable]));
+        const step = await insertNewRecords(client, node, [record.storable], JSON.stringify([record.storable]));
         await client.query('release savepoint ingest_record');
         accepted += step.newRecords.length;
         created.push(...step.created);
+        setAside.push(...takenRecords([record], step.takenBy, rejectedBatch.sent));
       } catch (err) {
         if (!isRecordDataError(err)) throw err;
         await client.query('rollback to savepoint ingest_record');
-        unstorable.push(unstorableRecord(parsed, err, rejectedBatch.sent));
+        setAside.push(setAsideRecord(record.parsed, 'invalid_record', recordDataErrorDetail(err), rejectedBatch.sent));
       }
     }
-    const rejected = [...rejectedBatch.rejected, ...unstorable];
+    const rejected = [...rejectedBatch.rejected, ...setAside];
     const rejectedStored = await storeRejected(client, node, { batchId: rejectedBatch.batchId, rejected });
-    return { accepted, duplicates: sentCount - accepted - unstorable.length, rejected: rejected.length, rejectedStored, unstorable };
+    return { accepted, duplicates: sentCount - accepted - setAside.length, rejected: rejected.length, rejectedStored, setAside };
   });
   rememberPartitions(created);
   return result;
@@ -187,11 +231,10 @@ export async function ingestRecords(
   records: readonly RequestRecord[],
   rejectedBatch: RejectedBatch = { batchId: '', rejected: [] },
 ): Promise<IngestResult> {
-  const rejected = rejectedBatch.rejected.length;
-  if (records.length === 0 && rejected === 0) return { accepted: 0, duplicates: 0, rejected: 0, rejectedStored: 0, unstorable: [] };
+  if (records.length === 0 && rejectedBatch.rejected.length === 0) return { accepted: 0, duplicates: 0, rejected: 0, rejectedStored: 0, setAside: [] };
   if (records.length === 0) {
     const rejectedStored = await withTransaction(pool, (client) => storeRejected(client, node, rejectedBatch));
-    return { accepted: 0, duplicates: 0, rejected, rejectedStored, unstorable: [] };
+    return { accepted: 0, duplicates: 0, rejected: rejectedBatch.rejected.length, rejectedStored, setAside: [] };
   }
   // Characters PostgreSQL cannot store are replaced first, so ids are compared as they will be stored.
   const storable = storableJsonArray(records);
@@ -208,8 +251,10 @@ export async function ingestRecords(
         unique.length === storable.values.length ? storable.json : JSON.stringify(unique.map((r) => r.storable)),
       );
       created = step.created;
-      const rejectedStored = await storeRejected(client, node, rejectedBatch);
-      return { accepted: step.newRecords.length, duplicates: records.length - step.newRecords.length, rejected, rejectedStored, unstorable: [] };
+      const taken = takenRecords(unique, step.takenBy, rejectedBatch.sent);
+      const rejected = [...rejectedBatch.rejected, ...taken];
+      const rejectedStored = await storeRejected(client, node, { batchId: rejectedBatch.batchId, rejected });
+      return { accepted: step.newRecords.length, duplicates: records.length - step.newRecords.length - taken.length, rejected: rejected.length, rejectedStored, setAside: taken };
     });
     rememberPartitions(created);
     return result;

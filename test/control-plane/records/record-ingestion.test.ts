@@ -93,6 +93,32 @@ t.test('a record of another node is not ingested: it is set aside and the rest o
   t.same(rejected.rows, [{ reason: 'foreign_node' }]);
 });
 
+t.test("a record whose request id another node's record holds is set aside naming that node, not acked as a duplicate, and set aside once however often it is resent", async (t) => {
+  // Any enrolled node can send a record with its own node id and another node's request id (the
+  // x-request-id that node's callers saw) before that node backfills its real record.
+  const other = { nodeId: 'node-spool-test-0002', nodeName: 'edge-b', sessionId: 's-2' };
+  const at = Date.UTC(2026, 10, 20, 13, 0, 0);
+  const first = record('taken-id', { nodeId: other.nodeId, receivedAt: at, finishedAt: at + 10, model: 'first-model' });
+  t.match(await deliver(batchOf([first]), other), { acceptedCount: 1 });
+
+  const real = record('taken-id', { nodeId: NODE.nodeId, receivedAt: at, finishedAt: at + 50, model: 'real-model' });
+  const alongside = record('taken-alongside', { nodeId: NODE.nodeId, receivedAt: at, finishedAt: at + 5 });
+  const batch = batchOf([real, alongside]);
+  t.match(await deliver(batch), { acceptedCount: 1, duplicateCount: 0, rejectedCount: 1 }, 'counted as rejected, the rest of the batch ingested');
+  const stored = await pool.query("select request_id, node_id from request_records where request_id like 'taken-%' order by request_id");
+  t.same(stored.rows, [{ request_id: 'taken-alongside', node_id: NODE.nodeId }, { request_id: 'taken-id', node_id: other.nodeId }], 'the record holding the id is untouched');
+  const setAside = 'select node_id, reason, detail, record_text from rejected_request_records where request_id = $1';
+  const rejected = await pool.query<{ node_id: string; reason: string; detail: string; record_text: string }>(setAside, ['taken-id']);
+  t.equal(rejected.rows.length, 1);
+  t.match(rejected.rows[0], { node_id: NODE.nodeId, reason: 'request_id_taken', record_text: JSON.stringify(real) }, 'kept as sent, under the node that sent it');
+  t.match(rejected.rows[0]?.detail, other.nodeId, 'naming the node that holds the id');
+  t.notMatch(rejected.rows[0]?.detail, /model/, 'and no record values');
+
+  t.match(await deliver(batch), { acceptedCount: 0, duplicateCount: 1, rejectedCount: 1 }, 'a resend is rejected again');
+  t.equal((await pool.query(setAside, ['taken-id'])).rows.length, 1, 'and not set aside twice');
+  t.match(await deliver(batchOf([first]), other), { acceptedCount: 0, duplicateCount: 1, rejectedCount: 0 }, "the holder's own resend is still a duplicate");
+});
+
 t.test('a record that is not JSON or not a request record is set aside; a malformed batch is refused', async (t) => {
   const bad: NodeMessage = { recordBatch: { batchId: 'b-bad', records: [{ requestId: 'x', recordJson: Buffer.from('{nope') }], firstSequence: 1n, lastSequence: 1n } };
   t.match(await deliver(bad), { acceptedCount: 0, rejectedCount: 1 });

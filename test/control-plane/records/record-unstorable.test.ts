@@ -112,6 +112,22 @@ t.test('a record that passes the checks but cannot be stored is set aside; the o
   t.equal(ledgerAgain.rows[0]?.n, 1, 'nor charged twice');
 });
 
+t.test("a record whose request id another node's record holds is set aside in the record-by-record ingestion too", async (t) => {
+  const other = { nodeId: 'node-unstorable-0002', nodeName: 'edge-o' };
+  t.match(await ingestRecords(pool, other, [at('bytwo-taken', GOOD_AT, { nodeId: other.nodeId })]), { accepted: 1 });
+  // A record that cannot be stored sends the batch record by record.
+  const taken = at('bytwo-taken', GOOD_AT);
+  const good = at('bytwo-good', GOOD_AT);
+  const noDate = at('bytwo-no-date', BEYOND_DATE);
+  const ids = [taken.requestId, good.requestId, noDate.requestId];
+  const result = await ingestRecords(pool, NODE, [taken, good, noDate], { batchId: 'bytwo-1', rejected: [] });
+  t.match(result, { accepted: 1, duplicates: 0, rejected: 2, rejectedStored: 2 });
+  const rejected = await setAside(ids);
+  t.same(rejected.map((r) => [r.request_id, r.reason]), [['bytwo-no-date', 'invalid_record'], ['bytwo-taken', 'request_id_taken']]);
+  t.match(rejected[1]?.detail, other.nodeId, 'naming the node that holds the id');
+  t.match(await ingestRecords(pool, NODE, [taken, good, noDate], { batchId: 'bytwo-2', rejected: [] }), { accepted: 0, duplicates: 1, rejected: 2, rejectedStored: 0 }, 'a resend stores nothing twice');
+});
+
 t.test('the database failing while the batch is ingested record by record fails the batch: nothing stored, no ack', async (t) => {
   // A pool of its own whose clients lose their connection at the first savepoint.
   const failing = createPool({ databaseUrl: db.url });

@@ -384,12 +384,13 @@ export interface RecordBatchAck {
   lastSequence: bigint;
   /** Records newly ingested from this batch. */
   acceptedCount: number;
-  /** Records whose request_id was already ingested (a resend); not counted twice. */
+  /** Records whose request_id was already ingested from this node (a resend); not counted twice. */
   duplicateCount: number;
   /**
    * Records the control plane could not ingest (not JSON, not a valid request record, another
-   * node's): kept aside in its rejected_request_records table, and acknowledged with the batch
-   * so one bad record never holds up the rest. accepted + duplicate + rejected = records sent.
+   * node's, a request_id another node's record holds): kept aside in its rejected_request_records
+   * table, and acknowledged with the batch so one bad record never holds up the rest.
+   * accepted + duplicate + rejected = records sent.
    */
   rejectedCount: number;
 }
