@@ -18,9 +18,31 @@ export function wantsHelp(argv: readonly string[]): boolean {
   return argv.includes('--help') || argv.includes('-h');
 }
 
-export function parseOptions(argv: readonly string[], options: OptionSpec, helpCommand: string): ParsedArgs {
+/**
+ * `--name VALUE` → `--name=VALUE` for the options in `dashValued`, up to a `--`: parseArgs (strict)
+ * refuses a separate value starting with '-' as ambiguous, and some values do (`--since -1h`). A
+ * following `--option` is left alone, so `--since --lines 5` stays a usage error.
+ */
+export function joinDashValues(argv: readonly string[], dashValued: readonly string[]): string[] {
+  const joined: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return [...joined, ...argv.slice(i)];
+    const value = argv[i + 1];
+    if (value !== undefined && !value.startsWith('--') && arg.startsWith('--') && dashValued.includes(arg.slice(2))) {
+      joined.push(`${arg}=${value}`);
+      i++;
+    } else {
+      joined.push(arg);
+    }
+  }
+  return joined;
+}
+
+/** `dashValued`: string options whose separate value may begin with '-' (see joinDashValues). */
+export function parseOptions(argv: readonly string[], options: OptionSpec, helpCommand: string, dashValued: readonly string[] = []): ParsedArgs {
   try {
-    const { values, positionals } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: true });
+    const { values, positionals } = parseArgs({ args: joinDashValues(argv, dashValued), options, strict: true, allowPositionals: true });
     return { values: values as ParsedArgs['values'], positionals };
   } catch (err) {
     throw new UsageError((err as Error).message, helpCommand);

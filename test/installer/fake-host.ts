@@ -33,7 +33,7 @@ export function fakeProbe(over: Partial<HostProbe> = {}): HostProbe {
     selinuxMode: async () => 'disabled',
     selinuxType: async () => undefined,
     apparmorEnforcedProfiles: async () => [],
-    portFree: async () => true,
+    bindError: async () => undefined,
     ...over,
   };
 }

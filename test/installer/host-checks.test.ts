@@ -15,6 +15,7 @@ import { productVersion } from '../../edge-node/src/product-version.js';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { probeControlPlane } from '../../installer/src/install/control-plane-probe.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
+import { linuxHostProbe } from '../../installer/src/host/linux-host-probe.js';
 import { freePort } from '../e2e/stack.js';
 import { GiB, captureCli, fakePreflightServer, fakeProbe, fakeServices, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, flipByte, releaseKeys } from './package-builder.js';
@@ -78,7 +79,7 @@ const CASES: Case[] = [
   { name: 'noexec mount', code: 'NODE-HOST-NOEXEC', setup: async () => ({ host: { probe: fakeProbe({ mountOf: async () => ({ mountPoint: '/opt', fsType: 'xfs', options: ['rw', 'noexec'] }) }) } }) },
   { name: 'SELinux label', code: 'NODE-HOST-SELINUX', setup: async () => ({ host: { probe: fakeProbe({ selinuxMode: async () => 'enforcing', selinuxType: async () => 'default_t' }) } }) },
   { name: 'AppArmor profile', code: 'NODE-HOST-APPARMOR', setup: async () => ({ host: { probe: fakeProbe({ apparmorEnforcedProfiles: async () => ['/usr/sbin/cupsd', '/opt/zenova-node/current/bin/zenova-node'] }) } }) },
-  { name: 'port in use', code: 'NODE-PORT-IN-USE', setup: async () => ({ host: { probe: fakeProbe({ portFree: async () => false }) } }) },
+  { name: 'port in use', code: 'NODE-PORT-IN-USE', setup: async () => ({ host: { probe: fakeProbe({ bindError: async () => 'EADDRINUSE' }) } }) },
   { name: 'control-plane host', code: 'NODE-HOST-CONTROL-PLANE', setup: async (root) => ({ host: { services: fakeServicesWith(root, 'zenova-control.service', '[Service]\n') } }) },
   { name: 'already installed', code: 'NODE-INSTALLED', setup: async (root) => ({ host: { services: fakeServicesWith(root, 'node-edge.service', unit('/data/zn')) } }) },
   { name: '--reenroll without an installation', code: 'NODE-REENROLL-NONE', withToken: true, setup: async () => ({ host: {}, args: ['--reenroll'] }) },
@@ -203,11 +204,36 @@ t.test('a plain-HTTP service on the control-plane URL\'s port is NODE-CP-NOT-HTT
   t.equal(r.changed, false);
 });
 
+t.test('a --listen address this host cannot bind (not its IP, a name that does not resolve) is refused as NODE-LISTEN-UNAVAILABLE before anything is written or the token used', async (t) => {
+  // The real bind attempt; every other host fact stays healthy.
+  const real = linuxHostProbe();
+  const probe = fakeProbe({ bindError: (host, port) => real.bindError(host, port) });
+  const cases: Array<[string, RegExp]> = [
+    ['192.0.2.1:7480', /✗ NODE-LISTEN-UNAVAILABLE: node-edge cannot listen on 192\.0\.2\.1:7480 \(--listen\): binding it fails with EADDRNOTAVAIL: the address is not one of this host's\n +→ Pass --listen with an address of this host/],
+    ['nosuch-host.invalid:7480', /✗ NODE-LISTEN-UNAVAILABLE: node-edge cannot listen on nosuch-host\.invalid:7480 \(--listen\): binding it fails with (ENOTFOUND|EAI_AGAIN): the name/],
+  ];
+  for (const [listen, message] of cases) {
+    for (const withToken of [false, true]) {
+      let enrolled = false;
+      const r = await attempt({ name: listen, code: 'NODE-LISTEN-UNAVAILABLE', withToken, setup: async () => ({ host: { probe, enroll: async () => { enrolled = true; throw new Error('the token must not be used'); } }, args: ['--listen', listen] }) });
+      t.equal(r.exit, 1, `${listen}${withToken ? '' : ' --check-only'}: exit 1`);
+      t.match(r.out, message, `${listen}${withToken ? '' : ' --check-only'}: the finding names the address and the error`);
+      t.notMatch(r.out, /NODE-PORT-IN-USE/, 'not reported as a port in use');
+      t.match(r.out, /1 blocking finding; nothing was written/);
+      t.equal(r.changed, false, `${listen}: nothing written`);
+      t.equal(enrolled, false, `${listen}: the token was not used`);
+    }
+  }
+  const port = await freePort();
+  const free = await attempt({ name: 'loopback', code: '', setup: async () => ({ host: { probe }, args: ['--listen', `127.0.0.1:${port}`] }) });
+  t.equal(free.exit, 0, `a free loopback port passes: ${free.out}`);
+});
+
 t.test('all blocking findings are listed together, not just the first', async (t) => {
   const r = await attempt({
     name: 'several',
     code: '',
-    setup: async () => ({ host: { probe: fakeProbe({ memoryBytes: async () => 1024, systemdRunning: async () => false, portFree: async () => false }) } }),
+    setup: async () => ({ host: { probe: fakeProbe({ memoryBytes: async () => 1024, systemdRunning: async () => false, bindError: async () => 'EADDRINUSE' }) } }),
   });
   t.equal(r.exit, 1);
   t.match(r.out, /3 blocking findings; nothing was written/);

@@ -73,6 +73,28 @@ t.test('logs: only known components, journalctl gets the unit and --since as giv
   t.equal(services.calls.length, 2, 'journalctl ran only for the valid command lines');
 });
 
+t.test('logs node-edge --since -1h, as its help and docs/install.md write it, runs journalctl since one hour ago; the other options parse as before', async (t) => {
+  const services: FakeServices = fakeServices(root);
+  const host = hostEnv(root, { services });
+  t.equal(await runLogs(['node-edge', '--since', '-1h'], captureCli(root).ctx, host), 0);
+  t.equal(await runLogs(['node-edge', '--lines', '20', '--since', '-30min'], captureCli(root).ctx, host), 0);
+  t.equal(await runLogs(['node-edge', '--since=-2h'], captureCli(root).ctx, host), 0);
+  t.equal(await runLogs(['--since', '-1h', 'node-updater'], captureCli(root).ctx, host), 0);
+  t.same(services.calls, [
+    'journal node-edge.service {"since":"-1h"}',
+    'journal node-edge.service {"since":"-30min","lines":20}',
+    'journal node-edge.service {"since":"-2h"}',
+    'journal zenova-node-update.service {"since":"-1h"}',
+  ]);
+  const cli = captureCli(root);
+  await t.rejects(runLogs(['node-edge', '--since'], cli.ctx, host), /argument missing/, '--since without a value');
+  await t.rejects(runLogs(['node-edge', '--since', '--lines', '5'], cli.ctx, host), /ambiguous/, 'an option is not taken as the value of --since');
+  await t.rejects(runLogs(['node-edge', '--lines', '-5'], cli.ctx, host), /ambiguous/, '--lines takes no value beginning with -');
+  await t.rejects(runLogs(['node-edge', '--since', '-1h;reboot'], cli.ctx, host), /--since may contain only/, 'a joined value is still checked');
+  await t.rejects(runLogs(['node-edge', '--', '--since', '-1h'], cli.ctx, host), /unexpected argument "--since"/, 'nothing after -- is an option');
+  t.equal(services.calls.length, 4, 'journalctl ran only for the valid command lines');
+});
+
 t.test('logs node-caddy, as the seed\'s troubleshooting writes it, says there is no separate proxy and shows node-edge\'s log', async (t) => {
   const services: FakeServices = fakeServices(root);
   const cli = captureCli(root);

@@ -1,12 +1,16 @@
 /**
  * The real HostProbe's parsing and probes: mountinfo lines (escaped paths, options, noexec) map a
  * dir to its mount by longest mount point; a port held by a listener is reported busy and free
- * again once released; the host facts it reads are plausible on this machine.
+ * again once released; an address not on this host or a name that does not resolve is reported
+ * with its bind error; the host facts it reads are plausible on this machine.
  */
 import t from 'tap';
 import { createServer } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { linuxHostProbe, mountFor, nearestExisting, parseMountInfo } from '../../installer/src/host/linux-host-probe.js';
+
+const NOT_HERE = '192.0.2.1';
 
 const MOUNTINFO = [
   '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw',
@@ -28,9 +32,19 @@ t.test('a port held by a listener is busy, and free once released', async (t) =>
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  t.equal(await probe.portFree('127.0.0.1', port), false);
+  t.equal(await probe.bindError('127.0.0.1', port), 'EADDRINUSE');
   await new Promise<void>((resolve) => server.close(() => resolve()));
-  t.equal(await probe.portFree('127.0.0.1', port), true);
+  t.equal(await probe.bindError('127.0.0.1', port), undefined);
+});
+
+t.test('an address not on this host and a name that does not resolve cannot be bound, and the probe says why', async (t) => {
+  const probe = linuxHostProbe();
+  // 192.0.2.0/24 is reserved for documentation (RFC 5737): no host has it.
+  const local = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+  t.notOk(local.includes(NOT_HERE), `${NOT_HERE} is not an address of this host`);
+  t.equal(await probe.bindError(NOT_HERE, 7480), 'EADDRNOTAVAIL');
+  // .invalid never resolves (RFC 6761); without DNS the lookup fails with EAI_AGAIN instead.
+  t.match(await probe.bindError('nosuch-host.invalid', 7480), /^(ENOTFOUND|EAI_AGAIN)$/);
 });
 
 t.test('the host facts are read and plausible', async (t) => {

@@ -45,7 +45,8 @@ export async function runLogs(argv: readonly string[], ctx: CliContext, host: Ho
     ctx.stdout.write(LOGS_USAGE);
     return EXIT_OK;
   }
-  const parsed = parseOptions(argv, { since: { type: 'string' }, lines: { type: 'string' } }, HELP);
+  // `--since -1h` (journalctl's relative time) begins with '-'.
+  const parsed = parseOptions(argv, { since: { type: 'string' }, lines: { type: 'string' } }, HELP, ['since']);
   const named = singlePositional(parsed, 'COMPONENT', HELP);
   const standIn = Object.hasOwn(STAND_INS, named) ? STAND_INS[named] : undefined;
   const component = standIn?.component ?? named;

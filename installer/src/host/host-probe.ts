@@ -32,6 +32,10 @@ export interface HostProbe {
   selinuxType(dir: string): Promise<string | undefined>;
   /** Names of AppArmor profiles in enforce mode; [] when AppArmor is off. */
   apparmorEnforcedProfiles(): Promise<string[]>;
-  /** Whether `host:port` can be bound right now (bound and released at once; writes nothing). */
-  portFree(host: string, port: number): Promise<boolean>;
+  /**
+   * Why `host:port` cannot be bound right now — the bind error's code (EADDRINUSE, EADDRNOTAVAIL for
+   * an address not on this host, ENOTFOUND for a name that does not resolve, EACCES, …) — or
+   * undefined when it can (bound and released at once; writes nothing).
+   */
+  bindError(host: string, port: number): Promise<string | undefined>;
 }

@@ -119,11 +119,12 @@ export function linuxHostProbe(): HostProbe {
         return [];
       }
     },
-    portFree(host, port) {
+    bindError(host, port) {
       return new Promise((resolve) => {
         const server = createServer();
-        server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code !== 'EADDRINUSE'));
-        server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(true)));
+        // Every failure counts: node-edge would fail the same way, only after the token is used.
+        server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+        server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(undefined)));
       });
     },
   };

@@ -74,6 +74,22 @@ function formatBytes(n: number): string {
   return n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(n / 1024 ** 2)} MiB`;
 }
 
+/** What a bind error means for the operator, by its code. */
+const BIND_ERROR_MEANINGS: Record<string, string> = {
+  EADDRNOTAVAIL: 'the address is not one of this host\'s',
+  ENOTFOUND: 'the name does not resolve',
+  EAI_AGAIN: 'the name could not be resolved (DNS did not answer)',
+  EACCES: 'permission denied (ports below 1024 need root)',
+  EAFNOSUPPORT: 'this host does not support the address family',
+};
+
+/** The listening-port check: a port in use, or an address node-edge could never bind (§9.2). */
+function listenFindings(host: string, port: number, bindError: string | undefined): Finding[] {
+  if (bindError === undefined) return [];
+  if (bindError === 'EADDRINUSE') return [finding('NODE-PORT-IN-USE', `${host}:${port} is already in use by another program`)];
+  const meaning = Object.hasOwn(BIND_ERROR_MEANINGS, bindError) ? `: ${BIND_ERROR_MEANINGS[bindError]}` : '';
+  return [finding('NODE-LISTEN-UNAVAILABLE', `node-edge cannot listen on ${host}:${port} (--listen): binding it fails with ${bindError}${meaning}`)];
+}
 
 export async function runHostChecks(input: CheckInput, report: CheckReporter): Promise<CheckResult> {
   const all: Finding[] = [];
@@ -184,7 +200,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   // A reenroll keeps the running node's port: it is in use by that node, as it should be.
   if (writesRelease) {
     const { host, port } = input.listen;
-    check(`port ${host}:${port} free`, (await probe.portFree(host, port)) ? [] : [finding('NODE-PORT-IN-USE', `${host}:${port} is already in use by another program`)]);
+    check(`port ${host}:${port} free`, listenFindings(host, port, await probe.bindError(host, port)));
   }
 
   if (input.caFile !== undefined) {
