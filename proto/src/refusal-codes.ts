@@ -11,7 +11,10 @@ export const RefusalCode = {
   CREDENTIAL_MISSING: 'CREDENTIAL_MISSING',
   /** The credential is malformed, unknown, or belongs to another node. */
   CREDENTIAL_INVALID: 'CREDENTIAL_INVALID',
-  /** The credential is past its expiry (the node was offline longer than its validity). */
+  /**
+   * The credential is past its expiry: the node was offline longer than its validity, or a live
+   * session's node never acknowledged the rotation it was offered (the session ends at the expiry).
+   */
   CREDENTIAL_EXPIRED: 'CREDENTIAL_EXPIRED',
   /** The credential was revoked (re-enrollment, or revoked while connected). */
   CREDENTIAL_REVOKED: 'CREDENTIAL_REVOKED',
@@ -51,7 +54,7 @@ const REENROLL = 'run `zenova gateway-node reenroll-command NAME` on the control
 const REFUSALS: Record<RefusalCode, RefusalInfo> = {
   CREDENTIAL_MISSING: { retryable: false, hint: 'the node has no credential: enroll it first (`zenova-node enroll` or `zenova install node`)' },
   CREDENTIAL_INVALID: { retryable: false, hint: `the control plane does not know this credential: ${REENROLL}` },
-  CREDENTIAL_EXPIRED: { retryable: false, hint: `the credential expired while the node was offline: ${REENROLL}` },
+  CREDENTIAL_EXPIRED: { retryable: false, hint: `the credential expired (the node was offline past its validity, or never stored its rotated credential): ${REENROLL}` },
   CREDENTIAL_REVOKED: { retryable: false, hint: `the credential was revoked: ${REENROLL}` },
   CREDENTIAL_SUPERSEDED: { retryable: false, hint: `the credential was replaced and its handover window is over: ${REENROLL}` },
   NODE_DELETED: { retryable: false, hint: 'the node was deleted in the control plane: create it again and install it with the new command' },

@@ -37,7 +37,10 @@ t.test('an issued credential verifies, and only the hash of its secret is stored
   t.match(issued.credential, new RegExp(`^${issued.credentialId}\\.[A-Za-z0-9_-]{43}$`));
   t.equal(issued.expiresAt.getTime(), T0.getTime() + timings.validityMs);
   const check = await verifyCredential(pool, node.id, issued.credential, at(HOUR));
-  t.same(check, { ok: true, credentialId: issued.credentialId, nodeId: node.id, nodeName: node.name, issuedAt: T0, isNewest: true, acknowledged: false });
+  t.same(check, {
+    ok: true, credentialId: issued.credentialId, nodeId: node.id, nodeName: node.name, issuedAt: T0, isNewest: true, acknowledged: false,
+    validity: { expiresAt: issued.expiresAt, validUntil: null },
+  });
   const secret = issued.credential.split('.')[1]!;
   const { rows } = await pool.query<{ row: string; hash: Buffer }>('select row_to_json(c)::text as row, secret_hash as hash from node_credentials c where id = $1', [issued.credentialId]);
   t.notOk(rows[0]!.row.includes(secret), 'the secret text is not stored');

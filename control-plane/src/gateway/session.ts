@@ -1,7 +1,8 @@
 /**
  * One node's control stream, from the call to its end: authenticate the call metadata, wait (with
  * a deadline) for Hello, check the protocol, answer HelloAck, then keep the node's config current
- * (config-sync.ts), record heartbeats and rotate the credential until either side ends it. Every refusal sends a Refusal message and then ends the
+ * (config-sync.ts), record heartbeats and rotate the credential until either side ends it, or until
+ * the credential the session stands on is no longer accepted. Every refusal sends a Refusal message and then ends the
  * call with the matching gRPC status. Messages are handled one at a time, in arrival order; a node
  * that sends faster than the database keeps up is slowed down by HTTP/2 flow control.
  */
@@ -21,7 +22,9 @@ import {
 } from '../../../proto/src/index.js';
 import type { ConfigPublisher } from '../config/config-publisher.js';
 import { isDatabaseUnavailable } from '../db/connection-errors.js';
-import { acknowledgeCredential, rotateCredential, verifyCredential, type CredentialTimings } from '../nodes/credentials.js';
+import {
+  acknowledgeCredential, credentialLapse, rotateCredential, verifyCredential, type CredentialTimings, type CredentialValidity,
+} from '../nodes/credentials.js';
 import { ConfigSync } from './config-sync.js';
 import { NodeMessageInvalid } from './node-stream-handler.js';
 import type { NodeStreamHandler, StreamNode } from './node-stream-handler.js';
@@ -62,6 +65,8 @@ interface HeldCredential {
   secret: string;
   issuedAt: Date;
   isNewest: boolean;
+  /** Known at connect and re-read on every acknowledgement: compared with the clock, no query per message. */
+  validity: CredentialValidity;
 }
 
 // Generous bounds for the metadata: real values are a uuid and ~80 characters.
@@ -175,7 +180,10 @@ export class NodeSession implements RegisteredSession {
     });
   }
 
-  /** Re-checks the credential after node events may have been missed (the listener reconnected). */
+  /**
+   * Re-checks the credential after node events may have been missed (the listener reconnected):
+   * ends the session with whatever a reconnect with its credential would be refused.
+   */
   recheck(): void {
     this.enqueue(async () => {
       const held = this.credential;
@@ -188,7 +196,11 @@ export class NodeSession implements RegisteredSession {
         this.log.warn({ err }, 'could not re-check the session credential');
         return;
       }
-      if (!check.ok && (check.code === 'NODE_DELETED' || check.code === 'CREDENTIAL_REVOKED')) this.end(check.code, check.message);
+      if (!check.ok) {
+        this.end(check.code, check.message);
+        return;
+      }
+      if (this.credential === held) this.credential = { ...held, validity: check.validity };
     });
   }
 
@@ -255,7 +267,9 @@ export class NodeSession implements RegisteredSession {
       return;
     }
     this.auth = { nodeId: check.nodeId, nodeName: check.nodeName };
-    this.credential = { credentialId: check.credentialId, secret: presented ?? '', issuedAt: check.issuedAt, isNewest: check.isNewest };
+    this.credential = {
+      credentialId: check.credentialId, secret: presented ?? '', issuedAt: check.issuedAt, isNewest: check.isNewest, validity: check.validity,
+    };
     // "credId": the logger censors any key naming a credential; the id is not the secret.
     this.log = this.log.child({ nodeId: check.nodeId, node: check.nodeName, credId: check.credentialId });
     // Connecting with a credential proves the node saved it: that is its acknowledgement when the
@@ -279,6 +293,9 @@ export class NodeSession implements RegisteredSession {
       this.log.debug('ignoring a message without a payload this control plane knows');
       return;
     }
+    // Nothing is served on a credential a reconnect would be refused; an acknowledgement goes
+    // first, since it moves the session onto the successor (checked once it is handled).
+    if (parsed.kind !== 'credentialRotationAck' && this.endIfCredentialLapsed()) return;
     if (this.state === 'awaiting-hello') {
       if (parsed.kind !== 'hello') {
         const got = parsed.kind === 'unhandled' ? parsed.payload : parsed.kind;
@@ -297,6 +314,7 @@ export class NodeSession implements RegisteredSession {
         return;
       case 'credentialRotationAck':
         await this.onRotationAck(parsed.ack);
+        this.endIfCredentialLapsed();
         return;
       case 'configAck':
         await this.onConfigAck(parsed.ack);
@@ -450,9 +468,23 @@ export class NodeSession implements RegisteredSession {
 
   // ---- credential rotation ----
 
+  /**
+   * Ends the session once its credential has expired or its handover window has ended, with the
+   * refusal a reconnect with that credential gets (an unacknowledged rotation extends nothing).
+   * Runs on every message and every rotation check; true when it ended the session.
+   */
+  private endIfCredentialLapsed(): boolean {
+    const held = this.credential;
+    if (held === undefined || this.over) return false;
+    const lapse = credentialLapse(held.validity, this.ctx.now());
+    if (lapse === undefined) return false;
+    this.end(lapse.code, lapse.message);
+    return true;
+  }
+
   private async maybeRotate(): Promise<void> {
     const held = this.credential;
-    if (!this.isLive || held === undefined || this.pendingRotation !== undefined) return;
+    if (!this.isLive || held === undefined || this.endIfCredentialLapsed() || this.pendingRotation !== undefined) return;
     const now = this.ctx.now();
     const timings = this.ctx.credentialTimings;
     if (held.isNewest && now.getTime() - held.issuedAt.getTime() < timings.rotateAfterMs) return;
@@ -471,7 +503,10 @@ export class NodeSession implements RegisteredSession {
       this.call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'connection lost (fault injection: rotation reply dropped)', metadata: new grpc.Metadata() });
       return;
     }
-    this.pendingRotation = { credentialId: rotated.credentialId, secret: rotated.credential, issuedAt: now, isNewest: true };
+    this.pendingRotation = {
+      credentialId: rotated.credentialId, secret: rotated.credential, issuedAt: now, isNewest: true,
+      validity: { expiresAt: rotated.expiresAt, validUntil: null },
+    };
     this.call.write({
       credentialRotation: {
         credentialId: rotated.credentialId,
@@ -498,14 +533,21 @@ export class NodeSession implements RegisteredSession {
     await this.acknowledge(pending.credentialId, 'acked');
   }
 
-  /** Records that the node holds the credential; a failure is logged, never fatal (the next connect acknowledges it). */
+  /**
+   * Records that the node holds the credential and re-reads its validity into the session (the
+   * acknowledgement is when it could have changed); a failure is logged, never fatal (the next
+   * connect acknowledges it).
+   */
   private async acknowledge(credentialId: string, how: 'acked' | 'presented'): Promise<void> {
+    let validity;
     try {
-      await acknowledgeCredential(this.ctx.pool, this.nodeId, credentialId, this.ctx.credentialTimings, this.ctx.now());
+      validity = await acknowledgeCredential(this.ctx.pool, this.nodeId, credentialId, this.ctx.credentialTimings, this.ctx.now());
     } catch (err) {
       this.log.warn({ err }, 'could not record the credential acknowledgement');
       return;
     }
+    const held = this.credential;
+    if (validity !== undefined && held?.credentialId === credentialId) this.credential = { ...held, validity };
     if (how === 'acked') this.log.info({ newCredId: credentialId }, 'the node stored its new credential');
   }
 }

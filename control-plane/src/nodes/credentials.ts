@@ -10,6 +10,9 @@
  * stays away, as long as its credential has not expired. A node that keeps losing replies gains
  * nothing either: an unacknowledged successor never extends anything, each new rotation revokes
  * the previous unacknowledged one, and the old credential still ends at its expires_at.
+ *
+ * The same rule (credentialLapse) ends a live control session on the credential it authenticated
+ * with: a session is never a way to keep using a credential a reconnect would be refused.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
@@ -26,8 +29,14 @@ export type CredentialFailureCode =
   | 'CREDENTIAL_SUPERSEDED'
   | 'NODE_DELETED';
 
+/** When a credential stops being accepted: its expiry, or the end of its handover window once set. */
+export interface CredentialValidity { expiresAt: Date; validUntil: Date | null }
+
 export type CredentialCheck =
-  | { ok: true; credentialId: string; nodeId: string; nodeName: string; issuedAt: Date; isNewest: boolean; acknowledged: boolean }
+  | {
+    ok: true; credentialId: string; nodeId: string; nodeName: string; issuedAt: Date; isNewest: boolean; acknowledged: boolean;
+    validity: CredentialValidity;
+  }
   | { ok: false; code: CredentialFailureCode; message: string };
 
 export interface IssuedCredential { credentialId: string; credential: string; expiresAt: Date }
@@ -43,7 +52,7 @@ const REENROLL_ADVICE =
 const MESSAGES: Record<CredentialFailureCode, string> = {
   CREDENTIAL_MISSING: 'The node sent no node id or credential. Enroll the node first (zenova install node or zenova-node enroll).',
   CREDENTIAL_INVALID: `The node credential is not valid for this node id (unknown, mistyped or from another control plane). ${REENROLL_ADVICE}`,
-  CREDENTIAL_EXPIRED: `The node credential has expired (the node was offline longer than its validity). ${REENROLL_ADVICE}`,
+  CREDENTIAL_EXPIRED: `The node credential has expired (the node was offline longer than its validity, or never acknowledged the credential it was rotated to). ${REENROLL_ADVICE}`,
   CREDENTIAL_REVOKED: `The node credential was revoked (the node was re-enrolled or its credentials reset). ${REENROLL_ADVICE}`,
   CREDENTIAL_SUPERSEDED:
     'The node credential was replaced by a rotation and its handover window has ended; the node should use the newer ' +
@@ -53,6 +62,21 @@ const MESSAGES: Record<CredentialFailureCode, string> = {
 
 function failure(code: CredentialFailureCode): CredentialCheck {
   return { ok: false, code, message: MESSAGES[code] };
+}
+
+/**
+ * Why a credential with `validity` is no longer accepted at `now`, or undefined while it is: the one
+ * rule for connecting and for staying connected.
+ */
+export function credentialLapse(
+  validity: CredentialValidity,
+  now: Date,
+): { code: 'CREDENTIAL_SUPERSEDED' | 'CREDENTIAL_EXPIRED'; message: string } | undefined {
+  if (validity.validUntil !== null && validity.validUntil.getTime() <= now.getTime()) {
+    return { code: 'CREDENTIAL_SUPERSEDED', message: MESSAGES.CREDENTIAL_SUPERSEDED };
+  }
+  if (validity.expiresAt.getTime() <= now.getTime()) return { code: 'CREDENTIAL_EXPIRED', message: MESSAGES.CREDENTIAL_EXPIRED };
+  return undefined;
 }
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
@@ -119,8 +143,9 @@ export async function verifyCredential(
   }
   if (row.node_deleted_at !== null) return failure('NODE_DELETED');
   if (row.revoked_at !== null) return failure('CREDENTIAL_REVOKED');
-  if (row.valid_until !== null && row.valid_until.getTime() <= now.getTime()) return failure('CREDENTIAL_SUPERSEDED');
-  if (row.expires_at.getTime() <= now.getTime()) return failure('CREDENTIAL_EXPIRED');
+  const validity: CredentialValidity = { expiresAt: row.expires_at, validUntil: row.valid_until };
+  const lapse = credentialLapse(validity, now);
+  if (lapse !== undefined) return { ok: false, ...lapse };
   return {
     ok: true,
     credentialId: row.id,
@@ -129,6 +154,7 @@ export async function verifyCredential(
     issuedAt: row.issued_at,
     isNewest: Number(row.newer_count) === 0,
     acknowledged: row.acknowledged_at !== null,
+    validity,
   };
 }
 
@@ -173,6 +199,7 @@ export async function rotateCredential(
  * The node has the credential: it said so on the stream, or it authenticated with it. The first
  * ack is recorded; every ack bounds the node's older live credentials to one handover window from
  * now (never later than they already end or expire), since the node no longer needs them.
+ * Returns the acknowledged credential's validity, or undefined when nothing was acknowledged.
  */
 export async function acknowledgeCredential(
   db: pg.Pool,
@@ -180,25 +207,26 @@ export async function acknowledgeCredential(
   credentialId: string,
   t: Pick<CredentialTimings, 'handoverMs'>,
   now: Date = new Date(),
-): Promise<void> {
-  if (!UUID.test(credentialId) || !UUID.test(nodeId)) return;
-  await withTransaction(db, async (client) => {
+): Promise<CredentialValidity | undefined> {
+  if (!UUID.test(credentialId) || !UUID.test(nodeId)) return undefined;
+  return withTransaction(db, async (client) => {
     // Same lock as rotateCredential: an ack and a rotation that would revoke the acked credential do not interleave.
     const node = await client.query('select 1 from nodes where id = $1 and deleted_at is null for update', [nodeId]);
-    if (node.rowCount === 0) return;
-    const acked = await client.query<{ issued_at: Date }>(
+    if (node.rowCount === 0) return undefined;
+    const acked = await client.query<{ issued_at: Date; expires_at: Date; valid_until: Date | null }>(
       `update node_credentials set acknowledged_at = coalesce(acknowledged_at, $3)
-        where id = $1 and node_id = $2 and revoked_at is null returning issued_at`,
+        where id = $1 and node_id = $2 and revoked_at is null returning issued_at, expires_at, valid_until`,
       [credentialId, nodeId, now],
     );
-    const issuedAt = acked.rows[0]?.issued_at;
-    if (issuedAt === undefined) return; // revoked or not this node's: it acknowledges nothing
+    const row = acked.rows[0];
+    if (row === undefined) return undefined; // revoked or not this node's: it acknowledges nothing
     // least() skips a null valid_until; the window never extends what is already shorter.
     await client.query(
       `update node_credentials set valid_until = least(valid_until, $3::timestamptz, expires_at)
         where node_id = $1 and issued_at < $2 and revoked_at is null`,
-      [nodeId, issuedAt, new Date(now.getTime() + t.handoverMs)],
+      [nodeId, row.issued_at, new Date(now.getTime() + t.handoverMs)],
     );
+    return { expiresAt: row.expires_at, validUntil: row.valid_until };
   });
 }
 
