@@ -97,3 +97,32 @@ t.test('a refusal that needs an operator is one clear error line with advice, th
   t.match(file, { connected: false, lastError: { code: 'NODE_DELETED', advice: /create it again/ } });
   t.equal(gateway.sessions.length, 1, 'NODE_DELETED does not fall back to the previous credential');
 });
+
+t.test('a session refused as expired after a rotation was saved reconnects soon with the successor, not after the slow retry', async (t) => {
+  const next = newCredential();
+  const gateway = await startFakeGateway(t, {
+    onWelcome: (session) => {
+      if (session.index !== 0) return;
+      // The gateway ends a session on the credential it replaced (its ack never counted).
+      session.send({ credentialRotation: { credentialId: next.id, credential: next.secret, expiresAt: BigInt(Date.parse(next.expiresAt)), previousValidUntil: 0n } });
+      session.refuse('CREDENTIAL_EXPIRED', 'the credential expired');
+    },
+  });
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const { loop } = startLoop(t, state, { refusedRetryMs: 600_000 });
+  // The slow retry is ten minutes: only the prompt one reaches a second session within the deadline.
+  await waitFor(() => gateway.sessions.length >= 2 && loop.status().state === 'connected', { what: 'a second session soon after the refusal' });
+  t.equal(gateway.sessions[0]?.credential, state.credentials.current.secret, 'the first session used the original credential');
+  t.equal(gateway.sessions[1]?.credential, next.secret, 'the second uses the saved successor');
+});
+
+t.test('a session refused as expired with no rotation saved waits for the slow retry', async (t) => {
+  const gateway = await startFakeGateway(t, {
+    onWelcome: (session) => session.refuse('CREDENTIAL_EXPIRED', 'the credential expired'),
+  });
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const { loop, lines } = startLoop(t, state, { refusedRetryMs: 600_000 });
+  await waitFor(() => lines.find((l) => l.msg === 'control session ended'), { what: 'the refusal line' });
+  t.match(lines.find((l) => l.msg === 'control session ended'), { code: 'CREDENTIAL_EXPIRED', retryInMs: 600_000 });
+  t.equal(loop.status().state, 'disconnected');
+});

@@ -2,8 +2,8 @@
  * The control link's policy, apart from the one-shot session (session.ts): keep a session open,
  * reconnect after any end with exponential back-off and jitter, fall back once to the previous
  * credential when the current one is refused, and retry only slowly after refusals that need an
- * operator (expired or revoked credential, deleted node, incompatible protocol) — while the node
- * keeps serving callers. The link's state is kept in memory and mirrored to control-status.json.
+ * operator (expired or revoked credential, deleted node, incompatible protocol), unless a rotation
+ * saved during that session gives a successor to try — while the node keeps serving callers. The link's state is kept in memory and mirrored to control-status.json.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConfigPush } from '../../../proto/src/index.js';
@@ -152,6 +152,16 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
     return { delayMs: backoff.next(), usePrevious: false };
   };
 
+  /** True when credential.json's current credential is no longer `used` (a rotation was saved). */
+  const credentialReplaced = async (used: StoredCredential): Promise<boolean> => {
+    try {
+      const now = await loadCredentials(store);
+      return now !== undefined && now.current.id !== used.id;
+    } catch {
+      return false;
+    }
+  };
+
   const logEnd = (end: SessionEnd, step: NextStep, firstOfStreak: boolean): void => {
     const advice = refusalAdvice(end.code);
     const fields = {
@@ -253,7 +263,12 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
       });
       if (end.reason === 'stopped') break;
 
-      const step = decide(end, usedPrevious, credentials, fallbackSpent);
+      let step = decide(end, usedPrevious, credentials, fallbackSpent);
+      if (end.reason === 'refused' && needsOperator(end.code) && (await credentialReplaced(credential))) {
+        // A rotation saved during the session (its ack lost, or the gateway ended the session on
+        // the credential it replaced): the successor is not what was refused, so try it soon.
+        step = { delayMs: backoff.next(), usePrevious: false };
+      }
       usePrevious = step.usePrevious;
       const firstOfStreak = recordError(end.code, end.message);
       if (end.established) status = { ...status, state: 'disconnected', since: new Date(), sessionId: null };
