@@ -5,6 +5,7 @@
  * line as a last line of defence — also from free-text messages — as are passwords in any URL.
  */
 import pino from 'pino';
+import { ambiguousDatabaseUrlReason } from './db/ambiguous-database-url.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -46,6 +47,8 @@ export function redactDatabaseUrl(raw: string): string {
     const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(raw)?.[0] ?? '';
     return `${scheme}${REDACTED}`;
   }
+  // Its host, port and path may be pieces of the password (ambiguous-database-url.ts).
+  if (ambiguousDatabaseUrlReason(url) !== undefined) return `${url.protocol}//${REDACTED}`;
   if (url.password) url.password = '***';
   for (const key of [...url.searchParams.keys()]) {
     if (isSensitiveKey(key)) url.searchParams.set(key, '***');
@@ -68,8 +71,9 @@ export function redactRequestUrl(url: string): string {
   return changed ? `${url.slice(0, q)}?${params.toString()}` : url;
 }
 
-// scheme://user:password@ anywhere in a text; the password part is what gets replaced.
-const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s/@:"]*:)[^\s/@"]+@/gi;
+// scheme://user:password@ anywhere in a text; the password part is what gets replaced. It runs to
+// the last '@' of the word: a password written unencoded may hold '/', '?', '#' or '@' itself.
+const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s/@:"]*:)[^\s"]+@/gi;
 
 /** Every `scheme://user:password@` in `text` with the password replaced by `***`. */
 export function redactUrlPasswords(text: string): string {

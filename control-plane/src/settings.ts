@@ -6,6 +6,7 @@
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
+import { ambiguousDatabaseUrlReason, PERCENT_ENCODE_ADVICE } from './db/ambiguous-database-url.js';
 import { LOG_LEVELS, redactDatabaseUrl } from './logger.js';
 import type { LogLevel } from './logger.js';
 
@@ -87,7 +88,7 @@ const SECRET_ENC_KEY_BYTES = 32;
 
 /** The variables, for `--help`; the order is the order problems are reported in. */
 export const settingsVariables = [
-  { name: 'ZENOVA_DATABASE_URL', required: true, description: 'PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB' },
+  { name: 'ZENOVA_DATABASE_URL', required: true, description: 'PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, with USER and PASSWORD percent-encoded (encodeURIComponent: / ? # @ : % as %2F %3F %23 %40 %3A %25)' },
   { name: 'ZENOVA_LISTEN', required: false, description: `HOST:PORT for the console/API (default ${DEFAULT_LISTEN}; port 0 picks a free port)` },
   { name: 'ZENOVA_ADMIN_TOKEN', required: true, description: `bearer token for the admin API /api/v1, at least ${MIN_ADMIN_TOKEN_LENGTH} characters` },
   { name: 'ZENOVA_SECRET_ENC_KEY', required: false, description: `${SECRET_ENC_KEY_BYTES} random bytes, base64 (openssl rand -base64 32); encrypts the keys stored in PostgreSQL; needed to start (back it up with the database)` },
@@ -135,10 +136,16 @@ const databaseUrl = raw.transform((value, ctx) => {
   try {
     url = new URL(value);
   } catch {
-    return fail(ctx, `expected a postgres:// or postgresql:// URL, got ${quote(redactDatabaseUrl(value))}`);
+    const hint = value.includes('@') ? ` (${PERCENT_ENCODE_ADVICE})` : '';
+    return fail(ctx, `expected a postgres:// or postgresql:// URL, got ${quote(redactDatabaseUrl(value))}${hint}`);
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
     return fail(ctx, `expected a postgres:// or postgresql:// URL, got scheme '${url.protocol}'`);
+  }
+  // Checked before anything is quoted: the host, port and path of such a URL hold the password.
+  const ambiguity = ambiguousDatabaseUrlReason(url);
+  if (ambiguity !== undefined) {
+    return fail(ctx, `cannot be read unambiguously: it ${ambiguity} (a password with '/', '?' or '#' written as it is ends the host early); ${PERCENT_ENCODE_ADVICE}; the URL is not shown, as it may hold the password`);
   }
   if (!url.hostname) return fail(ctx, `expected a host in the URL, got ${quote(redactDatabaseUrl(value))}`);
   return value;

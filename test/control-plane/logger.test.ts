@@ -1,5 +1,6 @@
 import t from 'tap';
-import { redactDatabaseUrl } from '../../control-plane/src/logger.js';
+import { describeDatabaseTarget } from '../../control-plane/src/db/pool.js';
+import { redactDatabaseUrl, redactUrlPasswords } from '../../control-plane/src/logger.js';
 import { ADMIN_TOKEN, captureLogger } from './helpers.js';
 
 const DB_PASSWORD = 'db-pass-0123456789';
@@ -11,6 +12,21 @@ t.test('redactDatabaseUrl keeps user, host, port and database but not the passwo
   t.equal(redactDatabaseUrl('postgres://zenova@db/zenova'), 'postgres://zenova@db/zenova', 'nothing to hide');
   t.notMatch(redactDatabaseUrl('postgres://u@db/z?password=hunter2hunter2'), /hunter2/, 'password query parameter');
   t.notMatch(redactDatabaseUrl('postgres://u:pa ss@@db:x/z'), /pa ss/, 'unparseable URL with userinfo');
+});
+
+t.test('a database URL with an unencoded password is never shown with that password', async (t) => {
+  // The parser reads host 'zenova', port 2024 and a path holding the rest of the password.
+  const url = 'postgres://zenova:2024/Tr0ub4dor-horse@127.0.0.1:5432/zenova';
+  t.notMatch(redactDatabaseUrl(url), /Tr0ub4dor/, 'redactDatabaseUrl');
+  t.notMatch(describeDatabaseTarget(url), /Tr0ub4dor|2024/, 'the "cannot reach the database at" target');
+  t.equal(redactUrlPasswords(`could not connect to ${url} now`), 'could not connect to postgres://zenova:***@127.0.0.1:5432/zenova now', 'the last-resort scrub of free text');
+  t.equal(redactUrlPasswords('postgres://u:p@ss@db/zenova'), 'postgres://u:***@db/zenova', "a password with an '@' in it");
+  t.equal(describeDatabaseTarget('postgres://u:p@db:5433/zenova'), 'db:5433/zenova as u', 'an ordinary URL is described as before');
+  t.equal(describeDatabaseTarget('postgres://u:p@db/a%40b'), 'db:5432/(database name not shown) as u', "a database name with '@' is not shown");
+  const log = captureLogger({ logLevel: 'info', databaseUrl: url });
+  log.logger.info({ database: redactDatabaseUrl(url) }, 'connecting to the database');
+  log.logger.error(`cannot reach the database at ${describeDatabaseTarget(url)}: refused by ${url}`);
+  t.notMatch(log.text(), /Tr0ub4dor/, 'the log lines the control plane writes at start-up');
 });
 
 t.test('secrets under sensitive key names are censored at any depth', async (t) => {

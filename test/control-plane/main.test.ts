@@ -80,6 +80,21 @@ t.test('an unreachable database stops start-up with exit 1 naming the host but n
   t.notMatch(output, ADMIN_TOKEN);
 });
 
+t.test('a database URL with an unencoded password stops start-up with exit 2 naming the variable, without showing the password', async (t) => {
+  // '/' in the password: the parser would read host 'zenova', port 2024 and the rest as the path.
+  const { code, output } = await run('ambiguous-db-url', {
+    ZENOVA_DATABASE_URL: 'postgres://zenova:2024/Tr0ub4dor-horse@127.0.0.1:5432/zenova',
+    ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN,
+    ZENOVA_LISTEN: '127.0.0.1:0',
+    ZENOVA_SECRET_ENC_KEY: SECRET_ENC_KEY,
+  });
+  t.equal(code, 2);
+  t.match(output, /^zenova-control: invalid settings:$/m);
+  t.match(output, /ZENOVA_DATABASE_URL: cannot be read unambiguously.*percent-encode/);
+  t.notMatch(output, /Tr0ub4dor/, 'the password is not shown');
+  t.notMatch(output, /cannot reach the database/, 'refused before connecting');
+});
+
 t.test('without ZENOVA_SECRET_ENC_KEY start-up stops with exit 2 naming the variable, before touching the database', async (t) => {
   const port = await closedPort();
   const { code, output } = await run('no-secret-key', {

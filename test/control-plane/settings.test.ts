@@ -102,6 +102,39 @@ t.test('a database URL must use the postgres scheme and name a host', async (t) 
   t.match(problemsOf({ ...VALID, ZENOVA_DATABASE_URL: 'postgres:///zenova' })[0], /^ZENOVA_DATABASE_URL: /);
 });
 
+t.test('a database URL whose password was written unencoded is refused without showing the password', async (t) => {
+  // '/' ends the authority: the parser reads host 'zenova', port 2024 and the rest as the path.
+  const password = '2024/Tr0ub4dor-horse';
+  for (const url of [
+    `postgres://zenova:${password}@127.0.0.1:5432/zenova`,
+    'postgres://zenova:2024?Tr0ub4dor-horse@127.0.0.1:5432/zenova',
+    'postgres://zenova:2024#Tr0ub4dor-horse@127.0.0.1:5432/zenova',
+    'postgres://zenova@127.0.0.1:5432/zen/Tr0ub4dor-horse',
+  ]) {
+    const problems = problemsOf({ ...VALID, ZENOVA_DATABASE_URL: url });
+    t.equal(problems.length, 1, url);
+    t.match(problems[0], /^ZENOVA_DATABASE_URL: cannot be read unambiguously/, 'names the variable');
+    t.match(problems[0], /percent-encode the user name and password/, 'tells the operator what to do');
+    t.notMatch(problems[0], /Tr0ub4dor/, 'never shows the password');
+    t.notMatch(problems[0], /127\.0\.0\.1/, 'nor any other part of the URL');
+  }
+  const unparseable = problemsOf({ ...VALID, ZENOVA_DATABASE_URL: 'postgres://zenova:pass/Tr0ub4dor-horse@127.0.0.1:5432/zenova' });
+  t.match(unparseable[0], /^ZENOVA_DATABASE_URL: .*percent-encode/, 'a URL the parser refuses gets the same advice');
+  t.notMatch(unparseable[0], /Tr0ub4dor/);
+});
+
+t.test('a database password percent-encoded with encodeURIComponent is accepted as it is', async (t) => {
+  const password = '2024/Tr0ub4dor?horse#@:%';
+  const url = `postgres://zenova:${encodeURIComponent(password)}@127.0.0.1:5432/zenova`;
+  const settings = loadSettings({ ...VALID, ZENOVA_DATABASE_URL: url });
+  t.equal(settings.databaseUrl, url);
+  const parsed = new URL(settings.databaseUrl);
+  t.equal(parsed.hostname, '127.0.0.1');
+  t.equal(parsed.port, '5432');
+  t.equal(decodeURIComponent(parsed.password), password, 'pg reads back the password as written');
+  t.equal(loadSettings({ ...VALID, ZENOVA_DATABASE_URL: 'postgres://u:p@db/zen?application_name=a%40b' }).databaseUrl, 'postgres://u:p@db/zen?application_name=a%40b', "an encoded '@' in a parameter is fine");
+});
+
 t.test('an admin token with spaces is refused (it travels in a header)', async (t) => {
   t.match(problemsOf({ ...VALID, ZENOVA_ADMIN_TOKEN: `${TOKEN} with space` })[0], /^ZENOVA_ADMIN_TOKEN: expected visible ASCII/);
 });

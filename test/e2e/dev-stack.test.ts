@@ -19,8 +19,15 @@ t.teardown(() => rmSync(home, { recursive: true, force: true }));
 
 function env(): NodeJS.ProcessEnv {
   const e: NodeJS.ProcessEnv = { ...process.env, ZENOVA_DEV_HOME: home, ZENOVA_DEV_PORTS: 'auto' };
+  // The runner's shell may name a database of its own; the stack under test uses its embedded one.
   delete e.ZENOVA_DATABASE_URL;
   return e;
+}
+
+/** A process's environment as the kernel holds it. */
+function environOf(pid: number): Record<string, string> {
+  const entries = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter((e) => e.includes('='));
+  return Object.fromEntries(entries.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
 }
 
 function readDevEnv(): Record<string, string> {
@@ -38,9 +45,9 @@ function alive(pid: number): boolean {
   }
 }
 
-async function startStack(tt: { teardown(fn: () => unknown): void }) {
+async function startStack(tt: { teardown(fn: () => unknown): void }, extraEnv: NodeJS.ProcessEnv = {}) {
   const { command, args } = tsEntry('control-plane/src/dev-stack/main.ts');
-  const proc = await startProcess({ name: 'dev-stack', command, args, env: env(), readyLine: /"msg":"dev stack ready"/, timeoutMs: 180_000, t: tt });
+  const proc = await startProcess({ name: 'dev-stack', command, args, env: { ...env(), ...extraEnv }, readyLine: /"msg":"dev stack ready"/, timeoutMs: 180_000, t: tt });
   const readyLine = await proc.waitForLine(/"msg":"dev stack ready"/);
   const ready = JSON.parse(readyLine) as { pids: { controlPlane: number; node: number; postgres: number } };
   return { proc, pids: ready.pids };
@@ -106,5 +113,29 @@ t.test('a second start reuses the database and the secrets', async (t) => {
   t.match(proc.output(), /reusing/);
   t.notMatch(proc.output(), /enrolled \(state/, 'office-primary keeps its identity; no new enrollment');
   proc.child.kill('SIGTERM');
+  t.equal((await proc.exited).code, 0);
+});
+
+t.test('a start from a shell that sourced dev.env reuses the embedded database and keeps its secrets from the node', async (t) => {
+  // README: `set -a; . .zenova/dev.env; set +a`, then `npm start` again from that shell.
+  const sourced = readDevEnv();
+  t.ok(sourced.ZENOVA_DATABASE_URL, 'dev.env exports the embedded database URL');
+  const { proc, pids } = await startStack(t, sourced);
+  t.match(proc.output(), /this stack's own embedded database/, 'the URL is recognised as the stack\'s own');
+  t.ok(pids.postgres, 'the embedded PostgreSQL was started');
+  const devEnv = readDevEnv();
+  t.equal(devEnv.ZENOVA_API_KEY, firstKey, 'same demo API key');
+  const agent = new Agent({ connect: { ca: readFileSync(devEnv.ZENOVA_CA_FILE!, 'utf8') } });
+  t.teardown(() => agent.close());
+  const version = (await (await undiciFetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`, { dispatcher: agent })).json()) as { installationId: string };
+  t.equal(version.installationId, firstInstallation, 'same database (installation id survives)');
+
+  const nodeEnv = environOf(pids.node);
+  for (const name of ['ZENOVA_ADMIN_TOKEN', 'ZENOVA_DATABASE_URL', 'ZENOVA_API_KEY', 'ZENOVA_SECRET_ENC_KEY']) {
+    t.notOk(name in nodeEnv, `office-primary's process has no ${name}`);
+  }
+  t.notOk(Object.values(nodeEnv).some((v) => v.includes(sourced.ZENOVA_ADMIN_TOKEN!)), 'nor the admin token under another name');
+  t.ok(environOf(pids.controlPlane).ZENOVA_DATABASE_URL, 'the control plane still gets its database');
+  proc.child.kill('SIGINT');
   t.equal((await proc.exited).code, 0);
 });

@@ -4,6 +4,7 @@
  */
 import pg from 'pg';
 import type pino from 'pino';
+import { ambiguousDatabaseUrlReason } from './ambiguous-database-url.js';
 
 export interface PoolOptions {
   databaseUrl: string;
@@ -50,7 +51,11 @@ export function createPool(options: PoolOptions): pg.Pool {
 export function describeDatabaseTarget(databaseUrl: string): string {
   try {
     const url = new URL(databaseUrl);
-    const database = decodeURIComponent(url.pathname.replace(/^\//, '')) || '(default database)';
+    // Host, port and path of such a URL may be pieces of the password: show none of them.
+    if (ambiguousDatabaseUrlReason(url) !== undefined) return '(a database URL that cannot be read unambiguously)';
+    const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
+    // A name with '@' or '/' is more likely a password cut short than a database.
+    const database = /[@/]/.test(name) ? '(database name not shown)' : name || '(default database)';
     const user = url.username ? ` as ${decodeURIComponent(url.username)}` : '';
     return `${url.hostname}:${url.port || '5432'}/${database}${user}`;
   } catch {

@@ -1,11 +1,13 @@
 /**
  * `npm start`: the one-host dev stack (DESIGN §12). Starts PostgreSQL (embedded unless
- * ZENOVA_DATABASE_URL is set), the control plane, a clearly labelled demo upstream and the central
- * node `office-primary`; prints the Base URL, a demo API key and a ready curl; writes
- * `.zenova/dev.env`; reuses everything on the next start; stops every child on Ctrl-C.
+ * ZENOVA_DATABASE_URL names another server than the stack's own), the control plane, a clearly
+ * labelled demo upstream and the central node `office-primary`; prints the Base URL, a demo API
+ * key and a ready curl; writes `.zenova/dev.env`; reuses everything on the next start; stops every
+ * child on Ctrl-C.
  *
  * Environment: ZENOVA_DEV_HOME (default <repo>/.zenova), ZENOVA_DATABASE_URL (use that database
- * instead of the embedded one), ZENOVA_DEV_PORTS=auto (pick free ports on a first run; tests).
+ * instead of the embedded one; the embedded one's own URL, as dev.env exports it, still starts the
+ * embedded one), ZENOVA_DEV_PORTS=auto (pick free ports on a first run; tests).
  */
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -15,13 +17,15 @@ import { createDemoUpstream } from './demo-upstream.js';
 import { ensureDevTls } from './dev-tls.js';
 import { adminClient, ensureNodeEnrolled } from './office-primary.js';
 import { ensureDemoConfig } from './demo-config.js';
+import { chooseDatabase, embeddedDatabaseUrl, EMBEDDED_DB_USER } from './database-choice.js';
+import { nodeChildEnv, type DEV_ENV_VARIABLES } from './node-child-env.js';
 import { loadOrCreateDevState, saveDevState } from './dev-state.js';
 import { choosePostgresDataDir } from './postgres-data-dir.js';
 import { postgresUser, reachableBy, startLocalPostgres, type LocalPostgres } from './local-postgres.js';
 import { writeFileAtomic } from '../fs/atomic-write.js';
+import { describeDatabaseTarget } from '../db/pool.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const DB_USER = 'zenova';
 const NODE_NAME = 'office-primary';
 
 function say(line = ''): void {
@@ -71,16 +75,21 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stopAll(0));
 
   try {
-    let databaseUrl = process.env.ZENOVA_DATABASE_URL;
+    const database = chooseDatabase(process.env.ZENOVA_DATABASE_URL, state.databasePassword);
+    let databaseUrl: string;
     let dbLabel = 'ZENOVA_DATABASE_URL';
-    if (!databaseUrl) {
+    if (database.kind === 'external') {
+      databaseUrl = database.url;
+      say(`  using the PostgreSQL in ZENOVA_DATABASE_URL (${describeDatabaseTarget(databaseUrl)}); unset it for the embedded one`);
+    } else {
+      if (process.env.ZENOVA_DATABASE_URL) say('  ZENOVA_DATABASE_URL is this stack\'s own embedded database (as in dev.env); starting it');
       const dataDir = state.postgresDataDir ?? postgresDataDir(home, false);
       const pgLog = join(home, 'logs', 'postgres.log');
       const pgLogStream = createWriteStream(pgLog, { flags: 'a' });
       say(`  starting PostgreSQL on 127.0.0.1:${state.ports.postgres} (data: ${show(dataDir)})`);
-      pg = await startLocalPostgres({ dataDir, port: state.ports.postgres, superuser: DB_USER, password: state.databasePassword, log: (l) => pgLogStream.write(`${l}\n`) });
+      pg = await startLocalPostgres({ dataDir, port: state.ports.postgres, superuser: EMBEDDED_DB_USER, password: state.databasePassword, log: (l) => pgLogStream.write(`${l}\n`) });
       void pg.exited.then((code) => { if (!stopping) { say(`PostgreSQL exited unexpectedly (exit ${code}); see ${show(pgLog)}`); void stopAll(1); } });
-      databaseUrl = `postgres://${DB_USER}:${encodeURIComponent(state.databasePassword)}@127.0.0.1:${state.ports.postgres}/postgres`;
+      databaseUrl = embeddedDatabaseUrl(state.databasePassword, state.ports.postgres);
       dbLabel = `embedded PostgreSQL (${pg.binaries.source})`;
     }
 
@@ -130,7 +139,7 @@ async function main(): Promise<void> {
       entry: join(repoRoot, 'edge-node/src/main.ts'),
       args: ['serve', '--state-dir', stateDir, '--listen', `127.0.0.1:${state.ports.node}`],
       cwd: repoRoot,
-      env: { ...process.env },
+      env: nodeChildEnv(process.env),
       logFile: join(home, 'logs', `${NODE_NAME}.log`),
       readyMsg: 'node-edge listening',
     });
@@ -142,7 +151,7 @@ async function main(): Promise<void> {
     const session = await node.waitForMsg('config applied', 30_000);
     if (!session) say(`  warning: ${NODE_NAME} has not received its config from the control plane yet (see its log)`);
     const baseUrl = `${String(node.ready.url)}/v1`;
-    const env: Record<string, string> = {
+    const env: Record<(typeof DEV_ENV_VARIABLES)[number], string> = {
       ZENOVA_BASE_URL: baseUrl,
       ZENOVA_API_KEY: demoKey,
       ZENOVA_CONSOLE_URL: cpUrl,

@@ -8,6 +8,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Agent, fetch } from 'undici';
 import { writeFileAtomic } from '../fs/atomic-write.js';
+import { nodeChildEnv } from './node-child-env.js';
 
 export interface AdminClient {
   call<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
@@ -83,7 +84,7 @@ export async function ensureNodeEnrolled(opts: {
   const args = ['--import', 'tsx', join(opts.repoRoot, 'edge-node/src/main.ts'), 'enroll', '--control-plane', opts.controlPlaneUrl, '--token-file', tokenFile, '--state-dir', opts.stateDir, '--ca-file', opts.caFile, ...(reenroll ? ['--reenroll'] : [])];
   await new Promise<void>((resolve, reject) => {
     let out = '';
-    const child = spawn(process.execPath, args, { cwd: opts.repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { cwd: opts.repoRoot, env: nodeChildEnv(process.env), stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
     child.on('error', reject);
