@@ -40,6 +40,8 @@ export interface AppDeps {
   requestTimeoutMs?: number;
   /** The control link's state for /readyz; absent in stand-alone mode. */
   controlLink?: () => ControlLinkView;
+  /** Whether the served config is the previous enrollment's, for /readyz; absent in stand-alone mode. */
+  previousEnrollment?: () => boolean;
   /** Injected by tests. The app closes it on close. */
   upstreams?: UpstreamPool;
   /** Counts finished requests (and server-side failures) for the control heartbeat's figures. */
@@ -169,7 +171,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // Liveness only: the process answers. Whether it can serve is /readyz.
   app.get('/healthz', async () => ({ status: 'ok' }));
-  registerReadinessRoutes(app, { holder, ...(deps.controlLink !== undefined ? { controlLink: deps.controlLink } : {}) });
+  registerReadinessRoutes(app, {
+    holder,
+    ...(deps.controlLink !== undefined ? { controlLink: deps.controlLink } : {}),
+    ...(deps.previousEnrollment !== undefined ? { previousEnrollment: deps.previousEnrollment } : {}),
+  });
 
   const services = deps.services ?? {};
   // Open MCP GET streams re-checked on every swap and on a timer: a revoked or expired key's ends.

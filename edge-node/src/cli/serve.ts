@@ -135,6 +135,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
           controlLink: () => link?.view() ?? { connected: false, since: startedAt },
         }
       : {}),
+    ...(applier !== undefined ? { previousEnrollment: () => applier?.servesPreviousTrust() ?? false } : {}),
   });
   try {
     await app.listen({ host: opts.listen.host, port: opts.listen.port });
@@ -181,7 +182,9 @@ export async function serve(opts: ServeOptions): Promise<number> {
             errors5m: window.errors,
             spoolBytes: spool.spoolBytes,
             backfillBacklog: spool.backfillBacklog,
-            appliedConfigVersion: configHolder.appliedVersion(),
+            // The applier's count, not the holder's: a config that verified under the previous
+            // enrollment counts as none, or the new control plane would see it as synced and never push.
+            appliedConfigVersion: configApplier.servedVersion(),
             ready: configHolder.current().ready,
           };
         },
@@ -192,7 +195,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
           if (outcome.ok && outcome.changed) void link?.configChanged();
           return outcome.ok ? { ok: true } : { ok: false, code: outcome.code, message: outcome.message, retryable: outcome.retryable };
         },
-        configStatus: () => configStatus(configHolder),
+        configStatus: () => configStatus(configHolder, configApplier),
         channels: services.channels,
         reconnect: reconnect.reconnect,
         refusedRetryMs: reconnect.refusedRetryMs,

@@ -8,7 +8,9 @@
  * The version rule's floor is also the highest version the node ever applied (applied-version.ts,
  * raised after the cache is written and before the swap), so a node that started without a config
  * (its cache rolled back) never takes an older one either. The trust (node id, signing key) can be
- * replaced while serving (a re-enrollment): the served config's version then no longer counts.
+ * replaced while serving (a re-enrollment): the served config's version then no longer counts,
+ * neither for the version rule nor in what hello and heartbeats report (`servedVersion`), so the
+ * new control plane pushes its config whatever its version numbers are.
  * A replica that does not hold the control link takes the bundles the holder wrote to the cache
  * through `followCache`, verified the same way.
  */
@@ -54,6 +56,14 @@ export interface ConfigApplier {
    * replica of the node applied it); undefined when there is nothing newer to take.
    */
   followCache(): Promise<ApplyOutcome | undefined>;
+  /**
+   * The served version as the control plane must count it (hello and heartbeats carry it): 0 when
+   * nothing is served, or when the served config verified under another trust than the current one
+   * (a re-enrollment while serving) — that config is the previous installation's, not this one's.
+   */
+  servedVersion(): number;
+  /** True while the served config verified under another trust than the current one (a re-enrollment while serving). */
+  servesPreviousTrust(): boolean;
 }
 
 export function sameTrust(a: BundleTrust, b: BundleTrust): boolean {
@@ -87,8 +97,9 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     return { ok: false, version, code, message, retryable };
   };
 
+  const servesPreviousTrust = (): boolean => servingTrust !== undefined && !sameTrust(servingTrust, trust);
   /** The served version when it is comparable (same trust), else 0. */
-  const servedVersion = (): number => (servingTrust !== undefined && sameTrust(servingTrust, trust) ? holder.appliedVersion() : 0);
+  const servedVersion = (): number => (servingTrust !== undefined && !servesPreviousTrust() ? holder.appliedVersion() : 0);
 
   /** Older than this is refused: the served version, and the highest ever applied. */
   const floor = async (): Promise<{ version: number; fromMark: boolean }> => {
@@ -179,6 +190,8 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     apply: (push) => enqueue(() => applyNow(push)),
     followCache: () => enqueue(followNow),
     trust: () => trust,
+    servedVersion,
+    servesPreviousTrust,
     setTrust(next) {
       if (sameTrust(next, trust)) return false;
       logger.warn(

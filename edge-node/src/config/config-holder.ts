@@ -45,7 +45,10 @@ export class ConfigHolder {
     return this.snapshot;
   }
 
-  /** The served bundle version, 0 when none (a local file or nothing yet), as hello/heartbeats carry it. */
+  /**
+   * The served bundle version, 0 when none (a local file or nothing yet). Hello and heartbeats carry
+   * the config applier's servedVersion() instead, which also counts a previous enrollment's config as none.
+   */
   appliedVersion(): number {
     return this.snapshot.ready ? (this.snapshot.config.version ?? 0) : 0;
   }

@@ -72,10 +72,20 @@ export function olderConfigWarning(version: number, highestApplied: number): str
   return `serving config version ${version} from ${CONFIG_CACHE_DIR}/previous.json because ${CONFIG_CACHE_DIR}/current.json is damaged; this node already applied version ${highestApplied} (keys revoked since may work until the control plane sends it again)`;
 }
 
-/** The served config as control-status.json mirrors it for `status`. */
-export function configStatus(holder: ConfigHolder): ConfigStatusRecord {
+/** For /readyz and `status`: the served config verified under an earlier enrollment's trust. */
+export function previousEnrollmentWarning(version: number): string {
+  return `serving config version ${version} of this node's previous enrollment (re-enrolled while serving): its API keys, upstreams and routes are the previous installation's until the control plane this node is enrolled with now sends its config`;
+}
+
+/** The served config as control-status.json mirrors it for `status` (`applier`: an enrolled node's). */
+export function configStatus(holder: ConfigHolder, applier?: Pick<ConfigApplier, 'servesPreviousTrust'>): ConfigStatusRecord {
   const snapshot = holder.current();
-  return snapshot.ready
-    ? { ready: true, version: snapshot.config.version, appliedAt: snapshot.appliedAt.toISOString(), notReadyReason: null }
-    : { ready: false, version: null, appliedAt: null, notReadyReason: snapshot.reason };
+  if (!snapshot.ready) return { ready: false, version: null, appliedAt: null, notReadyReason: snapshot.reason };
+  return {
+    ready: true,
+    version: snapshot.config.version,
+    appliedAt: snapshot.appliedAt.toISOString(),
+    notReadyReason: null,
+    ...(applier?.servesPreviousTrust() === true ? { previousEnrollment: true } : {}),
+  };
 }

@@ -18,6 +18,8 @@ export const configStatusSchema = z.object({
   appliedAt: z.iso.datetime({ offset: true }).nullable(),
   /** Why the node is not ready; null when it is. */
   notReadyReason: z.string().max(2000).nullable(),
+  /** True while the served config is the previous enrollment's (re-enrolled while serving); absent otherwise. */
+  previousEnrollment: z.boolean().optional(),
 });
 
 export type ConfigStatusRecord = z.infer<typeof configStatusSchema>;

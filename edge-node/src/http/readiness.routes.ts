@@ -1,9 +1,10 @@
 // GET /readyz on the caller port: whether the node can serve (it has a verified config), which
 // config version it serves since when, and whether its control link is up (or since when not).
 // A node serving from its cache with the control plane gone is ready: that is the point of the cache.
+// So is one still serving the previous installation's config after a re-enrollment, with a warning.
 import type { FastifyInstance } from 'fastify';
 import type { ConfigHolder } from '../config/config-holder.js';
-import { olderConfigWarning } from '../config/enrolled-config.js';
+import { olderConfigWarning, previousEnrollmentWarning } from '../config/enrolled-config.js';
 
 export interface ControlLinkView {
   connected: boolean;
@@ -15,6 +16,8 @@ export interface ReadinessDeps {
   holder: ConfigHolder;
   /** The control link's state; absent in stand-alone mode (no control plane). */
   controlLink?: () => ControlLinkView;
+  /** True while the served config verified under the trust of an earlier enrollment (ConfigApplier.servesPreviousTrust). */
+  previousEnrollment?: () => boolean;
 }
 
 export interface ReadinessBody {
@@ -26,7 +29,10 @@ export interface ReadinessBody {
   configVersion: number | null;
   configAppliedAt: string | null;
   controlPlane: { connected: boolean; disconnectedSince: string | null } | null;
-  /** Set while the node serves previous.json, older than a version it applied (current.json damaged). */
+  /**
+   * Set while the node serves previous.json, older than a version it applied (current.json damaged),
+   * or the config of its previous enrollment (re-enrolled while serving, no config from the new control plane yet).
+   */
   configWarning?: string;
 }
 
@@ -43,7 +49,11 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
     configVersion: snapshot.config.version,
     configAppliedAt: snapshot.appliedAt.toISOString(),
     controlPlane,
-    ...(snapshot.olderThanApplied !== undefined ? { configWarning: olderConfigWarning(snapshot.config.version ?? 0, snapshot.olderThanApplied) } : {}),
+    ...(deps.previousEnrollment?.() === true
+      ? { configWarning: previousEnrollmentWarning(snapshot.config.version ?? 0) }
+      : snapshot.olderThanApplied !== undefined
+        ? { configWarning: olderConfigWarning(snapshot.config.version ?? 0, snapshot.olderThanApplied) }
+        : {}),
   };
 }
 

@@ -3,7 +3,7 @@
  * process mirrors its control link and the config it serves into control-status.json).
  */
 import { highestFor, loadAppliedVersion } from '../config/applied-version.js';
-import { olderConfigWarning } from '../config/enrolled-config.js';
+import { olderConfigWarning, previousEnrollmentWarning } from '../config/enrolled-config.js';
 import { loadControlStatus } from '../control/control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord } from '../control/control-status.js';
 import { readSpoolFigures } from '../spool/spool-figures.js';
@@ -40,6 +40,8 @@ export interface NodeStatusReport {
   config: ConfigStatusRecord | null;
   /** Set when the served config is older than a version the node already applied (its current.json was damaged). */
   configWarning: string | null;
+  /** Set while the served config is the previous enrollment's (re-enrolled while serving, no config from the new control plane yet). */
+  previousEnrollmentWarning: string | null;
   /** The request spool (docs/spool.md); null when this state dir has none yet. */
   spool: SpoolFigures | null;
 }
@@ -71,6 +73,8 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     },
     config: control?.config ?? null,
     configWarning: await olderConfigOf(store, identity, control?.config),
+    previousEnrollmentWarning:
+      control?.config?.ready === true && control.config.previousEnrollment === true ? previousEnrollmentWarning(control.config.version ?? 0) : null,
     spool: readSpoolFigures(store.dir),
   };
 }
@@ -146,6 +150,7 @@ export function formatNodeStatus(report: NodeStatusReport): string {
     if (config.ready) {
       row('config', `version ${config.version ?? '?'}${config.appliedAt !== null ? `, applied ${config.appliedAt}` : ''}${lastSeen}`);
       if (report.configWarning !== null) row('config', `OLDER THAN APPLIED: ${report.configWarning}`);
+      if (report.previousEnrollmentWarning !== null) row('config', `PREVIOUS ENROLLMENT: ${report.previousEnrollmentWarning}`);
     } else {
       row('config', `NOT READY: ${config.notReadyReason ?? 'no verified config'}${lastSeen}`);
     }

@@ -153,7 +153,10 @@ export interface Hello {
   hostname: string;
   /** Node.js-style architecture name of the host, e.g. "x64", "arm64". */
   arch: string;
-  /** Config version the node is serving from its cache; 0 when it has none yet. */
+  /**
+   * Config version the node is serving from its cache; 0 when it has none yet, or when the one it
+   * serves verified under an earlier enrollment's node id or signing key (re-enrolled while serving).
+   */
   appliedConfigVersion: bigint;
 }
 
@@ -172,7 +175,7 @@ export interface Heartbeat {
   spoolBytes: bigint;
   /** Request records in the spool not yet acknowledged by the control plane. */
   backfillBacklog: bigint;
-  /** Config version currently applied. */
+  /** Config version currently applied; counted as in Hello (0 for an earlier enrollment's config). */
   appliedConfigVersion: bigint;
   /** True when the node serves traffic (config loaded, control session authenticated). */
   ready: boolean;
