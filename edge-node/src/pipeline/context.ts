@@ -225,8 +225,14 @@ export interface PipelineContext {
   /** forward: ms from sending upstream to the first byte back, and to the end. */
   upstreamFirstByteMs: number | null;
   upstreamMs: number | null;
-  /** forward: the response text the model wrote, as delivered (for output metering estimates and kept bodies; not TextSlot.notGenerated texts), bounded. */
+  /** forward: the response text the model wrote, as delivered (kept for the record; not TextSlot.notGenerated texts), bounded (response-text.ts). */
   responseText: string;
+  /**
+   * forward: the characters, and CJK characters, of all that text, not only the part kept: what
+   * output is estimated from when the upstream gave no usage (stage meter; response-text.ts).
+   */
+  responseTextChars: number;
+  responseTextCjkChars: number;
   /**
    * forward: the estimated tokens of the delivered texts the upstream bills as input
    * (TextSlot.billedAsInput: a server tool's results), added to the input of a stream cut before

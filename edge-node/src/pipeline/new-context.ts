@@ -50,6 +50,8 @@ export function newPipelineContext(init: ContextInit): PipelineContext {
     upstreamFirstByteMs: null,
     upstreamMs: null,
     responseText: '',
+    responseTextChars: 0,
+    responseTextCjkChars: 0,
     deliveredInputTokens: 0,
     guardrails: [],
     usage: { inputTokens: 0, outputTokens: 0, estimated: false },

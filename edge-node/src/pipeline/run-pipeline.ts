@@ -22,6 +22,7 @@ import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
 import { systemClock } from './clock.js';
 import { AbortSwitch } from './abort-switch.js';
 import { newPipelineContext } from './new-context.js';
+import { keepResponseText } from './response-text.js';
 import { estimateTokens } from '../providers/token-estimate.js';
 import type { ApiKind, Outcome, PipelineContext, StreamEvent, Surface, TextSlot, UpstreamReply } from './context.js';
 import type { PipelineDeps } from './deps.js';
@@ -36,7 +37,7 @@ export interface PipelineCall {
 
 /** nginx's "client closed request": the status recorded for a caller that left before any answer. */
 export const CALLER_GONE_STATUS = 499;
-/** ctx.responseText keeps at most this many characters (estimates and kept bodies need no more). */
+/** ctx.responseText keeps at most this many characters for the record (the output estimate counts all: response-text.ts). */
 export const MAX_RESPONSE_TEXT_CHARS = 256 * 1024;
 
 const HEAD: readonly Stage[] = PIPELINE.filter((stage) => !stage.always);
@@ -335,8 +336,9 @@ class PipelineRun {
   }
 
   /**
-   * Appends delivered text the model wrote (not TextSlot.notGenerated) to ctx.responseText,
-   * bounded; texts billed as input are counted (their token estimate, not kept) instead.
+   * Counts delivered text the model wrote (not TextSlot.notGenerated) in full and keeps it in
+   * ctx.responseText up to the bound; texts billed as input are counted (their token estimate, not
+   * kept) instead.
    */
   private keepText(texts: readonly TextSlot[]): void {
     const ctx = this.ctx;
@@ -345,10 +347,7 @@ class PipelineRun {
         if (slot.billedAsInput === true) ctx.deliveredInputTokens += estimateTokens(slot.text);
         continue;
       }
-      const room = MAX_RESPONSE_TEXT_CHARS - ctx.responseText.length;
-      if (room <= 0) return;
-      const text = slot.text;
-      ctx.responseText += text.length <= room ? text : text.slice(0, room);
+      keepResponseText(ctx, slot.text, MAX_RESPONSE_TEXT_CHARS);
     }
   }
 

@@ -1,15 +1,19 @@
 // A priced chat request without an output limit reserves the default allowance per choice, and that
 // allowance is sent upstream as the request's limit (the field the upstream kind takes), so the
 // upstream cannot produce more than was reserved; a caller's own limit and unpriced requests are
-// forwarded unchanged (docs/billing.md, "Output limit").
+// forwarded unchanged, except that a request setting both fields is reserved for the smaller and
+// forwarded with both set to it (docs/billing.md, "Output limit").
 import t from 'tap';
 import type { Test } from 'tap';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
 import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
 import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
 import { memoryLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
 import type { UpstreamKind } from '../../../edge-node/src/config/runtime-config.js';
+import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
 import { upstreamChatBody } from '../../../edge-node/src/providers/openai/chat-request.js';
 import type { ConfigBundle } from '../../../proto/src/index.js';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
@@ -88,4 +92,65 @@ t.test('upstreamChatBody adds the limit only when the caller set none', async (t
   t.same(upstreamChatBody(request, 'up', false), { model: 'up', messages: [] }, 'no limit given: unchanged');
   t.same(upstreamChatBody(request, 'up', false, { tokens: 100, kind: 'openai-compatible' }), { model: 'up', messages: [], max_tokens: 100 });
   t.same(upstreamChatBody({ ...request, max_completion_tokens: 5 }, 'up', false, { tokens: 100, kind: 'openai-compatible' }), { model: 'up', messages: [], max_completion_tokens: 5 });
+});
+
+/**
+ * An OpenAI-compatible server that reads only `max_tokens` (as Ollama's /v1 does): it writes that
+ * many output tokens and reports them; every body it received is kept.
+ */
+async function maxTokensOnlyUpstream(t: Test): Promise<{ url: string; bodies: Record<string, unknown>[] }> {
+  const bodies: Record<string, unknown>[] = [];
+  const server = http.createServer((req, res) => {
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (raw += chunk));
+    req.on('end', () => {
+      const body = JSON.parse(raw) as Record<string, unknown>;
+      bodies.push(body);
+      const out = typeof body.max_tokens === 'number' ? body.max_tokens : 16;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({
+        id: 'x', object: 'chat.completion', created: 1, model: body.model,
+        choices: [{ index: 0, message: { role: 'assistant', content: 'word '.repeat(10) }, finish_reason: 'length' }],
+        usage: { prompt_tokens: 5, completion_tokens: out, total_tokens: 5 + out },
+      }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, bodies };
+}
+
+t.test('a chat request with both max_completion_tokens and max_tokens is reserved for the smaller and forwarded with both set to it', async (t) => {
+  const upstream = await maxTokensOnlyUpstream(t);
+  const book = new LeaseBook(memoryLeaseStore);
+  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 1_000, expiresAt: Date.now() + 600_000 });
+  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
+  const costs: PipelineContext['cost'][] = [];
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    bundle: () => ({ prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }] }),
+    services: { credit, metrics: { requestFinished: (ctx: PipelineContext) => void costs.push({ ...ctx.cost }) } },
+  });
+  t.equal(await chat(node, { max_completion_tokens: 1, max_tokens: 100_000 }), 200);
+  const body = upstream.bodies.at(-1)!;
+  t.equal(body.max_tokens, 1, 'the upstream reading max_tokens is told the smaller limit');
+  t.equal(body.max_completion_tokens, 1, 'and so is one reading max_completion_tokens');
+  const cost = costs.at(-1)!;
+  t.ok(cost.costMicros > 0 && cost.costMicros <= cost.reservedMicros, `charged ${cost.costMicros} of the ${cost.reservedMicros} reserved`);
+  t.ok(book.leaseOf(ACCOUNT_ID)!.available >= 0, 'the lease is not overdrawn');
+});
+
+t.test('an unpriced chat request with both output limits is forwarded with both set to the smaller', async (t) => {
+  const { node, upstream } = await creditNode(t, { priced: false });
+  t.equal(await chat(node, { max_tokens: 3, max_completion_tokens: 900 }), 200);
+  t.equal(forwarded(upstream).max_tokens, 3);
+  t.equal(forwarded(upstream).max_completion_tokens, 3);
+});
+
+t.test('upstreamChatBody sets both output limits to the smaller when the caller set both, whatever limit it is given', async (t) => {
+  const request = { model: 'm', messages: [], max_completion_tokens: 1, max_tokens: 100_000 };
+  t.same(upstreamChatBody(request, 'up', false), { model: 'up', messages: [], max_completion_tokens: 1, max_tokens: 1 });
+  t.same(upstreamChatBody(request, 'up', false, { tokens: 4096, kind: 'openai' }), { model: 'up', messages: [], max_completion_tokens: 1, max_tokens: 1 });
+  t.same(upstreamChatBody({ ...request, max_tokens: null }, 'up', false), { model: 'up', messages: [], max_completion_tokens: 1, max_tokens: null }, 'one set, one null: unchanged');
 });

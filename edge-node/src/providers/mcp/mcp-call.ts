@@ -17,6 +17,7 @@ import type { CompiledPolicy } from '../../guardrails/compiled-policy.js';
 import { applyPolicy } from '../../guardrails/policy-engine.js';
 import type { PipelineContext, TextSlot, UpstreamReply } from '../../pipeline/context.js';
 import { AbortSwitch } from '../../pipeline/abort-switch.js';
+import { keepResponseText, replaceResponseText } from '../../pipeline/response-text.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { toolServerFor, toolServerName } from '../../routing/route-tool-server.js';
@@ -42,7 +43,7 @@ const MAX_JSON_ANSWER_BYTES = 32 * 1024 * 1024;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 /** One event of a guarded event stream held in memory at most this long (as the JSON answer bound). */
 const MAX_GUARDED_EVENT_CHARS = MAX_JSON_ANSWER_BYTES;
-/** ctx.responseText keeps this much of a relayed stream (for the record). */
+/** ctx.responseText keeps this much of an answer (for the record; its counts cover all of it, response-text.ts). */
 const MAX_RESPONSE_TEXT_CHARS = 64 * 1024;
 /** Added to a relayed event stream: a buffering reverse proxy (nginx) in front must pass each event on. */
 const EVENT_STREAM_HEADERS = { 'x-accel-buffering': 'no' };
@@ -281,7 +282,7 @@ function replyOf(
   const answer = contentType.startsWith('application/json') && bytes.length > 0 ? parseJsonOrUndefined(bytes) : undefined;
   if (answer !== undefined) return { kind: 'json', status, headers, body: answer, texts: messageTexts(answer), failure };
   if (bytes.length > 0) call.rawBody = bytes;
-  ctx.responseText = bytes.toString('utf8', 0, Math.min(bytes.length, MAX_RESPONSE_TEXT_CHARS));
+  replaceResponseText(ctx, bytes.toString('utf8'), MAX_RESPONSE_TEXT_CHARS);
   return { kind: 'raw', status, headers, body: oneChunk(bytes), failure };
 }
 
@@ -298,8 +299,8 @@ export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): St
   const stream = (reply.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream');
   if (!stream && call.rawBody === undefined) return undefined;
   if (side.broken !== null) {
-    // Nothing is delivered, so nothing of the unchecked body is kept either.
-    ctx.responseText = '';
+    // Nothing is delivered, so nothing of the unchecked body is kept (nor counted) either.
+    replaceResponseText(ctx, '', MAX_RESPONSE_TEXT_CHARS);
     return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken.message);
   }
   if (side.rules.length === 0) return undefined;
@@ -341,11 +342,11 @@ function guardRawBody(ctx: PipelineContext, policy: CompiledPolicy, reply: Extra
   const blocked = applyPolicy(ctx, policy, 'output', [slot]);
   const masked = blocked === undefined && slot.text !== decoded.text;
   if (masked && !decoded.rewritable) {
-    ctx.responseText = '';
+    replaceResponseText(ctx, '', MAX_RESPONSE_TEXT_CHARS);
     return reject('ZN_ERR_GUARDRAIL_BLOCKED', `Blocked by guardrail policy "${policy.id}": a mask matched a tool server answer that is not text, which cannot be rewritten.`);
   }
   // A block delivers nothing, so nothing is recorded; a mask records what is delivered.
-  ctx.responseText = blocked === undefined ? slot.text.slice(0, MAX_RESPONSE_TEXT_CHARS) : '';
+  replaceResponseText(ctx, blocked === undefined ? slot.text : '', MAX_RESPONSE_TEXT_CHARS);
   if (masked) reply.body = oneChunk(Buffer.from(slot.text, 'utf8'));
   return blocked;
 }
@@ -392,11 +393,7 @@ function requestIds(payload: JsonRpcPost | undefined): Set<string | number> {
 }
 
 function keepTexts(ctx: PipelineContext, slots: readonly TextSlot[]): void {
-  for (const slot of slots) {
-    const room = MAX_RESPONSE_TEXT_CHARS - ctx.responseText.length;
-    if (room <= 0) return;
-    ctx.responseText += slot.text.slice(0, room);
-  }
+  for (const slot of slots) keepResponseText(ctx, slot.text, MAX_RESPONSE_TEXT_CHARS);
 }
 
 async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
@@ -420,9 +417,7 @@ async function* relayStream(
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
       // A guarded stream's record gets the text after masking, from the guard.
-      if (call.guarded !== true && ctx.responseText.length < MAX_RESPONSE_TEXT_CHARS) {
-        ctx.responseText = (ctx.responseText + decoder.decode(chunk, { stream: true })).slice(0, MAX_RESPONSE_TEXT_CHARS);
-      }
+      if (call.guarded !== true) keepResponseText(ctx, decoder.decode(chunk, { stream: true }), MAX_RESPONSE_TEXT_CHARS);
       yield chunk;
     }
   } catch (err) {

@@ -13,7 +13,7 @@ import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
-import { callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
+import { callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage } from './chat-stream.js';
 import type { ChatStreamSource } from './chat-stream.js';
@@ -31,7 +31,8 @@ export const chatCompletionsApi: ApiHandler = {
     ctx.model = request.model;
     ctx.stream = request.stream === true;
     // Per choice: the worst case multiplies it by `n` (billing/request-cost.ts worstCaseOutputTokens).
-    ctx.maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? null;
+    // With both fields set, the smaller: upstreamChatBody sends both as it.
+    ctx.maxOutputTokens = callerOutputLimit(request);
     const texts: TextSlot[] = [];
     for (const message of request.messages) collectMessageTexts(message, texts);
     ctx.inputTexts = texts;

@@ -55,16 +55,25 @@ export function outputLimitField(kind: UpstreamKind): 'max_tokens' | 'max_comple
   return kind === 'openai' ? 'max_completion_tokens' : 'max_tokens';
 }
 
-/** Whether the caller set an output limit itself (`max_completion_tokens` or `max_tokens`, not null). */
-export function callerSetOutputLimit(request: Record<string, unknown>): boolean {
-  return (request.max_completion_tokens ?? null) !== null || (request.max_tokens ?? null) !== null;
+/**
+ * The caller's per-choice output limit: the smaller of `max_completion_tokens` and `max_tokens`
+ * when both are set, else the one that is; null when neither is. An upstream may read either field
+ * (OpenAI the newer, Ollama's /v1 only `max_tokens`), so only the smaller is safe to reserve for and
+ * upstreamChatBody sends both as it. Credit reservation and tokens/min admission count this one.
+ */
+export function callerOutputLimit(request: Record<string, unknown>): number | null {
+  const completion = request.max_completion_tokens;
+  const tokens = request.max_tokens;
+  if (typeof completion === 'number') return typeof tokens === 'number' ? Math.min(completion, tokens) : completion;
+  return typeof tokens === 'number' ? tokens : null;
 }
 
 /**
  * The body sent upstream: the upstream's model name, for streams `include_usage` forced on
  * (the node meters every stream) with the caller's other stream options kept, and `limit` (the
- * reserved per-choice output) when the caller set no output limit; a caller's own limit is never
- * changed.
+ * reserved per-choice output) when the caller set no output limit. A caller's own limit is kept,
+ * except that a request carrying both fields gets both set to the smaller (callerOutputLimit), for
+ * every request: whichever the upstream reads, it cannot write more than was reserved.
  */
 export function upstreamChatBody(
   request: Record<string, unknown>,
@@ -77,7 +86,11 @@ export function upstreamChatBody(
     const options = request.stream_options;
     body.stream_options = { ...(typeof options === 'object' && options !== null ? options : {}), include_usage: true };
   }
-  if (limit !== undefined && !callerSetOutputLimit(request)) {
+  const callerLimit = callerOutputLimit(request);
+  if (typeof request.max_tokens === 'number' && typeof request.max_completion_tokens === 'number') {
+    body.max_tokens = callerLimit;
+    body.max_completion_tokens = callerLimit;
+  } else if (limit !== undefined && callerLimit === null) {
     // An explicit null of either name goes: some servers refuse both fields in one request.
     delete body.max_tokens;
     delete body.max_completion_tokens;
