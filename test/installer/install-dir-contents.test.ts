@@ -1,10 +1,13 @@
 /**
  * An install dir that already has etc/ or data/ is accepted only when they hold the installer's and
  * the node's own files: an application's etc/node.env or data/app.db is NODE-DIR-NOT-EMPTY naming
- * the entry, and nothing of it is overwritten. A kept data/ ends up 0700 whatever its mode was.
+ * the entry, and nothing of it is overwritten. The same for current, updater and releases/: only
+ * links into releases/ and releases the installer unpacked (their release-manifest.json) pass, so
+ * another application's are never replaced, nor deleted by a rollback. A kept data/ ends up 0700
+ * whatever its mode was.
  */
 import t from 'tap';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
@@ -22,10 +25,13 @@ import { SESSION_OWNER_FILE } from '../../edge-node/src/providers/mcp/sqlite-ses
 import { CONTROL_LINK_LOCK_FILE } from '../../edge-node/src/control/control-link-lock.js';
 import { CONFIG_CACHE_DIR } from '../../edge-node/src/config/bundle-cache.js';
 import { ENROLL_ATTEMPT_FILE } from '../../edge-node/src/enroll/enroll-attempt.js';
+import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
+import { productVersion } from '../../edge-node/src/product-version.js';
 import { captureCli, fakeServices, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
 const keys = releaseKeys();
+const version = productVersion();
 const work = mkdtempSync(join(tmpdir(), 'zn-contents-work-'));
 t.teardown(() => rmSync(work, { recursive: true, force: true }));
 
@@ -40,7 +46,10 @@ const enrollOk: Enroller = async (opts) => {
   return { nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: opts.controlPlaneUrl, gatewayTarget: 'gw:8443', stateDir: opts.stateDir, reenrolled: opts.reenroll };
 };
 
-/** A host root with /data/app laid out by `files` (relative path → content; a trailing / makes a dir). */
+/**
+ * A host root with /data/app laid out by `files` (relative path → content; a trailing / makes a dir;
+ * `-> target` makes a symlink).
+ */
 function hostWith(files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'zn-contents-root-'));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
@@ -48,7 +57,10 @@ function hostWith(files: Record<string, string>): string {
   for (const [rel, content] of Object.entries(files)) {
     const full = join(root, 'data/app', rel);
     if (rel.endsWith('/')) mkdirSync(full, { recursive: true });
-    else {
+    else if (content.startsWith('-> ')) {
+      mkdirSync(join(full, '..'), { recursive: true });
+      symlinkSync(content.slice(3), full);
+    } else {
       mkdirSync(join(full, '..'), { recursive: true });
       writeFileSync(full, content);
     }
@@ -56,12 +68,12 @@ function hostWith(files: Record<string, string>): string {
   return root;
 }
 
-async function install(root: string): Promise<{ exit: number; out: string }> {
+async function install(root: string, enroll: Enroller = enrollOk): Promise<{ exit: number; out: string }> {
   const cli = captureCli(work);
   const exit = await runInstall(
     ['node', '--package', pkg, '--control-plane', 'https://cp.example.test', '--token', 'zn_it_CONTENTS1', '--install-dir', '/data/app'],
     cli.ctx,
-    hostEnv(root, { keyPem: keys.publicKeyPem, services: fakeServices(root), enroll: enrollOk }),
+    hostEnv(root, { keyPem: keys.publicKeyPem, services: fakeServices(root), enroll }),
   );
   return { exit, out: cli.out() };
 }
@@ -72,6 +84,20 @@ const cases: Array<[string, Record<string, string>, RegExp]> = [
   ['an application database in data/', { 'data/app.db': 'customer data' }, /\/data\/app already holds data\/app\.db/],
   ['a foreign file in data/config/', { 'data/config/settings.yaml': 'a: 1\n' }, /\/data\/app already holds data\/config\/settings\.yaml/],
   ['a node identity beside foreign files (not a node\'s data/)', { 'data/identity.json': '{}', 'data/app.db': 'customer data' }, /\/data\/app already holds data\/app\.db/],
+  [
+    'an application\'s own current file and releases/<version>/ (the version being installed)',
+    { current: 'another application\'s state\n', [`releases/${version}/db.sqlite`]: 'precious data' },
+    new RegExp(`/data/app already holds current \\(not a link into releases/\\), releases/${version.replace(/\./g, '\\.')} \\(not a release unpacked by zenova install node\\)`),
+  ],
+  ['an updater link elsewhere', { updater: '-> /srv/other/updater' }, /\/data\/app already holds updater \(not a link into releases\/\)/],
+  ['a current link out of releases/ through ..', { current: '-> releases/..', 'releases/': '' }, /\/data\/app already holds current \(not a link into releases\/\)/],
+  ['a releases link to another dir', { releases: '-> /srv/other/releases' }, /\/data\/app already holds releases \(not a directory\)/],
+  ['a releases/<version>/ with a launcher but no release manifest', { [`releases/${version}/bin/zenova-node`]: '#!/bin/sh\n' }, /already holds releases\/[^ ]+ \(not a release unpacked by zenova install node\)/],
+  [
+    'a release manifest of another version',
+    { 'releases/9.9.9/release-manifest.json': JSON.stringify({ product: 'zenova-node', version: '1.0.0', platform: { os: 'linux', arch: 'x86_64' }, protocolVersion: 1, files: [{ path: 'bin/zenova-node', sha256: '0'.repeat(64), mode: 0o755, size: 1 }], createdAt: '2026-01-01T00:00:00Z' }) },
+    /already holds releases\/9\.9\.9 \(not a release unpacked by zenova install node\)/,
+  ],
 ];
 
 for (const [name, files, cause] of cases) {
@@ -115,4 +141,37 @@ t.test('the state files the installer accepts in data/ are the ones the node wri
   t.same([...NODE_STATE_JSON_FILES].sort(), [IDENTITY_FILE, CREDENTIAL_FILE, CONTROL_STATUS_FILE, APPLIED_VERSION_FILE, SPOOL_MARKER_FILE, ENROLL_ATTEMPT_FILE].sort());
   t.same([...NODE_STATE_SQLITE_FILES].sort(), [SPOOL_FILE, LEASE_DB_FILE, RATE_LIMIT_FILE, SESSION_OWNER_FILE, CONTROL_LINK_LOCK_FILE].sort());
   t.equal(NODE_CONFIG_CACHE_DIR, CONFIG_CACHE_DIR);
+});
+
+t.test('an install rolled back after its token was refused leaves a dir the next install accepts', async (t) => {
+  const root = hostWith({});
+  const refused = await install(root, async () => {
+    throw new EnrollError('ZN_ERR_CP_TOKEN_USED', 'The token was already used');
+  });
+  t.equal(refused.exit, 1, refused.out);
+  t.match(refused.out, /rolled back what this run wrote/);
+  const r = await install(root);
+  t.equal(r.exit, 0, r.out);
+  t.notMatch(r.out, /NODE-DIR-NOT-EMPTY/);
+});
+
+t.test('the remains of an install of our own killed before its rollback (release, links, a partial unpack) are accepted and the release replaced', async (t) => {
+  const root = hostWith({});
+  const first = await install(root);
+  t.equal(first.exit, 0, first.out);
+  // Killed before it enrolled or wrote the units: no unit, no data/.
+  rmSync(join(root, 'etc/systemd/system'), { recursive: true, force: true });
+  mkdirSync(join(root, 'etc/systemd/system'));
+  rmSync(join(root, 'data/app/data'), { recursive: true, force: true });
+  mkdirSync(join(root, `data/app/releases/.${version}.partial-0123abcd/bin`), { recursive: true });
+  writeFileSync(join(root, `data/app/releases/${version}/stale-file`), 'from the killed run');
+  t.same(readdirSync(join(root, 'data/app')).sort(), ['current', 'etc', 'releases', 'updater']);
+
+  const r = await install(root);
+  t.equal(r.exit, 0, r.out);
+  t.notMatch(r.out, /NODE-DIR-NOT-EMPTY/);
+  t.equal(readlinkSync(join(root, 'data/app/current')), `releases/${version}`);
+  t.equal(readlinkSync(join(root, 'data/app/updater')), `releases/${version}`);
+  t.notOk(existsSync(join(root, `data/app/releases/${version}/stale-file`)), 'the release was unpacked again');
+  t.ok(existsSync(join(root, `data/app/releases/${version}/release-manifest.json`)), 'and carries its manifest again');
 });

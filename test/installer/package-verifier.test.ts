@@ -1,7 +1,8 @@
 /**
  * The .zpkg verifier: a package signed with the trusted key verifies; one changed byte anywhere
  * (file content, manifest, signature), another key, a truncated or padded file are refused with
- * their NODE-PKG-… code; extraction writes exactly the signed files with their modes.
+ * their NODE-PKG-… code; extraction writes exactly the signed files with their modes. No package may
+ * carry release-manifest.json, the installer's own file in a release.
  */
 import t from 'tap';
 import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, appendFileSync, copyFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifyPackage } from '../../installer/src/package/package-verifier.js';
 import { extractPackage } from '../../installer/src/package/package-extract.js';
+import { RELEASE_MANIFEST_FILE, packageManifestSchema } from '../../installer/src/package/package-manifest.js';
 import { LAUNCHER, buildNodePackage, flipByte, offsetOf, releaseKeys } from './package-builder.js';
 
 const keys = releaseKeys();
@@ -94,4 +96,12 @@ t.test('a damaged trusted key refuses the package as NODE-PKG-SIGNATURE instead 
   for (const key of ['', 'hello', '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n']) {
     t.match(await verifyPackage(file, key), { ok: false, code: 'NODE-PKG-SIGNATURE', cause: /release key .* is unreadable or damaged .*: unpack the installer again/ }, JSON.stringify(key));
   }
+});
+
+t.test('no package may carry release-manifest.json, the file the installer marks its releases with', async (t) => {
+  const built = await buildNodePackage(dir, keys, { name: 'marker.zpkg' });
+  const parsed = packageManifestSchema.safeParse({ ...built.manifest, files: [...built.manifest.files, { path: RELEASE_MANIFEST_FILE, sha256: '0'.repeat(64), mode: 0o644, size: 0 }] });
+  t.notOk(parsed.success);
+  t.match(parsed.error?.issues.map((i) => i.message), [/release-manifest\.json is the installer's own file in a release/]);
+  await t.rejects(buildNodePackage(dir, keys, { name: 'marker-2.zpkg', entries: [{ path: 'bin/zenova-node', mode: 0o755, content: LAUNCHER }, { path: RELEASE_MANIFEST_FILE, mode: 0o644, content: Buffer.from('{}') }] }), /release-manifest\.json is the installer's own file/);
 });

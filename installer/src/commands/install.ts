@@ -12,13 +12,15 @@ import { realHostEnv } from '../host/host-env.js';
 import type { HostEnv } from '../host/host-env.js';
 import { finding } from '../install/diagnostics.js';
 import type { Finding } from '../install/diagnostics.js';
-import { parseListen, readNodeEnv } from '../install/env-file.js';
+import { readNodeEnv } from '../install/env-file.js';
 import { runHostChecks } from '../install/host-checks.js';
 import type { CheckMode } from '../install/host-checks.js';
 import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
 import { DEFAULT_NODE_LISTEN, NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
 import { takeInstallLock } from '../install/install-lock.js';
 import { installNode } from '../install/install-node.js';
+import { parseListen } from '../install/listen-address.js';
+import type { ListenAddress } from '../install/listen-address.js';
 import { shellQuote } from '../format/shell-quote.js';
 
 const HELP = 'install node';
@@ -175,22 +177,31 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
  * so another --listen there is refused rather than ignored; without a unit (a failed install's
  * data/ kept) the whole install runs again and --listen applies.
  */
-async function listenAddress(listenOption: string | undefined, reenroll: boolean, host: HostEnv): Promise<{ host: string; port: number }> {
-  let listenText = listenOption ?? DEFAULT_NODE_LISTEN;
+async function listenAddress(listenOption: string | undefined, reenroll: boolean, host: HostEnv): Promise<ListenAddress> {
+  const listenText = listenOption ?? DEFAULT_NODE_LISTEN;
   if (reenroll) {
     const unit = await host.services.readUnit(NODE_UNIT);
     const dir = unit === undefined ? undefined : installDirFromUnit(unit);
     if (dir !== undefined) {
       const envFile = installLayout(dir).envFile;
       const installed = (await readNodeEnv(onHost(host.hostRoot, envFile))).ZENOVA_NODE_LISTEN;
-      if (listenOption !== undefined && !sameListen(listenOption, installed)) {
+      const kept = installed === undefined ? undefined : parseListen(installed);
+      // The env file's fault, not the command line's (edited by hand, or an IPv6 address an earlier
+      // installer wrote without brackets): no usage error about a --listen the operator never gave.
+      if (installed !== undefined && kept === undefined) {
+        throw new CommandFailure(
+          `the installed node's listen address ${JSON.stringify(installed)} (ZENOVA_NODE_LISTEN in ${envFile}) is not HOST:PORT ([IPv6]:PORT for an IPv6 address), ` +
+            'so node-edge cannot start with it either; correct that line, then run the same command again',
+        );
+      }
+      if (listenOption !== undefined && !sameListen(listenOption, kept)) {
         throw new UsageError(
           `--listen cannot change the listen address with --reenroll: a reenroll keeps the installed node's address (${installed ?? 'unknown'}, ZENOVA_NODE_LISTEN in ${envFile}); ` +
             'leave out --listen. This release has no command that changes the address of an installed node (no uninstall, and its dir must never be deleted to reinstall).',
           HELP,
         );
       }
-      listenText = installed ?? listenText;
+      if (kept !== undefined) return kept;
     }
   }
   const listen = parseListen(listenText);
@@ -198,9 +209,8 @@ async function listenAddress(listenOption: string | undefined, reenroll: boolean
   return listen;
 }
 
-function sameListen(a: string, b: string | undefined): boolean {
+function sameListen(a: string, y: ListenAddress | undefined): boolean {
   const x = parseListen(a);
-  const y = b === undefined ? undefined : parseListen(b);
   return x !== undefined && y !== undefined && x.host === y.host && x.port === y.port;
 }
 
@@ -213,7 +223,7 @@ interface InstallRun {
   packageFile: string;
   controlPlaneUrl: string;
   caFile: string | undefined;
-  listen: { host: string; port: number };
+  listen: ListenAddress;
   token: string | undefined;
   tokenWarning: Finding | undefined;
   tokenSource: TokenSource;

@@ -16,8 +16,9 @@ import type { CliContext, Command } from '../cli-context.js';
 import { realHostEnv } from '../host/host-env.js';
 import type { HostEnv } from '../host/host-env.js';
 import type { ServiceState } from '../host/service-manager.js';
-import { parseListen, readNodeEnv } from '../install/env-file.js';
+import { readNodeEnv } from '../install/env-file.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
+import { parseListen } from '../install/listen-address.js';
 import { readyzUrl } from '../install/readiness-wait.js';
 
 const HELP = 'status';

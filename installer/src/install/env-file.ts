@@ -15,12 +15,3 @@ export async function readNodeEnv(file: string): Promise<Record<string, string>>
   }
   return out;
 }
-
-/** `HOST:PORT` (IPv6 hosts bracketed) → parts, or undefined. */
-export function parseListen(value: string): { host: string; port: number } | undefined {
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(value.trim());
-  const port = Number(m?.[3]);
-  const host = m?.[1] ?? m?.[2];
-  if (host === undefined || !Number.isInteger(port) || port < 1 || port > 65535) return undefined;
-  return { host, port };
-}

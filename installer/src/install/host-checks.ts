@@ -20,6 +20,8 @@ import type { Finding } from './diagnostics.js';
 import { foreignInstallDirEntries } from './install-dir-contents.js';
 import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
+import { formatListen } from './listen-address.js';
+import type { ListenAddress } from './listen-address.js';
 import { pathExists } from './path-exists.js';
 
 export const MIN_MEMORY_BYTES = 1024 ** 3;
@@ -47,7 +49,7 @@ export interface CheckInput {
   trustedKeyUnreadable?: string;
   controlPlaneUrl: string;
   caFile: string | undefined;
-  listen: { host: string; port: number };
+  listen: ListenAddress;
   probe: HostProbe;
   services: ServiceManager;
   probeControlPlane: ControlPlaneProbe;
@@ -84,11 +86,12 @@ const BIND_ERROR_MEANINGS: Record<string, string> = {
 };
 
 /** The listening-port check: a port in use, or an address node-edge could never bind (§9.2). */
-function listenFindings(host: string, port: number, bindError: string | undefined): Finding[] {
+/** `address` as formatListen writes it (IPv6 in brackets). */
+function listenFindings(address: string, bindError: string | undefined): Finding[] {
   if (bindError === undefined) return [];
-  if (bindError === 'EADDRINUSE') return [finding('NODE-PORT-IN-USE', `${host}:${port} is already in use by another program`)];
+  if (bindError === 'EADDRINUSE') return [finding('NODE-PORT-IN-USE', `${address} is already in use by another program`)];
   const meaning = Object.hasOwn(BIND_ERROR_MEANINGS, bindError) ? `: ${BIND_ERROR_MEANINGS[bindError]}` : '';
-  return [finding('NODE-LISTEN-UNAVAILABLE', `node-edge cannot listen on ${host}:${port} (--listen): binding it fails with ${bindError}${meaning}`)];
+  return [finding('NODE-LISTEN-UNAVAILABLE', `node-edge cannot listen on ${address} (--listen): binding it fails with ${bindError}${meaning}`)];
 }
 
 export async function runHostChecks(input: CheckInput, report: CheckReporter): Promise<CheckResult> {
@@ -200,7 +203,8 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   // A reenroll keeps the running node's port: it is in use by that node, as it should be.
   if (writesRelease) {
     const { host, port } = input.listen;
-    check(`port ${host}:${port} free`, listenFindings(host, port, await probe.bindError(host, port)));
+    const address = formatListen(input.listen);
+    check(`port ${address} free`, listenFindings(address, await probe.bindError(host, port)));
   }
 
   if (input.caFile !== undefined) {

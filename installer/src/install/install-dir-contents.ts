@@ -1,16 +1,22 @@
 /**
  * What an existing install dir may already hold without being foreign: the layout's own entries
- * (the remains of a rolled-back attempt, or data/ kept by one), and inside etc/ and data/ only what
- * the installer and the node write there. Top-level names alone are not enough: an application's
- * own /data/app/{etc,data} would pass, and its etc/node.env would then be overwritten.
+ * (the remains of a rolled-back or killed attempt, or data/ kept by one), each only as the installer
+ * and the node make it: `current` and `updater` links into releases/, releases/ holding releases the
+ * installer unpacked, and inside etc/ and data/ only what the installer and the node write there.
+ * Top-level names alone are not enough: an application's own /data/app/{current,releases,etc,data}
+ * would pass, and the install would replace them (and its rollback delete them).
  */
-import { readFile, readdir, stat } from 'node:fs/promises';
+import { lstat, readFile, readdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { CA_FILE, ENV_FILE } from './install-layout.js';
+import { isUnpackedRelease } from './release-manifest.js';
 import { NODE_ENV_HEADER } from './unit-files.js';
 
 /** The top level of an install dir (install-layout.ts). */
 const LAYOUT_ENTRIES = new Set(['releases', 'current', 'updater', 'data', 'etc']);
+/** The links install-node.ts makes, to `releases/<version>` (relative). */
+const RELEASE_LINKS = ['current', 'updater'] as const;
+const RELEASE_LINK_TARGET = /^releases\/([^/]+)$/;
 const ENV_FILE_NAME = path.posix.basename(ENV_FILE);
 const ETC_FILES = new Set([ENV_FILE_NAME, path.posix.basename(CA_FILE)]);
 /**
@@ -40,6 +46,39 @@ function isAtomicWriteLeftover(entry: string, names: ReadonlySet<string>): boole
 /** A spool being created (spool-file.ts: `spool.db.new-<pid>`, with its journal) when the node died. */
 function isNewSpoolLeftover(entry: string): boolean {
   return /^spool\.db\.new-\d+(-journal)?$/.test(entry);
+}
+
+/** A release being unpacked (install-node.ts: `.<version>.partial-<8 hex>`) when its run was killed; never read or reused. */
+function isPartialReleaseLeftover(entry: string): boolean {
+  return /^\.[0-9A-Za-z.+-]+\.partial-[0-9a-f]{8}$/.test(entry);
+}
+
+/** A symlink to releases/<name> of this dir, as install-node.ts writes `current` and `updater`. */
+async function isReleaseLink(physical: string): Promise<boolean> {
+  try {
+    const name = RELEASE_LINK_TARGET.exec(await readlink(physical))?.[1];
+    return name !== undefined && name !== '.' && name !== '..';
+  } catch {
+    return false; // not a link (EINVAL), or unreadable
+  }
+}
+
+async function isRealDir(physical: string): Promise<boolean> {
+  return lstat(physical).then((info) => info.isDirectory(), () => false);
+}
+
+/** releases/ (a real dir, not a link elsewhere) may hold releases the installer unpacked and its partial leftovers. */
+async function foreignInReleases(physical: string): Promise<string[]> {
+  if (!(await isRealDir(physical))) return ['releases (not a directory)'];
+  const entries = await listDir(physical);
+  if (typeof entries === 'string') return [`releases (${entries})`];
+  const foreign: string[] = [];
+  for (const entry of entries) {
+    const full = path.join(physical, entry);
+    const ours = isPartialReleaseLeftover(entry) ? await isRealDir(full) : await isUnpackedRelease(full, entry);
+    if (!ours) foreign.push(`releases/${entry} (not a release unpacked by zenova install node)`);
+  }
+  return foreign;
 }
 
 async function listDir(physical: string): Promise<string[] | string> {
@@ -100,6 +139,10 @@ export async function foreignInstallDirEntries(physical: string, entries: readon
   const foreign = entries.filter((e) => !LAYOUT_ENTRIES.has(e)).sort();
   if (foreign.length > 0) return foreign;
   const inside: Array<string | undefined> = [];
+  for (const link of RELEASE_LINKS) {
+    if (entries.includes(link) && !(await isReleaseLink(path.join(physical, link)))) inside.push(`${link} (not a link into releases/)`);
+  }
+  if (entries.includes('releases')) inside.push(...(await foreignInReleases(path.join(physical, 'releases'))));
   if (entries.includes('etc')) inside.push(await foreignInEtc(path.join(physical, 'etc')));
   if (entries.includes('data')) inside.push(await foreignInData(path.join(physical, 'data')));
   return inside.filter((e) => e !== undefined);

@@ -24,8 +24,11 @@ import type { Finding } from './diagnostics.js';
 import { installDirProblem } from './install-dir-rules.js';
 import { CLI_LINK, NODE_UNIT, RELEASE_CLI, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
 import type { InstallLayout } from './install-layout.js';
+import { formatListen } from './listen-address.js';
+import type { ListenAddress } from './listen-address.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
+import { writeReleaseManifest } from './release-manifest.js';
 import { nodeEdgeUnit, nodeEnvFile, updaterUnit } from './unit-files.js';
 import { pathExists } from './path-exists.js';
 
@@ -48,7 +51,7 @@ export interface InstallInput {
   controlPlaneUrl: string;
   caPem: string | undefined;
   token: string;
-  listen: { host: string; port: number };
+  listen: ListenAddress;
   services: ServiceManager;
   enroll?: Enroller;
   waitReady: ReadinessWaiter;
@@ -144,8 +147,11 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     await run(`release ${input.manifest.version} unpacked to ${release} (checksums verified again)`, 'NODE-WRITE-FAILED', async () => {
       const partial = host(path.posix.join(layout.releases, `.${input.manifest.version}.partial-${randomBytes(4).toString('hex')}`));
       try {
+        // An existing one is a release this installer unpacked (a run killed before its rollback):
+        // the dir check refuses any other (install-dir-contents.ts).
         if (await pathExists(host(release))) await rm(host(release), { recursive: true, force: true });
         await extractPackage(input.packageFile, input.manifest, input.dataOffset, partial);
+        await writeReleaseManifest(partial, input.manifest);
         await rename(partial, host(release));
       } catch (err) {
         await rm(partial, { recursive: true, force: true });
@@ -162,7 +168,7 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     step(cli.label, cli.warning);
 
     await run(`${layout.envFile}${input.caPem !== undefined ? ` and ${layout.caFile}` : ''}`, 'NODE-WRITE-FAILED', async () => {
-      await writeFileAtomic(host(layout.envFile), nodeEnvFile(layout, { listen: `${input.listen.host}:${input.listen.port}`, version: input.manifest.version, controlPlaneUrl: input.controlPlaneUrl }), 0o644);
+      await writeFileAtomic(host(layout.envFile), nodeEnvFile(layout, { listen: formatListen(input.listen), version: input.manifest.version, controlPlaneUrl: input.controlPlaneUrl }), 0o644);
       undo.push(() => rm(host(layout.envFile), { force: true }));
       if (input.caPem !== undefined) {
         await writeFileAtomic(host(layout.caFile), input.caPem, 0o644);

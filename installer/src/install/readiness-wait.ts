@@ -5,6 +5,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import type { ServiceManager } from '../host/service-manager.js';
+import { formatListen } from './listen-address.js';
+import type { ListenAddress } from './listen-address.js';
 
 export const READY_TIMEOUT_MS = 60_000;
 const POLL_MS = 500;
@@ -14,10 +16,10 @@ export type ReadyOutcome = { ready: true } | { ready: false; reason: string };
 
 export type ReadinessWaiter = (opts: { url: string; unit: string; services: ServiceManager; timeoutMs: number }) => Promise<ReadyOutcome>;
 
-/** `0.0.0.0:7480` → `http://127.0.0.1:7480/readyz` (the node is asked on loopback). */
-export function readyzUrl(listen: { host: string; port: number }): string {
-  const host = listen.host === '0.0.0.0' ? '127.0.0.1' : listen.host === '::' ? '[::1]' : listen.host.includes(':') ? `[${listen.host}]` : listen.host;
-  return `http://${host}:${listen.port}/readyz`;
+/** `0.0.0.0:7480` → `http://127.0.0.1:7480/readyz`, `[::]:7480` → `http://[::1]:7480/readyz` (the node is asked on loopback). */
+export function readyzUrl(listen: ListenAddress): string {
+  const host = listen.host === '0.0.0.0' ? '127.0.0.1' : listen.host === '::' ? '::1' : listen.host;
+  return `http://${formatListen({ host, port: listen.port })}/readyz`;
 }
 
 export const waitForReadiness: ReadinessWaiter = async ({ url, unit, services, timeoutMs }) => {

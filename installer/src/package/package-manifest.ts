@@ -12,6 +12,11 @@ export type PackageArch = (typeof PACKAGE_ARCHES)[number];
 export const MAX_PACKAGE_FILES = 100_000;
 /** The launcher systemd runs (`<release>/bin/zenova-node serve …`); every node package has it. */
 export const NODE_ENTRYPOINT = 'bin/zenova-node';
+/**
+ * The file in which the installer keeps, in each release dir it unpacks, the manifest the release
+ * came from (install/release-manifest.ts): the installer's own, so no package may carry that path.
+ */
+export const RELEASE_MANIFEST_FILE = 'release-manifest.json';
 
 /** A relative POSIX path inside the release: no '..', no absolute, no odd characters. */
 const packagePath = z
@@ -39,7 +44,8 @@ export const packageManifestSchema = z
     files: z.array(manifestFileSchema).min(1).max(MAX_PACKAGE_FILES),
     createdAt: z.iso.datetime(),
   })
-  .refine((m) => new Set(m.files.map((f) => f.path)).size === m.files.length, 'files: every path appears once');
+  .refine((m) => new Set(m.files.map((f) => f.path)).size === m.files.length, 'files: every path appears once')
+  .refine((m) => !m.files.some((f) => f.path === RELEASE_MANIFEST_FILE), `files: ${RELEASE_MANIFEST_FILE} is the installer's own file in a release`);
 export type PackageManifest = z.infer<typeof packageManifestSchema>;
 
 /** JSON with object keys sorted at every level and no spaces: one byte string per manifest. */

@@ -1,0 +1,31 @@
+/**
+ * How a release dir is known to be one the installer unpacked: install-node.ts writes the verified
+ * package manifest into it (RELEASE_MANIFEST_FILE) before renaming it into releases/<version>, and
+ * the install-dir check accepts an existing releases/<version> only when it holds that manifest for
+ * that version. Without it, another application's releases/<version>/ would be deleted and replaced
+ * (install-dir-contents.ts).
+ */
+import { lstat, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { MAX_MANIFEST_BYTES } from '../package/package-format.js';
+import { PACKAGE_PRODUCT, RELEASE_MANIFEST_FILE, canonicalJson, packageManifestSchema } from '../package/package-manifest.js';
+import type { PackageManifest } from '../package/package-manifest.js';
+
+/** Writes the manifest into an unpacked release dir (`physical`); fails if a file of that name is there. */
+export async function writeReleaseManifest(physical: string, manifest: PackageManifest): Promise<void> {
+  await writeFile(path.join(physical, RELEASE_MANIFEST_FILE), `${canonicalJson(manifest)}\n`, { mode: 0o644, flag: 'wx' });
+}
+
+/** Whether `physical` is a directory (not a link) holding the manifest of node release `version`. */
+export async function isUnpackedRelease(physical: string, version: string): Promise<boolean> {
+  try {
+    if (!(await lstat(physical)).isDirectory()) return false;
+    const file = path.join(physical, RELEASE_MANIFEST_FILE);
+    const info = await lstat(file);
+    if (!info.isFile() || info.size > MAX_MANIFEST_BYTES) return false;
+    const parsed = packageManifestSchema.safeParse(JSON.parse(await readFile(file, 'utf8')));
+    return parsed.success && parsed.data.product === PACKAGE_PRODUCT && parsed.data.version === version;
+  } catch {
+    return false;
+  }
+}
