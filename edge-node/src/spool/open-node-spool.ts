@@ -13,7 +13,7 @@ import { openStateStore } from '../state/state-store.js';
 import { BackfillChannel } from './backfill-channel.js';
 import { noSpool } from './request-spool.js';
 import type { RequestSpool } from './request-spool.js';
-import { createSpoolFile, SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
+import { createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
 import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
 import { DEFAULT_SPOOL_LIMITS, SpoolStore } from './spool-store.js';
 import type { SpoolLimits, SpoolSynchronous } from './spool-store.js';
@@ -60,6 +60,8 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
   const marker = await loadSpoolMarker(store);
   let meta;
   if (existsSync(file)) {
+    // Before the vetting connection, which creates missing sidecars with spool.db's mode.
+    restrictSpoolFileModes(file);
     meta = vetSpoolFile(file, opts.nodeId);
     if (marker !== undefined && marker.spoolId !== meta.spoolId) {
       throw new SpoolRefusedError(

@@ -5,10 +5,10 @@
  * copy of records the control plane has not acknowledged.
  */
 import { randomUUID } from 'node:crypto';
-import { closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, lstatSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { StateFileError } from '../state/state-store.js';
+import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
 
 export const SPOOL_FILE = 'spool.db';
 /** Bumped when the tables change incompatibly; a newer spool is refused, never downgraded. */
@@ -171,6 +171,28 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
 }
 
 /**
+ * Makes spool.db and its existing -wal/-shm owner-only (0600): a spool written by an older release
+ * has them at the umask's 0644. Called before any connection opens it, so sidecars SQLite creates
+ * afterwards take spool.db's corrected mode. A sidecar that is not a regular file (a symlink
+ * planted beside it) is left alone, so no chmod reaches its target.
+ */
+export function restrictSpoolFileModes(file: string): void {
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+    let mode: number;
+    try {
+      const info = f === file ? statSync(f) : lstatSync(f);
+      if (!info.isFile()) continue;
+      mode = info.mode & 0o777;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw err;
+    }
+    // chmod by path, never through a descriptor: closing one would drop this process's SQLite locks on the file.
+    if (mode !== STATE_FILE_MODE) chmodSync(f, STATE_FILE_MODE);
+  }
+}
+
+/**
  * Creates a new empty spool for `nodeId` atomically: built under a temporary name, fsynced and
  * renamed into place, so `spool.db` is either absent or a complete spool with its meta.
  */
@@ -179,6 +201,11 @@ export function createSpoolFile(file: string, nodeId: string): SpoolMeta {
   const meta: SpoolMeta = { nodeId, spoolId: randomUUID(), formatVersion: SPOOL_FORMAT_VERSION, createdAt: new Date().toISOString() };
   const temp = `${file}.new-${process.pid}`;
   rmSync(temp, { force: true });
+  // Owner-only like every state file: it holds prompts and answers, and the state dir may be
+  // readable by others (an existing dir, a container volume). SQLite would create it with the
+  // umask (0644); it builds a database in the empty file instead, and its -wal/-shm take its mode.
+  closeSync(openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, STATE_FILE_MODE));
+  chmodSync(temp, STATE_FILE_MODE);
   const db = new Database(temp);
   try {
     // Built in rollback-journal mode so the temporary file is one self-contained file to rename.
