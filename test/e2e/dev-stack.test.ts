@@ -4,6 +4,7 @@
  * reuses the same data and secrets.
  */
 import t from 'tap';
+import type { Test } from 'tap';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,6 +36,17 @@ function readDevEnv(): Record<string, string> {
     readFileSync(join(home, 'dev.env'), 'utf8').trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
   );
 }
+
+/** dev.env and the control plane's installation are the first start's: same key, same database. */
+async function expectSameInstallation(t: Test): Promise<void> {
+  const devEnv = readDevEnv();
+  t.equal(devEnv.ZENOVA_API_KEY, firstKey, 'same demo API key');
+  const agent = new Agent({ connect: { ca: readFileSync(devEnv.ZENOVA_CA_FILE!, 'utf8') } });
+  t.teardown(() => agent.close());
+  const version = (await (await undiciFetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`, { dispatcher: agent })).json()) as { installationId: string };
+  t.equal(version.installationId, firstInstallation, 'same database (installation id survives)');
+}
+
 
 function alive(pid: number): boolean {
   try {
@@ -104,12 +116,7 @@ t.test('a first start prints a curl that answers 200 with x-request-id through o
 
 t.test('a second start reuses the database and the secrets', async (t) => {
   const { proc } = await startStack(t);
-  const devEnv = readDevEnv();
-  t.equal(devEnv.ZENOVA_API_KEY, firstKey, 'same demo API key');
-  const agent = new Agent({ connect: { ca: readFileSync(devEnv.ZENOVA_CA_FILE!, 'utf8') } });
-  t.teardown(() => agent.close());
-  const version = (await (await undiciFetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`, { dispatcher: agent })).json()) as { installationId: string };
-  t.equal(version.installationId, firstInstallation, 'same database (installation id survives)');
+  await expectSameInstallation(t);
   t.match(proc.output(), /reusing/);
   t.notMatch(proc.output(), /enrolled \(state/, 'office-primary keeps its identity; no new enrollment');
   proc.child.kill('SIGTERM');
@@ -123,12 +130,7 @@ t.test('a start from a shell that sourced dev.env reuses the embedded database a
   const { proc, pids } = await startStack(t, sourced);
   t.match(proc.output(), /this stack's own embedded database/, 'the URL is recognised as the stack\'s own');
   t.ok(pids.postgres, 'the embedded PostgreSQL was started');
-  const devEnv = readDevEnv();
-  t.equal(devEnv.ZENOVA_API_KEY, firstKey, 'same demo API key');
-  const agent = new Agent({ connect: { ca: readFileSync(devEnv.ZENOVA_CA_FILE!, 'utf8') } });
-  t.teardown(() => agent.close());
-  const version = (await (await undiciFetch(`${devEnv.ZENOVA_CONTROL_PLANE_URL}/api/version`, { dispatcher: agent })).json()) as { installationId: string };
-  t.equal(version.installationId, firstInstallation, 'same database (installation id survives)');
+  await expectSameInstallation(t);
 
   const nodeEnv = environOf(pids.node);
   for (const name of ['ZENOVA_ADMIN_TOKEN', 'ZENOVA_DATABASE_URL', 'ZENOVA_API_KEY', 'ZENOVA_SECRET_ENC_KEY']) {

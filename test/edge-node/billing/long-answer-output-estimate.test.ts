@@ -5,7 +5,6 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
 import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
@@ -17,6 +16,7 @@ import { waitFor } from '../../fixtures/wait-for.js';
 import { ACCOUNT_ID } from '../config-fixtures.js';
 import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+import { listenForTest } from '../../fixtures/loopback-server.js';
 
 interface Finished {
   usage: PipelineContext['usage'];
@@ -42,12 +42,7 @@ async function longStreamUpstream(t: Test, piece: string, pieces: number, endAft
       res.end('data: [DONE]\n\n');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections();
-    server.close(() => resolve());
-  }));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return listenForTest(t, server);
 }
 
 async function pricedNode(t: Test, url: string): Promise<{ node: PipelineNode; finished: Finished[] }> {

@@ -2,7 +2,7 @@
 // (a JSON body, or SSE events written as given) and records each request's path and parsed body:
 // for answers the demo upstreams do not produce (tool calls, reasoning, thinking).
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenForTest } from '../../fixtures/loopback-server.js';
 
 export type ScriptedAnswer = { json: unknown } | { sse: string[] };
 
@@ -31,12 +31,7 @@ export async function startScriptedUpstream(t: { teardown(fn: () => unknown): vo
       res.end();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections();
-    server.close(() => resolve());
-  }));
-  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  state.url = await listenForTest(t, server);
   return state;
 }
 

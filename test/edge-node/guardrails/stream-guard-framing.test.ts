@@ -2,13 +2,13 @@
 // parallel choices (n > 1) each keep their own text, no delta splits a surrogate pair, and held
 // text arrives no later than the chunk carrying its choice's finish_reason.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import type { GuardrailRule } from '../../../proto/src/index.js';
 import { bundleKey } from '../config-fixtures.js';
 import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
 import { policy } from './guardrail-fixtures.js';
+import { listenForTest } from '../../fixtures/loopback-server.js';
 
 interface Choice {
   index: number;
@@ -29,12 +29,7 @@ async function scriptedUpstream(t: { teardown(fn: () => unknown): void }, events
       res.end('data: [DONE]\n\n');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections();
-    server.close(() => resolve());
-  }));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return listenForTest(t, server);
 }
 
 async function guardedNode(t: { teardown(fn: () => unknown): void }, upstreamUrl: string, rules: GuardrailRule[]): Promise<PipelineNode> {
