@@ -136,11 +136,13 @@ t.test('surfaces: the model gateway is mandatory, tools optional, nothing else',
 t.test('address: a DNS name or IP, optionally with a port', async (t) => {
   const rule = 'address: must be a DNS name or IP address, optionally with :port';
   for (const bad of ['edge example.com', 'https://edge.example.com', 'edge.example.com:0', 'edge.example.com:70000',
-    '-edge.example.com', 'edge.example.com/path', '[::1', 'a:b:c']) {
+    '-edge.example.com', 'edge.example.com/path', '[::1', 'a:b:c',
+    // Mistyped IPv4 addresses: an all-digit last label is no host name either.
+    '10.0.0.256', '999.999.999.999', '10.0.0', '10.0.0.1.5:8443']) {
     await rejected(t, { address: bad }, rule, bad);
   }
   await rejected(t, { address: undefined }, 'address: is required', 'missing');
-  for (const good of ['edge.example.com', 'EDGE.example.com:8443', '10.1.2.3', '10.1.2.3:443', '::1', '[fd00::5]:443', 'localhost']) {
+  for (const good of ['edge.example.com', 'EDGE.example.com:8443', '10.1.2.3', '10.1.2.3:443', '::1', '[fd00::5]:443', 'localhost', '1edge.example.com', 'edge-01.example.com', 'node.123abc']) {
     await accepted(t, { address: good }, good);
   }
 });

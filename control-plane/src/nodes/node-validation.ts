@@ -108,8 +108,14 @@ export const controlPlaneUrlSchema = text()
 
 const DNS_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 
+/**
+ * A host name (RFC 1123): labels of letters, digits and hyphens, and a last label that is not all
+ * digits, so a mistyped IPv4 address (`10.0.0.256`, `10.0.0`) is not taken for a name no resolver
+ * will ever answer.
+ */
 function isDnsName(host: string): boolean {
-  return host.length <= 253 && host.split('.').every((label) => DNS_LABEL.test(label));
+  const labels = host.split('.');
+  return host.length <= 253 && labels.every((label) => DNS_LABEL.test(label)) && !/^\d+$/.test(labels[labels.length - 1] ?? '');
 }
 
 function isPort(text: string): boolean {

@@ -56,7 +56,8 @@ Options:
   --spool-full-policy P When the spool is full: reject (new requests refused, every request stays
                         billable) or metering-only (request bodies dropped, metering kept)
                         (default reject)
-  --replicas K          Instances on the node host (default 1)
+  --replicas K          Instances on the node host (default 1; recorded, the installer
+                        still runs one: docs/api.md)
   --ca-out F            Write the CA the install command's --ca-file refers to into F
 ${JSON_USAGE}
 ${COMMON_USAGE}
