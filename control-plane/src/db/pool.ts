@@ -44,6 +44,15 @@ export function createPool(options: PoolOptions): pg.Pool {
   pool.on('error', (err) => {
     options.logger?.warn({ err }, 'idle database connection failed; it will be replaced');
   });
+  // A checked-out client has no pool listener: one whose connection ends between two statements
+  // of a transaction (a server restart, pg_terminate_backend) emitted an unhandled 'error' and
+  // crashed the process. With this one the error is logged, the next query on the client rejects
+  // ("Connection terminated"), and the caller's usual failure path releases it broken.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => {
+      options.logger?.warn({ err }, 'a database connection in use failed; its work fails and it will be replaced');
+    });
+  });
   return pool;
 }
 
