@@ -24,6 +24,7 @@ import { nativeModuleFiles } from './native-modules.js';
 import { nodeRuntime } from './node-runtime.js';
 import { installerEntries, releaseEntries } from './release-contents.js';
 import { PRIVATE_KEY_FILE, loadReleaseKey } from './release-key.js';
+import { NOTICES_FILE, thirdPartyNotices } from './third-party-notices.js';
 import { writePackage } from './zpkg/write-package.js';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -71,7 +72,11 @@ export async function buildPackages(opts: BuildOptions): Promise<BuildResult> {
     try {
       const runtime = await nodeRuntime(opts.cacheDir, arch, log);
       const native = await nativeModuleFiles(REPO_ROOT, opts.cacheDir, runtime, log);
-      parts = { version, runtime, apps, native, publicKeyPem: key.publicKeyPem };
+      const notices = thirdPartyNotices([...apps.node.packageDirs, ...apps.cli.packageDirs, ...native.packageDirs]);
+      log(`${NOTICES_FILE}: ${notices.packages.length} npm packages`);
+      // Listed with their package.json license only: someone has to check what that license asks for.
+      for (const id of notices.withoutLicenseFile) log(`WARNING ${NOTICES_FILE}: ${id} carries no LICENSE/COPYING/NOTICE file; listed with its package.json license field only`);
+      parts = { version, runtime, apps, native, publicKeyPem: key.publicKeyPem, notices: notices.text };
     } catch (err) {
       result.skipped.push({ arch, reason: (err as Error).message });
       log(`SKIPPED ${arch}: ${(err as Error).message}`);

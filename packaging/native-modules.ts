@@ -11,6 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { NodeRuntime } from './node-runtime.js';
 import { hostArch } from './node-runtime.js';
+import { isLicenseFile } from './third-party-notices.js';
 
 const run = promisify(execFile);
 
@@ -18,6 +19,21 @@ const run = promisify(execFile);
 export interface NativeModuleFiles {
   /** Package-relative path under app/node_modules → absolute source file. */
   files: Array<{ path: string; source: string }>;
+  /** The absolute source dirs of the shipped packages (for THIRD-PARTY-NOTICES). */
+  packageDirs: string[];
+}
+
+const SHIPPED_MODULES = ['better-sqlite3', 'bindings', 'file-uri-to-path'];
+
+/**
+ * Whether a file of bindings / file-uri-to-path ships: code and package.json and every license file
+ * (bindings' is LICENSE.md), not tests, typings, other docs or dotfiles (.npmignore, .travis.yml).
+ */
+function shipsFromJsDependency(rel: string): boolean {
+  const name = path.posix.basename(rel);
+  if (rel.startsWith('test/') || rel.split('/').some((part) => part.startsWith('.'))) return false;
+  if (isLicenseFile(name)) return true;
+  return !name.endsWith('.md') && !name.endsWith('.d.ts');
 }
 
 function moduleVersion(repoRoot: string, name: string): string {
@@ -62,11 +78,10 @@ export async function nativeModuleFiles(repoRoot: string, cacheDir: string, runt
   // better-sqlite3 finds its .node through `bindings`, which needs file-uri-to-path.
   for (const dep of ['bindings', 'file-uri-to-path']) {
     for (const rel of listFiles(path.join(modules, dep))) {
-      if (rel.startsWith('test/') || rel.endsWith('.md') || rel.endsWith('.d.ts')) continue;
-      files.push({ path: `${dep}/${rel}`, source: path.join(modules, dep, rel) });
+      if (shipsFromJsDependency(rel)) files.push({ path: `${dep}/${rel}`, source: path.join(modules, dep, rel) });
     }
   }
-  return { files };
+  return { files, packageDirs: SHIPPED_MODULES.map((name) => path.join(modules, name)) };
 }
 
 export function listFiles(dir: string, prefix = ''): string[] {

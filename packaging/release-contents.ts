@@ -11,6 +11,7 @@
  *   app/node_modules/…                 better-sqlite3 rebuilt for the runtime, bindings, file-uri-to-path
  *   share/systemd/*.service            the units the installer writes, rendered for /opt/zenova-node
  *   release-signing-key.pub.pem        the key the bundled CLI trusts (../../ from its file)
+ *   THIRD-PARTY-NOTICES                the npm packages in app/ with their license texts
  */
 import { installLayout } from '../installer/src/install/install-layout.js';
 import { DEFAULT_INSTALL_DIR } from '../installer/src/install/install-dir-rules.js';
@@ -19,6 +20,7 @@ import type { PackageEntry } from './zpkg/write-package.js';
 import type { AppBundle } from './bundle-apps.js';
 import type { NativeModuleFiles } from './native-modules.js';
 import type { NodeRuntime } from './node-runtime.js';
+import { NOTICES_FILE } from './third-party-notices.js';
 import path from 'node:path';
 
 /** A POSIX sh launcher: resolves its own real location, so it works through the `current` symlink. */
@@ -37,6 +39,8 @@ export interface ReleaseParts {
   apps: { node: AppBundle; cli: AppBundle };
   native: NativeModuleFiles;
   publicKeyPem: string;
+  /** THIRD-PARTY-NOTICES' text (third-party-notices.ts). */
+  notices: string;
 }
 
 export function appPackageJson(version: string): Buffer {
@@ -52,6 +56,7 @@ function commonEntries(parts: ReleaseParts): PackageEntry[] {
     { path: parts.apps.cli.path, mode: 0o644, content: parts.apps.cli.contents },
     ...parts.native.files.map((f) => ({ path: `app/node_modules/${f.path}`, mode: f.path.endsWith('.node') ? 0o755 : 0o644, content: { file: f.source } })),
     { path: 'release-signing-key.pub.pem', mode: 0o644, content: Buffer.from(parts.publicKeyPem) },
+    { path: NOTICES_FILE, mode: 0o644, content: Buffer.from(parts.notices) },
   ];
 }
 

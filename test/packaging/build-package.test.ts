@@ -3,11 +3,12 @@
  * better-sqlite3 come from .zenova/cache/, so only the first run on a machine is slow) shared by
  * the tests below. The package verifies with the installer's own verifier; a changed byte is
  * refused; the carried node runs and loads the rebuilt native module; the launchers start the
- * bundled daemon and CLI; the installer tarball carries `zenova`, its runtime and the public key.
+ * bundled daemon and CLI; the installer tarball carries `zenova`, its runtime and the public key;
+ * both carry THIRD-PARTY-NOTICES with the license texts of the npm packages they ship.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -89,6 +90,34 @@ t.test('the launchers start the bundled daemon and CLI with the carried runtime'
   t.match(cli.stdout, /install node/);
 });
 
+/** A package's own license text as it sits in node_modules (line ends normalised, as the notices quote it). */
+function licenseText(name: string, file = 'LICENSE'): string {
+  return readFileSync(path.join(REPO_ROOT, 'node_modules', name, file), 'utf8').replace(/\r\n?/g, '\n').trimEnd();
+}
+
+t.test('the release carries THIRD-PARTY-NOTICES quoting the license of every npm package bundled or shipped', async (t) => {
+  t.equal(verdict.manifest.files.find((f) => f.path === 'THIRD-PARTY-NOTICES')?.mode, 0o644, 'the notices file is in the signed manifest');
+  const notices = readFileSync(path.join(release, 'THIRD-PARTY-NOTICES'), 'utf8');
+  for (const name of ['fastify', 'undici', '@grpc/grpc-js', 'pino', 'better-sqlite3', 'bindings', 'file-uri-to-path']) {
+    const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string; license: string };
+    t.match(notices, `\n${name} ${pkg.version}\nLicense: ${pkg.license}\n`, `${name} ${pkg.version} is listed with its license`);
+    t.match(notices, licenseText(name, name === 'bindings' ? 'LICENSE.md' : 'LICENSE'), `${name}'s license text is quoted in full`);
+  }
+  // esbuild names every inlined file in a comment: the packages seen there, derived without the metafile.
+  const bundles = ['app/edge-node/zenova-node.mjs', 'app/installer/zenova.mjs'].map((f) => readFileSync(path.join(release, f), 'utf8')).join('\n');
+  const inlined = new Set([...bundles.matchAll(/^\/\/ (?:.*\/)?node_modules\/((?:@[^/\s]+\/)?[^/\s]+)\//gm)].map((m) => m[1]!));
+  t.ok(inlined.size > 40, `the bundles inline many npm packages (${inlined.size})`);
+  for (const name of inlined) t.match(notices, new RegExp(`^  ${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\S+ \\(`, 'm'), `${name} (inlined) is listed`);
+});
+
+t.test('the shipped native module dirs keep their license files and drop dotfiles', async (t) => {
+  for (const f of ['better-sqlite3/LICENSE', 'bindings/LICENSE.md', 'file-uri-to-path/LICENSE']) {
+    t.ok(existsSync(path.join(release, 'app/node_modules', f)), `app/node_modules/${f} ships`);
+  }
+  const paths = verdict.manifest.files.map((f) => f.path);
+  t.same(paths.filter((p) => p.split('/').some((part) => part.startsWith('.'))), [], 'no .npmignore, .travis.yml or other dotfile ships');
+});
+
 t.test('the installer tarball carries zenova, its runtime and the release public key', async (t) => {
   const top = installerTarballName(productVersion(), 'x86_64');
   t.equal(path.basename(built.installerFile), `${top}.tar.gz`);
@@ -96,6 +125,7 @@ t.test('the installer tarball carries zenova, its runtime and the release public
   mkdirSync(out);
   await run('tar', ['-xzf', built.installerFile, '-C', out]);
   t.equal(readFileSync(path.join(out, top, 'release-signing-key.pub.pem'), 'utf8'), publicKeyPem);
+  t.equal(readFileSync(path.join(out, top, 'THIRD-PARTY-NOTICES'), 'utf8'), readFileSync(path.join(release, 'THIRD-PARTY-NOTICES'), 'utf8'), 'the same notices as the release');
   const cli = await run(path.join(out, top, 'zenova'), ['--help'], { env: { PATH: '/usr/bin:/bin' } });
   t.match(cli.stdout, /install node/, 'runs with no node on PATH');
   const { stdout } = await run(path.join(out, top, 'runtime/bin/node'), ['--version']);
