@@ -180,3 +180,28 @@ t.test('the remains of an install of our own killed before its rollback (release
   t.notOk(existsSync(join(root, `data/app/releases/${version}/stale-file`)), 'the release was unpacked again');
   t.ok(existsSync(join(root, `data/app/releases/${version}/release-manifest.json`)), 'and carries its manifest again');
 });
+
+t.test('a release an installer from before release manifests unpacked, beside its etc/node.env, is ours: accepted and unpacked again', async (t) => {
+  const root = hostWith({
+    [`releases/${version}/bin/zenova-node`]: '#!/bin/sh\n',
+    current: `-> releases/${version}`,
+    updater: `-> releases/${version}`,
+    'etc/node.env': '# Written by `zenova install node`. No secrets here: the identity and credential are in /data/app/data.\nZENOVA_NODE_LISTEN=0.0.0.0:7480\n',
+  });
+  const r = await install(root);
+  t.equal(r.exit, 0, r.out);
+  t.notMatch(r.out, /NODE-DIR-NOT-EMPTY/);
+  t.ok(existsSync(join(root, `data/app/releases/${version}/release-manifest.json`)), 'the release now carries its manifest');
+});
+
+t.test('without the installer\'s etc/node.env beside it, a release without a manifest stays foreign', async (t) => {
+  const root = hostWith({
+    [`releases/${version}/bin/zenova-node`]: '#!/bin/sh\n',
+    'etc/node.env': 'APP_MODE=production\n',
+  });
+  const before = listTree(root);
+  const r = await install(root);
+  t.equal(r.exit, 1);
+  t.match(r.out, /NODE-DIR-NOT-EMPTY/);
+  t.same(listTree(root), before, 'the host root is unchanged');
+});

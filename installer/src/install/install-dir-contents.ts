@@ -9,7 +9,7 @@
 import { lstat, readFile, readdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { CA_FILE, ENV_FILE } from './install-layout.js';
-import { isUnpackedRelease } from './release-manifest.js';
+import { isManifestlessRelease, isUnpackedRelease } from './release-manifest.js';
 import { NODE_ENV_HEADER } from './unit-files.js';
 
 /** The top level of an install dir (install-layout.ts). */
@@ -67,15 +67,22 @@ async function isRealDir(physical: string): Promise<boolean> {
   return lstat(physical).then((info) => info.isDirectory(), () => false);
 }
 
-/** releases/ (a real dir, not a link elsewhere) may hold releases the installer unpacked and its partial leftovers. */
-async function foreignInReleases(physical: string): Promise<string[]> {
+/**
+ * releases/ (a real dir, not a link elsewhere) may hold releases the installer unpacked and its
+ * partial leftovers. `earlierInstaller`: the dir's etc/node.env is the installer's, so a release
+ * dir without a manifest is one an installer from before release manifests unpacked (a run killed
+ * before its rollback left it, with the identity --reenroll recovers): ours, not foreign.
+ */
+async function foreignInReleases(physical: string, earlierInstaller: boolean): Promise<string[]> {
   if (!(await isRealDir(physical))) return ['releases (not a directory)'];
   const entries = await listDir(physical);
   if (typeof entries === 'string') return [`releases (${entries})`];
   const foreign: string[] = [];
   for (const entry of entries) {
     const full = path.join(physical, entry);
-    const ours = isPartialReleaseLeftover(entry) ? await isRealDir(full) : await isUnpackedRelease(full, entry);
+    const ours = isPartialReleaseLeftover(entry)
+      ? await isRealDir(full)
+      : (await isUnpackedRelease(full, entry)) || (earlierInstaller && (await isManifestlessRelease(full)));
     if (!ours) foreign.push(`releases/${entry} (not a release unpacked by zenova install node)`);
   }
   return foreign;
@@ -147,7 +154,8 @@ export async function foreignInstallDirEntries(physical: string, entries: readon
   for (const link of RELEASE_LINKS) {
     if (entries.includes(link) && !(await isReleaseLink(path.join(physical, link)))) inside.push(`${link} (not a link into releases/)`);
   }
-  if (entries.includes('releases')) inside.push(...(await foreignInReleases(path.join(physical, 'releases'))));
+  const installerEnvFile = entries.includes('etc') && (await isInstallerEnvFile(path.join(physical, 'etc', ENV_FILE_NAME)));
+  if (entries.includes('releases')) inside.push(...(await foreignInReleases(path.join(physical, 'releases'), installerEnvFile)));
   if (entries.includes('etc')) inside.push(await foreignInEtc(path.join(physical, 'etc')));
   if (entries.includes('data')) inside.push(await foreignInData(path.join(physical, 'data')));
   return inside.filter((e) => e !== undefined);

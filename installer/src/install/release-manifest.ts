@@ -29,3 +29,18 @@ export async function isUnpackedRelease(physical: string, version: string): Prom
     return false;
   }
 }
+
+/**
+ * Whether `physical` is a release dir as installers before release manifests left it: a real
+ * directory with no manifest and the node's launcher (`bin/zenova-node`) in it. Only trusted
+ * beside the installer's own etc/node.env (install-dir-contents.ts).
+ */
+export async function isManifestlessRelease(physical: string): Promise<boolean> {
+  try {
+    if (!(await lstat(physical)).isDirectory()) return false;
+    if (await lstat(path.join(physical, RELEASE_MANIFEST_FILE)).then(() => true, () => false)) return false;
+    return (await lstat(path.join(physical, 'bin', 'zenova-node'))).isFile();
+  } catch {
+    return false;
+  }
+}
