@@ -2,7 +2,9 @@
  * better-sqlite3, the node's one native module, rebuilt against the Node runtime the package
  * carries (its ABI differs from the build machine's Node). node-gyp builds from the module's own
  * sources with `--nodedir` pointing at the runtime's headers, so no download happens. The result is
- * cached per (module version, runtime version, arch): the SQLite amalgamation takes minutes to compile.
+ * cached per (module version, runtime version, arch, build host's libc): the SQLite amalgamation takes
+ * minutes to compile, and the .node needs the glibc/libstdc++ symbol versions of the host that
+ * compiled it (the package's glibc floor), so a cache made on another host is never reused silently.
  * Cross builds (aarch64 on x86_64) need a cross compiler; without one they fail with a clear reason.
  */
 import { execFile } from 'node:child_process';
@@ -40,6 +42,16 @@ function moduleVersion(repoRoot: string, name: string): string {
   return (JSON.parse(readFileSync(path.join(repoRoot, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
 }
 
+/**
+ * The build host's C library as it goes into the cache key: `glibc-2.36`, or `libc-unknown`
+ * (musl and others, which report no glibc version).
+ */
+export function buildHostLibc(): string {
+  const header = (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header;
+  const glibc = header?.glibcVersionRuntime;
+  return glibc !== undefined && /^\d+\.\d+$/.test(glibc) ? `glibc-${glibc}` : 'libc-unknown';
+}
+
 async function rebuild(repoRoot: string, runtime: NodeRuntime, outFile: string, log: (line: string) => void): Promise<void> {
   if (runtime.arch !== hostArch()) {
     throw new Error(`cannot compile better-sqlite3 for ${runtime.arch} on this ${process.arch} machine (no cross toolchain is set up): build the ${runtime.arch} package on a ${runtime.arch} machine`);
@@ -65,9 +77,9 @@ async function rebuild(repoRoot: string, runtime: NodeRuntime, outFile: string, 
 export async function nativeModuleFiles(repoRoot: string, cacheDir: string, runtime: NodeRuntime, log: (line: string) => void): Promise<NativeModuleFiles> {
   const modules = path.join(repoRoot, 'node_modules');
   const version = moduleVersion(repoRoot, 'better-sqlite3');
-  const built = path.join(cacheDir, 'native', `better-sqlite3-${version}-node-${runtime.version}-linux-${runtime.arch}`, 'better_sqlite3.node');
+  const built = path.join(cacheDir, 'native', `better-sqlite3-${version}-node-${runtime.version}-linux-${runtime.arch}-${buildHostLibc()}`, 'better_sqlite3.node');
   if (!existsSync(built)) await rebuild(repoRoot, runtime, built, log);
-  else log(`better-sqlite3 ${version} for Node ${runtime.version} (${runtime.arch}): cached build`);
+  else log(`better-sqlite3 ${version} for Node ${runtime.version} (${runtime.arch}, built on ${buildHostLibc()}): cached build`);
   const files: NativeModuleFiles['files'] = [
     { path: 'better-sqlite3/package.json', source: path.join(modules, 'better-sqlite3', 'package.json') },
     { path: 'better-sqlite3/LICENSE', source: path.join(modules, 'better-sqlite3', 'LICENSE') },

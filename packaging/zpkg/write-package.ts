@@ -26,6 +26,8 @@ export interface WritePackageOptions {
   entries: PackageEntry[];
   privateKey: KeyObject;
   createdAt?: Date;
+  /** The glibc floor of the native files (packaging/libc-floor.ts); omitted when there are none. */
+  requires?: PackageManifest['requires'];
 }
 
 function u32(n: number): Buffer {
@@ -45,6 +47,7 @@ export async function writePackage(opts: WritePackageOptions): Promise<PackageMa
     protocolVersion: opts.protocolVersion,
     files: opts.entries.map((e, i) => ({ path: e.path, mode: e.mode, size: contents[i]!.length, sha256: createHash('sha256').update(contents[i]!).digest('hex') })),
     createdAt: (opts.createdAt ?? new Date()).toISOString(),
+    requires: opts.requires,
   });
   const manifestBytes = canonicalManifestBytes(manifest);
   const signature = sign(null, manifestBytes, opts.privateKey);

@@ -21,6 +21,11 @@ import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 
 export const GiB = 1024 ** 3;
 
+/** GLIBCXX_3.4, GLIBCXX_3.4.1 … GLIBCXX_3.4.<upTo>, as a libstdc++ of that age defines them. */
+export function glibcxxVersions(upTo: number): string[] {
+  return ['GLIBCXX_3.4', ...Array.from({ length: upTo }, (_v, i) => `GLIBCXX_3.4.${i + 1}`)];
+}
+
 export function fakeProbe(over: Partial<HostProbe> = {}): HostProbe {
   return {
     os: () => 'linux',
@@ -34,6 +39,9 @@ export function fakeProbe(over: Partial<HostProbe> = {}): HostProbe {
     selinuxType: async () => undefined,
     apparmorEnforcedProfiles: async () => [],
     bindError: async () => undefined,
+    // Debian 12's glibc and GCC 12's libstdc++ (GLIBCXX_3.4 … 3.4.30).
+    glibcVersion: () => '2.36',
+    libstdcxx: async () => ({ file: '/usr/lib/x86_64-linux-gnu/libstdc++.so.6', versions: glibcxxVersions(30) }),
     ...over,
   };
 }

@@ -17,7 +17,7 @@ import { probeControlPlane } from '../../installer/src/install/control-plane-pro
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import { linuxHostProbe } from '../../installer/src/host/linux-host-probe.js';
 import { freePort } from '../e2e/stack.js';
-import { GiB, captureCli, fakePreflightServer, fakeProbe, fakeServices, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
+import { GiB, captureCli, fakePreflightServer, fakeProbe, fakeServices, glibcxxVersions, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, flipByte, releaseKeys } from './package-builder.js';
 
 const keys = releaseKeys();
@@ -227,6 +227,39 @@ t.test('a --listen address this host cannot bind (not its IP, a name that does n
   const port = await freePort();
   const free = await attempt({ name: 'loopback', code: '', setup: async () => ({ host: { probe }, args: ['--listen', `127.0.0.1:${port}`] }) });
   t.equal(free.exit, 0, `a free loopback port passes: ${free.out}`);
+});
+
+t.test('a glibc 2.31 host is refused as NODE-HOST-LIBC for a package whose native files need glibc 2.34 and GLIBCXX_3.4.29, before anything is written or the token used', async (t) => {
+  const needy = (await buildNodePackage(work, keys, { name: 'needs-glibc-2.34.zpkg', requires: { glibc: '2.34', glibcxx: '3.4.29' } })).file;
+  // Debian 11: glibc 2.31, GCC 10's libstdc++ (up to GLIBCXX_3.4.28).
+  const bullseye = { glibcVersion: () => '2.31', libstdcxx: async () => ({ file: '/usr/lib/x86_64-linux-gnu/libstdc++.so.6', versions: glibcxxVersions(28) }) };
+  const cases: Array<[string, Partial<ReturnType<typeof fakeProbe>>, RegExp[]]> = [
+    ['glibc 2.31, libstdc++ up to GLIBCXX_3.4.28', bullseye, [
+      /✗ NODE-HOST-LIBC: the package's native files \(its Node runtime, better-sqlite3\) need glibc ≥ 2\.34 and libstdc\+\+ with GLIBCXX_3\.4\.29; this host has glibc 2\.31\n +→ Install on a host whose glibc and libstdc\+\+ meet the floor/,
+      /✗ NODE-HOST-LIBC: .*; this host's \/usr\/lib\/x86_64-linux-gnu\/libstdc\+\+\.so\.6 provides up to GLIBCXX_3\.4\.28/,
+    ]],
+    ['a new enough glibc but no libstdc++', { libstdcxx: async () => undefined }, [/✗ NODE-HOST-LIBC: .*; this host has no libstdc\+\+\.so\.6/]],
+    ['no glibc at all (musl)', { glibcVersion: () => undefined }, [/✗ NODE-HOST-LIBC: .*; this host's C library is not glibc/]],
+  ];
+  for (const [name, facts, messages] of cases) {
+    for (const withToken of [false, true]) {
+      let enrolled = false;
+      const r = await attempt({ name, code: 'NODE-HOST-LIBC', withToken, setup: async () => ({ host: { probe: fakeProbe(facts), enroll: async () => { enrolled = true; throw new Error('the token must not be used'); } }, pkg: needy }) });
+      const label = `${name}${withToken ? '' : ' --check-only'}`;
+      t.equal(r.exit, 1, `${label}: exit 1`);
+      for (const m of messages) t.match(r.out, m, `${label}: the finding names what the package needs and what the host has`);
+      t.match(r.out, new RegExp(`${messages.length} blocking findings?; nothing was written`), `${label}: blocking`);
+      t.equal(r.changed, false, `${label}: nothing written`);
+      t.equal(enrolled, false, `${label}: the token was not used`);
+    }
+  }
+  const fine = await attempt({ name: 'glibc 2.36', code: '', setup: async () => ({ host: {}, pkg: needy }) });
+  t.equal(fine.exit, 0, `a host at or above the floor passes: ${fine.out}`);
+  t.match(fine.out, /✓ C libraries: glibc 2\.36, GLIBCXX_3\.4\.30 \(the package needs glibc ≥ 2\.34 and libstdc\+\+ with GLIBCXX_3\.4\.29\)/);
+  // A package built before the floor was recorded carries no `requires`: nothing to compare.
+  const old = await attempt({ name: 'older package', code: '', setup: async () => ({ host: { probe: fakeProbe(bullseye) } }) });
+  t.equal(old.exit, 0, `a package without a recorded floor is not checked: ${old.out}`);
+  t.notMatch(old.out, /C libraries|NODE-HOST-LIBC/);
 });
 
 t.test('all blocking findings are listed together, not just the first', async (t) => {

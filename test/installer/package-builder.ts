@@ -34,7 +34,7 @@ export interface BuiltPackage {
 export async function buildNodePackage(
   dir: string,
   keys: ReleaseKeys,
-  opts: { name?: string; product?: string; version?: string; arch?: 'x86_64' | 'aarch64'; protocolVersion?: number; entries?: PackageEntry[] } = {},
+  opts: { name?: string; product?: string; version?: string; arch?: 'x86_64' | 'aarch64'; protocolVersion?: number; entries?: PackageEntry[]; requires?: PackageManifest['requires'] } = {},
 ): Promise<BuiltPackage> {
   const file = join(dir, opts.name ?? 'zenova-node.zpkg');
   const manifest = await writePackage({
@@ -50,6 +50,7 @@ export async function buildNodePackage(
       { path: 'app/lib/data.bin', mode: 0o644, content: Buffer.alloc(200_000, 7) },
     ],
     privateKey: keys.privateKey,
+    requires: opts.requires,
   });
   return { file, manifest };
 }

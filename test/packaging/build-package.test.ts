@@ -4,7 +4,9 @@
  * the tests below. The package verifies with the installer's own verifier; a changed byte is
  * refused; the carried node runs and loads the rebuilt native module; the launchers start the
  * bundled daemon and CLI; the installer tarball carries `zenova`, its runtime and the public key;
- * both carry THIRD-PARTY-NOTICES with the license texts of the npm packages they ship.
+ * both carry THIRD-PARTY-NOTICES with the license texts of the npm packages they ship; the signed
+ * manifest records the glibc floor of the native files, and the compiled module is cached per build
+ * host libc.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -17,6 +19,9 @@ import { extractPackage } from '../../installer/src/package/package-extract.js';
 import { productVersion } from '../../edge-node/src/product-version.js';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import { REPO_ROOT, buildPackages, installerTarballName } from '../../packaging/build-package.js';
+import { nativeModuleFiles } from '../../packaging/native-modules.js';
+import { nodeRuntime } from '../../packaging/node-runtime.js';
+import { compareDottedVersions } from '../../installer/src/package/libc-requirements.js';
 import { createReleaseKey } from '../../packaging/release-key.js';
 import { flipByte, offsetOf, releaseKeys } from '../installer/package-builder.js';
 
@@ -130,4 +135,31 @@ t.test('the installer tarball carries zenova, its runtime and the release public
   t.match(cli.stdout, /install node/, 'runs with no node on PATH');
   const { stdout } = await run(path.join(out, top, 'runtime/bin/node'), ['--version']);
   t.match(stdout.trim(), /^v22\./);
+});
+
+/** The highest `<prefix>x.y…` standing alone between NUL bytes anywhere in the files. */
+function highestNameInBytes(files: string[], prefix: 'GLIBC_' | 'GLIBCXX_'): string | undefined {
+  const found = files.flatMap((f) => [...readFileSync(f).toString('latin1').matchAll(new RegExp(`(?<=\\0)${prefix}(\\d+(?:\\.\\d+)+)(?=\\0)`, 'g'))].map((m) => m[1]!));
+  return found.sort(compareDottedVersions).at(-1);
+}
+
+t.test('the signed manifest records the glibc floor of the carried node and the rebuilt better-sqlite3', async (t) => {
+  const natives = ['runtime/bin/node', 'app/node_modules/better-sqlite3/build/Release/better_sqlite3.node'].map((p) => path.join(release, p));
+  const requires = verdict.manifest.requires;
+  t.same(requires, { glibc: highestNameInBytes(natives, 'GLIBC_'), glibcxx: highestNameInBytes(natives, 'GLIBCXX_') }, 'the highest GLIBC_ and GLIBCXX_ names in their bytes');
+  t.same(built.manifest.requires, requires, 'as the build returned it');
+  // The carried Node 22 alone needs glibc 2.28 / GLIBCXX_3.4.21; the module was compiled (and loads) here.
+  t.ok(compareDottedVersions(requires?.glibc ?? '0', '2.28') >= 0, `glibc floor ${requires?.glibc} is at least Node 22's 2.28`);
+  t.ok(compareDottedVersions(requires?.glibcxx ?? '0', '3.4.21') >= 0, `GLIBCXX floor ${requires?.glibcxx} is at least 3.4.21`);
+  const hostGlibc = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime;
+  if (hostGlibc !== undefined) t.ok(compareDottedVersions(requires?.glibc ?? '99', hostGlibc) <= 0, `no higher than this build host's glibc ${hostGlibc}`);
+});
+
+t.test('the rebuilt better-sqlite3 is cached per build host libc, so a cache made on another host is not reused', async (t) => {
+  const cacheDir = path.join(REPO_ROOT, '.zenova', 'cache');
+  const runtime = await nodeRuntime(cacheDir, 'x86_64', () => {});
+  const native = await nativeModuleFiles(REPO_ROOT, cacheDir, runtime, () => {});
+  const source = native.files.find((f) => f.path.endsWith('.node'))?.source ?? '';
+  const hostGlibc = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime;
+  t.match(path.basename(path.dirname(source)), new RegExp(`-linux-x86_64-${hostGlibc === undefined ? 'libc-unknown' : `glibc-${hostGlibc.replace('.', '\\.')}`}$`));
 });

@@ -13,6 +13,12 @@ export interface MountInfo {
 
 export type SelinuxMode = 'enforcing' | 'permissive' | 'disabled';
 
+/** The host's libstdc++.so.6 (as the dynamic loader finds it) and the GLIBCXX_… versions it defines. */
+export interface LibstdcxxInfo {
+  file: string;
+  versions: string[];
+}
+
 export interface HostProbe {
   /** process.platform of the host. */
   os(): string;
@@ -38,4 +44,11 @@ export interface HostProbe {
    * undefined when it can (bound and released at once; writes nothing).
    */
   bindError(host: string, port: number): Promise<string | undefined>;
+  /**
+   * The glibc version the installer runs on (the carried Node's process.report
+   * header.glibcVersionRuntime, e.g. '2.36'); undefined on another C library (musl).
+   */
+  glibcVersion(): string | undefined;
+  /** The libstdc++.so.6 the dynamic loader would pick for this CPU; undefined when there is none. */
+  libstdcxx(): Promise<LibstdcxxInfo | undefined>;
 }

@@ -1,11 +1,13 @@
 // The real HostProbe: /proc/meminfo, statfs, /proc/self/mountinfo, /sys/fs/selinux, AppArmor's
-// securityfs, and a bind attempt for ports. Read-only, like the interface promises.
+// securityfs, a bind attempt for ports, process.report's glibc version and the ldconfig cache for
+// libstdc++. Read-only, like the interface promises.
 import { execFile } from 'node:child_process';
 import { readFile, stat, statfs } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { HostProbe, MountInfo, SelinuxMode } from './host-probe.js';
+import { hostLibstdcxx } from './libstdcxx-lookup.js';
 
 const STAT_TIMEOUT_MS = 5_000;
 
@@ -126,6 +128,18 @@ export function linuxHostProbe(): HostProbe {
         server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
         server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(undefined)));
       });
+    },
+    glibcVersion() {
+      // The C library this process was dynamically linked against at run time: the one node-edge gets.
+      const header = (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header;
+      return header?.glibcVersionRuntime;
+    },
+    async libstdcxx() {
+      try {
+        return await hostLibstdcxx();
+      } catch {
+        return undefined;
+      }
     },
   };
 }

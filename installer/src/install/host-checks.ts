@@ -19,6 +19,7 @@ import { finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { foreignInstallDirEntries } from './install-dir-contents.js';
 import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
+import { libcFindings, libcLabel } from './libc-check.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
 import { formatListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
@@ -172,6 +173,13 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
     archFindings.push(finding('NODE-HOST-ARCH', `the package is for ${result.manifest.platform.arch}, this host's CPU is ${arch}`));
   }
   check(`CPU architecture ${arch}`, archFindings);
+
+  // The glibc floor the package's native files need; a package built before it was recorded has none.
+  const requires = result.manifest?.requires;
+  if (requires !== undefined && (requires.glibc !== undefined || requires.glibcxx !== undefined)) {
+    const host = { glibc: probe.glibcVersion(), libstdcxx: requires.glibcxx === undefined ? undefined : await probe.libstdcxx() };
+    check(libcLabel(requires, host), libcFindings(requires, host));
+  }
 
   const memory = await probe.memoryBytes();
   check(

@@ -35,6 +35,16 @@ export const manifestFileSchema = z.strictObject({
 });
 export type ManifestFile = z.infer<typeof manifestFileSchema>;
 
+/** A dotted release number as glibc and libstdc++ name their symbol versions: 2.34, 3.4.29. */
+const libcVersion = z.string().regex(/^\d{1,4}(\.\d{1,4}){1,3}$/, 'must be a dotted version such as 2.34');
+
+/**
+ * The package's glibc floor (installer/src/package/libc-requirements.ts): the highest GLIBC_ and
+ * GLIBCXX_ symbol versions its native files need, e.g. { glibc: '2.34', glibcxx: '3.4.29' }.
+ * Packages built before it existed have no `requires`; the installer then checks nothing.
+ */
+export const packageRequiresSchema = z.strictObject({ glibc: libcVersion.optional(), glibcxx: libcVersion.optional() });
+
 export const packageManifestSchema = z
   .strictObject({
     product: z.string().min(1).max(64),
@@ -43,6 +53,7 @@ export const packageManifestSchema = z
     protocolVersion: z.number().int().positive(),
     files: z.array(manifestFileSchema).min(1).max(MAX_PACKAGE_FILES),
     createdAt: z.iso.datetime(),
+    requires: packageRequiresSchema.optional(),
   })
   .refine((m) => new Set(m.files.map((f) => f.path)).size === m.files.length, 'files: every path appears once')
   .refine((m) => !m.files.some((f) => f.path === RELEASE_MANIFEST_FILE), `files: ${RELEASE_MANIFEST_FILE} is the installer's own file in a release`);
