@@ -9,9 +9,9 @@
 import t from 'tap';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
-import { NODE_CONFIG_CACHE_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
+import { isSpoolOwnerLock, NODE_CONFIG_CACHE_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
 import { IDENTITY_FILE } from '../../edge-node/src/state/identity.js';
 import { CREDENTIAL_FILE } from '../../edge-node/src/state/credential-store.js';
@@ -19,6 +19,7 @@ import { CONTROL_STATUS_FILE } from '../../edge-node/src/control/control-status.
 import { APPLIED_VERSION_FILE } from '../../edge-node/src/config/applied-version.js';
 import { SPOOL_MARKER_FILE } from '../../edge-node/src/spool/spool-marker.js';
 import { SPOOL_FILE } from '../../edge-node/src/spool/spool-file.js';
+import { MAX_OWNER_SLOTS, spoolOwnerLockFile } from '../../edge-node/src/spool/spool-owner-lock.js';
 import { LEASE_DB_FILE } from '../../edge-node/src/billing/lease-store.js';
 import { RATE_LIMIT_FILE } from '../../edge-node/src/rate-limit/sqlite-limit-store.js';
 import { SESSION_OWNER_FILE } from '../../edge-node/src/providers/mcp/sqlite-session-owner-store.js';
@@ -122,6 +123,8 @@ t.test('the installer\'s own etc/ and the node\'s data/ left by a rolled-back at
     'data/spool.db-wal': '',
     'data/spool.db-shm': '',
     'data/spool.json': '{}',
+    'data/spool-owner-0.lock': '',
+    'data/spool-owner-1.lock': '',
     'data/.credential.json.abcdef012345.tmp': '',
     'data/rate-limits.sqlite': '',
     'data/config/current.json': '{}',
@@ -141,6 +144,8 @@ t.test('the state files the installer accepts in data/ are the ones the node wri
   t.same([...NODE_STATE_JSON_FILES].sort(), [IDENTITY_FILE, CREDENTIAL_FILE, CONTROL_STATUS_FILE, APPLIED_VERSION_FILE, SPOOL_MARKER_FILE, ENROLL_ATTEMPT_FILE].sort());
   t.same([...NODE_STATE_SQLITE_FILES].sort(), [SPOOL_FILE, LEASE_DB_FILE, RATE_LIMIT_FILE, SESSION_OWNER_FILE, CONTROL_LINK_LOCK_FILE].sort());
   t.equal(NODE_CONFIG_CACHE_DIR, CONFIG_CACHE_DIR);
+  for (const slot of [0, 1, MAX_OWNER_SLOTS - 1]) t.ok(isSpoolOwnerLock(basename(spoolOwnerLockFile(join('/x', SPOOL_FILE), slot))), `owner slot ${slot}`);
+  t.notOk(isSpoolOwnerLock('spool-owner-x.lock'));
 });
 
 t.test('an install rolled back after its token was refused leaves a dir the next install accepts', async (t) => {

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { MAX_RECORD_UNIX_MS, REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import type { OpenRow } from './request-spool.js';
+import { MAX_OWNER_SLOTS } from './spool-owner-lock.js';
 
 const id = z.string().min(1).max(128);
 
@@ -24,8 +25,13 @@ export const openRowSchema = z.object({
   stream: z.boolean().optional(),
   configVersion: z.int().min(0).nullable().optional(),
   clientRequestId: id.optional(),
-  /** The process that opened the row (spool-store.ts), so a live replica's rows are not taken. */
-  owner: z.object({ pid: z.int().min(1), pidNs: z.string().max(128).nullable(), startTicks: z.string().max(32).nullable() }).optional(),
+  /**
+   * The process that opened the row (spool-store.ts), so a live replica's rows are not taken: its
+   * owner slot (spool-owner-lock.ts; absent in rows of older releases) and its pid.
+   */
+  owner: z
+    .object({ pid: z.int().min(1), pidNs: z.string().max(128).nullable(), startTicks: z.string().max(32).nullable(), slot: z.int().min(0).max(MAX_OWNER_SLOTS - 1).optional() })
+    .optional(),
 });
 
 /** `row` may be only a request id when the stored row could not be read. */

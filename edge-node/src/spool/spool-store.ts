@@ -20,6 +20,7 @@ import type { OpenRow, RequestSpool } from './request-spool.js';
 import type { SpoolMeta } from './spool-file.js';
 import { WalCheckpointer } from '../state/wal-checkpointer.js';
 import { isMarkedProcessAlive, thisProcessMark } from '../process-alive.js';
+import { isOwnerSlotHeld, SpoolOwnerLock } from './spool-owner-lock.js';
 import { SpoolWriter } from './spool-writer.js';
 import type { SpoolOp } from './spool-writer.js';
 
@@ -152,8 +153,10 @@ export class SpoolStore implements RequestSpool {
     freelistCount: Database.Statement;
   };
   private readonly pageSize: number;
-  /** This process, as its open rows name it. */
-  private readonly ownerJson = JSON.stringify(thisProcessMark());
+  /** Held for the store's life: its open rows name its slot, so recovery can tell they are in flight. */
+  private readonly ownerLock: SpoolOwnerLock;
+  /** This process, as its open rows name it (the slot is what recovery checks; the rest tells people). */
+  private readonly ownerJson: string;
 
   constructor(opts: SpoolStoreOptions) {
     this.meta = opts.meta;
@@ -184,11 +187,25 @@ export class SpoolStore implements RequestSpool {
         freelistCount: this.db.prepare('pragma freelist_count').pluck(),
       };
       this.writer = new SpoolWriter(this.db);
+    } catch (err) {
+      this.db.close();
+      throw err;
+    }
+    try {
+      // Before recovery: from here on the rows naming this slot are the dead previous holder's.
+      this.ownerLock = SpoolOwnerLock.acquire(opts.file);
+    } catch (err) {
+      this.db.close();
+      throw err;
+    }
+    this.ownerJson = JSON.stringify({ ...thisProcessMark(), slot: this.ownerLock.slot });
+    try {
       this.recoverInterrupted();
       this.backlog = Number(this.db.prepare('select count(*) from records').pluck().get());
       this.measure();
     } catch (err) {
       this.db.close();
+      this.ownerLock.release();
       throw err;
     }
     this.checkpointer = new WalCheckpointer(opts.file, opts.logger);
@@ -327,6 +344,8 @@ export class SpoolStore implements RequestSpool {
     this.committedListeners.clear();
     await this.checkpointer.stop();
     this.db.close();
+    // Only now: rows still open (finalises that could not be written) are the next start's to recover.
+    this.ownerLock.release();
   }
 
   // ---- internals ----
@@ -462,16 +481,16 @@ export class SpoolStore implements RequestSpool {
     const finishedAt = Date.now();
     const ops: SpoolOp[] = [];
     let leftToLiveReplicas = 0;
+    const slotHeld = new Map<number, boolean>();
     for (const row of rows) {
-      let parsed: (OpenRow & { owner?: { pid: number; pidNs: string | null; startTicks: string | null } }) | undefined;
+      let parsed: (OpenRow & { owner?: RowOwner }) | undefined;
       try {
         const result = openRowSchema.safeParse(JSON.parse(row.rowJson));
         parsed = result.success ? result.data : undefined;
       } catch {
         parsed = undefined;
       }
-      // This process's own rows (a store reopened in one process) are never in flight elsewhere.
-      if (parsed?.owner !== undefined && parsed.owner.pid !== process.pid && isMarkedProcessAlive(parsed.owner)) {
+      if (parsed?.owner !== undefined && this.isOwnerAlive(parsed.owner, slotHeld)) {
         leftToLiveReplicas += 1;
         continue;
       }
@@ -483,4 +502,30 @@ export class SpoolStore implements RequestSpool {
     this.writer.write(ops);
     this.logger.warn({ count: ops.length / 2 }, 'requests left open by the previous run were recorded as interrupted');
   }
+
+  /** Whether the process that wrote a row still serves it; `slotHeld` caches one check per slot. */
+  private isOwnerAlive(owner: RowOwner, slotHeld: Map<number, boolean>): boolean {
+    if (owner.slot !== undefined) {
+      // This store holds the slot now, so whoever wrote the row under it is gone.
+      if (owner.slot === this.ownerLock.slot) return false;
+      let held = slotHeld.get(owner.slot);
+      if (held === undefined) {
+        held = isOwnerSlotHeld(this.file, owner.slot);
+        slotHeld.set(owner.slot, held);
+      }
+      return held;
+    }
+    // A row of an older release names only its process: checked by pid and start time, which only
+    // works in this pid namespace (another one's rows stay open; docs/spool.md). This process's
+    // own rows (a store reopened in one process) are never in flight elsewhere.
+    return owner.pid !== process.pid && isMarkedProcessAlive(owner);
+  }
+}
+
+/** Who wrote an open row: `slot` since owner slots (spool-owner-lock.ts), only the process before. */
+interface RowOwner {
+  pid: number;
+  pidNs: string | null;
+  startTicks: string | null;
+  slot?: number | undefined;
 }

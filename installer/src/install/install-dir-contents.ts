@@ -88,6 +88,11 @@ async function foreignInReleases(physical: string, earlierInstaller: boolean): P
   return foreign;
 }
 
+/** A spool owner slot (edge-node/src/spool/spool-owner-lock.ts: `spool-owner-<n>.lock`), with a journal should SQLite leave one. */
+export function isSpoolOwnerLock(entry: string): boolean {
+  return /^spool-owner-\d{1,4}\.lock(-journal)?$/.test(entry);
+}
+
 async function listDir(physical: string): Promise<string[] | string> {
   try {
     if (!(await stat(physical)).isDirectory()) return 'not a directory';
@@ -131,7 +136,7 @@ async function foreignInData(physical: string): Promise<string | undefined> {
       if (typeof cache === 'string') return `data/${entry} (${cache})`;
       const other = cache.find((e) => !CONFIG_CACHE_FILES.has(e) && !isAtomicWriteLeftover(e, CONFIG_CACHE_FILES));
       if (other !== undefined) return `data/${entry}/${other}`;
-    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isNewSpoolLeftover(entry)) {
+    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isNewSpoolLeftover(entry) && !isSpoolOwnerLock(entry)) {
       return `data/${entry}`;
     }
   }

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
+import { spoolOwnerLockFile } from '../../../edge-node/src/spool/spool-owner-lock.js';
 import { NODE_ID, quietLogger, record } from './spool-helpers.js';
 
 function readableStateDir(t: { teardown(fn: () => unknown): void }): string {
@@ -23,7 +24,7 @@ function open(dir: string) {
   return openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: { current: () => ({ ready: false }) } as never, logger: quietLogger(), env: {} });
 }
 
-t.test('a new spool, its -wal and -shm are created owner-only in a state dir others can read', async (t) => {
+t.test('a new spool, its -wal and -shm and its owner slot are created owner-only in a state dir others can read', async (t) => {
   const dir = readableStateDir(t);
   const previous = process.umask(0o022);
   t.teardown(() => process.umask(previous));
@@ -32,9 +33,9 @@ t.test('a new spool, its -wal and -shm are created owner-only in a state dir oth
   await node.spool.finalise(record('req-1'));
   const file = path.join(dir, 'spool.db');
   t.same(
-    [modeOf(file), modeOf(`${file}-wal`), modeOf(`${file}-shm`)],
-    ['600', '600', '600'],
-    'spool.db, spool.db-wal, spool.db-shm',
+    [modeOf(file), modeOf(`${file}-wal`), modeOf(`${file}-shm`), modeOf(spoolOwnerLockFile(file, 0))],
+    ['600', '600', '600', '600'],
+    'spool.db, spool.db-wal, spool.db-shm, spool-owner-0.lock',
   );
 });
 

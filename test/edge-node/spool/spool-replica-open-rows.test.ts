@@ -81,7 +81,7 @@ t.test("a starting replica leaves a live replica's open rows to it and records o
   t.ok(state(file).records.some((r) => r.id === 'req-live' && r.status === 'interrupted'));
 });
 
-t.test('an open row names the process that wrote it', async (t) => {
+t.test('an open row names the owner slot and the process that wrote it', async (t) => {
   const file = path.join(tempStateDir(t), 'spool.db');
   const store = new SpoolStore({ file, meta: createSpoolFile(file, NODE_ID), logger: quietLogger(), limits });
   t.teardown(() => store.close());
@@ -91,5 +91,5 @@ t.test('an open row names the process that wrote it', async (t) => {
   const row = JSON.parse(db.prepare('select row_json from open_requests').pluck().get() as string) as { requestId: string; owner: unknown };
   db.close();
   t.equal(row.requestId, 'req-1');
-  t.same(row.owner, { pid: process.pid, pidNs: pidNamespace(), startTicks: processStartTicks(process.pid) });
+  t.same(row.owner, { pid: process.pid, pidNs: pidNamespace(), startTicks: processStartTicks(process.pid), slot: 0 }, 'its owner slot, and its pid for people');
 });

@@ -1,0 +1,118 @@
+/**
+ * Whether the process that opened a spool row still runs, answered by a kernel lock rather than
+ * by its pid: a pid means nothing in another pid namespace (a container restart gets a new one), so
+ * a row of a node killed -9 there was taken for a live replica's and never recorded.
+ *
+ * Each SpoolStore holds one owner slot for its life: `spool-owner-<n>.lock` beside spool.db, a
+ * SQLite file kept in `locking_mode=EXCLUSIVE` with a write done, so the connection holds SQLite's
+ * exclusive fcntl lock until it closes or the process dies (the kernel drops it, however the
+ * process ended). fcntl locks belong to the host's kernel, so they are seen across pid namespaces
+ * of one host; SQLite also sees them between connections of one process. A store takes the first
+ * slot no live process holds (files are reused, never deleted), and its open rows name the slot.
+ *
+ * A row's writer is gone when its slot can be locked by someone else, or when the slot is this
+ * store's own (a slot is only taken once its previous holder is gone). A holder recovers every
+ * row naming its slot as soon as it takes it, so a busy slot's rows are its live holder's.
+ */
+import { closeSync, chmodSync, constants, openSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { STATE_FILE_MODE } from '../state/state-store.js';
+
+/** `spool-owner-<n>.lock` (the installer accepts these names in data/: install-dir-contents.ts). */
+export function spoolOwnerLockFile(spoolFile: string, slot: number): string {
+  return path.join(path.dirname(spoolFile), `spool-owner-${slot}.lock`);
+}
+
+/** No node runs this many processes on one state dir; a bound keeps a fault from looping for ever. */
+export const MAX_OWNER_SLOTS = 4096;
+
+function isBusy(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED';
+}
+
+/** Creates the slot file owner-only if missing (its lock, not its content, is what counts). */
+function ensureSlotFile(file: string): void {
+  try {
+    // O_EXCL: a file that exists may be locked by its holder, and closing a descriptor of it in
+    // this process would drop this process's own fcntl locks on it; a new file has none.
+    closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, STATE_FILE_MODE));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
+/**
+ * Every slot this process holds, until release(). A better-sqlite3 connection nobody references is
+ * closed when the garbage collector takes it, and its lock goes with it: a store dropped without
+ * close() (or an owner that kept no reference) would then hand its live rows to the next starting
+ * replica as interrupted. Held here, a slot lasts until release() or the process's death.
+ */
+const heldSlots = new Set<SpoolOwnerLock>();
+
+/** The slot this process holds until release() (or its death). */
+export class SpoolOwnerLock {
+  readonly slot: number;
+  private readonly db: Database.Database;
+
+  private constructor(slot: number, db: Database.Database) {
+    this.slot = slot;
+    this.db = db;
+  }
+
+  /** Takes the lowest slot no live process holds. */
+  static acquire(spoolFile: string): SpoolOwnerLock {
+    for (let slot = 0; slot < MAX_OWNER_SLOTS; slot += 1) {
+      const file = spoolOwnerLockFile(spoolFile, slot);
+      ensureSlotFile(file);
+      // timeout 0: a held slot answers SQLITE_BUSY at once (better-sqlite3 waits 5 s by default).
+      const db = new Database(file, { fileMustExist: true, timeout: 0 });
+      try {
+        chmodSync(file, STATE_FILE_MODE);
+        db.pragma('locking_mode = EXCLUSIVE');
+        // No journal file beside it: the content does not matter, only the lock.
+        db.pragma('journal_mode = MEMORY');
+        // The first write in EXCLUSIVE mode takes the exclusive lock, and it is kept until close.
+        db.pragma(`user_version = ${process.pid}`);
+        const lock = new SpoolOwnerLock(slot, db);
+        heldSlots.add(lock);
+        return lock;
+      } catch (err) {
+        db.close();
+        if (!isBusy(err)) throw err;
+      }
+    }
+    throw new Error(`every spool owner slot (${MAX_OWNER_SLOTS}) beside ${spoolFile} is held by a live process`);
+  }
+
+  /** Gives the slot up: rows still naming it count as their writer's gone (interrupted). */
+  release(): void {
+    heldSlots.delete(this);
+    this.db.close();
+  }
+}
+
+/**
+ * Whether a live process other than this connection's holds `slot`: its exclusive lock refuses
+ * ours at once. A missing file was never held (or not by anyone alive). Never creates a file.
+ */
+export function isOwnerSlotHeld(spoolFile: string, slot: number): boolean {
+  let db: Database.Database;
+  try {
+    db = new Database(spoolOwnerLockFile(spoolFile, slot), { fileMustExist: true, timeout: 0 });
+  } catch (err) {
+    if ((err as { code?: string }).code === 'SQLITE_CANTOPEN') return false;
+    throw err;
+  }
+  try {
+    db.exec('begin immediate');
+    db.exec('rollback');
+    return false;
+  } catch (err) {
+    if (isBusy(err)) return true;
+    throw err;
+  } finally {
+    db.close();
+  }
+}
