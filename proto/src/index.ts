@@ -7,6 +7,7 @@ export * from '../gen/zenova/node/v1/control.js';
 export {
   PROTOCOL_VERSION,
   PROTOCOL_INCOMPATIBLE_CODE,
+  MAX_PROTOCOL_VERSION_FACT,
   isCompatibleProtocol,
   describeProtocolMismatch,
 } from './protocol-version.js';

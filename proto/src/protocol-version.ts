@@ -4,6 +4,13 @@
  */
 export const PROTOCOL_VERSION = 1;
 
+/**
+ * The highest protocol version either side takes as a fact (enrollment, Hello). Far above any
+ * release, and inside the integer column the control plane records it in: a higher one is refused
+ * as incompatible rather than failing where it is stored.
+ */
+export const MAX_PROTOCOL_VERSION_FACT = 1_000_000;
+
 /** ErrorDetail.code of the Refusal sent to a peer whose protocol version is not compatible. */
 export const PROTOCOL_INCOMPATIBLE_CODE = 'PROTOCOL_INCOMPATIBLE';
 

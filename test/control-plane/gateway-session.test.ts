@@ -135,6 +135,13 @@ t.test('a node on another protocol version is refused with a message saying whic
     conn.send(helloFor(node, { protocolVersion: 0 }));
   });
   t.match(unset, /upgrade the node/);
+  // Past the nodes table's integer column: still "incompatible", not a database failure to retry at once.
+  for (const protocolVersion of [2 ** 31, 2 ** 32 - 1]) {
+    const huge = await expectRefused(t, auth, 'PROTOCOL_INCOMPATIBLE', grpc.status.FAILED_PRECONDITION, (conn) => {
+      conn.send(helloFor(node, { protocolVersion }));
+    });
+    t.match(huge, /upgrade the control plane/, `v${protocolVersion} is told which side to upgrade`);
+  }
   const row = await pool.query<{ version: string }>('select version from nodes where id = $1', [node.id]);
   t.equal(row.rows[0]?.version, '0.1.0', 'what the refused node runs is still recorded for the console');
 });

@@ -24,7 +24,8 @@ const helloSchema = z.object({
   nodeId: z.string().min(1, 'is required').max(64),
   nodeName: text(63),
   version: text(64).min(1, 'is required'),
-  protocolVersion: z.number().int().min(0),
+  // The wire's uint32; above MAX_PROTOCOL_VERSION_FACT it is refused as incompatible (session.ts).
+  protocolVersion: z.number().int().min(0).max(0xffff_ffff),
   hostname: text(255),
   arch: text(32),
   appliedConfigVersion: counter,

@@ -13,6 +13,7 @@ import type pino from 'pino';
 import {
   NODE_CREDENTIAL_METADATA_KEY,
   NODE_ID_METADATA_KEY,
+  MAX_PROTOCOL_VERSION_FACT,
   PROTOCOL_VERSION,
   isCompatibleProtocol,
   type ControlMessage,
@@ -356,6 +357,12 @@ export class NodeSession implements RegisteredSession {
     const auth = this.auth!;
     if (hello.nodeId.toLowerCase() !== auth.nodeId) {
       this.end('MESSAGE_INVALID', 'Hello.nodeId does not match the node id in the call metadata');
+      return;
+    }
+    // Past any release and past the nodes table's integer column: refused before it is recorded, so
+    // the node hears "incompatible" (and waits), not a database failure it would retry at once.
+    if (hello.protocolVersion > MAX_PROTOCOL_VERSION_FACT) {
+      this.end('PROTOCOL_INCOMPATIBLE', protocolMismatchMessage(auth.nodeName, hello.protocolVersion));
       return;
     }
     // Recorded even for an incompatible node: the console then shows what it runs.

@@ -17,7 +17,7 @@
 import { X509Certificate, createPublicKey } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
-import { describeProtocolMismatch, isCompatibleProtocol, PROTOCOL_VERSION } from '../../../proto/src/protocol-version.js';
+import { describeProtocolMismatch, isCompatibleProtocol, MAX_PROTOCOL_VERSION_FACT, PROTOCOL_VERSION } from '../../../proto/src/protocol-version.js';
 import { zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 import { issueCredential, revokeNodeCredentials } from './credentials.js';
@@ -46,7 +46,7 @@ export const enrollRequestSchema = z.strictObject({
     hostname: z.string().min(1).max(253).regex(/^[A-Za-z0-9._-]+$/, 'must be a host name (letters, digits, . _ -)'),
     arch: z.string().min(1).max(32).regex(/^[A-Za-z0-9_-]+$/, 'must be an architecture name such as x86_64 or aarch64'),
     version: z.string().min(1).max(64).regex(/^[A-Za-z0-9.+_-]+$/, 'must be a version such as 1.2.3'),
-    protocolVersion: z.number().int().min(0).max(1_000_000),
+    protocolVersion: z.number().int().min(0).max(MAX_PROTOCOL_VERSION_FACT),
   }),
   /** Random per enrollment attempt (32 bytes, base64url); lets the node retry an answer it lost. */
   redemptionKey: z.string().regex(REDEMPTION_KEY_PATTERN, 'must be 43 base64url characters').optional(),
