@@ -301,3 +301,23 @@ t.test('serve with both --config and --state-dir is a usage error that says why'
   t.equal(code, 2);
   t.match(stderr, /--config cannot be used with --state-dir: an enrolled node serves only the signed config its control plane pushes/);
 });
+
+t.test("a node whose credential the control plane refuses serves on from its cache, and /readyz says why its link is down and what to do", async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const gateway = await startFakeGateway(t, {
+    authorize: () => ({ code: 'CREDENTIAL_EXPIRED', message: 'credential expired at 2026-01-01T00:00:00Z; secret-looking detail', status: 16 }),
+  });
+  const { signer, state, bundle } = await scene(t, gateway, upstream.url);
+  const key = newCallerKey();
+  const push = signedPush(bundle(3, [bundleKey('k', key.sha256)]), signer);
+  await new BundleCache(state.dir).store({ version: 3, bundle: push.bundle.toString('utf8'), signature: push.signature.toString('base64') }, undefined);
+
+  const node = await serveNode(t, state.dir);
+  t.match(await chat(node.url, key.secret), { status: 200 }, 'the cached config serves');
+  const ready = await waitFor(async () => {
+    const r = await readyz(node.url);
+    return (r.body.controlPlane as { lastError?: unknown } | null)?.lastError !== undefined ? r : undefined;
+  }, { what: '/readyz naming the refusal', timeoutMs: 20_000 });
+  t.match(ready, { status: 200, body: { ready: true, configVersion: 3, controlPlane: { connected: false, lastError: { code: 'CREDENTIAL_EXPIRED', advice: /re-?enroll/i, at: /^\d{4}-/ } } } });
+  t.notMatch(JSON.stringify(ready.body), /secret-looking detail/, "the control plane's message stays in `zenova-node status`, not on the callers' port");
+});

@@ -31,6 +31,20 @@ export interface ControlLinkLeaderOptions {
 export interface ControlLinkView {
   connected: boolean;
   since: Date;
+  /** Why the link is down, while it is (the last error, unresolved): /readyz shows its code and advice. */
+  problem?: ControlLinkProblem;
+}
+
+export interface ControlLinkProblem {
+  code: string;
+  advice?: string;
+  at: Date;
+}
+
+/** The last error while it still explains a link that is down; undefined once a session came back. */
+function currentProblem(connected: boolean, lastError: { code: string; advice?: string | undefined; at: Date | string; resolvedAt?: unknown } | null): ControlLinkProblem | undefined {
+  if (connected || lastError === null || lastError.resolvedAt !== undefined) return undefined;
+  return { code: lastError.code, at: new Date(lastError.at), ...(lastError.advice !== undefined ? { advice: lastError.advice } : {}) };
 }
 
 export interface ControlLinkLeader {
@@ -88,7 +102,10 @@ export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlL
     }
     try {
       const status = await loadControlStatus(opts.store);
-      if (status !== undefined && status.serving && isProcessAlive(status.pid)) followed = { connected: status.connected, since: new Date(status.since) };
+      if (status !== undefined && status.serving && isProcessAlive(status.pid)) {
+        const problem = currentProblem(status.connected, status.lastError);
+        followed = { connected: status.connected, since: new Date(status.since), ...(problem !== undefined ? { problem } : {}) };
+      }
       else followed = { connected: false, since: followed.connected ? new Date() : followed.since };
     } catch {
       // Mid-write or damaged: keep the last view.
@@ -155,7 +172,9 @@ export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlL
     view() {
       if (loop === undefined) return followed;
       const link = loop.status();
-      return { connected: link.state === 'connected', since: link.since };
+      const connected = link.state === 'connected';
+      const problem = currentProblem(connected, link.lastError);
+      return { connected, since: link.since, ...(problem !== undefined ? { problem } : {}) };
     },
     configChanged: () => loop?.configChanged() ?? Promise.resolve(),
     async stop() {

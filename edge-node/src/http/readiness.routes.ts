@@ -10,6 +10,19 @@ export interface ControlLinkView {
   connected: boolean;
   /** Since when the link is in its current state. */
   since: Date;
+  /** While the link is down: its last error's code and advice (e.g. CREDENTIAL_EXPIRED: re-enroll). */
+  problem?: { code: string; advice?: string; at: Date };
+}
+
+/**
+ * The control link as /readyz shows it. A refusal's code and advice tell a monitor what to do (a
+ * node whose credential expired serves on, ready, but must be re-enrolled); the refusal's message
+ * stays in `zenova-node status`, since this port answers callers too.
+ */
+export interface ControlPlaneReadiness {
+  connected: boolean;
+  disconnectedSince: string | null;
+  lastError?: { code: string; advice?: string; at: string };
 }
 
 export interface ReadinessDeps {
@@ -28,7 +41,7 @@ export interface ReadinessBody {
   configSource: 'local-file' | 'bundle' | null;
   configVersion: number | null;
   configAppliedAt: string | null;
-  controlPlane: { connected: boolean; disconnectedSince: string | null } | null;
+  controlPlane: ControlPlaneReadiness | null;
   /**
    * Set while the node serves previous.json, older than a version it applied (current.json damaged),
    * or the config of its previous enrollment (re-enrolled while serving, no config from the new control plane yet).
@@ -39,7 +52,7 @@ export interface ReadinessBody {
 export function readiness(deps: ReadinessDeps): ReadinessBody {
   const snapshot = deps.holder.current();
   const link = deps.controlLink?.();
-  const controlPlane = link === undefined ? null : { connected: link.connected, disconnectedSince: link.connected ? null : link.since.toISOString() };
+  const controlPlane = link === undefined ? null : controlPlaneReadiness(link);
   if (!snapshot.ready) {
     return { ready: false, reason: snapshot.reason, code: 'ZN_ERR_NODE_NOT_READY', configSource: null, configVersion: null, configAppliedAt: null, controlPlane };
   }
@@ -55,6 +68,13 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
         ? { configWarning: olderConfigWarning(snapshot.config.version ?? 0, snapshot.olderThanApplied) }
         : {}),
   };
+}
+
+function controlPlaneReadiness(link: ControlLinkView): ControlPlaneReadiness {
+  const base = { connected: link.connected, disconnectedSince: link.connected ? null : link.since.toISOString() };
+  const problem = link.connected ? undefined : link.problem;
+  if (problem === undefined) return base;
+  return { ...base, lastError: { code: problem.code, at: problem.at.toISOString(), ...(problem.advice !== undefined ? { advice: problem.advice } : {}) } };
 }
 
 export function registerReadinessRoutes(app: FastifyInstance, deps: ReadinessDeps): void {
