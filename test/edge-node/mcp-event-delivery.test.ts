@@ -189,3 +189,58 @@ t.test('an event split across chunks is sent whole, and a CRLF stream is cut at 
   const text = await res.text();
   t.equal(text, event(elicit).replace(/\n/g, '\r\n') + event(answer(1)).replace(/\n/g, '\r\n'), 'byte for byte');
 });
+
+/**
+ * A tool server that answers on a POST's event stream and then keeps writing (notifications of
+ * `noteBytes` every few ms, none when 0) until the node closes the stream or GIVE_UP_MS pass.
+ */
+async function lingeringToolServer(t: Test, noteBytes: number): Promise<{ url: string; closedByNode: Promise<boolean>; sentAfter: () => number }> {
+  let sentAfter = 0;
+  let settle!: (byNode: boolean) => void;
+  const closedByNode = new Promise<boolean>((resolve) => (settle = resolve));
+  const url = await scriptedToolServer(t, async (res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(event(answer(1)));
+    const note = event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'x'.repeat(noteBytes) } });
+    const timer = noteBytes > 0 ? setInterval(() => {
+      sentAfter += note.length;
+      res.write(note);
+    }, 5) : undefined;
+    const giveUp = setTimeout(() => {
+      clearInterval(timer);
+      settle(false);
+      res.end();
+    }, GIVE_UP_MS);
+    res.once('close', () => {
+      clearInterval(timer);
+      clearTimeout(giveUp);
+      settle(true);
+    });
+  });
+  return { url, closedByNode, sentAfter: () => sentAfter };
+}
+
+t.test('a tool server that keeps writing after the answer of a POST neither holds the answer back nor has the node hold what it writes', async (t) => {
+  const tool = await lingeringToolServer(t, 64 * 1024);
+  const spool = gatedSpool();
+  spool.open_();
+  const origin = await startNode(t, tool.url, spool);
+  const res = await postStream(origin, call(1));
+  const text = await res.text();
+  t.match(text, 'answer 1', 'the caller got its answer');
+  t.ok(await tool.closedByNode, "and the end of its stream, the node having closed the tool server's stream (it never ends it by itself in time)");
+  t.equal(spool.records.length, 1, 'the record was written');
+  t.ok(tool.sentAfter() > 0, 'the tool server wrote after the answer');
+  t.ok(text.length <= event(answer(1)).length + 256 * 1024, `what the node held after the answer is bounded (${text.length} bytes delivered, ${tool.sentAfter()} written)`);
+});
+
+for (const guarded of [false, true]) {
+  const how = guarded ? ' (output guardrails on)' : '';
+  t.test(`a tool server that leaves the event stream of a POST open after its answer is closed after a short grace${how}`, async (t) => {
+    const tool = await lingeringToolServer(t, 0);
+    const origin = await startNode(t, tool.url, openSpool(), guarded ? [{ detector: 'email', action: 'mask', on: 'output' }] : undefined);
+    const res = await postStream(origin, call(1));
+    t.equal(await res.text(), event(answer(1)), 'the caller got its answer, then the end of its stream');
+    t.ok(await tool.closedByNode, "the node closed the tool server's stream (it would have kept it open for longer)");
+  });
+}

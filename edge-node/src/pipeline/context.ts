@@ -128,9 +128,10 @@ export type UpstreamReply =
       headers: Record<string, string>;
       body: AsyncIterable<Uint8Array>;
       /**
-       * false for a stream that carries no answer to wait for (the MCP GET stream of server
-       * messages): every chunk goes out as it comes. Otherwise the last chunk is held back until the
-       * record is durable.
+       * false for a body relayed as it comes (an MCP event stream): every chunk goes out at once,
+       * except that an empty chunk marks where what completes the answer starts: it and all that
+       * follows wait for the record, in memory, so such a body must bound them (mcp-answer-hold.ts).
+       * Otherwise the last chunk is held back until the record is durable.
        */
       holdLast?: boolean;
       /**

@@ -4,10 +4,11 @@
  *
  * The head stages (every stage not marked `always`) run in order until one rejects; the outcome is
  * then known and the tail stages (meter, settle, spool) run for every request. Delivery keeps the
- * record durable before the caller's last byte: a JSON answer is sent after the tail stages; a
- * stream's events are written as they are pulled, but its terminal event (and anything after it)
- * waits for the tail stages; a raw body's last chunk likewise, or (holdLast false) what follows an
- * empty chunk. Cleanups run once at the very end, then the metrics see the finished request. Hot
+ * record durable before the caller's last byte: a JSON answer is serialised first (one that cannot
+ * be is an invalid upstream answer) and sent after the tail stages; a stream's events are written
+ * as they are pulled, but its terminal event (and anything after it) waits for the tail stages; a
+ * raw body's last chunk likewise, or (holdLast false) what follows an empty chunk (its source
+ * bounds that). Cleanups run once at the very end, then the metrics see the finished request. Hot
  * path: no per-event closures, no re-serialising.
  */
 import { performance } from 'node:perf_hooks';
@@ -43,6 +44,9 @@ export const MAX_RESPONSE_TEXT_CHARS = 256 * 1024;
 const HEAD: readonly Stage[] = PIPELINE.filter((stage) => !stage.always);
 const TAIL: readonly Stage[] = PIPELINE.filter((stage) => stage.always);
 const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** fastify's own type for a JSON body it serialises; a string body it sends as is only under a JSON type. */
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 const STREAM_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
@@ -219,6 +223,15 @@ class PipelineRun {
 
   async deliverJson(answer: Extract<UpstreamReply, { kind: 'json' }>): Promise<void> {
     const { ctx, reply } = this;
+    // Serialised before the record is written, once (the string is what is sent): an answer that
+    // cannot be (nested deeper than the engine's stack) must not be recorded as delivered.
+    let payload: string;
+    try {
+      payload = JSON.stringify(answer.body);
+    } catch (err) {
+      await this.deliverUnserialisable(err);
+      return;
+    }
     this.keepText(answer.texts);
     ctx.outcome = deliveredOutcome(answer);
     await this.tail();
@@ -227,7 +240,26 @@ class PipelineRun {
       this.abandon();
       return;
     }
-    await reply.code(answer.status).headers(answer.headers).headers(ctx.responseHeaders).send(answer.body);
+    // A string is sent as is only under a JSON content type; the upstream's, when it named one, wins.
+    await reply.code(answer.status).type(JSON_CONTENT_TYPE).headers(answer.headers).headers(ctx.responseHeaders).send(payload);
+  }
+
+  /**
+   * A JSON answer the node cannot serialise is an invalid upstream answer, as one that is not JSON
+   * (readJsonObject): ZN_ERR_UPSTREAM_ERROR, its attempt failed. Nothing was delivered, so a model's
+   * answer is not charged; a tool server's call ran and is, as one whose answer never came (billing.md).
+   */
+  private async deliverUnserialisable(err: unknown): Promise<void> {
+    const { ctx } = this;
+    const upstream = ctx.toolServer?.name ?? ctx.served?.upstream ?? 'upstream';
+    const attempt = ctx.attempts[ctx.attempts.length - 1];
+    if (attempt !== undefined) attempt.outcome = 'error';
+    if (ctx.toolServer === undefined) {
+      ctx.served = undefined;
+      ctx.upstreamUsage = null;
+    }
+    const why = err instanceof RangeError ? 'nested too deeply' : 'not serialisable';
+    await this.deliverError(zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with JSON the node cannot pass on (${why}).`, { cause: err }), 'forward');
   }
 
   async deliverStream(answer: Extract<UpstreamReply, { kind: 'stream' }>): Promise<void> {

@@ -43,6 +43,13 @@ const MAX_JSON_ANSWER_BYTES = 32 * 1024 * 1024;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 /** One event of a guarded event stream held in memory at most this long (as the JSON answer bound). */
 const MAX_GUARDED_EVENT_CHARS = MAX_JSON_ANSWER_BYTES;
+/**
+ * How long a tool server may keep a POST's event stream open once the event completing the call
+ * came (the MCP spec has it close the stream then), and how much of what it still sends is passed
+ * on: the caller's answer waits at most that long, and the node holds at most that much besides it.
+ */
+const AFTER_ANSWER_GRACE_MS = 1000;
+const MAX_AFTER_ANSWER_BYTES = 256 * 1024;
 /** ctx.responseText keeps this much of an answer (for the record; its counts cover all of it, response-text.ts). */
 const MAX_RESPONSE_TEXT_CHARS = 64 * 1024;
 /** Added to a relayed event stream: a buffering reverse proxy (nginx) in front must pass each event on. */
@@ -63,6 +70,8 @@ interface McpCall {
   guarded?: boolean;
   /** An event stream's bytes as relayed (reply.body wraps them: the guard, the hold of a POST's answer). */
   source?: AsyncIterable<Uint8Array>;
+  /** Closes the tool server's event stream (the hold's grace after the answer ran out). */
+  closeSource?: () => void;
 }
 
 const calls = new WeakMap<PipelineContext, McpCall>();
@@ -213,6 +222,8 @@ export const mcpApi: ApiHandler = {
       // Only the event that completes the POST is held until the record is durable
       // (mcp-answer-hold.ts); the GET stream answers nothing, so only its end is.
       call.source = relayStream(ctx, call, response, server.name, started);
+      // Its read fails then (the hold takes that as the end); destroy() alone would raise an 'error' nobody may hear.
+      call.closeSource = () => void (response.body.destroyed || response.body.on('error', () => undefined).destroy());
       ctx.reply = { kind: 'raw', status, headers: { ...headers, ...EVENT_STREAM_HEADERS }, body: holdAnswer(call, call.source), holdLast: false, failure };
     } else {
       let bytes: Buffer;
@@ -325,9 +336,14 @@ export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): St
   return undefined;
 }
 
-/** A POST's event stream with the event completing it marked to be held (mcp-answer-hold.ts); a GET's as is. */
+/**
+ * A POST's event stream with the event completing it marked to be held, and what follows it bounded
+ * (mcp-answer-hold.ts); a GET's as is.
+ */
 function holdAnswer(call: McpCall, body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
-  return call.method === 'POST' ? holdCompletingEvent(body, requestIds(call.payload), MAX_JSON_ANSWER_BYTES) : body;
+  if (call.method !== 'POST') return body;
+  const after = { graceMs: AFTER_ANSWER_GRACE_MS, maxBytes: MAX_AFTER_ANSWER_BYTES, close: () => call.closeSource?.() };
+  return holdCompletingEvent(body, requestIds(call.payload), MAX_JSON_ANSWER_BYTES, after);
 }
 
 /**
