@@ -166,6 +166,13 @@ export const errorTable = {
     message: 'The content was blocked by a guardrail policy.',
     retryable: false,
   },
+  ZN_ERR_GUARDRAIL_UNCHECKABLE: {
+    // Fail closed on the request's shape rather than its text: the parameter is named in `param`.
+    status: 400,
+    type: 'invalid_request_error',
+    message: "The request carries or asks for text the key's guardrail policy cannot check.",
+    retryable: false,
+  },
   ZN_ERR_CREDIT_EXHAUSTED: {
     status: 402,
     type: 'insufficient_quota',

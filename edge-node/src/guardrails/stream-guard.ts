@@ -28,6 +28,8 @@
  * some would be checked apart from it, so it is blocked (one that ended empty goes on); so are JSON parts holding more than
  * MAX_HELD_JSON_CHARS in all, or whose strings are nested too deep or are too many to check (fail
  * closed), as is an event whose data the provider could not parse (its texts unread, partial).
+ * Every event is first given its keepChecked (re-serialised from what is checked; a chat chunk's
+ * logprobs dropped).
  * Ended texts leave the guard's map (only ended JSON parts' keys are kept). Nothing is
  * held without output rules: the guard is only installed when there are some.
  *
@@ -146,6 +148,9 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
     // An event whose texts a walk could not all reach (nested too deep) or whose data could not be
     // parsed (UNREAD_TEXTS) is blocked, not passed unchecked.
     if (isPartial(event.texts)) throw blocked(uncheckedTextMessage(policy.id, 'output'));
+    // What goes out is what is checked here: not upstream bytes holding more (duplicate keys), nor
+    // what the rules cannot check (a chat chunk's logprobs), also in events without texts.
+    event.keepChecked?.();
     if (event.texts.length === 0) {
       if (event.sse.event !== 'ping') {
         // A chat chunk ends the text of the choices it finishes (often none); text-less events that
@@ -160,8 +165,6 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
       yield event;
       continue;
     }
-    // What goes out is what is checked here, not upstream bytes holding more (duplicate keys).
-    event.keepChecked?.();
     // New deltas that go out just before this event.
     let before: StreamEvent[] | undefined;
     // Channels whose text ends here (all of them at the terminal event, after which nothing may

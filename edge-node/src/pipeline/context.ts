@@ -85,11 +85,24 @@ export interface StreamEvent {
    */
   endsText?: readonly number[];
   /**
-   * Output guardrails call this before checking the event's texts: when the upstream's JSON held
-   * strings its parsed value lost (a duplicate key: JSON.parse keeps the last), the event goes out
-   * re-serialised from what is checked, not as the upstream's bytes.
+   * Output guardrails call this on every event (with texts or not) before checking its texts: when
+   * the upstream's JSON held strings its parsed value lost (a duplicate key: JSON.parse keeps the
+   * last), the event goes out re-serialised from what is checked, not as the upstream's bytes; and
+   * what the event carries that the rules cannot check but the answer does without (a chat chunk's
+   * `logprobs`: the answer's text again, token by token) is dropped.
    */
   keepChecked?(): void;
+}
+
+/**
+ * A request parameter whose text guardrails cannot check: identify finds it, guardrails-in refuses
+ * it (ZN_ERR_GUARDRAIL_UNCHECKABLE) when the key's policy has rules in that direction.
+ */
+export interface UncheckedParam {
+  /** The parameter, as OpenAI's error `param` names it: `input`, `logprobs`, `modalities`. */
+  readonly param: string;
+  /** What it carries or asks for, for the caller's message: "token ids", "log probabilities". */
+  readonly what: string;
 }
 
 /** What the forward stage obtained from the upstream (or the node itself, e.g. /v1/models). */
@@ -101,6 +114,11 @@ export type UpstreamReply =
       body: unknown;
       /** Text in `body` an output guardrail may read and rewrite. */
       texts: TextSlot[];
+      /**
+       * Output guardrails call this before checking `texts` when the direction has rules: `body`
+       * drops what the rules cannot check but the answer does without (a chat answer's `logprobs`).
+       */
+      keepChecked?(): void;
       /** See the raw kind's `failure`. */
       failure?: ErrorCode;
     }
@@ -199,6 +217,10 @@ export interface PipelineContext {
   estimatedInputTokens: number;
   /** identify: the caller's text in the request, for guardrails-in. */
   inputTexts: TextSlot[];
+  /** identify: a parameter carrying input the input rules cannot read (embeddings token ids); absent when none. */
+  uncheckedInput?: UncheckedParam;
+  /** identify: a parameter asking for output the output rules cannot check (chat `logprobs`, audio); absent when none. */
+  uncheckedOutput?: UncheckedParam;
 
   /** authenticate. */
   key?: CallerKey;

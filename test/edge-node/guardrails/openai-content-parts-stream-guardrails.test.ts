@@ -1,7 +1,8 @@
 // Output rules over a streamed OpenAI-compatible answer whose `delta.content` is an array of text
 // parts (`[{type:'text', text}]`, as some compatible servers send), through a listening node and a
-// scripted upstream: each part's text is checked (masked in place, or blocking the stream) as a
-// string content is, and counts as the answer's text for the output token estimate.
+// scripted upstream: each part's text (and a refusal part's refusal) is checked (masked in place,
+// or blocking the stream) as a string content is, and counts as the answer's text for the output
+// token estimate.
 import t from 'tap';
 import { estimateTokens } from '../../../edge-node/src/providers/token-estimate.js';
 import { waitFor } from '../../fixtures/wait-for.js';
@@ -58,5 +59,17 @@ t.test('output rules over streamed content parts', async (t) => {
     t.notMatch(body, /aurora/);
     t.match(body, /"code":"ZN_ERR_GUARDRAIL_BLOCKED"/);
     t.notMatch(body, /\[DONE\]/);
+  });
+
+  await t.test('an e-mail in a refusal part is masked, and a blocked keyword there ends the stream', async (t) => {
+    upstream.answer = { sse: [chunk({ role: 'assistant', content: [{ type: 'refusal', refusal: `I will not mail ${EMAIL}` }] }), chunk({}, 'stop'), DONE] };
+    const masked = (await streamBody()).body;
+    t.notMatch(masked, EMAIL);
+    t.match(masked, /\[EMAIL\]/);
+    t.match(masked, /data: \[DONE\]\n\n$/);
+    upstream.answer = { sse: [chunk({ role: 'assistant', content: [{ type: 'refusal', refusal: 'not about aurora' }] }), chunk({}, 'stop'), DONE] };
+    const blocked = (await streamBody()).body;
+    t.notMatch(blocked, /aurora/);
+    t.match(blocked, /"code":"ZN_ERR_GUARDRAIL_BLOCKED"/);
   });
 });

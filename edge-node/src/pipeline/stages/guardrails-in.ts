@@ -1,11 +1,14 @@
 // Stage `guardrails-in` — the input rules of the key's guardrail policy over the caller's text:
 // block (nothing is forwarded), mask (the forwarded body carries placeholders), flag (verdict only).
+// A request carrying input, or asking for output, that a direction's rules cannot check is refused
+// under them (fail closed; ctx.uncheckedInput / uncheckedOutput, found by the provider).
+import type { CompiledPolicy, Direction } from '../../guardrails/compiled-policy.js';
 import { applyPolicy, requestPolicy } from '../../guardrails/policy-engine.js';
 import { resolveDeferredTexts } from '../../providers/deferred-json-texts.js';
 import { isPartial, uncheckedTextMessage } from '../../providers/partial-texts.js';
-import type { PipelineContext } from '../context.js';
+import type { PipelineContext, UncheckedParam } from '../context.js';
 import { reject } from '../stage.js';
-import type { Stage, StageResult } from '../stage.js';
+import type { Rejection, Stage, StageResult } from '../stage.js';
 
 export const guardrailsInStage: Stage = {
   name: 'guardrails-in',
@@ -24,6 +27,19 @@ export const guardrailsInStage: Stage = {
       resolveDeferredTexts(ctx.inputTexts);
       if (isPartial(ctx.inputTexts)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', uncheckedTextMessage(policy.id, 'input'));
     }
-    return applyPolicy(ctx, policy, 'input', ctx.inputTexts);
+    // Rules first, so a blocked match is masked in the body the record may keep whatever refuses it.
+    return applyPolicy(ctx, policy, 'input', ctx.inputTexts) ?? uncheckedParamRefusal(policy, 'input', ctx.uncheckedInput) ?? uncheckedParamRefusal(policy, 'output', ctx.uncheckedOutput);
   },
 };
+
+/** ZN_ERR_GUARDRAIL_UNCHECKABLE for `unchecked` when the policy checks `on` (it has rules there, or rules it cannot apply). */
+function uncheckedParamRefusal(policy: CompiledPolicy, on: Direction, unchecked: UncheckedParam | undefined): Rejection | undefined {
+  if (unchecked === undefined) return undefined;
+  const side = policy[on];
+  if (side.broken === null && side.rules.length === 0) return undefined;
+  const message =
+    on === 'input'
+      ? `Guardrail policy "${policy.id}" checks the input, and ${unchecked.what} in \`${unchecked.param}\` cannot be checked; send it as text.`
+      : `Guardrail policy "${policy.id}" checks the output, and \`${unchecked.param}\` asks for ${unchecked.what}, which its rules cannot check; ask without it, or use a key whose policy has no output rules.`;
+  return reject('ZN_ERR_GUARDRAIL_UNCHECKABLE', message, { param: unchecked.param });
+}

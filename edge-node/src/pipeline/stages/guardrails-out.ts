@@ -24,6 +24,8 @@ export const guardrailsOutStage: Stage = {
     // Tool-call input is walked only now that there are rules; text the walk did not reach cannot
     // pass unchecked (fail closed).
     if (reply.kind === 'json' && side.broken === null && checks) resolveDeferredTexts(reply.texts);
+    // What the rules cannot check but the answer does without (a chat answer's logprobs) is dropped.
+    if (reply.kind === 'json' && checks) reply.keepChecked?.();
     if (reply.kind === 'json' && checks && isPartial(reply.texts)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken?.message ?? uncheckedTextMessage(policy.id, 'output'));
     // A JSON answer without text (embeddings, the model list) has nothing for output rules.
     if (reply.kind === 'json' && reply.texts.length === 0) return undefined;

@@ -13,9 +13,10 @@ import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
-import { callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, upstreamChatBody } from './chat-request.js';
+import { markPartial } from '../partial-texts.js';
+import { callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
-import { chatStreamReply, chatUsage } from './chat-stream.js';
+import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
 import type { ChatStreamSource } from './chat-stream.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
@@ -35,7 +36,11 @@ export const chatCompletionsApi: ApiHandler = {
     ctx.maxOutputTokens = callerOutputLimit(request);
     const texts: TextSlot[] = [];
     for (const message of request.messages) collectMessageTexts(message, texts);
+    // A predicted output is text the model reads too (it may copy it into the answer).
+    if (isRecord(request.prediction)) collectContentTexts(request.prediction, texts);
     ctx.inputTexts = texts;
+    const unchecked = uncheckedOutputParam(request);
+    if (unchecked !== undefined) ctx.uncheckedOutput = unchecked;
     ctx.estimatedInputTokens = estimateInputTokens(texts);
     return undefined;
   },
@@ -48,24 +53,50 @@ export const chatCompletionsApi: ApiHandler = {
 };
 
 /**
- * A message's text as slots: its content (a string, or the `text` of each text part), the reasoning
- * text some OpenAI-compatible servers add (`reasoning_content`, `reasoning`), its `refusal`, and the
+ * A message's text as slots: its content (collectContentTexts), the reasoning text some
+ * OpenAI-compatible servers add (`reasoning_content`, `reasoning`), its `refusal`, and the
  * strings inside the arguments of its tool calls (and of a legacy `function_call`; a JSON text, or
  * an object sent in its place), deferred until guardrails have rules to check them with
  * (deferred-json-texts.ts). The same fields in a request's messages and an answer's choices.
  */
 function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
-  const content = message.content;
-  if (typeof content === 'string') {
-    into.push(new FieldSlot(message, 'content'));
-  } else if (Array.isArray(content)) {
-    for (const part of content) if (isRecord(part) && typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
-  }
+  collectContentTexts(message, into);
   for (const field of TEXT_FIELDS) if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
   if (Array.isArray(message.tool_calls)) {
     for (const call of message.tool_calls) if (isRecord(call) && isRecord(call.function)) deferJsonText(into, call.function, 'arguments');
   }
   if (isRecord(message.function_call)) deferJsonText(into, message.function_call, 'arguments');
+}
+
+/**
+ * The `content` of a message or of a request's `prediction`: a string, or parts, each part's `text`
+ * and, in a refusal part (`{type:'refusal', refusal}`, which an assistant message sent back
+ * carries), its `refusal`.
+ */
+function collectContentTexts(holder: Record<string, unknown>, into: TextSlot[]): void {
+  const content = holder.content;
+  if (typeof content === 'string') {
+    into.push(new FieldSlot(holder, 'content'));
+  } else if (Array.isArray(content)) {
+    for (const part of content) {
+      if (!isRecord(part)) continue;
+      if (typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
+      if (typeof part.refusal === 'string') into.push(new FieldSlot(part, 'refusal'));
+    }
+  }
+}
+
+/**
+ * An answer's choice message as slots: its texts (collectMessageTexts) and an audio answer's
+ * `transcript`. The audio itself (`audio.data`) is speech the rules cannot read, so a message
+ * carrying it marks the list partial: output rules block the answer (fail closed).
+ */
+function collectAnswerTexts(message: Record<string, unknown>, into: TextSlot[]): void {
+  collectMessageTexts(message, into);
+  const audio = message.audio;
+  if (!isRecord(audio)) return;
+  if (typeof audio.transcript === 'string') into.push(new FieldSlot(audio, 'transcript'));
+  if (audio.data !== undefined && audio.data !== null && audio.data !== '') markPartial(into);
 }
 
 /** A message's plain-text fields besides content. */
@@ -105,10 +136,11 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
     texts = [];
     for (const choice of answer.choices) {
       const message = isRecord(choice) ? choice.message : undefined;
-      if (isRecord(message)) collectMessageTexts(message, texts);
+      if (isRecord(message)) collectAnswerTexts(message, texts);
     }
   }
-  return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts } };
+  const keepChecked = (): void => void dropLogprobs(answer.choices);
+  return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts, keepChecked } };
 }
 
 /**

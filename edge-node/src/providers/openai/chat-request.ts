@@ -3,6 +3,7 @@
 // the upstream untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
 import type { UpstreamKind } from '../../config/runtime-config.js';
+import type { UncheckedParam } from '../../pipeline/context.js';
 import { cappedArray } from '../capped-array.js';
 
 /** The most choices (`n`) a chat request may ask for, as OpenAI allows. */
@@ -103,6 +104,28 @@ export function upstreamChatBody(
 export function callerWantsStreamUsage(request: Record<string, unknown>): boolean {
   const options = request.stream_options;
   return typeof options === 'object' && options !== null && (options as { include_usage?: unknown }).include_usage === true;
+}
+
+/**
+ * A parameter asking for output that output guardrails cannot check, or undefined: log
+ * probabilities (`logprobs` set to anything but false or null, or a `top_logprobs` other than 0 or
+ * null: the answer's text again, token by token and with its alternatives, where a mask cannot
+ * reach a match split across tokens) and audio (`modalities` naming it, or an `audio` parameter:
+ * spoken words are not text). Any other value of them is taken as asking, since compatible servers
+ * read them loosely.
+ */
+export function uncheckedOutputParam(request: Record<string, unknown>): UncheckedParam | undefined {
+  if (asks(request.logprobs) && request.logprobs !== false) return { param: 'logprobs', what: 'log probabilities (the answer as tokens)' };
+  if (asks(request.top_logprobs) && request.top_logprobs !== 0) return { param: 'top_logprobs', what: 'log probabilities (the answer as tokens)' };
+  const modalities = request.modalities;
+  if (asks(modalities) && !(Array.isArray(modalities) && modalities.every((modality) => modality === 'text'))) return { param: 'modalities', what: 'output other than text' };
+  if (asks(request.audio)) return { param: 'audio', what: 'audio output' };
+  return undefined;
+}
+
+/** A parameter that is set: present and not null. */
+function asks(value: unknown): boolean {
+  return value !== undefined && value !== null;
 }
 
 /** The number of choices a validated chat request asks for (`n`, default 1). */

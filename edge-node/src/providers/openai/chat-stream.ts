@@ -5,9 +5,11 @@
  * index choices[0]) and `"usage":null` fields are left out. An event is serialised only when it is
  * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
  * in-place edit of `model` does not apply). A chunk's texts are each choice's content (a string,
- * or the `text` of each of its parts), reasoning, refusal and tool-call argument fragments, each a
- * part of its choice's channel (TEXT_PART). Data that is not a JSON object is passed on as is, but
- * its texts are unread (UNREAD_TEXTS): output rules block it.
+ * or the `text` of each of its parts), reasoning, refusal (a field, or a refusal part's) and
+ * tool-call argument fragments, each a part of its choice's channel (TEXT_PART). Data that is not a
+ * JSON object is passed on as is, but its texts are unread (UNREAD_TEXTS), and a chunk carrying
+ * audio has its texts marked partial: output rules block both. Under output rules a chunk's
+ * `logprobs` are dropped (keepChecked).
  *
  * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
  * nothing). An upstream error (`event: error`, or a chunk with a non-null `error`: an object, or
@@ -24,7 +26,7 @@ import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import { losesStrings } from '../json-string-slots.js';
-import { UNREAD_TEXTS } from '../partial-texts.js';
+import { UNREAD_TEXTS, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 
@@ -170,6 +172,7 @@ export class ChatChunkEvent implements StreamEvent {
   ) {
     const choices = chunk.choices;
     let texts: TextSlot[] = NO_TEXTS;
+    let audio = false;
     if (Array.isArray(choices)) {
       let ends: number[] | undefined;
       for (const choice of choices) {
@@ -182,18 +185,32 @@ export class ChatChunkEvent implements StreamEvent {
             texts.push(new FieldSlot(delta, 'content', this, channel));
           } else if (Array.isArray(delta.content)) {
             // Text parts (`[{type:'text', text}]`), as some OpenAI-compatible servers send: each text a slot, as in a JSON answer.
+            // A refusal part's text is the choice's refusal, as in the `refusal` field.
             for (const part of delta.content as unknown[]) {
-              if (!isRecord(part) || typeof part.text !== 'string') continue;
-              if (texts === NO_TEXTS) texts = [];
-              texts.push(new FieldSlot(part, 'text', this, channel));
+              if (!isRecord(part)) continue;
+              if (typeof part.text === 'string') {
+                if (texts === NO_TEXTS) texts = [];
+                texts.push(new FieldSlot(part, 'text', this, channel));
+              }
+              if (typeof part.refusal === 'string') {
+                if (texts === NO_TEXTS) texts = [];
+                texts.push(new PartSlot(part, 'refusal', this, channel, TEXT_PART.refusal, false));
+              }
             }
           }
+          // Audio (its data and transcript in pieces) is speech the rules cannot read: the texts
+          // are marked partial, so output rules end the stream rather than relay it unchecked.
+          if (delta.audio !== undefined && delta.audio !== null) audio = true;
           // Reasoning, tool-call arguments: rarer, so looked for only in a delta with more than content.
           if (!onlyContent(delta)) texts = this.partSlots(delta, channel, texts);
         }
         if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') (ends ??= []).push(channel);
       }
       if (ends !== undefined) this.endsText = ends;
+    }
+    if (audio) {
+      if (texts === NO_TEXTS) texts = [];
+      markPartial(texts);
     }
     this.texts = texts;
   }
@@ -227,6 +244,7 @@ export class ChatChunkEvent implements StreamEvent {
   }
 
   keepChecked(): void {
+    if (dropLogprobs(this.chunk.choices)) this.dirty = true;
     if (!this.dirty && losesStrings(this.upstream.data, this.chunk)) this.dirty = true;
   }
 
@@ -274,6 +292,23 @@ export function chatUsage(value: unknown): Usage | null {
   const outputTokens = tokenCount(value.completion_tokens) ?? 0;
   if (inputTokens === undefined) return null;
   return { inputTokens, outputTokens, estimated: false };
+}
+
+/**
+ * Drops each choice's `logprobs` from a chat answer (left null, as when none were asked for): the
+ * answer's text again, token by token with its alternatives, which output rules cannot check as a
+ * text nor mask. Only called under output rules; without them logprobs pass as they came.
+ */
+export function dropLogprobs(choices: unknown): boolean {
+  if (!Array.isArray(choices)) return false;
+  let dropped = false;
+  for (const choice of choices) {
+    if (isRecord(choice) && choice.logprobs !== undefined && choice.logprobs !== null) {
+      choice.logprobs = null;
+      dropped = true;
+    }
+  }
+  return dropped;
 }
 
 async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, shape: ChatStreamShape, source: ChatStreamSource): AsyncGenerator<StreamEvent> {

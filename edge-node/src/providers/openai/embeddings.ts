@@ -43,6 +43,8 @@ export const embeddingsApi: ApiHandler = {
         else if (typeof item === 'number') tokens += 1;
         else if (Array.isArray(item)) tokens += item.length;
       }
+      // Token ids are text the node cannot read back (no tokenizer): input rules refuse them.
+      if (typeof input[0] !== 'string') ctx.uncheckedInput = { param: 'input', what: 'token ids' };
     }
     for (const slot of texts) tokens += estimateTokens(slot.text);
     ctx.inputTexts = texts;
