@@ -10,10 +10,14 @@
  * not made are kept in memory and made by the next admit's transaction, or a retry timer, whichever
  * comes first.
  *
- * Concurrency slots carry their owner (one id per store instance). Owners renew a lease
- * (`owners.expires_at`); when a limit looks full, slots of owners whose lease ran out (a replica
- * killed with -9) are dropped before counting again, so a dead replica's slots never leak for longer
- * than the lease.
+ * Concurrency slots carry their owner (one id per store instance). Owners renew a lease (`leases`);
+ * when a limit looks full, slots of owners whose lease ran out (a replica killed with -9) are dropped
+ * before counting again, so a dead replica's slots never leak for longer than the lease. Leases are
+ * timed on the host's monotonic clock (Clock.hostMonotonic), which every replica on the host reads
+ * alike: a lease on the wall clock would run out at once when the wall clock steps forward (NTP, a
+ * VM resume) before the owner's next beat, and the first replica to find a limit full would drop the
+ * slots of replicas still serving them. A lease renewed "later" than now was written before the host
+ * booted (the monotonic clock starts again near 0): dead too. Windows stay on the wall clock.
  */
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
@@ -42,7 +46,7 @@ export interface SqliteLimitStoreOptions {
   /** The state dir (the file is RATE_LIMIT_FILE in it), or a file path ending in .sqlite. */
   location: string;
   clock: Clock;
-  /** How long a replica's slots survive without a heartbeat (default 30 s). */
+  /** How long a replica's slots survive without a heartbeat (default 30 s of the host's monotonic clock). */
   ownerLeaseMs?: number;
   /** Renew the lease on a timer (default true); tests that move the clock by hand may turn it off. */
   heartbeatTimer?: boolean;
@@ -56,8 +60,13 @@ CREATE TABLE IF NOT EXISTS windows (
   used REAL NOT NULL,
   PRIMARY KEY (subject, metric, minute)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS owners (
+-- The wall-clock leases of earlier releases: their owners' slots go like any other dead owner's.
+DROP TABLE IF EXISTS owners;
+-- Host monotonic ms (Clock.hostMonotonic), both read under the write lock: renewed_at is never
+-- ahead of a later reader's now unless the host rebooted since.
+CREATE TABLE IF NOT EXISTS leases (
   owner TEXT PRIMARY KEY,
+  renewed_at INTEGER NOT NULL,
   expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS slots (
@@ -76,6 +85,7 @@ export class SqliteLimitStore implements LimitStore {
   private readonly db: Database.Database;
   private readonly clock: Clock;
   private readonly leaseMs: number;
+  /** Host monotonic ms of the last lease renewal. */
   private lastBeatMs = Number.NEGATIVE_INFINITY;
   private readonly timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -100,13 +110,13 @@ export class SqliteLimitStore implements LimitStore {
   private readonly insertSlot: Database.Statement<[string, string, string]>;
   private readonly deleteSlots: Database.Statement<[string]>;
   private readonly deleteUnheldSlots: Database.Statement<[string, string]>;
-  private readonly renewOwner: Database.Statement<[string, number]>;
-  private readonly purgeDeadSlots: Database.Statement<[number]>;
-  private readonly purgeDeadOwners: Database.Statement<[number]>;
+  private readonly renewLease: Database.Statement<{ owner: string; now: number; expiresAt: number }>;
+  private readonly purgeDeadSlots: Database.Statement<{ now: number }>;
+  private readonly purgeDeadLeases: Database.Statement<{ now: number }>;
   private readonly purgeOldWindows: Database.Statement<[number, number]>;
   private readonly admitTx: Database.Transaction<(query: AdmitQuery) => AdmitOutcome>;
   private readonly changeTx: Database.Transaction<(changes: readonly WindowChange[], nowMinute: number) => void>;
-  private readonly beatTx: Database.Transaction<(nowMs: number) => void>;
+  private readonly beatTx: Database.Transaction<() => void>;
 
   constructor(opts: SqliteLimitStoreOptions) {
     this.file = opts.location.endsWith('.sqlite') ? opts.location : path.join(opts.location, RATE_LIMIT_FILE);
@@ -127,13 +137,14 @@ export class SqliteLimitStore implements LimitStore {
     this.insertSlot = this.db.prepare('INSERT OR IGNORE INTO slots (id, subject, owner) VALUES (?, ?, ?)');
     this.deleteSlots = this.db.prepare('DELETE FROM slots WHERE id = ?');
     this.deleteUnheldSlots = this.db.prepare('DELETE FROM slots WHERE owner = ? AND id NOT IN (SELECT value FROM json_each(?))');
-    this.renewOwner = this.db.prepare(
-      'INSERT INTO owners (owner, expires_at) VALUES (?, ?) ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at',
+    this.renewLease = this.db.prepare(
+      'INSERT INTO leases (owner, renewed_at, expires_at) VALUES (@owner, @now, @expiresAt) ' +
+        'ON CONFLICT (owner) DO UPDATE SET renewed_at = excluded.renewed_at, expires_at = excluded.expires_at',
     );
     this.purgeDeadSlots = this.db.prepare(
-      'DELETE FROM slots WHERE owner NOT IN (SELECT owner FROM owners WHERE expires_at > ?)',
+      'DELETE FROM slots WHERE owner NOT IN (SELECT owner FROM leases WHERE renewed_at <= @now AND expires_at > @now)',
     );
-    this.purgeDeadOwners = this.db.prepare('DELETE FROM owners WHERE expires_at <= ?');
+    this.purgeDeadLeases = this.db.prepare('DELETE FROM leases WHERE renewed_at > @now OR expires_at <= @now');
     // Gone: minutes no check reads any more, and minutes further ahead than the next (written before
     // a large step back of the wall clock), which would count again once the clock caught up.
     this.purgeOldWindows = this.db.prepare('DELETE FROM windows WHERE minute < ? OR minute > ?');
@@ -142,10 +153,11 @@ export class SqliteLimitStore implements LimitStore {
       this.writePending(nowMinute);
       this.writeChanges(changes, nowMinute);
     });
-    this.beatTx = this.db.transaction((nowMs: number) => {
-      this.renewOwner.run(this.owner, nowMs + this.leaseMs);
-      this.purgeOldWindows.run(minuteOf(nowMs) - 1, minuteOf(nowMs) + 1);
-      this.writePending(minuteOf(nowMs));
+    this.beatTx = this.db.transaction(() => {
+      this.renew();
+      const minute = minuteOf(this.clock.now());
+      this.purgeOldWindows.run(minute - 1, minute + 1);
+      this.writePending(minute);
     });
     try {
       this.heartbeat();
@@ -215,11 +227,9 @@ export class SqliteLimitStore implements LimitStore {
   /** Renews this replica's lease, drops counters no window reads any more, makes the writes that were waiting. */
   heartbeat(): void {
     if (this.closed) return;
-    const now = this.clock.now();
-    this.write(() => this.beatTx.immediate(now));
+    this.write(() => this.beatTx.immediate());
     this.pendingWritten();
     this.beatMissed = false;
-    this.lastBeatMs = now;
   }
 
   /** Whether writes that failed are still waiting (tests). */
@@ -236,7 +246,7 @@ export class SqliteLimitStore implements LimitStore {
     try {
       this.db.transaction(() => {
         this.db.prepare('DELETE FROM slots WHERE owner = ?').run(this.owner);
-        this.db.prepare('DELETE FROM owners WHERE owner = ?').run(this.owner);
+        this.db.prepare('DELETE FROM leases WHERE owner = ?').run(this.owner);
       }).immediate();
     } finally {
       this.db.close();
@@ -255,11 +265,11 @@ export class SqliteLimitStore implements LimitStore {
   private admitInTransaction(query: AdmitQuery): AdmitOutcome {
     const { nowMs } = query;
     const minute = minuteOf(nowMs);
-    // The lease is renewed here too, so a clock moved by hand (or a late timer) never expires a live replica.
-    if (nowMs - this.lastBeatMs >= this.leaseMs / 3) {
-      this.renewOwner.run(this.owner, nowMs + this.leaseMs);
-      this.lastBeatMs = nowMs;
-    }
+    // Read under the write lock, as every lease time in the file is: no replica's renewal is ahead of it.
+    const leaseNow = this.clock.hostMonotonic();
+    // The lease is renewed here too, so this replica's own slots outlive a late timer (a busy event
+    // loop). Other replicas' leases are not: they outlive a wall-clock step because they are not on it.
+    if (leaseNow - this.lastBeatMs >= this.leaseMs / 3) this.renew(leaseNow);
     // The wall clock stepped back more than a minute since the last admit: the minutes written
     // ahead of it go now, not at the next heartbeat (they would count again once the clock caught up).
     if (minute + 1 < this.newestMinute) this.purgeOldWindows.run(minute - 1, minute + 1);
@@ -293,8 +303,8 @@ export class SqliteLimitStore implements LimitStore {
         let inUse = this.countSlots.get(check.subject)?.n ?? 0;
         if (inUse >= check.limit && !purged) {
           // Only a full limit pays for the purge: slots of replicas whose lease ran out go first.
-          this.purgeDeadSlots.run(nowMs);
-          this.purgeDeadOwners.run(nowMs);
+          this.purgeDeadSlots.run({ now: leaseNow });
+          this.purgeDeadLeases.run({ now: leaseNow });
           purged = true;
           inUse = this.countSlots.get(check.subject)?.n ?? 0;
         }
@@ -312,6 +322,13 @@ export class SqliteLimitStore implements LimitStore {
       for (const check of query.slots) this.insertSlot.run(query.slotId, check.subject, this.owner);
     }
     return { admitted, windows, failedRate, failedSlot };
+  }
+
+  /** Inside a transaction (so under the write lock): this replica's lease, from `now` on the host's monotonic clock. */
+  private renew(now = this.clock.hostMonotonic()): void {
+    this.renewLease.run({ owner: this.owner, now, expiresAt: now + this.leaseMs });
+    // Kept even if the transaction then rolls back: the next beat comes a third of a lease later, well within it.
+    this.lastBeatMs = now;
   }
 
   /**

@@ -10,16 +10,32 @@ import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 /** A whole minute, so tests know where each window starts. */
 export const T0 = 1_800_000_000_000 - (1_800_000_000_000 % 60_000);
 
+/**
+ * A clock moved by hand. `advance` is time passing: every reading moves. Setting `ms` sets the wall
+ * clock alone, as a step does (NTP, a hand-set date, a VM resume): the monotonic readings stay.
+ */
 export class ManualClock implements Clock {
-  constructor(public ms = T0) {}
+  /** The monotonic readings (`monotonic`, `hostMonotonic`). */
+  private monotonicMs: number;
+  /** `ms`: the wall clock (Unix ms); `monotonicMs`: where the monotonic readings start (default: the same). */
+  constructor(
+    public ms = T0,
+    monotonicMs = ms,
+  ) {
+    this.monotonicMs = monotonicMs;
+  }
   now(): number {
     return this.ms;
   }
   monotonic(): number {
-    return this.ms;
+    return this.monotonicMs;
+  }
+  hostMonotonic(): number {
+    return this.monotonicMs;
   }
   advance(ms: number): void {
     this.ms += ms;
+    this.monotonicMs += ms;
   }
 }
 

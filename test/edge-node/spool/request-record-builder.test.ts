@@ -20,7 +20,7 @@ function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRec
       nodeId: 'node-1', logger: quietLogger(), credit: noCredit,
       spool: { open: () => undefined, finalise: async (r: RequestRecord) => void finalised.push(r), keepsBodies: () => keepsBodies },
     } as unknown as PipelineContext['deps'],
-    clock: { now: () => 1_700_000_000_250, monotonic: () => 1250 },
+    clock: { now: () => 1_700_000_000_250, monotonic: () => 1250, hostMonotonic: () => 1250 },
     callerGone: new AbortSwitch(),
     model: 'echo', stream: true, maxOutputTokens: null, estimatedInputTokens: 3, inputTexts: [],
     key: { id: 'key-1', accountId: 'acct-1', keyLimits: {}, accountLimits: {}, guardrailPolicyId: null, allowedModels: null },
