@@ -108,12 +108,24 @@ function ensureOwnedDir(path: string, user: RunAs | undefined): void {
   if (user) chownSync(path, user.uid, user.gid);
 }
 
+/**
+ * What initdb and the server get of the dev stack's environment: only what a process needs to run.
+ * The stack runs from a shell that may have sourced dev.env (the admin token, the demo key, the
+ * database URL with its password) and the server's processes run as another user, who could read
+ * them in /proc/<pid>/environ.
+ */
+export function postgresEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const kept: NodeJS.ProcessEnv = { LC_ALL: 'C' };
+  for (const name of ['PATH', 'TZ', 'TMPDIR']) if (env[name] !== undefined) kept[name] = env[name];
+  return kept;
+}
+
 function runToEnd(cmd: string, args: string[], user: RunAs | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     let out = '';
     let child: ChildProcess;
     try {
-      child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}), env: { ...process.env, LC_ALL: 'C' } });
+      child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}), env: postgresEnv(process.env) });
     } catch (err) {
       reject(new LocalPostgresError(`cannot run ${cmd}: ${(err as Error).message}`));
       return;
@@ -176,7 +188,7 @@ export async function startLocalPostgres(opts: {
   const child = spawn(
     binaries.postgres,
     ['-D', opts.dataDir, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${socketDir}`],
-    { stdio: ['ignore', 'pipe', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}), env: { ...process.env, LC_ALL: 'C' } },
+    { stdio: ['ignore', 'pipe', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}), env: postgresEnv(process.env) },
   );
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   let tail = '';
