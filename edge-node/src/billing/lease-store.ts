@@ -5,11 +5,55 @@
  * only a power loss can lose the last few writes (docs/billing.md, "Crashes").
  */
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { Logger } from '../logger.js';
+import { openStateDatabase } from '../state/state-database.js';
+import { StateFileError } from '../state/state-store.js';
 import type { LeaseSnapshot } from './credit-lease.js';
 
 export const LEASE_DB_FILE = 'credit-leases.sqlite';
+
+const SCHEMA = `create table if not exists leases (
+    lease_id   text primary key,
+    account_id text not null,
+    granted    integer not null,
+    spent      integer not null,
+    reserved   integer not null,
+    expires_at integer not null,
+    state      text not null check (state in ('open', 'returned'))
+  )`;
+
+/** SQLite's answers for a file that is not (or no longer) a sound database. */
+const DAMAGED_CODES = new Set(['SQLITE_NOTADB', 'SQLITE_CORRUPT']);
+
+const DAMAGED_ADVICE =
+  'the file was left untouched because it records what this node spent from its credit leases. Restore a good copy, or ' +
+  'move it aside together with its -wal and -shm files (keep a copy for support) and start again, accepting that the node ' +
+  'no longer knows what it spent: a lease granted to it again counts as unspent (docs/billing.md, "Persistence and crashes")';
+
+/**
+ * Opens the file owner-only (openStateDatabase: its -wal/-shm take its mode; they were created at
+ * the umask's 0644) and checks it can be read. A damaged file is a StateFileError naming it and
+ * what to do, which `serve` prints as one line (exit 2); SQLite's own error named no file.
+ */
+function openLeaseDatabase(file: string): Database.Database {
+  let db: Database.Database | undefined;
+  try {
+    db = openStateDatabase(file, { busyTimeoutMs: 5000, synchronous: 'NORMAL', schema: SCHEMA });
+    // The file is small: a damaged page is found here, not by the first lease read or write.
+    const check = db.pragma('quick_check', { simple: false }) as Array<{ quick_check: string }>;
+    const problems = check.map((r) => r.quick_check).filter((r) => r !== 'ok');
+    if (problems.length > 0) throw new StateFileError(file, `is corrupt (quick_check: ${problems.slice(0, 3).join('; ')}); ${DAMAGED_ADVICE}`);
+    return db;
+  } catch (err) {
+    db?.close();
+    if (err instanceof StateFileError) throw err;
+    const code = (err as { code?: unknown }).code;
+    if (typeof code !== 'string' || !code.startsWith('SQLITE_')) throw err;
+    if (DAMAGED_CODES.has(code)) throw new StateFileError(file, `is not a readable credit lease book (${(err as Error).message}); ${DAMAGED_ADVICE}`, { cause: err });
+    throw new StateFileError(file, `cannot be opened (${code}: ${(err as Error).message})`, { cause: err });
+  }
+}
 
 export interface LeaseStore {
   /** Every lease kept, open and returned. */
@@ -45,18 +89,7 @@ export interface LeaseStoreOptions {
  */
 export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): LeaseStore {
   const nodeId = opts.nodeId;
-  const db = new Database(path.join(stateDir, LEASE_DB_FILE));
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.exec(`create table if not exists leases (
-    lease_id   text primary key,
-    account_id text not null,
-    granted    integer not null,
-    spent      integer not null,
-    reserved   integer not null,
-    expires_at integer not null,
-    state      text not null check (state in ('open', 'returned'))
-  )`);
+  const db = openLeaseDatabase(path.join(stateDir, LEASE_DB_FILE));
   const columns = db.prepare<[], { name: string }>('pragma table_info(leases)').all();
   if (!columns.some((c) => c.name === 'node_id')) db.exec('alter table leases add column node_id text');
   const claimed = db.prepare('update leases set node_id = ? where node_id is null').run(nodeId).changes;

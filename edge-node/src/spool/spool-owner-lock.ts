@@ -14,10 +14,10 @@
  * store's own (a slot is only taken once its previous holder is gone). A holder recovers every
  * row naming its slot as soon as it takes it, so a busy slot's rows are its live holder's.
  */
-import { closeSync, chmodSync, constants, openSync } from 'node:fs';
+import { closeSync, chmodSync, constants, openSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { STATE_FILE_MODE } from '../state/state-store.js';
+import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
 
 /** `spool-owner-<n>.lock` (the installer accepts these names in data/: install-dir-contents.ts). */
 export function spoolOwnerLockFile(spoolFile: string, slot: number): string {
@@ -30,6 +30,16 @@ export const MAX_OWNER_SLOTS = 4096;
 function isBusy(err: unknown): boolean {
   const code = (err as { code?: string }).code;
   return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED';
+}
+
+/**
+ * The slot file is not a sound SQLite file (garbage, a cut header). SQLite takes the lock before it
+ * reads the file, so a slot a live process holds answers SQLITE_BUSY, never this: a damaged slot
+ * is a free one.
+ */
+function isDamaged(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT';
 }
 
 /** Creates the slot file owner-only if missing (its lock, not its content, is what counts). */
@@ -65,25 +75,48 @@ export class SpoolOwnerLock {
   static acquire(spoolFile: string): SpoolOwnerLock {
     for (let slot = 0; slot < MAX_OWNER_SLOTS; slot += 1) {
       const file = spoolOwnerLockFile(spoolFile, slot);
-      ensureSlotFile(file);
-      // timeout 0: a held slot answers SQLITE_BUSY at once (better-sqlite3 waits 5 s by default).
-      const db = new Database(file, { fileMustExist: true, timeout: 0 });
-      try {
-        chmodSync(file, STATE_FILE_MODE);
-        db.pragma('locking_mode = EXCLUSIVE');
-        // No journal file beside it: the content does not matter, only the lock.
-        db.pragma('journal_mode = MEMORY');
-        // The first write in EXCLUSIVE mode takes the exclusive lock, and it is kept until close.
-        db.pragma(`user_version = ${process.pid}`);
-        const lock = new SpoolOwnerLock(slot, db);
-        heldSlots.add(lock);
-        return lock;
-      } catch (err) {
-        db.close();
-        if (!isBusy(err)) throw err;
+      let outcome = SpoolOwnerLock.tryTake(slot, file);
+      if (outcome === 'damaged') {
+        // The file holds no data, only its lock matters, and nobody holds it (isDamaged): emptied
+        // in place it is a new slot file. Truncated, never unlinked or replaced: another process
+        // may have it open, and a lock taken on a file no longer at this path would guard nothing.
+        // The descriptor truncateSync opens and closes cannot drop a lock of this process, which
+        // holds none on a slot that answered this. Two starters may both empty it: whichever then
+        // locks it keeps it (the lock does not depend on the content), the other finds it busy.
+        truncateSync(file, 0);
+        outcome = SpoolOwnerLock.tryTake(slot, file);
+        if (outcome === 'damaged') throw new StateFileError(file, 'is not a SQLite file even after it was emptied; move it aside and start again');
       }
+      if (outcome !== 'busy') return outcome;
     }
     throw new Error(`every spool owner slot (${MAX_OWNER_SLOTS}) beside ${spoolFile} is held by a live process`);
+  }
+
+  /** The slot's lock, or why not: held by a live process (busy), or its file is damaged. */
+  private static tryTake(slot: number, file: string): SpoolOwnerLock | 'busy' | 'damaged' {
+    ensureSlotFile(file);
+    // timeout 0: a held slot answers SQLITE_BUSY at once (better-sqlite3 waits 5 s by default).
+    const db = new Database(file, { fileMustExist: true, timeout: 0 });
+    try {
+      chmodSync(file, STATE_FILE_MODE);
+      db.pragma('locking_mode = EXCLUSIVE');
+      // No journal file beside it: the content does not matter, only the lock.
+      db.pragma('journal_mode = MEMORY');
+      // The first write in EXCLUSIVE mode takes the exclusive lock, and it is kept until close.
+      db.pragma(`user_version = ${process.pid}`);
+      const lock = new SpoolOwnerLock(slot, db);
+      heldSlots.add(lock);
+      return lock;
+    } catch (err) {
+      db.close();
+      if (isBusy(err)) return 'busy';
+      if (isDamaged(err)) return 'damaged';
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === 'string' && code.startsWith('SQLITE_')) {
+        throw new StateFileError(file, `cannot be used as the spool's owner slot (${code}: ${(err as Error).message})`, { cause: err });
+      }
+      throw err;
+    }
   }
 
   /** Gives the slot up: rows still naming it count as their writer's gone (interrupted). */
@@ -111,6 +144,8 @@ export function isOwnerSlotHeld(spoolFile: string, slot: number): boolean {
     return false;
   } catch (err) {
     if (isBusy(err)) return true;
+    // A held slot answers busy before its content is read: a damaged one is nobody's.
+    if (isDamaged(err)) return false;
     throw err;
   } finally {
     db.close();

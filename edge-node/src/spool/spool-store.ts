@@ -201,9 +201,11 @@ export class SpoolStore implements RequestSpool {
     this.ownerJson = JSON.stringify({ ...thisProcessMark(), slot: this.ownerLock.slot });
     try {
       this.recoverInterrupted();
+      // After recovery: records it could not write yet (disk full) are counted when they commit.
       this.backlog = Number(this.db.prepare('select count(*) from records').pluck().get());
       this.measure();
     } catch (err) {
+      clearTimeout(this.retryTimer);
       this.db.close();
       this.ownerLock.release();
       throw err;
@@ -474,12 +476,18 @@ export class SpoolStore implements RequestSpool {
    * that replica's request in flight, not a crash: it is left for the replica to finalise (taking
    * it would record the request as interrupted at no cost, and the replica's real record, with the
    * same request id, would then be dropped as a duplicate).
+   *
+   * The records are queued as ordinary finals (their open rows marked as in the file, so the commit
+   * deletes them) and committed by flush(): a commit that fails (the disk full after a crash) takes
+   * the serving path's retry, and the store opens refusing new requests with ZN_ERR_SPOOL_FULL. A
+   * bare write here threw out of the constructor, and node-edge exited at every start until space
+   * returned (a restart loop, callers refused the connection instead of answered 503).
    */
   private recoverInterrupted(): void {
     const rows = this.db.prepare('select request_id as requestId, row_json as rowJson from open_requests').all() as Array<{ requestId: string; rowJson: string }>;
     if (rows.length === 0) return;
     const finishedAt = Date.now();
-    const ops: SpoolOp[] = [];
+    const recorded: Array<Promise<void>> = [];
     let leftToLiveReplicas = 0;
     const slotHeld = new Map<number, boolean>();
     for (const row of rows) {
@@ -494,13 +502,22 @@ export class SpoolStore implements RequestSpool {
         leftToLiveReplicas += 1;
         continue;
       }
-      const record = interruptedRecord(parsed ?? { requestId: row.requestId }, this.meta.nodeId, finishedAt);
-      ops.push([2, row.requestId, JSON.stringify(record)], [1, row.requestId]);
+      const json = JSON.stringify(interruptedRecord(parsed ?? { requestId: row.requestId }, this.meta.nodeId, finishedAt));
+      this.openInDb.add(row.requestId);
+      recorded.push(new Promise<void>((resolve, reject) => this.finals.push({ requestId: row.requestId, json, resolve, reject })));
     }
     if (leftToLiveReplicas > 0) this.logger.info({ count: leftToLiveReplicas }, 'open requests of replicas still running were left to them');
-    if (ops.length === 0) return;
-    this.writer.write(ops);
-    this.logger.warn({ count: ops.length / 2 }, 'requests left open by the previous run were recorded as interrupted');
+    if (recorded.length === 0) return;
+    const count = recorded.length;
+    // Rejected only by close() before they could be written: their open rows stay for the next start.
+    void Promise.all(recorded).then(
+      () => this.logger.warn({ count }, 'requests left open by the previous run were recorded as interrupted'),
+      () => undefined,
+    );
+    this.flush();
+    if (this.writeFailure !== undefined) {
+      this.logger.warn({ count }, 'requests left open by the previous run are recorded as interrupted once the spool can be written again');
+    }
   }
 
   /** Whether the process that wrote a row still serves it; `slotHeld` caches one check per slot. */

@@ -1,0 +1,142 @@
+// A node restarted after a crash while its disk is still full: the spool opens, refuses new
+// requests with ZN_ERR_SPOOL_FULL, and records the requests the crash left open once space returns
+// (docs/spool.md, "Disk full"). The disk is a real tmpfs filled to ENOSPC (root only; skipped
+// where mount is not permitted).
+import { execFileSync, spawnSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, rmSync, rmdirSync, statSync, writeSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import t from 'tap';
+import type { Test } from 'tap';
+import { isZenovaError } from '../../../edge-node/src/errors.js';
+import { createSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
+import type { SpoolMeta } from '../../../edge-node/src/spool/spool-file.js';
+import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
+import { waitFor } from '../../fixtures/wait-for.js';
+import { NODE_ID, openRow, quietLogger } from './spool-helpers.js';
+
+const limits = () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' as const });
+
+function canMountTmpfs(): boolean {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-spool-mount-probe-'));
+  try {
+    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir], { stdio: 'ignore' }).status !== 0) return false;
+    spawnSync('umount', [dir], { stdio: 'ignore' });
+    return true;
+  } finally {
+    rmdirSync(dir);
+  }
+}
+
+const skip = canMountTmpfs() ? false : 'needs mount -t tmpfs (root)';
+
+/** A 1 MiB tmpfs, unmounted (with whatever is still open on it) when the test ends. */
+function smallDisk(t: Test, closeFirst: Array<() => unknown>): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-spool-full-'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', dir]);
+  t.teardown(async () => {
+    for (const close of closeFirst) await close();
+    execFileSync('umount', ['-l', dir]);
+    rmdirSync(dir);
+  });
+  return dir;
+}
+
+/** Writes until the disk answers ENOSPC; returns the filler file (remove it to give the space back). */
+function fillDisk(dir: string): string {
+  const filler = path.join(dir, 'filler.bin');
+  const fd = openSync(filler, 'w');
+  try {
+    for (;;) writeSync(fd, Buffer.alloc(4096, 1));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  } finally {
+    closeSync(fd);
+  }
+  return filler;
+}
+
+function spoolState(file: string): { open: string[]; records: Array<{ id: string; status: string; reservedMicros: number }> } {
+  const db = new Database(file, { readonly: true });
+  try {
+    const open = db.prepare('select request_id from open_requests order by request_id').pluck().all() as string[];
+    const records = (db.prepare('select record_json from records order by sequence').pluck().all() as string[]).map((j) => {
+      const r = JSON.parse(j) as { requestId: string; status: string; cost: { reservedMicros: number } };
+      return { id: r.requestId, status: r.status, reservedMicros: r.cost.reservedMicros };
+    });
+    return { open: open.sort(), records: records.sort((a, b) => a.id.localeCompare(b.id)) };
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The state a crash leaves: two requests' open rows committed, the store gone (its owner slot free),
+ * and the WAL beside spool.db (checkpointed to 0 bytes, so the next write must grow it). A
+ * connection kept open holds the -wal and -shm in place, as a killed process leaves them.
+ */
+async function crashedSpool(dir: string, closeFirst: Array<() => unknown>): Promise<{ file: string; meta: SpoolMeta }> {
+  const file = path.join(dir, 'spool.db');
+  const meta = createSpoolFile(file, NODE_ID);
+  const before = new SpoolStore({ file, meta, logger: quietLogger(), limits });
+  await Promise.all([before.open(openRow('req-a')), before.open(openRow('req-b'))]);
+  const sidecarHolder = new Database(file);
+  closeFirst.unshift(() => sidecarHolder.close());
+  await before.close();
+  sidecarHolder.pragma('wal_checkpoint(TRUNCATE)');
+  return { file, meta };
+}
+
+function expectSpoolFull(t: Test, fn: () => unknown): void {
+  try {
+    fn();
+    t.fail('expected ZN_ERR_SPOOL_FULL');
+  } catch (err) {
+    t.ok(isZenovaError(err) && err.code === 'ZN_ERR_SPOOL_FULL', `open() refuses with ZN_ERR_SPOOL_FULL (${(err as Error).message})`);
+  }
+}
+
+t.test('a spool with requests left open by a crash opens on a full disk, refuses new requests, and records them as interrupted once space returns', { skip }, async (t) => {
+  const closeFirst: Array<() => unknown> = [];
+  const dir = smallDisk(t, closeFirst);
+  const { file, meta } = await crashedSpool(dir, closeFirst);
+  const filler = fillDisk(dir);
+  t.equal(statSync(`${file}-wal`).size, 0, 'the WAL is empty, so recording anything needs space');
+
+  const restarted = new SpoolStore({ file, meta, logger: quietLogger(), limits, retryMs: 20 });
+  closeFirst.unshift(() => restarted.close());
+  t.equal(restarted.pending().writeFailing, true, 'the recovery commit failed and is retried');
+  t.equal(restarted.pending().finals, 2, 'the two interrupted records wait in the queue');
+  expectSpoolFull(t, () => restarted.open(openRow('new-while-full')));
+  t.equal(restarted.backlogCount(), 0, 'nothing is counted in the backlog before it is written');
+  t.same(spoolState(file), { open: ['req-a', 'req-b'], records: [] }, 'the open rows stay until their records are written');
+
+  rmSync(filler);
+  await waitFor(() => !restarted.pending().writeFailing, { what: 'the queued recovery to commit once space returned' });
+  t.same(
+    spoolState(file),
+    { open: [], records: [{ id: 'req-a', status: 'interrupted', reservedMicros: 1500 }, { id: 'req-b', status: 'interrupted', reservedMicros: 1500 }] },
+    'both are interrupted records with their reservations, and their open rows are gone',
+  );
+  t.equal(restarted.backlogCount(), 2, 'the backlog counts them once written');
+  await restarted.open(openRow('new-after-space-returned'));
+  t.same(spoolState(file).open, ['new-after-space-returned'], 'new requests are accepted again');
+});
+
+t.test('a spool closed before the disk took its recovery leaves the open rows for the next start', { skip }, async (t) => {
+  const closeFirst: Array<() => unknown> = [];
+  const dir = smallDisk(t, closeFirst);
+  const { file, meta } = await crashedSpool(dir, closeFirst);
+  const filler = fillDisk(dir);
+
+  const whileFull = new SpoolStore({ file, meta, logger: quietLogger(), limits, retryMs: 20 });
+  await whileFull.close();
+  t.same(spoolState(file), { open: ['req-a', 'req-b'], records: [] }, 'nothing was recorded and nothing was lost');
+
+  rmSync(filler);
+  const next = new SpoolStore({ file, meta, logger: quietLogger(), limits });
+  closeFirst.unshift(() => next.close());
+  t.same(spoolState(file).records.map((r) => `${r.id}:${r.status}`), ['req-a:interrupted', 'req-b:interrupted'], 'the next start records them');
+  t.equal(next.backlogCount(), 2);
+});
