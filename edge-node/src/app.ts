@@ -50,6 +50,8 @@ export interface AppDeps {
   services?: Partial<PipelineServices>;
   /** How open MCP GET streams' keys are re-checked (period, clock); tests shorten or move them. */
   getStreamStanding?: GetStreamStandingOptions;
+  /** How long a caller may leave an answer unread before its connection is dropped (default 120 s); tests shorten it. */
+  callerStallMs?: number;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -192,6 +194,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     sessionOwners: services.sessionOwners ?? new SessionOwners(undefined, deps.logger),
     targetHealth: services.targetHealth ?? new TargetHealth(),
     getStreams,
+    ...(deps.callerStallMs !== undefined ? { callerStallMs: deps.callerStallMs } : {}),
   };
   registerOpenAiRoutes(app, pipeline);
   registerAnthropicRoutes(app, pipeline);

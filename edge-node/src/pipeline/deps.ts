@@ -30,4 +30,6 @@ export interface PipelineDeps {
    * expiry (buildApp always sets it; deps built by hand in unit tests may leave it out).
    */
   getStreams?: GetStreamStanding;
+  /** How long a caller may leave an answer unread before its connection is dropped; default CALLER_STALL_MS (run-pipeline.ts). */
+  callerStallMs?: number;
 }

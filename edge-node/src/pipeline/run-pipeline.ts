@@ -48,6 +48,9 @@ const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
 /** fastify's own type for a JSON body it serialises; a string body it sends as is only under a JSON type. */
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
+/** How long a caller may leave an answer unread (its socket not draining) before the node drops it. */
+export const CALLER_STALL_MS = 120_000;
+
 const STREAM_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
@@ -282,7 +285,7 @@ class PipelineRun {
           held.push(event);
           continue;
         }
-        if (!raw.write(serialiseSse(event.sse))) await waitForDrain(raw);
+        if (!raw.write(serialiseSse(event.sse))) await this.waitForDrain(raw);
         if (ctx.callerGone.aborted) {
           drained = false;
           break;
@@ -331,10 +334,10 @@ class PipelineRun {
       for await (const chunk of answer.body) {
         if (held !== undefined) held.push(chunk);
         else if (holdLast) {
-          if (last !== undefined && !raw.write(last)) await waitForDrain(raw);
+          if (last !== undefined && !raw.write(last)) await this.waitForDrain(raw);
           last = chunk;
         } else if (chunk.length === 0) held = [];
-        else if (!raw.write(chunk)) await waitForDrain(raw);
+        else if (!raw.write(chunk)) await this.waitForDrain(raw);
         if (ctx.callerGone.aborted) break;
       }
     } catch (err) {
@@ -350,6 +353,31 @@ class PipelineRun {
     // A relayed body cut short cannot be mended in its own framing: the caller sees it end early.
     if (ctx.callerGone.aborted || failure !== undefined) raw.destroy();
     else raw.end(held === undefined ? last : Buffer.concat(held));
+  }
+
+  /**
+   * Resolves when the socket can take more, or is gone (the caller's abort is seen by the loop). A
+   * caller that stops reading without closing would otherwise hold the upstream call, its
+   * concurrency slot and its reservation for as long as it likes: after callerStallMs without a
+   * drain its connection is dropped, and the request ends as a caller that left (partial usage metered).
+   */
+  private waitForDrain(raw: ServerResponse): Promise<void> {
+    const stallMs = this.ctx.deps.callerStallMs ?? CALLER_STALL_MS;
+    const log = this.request.log;
+    return new Promise((resolve) => {
+      const stalled = setTimeout(() => {
+        log.warn({ stallMs }, 'caller stopped reading the answer; its connection is closed');
+        raw.destroy();
+      }, stallMs);
+      const done = (): void => {
+        clearTimeout(stalled);
+        raw.off('drain', done);
+        raw.off('close', done);
+        resolve();
+      };
+      raw.on('drain', done);
+      raw.on('close', done);
+    });
   }
 
   /** Takes the response from fastify and writes the head (x-request-id and the stages' headers included). */
@@ -424,15 +452,4 @@ function deliveredOutcome(answer: Extract<UpstreamReply, { kind: 'json' | 'raw' 
   return { status: 'failed', httpStatus: answer.status, errorCode: answer.failure };
 }
 
-/** Resolves when the socket can take more, or is gone (the caller's abort is seen by the loop). */
-function waitForDrain(raw: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      raw.off('drain', done);
-      raw.off('close', done);
-      resolve();
-    };
-    raw.on('drain', done);
-    raw.on('close', done);
-  });
-}
+

@@ -54,6 +54,7 @@ export async function startPipelineNode(
     services?: Partial<PipelineServices>;
     maxBodyBytes?: number;
     requestTimeoutMs?: number;
+    callerStallMs?: number;
   },
 ): Promise<PipelineNode> {
   const key = newCallerKey();
@@ -69,6 +70,7 @@ export async function startPipelineNode(
     services: { metrics: recordingMetrics(finished), ...opts.services },
     ...(opts.maxBodyBytes !== undefined ? { maxBodyBytes: opts.maxBodyBytes } : {}),
     ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
+    ...(opts.callerStallMs !== undefined ? { callerStallMs: opts.callerStallMs } : {}),
   });
   const { origin, baseURL } = await listenOnLoopback(t, app);
   return {

@@ -1,0 +1,68 @@
+// A caller that stops reading a streamed answer without closing its connection: backpressure holds
+// the upstream, but without a bound the request (its upstream call, concurrency slot and
+// reservation) would stay open for as long as the caller likes. After callerStallMs without the
+// socket draining, the node drops the connection and the request ends as a caller that left.
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { waitFor } from '../../fixtures/wait-for.js';
+import { startPipelineNode } from './pipeline-harness.js';
+
+/** An upstream that streams chat chunks as fast as its socket takes them, until its caller goes. */
+async function floodingUpstream(t: { teardown(fn: () => unknown): void }): Promise<{ url: string; aborted: () => boolean }> {
+  let aborted = false;
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const content = 'lorem ipsum '.repeat(300);
+      const chunk = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+      // Bounded: at most 64 MiB, far more than the socket buffers between here and the caller hold.
+      let written = 0;
+      const pump = (): void => {
+        while (!res.destroyed && written < 64 * 1024 * 1024) {
+          written += chunk.length;
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+      };
+      res.on('close', () => {
+        if (!res.writableFinished) aborted = true;
+      });
+      pump();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, aborted: () => aborted };
+}
+
+t.test('a caller that stops reading a stream is dropped after the stall limit, the upstream call aborted and the request recorded as aborted with its partial usage', async (t) => {
+  const upstream = await floodingUpstream(t);
+  const node = await startPipelineNode(t, { upstreamUrl: upstream.url, callerStallMs: 300 });
+  const { port } = new URL(node.origin);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  socket.on('error', () => undefined);
+  t.teardown(() => socket.destroy());
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  const body = JSON.stringify({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: n\r\nAuthorization: Bearer ${node.secret}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  // Never read: the socket stays open and its buffers fill.
+  socket.pause();
+
+  const finished = await waitFor(() => node.finished[0], { what: 'the stalled request to finish', timeoutMs: 20_000 });
+  t.equal(finished.outcome.status, 'aborted', 'recorded as a caller that left');
+  t.ok(finished.usage.outputTokens > 0, 'the output it was sent is metered');
+  await waitFor(() => upstream.aborted() || undefined, { what: 'the upstream call to be aborted', timeoutMs: 20_000 });
+  // Read on now: past what the buffers held, the connection the node dropped comes to its end.
+  socket.resume();
+  await closed;
+  t.ok(node.logs().some((l) => l.msg === 'caller stopped reading the answer; its connection is closed' && l.stallMs === 300), 'a log line says why');
+});
