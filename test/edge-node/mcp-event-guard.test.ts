@@ -80,9 +80,9 @@ t.test('an event longer than the bound fails the stream instead of passing unche
   await t.rejects(run([`data: ${'x'.repeat(200)}`], [], 100), { code: 'ZN_ERR_UPSTREAM_ERROR' });
 });
 
-t.test('JSON data that is not a JSON-RPC message is checked as one text', async (t) => {
+t.test('JSON data that is not a JSON-RPC message has every string in it checked, and is re-serialised when masked', async (t) => {
   const r = await run([`data: "${EMAIL}"\n\ndata: ["${EMAIL}", "x"]\n\ndata: [{"jsonrpc":"2.0","method":"m"}, "${EMAIL}"]\n\ndata: 1\n\n`]);
-  t.equal(r.out, 'data: "[EMAIL]"\n\ndata: ["[EMAIL]", "x"]\n\ndata: [{"jsonrpc":"2.0","method":"m"}, "[EMAIL]"]\n\ndata: 1\n\n');
+  t.equal(r.out, 'data: "[EMAIL]"\n\ndata: ["[EMAIL]","x"]\n\ndata: [{"jsonrpc":"2.0","method":"m"},"[EMAIL]"]\n\ndata: 1\n\n');
   const blocked = await run(['data: 13800138000\n\n']);
   t.equal(blocked.blockedWith?.error.code, 'ZN_ERR_GUARDRAIL_BLOCKED', 'a bare number is checked too');
   t.notOk(blocked.out.includes('13800138000'));

@@ -34,11 +34,24 @@ export class JsonStringWalk {
     private readonly owner?: DirtyMark,
   ) {}
 
-  /** The strings of `holder[key]`: itself when it is a string, else every string value and key inside. */
+  /** The strings of `holder[key]`: itself when it is a string (or a long number), else every string value and key inside. */
   add(holder: Holder, key: string | number, owner: DirtyMark | undefined = this.owner): void {
     const node = (holder as Record<string | number, unknown>)[key];
     if (typeof node === 'string') this.value(holder, key, owner);
+    else if (typeof node === 'number') this.number(holder, key, node, owner);
     else this.visit(node, 1, owner);
+  }
+
+  /** `holder[key]` as `add` does, and the key itself as text (a name a mask renames, as keys inside are). */
+  addField(holder: Record<string, unknown>, key: string, owner: DirtyMark | undefined = this.owner): void {
+    if (this.full) {
+      this.partial = true;
+      return;
+    }
+    this.count += 1;
+    this.strings += 1;
+    this.keys.push(new KeySlot(holder, key, owner));
+    this.add(holder, key, owner);
   }
 
   /**

@@ -1,6 +1,7 @@
 /**
  * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
- * `message_start` carries the input usage (its `model` becomes the caller's alias),
+ * `message_start` carries the input usage (its `model` becomes the caller's alias) and, from a
+ * compatible upstream, maybe content (checked whole there, like a JSON answer's),
  * `message_delta` the final output usage (until then the usage is partial: `estimated`),
  * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
  * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
@@ -25,7 +26,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
-import { blockSlots, citationSlots, isToolUseBlock, textBlockCitationSlots } from './messages-request.js';
+import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots } from './messages-request.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 type Json = Record<string, unknown>;
@@ -157,7 +158,6 @@ class StartInputSlot implements TextSlot {
  */
 class WholeTextSlot implements TextSlot {
   readonly channel = WHOLE_TEXT_CHANNEL;
-  readonly notGenerated = true;
   /** As the field's: a server tool's result is billed as input, a citation is not. */
   readonly billedAsInput: boolean;
   private current: string;
@@ -166,6 +166,7 @@ class WholeTextSlot implements TextSlot {
     private readonly field: TextSlot,
     private readonly owner: AnthropicStreamEvent,
     readonly part: number,
+    readonly notGenerated: boolean,
   ) {
     this.current = field.text;
     this.billedAsInput = field.billedAsInput === true;
@@ -186,9 +187,12 @@ class WholeTextSlot implements TextSlot {
   }
 }
 
-/** `fields` (texts an event carries whole, stand-ins resolved) as WholeTextSlots, each a part of its own that the event ends. */
-function wholeTextSlots(fields: TextSlot[], event: AnthropicStreamEvent): TextSlot[] {
-  const wholeTexts = fields.map((field, i) => new WholeTextSlot(field, event, i));
+/**
+ * `fields` (texts an event carries whole, stand-ins resolved) as WholeTextSlots, each a part of its
+ * own that the event ends; not the model's output, unless `asFields` (then each as its field says).
+ */
+function wholeTextSlots(fields: TextSlot[], event: AnthropicStreamEvent, asFields = false): TextSlot[] {
+  const wholeTexts = fields.map((field, i) => new WholeTextSlot(field, event, i, !asFields || field.notGenerated === true));
   // What the walk could not reach makes the stream guard block (fail closed), as in a JSON answer.
   if (isPartial(fields)) markPartial(wholeTexts);
   event.wholeTexts = wholeTexts;
@@ -225,6 +229,20 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
   resolveDeferredTexts(fields);
   if (fields.length === 0 && !isPartial(fields)) return NO_TEXTS;
   return wholeTextSlots(fields, event);
+}
+
+/**
+ * The slots of the content a message_start already carries (Anthropic's is `[]`; a compatible
+ * upstream may fill it, and SDKs build the final message from it): its blocks' texts as in a JSON
+ * answer (blockSlots, tool input walked), each checked whole in this event, which ends them. The
+ * model's text stays its output (kept, estimated); citations and tool results do not.
+ */
+function messageStartSlots(content: unknown[], event: AnthropicStreamEvent): TextSlot[] {
+  const fields: TextSlot[] = [];
+  contentBlockSlots(content, fields);
+  resolveDeferredTexts(fields);
+  if (fields.length === 0 && !isPartial(fields)) return NO_TEXTS;
+  return wholeTextSlots(fields, event, true);
 }
 
 /** Whether `input` is anything but an empty object (Anthropic's placeholder) or absent. */
@@ -306,6 +324,7 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
           usage.inputTokens = anthropicInputTokens(message.usage) ?? usage.inputTokens;
           usage.outputTokens = tokenCount(message.usage.output_tokens) ?? usage.outputTokens;
         }
+        if (Array.isArray(message.content) && message.content.length > 0) event.texts = messageStartSlots(message.content, event);
       }
       break;
     }

@@ -75,19 +75,64 @@ export function billableCallCount(post: unknown): number {
 /**
  * The text of JSON-RPC messages that guardrails check, as slots: every string value and every
  * object key under `params` (requests and notifications), `result` and `error` (responses), at any
- * depth (json-string-slots.ts, with its limits: past them the list is marked partial). The
- * envelope (`jsonrpc`, `id`, `method`) is not text. Writing a slot marks `owner` dirty (an event
- * stream re-serialises only what changed).
+ * depth, and every other top-level field of a message with its name (json-string-slots.ts, with
+ * its limits: past them the list is marked partial). The envelope (`jsonrpc`, `id`, `method`) of a
+ * well-formed message is not text. Anything else in `post` — an object that is not a JSON-RPC
+ * message (a `{"detail": …}` error body), a string, a number, an array of them — is not a message
+ * whose parts are known: every string value and key in it is text. Writing a slot marks `owner`
+ * dirty (an event stream re-serialises only what changed). A string (or number) that is the whole
+ * of `post` cannot be rewritten in place: use jsonTexts for a body that may be one.
  */
 export function messageTexts(post: unknown, owner?: DirtyMark): TextSlot[] {
   const walk = new JsonStringWalk([], owner);
-  for (const message of Array.isArray(post) ? post : [post]) {
-    if (!isRecord(message)) continue;
-    for (const field of MESSAGE_TEXT_FIELDS) {
-      if (Object.hasOwn(message, field)) walk.add(message, field);
-    }
+  if (Array.isArray(post)) {
+    for (let i = 0; i < post.length; i += 1) addMessage(walk, post, i);
+  } else if (isRecord(post)) {
+    addMessage(walk, [post], 0);
   }
   return walk.finish();
 }
 
-const MESSAGE_TEXT_FIELDS = ['params', 'result', 'error'] as const;
+/**
+ * The text of any JSON a tool server sent (a JSON answer's body, an event's data), held at
+ * `box[0]` so that a bare string or number there can be masked too (the box then holds the
+ * rewritten value): messageTexts for a message or batch, every string otherwise.
+ */
+export function jsonTexts(box: [unknown], owner?: DirtyMark): TextSlot[] {
+  const value = box[0];
+  if (Array.isArray(value) || isRecord(value)) return messageTexts(value, owner);
+  const walk = new JsonStringWalk([], owner);
+  walk.add(box, 0);
+  return walk.finish();
+}
+
+/** The texts of `holder[index]`: a well-formed message's fields but its envelope, or every string of anything else. */
+function addMessage(walk: JsonStringWalk, holder: unknown[], index: number): void {
+  const message = holder[index];
+  if (!isRecord(message) || !isWellFormed(message)) {
+    walk.add(holder, index);
+    return;
+  }
+  for (const field of Object.keys(message)) {
+    if (ENVELOPE_FIELDS.has(field)) continue;
+    // The parts JSON-RPC names hold the text; their names are not text. Any other field (a server's
+    // extra top-level key) is checked with its name.
+    if (MESSAGE_TEXT_FIELDS.has(field)) walk.add(message, field);
+    else walk.addField(message, field);
+  }
+}
+
+/**
+ * A JSON-RPC 2.0 request, notification or response, as far as its envelope goes: its `jsonrpc`,
+ * `method` and `id` are what JSON-RPC says, so they are not text. The parts are not judged.
+ */
+function isWellFormed(message: Record<string, unknown>): boolean {
+  if (message.jsonrpc !== '2.0') return false;
+  const id = message.id;
+  if (id !== undefined && id !== null && typeof id !== 'string' && typeof id !== 'number') return false;
+  if (Object.hasOwn(message, 'method')) return typeof message.method === 'string';
+  return Object.hasOwn(message, 'result') || Object.hasOwn(message, 'error');
+}
+
+const MESSAGE_TEXT_FIELDS: ReadonlySet<string> = new Set(['params', 'result', 'error']);
+const ENVELOPE_FIELDS: ReadonlySet<string> = new Set(['jsonrpc', 'id', 'method']);

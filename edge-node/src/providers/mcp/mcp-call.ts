@@ -30,7 +30,7 @@ import type { ApiHandler } from '../api-handler.js';
 import { isPartial, uncheckedTextMessage } from '../partial-texts.js';
 import { isRecord } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
-import { callLabel, jsonRpcPostSchema, messageTexts } from './jsonrpc-message.js';
+import { callLabel, jsonRpcPostSchema, jsonTexts, messageTexts } from './jsonrpc-message.js';
 import type { JsonRpcPost } from './jsonrpc-message.js';
 import { admitGetStream } from './get-stream-limit.js';
 import { holdCompletingEvent } from './mcp-answer-hold.js';
@@ -284,14 +284,21 @@ function noteSession(ctx: PipelineContext, call: McpCall, status: number, return
 }
 
 /**
- * A JSON answer as a json reply (output guardrails read every string of each message; the runner
- * records the texts after them), anything else as its bytes.
+ * A JSON answer as a json reply (output guardrails read every string of each message, or of JSON
+ * that is not one; the runner records the texts after them), anything else as its bytes.
  */
 function replyOf(
   ctx: PipelineContext, call: McpCall, status: number, headers: Record<string, string>, contentType: string, bytes: Buffer, failure: ErrorCode | undefined,
 ): UpstreamReply {
   const answer = contentType.startsWith('application/json') && bytes.length > 0 ? parseJsonOrUndefined(bytes) : undefined;
-  if (answer !== undefined) return { kind: 'json', status, headers, body: answer, texts: messageTexts(answer), failure };
+  if (answer !== undefined) {
+    // Any JSON, a JSON-RPC message or not (a `{"detail": …}` error body, a bare string): a bare
+    // value is boxed, so a mask can replace it.
+    const box: [unknown] = [answer];
+    const texts = jsonTexts(box);
+    const body = typeof answer === 'object' && answer !== null ? answer : new BoxedJson(box);
+    return { kind: 'json', status, headers, body, texts, failure };
+  }
   if (bytes.length > 0) call.rawBody = bytes;
   replaceResponseText(ctx, bytes.toString('utf8'), MAX_RESPONSE_TEXT_CHARS);
   return { kind: 'raw', status, headers, body: oneChunk(bytes), failure };
@@ -410,6 +417,15 @@ function requestIds(payload: JsonRpcPost | undefined): Set<string | number> {
 
 function keepTexts(ctx: PipelineContext, slots: readonly TextSlot[]): void {
   for (const slot of slots) keepResponseText(ctx, slot.text, MAX_RESPONSE_TEXT_CHARS);
+}
+
+/** A JSON answer that is a bare value, serialised as what its box holds when sent (masked or not). */
+class BoxedJson {
+  constructor(private readonly box: [unknown]) {}
+
+  toJSON(): unknown {
+    return this.box[0];
+  }
 }
 
 async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {

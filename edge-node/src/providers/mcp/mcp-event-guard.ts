@@ -1,17 +1,19 @@
 /**
  * Output guardrails over a tool server's event stream (MCP streamable HTTP). Every SSE event carries
  * one complete JSON-RPC message (or batch), so each is checked whole, like a JSON answer: its texts
- * (messageTexts) are masked in place and the event re-serialised with its other lines (`event:`,
- * `id:`, `retry:`) kept; events without text pass byte for byte. Data that is not JSON, or JSON that
- * is not a message or a batch of messages, is checked as one text. A block ends the stream: the
+ * (jsonTexts) are masked in place and the event re-serialised with its other lines (`event:`,
+ * `id:`, `retry:`) kept; events without text pass byte for byte. JSON that is not a message or a
+ * batch of messages (a bare string, an array of strings, an object such as `{"detail": …}`) has
+ * every string in it checked; data that is not JSON is checked as one text. A block ends the stream: the
  * blocked event is never sent, and each request of the POST not answered yet gets a JSON-RPC error
  * naming ZN_ERR_GUARDRAIL_BLOCKED, so the client's pending calls fail instead of hanging.
  */
 import { zenovaError } from '../../errors.js';
 import type { TextSlot } from '../../pipeline/context.js';
 import type { Rejection } from '../../pipeline/stage.js';
+import { losesStrings } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
-import { messageTexts } from './jsonrpc-message.js';
+import { jsonTexts } from './jsonrpc-message.js';
 
 /** JSON-RPC error code of the error answer a blocked stream ends with (implementation-defined range). */
 export const GUARDRAIL_BLOCKED_RPC_CODE = -32000;
@@ -119,25 +121,24 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
   if (firstData === -1) return block;
   const data = values.join('\n');
   const mark = { dirty: false };
-  let message: unknown;
-  let slots: TextSlot[];
+  // Any JSON is walked as parsed (escapes decoded): a message's fields, or every string of JSON
+  // that is not one (a `{"detail": …}`, a bare string); data that is not JSON is one text.
+  let box: [unknown] | undefined;
   try {
-    message = JSON.parse(data);
+    box = [JSON.parse(data)];
   } catch {
-    message = undefined;
+    box = undefined;
   }
-  // JSON that is not a message or a batch of them (a bare string, number, array of strings) has no
-  // fields messageTexts reads: it is checked as one text, like data that is not JSON.
-  if (!isRecord(message) && !(Array.isArray(message) && message.length > 0 && message.every(isRecord))) message = undefined;
-  if (message !== undefined) slots = messageTexts(message, mark);
-  else slots = [{ text: data }];
+  const slots: TextSlot[] = box !== undefined ? jsonTexts(box, mark) : [{ text: data }];
   const rejection = guard.check(slots);
   if (rejection !== undefined) return rejection;
-  if (message !== undefined) answered(message, guard.pending);
+  if (box !== undefined) answered(box[0], guard.pending);
   guard.keep(slots);
-  const changed = message === undefined ? slots[0]!.text !== data : mark.dirty;
+  // Data holding strings its parsed value lost (a duplicate key: JSON.parse keeps the last) goes out
+  // re-serialised from what was checked, not as it came.
+  const changed = box === undefined ? slots[0]!.text !== data : mark.dirty || losesStrings(data, box[0]);
   if (!changed) return block;
-  const next = message === undefined ? slots[0]!.text : JSON.stringify(message);
+  const next = box === undefined ? slots[0]!.text : JSON.stringify(box[0]);
   const nextData = next.split('\n').map((line) => `data: ${line}`);
   // The data lines become one (JSON has no raw newlines) where the first one was.
   const kept = lines.filter((_, index) => !dataLines.has(index));

@@ -14,6 +14,8 @@ import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
+import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
+import { contentPartSlots } from './chat-content-parts.js';
 import { callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -69,30 +71,25 @@ function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[])
 }
 
 /**
- * The `content` of a message or of a request's `prediction`: a string, or parts, each part's `text`
- * and, in a refusal part (`{type:'refusal', refusal}`, which an assistant message sent back
- * carries), its `refusal`.
+ * The `content` of a message or of a request's `prediction`: a string, or parts (chat-content-parts.ts:
+ * each part's `text`, a refusal part's `refusal` (which an assistant message sent back carries),
+ * text nested in reasoning parts, every string of a part of an unknown type; not media).
  */
 function collectContentTexts(holder: Record<string, unknown>, into: TextSlot[]): void {
   const content = holder.content;
-  if (typeof content === 'string') {
-    into.push(new FieldSlot(holder, 'content'));
-  } else if (Array.isArray(content)) {
-    for (const part of content) {
-      if (!isRecord(part)) continue;
-      if (typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
-      if (typeof part.refusal === 'string') into.push(new FieldSlot(part, 'refusal'));
-    }
-  }
+  if (typeof content === 'string') into.push(new FieldSlot(holder, 'content'));
+  else if (Array.isArray(content)) contentPartSlots(content, into);
 }
 
 /**
- * An answer's choice message as slots: its texts (collectMessageTexts) and an audio answer's
- * `transcript`. The audio itself (`audio.data`) is speech the rules cannot read, so a message
- * carrying it marks the list partial: output rules block the answer (fail closed).
+ * An answer's choice message as slots: its texts (collectMessageTexts), its `annotations`' strings
+ * (a `url_citation`'s title and URL: not the model's words, chat-annotations.ts) and an audio
+ * answer's `transcript`. The audio itself (`audio.data`) is speech the rules cannot read, so a
+ * message carrying it marks the list partial: output rules block the answer (fail closed).
  */
 function collectAnswerTexts(message: Record<string, unknown>, into: TextSlot[]): void {
   collectMessageTexts(message, into);
+  if (message.annotations !== undefined) annotationSlots(message.annotations, into, (holder, key) => new AnnotationSlot(holder, key));
   const audio = message.audio;
   if (!isRecord(audio)) return;
   if (typeof audio.transcript === 'string') into.push(new FieldSlot(audio, 'transcript'));

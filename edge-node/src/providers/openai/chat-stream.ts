@@ -25,10 +25,12 @@ import type { DirtyMark } from '../text-slot.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
-import { losesStrings } from '../json-string-slots.js';
-import { UNREAD_TEXTS, markPartial } from '../partial-texts.js';
+import { MAX_DEPTH, losesStrings } from '../json-string-slots.js';
+import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
+import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
+import { hasUnknownStrings, isKnownPart } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 const DONE: SseEvent = { data: '[DONE]' };
@@ -74,13 +76,19 @@ class ChatStreamShape {
 }
 
 const NO_ENDS: readonly number[] = [];
+/**
+ * TextSlot.channel of annotation strings, which a chunk carries whole: no choice uses it, so ending
+ * it in their chunk flushes nothing a choice's running text holds.
+ */
+const ANNOTATION_CHANNEL = -1;
 
 /**
  * The texts of one choice (TextSlot.part): its content (0), reasoning in either field some
- * OpenAI-compatible servers use, its refusal, a legacy function call's arguments, and tool call
- * `i`'s arguments (toolCalls + i). Arguments are JSON parts (held whole by output guardrails).
+ * OpenAI-compatible servers use, its refusal, a legacy function call's arguments, the text of
+ * reasoning content parts (`{type:'thinking'}`), and tool call `i`'s arguments (toolCalls + i).
+ * Arguments are JSON parts (held whole by output guardrails).
  */
-export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, refusal: 3, functionCall: 4, toolCalls: 5 } as const;
+export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, refusal: 3, functionCall: 4, thinking: 5, toolCalls: 6 } as const;
 
 /** A delta with nothing but content (and role, a null refusal…): most chunks of an answer. */
 function onlyContent(delta: Record<string, unknown>): boolean {
@@ -89,6 +97,7 @@ function onlyContent(delta: Record<string, unknown>): boolean {
     delta.function_call === undefined &&
     delta.reasoning_content === undefined &&
     delta.reasoning === undefined &&
+    delta.annotations === undefined &&
     (delta.refusal === undefined || delta.refusal === null)
   );
 }
@@ -151,6 +160,8 @@ function partDelta(part: number, text: string): Record<string, unknown> {
       return { refusal: text };
     case TEXT_PART.functionCall:
       return { function_call: { arguments: text } };
+    case TEXT_PART.thinking:
+      return { content: [{ type: 'thinking', thinking: [{ type: 'text', text }] }] };
   }
   return { tool_calls: [{ index: part - TEXT_PART.toolCalls, function: { arguments: text } }] };
 }
@@ -164,6 +175,8 @@ export class ChatChunkEvent implements StreamEvent {
   readonly endsText: readonly number[] = NO_ENDS;
   dirty = false;
   private wire: SseEvent | undefined;
+  /** Annotation strings given a part so far (each its own part of ANNOTATION_CHANNEL). */
+  private annotationParts = 0;
 
   constructor(
     private readonly upstream: SseEvent,
@@ -172,7 +185,8 @@ export class ChatChunkEvent implements StreamEvent {
   ) {
     const choices = chunk.choices;
     let texts: TextSlot[] = NO_TEXTS;
-    let audio = false;
+    // Audio, or content parts with text the stream cannot place (chat-content-parts.ts).
+    let unread = false;
     if (Array.isArray(choices)) {
       let ends: number[] | undefined;
       for (const choice of choices) {
@@ -184,35 +198,52 @@ export class ChatChunkEvent implements StreamEvent {
             if (texts === NO_TEXTS) texts = [];
             texts.push(new FieldSlot(delta, 'content', this, channel));
           } else if (Array.isArray(delta.content)) {
-            // Text parts (`[{type:'text', text}]`), as some OpenAI-compatible servers send: each text a slot, as in a JSON answer.
-            // A refusal part's text is the choice's refusal, as in the `refusal` field.
-            for (const part of delta.content as unknown[]) {
-              if (!isRecord(part)) continue;
-              if (typeof part.text === 'string') {
-                if (texts === NO_TEXTS) texts = [];
-                texts.push(new FieldSlot(part, 'text', this, channel));
-              }
-              if (typeof part.refusal === 'string') {
-                if (texts === NO_TEXTS) texts = [];
-                texts.push(new PartSlot(part, 'refusal', this, channel, TEXT_PART.refusal, false));
-              }
-            }
+            if (texts === NO_TEXTS) texts = [];
+            if (!this.contentPartSlots(delta.content as unknown[], channel, texts, TEXT_PART.content, 0)) unread = true;
           }
           // Audio (its data and transcript in pieces) is speech the rules cannot read: the texts
           // are marked partial, so output rules end the stream rather than relay it unchecked.
-          if (delta.audio !== undefined && delta.audio !== null) audio = true;
+          if (delta.audio !== undefined && delta.audio !== null) unread = true;
           // Reasoning, tool-call arguments: rarer, so looked for only in a delta with more than content.
           if (!onlyContent(delta)) texts = this.partSlots(delta, channel, texts);
         }
         if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') (ends ??= []).push(channel);
       }
+      // Annotations are checked whole in their chunk: it ends their texts.
+      if (this.annotationParts > 0) (ends ??= []).push(ANNOTATION_CHANNEL);
       if (ends !== undefined) this.endsText = ends;
     }
-    if (audio) {
+    if (unread) {
       if (texts === NO_TEXTS) texts = [];
       markPartial(texts);
     }
     this.texts = texts;
+  }
+
+  /**
+   * Slots for a delta's content parts (`[{type:'text', text}]`, as some OpenAI-compatible servers
+   * send), added to `into`: each part's `text` continues part `textPart` of the choice (its content,
+   * or its thinking inside a reasoning part), a refusal part's `refusal` the choice's refusal (as
+   * the `refusal` field), a reasoning part's `thinking` (a string, or parts nested in it: Mistral's
+   * `{type:'thinking', thinking:[{type:'text', text}]}`) the choice's thinking. False when a part
+   * carries text the stream cannot place (a part of an unknown type with strings besides `text` and
+   * `refusal`, nesting past MAX_DEPTH): output rules then block the chunk.
+   */
+  private contentPartSlots(parts: unknown[], channel: number, into: TextSlot[], textPart: number, depth: number): boolean {
+    if (depth > MAX_DEPTH) return false;
+    for (const part of parts) {
+      if (typeof part === 'string') return false;
+      if (!isRecord(part)) continue;
+      if (!isKnownPart(part) && hasUnknownStrings(part)) return false;
+      if (typeof part.text === 'string') {
+        into.push(textPart === TEXT_PART.content ? new FieldSlot(part, 'text', this, channel) : new PartSlot(part, 'text', this, channel, textPart, false));
+      }
+      if (typeof part.refusal === 'string') into.push(new PartSlot(part, 'refusal', this, channel, TEXT_PART.refusal, false));
+      const thinking = part.thinking;
+      if (typeof thinking === 'string') into.push(new PartSlot(part, 'thinking', this, channel, TEXT_PART.thinking, false));
+      else if (Array.isArray(thinking) && !this.contentPartSlots(thinking, channel, into, TEXT_PART.thinking, depth + 1)) return false;
+    }
+    return true;
   }
 
   /** Slots for the other parts of a choice's delta (see TEXT_PART), added to `texts`. */
@@ -222,6 +253,10 @@ export class ChatChunkEvent implements StreamEvent {
     if (typeof delta.reasoning === 'string') into.push(new PartSlot(delta, 'reasoning', this, channel, TEXT_PART.reasoning, false));
     if (typeof delta.refusal === 'string') into.push(new PartSlot(delta, 'refusal', this, channel, TEXT_PART.refusal, false));
     if (isRecord(delta.function_call) && hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
+    if (delta.annotations !== undefined && delta.annotations !== null) {
+      // Whole in this chunk: each string a part of its own, on a channel no running text uses, ended here.
+      annotationSlots(delta.annotations, into, (holder, key) => new AnnotationSlot(holder, key, this, ANNOTATION_CHANNEL, this.annotationParts++));
+    }
     const calls = delta.tool_calls;
     if (Array.isArray(calls)) {
       calls.forEach((call: unknown, position) => {
@@ -234,7 +269,7 @@ export class ChatChunkEvent implements StreamEvent {
         into.push(new ArgumentsSlot(call, 'function', this, channel, TEXT_PART.toolCalls + (indexed ? (call.index as number) : position)));
       });
     }
-    return into.length === 0 ? texts : into;
+    return into.length === 0 && !isPartial(into) ? texts : into;
   }
 
   /** id/object/created of this chunk, for a new chunk of the same completion. */

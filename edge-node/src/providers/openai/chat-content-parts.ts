@@ -1,0 +1,93 @@
+/**
+ * The text of an OpenAI chat message's content parts, for guardrails: a part's `text` and a
+ * refusal part's `refusal`; a reasoning part's `thinking`, a string or parts nested in it (Mistral's
+ * `{type:'thinking', thinking:[{type:'text', text}]}`), at any depth. Media parts (MEDIA_PART_TYPES:
+ * an image or file URL, base64 audio) are not text: only a `text` beside their payload is read. A
+ * part of any other type has a shape the node does not know, so none of its text may pass unseen:
+ * in a request or JSON answer every string in it (but `type` tags) is checked, each whole; a
+ * streamed delta's such part, whose strings may be pieces of a text, is refused under output rules
+ * when it carries strings besides `text` and `refusal` (chat-stream.ts, hasUnknownStrings).
+ */
+import type { TextSlot } from '../../pipeline/context.js';
+import { MAX_DEPTH } from '../json-string-slots.js';
+import { markPartial } from '../partial-texts.js';
+import { FieldSlot, isRecord } from '../text-slot.js';
+
+/** Part types whose payload is media (a URL, base64 data), not text. */
+const MEDIA_PART_TYPES: ReadonlySet<string> = new Set(['image_url', 'input_audio', 'file', 'video_url', 'audio_url']);
+/** Part types whose text fields are known: `text`, `refusal`, `thinking`. */
+const TEXT_PART_TYPES: ReadonlySet<string> = new Set(['text', 'refusal', 'thinking']);
+
+/** Whether `part` has a type whose fields are known (a text, refusal, thinking or media part, or one without a type). */
+export function isKnownPart(part: Record<string, unknown>): boolean {
+  const type = part.type;
+  return type === undefined || (typeof type === 'string' && (TEXT_PART_TYPES.has(type) || MEDIA_PART_TYPES.has(type)));
+}
+
+/**
+ * Slots for the text in content `parts` (a message's or a prediction's `content` array; see the
+ * file comment). Past MAX_DEPTH levels of nesting the list is marked partial (fail closed).
+ */
+export function contentPartSlots(parts: unknown[], into: TextSlot[], depth = 0): void {
+  if (depth > MAX_DEPTH) {
+    markPartial(into);
+    return;
+  }
+  for (let i = 0; i < parts.length; i += 1) {
+    const part: unknown = parts[i];
+    if (typeof part === 'string') {
+      // A bare string among parts: not a shape OpenAI defines, but text all the same.
+      into.push(new FieldSlot(parts as unknown as Record<string, unknown>, String(i)));
+      continue;
+    }
+    if (!isRecord(part)) continue;
+    if (!isKnownPart(part)) {
+      unknownPartSlots(part, into, depth + 1);
+      continue;
+    }
+    if (typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
+    if (typeof part.refusal === 'string') into.push(new FieldSlot(part, 'refusal'));
+    const thinking = part.thinking;
+    if (typeof thinking === 'string') into.push(new FieldSlot(part, 'thinking'));
+    else if (Array.isArray(thinking)) contentPartSlots(thinking, into, depth + 1);
+  }
+}
+
+/** Slots for every string value inside a part of an unknown type (`type` tags aside), at any depth. */
+function unknownPartSlots(holder: Record<string, unknown> | unknown[], into: TextSlot[], depth: number): void {
+  if (depth > MAX_DEPTH) {
+    markPartial(into);
+    return;
+  }
+  const record = holder as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    if (key === 'type') continue;
+    const value = record[key];
+    if (typeof value === 'string') into.push(new FieldSlot(record, key));
+    else if (typeof value === 'object' && value !== null) unknownPartSlots(value as Record<string, unknown>, into, depth + 1);
+  }
+}
+
+/**
+ * Whether a streamed part of an unknown type carries strings besides its `text` and `refusal`
+ * (which the stream reads) and `type` tags: text the stream cannot place in a running text.
+ */
+export function hasUnknownStrings(part: Record<string, unknown>): boolean {
+  for (const key of Object.keys(part)) {
+    if (key === 'type' || key === 'text' || key === 'refusal') continue;
+    if (carriesStrings(part[key], 1)) return true;
+  }
+  return false;
+}
+
+function carriesStrings(value: unknown, depth: number): boolean {
+  if (typeof value === 'string') return true;
+  if (typeof value !== 'object' || value === null) return false;
+  // Deeper than the walks go: taken as carrying text (fail closed).
+  if (depth > MAX_DEPTH) return true;
+  const record = value as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    if (key !== 'type' && carriesStrings(record[key], depth + 1)) return true;
+  }
+  return false;
+}
