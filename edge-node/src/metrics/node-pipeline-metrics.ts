@@ -26,6 +26,17 @@ function blockedDirection(ctx: PipelineContext): 'input' | 'output' {
   return ctx.reply === undefined ? 'input' : 'output';
 }
 
+/**
+ * Which rules an up-front ZN_ERR_GUARDRAIL_UNCHECKABLE refusal was for: the input's, when the
+ * request carried input they cannot read and the policy checks input (guardrails-in refuses that
+ * first); otherwise the output's (a request asking for output they cannot read).
+ */
+function uncheckableDirection(ctx: PipelineContext): 'input' | 'output' {
+  const input = requestPolicy(ctx)?.input;
+  const checksInput = input !== undefined && (input.broken != null || input.rules.length > 0);
+  return ctx.uncheckedInput !== undefined && checksInput ? 'input' : 'output';
+}
+
 const APIS: readonly ApiKind[] = ['chat.completions', 'embeddings', 'models', 'messages', 'mcp'];
 const STAGES: readonly StageName[] = [
   'identify', 'authenticate', 'surface', 'rate-limit', 'guardrails-in', 'preauthorise',
@@ -116,6 +127,7 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
       if (rateLimitStoreFailedFor(ctx)) rateLimitStoreFailures.inc();
       for (const verdict of ctx.guardrails) verdicts.labels(verdict.on, verdict.action, verdict.detector).inc();
       if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED') guardrailBlocked.labels(blockedDirection(ctx)).inc();
+      else if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_UNCHECKABLE') guardrailBlocked.labels(uncheckableDirection(ctx)).inc();
     },
     upstreamTargetHealth(upstreamName, model, change) {
       ejected.labels(upstreamName, model).set(change === 'ejected' ? 1 : 0);

@@ -27,3 +27,20 @@ t.test('a refusal because the input rules cannot be applied is counted as on="in
   const parsed = parsePrometheusText(metrics.render());
   t.equal(sampleValue(parsed, 'zenova_node_guardrail_rejections_total', { on: 'input' }), 1);
 });
+
+t.test('an up-front refusal of what the rules cannot check is counted for the direction whose rules refused it', async (t) => {
+  const metrics = createNodePipelineMetrics(() => ({ spoolBytes: 0, backfillBacklog: 0 }));
+  const uncheckable = (rules: Parameters<typeof policy>[1], unchecked: { input?: boolean; output?: boolean }): ReturnType<typeof guardContext>['ctx'] => {
+    const ctx = refusedUnder(rules);
+    ctx.outcome = { status: 'rejected', httpStatus: 400, errorCode: 'ZN_ERR_GUARDRAIL_UNCHECKABLE' };
+    if (unchecked.input === true) ctx.uncheckedInput = { param: 'input', what: 'token ids' };
+    if (unchecked.output === true) ctx.uncheckedOutput = { param: 'logprobs', what: 'log probabilities' };
+    return ctx;
+  };
+  // Token ids under input rules, and logprobs asked for under output rules.
+  metrics.requestFinished(uncheckable([{ detector: 'email', action: 'block', on: 'input' }], { input: true }));
+  metrics.requestFinished(uncheckable([{ detector: 'email', action: 'mask', on: 'output' }], { output: true, input: true }));
+  const parsed = parsePrometheusText(metrics.render());
+  t.equal(sampleValue(parsed, 'zenova_node_guardrail_rejections_total', { on: 'input' }), 1);
+  t.equal(sampleValue(parsed, 'zenova_node_guardrail_rejections_total', { on: 'output' }), 1);
+});
