@@ -99,15 +99,36 @@ export function upstreamRetryAfterSeconds(header: string | string[] | undefined,
 }
 
 /**
+ * The HTTP status each error `type` Anthropic sends stands for (docs.anthropic.com, Errors), for an
+ * error reported inside a stream, which has no status of its own.
+ */
+const ERROR_TYPE_STATUS: Readonly<Record<string, number>> = {
+  invalid_request_error: 400,
+  authentication_error: 401,
+  billing_error: 402,
+  permission_error: 403,
+  not_found_error: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  timeout_error: 504,
+  overloaded_error: 529,
+};
+
+/**
  * An error the upstream reported inside an answer it had started (an SSE `event: error`, or a chunk
  * carrying an `error`, an object or a string): ZN_ERR_UPSTREAM_ERROR quoting only an identifier-like
- * code or type of an object, never its message. Another attempt may help unless the upstream blamed the request itself.
+ * code or type of an object, never its message. Another attempt may help unless the upstream blamed
+ * the request itself or the node's key: a 4xx other than 408 and 429 as the error's numeric `code`
+ * or `status`, or as its `type` stands for (ERROR_TYPE_STATUS), as an upstream's HTTP status would be
+ * (upstreamStatusError).
  */
 export function upstreamStreamError(upstream: string, body: unknown): ZenovaError {
   const detail = safeUpstreamErrorCode(body);
   const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
   const fields = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {};
-  const status = typeof fields.code === 'number' ? fields.code : typeof fields.status === 'number' ? fields.status : undefined;
+  const typeStatus = typeof fields.type === 'string' && Object.hasOwn(ERROR_TYPE_STATUS, fields.type) ? ERROR_TYPE_STATUS[fields.type] : undefined;
+  const status = typeof fields.code === 'number' ? fields.code : typeof fields.status === 'number' ? fields.status : typeStatus;
   const callerFault = fields.type === 'invalid_request_error' || (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429);
   const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream with an error${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
   if (status === 429 || [fields.type, fields.code].some((v) => typeof v === 'string' && RATE_LIMIT_NAME.test(v))) rateLimits.add(failure);

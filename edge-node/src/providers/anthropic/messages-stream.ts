@@ -2,7 +2,8 @@
  * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
  * `message_start` carries the input usage (its `model` becomes the caller's alias) and, from a
  * compatible upstream, maybe content (checked whole there, like a JSON answer's),
- * `message_delta` the final output usage (until then the usage is partial: `estimated`),
+ * `message_delta` the final output usage (until then the usage is partial: `estimated`) and
+ * maybe input counters again, each kept until a later event gives it again (stream-usage.ts),
  * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
  * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
  * whole there, with no deltas), `content_block_delta` the text of a
@@ -13,13 +14,15 @@
  * AFTER_STOP_GRACE_MS and a break after it changes nothing. An upstream `event: error` (whatever
  * its data) or a stream that ends without `message_stop` is a failure (thrown, so the runner ends
  * the caller's stream with an error event; before the first event the attempt fails and, for a
- * stream that just ended, is retryable: nothing reached the caller). Other data that is not a JSON
+ * stream that just ended or an error that does not blame the request or the node's key
+ * (upstreamStreamError, as on the chat path: a rate limit falls back without counting against
+ * the target), is retryable: nothing reached the caller). Other data that is not a JSON
  * object is passed on as is, but its texts are unread (UNREAD_TEXTS): output rules block it.
  */
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, Usage } from '../../pipeline/context.js';
-import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
 import { losesStrings } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
@@ -27,6 +30,7 @@ import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
 import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots } from './messages-request.js';
+import { AnthropicStreamUsage } from './stream-usage.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 type Json = Record<string, unknown>;
@@ -289,24 +293,17 @@ function usageOf(ctx: PipelineContext): Usage {
   return ctx.upstreamUsage;
 }
 
-/** Reads usage and text from one upstream event; the alias goes into `message.model`. */
-function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, alias: string): StreamEvent {
+/** Reads usage (into the stream's running `counts`) and text from one upstream event; the alias goes into `message.model`. */
+function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, upstream: string, alias: string): StreamEvent {
   let parsed: unknown;
   try {
     parsed = JSON.parse(sse.data);
   } catch {
     parsed = undefined;
   }
-  // An error event is one whatever its data (JSON or not): never relayed.
-  if (sse.event === 'error' || (isRecord(parsed) && parsed.type === 'error')) {
-    const error = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : {};
-    // Only an identifier-like type is quoted: the upstream's message text is not ours to relay.
-    const kind = typeof error.type === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(error.type) ? error.type : undefined;
-    throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream with an error${kind === undefined ? '' : ` (${kind})`}.`, {
-      // Anthropic's own advice: overloaded and api errors are transient.
-      retryable: kind === 'overloaded_error' || kind === 'api_error',
-    });
-  }
+  // An error event is one whatever its data (JSON or not): never relayed. Classified as on the
+  // chat path: retryable (a rate limit without counting against the target) unless it blames the request or the node's key.
+  if (sse.event === 'error' || (isRecord(parsed) && parsed.type === 'error')) throw upstreamStreamError(upstream, parsed);
   // No texts could be found in it: output rules block it rather than relay it unchecked.
   if (!isRecord(parsed)) return { sse, texts: UNREAD_TEXTS };
   const type = typeof parsed.type === 'string' ? parsed.type : sse.event;
@@ -321,19 +318,21 @@ function toStreamEvent(ctx: PipelineContext, sse: SseEvent, upstream: string, al
         }
         if (isRecord(message.usage)) {
           const usage = usageOf(ctx);
-          usage.inputTokens = anthropicInputTokens(message.usage) ?? usage.inputTokens;
-          usage.outputTokens = tokenCount(message.usage.output_tokens) ?? usage.outputTokens;
+          counts.update(message.usage);
+          usage.inputTokens = counts.inputTokens ?? usage.inputTokens;
+          usage.outputTokens = counts.outputTokens ?? usage.outputTokens;
         }
         if (Array.isArray(message.content) && message.content.length > 0) event.texts = messageStartSlots(message.content, event);
       }
       break;
     }
     case 'message_delta':
-      // Cumulative counts; newer upstreams repeat the input counts here too.
+      // Cumulative counts; newer upstreams repeat the input counts here too, each counter only where it applies.
       if (isRecord(parsed.usage)) {
         const usage = usageOf(ctx);
-        usage.outputTokens = tokenCount(parsed.usage.output_tokens) ?? usage.outputTokens;
-        usage.inputTokens = anthropicInputTokens(parsed.usage) ?? usage.inputTokens;
+        counts.update(parsed.usage);
+        usage.outputTokens = counts.outputTokens ?? usage.outputTokens;
+        usage.inputTokens = counts.inputTokens ?? usage.inputTokens;
         usage.estimated = false;
       }
       break;
@@ -379,12 +378,13 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
   let stopped = false;
   let received = false;
   let afterStop: NodeJS.Timeout | undefined;
+  const counts = new AnthropicStreamUsage();
   try {
     for await (const sse of parseSse(body)) {
       // The answer is complete; what follows is drained, not the caller's.
       if (stopped) continue;
       received = true;
-      const event = toStreamEvent(ctx, sse, upstream, alias);
+      const event = toStreamEvent(ctx, counts, sse, upstream, alias);
       if (event.terminal === true) {
         stopped = true;
         afterStop = setTimeout(opts.release, AFTER_STOP_GRACE_MS);
