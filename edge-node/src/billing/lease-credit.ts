@@ -24,7 +24,7 @@ import type { CreditLeases } from './credit-leases.js';
 import type { CreditLease, Reservation } from './credit-lease.js';
 import type { CreditPolicy } from './credit-policy.js';
 import type { LeaseBook } from './lease-book.js';
-import { actualCostMicros, enforceOutputLimit, priceOf, worstCaseMicros } from './request-cost.js';
+import { actualCostMicros, canCostAnything, enforceOutputLimit, priceOf, worstCaseMicros } from './request-cost.js';
 
 interface Held {
   lease: CreditLease;
@@ -32,6 +32,13 @@ interface Held {
   /** The actual cost settle worked out; the cleanup charges it rather than releasing the reservation. */
   cost?: number;
 }
+
+/**
+ * The least a request that can cost something reserves: a worst case estimated at 0 (an input-only
+ * price and empty message contents) is still billed what the upstream counts, so it must hold part
+ * of a standing lease (open, not expired, not exhausted) like any priced request, never skip it.
+ */
+export const MIN_RESERVATION_MICROS = 1;
 
 /** What a refused request is told when its reservation could not be written. */
 const LEASE_STORE_FAILED = "The node cannot write its credit lease store (disk full or failing); it accepts priced requests once writes succeed again.";
@@ -56,11 +63,13 @@ export class LeaseCredit implements CreditLeases {
     ctx.cost.priced = true;
     const worst = worstCaseMicros(ctx, price, this.policy.defaultMaxOutputTokens);
     if (worst === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', 'The worst-case cost of this request is beyond any credit; lower max_tokens.');
-    if (worst === 0) return undefined;
+    // Only a request that cannot cost anything (every rate that applies is zero) skips the lease.
+    if (worst === 0 && !canCostAnything(ctx, price)) return undefined;
+    const amount = Math.max(worst, MIN_RESERVATION_MICROS);
     const lease = this.book.leaseOf(accountId);
     let reservation: Reservation | undefined;
     try {
-      reservation = lease?.reserve(worst, ctx.clock.now());
+      reservation = lease?.reserve(amount, ctx.clock.now());
     } catch (err) {
       // Nothing is held (CreditLease changes only after its write): refused like a spool that cannot write.
       this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');
@@ -71,7 +80,7 @@ export class LeaseCredit implements CreditLeases {
     }
     const held: Held = { lease, reservation };
     this.held.set(ctx, held);
-    ctx.cost.reservedMicros = worst;
+    ctx.cost.reservedMicros = amount;
     ctx.cost.leaseId = lease.leaseId;
     // A chat request without an output limit was reserved the default per choice: the upstream is
     // told that limit, so it cannot produce (and the lease be charged for) more than was reserved.

@@ -73,6 +73,16 @@ export function worstCaseMicros(ctx: PipelineContext, price: RequestPrice, defau
 }
 
 /**
+ * Whether the request can cost anything at all, whatever the upstream reports: false only when every
+ * rate that applies is zero (a model priced 0 for input, output and fee; an MCP POST with no
+ * `tools/call`, a GET, a DELETE). A request that can cost something needs a standing lease even when
+ * its worst case comes to 0: usage is the upstream's count, not the node's estimate.
+ */
+export function canCostAnything(ctx: PipelineContext, price: RequestPrice): boolean {
+  return price.inputMicrosPerToken > 0 || price.outputMicrosPerToken > 0 || (price.requestMicros > 0 && feeCount(ctx) > 0);
+}
+
+/**
  * What the request actually costs: metered usage at the price when an upstream answered (ok, a
  * stream that failed after answering, or an abort with partial usage; MCP: also a call the tool
  * server received but whose answer never came), 0 when none did (an upstream's 4xx included).

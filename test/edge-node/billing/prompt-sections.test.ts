@@ -1,10 +1,10 @@
-// The prompt estimate the reservation is made from counts what the text list leaves out: chat
-// tools, functions, response_format and image/file parts; Anthropic tools and image/document
-// blocks. A request with hundreds of KB of tool schemas reserves their input, not almost nothing,
+// The prompt estimate the reservation is made from counts what the text list leaves out: the
+// template's tokens around messages (message-frame-estimate.test.ts), chat tools, functions,
+// response_format and image/file parts; Anthropic tools and image/document blocks. A request with hundreds of KB of tool schemas reserves their input, not almost nothing,
 // and is charged them against tokens per minute on admission too.
 import t from 'tap';
 import type { Test } from 'tap';
-import { IMAGE_PART_TOKENS, MEDIA_PART_TOKENS, chatSectionTokens, messagesSectionTokens } from '../../../edge-node/src/billing/prompt-sections.js';
+import { CONTENT_BLOCK_TOKENS, IMAGE_PART_TOKENS, MEDIA_PART_TOKENS, MESSAGE_FRAME_TOKENS, REPLY_PRIMING_TOKENS, chatSectionTokens, messagesSectionTokens } from '../../../edge-node/src/billing/prompt-sections.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
 import { createNodeRateLimiter } from '../../../edge-node/src/rate-limit/create-node-rate-limiter.js';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
@@ -74,8 +74,12 @@ t.test('the tokens/min charge on admission counts tool definitions and images, a
   t.equal(upstream.requests.length, 2);
 });
 
+/** The template's tokens of a request of one message from `user` (one token): what every request adds besides its sections. */
+const ONE_USER_MESSAGE = REPLY_PRIMING_TOKENS + MESSAGE_FRAME_TOKENS + 1;
+
 t.test('chat tools, functions, response_format and image and file parts are counted', async (t) => {
-  t.equal(chatSectionTokens({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), 0, 'nothing beyond the text list');
+  // Was 0 before the template's tokens were counted: priming and the message's frame and role now.
+  t.equal(chatSectionTokens({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), ONE_USER_MESSAGE, 'only the template beyond the text list');
   const tools = bigTools(40_000);
   t.ok(chatSectionTokens({ messages: [], tools }) >= 10_000, 'tools: their JSON length / 4');
   t.ok(chatSectionTokens({ messages: [], functions: [{ name: 'f', description: 'x'.repeat(4_000) }] }) >= 1_000);
@@ -86,11 +90,12 @@ t.test('chat tools, functions, response_format and image and file parts are coun
     { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
     { type: 'file', file: { file_id: 'f1' } },
   ];
-  t.equal(chatSectionTokens({ messages: [{ role: 'user', content: parts }] }), 2 * IMAGE_PART_TOKENS + MEDIA_PART_TOKENS);
+  t.equal(chatSectionTokens({ messages: [{ role: 'user', content: parts }] }), ONE_USER_MESSAGE + 2 * IMAGE_PART_TOKENS + MEDIA_PART_TOKENS);
 });
 
 t.test('Anthropic tools and image and document blocks are counted, text documents once (they are in the text list)', async (t) => {
-  t.equal(messagesSectionTokens({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }), 0);
+  // Was 0 before the template's tokens were counted (as for chat above).
+  t.equal(messagesSectionTokens({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }), ONE_USER_MESSAGE);
   const tools = [{ name: 'search', description: 'z'.repeat(40_000), input_schema: { type: 'object' } }];
   t.ok(messagesSectionTokens({ messages: [], tools }) >= 10_000);
   const content = [
@@ -99,5 +104,7 @@ t.test('Anthropic tools and image and document blocks are counted, text document
     { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'plain text' } },
     { type: 'tool_result', tool_use_id: 't1', content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] },
   ];
-  t.equal(messagesSectionTokens({ messages: [{ role: 'user', content }] }), 2 * IMAGE_PART_TOKENS + MEDIA_PART_TOKENS);
+  // Besides the media: markup for the four blocks and the image inside the tool result, and the result's tool_use_id ('t1': one token).
+  const template = ONE_USER_MESSAGE + 5 * CONTENT_BLOCK_TOKENS + 1;
+  t.equal(messagesSectionTokens({ messages: [{ role: 'user', content }] }), template + 2 * IMAGE_PART_TOKENS + MEDIA_PART_TOKENS);
 });

@@ -62,6 +62,7 @@ t.test('a tool_use input of numbers reserves credit for its JSON length, and a s
   t.ok(Math.abs(reservedHalf - reservedBig / 2) <= 100, `half the zeros reserve half as much: ${reservedHalf} µ against ${reservedBig} µ`);
 
   const reservedSmall = await reservedFor({ data: [0, 1, 2] });
-  t.ok(reservedSmall <= 20, `a small input reserves a few tokens: ${reservedSmall} µ`);
+  // About 35 of them are the template's tokens of the three messages and two blocks (prompt-sections.ts), counted since; the input is a few.
+  t.ok(reservedSmall <= 50, `a small input reserves a few tokens: ${reservedSmall} µ`);
   t.equal(upstream.requests.length, 3, 'each request was forwarded');
 });

@@ -10,7 +10,7 @@ export const preauthoriseStage: Stage = {
   name: 'preauthorise',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    // ctx.estimatedInputTokens includes tools, schemas, images and documents (rate-limit stage).
+    // ctx.estimatedInputTokens includes the template's tokens, tools, schemas, images and documents (rate-limit stage).
     const refused = ctx.deps.credit.preauthorise(ctx);
     if (refused !== undefined) return refused;
     try {

@@ -7,8 +7,9 @@ export const rateLimitStage: Stage = {
   name: 'rate-limit',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    // The prompt estimate so far counts the text guardrails read; tool definitions, schemas, images
-    // and documents are prompt too (the upstream counts and bills them as input): added here, before
+    // The prompt estimate so far counts the text guardrails read; the chat template's tokens around
+    // each message, tool definitions, schemas, images and documents are prompt too (the upstream
+    // counts and bills them as input): added here, before
     // the tokens/min charge, so it and the credit reservation (preauthorise) and a usage estimate
     // made later (meter) all cover them. Cheap without them (billing/prompt-sections.ts).
     ctx.estimatedInputTokens += promptSectionTokens(ctx);
