@@ -8,11 +8,13 @@ import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } fro
 import type { ZenovaError } from './errors.js';
 import { ANTHROPIC_REQUEST_ID_HEADER, errorBodyFor, isAnthropicPath, registerAnthropicRoutes } from './http/anthropic.routes.js';
 import { registerMcpRoutes } from './http/mcp.routes.js';
+import { notFoundError } from './http/not-found.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
 import { registerReadinessRoutes } from './http/readiness.routes.js';
 import type { ControlLinkView } from './http/readiness.routes.js';
 import './http/request-context.js';
 import { httpServerTimeouts, requestTimeoutFor } from './http/request-timeout.js';
+import { shownPath } from './http/shown-path.js';
 import type { Logger } from './logger.js';
 import type { PipelineServices } from './cli/node-services.js';
 import { noCredit } from './billing/credit-leases.js';
@@ -87,7 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     // Errors fastify raises before routing (a URL that cannot be decoded) skip the hooks.
     frameworkErrors: (err, request, reply) => {
-      const failure = toZenovaError(err, bodyLimit);
+      const failure = toZenovaError(err, bodyLimit, request.url);
       // The hook's reply is typed by route generics it does not have; it is a plain reply.
       const plain = reply as unknown as FastifyReply;
       if (isAnthropicPath(request.url)) plain.header(ANTHROPIC_REQUEST_ID_HEADER, request.id);
@@ -146,8 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
 
   app.setNotFoundHandler(async (request) => {
-    const path = (request.url.split('?', 1)[0] ?? '').slice(0, 200);
-    throw zenovaError('ZN_ERR_NOT_FOUND', `No route for ${request.method} ${path}.`);
+    throw notFoundError(request.method, request.url);
   });
 
   app.setErrorHandler(async (err: FastifyError | ZenovaError | Error, request: FastifyRequest, reply: FastifyReply) => {
@@ -159,7 +160,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // Nothing is sent: fastify would otherwise answer on a closed socket.
       return reply.hijack();
     }
-    const failure = toZenovaError(err, bodyLimit);
+    const failure = toZenovaError(err, bodyLimit, request.url);
     request.zenova.errorCode = failure.code;
     if (failure.code === 'ZN_ERR_INTERNAL') request.log.error({ err, code: failure.code }, 'request failed');
     // Upstream trouble is expected operations noise: one line, no stack.
@@ -303,8 +304,12 @@ function parsesAsPlainJson(text: string): boolean {
   }
 }
 
-/** Fastify's own errors (body parsing, limits) mapped onto the node's table. */
-function toZenovaError(err: FastifyError | Error, bodyLimit: number): ZenovaError {
+/**
+ * Fastify's own errors (body parsing, limits, URLs) mapped onto the node's table. Fastify's
+ * messages are never passed on: those about the URL quote it raw, query string (a caller's key)
+ * and all, at any length; only `shownPath(url)` is quoted.
+ */
+function toZenovaError(err: FastifyError | Error, bodyLimit: number, url: string): ZenovaError {
   if (isZenovaError(err)) return err;
   const code = (err as FastifyError).code;
   const status = (err as FastifyError).statusCode;
@@ -316,10 +321,16 @@ function toZenovaError(err: FastifyError | Error, bodyLimit: number): ZenovaErro
       return zenovaError('ZN_ERR_BODY_TOO_LARGE', `The request body is larger than ${bodyLimit} bytes.`);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: Content-Type must be application/json.');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body\'s size did not match its Content-Length.');
+    case 'FST_ERR_BAD_URL':
+      return zenovaError('ZN_ERR_INVALID_REQUEST', `Invalid request: the URL path ${JSON.stringify(shownPath(url))} cannot be decoded (every % must start a %XX escape of UTF-8).`);
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return zenovaError('ZN_ERR_INVALID_REQUEST', `Invalid request: a segment of the URL path ${JSON.stringify(shownPath(url))} is longer than the node accepts (100 characters, fastify's limit on a path parameter such as /mcp/{server}).`);
   }
-  // Other fastify client errors carry safe, fixed messages; server-side errors are not echoed.
+  // Any other fastify client error: its code only, as its message may quote the request.
   if (typeof code === 'string' && code.startsWith('FST_ERR_') && typeof status === 'number' && status >= 400 && status < 500) {
-    return zenovaError('ZN_ERR_INVALID_REQUEST', `Invalid request: ${err.message}`);
+    return zenovaError('ZN_ERR_INVALID_REQUEST', `Invalid request (${code}).`);
   }
   return zenovaError('ZN_ERR_INTERNAL', undefined, { cause: err });
 }

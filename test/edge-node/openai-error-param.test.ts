@@ -17,7 +17,7 @@ t.test('error bodies and param', async (t) => {
     const unknown = await post('/v1/chat/completions', chat({ model: 'nope' }));
     t.equal(unknown.status, 404);
     t.same(((await unknown.json()) as { error: unknown }).error, {
-      message: 'The model "nope" does not exist on this node.',
+      message: 'The model "nope" does not exist on this node; GET /v1/models lists the models this key may use.',
       type: 'invalid_request_error',
       param: 'model',
       code: 'ZN_ERR_MODEL_NOT_FOUND',

@@ -8,14 +8,23 @@ import { runPipeline } from '../pipeline/run-pipeline.js';
 import { anthropicErrorBodyOf } from '../providers/anthropic/anthropic-errors.js';
 
 const MESSAGES_PATH = '/v1/messages';
+const DOUBLED_MESSAGES_PATH = `/v1${MESSAGES_PATH}`;
 
 /** Anthropic's SDKs read the request id from `request-id` (APIError.requestID, _request_id). */
 export const ANTHROPIC_REQUEST_ID_HEADER = 'request-id';
 
-/** `/v1/messages`, `/v1/messages?…` or `/v1/messages/…`: paths Anthropic's SDKs call. */
+/**
+ * `/v1/messages`, `/v1/messages?…` or `/v1/messages/…`: paths Anthropic's SDKs call; and the same
+ * under `/v1/v1`, which they call when given a Base URL ending in /v1 (its 404 says to drop it,
+ * not-found.ts), so that answer too reaches them in their shape.
+ */
 export function isAnthropicPath(url: string): boolean {
-  if (!url.startsWith(MESSAGES_PATH)) return false;
-  const next = url.charCodeAt(MESSAGES_PATH.length);
+  return isUnder(url, MESSAGES_PATH) || isUnder(url, DOUBLED_MESSAGES_PATH);
+}
+
+function isUnder(url: string, path: string): boolean {
+  if (!url.startsWith(path)) return false;
+  const next = url.charCodeAt(path.length);
   return Number.isNaN(next) || next === 0x3f /* ? */ || next === 0x2f /* / */;
 }
 

@@ -119,7 +119,7 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
       // In the surface's own error shape, as every other error (the SDKs read their own).
       const retry = shouldRetryValue(failure);
       if (retry !== undefined) reply.header(SHOULD_RETRY_HEADER, retry);
-      void reply.code(failure.status).send(API_HANDLERS[ctx.api].errorBody?.(failure) ?? failure.toBody());
+      void reply.code(failure.status).send(API_HANDLERS[ctx.api].errorBody?.(failure, ctx) ?? failure.toBody());
     } else if (!raw.writableEnded) {
       raw.destroy();
     }
@@ -217,7 +217,7 @@ class PipelineRun {
     // Upstream trouble is expected operations noise: one line, no stack.
     else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
     else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
-    const body = API_HANDLERS[ctx.api].errorBody?.(failure) ?? failure.toBody();
+    const body = API_HANDLERS[ctx.api].errorBody?.(failure, ctx) ?? failure.toBody();
     const retry = shouldRetryValue(failure);
     // Without the hint the SDKs resend every 5xx, also those that cannot succeed (upstream 401 → 502).
     if (retry !== undefined) reply.header(SHOULD_RETRY_HEADER, retry);

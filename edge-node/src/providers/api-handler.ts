@@ -28,7 +28,8 @@ export interface ApiHandler {
   forward(ctx: PipelineContext): Promise<StageResult>;
   /**
    * The error body in this API's own shape (Anthropic's {type:'error', error:{type, message}}), so
-   * its official SDK reads it; absent = the node's OpenAI-style body (ZenovaError.toBody()).
+   * its official SDK reads it; absent = the node's OpenAI-style body (ZenovaError.toBody()). `ctx`
+   * for an API whose shape depends on the request (the models API: its `anthropic-version`).
    */
-  errorBody?(error: ZenovaError): unknown;
+  errorBody?(error: ZenovaError, ctx: PipelineContext): unknown;
 }

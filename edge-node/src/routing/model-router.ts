@@ -17,18 +17,25 @@ export function mayUse(key: ModelPermissions | undefined, alias: string): boolea
   return key?.allowedModels == null || key.allowedModels.has(alias);
 }
 
+/** Where a caller of each API family finds the aliases its key may use (models-api-family.ts). */
+const MODEL_LIST_OF: Readonly<Record<RuntimeRoute['family'], string>> = {
+  openai: 'GET /v1/models lists the models this key may use',
+  anthropic: "GET /v1/models with an anthropic-version header (the Anthropic SDK's models.list()) lists the models this key may use on /v1/messages",
+};
+
 /**
- * The route for `alias`. Throws ZN_ERR_MODEL_NOT_ALLOWED when the key may not use it (checked
- * first, so a restricted key learns nothing about other aliases), ZN_ERR_MODEL_NOT_FOUND when the
- * node does not serve it.
+ * The route for `alias`, asked for through an API of `family`. Throws ZN_ERR_MODEL_NOT_ALLOWED
+ * when the key may not use it (checked first, so a restricted key learns nothing about other
+ * aliases), ZN_ERR_MODEL_NOT_FOUND when the node does not serve it (saying where that family's
+ * callers find the aliases they may use).
  */
-export function resolveRoute(config: RuntimeConfig, alias: string, key: ModelPermissions | undefined): RuntimeRoute {
+export function resolveRoute(config: RuntimeConfig, alias: string, key: ModelPermissions | undefined, family: RuntimeRoute['family']): RuntimeRoute {
   if (!mayUse(key, alias)) throw zenovaError('ZN_ERR_MODEL_NOT_ALLOWED', `This API key may not use the model ${shownAlias(alias)}.`);
   const route = config.routes.get(alias);
   if (route !== undefined) return route;
   const why = config.unservableRoutes.get(alias);
   if (why !== undefined) throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shownAlias(alias)} cannot be served by this node: ${why}.`);
-  throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shownAlias(alias)} does not exist on this node.`);
+  throw zenovaError('ZN_ERR_MODEL_NOT_FOUND', `The model ${shownAlias(alias)} does not exist on this node; ${MODEL_LIST_OF[family]}.`);
 }
 
 /** The servable aliases the key may use, in config order. */

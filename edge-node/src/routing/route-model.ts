@@ -12,6 +12,7 @@ import type { ApiKind, PipelineContext } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
 import type { Rejection, StageResult } from '../pipeline/stage.js';
 import { resolveRoute, shownAlias } from './model-router.js';
+import { modelsApiFamily } from './models-api-family.js';
 
 let random: () => number = Math.random;
 
@@ -44,9 +45,13 @@ export function routeModel(ctx: PipelineContext, family: RuntimeRoute['family'])
 const FAMILY_OF_API: Readonly<Partial<Record<ApiKind, RuntimeRoute['family']>>> = {
   'chat.completions': 'openai',
   embeddings: 'openai',
-  models: 'openai',
   messages: 'anthropic',
 };
+
+/** The family the request's API speaks: the models API speaks either (models-api-family.ts). */
+function apiFamilyOf(ctx: PipelineContext): RuntimeRoute['family'] | undefined {
+  return ctx.api === 'models' ? modelsApiFamily(ctx.http.headers) : FAMILY_OF_API[ctx.api];
+}
 
 /**
  * Before the rate limits: the key may use the model asked for, the node serves it, and through this
@@ -55,7 +60,7 @@ const FAMILY_OF_API: Readonly<Partial<Record<ApiKind, RuntimeRoute['family']>>> 
  * succeed). No model named (the model list, or a body the route stage refuses): nothing to check.
  */
 export function checkModelAccess(ctx: PipelineContext): StageResult {
-  const family = FAMILY_OF_API[ctx.api];
+  const family = apiFamilyOf(ctx);
   const config = ctx.config;
   if (family === undefined || config === undefined || ctx.model === null) return undefined;
   const route = allowedRoute(ctx, config, ctx.model, family);
@@ -63,10 +68,10 @@ export function checkModelAccess(ctx: PipelineContext): StageResult {
 }
 
 /** The route of `model` if the request's key may use it through `family`, else the rejection. */
-function allowedRoute(ctx: PipelineContext, config: NonNullable<PipelineContext['config']>, model: string, family: RuntimeRoute['family']): RuntimeRoute | Rejection {
+export function allowedRoute(ctx: PipelineContext, config: NonNullable<PipelineContext['config']>, model: string, family: RuntimeRoute['family']): RuntimeRoute | Rejection {
   let route: RuntimeRoute;
   try {
-    route = resolveRoute(config, model, ctx.key);
+    route = resolveRoute(config, model, ctx.key, family);
   } catch (err) {
     if (isZenovaError(err)) return rejectWith(err);
     throw err;

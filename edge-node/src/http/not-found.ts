@@ -1,0 +1,41 @@
+// The answer to a request no route serves, with the hint that fixes the usual cause: a Base URL
+// with one /v1 too many (the Anthropic SDKs append /v1/messages to theirs, so `<origin>/v1` sends
+// /v1/v1/messages) or one too few (`<origin>` in an OpenAI client sends /chat/completions).
+import { zenovaError } from '../errors.js';
+import type { ZenovaError } from '../errors.js';
+import { shownPath } from './shown-path.js';
+
+const BASE_URLS = 'OpenAI clients take http(s)://<node>:<port>/v1 as their Base URL, Anthropic clients the origin http(s)://<node>:<port> (they add /v1 themselves).';
+
+/** A path with /v1 twice at its start: `/v1/v1` or `/v1/v1/…`. */
+export function hasDoubledV1(url: string): boolean {
+  return url.startsWith('/v1/v1') && (url.length === 6 || url[6] === '/' || url[6] === '?');
+}
+
+/**
+ * Whether `path` (no query) with /v1 in front is a route the node serves for `method`
+ * (openai.routes.ts, anthropic.routes.ts; fastify answers HEAD on its GET routes).
+ */
+function servedUnderV1(method: string, path: string): boolean {
+  const get = method === 'GET' || method === 'HEAD';
+  switch (path) {
+    case '/chat/completions':
+    case '/embeddings':
+    case '/messages':
+      return method === 'POST';
+    case '/models':
+      return get;
+  }
+  return get && path.startsWith('/models/');
+}
+
+export function notFoundError(method: string, url: string): ZenovaError {
+  const path = shownPath(url);
+  if (hasDoubledV1(url)) {
+    return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}: /v1 is in the path twice. Drop /v1 from the client's Base URL. ${BASE_URLS}`);
+  }
+  if (servedUnderV1(method, url.split('?', 1)[0] ?? '')) {
+    return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}: the node serves it as ${method} /v1${path}. Add /v1 to the client's Base URL. ${BASE_URLS}`);
+  }
+  return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}.`);
+}
