@@ -1,7 +1,8 @@
 // Concurrency limits and MCP GET event streams: an open GET stream (the SDK opens one per session by
 // itself) is a push channel, not work in progress, so it frees its concurrency slot once its head is
 // relayed and a key with `concurrentRequests: N` can run N sessions. Open GET streams have a limit
-// of their own (N per key), and a tool server's Retry-After on its 429 reaches the caller.
+// of their own (N per key), and a tool server's Retry-After on its 429 reaches the caller. A limit
+// a new config sets counts the GET streams already open.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -18,7 +19,7 @@ import { NodeRateLimiter } from '../../edge-node/src/rate-limit/node-rate-limite
 import type { RequestSpool } from '../../edge-node/src/spool/request-spool.js';
 import { startFakeToolServer } from '../fixtures/fake-tool-server.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+import { ACCOUNT_ID, bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
 
 const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
 const caller = newCallerKey();
@@ -98,3 +99,72 @@ t.test("a tool server's 429 reaches the caller with its Retry-After", async (t) 
   t.equal(res.headers.get('retry-after'), '17');
   await res.text();
 });
+
+/** A tool server with one session whose GET streams stay open until the test ends. */
+async function heldGetServer(t: Test, session: string): Promise<string> {
+  const server = http.createServer((req, res) => {
+    if (req.method === 'POST') {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': session });
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-06-18', capabilities: {}, serverInfo: { name: 's', version: '1' } } }));
+      });
+      return;
+    }
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+      return;
+    }
+    res.writeHead(405).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+}
+
+for (const { scope, before, after } of [
+  { scope: 'key', before: { keyLimits: {}, accountLimits: {} }, after: { keyLimits: { concurrentRequests: 1 }, accountLimits: {} } },
+  { scope: 'account', before: { keyLimits: { concurrentRequests: 3 }, accountLimits: {} }, after: { keyLimits: {}, accountLimits: { concurrentRequests: 2 } } },
+]) {
+  t.test(`a concurrentRequests limit a new config sets on the ${scope} counts the GET streams already open`, async (t) => {
+    const session = `sess-limit-${scope}`;
+    const toolUrl = await heldGetServer(t, session);
+    const bundleOf = (version: number, limits: { keyLimits: Record<string, number>; accountLimits: Record<string, number> }): ConfigBundle => testBundle({
+      nodeId: 'node-mcp', version, upstreamUrl: 'http://127.0.0.1:9/v1',
+      keys: [bundleKey('key-mcp', caller.sha256, { limits: limits.keyLimits })],
+      accounts: [{ id: ACCOUNT_ID, name: 'acme', status: 'active', limits: limits.accountLimits }],
+      node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+      toolServers: [{ name: 'tools', url: toolUrl, apiKey: TOOL_KEY, timeoutMs: 10_000, callMicros: 0 }],
+    });
+    const holder = ConfigHolder.ready(fromBundle(bundleOf(1, before)));
+    const logger = createLogger({ level: 'silent' });
+    const app = await buildApp({ holder, logger, services: { nodeId: 'node-mcp', spool, limiter: new NodeRateLimiter(new MemoryLimitStore(), logger) } });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const streams = new AbortController();
+    t.teardown(async () => {
+      streams.abort();
+      await app.close();
+    });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`;
+    const init = await fetch(url, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
+    });
+    t.equal(init.status, 200);
+    await init.text();
+    const get = (signal?: AbortSignal): Promise<Response> => fetch(url, { headers: { ...auth, accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-06-18' }, signal });
+
+    const open = [await get(streams.signal), await get(streams.signal)];
+    t.same(open.map((r) => r.status), [200, 200], '2 GET streams open under the first config');
+    holder.swap(fromBundle(bundleOf(2, after)));
+    const refused = await get(streams.signal);
+    t.equal(refused.status, 429, `with 2 GET streams open and the ${scope}'s new limit of ${scope === 'key' ? 1 : 2}, a new GET is refused`);
+    // A GET that was let in is a stream that stays open: not read here (the teardown ends it).
+    if (refused.status === 429) t.match(await refused.json(), { error: { code: 'ZN_ERR_CONCURRENCY_LIMITED' } });
+  });
+}

@@ -23,12 +23,23 @@ export interface SlotCheck {
   limit: number;
 }
 
+/**
+ * A slot taken, whatever the limit, for a request already in flight that holds none for `subject`
+ * (admitted before its config set a concurrency limit there): released with `release(slotId)`.
+ */
+export interface SlotAdoption {
+  slotId: string;
+  subject: string;
+}
+
 export interface AdmitQuery {
   nowMs: number;
   rates: readonly RateCheck[];
   slots: readonly SlotCheck[];
   /** Names the slot held on admission (released with `release`). */
   slotId: string;
+  /** Taken first, in the same atomic step, admitted or not, so the checks count them. */
+  adopt: readonly SlotAdoption[];
 }
 
 export interface AdmitOutcome {

@@ -21,6 +21,10 @@ export class MemoryLimitStore implements LimitStore {
   admit(query: AdmitQuery): AdmitOutcome {
     const minute = minuteOf(query.nowMs);
     if (minute > this.prunedMinute) this.prune(minute);
+    for (const { slotId, subject } of query.adopt) {
+      this.inUse.set(subject, (this.inUse.get(subject) ?? 0) + 1);
+      this.held.set(slotId, [subject]);
+    }
     const windows: WindowCounts[] = [];
     let failedRate = -1;
     // Every check is read, also after one did not fit: the limiter's Retry-After needs them all.

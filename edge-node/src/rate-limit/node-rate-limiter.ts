@@ -2,16 +2,17 @@
  * The RateLimiter the pipeline's rate-limit stage calls: turns the caller key's and account's
  * limits into checks on a LimitStore, sets Retry-After / x-ratelimit-* headers (OpenAI's names),
  * and registers the cleanups that free the concurrency slot and true up the token charge with the
- * request's real usage.
+ * request's real usage. Requests that hold no slot are tracked in flight in memory, so a
+ * concurrency limit a later config sets counts them too.
  */
 import { randomUUID } from 'node:crypto';
 import type { RateLimits } from '../../../proto/src/index.js';
 import { worstCaseOutputTokens } from '../billing/request-cost.js';
 import type { Logger } from '../logger.js';
-import type { PipelineContext } from '../pipeline/context.js';
+import type { CallerKey, PipelineContext } from '../pipeline/context.js';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
-import type { LimitStore, RateCheck, RateMetric, SlotCheck, WindowChange } from './limit-store.js';
+import type { LimitStore, RateCheck, RateMetric, SlotAdoption, SlotCheck, WindowChange } from './limit-store.js';
 import { noteRateLimitHit, noteRateLimitStoreFailure } from './rate-limit-hits.js';
 import type { LimitScope } from './rate-limit-hits.js';
 import { chargeFor, minuteOf, msUntilEmpty, msUntilFits, windowUsage } from './sliding-window.js';
@@ -21,6 +22,15 @@ import type { RateLimiter } from './rate-limiter.js';
 export const DEFAULT_OUTPUT_TOKEN_ESTIMATE = 1024;
 /** A concurrency refusal has no computable wait; this asks for a short one. */
 const CONCURRENCY_RETRY_AFTER_S = 1;
+
+/** A slot for a request already in flight, and where that request is tracked until then. */
+interface Adoption extends SlotAdoption {
+  ctx: PipelineContext;
+  unslotted: Map<string, Set<PipelineContext>>;
+  id: string;
+}
+
+const NO_ADOPTIONS: readonly Adoption[] = [];
 
 interface ScopedLimits {
   scope: LimitScope;
@@ -73,7 +83,8 @@ const slotReleases = new WeakMap<PipelineContext, () => void>();
 /**
  * Frees the request's concurrency slot (key and account) now rather than when it ends: for a request
  * that stays open without working, such as an MCP GET event stream once its head is relayed (a push
- * channel, docs/node-api.md). Safe to call for any request, and more than once.
+ * channel, docs/node-api.md); it no longer counts as in flight either. Safe to call for any request,
+ * and more than once.
  */
 export function releaseConcurrencySlot(ctx: PipelineContext): void {
   slotReleases.get(ctx)?.();
@@ -83,12 +94,34 @@ function hasLimits(limits: RateLimits): boolean {
   return limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined || limits.concurrentRequests !== undefined;
 }
 
+function track(unslotted: Map<string, Set<PipelineContext>>, id: string, ctx: PipelineContext): void {
+  const inFlight = unslotted.get(id);
+  if (inFlight === undefined) unslotted.set(id, new Set([ctx]));
+  else inFlight.add(ctx);
+}
+
+function untrack(unslotted: Map<string, Set<PipelineContext>>, id: string, ctx: PipelineContext): void {
+  const inFlight = unslotted.get(id);
+  if (inFlight !== undefined && inFlight.delete(ctx) && inFlight.size === 0) unslotted.delete(id);
+}
+
 export class NodeRateLimiter implements RateLimiter {
   private warnedAt = Number.NEGATIVE_INFINITY;
   // Slot ids are the limiter's own, never the request id: callers choose x-request-id, and two
   // requests sharing one must still hold two slots.
   private readonly slotPrefix = randomUUID();
   private slotSeq = 0;
+  // This process's requests in flight that hold no concurrency slot for their key (by key id) or
+  // account (by account id): admitted while it had no concurrency limit. A later config may set one,
+  // and it must count them: the first request admitted under it adopts them (takes slots for them in
+  // the same store step, before the checks; freed when they end). Kept here rather than as a slot in
+  // the store for every request: the replicas' shared store would cost a write per request of keys
+  // that have no limit. Another replica's such requests count once that replica admits one under the
+  // limit (docs/node-api.md).
+  private readonly unslottedByKey = new Map<string, Set<PipelineContext>>();
+  private readonly unslottedByAccount = new Map<string, Set<PipelineContext>>();
+  /** The slots adopted for a request in flight, freed when it ends. */
+  private readonly adoptedSlots = new Map<PipelineContext, string[]>();
 
   constructor(
     private readonly store: LimitStore,
@@ -100,8 +133,11 @@ export class NodeRateLimiter implements RateLimiter {
     if (key === undefined) return undefined;
     const keyHas = hasLimits(key.keyLimits);
     const accountHas = key.accountId !== null && hasLimits(key.accountLimits);
-    // The common case (no limits) costs two property checks.
-    if (!keyHas && !accountHas) return undefined;
+    // The common case (no limits): no store call, only this process's count of requests in flight.
+    if (!keyHas && !accountHas) {
+      this.trackUntilEnd(ctx, key, false, true, true);
+      return undefined;
+    }
 
     const scoped: ScopedLimits[] = [];
     if (keyHas) scoped.push({ scope: 'key', subject: `key:${key.id}`, limits: key.keyLimits });
@@ -127,17 +163,25 @@ export class NodeRateLimiter implements RateLimiter {
       }
     }
 
+    const keySlot = key.keyLimits.concurrentRequests !== undefined;
+    const accountSlot = key.accountId !== null && key.accountLimits.concurrentRequests !== undefined;
+    const adopt = keySlot || accountSlot ? this.adoptions(key, keySlot, accountSlot) : NO_ADOPTIONS;
+
     const nowMs = ctx.clock.now();
     const slotId = slots.length > 0 ? `${this.slotPrefix}:${++this.slotSeq}` : '';
     let outcome;
     try {
-      outcome = this.store.admit({ nowMs, rates, slots, slotId });
+      outcome = this.store.admit({ nowMs, rates, slots, slotId, adopt });
     } catch (err) {
       // The limit store is protection, not the service: a broken file must not take callers down.
       this.warn(nowMs, err, 'rate limit store failed; request admitted without limits');
       noteRateLimitStoreFailure(ctx);
+      // It holds no slot: a later admit adopts it (as it does those it could not adopt now).
+      this.trackUntilEnd(ctx, key, false, true, true);
       return undefined;
     }
+    // Taken whether this request is admitted or not: they run either way.
+    for (const adoption of adopt) this.adopted(adoption);
 
     this.setRateHeaders(ctx, rates, outcome.windows, outcome.admitted, nowMs);
 
@@ -167,16 +211,7 @@ export class NodeRateLimiter implements RateLimiter {
       return reject('ZN_ERR_CONCURRENCY_LIMITED', `Too many requests are running at once for this ${scope} (limit ${check.limit}).`);
     }
 
-    if (slots.length > 0) {
-      let held = true;
-      const release = (): void => {
-        if (!held) return;
-        held = false;
-        this.safely(() => this.store.release(slotId), 'freeing a concurrency slot failed; the store frees it later');
-      };
-      slotReleases.set(ctx, release);
-      ctx.cleanups.push(release);
-    }
+    this.trackUntilEnd(ctx, key, slots.length > 0 ? slotId : false, !keySlot, !accountSlot);
     const tokenChecks = rates.filter((r) => r.metric === 'tokens');
     if (tokenChecks.length > 0) {
       const admittedMinute = minuteOf(nowMs);
@@ -187,6 +222,64 @@ export class NodeRateLimiter implements RateLimiter {
       });
     }
     return undefined;
+  }
+
+  /**
+   * Registers the end of an admitted request (and its early release, releaseConcurrencySlot): frees
+   * `slotId` (false: it holds none), and tracks it meanwhile as in flight without a slot for its key
+   * and/or account, so a limit set there later counts it.
+   */
+  private trackUntilEnd(ctx: PipelineContext, key: CallerKey, slotId: string | false, noKeySlot: boolean, noAccountSlot: boolean): void {
+    if (noKeySlot) track(this.unslottedByKey, key.id, ctx);
+    if (noAccountSlot && key.accountId !== null) track(this.unslottedByAccount, key.accountId, ctx);
+    let release: () => void;
+    if (slotId === false) release = () => this.ended(ctx, key);
+    else {
+      let held = true;
+      release = () => {
+        if (held) {
+          held = false;
+          this.safely(() => this.store.release(slotId), 'freeing a concurrency slot failed; the store frees it later');
+        }
+        this.ended(ctx, key);
+      };
+    }
+    slotReleases.set(ctx, release);
+    ctx.cleanups.push(release);
+  }
+
+  /** Slots for this process's requests in flight that the key's (account's) new concurrency limit does not count yet. */
+  private adoptions(key: CallerKey, keySlot: boolean, accountSlot: boolean): readonly Adoption[] {
+    const byKey = keySlot ? this.unslottedByKey.get(key.id) : undefined;
+    const byAccount = accountSlot && key.accountId !== null ? this.unslottedByAccount.get(key.accountId) : undefined;
+    if (byKey === undefined && byAccount === undefined) return NO_ADOPTIONS;
+    const adopt: Adoption[] = [];
+    for (const ctx of byKey ?? []) {
+      adopt.push({ slotId: `${this.slotPrefix}:${++this.slotSeq}`, subject: `key:${key.id}`, ctx, unslotted: this.unslottedByKey, id: key.id });
+    }
+    for (const ctx of byAccount ?? []) {
+      adopt.push({ slotId: `${this.slotPrefix}:${++this.slotSeq}`, subject: `account:${key.accountId}`, ctx, unslotted: this.unslottedByAccount, id: key.accountId! });
+    }
+    return adopt;
+  }
+
+  /** The store holds the adopted slot now: the request counts there until it ends. */
+  private adopted({ slotId, ctx, unslotted, id }: Adoption): void {
+    untrack(unslotted, id, ctx);
+    const held = this.adoptedSlots.get(ctx);
+    if (held === undefined) this.adoptedSlots.set(ctx, [slotId]);
+    else held.push(slotId);
+  }
+
+  /** The request ended (or freed its slot early): no longer in flight here, its adopted slots freed. */
+  private ended(ctx: PipelineContext, key: CallerKey): void {
+    untrack(this.unslottedByKey, key.id, ctx);
+    if (key.accountId !== null) untrack(this.unslottedByAccount, key.accountId, ctx);
+    if (this.adoptedSlots.size === 0) return;
+    const adopted = this.adoptedSlots.get(ctx);
+    if (adopted === undefined) return;
+    this.adoptedSlots.delete(ctx);
+    for (const slotId of adopted) this.safely(() => this.store.release(slotId), 'freeing a concurrency slot failed; the store frees it later');
   }
 
   close(): void {

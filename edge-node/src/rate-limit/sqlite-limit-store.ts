@@ -186,6 +186,7 @@ export class SqliteLimitStore implements LimitStore {
     // The transaction also made the writes that were waiting.
     this.pendingWritten();
     if (outcome.admitted && query.slots.length > 0) this.liveSlots.add(query.slotId);
+    for (const { slotId } of query.adopt) this.liveSlots.add(slotId);
     return outcome;
   }
 
@@ -275,6 +276,8 @@ export class SqliteLimitStore implements LimitStore {
     if (minute + 1 < this.newestMinute) this.purgeOldWindows.run(minute - 1, minute + 1);
     this.newestMinute = minute;
     this.writePending(minute);
+    // Requests already in flight that the new limit must count: in before the checks read the slots.
+    for (const { slotId, subject } of query.adopt) this.insertSlot.run(slotId, subject, this.owner);
     const windows: WindowCounts[] = [];
     /** The minute each check is charged in (aligned with `query.rates`). */
     const chargeMinutes: number[] = [];
