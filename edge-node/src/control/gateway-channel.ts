@@ -1,12 +1,17 @@
 /**
  * How the node reaches its gateway: a grpc-js client over TLS that trusts only the gateway CA saved
  * at enrollment — or, when the control plane pinned none, this host's system trust store — and
- * checks the certificate against the saved server name (never skipped).
+ * checks the certificate against the saved server name (never skipped). The route is the node's
+ * one proxy policy (net/proxy-policy.ts), the same as enrollment's and doctor's: grpc-js's own
+ * reading of grpc_proxy/https_proxy/http_proxy/no_proxy is switched off and the proxy is given to
+ * it explicitly.
  */
 import { isIP } from 'node:net';
 import { checkServerIdentity, createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { NodeControlClient } from '../../../proto/src/index.js';
+import { proxyFor } from '../net/proxy-policy.js';
+import type { ProxyServer } from '../net/proxy-policy.js';
 import { gatewayTrust } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 
@@ -47,7 +52,13 @@ export function gatewayChannelCredentials(gateway: NodeIdentity['gateway']): grp
   return grpc.credentials.createFromSecureContext(createSecureContext(), verify);
 }
 
-export function createGatewayClient(gateway: NodeIdentity['gateway']): NodeControlClient {
+/** The proxy the control link goes through, or undefined for a direct link. Throws ProxySettingError. */
+export function gatewayProxy(gateway: NodeIdentity['gateway']): ProxyServer | undefined {
+  const { host, port } = parseGatewayTarget(gateway.target);
+  return proxyFor(host, port);
+}
+
+export function createGatewayClient(gateway: NodeIdentity['gateway'], proxy: ProxyServer | undefined = gatewayProxy(gateway)): NodeControlClient {
   const { serverName } = gateway;
   const credentials = gatewayChannelCredentials(gateway);
   const options: grpc.ChannelOptions = {
@@ -57,11 +68,20 @@ export function createGatewayClient(gateway: NodeIdentity['gateway']): NodeContr
     'grpc.keepalive_permit_without_calls': 0,
     // Reconnecting is the connect loop's job (with its own back-off); one channel per session.
     'grpc.enable_retries': 0,
+    // grpc-js would read the proxy variables its own way (http_proxy too, lowercase only).
+    'grpc.enable_http_proxy': 0,
   };
+  if (proxy !== undefined) {
+    // What grpc-js's own proxy mapping would set: dial the proxy, CONNECT to the gateway, and
+    // keep the gateway (not the proxy) as the TLS host and the :authority.
+    options['grpc.http_connect_target'] = `dns:${gateway.target}`;
+    options['grpc.default_authority'] = gateway.target;
+    if (proxy.credentials !== undefined) options['grpc.http_connect_creds'] = proxy.credentials;
+  }
   // A DNS name is also sent as TLS SNI; an IP address must not be (RFC 6066, Node DEP0123).
   if (isIP(serverName) === 0) {
     options['grpc.ssl_target_name_override'] = serverName;
     options['grpc.default_authority'] = serverName;
   }
-  return new NodeControlClient(gateway.target, credentials, options);
+  return new NodeControlClient(proxy !== undefined ? proxy.label : gateway.target, credentials, options);
 }

@@ -16,6 +16,10 @@ const LOCAL_ADVICE: Readonly<Record<string, string>> = {
     "the gateway's certificate does not name the server name saved at enrollment; add that name to ZENOVA_GATEWAY_HOSTS on the control plane, or re-enroll",
   GATEWAY_TLS_EXPIRED: "the gateway's certificate has expired or is not yet valid; check this host's clock and the gateway certificate",
   GATEWAY_UNREACHABLE: 'the gateway cannot be reached; the node keeps serving and reconnects by itself (check the network or the control plane)',
+  GATEWAY_PROXY:
+    'the proxy of https_proxy / HTTPS_PROXY (in the node service\'s environment) did not open a tunnel to the gateway, or that variable is unusable: ' +
+    "allow CONNECT to the gateway's host:port on the proxy, fix the variable, or list the gateway's host in no_proxy / NO_PROXY if it is reachable directly; " +
+    'the node keeps serving and reconnects by itself (`zenova-node doctor` tries the same route)',
   CONNECTION_LOST: 'the control session was cut; the node keeps serving and reconnects by itself',
   HELLO_TIMEOUT: 'the gateway did not answer the hello in time; the node reconnects by itself',
   CREDENTIAL_STORE_FAILED: 'the rotated credential could not be saved in the state directory; check disk space and permissions',

@@ -21,7 +21,9 @@ import type { StoredCredential } from '../state/credential-store.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { classifyTlsFailure } from '../tls/tls-failure.js';
 import type { ControlChannel } from './control-channel.js';
-import { createGatewayClient } from './gateway-channel.js';
+import { createGatewayClient, gatewayProxy, parseGatewayTarget } from './gateway-channel.js';
+import type { ProxyServer } from '../net/proxy-policy.js';
+import { ProxyConnectError, openTunnel } from '../net/proxy-tunnel.js';
 
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
 const MIN_HEARTBEAT_INTERVAL_MS = 100;
@@ -124,8 +126,34 @@ function parseRotation(rotation: CredentialRotation): StoredCredential | undefin
   return parsed.success ? parsed.data : undefined;
 }
 
+/** grpc-js's text without its empty parts ("Last error: undefined.", a bare "Resolution note:"). */
+function cleanDetails(details: string): string {
+  return details
+    .replace(/\s*Last error: (?:undefined|null)\.?/g, '')
+    .replace(/\s*Resolution note:\s*$/, '')
+    .trim();
+}
+
+/** How long the check of the proxy route may take after a link through it failed. */
+const PROXY_CHECK_TIMEOUT_MS = 5_000;
+
+/**
+ * A link through a proxy that never came up: grpc-js does not say what the proxy answered, so ask
+ * it once more ourselves (the CONNECT alone, no TLS) and name the proxy and its answer.
+ */
+async function describeProxiedFailure(proxy: ProxyServer, gateway: NodeIdentity['gateway'], details: string): Promise<{ code: string; message: string }> {
+  const { host, port } = parseGatewayTarget(gateway.target);
+  try {
+    const socket = await openTunnel(proxy, host, port, PROXY_CHECK_TIMEOUT_MS);
+    socket.destroy();
+  } catch (err) {
+    if (err instanceof ProxyConnectError) return { code: 'GATEWAY_PROXY', message: `cannot reach the gateway ${gateway.target} through the proxy (from ${proxy.source}): ${err.message}` };
+  }
+  return { code: 'GATEWAY_UNREACHABLE', message: `cannot reach the gateway ${gateway.target} through the proxy ${proxy.label} (from ${proxy.source})${details !== '' ? `: ${details}` : ''}` };
+}
+
 function describeFailure(status: grpc.StatusObject, established: boolean): { code: string; message: string } {
-  const details = peerText(status.details);
+  const details = peerText(cleanDetails(status.details));
   if (!established) {
     switch (classifyTlsFailure(details)) {
       case 'untrusted':
@@ -147,7 +175,14 @@ function describeFailure(status: grpc.StatusObject, established: boolean): { cod
 export function runSession(opts: SessionOptions): Promise<SessionEnd> {
   const { identity, logger } = opts;
   const protocolVersion = opts.facts.protocolVersion ?? PROTOCOL_VERSION;
-  const client = createGatewayClient(identity.gateway);
+  let proxy: ProxyServer | undefined;
+  try {
+    proxy = gatewayProxy(identity.gateway);
+  } catch (err) {
+    // An unusable proxy variable: never fall back to a direct link the operator did not ask for.
+    return Promise.resolve({ reason: 'disconnected', code: 'GATEWAY_PROXY', message: (err as Error).message, established: false, establishedMs: 0 });
+  }
+  const client = createGatewayClient(identity.gateway, proxy);
   const metadata = new grpc.Metadata();
   metadata.set(NODE_ID_METADATA_KEY, identity.nodeId);
   metadata.set(NODE_CREDENTIAL_METADATA_KEY, opts.credential.secret);
@@ -316,7 +351,12 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
         } else if (status.code === grpc.status.OK) {
           settle({ ...base, reason: 'disconnected', code: 'SESSION_CLOSED', message: 'the control plane closed the session' });
         } else {
-          settle({ ...base, reason: 'disconnected', ...describeFailure(status, established) });
+          const described = describeFailure(status, established);
+          if (proxy !== undefined && described.code === 'GATEWAY_UNREACHABLE') {
+            void describeProxiedFailure(proxy, identity.gateway, peerText(cleanDetails(status.details))).then((why) => settle({ ...base, reason: 'disconnected', ...why }));
+          } else {
+            settle({ ...base, reason: 'disconnected', ...described });
+          }
         }
       }
     });

@@ -10,7 +10,9 @@ import { olderConfigWarning } from '../config/enrolled-config.js';
 import { readStartupCache } from '../config/startup-cache.js';
 import type { StartupCache } from '../config/startup-cache.js';
 import { CONTROL_STATUS_FILE } from '../control/control-status.js';
+import { gatewayProxy } from '../control/gateway-channel.js';
 import { probeTcp, probeTls } from '../control/gateway-probe.js';
+import type { ProxyServer } from '../net/proxy-policy.js';
 import { CREDENTIAL_FILE, isExpired, loadCredentials } from '../state/credential-store.js';
 import { IDENTITY_FILE, describeGatewayTrust, gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
@@ -153,13 +155,22 @@ async function checkGateway(identity: NodeIdentity): Promise<DoctorCheck[]> {
       : "the control plane pinned no gateway CA, so the CA that issued the gateway's certificate must be in this host's system trust store " +
         '(or in NODE_EXTRA_CA_CERTS of the node service); or set ZENOVA_GATEWAY_TRUST_BUNDLE on the control plane and re-enroll this node',
   };
-  const tcp = await probeTcp(gateway, PROBE_TIMEOUT_MS);
-  if (!tcp.ok) {
-    return [{ ok: false, label: `gateway ${gateway.target} reachable over TCP`, advice: explainTlsFailure(tcp.kind, peer) ?? tcp.message }];
+  // The control link's own route: through the proxy of https_proxy / HTTPS_PROXY unless no_proxy exempts the gateway.
+  let proxy: ProxyServer | undefined;
+  try {
+    proxy = gatewayProxy(gateway);
+  } catch (err) {
+    return [{ ok: false, label: `gateway ${gateway.target} reachable (proxy setting)`, advice: `${(err as Error).message}; fix it, or unset it to connect directly` }];
   }
-  const checks: DoctorCheck[] = [{ ok: true, label: `gateway ${gateway.target} reachable over TCP` }];
-  const handshake = await probeTls(gateway, PROBE_TIMEOUT_MS);
-  const label = `gateway TLS certificate trusted (${trust === 'pinned-ca' ? 'pinned CA' : 'system trust store'}) and valid for "${gateway.serverName}"`;
-  checks.push(handshake.ok ? { ok: true, label } : { ok: false, label, advice: explainTlsFailure(handshake.kind, peer) ?? handshake.message });
+  const via = proxy !== undefined ? ` via proxy ${proxy.label} (${proxy.source})` : '';
+  const tcpLabel = `gateway ${gateway.target} reachable over TCP${via}`;
+  const tcp = await probeTcp(gateway, PROBE_TIMEOUT_MS, proxy);
+  if (!tcp.ok) {
+    return [{ ok: false, label: tcpLabel, advice: tcp.advice ?? explainTlsFailure(tcp.kind, peer) ?? tcp.message }];
+  }
+  const checks: DoctorCheck[] = [{ ok: true, label: tcpLabel }];
+  const handshake = await probeTls(gateway, PROBE_TIMEOUT_MS, proxy);
+  const label = `gateway TLS certificate trusted (${trust === 'pinned-ca' ? 'pinned CA' : 'system trust store'}) and valid for "${gateway.serverName}"${via}`;
+  checks.push(handshake.ok ? { ok: true, label } : { ok: false, label, advice: handshake.advice ?? explainTlsFailure(handshake.kind, peer) ?? handshake.message });
   return checks;
 }

@@ -27,6 +27,8 @@ import { EnrollError, tokenErrorMessage } from './enroll-errors.js';
 import type { EnrollMode } from './enroll-errors.js';
 import { redemptionKeyFor, removeEnrollAttempt } from './enroll-attempt.js';
 import { requestJson } from './https-json.js';
+import { ProxySettingError } from '../net/proxy-policy.js';
+import { ProxyConnectError, proxyAdvice } from '../net/proxy-tunnel.js';
 import type { JsonRequest, JsonResponse } from './https-json.js';
 
 /** DESIGN §7: a host whose clock is further off than this cannot be trusted with expiries. */
@@ -244,6 +246,11 @@ function answerError(response: JsonResponse, mode: EnrollMode, token: string, wh
 
 function transportError(err: unknown, base: URL, opts: EnrollOptions, token: string): EnrollError {
   const host = base.hostname.replace(/^\[|\]$/g, '');
+  // The proxy failed, not the control plane: say which proxy and what it answered.
+  if (err instanceof ProxyConnectError) {
+    return new EnrollError('PROXY', `cannot reach the control plane at ${base.host} through the proxy: ${err.message}; ${proxyAdvice(err, base.host)}`, { cause: err });
+  }
+  if (err instanceof ProxySettingError) return new EnrollError('PROXY', `${err.message}; fix it, or unset it to connect directly`, { cause: err });
   const kind = classifyTlsFailure(err);
   const explained = explainTlsFailure(kind, {
     what: 'the control plane',

@@ -6,6 +6,8 @@
 import { parseControlPlaneUrl } from '../../../edge-node/src/enroll/enroll.js';
 import { PREFLIGHT_PATH, PRODUCT, preflightResponseSchema } from '../../../edge-node/src/enroll/enroll-api.js';
 import { requestJson } from '../../../edge-node/src/enroll/https-json.js';
+import { ProxySettingError } from '../../../edge-node/src/net/proxy-policy.js';
+import { ProxyConnectError } from '../../../edge-node/src/net/proxy-tunnel.js';
 import { classifyTlsFailure, explainTlsFailure } from '../../../edge-node/src/tls/tls-failure.js';
 import { oneLine } from '../../../edge-node/src/one-line.js';
 import { finding } from './diagnostics.js';
@@ -42,6 +44,11 @@ export const probeControlPlane: ControlPlaneProbe = async (value, caPem, caFile)
       maxResponseBytes: MAX_RESPONSE_BYTES,
     });
   } catch (err) {
+    // The proxy's own failure, not the control plane's: what DNS or curl -v would not explain.
+    if (err instanceof ProxyConnectError) {
+      return { ok: false, finding: finding('NODE-CP-PROXY', `cannot reach the control plane at ${base.host} through the proxy: ${err.message}`) };
+    }
+    if (err instanceof ProxySettingError) return { ok: false, finding: finding('NODE-CP-PROXY', err.message) };
     const kind = classifyTlsFailure(err);
     const host = base.hostname.replace(/^\[|\]$/g, '');
     const explained = explainTlsFailure(kind, {
