@@ -30,6 +30,8 @@ import { noSpool } from './spool/request-spool.js';
 import { CLIENT_REQUEST_ID_HEADER, REQUEST_ID_HEADER, clientRequestIdOf, generateRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
 import { TargetHealth } from './routing/target-health.js';
+import { serverTlsOptions } from './tls/caller-tls.js';
+import type { CallerTlsPair } from './tls/caller-tls.js';
 import { trackUnusedConnections } from '../../proto/src/index.js';
 
 export interface AppDeps {
@@ -54,6 +56,8 @@ export interface AppDeps {
   getStreamStanding?: GetStreamStandingOptions;
   /** How long a caller may leave an answer unread before its connection is dropped (default 120 s); tests shorten it. */
   callerStallMs?: number;
+  /** Serve HTTPS with this pair (checked by readCallerTls); plain HTTP when absent. Reloaded with reloadCallerTls. */
+  https?: CallerTlsPair;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -68,14 +72,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Widened to fastify's logger type so the instance is the plain FastifyInstance callers expect.
   const loggerInstance: FastifyBaseLogger = deps.logger;
 
+  // Over TLS the same server options go to https.createServer. Fastify types an instance over HTTPS
+  // apart (its `https` option is `null` on the plain-HTTP one we return): https.Server is an
+  // http.Server for everything the app does, and reloadCallerTls reaches its TLS side.
+  const transport = deps.https !== undefined
+    ? { https: { ...serverTlsOptions(deps.https), ...httpServerTimeouts(requestTimeout) } as unknown as null }
+    : { http: httpServerTimeouts(requestTimeout) };
   const app = Fastify({
+    ...transport,
     loggerInstance,
     // One "request finished" line per request (below) instead of fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit,
     // Node answers a request still arriving after this (clientErrorHandler: 408); not the answer.
     requestTimeout,
-    http: httpServerTimeouts(requestTimeout),
     requestIdHeader: false,
     // Always the node's own id, never the caller's (request-id.ts: it keys the record and its charge).
     genReqId: () => generateRequestId(),

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { isLoopbackHost } from '../metrics/admin-server.js';
+import type { CallerTlsFiles } from '../tls/caller-tls.js';
 
 export const DEFAULT_LISTEN = '127.0.0.1:7480';
 
@@ -20,7 +21,7 @@ Run "zenova-node <command> --help" for a command's options.
 `;
 
 export const SERVE_USAGE = `Usage: zenova-node serve (--state-dir DIR | --config FILE) [--listen HOST:PORT]
-                        [--admin-listen HOST:PORT]
+                        [--admin-listen HOST:PORT] [--tls-cert FILE --tls-key FILE]
 
 Options:
   --state-dir DIR       The enrolled node's state directory: the node serves the signed config its
@@ -36,6 +37,13 @@ Options:
                         Also serve GET /metrics (Prometheus text) and GET /healthz on this address,
                         which must be loopback (127.0.0.1 or [::1]); off by default. Env:
                         ZENOVA_NODE_ADMIN_LISTEN (the flag wins)
+  --tls-cert FILE       Serve callers over HTTPS (TLS 1.2 or later) with this PEM certificate (the
+                        server's first, then any intermediates); plain HTTP without it. Env:
+                        ZENOVA_NODE_TLS_CERT_FILE (the flag wins)
+  --tls-key FILE        The certificate's PEM private key (unencrypted); both or neither. Env:
+                        ZENOVA_NODE_TLS_KEY_FILE (the flag wins). SIGHUP (systemctl reload
+                        node-edge) reads both files again: a renewed pair is served to new
+                        connections, a bad one is refused with a log line and the old one kept
   -h, --help            Show this help
 
 Endpoints besides the OpenAI API: GET /healthz (the process is up), GET /readyz (200 when a
@@ -82,15 +90,19 @@ Options:
   -h, --help        Show this help
 `;
 
-export const DOCTOR_USAGE = `Usage: zenova-node doctor --state-dir DIR
+export const DOCTOR_USAGE = `Usage: zenova-node doctor --state-dir DIR [--tls-cert FILE --tls-key FILE]
 
 Checks the state directory (exists, modes 0700/0600, identity readable, credential not expired),
 the config cache as serve loads it at start (config-applied-version.json readable, the cached config
 verifies and is not older than the version the node applied) and the gateway (TCP reachable, TLS
-certificate trusted and valid for its name). Changes nothing. Exit status 1 when a check fails.
+certificate trusted and valid for its name), and, with the caller port's TLS files (flags, or
+ZENOVA_NODE_TLS_CERT_FILE/ZENOVA_NODE_TLS_KEY_FILE), that the key is the certificate's and how
+many days it has left. Changes nothing. Exit status 1 when a check fails.
 
 Options:
   --state-dir DIR   The node's state directory
+  --tls-cert FILE   The caller port's certificate, as serve takes it
+  --tls-key FILE    Its private key
   -h, --help        Show this help
 `;
 
@@ -101,7 +113,7 @@ export interface ListenAddress {
 
 export type CliCommand =
   | { kind: 'help'; text: string }
-  | { kind: 'serve'; configFile?: string; stateDir?: string; listen: ListenAddress; adminListen?: ListenAddress }
+  | { kind: 'serve'; configFile?: string; stateDir?: string; listen: ListenAddress; adminListen?: ListenAddress; tls?: CallerTlsFiles }
   | {
       kind: 'enroll';
       controlPlaneUrl: string;
@@ -111,7 +123,7 @@ export type CliCommand =
       reenroll: boolean;
     }
   | { kind: 'status'; stateDir: string; json: boolean }
-  | { kind: 'doctor'; stateDir: string };
+  | { kind: 'doctor'; stateDir: string; tls?: CallerTlsFiles };
 
 /** A command line that cannot run; the CLI prints the message and `usage` to stderr, exit 2. */
 export class UsageError extends Error {
@@ -150,7 +162,24 @@ function parseAdminListen(flagValue: string | undefined, env: NodeJS.ProcessEnv)
   return address;
 }
 
-/** `env` supplies ZENOVA_NODE_ADMIN_LISTEN for `serve` (none read when omitted). */
+/**
+ * The caller port's certificate and key files: each flag, else its variable
+ * (ZENOVA_NODE_TLS_CERT_FILE, ZENOVA_NODE_TLS_KEY_FILE). Both or neither: one alone would serve
+ * plain HTTP where HTTPS was meant, so it is a usage error.
+ */
+function parseTlsFiles(values: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv, usage: string): CallerTlsFiles | undefined {
+  const fromEnv = (name: string): string | undefined => (env[name] !== undefined && env[name] !== '' ? env[name] : undefined);
+  const certFile = text(values, 'tls-cert') ?? fromEnv('ZENOVA_NODE_TLS_CERT_FILE');
+  const keyFile = text(values, 'tls-key') ?? fromEnv('ZENOVA_NODE_TLS_KEY_FILE');
+  if (certFile === undefined && keyFile === undefined) return undefined;
+  if (certFile === undefined || keyFile === undefined) {
+    const [given, missing] = certFile === undefined ? ['--tls-key (ZENOVA_NODE_TLS_KEY_FILE)', '--tls-cert FILE (ZENOVA_NODE_TLS_CERT_FILE)'] : ['--tls-cert (ZENOVA_NODE_TLS_CERT_FILE)', '--tls-key FILE (ZENOVA_NODE_TLS_KEY_FILE)'];
+    throw new UsageError(`${given} needs ${missing} too: give both the certificate and its key, or neither for plain HTTP`, usage);
+  }
+  return { certFile, keyFile };
+}
+
+/** `env` supplies ZENOVA_NODE_ADMIN_LISTEN and the TLS file variables for `serve` and `doctor` (none read when omitted). */
 export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): CliCommand {
   const [command, ...rest] = argv;
   if (command === undefined) throw new UsageError('no command given', MAIN_USAGE);
@@ -158,7 +187,7 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): 
   if (command === 'serve') return parseServe(rest, env);
   if (command === 'enroll') return parseEnroll(rest);
   if (command === 'status') return parseStatus(rest);
-  if (command === 'doctor') return parseDoctor(rest);
+  if (command === 'doctor') return parseDoctor(rest, env);
   throw new UsageError(`unknown command ${JSON.stringify(command)}`, MAIN_USAGE);
 }
 
@@ -183,7 +212,14 @@ function text(values: Record<string, string | boolean | undefined>, name: string
 function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
   const values = parseFlags(
     argv,
-    { config: { type: 'string' }, 'state-dir': { type: 'string' }, listen: { type: 'string' }, 'admin-listen': { type: 'string' } },
+    {
+      config: { type: 'string' },
+      'state-dir': { type: 'string' },
+      listen: { type: 'string' },
+      'admin-listen': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+    },
     SERVE_USAGE,
   );
   if (values.help === true) return { kind: 'help', text: SERVE_USAGE };
@@ -191,6 +227,7 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
   const stateDir = text(values, 'state-dir');
   if (configFile === undefined && stateDir === undefined) throw new UsageError('serve needs --state-dir DIR or --config FILE', SERVE_USAGE);
   const adminListen = parseAdminListen(text(values, 'admin-listen'), env);
+  const tls = parseTlsFiles(values, env, SERVE_USAGE);
   if (configFile !== undefined && stateDir !== undefined) {
     throw new UsageError(
       '--config cannot be used with --state-dir: an enrolled node serves only the signed config its control plane pushes (configure it there); --config is for a stand-alone node',
@@ -203,6 +240,7 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
     ...(stateDir !== undefined ? { stateDir } : {}),
     listen: parseListenAddress(text(values, 'listen') ?? DEFAULT_LISTEN),
     ...(adminListen !== undefined ? { adminListen } : {}),
+    ...(tls !== undefined ? { tls } : {}),
   };
 }
 
@@ -250,10 +288,11 @@ function parseStatus(argv: string[]): CliCommand {
   return { kind: 'status', stateDir, json: values.json === true };
 }
 
-function parseDoctor(argv: string[]): CliCommand {
-  const values = parseFlags(argv, { 'state-dir': { type: 'string' } }, DOCTOR_USAGE);
+function parseDoctor(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
+  const values = parseFlags(argv, { 'state-dir': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' } }, DOCTOR_USAGE);
   if (values.help === true) return { kind: 'help', text: DOCTOR_USAGE };
   const stateDir = text(values, 'state-dir');
   if (stateDir === undefined) throw new UsageError('doctor needs --state-dir DIR', DOCTOR_USAGE);
-  return { kind: 'doctor', stateDir };
+  const tls = parseTlsFiles(values, env, DOCTOR_USAGE);
+  return { kind: 'doctor', stateDir, ...(tls !== undefined ? { tls } : {}) };
 }

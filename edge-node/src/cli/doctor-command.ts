@@ -6,7 +6,7 @@ import type { CliIo } from './cli-io.js';
 type DoctorCommand = Extract<CliCommand, { kind: 'doctor' }>;
 
 export async function runDoctorCommand(command: DoctorCommand, io: CliIo): Promise<number> {
-  const checks = await runDoctor(command.stateDir);
+  const checks = await runDoctor(command.stateDir, command.tls !== undefined ? { tls: command.tls } : {});
   for (const check of checks) {
     io.stdout.write(`${check.ok ? 'ok  ' : 'FAIL'}  ${check.label}\n`);
     if (!check.ok && check.advice !== undefined) io.stdout.write(`      ${check.advice}\n`);

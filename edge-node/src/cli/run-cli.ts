@@ -5,6 +5,7 @@ import { ReconnectSettingsError } from '../control/reconnect-settings.js';
 import { ReplicaSettingError } from '../rate-limit/create-node-rate-limiter.js';
 import { createLogger } from '../logger.js';
 import { StateDirMissingError, StateFileError } from '../state/state-store.js';
+import { CallerTlsError } from '../tls/caller-tls.js';
 import { UsageError, parseCli } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { runDoctorCommand } from './doctor-command.js';
@@ -42,6 +43,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       ...(command.stateDir !== undefined ? { stateDir: command.stateDir } : {}),
       listen: command.listen,
       ...(command.adminListen !== undefined ? { adminListen: command.adminListen } : {}),
+      ...(command.tls !== undefined ? { tls: command.tls } : {}),
       logger: createLogger({ batched: true }),
     });
   } catch (err) {
@@ -54,7 +56,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       err instanceof StateDirMissingError ||
       err instanceof StateFileError ||
       err instanceof ReconnectSettingsError ||
-      err instanceof ReplicaSettingError
+      err instanceof ReplicaSettingError ||
+      err instanceof CallerTlsError
     ) {
       io.stderr.write(`zenova-node: ${err.message}\n`);
       return 2;

@@ -21,6 +21,9 @@ import { loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { openStateStore } from '../state/state-store.js';
 import { notifyReady, notifyStopping } from '../service/sd-notify.js';
+import { isLoopbackHost } from '../metrics/admin-server.js';
+import { expiryWarning, readCallerTls, reloadCallerTls } from '../tls/caller-tls.js';
+import type { CallerTlsFiles, CallerTlsPair } from '../tls/caller-tls.js';
 import { openNodeServices } from './node-services.js';
 import type { NodeServices } from './node-services.js';
 import type { StateStore } from '../state/state-store.js';
@@ -41,6 +44,8 @@ export interface ServeOptions {
   env?: NodeJS.ProcessEnv;
   /** The admin port (metrics); loopback only. undefined = not started. */
   adminListen?: ListenAddress;
+  /** Serve callers over HTTPS with this certificate and key (read at start and on SIGHUP); plain HTTP when absent. */
+  tls?: CallerTlsFiles;
 }
 
 /** The state dir has no identity or credential; the message says to enroll. */
@@ -59,9 +64,44 @@ function lockIntervalMs(env: NodeJS.ProcessEnv): number | undefined {
   return Number.isInteger(value) && value >= 50 && value <= 60_000 ? value : undefined;
 }
 
-/** `http://HOST:PORT` with IPv6 hosts bracketed. */
-export function listenUrl(host: string, port: number): string {
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+/** `http(s)://HOST:PORT` with IPv6 hosts bracketed. */
+export function listenUrl(host: string, port: number, scheme: 'http' | 'https' = 'http'): string {
+  return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** Reads the caller port's pair at start (CallerTlsError before anything opens) and logs a near expiry. */
+function loadCallerTls(files: CallerTlsFiles, logger: Logger): CallerTlsPair {
+  const pair = readCallerTls(files);
+  const warning = expiryWarning(pair, files.certFile);
+  if (warning !== undefined) logger.warn({ certFile: files.certFile, notAfter: pair.notAfter.toISOString(), daysLeft: pair.daysLeft }, warning);
+  return pair;
+}
+
+/**
+ * SIGHUP: read the pair again and serve it to new connections. A bad new pair (a renewal caught
+ * half-copied, a wrong key) is refused with a log line and the pair in use kept. Reloading on a
+ * signal rather than on a file-change timer means the operator (or the renewal hook, through
+ * `systemctl reload`) says when both files are in place, so a cert written before its key is never
+ * seen as a mismatch, and nothing polls the disk.
+ */
+function reloadOnHangup(server: Parameters<typeof reloadCallerTls>[0], files: CallerTlsFiles | undefined, logger: Logger): () => void {
+  return () => {
+    if (files === undefined) {
+      logger.info('SIGHUP: the caller port serves plain HTTP (no --tls-cert); nothing to reload');
+      return;
+    }
+    let pair: CallerTlsPair;
+    try {
+      pair = readCallerTls(files);
+      reloadCallerTls(server, pair);
+    } catch (err) {
+      logger.error({ certFile: files.certFile, keyFile: files.keyFile }, `node-edge kept its TLS certificate: the new pair was refused: ${(err as Error).message}`);
+      return;
+    }
+    logger.info({ certFile: files.certFile, serial: pair.serial, notAfter: pair.notAfter.toISOString(), daysLeft: pair.daysLeft }, 'node-edge reloaded its TLS certificate');
+    const warning = expiryWarning(pair, files.certFile);
+    if (warning !== undefined) logger.warn({ certFile: files.certFile, notAfter: pair.notAfter.toISOString(), daysLeft: pair.daysLeft }, warning);
+  };
 }
 
 interface Enrolled {
@@ -90,6 +130,8 @@ export async function serve(opts: ServeOptions): Promise<number> {
   if (opts.configFile !== undefined && opts.stateDir !== undefined) {
     throw new Error('serve takes a config file or a state dir, not both');
   }
+  // Checked first: a bad certificate is a one-line refusal before the state dir or spool is opened.
+  const callerTls = opts.tls !== undefined ? loadCallerTls(opts.tls, opts.logger) : undefined;
   const enrolled = opts.stateDir !== undefined ? await openEnrolledState(opts.stateDir) : undefined;
   const reconnect = enrolled !== undefined ? reconnectSettingsFromEnv(opts.env ?? process.env) : undefined;
   let holder: ConfigHolder;
@@ -130,6 +172,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
     requestWindow,
     services: services.pipeline,
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
+    ...(callerTls !== undefined ? { https: callerTls } : {}),
     ...(enrolled !== undefined
       ? {
           controlLink: () => link?.view() ?? { connected: false, since: startedAt },
@@ -146,11 +189,21 @@ export async function serve(opts: ServeOptions): Promise<number> {
     return 1;
   }
   const { port } = app.server.address() as AddressInfo;
-  notifyReady(opts.logger, `serving on ${listenUrl(opts.listen.host, port)}`);
+  const url = listenUrl(opts.listen.host, port, callerTls !== undefined ? 'https' : 'http');
+  const onHangup = reloadOnHangup(app.server, opts.tls, opts.logger);
+  process.on('SIGHUP', onHangup);
+  notifyReady(opts.logger, `serving on ${url}`);
+  if (callerTls === undefined && !isLoopbackHost(opts.listen.host)) {
+    opts.logger.warn(
+      { url },
+      "the caller port serves plain HTTP on a non-loopback address: callers' API keys cross the network in clear; serve HTTPS with --tls-cert FILE --tls-key FILE",
+    );
+  }
   const served = holder.current();
   opts.logger.info(
     {
-      url: listenUrl(opts.listen.host, port),
+      url,
+      ...(callerTls !== undefined ? { tls: { certFile: opts.tls?.certFile, serial: callerTls.serial, notAfter: callerTls.notAfter.toISOString(), daysLeft: callerTls.daysLeft } } : {}),
       node: enrolled?.identity.nodeName ?? (served.ready ? served.config.nodeName : null),
       controlPlane: enrolled !== undefined,
       ready: served.ready,
@@ -238,11 +291,12 @@ export async function serve(opts: ServeOptions): Promise<number> {
         .then(
         () => {
           clearTimeout(deadline);
-          process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
+          process.off('SIGINT', onSignal).off('SIGTERM', onSignal).off('SIGHUP', onHangup);
           opts.logger.info('node-edge stopped');
           resolve(0);
         },
         (err: unknown) => {
+          process.off('SIGHUP', onHangup);
           opts.logger.error({ err }, 'node-edge did not close cleanly');
           resolve(1);
         },

@@ -20,6 +20,8 @@ import { openStateStore } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { createLogger } from '../logger.js';
 import { explainTlsFailure } from '../tls/tls-failure.js';
+import { expiryWarning, readCallerTls } from '../tls/caller-tls.js';
+import type { CallerTlsFiles } from '../tls/caller-tls.js';
 
 const PROBE_TIMEOUT_MS = 5_000;
 
@@ -49,7 +51,34 @@ async function checkMode(file: string, expected: number, what: string, required:
   return { ok: true, label: `${what} ${file} (mode ${octal(mode)})` };
 }
 
-export async function runDoctor(stateDir: string): Promise<DoctorCheck[]> {
+/** The state dir's and gateway's checks, then (given its files) the caller port's certificate. */
+export async function runDoctor(stateDir: string, opts: { tls?: CallerTlsFiles; now?: Date } = {}): Promise<DoctorCheck[]> {
+  const checks = await checkStateAndGateway(stateDir);
+  if (opts.tls !== undefined) checks.push(checkCallerTls(opts.tls, opts.now ?? new Date()));
+  return checks;
+}
+
+/**
+ * The caller port's pair as serve reads it: the key is the certificate's, and it is valid for at
+ * least EXPIRY_WARNING_DAYS more days (serve still starts with fewer, warning; doctor says renew).
+ */
+export function checkCallerTls(files: CallerTlsFiles, now: Date): DoctorCheck {
+  let pair;
+  try {
+    pair = readCallerTls(files, now);
+  } catch (err) {
+    return {
+      ok: false,
+      label: `caller TLS certificate ${files.certFile} and key ${files.keyFile}`,
+      advice: `${(err as Error).message}; serve refuses to start with it: put a valid PEM certificate and its unencrypted key there (docs/install.md, HTTPS for callers), then restart node-edge`,
+    };
+  }
+  const label = `caller TLS certificate ${files.certFile}: key ${files.keyFile} matches, valid until ${pair.notAfter.toISOString()} (${pair.daysLeft} day${pair.daysLeft === 1 ? '' : 's'} left)`;
+  const warning = expiryWarning(pair, files.certFile);
+  return warning === undefined ? { ok: true, label } : { ok: false, label, advice: warning };
+}
+
+async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [];
   let store: StateStore;
   try {

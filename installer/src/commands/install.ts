@@ -22,6 +22,8 @@ import { installNode } from '../install/install-node.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { shellQuote } from '../format/shell-quote.js';
+import { CallerTlsError, expiryWarning, readCallerTls } from '../../../edge-node/src/tls/caller-tls.js';
+import type { CallerTlsFiles, CallerTlsPair } from '../../../edge-node/src/tls/caller-tls.js';
 
 const HELP = 'install node';
 const MAX_TOKEN_FILE_BYTES = 4096;
@@ -30,6 +32,7 @@ const MAX_TOKEN_CHARS = 512;
 
 export const INSTALL_USAGE = `Usage: zenova install node --package FILE --control-plane URL (--token T | --token-file F)
                           [--ca-file F] [--install-dir D] [--listen HOST:PORT]
+                          [--tls-cert FILE --tls-key FILE]
                           [--check-only | --reenroll | --upgrade]
 
 Installs a gateway node on this host (run as root). Every host check runs first; if any blocks,
@@ -44,6 +47,11 @@ the findings are listed with their NODE-… codes and nothing is written.
   --install-dir D       Where to install (default ${DEFAULT_INSTALL_DIR}; seed 004 §9.2 rules)
   --listen HOST:PORT    Where node-edge serves callers (default ${DEFAULT_NODE_LISTEN}); --reenroll of an
                         installed node keeps its installed address
+  --tls-cert FILE       Serve callers over HTTPS with this PEM certificate (the node address's
+                        certificate first, then its intermediates); checked, then copied to
+                        <dir>/etc/tls-cert.pem. Without it callers are served plain HTTP
+  --tls-key FILE        The certificate's unencrypted PEM key (both or neither); copied to
+                        <dir>/etc/tls-key.pem (0600). --reenroll keeps the installed pair
   --check-only          Run the checks only: no token needed or used, nothing written
   --reenroll            Replace the installed node's identity (keeps data, spool, unsent records);
                         also recovers a failed install whose data/ was kept (installs it again)
@@ -60,6 +68,8 @@ const OPTIONS = {
   'ca-file': { type: 'string' },
   'install-dir': { type: 'string' },
   listen: { type: 'string' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
   'check-only': { type: 'boolean' },
   reenroll: { type: 'boolean' },
   upgrade: { type: 'boolean' },
@@ -135,6 +145,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   const caOption = stringOption(parsed, 'ca-file');
   const caFile = caOption === undefined ? undefined : path.resolve(ctx.cwd, caOption);
   const listenOption = stringOption(parsed, 'listen');
+  const tlsFiles = tlsOption(stringOption(parsed, 'tls-cert'), stringOption(parsed, 'tls-key'), ctx.cwd);
   if (upgrade) {
     throw new CommandFailure('--upgrade is not available in this installer version yet (managed upgrades come with a later release); nothing was changed');
   }
@@ -152,6 +163,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
     }
   }
   const listen = await listenAddress(listenOption, reenroll, host);
+  if (reenroll && tlsFiles !== undefined) await refuseTlsOnReenroll(host);
 
   // One install at a time: a second run fails fast instead of writing over the first one. Without
   // root the lock cannot be written, and then the root check blocks before any write anyway.
@@ -165,7 +177,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
     return EXIT_FAILURE;
   }
   try {
-    return await checkAndInstall({ ctx, host, checkOnly, reenroll, installDir, packageFile, controlPlaneUrl, caFile, listen, token, tokenWarning, tokenSource });
+    return await checkAndInstall({ ctx, host, checkOnly, reenroll, installDir, packageFile, controlPlaneUrl, caFile, listen, tlsFiles, token, tokenWarning, tokenSource });
   } finally {
     if (locked.ok) await locked.lock.release();
   }
@@ -209,6 +221,44 @@ async function listenAddress(listenOption: string | undefined, reenroll: boolean
   return listen;
 }
 
+/** --tls-cert and --tls-key, both or neither, as absolute paths. */
+function tlsOption(certFile: string | undefined, keyFile: string | undefined, cwd: string): CallerTlsFiles | undefined {
+  if (certFile === undefined && keyFile === undefined) return undefined;
+  if (certFile === undefined || keyFile === undefined) {
+    throw new UsageError(`${certFile === undefined ? '--tls-key needs --tls-cert FILE' : '--tls-cert needs --tls-key FILE'} too: give both the certificate and its key, or neither for plain HTTP`, HELP);
+  }
+  return { certFile: path.resolve(cwd, certFile), keyFile: path.resolve(cwd, keyFile) };
+}
+
+/**
+ * --reenroll of an installed node keeps its etc/ (and so its TLS pair): new files there would be
+ * ignored, so they are refused. Without a unit (a failed install's data/ kept) the whole install
+ * runs again and they apply.
+ */
+async function refuseTlsOnReenroll(host: HostEnv): Promise<void> {
+  const unit = await host.services.readUnit(NODE_UNIT);
+  const dir = unit === undefined ? undefined : installDirFromUnit(unit);
+  if (dir === undefined) return;
+  const layout = installLayout(dir);
+  throw new UsageError(
+    `--tls-cert and --tls-key cannot be used with --reenroll: a reenroll keeps the installed node's etc/ and its TLS pair; leave them out. ` +
+      `To renew the certificate, replace ${layout.tlsCertFile} and ${layout.tlsKeyFile} (key 0600) and run \`systemctl reload ${NODE_UNIT}\``,
+    HELP,
+  );
+}
+
+/** The caller port's pair, read and checked before anything is written (the same check serve makes at start). */
+function checkTlsPair(files: CallerTlsFiles): { ok: true; label: string; pair: CallerTlsPair } | { ok: false; finding: Finding } {
+  try {
+    const pair = readCallerTls(files);
+    const warning = expiryWarning(pair, files.certFile);
+    return { ok: true, pair, label: `caller TLS certificate ${files.certFile} and its key ${files.keyFile} (valid until ${pair.notAfter.toISOString()}, ${pair.daysLeft} days left${warning !== undefined ? ': renew it soon' : ''})` };
+  } catch (err) {
+    if (!(err instanceof CallerTlsError)) throw err;
+    return { ok: false, finding: finding('NODE-TLS-PAIR', err.message) };
+  }
+}
+
 function sameListen(a: string, y: ListenAddress | undefined): boolean {
   const x = parseListen(a);
   return x !== undefined && y !== undefined && x.host === y.host && x.port === y.port;
@@ -224,6 +274,7 @@ interface InstallRun {
   controlPlaneUrl: string;
   caFile: string | undefined;
   listen: ListenAddress;
+  tlsFiles: CallerTlsFiles | undefined;
   token: string | undefined;
   tokenWarning: Finding | undefined;
   tokenSource: TokenSource;
@@ -231,7 +282,7 @@ interface InstallRun {
 
 /** The checks, then (unless --check-only) the install; run while holding the install lock. */
 async function checkAndInstall(run: InstallRun): Promise<number> {
-  const { ctx, host, checkOnly, reenroll, installDir, packageFile, controlPlaneUrl, caFile, listen, token, tokenWarning, tokenSource } = run;
+  const { ctx, host, checkOnly, reenroll, installDir, packageFile, controlPlaneUrl, caFile, listen, tlsFiles, token, tokenWarning, tokenSource } = run;
   ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : ''}: checking this host (nothing is written until every check passes)\n`);
   if (tokenWarning !== undefined) printFinding(ctx, tokenWarning, '  ');
   const mode: CheckMode = checkOnly ? 'check-only' : reenroll ? 'reenroll' : 'install';
@@ -257,7 +308,12 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
       for (const f of findings) printFinding(ctx, f, '  ');
     },
   );
-  const blocking = checks.findings.filter((f) => f.blocking);
+  const tls = tlsFiles !== undefined ? checkTlsPair(tlsFiles) : undefined;
+  if (tls !== undefined) {
+    if (tls.ok) ctx.stdout.write(`  ✓ ${tls.label}\n`);
+    else printFinding(ctx, tls.finding, '  ');
+  }
+  const blocking = [...checks.findings, ...(tls !== undefined && !tls.ok ? [tls.finding] : [])].filter((f) => f.blocking);
   if (blocking.length > 0) {
     const installed = blocking.find((f) => f.code === 'NODE-INSTALLED');
     ctx.stdout.write(`\n${installed !== undefined ? 'A gateway node is already installed on this host. ' : ''}${blocking.length} blocking finding${blocking.length === 1 ? '' : 's'}; nothing was written:\n`);
@@ -287,6 +343,7 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
       caPem: checks.caPem,
       token,
       listen,
+      ...(tls?.ok === true ? { tls: { certPem: tls.pair.certPem, keyPem: tls.pair.keyPem } } : {}),
       services: host.services,
       waitReady: host.waitReady,
       ...(host.readyTimeoutMs !== undefined ? { readyTimeoutMs: host.readyTimeoutMs } : {}),

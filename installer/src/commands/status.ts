@@ -7,6 +7,7 @@
 import { readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { request } from 'undici';
+import type { Agent } from 'undici';
 import { StateDirMissingError, StateFileError, openStateStore } from '../../../edge-node/src/state/state-store.js';
 import { formatNodeStatus, readNodeStatus } from '../../../edge-node/src/status/node-status.js';
 import type { NodeStatusReport } from '../../../edge-node/src/status/node-status.js';
@@ -19,7 +20,9 @@ import type { ServiceState } from '../host/service-manager.js';
 import { readNodeEnv } from '../install/env-file.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
 import { parseListen } from '../install/listen-address.js';
-import { readyzUrl } from '../install/readiness-wait.js';
+import type { ListenAddress } from '../install/listen-address.js';
+import { installedTlsCert, loopbackTlsAgent } from '../install/node-tls-probe.js';
+import { readyzRequestOptions, readyzUrl } from '../install/readiness-wait.js';
 
 const HELP = 'status';
 const READYZ_TIMEOUT_MS = 2_000;
@@ -49,13 +52,21 @@ interface ReadyzBody {
   controlPlane?: { connected: boolean } | null;
 }
 
-async function readiness(url: string): Promise<InstalledStatus['readiness']> {
+/** /readyz of the node on loopback; over https (trusting only its certificate file) when `tls` says so. */
+async function readiness(listen: ListenAddress, tls: () => Promise<string | undefined>): Promise<InstalledStatus['readiness']> {
+  let url = readyzUrl(listen);
+  let agent: Agent | undefined;
   try {
-    const res = await request(url, { headersTimeout: READYZ_TIMEOUT_MS, bodyTimeout: READYZ_TIMEOUT_MS });
+    const certPem = await tls();
+    url = readyzUrl(listen, certPem !== undefined);
+    agent = certPem !== undefined ? loopbackTlsAgent(certPem) : undefined;
+    const res = await request(url, readyzRequestOptions(READYZ_TIMEOUT_MS, agent));
     const body = (await res.body.json().catch(() => ({}))) as ReadyzBody;
     return { url, ready: res.statusCode === 200, reason: body.reason ?? null, configVersion: body.configVersion ?? null, controlPlaneConnected: body.controlPlane?.connected ?? null };
   } catch (err) {
     return { url, ready: false, reason: `no answer (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, configVersion: null, controlPlaneConnected: null };
+  } finally {
+    await agent?.close();
   }
 }
 
@@ -84,7 +95,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     installDir: dir,
     version,
     service,
-    readiness: listen === undefined ? null : await readiness(readyzUrl(listen)),
+    readiness: listen === undefined ? null : await readiness(listen, () => installedTlsCert(host.hostRoot, layout)),
     node,
     error,
   };

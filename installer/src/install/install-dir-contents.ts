@@ -8,7 +8,7 @@
  */
 import { lstat, readFile, readdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { CA_FILE, ENV_FILE } from './install-layout.js';
+import { CA_FILE, ENV_FILE, TLS_CERT_FILE, TLS_KEY_FILE } from './install-layout.js';
 import { isManifestlessRelease, isUnpackedRelease } from './release-manifest.js';
 import { NODE_ENV_HEADER } from './unit-files.js';
 
@@ -18,7 +18,7 @@ const LAYOUT_ENTRIES = new Set(['releases', 'current', 'updater', 'data', 'etc']
 const RELEASE_LINKS = ['current', 'updater'] as const;
 const RELEASE_LINK_TARGET = /^releases\/([^/]+)$/;
 const ENV_FILE_NAME = path.posix.basename(ENV_FILE);
-const ETC_FILES = new Set([ENV_FILE_NAME, path.posix.basename(CA_FILE)]);
+const ETC_FILES = new Set([ENV_FILE_NAME, path.posix.basename(CA_FILE), path.posix.basename(TLS_CERT_FILE), path.posix.basename(TLS_KEY_FILE)]);
 /**
  * The files the node keeps in its state dir. Written out, not imported: their modules load
  * better-sqlite3, which the installer tarball does not carry
@@ -112,7 +112,7 @@ async function isInstallerEnvFile(physical: string): Promise<boolean> {
   }
 }
 
-/** etc/ may hold the env file the installer wrote (its header says so), the CA file, and temp files of either. */
+/** etc/ may hold the env file the installer wrote (its header says so), the CA file, the caller TLS pair, and temp files of these. */
 async function foreignInEtc(physical: string): Promise<string | undefined> {
   const entries = await listDir(physical);
   if (typeof entries === 'string') return `etc (${entries})`;

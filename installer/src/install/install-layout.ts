@@ -9,6 +9,9 @@ export const NODE_UNIT = 'node-edge.service';
 export const UPDATER_UNIT = 'zenova-node-update.service';
 export const ENV_FILE = 'etc/node.env';
 export const CA_FILE = 'etc/control-plane-ca.pem';
+/** The caller port's HTTPS pair (`--tls-cert/--tls-key`), copied in: certificate 0644, key 0600. */
+export const TLS_CERT_FILE = 'etc/tls-cert.pem';
+export const TLS_KEY_FILE = 'etc/tls-key.pem';
 export const DEFAULT_NODE_LISTEN = '0.0.0.0:7480';
 /** Puts `zenova` on root's PATH (seed 004 §9.5 runs `sudo zenova status`); links to the current release's CLI. */
 export const CLI_LINK = '/usr/local/bin/zenova';
@@ -25,6 +28,8 @@ export interface InstallLayout {
   etc: string;
   envFile: string;
   caFile: string;
+  tlsCertFile: string;
+  tlsKeyFile: string;
   releases: string;
   /** The CLI of the current release: what CLI_LINK points to. */
   cli: string;
@@ -41,6 +46,8 @@ export function installLayout(dir: string): InstallLayout {
     etc: path.posix.join(dir, 'etc'),
     envFile: path.posix.join(dir, ENV_FILE),
     caFile: path.posix.join(dir, CA_FILE),
+    tlsCertFile: path.posix.join(dir, TLS_CERT_FILE),
+    tlsKeyFile: path.posix.join(dir, TLS_KEY_FILE),
     cli: path.posix.join(dir, 'current', RELEASE_CLI),
   };
 }

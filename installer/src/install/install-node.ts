@@ -31,6 +31,7 @@ import type { ReadinessWaiter } from './readiness-wait.js';
 import { writeReleaseManifest } from './release-manifest.js';
 import { nodeEdgeUnit, nodeEnvFile, updaterUnit } from './unit-files.js';
 import { pathExists } from './path-exists.js';
+import { installedTlsCert } from './node-tls-probe.js';
 
 export type Enroller = (opts: EnrollOptions) => Promise<EnrollResult>;
 
@@ -52,6 +53,8 @@ export interface InstallInput {
   caPem: string | undefined;
   token: string;
   listen: ListenAddress;
+  /** The caller port's HTTPS pair, checked before anything was written (readCallerTls); copied into etc/. */
+  tls?: { certPem: string; keyPem: string };
   services: ServiceManager;
   enroll?: Enroller;
   waitReady: ReadinessWaiter;
@@ -167,8 +170,20 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     const cli = await linkCli(input.hostRoot, layout, undo);
     step(cli.label, cli.warning);
 
-    await run(`${layout.envFile}${input.caPem !== undefined ? ` and ${layout.caFile}` : ''}`, 'NODE-WRITE-FAILED', async () => {
-      await writeFileAtomic(host(layout.envFile), nodeEnvFile(layout, { listen: formatListen(input.listen), version: input.manifest.version, controlPlaneUrl: input.controlPlaneUrl }), 0o644);
+    const etcFiles = [layout.envFile, ...(input.caPem !== undefined ? [layout.caFile] : []), ...(input.tls !== undefined ? [layout.tlsCertFile, `${layout.tlsKeyFile} (0600)`] : [])];
+    await run(etcFiles.join(', '), 'NODE-WRITE-FAILED', async () => {
+      // The pair before the env file that names it: node-edge never reads a name without its file.
+      if (input.tls !== undefined) {
+        await writeFileAtomic(host(layout.tlsKeyFile), input.tls.keyPem, 0o600);
+        undo.push(() => rm(host(layout.tlsKeyFile), { force: true }));
+        await writeFileAtomic(host(layout.tlsCertFile), input.tls.certPem, 0o644);
+        undo.push(() => rm(host(layout.tlsCertFile), { force: true }));
+      }
+      await writeFileAtomic(
+        host(layout.envFile),
+        nodeEnvFile(layout, { listen: formatListen(input.listen), version: input.manifest.version, controlPlaneUrl: input.controlPlaneUrl, tls: input.tls !== undefined }),
+        0o644,
+      );
       undo.push(() => rm(host(layout.envFile), { force: true }));
       if (input.caPem !== undefined) {
         await writeFileAtomic(host(layout.caFile), input.caPem, 0o644);
@@ -289,8 +304,14 @@ async function startUnits(input: InstallInput, layout: InstallLayout, undo: Arra
     throw new StepFailed(finding('NODE-SERVICE-START', `could not install or start ${NODE_UNIT}: ${errnoText(err)}`));
   }
   step(`${NODE_UNIT} started`);
-  const url = readyzUrl(input.listen);
-  const outcome = await input.waitReady({ url, unit: NODE_UNIT, services, timeoutMs: input.readyTimeoutMs ?? READY_TIMEOUT_MS });
+  const url = readyzUrl(input.listen, input.tls !== undefined);
+  const outcome = await input.waitReady({
+    url,
+    unit: NODE_UNIT,
+    services,
+    timeoutMs: input.readyTimeoutMs ?? READY_TIMEOUT_MS,
+    ...(input.tls !== undefined ? { tlsCertPem: input.tls.certPem } : {}),
+  });
   if (!outcome.ready) throw new StepFailed(finding('NODE-SERVICE-START', `${outcome.reason}; see \`zenova logs node-edge --since '10 min ago'\``));
   step(`node-edge ready (${url})`);
 }
@@ -340,8 +361,23 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
     return { ok: false, finding: f };
   }
   step(`${NODE_UNIT} started`);
-  const url = readyzUrl(input.listen);
-  const outcome = await input.waitReady({ url, unit: NODE_UNIT, services, timeoutMs: input.readyTimeoutMs ?? READY_TIMEOUT_MS });
+  // The installed caller TLS pair stays (etc/ is not rewritten); readiness is asked over it.
+  let tlsCertPem: string | undefined;
+  try {
+    tlsCertPem = await installedTlsCert(input.hostRoot, layout);
+  } catch (err) {
+    const f = finding('NODE-SERVICE-START', (err as Error).message, REENROLL_SERVICE_START_ADVICE);
+    step('node-edge ready', f);
+    return { ok: false, finding: f };
+  }
+  const url = readyzUrl(input.listen, tlsCertPem !== undefined);
+  const outcome = await input.waitReady({
+    url,
+    unit: NODE_UNIT,
+    services,
+    timeoutMs: input.readyTimeoutMs ?? READY_TIMEOUT_MS,
+    ...(tlsCertPem !== undefined ? { tlsCertPem } : {}),
+  });
   if (!outcome.ready) {
     const f = finding('NODE-SERVICE-START', `${outcome.reason}; see \`zenova logs node-edge --since '10 min ago'\``, REENROLL_SERVICE_START_ADVICE);
     step('node-edge ready', f);
@@ -353,3 +389,4 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   step(cli.label, cli.warning);
   return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId, cli: cli.linked ? 'zenova' : layout.cli };
 }
+

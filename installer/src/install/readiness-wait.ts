@@ -4,9 +4,11 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { ServiceManager } from '../host/service-manager.js';
 import { formatListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
+import { loopbackTlsAgent } from './node-tls-probe.js';
 
 export const READY_TIMEOUT_MS = 60_000;
 const POLL_MS = 500;
@@ -14,20 +16,38 @@ const REQUEST_TIMEOUT_MS = 2_000;
 
 export type ReadyOutcome = { ready: true } | { ready: false; reason: string };
 
-export type ReadinessWaiter = (opts: { url: string; unit: string; services: ServiceManager; timeoutMs: number }) => Promise<ReadyOutcome>;
+/** `tlsCertPem`: the certificate file the node serves HTTPS with (its /readyz is then asked over https, trusting only it). */
+export type ReadinessWaiter = (opts: { url: string; unit: string; services: ServiceManager; timeoutMs: number; tlsCertPem?: string }) => Promise<ReadyOutcome>;
 
-/** `0.0.0.0:7480` → `http://127.0.0.1:7480/readyz`, `[::]:7480` → `http://[::1]:7480/readyz` (the node is asked on loopback). */
-export function readyzUrl(listen: ListenAddress): string {
+/**
+ * `0.0.0.0:7480` → `http://127.0.0.1:7480/readyz`, `[::]:7480` → `http://[::1]:7480/readyz` (the
+ * node is asked on loopback); `https://` when its caller port serves TLS.
+ */
+export function readyzUrl(listen: ListenAddress, tls = false): string {
   const host = listen.host === '0.0.0.0' ? '127.0.0.1' : listen.host === '::' ? '::1' : listen.host;
-  return `http://${formatListen({ host, port: listen.port })}/readyz`;
+  return `${tls ? 'https' : 'http'}://${formatListen({ host, port: listen.port })}/readyz`;
 }
 
-export const waitForReadiness: ReadinessWaiter = async ({ url, unit, services, timeoutMs }) => {
+/** undici's request options for /readyz: over https, the loopback probe that trusts only the node's certificate. */
+export function readyzRequestOptions(timeoutMs: number, dispatcher: Dispatcher | undefined): { headersTimeout: number; bodyTimeout: number; dispatcher?: Dispatcher } {
+  return { headersTimeout: timeoutMs, bodyTimeout: timeoutMs, ...(dispatcher !== undefined ? { dispatcher } : {}) };
+}
+
+export const waitForReadiness: ReadinessWaiter = async ({ url, unit, services, timeoutMs, tlsCertPem }) => {
+  const agent = tlsCertPem !== undefined ? loopbackTlsAgent(tlsCertPem) : undefined;
+  try {
+    return await pollReadiness(url, unit, services, timeoutMs, agent);
+  } finally {
+    await agent?.close();
+  }
+};
+
+async function pollReadiness(url: string, unit: string, services: ServiceManager, timeoutMs: number, agent: Dispatcher | undefined): Promise<ReadyOutcome> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer yet';
   for (;;) {
     try {
-      const res = await request(url, { headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS });
+      const res = await request(url, readyzRequestOptions(REQUEST_TIMEOUT_MS, agent));
       const body = (await res.body.json().catch(() => ({}))) as { reason?: string };
       if (res.statusCode === 200) return { ready: true };
       last = `not ready: ${body.reason ?? `HTTP ${res.statusCode}`}`;
@@ -39,4 +59,4 @@ export const waitForReadiness: ReadinessWaiter = async ({ url, unit, services, t
     if (Date.now() >= deadline) return { ready: false, reason: `${unit} was not ready within ${Math.round(timeoutMs / 1000)} s (state ${state}; ${last})` };
     await sleep(POLL_MS);
   }
-};
+}

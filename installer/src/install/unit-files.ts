@@ -32,6 +32,8 @@ Type=notify
 NotifyAccess=all
 EnvironmentFile=${layout.envFile}
 ExecStart=${layout.current}/bin/zenova-node serve --state-dir ${layout.data} --listen \${ZENOVA_NODE_LISTEN}
+# Reads the caller port's TLS pair again (ZENOVA_NODE_TLS_CERT_FILE/KEY_FILE in the env file) without dropping connections.
+ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
 RestartSec=2
 TimeoutStartSec=90
@@ -65,11 +67,12 @@ ReadWritePaths=${layout.dir}
 /** How etc/node.env starts: an existing one with another start is not the installer's (install-dir-contents.ts). */
 export const NODE_ENV_HEADER = '# Written by `zenova install node`.';
 
-export function nodeEnvFile(layout: InstallLayout, opts: { listen: string; version: string; controlPlaneUrl: string }): string {
+/** `tls`: the caller port serves HTTPS with the pair copied to etc/ (serve reads these two variables). */
+export function nodeEnvFile(layout: InstallLayout, opts: { listen: string; version: string; controlPlaneUrl: string; tls?: boolean }): string {
   return `${NODE_ENV_HEADER} No secrets here: the identity and credential are in ${layout.data}.
 ZENOVA_NODE_INSTALL_DIR=${layout.dir}
 ZENOVA_NODE_LISTEN=${opts.listen}
 ZENOVA_NODE_VERSION=${opts.version}
 ZENOVA_CONTROL_PLANE_URL=${opts.controlPlaneUrl}
-`;
+${opts.tls === true ? `ZENOVA_NODE_TLS_CERT_FILE=${layout.tlsCertFile}\nZENOVA_NODE_TLS_KEY_FILE=${layout.tlsKeyFile}\n` : ''}`;
 }

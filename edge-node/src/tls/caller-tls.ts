@@ -1,0 +1,102 @@
+/**
+ * The caller port's HTTPS certificate and key (`serve --tls-cert/--tls-key`): read from local files
+ * and checked before anything listens, again on every reload (SIGHUP), by `doctor`, and by the
+ * installer before it copies them. Every refusal is one line naming the file: missing, unreadable,
+ * not PEM, a key that is not the certificate's, a certificate expired or not yet valid.
+ */
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Server as HttpServer } from 'node:http';
+import tls from 'node:tls';
+import type { SecureContextOptions, TlsOptions } from 'node:tls';
+
+/** Below this many days left a valid certificate is still served, with a warning (log, doctor). */
+export const EXPIRY_WARNING_DAYS = 14;
+const DAY_MS = 24 * 60 * 60_000;
+
+export interface CallerTlsFiles {
+  certFile: string;
+  keyFile: string;
+}
+
+export interface CallerTlsPair {
+  /** The certificate file as read: the leaf first, then any intermediates (sent to callers as the chain). */
+  certPem: string;
+  keyPem: string;
+  /** The leaf's serial number (hex) and end of validity. */
+  serial: string;
+  notAfter: Date;
+  /** Whole days from the check to notAfter (0 on its last day). */
+  daysLeft: number;
+}
+
+export class CallerTlsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CallerTlsError';
+  }
+}
+
+function readPemFile(file: string, what: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'it does not exist' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : (code ?? (err as Error).message);
+    throw new CallerTlsError(`cannot read the TLS ${what} file ${file}: ${why}`);
+  }
+}
+
+/** The first certificate of a PEM file (the leaf), or undefined when there is none readable. */
+function leafOf(certPem: string): X509Certificate | undefined {
+  const block = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.exec(certPem)?.[0];
+  if (block === undefined) return undefined;
+  try {
+    return new X509Certificate(block);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Reads and checks the pair; throws CallerTlsError with the one line an operator needs. */
+export function readCallerTls(files: CallerTlsFiles, now = new Date()): CallerTlsPair {
+  const certPem = readPemFile(files.certFile, 'certificate');
+  const keyPem = readPemFile(files.keyFile, 'key');
+  const leaf = leafOf(certPem);
+  if (leaf === undefined) throw new CallerTlsError(`the TLS certificate file ${files.certFile} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  let key;
+  try {
+    key = createPrivateKey(keyPem);
+  } catch {
+    throw new CallerTlsError(`the TLS key file ${files.keyFile} holds no readable PEM private key (an encrypted key is not supported)`);
+  }
+  if (!leaf.checkPrivateKey(key)) {
+    throw new CallerTlsError(`the TLS key file ${files.keyFile} is not the private key of the certificate in ${files.certFile}`);
+  }
+  const notAfter = new Date(leaf.validTo);
+  const notBefore = new Date(leaf.validFrom);
+  if (notAfter.getTime() <= now.getTime()) throw new CallerTlsError(`the TLS certificate in ${files.certFile} expired on ${notAfter.toISOString()}`);
+  if (notBefore.getTime() > now.getTime()) throw new CallerTlsError(`the TLS certificate in ${files.certFile} is not valid before ${notBefore.toISOString()}`);
+  return { certPem, keyPem, serial: leaf.serialNumber, notAfter, daysLeft: Math.floor((notAfter.getTime() - now.getTime()) / DAY_MS) };
+}
+
+/** A warning when the pair expires within EXPIRY_WARNING_DAYS; undefined otherwise. */
+export function expiryWarning(pair: CallerTlsPair, certFile: string): string | undefined {
+  if (pair.daysLeft >= EXPIRY_WARNING_DAYS) return undefined;
+  return `the TLS certificate in ${certFile} expires on ${pair.notAfter.toISOString()} (${pair.daysLeft} day${pair.daysLeft === 1 ? '' : 's'} left): renew it, replace the files and reload (systemctl reload node-edge, or SIGHUP)`;
+}
+
+/** The caller port's TLS settings: the pair, and nothing older than TLS 1.2. */
+export function serverTlsOptions(pair: CallerTlsPair): TlsOptions & SecureContextOptions {
+  return { cert: pair.certPem, key: pair.keyPem, minVersion: 'TLSv1.2' };
+}
+
+/**
+ * Serves `pair` to every connection from now on; connections already open keep theirs (nothing is
+ * dropped). Throws when the server was not started with TLS.
+ */
+export function reloadCallerTls(server: HttpServer, pair: CallerTlsPair): void {
+  const secure: unknown = server;
+  if (!(secure instanceof tls.Server)) throw new Error('the caller port was started without TLS; a certificate cannot be loaded into it');
+  secure.setSecureContext(serverTlsOptions(pair));
+}
