@@ -12,11 +12,11 @@ import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
 import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
 import { memoryLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
 import { chatSectionTokens, messagesSectionTokens } from '../../../edge-node/src/billing/prompt-sections.js';
-import { startFakeAnthropicUpstream } from '../../fixtures/fake-anthropic-upstream.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { recordsInto } from '../anthropic-fixtures.js';
 import { ACCOUNT_ID } from '../config-fixtures.js';
-import { startPipelineNode, withClaudeRoute } from '../pipeline/pipeline-harness.js';
+import { startPipelineNode } from '../pipeline/pipeline-harness.js';
+import { startPricedClaudeNode } from './priced-claude-node.js';
 
 /**
  * An OpenAI-compatible upstream that bills a prompt as OpenAI documents it (Cookbook, "How to count
@@ -99,19 +99,8 @@ t.test('the chat estimate counts each message\'s frame, role and name, a tool me
 });
 
 t.test('an Anthropic request of thousands of content blocks reserves markup for every message and block', async (t) => {
-  const upstream = await startFakeAnthropicUpstream(t);
-  const book = new LeaseBook(memoryLeaseStore);
-  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 10_000_000, expiresAt: Date.now() + 600_000 });
-  const records: RequestRecord[] = [];
-  const node = await startPipelineNode(t, {
-    upstreamUrl: upstream.url,
-    bundle: (base) => ({
-      ...withClaudeRoute(base, upstream.url, 'claude-up'),
-      // 1 µ per input token and nothing for output: the reservation is the prompt estimate.
-      prices: [{ model: 'claude', inputMicrosPerToken: 1, outputMicrosPerToken: 0, requestMicros: 0 }],
-    }),
-    services: { credit: new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' })), spool: recordsInto(records) },
-  });
+  // 1 µ per input token and nothing for output: the reservation is the prompt estimate.
+  const { records, node } = await startPricedClaudeNode(t);
   const MESSAGES = 2_000;
   const res = await fetch(`${node.origin}/v1/messages`, {
     method: 'POST',

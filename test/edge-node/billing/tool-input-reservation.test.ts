@@ -2,32 +2,12 @@
 // input is billed as the JSON the upstream reads, so a caller cannot hide hundreds of KB of input
 // in numbers (or true, false, null), which the estimate once skipped, and reserve almost nothing.
 import t from 'tap';
-import { pino } from 'pino';
-import type { RequestRecord } from '../../../proto/src/index.js';
-import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
-import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
-import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
-import { memoryLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
-import { startFakeAnthropicUpstream } from '../../fixtures/fake-anthropic-upstream.js';
 import { waitFor } from '../../fixtures/wait-for.js';
-import { recordsInto } from '../anthropic-fixtures.js';
-import { ACCOUNT_ID } from '../config-fixtures.js';
-import { startPipelineNode, withClaudeRoute } from '../pipeline/pipeline-harness.js';
+import { startPricedClaudeNode } from './priced-claude-node.js';
 
 t.test('a tool_use input of numbers reserves credit for its JSON length, and a small one only a little', async (t) => {
-  const upstream = await startFakeAnthropicUpstream(t);
-  const book = new LeaseBook(memoryLeaseStore);
-  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 10_000_000, expiresAt: Date.now() + 600_000 });
-  const records: RequestRecord[] = [];
-  const node = await startPipelineNode(t, {
-    upstreamUrl: upstream.url,
-    bundle: (base) => ({
-      ...withClaudeRoute(base, upstream.url, 'claude-up'),
-      // 1 µ per input token and nothing for output: the reservation is the prompt estimate.
-      prices: [{ model: 'claude', inputMicrosPerToken: 1, outputMicrosPerToken: 0, requestMicros: 0 }],
-    }),
-    services: { credit: new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' })), spool: recordsInto(records) },
-  });
+  // 1 µ per input token and nothing for output: the reservation is the prompt estimate.
+  const { upstream, records, node } = await startPricedClaudeNode(t);
 
   /** The micro-units reserved for a request whose assistant turn called a tool with `input`. */
   const reservedFor = async (input: unknown): Promise<number> => {
