@@ -128,6 +128,7 @@ t.test('no_proxy matches as curl does: *, a host and its subdomains, host:port, 
   t.same(configuredProxy({ https_proxy: 'proxy.example:3128' }), { host: 'proxy.example', port: 3128, credentials: undefined, source: 'https_proxy', label: 'proxy.example:3128' }, 'a bare host:port is an http:// proxy');
   t.equal(configuredProxy({ https_proxy: 'http://a.example:1', HTTPS_PROXY: 'http://b.example:2' })?.host, 'a.example', 'lowercase wins');
   t.throws(() => configuredProxy({ https_proxy: 'https://u:secret@proxy.example' }), /only http:\/\/ proxies/);
+  t.equal(configuredProxy({ https_proxy: 'http://al%69ce:50%off%21@proxy.example:3128' })?.credentials, 'alice:50%off!', 'a % that starts no escape is kept, as curl keeps it; escapes are decoded');
   t.equal(configuredProxy({ http_proxy: 'http://proxy.example:3128' }), undefined, 'http_proxy is not for TLS links');
 });
 

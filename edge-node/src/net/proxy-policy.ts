@@ -45,6 +45,21 @@ function bare(host: string): string {
   return host.replace(/^\[|\]$/g, '').toLowerCase();
 }
 
+/**
+ * A user or password from the proxy URL: its %XX escapes decoded, and a `%` that starts none kept
+ * as it is, as curl does (a password like `50%off` is common and works there).
+ */
+function decodeUserInfo(text: string): string {
+  return text.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      // Escapes that are not UTF-8 (`%ff`): kept as written.
+      return run;
+    }
+  });
+}
+
 /** The proxy the variables name, or undefined when none is set. Throws ProxySettingError when unusable. */
 export function configuredProxy(env: Env = process.env): ProxyServer | undefined {
   const setting = firstSet(env, ['https_proxy', 'HTTPS_PROXY']);
@@ -61,8 +76,8 @@ export function configuredProxy(env: Env = process.env): ProxyServer | undefined
   if (url.hostname === '') throw new ProxySettingError(`${setting.name} names no proxy host`);
   const port = url.port === '' ? 80 : Number(url.port);
   const host = bare(url.hostname);
-  const user = decodeURIComponent(url.username);
-  const credentials = user === '' ? undefined : `${user}:${decodeURIComponent(url.password)}`;
+  const user = decodeUserInfo(url.username);
+  const credentials = user === '' ? undefined : `${user}:${decodeUserInfo(url.password)}`;
   return { host, port, credentials, source: setting.name, label: `${net.isIPv6(host) ? `[${host}]` : host}:${port}` };
 }
 

@@ -44,14 +44,7 @@ export class JsonStringWalk {
 
   /** `holder[key]` as `add` does, and the key itself as text (a name a mask renames, as keys inside are). */
   addField(holder: Record<string, unknown>, key: string, owner: DirtyMark | undefined = this.owner): void {
-    if (this.full) {
-      this.partial = true;
-      return;
-    }
-    this.count += 1;
-    this.strings += 1;
-    this.keys.push(new KeySlot(holder, key, owner));
-    this.add(holder, key, owner);
+    this.field(holder, key, 1, owner);
   }
 
   /**
@@ -142,19 +135,24 @@ export class JsonStringWalk {
     }
     const holder = node as Record<string, unknown>;
     for (const key of Object.keys(holder)) {
-      if (this.full) {
-        this.partial = true;
-        return;
-      }
-      this.count += 1;
-      this.strings += 1;
-      this.keys.push(new KeySlot(holder, key, owner));
-      const value = holder[key];
-      if (typeof value === 'string') this.value(holder, key, owner);
-      else if (typeof value === 'number') this.number(holder, key, value, owner);
-      else this.visit(value, depth + 1, owner);
+      this.field(holder, key, depth + 1, owner);
       if (this.partial) return;
     }
+  }
+
+  /** An object's key as text, then its value (walked at `depth` when it is not a string or number). */
+  private field(holder: Record<string, unknown>, key: string, depth: number, owner: DirtyMark | undefined): void {
+    if (this.full) {
+      this.partial = true;
+      return;
+    }
+    this.count += 1;
+    this.strings += 1;
+    this.keys.push(new KeySlot(holder, key, owner));
+    const value = holder[key];
+    if (typeof value === 'string') this.value(holder, key, owner);
+    else if (typeof value === 'number') this.number(holder, key, value, owner);
+    else this.visit(value, depth, owner);
   }
 }
 
