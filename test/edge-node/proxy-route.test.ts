@@ -105,9 +105,12 @@ t.test('no_proxy and NO_PROXY let a listed host go direct past a refusing proxy,
     const state = await writeEnrolledState(t.testdir({}), gateway);
     proxyEnv(t, { https_proxy: refusing.url, NO_PROXY: `localhost,127.0.0.1:${gateway.port}` });
     const abort = new AbortController();
-    const ended = runSession({ ...sessionOptions(state), signal: abort.signal, helloTimeoutMs: 15_000 });
-    const first = await Promise.race([gateway.waitForSession(0).then(() => 'session' as const), ended]);
-    t.equal(first, 'session', 'the link came up directly');
+    // Stopped only once the node has its hello answered: the gateway seeing the call is not enough.
+    let onEstablished!: () => void;
+    const established = new Promise<'established'>((resolve) => (onEstablished = () => resolve('established')));
+    const ended = runSession({ ...sessionOptions(state), signal: abort.signal, helloTimeoutMs: 15_000, onEstablished: () => onEstablished() });
+    const first = await Promise.race([established, ended]);
+    t.equal(first, 'established', 'the link came up directly');
     abort.abort();
     t.match(await ended, { reason: 'stopped', established: true });
   });
