@@ -20,6 +20,7 @@ import type { RequestSpool } from '../../edge-node/src/spool/request-spool.js';
 import { startFakeToolServer } from '../fixtures/fake-tool-server.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { ACCOUNT_ID, bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+import { postInitialize, startOneSessionToolServer } from './mcp-get-stream-fixtures.js';
 
 const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
 const caller = newCallerKey();
@@ -59,11 +60,7 @@ t.test('a key with concurrentRequests N runs N SDK sessions, each with its open 
 t.test('open GET event streams are limited to concurrentRequests per key, and a closed one frees its place', async (t) => {
   const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
   const url = await startNode(t, fake.url, 1);
-  const init = await fetch(url, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
-  });
+  const init = await postInitialize(url, auth);
   const session = init.headers.get('mcp-session-id')!;
   await init.text();
   const get = (signal?: AbortSignal): Promise<Response> => fetch(url, { headers: { ...auth, accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-06-18' }, signal });
@@ -101,29 +98,11 @@ t.test("a tool server's 429 reaches the caller with its Retry-After", async (t) 
 });
 
 /** A tool server with one session whose GET streams stay open until the test ends. */
-async function heldGetServer(t: Test, session: string): Promise<string> {
-  const server = http.createServer((req, res) => {
-    if (req.method === 'POST') {
-      req.resume();
-      req.on('end', () => {
-        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': session });
-        res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-06-18', capabilities: {}, serverInfo: { name: 's', version: '1' } } }));
-      });
-      return;
-    }
-    if (req.method === 'GET') {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(': open\n\n');
-      return;
-    }
-    res.writeHead(405).end();
+function heldGetServer(t: Test, session: string): Promise<string> {
+  return startOneSessionToolServer(t, session, (res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(': open\n\n');
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
 }
 
 for (const { scope, before, after } of [
@@ -150,11 +129,7 @@ for (const { scope, before, after } of [
       await app.close();
     });
     const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`;
-    const init = await fetch(url, {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
-    });
+    const init = await postInitialize(url, auth);
     t.equal(init.status, 200);
     await init.text();
     const get = (signal?: AbortSignal): Promise<Response> => fetch(url, { headers: { ...auth, accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-06-18' }, signal });

@@ -3,7 +3,6 @@
 // and on a timer (get-stream-standing.ts). A revoked key's stream ends promptly after the swap, its
 // tool server GET aborted and its record written; an expiresAt passing ends it on the next re-check;
 // a swap that leaves the key in good standing leaves the stream alone.
-import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import type { Test } from 'tap';
@@ -18,6 +17,7 @@ import { waitFor } from '../fixtures/wait-for.js';
 import { recordingMetrics } from './pipeline/pipeline-harness.js';
 import type { FinishedRequest } from './pipeline/pipeline-harness.js';
 import { ACCOUNT_ID, bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+import { postInitialize, startOneSessionToolServer } from './mcp-get-stream-fixtures.js';
 
 const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
 const SESSION = 'sess-standing-0001';
@@ -35,36 +35,19 @@ interface PushingToolServer {
 async function startPushingToolServer(t: Test): Promise<PushingToolServer> {
   const gets = { opened: 0, closed: 0 };
   let pushed = 0;
-  const server = http.createServer((req, res) => {
-    if (req.method === 'POST') {
-      req.resume();
-      req.on('end', () => {
-        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': SESSION });
-        res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-06-18', capabilities: {}, serverInfo: { name: 'pushing', version: '1' } } }));
-      });
-      return;
-    }
-    if (req.method === 'GET') {
-      gets.opened += 1;
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const timer = setInterval(() => {
-        pushed += 1;
-        res.write(`event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"push #${pushed}"}}\n\n`);
-      }, 40);
-      res.on('close', () => {
-        clearInterval(timer);
-        gets.closed += 1;
-      });
-      return;
-    }
-    res.writeHead(405).end();
+  const url = await startOneSessionToolServer(t, SESSION, (res) => {
+    gets.opened += 1;
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const timer = setInterval(() => {
+      pushed += 1;
+      res.write(`event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"push #${pushed}"}}\n\n`);
+    }, 40);
+    res.on('close', () => {
+      clearInterval(timer);
+      gets.closed += 1;
+    });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, gets };
+  return { url, gets };
 }
 
 type BundleKeyOverrides = Parameters<typeof bundleKey>[2];
@@ -116,11 +99,7 @@ interface OpenStream {
 }
 
 async function openGetStream(t: Test, url: string): Promise<OpenStream> {
-  const init = await fetch(url, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
-  });
+  const init = await postInitialize(url, auth);
   t.equal(init.status, 200, 'initialize is answered');
   t.equal(init.headers.get('mcp-session-id'), SESSION);
   await init.text();

@@ -1,8 +1,7 @@
 // credit-leases.sqlite as a state file: owner-only (0600) with its -wal and -shm whatever the umask,
 // and a damaged one refused with one line naming it and what to do (exit 2), left untouched.
 import { createHash } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
@@ -10,20 +9,9 @@ import { LEASE_DB_FILE, openLeaseStore } from '../../../edge-node/src/billing/le
 import { StateFileError } from '../../../edge-node/src/state/state-store.js';
 import { startProcess, tsEntry } from '../../fixtures/processes.js';
 import { startFakeGateway, writeEnrolledState } from '../control-fixtures.js';
+import { modeOf, readableStateDir } from '../state-file-modes.js';
 
 const LEASE = { leaseId: 'lease-1', accountId: 'acct-1', granted: 1000, spent: 10, reserved: 5, expiresAt: 1_700_000_000_000, state: 'open' as const };
-
-/** A state dir others may read (an existing dir, a container volume), removed when the test ends. */
-function readableStateDir(t: { teardown(fn: () => unknown): void }): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-lease-file-'));
-  chmodSync(dir, 0o755);
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-function modeOf(file: string): string {
-  return (statSync(file).mode & 0o777).toString(8);
-}
 
 function sha256(file: string): string {
   return createHash('sha256').update(readFileSync(file)).digest('hex');

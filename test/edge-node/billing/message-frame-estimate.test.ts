@@ -16,7 +16,7 @@ import { waitFor } from '../../fixtures/wait-for.js';
 import { recordsInto } from '../anthropic-fixtures.js';
 import { ACCOUNT_ID } from '../config-fixtures.js';
 import { startPipelineNode } from '../pipeline/pipeline-harness.js';
-import { startPricedClaudeNode } from './priced-claude-node.js';
+import { claudeRequestRecord, startPricedClaudeNode } from './priced-claude-node.js';
 
 /**
  * An OpenAI-compatible upstream that bills a prompt as OpenAI documents it (Cookbook, "How to count
@@ -100,20 +100,13 @@ t.test('the chat estimate counts each message\'s frame, role and name, a tool me
 
 t.test('an Anthropic request of thousands of content blocks reserves markup for every message and block', async (t) => {
   // 1 µ per input token and nothing for output: the reservation is the prompt estimate.
-  const { records, node } = await startPricedClaudeNode(t);
+  const priced = await startPricedClaudeNode(t);
   const MESSAGES = 2_000;
-  const res = await fetch(`${node.origin}/v1/messages`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': node.secret, 'anthropic-version': '2023-06-01' },
-    body: JSON.stringify({
-      model: 'claude',
-      max_tokens: 1,
-      messages: Array.from({ length: MESSAGES }, (_, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: [{ type: 'text', text: 'x' }, { type: 'text', text: 'y' }] })),
-    }),
-  });
-  t.equal(res.status, 200);
-  await res.arrayBuffer();
-  const record = await waitFor(() => records[0], { what: 'the record' });
+  const record = await claudeRequestRecord(
+    t,
+    priced,
+    Array.from({ length: MESSAGES }, (_, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: [{ type: 'text', text: 'x' }, { type: 'text', text: 'y' }] })),
+  );
   // Text: 2 tokens per message. Besides: a frame and the role per message, markup per block.
   t.ok(record.cost.reservedMicros >= MESSAGES * (2 + 3 + 1 + 2 * 2), `reserved ${record.cost.reservedMicros} µ for ${MESSAGES} messages of two one-letter blocks`);
   const toolUse = { type: 'tool_use', id: 'toolu_'.padEnd(400, 'x'), name: 'n'.repeat(400), input: {} };

@@ -2,32 +2,19 @@
 // input is billed as the JSON the upstream reads, so a caller cannot hide hundreds of KB of input
 // in numbers (or true, false, null), which the estimate once skipped, and reserve almost nothing.
 import t from 'tap';
-import { waitFor } from '../../fixtures/wait-for.js';
-import { startPricedClaudeNode } from './priced-claude-node.js';
+import { claudeRequestRecord, startPricedClaudeNode } from './priced-claude-node.js';
 
 t.test('a tool_use input of numbers reserves credit for its JSON length, and a small one only a little', async (t) => {
   // 1 µ per input token and nothing for output: the reservation is the prompt estimate.
-  const { upstream, records, node } = await startPricedClaudeNode(t);
+  const priced = await startPricedClaudeNode(t);
 
   /** The micro-units reserved for a request whose assistant turn called a tool with `input`. */
   const reservedFor = async (input: unknown): Promise<number> => {
-    const res = await fetch(`${node.origin}/v1/messages`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': node.secret, 'anthropic-version': '2023-06-01' },
-      body: JSON.stringify({
-        model: 'claude',
-        max_tokens: 1,
-        messages: [
-          { role: 'user', content: 'go' },
-          { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'f', input }] },
-          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'ok' }] },
-        ],
-      }),
-    });
-    t.equal(res.status, 200);
-    const requestId = res.headers.get('x-request-id');
-    await res.arrayBuffer();
-    const record = await waitFor(() => records.find((r) => r.requestId === requestId), { what: `the record of ${String(requestId)}` });
+    const record = await claudeRequestRecord(t, priced, [
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'f', input }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'ok' }] },
+    ]);
     return record.cost.reservedMicros;
   };
 
@@ -44,5 +31,5 @@ t.test('a tool_use input of numbers reserves credit for its JSON length, and a s
   const reservedSmall = await reservedFor({ data: [0, 1, 2] });
   // About 35 of them are the template's tokens of the three messages and two blocks (prompt-sections.ts), counted since; the input is a few.
   t.ok(reservedSmall <= 50, `a small input reserves a few tokens: ${reservedSmall} µ`);
-  t.equal(upstream.requests.length, 3, 'each request was forwarded');
+  t.equal(priced.upstream.requests.length, 3, 'each request was forwarded');
 });

@@ -5,6 +5,7 @@
 // that sends audio anyway is blocked. Keys without output rules get them as the upstream sent them.
 import t from 'tap';
 import OpenAI from 'openai';
+import type { PipelineNode } from '../pipeline/pipeline-harness.js';
 import { startGuardedNode } from './guarded-node.js';
 import { sseData } from './scripted-upstream.js';
 
@@ -32,6 +33,15 @@ const phoneStream = (): string[] => [
   chunk({}, null, 'stop'),
   DONE,
 ];
+/** The whole text of a streamed `echo` chat answer to key-a, sent without the SDK (which would parse it). */
+async function streamedChatText(node: PipelineNode, messages: Array<{ role: 'user'; content: string }>): Promise<string> {
+  const res = await fetch(`${node.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+    body: JSON.stringify({ model: 'echo', stream: true, messages }),
+  });
+  return res.text();
+}
 const outcome = (p: Promise<unknown>): Promise<string> =>
   p.then(
     () => 'forwarded',
@@ -74,12 +84,7 @@ t.test('a key whose policy has output rules', async (t) => {
 
   await t.test('never gets the logprobs of a streamed answer, with or without text in their chunk', async (t) => {
     upstream.answer = { sse: phoneStream() };
-    const res = await fetch(`${node.baseURL}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
-      body: JSON.stringify({ model: 'echo', stream: true, messages }),
-    });
-    const body = await res.text();
+    const body = await streamedChatText(node, messages);
     t.notMatch(body, PHONE);
     t.notMatch(body, /"token"/, 'no logprobs entry went out');
     t.match(body, /\[PHONE\]/, 'the content is masked as usual');
@@ -99,12 +104,7 @@ t.test('a key whose policy has output rules', async (t) => {
 
   await t.test('has a stream carrying audio ended with the guardrail code before the audio goes out', async (t) => {
     upstream.answer = { sse: [chunk({ role: 'assistant', content: '' }, null), chunk({ audio: { id: 'audio_1', data: 'UklGRg==', transcript: `Call ${PHONE}` } }, null), chunk({}, null, 'stop'), DONE] };
-    const res = await fetch(`${node.baseURL}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
-      body: JSON.stringify({ model: 'echo', stream: true, messages }),
-    });
-    const body = await res.text();
+    const body = await streamedChatText(node, messages);
     t.notMatch(body, PHONE);
     t.notMatch(body, /UklGRg/);
     t.match(body, /"code":"ZN_ERR_GUARDRAIL_BLOCKED"/);
@@ -114,12 +114,7 @@ t.test('a key whose policy has output rules', async (t) => {
 t.test('a key whose policy blocks on output never gets the blocked text through a stream’s logprobs', async (t) => {
   const { upstream, node } = await startGuardedNode(t, [{ detector: 'phone', action: 'block', on: 'output' }]);
   upstream.answer = { sse: phoneStream() };
-  const res = await fetch(`${node.baseURL}/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
-    body: JSON.stringify({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'number?' }] }),
-  });
-  const body = await res.text();
+  const body = await streamedChatText(node, [{ role: 'user', content: 'number?' }]);
   t.notMatch(body, /"token"/);
   t.notMatch(sseData(body).join(''), /138/, 'not even the first pieces of the number');
   t.match(body, /"code":"ZN_ERR_GUARDRAIL_BLOCKED"/);

@@ -1,4 +1,5 @@
-// Pipeline contexts as the rate-limit stage sees them (after authenticate), and a clock moved by hand.
+// Pipeline contexts as the rate-limit stage sees them (after authenticate), a clock moved by hand, and
+// replicas sharing one SQLite limit file.
 import type { RateLimits } from '../../../proto/src/index.js';
 import type { Clock } from '../../../edge-node/src/pipeline/clock.js';
 import type { ApiKind, PipelineContext } from '../../../edge-node/src/pipeline/context.js';
@@ -6,6 +7,8 @@ import { newPipelineContext } from '../../../edge-node/src/pipeline/new-context.
 import { createLogger } from '../../../edge-node/src/logger.js';
 import type { Logger } from '../../../edge-node/src/logger.js';
 import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
+import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
+import { SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
 
 /** A whole minute, so tests know where each window starts. */
 export const T0 = 1_800_000_000_000 - (1_800_000_000_000 % 60_000);
@@ -86,4 +89,15 @@ export function callContext(clock: Clock, opts: CallOptions = {}): PipelineConte
 export function finish(ctx: PipelineContext, usage?: { inputTokens: number; outputTokens: number }): void {
   if (usage !== undefined) ctx.usage = { ...usage, estimated: false };
   for (const cleanup of ctx.cleanups.splice(0)) cleanup();
+}
+
+/**
+ * One replica on the limit file in `dir`: its store's heartbeat timer off (the test beats it by hand
+ * on `clock`), its limiter closed when the test ends.
+ */
+export function sqliteReplica(t: { teardown(fn: () => unknown): void }, dir: string, clock: ManualClock): { limiter: NodeRateLimiter; store: SqliteLimitStore } {
+  const store = new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false });
+  const limiter = new NodeRateLimiter(store, quietLogger);
+  t.teardown(() => limiter.close());
+  return { limiter, store };
 }

@@ -4,26 +4,16 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import type { Test } from 'tap';
 import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
 import { DEFAULT_OWNER_LEASE_MS, SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
 import { parseJsonLines, startProcess, tsEntry } from '../../fixtures/processes.js';
-import { ManualClock, T0, callContext, finish, quietLogger } from './limit-fixtures.js';
-
-type Tap = Test;
-
-function replica(tt: Tap, dir: string, clock: ManualClock): { limiter: NodeRateLimiter; store: SqliteLimitStore } {
-  const store = new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false });
-  const limiter = new NodeRateLimiter(store, quietLogger);
-  tt.teardown(() => limiter.close());
-  return { limiter, store };
-}
+import { ManualClock, T0, callContext, finish, quietLogger, sqliteReplica } from './limit-fixtures.js';
 
 t.test('two replicas on one file share a key limit of 10 per minute: 6 on A and 4 on B, then the 11th is refused on either', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const a = replica(t, dir, clock).limiter;
-  const b = replica(t, dir, clock).limiter;
+  const a = sqliteReplica(t, dir, clock).limiter;
+  const b = sqliteReplica(t, dir, clock).limiter;
   const keyLimits = { requestsPerMinute: 10 };
   for (let i = 0; i < 6; i++) t.equal(a.admit(callContext(clock, { keyLimits })), undefined, `A ${i + 1}`);
   for (let i = 0; i < 4; i++) t.equal(b.admit(callContext(clock, { keyLimits })), undefined, `B ${i + 1}`);
@@ -35,8 +25,8 @@ t.test('two replicas on one file share a key limit of 10 per minute: 6 on A and 
 t.test('replicas share concurrency slots and token true-ups', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const a = replica(t, dir, clock).limiter;
-  const b = replica(t, dir, clock).limiter;
+  const a = sqliteReplica(t, dir, clock).limiter;
+  const b = sqliteReplica(t, dir, clock).limiter;
   const keyLimits = { concurrentRequests: 1, tokensPerMinute: 100 };
   const onA = callContext(clock, { keyLimits, estimatedInputTokens: 60, maxOutputTokens: 20 });
   t.equal(a.admit(onA), undefined);
@@ -50,7 +40,7 @@ t.test('replicas share concurrency slots and token true-ups', async (t) => {
 t.test("a dead replica's slots stop counting once its lease runs out, and not before", async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const live = replica(t, dir, clock).limiter;
+  const live = sqliteReplica(t, dir, clock).limiter;
   const dying = new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false });
   const dyingLimiter = new NodeRateLimiter(dying, quietLogger);
   const keyLimits = { concurrentRequests: 2 };
@@ -68,8 +58,8 @@ t.test("a dead replica's slots stop counting once its lease runs out, and not be
 t.test("a live replica's slots outlast the lease while it keeps admitting", async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const a = replica(t, dir, clock).limiter;
-  const b = replica(t, dir, clock).limiter;
+  const a = sqliteReplica(t, dir, clock).limiter;
+  const b = sqliteReplica(t, dir, clock).limiter;
   const keyLimits = { concurrentRequests: 1 };
   const long = callContext(clock, { keyLimits });
   t.equal(a.admit(long), undefined);
@@ -84,7 +74,7 @@ t.test("a live replica's slots outlast the lease while it keeps admitting", asyn
 t.test('a closed replica frees its slots at once', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const a = replica(t, dir, clock).limiter;
+  const a = sqliteReplica(t, dir, clock).limiter;
   const b = new NodeRateLimiter(new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false }), quietLogger);
   const keyLimits = { concurrentRequests: 1 };
   t.equal(b.admit(callContext(clock, { keyLimits })), undefined);
@@ -116,7 +106,7 @@ t.test("a replica killed with -9 while holding slots: they expire with its lease
   const holder = await startProcess({ name: 'holder', ...worker, args: [...worker.args, dir, String(T0), 'hold', '2', '2'], readyLine: /^holding$/, t });
   await holder.kill9();
   const clock = new ManualClock(T0 + 1000);
-  const live = replica(t, dir, clock).limiter;
+  const live = sqliteReplica(t, dir, clock).limiter;
   const keyLimits = { concurrentRequests: 2 };
   t.equal(live.admit(callContext(clock, { keyLimits }))?.error.code, 'ZN_ERR_CONCURRENCY_LIMITED', 'the dead slots count within the lease');
   clock.advance(DEFAULT_OWNER_LEASE_MS - 1000); // the holder's lease began at T0

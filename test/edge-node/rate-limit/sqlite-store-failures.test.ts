@@ -10,20 +10,12 @@ import Database from 'better-sqlite3';
 import t from 'tap';
 import type { Test } from 'tap';
 import { createNodePipelineMetrics } from '../../../edge-node/src/metrics/node-pipeline-metrics.js';
-import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
-import { RATE_LIMIT_FILE, SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
+import { RATE_LIMIT_FILE } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { parsePrometheusText, sampleValue } from '../metrics/prometheus-text.js';
-import { ManualClock, callContext, finish, quietLogger } from './limit-fixtures.js';
+import { ManualClock, callContext, finish, sqliteReplica } from './limit-fixtures.js';
 
 type Tap = Test;
-
-function replica(tt: Tap, dir: string, clock: ManualClock): { limiter: NodeRateLimiter; store: SqliteLimitStore } {
-  const store = new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false });
-  const limiter = new NodeRateLimiter(store, quietLogger);
-  tt.teardown(() => limiter.close());
-  return { limiter, store };
-}
 
 /** Another process's writer stuck inside a transaction: holds the file's write lock until `free`. */
 function holdWriteLock(dir: string): { free(): void } {
@@ -89,7 +81,7 @@ function timed(fn: () => void): number {
 t.test('a release that finds the file locked gives up after a short wait, and the next admit frees the slot', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const { limiter, store } = replica(t, dir, clock);
+  const { limiter, store } = sqliteReplica(t, dir, clock);
   const keyLimits = { concurrentRequests: 1 };
   const first = callContext(clock, { keyLimits });
   t.equal(limiter.admit(first), undefined);
@@ -108,8 +100,8 @@ t.test('a release that finds the file locked gives up after a short wait, and th
 t.test('another replica sees a slot whose release failed freed soon after the lock is gone, with no admit on the first', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const a = replica(t, dir, clock);
-  const b = replica(t, dir, clock);
+  const a = sqliteReplica(t, dir, clock);
+  const b = sqliteReplica(t, dir, clock);
   const keyLimits = { concurrentRequests: 1 };
   const onA = callContext(clock, { keyLimits });
   t.equal(a.limiter.admit(onA), undefined);
@@ -124,7 +116,7 @@ t.test('another replica sees a slot whose release failed freed soon after the lo
 t.test('a token true-up that finds the file locked is written by the next admit, before it counts', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const { limiter, store } = replica(t, dir, clock);
+  const { limiter, store } = sqliteReplica(t, dir, clock);
   const keyLimits = { tokensPerMinute: 100 };
   const first = callContext(clock, { keyLimits, estimatedInputTokens: 60, maxOutputTokens: 20 });
   t.equal(limiter.admit(first), undefined);
@@ -140,7 +132,7 @@ t.test('a token true-up that finds the file locked is written by the next admit,
 t.test('usage whose true-up is written only in a later minute still counts in full', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const { limiter } = replica(t, dir, clock);
+  const { limiter } = sqliteReplica(t, dir, clock);
   const keyLimits = { tokensPerMinute: 1_000 };
   const stream = callContext(clock, { keyLimits, estimatedInputTokens: 10, maxOutputTokens: 10 });
   t.equal(limiter.admit(stream), undefined);
@@ -158,7 +150,7 @@ t.test('usage whose true-up is written only in a later minute still counts in fu
 t.test('one stuck writer costs one short wait, not a wait per call', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const { limiter } = replica(t, dir, clock);
+  const { limiter } = sqliteReplica(t, dir, clock);
   const keyLimits = { requestsPerMinute: 1_000, concurrentRequests: 100 };
   const lock = holdWriteLock(dir);
   const ms = timed(() => {
@@ -180,7 +172,7 @@ t.test('one stuck writer costs one short wait, not a wait per call', async (t) =
 t.test('an admit that meets another replica\'s short transaction waits for it and counts', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const { limiter } = replica(t, dir, clock);
+  const { limiter } = sqliteReplica(t, dir, clock);
   const keyLimits = { requestsPerMinute: 1 };
   t.equal(limiter.admit(callContext(clock, { keyLimits })), undefined);
   const other = await briefWriter(t, dir);
@@ -191,7 +183,7 @@ t.test('an admit that meets another replica\'s short transaction waits for it an
 t.test('right after a long wait, an admit still rides out a short transaction instead of failing open, and only failures are counted', async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock();
-  const { limiter, store } = replica(t, dir, clock);
+  const { limiter, store } = sqliteReplica(t, dir, clock);
   const metrics = createNodePipelineMetrics(() => ({ spoolBytes: 0, backfillBacklog: 0 }));
   const keyLimits = { requestsPerMinute: 2, tokensPerMinute: 1_000 };
   const other = await briefWriter(t, dir);

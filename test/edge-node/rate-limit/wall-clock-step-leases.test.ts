@@ -6,28 +6,18 @@ import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import t from 'tap';
-import type { Test } from 'tap';
 import { systemClock } from '../../../edge-node/src/pipeline/clock.js';
 import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
 import { DEFAULT_OWNER_LEASE_MS, SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
-import { ManualClock, T0, callContext, quietLogger } from './limit-fixtures.js';
-
-type Tap = Test;
-
-function replica(tt: Tap, dir: string, clock: ManualClock): { limiter: NodeRateLimiter; store: SqliteLimitStore } {
-  const store = new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false });
-  const limiter = new NodeRateLimiter(store, quietLogger);
-  tt.teardown(() => limiter.close());
-  return { limiter, store };
-}
+import { ManualClock, T0, callContext, quietLogger, sqliteReplica } from './limit-fixtures.js';
 
 const keyLimits = { concurrentRequests: 2 };
 
 t.test("a wall clock that steps forward 31 s between heartbeats never frees a live replica's slots", async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock(T0 + 5_000);
-  const a = replica(t, dir, clock);
-  const b = replica(t, dir, clock);
+  const a = sqliteReplica(t, dir, clock);
+  const b = sqliteReplica(t, dir, clock);
   t.equal(a.limiter.admit(callContext(clock, { keyLimits })), undefined, 'A admits a long request');
   t.equal(a.limiter.admit(callContext(clock, { keyLimits })), undefined, 'and a second one: the limit is full');
   clock.advance(5_000);
@@ -44,7 +34,7 @@ t.test("a wall clock that steps forward 31 s between heartbeats never frees a li
 t.test("a wall clock that steps back an hour never keeps a dead replica's slots past its lease", async (t) => {
   const dir = t.testdir();
   const clock = new ManualClock(T0 + 5_000);
-  const live = replica(t, dir, clock).limiter;
+  const live = sqliteReplica(t, dir, clock).limiter;
   const dying = new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false });
   const dyingLimiter = new NodeRateLimiter(dying, quietLogger);
   t.equal(dyingLimiter.admit(callContext(clock, { keyLimits })), undefined);
@@ -68,7 +58,7 @@ t.test('slots left by replicas before a reboot (the monotonic clock started agai
   dying.abandon(); // the host went down with the replica
   // After the boot the monotonic clock counts from near 0 again, far below the leases in the file.
   const after = new ManualClock(T0 + 120_000, 12_000);
-  const live = replica(t, dir, after).limiter;
+  const live = sqliteReplica(t, dir, after).limiter;
   t.equal(live.admit(callContext(after, { keyLimits })), undefined, 'one slot free');
   t.equal(live.admit(callContext(after, { keyLimits })), undefined, 'both slots free');
   t.equal(live.admit(callContext(after, { keyLimits }))?.error.code, 'ZN_ERR_CONCURRENCY_LIMITED', 'the live ones count');

@@ -1,24 +1,13 @@
 // spool.db holds prompts and answers: it and its -wal/-shm are owner-only (0600) like every other
 // state file, also in a state dir others may read (an existing dir, a container volume), and a
 // spool an older release left at the umask's 0644 is made owner-only at the next start.
-import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
 import { spoolOwnerLockFile } from '../../../edge-node/src/spool/spool-owner-lock.js';
+import { modeOf, readableStateDir } from '../state-file-modes.js';
 import { NODE_ID, quietLogger, record } from './spool-helpers.js';
-
-function readableStateDir(t: { teardown(fn: () => unknown): void }): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-spool-mode-'));
-  chmodSync(dir, 0o755);
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-function modeOf(file: string): string {
-  return (statSync(file).mode & 0o777).toString(8);
-}
 
 function open(dir: string) {
   return openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: { current: () => ({ ready: false }) } as never, logger: quietLogger(), env: {} });

@@ -14,7 +14,7 @@ import { createSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
 import type { SpoolMeta } from '../../../edge-node/src/spool/spool-file.js';
 import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
 import { waitFor } from '../../fixtures/wait-for.js';
-import { NODE_ID, openRow, quietLogger } from './spool-helpers.js';
+import { NODE_ID, openRow, quietLogger, spoolState } from './spool-helpers.js';
 
 const limits = () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' as const });
 
@@ -55,20 +55,6 @@ function fillDisk(dir: string): string {
     closeSync(fd);
   }
   return filler;
-}
-
-function spoolState(file: string): { open: string[]; records: Array<{ id: string; status: string; reservedMicros: number }> } {
-  const db = new Database(file, { readonly: true });
-  try {
-    const open = db.prepare('select request_id from open_requests order by request_id').pluck().all() as string[];
-    const records = (db.prepare('select record_json from records order by sequence').pluck().all() as string[]).map((j) => {
-      const r = JSON.parse(j) as { requestId: string; status: string; cost: { reservedMicros: number } };
-      return { id: r.requestId, status: r.status, reservedMicros: r.cost.reservedMicros };
-    });
-    return { open: open.sort(), records: records.sort((a, b) => a.id.localeCompare(b.id)) };
-  } finally {
-    db.close();
-  }
 }
 
 /**

@@ -1,7 +1,9 @@
-// Shared setup for spool tests: a temp state dir, records shaped like the pipeline's, a quiet logger.
+// Shared setup for spool tests: a temp state dir, records shaped like the pipeline's, a quiet logger,
+// and what a spool file holds, read back.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
@@ -51,4 +53,25 @@ export function record(requestId: string, extra: Partial<RequestRecord> = {}): R
     bodies: { request: '{"model":"echo"}', response: 'hi', truncated: false },
     ...extra,
   };
+}
+
+/** What a spool file holds: its open rows and its records (the fields recovery sets), each by request id. */
+export interface SpoolState {
+  open: string[];
+  records: Array<{ id: string; status: string; reservedMicros: number }>;
+}
+
+/** Reads `file` on a connection of its own; records sorted by request id, so a test need not know the order a recovery wrote them in. */
+export function spoolState(file: string): SpoolState {
+  const db = new Database(file, { readonly: true });
+  try {
+    const open = db.prepare('select request_id from open_requests order by request_id').pluck().all() as string[];
+    const records = (db.prepare('select record_json from records order by sequence').pluck().all() as string[]).map((j) => {
+      const r = JSON.parse(j) as { requestId: string; status: string; cost: { reservedMicros: number } };
+      return { id: r.requestId, status: r.status, reservedMicros: r.cost.reservedMicros };
+    });
+    return { open, records: records.sort((a, b) => a.id.localeCompare(b.id)) };
+  } finally {
+    db.close();
+  }
 }

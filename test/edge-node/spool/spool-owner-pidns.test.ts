@@ -6,12 +6,11 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import Database from 'better-sqlite3';
 import t from 'tap';
 import { createSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
 import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
 import { waitFor } from '../../fixtures/wait-for.js';
-import { NODE_ID, quietLogger, tempStateDir } from './spool-helpers.js';
+import { NODE_ID, quietLogger, spoolState, tempStateDir } from './spool-helpers.js';
 
 const limits = () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' as const });
 const CHILD = fileURLToPath(new URL('./spool-open-row-child.ts', import.meta.url));
@@ -39,20 +38,6 @@ async function serveInNewPidNs(t: { teardown(fn: () => unknown): void; equal(fou
   };
 }
 
-function state(file: string): { open: string[]; records: Array<{ id: string; status: string; reservedMicros: number }> } {
-  const db = new Database(file, { readonly: true });
-  try {
-    const open = db.prepare('select request_id from open_requests order by request_id').pluck().all() as string[];
-    const records = (db.prepare('select record_json from records order by sequence').pluck().all() as string[]).map((j) => {
-      const r = JSON.parse(j) as { requestId: string; status: string; cost: { reservedMicros: number } };
-      return { id: r.requestId, status: r.status, reservedMicros: r.cost.reservedMicros };
-    });
-    return { open, records };
-  } finally {
-    db.close();
-  }
-}
-
 function start(file: string, meta: ReturnType<typeof createSpoolFile>): SpoolStore {
   return new SpoolStore({ file, meta, logger: quietLogger(), limits });
 }
@@ -61,12 +46,12 @@ t.test('an open row left by a node killed -9 in another pid namespace becomes an
   const file = path.join(tempStateDir(t), 'spool.db');
   const meta = createSpoolFile(file, NODE_ID);
   const node = await serveInNewPidNs(t, file, 'req-crashed');
-  t.same(state(file).open, ['req-crashed'], 'the request is open while the node serves it');
+  t.same(spoolState(file).open, ['req-crashed'], 'the request is open while the node serves it');
   await node.kill();
 
   const restarted = start(file, meta);
   t.teardown(() => restarted.close());
-  t.same(state(file), { open: [], records: [{ id: 'req-crashed', status: 'interrupted', reservedMicros: 1500 }] }, 'one interrupted record, with its reservation, and no open row');
+  t.same(spoolState(file), { open: [], records: [{ id: 'req-crashed', status: 'interrupted', reservedMicros: 1500 }] }, 'one interrupted record, with its reservation, and no open row');
 });
 
 t.test("a live replica's open row in another pid namespace is left to it, and recovered at the first start after it died", { skip: canUnshare ? false : 'needs unshare -p (root)' }, async (t) => {
@@ -75,11 +60,11 @@ t.test("a live replica's open row in another pid namespace is left to it, and re
   const replica = await serveInNewPidNs(t, file, 'req-in-flight');
 
   const second = start(file, meta);
-  t.same(state(file), { open: ['req-in-flight'], records: [] }, "a replica starting beside it leaves the live replica's request open");
+  t.same(spoolState(file), { open: ['req-in-flight'], records: [] }, "a replica starting beside it leaves the live replica's request open");
   await second.close();
 
   await replica.kill();
   const third = start(file, meta);
   t.teardown(() => third.close());
-  t.same(state(file), { open: [], records: [{ id: 'req-in-flight', status: 'interrupted', reservedMicros: 1500 }] }, 'once that replica is gone, its row is an interrupted record');
+  t.same(spoolState(file), { open: [], records: [{ id: 'req-in-flight', status: 'interrupted', reservedMicros: 1500 }] }, 'once that replica is gone, its row is an interrupted record');
 });
