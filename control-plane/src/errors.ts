@@ -162,6 +162,18 @@ export const errorTable = {
     message: 'The token is of another kind than the command needs.',
     retryable: false,
   },
+  ZN_ERR_CP_TOKEN_WRONG_NODE: {
+    status: 403,
+    type: 'permission_error',
+    message: 'The upgrade token was issued for another node than the one installed on this host; issue an upgrade command for this node.',
+    retryable: false,
+  },
+  ZN_ERR_CP_UPGRADE_VERSION: {
+    status: 409,
+    type: 'conflict_error',
+    message: "The node package is not of this control plane's version; upgrade with the zenova-node.zpkg of the control plane's version.",
+    retryable: false,
+  },
   ZN_ERR_CP_NODE_DELETED: {
     status: 410,
     type: 'not_found_error',

@@ -38,6 +38,17 @@ t.test('events end the node\'s live session with the matching refusal and leave 
   t.same(bystander.endedWith, []);
 });
 
+t.test('an upgrade starting ends no session and is not remembered as one that would', async (t) => {
+  const registry = new SessionRegistry();
+  const session = fakeSession('node-a', 's1');
+  registry.register(session);
+  const cursor = registry.eventCursor();
+  registry.dispatch({ type: 'upgrade-started', nodeId: 'node-a', fromVersion: '0.0.9', toVersion: '0.1.0', hostname: 'edge-host-1' });
+  t.same(session.endedWith, [], 'the live session goes on: the updater restarts node-edge itself');
+  t.equal(registry.eventSince('node-a', cursor), undefined, 'a session on its way is not refused for it');
+  t.equal(registry.size, 1);
+});
+
 t.test('an event after a session took its cursor is reported to it; older events and other nodes are not', async (t) => {
   const registry = new SessionRegistry();
   registry.dispatch({ type: 'node-deleted', nodeId: 'node-a' });

@@ -10,8 +10,6 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, readlinkSync, writeFile
 import { join } from 'node:path';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
-import { startProcess, tsEntry } from '../fixtures/processes.js';
-import type { StartedProcess } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { callNode, configureDemo, createNode, freePort, httpsMaterial, nodeView, startControlPlane, tempDir, tokenOf } from './stack.js';
 import { runInstall } from '../../installer/src/commands/install.js';
@@ -20,7 +18,7 @@ import { probeControlPlane } from '../../installer/src/install/control-plane-pro
 import { waitForReadiness } from '../../installer/src/install/readiness-wait.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import { captureCli, fakeProbe, fakeServices, listTree } from '../installer/fake-host.js';
-import type { FakeServices } from '../installer/fake-host.js';
+import { installedNodeServices } from './installed-node-services.js';
 import { buildNodePackage, releaseKeys } from '../installer/package-builder.js';
 
 const DATA = 'opt/zenova-node/data';
@@ -38,23 +36,7 @@ t.test('install, status, second install, used token and --reenroll against a rea
 
   const root = join(work, 'host');
   mkdirSync(root);
-  let node: StartedProcess | undefined;
-  const services: FakeServices = fakeServices(root, {
-    onStart: async () => {
-      const { command, args } = tsEntry('edge-node/src/main.ts');
-      node = await startProcess({
-        name: 'node-edge (installed)',
-        command,
-        args: [...args, 'serve', '--state-dir', join(root, DATA), '--listen', `127.0.0.1:${port}`],
-        env: { ZENOVA_NODE_RECONNECT_BASE_MS: '100', ZENOVA_NODE_RECONNECT_MAX_MS: '500' },
-        t,
-      });
-    },
-    onStop: async () => {
-      await node?.stop();
-      node = undefined;
-    },
-  });
+  const { services } = installedNodeServices(t, { root, dataDir: DATA, port, name: 'node-edge (installed)' });
   const host: HostEnv = {
     hostRoot: root,
     probe: fakeProbe(),

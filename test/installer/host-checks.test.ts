@@ -133,9 +133,9 @@ for (const c of CASES) {
     t.equal(r.changed, false, 'the host root is unchanged');
     if (c.code === 'NODE-INSTALLED') {
       t.match(r.out, /A gateway node is already installed on this host/);
-      // --upgrade is refused in this release: the advice must not send the operator there.
+      // The advice names the upgrade command (with its token), never a bare --upgrade.
       t.notMatch(r.out, /use --upgrade/);
-      t.match(r.out, /Upgrading an installed node \(--upgrade\) is not available in this release/);
+      t.match(r.out, /To upgrade it, issue an upgrade command/);
     }
     if (c.code === 'NODE-DIR-MISMATCH') t.notMatch(r.out, /NODE-DIR-NOT-EMPTY/, 'not reported as a dir with foreign files');
   });

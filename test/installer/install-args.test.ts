@@ -41,11 +41,11 @@ t.test('an install needs a token unless --check-only', async (t) => {
   t.match(await usage(BASE), /--token or --token-file is required/);
 });
 
-t.test('--install-dir with --upgrade is refused; --upgrade alone says the flow is not available yet', async (t) => {
+t.test('--upgrade keeps the installed dir, address and TLS pair: --install-dir, --listen and --tls-cert/--tls-key are refused with it', async (t) => {
   t.match(await usage([...BASE, '--token', 'a', '--upgrade', '--install-dir', '/data/zn']), /--install-dir cannot be used with --upgrade/);
-  const cli = captureCli(root);
-  t.equal(await runCli(['install', ...BASE, '--token', 'a', '--upgrade'], cli.ctx), 1);
-  t.match(cli.err(), /--upgrade is not available in this installer version yet/);
+  t.match(await usage([...BASE, '--token', 'a', '--upgrade', '--listen', '0.0.0.0:8080']), /--listen cannot be used with --upgrade: an upgrade keeps the installed listen address/);
+  t.match(await usage([...BASE, '--token', 'a', '--upgrade', '--tls-cert', 'c.pem', '--tls-key', 'k.pem']), /--tls-cert and --tls-key cannot be used with --upgrade/);
+  t.match(await usage([...BASE, '--upgrade']), /--token or --token-file is required/);
 });
 
 t.test('--check-only, --reenroll and --upgrade exclude each other', async (t) => {

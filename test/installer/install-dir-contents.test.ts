@@ -123,6 +123,8 @@ t.test('the installer\'s own etc/ and the node\'s data/ left by a rolled-back at
     'data/spool.db-wal': '',
     'data/spool.db-shm': '',
     'data/spool.json': '{}',
+    'data/update-state.json': '{}',
+    'data/.update-state.json.abcdef012345.tmp': '',
     'data/spool-owner-0.lock': '',
     'data/spool-owner-1.lock': '',
     'data/.credential.json.abcdef012345.tmp': '',

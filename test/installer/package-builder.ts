@@ -26,6 +26,16 @@ export const LAUNCHER = Buffer.from('#!/bin/sh\nexec echo "zenova-node test laun
 /** The release's host CLI, which the install links as /usr/local/bin/zenova. */
 export const CLI_LAUNCHER = Buffer.from('#!/bin/sh\nexec echo "zenova test CLI" "$@"\n');
 
+/** What a test package holds unless told otherwise: the launchers and a stand-in app bundle. */
+export function defaultPackageEntries(): PackageEntry[] {
+  return [
+    { path: 'bin/zenova-node', mode: 0o755, content: LAUNCHER },
+    { path: 'bin/zenova', mode: 0o755, content: CLI_LAUNCHER },
+    { path: 'app/README.txt', mode: 0o644, content: Buffer.from('the node app bundle goes here\n') },
+    { path: 'app/lib/data.bin', mode: 0o644, content: Buffer.alloc(200_000, 7) },
+  ];
+}
+
 export interface BuiltPackage {
   file: string;
   manifest: PackageManifest;
@@ -43,12 +53,7 @@ export async function buildNodePackage(
     version: opts.version ?? productVersion(),
     platform: { os: 'linux', arch: opts.arch ?? 'x86_64' },
     protocolVersion: opts.protocolVersion ?? PROTOCOL_VERSION,
-    entries: opts.entries ?? [
-      { path: 'bin/zenova-node', mode: 0o755, content: LAUNCHER },
-      { path: 'bin/zenova', mode: 0o755, content: CLI_LAUNCHER },
-      { path: 'app/README.txt', mode: 0o644, content: Buffer.from('the node app bundle goes here\n') },
-      { path: 'app/lib/data.bin', mode: 0o644, content: Buffer.alloc(200_000, 7) },
-    ],
+    entries: opts.entries ?? defaultPackageEntries(),
     privateKey: keys.privateKey,
     requires: opts.requires,
   });

@@ -7,7 +7,7 @@ import { formatInstalledStatus, statusJson } from '../../installer/src/commands/
 import type { InstalledStatus } from '../../installer/src/commands/status.js';
 import type { NodeStatusReport } from '../../edge-node/src/status/node-status.js';
 
-function status(spool: NodeStatusReport['spool']): InstalledStatus {
+function status(spool: NodeStatusReport['spool'], lastUpgrade: InstalledStatus['lastUpgrade'] = null): InstalledStatus {
   const node = {
     stateDir: '/opt/zenova-node/data', enrolled: true, node: { id: 'id1', name: 'edge-sh-01', enrolledAt: '2026-01-01T00:00:00Z' }, controlPlaneUrl: 'https://cp.example', gateway: null,
     credential: { expiresAt: '2027-01-01T00:00:00Z', expired: false },
@@ -15,7 +15,7 @@ function status(spool: NodeStatusReport['spool']): InstalledStatus {
     config: { ready: true, version: 7, appliedAt: '2026-01-01T00:00:01Z', notReadyReason: null },
     spool,
   } as unknown as NodeStatusReport;
-  return { installed: true, installDir: '/opt/zenova-node', version: '0.1.0', service: { unit: 'node-edge.service', state: 'active' }, readiness: null, node, error: null };
+  return { installed: true, installDir: '/opt/zenova-node', version: '0.1.0', service: { unit: 'node-edge.service', state: 'active' }, readiness: null, node, lastUpgrade, error: null };
 }
 
 t.test('status shows the spool in one row', async (t) => {
@@ -36,4 +36,14 @@ t.test('status --json gives an unreadable spool null counts, not 0', async (t) =
   t.match(unreadable.node.spool, { error: 'file is not a database', backlog: null, open: null });
   const fine = JSON.parse(JSON.stringify(statusJson(status({ file: 'f', bytes: 1, backlog: 3, open: 1, error: null }))));
   t.match(fine.node.spool, { backlog: 3, open: 1, error: null }, 'a readable spool is unchanged');
+});
+
+t.test('status shows the last upgrade, and a switched-back one with its reason', async (t) => {
+  const spool = { file: 'f', bytes: 1, backlog: 0, open: 0, error: null };
+  t.notMatch(formatInstalledStatus(status(spool)), /last upgrade/, 'no row without an upgrade');
+  t.match(formatInstalledStatus(status(spool, { from: '0.0.9', to: '0.1.0', at: '2026-12-01T15:00:00.000Z', outcome: 'ready' })), /^last upgrade: +0\.0\.9 → 0\.1\.0 at 2026-12-01T15:00:00\.000Z: ready$/m);
+  t.match(
+    formatInstalledStatus(status(spool, { from: '0.0.9', to: '0.1.0', at: '2026-12-01T15:00:00.000Z', outcome: 'rolled-back', reason: 'node-edge.service failed to start' })),
+    /^last upgrade: +0\.0\.9 → 0\.1\.0 at 2026-12-01T15:00:00\.000Z: SWITCHED BACK to 0\.0\.9 \(node-edge\.service failed to start\)$/m,
+  );
 });

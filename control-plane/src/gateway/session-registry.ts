@@ -5,7 +5,7 @@
  * session that authenticated just before the event, but went live just after it, is caught too.
  */
 import type { RefusalCode } from '../../../proto/src/index.js';
-import type { NodeEvent, NodeEventType } from '../nodes/node-events.js';
+import type { NodeEvent, SessionEndingEventType } from '../nodes/node-events.js';
 
 /** What the registry needs of a session. */
 export interface RegisteredSession {
@@ -19,7 +19,7 @@ export interface RegisteredSession {
 // concern a session still on its way.
 const EVENT_MEMORY_MS = 5 * 60_000;
 
-export function refusalForEvent(type: NodeEventType): { code: RefusalCode; message: string } {
+export function refusalForEvent(type: SessionEndingEventType): { code: RefusalCode; message: string } {
   return type === 'node-deleted'
     ? { code: 'NODE_DELETED', message: 'the node was deleted in the control plane; its session is closed' }
     : { code: 'CREDENTIAL_REVOKED', message: "the node's credentials were revoked; its session is closed" };
@@ -27,7 +27,7 @@ export function refusalForEvent(type: NodeEventType): { code: RefusalCode; messa
 
 export class SessionRegistry {
   private readonly live = new Map<string, RegisteredSession>();
-  private readonly recentEvents = new Map<string, { seq: number; type: NodeEventType; at: number }>();
+  private readonly recentEvents = new Map<string, { seq: number; type: SessionEndingEventType; at: number }>();
   private seq = 0;
 
   get size(): number {
@@ -44,7 +44,7 @@ export class SessionRegistry {
   }
 
   /** The latest event for `nodeId` that arrived after `cursor`, if any. */
-  eventSince(nodeId: string, cursor: number): NodeEventType | undefined {
+  eventSince(nodeId: string, cursor: number): SessionEndingEventType | undefined {
     const event = this.recentEvents.get(nodeId);
     return event !== undefined && event.seq > cursor ? event.type : undefined;
   }
@@ -63,8 +63,10 @@ export class SessionRegistry {
     if (this.live.get(session.nodeId) === session) this.live.delete(session.nodeId);
   }
 
-  /** Applies a node event: remembers it and ends the node's live session. */
+  /** Applies a node event: remembers it and ends the node's live session, if it is one that does. */
   dispatch(event: NodeEvent, now = Date.now()): void {
+    // An upgrade starting ends nothing: the updater restarts node-edge itself.
+    if (event.type === 'upgrade-started') return;
     this.seq += 1;
     // Delete first so the map stays in arrival order, which is what pruning relies on.
     this.recentEvents.delete(event.nodeId);

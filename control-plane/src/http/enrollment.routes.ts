@@ -1,9 +1,11 @@
 /**
  * The enrollment API, outside /api/v1 (a node has no admin token; its install token is its proof):
  * `GET /api/enroll/preflight` answers without a token (reachability, clock skew, version), and
- * `POST /api/enroll` redeems a token. Redemption attempts are rate limited per client IP.
+ * `POST /api/enroll` redeems a token, `POST /api/enroll/upgrade` an upgrade token (the go-ahead for
+ * `zenova install node --upgrade`). Redemption attempts of both are rate limited per client IP, in
+ * one budget.
  */
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { PROTOCOL_VERSION } from '../../../proto/src/protocol-version.js';
@@ -11,6 +13,7 @@ import { zenovaError } from '../errors.js';
 import { FixedWindowRateLimiter } from '../nodes/enroll-rate-limit.js';
 import { ENROLL_BODY_LIMIT_BYTES, enrollNode, enrollRequestSchema, enrollResponseSchema } from '../nodes/enrollment.js';
 import type { EnrollmentDeps } from '../nodes/enrollment.js';
+import { redeemUpgradeToken, upgradeRequestSchema, upgradeResponseSchema } from '../nodes/upgrade-redemption.js';
 import { PRODUCT_NAME, productVersion } from '../product-version.js';
 import type { Settings } from '../settings.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
@@ -57,19 +60,21 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
     };
   });
 
+  // Counted before the body is even validated: every attempt costs, malformed ones too.
+  const countAttempt = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const decision = limiter.hit(request.ip);
+    if (!decision.allowed) {
+      void reply.header('retry-after', String(decision.retryAfterSeconds));
+      throw zenovaError(
+        'ZN_ERR_CP_ENROLL_RATE_LIMITED',
+        `Too many enrollment attempts from this address; try again in ${decision.retryAfterSeconds} s.`,
+      );
+    }
+  };
+
   app.post('/api/enroll', {
     bodyLimit: ENROLL_BODY_LIMIT_BYTES,
-    // Counted before the body is even validated: every attempt costs, malformed ones too.
-    onRequest: async (request, reply) => {
-      const decision = limiter.hit(request.ip);
-      if (!decision.allowed) {
-        void reply.header('retry-after', String(decision.retryAfterSeconds));
-        throw zenovaError(
-          'ZN_ERR_CP_ENROLL_RATE_LIMITED',
-          `Too many enrollment attempts from this address; try again in ${decision.retryAfterSeconds} s.`,
-        );
-      }
-    },
+    onRequest: countAttempt,
     schema: { body: enrollRequestSchema, response: { 200: enrollResponseSchema } },
   }, async (request) => {
     if (!enrollment) throw zenovaError('ZN_ERR_CP_ENROLLMENT_UNAVAILABLE');
@@ -80,5 +85,23 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
       retry ? 'node enrolled again (retry of a lost answer; the credential it carried is revoked)' : 'node enrolled',
     );
     return enrolled;
+  });
+
+  // Needs no gateway: the node keeps its identity, so this answers where enrollment would 503.
+  app.post('/api/enroll/upgrade', {
+    bodyLimit: ENROLL_BODY_LIMIT_BYTES,
+    onRequest: countAttempt,
+    schema: { body: upgradeRequestSchema, response: { 200: upgradeResponseSchema } },
+  }, async (request) => {
+    const upgrade = await redeemUpgradeToken(pool, request.body);
+    // Never the token.
+    request.log.info(
+      {
+        node: upgrade.nodeName, nodeId: upgrade.nodeId, hostname: request.body.facts.hostname,
+        fromVersion: request.body.facts.fromVersion, toVersion: upgrade.targetVersion,
+      },
+      'node upgrade started (upgrade token redeemed)',
+    );
+    return upgrade;
   });
 };

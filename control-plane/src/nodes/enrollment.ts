@@ -13,6 +13,9 @@
  * then retry with the same token and key (install-tokens.ts says when that is accepted): it gets the
  * same node, gateway and signing key again and a newly issued credential, and the credential of the
  * lost answer is revoked. Only hashes are stored, so the lost credential cannot be sent again.
+ *
+ * Upgrade redemption (upgrade-redemption.ts) checks the same host facts and protocol, and maps
+ * token failures with the same function, so the two answer alike.
  */
 import { X509Certificate, createPublicKey } from 'node:crypto';
 import type pg from 'pg';
@@ -39,15 +42,21 @@ export type EnrollMode = (typeof ENROLL_MODES)[number];
 /** Enrollment request bodies are tiny; anything bigger is not one. */
 export const ENROLL_BODY_LIMIT_BYTES = 8 * 1024;
 
+/** The rules of the host facts a node sends with a token; upgrade redemption checks the same. */
+export const hostFactRules = {
+  hostname: z.string().min(1).max(253).regex(/^[A-Za-z0-9._-]+$/, 'must be a host name (letters, digits, . _ -)'),
+  arch: z.string().min(1).max(32).regex(/^[A-Za-z0-9_-]+$/, 'must be an architecture name such as x86_64 or aarch64'),
+  version: z.string().min(1).max(64).regex(/^[A-Za-z0-9.+_-]+$/, 'must be a version such as 1.2.3'),
+  protocolVersion: z.number().int().min(0).max(MAX_PROTOCOL_VERSION_FACT),
+};
+
+/** The token text: bounded, never checked for shape (an unknown token is the answer to a bad one). */
+export const tokenRule = z.string().min(1).max(256);
+
 export const enrollRequestSchema = z.strictObject({
-  token: z.string().min(1).max(256),
+  token: tokenRule,
   mode: z.enum(ENROLL_MODES),
-  facts: z.strictObject({
-    hostname: z.string().min(1).max(253).regex(/^[A-Za-z0-9._-]+$/, 'must be a host name (letters, digits, . _ -)'),
-    arch: z.string().min(1).max(32).regex(/^[A-Za-z0-9_-]+$/, 'must be an architecture name such as x86_64 or aarch64'),
-    version: z.string().min(1).max(64).regex(/^[A-Za-z0-9.+_-]+$/, 'must be a version such as 1.2.3'),
-    protocolVersion: z.number().int().min(0).max(MAX_PROTOCOL_VERSION_FACT),
-  }),
+  facts: z.strictObject(hostFactRules),
   /** Random per enrollment attempt (32 bytes, base64url); lets the node retry an answer it lost. */
   redemptionKey: z.string().regex(REDEMPTION_KEY_PATTERN, 'must be 43 base64url characters').optional(),
 });
@@ -99,40 +108,61 @@ export const enrollResponseSchema = z.object({
 
 export type EnrollResponse = z.infer<typeof enrollResponseSchema>;
 
-const NEW_COMMAND =
-  'issue a new command in the console (node detail) or with `zenova gateway-node install-command NAME` ' +
-  '(`reenroll-command` for --reenroll) and run that';
+/** What the redeemed token was for: enrolling (install or reenroll) or upgrading an installed node. */
+export type RedemptionPurpose = EnrollMode | 'upgrade';
 
-function wrongKindMessage(kind: InstallTokenKind, mode: EnrollMode): string {
+function newCommand(purpose: RedemptionPurpose): string {
+  if (purpose === 'upgrade') {
+    return 'issue a new upgrade command in the console (node detail › Issue upgrade command) or with ' +
+      '`zenova gateway-node upgrade-command NAME` and run that';
+  }
+  return 'issue a new command in the console (node detail) or with `zenova gateway-node install-command NAME` ' +
+    '(`reenroll-command` for --reenroll) and run that';
+}
+
+function wrongKindMessage(kind: InstallTokenKind, purpose: RedemptionPurpose): string {
+  if (purpose === 'upgrade') {
+    return `This is ${kind === 'install' ? 'an install' : 'a reenroll'} token; an upgrade needs an upgrade command: ` +
+      '`zenova gateway-node upgrade-command NAME`, or node detail › Issue upgrade command.';
+  }
   if (kind === 'upgrade') {
     return 'This is an upgrade token: it upgrades an installed node (zenova install node … --upgrade) and cannot enroll one.';
   }
   if (kind === 'install') {
-    return `This is an install token but the command re-enrolls (--${mode}); run the install command exactly as issued, ` +
+    return `This is an install token but the command re-enrolls (--${purpose}); run the install command exactly as issued, ` +
       'without --reenroll, or issue a reenroll command with `zenova gateway-node reenroll-command NAME`.';
   }
   return 'This is a reenroll token: run it with --reenroll, exactly as issued, or issue an install command with ' +
     '`zenova gateway-node install-command NAME`.';
 }
 
-export function redeemFailureError(failure: RedeemFailure, mode: EnrollMode): ZenovaError {
+export function redeemFailureError(failure: RedeemFailure, purpose: RedemptionPurpose): ZenovaError {
   switch (failure.reason) {
     case 'unknown':
       return zenovaError('ZN_ERR_CP_TOKEN_UNKNOWN');
     case 'node-deleted':
       return zenovaError('ZN_ERR_CP_NODE_DELETED');
     case 'wrong-kind':
-      return zenovaError('ZN_ERR_CP_TOKEN_WRONG_KIND', wrongKindMessage(failure.kind, mode));
+      return zenovaError('ZN_ERR_CP_TOKEN_WRONG_KIND', wrongKindMessage(failure.kind, purpose));
     case 'used':
-      return zenovaError('ZN_ERR_CP_TOKEN_USED', `The token was already used at ${failure.usedAt.toISOString()}; ${NEW_COMMAND}.`);
+      return zenovaError('ZN_ERR_CP_TOKEN_USED', `The token was already used at ${failure.usedAt.toISOString()}; ${newCommand(purpose)}.`);
     case 'superseded':
       return zenovaError(
         'ZN_ERR_CP_TOKEN_EXPIRED',
         `The token was replaced by a newer command issued at ${failure.invalidatedAt.toISOString()}; run the newest command.`,
       );
     case 'expired':
-      return zenovaError('ZN_ERR_CP_TOKEN_EXPIRED', `The token expired at ${failure.expiresAt.toISOString()}; ${NEW_COMMAND}.`);
+      return zenovaError('ZN_ERR_CP_TOKEN_EXPIRED', `The token expired at ${failure.expiresAt.toISOString()}; ${newCommand(purpose)}.`);
   }
+}
+
+/** Refuses a node that speaks another control protocol, before any token is touched. */
+export function assertCompatibleProtocol(protocolVersion: number): void {
+  if (isCompatibleProtocol(protocolVersion)) return;
+  throw zenovaError(
+    'ZN_ERR_CP_PROTOCOL_INCOMPATIBLE',
+    `${describeProtocolMismatch(PROTOCOL_VERSION, protocolVersion)}; install the node package of this control plane's version.`,
+  );
 }
 
 /** A ZenovaError naming what the node would refuse in `value`, or undefined when it would accept it. */
@@ -155,12 +185,7 @@ export async function enrollNode(
   now: Date = new Date(),
 ): Promise<EnrollResponse & { retry: boolean }> {
   const { facts, mode } = request;
-  if (!isCompatibleProtocol(facts.protocolVersion)) {
-    throw zenovaError(
-      'ZN_ERR_CP_PROTOCOL_INCOMPATIBLE',
-      `${describeProtocolMismatch(PROTOCOL_VERSION, facts.protocolVersion)}; install the node package of this control plane's version.`,
-    );
-  }
+  assertCompatibleProtocol(facts.protocolVersion);
   const gateway = await deps.gatewayInfo();
   const configSigningPublicKeyPem = await deps.configSigningPublicKeyPem();
   // Before the token is touched: an answer the node would refuse must not cost the token.

@@ -1,24 +1,42 @@
 /**
  * Node events for every control-plane replica: a PostgreSQL NOTIFY on one channel, sent in the
  * caller's transaction so listeners hear of a change only once it is committed (and never of one
- * that rolled back). The gateway LISTENs and ends the node's live sessions.
+ * that rolled back). The gateway LISTENs and ends the node's live sessions on the events that say
+ * so; `upgrade-started` only tells (and is logged by) every replica, it ends nothing: the updater
+ * restarts node-edge itself, and a failed upgrade leaves the old release serving.
  */
+import { z } from 'zod';
 import type { Queryable } from './with-transaction.js';
 
 export const NODE_EVENTS_CHANNEL = 'zenova_node_events';
 
-export type NodeEventType = 'node-deleted' | 'credentials-revoked';
+/** The events that end the node's live control session. */
+export const SESSION_ENDING_EVENT_TYPES = ['node-deleted', 'credentials-revoked'] as const;
+export type SessionEndingEventType = (typeof SESSION_ENDING_EVENT_TYPES)[number];
 
-export interface NodeEvent {
-  type: NodeEventType;
-  nodeId: string;
-}
+export type NodeEventType = SessionEndingEventType | 'upgrade-started';
 
-const EVENT_TYPES: readonly NodeEventType[] = ['node-deleted', 'credentials-revoked'];
+// Bounded like the facts they come from (enrollment.ts), so a payload stays far below NOTIFY's 8000 bytes.
+const nodeEventSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.enum(SESSION_ENDING_EVENT_TYPES), nodeId: z.string() }),
+  /** An upgrade token was redeemed: `hostname` is installing `toVersion` over `fromVersion`. */
+  z.object({
+    type: z.literal('upgrade-started'),
+    nodeId: z.string(),
+    fromVersion: z.string().max(64),
+    toVersion: z.string().max(64),
+    hostname: z.string().max(253),
+  }),
+]);
+
+export type NodeEvent = z.infer<typeof nodeEventSchema>;
 
 export async function notifyNodeEvent(client: Queryable, event: NodeEvent): Promise<void> {
-  const payload = JSON.stringify({ type: event.type, nodeId: event.nodeId });
-  await client.query('select pg_notify($1, $2)', [NODE_EVENTS_CHANNEL, payload]);
+  // Field by field: the payload carries what the schema names and nothing a caller's object adds.
+  const payload = event.type === 'upgrade-started'
+    ? { type: event.type, nodeId: event.nodeId, fromVersion: event.fromVersion, toVersion: event.toVersion, hostname: event.hostname }
+    : { type: event.type, nodeId: event.nodeId };
+  await client.query('select pg_notify($1, $2)', [NODE_EVENTS_CHANNEL, JSON.stringify(payload)]);
 }
 
 /** The event in a NOTIFY payload, or undefined when the payload is not one of ours. */
@@ -30,8 +48,6 @@ export function parseNodeEvent(payload: string | undefined): NodeEvent | undefin
   } catch {
     return undefined;
   }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { type, nodeId } = value as { type?: unknown; nodeId?: unknown };
-  if (typeof nodeId !== 'string' || !EVENT_TYPES.includes(type as NodeEventType)) return undefined;
-  return { type: type as NodeEventType, nodeId };
+  const parsed = nodeEventSchema.safeParse(value);
+  return parsed.success ? parsed.data : undefined;
 }

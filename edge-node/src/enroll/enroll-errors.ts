@@ -4,6 +4,8 @@
  */
 
 export type EnrollMode = 'install' | 'reenroll';
+/** What a one-time token is redeemed for: an enrollment, or `zenova install node --upgrade`. */
+export type TokenUse = EnrollMode | 'upgrade';
 
 /** Enrollment did not happen; `message` is safe to print (never the token or a credential). */
 export class EnrollError extends Error {
@@ -16,12 +18,12 @@ export class EnrollError extends Error {
   }
 }
 
-function newTokenCommand(mode: EnrollMode): string {
-  return mode === 'reenroll' ? '`zenova gateway-node reenroll-command NAME`' : '`zenova gateway-node install-command NAME`';
+function newTokenCommand(mode: TokenUse): string {
+  return `\`zenova gateway-node ${mode === 'install' ? 'install' : mode}-command NAME\``;
 }
 
 /** Advice for one control-plane error code, or undefined for codes without fixed advice. */
-export function tokenErrorMessage(code: string, mode: EnrollMode, retryAfterSeconds?: number): string | undefined {
+export function tokenErrorMessage(code: string, mode: TokenUse, retryAfterSeconds?: number): string | undefined {
   const issue = newTokenCommand(mode);
   switch (code) {
     case 'ZN_ERR_CP_TOKEN_UNKNOWN':
@@ -29,15 +31,18 @@ export function tokenErrorMessage(code: string, mode: EnrollMode, retryAfterSeco
     case 'ZN_ERR_CP_TOKEN_EXPIRED':
       return `the token has expired (tokens are valid for 24 hours): issue a new one with ${issue}`;
     case 'ZN_ERR_CP_TOKEN_USED':
-      return mode === 'reenroll'
-        ? `the token was already used: issue a new reenroll command with ${issue}`
-        : `the token was already used: issue a new install command with ${issue}`;
+      return `the token was already used: issue a new ${mode} command with ${issue}`;
     case 'ZN_ERR_CP_TOKEN_WRONG_KIND':
+      if (mode === 'upgrade') return `the token is not an upgrade token: --upgrade needs a token from ${issue} (node detail › Issue upgrade command)`;
       return mode === 'reenroll'
         ? 'the token is not a reenroll token: --reenroll needs a token from `zenova gateway-node reenroll-command NAME` (upgrade tokens never enroll)'
         : 'the token is not an install token: use a token from `zenova gateway-node install-command NAME`, or pass --reenroll with a reenroll token (upgrade tokens never enroll)';
     case 'ZN_ERR_CP_NODE_DELETED':
       return 'the node this token belongs to was deleted on the control plane: create it again (`zenova gateway-node create`) and use its new install command';
+    case 'ZN_ERR_CP_TOKEN_WRONG_NODE':
+      return `the token was issued for another node than the one installed on this host: issue an upgrade command for this host's node with ${issue} (zenova status shows its name)`;
+    case 'ZN_ERR_CP_UPGRADE_VERSION':
+      return "the package is not the node version the control plane pins (its own version): use the zenova-node.zpkg of the control plane's release; the token was not used";
     case 'ZN_ERR_CP_PROTOCOL_INCOMPATIBLE':
       return 'the control plane speaks another control protocol version than this node: install the node package of the control plane\'s version';
     case 'ZN_ERR_CP_ENROLL_RATE_LIMITED':

@@ -24,7 +24,7 @@ import { describeIssues } from '../zod-issues.js';
 import { ENROLL_PATH, PREFLIGHT_PATH, PRODUCT, enrollResponseSchema, errorBodySchema, preflightResponseSchema } from './enroll-api.js';
 import type { EnrollRequest, EnrollResponse, PreflightResponse } from './enroll-api.js';
 import { EnrollError, tokenErrorMessage } from './enroll-errors.js';
-import type { EnrollMode } from './enroll-errors.js';
+import type { EnrollMode, TokenUse } from './enroll-errors.js';
 import { redemptionKeyFor, removeEnrollAttempt } from './enroll-attempt.js';
 import { requestJson } from './https-json.js';
 import { ProxySettingError } from '../net/proxy-policy.js';
@@ -114,7 +114,7 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
         maxResponseBytes: MAX_RESPONSE_BYTES,
       });
     } catch (err) {
-      throw transportError(err, base, opts, token);
+      throw controlPlaneTransportError(err, base, opts.caFile, token);
     }
   };
 
@@ -144,7 +144,7 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     // already used), as may a proxy's 502: the attempt is kept for a rerun.
     const refused = errorBodySchema.safeParse(response.body);
     if (response.status >= 400 && response.status < 500 && refused.success && refused.data.error.code?.startsWith('ZN_ERR_CP_') === true) await removeEnrollAttempt(store);
-    throw answerError(response, mode, token, 'enrollment');
+    throw controlPlaneRefusal(response, mode, token, 'enrollment');
   }
   const parsed = enrollResponseSchema.safeParse(response.body);
   if (!parsed.success) {
@@ -210,7 +210,7 @@ async function runPreflight(
   if (response.status === 404) {
     throw new EnrollError('NOT_A_CONTROL_PLANE', `${base.href} has no enrollment endpoint (HTTP 404 on ${PREFLIGHT_PATH}): is this the control plane's console URL?`);
   }
-  if (response.status !== 200) throw answerError(response, 'install', token, 'the preflight check');
+  if (response.status !== 200) throw controlPlaneRefusal(response, 'install', token, 'the preflight check');
   const parsed = preflightResponseSchema.safeParse(response.body);
   if (!parsed.success || parsed.data.product !== PRODUCT) {
     throw new EnrollError('NOT_A_CONTROL_PLANE', `${base.href} did not answer like a Zenova control plane: is this the console URL?`);
@@ -233,7 +233,8 @@ async function runPreflight(
   return preflight;
 }
 
-function answerError(response: JsonResponse, mode: EnrollMode, token: string, what: string): EnrollError {
+/** A non-200 answer of the control plane's token API as one operator line (never the token). */
+export function controlPlaneRefusal(response: JsonResponse, mode: TokenUse, token: string, what: string): EnrollError {
   const parsed = errorBodySchema.safeParse(response.body);
   const code = parsed.success ? parsed.data.error.code : undefined;
   const serverMessage = parsed.success ? parsed.data.error.message : undefined;
@@ -244,7 +245,8 @@ function answerError(response: JsonResponse, mode: EnrollMode, token: string, wh
   return new EnrollError(code ?? `HTTP_${response.status}`, `the control plane refused ${what} with HTTP ${response.status}${detail === '' ? '' : ` (${detail})`}`);
 }
 
-function transportError(err: unknown, base: URL, opts: EnrollOptions, token: string): EnrollError {
+/** A failed call to the control plane (proxy, TLS, network) as one operator line; `caFile`: the --ca-file given, if any. */
+export function controlPlaneTransportError(err: unknown, base: URL, caFile: string | undefined, token: string): EnrollError {
   const host = base.hostname.replace(/^\[|\]$/g, '');
   // The proxy failed, not the control plane: say which proxy and what it answered.
   if (err instanceof ProxyConnectError) {
@@ -256,9 +258,9 @@ function transportError(err: unknown, base: URL, opts: EnrollOptions, token: str
     what: 'the control plane',
     host,
     address: base.host,
-    trustSource: opts.caFile !== undefined ? `--ca-file ${opts.caFile}` : "this host's system trust store",
+    trustSource: caFile !== undefined ? `--ca-file ${caFile}` : "this host's system trust store",
     trustAdvice:
-      opts.caFile !== undefined
+      caFile !== undefined
         ? 'pass the CA that signed the control plane\'s certificate with --ca-file (the install command names it)'
         : 'pass --ca-file with the control plane\'s CA (the install command names it)',
   });

@@ -3,7 +3,7 @@
  * (install-node.ts). Exit codes: 0 installed / checks passed, 1 a blocking finding or a failed
  * install (rolled back), 2 bad usage.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { flagOption, noPositionals, parseOptions, requiredOption, stringOption, wantsHelp } from '../args.js';
 import { CommandFailure, EXIT_FAILURE, EXIT_OK, UsageError } from '../cli-context.js';
@@ -16,9 +16,10 @@ import { readNodeEnv } from '../install/env-file.js';
 import { runHostChecks } from '../install/host-checks.js';
 import type { CheckMode } from '../install/host-checks.js';
 import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
-import { DEFAULT_NODE_LISTEN, NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
+import { CLI_LINK, DEFAULT_NODE_LISTEN, NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
 import { takeInstallLock } from '../install/install-lock.js';
 import { installNode } from '../install/install-node.js';
+import { upgradeNode } from '../install/upgrade-node.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { shellQuote } from '../format/shell-quote.js';
@@ -40,7 +41,7 @@ the findings are listed with their NODE-… codes and nothing is written.
 
   --package FILE        The node package (zenova-node.zpkg) of the control plane's release
   --control-plane URL   The control plane's callback URL (https://…)
-  --token T             The one-time token from the install command
+  --token T             The one-time token from the install (reenroll, upgrade) command
   --token-file F        Read the token from F instead, its one non-blank line (keeps it out of the
                         process list; chmod 600)
   --ca-file F           The control plane's CA (PEM), when it uses a private CA
@@ -55,7 +56,12 @@ the findings are listed with their NODE-… codes and nothing is written.
   --check-only          Run the checks only: no token needed or used, nothing written
   --reenroll            Replace the installed node's identity (keeps data, spool, unsent records);
                         also recovers a failed install whose data/ was kept (installs it again)
-  --upgrade             Upgrade an installed node (not available in this release; never with --install-dir)
+  --upgrade             Upgrade the installed node to this package's release (the control plane's
+                        version), with the token of an upgrade command: the release is unpacked beside
+                        the installed one, switched in, and switched back if node-edge is not ready
+                        (config loaded, control link up) within 60 s. Keeps the identity, data,
+                        spool, unsent records, etc/ and the listen address; never with --install-dir,
+                        --listen or --tls-cert/--tls-key. Without --ca-file the installed CA is used
 
 On success the CLI is linked as /usr/local/bin/zenova, so "sudo zenova status" works.
 `;
@@ -118,6 +124,14 @@ function printFinding(ctx: CliContext, f: Finding, indent: string): void {
   ctx.stdout.write(`${indent}${f.blocking ? '✗' : '!'} ${f.code}: ${f.cause}\n${indent}    → ${f.advice}\n`);
 }
 
+/** Prints each write step as it ends: ✓ with its label, or the finding. */
+function stepPrinter(ctx: CliContext): (label: string, failure?: Finding) => void {
+  return (label, failure) => {
+    if (failure === undefined) ctx.stdout.write(`  ✓ ${label}\n`);
+    else printFinding(ctx, failure, '  ');
+  };
+}
+
 export async function runInstall(argv: readonly string[], ctx: CliContext, host: HostEnv): Promise<number> {
   const [what, ...rest] = argv;
   if (what === undefined || what === '--help' || what === '-h' || wantsHelp(argv)) {
@@ -146,9 +160,8 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   const caFile = caOption === undefined ? undefined : path.resolve(ctx.cwd, caOption);
   const listenOption = stringOption(parsed, 'listen');
   const tlsFiles = tlsOption(stringOption(parsed, 'tls-cert'), stringOption(parsed, 'tls-key'), ctx.cwd);
-  if (upgrade) {
-    throw new CommandFailure('--upgrade is not available in this installer version yet (managed upgrades come with a later release); nothing was changed');
-  }
+  if (upgrade && listenOption !== undefined) throw new UsageError('--listen cannot be used with --upgrade: an upgrade keeps the installed listen address (ZENOVA_NODE_LISTEN in <dir>/etc/node.env)', HELP);
+  if (upgrade && tlsFiles !== undefined) throw new UsageError('--tls-cert and --tls-key cannot be used with --upgrade: an upgrade keeps the installed etc/ and its TLS pair; leave them out', HELP);
 
   let token: string | undefined;
   let tokenWarning: Finding | undefined;
@@ -177,7 +190,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
     return EXIT_FAILURE;
   }
   try {
-    return await checkAndInstall({ ctx, host, checkOnly, reenroll, installDir, packageFile, controlPlaneUrl, caFile, listen, tlsFiles, token, tokenWarning, tokenSource });
+    return await checkAndInstall({ ctx, host, checkOnly, reenroll, upgrade, installDir, packageFile, controlPlaneUrl, caFile, listen, tlsFiles, token, tokenWarning, tokenSource });
   } finally {
     if (locked.ok) await locked.lock.release();
   }
@@ -269,6 +282,7 @@ interface InstallRun {
   host: HostEnv;
   checkOnly: boolean;
   reenroll: boolean;
+  upgrade: boolean;
   installDir: string | undefined;
   packageFile: string;
   controlPlaneUrl: string;
@@ -282,10 +296,12 @@ interface InstallRun {
 
 /** The checks, then (unless --check-only) the install; run while holding the install lock. */
 async function checkAndInstall(run: InstallRun): Promise<number> {
-  const { ctx, host, checkOnly, reenroll, installDir, packageFile, controlPlaneUrl, caFile, listen, tlsFiles, token, tokenWarning, tokenSource } = run;
-  ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : ''}: checking this host (nothing is written until every check passes)\n`);
+  const { ctx, host, checkOnly, reenroll, upgrade, installDir, packageFile, controlPlaneUrl, listen, tlsFiles, token, tokenWarning, tokenSource } = run;
+  ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : upgrade ? ' --upgrade' : ''}: checking this host (nothing is written until every check passes)\n`);
   if (tokenWarning !== undefined) printFinding(ctx, tokenWarning, '  ');
-  const mode: CheckMode = checkOnly ? 'check-only' : reenroll ? 'reenroll' : 'install';
+  const mode: CheckMode = checkOnly ? 'check-only' : reenroll ? 'reenroll' : upgrade ? 'upgrade' : 'install';
+  // An upgrade trusts the control plane the way the installed node does, unless told otherwise.
+  const caFile = run.caFile ?? (upgrade ? await installedCaFile(host) : undefined);
   const key = await readTrustedKey(host);
 
   const checks = await runHostChecks(
@@ -325,6 +341,10 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
     return EXIT_OK;
   }
   if (checks.manifest === undefined || checks.dataOffset === undefined || token === undefined) throw new Error('checks passed without a verified package or token');
+  if (upgrade) {
+    if (checks.installed === undefined) throw new Error('upgrade checks passed without an installed node');
+    return upgradeInstalled(ctx, host, { installed: checks.installed, packageFile, manifest: checks.manifest, dataOffset: checks.dataOffset, controlPlaneUrl, caPem: checks.caPem, caFile, token, tokenSource });
+  }
 
   ctx.stdout.write(
     reenroll && checks.keptData
@@ -349,10 +369,7 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
       ...(host.readyTimeoutMs !== undefined ? { readyTimeoutMs: host.readyTimeoutMs } : {}),
       ...(host.enroll !== undefined ? { enroll: host.enroll } : {}),
     },
-    (label, failure) => {
-      if (failure === undefined) ctx.stdout.write(`  ✓ ${label}\n`);
-      else printFinding(ctx, failure, '  ');
-    },
+    stepPrinter(ctx),
   );
   if (!outcome.ok) {
     ctx.stdout.write(`\n${reenroll ? 'Re-enrollment' : 'Install'} failed: ${outcome.finding.code}: ${outcome.finding.cause}\n    → ${outcome.finding.advice}\n`);
@@ -361,6 +378,49 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
   ctx.stdout.write(
     `\nNode ${outcome.nodeName} (id ${outcome.nodeId}) is ${reenroll ? 're-enrolled' : 'installed'} and ready.\n` +
       `  Check it:   ${outcome.cli} status\n  Its logs:   ${outcome.cli} logs node-edge --since '30 min ago'\n` +
+      (tokenSource?.from === 'file' ? `  Delete the token file now: rm -f -- ${shellQuote(tokenSource.file)}\n` : ''),
+  );
+  return EXIT_OK;
+}
+
+/** The installed node's CA file for the control plane (physical path), when it has one. */
+async function installedCaFile(host: HostEnv): Promise<string | undefined> {
+  const unit = await host.services.readUnit(NODE_UNIT);
+  const dir = unit === undefined ? undefined : installDirFromUnit(unit);
+  if (dir === undefined) return undefined;
+  const file = onHost(host.hostRoot, installLayout(dir).caFile);
+  return (await stat(file).then((s) => s.isFile(), () => false)) ? file : undefined;
+}
+
+/** The write phase of --upgrade (upgrade-node.ts) and its summary. */
+async function upgradeInstalled(
+  ctx: CliContext,
+  host: HostEnv,
+  input: Omit<Parameters<typeof upgradeNode>[0], 'hostRoot' | 'services' | 'waitReady' | 'token'> & { token: string; tokenSource: TokenSource },
+): Promise<number> {
+  const { tokenSource, ...rest } = input;
+  ctx.stdout.write(`\nUpgrading node ${input.installed.nodeName} in ${input.installed.installDir} from ${input.installed.version} to ${input.manifest.version}:\n`);
+  const outcome = await upgradeNode(
+    {
+      ...rest,
+      hostRoot: host.hostRoot,
+      services: host.services,
+      waitReady: host.waitReady,
+      ...(host.readyTimeoutMs !== undefined ? { readyTimeoutMs: host.readyTimeoutMs } : {}),
+      ...(host.redeemUpgrade !== undefined ? { redeem: host.redeemUpgrade } : {}),
+    },
+    stepPrinter(ctx),
+  );
+  if (!outcome.ok) {
+    ctx.stdout.write(`\nUpgrade failed: ${outcome.finding.code}: ${outcome.finding.cause}\n    → ${outcome.finding.advice}\n`);
+    return EXIT_FAILURE;
+  }
+  // `zenova` where the install linked it onto PATH (the link follows `current`), else the full path.
+  const layout = installLayout(input.installed.installDir);
+  const cli = (await readlink(onHost(host.hostRoot, CLI_LINK)).catch(() => undefined)) === layout.cli ? 'zenova' : layout.cli;
+  ctx.stdout.write(
+    `\nNode ${outcome.nodeName} (id ${outcome.nodeId}) is upgraded from ${outcome.from} to ${outcome.to} and ready.\n` +
+      `  Check it:   ${cli} status (then make one real call through the node)\n  Its logs:   ${cli} logs node-edge --since '30 min ago'\n` +
       (tokenSource?.from === 'file' ? `  Delete the token file now: rm -f -- ${shellQuote(tokenSource.file)}\n` : ''),
   );
   return EXIT_OK;

@@ -23,6 +23,8 @@ import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { installedTlsCert, loopbackTlsAgent } from '../install/node-tls-probe.js';
 import { readyzRequestOptions, readyzUrl } from '../install/readiness-wait.js';
+import { readUpdateState } from '../install/update-state.js';
+import type { UpdateState } from '../install/update-state.js';
 
 const HELP = 'status';
 const READYZ_TIMEOUT_MS = 2_000;
@@ -42,6 +44,8 @@ export interface InstalledStatus {
   readiness: { url: string; ready: boolean; reason: string | null; configVersion: number | null; controlPlaneConnected: boolean | null } | null;
   /** The state dir's report (identity, link, config, and spool figures where the node writes them). */
   node: NodeStatusReport | null;
+  /** The last `--upgrade`'s outcome (data/update-state.json), or null when there was none. */
+  lastUpgrade: UpdateState['lastUpgrade'] | null;
   error: string | null;
 }
 
@@ -75,7 +79,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const dir = installDirOption ?? (unit === undefined ? undefined : installDirFromUnit(unit));
   const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
   if (dir === undefined) {
-    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, error: 'no gateway node is installed on this host (no node-edge service)' };
+    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, error: 'no gateway node is installed on this host (no node-edge service)' };
   }
   const layout = installLayout(dir);
   const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);
@@ -97,6 +101,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     service,
     readiness: listen === undefined ? null : await readiness(listen, () => installedTlsCert(host.hostRoot, layout)),
     node,
+    lastUpgrade: (await readUpdateState(host.hostRoot, layout))?.lastUpgrade ?? null,
     error,
   };
 }
@@ -119,6 +124,8 @@ export function formatInstalledStatus(status: InstalledStatus): string {
     const r = status.readiness;
     out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `NOT READY: ${r.reason ?? 'unknown'}`);
   }
+  const u = status.lastUpgrade;
+  if (u !== null) out += row('last upgrade', `${u.from} → ${u.to} at ${u.at}: ${u.outcome === 'ready' ? 'ready' : `SWITCHED BACK to ${u.from}${u.reason !== undefined ? ` (${u.reason})` : ''}`}`);
   if (status.node !== null) {
     // The node's own report has the one spool row (size and backlog, or UNREADABLE with the reason).
     out += formatNodeStatus(status.node);

@@ -7,6 +7,7 @@ import { probeControlPlane } from '../install/control-plane-probe.js';
 import type { ControlPlaneProbe } from '../install/control-plane-probe.js';
 import { waitForReadiness } from '../install/readiness-wait.js';
 import type { ReadinessWaiter } from '../install/readiness-wait.js';
+import type { UpgradeTokenRedeemer } from '../install/upgrade-token.js';
 import { loadReleasePublicKey } from '../package/release-key.js';
 import type { HostProbe } from './host-probe.js';
 import { linuxHostProbe } from './linux-host-probe.js';
@@ -24,6 +25,8 @@ export interface HostEnv {
   readyTimeoutMs?: number;
   /** Token redemption; edge-node's enroll() by default. */
   enroll?: Enroller;
+  /** Upgrade-token redemption; POST /api/enroll/upgrade (upgrade-token.ts) by default. */
+  redeemUpgrade?: UpgradeTokenRedeemer;
 }
 
 export function realHostEnv(): HostEnv {

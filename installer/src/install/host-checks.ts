@@ -24,6 +24,8 @@ import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-
 import { formatListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
 import { pathExists } from './path-exists.js';
+import { compareReleaseVersions, readInstalledNode } from './installed-node.js';
+import type { InstalledNode } from './installed-node.js';
 
 export const MIN_MEMORY_BYTES = 1024 ** 3;
 /** Room for the spool, config cache and logs beyond the unpacked release. */
@@ -35,7 +37,7 @@ export const CONTROL_PLANE_UNIT = 'zenova-control.service';
 /** SELinux types that systemd (init_t) may not execute programs from. */
 const SELINUX_NON_EXEC_TYPES = new Set(['tmp_t', 'user_tmp_t', 'user_home_t', 'user_home_dir_t', 'default_t', 'unlabeled_t', 'nfs_t', 'cifs_t', 'fusefs_t', 'removable_t']);
 
-export type CheckMode = 'install' | 'check-only' | 'reenroll';
+export type CheckMode = 'install' | 'check-only' | 'reenroll' | 'upgrade';
 
 export interface CheckInput {
   mode: CheckMode;
@@ -68,6 +70,8 @@ export interface CheckResult {
   dataOffset?: number;
   caPem?: string;
   controlPlane?: ControlPlaneFacts;
+  /** --upgrade: the node installed here (its dir, release, identity). */
+  installed?: InstalledNode;
 }
 
 /** Receives each check as it completes: a ✓ label, or the findings of a ✗. */
@@ -114,14 +118,24 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   if ((await services.readUnit(CONTROL_PLANE_UNIT)) !== undefined) {
     existing.push(finding('NODE-HOST-CONTROL-PLANE', `this host runs the control plane (${CONTROL_PLANE_UNIT} is installed)`));
   }
-  const installDir = input.mode === 'reenroll' && installedDir !== undefined && input.installDir === undefined ? installedDir : normaliseInstallDir(input.installDir ?? input.defaultInstallDir);
+  const keepsDir = input.mode === 'reenroll' || input.mode === 'upgrade';
+  const installDir = keepsDir && installedDir !== undefined && input.installDir === undefined ? installedDir : normaliseInstallDir(input.installDir ?? input.defaultInstallDir);
   const rule = installDirProblem(installDir);
   const identityFile = `${installLayout(installDir).data}/identity.json`;
   // Without a unit, a data/ holding an identity is an installation whose rollback kept its data:
   // --reenroll is the only way back to it (the seed forbids deleting the node dir).
   const keptData = input.mode === 'reenroll' && installedDir === undefined && rule === undefined && (await pathExists(onHost(input.hostRoot, identityFile)));
   let existingLabel = input.mode === 'reenroll' ? 'gateway node installed on this host' : 'no gateway node installed on this host yet';
-  if (input.mode === 'reenroll') {
+  let installed: InstalledNode | undefined;
+  if (input.mode === 'upgrade') {
+    const lookup = await readInstalledNode(input.hostRoot, services);
+    if (lookup.ok) {
+      installed = lookup.node;
+      existingLabel = `gateway node ${installed.nodeName} installed in ${installed.installDir} (version ${installed.version})`;
+    } else {
+      existing.push(finding('NODE-UPGRADE-NONE', lookup.cause));
+    }
+  } else if (input.mode === 'reenroll') {
     if (keptData) existingLabel = `no ${NODE_UNIT}, but ${identityFile} is kept from an earlier install: it is installed again around that data`;
     else if (installedDir === undefined) existing.push(finding('NODE-REENROLL-NONE', `no gateway node is installed on this host (no ${NODE_UNIT}, and no ${identityFile})`));
   } else if (installedDir !== undefined) {
@@ -140,7 +154,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   if (rule === undefined && writesRelease && installDir !== installedDir) dirFindings.push(...(await installDirState(input.hostRoot, installDir, keptData)));
   check(`install dir ${installDir}`, dirFindings);
 
-  const result: CheckResult = { findings: all, installDir, keptData };
+  const result: CheckResult = { findings: all, installDir, keptData, ...(installed !== undefined ? { installed } : {}) };
 
   // The package: signature and checksums first, then what it claims to be.
   const pkgFindings: Finding[] = [];
@@ -208,8 +222,8 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   if (profiles.length > 0) execFindings.push(finding('NODE-HOST-APPARMOR', `AppArmor profile ${profiles[0] ?? ''} (enforce) covers ${installDir}`));
   check('programs may run from the install dir (mount options, SELinux, AppArmor)', execFindings);
 
-  // A reenroll keeps the running node's port: it is in use by that node, as it should be.
-  if (writesRelease) {
+  // A reenroll or an upgrade keeps the running node's port: it is in use by that node, as it should be.
+  if (writesRelease && input.mode !== 'upgrade') {
     const { host, port } = input.listen;
     const address = formatListen(input.listen);
     check(`port ${address} free`, listenFindings(address, await probe.bindError(host, port)));
@@ -251,6 +265,14 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
         check(`package version ${m.version} matches the control plane`, match);
       }
     }
+  }
+  if (installed !== undefined && result.manifest !== undefined) {
+    const to = result.manifest.version;
+    const order = compareReleaseVersions(to, installed.version);
+    const versionFindings: Finding[] = [];
+    if (order === 0) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the installed node already runs version ${installed.version}, the package's`));
+    else if (order === -1) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the package is version ${to}, older than the installed ${installed.version}: an upgrade never goes back`));
+    check(`upgrade from ${installed.version} to ${to}`, versionFindings);
   }
   return result;
 }

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { CA_FILE, ENV_FILE, TLS_CERT_FILE, TLS_KEY_FILE } from './install-layout.js';
 import { isManifestlessRelease, isUnpackedRelease } from './release-manifest.js';
 import { NODE_ENV_HEADER } from './unit-files.js';
+import { UPDATE_STATE_FILE } from './update-state.js';
 
 /** The top level of an install dir (install-layout.ts). */
 const LAYOUT_ENTRIES = new Set(['releases', 'current', 'updater', 'data', 'etc']);
@@ -34,8 +35,9 @@ const SQLITE_SUFFIXES = ['', '-wal', '-shm', '-journal'];
 /** The node's env file is tiny; a bigger file is not the installer's. */
 const MAX_ENV_FILE_BYTES = 64 * 1024;
 
-const STATE_JSON_FILES: ReadonlySet<string> = new Set(NODE_STATE_JSON_FILES);
-const STATE_FILES = new Set(NODE_STATE_SQLITE_FILES.flatMap((f) => SQLITE_SUFFIXES.map((s) => `${f}${s}`)).concat(NODE_STATE_JSON_FILES));
+/** The node's JSON state files, and the one the installer keeps beside them (the last upgrade's outcome). */
+const STATE_JSON_FILES: ReadonlySet<string> = new Set<string>([...NODE_STATE_JSON_FILES, UPDATE_STATE_FILE]);
+const STATE_FILES = new Set(NODE_STATE_SQLITE_FILES.flatMap((f) => SQLITE_SUFFIXES.map((s) => `${f}${s}`)).concat([...STATE_JSON_FILES]));
 
 /** A temp file writeFileAtomic (edge-node/src/state/atomic-write.ts: `.<name>.<12 hex>.tmp`) left beside one of `names`. */
 function isAtomicWriteLeftover(entry: string, names: ReadonlySet<string>): boolean {

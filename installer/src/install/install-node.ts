@@ -17,7 +17,6 @@ import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
 import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { STATE_DIR_MODE as DATA_DIR_MODE } from '../../../edge-node/src/state/state-store.js';
 import type { ServiceManager } from '../host/service-manager.js';
-import { extractPackage } from '../package/package-extract.js';
 import type { PackageManifest } from '../package/package-manifest.js';
 import { REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
@@ -28,7 +27,7 @@ import { formatListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
-import { writeReleaseManifest } from './release-manifest.js';
+import { unpackRelease } from './release-manifest.js';
 import { nodeEdgeUnit, nodeEnvFile, updaterUnit } from './unit-files.js';
 import { pathExists } from './path-exists.js';
 import { installedTlsCert } from './node-tls-probe.js';
@@ -148,18 +147,7 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
 
     const release = layout.releaseDir(input.manifest.version);
     await run(`release ${input.manifest.version} unpacked to ${release} (checksums verified again)`, 'NODE-WRITE-FAILED', async () => {
-      const partial = host(path.posix.join(layout.releases, `.${input.manifest.version}.partial-${randomBytes(4).toString('hex')}`));
-      try {
-        // An existing one is a release this installer unpacked (a run killed before its rollback):
-        // the dir check refuses any other (install-dir-contents.ts).
-        if (await pathExists(host(release))) await rm(host(release), { recursive: true, force: true });
-        await extractPackage(input.packageFile, input.manifest, input.dataOffset, partial);
-        await writeReleaseManifest(partial, input.manifest);
-        await rename(partial, host(release));
-      } catch (err) {
-        await rm(partial, { recursive: true, force: true });
-        throw err;
-      }
+      await unpackRelease(host(release), input.packageFile, input.manifest, input.dataOffset);
       undo.push(() => rm(host(release), { recursive: true, force: true }));
     });
 

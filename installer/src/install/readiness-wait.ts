@@ -16,8 +16,12 @@ const REQUEST_TIMEOUT_MS = 2_000;
 
 export type ReadyOutcome = { ready: true } | { ready: false; reason: string };
 
-/** `tlsCertPem`: the certificate file the node serves HTTPS with (its /readyz is then asked over https, trusting only it). */
-export type ReadinessWaiter = (opts: { url: string; unit: string; services: ServiceManager; timeoutMs: number; tlsCertPem?: string }) => Promise<ReadyOutcome>;
+/**
+ * `tlsCertPem`: the certificate file the node serves HTTPS with (its /readyz is then asked over https, trusting only it).
+ * `controlLink`: ready also needs the control link up (an upgrade, DESIGN §8: config loaded and the control session
+ * authenticated), not only a config, which a node serving from its cache has at once.
+ */
+export type ReadinessWaiter = (opts: { url: string; unit: string; services: ServiceManager; timeoutMs: number; tlsCertPem?: string; controlLink?: boolean }) => Promise<ReadyOutcome>;
 
 /**
  * `0.0.0.0:7480` → `http://127.0.0.1:7480/readyz`, `[::]:7480` → `http://[::1]:7480/readyz` (the
@@ -33,24 +37,37 @@ export function readyzRequestOptions(timeoutMs: number, dispatcher: Dispatcher |
   return { headersTimeout: timeoutMs, bodyTimeout: timeoutMs, ...(dispatcher !== undefined ? { dispatcher } : {}) };
 }
 
-export const waitForReadiness: ReadinessWaiter = async ({ url, unit, services, timeoutMs, tlsCertPem }) => {
+export const waitForReadiness: ReadinessWaiter = async ({ url, unit, services, timeoutMs, tlsCertPem, controlLink = false }) => {
   const agent = tlsCertPem !== undefined ? loopbackTlsAgent(tlsCertPem) : undefined;
   try {
-    return await pollReadiness(url, unit, services, timeoutMs, agent);
+    return await pollReadiness(url, unit, services, timeoutMs, agent, controlLink);
   } finally {
     await agent?.close();
   }
 };
 
-async function pollReadiness(url: string, unit: string, services: ServiceManager, timeoutMs: number, agent: Dispatcher | undefined): Promise<ReadyOutcome> {
+interface ReadyzBody {
+  reason?: string;
+  controlPlane?: { connected?: boolean; lastError?: { code?: string } } | null;
+}
+
+/** Why a 200 /readyz is not enough when the control link must be up too; undefined when it is. */
+function controlLinkDown(body: ReadyzBody): string | undefined {
+  if (body.controlPlane?.connected === true) return undefined;
+  const code = body.controlPlane?.lastError?.code;
+  return `config loaded, but the control link is not up yet${code !== undefined ? ` (last error ${code})` : ''}`;
+}
+
+async function pollReadiness(url: string, unit: string, services: ServiceManager, timeoutMs: number, agent: Dispatcher | undefined, controlLink: boolean): Promise<ReadyOutcome> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer yet';
   for (;;) {
     try {
       const res = await request(url, readyzRequestOptions(REQUEST_TIMEOUT_MS, agent));
-      const body = (await res.body.json().catch(() => ({}))) as { reason?: string };
-      if (res.statusCode === 200) return { ready: true };
-      last = `not ready: ${body.reason ?? `HTTP ${res.statusCode}`}`;
+      const body = (await res.body.json().catch(() => ({}))) as ReadyzBody;
+      const linkDown = res.statusCode === 200 && controlLink ? controlLinkDown(body) : undefined;
+      if (res.statusCode === 200 && linkDown === undefined) return { ready: true };
+      last = `not ready: ${linkDown ?? body.reason ?? `HTTP ${res.statusCode}`}`;
     } catch (err) {
       last = `no answer on ${url} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
     }

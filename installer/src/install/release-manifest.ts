@@ -5,8 +5,10 @@
  * that version. Without it, another application's releases/<version>/ would be deleted and replaced
  * (install-dir-contents.ts).
  */
-import { lstat, readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { lstat, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { extractPackage } from '../package/package-extract.js';
 import { MAX_MANIFEST_BYTES } from '../package/package-format.js';
 import { PACKAGE_PRODUCT, RELEASE_MANIFEST_FILE, canonicalJson, packageManifestSchema } from '../package/package-manifest.js';
 import type { PackageManifest } from '../package/package-manifest.js';
@@ -14,6 +16,25 @@ import type { PackageManifest } from '../package/package-manifest.js';
 /** Writes the manifest into an unpacked release dir (`physical`); fails if a file of that name is there. */
 export async function writeReleaseManifest(physical: string, manifest: PackageManifest): Promise<void> {
   await writeFile(path.join(physical, RELEASE_MANIFEST_FILE), `${canonicalJson(manifest)}\n`, { mode: 0o644, flag: 'wx' });
+}
+
+/**
+ * Unpacks the verified package into `release` (physical path, releases/<version>): into a partial
+ * dir beside it, with the manifest, then renamed into place, so a release dir is whole or absent.
+ * An existing one is a release this installer unpacked (a run killed before its rollback; the dir
+ * checks refuse any other: install-dir-contents.ts) and is replaced.
+ */
+export async function unpackRelease(release: string, packageFile: string, manifest: PackageManifest, dataOffset: number): Promise<void> {
+  const partial = path.join(path.dirname(release), `.${manifest.version}.partial-${randomBytes(4).toString('hex')}`);
+  try {
+    await rm(release, { recursive: true, force: true });
+    await extractPackage(packageFile, manifest, dataOffset, partial);
+    await writeReleaseManifest(partial, manifest);
+    await rename(partial, release);
+  } catch (err) {
+    await rm(partial, { recursive: true, force: true });
+    throw err;
+  }
 }
 
 /** Whether `physical` is a directory (not a link) holding the manifest of node release `version`. */

@@ -1,0 +1,70 @@
+/**
+ * What `--upgrade` needs to know of the node installed on this host: its dir (from the node-edge
+ * unit), the release `current` links to, and the node id and name of its identity (the upgrade
+ * token must be the one issued for that node). Read-only.
+ */
+import { readFile, readlink } from 'node:fs/promises';
+import path from 'node:path';
+import { IDENTITY_FILE, nodeIdentitySchema } from '../../../edge-node/src/state/identity.js';
+import type { ServiceManager } from '../host/service-manager.js';
+import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
+
+export interface InstalledNode {
+  installDir: string;
+  /** The release `current` links to (releases/<version>). */
+  version: string;
+  nodeId: string;
+  nodeName: string;
+}
+
+export type InstalledNodeLookup = { ok: true; node: InstalledNode } | { ok: false; cause: string };
+
+const RELEASE_LINK = /^releases\/([^/]+)$/;
+
+export async function readInstalledNode(hostRoot: string, services: ServiceManager): Promise<InstalledNodeLookup> {
+  const unit = await services.readUnit(NODE_UNIT);
+  if (unit === undefined) return { ok: false, cause: `no gateway node is installed on this host (no ${NODE_UNIT})` };
+  const installDir = installDirFromUnit(unit);
+  if (installDir === undefined) return { ok: false, cause: `${NODE_UNIT} names no install dir (its EnvironmentFile= is not <dir>/etc/node.env): it was not written by zenova install node` };
+  const layout = installLayout(installDir);
+  let target: string;
+  try {
+    target = await readlink(onHost(hostRoot, layout.current));
+  } catch (err) {
+    return { ok: false, cause: `cannot read ${layout.current} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): the installation is incomplete` };
+  }
+  const version = RELEASE_LINK.exec(target)?.[1];
+  if (version === undefined) return { ok: false, cause: `${layout.current} links to ${target}, not to a release in ${layout.releases}` };
+  const identityFile = path.posix.join(layout.data, IDENTITY_FILE);
+  let identity;
+  try {
+    identity = nodeIdentitySchema.safeParse(JSON.parse(await readFile(onHost(hostRoot, identityFile), 'utf8')));
+  } catch (err) {
+    return { ok: false, cause: `cannot read the node's identity ${identityFile} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): re-enroll the node first (--reenroll)` };
+  }
+  if (!identity.success) return { ok: false, cause: `the node's identity ${identityFile} is damaged: re-enroll the node first (--reenroll)` };
+  return { ok: true, node: { installDir, version, nodeId: identity.data.nodeId, nodeName: identity.data.nodeName } };
+}
+
+/**
+ * -1, 0 or 1 as release version `a` is older than, the same as or newer than `b`: numeric dot parts
+ * compared as numbers (1.10 after 1.9), a pre-release (`1.2.0-rc.1`) before its release; undefined
+ * when either is not of that form (then only equality is known).
+ */
+export function compareReleaseVersions(a: string, b: string): -1 | 0 | 1 | undefined {
+  const parse = (v: string): { core: number[]; pre: string | undefined } | undefined => {
+    const m = /^(\d+(?:\.\d+)*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$/.exec(v);
+    return m?.[1] === undefined ? undefined : { core: m[1].split('.').map(Number), pre: m[2] };
+  };
+  const x = parse(a);
+  const y = parse(b);
+  if (x === undefined || y === undefined) return a === b ? 0 : undefined;
+  for (let i = 0; i < Math.max(x.core.length, y.core.length); i++) {
+    const d = (x.core[i] ?? 0) - (y.core[i] ?? 0);
+    if (d !== 0) return d < 0 ? -1 : 1;
+  }
+  if (x.pre === y.pre) return 0;
+  if (x.pre === undefined) return 1;
+  if (y.pre === undefined) return -1;
+  return x.pre < y.pre ? -1 : 1;
+}

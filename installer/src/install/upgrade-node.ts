@@ -1,0 +1,208 @@
+/**
+ * The write phase of `zenova install node --upgrade` (DESIGN §8, seed 004 §9.6), run only after
+ * every check passed: unpack the new release beside the installed one, redeem the upgrade token
+ * (nothing is switched before the control plane agreed, and a failure before that never burns the
+ * token), then switch `current` and `updater` atomically, update the env file's version and the
+ * units, restart node-edge and wait up to 60 s until it is ready with its control link up. If it
+ * is not, everything is switched back, the previous release is started again, and the failed
+ * version is recorded in data/update-state.json. data/ (identity, spool, records) is never touched
+ * by either way; the previous release stays on disk after a success, for a manual switch back.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFile, readdir, rename, rm, symlink } from 'node:fs/promises';
+import path from 'node:path';
+import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
+import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
+import type { ServiceManager } from '../host/service-manager.js';
+import type { PackageManifest } from '../package/package-manifest.js';
+import { UPGRADE_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
+import type { Finding } from './diagnostics.js';
+import { NODE_UNIT, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
+import type { InstallLayout } from './install-layout.js';
+import type { InstalledNode } from './installed-node.js';
+import { readNodeEnv } from './env-file.js';
+import { parseListen } from './listen-address.js';
+import { installedTlsCert } from './node-tls-probe.js';
+import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
+import type { ReadinessWaiter } from './readiness-wait.js';
+import { unpackRelease } from './release-manifest.js';
+import { nodeEdgeUnit, updaterUnit } from './unit-files.js';
+import { UPDATE_STATE_FILE, writeUpdateState } from './update-state.js';
+import { redeemUpgradeToken } from './upgrade-token.js';
+import type { UpgradeTokenRedeemer } from './upgrade-token.js';
+
+export interface UpgradeInput {
+  hostRoot: string;
+  installed: InstalledNode;
+  packageFile: string;
+  manifest: PackageManifest;
+  dataOffset: number;
+  controlPlaneUrl: string;
+  caPem: string | undefined;
+  caFile: string | undefined;
+  token: string;
+  services: ServiceManager;
+  waitReady: ReadinessWaiter;
+  readyTimeoutMs?: number;
+  redeem?: UpgradeTokenRedeemer;
+  now?: () => Date;
+}
+
+export type StepReporter = (label: string, failure?: Finding) => void;
+
+export type UpgradeOutcome = { ok: true; nodeName: string; nodeId: string; from: string; to: string } | { ok: false; finding: Finding };
+
+function errnoText(err: unknown): string {
+  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+}
+
+/** The env file with only its ZENOVA_NODE_VERSION line replaced: lines an operator added stay. */
+export function withVersion(envText: string, version: string): string {
+  const line = `ZENOVA_NODE_VERSION=${version}`;
+  return /^ZENOVA_NODE_VERSION=.*$/m.test(envText) ? envText.replace(/^ZENOVA_NODE_VERSION=.*$/m, line) : `${envText.replace(/\n?$/, '\n')}${line}\n`;
+}
+
+async function switchLinks(hostRoot: string, layout: InstallLayout, version: string): Promise<void> {
+  for (const link of [layout.current, layout.updater]) {
+    // symlink beside, then rename over: the link is never missing or half-written.
+    const physical = onHost(hostRoot, link);
+    const tmp = `${physical}.${randomBytes(4).toString('hex')}.tmp`;
+    await symlink(path.posix.join('releases', version), tmp);
+    await rename(tmp, physical).catch(async (err: unknown) => {
+      await rm(tmp, { force: true });
+      throw err;
+    });
+  }
+}
+
+async function restart(services: ServiceManager): Promise<void> {
+  await services.stop(NODE_UNIT);
+  await services.start(NODE_UNIT);
+}
+
+/** What the installed node's /readyz is asked at: its listen address and, if it serves HTTPS, its certificate. */
+async function readinessTarget(hostRoot: string, layout: InstallLayout): Promise<{ url: string; tlsCertPem?: string }> {
+  const listen = parseListen((await readNodeEnv(onHost(hostRoot, layout.envFile))).ZENOVA_NODE_LISTEN ?? '');
+  if (listen === undefined) throw new Error(`${layout.envFile} has no usable ZENOVA_NODE_LISTEN`);
+  const tlsCertPem = await installedTlsCert(hostRoot, layout);
+  return { url: readyzUrl(listen, tlsCertPem !== undefined), ...(tlsCertPem !== undefined ? { tlsCertPem } : {}) };
+}
+
+export async function upgradeNode(input: UpgradeInput, step: StepReporter): Promise<UpgradeOutcome> {
+  const { installed, services, hostRoot } = input;
+  const layout = installLayout(installed.installDir);
+  const host = (p: string): string => onHost(hostRoot, p);
+  const from = installed.version;
+  const to = input.manifest.version;
+  const release = layout.releaseDir(to);
+  const now = input.now ?? ((): Date => new Date());
+  const timeoutMs = input.readyTimeoutMs ?? READY_TIMEOUT_MS;
+
+  // 1. The new release beside the old one; nothing the node uses changes yet.
+  try {
+    await unpackRelease(host(release), input.packageFile, input.manifest, input.dataOffset);
+  } catch (err) {
+    const f = finding('NODE-WRITE-FAILED', `release ${to} unpacked to ${release}: ${errnoText(err)}`, 'Nothing was switched and the token was not used: the node keeps running its installed release. Fix the cause shown and run the same command again.');
+    step(`release ${to} unpacked`, f);
+    return { ok: false, finding: f };
+  }
+  step(`release ${to} unpacked to ${release} beside ${from} (checksums verified again)`);
+  const dropRelease = (): Promise<void> => rm(host(release), { recursive: true, force: true }).catch(() => undefined);
+
+  // 2. The control plane agrees (the token is this node's, the version the one it pins); the token is used.
+  let answer;
+  try {
+    answer = await (input.redeem ?? redeemUpgradeToken)({
+      controlPlaneUrl: input.controlPlaneUrl,
+      ...(input.caPem !== undefined ? { caPem: input.caPem } : {}),
+      ...(input.caFile !== undefined ? { caFile: input.caFile } : {}),
+      token: input.token,
+      nodeId: installed.nodeId,
+      fromVersion: from,
+      toVersion: to,
+    });
+  } catch (err) {
+    await dropRelease();
+    const message = (err as Error).message;
+    const refused = err instanceof EnrollError && err.code.startsWith('ZN_ERR_CP_');
+    const f = refused
+      ? finding('NODE-TOKEN-REJECTED', message, UPGRADE_TOKEN_REJECTED_ADVICE)
+      : finding('NODE-ENROLL-FAILED', `the upgrade token could not be redeemed: ${message}`, 'Nothing was switched: the node keeps running its installed release. Fix the cause shown and run the same command again (the token was not used if the control plane never answered).');
+    step('upgrade token redeemed', f);
+    return { ok: false, finding: f };
+  }
+  step(`upgrade token redeemed: the control plane pins ${answer.targetVersion} for node ${answer.nodeName}`);
+
+  // 3. Switch: env file version, units, links; then restart and wait.
+  const undo: Array<() => Promise<void>> = [];
+  let failure: Finding | undefined;
+  try {
+    const envText = await readFile(host(layout.envFile), 'utf8');
+    const unitTexts = { node: await services.readUnit(NODE_UNIT), updater: await services.readUnit(UPDATER_UNIT) };
+    await writeFileAtomic(host(layout.envFile), withVersion(envText, to), 0o644);
+    undo.push(() => writeFileAtomic(host(layout.envFile), envText, 0o644));
+    // The new installer's units: a release may change them (hardening, limits).
+    undo.push(async () => {
+      if (unitTexts.node !== undefined) await services.writeUnit(NODE_UNIT, unitTexts.node);
+      if (unitTexts.updater !== undefined) await services.writeUnit(UPDATER_UNIT, unitTexts.updater);
+      else await services.removeUnit(UPDATER_UNIT);
+      await services.reload();
+    });
+    await services.writeUnit(NODE_UNIT, nodeEdgeUnit(layout));
+    await services.writeUnit(UPDATER_UNIT, updaterUnit(layout));
+    await services.reload();
+    undo.push(() => switchLinks(hostRoot, layout, from));
+    await switchLinks(hostRoot, layout, to);
+  } catch (err) {
+    failure = finding('NODE-WRITE-FAILED', `switching to release ${to}: ${errnoText(err)}`, 'The previous release was switched back in. Fix the cause shown, then issue a new upgrade command and run that (this command\'s token is used).');
+  }
+  if (failure === undefined) {
+    step(`current and updater → releases/${to}; ${layout.envFile} and the units updated`);
+    const outcome = await restartAndWait(input, layout, timeoutMs);
+    if (outcome.ready) {
+      step(`${NODE_UNIT} restarted on ${to} and ready (${outcome.url}; control link up)`);
+      await writeUpdateState(hostRoot, layout, { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'ready' } });
+      const removed = await removeOlderReleases(hostRoot, layout, [from, to]);
+      step(`kept ${from} in ${layout.releases} for a manual switch back${removed.length > 0 ? `; removed older releases ${removed.join(', ')}` : ''}`);
+      return { ok: true, nodeName: answer.nodeName, nodeId: answer.nodeId, from, to };
+    }
+    failure = finding('NODE-UPGRADE-ROLLED-BACK', `${NODE_UNIT} on ${to} was not ready: ${outcome.reason}; switched back to ${from}`);
+  }
+  step(`${NODE_UNIT} on ${to}`, failure);
+
+  // 4. Back to the previous release, which serves with the same data/.
+  for (const action of undo.reverse()) await action().catch(() => undefined);
+  await dropRelease();
+  await writeUpdateState(hostRoot, layout, { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'rolled-back', reason: failure.cause }, failedVersion: to }).catch(() => undefined);
+  const back = await restartAndWait(input, layout, timeoutMs);
+  if (back.ready) {
+    step(`switched back: ${NODE_UNIT} runs ${from} again and is ready; ${to} is recorded as failed in ${path.posix.join(layout.data, UPDATE_STATE_FILE)}`);
+    return { ok: false, finding: failure };
+  }
+  const cause = `${failure.cause}, and ${from} is not ready either: ${back.reason}`;
+  step(`${NODE_UNIT} on ${from}`, finding('NODE-SERVICE-START', back.reason));
+  return { ok: false, finding: { ...failure, cause } };
+}
+
+async function restartAndWait(input: UpgradeInput, layout: InstallLayout, timeoutMs: number): Promise<{ ready: true; url: string } | { ready: false; reason: string }> {
+  let target: { url: string; tlsCertPem?: string };
+  try {
+    target = await readinessTarget(input.hostRoot, layout);
+    await restart(input.services);
+  } catch (err) {
+    return { ready: false, reason: `could not restart ${NODE_UNIT}: ${(err as Error).message}` };
+  }
+  const outcome = await input.waitReady({ ...target, unit: NODE_UNIT, services: input.services, timeoutMs, controlLink: true });
+  return outcome.ready ? { ready: true, url: target.url } : outcome;
+}
+
+/** Removes unpacked releases other than `keep` (and their partial leftovers); returns the versions removed. */
+async function removeOlderReleases(hostRoot: string, layout: InstallLayout, keep: string[]): Promise<string[]> {
+  const removed: string[] = [];
+  const entries = await readdir(onHost(hostRoot, layout.releases)).catch(() => [] as string[]);
+  for (const entry of entries) {
+    if (keep.includes(entry) || entry.startsWith('.')) continue;
+    await rm(onHost(hostRoot, layout.releaseDir(entry)), { recursive: true, force: true }).then(() => removed.push(entry), () => undefined);
+  }
+  return removed;
+}
