@@ -2,12 +2,12 @@
  * Config versions against real PostgreSQL: a fresh installation is at version 1, a recorded change
  * bumps it and NOTIFYs zenova_config_changed only when its transaction commits, and concurrent
  * changes get distinct versions that commit in order (a writer waits while an earlier version is
- * uncommitted).
+ * uncommitted); versions continue past a version a node reports from before a restore.
  */
 import pg from 'pg';
 import t from 'tap';
 import {
-  CONFIG_CHANGED_CHANNEL, latestConfigVersion, parseConfigChangedPayload, recordConfigChange,
+  CONFIG_CHANGED_CHANNEL, MAX_VERSION_CATCH_UP, continueVersionsPast, latestConfigVersion, parseConfigChangedPayload, recordConfigChange,
 } from '../../control-plane/src/config/config-changes.js';
 import { withTransaction } from '../../control-plane/src/nodes/with-transaction.js';
 import { testDatabase } from '../fixtures/postgres.js';
@@ -99,4 +99,18 @@ t.test('only plain positive integers parse as a config-changed payload', async (
   for (const bad of [undefined, '', '0', '-1', '1.5', '01', 'x', '99999999999999999']) {
     t.equal(parseConfigChangedPayload(bad), undefined, String(bad));
   }
+});
+
+t.test('versions continue past a version a node applied (a restored database), once, notified, and never by a leap past the bound', async (t) => {
+  const latest = await latestConfigVersion(pool);
+  t.equal(await continueVersionsPast(pool, latest), 'already', 'a node at the newest version moves nothing');
+  const moved = await continueVersionsPast(pool, latest + 40);
+  t.equal(moved, latest + 41, 'the next version is past the node\'s');
+  t.equal(await latestConfigVersion(pool), latest + 41);
+  await waitFor(() => notified.includes(latest + 41), { what: 'the notification of the continued version', timeoutMs: 5_000 });
+  t.equal(await continueVersionsPast(pool, latest + 40), 'already', 'a second session reporting the same version moves nothing');
+  const next = await withTransaction(pool, (client) => recordConfigChange(client, { entity: 'account', entityId: 'a2', action: 'update' }));
+  t.equal(next, latest + 42, 'changes go on from there');
+  t.equal(await continueVersionsPast(pool, next + MAX_VERSION_CATCH_UP + 1), 'too-far');
+  t.equal(await latestConfigVersion(pool), next, 'a report too far ahead changes nothing');
 });

@@ -66,6 +66,49 @@ export async function latestConfigVersion(db: Queryable | pg.ClientBase): Promis
   return Number(rows[0]?.version ?? 0);
 }
 
+/**
+ * How far one node's report may move the versions on: further than any real gap between a backup
+ * and the last version a node applied, and small enough that a node reporting nonsense cannot run
+ * the versions out.
+ */
+export const MAX_VERSION_CATCH_UP = 1_000_000;
+
+/**
+ * A node applied `applied`, past the newest version here: the database was restored from a backup
+ * taken before that version (versions count again from the backup's). Nodes refuse versions older
+ * than one they applied, so without this they would keep the config they had — changes the restore
+ * undid included — and take none made after it until the versions pass theirs. Records a change
+ * that moves the versions past `applied` (the config itself is unchanged) and notifies every
+ * session, so every node is pushed the current config. Returns the new version; 'already' when the
+ * versions are past `applied` by now (another replica or session moved them), 'too-far' when
+ * `applied` is more than MAX_VERSION_CATCH_UP past them (nothing is changed).
+ */
+export async function continueVersionsPast(pool: pg.Pool, applied: number): Promise<number | 'already' | 'too-far'> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await lockConfigChanges(client);
+    const latest = await latestConfigVersion(client);
+    if (applied <= latest || applied - latest > MAX_VERSION_CATCH_UP) {
+      await client.query('rollback');
+      return applied <= latest ? 'already' : 'too-far';
+    }
+    await client.query("select setval(pg_get_serial_sequence('config_changes', 'version'), $1::bigint)", [applied]);
+    const { rows } = await client.query<{ version: string }>(
+      "insert into config_changes (entity, entity_id, action) values ('installation', null, 'versions-continued') returning version",
+    );
+    const version = rows[0]!.version;
+    await client.query('select pg_notify($1, $2)', [CONFIG_CHANGED_CHANNEL, version]);
+    await client.query('commit');
+    return Number(version);
+  } catch (err) {
+    await client.query('rollback').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
 /** The version in a zenova_config_changed payload, or undefined when it is not one. */
 export function parseConfigChangedPayload(payload: string | undefined): number | undefined {
   if (payload === undefined || !/^[1-9][0-9]{0,15}$/.test(payload)) return undefined;

@@ -22,6 +22,7 @@ import {
   type RefusalCode,
 } from '../../../proto/src/index.js';
 import type { ConfigPublisher } from '../config/config-publisher.js';
+import { MAX_VERSION_CATCH_UP, continueVersionsPast } from '../config/config-changes.js';
 import { isDatabaseUnavailable } from '../db/connection-errors.js';
 import {
   acknowledgeCredential, credentialLapse, rotateCredential, verifyCredential, type CredentialTimings, type CredentialValidity,
@@ -413,6 +414,7 @@ export class NodeSession implements RegisteredSession {
       },
     );
     this.configSync.startFrom(hello.appliedConfigVersion);
+    await this.continueRestoredVersions(hello.appliedConfigVersion);
     await this.pushConfig({ refresh: true });
     await this.maybeRotate();
     for (const handler of this.ctx.handlers ?? []) {
@@ -424,6 +426,31 @@ export class NodeSession implements RegisteredSession {
   // ---- config ----
 
   /** Pushes the latest config when the node is behind; a failure is logged and retried later, never fatal. */
+  /**
+   * A node that applied a version past this control plane's newest means a database restored from
+   * a backup: the versions move on past it (config-changes.ts), so this node and every other takes
+   * the current config instead of refusing it as older than what it has.
+   */
+  private async continueRestoredVersions(applied: number): Promise<void> {
+    try {
+      if (applied <= (await this.ctx.config.publisher.latestVersion())) return;
+      const version = await continueVersionsPast(this.ctx.pool, applied);
+      if (version === 'already') return;
+      if (version === 'too-far') {
+        this.log.warn({ appliedConfigVersion: applied, maxCatchUp: MAX_VERSION_CATCH_UP }, 'the node reports a config version too far past this control plane\'s to continue from; versions left as they are');
+        return;
+      }
+      this.ctx.config.publisher.noteVersion(version);
+      this.log.warn(
+        { appliedConfigVersion: applied, version },
+        'the node had applied a config version past this control plane\'s newest (database restored from a backup?): config versions continue past it so every node takes the current config',
+      );
+    } catch (err) {
+      // The push below still runs; the next hello tries again.
+      this.log.error({ err }, 'could not move the config versions past the node\'s');
+    }
+  }
+
   private async pushConfig(opts: { refresh?: boolean } = {}): Promise<void> {
     const sync = this.configSync;
     if (!this.isLive || sync === undefined) return;
