@@ -156,14 +156,17 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
   } catch (err) {
     failure = finding('NODE-WRITE-FAILED', `switching to release ${to}: ${errnoText(err)}`, 'The previous release was switched back in. Fix the cause shown, then issue a new upgrade command and run that (this command\'s token is used).');
   }
+  let restarted = false;
   if (failure === undefined) {
     step(`current and updater → releases/${to}; ${layout.envFile} and the units updated`);
+    restarted = true;
     const outcome = await restartAndWait(input, layout, timeoutMs);
     if (outcome.ready) {
       step(`${NODE_UNIT} restarted on ${to} and ready (${outcome.url}; control link up)`);
-      await writeUpdateState(hostRoot, layout, { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'ready' } });
+      // The upgrade is done either way; a state file that cannot be written only costs the status row.
+      const recorded = await writeUpdateState(hostRoot, layout, { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'ready' } }).then(() => '', (err: unknown) => `; could not record it in ${path.posix.join(layout.data, UPDATE_STATE_FILE)} (${errnoText(err)})`);
       const removed = await removeOlderReleases(hostRoot, layout, [from, to]);
-      step(`kept ${from} in ${layout.releases} for a manual switch back${removed.length > 0 ? `; removed older releases ${removed.join(', ')}` : ''}`);
+      step(`kept ${from} in ${layout.releases} for a manual switch back${removed.length > 0 ? `; removed older releases ${removed.join(', ')}` : ''}${recorded}`);
       return { ok: true, nodeName: answer.nodeName, nodeId: answer.nodeId, from, to };
     }
     failure = finding('NODE-UPGRADE-ROLLED-BACK', `${NODE_UNIT} on ${to} was not ready: ${outcome.reason}; switched back to ${from}`);
@@ -173,7 +176,13 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
   // 4. Back to the previous release, which serves with the same data/.
   for (const action of undo.reverse()) await action().catch(() => undefined);
   await dropRelease();
-  await writeUpdateState(hostRoot, layout, { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'rolled-back', reason: failure.cause }, failedVersion: to }).catch(() => undefined);
+  // Only a release that was started and not ready is a failed version; a failed switch never ran it.
+  const state = { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'rolled-back' as const, reason: failure.cause }, ...(restarted ? { failedVersion: to } : {}) };
+  await writeUpdateState(hostRoot, layout, state).catch(() => undefined);
+  if (!restarted) {
+    step(`switched back: ${NODE_UNIT} was never stopped and runs ${from} as before`);
+    return { ok: false, finding: failure };
+  }
   const back = await restartAndWait(input, layout, timeoutMs);
   if (back.ready) {
     step(`switched back: ${NODE_UNIT} runs ${from} again and is ready; ${to} is recorded as failed in ${path.posix.join(layout.data, UPDATE_STATE_FILE)}`);
