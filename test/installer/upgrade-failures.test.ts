@@ -1,10 +1,12 @@
 /**
  * `--upgrade` failing before its release ever runs leaves the node as it was: the control plane
- * unreachable when the token is redeemed (nothing switched, the unpacked release removed), and a
- * unit that cannot be written after the token was used (env file, units and links put back, the
- * node never stopped, the release not marked as a failed version). The enrollment, the token
- * redemption and the service manager are stand-ins here; test/e2e/install-upgrade.test.ts runs the
- * real control plane and node.
+ * unreachable or refusing for a while when the token is redeemed (nothing switched, the unpacked
+ * release removed, the same command may run again), and a unit that cannot be written after the
+ * token was used (env file, units and links put back, the node never stopped, the release not
+ * marked as a failed version). An upgrade killed after its switch (a real child process, SIGKILL)
+ * is found by the next run, which finishes it or switches back without redeeming a token. The
+ * enrollment, the token redemption and the service manager are stand-ins here;
+ * test/e2e/install-upgrade.test.ts runs the real control plane and node.
  */
 import t from 'tap';
 import type { Test } from 'tap';
@@ -12,7 +14,10 @@ import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { runInstall } from '../../installer/src/commands/install.js';
+import type { ReadinessWaiter } from '../../installer/src/install/readiness-wait.js';
+import { waitFor } from '../fixtures/wait-for.js';
 import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
 import type { UpgradeTokenRedeemer } from '../../installer/src/install/upgrade-token.js';
@@ -102,4 +107,81 @@ t.test('a unit that cannot be written after the token was used puts everything b
   const state = JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8'));
   t.match(state, { lastUpgrade: { from: OLD, to: NEW, outcome: 'rolled-back' } });
   t.notOk('failedVersion' in state, 'a release that never ran is not a failed version');
+});
+
+t.test('a control plane that asks to wait (rate limit, database away) is no token refusal: the same command may run again', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  for (const code of ['ZN_ERR_CP_ENROLL_RATE_LIMITED', 'ZN_ERR_CP_DATABASE_UNAVAILABLE']) {
+    const busy: UpgradeTokenRedeemer = async () => {
+      throw new EnrollError(code, `the control plane refused the upgrade token (${code})`);
+    };
+    const r = await upgrade({ ...h.host, redeemUpgrade: busy }, h.pkg);
+    t.equal(r.exit, 1);
+    t.match(r.out, new RegExp(`✗ NODE-ENROLL-FAILED: the upgrade token could not be redeemed: .*${code}`), `${code} is not a token refusal`);
+    t.match(r.out, /run the same command again: the token is used only once the control plane agreed/);
+    t.notMatch(r.out, /NODE-TOKEN-REJECTED/);
+  }
+  const used: UpgradeTokenRedeemer = async () => {
+    throw new EnrollError('ZN_ERR_CP_TOKEN_USED', 'the token was already used: issue a new upgrade command');
+  };
+  t.match((await upgrade({ ...h.host, redeemUpgrade: used }, h.pkg)).out, /✗ NODE-TOKEN-REJECTED: the token was already used/, 'a used token still is one');
+});
+
+/** Runs --upgrade to NEW in a child process and SIGKILLs it while it waits for readiness: after the switch, before any outcome. */
+async function killedAfterSwitch(t: Test, h: { root: string; pkg: string }): Promise<void> {
+  const keyFile = join(work, `key-${Math.random()}.pem`);
+  writeFileSync(keyFile, keys.publicKeyPem);
+  const marker = join(work, `marker-${Math.random()}`);
+  const child = spawn(process.execPath, ['--import=tsx', join(import.meta.dirname, 'upgrade-killed-child.ts'), h.root, h.pkg, keyFile, marker], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (b: Buffer) => (output += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (output += b.toString()));
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  t.teardown(() => child.kill('SIGKILL'));
+  await waitFor(() => existsSync(marker), { what: `the upgrade to wait for readiness (${output})`, timeoutMs: 60_000 });
+  child.kill('SIGKILL');
+  await exited;
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${NEW}`, 'killed after the switch');
+  t.match(JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8')), { inProgress: { from: OLD, to: NEW } }, 'the upgrade is recorded as in progress');
+}
+
+/** Ready only on `readyOn` (what `current` links to decides which release node-edge runs). */
+function readyOnlyOn(root: string, readyOn: string): ReadinessWaiter {
+  return async () => (readlinkSync(join(root, DIR, 'current')) === `releases/${readyOn}` ? { ready: true } : { ready: false, reason: 'node-edge.service failed to start' });
+}
+
+const noRedeem: UpgradeTokenRedeemer = async () => {
+  throw new Error('the token must not be redeemed when finishing an interrupted upgrade');
+};
+
+t.test('an upgrade killed after its switch is switched back by the next run when the new release does not get ready', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  const env = readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8');
+  const unit = readFileSync(join(h.root, 'etc/systemd/system/node-edge.service'), 'utf8');
+  await killedAfterSwitch(t, h);
+  const r = await upgrade({ ...h.host, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, OLD) }, h.pkg);
+  t.equal(r.exit, 1);
+  t.match(r.out, `✓ finish the upgrade from ${OLD} to ${NEW} interrupted at`);
+  t.match(r.out, /never finished: finishing it \(its token was redeemed then; this command's is not used\)/);
+  t.match(r.out, `✗ NODE-UPGRADE-ROLLED-BACK: node-edge.service on ${NEW} was not ready`);
+  t.match(r.out, `switched back: node-edge.service runs ${OLD} again and is ready`);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${OLD}`);
+  t.equal(readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8'), env, 'the env file from before the killed run');
+  t.equal(readFileSync(join(h.root, 'etc/systemd/system/node-edge.service'), 'utf8'), unit, 'the unit from before the killed run');
+  const state = JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8'));
+  t.match(state, { failedVersion: NEW, lastUpgrade: { from: OLD, to: NEW, outcome: 'rolled-back' } });
+  t.notOk('inProgress' in state, 'no longer in progress');
+});
+
+t.test('an upgrade killed after its switch is finished by the next run when the new release gets ready', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  await killedAfterSwitch(t, h);
+  const r = await upgrade({ ...h.host, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, NEW) }, h.pkg);
+  if (!t.equal(r.exit, 0, 'exit 0')) t.comment(r.out);
+  t.match(r.out, `is upgraded from ${OLD} to ${NEW} and ready`);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${NEW}`);
+  const state = JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8'));
+  t.match(state, { lastUpgrade: { from: OLD, to: NEW, outcome: 'ready' } });
+  t.notOk('inProgress' in state);
+  t.ok(existsSync(join(h.root, DIR, 'releases', OLD)), 'the previous release is kept');
 });

@@ -45,7 +45,9 @@ export interface InstalledStatus {
   /** The state dir's report (identity, link, config, and spool figures where the node writes them). */
   node: NodeStatusReport | null;
   /** The last `--upgrade`'s outcome (data/update-state.json), or null when there was none. */
-  lastUpgrade: UpdateState['lastUpgrade'] | null;
+  lastUpgrade: NonNullable<UpdateState['lastUpgrade']> | null;
+  /** An upgrade that was switched in and never finished (the installer killed midway), or null. */
+  upgradeInterrupted: { from: string; to: string; at: string } | null;
   error: string | null;
 }
 
@@ -79,7 +81,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const dir = installDirOption ?? (unit === undefined ? undefined : installDirFromUnit(unit));
   const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
   if (dir === undefined) {
-    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, error: 'no gateway node is installed on this host (no node-edge service)' };
+    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, error: 'no gateway node is installed on this host (no node-edge service)' };
   }
   const layout = installLayout(dir);
   const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);
@@ -94,6 +96,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     if (!(err instanceof StateDirMissingError || err instanceof StateFileError)) throw err;
     error = err.message;
   }
+  const updates = await readUpdateState(host.hostRoot, layout);
   return {
     installed: unit !== undefined || node !== null,
     installDir: dir,
@@ -101,7 +104,8 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     service,
     readiness: listen === undefined ? null : await readiness(listen, () => installedTlsCert(host.hostRoot, layout)),
     node,
-    lastUpgrade: (await readUpdateState(host.hostRoot, layout))?.lastUpgrade ?? null,
+    lastUpgrade: updates?.lastUpgrade ?? null,
+    upgradeInterrupted: updates?.inProgress === undefined ? null : { from: updates.inProgress.from, to: updates.inProgress.to, at: updates.inProgress.at },
     error,
   };
 }
@@ -124,6 +128,8 @@ export function formatInstalledStatus(status: InstalledStatus): string {
     const r = status.readiness;
     out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `NOT READY: ${r.reason ?? 'unknown'}`);
   }
+  const i = status.upgradeInterrupted;
+  if (i !== null) out += row('upgrade', `INTERRUPTED: ${i.from} → ${i.to} started at ${i.at} and never finished; run the upgrade command again to finish it (or switch back)`);
   const u = status.lastUpgrade;
   if (u !== null) out += row('last upgrade', `${u.from} → ${u.to} at ${u.at}: ${u.outcome === 'ready' ? 'ready' : `SWITCHED BACK to ${u.from}${u.reason !== undefined ? ` (${u.reason})` : ''}`}`);
   if (status.node !== null) {

@@ -268,11 +268,18 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   }
   if (installed !== undefined && result.manifest !== undefined) {
     const to = result.manifest.version;
-    const order = compareReleaseVersions(to, installed.version);
+    const interrupted = installed.interrupted;
     const versionFindings: Finding[] = [];
-    if (order === 0) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the installed node already runs version ${installed.version}, the package's`));
-    else if (order === -1) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the package is version ${to}, older than the installed ${installed.version}: an upgrade never goes back`));
-    check(`upgrade from ${installed.version} to ${to}`, versionFindings);
+    if (interrupted !== undefined && interrupted.to === installed.version) {
+      // Killed after the switch: this run finishes that upgrade (or switches back), with its package.
+      if (to !== interrupted.to) versionFindings.push(finding('NODE-UPGRADE-VERSION', `an upgrade from ${interrupted.from} to ${interrupted.to} was switched in at ${interrupted.at} and never finished; run it again with the ${interrupted.to} package to finish it (or switch back), not with ${to}`));
+      check(`finish the upgrade from ${interrupted.from} to ${interrupted.to} interrupted at ${interrupted.at}`, versionFindings);
+    } else {
+      const order = compareReleaseVersions(to, installed.version);
+      if (order === 0) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the installed node already runs version ${installed.version}, the package's`));
+      else if (order === -1) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the package is version ${to}, older than the installed ${installed.version}: an upgrade never goes back`));
+      check(`upgrade from ${installed.version} to ${to}`, versionFindings);
+    }
   }
   return result;
 }

@@ -8,6 +8,8 @@ import path from 'node:path';
 import { IDENTITY_FILE, nodeIdentitySchema } from '../../../edge-node/src/state/identity.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
+import { readUpdateState } from './update-state.js';
+import type { UpgradeInProgress } from './update-state.js';
 
 export interface InstalledNode {
   installDir: string;
@@ -15,6 +17,8 @@ export interface InstalledNode {
   version: string;
   nodeId: string;
   nodeName: string;
+  /** An upgrade an earlier run started and never finished (killed midway): update-state.ts. */
+  interrupted?: UpgradeInProgress;
 }
 
 export type InstalledNodeLookup = { ok: true; node: InstalledNode } | { ok: false; cause: string };
@@ -43,7 +47,8 @@ export async function readInstalledNode(hostRoot: string, services: ServiceManag
     return { ok: false, cause: `cannot read the node's identity ${identityFile} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): re-enroll the node first (--reenroll)` };
   }
   if (!identity.success) return { ok: false, cause: `the node's identity ${identityFile} is damaged: re-enroll the node first (--reenroll)` };
-  return { ok: true, node: { installDir, version, nodeId: identity.data.nodeId, nodeName: identity.data.nodeName } };
+  const interrupted = (await readUpdateState(hostRoot, layout))?.inProgress;
+  return { ok: true, node: { installDir, version, nodeId: identity.data.nodeId, nodeName: identity.data.nodeName, ...(interrupted !== undefined ? { interrupted } : {}) } };
 }
 
 /**

@@ -1,7 +1,10 @@
 /**
- * data/update-state.json: the outcome of the node's last upgrade, written by `--upgrade`
- * (upgrade-node.ts) and shown by `zenova status`. `failedVersion` is a release that was switched in
- * and not ready: an automatic upgrade must not try it again until an operator asks (DESIGN §8).
+ * data/update-state.json: the node's upgrades, written by `--upgrade` (upgrade-node.ts) and shown by
+ * `zenova status`. `inProgress` is written before anything of the node is switched and removed with
+ * the outcome: an upgrade killed midway (a dropped SSH session, a power loss) is found by the next
+ * run, which finishes it or switches back, with the texts the switch replaced. `failedVersion` is a
+ * release that was switched in and not ready: an automatic upgrade must not try it again until an
+ * operator asks (DESIGN §8).
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -12,7 +15,7 @@ import type { InstallLayout } from './install-layout.js';
 import { onHost } from './install-layout.js';
 
 export const UPDATE_STATE_FILE = 'update-state.json';
-const MAX_BYTES = 64 * 1024;
+const MAX_BYTES = 512 * 1024;
 
 export const updateStateSchema = z.object({
   lastUpgrade: z.object({
@@ -23,8 +26,16 @@ export const updateStateSchema = z.object({
     reason: z.string().max(4096).optional(),
   }),
   failedVersion: z.string().max(64).optional(),
-});
+  inProgress: z.object({
+    from: z.string().max(64),
+    to: z.string().max(64),
+    at: z.string().max(64),
+    /** What the switch replaces: etc/node.env and the two units as they were (no secrets in them). */
+    previous: z.object({ env: z.string().max(64 * 1024), nodeUnit: z.string().max(64 * 1024).optional(), updaterUnit: z.string().max(64 * 1024).optional() }),
+  }).optional(),
+}).partial({ lastUpgrade: true });
 export type UpdateState = z.infer<typeof updateStateSchema>;
+export type UpgradeInProgress = NonNullable<UpdateState['inProgress']>;
 
 function file(hostRoot: string, layout: InstallLayout): string {
   return onHost(hostRoot, path.posix.join(layout.data, UPDATE_STATE_FILE));

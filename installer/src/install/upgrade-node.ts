@@ -28,6 +28,7 @@ import type { ReadinessWaiter } from './readiness-wait.js';
 import { unpackRelease } from './release-manifest.js';
 import { nodeEdgeUnit, updaterUnit } from './unit-files.js';
 import { UPDATE_STATE_FILE, writeUpdateState } from './update-state.js';
+import type { UpgradeInProgress } from './update-state.js';
 import { redeemUpgradeToken } from './upgrade-token.js';
 import type { UpgradeTokenRedeemer } from './upgrade-token.js';
 
@@ -88,15 +89,22 @@ async function readinessTarget(hostRoot: string, layout: InstallLayout): Promise
   return { url: readyzUrl(listen, tlsCertPem !== undefined), ...(tlsCertPem !== undefined ? { tlsCertPem } : {}) };
 }
 
+/** Control-plane refusals that are about the token or the package: a new command is needed. Anything else may be retried as is. */
+const TOKEN_REFUSALS = /^ZN_ERR_CP_(?:TOKEN_\w+|UPGRADE_VERSION|NODE_DELETED|PROTOCOL_INCOMPATIBLE)$/;
+
 export async function upgradeNode(input: UpgradeInput, step: StepReporter): Promise<UpgradeOutcome> {
-  const { installed, services, hostRoot } = input;
+  const { installed, hostRoot } = input;
   const layout = installLayout(installed.installDir);
+  const interrupted = installed.interrupted;
+  // Killed after its switch: that upgrade is finished (or switched back) now; its token was redeemed then.
+  if (interrupted !== undefined && interrupted.to === installed.version) {
+    step(`the upgrade from ${interrupted.from} to ${interrupted.to} switched in at ${interrupted.at} never finished: finishing it (its token was redeemed then; this command's is not used)`);
+    return switchAndWait(input, layout, { ...interrupted, nodeName: installed.nodeName, nodeId: installed.nodeId }, step);
+  }
   const host = (p: string): string => onHost(hostRoot, p);
   const from = installed.version;
   const to = input.manifest.version;
   const release = layout.releaseDir(to);
-  const now = input.now ?? ((): Date => new Date());
-  const timeoutMs = input.readyTimeoutMs ?? READY_TIMEOUT_MS;
 
   // 1. The new release beside the old one; nothing the node uses changes yet.
   try {
@@ -107,7 +115,6 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
     return { ok: false, finding: f };
   }
   step(`release ${to} unpacked to ${release} beside ${from} (checksums verified again)`);
-  const dropRelease = (): Promise<void> => rm(host(release), { recursive: true, force: true }).catch(() => undefined);
 
   // 2. The control plane agrees (the token is this node's, the version the one it pins); the token is used.
   let answer;
@@ -122,36 +129,76 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
       toVersion: to,
     });
   } catch (err) {
-    await dropRelease();
+    await rm(host(release), { recursive: true, force: true }).catch(() => undefined);
     const message = (err as Error).message;
-    const refused = err instanceof EnrollError && err.code.startsWith('ZN_ERR_CP_');
-    const f = refused
+    const f = err instanceof EnrollError && TOKEN_REFUSALS.test(err.code)
       ? finding('NODE-TOKEN-REJECTED', message, UPGRADE_TOKEN_REJECTED_ADVICE)
-      : finding('NODE-ENROLL-FAILED', `the upgrade token could not be redeemed: ${message}`, 'Nothing was switched: the node keeps running its installed release. Fix the cause shown and run the same command again (the token was not used if the control plane never answered).');
+      : finding(
+          'NODE-ENROLL-FAILED',
+          `the upgrade token could not be redeemed: ${message}`,
+          'Nothing was switched: the node keeps running its installed release. Fix the cause shown (or wait, when the control plane asks to) and run the same command again: the token is used only once the control plane agreed. Should it then say the token was already used (its answer was lost on the way), issue a new upgrade command.',
+        );
     step('upgrade token redeemed', f);
     return { ok: false, finding: f };
   }
   step(`upgrade token redeemed: the control plane pins ${answer.targetVersion} for node ${answer.nodeName}`);
 
-  // 3. Switch: env file version, units, links; then restart and wait.
-  const undo: Array<() => Promise<void>> = [];
+  // What the switch replaces. A run killed before its links switched left its record, and maybe the
+  // new env file and units: the texts from before that run are the ones to put back.
+  let previous: UpgradeInProgress['previous'];
+  try {
+    previous = interrupted !== undefined && interrupted.from === from
+      ? interrupted.previous
+      : { env: await readFile(host(layout.envFile), 'utf8'), ...(await unitTexts(input.services)) };
+  } catch (err) {
+    await rm(host(release), { recursive: true, force: true }).catch(() => undefined);
+    const f = finding('NODE-WRITE-FAILED', `reading ${layout.envFile}: ${errnoText(err)}`, 'Nothing was switched. Fix the cause shown, then issue a new upgrade command and run that (this command\'s token is used).');
+    step('switch prepared', f);
+    return { ok: false, finding: f };
+  }
+  return switchAndWait(input, layout, { from, to, at: (input.now ?? (() => new Date()))().toISOString(), previous, nodeName: answer.nodeName, nodeId: answer.nodeId }, step);
+}
+
+async function unitTexts(services: ServiceManager): Promise<{ nodeUnit?: string; updaterUnit?: string }> {
+  const nodeUnit = await services.readUnit(NODE_UNIT);
+  const updaterUnit = await services.readUnit(UPDATER_UNIT);
+  return { ...(nodeUnit !== undefined ? { nodeUnit } : {}), ...(updaterUnit !== undefined ? { updaterUnit } : {}) };
+}
+
+/**
+ * 3. The switch (env file version, units, links) after recording it as in progress; then restart
+ * and wait; then the outcome, or everything put back. Also finishes an upgrade a killed run switched.
+ */
+async function switchAndWait(
+  input: UpgradeInput,
+  layout: InstallLayout,
+  upgrade: UpgradeInProgress & { nodeName: string; nodeId: string },
+  step: StepReporter,
+): Promise<UpgradeOutcome> {
+  const { services, hostRoot } = input;
+  const host = (p: string): string => onHost(hostRoot, p);
+  const { from, to, previous } = upgrade;
+  const now = input.now ?? ((): Date => new Date());
+  const timeoutMs = input.readyTimeoutMs ?? READY_TIMEOUT_MS;
+  const stateFile = path.posix.join(layout.data, UPDATE_STATE_FILE);
+  const inProgress: UpgradeInProgress = { from, to, at: upgrade.at, previous };
+
   let failure: Finding | undefined;
   try {
-    const envText = await readFile(host(layout.envFile), 'utf8');
-    const unitTexts = { node: await services.readUnit(NODE_UNIT), updater: await services.readUnit(UPDATER_UNIT) };
-    await writeFileAtomic(host(layout.envFile), withVersion(envText, to), 0o644);
-    undo.push(() => writeFileAtomic(host(layout.envFile), envText, 0o644));
+    // First, durably: a run killed from here on is found and finished by the next one.
+    await writeUpdateState(hostRoot, layout, { inProgress });
+  } catch (err) {
+    await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
+    const f = finding('NODE-WRITE-FAILED', `recording the upgrade in ${stateFile}: ${errnoText(err)}`, 'Nothing was switched: the node keeps running its installed release. Fix the cause shown, then issue a new upgrade command and run that (this command\'s token is used).');
+    step('upgrade recorded as in progress', f);
+    return { ok: false, finding: f };
+  }
+  try {
+    await writeFileAtomic(host(layout.envFile), withVersion(previous.env, to), 0o644);
     // The new installer's units: a release may change them (hardening, limits).
-    undo.push(async () => {
-      if (unitTexts.node !== undefined) await services.writeUnit(NODE_UNIT, unitTexts.node);
-      if (unitTexts.updater !== undefined) await services.writeUnit(UPDATER_UNIT, unitTexts.updater);
-      else await services.removeUnit(UPDATER_UNIT);
-      await services.reload();
-    });
     await services.writeUnit(NODE_UNIT, nodeEdgeUnit(layout));
     await services.writeUnit(UPDATER_UNIT, updaterUnit(layout));
     await services.reload();
-    undo.push(() => switchLinks(hostRoot, layout, from));
     await switchLinks(hostRoot, layout, to);
   } catch (err) {
     failure = finding('NODE-WRITE-FAILED', `switching to release ${to}: ${errnoText(err)}`, 'The previous release was switched back in. Fix the cause shown, then issue a new upgrade command and run that (this command\'s token is used).');
@@ -163,19 +210,22 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
     const outcome = await restartAndWait(input, layout, timeoutMs);
     if (outcome.ready) {
       step(`${NODE_UNIT} restarted on ${to} and ready (${outcome.url}; control link up)`);
-      // The upgrade is done either way; a state file that cannot be written only costs the status row.
-      const recorded = await writeUpdateState(hostRoot, layout, { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'ready' } }).then(() => '', (err: unknown) => `; could not record it in ${path.posix.join(layout.data, UPDATE_STATE_FILE)} (${errnoText(err)})`);
+      // The upgrade is done either way; a state file that cannot be written only costs the status row
+      // (and a later run would find the upgrade unfinished, and finish it again: harmless).
+      const recorded = await writeUpdateState(hostRoot, layout, { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'ready' } }).then(() => '', (err: unknown) => `; could not record it in ${stateFile} (${errnoText(err)})`);
       const removed = await removeOlderReleases(hostRoot, layout, [from, to]);
       step(`kept ${from} in ${layout.releases} for a manual switch back${removed.length > 0 ? `; removed older releases ${removed.join(', ')}` : ''}${recorded}`);
-      return { ok: true, nodeName: answer.nodeName, nodeId: answer.nodeId, from, to };
+      return { ok: true, nodeName: upgrade.nodeName, nodeId: upgrade.nodeId, from, to };
     }
     failure = finding('NODE-UPGRADE-ROLLED-BACK', `${NODE_UNIT} on ${to} was not ready: ${outcome.reason}; switched back to ${from}`);
   }
   step(`${NODE_UNIT} on ${to}`, failure);
 
-  // 4. Back to the previous release, which serves with the same data/.
-  for (const action of undo.reverse()) await action().catch(() => undefined);
-  await dropRelease();
+  // 4. Back to the previous release, which serves with the same data/: links, units, env file.
+  await switchLinks(hostRoot, layout, from).catch(() => undefined);
+  await restoreUnits(services, previous).catch(() => undefined);
+  await writeFileAtomic(host(layout.envFile), previous.env, 0o644).catch(() => undefined);
+  await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
   // Only a release that was started and not ready is a failed version; a failed switch never ran it.
   const state = { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'rolled-back' as const, reason: failure.cause }, ...(restarted ? { failedVersion: to } : {}) };
   await writeUpdateState(hostRoot, layout, state).catch(() => undefined);
@@ -185,12 +235,19 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
   }
   const back = await restartAndWait(input, layout, timeoutMs);
   if (back.ready) {
-    step(`switched back: ${NODE_UNIT} runs ${from} again and is ready; ${to} is recorded as failed in ${path.posix.join(layout.data, UPDATE_STATE_FILE)}`);
+    step(`switched back: ${NODE_UNIT} runs ${from} again and is ready; ${to} is recorded as failed in ${stateFile}`);
     return { ok: false, finding: failure };
   }
   const cause = `${failure.cause}, and ${from} is not ready either: ${back.reason}`;
   step(`${NODE_UNIT} on ${from}`, finding('NODE-SERVICE-START', back.reason));
   return { ok: false, finding: { ...failure, cause } };
+}
+
+async function restoreUnits(services: ServiceManager, previous: UpgradeInProgress['previous']): Promise<void> {
+  if (previous.nodeUnit !== undefined) await services.writeUnit(NODE_UNIT, previous.nodeUnit);
+  if (previous.updaterUnit !== undefined) await services.writeUnit(UPDATER_UNIT, previous.updaterUnit);
+  else await services.removeUnit(UPDATER_UNIT);
+  await services.reload();
 }
 
 async function restartAndWait(input: UpgradeInput, layout: InstallLayout, timeoutMs: number): Promise<{ ready: true; url: string } | { ready: false; reason: string }> {
