@@ -22,7 +22,7 @@ import { bundleApps } from './bundle-apps.js';
 import { writeInstallerTarball } from './installer-tarball.js';
 import { nativeModuleFiles } from './native-modules.js';
 import { nodeRuntime } from './node-runtime.js';
-import { libcFloor } from './libc-floor.js';
+import { describeLibcFloor, libcFloor } from './libc-floor.js';
 import { installerEntries, releaseEntries } from './release-contents.js';
 import { PRIVATE_KEY_FILE, loadReleaseKey } from './release-key.js';
 import { NOTICES_FILE, thirdPartyNotices } from './third-party-notices.js';
@@ -86,10 +86,10 @@ export async function buildPackages(opts: BuildOptions): Promise<BuildResult> {
     const platform = { os: 'linux' as const, arch };
     const packageFile = path.join(opts.outDir, packageFileName({ version, platform }));
     const entries = releaseEntries(parts);
-    // The oldest glibc/libstdc++ this arch's native files load with, signed into the manifest.
+    // The oldest glibc/libstdc++/libgcc_s this arch's native files load with, signed into the manifest.
     const floor = await libcFloor(entries);
-    const requires = floor.requires.glibc === undefined && floor.requires.glibcxx === undefined ? undefined : floor.requires;
-    log(`${arch} needs glibc ≥ ${floor.requires.glibc ?? '(none)'} (${floor.glibcFrom ?? '-'}) and GLIBCXX_${floor.requires.glibcxx ?? '(none)'} (${floor.glibcxxFrom ?? '-'})`);
+    const requires = Object.keys(floor.requires).length === 0 ? undefined : floor.requires;
+    log(`${arch} needs ${describeLibcFloor(floor)}`);
     const manifest = await writePackage({ out: packageFile, product: PACKAGE_PRODUCT, version, platform, protocolVersion: PROTOCOL_VERSION, entries, privateKey: key.privateKey, requires });
     log(`wrote ${packageFile} (${manifest.files.length} files, Node ${parts.runtime.version})`);
     const top = installerTarballName(version, arch);

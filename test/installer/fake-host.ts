@@ -26,6 +26,14 @@ export function glibcxxVersions(upTo: number): string[] {
   return ['GLIBCXX_3.4', ...Array.from({ length: upTo }, (_v, i) => `GLIBCXX_3.4.${i + 1}`)];
 }
 
+/** CXXABI_1.3, CXXABI_1.3.1 … CXXABI_1.3.<upTo>, as a libstdc++ of that age defines them. */
+export function cxxabiVersions(upTo: number): string[] {
+  return ['CXXABI_1.3', ...Array.from({ length: upTo }, (_v, i) => `CXXABI_1.3.${i + 1}`)];
+}
+
+/** What GCC 12's libgcc_s.so.1 defines on x86_64 (Debian 12). */
+export const GCC_12_LIBGCC_S_VERSIONS = ['GCC_3.0', 'GCC_3.3', 'GCC_3.3.1', 'GCC_3.4', 'GCC_3.4.2', 'GCC_3.4.4', 'GCC_4.0.0', 'GCC_4.2.0', 'GCC_4.3.0', 'GCC_4.7.0', 'GCC_4.8.0', 'GCC_7.0.0', 'GCC_12.0.0'];
+
 export function fakeProbe(over: Partial<HostProbe> = {}): HostProbe {
   return {
     os: () => 'linux',
@@ -39,9 +47,10 @@ export function fakeProbe(over: Partial<HostProbe> = {}): HostProbe {
     selinuxType: async () => undefined,
     apparmorEnforcedProfiles: async () => [],
     bindError: async () => undefined,
-    // Debian 12's glibc and GCC 12's libstdc++ (GLIBCXX_3.4 … 3.4.30).
+    // Debian 12's glibc, GCC 12's libstdc++ (GLIBCXX_3.4 … 3.4.30, CXXABI_1.3 … 1.3.13) and libgcc_s.
     glibcVersion: () => '2.36',
-    libstdcxx: async () => ({ file: '/usr/lib/x86_64-linux-gnu/libstdc++.so.6', versions: glibcxxVersions(30) }),
+    libstdcxx: async () => ({ file: '/usr/lib/x86_64-linux-gnu/libstdc++.so.6', versions: [...glibcxxVersions(30), ...cxxabiVersions(13)] }),
+    libgccS: async () => ({ file: '/lib/x86_64-linux-gnu/libgcc_s.so.1', versions: GCC_12_LIBGCC_S_VERSIONS }),
     ...over,
   };
 }

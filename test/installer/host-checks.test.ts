@@ -235,8 +235,8 @@ t.test('a glibc 2.31 host is refused as NODE-HOST-LIBC for a package whose nativ
   const bullseye = { glibcVersion: () => '2.31', libstdcxx: async () => ({ file: '/usr/lib/x86_64-linux-gnu/libstdc++.so.6', versions: glibcxxVersions(28) }) };
   const cases: Array<[string, Partial<ReturnType<typeof fakeProbe>>, RegExp[]]> = [
     ['glibc 2.31, libstdc++ up to GLIBCXX_3.4.28', bullseye, [
-      /✗ NODE-HOST-LIBC: the package's native files \(its Node runtime, better-sqlite3\) need glibc ≥ 2\.34 and libstdc\+\+ with GLIBCXX_3\.4\.29; this host has glibc 2\.31\n +→ Install on a host whose glibc and libstdc\+\+ meet the floor/,
-      /✗ NODE-HOST-LIBC: .*; this host's \/usr\/lib\/x86_64-linux-gnu\/libstdc\+\+\.so\.6 provides up to GLIBCXX_3\.4\.28/,
+      /✗ NODE-HOST-LIBC: the package's native files \(its Node runtime, better-sqlite3\) need glibc ≥ 2\.34 and libstdc\+\+ with GLIBCXX_3\.4\.29; this host has glibc 2\.31\n +→ Install on a host whose glibc, libstdc\+\+ and libgcc_s meet the floor/,
+      /✗ NODE-HOST-LIBC: .*; this host's \/usr\/lib\/x86_64-linux-gnu\/libstdc\+\+\.so\.6 lacks GLIBCXX_3\.4\.29 \(it provides up to GLIBCXX_3\.4\.28\)/,
     ]],
     ['a new enough glibc but no libstdc++', { libstdcxx: async () => undefined }, [/✗ NODE-HOST-LIBC: .*; this host has no libstdc\+\+\.so\.6/]],
     ['no glibc at all (musl)', { glibcVersion: () => undefined }, [/✗ NODE-HOST-LIBC: .*; this host's C library is not glibc/]],

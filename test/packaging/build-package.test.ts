@@ -138,19 +138,25 @@ t.test('the installer tarball carries zenova, its runtime and the release public
 });
 
 /** The highest `<prefix>x.y…` standing alone between NUL bytes anywhere in the files. */
-function highestNameInBytes(files: string[], prefix: 'GLIBC_' | 'GLIBCXX_'): string | undefined {
+function highestNameInBytes(files: string[], prefix: 'GLIBC_' | 'GLIBCXX_' | 'CXXABI_' | 'GCC_'): string | undefined {
   const found = files.flatMap((f) => [...readFileSync(f).toString('latin1').matchAll(new RegExp(`(?<=\\0)${prefix}(\\d+(?:\\.\\d+)+)(?=\\0)`, 'g'))].map((m) => m[1]!));
   return found.sort(compareDottedVersions).at(-1);
 }
 
-t.test('the signed manifest records the glibc floor of the carried node and the rebuilt better-sqlite3', async (t) => {
+t.test('the signed manifest records the glibc floor (GLIBC, GLIBCXX, CXXABI, GCC) of the carried node and the rebuilt better-sqlite3', async (t) => {
   const natives = ['runtime/bin/node', 'app/node_modules/better-sqlite3/build/Release/better_sqlite3.node'].map((p) => path.join(release, p));
   const requires = verdict.manifest.requires;
-  t.same(requires, { glibc: highestNameInBytes(natives, 'GLIBC_'), glibcxx: highestNameInBytes(natives, 'GLIBCXX_') }, 'the highest GLIBC_ and GLIBCXX_ names in their bytes');
+  t.same(
+    requires,
+    { glibc: highestNameInBytes(natives, 'GLIBC_'), glibcxx: highestNameInBytes(natives, 'GLIBCXX_'), cxxabi: highestNameInBytes(natives, 'CXXABI_'), gcc: highestNameInBytes(natives, 'GCC_') },
+    'the highest GLIBC_, GLIBCXX_, CXXABI_ and GCC_ names in their bytes',
+  );
   t.same(built.manifest.requires, requires, 'as the build returned it');
-  // The carried Node 22 alone needs glibc 2.28 / GLIBCXX_3.4.21; the module was compiled (and loads) here.
+  // The carried Node 22 alone needs glibc 2.28 / GLIBCXX_3.4.21 / CXXABI_1.3.9 / GCC_3.4; the module was compiled (and loads) here.
   t.ok(compareDottedVersions(requires?.glibc ?? '0', '2.28') >= 0, `glibc floor ${requires?.glibc} is at least Node 22's 2.28`);
   t.ok(compareDottedVersions(requires?.glibcxx ?? '0', '3.4.21') >= 0, `GLIBCXX floor ${requires?.glibcxx} is at least 3.4.21`);
+  t.ok(compareDottedVersions(requires?.cxxabi ?? '0', '1.3.9') >= 0, `CXXABI floor ${requires?.cxxabi} is at least 1.3.9`);
+  t.ok(compareDottedVersions(requires?.gcc ?? '0', '3.4') >= 0, `GCC floor ${requires?.gcc} is at least 3.4`);
   const hostGlibc = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime;
   if (hostGlibc !== undefined) t.ok(compareDottedVersions(requires?.glibc ?? '99', hostGlibc) <= 0, `no higher than this build host's glibc ${hostGlibc}`);
 });

@@ -13,8 +13,8 @@ export interface MountInfo {
 
 export type SelinuxMode = 'enforcing' | 'permissive' | 'disabled';
 
-/** The host's libstdc++.so.6 (as the dynamic loader finds it) and the GLIBCXX_… versions it defines. */
-export interface LibstdcxxInfo {
+/** A shared library as the dynamic loader would find it, and every symbol version it defines (.gnu.version_d). */
+export interface HostLibrary {
   file: string;
   versions: string[];
 }
@@ -50,5 +50,7 @@ export interface HostProbe {
    */
   glibcVersion(): string | undefined;
   /** The libstdc++.so.6 the dynamic loader would pick for this CPU; undefined when there is none. */
-  libstdcxx(): Promise<LibstdcxxInfo | undefined>;
+  libstdcxx(): Promise<HostLibrary | undefined>;
+  /** The libgcc_s.so.1 the dynamic loader would pick for this CPU; undefined when there is none. */
+  libgccS(): Promise<HostLibrary | undefined>;
 }

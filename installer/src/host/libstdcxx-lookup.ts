@@ -1,10 +1,13 @@
 /**
- * The host's libstdc++.so.6 as the dynamic loader would find it for the carried Node: first in the
- * ldconfig cache (/etc/ld.so.cache, what ld.so reads), then in the default dirs (multiarch and
- * lib64), skipping files of another architecture; and the GLIBCXX_… versions it defines. Read-only.
+ * The host's C++ runtime libraries — libstdc++.so.6 and the libgcc_s.so.1 it and Node link — as the
+ * dynamic loader would find them for the carried Node: first in the ldconfig cache
+ * (/etc/ld.so.cache, what ld.so reads), then in the default dirs (multiarch and lib64), skipping
+ * files of another architecture; and the symbol versions each defines (GLIBCXX_…, CXXABI_…; GCC_…).
+ * Read-only.
  */
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
+import type { HostLibrary } from './host-probe.js';
 import { ELF_MACHINE_AARCH64, ELF_MACHINE_X86_64, readElfSymbolVersions } from './elf-symbol-versions.js';
 
 export const LD_SO_CACHE = '/etc/ld.so.cache';
@@ -77,10 +80,19 @@ export async function findSharedLibrary(name: string, lookup: LibraryLookup = {}
   return undefined;
 }
 
-/** The host's libstdc++.so.6 and every GLIBCXX_… version it defines; undefined when there is none. */
-export async function hostLibstdcxx(lookup: LibraryLookup = {}): Promise<{ file: string; versions: string[] } | undefined> {
-  const file = await findSharedLibrary('libstdc++.so.6', lookup);
+async function hostLibrary(name: string, lookup: LibraryLookup): Promise<HostLibrary | undefined> {
+  const file = await findSharedLibrary(name, lookup);
   if (file === undefined) return undefined;
   const elf = await readElfSymbolVersions(file);
-  return { file, versions: (elf?.defined ?? []).filter((v) => v.startsWith('GLIBCXX_')) };
+  return { file, versions: elf?.defined ?? [] };
+}
+
+/** The host's libstdc++.so.6 and every version it defines (GLIBCXX_…, CXXABI_…); undefined when there is none. */
+export async function hostLibstdcxx(lookup: LibraryLookup = {}): Promise<HostLibrary | undefined> {
+  return hostLibrary('libstdc++.so.6', lookup);
+}
+
+/** The host's libgcc_s.so.1 and every version it defines (GCC_…); undefined when there is none. */
+export async function hostLibgccS(lookup: LibraryLookup = {}): Promise<HostLibrary | undefined> {
+  return hostLibrary('libgcc_s.so.1', lookup);
 }

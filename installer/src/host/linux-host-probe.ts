@@ -7,7 +7,7 @@ import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { HostProbe, MountInfo, SelinuxMode } from './host-probe.js';
-import { hostLibstdcxx } from './libstdcxx-lookup.js';
+import { hostLibgccS, hostLibstdcxx } from './libstdcxx-lookup.js';
 
 const STAT_TIMEOUT_MS = 5_000;
 
@@ -137,6 +137,13 @@ export function linuxHostProbe(): HostProbe {
     async libstdcxx() {
       try {
         return await hostLibstdcxx();
+      } catch {
+        return undefined;
+      }
+    },
+    async libgccS() {
+      try {
+        return await hostLibgccS();
       } catch {
         return undefined;
       }

@@ -19,7 +19,7 @@ import { finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { foreignInstallDirEntries } from './install-dir-contents.js';
 import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
-import { libcFindings, libcLabel } from './libc-check.js';
+import { libcFindings, libcLabel, needsLibgccS, needsLibstdcxx } from './libc-check.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
 import { formatListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
@@ -190,8 +190,12 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
 
   // The glibc floor the package's native files need; a package built before it was recorded has none.
   const requires = result.manifest?.requires;
-  if (requires !== undefined && (requires.glibc !== undefined || requires.glibcxx !== undefined)) {
-    const host = { glibc: probe.glibcVersion(), libstdcxx: requires.glibcxx === undefined ? undefined : await probe.libstdcxx() };
+  if (requires !== undefined && Object.values(requires).some((v) => v !== undefined)) {
+    const host = {
+      glibc: probe.glibcVersion(),
+      libstdcxx: needsLibstdcxx(requires) ? await probe.libstdcxx() : undefined,
+      libgccS: needsLibgccS(requires) ? await probe.libgccS() : undefined,
+    };
     check(libcLabel(requires, host), libcFindings(requires, host));
   }
 

@@ -35,15 +35,23 @@ export const manifestFileSchema = z.strictObject({
 });
 export type ManifestFile = z.infer<typeof manifestFileSchema>;
 
-/** A dotted release number as glibc and libstdc++ name their symbol versions: 2.34, 3.4.29. */
+/** A dotted release number as glibc, libstdc++ and libgcc_s name their symbol versions: 2.34, 3.4.29, 1.3.9. */
 const libcVersion = z.string().regex(/^\d{1,4}(\.\d{1,4}){1,3}$/, 'must be a dotted version such as 2.34');
 
 /**
- * The package's glibc floor (installer/src/package/libc-requirements.ts): the highest GLIBC_ and
- * GLIBCXX_ symbol versions its native files need, e.g. { glibc: '2.34', glibcxx: '3.4.29' }.
- * Packages built before it existed have no `requires`; the installer then checks nothing.
+ * The package's glibc floor (installer/src/package/libc-requirements.ts): the highest GLIBC_,
+ * GLIBCXX_, CXXABI_ and GCC_ symbol versions its native files need, e.g. { glibc: '2.34',
+ * glibcxx: '3.4.29', cxxabi: '1.3.9', gcc: '3.4' }. Packages built before it existed have no
+ * `requires`, and those built before CXXABI_/GCC_ were recorded have only glibc/glibcxx; the
+ * installer checks only what is there. Strict: an installer that does not know a part refuses the
+ * manifest rather than skip a check it cannot make.
  */
-export const packageRequiresSchema = z.strictObject({ glibc: libcVersion.optional(), glibcxx: libcVersion.optional() });
+export const packageRequiresSchema = z.strictObject({
+  glibc: libcVersion.optional(),
+  glibcxx: libcVersion.optional(),
+  cxxabi: libcVersion.optional(),
+  gcc: libcVersion.optional(),
+});
 
 export const packageManifestSchema = z
   .strictObject({
