@@ -9,6 +9,7 @@ import type { CreditLeases } from './credit-leases.js';
 import { creditPolicyFromEnv } from './credit-policy.js';
 import { LeaseBook } from './lease-book.js';
 import { LeaseCredit } from './lease-credit.js';
+import type { ReservationEvidence } from './left-reservations.js';
 import { openLeaseStore } from './lease-store.js';
 
 export interface NodeCredit {
@@ -27,6 +28,11 @@ export interface NodeCreditOptions {
   holder: ConfigHolder;
   logger: Logger;
   env: NodeJS.ProcessEnv;
+  /**
+   * The spool's answers about earlier runs (opened first, its interrupted rows recovered): reservations
+   * of requests that never reached it are released at open. Without it all count as spent.
+   */
+  evidence?: ReservationEvidence | undefined;
 }
 
 export async function createNodeCredit(opts: NodeCreditOptions): Promise<NodeCredit> {
@@ -34,8 +40,14 @@ export async function createNodeCredit(opts: NodeCreditOptions): Promise<NodeCre
   if (opts.stateDir === undefined) return { credit: noCredit, close: async () => undefined };
   const policy = creditPolicyFromEnv(opts.env);
   const logger = opts.logger.child({ component: 'credit' });
-  const store = openLeaseStore(opts.stateDir, { nodeId: opts.nodeId, logger });
-  const book = new LeaseBook(store);
+  const store = openLeaseStore(opts.stateDir, { nodeId: opts.nodeId, logger, owner: opts.evidence?.owner });
+  let book: LeaseBook;
+  try {
+    book = new LeaseBook(store, { evidence: opts.evidence, logger });
+  } catch (err) {
+    store.close();
+    throw err;
+  }
   const channel = new CreditChannel(book, { reportIntervalMs: policy.reportIntervalMs, logger });
   return {
     credit: new LeaseCredit(book, policy, logger),

@@ -27,6 +27,8 @@ export interface LeaseSnapshot {
 export interface Reservation {
   readonly leaseId: string;
   readonly amount: number;
+  /** The request holding it, when it is kept on its own row (LeaseStore): a restart can then tell what became of it. */
+  readonly requestId: string | undefined;
   /** True once settled or released. */
   readonly done: boolean;
 }
@@ -34,12 +36,24 @@ export interface Reservation {
 interface MutableReservation {
   readonly leaseId: string;
   readonly amount: number;
+  readonly requestId: string | undefined;
   done: boolean;
   readonly lease: CreditLease;
 }
 
+/**
+ * The row of one request's reservation that a lease change writes with it (same transaction): added
+ * by a reservation, removed by its settlement or release.
+ */
+export type ReservationChange = { add: { requestId: string; amount: number } } | { remove: string };
+
 function assertMicros(name: string, value: number): void {
   if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative safe integer of micro-units, got ${value}`);
+}
+
+/** The end of a reservation's own row, when it has one. */
+function rowEnd(r: MutableReservation): ReservationChange | undefined {
+  return r.requestId === undefined ? undefined : { remove: r.requestId };
 }
 
 export class CreditLease {
@@ -53,11 +67,14 @@ export class CreditLease {
   /**
    * Called with the state a change leads to, before the change is made (persistence): when it
    * throws (the lease store cannot write: disk full…) the change is not made, so what the node holds
-   * in memory never runs ahead of what it wrote.
+   * in memory never runs ahead of what it wrote. `reservation` is the request row written with it.
    */
-  private readonly onChange: (next: LeaseSnapshot) => void;
+  private readonly onChange: (next: LeaseSnapshot, reservation?: ReservationChange) => void;
 
-  constructor(init: Omit<LeaseSnapshot, 'reserved'> & { reserved?: number }, onChange: (next: LeaseSnapshot) => void = () => undefined) {
+  constructor(
+    init: Omit<LeaseSnapshot, 'reserved'> & { reserved?: number },
+    onChange: (next: LeaseSnapshot, reservation?: ReservationChange) => void = () => undefined,
+  ) {
     assertMicros('granted', init.granted);
     assertMicros('spent', init.spent);
     this.accountId = init.accountId;
@@ -98,9 +115,9 @@ export class CreditLease {
    * Writes the state `change` leads to (onChange), then adopts it: if the write throws, nothing
    * changed (the caller sees the error; the lease is as before).
    */
-  private commit(change: Partial<Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>>): void {
+  private commit(change: Partial<Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>>, reservation?: ReservationChange): void {
     const next: LeaseSnapshot = { ...this.snapshot(), ...change };
-    this.onChange(next);
+    this.onChange(next, reservation);
     this.grantedMicros = next.granted;
     this.spentMicros = next.spent;
     this.reservedMicros = next.reserved;
@@ -121,14 +138,16 @@ export class CreditLease {
 
   /**
    * Holds `amount` for one request when the lease can cover it; undefined (nothing held) otherwise.
-   * Throws (holding nothing) when the lease store cannot record it.
+   * With `requestId` the reservation is also written as that request's own row, so a restart can
+   * release it when the request never got its spool row (lease-book.ts). Throws (holding nothing)
+   * when the lease store cannot record it.
    */
-  reserve(amount: number, nowMs: number): Reservation | undefined {
+  reserve(amount: number, nowMs: number, requestId?: string): Reservation | undefined {
     assertMicros('amount', amount);
     if (this.leaseState !== 'open' || nowMs >= this.expiry) return undefined;
     if (this.available < amount) return undefined;
-    this.commit({ reserved: this.reservedMicros + amount });
-    const reservation: MutableReservation = { leaseId: this.leaseId, amount, done: false, lease: this };
+    this.commit({ reserved: this.reservedMicros + amount }, requestId === undefined ? undefined : { add: { requestId, amount } });
+    const reservation: MutableReservation = { leaseId: this.leaseId, amount, requestId, done: false, lease: this };
     return reservation;
   }
 
@@ -141,14 +160,14 @@ export class CreditLease {
   settle(reservation: Reservation, actual: number): void {
     assertMicros('actual', actual);
     const r = this.own(reservation);
-    this.commit({ reserved: this.reservedMicros - r.amount, spent: this.spentMicros + actual });
+    this.commit({ reserved: this.reservedMicros - r.amount, spent: this.spentMicros + actual }, rowEnd(r));
     r.done = true;
   }
 
   /** Gives the whole reservation back (nothing was spent). Throws, still holding it, when the store cannot record it. */
   release(reservation: Reservation): void {
     const r = this.own(reservation);
-    this.commit({ reserved: this.reservedMicros - r.amount });
+    this.commit({ reserved: this.reservedMicros - r.amount }, rowEnd(r));
     r.done = true;
   }
 

@@ -9,6 +9,11 @@ export interface CreditLeases {
   /** Reserves ctx's worst-case cost; sets ctx.cost.reservedMicros/leaseId, or returns ZN_ERR_CREDIT_EXHAUSTED. */
   preauthorise(ctx: PipelineContext): Rejection | undefined;
   /**
+   * The request's open row is durable and it is about to go upstream: its reservation is marked so
+   * (a restart counts it as spent from then on), or ZN_ERR_SPOOL_FULL when that cannot be written.
+   */
+  beforeForward(ctx: PipelineContext): Rejection | undefined;
+  /**
    * Computes the actual cost from ctx.usage and prices into ctx.cost.costMicros; the reservation is
    * charged it (the rest released) once the record is committed (recordCommitted).
    */
@@ -20,6 +25,7 @@ export interface CreditLeases {
 /** Billing off: nothing reserved, cost computed by nobody (tests that are not about money). */
 export const noCredit: CreditLeases = {
   preauthorise: () => undefined,
+  beforeForward: () => undefined,
   settle: () => undefined,
   recordCommitted: () => undefined,
 };

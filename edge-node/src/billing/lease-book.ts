@@ -2,10 +2,22 @@
  * All credit leases of this node: at most one open lease per account (the one reservations come
  * from), plus returned ones remembered so a LeaseReturn lost in transit can be sent again. Grants
  * arrive from the control plane (credit-channel.ts); every change is written to the store.
+ *
+ * At open, what an earlier run still held counts as spent, except reservations of requests that
+ * never reached the spool, which are released (left-reservations.ts).
  */
+import type { Logger } from '../logger.js';
 import { CreditLease } from './credit-lease.js';
-import type { LeaseSnapshot } from './credit-lease.js';
-import type { LeaseStore } from './lease-store.js';
+import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
+import { sortLeftReservations } from './left-reservations.js';
+import type { ReservationEvidence } from './left-reservations.js';
+import type { LeaseStore, StoredReservation } from './lease-store.js';
+
+export interface LeaseBookOptions {
+  /** What the spool knows of earlier runs' requests; without it every reservation left counts as spent. */
+  evidence?: ReservationEvidence | undefined;
+  logger?: Pick<Logger, 'warn' | 'error'> | undefined;
+}
 
 export interface GrantInput {
   accountId: string;
@@ -25,10 +37,49 @@ export class LeaseBook {
   private readonly open = new Map<string, CreditLease>();
   private readonly byId = new Map<string, CreditLease>();
   private readonly store: LeaseStore;
+  /**
+   * Per lease, earlier runs' reservation rows its figures count as spent but whose removal could not
+   * be written at open: removed with the lease's next write, so no later start decides them again.
+   */
+  private readonly unsettled = new Map<string, readonly string[]>();
 
-  constructor(store: LeaseStore) {
+  constructor(store: LeaseStore, opts: LeaseBookOptions = {}) {
     this.store = store;
-    for (const snap of store.load()) this.adopt(new CreditLease(snap, this.persist));
+    const rows = opts.evidence === undefined ? [] : store.reservations();
+    for (const snap of store.load()) {
+      const restored = opts.evidence === undefined ? snap : this.settleLeftReservations(snap, rows, opts.evidence, opts.logger);
+      this.adopt(new CreditLease(restored, this.persist));
+    }
+  }
+
+  /**
+   * The lease as it starts: the reservations left by processes that are gone are released (never
+   * reached the spool) or counted as spent, written with their rows' removal in one transaction.
+   * When that write fails everything counts as spent (as on disk) and the rows go with the lease's
+   * next write.
+   */
+  private settleLeftReservations(
+    snap: LeaseSnapshot, rows: readonly StoredReservation[], evidence: ReservationEvidence, logger: LeaseBookOptions['logger'],
+  ): LeaseSnapshot {
+    const left = sortLeftReservations(snap, rows, evidence);
+    if (left.settled.length === 0) return snap;
+    // What the rows of replicas still serving hold stays in `reserved` and counts as spent here, as
+    // before: their process settles them.
+    const next: LeaseSnapshot = { ...snap, spent: snap.spent + snap.reserved - left.releasedMicros, reserved: 0 };
+    try {
+      this.store.save(next, { settled: left.settled });
+    } catch (err) {
+      this.unsettled.set(snap.leaseId, left.settled);
+      logger?.error({ err, leaseId: snap.leaseId }, 'the lease store could not record the reservations the previous run left; they count as spent');
+      return snap;
+    }
+    for (const r of left.released) {
+      logger?.warn(
+        { requestId: r.requestId, leaseId: r.leaseId, accountId: snap.accountId, reservedMicros: r.amount },
+        'released the reservation of a request the previous run stopped before it reached the spool (nothing went upstream)',
+      );
+    }
+    return next;
   }
 
   /** The account's open lease, if any. */
@@ -80,8 +131,19 @@ export class LeaseBook {
     return returned;
   }
 
-  private readonly persist = (next: LeaseSnapshot): void => {
-    this.store.save(next);
+  /** The request's reservation is about to go upstream: from now on a restart counts it as spent. */
+  markForwarded(requestId: string): void {
+    this.store.markForwarded(requestId);
+  }
+
+  private readonly persist = (next: LeaseSnapshot, reservation?: ReservationChange): void => {
+    const settled = this.unsettled.get(next.leaseId);
+    if (reservation === undefined && settled === undefined) {
+      this.store.save(next);
+      return;
+    }
+    this.store.save(next, { change: reservation, settled });
+    this.unsettled.delete(next.leaseId);
   };
 
   snapshots(): LeaseSnapshot[] {

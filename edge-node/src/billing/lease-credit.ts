@@ -4,7 +4,9 @@
  * ZN_ERR_CREDIT_EXHAUSTED (nothing is forwarded); settle works out the actual cost, which the lease
  * is charged (and the rest released) as soon as the request's record is committed (the spool stage
  * calls recordCommitted). Check and update are one synchronous step, so concurrent requests cannot
- * overdraw.
+ * overdraw. Before the request goes upstream its reservation is marked forwarded (beforeForward),
+ * so a restart tells a request killed before it reached the spool (released) from one that may
+ * have been charged (counted as spent; docs/billing.md, "Persistence and crashes").
  *
  * Why the charge waits for the record: the record (with its cost) is committed to the spool only
  * after settle, before the caller's last byte. Written at settle, a kill -9 in between left a lease
@@ -69,7 +71,8 @@ export class LeaseCredit implements CreditLeases {
     const lease = this.book.leaseOf(accountId);
     let reservation: Reservation | undefined;
     try {
-      reservation = lease?.reserve(amount, ctx.clock.now());
+      // Kept on the request's own row: a restart releases it if the request never reached the spool.
+      reservation = lease?.reserve(amount, ctx.clock.now(), ctx.requestId);
     } catch (err) {
       // Nothing is held (CreditLease changes only after its write): refused like a spool that cannot write.
       this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');
@@ -101,6 +104,20 @@ export class LeaseCredit implements CreditLeases {
         this.logger.error({ err, requestId: ctx.requestId, leaseId: lease.leaseId }, 'the lease store could not record the end of a reservation; it stays held');
       }
     });
+    return undefined;
+  }
+
+  beforeForward(ctx: PipelineContext): Rejection | undefined {
+    const held = this.held.get(ctx);
+    const requestId = held?.reservation.requestId;
+    if (held === undefined || held.reservation.done || requestId === undefined) return undefined;
+    try {
+      this.book.markForwarded(requestId);
+    } catch (err) {
+      // Unmarked, a restart could release a reservation whose request went upstream: not forwarded.
+      this.logger.error({ err, requestId: ctx.requestId, leaseId: held.lease.leaseId }, 'the lease store could not mark a reservation forwarded; request refused (ZN_ERR_SPOOL_FULL)');
+      return reject('ZN_ERR_SPOOL_FULL', LEASE_STORE_FAILED);
+    }
     return undefined;
   }
 

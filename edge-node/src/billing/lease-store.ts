@@ -9,7 +9,7 @@ import type Database from 'better-sqlite3';
 import type { Logger } from '../logger.js';
 import { openStateDatabase } from '../state/state-database.js';
 import { StateFileError } from '../state/state-store.js';
-import type { LeaseSnapshot } from './credit-lease.js';
+import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
 
 export const LEASE_DB_FILE = 'credit-leases.sqlite';
 
@@ -21,6 +21,13 @@ const SCHEMA = `create table if not exists leases (
     reserved   integer not null,
     expires_at integer not null,
     state      text not null check (state in ('open', 'returned'))
+  );
+  create table if not exists reservations (
+    request_id text primary key,
+    lease_id   text not null,
+    amount     integer not null,
+    owner_slot integer,
+    forwarded  integer not null default 0
   )`;
 
 /** SQLite's answers for a file that is not (or no longer) a sound database. */
@@ -55,10 +62,37 @@ function openLeaseDatabase(file: string): Database.Database {
   }
 }
 
+/**
+ * One request's reservation as kept beside its lease's figures (the lease row's `reserved` is their
+ * sum), so a restart can tell what became of each (lease-book.ts, left-reservations.ts).
+ */
+export interface StoredReservation {
+  requestId: string;
+  leaseId: string;
+  amount: number;
+  /** The spool owner slot of the process that made it; null when not known. */
+  owner: number | null;
+  /** Set before its request went upstream (nothing is forwarded before): it may have been charged. */
+  forwarded: boolean;
+}
+
+/** Reservation rows a lease write carries, in its transaction. */
+export interface ReservationRows {
+  /** A request's reservation made (added) or ended (removed) by this change. */
+  change?: ReservationChange | undefined;
+  /** Rows an earlier run left, settled by this write (their amounts are in its figures now). */
+  settled?: readonly string[] | undefined;
+}
+
 export interface LeaseStore {
   /** Every lease kept, open and returned. */
   load(): LeaseSnapshot[];
-  save(lease: LeaseSnapshot): void;
+  /** The reservation rows of this node's leases: earlier runs' and those of replicas still serving. */
+  reservations(): StoredReservation[];
+  /** Writes the lease, and `rows` in the same transaction. */
+  save(lease: LeaseSnapshot, rows?: ReservationRows): void;
+  /** The request's reservation is about to go upstream (written before it does). */
+  markForwarded(requestId: string): void;
   close(): void;
 }
 
@@ -77,6 +111,16 @@ export interface LeaseStoreOptions {
   nodeId: string;
   /** Told about leases of another node found in the file (not served from, kept). */
   logger?: Pick<Logger, 'warn' | 'info'>;
+  /** This process's spool owner slot, written on its reservation rows (a restart checks whether it is gone). */
+  owner?: number | undefined;
+}
+
+interface ReservationRow {
+  request_id: string;
+  lease_id: string;
+  amount: number;
+  owner_slot: number | null;
+  forwarded: number;
 }
 
 /**
@@ -110,6 +154,24 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
       expires_at = excluded.expires_at, state = excluded.state
     where leases.node_id = excluded.node_id`);
   const mine = db.prepare<[string], LeaseRow>('select * from leases where node_id = ?');
+  const addReservation = db.prepare('insert or replace into reservations (request_id, lease_id, amount, owner_slot, forwarded) values (?, ?, ?, ?, 0)');
+  const removeReservation = db.prepare('delete from reservations where request_id = ?');
+  const forward = db.prepare('update reservations set forwarded = 1 where request_id = ?');
+  const myReservations = db.prepare<[string], ReservationRow>(
+    'select r.* from reservations r join leases l on l.lease_id = r.lease_id where l.node_id = ?',
+  );
+  const owner = opts.owner ?? null;
+  // One transaction: a lease's figures and its reservation rows never disagree on disk.
+  const write = db.transaction((lease: LeaseSnapshot, rows: ReservationRows | undefined) => {
+    const written = upsert.run({ ...lease, nodeId }).changes;
+    if (written === 0) throw new Error(`lease ${lease.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
+    const change = rows?.change;
+    if (change !== undefined) {
+      if ('add' in change) addReservation.run(change.add.requestId, lease.leaseId, change.add.amount, owner);
+      else removeReservation.run(change.remove);
+    }
+    for (const requestId of rows?.settled ?? []) removeReservation.run(requestId);
+  });
   return {
     load: () =>
       mine.all(nodeId).map((r) => ({
@@ -121,13 +183,34 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
         expiresAt: r.expires_at,
         state: r.state === 'returned' ? 'returned' : 'open',
       })),
-    save: (lease) => {
-      const written = upsert.run({ ...lease, nodeId }).changes;
-      if (written === 0) throw new Error(`lease ${lease.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
+    reservations: () =>
+      myReservations.all(nodeId).map((r) => ({
+        requestId: r.request_id,
+        leaseId: r.lease_id,
+        amount: r.amount,
+        owner: r.owner_slot,
+        forwarded: r.forwarded !== 0,
+      })),
+    save: (lease, rows) => {
+      // A lease change without reservation rows (a grant, a return) is one statement, as before.
+      if (rows === undefined) {
+        if (upsert.run({ ...lease, nodeId }).changes === 0) throw new Error(`lease ${lease.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
+        return;
+      }
+      write(lease, rows);
+    },
+    markForwarded: (requestId) => {
+      forward.run(requestId);
     },
     close: () => db.close(),
   };
 }
 
 /** For stand-alone nodes and tests: nothing kept. */
-export const memoryLeaseStore: LeaseStore = { load: () => [], save: () => undefined, close: () => undefined };
+export const memoryLeaseStore: LeaseStore = {
+  load: () => [],
+  reservations: () => [],
+  save: () => undefined,
+  markForwarded: () => undefined,
+  close: () => undefined,
+};

@@ -48,7 +48,15 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
     closers.push(() => spool.close());
     const limiter = await createNodeRateLimiter(opts);
     closers.push(async () => limiter.close());
-    const credit = await createNodeCredit(opts);
+    const earlier = spool.earlierRuns;
+    const credit = await createNodeCredit({
+      ...opts,
+      // After the spool: its interrupted rows are recovered, and it tells which reservations never reached it.
+      evidence:
+        earlier === undefined
+          ? undefined
+          : { owner: earlier.ownerSlot, ownerGone: (slot) => earlier.isOwnerGone(slot), holdsRequest: (id) => earlier.holdsRequest(id) },
+    });
     closers.push(() => credit.close());
     const sessionOwners = openSessionOwners(opts.stateDir, opts.logger);
     closers.push(async () => sessionOwners.close());

@@ -24,6 +24,12 @@ export interface NodeSpool {
   channel?: ControlChannel;
   /** For heartbeats and status. */
   figures(): NodeFigures;
+  /** What the spool knows of earlier runs' requests, for the lease book's start (undefined without a spool). */
+  earlierRuns?: {
+    ownerSlot: number;
+    isOwnerGone(slot: number): boolean;
+    holdsRequest(requestId: string): boolean;
+  };
   close(): Promise<void>;
 }
 
@@ -108,6 +114,7 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
   return {
     spool: spoolStore,
     channel,
+    earlierRuns: spoolStore,
     figures: () => ({ spoolBytes: spoolStore.bytes(), backfillBacklog: spoolStore.backlogCount(), backfillRejected: channel.totals.rejected }),
     close: async () => {
       clearInterval(otherWriters);

@@ -151,6 +151,7 @@ export class SpoolStore implements RequestSpool {
     backlogRange: Database.Statement;
     pageCount: Database.Statement;
     freelistCount: Database.Statement;
+    holdsRequest: Database.Statement;
   };
   private readonly pageSize: number;
   /** Held for the store's life: its open rows name its slot, so recovery can tell they are in flight. */
@@ -185,6 +186,9 @@ export class SpoolStore implements RequestSpool {
         backlogRange: this.db.prepare('select sequence, request_id as requestId, cast(record_json as blob) as recordJson from records where sequence between ? and ? order by sequence'),
         pageCount: this.db.prepare('pragma page_count').pluck(),
         freelistCount: this.db.prepare('pragma freelist_count').pluck(),
+        holdsRequest: this.db
+          .prepare('select exists (select 1 from open_requests where request_id = ?) or exists (select 1 from records where request_id = ?)')
+          .pluck(),
       };
       this.writer = new SpoolWriter(this.db);
     } catch (err) {
@@ -270,6 +274,23 @@ export class SpoolStore implements RequestSpool {
   /** Runs a pragma on the writing connection (tests cap max_page_count with it). */
   writerPragma(sql: string): unknown {
     return this.db.pragma(sql);
+  }
+
+  // ---- what earlier runs left (the lease book asks at start-up: billing/left-reservations.ts) ----
+
+  /** The owner slot this store holds: its open rows name it. */
+  get ownerSlot(): number {
+    return this.ownerLock.slot;
+  }
+
+  /** Whether the process that held owner slot `slot` is gone: the slot is this store's now, or nobody holds it. */
+  isOwnerGone(slot: number): boolean {
+    return slot === this.ownerLock.slot || !isOwnerSlotHeld(this.file, slot);
+  }
+
+  /** Whether the file holds an open row or a record (not yet acknowledged and deleted) of the request. */
+  holdsRequest(requestId: string): boolean {
+    return Number(this.stmts.holdsRequest.get(requestId, requestId)) === 1;
   }
 
   // ---- backfill ----

@@ -21,6 +21,10 @@ function flakyStore(): LeaseStore & { failing: boolean; rows: Map<string, LeaseS
     failing: false,
     rows,
     load: () => [...rows.values()],
+    reservations: () => [],
+    markForwarded: () => {
+      if (store.failing) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    },
     save: (lease: LeaseSnapshot) => {
       if (store.failing) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
       rows.set(lease.leaseId, { ...lease });
@@ -115,6 +119,22 @@ t.test('a release the lease store cannot write keeps the reservation held in mem
   const lease = book.leaseOf('acct-1')!;
   t.equal(lease.reserved, c.cost.reservedMicros);
   t.equal(store.rows.get('lease-1')!.reserved, c.cost.reservedMicros);
+});
+
+t.test('a request whose reservation cannot be marked forwarded is refused with ZN_ERR_SPOOL_FULL before it goes upstream, and its reservation released', async (t) => {
+  const { store, book, credit, lines } = setup();
+  const c = ctx(1000);
+  t.equal(credit.preauthorise(c), undefined);
+  store.failing = true;
+  const refused = credit.beforeForward(c);
+  t.equal(refused?.error.code, 'ZN_ERR_SPOOL_FULL', 'unmarked, a restart could release a reservation whose request was charged');
+  t.match(refused?.error.message, /credit lease store/);
+  t.equal(lines.filter((l) => l.level === 'error').length, 1);
+  store.failing = false;
+  credit.settle(c);
+  for (const cleanup of c.cleanups) cleanup();
+  t.equal(book.leaseOf('acct-1')!.reserved, 0, 'the refused request gives its reservation back');
+  t.equal(book.leaseOf('acct-1')!.spent, 0);
 });
 
 t.test('a grant or a return the lease store cannot write changes nothing', async (t) => {

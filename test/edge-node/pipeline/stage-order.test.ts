@@ -45,7 +45,7 @@ t.test('a rate-limit refusal comes after authentication and before anything upst
 
 t.test('a credit refusal stops the request before routing: the upstream is never called', async (t) => {
   const upstream = await startFakeUpstream(t);
-  const credit: CreditLeases = { preauthorise: () => reject('ZN_ERR_CREDIT_EXHAUSTED'), settle: () => undefined, recordCommitted: () => undefined };
+  const credit: CreditLeases = { preauthorise: () => reject('ZN_ERR_CREDIT_EXHAUSTED'), beforeForward: () => undefined, settle: () => undefined, recordCommitted: () => undefined };
   const node = await startPipelineNode(t, { upstreamUrl: upstream.url, services: { credit } });
   const err = await sdkError(node.client().chat.completions.create(ask));
   t.equal(err.status, 402);
