@@ -4,7 +4,10 @@
  * arrive from the control plane (credit-channel.ts); every change is written to the store.
  *
  * At open, what an earlier run still held counts as spent, except reservations of requests that
- * never reached the spool, which are released (left-reservations.ts).
+ * never reached the spool, which are released, and those whose request's final record the spool
+ * holds, which are charged that record's cost (left-reservations.ts). No request is charged twice:
+ * a charge is written in the transaction that removes its reservation's row, so a row that is left
+ * was never charged.
  */
 import type { Logger } from '../logger.js';
 import { CreditLease } from './credit-lease.js';
@@ -54,7 +57,8 @@ export class LeaseBook {
 
   /**
    * The lease as it starts: the reservations left by processes that are gone are released (never
-   * reached the spool) or counted as spent, written with their rows' removal in one transaction.
+   * reached the spool), charged their final record's cost, or counted as spent, written with their
+   * rows' removal in one transaction.
    * When that write fails everything counts as spent (as on disk) and the rows go with the lease's
    * next write.
    */
@@ -65,7 +69,7 @@ export class LeaseBook {
     if (left.settled.length === 0) return snap;
     // What the rows of replicas still serving hold stays in `reserved` and counts as spent here, as
     // before: their process settles them.
-    const next: LeaseSnapshot = { ...snap, spent: snap.spent + snap.reserved - left.releasedMicros, reserved: 0 };
+    const next: LeaseSnapshot = { ...snap, spent: snap.spent + snap.reserved - left.releasedMicros + left.overReservedMicros, reserved: 0 };
     try {
       this.store.save(next, { settled: left.settled });
     } catch (err) {
@@ -77,6 +81,12 @@ export class LeaseBook {
       logger?.warn(
         { requestId: r.requestId, leaseId: r.leaseId, accountId: snap.accountId, reservedMicros: r.amount },
         'released the reservation of a request the previous run stopped before it reached the spool (nothing went upstream)',
+      );
+    }
+    for (const c of left.charged) {
+      logger?.warn(
+        { requestId: c.row.requestId, leaseId: c.row.leaseId, accountId: snap.accountId, reservedMicros: c.row.amount, costMicros: c.costMicros, releasedMicros: c.releasedMicros },
+        "charged the reservation of a request the previous run recorded but stopped before charging, at its record's cost (the rest released)",
       );
     }
     return next;

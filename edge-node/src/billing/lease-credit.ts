@@ -13,8 +13,10 @@
  * that had spent the cost and a spool that recovered the request as `interrupted`, cost 0: an
  * answered request the account was never charged for. Written right after the commit, a crash
  * before it leaves the reservation held (counted as spent at restart) next to the interrupted record
- * that returns it, and a crash after it leaves the record with its cost next to the reservation,
- * whose unused part the control plane returns from the record (docs/billing.md, "Crashes"). Not
+ * that returns it, and a crash after it leaves the record with its cost next to the reservation's
+ * row, which the next start charges that cost, releasing the rest (left-reservations.ts). The charge
+ * removes the row in its own transaction, so a charged request is never charged again there
+ * (docs/billing.md, "Persistence and crashes"). Not
  * later than the commit either: held until the caller has read the answer, a reservation would
  * outlive its record's finish time, which the control plane's lease cutoffs go by.
  */

@@ -2,12 +2,18 @@
  * What a starting node does with the reservations an earlier run left in its lease book
  * (docs/billing.md, "Persistence and crashes"). A reservation is written when the preauthorise stage
  * runs; the request's spool row is committed a turn later, and nothing goes upstream before that
- * commit and the reservation's `forwarded` mark. So a reservation of a process that is gone, never
- * marked forwarded, whose request has neither an open row nor a record in the spool, was killed
- * before anything went upstream: it is released. Every other one of a gone process counts as spent
- * (it may have been charged; an open row becomes an interrupted record that carries it, and the
- * control plane writes its unused part off). Reservations of processes still running (replicas on
- * this state dir) are theirs: left alone.
+ * commit and the reservation's `forwarded` mark. The lease is charged right after the request's
+ * final record commits, in the transaction that removes the reservation's row: a row that is left
+ * was never charged. So for a reservation of a process that is gone:
+ * - its request has a final record in the spool (the process died between the record's commit and
+ *   the charge, or the charge could not be written): charged the record's cost, the rest released,
+ *   as that charge would have done. The control plane charges the same cost from the record and
+ *   returns nothing for it, so the rest would otherwise be lost to the account;
+ * - never marked forwarded, and its request has neither an open row nor a record: killed before
+ *   anything went upstream, released;
+ * - anything else counts as spent (it may have been charged; an open row becomes an interrupted
+ *   record that carries it, and the control plane writes its unused part off).
+ * Reservations of processes still running (replicas on this state dir) are theirs: left alone.
  */
 import type { LeaseSnapshot } from './credit-lease.js';
 import type { StoredReservation } from './lease-store.js';
@@ -20,6 +26,19 @@ export interface ReservationEvidence {
   ownerGone(slot: number): boolean;
   /** Whether the spool holds an open row or a record of the request. */
   holdsRequest(requestId: string): boolean;
+  /**
+   * The cost of the request's final record when the spool holds one (no open row, not an
+   * `interrupted` record); undefined otherwise.
+   */
+  finalCost(requestId: string): number | undefined;
+}
+
+/** A left reservation whose request's final record is in the spool: charged that record's cost. */
+export interface ChargedReservation {
+  row: StoredReservation;
+  costMicros: number;
+  /** The part of the reservation given back (its amount less the cost, at least 0). */
+  releasedMicros: number;
 }
 
 export interface LeftReservations {
@@ -27,7 +46,12 @@ export interface LeftReservations {
   settled: string[];
   /** The ones released: their requests never reached the spool, so nothing went upstream. */
   released: StoredReservation[];
+  /** The ones charged their final record's cost (the charge after the record's commit never written). */
+  charged: ChargedReservation[];
+  /** What goes back to the lease's free credit: the released rows and the unused part of the charged ones. */
   releasedMicros: number;
+  /** What charged rows cost beyond their reservations (a low prompt estimate): spent on top of them. */
+  overReservedMicros: number;
 }
 
 /**
@@ -36,7 +60,7 @@ export interface LeftReservations {
  * written since, with it counted as spent) is only settled.
  */
 export function sortLeftReservations(lease: LeaseSnapshot, rows: readonly StoredReservation[], evidence: ReservationEvidence): LeftReservations {
-  const left: LeftReservations = { settled: [], released: [], releasedMicros: 0 };
+  const left: LeftReservations = { settled: [], released: [], charged: [], releasedMicros: 0, overReservedMicros: 0 };
   const gone = new Map<number, boolean>();
   for (const row of rows) {
     if (row.leaseId !== lease.leaseId) continue;
@@ -50,7 +74,19 @@ export function sortLeftReservations(lease: LeaseSnapshot, rows: readonly Stored
       if (!ownerGone) continue;
     }
     left.settled.push(row.requestId);
-    const neverForwarded = row.owner !== null && !row.forwarded && !evidence.holdsRequest(row.requestId);
+    // Only rows naming their process: one without an owner slot (a lease book opened without a spool) may be a live one's.
+    if (row.owner === null) continue;
+    const cost = evidence.finalCost(row.requestId);
+    if (cost !== undefined) {
+      // Charged in full like the charge it stands for (an upstream paid beyond the reservation too).
+      const unused = Math.max(0, row.amount - cost);
+      if (left.releasedMicros + unused > lease.reserved) continue;
+      left.charged.push({ row, costMicros: cost, releasedMicros: unused });
+      left.releasedMicros += unused;
+      left.overReservedMicros += Math.max(0, cost - row.amount);
+      continue;
+    }
+    const neverForwarded = !row.forwarded && !evidence.holdsRequest(row.requestId);
     if (neverForwarded && left.releasedMicros + row.amount <= lease.reserved) {
       left.released.push(row);
       left.releasedMicros += row.amount;

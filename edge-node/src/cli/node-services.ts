@@ -55,7 +55,12 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
       evidence:
         earlier === undefined
           ? undefined
-          : { owner: earlier.ownerSlot, ownerGone: (slot) => earlier.isOwnerGone(slot), holdsRequest: (id) => earlier.holdsRequest(id) },
+          : {
+              owner: earlier.ownerSlot,
+              ownerGone: (slot) => earlier.isOwnerGone(slot),
+              holdsRequest: (id) => earlier.holdsRequest(id),
+              finalCost: (id) => earlier.finalCostOf(id),
+            },
     });
     closers.push(() => credit.close());
     const sessionOwners = openSessionOwners(opts.stateDir, opts.logger);

@@ -29,6 +29,7 @@ export interface NodeSpool {
     ownerSlot: number;
     isOwnerGone(slot: number): boolean;
     holdsRequest(requestId: string): boolean;
+    finalCostOf(requestId: string): number | undefined;
   };
   close(): Promise<void>;
 }

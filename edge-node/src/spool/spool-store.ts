@@ -152,6 +152,7 @@ export class SpoolStore implements RequestSpool {
     pageCount: Database.Statement;
     freelistCount: Database.Statement;
     holdsRequest: Database.Statement;
+    finalCost: Database.Statement;
   };
   private readonly pageSize: number;
   /** Held for the store's life: its open rows name its slot, so recovery can tell they are in flight. */
@@ -189,6 +190,11 @@ export class SpoolStore implements RequestSpool {
         holdsRequest: this.db
           .prepare('select exists (select 1 from open_requests where request_id = ?) or exists (select 1 from records where request_id = ?)')
           .pluck(),
+        // SQLite reads the two fields out of the stored JSON: no record is parsed in JavaScript.
+        finalCost: this.db.prepare(
+          `select json_extract(record_json, '$.status') as status, json_extract(record_json, '$.cost.costMicros') as costMicros
+             from records where request_id = ? and not exists (select 1 from open_requests where request_id = ?)`,
+        ),
       };
       this.writer = new SpoolWriter(this.db);
     } catch (err) {
@@ -291,6 +297,18 @@ export class SpoolStore implements RequestSpool {
   /** Whether the file holds an open row or a record (not yet acknowledged and deleted) of the request. */
   holdsRequest(requestId: string): boolean {
     return Number(this.stmts.holdsRequest.get(requestId, requestId)) === 1;
+  }
+
+  /**
+   * The cost of the request's final record, when the file holds one its process committed (not an
+   * `interrupted` record recovered from an open row, which carries no cost) and no open row of it;
+   * undefined otherwise, or when the stored cost is not a whole number of micro-units.
+   */
+  finalCostOf(requestId: string): number | undefined {
+    const row = this.stmts.finalCost.get(requestId, requestId) as { status: unknown; costMicros: unknown } | undefined;
+    if (row === undefined || typeof row.status !== 'string' || row.status === 'interrupted') return undefined;
+    const cost = row.costMicros;
+    return typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 0 ? cost : undefined;
   }
 
   // ---- backfill ----
