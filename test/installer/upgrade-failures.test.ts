@@ -128,11 +128,11 @@ t.test('a control plane that asks to wait (rate limit, database away) is no toke
 });
 
 /** Runs --upgrade to NEW in a child process and SIGKILLs it while it waits for readiness: after the switch, before any outcome. */
-async function killedAfterSwitch(t: Test, h: { root: string; pkg: string }): Promise<void> {
+async function killedAfterSwitch(t: Test, h: { root: string; pkg: string }, where: 'readiness' | 'reload' = 'readiness'): Promise<void> {
   const keyFile = join(work, `key-${Math.random()}.pem`);
   writeFileSync(keyFile, keys.publicKeyPem);
   const marker = join(work, `marker-${Math.random()}`);
-  const child = spawn(process.execPath, ['--import=tsx', join(import.meta.dirname, 'upgrade-killed-child.ts'), h.root, h.pkg, keyFile, marker], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import=tsx', join(import.meta.dirname, 'upgrade-killed-child.ts'), h.root, h.pkg, keyFile, marker, where], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (b: Buffer) => (output += b.toString()));
   child.stderr.on('data', (b: Buffer) => (output += b.toString()));
@@ -141,7 +141,7 @@ async function killedAfterSwitch(t: Test, h: { root: string; pkg: string }): Pro
   await waitFor(() => existsSync(marker), { what: `the upgrade to wait for readiness (${output})`, timeoutMs: 60_000 });
   child.kill('SIGKILL');
   await exited;
-  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${NEW}`, 'killed after the switch');
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${where === 'readiness' ? NEW : OLD}`, `killed ${where === 'readiness' ? 'after' : 'before'} the link switch`);
   t.match(JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8')), { inProgress: { from: OLD, to: NEW } }, 'the upgrade is recorded as in progress');
 }
 
@@ -184,4 +184,19 @@ t.test('an upgrade killed after its switch is finished by the next run when the 
   t.match(state, { lastUpgrade: { from: OLD, to: NEW, outcome: 'ready' } });
   t.notOk('inProgress' in state);
   t.ok(existsSync(join(h.root, DIR, 'releases', OLD)), 'the previous release is kept');
+});
+
+t.test('an upgrade killed after its token was redeemed but before its link switch goes on with the next run, without a token, and puts back the texts from before it', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  const env = readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8');
+  await killedAfterSwitch(t, h, 'reload');
+  t.match(readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8'), `ZENOVA_NODE_VERSION=${NEW}`, 'the killed run had written the new env file');
+  // The next run's release never gets ready: it switches back to the texts from before the killed run.
+  const r = await upgrade({ ...h.host, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, OLD) }, h.pkg);
+  t.equal(r.exit, 1);
+  t.match(r.out, /was stopped before its switch: going on with it \(its token was redeemed then; this command's is not used\)/);
+  t.notMatch(r.out, /NODE-TOKEN-REJECTED/);
+  t.match(r.out, `✗ NODE-UPGRADE-ROLLED-BACK`);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${OLD}`);
+  t.equal(readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8'), env, 'the env file from before the killed run');
 });

@@ -1,21 +1,28 @@
 /**
- * Child of upgrade-interrupted.test.ts: runs `zenova install node --upgrade` on ROOT with a fake
- * host whose readiness wait writes MARKER and then hangs, so the parent can kill this process
- * there — after the switch, before any outcome — as a dropped SSH session or a power loss would.
+ * Child of upgrade-failures.test.ts: runs `zenova install node --upgrade` on ROOT with a fake host
+ * that writes MARKER and then hangs at WHERE, so the parent can kill this process there, as a
+ * dropped SSH session or a power loss would: `readiness` (after the switch, before any outcome) or
+ * `reload` (the token redeemed and the upgrade recorded, the env file and units written, the links
+ * not yet switched).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { captureCli, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
 
-const [root, pkgFile, keyFile, marker] = process.argv.slice(2) as [string, string, string, string];
+const [root, pkgFile, keyFile, marker, where = 'readiness'] = process.argv.slice(2) as [string, string, string, string, string?];
+const hang = async (): Promise<void> => {
+  writeFileSync(marker, `hanging at ${where}\n`);
+  await new Promise((resolve) => setTimeout(resolve, 120_000));
+};
+const services = fakeServices(root);
+if (where === 'reload') services.reload = hang;
 const host = hostEnv(root, {
   keyPem: readFileSync(keyFile, 'utf8'),
-  services: fakeServices(root),
+  services,
   probeControlPlane: healthyControlPlane(),
   redeemUpgrade: async (req) => ({ nodeId: req.nodeId, nodeName: 'n1', targetVersion: req.toVersion }),
   waitReady: async () => {
-    writeFileSync(marker, 'waiting for readiness\n');
-    await new Promise((resolve) => setTimeout(resolve, 120_000));
+    await hang();
     return { ready: false, reason: 'the parent should have killed this process' };
   },
 });

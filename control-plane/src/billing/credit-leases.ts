@@ -167,12 +167,13 @@ export interface TopUpResult {
  * beyond what the account has free.
  */
 export async function topUpLease(client: pg.PoolClient, nodeId: string, accountId: string, policy: LeasePolicy, nowMs: number): Promise<TopUpResult> {
+  // The node's row first (as a deletion takes it: node, then accounts), shared: a deletion waits for
+  // this top-up, or this top-up waits for the deletion and finds the node deleted — on any replica,
+  // whether or not the node already had a lease of this account.
+  const { rows: node } = await client.query<{ live: boolean }>('select deleted_at is null as live from nodes where id = $1 for share', [nodeId]);
+  if (node[0]?.live !== true) return { lease: undefined, addedMicros: 0n, overcommittedMicros: 0n };
   const balance = await lockAccountBalance(client, accountId);
   if (balance === undefined) return { lease: undefined, addedMicros: 0n, overcommittedMicros: 0n };
-  // Read under the account's lock, which a node's deletion holds while it returns the node's leases:
-  // a session (on any replica) topping up after that commit finds the node deleted and opens nothing.
-  const { rows: node } = await client.query<{ live: boolean }>('select deleted_at is null as live from nodes where id = $1', [nodeId]);
-  if (node[0]?.live !== true) return { lease: undefined, addedMicros: 0n, overcommittedMicros: 0n };
   const leases = await leasesOfAccount(client, accountId);
   await reclaimLeases(client, leases, nowMs, policy.holdMs ?? policy.ttlMs);
   const { rows: account } = await client.query<{ live: boolean }>(

@@ -117,31 +117,39 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
   step(`release ${to} unpacked to ${release} beside ${from} (checksums verified again)`);
 
   // 2. The control plane agrees (the token is this node's, the version the one it pins); the token is used.
-  let answer;
-  try {
-    answer = await (input.redeem ?? redeemUpgradeToken)({
-      controlPlaneUrl: input.controlPlaneUrl,
-      ...(input.caPem !== undefined ? { caPem: input.caPem } : {}),
-      ...(input.caFile !== undefined ? { caFile: input.caFile } : {}),
-      token: input.token,
-      nodeId: installed.nodeId,
-      fromVersion: from,
-      toVersion: to,
-    });
-  } catch (err) {
-    await rm(host(release), { recursive: true, force: true }).catch(() => undefined);
-    const message = (err as Error).message;
-    const f = err instanceof EnrollError && TOKEN_REFUSALS.test(err.code)
-      ? finding('NODE-TOKEN-REJECTED', message, UPGRADE_TOKEN_REJECTED_ADVICE)
-      : finding(
-          'NODE-ENROLL-FAILED',
-          `the upgrade token could not be redeemed: ${message}`,
-          'Nothing was switched: the node keeps running its installed release. Fix the cause shown (or wait, when the control plane asks to) and run the same command again: the token is used only once the control plane agreed. Should it then say the token was already used (its answer was lost on the way), issue a new upgrade command.',
-        );
-    step('upgrade token redeemed', f);
-    return { ok: false, finding: f };
+  // A run killed after that but before its link switch left its in-progress record, written only
+  // once the control plane had agreed: that upgrade goes on without redeeming a token again.
+  const agreedBefore = interrupted !== undefined && interrupted.from === from && interrupted.to === to;
+  let answer: { nodeName: string; nodeId: string; targetVersion: string };
+  if (agreedBefore) {
+    answer = { nodeName: installed.nodeName, nodeId: installed.nodeId, targetVersion: to };
+    step(`the upgrade from ${from} to ${to} started at ${interrupted.at} was stopped before its switch: going on with it (its token was redeemed then; this command's is not used)`);
+  } else {
+    try {
+      answer = await (input.redeem ?? redeemUpgradeToken)({
+        controlPlaneUrl: input.controlPlaneUrl,
+        ...(input.caPem !== undefined ? { caPem: input.caPem } : {}),
+        ...(input.caFile !== undefined ? { caFile: input.caFile } : {}),
+        token: input.token,
+        nodeId: installed.nodeId,
+        fromVersion: from,
+        toVersion: to,
+      });
+    } catch (err) {
+      await rm(host(release), { recursive: true, force: true }).catch(() => undefined);
+      const message = (err as Error).message;
+      const f = err instanceof EnrollError && TOKEN_REFUSALS.test(err.code)
+        ? finding('NODE-TOKEN-REJECTED', message, UPGRADE_TOKEN_REJECTED_ADVICE)
+        : finding(
+            'NODE-ENROLL-FAILED',
+            `the upgrade token could not be redeemed: ${message}`,
+            'Nothing was switched: the node keeps running its installed release. Fix the cause shown (or wait, when the control plane asks to) and run the same command again: the token is used only once the control plane agreed. Should it then say the token was already used (its answer was lost on the way), issue a new upgrade command.',
+          );
+      step('upgrade token redeemed', f);
+      return { ok: false, finding: f };
+    }
   }
-  step(`upgrade token redeemed: the control plane pins ${answer.targetVersion} for node ${answer.nodeName}`);
+  if (!agreedBefore) step(`upgrade token redeemed: the control plane pins ${answer.targetVersion} for node ${answer.nodeName}`);
 
   // What the switch replaces. A run killed before its links switched left its record, and maybe the
   // new env file and units: the texts from before that run are the ones to put back.
