@@ -7,8 +7,7 @@
  * --reenroll of an installed node only replaces the identity; --reenroll where a failed install's
  * rollback kept data/ (no units) runs the whole write phase again around that data/.
  */
-import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, readlink, rename, rm, rmdir, symlink } from 'node:fs/promises';
+import { chmod, mkdir, readlink, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
@@ -30,6 +29,7 @@ import type { ReadinessWaiter } from './readiness-wait.js';
 import { unpackRelease } from './release-manifest.js';
 import { nodeEdgeUnit, nodeEnvFile, updaterUnit } from './unit-files.js';
 import { pathExists } from './path-exists.js';
+import { swapSymlink } from './symlink-swap.js';
 import { installedTlsCert } from './node-tls-probe.js';
 
 export type Enroller = (opts: EnrollOptions) => Promise<EnrollResult>;
@@ -248,12 +248,7 @@ async function linkCli(hostRoot: string, layout: InstallLayout, undo?: Array<() 
         for (let d = host(dir); d.length >= first.length; d = path.dirname(d)) await rmdir(d).catch(() => undefined);
       });
     }
-    const tmp = `${host(CLI_LINK)}.${randomBytes(4).toString('hex')}.tmp`;
-    await symlink(layout.cli, tmp);
-    await rename(tmp, host(CLI_LINK)).catch(async (err: unknown) => {
-      await rm(tmp, { force: true });
-      throw err;
-    });
+    await swapSymlink(host(CLI_LINK), layout.cli);
     undo?.push(async () => {
       if (previous === undefined) await rm(host(CLI_LINK), { force: true });
       else await replaceSymlink(host(CLI_LINK), previous, []);
@@ -265,10 +260,7 @@ async function linkCli(hostRoot: string, layout: InstallLayout, undo?: Array<() 
 }
 
 async function replaceSymlink(link: string, target: string, undo: Array<() => Promise<void>>): Promise<void> {
-  // symlink beside, then rename over: `current` is never missing or half-written.
-  const tmp = `${link}.${randomBytes(4).toString('hex')}.tmp`;
-  await symlink(target, tmp);
-  await rename(tmp, link);
+  await swapSymlink(link, target);
   undo.push(() => rm(link, { force: true }));
 }
 

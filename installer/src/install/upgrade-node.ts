@@ -8,8 +8,7 @@
  * version is recorded in data/update-state.json. data/ (identity, spool, records) is never touched
  * by either way; the previous release stays on disk after a success, for a manual switch back.
  */
-import { randomBytes } from 'node:crypto';
-import { readFile, readdir, rename, rm, symlink } from 'node:fs/promises';
+import { readFile, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
@@ -26,6 +25,7 @@ import { installedTlsCert } from './node-tls-probe.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
 import { unpackRelease } from './release-manifest.js';
+import { swapSymlink } from './symlink-swap.js';
 import { nodeEdgeUnit, updaterUnit } from './unit-files.js';
 import { UPDATE_STATE_FILE, writeUpdateState } from './update-state.js';
 import type { UpgradeInProgress } from './update-state.js';
@@ -64,16 +64,7 @@ export function withVersion(envText: string, version: string): string {
 }
 
 async function switchLinks(hostRoot: string, layout: InstallLayout, version: string): Promise<void> {
-  for (const link of [layout.current, layout.updater]) {
-    // symlink beside, then rename over: the link is never missing or half-written.
-    const physical = onHost(hostRoot, link);
-    const tmp = `${physical}.${randomBytes(4).toString('hex')}.tmp`;
-    await symlink(path.posix.join('releases', version), tmp);
-    await rename(tmp, physical).catch(async (err: unknown) => {
-      await rm(tmp, { force: true });
-      throw err;
-    });
-  }
+  for (const link of [layout.current, layout.updater]) await swapSymlink(onHost(hostRoot, link), path.posix.join('releases', version));
 }
 
 async function restart(services: ServiceManager): Promise<void> {
