@@ -288,4 +288,10 @@ export interface PipelineContext {
 
   /** Registered by stages (concurrency slots, reservations); the runner runs them all, once, at the very end. */
   cleanups: Array<() => void>;
+  /**
+   * rate-limit: frees the request's concurrency slot early (releaseConcurrencySlot), once admitted.
+   * A field, not a WeakMap keyed by the context: V8's young-generation GC keeps a WeakMap entry's key
+   * alive when its value (this closure) refers back to it, so every request's objects outlived it.
+   */
+  releaseSlot: (() => void) | null;
 }

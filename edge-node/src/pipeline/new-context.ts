@@ -61,5 +61,6 @@ export function newPipelineContext(init: ContextInit): PipelineContext {
     stagesUs: {},
     outcome: { status: 'ok', httpStatus: 200, errorCode: null },
     cleanups: [],
+    releaseSlot: null,
   };
 }

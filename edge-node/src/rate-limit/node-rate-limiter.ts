@@ -77,9 +77,6 @@ export function formatReset(ms: number): string {
   return minutes > 0 ? `${minutes}m${seconds % 60}s` : `${seconds}s`;
 }
 
-/** Each admitted request's early release of its concurrency slot (see releaseConcurrencySlot). */
-const slotReleases = new WeakMap<PipelineContext, () => void>();
-
 /**
  * Frees the request's concurrency slot (key and account) now rather than when it ends: for a request
  * that stays open without working, such as an MCP GET event stream once its head is relayed (a push
@@ -87,7 +84,7 @@ const slotReleases = new WeakMap<PipelineContext, () => void>();
  * and more than once.
  */
 export function releaseConcurrencySlot(ctx: PipelineContext): void {
-  slotReleases.get(ctx)?.();
+  ctx.releaseSlot?.();
 }
 
 function hasLimits(limits: RateLimits): boolean {
@@ -244,7 +241,7 @@ export class NodeRateLimiter implements RateLimiter {
         this.ended(ctx, key);
       };
     }
-    slotReleases.set(ctx, release);
+    ctx.releaseSlot = release;
     ctx.cleanups.push(release);
   }
 

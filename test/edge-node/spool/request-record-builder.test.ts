@@ -31,7 +31,7 @@ function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRec
     usage: { inputTokens: 5, outputTokens: 7, estimated: false },
     cost: { reservedMicros: 100, costMicros: 40, leaseId: 'lease-1', priced: true }, openRowDurable: null,
     responseHeaders: {}, stagesUs: { identify: 10, forward: 40_000 },
-    outcome: { status: 'ok', httpStatus: 200, errorCode: null }, cleanups: [],
+    outcome: { status: 'ok', httpStatus: 200, errorCode: null }, cleanups: [], releaseSlot: null,
     ...overrides,
   };
 }
