@@ -19,6 +19,10 @@ export const DEFAULT_MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', imp
 
 const FILE_PATTERN = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
+// Waiting for another replica's migrations, and a migration itself, may take far longer than the
+// pool's client-side query bound (db/pool.ts); this one only ends a connection silent for a day.
+export const MIGRATION_QUERY_TIMEOUT_MS = 24 * 60 * 60 * 1000;
+
 export class MigrationError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -108,33 +112,35 @@ export async function migrate(
   const log = options.logger;
   const files = await readMigrations(dir);
   const client = await pool.connect();
+  const run = <R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> =>
+    client.query<R>({ text, values, query_timeout: MIGRATION_QUERY_TIMEOUT_MS } as pg.QueryConfig);
   try {
     // Waiting for another replica's migrations, and the migrations themselves, may take longer than
     // the pool's statement timeout allows ordinary queries.
-    await client.query(`select set_config('statement_timeout', '0', false)`);
-    await client.query('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
-    await client.query(`
+    await run(`select set_config('statement_timeout', '0', false)`);
+    await run('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+    await run(`
       create table if not exists schema_migrations (
         version    integer primary key,
         name       text not null,
         checksum   text not null,
         applied_at timestamptz not null default now()
       )`);
-    const { rows } = await client.query<AppliedRow>('select version, name, checksum from schema_migrations order by version');
+    const { rows } = await run<AppliedRow>('select version, name, checksum from schema_migrations order by version');
     const pending = pendingMigrations(files, rows, dir);
     const applied: string[] = [];
     for (const migration of pending) {
       log?.info({ migration: migration.file }, 'applying database migration');
       try {
-        await client.query('begin');
+        await run('begin');
         // Simple-query protocol (no parameters), so one file may hold many statements.
-        await client.query(migration.sql);
-        await client.query('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
+        await run(migration.sql);
+        await run('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
           migration.version, migration.name, migration.checksum,
         ]);
-        await client.query('commit');
+        await run('commit');
       } catch (err) {
-        await client.query('rollback').catch(() => undefined);
+        await run('rollback').catch(() => undefined);
         throw new MigrationError(`migration ${migration.file} failed: ${(err as Error).message}`, { cause: err });
       }
       applied.push(migration.file);

@@ -3,6 +3,12 @@
  * replica: a dedicated PostgreSQL connection LISTENing on zenova_node_events and
  * zenova_config_changed (and zenova_credit_changed). A LISTEN lives on one connection, so it cannot share the pool. When the connection drops it is re-opened with exponential back-off and
  * jitter, and `onReconnect` runs so the caller can re-check what it may have missed meanwhile.
+ *
+ * A connection can also go silent without ending (a hung server, a failover, a NAT or firewall
+ * dropping the flow): a deaf LISTEN looks exactly like a quiet one. So the connection is probed
+ * (`select 1`, bounded on the client side) every probeIntervalMs; a probe that fails or gets no
+ * answer within probeTimeoutMs counts as a drop. A silent drop is therefore noticed within
+ * probeIntervalMs + probeTimeoutMs (15 s by default) and followed by the same re-open and onReconnect.
  */
 import pg from 'pg';
 import type pino from 'pino';
@@ -23,6 +29,9 @@ export interface NodeEventListenerOptions {
   /** Back-off bounds; defaults suit production. */
   minRetryMs?: number;
   maxRetryMs?: number;
+  /** Liveness probe period and its client-side bound; defaults suit production (10 s and 5 s). */
+  probeIntervalMs?: number;
+  probeTimeoutMs?: number;
 }
 
 export interface NodeEventListener {
@@ -33,12 +42,18 @@ const APPLICATION_NAME = 'zenova-control-node-events';
 const CONNECT_TIMEOUT_MS = 5_000;
 const DEFAULT_MIN_RETRY_MS = 250;
 const DEFAULT_MAX_RETRY_MS = 10_000;
+const DEFAULT_PROBE_INTERVAL_MS = 10_000;
+const DEFAULT_PROBE_TIMEOUT_MS = 5_000;
+// TCP keepalive probes start after this long idle (the OS default is 2 hours).
+const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
 
 /** Opens the listening connection; rejects when the first attempt fails (start-up should fail loudly). */
 export async function startNodeEventListener(opts: NodeEventListenerOptions): Promise<NodeEventListener> {
   const log = opts.logger.child({ component: 'node-events' });
   const minRetryMs = opts.minRetryMs ?? DEFAULT_MIN_RETRY_MS;
   const maxRetryMs = opts.maxRetryMs ?? DEFAULT_MAX_RETRY_MS;
+  const probeIntervalMs = opts.probeIntervalMs ?? DEFAULT_PROBE_INTERVAL_MS;
+  const probeTimeoutMs = opts.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
   let closed = false;
   let client: pg.Client | undefined;
   let retryTimer: NodeJS.Timeout | undefined;
@@ -76,16 +91,20 @@ export async function startNodeEventListener(opts: NodeEventListenerOptions): Pr
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
       // A half-open connection (NAT or failover) would otherwise go silently deaf.
       keepAlive: true,
+      keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
     });
     // Registered before connect: an error with no listener would crash the process. Until the
     // LISTEN is in place a failure belongs to the attempt (it throws), not to the drop handling.
     let live = false;
     let dropped = false;
+    let probeTimer: NodeJS.Timeout | undefined;
     const onDrop = (err?: Error): void => {
       if (!live || dropped) return;
       dropped = true;
+      clearTimeout(probeTimer);
       if (client === next) client = undefined;
       next.removeListener('notification', onNotification);
+      // A silent connection's probe is still active: pg's end() then destroys the socket.
       void next.end().catch(() => undefined);
       if (closed) return;
       log.warn({ err }, 'lost the node-event connection; reconnecting');
@@ -104,6 +123,17 @@ export async function startNodeEventListener(opts: NodeEventListenerOptions): Pr
       throw err;
     }
     live = true;
+    const probe = (): void => {
+      probeTimer = setTimeout(() => {
+        if (dropped || closed) return;
+        next.query({ text: 'select 1', query_timeout: probeTimeoutMs } as pg.QueryConfig).then(
+          () => { if (!dropped && !closed) probe(); },
+          (err: unknown) => onDrop(err instanceof Error ? err : new Error(String(err))),
+        );
+      }, probeIntervalMs);
+      probeTimer.unref();
+    };
+    probe();
     return next;
   }
 
