@@ -3,7 +3,8 @@
  * goes live it is granted (or re-sent) a lease per account it serves; while live, its leases are
  * reconsidered every refresh interval (new accounts, top-ups) and soon after a credit top-up or a
  * config change on any replica (`wake`); a LeaseReport records the node's
- * figures and tops that lease up; a LeaseReturn closes the lease and gives the rest back.
+ * figures and tops that lease up; a LeaseReturn closes the lease, gives the rest back and is
+ * acknowledged (LeaseReturnAck) once that is committed.
  */
 import type pg from 'pg';
 import type pino from 'pino';
@@ -114,13 +115,14 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
           returnLease(client, node.nodeId, r.accountId, r.leaseId, r.spentMicros, r.reservedMicros, r.returnedAt > 0n ? Number(r.returnedAt) : null));
         if (given === undefined) {
           log.debug({ nodeId: node.nodeId, leaseId: r.leaseId }, 'return of a lease that is not open for this node; ignored');
-          return;
-        }
-        if (given !== r.returnedMicros) {
+        } else if (given !== r.returnedMicros) {
           log.info({ nodeId: node.nodeId, leaseId: r.leaseId, nodeReturnedMicros: r.returnedMicros.toString(), returnedMicros: given.toString() }, 'lease returned (amount differs from the node\'s: settled spend counts)');
         } else {
           log.info({ nodeId: node.nodeId, leaseId: r.leaseId, returnedMicros: given.toString() }, 'lease returned');
         }
+        // Committed (or nothing to do, which a resend would not change): a stopping node may now end
+        // its stream, which it waits for rather than cut a return still in flight.
+        send({ leaseReturnAck: { leaseId: r.leaseId } });
       }
     },
 

@@ -16,8 +16,11 @@ export interface NodeCredit {
   credit: CreditLeases;
   /** Lease grants, reports and returns over the control session. */
   channel?: ControlChannel;
-  /** Gives the unspent part of every lease back over the live session (node stopping). */
-  returnLeases?(): void;
+  /**
+   * Gives the unspent part of every lease back over the live session (node stopping); resolves once
+   * the control plane confirmed it, the session ended or a short bound passed.
+   */
+  returnLeases?(): Promise<void>;
   close(): Promise<void>;
 }
 

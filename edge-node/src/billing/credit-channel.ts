@@ -2,14 +2,26 @@
  * Credit leases over the control session (docs/billing.md, "Messages"): LeaseGrant in (the
  * lease's cumulative total, so repeats are harmless), LeaseReport out for every open lease every
  * report interval and when a session starts, LeaseReturn out when the node shuts down while
- * connected (and again for a returned lease the control plane grants as if still open).
+ * connected (and again for a returned lease the control plane grants as if still open), and
+ * LeaseReturnAck in: a stopping node waits (briefly) for those before its stream is ended.
  */
 import { z } from 'zod';
-import type { ControlMessage, LeaseGrant } from '../../../proto/src/index.js';
+import type { ControlMessage, LeaseGrant, LeaseReturnAck } from '../../../proto/src/index.js';
 import type { ControlChannel, ControlSend } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
 import type { CreditLease } from './credit-lease.js';
 import type { LeaseBook } from './lease-book.js';
+
+/**
+ * How long a stopping node waits for the control plane to confirm its lease returns before the
+ * stream is ended (cancelling it discards a return still in flight). Bounded so a stop never hangs
+ * on a control plane that stopped answering: a return it did not confirm is sent again when it
+ * grants that lease on the next connect.
+ */
+export const RETURN_CONFIRM_WAIT_MS = 5_000;
+
+/** Why waiting for the confirmations ended. */
+type ConfirmEnd = 'confirmed' | 'session-ended' | 'timed-out' | 'stopped';
 
 const safeMicros = z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER)).transform(Number);
 const leaseGrantSchema = z.object({
@@ -26,11 +38,19 @@ export class CreditChannel implements ControlChannel {
   private readonly book: LeaseBook;
   private readonly logger: Logger;
   private readonly now: () => number;
+  private readonly returnConfirmWaitMs: number;
+  /** Lease ids whose LeaseReturn went out on this session and is not confirmed yet. */
+  private readonly unconfirmed = new Set<string>();
+  /** Ends the wait of a stopping node, when one is waiting. */
+  private endWait: ((why: ConfirmEnd) => void) | undefined;
+  /** The node is stopping: a lease granted from now on is handed straight back. */
+  private stopping = false;
 
-  constructor(book: LeaseBook, opts: { reportIntervalMs: number; logger: Logger; now?: () => number }) {
+  constructor(book: LeaseBook, opts: { reportIntervalMs: number; logger: Logger; now?: () => number; returnConfirmWaitMs?: number }) {
     this.book = book;
     this.logger = opts.logger;
     this.now = opts.now ?? Date.now;
+    this.returnConfirmWaitMs = opts.returnConfirmWaitMs ?? RETURN_CONFIRM_WAIT_MS;
     this.timer = setInterval(() => this.reportAll(), opts.reportIntervalMs);
     this.timer.unref();
   }
@@ -42,6 +62,10 @@ export class CreditChannel implements ControlChannel {
   }
 
   onMessage(message: ControlMessage): boolean {
+    if (message.leaseReturnAck !== undefined) {
+      this.onReturnAck(message.leaseReturnAck);
+      return true;
+    }
     if (message.leaseGrant === undefined) return false;
     this.onGrant(message.leaseGrant);
     return true;
@@ -49,6 +73,9 @@ export class CreditChannel implements ControlChannel {
 
   onEnded(): void {
     this.send = undefined;
+    // What was not confirmed is sent again when the next session grants those leases.
+    this.endWait?.('session-ended');
+    this.unconfirmed.clear();
   }
 
   /** Figures of every open lease to the control plane (which tops them up from them). */
@@ -57,23 +84,58 @@ export class CreditChannel implements ControlChannel {
   }
 
   /**
-   * Hands every open lease back when connected (shutdown). Offline, the leases are kept: the
-   * restarted node serves from them and reports them when it reconnects.
+   * Hands every open lease back when connected (shutdown) and resolves once the control plane
+   * confirmed every return sent on this session, the session ended, or RETURN_CONFIRM_WAIT_MS
+   * passed: only then may the stream be ended. Offline, the leases are kept: the restarted node
+   * serves from them and reports them when it reconnects.
    */
-  returnAll(): void {
+  async returnAll(): Promise<void> {
     if (this.send === undefined) return;
-    for (const lease of this.book.openLeases()) {
-      let returned: number;
-      try {
-        returned = this.book.markReturned(lease);
-      } catch (err) {
-        // Not recorded as returned, so not sent: the lease stays open here and on disk, and the
-        // control plane reclaims it (expiry, or the next grant) — never returned twice.
-        this.logger.error({ err, leaseId: lease.leaseId }, 'the lease store could not record a lease return; the lease is kept');
-        continue;
-      }
-      this.sendReturn(lease, returned);
+    this.stopping = true;
+    for (const lease of this.book.openLeases()) this.returnLease(lease);
+    await this.waitForConfirmations();
+  }
+
+  private returnLease(lease: CreditLease): void {
+    let returned: number;
+    try {
+      returned = this.book.markReturned(lease);
+    } catch (err) {
+      // Not recorded as returned, so not sent: the lease stays open here and on disk, and the
+      // control plane reclaims it (expiry, or the next grant) — never returned twice.
+      this.logger.error({ err, leaseId: lease.leaseId }, 'the lease store could not record a lease return; the lease is kept');
+      return;
     }
+    this.sendReturn(lease, returned);
+  }
+
+  private async waitForConfirmations(): Promise<void> {
+    if (this.unconfirmed.size === 0 || this.endWait !== undefined) return;
+    let left: string[] = [];
+    const why = await new Promise<ConfirmEnd>((resolve) => {
+      const timer = setTimeout(() => this.endWait?.('timed-out'), this.returnConfirmWaitMs);
+      this.endWait = (end) => {
+        clearTimeout(timer);
+        left = [...this.unconfirmed];
+        this.endWait = undefined;
+        resolve(end);
+      };
+    });
+    if (why === 'confirmed') {
+      this.logger.info('the control plane confirmed the lease returns');
+      return;
+    }
+    // The node holds them as returned; the control plane keeps them open until it grants them on
+    // the next connect (answered with the return again) or they expire.
+    this.logger.warn(
+      { leaseIds: left, reason: why, waitedUpToMs: this.returnConfirmWaitMs },
+      'the control plane did not confirm every lease return before the node stopped; they are sent again on the next connect',
+    );
+  }
+
+  private onReturnAck(ack: LeaseReturnAck): void {
+    this.unconfirmed.delete(ack.leaseId);
+    if (this.unconfirmed.size === 0) this.endWait?.('confirmed');
   }
 
   private onGrant(raw: LeaseGrant): void {
@@ -85,7 +147,13 @@ export class CreditChannel implements ControlChannel {
     const grant = parsed.data;
     try {
       const outcome = this.book.grant({ accountId: grant.accountId, leaseId: grant.leaseId, amountMicros: grant.amountMicros, expiresAt: grant.expiresAt });
-      if (outcome === 'already-returned') {
+      if (outcome === 'applied' && this.stopping) {
+        // Granted while the node waits for its returns to be confirmed (a refresh after an earlier
+        // lease of the account closed): kept, it would stay outstanding for a node that is gone.
+        const lease = this.book.lease(grant.leaseId);
+        if (lease?.state === 'open') this.returnLease(lease);
+      } else if (outcome === 'already-returned') {
+        // The first return was lost (or this is a repeat grant meanwhile): a stop waits for this one too.
         const lease = this.book.lease(grant.leaseId)!;
         this.sendReturn(lease, Math.max(0, lease.granted - lease.spent - lease.reserved));
       }
@@ -112,7 +180,7 @@ export class CreditChannel implements ControlChannel {
     // the reserved part and the moment go along, taken in the same step, so the control plane can
     // release each in-flight request's reserved − cost as its record settles (docs/billing.md).
     const spent = lease.granted - returned;
-    this.send?.({
+    const sent = this.send?.({
       leaseReturn: {
         accountId: lease.accountId,
         leaseId: lease.leaseId,
@@ -122,9 +190,11 @@ export class CreditChannel implements ControlChannel {
         returnedAt: BigInt(this.now()),
       },
     });
+    if (sent === true) this.unconfirmed.add(lease.leaseId);
   }
 
   stop(): void {
     clearInterval(this.timer);
+    this.endWait?.('stopped');
   }
 }

@@ -22,8 +22,11 @@ export interface NodeServices {
   channels: ControlChannel[];
   figures(): NodeFigures;
   adminUrl: string | undefined;
-  /** The node is stopping and has drained its requests: give credit back while the session is up. */
-  beforeControlStop(): void;
+  /**
+   * The node is stopping and has drained its requests: give credit back while the session is up.
+   * Resolves once the control plane confirmed it (bounded), so the stream may then be ended.
+   */
+  beforeControlStop(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -72,7 +75,7 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
       channels: [spool.channel, credit.channel].filter((c): c is ControlChannel => c !== undefined),
       figures: () => spool.figures(),
       adminUrl: metrics.adminUrl,
-      beforeControlStop: () => credit.returnLeases?.(),
+      beforeControlStop: async () => credit.returnLeases?.(),
       close: closeAll,
     };
   } catch (err) {

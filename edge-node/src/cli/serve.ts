@@ -283,7 +283,8 @@ export async function serve(opts: ServeOptions): Promise<number> {
       }, opts.shutdownDeadlineMs ?? SHUTDOWN_DEADLINE_MS);
       deadline.unref();
       // Callers drain first (their records and settlements still land), then unspent credit goes
-      // back over the still-open session, then the link stops; the spool closes last.
+      // back over the still-open session and the link stops once the control plane confirmed it
+      // (or a few seconds passed: ending the stream earlier discards the returns); the spool closes last.
       app.close()
         .then(() => services.beforeControlStop())
         .then(() => link?.stop())

@@ -180,10 +180,12 @@ t.test('the channel applies grants, reports every open lease, and returns leases
   t.same(sent.at(-1), { leaseReport: { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 200n, reservedMicros: 0n, remainingMicros: 800n, reportedAt: BigInt(NOW) } });
   // A request still in flight at shutdown: its reservation is counted as spent, and named.
   book.leaseOf('acct-1')!.reserve(100, NOW);
-  channel.returnAll();
+  const returning = channel.returnAll();
   const returned = { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 300n, returnedMicros: 700n, reservedMicros: 100n, returnedAt: BigInt(NOW) };
   t.same(sent.at(-1), { leaseReturn: returned }, 'the return names what in-flight requests still hold, and when');
   t.equal(book.leaseOf('acct-1'), undefined, 'nothing more is reserved from it');
+  t.equal(channel.onMessage({ leaseReturnAck: { leaseId: 'lease-1' } }), true, 'the confirmation is the channel\'s');
+  await returning;
   const before = sent.length;
   channel.onMessage(grant(2_000n));
   t.same(sent.at(-1), { leaseReturn: returned }, 'a grant of a returned lease gets the return again');
@@ -196,7 +198,7 @@ t.test('offline, shutting down keeps the leases for the restarted node', async (
   const channel = new CreditChannel(book, { reportIntervalMs: 60_000, logger });
   t.teardown(() => channel.stop());
   channel.onMessage({ leaseGrant: { accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 500n, expiresAt: BigInt(NOW + 60_000) } });
-  channel.returnAll();
+  await channel.returnAll();
   t.equal(book.leaseOf('acct-1')?.state, 'open');
 });
 

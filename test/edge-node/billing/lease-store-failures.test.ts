@@ -157,7 +157,7 @@ t.test('a grant or a return the lease store cannot write changes nothing', async
     return true;
   }, { sessionId: 's1' });
   sent.length = 0;
-  channel.returnAll();
+  await channel.returnAll();
   t.same(sent, [], 'no LeaseReturn is sent for a return that was not recorded');
   t.equal(lines.filter((l) => l.level === 'error').length, 1);
   t.equal(book.leaseOf('acct-1')?.state, 'open');

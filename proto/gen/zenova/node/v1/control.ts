@@ -287,6 +287,7 @@ export interface ControlMessage {
   leaseGrant?: LeaseGrant | undefined;
   upgradeDirective?: UpgradeDirective | undefined;
   recordBatchAck?: RecordBatchAck | undefined;
+  leaseReturnAck?: LeaseReturnAck | undefined;
 }
 
 /** HelloAck accepts the session opened by Hello. */
@@ -396,6 +397,19 @@ export interface RecordBatchAck {
    * accepted + duplicate + rejected = records sent.
    */
   rejectedCount: number;
+}
+
+/**
+ * LeaseReturnAck confirms a LeaseReturn was handled and its outcome is durable: the lease is closed
+ * (by this return or an earlier one) or was not an open lease of this node, so sending it again
+ * would change nothing. A stopping node waits for it (briefly) before it ends the stream, which
+ * would otherwise discard a return still in flight. Additive: an older node ignores it, an older
+ * control plane never sends it (the node then stops at its bound, and a return that was lost is
+ * sent again when the control plane grants that lease on the next connect).
+ */
+export interface LeaseReturnAck {
+  /** The LeaseReturn.lease_id confirmed. */
+  leaseId: string;
 }
 
 function createBaseErrorDetail(): ErrorDetail {
@@ -2063,6 +2077,7 @@ function createBaseControlMessage(): ControlMessage {
     leaseGrant: undefined,
     upgradeDirective: undefined,
     recordBatchAck: undefined,
+    leaseReturnAck: undefined,
   };
 }
 
@@ -2088,6 +2103,9 @@ export const ControlMessage: MessageFns<ControlMessage> = {
     }
     if (message.recordBatchAck !== undefined) {
       RecordBatchAck.encode(message.recordBatchAck, writer.uint32(130).fork()).join();
+    }
+    if (message.leaseReturnAck !== undefined) {
+      LeaseReturnAck.encode(message.leaseReturnAck, writer.uint32(138).fork()).join();
     }
     return writer;
   },
@@ -2161,6 +2179,14 @@ export const ControlMessage: MessageFns<ControlMessage> = {
             message.recordBatchAck = RecordBatchAck.decode(reader, reader.uint32());
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.leaseReturnAck = LeaseReturnAck.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2206,6 +2232,11 @@ export const ControlMessage: MessageFns<ControlMessage> = {
         : isSet(object.record_batch_ack)
         ? RecordBatchAck.fromJSON(object.record_batch_ack)
         : undefined,
+      leaseReturnAck: isSet(object.leaseReturnAck)
+        ? LeaseReturnAck.fromJSON(object.leaseReturnAck)
+        : isSet(object.lease_return_ack)
+        ? LeaseReturnAck.fromJSON(object.lease_return_ack)
+        : undefined,
     };
   },
 
@@ -2231,6 +2262,9 @@ export const ControlMessage: MessageFns<ControlMessage> = {
     }
     if (message.recordBatchAck !== undefined) {
       obj.recordBatchAck = RecordBatchAck.toJSON(message.recordBatchAck);
+    }
+    if (message.leaseReturnAck !== undefined) {
+      obj.leaseReturnAck = LeaseReturnAck.toJSON(message.leaseReturnAck);
     }
     return obj;
   },
@@ -2260,6 +2294,9 @@ export const ControlMessage: MessageFns<ControlMessage> = {
       : undefined;
     message.recordBatchAck = (object.recordBatchAck !== undefined && object.recordBatchAck !== null)
       ? RecordBatchAck.fromPartial(object.recordBatchAck)
+      : undefined;
+    message.leaseReturnAck = (object.leaseReturnAck !== undefined && object.leaseReturnAck !== null)
+      ? LeaseReturnAck.fromPartial(object.leaseReturnAck)
       : undefined;
     return message;
   },
@@ -3199,6 +3236,79 @@ export const RecordBatchAck: MessageFns<RecordBatchAck> = {
     message.acceptedCount = object.acceptedCount ?? 0;
     message.duplicateCount = object.duplicateCount ?? 0;
     message.rejectedCount = object.rejectedCount ?? 0;
+    return message;
+  },
+};
+
+function createBaseLeaseReturnAck(): LeaseReturnAck {
+  return { leaseId: "" };
+}
+
+export const LeaseReturnAck: MessageFns<LeaseReturnAck> = {
+  encode(message: LeaseReturnAck, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.leaseId !== "") {
+      writer.uint32(10).string(message.leaseId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LeaseReturnAck {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLeaseReturnAck();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.leaseId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LeaseReturnAck {
+    return {
+      leaseId: isSet(object.leaseId)
+        ? globalThis.String(object.leaseId)
+        : isSet(object.lease_id)
+        ? globalThis.String(object.lease_id)
+        : "",
+    };
+  },
+
+  toJSON(message: LeaseReturnAck): unknown {
+    const obj: any = {};
+    if (message.leaseId !== "") {
+      obj.leaseId = message.leaseId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LeaseReturnAck>, I>>(base?: I): LeaseReturnAck {
+    return LeaseReturnAck.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LeaseReturnAck>, I>>(object: I): LeaseReturnAck {
+    const message = createBaseLeaseReturnAck();
+    message.leaseId = object.leaseId ?? "";
     return message;
   },
 };
