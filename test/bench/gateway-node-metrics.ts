@@ -51,3 +51,59 @@ export async function nodeStageTimes(adminUrl: string): Promise<string> {
   }
   return lines.join('\n');
 }
+
+/** The node's GC pause totals so far (zenova_node_gc_pause_seconds), for differences around a load. */
+export interface GcTotals {
+  minorCount: number;
+  minorSeconds: number;
+  /** Young-generation pauses longer than 10 ms (count minus the le="0.01" bucket). */
+  minorOver10ms: number;
+  majorCount: number;
+  majorSeconds: number;
+}
+
+export async function nodeGcTotals(adminUrl: string): Promise<GcTotals> {
+  const res = await fetch(`${adminUrl}/metrics`);
+  if (res.status !== 200) throw new Error(`GET /metrics: HTTP ${res.status}`);
+  const text = await res.text();
+  const pauses = sumsAndCounts(text, 'zenova_node_gc_pause_seconds', 'kind');
+  const upTo10ms = /^zenova_node_gc_pause_seconds_bucket\{kind="minor",le="0\.01"\} (\S+)$/m.exec(text);
+  const minor = pauses.get('minor') ?? { sum: 0, count: 0 };
+  const major = pauses.get('major') ?? { sum: 0, count: 0 };
+  return {
+    minorCount: minor.count,
+    minorSeconds: minor.sum,
+    minorOver10ms: minor.count - Number(upTo10ms?.[1] ?? minor.count),
+    majorCount: major.count,
+    majorSeconds: major.sum,
+  };
+}
+
+function combine(a: GcTotals, b: GcTotals, sign: 1 | -1): GcTotals {
+  return {
+    minorCount: a.minorCount + sign * b.minorCount,
+    minorSeconds: a.minorSeconds + sign * b.minorSeconds,
+    minorOver10ms: a.minorOver10ms + sign * b.minorOver10ms,
+    majorCount: a.majorCount + sign * b.majorCount,
+    majorSeconds: a.majorSeconds + sign * b.majorSeconds,
+  };
+}
+
+export const gcDifference = (after: GcTotals, before: GcTotals): GcTotals => combine(after, before, -1);
+export const gcSum = (a: GcTotals, b: GcTotals): GcTotals => combine(a, b, 1);
+
+/** What the node's GC paused it for during each load (node cells only), as a table. */
+export function gcTable(byLoad: ReadonlyMap<string, { gc: GcTotals; seconds: number; requests: number }>): string {
+  const lines = [
+    "node GC pauses during each load (its admin /metrics; a pause stops the node, and requests arriving meanwhile wait it out):",
+    '',
+    '| load | young GCs | mean ms | > 10 ms | old GCs | mean ms | paused ms per s of load | requests per young GC |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  const mean = (seconds: number, count: number): string => (count > 0 ? ((seconds / count) * 1000).toFixed(2) : '—');
+  for (const [load, { gc, seconds, requests }] of byLoad) {
+    const paused = ((gc.minorSeconds + gc.majorSeconds) * 1000) / Math.max(seconds, 1e-9);
+    lines.push(`| ${load} | ${gc.minorCount} | ${mean(gc.minorSeconds, gc.minorCount)} | ${gc.minorOver10ms} | ${gc.majorCount} | ${mean(gc.majorSeconds, gc.majorCount)} | ${paused.toFixed(1)} | ${gc.minorCount > 0 ? (requests / gc.minorCount).toFixed(0) : '—'} |`);
+  }
+  return lines.join('\n');
+}

@@ -26,7 +26,8 @@ import { directTarget, startFloor, startNode, startPeer, startUpstream, Teardown
 import { gatewayRuntime } from './gateway-runtime.js';
 import type { GatewayRuntime } from './gateway-runtime.js';
 import { cpuSecondsOf } from './gateway-cpu.js';
-import { nodeStageTimes } from './gateway-node-metrics.js';
+import { gcDifference, gcSum, gcTable, nodeGcTotals, nodeStageTimes } from './gateway-node-metrics.js';
+import type { GcTotals } from './gateway-node-metrics.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -110,6 +111,9 @@ async function main(): Promise<void> {
       if (!c) cells.set(key, (c = { hist: newHistogram(), tally: emptyTally(), cpuSeconds: 0, attempted: 0, generatorCpuSeconds: 0 }));
       return c;
     };
+    const nodeGc = new Map<string, { gc: GcTotals; seconds: number; requests: number }>();
+    const gcNow = async (target: string): Promise<GcTotals | undefined> =>
+      target === 'node' && node?.adminUrl !== undefined ? nodeGcTotals(node.adminUrl).catch(() => undefined) : undefined;
     for (let round = 1; round <= ROUNDS; round++) {
       // Reverse the order every other round: whoever runs right after another target's load does
       // not always pay for that target's leftovers (GC, TIME_WAIT sockets).
@@ -120,6 +124,8 @@ async function main(): Promise<void> {
           const before = c.tally.ok;
           const beforeAll = c.tally.ok + c.tally.errors;
           const cpuBefore = cpuSecondsOf(target.pid);
+          const gcBefore = await gcNow(target.name);
+          const loadStarted = Date.now();
           const generatorBefore = process.cpuUsage();
           await load.run(target, c.hist, c.tally);
           const generator = process.cpuUsage(generatorBefore);
@@ -127,6 +133,14 @@ async function main(): Promise<void> {
           const cpuAfter = cpuSecondsOf(target.pid);
           c.cpuSeconds = cpuBefore === undefined || cpuAfter === undefined || c.cpuSeconds === undefined ? undefined : c.cpuSeconds + (cpuAfter - cpuBefore);
           c.attempted += c.tally.ok + c.tally.errors - beforeAll;
+          const gcAfter = gcBefore === undefined ? undefined : await gcNow(target.name);
+          if (gcBefore !== undefined && gcAfter !== undefined) {
+            const seen = nodeGc.get(load.name);
+            const gc = gcDifference(gcAfter, gcBefore);
+            const seconds = (Date.now() - loadStarted) / 1000;
+            const requests = c.tally.ok + c.tally.errors - beforeAll;
+            nodeGc.set(load.name, seen === undefined ? { gc, seconds, requests } : { gc: gcSum(seen.gc, gc), seconds: seen.seconds + seconds, requests: seen.requests + requests });
+          }
           log(`round ${round}/${ROUNDS} ${load.name.padEnd(16)} ${target.name.padEnd(6)} ${c.tally.ok - before} ok, ${c.tally.errors} errors so far`);
         }
       }
@@ -136,6 +150,7 @@ async function main(): Promise<void> {
     if (node?.adminUrl) {
       const stages = await nodeStageTimes(node.adminUrl).catch((err: unknown) => `could not read the node's metrics: ${(err as Error).message}`);
       process.stdout.write(`\n${stages}\n`);
+      if (nodeGc.size > 0) process.stdout.write(`\n${gcTable(nodeGc)}\n`);
     }
     log(`done in ${((Date.now() - began) / 1000).toFixed(0)} s`);
   } finally {

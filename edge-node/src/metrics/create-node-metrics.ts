@@ -2,6 +2,7 @@
 import type { Logger } from '../logger.js';
 import { startAdminServer } from './admin-server.js';
 import type { AdminServer } from './admin-server.js';
+import { startGcMetrics } from './gc-metrics.js';
 import { createNodePipelineMetrics } from './node-pipeline-metrics.js';
 import type { NodeFigures } from './node-pipeline-metrics.js';
 import type { PipelineMetrics } from './pipeline-metrics.js';
@@ -29,16 +30,24 @@ export interface NodeMetricsOptions {
  */
 export async function createNodeMetrics(opts: NodeMetricsOptions): Promise<NodeMetrics> {
   const metrics = createNodePipelineMetrics(opts.figures);
+  const gc = startGcMetrics();
+  const render = (): string => metrics.render() + gc.render();
   let admin: AdminServer | undefined;
   if (opts.adminListen !== undefined) {
-    admin = await startAdminServer({ host: opts.adminListen.host, port: opts.adminListen.port, renderMetrics: () => metrics.render() });
+    try {
+      admin = await startAdminServer({ host: opts.adminListen.host, port: opts.adminListen.port, renderMetrics: render });
+    } catch (err) {
+      gc.stop();
+      throw err;
+    }
     opts.logger.info({ url: admin.url }, 'admin listening');
   }
   return {
     metrics,
     adminUrl: admin?.url,
-    render: () => metrics.render(),
+    render,
     close: async () => {
+      gc.stop();
       await admin?.close();
     },
   };

@@ -67,6 +67,26 @@ t.test('the admin port serves /metrics in the text format, /healthz, and 404 els
   t.equal((await fetch(`${node.adminUrl}/metrics`, { method: 'POST' })).status, 405);
 });
 
+t.test("/metrics counts the node process's garbage-collection pauses by kind", async (t) => {
+  const node = await createNodeMetrics({ adminListen: { host: '127.0.0.1', port: 0 }, figures, logger: quiet });
+  t.teardown(() => node.close());
+  const minorPauses = async (): Promise<number | undefined> =>
+    sampleValue(parsePrometheusText(await (await fetch(`${node.adminUrl}/metrics`)).text()), 'zenova_node_gc_pause_seconds_count', { kind: 'minor' });
+  const before = await minorPauses();
+  t.type(before, 'number', 'the series is there before any collection it counts');
+  // Young-generation garbage until a scavenge has run and been observed (the observer is called later).
+  const after = await waitFor(async () => {
+    new Array(100_000).fill(0).map((n: number) => ({ n }));
+    const now = await minorPauses();
+    return now !== undefined && now > (before ?? 0) ? now : undefined;
+  }, { what: 'a young-generation GC pause to be counted', timeoutMs: 20_000, intervalMs: 10 });
+  t.ok(after > (before ?? 0));
+  const parsed = parsePrometheusText(await (await fetch(`${node.adminUrl}/metrics`)).text());
+  t.ok((sampleValue(parsed, 'zenova_node_gc_pause_seconds_sum', { kind: 'minor' }) ?? 0) > 0, 'their time is summed');
+  t.equal(sampleValue(parsed, 'zenova_node_gc_pause_seconds_bucket', { kind: 'minor', le: '+Inf' }), sampleValue(parsed, 'zenova_node_gc_pause_seconds_count', { kind: 'minor' }));
+  for (const kind of ['major', 'incremental', 'weakcb']) t.type(sampleValue(parsed, 'zenova_node_gc_pause_seconds_count', { kind }), 'number', kind);
+});
+
 t.test('closing the metrics frees the admin port', async (t) => {
   const node = await createNodeMetrics({ adminListen: { host: '127.0.0.1', port: 0 }, figures, logger: quiet });
   const port = Number(new URL(node.adminUrl ?? '').port);
