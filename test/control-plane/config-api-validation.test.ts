@@ -1,6 +1,7 @@
 /**
  * Every rejection by the config admin API names its field and rule (`targets[0].upstream: …`),
- * references to missing things are 400s naming the field, things in use cannot be deleted (409),
+ * references to missing things are 400s naming the field, so is a route mixing the OpenAI-compatible and
+ * Anthropic API families, things in use cannot be deleted (409),
  * names are unique among live things (409), and money is integers only.
  */
 import t from 'tap';
@@ -163,6 +164,54 @@ t.test('an upstream named by a route target or fallback cannot be deleted', asyn
   expectStatus(await call('PUT', `/api/v1/routes/${alias}`, { targets: [{ upstream, model: 'm' }] }), 200);
   expectStatus(await call('DELETE', `/api/v1/upstreams/${used}`), 200);
   t.equal((await call('GET', `/api/v1/upstreams/${used}`)).statusCode, 404, 'deleted once no route names it');
+});
+
+t.test("a route whose upstreams mix the OpenAI-compatible and Anthropic families is refused on create and on replace, naming the field", async (t) => {
+  // A node serves an alias on one family's APIs only: such a route used to be stored (201), applied
+  // by every node without a word, and then every call to it was 404 ZN_ERR_MODEL_NOT_FOUND.
+  const claude = uniqueConfigName('claude');
+  const openai = uniqueConfigName('oai');
+  expectStatus(await call('POST', '/api/v1/upstreams', { name: claude, kind: 'anthropic', baseUrl: 'https://api.anthropic.example/v1' }), 201);
+  expectStatus(await call('POST', '/api/v1/upstreams', { name: openai, kind: 'openai', baseUrl: 'https://a.example' }), 201);
+  const alias = uniqueConfigName('alias');
+  expectStatus(await call('POST', '/api/v1/routes', route({ alias, fallbacks: [{ upstream: openai, model: 'm' }] })), 201);
+  const rule = "a route's targets and fallbacks must all be of one API family";
+  const refusals: Array<[what: string, method: 'POST' | 'PUT', url: string, body: unknown, message: string]> = [
+    ['create: an Anthropic fallback behind an OpenAI-compatible target', 'POST', '/api/v1/routes',
+      route({ fallbacks: [{ upstream: claude, model: 'claude-3' }] }),
+      `fallbacks[0].upstream: '${claude}' is an Anthropic upstream but targets[0].upstream '${upstream}' is OpenAI-compatible: ${rule}`],
+    ['create: an OpenAI target beside an Anthropic one, weight 0 included', 'POST', '/api/v1/routes',
+      route({ targets: [{ upstream: claude, model: 'claude-3' }, { upstream: openai, model: 'm', weight: 0 }], fallbacks: [{ upstream, model: 'm' }] }),
+      `targets[1].upstream: '${openai}' is an OpenAI-compatible upstream but targets[0].upstream '${claude}' is Anthropic: ${rule}; `
+        + `fallbacks[0].upstream: '${upstream}' is an OpenAI-compatible upstream but targets[0].upstream '${claude}' is Anthropic: ${rule}`],
+    ['replace: an Anthropic second fallback', 'PUT', `/api/v1/routes/${alias}`,
+      { targets: [{ upstream, model: 'm' }], fallbacks: [{ upstream: openai, model: 'm' }, { upstream: claude, model: 'claude-3' }] },
+      `fallbacks[1].upstream: '${claude}' is an Anthropic upstream but targets[0].upstream '${upstream}' is OpenAI-compatible: ${rule}`],
+  ];
+  const versionBefore = expectStatus<{ version: number }>(await call('GET', '/api/v1/config/version'), 200).version;
+  for (const [what, method, url, body, message] of refusals) {
+    const res = await call(method, url, body);
+    t.equal(res.statusCode, 400, `${what}: 400`);
+    t.same(res.json<ErrorReply>().error, { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message }, what);
+  }
+  t.equal(expectStatus<{ version: number }>(await call('GET', '/api/v1/config/version'), 200).version, versionBefore, 'no refusal recorded a config version');
+  const kept = expectStatus<{ fallbacks: Array<{ upstream: string }> }>(await call('GET', `/api/v1/routes/${alias}`), 200);
+  t.same(kept.fallbacks.map((f) => f.upstream), [openai], 'the refused replace changed nothing');
+  t.equal((await call('GET', '/api/v1/routes')).json<{ routes: Array<{ targets: unknown; fallbacks: unknown }> }>().routes
+    .filter((r) => JSON.stringify([r.targets, r.fallbacks]).includes(`"${claude}"`)).length, 0, 'no refused route was stored');
+
+  // One family is fine: openai and openai-compatible upstreams together, Anthropic ones together.
+  expectStatus(await call('PUT', `/api/v1/routes/${alias}`, { targets: [{ upstream, model: 'm' }], fallbacks: [{ upstream: openai, model: 'm' }] }), 200);
+  const claude2 = uniqueConfigName('claude');
+  expectStatus(await call('POST', '/api/v1/upstreams', { name: claude2, kind: 'anthropic', baseUrl: 'https://api.anthropic.example/v1' }), 201);
+  expectStatus(await call('POST', '/api/v1/routes', route({ targets: [{ upstream: claude, model: 'c' }], fallbacks: [{ upstream: claude2, model: 'c' }] })), 201);
+
+  // Nor can a route be mixed from the upstream's side: its kind cannot be changed (nor the upstream
+  // deleted and re-created under another kind while a route names it: 409 ZN_ERR_CP_UPSTREAM_IN_USE).
+  const patch = await call('PATCH', `/api/v1/upstreams/${openai}`, { kind: 'anthropic' });
+  t.equal(patch.statusCode, 400);
+  t.match(patch.json<ErrorReply>().error.message, /^kind: unknown field/);
+  expectStatus(await call('DELETE', `/api/v1/upstreams/${openai}`), 409);
 });
 
 t.test('a policy used by a live account or an active key cannot be deleted', async (t) => {

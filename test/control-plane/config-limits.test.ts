@@ -174,10 +174,13 @@ t.test('the size the check counts is the bundle\'s own for accounts, keys and pr
   expectStatus(await call('POST', '/api/v1/accounts', { name: `${tag}-s`, status: 'suspended' }), 201);
   expectStatus(await call('POST', '/api/v1/upstreams', { name: `${tag}-up`, kind: 'anthropic', baseUrl: 'https://api.example/v1', apiKey: 'sk-"quoted"\\and\\escaped' }), 201);
   expectStatus(await call('POST', '/api/v1/upstreams', { name: `${tag}-up2`, kind: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', timeoutMs: 600_000 }), 201);
+  expectStatus(await call('POST', '/api/v1/upstreams', { name: `${tag}-up3`, kind: 'anthropic', baseUrl: 'http://127.0.0.1:9/v1', timeoutMs: 600_000 }), 201);
+  // A route's upstreams are of one API family: the Anthropic ones here, the other in a route of its own.
   expectStatus(await call('POST', '/api/v1/routes', {
-    alias: `${tag}-r`, targets: [{ upstream: `${tag}-up`, model: 'claude-x', weight: 1000 }, { upstream: `${tag}-up2`, model: 'm', weight: 0 }],
-    fallbacks: [{ upstream: `${tag}-up2`, model: 'f' }], timeoutMs: 100, retries: 5,
+    alias: `${tag}-r`, targets: [{ upstream: `${tag}-up`, model: 'claude-x', weight: 1000 }, { upstream: `${tag}-up3`, model: 'm', weight: 0 }],
+    fallbacks: [{ upstream: `${tag}-up3`, model: 'f' }], timeoutMs: 100, retries: 5,
   }), 201);
+  expectStatus(await call('POST', '/api/v1/routes', { alias: `${tag}-r2`, targets: [{ upstream: `${tag}-up2`, model: 'm' }] }), 201);
   const { apiKey } = expectStatus<{ apiKey: { id: string } }>(await call('POST', '/api/v1/api-keys', {
     account: `${tag}-a`, name: 'full', allowedModels: [`${tag}-r`, 'other/alias'], expiresAt: '2999-01-01T00:00:00+05:00',
     rateLimitPolicy: `${tag}-rl`, guardrailPolicy: `${tag}-g`,

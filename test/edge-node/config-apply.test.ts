@@ -55,6 +55,31 @@ t.test('a newer bundle is cached (0600, in a 0700 dir) and applied, and the one 
   t.equal(await readFile(cache.file('current'), 'utf8'), before, 'and nothing is rewritten');
 });
 
+t.test('a bundle with routes the node cannot serve is applied, and a warning names each alias and why', async (t) => {
+  // The control plane refuses such routes now, but an older database may hold one; the node acks
+  // the version all the same, so only its log can tell the operator why calls to the alias get 404.
+  const { applier, holder, lines, push } = setup(t);
+  const claude = { id: 'up-2', name: 'claude', kind: 'anthropic' as const, baseUrl: 'https://api.anthropic.example/v1', apiKey: 'sk-ant-0123456789', timeoutMs: 30_000 };
+  const mixed = push(1, {
+    upstreams: [...testBundle({ nodeId: NODE_ID, version: 1, upstreamUrl: UPSTREAM, keys: [] }).upstreams, claude],
+    routes: [
+      { alias: 'echo', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [], timeoutMs: 30_000, retries: 0 },
+      { alias: 'mixed', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [{ upstream: 'claude', model: 'claude-3' }], timeoutMs: 30_000, retries: 0 },
+    ],
+  });
+  t.same(await applier.apply(mixed), { ok: true, version: 1, changed: true });
+  t.equal(holder.appliedVersion(), 1);
+  const warning = lines.find((l) => l.level === 40 && l.version === 1);
+  t.match(warning, {
+    msg: /cannot serve.*ZN_ERR_MODEL_NOT_FOUND/,
+    count: 1,
+    unservableRoutes: [{ alias: 'mixed', reason: 'its targets mix OpenAI-compatible and Anthropic upstreams' }],
+  });
+  t.notMatch(JSON.stringify(warning), /sk-ant-/, 'no upstream secret in the warning');
+  t.same(await applier.apply(push(2)), { ok: true, version: 2, changed: true });
+  t.notOk(lines.some((l) => l.level === 40 && l.version === 2), 'a config without such routes warns of nothing');
+});
+
 t.test('every refusal has its code, a log line naming version and code, and leaves the last good config served', async (t) => {
   const { applier, holder, lines, push, signer } = setup(t);
   await applier.apply(push(5));

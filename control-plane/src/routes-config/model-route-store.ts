@@ -2,7 +2,9 @@
  * Model routes in PostgreSQL: create, list, find, replace, delete. Every upstream a route names
  * must be live; they are share-locked while the route is written, so an upstream cannot be deleted
  * from under a route being created. An unknown one is a 400 naming `targets[i].upstream` or
- * `fallbacks[i].upstream`. Every write records a config version in its transaction.
+ * `fallbacks[i].upstream`, and so is one of the other API family than `targets[0]`'s: a node serves
+ * an alias on one family's APIs only, and used to accept such a route and then answer every call
+ * to it with ZN_ERR_MODEL_NOT_FOUND. Every write records a config version in its transaction.
  */
 import type pg from 'pg';
 import { invalidField } from '../config/config-fields.js';
@@ -10,7 +12,8 @@ import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
 import type { Queryable } from '../nodes/with-transaction.js';
-import { lockLiveUpstreamNames } from '../upstreams/upstream-store.js';
+import { lockLiveUpstreamKinds } from '../upstreams/upstream-store.js';
+import { API_FAMILY_NAMES, upstreamApiFamily } from '../upstreams/upstream-validation.js';
 import type { ModelRouteCreateInput, ModelRouteSpec } from './model-route-validation.js';
 import type { ModelRouteRow } from './model-route-view.js';
 
@@ -21,19 +24,35 @@ function notFound(alias: string): Error {
   return zenovaError('ZN_ERR_CP_ROUTE_NOT_FOUND', `No model route with alias '${alias}'.`);
 }
 
-/** Refuses the spec when any target or fallback names an upstream that is not live. */
+/**
+ * Refuses the spec when any target or fallback names an upstream that is not live, or one whose
+ * API family differs from the first target's (weight 0 included: a PUT may weigh it in later).
+ */
 async function checkUpstreams(client: pg.PoolClient, spec: ModelRouteSpec): Promise<void> {
-  const named = [...spec.targets, ...spec.fallbacks].map((t) => t.upstream);
-  const live = await lockLiveUpstreamNames(client, named);
-  const problems = [
+  const named = [
     ...spec.targets.map((t, i) => ({ field: `targets[${i}].upstream`, name: t.upstream })),
     ...spec.fallbacks.map((f, i) => ({ field: `fallbacks[${i}].upstream`, name: f.upstream })),
-  ].filter((p) => !live.has(p.name));
+  ];
+  const kinds = await lockLiveUpstreamKinds(client, named.map((n) => n.name));
+  const unknown = named.filter((n) => !kinds.has(n.name)).map((n) => ({ field: n.field, rule: `no upstream named '${n.name}'` }));
+  throwProblems(unknown);
+  const first = named[0]!;
+  const family = upstreamApiFamily(kinds.get(first.name)!);
+  const mixed = named
+    .filter((n) => upstreamApiFamily(kinds.get(n.name)!) !== family)
+    .map((n) => ({
+      field: n.field,
+      rule: `'${n.name}' is an ${API_FAMILY_NAMES[upstreamApiFamily(kinds.get(n.name)!)]} upstream but ${first.field} '${first.name}' is ${API_FAMILY_NAMES[family]}: a route's targets and fallbacks must all be of one API family`,
+    }));
+  throwProblems(mixed);
+}
+
+/** One 400 listing every problem as `field: rule`; nothing when there is none. */
+function throwProblems(problems: ReadonlyArray<{ field: string; rule: string }>): void {
   const first = problems[0];
-  if (first) {
-    const rest = problems.slice(1).map((p) => `; ${p.field}: no upstream named '${p.name}'`).join('');
-    throw invalidField(first.field, `no upstream named '${first.name}'${rest}`);
-  }
+  if (first === undefined) return;
+  const rest = problems.slice(1).map((p) => `; ${p.field}: ${p.rule}`).join('');
+  throw invalidField(first.field, `${first.rule}${rest}`);
 }
 
 /** Stored as the bundle wants them: targets always carry their weight. */

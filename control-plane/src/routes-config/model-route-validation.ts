@@ -1,7 +1,7 @@
 /**
  * Model route bodies: create `{alias, targets, fallbacks?, timeoutMs?, retries?}` and replace (the
- * same without alias). Bounds match the bundle schema; that the named upstreams exist is checked
- * against the database (model-route-store.ts).
+ * same without alias). Bounds match the bundle schema; that the named upstreams exist and share one
+ * API family is checked against the database (model-route-store.ts).
  */
 import { z } from 'zod';
 import { bodyObject, configNameSchema, integerIn, text } from '../config/config-fields.js';

@@ -1,7 +1,8 @@
 /**
- * Upstreams in PostgreSQL: create, list, find, patch, delete (refused while a live route names the
- * upstream), and the locked look-up routes use. The provider secret is sealed before it is written
- * and never read back here. Every write records a config version in its transaction.
+ * Upstreams in PostgreSQL: create, list, find, patch (never the kind), delete (refused while a live
+ * route names the upstream), and the locked look-up routes use. The provider secret is sealed
+ * before it is written and never read back here. Every write records a config version in its
+ * transaction.
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
@@ -11,7 +12,7 @@ import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import { sealUpstreamSecret } from './upstream-secret.js';
-import type { UpstreamCreateInput, UpstreamPatch } from './upstream-validation.js';
+import type { UpstreamCreateInput, UpstreamKind, UpstreamPatch } from './upstream-validation.js';
 import type { UpstreamRow } from './upstream-view.js';
 
 const COLUMNS = `id, name, kind, base_url as "baseUrl", secret_encrypted is not null as "hasApiKey",
@@ -55,16 +56,17 @@ export async function getUpstream(db: Queryable, name: string): Promise<Upstream
 }
 
 /**
- * Which of `names` are live upstreams, share-locked until the caller's transaction ends: a
- * concurrent delete waits for the caller's route to commit (and then refuses), or wins first (and
- * the caller sees the upstream gone).
+ * The kind of each of `names` that is a live upstream, share-locked until the caller's transaction
+ * ends: a concurrent delete waits for the caller's route to commit (and then refuses), or wins
+ * first (and the caller sees the upstream gone, or the kind of one re-created under that name).
+ * A kind is never changed in place, so the kinds read here hold until the route commits.
  */
-export async function lockLiveUpstreamNames(client: pg.PoolClient, names: readonly string[]): Promise<Set<string>> {
-  const { rows } = await client.query<{ name: string }>(
-    'select name from upstreams where name = any($1::text[]) and deleted_at is null order by name for share',
+export async function lockLiveUpstreamKinds(client: pg.PoolClient, names: readonly string[]): Promise<Map<string, UpstreamKind>> {
+  const { rows } = await client.query<{ name: string; kind: UpstreamKind }>(
+    'select name, kind from upstreams where name = any($1::text[]) and deleted_at is null order by name for share',
     [[...new Set(names)]],
   );
-  return new Set(rows.map((r) => r.name));
+  return new Map(rows.map((r) => [r.name, r.kind]));
 }
 
 export async function patchUpstream(

@@ -8,6 +8,16 @@ import { baseUrlShapeProblem, urlCharactersProblem, withoutTrailingSlash } from 
 
 export const UPSTREAM_KINDS = ['openai', 'anthropic', 'openai-compatible'] as const;
 export type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
+
+/**
+ * The API family an upstream speaks: a node serves an alias on one family's APIs only, so every
+ * upstream of one route must share it (model-route-store.ts). That is also why `kind` cannot be
+ * patched: a route could not keep its one family.
+ */
+export type UpstreamApiFamily = 'openai' | 'anthropic';
+export const upstreamApiFamily = (kind: UpstreamKind): UpstreamApiFamily => (kind === 'anthropic' ? 'anthropic' : 'openai');
+export const API_FAMILY_NAMES: Readonly<Record<UpstreamApiFamily, string>> = { openai: 'OpenAI-compatible', anthropic: 'Anthropic' };
+
 export const UPSTREAM_TIMEOUT_MS = { min: 100, max: 600_000, default: 60_000 } as const;
 const MAX_BASE_URL_CHARS = 2048;
 const MAX_SECRET_CHARS = 4096;
@@ -54,6 +64,7 @@ export const upstreamCreateSchema = bodyObject({
 
 export type UpstreamCreateInput = z.output<typeof upstreamCreateSchema>;
 
+/** No `kind`: a route's upstreams must keep sharing one API family (upstreamApiFamily). */
 export const upstreamPatchSchema = bodyObject({
   baseUrl: baseUrlSchema.optional(),
   /** null removes the key. */

@@ -42,6 +42,23 @@ export type ApplyOutcome =
     }
   | { ok: false; version: number; code: ConfigRefusalCode; message: string; retryable: boolean };
 
+/** How many unservable aliases one log line names (the rest are counted). */
+const MAX_UNSERVABLE_LOGGED = 20;
+
+/**
+ * A warning for aliases the config names but this node cannot serve (their callers get
+ * ZN_ERR_MODEL_NOT_FOUND): the control plane refuses such routes, but an older database may still
+ * hold one, and the config is applied and acknowledged all the same, so the log is where it shows.
+ */
+function warnUnservableRoutes(logger: Logger, version: number, config: RuntimeConfig): void {
+  if (config.unservableRoutes.size === 0) return;
+  const routes = [...config.unservableRoutes].slice(0, MAX_UNSERVABLE_LOGGED).map(([alias, reason]) => ({ alias, reason }));
+  logger.warn(
+    { version, unservableRoutes: routes, count: config.unservableRoutes.size },
+    'config applied with model routes this node cannot serve; calls to them get ZN_ERR_MODEL_NOT_FOUND',
+  );
+}
+
 export interface ConfigApplier {
   apply(push: ConfigPushInput): Promise<ApplyOutcome>;
   /** The trust bundles are verified with now. */
@@ -158,7 +175,8 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     serving = entry;
     servingTrust = trust;
     const unservable = [...config.unservableRoutes.keys()];
-    logger.info({ version, ...(unservable.length > 0 ? { unservableRoutes: unservable.slice(0, 20) } : {}) }, 'config applied');
+    logger.info({ version, ...(unservable.length > 0 ? { unservableRoutes: unservable.slice(0, MAX_UNSERVABLE_LOGGED) } : {}) }, 'config applied');
+    warnUnservableRoutes(logger, version, config);
     return { ok: true, version, changed: true };
   };
 
@@ -177,6 +195,7 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     serving = entry;
     servingTrust = trust;
     logger.info({ version: entry.version, file: read.file }, 'config applied from the cache (written by the replica holding the control link)');
+    warnUnservableRoutes(logger, entry.version, value);
     return { ok: true, version: entry.version, changed: true };
   };
 

@@ -35,7 +35,11 @@ export interface RuntimeRoute {
   /** The first target with a weight above 0 (kept for code that needs one answer). */
   readonly upstream: RuntimeUpstream;
   readonly upstreamModel: string;
-  /** The tighter of the route's and the upstream's timeouts. */
+  /**
+   * The route's own per-attempt timeout (a local-file model has none: its upstream's). Each attempt
+   * takes the smaller of this and its own upstream's (forward-plan.ts); folding the first target's
+   * upstream in here capped every later target and fallback at that upstream's timeout.
+   */
   readonly timeoutMs: number;
   /** Weighted targets whose upstream this node has (weight > 0 only). */
   readonly targets: readonly RuntimeTarget[];
@@ -205,7 +209,7 @@ export function fromBundle(bundle: ConfigBundle): RuntimeConfig {
         alias: route.alias,
         upstream: first.upstream,
         upstreamModel: first.upstreamModel,
-        timeoutMs: Math.min(route.timeoutMs, first.upstream.timeoutMs),
+        timeoutMs: route.timeoutMs,
         targets,
         fallbacks,
         retries: route.retries,

@@ -1,6 +1,7 @@
 // Routing through the pipeline: fallback on 5xx, connect errors and timeouts; exactly retries+1
 // attempts per target; a 4xx is final; nothing is retried once the caller got a byte; weighted
-// choice; a target that keeps failing is tried last until it answers again.
+// choice; each attempt bounded by its own upstream's timeout; a target that keeps failing is tried
+// last until it answers again.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
@@ -177,6 +178,59 @@ t.test('routing rules', async (t) => {
     await client.chat.completions.create(ask('weighted'));
     t.same(since(before), { primary: 0, backup: 1 }, 'the rest of the range belongs to the weight-3 target');
     restore();
+  });
+});
+
+t.test("each attempt is bounded by its own upstream's timeout (and the route's), not by the first target's", async (t) => {
+  // `hanging` never answers and has a short timeout of its own; `slow` answers after SLOW_MS, far
+  // inside its own timeout and the route's. The first target's short timeout used to bound every
+  // later attempt too, so the slow-but-healthy fallback was cut off and the caller got a 504.
+  const HANGING_TIMEOUT_MS = 200;
+  const SLOW_MS = 800;
+  const hanging = await startFakeUpstream(t, { hang: true });
+  const slow = await startFakeUpstream(t, { latencyMs: SLOW_MS });
+  const node = await startPipelineNode(t, {
+    upstreamUrl: hanging.url,
+    bundle: () => ({
+      upstreams: [
+        { id: 'up-h', name: 'hanging', kind: 'openai-compatible', baseUrl: hanging.url, apiKey: 'sk-hanging', timeoutMs: HANGING_TIMEOUT_MS },
+        { id: 'up-s', name: 'slow', kind: 'openai-compatible', baseUrl: slow.url, apiKey: 'sk-slow', timeoutMs: 30_000 },
+      ],
+      routes: [
+        { alias: 'hang-then-fallback', targets: [{ upstream: 'hanging', model: 'demo-echo', weight: 1 }], fallbacks: [{ upstream: 'slow', model: 'demo-echo' }], timeoutMs: 60_000, retries: 0 },
+        {
+          alias: 'hang-then-target',
+          targets: [{ upstream: 'hanging', model: 'demo-echo', weight: 1 }, { upstream: 'slow', model: 'demo-echo', weight: 1 }],
+          fallbacks: [],
+          timeoutMs: 60_000,
+          retries: 0,
+        },
+      ],
+    }),
+    services: { targetHealth: new TargetHealth({ failureThreshold: Number.MAX_SAFE_INTEGER }) },
+  });
+  const client = node.client();
+
+  t.test('a slow fallback answers after the first target timed out on its own short timeout', async (t) => {
+    const slowBefore = slow.requests.length;
+    const { data, response } = await client.chat.completions.create(ask('hang-then-fallback')).withResponse();
+    t.equal(response.status, 200);
+    t.equal(data.model, 'hang-then-fallback');
+    t.equal(slow.requests.length - slowBefore, 1, 'the fallback was asked once');
+    const done = node.finished.find((f) => f.requestId === response.headers.get('x-request-id'))!;
+    t.match(done.attempts, [{ upstream: 'hanging', outcome: 'timeout' }, { upstream: 'slow', outcome: 'ok', httpStatus: 200 }]);
+    t.ok(done.attempts[0]!.durationMs < SLOW_MS, `the hanging target was abandoned at its own ${HANGING_TIMEOUT_MS} ms (took ${done.attempts[0]!.durationMs} ms)`);
+    t.ok(done.attempts[1]!.durationMs >= SLOW_MS, 'the fallback was given the time it needed');
+  });
+
+  t.test('a second weighted target with a longer timeout than the first answers after the first timed out', async (t) => {
+    // 0.1 of the total weight picks the hanging target first.
+    const restore = setRouteRandomForTests(() => 0.1);
+    t.teardown(restore);
+    const { response } = await client.chat.completions.create(ask('hang-then-target')).withResponse();
+    t.equal(response.status, 200);
+    const done = node.finished.find((f) => f.requestId === response.headers.get('x-request-id'))!;
+    t.match(done.attempts, [{ upstream: 'hanging', outcome: 'timeout' }, { upstream: 'slow', outcome: 'ok', httpStatus: 200 }]);
   });
 });
 
