@@ -30,6 +30,8 @@ import { noSpool } from './spool/request-spool.js';
 import { CLIENT_REQUEST_ID_HEADER, REQUEST_ID_HEADER, clientRequestIdOf, generateRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
 import { TargetHealth } from './routing/target-health.js';
+import { controlPlaneNow } from './pipeline/clock.js';
+import type { Clock } from './pipeline/clock.js';
 import { serverTlsOptions } from './tls/caller-tls.js';
 import type { CallerTlsPair } from './tls/caller-tls.js';
 import { trackUnusedConnections } from '../../proto/src/index.js';
@@ -54,6 +56,11 @@ export interface AppDeps {
   services?: Partial<PipelineServices>;
   /** How open MCP GET streams' keys are re-checked (period, clock); tests shorten or move them. */
   getStreamStanding?: GetStreamStandingOptions;
+  /**
+   * The requests' clock (systemClock by default); serve's judges key and lease expiries by the
+   * control plane's time, and so do GET stream re-checks unless getStreamStanding.now is given.
+   */
+  clock?: Clock;
   /** How long a caller may leave an answer unread before its connection is dropped (default 120 s); tests shorten it. */
   callerStallMs?: number;
   /** Serve HTTPS with this pair (checked by readCallerTls); plain HTTP when absent. Reloaded with reloadCallerTls. */
@@ -192,7 +199,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const services = deps.services ?? {};
   // Open MCP GET streams re-checked on every swap and on a timer: a revoked or expired key's ends.
-  const getStreams = new GetStreamStanding(holder, deps.logger, deps.getStreamStanding);
+  const clock = deps.clock;
+  const getStreams = new GetStreamStanding(holder, deps.logger, {
+    ...(clock !== undefined ? { now: () => controlPlaneNow(clock) } : {}),
+    ...deps.getStreamStanding,
+  });
   const pipeline: PipelineDeps = {
     nodeId: services.nodeId ?? 'local',
     logger: deps.logger,
@@ -206,6 +217,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     targetHealth: services.targetHealth ?? new TargetHealth(),
     getStreams,
     ...(deps.callerStallMs !== undefined ? { callerStallMs: deps.callerStallMs } : {}),
+    ...(clock !== undefined ? { clock } : {}),
   };
   registerOpenAiRoutes(app, pipeline);
   registerAnthropicRoutes(app, pipeline);

@@ -68,7 +68,7 @@ t.test('a node with a valid credential is welcomed with the protocol version and
   t.equal(status.code, grpc.status.OK, 'a node that closes its side ends the call cleanly');
 });
 
-t.test('heartbeats record the time and figures, and move onboarding to first-heartbeat but never back', async (t) => {
+t.test('heartbeats record the time, figures and the node\'s clock skew, and move onboarding to first-heartbeat but never back', async (t) => {
   const node = await enrolledNode(pool, settings);
   const before = await pool.query<{ onboarding_stage: string; last_heartbeat_at: Date | null }>(
     'select onboarding_stage, last_heartbeat_at from nodes where id = $1', [node.id],
@@ -82,18 +82,23 @@ t.test('heartbeats record the time and figures, and move onboarding to first-hea
     (r) => r.last_heartbeat_at !== null,
   );
   t.equal(first.onboarding_stage, 'first-heartbeat');
-  t.same(first.figures, { requests5m: 120, errors5m: 3, spoolBytes: 4096, backfillBacklog: 7, appliedConfigVersion: 2 });
+  const { clockSkewMs: firstSkew, ...firstFigures } = first.figures;
+  t.same(firstFigures, { requests5m: 120, errors5m: 3, spoolBytes: 4096, backfillBacklog: 7, appliedConfigVersion: 2 });
+  t.ok(Math.abs(firstSkew ?? Infinity) < 5_000, 'a node in step: its clock skew (sentAt against the control plane\'s clock) is near 0');
 
   // The config issue will move nodes on to config-synced; a heartbeat must not undo that.
   await pool.query(`update nodes set onboarding_stage = 'config-synced' where id = $1`, [node.id]);
-  conn.send({ heartbeat: { sentAt: BigInt(Date.now()), requests5m: 130n, errors5m: 4n, spoolBytes: 8192n, backfillBacklog: 0n, appliedConfigVersion: 3n, ready: true } });
+  // This heartbeat comes from a node whose clock is 4 minutes behind.
+  conn.send({ heartbeat: { sentAt: BigInt(Date.now() - 240_000), requests5m: 130n, errors5m: 4n, spoolBytes: 8192n, backfillBacklog: 0n, appliedConfigVersion: 3n, ready: true } });
   const second = await waitForRow<{ onboarding_stage: string; last_heartbeat_at: Date; figures: Record<string, number> }>(
     pool, 'the second heartbeat', 'select onboarding_stage, last_heartbeat_at, figures from nodes where id = $1', [node.id],
     (r) => r.figures.requests5m === 130,
   );
   t.equal(second.onboarding_stage, 'config-synced', 'the stage is never moved back');
   t.ok(second.last_heartbeat_at.getTime() >= first.last_heartbeat_at.getTime(), 'the heartbeat time moves on');
-  t.same(second.figures, { requests5m: 130, errors5m: 4, spoolBytes: 8192, backfillBacklog: 0, appliedConfigVersion: 3 });
+  const { clockSkewMs: secondSkew, ...secondFigures } = second.figures;
+  t.same(secondFigures, { requests5m: 130, errors5m: 4, spoolBytes: 8192, backfillBacklog: 0, appliedConfigVersion: 3 });
+  t.ok(Math.abs((secondSkew ?? Infinity) + 240_000) < 5_000, 'the skew of a node 4 minutes behind is recorded as about -240000 ms');
 });
 
 t.test('a missing, wrong, revoked or expired credential is refused with its own code and the gateway stays up', async (t) => {

@@ -46,6 +46,8 @@ export interface FakeGatewayOptions {
   ca?: TestCa;
   /** Names in the certificate (default localhost + 127.0.0.1). */
   dnsNames?: string[];
+  /** The HelloAck's server_time (unix ms); Date.now() by default. */
+  serverTime?: () => number;
 }
 
 export interface FakeGateway {
@@ -116,7 +118,7 @@ export async function startFakeGateway(t: { teardown(fn: () => unknown): void },
               accepted: true,
               serverProtocolVersion: PROTOCOL_VERSION,
               sessionId: `session-${session.index}`,
-              serverTime: BigInt(Date.now()),
+              serverTime: BigInt(Math.round(opts.serverTime?.() ?? Date.now())),
               heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 100,
             },
           });

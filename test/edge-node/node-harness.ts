@@ -9,6 +9,7 @@ import { parseLocalConfig } from '../../edge-node/src/config/local-config.js';
 import type { LocalConfig } from '../../edge-node/src/config/local-config.js';
 import { fromLocalConfig } from '../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
+import type { Clock } from '../../edge-node/src/pipeline/clock.js';
 
 export const CALLER_KEY = 'zk-test-caller-key-0123456789abcdef';
 export const OTHER_CALLER_KEY = 'zk-test-second-caller-key-fedcba9876';
@@ -57,12 +58,12 @@ export async function listenOnLoopback(t: { teardown(fn: () => unknown): void },
 }
 
 /** The node app on 127.0.0.1:0, serving a local config or whatever `holder` holds. */
-export async function startNode(t: { teardown(fn: () => unknown): void }, config: LocalConfig | ConfigHolder): Promise<RunningNode> {
+export async function startNode(t: { teardown(fn: () => unknown): void }, config: LocalConfig | ConfigHolder, opts: { clock?: Clock } = {}): Promise<RunningNode> {
   const logLines: string[] = [];
   const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void logLines.push(line) } });
   const holder = config instanceof ConfigHolder ? config : ConfigHolder.ready(fromLocalConfig(config));
   const current = holder.current();
-  const app = await buildApp({ holder, logger, ...(current.ready ? { maxBodyBytes: current.config.maxBodyBytes } : {}) });
+  const app = await buildApp({ holder, logger, ...(current.ready ? { maxBodyBytes: current.config.maxBodyBytes } : {}), ...(opts.clock !== undefined ? { clock: opts.clock } : {}) });
   const { origin, baseURL } = await listenOnLoopback(t, app);
   return {
     app,

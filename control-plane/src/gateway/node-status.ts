@@ -17,7 +17,7 @@ export interface HelloFacts {
 }
 
 /** A heartbeat sets every `nodes.figures` key. */
-export type HeartbeatFigures = Required<NodeFigures>;
+export type HeartbeatFigures = Required<Omit<NodeFigures, 'clockSkewMs'>> & Pick<NodeFigures, 'clockSkewMs'>;
 
 export interface HeartbeatOutcome {
   /** The stage before this heartbeat (null when the node had none). */

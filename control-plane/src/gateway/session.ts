@@ -484,6 +484,9 @@ export class NodeSession implements RegisteredSession {
         spoolBytes: heartbeat.spoolBytes,
         backfillBacklog: heartbeat.backfillBacklog,
         appliedConfigVersion: heartbeat.appliedConfigVersion,
+        // sentAt is the node's wall clock; against ours (the clock HelloAck.server_time gives it) it
+        // shows how far the node's host clock is off. Transit time (ms) is within the noise.
+        ...(heartbeat.sentAt > 0 ? { clockSkewMs: heartbeat.sentAt - Date.now() } : {}),
       });
     } catch (err) {
       // A lost heartbeat is harmless (the next one follows); the stream stays up.

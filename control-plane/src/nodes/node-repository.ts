@@ -12,6 +12,8 @@ export interface NodeFigures {
   spoolBytes?: number;
   backfillBacklog?: number;
   appliedConfigVersion?: number;
+  /** The node's clock minus this control plane's at the last heartbeat (its sentAt against our clock; positive: node ahead). */
+  clockSkewMs?: number;
 }
 
 export interface NodeRow {
@@ -43,6 +45,11 @@ export interface NodeRow {
   configError: unknown;
   /** The installation's newest config version when the row was read (read with it: one query per view). */
   latestConfigVersion: number;
+  /**
+   * The database's now() when the row was read: status is judged against it, the clock that stamped
+   * last_heartbeat_at, never this process's (which may be off from the database's).
+   */
+  databaseNow: Date;
 }
 
 /** Facts a node reports when it enrolls. */
@@ -60,7 +67,8 @@ const COLUMNS = `
   protocol_version as "protocolVersion", last_heartbeat_at as "lastHeartbeatAt",
   onboarding_stage as "onboardingStage", figures,
   applied_config_version::float8 as "appliedConfigVersion", config_synced_at as "configSyncedAt", config_error as "configError",
-  coalesce((select max(version) from config_changes), 0)::float8 as "latestConfigVersion"`;
+  coalesce((select max(version) from config_changes), 0)::float8 as "latestConfigVersion",
+  now() as "databaseNow"`;
 
 const UNIQUE_VIOLATION = '23505';
 

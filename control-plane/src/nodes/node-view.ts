@@ -41,6 +41,11 @@ export const nodeViewSchema = z.object({
   /** Why the node refused its last push (it keeps serving its last good config); null once one applies. */
   configError: configErrorSchema.nullable(),
   lastHeartbeatAt: z.string().nullable(),
+  /**
+   * The node's clock minus this control plane's at its last heartbeat, in ms (positive: the node is
+   * ahead); null before a heartbeat measured it. The node judges expiries by the control plane's time.
+   */
+  clockSkewMs: z.number().nullable(),
   requests5m: z.number(),
   errorRate5m: z.number(),
   backfillBacklog: z.number(),
@@ -83,8 +88,13 @@ function figure(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
 }
 
-export function toNodeView(row: NodeRow, opts: { offlineAfterMs: number; now?: Date }): NodeView {
-  const now = opts.now ?? new Date();
+/** A skew as the node reported it: any finite number (negative too), null otherwise. */
+function skewOf(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? Math.round(value) : null;
+}
+
+/** Status is judged against the database's clock read with the row (`databaseNow`), the clock that stamps heartbeats. */
+export function toNodeView(row: NodeRow, opts: { offlineAfterMs: number }): NodeView {
   const requests5m = figure(row.figures.requests5m);
   return {
     id: row.id,
@@ -98,13 +108,14 @@ export function toNodeView(row: NodeRow, opts: { offlineAfterMs: number; now?: D
     spoolQuotaGb: row.spoolQuotaGb,
     spoolFullPolicy: row.spoolFullPolicy,
     replicas: row.replicas,
-    status: nodeStatus(row.lastHeartbeatAt, opts.offlineAfterMs, now),
+    status: nodeStatus(row.lastHeartbeatAt, opts.offlineAfterMs, row.databaseNow),
     version: row.version,
     protocolVersion: row.protocolVersion,
     configVersionsBehind: configVersionsBehind(row),
     appliedConfigVersion: row.appliedConfigVersion,
     configError: configErrorOf(row.configError),
     lastHeartbeatAt: row.lastHeartbeatAt?.toISOString() ?? null,
+    clockSkewMs: skewOf(row.figures.clockSkewMs),
     requests5m,
     errorRate5m: errorRate(requests5m, figure(row.figures.errors5m)),
     backfillBacklog: figure(row.figures.backfillBacklog),

@@ -21,6 +21,7 @@
  * outlive its record's finish time, which the control plane's lease cutoffs go by.
  */
 import type { Logger } from '../logger.js';
+import { controlPlaneNow } from '../pipeline/clock.js';
 import type { PipelineContext } from '../pipeline/context.js';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
@@ -74,7 +75,8 @@ export class LeaseCredit implements CreditLeases {
     let reservation: Reservation | undefined;
     try {
       // Kept on the request's own row: a restart releases it if the request never reached the spool.
-      reservation = lease?.reserve(amount, ctx.clock.now(), ctx.requestId);
+      // The lease's expiresAt is the control plane's: judged by its time.
+      reservation = lease?.reserve(amount, controlPlaneNow(ctx.clock), ctx.requestId);
     } catch (err) {
       // Nothing is held (CreditLease changes only after its write): refused like a spool that cannot write.
       this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');

@@ -11,6 +11,8 @@ import { loadLocalConfig } from '../config/local-config.js';
 import { fromLocalConfig } from '../config/runtime-config.js';
 import { startConnectLoop } from '../control/connect-loop.js';
 import { startControlLinkLeader } from '../control/control-link-leader.js';
+import { ControlPlaneTime } from '../control/control-plane-time.js';
+import { loadControlStatus } from '../control/control-status.js';
 import type { ControlLinkLeader } from '../control/control-link-leader.js';
 import { reconnectSettingsFromEnv } from '../control/reconnect-settings.js';
 import type { Logger } from '../logger.js';
@@ -166,9 +168,12 @@ export async function serve(opts: ServeOptions): Promise<number> {
   const startedAt = new Date();
   // Declared before the app so /readyz can read the link once it exists.
   let link: ControlLinkLeader | undefined;
+  // The control plane's time, anchored at each HelloAck: key and lease expiries are judged by it.
+  const controlPlaneTime = new ControlPlaneTime();
   const app = await buildApp({
     holder,
     logger: opts.logger,
+    clock: controlPlaneTime.clock(),
     requestWindow,
     services: services.pipeline,
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
@@ -250,6 +255,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
         },
         configStatus: () => configStatus(configHolder, configApplier),
         channels: services.channels,
+        controlPlaneTime,
         reconnect: reconnect.reconnect,
         refusedRetryMs: reconnect.refusedRetryMs,
       });
@@ -260,6 +266,9 @@ export async function serve(opts: ServeOptions): Promise<number> {
       follow: async () => {
         const identity = await loadIdentity(enrolled.store).catch(() => undefined);
         if (identity !== undefined) takeIdentity(identity);
+        // The link holder's anchor (host-monotonic, so valid in this process too).
+        const clock = (await loadControlStatus(enrolled.store).catch(() => undefined))?.clock;
+        if (clock !== undefined) controlPlaneTime.adopt(clock);
         await configApplier.followCache();
       },
       ...(lockIntervalMs(opts.env ?? process.env) !== undefined ? { intervalMs: lockIntervalMs(opts.env ?? process.env) } : {}),

@@ -15,6 +15,7 @@ import type { NodeIdentity } from '../state/identity.js';
 import type { StateStore } from '../state/state-store.js';
 import { Backoff } from './backoff.js';
 import type { ControlChannel } from './control-channel.js';
+import { ControlPlaneTime, MAX_CLOCK_SKEW_MS, describeSkew } from './control-plane-time.js';
 import { saveControlStatus } from './control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord } from './control-status.js';
 import { FALLBACK_CODES, needsOperator, refusalAdvice } from './refusal-advice.js';
@@ -69,6 +70,11 @@ export interface ConnectLoopOptions {
   helloTimeoutMs?: number;
   /** In [0, 1); for the back-off jitter. */
   random?: () => number;
+  /**
+   * Anchored to each HelloAck's server_time; serve hands the same one to the pipeline, which judges
+   * control-plane expiries by it. A private one when absent.
+   */
+  controlPlaneTime?: ControlPlaneTime;
 }
 
 export interface ConnectLoop {
@@ -103,6 +109,43 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
   let status: ControlLinkStatus = { state: 'connecting', since: new Date(), lastError: null, sessionId: null };
   let serving = true;
   let writes: Promise<void> = Promise.resolve();
+  const controlPlaneTime = opts.controlPlaneTime ?? new ControlPlaneTime();
+  let clockMeasuredAt: Date | undefined;
+  // The skew last warned about in this session (warned again only if it grows by another bound).
+  let warnedSkewMs: number | undefined;
+
+  /**
+   * Warns when this host's clock is further from the control plane's than enrollment allows: once
+   * per session, and again each time it grows by another bound. Checked on each HelloAck and
+   * heartbeat, so a wall-clock step while connected is seen within one interval.
+   */
+  const checkClockSkew = (): void => {
+    const skew = controlPlaneTime.skewMs();
+    if (skew === null) return;
+    const size = Math.abs(skew);
+    if (size <= MAX_CLOCK_SKEW_MS) {
+      if (warnedSkewMs !== undefined) logger.info({ skewMs: Math.round(skew), maxSkewMs: MAX_CLOCK_SKEW_MS }, "this host's clock is back in step with the control plane's");
+      warnedSkewMs = undefined;
+      return;
+    }
+    if (warnedSkewMs !== undefined && size < Math.abs(warnedSkewMs) + MAX_CLOCK_SKEW_MS) return;
+    warnedSkewMs = skew;
+    logger.warn(
+      {
+        code: 'CLOCK_SKEW',
+        skewMs: Math.round(skew),
+        maxSkewMs: MAX_CLOCK_SKEW_MS,
+        hostClock: new Date().toISOString(),
+        controlPlaneClock: new Date(controlPlaneTime.now()).toISOString(),
+        advice: `this host's clock is ${describeSkew(skew)} the control plane's (at most ${MAX_CLOCK_SKEW_MS / 1000} s allowed); API-key and credit-lease expiries are judged by the control plane's time meanwhile: sync this host's clock (e.g. \`timedatectl set-ntp true\`)`,
+      },
+      "this host's clock is off from the control plane's",
+    );
+  };
+  const figures = (): HeartbeatFigures => {
+    checkClockSkew();
+    return opts.figures();
+  };
 
   /**
    * Queues a write of the current status; writes land in order and never fail the loop. Resolves
@@ -124,6 +167,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
             },
       sessionId: status.sessionId,
       ...(opts.configStatus !== undefined ? { config: opts.configStatus() } : {}),
+      ...clockRecord(),
       pid: process.pid,
       serving,
       updatedAt: new Date().toISOString(),
@@ -132,6 +176,14 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
       .then(() => saveControlStatus(store, record))
       .catch((err: unknown) => logger.warn({ err: { message: (err as Error).message } }, 'could not write control-status.json'));
     return writes;
+  };
+
+  /** The control plane's time as last anchored, for `status` (which works out the skew now from it). */
+  const clockRecord = (): Pick<ControlStatusRecord, 'clock'> => {
+    const anchor = controlPlaneTime.anchor();
+    const skew = controlPlaneTime.skewMs();
+    if (anchor === undefined || skew === null || clockMeasuredAt === undefined) return {};
+    return { clock: { ...anchor, skewMs: Math.round(skew), measuredAt: clockMeasuredAt.toISOString(), maxSkewMs: MAX_CLOCK_SKEW_MS } };
   };
 
   const recordError = (code: string, message: string): boolean => {
@@ -195,7 +247,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         identity,
         credential,
         facts: opts.facts,
-        figures: opts.figures,
+        figures,
         ...(opts.onConfigPush !== undefined ? { onConfigPush: opts.onConfigPush } : {}),
         ...(opts.channels !== undefined ? { channels: opts.channels } : {}),
         logger,
@@ -207,6 +259,12 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         onEstablished: (info) => {
           onEstablished();
           const now = new Date();
+          if (Number.isSafeInteger(info.serverTimeMs) && info.serverTimeMs > 0) {
+            controlPlaneTime.observe(info.serverTimeMs, info.helloRoundTripMs);
+            clockMeasuredAt = now;
+            warnedSkewMs = undefined;
+            checkClockSkew();
+          }
           // The outage is over: its error stays as history, but `status` must not show it as current.
           const lastError = status.lastError === null ? null : { ...status.lastError, resolvedAt: status.lastError.resolvedAt ?? now };
           status = { ...status, state: 'connected', since: now, sessionId: info.sessionId, lastError };

@@ -42,6 +42,20 @@ export const controlStatusSchema = z.object({
   sessionId: z.string().max(200).nullable(),
   /** Absent in files written before config bundles existed. */
   config: configStatusSchema.optional(),
+  /**
+   * The control plane's time at the last HelloAck, against the host's monotonic clock (shared by
+   * its processes), so `status` works out the skew as of now; absent before the first session.
+   */
+  clock: z
+    .object({
+      controlPlaneMs: z.number(),
+      hostMonotonicMs: z.number(),
+      /** This host's wall clock minus the control plane's when measured (positive: ahead). */
+      skewMs: z.number().int(),
+      measuredAt: z.iso.datetime({ offset: true }),
+      maxSkewMs: z.number().int().positive(),
+    })
+    .optional(),
   /** The serving process; `status` tells a stale file from a live one. */
   pid: z.number().int().positive(),
   /** False once the node stopped cleanly. */

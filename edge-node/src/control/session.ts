@@ -58,6 +58,8 @@ export interface SessionInfo {
   sessionId: string;
   serverProtocolVersion: number;
   serverTimeMs: number;
+  /** Hello written → HelloAck read (ms, includes connecting): server_time was read within it. */
+  helloRoundTripMs: number;
   heartbeatIntervalMs: number;
   /** The credential this session authenticated with. */
   credentialId: string;
@@ -189,6 +191,8 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
 
   return new Promise<SessionEnd>((resolve) => {
     const call = client.connect(metadata);
+    // The hello is written at the end of this tick; its round trip bounds when server_time was read.
+    const helloSentAt = performance.now();
     let established = false;
     let establishedAt = 0;
     let sessionId: string | undefined;
@@ -299,6 +303,7 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
           sessionId,
           serverProtocolVersion: ack.serverProtocolVersion,
           serverTimeMs: Number(ack.serverTime),
+          helloRoundTripMs: performance.now() - helloSentAt,
           heartbeatIntervalMs: clampInterval(ack.heartbeatIntervalMs),
           credentialId: opts.credential.id,
         };

@@ -11,6 +11,16 @@ export interface Clock {
    * clock does. Starts again near 0 at boot. (`monotonic()` counts from this process's start.)
    */
   hostMonotonic(): number;
+  /**
+   * Unix ms on the control plane's clock, for times the control plane set (API-key expiry, credit
+   * lease expiry): this host's wall clock may have drifted since enrollment. Absent: `now()`.
+   */
+  controlPlaneNow?(): number;
+}
+
+/** The control plane's time as `clock` knows it; the wall clock when it knows none. */
+export function controlPlaneNow(clock: Clock): number {
+  return clock.controlPlaneNow !== undefined ? clock.controlPlaneNow() : clock.now();
 }
 
 export const systemClock: Clock = {

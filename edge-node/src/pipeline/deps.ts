@@ -3,6 +3,7 @@
  * its module; serve.ts builds the real ones, tests pass their own.
  */
 import type { Logger } from '../logger.js';
+import type { Clock } from './clock.js';
 import type { CreditLeases } from '../billing/credit-leases.js';
 import type { PipelineMetrics } from '../metrics/pipeline-metrics.js';
 import type { GetStreamStanding } from '../providers/mcp/get-stream-standing.js';
@@ -32,4 +33,6 @@ export interface PipelineDeps {
   getStreams?: GetStreamStanding;
   /** How long a caller may leave an answer unread before its connection is dropped; default CALLER_STALL_MS (run-pipeline.ts). */
   callerStallMs?: number;
+  /** The requests' clock; systemClock by default. serve's knows the control plane's time (control-plane-time.ts). */
+  clock?: Clock;
 }

@@ -79,7 +79,7 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
     },
     body: request.body,
     deps,
-    clock: systemClock,
+    clock: deps.clock ?? systemClock,
     callerGone: gone,
     // identify refuses the request when the node had no config when it arrived.
     config: snapshot?.ready === true ? snapshot.config : undefined,

@@ -4,6 +4,7 @@
  */
 import { highestFor, loadAppliedVersion } from '../config/applied-version.js';
 import { olderConfigWarning, previousEnrollmentWarning } from '../config/enrolled-config.js';
+import { describeSkew, skewFromAnchor } from '../control/control-plane-time.js';
 import { loadControlStatus } from '../control/control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord } from '../control/control-status.js';
 import { readSpoolFigures } from '../spool/spool-figures.js';
@@ -44,6 +45,12 @@ export interface NodeStatusReport {
   previousEnrollmentWarning: string | null;
   /** The request spool (docs/spool.md); null when this state dir has none yet. */
   spool: SpoolFigures | null;
+  /**
+   * This host's clock against the control plane's, from the anchor the serving node took at its
+   * last HelloAck: skewMs as of now (positive: this host is ahead), or as measured then when the
+   * anchor no longer applies (a reboot); null before the first session (absent in reports built elsewhere).
+   */
+  clock?: { skewMs: number; measuredAt: string; maxSkewMs: number; skewed: boolean } | null;
 }
 
 export async function readNodeStatus(store: StateStore): Promise<NodeStatusReport> {
@@ -76,7 +83,15 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     previousEnrollmentWarning:
       control?.config?.ready === true && control.config.previousEnrollment === true ? previousEnrollmentWarning(control.config.version ?? 0) : null,
     spool: readSpoolFigures(store.dir),
+    clock: clockOf(control),
   };
+}
+
+function clockOf(control: ControlStatusRecord | undefined): NodeStatusReport['clock'] {
+  const clock = control?.clock;
+  if (clock === undefined) return null;
+  const skewMs = Math.round(skewFromAnchor(clock) ?? clock.skewMs);
+  return { skewMs, measuredAt: clock.measuredAt, maxSkewMs: clock.maxSkewMs, skewed: Math.abs(skewMs) > clock.maxSkewMs };
 }
 
 /** The warning when the served config is older than config-applied-version.json says the node applied. */
@@ -162,6 +177,16 @@ export function formatNodeStatus(report: NodeStatusReport): string {
       spool.error !== null
         ? `UNREADABLE: ${spool.error}`
         : `${formatBytes(spool.bytes)}, backlog ${spool.backlog} record${spool.backlog === 1 ? '' : 's'} not yet delivered${spool.open > 0 ? `, ${spool.open} open` : ''}`,
+    );
+  }
+  const { clock } = report;
+  if (clock !== undefined && clock !== null) {
+    const against = `${describeSkew(clock.skewMs)} the control plane's (anchored at the HelloAck of ${clock.measuredAt})`;
+    row(
+      'clock',
+      clock.skewed
+        ? `SKEWED: this host's clock is ${against}, more than the ${clock.maxSkewMs / 1000} s allowed; expiries are judged by the control plane's time: sync this host's clock (e.g. \`timedatectl set-ntp true\`)`
+        : `in step: ${against}`,
     );
   }
   const { lastError } = control;

@@ -2,6 +2,7 @@
 // hashes, and its standing: missing, invalid, revoked, expired and suspended each have their code.
 // A config without keys (a local file without apiKeys: stand-alone mode) admits every caller.
 import { checkKeyStanding, findCallerKey } from '../../auth/api-key-verifier.js';
+import { controlPlaneNow } from '../clock.js';
 import type { PipelineContext } from '../context.js';
 import { reject } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -16,7 +17,8 @@ export const authenticateStage: Stage = {
     const found = findCallerKey(config.apiKeys, ctx.http.headers);
     if (!found.ok) return reject(found.code);
     ctx.presentedKeyId = found.key.id;
-    const standing = checkKeyStanding(config, found.key, ctx.clock.now());
+    // expiresAt is the control plane's: judged by its time, whatever this host's clock says.
+    const standing = checkKeyStanding(config, found.key, controlPlaneNow(ctx.clock));
     if (!standing.ok) return reject(standing.code);
     ctx.key = standing.key;
     return undefined;

@@ -1,0 +1,82 @@
+/**
+ * The control plane's time as this node knows it. Expiries the control plane sets (API keys,
+ * credit leases) are judged by its clock, not this host's: a host clock that drifted after
+ * enrollment would otherwise accept keys the control plane has expired, or refuse valid ones.
+ * Each HelloAck's server_time (moved on by half the hello's round trip) is an anchor kept with the
+ * host's monotonic clock at that moment, so "control-plane now" is the anchor plus monotonic time
+ * elapsed: a later step of the wall clock changes nothing, and the anchor holds while offline.
+ * Before the first HelloAck of a process (a restart without a control plane) there is no anchor
+ * and the host's wall clock is used, as before enrollment's own check.
+ */
+import { systemClock } from '../pipeline/clock.js';
+import type { Clock } from '../pipeline/clock.js';
+
+/** DESIGN §7 (and enrollment's check): a host clock further off than this cannot be trusted with expiries. */
+export const MAX_CLOCK_SKEW_MS = 30_000;
+
+/** The control plane's time at one moment of the host's monotonic clock. */
+export interface ControlPlaneAnchor {
+  controlPlaneMs: number;
+  /** Clock.hostMonotonic() at that moment: shared by every process on the host until it reboots. */
+  hostMonotonicMs: number;
+}
+
+export class ControlPlaneTime {
+  private anchored: ControlPlaneAnchor | undefined;
+
+  constructor(private readonly local: Pick<Clock, 'now' | 'hostMonotonic'> = systemClock) {}
+
+  /**
+   * Takes the control plane's `serverTimeMs` as read now; `roundTripMs` (hello sent → ack read),
+   * when known, moves it on by half: the server read its clock somewhere in between. Returns the
+   * skew it measured (see skewMs).
+   */
+  observe(serverTimeMs: number, roundTripMs?: number): number {
+    const halfTrip = roundTripMs !== undefined && Number.isFinite(roundTripMs) && roundTripMs > 0 ? roundTripMs / 2 : 0;
+    this.anchored = { controlPlaneMs: serverTimeMs + halfTrip, hostMonotonicMs: this.local.hostMonotonic() };
+    return this.local.now() - this.anchored.controlPlaneMs;
+  }
+
+  /** Unix ms on the control plane's clock; this host's wall clock while no anchor is known. */
+  now(): number {
+    const anchor = this.anchored;
+    return anchor === undefined ? this.local.now() : anchor.controlPlaneMs + (this.local.hostMonotonic() - anchor.hostMonotonicMs);
+  }
+
+  /** This host's wall clock minus the control plane's (positive: the host is ahead); null without an anchor. */
+  skewMs(): number | null {
+    return this.anchored === undefined ? null : this.local.now() - this.now();
+  }
+
+  anchor(): ControlPlaneAnchor | undefined {
+    return this.anchored;
+  }
+
+  /** Takes an anchor another process of this host measured (a replica following the link holder); one from before a reboot is ignored. */
+  adopt(anchor: ControlPlaneAnchor): void {
+    if (anchor.hostMonotonicMs > this.local.hostMonotonic()) return;
+    this.anchored = { controlPlaneMs: anchor.controlPlaneMs, hostMonotonicMs: anchor.hostMonotonicMs };
+  }
+
+  /** `base` with controlPlaneNow() from this: the clock the pipeline judges control-plane expiries by. */
+  clock(base: Clock = systemClock): Clock {
+    return { now: () => base.now(), monotonic: () => base.monotonic(), hostMonotonic: () => base.hostMonotonic(), controlPlaneNow: () => this.now() };
+  }
+}
+
+/** "4 min 0 s behind" / "2 h 0 min ahead of"-style text for a skew (positive: this host is ahead). */
+export function describeSkew(skewMs: number): string {
+  const seconds = Math.round(Math.abs(skewMs) / 1000);
+  const hours = Math.floor(seconds / 3600);
+  const minutes = Math.floor((seconds % 3600) / 60);
+  const amount = hours > 0 ? `${hours} h ${minutes} min` : minutes > 0 ? `${minutes} min ${seconds % 60} s` : `${(Math.abs(skewMs) / 1000).toFixed(1)} s`;
+  return `${amount} ${skewMs > 0 ? 'ahead of' : 'behind'}`;
+}
+
+/** The skew an anchor written by another process of this host implies now; null when it no longer applies (a reboot). */
+export function skewFromAnchor(anchor: ControlPlaneAnchor, local: Pick<Clock, 'now' | 'hostMonotonic'> = systemClock): number | null {
+  const elapsed = local.hostMonotonic() - anchor.hostMonotonicMs;
+  // CLOCK_MONOTONIC starts again at boot: an anchor from before it means nothing now.
+  if (elapsed < 0) return null;
+  return local.now() - (anchor.controlPlaneMs + elapsed);
+}
