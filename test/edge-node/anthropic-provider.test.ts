@@ -136,7 +136,7 @@ t.test('a stream becomes events: alias in message_start, usage recorded, text sl
   );
   t.same(events.map((e) => e.sse.event), STREAM.map(([name]) => name));
   t.equal((JSON.parse(events[0]!.sse.data) as { message: { model: string } }).message.model, 'claude', 'the caller sees its alias');
-  t.same(ctx.upstreamUsage, { inputTokens: 15, outputTokens: 7, estimated: false }, 'cached input counts as input; output from message_delta');
+  t.same(ctx.upstreamUsage, { inputTokens: 15, outputTokens: 7, partial: false }, 'cached input counts as input; output from message_delta');
   t.same(events.map((e) => e.texts.length), [0, 0, 0, 1, 1, 0, 0, 0]);
   t.same(JSON.parse(events[4]!.sse.data), { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: '****** world' } }, 'a rewritten text is re-serialised');
   t.equal(events[3]!.sse.data, JSON.stringify(STREAM[3]![1]), 'an untouched event keeps the upstream bytes');

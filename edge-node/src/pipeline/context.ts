@@ -57,8 +57,24 @@ export interface TextSlot {
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
-  /** True when the upstream gave none and the node estimated them. */
+  /** True when the upstream did not give (validly) both counts and the node estimated what it lacked. */
   estimated: boolean;
+}
+
+/**
+ * The counts an upstream's usage block gave, as a provider read them (stage meter turns them into
+ * ctx.usage). A count the upstream did not validly give — absent, null, a string, negative,
+ * fractional, beyond 2^53 (tokenCount) — is undefined: the meter estimates that count, never 0.
+ */
+export interface UpstreamUsage {
+  inputTokens: number | undefined;
+  outputTokens: number | undefined;
+  /**
+   * True while the counts may still grow: a stream that has not finished (no message_delta with
+   * usage yet; an OpenAI-compatible stream before [DONE] or every choice's finish_reason, whose
+   * early chunks may carry running counts). A stream left partial is metered as cut short.
+   */
+  partial: boolean;
 }
 
 /** One server-sent event as it goes out on the wire: `event:` (optional) and `data:`. */
@@ -243,8 +259,8 @@ export interface PipelineContext {
    * server runs it all the same (billing.md, "Tool calls").
    */
   served?: { upstream: string; model: string };
-  /** forward/provider: usage as the upstream reported it (updated as a stream goes; `estimated` while its final counts have not arrived). */
-  upstreamUsage: Usage | null;
+  /** forward/provider: usage as the upstream reported it (updated as a stream goes; `partial` while its final counts have not arrived). */
+  upstreamUsage: UpstreamUsage | null;
   /** forward: ms from sending upstream to the first byte back, and to the end. */
   upstreamFirstByteMs: number | null;
   upstreamMs: number | null;

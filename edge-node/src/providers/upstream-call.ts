@@ -1,7 +1,8 @@
 /**
  * One attempt's HTTP exchange with an upstream, shared by the providers: send the call through the
  * pool with the upstream's secret, and turn a non-2xx answer into a failed attempt (5xx may be
- * retried or fall back; 4xx is final). Aborts and network errors are thrown for forwardPlan to sort.
+ * retried or fall back; 4xx is final), as a 2xx JSON answer that is an error object (inBandFailure).
+ * Aborts and network errors are thrown for forwardPlan to sort.
  */
 import type { RuntimeTarget } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
@@ -9,7 +10,7 @@ import type { PipelineContext } from '../pipeline/context.js';
 import { attemptHeadersIn } from '../routing/forward-plan.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
-import { classifyUpstreamFailure, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
@@ -72,6 +73,22 @@ export async function readJsonObject(response: UpstreamResponse, upstream: strin
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with a body that is not a JSON object.`);
   }
   return answer as Record<string, unknown>;
+}
+
+/**
+ * The failed attempt a 2xx JSON answer stands for when it is an error object instead of an answer:
+ * a non-null `error` and no `choices` or `data` (OpenAI-compatible servers, proxies) or
+ * `type: "error"` (Anthropic). Like the same error inside a stream (upstreamStreamError):
+ * ZN_ERR_UPSTREAM_ERROR, retryable (a retry or a fallback may answer) unless it blames the request
+ * or the node's key; nothing was answered, so nothing is charged. undefined for an answer.
+ */
+export function inBandFailure(answer: Record<string, unknown>, upstream: string, httpStatus: number): FailedAttempt | undefined {
+  const anthropicError = answer.type === 'error';
+  // An `error` beside an answer's own payload (choices, data) is not taken for a failure: only a body that is nothing but the error.
+  const errorObject = answer.error !== undefined && answer.error !== null && answer.choices === undefined && answer.data === undefined;
+  if (!anthropicError && !errorObject) return undefined;
+  const error = upstreamAnswerError(upstream, answer);
+  return { kind: 'failed', error, outcome: 'error', httpStatus, retryable: error.retryable };
 }
 
 /** The upstream's response headers worth passing on (none of its cookies, auth or hop-by-hop headers). */

@@ -124,13 +124,25 @@ const ERROR_TYPE_STATUS: Readonly<Record<string, number>> = {
  * (upstreamStatusError).
  */
 export function upstreamStreamError(upstream: string, body: unknown): ZenovaError {
+  return inBandError(upstream, body, 'ended the stream with an error');
+}
+
+/**
+ * An error object an upstream sent as its whole JSON answer under a 2xx (`{"error":{…}}`, an
+ * Anthropic `{"type":"error","error":{…}}`): classified as one inside a stream (upstreamStreamError).
+ */
+export function upstreamAnswerError(upstream: string, body: unknown): ZenovaError {
+  return inBandError(upstream, body, 'answered HTTP 2xx with an error object');
+}
+
+function inBandError(upstream: string, body: unknown, what: string): ZenovaError {
   const detail = safeUpstreamErrorCode(body);
   const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
   const fields = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {};
   const typeStatus = typeof fields.type === 'string' && Object.hasOwn(ERROR_TYPE_STATUS, fields.type) ? ERROR_TYPE_STATUS[fields.type] : undefined;
   const status = typeof fields.code === 'number' ? fields.code : typeof fields.status === 'number' ? fields.status : typeStatus;
   const callerFault = fields.type === 'invalid_request_error' || (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429);
-  const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream with an error${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
+  const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ${what}${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
   if (status === 429 || [fields.type, fields.code].some((v) => typeof v === 'string' && RATE_LIMIT_NAME.test(v))) rateLimits.add(failure);
   return failure;
 }

@@ -85,7 +85,7 @@ t.test('chat chunks get the alias back, usage is recorded, and the usage chunk i
   t.same(JSON.parse(out[0]!.sse.data), { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'alias', choices: [{ index: 0, delta: { content: 'hi' } }] });
   t.equal(out[1]!.terminal, true);
   t.equal(out[1]!.sse.data, '[DONE]');
-  t.same(ctx.upstreamUsage, { inputTokens: 5, outputTokens: 2, estimated: false });
+  t.same(ctx.upstreamUsage, { inputTokens: 5, outputTokens: 2, partial: false });
   const shown = await collect(chatStreamReply(fakeContext(), upstreamStream([chunk('hi', { usage: null }), { ...chunk('', { usage }), choices: [] }, '[DONE]']), 'alias', false, source()));
   t.equal(shown.length, 3, 'a caller who asked keeps the usage chunk (then [DONE])');
 });

@@ -1,11 +1,14 @@
 // Stage `meter` — ctx.usage: the upstream's own counts when it sent them; otherwise, when an
 // upstream answered (also for a stream cut short or a caller that left), an estimate from the
 // prompt and the text delivered so far (all of it, counted as it went: response-text.ts, not the
-// bounded ctx.responseText); nothing when no upstream answered. Partial upstream counts
-// (`estimated`: a stream that ended before its final usage) keep the input count and take the
-// larger of the partial output count and the estimate from the delivered text. An estimated input
-// adds the delivered texts the upstream bills as input but reports only in its final usage
-// (ctx.deliveredInputTokens: an Anthropic server tool's results).
+// bounded ctx.responseText); nothing when no upstream answered. Each count is taken on its own: a
+// count the upstream did not validly give (UpstreamUsage: absent, null, not a non-negative safe
+// integer) is estimated as if no usage had come, and the record says `estimated`; an exact 0 in
+// its place would leave the tokens delivered unbilled. Partial upstream counts (`partial`: a
+// stream that ended before its final usage) keep the input count (a 0 there is message_start's
+// placeholder, estimated) and take the larger of the partial output count and the estimate from
+// the delivered text. An estimated input adds the delivered texts the upstream bills as input but
+// reports only in its final usage (ctx.deliveredInputTokens: an Anthropic server tool's results).
 import type { PipelineContext } from '../context.js';
 import { deliveredOutputTokens } from '../response-text.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -15,16 +18,23 @@ export const meterStage: Stage = {
   always: true,
   run(ctx: PipelineContext): StageResult {
     const upstream = ctx.upstreamUsage;
-    if (upstream !== null && !upstream.estimated) {
-      ctx.usage = { ...upstream };
-    } else if (upstream !== null) {
+    const estimatedInput = (): number => ctx.estimatedInputTokens + ctx.deliveredInputTokens;
+    if (upstream !== null && upstream.partial) {
+      const input = upstream.inputTokens;
       ctx.usage = {
-        inputTokens: (upstream.inputTokens > 0 ? upstream.inputTokens : ctx.estimatedInputTokens) + ctx.deliveredInputTokens,
-        outputTokens: Math.max(upstream.outputTokens, deliveredOutputTokens(ctx)),
+        inputTokens: (input !== undefined && input > 0 ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens,
+        outputTokens: Math.max(upstream.outputTokens ?? 0, deliveredOutputTokens(ctx)),
         estimated: true,
       };
+    } else if (upstream !== null) {
+      const { inputTokens, outputTokens } = upstream;
+      ctx.usage = {
+        inputTokens: inputTokens ?? estimatedInput(),
+        outputTokens: outputTokens ?? deliveredOutputTokens(ctx),
+        estimated: inputTokens === undefined || outputTokens === undefined,
+      };
     } else if (ctx.served !== undefined) {
-      ctx.usage = { inputTokens: ctx.estimatedInputTokens + ctx.deliveredInputTokens, outputTokens: deliveredOutputTokens(ctx), estimated: true };
+      ctx.usage = { inputTokens: estimatedInput(), outputTokens: deliveredOutputTokens(ctx), estimated: true };
     }
     return undefined;
   },

@@ -2,7 +2,7 @@
  * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
  * `message_start` carries the input usage (its `model` becomes the caller's alias) and, from a
  * compatible upstream, maybe content (checked whole there, like a JSON answer's),
- * `message_delta` the final output usage (until then the usage is partial: `estimated`) and
+ * `message_delta` the final output usage (until then the usage is `partial`) and
  * maybe input counters again, each kept until a later event gives it again (stream-usage.ts),
  * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
  * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
@@ -21,7 +21,7 @@
  */
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
-import type { PipelineContext, SseEvent, StreamEvent, TextSlot, Usage } from '../../pipeline/context.js';
+import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamUsage } from '../../pipeline/context.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
 import { losesStrings } from '../json-string-slots.js';
@@ -283,13 +283,14 @@ export function errorStreamEvent(code: ErrorCode, message: string): StreamEvent 
 }
 
 /**
- * The upstream's counts so far. `estimated` stays true until message_delta brings the final output
- * count: message_start's output_tokens is a placeholder (1), so a stream cut before message_delta
- * is metered from the text delivered instead, its input with the server tool results delivered
- * (billed as input, counted only in message_delta; stage meter).
+ * The upstream's counts so far. `partial` stays true until message_delta brings the final counts:
+ * message_start's output_tokens is a placeholder (1), so a stream cut before message_delta is
+ * metered from the text delivered instead, its input with the server tool results delivered
+ * (billed as input, counted only in message_delta; stage meter). A count still unknown (no valid
+ * `input_tokens` yet; no valid output count in message_delta) is undefined: stage meter estimates it.
  */
-function usageOf(ctx: PipelineContext): Usage {
-  ctx.upstreamUsage ??= { inputTokens: 0, outputTokens: 0, estimated: true };
+function usageOf(ctx: PipelineContext): UpstreamUsage {
+  ctx.upstreamUsage ??= { inputTokens: undefined, outputTokens: undefined, partial: true };
   return ctx.upstreamUsage;
 }
 
@@ -319,8 +320,8 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
         if (isRecord(message.usage)) {
           const usage = usageOf(ctx);
           counts.update(message.usage);
-          usage.inputTokens = counts.inputTokens ?? usage.inputTokens;
-          usage.outputTokens = counts.outputTokens ?? usage.outputTokens;
+          usage.inputTokens = counts.inputTokens;
+          usage.outputTokens = counts.outputTokens;
         }
         if (Array.isArray(message.content) && message.content.length > 0) event.texts = messageStartSlots(message.content, event);
       }
@@ -330,10 +331,10 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
       // Cumulative counts; newer upstreams repeat the input counts here too, each counter only where it applies.
       if (isRecord(parsed.usage)) {
         const usage = usageOf(ctx);
-        counts.update(parsed.usage);
-        usage.outputTokens = counts.outputTokens ?? usage.outputTokens;
-        usage.inputTokens = counts.inputTokens ?? usage.inputTokens;
-        usage.estimated = false;
+        counts.updateFinal(parsed.usage);
+        usage.outputTokens = counts.finalOutputTokens;
+        usage.inputTokens = counts.inputTokens;
+        usage.partial = false;
       }
       break;
     case 'content_block_start': {

@@ -17,7 +17,7 @@ import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
-import { passedHeaders, readJsonObject, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, passedHeaders, readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
 import { contentBlockSlots, inputTextSlots, messagesRequestSchema } from './messages-request.js';
 import { anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
@@ -60,9 +60,9 @@ function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamR
   if (typeof answer.model === 'string') answer.model = alias;
   const texts: TextSlot[] = [];
   if (Array.isArray(answer.content)) contentBlockSlots(answer.content, texts);
+  // A count it does not validly give stays undefined, for stage meter to estimate (never 0).
   if (isRecord(answer.usage)) {
-    const inputTokens = anthropicInputTokens(answer.usage);
-    if (inputTokens !== undefined) ctx.upstreamUsage = { inputTokens, outputTokens: tokenCount(answer.usage.output_tokens) ?? 0, estimated: false };
+    ctx.upstreamUsage = { inputTokens: anthropicInputTokens(answer.usage), outputTokens: tokenCount(answer.usage.output_tokens), partial: false };
   }
   return { kind: 'json', status: 200, headers: {}, body: answer, texts };
 }
@@ -96,7 +96,10 @@ async function attemptMessages(
   const { response } = exchange;
   const upstream = target.upstream.name;
 
-  if (!ctx.stream) return { kind: 'answered', reply: jsonReply(ctx, await readJsonObject(response, upstream, signal), alias) };
+  if (!ctx.stream) {
+    const answer = await readJsonObject(response, upstream, signal);
+    return inBandFailure(answer, upstream, response.statusCode) ?? { kind: 'answered', reply: jsonReply(ctx, answer, alias) };
+  }
 
   const contentType = response.headers['content-type'];
   if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) {

@@ -13,6 +13,8 @@ export class AnthropicStreamUsage {
   private cacheCreation: number | undefined;
   private cacheRead: number | undefined;
   private output: number | undefined;
+  /** Whether a message_delta gave the output count: message_start's is a placeholder (1). */
+  private outputFinal = false;
 
   /** Takes the counters an event's `usage` carries as numbers; the others keep their values. */
   update(usage: Record<string, unknown>): void {
@@ -20,6 +22,12 @@ export class AnthropicStreamUsage {
     this.cacheCreation = tokenCount(usage.cache_creation_input_tokens) ?? this.cacheCreation;
     this.cacheRead = tokenCount(usage.cache_read_input_tokens) ?? this.cacheRead;
     this.output = tokenCount(usage.output_tokens) ?? this.output;
+  }
+
+  /** A message_delta's `usage`: as update, and its output count, when valid, is the final one. */
+  updateFinal(usage: Record<string, unknown>): void {
+    this.update(usage);
+    if (tokenCount(usage.output_tokens) !== undefined) this.outputFinal = true;
   }
 
   /**
@@ -32,7 +40,16 @@ export class AnthropicStreamUsage {
     return this.input + (this.cacheCreation ?? 0) + (this.cacheRead ?? 0);
   }
 
+  /** The running output count: message_start's placeholder until a message_delta gives it. */
   get outputTokens(): number | undefined {
     return this.output;
+  }
+
+  /**
+   * The final output count, once a message_delta gave one; undefined otherwise (a message_delta
+   * whose output_tokens is missing or invalid leaves it to be estimated, not the placeholder).
+   */
+  get finalOutputTokens(): number | undefined {
+    return this.outputFinal ? this.output : undefined;
   }
 }

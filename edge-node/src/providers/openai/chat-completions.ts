@@ -12,7 +12,7 @@ import { firstEventRead } from '../first-event.js';
 import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
-import { readJsonObject, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, readJsonObject, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { contentPartSlots } from './chat-content-parts.js';
@@ -126,8 +126,10 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   const { response } = sent;
   if (ctx.stream) return attemptStream(ctx, response, { upstream, signal, sentAt, choices: chatChoiceCount(request) }, alias, request);
   const answer = await readJsonObject(response, upstream, signal);
+  const inBand = inBandFailure(answer, upstream, response.statusCode);
+  if (inBand !== undefined) return inBand;
   if (typeof answer.model === 'string') answer.model = alias;
-  ctx.upstreamUsage = chatUsage(answer.usage);
+  ctx.upstreamUsage = chatUsage(answer.usage, false);
   let texts: TextSlot[] = NO_TEXTS;
   if (Array.isArray(answer.choices)) {
     texts = [];

@@ -1,6 +1,7 @@
 /**
  * A chat completion stream as pipeline events: each upstream `data:` chunk parsed once; the caller
- * gets its alias back in `model`; usage is recorded into ctx.upstreamUsage as it passes; when the
+ * gets its alias back in `model`; usage is recorded into ctx.upstreamUsage as it passes (partial
+ * until the stream finishes properly: finalUsage); when the
  * caller did not ask for usage, the usage-only chunk the node forced on is dropped again (clients
  * index choices[0]) and `"usage":null` fields are left out. An event is serialised only when it is
  * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
@@ -20,7 +21,7 @@
  */
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
-import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamReply, Usage } from '../../pipeline/context.js';
+import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamReply, UpstreamUsage } from '../../pipeline/context.js';
 import type { DirtyMark } from '../text-slot.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
@@ -321,12 +322,13 @@ function doneEvent(sse: SseEvent): StreamEvent {
   return { sse, texts: NO_TEXTS, terminal: true };
 }
 
-export function chatUsage(value: unknown): Usage | null {
+/**
+ * The counts of an OpenAI `usage` block; null when there is none. A count it does not validly give
+ * (tokenCount) stays undefined, for stage meter to estimate: never 0, which would bill nothing.
+ */
+export function chatUsage(value: unknown, partial: boolean): UpstreamUsage | null {
   if (!isRecord(value)) return null;
-  const inputTokens = tokenCount(value.prompt_tokens);
-  const outputTokens = tokenCount(value.completion_tokens) ?? 0;
-  if (inputTokens === undefined) return null;
-  return { inputTokens, outputTokens, estimated: false };
+  return { inputTokens: tokenCount(value.prompt_tokens), outputTokens: tokenCount(value.completion_tokens), partial };
 }
 
 /**
@@ -357,6 +359,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       if (done) continue;
       if (sse.data === '[DONE]') {
         done = true;
+        finalUsage(ctx);
         afterDone = setTimeout(() => response.body.destroy(), AFTER_DONE_GRACE_MS);
         yield doneEvent(sse);
         continue;
@@ -384,7 +387,10 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       }
       const usage = chunk.usage;
       if (isRecord(usage)) {
-        ctx.upstreamUsage = chatUsage(usage) ?? ctx.upstreamUsage;
+        // Partial until the stream finishes: vLLM's continuous_usage_stats (and some servers' usage
+        // on the first chunk) give running counts on early chunks, each cumulative, so the last
+        // block seen holds the final counts only once the stream ended properly (below).
+        ctx.upstreamUsage = chatUsage(usage, true);
         if (shape.hideUsage && Array.isArray(choices) && choices.length === 0) continue;
       }
       yield new ChatChunkEvent(sse, chunk, shape);
@@ -406,7 +412,17 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     // reached the caller, so another target may still answer.
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before [DONE].`, { retryable: true });
   }
+  finalUsage(ctx);
   yield doneEvent(DONE);
+}
+
+/**
+ * The stream finished properly ([DONE], or every choice's finish_reason before the body ended): the
+ * last usage block seen holds the final counts. A stream that never gets here (cut, failed, the
+ * caller gone) keeps them partial, and stage meter charges at least the text it delivered.
+ */
+function finalUsage(ctx: PipelineContext): void {
+  if (ctx.upstreamUsage !== null) ctx.upstreamUsage.partial = false;
 }
 
 export function chatStreamReply(

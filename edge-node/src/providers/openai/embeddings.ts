@@ -10,7 +10,7 @@ import type { ApiHandler } from '../api-handler.js';
 import { invalidField, validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
-import { readJsonObject, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, readJsonObject, sendToUpstream } from '../upstream-call.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { embeddingsInputProblem } from './embeddings-input.js';
 
@@ -69,8 +69,11 @@ async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, si
   );
   if (sent.kind === 'failed') return sent;
   const answer = await readJsonObject(sent.response, target.upstream.name, signal);
+  const inBand = inBandFailure(answer, target.upstream.name, sent.response.statusCode);
+  if (inBand !== undefined) return inBand;
   if (typeof answer.model === 'string') answer.model = ctx.model ?? target.upstreamModel;
+  // No valid prompt_tokens: stage meter estimates the input (an embedding has no output to count).
   const usage = isRecord(answer.usage) ? tokenCount(answer.usage.prompt_tokens) : undefined;
-  ctx.upstreamUsage = usage === undefined ? null : { inputTokens: usage, outputTokens: 0, estimated: false };
+  ctx.upstreamUsage = usage === undefined ? null : { inputTokens: usage, outputTokens: 0, partial: false };
   return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts: NO_TEXTS } };
 }
