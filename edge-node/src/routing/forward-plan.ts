@@ -170,6 +170,9 @@ async function attemptOnce(
   // first event) or by the caller leaving (for as long as the reply is relayed, so a stream's
   // upstream body is cut too).
   const attemptAbort = new AttemptSwitch(timeoutMs);
+  // Usage is the answering attempt's own: counts a failed earlier attempt read (a usage chunk
+  // before its failure) must not be billed as this one's.
+  ctx.upstreamUsage = null;
   // Its own AbortError, made only if undici asks for the reason (the caller's switch has none of its own).
   const onGone = (): void => attemptAbort.abort();
   ctx.callerGone.once('abort', onGone);

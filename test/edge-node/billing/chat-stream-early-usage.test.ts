@@ -72,3 +72,26 @@ t.test('usage seen before an OpenAI-compatible stream finished is partial', asyn
     t.same(record.usage, { inputTokens: 1000, outputTokens: PIECES * 120, estimated: false });
   });
 });
+
+t.test("a failed attempt's usage is not billed as the usage of the attempt that answered", async (t) => {
+  const node = await startScriptedUpstreamNode(t);
+  // Attempt 1: a usage-only chunk, then the body ends without [DONE] before any content: retried.
+  const failsAfterUsage = (res: http.ServerResponse): void => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end(`data: ${JSON.stringify({ id: 'c0', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [], usage: usage(0) })}\n\n`);
+  };
+  // Attempt 2: a whole answer with [DONE] and no usage (an upstream that ignores include_usage).
+  const answersWithoutUsage = (res: http.ServerResponse): void => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    let text = chunk({ role: 'assistant', content: '' }, null);
+    for (let i = 1; i <= PIECES; i++) text += chunk({ content: PIECE }, null);
+    res.end(`${text}${chunk({}, null, 'stop')}data: [DONE]\n\n`);
+  };
+  node.answer(failsAfterUsage, answersWithoutUsage);
+  const { status, text, record } = await node.post('/v1/chat/completions', body);
+  t.equal(node.calls(), 2, 'the failed attempt was retried');
+  t.equal(status, 200);
+  t.ok(text.includes(PIECE));
+  t.equal(record.usage.estimated, true, 'the answering attempt gave no usage: estimated');
+  t.ok(record.usage.outputTokens >= PIECES * 80, `the ≈${PIECES * 100} tokens delivered are billed (got ${record.usage.outputTokens})`);
+});
