@@ -5,7 +5,7 @@ import t from 'tap';
 import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
 import { startConnectLoop } from '../../edge-node/src/control/connect-loop.js';
-import { ControlPlaneTime } from '../../edge-node/src/control/control-plane-time.js';
+import { ControlPlaneTime, skewFromAnchor } from '../../edge-node/src/control/control-plane-time.js';
 import { loadControlStatus } from '../../edge-node/src/control/control-status.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import { systemClock } from '../../edge-node/src/pipeline/clock.js';
@@ -66,6 +66,26 @@ t.test('the control plane\'s time holds through a later step of the host\'s wall
   t.ok(Math.abs(time.now() - (serverTime + 0)) < 5_000, 'still the control plane\'s time after the host stepped back 2 h');
   t.ok(Math.abs((time.skewMs() ?? 0) - (-2 * 60 * MINUTE - 4 * MINUTE)) < 5_000, 'the skew includes the step');
   t.equal(new ControlPlaneTime(hostClockOff(() => offset)).skewMs(), null, 'no HelloAck yet: no anchor, no skew (the host clock is used)');
+});
+
+t.test('an anchor from an earlier boot of the host is neither adopted nor used for the skew, however far the monotonic clock has run since', async (t) => {
+  // Taken 60 s after the earlier boot; this boot's monotonic clock has since passed that reading.
+  const uptime = 5 * 60 * MINUTE;
+  const thisBoot: Clock = { ...systemClock, hostMonotonic: () => uptime };
+  const earlier = { controlPlaneMs: Date.now() - 6 * 60 * MINUTE, hostMonotonicMs: 60_000, bootId: 'boot-before' };
+  const follower = new ControlPlaneTime(thisBoot, () => 'boot-now');
+  follower.adopt(earlier);
+  t.equal(follower.anchor(), undefined, 'not adopted');
+  t.ok(Math.abs(follower.now() - Date.now()) < 5_000, "the host's clock is used, not a time hours in the past");
+  t.equal(skewFromAnchor(earlier, thisBoot, 'boot-now'), null, 'no skew worked out from it');
+  t.equal(skewFromAnchor({ ...earlier, bootId: undefined }, thisBoot, 'boot-now'), null, 'nor from one that names no boot');
+  const sameBoot = { ...earlier, bootId: 'boot-now', controlPlaneMs: Date.now() - (uptime - 60_000) };
+  follower.adopt(sameBoot);
+  t.same(follower.anchor(), sameBoot, "this boot's anchor is adopted");
+  t.ok(Math.abs(skewFromAnchor(sameBoot, thisBoot, 'boot-now') ?? Infinity) < 5_000, 'and gives the skew');
+  const observed = new ControlPlaneTime(thisBoot, () => 'boot-now');
+  observed.observe(Date.now());
+  t.equal(observed.anchor()?.bootId, 'boot-now', 'an anchor records the boot it was taken in');
 });
 
 t.test('a connected node whose clock is off warns once naming the skew, again when it grows, and status shows it', async (t) => {

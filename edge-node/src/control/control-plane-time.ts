@@ -8,6 +8,7 @@
  * Before the first HelloAck of a process (a restart without a control plane) there is no anchor
  * and the host's wall clock is used, as before enrollment's own check.
  */
+import { readFileSync } from 'node:fs';
 import { systemClock } from '../pipeline/clock.js';
 import type { Clock } from '../pipeline/clock.js';
 
@@ -19,12 +20,43 @@ export interface ControlPlaneAnchor {
   controlPlaneMs: number;
   /** Clock.hostMonotonic() at that moment: shared by every process on the host until it reboots. */
   hostMonotonicMs: number;
+  /**
+   * The kernel's boot id then: the monotonic clock starts again at boot and soon passes any earlier
+   * reading, so only the boot id tells an anchor from before a reboot. Absent (older file, or no
+   * /proc): such an anchor is only taken while its reading is not ahead of the clock.
+   */
+  bootId?: string;
+}
+
+let cachedBootId: string | null | undefined;
+
+/** This boot's id (/proc/sys/kernel/random/boot_id); null where the kernel does not say. */
+export function currentBootId(): string | null {
+  if (cachedBootId === undefined) {
+    try {
+      cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
+    } catch {
+      cachedBootId = null;
+    }
+  }
+  return cachedBootId;
+}
+
+/** Whether `anchor` was taken during this boot of the host (so its monotonic reading still applies). */
+export function anchorFromThisBoot(anchor: ControlPlaneAnchor, local: Pick<Clock, 'hostMonotonic'>, bootId: string | null = currentBootId()): boolean {
+  if (anchor.hostMonotonicMs > local.hostMonotonic()) return false;
+  // Both known: they must match. An anchor without one (an older file) on a host that has one is not trusted.
+  if (bootId !== null) return anchor.bootId === bootId;
+  return true;
 }
 
 export class ControlPlaneTime {
   private anchored: ControlPlaneAnchor | undefined;
 
-  constructor(private readonly local: Pick<Clock, 'now' | 'hostMonotonic'> = systemClock) {}
+  constructor(
+    private readonly local: Pick<Clock, 'now' | 'hostMonotonic'> = systemClock,
+    private readonly bootId: () => string | null = currentBootId,
+  ) {}
 
   /**
    * Takes the control plane's `serverTimeMs` as read now; `roundTripMs` (hello sent → ack read),
@@ -33,7 +65,8 @@ export class ControlPlaneTime {
    */
   observe(serverTimeMs: number, roundTripMs?: number): number {
     const halfTrip = roundTripMs !== undefined && Number.isFinite(roundTripMs) && roundTripMs > 0 ? roundTripMs / 2 : 0;
-    this.anchored = { controlPlaneMs: serverTimeMs + halfTrip, hostMonotonicMs: this.local.hostMonotonic() };
+    const bootId = this.bootId();
+    this.anchored = { controlPlaneMs: serverTimeMs + halfTrip, hostMonotonicMs: this.local.hostMonotonic(), ...(bootId !== null ? { bootId } : {}) };
     return this.local.now() - this.anchored.controlPlaneMs;
   }
 
@@ -54,8 +87,8 @@ export class ControlPlaneTime {
 
   /** Takes an anchor another process of this host measured (a replica following the link holder); one from before a reboot is ignored. */
   adopt(anchor: ControlPlaneAnchor): void {
-    if (anchor.hostMonotonicMs > this.local.hostMonotonic()) return;
-    this.anchored = { controlPlaneMs: anchor.controlPlaneMs, hostMonotonicMs: anchor.hostMonotonicMs };
+    if (!anchorFromThisBoot(anchor, this.local, this.bootId())) return;
+    this.anchored = { controlPlaneMs: anchor.controlPlaneMs, hostMonotonicMs: anchor.hostMonotonicMs, ...(anchor.bootId !== undefined ? { bootId: anchor.bootId } : {}) };
   }
 
   /** `base` with controlPlaneNow() from this: the clock the pipeline judges control-plane expiries by. */
@@ -74,9 +107,8 @@ export function describeSkew(skewMs: number): string {
 }
 
 /** The skew an anchor written by another process of this host implies now; null when it no longer applies (a reboot). */
-export function skewFromAnchor(anchor: ControlPlaneAnchor, local: Pick<Clock, 'now' | 'hostMonotonic'> = systemClock): number | null {
-  const elapsed = local.hostMonotonic() - anchor.hostMonotonicMs;
+export function skewFromAnchor(anchor: ControlPlaneAnchor, local: Pick<Clock, 'now' | 'hostMonotonic'> = systemClock, bootId: string | null = currentBootId()): number | null {
   // CLOCK_MONOTONIC starts again at boot: an anchor from before it means nothing now.
-  if (elapsed < 0) return null;
-  return local.now() - (anchor.controlPlaneMs + elapsed);
+  if (!anchorFromThisBoot(anchor, local, bootId)) return null;
+  return local.now() - (anchor.controlPlaneMs + (local.hostMonotonic() - anchor.hostMonotonicMs));
 }

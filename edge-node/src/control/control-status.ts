@@ -50,6 +50,8 @@ export const controlStatusSchema = z.object({
     .object({
       controlPlaneMs: z.number(),
       hostMonotonicMs: z.number(),
+      /** The kernel's boot id when taken: an anchor from an earlier boot is ignored. */
+      bootId: z.string().max(64).optional(),
       /** This host's wall clock minus the control plane's when measured (positive: ahead). */
       skewMs: z.number().int(),
       measuredAt: z.iso.datetime({ offset: true }),
