@@ -22,7 +22,7 @@ const micros = z.bigint().min(0n, 'must not be negative').max(BigInt(Number.MAX_
 const id = z.string().min(1, 'is required').max(128);
 const reportSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros, reservedMicros: micros, remainingMicros: micros, reportedAt: micros });
 // reservedMicros and returnedAt are additive fields: an older node leaves them 0.
-const returnSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros, returnedMicros: micros, reservedMicros: micros.default(0n), returnedAt: micros.default(0n) });
+const returnSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros, returnedMicros: micros, reservedMicros: micros.default(0n), returnedAt: micros.default(0n), nodeStopping: z.boolean().optional() });
 
 export interface LeaseHandlerDeps {
   pool: pg.Pool;
@@ -42,10 +42,14 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
   const refreshers = new Map<string, LeaseRefresher>();
   /** Grants sent per session and lease (granted total and expiry), so the refresh only sends what changed. */
   const sent = new Map<string, Map<string, string>>();
+  /** Sessions whose node is shutting down: granted nothing more. */
+  const stopping = new Set<string>();
   /** Accounts found overcommitted, with the excess last logged. */
   const overcommitLogged = new Map<string, string>();
 
   async function grantOne(node: StreamNode, accountId: string, send: NodeSend, force: boolean): Promise<void> {
+    // A node that said it is shutting down gets no new credit on that session (LeaseReturn.node_stopping).
+    if (stopping.has(node.sessionId)) return;
     const result = await withTransaction(deps.pool, (client) => topUpLease(client, node.nodeId, accountId, policy, now()));
     // The invariant Σ outstanding ≤ balance is broken (a late cost no lease held, a balance below
     // zero): never silent. Logged when the excess changes, not on every refresh of every node.
@@ -111,6 +115,10 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
         const parsed = returnSchema.safeParse(message.leaseReturn);
         if (!parsed.success) throw new NodeMessageInvalid(describe(parsed.error));
         const r = parsed.data;
+        if (r.nodeStopping === true) {
+          stopping.add(node.sessionId);
+          refreshers.get(node.sessionId)?.stop();
+        }
         const given = await withTransaction(deps.pool, (client) =>
           returnLease(client, node.nodeId, r.accountId, r.leaseId, r.spentMicros, r.reservedMicros, r.returnedAt > 0n ? Number(r.returnedAt) : null));
         if (given === undefined) {
@@ -130,6 +138,7 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
       refreshers.get(node.sessionId)?.stop();
       refreshers.delete(node.sessionId);
       sent.delete(node.sessionId);
+      stopping.delete(node.sessionId);
     },
   };
 }

@@ -188,6 +188,8 @@ export class CreditChannel implements ControlChannel {
         returnedMicros: BigInt(returned),
         reservedMicros: BigInt(lease.reserved),
         returnedAt: BigInt(this.now()),
+        // Shutting down: the control plane then opens no new lease for this node on this session.
+        ...(this.stopping ? { nodeStopping: true } : {}),
       },
     });
     if (sent === true) this.unconfirmed.add(lease.leaseId);

@@ -49,3 +49,30 @@ t.test('the lease handler confirms a LeaseReturn once the lease is closed, and c
   t.equal(sent.length, 2);
   t.equal((await storedBalance(pool, account)).outstanding, 0n);
 });
+
+t.test('after a return that says the node is stopping, the session is granted no new lease; without it, it is', async (t) => {
+  const db = await testDatabase(t);
+  const pool = await migratedPool(t, db.url);
+  const account = await insertAccount(pool);
+  const nodeId = await insertNode(pool);
+  await creditAccount(pool, account, 1_000_000n, null);
+  const handler = createLeaseStreamHandler({ pool, logger: pino({ level: 'silent' }), policy: POLICY });
+  // The lease refresh (here onLive's first grant) after the node's lease was returned.
+  const grantsAfterReturn = async (sessionId: string, nodeStopping: boolean): Promise<ControlMessage[]> => {
+    const node = { nodeId, nodeName: 'n', sessionId };
+    const lease = (await withTransaction(pool, (c) => topUpLease(c, nodeId, account, POLICY, Date.now()))).lease!;
+    const sent: ControlMessage[] = [];
+    const send = (message: ControlMessage): boolean => {
+      sent.push(message);
+      return true;
+    };
+    const leaseReturn = { accountId: account, leaseId: lease.id, spentMicros: 0n, returnedMicros: lease.granted, reservedMicros: 0n, returnedAt: BigInt(Date.now()), ...(nodeStopping ? { nodeStopping: true } : {}) };
+    await handler.handle(node, { leaseReturn }, send);
+    await handler.onLive?.(node, send);
+    handler.onEnded?.(node);
+    return sent.filter((m) => m.leaseGrant !== undefined);
+  };
+  t.equal((await grantsAfterReturn('stopping-session', true)).length, 0, 'a stopping node gets no new lease');
+  t.equal((await storedBalance(pool, account)).outstanding, 0n, 'and no credit is held for it');
+  t.equal((await grantsAfterReturn('live-session', false)).length, 1, 'a node that is not stopping (a return re-sent on reconnect) is granted a new lease');
+});

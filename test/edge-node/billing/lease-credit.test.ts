@@ -181,8 +181,8 @@ t.test('the channel applies grants, reports every open lease, and returns leases
   // A request still in flight at shutdown: its reservation is counted as spent, and named.
   book.leaseOf('acct-1')!.reserve(100, NOW);
   const returning = channel.returnAll();
-  const returned = { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 300n, returnedMicros: 700n, reservedMicros: 100n, returnedAt: BigInt(NOW) };
-  t.same(sent.at(-1), { leaseReturn: returned }, 'the return names what in-flight requests still hold, and when');
+  const returned = { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 300n, returnedMicros: 700n, reservedMicros: 100n, returnedAt: BigInt(NOW), nodeStopping: true };
+  t.same(sent.at(-1), { leaseReturn: returned }, 'the return names what in-flight requests still hold, and when, and that the node is stopping');
   t.equal(book.leaseOf('acct-1'), undefined, 'nothing more is reserved from it');
   t.equal(channel.onMessage({ leaseReturnAck: { leaseId: 'lease-1' } }), true, 'the confirmation is the channel\'s');
   await returning;

@@ -238,7 +238,14 @@ export interface LeaseReturn {
    * Node clock (unix ms) when the node stopped reserving from the lease: a record of the lease
    * received at or before it and finished after it was one of the in-flight requests (absent: unknown).
    */
-  returnedAt?: bigint | undefined;
+  returnedAt?:
+    | bigint
+    | undefined;
+  /**
+   * True when the node is shutting down (added in v1, additive): the control plane grants it
+   * nothing more on this session, so no new lease is opened for a node that is leaving.
+   */
+  nodeStopping?: boolean | undefined;
 }
 
 /** UpgradeProgress reports each phase change of an upgrade the control plane directed. */
@@ -1535,6 +1542,7 @@ function createBaseLeaseReturn(): LeaseReturn {
     returnedMicros: 0n,
     reservedMicros: undefined,
     returnedAt: undefined,
+    nodeStopping: undefined,
   };
 }
 
@@ -1569,6 +1577,9 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
         throw new globalThis.Error("value provided for field message.returnedAt of type int64 too large");
       }
       writer.uint32(48).int64(message.returnedAt);
+    }
+    if (message.nodeStopping !== undefined) {
+      writer.uint32(56).bool(message.nodeStopping);
     }
     return writer;
   },
@@ -1634,6 +1645,14 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
             message.returnedAt = reader.int64() as bigint;
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.nodeStopping = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1678,6 +1697,11 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
         : isSet(object.returned_at)
         ? BigInt(object.returned_at)
         : undefined,
+      nodeStopping: isSet(object.nodeStopping)
+        ? globalThis.Boolean(object.nodeStopping)
+        : isSet(object.node_stopping)
+        ? globalThis.Boolean(object.node_stopping)
+        : undefined,
     };
   },
 
@@ -1701,6 +1725,9 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
     if (message.returnedAt !== undefined) {
       obj.returnedAt = message.returnedAt.toString();
     }
+    if (message.nodeStopping !== undefined) {
+      obj.nodeStopping = message.nodeStopping;
+    }
     return obj;
   },
 
@@ -1723,6 +1750,7 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
     message.returnedAt = (object.returnedAt !== undefined && object.returnedAt !== null)
       ? BigInt(object.returnedAt)
       : undefined;
+    message.nodeStopping = object.nodeStopping ?? undefined;
     return message;
   },
 };
