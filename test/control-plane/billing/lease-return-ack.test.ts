@@ -1,7 +1,9 @@
 // The lease handler confirms every LeaseReturn (LeaseReturnAck) once it is committed, on real
 // PostgreSQL: a stopping node waits for that before it ends its stream, so the confirmation must
 // come only after the lease is closed, and also for a return that has nothing left to do.
+import type pg from 'pg';
 import t from 'tap';
+import type { Test } from 'tap';
 import { pino } from 'pino';
 import type { ControlMessage } from '../../../proto/src/index.js';
 import { creditAccount } from '../../../control-plane/src/billing/account-credits.js';
@@ -16,14 +18,19 @@ import { insertAccount, insertNode, storedBalance } from './billing-fixtures.js'
 const HOUR = 3_600_000;
 const POLICY: LeasePolicy = { capMicros: 1_000_000_000_000n, sharePpm: 250_000n, ttlMs: HOUR, refreshMs: HOUR };
 
-t.test('the lease handler confirms a LeaseReturn once the lease is closed, and confirms a repeated one too', async (t) => {
+/** A migrated database with one credited account (with an active key) and one node, and the lease handler. */
+async function leaseSetup(t: Test): Promise<{ pool: pg.Pool; account: string; nodeId: string; handler: ReturnType<typeof createLeaseStreamHandler> }> {
   const db = await testDatabase(t);
   const pool = await migratedPool(t, db.url);
   const account = await insertAccount(pool);
   const nodeId = await insertNode(pool);
   await creditAccount(pool, account, 1_000_000n, null);
+  return { pool, account, nodeId, handler: createLeaseStreamHandler({ pool, logger: pino({ level: 'silent' }), policy: POLICY }) };
+}
+
+t.test('the lease handler confirms a LeaseReturn once the lease is closed, and confirms a repeated one too', async (t) => {
+  const { pool, account, nodeId, handler } = await leaseSetup(t);
   const lease = (await withTransaction(pool, (c) => topUpLease(c, nodeId, account, POLICY, Date.now()))).lease!;
-  const handler = createLeaseStreamHandler({ pool, logger: pino({ level: 'silent' }), policy: POLICY });
   const node = { nodeId, nodeName: 'n', sessionId: 'ack-session' };
   const leaseReturn = { accountId: account, leaseId: lease.id, spentMicros: 0n, returnedMicros: lease.granted, reservedMicros: 0n, returnedAt: BigInt(Date.now()) };
 
@@ -51,12 +58,7 @@ t.test('the lease handler confirms a LeaseReturn once the lease is closed, and c
 });
 
 t.test('after a return that says the node is stopping, the session is granted no new lease; without it, it is', async (t) => {
-  const db = await testDatabase(t);
-  const pool = await migratedPool(t, db.url);
-  const account = await insertAccount(pool);
-  const nodeId = await insertNode(pool);
-  await creditAccount(pool, account, 1_000_000n, null);
-  const handler = createLeaseStreamHandler({ pool, logger: pino({ level: 'silent' }), policy: POLICY });
+  const { pool, account, nodeId, handler } = await leaseSetup(t);
   // The lease refresh (here onLive's first grant) after the node's lease was returned.
   const grantsAfterReturn = async (sessionId: string, nodeStopping: boolean): Promise<ControlMessage[]> => {
     const node = { nodeId, nodeName: 'n', sessionId };
