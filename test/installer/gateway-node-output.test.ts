@@ -1,9 +1,9 @@
 // The pure parts of `zenova gateway-node`: env files, the figures' formats, the node table.
 import t from 'tap';
 import { EnvFileError, parseEnvFile } from '../../installer/src/connection/env-file.js';
-import { formatAge, formatBytes, formatRatio } from '../../installer/src/format/units.js';
+import { formatAge, formatBytes, formatRatio, formatSkew } from '../../installer/src/format/units.js';
 import type { NodeView } from '../../installer/src/commands/gateway-node/api-schemas.js';
-import { renderNodeTable } from '../../installer/src/commands/gateway-node/node-format.js';
+import { renderNodeDetail, renderNodeTable } from '../../installer/src/commands/gateway-node/node-format.js';
 import { caFileInCommand } from '../../installer/src/commands/gateway-node/one-time-command-output.js';
 
 t.test('an env file is KEY=VALUE lines with comments, export and quotes', async (t) => {
@@ -54,4 +54,25 @@ t.test('the node table aligns its columns and shows live figures', async (t) => 
 t.test('the CA file a generated command refers to is found in it', async (t) => {
   t.equal(caFileInCommand('zenova install node --package p --control-plane https://x --token t --ca-file zenova-control-plane-ca.pem --install-dir /a/b'), 'zenova-control-plane-ca.pem');
   t.equal(caFileInCommand('zenova install node --package p --control-plane https://x --token t'), undefined);
+});
+
+t.test('a node clock off by more than 30 s is pointed out under the table and in the detail', async (t) => {
+  const now = new Date('2030-01-01T12:00:00Z');
+  const base: NodeView = {
+    id: '00000000-0000-0000-0000-000000000000', name: 'edge-a', region: null, surfaces: ['model'], installDir: null,
+    address: 'a', controlPlaneUrl: 'https://cp', hasCa: false, spoolQuotaGb: 10, spoolFullPolicy: 'reject', replicas: 1,
+    status: 'online', version: '0.1.0', protocolVersion: 1, configVersionsBehind: 0, lastHeartbeatAt: '2030-01-01T11:59:55Z',
+    requests5m: 0, errorRate5m: 0, backfillBacklog: 0, spoolBytes: 0, onboardingStage: null, hostname: null, arch: null,
+    enrolledAt: null, createdAt: '2030-01-01T00:00:00Z', clockSkewMs: -212,
+  };
+  const table = renderNodeTable([base, { ...base, name: 'edge-b', clockSkewMs: -240_000 }, { ...base, name: 'edge-c', clockSkewMs: 7_300_000 }], now);
+  t.notMatch(table, /edge-a's clock/, 'a skew within 30 s gets no note');
+  t.match(table, "note: node edge-b's clock is 4 min 0 s behind the control plane's; sync its host clock (NTP).");
+  t.match(table, "note: node edge-c's clock is 2 h 1 min ahead of the control plane's");
+  t.notMatch(renderNodeTable([base], now), /note:/);
+  t.match(renderNodeDetail(base, now), /clock skew\s+-212 ms\n/);
+  t.match(renderNodeDetail({ ...base, clockSkewMs: 31_000 }, now), /clock skew\s+\+31\.0 s {2}\(beyond ±30 s: sync this host's clock\)/);
+  t.match(renderNodeDetail({ ...base, clockSkewMs: null }, now), /clock skew\s+not measured yet/);
+  t.equal(formatSkew(undefined), '-');
+  t.equal(formatSkew(-999.6), '-1.0 s');
 });

@@ -54,6 +54,15 @@ export function tokenCount(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
 }
 
+/**
+ * An optional counter (Anthropic's prompt-cache counters): absent or null is 0 (no cache used),
+ * a valid count is itself, anything else (a string, negative, fractional) is undefined: not
+ * validly given, so the count it is part of is estimated rather than taken as if it were 0.
+ */
+export function optionalTokenCount(value: unknown): number | undefined {
+  return value === undefined || value === null ? 0 : tokenCount(value);
+}
+
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -41,3 +41,19 @@ export function formatCount(value: number | null | undefined): string {
 export function orMissing(value: string | null | undefined): string {
   return value === null || value === undefined || value === '' ? MISSING : value;
 }
+
+/**
+ * A node's clock skew (its clock minus the control plane's, ms) as "+212 ms" / "-4 min 0 s"
+ * (unsigned: "4 min 0 s"); "-" when no heartbeat measured it.
+ */
+export function formatSkew(skewMs: number | null | undefined, signed = true): string {
+  if (skewMs === null || skewMs === undefined) return MISSING;
+  const sign = signed ? (skewMs < 0 ? '-' : '+') : '';
+  const abs = Math.abs(Math.round(skewMs));
+  if (abs < 1000) return `${sign}${abs} ms`;
+  const seconds = Math.round(abs / 1000);
+  if (seconds < 60) return `${sign}${(abs / 1000).toFixed(1)} s`;
+  const hours = Math.floor(seconds / 3600);
+  const minutes = Math.floor((seconds % 3600) / 60);
+  return hours > 0 ? `${sign}${hours} h ${minutes} min` : `${sign}${minutes} min ${seconds % 60} s`;
+}

@@ -115,6 +115,28 @@ t.test('an invalid count in the upstream usage is estimated per count, never bil
     });
   }
 
+  for (const [what, bad] of INVALID_COUNTS.slice(0, 4)) {
+    for (const counter of ['cache_creation_input_tokens', 'cache_read_input_tokens']) {
+      await t.test(`an Anthropic answer's ${counter} ${what} estimates the input, not read as 0`, async (t) => {
+        const got = await metered(t, node, '/v1/messages', claudeBody, claudeAnswer({ input_tokens: 10, [counter]: bad, output_tokens: 250 }));
+        t.same(got.usage, { inputTokens: claudeInputEstimate, outputTokens: 250, estimated: true });
+      });
+      await t.test(`an Anthropic stream's message_start ${counter} ${what} estimates the input`, async (t) => {
+        const got = await metered(t, node, '/v1/messages', { ...claudeBody, stream: true }, claudeStream({ input_tokens: 10, [counter]: bad, output_tokens: 1 }, { output_tokens: 100 }));
+        t.same(got.usage, { inputTokens: claudeInputEstimate, outputTokens: 100, estimated: true });
+      });
+    }
+  }
+
+  await t.test('an invalid cache counter in message_delta keeps message_start\'s valid one; a valid repeat clears an invalid one', async (t) => {
+    const kept = await metered(t, node, '/v1/messages', { ...claudeBody, stream: true }, claudeStream({ input_tokens: 10, cache_read_input_tokens: 900, output_tokens: 1 }, { cache_read_input_tokens: '900', output_tokens: 100 }));
+    t.same(kept.usage, { inputTokens: 910, outputTokens: 100, estimated: false });
+    const cleared = await metered(t, node, '/v1/messages', { ...claudeBody, stream: true }, claudeStream({ input_tokens: 10, cache_read_input_tokens: -1, output_tokens: 1 }, { cache_read_input_tokens: 900, output_tokens: 100 }));
+    t.same(cleared.usage, { inputTokens: 910, outputTokens: 100, estimated: false });
+    const absent = await metered(t, node, '/v1/messages', claudeBody, claudeAnswer({ input_tokens: 10, cache_creation_input_tokens: null, output_tokens: 100 }));
+    t.same(absent.usage, { inputTokens: 10, outputTokens: 100, estimated: false }, 'null or absent counters mean no cache use: exact');
+  });
+
   await t.test('an Anthropic stream whose message_start carries no usage has its input estimated', async (t) => {
     const got = await metered(t, node, '/v1/messages', { ...claudeBody, stream: true }, claudeStream(undefined, { output_tokens: 100 }));
     t.same(got.usage, { inputTokens: claudeInputEstimate, outputTokens: 100, estimated: true });

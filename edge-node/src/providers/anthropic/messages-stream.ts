@@ -27,7 +27,7 @@ import { resolveDeferredTexts } from '../deferred-json-texts.js';
 import { losesStrings } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
-import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
+import { FieldSlot, NO_TEXTS, PartSlot, isRecord, optionalTokenCount, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
 import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots } from './messages-request.js';
 import { AnthropicStreamUsage } from './stream-usage.js';
@@ -37,12 +37,15 @@ type Json = Record<string, unknown>;
 
 /**
  * Input tokens as charged: Anthropic's `input_tokens` leaves out tokens written to or read from
- * the prompt cache, which are input all the same.
+ * the prompt cache, which are input all the same. Undefined (to be estimated) when any of the
+ * three is invalid: an invalid cache counter read as 0 would leave those tokens unbilled.
  */
 export function anthropicInputTokens(usage: Json): number | undefined {
   const base = tokenCount(usage.input_tokens);
-  if (base === undefined) return undefined;
-  return base + (tokenCount(usage.cache_creation_input_tokens) ?? 0) + (tokenCount(usage.cache_read_input_tokens) ?? 0);
+  const creation = optionalTokenCount(usage.cache_creation_input_tokens);
+  const read = optionalTokenCount(usage.cache_read_input_tokens);
+  if (base === undefined || creation === undefined || read === undefined) return undefined;
+  return base + creation + read;
 }
 
 /** One parsed event; `sse` is the upstream's text until something rewrote the parsed JSON. */

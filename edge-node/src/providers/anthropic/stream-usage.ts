@@ -4,9 +4,20 @@
  * null. So each counter (input, cache creation, cache read, output) is kept on its own: a later
  * event's number replaces it, a missing or null one keeps it, as the official SDK's MessageStream
  * accumulates them. Reading a `message_delta` that repeats `input_tokens` without the cache
- * counters as a whole would drop the prompt-cache tokens from the record and the charge.
+ * counters as a whole would drop the prompt-cache tokens from the record and the charge. A cache
+ * counter first given invalid (a string, negative, fractional) leaves the input unknown (estimated)
+ * until a later event gives it validly: read as 0 it would leave those tokens unbilled.
  */
 import { tokenCount } from '../text-slot.js';
+
+/** A cache counter the upstream gave, but not as a valid count. */
+const INVALID = -1;
+
+function cacheCounter(value: unknown, previous: number | undefined): number | undefined {
+  if (value === undefined || value === null) return previous;
+  // As for input_tokens: an invalid repeat keeps a valid earlier count.
+  return tokenCount(value) ?? previous ?? INVALID;
+}
 
 export class AnthropicStreamUsage {
   private input: number | undefined;
@@ -19,8 +30,8 @@ export class AnthropicStreamUsage {
   /** Takes the counters an event's `usage` carries as numbers; the others keep their values. */
   update(usage: Record<string, unknown>): void {
     this.input = tokenCount(usage.input_tokens) ?? this.input;
-    this.cacheCreation = tokenCount(usage.cache_creation_input_tokens) ?? this.cacheCreation;
-    this.cacheRead = tokenCount(usage.cache_read_input_tokens) ?? this.cacheRead;
+    this.cacheCreation = cacheCounter(usage.cache_creation_input_tokens, this.cacheCreation);
+    this.cacheRead = cacheCounter(usage.cache_read_input_tokens, this.cacheRead);
     this.output = tokenCount(usage.output_tokens) ?? this.output;
   }
 
@@ -33,10 +44,10 @@ export class AnthropicStreamUsage {
   /**
    * Input tokens as charged (as anthropicInputTokens counts a JSON answer's): `input_tokens` leaves
    * out the tokens written to or read from the prompt cache, which are input all the same.
-   * Unknown until `input_tokens` arrived.
+   * Unknown until `input_tokens` arrived, and while a cache counter stands invalid.
    */
   get inputTokens(): number | undefined {
-    if (this.input === undefined) return undefined;
+    if (this.input === undefined || this.cacheCreation === INVALID || this.cacheRead === INVALID) return undefined;
     return this.input + (this.cacheCreation ?? 0) + (this.cacheRead ?? 0);
   }
 

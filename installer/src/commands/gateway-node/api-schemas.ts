@@ -27,6 +27,7 @@ export const nodeViewSchema = z.looseObject({
   errorRate5m: count.nullish(),
   backfillBacklog: count.nullish(),
   spoolBytes: count.nullish(),
+  clockSkewMs: z.number().finite().nullish(),
   onboardingStage: z.string().nullish(),
   hostname: z.string().nullish(),
   arch: z.string().nullish(),

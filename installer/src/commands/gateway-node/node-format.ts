@@ -5,7 +5,7 @@
  */
 import { renderFields, renderTable } from '../../format/table.js';
 import type { Column } from '../../format/table.js';
-import { MISSING, formatAge, formatBytes, formatCount, formatRatio, orMissing } from '../../format/units.js';
+import { MISSING, formatAge, formatBytes, formatCount, formatRatio, formatSkew, orMissing } from '../../format/units.js';
 import type { NodeView } from './api-schemas.js';
 
 /** Where the installer puts a node when the node has no install dir of its own (seed 004 §9.3). */
@@ -25,8 +25,27 @@ export function nodeListColumns(now: Date): Array<Column<NodeView>> {
   ];
 }
 
+/**
+ * The skew beyond which a node's host clock needs syncing: the node warns CLOCK_SKEW past it
+ * (edge-node's MAX_CLOCK_SKEW_MS; the installer imports neither side, so the figure is repeated).
+ */
+export const CLOCK_SKEW_WARN_MS = 30_000;
+
+function skewNeedsSync(node: NodeView): boolean {
+  return typeof node.clockSkewMs === 'number' && Math.abs(node.clockSkewMs) > CLOCK_SKEW_WARN_MS;
+}
+
+/** The table, then one line per node whose clock is off by more than 30 s (no column: it is rare). */
 export function renderNodeTable(nodes: readonly NodeView[], now: Date): string {
-  return renderTable(nodeListColumns(now), nodes);
+  const skewed = nodes.filter(skewNeedsSync);
+  const notes = skewed.map((n) => `note: node ${n.name}'s clock is ${formatSkew(n.clockSkewMs, false)} ${(n.clockSkewMs ?? 0) > 0 ? 'ahead of' : 'behind'} the control plane's; sync its host clock (NTP). Meanwhile it judges key and lease expiry by the control plane's time.\n`);
+  return renderTable(nodeListColumns(now), nodes) + (notes.length > 0 ? `\n${notes.join('')}` : '');
+}
+
+function skewField(node: NodeView): string {
+  const text = formatSkew(node.clockSkewMs);
+  if (text === MISSING) return 'not measured yet';
+  return skewNeedsSync(node) ? `${text}  (beyond ±30 s: sync this host's clock)` : text;
 }
 
 function withAge(iso: string | null | undefined, now: Date): string {
@@ -51,6 +70,7 @@ export function renderNodeDetail(node: NodeView, now: Date): string {
     ['host', host],
     ['enrolled', node.enrolledAt ?? 'not yet'],
     ['last heartbeat', withAge(node.lastHeartbeatAt, now)],
+    ['clock skew', skewField(node)],
     ['config behind', formatCount(node.configVersionsBehind)],
     ['requests 5m', formatCount(node.requests5m)],
     ['error rate 5m', formatRatio(node.errorRate5m)],

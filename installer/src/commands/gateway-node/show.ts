@@ -14,8 +14,9 @@ const OPTIONS = { ...NAME_OPTION, ...JSON_OPTION, ...COMMON_OPTIONS } as const s
 
 const USAGE = `Usage: zenova gateway-node show NAME [--json]
 
-Shows one gateway node: its settings, status and onboarding stage, version, host, last heartbeat
-and live figures.
+Shows one gateway node: its settings, status and onboarding stage, version, host, last heartbeat,
+its clock's skew against the control plane's (beyond ±30 s its host clock needs syncing) and live
+figures.
 
 Options:
 ${NAME_USAGE}
