@@ -41,9 +41,8 @@ export function redactDatabaseUrl(raw: string): string {
   try {
     url = new URL(raw);
   } catch {
-    // Not a URL we can take apart: without an '@' there is no password in it; with one, we cannot
-    // tell where it ends, so only the scheme survives.
-    if (!raw.includes('@')) return raw;
+    // Not a URL we can take apart: a password may be anywhere in it (after an '@', in a
+    // `?password=` query, in a libpq `password=…` keyword string), so only the scheme survives.
     const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(raw)?.[0] ?? '';
     return `${scheme}${REDACTED}`;
   }

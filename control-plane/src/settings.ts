@@ -136,8 +136,13 @@ const databaseUrl = raw.transform((value, ctx) => {
   try {
     url = new URL(value);
   } catch {
-    const hint = value.includes('@') ? ` (${PERCENT_ENCODE_ADVICE})` : '';
-    return fail(ctx, `expected a postgres:// or postgresql:// URL, got ${quote(redactDatabaseUrl(value))}${hint}`);
+    // The value is never quoted: a password may be anywhere in what does not parse.
+    const hint = value.includes('@')
+      ? `; ${PERCENT_ENCODE_ADVICE}`
+      : /^\s*[a-z_]+\s*=/i.test(value)
+        ? '; a libpq key=value connection string is not accepted, write it as postgres://USER:PASSWORD@HOST:PORT/DB'
+        : '';
+    return fail(ctx, `expected a postgres:// or postgresql:// URL (postgres://USER:PASSWORD@HOST:PORT/DB), got one that does not parse as a URL${hint}; the value is not shown, as it may hold the password`);
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
     return fail(ctx, `expected a postgres:// or postgresql:// URL, got scheme '${url.protocol}'`);

@@ -12,6 +12,8 @@ t.test('redactDatabaseUrl keeps user, host, port and database but not the passwo
   t.equal(redactDatabaseUrl('postgres://zenova@db/zenova'), 'postgres://zenova@db/zenova', 'nothing to hide');
   t.notMatch(redactDatabaseUrl('postgres://u@db/z?password=hunter2hunter2'), /hunter2/, 'password query parameter');
   t.notMatch(redactDatabaseUrl('postgres://u:pa ss@@db:x/z'), /pa ss/, 'unparseable URL with userinfo');
+  t.notMatch(redactDatabaseUrl('host=db user=u password=hunter2hunter2'), /hunter2/, 'a libpq keyword string');
+  t.notMatch(redactDatabaseUrl('postgres://db:54x32/z?password=hunter2hunter2'), /hunter2/, 'unparseable URL with a password query');
 });
 
 t.test('a database URL with an unencoded password is never shown with that password', async (t) => {

@@ -97,6 +97,20 @@ t.test('problems never echo secret values', async (t) => {
   t.notMatch(text, /not\*base64\*secret/);
 });
 
+t.test('a database setting that does not parse as a URL is never quoted: a keyword DSN or a password query', async (t) => {
+  for (const value of [
+    'host=db.internal user=zenova password=Sup3rSecretPassw0rd dbname=zenova',
+    'postgres://db:54x32/zenova?password=Sup3rSecretPassw0rd',
+    'postgresql://db:99999/zenova?password=Sup3rSecretPassw0rd',
+  ]) {
+    const problems = problemsOf({ ZENOVA_DATABASE_URL: value });
+    const text = problems.join('\n');
+    t.notMatch(text, /Sup3rSecretPassw0rd/, `not in the problem: ${value.slice(0, 20)}…`);
+    t.match(text, /does not parse as a URL.*the value is not shown/);
+  }
+  t.match(problemsOf({ ZENOVA_DATABASE_URL: 'host=db password=x' }).join('\n'), /libpq key=value connection string is not accepted/);
+});
+
 t.test('a database URL must use the postgres scheme and name a host', async (t) => {
   t.match(problemsOf({ ...VALID, ZENOVA_DATABASE_URL: 'http://db/zenova' })[0], /^ZENOVA_DATABASE_URL: .*postgres:\/\//);
   t.match(problemsOf({ ...VALID, ZENOVA_DATABASE_URL: 'postgres:///zenova' })[0], /^ZENOVA_DATABASE_URL: /);
