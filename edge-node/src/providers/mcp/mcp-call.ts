@@ -237,13 +237,41 @@ export const mcpApi: ApiHandler = {
         return rejectWith(error ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
       }
       ctx.upstreamMs = elapsed(ctx, started);
-      ctx.reply = replyOf(ctx, call, status, headers, contentType, bytes, failure);
+      ctx.reply = replyOf(ctx, call, status, headers, contentType, withoutSecret(bytes, server.apiKey), failure);
     }
     attempt(failure === undefined ? 'ok' : 'status', status);
     if (failure === undefined) served();
     return undefined;
   },
 };
+
+const REDACTED_SECRET = Buffer.from('[redacted]');
+
+/**
+ * The answer with every occurrence of the node's key for the tool server replaced: a tool server
+ * (or a proxy's debug page in front of it) that repeats its request headers in a body, a 400's
+ * above all, must not hand that key to a caller; the bundle carries it so that callers never see it.
+ * As written and JSON-escaped (`/` as `\/`). Event streams are relayed as they come and not rewritten.
+ */
+export function withoutSecret(bytes: Buffer, secret: string | null): Buffer {
+  if (secret === null || secret.length < 8 || bytes.length < secret.length) return bytes;
+  let out = bytes;
+  for (const form of new Set([secret, secret.replaceAll('/', '\\/')])) {
+    const needle = Buffer.from(form);
+    let at = out.indexOf(needle);
+    if (at === -1) continue;
+    const parts: Buffer[] = [];
+    let from = 0;
+    while (at !== -1) {
+      parts.push(out.subarray(from, at), REDACTED_SECRET);
+      from = at + needle.length;
+      at = out.indexOf(needle, from);
+    }
+    parts.push(out.subarray(from));
+    out = Buffer.concat(parts);
+  }
+  return out;
+}
 
 /** A redirect is not followed (nor passed on: the caller would leave the node): the tool server's URL is wrong. */
 function redirectError(server: string, status: number): ZenovaError {
