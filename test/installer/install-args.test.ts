@@ -37,6 +37,16 @@ t.test('--token with --token-file is refused as a usage error, before any check'
   t.notMatch(cli.out(), /checking this host/, 'no check ran');
 });
 
+t.test('zenova install without its target says so on stderr and exits 2; --help prints the usage and exits 0', async (t) => {
+  t.match(await usage([]), /no install target given/);
+  const cli = captureCli(root);
+  t.equal(await runCli(['install'], cli.ctx), 2);
+  t.match(cli.err(), /zenova: no install target given/);
+  const help = captureCli(root);
+  t.equal(await runCli(['install', '--help'], help.ctx), 0);
+  t.match(help.out(), /zenova install node/);
+});
+
 t.test('an install needs a token unless --check-only', async (t) => {
   t.match(await usage(BASE), /--token or --token-file is required/);
 });

@@ -134,9 +134,10 @@ function stepPrinter(ctx: CliContext): (label: string, failure?: Finding) => voi
 
 export async function runInstall(argv: readonly string[], ctx: CliContext, host: HostEnv): Promise<number> {
   const [what, ...rest] = argv;
-  if (what === undefined || what === '--help' || what === '-h' || wantsHelp(argv)) {
+  if (what === undefined) throw new UsageError('no install target given (the one there is: zenova install node …)', HELP);
+  if (what === '--help' || what === '-h' || wantsHelp(argv)) {
     ctx.stdout.write(INSTALL_USAGE);
-    return what === undefined ? 2 : EXIT_OK;
+    return EXIT_OK;
   }
   if (what !== 'node') throw new UsageError(`unknown install target ${JSON.stringify(what)} (only "node")`, HELP);
   const parsed = parseOptions(rest, OPTIONS, HELP);
