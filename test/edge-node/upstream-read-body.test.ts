@@ -4,7 +4,7 @@
 import { PassThrough, Readable } from 'node:stream';
 import t from 'tap';
 import { isZenovaError } from '../../edge-node/src/errors.js';
-import { readBodyBounded } from '../../edge-node/src/upstream/read-body.js';
+import { parseJsonOrUndefined, readBodyBounded } from '../../edge-node/src/upstream/read-body.js';
 
 t.test('a body under the ceiling is read whole, in order', async (t) => {
   const body = Readable.from([Buffer.from('{"a":'), Buffer.from('1}')], { objectMode: false });
@@ -35,4 +35,11 @@ t.test("the stream's own error is passed on", async (t) => {
   const read = readBodyBounded(body, 100, 'demo');
   body.destroy(new Error('socket reset'));
   await t.rejects(read, /socket reset/);
+});
+
+t.test('a JSON answer with a UTF-8 byte order mark is read as JSON; text that is not JSON is undefined', async (t) => {
+  t.same(parseJsonOrUndefined(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"text":"a\\u0040b.example"}')])), { text: 'a@b.example' });
+  t.same(parseJsonOrUndefined(Buffer.from('{"a":1}')), { a: 1 });
+  t.equal(parseJsonOrUndefined(Buffer.from('not json')), undefined);
+  t.equal(parseJsonOrUndefined(Buffer.from([0xef, 0xbb])), undefined);
 });

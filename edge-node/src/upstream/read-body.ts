@@ -44,7 +44,10 @@ export function readBodyBounded(body: Readable, maxBytes: number, upstream: stri
 /** The body as JSON, or `undefined` when it is not JSON (error bodies are read for their code only). */
 export function parseJsonOrUndefined(bytes: Buffer): unknown {
   try {
-    return JSON.parse(bytes.toString('utf8'));
+    // A UTF-8 byte order mark is ignored (RFC 8259 §8.1 lets parsers do so): JSON.parse refuses it,
+    // and such an answer would otherwise be taken as text that is not JSON (its escapes unread).
+    const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+    return JSON.parse((bom ? bytes.subarray(3) : bytes).toString('utf8'));
   } catch {
     return undefined;
   }
