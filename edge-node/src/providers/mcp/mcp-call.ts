@@ -35,6 +35,7 @@ import type { JsonRpcPost } from './jsonrpc-message.js';
 import { admitGetStream } from './get-stream-limit.js';
 import { holdCompletingEvent } from './mcp-answer-hold.js';
 import { guardEventStream } from './mcp-event-guard.js';
+import { answerPendingOnFailure } from './mcp-stream-failure.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
 import type { ToolServerMethod } from './tool-server-call.js';
 
@@ -224,7 +225,7 @@ export const mcpApi: ApiHandler = {
       call.source = relayStream(ctx, call, response, server.name, started);
       // Its read fails then (the hold takes that as the end); destroy() alone would raise an 'error' nobody may hear.
       call.closeSource = () => void (response.body.destroyed || response.body.on('error', () => undefined).destroy());
-      ctx.reply = { kind: 'raw', status, headers: { ...headers, ...EVENT_STREAM_HEADERS }, body: holdAnswer(call, call.source), holdLast: false, failure };
+      ctx.reply = { kind: 'raw', status, headers: { ...headers, ...EVENT_STREAM_HEADERS }, body: holdAnswer(ctx, call, status, call.source), holdLast: false, failure };
     } else {
       let bytes: Buffer;
       try {
@@ -353,7 +354,7 @@ export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): St
   if (!stream) return guardRawBody(ctx, policy, reply, call.rawBody!);
   call.guarded = true;
   const byRule = new Map<number, GuardrailVerdict>();
-  reply.body = holdAnswer(call, guardEventStream(call.source ?? reply.body, {
+  reply.body = holdAnswer(ctx, call, reply.status, guardEventStream(call.source ?? reply.body, {
     check: (slots) => {
       if (isPartial(slots)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', uncheckedTextMessage(policy.id, 'output'));
       const before = ctx.guardrails.length;
@@ -373,12 +374,25 @@ export function guardMcpOutput(ctx: PipelineContext, policy: CompiledPolicy): St
 
 /**
  * A POST's event stream with the event completing it marked to be held, and what follows it bounded
- * (mcp-answer-hold.ts); a GET's as is.
+ * (mcp-answer-hold.ts), and a failure before it answering each request still pending with the
+ * node's error (mcp-stream-failure.ts); a GET's as is.
  */
-function holdAnswer(call: McpCall, body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+function holdAnswer(ctx: PipelineContext, call: McpCall, status: number, body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
   if (call.method !== 'POST') return body;
   const after = { graceMs: AFTER_ANSWER_GRACE_MS, maxBytes: MAX_AFTER_ANSWER_BYTES, close: () => call.closeSource?.() };
-  return holdCompletingEvent(body, requestIds(call.payload), MAX_JSON_ANSWER_BYTES, after);
+  // One set: the hold removes the ids it delivers answers for, so a failure answers only the rest.
+  const pending = requestIds(call.payload);
+  return answerPendingOnFailure(holdCompletingEvent(body, pending, MAX_JSON_ANSWER_BYTES, after), {
+    pending,
+    failed: (err) => {
+      if (isAbort(err, ctx.callerGone)) return undefined;
+      const error = classifyUpstreamFailure(err, ctx.toolServer?.name ?? 'tool server');
+      // The stream ends normally, so the runner sees no failure: the record's outcome is set here.
+      ctx.outcome = { status: 'failed', httpStatus: status, errorCode: error.code };
+      ctx.deps.logger.warn({ requestId: ctx.requestId, code: error.code, reason: error.message }, 'tool server event stream failed; its pending requests were answered with the error');
+      return error;
+    },
+  });
 }
 
 /**
@@ -462,8 +476,9 @@ async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
 
 /**
  * The event stream's bytes as they come (unchecked; guardMcpOutput wraps them). Its end times the
- * call; a read failure surfaces classified (the runner ends the caller's stream), the caller's own
- * abort as is, a GET stream's key no longer standing as authenticate's code (ZN_ERR_API_KEY_REVOKED …).
+ * call; a read failure surfaces classified (a POST's pending requests are answered with it:
+ * holdAnswer; a GET's stream the runner cuts), the caller's own abort as is, a GET stream's key no
+ * longer standing as authenticate's code (ZN_ERR_API_KEY_REVOKED …).
  */
 async function* relayStream(
   ctx: PipelineContext, call: McpCall, response: Dispatcher.ResponseData, upstream: string, started: number,

@@ -14,9 +14,7 @@ import type { Rejection } from '../../pipeline/stage.js';
 import { losesStrings } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
 import { jsonTexts } from './jsonrpc-message.js';
-
-/** JSON-RPC error code of the error answer a blocked stream ends with (implementation-defined range). */
-export const GUARDRAIL_BLOCKED_RPC_CODE = -32000;
+import { rpcErrorEvents } from './mcp-stream-failure.js';
 
 export interface EventGuard {
   /** The output rules over one event's slots: a rejection when the event must not be delivered. */
@@ -155,11 +153,7 @@ function answered(message: unknown, pending: Set<string | number>): void {
 /** The events that end a blocked stream: one JSON-RPC error per request still unanswered. */
 function blockedAnswers(rejection: Rejection, guard: EventGuard): string {
   guard.blocked(rejection);
-  let out = '';
-  for (const id of guard.pending) {
-    const error = { code: GUARDRAIL_BLOCKED_RPC_CODE, message: rejection.error.message, data: { code: rejection.error.code } };
-    out += `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id, error })}\n\n`;
-  }
+  const out = rpcErrorEvents(guard.pending, rejection.error);
   guard.pending.clear();
   return out;
 }
