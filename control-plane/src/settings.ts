@@ -6,6 +6,8 @@
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
+import { DEFAULT_LEASE_POLICY } from './billing/lease-policy.js';
+import type { LeaseSettings } from './billing/lease-policy.js';
 import { ambiguousDatabaseUrlReason, PERCENT_ENCODE_ADVICE } from './db/ambiguous-database-url.js';
 import { LOG_LEVELS, redactDatabaseUrl } from './logger.js';
 import type { LogLevel } from './logger.js';
@@ -25,6 +27,8 @@ export interface Settings {
   tls?: { certFile: string; keyFile: string } | undefined;
   gateway: GatewaySettings;
   nodes: NodeSettings;
+  /** How big nodes' credit leases are and how often they are reconsidered (docs/billing.md). */
+  leases: LeaseSettings;
   faults: FaultSettings;
 }
 
@@ -84,6 +88,8 @@ const DAY_SECONDS = 86_400;
 // Ceiling for every duration: ten years, far beyond anything sensible, but keeps numbers finite.
 const MAX_DURATION_SECONDS = 10 * 365 * DAY_SECONDS;
 const MIN_ADMIN_TOKEN_LENGTH = 32;
+const MAX_LEASE_CAP_MICROS = 999_999_999_999_999; // 15 digits: a lease cap far beyond any balance
+const MAX_LEASE_REFRESH_MS = 999_999_999;
 const SECRET_ENC_KEY_BYTES = 32;
 
 /** The variables, for `--help`; the order is the order problems are reported in. */
@@ -111,6 +117,9 @@ export const settingsVariables = [
   { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: 'heartbeat interval asked of nodes, at least 100 (default 5000)' },
   { name: 'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', required: false, description: `lifetime of install tokens (default ${DAY_SECONDS}, 24 h)` },
   { name: 'ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE', required: false, description: 'enrollment attempts allowed per client IP per minute (default 10)' },
+  { name: 'ZENOVA_LEASE_CAP_MICROS', required: false, description: `most a node's credit lease of one account holds for new reservations, micro-units from 1 to ${MAX_LEASE_CAP_MICROS} (default ${DEFAULT_LEASE_POLICY.capMicros}, 100 units)` },
+  { name: 'ZENOVA_LEASE_SHARE', required: false, description: `share of an account's free balance one lease may take, a decimal above 0 and at most 1 with at most 6 decimals (default 0.25)` },
+  { name: 'ZENOVA_LEASE_REFRESH_MS', required: false, description: `how often a live node's leases are reconsidered, from 100 to ${MAX_LEASE_REFRESH_MS} (default ${DEFAULT_LEASE_POLICY.refreshMs})` },
   { name: 'ZENOVA_FAULT_DROP_ROTATION_REPLIES', required: false, description: 'fault tests only: drop the next N credential rotation replies (default 0)' },
 ] as const;
 
@@ -283,6 +292,17 @@ function integer(defaultValue: number, min: number, max: number) {
   });
 }
 
+/** A lease share as parts per million, exactly (no floats): "0.25" → 250000; above 0, at most 1, ≤ 6 decimals. */
+const leaseShare = raw.transform((value, ctx) => {
+  if (value === undefined) return DEFAULT_LEASE_POLICY.sharePpm;
+  const match = /^(0|1)(?:\.(\d{1,6}))?$/.exec(value.trim());
+  const ppm = match ? BigInt(match[1]!) * 1_000_000n + BigInt((match[2] ?? '').padEnd(6, '0')) : 0n;
+  if (ppm <= 0n || ppm > 1_000_000n) {
+    return fail(ctx, `expected a decimal above 0 and at most 1 with at most 6 decimals (e.g. 0.25), got ${quote(value)}`);
+  }
+  return ppm;
+});
+
 const environmentSchema = z.object({
   ZENOVA_DATABASE_URL: databaseUrl,
   ZENOVA_LISTEN: listen,
@@ -307,6 +327,9 @@ const environmentSchema = z.object({
   ZENOVA_HEARTBEAT_INTERVAL_MS: integer(5000, 100, 3_600_000),
   ZENOVA_INSTALL_TOKEN_TTL_SECONDS: seconds(DAY_SECONDS, 1),
   ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE: integer(10, 1, 100_000),
+  ZENOVA_LEASE_CAP_MICROS: integer(Number(DEFAULT_LEASE_POLICY.capMicros), 1, MAX_LEASE_CAP_MICROS),
+  ZENOVA_LEASE_SHARE: leaseShare,
+  ZENOVA_LEASE_REFRESH_MS: integer(DEFAULT_LEASE_POLICY.refreshMs, 100, MAX_LEASE_REFRESH_MS),
   ZENOVA_FAULT_DROP_ROTATION_REPLIES: integer(0, 0, 1_000_000),
 } satisfies Record<VariableName, z.ZodType>).superRefine((v, ctx) => {
   // Rules between variables; each problem is reported under the variable to change.
@@ -369,6 +392,11 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       heartbeatIntervalMs: v.ZENOVA_HEARTBEAT_INTERVAL_MS,
       installTokenTtlMs: v.ZENOVA_INSTALL_TOKEN_TTL_SECONDS,
       enrollAttemptsPerMinute: v.ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE,
+    },
+    leases: {
+      capMicros: BigInt(v.ZENOVA_LEASE_CAP_MICROS),
+      sharePpm: v.ZENOVA_LEASE_SHARE,
+      refreshMs: v.ZENOVA_LEASE_REFRESH_MS,
     },
     faults: { dropRotationReplies: v.ZENOVA_FAULT_DROP_ROTATION_REPLIES },
   };

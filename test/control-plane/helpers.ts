@@ -10,11 +10,12 @@ import type { Settings } from '../../control-plane/src/settings.js';
 export const ADMIN_TOKEN = `test-admin-token-${'k'.repeat(24)}-${randomBytes(8).toString('hex')}`;
 
 export function testSettings(databaseUrl: string, overrides: Partial<Settings> = {}): Settings {
-  // The product's own defaults for everything added since (gateway, nodes, faults).
+  // The product's own defaults for everything added since (gateway, nodes, leases, faults).
   const defaults = loadSettings({ ZENOVA_DATABASE_URL: databaseUrl, ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN });
   return {
     gateway: { ...defaults.gateway, listen: { host: '127.0.0.1', port: 0 } },
     nodes: defaults.nodes,
+    leases: defaults.leases,
     faults: defaults.faults,
     databaseUrl,
     listen: { host: '127.0.0.1', port: 0 },

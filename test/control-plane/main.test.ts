@@ -41,6 +41,7 @@ t.test('--help prints usage with every environment variable and exits 0', async 
     'ZENOVA_GATEWAY_TRUST_BUNDLE', 'ZENOVA_NODE_OFFLINE_AFTER_SECONDS', 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS',
     'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', 'ZENOVA_HEARTBEAT_INTERVAL_MS',
     'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', 'ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE', 'ZENOVA_FAULT_DROP_ROTATION_REPLIES',
+    'ZENOVA_LEASE_CAP_MICROS', 'ZENOVA_LEASE_SHARE', 'ZENOVA_LEASE_REFRESH_MS',
   ]) {
     t.match(output, name);
   }
@@ -105,6 +106,25 @@ t.test('without ZENOVA_SECRET_ENC_KEY start-up stops with exit 2 naming the vari
   t.match(output, /^zenova-control: invalid settings:$/m);
   t.match(output, /ZENOVA_SECRET_ENC_KEY: is required: it encrypts the gateway TLS key/);
   t.notMatch(output, /cannot reach the database/, 'refused before connecting');
+});
+
+t.test('bad credit lease settings stop start-up with exit 2 naming each variable and its range, before touching the database', async (t) => {
+  const port = await closedPort();
+  const { code, output } = await run('bad-lease-settings', {
+    ZENOVA_DATABASE_URL: `postgres://zenova@127.0.0.1:${port}/zenova`,
+    ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN,
+    ZENOVA_SECRET_ENC_KEY: SECRET_ENC_KEY,
+    ZENOVA_LEASE_CAP_MICROS: '0',
+    ZENOVA_LEASE_SHARE: '2',
+    ZENOVA_LEASE_REFRESH_MS: 'abc',
+  });
+  t.equal(code, 2);
+  t.match(output, /^zenova-control: invalid settings:$/m);
+  t.match(output, /^ {2}ZENOVA_LEASE_CAP_MICROS: expected a whole number from 1 to 999999999999999, got '0'$/m);
+  t.match(output, /^ {2}ZENOVA_LEASE_SHARE: expected a decimal above 0 and at most 1 with at most 6 decimals \(e\.g\. 0\.25\), got '2'$/m);
+  t.match(output, /^ {2}ZENOVA_LEASE_REFRESH_MS: expected a whole number from 100 to 999999999, got 'abc'$/m);
+  t.notMatch(output, /cannot reach the database|cannot start the node gateway/, 'refused before connecting');
+  t.notMatch(output, /^\s+at /m, 'no stack trace');
 });
 
 t.test('the control plane starts, answers /healthz over HTTP, runs the node gateway over TLS and stops on SIGTERM with exit 0', async (t) => {

@@ -27,6 +27,26 @@ t.test('valid settings are parsed and defaults apply', async (t) => {
   t.equal(settings.publicUrl, undefined);
 });
 
+t.test('the credit lease settings default to what docs/billing.md says and take their documented ranges', async (t) => {
+  t.same(loadSettings(VALID).leases, { capMicros: 100_000_000n, sharePpm: 250_000n, refreshMs: 5000 }, 'defaults: 100 units, 0.25, 5 s');
+  t.same(loadSettings({ ...VALID, ZENOVA_LEASE_CAP_MICROS: '1', ZENOVA_LEASE_SHARE: '0.000001', ZENOVA_LEASE_REFRESH_MS: '100' }).leases, { capMicros: 1n, sharePpm: 1n, refreshMs: 100 }, 'the lower ends');
+  t.same(loadSettings({ ...VALID, ZENOVA_LEASE_CAP_MICROS: '999999999999999', ZENOVA_LEASE_SHARE: '1', ZENOVA_LEASE_REFRESH_MS: '999999999' }).leases, { capMicros: 999_999_999_999_999n, sharePpm: 1_000_000n, refreshMs: 999_999_999 }, 'the upper ends');
+  t.equal(loadSettings({ ...VALID, ZENOVA_LEASE_SHARE: '1.000000' }).leases.sharePpm, 1_000_000n, '1 with zero decimals is 1');
+  t.same(loadSettings({ ...VALID, ZENOVA_LEASE_CAP_MICROS: '', ZENOVA_LEASE_SHARE: '', ZENOVA_LEASE_REFRESH_MS: '' }).leases, { capMicros: 100_000_000n, sharePpm: 250_000n, refreshMs: 5000 }, 'empty counts as unset');
+});
+
+t.test('a credit lease setting out of its range is a problem naming the variable, the range and the value', async (t) => {
+  for (const cap of ['0', '-5', '1000000000000000', '1.5', 'abc']) {
+    t.same(problemsOf({ ...VALID, ZENOVA_LEASE_CAP_MICROS: cap }), [`ZENOVA_LEASE_CAP_MICROS: expected a whole number from 1 to 999999999999999, got '${cap}'`], cap);
+  }
+  for (const share of ['0', '0.0000001', '1.000001', '2', '.5', '25%', 'abc']) {
+    t.same(problemsOf({ ...VALID, ZENOVA_LEASE_SHARE: share }), [`ZENOVA_LEASE_SHARE: expected a decimal above 0 and at most 1 with at most 6 decimals (e.g. 0.25), got '${share}'`], share);
+  }
+  for (const refresh of ['99', '0', '1000000000', '5s', 'abc']) {
+    t.same(problemsOf({ ...VALID, ZENOVA_LEASE_REFRESH_MS: refresh }), [`ZENOVA_LEASE_REFRESH_MS: expected a whole number from 100 to 999999999, got '${refresh}'`], refresh);
+  }
+});
+
 t.test('every optional variable is parsed when set', async (t) => {
   const key = Buffer.alloc(32, 7);
   const settings = loadSettings({

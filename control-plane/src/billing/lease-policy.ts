@@ -1,8 +1,9 @@
 /**
  * How big a node's credit lease of an account is (docs/billing.md, "Lease size"): each lease is
  * topped up to min(cap, share × (what the account has free + what the lease holds)), so one node
- * never takes the whole balance and a large balance is not parked on one node. Read from the
- * environment with safe defaults; a bad value is refused at start-up.
+ * never takes the whole balance and a large balance is not parked on one node. The operator's part
+ * (cap, share, refresh) comes from settings.ts, so a bad value is refused with the other settings,
+ * before the database is touched.
  */
 
 export interface LeasePolicy {
@@ -29,31 +30,12 @@ export const DEFAULT_LEASE_POLICY: LeasePolicy = {
   refreshMs: 5_000,
 };
 
-/** "0.25" → 250000 ppm, exactly (no floats): 0 < share ≤ 1, at most 6 decimals. */
-export function parseSharePpm(text: string): bigint {
-  const m = /^(0|1)(?:\.(\d{1,6}))?$/.exec(text.trim());
-  if (!m) throw new Error('ZENOVA_LEASE_SHARE must be a decimal in (0, 1] with at most 6 decimals, e.g. 0.25');
-  const ppm = BigInt(m[1]!) * 1_000_000n + BigInt((m[2] ?? '').padEnd(6, '0'));
-  if (ppm <= 0n || ppm > 1_000_000n) throw new Error('ZENOVA_LEASE_SHARE must be a decimal in (0, 1] with at most 6 decimals, e.g. 0.25');
-  return ppm;
-}
+/** What the operator sets (ZENOVA_LEASE_CAP_MICROS, ZENOVA_LEASE_SHARE, ZENOVA_LEASE_REFRESH_MS). */
+export type LeaseSettings = Pick<LeasePolicy, 'capMicros' | 'sharePpm' | 'refreshMs'>;
 
-/** ZENOVA_LEASE_CAP_MICROS, ZENOVA_LEASE_SHARE, ZENOVA_LEASE_REFRESH_MS. */
-export function leasePolicyFromEnv(env: NodeJS.ProcessEnv): LeasePolicy {
-  const policy = { ...DEFAULT_LEASE_POLICY };
-  const cap = env.ZENOVA_LEASE_CAP_MICROS;
-  if (cap !== undefined && cap !== '') {
-    if (!/^\d{1,15}$/.test(cap) || BigInt(cap) < 1n) throw new Error('ZENOVA_LEASE_CAP_MICROS must be a positive integer of micro-units (at most 15 digits)');
-    policy.capMicros = BigInt(cap);
-  }
-  const share = env.ZENOVA_LEASE_SHARE;
-  if (share !== undefined && share !== '') policy.sharePpm = parseSharePpm(share);
-  const refresh = env.ZENOVA_LEASE_REFRESH_MS;
-  if (refresh !== undefined && refresh !== '') {
-    if (!/^\d{1,9}$/.test(refresh) || Number(refresh) < 100) throw new Error('ZENOVA_LEASE_REFRESH_MS must be an integer of at least 100');
-    policy.refreshMs = Number(refresh);
-  }
-  return policy;
+/** The gateway's policy: the operator's settings over the defaults of the rest. */
+export function leasePolicyOf(settings: LeaseSettings): LeasePolicy {
+  return { ...DEFAULT_LEASE_POLICY, capMicros: settings.capMicros, sharePpm: settings.sharePpm, refreshMs: settings.refreshMs };
 }
 
 /**

@@ -14,7 +14,6 @@ import { NodeMessageInvalid } from '../gateway/node-stream-handler.js';
 import type { NodeSend, NodeStreamHandler, StreamNode } from '../gateway/node-stream-handler.js';
 import { withTransaction } from '../nodes/with-transaction.js';
 import { accountsToLease, leaseGrantMessage, recordLeaseReport, returnLease, topUpLease } from './credit-leases.js';
-import { leasePolicyFromEnv } from './lease-policy.js';
 import { LeaseRefresher } from './lease-refresher.js';
 import type { LeasePolicy } from './lease-policy.js';
 
@@ -27,7 +26,7 @@ const returnSchema = z.object({ accountId: id, leaseId: id, spentMicros: micros,
 export interface LeaseHandlerDeps {
   pool: pg.Pool;
   logger: pino.Logger;
-  policy?: LeasePolicy;
+  policy: LeasePolicy;
   now?: () => number;
 }
 
@@ -36,7 +35,7 @@ function describe(error: z.ZodError): string {
 }
 
 export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHandler {
-  const policy = deps.policy ?? leasePolicyFromEnv(process.env);
+  const { policy } = deps;
   const now = deps.now ?? Date.now;
   const log = deps.logger.child({ component: 'billing' });
   const refreshers = new Map<string, LeaseRefresher>();

@@ -6,7 +6,7 @@ import type { Logger } from '../logger.js';
 import { CreditChannel } from './credit-channel.js';
 import { noCredit } from './credit-leases.js';
 import type { CreditLeases } from './credit-leases.js';
-import { creditPolicyFromEnv } from './credit-policy.js';
+import type { CreditPolicy } from './credit-policy.js';
 import { LeaseBook } from './lease-book.js';
 import { LeaseCredit } from './lease-credit.js';
 import type { ReservationEvidence } from './left-reservations.js';
@@ -30,7 +30,7 @@ export interface NodeCreditOptions {
   nodeId: string;
   holder: ConfigHolder;
   logger: Logger;
-  env: NodeJS.ProcessEnv;
+  policy: CreditPolicy;
   /**
    * The spool's answers about earlier runs (opened first, its interrupted rows recovered): reservations
    * of requests that never reached it are released at open. Without it all count as spent.
@@ -41,7 +41,7 @@ export interface NodeCreditOptions {
 export async function createNodeCredit(opts: NodeCreditOptions): Promise<NodeCredit> {
   // Stand-alone nodes have local keys only (no accounts): nothing is ever priced to an account.
   if (opts.stateDir === undefined) return { credit: noCredit, close: async () => undefined };
-  const policy = creditPolicyFromEnv(opts.env);
+  const { policy } = opts;
   const logger = opts.logger.child({ component: 'credit' });
   const store = openLeaseStore(opts.stateDir, { nodeId: opts.nodeId, logger, owner: opts.evidence?.owner });
   let book: LeaseBook;

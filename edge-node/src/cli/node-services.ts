@@ -4,6 +4,7 @@
  * owners, upstream target health and metrics (and the admin port). Each comes from its own module's factory.
  */
 import { createNodeCredit } from '../billing/create-node-credit.js';
+import type { CreditPolicy } from '../billing/credit-policy.js';
 import type { ConfigHolder } from '../config/config-holder.js';
 import type { ControlChannel } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
@@ -13,6 +14,7 @@ import type { PipelineDeps } from '../pipeline/deps.js';
 import { openSessionOwners } from '../providers/mcp/session-owners.js';
 import { createNodeRateLimiter } from '../rate-limit/create-node-rate-limiter.js';
 import { openNodeSpool } from '../spool/open-node-spool.js';
+import type { SpoolSynchronous } from '../spool/spool-store.js';
 import { TargetHealth } from '../routing/target-health.js';
 
 export type PipelineServices = Pick<PipelineDeps, 'nodeId' | 'limiter' | 'credit' | 'spool' | 'metrics' | 'sessionOwners' | 'targetHealth'>;
@@ -36,7 +38,11 @@ export interface NodeServicesOptions {
   nodeId: string;
   holder: ConfigHolder;
   logger: Logger;
+  /** ZENOVA_NODE_REPLICAS is read from here by the rate limiter. */
   env: NodeJS.ProcessEnv;
+  /** Read up front with the other settings (serve-settings.ts). */
+  creditPolicy: CreditPolicy;
+  spoolSynchronous: SpoolSynchronous;
   adminListen: { host: string; port: number } | undefined;
 }
 
@@ -47,13 +53,14 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
     for (const close of closers.reverse()) await close().catch((err: unknown) => opts.logger.warn({ err }, 'closing a node service failed'));
   };
   try {
-    const spool = await openNodeSpool(opts);
+    const spool = await openNodeSpool({ ...opts, synchronous: opts.spoolSynchronous });
     closers.push(() => spool.close());
     const limiter = await createNodeRateLimiter(opts);
     closers.push(async () => limiter.close());
     const earlier = spool.earlierRuns;
     const credit = await createNodeCredit({
       ...opts,
+      policy: opts.creditPolicy,
       // After the spool: its interrupted rows are recovered, and it tells which reservations never reached it.
       evidence:
         earlier === undefined

@@ -11,6 +11,7 @@ import type { CliIo } from './cli-io.js';
 import { runDoctorCommand } from './doctor-command.js';
 import { runEnrollCommand } from './enroll-command.js';
 import { NotEnrolledError, serve } from './serve.js';
+import { ServeSettingError } from './serve-settings.js';
 import { runStatusCommand } from './status-command.js';
 
 export type { CliIo } from './cli-io.js';
@@ -57,6 +58,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       err instanceof StateFileError ||
       err instanceof ReconnectSettingsError ||
       err instanceof ReplicaSettingError ||
+      err instanceof ServeSettingError ||
       err instanceof CallerTlsError
     ) {
       io.stderr.write(`zenova-node: ${err.message}\n`);

@@ -14,7 +14,6 @@ import { startControlLinkLeader } from '../control/control-link-leader.js';
 import { ControlPlaneTime } from '../control/control-plane-time.js';
 import { loadControlStatus } from '../control/control-status.js';
 import type { ControlLinkLeader } from '../control/control-link-leader.js';
-import { reconnectSettingsFromEnv } from '../control/reconnect-settings.js';
 import type { Logger } from '../logger.js';
 import { RequestWindow } from '../metrics/request-window.js';
 import { productVersion } from '../product-version.js';
@@ -27,6 +26,7 @@ import { isLoopbackHost } from '../metrics/admin-server.js';
 import { expiryWarning, readCallerTls, reloadCallerTls } from '../tls/caller-tls.js';
 import type { CallerTlsFiles, CallerTlsPair } from '../tls/caller-tls.js';
 import { openNodeServices } from './node-services.js';
+import { readServeSettings } from './serve-settings.js';
 import type { NodeServices } from './node-services.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ListenAddress } from './args.js';
@@ -42,7 +42,7 @@ export interface ServeOptions {
   listen: ListenAddress;
   logger: Logger;
   shutdownDeadlineMs?: number;
-  /** Reconnect tuning variables are read from here (process.env by default). */
+  /** The node settings (serve-settings.ts) are read from here (process.env by default). */
   env?: NodeJS.ProcessEnv;
   /** The admin port (metrics); loopback only. undefined = not started. */
   adminListen?: ListenAddress;
@@ -56,14 +56,6 @@ export class NotEnrolledError extends Error {
     super(message);
     this.name = 'NotEnrolledError';
   }
-}
-
-/** ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: how often replicas check the control link lock (tests shorten it). */
-function lockIntervalMs(env: NodeJS.ProcessEnv): number | undefined {
-  const raw = env.ZENOVA_NODE_LINK_LOCK_INTERVAL_MS;
-  if (raw === undefined || raw === '') return undefined;
-  const value = Number(raw);
-  return Number.isInteger(value) && value >= 50 && value <= 60_000 ? value : undefined;
 }
 
 /** `http(s)://HOST:PORT` with IPv6 hosts bracketed. */
@@ -132,10 +124,12 @@ export async function serve(opts: ServeOptions): Promise<number> {
   if (opts.configFile !== undefined && opts.stateDir !== undefined) {
     throw new Error('serve takes a config file or a state dir, not both');
   }
-  // Checked first: a bad certificate is a one-line refusal before the state dir or spool is opened.
+  // Checked first: a bad setting or certificate is a one-line refusal before the state dir or spool is opened.
+  const env = opts.env ?? process.env;
+  const settings = readServeSettings(env, { enrolled: opts.stateDir !== undefined });
   const callerTls = opts.tls !== undefined ? loadCallerTls(opts.tls, opts.logger) : undefined;
   const enrolled = opts.stateDir !== undefined ? await openEnrolledState(opts.stateDir) : undefined;
-  const reconnect = enrolled !== undefined ? reconnectSettingsFromEnv(opts.env ?? process.env) : undefined;
+  const { reconnect } = settings;
   let holder: ConfigHolder;
   let applier: ConfigApplier | undefined;
   let maxBodyBytes: number | undefined;
@@ -156,7 +150,9 @@ export async function serve(opts: ServeOptions): Promise<number> {
       nodeId: enrolled?.identity.nodeId ?? 'local',
       holder,
       logger: opts.logger,
-      env: opts.env ?? process.env,
+      env,
+      creditPolicy: settings.credit,
+      spoolSynchronous: settings.spoolSynchronous,
       adminListen: opts.adminListen,
     });
   } catch (err) {
@@ -271,7 +267,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
         if (clock !== undefined) controlPlaneTime.adopt(clock);
         await configApplier.followCache();
       },
-      ...(lockIntervalMs(opts.env ?? process.env) !== undefined ? { intervalMs: lockIntervalMs(opts.env ?? process.env) } : {}),
+      ...(settings.linkLockIntervalMs !== undefined ? { intervalMs: settings.linkLockIntervalMs } : {}),
     });
   }
 

@@ -40,16 +40,12 @@ export interface OpenNodeSpoolOptions {
   nodeId: string;
   holder: ConfigHolder;
   logger: Logger;
-  env: NodeJS.ProcessEnv;
+  /** ZENOVA_SPOOL_SYNCHRONOUS: `full` trades throughput for surviving power loss (docs/spool.md). */
+  synchronous: SpoolSynchronous;
 }
 
 /** How often records other replicas committed to the shared spool are looked for. */
 const OTHER_WRITERS_POLL_MS = 500;
-
-/** `ZENOVA_SPOOL_SYNCHRONOUS=full` trades throughput for surviving power loss (docs/spool.md). */
-export function spoolSynchronousFromEnv(env: NodeJS.ProcessEnv): SpoolSynchronous {
-  return env.ZENOVA_SPOOL_SYNCHRONOUS?.toLowerCase() === 'full' ? 'full' : 'normal';
-}
 
 /** The pushed config's quota and policy, else the node's defaults. */
 export function spoolLimitsOf(holder: ConfigHolder): SpoolLimits {
@@ -97,7 +93,7 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
     meta,
     logger: opts.logger,
     limits: () => spoolLimitsOf(opts.holder),
-    synchronous: spoolSynchronousFromEnv(opts.env),
+    synchronous: opts.synchronous,
   });
   const channel = new BackfillChannel({ store: spoolStore, logger: opts.logger });
   // Replicas share spool.db and only the control link's holder backfills: it looks for their

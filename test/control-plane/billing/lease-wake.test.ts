@@ -14,15 +14,9 @@ const db = await testDatabase(t);
 const { pool, call } = await configApp(t, db.url);
 await migrate(pool);
 const identity = await gatewayIdentity();
-const settings = gatewaySettings(db.url);
-
-// The gateway's lease policy is read from the environment when it starts.
-const previousRefresh = process.env.ZENOVA_LEASE_REFRESH_MS;
-process.env.ZENOVA_LEASE_REFRESH_MS = String(HOUR_MS);
-t.teardown(() => {
-  if (previousRefresh === undefined) delete process.env.ZENOVA_LEASE_REFRESH_MS;
-  else process.env.ZENOVA_LEASE_REFRESH_MS = previousRefresh;
-});
+const base = gatewaySettings(db.url);
+// ZENOVA_LEASE_REFRESH_MS an hour: only a wake can grant within the test.
+const settings = { ...base, leases: { ...base.leases, refreshMs: HOUR_MS } };
 const gateway = await startTestGateway(t, { pool, settings, identity });
 
 async function created(method: 'POST', url: string, payload: unknown): Promise<Record<string, unknown>> {

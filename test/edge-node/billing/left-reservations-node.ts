@@ -5,6 +5,7 @@
 import Database from 'better-sqlite3';
 import type { ControlMessage } from '../../../proto/src/index.js';
 import { LEASE_DB_FILE } from '../../../edge-node/src/billing/lease-store.js';
+import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
 import { openNodeServices } from '../../../edge-node/src/cli/node-services.js';
 import type { NodeServices } from '../../../edge-node/src/cli/node-services.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
@@ -21,7 +22,7 @@ const PRICE = { model: 'emb', inputMicrosPerToken: 1, outputMicrosPerToken: 0, r
 /** The services of a node starting on `dir`, as `serve` opens them. */
 export async function openNode(dir: string, logger: Logger): Promise<NodeServices> {
   const holder = ConfigHolder.ready(fromBundle(testBundle({ nodeId: NODE_ID, version: 1, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [] })));
-  return openNodeServices({ stateDir: dir, nodeId: NODE_ID, holder, logger, env: {}, adminListen: undefined });
+  return openNodeServices({ stateDir: dir, nodeId: NODE_ID, holder, logger, env: {}, creditPolicy: DEFAULT_CREDIT_POLICY, spoolSynchronous: 'normal', adminListen: undefined });
 }
 
 /** The control plane's LeaseGrant for LEASE_ID, through the node's credit channel. */

@@ -11,6 +11,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { buildApp } from '../../../edge-node/src/app.js';
 import { noCredit } from '../../../edge-node/src/billing/credit-leases.js';
+import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
 import { openNodeServices } from '../../../edge-node/src/cli/node-services.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
@@ -42,7 +43,7 @@ async function startNode(t: Test, dir: string, toolServerUrl: string): Promise<R
   });
   const holder = ConfigHolder.ready(fromBundle(bundle));
   const logger = createLogger({ level: 'silent' });
-  const services = await openNodeServices({ stateDir: dir, nodeId: bundle.nodeId, holder, logger, env: {}, adminListen: undefined });
+  const services = await openNodeServices({ stateDir: dir, nodeId: bundle.nodeId, holder, logger, env: {}, creditPolicy: DEFAULT_CREDIT_POLICY, spoolSynchronous: 'normal', adminListen: undefined });
   const app = await buildApp({ holder, logger, services: { ...services.pipeline, credit: noCredit } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   let stopped = false;

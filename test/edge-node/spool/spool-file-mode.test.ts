@@ -10,7 +10,7 @@ import { modeOf, readableStateDir } from '../state-file-modes.js';
 import { NODE_ID, quietLogger, record } from './spool-helpers.js';
 
 function open(dir: string) {
-  return openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: { current: () => ({ ready: false }) } as never, logger: quietLogger(), env: {} });
+  return openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: { current: () => ({ ready: false }) } as never, logger: quietLogger(), synchronous: 'normal' });
 }
 
 t.test('a new spool, its -wal and -shm and its owner slot are created owner-only in a state dir others can read', async (t) => {

@@ -14,7 +14,7 @@ import { NODE_ID, openRow, quietLogger, record, tempStateDir } from './spool-hel
 const sha = (file: string): string => createHash('sha256').update(readFileSync(file)).digest('hex');
 
 async function open(stateDir: string, nodeId = NODE_ID): Promise<NodeSpool> {
-  return openNodeSpool({ stateDir, nodeId, holder: ConfigHolder.notReady('test'), logger: quietLogger(), env: {} });
+  return openNodeSpool({ stateDir, nodeId, holder: ConfigHolder.notReady('test'), logger: quietLogger(), synchronous: 'normal' });
 }
 
 /** A state dir whose spool holds one delivered-not-yet record, closed cleanly. */
@@ -102,7 +102,7 @@ t.test('a spool file swapped for another spool of the same node is refused', asy
 });
 
 t.test('a stand-alone node (no state dir) keeps no spool', async (t) => {
-  const spool = await openNodeSpool({ stateDir: undefined, nodeId: 'local', holder: ConfigHolder.notReady('x'), logger: quietLogger(), env: {} });
+  const spool = await openNodeSpool({ stateDir: undefined, nodeId: 'local', holder: ConfigHolder.notReady('x'), logger: quietLogger(), synchronous: 'normal' });
   t.equal(spool.channel, undefined);
   t.equal(spool.spool.keepsBodies(), false);
   await spool.close();

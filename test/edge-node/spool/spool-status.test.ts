@@ -11,7 +11,7 @@ t.test('status reports the spool bytes, the backlog not yet delivered and the op
   const store = await openStateStore(dir, { create: false });
   t.equal((await readNodeStatus(store)).spool, null, 'no spool yet');
 
-  const spool = await openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: ConfigHolder.notReady('x'), logger: quietLogger(), env: {} });
+  const spool = await openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: ConfigHolder.notReady('x'), logger: quietLogger(), synchronous: 'normal' });
   t.teardown(() => spool.close());
   void spool.spool.open(openRow('still-open'));
   await spool.spool.finalise(record('done-1'));

@@ -1,0 +1,68 @@
+/**
+ * The settings `zenova-node serve` takes from the environment (docs/node-api.md, "Node settings"),
+ * all read before anything is opened: a bad value is one line naming the variable and what it
+ * accepts (exit 2), not an unexpected failure after the spool was opened, nor a typo quietly
+ * taken as the default.
+ */
+import { DEFAULT_CREDIT_POLICY } from '../billing/credit-policy.js';
+import type { CreditPolicy } from '../billing/credit-policy.js';
+import { reconnectSettingsFromEnv } from '../control/reconnect-settings.js';
+import type { ReconnectSettings } from '../control/reconnect-settings.js';
+import { replicasFromEnv } from '../rate-limit/create-node-rate-limiter.js';
+import type { SpoolSynchronous } from '../spool/spool-store.js';
+
+/** A setting `serve` refuses at start-up; the message names the variable and the accepted values. */
+export class ServeSettingError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ServeSettingError';
+  }
+}
+
+export interface ServeSettings {
+  /** ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS, ZENOVA_LEASE_REPORT_MS. */
+  credit: CreditPolicy;
+  /** ZENOVA_SPOOL_SYNCHRONOUS. */
+  spoolSynchronous: SpoolSynchronous;
+  /** ZENOVA_NODE_LINK_LOCK_INTERVAL_MS; undefined leaves the control link lock's default. */
+  linkLockIntervalMs: number | undefined;
+  /** ZENOVA_NODE_RECONNECT_*, ZENOVA_NODE_REFUSED_RETRY_MS; only an enrolled node has a control link. */
+  reconnect: ReconnectSettings | undefined;
+}
+
+/** Shown values are cut: a pasted blob must not flood the terminal. */
+function shown(raw: string): string {
+  return JSON.stringify(raw.slice(0, 50));
+}
+
+function wholeNumber(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+  const raw = env[name];
+  // Empty counts as unset: env files often carry `NAME=` for "not configured".
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d{1,10}$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ServeSettingError(`${name} must be a whole number from ${min} to ${max}, got ${shown(raw)}`);
+  }
+  return Number(raw);
+}
+
+function spoolSynchronous(env: NodeJS.ProcessEnv): SpoolSynchronous {
+  const raw = env.ZENOVA_SPOOL_SYNCHRONOUS;
+  if (raw === undefined || raw === '') return 'normal';
+  const value = raw.toLowerCase();
+  if (value === 'normal' || value === 'full') return value;
+  throw new ServeSettingError(`ZENOVA_SPOOL_SYNCHRONOUS must be normal or full, got ${shown(raw)}`);
+}
+
+export function readServeSettings(env: NodeJS.ProcessEnv, opts: { enrolled: boolean }): ServeSettings {
+  // Checked here for its one-line refusal before anything opens; the rate limiter reads it again.
+  replicasFromEnv(env);
+  return {
+    credit: {
+      defaultMaxOutputTokens: wholeNumber(env, 'ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS', 1, 1_000_000) ?? DEFAULT_CREDIT_POLICY.defaultMaxOutputTokens,
+      reportIntervalMs: wholeNumber(env, 'ZENOVA_LEASE_REPORT_MS', 1, 3_600_000) ?? DEFAULT_CREDIT_POLICY.reportIntervalMs,
+    },
+    spoolSynchronous: spoolSynchronous(env),
+    linkLockIntervalMs: wholeNumber(env, 'ZENOVA_NODE_LINK_LOCK_INTERVAL_MS', 50, 60_000),
+    reconnect: opts.enrolled ? reconnectSettingsFromEnv(env) : undefined,
+  };
+}
