@@ -198,7 +198,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const services = deps.services ?? {};
-  // Open MCP GET streams re-checked on every swap and on a timer: a revoked or expired key's ends.
+  // Open MCP GET streams re-checked on every swap and on a timer (a revoked or expired key's, a
+  // disabled surface's or a deleted tool server's end), and ended at the stop.
   const clock = deps.clock;
   const getStreams = new GetStreamStanding(holder, deps.logger, {
     ...(clock !== undefined ? { now: () => controlPlaneNow(clock) } : {}),
@@ -223,6 +224,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerAnthropicRoutes(app, pipeline);
   registerMcpRoutes(app, pipeline);
 
+  // After the hook above: a push channel never drains, so a stop would otherwise wait out serve's
+  // deadline and then cut it. Each ends cleanly and its connection then closes as any drained one.
+  app.addHook('preClose', async () => {
+    getStreams.endAll();
+  });
   app.addHook('onClose', async () => {
     unsubscribe();
     getStreams.stop();

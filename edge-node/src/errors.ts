@@ -211,6 +211,14 @@ export const errorTable = {
     message: 'This node has no verified config yet and cannot serve requests.',
     retryable: true,
   },
+  ZN_ERR_NODE_STOPPING: {
+    // Recorded for an open MCP GET event stream the node's stop ended (get-stream-standing.ts);
+    // the stream itself ends cleanly, so no caller reads this body.
+    status: 503,
+    type: 'server_error',
+    message: 'This node is stopping.',
+    retryable: true,
+  },
   ZN_ERR_INTERNAL: {
     status: 500,
     type: 'server_error',

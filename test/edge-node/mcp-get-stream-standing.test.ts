@@ -1,9 +1,12 @@
-// An open MCP GET event stream does not outlive its key: the key is checked when the request
-// arrives, and the stream (which may stay open for hours) is re-checked against every new config
-// and on a timer (get-stream-standing.ts). A revoked key's stream ends promptly after the swap, its
-// tool server GET aborted and its record written; an expiresAt passing ends it on the next re-check;
-// a swap that leaves the key in good standing leaves the stream alone.
+// An open MCP GET event stream does not outlive what admitted it: the key, the tools surface and the
+// tool server are checked when the request arrives, and the stream (which may stay open for hours)
+// is re-checked against every new config and on a timer (get-stream-standing.ts). A revoked key's
+// stream ends promptly after the swap, its tool server GET aborted and its record written; so does
+// one whose surface is taken off the node or whose tool server is deleted; an expiresAt passing ends
+// it on the next re-check; a swap that leaves all of them standing leaves the stream alone. A node's
+// stop (app.close) ends open streams at once, cleanly, rather than waiting on a push channel.
 import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import t from 'tap';
 import type { Test } from 'tap';
 import type { ConfigBundle, RequestRecord } from '../../proto/src/index.js';
@@ -52,22 +55,29 @@ async function startPushingToolServer(t: Test): Promise<PushingToolServer> {
 
 type BundleKeyOverrides = Parameters<typeof bundleKey>[2];
 
+/** What a config offers besides the keys: the tools surface and the tool server (both by default). */
+interface ConfigShape {
+  toolsSurface?: boolean;
+  toolServer?: boolean;
+}
+
 interface Node {
+  app: FastifyInstance;
   url: string;
   holder: ConfigHolder;
   records: RequestRecord[];
   finished: FinishedRequest[];
   /** A config of `version` for the same tool server, the caller's key with `overrides`. */
-  config(version: number, overrides?: BundleKeyOverrides, accountStatus?: 'active' | 'suspended'): ReturnType<typeof fromBundle>;
+  config(version: number, overrides?: BundleKeyOverrides, accountStatus?: 'active' | 'suspended', shape?: ConfigShape): ReturnType<typeof fromBundle>;
 }
 
 async function startNode(t: Test, toolServerUrl: string, opts: { key?: BundleKeyOverrides; standing?: GetStreamStandingOptions } = {}): Promise<Node> {
-  const bundleOf = (version: number, overrides: BundleKeyOverrides = {}, accountStatus: 'active' | 'suspended' = 'active'): ConfigBundle => testBundle({
+  const bundleOf = (version: number, overrides: BundleKeyOverrides = {}, accountStatus: 'active' | 'suspended' = 'active', shape: ConfigShape = {}): ConfigBundle => testBundle({
     nodeId: 'node-mcp', version, upstreamUrl: 'http://127.0.0.1:9/v1',
     keys: [bundleKey('key-mcp', caller.sha256, overrides), bundleKey('key-other', other.sha256)],
     accounts: [{ id: ACCOUNT_ID, name: 'acme', status: accountStatus, limits: {} }],
-    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
-    toolServers: [{ name: 'tools', url: toolServerUrl, apiKey: TOOL_KEY, timeoutMs: 5_000, callMicros: 0 }],
+    node: { surfaces: shape.toolsSurface === false ? ['model'] : ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers: shape.toolServer === false ? [] : [{ name: 'tools', url: toolServerUrl, apiKey: TOOL_KEY, timeoutMs: 5_000, callMicros: 0 }],
   });
   const holder = ConfigHolder.ready(fromBundle(bundleOf(5, opts.key)));
   const records: RequestRecord[] = [];
@@ -80,13 +90,18 @@ async function startNode(t: Test, toolServerUrl: string, opts: { key?: BundleKey
     ...(opts.standing !== undefined ? { getStreamStanding: opts.standing } : {}),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(() => app.close());
+  t.teardown(() => {
+    // A stream a failed test left open would hold close() until it ends.
+    app.server.closeAllConnections();
+    return app.close();
+  });
   return {
+    app,
     url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`,
     holder,
     records,
     finished,
-    config: (version, overrides, accountStatus) => fromBundle(bundleOf(version, overrides, accountStatus)),
+    config: (version, overrides, accountStatus, shape) => fromBundle(bundleOf(version, overrides, accountStatus, shape)),
   };
 }
 
@@ -211,4 +226,49 @@ t.test('a swap that leaves the key in good standing keeps the stream; a later on
   await waitFor(() => tool.gets.closed === 1, { timeoutMs: 5_000, what: "the tool server's GET to be aborted" });
   const record = await waitFor(() => node.records.find((r) => r.requestId === stream.requestId), { timeoutMs: 5_000, what: 'the record of the GET stream' });
   t.match(record, { status: 'failed', errorCode: 'ZN_ERR_ACCOUNT_SUSPENDED' });
+});
+
+for (const { change, shape, status, code } of [
+  { change: 'takes the tools surface off the node', shape: { toolsSurface: false }, status: 403, code: 'ZN_ERR_SURFACE_DISABLED' },
+  { change: 'deletes the tool server', shape: { toolServer: false }, status: 404, code: 'ZN_ERR_TOOL_SERVER_NOT_FOUND' },
+] as const) {
+  t.test(`a config that ${change} ends its open GET streams with ${code}, as a new request is refused`, async (t) => {
+    const tool = await startPushingToolServer(t);
+    const node = await startNode(t, tool.url, { standing: { intervalMs: 20 } });
+    const stream = await openGetStream(t, node.url);
+    await waitFor(() => stream.pushes() >= 2, { what: 'pushes relayed on the GET stream' });
+
+    // The key still stands: only what the stream reaches is gone.
+    node.holder.swap(node.config(6, {}, 'active', shape));
+    const later = await toolsList(node.url);
+    t.equal(later.status, status, 'a new request of the key is refused');
+    t.match(later.body, { error: { code } });
+    await waitFor(() => stream.ended(), { timeoutMs: 5_000, what: 'the open GET stream to end' });
+    await waitFor(() => tool.gets.closed === 1, { timeoutMs: 5_000, what: "the tool server's GET to be aborted" });
+    t.equal(tool.gets.opened, 1);
+    const record = await waitFor(() => node.records.find((r) => r.requestId === stream.requestId), { timeoutMs: 5_000, what: 'the record of the GET stream' });
+    t.match(record, { status: 'failed', errorCode: code }, 'the record says why the node ended it');
+
+    // Once it ended, nothing more reaches the caller.
+    const seen = stream.pushes();
+    const finished = await waitFor(() => node.finished.find((f) => f.requestId === stream.requestId), { what: 'the GET request to finish' });
+    t.ok(finished, 'the GET request finished');
+    t.equal(stream.pushes(), seen, 'nothing more was relayed');
+  });
+}
+
+t.test("the node's stop ends its open GET streams at once: the caller's stream ends cleanly, the tool server's GET is aborted, the record says the node stopped", async (t) => {
+  const tool = await startPushingToolServer(t);
+  const node = await startNode(t, tool.url);
+  const stream = await openGetStream(t, node.url);
+  await waitFor(() => stream.pushes() >= 2, { what: 'pushes relayed on the GET stream' });
+
+  // What serve runs on SIGTERM; its deadline (SHUTDOWN_DEADLINE_MS, 10 s) would cut the stream.
+  let closed = false;
+  void node.app.close().then(() => (closed = true));
+  await waitFor(() => closed, { timeoutMs: 5_000, what: 'app.close() to finish with a GET stream open' });
+  t.equal(await waitFor(() => stream.ended(), { timeoutMs: 5_000, what: "the caller's stream to end" }), 'done', "the caller's stream ended cleanly (its MCP client reconnects)");
+  await waitFor(() => tool.gets.closed === 1, { timeoutMs: 5_000, what: "the tool server's GET to be aborted" });
+  const record = node.records.find((r) => r.requestId === stream.requestId);
+  t.match(record, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_NODE_STOPPING' }, "the record was written before the stop finished and says the node's stop ended it");
 });

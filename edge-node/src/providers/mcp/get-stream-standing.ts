@@ -1,15 +1,22 @@
 /**
- * Open MCP GET event streams end when their key stops standing. A request's key is checked once,
- * when it arrives (stage authenticate), and the request keeps its config snapshot to the end; a GET
- * stream may stay open for hours, so without this a revoked, expired or deleted key (or a
- * suspended or deleted account) would keep receiving the tool server's pushes while its new
- * requests get 401. Each open GET stream is re-checked, with authenticate's own check
- * (findCallerKey + checkKeyStanding), against every new config when it is swapped in, and against
- * the current config every `intervalMs` (30 s) so an expiresAt passing without a swap ends it too.
- * A re-check rather than a cap on a stream's lifetime: healthy streams are never cut. A stream that
- * fails the check is ended with the code authenticate would refuse the key with: its tool server
- * GET is aborted, its record says `failed` with that code, and the caller's response is cut off as
- * any relayed body that fails (the caller's MCP client reconnects and gets the 401).
+ * Open MCP GET event streams end when a new request of theirs would be refused. A request is
+ * checked once, when it arrives (stages authenticate and surface), and keeps its config snapshot to
+ * the end; a GET stream may stay open for hours, so without this a revoked, expired or deleted key
+ * (or a suspended or deleted account), a tools surface taken off the node or a deleted tool server
+ * would keep relaying the tool server's pushes while new requests are refused. Each open GET stream
+ * is re-checked, as a new request would be (the key with authenticate's own findCallerKey +
+ * checkKeyStanding, then the surface, then the tool server by name), against every new config when
+ * it is swapped in, and against the current config every `intervalMs` (30 s) so an expiresAt
+ * passing without a swap ends it too. A re-check rather than a cap on a stream's lifetime: healthy
+ * streams are never cut. A stream that fails the check is ended with the code a new request would
+ * be refused with: its tool server GET is aborted, its record says `failed` with that code, and the
+ * caller's response is cut off as any relayed body that fails (the caller's MCP client reconnects
+ * and gets the refusal).
+ *
+ * The node's stop (app close, serve's SIGTERM) ends every open stream too (endAll): a push channel
+ * never drains, so the stop would otherwise wait out serve's deadline and then cut it. Those end
+ * cleanly (the client reconnects, to this node once it is back or to another) and are recorded
+ * `failed` with ZN_ERR_NODE_STOPPING: the node ended them, not the caller.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { checkKeyStanding, findCallerKey } from '../../auth/api-key-verifier.js';
@@ -29,12 +36,24 @@ export interface GetStreamStandingOptions {
   now?: () => number;
 }
 
-interface OpenStream {
+/** What a watched stream was opened with: enough to check it again as a new request. */
+export interface WatchedRequest {
   /** The request's headers: the presented key is looked up in each new config as authenticate does. */
   readonly headers: IncomingHttpHeaders;
   readonly requestId: string;
+  /** The tool server the stream is open to (its name in the config, /mcp/{server}). */
+  readonly server: string;
+}
+
+/**
+ * How a stream is ended: `refused` cuts the caller's response (its client reconnects into the
+ * refusal), `stopping` ends it cleanly (the node's stop; its client reconnects elsewhere or later).
+ */
+export type StreamEnd = 'refused' | 'stopping';
+
+interface OpenStream extends WatchedRequest {
   /** Ends the stream (aborts the tool server GET) with why; called at most once. */
-  readonly end: (error: ZenovaError) => void;
+  readonly end: (error: ZenovaError, how: StreamEnd) => void;
 }
 
 /** Why the caller presenting `headers` would now be refused by authenticate under `config`, or undefined. */
@@ -47,12 +66,31 @@ export function standingRefusal(config: RuntimeConfig, headers: IncomingHttpHead
   return standing.ok ? undefined : standing.code;
 }
 
-/** The open GET streams of one app, re-checked on every config swap and on a timer. */
+/**
+ * Why a new request like `stream` would now be refused under `config`, in the pipeline's order
+ * (authenticate, then surface), or undefined when it would be admitted.
+ */
+export function streamRefusal(config: RuntimeConfig, stream: WatchedRequest, now: number): ZenovaError | undefined {
+  const code = standingRefusal(config, stream.headers, now);
+  if (code !== undefined) return zenovaError(code, `${zenovaError(code).message} The open MCP event stream was ended.`);
+  if (!config.surfaces.has('tools')) {
+    return zenovaError('ZN_ERR_SURFACE_DISABLED', 'This node does not serve the tools surface (/mcp) any more. The open MCP event stream was ended.');
+  }
+  if (!config.toolServers.has(stream.server)) {
+    // The name was a config's tool server name when the stream opened, so it is safe to quote.
+    return zenovaError('ZN_ERR_TOOL_SERVER_NOT_FOUND', `No tool server "${stream.server}" on this node any more. The open MCP event stream was ended.`);
+  }
+  return undefined;
+}
+
+/** The open GET streams of one app, re-checked on every config swap and on a timer, ended at its stop. */
 export class GetStreamStanding {
   private readonly open = new Set<OpenStream>();
   private readonly intervalMs: number;
   private readonly now: () => number;
   private stopped = false;
+  /** Set by endAll: a stream tracked from then on is ended with it at once. */
+  private stopping: ZenovaError | undefined;
   private readonly unsubscribe: () => void;
   private readonly timer: NodeJS.Timeout;
 
@@ -72,20 +110,26 @@ export class GetStreamStanding {
   /**
    * Watches a GET stream from the moment its body is relayed until the returned function is called.
    * It is checked against the current config at once: a swap between authenticate and now (the
-   * tool server's headers may take seconds) would otherwise go unseen until the next tick.
+   * tool server's headers may take seconds) would otherwise go unseen until the next tick. One
+   * whose head arrives while the node stops is ended at once, as the others were.
    */
-  track(headers: IncomingHttpHeaders, requestId: string, end: (error: ZenovaError) => void): () => void {
+  track(request: WatchedRequest, end: (error: ZenovaError, how: StreamEnd) => void): () => void {
     let ended = false;
     const stream: OpenStream = {
-      headers,
-      requestId,
-      end: (error) => {
+      headers: request.headers,
+      requestId: request.requestId,
+      server: request.server,
+      end: (error, how) => {
         if (ended) return;
         ended = true;
         this.open.delete(stream);
-        end(error);
+        end(error, how);
       },
     };
+    if (this.stopping !== undefined) {
+      stream.end(this.stopping, 'stopping');
+      return () => undefined;
+    }
     if (this.stopped) return () => undefined;
     this.open.add(stream);
     const current = this.holder.current();
@@ -107,7 +151,17 @@ export class GetStreamStanding {
     for (const stream of [...this.open]) this.check(config, stream);
   }
 
-  /** Stops watching (app close); streams still open are left to the app's own close. */
+  /**
+   * The node is stopping: every open stream is ended cleanly with ZN_ERR_NODE_STOPPING (its tool
+   * server GET aborted), and so is any stream tracked from now on.
+   */
+  endAll(): void {
+    this.stopping ??= zenovaError('ZN_ERR_NODE_STOPPING', `${zenovaError('ZN_ERR_NODE_STOPPING').message} The open MCP event stream was ended; reconnect.`);
+    if (this.open.size > 0) this.logger.info({ streams: this.open.size }, 'MCP event streams ended: the node is stopping');
+    for (const stream of [...this.open]) stream.end(this.stopping, 'stopping');
+  }
+
+  /** Stops watching (app close, after endAll); streams still open are left to the app's own close. */
   stop(): void {
     this.stopped = true;
     this.unsubscribe();
@@ -121,9 +175,9 @@ export class GetStreamStanding {
   }
 
   private check(config: RuntimeConfig, stream: OpenStream): void {
-    const code = standingRefusal(config, stream.headers, this.now());
-    if (code === undefined) return;
-    this.logger.info({ requestId: stream.requestId, code }, 'MCP event stream ended: its API key no longer admits it');
-    stream.end(zenovaError(code, `${zenovaError(code).message} The open MCP event stream was ended.`));
+    const refusal = streamRefusal(config, stream, this.now());
+    if (refusal === undefined) return;
+    this.logger.info({ requestId: stream.requestId, code: refusal.code }, 'MCP event stream ended: a new request of it would now be refused');
+    stream.end(refusal, 'refused');
   }
 }

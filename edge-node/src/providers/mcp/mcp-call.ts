@@ -477,8 +477,10 @@ async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
 /**
  * The event stream's bytes as they come (unchecked; guardMcpOutput wraps them). Its end times the
  * call; a read failure surfaces classified (a POST's pending requests are answered with it:
- * holdAnswer; a GET's stream the runner cuts), the caller's own abort as is, a GET stream's key no
- * longer standing as authenticate's code (ZN_ERR_API_KEY_REVOKED …).
+ * holdAnswer; a GET's stream the runner cuts), the caller's own abort as is, a GET stream a new
+ * request of which would now be refused as that refusal (ZN_ERR_API_KEY_REVOKED,
+ * ZN_ERR_SURFACE_DISABLED …). A GET stream the node's stop ended just ends, its outcome `failed`
+ * with ZN_ERR_NODE_STOPPING.
  */
 async function* relayStream(
   ctx: PipelineContext, call: McpCall, response: Dispatcher.ResponseData, upstream: string, started: number,
@@ -486,9 +488,15 @@ async function* relayStream(
   const decoder = new TextDecoder();
   // The GET stream's head is relayed by now: a push channel holds no concurrency slot while it waits.
   if (call.method === 'GET') releaseConcurrencySlot(ctx);
-  // A GET stream outlives its request's config snapshot: it ends when its key stops standing
-  // (get-stream-standing.ts), its body destroyed with the refusal, which surfaces below.
-  const untrack = call.method === 'GET' ? ctx.deps.getStreams?.track(ctx.http.headers, ctx.requestId, (error) => response.body.destroy(error)) : undefined;
+  // A GET stream outlives its request's config snapshot: it ends when a new request of it would be
+  // refused, or when the node stops (get-stream-standing.ts), its body destroyed with why.
+  let stoppedBy: ZenovaError | undefined;
+  const untrack = call.method === 'GET'
+    ? ctx.deps.getStreams?.track({ headers: ctx.http.headers, requestId: ctx.requestId, server: upstream }, (error, how) => {
+      if (how === 'stopping') stoppedBy = error;
+      response.body.destroy(error);
+    })
+    : undefined;
   try {
     for await (const chunk of response.body as AsyncIterable<Buffer>) {
       // A guarded stream's record gets the text after masking, from the guard.
@@ -497,6 +505,11 @@ async function* relayStream(
     }
   } catch (err) {
     if (isAbort(err, ctx.callerGone)) throw err;
+    if (stoppedBy !== undefined) {
+      // Ended cleanly for the caller (a push channel has no answer to cut short); the record says the node ended it.
+      ctx.outcome = { status: 'failed', httpStatus: response.statusCode, errorCode: stoppedBy.code };
+      return;
+    }
     throw classifyUpstreamFailure(err, upstream);
   } finally {
     untrack?.();
