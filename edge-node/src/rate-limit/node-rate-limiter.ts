@@ -150,7 +150,8 @@ export class NodeRateLimiter implements RateLimiter {
         rates.push({ subject, metric: 'requests', limit: limits.requestsPerMinute, charge: chargeFor(1, limits.requestsPerMinute) });
         rateScopes.push(scope);
       }
-      if (limits.tokensPerMinute !== undefined) {
+      // Tool calls are priced per call and carry no token usage (stage meter): tokens/min is not theirs.
+      if (limits.tokensPerMinute !== undefined && ctx.api !== 'mcp') {
         rates.push({ subject, metric: 'tokens', limit: limits.tokensPerMinute, charge: chargeFor(tokens, limits.tokensPerMinute) });
         rateScopes.push(scope);
       }

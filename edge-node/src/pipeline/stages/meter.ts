@@ -9,6 +9,8 @@
 // placeholder, estimated) and take the larger of the partial output count and the estimate from
 // the delivered text. An estimated input adds the delivered texts the upstream bills as input but
 // reports only in its final usage (ctx.deliveredInputTokens: an Anthropic server tool's results).
+// MCP calls are priced per call, not per token, and what a tool server relays (event-stream framing,
+// hours of a GET stream's notifications) is no model output: their usage stays 0, not estimated.
 import type { PipelineContext } from '../context.js';
 import { deliveredOutputTokens } from '../response-text.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -17,6 +19,7 @@ export const meterStage: Stage = {
   name: 'meter',
   always: true,
   run(ctx: PipelineContext): StageResult {
+    if (ctx.api === 'mcp') return undefined;
     const upstream = ctx.upstreamUsage;
     const estimatedInput = (): number => ctx.estimatedInputTokens + ctx.deliveredInputTokens;
     if (upstream !== null && upstream.partial) {

@@ -7,6 +7,8 @@
  * by guardMcpOutput (from guardrails-out) when the key's policy has output rules. A session belongs
  * to the key that opened it (session-owners.ts). Billing (docs/billing.md, "Tool calls"): a tool
  * server's 4xx is relayed but not charged; a call it received is charged even if no answer comes.
+ * Tool calls are priced per call: their records carry no token usage (stage meter) and they count
+ * against no tokens/min window (node-rate-limiter.ts), only requests/min and concurrency.
  */
 import type { ToolServer, UpstreamAttempt } from '../../../../proto/src/index.js';
 import type { Dispatcher } from 'undici';
@@ -176,9 +178,15 @@ export const mcpApi: ApiHandler = {
         return reject('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.');
       }
       const error = isZenovaError(err) ? err : classifyUpstreamFailure(err, server.name);
-      attempt(attemptOutcome(error), null);
-      if (delivery.sent && error.code === 'ZN_ERR_UPSTREAM_TIMEOUT') served();
-      return rejectWith(error);
+      if (!delivery.sent) {
+        attempt(attemptOutcome(error), null);
+        return rejectWith(error);
+      }
+      // A POST the tool server had whole runs there whatever became of the connection afterwards.
+      if (call.method === 'POST' || error.code === 'ZN_ERR_UPSTREAM_TIMEOUT') served();
+      const delivered = afterDelivery(call, server.name, error);
+      attempt(delivered === error ? attemptOutcome(error) : 'error', null);
+      return rejectWith(delivered);
     }
     ctx.upstreamFirstByteMs = elapsed(ctx, started);
     const status = response.statusCode;
@@ -232,10 +240,12 @@ export const mcpApi: ApiHandler = {
         bytes = await readBodyBounded(response.body, MAX_JSON_ANSWER_BYTES, server.name);
       } catch (err) {
         const error = isAbort(err, ctx.callerGone) ? undefined : classifyUpstreamFailure(err, server.name);
-        attempt(error === undefined ? 'aborted' : attemptOutcome(error), status);
-        // The tool server answered: the call ran, whether or not its answer was read to the end.
-        if (failure === undefined && (error === undefined || error.code === 'ZN_ERR_UPSTREAM_TIMEOUT')) served();
-        return rejectWith(error ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
+        const delivered = error === undefined ? undefined : afterDelivery(call, server.name, error);
+        attempt(error === undefined ? 'aborted' : delivered === error ? attemptOutcome(error) : 'error', status);
+        // The tool server answered: the call ran, whatever cut its answer (a timeout, the caller
+        // leaving, a reset, the size bound), as on an event stream, which is served at its headers.
+        if (failure === undefined) served();
+        return rejectWith(delivered ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
       }
       ctx.upstreamMs = elapsed(ctx, started);
       ctx.reply = replyOf(ctx, call, status, headers, contentType, withoutSecret(bytes, server.apiKey), failure);
@@ -245,6 +255,23 @@ export const mcpApi: ApiHandler = {
     return undefined;
   },
 };
+
+/**
+ * The error for a call whose connection failed after the tool server had the whole POST (its attempt
+ * recorded `error`, not `connect`): it reached
+ * the tool server, which may have run it, so it is no "could not be reached" and must not be resent
+ * on the SDKs' own rule (x-should-retry: false): a retry would run a tool that is not idempotent
+ * twice. A timeout and an answer over the size bound keep their own code; GET and DELETE, which run
+ * no tool, keep theirs.
+ */
+function afterDelivery(call: McpCall, server: string, error: ZenovaError): ZenovaError {
+  if (call.method !== 'POST' || error.code === 'ZN_ERR_UPSTREAM_TIMEOUT' || error.code === 'ZN_ERR_UPSTREAM_ERROR') return error;
+  return zenovaError(
+    'ZN_ERR_UPSTREAM_UNAVAILABLE',
+    `Tool server "${server}" closed the connection after receiving the call, which may have run: check its outcome before sending it again.`,
+    { retryable: false, cause: error.cause ?? error },
+  );
+}
 
 const REDACTED_SECRET = Buffer.from('[redacted]');
 
