@@ -31,7 +31,8 @@ t.test('a batch of tools/call the tool server got but did not answer in time is 
   const node = await startPricedToolNode(t, tool.url, { timeoutMs: 500 });
   const res = await postTo(node, [toolCall(1), toolCall(2), toolCall(3)]);
   t.equal(res.status, 504);
-  t.match(await res.json(), { error: { code: 'ZN_ERR_UPSTREAM_TIMEOUT' } });
+  t.equal(res.headers.get('x-should-retry'), 'false', 'the calls may still run: an SDK must not resend them on its own');
+  t.match(await res.json(), { error: { code: 'ZN_ERR_UPSTREAM_TIMEOUT', message: /may still be running/ } });
   await waitFor(() => node.records.length === 1 && node.lease().reserved === 0, { what: 'the record and the reservation settled' });
   t.equal(tool.bodies.length, 1, 'the tool server had the batch');
   t.match(node.records[0], {
@@ -50,6 +51,7 @@ t.test('a tools/call whose JSON answer stalls after its headers is charged, and 
   const node = await startPricedToolNode(t, tool.url, { timeoutMs: 1000 });
   const res = await postTo(node, toolCall(1));
   t.equal(res.status, 504);
+  t.equal(res.headers.get('x-should-retry'), 'false');
   await res.text();
   await waitFor(() => node.records.length === 1 && node.lease().reserved === 0, { what: 'the record and the reservation settled' });
   t.match(node.records[0], {

@@ -185,7 +185,7 @@ export const mcpApi: ApiHandler = {
       // A POST the tool server had whole runs there whatever became of the connection afterwards.
       if (call.method === 'POST' || error.code === 'ZN_ERR_UPSTREAM_TIMEOUT') served();
       const delivered = afterDelivery(call, server.name, error);
-      attempt(delivered === error ? attemptOutcome(error) : 'error', null);
+      attempt(delivered === error || error.code === 'ZN_ERR_UPSTREAM_TIMEOUT' ? attemptOutcome(error) : 'error', null);
       return rejectWith(delivered);
     }
     ctx.upstreamFirstByteMs = elapsed(ctx, started);
@@ -241,7 +241,7 @@ export const mcpApi: ApiHandler = {
       } catch (err) {
         const error = isAbort(err, ctx.callerGone) ? undefined : classifyUpstreamFailure(err, server.name);
         const delivered = error === undefined ? undefined : afterDelivery(call, server.name, error);
-        attempt(error === undefined ? 'aborted' : delivered === error ? attemptOutcome(error) : 'error', status);
+        attempt(error === undefined || delivered === undefined ? 'aborted' : delivered === error || error.code === 'ZN_ERR_UPSTREAM_TIMEOUT' ? attemptOutcome(error) : 'error', status);
         // The tool server answered: the call ran, whatever cut its answer (a timeout, the caller
         // leaving, a reset, the size bound), as on an event stream, which is served at its headers.
         if (failure === undefined) served();
@@ -261,11 +261,19 @@ export const mcpApi: ApiHandler = {
  * recorded `error`, not `connect`): it reached
  * the tool server, which may have run it, so it is no "could not be reached" and must not be resent
  * on the SDKs' own rule (x-should-retry: false): a retry would run a tool that is not idempotent
- * twice. A timeout and an answer over the size bound keep their own code; GET and DELETE, which run
- * no tool, keep theirs.
+ * twice. A timeout keeps its code (504), not retryable either; an answer over the size bound keeps
+ * its own (already not retryable); GET and DELETE, which run no tool, keep theirs.
  */
 function afterDelivery(call: McpCall, server: string, error: ZenovaError): ZenovaError {
-  if (call.method !== 'POST' || error.code === 'ZN_ERR_UPSTREAM_TIMEOUT' || error.code === 'ZN_ERR_UPSTREAM_ERROR') return error;
+  if (call.method !== 'POST' || error.code === 'ZN_ERR_UPSTREAM_ERROR') return error;
+  if (error.code === 'ZN_ERR_UPSTREAM_TIMEOUT') {
+    // The tool may still be running (in JSON answer mode the headers come only once it ran).
+    return zenovaError(
+      'ZN_ERR_UPSTREAM_TIMEOUT',
+      `Tool server "${server}" received the call but did not answer in time; the call may still be running there: check its outcome before sending it again.`,
+      { retryable: false, cause: error.cause ?? error },
+    );
+  }
   return zenovaError(
     'ZN_ERR_UPSTREAM_UNAVAILABLE',
     `Tool server "${server}" closed the connection after receiving the call, which may have run: check its outcome before sending it again.`,
