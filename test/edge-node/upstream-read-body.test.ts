@@ -4,7 +4,7 @@
 import { PassThrough, Readable } from 'node:stream';
 import t from 'tap';
 import { isZenovaError } from '../../edge-node/src/errors.js';
-import { parseJsonOrUndefined, readBodyBounded } from '../../edge-node/src/upstream/read-body.js';
+import { isBodyTooLarge, parseJsonOrUndefined, readBodyBounded } from '../../edge-node/src/upstream/read-body.js';
 
 t.test('a body under the ceiling is read whole, in order', async (t) => {
   const body = Readable.from([Buffer.from('{"a":'), Buffer.from('1}')], { objectMode: false });
@@ -20,6 +20,7 @@ t.test('a body over the ceiling is destroyed and refused with ZN_ERR_UPSTREAM_ER
   t.ok(isZenovaError(err) && err.code === 'ZN_ERR_UPSTREAM_ERROR', 'ZN_ERR_UPSTREAM_ERROR');
   t.match((err as Error).message, /larger than 10 bytes/);
   t.ok(body.destroyed, 'the body was destroyed');
+  t.ok(isBodyTooLarge(err), 'told apart from other failures (the upstream answered: embeddings charge it)');
 });
 
 t.test('a body that closes before it ends is an error, not a short answer', async (t) => {
@@ -28,6 +29,7 @@ t.test('a body that closes before it ends is an error, not a short answer', asyn
   body.write(Buffer.from('{"partial":'));
   body.destroy();
   await t.rejects(read, /closed before it ended/);
+  t.notOk(isBodyTooLarge(await read.catch((e: unknown) => e)), 'a cut body is not one too large');
 });
 
 t.test("the stream's own error is passed on", async (t) => {

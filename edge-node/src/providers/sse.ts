@@ -5,41 +5,83 @@
  */
 import { zenovaError } from '../errors.js';
 import type { SseEvent } from '../pipeline/context.js';
+import { MAX_UPSTREAM_JSON_BYTES } from './upstream-call.js';
 
-export const MAX_SSE_EVENT_BYTES = 1024 * 1024;
+/**
+ * One event may be as large as a JSON answer: the same answer streamed (an inline base64 image in
+ * a delta) must not fail where it is delivered as JSON.
+ */
+export const MAX_SSE_EVENT_BYTES = MAX_UPSTREAM_JSON_BYTES;
 
 /**
  * The events of `source`, in order. An unfinished last event (no blank line before the end) is
  * yielded only when it is evidently whole (isWholeEvent): a body cut inside an event is truncated,
  * as the SSE spec has it, so half an event never reaches a provider. Throws ZN_ERR_UPSTREAM_ERROR
- * when one event grows past `maxEventBytes`.
+ * when one event grows past `maxEventBytes` (counted in characters, never more than its bytes).
+ * Each chunk is searched once and an unfinished event is kept as a list of pieces, joined when it
+ * ends: an event of many megabytes in small chunks costs time in proportion to its size, where
+ * searching a growing buffer again for every chunk cost its square.
  */
 export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxEventBytes = MAX_SSE_EVENT_BYTES): AsyncGenerator<SseEvent> {
   const decoder = new TextDecoder();
-  let buffer = '';
+  const pending = new PendingEvent();
+  // CRLF and lone CR are legal line ends: a CR that ends a chunk waits for the next, which may start with its LF.
+  let heldCr = false;
   for await (const chunk of source) {
-    buffer += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
-    // CRLF and lone CR are legal line ends; normalising the joined buffer also fixes a pair split across chunks
-    // (a CR at the very end waits for the next chunk, which may start with its LF).
-    if (buffer.includes('\r')) buffer = normaliseLineEnds(buffer);
+    let text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+    if (heldCr) text = `\r${text}`;
+    heldCr = text.endsWith('\r');
+    if (heldCr) text = text.slice(0, -1);
+    if (text.includes('\r')) text = text.replace(/\r\n?/g, '\n');
     let start = 0;
+    // A blank line split across chunks: the event held ends with one line end, the chunk starts with the other.
+    if (pending.endsWithLineEnd() && text.startsWith('\n')) {
+      const event = parseEventBlock(pending.take().slice(0, -1));
+      start = 1;
+      if (event !== undefined) yield event;
+    }
     let boundary: number;
-    while ((boundary = buffer.indexOf('\n\n', start)) !== -1) {
-      const event = parseEventBlock(buffer.slice(start, boundary));
+    while ((boundary = text.indexOf('\n\n', start)) !== -1) {
+      const event = parseEventBlock(pending.take(text.slice(start, boundary)));
       start = boundary + 2;
       if (event !== undefined) yield event;
     }
-    if (start > 0) buffer = buffer.slice(start);
-    if (buffer.length > maxEventBytes) {
+    pending.add(start === 0 ? text : text.slice(start));
+    if (pending.length > maxEventBytes) {
       throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `The upstream sent an SSE event larger than ${maxEventBytes} bytes.`);
     }
   }
-  buffer += decoder.decode();
-  if (buffer.includes('\r')) buffer = buffer.replace(/\r\n?/g, '\n');
-  const rest = buffer.replace(/\n+$/, '');
+  // A held CR is a line end (no LF came); what the decoder still holds came after it.
+  const tail = (heldCr ? '\n' : '') + decoder.decode();
+  const rest = pending.take(tail.includes('\r') ? tail.replace(/\r\n?/g, '\n') : tail).replace(/\n+$/, '');
   if (rest !== '') {
     const event = parseEventBlock(rest);
     if (event !== undefined && isWholeEvent(event)) yield event;
+  }
+}
+
+/** The text of an event not ended yet, in the pieces it came in. */
+class PendingEvent {
+  private pieces: string[] = [];
+  length = 0;
+
+  add(text: string): void {
+    if (text === '') return;
+    this.pieces.push(text);
+    this.length += text.length;
+  }
+
+  endsWithLineEnd(): boolean {
+    return this.pieces.length > 0 && this.pieces[this.pieces.length - 1]!.endsWith('\n');
+  }
+
+  /** The whole text held, with `last` after it; the event is then empty again. */
+  take(last = ''): string {
+    if (this.pieces.length === 0) return last;
+    const whole = this.pieces.length === 1 ? this.pieces[0]! + last : this.pieces.join('') + last;
+    this.pieces = [];
+    this.length = 0;
+    return whole;
   }
 }
 
@@ -57,12 +99,6 @@ function isWholeEvent(event: SseEvent): boolean {
   } catch {
     return false;
   }
-}
-
-function normaliseLineEnds(buffer: string): string {
-  const keepCr = buffer.endsWith('\r');
-  const body = (keepCr ? buffer.slice(0, -1) : buffer).replace(/\r\n?/g, '\n');
-  return keepCr ? `${body}\r` : body;
 }
 
 /** One event's lines → the event; undefined when it carries no data (comments, keep-alives). */

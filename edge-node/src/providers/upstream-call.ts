@@ -14,7 +14,10 @@ import { classifyUpstreamFailure, upstreamAnswerError, upstreamRetryAfterSeconds
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
-/** Ceiling for a non-streaming upstream answer held in memory. */
+/**
+ * Ceiling for a non-streaming upstream answer held in memory (and for one event of a stream: sse.ts),
+ * unless the API sizes its own from the request (embeddings: embeddingsAnswerBound).
+ */
 export const MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024;
 /** Error bodies are read only for their code. */
 const MAX_UPSTREAM_ERROR_BYTES = 64 * 1024;
@@ -45,14 +48,20 @@ export async function sendToUpstream(
 }
 
 /**
- * A JSON object answer read whole (bounded); a body that is not a JSON object (a compressed one
+ * A JSON object answer read whole, at most `maxBytes` (past it ZN_ERR_UPSTREAM_ERROR, which
+ * isBodyTooLarge tells apart); a body that is not a JSON object (a compressed one
  * included: the node asks for `identity`) is ZN_ERR_UPSTREAM_ERROR. Read errors surface classified
  * (connect/timeout) unless aborted. The attempt's timer (headers) becomes the body's overall
  * deadline here (BODY_DEADLINE_FACTOR × `timeoutMs`, forward-plan.ts); each gap between its chunks
  * is bounded by the call's `timeoutMs` (undici's bodyTimeout). Both are ZN_ERR_UPSTREAM_TIMEOUT; the
  * caller leaving still aborts it.
  */
-export async function readJsonObject(response: UpstreamResponse, upstream: string, signal: AbortSwitch): Promise<Record<string, unknown>> {
+export async function readJsonObject(
+  response: UpstreamResponse,
+  upstream: string,
+  signal: AbortSwitch,
+  maxBytes = MAX_UPSTREAM_JSON_BYTES,
+): Promise<Record<string, unknown>> {
   attemptHeadersIn(signal);
   const encoding = response.headers['content-encoding'];
   if (encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity') {
@@ -63,7 +72,7 @@ export async function readJsonObject(response: UpstreamResponse, upstream: strin
   }
   let bytes: Buffer;
   try {
-    bytes = await readBodyBounded(response.body, MAX_UPSTREAM_JSON_BYTES, upstream);
+    bytes = await readBodyBounded(response.body, maxBytes, upstream);
   } catch (err) {
     if (signal.aborted) throw err;
     throw classifyUpstreamFailure(err, upstream);

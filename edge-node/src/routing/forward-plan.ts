@@ -7,7 +7,8 @@
  * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
  * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
  * runs again after that. An upstream 429 that ends the plan passes on
- * its Retry-After. Each attempt's result goes to target health (target-health.ts). Records ctx.attempts, ctx.served and upstream timings; sets ctx.reply
+ * its Retry-After. Each attempt's result goes to target health (target-health.ts). Records ctx.attempts, ctx.served (also for a
+ * failure the upstream bills: upstreamBilled) and upstream timings; sets ctx.reply
  * from the first answer. A caller that goes away stops everything (the runner records 'aborted').
  */
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
@@ -32,6 +33,12 @@ export type AttemptResult =
       retryable: boolean;
       /** For an upstream 429: the seconds the caller should wait (sent as Retry-After if this failure is final). */
       retryAfterSeconds?: number;
+      /**
+       * The upstream answered and did the work (and bills it), but its answer cannot be used (an
+       * embeddings answer past its bound): the target is recorded as served, so the request is
+       * metered (from the estimate: no usage was read) and charged. Only on a final failure.
+       */
+      upstreamBilled?: true;
     };
 
 /**
@@ -215,6 +222,11 @@ async function attemptOnce(
     };
   }
   record(result.outcome, result.httpStatus);
+  if (result.upstreamBilled === true) {
+    ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
+    ctx.upstreamFirstByteMs = round(durationMs);
+    ctx.upstreamMs = round(durationMs);
+  }
   return result;
 }
 

@@ -1,9 +1,21 @@
 // Reads an upstream body into memory with a ceiling, so a runaway upstream cannot exhaust the node.
 import type { Readable } from 'node:stream';
-import { zenovaError } from '../errors.js';
+import { isZenovaError, zenovaError } from '../errors.js';
+import type { ZenovaError } from '../errors.js';
+
+/** The errors readBodyBounded failed with because the body outgrew its bound (isBodyTooLarge). */
+const tooLargeErrors = new WeakSet<ZenovaError>();
 
 /**
- * The whole body, or a rejection: ZN_ERR_UPSTREAM_ERROR past `maxBytes` (the body is destroyed),
+ * Whether `err` is readBodyBounded's refusal of a body past its bound: the upstream answered (and
+ * did the work), unlike a body cut by the network, so a caller may charge for it.
+ */
+export function isBodyTooLarge(err: unknown): err is ZenovaError {
+  return isZenovaError(err) && tooLargeErrors.has(err);
+}
+
+/**
+ * The whole body, or a rejection: ZN_ERR_UPSTREAM_ERROR past `maxBytes` (the body is destroyed; isBodyTooLarge),
  * the stream's own error (an abort, a reset), or an error when it closes without ending. Reads
  * with 'data' events rather than an async iterator: this runs once per upstream answer and the
  * iterator's machinery cost more than the read.
@@ -22,7 +34,9 @@ export function readBodyBounded(body: Readable, maxBytes: number, upstream: stri
       if (settled) return;
       total += chunk.length;
       if (total > maxBytes) {
-        fail(zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" sent a body larger than ${maxBytes} bytes.`));
+        const tooLarge = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" sent a body larger than ${maxBytes} bytes.`);
+        tooLargeErrors.add(tooLarge);
+        fail(tooLarge);
         body.destroy();
         return;
       }

@@ -5,7 +5,8 @@ import { systemClock } from '../../../edge-node/src/pipeline/clock.js';
 import type { PipelineContext, StreamEvent } from '../../../edge-node/src/pipeline/context.js';
 import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
 import { chatStreamReply } from '../../../edge-node/src/providers/openai/chat-stream.js';
-import { parseSse, serialiseSse } from '../../../edge-node/src/providers/sse.js';
+import { MAX_SSE_EVENT_BYTES, parseSse, serialiseSse } from '../../../edge-node/src/providers/sse.js';
+import { MAX_UPSTREAM_JSON_BYTES } from '../../../edge-node/src/providers/upstream-call.js';
 import type { UpstreamResponse } from '../../../edge-node/src/upstream/upstream-pool.js';
 import { Readable } from 'node:stream';
 
@@ -54,6 +55,66 @@ t.test('an event that never ends is refused once it outgrows the limit', async (
       for await (const event of parseSse(endless(), 256 * 1024)) void event;
     })(),
     { code: 'ZN_ERR_UPSTREAM_ERROR' },
+  );
+});
+
+t.test('events split at every point, and a byte at a time, come out as from one chunk: CRLF, lone CR, blank lines across chunks', async (t) => {
+  const text = 'event: a\r\ndata: 1\r\n\r\ndata: two\rdata: lines\r\r: note\n\ndata: three\n\n\ndata: [DONE]\r\n';
+  const expected = [{ event: 'a', data: '1' }, { data: 'two\nlines' }, { data: 'three' }, { data: '[DONE]' }];
+  t.same(await events([text]), expected, 'whole');
+  const bytes = Buffer.from(text, 'utf8');
+  const splits: string[] = [];
+  for (let cut = 1; cut < bytes.length; cut++) {
+    const got = await events([bytes.subarray(0, cut), bytes.subarray(cut)]);
+    if (JSON.stringify(got) !== JSON.stringify(expected)) splits.push(`${cut}: ${JSON.stringify(got)}`);
+  }
+  t.same(splits, [], 'every split into two chunks');
+  t.same(await events([...bytes].map((b) => Uint8Array.of(b))), expected, 'a byte at a time');
+  t.same(await events([...text]), expected, 'a character at a time (string chunks)');
+});
+
+t.test('an event over 1 MiB passes by default: one event may be as large as a JSON answer (32 MiB)', async (t) => {
+  t.equal(MAX_SSE_EVENT_BYTES, MAX_UPSTREAM_JSON_BYTES);
+  const image = `data:image/png;base64,${Buffer.alloc(900 * 1024, 7).toString('base64')}`;
+  const data = JSON.stringify({ choices: [{ index: 0, delta: { images: [{ type: 'image_url', image_url: { url: image } }] } }] });
+  t.ok(data.length > 1024 * 1024);
+  const parsed = await events(['data: {"n":1}\n\n', `data: ${data}\n\n`, 'data: [DONE]\n\n']);
+  t.same(parsed.map((e) => e.data.length), [7, data.length, 6]);
+  t.equal(parsed[1]!.data, data);
+});
+
+t.test('a 32 MiB event in 4 KiB chunks is parsed in time proportional to its size', async (t) => {
+  const size = MAX_SSE_EVENT_BYTES - 64;
+  const piece = 'x'.repeat(4096);
+  // Re-scanning the buffered event for each chunk took minutes here; the source gives up past the deadline.
+  const deadline = Date.now() + 20_000;
+  async function* source() {
+    yield 'data: ';
+    for (let sent = 0; sent + piece.length <= size; sent += piece.length) {
+      if (Date.now() > deadline) throw new Error('the parser took more than 20 s over one 32 MiB event');
+      yield piece;
+    }
+    yield '\n\ndata: [DONE]\n\n';
+  }
+  const started = Date.now();
+  const lengths: number[] = [];
+  for await (const event of parseSse(source())) lengths.push(event.data.length);
+  t.same(lengths, [Math.floor(size / piece.length) * piece.length, 6]);
+  t.comment(`parsed in ${Date.now() - started} ms`);
+});
+
+t.test('an event past 32 MiB is refused with the default limit', async (t) => {
+  const piece = 'x'.repeat(1024 * 1024);
+  async function* source() {
+    yield 'data: ';
+    for (let i = 0; i <= 32; i++) yield piece;
+    yield '\n\n';
+  }
+  await t.rejects(
+    (async () => {
+      for await (const event of parseSse(source())) void event;
+    })(),
+    { code: 'ZN_ERR_UPSTREAM_ERROR', message: /larger than 33554432 bytes/ },
   );
 });
 

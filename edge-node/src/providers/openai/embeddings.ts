@@ -10,9 +10,19 @@ import type { ApiHandler } from '../api-handler.js';
 import { invalidField, validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
-import { inBandFailure, readJsonObject, sendToUpstream } from '../upstream-call.js';
+import { MAX_UPSTREAM_JSON_BYTES, inBandFailure, readJsonObject, sendToUpstream } from '../upstream-call.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
+import { isBodyTooLarge } from '../../upstream/read-body.js';
 import { embeddingsInputProblem } from './embeddings-input.js';
+
+/**
+ * JSON text allowed per input in an embeddings answer: 32 bytes for each of 3072 dimensions
+ * (text-embedding-3-large), room for a float written out in full precision with the indentation
+ * of a pretty-printed answer (OpenAI's own answers are indented), or 24 bytes for each of 4096.
+ */
+export const EMBEDDING_ANSWER_BYTES_PER_INPUT = 96 * 1024;
+/** The most an embeddings answer may be, whatever it asks: 2048 inputs (the most a request holds) at the allowance. */
+export const MAX_EMBEDDINGS_ANSWER_BYTES = 192 * 1024 * 1024;
 
 // `input` is checked by hand (embeddings-input.ts), never by a zod union over caller arrays.
 const embeddingsRequestSchema = z.looseObject({
@@ -59,6 +69,27 @@ export const embeddingsApi: ApiHandler = {
   },
 };
 
+/**
+ * How many embeddings the request asks for: one per string or per array of token ids; a string, or
+ * one array of token ids, is one.
+ */
+export function embeddingsInputCount(input: unknown): number {
+  if (!Array.isArray(input) || input.length === 0 || typeof input[0] === 'number') return 1;
+  return input.length;
+}
+
+/**
+ * The bound on the upstream's answer to `input`: the allowance per input, never below the bound
+ * of every other JSON answer (one input's answer carries its own overhead) nor above
+ * MAX_EMBEDDINGS_ANSWER_BYTES. 2048 inputs of 3072 dimensions are ≈34 MB in base64 (what the openai
+ * SDK asks for by default) and far more as floats: a fixed 32 MiB refused them after the upstream
+ * had done (and billed) the work.
+ */
+export function embeddingsAnswerBound(input: unknown): number {
+  const wanted = embeddingsInputCount(input) * EMBEDDING_ANSWER_BYTES_PER_INPUT;
+  return Math.min(MAX_EMBEDDINGS_ANSWER_BYTES, Math.max(MAX_UPSTREAM_JSON_BYTES, wanted));
+}
+
 async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, signal: AbortSwitch, timeoutMs: number): Promise<AttemptResult> {
   const sent = await sendToUpstream(
     ctx,
@@ -68,7 +99,17 @@ async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, si
     timeoutMs,
   );
   if (sent.kind === 'failed') return sent;
-  const answer = await readJsonObject(sent.response, target.upstream.name, signal);
+  let answer: Record<string, unknown>;
+  try {
+    answer = await readJsonObject(sent.response, target.upstream.name, signal, embeddingsAnswerBound(ctx.forwardBody?.input));
+  } catch (err) {
+    // The upstream computed (and bills) every embedding of an answer too large to hold: the
+    // request is charged its input estimate (no usage could be read), and not tried again.
+    if (isBodyTooLarge(err)) {
+      return { kind: 'failed', error: err, outcome: 'error', httpStatus: sent.response.statusCode, retryable: false, upstreamBilled: true };
+    }
+    throw err;
+  }
   const inBand = inBandFailure(answer, target.upstream.name, sent.response.statusCode);
   if (inBand !== undefined) return inBand;
   if (typeof answer.model === 'string') answer.model = ctx.model ?? target.upstreamModel;
