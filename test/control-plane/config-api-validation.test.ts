@@ -11,7 +11,7 @@ import { migratedPool, validNodeBody } from './nodes-harness.js';
 
 const db = await testDatabase(t);
 await migratedPool(t, db.url);
-const { call } = await configApp(t, db.url);
+const { call, version } = await configApp(t, db.url);
 
 interface ErrorReply { error: { code: string; message: string; type: string } }
 
@@ -119,6 +119,20 @@ t.test('several problems are reported together, each with its field', async (t) 
   t.match(message, /alias: must be/);
   t.match(message, /targets\[0\]\.weight: must be an integer/);
   t.match(message, /retries: must be an integer/);
+});
+
+t.test('a key naming an unknown account, rate-limit policy and guardrail policy is one 400 naming each of them', async (t) => {
+  const before = await version();
+  const res = await call('POST', '/api/v1/api-keys', { account: 'no-such-account', name: 'k', rateLimitPolicy: 'no-such-rl', guardrailPolicy: 'no-such-gr' });
+  t.equal(res.statusCode, 400);
+  t.same(res.json<ErrorReply>().error, {
+    code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error',
+    message: "account: no account named 'no-such-account'; rateLimitPolicy: no rate-limit policy named 'no-such-rl'; guardrailPolicy: no guardrail policy named 'no-such-gr'",
+  });
+  const known = await call('POST', '/api/v1/api-keys', { account, name: 'k', rateLimitPolicy: 'no-such-rl', guardrailPolicy: 'no-such-gr' });
+  t.equal(known.json<ErrorReply>().error.message, "rateLimitPolicy: no rate-limit policy named 'no-such-rl'; guardrailPolicy: no guardrail policy named 'no-such-gr'",
+    'a known account is not named');
+  t.equal(await version(), before, 'nothing recorded');
 });
 
 t.test('a name already taken by a live thing of the same kind is 409 naming the field; after a delete it is free', async (t) => {

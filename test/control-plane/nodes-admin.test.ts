@@ -1,11 +1,13 @@
 /**
  * The nodes admin API against real PostgreSQL: create with the one-time install command, list,
- * show, edit network, delete (with its NOTIFY), command reissue, and the NodeView's status, figures
- * and onboarding stage.
+ * show, edit network (answering with the figures after its config version), delete (with its
+ * NOTIFY), command reissue, and the NodeView's status, figures and onboarding stage.
  */
 import { createHash } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
+import { latestConfigVersion } from '../../control-plane/src/config/config-changes.js';
+import { recordConfigApplied } from '../../control-plane/src/gateway/node-status.js';
 import { verifyCredential } from '../../control-plane/src/nodes/credentials.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { testDatabase } from '../fixtures/postgres.js';
@@ -179,6 +181,25 @@ t.test('editing the network changes address, callback URL and CA; the name canno
   t.match((await patch({ caPem: 'junk' })).json(), { error: { message: /^caPem: must be one or more PEM certificates/ } });
   const missing = await app.inject({ method: 'PATCH', url: '/api/v1/nodes/no-such-node/network', headers: bearer, payload: { address: 'x.example.com' } });
   t.equal(missing.statusCode, 404);
+});
+
+t.test('a network or settings edit answers with the figures after its config version: a node that was in step is then behind by it', async (t) => {
+  const created = await createNode(app);
+  const name = created.node.name;
+  const { nodeId } = (await enroll(app, created.install.token)).json<{ nodeId: string }>();
+  t.ok(await recordConfigApplied(pool, nodeId, await latestConfigVersion(pool)), 'the node applied the latest version');
+  t.equal((await show(name)).body.configVersionsBehind, 0, 'in step before the edits');
+  const edit = async (part: 'network' | 'settings', payload: object): Promise<View> => {
+    const res = await app.inject({ method: 'PATCH', url: `/api/v1/nodes/${name}/${part}`, headers: bearer, payload });
+    t.equal(res.statusCode, 200, `${part}: ${res.body}`);
+    return res.json<View>();
+  };
+  const network = await edit('network', { address: 'moved.example.com' });
+  t.equal(network.configVersionsBehind, 1, 'the network edit is a version the node has not applied');
+  t.same(network, (await show(name)).body, 'the network answer is what a GET right after shows');
+  const settings = await edit('settings', { spoolQuotaGb: 11 });
+  t.equal(settings.configVersionsBehind, 2);
+  t.same(settings, (await show(name)).body, 'the settings answer is what a GET right after shows');
 });
 
 t.test('deleting a node revokes its credentials, invalidates its tokens and sends NOTIFY node-deleted', async (t) => {

@@ -89,3 +89,14 @@ export function parseConfigInput<S extends z.ZodType>(schema: S, body: unknown):
 export function invalidField(field: string, rule: string): Error {
   return zenovaError('ZN_ERR_CP_INVALID_REQUEST', `${field}: ${rule}`);
 }
+
+/**
+ * One 400 listing every problem as `field: rule`; nothing when there is none. Stores check every
+ * reference before refusing, so the operator fixes a body once, not once per unknown name.
+ */
+export function throwProblems(problems: ReadonlyArray<{ field: string; rule: string }>): void {
+  const first = problems[0];
+  if (first === undefined) return;
+  const rest = problems.slice(1).map((p) => `; ${p.field}: ${p.rule}`).join('');
+  throw invalidField(first.field, `${first.rule}${rest}`);
+}

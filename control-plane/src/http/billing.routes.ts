@@ -8,10 +8,10 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { creditAccount } from '../billing/account-credits.js';
 import { balanceView, balanceViewSchema, findAccount, leaseViewSchema, listLeases, spendBy, spendRowSchema } from '../billing/billing-views.js';
-import { UUID_PATTERN } from '../billing/ledger.js';
 import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
+import { findNodeByNameOrId } from '../nodes/node-repository.js';
 import { instantSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
@@ -76,14 +76,9 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
   }, async (request) => {
     let nodeId: string | undefined;
     if (request.query.node !== undefined) {
-      const node = request.query.node;
-      const { rows } = await pool.query<{ id: string }>(
-        `select id from nodes where deleted_at is null and name = $1
-         union all select id from nodes where $2 and id::text = lower($1) limit 1`,
-        [node, UUID_PATTERN.test(node)],
-      );
-      if (!rows[0]) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named '${node}'.`);
-      nodeId = rows[0].id;
+      const node = await findNodeByNameOrId(pool, request.query.node);
+      if (!node) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named '${request.query.node}'.`);
+      nodeId = node.id;
     }
     return { leases: await listLeases(pool, { nodeId }) };
   });

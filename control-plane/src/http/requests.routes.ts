@@ -1,7 +1,7 @@
 /**
  * The request records admin API (inside the /api/v1 admin scope): GET /requests/{requestId} and
  * GET /requests?node=&keyId=&model=&status=&clientRequestId=&from=&to=&limit=&cursor= (newest first,
- * keyset pages).
+ * keyset pages). `node` is a live node's name or any node's id (a deleted node's records by its id).
  * Records arrive from nodes by backfill (docs/spool.md), so a request shows up once its node has
  * delivered it.
  */
@@ -12,6 +12,7 @@ import { recordStatusSchema } from '../../../proto/src/index.js';
 import { boundedText } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
+import { findNodeByNameOrId } from '../nodes/node-repository.js';
 import { decodeCursor, encodeCursor, MAX_CURSOR_LENGTH } from '../records/record-cursor.js';
 import { getRecord, listRecords } from '../records/record-queries.js';
 import { requestDetailSchema, requestSummarySchema, toRequestDetail, toRequestSummary } from '../records/record-view.js';
@@ -59,8 +60,10 @@ export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secr
     const q = request.query;
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
     if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'cursor: not a cursor this API returned');
+    const node = q.node === undefined ? undefined : await findNodeByNameOrId(pool, q.node);
+    if (q.node !== undefined && node === undefined) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named '${q.node}' (a deleted node's records are listed by its id).`);
     const { rows, next } = await listRecords(pool, {
-      ...(q.node !== undefined ? { nodeName: q.node } : {}),
+      ...(node !== undefined ? { node } : {}),
       ...(q.keyId !== undefined ? { keyId: q.keyId } : {}),
       ...(q.model !== undefined ? { model: q.model } : {}),
       ...(q.status !== undefined ? { status: q.status } : {}),

@@ -1,11 +1,11 @@
 /**
  * API keys in PostgreSQL: create (the secret is generated here and returned once; only its hash is
  * stored), list, find, revoke. The account and policies are named in the body and looked up under
- * share locks; an unknown one is a 400 naming the field. Every write records a config version.
+ * share locks; the unknown ones are one 400 naming each field. Every write records a config version.
  */
 import type pg from 'pg';
 import { lockAccountByName } from '../accounts/account-store.js';
-import { invalidField } from '../config/config-fields.js';
+import { throwProblems } from '../config/config-fields.js';
 import { withConfigChange } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
@@ -39,25 +39,23 @@ export async function createApiKey(
   pool: pg.Pool, input: ApiKeyCreateInput,
 ): Promise<ConfigMutationResult<{ apiKey: ApiKeyRow; secret: string }>> {
   return withConfigChange(pool, async (client) => {
+    // Every reference is looked up before any is refused: one 400 names each unknown one.
     const account = await lockAccountByName(client, input.account);
-    if (!account) throw invalidField('account', `no account named '${input.account}'`);
-    let rateLimitPolicyId: string | null = null;
-    if (input.rateLimitPolicy != null) {
-      const policy = await lockRateLimitPolicyByName(client, input.rateLimitPolicy);
-      if (!policy) throw invalidField('rateLimitPolicy', `no rate-limit policy named '${input.rateLimitPolicy}'`);
-      rateLimitPolicyId = policy.id;
-    }
-    let guardrailPolicyId: string | null = null;
-    if (input.guardrailPolicy != null) {
-      const policy = await lockGuardrailPolicyByName(client, input.guardrailPolicy);
-      if (!policy) throw invalidField('guardrailPolicy', `no guardrail policy named '${input.guardrailPolicy}'`);
-      guardrailPolicyId = policy.id;
-    }
+    const rateLimitPolicy = input.rateLimitPolicy == null ? null : await lockRateLimitPolicyByName(client, input.rateLimitPolicy);
+    const guardrailPolicy = input.guardrailPolicy == null ? null : await lockGuardrailPolicyByName(client, input.guardrailPolicy);
+    throwProblems([
+      ...(account ? [] : [{ field: 'account', rule: `no account named '${input.account}'` }]),
+      ...(rateLimitPolicy === undefined ? [{ field: 'rateLimitPolicy', rule: `no rate-limit policy named '${input.rateLimitPolicy}'` }] : []),
+      ...(guardrailPolicy === undefined ? [{ field: 'guardrailPolicy', rule: `no guardrail policy named '${input.guardrailPolicy}'` }] : []),
+    ]);
+    const accountId = account!.id; // refused above when missing
+    const rateLimitPolicyId = rateLimitPolicy?.id ?? null;
+    const guardrailPolicyId = guardrailPolicy?.id ?? null;
     const generated = generateApiKeySecret();
     const { rows } = await client.query<{ id: string }>(
       `insert into api_keys (account_id, name, key_hash, key_prefix, allowed_models, expires_at, rate_limit_policy_id, guardrail_policy_id)
        values ($1, $2, $3, $4, $5, $6, $7, $8) returning id`,
-      [account.id, input.name, generated.hash, generated.prefix, input.allowedModels ?? null, input.expiresAt ?? null,
+      [accountId, input.name, generated.hash, generated.prefix, input.allowedModels ?? null, input.expiresAt ?? null,
         rateLimitPolicyId, guardrailPolicyId],
     );
     const apiKey = (await selectById(client, rows[0]!.id))!;

@@ -87,9 +87,11 @@ export async function editNodeNetwork(pool: pg.Pool, name: string, patch: NodeNe
   return withTransaction(pool, async (client) => {
     const node = await findLiveNodeByName(client, name, { forUpdate: true });
     if (!node) throw notFound(name);
-    const updated = await updateNodeNetwork(client, node.id, patch);
-    if (!updated) throw notFound(name);
+    if (!(await updateNodeNetwork(client, node.id, patch))) throw notFound(name);
     await recordConfigChange(client, { entity: 'node', entityId: node.id, action: 'update' });
+    // Read after the change is recorded, so the view's config figures include it.
+    const updated = await findLiveNodeByName(client, name);
+    if (!updated) throw notFound(name);
     return updated;
   });
 }

@@ -2,6 +2,7 @@
 import type { NodeCreateInput, NodeNetworkPatch, SpoolFullPolicy, Surface } from './node-validation.js';
 import type { Queryable } from './with-transaction.js';
 import { zenovaError } from '../errors.js';
+import { UUID_PATTERN } from '../billing/ledger.js';
 
 export type OnboardingStage = 'registered' | 'first-heartbeat' | 'config-synced';
 
@@ -109,6 +110,20 @@ export async function findLiveNodeByName(db: Queryable, name: string, opts: { fo
 /** Any node, deleted or not. */
 export async function findNodeById(db: Queryable, id: string): Promise<NodeRow | undefined> {
   const { rows } = await db.query<NodeRow>(`select ${COLUMNS} from nodes where id = $1`, [id]);
+  return rows[0];
+}
+
+/**
+ * The node a query parameter names (`?node=` of the leases and records lists): the live node of
+ * that name, else the node, deleted ones too, with that id. A name is at most 31 characters and an
+ * id 36, so one text never means both.
+ */
+export async function findNodeByNameOrId(db: Queryable, nameOrId: string): Promise<{ id: string; name: string } | undefined> {
+  const { rows } = await db.query<{ id: string; name: string }>(
+    `select id, name from nodes where deleted_at is null and name = $1
+     union all select id, name from nodes where id = $2::uuid limit 1`,
+    [nameOrId, UUID_PATTERN.test(nameOrId) ? nameOrId.toLowerCase() : null],
+  );
   return rows[0];
 }
 

@@ -9,7 +9,8 @@ import type { RecordCursor } from './record-cursor.js';
 import type { RecordRow, RecordSummary, SummaryRow } from './record-view.js';
 
 export interface RecordFilter {
-  nodeName?: string;
+  /** One node: its records, whatever node held its name before or after it. */
+  node?: { id: string; name: string };
   keyId?: string;
   model?: string;
   status?: string;
@@ -55,7 +56,13 @@ export function listRecordsQuery(filter: RecordFilter): { text: string; values: 
     params.push(value);
     where.push(sql(`$${params.length}`));
   };
-  if (filter.nodeName !== undefined) add((p) => `node_name = ${p}`, filter.nodeName);
+  // A node's name never changes and each record keeps the name its node had, so the name reads the
+  // node_name index (no index on node_id: one insertion less per ingested record, migration 0008)
+  // and the id keeps out another node that had or has the same name (deleted names are reused).
+  if (filter.node !== undefined) {
+    add((p) => `node_name = ${p}`, filter.node.name);
+    add((p) => `node_id = ${p}`, filter.node.id);
+  }
   if (filter.keyId !== undefined) add((p) => `key_id = ${p}`, filter.keyId);
   if (filter.model !== undefined) add((p) => `model = ${p}`, filter.model);
   if (filter.status !== undefined) add((p) => `status = ${p}`, filter.status);

@@ -7,7 +7,7 @@
  * to it with ZN_ERR_MODEL_NOT_FOUND. Every write records a config version in its transaction.
  */
 import type pg from 'pg';
-import { invalidField } from '../config/config-fields.js';
+import { throwProblems } from '../config/config-fields.js';
 import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
@@ -45,14 +45,6 @@ async function checkUpstreams(client: pg.PoolClient, spec: ModelRouteSpec): Prom
       rule: `'${n.name}' is an ${API_FAMILY_NAMES[upstreamApiFamily(kinds.get(n.name)!)]} upstream but ${first.field} '${first.name}' is ${API_FAMILY_NAMES[family]}: a route's targets and fallbacks must all be of one API family`,
     }));
   throwProblems(mixed);
-}
-
-/** One 400 listing every problem as `field: rule`; nothing when there is none. */
-function throwProblems(problems: ReadonlyArray<{ field: string; rule: string }>): void {
-  const first = problems[0];
-  if (first === undefined) return;
-  const rest = problems.slice(1).map((p) => `; ${p.field}: ${p.rule}`).join('');
-  throw invalidField(first.field, `${first.rule}${rest}`);
 }
 
 /** Stored as the bundle wants them: targets always carry their weight. */

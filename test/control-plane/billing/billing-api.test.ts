@@ -80,6 +80,9 @@ t.test('billing admin API and lease stream handler', async (t) => {
     t.equal(leases.statusCode, 200);
     const globex = leases.json<{ leases: Array<{ account: string }> }>().leases.find((l) => l.account === 'globex');
     t.match(globex, { leaseId, node: 'edge-billing', state: 'open', grantedMicros: 750, spentMicros: 100, reportedSpentMicros: 300 });
+    const byId = await call('GET', `/api/v1/leases?node=${nodeId.toUpperCase()}`);
+    t.same(byId.json(), leases.json(), 'the node by its id (either case) is the same list');
+    t.match((await call('GET', '/api/v1/leases?node=00000000-0000-4000-8000-000000000000')).json(), { error: { code: 'ZN_ERR_CP_NODE_NOT_FOUND' } });
 
     await handler.handle(node, { leaseReturn: { accountId, leaseId, spentMicros: 300n, returnedMicros: 450n } }, send);
     const balance = (await call('GET', '/api/v1/accounts/globex/balance')).json<{ balance: Record<string, number> }>().balance;

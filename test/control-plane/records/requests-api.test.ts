@@ -6,20 +6,26 @@ import { listRecordsQuery } from '../../../control-plane/src/records/record-quer
 import type { RecordFilter } from '../../../control-plane/src/records/record-queries.js';
 import { testDatabase } from '../../fixtures/postgres.js';
 import { configApp } from '../config-harness.js';
-import { migratedPool } from '../nodes-harness.js';
+import { migratedPool, validNodeBody } from '../nodes-harness.js';
 import { record } from '../../edge-node/spool/spool-helpers.js';
 
 const db = await testDatabase(t);
 const pool = await migratedPool(t, db.url);
 const { call } = await configApp(t, db.url);
 
-const A = { nodeId: 'node-spool-test-0001', nodeName: 'edge-a' };
-const B = { nodeId: 'node-b', nodeName: 'edge-b' };
+// Real nodes: the list's node filter names a node by its name or id.
+const createNode = async (name: string): Promise<{ nodeId: string; nodeName: string }> => {
+  const res = await call('POST', '/api/v1/nodes', validNodeBody({ name }));
+  if (res.statusCode !== 201) throw new Error(`node ${name}: ${res.statusCode} ${res.body.slice(0, 200)}`);
+  return { nodeId: res.json<{ node: { id: string } }>().node.id, nodeName: name };
+};
+const A = await createNode('edge-a');
+const B = await createNode('edge-b');
 const base = Date.UTC(2026, 10, 1, 8, 0, 0);
 const at = (i: number): Partial<RequestRecord> => ({ receivedAt: base + i * 1000, finishedAt: base + i * 1000 + 20 });
 
 const aRecords: RequestRecord[] = Array.from({ length: 12 }, (_, i) =>
-  record(`api-a-${String(i).padStart(2, '0')}`, { ...at(i), model: i % 2 === 0 ? 'echo' : 'gpt', status: i % 3 === 0 ? 'failed' : 'ok', httpStatus: i % 3 === 0 ? 502 : 200, errorCode: i % 3 === 0 ? 'ZN_ERR_UPSTREAM_ERROR' : null }),
+  record(`api-a-${String(i).padStart(2, '0')}`, { ...at(i), nodeId: A.nodeId, model: i % 2 === 0 ? 'echo' : 'gpt', status: i % 3 === 0 ? 'failed' : 'ok', httpStatus: i % 3 === 0 ? 502 : 200, errorCode: i % 3 === 0 ? 'ZN_ERR_UPSTREAM_ERROR' : null }),
 );
 const bRecords: RequestRecord[] = Array.from({ length: 3 }, (_, i) => record(`api-b-${i}`, { ...at(100 + i), nodeId: B.nodeId, keyId: 'key-b', clientRequestId: 'trace-shared' }));
 await ingestRecords(pool, A, aRecords);
@@ -29,6 +35,7 @@ await ingestRecords(pool, B, bRecords);
 await ingestRecords(pool, A, [
   record('api-detail', {
     ...at(200),
+    nodeId: A.nodeId,
     guardrails: [{ policyId: 'pol-1', rule: 0, detector: 'email', action: 'mask', on: 'input', matches: 2 }],
     attempts: [
       { upstream: 'demo', model: 'demo-echo', outcome: 'status', httpStatus: 503, durationMs: 12 },
@@ -37,7 +44,7 @@ await ingestRecords(pool, A, [
   }),
 ]);
 
-interface ListBody { requests: Array<{ requestId: string; node: { name: string }; status: string; model: string }>; nextCursor: string | null }
+interface ListBody { requests: Array<{ requestId: string; node: { id: string; name: string }; status: string; model: string }>; nextCursor: string | null }
 const list = async (query: string): Promise<ListBody> => {
   const res = await call('GET', `/api/v1/requests${query}`);
   t.equal(res.statusCode, 200, `GET /api/v1/requests${query}: ${res.body.slice(0, 200)}`);
@@ -82,6 +89,25 @@ t.test('the list is newest first and filters by node, key, model, status and tim
   t.same(gpt.requests.map((r) => r.requestId), ['api-a-11', 'api-a-07', 'api-a-05', 'api-a-01']);
   const range = await list(`?from=${base + 2000}&to=${new Date(base + 5000).toISOString()}`);
   t.same(range.requests.map((r) => r.requestId), ['api-a-04', 'api-a-03', 'api-a-02'], 'from inclusive, to exclusive');
+});
+
+t.test("a node filter names the live node of that name, or any node by id: a reused name never mixes in the deleted node's records", async (t) => {
+  const day = Date.UTC(2026, 10, 1); // before the other records: the newest-first checks keep theirs
+  const first = await createNode('edge-reused');
+  await ingestRecords(pool, first, [record('reused-old', { nodeId: first.nodeId, receivedAt: day, finishedAt: day + 5 })]);
+  t.equal((await call('DELETE', '/api/v1/nodes/edge-reused')).statusCode, 200);
+  const second = await createNode('edge-reused');
+  await ingestRecords(pool, second, [record('reused-new', { nodeId: second.nodeId, receivedAt: day + 1000, finishedAt: day + 1005 })]);
+  const listed = async (node: string): Promise<Array<{ requestId: string; nodeId: string }>> =>
+    (await list(`?node=${node}`)).requests.map((r) => ({ requestId: r.requestId, nodeId: r.node.id }));
+  t.same(await listed('edge-reused'), [{ requestId: 'reused-new', nodeId: second.nodeId }], 'the name is the live node');
+  t.same(await listed(second.nodeId), [{ requestId: 'reused-new', nodeId: second.nodeId }], 'the live node by id');
+  t.same(await listed(first.nodeId.toUpperCase()), [{ requestId: 'reused-old', nodeId: first.nodeId }], 'the deleted node by id, in either case');
+  for (const unknown of ['no-such-node', '00000000-0000-4000-8000-000000000000']) {
+    const res = await call('GET', `/api/v1/requests?node=${unknown}`);
+    t.equal(res.statusCode, 404, unknown);
+    t.match(res.json(), { error: { code: 'ZN_ERR_CP_NODE_NOT_FOUND', message: `No node named '${unknown}'` } }, unknown);
+  }
 });
 
 t.test('pages follow the cursor without gaps or repeats', async (t) => {
@@ -142,7 +168,7 @@ t.test('every list filter reads an index on its own column in received_at order,
   t.match(unfiltered, /Index Scan Backward using request_records_p\d+_pkey/, 'newest first from the primary key');
   t.notMatch(unfiltered, /Sort/);
   for (const [filter, column] of [
-    [{ nodeName: 'edge-b' }, 'node_name'],
+    [{ node: { id: B.nodeId, name: 'edge-b' } }, 'node_name'],
     [{ keyId: 'key-b' }, 'key_id'],
     [{ model: 'gpt' }, 'model'],
     [{ status: 'failed' }, 'status'],
@@ -153,4 +179,6 @@ t.test('every list filter reads an index on its own column in received_at order,
     // An incremental sort only orders the rows that share a received_at (the index's second column).
     t.notMatch(text, /(?<!Incremental )Sort {2}\(|Seq Scan/, column);
   }
+  // The node filter's id keeps out another node of the same name among the name's index entries.
+  t.match(await plan({ node: { id: B.nodeId, name: 'edge-b' } }), /Filter: \(node_id = /, 'node_id filtered');
 });
