@@ -53,19 +53,34 @@ export function tokenEstimate(ctx: PipelineContext): number {
  * to the admission minute (as much of it as that window still holds) and the whole usage is added
  * to the minute it became known. So a long stream is counted in full, for the next 60–120 s, never
  * at the decayed weight of a past minute nor dropped with a window that is gone; it is not spread
- * over the minutes it ran, because the node does not know how its tokens were spread.
+ * over the minutes it ran, because the node does not know how its tokens were spread. Whatever
+ * takes a minute past the limit is debt the following minutes carry (sliding-window.ts).
  */
 export function tokenTrueUp(checks: readonly RateCheck[], used: number, admittedMinute: number, endMinute: number): WindowChange[] {
   const changes: WindowChange[] = [];
-  for (const { subject, charge } of checks) {
+  for (const { subject, charge, limit } of checks) {
     if (endMinute <= admittedMinute) {
-      if (used !== charge) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: used - charge });
+      if (used !== charge) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: used - charge, limit });
       continue;
     }
-    if (charge > 0) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: -charge });
-    if (used > 0) changes.push({ subject, metric: 'tokens', minute: endMinute, delta: used });
+    if (charge > 0) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: -charge, limit });
+    if (used > 0) changes.push({ subject, metric: 'tokens', minute: endMinute, delta: used, limit });
   }
   return changes;
+}
+
+/**
+ * The first tokens/min limit (key, then account) a request with an explicit output cap
+ * (max_tokens / max_completion_tokens) can never fit: its estimate alone is larger than the limit.
+ * Without an explicit cap the default estimate is a guess, not the caller's word: never refused for it.
+ */
+function tooLargeFor(ctx: PipelineContext, scoped: readonly ScopedLimits[], tokens: number): { scope: LimitScope; limit: number } | undefined {
+  if (ctx.maxOutputTokens === null || ctx.api === 'mcp') return undefined;
+  for (const { scope, limits } of scoped) {
+    const limit = limits.tokensPerMinute;
+    if (limit !== undefined && tokens > limit) return { scope, limit };
+  }
+  return undefined;
 }
 
 /** Go-style durations as OpenAI sends them: 250ms, 7s, 1m6s. */
@@ -141,6 +156,17 @@ export class NodeRateLimiter implements RateLimiter {
     if (accountHas) scoped.push({ scope: 'account', subject: `account:${key.accountId}`, limits: key.accountLimits });
 
     const tokens = tokenEstimate(ctx);
+    const tooLarge = tooLargeFor(ctx, scoped, tokens);
+    if (tooLarge !== undefined) {
+      // As OpenAI's "Request too large": no wait makes it fit, so no Retry-After, and the SDKs are
+      // told not to retry (x-should-retry: false). Nothing is charged, requests/min included.
+      noteRateLimitHit(ctx, { scope: tooLarge.scope, limit: 'tokens' });
+      return reject(
+        'ZN_ERR_RATE_LIMITED',
+        `Request too large for the tokens per minute limit of this ${tooLarge.scope}: limit ${tooLarge.limit}, requested ${tokens} (the prompt estimate plus max_tokens). Lower max_tokens or shorten the input; retrying does not help.`,
+        { retryable: false },
+      );
+    }
     const rates: RateCheck[] = [];
     const rateScopes: LimitScope[] = [];
     const slots: SlotCheck[] = [];
@@ -296,7 +322,7 @@ export class NodeRateLimiter implements RateLimiter {
         const after = admitted ? { prev: before.prev, cur: before.cur + check.charge } : before;
         const remaining = Math.max(0, Math.floor(check.limit - windowUsage(after, nowMs) + 1e-9));
         if (best === undefined || remaining < best.remaining || (remaining === best.remaining && check.limit < best.limit)) {
-          best = { limit: check.limit, remaining, resetMs: msUntilEmpty(after, nowMs) };
+          best = { limit: check.limit, remaining, resetMs: msUntilEmpty(after, check.limit, nowMs) };
         }
       }
       if (best === undefined) continue;

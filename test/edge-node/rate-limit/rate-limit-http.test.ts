@@ -58,6 +58,24 @@ t.test('answers carry x-ratelimit-* headers, and the request past the limit gets
   t.ok(refused.headers.get('x-request-id'));
 });
 
+t.test('a request whose max_tokens alone is above the tokens per minute gets 429 ZN_ERR_RATE_LIMITED at once, with x-should-retry: false and no Retry-After', async (t) => {
+  const { origin, secret, upstream } = await startLimitedNode(t, { tokensPerMinute: 1_000 });
+  const res = await fetch(`${origin}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'ping' }], max_completion_tokens: 100_000 }),
+  });
+  t.equal(res.status, 429);
+  const body = (await res.json()) as { error: { code: string; type: string; message: string } };
+  t.equal(body.error.code, 'ZN_ERR_RATE_LIMITED');
+  t.equal(body.error.type, 'rate_limit_error');
+  t.match(body.error.message, /^Request too large for the tokens per minute limit of this key: limit 1000/);
+  t.equal(res.headers.get('x-should-retry'), 'false');
+  t.equal(res.headers.get('retry-after'), null);
+  t.equal(upstream.requests.length, 0, 'nothing was forwarded');
+  t.equal((await chat(origin, secret)).status, 200, 'a request that fits is served');
+});
+
 t.test('a request that fails upstream frees its concurrency slot', async (t) => {
   const { origin, secret, upstream } = await startLimitedNode(t, { concurrentRequests: 1 });
   upstream.setBehaviour({ failNext: { count: 1, status: 500 } });

@@ -118,10 +118,29 @@ for (const { name, open } of stores) {
       t.equal(embeddings.responseHeaders['x-ratelimit-remaining-tokens'], String(2000 - 20 - 1024));
     });
 
-    t.test('a request estimated above the whole token limit is still admitted into an empty window', async (t) => {
+    t.test('a request without max_tokens estimated above the whole token limit is still admitted into an empty window', async (t) => {
       const { limiter, call } = setup(t);
-      t.equal(limiter.admit(call({ keyLimits: { tokensPerMinute: 100 }, estimatedInputTokens: 500, maxOutputTokens: 500 })), undefined);
+      t.equal(limiter.admit(call({ keyLimits: { tokensPerMinute: 100 }, estimatedInputTokens: 500 })), undefined);
       t.equal(limiter.admit(call({ keyLimits: { tokensPerMinute: 100 }, estimatedInputTokens: 1 }))?.error.code, 'ZN_ERR_RATE_LIMITED');
+    });
+
+    t.test('a request whose prompt plus max_tokens is larger than the tokens per minute is refused at once, not to be retried, charging nothing', async (t) => {
+      const { limiter, call } = setup(t);
+      const keyLimits = { requestsPerMinute: 1, tokensPerMinute: 1_000 };
+      const tooLarge = call({ keyLimits, estimatedInputTokens: 10, maxOutputTokens: 991 });
+      const rejection = limiter.admit(tooLarge);
+      t.equal(rejection?.error.code, 'ZN_ERR_RATE_LIMITED');
+      t.equal(rejection?.error.status, 429);
+      t.equal(rejection?.error.retryable, false, 'x-should-retry: false');
+      t.match(rejection?.error.message, /^Request too large for the tokens per minute limit of this key: limit 1000, requested 1001/);
+      t.equal(tooLarge.responseHeaders['retry-after'], undefined, 'no wait makes it fit');
+      t.same(rateLimitHitOf(tooLarge), { scope: 'key', limit: 'tokens' });
+
+      const accountLarge = call({ keyId: 'key-b', accountLimits: { tokensPerMinute: 500 }, estimatedInputTokens: 10, maxOutputTokens: 491 });
+      t.match(limiter.admit(accountLarge)?.error.message, /^Request too large for the tokens per minute limit of this account: limit 500, requested 501/);
+
+      const fitting = call({ keyLimits, estimatedInputTokens: 10, maxOutputTokens: 990 });
+      t.equal(limiter.admit(fitting), undefined, 'exactly the limit is admitted, and the refusal used none of requests/min');
     });
 
     t.test('the token charge is trued up with the real usage when the request ends, both ways', async (t) => {

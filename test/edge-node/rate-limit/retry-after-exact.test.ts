@@ -1,0 +1,66 @@
+// A retry sent exactly Retry-After seconds after a refusal, with nothing charged meanwhile, is
+// admitted: the wait and the check that admits agree to the last rounding error of the previous
+// minute's weighted share (15 × (1 − 1/3) came to 10.000000000000002 and refused the retry). Both
+// stores, and a scan of the arithmetic over small limits.
+import t from 'tap';
+import type { Test } from 'tap';
+import type { LimitStore } from '../../../edge-node/src/rate-limit/limit-store.js';
+import { MemoryLimitStore } from '../../../edge-node/src/rate-limit/memory-limit-store.js';
+import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
+import { WINDOW_MS, fits, msUntilFits, rolled } from '../../../edge-node/src/rate-limit/sliding-window.js';
+import { SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
+import { ManualClock, T0, callContext, finish, quietLogger } from './limit-fixtures.js';
+
+const stores: Array<[string, (t: Test, clock: ManualClock) => LimitStore]> = [
+  ['memory', () => new MemoryLimitStore()],
+  ['sqlite', (t, clock) => new SqliteLimitStore({ location: t.testdir(), clock, heartbeatTimer: false })],
+];
+
+for (const [name, makeStore] of stores) {
+  t.test(`${name}: a retry at exactly Retry-After after a requests-per-minute refusal is admitted`, async (t) => {
+    const clock = new ManualClock(T0 - 60_000);
+    const limiter = new NodeRateLimiter(makeStore(t, clock), quietLogger);
+    t.teardown(() => limiter.close());
+    const keyLimits = { requestsPerMinute: 15 };
+    const send = (): { ok: boolean; retryAfter: string | undefined } => {
+      const ctx = callContext(clock, { keyLimits });
+      const ok = limiter.admit(ctx) === undefined;
+      finish(ctx);
+      return { ok, retryAfter: ctx.responseHeaders['retry-after'] };
+    };
+    for (let i = 0; i < 15; i++) t.ok(send().ok, `previous minute: request ${i + 1} of 15`);
+    for (const second of [4, 8, 12, 16]) {
+      clock.ms = T0 + second * 1_000;
+      t.ok(send().ok, `this minute, at ${second} s`);
+    }
+    const refused = send();
+    t.notOk(refused.ok, 'the fifth at 16 s is refused');
+    t.equal(refused.retryAfter, '4', '15 × (1 − f) + 4 + 1 ≤ 15 from f = 1/3: 20 s into the minute');
+    clock.ms = T0 + 16_000 + Number(refused.retryAfter) * 1_000;
+    t.ok(send().ok, 'the retry at exactly Retry-After is admitted');
+  });
+}
+
+t.test('over every window of limits up to 30, a retry at the whole-second Retry-After fits', async (t) => {
+  const minuteStart = T0;
+  const missed: string[] = [];
+  let refusals = 0;
+  for (let limit = 1; limit <= 30; limit++) {
+    for (let prev = 0; prev <= limit; prev++) {
+      for (let cur = 0; cur <= limit; cur++) {
+        for (let second = 0; second < 60; second++) {
+          const now = minuteStart + second * 1_000;
+          const counts = { prev, cur };
+          if (fits(counts, 1, limit, now)) continue;
+          refusals++;
+          const retryAfterS = Math.max(1, Math.ceil(msUntilFits(counts, 1, limit, now) / 1_000));
+          const at = now + retryAfterS * 1_000;
+          const later = rolled(counts, Math.floor(at / WINDOW_MS) - Math.floor(now / WINDOW_MS), limit);
+          if (!fits(later, 1, limit, at)) missed.push(`limit ${limit}, prev ${prev}, cur ${cur}, at ${second} s: Retry-After ${retryAfterS}`);
+        }
+      }
+    }
+  }
+  t.ok(refusals > 10_000, `${refusals} refusals scanned`);
+  t.same(missed.slice(0, 5), [], `${missed.length} retries at Retry-After refused again`);
+});
