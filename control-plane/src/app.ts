@@ -16,6 +16,7 @@ import { enrollmentRoutes } from './http/enrollment.routes.js';
 import { errorHandler, frameworkErrorHandler, MAX_PATH_PARAM_CHARS, notFoundHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.routes.js';
 import { refuseEncodedBody } from './http/content-encoding.js';
+import { jsonBodyParser } from './http/json-body-parser.js';
 import { refuseNonUtf8Json } from './http/json-charset.js';
 import { modelRoutesRoutes } from './http/model-routes.routes.js';
 import { nodesRoutes } from './http/nodes.routes.js';
@@ -71,6 +72,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Every body is JSON (415 otherwise): fastify's built-in text/plain parser would hand a string
   // to the routes, which then refuse it as "not a JSON object" (400).
   app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
 
   app.setValidatorCompiler(zodValidatorCompiler);
   app.setSerializerCompiler(zodSerializerCompiler);

@@ -43,7 +43,10 @@ export type LeaseView = z.infer<typeof leaseViewSchema>;
 export const spendRowSchema = z.object({ id: z.string().nullable(), name: z.string().nullable(), requests: z.number(), spentMicros: z.number() });
 export type SpendRow = z.infer<typeof spendRowSchema>;
 
-/** The account (by name, or by id) — its id and name; undefined when there is none. */
+/**
+ * The account (by name, or by id) — its id and name; undefined when there is none. No new account
+ * may be named like a UUID (account-validation.ts), so a name preferred here is never another's id.
+ */
 export async function findAccount(db: Queryable, nameOrId: string): Promise<{ id: string; name: string } | undefined> {
   const { rows } = await db.query<{ id: string; name: string }>(
     `select id, name from accounts where deleted_at is null and (name = $1 or id::text = lower($1)) order by (name = $1) desc limit 1`,

@@ -35,6 +35,19 @@ export const boundedText = (max: number): z.ZodString =>
 export const configNameSchema = text().regex(CONFIG_NAME_PATTERN, { error: () => CONFIG_NAME_RULE });
 
 /**
+ * `.` and `..` follow the name rule but are dot segments: fetch, curl and browsers resolve them
+ * away (`%2E%2E` too) before sending, so a thing so named could not be reached by its path.
+ */
+export const DOT_SEGMENT_NAME_RULE = "must not be '.' or '..' (URL clients drop them from a path)";
+export const isDotSegmentName = (value: string): boolean => value === '.' || value === '..';
+
+/**
+ * The name a create gives a thing addressed by it in paths. References keep configNameSchema, so a
+ * thing named before this rule stays readable and usable.
+ */
+export const newConfigNameSchema = configNameSchema.refine((value) => !isDotSegmentName(value), { error: () => DOT_SEGMENT_NAME_RULE });
+
+/**
  * A path segment that names a thing: it must follow the thing's name rule, so a name that cannot
  * exist is a 400 naming the field and the rule (docs/api.md), and only a valid name is looked up
  * (a miss is the thing's 404).

@@ -26,5 +26,11 @@ export function baseUrlShapeProblem(value: string, credentialsHint = ''): string
   return undefined;
 }
 
+/**
+ * A scheme is case-insensitive (RFC 3986 §3.1), but the tables' CHECKs (`~ '^https?://'`) and the
+ * nodes compare it as written: store its normal, lower-case form (`HTTPS://` was a 500).
+ */
+export const withLowerCaseScheme = (value: string): string => value.replace(/^[A-Za-z][A-Za-z0-9+.-]*:/, (scheme) => scheme.toLowerCase());
+
 /** Nodes append paths (/api/enroll, /chat/completions): keep the base without a trailing slash. */
 export const withoutTrailingSlash = (value: string): string => value.replace(/\/+$/, '');

@@ -7,7 +7,7 @@
  * a keywords rule needs its keywords, and neither carries the other's field.
  */
 import { z } from 'zod';
-import { bodyObject, configNameSchema, enumOf, text } from '../config/config-fields.js';
+import { bodyObject, enumOf, newConfigNameSchema, text } from '../config/config-fields.js';
 import { regexBacktrackingRisk } from '../../../proto/src/index.js';
 
 export const GUARDRAIL_DETECTORS = ['regex', 'keywords', 'email', 'phone', 'prc-resident-id', 'bank-card', 'secret'] as const;
@@ -67,7 +67,7 @@ const ruleSchema = z.strictObject({
 });
 
 export const guardrailPolicyCreateSchema = bodyObject({
-  name: configNameSchema,
+  name: newConfigNameSchema,
   rules: z.array(ruleSchema, { error: (issue) => (issue.input === undefined ? 'is required' : 'must be an array') })
     .max(MAX_GUARDRAIL_RULES, { error: () => `must hold at most ${MAX_GUARDRAIL_RULES} rules` }),
 });

@@ -1,6 +1,6 @@
 /** The rate-limit policy body: a name and at least one limit, bounded as the bundle schema bounds them. */
 import type { z } from 'zod';
-import { bodyObject, configNameSchema, integerIn } from '../config/config-fields.js';
+import { bodyObject, integerIn, newConfigNameSchema } from '../config/config-fields.js';
 
 export const RATE_LIMIT_BOUNDS = {
   requestsPerMinute: { min: 1, max: 10_000_000 },
@@ -12,7 +12,7 @@ const limit = (key: keyof typeof RATE_LIMIT_BOUNDS): z.ZodOptional<z.ZodNullable
   integerIn(RATE_LIMIT_BOUNDS[key].min, RATE_LIMIT_BOUNDS[key].max).nullable().optional();
 
 export const rateLimitPolicyCreateSchema = bodyObject({
-  name: configNameSchema,
+  name: newConfigNameSchema,
   requestsPerMinute: limit('requestsPerMinute'),
   tokensPerMinute: limit('tokensPerMinute'),
   concurrentRequests: limit('concurrentRequests'),

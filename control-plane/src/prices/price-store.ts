@@ -3,6 +3,7 @@
  * before its route exists. Every write records a config version in its transaction.
  */
 import type pg from 'pg';
+import { DOT_SEGMENT_NAME_RULE, invalidField, isDotSegmentName } from '../config/config-fields.js';
 import { withConfigChange } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
@@ -15,6 +16,11 @@ const COLUMNS = `model, input_micros_per_token::text as "inputMicrosPerToken", o
 
 export async function setPrice(pool: pg.Pool, model: string, input: PriceInput): Promise<ConfigMutationResult<PriceRow>> {
   return withConfigChange(pool, async (client) => {
+    if (isDotSegmentName(model)) {
+      // A PUT creates, and no new price may take such a name; one set before this rule may still change.
+      const existing = await client.query('select 1 from prices where model = $1 for update', [model]);
+      if (existing.rowCount === 0) throw invalidField('model', DOT_SEGMENT_NAME_RULE);
+    }
     const { rows } = await client.query<PriceRow>(
       `insert into prices (model, input_micros_per_token, output_micros_per_token, request_micros)
        values ($1, $2, $3, $4)

@@ -4,7 +4,7 @@
  * API family is checked against the database (model-route-store.ts).
  */
 import { z } from 'zod';
-import { bodyObject, configNameSchema, integerIn, text } from '../config/config-fields.js';
+import { bodyObject, configNameSchema, integerIn, newConfigNameSchema, text } from '../config/config-fields.js';
 
 export const ROUTE_LIMITS = {
   targets: 32,
@@ -49,7 +49,7 @@ const routeShape = {
   retries: integerIn(ROUTE_LIMITS.retries.min, ROUTE_LIMITS.retries.max).default(ROUTE_LIMITS.retries.default),
 };
 
-export const modelRouteCreateSchema = bodyObject({ alias: configNameSchema, ...routeShape });
+export const modelRouteCreateSchema = bodyObject({ alias: newConfigNameSchema, ...routeShape });
 export const modelRouteReplaceSchema = bodyObject(routeShape);
 
 export type ModelRouteCreateInput = z.output<typeof modelRouteCreateSchema>;

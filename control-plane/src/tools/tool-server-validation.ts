@@ -6,7 +6,7 @@
 import type { z } from 'zod';
 import { bodyObject, integerIn, text } from '../config/config-fields.js';
 import { toolServerSchema } from '../../../proto/src/index.js';
-import { baseUrlShapeProblem, urlCharactersProblem } from '../http/base-url-rules.js';
+import { baseUrlShapeProblem, urlCharactersProblem, withLowerCaseScheme } from '../http/base-url-rules.js';
 import { upstreamApiKeySchema } from '../upstreams/upstream-validation.js';
 
 export const TOOL_SERVER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -28,10 +28,12 @@ export function toolServerUrlProblem(value: string): string | undefined {
   return undefined;
 }
 
-const urlSchema = text().check((ctx) => {
-  const problem = toolServerUrlProblem(ctx.value);
-  if (problem) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
-});
+const urlSchema = text()
+  .check((ctx) => {
+    const problem = toolServerUrlProblem(ctx.value);
+    if (problem) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
+  })
+  .transform(withLowerCaseScheme);
 
 export const toolServerPutSchema = bodyObject({
   url: urlSchema,

@@ -3,8 +3,8 @@
  * timeoutMs?}`. The apiKey's rules never quote it back.
  */
 import { z } from 'zod';
-import { bodyObject, configNameSchema, enumOf, integerIn, text } from '../config/config-fields.js';
-import { baseUrlShapeProblem, urlCharactersProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
+import { bodyObject, enumOf, integerIn, newConfigNameSchema, text } from '../config/config-fields.js';
+import { baseUrlShapeProblem, urlCharactersProblem, withLowerCaseScheme, withoutTrailingSlash } from '../http/base-url-rules.js';
 
 export const UPSTREAM_KINDS = ['openai', 'anthropic', 'openai-compatible'] as const;
 export type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
@@ -39,7 +39,7 @@ export const baseUrlSchema = text()
     const problem = baseUrlProblem(ctx.value);
     if (problem) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
   })
-  .transform(withoutTrailingSlash);
+  .transform((value) => withoutTrailingSlash(withLowerCaseScheme(value)));
 
 const secretRule = `must be 1 to ${MAX_SECRET_CHARS} printable characters without spaces`;
 export const upstreamApiKeySchema = z.string({ error: () => 'must be a string' })
@@ -55,7 +55,7 @@ export const upstreamApiKeySchema = z.string({ error: () => 'must be a string' }
 const timeoutMsSchema = integerIn(UPSTREAM_TIMEOUT_MS.min, UPSTREAM_TIMEOUT_MS.max);
 
 export const upstreamCreateSchema = bodyObject({
-  name: configNameSchema,
+  name: newConfigNameSchema,
   kind: enumOf(UPSTREAM_KINDS),
   baseUrl: baseUrlSchema,
   apiKey: upstreamApiKeySchema.optional(),

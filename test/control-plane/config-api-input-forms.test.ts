@@ -1,0 +1,152 @@
+/**
+ * Input the config admin API once mishandled although it looked valid: a URL scheme in upper case
+ * (a 500 from the table's CHECK), account names shaped like a UUID (billing routes take a name or
+ * an id, so such a name could take another account's top-ups), the names `.` and `..` (URL clients
+ * resolve them away, so the thing could never be reached by its path), and JSON with a `__proto__`
+ * key (answered as if it were not JSON). Rows named before the name rules stay readable.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { assembleBundle, readFleetConfig } from '../../control-plane/src/config/bundle-builder.js';
+import type { BundleNode } from '../../control-plane/src/config/bundle-builder.js';
+import { configBundleSchema } from '../../proto/src/index.js';
+import { testDatabase } from '../fixtures/postgres.js';
+import { configApp, expectStatus, uniqueConfigName } from './config-harness.js';
+import { bearer, migratedPool } from './nodes-harness.js';
+
+const db = await testDatabase(t);
+const pool = await migratedPool(t, db.url);
+const { app, call, log, secretBox } = await configApp(t, db.url);
+
+interface ErrorReply { error: { code: string; message: string } }
+const errorOf = (res: { json<T>(): T }): Partial<ErrorReply['error']> => res.json<Partial<ErrorReply>>().error ?? {};
+const internalErrors = (): number => log.lines().filter((line) => line.level === 50).length;
+
+await app.listen({ host: '127.0.0.1', port: 0 });
+const { port } = app.server.address() as AddressInfo;
+
+/** A request whose path is sent exactly as written (as `curl --path-as-is` does): `..` is not resolved away. */
+function rawRequest(method: string, path: string, body?: unknown): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request({
+      host: '127.0.0.1', port, method, path,
+      headers: { ...bearer, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => { text += chunk; });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+t.test('an upper-case URL scheme is accepted and stored in lower case, and the bundle nodes get takes it', async (t) => {
+  const before = internalErrors();
+  const upstream = uniqueConfigName('up-scheme');
+  const created = expectStatus<{ upstream: { baseUrl: string } }>(
+    await call('POST', '/api/v1/upstreams', { name: upstream, kind: 'openai', baseUrl: 'HTTPS://API.Example.com/v1/' }), 201);
+  t.equal(created.upstream.baseUrl, 'https://API.Example.com/v1', 'the scheme is lowered; the rest is kept, less the trailing /');
+
+  const patched = expectStatus<{ upstream: { baseUrl: string } }>(
+    await call('PATCH', `/api/v1/upstreams/${upstream}`, { baseUrl: 'Https://api.example.com/v2' }), 200);
+  t.equal(patched.upstream.baseUrl, 'https://api.example.com/v2');
+
+  const toolServer = `tools-scheme-${process.pid % 1000}`;
+  const tool = expectStatus<{ toolServer: { url: string } }>(await call('PUT', `/api/v1/tool-servers/${toolServer}`, { url: 'HTTP://127.0.0.1:9/MCP' }), 201);
+  t.equal(tool.toolServer.url, 'http://127.0.0.1:9/MCP', 'only the scheme is lowered');
+  t.equal(internalErrors(), before, 'no internal error');
+
+  const alias = uniqueConfigName('alias-scheme');
+  expectStatus(await call('POST', '/api/v1/routes', { alias, targets: [{ upstream, model: 'm' }] }), 201);
+  const fleet = await readFleetConfig(pool, secretBox!);
+  const node: BundleNode = { nodeId: 'node-1', nodeName: 'edge-1', node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 0, fullPolicy: 'reject' } } };
+  const parsed = configBundleSchema.safeParse(assembleBundle(7, node, fleet));
+  t.ok(parsed.success, 'the bundle schema accepts the stored values');
+  t.equal(parsed.data?.upstreams.find((u) => u.name === upstream)?.baseUrl, 'https://api.example.com/v2');
+  t.equal(parsed.data?.toolServers.find((s) => s.name === toolServer)?.url, 'http://127.0.0.1:9/MCP');
+});
+
+t.test("an account cannot be named with a UUID, so a top-up addressed to an account's id reaches that account", async (t) => {
+  const acme = expectStatus<{ account: { id: string } }>(await call('POST', '/api/v1/accounts', { name: uniqueConfigName('acme') }), 201).account;
+  for (const name of [acme.id, acme.id.toUpperCase(), '00000000-0000-0000-0000-000000000000']) {
+    const res = await call('POST', '/api/v1/accounts', { name });
+    t.equal(res.statusCode, 400, name);
+    t.same(errorOf(res), { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: 'name: must not be shaped like a UUID (accounts are also addressed by id)' }, name);
+  }
+  const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from accounts where lower(name) = $1', [acme.id]);
+  t.equal(rows[0]!.n, 0, 'nothing was created');
+
+  expectStatus(await call('POST', `/api/v1/accounts/${acme.id}/credits`, { amountMicros: 5_000_000 }), 201);
+  const balance = expectStatus<{ balance: { accountId: string; balanceMicros: number } }>(await call('GET', `/api/v1/accounts/${acme.id}/balance`), 200).balance;
+  t.same([balance.accountId, balance.balanceMicros], [acme.id, 5_000_000]);
+
+  t.test('an account named so before the rule stays readable by its name', async (t) => {
+    const legacy = '11111111-2222-3333-4444-555555555555';
+    await pool.query('insert into accounts (name) values ($1)', [legacy]);
+    t.equal(expectStatus<{ name: string }>(await call('GET', `/api/v1/accounts/${legacy}`), 200).name, legacy);
+  });
+});
+
+t.test("'.' and '..' cannot name a new account, upstream, route, policy or price; things named so before stay reachable", async (t) => {
+  expectStatus(await call('POST', '/api/v1/upstreams', { name: uniqueConfigName('up-dots'), kind: 'openai', baseUrl: 'https://api.example.com/v1' }), 201);
+  const upstream = uniqueConfigName('up-dots-target');
+  expectStatus(await call('POST', '/api/v1/upstreams', { name: upstream, kind: 'openai', baseUrl: 'https://api.example.com/v1' }), 201);
+  const rule = "must not be '.' or '..' (URL clients drop them from a path)";
+  for (const dots of ['.', '..']) {
+    const creates: Array<[url: string, body: Record<string, unknown>, field: string]> = [
+      ['/api/v1/accounts', { name: dots }, 'name'],
+      ['/api/v1/upstreams', { name: dots, kind: 'openai', baseUrl: 'https://api.example.com/v1' }, 'name'],
+      ['/api/v1/routes', { alias: dots, targets: [{ upstream, model: 'm' }] }, 'alias'],
+      ['/api/v1/rate-limit-policies', { name: dots, requestsPerMinute: 10 }, 'name'],
+      ['/api/v1/guardrail-policies', { name: dots, rules: [] }, 'name'],
+    ];
+    for (const [url, body, field] of creates) {
+      const res = await call('POST', url, body);
+      t.equal(res.statusCode, 400, `${url} ${dots}`);
+      t.equal(errorOf(res).message, `${field}: ${rule}`, `${url} ${dots}`);
+    }
+    const price = await rawRequest('PUT', `/api/v1/prices/${dots === '.' ? '%2E' : '..'}`, { inputMicrosPerToken: 1, outputMicrosPerToken: 1 });
+    t.equal(price.status, 400, `PUT /prices/${dots}`);
+    t.equal((JSON.parse(price.body) as Partial<ErrorReply>).error?.message, `model: ${rule}`, `PUT /prices/${dots}`);
+  }
+  const { rows } = await pool.query<{ n: number }>(
+    `select (select count(*) from accounts where name in ('.', '..')) + (select count(*) from upstreams where name in ('.', '..'))
+          + (select count(*) from routes where alias in ('.', '..')) + (select count(*) from rate_limit_policies where name in ('.', '..'))
+          + (select count(*) from guardrail_policies where name in ('.', '..')) + (select count(*) from prices where model in ('.', '..')) as n`,
+  );
+  t.equal(Number(rows[0]!.n), 0, 'nothing was created');
+
+  t.test('an account and a price named ".." before the rule can still be read and changed by a client that sends the path as is', async (t) => {
+    await pool.query("insert into accounts (name) values ('..')");
+    await pool.query("insert into prices (model, input_micros_per_token, output_micros_per_token) values ('..', 1, 1)");
+    const account = await rawRequest('GET', '/api/v1/accounts/..');
+    t.equal(account.status, 200, account.body);
+    const price = await rawRequest('PUT', '/api/v1/prices/..', { inputMicrosPerToken: 2, outputMicrosPerToken: 3 });
+    t.equal(price.status, 200, price.body);
+    t.equal(JSON.parse(price.body).price.inputMicrosPerToken, 2);
+  });
+});
+
+t.test('a body with a __proto__ or constructor.prototype key is a 400 naming the key, not "not valid JSON"', async (t) => {
+  const name = uniqueConfigName('acme-proto');
+  for (const raw of [`{"name":"${name}","__proto__":{"status":"suspended"}}`, `{"name":"${name}","constructor":{"prototype":{"status":"suspended"}}}`]) {
+    JSON.parse(raw);
+    const res = await call('POST', '/api/v1/accounts', raw);
+    t.equal(res.statusCode, 400, raw);
+    t.same(errorOf(res), {
+      code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error',
+      message: 'The request body has a "__proto__" or "constructor.prototype" key, which the control plane does not accept; remove it.',
+    }, raw);
+  }
+  t.equal((await call('GET', `/api/v1/accounts/${name}`)).statusCode, 404, 'nothing was created');
+  const broken = await call('POST', '/api/v1/accounts', `{"name":"${name}",`);
+  t.same([broken.statusCode, errorOf(broken).message], [400, 'The request body is not valid JSON.'], 'broken JSON is still invalid JSON');
+  const withBom = await call('POST', '/api/v1/accounts', `\ufeff{"name":"${name}","__proto__":{}}`);
+  t.match(errorOf(withBom).message, /"__proto__"/, 'a body with a byte order mark too');
+  t.equal(expectStatus<{ account: { name: string } }>(await call('POST', '/api/v1/accounts', `{"name":"${name}"}`), 201).account.name, name, 'a clean body is fine');
+});
