@@ -61,14 +61,11 @@ export interface WindowChange {
   metric: RateMetric;
   minute: number;
   /**
-   * > 0: added to the window of `minute`, which is created if need be (usage is never dropped);
-   * beyond the limit it is debt carried into the following minutes (sliding-window.ts).
+   * > 0: added to the window of `minute`, which is created if need be (usage is never dropped).
    * < 0: given back from that window if it is still kept (never below 0); a window no check reads
    * any more has nothing left to give back.
    */
   delta: number;
-  /** The limit the request was admitted under: how much of the usage each minute holds. */
-  limit: number;
 }
 
 export interface LimitStore {

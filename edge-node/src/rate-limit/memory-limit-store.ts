@@ -1,14 +1,12 @@
 // Counters in this process only: a stand-alone node (no state dir), and tests.
 import type { AdmitOutcome, AdmitQuery, LimitStore, RateMetric, WindowChange } from './limit-store.js';
-import { fits, minuteCap, minuteOf, rolled } from './sliding-window.js';
+import { fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
 
 interface Window {
   minute: number;
   prev: number;
   cur: number;
-  /** The limit last checked or charged against it: how its debt rolls on when nobody reads it (prune). */
-  limit: number;
 }
 
 /** A subject's windows by metric: no key string is built per check on the hot path. */
@@ -36,7 +34,7 @@ export class MemoryLimitStore implements LimitStore {
       let counts: WindowCounts;
       if (window === undefined) counts = { prev: 0, cur: 0 };
       else {
-        this.roll(window, minute, check.limit);
+        this.roll(window, minute);
         counts = { prev: window.prev, cur: window.cur };
       }
       windows.push(counts);
@@ -52,7 +50,7 @@ export class MemoryLimitStore implements LimitStore {
     }
     const admitted = failedRate < 0 && failedSlot < 0;
     if (admitted) {
-      for (const check of query.rates) this.add(check.subject, check.metric, minute, check.charge, check.limit);
+      for (const check of query.rates) this.add(check.subject, check.metric, minute, check.charge);
       if (query.slots.length > 0) {
         const subjects = query.slots.map((s) => s.subject);
         for (const subject of subjects) this.inUse.set(subject, (this.inUse.get(subject) ?? 0) + 1);
@@ -63,9 +61,9 @@ export class MemoryLimitStore implements LimitStore {
   }
 
   change(changes: readonly WindowChange[]): void {
-    for (const { subject, metric, minute, delta, limit } of changes) {
+    for (const { subject, metric, minute, delta } of changes) {
       if (delta > 0) {
-        this.add(subject, metric, minute, delta, limit);
+        this.add(subject, metric, minute, delta);
         continue;
       }
       const window = this.windows.get(subject)?.[metric];
@@ -93,7 +91,7 @@ export class MemoryLimitStore implements LimitStore {
     this.held.clear();
   }
 
-  /** Once a minute: windows that hold nothing any more (no count, no debt) go, so memory follows the active keys. */
+  /** Once a minute: windows no check can read any more go, so memory follows the active keys. */
   private prune(minute: number): void {
     this.prunedMinute = minute;
     for (const [subject, byMetric] of this.windows) {
@@ -101,17 +99,15 @@ export class MemoryLimitStore implements LimitStore {
       for (const metric of Object.keys(byMetric) as RateMetric[]) {
         const window = byMetric[metric];
         if (window === undefined) continue;
-        // Older than the previous minute, it still counts only if it carries debt this far.
-        const left = window.minute < minute - 1 ? rolled(window, minute - window.minute, window.limit) : undefined;
         // Set, not deleted: the object keeps its shape for the lookups on the hot path.
-        if (left !== undefined && left.prev === 0 && left.cur === 0) byMetric[metric] = undefined;
+        if (window.minute < minute - 1) byMetric[metric] = undefined;
         else live = true;
       }
       if (!live) this.windows.delete(subject);
     }
   }
 
-  private add(subject: string, metric: RateMetric, minute: number, amount: number, limit: number): void {
+  private add(subject: string, metric: RateMetric, minute: number, amount: number): void {
     let byMetric = this.windows.get(subject);
     if (byMetric === undefined) {
       byMetric = {};
@@ -119,30 +115,25 @@ export class MemoryLimitStore implements LimitStore {
     }
     let window = byMetric[metric];
     if (window === undefined) {
-      window = { minute, prev: 0, cur: 0, limit };
+      window = { minute, prev: 0, cur: 0 };
       byMetric[metric] = window;
     }
     // A minute older than the window's (the wall clock stepped back, or a request whose clock lags
     // the last admission's) counts as the window's current minute: added late rather than dropped.
-    this.roll(window, minute, limit);
-    // Beyond the limit it is debt the following minutes carry, at most minuteCap's worth.
-    window.cur = Math.min(window.cur + amount, minuteCap(limit));
+    this.roll(window, minute);
+    window.cur += amount;
   }
 
   /**
-   * The window moved to `minute`. Forward: each minute that ends holds at most the limit, the rest
-   * (debt) moves on to the next (sliding-window.ts rolled); without debt a window two minutes old
-   * is empty. Back (the wall clock
+   * The window moved to `minute`. Forward: a window two minutes old is empty. Back (the wall clock
    * stepped back): the counts are taken as `minute`'s, so none is lost and none outlives a normal
    * window (kept at their later minute, a step of an hour held them, and refused callers, for the hour).
    */
-  private roll(window: Window, minute: number, limit: number): void {
-    window.limit = limit;
+  private roll(window: Window, minute: number): void {
     if (window.minute === minute) return;
     if (window.minute < minute) {
-      const counts = rolled(window, minute - window.minute, limit);
-      window.prev = counts.prev;
-      window.cur = counts.cur;
+      window.prev = window.minute === minute - 1 ? window.cur : 0;
+      window.cur = 0;
     }
     window.minute = minute;
   }

@@ -53,18 +53,17 @@ export function tokenEstimate(ctx: PipelineContext): number {
  * to the admission minute (as much of it as that window still holds) and the whole usage is added
  * to the minute it became known. So a long stream is counted in full, for the next 60–120 s, never
  * at the decayed weight of a past minute nor dropped with a window that is gone; it is not spread
- * over the minutes it ran, because the node does not know how its tokens were spread. Whatever
- * takes a minute past the limit is debt the following minutes carry (sliding-window.ts).
+ * over the minutes it ran, because the node does not know how its tokens were spread.
  */
 export function tokenTrueUp(checks: readonly RateCheck[], used: number, admittedMinute: number, endMinute: number): WindowChange[] {
   const changes: WindowChange[] = [];
-  for (const { subject, charge, limit } of checks) {
+  for (const { subject, charge } of checks) {
     if (endMinute <= admittedMinute) {
-      if (used !== charge) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: used - charge, limit });
+      if (used !== charge) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: used - charge });
       continue;
     }
-    if (charge > 0) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: -charge, limit });
-    if (used > 0) changes.push({ subject, metric: 'tokens', minute: endMinute, delta: used, limit });
+    if (charge > 0) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: -charge });
+    if (used > 0) changes.push({ subject, metric: 'tokens', minute: endMinute, delta: used });
   }
   return changes;
 }
@@ -191,6 +190,12 @@ export class NodeRateLimiter implements RateLimiter {
     const accountSlot = key.accountId !== null && key.accountLimits.concurrentRequests !== undefined;
     const adopt = keySlot || accountSlot ? this.adoptions(key, keySlot, accountSlot) : NO_ADOPTIONS;
 
+    if (rates.length === 0 && slots.length === 0 && adopt.length === 0) {
+      // Nothing to check (a tool call of a key limited only by tokens/min): no store round trip,
+      // which with replicas is a write transaction on the shared file.
+      this.trackUntilEnd(ctx, key, false, true, true);
+      return undefined;
+    }
     const nowMs = ctx.clock.now();
     const slotId = slots.length > 0 ? `${this.slotPrefix}:${++this.slotSeq}` : '';
     let outcome;
@@ -322,7 +327,7 @@ export class NodeRateLimiter implements RateLimiter {
         const after = admitted ? { prev: before.prev, cur: before.cur + check.charge } : before;
         const remaining = Math.max(0, Math.floor(check.limit - windowUsage(after, nowMs) + 1e-9));
         if (best === undefined || remaining < best.remaining || (remaining === best.remaining && check.limit < best.limit)) {
-          best = { limit: check.limit, remaining, resetMs: msUntilEmpty(after, check.limit, nowMs) };
+          best = { limit: check.limit, remaining, resetMs: msUntilEmpty(after, nowMs) };
         }
       }
       if (best === undefined) continue;

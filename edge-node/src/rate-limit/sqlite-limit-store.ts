@@ -26,7 +26,7 @@ import type Database from 'better-sqlite3';
 import type { Clock } from '../pipeline/clock.js';
 import { openStateDatabase } from '../state/state-database.js';
 import type { AdmitOutcome, AdmitQuery, LimitStore, WindowChange } from './limit-store.js';
-import { MAX_DEBT_MINUTES, WINDOW_MS, fits, minuteCap, minuteOf, rolled } from './sliding-window.js';
+import { WINDOW_MS, fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
 
 export const RATE_LIMIT_FILE = 'rate-limits.sqlite';
@@ -78,31 +78,6 @@ CREATE TABLE IF NOT EXISTS slots (
 CREATE INDEX IF NOT EXISTS slots_by_subject ON slots (subject);
 `;
 
-interface WindowRow {
-  minute: number;
-  used: number;
-}
-
-/** A window as an admit or true-up read it under the write lock. */
-interface WindowRead {
-  /** The newest two rows, newest first. */
-  rows: WindowRow[];
-  /** The minute charges go to. */
-  current: number;
-  /** The counts at `current`, debt carried in. */
-  counts: WindowCounts;
-}
-
-/** The counts at `current` of the newest two rows (newest first): each minute's debt carried on into the next. */
-function countsAt(rows: readonly WindowRow[], current: number, limit: number): WindowCounts {
-  const newest = rows[0];
-  if (newest === undefined) return { prev: 0, cur: 0 };
-  const older = rows[1];
-  let counts: WindowCounts = { prev: 0, cur: 0 };
-  if (older !== undefined) counts = rolled({ prev: 0, cur: older.used }, newest.minute - older.minute, limit);
-  return rolled({ prev: counts.prev, cur: counts.cur + newest.used }, current - newest.minute, limit);
-}
-
 export class SqliteLimitStore implements LimitStore {
   /** This instance's owner id for its slots. */
   readonly owner = randomUUID();
@@ -128,8 +103,8 @@ export class SqliteLimitStore implements LimitStore {
 
   /** The minute of the last admit (a later one that is more than a minute earlier: the clock stepped back). */
   private newestMinute = Number.NEGATIVE_INFINITY;
-  private readonly getWindows: Database.Statement<[string, string, number, number], WindowRow>;
-  private readonly setWindow: Database.Statement<[string, string, number, number]>;
+  private readonly getWindows: Database.Statement<[string, string, number, number], { minute: number; used: number }>;
+  private readonly addWindow: Database.Statement<[string, string, number, number]>;
   private readonly refundWindow: Database.Statement<[number, string, string, number]>;
   private readonly countSlots: Database.Statement<[string], { n: number }>;
   private readonly insertSlot: Database.Statement<[string, string, string]>;
@@ -149,15 +124,13 @@ export class SqliteLimitStore implements LimitStore {
     this.leaseMs = opts.ownerLeaseMs ?? DEFAULT_OWNER_LEASE_MS;
     // Key and account ids live here: owner-only like the rest of the state dir.
     this.db = openStateDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: 'OFF', schema: SCHEMA });
-    // The two newest minutes from the oldest whose debt may still count (MAX_DEBT_MINUTES back) to
-    // the one after now: usually now and the one before, but the next minute too when it was
-    // written before the wall clock stepped back a little. Minutes further ahead (a step back of
-    // more than a minute) are not read: holding callers to them would refuse them for as long as
-    // the step (an hour's step, an hour). Every write leaves the newest two rows holding all that
-    // counts (countsAt), so older rows are never needed.
+    // The two newest minutes from the one before now to the one after: usually now and the one
+    // before, but the next minute too when it was written before the wall clock stepped back a
+    // little. Minutes further ahead (a step back of more than a minute) are not read: holding
+    // callers to them would refuse them for as long as the step (an hour's step, an hour).
     this.getWindows = this.db.prepare('SELECT minute, used FROM windows WHERE subject = ? AND metric = ? AND minute BETWEEN ? AND ? ORDER BY minute DESC LIMIT 2');
-    this.setWindow = this.db.prepare(
-      'INSERT INTO windows (subject, metric, minute, used) VALUES (?, ?, ?, ?) ON CONFLICT (subject, metric, minute) DO UPDATE SET used = excluded.used',
+    this.addWindow = this.db.prepare(
+      'INSERT INTO windows (subject, metric, minute, used) VALUES (?, ?, ?, ?) ON CONFLICT (subject, metric, minute) DO UPDATE SET used = used + excluded.used',
     );
     this.refundWindow = this.db.prepare('UPDATE windows SET used = MAX(0, used + ?) WHERE subject = ? AND metric = ? AND minute = ?');
     this.countSlots = this.db.prepare('SELECT count(*) AS n FROM slots WHERE subject = ?');
@@ -172,9 +145,8 @@ export class SqliteLimitStore implements LimitStore {
       'DELETE FROM slots WHERE owner NOT IN (SELECT owner FROM leases WHERE renewed_at <= @now AND expires_at > @now)',
     );
     this.purgeDeadLeases = this.db.prepare('DELETE FROM leases WHERE renewed_at > @now OR expires_at <= @now');
-    // Gone: minutes no check reads any more (older than any debt may last), and minutes further
-    // ahead than the next (written before a large step back of the wall clock), which would count
-    // again once the clock caught up.
+    // Gone: minutes no check reads any more, and minutes further ahead than the next (written before
+    // a large step back of the wall clock), which would count again once the clock caught up.
     this.purgeOldWindows = this.db.prepare('DELETE FROM windows WHERE minute < ? OR minute > ?');
     this.admitTx = this.db.transaction((query: AdmitQuery) => this.admitInTransaction(query));
     this.changeTx = this.db.transaction((changes: readonly WindowChange[], nowMinute: number) => {
@@ -184,7 +156,7 @@ export class SqliteLimitStore implements LimitStore {
     this.beatTx = this.db.transaction(() => {
       this.renew();
       const minute = minuteOf(this.clock.now());
-      this.purgeOldWindows.run(minute - MAX_DEBT_MINUTES, minute + 1);
+      this.purgeOldWindows.run(minute - 1, minute + 1);
       this.writePending(minute);
     });
     try {
@@ -301,25 +273,31 @@ export class SqliteLimitStore implements LimitStore {
     if (leaseNow - this.lastBeatMs >= this.leaseMs / 3) this.renew(leaseNow);
     // The wall clock stepped back more than a minute since the last admit: the minutes written
     // ahead of it go now, not at the next heartbeat (they would count again once the clock caught up).
-    if (minute + 1 < this.newestMinute) this.purgeOldWindows.run(minute - MAX_DEBT_MINUTES, minute + 1);
+    if (minute + 1 < this.newestMinute) this.purgeOldWindows.run(minute - 1, minute + 1);
     this.newestMinute = minute;
     this.writePending(minute);
     // Requests already in flight that the new limit must count: in before the checks read the slots.
     for (const { slotId, subject } of query.adopt) this.insertSlot.run(slotId, subject, this.owner);
     const windows: WindowCounts[] = [];
-    /** What each check read (aligned with `query.rates`), to charge it without reading again. */
-    const reads: WindowRead[] = [];
+    /** The minute each check is charged in (aligned with `query.rates`). */
+    const chargeMinutes: number[] = [];
     let failedRate = -1;
     // Every check is read, also after one did not fit: the limiter's Retry-After needs them all.
     for (const [index, check] of query.rates.entries()) {
-      const read = this.readWindow(check.subject, check.metric, minute, check.limit);
+      const rows = this.getWindows.all(check.subject, check.metric, minute - 1, minute + 1);
       // The next minute already written (the wall clock stepped back a little across a minute
       // boundary): that minute is taken as the current one, from its start, so its counts are never
       // set aside.
-      const at = read.current > minute ? read.current * WINDOW_MS : nowMs;
-      windows.push(read.counts);
-      reads.push(read);
-      if (failedRate < 0 && !fits(read.counts, check.charge, check.limit, at)) failedRate = index;
+      const current = Math.max(minute, rows[0]?.minute ?? minute);
+      const at = current > minute ? current * WINDOW_MS : nowMs;
+      const counts = { prev: 0, cur: 0 };
+      for (const row of rows) {
+        if (row.minute === current) counts.cur = row.used;
+        else if (row.minute === current - 1) counts.prev = row.used;
+      }
+      windows.push(counts);
+      chargeMinutes.push(current);
+      if (failedRate < 0 && !fits(counts, check.charge, check.limit, at)) failedRate = index;
     }
     let failedSlot = -1;
     if (failedRate < 0) {
@@ -342,8 +320,7 @@ export class SqliteLimitStore implements LimitStore {
     const admitted = failedRate < 0 && failedSlot < 0;
     if (admitted) {
       for (const [index, check] of query.rates.entries()) {
-        const read = reads[index];
-        if (check.charge > 0 && read !== undefined) this.charge(check.subject, check.metric, read, check.charge, check.limit);
+        if (check.charge > 0) this.addWindow.run(check.subject, check.metric, chargeMinutes[index] ?? minute, check.charge);
       }
       for (const check of query.slots) this.insertSlot.run(query.slotId, check.subject, this.owner);
     }
@@ -403,34 +380,11 @@ export class SqliteLimitStore implements LimitStore {
   }
 
   private writeChanges(changes: readonly WindowChange[], nowMinute: number): void {
-    for (const { subject, metric, minute, delta, limit } of changes) {
+    for (const { subject, metric, minute, delta } of changes) {
       // Usage written late counts in the minute it is written, never in a window already decayed or gone.
-      if (delta > 0) this.charge(subject, metric, this.readWindow(subject, metric, Math.max(minute, nowMinute), limit), delta, limit);
+      if (delta > 0) this.addWindow.run(subject, metric, Math.max(minute, nowMinute), delta);
       else if (delta < 0) this.refundWindow.run(delta, subject, metric, minute);
     }
-  }
-
-  /**
-   * Inside a transaction: the counts of `subject`'s window at `minute`, or at the next minute when
-   * that is already written (the wall clock stepped back a little), with the debt of earlier minutes
-   * carried into them.
-   */
-  private readWindow(subject: string, metric: string, minute: number, limit: number): WindowRead {
-    const rows = this.getWindows.all(subject, metric, minute - MAX_DEBT_MINUTES, minute + 1);
-    const current = Math.max(minute, rows[0]?.minute ?? minute);
-    return { rows, current, counts: countsAt(rows, current, limit) };
-  }
-
-  /**
-   * Inside a transaction: adds `amount` to the window `read` found, writing its current minute and
-   * the one before as they count now, so the newest two rows hold the debt of any older one.
-   * Beyond the limit it is debt, at most minuteCap's worth.
-   */
-  private charge(subject: string, metric: string, read: WindowRead, amount: number, limit: number): void {
-    const { rows, current, counts } = read;
-    const prevRow = rows.find((row) => row.minute === current - 1)?.used ?? 0;
-    if (counts.prev !== prevRow) this.setWindow.run(subject, metric, current - 1, counts.prev);
-    this.setWindow.run(subject, metric, current, Math.min(counts.cur + amount, minuteCap(limit)));
   }
 
   private retrySoon(): void {
