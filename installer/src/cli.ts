@@ -6,6 +6,7 @@
  * 2 bad usage or settings.
  */
 import { pathToFileURL } from 'node:url';
+import { launcherCommand } from './cli-launcher.js';
 import { CommandFailure, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './cli-context.js';
 import type { CliContext, Command } from './cli-context.js';
 import { ApiError, ConnectionError, UnexpectedResponseError } from './connection/admin-client.js';
@@ -69,7 +70,9 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
 // Run only as the entry point, so tests can import runCli.
 const entry = process.argv[1];
 if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
-  runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() }).then(
+  const cwd = process.cwd();
+  const launcher = launcherCommand(import.meta.url, cwd);
+  runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd, ...(launcher !== undefined ? { launcher } : {}) }).then(
     (code) => { process.exitCode = code; },
     (err: unknown) => {
       process.stderr.write(`${PROGRAM}: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

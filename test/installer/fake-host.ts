@@ -12,7 +12,7 @@ import { join, relative } from 'node:path';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import { productVersion } from '../../edge-node/src/product-version.js';
 import type { HostProbe } from '../../installer/src/host/host-probe.js';
-import type { ServiceManager, ServiceState } from '../../installer/src/host/service-manager.js';
+import type { RestartRecord, ServiceManager, ServiceState } from '../../installer/src/host/service-manager.js';
 import { systemdServiceManager } from '../../installer/src/host/systemd-service-manager.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import type { CliContext } from '../../installer/src/cli-context.js';
@@ -47,6 +47,7 @@ export function fakeProbe(over: Partial<HostProbe> = {}): HostProbe {
     selinuxType: async () => undefined,
     apparmorEnforcedProfiles: async () => [],
     bindError: async () => undefined,
+    writeError: async () => undefined,
     // Debian 12's glibc, GCC 12's libstdc++ (GLIBCXX_3.4 … 3.4.30, CXXABI_1.3 … 1.3.13) and libgcc_s.
     glibcVersion: () => '2.36',
     libstdcxx: async () => ({ file: '/usr/lib/x86_64-linux-gnu/libstdc++.so.6', versions: [...glibcxxVersions(30), ...cxxabiVersions(13)] }),
@@ -58,6 +59,8 @@ export function fakeProbe(over: Partial<HostProbe> = {}): HostProbe {
 export interface FakeServices extends ServiceManager {
   calls: string[];
   states: Map<string, ServiceState>;
+  /** What restartRecord answers per unit (undefined when unset, as for a unit never started). */
+  restartRecords: Map<string, RestartRecord>;
 }
 
 /** Unit files really written under `<root>/etc/systemd/system`; systemctl calls only recorded. */
@@ -67,9 +70,11 @@ export function fakeServices(root: string, hooks: { onStart?: (unit: string) => 
   const files = systemdServiceManager(unitDir);
   const calls: string[] = [];
   const states = new Map<string, ServiceState>();
+  const restartRecords = new Map<string, RestartRecord>();
   return {
     calls,
     states,
+    restartRecords,
     readUnit: (n) => files.readUnit(n),
     writeUnit: async (n, text) => {
       calls.push(`write ${n}`);
@@ -93,6 +98,7 @@ export function fakeServices(root: string, hooks: { onStart?: (unit: string) => 
       await hooks.onStop?.(n);
     },
     state: async (n) => states.get(n) ?? 'inactive',
+    restartRecord: async (n) => restartRecords.get(n),
     journal: async (unit, opts, out) => {
       calls.push(`journal ${unit} ${JSON.stringify(opts)}`);
       out.write(`journal of ${unit}\n`);

@@ -79,6 +79,8 @@ const CASES: Case[] = [
   { name: 'noexec mount', code: 'NODE-HOST-NOEXEC', setup: async () => ({ host: { probe: fakeProbe({ mountOf: async () => ({ mountPoint: '/opt', fsType: 'xfs', options: ['rw', 'noexec'] }) }) } }) },
   { name: 'SELinux label', code: 'NODE-HOST-SELINUX', setup: async () => ({ host: { probe: fakeProbe({ selinuxMode: async () => 'enforcing', selinuxType: async () => 'default_t' }) } }) },
   { name: 'AppArmor profile', code: 'NODE-HOST-APPARMOR', setup: async () => ({ host: { probe: fakeProbe({ apparmorEnforcedProfiles: async () => ['/usr/sbin/cupsd', '/opt/zenova-node/current/bin/zenova-node'] }) } }) },
+  { name: 'install dir on a read-only mount', code: 'NODE-DIR-READ-ONLY', setup: async () => ({ host: { probe: fakeProbe({ mountOf: async () => ({ mountPoint: '/srv/ro', fsType: 'tmpfs', options: ['ro', 'relatime'] }) }) }, args: ['--install-dir', '/srv/ro/zenova-node'] }) },
+  { name: 'install dir whose nearest existing dir refuses writes', code: 'NODE-DIR-READ-ONLY', setup: async () => ({ host: { probe: fakeProbe({ writeError: async () => ({ dir: '/srv', code: 'EROFS' }) }) }, args: ['--install-dir', '/srv/zenova-node'] }) },
   { name: 'port in use', code: 'NODE-PORT-IN-USE', setup: async () => ({ host: { probe: fakeProbe({ bindError: async () => 'EADDRINUSE' }) } }) },
   { name: 'control-plane host', code: 'NODE-HOST-CONTROL-PLANE', setup: async (root) => ({ host: { services: fakeServicesWith(root, 'zenova-control.service', '[Service]\n') } }) },
   { name: 'already installed', code: 'NODE-INSTALLED', setup: async (root) => ({ host: { services: fakeServicesWith(root, 'node-edge.service', unit('/data/zn')) } }) },
@@ -137,6 +139,7 @@ for (const c of CASES) {
       t.notMatch(r.out, /use --upgrade/);
       t.match(r.out, /To upgrade it, issue an upgrade command/);
     }
+    if (c.code === 'NODE-DIR-READ-ONLY') t.match(r.out, /→ Remount that filesystem read-write .*or choose an install dir on a writable filesystem \(--install-dir\)/, 'the advice names both ways out');
     if (c.code === 'NODE-DIR-MISMATCH') t.notMatch(r.out, /NODE-DIR-NOT-EMPTY/, 'not reported as a dir with foreign files');
   });
 }
@@ -270,4 +273,28 @@ t.test('all blocking findings are listed together, not just the first', async (t
   });
   t.equal(r.exit, 1);
   t.match(r.out, /3 blocking findings; nothing was written/);
+});
+
+t.test('the install command run again on an installed host reports NODE-INSTALLED, not its own node\'s port as in use by another program', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'zn-checks-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(join(root, 'data/zn/etc'), { recursive: true });
+  writeFileSync(join(root, 'data/zn/etc/node.env'), 'ZENOVA_NODE_LISTEN=0.0.0.0:7480\n');
+  // The installed node holds its port, as a real bind would find.
+  const probe = fakeProbe({ bindError: async () => 'EADDRINUSE' });
+  const run = async (listen: string): Promise<string> => {
+    const cli = captureCli(work);
+    const host = hostEnv(root, { keyPem: keys.publicKeyPem, probe, services: fakeServicesWith(root, 'node-edge.service', unit('/data/zn')) });
+    t.equal(await runInstall(['node', '--package', goodPackage, '--control-plane', 'https://cp.example.test', '--check-only', '--listen', listen], cli.ctx, host), 1);
+    return cli.out();
+  };
+  for (const listen of ['0.0.0.0:7480', '127.0.0.1:7480']) {
+    const out = await run(listen);
+    t.match(out, /✗ NODE-INSTALLED/, `${listen}: the installed node is the finding`);
+    t.notMatch(out, /NODE-PORT-IN-USE/, `${listen}: its own port is not "in use by another program"`);
+    t.match(out, new RegExp(`✓ port ${listen.replaceAll('.', '\\.')} is the installed node's own`));
+    t.match(out, /1 blocking finding;/);
+  }
+  // Another port in use on that host is still another program's.
+  t.match(await run('127.0.0.1:9000'), /✗ NODE-PORT-IN-USE: 127\.0\.0\.1:9000 is already in use by another program/);
 });

@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
+import { waitForReadiness } from '../../installer/src/install/readiness-wait.js';
+import { freePort } from '../e2e/stack.js';
 import { captureCli, fakeServices, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
@@ -167,4 +169,47 @@ t.test('a lost enrollment answer keeps data/ with its attempt file, and rerunnin
   const second = captureCli(work);
   t.equal(await runInstall(args, second.ctx, hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollLosingFirst })), 0, second.out());
   t.equal(attempts[1], '{"redemptionKey":"k1"}', 'the rerun saw the same attempt');
+});
+
+t.test('a crash-looping node-edge after a first install is reported as crash-looping, and the log advice names a command the rollback left in place', async (t) => {
+  const pkg = await buildNodePackage(work, keys);
+  const port = await freePort(); // nothing listens there: /readyz is refused, as for a node that exits at start
+  const failOnce = async (launcher: string | undefined): Promise<string> => {
+    const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+    t.teardown(() => rmSync(root, { recursive: true, force: true }));
+    const services = fakeServices(root);
+    // systemd restarting it: still "activating" at the deadline, with its restarts counted.
+    services.states.set('node-edge.service', 'activating');
+    services.restartRecords.set('node-edge.service', { restarts: 5, lastExit: 'exited with status 3' });
+    const host = hostEnv(root, { keyPem: keys.publicKeyPem, services: { ...services, start: async (n) => void services.calls.push(`start ${n}`) }, enroll: enrollOk, waitReady: waitForReadiness, readyTimeoutMs: 1 });
+    const cli = captureCli(work);
+    if (launcher !== undefined) cli.ctx.launcher = launcher;
+    t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_1', '--listen', `127.0.0.1:${port}`], cli.ctx, host), 1);
+    t.notOk(existsSync(join(root, 'usr/local/bin/zenova')), 'the rollback removed the zenova link');
+    return cli.out();
+  };
+  const out = await failOnce('./zenova');
+  t.match(out, /Install failed: NODE-SERVICE-START: node-edge\.service was not ready within 0 s \(state activating; no answer on http:\/\/127\.0\.0\.1:\d+\/readyz \(ECONNREFUSED\)\): it is crash-looping \(systemd restarted it 5 times; its main process last exited with status 3\)/);
+  t.match(out, /see `\.\/zenova logs node-edge --since '10 min ago'`/, 'the cause names the CLI the operator ran');
+  t.match(out, /→ Read the log \(\.\/zenova logs node-edge --since '10 min ago'\)/, 'so does the advice');
+  t.notMatch(out, /[^/]zenova logs/, 'never the removed `zenova` link');
+  // Run some other way (the CLI unknown): journalctl, which is always there.
+  const bare = await failOnce(undefined);
+  t.match(bare, /see `journalctl -u node-edge\.service --since '10 min ago'`/);
+  t.match(bare, /→ Read the log \(journalctl -u node-edge\.service --since '10 min ago'\)/);
+  t.notMatch(bare, /zenova logs/);
+});
+
+t.test('a partial release dir left by a killed unpack is removed by the next install', async (t) => {
+  const pkg = await buildNodePackage(work, keys);
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  // What Ctrl-C during the unpack leaves: the partial dir, nothing else of that run.
+  const leftover = join(root, 'opt/zenova-node/releases', `.${pkg.manifest.version}.partial-c5545b23`);
+  mkdirSync(join(leftover, 'runtime/bin'), { recursive: true });
+  writeFileSync(join(leftover, 'runtime/bin/node'), 'half a runtime');
+  const host = hostEnv(root, { keyPem: keys.publicKeyPem, enroll: enrollOk });
+  const cli = captureCli(work);
+  t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_1'], cli.ctx, host), 0, cli.out());
+  t.same(readdirSync(join(root, 'opt/zenova-node/releases')), [pkg.manifest.version], 'only the release just unpacked');
 });

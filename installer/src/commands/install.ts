@@ -369,6 +369,7 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
       waitReady: host.waitReady,
       ...(host.readyTimeoutMs !== undefined ? { readyTimeoutMs: host.readyTimeoutMs } : {}),
       ...(host.enroll !== undefined ? { enroll: host.enroll } : {}),
+      ...(ctx.launcher !== undefined ? { runningCli: ctx.launcher } : {}),
     },
     stepPrinter(ctx),
   );

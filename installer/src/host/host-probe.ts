@@ -31,6 +31,12 @@ export interface HostProbe {
   freeDiskBytes(dir: string): Promise<number | undefined>;
   /** The mount that holds `dir` (longest matching mount point). */
   mountOf(dir: string): Promise<MountInfo | undefined>;
+  /**
+   * Why `dir` cannot be written — checked on `dir` or its nearest existing ancestor, where the
+   * install would create it: that dir and access(2)'s code (EROFS on a read-only mount, EACCES) —
+   * or undefined when it can. Writes nothing.
+   */
+  writeError(dir: string): Promise<{ dir: string; code: string } | undefined>;
   /** Whether systemd is the running service manager (/run/systemd/system exists). */
   systemdRunning(): Promise<boolean>;
   selinuxMode(): Promise<SelinuxMode>;

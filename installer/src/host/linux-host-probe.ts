@@ -2,7 +2,8 @@
 // securityfs, a bind attempt for ports, process.report's glibc version and the ldconfig cache for
 // libstdc++. Read-only, like the interface promises.
 import { execFile } from 'node:child_process';
-import { readFile, stat, statfs } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, readFile, stat, statfs } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -86,6 +87,10 @@ export function linuxHostProbe(): HostProbe {
       } catch {
         return undefined;
       }
+    },
+    async writeError(dir) {
+      const target = await nearestExisting(dir);
+      return access(target, constants.W_OK).then(() => undefined, (err: unknown) => ({ dir: target, code: (err as NodeJS.ErrnoException).code ?? 'EACCES' }));
     },
     async systemdRunning() {
       try {

@@ -5,6 +5,14 @@
 
 export type ServiceState = 'active' | 'activating' | 'deactivating' | 'inactive' | 'failed' | 'unknown';
 
+/** A unit's restarts since it was started and how its main process last ended: tells a crash loop from a slow start. */
+export interface RestartRecord {
+  /** systemd's NRestarts: automatic restarts (Restart=) since the unit was last started. */
+  restarts: number;
+  /** How the main process last ended, e.g. 'exited with status 3'; undefined when it has not ended. */
+  lastExit: string | undefined;
+}
+
 export interface ServiceManager {
   /** The unit file's text as installed, or undefined when there is none. */
   readUnit(name: string): Promise<string | undefined>;
@@ -19,6 +27,8 @@ export interface ServiceManager {
   start(name: string): Promise<void>;
   stop(name: string): Promise<void>;
   state(name: string): Promise<ServiceState>;
+  /** The unit's restart record (`systemctl show -p NRestarts,ExecMainCode,ExecMainStatus`); undefined when unknown. */
+  restartRecord(name: string): Promise<RestartRecord | undefined>;
   /**
    * Streams the unit's journal (`journalctl -u UNIT [--since T] --no-pager`) to `out`; resolves
    * with journalctl's exit code.

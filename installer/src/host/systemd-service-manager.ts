@@ -4,7 +4,7 @@ import { execFile, spawn } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
-import type { ServiceManager, ServiceState } from './service-manager.js';
+import type { RestartRecord, ServiceManager, ServiceState } from './service-manager.js';
 
 const SYSTEMCTL_TIMEOUT_MS = 120_000;
 const STATES: readonly ServiceState[] = ['active', 'activating', 'deactivating', 'inactive', 'failed'];
@@ -23,6 +23,25 @@ function systemctl(args: string[]): Promise<string> {
       else resolve(stdout);
     });
   });
+}
+
+/** ExecMainCode is a CLD_* code (waitid(2)): how the main process ended, with ExecMainStatus. */
+function lastExit(code: string | undefined, status: string | undefined): string | undefined {
+  if (code === '1') return `exited with status ${status ?? '?'}`;
+  if (code === '2') return `was killed by signal ${status ?? '?'}`;
+  if (code === '3') return `dumped core on signal ${status ?? '?'}`;
+  return undefined;
+}
+
+/** `systemctl show -p …` output (KEY=VALUE lines) → the restart record. */
+export function parseRestartRecord(text: string): RestartRecord | undefined {
+  const props = new Map(text.split('\n').flatMap((line) => {
+    const eq = line.indexOf('=');
+    return eq > 0 ? [[line.slice(0, eq), line.slice(eq + 1).trim()] as const] : [];
+  }));
+  const restarts = Number(props.get('NRestarts'));
+  if (!Number.isSafeInteger(restarts) || restarts < 0) return undefined;
+  return { restarts, lastExit: lastExit(props.get('ExecMainCode'), props.get('ExecMainStatus')) };
 }
 
 export function systemdServiceManager(unitDir = '/etc/systemd/system'): ServiceManager {
@@ -64,6 +83,10 @@ export function systemdServiceManager(unitDir = '/etc/systemd/system'): ServiceM
         execFile('systemctl', ['is-active', name], { timeout: SYSTEMCTL_TIMEOUT_MS }, (_err, stdout) => resolve(stdout.trim()));
       });
       return STATES.find((s) => s === out) ?? 'unknown';
+    },
+    async restartRecord(name) {
+      // Diagnostics only: a systemctl that cannot answer leaves the reason as it was.
+      return systemctl(['show', '-p', 'NRestarts', '-p', 'ExecMainCode', '-p', 'ExecMainStatus', name]).then(parseRestartRecord, () => undefined);
     },
     journal(unit, opts, out, errOut) {
       const args = ['-u', unit, '--no-pager', ...(opts.since !== undefined ? ['--since', opts.since] : []), ...(opts.lines !== undefined ? ['-n', String(opts.lines)] : [])];

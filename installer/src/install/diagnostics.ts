@@ -12,6 +12,14 @@ export interface DiagnosticSpec {
   advice: string;
 }
 
+/** How far back the log commands in the advice look. */
+export const LOG_SINCE = "--since '10 min ago'";
+
+/** NODE-SERVICE-START's advice, naming a command that shows node-edge's log on this host. */
+export function serviceStartAdvice(logsCommand: string): string {
+  return `Read the log (${logsCommand}), fix the cause, then issue a reenroll command (\`zenova gateway-node reenroll-command --name NAME\`) and run it with --reenroll: it installs the node again around the kept data/.`;
+}
+
 export const DIAGNOSTICS = {
   'NODE-HOST-OS': { blocking: true, meaning: 'The host is not Linux.', advice: 'Install the node on a Linux host with systemd (x86_64 or aarch64).' },
   'NODE-HOST-ROOT': { blocking: true, meaning: 'The installer does not run as root.', advice: 'Run the command with sudo, or as root.' },
@@ -45,6 +53,7 @@ export const DIAGNOSTICS = {
   'NODE-DIR-FORMAT': { blocking: true, meaning: 'The install dir is not an absolute path of at least two levels made of letters, digits, . _ - and /.', advice: 'Use a path such as /opt/zenova-node or /data/zenova-node.' },
   'NODE-DIR-FORBIDDEN': { blocking: true, meaning: 'The install dir is under /tmp, /var/tmp, /home, /root, /run/user, /usr, /etc or /boot.', advice: 'Choose a dir elsewhere, e.g. /opt/zenova-node or a dir on a data volume.' },
   'NODE-DIR-CENTRAL': { blocking: true, meaning: 'The install dir is inside or overlaps the central install /opt/zenova.', advice: 'Choose a dir outside /opt/zenova, e.g. /opt/zenova-node.' },
+  'NODE-DIR-READ-ONLY': { blocking: true, meaning: 'The install dir, or the nearest dir above it that exists (where the installer would create it), is on a filesystem mounted read-only, or cannot be written.', advice: 'Remount that filesystem read-write (`mount -o remount,rw MOUNTPOINT`, and drop `ro` from its /etc/fstab line), or choose an install dir on a writable filesystem (--install-dir).' },
   'NODE-DIR-NOT-EMPTY': { blocking: true, meaning: 'The install dir exists and holds files that are not a node installation (or is not a directory); its current and updater may only be links into its releases/, releases/ may hold only releases the installer unpacked, and etc/ and data/ only the installer\'s and the node\'s own files.', advice: 'Choose an empty or new dir; the installer never overwrites foreign files.' },
   'NODE-INSTALLED': { blocking: true, meaning: 'A gateway node is already installed on this host.', advice: 'Nothing was changed; the installed node keeps running (check it: zenova status). To re-join a control plane, issue a reenroll command (node detail › Issue reenroll command, or `zenova gateway-node reenroll-command --name NAME`) and run it as printed (it carries --reenroll). To upgrade it, issue an upgrade command (node detail › Issue upgrade command, or `zenova gateway-node upgrade-command NAME`) and run it as printed (it carries --upgrade). Never delete its dir to reinstall.' },
   'NODE-DATA-EXISTS': { blocking: true, meaning: 'The install dir holds a node identity and data from an earlier installation, but no service.', advice: 'Keep the data: issue a reenroll command (`zenova gateway-node reenroll-command --name NAME` on the control plane) and run it as printed (with --reenroll); it installs the node again around the kept data.' },
@@ -59,7 +68,7 @@ export const DIAGNOSTICS = {
   'NODE-TOKEN-REJECTED': { blocking: true, meaning: 'The control plane refused the token (expired, already used, unknown, or of another kind).', advice: 'Issue a new install command on the control plane (node detail › Reissue install command, or `zenova gateway-node install-command --name NAME`) and run it.' },
   'NODE-ENROLL-FAILED': { blocking: true, meaning: 'Enrollment with the control plane (or, with --upgrade, redeeming the upgrade token) failed for another reason.', advice: 'Read the cause; fix it and run the command again (run --check-only first).' },
   'NODE-WRITE-FAILED': { blocking: true, meaning: 'Writing the installation failed (disk full, permissions); what was written was rolled back.', advice: 'Fix the cause shown and run the command again.' },
-  'NODE-SERVICE-START': { blocking: true, meaning: 'The node-edge service did not start or did not become ready in time. A new install removes its units again and keeps data/ with the new identity; --reenroll of an installed node leaves its service installed.', advice: "Read the log (zenova logs node-edge --since '10 min ago'), fix the cause, then issue a reenroll command (`zenova gateway-node reenroll-command --name NAME`) and run it with --reenroll: it installs the node again around the kept data/." },
+  'NODE-SERVICE-START': { blocking: true, meaning: 'The node-edge service did not start or did not become ready in time (the cause says when systemd kept restarting it: a crash loop, with how it last exited). A new install removes its units and the /usr/local/bin/zenova link again and keeps data/ with the new identity, so the advice names the log command that still works (the installer\'s own ./zenova, or journalctl); --reenroll of an installed node leaves its service installed.', advice: serviceStartAdvice(`zenova logs node-edge ${LOG_SINCE}`) },
 } as const satisfies Record<string, DiagnosticSpec>;
 
 /**

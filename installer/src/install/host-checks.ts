@@ -21,7 +21,8 @@ import { foreignInstallDirEntries } from './install-dir-contents.js';
 import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
 import { libcFindings, libcLabel, needsLibgccS, needsLibstdcxx } from './libc-check.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
-import { formatListen } from './listen-address.js';
+import { readNodeEnv } from './env-file.js';
+import { formatListen, parseListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
 import { pathExists } from './path-exists.js';
 import { compareReleaseVersions, readInstalledNode } from './installed-node.js';
@@ -97,6 +98,19 @@ function listenFindings(address: string, bindError: string | undefined): Finding
   if (bindError === 'EADDRINUSE') return [finding('NODE-PORT-IN-USE', `${address} is already in use by another program`)];
   const meaning = Object.hasOwn(BIND_ERROR_MEANINGS, bindError) ? `: ${BIND_ERROR_MEANINGS[bindError]}` : '';
   return [finding('NODE-LISTEN-UNAVAILABLE', `node-edge cannot listen on ${address} (--listen): binding it fails with ${bindError}${meaning}`)];
+}
+
+/** The installed node's listen address (ZENOVA_NODE_LISTEN in its etc/node.env); undefined when unreadable. */
+async function installedListenAddress(hostRoot: string, installedDir: string): Promise<ListenAddress | undefined> {
+  const text = (await readNodeEnv(onHost(hostRoot, installLayout(installedDir).envFile))).ZENOVA_NODE_LISTEN;
+  return text === undefined ? undefined : parseListen(text);
+}
+
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::']);
+
+/** Whether a bind of `b` would collide with a listener on `a` because it is that listener (same port, same or wildcard host). */
+function sameSocket(a: ListenAddress, b: ListenAddress): boolean {
+  return a.port === b.port && (a.host === b.host || WILDCARD_HOSTS.has(a.host) || WILDCARD_HOSTS.has(b.host));
 }
 
 export async function runHostChecks(input: CheckInput, report: CheckReporter): Promise<CheckResult> {
@@ -208,15 +222,22 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   const releaseBytes = !writesRelease ? 0 : (result.manifest?.files.reduce((n, f) => n + f.size, 0) ?? 0);
   const needed = releaseBytes + MIN_SPARE_DISK_BYTES;
   const free = await probe.freeDiskBytes(installDir);
+  const mount = await probe.mountOf(installDir);
   check(
     `free disk at ${installDir}: ${free === undefined ? 'unknown' : formatBytes(free)}`,
     free !== undefined && free < needed ? [finding('NODE-HOST-DISK', `${formatBytes(free)} free at ${installDir}; the node needs ${formatBytes(needed)} (release ${formatBytes(releaseBytes)} + spool and state ${formatBytes(MIN_SPARE_DISK_BYTES)})`)] : [],
   );
 
+  // A read-only mount passes every check above; the install's mkdir would then fail (seen as ENOENT).
+  const writable: Finding[] = [];
+  const writeError = await probe.writeError(installDir);
+  if (mount?.options.includes('ro') === true) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} is on ${mount.mountPoint} (${mount.fsType}), mounted read-only`));
+  else if (writeError !== undefined) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} cannot be written: ${writeError.dir} refuses writes (${writeError.code}${writeError.code === 'EROFS' ? ': read-only file system' : ''})`));
+  check(`install dir ${installDir} writable`, writable);
+
   check('systemd is the service manager', (await probe.systemdRunning()) ? [] : [finding('NODE-HOST-SYSTEMD', 'systemd is not running as the service manager (no /run/systemd/system)')]);
 
   const execFindings: Finding[] = [];
-  const mount = await probe.mountOf(installDir);
   if (mount?.options.includes('noexec')) execFindings.push(finding('NODE-HOST-NOEXEC', `${installDir} is on ${mount.mountPoint} (${mount.fsType}), mounted noexec`));
   if ((await probe.selinuxMode()) === 'enforcing') {
     const type = await probe.selinuxType(installDir);
@@ -230,7 +251,11 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   if (writesRelease && input.mode !== 'upgrade') {
     const { host, port } = input.listen;
     const address = formatListen(input.listen);
-    check(`port ${address} free`, listenFindings(address, await probe.bindError(host, port)));
+    // The same command run again on an installed host: NODE-INSTALLED says it all; its node holding
+    // its own port is no other program's.
+    const installedListen = installedDir === undefined ? undefined : await installedListenAddress(input.hostRoot, installedDir);
+    if (installedListen !== undefined && sameSocket(installedListen, input.listen)) check(`port ${address} is the installed node's own`, []);
+    else check(`port ${address} free`, listenFindings(address, await probe.bindError(host, port)));
   }
 
   if (input.caFile !== undefined) {

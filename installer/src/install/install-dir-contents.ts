@@ -9,7 +9,7 @@
 import { lstat, readFile, readdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { CA_FILE, ENV_FILE, TLS_CERT_FILE, TLS_KEY_FILE } from './install-layout.js';
-import { isManifestlessRelease, isUnpackedRelease } from './release-manifest.js';
+import { isManifestlessRelease, isPartialReleaseLeftover, isUnpackedRelease } from './release-manifest.js';
 import { NODE_ENV_HEADER } from './unit-files.js';
 import { UPDATE_STATE_FILE } from './update-state.js';
 
@@ -48,11 +48,6 @@ function isAtomicWriteLeftover(entry: string, names: ReadonlySet<string>): boole
 /** A spool being created (spool-file.ts: `spool.db.new-<pid>`, with its journal) when the node died. */
 function isNewSpoolLeftover(entry: string): boolean {
   return /^spool\.db\.new-\d+(-journal)?$/.test(entry);
-}
-
-/** A release being unpacked (install-node.ts: `.<version>.partial-<8 hex>`) when its run was killed; never read or reused. */
-function isPartialReleaseLeftover(entry: string): boolean {
-  return /^\.[0-9A-Za-z.+-]+\.partial-[0-9a-f]{8}$/.test(entry);
 }
 
 /** A symlink to releases/<name> of this dir, as install-node.ts writes `current` and `updater`. */

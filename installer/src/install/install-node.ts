@@ -7,7 +7,8 @@
  * --reenroll of an installed node only replaces the identity; --reenroll where a failed install's
  * rollback kept data/ (no units) runs the whole write phase again around that data/.
  */
-import { chmod, mkdir, readlink, rm, rmdir } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, chmod, mkdir, readlink, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
@@ -17,7 +18,7 @@ import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { STATE_DIR_MODE as DATA_DIR_MODE } from '../../../edge-node/src/state/state-store.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import type { PackageManifest } from '../package/package-manifest.js';
-import { REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
+import { DIAGNOSTICS, LOG_SINCE, REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_REJECTED_ADVICE, finding, serviceStartAdvice } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { installDirProblem } from './install-dir-rules.js';
 import { CLI_LINK, NODE_UNIT, RELEASE_CLI, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
@@ -58,6 +59,8 @@ export interface InstallInput {
   enroll?: Enroller;
   waitReady: ReadinessWaiter;
   readyTimeoutMs?: number;
+  /** How the operator runs this CLI (e.g. `./zenova`), for advice once the rollback removed the `zenova` link. */
+  runningCli?: string;
 }
 
 /** Receives each step as it ends: ✓ with a label, or ✗ with the finding. */
@@ -131,7 +134,10 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
   try {
     await run(`install dir ${layout.dir}`, 'NODE-WRITE-FAILED', async () => {
       // mkdir -p returns the first dir it made: the rollback removes up to there (if empty).
-      const first = await mkdir(host(layout.dir), { recursive: true, mode: 0o755 });
+      const first = await mkdir(host(layout.dir), { recursive: true, mode: 0o755 }).catch(async (err: unknown) => {
+        const refusal = await mkdirRefusal(input.hostRoot, layout.dir, err);
+        throw refusal === undefined ? err : new StepFailed(finding('NODE-WRITE-FAILED', `install dir ${layout.dir}: ${refusal}`, DIAGNOSTICS['NODE-DIR-READ-ONLY'].advice));
+      });
       if (first !== undefined) {
         undo.push(async () => {
           for (let dir = host(layout.dir); dir.length >= first.length; dir = path.dirname(dir)) await rmdir(dir).catch(() => undefined);
@@ -201,13 +207,42 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     await startUnits(input, layout, undo, step);
     return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId, cli: cli.linked ? 'zenova' : layout.cli };
   } catch (err) {
-    const failure = err instanceof StepFailed ? err.finding : finding('NODE-WRITE-FAILED', errnoText(err));
-    step(failure.code === 'NODE-SERVICE-START' ? 'node-edge ready' : 'install step', failure);
+    let failure = err instanceof StepFailed ? err.finding : finding('NODE-WRITE-FAILED', errnoText(err));
     for (const action of undo.reverse()) await action().catch(() => undefined);
+    if (failure.code === 'NODE-SERVICE-START') {
+      // Named after the rollback: it removed the `zenova` link, so the advice names what still runs.
+      const logs = await nodeLogsCommand(input.hostRoot, input.runningCli);
+      failure = { ...failure, cause: `${failure.cause}; see \`${logs}\``, advice: serviceStartAdvice(logs) };
+    }
+    step(failure.code === 'NODE-SERVICE-START' ? 'node-edge ready' : 'install step', failure);
     const kept = enrolled !== undefined ? ` (kept ${layout.data}: it holds node ${enrolled.nodeName}'s identity)` : input.mode === 'reenroll-kept-data' ? ` (kept ${layout.data} with its previous identity)` : '';
     step(`rolled back what this run wrote${kept}`);
     return { ok: false, finding: failure };
   }
+}
+
+/**
+ * A command that shows node-edge's log after a rollback: `zenova logs` while the `zenova` link
+ * still leads to a CLI, else the CLI the operator is running, else journalctl itself.
+ */
+async function nodeLogsCommand(hostRoot: string, runningCli: string | undefined): Promise<string> {
+  if (await pathExists(onHost(hostRoot, CLI_LINK))) return `zenova logs node-edge ${LOG_SINCE}`;
+  if (runningCli !== undefined) return `${runningCli} logs node-edge ${LOG_SINCE}`;
+  return `journalctl -u ${NODE_UNIT} ${LOG_SINCE}`;
+}
+
+/**
+ * Why `mkdir -p dir` failed when it says ENOENT: on a read-only filesystem Node's recursive mkdir
+ * reports the missing parent, not the refusal. The nearest existing ancestor's own answer
+ * (access W_OK: EROFS, EACCES) is the cause; undefined when that dir is writable (ENOENT stands).
+ */
+async function mkdirRefusal(hostRoot: string, dir: string, err: unknown): Promise<string | undefined> {
+  if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return undefined;
+  let existing = path.posix.dirname(dir);
+  while (existing !== '/' && !(await pathExists(onHost(hostRoot, existing)))) existing = path.posix.dirname(existing);
+  const code = await access(onHost(hostRoot, existing), constants.W_OK).then(() => undefined, (e: unknown) => errnoText(e));
+  if (code === undefined) return undefined;
+  return `cannot create it in ${existing}: ${code}${code === 'EROFS' ? ' (read-only file system)' : ''}`;
 }
 
 /** A node installation's CLI (`<valid install dir>/current/bin/zenova`): a link to it is ours to replace. */
@@ -292,7 +327,7 @@ async function startUnits(input: InstallInput, layout: InstallLayout, undo: Arra
     timeoutMs: input.readyTimeoutMs ?? READY_TIMEOUT_MS,
     ...(input.tls !== undefined ? { tlsCertPem: input.tls.certPem } : {}),
   });
-  if (!outcome.ready) throw new StepFailed(finding('NODE-SERVICE-START', `${outcome.reason}; see \`zenova logs node-edge --since '10 min ago'\``));
+  if (!outcome.ready) throw new StepFailed(finding('NODE-SERVICE-START', outcome.reason));
   step(`node-edge ready (${url})`);
 }
 

@@ -72,8 +72,18 @@ async function pollReadiness(url: string, unit: string, services: ServiceManager
       last = `no answer on ${url} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
     }
     const state = await services.state(unit);
-    if (state === 'failed') return { ready: false, reason: `${unit} failed to start (${last})` };
-    if (Date.now() >= deadline) return { ready: false, reason: `${unit} was not ready within ${Math.round(timeoutMs / 1000)} s (state ${state}; ${last})` };
+    if (state === 'failed') return { ready: false, reason: `${unit} failed to start (${last})${await crashLoop(services, unit)}` };
+    if (Date.now() >= deadline) return { ready: false, reason: `${unit} was not ready within ${Math.round(timeoutMs / 1000)} s (state ${state}; ${last})${await crashLoop(services, unit)}` };
     await sleep(POLL_MS);
   }
+}
+
+/**
+ * A unit systemd keeps restarting reads as "activating" at the deadline, like a slow start; its
+ * restart count says it is crash-looping, and its last exit says how it ends.
+ */
+async function crashLoop(services: ServiceManager, unit: string): Promise<string> {
+  const record = await services.restartRecord(unit).catch(() => undefined);
+  if (record === undefined || record.restarts === 0) return '';
+  return `: it is crash-looping (systemd restarted it ${record.restarts} time${record.restarts === 1 ? '' : 's'}${record.lastExit !== undefined ? `; its main process last ${record.lastExit}` : ''})`;
 }

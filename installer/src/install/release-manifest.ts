@@ -6,7 +6,7 @@
  * (install-dir-contents.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { lstat, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { lstat, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { extractPackage } from '../package/package-extract.js';
 import { MAX_MANIFEST_BYTES } from '../package/package-format.js';
@@ -25,6 +25,9 @@ export async function writeReleaseManifest(physical: string, manifest: PackageMa
  * checks refuse any other: install-dir-contents.ts) and is replaced.
  */
 export async function unpackRelease(release: string, packageFile: string, manifest: PackageManifest, dataOffset: number): Promise<void> {
+  // A run killed mid-unpack (Ctrl-C) never reached its catch below; its partial dir goes now,
+  // while this run holds the install lock, so no other run is unpacking into one.
+  await removePartialReleases(path.dirname(release));
   const partial = path.join(path.dirname(release), `.${manifest.version}.partial-${randomBytes(4).toString('hex')}`);
   try {
     await rm(release, { recursive: true, force: true });
@@ -35,6 +38,22 @@ export async function unpackRelease(release: string, packageFile: string, manife
     await rm(partial, { recursive: true, force: true });
     throw err;
   }
+}
+
+/** A release being unpacked (unpackRelease: `.<version>.partial-<8 hex>`) when its run was killed; never read or reused. */
+export function isPartialReleaseLeftover(entry: string): boolean {
+  return /^\.[0-9A-Za-z.+-]+\.partial-[0-9a-f]{8}$/.test(entry);
+}
+
+/** Removes the partial leftovers in `releasesDir` (physical path); returns the names removed. Only under the install lock. */
+export async function removePartialReleases(releasesDir: string): Promise<string[]> {
+  const entries = await readdir(releasesDir).catch(() => [] as string[]);
+  const removed: string[] = [];
+  for (const entry of entries.filter(isPartialReleaseLeftover)) {
+    // Best effort: a leftover that cannot be removed only costs disk, never the install.
+    await rm(path.join(releasesDir, entry), { recursive: true, force: true }).then(() => removed.push(entry), () => undefined);
+  }
+  return removed;
 }
 
 /** Whether `physical` is a directory (not a link) holding the manifest of node release `version`. */

@@ -24,7 +24,7 @@ import { parseListen } from './listen-address.js';
 import { installedTlsCert } from './node-tls-probe.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
-import { unpackRelease } from './release-manifest.js';
+import { isPartialReleaseLeftover, unpackRelease } from './release-manifest.js';
 import { swapSymlink } from './symlink-swap.js';
 import { nodeEdgeUnit, updaterUnit } from './unit-files.js';
 import { UPDATE_STATE_FILE, writeUpdateState } from './update-state.js';
@@ -266,7 +266,8 @@ async function removeOlderReleases(hostRoot: string, layout: InstallLayout, keep
   const removed: string[] = [];
   const entries = await readdir(onHost(hostRoot, layout.releases)).catch(() => [] as string[]);
   for (const entry of entries) {
-    if (keep.includes(entry) || entry.startsWith('.')) continue;
+    // Other dot entries are not the installer's: only its partial leftovers go with the releases.
+    if (keep.includes(entry) || (entry.startsWith('.') && !isPartialReleaseLeftover(entry))) continue;
     await rm(onHost(hostRoot, layout.releaseDir(entry)), { recursive: true, force: true }).then(() => removed.push(entry), () => undefined);
   }
   return removed;
