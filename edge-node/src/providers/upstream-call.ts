@@ -9,7 +9,7 @@ import { zenovaError } from '../errors.js';
 import type { PipelineContext } from '../pipeline/context.js';
 import { attemptHeadersIn } from '../routing/forward-plan.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
-import { parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
+import { isBodyTooLarge, parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
 import { classifyUpstreamFailure, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
@@ -82,6 +82,26 @@ export async function readJsonObject(
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with a body that is not a JSON object.`);
   }
   return answer as Record<string, unknown>;
+}
+
+/**
+ * readJsonObject for a model's answer, except that an answer past its bound is a final failed
+ * attempt the upstream bills (`upstreamBilled`): it did the work, so the request is charged from
+ * its estimate (stage meter: the input estimated, no output read) rather than nothing, and it is
+ * not sent again. Other failures are thrown as readJsonObject throws them.
+ */
+export async function readBilledAnswer(
+  response: UpstreamResponse,
+  upstream: string,
+  signal: AbortSwitch,
+  maxBytes = MAX_UPSTREAM_JSON_BYTES,
+): Promise<{ answer: Record<string, unknown> } | { failed: FailedAttempt }> {
+  try {
+    return { answer: await readJsonObject(response, upstream, signal, maxBytes) };
+  } catch (err) {
+    if (!isBodyTooLarge(err)) throw err;
+    return { failed: { kind: 'failed', error: err, outcome: 'error', httpStatus: response.statusCode, retryable: false, upstreamBilled: true } };
+  }
 }
 
 /**

@@ -17,7 +17,7 @@ import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
-import { inBandFailure, passedHeaders, readJsonObject, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, passedHeaders, readBilledAnswer, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
 import { contentBlockSlots, inputTextSlots, messagesRequestSchema } from './messages-request.js';
 import { anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
@@ -97,8 +97,9 @@ async function attemptMessages(
   const upstream = target.upstream.name;
 
   if (!ctx.stream) {
-    const answer = await readJsonObject(response, upstream, signal);
-    return inBandFailure(answer, upstream, response.statusCode) ?? { kind: 'answered', reply: jsonReply(ctx, answer, alias) };
+    const read = await readBilledAnswer(response, upstream, signal);
+    if ('failed' in read) return read.failed;
+    return inBandFailure(read.answer, upstream, response.statusCode) ?? { kind: 'answered', reply: jsonReply(ctx, read.answer, alias) };
   }
 
   const contentType = response.headers['content-type'];

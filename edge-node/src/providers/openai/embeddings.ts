@@ -10,9 +10,8 @@ import type { ApiHandler } from '../api-handler.js';
 import { invalidField, validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
-import { MAX_UPSTREAM_JSON_BYTES, inBandFailure, readJsonObject, sendToUpstream } from '../upstream-call.js';
+import { MAX_UPSTREAM_JSON_BYTES, inBandFailure, readBilledAnswer, sendToUpstream } from '../upstream-call.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
-import { isBodyTooLarge } from '../../upstream/read-body.js';
 import { embeddingsInputProblem } from './embeddings-input.js';
 
 /**
@@ -99,17 +98,11 @@ async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, si
     timeoutMs,
   );
   if (sent.kind === 'failed') return sent;
-  let answer: Record<string, unknown>;
-  try {
-    answer = await readJsonObject(sent.response, target.upstream.name, signal, embeddingsAnswerBound(ctx.forwardBody?.input));
-  } catch (err) {
-    // The upstream computed (and bills) every embedding of an answer too large to hold: the
-    // request is charged its input estimate (no usage could be read), and not tried again.
-    if (isBodyTooLarge(err)) {
-      return { kind: 'failed', error: err, outcome: 'error', httpStatus: sent.response.statusCode, retryable: false, upstreamBilled: true };
-    }
-    throw err;
-  }
+  // The upstream computed (and bills) every embedding of an answer too large to hold: the request
+  // is charged its input estimate (no usage could be read), and not tried again.
+  const read = await readBilledAnswer(sent.response, target.upstream.name, signal, embeddingsAnswerBound(ctx.forwardBody?.input));
+  if ('failed' in read) return read.failed;
+  const { answer } = read;
   const inBand = inBandFailure(answer, target.upstream.name, sent.response.statusCode);
   if (inBand !== undefined) return inBand;
   if (typeof answer.model === 'string') answer.model = ctx.model ?? target.upstreamModel;
