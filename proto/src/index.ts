@@ -36,6 +36,7 @@ export type {
   Surface,
   SpoolSettings,
 } from './config-bundle.js';
+export { isPlainValidRecord } from './request-record-fast-check.js';
 export {
   REQUEST_RECORD_SCHEMA_VERSION,
   MAX_RECORD_JSON_BYTES,

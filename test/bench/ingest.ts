@@ -3,7 +3,9 @@
  * record when a node's RecordBatch is ingested, next to the previous way of sending the rows
  * (one array parameter per column, the record as jsonb[]) in the same run. Both include the
  * batch's parsing and validation (parseRecordBatch) and the request_record_ids insert; only the
- * request_records INSERT differs. Prints a table (copied into docs/performance.md).
+ * request_records INSERT differs. Prints a table (copied into docs/performance.md), and a second
+ * one: validating a parsed record with the schema (zod) against the hand-written check
+ * (isPlainValidRecord) that parseRecordBatch tries first.
  *
  * CPU is measured on both sides: the bench process (process.cpuUsage) and the PostgreSQL backend
  * serving its one connection (/proc/<pid>/stat). Variants alternate, BENCH_ROUNDS times each.
@@ -11,6 +13,7 @@
  * BENCH_ROUNDS (default 3).
  */
 import pg from 'pg';
+import { isPlainValidRecord, requestRecordSchema } from '../../proto/src/index.js';
 import type { NodeMessage, RequestRecord } from '../../proto/src/index.js';
 import { migrate } from '../../control-plane/src/db/migrate.js';
 import { parseRecordBatch } from '../../control-plane/src/records/record-batch-handler.js';
@@ -116,6 +119,28 @@ try {
     const per = (v: number): number => v / s.records;
     console.log(`| ${name} | ${per(s.client).toFixed(1)} | ${per(s.pg).toFixed(1)} | ${per(s.wall).toFixed(1)} | ${(s.client / base.client).toFixed(2)} | ${(s.pg / base.pg).toFixed(2)} | ${(s.wall / base.wall).toFixed(2)} |`);
   }
+  // Validation alone, per record, on the same parsed JSON: the schema (zod) against the hand-written
+  // check parseRecordBatch now tries first (proto/src/request-record-fast-check.ts).
+  const parsedJson = Array.from({ length: 20 }, nextBatch).flatMap((m) => m.recordBatch!.records.map((r) => JSON.parse(Buffer.from(r.recordJson).toString('utf8')) as unknown));
+  const checks = { 'requestRecordSchema.safeParse (zod)': (v: unknown) => requestRecordSchema.safeParse(v).success, 'isPlainValidRecord': (v: unknown) => isPlainValidRecord(v) };
+  const checkTotals = new Map<string, { us: number; n: number }>();
+  for (let round = 0; round < ROUNDS * 2; round++) {
+    for (const [name, check] of round % 2 === 0 ? Object.entries(checks) : Object.entries(checks).reverse()) {
+      const cpu0 = process.cpuUsage();
+      let ok = 0;
+      for (let i = 0; i < 5; i++) for (const v of parsedJson) if (check(v)) ok += 1;
+      const cpu = process.cpuUsage(cpu0);
+      if (ok !== parsedJson.length * 5) throw new Error(`${name} refused a record the bench built`);
+      const sum = checkTotals.get(name) ?? { us: 0, n: 0 };
+      sum.us += cpu.user + cpu.system;
+      sum.n += parsedJson.length * 5;
+      checkTotals.set(name, sum);
+    }
+  }
+  const zodPer = checkTotals.get('requestRecordSchema.safeParse (zod)')!;
+  console.log('\n| validation of one parsed record | CPU µs/record | ÷ zod |');
+  console.log('|---|---:|---:|');
+  for (const [name, s] of checkTotals) console.log(`| ${name} | ${(s.us / s.n).toFixed(2)} | ${((s.us / s.n) / (zodPer.us / zodPer.n)).toFixed(2)} |`);
 } finally {
   // pg-pool's end() can resolve before its last client's socket has closed; the server's shutdown
   // then reaches that client as a FATAL error, which must not crash the bench after its table.
