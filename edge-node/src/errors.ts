@@ -76,7 +76,7 @@ export const errorTable = {
   ZN_ERR_API_KEY_CONFLICT: {
     status: 401,
     type: 'authentication_error',
-    message: 'The Authorization and x-api-key headers carry different keys; send one key.',
+    message: 'The Authorization and x-api-key headers (or one of them sent twice) carry different keys; send one key.',
     retryable: false,
   },
   ZN_ERR_API_KEY_REVOKED: {

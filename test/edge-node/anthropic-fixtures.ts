@@ -25,5 +25,6 @@ export function recordsInto(records: RequestRecord[]): RequestSpool {
       records.push(record);
     },
     keepsBodies: () => false,
+    fullness: () => 0,
   };
 }

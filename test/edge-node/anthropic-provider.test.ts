@@ -16,7 +16,7 @@ function context(body: unknown, headers: Record<string, string> = {}): PipelineC
     requestId: 'req_test',
     api: 'messages',
     surface: 'model',
-    http: { method: 'POST', path: '/v1/messages', headers, params: {} },
+    http: { method: 'POST', path: '/v1/messages', headers, rawHeaders: Object.entries(headers).flat(), params: {} },
     body,
     deps: undefined as never,
     clock: systemClock,

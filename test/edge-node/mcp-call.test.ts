@@ -45,6 +45,7 @@ let requestCounter = 0;
 /** A context as the runner builds it, for one MCP call. */
 function mcpContext(opts: { method: string; server: string; body?: unknown; headers?: IncomingHttpHeaders; config: RuntimeConfig }): PipelineContext {
   requestCounter += 1;
+  const headers: IncomingHttpHeaders = { authorization: `Bearer ${CALLER_SECRET}`, accept: 'application/json, text/event-stream', ...opts.headers };
   return {
     requestId: `req_test_${requestCounter}`,
     clientRequestId: null,
@@ -55,7 +56,8 @@ function mcpContext(opts: { method: string; server: string; body?: unknown; head
     http: {
       method: opts.method,
       path: `/mcp/${opts.server}`,
-      headers: { authorization: `Bearer ${CALLER_SECRET}`, accept: 'application/json, text/event-stream', ...opts.headers },
+      headers,
+      rawHeaders: Object.entries(headers).flatMap(([name, value]) => (typeof value === 'string' ? [name, value] : [])),
       params: { server: opts.server },
     },
     body: opts.body,

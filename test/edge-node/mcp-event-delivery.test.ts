@@ -33,12 +33,13 @@ function gatedSpool(): RequestSpool & { records: RequestRecord[]; open_(): void 
       await gate;
     },
     keepsBodies: () => true,
+    fullness: () => 0,
     open_: () => release(),
   };
 }
 
 function openSpool(): RequestSpool {
-  return { open: () => undefined, finalise: async () => undefined, keepsBodies: () => true };
+  return { open: () => undefined, finalise: async () => undefined, keepsBodies: () => true, fullness: () => 0 };
 }
 
 async function startNode(t: Test, toolServerUrl: string, spool: RequestSpool, rules?: GuardrailPolicy['rules']): Promise<string> {

@@ -24,7 +24,7 @@ import { postInitialize, startOneSessionToolServer } from './mcp-get-stream-fixt
 
 const TOOL_KEY = 'mcp-tool-server-key-for-tests-0042';
 const caller = newCallerKey();
-const spool: RequestSpool = { open: () => undefined, finalise: async () => undefined, keepsBodies: () => true };
+const spool: RequestSpool = { open: () => undefined, finalise: async () => undefined, keepsBodies: () => true, fullness: () => 0 };
 
 async function startNode(t: Test, toolServerUrl: string, concurrentRequests: number): Promise<string> {
   const bundle: ConfigBundle = testBundle({

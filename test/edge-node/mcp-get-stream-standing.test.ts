@@ -81,7 +81,7 @@ async function startNode(t: Test, toolServerUrl: string, opts: { key?: BundleKey
   });
   const holder = ConfigHolder.ready(fromBundle(bundleOf(5, opts.key)));
   const records: RequestRecord[] = [];
-  const spool: RequestSpool = { open: (_row: OpenRow) => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true };
+  const spool: RequestSpool = { open: (_row: OpenRow) => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
   const finished: FinishedRequest[] = [];
   const app = await buildApp({
     holder,

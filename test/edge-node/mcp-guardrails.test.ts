@@ -32,7 +32,7 @@ interface RecordingSpool extends RequestSpool {
 
 function recordingSpool(): RecordingSpool {
   const records: RequestRecord[] = [];
-  return { records, open: (_row: OpenRow) => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true };
+  return { records, open: (_row: OpenRow) => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
 }
 
 /** A node whose key `guarded` has `rules` and whose key `plain` has no policy. */

@@ -88,7 +88,7 @@ async function startNode(t: Test, toolServerUrl: string, rules?: GuardrailPolicy
   const app = await buildApp({
     holder: ConfigHolder.ready(fromBundle(bundle)),
     logger: createLogger({ level: 'silent' }),
-    services: { nodeId: bundle.nodeId, spool: { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true } },
+    services: { nodeId: bundle.nodeId, spool: { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 } },
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());

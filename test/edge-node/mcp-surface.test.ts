@@ -40,6 +40,7 @@ function recordingSpool(): RecordingSpool {
     open: (row) => void opened.push(row),
     finalise: async (record) => void records.push(record),
     keepsBodies: () => true,
+    fullness: () => 0,
   };
 }
 

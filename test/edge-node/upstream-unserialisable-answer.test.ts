@@ -29,7 +29,7 @@ t.test('an upstream JSON answer nested too deeply to pass on fails as ZN_ERR_UPS
   });
   const url = await listenForTest(t, upstream);
   const records: RequestRecord[] = [];
-  const spool: RequestSpool = { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true };
+  const spool: RequestSpool = { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
   const book = new LeaseBook(memoryLeaseStore);
   book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 100_000_000, expiresAt: Date.now() + 600_000 });
   const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));

@@ -2,7 +2,6 @@
 // looked up in the request's config snapshot; what the key may do (status, expiry, account,
 // allowed models) decides the code a refused caller gets.
 import { hash, timingSafeEqual } from 'node:crypto';
-import type { IncomingHttpHeaders } from 'node:http';
 import type { RuntimeApiKey, RuntimeConfig } from '../config/runtime-config.js';
 import type { ErrorCode } from '../errors.js';
 import type { CallerKey } from '../pipeline/context.js';
@@ -13,36 +12,58 @@ const NO_LIMITS = Object.freeze({});
 
 export type PresentedKey = { ok: true; key: string } | { ok: false; code: ErrorCode };
 
+const BEARER = /^Bearer(?:[ \t]+(\S+))?[ \t]*$/i;
+const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
+
 /**
- * The key from `Authorization: Bearer <key>` or `x-api-key`. A Bearer header that is not
- * `Bearer <one token>` is ZN_ERR_API_KEY_MALFORMED (an empty one, or `Bearer` with no token, counts
- * as absent); two different keys are ZN_ERR_API_KEY_CONFLICT rather than one silently winning. An
- * Authorization header of another scheme (`Basic …`, often a proxy's own credentials) is ignored
- * when x-api-key carries the key, and MALFORMED only when it is the sole candidate.
+ * The key from `Authorization: Bearer <key>` or `x-api-key`, read from the request's header lines
+ * as sent (`rawHeaders`: name, value, name, value…): Node's merged `headers` keep only the first of
+ * repeated `Authorization` lines and join repeated `x-api-key` lines with ", ", so one key would
+ * silently win, or the same key sent twice be refused. Every line counts: the same key in several
+ * lines is one key, two different keys are ZN_ERR_API_KEY_CONFLICT rather than one silently
+ * winning. A Bearer line that is not `Bearer <one token>` is ZN_ERR_API_KEY_MALFORMED (an empty
+ * one, or `Bearer` with no token, counts as absent). An Authorization line of another scheme
+ * (`Basic …`, often a proxy's own credentials) is ignored when another line carries the key, and
+ * MALFORMED only when there is none.
  */
-export function presentedApiKey(headers: IncomingHttpHeaders): PresentedKey {
-  const header = headers['x-api-key'];
-  const apiKey = (Array.isArray(header) ? header[0] : header)?.trim() || undefined;
-  let bearer: string | undefined;
-  const auth = headers.authorization;
-  if (typeof auth === 'string' && auth.trim() !== '') {
-    const match = /^Bearer(?:[ \t]+(\S+))?[ \t]*$/i.exec(auth);
-    if (match !== null) bearer = match[1];
-    else if (apiKey === undefined || /^Bearer(?:[ \t]|$)/i.test(auth)) return { ok: false, code: 'ZN_ERR_API_KEY_MALFORMED' };
+export function presentedApiKey(rawHeaders: readonly string[]): PresentedKey {
+  let key: string | undefined;
+  let conflict = false;
+  let malformed = false;
+  let otherScheme = false;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    let found: string | undefined;
+    // By length first: most header names are neither, and no string is made for them.
+    if (name.length === 9 && (name === 'x-api-key' || name.toLowerCase() === 'x-api-key')) {
+      found = (rawHeaders[i + 1] as string).trim() || undefined;
+    } else if (name.length === 13 && (name === 'authorization' || name === 'Authorization' || name.toLowerCase() === 'authorization')) {
+      const value = rawHeaders[i + 1] as string;
+      const match = BEARER.exec(value);
+      if (match !== null) found = match[1];
+      else if (BEARER_SCHEME.test(value)) malformed = true;
+      else if (value.trim() !== '') otherScheme = true;
+    }
+    if (found === undefined) continue;
+    if (key === undefined) key = found;
+    else if (found !== key) conflict = true;
   }
-  if (bearer !== undefined && apiKey !== undefined && bearer !== apiKey) return { ok: false, code: 'ZN_ERR_API_KEY_CONFLICT' };
-  const key = bearer ?? apiKey;
-  return key === undefined ? { ok: false, code: 'ZN_ERR_API_KEY_MISSING' } : { ok: true, key };
+  // A malformed Bearer is the caller's mistake whatever else is sent.
+  if (malformed) return { ok: false, code: 'ZN_ERR_API_KEY_MALFORMED' };
+  if (conflict) return { ok: false, code: 'ZN_ERR_API_KEY_CONFLICT' };
+  if (key === undefined) return { ok: false, code: otherScheme ? 'ZN_ERR_API_KEY_MALFORMED' : 'ZN_ERR_API_KEY_MISSING' };
+  return { ok: true, key };
 }
 
 export type KeyLookup = { ok: true; key: RuntimeApiKey } | { ok: false; code: ErrorCode };
 
 /**
  * The config's entry for the presented key, whatever its standing, or why there is none
- * (ZN_ERR_API_KEY_MISSING / _MALFORMED / _CONFLICT / _INVALID). Call only when the config has keys (`apiKeys !== null`).
+ * (ZN_ERR_API_KEY_MISSING / _MALFORMED / _CONFLICT / _INVALID), from the request's header lines as
+ * sent (presentedApiKey). Call only when the config has keys (`apiKeys !== null`).
  */
-export function findCallerKey(apiKeys: ReadonlyMap<string, RuntimeApiKey>, headers: IncomingHttpHeaders): KeyLookup {
-  const found = presentedApiKey(headers);
+export function findCallerKey(apiKeys: ReadonlyMap<string, RuntimeApiKey>, rawHeaders: readonly string[]): KeyLookup {
+  const found = presentedApiKey(rawHeaders);
   if (!found.ok) return found;
   const presented = found.key;
   if (presented.length > MAX_KEY_LENGTH) return { ok: false, code: 'ZN_ERR_API_KEY_INVALID' };

@@ -58,6 +58,7 @@ export interface NodeFigures {
 export interface NodePipelineMetrics extends PipelineMetrics {
   requestStarted(ctx: PipelineContext): void;
   upstreamTargetHealth(upstream: string, model: string, change: HealthChange): void;
+  recordDropped(ctx: PipelineContext): void;
   /** The text a scrape of /metrics returns. */
   render(): string;
 }
@@ -77,6 +78,13 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
   // value above 0 means records the control plane could not read sit in its rejected_request_records.
   registry.register(
     new Gauge('zenova_node_backfill_rejected_records', 'Records the control plane could not ingest (kept in its rejected_request_records) since the node started.', [], () => figures().backfillRejected ?? 0),
+  );
+  const droppedRecords = registry.register(
+    new Counter(
+      'zenova_node_spool_dropped_records_total',
+      'Final records not written: requests refused before forwarding, without a valid key, while the spool was at 90% of its quota or more; by the refusal code.',
+      ['reason'],
+    ),
   );
   const rateLimited = registry.register(
     new Counter('zenova_node_rate_limit_rejections_total', 'Requests refused by a rate or concurrency limit.', ['scope', 'limit']),
@@ -128,6 +136,10 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
       for (const verdict of ctx.guardrails) verdicts.labels(verdict.on, verdict.action, verdict.detector).inc();
       if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED') guardrailBlocked.labels(blockedDirection(ctx)).inc();
       else if (outcome.errorCode === 'ZN_ERR_GUARDRAIL_UNCHECKABLE') guardrailBlocked.labels(uncheckableDirection(ctx)).inc();
+    },
+    recordDropped(ctx) {
+      // The code, or the status of a caller that left before any refusal (aborted, no code).
+      droppedRecords.labels(ctx.outcome.errorCode ?? ctx.outcome.status).inc();
     },
     upstreamTargetHealth(upstreamName, model, change) {
       ejected.labels(upstreamName, model).set(change === 'ejected' ? 1 : 0);

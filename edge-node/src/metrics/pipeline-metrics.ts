@@ -12,6 +12,11 @@ export interface PipelineMetrics {
   requestFinished(ctx: PipelineContext): void;
   /** An upstream target was ejected (tried last) or answers again (routing/target-health.ts). Optional for test doubles. */
   upstreamTargetHealth?(upstream: string, model: string, change: HealthChange): void;
+  /**
+   * The request's final record was not written: refused without a valid key while the spool was
+   * nearly full (pipeline/stages/spool.ts). Called before requestFinished. Optional for test doubles.
+   */
+  recordDropped?(ctx: PipelineContext): void;
 }
 
 export const noMetrics: PipelineMetrics = { requestFinished: () => undefined };

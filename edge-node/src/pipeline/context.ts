@@ -209,6 +209,11 @@ export interface PipelineContext {
     /** Path without the query string. */
     readonly path: string;
     readonly headers: IncomingHttpHeaders;
+    /**
+     * The header lines as sent (name, value, name, value…): the caller's key is read from these
+     * (auth/api-key-verifier.ts), as the merged `headers` hide repeated Authorization lines.
+     */
+    readonly rawHeaders: readonly string[];
     /** Route parameters, e.g. { server } for /mcp/:server. */
     readonly params: Readonly<Record<string, string>>;
   };

@@ -38,8 +38,13 @@ export interface RequestSpool {
   open(row: OpenRow): Promise<void> | void;
   /** The request's final record; resolves once it is durable. */
   finalise(record: RequestRecord): Promise<void>;
-  /** False when bodies are not kept (policy metering-only while full). */
+  /** False when bodies are not kept (policy metering-only while full); refused requests keep fewer (pipeline/stages/spool.ts). */
   keepsBodies(): boolean;
+  /**
+   * How full the spool is: its bytes over its quota, 1 or more when full (either policy). The spool
+   * stage reads it for the records of refused requests (pipeline/stages/spool.ts).
+   */
+  fullness(): number;
 }
 
 /** For a node without a state dir (stand-alone `--config` mode): records are not kept. */
@@ -47,4 +52,5 @@ export const noSpool: RequestSpool = {
   open: () => undefined,
   finalise: async () => undefined,
   keepsBodies: () => false,
+  fullness: () => 0,
 };

@@ -251,6 +251,11 @@ export class SpoolStore implements RequestSpool {
     return !(this.isFull() && this.limits().fullPolicy === 'metering-only');
   }
 
+  fullness(): number {
+    const quota = this.limits().quotaBytes;
+    return quota > 0 ? this.usedBytes / quota : Infinity;
+  }
+
   // ---- figures ----
 
   /** Live bytes of the database (free pages excluded) plus the WAL file. */

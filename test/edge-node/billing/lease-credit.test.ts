@@ -123,7 +123,7 @@ t.test('a reservation whose settle never ran is released by the cleanup', async 
 t.test('a tool call reserves and costs the tool server fee', async (t) => {
   const { book, credit } = setup(1_000);
   const body = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'search', arguments: {} } };
-  const c = ctx({ api: 'mcp', model: 'tools-a', maxOutputTokens: null, body, http: { method: 'POST', path: '/mcp/tools-a', headers: {}, params: {} } });
+  const c = ctx({ api: 'mcp', model: 'tools-a', maxOutputTokens: null, body, http: { method: 'POST', path: '/mcp/tools-a', headers: {}, rawHeaders: [], params: {} } });
   credit.preauthorise(c);
   t.equal(c.cost.reservedMicros, 70);
   c.served = { upstream: 'tools-a', model: 'tools-a' };
@@ -209,13 +209,14 @@ t.test('the spool stage charges the lease as soon as the record is committed, be
   const spool = {
     open: () => undefined,
     keepsBodies: () => false,
+    fullness: () => 0,
     finalise: () => new Promise<void>((resolve, reject) => (commit = { resolve, reject })),
   };
   // A whole pipeline context (the record builder reads every field), answered and settled.
   const settled = (): PipelineContext => {
     const base = ctx();
     const c = newPipelineContext({
-      requestId: base.requestId, api: 'chat.completions', surface: 'model', http: { method: 'POST', path: '/v1/chat/completions', headers: {}, params: {} },
+      requestId: base.requestId, api: 'chat.completions', surface: 'model', http: { method: 'POST', path: '/v1/chat/completions', headers: {}, rawHeaders: [], params: {} },
       body: undefined, deps: { nodeId: 'node-1', spool, credit } as unknown as PipelineContext['deps'], clock: base.clock, callerGone: new AbortSwitch(),
     });
     Object.assign(c, { model: 'gpt-x', maxOutputTokens: 100, estimatedInputTokens: 50, config: base.config, key: base.key });

@@ -294,7 +294,7 @@ t.test("a flag rule records a verdict for a streamed server tool result's text a
 
 t.test("server tool results and citations are not the model's output: not metered as output tokens of a cut stream, not kept as the recorded response; a cut stream's input counts the results it delivered", async (t) => {
   const records: RequestRecord[] = [];
-  const spool = { open: () => undefined, finalise: async (record: RequestRecord) => void records.push(record), keepsBodies: () => true };
+  const spool = { open: () => undefined, finalise: async (record: RequestRecord) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
   const { upstream, node, plainSecret } = await startGuardedNode(t, RULES, { spool });
   const recordOf = (requestId: string | null): Promise<RequestRecord> => waitFor(() => records.find((r) => r.requestId === requestId), { what: `the record of ${String(requestId)}` });
   // A fetched page of about 114 KB (some 28 000 tokens by the estimate), and a long quote of it.

@@ -47,7 +47,7 @@ async function startNode(t: Test, toolServerUrl: string, rules: GuardrailPolicy[
     toolServers: [{ name: 'tools', url: toolServerUrl, apiKey: 'tool-key-0123456789abcdef', timeoutMs: 10_000, callMicros: 0 }],
     guardrailPolicies: [policy('p', rules)],
   });
-  const spool = { open: () => undefined, finalise: async () => undefined, keepsBodies: () => true };
+  const spool = { open: () => undefined, finalise: async () => undefined, keepsBodies: () => true, fullness: () => 0 };
   const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: bundle.nodeId, spool } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());

@@ -31,7 +31,7 @@ export async function startPricedToolNode(t: Teardown, toolServerUrl: string, op
   book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 1_000_000, expiresAt: Date.now() + 3_600_000 });
   const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
   const records: RequestRecord[] = [];
-  const spool: RequestSpool = { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true };
+  const spool: RequestSpool = { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
   const node = await startPipelineNode(t, {
     upstreamUrl: 'http://127.0.0.1:9/v1',
     bundle: (base) => ({

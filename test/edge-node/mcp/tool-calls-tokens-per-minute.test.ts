@@ -26,7 +26,7 @@ async function startLimitedNode(t: Parameters<typeof startPipelineNode>[0], tool
     }),
     services: {
       limiter: new NodeRateLimiter(new MemoryLimitStore(), createLogger({ level: 'silent' })),
-      spool: { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true },
+      spool: { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 },
     },
   });
   const auth = { authorization: `Bearer ${node.secret}` };

@@ -21,6 +21,7 @@ function gatedSpool() {
       await gate;
     },
     keepsBodies: () => false,
+    fullness: () => 0,
   };
   return { spool, records, release: () => open() };
 }
@@ -84,6 +85,7 @@ function gatedOpenSpool() {
     },
     finalise: async (record) => void records.push(record),
     keepsBodies: () => false,
+    fullness: () => 0,
   };
   return { spool, records, opened, release: () => settle!.resolve(), fail: (err: Error) => settle!.reject(err) };
 }

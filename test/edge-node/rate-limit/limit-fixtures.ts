@@ -63,7 +63,7 @@ export function callContext(clock: Clock, opts: CallOptions = {}): PipelineConte
     requestId: `req-${nextId}`,
     api: opts.api ?? 'chat.completions',
     surface: 'model',
-    http: { method: 'POST', path: '/v1/chat/completions', headers: {}, params: {} },
+    http: { method: 'POST', path: '/v1/chat/completions', headers: {}, rawHeaders: [], params: {} },
     body: undefined,
     deps: undefined as never,
     clock,

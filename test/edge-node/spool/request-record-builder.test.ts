@@ -13,12 +13,12 @@ import { noCredit } from '../../../edge-node/src/billing/credit-leases.js';
 function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRecord[] = [], keepsBodies = true): PipelineContext {
   return {
     requestId: 'req-ctx-1', clientRequestId: null, api: 'chat.completions', surface: 'model', receivedAt: 1_700_000_000_000, startedAt: 1000,
-    http: { method: 'POST', path: '/v1/chat/completions', headers: {}, params: {} },
+    http: { method: 'POST', path: '/v1/chat/completions', headers: {}, rawHeaders: [], params: {} },
     body: { model: 'echo', messages: [{ role: 'user', content: 'raw secret@example.com' }] },
     forwardBody: { model: 'echo', messages: [{ role: 'user', content: 'raw [EMAIL]' }] },
     deps: {
       nodeId: 'node-1', logger: quietLogger(), credit: noCredit,
-      spool: { open: () => undefined, finalise: async (r: RequestRecord) => void finalised.push(r), keepsBodies: () => keepsBodies },
+      spool: { open: () => undefined, finalise: async (r: RequestRecord) => void finalised.push(r), keepsBodies: () => keepsBodies, fullness: () => 0 },
     } as unknown as PipelineContext['deps'],
     clock: { now: () => 1_700_000_000_250, monotonic: () => 1250, hostMonotonic: () => 1250 },
     callerGone: new AbortSwitch(),

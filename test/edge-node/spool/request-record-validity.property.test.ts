@@ -65,7 +65,7 @@ t.test('every record the builder makes passes the control plane schema and the s
     fc.property(contextArb, (c) => {
       const ctx = {
         requestId: c.requestId, clientRequestId: c.clientRequestId, api: 'chat.completions', surface: 'model', receivedAt: c.receivedAt, startedAt: c.startedAt,
-        http: { method: 'POST', path: '/v1/chat/completions', headers: {}, params: {} },
+        http: { method: 'POST', path: '/v1/chat/completions', headers: {}, rawHeaders: [], params: {} },
         body: { model: 'echo', messages: [{ role: 'user', content: 'hello' }] },
         deps: { nodeId: c.nodeId, logger: quietLogger() },
         clock: { now: () => c.now, monotonic: () => c.monotonic },

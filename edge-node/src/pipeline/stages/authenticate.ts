@@ -1,4 +1,4 @@
-// Stage `authenticate` — the caller's key (`Authorization: Bearer` or `x-api-key`) from the bundle's
+// Stage `authenticate` — the caller's key (`Authorization: Bearer` or `x-api-key`, every header line as sent) from the bundle's
 // hashes, and its standing: missing, invalid, revoked, expired and suspended each have their code.
 // A config without keys (a local file without apiKeys: stand-alone mode) admits every caller.
 import { checkKeyStanding, findCallerKey } from '../../auth/api-key-verifier.js';
@@ -14,7 +14,7 @@ export const authenticateStage: Stage = {
     const config = ctx.config;
     if (config === undefined) return reject('ZN_ERR_NODE_NOT_READY');
     if (config.apiKeys === null) return undefined;
-    const found = findCallerKey(config.apiKeys, ctx.http.headers);
+    const found = findCallerKey(config.apiKeys, ctx.http.rawHeaders);
     if (!found.ok) return reject(found.code);
     ctx.presentedKeyId = found.key.id;
     // expiresAt is the control plane's: judged by its time, whatever this host's clock says.

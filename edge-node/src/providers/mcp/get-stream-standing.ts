@@ -18,7 +18,6 @@
  * cleanly (the client reconnects, to this node once it is back or to another) and are recorded
  * `failed` with ZN_ERR_NODE_STOPPING: the node ended them, not the caller.
  */
-import type { IncomingHttpHeaders } from 'node:http';
 import { checkKeyStanding, findCallerKey } from '../../auth/api-key-verifier.js';
 import type { ConfigHolder } from '../../config/config-holder.js';
 import type { RuntimeConfig } from '../../config/runtime-config.js';
@@ -38,8 +37,8 @@ export interface GetStreamStandingOptions {
 
 /** What a watched stream was opened with: enough to check it again as a new request. */
 export interface WatchedRequest {
-  /** The request's headers: the presented key is looked up in each new config as authenticate does. */
-  readonly headers: IncomingHttpHeaders;
+  /** The request's header lines as sent: the presented key is looked up in each new config as authenticate does. */
+  readonly rawHeaders: readonly string[];
   readonly requestId: string;
   /** The tool server the stream is open to (its name in the config, /mcp/{server}). */
   readonly server: string;
@@ -56,11 +55,11 @@ interface OpenStream extends WatchedRequest {
   readonly end: (error: ZenovaError, how: StreamEnd) => void;
 }
 
-/** Why the caller presenting `headers` would now be refused by authenticate under `config`, or undefined. */
-export function standingRefusal(config: RuntimeConfig, headers: IncomingHttpHeaders, now: number): ErrorCode | undefined {
+/** Why the caller who sent `rawHeaders` would now be refused by authenticate under `config`, or undefined. */
+export function standingRefusal(config: RuntimeConfig, rawHeaders: readonly string[], now: number): ErrorCode | undefined {
   // A config without keys (stand-alone mode) admits every caller, as authenticate does.
   if (config.apiKeys === null) return undefined;
-  const found = findCallerKey(config.apiKeys, headers);
+  const found = findCallerKey(config.apiKeys, rawHeaders);
   if (!found.ok) return found.code;
   const standing = checkKeyStanding(config, found.key, now);
   return standing.ok ? undefined : standing.code;
@@ -71,7 +70,7 @@ export function standingRefusal(config: RuntimeConfig, headers: IncomingHttpHead
  * (authenticate, then surface), or undefined when it would be admitted.
  */
 export function streamRefusal(config: RuntimeConfig, stream: WatchedRequest, now: number): ZenovaError | undefined {
-  const code = standingRefusal(config, stream.headers, now);
+  const code = standingRefusal(config, stream.rawHeaders, now);
   if (code !== undefined) return zenovaError(code, `${zenovaError(code).message} The open MCP event stream was ended.`);
   if (!config.surfaces.has('tools')) {
     return zenovaError('ZN_ERR_SURFACE_DISABLED', 'This node does not serve the tools surface (/mcp) any more. The open MCP event stream was ended.');
@@ -116,7 +115,7 @@ export class GetStreamStanding {
   track(request: WatchedRequest, end: (error: ZenovaError, how: StreamEnd) => void): () => void {
     let ended = false;
     const stream: OpenStream = {
-      headers: request.headers,
+      rawHeaders: request.rawHeaders,
       requestId: request.requestId,
       server: request.server,
       end: (error, how) => {

@@ -527,7 +527,7 @@ async function* relayStream(
   // refused, or when the node stops (get-stream-standing.ts), its body destroyed with why.
   let stoppedBy: ZenovaError | undefined;
   const untrack = call.method === 'GET'
-    ? ctx.deps.getStreams?.track({ headers: ctx.http.headers, requestId: ctx.requestId, server: upstream }, (error, how) => {
+    ? ctx.deps.getStreams?.track({ rawHeaders: ctx.http.rawHeaders, requestId: ctx.requestId, server: upstream }, (error, how) => {
       if (how === 'stopping') stoppedBy = error;
       response.body.destroy(error);
     })

@@ -1,0 +1,218 @@
+// What the spool keeps of requests refused before anything went upstream: no bodies (the caller's
+// text is no billable call, and without a key anyone's), but for the masked body of a keyed request
+// an input guardrail blocked while the spool has room; and nothing at all of a refusal without a
+// valid key once the spool is at 90 % of its quota (counted, one warning per interval), so callers
+// without a key can no longer fill the spool and get keyed callers refused ZN_ERR_SPOOL_FULL.
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import t from 'tap';
+import type { RequestRecord } from '../../../proto/src/index.js';
+import { noCredit } from '../../../edge-node/src/billing/credit-leases.js';
+import type { ErrorCode } from '../../../edge-node/src/errors.js';
+import { createLogger } from '../../../edge-node/src/logger.js';
+import { createNodePipelineMetrics } from '../../../edge-node/src/metrics/node-pipeline-metrics.js';
+import { AbortSwitch } from '../../../edge-node/src/pipeline/abort-switch.js';
+import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
+import type { PipelineDeps } from '../../../edge-node/src/pipeline/deps.js';
+import { newPipelineContext } from '../../../edge-node/src/pipeline/new-context.js';
+import { DROPPED_RECORDS_WARNING_MS, spoolStage } from '../../../edge-node/src/pipeline/stages/spool.js';
+import type { RequestSpool } from '../../../edge-node/src/spool/request-spool.js';
+import { createSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
+import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
+import type { SpoolLimits } from '../../../edge-node/src/spool/spool-store.js';
+import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import { bundleKey } from '../config-fixtures.js';
+import { policy } from '../guardrails/guardrail-fixtures.js';
+import { parsePrometheusText, sampleValue } from '../metrics/prometheus-text.js';
+import { startPipelineNode } from '../pipeline/pipeline-harness.js';
+import { ManualClock } from '../rate-limit/limit-fixtures.js';
+import { quietLogger, tempStateDir } from './spool-helpers.js';
+
+const KEY = { id: 'key-1', accountId: 'acct-1', keyLimits: {}, accountLimits: {}, guardrailPolicyId: null, allowedModels: null };
+
+/** A spool double: records kept in memory, fullness and keepsBodies as the test sets them. */
+function fakeSpool(state: { fullness: number; keepsBodies: boolean }): RequestSpool & { records: RequestRecord[] } {
+  const records: RequestRecord[] = [];
+  return { records, open: () => undefined, finalise: async (r) => void records.push(r), keepsBodies: () => state.keepsBodies, fullness: () => state.fullness };
+}
+
+interface Harness {
+  spool: ReturnType<typeof fakeSpool>;
+  state: { fullness: number; keepsBodies: boolean };
+  clock: ManualClock;
+  warnings: () => Array<Record<string, unknown>>;
+  scrape: () => ReturnType<typeof parsePrometheusText>;
+  /** A request that ended with `outcome`, keyed or not, forwarded (one attempt) or not. */
+  finished(opts: { key: boolean; code: ErrorCode | null; status?: PipelineContext['outcome']['status']; forwarded?: boolean }): PipelineContext;
+}
+
+function harness(): Harness {
+  const state = { fullness: 0, keepsBodies: true };
+  const spool = fakeSpool(state);
+  const clock = new ManualClock();
+  const lines: string[] = [];
+  const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void lines.push(line) } });
+  const metrics = createNodePipelineMetrics(() => ({ spoolBytes: 0, backfillBacklog: 0 }));
+  const deps = { nodeId: 'node-1', logger, credit: noCredit, spool, metrics } as unknown as PipelineDeps;
+  let n = 0;
+  return {
+    spool,
+    state,
+    clock,
+    warnings: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.level === 'warn' || l.level === 40),
+    scrape: () => parsePrometheusText(metrics.render()),
+    finished(opts) {
+      n += 1;
+      const ctx = newPipelineContext({
+        requestId: `req-${n}`,
+        api: 'chat.completions',
+        surface: 'model',
+        http: { method: 'POST', path: '/v1/chat/completions', headers: {}, rawHeaders: [], params: {} },
+        body: { model: 'echo', messages: [{ role: 'user', content: 'the caller text' }] },
+        deps,
+        clock,
+        callerGone: new AbortSwitch(),
+      });
+      if (opts.key) ctx.key = KEY;
+      if (opts.forwarded === true) ctx.attempts.push({ upstream: 'demo', model: 'demo-echo', outcome: 'ok', httpStatus: 200, durationMs: 5 });
+      const status = opts.status ?? (opts.code === null ? 'ok' : 'rejected');
+      ctx.outcome = { status, httpStatus: opts.code === null ? 200 : 400, errorCode: opts.code };
+      return ctx;
+    },
+  };
+}
+
+t.test('a request refused before forwarding keeps no bodies in its record, keyed or not', async (t) => {
+  const h = harness();
+  for (const ctx of [
+    h.finished({ key: false, code: 'ZN_ERR_API_KEY_MISSING' }),
+    h.finished({ key: false, code: 'ZN_ERR_API_KEY_INVALID' }),
+    h.finished({ key: false, code: 'ZN_ERR_INVALID_REQUEST' }),
+    h.finished({ key: false, code: null, status: 'aborted' }),
+    h.finished({ key: true, code: 'ZN_ERR_RATE_LIMITED' }),
+    h.finished({ key: true, code: 'ZN_ERR_CREDIT_EXHAUSTED' }),
+    h.finished({ key: true, code: 'ZN_ERR_GUARDRAIL_UNCHECKABLE' }),
+  ]) {
+    await spoolStage.run(ctx);
+  }
+  t.equal(h.spool.records.length, 7, 'every one is recorded');
+  t.same(h.spool.records.map((r) => r.bodies), [null, null, null, null, null, null, null]);
+});
+
+t.test("a keyed request an input guardrail blocked keeps its body while the spool is not full, whatever the policy says of forwarded ones", async (t) => {
+  const h = harness();
+  await spoolStage.run(h.finished({ key: true, code: 'ZN_ERR_GUARDRAIL_BLOCKED' }));
+  t.match(h.spool.records[0]?.bodies, { request: /the caller text/ }, 'kept as audit evidence');
+  h.state.fullness = 1;
+  await spoolStage.run(h.finished({ key: true, code: 'ZN_ERR_GUARDRAIL_BLOCKED' }));
+  t.equal(h.spool.records[1]?.bodies, null, 'not once the spool is full, also under reject (keepsBodies true)');
+  t.equal(h.spool.records.length, 2, 'a keyed refusal is recorded when full');
+});
+
+t.test('forwarded requests keep their bodies as the spool says, full or not', async (t) => {
+  const h = harness();
+  h.state.fullness = 2;
+  await spoolStage.run(h.finished({ key: true, code: null, forwarded: true }));
+  await spoolStage.run(h.finished({ key: true, code: 'ZN_ERR_UPSTREAM_ERROR', status: 'failed', forwarded: true }));
+  h.state.keepsBodies = false;
+  await spoolStage.run(h.finished({ key: true, code: null, forwarded: true }));
+  t.match(h.spool.records.map((r) => r.bodies), [{ request: /the caller text/ }, { request: /the caller text/ }, null]);
+});
+
+t.test('at 90 % of the quota a refusal without a valid key is not recorded: counted by code, one warning per interval', async (t) => {
+  const h = harness();
+  h.state.fullness = 0.89;
+  await spoolStage.run(h.finished({ key: false, code: 'ZN_ERR_API_KEY_MISSING' }));
+  t.equal(h.spool.records.length, 1, 'below 90 %: recorded (without bodies)');
+
+  h.state.fullness = 0.9;
+  for (let i = 0; i < 5; i++) await spoolStage.run(h.finished({ key: false, code: 'ZN_ERR_API_KEY_MISSING' }));
+  await spoolStage.run(h.finished({ key: false, code: 'ZN_ERR_API_KEY_INVALID' }));
+  await spoolStage.run(h.finished({ key: true, code: 'ZN_ERR_RATE_LIMITED' }));
+  await spoolStage.run(h.finished({ key: true, code: null, forwarded: true }));
+  t.same(
+    h.spool.records.slice(1).map((r) => [r.keyId, r.errorCode]),
+    [['key-1', 'ZN_ERR_RATE_LIMITED'], ['key-1', null]],
+    "keyed requests' records are never dropped",
+  );
+  const parsed = h.scrape();
+  t.equal(sampleValue(parsed, 'zenova_node_spool_dropped_records_total', { reason: 'ZN_ERR_API_KEY_MISSING' }), 5);
+  t.equal(sampleValue(parsed, 'zenova_node_spool_dropped_records_total', { reason: 'ZN_ERR_API_KEY_INVALID' }), 1);
+  t.equal(h.warnings().length, 1, 'one warning for six records not written');
+
+  h.clock.advance(DROPPED_RECORDS_WARNING_MS - 1);
+  await spoolStage.run(h.finished({ key: false, code: 'ZN_ERR_API_KEY_MISSING' }));
+  t.equal(h.warnings().length, 1, 'none within the interval');
+  h.clock.advance(1);
+  await spoolStage.run(h.finished({ key: false, code: 'ZN_ERR_API_KEY_MISSING' }));
+  t.equal(h.warnings().length, 2, 'the next one after it');
+  t.match(h.warnings()[1], { dropped: 7 }, 'it counts the six records not written since the first warning, and its own');
+  t.equal(h.spool.records.length, 3);
+});
+
+/** Bytes of caller text per anonymous request: under the 4 MiB body limit, past the record's 1 MiB bound. */
+const JUNK = 'x'.repeat(3 * 1024 * 1024);
+
+t.test('over HTTP: callers without a key can neither fill a real spool nor get a keyed caller refused ZN_ERR_SPOOL_FULL', async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const file = path.join(tempStateDir(t), 'spool.db');
+  const limits: SpoolLimits = { quotaBytes: 4 * 1024 * 1024, fullPolicy: 'reject' };
+  const spool = new SpoolStore({ file, meta: createSpoolFile(file, 'node-1'), logger: quietLogger(), limits: () => limits });
+  t.teardown(() => spool.close());
+  const metrics = createNodePipelineMetrics(() => ({ spoolBytes: spool.bytes(), backfillBacklog: spool.backlogCount() }));
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    services: { spool, metrics },
+    bundle: (_base, hash) => ({
+      apiKeys: [bundleKey('key-a', hash, { guardrailPolicyId: 'p' })],
+      guardrailPolicies: [policy('p', [{ detector: 'secret', action: 'block', on: 'input' }])],
+    }),
+  });
+  const chat = async (content: string, secret?: string): Promise<{ status: number; code: string | undefined }> => {
+    const res = await fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(secret !== undefined ? { authorization: `Bearer ${secret}` } : {}) },
+      body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content }] }),
+    });
+    const body = (await res.json()) as { error?: { code?: string } };
+    return { status: res.status, code: body.error?.code };
+  };
+  const stored = (): Array<{ keyId: string | null; errorCode: string | null; bodies: unknown }> => {
+    const db = new Database(file, { readonly: true });
+    try {
+      const rows = db.prepare('select record_json as json from records order by sequence').all() as Array<{ json: string }>;
+      return rows.map((r) => JSON.parse(r.json) as RequestRecord);
+    } finally {
+      db.close();
+    }
+  };
+
+  for (let i = 0; i < 12; i++) t.same(await chat(JUNK), { status: 401, code: 'ZN_ERR_API_KEY_MISSING' });
+  const anonymous = stored();
+  t.equal(anonymous.length, 12, 'refusals without a key are recorded while there is room');
+  t.ok(anonymous.every((r) => r.keyId === null && r.bodies === null), 'without the caller text');
+  t.ok(spool.bytes() < limits.quotaBytes / 2, `the spool holds ${spool.bytes()} bytes, far from its ${limits.quotaBytes} quota`);
+  t.same(await chat('hi', node.secret), { status: 200, code: undefined }, 'a keyed caller is served');
+
+  t.same(await chat('my key is sk-proj-Abc123Def456Ghi789Jkl0', node.secret), { status: 400, code: 'ZN_ERR_GUARDRAIL_BLOCKED' });
+  t.match(stored().at(-1), { errorCode: 'ZN_ERR_GUARDRAIL_BLOCKED', bodies: { request: /my key is/ } }, 'the blocked body is kept, masked');
+  t.notMatch(JSON.stringify(stored().at(-1)), /sk-proj-Abc123/, 'never the matched text');
+
+  // Nearly full: refusals without a key are no longer written, keyed callers still get in.
+  limits.quotaBytes = Math.ceil(spool.bytes() / 0.95);
+  const before = stored().length;
+  for (let i = 0; i < 5; i++) t.same(await chat(JUNK), { status: 401, code: 'ZN_ERR_API_KEY_MISSING' });
+  t.equal(stored().length, before, 'not one record written');
+  t.equal(sampleValue(parsePrometheusText(metrics.render()), 'zenova_node_spool_dropped_records_total', { reason: 'ZN_ERR_API_KEY_MISSING' }), 5);
+  t.equal(node.logs().filter((l) => typeof l.msg === 'string' && l.msg.includes('records of requests refused without a valid key are not written')).length, 1, 'one warning');
+  t.same(await chat('hi', node.secret), { status: 200, code: undefined }, 'a keyed caller is still served');
+
+  // Full: a keyed caller refused (policy reject) is recorded, without bodies, also for a guardrail block.
+  limits.quotaBytes = 1;
+  t.same(await chat('hi', node.secret), { status: 503, code: 'ZN_ERR_SPOOL_FULL' });
+  t.same(await chat('my key is sk-proj-Abc123Def456Ghi789Jkl0', node.secret), { status: 400, code: 'ZN_ERR_GUARDRAIL_BLOCKED' });
+  t.match(
+    stored().slice(-2).map((r) => [r.keyId, r.errorCode, r.bodies]),
+    [['key-a', 'ZN_ERR_SPOOL_FULL', null], ['key-a', 'ZN_ERR_GUARDRAIL_BLOCKED', null]],
+  );
+});
