@@ -65,6 +65,26 @@ t.test('API keys keep their limits, are listed per account, and revoking keeps t
   t.same(expectStatus(await call('GET', `/api/v1/api-keys/${full.apiKey.id}`), 200), revoked.apiKey);
 });
 
+t.test("a revoked key's deleted policies show as null in its view and the list, also once new policies take their names", async (t) => {
+  const account = uniqueConfigName('acct');
+  const rate = uniqueConfigName('rl');
+  const guard = uniqueConfigName('gr');
+  expectStatus(await call('POST', '/api/v1/accounts', { name: account }), 201);
+  expectStatus(await call('POST', '/api/v1/rate-limit-policies', { name: rate, requestsPerMinute: 10 }), 201);
+  expectStatus(await call('POST', '/api/v1/guardrail-policies', { name: guard, rules: [{ detector: 'email', action: 'mask', on: 'both' }] }), 201);
+  const { apiKey } = expectStatus<{ apiKey: { id: string } }>(
+    await call('POST', '/api/v1/api-keys', { account, name: 'k', rateLimitPolicy: rate, guardrailPolicy: guard }), 201);
+  expectStatus(await call('POST', `/api/v1/api-keys/${apiKey.id}/revoke`), 200);
+  expectStatus(await call('DELETE', `/api/v1/rate-limit-policies/${rate}`), 200);
+  expectStatus(await call('DELETE', `/api/v1/guardrail-policies/${guard}`), 200);
+  expectStatus(await call('POST', '/api/v1/rate-limit-policies', { name: rate, requestsPerMinute: 99 }), 201);
+  expectStatus(await call('POST', '/api/v1/guardrail-policies', { name: guard, rules: [] }), 201);
+
+  t.match(expectStatus(await call('GET', `/api/v1/api-keys/${apiKey.id}`), 200), { rateLimitPolicy: null, guardrailPolicy: null }, 'the key view');
+  const { apiKeys } = expectStatus<{ apiKeys: Array<Record<string, unknown>> }>(await call('GET', `/api/v1/api-keys?account=${account}`), 200);
+  t.match(apiKeys, [{ id: apiKey.id, rateLimitPolicy: null, guardrailPolicy: null }], 'the list');
+});
+
 t.test('upstreams default their timeout, drop trailing slashes, and are patched field by field', async (t) => {
   const shown = expectStatus<Record<string, unknown>>(await call('GET', `/api/v1/upstreams/${upstream}`), 200);
   t.match(shown, { name: upstream, kind: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', hasApiKey: false, timeoutMs: 60000 });

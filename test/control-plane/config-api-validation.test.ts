@@ -82,6 +82,8 @@ const cases: Case[] = [
     /^rules\[0\]\.detector: must be one of regex, keywords/],
   ['a regex rule without a pattern', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'regex', action: 'block', on: 'input' }] },
     /^rules\[0\]\.pattern: is required for the regex detector$/],
+  ['a regex rule whose pattern is only (?i)', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'regex', pattern: '(?i)', action: 'block', on: 'input' }] },
+    /^rules\[0\]\.pattern: must not be empty$/],
   ['a regex that does not compile', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'regex', pattern: '(unclosed', action: 'block', on: 'input' }] },
     /^rules\[0\]\.pattern: must be a valid JavaScript regular expression/],
   ['keywords on an email rule', 'POST', '/api/v1/guardrail-policies', { name: 'g', rules: [{ detector: 'email', keywords: ['x'], action: 'mask', on: 'both' }] },
@@ -111,6 +113,19 @@ t.test('every rejected field is named with its rule', async (t) => {
     t.equal(reply.error.code, 'ZN_ERR_CP_INVALID_REQUEST', `${what}: ZN_ERR_CP_INVALID_REQUEST`);
     t.match(reply.error.message, message, `${what}: ${reply.error.message}`);
   }
+});
+
+t.test('a list refuses a query parameter it does not know, a misspelt filter included, instead of answering with the whole list', async (t) => {
+  const lists = ['/api/v1/api-keys', '/api/v1/accounts', '/api/v1/upstreams', '/api/v1/routes', '/api/v1/rate-limit-policies',
+    '/api/v1/guardrail-policies', '/api/v1/prices', '/api/v1/tool-servers', '/api/v1/nodes', '/api/v1/spend', '/api/v1/leases', '/api/v1/requests'];
+  for (const list of lists) {
+    const res = await call('GET', `${list}?acount=${account}`);
+    t.equal(res.statusCode, 400, `${list}: 400`);
+    t.same(res.json<ErrorReply>().error, { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: 'query: Unrecognized key: "acount"' }, list);
+  }
+  const keys = expectStatus<{ apiKeys: Array<{ account: string }> }>(await call('GET', `/api/v1/api-keys?account=${account}`), 200);
+  t.ok(keys.apiKeys.every((k) => k.account === account), 'the filter spelt right still filters');
+  expectStatus(await call('GET', '/api/v1/spend?by=key'), 200);
 });
 
 t.test('several problems are reported together, each with its field', async (t) => {

@@ -31,6 +31,19 @@ t.test('a regex pattern with the (?i) prefix nodes document is accepted', async 
   t.ok(compileRegex('(?i)order-\\d{4}').ok, 'and the node compiles it');
 });
 
+t.test('a pattern that is only the (?i) prefix is refused as empty on both sides; one that may match empty text but also real text is accepted', async (t) => {
+  // `(?i)` alone compiles to an empty regex, whose empty matches nodes skip: a rule that never fires.
+  t.same(messages('(?i)'), ['rules.0.pattern: must not be empty'], 'the words an empty pattern gets');
+  t.same(messages(''), ['rules.0.pattern: must not be empty'], 'an empty pattern, said once');
+  const node = compileRegex('(?i)');
+  t.notOk(node.ok, 'a node given it anyway cannot apply the rule, so its policy fails closed');
+  if (!node.ok) t.equal(node.reason, 'the rule has no pattern');
+  for (const pattern of ['a*', '(?i)a*']) {
+    t.same(messages(pattern), [], pattern);
+    t.ok(compileRegex(pattern).ok, `${pattern} on the node`);
+  }
+});
+
 t.test('a pattern with nested repetition is refused, naming the problem', async (t) => {
   for (const pattern of NESTED) {
     const got = messages(pattern);

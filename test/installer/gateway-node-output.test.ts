@@ -76,3 +76,33 @@ t.test('a node clock off by more than 30 s is pointed out under the table and in
   t.equal(formatSkew(undefined), '-');
   t.equal(formatSkew(-999.6), '-1.0 s');
 });
+
+t.test("a node's config error is shown in the detail with its code, version, time and message, and noted under the table", async (t) => {
+  const now = new Date('2030-01-01T12:00:00Z');
+  const base: NodeView = {
+    id: '00000000-0000-0000-0000-000000000000', name: 'edge-a', region: null, surfaces: ['model'], installDir: null,
+    address: 'a', controlPlaneUrl: 'https://cp', hasCa: false, spoolQuotaGb: 10, spoolFullPolicy: 'reject', replicas: 1,
+    status: 'online', version: '0.1.0', protocolVersion: 1, configVersionsBehind: 0, appliedConfigVersion: 43, configError: null,
+    lastHeartbeatAt: '2030-01-01T11:59:55Z', requests5m: 0, errorRate5m: 0, backfillBacklog: 0, spoolBytes: 0, onboardingStage: null,
+    hostname: null, arch: null, enrolledAt: null, createdAt: '2030-01-01T00:00:00Z', clockSkewMs: 0,
+  };
+  const behind: NodeView = {
+    ...base, name: 'edge-b', configVersionsBehind: 3, appliedConfigVersion: 40,
+    configError: { version: 43, code: 'CONFIG_BAD_SIGNATURE', message: 'the bundle signature does not verify\nwith key k1', at: '2030-01-01T11:58:00Z' },
+  };
+  const detail = renderNodeDetail(behind, now);
+  t.match(detail, /\n {2}config applied {4}version 40\n {2}config behind {5}3\n/);
+  t.match(detail, /\n {2}config error {6}CONFIG_BAD_SIGNATURE for version 43, 2030-01-01T11:58:00Z \(2m ago\): the bundle signature does not verify with key k1\n/,
+    'on one line: a newline in the message does not break the rows');
+  t.match(renderNodeDetail(base, now), /config applied {4}version 43\n.*\n {2}config error {6}none\n/);
+  t.match(renderNodeDetail({ ...base, appliedConfigVersion: null }, now), /config applied {4}none yet\n/);
+  const older: NodeView = { ...base };
+  delete older.appliedConfigVersion;
+  delete older.configError;
+  t.match(renderNodeDetail(older, now), /config applied {4}-\n.*\n {2}config error {6}-\n/, 'a control plane that reports neither');
+
+  const table = renderNodeTable([base, behind], now);
+  t.match(table, '\nnote: node edge-b did not apply config version 43 (CONFIG_BAD_SIGNATURE) and keeps serving its last good config; see why: zenova gateway-node show edge-b\n');
+  t.notMatch(table, /node edge-a did not/, 'a node without a config error gets no note');
+  t.notMatch(renderNodeTable([base], now), /note:/);
+});

@@ -79,7 +79,7 @@ t.test('list prints the node table with the console columns; --json the API answ
   t.ok(names.includes('edge-list'));
 });
 
-t.test('show prints one node; --json its view; an unknown name is the API\'s not-found error', async (t) => {
+t.test('show prints one node, its config state included; --json its view; an unknown name is the API\'s not-found error', async (t) => {
   t.equal((await create('edge-show', '--region', 'eu-west')).code, 0);
   const shown = await run('gateway-node', 'show', 'edge-show');
   t.equal(shown.code, 0, 'exits 0', { stderr: shown.stderr });
@@ -88,6 +88,8 @@ t.test('show prints one node; --json its view; an unknown name is the API\'s not
   t.match(shown.stdout, /address\s+edge-show\.example\.com/);
   t.match(shown.stdout, new RegExp(`control plane\\s+${CALLBACK}`));
   t.match(shown.stdout, /last heartbeat\s+never/);
+  t.match(shown.stdout, /config applied\s+none yet\n/, "the API's appliedConfigVersion: null");
+  t.match(shown.stdout, /config error\s+none\n/, "the API's configError: null");
 
   const json = await run('gateway-node', 'show', 'edge-show', '--json');
   t.equal(JSON.parse(json.stdout).name, 'edge-show');

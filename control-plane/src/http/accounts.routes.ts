@@ -7,6 +7,7 @@ import { accountCreateSchema, accountPatchSchema } from '../accounts/account-val
 import { accountViewSchema, toAccountView } from '../accounts/account-view.js';
 import { nameParam, parseConfigInput } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
+import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const nameParams = z.object({ name: nameParam() });
@@ -27,7 +28,7 @@ export const accountsRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   });
 
   app.get('/accounts', {
-    schema: { response: { 200: z.object({ accounts: z.array(accountViewSchema) }) } },
+    schema: { querystring: noQuerySchema, response: { 200: z.object({ accounts: z.array(accountViewSchema) }) } },
   }, async () => ({ accounts: (await listAccounts(pool)).map(toAccountView) }));
 
   app.get('/accounts/:name', {

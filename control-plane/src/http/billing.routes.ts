@@ -58,7 +58,7 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
 
   app.get('/spend', {
     schema: {
-      querystring: z.object({ by: z.enum(['account', 'key', 'node']).default('account'), from: instantSchema.optional(), to: instantSchema.optional() }),
+      querystring: z.strictObject({ by: z.enum(['account', 'key', 'node']).default('account'), from: instantSchema.optional(), to: instantSchema.optional() }),
       response: { 200: z.object({ by: z.string(), from: z.string(), to: z.string(), rows: z.array(spendRowSchema) }) },
     },
   }, async (request) => {
@@ -70,7 +70,7 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
 
   app.get('/leases', {
     schema: {
-      querystring: z.object({ node: boundedText(64).optional() }),
+      querystring: z.strictObject({ node: boundedText(64).optional() }),
       response: { 200: z.object({ leases: z.array(leaseViewSchema) }) },
     },
   }, async (request) => {

@@ -10,6 +10,7 @@ import { zenovaError } from '../errors.js';
 import { createModelRoute, deleteModelRoute, getModelRoute, listModelRoutes, replaceModelRoute } from '../routes-config/model-route-store.js';
 import { modelRouteCreateSchema, modelRouteReplaceSchema } from '../routes-config/model-route-validation.js';
 import { modelRouteViewSchema, toModelRouteView } from '../routes-config/model-route-view.js';
+import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const aliasParams = z.object({ alias: nameParam() });
@@ -30,7 +31,7 @@ export const modelRoutesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (f
   });
 
   app.get('/routes', {
-    schema: { response: { 200: z.object({ routes: z.array(modelRouteViewSchema) }) } },
+    schema: { querystring: noQuerySchema, response: { 200: z.object({ routes: z.array(modelRouteViewSchema) }) } },
   }, async () => ({ routes: (await listModelRoutes(pool)).map(toModelRouteView) }));
 
   app.get('/routes/:alias', {

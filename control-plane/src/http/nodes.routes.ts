@@ -16,6 +16,7 @@ import { NODE_NAME_PATTERN, NODE_NAME_RULE, nodeCreateSchema, nodeNetworkPatchSc
 import { nodeViewSchema, toNodeView } from '../nodes/node-view.js';
 import type { InstallTokenKind } from '../nodes/install-tokens.js';
 import type { Settings } from '../settings.js';
+import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 /** Room for a CA bundle (64 KiB of PEM) and the other fields. */
@@ -68,7 +69,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
   });
 
   app.get('/nodes', {
-    schema: { response: { 200: z.object({ nodes: z.array(nodeViewSchema) }) } },
+    schema: { querystring: noQuerySchema, response: { 200: z.object({ nodes: z.array(nodeViewSchema) }) } },
   }, async () => ({ nodes: (await listLiveNodes(pool)).map(view) }));
 
   app.get('/nodes/:name', {

@@ -10,6 +10,7 @@ import { guardrailPolicyViewSchema, toGuardrailPolicyView } from '../policies/gu
 import { createRateLimitPolicy, deleteRateLimitPolicy, listRateLimitPolicies } from '../policies/rate-limit-policy-store.js';
 import { rateLimitPolicyCreateSchema } from '../policies/rate-limit-policy-validation.js';
 import { rateLimitPolicyViewSchema, toRateLimitPolicyView } from '../policies/rate-limit-policy-view.js';
+import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const nameParams = z.object({ name: nameParam() });
@@ -32,7 +33,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   });
 
   app.get('/rate-limit-policies', {
-    schema: { response: { 200: z.object({ policies: z.array(rateLimitPolicyViewSchema) }) } },
+    schema: { querystring: noQuerySchema, response: { 200: z.object({ policies: z.array(rateLimitPolicyViewSchema) }) } },
   }, async () => ({ policies: (await listRateLimitPolicies(pool)).map(toRateLimitPolicyView) }));
 
   app.delete('/rate-limit-policies/:name', {
@@ -53,7 +54,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   });
 
   app.get('/guardrail-policies', {
-    schema: { response: { 200: z.object({ policies: z.array(guardrailPolicyViewSchema) }) } },
+    schema: { querystring: noQuerySchema, response: { 200: z.object({ policies: z.array(guardrailPolicyViewSchema) }) } },
   }, async () => ({ policies: (await listGuardrailPolicies(pool)).map(toGuardrailPolicyView) }));
 
   app.delete('/guardrail-policies/:name', {

@@ -7,6 +7,7 @@ import { zenovaError } from '../errors.js';
 import { deletePrice, listPrices, setPrice } from '../prices/price-store.js';
 import { pricePutSchema } from '../prices/price-validation.js';
 import { priceViewSchema, toPriceView } from '../prices/price-view.js';
+import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const modelParams = z.object({ model: nameParam() });
@@ -28,7 +29,7 @@ export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastif
   });
 
   app.get('/prices', {
-    schema: { response: { 200: z.object({ prices: z.array(priceViewSchema) }) } },
+    schema: { querystring: noQuerySchema, response: { 200: z.object({ prices: z.array(priceViewSchema) }) } },
   }, async () => ({ prices: (await listPrices(pool)).map(toPriceView) }));
 
   app.delete('/prices/:model', {

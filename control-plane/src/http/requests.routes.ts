@@ -32,6 +32,12 @@ const listQuery = z.strictObject({
   to: instantSchema.optional(),
   limit: z.coerce.number().int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
   cursor: boundedText(MAX_CURSOR_LENGTH).optional(),
+}).check((ctx) => {
+  // A window that holds no instant is a mistake (swapped bounds), not a question answered by an empty list.
+  const { from, to } = ctx.value;
+  if (from !== undefined && to !== undefined && from >= to) {
+    ctx.issues.push({ code: 'custom', input: ctx.value, path: ['from'], message: "must be before 'to' (from is inclusive, to exclusive)" });
+  }
 });
 
 export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {

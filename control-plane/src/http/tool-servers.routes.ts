@@ -13,6 +13,7 @@ import { zenovaError } from '../errors.js';
 import { deleteToolServer, getToolServer, listToolServers, putToolServer } from '../tools/tool-server-store.js';
 import { TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE, toolServerPutSchema } from '../tools/tool-server-validation.js';
 import { toToolServerView, toolServerViewSchema } from '../tools/tool-server-view.js';
+import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const nameParams = z.object({ name: nameParam(TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE) });
@@ -39,7 +40,7 @@ export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: S
   });
 
   app.get('/tool-servers', {
-    schema: { response: { 200: z.object({ toolServers: z.array(toolServerViewSchema) }) } },
+    schema: { querystring: noQuerySchema, response: { 200: z.object({ toolServers: z.array(toolServerViewSchema) }) } },
   }, async () => ({ toolServers: (await listToolServers(pool)).map(toToolServerView) }));
 
   app.get('/tool-servers/:name', {

@@ -12,6 +12,7 @@ import { zenovaError } from '../errors.js';
 import { createUpstream, deleteUpstream, getUpstream, listUpstreams, patchUpstream } from '../upstreams/upstream-store.js';
 import { upstreamCreateSchema, upstreamPatchSchema } from '../upstreams/upstream-validation.js';
 import { toUpstreamView, upstreamViewSchema } from '../upstreams/upstream-view.js';
+import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const nameParams = z.object({ name: nameParam() });
@@ -32,7 +33,7 @@ export const upstreamsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Sec
   });
 
   app.get('/upstreams', {
-    schema: { response: { 200: z.object({ upstreams: z.array(upstreamViewSchema) }) } },
+    schema: { querystring: noQuerySchema, response: { 200: z.object({ upstreams: z.array(upstreamViewSchema) }) } },
   }, async () => ({ upstreams: (await listUpstreams(pool)).map(toUpstreamView) }));
 
   app.get('/upstreams/:name', {

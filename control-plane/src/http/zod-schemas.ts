@@ -53,6 +53,12 @@ const MIN_INSTANT_MS = Date.parse('0001-01-01T00:00:00Z');
 const MAX_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
 const INSTANT_RULE = 'must be unix ms or an ISO 8601 date-time with a time zone (such as 2026-03-07T00:00:00Z), from year 1 to 9999';
 
+/**
+ * The query of a list that takes no parameters: an unknown one (a typo of a filter, or a filter
+ * it does not have) is refused rather than ignored, which would answer with the whole list.
+ */
+export const noQuerySchema = z.strictObject({});
+
 /** Whether epoch ms `ms`, its offset applied, lies within years 1..9999 UTC. */
 export const isInstantInRange = (ms: number): boolean => Number.isFinite(ms) && ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS;
 

@@ -22,8 +22,8 @@ const SELECT = `select k.id, a.name as account, k.name, k.key_prefix as prefix, 
     k.created_at as "createdAt", k.revoked_at as "revokedAt"
   from api_keys k
   join accounts a on a.id = k.account_id
-  left join rate_limit_policies r on r.id = k.rate_limit_policy_id
-  left join guardrail_policies g on g.id = k.guardrail_policy_id`;
+  left join rate_limit_policies r on r.id = k.rate_limit_policy_id and r.deleted_at is null
+  left join guardrail_policies g on g.id = k.guardrail_policy_id and g.deleted_at is null`;
 
 function notFound(id: string): Error {
   // The id is echoed only when it has the shape of one: a path may carry anything.

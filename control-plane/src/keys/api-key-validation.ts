@@ -36,7 +36,8 @@ export const apiKeyCreateSchema = bodyObject({
 
 export type ApiKeyCreateInput = z.output<typeof apiKeyCreateSchema>;
 
-export const apiKeyListQuerySchema = z.object({ account: configNameSchema.optional() });
+// Strict: an unknown parameter (`?acount=`) would otherwise list every account's keys.
+export const apiKeyListQuerySchema = z.strictObject({ account: configNameSchema.optional() });
 
 export function isApiKeyId(value: string): boolean {
   return UUID.test(value);

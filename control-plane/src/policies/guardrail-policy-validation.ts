@@ -1,9 +1,9 @@
 /**
  * The guardrail policy body: a name and its rules, in the bundle's rule shape
  * (proto/src/config-bundle.ts) with the cross-field rules the bundle schema leaves to us: a regex
- * rule needs a pattern that compiles (a leading `(?i)` allowed) without the backtracking shapes
- * proto/src/guardrail-regex-risk.ts refuses (nested quantifiers, overlapping repeated alternatives,
- * repetitions in a row over the same characters),
+ * rule needs a pattern that compiles (a leading `(?i)` allowed, but not alone) without the
+ * backtracking shapes proto/src/guardrail-regex-risk.ts refuses (nested quantifiers, overlapping
+ * repeated alternatives, repetitions in a row over the same characters),
  * a keywords rule needs its keywords, and neither carries the other's field.
  */
 import { z } from 'zod';
@@ -25,6 +25,9 @@ const CASE_INSENSITIVE_PREFIX = '(?i)';
 function patternProblem(pattern: string): string | null {
   const ignoreCase = pattern.startsWith(CASE_INSENSITIVE_PREFIX);
   const source = ignoreCase ? pattern.slice(CASE_INSENSITIVE_PREFIX.length) : pattern;
+  // `(?i)` alone leaves an empty regex, whose only matches (empty ones) nodes skip: a rule that never
+  // fires. (An empty pattern itself is refused by the field's own rule, with these words.)
+  if (ignoreCase && source.length === 0) return 'must not be empty';
   try {
     // The u flag is the stricter grammar: a pattern valid with it is valid for every node.
     new RegExp(source, 'u');

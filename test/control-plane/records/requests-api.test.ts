@@ -131,6 +131,15 @@ t.test('bad query parameters are refused with a 400', async (t) => {
   }
 });
 
+t.test('a window whose from is not before its to is refused naming from, not answered with an empty list', async (t) => {
+  for (const q of [`?from=${base + 5000}&to=${base + 2000}`, '?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z', `?from=${base}&to=${base}`]) {
+    const res = await call('GET', `/api/v1/requests${q}`);
+    t.equal(res.statusCode, 400, q);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, q);
+  }
+  t.equal((await list(`?from=${base}&to=${base + 1}`)).requests.length, 1, 'a window of one millisecond holds its record');
+});
+
 t.test("a caller's own id finds every request sent with it, each under its own request id", async (t) => {
   const body = await list('?clientRequestId=trace-shared');
   t.same(body.requests.map((r) => r.requestId), ['api-b-2', 'api-b-1', 'api-b-0']);

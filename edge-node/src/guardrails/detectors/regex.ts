@@ -61,6 +61,8 @@ export function compileRegex(pattern: string | undefined): CompiledRegex {
     source = source.slice(4);
     flags += 'i';
   }
+  // `(?i)` alone would compile to an empty regex, whose empty matches are skipped: it would never fire.
+  if (source.length === 0) return { ok: false, reason: 'the rule has no pattern' };
   const risk = regexBacktrackingRisk(source, { ignoreCase: flags.includes('i') });
   if (risk !== null) return { ok: false, reason: `the pattern is refused: ${risk}` };
   let re: RegExp;

@@ -15,7 +15,7 @@ import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { inBandFailure, readBilledAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { contentPartSlots } from './chat-content-parts.js';
+import { contentPartSlots, isKnownToolCall, unknownPartSlots } from './chat-content-parts.js';
 import { callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -56,18 +56,48 @@ export const chatCompletionsApi: ApiHandler = {
 
 /**
  * A message's text as slots: its content (collectContentTexts), the reasoning text some
- * OpenAI-compatible servers add (`reasoning_content`, `reasoning`), its `refusal`, and the
- * strings inside the arguments of its tool calls (and of a legacy `function_call`; a JSON text, or
- * an object sent in its place), deferred until guardrails have rules to check them with
- * (deferred-json-texts.ts). The same fields in a request's messages and an answer's choices.
+ * OpenAI-compatible servers add (`reasoning_content`, `reasoning`, and OpenRouter's
+ * `reasoning_details`: reasoningDetailSlots), its `refusal`, and its tool calls (toolCallSlots).
+ * The same fields in a request's messages and an answer's choices.
  */
 function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
   collectContentTexts(message, into);
   for (const field of TEXT_FIELDS) if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
-  if (Array.isArray(message.tool_calls)) {
-    for (const call of message.tool_calls) if (isRecord(call) && isRecord(call.function)) deferJsonText(into, call.function, 'arguments');
-  }
+  if (Array.isArray(message.reasoning_details)) reasoningDetailSlots(message.reasoning_details, into);
+  if (Array.isArray(message.tool_calls)) toolCallSlots(message.tool_calls, into);
   if (isRecord(message.function_call)) deferJsonText(into, message.function_call, 'arguments');
+}
+
+/**
+ * The text of OpenRouter's `reasoning_details` items (sent beside `reasoning`, and sent back by
+ * clients): a `reasoning.text` item's `text`, a `reasoning.summary` item's `summary`; not a
+ * `signature` nor a `reasoning.encrypted` item's `data`, opaque to the rules.
+ */
+function reasoningDetailSlots(details: unknown[], into: TextSlot[]): void {
+  for (const detail of details) {
+    if (!isRecord(detail)) continue;
+    if (typeof detail.text === 'string') into.push(new FieldSlot(detail, 'text'));
+    if (typeof detail.summary === 'string') into.push(new FieldSlot(detail, 'summary'));
+  }
+}
+
+/**
+ * A message's tool calls: a function call's `arguments` (a JSON text, or an object sent in its
+ * place; so too a legacy `function_call`'s), its strings deferred until guardrails have rules to
+ * check them with (deferred-json-texts.ts); a custom (freeform) tool call's `custom.input`, plain
+ * text. A call of another type has a shape the node does not know: every string in it is checked,
+ * as in a content part of an unknown type (chat-content-parts.ts).
+ */
+function toolCallSlots(calls: unknown[], into: TextSlot[]): void {
+  for (const call of calls) {
+    if (!isRecord(call)) continue;
+    if (!isKnownToolCall(call)) {
+      unknownPartSlots(call, into);
+      continue;
+    }
+    if (isRecord(call.function)) deferJsonText(into, call.function, 'arguments');
+    if (isRecord(call.custom) && typeof call.custom.input === 'string') into.push(new FieldSlot(call.custom, 'input'));
+  }
 }
 
 /**

@@ -6,7 +6,8 @@
  * part of any other type has a shape the node does not know, so none of its text may pass unseen:
  * in a request or JSON answer every string in it (but `type` tags) is checked, each whole; a
  * streamed delta's such part, whose strings may be pieces of a text, is refused under output rules
- * when it carries strings besides `text` and `refusal` (chat-stream.ts, hasUnknownStrings).
+ * when it carries strings besides `text` and `refusal` (chat-stream.ts, hasUnknownStrings). A tool
+ * call of a type other than `function` and `custom` is read the same way (isKnownToolCall).
  */
 import type { TextSlot } from '../../pipeline/context.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
@@ -22,6 +23,15 @@ const TEXT_PART_TYPES: ReadonlySet<string> = new Set(['text', 'refusal', 'thinki
 export function isKnownPart(part: Record<string, unknown>): boolean {
   const type = part.type;
   return type === undefined || (typeof type === 'string' && (TEXT_PART_TYPES.has(type) || MEDIA_PART_TYPES.has(type)));
+}
+
+/** Tool call types whose text fields are known: a function's `arguments`, a custom tool's `input`. */
+const TOOL_CALL_TYPES: ReadonlySet<string> = new Set(['function', 'custom']);
+
+/** Whether a tool call has a type whose fields are known (`function`, `custom`, or none: a stream's later fragments). */
+export function isKnownToolCall(call: Record<string, unknown>): boolean {
+  const type = call.type;
+  return type === undefined || (typeof type === 'string' && TOOL_CALL_TYPES.has(type));
 }
 
 /**
@@ -53,8 +63,11 @@ export function contentPartSlots(parts: unknown[], into: TextSlot[], depth = 0):
   }
 }
 
-/** Slots for every string value inside a part of an unknown type (`type` tags aside), at any depth. */
-function unknownPartSlots(holder: Record<string, unknown> | unknown[], into: TextSlot[], depth: number): void {
+/**
+ * Slots for every string value inside a part (or tool call) of an unknown type (`type` tags aside),
+ * at any depth.
+ */
+export function unknownPartSlots(holder: Record<string, unknown> | unknown[], into: TextSlot[], depth = 1): void {
   if (depth > MAX_DEPTH) {
     markPartial(into);
     return;
@@ -76,6 +89,15 @@ export function hasUnknownStrings(part: Record<string, unknown>): boolean {
   for (const key of Object.keys(part)) {
     if (key === 'type' || key === 'text' || key === 'refusal') continue;
     if (carriesStrings(part[key], 1)) return true;
+  }
+  return false;
+}
+
+/** Whether a streamed tool call fragment carries strings besides its `type` tag and `id`: for a call of an unknown type, text the stream cannot place. */
+export function callCarriesStrings(call: Record<string, unknown>): boolean {
+  for (const key of Object.keys(call)) {
+    if (key === 'type' || key === 'id') continue;
+    if (carriesStrings(call[key], 1)) return true;
   }
   return false;
 }

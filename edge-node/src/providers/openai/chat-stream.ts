@@ -6,10 +6,12 @@
  * index choices[0]) and `"usage":null` fields are left out. An event is serialised only when it is
  * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
  * in-place edit of `model` does not apply). A chunk's texts are each choice's content (a string,
- * or the `text` of each of its parts), reasoning, refusal (a field, or a refusal part's) and
- * tool-call argument fragments, each a part of its choice's channel (TEXT_PART). Data that is not a
- * JSON object is passed on as is, but its texts are unread (UNREAD_TEXTS), and a chunk carrying
- * audio has its texts marked partial: output rules block both. Under output rules a chunk's
+ * or the `text` of each of its parts), reasoning (its fields, and the text of each
+ * `reasoning_details` item), refusal (a field, or a refusal part's), tool-call argument fragments
+ * and custom tool calls' input fragments, each a part of its choice's channel (TEXT_PART). Data
+ * that is not a JSON object is passed on as is, but its texts are unread (UNREAD_TEXTS), and a
+ * chunk carrying audio, or a tool call of an unknown type with text, has its texts marked partial:
+ * output rules block them all. Under output rules a chunk's
  * `logprobs` are dropped (keepChecked).
  *
  * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
@@ -31,7 +33,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { hasUnknownStrings, isKnownPart } from './chat-content-parts.js';
+import { callCarriesStrings, hasUnknownStrings, isKnownPart, isKnownToolCall } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 const DONE: SseEvent = { data: '[DONE]' };
@@ -58,6 +60,11 @@ class ChatStreamShape {
   readonly aliasJson: string;
   private upstreamModel = '';
   private needle = '';
+  /**
+   * "channel:index" of the tool calls of an unknown type seen so far: their later fragments (which
+   * carry no type) are unread text too. Null until the stream has one.
+   */
+  private unknownCalls: Set<string> | null = null;
 
   constructor(
     readonly alias: string,
@@ -74,6 +81,16 @@ class ChatStreamShape {
     }
     return this.needle;
   }
+
+  /** Whether tool call `index` of choice `channel` is of an unknown type; `call` (its fragment) makes it so when its type says. */
+  unknownCall(call: Record<string, unknown>, channel: number, index: number): boolean {
+    const key = `${channel}:${index}`;
+    if (!isKnownToolCall(call)) {
+      (this.unknownCalls ??= new Set()).add(key);
+      return true;
+    }
+    return this.unknownCalls !== null && this.unknownCalls.has(key);
+  }
 }
 
 const NO_ENDS: readonly number[] = [];
@@ -86,10 +103,31 @@ const ANNOTATION_CHANNEL = -1;
 /**
  * The texts of one choice (TextSlot.part): its content (0), reasoning in either field some
  * OpenAI-compatible servers use, its refusal, a legacy function call's arguments, the text of
- * reasoning content parts (`{type:'thinking'}`), and tool call `i`'s arguments (toolCalls + i).
- * Arguments are JSON parts (held whole by output guardrails).
+ * reasoning content parts (`{type:'thinking'}`), and from `indexed` on the texts numbered by an
+ * index (indexedPart): tool call `i`'s arguments or custom input, `reasoning_details` item `i`'s
+ * text or summary. Arguments are JSON parts (held whole by output guardrails).
  */
-export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, refusal: 3, functionCall: 4, thinking: 5, toolCalls: 6 } as const;
+export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, refusal: 3, functionCall: 4, thinking: 5, indexed: 6 } as const;
+
+/** The kinds of text numbered by an index, interleaved from TEXT_PART.indexed on. */
+const INDEXED = { arguments: 0, customInput: 1, reasoningText: 2, reasoningSummary: 3 } as const;
+const INDEXED_KINDS = 4;
+
+/** The part of text `kind` (INDEXED) of tool call or reasoning_details item `index`. */
+function indexedPart(kind: number, index: number): number {
+  return TEXT_PART.indexed + index * INDEXED_KINDS + kind;
+}
+
+/** Whether a streamed tool call or reasoning_details item has a valid `index`. */
+function hasIndex(item: Record<string, unknown>): boolean {
+  const index = item.index;
+  return typeof index === 'number' && Number.isSafeInteger(index) && index >= 0;
+}
+
+/** A streamed item's `index`, else its place in its array. */
+function indexOf(item: Record<string, unknown>, position: number): number {
+  return hasIndex(item) ? (item.index as number) : position;
+}
 
 /** A delta with nothing but content (and role, a null refusal…): most chunks of an answer. */
 function onlyContent(delta: Record<string, unknown>): boolean {
@@ -98,6 +136,7 @@ function onlyContent(delta: Record<string, unknown>): boolean {
     delta.function_call === undefined &&
     delta.reasoning_content === undefined &&
     delta.reasoning === undefined &&
+    delta.reasoning_details === undefined &&
     delta.annotations === undefined &&
     (delta.refusal === undefined || delta.refusal === null)
   );
@@ -164,7 +203,17 @@ function partDelta(part: number, text: string): Record<string, unknown> {
     case TEXT_PART.thinking:
       return { content: [{ type: 'thinking', thinking: [{ type: 'text', text }] }] };
   }
-  return { tool_calls: [{ index: part - TEXT_PART.toolCalls, function: { arguments: text } }] };
+  const indexed = part - TEXT_PART.indexed;
+  const index = Math.floor(indexed / INDEXED_KINDS);
+  switch (indexed % INDEXED_KINDS) {
+    case INDEXED.arguments:
+      return { tool_calls: [{ index, function: { arguments: text } }] };
+    case INDEXED.customInput:
+      return { tool_calls: [{ index, custom: { input: text } }] };
+    case INDEXED.reasoningText:
+      return { reasoning_details: [{ type: 'reasoning.text', text, index }] };
+  }
+  return { reasoning_details: [{ type: 'reasoning.summary', summary: text, index }] };
 }
 
 export class ChatChunkEvent implements StreamEvent {
@@ -253,6 +302,17 @@ export class ChatChunkEvent implements StreamEvent {
     if (typeof delta.reasoning_content === 'string') into.push(new PartSlot(delta, 'reasoning_content', this, channel, TEXT_PART.reasoningContent, false));
     if (typeof delta.reasoning === 'string') into.push(new PartSlot(delta, 'reasoning', this, channel, TEXT_PART.reasoning, false));
     if (typeof delta.refusal === 'string') into.push(new PartSlot(delta, 'refusal', this, channel, TEXT_PART.refusal, false));
+    const details = delta.reasoning_details;
+    if (Array.isArray(details)) {
+      // Each item's text (or summary) is a running text of its own, by the item's index; not its
+      // `signature`, nor an encrypted item's `data`.
+      details.forEach((detail: unknown, position) => {
+        if (!isRecord(detail)) return;
+        const index = indexOf(detail, position);
+        if (typeof detail.text === 'string') into.push(new PartSlot(detail, 'text', this, channel, indexedPart(INDEXED.reasoningText, index), false));
+        if (typeof detail.summary === 'string') into.push(new PartSlot(detail, 'summary', this, channel, indexedPart(INDEXED.reasoningSummary, index), false));
+      });
+    }
     if (isRecord(delta.function_call) && hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
     if (delta.annotations !== undefined && delta.annotations !== null) {
       // Whole in this chunk: each string a part of its own, on a channel no running text uses, ended here.
@@ -262,12 +322,20 @@ export class ChatChunkEvent implements StreamEvent {
     if (Array.isArray(calls)) {
       calls.forEach((call: unknown, position) => {
         if (!isRecord(call)) return;
+        const index = indexOf(call, position);
+        if (this.shape.unknownCall(call, channel, index)) {
+          // A call of a type whose fields are unknown: its text cannot be placed in a running text.
+          if (callCarriesStrings(call)) markPartial(into);
+          return;
+        }
+        // A custom (freeform) tool's input is plain text, a running text like content.
+        const custom = call.custom;
+        if (isRecord(custom) && typeof custom.input === 'string') into.push(new PartSlot(custom, 'input', this, channel, indexedPart(INDEXED.customInput, index), false));
         // An entry with a valid index is a fragment of that call even without arguments (vLLM
-        // starts each call with its id and name only); one without an index counts by its place
-        // when it carries arguments.
-        const indexed = typeof call.index === 'number' && Number.isSafeInteger(call.index) && call.index >= 0;
-        if (!indexed && !(isRecord(call.function) && hasArguments(call.function))) return;
-        into.push(new ArgumentsSlot(call, 'function', this, channel, TEXT_PART.toolCalls + (indexed ? (call.index as number) : position)));
+        // starts each call with its id and name only): it ends the call before it. One without an
+        // index counts by its place when it carries arguments.
+        if (!hasIndex(call) && !(isRecord(call.function) && hasArguments(call.function))) return;
+        into.push(new ArgumentsSlot(call, 'function', this, channel, indexedPart(INDEXED.arguments, index)));
       });
     }
     return into.length === 0 && !isPartial(into) ? texts : into;

@@ -6,6 +6,15 @@ import { z } from 'zod';
 
 const count = z.number().finite().nonnegative();
 
+/** The node's last refusal of a pushed config version (or the control plane's failure to build it). */
+export const configErrorSchema = z.looseObject({
+  version: z.number(),
+  code: z.string(),
+  message: z.string(),
+  at: z.string(),
+});
+export type ConfigError = z.infer<typeof configErrorSchema>;
+
 export const nodeViewSchema = z.looseObject({
   id: z.string(),
   name: z.string(),
@@ -22,6 +31,8 @@ export const nodeViewSchema = z.looseObject({
   version: z.string().nullish(),
   protocolVersion: z.number().nullish(),
   configVersionsBehind: count.nullish(),
+  appliedConfigVersion: count.nullish(),
+  configError: configErrorSchema.nullish(),
   lastHeartbeatAt: z.string().nullish(),
   requests5m: count.nullish(),
   errorRate5m: count.nullish(),

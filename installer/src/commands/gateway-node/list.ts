@@ -16,8 +16,9 @@ const USAGE = `Usage: zenova gateway-node list [--json]
 Lists the gateway nodes: NAME, STATUS (pending until the first heartbeat, then online or offline),
 VERSION, CONFIG BEHIND (config versions not yet applied), LAST HEARTBEAT, REQ 5M and ERR 5M
 (requests and error rate over the last 5 minutes), BACKLOG (records waiting to be sent back) and
-SPOOL (local spool in use). A note under the table names each node whose clock is more than 30 s
-off the control plane's.
+SPOOL (local spool in use). Notes under the table name each node whose clock is more than 30 s
+off the control plane's and each node with a config error (a config version it did not apply;
+\`show NAME\` says why).
 
 Options:
 ${JSON_USAGE}

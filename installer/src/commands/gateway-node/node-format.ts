@@ -1,12 +1,13 @@
 /**
  * How nodes read in a terminal: the list table (the console's node list columns, seed 004 §9.5:
  * status, version, config versions behind, last heartbeat, requests and error rate over 5 min,
- * backfill backlog, local spool) and the detail fields of `show` and `create`.
+ * backfill backlog, local spool), its notes (clock skew, config errors) and the detail fields of
+ * `show` and `create`.
  */
 import { renderFields, renderTable } from '../../format/table.js';
 import type { Column } from '../../format/table.js';
 import { MISSING, formatAge, formatBytes, formatCount, formatRatio, formatSkew, orMissing } from '../../format/units.js';
-import type { NodeView } from './api-schemas.js';
+import type { ConfigError, NodeView } from './api-schemas.js';
 
 /** Where the installer puts a node when the node has no install dir of its own (seed 004 §9.3). */
 export const DEFAULT_NODE_INSTALL_DIR = '/opt/zenova-node';
@@ -35,10 +36,22 @@ function skewNeedsSync(node: NodeView): boolean {
   return typeof node.clockSkewMs === 'number' && Math.abs(node.clockSkewMs) > CLOCK_SKEW_WARN_MS;
 }
 
-/** The table, then one line per node whose clock is off by more than 30 s (no column: it is rare). */
+/** Text from the control plane or a node on one terminal line: control characters (newlines, escapes) become spaces. */
+function oneLine(text: string): string {
+  return text.replace(/\p{Cc}+/gu, ' ');
+}
+
+/**
+ * The table, then one line per node whose clock is off by more than 30 s and one per node with a
+ * config error (no columns: they are rare).
+ */
 export function renderNodeTable(nodes: readonly NodeView[], now: Date): string {
   const skewed = nodes.filter(skewNeedsSync);
   const notes = skewed.map((n) => `note: node ${n.name}'s clock is ${formatSkew(n.clockSkewMs, false)} ${(n.clockSkewMs ?? 0) > 0 ? 'ahead of' : 'behind'} the control plane's; sync its host clock (NTP). Meanwhile it judges key and lease expiry by the control plane's time.\n`);
+  for (const n of nodes) {
+    if (n.configError == null) continue;
+    notes.push(`note: node ${n.name} did not apply config version ${n.configError.version} (${oneLine(n.configError.code)}) and keeps serving its last good config; see why: zenova gateway-node show ${n.name}\n`);
+  }
   return renderTable(nodeListColumns(now), nodes) + (notes.length > 0 ? `\n${notes.join('')}` : '');
 }
 
@@ -51,6 +64,18 @@ function skewField(node: NodeView): string {
 function withAge(iso: string | null | undefined, now: Date): string {
   if (iso === null || iso === undefined) return 'never';
   return `${iso} (${formatAge(iso, now)})`;
+}
+
+function appliedConfigField(version: number | null | undefined): string {
+  // undefined: a control plane that does not report it.
+  if (version === undefined) return MISSING;
+  return version === null ? 'none yet' : `version ${version}`;
+}
+
+function configErrorField(error: ConfigError | null | undefined, now: Date): string {
+  if (error === undefined) return MISSING;
+  if (error === null) return 'none';
+  return `${oneLine(error.code)} for version ${error.version}, ${withAge(error.at, now)}: ${oneLine(error.message)}`;
 }
 
 export function renderNodeDetail(node: NodeView, now: Date): string {
@@ -71,7 +96,9 @@ export function renderNodeDetail(node: NodeView, now: Date): string {
     ['enrolled', node.enrolledAt ?? 'not yet'],
     ['last heartbeat', withAge(node.lastHeartbeatAt, now)],
     ['clock skew', skewField(node)],
+    ['config applied', appliedConfigField(node.appliedConfigVersion)],
     ['config behind', formatCount(node.configVersionsBehind)],
+    ['config error', configErrorField(node.configError, now)],
     ['requests 5m', formatCount(node.requests5m)],
     ['error rate 5m', formatRatio(node.errorRate5m)],
     ['backfill backlog', formatCount(node.backfillBacklog)],

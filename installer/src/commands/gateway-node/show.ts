@@ -15,8 +15,10 @@ const OPTIONS = { ...NAME_OPTION, ...JSON_OPTION, ...COMMON_OPTIONS } as const s
 const USAGE = `Usage: zenova gateway-node show NAME [--json]
 
 Shows one gateway node: its settings, status and onboarding stage, version, host, last heartbeat,
-its clock's skew against the control plane's (beyond ±30 s its host clock needs syncing) and live
-figures.
+its clock's skew against the control plane's (beyond ±30 s its host clock needs syncing), the config
+version it applied, how many it is behind and its config error (why it did not apply the latest:
+the code, such as CONFIG_BAD_SIGNATURE or CONFIG_BUILD_FAILED, the version, when, and the message),
+and live figures.
 
 Options:
 ${NAME_USAGE}
