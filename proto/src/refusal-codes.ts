@@ -57,7 +57,12 @@ const REFUSALS: Record<RefusalCode, RefusalInfo> = {
   CREDENTIAL_EXPIRED: { retryable: false, hint: `the credential expired (the node was offline past its validity, or never stored its rotated credential): ${REENROLL}` },
   CREDENTIAL_REVOKED: { retryable: false, hint: `the credential was revoked: ${REENROLL}` },
   CREDENTIAL_SUPERSEDED: { retryable: false, hint: `the credential was replaced and its handover window is over: ${REENROLL}` },
-  NODE_DELETED: { retryable: false, hint: 'the node was deleted in the control plane: create it again and install it with the new command' },
+  // Not a fresh install: this host holds the node (a new install is refused there), and its spool
+  // holds records not yet sent, which deleting the node's directory would lose.
+  NODE_DELETED: {
+    retryable: false,
+    hint: `the node was deleted in the control plane: create it again (\`zenova gateway-node create --name NAME …\`), then ${REENROLL}; that keeps its spool and the records not yet sent (never delete the node's directory)`,
+  },
   [PROTOCOL_INCOMPATIBLE_CODE]: { retryable: false, hint: 'node and control plane speak incompatible protocol versions: upgrade the side the message names' },
   HELLO_REQUIRED: { retryable: true, hint: 'the node must send Hello first and promptly; it reconnects by itself, check its logs if this repeats' },
   SERVER_SHUTTING_DOWN: { retryable: true, hint: 'the control plane is stopping; the node reconnects by itself' },
