@@ -1,5 +1,5 @@
 // The connect loop's policy against a real TLS gateway: reconnect after the gateway comes back,
-// fall back once to the previous credential, retry slowly after refusals that need an operator,
+// fall back to the previous credential until it is refused, retry slowly after refusals that need an operator,
 // and mirror the link into control-status.json.
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
@@ -79,6 +79,40 @@ t.test('when the current credential is refused as invalid, the previous one is t
   t.same(gateway.sessions.map((s) => s.credential === current.secret ? 'current' : s.credential === previous.secret ? 'previous' : '?'), ['current', 'previous']);
   t.match(lines.find((l) => l.msg === 'control session ended'), { code: 'CREDENTIAL_INVALID', next: 'retrying with the previous credential' });
   t.same(await loadCredentials(state.store), { current, previous }, 'the file is not changed by the fallback');
+});
+
+t.test('a network failure of the attempt with the previous credential does not spend the fallback: the next attempt tries it again soon', async (t) => {
+  const previous = newCredential();
+  const current = newCredential();
+  const gateway = await startFakeGateway(t, {
+    authorize: (session) => {
+      if (session.credential === current.secret) return { code: 'CREDENTIAL_INVALID', message: 'unknown credential' };
+      // The first attempt with the previous credential is cut by a flaky link; the next one is accepted.
+      if (session.credential === previous.secret && session.index === 1) queueMicrotask(() => session.fail(grpc.status.UNAVAILABLE, 'connection reset'));
+      return undefined;
+    },
+  });
+  const state = await writeEnrolledState(t.testdir({}), gateway, { credentials: { current, previous } });
+  // The slow retry is ten minutes: only a prompt retry with the previous credential connects within the deadline.
+  const { loop, lines } = startLoop(t, state, { refusedRetryMs: 600_000 });
+  await waitFor(() => loop.status().state === 'connected', { what: 'a session on the previous credential after the failed fallback' });
+  t.same(gateway.sessions.map((s) => (s.credential === current.secret ? 'current' : s.credential === previous.secret ? 'previous' : '?')), ['current', 'previous', 'previous']);
+  const ends = lines.filter((l) => l.msg === 'control session ended');
+  t.match(ends[1], { reason: 'disconnected', next: 'retrying with the previous credential' });
+  t.ok(typeof ends[1]?.retryInMs === 'number' && ends[1].retryInMs < 600_000, 'the normal back-off, not the slow retry');
+});
+
+t.test('when the previous credential is refused too, the fallback is spent: only slow retries follow', async (t) => {
+  const previous = newCredential();
+  const current = newCredential();
+  const gateway = await startFakeGateway(t, {
+    authorize: (session) => ({ code: 'CREDENTIAL_INVALID', message: `unknown credential ${session.credential === previous.secret ? 'previous' : 'current'}` }),
+  });
+  const state = await writeEnrolledState(t.testdir({}), gateway, { credentials: { current, previous } });
+  const { lines } = startLoop(t, state, { refusedRetryMs: 600_000 });
+  await waitFor(() => lines.find((l) => l.msg === 'control session ended' && l.retryInMs === 600_000), { what: 'the slow retry' });
+  t.equal(gateway.sessions.filter((s) => s.credential === previous.secret).length, 1, 'the previous credential is tried once');
+  t.match(lines.findLast((l) => l.msg === 'control session ended'), { level: 50, code: 'CREDENTIAL_INVALID', retryInMs: 600_000 });
 });
 
 t.test('a refusal that needs an operator is one clear error line with advice, then only slow retries', async (t) => {

@@ -137,6 +137,44 @@ t.test('status of a missing or unenrolled state dir exits 1 and creates nothing'
   t.match(empty.stdout, /not enrolled/);
 });
 
+t.test('a damaged control-status.json leaves the node enrolled, its link unknown with the reason, and the rest of the report shown', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const file = state.store.path('control-status.json');
+  for (const [damage, problem] of [
+    ['{"connected": tr', /control-status\.json: is not valid JSON/],
+    ['{"connected": "yes"}', /control-status\.json: .*connected/],
+  ] as const) {
+    await writeFile(file, damage, { mode: 0o600 });
+    const text = await run(['status', '--state-dir', state.dir]);
+    t.equal(text.code, 0, 'enrolled: exit 0, as with an unreadable spool or a link that is down');
+    t.match(text.stdout, `edge-test (id ${state.identity.nodeId})`);
+    t.match(text.stdout, /credential:\s+valid until/);
+    t.match(text.stdout, /control link:\s+UNKNOWN: /);
+    t.match(text.stdout, problem);
+    t.notMatch(text.stdout, /node-edge:/, 'whether node-edge runs is not guessed');
+    const json = await run(['status', '--state-dir', state.dir, '--json']);
+    t.equal(json.code, 0);
+    const report = JSON.parse(json.stdout);
+    t.match(report, {
+      enrolled: true,
+      node: { id: state.identity.nodeId },
+      credential: { expiresAt: state.credentials.current.expiresAt },
+      control: { running: null, connected: null, lastError: null, error: problem },
+      config: null,
+    });
+  }
+});
+
+t.test('a damaged credential.json makes the node not enrolled, exit 1, naming the file', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  await writeFile(state.store.path('credential.json'), '{"current": ', { mode: 0o600 });
+  const json = await run(['status', '--state-dir', state.dir, '--json']);
+  t.equal(json.code, 1);
+  t.match(JSON.parse(json.stdout), { enrolled: false, error: /credential\.json: is not valid JSON/ });
+});
+
 t.test('doctor passes a healthy state dir and a reachable, trusted gateway, and changes nothing', async (t) => {
   const gateway = await startFakeGateway(t);
   const state = await writeEnrolledState(t.testdir({}), gateway);

@@ -11,7 +11,7 @@ function status(spool: NodeStatusReport['spool'], lastUpgrade: InstalledStatus['
   const node = {
     stateDir: '/opt/zenova-node/data', enrolled: true, node: { id: 'id1', name: 'edge-sh-01', enrolledAt: '2026-01-01T00:00:00Z' }, controlPlaneUrl: 'https://cp.example', gateway: null,
     credential: { expiresAt: '2027-01-01T00:00:00Z', expired: false },
-    control: { running: true, pid: 42, connected: true, since: '2026-01-01T00:00:00Z', sessionId: 's1', disconnectedSince: null, lastError: null, updatedAt: 'x' },
+    control: { running: true, pid: 42, connected: true, since: '2026-01-01T00:00:00Z', sessionId: 's1', disconnectedSince: null, lastError: null, updatedAt: 'x', error: null },
     config: { ready: true, version: 7, appliedAt: '2026-01-01T00:00:01Z', notReadyReason: null },
     spool,
   } as unknown as NodeStatusReport;
@@ -46,4 +46,11 @@ t.test('status shows the last upgrade, and a switched-back one with its reason',
     formatInstalledStatus(status(spool, { from: '0.0.9', to: '0.1.0', at: '2026-12-01T15:00:00.000Z', outcome: 'rolled-back', reason: 'node-edge.service failed to start' })),
     /^last upgrade: +0\.0\.9 → 0\.1\.0 at 2026-12-01T15:00:00\.000Z: SWITCHED BACK to 0\.0\.9 \(node-edge\.service failed to start\)$/m,
   );
+});
+
+t.test('an installed node dir without a node identity advises the install or re-enroll command, not zenova-node (not on the host PATH)', async (t) => {
+  const base = status({ file: 'f', bytes: 1, backlog: 0, open: 0, error: null });
+  const text = formatInstalledStatus({ ...base, node: { ...base.node!, enrolled: false, node: null } });
+  t.match(text, /^node: +not enrolled \(\/opt\/zenova-node\/data\); run the install command again .*reenroll-command NAME/m);
+  t.notMatch(text, /zenova-node enroll/);
 });

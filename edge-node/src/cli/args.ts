@@ -82,7 +82,11 @@ export const STATUS_USAGE = `Usage: zenova-node status --state-dir DIR [--json]
 Shows the node's identity, its control plane and gateway, whether the running node is connected
 (or since when it is not, with the last error and what to do), and the config version it serves
 and when it was applied (or why it is not ready). An error the link recovered from is shown as
-"past error" with when it was resolved, and no advice. Changes nothing.
+"past error" with when it was resolved, and no advice. A damaged or unreadable control-status.json
+(only a mirror of the running node) shows the control link as UNKNOWN with the reason, and the rest
+as usual. Changes nothing.
+
+Exit status: 0 enrolled, 1 not enrolled (identity.json or credential.json missing or damaged).
 
 Options:
   --state-dir DIR   The node's state directory

@@ -1,7 +1,8 @@
 /**
  * The control link's policy, apart from the one-shot session (session.ts): keep a session open,
- * reconnect after any end with exponential back-off and jitter, fall back once to the previous
- * credential when the current one is refused, and retry only slowly after refusals that need an
+ * reconnect after any end with exponential back-off and jitter, fall back to the previous
+ * credential when the current one is refused (until the previous one is refused too; a network
+ * failure of that attempt does not count), and retry only slowly after refusals that need an
  * operator (expired or revoked credential, deleted node, incompatible protocol), unless a rotation
  * saved during that session gives a successor to try — while the node keeps serving callers. The link's state is kept in memory and mirrored to control-status.json.
  */
@@ -91,7 +92,10 @@ export interface ConnectLoop {
 /** How the next attempt should go after a session ended. */
 interface NextStep {
   delayMs: number;
-  /** Try credential.json's `previous` next (the fallback is tried once per refusal streak). */
+  /**
+   * Try credential.json's `previous` next: after the current one was refused, until `previous`
+   * itself is refused in that streak (an attempt that failed for a network reason tries it again).
+   */
   usePrevious: boolean;
 }
 
@@ -197,6 +201,11 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
   const decide = (end: SessionEnd, usedPrevious: boolean, credentials: CredentialFile, fallbackSpent: boolean): NextStep => {
     if (end.reason === 'refused' && FALLBACK_CODES.has(end.code) && !usedPrevious && !fallbackSpent && credentials.previous !== undefined) {
       // The rotation may not have reached the control plane (crash between write and ack).
+      return { delayMs: backoff.next(), usePrevious: true };
+    }
+    if (usedPrevious && end.reason !== 'refused' && !end.established) {
+      // The fallback attempt never got an answer (reset, unreachable, hello timeout): the current
+      // credential was refused, so trying it again would only be refused again.
       return { delayMs: backoff.next(), usePrevious: true };
     }
     if (end.reason === 'refused' && needsOperator(end.code)) return { delayMs: refusedRetryMs, usePrevious: false };
@@ -313,13 +322,14 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
       }
       const usedPrevious = usePrevious && credentials.previous !== undefined;
       const credential: StoredCredential = usedPrevious && credentials.previous !== undefined ? credentials.previous : credentials.current;
-      if (usedPrevious) fallbackSpent = true;
       if (status.state !== 'connected') status = { ...status, state: 'connecting' };
 
       const end = await connectOnce(identity, credential, () => {
         fallbackSpent = false;
       });
       if (end.reason === 'stopped') break;
+      // Spent only once `previous` itself is refused; an attempt cut by the network tries it again.
+      if (usedPrevious && end.reason === 'refused') fallbackSpent = true;
 
       let step = decide(end, usedPrevious, credentials, fallbackSpent);
       if (end.reason === 'refused' && needsOperator(end.code) && (await credentialReplaced(credential))) {

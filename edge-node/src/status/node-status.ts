@@ -12,6 +12,7 @@ import type { SpoolFigures } from '../spool/spool-figures.js';
 import { isExpired, loadCredentials } from '../state/credential-store.js';
 import { gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { GatewayTrust } from '../state/identity.js';
+import { StateFileError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { isProcessAlive } from '../process-alive.js';
 
@@ -24,10 +25,11 @@ export interface NodeStatusReport {
   gateway: { target: string; serverName: string; trust: GatewayTrust['kind'] } | null;
   credential: { expiresAt: string; expired: boolean } | null;
   control: {
-    /** Whether a node-edge process serving this state dir is running. */
-    running: boolean;
+    /** Whether a node-edge process serving this state dir is running; null when control-status.json is unreadable (see error). */
+    running: boolean | null;
     pid: number | null;
-    connected: boolean;
+    /** null when control-status.json is unreadable (see error). */
+    connected: boolean | null;
     /** Since when connected, or since when not; null when the node never ran. */
     since: string | null;
     sessionId: string | null;
@@ -36,6 +38,11 @@ export interface NodeStatusReport {
     /** The link's last error; with `resolvedAt` once a session was established after it (history only). */
     lastError: ControlStatusRecord['lastError'];
     updatedAt: string | null;
+    /**
+     * Why control-status.json could not be read (damaged, unreadable); the link and the served config
+     * are then unknown. The node is still enrolled: that file only mirrors the serving process.
+     */
+    error: string | null;
   };
   /** The config the node serves (as it last said; see control.running); null when it never said. */
   config: ConfigStatusRecord | null;
@@ -56,7 +63,7 @@ export interface NodeStatusReport {
 export async function readNodeStatus(store: StateStore): Promise<NodeStatusReport> {
   const identity = await loadIdentity(store);
   const credentials = await loadCredentials(store);
-  const control = await loadControlStatus(store);
+  const { control, error: controlError } = await readControlStatus(store);
   // A file left by a process that is gone (kill -9, crash) must not claim a live connection.
   const running = control !== undefined && control.serving && isProcessAlive(control.pid);
   return {
@@ -69,14 +76,15 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
       : { target: identity.gateway.target, serverName: identity.gateway.serverName, trust: gatewayTrust(identity.gateway).kind },
     credential: credentials === undefined ? null : { expiresAt: credentials.current.expiresAt, expired: isExpired(credentials.current) },
     control: {
-      running,
+      running: controlError === null ? running : null,
       pid: running ? (control?.pid ?? null) : null,
-      connected: running && control.connected,
+      connected: controlError === null ? running && control.connected : null,
       since: control?.since ?? null,
       sessionId: running && control.connected ? control.sessionId : null,
       disconnectedSince: running && !control.connected ? control.since : null,
       lastError: control?.lastError ?? null,
       updatedAt: control?.updatedAt ?? null,
+      error: controlError,
     },
     config: control?.config ?? null,
     configWarning: await olderConfigOf(store, identity, control?.config),
@@ -85,6 +93,16 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     spool: readSpoolFigures(store.dir),
     clock: clockOf(control),
   };
+}
+
+/** control-status.json, or why it is unreadable: only a mirror of the serving process, so the rest of the report stands without it. */
+async function readControlStatus(store: StateStore): Promise<{ control: ControlStatusRecord | undefined; error: string | null }> {
+  try {
+    return { control: await loadControlStatus(store), error: null };
+  } catch (err) {
+    if (!(err instanceof StateFileError)) throw err;
+    return { control: undefined, error: err.message };
+  }
 }
 
 function clockOf(control: ControlStatusRecord | undefined): NodeStatusReport['clock'] {
@@ -128,14 +146,21 @@ export function formatBytes(bytes: number): string {
   return unit === 0 ? `${bytes} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
-/** The report as aligned text lines for a terminal. */
-export function formatNodeStatus(report: NodeStatusReport): string {
+/** What `zenova-node status` advises for a state dir without a node. */
+export const NOT_ENROLLED_ADVICE = 'run `zenova-node enroll`';
+
+/**
+ * The report as aligned text lines for a terminal. `notEnrolledAdvice`: what to do when the state
+ * dir holds no node, in the words of the command printing it (the host CLI's `zenova status` has
+ * its own: zenova-node is not on an installed host's PATH).
+ */
+export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice: string = NOT_ENROLLED_ADVICE): string {
   const lines: string[] = [];
   const row = (label: string, value: string): void => {
     lines.push(`${`${label}:`.padEnd(15)}${value}`);
   };
   if (!report.enrolled || report.node === null) {
-    row('node', `not enrolled (${report.stateDir}); run \`zenova-node enroll\``);
+    row('node', `not enrolled (${report.stateDir}); ${notEnrolledAdvice}`);
     return `${lines.join('\n')}\n`;
   }
   row('node', `${report.node.name} (id ${report.node.id}), enrolled ${report.node.enrolledAt}`);
@@ -148,7 +173,12 @@ export function formatNodeStatus(report: NodeStatusReport): string {
     row('credential', report.credential.expired ? `EXPIRED at ${report.credential.expiresAt}; re-enroll this node` : `valid until ${report.credential.expiresAt}`);
   }
   const { control } = report;
-  if (!control.running) {
+  if (control.error !== null) {
+    row(
+      'control link',
+      `UNKNOWN: ${control.error}; the link's state and the served config are unknown until node-edge rewrites this file (when it starts and when the link changes)`,
+    );
+  } else if (!control.running) {
     row('node-edge', control.updatedAt === null ? 'has not run with this state dir' : `not running (last seen ${control.updatedAt})`);
   } else {
     row('node-edge', `running (pid ${control.pid ?? '?'})`);

@@ -120,6 +120,13 @@ export function statusJson(status: InstalledStatus): unknown {
   return { ...status, node: { ...status.node, spool: { ...spool, backlog: null, open: null } } };
 }
 
+/**
+ * An installed node dir without a node identity: an install whose enrollment did not finish (a
+ * rerun of the same command within its token's life completes it) or lost its identity.
+ */
+const INSTALLED_NOT_ENROLLED_ADVICE =
+  'run the install command again (the same one while its token is valid, else a new one from `zenova gateway-node install-command NAME`), or, if the node was enrolled before, re-enroll it with `zenova gateway-node reenroll-command NAME` and the printed `--reenroll` command';
+
 export function formatInstalledStatus(status: InstalledStatus): string {
   const row = (label: string, value: string): string => `${`${label}:`.padEnd(15)}${value}\n`;
   if (!status.installed || status.installDir === null) return row('node', status.error ?? 'not installed');
@@ -134,7 +141,7 @@ export function formatInstalledStatus(status: InstalledStatus): string {
   if (u !== null) out += row('last upgrade', `${u.from} → ${u.to} at ${u.at}: ${u.outcome === 'ready' ? 'ready' : `SWITCHED BACK to ${u.from}${u.reason !== undefined ? ` (${u.reason})` : ''}`}`);
   if (status.node !== null) {
     // The node's own report has the one spool row (size and backlog, or UNREADABLE with the reason).
-    out += formatNodeStatus(status.node);
+    out += formatNodeStatus(status.node, INSTALLED_NOT_ENROLLED_ADVICE);
   } else if (status.error !== null) {
     out += row('state', status.error);
   }
