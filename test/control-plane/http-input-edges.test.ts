@@ -187,6 +187,15 @@ t.test('spend takes from and to only as unix ms or ISO 8601 with a time zone, fr
   t.same([ok.from, ok.to], ['1970-01-01T00:00:00.000Z', '2026-03-07T00:00:00.000Z']);
 });
 
+t.test('a spend window whose from is not before its to is refused naming from, not answered with no rows', async (t) => {
+  for (const query of ['from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z', 'from=1772323200000&to=1772323200000', 'by=node&from=2000&to=1000']) {
+    const res = await call('GET', `/api/v1/spend?${query}`);
+    t.equal(res.statusCode, 400, query);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, query);
+  }
+  expectStatus(await call('GET', '/api/v1/spend?from=1000&to=1001'), 200);
+});
+
 t.test('a baseUrl or tool-server url with whitespace or a control character is refused, never stored altered', async (t) => {
   for (const bad of ['https://a.exa\tmple.com/v1', 'https://a.example.com/v1\n', ' https://a.example.com/v1', 'https://a.example.com/v 1', 'https://a.example.com/\u0085v1']) {
     const up = await call('POST', '/api/v1/upstreams', { name: uniqueConfigName('u'), kind: 'openai', baseUrl: bad });

@@ -109,10 +109,11 @@ t.test('a control plane whose certificate another CA signed is "not trusted", wi
   await writeFile(otherCa, (await createTestCa()).certPem);
   const withCa = await run(['enroll', '--control-plane', server.url, '--token', TOKEN, '--state-dir', path.join(dir, 's'), '--ca-file', otherCa]);
   t.equal(withCa.code, 1);
-  t.match(withCa.stderr, /the control plane's certificate is not trusted \(checked against --ca-file .*other-ca\.pem\): pass the CA/);
+  t.match(withCa.stderr, /the control plane's certificate is not trusted \(checked against --ca-file .*other-ca\.pem\): .*other-ca\.pem is not the CA that signed the control plane's certificate: pass that CA with --ca-file \(`zenova gateway-node install-command NAME --ca-out FILE`/);
   const systemStore = await run(['enroll', '--control-plane', server.url, '--token', TOKEN, '--state-dir', path.join(dir, 's')]);
   t.equal(systemStore.code, 1);
-  t.match(systemStore.stderr, /not trusted \(checked against this host's system trust store\): pass --ca-file/);
+  t.match(systemStore.stderr, /not trusted \(checked against this host's system trust store\): pass --ca-file with the control plane's CA \(`zenova gateway-node install-command NAME --ca-out FILE`/);
+  t.notMatch(withCa.stderr + systemStore.stderr, /the install command names it/, 'zenova-node enroll is not always run from an install command');
   t.same(server.requests, [], 'no request got through an untrusted connection');
   t.notOk(withCa.stderr.includes(TOKEN) || systemStore.stderr.includes(TOKEN));
 });
@@ -145,7 +146,7 @@ t.test('a token file is read, and one readable by group or others draws a warnin
   await chmod(tokenFile, 0o644);
   const loose = await run(['enroll', '--control-plane', server.url, '--token-file', tokenFile, '--state-dir', path.join(dir, 'a'), '--ca-file', await caFile(dir, server)]);
   t.equal(loose.code, 0, loose.stderr);
-  t.match(loose.stderr, /warning: the token file .* is readable by group or others; keep it private \(chmod 600/);
+  t.match(loose.stderr, /warning: the token file .* is readable by group or others \(mode 0644\); keep it private \(chmod 600/);
   t.equal((server.requests[1]?.body as { token?: string }).token, TOKEN, 'the token came from the file, newline trimmed');
 
   await chmod(tokenFile, 0o600);

@@ -61,6 +61,8 @@ export interface FakeServices extends ServiceManager {
   states: Map<string, ServiceState>;
   /** What restartRecord answers per unit (undefined when unset, as for a unit never started). */
   restartRecords: Map<string, RestartRecord>;
+  /** What journalctl prints per unit (unset: one line naming the unit). */
+  journals: Map<string, string>;
 }
 
 /** Unit files really written under `<root>/etc/systemd/system`; systemctl calls only recorded. */
@@ -71,10 +73,12 @@ export function fakeServices(root: string, hooks: { onStart?: (unit: string) => 
   const calls: string[] = [];
   const states = new Map<string, ServiceState>();
   const restartRecords = new Map<string, RestartRecord>();
+  const journals = new Map<string, string>();
   return {
     calls,
     states,
     restartRecords,
+    journals,
     readUnit: (n) => files.readUnit(n),
     writeUnit: async (n, text) => {
       calls.push(`write ${n}`);
@@ -101,7 +105,7 @@ export function fakeServices(root: string, hooks: { onStart?: (unit: string) => 
     restartRecord: async (n) => restartRecords.get(n),
     journal: async (unit, opts, out) => {
       calls.push(`journal ${unit} ${JSON.stringify(opts)}`);
-      out.write(`journal of ${unit}\n`);
+      out.write(journals.get(unit) ?? `journal of ${unit}\n`);
       return 0;
     },
   };

@@ -106,3 +106,18 @@ t.test("a node's config error is shown in the detail with its code, version, tim
   t.notMatch(table, /node edge-a did not/, 'a node without a config error gets no note');
   t.notMatch(renderNodeTable([base], now), /note:/);
 });
+
+t.test("a node's host CPU is shown by the package's name (x86_64, aarch64), whatever name the node reported", async (t) => {
+  const now = new Date('2030-01-01T12:00:00Z');
+  const base: NodeView = {
+    id: '00000000-0000-0000-0000-000000000000', name: 'edge-a', region: null, surfaces: ['model'], installDir: null,
+    address: 'a', controlPlaneUrl: 'https://cp', hasCa: false, spoolQuotaGb: 10, spoolFullPolicy: 'reject', replicas: 1,
+    status: 'online', version: '0.1.0', protocolVersion: 1, configVersionsBehind: 0, lastHeartbeatAt: '2030-01-01T11:59:55Z',
+    requests5m: 0, errorRate5m: 0, backfillBacklog: 0, spoolBytes: 0, onboardingStage: null, hostname: 'sh-gw-01', arch: 'x64',
+    enrolledAt: '2030-01-01T00:00:00Z', createdAt: '2030-01-01T00:00:00Z',
+  };
+  for (const [reported, shown] of [['x64', 'x86_64'], ['arm64', 'aarch64'], ['x86_64', 'x86_64'], ['aarch64', 'aarch64'], ['mips', 'mips']]) {
+    t.match(renderNodeDetail({ ...base, arch: reported }, now), new RegExp(`\\n {2}host {14}sh-gw-01 \\(${shown}\\)\\n`), `${reported} → ${shown}`);
+  }
+  t.match(renderNodeDetail({ ...base, arch: null }, now), /\n {2}host {14}sh-gw-01\n/, 'no arch reported: the host name alone');
+});

@@ -19,6 +19,7 @@ import { linuxHostProbe } from '../../installer/src/host/linux-host-probe.js';
 import { freePort } from '../e2e/stack.js';
 import { GiB, captureCli, fakePreflightServer, fakeProbe, fakeServices, glibcxxVersions, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, flipByte, releaseKeys } from './package-builder.js';
+import { createTestCa } from '../fixtures/tls.js';
 
 const keys = releaseKeys();
 const work = mkdtempSync(join(tmpdir(), 'zn-checks-work-'));
@@ -205,6 +206,33 @@ t.test('a plain-HTTP service on the control-plane URL\'s port is NODE-CP-NOT-HTT
   t.match(r.out, /NODE-CP-NOT-HTTPS: .*\n +→ The URL's port does not serve HTTPS: copy the --control-plane URL/);
   t.notMatch(r.out, /NODE-CP-TLS|--ca-file/, 'no advice about the CA');
   t.equal(r.changed, false);
+});
+
+t.test('an untrusted control-plane certificate is NODE-CP-TLS whose advice says what to do with no --ca-file or with one that did not sign it, never the cause again', async (t) => {
+  const preflight = () => ({ product: 'zenova-gateway', version: productVersion(), protocolVersion: PROTOCOL_VERSION, serverTime: new Date().toISOString(), serverTimeMs: Date.now() });
+  const server = await fakePreflightServer(t, preflight);
+  const otherCa = join(work, 'other-ca.pem');
+  writeFileSync(otherCa, (await createTestCa()).certPem);
+  const finding = (out: string): { cause: string; advice: string } => {
+    const m = /✗ NODE-CP-TLS: (.*)\n +→ (.*)\n/.exec(out);
+    return { cause: m?.[1] ?? '', advice: m?.[2] ?? '' };
+  };
+
+  const none = await attempt({ name: 'no --ca-file', code: 'NODE-CP-TLS', setup: async () => ({ host: { probeControlPlane }, args: ['--control-plane', server.url] }) });
+  t.equal(none.exit, 1);
+  const withoutCa = finding(none.out);
+  t.equal(withoutCa.cause, "the control plane's certificate is not trusted (checked against this host's system trust store)", 'the cause is the fact');
+  t.match(withoutCa.advice, /^The control plane's certificate comes from a CA this host does not trust \(a private CA\): pass that CA with --ca-file FILE\. A command without --ca-file comes from a node created without the control plane's CA: set it on the node \(`PATCH \/api\/v1\/nodes\/NAME\/network` with `caPem`/);
+  t.match(withoutCa.advice, /`zenova gateway-node install-command NAME --ca-out FILE`/, 'names a command and option that exist');
+  t.notMatch(none.out, /the install command names it/, 'no claim that the command names a CA');
+
+  const wrong = await attempt({ name: 'a --ca-file of another CA', code: 'NODE-CP-TLS', setup: async () => ({ host: { probeControlPlane }, args: ['--control-plane', server.url, '--ca-file', otherCa] }) });
+  t.equal(wrong.exit, 1);
+  const withCa = finding(wrong.out);
+  t.equal(withCa.cause, `the control plane's certificate is not trusted (checked against --ca-file ${otherCa})`);
+  t.match(withCa.advice, `${otherCa} is not the CA that signed the control plane's certificate: pass that CA with --ca-file`);
+  for (const r of [withoutCa, withCa]) t.notOk(r.advice.includes(r.cause) || r.cause.includes(r.advice.slice(0, 40)), 'cause and advice differ');
+  t.equal(none.changed || wrong.changed, false, 'nothing written');
 });
 
 t.test('a --listen address this host cannot bind (not its IP, a name that does not resolve) is refused as NODE-LISTEN-UNAVAILABLE before anything is written or the token used', async (t) => {

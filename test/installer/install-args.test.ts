@@ -67,9 +67,18 @@ t.test('a token file that cannot be read is a usage error naming it', async (t) 
   t.match(await usage([...BASE, '--token-file', join(root, 'absent.token')]), /cannot read --token-file .*absent\.token \(ENOENT\)/);
 });
 
+/** A host root whose node-edge service is installed, and its service manager. */
+function installedHost(): { dir: string; services: FakeServices } {
+  const dir = mkdtempSync(join(tmpdir(), 'zn-args-installed-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  mkdirSync(join(dir, 'etc/systemd/system'), { recursive: true });
+  writeFileSync(join(dir, 'etc/systemd/system/node-edge.service'), '[Service]\nEnvironmentFile=/opt/zenova-node/etc/node.env\n');
+  return { dir, services: fakeServices(dir) };
+}
+
 t.test('logs: only known components, journalctl gets the unit and --since as given', async (t) => {
-  const services: FakeServices = fakeServices(root);
-  const host = hostEnv(root, { services });
+  const { dir, services } = installedHost();
+  const host = hostEnv(dir, { services });
   const cli = captureCli(root);
   t.equal(await runLogs(['node-edge', '--since', '30 min ago'], cli.ctx, host), 0);
   t.equal(await runLogs(['node-updater', '--lines', '50'], cli.ctx, host), 0);
@@ -84,8 +93,8 @@ t.test('logs: only known components, journalctl gets the unit and --since as giv
 });
 
 t.test('logs node-edge --since -1h, as its help and docs/install.md write it, runs journalctl since one hour ago; the other options parse as before', async (t) => {
-  const services: FakeServices = fakeServices(root);
-  const host = hostEnv(root, { services });
+  const { dir, services } = installedHost();
+  const host = hostEnv(dir, { services });
   t.equal(await runLogs(['node-edge', '--since', '-1h'], captureCli(root).ctx, host), 0);
   t.equal(await runLogs(['node-edge', '--lines', '20', '--since', '-30min'], captureCli(root).ctx, host), 0);
   t.equal(await runLogs(['node-edge', '--since=-2h'], captureCli(root).ctx, host), 0);
@@ -106,15 +115,40 @@ t.test('logs node-edge --since -1h, as its help and docs/install.md write it, ru
 });
 
 t.test('logs node-caddy, as the seed\'s troubleshooting writes it, says there is no separate proxy and shows node-edge\'s log', async (t) => {
-  const services: FakeServices = fakeServices(root);
+  const { dir, services } = installedHost();
   const cli = captureCli(root);
-  t.equal(await runLogs(['node-caddy', '--since', '30 min ago'], cli.ctx, hostEnv(root, { services })), 0);
+  t.equal(await runLogs(['node-caddy', '--since', '30 min ago'], cli.ctx, hostEnv(dir, { services })), 0);
   t.same(services.calls, ['journal node-edge.service {"since":"30 min ago"}']);
   t.equal(cli.err(), 'zenova: node-caddy: there is no separate ingress proxy in this release (node-edge serves callers itself); showing the node-edge log.\n');
   t.equal(cli.out(), 'journal of node-edge.service\n');
   const help = captureCli(root);
   await runLogs(['--help'], help.ctx, hostEnv(root));
   t.match(help.out(), /node-caddy/);
+});
+
+t.test('logs on a host without a node says no node is installed, as status does, and exits 1 instead of journalctl\'s "-- No entries --"', async (t) => {
+  for (const component of ['node-edge', 'node-updater', 'node-caddy']) {
+    const services: FakeServices = fakeServices(root);
+    for (const unit of ['node-edge.service', 'zenova-node-update.service']) services.journals.set(unit, '-- No entries --\n');
+    const direct = captureCli(root);
+    // A CommandFailure: the CLI prints "zenova: <message>" and exits 1.
+    await t.rejects(runLogs([component, '--since', '30 min ago'], direct.ctx, hostEnv(root, { services })), { name: 'CommandFailure', message: /^no gateway node is installed on this host \(no node-edge service\), so there is no node-(edge|updater) log to show$/ }, component);
+    t.equal(direct.out(), '', `${component}: journalctl's "-- No entries --" is not passed on`);
+    t.notMatch(services.calls.join('\n'), /30 min ago/, `${component}: the asked journal is not shown`);
+  }
+  const status = captureCli(root);
+  t.equal(await runStatus([], status.ctx, hostEnv(root)), 1);
+  t.match(status.out(), 'no gateway node is installed on this host (no node-edge service)', 'the words status uses');
+});
+
+t.test('logs after a failed first install (units removed, data/ kept) still shows the journal that install left, with a note', async (t) => {
+  const services: FakeServices = fakeServices(root);
+  services.journals.set('node-edge.service', '-- Journal begins at Mon 2026-03-02 08:00:00 UTC. --\nMar 02 08:01:00 host zenova-node[42]: {"level":50,"msg":"cannot open the spool"}\n');
+  const cli = captureCli(root);
+  t.equal(await runLogs(['node-edge', '--since', '10 min ago'], cli.ctx, hostEnv(root, { services })), 0);
+  t.match(cli.out(), /cannot open the spool/);
+  t.equal(cli.err(), 'zenova: note: no gateway node is installed on this host (no node-edge service); showing what the journal kept of an earlier one.\n');
+  t.same(services.calls.at(-1), 'journal node-edge.service {"since":"10 min ago"}', 'the journal asked for');
 });
 
 t.test('an empty or whitespace token, or an empty token file, is a usage error before any check or write', async (t) => {

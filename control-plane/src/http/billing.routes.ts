@@ -12,7 +12,7 @@ import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text }
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { findNodeByNameOrId } from '../nodes/node-repository.js';
-import { instantSchema } from './zod-schemas.js';
+import { checkWindowOrder, instantSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 // An account's id (a UUID) follows the name rule too.
@@ -58,7 +58,7 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
 
   app.get('/spend', {
     schema: {
-      querystring: z.strictObject({ by: z.enum(['account', 'key', 'node']).default('account'), from: instantSchema.optional(), to: instantSchema.optional() }),
+      querystring: z.strictObject({ by: z.enum(['account', 'key', 'node']).default('account'), from: instantSchema.optional(), to: instantSchema.optional() }).check(checkWindowOrder),
       response: { 200: z.object({ by: z.string(), from: z.string(), to: z.string(), rows: z.array(spendRowSchema) }) },
     },
   }, async (request) => {

@@ -16,7 +16,7 @@ import { findNodeByNameOrId } from '../nodes/node-repository.js';
 import { decodeCursor, encodeCursor, MAX_CURSOR_LENGTH } from '../records/record-cursor.js';
 import { getRecord, listRecords } from '../records/record-queries.js';
 import { requestDetailSchema, requestSummarySchema, toRequestDetail, toRequestSummary } from '../records/record-view.js';
-import { instantSchema } from './zod-schemas.js';
+import { checkWindowOrder, instantSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 export const DEFAULT_LIST_LIMIT = 50;
@@ -32,13 +32,7 @@ const listQuery = z.strictObject({
   to: instantSchema.optional(),
   limit: z.coerce.number().int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
   cursor: boundedText(MAX_CURSOR_LENGTH).optional(),
-}).check((ctx) => {
-  // A window that holds no instant is a mistake (swapped bounds), not a question answered by an empty list.
-  const { from, to } = ctx.value;
-  if (from !== undefined && to !== undefined && from >= to) {
-    ctx.issues.push({ code: 'custom', input: ctx.value, path: ['from'], message: "must be before 'to' (from is inclusive, to exclusive)" });
-  }
-});
+}).check(checkWindowOrder);
 
 export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();

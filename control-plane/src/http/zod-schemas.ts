@@ -70,6 +70,17 @@ export const instantSchema = z
   ], { error: () => INSTANT_RULE })
   .refine(isInstantInRange, { error: () => INSTANT_RULE });
 
+/**
+ * A query window's order: `from` (inclusive) before `to` (exclusive) when both are given. A window
+ * that holds no instant is a mistake (swapped bounds), not a question answered by an empty list.
+ */
+export function checkWindowOrder<T extends { from?: number | undefined; to?: number | undefined }>(ctx: z.core.ParsePayload<T>): void {
+  const { from, to } = ctx.value;
+  if (from !== undefined && to !== undefined && from >= to) {
+    ctx.issues.push({ code: 'custom', input: ctx.value, path: ['from'], message: "must be before 'to' (from is inclusive, to exclusive)" });
+  }
+}
+
 export const zodSerializerCompiler: FastifySerializerCompiler<unknown> = ({ schema, method, url, httpStatus }) => {
   const zodSchema = asZodSchema(schema, `${method} ${url} response ${httpStatus ?? ''}`);
   return (data: unknown) => JSON.stringify(zodSchema.parse(data));

@@ -3,11 +3,11 @@
 import { readFile, stat } from 'node:fs/promises';
 import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
+import { readTokenFile, TokenFileError, tokenFileNotPrivate } from '../enroll/token-file.js';
 import { isCertificatePem } from '../state/pem.js';
 import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';
 
-const MAX_TOKEN_FILE_BYTES = 4096;
 const MAX_CA_FILE_BYTES = 1024 * 1024;
 
 type EnrollCommand = Extract<CliCommand, { kind: 'enroll' }>;
@@ -30,13 +30,8 @@ async function readSmallFile(file: string, maxBytes: number, what: string): Prom
 async function readToken(command: EnrollCommand, io: CliIo): Promise<string> {
   if (command.token.from === 'argument') return command.token.value;
   const { file } = command.token;
-  const text = await readSmallFile(file, MAX_TOKEN_FILE_BYTES, '--token-file');
-  const mode = (await stat(file)).mode;
-  if ((mode & 0o044) !== 0) {
-    io.stderr.write(`zenova-node: warning: the token file ${file} is readable by group or others; keep it private (chmod 600 ${file})\n`);
-  }
-  const token = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
-  if (token === '') throw new InputFileError(`--token-file ${file} is empty`);
+  const { token, mode, notPrivate } = await readTokenFile(file);
+  if (notPrivate) io.stderr.write(`zenova-node: warning: ${tokenFileNotPrivate(file, mode)}; keep it private (chmod 600 ${file})\n`);
   return token;
 }
 
@@ -50,7 +45,7 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
       if (!isCertificatePem(caPem)) throw new InputFileError(`--ca-file ${command.caFile} holds no PEM certificate`);
     }
   } catch (err) {
-    if (!(err instanceof InputFileError)) throw err;
+    if (!(err instanceof InputFileError || err instanceof TokenFileError)) throw err;
     io.stderr.write(`zenova-node: ${err.message}\n`);
     return 2;
   }

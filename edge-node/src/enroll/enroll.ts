@@ -261,8 +261,8 @@ export function controlPlaneTransportError(err: unknown, base: URL, caFile: stri
     trustSource: caFile !== undefined ? `--ca-file ${caFile}` : "this host's system trust store",
     trustAdvice:
       caFile !== undefined
-        ? 'pass the CA that signed the control plane\'s certificate with --ca-file (the install command names it)'
-        : 'pass --ca-file with the control plane\'s CA (the install command names it)',
+        ? `${caFile} is not the CA that signed the control plane's certificate: pass that CA with --ca-file (\`zenova gateway-node install-command NAME --ca-out FILE\` on the control-plane host writes the CA the control plane holds for the node)`
+        : "pass --ca-file with the control plane's CA (`zenova gateway-node install-command NAME --ca-out FILE` on the control-plane host writes it; a node created without one gets it set with `PATCH /api/v1/nodes/NAME/network`, docs/api.md)",
   });
   if (explained !== undefined) return new EnrollError(`TLS_${kind.toUpperCase().replace(/-/g, '_')}`, explained, { cause: err });
   return new EnrollError('UNREACHABLE', `cannot reach the control plane at ${base.host}: ${quote((err as Error).message ?? String(err), token)}`, { cause: err });

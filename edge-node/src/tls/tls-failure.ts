@@ -62,15 +62,15 @@ export interface TlsPeer {
   address: string;
   /** How trust is configured, for advice: e.g. "--ca-file" or "the CA saved at enrollment". */
   trustSource: string;
-  /** What to do when the trust source is the wrong one. */
-  trustAdvice: string;
+  /** What to do when the trust source is the wrong one; absent when the caller advises separately. */
+  trustAdvice?: string;
 }
 
 /** One line for an operator, or undefined when `kind` is not a TLS/connection failure. */
 export function explainTlsFailure(kind: TlsFailureKind, peer: TlsPeer): string | undefined {
   switch (kind) {
     case 'untrusted':
-      return `${peer.what}'s certificate is not trusted (checked against ${peer.trustSource}): ${peer.trustAdvice}`;
+      return `${peer.what}'s certificate is not trusted (checked against ${peer.trustSource})${peer.trustAdvice !== undefined ? `: ${peer.trustAdvice}` : ''}`;
     case 'name-mismatch':
       return `host name mismatch: ${peer.what}'s certificate is not valid for "${peer.host}"; use an address its certificate names, or reissue the certificate with that name`;
     case 'expired':

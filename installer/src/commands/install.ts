@@ -3,7 +3,7 @@
  * (install-node.ts). Exit codes: 0 installed / checks passed, 1 a blocking finding or a failed
  * install (rolled back), 2 bad usage.
  */
-import { readFile, readlink, stat } from 'node:fs/promises';
+import { readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { flagOption, noPositionals, parseOptions, requiredOption, stringOption, wantsHelp } from '../args.js';
 import { CommandFailure, EXIT_FAILURE, EXIT_OK, UsageError } from '../cli-context.js';
@@ -24,10 +24,11 @@ import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { shellQuote } from '../format/shell-quote.js';
 import { CallerTlsError, expiryWarning, readCallerTls } from '../../../edge-node/src/tls/caller-tls.js';
+import { TokenFileError, readTokenFile, tokenFileNotPrivate } from '../../../edge-node/src/enroll/token-file.js';
+import type { TokenFile } from '../../../edge-node/src/enroll/token-file.js';
 import type { CallerTlsFiles, CallerTlsPair } from '../../../edge-node/src/tls/caller-tls.js';
 
 const HELP = 'install node';
-const MAX_TOKEN_FILE_BYTES = 4096;
 /** The enrollment's own limit (edge-node/src/enroll/enroll.ts). */
 const MAX_TOKEN_CHARS = 512;
 
@@ -84,29 +85,18 @@ const OPTIONS = {
 
 type TokenSource = { from: 'argument'; value: string } | { from: 'file'; file: string } | undefined;
 
-/** Reads --token-file: a small regular file; warns (NODE-TOKEN-FILE-MODE) when others may read it. */
-async function readTokenFile(file: string): Promise<{ token: string; warning?: Finding }> {
-  let text: string;
-  let mode: number;
+/** Reads --token-file (edge-node/src/enroll/token-file.ts); warns (NODE-TOKEN-FILE-MODE) when others may read it. */
+async function tokenFromFile(file: string): Promise<{ token: string; warning?: Finding }> {
+  let read: TokenFile;
   try {
-    const info = await stat(file);
-    if (!info.isFile()) throw new UsageError(`--token-file ${file} is not a regular file`, HELP);
-    if (info.size > MAX_TOKEN_FILE_BYTES) throw new UsageError(`--token-file ${file} is larger than ${MAX_TOKEN_FILE_BYTES} bytes`, HELP);
-    mode = info.mode;
-    text = await readFile(file, 'utf8');
+    read = await readTokenFile(file);
   } catch (err) {
-    if (err instanceof UsageError) throw err;
-    throw new UsageError(`cannot read --token-file ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, HELP);
+    if (err instanceof TokenFileError) throw new UsageError(err.message, HELP);
+    throw err;
   }
-  // The token is the one non-blank line: blank lines around it are an editor's, but a second
-  // non-blank line means the file holds something else too, and guessing which line is the token
-  // could redeem the wrong one.
-  const lines = text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== '');
-  const token = lines[0] ?? '';
-  if (token === '') throw new UsageError(`--token-file ${file} is empty: write the token from the install command into it`, HELP);
-  if (lines.length > 1) throw new UsageError(`--token-file ${file} has ${lines.length} non-blank lines; a token file holds one token: write only the token from the install command into it`, HELP);
+  const { token } = read;
   checkToken(token, `the token in --token-file ${file}`);
-  const warning = (mode & 0o077) !== 0 ? finding('NODE-TOKEN-FILE-MODE', `the token file ${file} is readable by group or others (mode 0${(mode & 0o777).toString(8)})`) : undefined;
+  const warning = read.notPrivate ? finding('NODE-TOKEN-FILE-MODE', tokenFileNotPrivate(file, read.mode)) : undefined;
   return warning === undefined ? { token } : { token, warning };
 }
 
@@ -171,7 +161,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
       token = tokenSource.value.trim();
       checkToken(token, '--token');
     } else {
-      const read = await readTokenFile(tokenSource.file);
+      const read = await tokenFromFile(tokenSource.file);
       token = read.token;
       tokenWarning = read.warning;
     }

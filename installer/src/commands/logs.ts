@@ -4,11 +4,11 @@
  * against the characters journalctl's time specs use, and always passed as one argument.
  */
 import { integerOption, parseOptions, singlePositional, stringOption, wantsHelp } from '../args.js';
-import { EXIT_OK, UsageError } from '../cli-context.js';
+import { CommandFailure, EXIT_OK, UsageError } from '../cli-context.js';
 import type { CliContext, Command } from '../cli-context.js';
 import { realHostEnv } from '../host/host-env.js';
 import type { HostEnv } from '../host/host-env.js';
-import { NODE_UNIT, UPDATER_UNIT } from '../install/install-layout.js';
+import { NODE_UNIT, NO_NODE_INSTALLED, UPDATER_UNIT } from '../install/install-layout.js';
 
 const HELP = 'logs';
 
@@ -24,7 +24,8 @@ const STAND_INS: Record<string, { component: string; note: string }> = {
 
 export const LOGS_USAGE = `Usage: zenova logs COMPONENT [--since T] [--lines N]
 
-Shows the journal of a node component on this host.
+Shows the journal of a node component on this host; exits 1 when no node is installed here
+(and the journal holds nothing of an earlier one).
 
   COMPONENT     ${Object.keys(COMPONENT_UNITS).join(' | ')}
                 (node-caddy: no separate ingress proxy in this release; shows node-edge's log)
@@ -38,6 +39,13 @@ export function sinceProblem(value: string): string | undefined {
   if (value.length > 64) return 'must be at most 64 characters';
   if (!/^[A-Za-z0-9 :+.-]+$/.test(value)) return "may contain only letters, digits, spaces and : + . - (e.g. '30 min ago')";
   return undefined;
+}
+
+/** Whether the journal holds any line of `unit` (journalctl's own lines, such as "-- No entries --", begin with "-- "). */
+async function hasJournalEntries(host: HostEnv, unit: string): Promise<boolean> {
+  let text = '';
+  await host.services.journal(unit, { lines: 1 }, { write: (chunk: string) => (text += chunk) }, { write: () => undefined });
+  return text.split('\n').some((line) => line.trim() !== '' && !line.startsWith('-- '));
 }
 
 export async function runLogs(argv: readonly string[], ctx: CliContext, host: HostEnv): Promise<number> {
@@ -59,6 +67,12 @@ export async function runLogs(argv: readonly string[], ctx: CliContext, host: Ho
   }
   const lines = integerOption(parsed, 'lines', HELP);
   if (lines !== undefined && lines < 1) throw new UsageError('--lines must be at least 1', HELP);
+  if ((await host.services.readUnit(NODE_UNIT)) === undefined) {
+    // A first install that failed removed its units but kept data/, and its NODE-SERVICE-START
+    // advice sends the operator here for that run's log: only an empty journal means no node.
+    if (!(await hasJournalEntries(host, unit))) throw new CommandFailure(`${NO_NODE_INSTALLED}, so there is no ${component} log to show`);
+    ctx.stderr.write(`zenova: note: ${NO_NODE_INSTALLED}; showing what the journal kept of an earlier one.\n`);
+  }
   if (standIn !== undefined) ctx.stderr.write(standIn.note);
   return host.services.journal(unit, { ...(since !== undefined ? { since: since.trim() } : {}), ...(lines !== undefined ? { lines } : {}) }, ctx.stdout, ctx.stderr);
 }

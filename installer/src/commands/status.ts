@@ -18,7 +18,7 @@ import { realHostEnv } from '../host/host-env.js';
 import type { HostEnv } from '../host/host-env.js';
 import type { ServiceState } from '../host/service-manager.js';
 import { readNodeEnv } from '../install/env-file.js';
-import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
+import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { installedTlsCert, loopbackTlsAgent } from '../install/node-tls-probe.js';
@@ -81,7 +81,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const dir = installDirOption ?? (unit === undefined ? undefined : installDirFromUnit(unit));
   const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
   if (dir === undefined) {
-    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, error: 'no gateway node is installed on this host (no node-edge service)' };
+    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, error: NO_NODE_INSTALLED };
   }
   const layout = installLayout(dir);
   const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);

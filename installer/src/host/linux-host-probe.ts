@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { HostProbe, MountInfo, SelinuxMode } from './host-probe.js';
 import { hostLibgccS, hostLibstdcxx } from './libstdcxx-lookup.js';
+import { unameArch } from './uname-arch.js';
 
 const STAT_TIMEOUT_MS = 5_000;
 
@@ -58,12 +59,10 @@ export function mountFor(mounts: readonly MountInfo[], dir: string): MountInfo |
   return best;
 }
 
-const UNAME_ARCH: Record<string, string> = { x64: 'x86_64', arm64: 'aarch64', arm: 'armv7l', ia32: 'i686', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64' };
-
 export function linuxHostProbe(): HostProbe {
   return {
     os: () => process.platform,
-    arch: () => UNAME_ARCH[process.arch] ?? process.arch,
+    arch: () => unameArch(process.arch),
     isRoot: () => process.getuid?.() === 0,
     async memoryBytes() {
       try {

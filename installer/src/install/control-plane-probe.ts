@@ -26,6 +26,21 @@ export interface ControlPlaneFacts {
 
 export type ControlPlaneProbe = (url: string, caPem: string | undefined, caFile: string | undefined) => Promise<{ ok: true; facts: ControlPlaneFacts } | { ok: false; finding: Finding }>;
 
+/** How the operator gives a node its control-plane CA after creating it (no CLI command yet). */
+const SET_NODE_CA = '`PATCH /api/v1/nodes/NAME/network` with `caPem`, docs/api.md';
+
+/**
+ * What to do about a control-plane certificate this host does not trust. The command names
+ * --ca-file only when the node was created with the control plane's CA (or given it since), so
+ * without one the CA has to be set on the node before a command can name it.
+ */
+export function untrustedAdvice(caFile: string | undefined): string {
+  if (caFile !== undefined) {
+    return `${caFile} is not the CA that signed the control plane's certificate: pass that CA with --ca-file (the file the command names, saved as the command's output said). If the control plane's certificate changed since the node got its CA, set the new CA on the node (${SET_NODE_CA}) and issue the command again (its --ca-out FILE writes the CA to FILE).`;
+  }
+  return `The control plane's certificate comes from a CA this host does not trust (a private CA): pass that CA with --ca-file FILE. A command without --ca-file comes from a node created without the control plane's CA: set it on the node (${SET_NODE_CA}), then issue the command again with \`zenova gateway-node install-command NAME --ca-out FILE\` (or reenroll-command, upgrade-command), which then names --ca-file and writes the CA to FILE.`;
+}
+
 export const probeControlPlane: ControlPlaneProbe = async (value, caPem, caFile) => {
   let base: URL;
   try {
@@ -51,17 +66,18 @@ export const probeControlPlane: ControlPlaneProbe = async (value, caPem, caFile)
     if (err instanceof ProxySettingError) return { ok: false, finding: finding('NODE-CP-PROXY', err.message) };
     const kind = classifyTlsFailure(err);
     const host = base.hostname.replace(/^\[|\]$/g, '');
+    // An untrusted certificate's cause is the fact alone: what to do is the finding's advice.
     const explained = explainTlsFailure(kind, {
       what: 'the control plane',
       host,
       address: base.host,
       trustSource: caFile !== undefined ? `--ca-file ${caFile}` : "this host's system trust store",
-      trustAdvice: "pass the CA that signed the control plane's certificate with --ca-file (the install command names it)",
     });
-    // A certificate problem is fixed with --ca-file; a port that does not speak TLS at all (plain
-    // HTTP there) is a wrong URL, which no CA can fix.
+    // A certificate problem is NODE-CP-TLS; a port that does not speak TLS at all (plain HTTP
+    // there) is a wrong URL, which no CA can fix.
     const tls = kind === 'untrusted' || kind === 'name-mismatch' || kind === 'expired';
     const cause = explained ?? `cannot reach the control plane at ${base.host}: ${oneLine((err as Error).message, 200)}`;
+    if (kind === 'untrusted') return { ok: false, finding: finding('NODE-CP-TLS', cause, untrustedAdvice(caFile)) };
     return { ok: false, finding: finding(kind === 'not-tls' ? 'NODE-CP-NOT-HTTPS' : tls ? 'NODE-CP-TLS' : 'NODE-CP-UNREACHABLE', cause) };
   }
   const receivedAt = Date.now();

@@ -7,6 +7,8 @@ import path from 'node:path';
 
 export const NODE_UNIT = 'node-edge.service';
 export const UPDATER_UNIT = 'zenova-node-update.service';
+/** What `zenova status` and `zenova logs` say on a host without a node-edge service. */
+export const NO_NODE_INSTALLED = 'no gateway node is installed on this host (no node-edge service)';
 export const ENV_FILE = 'etc/node.env';
 export const CA_FILE = 'etc/control-plane-ca.pem';
 /** The caller port's HTTPS pair (`--tls-cert/--tls-key`), copied in: certificate 0644, key 0600. */

@@ -7,6 +7,7 @@
 import { renderFields, renderTable } from '../../format/table.js';
 import type { Column } from '../../format/table.js';
 import { MISSING, formatAge, formatBytes, formatCount, formatRatio, formatSkew, orMissing } from '../../format/units.js';
+import { unameArch } from '../../host/uname-arch.js';
 import type { ConfigError, NodeView } from './api-schemas.js';
 
 /** Where the installer puts a node when the node has no install dir of its own (seed 004 §9.3). */
@@ -80,7 +81,8 @@ function configErrorField(error: ConfigError | null | undefined, now: Date): str
 
 export function renderNodeDetail(node: NodeView, now: Date): string {
   const stage = node.onboardingStage ? `  (onboarding: ${node.onboardingStage})` : '';
-  const host = node.hostname ? `${node.hostname}${node.arch ? ` (${node.arch})` : ''}` : MISSING;
+  // Nodes report Node's name for the CPU (x64); operators know the package's (x86_64).
+  const host = node.hostname ? `${node.hostname}${node.arch ? ` (${unameArch(node.arch)})` : ''}` : MISSING;
   const protocol = node.protocolVersion === null || node.protocolVersion === undefined ? '' : `  (protocol ${node.protocolVersion})`;
   const fields: Array<[string, string]> = [
     ['status', `${node.status}${stage}`],

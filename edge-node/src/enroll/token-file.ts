@@ -1,0 +1,46 @@
+/**
+ * Reads a one-time token from a file (`--token-file` of `zenova-node enroll` and of the installer's
+ * `zenova install node`), so both read the same file the same way, with the same messages.
+ */
+import { readFile, stat } from 'node:fs/promises';
+
+export const MAX_TOKEN_FILE_BYTES = 4096;
+
+/** A token file that cannot be used: the message names the file and what to do. */
+export class TokenFileError extends Error {}
+
+export interface TokenFile {
+  token: string;
+  /** The file's mode bits (0o777). */
+  mode: number;
+  /** Group or others have any access to the file (mode & 0o077): the token is not private. */
+  notPrivate: boolean;
+}
+
+export async function readTokenFile(file: string): Promise<TokenFile> {
+  let text: string;
+  let mode: number;
+  try {
+    const info = await stat(file);
+    if (!info.isFile()) throw new TokenFileError(`--token-file ${file} is not a regular file`);
+    if (info.size > MAX_TOKEN_FILE_BYTES) throw new TokenFileError(`--token-file ${file} is larger than ${MAX_TOKEN_FILE_BYTES} bytes`);
+    mode = info.mode & 0o777;
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if (err instanceof TokenFileError) throw err;
+    throw new TokenFileError(`cannot read --token-file ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  // The token is the one non-blank line: blank lines around it are an editor's, but a second
+  // non-blank line means the file holds something else too, and guessing which line is the token
+  // could redeem the wrong one.
+  const lines = text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== '');
+  const token = lines[0] ?? '';
+  if (token === '') throw new TokenFileError(`--token-file ${file} is empty: write the token from the install command into it`);
+  if (lines.length > 1) throw new TokenFileError(`--token-file ${file} has ${lines.length} non-blank lines; a token file holds one token: write only the token from the install command into it`);
+  return { token, mode, notPrivate: (mode & 0o077) !== 0 };
+}
+
+/** The one-line cause of the warning about a token file others may read. */
+export function tokenFileNotPrivate(file: string, mode: number): string {
+  return `the token file ${file} is readable by group or others (mode 0${mode.toString(8)})`;
+}
