@@ -33,3 +33,16 @@ export async function startGuardedNode(t: { teardown(fn: () => unknown): void },
   });
   return { upstream, node, plainSecret: plain.secret };
 }
+
+/**
+ * A streamed chat completion read raw (its status and SSE text), for the framing checks the SDK
+ * would hide: `body` is sent with `stream: true` under key `secret`.
+ */
+export async function rawChatStream(node: PipelineNode, secret: string, body: Record<string, unknown>): Promise<{ status: number; body: string }> {
+  const res = await fetch(`${node.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
+    body: JSON.stringify({ ...body, stream: true }),
+  });
+  return { status: res.status, body: await res.text() };
+}

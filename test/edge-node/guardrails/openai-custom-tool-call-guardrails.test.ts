@@ -7,7 +7,7 @@
 import t from 'tap';
 import type { GuardrailRule } from '../../../proto/src/index.js';
 import { sdkError } from '../pipeline/pipeline-harness.js';
-import { startGuardedNode } from './guarded-node.js';
+import { rawChatStream, startGuardedNode } from './guarded-node.js';
 import { sseData } from './scripted-upstream.js';
 
 const EMAIL = 'bob@example.com';
@@ -45,14 +45,7 @@ type ToolCallDelta = { index: number; id?: string; type?: string; custom?: { nam
 t.test('guardrails over OpenAI custom tool calls', async (t) => {
   const { upstream, node, plainSecret } = await startGuardedNode(t, RULES);
   const client = node.client();
-  const streamBody = async (secret: string): Promise<{ status: number; body: string }> => {
-    const res = await fetch(`${node.baseURL}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
-      body: JSON.stringify({ model: 'echo', stream: true, messages: USER, tools: TOOLS }),
-    });
-    return { status: res.status, body: await res.text() };
-  };
+  const streamBody = (secret: string): Promise<{ status: number; body: string }> => rawChatStream(node, secret, { model: 'echo', messages: USER, tools: TOOLS });
   const history = (call: Record<string, unknown>): never =>
     [...USER, { role: 'assistant', content: null, tool_calls: [{ id: 'call_0', ...call }] }, { role: 'tool', tool_call_id: 'call_0', content: 'done' }] as never;
 

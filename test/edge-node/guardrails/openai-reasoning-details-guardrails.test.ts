@@ -7,7 +7,7 @@
 import t from 'tap';
 import type { GuardrailRule } from '../../../proto/src/index.js';
 import { sdkError } from '../pipeline/pipeline-harness.js';
-import { startGuardedNode } from './guarded-node.js';
+import { rawChatStream, startGuardedNode } from './guarded-node.js';
 import { sseData } from './scripted-upstream.js';
 
 const EMAIL = 'bob@example.com';
@@ -44,14 +44,7 @@ type Detail = { type: string; text?: string; summary?: string; signature?: strin
 t.test('guardrails over reasoning_details', async (t) => {
   const { upstream, node, plainSecret } = await startGuardedNode(t, RULES);
   const client = node.client();
-  const streamBody = async (secret: string): Promise<{ status: number; body: string }> => {
-    const res = await fetch(`${node.baseURL}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
-      body: JSON.stringify({ model: 'echo', stream: true, messages: USER }),
-    });
-    return { status: res.status, body: await res.text() };
-  };
+  const streamBody = (secret: string): Promise<{ status: number; body: string }> => rawChatStream(node, secret, { model: 'echo', messages: USER });
 
   await t.test("a JSON answer's reasoning_details text and summary are masked, its signature and encrypted data left as they came; a secret there blocks the answer", async (t) => {
     upstream.answer = answerWith({

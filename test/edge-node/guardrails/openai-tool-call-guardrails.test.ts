@@ -6,7 +6,7 @@
 import t from 'tap';
 import type { GuardrailRule } from '../../../proto/src/index.js';
 import { sdkError } from '../pipeline/pipeline-harness.js';
-import { startGuardedNode } from './guarded-node.js';
+import { rawChatStream, startGuardedNode } from './guarded-node.js';
 import { sseData } from './scripted-upstream.js';
 
 const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
@@ -42,14 +42,7 @@ function answerWith(message: Record<string, unknown>): { json: unknown } {
 t.test('guardrails over OpenAI tool calls and reasoning', async (t) => {
   const { upstream, node, plainSecret } = await startGuardedNode(t, RULES);
   const client = node.client();
-  const streamBody = async (secret: string): Promise<{ status: number; body: string }> => {
-    const res = await fetch(`${node.baseURL}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
-      body: JSON.stringify({ model: 'echo', stream: true, messages: USER, tools: TOOLS }),
-    });
-    return { status: res.status, body: await res.text() };
-  };
+  const streamBody = (secret: string): Promise<{ status: number; body: string }> => rawChatStream(node, secret, { model: 'echo', messages: USER, tools: TOOLS });
 
   await t.test('an e-mail inside a JSON answer\'s tool-call arguments is masked, and the arguments still parse; unmasked arguments stay byte for byte', async (t) => {
     const untouched = '{ "to" :  "nobody",\n "body": "caf\\u00e9" }';
