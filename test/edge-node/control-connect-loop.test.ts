@@ -102,6 +102,22 @@ t.test('a network failure of the attempt with the previous credential does not s
   t.ok(typeof ends[1]?.retryInMs === 'number' && ends[1].retryInMs < 600_000, 'the normal back-off, not the slow retry');
 });
 
+t.test('a session on the previous credential that came up and was then ended by a refusal (the control plane restarting) does not spend the fallback', async (t) => {
+  const previous = newCredential();
+  const current = newCredential();
+  const gateway = await startFakeGateway(t, {
+    authorize: (session) => (session.credential === current.secret ? { code: 'CREDENTIAL_INVALID', message: 'unknown credential' } : undefined),
+  });
+  const state = await writeEnrolledState(t.testdir({}), gateway, { credentials: { current, previous } });
+  // The slow retry is ten minutes: only a prompt fallback to the previous credential connects again within the deadline.
+  const { loop } = startLoop(t, state, { refusedRetryMs: 600_000 });
+  await waitFor(() => loop.status().state === 'connected', { what: 'a session on the previous credential' });
+  // The control plane stops before it rotated the node's credential: the established session is refused.
+  (await gateway.waitForSession(1)).refuse('SERVER_SHUTTING_DOWN', 'the control plane is stopping', grpc.status.UNAVAILABLE);
+  await waitFor(() => gateway.sessions.length >= 4 && loop.status().state === 'connected', { what: 'a session on the previous credential again' });
+  t.same(gateway.sessions.slice(0, 4).map((s) => (s.credential === current.secret ? 'current' : s.credential === previous.secret ? 'previous' : '?')), ['current', 'previous', 'current', 'previous']);
+});
+
 t.test('when the previous credential is refused too, the fallback is spent: only slow retries follow', async (t) => {
   const previous = newCredential();
   const current = newCredential();

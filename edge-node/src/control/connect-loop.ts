@@ -328,8 +328,10 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         fallbackSpent = false;
       });
       if (end.reason === 'stopped') break;
-      // Spent only once `previous` itself is refused; an attempt cut by the network tries it again.
-      if (usedPrevious && end.reason === 'refused') fallbackSpent = true;
+      // Spent only once `previous` itself is refused at the door; an attempt cut by the network
+      // tries it again, and so does one whose session came up first (then ended by a refusal such
+      // as SERVER_SHUTTING_DOWN or SESSION_REPLACED: `previous` was accepted).
+      if (usedPrevious && end.reason === 'refused' && !end.established) fallbackSpent = true;
 
       let step = decide(end, usedPrevious, credentials, fallbackSpent);
       if (end.reason === 'refused' && needsOperator(end.code) && (await credentialReplaced(credential))) {

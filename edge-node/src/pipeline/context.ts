@@ -51,6 +51,13 @@ export interface TextSlot {
    * ctx.deliveredInputTokens, which a stream cut before that usage is metered for.
    */
   readonly billedAsInput?: boolean;
+  /**
+   * The text repeats another slot of the same message or delta: OpenRouter's `reasoning_details`
+   * beside its `reasoning` (or `reasoning_content`). Checked like any other text (a mask lands in
+   * both), but counted once: not estimated as input tokens, and notGenerated, so neither kept nor
+   * estimated as output.
+   */
+  readonly repeated?: boolean;
 }
 
 /** Token counts of one call. */

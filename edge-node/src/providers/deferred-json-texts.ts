@@ -118,11 +118,14 @@ export function resolveDeferredTexts(slots: readonly TextSlot[]): void {
 /**
  * A cheap token estimate of a request's texts: a JSON text by its raw length, a parsed JSON value
  * (an input or arguments object) by the length of the JSON it serialises to (jsonTokens), nothing
- * parsed or serialised.
+ * parsed or serialised. A repeated text (TextSlot.repeated) is counted where it first appears only.
  */
 export function estimateInputTokens(slots: readonly TextSlot[]): number {
   let tokens = 0;
-  for (const slot of slots) tokens += slot instanceof DeferredJson ? slot.estimatedTokens() : estimateTokens(slot.text);
+  for (const slot of slots) {
+    if (slot.repeated === true) continue;
+    tokens += slot instanceof DeferredJson ? slot.estimatedTokens() : estimateTokens(slot.text);
+  }
   return tokens;
 }
 

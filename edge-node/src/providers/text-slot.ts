@@ -47,6 +47,18 @@ export class NotGeneratedSlot extends FieldSlot {
   readonly notGenerated = true;
 }
 
+/** A FieldSlot repeating another slot's text (TextSlot.repeated): checked, counted once elsewhere. */
+export class RepeatedSlot extends FieldSlot {
+  readonly notGenerated = true;
+  readonly repeated = true;
+}
+
+/** A PartSlot repeating another slot's text (TextSlot.repeated): a running text of its own, counted once elsewhere. */
+export class RepeatedPartSlot extends PartSlot {
+  readonly notGenerated = true;
+  readonly repeated = true;
+}
+
 export const NO_TEXTS: TextSlot[] = [];
 
 /** Usage numbers from an upstream's JSON: a non-negative integer, else undefined. */

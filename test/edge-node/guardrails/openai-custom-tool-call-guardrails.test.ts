@@ -150,6 +150,18 @@ t.test('guardrails over OpenAI custom tool calls', async (t) => {
     }
   });
 
+  await t.test('later function-call fragments written with every field, "type": null and "id": null (servers that serialise nulls), are read as function arguments, not as a call of an unknown type', async (t) => {
+    const fragment = (args: string, first: boolean): string =>
+      chunk({ tool_calls: [{ index: 0, id: first ? 'call_0' : null, type: first ? 'function' : null, function: { name: first ? 'lookup' : null, arguments: args } }] });
+    upstream.answer = { sse: [fragment('', true), fragment('{"who":"bob@exa', false), fragment('mple.com"}', false), chunk({}, 'tool_calls'), DONE] };
+    const { status, body } = await streamBody(node.secret);
+    t.equal(status, 200);
+    t.notMatch(body, /ZN_ERR_GUARDRAIL/, 'not refused as unchecked text');
+    t.notMatch(body, /example\.com/);
+    t.match(body, /\[EMAIL\]/, 'the address in the arguments is masked');
+    t.match(body, /data: \[DONE\]\n\n$/);
+  });
+
   await t.test('without output rules, streamed custom tool calls (and calls of unknown types) pass byte for byte', async (t) => {
     const sse = [customFragment(0, 'mail bob@exa', 'run_sql'), customFragment(0, 'mple.com now'), chunk({ tool_calls: [{ index: 1, id: 'call_1', type: 'web_lookup', web_lookup: { query: 'x' } }] }), chunk({}, 'tool_calls'), DONE];
     upstream.answer = { sse };

@@ -90,3 +90,19 @@ t.test('strings in an input are counted as JSON writes them: quoted, and a contr
   t.ok(estimate >= (6 * 10_000 + 13 * 1_000) / 4, 'escapes counted at their JSON length');
   t.end();
 });
+
+t.test("OpenRouter's reasoning_details beside reasoning are estimated once; alone, they count", (t) => {
+  const thought = 'the user asks for a summary of the quarterly figures, so I should '.repeat(20);
+  const estimate = (assistant: Record<string, unknown>): number => {
+    const ctx = providerContext('chat.completions', { model: 'echo', messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'ok', ...assistant }] });
+    t.equal(chatCompletionsApi.identify(ctx), undefined);
+    return ctx.estimatedInputTokens;
+  };
+  const details = [{ type: 'reasoning.text', text: thought, index: 0 }];
+  const reasoningOnly = estimate({ reasoning: thought });
+  t.ok(reasoningOnly > estimate({}), 'the reasoning counts');
+  t.equal(estimate({ reasoning: thought, reasoning_details: details }), reasoningOnly, 'beside reasoning: not counted again');
+  t.equal(estimate({ reasoning_content: thought, reasoning_details: details }), estimate({ reasoning_content: thought }), 'beside reasoning_content: the same');
+  t.equal(estimate({ reasoning_details: details }), reasoningOnly, 'alone: they are the reasoning, and count');
+  t.end();
+});

@@ -11,11 +11,11 @@ import type { ApiHandler } from '../api-handler.js';
 import { firstEventRead } from '../first-event.js';
 import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
-import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
+import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
 import { inBandFailure, readBilledAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { contentPartSlots, isKnownToolCall, unknownPartSlots } from './chat-content-parts.js';
+import { contentPartSlots, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
 import { callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -63,7 +63,7 @@ export const chatCompletionsApi: ApiHandler = {
 function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
   collectContentTexts(message, into);
   for (const field of TEXT_FIELDS) if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
-  if (Array.isArray(message.reasoning_details)) reasoningDetailSlots(message.reasoning_details, into);
+  if (Array.isArray(message.reasoning_details)) reasoningDetailSlots(message.reasoning_details, repeatsReasoning(message), into);
   if (Array.isArray(message.tool_calls)) toolCallSlots(message.tool_calls, into);
   if (isRecord(message.function_call)) deferJsonText(into, message.function_call, 'arguments');
 }
@@ -73,13 +73,14 @@ function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[])
  * clients): a `reasoning.text` item's `text`, a `reasoning.summary` item's `summary`; not a
  * `signature` nor a `reasoning.encrypted` item's `data`, opaque to the rules.
  */
-function reasoningDetailSlots(details: unknown[], into: TextSlot[]): void {
+function reasoningDetailSlots(details: unknown[], repeated: boolean, into: TextSlot[]): void {
   for (const detail of details) {
     if (!isRecord(detail)) continue;
-    if (typeof detail.text === 'string') into.push(new FieldSlot(detail, 'text'));
-    if (typeof detail.summary === 'string') into.push(new FieldSlot(detail, 'summary'));
+    if (typeof detail.text === 'string') into.push(repeated ? new RepeatedSlot(detail, 'text') : new FieldSlot(detail, 'text'));
+    if (typeof detail.summary === 'string') into.push(repeated ? new RepeatedSlot(detail, 'summary') : new FieldSlot(detail, 'summary'));
   }
 }
+
 
 /**
  * A message's tool calls: a function call's `arguments` (a JSON text, or an object sent in its

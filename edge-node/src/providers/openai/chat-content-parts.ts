@@ -28,10 +28,13 @@ export function isKnownPart(part: Record<string, unknown>): boolean {
 /** Tool call types whose text fields are known: a function's `arguments`, a custom tool's `input`. */
 const TOOL_CALL_TYPES: ReadonlySet<string> = new Set(['function', 'custom']);
 
-/** Whether a tool call has a type whose fields are known (`function`, `custom`, or none: a stream's later fragments). */
+/**
+ * Whether a tool call has a type whose fields are known (`function`, `custom`, or none: a stream's
+ * later fragments, which servers serialising every field send as `"type": null`).
+ */
 export function isKnownToolCall(call: Record<string, unknown>): boolean {
   const type = call.type;
-  return type === undefined || (typeof type === 'string' && TOOL_CALL_TYPES.has(type));
+  return type == null || (typeof type === 'string' && TOOL_CALL_TYPES.has(type));
 }
 
 /**
@@ -112,4 +115,13 @@ function carriesStrings(value: unknown, depth: number): boolean {
     if (key !== 'type' && carriesStrings(record[key], depth + 1)) return true;
   }
   return false;
+}
+
+/**
+ * Whether a message's (or a stream delta's) `reasoning_details` repeat its reasoning: OpenRouter
+ * sends both, `reasoning` the items' text joined. Their slots are then checked but not counted
+ * (TextSlot.repeated), or the reasoning would be billed and estimated twice.
+ */
+export function repeatsReasoning(holder: Record<string, unknown>): boolean {
+  return typeof holder.reasoning === 'string' || typeof holder.reasoning_content === 'string';
 }

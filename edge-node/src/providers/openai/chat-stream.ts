@@ -31,9 +31,9 @@ import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import { MAX_DEPTH, losesStrings } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { parseSse } from '../sse.js';
-import { FieldSlot, NO_TEXTS, PartSlot, isRecord, tokenCount } from '../text-slot.js';
+import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { callCarriesStrings, hasUnknownStrings, isKnownPart, isKnownToolCall } from './chat-content-parts.js';
+import { callCarriesStrings, hasUnknownStrings, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 const DONE: SseEvent = { data: '[DONE]' };
@@ -306,11 +306,13 @@ export class ChatChunkEvent implements StreamEvent {
     if (Array.isArray(details)) {
       // Each item's text (or summary) is a running text of its own, by the item's index; not its
       // `signature`, nor an encrypted item's `data`.
+      // Beside `reasoning` they repeat it: checked, counted once (TextSlot.repeated).
+      const Slot = repeatsReasoning(delta) ? RepeatedPartSlot : PartSlot;
       details.forEach((detail: unknown, position) => {
         if (!isRecord(detail)) return;
         const index = indexOf(detail, position);
-        if (typeof detail.text === 'string') into.push(new PartSlot(detail, 'text', this, channel, indexedPart(INDEXED.reasoningText, index), false));
-        if (typeof detail.summary === 'string') into.push(new PartSlot(detail, 'summary', this, channel, indexedPart(INDEXED.reasoningSummary, index), false));
+        if (typeof detail.text === 'string') into.push(new Slot(detail, 'text', this, channel, indexedPart(INDEXED.reasoningText, index), false));
+        if (typeof detail.summary === 'string') into.push(new Slot(detail, 'summary', this, channel, indexedPart(INDEXED.reasoningSummary, index), false));
       });
     }
     if (isRecord(delta.function_call) && hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
