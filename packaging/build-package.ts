@@ -15,7 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { PROTOCOL_VERSION } from '../proto/src/index.js';
-import { productVersion } from '../edge-node/src/product-version.js';
+import { productVersion } from '../proto/src/product-version.js';
 import { PACKAGE_ARCHES, PACKAGE_PRODUCT, packageFileName } from '../installer/src/package/package-manifest.js';
 import type { PackageArch, PackageManifest } from '../installer/src/package/package-manifest.js';
 import { bundleApps } from './bundle-apps.js';

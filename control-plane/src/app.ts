@@ -16,7 +16,6 @@ import { enrollmentRoutes } from './http/enrollment.routes.js';
 import { errorHandler, frameworkErrorHandler, MAX_PATH_PARAM_CHARS, notFoundHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.routes.js';
 import { refuseEncodedBody } from './http/content-encoding.js';
-import { jsonBodyParser } from './http/json-body-parser.js';
 import { refuseNonUtf8Json } from './http/json-charset.js';
 import { modelRoutesRoutes } from './http/model-routes.routes.js';
 import { nodesRoutes } from './http/nodes.routes.js';
@@ -31,6 +30,8 @@ import { whoamiRoutes } from './http/whoami.routes.js';
 import { zodSerializerCompiler, zodValidatorCompiler } from './http/zod-schemas.js';
 import type { EnrollmentDeps } from './nodes/enrollment.js';
 import type { Settings } from './settings.js';
+import { zenovaError } from './errors.js';
+import { keyNamingJsonParser } from '../../proto/src/json-body-parser.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 export const ADMIN_API_PREFIX = '/api/v1';
@@ -72,7 +73,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Every body is JSON (415 otherwise): fastify's built-in text/plain parser would hand a string
   // to the routes, which then refuse it as "not a JSON object" (400).
   app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, keyNamingJsonParser(app.getDefaultJsonParser('error', 'error'), () =>
+    zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The request body has a "__proto__" or "constructor.prototype" key, which the control plane does not accept; remove it.')));
 
   app.setValidatorCompiler(zodValidatorCompiler);
   app.setSerializerCompiler(zodSerializerCompiler);

@@ -20,7 +20,7 @@ import type { GatewayServer } from './gateway/server.js';
 import { loadGatewayIdentity } from './gateway/tls-identity.js';
 import type { GatewayIdentity } from './gateway/tls-identity.js';
 import { createLogger, redactDatabaseUrl } from './logger.js';
-import { productVersion } from './product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import { SettingsError, loadSettings, parseListenAddress, settingsVariables } from './settings.js';
 import type { Settings } from './settings.js';
 import { ConsoleTlsError, listenConsole, readConsoleTls } from './tls/console-server.js';

@@ -35,6 +35,8 @@ import type { Clock } from './pipeline/clock.js';
 import { serverTlsOptions } from './tls/caller-tls.js';
 import type { CallerTlsPair } from './tls/caller-tls.js';
 import { trackUnusedConnections } from '../../proto/src/index.js';
+import { keyNamingJsonParser } from '../../proto/src/json-body-parser.js';
+import type { JsonParser } from '../../proto/src/json-body-parser.js';
 
 export interface AppDeps {
   /** The config being served; every request takes its own snapshot of it when it arrives. */
@@ -282,8 +284,6 @@ function logRequestFinished(request: FastifyRequest, reply: FastifyReply, { stat
   );
 }
 
-type JsonParser = ReturnType<FastifyInstance['getDefaultJsonParser']>;
-
 /** JSON is read as UTF-8; these declared charsets are UTF-8 or a subset of it. */
 const READABLE_CHARSETS = new Set(['utf-8', 'utf8', 'us-ascii']);
 
@@ -300,36 +300,21 @@ function charsetOf(contentType: string | undefined): string | undefined {
 }
 
 /**
- * Fastify's JSON parser (secure-json-parse: `__proto__` and `constructor.prototype` keys refused),
- * except that such a key is named as the reason: fastify reports it as invalid JSON. Only a body
- * that failed is parsed a second time. A body declared in another charset (utf-16, latin1, …) is
- * refused: fastify reads every body as UTF-8, so its text would be misread, not converted.
+ * The shared JSON parser (`__proto__` keys named as the reason), behind a charset check: a body
+ * declared in another charset (utf-16, latin1, …) is refused, because fastify reads every body as
+ * UTF-8, so its text would be misread, not converted.
  */
 function jsonBodyParser(strict: JsonParser): JsonParser {
+  const parse = keyNamingJsonParser(strict, () =>
+    zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body has a "__proto__" or "constructor.prototype" key, which this node refuses.'));
   return (request, body, done) => {
     const charset = charsetOf(request.headers['content-type']);
     if (charset !== undefined && !READABLE_CHARSETS.has(charset)) {
       done(zenovaError('ZN_ERR_UNSUPPORTED_CHARSET', `The request body's charset ${JSON.stringify(charset.slice(0, 40))} is not supported; send JSON as UTF-8 (charset=utf-8, or no charset).`), undefined);
       return;
     }
-    // The default parser is synchronous; `void` only marks its declared Promise-or-void result.
-    void strict(request, body, (err, value) => {
-      if (err instanceof Error && typeof body === 'string' && parsesAsPlainJson(body)) {
-        done(zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body has a "__proto__" or "constructor.prototype" key, which this node refuses.'), undefined);
-        return;
-      }
-      done(err, value);
-    });
+    return parse(request, body, done);
   };
-}
-
-function parsesAsPlainJson(text: string): boolean {
-  try {
-    JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { nativeModuleFiles } from '../../packaging/native-modules.js';
 import { hostArch, nodeRuntime } from '../../packaging/node-runtime.js';
 import { appPackageJson } from '../../packaging/release-contents.js';
-import { productVersion } from '../../edge-node/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import { REPO_ROOT } from '../fixtures/processes.js';
 
 export interface GatewayRuntime {

@@ -10,7 +10,7 @@ import { verifyCredential } from '../../control-plane/src/nodes/credentials.js';
 import { issueInstallToken } from '../../control-plane/src/nodes/install-tokens.js';
 import { parseNodeEvent } from '../../control-plane/src/nodes/node-events.js';
 import { withTransaction } from '../../control-plane/src/nodes/with-transaction.js';
-import { productVersion } from '../../control-plane/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import { PROTOCOL_VERSION } from '../../proto/src/protocol-version.js';
 import { testDatabase } from '../fixtures/postgres.js';
 import { waitFor } from '../fixtures/wait-for.js';

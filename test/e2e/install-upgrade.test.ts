@@ -28,7 +28,7 @@ import { captureCli, fakeProbe, fakeServices } from '../installer/fake-host.js';
 import type { FakeServices } from '../installer/fake-host.js';
 import { installedNodeServices } from './installed-node-services.js';
 import { buildNodePackage, defaultPackageEntries, releaseKeys } from '../installer/package-builder.js';
-import { productVersion } from '../../edge-node/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 
 const DIR = 'opt/zenova-node';
 const DATA = `${DIR}/data`;

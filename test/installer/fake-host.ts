@@ -10,7 +10,7 @@ import { mkdirSync, readdirSync, lstatSync, readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join, relative } from 'node:path';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
-import { productVersion } from '../../edge-node/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import type { HostProbe } from '../../installer/src/host/host-probe.js';
 import type { RestartRecord, ServiceManager, ServiceState } from '../../installer/src/host/service-manager.js';
 import { systemdServiceManager } from '../../installer/src/host/systemd-service-manager.js';

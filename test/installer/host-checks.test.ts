@@ -11,7 +11,7 @@ import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
-import { productVersion } from '../../edge-node/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { probeControlPlane } from '../../installer/src/install/control-plane-probe.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';

@@ -27,7 +27,7 @@ import { CONTROL_LINK_LOCK_FILE } from '../../edge-node/src/control/control-link
 import { CONFIG_CACHE_DIR } from '../../edge-node/src/config/bundle-cache.js';
 import { ENROLL_ATTEMPT_FILE } from '../../edge-node/src/enroll/enroll-attempt.js';
 import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
-import { productVersion } from '../../edge-node/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import { captureCli, fakeServices, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 

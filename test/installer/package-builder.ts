@@ -7,7 +7,7 @@ import type { KeyObject } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
-import { productVersion } from '../../edge-node/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import { writePackage } from '../../packaging/zpkg/write-package.js';
 import type { PackageEntry } from '../../packaging/zpkg/write-package.js';
 import type { PackageManifest } from '../../installer/src/package/package-manifest.js';

@@ -22,7 +22,7 @@ import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
 import type { UpgradeTokenRedeemer } from '../../installer/src/install/upgrade-token.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
-import { productVersion } from '../../edge-node/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import { captureCli, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { verifyPackage } from '../../installer/src/package/package-verifier.js';
 import { extractPackage } from '../../installer/src/package/package-extract.js';
-import { productVersion } from '../../edge-node/src/product-version.js';
+import { productVersion } from '../../proto/src/product-version.js';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import { REPO_ROOT, buildPackages, installerTarballName } from '../../packaging/build-package.js';
 import { nativeModuleFiles } from '../../packaging/native-modules.js';

@@ -14,7 +14,7 @@ import { FixedWindowRateLimiter } from '../nodes/enroll-rate-limit.js';
 import { ENROLL_BODY_LIMIT_BYTES, enrollNode, enrollRequestSchema, enrollResponseSchema } from '../nodes/enrollment.js';
 import type { EnrollmentDeps } from '../nodes/enrollment.js';
 import { redeemUpgradeToken, upgradeRequestSchema, upgradeResponseSchema } from '../nodes/upgrade-redemption.js';
-import { PRODUCT_NAME, productVersion } from '../product-version.js';
+import { PRODUCT_NAME, productVersion } from '../../../proto/src/product-version.js';
 import type { Settings } from '../settings.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 

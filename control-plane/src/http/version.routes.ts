@@ -3,7 +3,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { PROTOCOL_VERSION } from '../../../proto/src/protocol-version.js';
 import { zenovaError } from '../errors.js';
-import { PRODUCT_NAME, productVersion } from '../product-version.js';
+import { PRODUCT_NAME, productVersion } from '../../../proto/src/product-version.js';
 
 export const versionRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (app, { pool }) => {
   // The installation id never changes once the first migration made it, so one read suffices.

@@ -14,7 +14,7 @@
 import type pg from 'pg';
 import { z } from 'zod';
 import { zenovaError } from '../errors.js';
-import { productVersion } from '../product-version.js';
+import { productVersion } from '../../../proto/src/product-version.js';
 import { assertCompatibleProtocol, hostFactRules, redeemFailureError, tokenRule } from './enrollment.js';
 import { redeemInstallToken } from './install-tokens.js';
 import { notifyNodeEvent } from './node-events.js';

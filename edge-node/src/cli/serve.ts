@@ -16,7 +16,7 @@ import { loadControlStatus } from '../control/control-status.js';
 import type { ControlLinkLeader } from '../control/control-link-leader.js';
 import type { Logger } from '../logger.js';
 import { RequestWindow } from '../metrics/request-window.js';
-import { productVersion } from '../product-version.js';
+import { productVersion } from '../../../proto/src/product-version.js';
 import { loadCredentials } from '../state/credential-store.js';
 import { loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';

@@ -13,7 +13,7 @@
 import os from 'node:os';
 import { PROTOCOL_VERSION, describeProtocolMismatch, isCompatibleProtocol } from '../../../proto/src/index.js';
 import { oneLine } from '../one-line.js';
-import { productVersion } from '../product-version.js';
+import { productVersion } from '../../../proto/src/product-version.js';
 import { saveCredentials } from '../state/credential-store.js';
 import { loadIdentity, saveIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';

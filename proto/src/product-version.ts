@@ -1,6 +1,8 @@
 /**
- * The node's software version, from the repository's package.json (found by walking up from this
- * file, so it works from the source tree and from a build that ships package.json at its root).
+ * The product version both sides report (the node in enrollment and Hello, the control plane in
+ * its version API and upgrade checks), from the repository's package.json: found by walking up
+ * from this file, so it works from the source tree (tsx) and from a build that ships package.json
+ * at its root.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
