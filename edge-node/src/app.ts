@@ -29,7 +29,7 @@ import { noRateLimits } from './rate-limit/rate-limiter.js';
 import { noSpool } from './spool/request-spool.js';
 import { CLIENT_REQUEST_ID_HEADER, REQUEST_ID_HEADER, clientRequestIdOf, generateRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
-import { TargetHealth } from './routing/target-health.js';
+import { TargetHealth, targetsOf } from './routing/target-health.js';
 import { controlPlaneNow } from './pipeline/clock.js';
 import type { Clock } from './pipeline/clock.js';
 import { serverTlsOptions } from './tls/caller-tls.js';
@@ -76,6 +76,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The status the node's own answer to a parser error gave on a socket (408 for a request too slow).
   const parserAnswers = new WeakMap<Socket, number>();
   const upstreams = deps.upstreams ?? new UpstreamPool();
+  const metrics = deps.services?.metrics ?? noMetrics;
   // Pools of origins a new config no longer names are closed once their calls finish.
   const unsubscribe = holder.onSwap(({ config }) => upstreams.retainOnly(config.upstreams.values()));
   // Widened to fastify's logger type so the instance is the plain FastifyInstance callers expect.
@@ -111,6 +112,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const failure = toZenovaError(err, bodyLimit, request.url);
       // The hook's reply is typed by route generics it does not have; it is a plain reply.
       const plain = reply as unknown as FastifyReply;
+      metrics.requestEndedBeforePipeline?.(failure.status >= 500 ? 'failed' : 'rejected', failure.code);
       if (isAnthropicPath(request.url)) plain.header(ANTHROPIC_REQUEST_ID_HEADER, request.id);
       const retry = shouldRetryValue(failure);
       if (retry !== undefined) plain.header(SHOULD_RETRY_HEADER, retry);
@@ -149,6 +151,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const ended = howItEnded(request, reply, parserAnswers);
       logRequestFinished(request, reply, ended);
       deps.requestWindow?.record(ended.status >= 500);
+      // The pipeline counts the requests it ran (runPipeline sets callerGone first); these are the
+      // ones answered before it (a refused body, encoding, path) or whose body never arrived.
+      if (request.callerGone === null && (request.zenova.errorCode !== undefined || request.zenova.outcome === 'aborted')) {
+        metrics.requestEndedBeforePipeline?.(request.zenova.outcome === 'aborted' ? 'aborted' : ended.status >= 500 ? 'failed' : 'rejected', request.zenova.errorCode ?? null);
+      }
       // While closing, a keep-alive connection whose last request just ended would otherwise hold
       // server.close() open until its idle timeout.
       if (closing) setImmediate(() => app.server.closeIdleConnections());
@@ -214,7 +221,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     limiter: services.limiter ?? noRateLimits,
     credit: services.credit ?? noCredit,
     spool: services.spool ?? noSpool,
-    metrics: services.metrics ?? noMetrics,
+    metrics,
     // Without one from the services (tests), this app's own table in memory.
     sessionOwners: services.sessionOwners ?? new SessionOwners(undefined, deps.logger),
     targetHealth: services.targetHealth ?? new TargetHealth(),
@@ -222,6 +229,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(deps.callerStallMs !== undefined ? { callerStallMs: deps.callerStallMs } : {}),
     ...(clock !== undefined ? { clock } : {}),
   };
+  // Read at each scrape, so the gauge follows config swaps and answers alike.
+  metrics.watchTargetHealth?.(pipeline.targetHealth, () => {
+    const snapshot = holder.current();
+    return snapshot.ready ? targetsOf(snapshot.config) : [];
+  });
   registerOpenAiRoutes(app, pipeline);
   registerAnthropicRoutes(app, pipeline);
   registerMcpRoutes(app, pipeline);

@@ -1,15 +1,19 @@
 /**
  * The node's Prometheus metrics, fed once per finished request from what the pipeline recorded in
- * its context (outcome, per-stage times, upstream attempts, guardrail verdicts, usage). Series for
- * the fixed label sets (APIs, stages) are made up front; the rest are made once and kept.
+ * its context (outcome, per-stage times, upstream attempts, guardrail verdicts, usage), and once per
+ * request that ended before the pipeline (app.ts). Series for the fixed label sets (APIs, stages)
+ * are made up front; the rest are made once and kept, except the ejected-target gauge, read at each
+ * scrape.
  */
 import { requestPolicy } from '../guardrails/policy-engine.js';
 import type { ApiKind, PipelineContext } from '../pipeline/context.js';
 import type { StageName } from '../pipeline/stage.js';
 import { rateLimitHitOf, rateLimitStoreFailedFor } from '../rate-limit/rate-limit-hits.js';
 import type { PipelineMetrics } from './pipeline-metrics.js';
-import type { HealthChange } from '../routing/target-health.js';
-import { Counter, Gauge, Histogram, Registry } from './prometheus-registry.js';
+import type { RuntimeTarget } from '../config/runtime-config.js';
+import type { ErrorCode } from '../errors.js';
+import type { HealthChange, TargetHealth } from '../routing/target-health.js';
+import { CollectedGauge, Counter, Gauge, Histogram, Registry } from './prometheus-registry.js';
 import type { HistogramSeries } from './prometheus-registry.js';
 
 /**
@@ -58,6 +62,8 @@ export interface NodeFigures {
 export interface NodePipelineMetrics extends PipelineMetrics {
   requestStarted(ctx: PipelineContext): void;
   upstreamTargetHealth(upstream: string, model: string, change: HealthChange): void;
+  watchTargetHealth(health: TargetHealth, targets: () => Iterable<RuntimeTarget>): void;
+  requestEndedBeforePipeline(status: 'rejected' | 'failed' | 'aborted', code: ErrorCode | null): void;
   recordDropped(ctx: PipelineContext): void;
   /** The text a scrape of /metrics returns. */
   render(): string;
@@ -65,11 +71,18 @@ export interface NodePipelineMetrics extends PipelineMetrics {
 
 export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipelineMetrics {
   const registry = new Registry();
-  const requests = registry.register(new Counter('zenova_node_requests_total', 'Finished requests by API, outcome and error code (none when ok).', ['api', 'status', 'code']));
+  const requests = registry.register(
+    new Counter('zenova_node_requests_total', 'Finished requests by API (none: ended before the pipeline), outcome and error code (none when ok).', ['api', 'status', 'code']),
+  );
   const duration = registry.register(new Histogram('zenova_node_request_duration_seconds', 'Time from arrival to the end of the answer.', ['api'], REQUEST_BUCKETS));
   const stages = registry.register(new Histogram('zenova_node_stage_duration_seconds', 'Time spent in each pipeline stage.', ['stage'], STAGE_BUCKETS));
   const upstream = registry.register(
-    new Histogram('zenova_node_upstream_duration_seconds', 'Duration of each upstream attempt, by upstream and outcome.', ['upstream', 'outcome'], REQUEST_BUCKETS),
+    new Histogram(
+      'zenova_node_upstream_duration_seconds',
+      'Duration of each upstream attempt, by upstream and outcome: for the one that answered, from sending to the end of its answer (a stream\'s last event).',
+      ['upstream', 'outcome'],
+      REQUEST_BUCKETS,
+    ),
   );
   const inflight = registry.register(new Gauge('zenova_node_inflight_requests', 'Requests in the pipeline now.')).labels();
   registry.register(new Gauge('zenova_node_spool_bytes', 'Bytes the request spool holds.', [], () => figures().spoolBytes));
@@ -97,8 +110,13 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
     new Counter('zenova_node_guardrail_verdicts_total', 'Guardrail rule hits, by direction, action and detector.', ['on', 'action', 'detector']),
   );
   const tokens = registry.register(new Counter('zenova_node_tokens_total', 'Tokens metered, by API and direction.', ['api', 'kind']));
-  const ejected = registry.register(
-    new Gauge('zenova_node_upstream_target_ejected', '1 while an upstream target that kept failing is tried last (until it answers again), else 0.', ['upstream', 'model']),
+  // Read at each scrape over the config served then: a target whose upstream was fixed (a new base
+  // URL is a new target) or that the config dropped can never be left showing 1.
+  let watched: { health: TargetHealth; targets: () => Iterable<RuntimeTarget> } | undefined;
+  registry.register(
+    new CollectedGauge('zenova_node_upstream_target_ejected', '1 while an upstream target of the served config that kept failing is tried last (until it answers again), else 0.', ['upstream', 'model'], () =>
+      watched === undefined ? [] : ejectedSeries(watched.health, watched.targets()),
+    ),
   );
   const ejections = registry.register(new Counter('zenova_node_upstream_ejections_total', 'Times an upstream target was ejected for consecutive failures.', ['upstream', 'model']));
 
@@ -122,7 +140,12 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
         const us = ctx.stagesUs[name as StageName];
         if (us !== undefined) (stageSeries.get(name) ?? stages.labels(name)).observe(us / 1e6);
       }
-      for (const attempt of ctx.attempts) upstream.labels(attempt.upstream, attempt.outcome).observe(attempt.durationMs / 1000);
+      for (const attempt of ctx.attempts) {
+        // The answering attempt's own duration stops at its answer (a stream's first event); the
+        // upstream is busy until its last, which upstreamMs has. Failed attempts end with their failure.
+        const ms = attempt.outcome === 'ok' && ctx.upstreamMs !== null ? ctx.upstreamMs : attempt.durationMs;
+        upstream.labels(attempt.upstream, attempt.outcome).observe(ms / 1000);
+      }
       const perApi = tokenSeries.get(ctx.api);
       if (perApi !== undefined) {
         perApi.input.inc(ctx.usage.inputTokens);
@@ -142,9 +165,27 @@ export function createNodePipelineMetrics(figures: () => NodeFigures): NodePipel
       droppedRecords.labels(ctx.outcome.errorCode ?? ctx.outcome.status).inc();
     },
     upstreamTargetHealth(upstreamName, model, change) {
-      ejected.labels(upstreamName, model).set(change === 'ejected' ? 1 : 0);
       if (change === 'ejected') ejections.labels(upstreamName, model).inc();
+    },
+    watchTargetHealth(health, targets) {
+      watched = { health, targets };
+    },
+    requestEndedBeforePipeline(status, code) {
+      requests.labels('none', status, code ?? 'none').inc();
     },
     render: () => registry.render(),
   };
+}
+
+/** One series per distinct target (upstream, model) among `targets`: 1 while ejected, else 0. */
+function ejectedSeries(health: TargetHealth, targets: Iterable<RuntimeTarget>): Array<readonly [readonly string[], number]> {
+  const seen = new Set<string>();
+  const series: Array<readonly [readonly string[], number]> = [];
+  for (const target of targets) {
+    const id = `${target.upstream.name}\u0000${target.upstreamModel}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    series.push([[target.upstream.name, target.upstreamModel], health.isEjected(target) ? 1 : 0]);
+  }
+  return series;
 }

@@ -115,6 +115,23 @@ export class Gauge extends Family<GaugeSeries> {
   }
 }
 
+/**
+ * A labelled gauge whose series are all read at scrape time: what `collect` yields then is the whole
+ * family, so a series it no longer yields is gone (no value left behind by a change missed).
+ */
+export class CollectedGauge implements Metric {
+  constructor(
+    readonly name: string,
+    private readonly help: string,
+    private readonly labelNames: readonly string[],
+    private readonly collect: () => Iterable<readonly [values: readonly string[], value: number]>,
+  ) {}
+  render(out: string[]): void {
+    out.push(`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} gauge`);
+    for (const [values, value] of this.collect()) out.push(`${this.name}${labelText(this.labelNames, values)} ${formatNumber(value)}`);
+  }
+}
+
 export class HistogramSeries {
   /** Per-bucket (not cumulative) counts; the last slot is +Inf. */
   readonly counts: Float64Array;

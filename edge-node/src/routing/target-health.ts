@@ -13,9 +13,11 @@
  *
  * Per process and in memory: replicas each learn on their own, and a restart forgets. Keyed by
  * upstream name, base URL and model, so a config push that changes something else keeps what was
- * learnt, and a changed base URL starts afresh. Only targets that failed are held.
+ * learnt, and a changed base URL starts afresh. Only targets that failed are held. The ejected-target
+ * gauge asks `isEjected` of the served config's targets at each scrape, so the state of a target
+ * the config no longer has (an old base URL) shows nowhere.
  */
-import type { RuntimeTarget } from '../config/runtime-config.js';
+import type { RuntimeConfig, RuntimeTarget } from '../config/runtime-config.js';
 
 export interface TargetHealthOptions {
   /** Consecutive retryable failures that eject a target. */
@@ -140,5 +142,13 @@ export class TargetHealth {
     for (const [key, state] of this.states) {
       if (now - state.lastFailureAt > 2 * this.maxCooldownMs) this.states.delete(key);
     }
+  }
+}
+
+/** Every target `config`'s routes may try (weighted targets and fallbacks), once per route that has it. */
+export function* targetsOf(config: RuntimeConfig): Generator<RuntimeTarget> {
+  for (const route of config.routes.values()) {
+    yield* route.targets;
+    yield* route.fallbacks;
   }
 }

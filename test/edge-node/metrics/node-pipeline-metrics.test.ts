@@ -1,10 +1,13 @@
 // The node's metrics move with finished requests: counts by API, outcome and code, request and
 // per-stage latency, upstream attempts, rate-limit and guardrail rejections, tokens, in-flight
-// requests, the spool figures read at scrape time, and upstream targets ejected for failing.
+// requests, the spool figures read at scrape time, upstream targets ejected for failing (read at
+// scrape time too), and requests that ended before the pipeline.
 import t from 'tap';
+import type { RuntimeTarget } from '../../../edge-node/src/config/runtime-config.js';
 import { createNodePipelineMetrics } from '../../../edge-node/src/metrics/node-pipeline-metrics.js';
 import { MemoryLimitStore } from '../../../edge-node/src/rate-limit/memory-limit-store.js';
 import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
+import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
 import { ManualClock, callContext, quietLogger } from '../rate-limit/limit-fixtures.js';
 import { parsePrometheusText, sampleValue } from './prometheus-text.js';
 
@@ -83,6 +86,34 @@ t.test('stage times, upstream attempts and tokens come from what the request rec
   t.equal(sampleValue(parsed, 'zenova_node_tokens_total', { api: 'chat.completions', kind: 'output' }), 7);
 });
 
+t.test("the answering attempt is observed to the end of its answer (a stream's last event); failed attempts with their own duration", async (t) => {
+  const { clock, metrics, scrape } = setup();
+  const ctx = callContext(clock);
+  ctx.attempts = [
+    { upstream: 'primary', model: 'm', outcome: 'status', httpStatus: 503, durationMs: 40 },
+    // Fixed when the stream's first event came; the provider moved upstreamMs on to its end.
+    { upstream: 'backup', model: 'm', outcome: 'ok', httpStatus: 200, durationMs: 120 },
+  ];
+  ctx.upstreamFirstByteMs = 120;
+  ctx.upstreamMs = 4_500;
+  metrics.requestFinished(ctx);
+
+  const parsed = scrape();
+  t.equal(sampleValue(parsed, 'zenova_node_upstream_duration_seconds_sum', { upstream: 'backup', outcome: 'ok' }), 4.5);
+  t.equal(sampleValue(parsed, 'zenova_node_upstream_duration_seconds_bucket', { upstream: 'backup', outcome: 'ok', le: '2.5' }), 0);
+  t.equal(sampleValue(parsed, 'zenova_node_upstream_duration_seconds_sum', { upstream: 'primary', outcome: 'status' }), 0.04);
+});
+
+t.test('requests that ended before the pipeline are counted with api "none", by outcome and code', async (t) => {
+  const { metrics, scrape } = setup();
+  metrics.requestEndedBeforePipeline('rejected', 'ZN_ERR_BODY_TOO_LARGE');
+  metrics.requestEndedBeforePipeline('rejected', 'ZN_ERR_BODY_TOO_LARGE');
+  metrics.requestEndedBeforePipeline('aborted', null);
+  const parsed = scrape();
+  t.equal(sampleValue(parsed, 'zenova_node_requests_total', { api: 'none', status: 'rejected', code: 'ZN_ERR_BODY_TOO_LARGE' }), 2);
+  t.equal(sampleValue(parsed, 'zenova_node_requests_total', { api: 'none', status: 'aborted', code: 'none' }), 1);
+});
+
 t.test('rate-limit rejections are counted by scope and limit', async (t) => {
   const { clock, metrics, scrape } = setup();
   const limiter = new NodeRateLimiter(new MemoryLimitStore(), quietLogger);
@@ -153,15 +184,42 @@ t.test('records the control plane rejected are a gauge read at each scrape, 0 wi
   delete figures.backfillRejected;
 });
 
-t.test('an ejected upstream target is a gauge at 1 until it answers again, and each ejection is counted', async (t) => {
+function target(upstream: string, baseUrl: string, upstreamModel: string): RuntimeTarget {
+  return { upstream: { name: upstream, kind: 'openai-compatible', baseUrl, apiKey: undefined, timeoutMs: 30_000 }, upstreamModel, weight: 1 };
+}
+
+t.test('an ejected upstream target is a gauge read at each scrape over the served targets: 1 until it answers again, and each ejection is counted', async (t) => {
   const { metrics, scrape } = setup();
+  const health = new TargetHealth({ failureThreshold: 1 });
+  const broken = target('openai-main', 'http://10.0.0.1/v1', 'gpt-4o');
+  const other = target('backup', 'http://10.0.0.2/v1', 'gpt-4o');
+  let served: RuntimeTarget[] = [broken, other, broken];
+  metrics.watchTargetHealth(health, () => served);
   const labels = { upstream: 'openai-main', model: 'gpt-4o' };
+
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 0, 'a served target is 0 before any failure');
+  t.equal(health.note(broken, 'failed', 0), 'ejected');
   metrics.upstreamTargetHealth('openai-main', 'gpt-4o', 'ejected');
-  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 1);
-  t.equal(sampleValue(scrape(), 'zenova_node_upstream_ejections_total', labels), 1);
-  metrics.upstreamTargetHealth('openai-main', 'gpt-4o', 'restored');
-  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 0);
+  let parsed = scrape();
+  t.equal(sampleValue(parsed, 'zenova_node_upstream_target_ejected', labels), 1);
+  t.equal(sampleValue(parsed, 'zenova_node_upstream_target_ejected', { upstream: 'backup', model: 'gpt-4o' }), 0);
+  t.equal(parsed.samples.filter((x) => x.name === 'zenova_node_upstream_target_ejected').length, 2, 'a target in several routes is one series');
+  t.equal(sampleValue(parsed, 'zenova_node_upstream_ejections_total', labels), 1);
+
+  // The operator fixes the base URL: the new target never failed, and the old one is served no more.
+  served = [target('openai-main', 'http://10.0.0.9/v1', 'gpt-4o'), other];
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 0, 'a changed base URL is not ejected');
+  served = [broken];
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 1, 'back on the URL that failed: still ejected');
+  served = [other];
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), undefined, 'a target the config dropped has no series');
+
+  served = [broken];
+  t.equal(health.note(broken, 'reachable', 1), 'restored');
+  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 0, 'answering again');
+  t.equal(health.note(broken, 'failed', 2), 'ejected');
   metrics.upstreamTargetHealth('openai-main', 'gpt-4o', 'ejected');
-  t.equal(sampleValue(scrape(), 'zenova_node_upstream_target_ejected', labels), 1);
-  t.equal(sampleValue(scrape(), 'zenova_node_upstream_ejections_total', labels), 2);
+  parsed = scrape();
+  t.equal(sampleValue(parsed, 'zenova_node_upstream_target_ejected', labels), 1);
+  t.equal(sampleValue(parsed, 'zenova_node_upstream_ejections_total', labels), 2);
 });
