@@ -124,6 +124,12 @@ export const errorTable = {
     message: 'This node does not serve this surface.',
     retryable: false,
   },
+  ZN_ERR_TOOL_SERVER_NOT_ALLOWED: {
+    status: 403,
+    type: 'permission_error',
+    message: 'The API key may not use this tool server.',
+    retryable: false,
+  },
   ZN_ERR_TOOL_SERVER_NOT_FOUND: {
     status: 404,
     type: 'invalid_request_error',

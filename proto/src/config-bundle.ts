@@ -49,6 +49,12 @@ export const bundleApiKeySchema = z.strictObject({
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
   /** Model aliases this key may use; null means every alias the node routes. */
   allowedModels: z.array(name).max(1000).nullable(),
+  /**
+   * Tool server names this key may reach at /mcp/{server}; null or absent means every one. Added in
+   * schema 1 without a bump: the control plane leaves it out when null, so an unrestricted key's
+   * bundle is what an older node (whose schema is strict) accepts; a restricted key's it refuses.
+   */
+  allowedToolServers: z.array(name).max(1000).nullable().optional(),
   expiresAt: isoTime.nullable(),
   status: z.enum(['active', 'revoked']),
   limits: rateLimitSchema,

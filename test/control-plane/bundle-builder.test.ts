@@ -4,11 +4,12 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { BundleBuildError, buildNodeBundle, configSigningKeyId, encodeSignedBundle } from '../../control-plane/src/config/bundle-builder.js';
-import { latestConfigVersion } from '../../control-plane/src/config/config-changes.js';
+import { latestConfigVersion, recordConfigChange } from '../../control-plane/src/config/config-changes.js';
 import { ConfigPublisher } from '../../control-plane/src/config/config-publisher.js';
 import { createSecretBox, SecretBoxError } from '../../control-plane/src/crypto/secret-box.js';
 import { deleteNode } from '../../control-plane/src/nodes/node-admin.js';
 import { withTransaction } from '../../control-plane/src/nodes/with-transaction.js';
+import { bundleApiKeySchema } from '../../proto/src/config-bundle.js';
 import { canonicalJson, verifyConfigBundle } from '../../proto/src/index.js';
 import { testDatabase } from '../fixtures/postgres.js';
 import { GUARDRAIL_RULES, changeConfig, seedConfig } from './bundle-seed.js';
@@ -76,6 +77,33 @@ t.test('deleted rows leave the bundle; a deleted account takes its keys along, a
   const afterAccount = await buildNodeBundle(pool, node.id, harnessSecretBox);
   t.notOk(afterAccount.accounts.some((a) => a.id === seeded.accountId));
   t.notOk(afterAccount.apiKeys.some((k) => k.accountId === seeded.accountId), "the account's keys are gone (unknown to the node)");
+});
+
+t.test("a key's allowedToolServers are in the bundle when set and left out when null, so an older node's strict schema takes every unrestricted key", async (t) => {
+  const seeded = await seedConfig(pool, harnessSecretBox);
+  const node = await enrolledNode(pool, settings);
+  const restrictedKeyId = await withTransaction(pool, async (c) => {
+    const { rows } = await c.query<{ id: string }>(
+      `insert into api_keys (account_id, name, key_hash, key_prefix, allowed_tool_servers)
+       values ($1, $2, $3, 'zn_sk_tools', $4) returning id`,
+      [seeded.accountId, `tools-${seeded.tag}`, randomBytes(32), ['crm-lookup', 'mail-send']]);
+    await recordConfigChange(c, { entity: 'api-key', entityId: rows[0]!.id, action: 'create' });
+    return rows[0]!.id;
+  });
+  const bundle = await buildNodeBundle(pool, node.id, harnessSecretBox);
+  const restricted = bundle.apiKeys.find((k) => k.id === restrictedKeyId)!;
+  const unrestricted = bundle.apiKeys.find((k) => k.id === seeded.keyId)!;
+  t.same(restricted.allowedToolServers, ['crm-lookup', 'mail-send'], 'the restricted key carries its list');
+  t.notOk('allowedToolServers' in unrestricted, 'a key whose list is null carries no such field');
+  t.notMatch(canonicalJson(unrestricted), /allowedToolServers/, 'nor does its canonical JSON: the bytes are those of a bundle before the field');
+
+  const signed = encodeSignedBundle(bundle, signingKey);
+  const check = verifyConfigBundle(signed.bytes, signed.signature, signingKey.publicKeyPem);
+  t.ok(check.ok, check.ok ? 'the bundle verifies' : `${check.code}: ${check.message}`);
+  // What a node from before the field checks keys with: the same strict schema without it.
+  const olderNodeKeySchema = bundleApiKeySchema.omit({ allowedToolServers: true });
+  t.ok(olderNodeKeySchema.safeParse(unrestricted).success, 'an older node takes the unrestricted key');
+  t.notOk(olderNodeKeySchema.safeParse(restricted).success, 'and refuses the restricted one (it keeps its cached config: fail closed)');
 });
 
 t.test('the signed bundle verifies with the public key nodes pinned, and a changed byte does not', async (t) => {

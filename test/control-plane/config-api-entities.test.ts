@@ -55,6 +55,7 @@ t.test('API keys keep their limits, are listed per account, and revoking keeps t
   t.match(full.apiKey, { account: a, name: 'full', allowedModels: ['gpt-4o', 'team/claude'], expiresAt, rateLimitPolicy: rate, guardrailPolicy: guard, status: 'active' });
   const bare = expectStatus<{ apiKey: Record<string, unknown> }>(await call('POST', '/api/v1/api-keys', { account: b, name: 'bare', allowedModels: null }), 201);
   t.match(bare.apiKey, { allowedModels: null, expiresAt: null, rateLimitPolicy: null, guardrailPolicy: null });
+  t.equal(bare.apiKey.allowedToolServers, null, 'a key created without allowedToolServers may use every tool server');
 
   const revoked = expectStatus<{ apiKey: Record<string, unknown> }>(await call('POST', `/api/v1/api-keys/${full.apiKey.id}/revoke`), 200);
   t.match(revoked.apiKey, { status: 'revoked', revokedAt: String });
@@ -63,6 +64,25 @@ t.test('API keys keep their limits, are listed per account, and revoking keeps t
   const all = expectStatus<{ apiKeys: Array<{ account: string }> }>(await call('GET', '/api/v1/api-keys'), 200);
   t.ok(all.apiKeys.some((k) => k.account === a) && all.apiKeys.some((k) => k.account === b));
   t.same(expectStatus(await call('GET', `/api/v1/api-keys/${full.apiKey.id}`), 200), revoked.apiKey);
+});
+
+t.test("an API key's allowedToolServers are stored and shown in its view and the list; absent is null, [] is kept", async (t) => {
+  const account = uniqueConfigName('acct');
+  expectStatus(await call('POST', '/api/v1/accounts', { name: account }), 201);
+  // A name no tool server has yet is accepted, as allowedModels takes aliases no route has yet.
+  const restricted = expectStatus<{ apiKey: { id: string } & Record<string, unknown> }>(
+    await call('POST', '/api/v1/api-keys', { account, name: 'crm-bot', allowedToolServers: ['crm-lookup', 'mail-send'] }), 201);
+  t.same(restricted.apiKey.allowedToolServers, ['crm-lookup', 'mail-send'], 'in the create answer');
+  t.same(expectStatus<Record<string, unknown>>(await call('GET', `/api/v1/api-keys/${restricted.apiKey.id}`), 200).allowedToolServers,
+    ['crm-lookup', 'mail-send'], 'in the view');
+  const none = expectStatus<{ apiKey: { id: string } & Record<string, unknown> }>(await call('POST', '/api/v1/api-keys', { account, name: 'no-tools', allowedToolServers: [] }), 201);
+  t.same(none.apiKey.allowedToolServers, [], 'an empty list (no tool server) is kept, not read as null (every one)');
+  const absent = expectStatus<{ apiKey: { id: string } & Record<string, unknown> }>(await call('POST', '/api/v1/api-keys', { account, name: 'all-tools' }), 201);
+  t.equal(absent.apiKey.allowedToolServers, null, 'absent: every tool server');
+  const { apiKeys } = expectStatus<{ apiKeys: Array<{ id: string; allowedToolServers: unknown }> }>(await call('GET', `/api/v1/api-keys?account=${account}`), 200);
+  t.same(Object.fromEntries(apiKeys.map((k) => [k.id, k.allowedToolServers])), {
+    [restricted.apiKey.id]: ['crm-lookup', 'mail-send'], [none.apiKey.id]: [], [absent.apiKey.id]: null,
+  }, 'in the list');
 });
 
 t.test("a revoked key's deleted policies show as null in its view and the list, also once new policies take their names", async (t) => {

@@ -186,6 +186,9 @@ t.test('the size the check counts is the bundle\'s own for accounts, keys and pr
     rateLimitPolicy: `${tag}-rl`, guardrailPolicy: `${tag}-g`,
   }), 201);
   expectStatus(await call('POST', '/api/v1/api-keys', { account: `${tag}-a`, name: 'none', allowedModels: [] }), 201);
+  // allowedToolServers is left out of a key's entry when null, and counted only when set.
+  expectStatus(await call('POST', '/api/v1/api-keys', { account: `${tag}-a`, name: 'tools', allowedToolServers: ['crm-lookup', 'mail-send'] }), 201);
+  expectStatus(await call('POST', '/api/v1/api-keys', { account: `${tag}-a`, name: 'no-tools', allowedToolServers: [] }), 201);
   expectStatus(await call('POST', `/api/v1/api-keys/${apiKey.id}/revoke`), 200);
   expectStatus(await call('PUT', `/api/v1/prices/${tag}-r`, { inputMicrosPerToken: 0, outputMicrosPerToken: Number.MAX_SAFE_INTEGER, requestMicros: 12 }), 200);
   expectStatus(await call('PUT', `/api/v1/tool-servers/size-ts-${process.pid % 1000}`, { url: 'https://tools.example/mcp', apiKey: 'tool-\\"key"', callMicros: 7 }), 201);

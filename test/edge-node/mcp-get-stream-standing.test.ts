@@ -2,9 +2,10 @@
 // tool server are checked when the request arrives, and the stream (which may stay open for hours)
 // is re-checked against every new config and on a timer (get-stream-standing.ts). A revoked key's
 // stream ends promptly after the swap, its tool server GET aborted and its record written; so does
-// one whose surface is taken off the node or whose tool server is deleted; an expiresAt passing ends
-// it on the next re-check; a swap that leaves all of them standing leaves the stream alone. A node's
-// stop (app.close) ends open streams at once, cleanly, rather than waiting on a push channel.
+// one whose surface is taken off the node, whose key's allowedToolServers no longer name its server,
+// or whose tool server is deleted; an expiresAt passing ends it on the next re-check; a swap that
+// leaves all of them standing leaves the stream alone. A node's stop (app.close) ends open streams
+// at once, cleanly, rather than waiting on a push channel.
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import t from 'tap';
@@ -256,6 +257,34 @@ for (const { change, shape, status, code } of [
     t.equal(stream.pushes(), seen, 'nothing more was relayed');
   });
 }
+
+t.test("a config that narrows the key's allowedToolServers keeps its GET stream while they still name its server, and ends it with ZN_ERR_TOOL_SERVER_NOT_ALLOWED once they do not", async (t) => {
+  const tool = await startPushingToolServer(t);
+  const node = await startNode(t, tool.url, { key: { allowedToolServers: ['tools', 'mail'] } });
+  const stream = await openGetStream(t, node.url);
+  await waitFor(() => stream.pushes() >= 2, { what: 'pushes relayed on the GET stream' });
+
+  // Narrowed, but its server is still on the list: the stream goes on.
+  node.holder.swap(node.config(6, { allowedToolServers: ['tools'] }));
+  const atSwap = stream.pushes();
+  await waitFor(() => stream.pushes() >= atSwap + 4, { what: 'pushes relayed after a swap that keeps the server on the list' });
+  t.equal(stream.ended(), undefined, 'the stream is still open');
+  t.equal(tool.gets.closed, 0, "the tool server's GET is still open");
+
+  // Narrowed past its server: the key still stands, only this tool server is no longer its to use.
+  node.holder.swap(node.config(7, { allowedToolServers: ['mail'] }));
+  const later = await toolsList(node.url);
+  t.equal(later.status, 403, 'a new request of the key is refused');
+  t.match(later.body, { error: { code: 'ZN_ERR_TOOL_SERVER_NOT_ALLOWED', message: /tool server "tools"/ } });
+  await waitFor(() => stream.ended(), { timeoutMs: 5_000, what: 'the open GET stream to end' });
+  await waitFor(() => tool.gets.closed === 1, { timeoutMs: 5_000, what: "the tool server's GET to be aborted" });
+  t.equal(tool.gets.opened, 1);
+  const record = await waitFor(() => node.records.find((r) => r.requestId === stream.requestId), { timeoutMs: 5_000, what: 'the record of the GET stream' });
+  t.match(record, { status: 'failed', errorCode: 'ZN_ERR_TOOL_SERVER_NOT_ALLOWED' }, 'the record says why the node ended it');
+  const seen = stream.pushes();
+  await waitFor(() => node.finished.find((f) => f.requestId === stream.requestId), { what: 'the GET request to finish' });
+  t.equal(stream.pushes(), seen, 'nothing more was relayed');
+});
 
 t.test("the node's stop ends its open GET streams at once: the caller's stream ends cleanly, the tool server's GET is aborted, the record says the node stopped", async (t) => {
   const tool = await startPushingToolServer(t);

@@ -1,8 +1,9 @@
 // The tools surface end to end: the official MCP SDK client (streamable HTTP, the caller's key in
 // its request headers) through a listening node to a real MCP tool server. Initialize, tools/list
 // and tools/call work in both answer modes (JSON and event stream); the tool server sees the
-// node's key and never the caller's; missing key, unknown server and a node without the tools
-// surface each get their own code; every call leaves one record in the spool.
+// node's key and never the caller's; missing key, unknown server, a server the key's
+// allowedToolServers leave out and a node without the tools surface each get their own code; every
+// call leaves one record in the spool.
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -217,4 +218,67 @@ t.test('a body that is not JSON-RPC is ZN_ERR_INVALID_REQUEST', async (t) => {
   t.equal(res.status, 400);
   t.equal(res.code, 'ZN_ERR_INVALID_REQUEST');
   t.equal(fake.requests.length, 0);
+});
+
+t.test("a key whose allowedToolServers leave a server out is refused on POST, GET and DELETE with ZN_ERR_TOOL_SERVER_NOT_ALLOWED, before the tool server and the rate limits; a server on its list is served", async (t) => {
+  const tools = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const mail = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const restricted = newCallerKey();
+  const limiter = new NodeRateLimiter(new MemoryLimitStore(), createLogger({ level: 'silent' }));
+  t.teardown(() => limiter.close());
+  const spool = recordingSpool();
+  const base = bundleFor([{ name: 'tools', url: tools.url }, { name: 'mail', url: mail.url }]);
+  // The restricted key may make one request a minute, and only to `tools`.
+  const bundle = { ...base, apiKeys: [...base.apiKeys, bundleKey('key-restricted', restricted.sha256, { allowedToolServers: ['tools'], limits: { requestsPerMinute: 1 } })] };
+  const origin = await startNode(t, bundle, spool, { limiter });
+  const auth = { authorization: `Bearer ${restricted.secret}` };
+  const session = { 'mcp-session-id': 'sess-anything', 'mcp-protocol-version': '2025-06-18' };
+
+  const requests: Array<[string, RequestInit]> = [
+    ['POST', { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(initialize) }],
+    ['GET', { headers: { ...auth, ...session, accept: 'text/event-stream' } }],
+    ['DELETE', { method: 'DELETE', headers: { ...auth, ...session } }],
+  ];
+  for (const [method, init] of requests) {
+    const res = await fetch(`${origin}/mcp/mail`, init);
+    const { error } = (await res.json()) as { error: { code: string; message: string } };
+    t.equal(res.status, 403, `${method}: 403`);
+    t.equal(error.code, 'ZN_ERR_TOOL_SERVER_NOT_ALLOWED', `${method}: the key may not use the server`);
+    t.match(error.message, /tool server "mail"/, `${method}: the message names the server`);
+  }
+  const unknown = await post(`${origin}/mcp/nope`, initialize, auth);
+  t.equal(unknown.code, 'ZN_ERR_TOOL_SERVER_NOT_ALLOWED', 'a server not on the list is refused whether or not it exists: the key learns nothing of others');
+  t.equal(mail.requests.length, 0, 'the tool server the key may not use was never called');
+
+  // The refusals spent none of the one request a minute: the server on the list is served.
+  const allowed = await fetch(`${origin}/mcp/tools`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...auth }, body: JSON.stringify(initialize) });
+  await allowed.body?.cancel();
+  t.equal(allowed.status, 200, 'the server on its list is served');
+  t.ok(tools.requests.some((r) => r.method === 'POST'), 'and reached');
+
+  await waitFor(() => spool.records.filter((r) => r.keyId === 'key-restricted' && r.errorCode === 'ZN_ERR_TOOL_SERVER_NOT_ALLOWED').length === 4, { what: 'the refusals recorded' });
+  for (const record of spool.records.filter((r) => r.errorCode === 'ZN_ERR_TOOL_SERVER_NOT_ALLOWED')) {
+    t.match(record, { api: 'mcp', surface: 'tools', keyId: 'key-restricted', status: 'rejected', httpStatus: 403, upstream: null });
+  }
+});
+
+t.test('a key whose allowedToolServers are null or absent reaches every tool server; an empty list reaches none', async (t) => {
+  const tools = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const mail = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const explicitNull = newCallerKey();
+  const none = newCallerKey();
+  const base = bundleFor([{ name: 'tools', url: tools.url }, { name: 'mail', url: mail.url }]);
+  const bundle = {
+    ...base,
+    apiKeys: [...base.apiKeys, bundleKey('key-null', explicitNull.sha256, { allowedToolServers: null }), bundleKey('key-none', none.sha256, { allowedToolServers: [] })],
+  };
+  const origin = await startNode(t, bundle, recordingSpool());
+  for (const server of ['tools', 'mail']) {
+    for (const [which, secret] of [['absent', caller.secret], ['null', explicitNull.secret]] as const) {
+      const client = await connect(t, `${origin}/mcp/${server}`, { authorization: `Bearer ${secret}` });
+      t.ok((await client.listTools()).tools.length > 0, `a key whose list is ${which} lists the tools of ${server}`);
+    }
+    await t.rejects(connect(t, `${origin}/mcp/${server}`, { authorization: `Bearer ${none.secret}` }), { code: 403, message: /ZN_ERR_TOOL_SERVER_NOT_ALLOWED/ },
+      `the key with an empty list is refused ${server}, and the SDK client sees the code`);
+  }
 });

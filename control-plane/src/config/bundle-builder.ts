@@ -133,11 +133,12 @@ function bundleTime(at: Date): string {
 async function readApiKeys(db: Queryable): Promise<FleetConfig['apiKeys']> {
   const { rows } = await db.query<LimitColumns & {
     id: string; account_id: string; name: string; sha256: string; allowed_models: string[] | null;
-    expires_at: Date | null; status: 'active' | 'revoked'; guardrail_policy_id: string | null;
+    allowed_tool_servers: string[] | null; expires_at: Date | null; status: 'active' | 'revoked';
+    guardrail_policy_id: string | null;
   }>(
     // Keys of a deleted account are left out: the node then treats them as unknown.
-    `select k.id, k.account_id, k.name, encode(k.key_hash, 'hex') as sha256, k.allowed_models, k.expires_at,
-            k.status, g.id as guardrail_policy_id, ${LIMIT_SELECT}
+    `select k.id, k.account_id, k.name, encode(k.key_hash, 'hex') as sha256, k.allowed_models, k.allowed_tool_servers,
+            k.expires_at, k.status, g.id as guardrail_policy_id, ${LIMIT_SELECT}
        from api_keys k
        join accounts a on a.id = k.account_id and a.deleted_at is null
        left join rate_limit_policies p on p.id = k.rate_limit_policy_id and p.deleted_at is null
@@ -150,6 +151,8 @@ async function readApiKeys(db: Queryable): Promise<FleetConfig['apiKeys']> {
     name: r.name,
     sha256: r.sha256,
     allowedModels: r.allowed_models,
+    // Left out when null: an unrestricted key's entry stays what older nodes' strict schema accepts.
+    ...(r.allowed_tool_servers === null ? {} : { allowedToolServers: r.allowed_tool_servers }),
     expiresAt: r.expires_at === null ? null : bundleTime(r.expires_at),
     status: r.status,
     limits: limitsOf(r),

@@ -50,6 +50,8 @@ const ID_OVER_NULL = bytesOf(UUID) - NULL_BYTES;
 const TIME_OVER_NULL = bytesOf('9999-12-31T23:59:59.999Z') - NULL_BYTES;
 
 const TEMPLATE_UPSTREAM_KIND = 'openai';
+/** What a key's allowedToolServers adds when it is set (it is left out when null): `,"allowedToolServers":` before the list. */
+const TOOL_SERVERS_FIELD_BYTES = bytesOf('allowedToolServers') + 2;
 
 type Element<K extends FleetKind> = Required<FleetConfig[K][number]>;
 
@@ -57,10 +59,11 @@ type Element<K extends FleetKind> = Required<FleetConfig[K][number]>;
 // `satisfies` keeps them whole: a field added to the bundle fails to compile here until counted.
 const TEMPLATE_BYTES: Record<FleetKind, number> = {
   accounts: bytesOf({ id: UUID, name: '', status: 'suspended', limits: {} } satisfies Element<'accounts'>),
+  // allowedToolServers at its shortest is absent (the builder leaves a null out): counted per row below.
   apiKeys: bytesOf({
     id: UUID, accountId: UUID, name: '', sha256: '0'.repeat(64), allowedModels: null, expiresAt: null,
     status: 'revoked', limits: {}, guardrailPolicyId: null,
-  } satisfies Element<'apiKeys'>),
+  } satisfies Omit<Element<'apiKeys'>, 'allowedToolServers'>),
   upstreams: bytesOf({ id: UUID, name: '', kind: TEMPLATE_UPSTREAM_KIND, baseUrl: '', apiKey: null, timeoutMs: 0 } satisfies Element<'upstreams'>),
   routes: bytesOf({ alias: '', targets: [], fallbacks: [], timeoutMs: 0, retries: 0 } satisfies Element<'routes'>),
   guardrailPolicies: bytesOf({ id: UUID, name: '', rules: [] } satisfies Element<'guardrailPolicies'>),
@@ -91,6 +94,8 @@ union all
 select 'apiKeys', count(*)::int, coalesce(sum(
          octet_length(k.name)
          + case when k.allowed_models is null then 0 else octet_length(array_to_json(k.allowed_models)::text) - ${NULL_BYTES} end
+         + case when k.allowed_tool_servers is null then 0
+                else ${TOOL_SERVERS_FIELD_BYTES} + octet_length(array_to_json(k.allowed_tool_servers)::text) end
          + case when k.expires_at is null then 0 else ${TIME_OVER_NULL} end
          + case when g.id is null then 0 else ${ID_OVER_NULL} end
          + coalesce(pl.extra, 0)), 0)::bigint

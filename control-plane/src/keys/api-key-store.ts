@@ -18,8 +18,8 @@ import type { ApiKeyCreateInput } from './api-key-validation.js';
 import type { ApiKeyRow } from './api-key-view.js';
 
 const SELECT = `select k.id, a.name as account, k.name, k.key_prefix as prefix, k.allowed_models as "allowedModels",
-    k.expires_at as "expiresAt", k.status, r.name as "rateLimitPolicy", g.name as "guardrailPolicy",
-    k.created_at as "createdAt", k.revoked_at as "revokedAt"
+    k.allowed_tool_servers as "allowedToolServers", k.expires_at as "expiresAt", k.status,
+    r.name as "rateLimitPolicy", g.name as "guardrailPolicy", k.created_at as "createdAt", k.revoked_at as "revokedAt"
   from api_keys k
   join accounts a on a.id = k.account_id
   left join rate_limit_policies r on r.id = k.rate_limit_policy_id and r.deleted_at is null
@@ -53,10 +53,11 @@ export async function createApiKey(
     const guardrailPolicyId = guardrailPolicy?.id ?? null;
     const generated = generateApiKeySecret();
     const { rows } = await client.query<{ id: string }>(
-      `insert into api_keys (account_id, name, key_hash, key_prefix, allowed_models, expires_at, rate_limit_policy_id, guardrail_policy_id)
-       values ($1, $2, $3, $4, $5, $6, $7, $8) returning id`,
-      [accountId, input.name, generated.hash, generated.prefix, input.allowedModels ?? null, input.expiresAt ?? null,
-        rateLimitPolicyId, guardrailPolicyId],
+      `insert into api_keys (account_id, name, key_hash, key_prefix, allowed_models, allowed_tool_servers, expires_at,
+                             rate_limit_policy_id, guardrail_policy_id)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9) returning id`,
+      [accountId, input.name, generated.hash, generated.prefix, input.allowedModels ?? null, input.allowedToolServers ?? null,
+        input.expiresAt ?? null, rateLimitPolicyId, guardrailPolicyId],
     );
     const apiKey = (await selectById(client, rows[0]!.id))!;
     return { value: { apiKey, secret: generated.secret }, change: { entity: 'api-key', entityId: apiKey.id, action: 'create' } };

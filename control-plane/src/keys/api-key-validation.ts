@@ -1,9 +1,11 @@
 /** The API key create body and the list filter. */
 import { z } from 'zod';
-import { bodyObject, configNameSchema } from '../config/config-fields.js';
+import { bodyObject, configNameSchema, text } from '../config/config-fields.js';
 import { isInstantInRange } from '../http/zod-schemas.js';
+import { TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE } from '../tools/tool-server-validation.js';
 
 export const MAX_ALLOWED_MODELS = 1000;
+export const MAX_ALLOWED_TOOL_SERVERS = 1000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const allowedModelsSchema = z.array(configNameSchema, { error: () => 'must be an array of model aliases, or null for all' })
@@ -11,6 +13,16 @@ export const allowedModelsSchema = z.array(configNameSchema, { error: () => 'mus
   .check((ctx) => {
     if (new Set(ctx.value).size !== ctx.value.length) {
       ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must not list an alias twice' });
+    }
+  });
+
+export const allowedToolServersSchema = z.array(text().regex(TOOL_SERVER_NAME_PATTERN, { error: () => TOOL_SERVER_NAME_RULE }), {
+  error: () => 'must be an array of tool server names, or null for all',
+})
+  .max(MAX_ALLOWED_TOOL_SERVERS, { error: () => `must list at most ${MAX_ALLOWED_TOOL_SERVERS} tool servers` })
+  .check((ctx) => {
+    if (new Set(ctx.value).size !== ctx.value.length) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must not list a tool server twice' });
     }
   });
 
@@ -29,6 +41,8 @@ export const apiKeyCreateSchema = bodyObject({
   name: configNameSchema,
   /** Null or absent: every alias. */
   allowedModels: allowedModelsSchema.nullable().optional(),
+  /** Null or absent: every tool server. Names need not exist yet, as allowedModels' aliases need not. */
+  allowedToolServers: allowedToolServersSchema.nullable().optional(),
   expiresAt: expiresAtSchema.nullable().optional(),
   rateLimitPolicy: configNameSchema.nullable().optional(),
   guardrailPolicy: configNameSchema.nullable().optional(),

@@ -13,6 +13,7 @@ export const apiKeyViewSchema = z.object({
   name: z.string(),
   prefix: z.string(),
   allowedModels: z.array(z.string()).nullable(),
+  allowedToolServers: z.array(z.string()).nullable(),
   expiresAt: z.string().nullable(),
   status: z.enum(API_KEY_STATUSES),
   rateLimitPolicy: z.string().nullable(),
@@ -30,6 +31,7 @@ export interface ApiKeyRow {
   name: string;
   prefix: string;
   allowedModels: string[] | null;
+  allowedToolServers: string[] | null;
   expiresAt: Date | null;
   status: ApiKeyStatus;
   rateLimitPolicy: string | null;
@@ -45,6 +47,7 @@ export function toApiKeyView(row: ApiKeyRow): ApiKeyView {
     name: row.name,
     prefix: row.prefix,
     allowedModels: row.allowedModels,
+    allowedToolServers: row.allowedToolServers,
     expiresAt: row.expiresAt?.toISOString() ?? null,
     status: row.status,
     rateLimitPolicy: row.rateLimitPolicy,

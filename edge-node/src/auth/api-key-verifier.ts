@@ -120,6 +120,7 @@ export function checkKeyStanding(config: RuntimeConfig, key: RuntimeApiKey, now:
       accountLimits,
       guardrailPolicyId: key.guardrailPolicyId,
       allowedModels: key.allowedModels,
+      allowedToolServers: key.allowedToolServers,
     },
   };
 }

@@ -62,6 +62,8 @@ export interface RuntimeApiKey {
   readonly expiresAtMs: number | null;
   /** null = every alias the node routes. */
   readonly allowedModels: ReadonlySet<string> | null;
+  /** null = every tool server the node has (/mcp/{server}). */
+  readonly allowedToolServers: ReadonlySet<string> | null;
   /** The key's own limits (empty = none). */
   readonly limits: RateLimits;
   /** The guardrail policy applied to this key's calls; null = none. */
@@ -154,7 +156,7 @@ export function fromLocalConfig(config: LocalConfig): RuntimeConfig {
       : new Map<string, RuntimeApiKey>(
           config.apiKeys.map((k) => [
             k.sha256.toLowerCase(),
-            { id: k.id, name: k.name, accountId: null, status: 'active', expiresAtMs: null, allowedModels: null, limits: {}, guardrailPolicyId: null },
+            { id: k.id, name: k.name, accountId: null, status: 'active', expiresAtMs: null, allowedModels: null, allowedToolServers: null, limits: {}, guardrailPolicyId: null },
           ]),
         );
   return {
@@ -232,6 +234,7 @@ export function fromBundle(bundle: ConfigBundle): RuntimeConfig {
       status: k.status,
       expiresAtMs: k.expiresAt === null ? null : Date.parse(k.expiresAt),
       allowedModels: k.allowedModels === null ? null : new Set(k.allowedModels),
+      allowedToolServers: k.allowedToolServers == null ? null : new Set(k.allowedToolServers),
       limits: k.limits,
       guardrailPolicyId: k.guardrailPolicyId,
     });

@@ -198,6 +198,8 @@ export interface CallerKey {
   accountLimits: RateLimits;
   guardrailPolicyId: string | null;
   allowedModels: ReadonlySet<string> | null;
+  /** null = every tool server. */
+  allowedToolServers: ReadonlySet<string> | null;
 }
 
 export interface PipelineContext {

@@ -17,7 +17,8 @@ export interface ApiHandler {
   identify(ctx: PipelineContext): StageResult;
   /**
    * route: decide where the call goes (ctx.route + ctx.plan for models, ctx.toolServer for MCP), with
-   * the key's allowed models; ZN_ERR_MODEL_NOT_ALLOWED / _NOT_FOUND / _WRONG_API, ZN_ERR_TOOL_SERVER_NOT_FOUND.
+   * the key's allowed models or tool servers; ZN_ERR_MODEL_NOT_ALLOWED / _NOT_FOUND / _WRONG_API,
+   * ZN_ERR_TOOL_SERVER_NOT_ALLOWED / _NOT_FOUND.
    */
   route(ctx: PipelineContext): StageResult;
   /**

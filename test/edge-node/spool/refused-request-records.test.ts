@@ -28,7 +28,7 @@ import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import { ManualClock } from '../rate-limit/limit-fixtures.js';
 import { quietLogger, tempStateDir } from './spool-helpers.js';
 
-const KEY = { id: 'key-1', accountId: 'acct-1', keyLimits: {}, accountLimits: {}, guardrailPolicyId: null, allowedModels: null };
+const KEY = { id: 'key-1', accountId: 'acct-1', keyLimits: {}, accountLimits: {}, guardrailPolicyId: null, allowedModels: null, allowedToolServers: null };
 
 /** A spool double: records kept in memory, fullness and keepsBodies as the test sets them. */
 function fakeSpool(state: { fullness: number; keepsBodies: boolean }): RequestSpool & { records: RequestRecord[] } {

@@ -23,7 +23,7 @@ function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRec
     clock: { now: () => 1_700_000_000_250, monotonic: () => 1250, hostMonotonic: () => 1250 },
     callerGone: new AbortSwitch(),
     model: 'echo', stream: true, maxOutputTokens: null, estimatedInputTokens: 3, inputTexts: [],
-    key: { id: 'key-1', accountId: 'acct-1', keyLimits: {}, accountLimits: {}, guardrailPolicyId: null, allowedModels: null },
+    key: { id: 'key-1', accountId: 'acct-1', keyLimits: {}, accountLimits: {}, guardrailPolicyId: null, allowedModels: null, allowedToolServers: null },
     attempts: [{ upstream: 'demo', model: 'demo-echo', outcome: 'ok', httpStatus: 200, durationMs: 40 }],
     served: { upstream: 'demo', model: 'demo-echo' },
     upstreamUsage: null, upstreamFirstByteMs: 12, upstreamMs: 40, responseText: 'hello there', responseTextChars: 11, responseTextCjkChars: 0, deliveredInputTokens: 0,

@@ -1,7 +1,8 @@
 // Stage `surface` — the node serves this surface (model: /v1/..., tools: /mcp/{server}), and on the
 // model surface the model asked for: the key may use it, it exists, through this API; on the tools
-// surface the tool server named exists. These are checked here, before rate-limit, so a request
-// that can never succeed spends no quota (the route stage checks them again when it routes).
+// surface the tool server named: the key may use it, it exists. These are checked here, before
+// rate-limit, so a request that can never succeed spends no quota (the route stage checks them
+// again when it routes).
 import { checkModelAccess } from '../../routing/route-model.js';
 import { checkToolServerAccess } from '../../routing/route-tool-server.js';
 import type { PipelineContext } from '../context.js';

@@ -2,10 +2,11 @@
  * Open MCP GET event streams end when a new request of theirs would be refused. A request is
  * checked once, when it arrives (stages authenticate and surface), and keeps its config snapshot to
  * the end; a GET stream may stay open for hours, so without this a revoked, expired or deleted key
- * (or a suspended or deleted account), a tools surface taken off the node or a deleted tool server
- * would keep relaying the tool server's pushes while new requests are refused. Each open GET stream
- * is re-checked, as a new request would be (the key with authenticate's own findCallerKey +
- * checkKeyStanding, then the surface, then the tool server by name), against every new config when
+ * (or a suspended or deleted account), a key whose allowed tool servers no longer name its server, a
+ * tools surface taken off the node or a deleted tool server would keep relaying the tool server's
+ * pushes while new requests are refused. Each open GET stream is re-checked, as a new request would
+ * be (the key with authenticate's own findCallerKey + checkKeyStanding, then the surface, then the
+ * key's allowed tool servers and the tool server by name), against every new config when
  * it is swapped in, and against the current config every `intervalMs` (30 s) so an expiresAt
  * passing without a swap ends it too. A re-check rather than a cap on a stream's lifetime: healthy
  * streams are never cut. A stream that fails the check is ended with the code a new request would
@@ -19,11 +20,13 @@
  * `failed` with ZN_ERR_NODE_STOPPING: the node ended them, not the caller.
  */
 import { checkKeyStanding, findCallerKey } from '../../auth/api-key-verifier.js';
+import type { KeyStanding } from '../../auth/api-key-verifier.js';
 import type { ConfigHolder } from '../../config/config-holder.js';
 import type { RuntimeConfig } from '../../config/runtime-config.js';
 import { zenovaError } from '../../errors.js';
-import type { ErrorCode, ZenovaError } from '../../errors.js';
+import type { ZenovaError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { mayUseToolServer } from '../../routing/route-tool-server.js';
 
 /** How often open GET streams are re-checked without a config swap (for an expiresAt passing). */
 export const GET_STREAM_RECHECK_MS = 30_000;
@@ -55,14 +58,16 @@ interface OpenStream extends WatchedRequest {
   readonly end: (error: ZenovaError, how: StreamEnd) => void;
 }
 
-/** Why the caller who sent `rawHeaders` would now be refused by authenticate under `config`, or undefined. */
-export function standingRefusal(config: RuntimeConfig, rawHeaders: readonly string[], now: number): ErrorCode | undefined {
-  // A config without keys (stand-alone mode) admits every caller, as authenticate does.
+/**
+ * How authenticate would now find the caller who sent `rawHeaders` under `config`: its key, or the
+ * code it would be refused with; undefined for a config without keys (stand-alone mode), which
+ * admits every caller, as authenticate does.
+ */
+function callerStanding(config: RuntimeConfig, rawHeaders: readonly string[], now: number): KeyStanding | undefined {
   if (config.apiKeys === null) return undefined;
   const found = findCallerKey(config.apiKeys, rawHeaders);
-  if (!found.ok) return found.code;
-  const standing = checkKeyStanding(config, found.key, now);
-  return standing.ok ? undefined : standing.code;
+  if (!found.ok) return { ok: false, code: found.code };
+  return checkKeyStanding(config, found.key, now);
 }
 
 /**
@@ -70,13 +75,16 @@ export function standingRefusal(config: RuntimeConfig, rawHeaders: readonly stri
  * (authenticate, then surface), or undefined when it would be admitted.
  */
 export function streamRefusal(config: RuntimeConfig, stream: WatchedRequest, now: number): ZenovaError | undefined {
-  const code = standingRefusal(config, stream.rawHeaders, now);
-  if (code !== undefined) return zenovaError(code, `${zenovaError(code).message} The open MCP event stream was ended.`);
+  const standing = callerStanding(config, stream.rawHeaders, now);
+  if (standing?.ok === false) return zenovaError(standing.code, `${zenovaError(standing.code).message} The open MCP event stream was ended.`);
   if (!config.surfaces.has('tools')) {
     return zenovaError('ZN_ERR_SURFACE_DISABLED', 'This node does not serve the tools surface (/mcp) any more. The open MCP event stream was ended.');
   }
+  // The server's name was a config's tool server name when the stream opened, so it is safe to quote.
+  if (!mayUseToolServer(standing?.key, stream.server)) {
+    return zenovaError('ZN_ERR_TOOL_SERVER_NOT_ALLOWED', `This API key may not use the tool server "${stream.server}" any more. The open MCP event stream was ended.`);
+  }
   if (!config.toolServers.has(stream.server)) {
-    // The name was a config's tool server name when the stream opened, so it is safe to quote.
     return zenovaError('ZN_ERR_TOOL_SERVER_NOT_FOUND', `No tool server "${stream.server}" on this node any more. The open MCP event stream was ended.`);
   }
   return undefined;
