@@ -1,7 +1,9 @@
-// The caller's chat body is forwarded as sent, so two of its fields would act for the operator's
+// The caller's chat body is forwarded as sent, so some of its fields would act for the operator's
 // upstream account rather than the caller: a `service_tier` OpenAI bills above the standard price
-// (the node charges only its own per-token price) and `store: true` (the conversation kept in the
-// operator's OpenAI account). Both are refused, naming the field and why; the rest passes through.
+// and a `speed` other than standard (fast mode, billed at several times the price; on /v1/messages
+// also its `anthropic-beta`), while the node charges only its own per-token price, and `store: true`
+// (the conversation kept in the operator's OpenAI account). Each is refused, naming the field and
+// why; the rest passes through.
 import t from 'tap';
 import { startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
@@ -41,6 +43,43 @@ t.test('chat fields that act for the upstream account', async (t) => {
       await node.client().chat.completions.create(chat(extra) as never);
       t.match(upstream.requests.at(-1)?.body, extra, JSON.stringify(extra));
     }
+  });
+
+  t.test('a speed other than standard is refused, naming the field and why', async (t) => {
+    const before = upstream.requests.length;
+    for (const speed of ['fast', 'turbo']) {
+      const err = await sdkError(node.client().chat.completions.create(chat({ speed }) as never));
+      t.match(err, { status: 400, code: 'ZN_ERR_INVALID_REQUEST', param: 'speed', message: /speed: only "standard": faster speeds are billed above the price this node charges/ }, speed);
+    }
+    t.equal(upstream.requests.length, before, 'nothing was forwarded');
+    await node.client().chat.completions.create(chat({ speed: 'standard' }) as never);
+    t.match(upstream.requests.at(-1)?.body, { speed: 'standard' }, 'speed: "standard" passes through');
+  });
+
+  const messages = (extra: Record<string, unknown>, headers: Record<string, string> = {}) =>
+    fetch(`${node.origin}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': node.secret, 'anthropic-version': '2023-06-01', ...headers },
+      body: JSON.stringify({ model: 'claude', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }], ...extra }),
+    });
+
+  t.test("on /v1/messages, Anthropic's fast mode (speed or its beta) is refused in Anthropic's error shape", async (t) => {
+    const before = anthropic.requests.length;
+    const refusals: Array<[string, Record<string, unknown>, Record<string, string>, RegExp]> = [
+      ['speed: "fast"', { speed: 'fast' }, {}, /speed: only "standard": faster speeds are billed above the price this node charges/],
+      ['the fast-mode beta', {}, { 'anthropic-beta': 'fast-mode-2026-02-01' }, /anthropic-beta: no fast-mode betas: fast mode is billed above the price this node charges/],
+      ['the fast-mode beta among others', {}, { 'anthropic-beta': 'prompt-caching-2024-07-31, fast-mode-2026-02-01' }, /anthropic-beta: no fast-mode betas/],
+    ];
+    for (const [what, extra, headers, message] of refusals) {
+      const res = await messages(extra, headers);
+      t.equal(res.status, 400, what);
+      t.match(await res.json(), { type: 'error', error: { type: 'invalid_request_error', code: 'ZN_ERR_INVALID_REQUEST', message, details: { error_code: 'ZN_ERR_INVALID_REQUEST' } } }, what);
+    }
+    t.equal(anthropic.requests.length, before, 'nothing was forwarded');
+
+    const res = await messages({ speed: 'standard' }, { 'anthropic-beta': 'prompt-caching-2024-07-31' });
+    t.equal(res.status, 200, 'speed: "standard" and other betas pass');
+    t.match(anthropic.requests.at(-1), { headers: { 'anthropic-beta': 'prompt-caching-2024-07-31' }, body: { speed: 'standard' } });
   });
 
   t.test("Anthropic's own fields are not touched", async (t) => {

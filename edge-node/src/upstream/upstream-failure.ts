@@ -3,6 +3,7 @@
 import { zenovaError, isZenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
+import { classifyTlsFailure } from '../tls/tls-failure.js';
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
 
@@ -22,6 +23,48 @@ const UNAVAILABLE_CODES = new Set([
   'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
   'UND_ERR_INFO',
 ]);
+
+/** What a TLS handshake failure says to the caller: the kind of problem, never the upstream's address. */
+const TLS_PROBLEMS: Readonly<Partial<Record<ReturnType<typeof classifyTlsFailure>, string>>> = {
+  untrusted: 'its TLS certificate is not trusted by this node',
+  expired: 'its TLS certificate has expired or is not yet valid',
+  'name-mismatch': 'its TLS certificate does not name the host of its base URL',
+  'not-tls': 'it did not answer in TLS (an https:// base URL on a plain HTTP port?)',
+};
+
+// OpenSSL's other verdicts on a certificate (Node sets them as the error's code) that
+// classifyTlsFailure has no kind for: a CA certificate served as a leaf, a revoked one, ...
+const CERTIFICATE_REFUSED_CODES = new Set([
+  'INVALID_PURPOSE',
+  'INVALID_CA',
+  'CERT_REVOKED',
+  'CERT_CHAIN_TOO_LONG',
+  'PATH_LENGTH_EXCEEDED',
+  'HOSTNAME_MISMATCH',
+  'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY',
+  'ERROR_IN_CERT_NOT_BEFORE_FIELD',
+  'ERROR_IN_CERT_NOT_AFTER_FIELD',
+  'UNABLE_TO_GET_CRL',
+]);
+
+// undici's codes for a request the node itself got wrong: a bug, not the network.
+const NODE_SIDE_UNDICI_CODES = new Set([
+  'UND_ERR_INVALID_ARG',
+  'UND_ERR_INVALID_RETURN_VALUE',
+  'UND_ERR_NOT_SUPPORTED',
+  'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
+  'UND_ERR_BPL_MISSING_UPSTREAM',
+]);
+
+/**
+ * A code the network or the upstream's bytes gave: errno (ECONNABORTED), undici's, OpenSSL's, the
+ * HTTP parser's. Node's own ERR_INVALID_ARG_TYPE and the like are bugs and stay internal.
+ */
+function isNetworkCode(code: string): boolean {
+  if (NODE_SIDE_UNDICI_CODES.has(code)) return false;
+  return /^E[A-Z0-9]+$/.test(code) || /^(UND_ERR_|ERR_SSL_|ERR_TLS_|HPE_)/.test(code);
+}
 
 function errorCode(err: unknown): string | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
@@ -53,6 +96,17 @@ export function classifyUpstreamFailure(err: unknown, upstream: string): ZenovaE
   }
   if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith('HPE_'))) {
     return zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', `Upstream "${upstream}" could not be reached (${code}).`, { cause: err });
+  }
+  // A failed handshake is the upstream's (or its base URL's) fault: another target may answer.
+  const tlsProblem = TLS_PROBLEMS[classifyTlsFailure(err)];
+  if (tlsProblem !== undefined) {
+    return zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', `Upstream "${upstream}" could not be reached: ${tlsProblem}${code !== undefined ? ` (${code})` : ''}.`, { cause: err });
+  }
+  if (code !== undefined && CERTIFICATE_REFUSED_CODES.has(code)) {
+    return zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', `Upstream "${upstream}" could not be reached: its TLS certificate was refused (${code}).`, { cause: err });
+  }
+  if (code !== undefined && isNetworkCode(code)) {
+    return zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', `Upstream "${upstream}" failed at the connection (${code}).`, { cause: err });
   }
   return zenovaError('ZN_ERR_INTERNAL', undefined, { cause: err });
 }

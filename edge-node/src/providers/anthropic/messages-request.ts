@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import type { TextSlot } from '../../pipeline/context.js';
 import { cappedArray } from '../capped-array.js';
+import { speedSchema } from '../openai/chat-request.js';
 import { deferJsonValue } from '../deferred-json-texts.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
 import { markPartial } from '../partial-texts.js';
@@ -42,6 +43,8 @@ export const messagesRequestSchema = z.looseObject({
   top_p: z.number().min(0).max(1).optional(),
   top_k: z.int().min(0).max(1_000_000).optional(),
   stop_sequences: z.array(z.string().max(1024)).max(MAX_STOP_SEQUENCES).optional(),
+  // Fast mode is billed above the price this node charges (chat-request.ts, speedSchema).
+  speed: speedSchema,
 });
 
 export type MessagesRequest = z.infer<typeof messagesRequestSchema>;

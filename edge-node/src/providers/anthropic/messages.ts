@@ -29,6 +29,8 @@ export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 /** Version dates and comma-separated beta names; anything else is refused rather than forwarded. */
 const VERSION_PATTERN = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/;
 const BETA_PATTERN = /^[A-Za-z0-9._-]{1,128}(,[ \t]*[A-Za-z0-9._-]{1,128}){0,31}$/;
+/** Betas billed above the price this node charges (fast mode: `fast-mode-2026-02-01`), refused like `speed: "fast"`. */
+const OVERPRICED_BETA = /^fast-mode/i;
 
 type Json = Record<string, unknown>;
 
@@ -47,6 +49,9 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
   const beta = headerValue(ctx, 'anthropic-beta')?.trim();
   if (beta !== undefined && beta !== '') {
     if (!BETA_PATTERN.test(beta)) return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the anthropic-beta header must be a comma-separated list of beta names.');
+    if (beta.split(',').some((name) => OVERPRICED_BETA.test(name.trim()))) {
+      return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no fast-mode betas: fast mode is billed above the price this node charges.');
+    }
     headers['anthropic-beta'] = beta;
   }
   return headers;

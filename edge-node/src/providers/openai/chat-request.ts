@@ -1,6 +1,6 @@
-// The minimal shape the node needs from a chat completion request, and the two fields it refuses
-// to pass on (`service_tier` above standard, `store: true`); every other field passes through to
-// the upstream untouched (the upstream is the authority on the rest).
+// The minimal shape the node needs from a chat completion request, and the fields it refuses to
+// pass on (`service_tier` above standard, `speed` other than standard, `store: true`); every other
+// field passes through to the upstream untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
 import type { UpstreamKind } from '../../config/runtime-config.js';
 import type { UncheckedParam } from '../../pipeline/context.js';
@@ -15,6 +15,13 @@ export const MAX_CHAT_MESSAGES = 10_000;
  * `priority` and `scale` are billed above it, while the node charges only its own per-token price.
  */
 export const ALLOWED_SERVICE_TIERS = ['auto', 'default', 'flex'] as const;
+/**
+ * `speed` other than standard ("fast" mode, on Anthropic's API and OpenAI-compatible routers alike)
+ * is billed at several times the per-token price, while the node charges only its own.
+ */
+export const speedSchema = z
+  .literal('standard', { error: 'only "standard": faster speeds are billed above the price this node charges' })
+  .nullish();
 
 export const chatCompletionRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
@@ -30,6 +37,7 @@ export const chatCompletionRequestSchema = z.looseObject({
   service_tier: z
     .enum(ALLOWED_SERVICE_TIERS, { error: `must be one of ${ALLOWED_SERVICE_TIERS.map((tier) => JSON.stringify(tier)).join(', ')}: other tiers are billed above the price this node charges` })
     .nullish(),
+  speed: speedSchema,
   store: z.literal(false, { error: "only false: true would keep the conversation in the operator's upstream account" }).nullish(),
 });
 

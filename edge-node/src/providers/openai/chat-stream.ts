@@ -1,11 +1,12 @@
 /**
  * A chat completion stream as pipeline events: each upstream `data:` chunk parsed once; the caller
  * gets its alias back in `model`; usage is recorded into ctx.upstreamUsage as it passes (partial
- * until the stream finishes properly: finalUsage); when the
- * caller did not ask for usage, the usage-only chunk the node forced on is dropped again (clients
- * index choices[0]) and `"usage":null` fields are left out. An event is serialised only when it is
- * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
- * in-place edit of `model` does not apply). A chunk's texts are each choice's content (a string,
+ * until the stream finishes properly: finalUsage); when the caller did not ask for usage, the
+ * usage the node forced on is taken out again: a chunk carrying nothing else (its `choices` empty
+ * or, from some upstreams, missing) is dropped (clients index choices[0]), and other chunks' `usage`
+ * fields (null or counts) are left out. An event is serialised only when it is written, and only
+ * re-built from its parsed JSON when a guardrail rewrote its text (or the quick in-place edit of
+ * `model` does not apply). A chunk's texts are each choice's content (a string,
  * or the `text` of each of its parts), reasoning (its fields, and the text of each
  * `reasoning_details` item), refusal (a field, or a refusal part's), tool-call argument fragments
  * and custom tool calls' input fragments, each a part of its choice's channel (TEXT_PART). Data
@@ -42,6 +43,17 @@ const DONE: SseEvent = { data: '[DONE]' };
  * stays reusable) but an upstream that stalls there does not hold back the caller's [DONE].
  */
 const AFTER_DONE_GRACE_MS = 1000;
+
+/** The fields of a chunk that are no payload of their own: a chunk with only these and usage is the usage chunk. */
+const ENVELOPE_FIELDS: ReadonlySet<string> = new Set(['id', 'object', 'created', 'model', 'system_fingerprint', 'service_tier', 'provider', 'obfuscation', 'choices', 'usage']);
+
+/** Whether a chunk carries usage and nothing a caller reads: no choices (empty or missing), no other payload. */
+function isUsageOnly(chunk: Record<string, unknown>): boolean {
+  const choices = chunk.choices;
+  if (!(choices === undefined || choices === null || (Array.isArray(choices) && choices.length === 0))) return false;
+  for (const key in chunk) if (!ENVELOPE_FIELDS.has(key)) return false;
+  return true;
+}
 
 /** Where one upstream stream comes from, for its failures and timings. */
 export interface ChatStreamSource {
@@ -364,6 +376,8 @@ export class ChatChunkEvent implements StreamEvent {
   /** The upstream's text with `model` and `usage: null` edited in place, when they are where expected. */
   private quickEdit(): SseEvent | undefined {
     const { chunk, shape } = this;
+    // Counts on a chunk with content (some upstreams put them on the finish chunk): rebuilt without them.
+    if (shape.hideUsage && chunk.usage !== undefined && chunk.usage !== null) return undefined;
     let data = this.upstream.data;
     if (typeof chunk.model === 'string' && chunk.model !== shape.alias) {
       const needle = shape.modelNeedle(chunk.model);
@@ -382,7 +396,7 @@ export class ChatChunkEvent implements StreamEvent {
   private rebuilt(): string {
     const { chunk, shape } = this;
     if (typeof chunk.model === 'string') chunk.model = shape.alias;
-    if (shape.hideUsage && chunk.usage === null) delete chunk.usage;
+    if (shape.hideUsage) delete chunk.usage;
     return JSON.stringify(chunk);
   }
 }
@@ -461,7 +475,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
         // on the first chunk) give running counts on early chunks, each cumulative, so the last
         // block seen holds the final counts only once the stream ended properly (below).
         ctx.upstreamUsage = chatUsage(usage, true);
-        if (shape.hideUsage && Array.isArray(choices) && choices.length === 0) continue;
+        if (shape.hideUsage && isUsageOnly(chunk)) continue;
       }
       yield new ChatChunkEvent(sse, chunk, shape);
     }
