@@ -1,4 +1,5 @@
 // Builds the node's HTTP app (fastify); it never listens, so tests and the CLI decide where.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -12,7 +13,7 @@ import { notFoundError } from './http/not-found.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
 import { registerReadinessRoutes } from './http/readiness.routes.js';
 import type { ControlLinkView } from './http/readiness.routes.js';
-import './http/request-context.js';
+import type { RequestContext } from './http/request-context.js';
 import { httpServerTimeouts, requestTimeoutFor } from './http/request-timeout.js';
 import { shownPath } from './http/shown-path.js';
 import type { Logger } from './logger.js';
@@ -75,6 +76,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const requestTimeout = deps.requestTimeoutMs ?? requestTimeoutFor(bodyLimit);
   // The status the node's own answer to a parser error gave on a socket (408 for a request too slow).
   const parserAnswers = new WeakMap<Socket, number>();
+  // Each response's request notes, for a parser error that closes the connection under it.
+  const responseNotes = new WeakMap<ServerResponse, RequestContext>();
+  // Requests whose Expect is not 100-continue (Node's checkExpectation), refused in onRequest.
+  const unmetExpectations = new WeakSet<IncomingMessage>();
   const upstreams = deps.upstreams ?? new UpstreamPool();
   const metrics = deps.services?.metrics ?? noMetrics;
   // Pools of origins a new config no longer names are closed once their calls finish.
@@ -82,12 +87,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Widened to fastify's logger type so the instance is the plain FastifyInstance callers expect.
   const loggerInstance: FastifyBaseLogger = deps.logger;
 
+  // Node's own 400 to an HTTP/1.1 request without Host has no body and no x-request-id: onRequest refuses it.
+  const serverOptions = { ...httpServerTimeouts(requestTimeout), requireHostHeader: false };
   // Over TLS the same server options go to https.createServer. Fastify types an instance over HTTPS
   // apart (its `https` option is `null` on the plain-HTTP one we return): https.Server is an
   // http.Server for everything the app does, and reloadCallerTls reaches its TLS side.
   const transport = deps.https !== undefined
-    ? { https: { ...serverTlsOptions(deps.https), ...httpServerTimeouts(requestTimeout) } as unknown as null }
-    : { http: httpServerTimeouts(requestTimeout) };
+    ? { https: { ...serverTlsOptions(deps.https), ...serverOptions } as unknown as null }
+    : { http: serverOptions };
   const app = Fastify({
     ...transport,
     loggerInstance,
@@ -104,7 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
-      const status = answerParserError(err, socket);
+      const status = answerParserError(err, socket, responseNotes);
       if (status !== undefined) parserAnswers.set(socket, status);
     },
     // Errors fastify raises before routing (a URL that cannot be decoded) skip the hooks.
@@ -118,6 +125,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       if (retry !== undefined) plain.header(SHOULD_RETRY_HEADER, retry);
       void plain.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure));
     },
+  });
+
+  // Node's defaults answer 100 Continue to every Expect: 100-continue, and an empty 417 to any other
+  // Expect. A request refused before its body is read (no Host, a declared Content-Length over the
+  // limit, which fastify refuses unread) gets no 100 Continue; both reach the app (onRequest).
+  app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (!lacksHost(req) && !(Number(req.headers['content-length']) > bodyLimit)) res.writeContinue();
+    app.server.emit('request', req, res);
+  });
+  app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    unmetExpectations.add(req);
+    app.server.emit('request', req, res);
   });
 
   // Spare connections with no request on them would hold close() for Node's headers timeout.
@@ -134,6 +153,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
     request.zenova = {};
+    responseNotes.set(reply.raw, request.zenova);
     // The one read of the holder per request: a swap from here on does not affect this request.
     request.configSnapshot = holder.current();
     reply.header(REQUEST_ID_HEADER, request.id);
@@ -164,6 +184,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const encoding = request.headers['content-encoding'];
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity' && encoding.trim() !== '') {
       done(zenovaError('ZN_ERR_UNSUPPORTED_ENCODING', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the body uncompressed.`));
+      return;
+    }
+    if (lacksHost(request.raw)) {
+      done(zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: an HTTP/1.1 request must have a Host header.'));
+      return;
+    }
+    if (request.headers.expect !== undefined && unmetExpectations.has(request.raw)) {
+      done(zenovaError('ZN_ERR_INVALID_REQUEST', `Invalid request: Expect ${JSON.stringify(request.headers.expect.slice(0, 40))} is not supported (only 100-continue).`, { status: 417 }));
       return;
     }
     done();
@@ -250,6 +278,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   return app;
+}
+
+/** An HTTP/1.1 request without Host, which RFC 9112 has a server refuse (Node does, unless told not to). */
+function lacksHost(raw: IncomingMessage): boolean {
+  return raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1;
 }
 
 /** The connection closed before the request's body was in: it cannot be read, nor answered. */
@@ -384,12 +417,22 @@ function failedRequestTarget(err: NodeJS.ErrnoException & { rawPacket?: unknown;
  * Requests node's HTTP parser rejects never reach fastify; answer them in the same shape, with an
  * x-request-id, instead of fastify's default body: Anthropic's shape (and `request-id`) when the
  * failed request's target is known and is under /v1/messages, OpenAI's otherwise. Returns the
- * status answered, undefined when the socket was gone.
+ * status answered, undefined when the socket was gone or nothing could be written.
  */
-function answerParserError(err: NodeJS.ErrnoException, socket: Socket): number | undefined {
+function answerParserError(err: NodeJS.ErrnoException, socket: Socket, responseNotes: WeakMap<ServerResponse, RequestContext>): number | undefined {
   // The caller left: a reset, or the end of its connection before its request was all there (the
   // parser's "invalid EOF state"). No one to answer; the request's line says it left.
   if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || socket.destroyed) {
+    socket.destroy();
+    return undefined;
+  }
+  // A request pipelined behind one still being answered failed: an answer written now would land in
+  // the middle of that one's, or be read as its answer when that one has not begun (Node's own
+  // handler holds back only in the first case). The connection is closed, which cuts that answer.
+  const inProgress = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (inProgress != null && (inProgress.headersSent || inProgress.req.complete)) {
+    const note = responseNotes.get(inProgress);
+    if (note !== undefined) note.closedByNode = 'malformed pipelined request';
     socket.destroy();
     return undefined;
   }

@@ -2,7 +2,7 @@
 // processes with certificates made in the test, the official openai client trusting the test CA,
 // plain HTTP refused on that port, bad pairs refused naming the file, SIGHUP reloading a renewed
 // pair for new connections while a bad one keeps the old, and doctor's check of the pair.
-import { X509Certificate } from 'node:crypto';
+import { X509Certificate, webcrypto } from 'node:crypto';
 import http from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -12,6 +12,8 @@ import type { Test } from 'tap';
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { createCa, issueServerCert as issueWithValidity } from '../../control-plane/src/tls/self-signed.js';
+// After self-signed.js, which loads reflect-metadata (x509 needs it) and sets its crypto provider.
+import * as x509 from '@peculiar/x509';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
 import { createTestCa, issueServerCert } from '../fixtures/tls.js';
@@ -77,6 +79,22 @@ async function serveWithPair(t: Test, dir: string, files: { certFile: string; ke
   const node = await runNode(t, ['serve', '--config', path.join(dir, 'node.json'), '--listen', '127.0.0.1:0', '--tls-cert', files.certFile, '--tls-key', files.keyFile], LISTENING);
   const url = String(parseJsonLines(node.output()).find((l) => l.msg === 'node-edge listening')?.url);
   return { node, url, port: Number(new URL(url).port) };
+}
+
+/** A certificate with a 512-bit RSA key: readable, matching, in date, and below what OpenSSL serves. */
+async function rsa512Pair(): Promise<{ certPem: string; keyPem: string }> {
+  const algorithm = { name: 'RSASSA-PKCS1-v1_5', modulusLength: 512, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' };
+  const keys = await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify']);
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    name: 'CN=127.0.0.1',
+    keys,
+    signingAlgorithm: algorithm,
+    notBefore: new Date(Date.now() - 60_000),
+    notAfter: new Date(Date.now() + 24 * 60 * 60_000),
+    extensions: [new x509.SubjectAlternativeNameExtension([{ type: 'ip', value: '127.0.0.1' }])],
+  });
+  const keyPem = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
+  return { certPem: cert.toString('pem'), keyPem };
 }
 
 let ca: TestCa;
@@ -165,6 +183,14 @@ t.test('serve refuses a bad certificate pair before listening, with one line nam
   writeFileSync(expiredKeyFile, expired.keyPem);
   const missing = path.join(dir, 'absent.pem');
   const notPem = path.join(dir, 'not-pem.txt');
+  // A fullchain half copied: the leaf whole, the intermediate after it cut off mid-block.
+  const cutChainFile = path.join(dir, 'cut-chain.pem');
+  writeFileSync(cutChainFile, first.certPem + ca.certPem.slice(0, 200));
+  const small = await rsa512Pair();
+  const smallCertFile = path.join(dir, 'small-cert.pem');
+  const smallKeyFile = path.join(dir, 'small-key.pem');
+  writeFileSync(smallCertFile, small.certPem);
+  writeFileSync(smallKeyFile, small.keyPem);
   const cases: Array<[string, string, string, RegExp]> = [
     ['a missing certificate file', missing, good.keyFile, new RegExp(`cannot read the TLS certificate file ${missing}: it does not exist`)],
     ['a missing key file', good.certFile, missing, new RegExp(`cannot read the TLS key file ${missing}: it does not exist`)],
@@ -172,6 +198,8 @@ t.test('serve refuses a bad certificate pair before listening, with one line nam
     ['a key file without a PEM key', good.certFile, notPem, new RegExp(`the TLS key file ${notPem} holds no readable PEM private key`)],
     ['a key of another certificate', good.certFile, otherKeyFile, new RegExp(`the TLS key file ${otherKeyFile} is not the private key of the certificate in ${good.certFile}`)],
     ['an expired certificate', expiredCertFile, expiredKeyFile, new RegExp(`the TLS certificate in ${expiredCertFile} expired on \\d{4}-`)],
+    ['a chain whose second block is cut', cutChainFile, good.keyFile, new RegExp(`the TLS certificate file ${cutChainFile} with the key ${good.keyFile} cannot be served: OpenSSL refuses them \\(bad end line\\)`)],
+    ['a 512-bit RSA key', smallCertFile, smallKeyFile, new RegExp(`the TLS certificate file ${smallCertFile} with the key ${smallKeyFile} cannot be served: OpenSSL refuses them \\(ee key too small\\)`)],
   ];
   for (const [what, certFile, keyFile, message] of cases) {
     const run = await runNodeCli(['serve', '--config', config, '--listen', '127.0.0.1:0', '--tls-cert', certFile, '--tls-key', keyFile]);
@@ -219,4 +247,10 @@ t.test('doctor checks the caller TLS pair: a good one with its days left, a bad 
   const bad = await runNodeCli(['doctor', '--state-dir', path.join(dir, 'absent-state'), '--tls-cert', files.certFile, '--tls-key', files.keyFile]);
   t.equal(bad.code, 1);
   t.match(bad.stdout, new RegExp(`FAIL\\s+caller TLS certificate ${files.certFile} and key ${files.keyFile}\\n\\s+the TLS key file ${files.keyFile} is not the private key of the certificate`));
+
+  // A key OpenSSL will not serve fails here as it fails serve, not "ok" and then a restart loop.
+  const small = writePair(path.join(dir, 'long-lived'), await rsa512Pair());
+  const tooSmall = await runNodeCli(['doctor', '--state-dir', path.join(dir, 'absent-state'), '--tls-cert', small.certFile, '--tls-key', small.keyFile]);
+  t.equal(tooSmall.code, 1);
+  t.match(tooSmall.stdout, new RegExp(`FAIL\\s+caller TLS certificate ${small.certFile} and key ${small.keyFile}\\n\\s+the TLS certificate file ${small.certFile} with the key ${small.keyFile} cannot be served: OpenSSL refuses them \\(ee key too small\\)`));
 });

@@ -22,6 +22,8 @@ export interface RequestContext {
   errorCode?: ErrorCode;
   /** Set when the request did not end 'ok' (rejected, failed, aborted). */
   outcome?: string;
+  /** Why the node closed the connection before the answer was all sent, when it did. */
+  closedByNode?: 'caller stopped reading' | 'malformed pipelined request';
 }
 
 declare module 'fastify' {

@@ -223,6 +223,7 @@ class PipelineRun {
     // Without the hint the SDKs resend every 5xx, also those that cannot succeed (upstream 401 → 502).
     if (retry !== undefined) reply.header(SHOULD_RETRY_HEADER, retry);
     await reply.code(failure.status).headers(ctx.responseHeaders).send(body);
+    this.dropIfUnread();
   }
 
   async deliverJson(answer: Extract<UpstreamReply, { kind: 'json' }>): Promise<void> {
@@ -246,6 +247,7 @@ class PipelineRun {
     }
     // A string is sent as is only under a JSON content type; the upstream's, when it named one, wins.
     await reply.code(answer.status).type(JSON_CONTENT_TYPE).headers(answer.headers).headers(ctx.responseHeaders).send(payload);
+    this.dropIfUnread();
   }
 
   /**
@@ -364,12 +366,8 @@ class PipelineRun {
    */
   private waitForDrain(raw: ServerResponse): Promise<void> {
     const stallMs = this.ctx.deps.callerStallMs ?? CALLER_STALL_MS;
-    const log = this.request.log;
     return new Promise((resolve) => {
-      const stalled = setTimeout(() => {
-        log.warn({ stallMs }, 'caller stopped reading the answer; its connection is closed');
-        raw.destroy();
-      }, stallMs);
+      const stalled = setTimeout(() => this.dropStalledCaller(stallMs), stallMs);
       const done = (): void => {
         clearTimeout(stalled);
         raw.off('drain', done);
@@ -379,6 +377,36 @@ class PipelineRun {
       raw.on('drain', done);
       raw.on('close', done);
     });
+  }
+
+  /**
+   * A JSON or error answer is handed to the socket whole: a caller that stops reading would hold it
+   * (up to 192 MiB for embeddings) and its connection for ever. While some of it is unsent, a socket
+   * that took nothing in a whole callerStallMs is dropped, as waitForDrain drops a stream's; one
+   * that reads slowly is not (a drain may be minutes away for a large answer).
+   */
+  private dropIfUnread(): void {
+    const raw = this.reply.raw;
+    if (raw.writableFinished || raw.destroyed || raw.writableLength === 0) return;
+    const stallMs = this.ctx.deps.callerStallMs ?? CALLER_STALL_MS;
+    let unsent = raw.writableLength;
+    const check = setInterval(() => {
+      if (raw.writableLength < unsent) {
+        unsent = raw.writableLength;
+        return;
+      }
+      clearInterval(check);
+      this.dropStalledCaller(stallMs);
+    }, stallMs);
+    const done = (): void => clearInterval(check);
+    raw.once('finish', done);
+    raw.once('close', done);
+  }
+
+  private dropStalledCaller(stallMs: number): void {
+    this.request.log.warn({ stallMs }, 'caller stopped reading the answer; its connection is closed');
+    this.request.zenova.closedByNode = 'caller stopped reading';
+    this.reply.raw.destroy();
   }
 
   /** Takes the response from fastify and writes the head (x-request-id and the stages' headers included). */

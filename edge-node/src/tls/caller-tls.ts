@@ -2,13 +2,15 @@
  * The caller port's HTTPS certificate and key (`serve --tls-cert/--tls-key`): read from local files
  * and checked before anything listens, again on every reload (SIGHUP), by `doctor`, and by the
  * installer before it copies them. Every refusal is one line naming the file: missing, unreadable,
- * not PEM, a key that is not the certificate's, a certificate expired or not yet valid.
+ * not PEM, a key that is not the certificate's, a certificate expired or not yet valid, or a pair
+ * OpenSSL will not serve (a damaged later block of the chain, a key too small).
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import tls from 'node:tls';
 import type { SecureContextOptions, TlsOptions } from 'node:tls';
+import { oneLine } from '../one-line.js';
 
 /** Below this many days left a valid certificate is still served, with a warning (log, doctor). */
 export const EXPIRY_WARNING_DAYS = 14;
@@ -77,7 +79,21 @@ export function readCallerTls(files: CallerTlsFiles, now = new Date()): CallerTl
   const notBefore = new Date(leaf.validFrom);
   if (notAfter.getTime() <= now.getTime()) throw new CallerTlsError(`the TLS certificate in ${files.certFile} expired on ${notAfter.toISOString()}`);
   if (notBefore.getTime() > now.getTime()) throw new CallerTlsError(`the TLS certificate in ${files.certFile} is not valid before ${notBefore.toISOString()}`);
-  return { certPem, keyPem, serial: leaf.serialNumber, notAfter, daysLeft: Math.floor((notAfter.getTime() - now.getTime()) / DAY_MS) };
+  const pair = { certPem, keyPem, serial: leaf.serialNumber, notAfter, daysLeft: Math.floor((notAfter.getTime() - now.getTime()) / DAY_MS) };
+  // The checks above read only the leaf: OpenSSL reads the whole file (every intermediate) and
+  // refuses keys below its security level, and listen or a reload would fail with its bare reason.
+  try {
+    tls.createSecureContext(serverTlsOptions(pair));
+  } catch (err) {
+    throw new CallerTlsError(`the TLS certificate file ${files.certFile} with the key ${files.keyFile} cannot be served: OpenSSL refuses them (${openSslReason(err)})`);
+  }
+  return pair;
+}
+
+/** OpenSSL's reason without its code and library ("error:04800066:PEM routines::bad end line" → "bad end line"). */
+function openSslReason(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return oneLine(/^error:[0-9A-Fa-f]+:[^:]*:[^:]*:(.+)$/.exec(message)?.[1] ?? message, 120);
 }
 
 /** A warning when the pair expires within EXPIRY_WARNING_DAYS; undefined otherwise. */

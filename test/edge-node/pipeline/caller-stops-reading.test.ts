@@ -66,3 +66,53 @@ t.test('a caller that stops reading a stream is dropped after the stall limit, t
   await closed;
   t.ok(node.logs().some((l) => l.msg === 'caller stopped reading the answer; its connection is closed' && l.stallMs === 300), 'a log line says why');
 });
+
+/** An upstream whose chat answer is JSON of `contentBytes` characters, more than the sockets between node and caller hold. */
+async function largeJsonUpstream(t: { teardown(fn: () => unknown): void }, contentBytes: number): Promise<{ url: string }> {
+  const answer = JSON.stringify({
+    id: 'c',
+    object: 'chat.completion',
+    created: 1,
+    model: 'demo-echo',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(contentBytes) }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+  });
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(answer);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1` };
+}
+
+t.test('a caller that stops reading a JSON answer is dropped after the stall limit, so the answer held for it is let go, and the request line says the node closed it', async (t) => {
+  const upstream = await largeJsonUpstream(t, 24 * 1024 * 1024);
+  const node = await startPipelineNode(t, { upstreamUrl: upstream.url, callerStallMs: 300 });
+  const { port } = new URL(node.origin);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  socket.on('error', () => undefined);
+  t.teardown(() => socket.destroy());
+  let received = 0;
+  socket.on('data', (chunk: Buffer) => (received += chunk.length));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  const body = JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] });
+  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: n\r\nAuthorization: Bearer ${node.secret}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  // Never read: the answer stays in the node's socket buffer.
+  socket.pause();
+
+  const line = await waitFor(() => node.logs().find((l) => l.msg === 'request finished'), { what: 'the stalled request\'s line', timeoutMs: 20_000 });
+  t.equal(line.closedByNode, 'caller stopped reading', 'the line says the node closed the connection, and why');
+  t.equal(line.status, 200);
+  t.ok(node.logs().some((l) => l.msg === 'caller stopped reading the answer; its connection is closed' && l.stallMs === 300), 'a log line says why');
+  // Read on now: what the kernel buffers held arrives, then the end of the connection the node dropped.
+  socket.resume();
+  await closed;
+  t.ok(received < 24 * 1024 * 1024, 'the answer was cut, not delivered');
+});
