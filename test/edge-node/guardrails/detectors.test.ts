@@ -97,6 +97,37 @@ t.test('bank card refuses Luhn failures, timestamps, long runs and phone numbers
   t.same(found(findBankCards, '+4111111111111111'), [], 'a phone-style number');
 });
 
+t.test('bank card leaves order numbers and date-time stamps written yyyyMMddHHmmss alone, Luhn-valid or not', async (t) => {
+  t.ok(luhnValid('20240115093005'), 'this order number passes Luhn: only its 20 prefix tells it from a card');
+  t.same(found(findBankCards, '请帮我查一下订单 20240115093005 的物流，交易流水号：20240115093021，log ts=20250301120000002 level=INFO'), []);
+  let taken = 0;
+  for (let minute = 0; minute < 24 * 60; minute++) {
+    const hhmm = String(Math.floor(minute / 60) * 100 + (minute % 60)).padStart(4, '0');
+    if (findBankCards(`订单号 20240115${hhmm}00`).length > 0) taken++;
+  }
+  t.equal(taken, 0, 'the order numbers of every minute of a day');
+  t.same(found(findBankCards, '2100000000000005 2210000000000002 2721000000000004'), [], 'Luhn-valid 2-series numbers outside the Mir and Mastercard ranges');
+});
+
+t.test('bank card still finds the test numbers of every brand, Mastercard 2-series and Mir included', async (t) => {
+  const cards = [
+    '2221000000000009', // Mastercard 2-series, first and last of its range
+    '2720990000000007',
+    '2200000000000004', // Mir
+    '2204000000000000',
+    '5555555555554444', // Mastercard
+    '4111111111111111', // Visa
+    '378282246310005', // Amex
+    '3530111333300000', // JCB
+    '3112000000000009', // JCB's older 31xx range
+    '30569309025904', // Diners
+    '36227206271667',
+    '6222021234567890128', // UnionPay
+    '6011111111111117', // Discover
+  ];
+  t.same(found(findBankCards, cards.join(' ')), cards);
+});
+
 t.test('secret finds provider key shapes, PEM blocks, JWTs and assigned secrets', async (t) => {
   const aws = 'AKIAIOSFODNN7EXAMPLE';
   const gh = `ghp_${'a1B2'.repeat(9)}`;
@@ -135,6 +166,32 @@ t.test('secret takes a quoted value whole, spaces and all, up to its closing quo
   t.same(found(findSecrets, 'token = "abcdefgh12345678'), ['abcdefgh12345678'], 'an unclosed quote: the first word, as unquoted');
 });
 
+t.test('secret ends an unquoted value at Chinese and full-width punctuation, not only ASCII', async (t) => {
+  const text = '您的初始密码：Tmp2024ab，有效期24小时，请登录后立即修改。';
+  t.same(found(findSecrets, text), ['Tmp2024ab']);
+  t.same(found(findSecrets, '密码：Abc12345。口令：Xyz67890；令牌：Tok12345、密钥：Key12345！token=qwertyui）secret=asdfghjk」pwd=zxcvbnm1”'), ['Abc12345', 'Xyz67890', 'Tok12345', 'Key12345', 'qwertyui', 'asdfghjk', 'zxcvbnm1']);
+});
+
+t.test('secret takes a value in typographic quotes whole, spaces and all', async (t) => {
+  t.same(found(findSecrets, 'password: “correct horse battery staple” ok'), ['correct horse battery staple']);
+  t.same(found(findSecrets, '密码：“correct horse battery staple”，请牢记'), ['correct horse battery staple']);
+  t.same(found(findSecrets, "secret = ‘two words here’ and 口令：「三个 词 的口令」 and 令牌：『one more passphrase』"), ['two words here', '三个 词 的口令', 'one more passphrase']);
+  t.same(found(findSecrets, '“password”: “my pass phrase”'), ['my pass phrase'], 'a name in typographic quotes too');
+  t.same(found(findSecrets, 'token = “abcdefgh12345678 and more'), ['abcdefgh12345678'], 'an unclosed quote: the first word, as unquoted');
+});
+
+t.test('secret skips names whose last word says the value is about a secret (a URL, a name, a type), not one', async (t) => {
+  t.same(
+    found(findSecrets, 'token_endpoint: https://oauth2.googleapis.com/token TOKEN_URL = "https://github.com/login/oauth/access_token" password_reset_url: https://example.com/reset passwordResetURL=https://example.com/r2 secret_name: prod-db-password token_type: BearerToken secrets_path: /run/secrets/db'),
+    [],
+  );
+  t.same(
+    found(findSecrets, 'SECRET_KEY=abcdefgh1 api_token_value: abcdefgh2 client_secret=abcdefgh3 url_token=abcdefgh4 tokenUrl2: abcdefgh5'),
+    ['abcdefgh1', 'abcdefgh2', 'abcdefgh3', 'abcdefgh4', 'abcdefgh5'],
+    'other last words, a secret word last, a name ending in a digit',
+  );
+});
+
 t.test('secret names say secret only when the word ends the name: plurals and camelCase yes, tokenizer and secretary no', async (t) => {
   t.same(found(findSecrets, 'tokenizer: cl100k_base, tokenization: byte-level, secretary: JohnSmith, TOKENIZER: o200k_base'), []);
   t.same(
@@ -158,6 +215,15 @@ t.test('keywords match case-insensitively, whole ASCII words only, CJK anywhere,
   t.same(found(find, 'projects and projection'), [], 'no partial ASCII words');
   t.same(found(compileKeywords([]), 'anything'), []);
   t.same(found(compileKeywords(['ab', 'b']), 'ab b'), ['ab', 'b']);
+});
+
+t.test('keywords read full-width letters as ASCII, in the text and in the list', async (t) => {
+  const find = compileKeywords(['VPN', 'password', 'ＶＩＰ']);
+  t.same(found(find, '怎么用ＶＰＮ翻墙'), ['ＶＰＮ']);
+  t.same(found(find, 'my ｐａｓｓｗｏｒｄ is ...'), ['ｐａｓｓｗｏｒｄ']);
+  t.same(found(find, 'VIP 客户名单，ｖｉｐ'), ['VIP', 'ｖｉｐ'], 'a keyword written full-width matches ASCII text');
+  t.same(found(find, 'ＶＰＮｓ ｘVPN ｐａｓｓｗｏｒｄ１'), [], 'full-width letters and digits glue words as ASCII ones do');
+  t.same(found(compileKeywords(['top secret']), 'ＴＯＰ\u3000ＳＥＣＲＥＴ'), ['ＴＯＰ\u3000ＳＥＣＲＥＴ'], 'the ideographic space is a space');
 });
 
 t.test("regex compiles a policy's pattern once, honours (?i), skips empty matches and reports patterns that do not compile", async (t) => {

@@ -108,18 +108,21 @@ t.test('a stream split in three at many positions, and one character per delta, 
 
 t.test('a quoted passphrase split across deltas at every position is masked whole, as in the whole text', async (t) => {
   const secretOnly = policy('secret-only', [{ detector: 'secret', action: 'mask', on: 'output' }]);
-  const text = `${FILLER}config: password = "Tr0ub4dor&3 and more words here" then ${FILLER}`;
-  const expected = wholeResult(secretOnly, text);
-  t.ok(expected.text.includes('password = "[SECRET]" then'), 'the whole value is the match');
-  let failures = 0;
-  for (let i = 0; i <= text.length; i++) {
-    const got = await streamed(secretOnly, [text.slice(0, i), text.slice(i)]);
-    if (got.text !== expected.text) {
-      failures++;
-      if (failures <= 3) t.fail(`split at ${i}`, { got: got.text, want: expected.text });
+  // Straight quotes, and the typographic ones an input method types (held open the same way).
+  for (const [open, close] of [['"', '"'], ['“', '”'], ['「', '」']]) {
+    const text = `${FILLER}config: password = ${open}Tr0ub4dor&3 and more words here${close} then ${FILLER}`;
+    const expected = wholeResult(secretOnly, text);
+    t.ok(expected.text.includes(`password = ${open}[SECRET]${close} then`), `${open}…${close}: the whole value is the match`);
+    let failures = 0;
+    for (let i = 0; i <= text.length; i++) {
+      const got = await streamed(secretOnly, [text.slice(0, i), text.slice(i)]);
+      if (got.text !== expected.text) {
+        failures++;
+        if (failures <= 3) t.fail(`${open}…${close} split at ${i}`, { got: got.text, want: expected.text });
+      }
     }
+    t.equal(failures, 0, `${open}…${close}: all ${text.length + 1} split points`);
   }
-  t.equal(failures, 0, `all ${text.length + 1} split points`);
 });
 
 t.test('every emitted event is a valid chat chunk, the held text comes before the finish chunk', async (t) => {

@@ -1,6 +1,7 @@
 // Payment card numbers: 13-19 digits, optionally grouped by single spaces or dashes, passing the
-// Luhn check, starting with 2-6 (Mastercard 2-series, Amex/JCB/Diners 3, Visa 4, Mastercard 5,
-// Discover/UnionPay 6) so that millisecond timestamps and order numbers starting 1 are left alone.
+// Luhn check, starting with 3-6 (Amex/JCB/Diners 3, Visa 4, Mastercard 5, Discover/UnionPay 6) or
+// a 2-series range (Mir 2200-2204, Mastercard 2221-2720), so that millisecond timestamps (1…) and
+// order numbers or date-time stamps written yyyyMMddHHmmss (20…) are left alone.
 import type { Detector, Match } from './detector.js';
 import { foldWidth } from './fold-width.js';
 
@@ -27,8 +28,16 @@ export function luhnValid(digits: string): boolean {
 }
 
 function isCard(digits: string): boolean {
+  if (digits.length < MIN_DIGITS || digits.length > MAX_DIGITS) return false;
   const first = digits.charCodeAt(0) - 48;
-  return digits.length >= MIN_DIGITS && digits.length <= MAX_DIGITS && first >= 2 && first <= 6 && luhnValid(digits);
+  if (first === 2) {
+    // Only the issued 2-series ranges: 20xx (dates) and 21xx were never card numbers.
+    const prefix = Number(digits.slice(0, 4));
+    if (!((prefix >= 2200 && prefix <= 2204) || (prefix >= 2221 && prefix <= 2720))) return false;
+  } else if (first < 3 || first > 6) {
+    return false;
+  }
+  return luhnValid(digits);
 }
 
 /**
@@ -41,8 +50,13 @@ function cardsInRun(text: string, runStart: number, runEnd: number, digitCount: 
     out.push({ start: runStart, end: runEnd });
     return;
   }
+  cardsInGroups(text, runStart, runStart, runEnd, out);
+}
+
+/** The group walk of `cardsInRun` from the group starting at `walkFrom` (`runStart`: -1 when before it, unknown). */
+function cardsInGroups(text: string, runStart: number, walkFrom: number, runEnd: number, out: Match[]): void {
   // Groups are walked in place: a run can hold millions of one-digit groups.
-  for (let i = runStart; i < runEnd; ) {
+  for (let i = walkFrom; i < runEnd; ) {
     const iEnd = groupEnd(text, i, runEnd);
     // Every group but the last has 4 or more digits: a shorter group starts no card.
     if (iEnd - i >= 4) {
@@ -80,9 +94,65 @@ function isDigit(code: number): boolean {
   return code >= 48 && code <= 57;
 }
 
+function isJoiner(code: number): boolean {
+  return code === SPACE || code === DASH;
+}
+
 const PLUS = 43;
 const DASH = 45;
 const SPACE = 32;
+
+/** The end of the run of digit groups going on from `from` (a digit), and its digit count. */
+function runFrom(text: string, from: number): { end: number; digits: number } {
+  let end = from + 1;
+  let digits = 1;
+  for (;;) {
+    const c = end < text.length ? text.charCodeAt(end) : -1;
+    if (isDigit(c)) {
+      end++;
+      digits++;
+    } else if (isJoiner(c) && end + 1 < text.length && isDigit(text.charCodeAt(end + 1))) {
+      end += 2;
+      digits++;
+    } else {
+      return { end, digits };
+    }
+  }
+}
+
+/**
+ * A stream guard scans on from where it released text (`from`), which can be inside a run of digit
+ * groups: its cut stops a window before the end, or at the start of a match. The scan of the whole
+ * text walked that run's groups from the run's start, and since no card it found crosses the cut,
+ * the walk reached the first group at or after `from`: the walk resumes there, so a stream finds
+ * the cards the whole text does however long the run. Returns where the plain scan goes on.
+ */
+function resumeRun(text: string, from: number, out: Match[]): number {
+  // The first group start at or after `from`, joined to a digit before it.
+  let g = from;
+  if (isDigit(text.charCodeAt(from - 1))) {
+    while (isDigit(text.charCodeAt(g))) g++; // the rest of a group cut in two
+    if (!isJoiner(text.charCodeAt(g)) || !isDigit(text.charCodeAt(g + 1))) return g;
+    g++;
+  } else if (!isJoiner(text.charCodeAt(from - 1)) || !isDigit(text.charCodeAt(from - 2)) || !isDigit(text.charCodeAt(from))) {
+    return from; // not inside a run
+  }
+  // Groups glued on by a "+" (a phone number) and dashes are no run: the plain scan skips them.
+  // Back over the dash-joined groups before `g`: a space, or anything but "+" before the first, is a run.
+  for (let k = g - 1; text.charCodeAt(k) === DASH; ) {
+    let j = k - 1;
+    while (j >= 0 && isDigit(text.charCodeAt(j))) j--;
+    if (j >= 0 && text.charCodeAt(j) === PLUS) return from;
+    if (!(j > 0 && isDigit(text.charCodeAt(j - 1)))) break;
+    k = j;
+  }
+  const run = runFrom(text, g);
+  // What the run holds from `g` on: a card needs 13 digits of it.
+  let digits = 0;
+  for (let i = g; i < run.end; i++) if (isDigit(text.charCodeAt(i))) digits++;
+  if (digits >= MIN_DIGITS) cardsInGroups(text, -1, g, run.end, out);
+  return run.end;
+}
 
 /**
  * Maximal runs of digit groups joined by single spaces or dashes, with at least 13 digits, that do
@@ -91,7 +161,7 @@ const SPACE = 32;
 export function findBankCards(original: string, from = 0): Match[] {
   const text = foldWidth(original);
   const out: Match[] = [];
-  for (let i = from; i < text.length; i++) {
+  for (let i = from > 0 ? resumeRun(text, from, out) : from; i < text.length; i++) {
     if (!isDigit(text.charCodeAt(i))) continue;
     const before = i > 0 ? text.charCodeAt(i - 1) : -1;
     if (isDigit(before) || before === PLUS || (before === DASH && i > 1 && isDigit(text.charCodeAt(i - 2)))) {
@@ -99,20 +169,7 @@ export function findBankCards(original: string, from = 0): Match[] {
       while (i + 1 < text.length && isDigit(text.charCodeAt(i + 1))) i++;
       continue;
     }
-    let end = i + 1;
-    let digits = 1;
-    for (;;) {
-      const c = end < text.length ? text.charCodeAt(end) : -1;
-      if (isDigit(c)) {
-        end++;
-        digits++;
-      } else if ((c === SPACE || c === DASH) && end + 1 < text.length && isDigit(text.charCodeAt(end + 1))) {
-        end += 2;
-        digits++;
-      } else {
-        break;
-      }
-    }
+    const { end, digits } = runFrom(text, i);
     // A run too short holds no card; nor does any part of it that starts later.
     if (digits >= MIN_DIGITS) cardsInRun(text, i, end, digits, out);
     i = end - 1;
@@ -120,5 +177,6 @@ export function findBankCards(original: string, from = 0): Match[] {
   return out;
 }
 
-// 19 digits and 18 separators, plus the neighbour that tells a run has ended.
+// 19 digits and 18 separators, plus the neighbour that tells a run has ended: a card of a longer
+// run is found once this much follows its start (the walk resumes inside the run, see resumeRun).
 export const bankCardDetector: Detector = { name: 'bank-card', placeholder: '[BANK_CARD]', window: 40, find: findBankCards };

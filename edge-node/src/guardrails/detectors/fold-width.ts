@@ -13,6 +13,11 @@ const CHUNK = 8192;
 let lastText = '';
 let lastFolded = '';
 
+/** One UTF-16 unit with a full-width ASCII form as its ASCII character. */
+export function foldWidthUnit(code: number): number {
+  return code >= 0xff01 && code <= 0xff5e ? code - 0xfee0 : code === 0x3000 ? 0x20 : code;
+}
+
 /** `text` with full-width ASCII forms as ASCII (the same string when it holds none). */
 export function foldWidth(text: string): string {
   if (text === lastText) return lastFolded;
@@ -21,8 +26,7 @@ export function foldWidth(text: string): string {
     // Unit by unit into a buffer (a replace callback per character costs ~10x more on long texts).
     const units = new Uint16Array(text.length);
     for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      units[i] = c >= 0xff01 && c <= 0xff5e ? c - 0xfee0 : c === 0x3000 ? 0x20 : c;
+      units[i] = foldWidthUnit(text.charCodeAt(i));
     }
     const parts: string[] = [];
     for (let i = 0; i < units.length; i += CHUNK) parts.push(String.fromCharCode(...units.subarray(i, i + CHUNK)));

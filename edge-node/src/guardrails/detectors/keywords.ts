@@ -1,8 +1,10 @@
-// Keyword lists: case-insensitive, compiled once into an Aho-Corasick automaton so the scan is one
-// pass whatever the list's length. A keyword that starts (ends) with an ASCII letter or digit only
-// matches where the text has no ASCII letter or digit just before (after) it, so "ass" does not
-// hit "class"; CJK keywords match anywhere (the script has no word spaces).
+// Keyword lists: case-insensitive and width-insensitive (full-width `ＶＰＮ` is `VPN`), compiled once
+// into an Aho-Corasick automaton so the scan is one pass whatever the list's length. A keyword that
+// starts (ends) with an ASCII letter or digit only matches where the text has no ASCII letter or
+// digit just before (after) it, so "ass" does not hit "class"; CJK keywords match anywhere (the
+// script has no word spaces).
 import type { Detector, Match } from './detector.js';
+import { foldWidthUnit } from './fold-width.js';
 
 interface TrieNode {
   next: Map<number, TrieNode>;
@@ -15,15 +17,17 @@ function node(): TrieNode {
   return { next: new Map(), fail: null, out: [] };
 }
 
-// Lower case of every UTF-16 unit, built on first use (units whose lower case is longer stay as
-// they are, so positions in the folded text are positions in the text).
+// Lower case of every UTF-16 unit, full-width forms as ASCII (U+FF01-FF5E, and U+3000 as a space),
+// built on first use (units whose lower case is longer stay as they are, so positions in the
+// folded text are positions in the text).
 let foldTable: Uint16Array | undefined;
 
 function buildFoldTable(): Uint16Array {
   const table = new Uint16Array(65536);
   for (let code = 0; code < 65536; code++) {
-    const lower = String.fromCharCode(code).toLowerCase();
-    table[code] = lower.length === 1 ? lower.charCodeAt(0) : code;
+    const unit = foldWidthUnit(code);
+    const lower = String.fromCharCode(unit).toLowerCase();
+    table[code] = lower.length === 1 ? lower.charCodeAt(0) : unit;
   }
   return table;
 }
@@ -33,8 +37,8 @@ function fold(code: number): number {
   return foldTable[code]!;
 }
 
-function isAsciiWord(code: number | undefined): boolean {
-  return code !== undefined && ((code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122));
+function isAsciiWord(code: number): boolean {
+  return (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122);
 }
 
 /** Compiles `keywords` once; the returned function finds leftmost-longest, non-overlapping matches. */
@@ -89,10 +93,11 @@ export function compileKeywords(keywords: readonly string[]): (text: string, fro
       for (const len of at.out) {
         const start = i + 1 - len;
         const end = i + 1;
-        const wordStart = isAsciiWord(text.charCodeAt(start));
-        const wordEnd = isAsciiWord(text.charCodeAt(end - 1));
-        if (wordStart && isAsciiWord(start > 0 ? text.charCodeAt(start - 1) : undefined)) continue;
-        if (wordEnd && isAsciiWord(end < text.length ? text.charCodeAt(end) : undefined)) continue;
+        // Words are told on folded units: `ＶＰＮ` is a word, and `ｘＶＰＮ` glues it to another.
+        const wordStart = isAsciiWord(fold(text.charCodeAt(start)));
+        const wordEnd = isAsciiWord(fold(text.charCodeAt(end - 1)));
+        if (wordStart && start > 0 && isAsciiWord(fold(text.charCodeAt(start - 1)))) continue;
+        if (wordEnd && end < text.length && isAsciiWord(fold(text.charCodeAt(end)))) continue;
         found.push({ start, end });
       }
     }

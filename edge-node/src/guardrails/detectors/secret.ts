@@ -31,11 +31,19 @@ const PEM = /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A
 // The scan looks for the telling word first (cheap), then for the rest of the name, the separator
 // and the value right after it. A quoted value runs to its closing quote (a passphrase has spaces),
 // up to QUOTED_MAX characters (so a stream guard's window still holds it whole); an unquoted one
-// ends at a space or punctuation.
+// ends at a space or punctuation, ASCII or CJK (`密码：Tmp2024ab，有效期…` ends at the comma).
 const SECRET_WORD = /api[_-]?key|secret|token|passw(?:or)?d|pwd|credential|密码|口令|密钥|令牌/giu;
 const QUOTED_MAX = 96;
+// Straight quotes and the typographic ones word processors and Chinese input methods type.
+const QUOTE_PAIRS = [['"', '"'], ["'", "'"], ['“', '”'], ['‘', '’'], ['「', '」'], ['『', '』']] as const;
+const OPEN_QUOTES = QUOTE_PAIRS.map(([open]) => open).join('');
+const CLOSE_QUOTES = QUOTE_PAIRS.map(([, close]) => close).join('');
+// What ends an unquoted value besides white space (`\s` covers U+3000) and the quotes.
+const VALUE_STOPS = '`,;，。；：、！？）】」』”’';
 const ASSIGNED_VALUE = new RegExp(
-  `[A-Za-z0-9_.-]*["']?\\s*[:=：]\\s*(?:"([^"\\n]{8,${QUOTED_MAX}})"|'([^'\\n]{8,${QUOTED_MAX}})'|["']?([^\\s"'\`,;]{8,}))`,
+  `[A-Za-z0-9_.-]*[${CLOSE_QUOTES}]?\\s*[:=：]\\s*(?:` +
+    QUOTE_PAIRS.map(([open, close]) => `${open}([^${close}\\n]{8,${QUOTED_MAX}})${close}`).join('|') +
+    `|[${OPEN_QUOTES}]?([^\\s${OPEN_QUOTES}${CLOSE_QUOTES}${VALUE_STOPS}]{8,}))`,
   'uy',
 );
 // The rest of a name: a failed value match was decided by what follows this run, so every word
@@ -43,10 +51,10 @@ const ASSIGNED_VALUE = new RegExp(
 const NAME_RUN = /[A-Za-z0-9_.-]*/y;
 
 /**
- * Whether the secret word ends the name's word: followed by a separator, a digit, the end of the
- * name, or (camelCase) a capital after a small letter; a plural "s" is part of the word. So
- * `client_secret`, `accessToken`, `SECRET_KEY`, `credentials` are names that say secret and
- * `tokenizer`, `secretary`, `TOKENIZATION` are not.
+ * Whether the secret word is a whole word of the name (any word, not only the last: `SECRET_KEY`):
+ * followed by a separator, a digit, the end of the name, or (camelCase) a capital after a small
+ * letter; a plural "s" is part of the word. So `client_secret`, `accessToken`, `SECRET_KEY`,
+ * `credentials` are names that say secret and `tokenizer`, `secretary`, `TOKENIZATION` are not.
  */
 function endsWord(text: string, word: string, at: number): boolean {
   let next = text.charCodeAt(at);
@@ -58,6 +66,34 @@ function endsWord(text: string, word: string, at: number): boolean {
   if (next >= 97 && next <= 122) return false; // a small letter continues the word either way
   if (next >= 65 && next <= 90) return lower; // a capital: a new camelCase word only after a small letter
   return true;
+}
+
+// Last words of a name that say its value is about a secret, not one (`token_endpoint`, `TOKEN_URL`,
+// `password_reset_url`, `secret_name`, `token_type`, `password_hint`, `token_expires`).
+const NOT_SECRET_LAST_WORDS = new Set(['url', 'uri', 'endpoint', 'name', 'type', 'hint', 'length', 'expiry', 'expires', 'path', 'file']);
+
+/** Whether more words follow the secret word in the name (from `nameRest` on) and the last says "not a secret". */
+function namesNoSecret(text: string, nameRest: number): boolean {
+  NAME_RUN.lastIndex = nameRest;
+  NAME_RUN.exec(text);
+  const end = NAME_RUN.lastIndex;
+  // The last word, walked back (a regex would retry at every start of a long run): capitals
+  // (`URL`), or small letters after at most one capital (`Url`, `url`).
+  let start = end;
+  while (start > nameRest && isCapital(text.charCodeAt(start - 1))) start--;
+  if (start === end) {
+    while (start > nameRest && isSmall(text.charCodeAt(start - 1))) start--;
+    if (start > nameRest && isCapital(text.charCodeAt(start - 1))) start--;
+  }
+  return start < end && NOT_SECRET_LAST_WORDS.has(text.slice(start, end).toLowerCase());
+}
+
+function isCapital(code: number): boolean {
+  return code >= 65 && code <= 90;
+}
+
+function isSmall(code: number): boolean {
+  return code >= 97 && code <= 122;
 }
 
 /**
@@ -72,9 +108,10 @@ function findAssigned(text: string, from: number): Match[] {
   SECRET_WORD.lastIndex = Math.max(0, from - NAME_LOOKBACK);
   for (let w = SECRET_WORD.exec(text); w !== null; w = SECRET_WORD.exec(text)) {
     const nameRest = w.index + w[0].length;
-    const v = endsWord(text, w[0], nameRest) ? ((ASSIGNED_VALUE.lastIndex = nameRest), ASSIGNED_VALUE.exec(text)) : null;
-    const quoted = v === null ? undefined : (v[1] ?? v[2]);
-    const value = v === null ? undefined : (quoted ?? v[3]);
+    const v = endsWord(text, w[0], nameRest) && !namesNoSecret(text, nameRest) ? ((ASSIGNED_VALUE.lastIndex = nameRest), ASSIGNED_VALUE.exec(text)) : null;
+    // Groups 1..QUOTE_PAIRS.length: a quoted value; the last: an unquoted one.
+    const quoted = v === null ? undefined : v.slice(1, -1).find((g) => g !== undefined);
+    const value = v === null ? undefined : (quoted ?? v.at(-1));
     if (v === null || value === undefined || /^\d+$/.test(value)) {
       NAME_RUN.lastIndex = nameRest;
       NAME_RUN.exec(text);
@@ -92,12 +129,18 @@ function findAssigned(text: string, from: number): Match[] {
 
 // An assignment whose quoted value is still open at the end of the text (a stream cut between its
 // quotes): its value may be a passphrase with spaces, so it is held until the quote closes.
-const OPEN_QUOTED_TAIL = new RegExp(`(?:${SECRET_WORD.source})[A-Za-z0-9_.-]*["']?\\s*[:=：]\\s*(["'])([^"'\\n]{0,${QUOTED_MAX}})$`, 'iu');
+const OPEN_QUOTED_TAIL = new RegExp(
+  `(?:${SECRET_WORD.source})[A-Za-z0-9_.-]*[${CLOSE_QUOTES}]?\\s*[:=：]\\s*(?:` +
+    QUOTE_PAIRS.map(([open, close]) => `${open}([^${close}\\n]{0,${QUOTED_MAX}})`).join('|') +
+    ')$',
+  'iu',
+);
 
 function openQuotedFrom(text: string, from: number): number {
   const tailStart = Math.max(from, text.length - (secretWindow + QUOTED_MAX));
   const m = OPEN_QUOTED_TAIL.exec(text.slice(tailStart));
-  return m === null ? -1 : tailStart + m.index + m[0].length - m[2]!.length;
+  const value = m?.slice(1).find((g) => g !== undefined);
+  return m === null || value === undefined ? -1 : tailStart + m.index + m[0].length - value.length;
 }
 
 const TOKEN_CHAR = /[A-Za-z0-9_-]/;
