@@ -11,7 +11,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
-import { isSpoolOwnerLock, NODE_CONFIG_CACHE_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
+import { isRateLimitFileLeftover, isSpoolOwnerLock, NODE_CONFIG_CACHE_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
 import { IDENTITY_FILE } from '../../edge-node/src/state/identity.js';
 import { CREDENTIAL_FILE } from '../../edge-node/src/state/credential-store.js';
@@ -21,6 +21,7 @@ import { SPOOL_MARKER_FILE } from '../../edge-node/src/spool/spool-marker.js';
 import { SPOOL_FILE } from '../../edge-node/src/spool/spool-file.js';
 import { MAX_OWNER_SLOTS, spoolOwnerLockFile } from '../../edge-node/src/spool/spool-owner-lock.js';
 import { LEASE_DB_FILE } from '../../edge-node/src/billing/lease-store.js';
+import { damagedRateLimitFile, rateLimitOpenLockFile } from '../../edge-node/src/rate-limit/rate-limit-file.js';
 import { RATE_LIMIT_FILE } from '../../edge-node/src/rate-limit/sqlite-limit-store.js';
 import { SESSION_OWNER_FILE } from '../../edge-node/src/providers/mcp/sqlite-session-owner-store.js';
 import { CONTROL_LINK_LOCK_FILE } from '../../edge-node/src/control/control-link-lock.js';
@@ -129,6 +130,8 @@ t.test('the installer\'s own etc/ and the node\'s data/ left by a rolled-back at
     'data/spool-owner-1.lock': '',
     'data/.credential.json.abcdef012345.tmp': '',
     'data/rate-limits.sqlite': '',
+    'data/rate-limits.sqlite.lock': '',
+    'data/rate-limits.sqlite.damaged-20261202T040516.123Z': 'damaged counters',
     'data/config/current.json': '{}',
     'data/config/.previous.json.abcdef012345.tmp': '',
   });
@@ -148,6 +151,11 @@ t.test('the state files the installer accepts in data/ are the ones the node wri
   t.equal(NODE_CONFIG_CACHE_DIR, CONFIG_CACHE_DIR);
   for (const slot of [0, 1, MAX_OWNER_SLOTS - 1]) t.ok(isSpoolOwnerLock(basename(spoolOwnerLockFile(join('/x', SPOOL_FILE), slot))), `owner slot ${slot}`);
   t.notOk(isSpoolOwnerLock('spool-owner-x.lock'));
+  const rateLimitFile = join('/x', RATE_LIMIT_FILE);
+  for (const name of [rateLimitOpenLockFile(rateLimitFile), damagedRateLimitFile(rateLimitFile, new Date()), `${damagedRateLimitFile(rateLimitFile, new Date(0))}-wal`]) {
+    t.ok(isRateLimitFileLeftover(basename(name)), basename(name));
+  }
+  t.notOk(isRateLimitFileLeftover('rate-limits.sqlite.damaged-yesterday'));
 });
 
 t.test('an install rolled back after its token was refused leaves a dir the next install accepts', async (t) => {

@@ -2,13 +2,15 @@
 // its counters in memory: the limits are node-wide already, and a SQLite transaction per admit
 // would be most of the pipeline's cost (docs/performance.md). Several replicas sharing one state dir
 // share counters in a SQLite file there, so the limits hold across them.
+import path from 'node:path';
 import type { Logger } from '../logger.js';
 import { systemClock } from '../pipeline/clock.js';
 import type { Clock } from '../pipeline/clock.js';
+import type { LimitStore } from './limit-store.js';
 import { MemoryLimitStore } from './memory-limit-store.js';
 import { NodeRateLimiter } from './node-rate-limiter.js';
 import type { RateLimiter } from './rate-limiter.js';
-import { SqliteLimitStore } from './sqlite-limit-store.js';
+import { RATE_LIMIT_FILE, SqliteLimitStore } from './sqlite-limit-store.js';
 
 export interface NodeRateLimiterOptions {
   /** Where replicas share their counters; undefined in stand-alone mode (in-process counters). */
@@ -46,6 +48,23 @@ export async function createNodeRateLimiter(opts: NodeRateLimiterOptions): Promi
         'a stand-alone node (--config) runs as one process, so leave ZENOVA_NODE_REPLICAS unset or 1',
     );
   }
-  const store = replicas > 1 ? new SqliteLimitStore({ location: opts.stateDir!, clock: opts.clock ?? systemClock }) : new MemoryLimitStore();
+  const store = replicas > 1 ? openSharedStore(opts.stateDir!, replicas, opts) : new MemoryLimitStore();
   return new NodeRateLimiter(store, opts.logger);
+}
+
+/**
+ * The replicas' shared file. One that cannot be opened nor made anew (a damaged one is: rate-limit-file.ts)
+ * must not stop the node from serving, nor restart-loop it: this replica then counts in memory.
+ */
+function openSharedStore(stateDir: string, replicas: number, opts: NodeRateLimiterOptions): LimitStore {
+  try {
+    return new SqliteLimitStore({ location: stateDir, clock: opts.clock ?? systemClock, logger: opts.logger });
+  } catch (err) {
+    const file = path.join(stateDir, RATE_LIMIT_FILE);
+    opts.logger.error(
+      { err, file },
+      `${file} could not be opened nor made anew: this replica keeps its rate-limit counters in memory, so each of the ${replicas} replicas enforces every limit on its own (up to ${replicas} times the limits node-wide) until it restarts with a usable file; check the state dir's permissions and free space`,
+    );
+    return new MemoryLimitStore();
+  }
 }

@@ -10,6 +10,7 @@ import type { RateLimits } from '../../../proto/src/index.js';
 import { worstCaseOutputTokens } from '../billing/request-cost.js';
 import type { Logger } from '../logger.js';
 import type { CallerKey, PipelineContext } from '../pipeline/context.js';
+import { chatChoiceCount } from '../providers/openai/chat-request.js';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
 import type { LimitStore, RateCheck, RateMetric, SlotAdoption, SlotCheck, WindowChange } from './limit-store.js';
@@ -80,6 +81,19 @@ function tooLargeFor(ctx: PipelineContext, scoped: readonly ScopedLimits[], toke
     if (limit !== undefined && tokens > limit) return { scope, limit };
   }
   return undefined;
+}
+
+/**
+ * "Request too large", with the parts of the count (tokenEstimate) named: with `n` > 1 every choice
+ * reserves max_tokens, and lowering `n` helps as much as lowering max_tokens.
+ */
+function requestTooLargeMessage(ctx: PipelineContext, tooLarge: { scope: LimitScope; limit: number }, tokens: number): string {
+  const prompt = Math.max(0, Math.ceil(ctx.estimatedInputTokens));
+  const choices = ctx.api === 'chat.completions' ? chatChoiceCount(ctx.forwardBody) : 1;
+  const perChoice = Math.max(0, Math.trunc(ctx.maxOutputTokens ?? 0));
+  const parts = choices > 1 ? `the prompt estimate ${prompt} plus max_tokens ${perChoice} × n ${choices}` : `the prompt estimate ${prompt} plus max_tokens ${perChoice}`;
+  const advice = choices > 1 ? 'Lower max_tokens or n, or shorten the input' : 'Lower max_tokens or shorten the input';
+  return `Request too large for the tokens per minute limit of this ${tooLarge.scope}: limit ${tooLarge.limit}, requested ${tokens} (${parts}). ${advice}; retrying does not help.`;
 }
 
 /** Go-style durations as OpenAI sends them: 250ms, 7s, 1m6s. */
@@ -160,11 +174,7 @@ export class NodeRateLimiter implements RateLimiter {
       // As OpenAI's "Request too large": no wait makes it fit, so no Retry-After, and the SDKs are
       // told not to retry (x-should-retry: false). Nothing is charged, requests/min included.
       noteRateLimitHit(ctx, { scope: tooLarge.scope, limit: 'tokens' });
-      return reject(
-        'ZN_ERR_RATE_LIMITED',
-        `Request too large for the tokens per minute limit of this ${tooLarge.scope}: limit ${tooLarge.limit}, requested ${tokens} (the prompt estimate plus max_tokens). Lower max_tokens or shorten the input; retrying does not help.`,
-        { retryable: false },
-      );
+      return reject('ZN_ERR_RATE_LIMITED', requestTooLargeMessage(ctx, tooLarge, tokens), { retryable: false });
     }
     const rates: RateCheck[] = [];
     const rateScopes: LimitScope[] = [];

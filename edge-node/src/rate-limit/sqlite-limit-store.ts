@@ -1,7 +1,8 @@
 /**
  * Counters in a SQLite file in the node's state dir, opened by every replica of the node so a
  * limit holds node-wide. Each admit is one short BEGIN IMMEDIATE transaction. Limits need no
- * durability, so synchronous=OFF; WAL lets readers and the one writer overlap; busy_timeout makes
+ * durability, so synchronous=OFF (a file an OS crash left damaged is moved aside and made anew at
+ * open: rate-limit-file.ts); WAL lets readers and the one writer overlap; busy_timeout makes
  * replicas queue for the write lock instead of failing — briefly: the calls are synchronous, so a
  * wait blocks the event loop. A write that still finds the lock taken (or fails: a full disk) gives
  * up; for a while after, calls wait only a few ms (one stuck writer must not cost every request the
@@ -23,9 +24,10 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
+import type { Logger } from '../logger.js';
 import type { Clock } from '../pipeline/clock.js';
-import { openStateDatabase } from '../state/state-database.js';
 import type { AdmitOutcome, AdmitQuery, LimitStore, WindowChange } from './limit-store.js';
+import { openRateLimitDatabase } from './rate-limit-file.js';
 import { WINDOW_MS, fits, minuteOf } from './sliding-window.js';
 import type { WindowCounts } from './sliding-window.js';
 
@@ -50,6 +52,8 @@ export interface SqliteLimitStoreOptions {
   ownerLeaseMs?: number;
   /** Renew the lease on a timer (default true); tests that move the clock by hand may turn it off. */
   heartbeatTimer?: boolean;
+  /** Told when a damaged file was moved aside and made anew (rate-limit-file.ts). */
+  logger?: Logger;
 }
 
 const SCHEMA = `
@@ -123,7 +127,7 @@ export class SqliteLimitStore implements LimitStore {
     this.clock = opts.clock;
     this.leaseMs = opts.ownerLeaseMs ?? DEFAULT_OWNER_LEASE_MS;
     // Key and account ids live here: owner-only like the rest of the state dir.
-    this.db = openStateDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: 'OFF', schema: SCHEMA });
+    this.db = openRateLimitDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, schema: SCHEMA, logger: opts.logger });
     // The two newest minutes from the one before now to the one after: usually now and the one
     // before, but the next minute too when it was written before the wall clock stepped back a
     // little. Minutes further ahead (a step back of more than a minute) are not read: holding

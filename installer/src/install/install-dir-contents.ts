@@ -90,6 +90,15 @@ export function isSpoolOwnerLock(entry: string): boolean {
   return /^spool-owner-\d{1,4}\.lock(-journal)?$/.test(entry);
 }
 
+/**
+ * Beside rate-limits.sqlite (edge-node/src/rate-limit/rate-limit-file.ts): the lock replicas open it
+ * under, `rate-limits.sqlite.lock`, and a damaged file the node moved aside,
+ * `rate-limits.sqlite.damaged-<UTC time>`, with the SQLite companions it had.
+ */
+export function isRateLimitFileLeftover(entry: string): boolean {
+  return /^rate-limits\.sqlite\.(lock(-journal)?|damaged-\d{8}T\d{6}\.\d{3}Z(-wal|-shm|-journal)?)$/.test(entry);
+}
+
 async function listDir(physical: string): Promise<string[] | string> {
   try {
     if (!(await stat(physical)).isDirectory()) return 'not a directory';
@@ -133,7 +142,7 @@ async function foreignInData(physical: string): Promise<string | undefined> {
       if (typeof cache === 'string') return `data/${entry} (${cache})`;
       const other = cache.find((e) => !CONFIG_CACHE_FILES.has(e) && !isAtomicWriteLeftover(e, CONFIG_CACHE_FILES));
       if (other !== undefined) return `data/${entry}/${other}`;
-    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isNewSpoolLeftover(entry) && !isSpoolOwnerLock(entry)) {
+    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isNewSpoolLeftover(entry) && !isSpoolOwnerLock(entry) && !isRateLimitFileLeftover(entry)) {
       return `data/${entry}`;
     }
   }
