@@ -196,6 +196,29 @@ t.test('a spend window whose from is not before its to is refused naming from, n
   expectStatus(await call('GET', '/api/v1/spend?from=1000&to=1001'), 200);
 });
 
+t.test('a spend from in the future without a to is refused like a backwards window, not answered with one', async (t) => {
+  // `to` defaults to now, after the schema's order check.
+  const future = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
+  for (const query of [`from=${future}`, `by=key&from=${Date.now() + 60_000}`]) {
+    const res = await call('GET', `/api/v1/spend?${query}`);
+    t.equal(res.statusCode, 400, query);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, query);
+  }
+  const hourAgo = Date.now() - 3_600_000;
+  const past = expectStatus<{ from: string; to: string }>(await call('GET', `/api/v1/spend?from=${hourAgo}`), 200);
+  t.equal(past.from, new Date(hourAgo).toISOString());
+  t.ok(Date.parse(past.to) > Date.parse(past.from), 'to defaults to now, after from');
+});
+
+t.test('spend refuses an ISO time finer than a millisecond, not cut to its millisecond', async (t) => {
+  for (const query of ['from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:00.0005Z', 'to=2026-01-01T00:00:00.1234%2B02:00']) {
+    const res = await call('GET', `/api/v1/spend?${query}`);
+    t.equal(res.statusCode, 400, query);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'to': must have at most 3 fractional digits (such as 2026-03-07T00:00:00.123Z): times are kept to the millisecond" } }, query);
+  }
+  expectStatus(await call('GET', '/api/v1/spend?from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:00.001Z'), 200);
+});
+
 t.test('a baseUrl or tool-server url with whitespace or a control character is refused, never stored altered', async (t) => {
   for (const bad of ['https://a.exa\tmple.com/v1', 'https://a.example.com/v1\n', ' https://a.example.com/v1', 'https://a.example.com/v 1', 'https://a.example.com/\u0085v1']) {
     const up = await call('POST', '/api/v1/upstreams', { name: uniqueConfigName('u'), kind: 'openai', baseUrl: bad });

@@ -12,7 +12,7 @@ import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text }
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { findNodeByNameOrId } from '../nodes/node-repository.js';
-import { checkWindowOrder, instantSchema } from './zod-schemas.js';
+import { checkWindowOrder, instantSchema, windowOrderError } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 // An account's id (a UUID) follows the name rule too.
@@ -63,7 +63,9 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
     },
   }, async (request) => {
     const to = request.query.to === undefined ? new Date() : new Date(request.query.to);
+    // The schema checks the order when both are given; a `to` of now comes after it.
     const from = request.query.from === undefined ? new Date(to.getTime() - 30 * DAY_MS) : new Date(request.query.from);
+    if (from >= to) throw windowOrderError();
     const rows = await spendBy(pool, request.query.by, from, to);
     return { by: request.query.by, from: from.toISOString(), to: to.toISOString(), rows };
   });

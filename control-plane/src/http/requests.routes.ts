@@ -3,7 +3,7 @@
  * GET /requests?node=&keyId=&model=&status=&clientRequestId=&from=&to=&limit=&cursor= (newest first,
  * keyset pages). `node` is a live node's name or any node's id (a deleted node's records by its id).
  * Records arrive from nodes by backfill (docs/spool.md), so a request shows up once its node has
- * delivered it.
+ * delivered it; one the ingestion set aside never does, and its 404 says so.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
@@ -14,7 +14,8 @@ import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { findNodeByNameOrId } from '../nodes/node-repository.js';
 import { decodeCursor, encodeCursor, MAX_CURSOR_LENGTH } from '../records/record-cursor.js';
-import { getRecord, listRecords } from '../records/record-queries.js';
+import { findSetAsideRecord, getRecord, listRecords } from '../records/record-queries.js';
+import type { SetAsideRecord } from '../records/record-queries.js';
 import { requestDetailSchema, requestSummarySchema, toRequestDetail, toRequestSummary } from '../records/record-view.js';
 import { checkWindowOrder, instantSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
@@ -34,6 +35,15 @@ const listQuery = z.strictObject({
   cursor: boundedText(MAX_CURSOR_LENGTH).optional(),
 }).check(checkWindowOrder);
 
+/** Where the record came from and why it was set aside: its reason code and detail, never its content. */
+function setAsideMessage(r: SetAsideRecord): string {
+  const node = r.nodeName === null ? `node ${r.nodeId}` : `node '${r.nodeName}' (${r.nodeId})`;
+  const others = r.count > 1 ? ` (the latest of ${r.count} records of this id set aside)` : '';
+  return `The record of this request id arrived from ${node} at ${r.receivedAt.toISOString()} and was set aside, not ingested${others}: `
+    + `${r.reason} (${r.detail}). A record set aside is not listed or charged; operators find it in the control plane's `
+    + 'rejected_request_records table (docs/spool.md, "Ingestion").';
+}
+
 export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   // Fail closed if this plugin is ever mounted outside the admin scope.
@@ -46,6 +56,9 @@ export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secr
   }, async (request) => {
     const row = await getRecord(pool, request.params.requestId);
     if (row === undefined) {
+      // A record set aside will never appear: say so, rather than "not delivered (yet)" for ever.
+      const setAside = await findSetAsideRecord(pool, request.params.requestId);
+      if (setAside !== undefined) throw zenovaError('ZN_ERR_CP_NOT_FOUND', setAsideMessage(setAside));
       throw zenovaError('ZN_ERR_CP_NOT_FOUND', 'No record of this request id (yet): records appear once the node that served the request has delivered them.');
     }
     return { request: toRequestDetail(row) };

@@ -8,6 +8,7 @@ import type { FastifySchemaCompiler, FastifySerializerCompiler, FastifyTypeProvi
 import { z } from 'zod';
 import { describeConfigIssues } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
+import type { ZenovaError } from '../errors.js';
 
 export interface ZodTypeProvider extends FastifyTypeProvider {
   validator: this['schema'] extends z.ZodType ? z.output<this['schema']> : unknown;
@@ -52,6 +53,11 @@ export const zodValidatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, m
 const MIN_INSTANT_MS = Date.parse('0001-01-01T00:00:00Z');
 const MAX_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
 const INSTANT_RULE = 'must be unix ms or an ISO 8601 date-time with a time zone (such as 2026-03-07T00:00:00Z), from year 1 to 9999';
+// Records and the ledger keep milliseconds: cut to its millisecond, a finer time would move a bound
+// past the records at that millisecond and refuse a window whose bounds differ below it.
+const MILLISECOND_RULE = 'must have at most 3 fractional digits (such as 2026-03-07T00:00:00.123Z): times are kept to the millisecond';
+const FINER_THAN_MS = /T\d{2}:\d{2}:\d{2}\.\d{4,}(?:Z|[+-]\d{2}:\d{2})$/;
+const WINDOW_ORDER_RULE = "must be before 'to' (from is inclusive, to exclusive)";
 
 /**
  * The query of a list that takes no parameters: an unknown one (a typo of a filter, or a filter
@@ -62,12 +68,14 @@ export const noQuerySchema = z.strictObject({});
 /** Whether epoch ms `ms`, its offset applied, lies within years 1..9999 UTC. */
 export const isInstantInRange = (ms: number): boolean => Number.isFinite(ms) && ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS;
 
-/** A query time: unix ms or an ISO 8601 date-time with offset, as epoch ms within [year 1, year 9999]. */
+/** A query time: unix ms or an ISO 8601 date-time with offset (to the millisecond), as epoch ms within [year 1, year 9999]. */
 export const instantSchema = z
-  .union([
+  .string({ error: () => INSTANT_RULE })
+  .refine((s) => !FINER_THAN_MS.test(s), { error: () => MILLISECOND_RULE, abort: true })
+  .pipe(z.union([
     z.string().regex(/^\d{1,15}$/).transform(Number),
     z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
-  ], { error: () => INSTANT_RULE })
+  ], { error: () => INSTANT_RULE }))
   .refine(isInstantInRange, { error: () => INSTANT_RULE });
 
 /**
@@ -77,8 +85,13 @@ export const instantSchema = z
 export function checkWindowOrder<T extends { from?: number | undefined; to?: number | undefined }>(ctx: z.core.ParsePayload<T>): void {
   const { from, to } = ctx.value;
   if (from !== undefined && to !== undefined && from >= to) {
-    ctx.issues.push({ code: 'custom', input: ctx.value, path: ['from'], message: "must be before 'to' (from is inclusive, to exclusive)" });
+    ctx.issues.push({ code: 'custom', input: ctx.value, path: ['from'], message: WINDOW_ORDER_RULE });
   }
+}
+
+/** The same refusal for a `from` not before a `to` the route filled in (now): never a backwards window. */
+export function windowOrderError(): ZenovaError {
+  return zenovaError('ZN_ERR_CP_INVALID_REQUEST', `query field 'from': ${WINDOW_ORDER_RULE}`);
 }
 
 export const zodSerializerCompiler: FastifySerializerCompiler<unknown> = ({ schema, method, url, httpStatus }) => {

@@ -1,6 +1,6 @@
 /**
  * Reading request records for the admin API: one by request id (through request_record_ids, so
- * only its partition is read) and filtered lists, newest first, with keyset pagination on
+ * only its partition is read), else the record of that id ingestion set aside, and filtered lists, newest first, with keyset pagination on
  * (received_at, request_id): a cursor (record-cursor.ts) is the last row's pair, so pages stay
  * stable while records keep arriving.
  */
@@ -46,6 +46,33 @@ export async function getRecord(pool: pg.Pool, requestId: string): Promise<Recor
     [requestId],
   );
   return result.rows[0];
+}
+
+/** A record of a request id that ingestion set aside (rejected_request_records): the latest one. */
+export interface SetAsideRecord {
+  nodeId: string;
+  nodeName: string | null;
+  reason: string;
+  /** Field paths and schema messages, never the record's values (record-batch-handler.ts). */
+  detail: string;
+  receivedAt: Date;
+  /** How many records of this id were set aside (from one node or several). */
+  count: number;
+}
+
+/**
+ * Read only when request_records has no record of the id. No index on request_id: the table holds
+ * the few records that failed ingestion (their bodies are out of line in TOAST, not read here).
+ */
+export async function findSetAsideRecord(pool: pg.Pool, requestId: string): Promise<SetAsideRecord | undefined> {
+  const result = await pool.query<{ node_id: string; node_name: string | null; reason: string; detail: string; received_at: Date; count: number }>(
+    `select node_id, node_name, reason, detail, received_at, count(*) over ()::int as count from rejected_request_records
+     where request_id = $1 order by received_at desc, id desc limit 1`,
+    [requestId],
+  );
+  const row = result.rows[0];
+  if (row === undefined) return undefined;
+  return { nodeId: row.node_id, nodeName: row.node_name, reason: row.reason, detail: row.detail, receivedAt: row.received_at, count: row.count };
 }
 
 /** The list's SQL and parameters (apart from running it, so a test can read its plan). */

@@ -1,6 +1,7 @@
 // GET /api/v1/requests/{requestId} and the filtered, keyset-paginated list of ingested records.
 import t from 'tap';
 import type { RequestRecord } from '../../../proto/src/index.js';
+import { parseRecordBatch } from '../../../control-plane/src/records/record-batch-handler.js';
 import { ingestRecords } from '../../../control-plane/src/records/record-ingestion.js';
 import { listRecordsQuery } from '../../../control-plane/src/records/record-queries.js';
 import type { RecordFilter } from '../../../control-plane/src/records/record-queries.js';
@@ -8,6 +9,7 @@ import { testDatabase } from '../../fixtures/postgres.js';
 import { configApp } from '../config-harness.js';
 import { migratedPool, validNodeBody } from '../nodes-harness.js';
 import { record } from '../../edge-node/spool/spool-helpers.js';
+import { insertAccount } from '../billing/billing-fixtures.js';
 
 const db = await testDatabase(t);
 const pool = await migratedPool(t, db.url);
@@ -138,6 +140,61 @@ t.test('a window whose from is not before its to is refused naming from, not ans
     t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, q);
   }
   t.equal((await list(`?from=${base}&to=${base + 1}`)).requests.length, 1, 'a window of one millisecond holds its record');
+});
+
+t.test('an ISO bound finer than a millisecond is refused naming the rule, not cut to its millisecond', async (t) => {
+  // api-a-00 was received at base (…T08:00:00.000Z): cut to the millisecond, `to` = base + 0.5 ms
+  // left it out, and a window 0.8 ms wide was refused as backwards.
+  const rule = 'must have at most 3 fractional digits (such as 2026-03-07T00:00:00.123Z): times are kept to the millisecond';
+  for (const [q, field] of [
+    ['?to=2026-11-01T08:00:00.0005Z', 'to'],
+    ['?from=2026-11-01T08:00:00.0001Z', 'from'],
+    ['?from=2026-11-01T08:00:00.000000001%2B01:00', 'from'],
+  ] as const) {
+    const res = await call('GET', `/api/v1/requests${q}`);
+    t.equal(res.statusCode, 400, q);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: `query field '${field}': ${rule}` } }, q);
+  }
+  const narrow = await call('GET', '/api/v1/requests?from=2026-11-01T08:00:00.0001Z&to=2026-11-01T08:00:00.0009Z');
+  t.equal(narrow.statusCode, 400);
+  t.notMatch(narrow.json<{ error: { message: string } }>().error.message, /must be before/, 'not refused as a backwards window');
+  t.same((await list('?node=edge-a&to=2026-11-01T08:00:00.001Z')).requests.map((r) => r.requestId), ['api-a-00'], 'milliseconds are taken as they are');
+});
+
+t.test('a record set aside by ingestion answers by id with a 404 naming its node, reason and detail, never its content', async (t) => {
+  const secret = 'sk-set-aside-never-shown';
+  const bad = { ...record('api-set-aside', { nodeId: A.nodeId, model: secret, ...at(-50) }), httpStatus: 700 };
+  const batch = parseRecordBatch({ recordBatch: { batchId: 'set-aside-1', records: [{ requestId: bad.requestId, recordJson: Buffer.from(JSON.stringify(bad)) }], firstSequence: 1n, lastSequence: 1n } }, A.nodeId);
+  t.match(await ingestRecords(pool, A, batch.records, { batchId: batch.batchId, rejected: batch.rejected }), { accepted: 0, rejected: 1 });
+  const res = await call('GET', '/api/v1/requests/api-set-aside');
+  t.equal(res.statusCode, 404);
+  const { error } = res.json<{ error: { code: string; message: string } }>();
+  t.equal(error.code, 'ZN_ERR_CP_NOT_FOUND');
+  t.match(error.message, `arrived from node 'edge-a' (${A.nodeId})`);
+  t.match(error.message, 'was set aside, not ingested');
+  t.match(error.message, 'invalid_record (not a request record (httpStatus: ');
+  t.match(error.message, 'rejected_request_records');
+  t.notMatch(error.message, /delivered|\(yet\)/, 'not told to wait for a record that will never come');
+  t.notMatch(res.body, secret);
+  t.notOk((await list('?node=edge-a&limit=500')).requests.some((r) => r.requestId === 'api-set-aside'), 'and it is not listed');
+});
+
+t.test('a request across a bound is listed by when it was received and charged by when it finished', async (t) => {
+  // What docs/api.md says about reconciling /requests with /spend: the two window on different instants.
+  const node = await createNode('edge-straddle');
+  const accountId = await insertAccount(pool, 'straddle-acct');
+  const nov1 = Date.UTC(2026, 10, 1);
+  await ingestRecords(pool, node, [record('api-straddle', {
+    nodeId: node.nodeId, accountId, receivedAt: nov1 - 10, finishedAt: nov1 + 20, cost: { reservedMicros: 0, costMicros: 500, leaseId: null, priced: true },
+  })]);
+  const october = 'from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z';
+  const november = 'from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z';
+  t.same((await list(`?node=edge-straddle&${october}`)).requests.map((r) => r.requestId), ['api-straddle'], 'listed in October');
+  t.same((await list(`?node=edge-straddle&${november}`)).requests, [], 'not in November');
+  const spend = async (window: string): Promise<unknown[]> =>
+    (await call('GET', `/api/v1/spend?by=account&${window}`)).json<{ rows: Array<{ id: string }> }>().rows.filter((r) => r.id === accountId);
+  t.same(await spend(october), [], 'not charged in October');
+  t.match(await spend(november), [{ id: accountId, requests: 1, spentMicros: 500 }], 'charged in November');
 });
 
 t.test("a caller's own id finds every request sent with it, each under its own request id", async (t) => {
