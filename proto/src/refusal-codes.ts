@@ -57,11 +57,17 @@ const REFUSALS: Record<RefusalCode, RefusalInfo> = {
   CREDENTIAL_EXPIRED: { retryable: false, hint: `the credential expired (the node was offline past its validity, or never stored its rotated credential): ${REENROLL}` },
   CREDENTIAL_REVOKED: { retryable: false, hint: `the credential was revoked: ${REENROLL}` },
   CREDENTIAL_SUPERSEDED: { retryable: false, hint: `the credential was replaced and its handover window is over: ${REENROLL}` },
-  // Not a fresh install: this host holds the node (a new install is refused there), and its spool
-  // holds records not yet sent, which deleting the node's directory would lose.
+  // A deleted node never comes back (a node created again has a new id): the advice is how to serve
+  // from this host again. Not a fresh install: this host's state dir holds the old node, and the
+  // reenroll moves its spool and config aside (edge-node/src/enroll/retire-node-state.ts) rather
+  // than losing them with the directory.
   NODE_DELETED: {
     retryable: false,
-    hint: `the node was deleted in the control plane: create it again (\`zenova gateway-node create --name NAME …\`), then ${REENROLL}; that keeps its spool and the records not yet sent (never delete the node's directory)`,
+    hint:
+      'the node was deleted in the control plane and cannot come back: its records not yet sent can no longer be delivered. ' +
+      'To serve from this host again, create a node (`zenova gateway-node create --name NAME …`), then run its reenroll command on this host ' +
+      '(`zenova gateway-node reenroll-command NAME`, then `zenova install node … --reenroll`), which moves the old node\'s spool and config aside ' +
+      "(kept in the state dir's retired/ directory; never delete the node's directory)",
   },
   [PROTOCOL_INCOMPATIBLE_CODE]: { retryable: false, hint: 'node and control plane speak incompatible protocol versions: upgrade the side the message names' },
   HELLO_REQUIRED: { retryable: true, hint: 'the node must send Hello first and promptly; it reconnects by itself, check its logs if this repeats' },

@@ -139,12 +139,12 @@ t.test('a refusal that needs an operator is one clear error line with advice, th
   const state = await writeEnrolledState(t.testdir({}), gateway, { credentials: { current: newCredential(), previous } });
   const { loop, lines } = startLoop(t, state, { refusedRetryMs: 60_000 });
   const ended = await waitFor(() => lines.find((l) => l.msg === 'control session ended'), { what: 'the refusal line' });
-  t.match(ended, { level: 50, code: 'NODE_DELETED', retryInMs: 60_000, advice: /deleted in the control plane: create it again .*reenroll-command NAME.*--reenroll.*never delete the node's directory/ });
+  t.match(ended, { level: 50, code: 'NODE_DELETED', retryInMs: 60_000, advice: /deleted in the control plane and cannot come back: its records not yet sent can no longer be delivered.*create a node .*reenroll-command NAME.*--reenroll.*moves the old node's spool and config aside.*retired\/.*never delete the node's directory/ });
   t.match(loop.status(), { state: 'disconnected', lastError: { code: 'NODE_DELETED' } });
   const file = await waitFor(async () => (await loadControlStatus(state.store))?.lastError?.code === 'NODE_DELETED' && loadControlStatus(state.store), {
     what: 'the refusal in control-status.json',
   });
-  t.match(file, { connected: false, lastError: { code: 'NODE_DELETED', advice: /create it again/ } });
+  t.match(file, { connected: false, lastError: { code: 'NODE_DELETED', advice: /cannot come back/ } });
   t.equal(gateway.sessions.length, 1, 'NODE_DELETED does not fall back to the previous credential');
 });
 

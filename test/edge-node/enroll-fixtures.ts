@@ -20,6 +20,8 @@ export interface EnrollServerOptions {
   names?: ServerCertNames;
   preflight?: () => Answer;
   enroll?: (body: unknown) => Answer;
+  /** The node id the default answer names (a new random one per answer by default). */
+  nodeId?: () => string;
 }
 
 export interface EnrollServer {
@@ -72,7 +74,7 @@ export async function startEnrollServer(t: { teardown(fn: () => unknown): void }
     return {
       status: 200,
       body: {
-        nodeId: randomUUID(),
+        nodeId: opts.nodeId?.() ?? randomUUID(),
         nodeName: 'edge-1',
         credential: { id, secret: lastCredential, expiresAt: new Date(Date.now() + 30 * 86_400_000).toISOString() },
         gateway: { target: '127.0.0.1:8443', serverName: 'localhost', caPem: gatewayCa.certPem },

@@ -1,5 +1,6 @@
 // `zenova-node enroll` against a real HTTPS control plane stand-in (throwaway CA): verified TLS,
 // preflight, token redemption, clear errors per token code, and identity + credential saved 0600.
+import { randomUUID } from 'node:crypto';
 import { chmod, readFile, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -156,7 +157,9 @@ t.test('a token file is read, and one readable by group or others draws a warnin
 });
 
 t.test('an existing identity is refused and left untouched without --reenroll; --reenroll replaces it and keeps other files', async (t) => {
-  const server = await startEnrollServer(t);
+  // The same node each time: a re-enrollment as another node moves its spool aside (enroll-another-node.test.ts).
+  const nodeId = randomUUID();
+  const server = await startEnrollServer(t, { nodeId: () => nodeId });
   const dir = t.testdir({});
   const stateDir = path.join(dir, 'state');
   const ca = await caFile(dir, server);

@@ -11,7 +11,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
-import { isRateLimitFileLeftover, isSpoolOwnerLock, NODE_CONFIG_CACHE_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
+import { isRateLimitFileLeftover, isSpoolOwnerLock, NODE_CONFIG_CACHE_DIR, NODE_RETIRED_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
 import { IDENTITY_FILE } from '../../edge-node/src/state/identity.js';
 import { CREDENTIAL_FILE } from '../../edge-node/src/state/credential-store.js';
@@ -27,6 +27,7 @@ import { SESSION_OWNER_FILE } from '../../edge-node/src/providers/mcp/sqlite-ses
 import { CONTROL_LINK_LOCK_FILE } from '../../edge-node/src/control/control-link-lock.js';
 import { CONFIG_CACHE_DIR } from '../../edge-node/src/config/bundle-cache.js';
 import { ENROLL_ATTEMPT_FILE } from '../../edge-node/src/enroll/enroll-attempt.js';
+import { RETIRED_DIR } from '../../edge-node/src/enroll/retire-node-state.js';
 import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { captureCli, fakeServices, hostEnv, listTree } from './fake-host.js';
@@ -84,6 +85,7 @@ const cases: Array<[string, Record<string, string>, RegExp]> = [
   ['an application\'s own etc/node.env', { 'etc/node.env': 'APP_SETTING=important\n' }, /\/data\/app already holds etc\/node\.env \(not written by zenova install node\)/],
   ['another file in etc/', { 'etc/app.conf': 'x=1\n' }, /\/data\/app already holds etc\/app\.conf/],
   ['an application database in data/', { 'data/app.db': 'customer data' }, /\/data\/app already holds data\/app\.db/],
+  ['a data/retired/ entry the node never names so', { 'data/retired/backups/app.db': 'customer data' }, /\/data\/app already holds data\/retired\/backups/],
   ['a foreign file in data/config/', { 'data/config/settings.yaml': 'a: 1\n' }, /\/data\/app already holds data\/config\/settings\.yaml/],
   ['a node identity beside foreign files (not a node\'s data/)', { 'data/identity.json': '{}', 'data/app.db': 'customer data' }, /\/data\/app already holds data\/app\.db/],
   [
@@ -134,6 +136,8 @@ t.test('the installer\'s own etc/ and the node\'s data/ left by a rolled-back at
     'data/rate-limits.sqlite.damaged-20261202T040516.123Z': 'damaged counters',
     'data/config/current.json': '{}',
     'data/config/.previous.json.abcdef012345.tmp': '',
+    'data/retired/edge-1-5d0a3fc6-20260101T120000Z/spool.db': 'a deleted node\'s records',
+    'data/retired/.edge-1-5d0a3fc6-20260102T120000Z.partial/spool.db': '',
   });
   chmodSync(join(root, 'data/app/data'), 0o755);
   const r = await install(root);
@@ -149,6 +153,7 @@ t.test('the state files the installer accepts in data/ are the ones the node wri
   t.same([...NODE_STATE_JSON_FILES].sort(), [IDENTITY_FILE, CREDENTIAL_FILE, CONTROL_STATUS_FILE, APPLIED_VERSION_FILE, SPOOL_MARKER_FILE, ENROLL_ATTEMPT_FILE].sort());
   t.same([...NODE_STATE_SQLITE_FILES].sort(), [SPOOL_FILE, LEASE_DB_FILE, RATE_LIMIT_FILE, SESSION_OWNER_FILE, CONTROL_LINK_LOCK_FILE].sort());
   t.equal(NODE_CONFIG_CACHE_DIR, CONFIG_CACHE_DIR);
+  t.equal(NODE_RETIRED_DIR, RETIRED_DIR);
   for (const slot of [0, 1, MAX_OWNER_SLOTS - 1]) t.ok(isSpoolOwnerLock(basename(spoolOwnerLockFile(join('/x', SPOOL_FILE), slot))), `owner slot ${slot}`);
   t.notOk(isSpoolOwnerLock('spool-owner-x.lock'));
   const rateLimitFile = join('/x', RATE_LIMIT_FILE);

@@ -57,7 +57,11 @@ const MESSAGES: Record<CredentialFailureCode, string> = {
   CREDENTIAL_SUPERSEDED:
     'The node credential was replaced by a rotation and its handover window has ended; the node should use the newer ' +
     `credential it saved. If it has none, ${REENROLL_ADVICE.charAt(0).toLowerCase()}${REENROLL_ADVICE.slice(1)}`,
-  NODE_DELETED: `The node was deleted on the control plane. Create it again (zenova gateway-node create --name NAME …), then re-enroll it: on the control-plane host run \`zenova gateway-node reenroll-command NAME\`, then run the printed \`zenova install node … --reenroll\` command on the node host; that keeps its spool and the records not yet sent (never delete the node's directory).`,
+  NODE_DELETED:
+    'The node was deleted on the control plane and cannot come back: its records not yet sent can no longer be delivered. ' +
+    'To serve from that host again, create a node (zenova gateway-node create --name NAME …), then on the control-plane host run ' +
+    '`zenova gateway-node reenroll-command NAME` and run the printed `zenova install node … --reenroll` command on the node host: it moves the ' +
+    "old node's spool and config aside (kept in the state dir's retired/ directory; never delete the node's directory).",
 };
 
 function failure(code: CredentialFailureCode): CredentialCheck {

@@ -3,6 +3,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
+import { describeRetired } from '../enroll/retire-node-state.js';
 import { readTokenFile, TokenFileError, tokenFileNotPrivate } from '../enroll/token-file.js';
 import { isCertificatePem } from '../state/pem.js';
 import type { CliCommand } from './args.js';
@@ -65,6 +66,7 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
         `  control plane: ${result.controlPlaneUrl}\n` +
         `  gateway:       ${result.gatewayTarget}\n` +
         `  state dir:     ${result.stateDir}\n` +
+        (result.retired !== undefined ? `  ${describeRetired(result.retired, result.stateDir)}\n` : '') +
         `start it with: zenova-node serve --state-dir ${command.stateDir}\n`,
     );
     return 0;

@@ -38,7 +38,7 @@ export function tokenErrorMessage(code: string, mode: TokenUse, retryAfterSecond
         ? 'the token is not a reenroll token: --reenroll needs a token from `zenova gateway-node reenroll-command NAME` (upgrade tokens never enroll)'
         : 'the token is not an install token: use a token from `zenova gateway-node install-command NAME`, or pass --reenroll with a reenroll token (upgrade tokens never enroll)';
     case 'ZN_ERR_CP_NODE_DELETED':
-      return 'the node this token belongs to was deleted on the control plane: create it again (`zenova gateway-node create`) and use its new install command';
+      return 'the node this token belongs to was deleted on the control plane: create a node (`zenova gateway-node create`) and use its new command (on a host that held the deleted node: its reenroll command with --reenroll, which moves the old node\'s spool and config aside)';
     case 'ZN_ERR_CP_TOKEN_WRONG_NODE':
       return `the token was issued for another node than the one installed on this host: issue an upgrade command for this host's node with ${issue} (zenova status shows its name)`;
     case 'ZN_ERR_CP_UPGRADE_VERSION':

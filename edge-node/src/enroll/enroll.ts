@@ -4,8 +4,10 @@
  *
  * Order: check the state dir (refuse to replace an identity without --reenroll) → preflight
  * (product, protocol, clock skew; no token sent) → redeem → validate the answer → write
- * credential.json, then identity.json (the identity marks a finished enrollment). Every other file
- * in the state dir is left alone, so a re-enrollment keeps the spool and config cache.
+ * credential.json, then identity.json (the identity marks a finished enrollment). A re-enrollment of
+ * the same node leaves every other file alone, so it keeps the spool and config cache; one as another
+ * node (the old one deleted and created again) moves the old node's spool and config aside first
+ * (retire-node-state.ts), or is refused while they hold records only the old node can deliver.
  *
  * Before the token is sent, the redemption key of this attempt is saved (enroll-attempt.ts): a rerun
  * of the same command after a lost answer sends it again and the control plane answers again.
@@ -27,6 +29,8 @@ import { EnrollError, tokenErrorMessage } from './enroll-errors.js';
 import type { EnrollMode, TokenUse } from './enroll-errors.js';
 import { redemptionKeyFor, removeEnrollAttempt } from './enroll-attempt.js';
 import { requestJson } from './https-json.js';
+import { inspectPreviousNode, isSpoolInUse, keepPreviousNodeReason, retirePreviousNode } from './retire-node-state.js';
+import type { PreviousNode, RetiredState } from './retire-node-state.js';
 import { ProxySettingError } from '../net/proxy-policy.js';
 import { ProxyConnectError, proxyAdvice } from '../net/proxy-tunnel.js';
 import type { JsonRequest, JsonResponse } from './https-json.js';
@@ -61,6 +65,8 @@ export interface EnrollResult {
   gatewayTarget: string;
   stateDir: string;
   reenrolled: boolean;
+  /** Set when the state dir held another node, whose state was moved aside. */
+  retired?: RetiredState & { nodeId: string; nodeName: string };
 }
 
 /**
@@ -103,7 +109,13 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   if (token.length > 512 || /\s/.test(token)) throw new EnrollError('TOKEN_MALFORMED', 'the token is malformed: copy it again from the install command');
 
   const store = await openStateStore(opts.stateDir, { create: true });
-  await refuseToReplaceIdentity(store, opts.reenroll);
+  const existing = await refuseToReplaceIdentity(store, opts.reenroll);
+  // Read before the token is sent, while nothing has changed. Whether the token re-enrolls this
+  // node or another one is only known from the answer (the token is opaque and the preflight takes
+  // none), so a refusal to leave the old node's records behind comes after the redemption: the
+  // answer is then not saved, the old identity and its credential stay (another node's enrollment
+  // revokes nothing of it) and the old node goes on delivering; the token is spent.
+  const previous = existing === undefined ? undefined : await inspectPreviousNode(store, existing);
 
   const call = async (req: Omit<JsonRequest, 'caPem' | 'timeoutMs' | 'maxResponseBytes'>): Promise<JsonResponse> => {
     try {
@@ -151,6 +163,7 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     throw new EnrollError('RESPONSE_INVALID', `the control plane's enrollment answer is not usable (${describeIssues(parsed.error).join('; ')}); nothing was saved`);
   }
   const answer: EnrollResponse = parsed.data;
+  const retired = previous !== undefined && previous.identity.nodeId !== answer.nodeId ? await retireAsAnotherNode(store, previous, answer.nodeId, now()) : undefined;
 
   const identity: NodeIdentity = {
     nodeId: answer.nodeId,
@@ -178,16 +191,38 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     gatewayTarget: identity.gateway.target,
     stateDir: store.dir,
     reenrolled: opts.reenroll,
+    ...(retired !== undefined ? { retired } : {}),
   };
 }
 
-async function refuseToReplaceIdentity(store: StateStore, reenroll: boolean): Promise<void> {
+/**
+ * Moves the previous node's state aside for `newNodeId`, or refuses (EnrollError, nothing moved,
+ * the enrollment attempt kept so the same command can be run again) while it holds records only
+ * that node can deliver, or while a node-edge process has its spool open.
+ */
+async function retireAsAnotherNode(store: StateStore, previous: PreviousNode, newNodeId: string, now: number): Promise<NonNullable<EnrollResult['retired']>> {
+  const old = previous.identity;
+  const keep = keepPreviousNodeReason(previous, newNodeId, store.dir);
+  const unused = `The token was redeemed for node ${newNodeId} but nothing was saved: ${store.dir} still holds node ${old.nodeName}. ` +
+    'Run the same command again within 15 minutes, or issue a new reenroll command';
+  if (keep !== undefined) throw new EnrollError('PREVIOUS_NODE_UNDELIVERED', `${keep}. ${unused}`);
+  if (isSpoolInUse(store.dir)) {
+    throw new EnrollError(
+      'PREVIOUS_NODE_SERVING',
+      `a node-edge process still serves node ${old.nodeName} (${old.nodeId}) from ${store.dir}: stop it before enrolling this state dir as node ${newNodeId} (its spool and config are moved aside). ${unused}`,
+    );
+  }
+  return { ...(await retirePreviousNode(store, previous, now)), nodeId: old.nodeId, nodeName: old.nodeName };
+}
+
+/** The identity a re-enrollment replaces (undefined when there is none, or it is unreadable). */
+async function refuseToReplaceIdentity(store: StateStore, reenroll: boolean): Promise<NodeIdentity | undefined> {
   let existing: NodeIdentity | undefined;
   try {
     existing = await loadIdentity(store);
   } catch (err) {
     // A corrupt identity may be replaced by a re-enrollment, but never silently.
-    if (reenroll) return;
+    if (reenroll) return undefined;
     throw new EnrollError('IDENTITY_EXISTS', `${(err as Error).message}; pass --reenroll with a reenroll token to replace it`);
   }
   if (existing !== undefined && !reenroll) {
@@ -196,6 +231,7 @@ async function refuseToReplaceIdentity(store: StateStore, reenroll: boolean): Pr
       `${store.dir} already holds the identity of node ${existing.nodeName} (${existing.nodeId}); nothing was changed. To enroll again, pass --reenroll with a token from \`zenova gateway-node reenroll-command ${existing.nodeName}\``,
     );
   }
+  return existing;
 }
 
 async function runPreflight(

@@ -30,6 +30,10 @@ export const NODE_STATE_SQLITE_FILES = ['spool.db', 'credit-leases.sqlite', 'rat
 /** The config cache's dir in the state dir and the files in it (edge-node/src/config/bundle-cache.ts). */
 export const NODE_CONFIG_CACHE_DIR = 'config';
 const CONFIG_CACHE_FILES = new Set(['current.json', 'previous.json']);
+/** Where a re-enrollment as another node moves the old node's state (edge-node/src/enroll/retire-node-state.ts). */
+export const NODE_RETIRED_DIR = 'retired';
+/** `<name>-<id8>-<yyyymmddThhmmssZ>`, or `.<that>.partial` while it is filled. */
+const RETIRED_ENTRY = /^(?:[A-Za-z0-9._-]+-\d{8}T\d{6}Z|\.[A-Za-z0-9._-]+-\d{8}T\d{6}Z\.partial)$/;
 /** SQLite's companions of a database file (WAL mode, and rollback journal while one is built). */
 const SQLITE_SUFFIXES = ['', '-wal', '-shm', '-journal'];
 /** The node's env file is tiny; a bigger file is not the installer's. */
@@ -132,7 +136,7 @@ async function foreignInEtc(physical: string): Promise<string | undefined> {
   return undefined;
 }
 
-/** data/ may hold only the node's state files (and their SQLite companions and temp files) and its config cache. */
+/** data/ may hold only the node's state files (and their SQLite companions and temp files), its config cache and retired/. */
 async function foreignInData(physical: string): Promise<string | undefined> {
   const entries = await listDir(physical);
   if (typeof entries === 'string') return `data (${entries})`;
@@ -142,6 +146,13 @@ async function foreignInData(physical: string): Promise<string | undefined> {
       if (typeof cache === 'string') return `data/${entry} (${cache})`;
       const other = cache.find((e) => !CONFIG_CACHE_FILES.has(e) && !isAtomicWriteLeftover(e, CONFIG_CACHE_FILES));
       if (other !== undefined) return `data/${entry}/${other}`;
+    } else if (entry === NODE_RETIRED_DIR) {
+      // What is inside is an earlier node's state as it was moved; only the dirs themselves are checked.
+      const retired = await listDir(path.join(physical, entry));
+      if (typeof retired === 'string') return `data/${entry} (${retired})`;
+      for (const dir of retired) {
+        if (!RETIRED_ENTRY.test(dir) || !(await isRealDir(path.join(physical, entry, dir)))) return `data/${entry}/${dir}`;
+      }
     } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isNewSpoolLeftover(entry) && !isSpoolOwnerLock(entry) && !isRateLimitFileLeftover(entry)) {
       return `data/${entry}`;
     }

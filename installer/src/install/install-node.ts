@@ -14,6 +14,7 @@ import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
 import { ENROLL_ATTEMPT_FILE } from '../../../edge-node/src/enroll/enroll-attempt.js';
 import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
+import { describeRetired } from '../../../edge-node/src/enroll/retire-node-state.js';
 import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { STATE_DIR_MODE as DATA_DIR_MODE } from '../../../edge-node/src/state/state-store.js';
 import type { ServiceManager } from '../host/service-manager.js';
@@ -91,6 +92,12 @@ function enrollFinding(err: unknown, token: string, mode: InstallMode): Finding 
     return finding('NODE-TOKEN-REJECTED', message, mode === 'install' ? undefined : REENROLL_TOKEN_REJECTED_ADVICE);
   }
   return finding('NODE-ENROLL-FAILED', message);
+}
+
+/** The re-enrollment's step: the same node keeps its spool; another node's enrollment moved the old one's aside. */
+function reenrolledStep(enrolled: EnrollResult, layout: InstallLayout): string {
+  const node = `re-enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId})`;
+  return enrolled.retired === undefined ? `${node}; spool and unsent records kept in ${layout.data}` : `${node}; ${describeRetired(enrolled.retired, layout.data)}`;
 }
 
 /** Redeems the one-time token into the install's data/ (the same enrollment `zenova-node enroll` does). */
@@ -200,9 +207,7 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     } catch (err) {
       throw new StepFailed(enrollFinding(err, input.token, input.mode));
     }
-    step(reenrolling
-      ? `re-enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); spool and unsent records kept in ${layout.data}`
-      : `enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); identity in ${layout.data}`);
+    step(reenrolling ? reenrolledStep(enrolled, layout) : `enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); identity in ${layout.data}`);
 
     await startUnits(input, layout, undo, step);
     return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId, cli: cli.linked ? 'zenova' : layout.cli };
@@ -333,7 +338,7 @@ async function startUnits(input: InstallInput, layout: InstallLayout, undo: Arra
 
 /**
  * --reenroll: stop node-edge, replace the identity in data/ (spool, config cache and unsent records
- * stay), start it again. If the token is refused the old identity is untouched and the node is
+ * stay; a token of another node moves the old node's aside into data/retired/), start it again. If the token is refused the old identity is untouched and the node is
  * started again as it was.
  */
 async function reenroll(input: InstallInput, step: StepReporter): Promise<InstallOutcome> {
@@ -365,7 +370,7 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
     step(`${NODE_UNIT} started again with its previous identity`);
     return { ok: false, finding: f };
   }
-  step(`re-enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); spool and unsent records kept in ${layout.data}`);
+  step(reenrolledStep(enrolled, layout));
   try {
     // The env file (listen address, version) stays as installed; only the trust may change.
     if (input.caPem !== undefined) await writeFileAtomic(host(layout.caFile), input.caPem, 0o644);
