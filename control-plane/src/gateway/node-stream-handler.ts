@@ -4,7 +4,8 @@
  * claims payload kinds; the session hands it each such message in arrival order, one at a time
  * (so a slow handler slows the node down through HTTP/2 flow control), with a send function
  * for replies (acks, grants). Handlers validate what they are given; throwing
- * NodeMessageInvalid ends the session with MESSAGE_INVALID.
+ * NodeMessageInvalid ends the session with MESSAGE_INVALID, NodeDeletedError (nodes/node-repository.ts:
+ * the node was found deleted) with NODE_DELETED.
  */
 import type pg from 'pg';
 import type pino from 'pino';

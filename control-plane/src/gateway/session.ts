@@ -27,6 +27,7 @@ import { isDatabaseUnavailable } from '../db/connection-errors.js';
 import {
   acknowledgeCredential, credentialLapse, rotateCredential, verifyCredential, type CredentialTimings, type CredentialValidity,
 } from '../nodes/credentials.js';
+import { NodeDeletedError } from '../nodes/node-repository.js';
 import { ConfigSync } from './config-sync.js';
 import { NodeMessageInvalid } from './node-stream-handler.js';
 import type { NodeStreamHandler, StreamNode } from './node-stream-handler.js';
@@ -332,6 +333,12 @@ export class NodeSession implements RegisteredSession {
         } catch (err) {
           if (err instanceof NodeMessageInvalid) {
             this.end('MESSAGE_INVALID', `malformed ${parsed.payload}: ${err.message}`);
+            return;
+          }
+          // The handler found the node deleted before the deletion's event (NOTIFY) ended this session.
+          if (err instanceof NodeDeletedError) {
+            const { code, message: text } = refusalForEvent('node-deleted');
+            this.end(code, text);
             return;
           }
           throw err;

@@ -136,6 +136,26 @@ export async function markNodeDeleted(db: Queryable, id: string, now: Date = new
   await db.query('update nodes set deleted_at = $2 where id = $1 and deleted_at is null', [id, now]);
 }
 
+/** The node is deleted: what it sent is not taken (a gateway session ends with NODE_DELETED). */
+export class NodeDeletedError extends Error {
+  constructor(readonly nodeId: string) {
+    super(`node ${nodeId} is deleted`);
+    this.name = 'NodeDeletedError';
+  }
+}
+
+/**
+ * Takes the node's row FOR SHARE for the caller's transaction, as a lease top-up does: a deletion
+ * (which takes the row for update) waits for the transaction, or the transaction for the deletion
+ * and then throws NodeDeletedError. An id without a row (not a UUID: none) passes: the caller
+ * authenticated the node.
+ */
+export async function shareUndeletedNode(db: Queryable, id: string): Promise<void> {
+  if (!UUID_PATTERN.test(id)) return;
+  const { rows } = await db.query<{ deleted: boolean }>('select deleted_at is not null as deleted from nodes where id = $1 for share', [id]);
+  if (rows[0]?.deleted === true) throw new NodeDeletedError(id);
+}
+
 /** Applies the given network fields (undefined = keep; caPem null = remove). */
 export async function updateNodeNetwork(db: Queryable, id: string, patch: NodeNetworkPatch): Promise<NodeRow | undefined> {
   const { rows } = await db.query<NodeRow>(

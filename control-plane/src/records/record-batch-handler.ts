@@ -12,6 +12,9 @@
  * record a newer node wrote) stopped its backlog and its whole control link for good. A record
  * that passes these checks but that PostgreSQL refuses, or whose request id another node's record
  * holds, is set aside the same way by ingestRecords.
+ *
+ * A batch of a node found deleted (ingestRecords' NodeDeletedError) is not acked and ends the
+ * session with NODE_DELETED: none of it was stored, so the node keeps its records.
  */
 import { createHash } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';

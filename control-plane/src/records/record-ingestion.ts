@@ -17,6 +17,12 @@
  * the whole batch on every resend. When the batch fails with such a data error
  * (record-data-error.ts), it is ingested again record by record, each under a savepoint, and a
  * record that fails is set aside as invalid_record; an unavailable database still fails the batch.
+ *
+ * Every transaction first takes the node's row FOR SHARE (one indexed row lock) and refuses a
+ * deleted node (NodeDeletedError, nothing stored): its deletion hands back the credit its leases
+ * held beyond the spend settled so far (returnLeasesOfNode), and that credit may be leased to
+ * another node at once, so a record charged after it would push the account's leases past its
+ * balance. A batch already under way holds the row: the deletion waits and returns its spend settled.
  */
 import type pg from 'pg';
 import { isUtf8 } from 'node:buffer';
@@ -24,6 +30,7 @@ import { createHash } from 'node:crypto';
 import { MAX_RECORD_JSON_BYTES } from '../../../proto/src/index.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { settleIngestedRecords } from '../billing/settlement.js';
+import { shareUndeletedNode } from '../nodes/node-repository.js';
 import { withTransaction } from '../nodes/with-transaction.js';
 import { isRecordDataError, recordDataErrorDetail } from './record-data-error.js';
 import { ensurePartitions, rememberPartitions } from './record-partitions.js';
@@ -202,6 +209,7 @@ async function ingestRecordByRecord(
   const created: MonthPartition[] = [];
   const setAside: RejectedRecord[] = [];
   const result = await withTransaction(pool, async (client) => {
+    await shareUndeletedNode(client, node.nodeId);
     let accepted = 0;
     for (const record of records) {
       await client.query('savepoint ingest_record');
@@ -233,7 +241,10 @@ export async function ingestRecords(
 ): Promise<IngestResult> {
   if (records.length === 0 && rejectedBatch.rejected.length === 0) return { accepted: 0, duplicates: 0, rejected: 0, rejectedStored: 0, setAside: [] };
   if (records.length === 0) {
-    const rejectedStored = await withTransaction(pool, (client) => storeRejected(client, node, rejectedBatch));
+    const rejectedStored = await withTransaction(pool, async (client) => {
+      await shareUndeletedNode(client, node.nodeId);
+      return storeRejected(client, node, rejectedBatch);
+    });
     return { accepted: 0, duplicates: 0, rejected: rejectedBatch.rejected.length, rejectedStored, setAside: [] };
   }
   // Characters PostgreSQL cannot store are replaced first, so ids are compared as they will be stored.
@@ -244,6 +255,7 @@ export async function ingestRecords(
   let created: MonthPartition[] = [];
   try {
     const result = await withTransaction(pool, async (client) => {
+      await shareUndeletedNode(client, node.nodeId);
       const step = await insertNewRecords(
         client,
         node,

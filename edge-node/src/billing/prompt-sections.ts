@@ -3,9 +3,9 @@
  * so the credit reservation covers them (docs/billing.md, "Prompt estimate"): the chat template's
  * tokens around every message and before the answer (role markers, separators, a message's `name`,
  * ids of tool calls and results), tool and function definitions and a structured-output schema
- * (their JSON length through the node's text estimate), and images, documents, files and audio (a
- * fixed allowance per part: their size in tokens depends on pixels and pages the node does not
- * decode). The upstream renders all of them into the prompt and bills them as input: without the
+ * (their JSON length through the node's text estimate), and images, documents, files, audio and
+ * video (a fixed allowance per part: their size in tokens depends on pixels, pages and seconds the
+ * node does not decode). The upstream renders all of them into the prompt and bills them as input: without the
  * per-message allowance, thousands of empty messages reserved nothing and cost a lot.
  *
  * Cheap: a few property reads per message and one pass over the messages' content arrays (and an
@@ -13,6 +13,8 @@
  * functions, response_format, tool_choice), never on the whole body, and no text is walked again.
  */
 import type { PipelineContext } from '../pipeline/context.js';
+import { isMediaPartType } from '../providers/openai/chat-content-parts.js';
+import type { MediaPartType } from '../providers/openai/chat-content-parts.js';
 import { estimateTokens } from '../providers/token-estimate.js';
 
 /**
@@ -28,6 +30,25 @@ export const IMAGE_PART_TOKENS = 1_600;
  * excess is charged in full and logged (docs/billing.md).
  */
 export const MEDIA_PART_TOKENS = 3_000;
+
+/**
+ * Input tokens allowed per video part: a short video at low frame sampling is thousands of tokens
+ * (Gemini counts about 263 per second at 1 frame/s; Qwen2-VL on vLLM 256 per pair of 448 × 448
+ * frames), so 10 000 covers some 40 s. A longer video costs more: charged in full and logged.
+ */
+export const VIDEO_PART_TOKENS = 10_000;
+
+/**
+ * The allowance of each OpenAI chat media part type (MEDIA_PART_TYPES, the parts the node accepts
+ * as media): keyed by their type, so a type added there without an allowance does not compile.
+ */
+export const CHAT_MEDIA_PART_TOKENS: Readonly<Record<MediaPartType, number>> = {
+  image_url: IMAGE_PART_TOKENS,
+  file: MEDIA_PART_TOKENS,
+  input_audio: MEDIA_PART_TOKENS,
+  audio_url: MEDIA_PART_TOKENS,
+  video_url: VIDEO_PART_TOKENS,
+};
 
 /**
  * Input tokens a chat template adds around each message besides its text and role: OpenAI counts 3
@@ -68,12 +89,9 @@ function jsonTokens(value: unknown): number {
   }
 }
 
-/** An OpenAI content part that is not text: an image, a file (PDF) or audio. */
+/** An OpenAI content part that is not text: an image, a file (PDF), audio or a video. */
 function chatPartTokens(part: unknown): number {
-  if (!isRecord(part)) return 0;
-  if (part.type === 'image_url') return IMAGE_PART_TOKENS;
-  if (part.type === 'file' || part.type === 'input_audio') return MEDIA_PART_TOKENS;
-  return 0;
+  return isRecord(part) && isMediaPartType(part.type) ? CHAT_MEDIA_PART_TOKENS[part.type] : 0;
 }
 
 /** The tokens of a short string the text list leaves out (a role, a name, an id); 0 when it is not a string. */

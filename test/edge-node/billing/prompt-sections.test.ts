@@ -1,10 +1,21 @@
 // The prompt estimate the reservation is made from counts what the text list leaves out: the
 // template's tokens around messages (message-frame-estimate.test.ts), chat tools, functions,
-// response_format and image/file parts; Anthropic tools and image/document blocks. A request with hundreds of KB of tool schemas reserves their input, not almost nothing,
+// response_format and media parts (image, file, audio, video); Anthropic tools and image/document blocks. A request with hundreds of KB of tool schemas reserves their input, not almost nothing,
 // and is charged them against tokens per minute on admission too.
 import t from 'tap';
 import type { Test } from 'tap';
-import { CONTENT_BLOCK_TOKENS, IMAGE_PART_TOKENS, MEDIA_PART_TOKENS, MESSAGE_FRAME_TOKENS, REPLY_PRIMING_TOKENS, chatSectionTokens, messagesSectionTokens } from '../../../edge-node/src/billing/prompt-sections.js';
+import {
+  CHAT_MEDIA_PART_TOKENS,
+  CONTENT_BLOCK_TOKENS,
+  IMAGE_PART_TOKENS,
+  MEDIA_PART_TOKENS,
+  MESSAGE_FRAME_TOKENS,
+  REPLY_PRIMING_TOKENS,
+  VIDEO_PART_TOKENS,
+  chatSectionTokens,
+  messagesSectionTokens,
+} from '../../../edge-node/src/billing/prompt-sections.js';
+import { MEDIA_PART_TYPES } from '../../../edge-node/src/providers/openai/chat-content-parts.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
 import { createNodeRateLimiter } from '../../../edge-node/src/rate-limit/create-node-rate-limiter.js';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
@@ -72,6 +83,35 @@ t.test('the tokens/min charge on admission counts tool definitions and images, a
   // (Each charge is trued up to the upstream's usage when its request ends: the headers show the
   // charge on admission, which is what concurrent requests are refused by.)
   t.equal(upstream.requests.length, 2);
+});
+
+t.test('ten video_url or audio_url parts are refused like ten images when the lease cannot cover their allowance', async (t) => {
+  // 10 000 µ at 1 µ per input token: ten parts of any media type the node accepts exceed it.
+  for (const [type, payload] of [
+    ['image_url', { image_url: { url: 'https://example.com/a.png' } }],
+    ['video_url', { video_url: { url: 'https://example.com/ten-minutes.mp4' } }],
+    ['audio_url', { audio_url: { url: 'https://example.com/one-hour.mp3' } }],
+  ] as const) {
+    const { node, upstream } = await creditNode(t, 10_000);
+    const res = await fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+      body: JSON.stringify({ model: 'echo', max_tokens: 1, messages: [{ role: 'user', content: Array.from({ length: 10 }, () => ({ type, ...payload })) }] }),
+    });
+    t.equal(res.status, 402, `ten ${type} parts do not fit in 10 000 µ`);
+    t.match(await res.json(), { error: { code: 'ZN_ERR_CREDIT_EXHAUSTED' } });
+    t.equal(upstream.requests.length, 0, `nothing forwarded for ${type}`);
+  }
+});
+
+t.test('every media part type the node accepts in chat content has an input allowance', async (t) => {
+  const empty = chatSectionTokens({ messages: [{ role: 'user', content: [] }] });
+  for (const type of MEDIA_PART_TYPES) {
+    t.ok(CHAT_MEDIA_PART_TOKENS[type] > 0, `${type}: an allowance`);
+    t.equal(chatSectionTokens({ messages: [{ role: 'user', content: [{ type, [type]: {} }] }] }) - empty, CHAT_MEDIA_PART_TOKENS[type], `${type}: counted per part`);
+  }
+  t.equal(CHAT_MEDIA_PART_TOKENS.video_url, VIDEO_PART_TOKENS);
+  t.equal(CHAT_MEDIA_PART_TOKENS.audio_url, MEDIA_PART_TOKENS, 'an audio URL as much as base64 audio');
 });
 
 /** The template's tokens of a request of one message from `user` (one token): what every request adds besides its sections. */

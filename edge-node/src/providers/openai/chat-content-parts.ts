@@ -14,15 +14,25 @@ import { MAX_DEPTH } from '../json-string-slots.js';
 import { markPartial } from '../partial-texts.js';
 import { FieldSlot, isRecord } from '../text-slot.js';
 
-/** Part types whose payload is media (a URL, base64 data), not text. */
-const MEDIA_PART_TYPES: ReadonlySet<string> = new Set(['image_url', 'input_audio', 'file', 'video_url', 'audio_url']);
+/**
+ * Part types whose payload is media (a URL, base64 data), not text. Each has an input allowance
+ * (billing/prompt-sections.ts, keyed by MediaPartType: a type added here without one does not compile).
+ */
+export const MEDIA_PART_TYPES = ['image_url', 'input_audio', 'file', 'video_url', 'audio_url'] as const;
+export type MediaPartType = (typeof MEDIA_PART_TYPES)[number];
+const MEDIA_PART_TYPE_SET: ReadonlySet<string> = new Set(MEDIA_PART_TYPES);
+
+/** Whether `type` is one of MEDIA_PART_TYPES. */
+export function isMediaPartType(type: unknown): type is MediaPartType {
+  return typeof type === 'string' && MEDIA_PART_TYPE_SET.has(type);
+}
 /** Part types whose text fields are known: `text`, `refusal`, `thinking`. */
 const TEXT_PART_TYPES: ReadonlySet<string> = new Set(['text', 'refusal', 'thinking']);
 
 /** Whether `part` has a type whose fields are known (a text, refusal, thinking or media part, or one without a type). */
 export function isKnownPart(part: Record<string, unknown>): boolean {
   const type = part.type;
-  return type === undefined || (typeof type === 'string' && (TEXT_PART_TYPES.has(type) || MEDIA_PART_TYPES.has(type)));
+  return type === undefined || isMediaPartType(type) || (typeof type === 'string' && TEXT_PART_TYPES.has(type));
 }
 
 /** Tool call types whose text fields are known: a function's `arguments`, a custom tool's `input`. */
