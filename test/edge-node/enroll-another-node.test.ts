@@ -13,7 +13,9 @@ import type { Test } from 'tap';
 import { saveControlStatus } from '../../edge-node/src/control/control-status.js';
 import { SPOOL_FILE, createSpoolFile, vetSpoolFile } from '../../edge-node/src/spool/spool-file.js';
 import { saveSpoolMarker } from '../../edge-node/src/spool/spool-marker.js';
+import { inspectPreviousNode, retirePreviousNode } from '../../edge-node/src/enroll/retire-node-state.js';
 import { SpoolOwnerLock } from '../../edge-node/src/spool/spool-owner-lock.js';
+import { loadIdentity } from '../../edge-node/src/state/identity.js';
 import { openStateStore } from '../../edge-node/src/state/state-store.js';
 import { runNodeCli as run } from './cli-capture.js';
 import { startEnrollServer } from './enroll-fixtures.js';
@@ -58,6 +60,12 @@ async function enrolledAsOld(t: Test, opts: { records: number; open: number; del
   return {
     oldId,
     stateDir,
+    /** What a first run does before it saves the new identity: its moves, then (a crash, a full disk) nothing more. */
+    async retireLikeAFailedRun(now: number) {
+      const identity = await loadIdentity(store);
+      if (identity === undefined) throw new Error('not enrolled');
+      return retirePreviousNode(store, await inspectPreviousNode(store, identity), now);
+    },
     spoolFile,
     enroll,
     enrollAs(id: string) {
@@ -145,4 +153,52 @@ t.test('a reenroll of the same node moves nothing and keeps its spool with its r
   t.same(await readFile(s.spoolFile), spool);
   t.ok(existsSync(path.join(s.stateDir, 'config', 'current.json')));
   t.notOk(existsSync(path.join(s.stateDir, 'retired')));
+});
+
+t.test('a rerun after a run that moved the old state aside and failed before saving the new identity names that directory and its records, and makes no second one', async (t) => {
+  const s = await enrolledAsOld(t, { records: 4, open: 1, deleted: true });
+  // Seconds earlier, so the rerun's own time would name another directory.
+  const first = await s.retireLikeAFailedRun(Date.now() - 2000);
+  t.equal(first.undelivered, 5);
+  const newId = randomUUID();
+  const r = await s.enrollAs(newId);
+  t.equal(r.code, 0, r.stderr);
+  t.equal((await identityOf(s.stateDir)).nodeId, newId, 'enrolled as NEW');
+  t.same(await readdir(path.join(s.stateDir, 'retired')), [path.basename(first.dir)], 'no second directory');
+  t.match(r.stdout, `moved node edge-1 (${s.oldId})'s state aside to ${path.join(s.stateDir, first.dir)}: config-applied-version.json, config, spool.db, spool.db-wal`);
+  t.match(r.stdout, /5 records of node edge-1 not yet delivered are kept there/);
+  t.notMatch(r.stdout, /nothing was left to move/);
+});
+
+t.test('an empty partial directory left with the same time as the finished one does not block a rerun', async (t) => {
+  const s = await enrolledAsOld(t, { records: 2, open: 0, deleted: true });
+  const now = Date.now();
+  const first = await s.retireLikeAFailedRun(now);
+  // What a rerun within the same second left before this fix: an empty `.…partial` whose final rename failed (ENOTEMPTY).
+  const leftover = path.join(s.stateDir, 'retired', `.${path.basename(first.dir)}.partial`);
+  await mkdir(leftover, { mode: 0o700 });
+  const again = await s.retireLikeAFailedRun(now);
+  t.equal(again.dir, first.dir, 'a rerun within the same second names the first directory');
+  t.equal(again.undelivered, 2);
+  await mkdir(leftover, { mode: 0o700 });
+  const r = await s.enrollAs(randomUUID());
+  t.equal(r.code, 0, r.stderr);
+  t.match(r.stdout, `state aside to ${path.join(s.stateDir, first.dir)}: `);
+  t.match(r.stdout, /2 records of node edge-1 not yet delivered are kept there/);
+  t.same(await readdir(path.join(s.stateDir, 'retired')), [path.basename(first.dir)], 'the empty partial is gone, no second directory');
+});
+
+t.test('a partial directory whose final name another directory took finishes under a name of its own, never into that one', async (t) => {
+  const s = await enrolledAsOld(t, { records: 1, open: 0, deleted: true });
+  const now = Date.now();
+  const name = `edge-1-${s.oldId.slice(0, 8)}-${new Date(now).toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '')}`;
+  const taken = path.join(s.stateDir, 'retired', name);
+  await mkdir(taken, { recursive: true, mode: 0o700 });
+  await writeFile(path.join(taken, 'spool.db-wal'), 'another spool\'s WAL');
+  await mkdir(path.join(s.stateDir, 'retired', `.${name}.partial`), { mode: 0o700 });
+  const retired = await s.retireLikeAFailedRun(now);
+  t.equal(retired.dir, path.join('retired', `${name}-2`));
+  t.equal(retired.undelivered, 1);
+  t.equal(await readFile(path.join(taken, 'spool.db-wal'), 'utf8'), 'another spool\'s WAL', 'the other directory untouched');
+  t.same((await readdir(path.join(s.stateDir, 'retired'))).sort(), [name, `${name}-2`]);
 });

@@ -137,6 +137,7 @@ t.test('the installer\'s own etc/ and the node\'s data/ left by a rolled-back at
     'data/config/current.json': '{}',
     'data/config/.previous.json.abcdef012345.tmp': '',
     'data/retired/edge-1-5d0a3fc6-20260101T120000Z/spool.db': 'a deleted node\'s records',
+    'data/retired/edge-1-5d0a3fc6-20260101T120000Z-2/spool.db': 'a deleted node\'s records, moved twice within one second',
     'data/retired/.edge-1-5d0a3fc6-20260102T120000Z.partial/spool.db': '',
   });
   chmodSync(join(root, 'data/app/data'), 0o755);

@@ -12,7 +12,7 @@
  * enrollment), enroll-attempt.json (the enrollment in progress).
  */
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdir, open, readdir, rename } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { APPLIED_VERSION_FILE } from '../config/applied-version.js';
 import { CONFIG_CACHE_DIR } from '../config/bundle-cache.js';
@@ -56,9 +56,9 @@ export interface PreviousNode {
 export interface RetiredState {
   /** The directory the files went to, relative to the state dir (`retired/…`). */
   dir: string;
-  /** The entries moved, in the order moved. */
+  /** The node-bound entries the directory holds (with those an earlier run of the command moved), in the order moved. */
   moved: string[];
-  /** The old node's records not yet delivered (backlog + open rows) now kept aside; null when unreadable. */
+  /** The old node's records not yet delivered (backlog + open rows) kept there, read from its spool; null when unreadable. */
   undelivered: number | null;
 }
 
@@ -114,24 +114,29 @@ const utcStamp = (ms: number): string => new Date(ms).toISOString().replace(/[-:
  * Moves the previous node's node-bound state into one new directory under retired/. The directory
  * is filled under a hidden `.…partial` name and renamed to its final name at the end: a rerun after
  * a crash finds the partial one of the same node and finishes into it, so a spool.db and its -wal
- * never end up in two places.
+ * never end up in two places. A rerun after the final rename (the new identity not saved: a crash,
+ * a full disk) finds nothing node-bound left and names that directory instead of a new empty one.
  */
 export async function retirePreviousNode(store: StateStore, previous: PreviousNode, now: number): Promise<RetiredState> {
   const old = previous.identity;
   const retired = path.join(store.dir, RETIRED_DIR);
   await mkdir(retired, { recursive: true, mode: STATE_DIR_MODE });
   const prefix = `${old.nodeName.replace(/[^A-Za-z0-9._-]/g, '_')}-${old.nodeId.slice(0, 8)}`;
-  const left = (await readdir(retired)).find((e) => e.startsWith(`.${prefix}-`) && e.endsWith('.partial'));
-  const partial = left ?? `.${prefix}-${utcStamp(now)}.partial`;
-  const name = partial.slice(1, -'.partial'.length);
-  if (left === undefined) await mkdir(path.join(retired, partial), { mode: STATE_DIR_MODE });
-  const moved: string[] = [];
-  for (const entry of NODE_BOUND_ENTRIES) {
-    if (!existsSync(path.join(store.dir, entry))) continue;
-    await rename(path.join(store.dir, entry), path.join(retired, partial, entry));
-    moved.push(entry);
+  const siblings = (await readdir(retired)).sort();
+  const left = siblings.find((e) => e.startsWith(`.${prefix}-`) && e.endsWith('.partial'));
+  const toMove = NODE_BOUND_ENTRIES.filter((entry) => existsSync(path.join(store.dir, entry)));
+  if (toMove.length === 0 && (left === undefined || (await readdir(path.join(retired, left))).length === 0)) {
+    const earlier = earlierRetiredDir(retired, siblings, prefix);
+    if (earlier !== undefined) {
+      // An empty partial is what a run that failed on its final rename left: it holds nothing.
+      if (left !== undefined) await rmdir(path.join(retired, left));
+      return retiredIn(retired, earlier);
+    }
   }
-  await rename(path.join(retired, partial), path.join(retired, name));
+  const partial = left ?? `.${prefix}-${utcStamp(now)}.partial`;
+  if (left === undefined) await mkdir(path.join(retired, partial), { mode: STATE_DIR_MODE });
+  for (const entry of toMove) await rename(path.join(store.dir, entry), path.join(retired, partial, entry));
+  const name = await finishPartial(retired, partial);
   // The renames are durable once both directories' entries are on disk.
   for (const dir of [store.dir, retired]) {
     const handle = await open(dir, 'r');
@@ -141,7 +146,43 @@ export async function retirePreviousNode(store: StateStore, previous: PreviousNo
       await handle.close();
     }
   }
-  return { dir: path.join(RETIRED_DIR, name), moved, undelivered: undeliveredCount(previous.spool) };
+  return retiredIn(retired, name);
+}
+
+/**
+ * The latest directory an earlier run finished for the node of `prefix` (`<prefix>-<UTC time>`,
+ * maybe `-<n>`), preferring one that holds any of its state; undefined when there is none.
+ */
+function earlierRetiredDir(retired: string, siblings: readonly string[], prefix: string): string | undefined {
+  const finished = siblings.filter((e) => e.startsWith(`${prefix}-`) && /^\d{8}T\d{6}Z(?:-\d+)?$/.test(e.slice(prefix.length + 1)));
+  const holding = finished.filter((e) => NODE_BOUND_ENTRIES.some((entry) => existsSync(path.join(retired, e, entry))));
+  return holding.at(-1) ?? finished.at(-1);
+}
+
+/**
+ * Renames the filled `partial` to its final name or, when that is taken (two runs within one
+ * second), to the first free `<name>-<n>`: never into the other directory, where this spool.db
+ * could meet another spool's -wal.
+ */
+async function finishPartial(retired: string, partial: string): Promise<string> {
+  const name = partial.slice(1, -'.partial'.length);
+  for (let n = 1; ; n++) {
+    const target = n === 1 ? name : `${name}-${n}`;
+    try {
+      await rename(path.join(retired, partial), path.join(retired, target));
+      return target;
+    } catch (err) {
+      if (!['ENOTEMPTY', 'EEXIST', 'ENOTDIR'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+    }
+  }
+}
+
+/** What `name` under retired/ holds of the old node, with its records not yet delivered read from the spool there. */
+function retiredIn(retired: string, name: string): RetiredState {
+  const dir = path.join(retired, name);
+  // Listed before the spool is read: reading may create its -wal and -shm.
+  const moved = NODE_BOUND_ENTRIES.filter((entry) => existsSync(path.join(dir, entry)));
+  return { dir: path.join(RETIRED_DIR, name), moved, undelivered: undeliveredCount(readSpoolFigures(dir)) };
 }
 
 /** One line for enroll's and the installer's output: what went where, and the records kept aside. */

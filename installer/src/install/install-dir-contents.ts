@@ -32,8 +32,8 @@ export const NODE_CONFIG_CACHE_DIR = 'config';
 const CONFIG_CACHE_FILES = new Set(['current.json', 'previous.json']);
 /** Where a re-enrollment as another node moves the old node's state (edge-node/src/enroll/retire-node-state.ts). */
 export const NODE_RETIRED_DIR = 'retired';
-/** `<name>-<id8>-<yyyymmddThhmmssZ>`, or `.<that>.partial` while it is filled. */
-const RETIRED_ENTRY = /^(?:[A-Za-z0-9._-]+-\d{8}T\d{6}Z|\.[A-Za-z0-9._-]+-\d{8}T\d{6}Z\.partial)$/;
+/** `<name>-<id8>-<yyyymmddThhmmssZ>` (`-<n>` after it when that name was taken), or `.<that>.partial` while it is filled. */
+const RETIRED_ENTRY = /^(?:[A-Za-z0-9._-]+-\d{8}T\d{6}Z(?:-\d+)?|\.[A-Za-z0-9._-]+-\d{8}T\d{6}Z\.partial)$/;
 /** SQLite's companions of a database file (WAL mode, and rollback journal while one is built). */
 const SQLITE_SUFFIXES = ['', '-wal', '-shm', '-journal'];
 /** The node's env file is tiny; a bigger file is not the installer's. */
