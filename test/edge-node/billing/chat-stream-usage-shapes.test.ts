@@ -26,6 +26,9 @@ t.test('a caller that did not ask for stream usage gets none, whatever shape the
     ['a usage chunk with empty choices', [content, finish, { ...envelope, choices: [], usage: USAGE }]],
     ['a usage chunk without choices', [content, finish, { ...envelope, usage: USAGE }]],
     ['a usage chunk with null choices', [content, finish, { ...envelope, choices: null, usage: USAGE }]],
+    // Vendor fields on OpenAI's shape make it no less the usage chunk (Groq, Azure).
+    ['a usage chunk with empty choices and x_groq', [content, finish, { ...envelope, choices: [], usage: USAGE, x_groq: { id: 'req_01' } }]],
+    ['a usage chunk with empty choices and prompt_filter_results', [content, finish, { ...envelope, choices: [], usage: USAGE, prompt_filter_results: [] }]],
     ['usage on the finish chunk', [content, { ...finish, usage: USAGE }]],
   ];
   for (const [shape, chunks] of shapes) {
@@ -44,7 +47,7 @@ t.test('a caller that did not ask for stream usage gets none, whatever shape the
   }
 });
 
-t.test('a usage chunk with other payload is kept for the caller without its usage', async (t) => {
+t.test('a usage chunk without choices but with other payload is kept for the caller without its usage', async (t) => {
   const node = await startScriptedUpstreamNode(t);
   node.answer(sse([{ data: content }, { data: finish }, { data: { ...envelope, citations: ['https://example.com/a'], usage: USAGE } }, { data: '[DONE]' }]));
   const { text, record } = await node.post('/v1/chat/completions', ask);

@@ -169,7 +169,16 @@ t.test('secret takes a quoted value whole, spaces and all, up to its closing quo
 t.test('secret ends an unquoted value at Chinese and full-width punctuation, not only ASCII', async (t) => {
   const text = '您的初始密码：Tmp2024ab，有效期24小时，请登录后立即修改。';
   t.same(found(findSecrets, text), ['Tmp2024ab']);
-  t.same(found(findSecrets, '密码：Abc12345。口令：Xyz67890；令牌：Tok12345、密钥：Key12345！token=qwertyui）secret=asdfghjk」pwd=zxcvbnm1”'), ['Abc12345', 'Xyz67890', 'Tok12345', 'Key12345', 'qwertyui', 'asdfghjk', 'zxcvbnm1']);
+  t.same(found(findSecrets, '密码：Abc12345。口令：Xyz67890；令牌：Tok12345、密钥：Key12345！token=qwertyui）secret=asdfghjk」pwd=zxcvbnm1』'), ['Abc12345', 'Xyz67890', 'Tok12345', 'Key12345', 'qwertyui', 'asdfghjk', 'zxcvbnm1']);
+});
+
+t.test('secret runs an unquoted value on past a typographic apostrophe, and past CJK punctuation that comes before its 8 characters', async (t) => {
+  t.same(found(findSecrets, 'The password: Don’tTellAnyone42 for the VPN.'), ['Don’tTellAnyone42'], 'an apostrophe inside the value');
+  t.same(found(findSecrets, 'passwd=It’s-a-Secret-2024'), ['It’s-a-Secret-2024'], 'an apostrophe after two characters');
+  t.same(found(findSecrets, 'api_key=sk-ab，cdefghijklmnop'), ['sk-ab，cdefghijklmnop'], 'a full-width comma after five characters');
+  t.same(found(findSecrets, '密码：abc。defghijk 然后'), ['abc。defghijk'], 'a full stop after three characters');
+  t.same(found(findSecrets, 'pwd=zxcvbnm1” and token=abcdefgh’'), ['zxcvbnm1”', 'abcdefgh’'], 'a closing quote nothing opened is part of the value');
+  t.same(found(findSecrets, 'password: “shortpw”, and secret: ‘abc’defghijk'), [], 'a closing quote ends the value its opening quote began');
 });
 
 t.test('secret takes a value in typographic quotes whole, spaces and all', async (t) => {

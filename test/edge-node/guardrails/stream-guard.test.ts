@@ -125,6 +125,23 @@ t.test('a quoted passphrase split across deltas at every position is masked whol
   }
 });
 
+t.test('an unquoted secret with an apostrophe or CJK punctuation inside, split at every position, is masked as in the whole text', async (t) => {
+  const secretOnly = policy('secret-only', [{ detector: 'secret', action: 'mask', on: 'output' }]);
+  const text = `${FILLER}The password: Don’tTellAnyone42 for the VPN. passwd=It’s-a-Secret-2024 api_key=sk-ab，cdefghijklmnop 您的初始密码：Tmp2024ab，有效期24小时${FILLER}`;
+  const expected = wholeResult(secretOnly, text);
+  t.ok(expected.text.includes('The password: [SECRET] for the VPN. passwd=[SECRET] api_key=[SECRET] 您的初始密码：[SECRET]，有效期24小时'), 'each value masked whole');
+  let failures = 0;
+  for (let i = 0; i <= text.length; i++) {
+    const got = await streamed(secretOnly, [text.slice(0, i), text.slice(i)]);
+    if (got.text !== expected.text) {
+      failures++;
+      if (failures <= 3) t.fail(`split at ${i}`, { got: got.text, want: expected.text });
+    }
+  }
+  t.equal(failures, 0, `all ${text.length + 1} split points`);
+  t.equal((await streamed(secretOnly, [...text])).text, expected.text, 'one character per delta');
+});
+
 t.test('every emitted event is a valid chat chunk, the held text comes before the finish chunk', async (t) => {
   const got = await streamed(MASK_ALL, ['Contact a@exam', 'ple.com now']);
   assertOpenAiFraming(t, got.events);

@@ -31,19 +31,30 @@ const PEM = /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A
 // The scan looks for the telling word first (cheap), then for the rest of the name, the separator
 // and the value right after it. A quoted value runs to its closing quote (a passphrase has spaces),
 // up to QUOTED_MAX characters (so a stream guard's window still holds it whole); an unquoted one
-// ends at a space or punctuation, ASCII or CJK (`密码：Tmp2024ab，有效期…` ends at the comma).
+// ends at a space, a straight quote or ASCII punctuation, at CJK punctuation once it has its 8
+// characters (`密码：Tmp2024ab，有效期…` ends at the comma; a shorter run goes on, so
+// `api_key=sk-ab，cdefghijklmnop` is still masked), and at a typographic closing quote only when it
+// closes the quote the value opened with (`Don’tTellAnyone42` is one value).
 const SECRET_WORD = /api[_-]?key|secret|token|passw(?:or)?d|pwd|credential|密码|口令|密钥|令牌/giu;
 const QUOTED_MAX = 96;
 // Straight quotes and the typographic ones word processors and Chinese input methods type.
 const QUOTE_PAIRS = [['"', '"'], ["'", "'"], ['“', '”'], ['‘', '’'], ['「', '」'], ['『', '』']] as const;
 const OPEN_QUOTES = QUOTE_PAIRS.map(([open]) => open).join('');
 const CLOSE_QUOTES = QUOTE_PAIRS.map(([, close]) => close).join('');
-// What ends an unquoted value besides white space (`\s` covers U+3000) and the quotes.
-const VALUE_STOPS = '`,;，。；：、！？）】」』”’';
+// What always ends an unquoted value (`\s` covers U+3000).
+const VALUE_ENDS = '\\s"\'`,;';
+// What ends an unquoted value of 8+ characters before it; a shorter one runs on to a VALUE_ENDS.
+const VALUE_BREAKS = '，。；：、！？）】」』“‘「『';
+/** An unquoted value (its capture group); `close`: the closing quote of the quote it opened with. */
+function unquotedValue(close: string): string {
+  return `([^${VALUE_ENDS}${VALUE_BREAKS}${close}]{8,}|[^${VALUE_ENDS}${close}]{8,})`;
+}
 const ASSIGNED_VALUE = new RegExp(
   `[A-Za-z0-9_.-]*[${CLOSE_QUOTES}]?\\s*[:=：]\\s*(?:` +
     QUOTE_PAIRS.map(([open, close]) => `${open}([^${close}\\n]{8,${QUOTED_MAX}})${close}`).join('|') +
-    `|[${OPEN_QUOTES}]?([^\\s${OPEN_QUOTES}${CLOSE_QUOTES}${VALUE_STOPS}]{8,}))`,
+    '|' +
+    QUOTE_PAIRS.map(([open, close]) => `${open}${unquotedValue(close)}`).join('|') +
+    `|(?![${OPEN_QUOTES}])${unquotedValue('')})`,
   'uy',
 );
 // The rest of a name: a failed value match was decided by what follows this run, so every word
@@ -109,9 +120,9 @@ function findAssigned(text: string, from: number): Match[] {
   for (let w = SECRET_WORD.exec(text); w !== null; w = SECRET_WORD.exec(text)) {
     const nameRest = w.index + w[0].length;
     const v = endsWord(text, w[0], nameRest) && !namesNoSecret(text, nameRest) ? ((ASSIGNED_VALUE.lastIndex = nameRest), ASSIGNED_VALUE.exec(text)) : null;
-    // Groups 1..QUOTE_PAIRS.length: a quoted value; the last: an unquoted one.
-    const quoted = v === null ? undefined : v.slice(1, -1).find((g) => g !== undefined);
-    const value = v === null ? undefined : (quoted ?? v.at(-1));
+    // Groups 1..QUOTE_PAIRS.length: a quoted value; the rest: an unquoted one (after each opening quote, or none).
+    const quoted = v === null ? undefined : v.slice(1, 1 + QUOTE_PAIRS.length).find((g) => g !== undefined);
+    const value = v === null ? undefined : (quoted ?? v.slice(1 + QUOTE_PAIRS.length).find((g) => g !== undefined));
     if (v === null || value === undefined || /^\d+$/.test(value)) {
       NAME_RUN.lastIndex = nameRest;
       NAME_RUN.exec(text);

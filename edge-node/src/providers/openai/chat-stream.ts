@@ -2,11 +2,11 @@
  * A chat completion stream as pipeline events: each upstream `data:` chunk parsed once; the caller
  * gets its alias back in `model`; usage is recorded into ctx.upstreamUsage as it passes (partial
  * until the stream finishes properly: finalUsage); when the caller did not ask for usage, the
- * usage the node forced on is taken out again: a chunk carrying nothing else (its `choices` empty
- * or, from some upstreams, missing) is dropped (clients index choices[0]), and other chunks' `usage`
- * fields (null or counts) are left out. An event is serialised only when it is written, and only
- * re-built from its parsed JSON when a guardrail rewrote its text (or the quick in-place edit of
- * `model` does not apply). A chunk's texts are each choice's content (a string,
+ * usage the node forced on is taken out again: the usage chunk (its `choices` empty, or, from some
+ * upstreams, missing with nothing else in it) is dropped (clients index choices[0]), and other
+ * chunks' `usage` fields (null or counts) are left out. An event is serialised only when it is
+ * written, and only re-built from its parsed JSON when a guardrail rewrote its text (or the quick
+ * in-place edit of `model` does not apply). A chunk's texts are each choice's content (a string,
  * or the `text` of each of its parts), reasoning (its fields, and the text of each
  * `reasoning_details` item), refusal (a field, or a refusal part's), tool-call argument fragments
  * and custom tool calls' input fragments, each a part of its choice's channel (TEXT_PART). Data
@@ -44,13 +44,18 @@ const DONE: SseEvent = { data: '[DONE]' };
  */
 const AFTER_DONE_GRACE_MS = 1000;
 
-/** The fields of a chunk that are no payload of their own: a chunk with only these and usage is the usage chunk. */
+/** The fields of a chunk that are no payload of their own: a chunk without choices that has only these and usage is the usage chunk. */
 const ENVELOPE_FIELDS: ReadonlySet<string> = new Set(['id', 'object', 'created', 'model', 'system_fingerprint', 'service_tier', 'provider', 'obfuscation', 'choices', 'usage']);
 
-/** Whether a chunk carries usage and nothing a caller reads: no choices (empty or missing), no other payload. */
+/**
+ * Whether a chunk carrying usage is the usage chunk, nothing a caller reads: `choices` empty (as
+ * OpenAI sends it, whatever vendor fields ride along: Groq's `x_groq`, Azure's
+ * `prompt_filter_results`), or missing (some upstreams) with no other payload beside the envelope.
+ */
 function isUsageOnly(chunk: Record<string, unknown>): boolean {
   const choices = chunk.choices;
-  if (!(choices === undefined || choices === null || (Array.isArray(choices) && choices.length === 0))) return false;
+  if (Array.isArray(choices)) return choices.length === 0;
+  if (choices !== undefined && choices !== null) return false;
   for (const key in chunk) if (!ENVELOPE_FIELDS.has(key)) return false;
   return true;
 }
