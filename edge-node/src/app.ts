@@ -111,8 +111,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
+      // Read before answering: a request whose head was parsed (its body failed or timed out) is
+      // counted when its response closes (howItEnded); one that never got that far, only here.
+      const requestInProgress = (socket as SocketWithResponse)._httpMessage != null;
       const status = answerParserError(err, socket, responseNotes);
-      if (status !== undefined) parserAnswers.set(socket, status);
+      if (status === undefined) return;
+      parserAnswers.set(socket, status);
+      if (!requestInProgress) metrics.requestEndedBeforePipeline?.('rejected', 'ZN_ERR_INVALID_REQUEST');
     },
     // Errors fastify raises before routing (a URL that cannot be decoded) skip the hooks.
     frameworkErrors: (err, request, reply) => {
@@ -419,6 +424,9 @@ function failedRequestTarget(err: NodeJS.ErrnoException & { rawPacket?: unknown;
  * failed request's target is known and is under /v1/messages, OpenAI's otherwise. Returns the
  * status answered, undefined when the socket was gone or nothing could be written.
  */
+/** Node's own field: the response of the request being answered on a connection, if any. */
+type SocketWithResponse = Socket & { _httpMessage?: ServerResponse | null };
+
 function answerParserError(err: NodeJS.ErrnoException, socket: Socket, responseNotes: WeakMap<ServerResponse, RequestContext>): number | undefined {
   // The caller left: a reset, or the end of its connection before its request was all there (the
   // parser's "invalid EOF state"). No one to answer; the request's line says it left.
@@ -429,7 +437,7 @@ function answerParserError(err: NodeJS.ErrnoException, socket: Socket, responseN
   // A request pipelined behind one still being answered failed: an answer written now would land in
   // the middle of that one's, or be read as its answer when that one has not begun (Node's own
   // handler holds back only in the first case). The connection is closed, which cuts that answer.
-  const inProgress = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  const inProgress = (socket as SocketWithResponse)._httpMessage;
   if (inProgress != null && (inProgress.headersSent || inProgress.req.complete)) {
     const note = responseNotes.get(inProgress);
     if (note !== undefined) note.closedByNode = 'malformed pipelined request';

@@ -185,3 +185,33 @@ t.test('what Node would answer itself comes in the node\'s shape with x-request-
   const served = await waitFor(() => firstAnswer(conn.text()), { what: 'the answer after the body' });
   t.equal(served.status, 200, 'the request is then served');
 });
+
+t.test('requests the parser refused are counted once each in the metrics of requests that ended before the pipeline', async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const ended: string[] = [];
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    requestTimeoutMs: 500,
+    services: {
+      metrics: {
+        requestFinished: () => undefined,
+        requestEndedBeforePipeline: (status, code) => ended.push(`${status} ${code ?? 'none'}`),
+      },
+    },
+  });
+  await sendRaw(node.origin, `GET /v1/models HTTP/1.1\r\nHost: n\r\n${OVERSIZED}\r\n`);
+  await waitFor(() => ended.length === 1, { what: 'the 431 counted' });
+  await sendRaw(node.origin, 'GARBLED/v1/messages\r\n\r\n');
+  await waitFor(() => ended.length === 2, { what: 'the malformed request counted' });
+  // Its head was parsed, so it is a request the node saw: counted when its response closes, not twice.
+  const stalled = openRaw(node.origin);
+  t.teardown(() => stalled.close());
+  stalled.write('POST /v1/chat/completions HTTP/1.1\r\nHost: n\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"mo');
+  await waitFor(() => stalled.closed(), { what: 'the node to give up on the body', timeoutMs: 20_000 });
+  t.match(stalled.text(), /^HTTP\/1\.1 408 /);
+  await waitFor(() => ended.length >= 3, { what: 'the 408 counted' });
+  // A request that is served after all this: if the 408 were counted twice it would show by now.
+  const res = await fetch(`${node.origin}/v1/models`, { headers: { authorization: `Bearer ${node.secret}` } });
+  t.equal(res.status, 200);
+  t.same(ended, ['rejected ZN_ERR_INVALID_REQUEST', 'rejected ZN_ERR_INVALID_REQUEST', 'rejected ZN_ERR_INVALID_REQUEST']);
+});
