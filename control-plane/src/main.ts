@@ -15,13 +15,14 @@ import type { SecretBox } from './crypto/secret-box.js';
 import { isDatabaseUnavailable } from './db/connection-errors.js';
 import { MigrationError, migrate } from './db/migrate.js';
 import { createPool, describeDatabaseTarget } from './db/pool.js';
+import { gatewayTarget, loopbackTargetWarning } from './gateway/gateway-target.js';
 import { startGatewayServer } from './gateway/server.js';
 import type { GatewayServer } from './gateway/server.js';
 import { loadGatewayIdentity } from './gateway/tls-identity.js';
 import type { GatewayIdentity } from './gateway/tls-identity.js';
 import { createLogger, redactDatabaseUrl } from './logger.js';
 import { productVersion } from '../../proto/src/product-version.js';
-import { SettingsError, loadSettings, parseListenAddress, settingsVariables } from './settings.js';
+import { SettingsError, loadSettings, settingsVariables } from './settings.js';
 import type { Settings } from './settings.js';
 import { ConsoleTlsError, listenConsole, readConsoleTls } from './tls/console-server.js';
 import type { ConsoleListener, ConsoleTls } from './tls/console-server.js';
@@ -57,15 +58,6 @@ function fail(message: string, code: number): never {
 function invalidSetting(problem: string): never {
   process.stderr.write(`${PROGRAM}: invalid settings:\n  ${problem}\n`);
   process.exit(2);
-}
-
-/** Where nodes dial the gateway, and the name they verify its certificate against. */
-function gatewayTarget(settings: Settings, boundPort: number): { target: string; serverName: string } {
-  const configured = settings.gateway.publicAddress;
-  const parsed = configured === undefined ? undefined : parseListenAddress(configured);
-  if (configured !== undefined && parsed) return { target: configured, serverName: parsed.host };
-  const host = settings.gateway.hosts[0] ?? 'localhost';
-  return { target: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, serverName: host };
 }
 
 async function connectDatabase(settings: Settings, logger: pino.Logger): Promise<pg.Pool> {
@@ -179,6 +171,8 @@ async function main(argv: string[]): Promise<void> {
   }
   const { target, serverName } = gatewayTarget(settings, gateway.port);
   logger.info({ port: gateway.port, target }, 'node gateway listening');
+  const loopbackWarning = loopbackTargetWarning({ target, serverName });
+  if (loopbackWarning !== undefined) logger.warn({ target }, loopbackWarning);
 
   // caPem '' (external certificate, no trust bundle): nodes pin nothing and use their system trust store.
   const gatewayInfo = { target, serverName, caPem: identity.caPem };

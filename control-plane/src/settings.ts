@@ -103,7 +103,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_TLS_CERT_FILE', required: false, description: 'PEM certificate (chain) for the console/API; with ZENOVA_TLS_KEY_FILE it serves HTTPS, without both plain HTTP' },
   { name: 'ZENOVA_TLS_KEY_FILE', required: false, description: 'PEM private key for ZENOVA_TLS_CERT_FILE' },
   { name: 'ZENOVA_GATEWAY_LISTEN', required: false, description: `HOST:PORT for the node gateway, gRPC over TLS (default ${DEFAULT_GATEWAY_LISTEN}; port 0 picks a free port)` },
-  { name: 'ZENOVA_GATEWAY_HOSTS', required: false, description: `comma list of DNS names/IPs nodes use to reach the gateway, put in the certificate (default ${DEFAULT_GATEWAY_HOSTS.join(',')})` },
+  { name: 'ZENOVA_GATEWAY_HOSTS', required: false, description: `comma list of DNS names/IPs nodes use to reach the gateway, put in the certificate; the first is the one nodes dial (default ${DEFAULT_GATEWAY_HOSTS.join(',')}: only a node on this host; start-up warns)` },
   { name: 'ZENOVA_GATEWAY_PUBLIC_ADDRESS', required: false, description: 'HOST:PORT nodes dial, HOST one of ZENOVA_GATEWAY_HOSTS (default: the first host and the bound port)' },
   { name: 'ZENOVA_GATEWAY_TLS_DIR', required: false, description: `private local cache of the gateway TLS identity (default <cwd>/${DEFAULT_GATEWAY_TLS_DIR})` },
   { name: 'ZENOVA_GATEWAY_TLS_AUTO_GENERATE', required: false, description: 'true|false: generate the gateway identity on first start (default true; false with ZENOVA_GATEWAY_CERT_FILE)' },

@@ -156,6 +156,7 @@ t.test('the control plane starts, answers /healthz over HTTP, runs the node gate
   const gatewayPort = Number(gatewayLine?.port);
   t.ok(gatewayPort > 0, 'the gateway reports its real bound port');
   t.equal(gatewayLine?.target, `localhost:${gatewayPort}`, 'nodes dial the first gateway host and the bound port');
+  t.ok(lines.some((l) => l.level === 40 && /a loopback address: only a node on this host can reach it/.test(String(l.msg))), 'a loopback gateway address is warned about');
   t.equal(statSync(path.join(tlsDir, 'tls.key')).mode & 0o777, 0o600, 'the generated identity is cached with a private key');
   // The gateway serves the generated identity: a TLS client trusting only the cached CA accepts it.
   const authorized = await new Promise<boolean | string>((resolve) => {

@@ -5,8 +5,10 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import net from 'node:net';
 import { PROMETHEUS_CONTENT_TYPE } from './prometheus-registry.js';
+import { isLoopbackHost } from '../../../proto/src/loopback-host.js';
+
+export { isLoopbackHost };
 
 export interface AdminServer {
   url: string;
@@ -29,16 +31,6 @@ export class AdminListenRefusedError extends Error {
     );
     this.name = 'AdminListenRefusedError';
   }
-}
-
-/** 127.0.0.0/8, ::1 (also IPv4-mapped) and `localhost`. */
-export function isLoopbackHost(host: string): boolean {
-  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
-  if (bare.toLowerCase() === 'localhost') return true;
-  const v4 = bare.toLowerCase().startsWith('::ffff:') ? bare.slice(7) : bare;
-  if (net.isIPv4(v4)) return v4.startsWith('127.');
-  if (net.isIPv6(bare)) return /^(0{0,4}:){7}0{0,3}1$|^::1$/.test(bare.toLowerCase());
-  return false;
 }
 
 /**

@@ -119,7 +119,7 @@ export class BackfillChannel implements ControlChannel {
     const [batch] = this.inFlight.splice(index, 1);
     if (batch === undefined) return;
     if (BigInt(batch.last) !== ack.lastSequence) {
-      this.logger.warn({ batchId: batch.batchId, expected: batch.last, got: String(ack.lastSequence) }, 'a record batch ack named another last sequence; the batch will be resent');
+      this.logger.warn({ batchId: batch.batchId, expected: batch.last, got: String(ack.lastSequence) }, 'a record batch ack named another last sequence; the batch stays in the spool and is sent again in the next session');
       return;
     }
     this.store.deleteAcknowledged(batch.first, batch.last);

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { UsageError } from '../cli-context.js';
 import type { CliContext } from '../cli-context.js';
 import { EnvFileError, readEnvFile } from './env-file.js';
+import { isLoopbackHost } from '../../../proto/src/loopback-host.js';
 
 export const URL_VARIABLE = 'ZENOVA_CONTROL_PLANE_URL';
 export const TOKEN_VARIABLE = 'ZENOVA_ADMIN_TOKEN';
@@ -105,10 +106,6 @@ function readCaFile(file: string, source: string, helpCommand: string): string {
   return pem;
 }
 
-function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname);
-}
-
 export function resolveConnection(ctx: CliContext, envFile: string | undefined, helpCommand: string): ConnectionSettings {
   const { values, source } = variableSource(ctx, envFile, helpCommand);
   const rawUrl = values[URL_VARIABLE];
@@ -127,7 +124,7 @@ export function resolveConnection(ctx: CliContext, envFile: string | undefined, 
   const caFileSetting = values[CA_VARIABLE];
   const caFile = caFileSetting === undefined ? undefined : path.resolve(ctx.cwd, caFileSetting);
   const caPem = caFile === undefined ? undefined : readCaFile(caFile, source, helpCommand);
-  if (baseUrl.protocol === 'http:' && !isLoopback(baseUrl.hostname)) {
+  if (baseUrl.protocol === 'http:' && !isLoopbackHost(baseUrl.hostname)) {
     ctx.stderr.write(`zenova: warning: ${URL_VARIABLE} uses plain http:// to ${baseUrl.host}; the admin token crosses the network unencrypted\n`);
   }
   const displayUrl = baseUrl.href.replace(/\/$/, '');
