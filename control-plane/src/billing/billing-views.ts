@@ -1,10 +1,12 @@
 /**
  * What the billing admin API shows (docs/api.md, "Billing"): an account's balance and leases, spend
  * grouped by account, key or node over a time window, and the leases of a node. Amounts are
- * micro-units as exact JSON numbers.
+ * micro-units as exact JSON numbers. The lists are keyset pages (billing-cursors.ts) in a total
+ * order, so walking every page lists each row once.
  */
 import { z } from 'zod';
 import type { Queryable } from '../nodes/with-transaction.js';
+import type { LeaseCursor, SpendCursor } from './billing-cursors.js';
 
 export const balanceViewSchema = z.object({
   accountId: z.string(),
@@ -79,22 +81,38 @@ export async function balanceView(db: Queryable, account: { id: string; name: st
 const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
 const num = (v: string | null): number | null => (v === null ? null : Number(v));
 
-export async function listLeases(db: Queryable, filter: { nodeId?: string | undefined; accountId?: string | undefined }): Promise<LeaseView[]> {
+export interface LeaseFilter {
+  nodeId?: string | undefined;
+  accountId?: string | undefined;
+  limit: number;
+  cursor?: LeaseCursor | undefined;
+}
+
+const CREATED_US = '(extract(epoch from l.created_at) * 1000000)::bigint';
+
+/** Newest first, (created_at, id) descending: leases granted in one transaction share created_at. */
+export async function listLeases(db: Queryable, filter: LeaseFilter): Promise<{ leases: LeaseView[]; next: LeaseCursor | undefined }> {
   const { rows } = await db.query<{
     id: string; node_id: string; node: string; account_id: string; account: string; state: 'open' | 'returned';
     granted: string; spent: string; returned: string; rs: string | null; rr: string | null; reported_at: Date | null;
-    expires_at: Date; created_at: Date; closed_at: Date | null;
+    expires_at: Date; created_at: Date; created_us: string; closed_at: Date | null;
   }>(
+    // created_at is kept to the microsecond, finer than a Date: the cursor carries it as integer µs,
+    // compared as the same expression it was read with.
     `select l.id, l.node_id, n.name as node, l.account_id, a.name as account, l.state,
             l.granted_micros::text as granted, l.spent_micros::text as spent, l.returned_micros::text as returned,
             l.reported_spent_micros::text as rs, l.reported_reserved_micros::text as rr, l.reported_at,
-            l.expires_at, l.created_at, l.closed_at
+            l.expires_at, l.created_at, ${CREATED_US}::text as created_us, l.closed_at
        from credit_leases l join nodes n on n.id = l.node_id join accounts a on a.id = l.account_id
       where ($1::uuid is null or l.node_id = $1) and ($2::uuid is null or l.account_id = $2)
-      order by l.created_at desc limit 1000`,
-    [filter.nodeId ?? null, filter.accountId ?? null],
+        and ($3::bigint is null or (${CREATED_US}, l.id) < ($3::bigint, $4::uuid))
+      order by l.created_at desc, l.id desc limit $5`,
+    [filter.nodeId ?? null, filter.accountId ?? null, filter.cursor?.createdAtUs.toString() ?? null, filter.cursor?.leaseId ?? null, filter.limit + 1],
   );
-  return rows.map((r) => {
+  const page = rows.slice(0, filter.limit);
+  const last = page.at(-1);
+  const next = rows.length > filter.limit && last !== undefined ? { createdAtUs: BigInt(last.created_us), leaseId: last.id } : undefined;
+  const leases = page.map((r): LeaseView => {
     const outstanding = BigInt(r.granted) - BigInt(r.spent) - BigInt(r.returned);
     return {
       leaseId: r.id,
@@ -115,23 +133,37 @@ export async function listLeases(db: Queryable, filter: { nodeId?: string | unde
       closedAt: iso(r.closed_at),
     };
   });
+  return { leases, next };
 }
 
 export type SpendBy = 'account' | 'key' | 'node';
 
-/** Settled spend (ledger debits) with from ≤ finished < to, grouped. */
-export async function spendBy(db: Queryable, by: SpendBy, from: Date, to: Date): Promise<SpendRow[]> {
+/**
+ * Settled spend (ledger debits) with from ≤ finished < to, grouped: most spend first, then by group
+ * id (bytewise, the group without one last), a total order the cursor's (spend, id) continues.
+ */
+export async function spendBy(
+  db: Queryable, by: SpendBy, from: Date, to: Date, page: { limit: number; cursor?: SpendCursor | undefined },
+): Promise<{ rows: SpendRow[]; next: SpendCursor | undefined }> {
   const group = {
     account: { id: 'd.account_id::text', name: '(select name from accounts where id = d.account_id)' },
     key: { id: 'd.key_id', name: '(select name from api_keys where id::text = d.key_id)' },
     node: { id: 'd.node_id::text', name: '(select name from nodes where id = d.node_id)' },
   }[by];
   const { rows } = await db.query<{ id: string | null; name: string | null; requests: string; spent: string }>(
-    `select ${group.id} as id, ${group.name} as name, count(*)::text as requests, sum(d.amount_micros)::text as spent
-       from billing_ledger d
-      where d.kind = 'debit' and d.occurred_at >= $1 and d.occurred_at < $2
-      group by 1, 2 order by sum(d.amount_micros) desc, 1 limit 10000`,
-    [from, to],
+    `select id, name, requests::text, spent::text from (
+       select ${group.id} collate "C" as id, ${group.name} as name, count(*) as requests, sum(d.amount_micros) as spent
+         from billing_ledger d
+        where d.kind = 'debit' and d.occurred_at >= $1 and d.occurred_at < $2
+        group by 1, 2) g
+      where $3::numeric is null or g.spent < $3 or (g.spent = $3 and $4::text is not null and (g.id is null or g.id > $4 collate "C"))
+      order by g.spent desc, g.id collate "C" nulls last limit $5`,
+    [from, to, page.cursor?.spentMicros.toString() ?? null, page.cursor?.id ?? null, page.limit + 1],
   );
-  return rows.map((r) => ({ id: r.id, name: r.name, requests: Number(r.requests), spentMicros: Number(r.spent) }));
+  const cut = rows.slice(0, page.limit);
+  const last = cut.at(-1);
+  const next = rows.length > page.limit && last !== undefined
+    ? { by, fromMs: from.getTime(), toMs: to.getTime(), spentMicros: BigInt(last.spent), id: last.id }
+    : undefined;
+  return { rows: cut.map((r) => ({ id: r.id, name: r.name, requests: Number(r.requests), spentMicros: Number(r.spent) })), next };
 }

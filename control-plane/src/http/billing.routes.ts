@@ -1,12 +1,15 @@
 /**
  * The billing admin API (inside the /api/v1 admin scope; docs/api.md "Billing"): top up an
- * account, its balance and leases, spend by account/key/node over a window, the leases of a node.
+ * account, its balance and leases, spend by account/key/node over a window, the leases of a node
+ * or account (spend and leases in keyset pages: `limit`, `cursor`, `nextCursor`).
  * Accounts are named by name (as in /accounts) or id. Money is integer micro-units, never floats.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { creditAccount } from '../billing/account-credits.js';
+import { decodeLeaseCursor, decodeSpendCursor, encodeLeaseCursor, encodeSpendCursor, MAX_LEASE_CURSOR_LENGTH, MAX_SPEND_CURSOR_LENGTH } from '../billing/billing-cursors.js';
+import type { SpendCursor } from '../billing/billing-cursors.js';
 import { balanceView, balanceViewSchema, findAccount, leaseViewSchema, listLeases, spendBy, spendRowSchema } from '../billing/billing-views.js';
 import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
@@ -25,6 +28,42 @@ const creditBody = bodyObject({
 
 const DAY_MS = 24 * 3600 * 1000;
 
+export const DEFAULT_SPEND_LIMIT = 1_000;
+export const MAX_SPEND_LIMIT = 10_000;
+export const DEFAULT_LEASE_LIMIT = 100;
+/** Also how many leases an account's balance shows at most (newest first). */
+export const MAX_LEASE_LIMIT = 1_000;
+
+const spendQuery = z.strictObject({
+  // No default here: with a cursor, an absent `by` is the cursor's.
+  by: z.enum(['account', 'key', 'node']).optional(),
+  from: instantSchema.optional(),
+  to: instantSchema.optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_SPEND_LIMIT).default(DEFAULT_SPEND_LIMIT),
+  cursor: boundedText(MAX_SPEND_CURSOR_LENGTH).optional(),
+}).check(checkWindowOrder);
+
+const leasesQuery = z.strictObject({
+  node: boundedText(64).optional(),
+  account: boundedText(128).optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_LEASE_LIMIT).default(DEFAULT_LEASE_LIMIT),
+  cursor: boundedText(MAX_LEASE_CURSOR_LENGTH).optional(),
+});
+
+const NOT_OUR_CURSOR = 'cursor: not a cursor this API returned';
+
+/**
+ * The grouping and window of a next page are its cursor's: a first page without `to` ends "now",
+ * which moves on before the next page is asked for. Given again, they must be the same.
+ */
+function spendCursorOf(text: string, q: { by?: string | undefined; from?: number | undefined; to?: number | undefined }): SpendCursor {
+  const cursor = decodeSpendCursor(text);
+  if (cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
+  if ((q.by !== undefined && q.by !== cursor.by) || (q.from !== undefined && q.from !== cursor.fromMs) || (q.to !== undefined && q.to !== cursor.toMs)) {
+    throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', "cursor: from a query with another 'by', 'from' or 'to' (send the first page's, or leave them out)");
+  }
+  return cursor;
+}
 
 export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -50,38 +89,52 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
   });
 
   app.get('/accounts/:account/balance', {
-    schema: { params: accountParams, response: { 200: z.object({ balance: balanceViewSchema, leases: z.array(leaseViewSchema) }) } },
+    schema: {
+      params: accountParams,
+      response: { 200: z.object({ balance: balanceViewSchema, leases: z.array(leaseViewSchema), leasesTruncated: z.boolean() }) },
+    },
   }, async (request) => {
     const account = await accountOf(request.params.account);
-    return { balance: await balanceView(pool, account), leases: await listLeases(pool, { accountId: account.id }) };
+    // The balance's figures are over all the account's leases; the list is the newest, and the rest
+    // are paged by /leases?account=.
+    const { leases, next } = await listLeases(pool, { accountId: account.id, limit: MAX_LEASE_LIMIT });
+    return { balance: await balanceView(pool, account), leases, leasesTruncated: next !== undefined };
   });
 
   app.get('/spend', {
     schema: {
-      querystring: z.strictObject({ by: z.enum(['account', 'key', 'node']).default('account'), from: instantSchema.optional(), to: instantSchema.optional() }).check(checkWindowOrder),
-      response: { 200: z.object({ by: z.string(), from: z.string(), to: z.string(), rows: z.array(spendRowSchema) }) },
+      querystring: spendQuery,
+      response: { 200: z.object({ by: z.string(), from: z.string(), to: z.string(), rows: z.array(spendRowSchema), nextCursor: z.string().nullable() }) },
     },
   }, async (request) => {
-    const to = request.query.to === undefined ? new Date() : new Date(request.query.to);
+    const q = request.query;
+    const cursor = q.cursor === undefined ? undefined : spendCursorOf(q.cursor, q);
+    const by = cursor?.by ?? q.by ?? 'account';
+    const to = cursor !== undefined ? new Date(cursor.toMs) : q.to === undefined ? new Date() : new Date(q.to);
     // The schema checks the order when both are given; a `to` of now comes after it.
-    const from = request.query.from === undefined ? new Date(to.getTime() - 30 * DAY_MS) : new Date(request.query.from);
+    const from = cursor !== undefined ? new Date(cursor.fromMs) : q.from === undefined ? new Date(to.getTime() - 30 * DAY_MS) : new Date(q.from);
     if (from >= to) throw windowOrderError();
-    const rows = await spendBy(pool, request.query.by, from, to);
-    return { by: request.query.by, from: from.toISOString(), to: to.toISOString(), rows };
+    const { rows, next } = await spendBy(pool, by, from, to, { limit: q.limit, cursor });
+    return { by, from: from.toISOString(), to: to.toISOString(), rows, nextCursor: next === undefined ? null : encodeSpendCursor(next) };
   });
 
   app.get('/leases', {
     schema: {
-      querystring: z.strictObject({ node: boundedText(64).optional() }),
-      response: { 200: z.object({ leases: z.array(leaseViewSchema) }) },
+      querystring: leasesQuery,
+      response: { 200: z.object({ leases: z.array(leaseViewSchema), nextCursor: z.string().nullable() }) },
     },
   }, async (request) => {
+    const q = request.query;
+    const cursor = q.cursor === undefined ? undefined : decodeLeaseCursor(q.cursor);
+    if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
     let nodeId: string | undefined;
-    if (request.query.node !== undefined) {
-      const node = await findNodeByNameOrId(pool, request.query.node);
-      if (!node) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named '${request.query.node}'.`);
+    if (q.node !== undefined) {
+      const node = await findNodeByNameOrId(pool, q.node);
+      if (!node) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named '${q.node}'.`);
       nodeId = node.id;
     }
-    return { leases: await listLeases(pool, { nodeId }) };
+    const accountId = q.account === undefined ? undefined : (await accountOf(q.account)).id;
+    const { leases, next } = await listLeases(pool, { nodeId, accountId, limit: q.limit, cursor });
+    return { leases, nextCursor: next === undefined ? null : encodeLeaseCursor(next) };
   });
 };
