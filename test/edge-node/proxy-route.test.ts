@@ -63,12 +63,12 @@ t.test('the uppercase HTTPS_PROXY is honoured too, with user:pass sent to the pr
   const server = await startEnrollServer(t, { names: { dnsNames: [ZONE_NAME], ipAddresses: [] } });
   const proxy = await startConnectProxy(t, { [ZONE_NAME]: '127.0.0.1' });
   proxyEnv(t, { HTTPS_PROXY: `http://zone%40user:s3cret-pw@${proxy.address}` });
-  const probe = await probeControlPlane(`https://${ZONE_NAME}:${server.port}`, server.ca.certPem, 'ca.pem');
+  const probe = await probeControlPlane(`https://${ZONE_NAME}:${server.port}`, server.ca.certPem, { path: 'ca.pem', installed: false });
   t.equal(probe.ok, true, JSON.stringify(probe));
   t.same(proxy.authorizations, [`Basic ${Buffer.from('zone@user:s3cret-pw').toString('base64')}`], 'Proxy-Authorization from the URL, decoded');
 
   proxy.mode = 'refuse';
-  const refused = await probeControlPlane(`https://${ZONE_NAME}:${server.port}`, server.ca.certPem, 'ca.pem');
+  const refused = await probeControlPlane(`https://${ZONE_NAME}:${server.port}`, server.ca.certPem, { path: 'ca.pem', installed: false });
   t.notOk(JSON.stringify(refused).includes('s3cret-pw'), 'the password is never in the finding');
 });
 
@@ -78,7 +78,7 @@ t.test('a proxy that refuses CONNECT is a clear failure naming the proxy and its
   proxyEnv(t, { https_proxy: `http://user:pw-not-shown@${proxy.address}` });
   const url = `https://${ZONE_NAME}:${server.port}`;
 
-  const probe = await probeControlPlane(url, server.ca.certPem, 'ca.pem');
+  const probe = await probeControlPlane(url, server.ca.certPem, { path: 'ca.pem', installed: false });
   t.match(probe, { ok: false, finding: { code: 'NODE-CP-PROXY', cause: new RegExp(`proxy ${proxy.address} answered HTTP 403 Forbidden to CONNECT ${ZONE_NAME}:${server.port}`) } });
   t.notMatch(JSON.stringify(probe), /resolve|pw-not-shown/, 'neither DNS blamed nor the password shown');
 

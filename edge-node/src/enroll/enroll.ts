@@ -281,8 +281,12 @@ export function controlPlaneRefusal(response: JsonResponse, mode: TokenUse, toke
   return new EnrollError(code ?? `HTTP_${response.status}`, `the control plane refused ${what} with HTTP ${response.status}${detail === '' ? '' : ` (${detail})`}`);
 }
 
-/** A failed call to the control plane (proxy, TLS, network) as one operator line; `caFile`: the --ca-file given, if any. */
-export function controlPlaneTransportError(err: unknown, base: URL, caFile: string | undefined, token: string): EnrollError {
+/**
+ * A failed call to the control plane (proxy, TLS, network) as one operator line; `caFile`: the CA
+ * file trusted, if any, named in messages as `caFileName` (the installer's upgrade may trust a file
+ * the operator never passed as --ca-file).
+ */
+export function controlPlaneTransportError(err: unknown, base: URL, caFile: string | undefined, token: string, caFileName = `--ca-file ${caFile}`): EnrollError {
   const host = base.hostname.replace(/^\[|\]$/g, '');
   // The proxy failed, not the control plane: say which proxy and what it answered.
   if (err instanceof ProxyConnectError) {
@@ -294,7 +298,7 @@ export function controlPlaneTransportError(err: unknown, base: URL, caFile: stri
     what: 'the control plane',
     host,
     address: base.host,
-    trustSource: caFile !== undefined ? `--ca-file ${caFile}` : "this host's system trust store",
+    trustSource: caFile !== undefined ? caFileName : "this host's system trust store",
     trustAdvice:
       caFile !== undefined
         ? `${caFile} is not the CA that signed the control plane's certificate: pass that CA with --ca-file (\`zenova gateway-node install-command NAME --ca-out FILE\` on the control-plane host writes the CA the control plane holds for the node)`

@@ -1,10 +1,12 @@
 /**
  * The spool's figures as `zenova-node status` shows them, read from the file without the serving
- * process (read-only; safe while node-edge writes). Bytes count the database and its WAL.
+ * process (read-only; safe while node-edge writes). Bytes count the database and its WAL. A WAL
+ * that serve would refuse (wal-file-check.ts) makes the figures unreadable, never short.
  */
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { SPOOL_FILE, withReadOnlySpool } from './spool-file.js';
+import { findWalDamage } from './wal-file-check.js';
 
 export interface SpoolFigures {
   file: string;
@@ -26,6 +28,9 @@ export function readSpoolFigures(stateDir: string): SpoolFigures | null {
   if (!existsSync(file)) return null;
   const bytes = sizeOf(file) + sizeOf(`${file}-wal`);
   try {
+    // Counted from a damaged WAL, the figures would leave out the records SQLite drops (serve refuses such a spool).
+    const walDamage = findWalDamage(`${file}-wal`);
+    if (walDamage !== null) return { file, bytes, backlog: 0, open: 0, error: `${file} ${walDamage}` };
     return withReadOnlySpool(file, (db) => ({
       file,
       bytes,

@@ -9,6 +9,7 @@ import { chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fs
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
+import { findWalDamage } from './wal-file-check.js';
 
 export const SPOOL_FILE = 'spool.db';
 /** Bumped when the tables change incompatibly; a newer spool is refused, never downgraded. */
@@ -124,8 +125,8 @@ function ensureSidecarOwnership(file: string, sidecars: readonly string[]): void
 }
 
 /**
- * Checks an existing spool file without writing to it (a read-only connection never checkpoints
- * or rolls back anything), and returns its meta. `expectedNodeId`: the node this state dir is
+ * Checks an existing spool file and its WAL without writing to them (the WAL is walked before a
+ * read-only connection, which never checkpoints or rolls back anything, opens it), and returns its meta. `expectedNodeId`: the node this state dir is
  * enrolled as; a spool of another node is foreign.
  */
 export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
@@ -135,6 +136,10 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
   if (header.length < 100 || !header.subarray(0, 16).equals(SQLITE_MAGIC)) {
     throw new SpoolRefusedError(file, 'is not a SQLite database (garbage or a truncated header)', KEEP_ADVICE);
   }
+  // Before any connection: SQLite's recovery would drop the frames from a damaged one on, and
+  // quick_check would then pass the shorter database.
+  const walDamage = findWalDamage(`${file}-wal`);
+  if (walDamage !== null) throw new SpoolRefusedError(file, walDamage, KEEP_ADVICE);
   let meta: Partial<Record<string, string>>;
   try {
     meta = withReadOnlySpool(file, (db) => {

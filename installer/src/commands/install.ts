@@ -3,7 +3,7 @@
  * (install-node.ts). Exit codes: 0 installed / checks passed, 1 a blocking finding or a failed
  * install (rolled back), 2 bad usage.
  */
-import { readlink, stat } from 'node:fs/promises';
+import { readFile, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { flagOption, noPositionals, parseOptions, requiredOption, stringOption, wantsHelp } from '../args.js';
 import { CommandFailure, EXIT_FAILURE, EXIT_OK, UsageError } from '../cli-context.js';
@@ -15,6 +15,7 @@ import type { Finding } from '../install/diagnostics.js';
 import { readNodeEnv } from '../install/env-file.js';
 import { runHostChecks } from '../install/host-checks.js';
 import type { CheckMode } from '../install/host-checks.js';
+import type { CaFile } from '../install/control-plane-probe.js';
 import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
 import { CLI_LINK, DEFAULT_NODE_LISTEN, NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
 import { takeInstallLock } from '../install/install-lock.js';
@@ -26,6 +27,7 @@ import { shellQuote } from '../format/shell-quote.js';
 import { CallerTlsError, expiryWarning, readCallerTls } from '../../../edge-node/src/tls/caller-tls.js';
 import { TokenFileError, readTokenFile, tokenFileNotPrivate } from '../../../edge-node/src/enroll/token-file.js';
 import type { TokenFile } from '../../../edge-node/src/enroll/token-file.js';
+import { IDENTITY_FILE, nodeIdentitySchema } from '../../../edge-node/src/state/identity.js';
 import type { CallerTlsFiles, CallerTlsPair } from '../../../edge-node/src/tls/caller-tls.js';
 
 const HELP = 'install node';
@@ -148,7 +150,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   const packageFile = path.resolve(ctx.cwd, requiredOption(parsed, 'package', HELP));
   const controlPlaneUrl = requiredOption(parsed, 'control-plane', HELP);
   const caOption = stringOption(parsed, 'ca-file');
-  const caFile = caOption === undefined ? undefined : path.resolve(ctx.cwd, caOption);
+  const caFile = caOption === undefined ? undefined : { path: path.resolve(ctx.cwd, caOption), installed: false };
   const listenOption = stringOption(parsed, 'listen');
   const tlsFiles = tlsOption(stringOption(parsed, 'tls-cert'), stringOption(parsed, 'tls-key'), ctx.cwd);
   if (upgrade && listenOption !== undefined) throw new UsageError('--listen cannot be used with --upgrade: an upgrade keeps the installed listen address (ZENOVA_NODE_LISTEN in <dir>/etc/node.env)', HELP);
@@ -277,7 +279,7 @@ interface InstallRun {
   installDir: string | undefined;
   packageFile: string;
   controlPlaneUrl: string;
-  caFile: string | undefined;
+  caFile: CaFile | undefined;
   listen: ListenAddress;
   tlsFiles: CallerTlsFiles | undefined;
   token: string | undefined;
@@ -375,13 +377,25 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
   return EXIT_OK;
 }
 
-/** The installed node's CA file for the control plane (physical path), when it has one. */
-async function installedCaFile(host: HostEnv): Promise<string | undefined> {
+/**
+ * The installed node's CA file for the control plane (physical path), when it has one and its
+ * identity holds a CA too: a node an earlier installer re-enrolled without --ca-file kept a stale
+ * file while its identity went over to this host's system trust store, which is then used.
+ */
+async function installedCaFile(host: HostEnv): Promise<CaFile | undefined> {
   const unit = await host.services.readUnit(NODE_UNIT);
   const dir = unit === undefined ? undefined : installDirFromUnit(unit);
   if (dir === undefined) return undefined;
-  const file = onHost(host.hostRoot, installLayout(dir).caFile);
-  return (await stat(file).then((s) => s.isFile(), () => false)) ? file : undefined;
+  const layout = installLayout(dir);
+  const file = onHost(host.hostRoot, layout.caFile);
+  if (!(await stat(file).then((s) => s.isFile(), () => false))) return undefined;
+  try {
+    const identity = nodeIdentitySchema.safeParse(JSON.parse(await readFile(onHost(host.hostRoot, path.posix.join(layout.data, IDENTITY_FILE)), 'utf8')));
+    if (identity.success && identity.data.controlPlaneCaPem === undefined) return undefined;
+  } catch {
+    // An unreadable identity is the host checks' finding (NODE-UPGRADE-NONE); the file stands till then.
+  }
+  return { path: file, installed: true };
 }
 
 /** The write phase of --upgrade (upgrade-node.ts) and its summary. */

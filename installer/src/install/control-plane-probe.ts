@@ -24,7 +24,18 @@ export interface ControlPlaneFacts {
   skewMs: number;
 }
 
-export type ControlPlaneProbe = (url: string, caPem: string | undefined, caFile: string | undefined) => Promise<{ ok: true; facts: ControlPlaneFacts } | { ok: false; finding: Finding }>;
+/** A CA file trusted for the control plane: the operator's --ca-file, or the installed node's (an upgrade without --ca-file). */
+export interface CaFile {
+  path: string;
+  installed: boolean;
+}
+
+/** The file as messages name it: an installed one was never given as --ca-file. */
+export function describeCaFile(file: CaFile): string {
+  return file.installed ? `the installed CA file (${file.path})` : `--ca-file ${file.path}`;
+}
+
+export type ControlPlaneProbe = (url: string, caPem: string | undefined, caFile: CaFile | undefined) => Promise<{ ok: true; facts: ControlPlaneFacts } | { ok: false; finding: Finding }>;
 
 /** How the operator gives a node its control-plane CA after creating it (no CLI command yet). */
 const SET_NODE_CA = '`PATCH /api/v1/nodes/NAME/network` with `caPem`, docs/api.md';
@@ -34,9 +45,9 @@ const SET_NODE_CA = '`PATCH /api/v1/nodes/NAME/network` with `caPem`, docs/api.m
  * --ca-file only when the node was created with the control plane's CA (or given it since), so
  * without one the CA has to be set on the node before a command can name it.
  */
-export function untrustedAdvice(caFile: string | undefined): string {
+export function untrustedAdvice(caFile: CaFile | undefined): string {
   if (caFile !== undefined) {
-    return `${caFile} is not the CA that signed the control plane's certificate: pass that CA with --ca-file (the file the command names, saved as the command's output said). If the control plane's certificate changed since the node got its CA, set the new CA on the node (${SET_NODE_CA}) and issue the command again (its --ca-out FILE writes the CA to FILE).`;
+    return `${caFile.installed ? `${caFile.path}, the CA the node was installed or re-enrolled with,` : caFile.path} is not the CA that signed the control plane's certificate: pass that CA with --ca-file (the file the command names, saved as the command's output said). If the control plane's certificate changed since the node got its CA, set the new CA on the node (${SET_NODE_CA}) and issue the command again (its --ca-out FILE writes the CA to FILE).`;
   }
   return `The control plane's certificate comes from a CA this host does not trust (a private CA): pass that CA with --ca-file FILE. A command without --ca-file comes from a node created without the control plane's CA: set it on the node (${SET_NODE_CA}), then issue the command again with \`zenova gateway-node install-command NAME --ca-out FILE\` (or reenroll-command, upgrade-command), which then names --ca-file and writes the CA to FILE.`;
 }
@@ -71,7 +82,7 @@ export const probeControlPlane: ControlPlaneProbe = async (value, caPem, caFile)
       what: 'the control plane',
       host,
       address: base.host,
-      trustSource: caFile !== undefined ? `--ca-file ${caFile}` : "this host's system trust store",
+      trustSource: caFile !== undefined ? describeCaFile(caFile) : "this host's system trust store",
     });
     // A certificate problem is NODE-CP-TLS; a port that does not speak TLS at all (plain HTTP
     // there) is a wrong URL, which no CA can fix.

@@ -14,7 +14,8 @@ import { RELEASE_KEY_ADVICE, releaseKeyDamaged, releaseKeyProblem, verifyPackage
 import { RELEASE_KEY_NAME } from '../package/release-key.js';
 import { NODE_ENTRYPOINT, PACKAGE_ARCHES, PACKAGE_PRODUCT } from '../package/package-manifest.js';
 import type { PackageManifest } from '../package/package-manifest.js';
-import type { ControlPlaneFacts, ControlPlaneProbe } from './control-plane-probe.js';
+import { describeCaFile } from './control-plane-probe.js';
+import type { CaFile, ControlPlaneFacts, ControlPlaneProbe } from './control-plane-probe.js';
 import { finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { foreignInstallDirEntries } from './install-dir-contents.js';
@@ -52,7 +53,7 @@ export interface CheckInput {
   /** Why the release key file exists but could not be read (e.g. EACCES); every package is refused then. */
   trustedKeyUnreadable?: string;
   controlPlaneUrl: string;
-  caFile: string | undefined;
+  caFile: CaFile | undefined;
   listen: ListenAddress;
   probe: HostProbe;
   services: ServiceManager;
@@ -261,15 +262,15 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   if (input.caFile !== undefined) {
     const caFindings: Finding[] = [];
     try {
-      const info = await stat(input.caFile);
+      const info = await stat(input.caFile.path);
       if (!info.isFile() || info.size > MAX_CA_FILE_BYTES) throw new Error(info.isFile() ? 'larger than 256 KiB' : 'not a regular file');
-      const pem = await readFile(input.caFile, 'utf8');
+      const pem = await readFile(input.caFile.path, 'utf8');
       if (!isCertificatePem(pem)) throw new Error('no PEM certificate in it');
       result.caPem = pem;
     } catch (err) {
-      caFindings.push(finding('NODE-CP-CA-FILE', `--ca-file ${input.caFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`));
+      caFindings.push(finding('NODE-CP-CA-FILE', `${describeCaFile(input.caFile)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`));
     }
-    check(`CA file ${input.caFile}`, caFindings);
+    check(`CA file ${input.caFile.path}`, caFindings);
   }
 
   if (input.caFile === undefined || result.caPem !== undefined) {

@@ -372,8 +372,15 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   }
   step(reenrolledStep(enrolled, layout));
   try {
-    // The env file (listen address, version) stays as installed; only the trust may change.
-    if (input.caPem !== undefined) await writeFileAtomic(host(layout.caFile), input.caPem, 0o644);
+    // The env file (listen address, version) stays as installed; only the trust may change. The CA
+    // file follows the new identity's trust, which a later --upgrade without --ca-file takes from it:
+    // the --ca-file's CA, or none (the system trust store verified this control plane).
+    if (input.caPem !== undefined) {
+      await writeFileAtomic(host(layout.caFile), input.caPem, 0o644);
+    } else if (await pathExists(host(layout.caFile))) {
+      await rm(host(layout.caFile), { force: true });
+      step(`${layout.caFile} removed: this control plane is verified with this host's system trust store`);
+    }
     await services.start(NODE_UNIT);
   } catch (err) {
     const f = finding('NODE-SERVICE-START', `could not start ${NODE_UNIT}: ${errnoText(err)}`, REENROLL_SERVICE_START_ADVICE);

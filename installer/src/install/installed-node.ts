@@ -53,8 +53,9 @@ export async function readInstalledNode(hostRoot: string, services: ServiceManag
 
 /**
  * -1, 0 or 1 as release version `a` is older than, the same as or newer than `b`: numeric dot parts
- * compared as numbers (1.10 after 1.9), a pre-release (`1.2.0-rc.1`) before its release; undefined
- * when either is not of that form (then only equality is known).
+ * compared as numbers (1.10 after 1.9), a pre-release (`1.2.0-rc.1`) before its release and
+ * pre-releases ordered as semver §11 orders them (comparePreReleases); undefined when either is not
+ * of that form (then only equality is known).
  */
 export function compareReleaseVersions(a: string, b: string): -1 | 0 | 1 | undefined {
   const parse = (v: string): { core: number[]; pre: string | undefined } | undefined => {
@@ -71,5 +72,31 @@ export function compareReleaseVersions(a: string, b: string): -1 | 0 | 1 | undef
   if (x.pre === y.pre) return 0;
   if (x.pre === undefined) return 1;
   if (y.pre === undefined) return -1;
-  return x.pre < y.pre ? -1 : 1;
+  return comparePreReleases(x.pre, y.pre);
+}
+
+/**
+ * Semver §11: dot-separated identifiers left to right, numeric ones as numbers (rc.9 before rc.10)
+ * and before alphanumeric ones, alphanumeric ones as ASCII text; when all of the shorter's are equal,
+ * fewer identifiers first (alpha before alpha.1).
+ */
+function comparePreReleases(a: string, b: string): -1 | 0 | 1 {
+  const x = a.split('.');
+  const y = b.split('.');
+  const numeric = /^\d+$/;
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const p = x[i] ?? '';
+    const q = y[i] ?? '';
+    const pNumeric = numeric.test(p);
+    const qNumeric = numeric.test(q);
+    if (pNumeric && qNumeric) {
+      const d = Number(p) - Number(q);
+      if (d !== 0) return d < 0 ? -1 : 1;
+    } else if (pNumeric !== qNumeric) {
+      return pNumeric ? -1 : 1;
+    } else if (p !== q) {
+      return p < q ? -1 : 1;
+    }
+  }
+  return x.length === y.length ? 0 : x.length < y.length ? -1 : 1;
 }

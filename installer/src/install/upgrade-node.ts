@@ -14,6 +14,7 @@ import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import type { PackageManifest } from '../package/package-manifest.js';
+import type { CaFile } from './control-plane-probe.js';
 import { UPGRADE_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { NODE_UNIT, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
@@ -40,7 +41,7 @@ export interface UpgradeInput {
   dataOffset: number;
   controlPlaneUrl: string;
   caPem: string | undefined;
-  caFile: string | undefined;
+  caFile: CaFile | undefined;
   token: string;
   services: ServiceManager;
   waitReady: ReadinessWaiter;

@@ -11,6 +11,8 @@ import { controlPlaneRefusal, controlPlaneTransportError, parseControlPlaneUrl }
 import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
 import { requestJson } from '../../../edge-node/src/enroll/https-json.js';
 import type { JsonResponse } from '../../../edge-node/src/enroll/https-json.js';
+import { describeCaFile } from './control-plane-probe.js';
+import type { CaFile } from './control-plane-probe.js';
 
 export const UPGRADE_PATH = '/api/enroll/upgrade';
 const TIMEOUT_MS = 15_000;
@@ -20,7 +22,7 @@ export interface UpgradeRedemption {
   controlPlaneUrl: string;
   /** The CA to trust for the control plane (the --ca-file, or the installed one), and where it came from. */
   caPem?: string;
-  caFile?: string;
+  caFile?: CaFile;
   token: string;
   /** The installed node's id (its data/identity.json): the token must have been issued for it. */
   nodeId: string;
@@ -55,7 +57,7 @@ export const redeemUpgradeToken: UpgradeTokenRedeemer = async (req) => {
       maxResponseBytes: MAX_RESPONSE_BYTES,
     });
   } catch (err) {
-    throw controlPlaneTransportError(err, base, req.caFile, req.token);
+    throw controlPlaneTransportError(err, base, req.caFile?.path, req.token, req.caFile === undefined ? undefined : describeCaFile(req.caFile));
   }
   if (response.status === 404) {
     throw new EnrollError('UPGRADE_UNSUPPORTED', `the control plane at ${base.host} does not redeem upgrade tokens (HTTP 404 on ${UPGRADE_PATH}): it runs an older release; upgrade the control plane first`);

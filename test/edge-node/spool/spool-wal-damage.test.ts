@@ -1,0 +1,140 @@
+// A spool WAL with a damaged frame or header before committed transactions is refused, and the
+// spool and its WAL are left byte-identical: SQLite's recovery silently drops every frame from the
+// first bad one on, so opening it lost answered records and the next close deleted the evidence.
+// The WALs a node leaves when it is killed (also with a torn last frame, or after a checkpoint let
+// the WAL start again) are accepted with the records SQLite recovers from them.
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, openSync, readFileSync, readSync, closeSync, statSync, truncateSync, writeSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import type { Test } from 'tap';
+import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
+import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
+import type { NodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
+import { readSpoolFigures } from '../../../edge-node/src/spool/spool-figures.js';
+import { SpoolRefusedError, vetSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
+import { NODE_ID, quietLogger, tempStateDir } from './spool-helpers.js';
+
+const CHILD = fileURLToPath(new URL('./spool-wal-child.ts', import.meta.url));
+const WAL_HEADER_BYTES = 32;
+const FRAME_HEADER_BYTES = 24;
+
+const sha = (file: string): string => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+async function open(stateDir: string): Promise<NodeSpool> {
+  return openNodeSpool({ stateDir, nodeId: NODE_ID, holder: ConfigHolder.notReady('test'), logger: quietLogger(), synchronous: 'normal' });
+}
+
+interface KilledNode {
+  dir: string;
+  file: string;
+  wal: string;
+  /** Records whose finalise resolved before the kill. */
+  committed: number;
+}
+
+/** A state dir whose spool a node-edge stand-in (spool-wal-child.ts) wrote and was killed -9 over. */
+async function killedNode(t: Test, mode: 'whole' | 'reset', groups: number, after = 0): Promise<KilledNode> {
+  const dir = tempStateDir(t);
+  await (await open(dir)).close();
+  const file = path.join(dir, 'spool.db');
+  const meta = vetSpoolFile(file, NODE_ID);
+  const child = spawnSync(process.execPath, ['--import', 'tsx', CHILD, file, JSON.stringify(meta), mode, String(groups), String(after)], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  t.equal(child.signal, 'SIGKILL', `the node was killed with SIGKILL${child.stderr ? ` (${child.stderr})` : ''}`);
+  const committed = Number(child.stdout.trim());
+  t.equal(committed, (groups + after) * 10, 'every finalise resolved before the kill');
+  return { dir, file, wal: `${file}-wal`, committed };
+}
+
+/** The WAL's page size, frame size and its whole frames. */
+function walShape(wal: string): { frameBytes: number; frames: number } {
+  const header = readFileSync(wal).subarray(0, WAL_HEADER_BYTES);
+  const frameBytes = FRAME_HEADER_BYTES + header.readUInt32BE(8);
+  return { frameBytes, frames: Math.floor((statSync(wal).size - WAL_HEADER_BYTES) / frameBytes) };
+}
+
+function flipByte(file: string, offset: number): void {
+  const fd = openSync(file, 'r+');
+  try {
+    const b = Buffer.alloc(1);
+    readSync(fd, b, 0, 1, offset);
+    b[0] = (b[0] ?? 0) ^ 0xff;
+    writeSync(fd, b, 0, 1, offset);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function expectWalRefusal(t: Test, node: KilledNode, pattern: RegExp): Promise<void> {
+  const before = { db: sha(node.file), wal: sha(node.wal) };
+  await t.rejects(open(node.dir), pattern);
+  try {
+    await open(node.dir);
+    t.fail('the second start was refused too');
+  } catch (err) {
+    t.ok(err instanceof SpoolRefusedError, 'a SpoolRefusedError');
+    t.match((err as Error).message, node.file, 'the message names the file');
+    t.match((err as Error).message, /left untouched.*Move it aside together with its -wal and -shm/, 'the message says what to do');
+  }
+  t.ok(existsSync(node.wal), 'the -wal is still there');
+  t.same({ db: sha(node.file), wal: sha(node.wal) }, before, 'spool.db and its -wal are byte-identical');
+  const figures = readSpoolFigures(node.dir);
+  t.match(figures?.error, pattern, 'status shows the spool as unreadable instead of counting a short backlog');
+  t.same({ db: sha(node.file), wal: sha(node.wal) }, before, 'status changed neither');
+}
+
+async function expectAccepted(t: Test, node: KilledNode, records: number): Promise<void> {
+  t.equal(readSpoolFigures(node.dir)?.backlog, records, 'status counts the records');
+  const spool = await open(node.dir);
+  t.equal(spool.figures().backfillBacklog, records, 'serve starts with the records SQLite recovers');
+  await spool.close();
+}
+
+t.test('a spool whose WAL has a damaged frame before committed transactions is refused and left untouched', async (t) => {
+  const node = await killedNode(t, 'whole', 10);
+  const { frameBytes, frames } = walShape(node.wal);
+  t.ok(frames >= 20, `the WAL holds the commits' frames (${frames})`);
+  // A bit flip in the page data of the middle frame.
+  flipByte(node.wal, WAL_HEADER_BYTES + Math.floor(frames / 2) * frameBytes + FRAME_HEADER_BYTES + 100);
+  await expectWalRefusal(t, node, new RegExp(`damaged frame \\(${Math.floor(frames / 2) + 1} of ${frames}\\) followed by committed transactions`));
+});
+
+t.test('a spool whose WAL header checksum is damaged is refused and left untouched', async (t) => {
+  const node = await killedNode(t, 'whole', 10);
+  flipByte(node.wal, 25);
+  await expectWalRefusal(t, node, /WAL .* whose header is damaged/);
+});
+
+t.test('a WAL a node killed -9 left is accepted with every committed record', async (t) => {
+  const node = await killedNode(t, 'whole', 10);
+  await expectAccepted(t, node, node.committed);
+});
+
+t.test('a WAL whose last frame is torn or damaged is accepted without the transaction it ended', async (t) => {
+  for (const tear of ['cut short', 'damaged'] as const) {
+    const node = await killedNode(t, 'whole', 10);
+    const { frameBytes, frames } = walShape(node.wal);
+    const lastFrame = WAL_HEADER_BYTES + (frames - 1) * frameBytes;
+    if (tear === 'cut short') truncateSync(node.wal, lastFrame + FRAME_HEADER_BYTES + 1000);
+    else flipByte(node.wal, lastFrame + FRAME_HEADER_BYTES + 100);
+    // The last frame committed the last group commit (10 records): power loss can lose it.
+    await expectAccepted(t, node, node.committed - 10);
+  }
+});
+
+t.test('a WAL started again after a checkpoint, with the older frames after the current ones, is accepted with every record', async (t) => {
+  const node = await killedNode(t, 'reset', 10, 2);
+  const wal = readFileSync(node.wal);
+  const { frameBytes, frames } = walShape(node.wal);
+  const salts = wal.subarray(16, 24);
+  const stale = Array.from({ length: frames }, (_, i) => wal.subarray(WAL_HEADER_BYTES + i * frameBytes + 8, WAL_HEADER_BYTES + i * frameBytes + 16)).filter(
+    (frameSalts) => !frameSalts.equals(salts),
+  ).length;
+  t.ok(stale > 0 && stale < frames, `the WAL ends with frames of its previous generation (${stale} of ${frames})`);
+  await expectAccepted(t, node, node.committed);
+});
