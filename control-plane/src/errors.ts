@@ -126,6 +126,12 @@ export const errorTable = {
     message: 'The policy is used by an account or API key; detach it first.',
     retryable: false,
   },
+  ZN_ERR_CP_CREDIT_REFERENCE_USED: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'The reference was already used by a top-up of this account with another amount; send a new reference for a new top-up.',
+    retryable: false,
+  },
   ZN_ERR_CP_CONFIG_LIMIT: {
     status: 409,
     type: 'conflict_error',

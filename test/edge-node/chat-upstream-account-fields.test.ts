@@ -2,11 +2,15 @@
 // upstream account rather than the caller: a `service_tier` OpenAI bills above the standard price
 // and a `speed` other than standard (fast mode, billed at several times the price; on /v1/messages
 // also its `anthropic-beta`), while the node charges only its own per-token price, and `store: true`
-// (the conversation kept in the operator's OpenAI account). Each is refused, naming the field and
-// why; the rest passes through.
+// (the conversation kept in the operator's OpenAI account). Server tools the upstream bills per use
+// on top of tokens are refused the same way: chat `web_search_options`, and on /v1/messages
+// Anthropic's web search and code execution tools and a code execution `container`. Each is
+// refused, naming the field and why; the rest passes through.
+import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
 import { startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
+import { anthropicSdkError } from './anthropic-fixtures.js';
 import { startPipelineNode, sdkError, withClaudeRoute } from './pipeline/pipeline-harness.js';
 
 t.test('chat fields that act for the upstream account', async (t) => {
@@ -56,6 +60,24 @@ t.test('chat fields that act for the upstream account', async (t) => {
     t.match(upstream.requests.at(-1)?.body, { speed: 'standard' }, 'speed: "standard" passes through');
   });
 
+  t.test('web_search_options is refused, naming the field and why, as JSON and as a stream', async (t) => {
+    const before = upstream.requests.length;
+    for (const [what, extra] of [
+      ['{}', { web_search_options: {} }],
+      ['a context size', { web_search_options: { search_context_size: 'high' } }],
+      ['{} in a stream', { web_search_options: {}, stream: true }],
+    ] as const) {
+      const err = await sdkError(node.client().chat.completions.create(chat(extra) as never));
+      t.match(err, { status: 400, code: 'ZN_ERR_INVALID_REQUEST', param: 'web_search_options', message: /web_search_options: not passed on: the upstream bills each web search on top of the tokens, above the price this node charges/ }, what);
+    }
+    t.equal(upstream.requests.length, before, 'nothing was forwarded');
+    for (const extra of [{ web_search_options: null }, {}]) {
+      await node.client().chat.completions.create(chat(extra) as never);
+      const forwarded = upstream.requests.at(-1)?.body as Record<string, unknown>;
+      t.same(forwarded.web_search_options, extra.web_search_options, `${JSON.stringify(extra)} passes through as sent`);
+    }
+  });
+
   const messages = (extra: Record<string, unknown>, headers: Record<string, string> = {}) =>
     fetch(`${node.origin}/v1/messages`, {
       method: 'POST',
@@ -80,6 +102,56 @@ t.test('chat fields that act for the upstream account', async (t) => {
     const res = await messages({ speed: 'standard' }, { 'anthropic-beta': 'prompt-caching-2024-07-31' });
     t.equal(res.status, 200, 'speed: "standard" and other betas pass');
     t.match(anthropic.requests.at(-1), { headers: { 'anthropic-beta': 'prompt-caching-2024-07-31' }, body: { speed: 'standard' } });
+  });
+
+  const claude = new Anthropic({ baseURL: node.origin, apiKey: node.secret, maxRetries: 0, timeout: 20_000 });
+  const message = (extra: Record<string, unknown>) => ({ model: 'claude', max_tokens: 5, messages: [{ role: 'user' as const, content: 'hi' }], ...extra });
+  const SERVER_TOOL_REFUSAL = /no web_search_… or code_execution_… tools: the upstream bills each use on top of the tokens, above the price this node charges/;
+
+  t.test("on /v1/messages, web search and code execution tools are refused in Anthropic's error shape, as JSON and as a stream", async (t) => {
+    const before = anthropic.requests.length;
+    const customTool = { name: 'lookup', input_schema: { type: 'object' } };
+    const refusals: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['web_search_20250305', { tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 50 }] }, /tools\[0\]\.type: /],
+      ['code_execution_20250522', { tools: [{ type: 'code_execution_20250522', name: 'code_execution' }] }, /tools\[0\]\.type: /],
+      ['code_execution_20250825 after a client tool', { tools: [customTool, { type: 'code_execution_20250825', name: 'code_execution' }] }, /tools\[1\]\.type: /],
+      ['web_search_20250305 in a stream', { tools: [{ type: 'web_search_20250305', name: 'web_search' }], stream: true }, /tools\[0\]\.type: /],
+    ];
+    for (const [what, extra, field] of refusals) {
+      const err = await anthropicSdkError(claude.messages.create(message(extra) as never));
+      t.match(err, { status: 400, errorCode: 'ZN_ERR_INVALID_REQUEST', error: { type: 'error', error: { type: 'invalid_request_error', code: 'ZN_ERR_INVALID_REQUEST' } } }, what);
+      t.match(err.message, field, what);
+      t.match(err.message, SERVER_TOOL_REFUSAL, what);
+    }
+    t.equal(anthropic.requests.length, before, 'nothing was forwarded');
+  });
+
+  t.test('on /v1/messages, a code execution container is refused, naming the field and why', async (t) => {
+    const before = anthropic.requests.length;
+    for (const container of ['container_011CPR5CNjB747bTd36fQLFk', { skills: [{ type: 'anthropic', skill_id: 'xlsx', version: 'latest' }] }]) {
+      for (const stream of [false, true]) {
+        const err = await anthropicSdkError(claude.messages.create(message({ container, stream }) as never));
+        t.match(err, { status: 400, errorCode: 'ZN_ERR_INVALID_REQUEST' }, JSON.stringify({ container, stream }));
+        t.match(err.message, /container: not passed on: a container runs code execution, which the upstream bills by the hour on top of the tokens, above the price this node charges/);
+      }
+    }
+    t.equal(anthropic.requests.length, before, 'nothing was forwarded');
+  });
+
+  t.test('on /v1/messages, client tools, web fetch and no container pass through as sent', async (t) => {
+    const tools = [
+      { name: 'lookup', description: 'a custom tool', input_schema: { type: 'object', properties: {} } },
+      { type: 'custom', name: 'typed', input_schema: { type: 'object' } },
+      { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 },
+      { type: 'text_editor_20250124', name: 'str_replace_editor' },
+      { type: 'bash_20250124', name: 'bash' },
+    ];
+    const json = message({ tools, container: null });
+    t.equal((await claude.messages.create(json as never)).model, 'claude');
+    t.same(anthropic.requests.at(-1)?.body, { ...json, model: 'claude-real' }, 'as JSON');
+    const streamed = message({ tools, container: null, stream: true });
+    t.equal((await claude.messages.stream(streamed as never).finalMessage()).model, 'claude');
+    t.same(anthropic.requests.at(-1)?.body, { ...streamed, model: 'claude-real' }, 'as a stream');
   });
 
   t.test("Anthropic's own fields are not touched", async (t) => {

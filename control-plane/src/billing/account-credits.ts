@@ -2,7 +2,8 @@
  * Topping up an account (docs/billing.md): one `credit` ledger row and the stored balance, in one
  * transaction under the account's balance lock. Balances stay below 2^53 micro-units so the API can
  * show them as exact JSON numbers. Every replica hears of the top-up (credit-changes.ts) and
- * re-leases at once.
+ * re-leases at once. A top-up's `reference` is its idempotency key within the account: a retry of
+ * it (a timed-out call sent again) credits nothing more.
  */
 import type pg from 'pg';
 import { zenovaError } from '../errors.js';
@@ -10,15 +11,38 @@ import { withTransaction } from '../nodes/with-transaction.js';
 import { notifyCreditChanged } from './credit-changes.js';
 import { adjustBalance, appendLedger, lockAccountBalance } from './ledger.js';
 
-export async function creditAccount(pool: pg.Pool, accountId: string, amountMicros: bigint, reference: string | null): Promise<void> {
-  await withTransaction(pool, async (client) => {
+export interface CreditResult {
+  /** true: an earlier top-up with this reference and amount was found, and nothing was credited. */
+  replayed: boolean;
+}
+
+export async function creditAccount(pool: pg.Pool, accountId: string, amountMicros: bigint, reference: string | null): Promise<CreditResult> {
+  return withTransaction(pool, async (client) => {
     const balance = await lockAccountBalance(client, accountId);
     if (balance === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND');
+    // Looked up under the balance lock, so two concurrent retries cannot both credit. Not a unique
+    // index: ledgers from before this rule may hold a reference twice, and a retry of either amount
+    // is still a retry.
+    if (reference !== null) {
+      const { rows } = await client.query<{ sameAmount: boolean; amount: string }>(
+        `select bool_or(amount_micros = $3) as "sameAmount", min(amount_micros)::text as amount
+           from billing_ledger where account_id = $1 and kind = 'credit' and reference = $2
+         having count(*) > 0`,
+        [accountId, reference, amountMicros.toString()],
+      );
+      const earlier = rows[0];
+      if (earlier?.sameAmount === true) return { replayed: true };
+      if (earlier !== undefined) {
+        throw zenovaError('ZN_ERR_CP_CREDIT_REFERENCE_USED',
+          `reference: already used by a top-up of ${earlier.amount} micro-units of this account; a retry must send the same amount, a new top-up a new reference.`);
+      }
+    }
     if (balance.balanceMicros + amountMicros > BigInt(Number.MAX_SAFE_INTEGER)) {
       throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', `amountMicros: would take the balance beyond ${Number.MAX_SAFE_INTEGER} micro-units`);
     }
     await appendLedger(client, { accountId, kind: 'credit', amountMicros, reference });
     await adjustBalance(client, accountId, { balance: amountMicros });
     await notifyCreditChanged(client, accountId);
+    return { replayed: false };
   });
 }

@@ -7,6 +7,7 @@
  */
 import type pg from 'pg';
 import type { LeaseGrant } from '../../../proto/src/index.js';
+import { API_KEY_IN_USE_SQL } from '../keys/api-key-view.js';
 import { adjustBalance, appendLedger, lockAccountBalance, UUID_PATTERN } from './ledger.js';
 import type { LeasePolicy } from './lease-policy.js';
 import { leaseTarget } from './lease-policy.js';
@@ -225,12 +226,12 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt) }, addedMicros: add, overcommittedMicros };
 }
 
-/** The accounts a node serves (live, active, with an active key and free credit), or that it holds an open lease of. */
+/** The accounts a node serves (live, active, with a key neither revoked nor expired and free credit), or that it holds an open lease of. */
 export async function accountsToLease(db: pg.Pool | pg.PoolClient, nodeId: string): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `select a.id from accounts a
       where (a.deleted_at is null and a.status = 'active'
-             and exists (select 1 from api_keys k where k.account_id = a.id and k.status = 'active')
+             and exists (select 1 from api_keys k where k.account_id = a.id and ${API_KEY_IN_USE_SQL})
              and exists (select 1 from account_balances b where b.account_id = a.id and b.balance_micros > b.outstanding_micros))
          or exists (select 1 from credit_leases l where l.account_id = a.id and l.node_id = $1 and l.state = 'open')
       order by a.id`,

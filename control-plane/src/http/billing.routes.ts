@@ -78,14 +78,16 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
     return account;
   };
 
+  // A retry of a top-up (same reference and amount) is answered 200 with the balance as it is now.
+  const creditAnswer = z.object({ balance: balanceViewSchema, replayed: z.boolean() });
   app.post('/accounts/:account/credits', {
-    schema: { params: accountParams, response: { 201: z.object({ balance: balanceViewSchema }) } },
+    schema: { params: accountParams, response: { 200: creditAnswer, 201: creditAnswer } },
   }, async (request, reply) => {
     const input = parseConfigInput(creditBody, request.body);
     const account = await accountOf(request.params.account);
-    await creditAccount(pool, account.id, BigInt(input.amountMicros), input.reference);
-    request.log.info({ accountId: account.id, amountMicros: input.amountMicros }, 'account credited');
-    return reply.code(201).send({ balance: await balanceView(pool, account) });
+    const { replayed } = await creditAccount(pool, account.id, BigInt(input.amountMicros), input.reference);
+    request.log.info({ accountId: account.id, amountMicros: input.amountMicros, replayed }, replayed ? 'account top-up replayed' : 'account credited');
+    return reply.code(replayed ? 200 : 201).send({ balance: await balanceView(pool, account), replayed });
   });
 
   app.get('/accounts/:account/balance', {

@@ -15,10 +15,12 @@ import { lockRateLimitPolicyByName } from '../policies/rate-limit-policy-store.j
 import { generateApiKeySecret } from './api-key-secret.js';
 import { isApiKeyId } from './api-key-validation.js';
 import type { ApiKeyCreateInput } from './api-key-validation.js';
+import { API_KEY_STATUS_SQL } from './api-key-view.js';
 import type { ApiKeyRow } from './api-key-view.js';
 
 const SELECT = `select k.id, a.name as account, k.name, k.key_prefix as prefix, k.allowed_models as "allowedModels",
-    k.allowed_tool_servers as "allowedToolServers", k.expires_at as "expiresAt", k.status,
+    k.allowed_tool_servers as "allowedToolServers", k.expires_at as "expiresAt",
+    ${API_KEY_STATUS_SQL} as status,
     r.name as "rateLimitPolicy", g.name as "guardrailPolicy", k.created_at as "createdAt", k.revoked_at as "revokedAt"
   from api_keys k
   join accounts a on a.id = k.account_id
@@ -64,7 +66,7 @@ export async function createApiKey(
   });
 }
 
-/** Every key (active and revoked), newest first; only the named live account's when `account` is given. */
+/** Every key (active, expired and revoked), newest first; only the named live account's when `account` is given. */
 export async function listApiKeys(db: Queryable, filter: { account?: string | undefined } = {}): Promise<ApiKeyRow[]> {
   if (filter.account === undefined) {
     const { rows } = await db.query<ApiKeyRow>(`${SELECT} where a.deleted_at is null order by k.created_at desc, k.id`);

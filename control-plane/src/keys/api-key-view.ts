@@ -4,8 +4,19 @@
  */
 import { z } from 'zod';
 
-export const API_KEY_STATUSES = ['active', 'revoked'] as const;
+// `expired`: past its expiresAt and not revoked (nodes refuse it as ZN_ERR_API_KEY_EXPIRED).
+export const API_KEY_STATUSES = ['active', 'expired', 'revoked'] as const;
 export type ApiKeyStatus = (typeof API_KEY_STATUSES)[number];
+
+/**
+ * A key's status as the API shows it: revoked wins, then expired by the database's clock — the
+ * clock the policies' in-use checks judge expiry by (API_KEY_IN_USE_SQL), so a key shown expired is
+ * never counted as holding a policy. The stored column only knows active and revoked.
+ */
+export const API_KEY_STATUS_SQL = `case when k.status = 'revoked' then 'revoked' when k.expires_at <= now() then 'expired' else 'active' end`;
+
+/** A key nodes still accept (neither revoked nor expired), for `where` clauses over `api_keys k`. */
+export const API_KEY_IN_USE_SQL = `(k.status = 'active' and (k.expires_at is null or k.expires_at > now()))`;
 
 export const apiKeyViewSchema = z.object({
   id: z.string(),

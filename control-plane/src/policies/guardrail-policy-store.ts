@@ -7,6 +7,7 @@ import type pg from 'pg';
 import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
+import { API_KEY_IN_USE_SQL } from '../keys/api-key-view.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import type { GuardrailPolicyInput } from './guardrail-policy-validation.js';
 import type { GuardrailPolicyRow } from './guardrail-policy-view.js';
@@ -54,7 +55,7 @@ export async function deleteGuardrailPolicy(pool: pg.Pool, name: string): Promis
     const policy = rows[0];
     if (!policy) throw zenovaError('ZN_ERR_CP_POLICY_NOT_FOUND', `No guardrail policy named '${name}'.`);
     const { rows: usage } = await client.query<{ keys: number }>(
-      `select count(*)::int as keys from api_keys where guardrail_policy_id = $1 and status = 'active'`,
+      `select count(*)::int as keys from api_keys k where k.guardrail_policy_id = $1 and ${API_KEY_IN_USE_SQL}`,
       [policy.id],
     );
     const keys = usage[0]?.keys ?? 0;

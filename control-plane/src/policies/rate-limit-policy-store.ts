@@ -7,6 +7,7 @@ import type pg from 'pg';
 import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
+import { API_KEY_IN_USE_SQL } from '../keys/api-key-view.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import type { RateLimitPolicyInput } from './rate-limit-policy-validation.js';
 import type { RateLimitPolicyRow } from './rate-limit-policy-view.js';
@@ -61,13 +62,13 @@ export async function deleteRateLimitPolicy(pool: pg.Pool, name: string): Promis
     if (!policy) throw zenovaError('ZN_ERR_CP_POLICY_NOT_FOUND', `No rate-limit policy named '${name}'.`);
     const { rows: usage } = await client.query<{ accounts: number; keys: number }>(
       `select (select count(*)::int from accounts where rate_limit_policy_id = $1 and deleted_at is null) as accounts,
-              (select count(*)::int from api_keys where rate_limit_policy_id = $1 and status = 'active') as keys`,
+              (select count(*)::int from api_keys k where k.rate_limit_policy_id = $1 and ${API_KEY_IN_USE_SQL}) as keys`,
       [policy.id],
     );
     const { accounts = 0, keys = 0 } = usage[0] ?? {};
     if (accounts > 0 || keys > 0) {
       throw zenovaError('ZN_ERR_CP_POLICY_IN_USE',
-        `Rate-limit policy '${name}' is used by ${accounts} account(s) and ${keys} active API key(s); detach it first.`);
+        `Rate-limit policy '${name}' is used by ${accounts} account(s) and ${keys} active API key(s); detach it from the accounts (PATCH) and revoke the keys first.`);
     }
     await client.query('update rate_limit_policies set deleted_at = now() where id = $1', [policy.id]);
     return { value: policy, change: { entity: 'rate-limit-policy', entityId: policy.id, action: 'delete' } };

@@ -29,7 +29,9 @@ const RULES: GuardrailRule[] = [
   { detector: 'email', action: 'mask', on: 'both' },
   { detector: 'secret', action: 'block', on: 'both' },
 ];
-const TOOLS = [{ type: 'web_search_20250305' as const, name: 'web_search' as const }];
+// Web fetch: the node refuses the per-use-billed web search tool, while the scripted upstream's
+// answers (search results among them) are whatever a compatible upstream may send.
+const TOOLS = [{ type: 'web_fetch_20250910' as const, name: 'web_fetch' as const }];
 const USER = [{ role: 'user' as const, content: 'who runs the project?' }];
 
 const event = (type: string, body: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`;

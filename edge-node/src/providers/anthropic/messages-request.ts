@@ -1,8 +1,10 @@
 /**
  * The Anthropic Messages request as the node reads it: the fields it needs are validated (with
  * bounds), everything else passes through to the upstream untouched, since the upstream is the
- * authority on the rest (tools, images, thinking…). The caller's text — the system prompt, text
- * and thinking blocks, tool calls' input, tool results' text — is exposed as slots bound to the body that is forwarded, so a
+ * authority on the rest (tools, images, thinking…), but for the fields refused because the upstream
+ * would bill them above the price this node charges (fast mode, per-use-billed server tools, a
+ * code execution container). The caller's text — the system prompt, text and thinking blocks, tool
+ * calls' input, tool results' text — is exposed as slots bound to the body that is forwarded, so a
  * guardrail that masks a slot changes what the upstream receives.
  */
 import { z } from 'zod';
@@ -19,6 +21,20 @@ const MAX_MESSAGES = 10_000;
 const MAX_BLOCKS = 10_000;
 const MAX_MAX_TOKENS = 10_000_000;
 const MAX_STOP_SEQUENCES = 64;
+const MAX_TOOLS = 10_000;
+
+/**
+ * Anthropic's server tools billed per use on top of tokens (web search per search, code execution
+ * per container hour), while the node charges only its own per-token price. Web fetch is billed as
+ * tokens only; client tools (no type, `custom`, `computer_*`, `bash_*`, …) run on the caller's side.
+ */
+const PER_USE_BILLED_TOOL = /^(web_search_|code_execution_)/i;
+const toolSchema = z.looseObject({
+  type: z
+    .string()
+    .refine((type) => !PER_USE_BILLED_TOOL.test(type), { error: 'no web_search_… or code_execution_… tools: the upstream bills each use on top of the tokens, above the price this node charges' })
+    .nullish(),
+});
 
 const textBlock = z.looseObject({ type: z.literal('text'), text: z.string() });
 /** Any block; text blocks are checked to carry text, other kinds are the upstream's business. */
@@ -45,6 +61,9 @@ export const messagesRequestSchema = z.looseObject({
   stop_sequences: z.array(z.string().max(1024)).max(MAX_STOP_SEQUENCES).optional(),
   // Fast mode is billed above the price this node charges (chat-request.ts, speedSchema).
   speed: speedSchema,
+  tools: cappedArray(toolSchema, { max: MAX_TOOLS }).optional(),
+  // A container is where code execution runs (with its files and skills), billed by the hour.
+  container: z.null({ error: 'not passed on: a container runs code execution, which the upstream bills by the hour on top of the tokens, above the price this node charges' }).optional(),
 });
 
 export type MessagesRequest = z.infer<typeof messagesRequestSchema>;

@@ -29,7 +29,11 @@ export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 /** Version dates and comma-separated beta names; anything else is refused rather than forwarded. */
 const VERSION_PATTERN = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/;
 const BETA_PATTERN = /^[A-Za-z0-9._-]{1,128}(,[ \t]*[A-Za-z0-9._-]{1,128}){0,31}$/;
-/** Betas billed above the price this node charges (fast mode: `fast-mode-2026-02-01`), refused like `speed: "fast"`. */
+/**
+ * Betas billed above the price this node charges (fast mode: `fast-mode-2026-02-01`), refused like
+ * `speed: "fast"`. Server tools' betas (`code-execution-…`) pass: they bill nothing without their
+ * `tools` entry or a `container`, which messages-request.ts refuses.
+ */
 const OVERPRICED_BETA = /^fast-mode/i;
 
 type Json = Record<string, unknown>;

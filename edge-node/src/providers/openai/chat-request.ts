@@ -1,6 +1,7 @@
 // The minimal shape the node needs from a chat completion request, and the fields it refuses to
-// pass on (`service_tier` above standard, `speed` other than standard, `store: true`); every other
-// field passes through to the upstream untouched (the upstream is the authority on the rest).
+// pass on (`service_tier` above standard, `speed` other than standard, `store: true`,
+// `web_search_options`); every other field passes through to the upstream untouched (the upstream
+// is the authority on the rest).
 import { z } from 'zod';
 import type { UpstreamKind } from '../../config/runtime-config.js';
 import type { UncheckedParam } from '../../pipeline/context.js';
@@ -39,6 +40,7 @@ export const chatCompletionRequestSchema = z.looseObject({
     .nullish(),
   speed: speedSchema,
   store: z.literal(false, { error: "only false: true would keep the conversation in the operator's upstream account" }).nullish(),
+  web_search_options: z.null({ error: 'not passed on: the upstream bills each web search on top of the tokens, above the price this node charges' }).optional(),
 });
 
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
