@@ -156,6 +156,12 @@ export const errorTable = {
     message: 'The install token has expired; issue a new command for the node and run that.',
     retryable: false,
   },
+  ZN_ERR_CP_TOKEN_SUPERSEDED: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'The token was replaced by a newer command for the node; run the newest command.',
+    retryable: false,
+  },
   ZN_ERR_CP_TOKEN_USED: {
     status: 409,
     type: 'conflict_error',

@@ -112,7 +112,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_GATEWAY_TRUST_BUNDLE', required: false, description: 'external mode: public CA PEM handed to nodes, who then trust only it (unset: the enrollment answer pins no CA, caPem "", and nodes verify the gateway against their system trust store)' },
   { name: 'ZENOVA_NODE_OFFLINE_AFTER_SECONDS', required: false, description: 'a node is offline this long after its last heartbeat (default 120)' },
   { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential (default ${30 * DAY_SECONDS}, 30 days)` },
-  { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old (default ${DAY_SECONDS})` },
+  { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old, at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS (default ${DAY_SECONDS})` },
   { name: 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', required: false, description: 'a superseded credential keeps working this long after its node acknowledged (or first used) the new one (default 3600)' },
   { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: 'heartbeat interval asked of nodes, at least 100 (default 5000)' },
   { name: 'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', required: false, description: `lifetime of install tokens (default ${DAY_SECONDS}, 24 h)` },
@@ -350,6 +350,17 @@ const environmentSchema = z.object({
   }
   if (!external && v.ZENOVA_GATEWAY_TRUST_BUNDLE !== undefined) {
     problem('ZENOVA_GATEWAY_TRUST_BUNDLE', 'is only used with an external certificate: set ZENOVA_GATEWAY_CERT_FILE and ZENOVA_GATEWAY_KEY_FILE too, or unset it');
+  }
+  // DESIGN §3: rotation long before expiry, so a node briefly away at rotation time still gets a
+  // successor; a credential never rotated before it expires locks its node out.
+  const rotateAfterMs = v.ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS;
+  const validityMs = v.ZENOVA_CREDENTIAL_VALIDITY_SECONDS;
+  if (rotateAfterMs * 2 > validityMs) {
+    problem(
+      'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS',
+      `${rotateAfterMs / 1000} must be at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS ${validityMs / 1000} (at most ${Math.floor(validityMs / 2) / 1000}), ` +
+        'so credentials are rotated well before they expire: lower it, or raise the validity',
+    );
   }
   const target = v.ZENOVA_GATEWAY_PUBLIC_ADDRESS;
   if (target && !v.ZENOVA_GATEWAY_HOSTS.includes(target.host)) {

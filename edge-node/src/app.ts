@@ -8,6 +8,7 @@ import { DEFAULT_MAX_BODY_BYTES } from './config/local-config.js';
 import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from './errors.js';
 import type { ZenovaError } from './errors.js';
 import { ANTHROPIC_REQUEST_ID_HEADER, errorBodyFor, isAnthropicPath, registerAnthropicRoutes } from './http/anthropic.routes.js';
+import { keepBodyText } from './http/body-text.js';
 import { registerMcpRoutes } from './http/mcp.routes.js';
 import { notFoundError } from './http/not-found.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
@@ -363,7 +364,10 @@ function jsonBodyParser(strict: JsonParser): JsonParser {
       done(zenovaError('ZN_ERR_UNSUPPORTED_CHARSET', `The request body's charset ${JSON.stringify(charset.slice(0, 40))} is not supported; send JSON as UTF-8 (charset=utf-8, or no charset).`), undefined);
       return;
     }
-    return parse(request, body, done);
+    return parse(request, body, (err, value) => {
+      if (err === null && typeof body === 'string') keepBodyText(request, body);
+      done(err, value);
+    });
   };
 }
 

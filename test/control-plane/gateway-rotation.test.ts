@@ -60,6 +60,19 @@ t.test('a credential older than rotate-after is rotated on hello and again on th
   }
 });
 
+t.test('a credential an earlier run issued with a validity shorter than twice rotate-after is rotated at half its life, before it expires', async (t) => {
+  const HOUR_MS = 3_600_000;
+  const earlier = gatewaySettings(db.url, { credentialValidityMs: 12 * HOUR_MS });
+  const settings = gatewaySettings(db.url); // rotate-after: one day, longer than that credential lives
+  const gateway = await startTestGateway(t, { pool, settings, identity });
+  const node = await enrolledNode(pool, earlier, { issuedAt: new Date(Date.now() - 7 * HOUR_MS) });
+  const { conn } = await liveSession(t, gateway.server.port, identity.caPem, node);
+  const rotation = (await conn.next('the rotation on hello')).credentialRotation;
+  if (rotation === undefined) throw new Error('expected a credential rotation');
+  t.not(rotation.credentialId, node.credentialId, 'a successor, 5 h before the old one expires');
+  t.ok(Number(rotation.expiresAt) > Date.now() + settings.nodes.credentialValidityMs - 60_000, "valid for this run's validity");
+});
+
 t.test('a lost rotation reply: the old credential still works inside the handover window, brings a fresh rotation, and is refused after it', async (t) => {
   const settings = gatewaySettings(db.url, {}, { dropRotationReplies: 1 });
   const gateway = await startTestGateway(t, { pool, settings, identity });

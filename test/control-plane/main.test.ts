@@ -127,6 +127,20 @@ t.test('bad credit lease settings stop start-up with exit 2 naming each variable
   t.notMatch(output, /^\s+at /m, 'no stack trace');
 });
 
+t.test('a credential validity shorter than twice the rotation age stops start-up with exit 2 in one line naming both variables and their values', async (t) => {
+  const port = await closedPort();
+  const { code, output } = await run('rotate-after-validity', {
+    ZENOVA_DATABASE_URL: `postgres://zenova@127.0.0.1:${port}/zenova`,
+    ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN,
+    ZENOVA_SECRET_ENC_KEY: SECRET_ENC_KEY,
+    ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '43200', // rotate-after left at its default, one day
+  });
+  t.equal(code, 2);
+  t.match(output, /^zenova-control: invalid settings:$/m);
+  t.match(output, /^ {2}ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: 86400 must be at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS 43200 \(at most 21600\), so credentials are rotated well before they expire: lower it, or raise the validity$/m);
+  t.notMatch(output, /cannot reach the database|cannot start the node gateway/, 'refused before connecting');
+});
+
 t.test('the control plane starts, answers /healthz over HTTP, runs the node gateway over TLS and stops on SIGTERM with exit 0', async (t) => {
   const db = await testDatabase(t);
   const tlsDir = path.join(tempDir(t), 'gateway-tls');

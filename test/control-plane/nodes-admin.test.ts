@@ -123,7 +123,7 @@ t.test('reissuing a command invalidates the previous unused token of that kind, 
   t.same(rows, [{ kind: 'install', open: false }, { kind: 'reenroll', open: true }, { kind: 'install', open: true }]);
   const old = await enroll(app, created.install.token);
   t.equal(old.statusCode, 401, 'the replaced token no longer enrolls');
-  t.match(old.json(), { error: { code: 'ZN_ERR_CP_TOKEN_EXPIRED', message: /replaced by a newer command/ } });
+  t.match(old.json(), { error: { code: 'ZN_ERR_CP_TOKEN_SUPERSEDED', type: 'authentication_error', message: /^The token was replaced by a newer command issued at \d{4}-\d\d-\d\dT[\d:.]+Z; run the newest command\.$/ } });
   t.equal((await enroll(app, second)).statusCode, 200, 'the new one does');
   t.equal((await enroll(app, reenroll, { mode: 'reenroll' })).statusCode, 200, 'the reenroll token of the other kind still works');
 });

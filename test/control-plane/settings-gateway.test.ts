@@ -102,6 +102,14 @@ t.test('contradictory gateway settings are refused naming the variable to change
     [/^ZENOVA_GATEWAY_PUBLIC_ADDRESS: host 'gw.example.com' must be one of ZENOVA_GATEWAY_HOSTS/]);
 });
 
+t.test('a rotation age above half the credential validity is refused naming both variables and their values', async (t) => {
+  t.match(problemsOf({ ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '43200' }),
+    [/^ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: 86400 must be at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS 43200 \(at most 21600\)/]);
+  t.match(problemsOf({ ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '100', ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: '50.5' }),
+    [/^ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: 50\.5 must be at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS 100 \(at most 50\)/]);
+  t.equal(loadSettings({ ...VALID, ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '172800' }).nodes.credentialRotateAfterMs, 86_400_000, 'exactly half is accepted');
+});
+
 t.test('each malformed new variable is reported with its name, the rule and the value', async (t) => {
   const problems = problemsOf({
     ZENOVA_GATEWAY_LISTEN: '8443',

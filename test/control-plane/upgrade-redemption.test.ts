@@ -123,7 +123,7 @@ t.test('a token of another node is refused with TOKEN_WRONG_NODE without naming 
   t.equal((await upgrade(app, a.upgradeToken, a.created.node.id)).statusCode, 200, "the token still upgrades its own node");
 });
 
-t.test('an expired or superseded upgrade token is refused with TOKEN_EXPIRED', async (t) => {
+t.test('an expired upgrade token is refused with TOKEN_EXPIRED, a superseded one with TOKEN_SUPERSEDED', async (t) => {
   const { created, upgradeToken } = await installedNode();
   const hourAgo = new Date(Date.now() - 3_600_000);
   const expired = await withTransaction(pool, (client) => issueInstallToken(client, created.node.id, 'upgrade', 60_000, hourAgo));
@@ -134,7 +134,9 @@ t.test('an expired or superseded upgrade token is refused with TOKEN_EXPIRED', a
   // Issuing `expired` invalidated the earlier open upgrade token of the node.
   const superseded = await upgrade(app, upgradeToken, created.node.id);
   t.equal(superseded.statusCode, 401);
-  t.match(superseded.json<ErrorBody>(), { error: { code: 'ZN_ERR_CP_TOKEN_EXPIRED', message: /replaced by a newer command/ } });
+  t.match(superseded.json<ErrorBody>(), {
+    error: { code: 'ZN_ERR_CP_TOKEN_SUPERSEDED', type: 'authentication_error', message: `The token was replaced by a newer command issued at ${hourAgo.toISOString()}; run the newest command.` },
+  });
   t.equal(await tokenUsed(upgradeToken), false);
 });
 

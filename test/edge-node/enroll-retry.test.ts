@@ -1,7 +1,8 @@
 /**
  * Retrying a lost enrollment answer, node side: the redemption key is saved (0600, in the state
  * dir) before the token is first sent, a rerun of the same command with the same token after a cut
- * connection sends the same key, and the attempt file is gone once the identity is saved.
+ * connection sends the same key (also after a refusal that did not settle the token, such as a rate
+ * limit), and the attempt file is gone once the identity is saved or the token is refused for good.
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
@@ -108,7 +109,7 @@ t.test('another token gets another key; a control plane without redemption keys 
   t.notOk(await exists(path.join(oldDir, 'enroll-attempt.json')));
 });
 
-t.test('a refusal decided before the commit (4xx) drops the attempt; a 5xx, which may come after it, keeps the key for the rerun', async (t) => {
+t.test('a refusal that settles the token (used) drops the attempt; a 5xx, which may come after the commit, keeps the key for the rerun', async (t) => {
   const dir = t.testdir({});
   const stateDir = path.join(dir, 'state');
   const refusals: Answer[] = [
@@ -124,3 +125,50 @@ t.test('a refusal decided before the commit (4xx) drops the attempt; a 5xx, whic
   t.equal(seen[1]?.key, seen[0]?.key, 'the rerun after the 503 sent the same key');
   t.notOk(await exists(path.join(stateDir, 'enroll-attempt.json')), 'dropped after the 409: nothing was redeemed with it');
 });
+
+t.test('a rerun refused by the rate limit (429) keeps the key, so the rerun after the wait is answered again', async (t) => {
+  const dir = t.testdir({});
+  const stateDir = path.join(dir, 'state');
+  const rateLimited: Answer = {
+    status: 429,
+    headers: { 'retry-after': '42' },
+    body: { error: { message: 'Too many enrollment attempts from this address; try again in 42 s.', type: 'rate_limit_error', code: 'ZN_ERR_CP_ENROLL_RATE_LIMITED' } },
+  };
+  const { srv, seen } = await server(t, stateDir, (call, s) => {
+    if (call === 1) throw new Error('cut'); // the first answer is lost
+    if (call === 2) return rateLimited; // hosts behind the same NAT used up the minute
+    return success(s);
+  });
+  const args = ['enroll', '--control-plane', srv.url, '--token', TOKEN, '--state-dir', stateDir, '--ca-file', await caFile(dir, srv)];
+  t.equal((await run(args)).code, 1);
+  const limited = await run(args);
+  t.equal(limited.code, 1);
+  t.match(limited.stderr, /too many enrollment attempts from this address: wait 42 s and try again/);
+  t.ok(await exists(path.join(stateDir, 'enroll-attempt.json')), 'kept after the 429: it never looked at the token');
+  const after = await run(args);
+  t.equal(after.code, 0, after.stderr);
+  t.same(seen.map((s) => s.key), [seen[0]?.key, seen[0]?.key, seen[0]?.key], 'every rerun sent the key of the lost answer');
+});
+
+const refusals: Array<{ status: number; code: string; dropped: boolean }> = [
+  { status: 401, code: 'ZN_ERR_CP_TOKEN_UNKNOWN', dropped: true },
+  { status: 401, code: 'ZN_ERR_CP_TOKEN_EXPIRED', dropped: true },
+  { status: 401, code: 'ZN_ERR_CP_TOKEN_SUPERSEDED', dropped: true },
+  { status: 400, code: 'ZN_ERR_CP_TOKEN_WRONG_KIND', dropped: true },
+  { status: 410, code: 'ZN_ERR_CP_NODE_DELETED', dropped: true },
+  // Checked before the token is looked at: a rerun may reach a control plane that takes it.
+  { status: 400, code: 'ZN_ERR_CP_PROTOCOL_INCOMPATIBLE', dropped: false },
+  { status: 400, code: 'ZN_ERR_CP_INVALID_REQUEST', dropped: false },
+  { status: 413, code: 'ZN_ERR_CP_BODY_TOO_LARGE', dropped: false },
+  { status: 429, code: 'ZN_ERR_CP_ENROLL_RATE_LIMITED', dropped: false },
+];
+
+for (const refusal of refusals) {
+  t.test(`${refusal.code} ${refusal.dropped ? 'settles the token and drops the attempt' : 'does not settle the token and keeps the attempt'}`, async (t) => {
+    const dir = t.testdir({});
+    const stateDir = path.join(dir, 'state');
+    const { srv } = await server(t, stateDir, () => ({ status: refusal.status, body: { error: { message: 'refused', type: 'invalid_request_error', code: refusal.code } } }));
+    t.equal((await run(['enroll', '--control-plane', srv.url, '--token', TOKEN, '--state-dir', stateDir, '--ca-file', await caFile(dir, srv)])).code, 1);
+    t.equal(await exists(path.join(stateDir, 'enroll-attempt.json')), !refusal.dropped);
+  });
+}

@@ -64,6 +64,7 @@ t.test('enrolling saves identity and credential 0600 in a 0700 state dir and pri
 const tokenErrors: Array<{ status: number; code: string; expect: RegExp; headers?: Record<string, string> }> = [
   { status: 401, code: 'ZN_ERR_CP_TOKEN_UNKNOWN', expect: /token is not known to this control plane.*gateway-node install-command NAME/ },
   { status: 401, code: 'ZN_ERR_CP_TOKEN_EXPIRED', expect: /token has expired.*gateway-node install-command NAME/ },
+  { status: 401, code: 'ZN_ERR_CP_TOKEN_SUPERSEDED', expect: /the token was replaced by a newer command: run the newest command \(or, if it is lost, issue a new one with `zenova gateway-node install-command NAME`\)/ },
   { status: 409, code: 'ZN_ERR_CP_TOKEN_USED', expect: /the token was already used: issue a new install command with `zenova gateway-node install-command NAME`/ },
   { status: 400, code: 'ZN_ERR_CP_TOKEN_WRONG_KIND', expect: /not an install token.*--reenroll/ },
   { status: 410, code: 'ZN_ERR_CP_NODE_DELETED', expect: /node this token belongs to was deleted/ },
@@ -86,6 +87,17 @@ for (const failure of tokenErrors) {
     t.notOk(await exists(path.join(stateDir, 'credential.json')), 'no credential saved');
   });
 }
+
+t.test('a control-plane code this node has no advice for (as a newer code is to an older node) is printed with the control plane\'s own message', async (t) => {
+  const message = `The token was replaced by a newer command issued at 2026-12-01T10:00:00.000Z; run the newest command. ${TOKEN}`;
+  const server = await startEnrollServer(t, { enroll: () => tokenErrorAnswer(401, 'ZN_ERR_CP_TOKEN_FROM_THE_FUTURE', message) });
+  const dir = t.testdir({});
+  const result = await run(['enroll', '--control-plane', server.url, '--token', TOKEN, '--state-dir', path.join(dir, 's'), '--ca-file', await caFile(dir, server)]);
+  t.equal(result.code, 1);
+  t.match(result.stderr, /the control plane refused enrollment with HTTP 401 \(ZN_ERR_CP_TOKEN_FROM_THE_FUTURE: The token was replaced by a newer command issued at 2026-12-01T10:00:00\.000Z; run the newest command\. \[redacted\]\)/);
+  t.equal(result.stderr.trim().split('\n').length, 1, 'one line');
+  t.notOk(result.stderr.includes(TOKEN));
+});
 
 t.test('a reenroll token used twice points at the reenroll command', async (t) => {
   const server = await startEnrollServer(t, { enroll: () => tokenErrorAnswer(409, 'ZN_ERR_CP_TOKEN_USED', 'used') });

@@ -531,7 +531,11 @@ export class NodeSession implements RegisteredSession {
     if (!this.isLive || held === undefined || this.endIfCredentialLapsed() || this.pendingRotation !== undefined) return;
     const now = this.ctx.now();
     const timings = this.ctx.credentialTimings;
-    if (held.isNewest && now.getTime() - held.issuedAt.getTime() < timings.rotateAfterMs) return;
+    // At half its own life at the latest: a credential issued by an earlier run with a shorter
+    // validity than this run's rotate-after would otherwise expire before it is rotated.
+    const lifeMs = held.validity.expiresAt.getTime() - held.issuedAt.getTime();
+    const rotateAtAgeMs = Math.min(timings.rotateAfterMs, lifeMs / 2);
+    if (held.isNewest && now.getTime() - held.issuedAt.getTime() < rotateAtAgeMs) return;
     let rotated;
     try {
       rotated = await rotateCredential(this.ctx.pool, this.nodeId, held.credentialId, timings, now);

@@ -148,7 +148,7 @@ export function redeemFailureError(failure: RedeemFailure, purpose: RedemptionPu
       return zenovaError('ZN_ERR_CP_TOKEN_USED', `The token was already used at ${failure.usedAt.toISOString()}; ${newCommand(purpose)}.`);
     case 'superseded':
       return zenovaError(
-        'ZN_ERR_CP_TOKEN_EXPIRED',
+        'ZN_ERR_CP_TOKEN_SUPERSEDED',
         `The token was replaced by a newer command issued at ${failure.invalidatedAt.toISOString()}; run the newest command.`,
       );
     case 'expired':

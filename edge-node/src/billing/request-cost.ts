@@ -56,7 +56,8 @@ export function worstCaseOutputTokens(ctx: PipelineContext, perChoiceDefault: nu
  * How many times the request's fee applies: once for a model request; for MCP, once per billable
  * call (`tools/call`, jsonrpc-message.ts BILLABLE_METHODS) the POSTed message or batch holds, so a
  * batch of 100 tool calls costs 100 × callMicros; GET and DELETE hold none. The method is part of the
- * envelope guardrails never rewrite, so the body as received tells it.
+ * envelope guardrails never rewrite, so the body as received tells it: the tool server gets the
+ * caller's text only when it parses to this very body, else this body re-serialised (mcp-call.ts sentBody).
  */
 export function feeCount(ctx: PipelineContext): number {
   if (ctx.api !== 'mcp') return 1;

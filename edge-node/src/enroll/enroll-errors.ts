@@ -22,14 +22,24 @@ function newTokenCommand(mode: TokenUse): string {
   return `\`zenova gateway-node ${mode === 'install' ? 'install' : mode}-command NAME\``;
 }
 
+/** What the control plane's answer says beyond its code, for the advice that names it. */
+export interface TokenErrorDetails {
+  retryAfterSeconds?: number;
+  /** ZN_ERR_CP_TOKEN_SUPERSEDED: when the command that replaced the token was issued (ISO 8601). */
+  replacedAt?: string;
+}
+
 /** Advice for one control-plane error code, or undefined for codes without fixed advice. */
-export function tokenErrorMessage(code: string, mode: TokenUse, retryAfterSeconds?: number): string | undefined {
+export function tokenErrorMessage(code: string, mode: TokenUse, details: TokenErrorDetails = {}): string | undefined {
   const issue = newTokenCommand(mode);
+  const { retryAfterSeconds, replacedAt } = details;
   switch (code) {
     case 'ZN_ERR_CP_TOKEN_UNKNOWN':
       return `the token is not known to this control plane (mistyped, or issued by another control plane): copy the command again, or issue a new one with ${issue}`;
     case 'ZN_ERR_CP_TOKEN_EXPIRED':
       return `the token has expired (tokens are valid for 24 hours): issue a new one with ${issue}`;
+    case 'ZN_ERR_CP_TOKEN_SUPERSEDED':
+      return `the token was replaced by a newer command${replacedAt === undefined ? '' : ` issued at ${replacedAt}`}: run the newest command (or, if it is lost, issue a new one with ${issue})`;
     case 'ZN_ERR_CP_TOKEN_USED':
       return `the token was already used: issue a new ${mode} command with ${issue}`;
     case 'ZN_ERR_CP_TOKEN_WRONG_KIND':

@@ -26,7 +26,7 @@ import { describeIssues } from '../zod-issues.js';
 import { ENROLL_PATH, PREFLIGHT_PATH, PRODUCT, enrollResponseSchema, errorBodySchema, preflightResponseSchema } from './enroll-api.js';
 import type { EnrollRequest, EnrollResponse, PreflightResponse } from './enroll-api.js';
 import { EnrollError, tokenErrorMessage } from './enroll-errors.js';
-import type { EnrollMode, TokenUse } from './enroll-errors.js';
+import type { EnrollMode, TokenErrorDetails, TokenUse } from './enroll-errors.js';
 import { redemptionKeyFor, removeEnrollAttempt } from './enroll-attempt.js';
 import { requestJson } from './https-json.js';
 import { inspectPreviousNode, isSpoolInUse, keepPreviousNodeReason, retirePreviousNode } from './retire-node-state.js';
@@ -34,6 +34,13 @@ import type { PreviousNode, RetiredState } from './retire-node-state.js';
 import { ProxySettingError } from '../net/proxy-policy.js';
 import { ProxyConnectError, proxyAdvice } from '../net/proxy-tunnel.js';
 import type { JsonRequest, JsonResponse } from './https-json.js';
+
+/** The control plane's refusals that settle the token for good: a rerun with the same key cannot be answered. */
+const FINAL_TOKEN_REFUSAL = /^ZN_ERR_CP_(?:TOKEN_[A-Z_]+|NODE_DELETED)$/;
+
+function isFinalTokenRefusal(code: string | undefined): boolean {
+  return code !== undefined && FINAL_TOKEN_REFUSAL.test(code);
+}
 
 /** DESIGN §7: a host whose clock is further off than this cannot be trusted with expiries. */
 export const MAX_CLOCK_SKEW_MS = 30_000;
@@ -150,12 +157,13 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   if (preflight.redemptionKeys === true) body.redemptionKey = await redemptionKeyFor(store, token, now);
   const response = await call({ method: 'POST', url: new URL(ENROLL_PATH.slice(1), base), body });
   if (response.status !== 200) {
-    // A 4xx with the control plane's own code is decided before its transaction commits (the token
-    // unknown, used, expired…): nothing was redeemed, there is no answer to retry. A 5xx may come
-    // after the commit (its reply from PostgreSQL lost: ZN_ERR_CP_DATABASE_UNAVAILABLE with the token
-    // already used), as may a proxy's 502: the attempt is kept for a rerun.
+    // Only a decision about the token itself (unknown, used, expired, replaced, of the wrong kind,
+    // its node deleted) ends the attempt: no rerun with this key can be answered. Anything else keeps
+    // it for a rerun: a 5xx may come after the commit (its reply from PostgreSQL lost), as may a
+    // proxy's 502, and a refusal that never looked at the token (a 429 rate limit, a malformed body)
+    // may follow an earlier redemption whose answer was lost.
     const refused = errorBodySchema.safeParse(response.body);
-    if (response.status >= 400 && response.status < 500 && refused.success && refused.data.error.code?.startsWith('ZN_ERR_CP_') === true) await removeEnrollAttempt(store);
+    if (response.status >= 400 && response.status < 500 && refused.success && isFinalTokenRefusal(refused.data.error.code)) await removeEnrollAttempt(store);
     throw controlPlaneRefusal(response, mode, token, 'enrollment');
   }
   const parsed = enrollResponseSchema.safeParse(response.body);
@@ -269,13 +277,23 @@ async function runPreflight(
   return preflight;
 }
 
+/** The issue time a ZN_ERR_CP_TOKEN_SUPERSEDED message names; only a timestamp is taken from the server's text. */
+function replacedAtIn(serverMessage: string): Pick<TokenErrorDetails, 'replacedAt'> {
+  const at = /issued at (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?Z)/.exec(serverMessage)?.[1];
+  return at !== undefined && Number.isFinite(Date.parse(at)) ? { replacedAt: at } : {};
+}
+
 /** A non-200 answer of the control plane's token API as one operator line (never the token). */
 export function controlPlaneRefusal(response: JsonResponse, mode: TokenUse, token: string, what: string): EnrollError {
   const parsed = errorBodySchema.safeParse(response.body);
   const code = parsed.success ? parsed.data.error.code : undefined;
   const serverMessage = parsed.success ? parsed.data.error.message : undefined;
   const retryAfter = Number(response.headers['retry-after']);
-  const advice = code === undefined ? undefined : tokenErrorMessage(code, mode, Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined);
+  const details: TokenErrorDetails = {
+    ...(Number.isFinite(retryAfter) && retryAfter >= 0 ? { retryAfterSeconds: retryAfter } : {}),
+    ...(serverMessage !== undefined ? replacedAtIn(serverMessage) : {}),
+  };
+  const advice = code === undefined ? undefined : tokenErrorMessage(code, mode, details);
   if (code !== undefined && advice !== undefined) return new EnrollError(code, `${advice} (${code})`);
   const detail = [code, serverMessage === undefined ? undefined : quote(serverMessage, token)].filter((x) => x !== undefined).join(': ');
   return new EnrollError(code ?? `HTTP_${response.status}`, `the control plane refused ${what} with HTTP ${response.status}${detail === '' ? '' : ` (${detail})`}`);

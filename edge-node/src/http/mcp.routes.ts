@@ -8,6 +8,8 @@ export function registerMcpRoutes(app: FastifyInstance, deps: PipelineDeps): voi
   app.route({
     method: ['POST', 'GET', 'DELETE'],
     url: '/mcp/:server',
+    // The tool server gets the caller's JSON-RPC as sent (mcp-call.ts), not a re-serialised parse.
+    config: { keepBodyText: true },
     handler: (request, reply) => runPipeline(request, reply, deps, { api: 'mcp', surface: 'tools' }),
   });
 }

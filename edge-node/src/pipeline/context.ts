@@ -142,6 +142,12 @@ export type UpstreamReply =
        * drops what the rules cannot check but the answer does without (a chat answer's `logprobs`).
        */
       keepChecked?(): void;
+      /**
+       * The answer as the upstream wrote it, sent instead of `body` serialised when this returns it
+       * (MCP: a tool server's JSON goes on unchanged, 64-bit integers and numbers' form kept,
+       * unless something rewrote it). Asked at delivery, after the output guardrails.
+       */
+      asWritten?(): string | undefined;
       /** See the raw kind's `failure`. */
       failure?: ErrorCode;
     }
@@ -225,6 +231,8 @@ export interface PipelineContext {
     readonly rawHeaders: readonly string[];
     /** Route parameters, e.g. { server } for /mcp/:server. */
     readonly params: Readonly<Record<string, string>>;
+    /** The JSON body's text as received, kept only for routes that relay it as sent (MCP: http/body-text.ts). */
+    readonly bodyText?: string | undefined;
   };
   /** The parsed JSON body as received (undefined for GET). The forward stage sends `forwardBody`. */
   readonly body: unknown;

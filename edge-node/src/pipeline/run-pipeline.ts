@@ -16,6 +16,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
+import { bodyTextOf } from '../http/body-text.js';
 import { API_HANDLERS } from '../providers/api-handlers.js';
 import { serialiseSse } from '../providers/sse.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
@@ -77,6 +78,7 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
       headers: request.headers,
       rawHeaders: request.raw.rawHeaders,
       params: (request.params as Record<string, string> | undefined) ?? NO_PARAMS,
+      bodyText: bodyTextOf(request),
     },
     body: request.body,
     deps,
@@ -232,7 +234,7 @@ class PipelineRun {
     // cannot be (nested deeper than the engine's stack) must not be recorded as delivered.
     let payload: string;
     try {
-      payload = JSON.stringify(answer.body);
+      payload = answer.asWritten?.() ?? JSON.stringify(answer.body);
     } catch (err) {
       await this.deliverUnserialisable(err);
       return;

@@ -69,7 +69,17 @@ export function recordRequestBody(ctx: PipelineContext, body: unknown): void {
   sentBodies.set(ctx, body);
 }
 
+/** Bodies a provider sent as the caller's own text (MCP), recorded as that text. */
+const sentTexts = new WeakMap<PipelineContext, string>();
+
+/** The body to record for `ctx` as the text that was sent, when that is the caller's text rather than a serialised body. */
+export function recordRequestBodyText(ctx: PipelineContext, text: string): void {
+  sentTexts.set(ctx, text);
+}
+
 function requestBodyText(ctx: PipelineContext): string | null {
+  const sent = sentTexts.get(ctx);
+  if (sent !== undefined) return sent;
   // What was forwarded (after input guardrails masked it), else what arrived.
   const body = sentBodies.get(ctx) ?? ctx.forwardBody ?? ctx.body;
   if (body === undefined) return null;

@@ -197,7 +197,8 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     if (dataExisted) await makeDataDirPrivate(host(layout.data));
     undo.push(async () => {
       // data/ goes only if this run made it and it holds no identity (the token was refused), nor an
-      // enrollment attempt whose answer was lost (rerunning the same command retries it with its key).
+      // enrollment attempt a rerun may still need (an answer lost, or a refusal such as a rate limit
+      // that did not settle the token): rerunning the same command retries it with its key.
       const keep = await pathExists(host(`${layout.data}/identity.json`)) || await pathExists(host(`${layout.data}/${ENROLL_ATTEMPT_FILE}`));
       if (!dataExisted && !keep) await rm(host(layout.data), { recursive: true, force: true });
     });

@@ -1,10 +1,13 @@
 // The node's key for a tool server never reaches a caller through the tool server's answer: a tool
 // server (or a proxy's debug page in front of it) whose 400 repeats its request headers would
 // otherwise hand `Authorization: Bearer <key>` to anyone holding a Zenova API key. Relayed JSON and
-// other non-stream bodies have the key replaced, as written and JSON-escaped.
+// other non-stream bodies have the key replaced, however they escape it: a key may hold any printable
+// ASCII (`"`, `\`, `&`, `<`, `>`), which JSON encoders write as `\"`, `\\`, `\u0026`, `\u003C`…
 import { createServer } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
+import type { Test } from 'tap';
 import { buildApp } from '../../../edge-node/src/app.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
@@ -56,6 +59,72 @@ t.test('a tool server answer that repeats the request headers reaches the caller
   }
 });
 
+/** A node in front of a tool server that answers every call with `answer(request headers)`; the node's key for it is `apiKey`. */
+async function echoingNode(t: Test, apiKey: string, answer: (headers: IncomingHttpHeaders) => { contentType: string; body: string }): Promise<() => Promise<string>> {
+  const tool = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const { contentType, body } = answer(req.headers);
+      res.writeHead(400, { 'content-type': contentType });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => tool.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => tool.close(() => resolve())));
+  const bundle = testBundle({
+    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('key-mcp', caller.sha256)],
+    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers: [{ name: 'tools', url: `http://127.0.0.1:${(tool.address() as AddressInfo).port}/mcp`, apiKey, timeoutMs: 10_000, callMicros: 0 }],
+  });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: 'node-mcp' } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  return async () => {
+    const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    t.equal(res.status, 400, 'the answer is relayed');
+    return res.text();
+  };
+}
+
+/** `text` with `&`, `<`, `>` (and, with `all`, `"` and `'`) as `\u00XX` escapes in `hex` case, as Go's and .NET's JSON encoders write them. */
+function htmlSafeJson(text: string, hex: 'lower' | 'upper', all = false): string {
+  const pattern = all ? /[&<>']|\\"/g : /[&<>]/g;
+  return text.replace(pattern, (c) => {
+    const code = `\\u${(c === '\\"' ? '"' : c).charCodeAt(0).toString(16).padStart(4, '0')}`;
+    return hex === 'upper' ? code.toUpperCase().replace('\\U', '\\u') : code;
+  });
+}
+
+const ESCAPED_KEYS = ['key"with\\quote-0042', 'key&with<go>-0042', "key'with&<>\"all-0042"];
+
+t.test('a key with characters JSON escapes is not handed out in a JSON answer, however the encoder escaped it', async (t) => {
+  for (const apiKey of ESCAPED_KEYS) {
+    for (const encoder of ['JSON.stringify', 'Go (\\u0026)', '.NET (\\u0022, \\u003C)'] as const) {
+      const call = await echoingNode(t, apiKey, (headers) => {
+        const json = JSON.stringify({ error: 'bad request', echoed: headers });
+        return { contentType: 'application/json', body: encoder === 'JSON.stringify' ? json : htmlSafeJson(json, encoder.startsWith('Go') ? 'lower' : 'upper', encoder.startsWith('.NET')) };
+      });
+      const text = await call();
+      const parsed = JSON.parse(text) as { echoed: { authorization: string } };
+      t.equal(parsed.echoed.authorization, 'Bearer [redacted]', `${JSON.stringify(apiKey)} via ${encoder}: the key is redacted`);
+      t.notOk(text.includes(apiKey) || text.includes(JSON.stringify(apiKey).slice(1, -1)), `${JSON.stringify(apiKey)} via ${encoder}: in no form`);
+    }
+  }
+});
+
+t.test('a key with characters JSON or HTML escapes is not handed out in a body that is not JSON', async (t) => {
+  const apiKey = 'key"with\\quote&<go>-0042';
+  const escaped = JSON.stringify(apiKey).slice(1, -1);
+  const forms = [apiKey, escaped, htmlSafeJson(escaped, 'lower'), htmlSafeJson(escaped, 'upper', true), apiKey.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')];
+  const call = await echoingNode(t, apiKey, () => ({ contentType: 'text/html', body: `<pre>${forms.map((form) => `authorization: Bearer ${form}`).join('\n')}</pre>` }));
+  const text = await call();
+  t.equal(text, `<pre>${forms.map(() => 'authorization: Bearer [redacted]').join('\n')}</pre>`, 'every form is redacted, and only the key');
+});
+
 t.test('the key is replaced wherever it occurs, and nothing else changes', async (t) => {
   const key = 'abcdefgh/12345678';
   t.equal(withoutSecret(Buffer.from(`x${key}y${key}`), key).toString(), 'x[redacted]y[redacted]');
@@ -63,4 +132,10 @@ t.test('the key is replaced wherever it occurs, and nothing else changes', async
   const plain = Buffer.from('nothing secret here at all');
   t.equal(withoutSecret(plain, key), plain, 'an answer without the key is the same buffer');
   t.equal(withoutSecret(plain, null), plain, 'no key, nothing to replace');
+  const quoted = 'key"with\\quote&<>-0042';
+  for (const form of ['key\\"with\\\\quote\\u0026\\u003c\\u003e-0042', 'key\\u0022with\\u005Cquote\\u0026\\u003C\\u003E-0042', 'key&quot;with\\quote&amp;&#60;&#x3E;-0042']) {
+    t.equal(withoutSecret(Buffer.from(`[${form}]`), quoted).toString(), '[[redacted]]', `escaped as ${form}`);
+  }
+  const bytes = Buffer.from('caf\u00e9 \u00ff abcdefgh/12345678 \u4e2d');
+  t.equal(withoutSecret(bytes, key).toString(), 'caf\u00e9 \u00ff [redacted] \u4e2d', 'bytes that are not ASCII are kept');
 });

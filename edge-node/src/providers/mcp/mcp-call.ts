@@ -2,7 +2,8 @@
  * The `mcp` API (surface `tools`): /mcp/{server} relays MCP streamable-HTTP calls to the tool
  * server of that name in the node's config, under the pipeline's auth, limits and recording.
  * POST carries JSON-RPC (checked as an envelope here; the tool server judges the rest), GET opens
- * the server's event stream, DELETE ends a session. JSON answers become json replies (so output
+ * the server's event stream, DELETE ends a session. Bodies go on as written both ways (sentBody,
+ * asWritten) unless the node rewrote them. JSON answers become json replies (so output
  * guardrails see tool results); event streams and anything else are relayed as they come, checked
  * by guardMcpOutput (from guardrails-out) when the key's policy has output rules. A session belongs
  * to the key that opened it (session-owners.ts). Billing (docs/billing.md, "Tool calls"): a tool
@@ -26,11 +27,13 @@ import { toolServerFor, toolServerName } from '../../routing/route-tool-server.j
 import { parseJsonOrUndefined, readBodyBounded } from '../../upstream/read-body.js';
 import { classifyUpstreamFailure, isAbort, upstreamStatusError } from '../../upstream/upstream-failure.js';
 import { releaseConcurrencySlot } from '../../rate-limit/node-rate-limiter.js';
-import { recordRequestBody } from '../../spool/request-record-builder.js';
+import { recordRequestBody, recordRequestBodyText } from '../../spool/request-record-builder.js';
 import { describeIssues } from '../../zod-issues.js';
 import type { ApiHandler } from '../api-handler.js';
+import { losesStrings } from '../json-string-slots.js';
 import { isPartial, uncheckedTextMessage } from '../partial-texts.js';
 import { isRecord } from '../text-slot.js';
+import type { DirtyMark } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
 import { callLabel, jsonRpcPostSchema, jsonTexts, messageTexts } from './jsonrpc-message.js';
 import type { JsonRpcPost } from './jsonrpc-message.js';
@@ -63,8 +66,10 @@ const NODE_SIDE_STATUSES = new Set([401, 403, 407]);
 /** What identify parsed for forward; kept beside the context (a batch is not a forwardBody object). */
 interface McpCall {
   method: ToolServerMethod;
-  /** The validated, caller-owned copy of the body that is sent (guardrails' masks land in it). */
+  /** The validated, node-owned copy of the body (guardrails' masks land in it); sent as the caller's text unless masked (sentBody). */
   payload?: JsonRpcPost;
+  /** Dirty once an input mask rewrote `payload`. */
+  masked?: DirtyMark;
   /** Recorded as served.model: the JSON-RPC method, `batch`, or the HTTP method for GET/DELETE. */
   label: string;
   /** The body of a non-JSON, non-stream answer, for output guardrails (decoded only when they have rules). */
@@ -120,13 +125,15 @@ export const mcpApi: ApiHandler = {
     if (!parsed.success) return reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${describeIssues(parsed.error, 1).join('; ')}`);
     const payload = parsed.data;
     if (!Array.isArray(payload)) ctx.forwardBody = payload;
-    // The record keeps what is sent (masked), batches too (an array is no forwardBody).
+    // The record keeps what is sent (masked), batches too (an array is no forwardBody); forward
+    // records the caller's text instead when that is what goes.
     recordRequestBody(ctx, payload);
-    ctx.inputTexts = messageTexts(payload);
+    const masked: DirtyMark = { dirty: false };
+    ctx.inputTexts = messageTexts(payload, masked);
     ctx.estimatedInputTokens = ctx.inputTexts.reduce((sum, slot) => sum + estimateTokens(slot.text), 0);
     // MCP clients accept both; whether the answer streams is the tool server's choice.
     ctx.stream = accepts(ctx, 'text/event-stream') && !accepts(ctx, 'application/json');
-    calls.set(ctx, { method: 'POST', payload, label: callLabel(payload) });
+    calls.set(ctx, { method: 'POST', payload, masked, label: callLabel(payload) });
     return undefined;
   },
 
@@ -140,7 +147,10 @@ export const mcpApi: ApiHandler = {
       const admitted = ctx.deps.sessionOwners.admit(server.name, sessionId, ctx.key.id);
       if (admitted === 'refused') return reject('ZN_ERR_TOOL_SESSION_NOT_FOUND');
       // The binding could not be read: a 404 would make the client drop a session that may be its own.
-      if (admitted === 'unreadable') return reject('ZN_ERR_TOOL_SESSION_UNAVAILABLE');
+      if (admitted === 'unreadable') {
+        ctx.responseHeaders['retry-after'] = '1';
+        return reject('ZN_ERR_TOOL_SESSION_UNAVAILABLE', 'The node could not read which API key this MCP session belongs to; retry the call with the same Mcp-Session-Id.');
+      }
     }
     // GET streams free their concurrency slot once relayed (relayStream): they have a limit of their own.
     if (calls.get(ctx)?.method === 'GET') return admitGetStream(ctx);
@@ -166,7 +176,7 @@ export const mcpApi: ApiHandler = {
       response = await callToolServer(server, {
         method: call.method,
         callerHeaders: ctx.http.headers,
-        ...(call.payload !== undefined ? { body: JSON.stringify(call.payload) } : {}),
+        ...(call.payload !== undefined ? { body: sentBody(ctx, call, call.payload) } : {}),
         requestId: ctx.requestId,
         signal: ctx.callerGone,
         onSent: () => (delivery.sent = true),
@@ -222,6 +232,7 @@ export const mcpApi: ApiHandler = {
       ctx.upstreamMs = elapsed(ctx, started);
       // A session file the node could not write is not the tool server's failure.
       attempt(unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE' ? 'ok' : 'status', status);
+      if (unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE') ctx.responseHeaders['retry-after'] = '1';
       return reject(unbound);
     }
 
@@ -248,7 +259,7 @@ export const mcpApi: ApiHandler = {
         return rejectWith(delivered ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
       }
       ctx.upstreamMs = elapsed(ctx, started);
-      ctx.reply = replyOf(ctx, call, status, headers, contentType, withoutSecret(bytes, server.apiKey), failure);
+      ctx.reply = replyOf(ctx, call, status, headers, contentType, bytes, server.apiKey, failure);
     }
     attempt(failure === undefined ? 'ok' : 'status', status);
     if (failure === undefined) served();
@@ -281,32 +292,140 @@ function afterDelivery(call: McpCall, server: string, error: ZenovaError): Zenov
   );
 }
 
-const REDACTED_SECRET = Buffer.from('[redacted]');
+/**
+ * The POST's body for the tool server: the caller's text as received (ctx.http.bodyText), so the
+ * protocol goes on unchanged (integers past 2^53, numbers as written), unless an input mask rewrote
+ * the payload, or the text holds strings the parse dropped (a duplicate key: JSON.parse keeps the
+ * last value, which guardrails checked and feeCount counted; a server keeping the first would run
+ * something else). Then it is the payload re-serialised: what was checked and counted is what goes.
+ */
+function sentBody(ctx: PipelineContext, call: McpCall, payload: JsonRpcPost): string {
+  const received = ctx.http.bodyText;
+  if (received !== undefined && call.masked?.dirty !== true) {
+    // The parser skipped a byte order mark; a tool server's may not.
+    const text = received.charCodeAt(0) === 0xfeff ? received.slice(1) : received;
+    if (!losesStrings(text, payload)) {
+      recordRequestBodyText(ctx, text);
+      return text;
+    }
+  }
+  return JSON.stringify(payload);
+}
+
+const REDACTED_SECRET = '[redacted]';
+/** Keys shorter than this are not searched for: they would match ordinary text. */
+const MIN_SECRET_CHARS = 8;
+
+/**
+ * Whether `bytes` may hold the key in some form: every form has the key's longest run of letters
+ * and digits as written (JSON and HTML escape only the other characters), so most answers are
+ * passed by one search.
+ */
+function mayHoldSecret(bytes: Buffer, secret: string): boolean {
+  let anchor = '';
+  for (const run of secret.match(/[A-Za-z0-9]+/g) ?? []) if (run.length > anchor.length) anchor = run;
+  return bytes.length >= secret.length && (anchor === '' || bytes.includes(anchor));
+}
 
 /**
  * The answer with every occurrence of the node's key for the tool server replaced: a tool server
  * (or a proxy's debug page in front of it) that repeats its request headers in a body, a 400's
  * above all, must not hand that key to a caller; the bundle carries it so that callers never see it.
- * As written and JSON-escaped (`/` as `\/`). Event streams are relayed as they come and not rewritten.
+ * For a body that is not JSON (a JSON answer is redacted in its parsed strings: redactSecret), in
+ * every form an error page may write it: as written, with each character other than a letter or
+ * digit JSON-escaped (`\"`, `\\`, `\/`, `\u0026` or `\u003C`, mixed as any encoder mixes them) or
+ * HTML-escaped (`&amp;`, `&#38;`, `&#x26;`). Event streams are relayed as they come and not rewritten.
  */
 export function withoutSecret(bytes: Buffer, secret: string | null): Buffer {
-  if (secret === null || secret.length < 8 || bytes.length < secret.length) return bytes;
-  let out = bytes;
-  for (const form of new Set([secret, secret.replaceAll('/', '\\/')])) {
-    const needle = Buffer.from(form);
-    let at = out.indexOf(needle);
-    if (at === -1) continue;
-    const parts: Buffer[] = [];
-    let from = 0;
-    while (at !== -1) {
-      parts.push(out.subarray(from, at), REDACTED_SECRET);
-      from = at + needle.length;
-      at = out.indexOf(needle, from);
+  if (secret === null || secret.length < MIN_SECRET_CHARS || !mayHoldSecret(bytes, secret)) return bytes;
+  // One character per byte: the key's UTF-8 and each escape are matched without decoding the body.
+  const text = bytes.toString('latin1');
+  const out = text.replace(secretForms(secret), REDACTED_SECRET);
+  return out === text ? bytes : Buffer.from(out, 'latin1');
+}
+
+const HTML_NAMED: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' };
+
+/** A pattern matching `secret` in every form withoutSecret names, in a latin1 view of the bytes. */
+function secretForms(secret: string): RegExp {
+  let source = '';
+  for (const char of secret) {
+    if (/^[A-Za-z0-9]$/.test(char)) {
+      source += char;
+      continue;
     }
-    parts.push(out.subarray(from));
-    out = Buffer.concat(parts);
+    const forms = [escapeRegExp(Buffer.from(char, 'utf8').toString('latin1'))];
+    const escaped = JSON.stringify(char).slice(1, -1);
+    if (escaped.startsWith('\\') && !escaped.startsWith('\\u')) forms.push(escapeRegExp(escaped));
+    if (char === '/') forms.push('\\\\/');
+    let units = '';
+    for (let i = 0; i < char.length; i += 1) units += `\\\\u${eitherCaseHex(char.charCodeAt(i), 4)}`;
+    forms.push(units);
+    const code = char.codePointAt(0)!;
+    forms.push(`&#0*${code};`, `&#[xX]0*${eitherCaseHex(code, 1)};`);
+    if (HTML_NAMED[char] !== undefined) forms.push(HTML_NAMED[char]);
+    source += `(?:${forms.join('|')})`;
   }
-  return out;
+  return new RegExp(source, 'g');
+}
+
+/** `n` in hex, at least `digits` long, each letter matching either case. */
+function eitherCaseHex(n: number, digits: number): string {
+  return n.toString(16).padStart(digits, '0').replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+}
+
+/**
+ * The node's key for the tool server replaced in every string value and object key of a parsed
+ * JSON answer at `box[0]` (JSON.parse decoded whatever escapes it was written with). Returns
+ * whether it was found: the answer is then sent re-serialised, not as written.
+ */
+function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boolean {
+  if (secret === null || secret.length < MIN_SECRET_CHARS || !mayHoldSecret(bytes, secret)) return false;
+  let found = false;
+  const pending: Array<[Record<string | number, unknown>, string | number]> = [[box as unknown as Record<number, unknown>, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [holder, key] = next;
+    const value = holder[key];
+    if (typeof value === 'string') {
+      if (value.includes(secret)) {
+        setOwn(holder, key, value.replaceAll(secret, REDACTED_SECRET));
+        found = true;
+      }
+    } else if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i += 1) pending.push([value as unknown as Record<number, unknown>, i]);
+    } else if (isRecord(value)) {
+      let object = value;
+      if (Object.keys(object).some((name) => name.includes(secret))) {
+        // Rebuilt with the same order of keys.
+        const renamed: Record<string, unknown> = {};
+        for (const name of Object.keys(object)) setOwn(renamed, name.replaceAll(secret, REDACTED_SECRET), object[name]);
+        setOwn(holder, key, renamed);
+        object = renamed;
+        found = true;
+      }
+      for (const name of Object.keys(object)) pending.push([object, name]);
+    }
+  }
+  return found;
+}
+
+/** defineProperty: an own "__proto__" key from JSON.parse stays a plain property. */
+function setOwn(holder: Record<string | number, unknown>, key: string | number, value: unknown): void {
+  Object.defineProperty(holder, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
+/**
+ * A JSON answer's text as the tool server wrote it (UTF-8 decoded, a byte order mark dropped), or
+ * undefined when it holds strings the parse dropped (a duplicate key): what was checked is sent.
+ */
+function answerText(bytes: Buffer, parsed: unknown): string | undefined {
+  const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+  const text = (bom ? bytes.subarray(3) : bytes).toString('utf8');
+  return losesStrings(text, parsed) ? undefined : text;
 }
 
 /** A redirect is not followed (nor passed on: the caller would leave the node): the tool server's URL is wrong. */
@@ -352,17 +471,22 @@ function noteSession(ctx: PipelineContext, call: McpCall, status: number, return
  * that is not one; the runner records the texts after them), anything else as its bytes.
  */
 function replyOf(
-  ctx: PipelineContext, call: McpCall, status: number, headers: Record<string, string>, contentType: string, bytes: Buffer, failure: ErrorCode | undefined,
+  ctx: PipelineContext, call: McpCall, status: number, headers: Record<string, string>, contentType: string, received: Buffer, secret: string | null, failure: ErrorCode | undefined,
 ): UpstreamReply {
-  const answer = contentType.startsWith('application/json') && bytes.length > 0 ? parseJsonOrUndefined(bytes) : undefined;
+  const answer = contentType.startsWith('application/json') && received.length > 0 ? parseJsonOrUndefined(received) : undefined;
   if (answer !== undefined) {
     // Any JSON, a JSON-RPC message or not (a `{"detail": …}` error body, a bare string): a bare
     // value is boxed, so a mask can replace it.
     const box: [unknown] = [answer];
-    const texts = jsonTexts(box);
-    const body = typeof answer === 'object' && answer !== null ? answer : new BoxedJson(box);
-    return { kind: 'json', status, headers, body, texts, failure };
+    // Dirty once the key's redaction or an output mask rewrote the answer: only then is it
+    // re-serialised (which would round integers past 2^53 and rewrite numbers' form).
+    const rewritten: DirtyMark = { dirty: redactSecret(box, received, secret) };
+    const texts = jsonTexts(box, rewritten);
+    const value = box[0];
+    const body = typeof value === 'object' && value !== null ? value : new BoxedJson(box);
+    return { kind: 'json', status, headers, body, texts, failure, asWritten: () => (rewritten.dirty ? undefined : answerText(received, answer)) };
   }
+  const bytes = withoutSecret(received, secret);
   if (bytes.length > 0) call.rawBody = bytes;
   replaceResponseText(ctx, bytes.toString('utf8'), MAX_RESPONSE_TEXT_CHARS);
   return { kind: 'raw', status, headers, body: oneChunk(bytes), failure };
