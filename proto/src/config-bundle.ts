@@ -6,7 +6,7 @@
  * the node pinned at enrollment. The node verifies the signature BEFORE parsing, then this schema,
  * then that the version is not older than what it has.
  */
-import { createPublicKey, verify } from 'node:crypto';
+import { createHash, createPublicKey, verify } from 'node:crypto';
 import { z } from 'zod';
 
 export const CONFIG_BUNDLE_SCHEMA_VERSION = 1;
@@ -162,6 +162,17 @@ export function canonicalJson(value: unknown): string {
     .filter(([, v]) => v !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+}
+
+/**
+ * SHA-256 of a bundle's content: its canonical JSON without `issuedAt`, the one member that
+ * differs between two builds of one version. Equal for the same config at the same version built
+ * by any control-plane replica at any time; different when a database restore made one version
+ * number stand for another config (Hello.applied_config_content_sha256).
+ */
+export function configContentSha256(bundleBytes: Uint8Array): Buffer {
+  const { issuedAt: _issuedAt, ...content } = JSON.parse(Buffer.from(bundleBytes).toString('utf8')) as Record<string, unknown>;
+  return createHash('sha256').update(canonicalJson(content), 'utf8').digest();
 }
 
 export type BundleCheck =

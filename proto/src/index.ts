@@ -19,6 +19,7 @@ export {
   MAX_BUNDLE_ITEMS,
   configBundleSchema,
   canonicalJson,
+  configContentSha256,
   verifyConfigBundle,
   toolServerSchema,
   priceSchema,

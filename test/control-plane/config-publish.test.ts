@@ -9,7 +9,7 @@ import { configSigningKeyId } from '../../control-plane/src/config/bundle-builde
 import { latestConfigVersion } from '../../control-plane/src/config/config-changes.js';
 import { findNodeById } from '../../control-plane/src/nodes/node-repository.js';
 import { toNodeView, type NodeView } from '../../control-plane/src/nodes/node-view.js';
-import { verifyConfigBundle, type ConfigBundle, type ConfigPush } from '../../proto/src/index.js';
+import { configContentSha256, verifyConfigBundle, type ConfigBundle, type ConfigPush } from '../../proto/src/index.js';
 import { testDatabase } from '../fixtures/postgres.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { changeConfig, seedConfig } from './bundle-seed.js';
@@ -144,6 +144,51 @@ t.test('a node already on the latest version is not pushed until something chang
   const version = await changeConfig(pool);
   const push = await conn.nextConfigPush('the push of the change');
   t.equal(push.version, BigInt(version), 'the first push is the change: nothing went out at hello');
+});
+
+t.test('a node on the newest version with this control plane\'s content, built by another gateway, is neither pushed nor moves the versions', async (t) => {
+  const node = await enrolledNode(pool, settings);
+  const { conn: first } = await liveSession(t, port, identity.caPem, node);
+  const served = await first.nextConfigPush('the push after hello');
+  first.ackConfig(served.version);
+  first.end();
+  // Another replica builds the bundle afresh (another issuedAt): the content is what counts.
+  const other = await startTestGateway(t, { pool: testPool(t, db.url), settings, identity });
+  gateways.push(other);
+  const conn = connectNode(t, other.server.port, identity.caPem, { nodeId: node.id, credential: node.credential });
+  conn.send(helloFor(node, { appliedConfigVersion: served.version, highestAppliedConfigVersion: served.version, appliedConfigContentSha256: configContentSha256(served.bundle) }));
+  t.ok((await conn.next('HelloAck')).helloAck);
+  const version = await changeConfig(pool);
+  t.equal(version, Number(served.version) + 1, 'the versions did not move on');
+  const push = await conn.nextConfigPush('the push of the change');
+  t.equal(push.version, BigInt(version), 'the first push is the change: nothing went out at hello');
+});
+
+t.test('a node on the newest version with other content (a restored database) moves the versions on and is pushed the current config', async (t) => {
+  const node = await enrolledNode(pool, settings);
+  const latest = await latestConfigVersion(pool);
+  const conn = connectNode(t, port, identity.caPem, { nodeId: node.id, credential: node.credential });
+  // Before the restore, this number was another config.
+  conn.send(helloFor(node, { appliedConfigVersion: BigInt(latest), highestAppliedConfigVersion: BigInt(latest), appliedConfigContentSha256: Buffer.alloc(32, 7) }));
+  t.ok((await conn.next('HelloAck')).helloAck);
+  const push = await conn.nextConfigPush('the push after hello');
+  t.equal(push.version, BigInt(latest + 1), 'a version past the node\'s');
+  t.equal(await latestConfigVersion(pool), latest + 1, 'recorded');
+  t.equal(opened(push).version, latest + 1);
+  conn.ackConfig(push.version);
+  await waitFor(async () => ((await viewOf(node.id)).appliedConfigVersion === latest + 1 ? true : undefined), { what: 'the applied version to be recorded' });
+  t.ok(logLines(gateway, 'the node serves another config under this control plane\'s newest version (database restored from a backup?): config versions continue past it so every node takes the current config').some((l) => l.nodeId === node.id), 'logged');
+});
+
+t.test('a node that serves nothing but had applied a version past the newest (its mark) moves the versions past the mark', async (t) => {
+  const node = await enrolledNode(pool, settings);
+  const latest = await latestConfigVersion(pool);
+  const conn = connectNode(t, port, identity.caPem, { nodeId: node.id, credential: node.credential });
+  // Its cache was rolled back: it serves no config, and refuses versions below its mark.
+  conn.send(helloFor(node, { appliedConfigVersion: 0n, highestAppliedConfigVersion: BigInt(latest + 40) }));
+  t.ok((await conn.next('HelloAck')).helloAck);
+  const push = await conn.nextConfigPush('the push after hello');
+  t.equal(push.version, BigInt(latest + 41), 'a version past the mark, which the node takes');
 });
 
 t.test('50 changes in a burst: the node, acking each push, ends on the latest version with fewer pushes than changes', async (t) => {

@@ -114,3 +114,13 @@ t.test('versions continue past a version a node applied (a restored database), o
   t.equal(await continueVersionsPast(pool, next + MAX_VERSION_CATCH_UP + 1), 'too-far');
   t.equal(await latestConfigVersion(pool), next, 'a report too far ahead changes nothing');
 });
+
+t.test('versions continue past the newest version when a node holds another config under it, once', async (t) => {
+  const latest = await latestConfigVersion(pool);
+  t.equal(await continueVersionsPast(pool, latest - 1, { sameVersionDiffers: true }), 'already', 'an older version is pushed the ordinary way');
+  const moved = await continueVersionsPast(pool, latest, { sameVersionDiffers: true });
+  t.equal(moved, latest + 1);
+  t.equal(await latestConfigVersion(pool), latest + 1);
+  await waitFor(() => notified.includes(latest + 1), { what: 'the notification of the continued version', timeoutMs: 5_000 });
+  t.equal(await continueVersionsPast(pool, latest, { sameVersionDiffers: true }), 'already', 'a second session holding the same version moves nothing');
+});

@@ -177,6 +177,10 @@ t.test('a malformed message ends the session with MESSAGE_INVALID naming the fie
     conn.send(helloFor({ id: '00000000-0000-4000-8000-000000000000', name: node.name }));
   });
   t.match(otherNode, /does not match the node id/);
+  const shortHash = await expectRefused(t, auth, 'MESSAGE_INVALID', grpc.status.INVALID_ARGUMENT, (conn) => {
+    conn.send(helloFor(node, { appliedConfigVersion: 3n, appliedConfigContentSha256: Buffer.alloc(31) }));
+  });
+  t.match(shortHash, /hello\.appliedConfigContentSha256: must be a SHA-256/);
 
   const { conn } = await liveSession(t, port, identity.caPem, node);
   conn.send({ heartbeat: { sentAt: 1n, requests5m: -5n, errors5m: 0n, spoolBytes: 0n, backfillBacklog: 0n, appliedConfigVersion: 0n, ready: true } });

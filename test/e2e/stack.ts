@@ -126,6 +126,9 @@ export interface NodeView {
   onboardingStage: string | null;
   version: string | null;
   lastHeartbeatAt: string | null;
+  appliedConfigVersion: number | null;
+  configVersionsBehind: number | null;
+  configError: { version: number; code: string; message: string } | null;
 }
 
 export async function nodeView(cp: ControlPlane, name: string): Promise<NodeView> {

@@ -5,7 +5,7 @@ import { readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
-import { canonicalJson } from '../../proto/src/index.js';
+import { canonicalJson, configContentSha256 } from '../../proto/src/index.js';
 import type { ConfigPush } from '../../proto/src/index.js';
 import { createConfigApplier } from '../../edge-node/src/config/apply-bundle.js';
 import { BundleCache } from '../../edge-node/src/config/bundle-cache.js';
@@ -42,7 +42,8 @@ t.test('a newer bundle is cached (0600, in a 0700 dir) and applied, and the one 
   await t.rejects(stat(cache.file('previous')), { code: 'ENOENT' }, 'no previous before the second version');
   t.match(lines.find((l) => l.msg === 'config applied'), { version: 1 });
 
-  t.same(await applier.apply(push(2)), { ok: true, version: 2, changed: true });
+  const second = push(2);
+  t.same(await applier.apply(second), { ok: true, version: 2, changed: true });
   t.equal(await cachedVersion(cache.file('current')), 2);
   t.equal(await cachedVersion(cache.file('previous')), 1);
   t.equal((await stat(cache.file('previous'))).mode & 0o777, 0o600);
@@ -51,8 +52,31 @@ t.test('a newer bundle is cached (0600, in a 0700 dir) and applied, and the one 
   t.equal(stored.bundle, canonicalJson(JSON.parse(stored.bundle)), 'the bundle is kept as its exact signed canonical text');
 
   const before = await readFile(cache.file('current'), 'utf8');
-  t.same(await applier.apply(push(2)), { ok: true, version: 2, changed: false }, 'the same version again is acknowledged without a change');
+  t.same(await applier.apply(second), { ok: true, version: 2, changed: false }, 'the same bundle again is acknowledged without a change');
   t.equal(await readFile(cache.file('current'), 'utf8'), before, 'and nothing is rewritten');
+});
+
+t.test('a push of the served version with other content (a restored control plane) is applied; the same content issued again is not', async (t) => {
+  const { applier, holder, cache, push } = setup(t);
+  const before = newCallerKey();
+  const after = newCallerKey();
+  t.match(await applier.apply(push(7, { keys: [bundleKey('k', before.sha256)] })), { ok: true, version: 7, changed: true });
+
+  // After a restore, the control plane's version 7 is another config: here the key is revoked.
+  const other = push(7, { keys: [bundleKey('k', before.sha256, { status: 'revoked' }), bundleKey('k2', after.sha256)] });
+  t.same(await applier.apply(other), { ok: true, version: 7, changed: true }, 'applied, not acknowledged as already applied');
+  const snapshot = holder.current();
+  t.ok(snapshot.ready && snapshot.config.apiKeys?.has(after.sha256) === true, 'the new content is served');
+  t.equal(JSON.parse(await readFile(cache.file('current'), 'utf8')).bundle, Buffer.from(other.bundle).toString('utf8'), 'and cached');
+  t.same(applier.servedContentSha256(), configContentSha256(other.bundle), 'hello reports the served content');
+  t.equal(applier.highestAppliedVersion(), 7);
+
+  // The same config built again by another replica differs only in issuedAt: nothing to apply.
+  const reissued = push(7, { keys: [bundleKey('k', before.sha256, { status: 'revoked' }), bundleKey('k2', after.sha256)], issuedAt: '2030-01-01T00:00:00.000Z' });
+  t.notSame(Buffer.from(reissued.bundle), Buffer.from(other.bundle), 'the bytes differ');
+  const cached = await readFile(cache.file('current'), 'utf8');
+  t.same(await applier.apply(reissued), { ok: true, version: 7, changed: false });
+  t.equal(await readFile(cache.file('current'), 'utf8'), cached, 'nothing is rewritten');
 });
 
 t.test('a bundle with routes the node cannot serve is applied, and a warning names each alias and why', async (t) => {

@@ -89,6 +89,19 @@ t.test('current.json removed: refused too, previous.json is not a silent way bac
   t.match(started.holder.current(), { ready: false, reason: /CONFIG_ROLLED_BACK.*missing.*version 10/ });
 });
 
+t.test('a node serving nothing or an older version still reports its mark as its highest applied version, for hello', async (t) => {
+  const { stateDir, identity, cache } = await appliedNineThenTen(t);
+  const applied = await loadEnrolledConfig(stateDir, identity, createLogger({ level: 'silent' }));
+  t.equal(applied.applier.highestAppliedVersion(), 10, 'serving v10');
+  t.ok(applied.applier.servedContentSha256(), 'with its content hash');
+
+  await rm(cache.file('current'));
+  const notReady = await loadEnrolledConfig(stateDir, identity, createLogger({ level: 'silent' }));
+  t.equal(notReady.applier.servedVersion(), 0, 'serves nothing');
+  t.equal(notReady.applier.servedContentSha256(), undefined, 'so no content hash');
+  t.equal(notReady.applier.highestAppliedVersion(), 10, 'the mark: versions below it are refused');
+});
+
 t.test('a damaged current.json: previous.json is served, at error level, and /readyz and status say it is older', async (t) => {
   const { stateDir, identity, push, cache } = await appliedNineThenTen(t);
   const current = JSON.parse(await readFile(cache.file('current'), 'utf8')) as { bundle: string };

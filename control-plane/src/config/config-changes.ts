@@ -79,21 +79,29 @@ export const MAX_VERSION_CATCH_UP = 1_000_000;
  * than one they applied, so without this they would keep the config they had — changes the restore
  * undid included — and take none made after it until the versions pass theirs. Records a change
  * that moves the versions past `applied` (the config itself is unchanged) and notifies every
- * session, so every node is pushed the current config. Returns the new version; 'already' when the
- * versions are past `applied` by now (another replica or session moved them), 'too-far' when
- * `applied` is more than MAX_VERSION_CATCH_UP past them (nothing is changed).
+ * session, so every node is pushed the current config. `sameVersionDiffers`: the node holds the
+ * newest version here but another config under that number (the restore's versions have caught up
+ * with the node's), so the versions move on even when `applied` is the newest. Returns the new
+ * version; 'already' when the versions are past `applied` by now (another replica or session moved
+ * them, or a change was made), 'too-far' when `applied` is more than MAX_VERSION_CATCH_UP past
+ * them (nothing is changed).
  */
-export async function continueVersionsPast(pool: pg.Pool, applied: number): Promise<number | 'already' | 'too-far'> {
+export async function continueVersionsPast(
+  pool: pg.Pool,
+  applied: number,
+  opts: { sameVersionDiffers?: boolean } = {},
+): Promise<number | 'already' | 'too-far'> {
   const client = await pool.connect();
   try {
     await client.query('begin');
     await lockConfigChanges(client);
     const latest = await latestConfigVersion(client);
-    if (applied <= latest || applied - latest > MAX_VERSION_CATCH_UP) {
+    const passed = opts.sameVersionDiffers === true ? applied < latest : applied <= latest;
+    if (passed || applied - latest > MAX_VERSION_CATCH_UP) {
       await client.query('rollback');
-      return applied <= latest ? 'already' : 'too-far';
+      return passed ? 'already' : 'too-far';
     }
-    await client.query("select setval(pg_get_serial_sequence('config_changes', 'version'), $1::bigint)", [applied]);
+    if (applied > latest) await client.query("select setval(pg_get_serial_sequence('config_changes', 'version'), $1::bigint)", [applied]);
     const { rows } = await client.query<{ version: string }>(
       "insert into config_changes (entity, entity_id, action) values ('installation', null, 'versions-continued') returning version",
     );

@@ -29,6 +29,12 @@ const helloSchema = z.object({
   hostname: text(255),
   arch: text(32),
   appliedConfigVersion: counter,
+  // Absent from an older node (PROTOCOL.md): taken as 0 and as no hash.
+  highestAppliedConfigVersion: counter.optional(),
+  appliedConfigContentSha256: z
+    .instanceof(Uint8Array)
+    .refine((hash) => hash.byteLength === 0 || hash.byteLength === 32, 'must be a SHA-256 (32 bytes)')
+    .optional(),
 });
 
 const heartbeatSchema = z.object({
@@ -59,7 +65,13 @@ const rotationAckSchema = z.object({
   credentialId: z.string().min(1, 'is required').max(64),
 });
 
-export interface ValidHello extends Omit<Hello, 'appliedConfigVersion'> { appliedConfigVersion: number }
+export interface ValidHello extends Omit<Hello, 'appliedConfigVersion' | 'highestAppliedConfigVersion' | 'appliedConfigContentSha256'> {
+  appliedConfigVersion: number;
+  /** The node's mark (0 when it sent none): it refuses versions below it. */
+  highestAppliedConfigVersion: number;
+  /** The served bundle's configContentSha256; undefined when the node sent none. */
+  appliedConfigContentSha256: Buffer | undefined;
+}
 
 export interface ValidConfigAck {
   version: number;
@@ -111,7 +123,15 @@ export function parseNodeMessage(message: NodeMessage): ParsedNodeMessage {
     case 'hello': {
       const result = helloSchema.safeParse(message.hello);
       if (!result.success) return { kind: 'invalid', reason: describeIssues(payload, result.error) };
-      return { kind: 'hello', hello: toNumbers(result.data) };
+      const { highestAppliedConfigVersion, appliedConfigContentSha256, ...facts } = result.data;
+      return {
+        kind: 'hello',
+        hello: {
+          ...toNumbers(facts),
+          highestAppliedConfigVersion: Number(highestAppliedConfigVersion ?? 0n),
+          appliedConfigContentSha256: appliedConfigContentSha256 !== undefined && appliedConfigContentSha256.byteLength > 0 ? Buffer.from(appliedConfigContentSha256) : undefined,
+        },
+      };
     }
     case 'heartbeat': {
       const result = heartbeatSchema.safeParse(message.heartbeat);

@@ -15,6 +15,7 @@ import {
   NODE_ID_METADATA_KEY,
   MAX_PROTOCOL_VERSION_FACT,
   PROTOCOL_VERSION,
+  configContentSha256,
   isCompatibleProtocol,
   type ControlMessage,
   type CredentialRotationAck,
@@ -421,7 +422,7 @@ export class NodeSession implements RegisteredSession {
       },
     );
     this.configSync.startFrom(hello.appliedConfigVersion);
-    await this.continueRestoredVersions(hello.appliedConfigVersion);
+    await this.continueRestoredVersions(hello);
     await this.pushConfig({ refresh: true });
     await this.maybeRotate();
     for (const handler of this.ctx.handlers ?? []) {
@@ -432,16 +433,21 @@ export class NodeSession implements RegisteredSession {
 
   // ---- config ----
 
-  /** Pushes the latest config when the node is behind; a failure is logged and retried later, never fatal. */
   /**
-   * A node that applied a version past this control plane's newest means a database restored from
-   * a backup: the versions move on past it (config-changes.ts), so this node and every other takes
-   * the current config instead of refusing it as older than what it has.
+   * A node that applied a version past this control plane's newest, or that serves the newest
+   * version with other content, means a database restored from a backup: the versions move on past
+   * it (config-changes.ts), so this node and every other takes the current config instead of
+   * refusing it as older than what it has or taking it as synced. The node's mark counts as well as
+   * the version it serves: it refuses versions below it even while it serves none.
    */
-  private async continueRestoredVersions(applied: number): Promise<void> {
+  private async continueRestoredVersions(hello: ValidHello): Promise<void> {
+    const applied = Math.max(hello.appliedConfigVersion, hello.highestAppliedConfigVersion);
     try {
-      if (applied <= (await this.ctx.config.publisher.latestVersion())) return;
-      const version = await continueVersionsPast(this.ctx.pool, applied);
+      const latest = await this.ctx.config.publisher.latestVersion();
+      if (applied < latest) return;
+      const sameVersionDiffers = applied === latest;
+      if (sameVersionDiffers && !(await this.servesOtherConfigAt(latest, hello))) return;
+      const version = await continueVersionsPast(this.ctx.pool, applied, { sameVersionDiffers });
       if (version === 'already') return;
       if (version === 'too-far') {
         this.log.warn({ appliedConfigVersion: applied, maxCatchUp: MAX_VERSION_CATCH_UP }, 'the node reports a config version too far past this control plane\'s to continue from; versions left as they are');
@@ -450,7 +456,9 @@ export class NodeSession implements RegisteredSession {
       this.ctx.config.publisher.noteVersion(version);
       this.log.warn(
         { appliedConfigVersion: applied, version },
-        'the node had applied a config version past this control plane\'s newest (database restored from a backup?): config versions continue past it so every node takes the current config',
+        sameVersionDiffers
+          ? 'the node serves another config under this control plane\'s newest version (database restored from a backup?): config versions continue past it so every node takes the current config'
+          : 'the node had applied a config version past this control plane\'s newest (database restored from a backup?): config versions continue past it so every node takes the current config',
       );
     } catch (err) {
       // The push below still runs; the next hello tries again.
@@ -458,6 +466,19 @@ export class NodeSession implements RegisteredSession {
     }
   }
 
+  /**
+   * True when the node serves `version` but not this control plane's config of that version (its
+   * content hash differs). A node that sent no hash (an older release) is taken as holding ours.
+   */
+  private async servesOtherConfigAt(version: number, hello: ValidHello): Promise<boolean> {
+    if (hello.appliedConfigVersion !== version || hello.appliedConfigContentSha256 === undefined) return false;
+    const ours = await this.ctx.config.publisher.bundleFor(this.nodeId);
+    // A change made meanwhile (a newer version) is pushed the ordinary way.
+    if (ours === undefined || ours.version !== version) return false;
+    return !configContentSha256(ours.bytes).equals(hello.appliedConfigContentSha256);
+  }
+
+  /** Pushes the latest config when the node is behind; a failure is logged and retried later, never fatal. */
   private async pushConfig(opts: { refresh?: boolean } = {}): Promise<void> {
     const sync = this.configSync;
     if (!this.isLive || sync === undefined) return;

@@ -242,6 +242,10 @@ export async function serve(opts: ServeOptions): Promise<number> {
             ready: configHolder.current().ready,
           };
         },
+        helloConfig: () => ({
+          highestAppliedConfigVersion: configApplier.highestAppliedVersion(),
+          appliedConfigContentSha256: configApplier.servedContentSha256(),
+        }),
         onIdentity: takeIdentity,
         onConfigPush: async (push) => {
           const outcome = await configApplier.apply(push);

@@ -1,7 +1,9 @@
 /**
  * Applying a pushed config bundle: verify (signature with the pinned key, canonical form, schema),
- * check it is for this node, apply the version rule (older: refused; equal: acknowledged again;
- * newer: applied), build the runtime config, write the cache (durably) and only then swap it in.
+ * check it is for this node, apply the version rule (older: refused; equal with the same content:
+ * acknowledged again; newer, or equal with other content: applied), build the runtime config, write
+ * the cache (durably) and only then swap it in. One version can stand for two configs after the
+ * control plane's database was restored from a backup, so an equal version is compared by content.
  * Pushes are applied one at a time in arrival order. Any refusal leaves the node on its last good
  * config and is reported with a code for the ack and a log line.
  *
@@ -14,6 +16,7 @@
  * A replica that does not hold the control link takes the bundles the holder wrote to the cache
  * through `followCache`, verified the same way.
  */
+import { configContentSha256 } from '../../../proto/src/index.js';
 import type { Logger } from '../logger.js';
 import type { AppliedVersionMark } from './applied-version.js';
 import { checkBundle } from './bundle-cache.js';
@@ -79,6 +82,13 @@ export interface ConfigApplier {
    * (a re-enrollment while serving) — that config is the previous installation's, not this one's.
    */
   servedVersion(): number;
+  /** SHA-256 of the served bundle's content (configContentSha256); undefined when `servedVersion()` is 0. */
+  servedContentSha256(): Buffer | undefined;
+  /**
+   * The highest version applied under the current trust: the mark, or the served version when
+   * higher. Pushes below it are refused, so the control plane must count past it (hello carries it).
+   */
+  highestAppliedVersion(): number;
   /** True while the served config verified under another trust than the current one (a re-enrollment while serving). */
   servesPreviousTrust(): boolean;
 }
@@ -117,6 +127,19 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
   const servesPreviousTrust = (): boolean => servingTrust !== undefined && !sameTrust(servingTrust, trust);
   /** The served version when it is comparable (same trust), else 0. */
   const servedVersion = (): number => (servingTrust !== undefined && !servesPreviousTrust() ? holder.appliedVersion() : 0);
+  /** The served entry's content hash, computed once per entry. */
+  let servedContent: { entry: CachedBundle; sha256: Buffer } | undefined;
+  const servedContentSha256 = (): Buffer | undefined => {
+    if (servedVersion() === 0 || serving === undefined) return undefined;
+    if (servedContent?.entry !== serving) servedContent = { entry: serving, sha256: configContentSha256(Buffer.from(serving.bundle, 'utf8')) };
+    return servedContent.sha256;
+  };
+  /** True when `bytes` are the served config: its version, served as applied, with the same content. */
+  const servesSame = (version: number, bytes: Uint8Array): boolean => {
+    const snapshot = holder.current();
+    if (version !== servedVersion() || !snapshot.ready || snapshot.olderThanApplied !== undefined) return false;
+    return servedContentSha256()?.equals(configContentSha256(bytes)) === true;
+  };
 
   /** Older than this is refused: the served version, and the highest ever applied. */
   const floor = async (): Promise<{ version: number; fromMark: boolean }> => {
@@ -144,8 +167,7 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
           : `version ${version} is older than the applied version ${lowest.version}`,
       );
     }
-    const snapshot = holder.current();
-    if (version === servedVersion() && snapshot.ready && snapshot.olderThanApplied === undefined) {
+    if (servesSame(version, push.bundle)) {
       logger.debug({ version }, 'config already applied');
       return { ok: true, version, changed: false };
     }
@@ -185,9 +207,7 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     // Missing, damaged or mid-way: the holder's next write (or this node's next start) tells.
     if (read === 'missing' || 'code' in read) return undefined;
     const { entry, value } = read;
-    const snapshot = holder.current();
-    const served = servedVersion();
-    if (entry.version < served || (entry.version === served && snapshot.ready && snapshot.olderThanApplied === undefined)) return undefined;
+    if (entry.version < servedVersion() || servesSame(entry.version, Buffer.from(entry.bundle, 'utf8'))) return undefined;
     const lowest = await floor();
     if (entry.version < lowest.version) return undefined;
     const appliedAt = entry.appliedAt !== undefined ? new Date(entry.appliedAt) : now();
@@ -210,6 +230,8 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     followCache: () => enqueue(followNow),
     trust: () => trust,
     servedVersion,
+    servedContentSha256,
+    highestAppliedVersion: () => Math.max(servedVersion(), mark?.highest(trust) ?? 0),
     servesPreviousTrust,
     setTrust(next) {
       if (sameTrust(next, trust)) return false;

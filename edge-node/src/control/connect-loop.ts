@@ -21,7 +21,7 @@ import { saveControlStatus } from './control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord } from './control-status.js';
 import { FALLBACK_CODES, needsOperator, refusalAdvice } from './refusal-advice.js';
 import { runSession } from './session.js';
-import type { ConfigPushResult, HeartbeatFigures, NodeFacts, SessionEnd } from './session.js';
+import type { ConfigPushResult, HeartbeatFigures, HelloConfigFacts, NodeFacts, SessionEnd } from './session.js';
 
 export const DEFAULT_RECONNECT_BASE_MS = 1_000;
 export const DEFAULT_RECONNECT_MAX_MS = 60_000;
@@ -54,6 +54,8 @@ export interface ConnectLoopOptions {
   logger: Logger;
   facts: NodeFacts;
   figures: () => HeartbeatFigures;
+  /** See SessionOptions.helloConfig. */
+  helloConfig?: () => HelloConfigFacts;
   /** Applies a pushed config bundle (see SessionOptions.onConfigPush). */
   onConfigPush?: (push: ConfigPush) => Promise<ConfigPushResult>;
   /** Backfill and credit leases (control-channel.ts); handed to every session. */
@@ -257,6 +259,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         credential,
         facts: opts.facts,
         figures,
+        ...(opts.helloConfig !== undefined ? { helloConfig: opts.helloConfig } : {}),
         ...(opts.onConfigPush !== undefined ? { onConfigPush: opts.onConfigPush } : {}),
         ...(opts.channels !== undefined ? { channels: opts.channels } : {}),
         logger,

@@ -42,6 +42,14 @@ export interface HeartbeatFigures {
   ready: boolean;
 }
 
+/** What the hello says of the node's config besides the served version (HeartbeatFigures.appliedConfigVersion). */
+export interface HelloConfigFacts {
+  /** The highest version applied under this enrollment (config-applied-version.json); 0: none. */
+  highestAppliedConfigVersion: number;
+  /** configContentSha256 of the served bundle; undefined when the served version counts as 0. */
+  appliedConfigContentSha256: Uint8Array | undefined;
+}
+
 /** What the node says about itself in its hello. */
 export interface NodeFacts {
   version: string;
@@ -70,6 +78,8 @@ export interface SessionOptions {
   credential: StoredCredential;
   facts: NodeFacts;
   figures: () => HeartbeatFigures;
+  /** Read for each hello: after a database restore the control plane counts versions past these. */
+  helloConfig?: () => HelloConfigFacts;
   /**
    * Makes `next` the node's current credential, keeping `inUse` as previous. Must resolve only once
    * the file is durable: the acknowledgement is sent after it resolves, never before.
@@ -366,6 +376,7 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
       }
     });
 
+    const helloConfig = opts.helloConfig?.();
     call.write({
       hello: {
         nodeId: identity.nodeId,
@@ -376,6 +387,12 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
         arch: opts.facts.arch,
         // The control plane pushes the latest at once when this is behind.
         appliedConfigVersion: int64(opts.figures().appliedConfigVersion),
+        ...(helloConfig !== undefined
+          ? {
+              highestAppliedConfigVersion: int64(helloConfig.highestAppliedConfigVersion),
+              ...(helloConfig.appliedConfigContentSha256 !== undefined ? { appliedConfigContentSha256: Buffer.from(helloConfig.appliedConfigContentSha256) } : {}),
+            }
+          : {}),
       },
     });
   });

@@ -158,6 +158,23 @@ export interface Hello {
    * serves verified under an earlier enrollment's node id or signing key (re-enrolled while serving).
    */
   appliedConfigVersion: bigint;
+  /**
+   * The highest config version the node ever applied under this enrollment (its
+   * config-applied-version.json); above applied_config_version when the node serves an older
+   * config or none (its cache rolled back or damaged); absent or 0 without a mark (added in v1,
+   * additive). The node refuses versions below it, so after a database restore the control plane
+   * moves its versions past it as past applied_config_version.
+   */
+  highestAppliedConfigVersion?:
+    | bigint
+    | undefined;
+  /**
+   * SHA-256 of the served bundle's content: its canonical JSON without `issuedAt`
+   * (configContentSha256 in proto/src/config-bundle.ts); absent when applied_config_version is 0
+   * (added in v1, additive). After a database restore one version number can stand for another
+   * config: the control plane compares it with its own bundle of that version.
+   */
+  appliedConfigContentSha256?: Buffer | undefined;
 }
 
 /**
@@ -758,6 +775,8 @@ function createBaseHello(): Hello {
     hostname: "",
     arch: "",
     appliedConfigVersion: 0n,
+    highestAppliedConfigVersion: undefined,
+    appliedConfigContentSha256: undefined,
   };
 }
 
@@ -786,6 +805,17 @@ export const Hello: MessageFns<Hello> = {
         throw new globalThis.Error("value provided for field message.appliedConfigVersion of type int64 too large");
       }
       writer.uint32(56).int64(message.appliedConfigVersion);
+    }
+    if (message.highestAppliedConfigVersion !== undefined) {
+      if (BigInt.asIntN(64, message.highestAppliedConfigVersion) !== message.highestAppliedConfigVersion) {
+        throw new globalThis.Error(
+          "value provided for field message.highestAppliedConfigVersion of type int64 too large",
+        );
+      }
+      writer.uint32(64).int64(message.highestAppliedConfigVersion);
+    }
+    if (message.appliedConfigContentSha256 !== undefined) {
+      writer.uint32(74).bytes(message.appliedConfigContentSha256);
     }
     return writer;
   },
@@ -859,6 +889,22 @@ export const Hello: MessageFns<Hello> = {
             message.appliedConfigVersion = reader.int64() as bigint;
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.highestAppliedConfigVersion = reader.int64() as bigint;
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.appliedConfigContentSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -896,6 +942,16 @@ export const Hello: MessageFns<Hello> = {
         : isSet(object.applied_config_version)
         ? BigInt(object.applied_config_version)
         : 0n,
+      highestAppliedConfigVersion: isSet(object.highestAppliedConfigVersion)
+        ? BigInt(object.highestAppliedConfigVersion)
+        : isSet(object.highest_applied_config_version)
+        ? BigInt(object.highest_applied_config_version)
+        : undefined,
+      appliedConfigContentSha256: isSet(object.appliedConfigContentSha256)
+        ? Buffer.from(bytesFromBase64(object.appliedConfigContentSha256))
+        : isSet(object.applied_config_content_sha256)
+        ? Buffer.from(bytesFromBase64(object.applied_config_content_sha256))
+        : undefined,
     };
   },
 
@@ -922,6 +978,12 @@ export const Hello: MessageFns<Hello> = {
     if (message.appliedConfigVersion !== 0n) {
       obj.appliedConfigVersion = message.appliedConfigVersion.toString();
     }
+    if (message.highestAppliedConfigVersion !== undefined) {
+      obj.highestAppliedConfigVersion = message.highestAppliedConfigVersion.toString();
+    }
+    if (message.appliedConfigContentSha256 !== undefined) {
+      obj.appliedConfigContentSha256 = base64FromBytes(message.appliedConfigContentSha256);
+    }
     return obj;
   },
 
@@ -939,6 +1001,11 @@ export const Hello: MessageFns<Hello> = {
     message.appliedConfigVersion = (object.appliedConfigVersion !== undefined && object.appliedConfigVersion !== null)
       ? BigInt(object.appliedConfigVersion)
       : 0n;
+    message.highestAppliedConfigVersion =
+      (object.highestAppliedConfigVersion !== undefined && object.highestAppliedConfigVersion !== null)
+        ? BigInt(object.highestAppliedConfigVersion)
+        : undefined;
+    message.appliedConfigContentSha256 = object.appliedConfigContentSha256 ?? undefined;
     return message;
   },
 };
