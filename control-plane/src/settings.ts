@@ -112,7 +112,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_GATEWAY_TRUST_BUNDLE', required: false, description: 'external mode: public CA PEM handed to nodes, who then trust only it (unset: the enrollment answer pins no CA, caPem "", and nodes verify the gateway against their system trust store)' },
   { name: 'ZENOVA_NODE_OFFLINE_AFTER_SECONDS', required: false, description: 'a node is offline this long after its last heartbeat (default 120)' },
   { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential (default ${30 * DAY_SECONDS}, 30 days)` },
-  { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old, at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS (default ${DAY_SECONDS})` },
+  { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old, at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS (default ${DAY_SECONDS}, or half the validity when that is shorter)` },
   { name: 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', required: false, description: 'a superseded credential keeps working this long after its node acknowledged (or first used) the new one (default 3600)' },
   { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: 'heartbeat interval asked of nodes, at least 100 (default 5000)' },
   { name: 'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', required: false, description: `lifetime of install tokens (default ${DAY_SECONDS}, 24 h)` },
@@ -270,6 +270,9 @@ const booleanFlag = raw.transform((value, ctx) => {
 });
 
 /** A duration in seconds (decimals allowed, for tests), returned in milliseconds. */
+/** The rotation age's default is worked out from the validity (loadSettings). */
+const ROTATE_AFTER_UNSET = -1;
+
 function seconds(defaultSeconds: number, minSeconds: number) {
   return raw.transform((value, ctx) => {
     if (value === undefined) return defaultSeconds * 1000;
@@ -322,7 +325,9 @@ const environmentSchema = z.object({
   ZENOVA_GATEWAY_TRUST_BUNDLE: filePath,
   ZENOVA_NODE_OFFLINE_AFTER_SECONDS: seconds(120, 1),
   ZENOVA_CREDENTIAL_VALIDITY_SECONDS: seconds(30 * DAY_SECONDS, 1),
-  ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: seconds(DAY_SECONDS, 0),
+  // Unset: a day, or half the validity when that is shorter (loadSettings), so a shorter validity
+  // set before the half-validity rule existed still starts.
+  ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: seconds(ROTATE_AFTER_UNSET, 0),
   ZENOVA_CREDENTIAL_HANDOVER_SECONDS: seconds(3600, 0),
   ZENOVA_HEARTBEAT_INTERVAL_MS: integer(5000, 100, 3_600_000),
   ZENOVA_INSTALL_TOKEN_TTL_SECONDS: seconds(DAY_SECONDS, 1),
@@ -355,7 +360,7 @@ const environmentSchema = z.object({
   // successor; a credential never rotated before it expires locks its node out.
   const rotateAfterMs = v.ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS;
   const validityMs = v.ZENOVA_CREDENTIAL_VALIDITY_SECONDS;
-  if (rotateAfterMs * 2 > validityMs) {
+  if (rotateAfterMs !== ROTATE_AFTER_UNSET * 1000 && rotateAfterMs * 2 > validityMs) {
     problem(
       'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS',
       `${rotateAfterMs / 1000} must be at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS ${validityMs / 1000} (at most ${Math.floor(validityMs / 2) / 1000}), ` +
@@ -398,7 +403,9 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     nodes: {
       offlineAfterMs: v.ZENOVA_NODE_OFFLINE_AFTER_SECONDS,
       credentialValidityMs: v.ZENOVA_CREDENTIAL_VALIDITY_SECONDS,
-      credentialRotateAfterMs: v.ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS,
+      credentialRotateAfterMs: v.ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS === ROTATE_AFTER_UNSET * 1000
+        ? Math.min(DAY_SECONDS * 1000, Math.floor(v.ZENOVA_CREDENTIAL_VALIDITY_SECONDS / 2))
+        : v.ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS,
       credentialHandoverMs: v.ZENOVA_CREDENTIAL_HANDOVER_SECONDS,
       heartbeatIntervalMs: v.ZENOVA_HEARTBEAT_INTERVAL_MS,
       installTokenTtlMs: v.ZENOVA_INSTALL_TOKEN_TTL_SECONDS,

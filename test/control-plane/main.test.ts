@@ -127,13 +127,14 @@ t.test('bad credit lease settings stop start-up with exit 2 naming each variable
   t.notMatch(output, /^\s+at /m, 'no stack trace');
 });
 
-t.test('a credential validity shorter than twice the rotation age stops start-up with exit 2 in one line naming both variables and their values', async (t) => {
+t.test('a credential validity shorter than twice the rotation age set stops start-up with exit 2 in one line naming both variables and their values', async (t) => {
   const port = await closedPort();
   const { code, output } = await run('rotate-after-validity', {
     ZENOVA_DATABASE_URL: `postgres://zenova@127.0.0.1:${port}/zenova`,
     ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN,
     ZENOVA_SECRET_ENC_KEY: SECRET_ENC_KEY,
-    ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '43200', // rotate-after left at its default, one day
+    ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '43200',
+    ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: '86400',
   });
   t.equal(code, 2);
   t.match(output, /^zenova-control: invalid settings:$/m);

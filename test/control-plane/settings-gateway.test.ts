@@ -102,12 +102,19 @@ t.test('contradictory gateway settings are refused naming the variable to change
     [/^ZENOVA_GATEWAY_PUBLIC_ADDRESS: host 'gw.example.com' must be one of ZENOVA_GATEWAY_HOSTS/]);
 });
 
-t.test('a rotation age above half the credential validity is refused naming both variables and their values', async (t) => {
-  t.match(problemsOf({ ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '43200' }),
+t.test('a rotation age set above half the credential validity is refused naming both variables and their values', async (t) => {
+  t.match(problemsOf({ ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '43200', ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: '86400' }),
     [/^ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: 86400 must be at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS 43200 \(at most 21600\)/]);
   t.match(problemsOf({ ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '100', ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: '50.5' }),
     [/^ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: 50\.5 must be at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS 100 \(at most 50\)/]);
   t.equal(loadSettings({ ...VALID, ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '172800' }).nodes.credentialRotateAfterMs, 86_400_000, 'exactly half is accepted');
+});
+
+t.test('an unset rotation age is a day, or half the validity when that is shorter, so a shorter validity set on its own still starts', async (t) => {
+  t.equal(loadSettings({ ...VALID, ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '43200' }).nodes.credentialRotateAfterMs, 21_600_000);
+  t.equal(loadSettings({ ...VALID, ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '7' }).nodes.credentialRotateAfterMs, 3_500);
+  t.equal(loadSettings(VALID).nodes.credentialRotateAfterMs, 86_400_000);
+  t.equal(loadSettings({ ...VALID, ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: '0' }).nodes.credentialRotateAfterMs, 0, 'an explicit 0 is kept');
 });
 
 t.test('each malformed new variable is reported with its name, the rule and the value', async (t) => {
