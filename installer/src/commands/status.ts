@@ -1,13 +1,15 @@
 /**
  * `zenova status [--json] [--install-dir D]`: the installed node as the host sees it — identity,
  * control plane and link (from the node's state dir, edge-node/src/status), version (the `current`
- * release), the service's state, readiness (/readyz), config version, spool and backlog.
+ * release), the service's state, readiness (/readyz) and the ingress certificate's expiry, config
+ * version, spool and backlog.
  * Exit 0 when a node is installed and enrolled, 1 otherwise.
  */
 import { readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { request } from 'undici';
 import type { Agent } from 'undici';
+import { EXPIRY_WARNING_DAYS } from '../../../edge-node/src/tls/caller-tls.js';
 import { StateDirMissingError, StateFileError, openStateStore } from '../../../edge-node/src/state/state-store.js';
 import { formatNodeStatus, readNodeStatus } from '../../../edge-node/src/status/node-status.js';
 import type { NodeStatusReport } from '../../../edge-node/src/status/node-status.js';
@@ -21,13 +23,15 @@ import { readNodeEnv } from '../install/env-file.js';
 import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
-import { installedTlsCert, loopbackTlsAgent } from '../install/node-tls-probe.js';
+import { certificateRefusal, certificateRefusalCode, installedLeaf, installedTlsCertFile, loopbackTlsAgent, servedCertificate } from '../install/node-tls-probe.js';
+import type { InstalledTlsCert } from '../install/node-tls-probe.js';
 import { readyzRequestOptions, readyzUrl } from '../install/readiness-wait.js';
 import { readUpdateState } from '../install/update-state.js';
 import type { UpdateState } from '../install/update-state.js';
 
 const HELP = 'status';
 const READYZ_TIMEOUT_MS = 2_000;
+const DAY_MS = 24 * 60 * 60_000;
 
 export const STATUS_USAGE = `Usage: zenova status [--json] [--install-dir D]
 
@@ -41,7 +45,20 @@ export interface InstalledStatus {
   installDir: string | null;
   version: string | null;
   service: { unit: string; state: ServiceState | 'not-installed' };
-  readiness: { url: string; ready: boolean; reason: string | null; configVersion: number | null; controlPlaneConnected: boolean | null } | null;
+  /**
+   * `certificateRefused`: the node answered TLS but the probe refused its certificate (`reason` says
+   * why and what to do), so whether it is ready is unknown. `certificate`: the installed certificate
+   * file the probe trusts (null for plain HTTP or an unreadable file), with its days left.
+   */
+  readiness: {
+    url: string;
+    ready: boolean;
+    reason: string | null;
+    certificateRefused: boolean;
+    configVersion: number | null;
+    controlPlaneConnected: boolean | null;
+    certificate: { file: string; notAfter: string; daysLeft: number } | null;
+  } | null;
   /** The state dir's report (identity, link, config, and spool figures where the node writes them). */
   node: NodeStatusReport | null;
   /** The last `--upgrade`'s outcome (data/update-state.json), or null when there was none. */
@@ -58,19 +75,33 @@ interface ReadyzBody {
   controlPlane?: { connected: boolean } | null;
 }
 
+/** The installed certificate file's leaf: its end of validity and whole days left (negative once expired). */
+function certificateValidity(cert: InstalledTlsCert, now = new Date()): NonNullable<InstalledStatus['readiness']>['certificate'] {
+  const notAfter = new Date(installedLeaf(cert.certPem).validTo);
+  return { file: cert.file, notAfter: notAfter.toISOString(), daysLeft: Math.floor((notAfter.getTime() - now.getTime()) / DAY_MS) };
+}
+
 /** /readyz of the node on loopback; over https (trusting only its certificate file) when `tls` says so. */
-async function readiness(listen: ListenAddress, tls: () => Promise<string | undefined>): Promise<InstalledStatus['readiness']> {
+async function readiness(listen: ListenAddress, tls: () => Promise<InstalledTlsCert | undefined>): Promise<InstalledStatus['readiness']> {
   let url = readyzUrl(listen);
   let agent: Agent | undefined;
+  let cert: InstalledTlsCert | undefined;
+  let certificate: NonNullable<InstalledStatus['readiness']>['certificate'] = null;
   try {
-    const certPem = await tls();
-    url = readyzUrl(listen, certPem !== undefined);
-    agent = certPem !== undefined ? loopbackTlsAgent(certPem) : undefined;
+    cert = await tls();
+    url = readyzUrl(listen, cert !== undefined);
+    if (cert !== undefined) certificate = certificateValidity(cert);
+    agent = cert !== undefined ? loopbackTlsAgent(cert.certPem) : undefined;
     const res = await request(url, readyzRequestOptions(READYZ_TIMEOUT_MS, agent));
     const body = (await res.body.json().catch(() => ({}))) as ReadyzBody;
-    return { url, ready: res.statusCode === 200, reason: body.reason ?? null, configVersion: body.configVersion ?? null, controlPlaneConnected: body.controlPlane?.connected ?? null };
+    return { url, ready: res.statusCode === 200, reason: body.reason ?? null, certificateRefused: false, configVersion: body.configVersion ?? null, controlPlaneConnected: body.controlPlane?.connected ?? null, certificate };
   } catch (err) {
-    return { url, ready: false, reason: `no answer (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, configVersion: null, controlPlaneConnected: null };
+    const refused = cert !== undefined ? certificateRefusalCode(err) : undefined;
+    if (cert !== undefined && refused !== undefined) {
+      const served = await servedCertificate(new URL(url).hostname.replace(/^\[|\]$/g, ''), listen.port, cert.certPem, READYZ_TIMEOUT_MS);
+      return { url, ready: false, reason: certificateRefusal(refused, cert, served), certificateRefused: true, configVersion: null, controlPlaneConnected: null, certificate };
+    }
+    return { url, ready: false, reason: `no answer (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, certificateRefused: false, configVersion: null, controlPlaneConnected: null, certificate };
   } finally {
     await agent?.close();
   }
@@ -102,7 +133,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     installDir: dir,
     version,
     service,
-    readiness: listen === undefined ? null : await readiness(listen, () => installedTlsCert(host.hostRoot, layout)),
+    readiness: listen === undefined ? null : await readiness(listen, () => installedTlsCertFile(host.hostRoot, layout)),
     node,
     lastUpgrade: updates?.lastUpgrade ?? null,
     upgradeInterrupted: updates?.inProgress === undefined ? null : { from: updates.inProgress.from, to: updates.inProgress.to, at: updates.inProgress.at },
@@ -127,13 +158,22 @@ export function statusJson(status: InstalledStatus): unknown {
 const INSTALLED_NOT_ENROLLED_ADVICE =
   'run the install command again (the same one while its token is valid, else a new one from `zenova gateway-node install-command NAME`), or, if the node was enrolled before, re-enroll it with `zenova gateway-node reenroll-command NAME` and the printed `--reenroll` command';
 
+/** The installed certificate's expiry; within EXPIRY_WARNING_DAYS (node-edge's warning) a warning, not a failure. */
+function ingressCertificateRow(c: NonNullable<NonNullable<InstalledStatus['readiness']>['certificate']>): string {
+  const days = `${c.daysLeft} day${c.daysLeft === 1 ? '' : 's'} left`;
+  if (c.daysLeft < 0) return `EXPIRED: ${c.file} expired on ${c.notAfter}: renew it, replace the files and \`systemctl reload node-edge\``;
+  if (c.daysLeft < EXPIRY_WARNING_DAYS) return `RENEW SOON: ${c.file} expires on ${c.notAfter} (${days}): renew it, replace the files and \`systemctl reload node-edge\``;
+  return `${c.file}, valid until ${c.notAfter} (${days})`;
+}
+
 export function formatInstalledStatus(status: InstalledStatus): string {
   const row = (label: string, value: string): string => `${`${label}:`.padEnd(15)}${value}\n`;
   if (!status.installed || status.installDir === null) return row('node', status.error ?? 'not installed');
   let out = row('install dir', status.installDir) + row('version', status.version ?? 'unknown (no current release)') + row('service', `${status.service.unit} ${status.service.state}`);
   if (status.readiness !== null) {
     const r = status.readiness;
-    out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `NOT READY: ${r.reason ?? 'unknown'}`);
+    out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `${r.certificateRefused ? 'UNKNOWN' : 'NOT READY'}: ${r.reason ?? 'unknown'}`);
+    if (r.certificate !== null) out += row('ingress cert', ingressCertificateRow(r.certificate));
   }
   const i = status.upgradeInterrupted;
   if (i !== null) out += row('upgrade', `INTERRUPTED: ${i.from} → ${i.to} started at ${i.at} and never finished; run the upgrade command again to finish it (or switch back)`);
