@@ -171,8 +171,50 @@ export function canonicalJson(value: unknown): string {
  * number stand for another config (Hello.applied_config_content_sha256).
  */
 export function configContentSha256(bundleBytes: Uint8Array): Buffer {
-  const { issuedAt: _issuedAt, ...content } = JSON.parse(Buffer.from(bundleBytes).toString('utf8')) as Record<string, unknown>;
-  return createHash('sha256').update(canonicalJson(content), 'utf8').digest();
+  const bytes = Buffer.from(bundleBytes.buffer, bundleBytes.byteOffset, bundleBytes.byteLength);
+  // A bundle is canonical JSON (verifyConfigBundle refuses any other), so its content is its bytes
+  // with the top-level issuedAt member cut out: hashed as it lies, without parsing and re-writing
+  // megabytes on every hello and every replica's cache poll.
+  const member = topLevelIssuedAt(bytes);
+  if (member === undefined) {
+    const { issuedAt: _issuedAt, ...content } = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
+    return createHash('sha256').update(canonicalJson(content), 'utf8').digest();
+  }
+  return createHash('sha256').update(bytes.subarray(0, member.start)).update(bytes.subarray(member.end)).digest();
+}
+
+const ISSUED_AT_KEY = Buffer.from('"issuedAt":"');
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * Where the top-level `"issuedAt":"…"` member lies in canonical JSON bytes, with the comma that
+ * joins it to a neighbour (so what is left is the canonical JSON of the rest), or undefined when the
+ * bytes do not look like a canonical object with that member as a string.
+ */
+function topLevelIssuedAt(bytes: Buffer): { start: number; end: number } | undefined {
+  if (bytes[0] !== 0x7b) return undefined;
+  let depth = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const c = bytes[i];
+    if (c === QUOTE) {
+      const previous = bytes[i - 1];
+      if (depth === 1 && (previous === 0x7b || previous === 0x2c) && bytes.subarray(i, i + ISSUED_AT_KEY.length).equals(ISSUED_AT_KEY)) {
+        const close = bytes.indexOf(QUOTE, i + ISSUED_AT_KEY.length);
+        if (close < 0 || bytes.subarray(i + ISSUED_AT_KEY.length, close).includes(BACKSLASH)) return undefined;
+        const end = close + 1;
+        if (previous === 0x2c) return { start: i - 1, end };
+        return bytes[end] === 0x2c ? { start: i, end: end + 1 } : { start: i, end };
+      }
+      // Skip the string, escapes included.
+      for (i++; i < bytes.length && bytes[i] !== QUOTE; i++) if (bytes[i] === BACKSLASH) i++;
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+    }
+  }
+  return undefined;
 }
 
 export type BundleCheck =

@@ -135,10 +135,12 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     return servedContent.sha256;
   };
   /** True when `bytes` are the served config: its version, served as applied, with the same content. */
-  const servesSame = (version: number, bytes: Uint8Array): boolean => {
+  const servesSame = (version: number, bytes: () => Uint8Array, text?: string): boolean => {
     const snapshot = holder.current();
     if (version !== servedVersion() || !snapshot.ready || snapshot.olderThanApplied !== undefined) return false;
-    return servedContentSha256()?.equals(configContentSha256(bytes)) === true;
+    // The same bundle text (a replica's cache poll finds the one it serves, every 2 s): no hashing.
+    if (text !== undefined && serving !== undefined && text === serving.bundle) return true;
+    return servedContentSha256()?.equals(configContentSha256(bytes())) === true;
   };
 
   /** Older than this is refused: the served version, and the highest ever applied. */
@@ -167,7 +169,7 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
           : `version ${version} is older than the applied version ${lowest.version}`,
       );
     }
-    if (servesSame(version, push.bundle)) {
+    if (servesSame(version, () => push.bundle)) {
       logger.debug({ version }, 'config already applied');
       return { ok: true, version, changed: false };
     }
@@ -207,7 +209,7 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     // Missing, damaged or mid-way: the holder's next write (or this node's next start) tells.
     if (read === 'missing' || 'code' in read) return undefined;
     const { entry, value } = read;
-    if (entry.version < servedVersion() || servesSame(entry.version, Buffer.from(entry.bundle, 'utf8'))) return undefined;
+    if (entry.version < servedVersion() || servesSame(entry.version, () => Buffer.from(entry.bundle, 'utf8'), entry.bundle)) return undefined;
     const lowest = await floor();
     if (entry.version < lowest.version) return undefined;
     const appliedAt = entry.appliedAt !== undefined ? new Date(entry.appliedAt) : now();
