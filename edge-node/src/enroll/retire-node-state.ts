@@ -11,7 +11,7 @@
  * spool owner slots (not bound to a node), identity.json and credential.json (replaced by the
  * enrollment), enroll-attempt.json (the enrollment in progress).
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, open, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { APPLIED_VERSION_FILE } from '../config/applied-version.js';
@@ -21,7 +21,7 @@ import { readSpoolFigures } from '../spool/spool-figures.js';
 import type { SpoolFigures } from '../spool/spool-figures.js';
 import { SPOOL_FILE } from '../spool/spool-file.js';
 import { SPOOL_MARKER_FILE } from '../spool/spool-marker.js';
-import { isOwnerSlotHeld } from '../spool/spool-owner-lock.js';
+import { isSpoolHeldOpen } from '../spool/spool-owner-lock.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { STATE_DIR_MODE } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
@@ -101,11 +101,7 @@ export function keepPreviousNodeReason(previous: PreviousNode, newNodeId: string
 
 /** Whether a node-edge process has this state dir's spool open (it holds an owner slot: spool-owner-lock.ts). */
 export function isSpoolInUse(stateDir: string): boolean {
-  const spoolFile = path.join(stateDir, SPOOL_FILE);
-  return readdirSync(stateDir).some((entry) => {
-    const slot = /^spool-owner-(\d{1,4})\.lock$/.exec(entry)?.[1];
-    return slot !== undefined && isOwnerSlotHeld(spoolFile, Number(slot));
-  });
+  return isSpoolHeldOpen(path.join(stateDir, SPOOL_FILE));
 }
 
 const utcStamp = (ms: number): string => new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');

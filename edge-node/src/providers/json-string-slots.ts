@@ -320,6 +320,20 @@ function closingQuote(text: string, open: number): number {
   return i;
 }
 
+/**
+ * A JSON text parsed as guardrails must check it when that text itself is relayed (MCP): integers
+ * of 16 digits or more are read as strings of their digits (quoteLongIntegers), since JSON.parse
+ * would round them (a 19-digit card checked as another number while its digits went on).
+ * `longIntegers`: some were read so (a mask then writes strings, and a re-serialisation writes each
+ * as a string of its digits). `losesStrings`: the parse dropped strings of the text (a duplicate
+ * key), so the text holds something never checked. Throws as JSON.parse does on text that is not JSON.
+ */
+export function parseAsWritten(text: string): { value: unknown; longIntegers: boolean; losesStrings: boolean } {
+  const exact = quoteLongIntegers(text);
+  const value: unknown = JSON.parse(exact);
+  return { value, longIntegers: exact !== text, losesStrings: losesStrings(exact, value) };
+}
+
 /** Integers of 16 digits or more: past 2^53 a double rounds them. */
 const LONG_INTEGER_HINT = /\d{16}/;
 

@@ -5,8 +5,7 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { SPOOL_FILE, withReadOnlySpool } from './spool-file.js';
-import { findWalDamage } from './wal-file-check.js';
+import { findSpoolWalDamage, SPOOL_FILE, withReadOnlySpool } from './spool-file.js';
 
 export interface SpoolFigures {
   file: string;
@@ -29,7 +28,7 @@ export function readSpoolFigures(stateDir: string): SpoolFigures | null {
   const bytes = sizeOf(file) + sizeOf(`${file}-wal`);
   try {
     // Counted from a damaged WAL, the figures would leave out the records SQLite drops (serve refuses such a spool).
-    const walDamage = findWalDamage(`${file}-wal`);
+    const walDamage = findSpoolWalDamage(file);
     if (walDamage !== null) return { file, bytes, backlog: 0, open: 0, error: `${file} ${walDamage}` };
     return withReadOnlySpool(file, (db) => ({
       file,

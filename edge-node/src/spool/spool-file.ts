@@ -9,6 +9,7 @@ import { chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fs
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
+import { isSpoolHeldOpen } from './spool-owner-lock.js';
 import { findWalDamage } from './wal-file-check.js';
 
 export const SPOOL_FILE = 'spool.db';
@@ -125,6 +126,18 @@ function ensureSidecarOwnership(file: string, sidecars: readonly string[]): void
 }
 
 /**
+ * What is wrong with `file`'s WAL (wal-file-check.ts), or null. Damage SQLite's recovery would hide
+ * is left by a crash with no writer running: while a live process holds the spool open (an owner
+ * slot, spool-owner-lock.ts: another replica), its connection has recovered the WAL already (it
+ * was walked before that replica opened it), and its writes and checkpoints would only show a walk
+ * frames of two generations.
+ */
+export function findSpoolWalDamage(file: string): string | null {
+  if (isSpoolHeldOpen(file)) return null;
+  return findWalDamage(`${file}-wal`);
+}
+
+/**
  * Checks an existing spool file and its WAL without writing to them (the WAL is walked before a
  * read-only connection, which never checkpoints or rolls back anything, opens it), and returns its meta. `expectedNodeId`: the node this state dir is
  * enrolled as; a spool of another node is foreign.
@@ -138,7 +151,7 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
   }
   // Before any connection: SQLite's recovery would drop the frames from a damaged one on, and
   // quick_check would then pass the shorter database.
-  const walDamage = findWalDamage(`${file}-wal`);
+  const walDamage = findSpoolWalDamage(file);
   if (walDamage !== null) throw new SpoolRefusedError(file, walDamage, KEEP_ADVICE);
   let meta: Partial<Record<string, string>>;
   try {

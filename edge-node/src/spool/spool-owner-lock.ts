@@ -14,7 +14,7 @@
  * store's own (a slot is only taken once its previous holder is gone). A holder recovers every
  * row naming its slot as soon as it takes it, so a busy slot's rows are its live holder's.
  */
-import { closeSync, chmodSync, constants, openSync, truncateSync } from 'node:fs';
+import { closeSync, chmodSync, constants, openSync, readdirSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
@@ -150,4 +150,12 @@ export function isOwnerSlotHeld(spoolFile: string, slot: number): boolean {
   } finally {
     db.close();
   }
+}
+
+/** Whether a live process holds any owner slot beside `spoolFile`: a node-edge has the spool open. */
+export function isSpoolHeldOpen(spoolFile: string): boolean {
+  return readdirSync(path.dirname(spoolFile)).some((entry) => {
+    const slot = /^spool-owner-(\d{1,4})\.lock$/.exec(entry)?.[1];
+    return slot !== undefined && isOwnerSlotHeld(spoolFile, Number(slot));
+  });
 }

@@ -51,20 +51,48 @@ function isValidPageSize(size: number): boolean {
   return size >= 512 && size <= 65536 && (size & (size - 1)) === 0;
 }
 
+/** One walk's verdict and the WAL it was read from. */
+interface Walk {
+  /** What is wrong (walkWal), or null. */
+  damage: string | null;
+  /** The WAL's 32-byte header and size when the walk began (empty: no WAL, or no frames). */
+  header: Buffer;
+  size: number;
+  /** Header and size read again after the walk were the same: no writer started the WAL again or added to it meanwhile. */
+  settled: boolean;
+}
+
+/** Walks before giving up on a WAL that changes under each of them. */
+const MAX_WALKS = 8;
+
 /**
  * What is wrong with the WAL at `walFile`, or null (also when there is none): see walkWal. A
- * replica may be writing the WAL while another one starts (or `status` reads it), and a walk that
- * read the header before the writer started the WAL again and frames after would see damage that
- * is not there; real damage is seen the same way twice in a row.
+ * replica may be writing the WAL while another one starts before it holds its owner slot (or
+ * `status` reads it), and a walk that read the header before the writer started the WAL again and
+ * frames after sees damage that is not there. So only a walk whose header and size are the same
+ * after it counts, and damage only when two such walks see the same header, size and verdict. A WAL
+ * that changes under every walk is being written: its writer's connection has recovered it.
  */
 export function findWalDamage(walFile: string): string | null {
-  let previous: string | null = null;
-  for (let walk = 0; walk < 3; walk++) {
-    const damage = walkWal(walFile);
-    if (damage === null || damage === previous) return damage;
-    previous = damage;
+  let previous: Walk | undefined;
+  for (let attempt = 0; attempt < MAX_WALKS; attempt++) {
+    const walk = walkWal(walFile);
+    if (!walk.settled) continue;
+    if (walk.damage === null) return null;
+    if (previous !== undefined && previous.damage === walk.damage && previous.size === walk.size && previous.header.equals(walk.header)) {
+      return walk.damage;
+    }
+    previous = walk;
   }
-  return previous;
+  return null;
+}
+
+/** The WAL's first 32 bytes (fewer when it is shorter) and size, read through `fd`. */
+function readHeader(fd: number): { header: Buffer; size: number } {
+  const size = fstatSync(fd).size;
+  const header = Buffer.from(new ArrayBuffer(WAL_HEADER_BYTES));
+  const read = readSync(fd, header, 0, WAL_HEADER_BYTES, 0);
+  return { header: header.subarray(0, read), size };
 }
 
 /**
@@ -73,69 +101,77 @@ export function findWalDamage(walFile: string): string | null {
  * current ones (left from before the WAL was restarted after a checkpoint), and a torn tail (the
  * last frames incomplete or bad, with no committed transaction after them) are all normal.
  */
-function walkWal(walFile: string): string | null {
+function walkWal(walFile: string): Walk {
   let fd: number;
   try {
     fd = openSync(walFile, 'r');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null; // no WAL: nothing to lose
+    // No WAL: nothing to lose.
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { damage: null, header: Buffer.alloc(0), size: 0, settled: true };
     throw err;
   }
   try {
-    const size = fstatSync(fd).size;
-    if (size <= WAL_HEADER_BYTES) return null;
-    const header = Buffer.from(new ArrayBuffer(WAL_HEADER_BYTES));
-    readSync(fd, header, 0, WAL_HEADER_BYTES, 0);
-    const magic = header.readUInt32BE(0);
-    const pageSize = header.readUInt32BE(8);
-    const littleEndian = magic === MAGIC_LITTLE_ENDIAN;
-    const headerSum = walChecksum(header.subarray(0, 24), littleEndian, { s0: 0, s1: 0 });
-    if (
-      (magic !== MAGIC_LITTLE_ENDIAN && magic !== MAGIC_BIG_ENDIAN) ||
-      header.readUInt32BE(4) !== WAL_FORMAT_VERSION ||
-      !isValidPageSize(pageSize) ||
-      headerSum.s0 !== header.readUInt32BE(24) ||
-      headerSum.s1 !== header.readUInt32BE(28)
-    ) {
-      return `has a WAL (${walFile}) whose header is damaged, so SQLite would drop every transaction in it`;
-    }
-    const salts = header.subarray(16, 24);
-    const frameBytes = FRAME_HEADER_BYTES + pageSize;
-    const frameCount = Math.floor((size - WAL_HEADER_BYTES) / frameBytes);
-    const chunk = Buffer.from(new ArrayBuffer(Math.max(1, Math.floor(READ_CHUNK_BYTES / frameBytes)) * frameBytes));
-    let sum = headerSum;
-    let firstBad: number | undefined;
-    for (let start = 0; start < frameCount; ) {
-      const frames = Math.min(frameCount - start, chunk.length / frameBytes);
-      const read = readSync(fd, chunk, 0, frames * frameBytes, WAL_HEADER_BYTES + start * frameBytes);
-      if (read < frames * frameBytes) break; // the file shrank meanwhile: what is left is a tail
-      for (let i = 0; i < frames; i++) {
-        const frame = chunk.subarray(i * frameBytes, (i + 1) * frameBytes);
-        const hasCurrentSalts = frame.subarray(8, 16).equals(salts);
-        if (firstBad === undefined) {
-          const next = hasCurrentSalts
-            ? walChecksum(frame.subarray(FRAME_HEADER_BYTES), littleEndian, walChecksum(frame.subarray(0, 8), littleEndian, sum))
-            : undefined;
-          if (next !== undefined && next.s0 === frame.readUInt32BE(16) && next.s1 === frame.readUInt32BE(20)) {
-            sum = next;
-          } else {
-            firstBad = start + i;
-          }
-          // A commit frame (its "database size after commit" is set) of this WAL's generation after
-          // the first bad frame: a committed transaction SQLite would drop. Uncommitted frames after
-          // it are not evidence: a transaction killed before its commit may leave a frame it
-          // rewrote in place with a stale checksum, and it lost nothing that was answered.
-        } else if (hasCurrentSalts && frame.readUInt32BE(4) !== 0) {
-          return (
-            `has a WAL (${walFile}) with a damaged frame (${firstBad + 1} of ${frameCount}) followed by committed ` +
-            'transactions, which SQLite would drop'
-          );
-        }
-      }
-      start += frames;
-    }
-    return null;
+    const { header, size } = readHeader(fd);
+    if (size <= WAL_HEADER_BYTES) return { damage: null, header, size, settled: true };
+    // Cut below its header between the stat and the read: being written (or emptied) meanwhile.
+    if (header.length < WAL_HEADER_BYTES) return { damage: null, header, size, settled: false };
+    const damage = walkFrames(walFile, fd, header, size);
+    const after = readHeader(fd);
+    return { damage, header, size, settled: after.size === size && after.header.equals(header) };
   } finally {
     closeSync(fd);
   }
+}
+
+/** walkWal's verdict on the frames of a WAL that had `header` and `size` when it began. */
+function walkFrames(walFile: string, fd: number, header: Buffer, size: number): string | null {
+  const magic = header.readUInt32BE(0);
+  const pageSize = header.readUInt32BE(8);
+  const littleEndian = magic === MAGIC_LITTLE_ENDIAN;
+  const headerSum = walChecksum(header.subarray(0, 24), littleEndian, { s0: 0, s1: 0 });
+  if (
+    (magic !== MAGIC_LITTLE_ENDIAN && magic !== MAGIC_BIG_ENDIAN) ||
+    header.readUInt32BE(4) !== WAL_FORMAT_VERSION ||
+    !isValidPageSize(pageSize) ||
+    headerSum.s0 !== header.readUInt32BE(24) ||
+    headerSum.s1 !== header.readUInt32BE(28)
+  ) {
+    return `has a WAL (${walFile}) whose header is damaged, so SQLite would drop every transaction in it`;
+  }
+  const salts = header.subarray(16, 24);
+  const frameBytes = FRAME_HEADER_BYTES + pageSize;
+  const frameCount = Math.floor((size - WAL_HEADER_BYTES) / frameBytes);
+  const chunk = Buffer.from(new ArrayBuffer(Math.max(1, Math.floor(READ_CHUNK_BYTES / frameBytes)) * frameBytes));
+  let sum = headerSum;
+  let firstBad: number | undefined;
+  for (let start = 0; start < frameCount; ) {
+    const frames = Math.min(frameCount - start, chunk.length / frameBytes);
+    const read = readSync(fd, chunk, 0, frames * frameBytes, WAL_HEADER_BYTES + start * frameBytes);
+    if (read < frames * frameBytes) break; // the file shrank meanwhile: what is left is a tail
+    for (let i = 0; i < frames; i++) {
+      const frame = chunk.subarray(i * frameBytes, (i + 1) * frameBytes);
+      const hasCurrentSalts = frame.subarray(8, 16).equals(salts);
+      if (firstBad === undefined) {
+        const next = hasCurrentSalts
+          ? walChecksum(frame.subarray(FRAME_HEADER_BYTES), littleEndian, walChecksum(frame.subarray(0, 8), littleEndian, sum))
+          : undefined;
+        if (next !== undefined && next.s0 === frame.readUInt32BE(16) && next.s1 === frame.readUInt32BE(20)) {
+          sum = next;
+        } else {
+          firstBad = start + i;
+        }
+        // A commit frame (its "database size after commit" is set) of this WAL's generation after
+        // the first bad frame: a committed transaction SQLite would drop. Uncommitted frames after
+        // it are not evidence: a transaction killed before its commit may leave a frame it
+        // rewrote in place with a stale checksum, and it lost nothing that was answered.
+      } else if (hasCurrentSalts && frame.readUInt32BE(4) !== 0) {
+        return (
+          `has a WAL (${walFile}) with a damaged frame (${firstBad + 1} of ${frameCount}) followed by committed ` +
+          'transactions, which SQLite would drop'
+        );
+      }
+    }
+    start += frames;
+  }
+  return null;
 }

@@ -1,8 +1,10 @@
 // Shared setup for spool tests: a temp state dir, records shaped like the pipeline's, a quiet logger,
 // and what a spool file holds, read back.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
@@ -74,4 +76,30 @@ export function spoolState(file: string): SpoolState {
   } finally {
     db.close();
   }
+}
+
+/**
+ * Another replica beside the test (spool-wal-writer-child.ts): writing `file` unthrottled, or
+ * holding an owner slot of it. Resolved once it does; stop() kills it -9 and waits for its exit.
+ */
+export async function startReplica(t: { teardown(fn: () => unknown): void }, file: string, role: 'write' | 'hold'): Promise<{ stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./spool-wal-writer-child.ts', import.meta.url)), file, role], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  t.teardown(() => child.kill('SIGKILL'));
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString('utf8');
+      if (out.includes('ready\n')) resolve();
+    });
+    child.once('exit', (code, signal) => reject(new Error(`the replica exited (${code ?? signal}) before it was ready`)));
+  });
+  return {
+    async stop() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
 }

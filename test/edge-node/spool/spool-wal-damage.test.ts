@@ -15,7 +15,7 @@ import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
 import type { NodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
 import { readSpoolFigures } from '../../../edge-node/src/spool/spool-figures.js';
 import { SpoolRefusedError, vetSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
-import { NODE_ID, quietLogger, tempStateDir } from './spool-helpers.js';
+import { NODE_ID, quietLogger, startReplica, tempStateDir } from './spool-helpers.js';
 
 const CHILD = fileURLToPath(new URL('./spool-wal-child.ts', import.meta.url));
 const WAL_HEADER_BYTES = 32;
@@ -137,4 +137,19 @@ t.test('a WAL started again after a checkpoint, with the older frames after the 
   ).length;
   t.ok(stale > 0 && stale < frames, `the WAL ends with frames of its previous generation (${stale} of ${frames})`);
   await expectAccepted(t, node, node.committed);
+});
+
+t.test('a spool another live replica holds open is not refused for its WAL, and is again once that replica is gone', async (t) => {
+  // The replica's connection recovered the WAL when it opened it (vetted before), and its writes
+  // would only show a walk two generations of frames; the check is for what a crash leaves.
+  const node = await killedNode(t, 'whole', 10);
+  const { frameBytes, frames } = walShape(node.wal);
+  flipByte(node.wal, WAL_HEADER_BYTES + Math.floor(frames / 2) * frameBytes + FRAME_HEADER_BYTES + 100);
+  const before = { db: sha(node.file), wal: sha(node.wal) };
+  const replica = await startReplica(t, node.file, 'hold');
+  t.doesNotThrow(() => vetSpoolFile(node.file, NODE_ID), 'a replica starting beside it is not refused');
+  t.equal(readSpoolFigures(node.dir)?.error, null, 'status does not show it unreadable');
+  await replica.stop();
+  t.throws(() => vetSpoolFile(node.file, NODE_ID), /damaged frame .* followed by committed transactions/, 'with no replica left, the start is refused');
+  t.same({ db: sha(node.file), wal: sha(node.wal) }, before, 'spool.db and its -wal are byte-identical');
 });

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { TextSlot } from '../../pipeline/context.js';
-import { JsonStringWalk } from '../json-string-slots.js';
+import { JsonStringWalk, parseAsWritten } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
 import type { DirtyMark } from '../text-slot.js';
 
@@ -104,6 +104,33 @@ export function jsonTexts(box: [unknown], owner?: DirtyMark): TextSlot[] {
   const walk = new JsonStringWalk([], owner);
   walk.add(box, 0);
   return walk.finish();
+}
+
+/**
+ * JSON text of MCP (a POSTed message or batch, a JSON answer, an event's data) parsed for a relay
+ * of the text as written: guardrails check the parsed value, so integers of 16 digits or more in it
+ * are their digits (parseAsWritten), not the doubles JSON.parse rounds them to; each message's `id`
+ * and `error.code` stay numbers where exact (the envelope, matched against requests by type).
+ * `relayable`: the text holds nothing the value lost (a duplicate key's dropped value), so it may
+ * go on unless a mask rewrote the value. Throws on text that is not JSON.
+ */
+export function parseRelayed(text: string): { value: unknown; relayable: boolean } {
+  const { value, longIntegers, losesStrings } = parseAsWritten(text);
+  if (longIntegers) keepEnvelopeNumbers(value, JSON.parse(text));
+  return { value, relayable: !losesStrings };
+}
+
+/** `exact`'s messages with the safe-integer `id` and `error.code` of `plain` (the same text parsed by JSON.parse). */
+function keepEnvelopeNumbers(exact: unknown, plain: unknown): void {
+  const exactMessages = Array.isArray(exact) ? (exact as unknown[]) : [exact];
+  const plainMessages = Array.isArray(plain) ? (plain as unknown[]) : [plain];
+  exactMessages.forEach((message, i) => {
+    const original = plainMessages[i];
+    if (!isRecord(message) || !isRecord(original)) return;
+    if (typeof message.id === 'string' && Number.isSafeInteger(original.id)) message.id = original.id;
+    const error = message.error;
+    if (isRecord(error) && isRecord(original.error) && typeof error.code === 'string' && Number.isSafeInteger(original.error.code)) error.code = original.error.code;
+  });
 }
 
 /** The texts of `holder[index]`: a well-formed message's fields but its envelope, or every string of anything else. */

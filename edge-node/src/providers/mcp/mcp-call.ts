@@ -30,12 +30,11 @@ import { releaseConcurrencySlot } from '../../rate-limit/node-rate-limiter.js';
 import { recordRequestBody, recordRequestBodyText } from '../../spool/request-record-builder.js';
 import { describeIssues } from '../../zod-issues.js';
 import type { ApiHandler } from '../api-handler.js';
-import { losesStrings } from '../json-string-slots.js';
 import { isPartial, uncheckedTextMessage } from '../partial-texts.js';
 import { isRecord } from '../text-slot.js';
 import type { DirtyMark } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
-import { callLabel, jsonRpcPostSchema, jsonTexts, messageTexts } from './jsonrpc-message.js';
+import { callLabel, jsonRpcPostSchema, jsonTexts, messageTexts, parseRelayed } from './jsonrpc-message.js';
 import type { JsonRpcPost } from './jsonrpc-message.js';
 import { admitGetStream } from './get-stream-limit.js';
 import { holdCompletingEvent } from './mcp-answer-hold.js';
@@ -70,6 +69,8 @@ interface McpCall {
   payload?: JsonRpcPost;
   /** Dirty once an input mask rewrote `payload`. */
   masked?: DirtyMark;
+  /** The caller's text, which `payload` was parsed from (callerCopy), sent unless masked; undefined when it cannot go as written. */
+  text?: string;
   /** Recorded as served.model: the JSON-RPC method, `batch`, or the HTTP method for GET/DELETE. */
   label: string;
   /** The body of a non-JSON, non-stream answer, for output guardrails (decoded only when they have rules). */
@@ -121,7 +122,8 @@ export const mcpApi: ApiHandler = {
     }
     if (method !== 'POST') return reject('ZN_ERR_NOT_FOUND', `No route for ${method} /mcp/{server}.`);
     // A copy the node owns: guardrail masks rewrite it, never the body as received.
-    const parsed = jsonRpcPostSchema.safeParse(ctx.body === undefined ? undefined : structuredClone(ctx.body));
+    const copy = callerCopy(ctx);
+    const parsed = jsonRpcPostSchema.safeParse(copy.body);
     if (!parsed.success) return reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${describeIssues(parsed.error, 1).join('; ')}`);
     const payload = parsed.data;
     if (!Array.isArray(payload)) ctx.forwardBody = payload;
@@ -133,7 +135,7 @@ export const mcpApi: ApiHandler = {
     ctx.estimatedInputTokens = ctx.inputTexts.reduce((sum, slot) => sum + estimateTokens(slot.text), 0);
     // MCP clients accept both; whether the answer streams is the tool server's choice.
     ctx.stream = accepts(ctx, 'text/event-stream') && !accepts(ctx, 'application/json');
-    calls.set(ctx, { method: 'POST', payload, masked, label: callLabel(payload) });
+    calls.set(ctx, { method: 'POST', payload, masked, ...(copy.text !== undefined ? { text: copy.text } : {}), label: callLabel(payload) });
     return undefined;
   },
 
@@ -293,21 +295,37 @@ function afterDelivery(call: McpCall, server: string, error: ZenovaError): Zenov
 }
 
 /**
- * The POST's body for the tool server: the caller's text as received (ctx.http.bodyText), so the
- * protocol goes on unchanged (integers past 2^53, numbers as written), unless an input mask rewrote
- * the payload, or the text holds strings the parse dropped (a duplicate key: JSON.parse keeps the
- * last value, which guardrails checked and feeCount counted; a server keeping the first would run
- * something else). Then it is the payload re-serialised: what was checked and counted is what goes.
+ * The POSTed body the node checks and masks, and the caller's text (ctx.http.bodyText) when that
+ * text may go on as written: parsed from the text by parseRelayed, so its integers of 16 digits or
+ * more are checked as the digits that would be sent. The text is withheld when it holds strings the
+ * parse dropped (a duplicate key: JSON.parse keeps the last value, which guardrails checked and
+ * feeCount counted; a server keeping the first would run something else).
  */
-function sentBody(ctx: PipelineContext, call: McpCall, payload: JsonRpcPost): string {
+function callerCopy(ctx: PipelineContext): { body: unknown; text?: string } {
   const received = ctx.http.bodyText;
-  if (received !== undefined && call.masked?.dirty !== true) {
+  if (received !== undefined && ctx.body !== undefined) {
     // The parser skipped a byte order mark; a tool server's may not.
     const text = received.charCodeAt(0) === 0xfeff ? received.slice(1) : received;
-    if (!losesStrings(text, payload)) {
-      recordRequestBodyText(ctx, text);
-      return text;
+    try {
+      const { value, relayable } = parseRelayed(text);
+      return relayable ? { body: value, text } : { body: value };
+    } catch {
+      // Not the text the body was parsed from: the body re-serialised goes.
     }
+  }
+  return { body: ctx.body === undefined ? undefined : structuredClone(ctx.body) };
+}
+
+/**
+ * The POST's body for the tool server: the caller's text as received, so the protocol goes on
+ * unchanged (integers past 2^53, numbers as written), unless an input mask rewrote the payload or
+ * the text cannot go as written (callerCopy). Then it is the payload re-serialised: what was checked
+ * and counted is what goes (an integer of 16 digits or more as a string of its digits).
+ */
+function sentBody(ctx: PipelineContext, call: McpCall, payload: JsonRpcPost): string {
+  if (call.text !== undefined && call.masked?.dirty !== true) {
+    recordRequestBodyText(ctx, call.text);
+    return call.text;
   }
   return JSON.stringify(payload);
 }
@@ -419,13 +437,20 @@ function setOwn(holder: Record<string | number, unknown>, key: string | number, 
 }
 
 /**
- * A JSON answer's text as the tool server wrote it (UTF-8 decoded, a byte order mark dropped), or
+ * A JSON answer parsed as parseRelayed does (integers of 16 digits or more checked as their digits),
+ * with its text as the tool server wrote it (UTF-8 decoded, a byte order mark dropped), the text
  * undefined when it holds strings the parse dropped (a duplicate key): what was checked is sent.
+ * Undefined for a body that is not JSON.
  */
-function answerText(bytes: Buffer, parsed: unknown): string | undefined {
+function parseAnswer(bytes: Buffer): { value: unknown; text: string | undefined } | undefined {
   const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
   const text = (bom ? bytes.subarray(3) : bytes).toString('utf8');
-  return losesStrings(text, parsed) ? undefined : text;
+  try {
+    const { value, relayable } = parseRelayed(text);
+    return { value, text: relayable ? text : undefined };
+  } catch {
+    return undefined;
+  }
 }
 
 /** A redirect is not followed (nor passed on: the caller would leave the node): the tool server's URL is wrong. */
@@ -473,18 +498,18 @@ function noteSession(ctx: PipelineContext, call: McpCall, status: number, return
 function replyOf(
   ctx: PipelineContext, call: McpCall, status: number, headers: Record<string, string>, contentType: string, received: Buffer, secret: string | null, failure: ErrorCode | undefined,
 ): UpstreamReply {
-  const answer = contentType.startsWith('application/json') && received.length > 0 ? parseJsonOrUndefined(received) : undefined;
+  const answer = contentType.startsWith('application/json') && received.length > 0 ? parseAnswer(received) : undefined;
   if (answer !== undefined) {
     // Any JSON, a JSON-RPC message or not (a `{"detail": …}` error body, a bare string): a bare
     // value is boxed, so a mask can replace it.
-    const box: [unknown] = [answer];
+    const box: [unknown] = [answer.value];
     // Dirty once the key's redaction or an output mask rewrote the answer: only then is it
     // re-serialised (which would round integers past 2^53 and rewrite numbers' form).
     const rewritten: DirtyMark = { dirty: redactSecret(box, received, secret) };
     const texts = jsonTexts(box, rewritten);
     const value = box[0];
     const body = typeof value === 'object' && value !== null ? value : new BoxedJson(box);
-    return { kind: 'json', status, headers, body, texts, failure, asWritten: () => (rewritten.dirty ? undefined : answerText(received, answer)) };
+    return { kind: 'json', status, headers, body, texts, failure, asWritten: () => (rewritten.dirty ? undefined : answer.text) };
   }
   const bytes = withoutSecret(received, secret);
   if (bytes.length > 0) call.rawBody = bytes;

@@ -1,8 +1,9 @@
 /**
  * Output guardrails over a tool server's event stream (MCP streamable HTTP). Every SSE event carries
  * one complete JSON-RPC message (or batch), so each is checked whole, like a JSON answer: its texts
- * (jsonTexts) are masked in place and the event re-serialised with its other lines (`event:`,
- * `id:`, `retry:`) kept; events without text pass byte for byte. JSON that is not a message or a
+ * (jsonTexts, integers of 16 digits or more as their digits: parseRelayed) are masked in place and
+ * the event re-serialised with its other lines (`event:`, `id:`, `retry:`) kept; events nothing
+ * rewrote pass byte for byte. JSON that is not a message or a
  * batch of messages (a bare string, an array of strings, an object such as `{"detail": …}`) has
  * every string in it checked; data that is not JSON is checked as one text. A block ends the stream: the
  * blocked event is never sent, and each request of the POST not answered yet gets a JSON-RPC error
@@ -11,9 +12,8 @@
 import { zenovaError } from '../../errors.js';
 import type { TextSlot } from '../../pipeline/context.js';
 import type { Rejection } from '../../pipeline/stage.js';
-import { losesStrings } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
-import { jsonTexts } from './jsonrpc-message.js';
+import { jsonTexts, parseRelayed } from './jsonrpc-message.js';
 import { rpcErrorEvents } from './mcp-stream-failure.js';
 
 export interface EventGuard {
@@ -121,9 +121,13 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
   const mark = { dirty: false };
   // Any JSON is walked as parsed (escapes decoded): a message's fields, or every string of JSON
   // that is not one (a `{"detail": …}`, a bare string); data that is not JSON is one text.
+  // Parsed as the data goes on unless rewritten: integers of 16 digits or more as their digits.
   let box: [unknown] | undefined;
+  let relayable = true;
   try {
-    box = [JSON.parse(data)];
+    const parsed = parseRelayed(data);
+    box = [parsed.value];
+    relayable = parsed.relayable;
   } catch {
     box = undefined;
   }
@@ -134,7 +138,7 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
   guard.keep(slots);
   // Data holding strings its parsed value lost (a duplicate key: JSON.parse keeps the last) goes out
   // re-serialised from what was checked, not as it came.
-  const changed = box === undefined ? slots[0]!.text !== data : mark.dirty || losesStrings(data, box[0]);
+  const changed = box === undefined ? slots[0]!.text !== data : mark.dirty || !relayable;
   if (!changed) return block;
   const next = box === undefined ? slots[0]!.text : JSON.stringify(box[0]);
   const nextData = next.split('\n').map((line) => `data: ${line}`);
