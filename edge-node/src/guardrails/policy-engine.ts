@@ -10,6 +10,7 @@ import type { PipelineContext, TextSlot } from '../pipeline/context.js';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
 import { resolveDeferredTexts } from '../providers/deferred-json-texts.js';
+import { isPartial } from '../providers/partial-texts.js';
 import { compilePolicy, missingPolicy } from './compiled-policy.js';
 import type { CompiledPolicy, CompiledRule, Direction } from './compiled-policy.js';
 import { TextGuard, VerdictTally } from './text-guard.js';
@@ -54,5 +55,18 @@ export function applyPolicy(ctx: PipelineContext, policy: CompiledPolicy, on: Di
   const guard = new TextGuard(side, tally);
   // A refused request's body may still be kept in its record: its blocked text is masked too.
   guard.wholeTexts(slots);
+  if (on === 'input' && !isPartial(slots)) ctx.inputChecked = true;
   return guard.blockedBy === null ? undefined : reject('ZN_ERR_GUARDRAIL_BLOCKED', blockedMessage(policy, guard.blockedBy, on));
+}
+
+/**
+ * Whether the request's body may hold text its key's input rules were to mask but did not: they
+ * have rules (or ones the node cannot apply) and did not run over all of it (the request was
+ * refused before, for text they could not reach or rules they could not apply). Such a body is
+ * never recorded: it is the caller's text unmasked.
+ */
+export function holdsUnmaskedInput(ctx: PipelineContext): boolean {
+  if (ctx.inputChecked === true) return false;
+  const policy = requestPolicy(ctx);
+  return policy !== null && (policy.input.broken !== null || policy.input.rules.length > 0);
 }

@@ -303,6 +303,11 @@ export interface PipelineContext {
 
   /** guardrails-in/out: every verdict, in order. */
   guardrails: GuardrailVerdict[];
+  /**
+   * guardrails-in: the input rules of the key's policy ran over all of the caller's text, so their
+   * masks are in the body a record keeps (policy-engine.ts, holdsUnmaskedInput).
+   */
+  inputChecked?: boolean;
 
   /** meter: usage to charge (from the upstream, else estimated). */
   usage: Usage;

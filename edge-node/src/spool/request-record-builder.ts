@@ -8,6 +8,7 @@
  */
 import { MAX_RECORD_JSON_BYTES, MAX_RECORD_UNIX_MS, REQUEST_RECORD_SCHEMA_VERSION } from '../../../proto/src/index.js';
 import type { GuardrailVerdict, RequestRecord, UpstreamAttempt } from '../../../proto/src/index.js';
+import { holdsUnmaskedInput } from '../guardrails/policy-engine.js';
 import type { PipelineContext } from '../pipeline/context.js';
 
 /** Room left for JSON framing and escapes beyond the measured parts. */
@@ -78,10 +79,12 @@ export function recordRequestBodyText(ctx: PipelineContext, text: string): void 
 }
 
 function requestBodyText(ctx: PipelineContext): string | null {
+  // The caller's text before the masks its key's input rules were to write: never kept.
+  if (holdsUnmaskedInput(ctx)) return null;
   const sent = sentTexts.get(ctx);
   if (sent !== undefined) return sent;
-  // What was forwarded (after input guardrails masked it), else what arrived.
-  const body = sentBodies.get(ctx) ?? ctx.forwardBody ?? ctx.body;
+  // What was forwarded (after input guardrails masked it), else what arrived (the masks are not in that).
+  const body = sentBodies.get(ctx) ?? ctx.forwardBody ?? (ctx.inputChecked === true ? undefined : ctx.body);
   if (body === undefined) return null;
   try {
     return JSON.stringify(body) ?? null;

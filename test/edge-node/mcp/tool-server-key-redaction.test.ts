@@ -3,6 +3,7 @@
 // otherwise hand `Authorization: Bearer <key>` to anyone holding a Zenova API key. Relayed JSON and
 // other non-stream bodies have the key replaced, however they escape it: a key may hold any printable
 // ASCII (`"`, `\`, `&`, `<`, `>`), which JSON encoders write as `\"`, `\\`, `\u0026`, `\u003C`…
+// Event streams are redacted event by event, their framing kept.
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,7 +13,9 @@ import { buildApp } from '../../../edge-node/src/app.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
-import { withoutSecret } from '../../../edge-node/src/providers/mcp/mcp-call.js';
+import { withoutSecret, withoutSecretEvents } from '../../../edge-node/src/providers/mcp/mcp-call.js';
+import type { RequestSpool } from '../../../edge-node/src/spool/request-spool.js';
+import type { RequestRecord } from '../../../proto/src/index.js';
 import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
 
 const TOOL_KEY = 'mcp-tool/server-key-SECRET-0042';
@@ -138,4 +141,98 @@ t.test('the key is replaced wherever it occurs, and nothing else changes', async
   }
   const bytes = Buffer.from('caf\u00e9 \u00ff abcdefgh/12345678 \u4e2d');
   t.equal(withoutSecret(bytes, key).toString(), 'caf\u00e9 \u00ff [redacted] \u4e2d', 'bytes that are not ASCII are kept');
+});
+
+/** Events echoing the node's key `apiKey` in each form an encoder writes it (in JSON, or in data that is not JSON), as sent and as they should be relayed. */
+function keyEvents(apiKey: string): Array<{ sent: string; relayed: string }> {
+  const escaped = JSON.stringify(apiKey).slice(1, -1);
+  const note = (id: number, text: string): object => ({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: `request ${id}: authorization: Bearer ${text}` } });
+  const jsonEvent = (id: number, head: string, json: string, lineEnd = '\n'): { sent: string; relayed: string } => ({
+    sent: `${head}${lineEnd}data: ${json}${lineEnd}${lineEnd}`,
+    relayed: `${head}${lineEnd}data: ${JSON.stringify(note(id, '[redacted]'))}${lineEnd}${lineEnd}`,
+  });
+  return [
+    jsonEvent(1, 'event: message\nid: 1', JSON.stringify(note(1, apiKey))),
+    jsonEvent(2, 'event: message\nid: 2', htmlSafeJson(JSON.stringify(note(2, apiKey)), 'lower')),
+    jsonEvent(3, 'event: message\nid: 3', htmlSafeJson(JSON.stringify(note(3, apiKey)), 'upper', true)),
+    jsonEvent(4, 'id: 4', JSON.stringify(note(4, apiKey)), '\r\n'),
+    // JSON spread over data lines: one line where the first was, the `id:` after them kept.
+    { sent: `event: message\ndata: ${JSON.stringify(note(5, apiKey)).replace(',', ',\ndata: ')}\nid: 5\n\n`, relayed: `event: message\ndata: ${JSON.stringify(note(5, '[redacted]'))}\nid: 5\n\n` },
+    ...[apiKey, escaped, htmlSafeJson(escaped, 'upper', true), apiKey.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')].map((form, i) => ({
+      sent: `event: log\nid: ${6 + i}\ndata: authorization: Bearer ${form}\n\n`,
+      relayed: `event: log\nid: ${6 + i}\ndata: authorization: Bearer [redacted]\n\n`,
+    })),
+  ];
+}
+
+/** Events without the key, as no encoder writes them (integers past 2^53, spacing, CRLF, a comment): relayed byte for byte. */
+const PLAIN_EVENTS = [
+  ': keep-alive\n\n',
+  'event: message\nid: 20\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":9007199254740993,"progress": 1.10}}\n\n',
+  'id: 21\r\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"data":"nothing secret"}}\r\n\r\n',
+];
+
+t.test('an event-stream answer echoing the key reaches the caller and the record redacted in every form, its framing kept', async (t) => {
+  const apiKey = 'key"with\\quote&<go>-0042';
+  const events = keyEvents(apiKey);
+  const answer = (status: number): { sent: string; relayed: string } => {
+    const last = { jsonrpc: '2.0', id: 1, ...(status === 200 ? { result: { content: [{ type: 'text', text: `done for Bearer ${apiKey}` }] } } : { error: { code: -32600, message: `refused Bearer ${apiKey}` } }) };
+    const redacted = JSON.parse(JSON.stringify(last).replace(JSON.stringify(apiKey).slice(1, -1), '[redacted]')) as unknown;
+    return { sent: `event: message\ndata: ${JSON.stringify(last)}\n\n`, relayed: `event: message\ndata: ${JSON.stringify(redacted)}\n\n` };
+  };
+  let status = 200;
+  const tool = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(status, { 'content-type': 'text/event-stream' });
+      // Sent in pieces cut inside events and inside the key.
+      const text = [PLAIN_EVENTS[0]!, ...events.map((e) => e.sent), PLAIN_EVENTS[1]!, PLAIN_EVENTS[2]!, answer(status).sent].join('');
+      for (let at = 0; at < text.length; at += 37) res.write(text.slice(at, at + 37));
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve) => tool.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => tool.close(() => resolve())));
+  const records: RequestRecord[] = [];
+  const spool: RequestSpool = { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
+  const bundle = testBundle({
+    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('key-mcp', caller.sha256)],
+    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers: [{ name: 'tools', url: `http://127.0.0.1:${(tool.address() as AddressInfo).port}/mcp`, apiKey, timeoutMs: 10_000, callMicros: 0 }],
+  });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: 'node-mcp', spool } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const escaped = JSON.stringify(apiKey).slice(1, -1);
+  const keyForms = [apiKey, escaped, htmlSafeJson(escaped, 'lower'), htmlSafeJson(escaped, 'upper', true), apiKey.replace(/&/g, '&amp;')];
+  for (const code of [200, 400]) {
+    status = code;
+    const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
+    });
+    const text = await res.text();
+    t.equal(res.status, code, `${code}: relayed with its status`);
+    t.equal(text, [PLAIN_EVENTS[0]!, ...events.map((e) => e.relayed), PLAIN_EVENTS[1]!, PLAIN_EVENTS[2]!, answer(code).relayed].join(''), `${code}: each event redacted, its lines and line ends kept; events without the key byte for byte`);
+    // The record is durable before the answer's last byte.
+    const response = records.at(-1)?.bodies?.response ?? '';
+    t.match(response, /Bearer \[redacted\]/, `${code}: the record keeps the answer's text`);
+    t.same(keyForms.filter((form) => response.includes(form)), [], `${code}: the record holds the key in no form`);
+  }
+});
+
+t.test('an event stream goes on in whole events as they come, as it comes when the tool server has no key, and fails on an event past the bound', async (t) => {
+  async function* chunks(parts: string[]): AsyncGenerator<Uint8Array> {
+    for (const part of parts) yield Buffer.from(part);
+  }
+  const relayed = async (parts: string[], secret: string | null): Promise<string[]> => {
+    const out: string[] = [];
+    for await (const chunk of withoutSecretEvents(chunks(parts), secret, 1024)) out.push(Buffer.from(chunk).toString());
+    return out;
+  };
+  const parts = [PLAIN_EVENTS.join(''), 'data: {"a":', '1}\n', '\ndata: last'];
+  t.same(await relayed(parts, 'abcdefgh/12345678'), [PLAIN_EVENTS.join(''), 'data: {"a":1}\n\n', 'data: last'], 'whole events as they come; an unfinished one at its blank line (or the end)');
+  t.same(await relayed(parts, null), parts, 'no key: the stream as it comes');
+  await t.rejects(relayed(['data: ', 'x'.repeat(2048)], 'abcdefgh/12345678'), { code: 'ZN_ERR_UPSTREAM_ERROR' }, 'an event past the bound fails the stream');
 });

@@ -1,11 +1,13 @@
 // What the spool keeps of requests refused before anything went upstream: no bodies (the caller's
 // text is no billable call, and without a key anyone's), but for the masked body of a keyed request
-// an input guardrail blocked while the spool has room; and nothing at all of a refusal without a
+// an input guardrail blocked while the spool has room (once its input rules ran over all of it:
+// before that, the body is unmasked); and nothing at all of a refusal without a
 // valid key once the spool is at 90 % of its quota (counted, one warning per interval), so callers
 // without a key can no longer fill the spool and get keyed callers refused ZN_ERR_SPOOL_FULL.
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
+import type { Test } from 'tap';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { noCredit } from '../../../edge-node/src/billing/credit-leases.js';
 import type { ErrorCode } from '../../../edge-node/src/errors.js';
@@ -107,6 +109,20 @@ t.test("a keyed request an input guardrail blocked keeps its body while the spoo
   await spoolStage.run(h.finished({ key: true, code: 'ZN_ERR_GUARDRAIL_BLOCKED' }));
   t.equal(h.spool.records[1]?.bodies, null, 'not once the spool is full, also under reject (keepsBodies true)');
   t.equal(h.spool.records.length, 2, 'a keyed refusal is recorded when full');
+});
+
+t.test("a request whose key's input rules did not run over it keeps no request body, forwarded or blocked: the caller's text is unmasked", async (t) => {
+  const h = harness();
+  const config = { guardrailPolicies: new Map([['p', policy('p', [{ detector: 'email', action: 'mask', on: 'input' }])]]) } as unknown as PipelineContext['config'];
+  const guarded = (ctx: PipelineContext): PipelineContext => Object.assign(ctx, { key: { ...KEY, guardrailPolicyId: 'p' }, config });
+  await spoolStage.run(guarded(h.finished({ key: true, code: null, forwarded: true })));
+  await spoolStage.run(guarded(h.finished({ key: true, code: 'ZN_ERR_GUARDRAIL_BLOCKED' })));
+  const checked = guarded(h.finished({ key: true, code: null, forwarded: true }));
+  checked.inputChecked = true;
+  checked.forwardBody = { model: 'echo', messages: [{ role: 'user', content: 'the masked text' }] };
+  await spoolStage.run(checked);
+  t.match(h.spool.records.map((r) => r.bodies), [{ request: null }, null, { request: /the masked text/ }]);
+  t.notMatch(JSON.stringify(h.spool.records), /the caller text/, 'never the body as received');
 });
 
 t.test('forwarded requests keep their bodies as the spool says, full or not', async (t) => {
@@ -215,4 +231,105 @@ t.test('over HTTP: callers without a key can neither fill a real spool nor get a
     stored().slice(-2).map((r) => [r.keyId, r.errorCode, r.bodies]),
     [['key-a', 'ZN_ERR_SPOOL_FULL', null], ['key-a', 'ZN_ERR_GUARDRAIL_BLOCKED', null]],
   );
+});
+
+const PII = 'mail jane.doe@example.com card 4111 1111 1111 1111 key sk-proj-Abc123Def456Ghi789Jkl0';
+const MASKS = [
+  { detector: 'email', action: 'mask', on: 'both' },
+  { detector: 'bank-card', action: 'mask', on: 'both' },
+  { detector: 'secret', action: 'mask', on: 'both' },
+] as const;
+
+/** A node whose key-a has policy `p` of `rules`, recording into a spool double that keeps bodies; Anthropic alias `claude` and tool server `tools` are configured (never reached). */
+async function guardedNode(t: Test, rules: Parameters<typeof policy>[1]) {
+  const upstream = await startFakeUpstream(t);
+  const spool = fakeSpool({ fullness: 0, keepsBodies: true });
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    services: { spool },
+    bundle: (base, hash) => ({
+      node: { ...base.node, surfaces: ['model', 'tools'] },
+      upstreams: [...base.upstreams, { id: 'up-2', name: 'claude', kind: 'anthropic', baseUrl: upstream.url, apiKey: 'sk-ant-upstream-0123456789', timeoutMs: 10_000 }],
+      routes: [...base.routes, { alias: 'claude', targets: [{ upstream: 'claude', model: 'claude-real', weight: 1 }], fallbacks: [], timeoutMs: 10_000, retries: 0 }],
+      apiKeys: [bundleKey('key-a', hash, { guardrailPolicyId: 'p' })],
+      guardrailPolicies: [policy('p', rules)],
+      toolServers: [{ name: 'tools', url: 'http://127.0.0.1:9/mcp', apiKey: 'tool-server-key-0123456789', timeoutMs: 10_000, callMicros: 0 }],
+    }),
+  });
+  /** POSTs `body` to `path` and returns the answer's code and the request's record. */
+  const post = async (path: string, body: unknown): Promise<{ status: number; code: string | undefined; record: RequestRecord | undefined }> => {
+    const before = spool.records.length;
+    const res = await fetch(`${node.origin}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${node.secret}` },
+      body: JSON.stringify(body),
+    });
+    const answer = (await res.json()) as { error?: { code?: string; type?: string } };
+    // The record is durable before the answer's last byte.
+    return { status: res.status, code: answer.error?.code ?? answer.error?.type, record: spool.records.length === before + 1 ? spool.records[before] : undefined };
+  };
+  return { post };
+}
+
+/** `value` under `depth` levels of objects. */
+function nested(depth: number, value: unknown = 's'): unknown {
+  let out = value;
+  for (let i = 0; i < depth; i++) out = { a: out };
+  return out;
+}
+
+t.test("a keyed request refused before its input rules ran over all of it keeps no body: the text they did not reach, or could not mask, is the caller's", async (t) => {
+  const rowsOf = { rows: Array.from({ length: 50_001 }, (_, i) => `r${i}`) };
+  const unmasked = (record: RequestRecord | undefined): boolean => /jane\.doe@example\.com|4111 1111 1111 1111|sk-proj-Abc123/.test(JSON.stringify(record));
+
+  await t.test('text past what guardrails check (64 levels deep, 50 000 strings)', async (t) => {
+    const { post } = await guardedNode(t, [...MASKS, { detector: 'phone', action: 'block', on: 'input' }]);
+    const blocked = await post('/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: `${PII} phone +1 415 555 0132` }] });
+    t.match(blocked, { status: 400, record: { errorCode: 'ZN_ERR_GUARDRAIL_BLOCKED', bodies: { request: /mail/ } } }, 'a request a rule blocked keeps its body');
+    t.notOk(unmasked(blocked.record), 'masked');
+    const refused = {
+      'a content part nested 64 deep': await post('/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: [{ type: 'text', text: PII }, { type: 'x-note', data: nested(64) }] }] }),
+      'tool-call arguments of 50 001 strings': await post('/v1/chat/completions', {
+        model: 'echo',
+        messages: [
+          { role: 'user', content: PII },
+          { role: 'assistant', content: null, tool_calls: [{ id: 't1', type: 'function', function: { name: 'export_rows', arguments: JSON.stringify(rowsOf) } }] },
+          { role: 'tool', tool_call_id: 't1', content: 'done' },
+        ],
+      }),
+      'an Anthropic tool_use input of 50 001 strings': await post('/v1/messages', {
+        model: 'claude',
+        max_tokens: 50,
+        messages: [
+          { role: 'user', content: PII },
+          { role: 'assistant', content: [{ type: 'tool_use', id: 'tu1', name: 'export_rows', input: rowsOf }] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'tu1', content: 'done' }] },
+        ],
+      }),
+      'MCP arguments nested 70 deep': await post('/mcp/tools', { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'crm_lookup', arguments: { note: PII, tree: nested(70) } } }),
+    };
+    for (const [what, got] of Object.entries(refused)) {
+      t.match(got, { status: 400, record: { errorCode: 'ZN_ERR_GUARDRAIL_BLOCKED', bodies: null } }, `${what}: refused, its record without bodies`);
+      t.notOk(unmasked(got.record), `${what}: the text the policy masks is not in the record`);
+    }
+  });
+
+  await t.test('an output rule the node cannot apply, on a stream or an MCP call (refused up front)', async (t) => {
+    const { post } = await guardedNode(t, [...MASKS, { detector: 'regex', pattern: '(?i)', action: 'mask', on: 'output' }]);
+    const refused = {
+      stream: await post('/v1/chat/completions', { model: 'echo', stream: true, messages: [{ role: 'user', content: PII }] }),
+      'MCP call': await post('/mcp/tools', { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'crm_lookup', arguments: { note: PII } } }),
+    };
+    for (const [what, got] of Object.entries(refused)) {
+      t.match(got, { status: 400, record: { errorCode: 'ZN_ERR_GUARDRAIL_BLOCKED', bodies: null } }, `${what}: refused, its record without bodies`);
+      t.notOk(unmasked(got.record), `${what}: the text the policy masks is not in the record`);
+    }
+  });
+
+  await t.test('an input rule the node cannot apply: every request of the key', async (t) => {
+    const { post } = await guardedNode(t, [...MASKS, { detector: 'regex', pattern: '(?i)', action: 'mask', on: 'input' }]);
+    const got = await post('/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: PII }] });
+    t.match(got, { status: 400, record: { errorCode: 'ZN_ERR_GUARDRAIL_BLOCKED', bodies: null } }, 'refused, its record without bodies');
+    t.notOk(unmasked(got.record), 'the text the policy masks is not in the record');
+  });
 });

@@ -1,7 +1,8 @@
 // Stage `guardrails-in` — the input rules of the key's guardrail policy over the caller's text:
 // block (nothing is forwarded), mask (the forwarded body carries placeholders), flag (verdict only).
 // A request carrying input, or asking for output, that a direction's rules cannot check is refused
-// under them (fail closed; ctx.uncheckedInput / uncheckedOutput, found by the provider).
+// under them (fail closed; ctx.uncheckedInput / uncheckedOutput, found by the provider). A request
+// refused before the input rules ran over all of it keeps no body in its record (ctx.inputChecked).
 import type { CompiledPolicy, Direction } from '../../guardrails/compiled-policy.js';
 import { applyPolicy, requestPolicy } from '../../guardrails/policy-engine.js';
 import { resolveDeferredTexts } from '../../providers/deferred-json-texts.js';

@@ -5,9 +5,11 @@
 // A request refused before anything went upstream is no billable call: its record keeps no bodies
 // (its text is the caller's, unchecked and, without a key, anyone's), except the masked body of an
 // authenticated request an input guardrail blocked (audit evidence; bounded by the key's rate
-// limits, which ran before) while the spool is not full. Without a valid key such a record is not
+// limits, which ran before) while the spool is not full. Only when the input rules ran over all of
+// it: one refused before (text they cannot reach, a rule the node cannot apply) is unmasked. Without a valid key such a record is not
 // written at all once the spool is at UNAUTHENTICATED_RECORD_FULLNESS of its quota, so callers
 // without a key can never fill it and get keyed callers refused ZN_ERR_SPOOL_FULL (docs/spool.md).
+import { holdsUnmaskedInput } from '../../guardrails/policy-engine.js';
 import { buildRequestRecord } from '../../spool/request-record-builder.js';
 import type { RequestSpool } from '../../spool/request-spool.js';
 import type { PipelineContext } from '../context.js';
@@ -32,7 +34,7 @@ export const spoolStage: Stage = {
         return undefined;
       }
       keepBodies = false;
-    } else keepBodies = ctx.outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED' && spool.fullness() < 1;
+    } else keepBodies = ctx.outcome.errorCode === 'ZN_ERR_GUARDRAIL_BLOCKED' && !holdsUnmaskedInput(ctx) && spool.fullness() < 1;
     await spool.finalise(buildRequestRecord(ctx, { keepBodies }));
     // The record carrying the cost is durable: the credit lease is charged it now (billing/lease-credit.ts).
     ctx.deps.credit.recordCommitted(ctx);

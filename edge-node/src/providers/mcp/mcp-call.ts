@@ -5,8 +5,9 @@
  * the server's event stream, DELETE ends a session. Bodies go on as written both ways (sentBody,
  * asWritten) unless the node rewrote them. JSON answers become json replies (so output
  * guardrails see tool results); event streams and anything else are relayed as they come, checked
- * by guardMcpOutput (from guardrails-out) when the key's policy has output rules. A session belongs
- * to the key that opened it (session-owners.ts). Billing (docs/billing.md, "Tool calls"): a tool
+ * by guardMcpOutput (from guardrails-out) when the key's policy has output rules. The node's key
+ * for the tool server is redacted from every answer (redactSecret, withoutSecret,
+ * withoutSecretEvents). A session belongs to the key that opened it (session-owners.ts). Billing (docs/billing.md, "Tool calls"): a tool
  * server's 4xx is relayed but not charged; a call it received is charged even if no answer comes.
  * Tool calls are priced per call: their records carry no token usage (stage meter) and they count
  * against no tokens/min window (node-rate-limiter.ts), only requests/min and concurrency.
@@ -37,7 +38,7 @@ import { estimateTokens } from '../token-estimate.js';
 import { callLabel, jsonRpcPostSchema, jsonTexts, messageTexts, parseRelayed } from './jsonrpc-message.js';
 import type { JsonRpcPost } from './jsonrpc-message.js';
 import { admitGetStream } from './get-stream-limit.js';
-import { holdCompletingEvent } from './mcp-answer-hold.js';
+import { EventBoundaries, holdCompletingEvent } from './mcp-answer-hold.js';
 import { guardEventStream } from './mcp-event-guard.js';
 import { answerPendingOnFailure } from './mcp-stream-failure.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
@@ -352,7 +353,7 @@ function mayHoldSecret(bytes: Buffer, secret: string): boolean {
  * For a body that is not JSON (a JSON answer is redacted in its parsed strings: redactSecret), in
  * every form an error page may write it: as written, with each character other than a letter or
  * digit JSON-escaped (`\"`, `\\`, `\/`, `\u0026` or `\u003C`, mixed as any encoder mixes them) or
- * HTML-escaped (`&amp;`, `&#38;`, `&#x26;`). Event streams are relayed as they come and not rewritten.
+ * HTML-escaped (`&amp;`, `&#38;`, `&#x26;`). An event stream is redacted event by event (withoutSecretEvents).
  */
 export function withoutSecret(bytes: Buffer, secret: string | null): Buffer {
   if (secret === null || secret.length < MIN_SECRET_CHARS || !mayHoldSecret(bytes, secret)) return bytes;
@@ -429,6 +430,89 @@ function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boo
     }
   }
   return found;
+}
+
+/**
+ * `source` (an event stream's bytes) with the node's key for the tool server redacted in each event,
+ * as in an answer that is not a stream: each event is cut at its blank line (EventBoundaries) and
+ * checked whole, so every event goes out only once complete (as SSE clients read it anyway); one
+ * longer than `maxEventBytes` fails the stream (ZN_ERR_UPSTREAM_ERROR), as a guarded or held one
+ * does. The whole events of a chunk are searched at once (mayHoldSecret), so a stream without the
+ * key costs one search per chunk and goes on byte for byte. A key split across two events is in
+ * neither, and is not caught.
+ */
+export async function* withoutSecretEvents(source: AsyncIterable<Uint8Array>, secret: string | null, maxEventBytes: number): AsyncGenerator<Uint8Array> {
+  if (secret === null || secret.length < MIN_SECRET_CHARS) {
+    yield* source;
+    return;
+  }
+  const boundaries = new EventBoundaries();
+  let partial: Buffer[] = [];
+  let partialBytes = 0;
+  for await (const chunk of source) {
+    const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const ends = boundaries.scan(bytes);
+    const whole = ends.length === 0 ? 0 : ends[ends.length - 1]!;
+    if (whole > 0) {
+      // The whole events so far: the buffered start of the first, then this chunk up to the last boundary.
+      const events = partial.length === 0 ? bytes.subarray(0, whole) : Buffer.concat([...partial, bytes.subarray(0, whole)]);
+      if (mayHoldSecret(events, secret)) {
+        const redacted: Buffer[] = [];
+        let from = 0;
+        for (const end of ends) {
+          redacted.push(withoutSecretEvent(events.subarray(from, partialBytes + end), secret));
+          from = partialBytes + end;
+        }
+        yield Buffer.concat(redacted);
+      } else {
+        yield events;
+      }
+      partial = [];
+      partialBytes = 0;
+    }
+    if (whole < bytes.length) {
+      partial.push(bytes.subarray(whole));
+      partialBytes += bytes.length - whole;
+      if (partialBytes > maxEventBytes) throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `The tool server sent an event longer than ${maxEventBytes} bytes.`);
+    }
+  }
+  // A last event without its blank line.
+  if (partial.length > 0) yield withoutSecretEvent(Buffer.concat(partial), secret);
+}
+
+const LINE_END = /(\r\n|\r|\n)/;
+
+/**
+ * One event (its lines and the blank line ending it) with the key redacted: in the parsed strings
+ * of JSON data (redactSecret), the data then re-serialised as one `data:` line where the first was,
+ * its other lines (`event:`, `id:`, `retry:`) and line ends kept; in every escaped form of the text
+ * (withoutSecret) for data that is not JSON. The same bytes when the key is not in it.
+ */
+function withoutSecretEvent(event: Buffer, secret: string): Buffer {
+  if (!mayHoldSecret(event, secret)) return event;
+  // Lines and their ends, alternating (split with a capturing group).
+  const parts = event.toString('utf8').split(LINE_END);
+  const dataLines: number[] = [];
+  const values: string[] = [];
+  for (let i = 0; i < parts.length; i += 2) {
+    const line = parts[i]!;
+    if (line !== 'data' && !line.startsWith('data:')) continue;
+    dataLines.push(i);
+    const value = line.slice(5);
+    values.push(value.startsWith(' ') ? value.slice(1) : value);
+  }
+  let box: [unknown] | undefined;
+  try {
+    box = dataLines.length === 0 ? undefined : [JSON.parse(values.join('\n'))];
+  } catch {
+    box = undefined;
+  }
+  if (box === undefined) return withoutSecret(event, secret);
+  if (!redactSecret(box, event, secret)) return event;
+  parts[dataLines[0]!] = `data: ${JSON.stringify(box[0])}`;
+  // The other data lines go, each with its line end.
+  for (const i of dataLines.slice(1)) parts[i] = parts[i - 1] = '';
+  return Buffer.from(parts.join(''), 'utf8');
 }
 
 /** defineProperty: an own "__proto__" key from JSON.parse stays a plain property. */
@@ -659,7 +743,8 @@ async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
 }
 
 /**
- * The event stream's bytes as they come (unchecked; guardMcpOutput wraps them). Its end times the
+ * The event stream's bytes as they come (unchecked; guardMcpOutput wraps them), the node's key for
+ * the tool server redacted in each event (withoutSecretEvents). Its end times the
  * call; a read failure surfaces classified (a POST's pending requests are answered with it:
  * holdAnswer; a GET's stream the runner cuts), the caller's own abort as is, a GET stream a new
  * request of which would now be refused as that refusal (ZN_ERR_API_KEY_REVOKED,
@@ -682,7 +767,8 @@ async function* relayStream(
     })
     : undefined;
   try {
-    for await (const chunk of response.body as AsyncIterable<Buffer>) {
+    // Redacted before anything reads it: the caller, the output guard, the hold, the record.
+    for await (const chunk of withoutSecretEvents(response.body, ctx.toolServer?.apiKey ?? null, MAX_JSON_ANSWER_BYTES)) {
       // A guarded stream's record gets the text after masking, from the guard.
       if (call.guarded !== true) keepResponseText(ctx, decoder.decode(chunk, { stream: true }), MAX_RESPONSE_TEXT_CHARS);
       yield chunk;
