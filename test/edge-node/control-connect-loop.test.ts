@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { startConnectLoop } from '../../edge-node/src/control/connect-loop.js';
 import type { ConnectLoop, ConnectLoopOptions } from '../../edge-node/src/control/connect-loop.js';
-import { loadControlStatus } from '../../edge-node/src/control/control-status.js';
+import { loadControlStatus, saveControlStatus } from '../../edge-node/src/control/control-status.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import { loadCredentials } from '../../edge-node/src/state/credential-store.js';
 import { waitFor } from '../fixtures/wait-for.js';
@@ -175,4 +175,23 @@ t.test('a session refused as expired with no rotation saved waits for the slow r
   await waitFor(() => lines.find((l) => l.msg === 'control session ended'), { what: 'the refusal line' });
   t.match(lines.find((l) => l.msg === 'control session ended'), { code: 'CREDENTIAL_EXPIRED', retryInMs: 600_000 });
   t.equal(loop.status().state, 'disconnected');
+});
+
+t.test('a link handed over to another process records why in control-status.json, unless the new holder already wrote it', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const handedOver = { code: 'CONTROL_LINK_HANDED_OVER', message: 'another node-edge process (pid 999999) holds the control link now; this one follows it' };
+
+  const first = startLoop(t, state);
+  await waitFor(() => first.loop.status().state === 'connected', { what: 'a session' });
+  await first.loop.stop({ handedOver });
+  t.match(await loadControlStatus(state.store), { connected: false, serving: true, pid: process.pid, lastError: handedOver }, 'the file says disconnected, and why');
+
+  const second = startLoop(t, state);
+  await waitFor(() => second.loop.status().state === 'connected', { what: 'a session' });
+  // The new holder (another pid) wrote the file first: it is its link's status now.
+  const holders = { connected: true, since: new Date().toISOString(), lastError: null, sessionId: 'theirs', pid: 999_999, serving: true, updatedAt: new Date().toISOString() };
+  await saveControlStatus(state.store, holders);
+  await second.loop.stop({ handedOver });
+  t.same(await loadControlStatus(state.store), holders, "the new holder's status is left as it wrote it");
 });

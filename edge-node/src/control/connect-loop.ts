@@ -17,7 +17,7 @@ import type { StateStore } from '../state/state-store.js';
 import { Backoff } from './backoff.js';
 import type { ControlChannel } from './control-channel.js';
 import { ControlPlaneTime, MAX_CLOCK_SKEW_MS, describeSkew } from './control-plane-time.js';
-import { saveControlStatus } from './control-status.js';
+import { loadControlStatus, saveControlStatus } from './control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord } from './control-status.js';
 import { FALLBACK_CODES, needsOperator, refusalAdvice } from './refusal-advice.js';
 import { runSession } from './session.js';
@@ -85,10 +85,11 @@ export interface ConnectLoop {
   /** Rewrites control-status.json after the served config changed; resolves once written. */
   configChanged(): Promise<void>;
   /**
-   * Ends the session and the loop; resolves once the final status is written (`writeStatus:
-   * false`: not written, when another process holds the link and writes it now).
+   * Ends the session and the loop; resolves once the final status is written. `handedOver`: this
+   * process goes on serving while another holds the link: the status says disconnected for that
+   * reason, written only while control-status.json is still this process's (the new holder's wins).
    */
-  stop(options?: { writeStatus?: boolean }): Promise<void>;
+  stop(options?: { handedOver?: { code: string; message: string } }): Promise<void>;
 }
 
 /** How the next attempt should go after a session ended. */
@@ -363,12 +364,13 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
     async stop(options) {
       abort.abort();
       await done;
-      if (options?.writeStatus === false) {
-        await writes;
-        return;
-      }
-      serving = false;
       status = { ...status, state: 'disconnected', ...(status.state === 'connected' ? { since: new Date(), sessionId: null } : {}) };
+      if (options?.handedOver !== undefined) {
+        recordError(options.handedOver.code, options.handedOver.message);
+        await writes;
+        const current = await loadControlStatus(store).catch(() => undefined);
+        if (current !== undefined && current.pid !== process.pid) return;
+      } else serving = false;
       await persist();
     },
   };

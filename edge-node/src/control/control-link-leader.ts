@@ -6,13 +6,21 @@
  * wrote to the cache (`follow`) and reports the holder's link (control-status.json) in /readyz. If
  * the lock file cannot be opened the link runs here anyway (logged): a node with one process must
  * never lose its control plane over a lock.
+ *
+ * A holder gives the link up only when a read of the lock shows another live holder. A renew that
+ * fails (the state dir's disk full, the file failing) keeps the link: taking the lock is a write to
+ * the same file, so no other replica can take it while this one cannot renew it; when writes work
+ * again the next renew succeeds, or, if a replica wrote first (this row stale by then), the renew
+ * finds the row taken and the link stops: two links for at most one interval, as after any stale
+ * holder, and the control plane keeps only the newer session. A link that stops while this process
+ * goes on serving records why in control-status.json and in /readyz.
  */
 import type { Logger } from '../logger.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ConnectLoop } from './connect-loop.js';
-import { ControlLinkLock, DEFAULT_LOCK_TTL_MS } from './control-link-lock.js';
+import { ControlLinkLock } from './control-link-lock.js';
 import { isProcessAlive } from '../process-alive.js';
-import type { ControlLinkLockOptions } from './control-link-lock.js';
+import type { ControlLinkLockOptions, LockHolder } from './control-link-lock.js';
 import { loadControlStatus } from './control-status.js';
 
 export const DEFAULT_LOCK_INTERVAL_MS = 2_000;
@@ -61,14 +69,13 @@ export interface ControlLinkLeader {
 export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlLinkLeader {
   const { logger } = opts;
   const intervalMs = opts.intervalMs ?? DEFAULT_LOCK_INTERVAL_MS;
-  const ttlMs = opts.lock?.ttlMs ?? DEFAULT_LOCK_TTL_MS;
   const startedAt = new Date();
   let loop: ConnectLoop | undefined;
   let followed: ControlLinkView = { connected: false, since: startedAt };
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
-  let lastRenewed = 0;
   let lockFailing = false;
+  let renewFailing = false;
 
   let lock: ControlLinkLock | undefined;
   try {
@@ -81,17 +88,50 @@ export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlL
   }
 
   const becomeHolder = (why: string, from?: { pid: number }): void => {
-    lastRenewed = Date.now();
+    renewFailing = false;
     logger.info({ pid: process.pid, why, ...(from !== undefined ? { previousHolderPid: from.pid } : {}) }, 'this process holds the control link');
     loop = opts.startLink();
   };
 
-  const loseHolder = async (): Promise<void> => {
+  const loseHolder = async (holder: LockHolder): Promise<void> => {
     const current = loop;
     loop = undefined;
-    logger.warn({ pid: process.pid }, 'another node-edge process holds the control link now; this one stops its link and follows');
-    // The new holder writes control-status.json; this one must not overwrite it on the way out.
-    await current?.stop({ writeStatus: false });
+    const reason = { code: 'CONTROL_LINK_HANDED_OVER', message: `another node-edge process (pid ${holder.pid}) holds the control link now; this one follows it` };
+    // /readyz reads this until the new holder's control-status.json is seen, even if no file can be written.
+    followed = { connected: false, since: new Date(), problem: { code: reason.code, at: new Date() } };
+    logger.warn({ pid: process.pid, holderPid: holder.pid }, 'another node-edge process holds the control link now; this one stops its link and follows');
+    await current?.stop({ handedOver: reason });
+  };
+
+  /** Whether this process still holds the lock; a failed write alone never says it does not. */
+  const stillHolder = (heldLock: ControlLinkLock): { held: true } | { held: false; holder: LockHolder } => {
+    let failure: unknown;
+    try {
+      // The row is not this process's when renew changes nothing: take it back unless another live process holds it.
+      const result = heldLock.renew() ? undefined : heldLock.tryAcquire();
+      if (renewFailing) logger.info({ stateDir: opts.store.dir }, 'the control link lock can be renewed again');
+      renewFailing = false;
+      return result?.outcome === 'busy' ? { held: false, holder: result.holder } : { held: true };
+    } catch (err) {
+      failure = err;
+    }
+    if (!renewFailing) {
+      const full = (failure as { code?: unknown }).code === 'SQLITE_FULL';
+      logger.error(
+        { err: { message: (failure as Error).message }, code: full ? 'STATE_DIR_FULL' : 'CONTROL_LINK_LOCK_FAILING', stateDir: opts.store.dir },
+        full
+          ? `the state dir's disk is full (${opts.store.dir}): the control link lock cannot be renewed; this process keeps the control link (no other process can take the lock while the disk is full) and tries again every ${intervalMs} ms: free space there`
+          : `the control link lock in ${opts.store.dir} cannot be renewed; this process keeps the control link unless another process is seen holding it, and tries again every ${intervalMs} ms`,
+      );
+      renewFailing = true;
+    }
+    try {
+      const other = heldLock.liveOtherHolder();
+      return other === undefined ? { held: true } : { held: false, holder: other };
+    } catch {
+      // Unreadable too: no other process can take it either.
+      return { held: true };
+    }
   };
 
   const followTick = async (): Promise<void> => {
@@ -102,6 +142,8 @@ export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlL
     }
     try {
       const status = await loadControlStatus(opts.store);
+      // This process's own file (its link stopped, no holder wrote since) is no other holder's link.
+      if (status?.pid === process.pid) return;
       if (status !== undefined && status.serving && isProcessAlive(status.pid)) {
         const problem = currentProblem(status.connected, status.lastError);
         followed = { connected: status.connected, since: new Date(status.since), ...(problem !== undefined ? { problem } : {}) };
@@ -115,18 +157,8 @@ export function startControlLinkLeader(opts: ControlLinkLeaderOptions): ControlL
   const tick = async (): Promise<void> => {
     if (lock === undefined || stopped) return;
     if (loop !== undefined) {
-      let held: boolean;
-      try {
-        held = lock.renew();
-        if (held) lastRenewed = Date.now();
-        lockFailing = false;
-      } catch (err) {
-        // Busy or failing for a moment: still ours until another could have taken it.
-        held = Date.now() - lastRenewed <= ttlMs;
-        if (!lockFailing) logger.warn({ err: { message: (err as Error).message } }, 'could not renew the control link lock');
-        lockFailing = true;
-      }
-      if (!held) await loseHolder();
+      const state = stillHolder(lock);
+      if (!state.held) await loseHolder(state.holder);
       return;
     }
     let result;

@@ -15,7 +15,8 @@
  * A row is stale when its holder is dead — its pid is gone, or now belongs to a process started at
  * another time (pid reuse); checked only when the holder ran in this pid namespace, since a pid
  * from another container means nothing here — or when it was not renewed for `ttlMs` (a holder in
- * another namespace, or one stuck). A holder that finds its row taken stops its link.
+ * another namespace, or one stuck). A holder that finds its row taken stops its link; one that
+ * cannot write the row (disk full) keeps it, since no other process can write it either.
  */
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
@@ -120,6 +121,17 @@ export class ControlLinkLock {
   /** Gives the lock up (a clean stop) so another replica takes it at its next try. */
   release(): void {
     this.db.prepare('delete from control_link_holder where slot = 1 and owner = ?').run(this.owner);
+  }
+
+  /**
+   * Another live process that holds the lock now, by a read alone (no write: it works while the
+   * state dir's disk is full); undefined when the row is this process's, free, or stale.
+   */
+  liveOtherHolder(): LockHolder | undefined {
+    const holder = this.holder();
+    if (holder === undefined || holder.owner === this.owner) return undefined;
+    if (!this.isHolderAlive(holder) || this.now() - holder.renewedAt > this.ttlMs) return undefined;
+    return holder;
   }
 
   holder(): LockHolder | undefined {
