@@ -29,6 +29,7 @@ import type { GetStreamStandingOptions } from './providers/mcp/get-stream-standi
 import { SessionOwners } from './providers/mcp/session-owners.js';
 import { noRateLimits } from './rate-limit/rate-limiter.js';
 import { noSpool } from './spool/request-spool.js';
+import type { SpoolState } from './spool/spool-store.js';
 import { CLIENT_REQUEST_ID_HEADER, REQUEST_ID_HEADER, clientRequestIdOf, generateRequestId } from './request-id.js';
 import { UpstreamPool } from './upstream/upstream-pool.js';
 import { TargetHealth, targetsOf } from './routing/target-health.js';
@@ -52,6 +53,8 @@ export interface AppDeps {
   controlLink?: () => ControlLinkView;
   /** Whether the served config is the previous enrollment's, for /readyz; absent in stand-alone mode. */
   previousEnrollment?: () => boolean;
+  /** The spool's fill and failing writes, for /readyz; absent (or undefined) without a spool. */
+  spoolState?: () => SpoolState | undefined;
   /** Injected by tests. The app closes it on close. */
   upstreams?: UpstreamPool;
   /** Counts finished requests (and server-side failures) for the control heartbeat's figures. */
@@ -238,6 +241,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     holder,
     ...(deps.controlLink !== undefined ? { controlLink: deps.controlLink } : {}),
     ...(deps.previousEnrollment !== undefined ? { previousEnrollment: deps.previousEnrollment } : {}),
+    ...(deps.spoolState !== undefined ? { spool: deps.spoolState } : {}),
   });
 
   const services = deps.services ?? {};

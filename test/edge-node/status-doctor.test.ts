@@ -283,3 +283,71 @@ t.test('doctor on a missing state dir fails without creating it; every command h
     t.match(help.stdout, `Usage: zenova-node ${command}`);
   }
 });
+
+t.test('doctor fails, with status\'s advice, when the control plane refused the node (credential revoked), though the credential and TLS look fine', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  await chmod(state.dir, 0o700);
+  const advice = 'this node was re-enrolled elsewhere: run `zenova gateway-node reenroll-command NAME` on the control plane';
+  await saveControlStatus(state.store, {
+    connected: false,
+    since: new Date().toISOString(),
+    lastError: { code: 'CREDENTIAL_REVOKED', message: 'revoked', at: new Date().toISOString(), advice },
+    sessionId: null,
+    pid: process.pid,
+    serving: true,
+    updatedAt: new Date().toISOString(),
+  });
+  const result = await run(['doctor', '--state-dir', state.dir]);
+  t.equal(result.code, 1, result.stdout);
+  t.match(result.stdout, /ok\s+credential valid until/);
+  t.match(result.stdout, /FAIL\s+control plane accepts this node .*: refused with CREDENTIAL_REVOKED at .*\n\s+this node was re-enrolled elsewhere: run `zenova gateway-node reenroll-command NAME`/);
+  t.notMatch(result.stdout, /all checks passed/);
+
+  // Once a session was established again, the refusal is history.
+  const control = await loadControlStatus(state.store);
+  await saveControlStatus(state.store, { ...control!, lastError: { ...control!.lastError!, resolvedAt: new Date().toISOString() } });
+  const after = await run(['doctor', '--state-dir', state.dir]);
+  t.equal(after.code, 0, after.stdout);
+  t.match(after.stdout, /ok\s+control plane accepts this node/);
+});
+
+t.test('status advises that the node reconnects by itself only while node-edge runs', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const unreachable = async (pid: number, serving: boolean) =>
+    saveControlStatus(state.store, {
+      connected: false,
+      since: new Date().toISOString(),
+      lastError: { code: 'GATEWAY_UNREACHABLE', message: 'connect ECONNREFUSED', at: new Date().toISOString(), advice: 'the gateway cannot be reached; the node keeps serving and reconnects by itself' },
+      sessionId: null,
+      pid,
+      serving,
+      updatedAt: new Date().toISOString(),
+    });
+  await unreachable(process.pid, true);
+  t.match((await run(['status', '--state-dir', state.dir])).stdout, /what to do:\s+the gateway cannot be reached; the node keeps serving and reconnects by itself/);
+  await unreachable(process.pid, false);
+  const stopped = (await run(['status', '--state-dir', state.dir])).stdout;
+  t.match(stopped, /node-edge:\s+not running/);
+  t.notMatch(stopped, /keeps serving and reconnects by itself/);
+  t.match(stopped, /what to do:\s+node-edge is not running: start it/);
+});
+
+t.test('status warns and doctor fails once the credential has less validity left than rotation allows', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  await chmod(state.dir, 0o700);
+  await saveCredentials(state.store, { current: newCredential(36 * 3600_000) });
+  const status = await run(['status', '--state-dir', state.dir]);
+  t.match(status.stdout, /credential:\s+EXPIRES SOON: valid until .* \(1d 11h left\); it should have been rotated by now: .*check the link/);
+  const json = JSON.parse((await run(['status', '--state-dir', state.dir, '--json'])).stdout);
+  t.match(json.credential, { expired: false, expiresSoon: true });
+  const doctor = await run(['doctor', '--state-dir', state.dir]);
+  t.equal(doctor.code, 1, doctor.stdout);
+  t.match(doctor.stdout, /FAIL\s+credential valid until .*, less than rotation leaves\n\s+it should have been rotated by now/);
+
+  await saveCredentials(state.store, { current: newCredential(20 * 24 * 3600_000) });
+  t.match((await run(['status', '--state-dir', state.dir])).stdout, /credential:\s+valid until /);
+  t.equal((await run(['doctor', '--state-dir', state.dir])).code, 0);
+});

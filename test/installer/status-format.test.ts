@@ -19,27 +19,27 @@ function status(spool: NodeStatusReport['spool'], lastUpgrade: InstalledStatus['
 }
 
 t.test('status shows the spool in one row', async (t) => {
-  const text = formatInstalledStatus(status({ file: 'f', bytes: 3 * 1024 * 1024, backlog: 12, open: 0, error: null }));
+  const text = formatInstalledStatus(status({ file: 'f', bytes: 3 * 1024 * 1024, fileBytes: 3 * 1024 * 1024, backlog: 12, open: 0, error: null }));
   t.equal(text.match(/^spool:/gm)?.length, 1, text);
   t.match(text, /^spool: +3\.0 MiB, backlog 12 records not yet delivered$/m);
 });
 
 t.test('an unreadable spool shows as unreadable, never as a backlog of 0', async (t) => {
-  const text = formatInstalledStatus(status({ file: 'f', bytes: 4096, backlog: 0, open: 0, error: 'file is not a database' }));
+  const text = formatInstalledStatus(status({ file: 'f', bytes: 4096, fileBytes: 4096, backlog: 0, open: 0, error: 'file is not a database' }));
   t.equal(text.match(/^spool:/gm)?.length, 1, text);
   t.match(text, /^spool: +UNREADABLE: file is not a database$/m);
   t.notMatch(text, /backlog 0/);
 });
 
 t.test('status --json gives an unreadable spool null counts, not 0', async (t) => {
-  const unreadable = JSON.parse(JSON.stringify(statusJson(status({ file: 'f', bytes: 4096, backlog: 0, open: 0, error: 'file is not a database' }))));
+  const unreadable = JSON.parse(JSON.stringify(statusJson(status({ file: 'f', bytes: 4096, fileBytes: 4096, backlog: 0, open: 0, error: 'file is not a database' }))));
   t.match(unreadable.node.spool, { error: 'file is not a database', backlog: null, open: null });
-  const fine = JSON.parse(JSON.stringify(statusJson(status({ file: 'f', bytes: 1, backlog: 3, open: 1, error: null }))));
+  const fine = JSON.parse(JSON.stringify(statusJson(status({ file: 'f', bytes: 1, fileBytes: 1, backlog: 3, open: 1, error: null }))));
   t.match(fine.node.spool, { backlog: 3, open: 1, error: null }, 'a readable spool is unchanged');
 });
 
 t.test('status shows the last upgrade, and a switched-back one with its reason', async (t) => {
-  const spool = { file: 'f', bytes: 1, backlog: 0, open: 0, error: null };
+  const spool = { file: 'f', bytes: 1, fileBytes: 1, backlog: 0, open: 0, error: null };
   t.notMatch(formatInstalledStatus(status(spool)), /last upgrade/, 'no row without an upgrade');
   t.match(formatInstalledStatus(status(spool, { from: '0.0.9', to: '0.1.0', at: '2026-12-01T15:00:00.000Z', outcome: 'ready' })), /^last upgrade: +0\.0\.9 → 0\.1\.0 at 2026-12-01T15:00:00\.000Z: ready$/m);
   t.match(
@@ -49,7 +49,7 @@ t.test('status shows the last upgrade, and a switched-back one with its reason',
 });
 
 t.test('an installed node dir without a node identity advises the install or re-enroll command, not zenova-node (not on the host PATH)', async (t) => {
-  const base = status({ file: 'f', bytes: 1, backlog: 0, open: 0, error: null });
+  const base = status({ file: 'f', bytes: 1, fileBytes: 1, backlog: 0, open: 0, error: null });
   const text = formatInstalledStatus({ ...base, node: { ...base.node!, enrolled: false, node: null } });
   t.match(text, /^node: +not enrolled \(\/opt\/zenova-node\/data\); run the install command again .*reenroll-command NAME/m);
   t.notMatch(text, /zenova-node enroll/);

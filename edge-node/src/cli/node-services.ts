@@ -14,7 +14,7 @@ import type { PipelineDeps } from '../pipeline/deps.js';
 import { openSessionOwners } from '../providers/mcp/session-owners.js';
 import { createNodeRateLimiter } from '../rate-limit/create-node-rate-limiter.js';
 import { openNodeSpool } from '../spool/open-node-spool.js';
-import type { SpoolSynchronous } from '../spool/spool-store.js';
+import type { SpoolState, SpoolSynchronous } from '../spool/spool-store.js';
 import { TargetHealth } from '../routing/target-health.js';
 
 export type PipelineServices = Pick<PipelineDeps, 'nodeId' | 'limiter' | 'credit' | 'spool' | 'metrics' | 'sessionOwners' | 'targetHealth'>;
@@ -23,6 +23,9 @@ export interface NodeServices {
   pipeline: PipelineServices;
   channels: ControlChannel[];
   figures(): NodeFigures;
+  /** The spool's fill and failing writes (NodeSpool.state); undefined without a spool. */
+  spoolState(): SpoolState | undefined;
+  onSpoolStateChanged(listener: () => void): void;
   adminUrl: string | undefined;
   /**
    * The node is stopping and has drained its requests: give credit back while the session is up.
@@ -81,6 +84,8 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
       pipeline: { nodeId: opts.nodeId, limiter, credit: credit.credit, spool: spool.spool, metrics: metrics.metrics, sessionOwners, targetHealth: new TargetHealth() },
       channels: [spool.channel, credit.channel].filter((c): c is ControlChannel => c !== undefined),
       figures: () => spool.figures(),
+      spoolState: () => spool.state(),
+      onSpoolStateChanged: (listener) => spool.onStateChanged(listener),
       adminUrl: metrics.adminUrl,
       beforeControlStop: async () => credit.returnLeases?.(),
       close: closeAll,

@@ -180,6 +180,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
         }
       : {}),
     ...(applier !== undefined ? { previousEnrollment: () => applier?.servesPreviousTrust() ?? false } : {}),
+    spoolState: () => services.spoolState(),
   });
   try {
     await app.listen({ host: opts.listen.host, port: opts.listen.port });
@@ -254,11 +255,18 @@ export async function serve(opts: ServeOptions): Promise<number> {
           return outcome.ok ? { ok: true } : { ok: false, code: outcome.code, message: outcome.message, retryable: outcome.retryable };
         },
         configStatus: () => configStatus(configHolder, configApplier),
+        spoolStatus: () => {
+          const spool = services.spoolState();
+          return spool === undefined ? undefined : { quotaBytes: spool.quotaBytes, fullPolicy: spool.fullPolicy, full: spool.full, writeFailing: spool.writeFailing };
+        },
         channels: services.channels,
         controlPlaneTime,
         reconnect: reconnect.reconnect,
         refusedRetryMs: reconnect.refusedRetryMs,
       });
+    // status and doctor see a full spool or failing writes (on a full disk this write fails too:
+    // status then judges free space itself).
+    services.onSpoolStateChanged(() => void link?.configChanged());
     link = startControlLinkLeader({
       store: enrolled.store,
       logger: opts.logger,

@@ -18,7 +18,7 @@ import { Backoff } from './backoff.js';
 import type { ControlChannel } from './control-channel.js';
 import { ControlPlaneTime, MAX_CLOCK_SKEW_MS, describeSkew } from './control-plane-time.js';
 import { loadControlStatus, saveControlStatus } from './control-status.js';
-import type { ConfigStatusRecord, ControlStatusRecord } from './control-status.js';
+import type { ConfigStatusRecord, ControlStatusRecord, SpoolStatusRecord } from './control-status.js';
 import { FALLBACK_CODES, needsOperator, refusalAdvice } from './refusal-advice.js';
 import { runSession } from './session.js';
 import type { ConfigPushResult, HeartbeatFigures, HelloConfigFacts, NodeFacts, SessionEnd } from './session.js';
@@ -62,6 +62,8 @@ export interface ConnectLoopOptions {
   channels?: readonly ControlChannel[];
   /** The served config, mirrored into control-status.json for `status`. */
   configStatus?: () => ConfigStatusRecord;
+  /** The spool's quota, fill and failing writes, mirrored likewise (undefined without a spool). */
+  spoolStatus?: () => SpoolStatusRecord | undefined;
   /**
    * The identity read before each attempt (it is read afresh, so a re-enrollment while serving is
    * picked up): serve rebuilds the config applier's trust from it before the session can push.
@@ -82,7 +84,7 @@ export interface ConnectLoopOptions {
 
 export interface ConnectLoop {
   status(): ControlLinkStatus;
-  /** Rewrites control-status.json after the served config changed; resolves once written. */
+  /** Rewrites control-status.json after the served config or the spool's state changed; resolves once written. */
   configChanged(): Promise<void>;
   /**
    * Ends the session and the loop; resolves once the final status is written. `handedOver`: this
@@ -174,6 +176,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
             },
       sessionId: status.sessionId,
       ...(opts.configStatus !== undefined ? { config: opts.configStatus() } : {}),
+      ...spoolRecord(),
       ...clockRecord(),
       pid: process.pid,
       serving,
@@ -183,6 +186,11 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
       .then(() => saveControlStatus(store, record))
       .catch((err: unknown) => logger.warn({ err: { message: (err as Error).message } }, 'could not write control-status.json'));
     return writes;
+  };
+
+  const spoolRecord = (): Pick<ControlStatusRecord, 'spool'> => {
+    const spool = opts.spoolStatus?.();
+    return spool === undefined ? {} : { spool };
   };
 
   /** The control plane's time as last anchored, for `status` (which works out the skew now from it). */

@@ -60,7 +60,7 @@ export interface ControlLinkLeader {
   isHolder(): boolean;
   /** This process's link, or the holder's as it last wrote control-status.json. */
   view(): ControlLinkView;
-  /** The served config changed: the holder rewrites control-status.json. */
+  /** The served config or the spool's state changed: the holder rewrites control-status.json. */
   configChanged(): Promise<void>;
   /** Stops the link (if held) and gives the lock up. */
   stop(): Promise<void>;

@@ -24,6 +24,18 @@ export const configStatusSchema = z.object({
 
 export type ConfigStatusRecord = z.infer<typeof configStatusSchema>;
 
+/** The spool's fill against its quota and whether its writes fail, for `status` and `doctor`. */
+export const spoolStatusSchema = z.object({
+  quotaBytes: z.number().int().min(0),
+  fullPolicy: z.enum(['reject', 'metering-only']),
+  /** At or over the quota when written (status judges the fill again from the file's live bytes). */
+  full: z.boolean(),
+  /** Set while spool commits fail (disk full, I/O error): every new request is refused. */
+  writeFailing: z.object({ code: z.string().max(100), since: z.iso.datetime({ offset: true }) }).nullable(),
+});
+
+export type SpoolStatusRecord = z.infer<typeof spoolStatusSchema>;
+
 export const controlStatusSchema = z.object({
   /** True while a session is established. */
   connected: z.boolean(),
@@ -42,6 +54,8 @@ export const controlStatusSchema = z.object({
   sessionId: z.string().max(200).nullable(),
   /** Absent in files written before config bundles existed. */
   config: configStatusSchema.optional(),
+  /** Absent in files written before it was mirrored, and without a spool. */
+  spool: spoolStatusSchema.optional(),
   /**
    * The control plane's time at the last HelloAck, against the host's monotonic clock (shared by
    * its processes), so `status` works out the skew as of now; absent before the first session.

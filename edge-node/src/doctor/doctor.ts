@@ -9,16 +9,19 @@ import { BundleCache } from '../config/bundle-cache.js';
 import { olderConfigWarning } from '../config/enrolled-config.js';
 import { readStartupCache } from '../config/startup-cache.js';
 import type { StartupCache } from '../config/startup-cache.js';
-import { CONTROL_STATUS_FILE } from '../control/control-status.js';
+import { CONTROL_STATUS_FILE, loadControlStatus } from '../control/control-status.js';
 import { gatewayProxy } from '../control/gateway-channel.js';
 import { probeTcp, probeTls } from '../control/gateway-probe.js';
+import { needsOperator } from '../control/refusal-advice.js';
 import type { ProxyServer } from '../net/proxy-policy.js';
-import { CREDENTIAL_FILE, isExpired, loadCredentials } from '../state/credential-store.js';
+import { CREDENTIAL_FILE, CREDENTIAL_RENEW_ADVICE, expiresSoon, isExpired, loadCredentials } from '../state/credential-store.js';
+import { freeSpaceOf } from '../state/free-space.js';
 import { IDENTITY_FILE, describeGatewayTrust, gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { openStateStore } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { createLogger } from '../logger.js';
+import { formatBytes } from '../status/node-status.js';
 import { explainTlsFailure } from '../tls/tls-failure.js';
 import { expiryWarning, readCallerTls } from '../tls/caller-tls.js';
 import type { CallerTlsFiles } from '../tls/caller-tls.js';
@@ -115,6 +118,8 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
         label: `credential expired at ${credentials.current.expiresAt}`,
         advice: 're-enroll: on the control plane run `zenova gateway-node reenroll-command NAME`, then run the printed command here',
       });
+    } else if (expiresSoon(credentials.current)) {
+      checks.push({ ok: false, label: `credential valid until ${credentials.current.expiresAt}, less than rotation leaves`, advice: CREDENTIAL_RENEW_ADVICE });
     } else {
       checks.push({ ok: true, label: `credential valid until ${credentials.current.expiresAt}` });
     }
@@ -122,9 +127,48 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
     checks.push({ ok: false, label: 'credential', advice: `${(err as Error).message}; re-enroll with --reenroll` });
   }
 
+  checks.push(await checkControlRefusal(store));
+  checks.push(checkFreeSpace(store.dir));
   if (identity !== undefined) checks.push(...(await checkConfigCache(store, identity)));
   if (identity !== undefined) checks.push(...(await checkGateway(identity)));
   return checks;
+}
+
+/**
+ * The control plane's last answer as the serving node mirrored it (control-status.json): a refusal
+ * no reconnect cures (credential revoked or expired, node deleted, …) fails with status's advice,
+ * though the local credential and the gateway's TLS look fine.
+ */
+async function checkControlRefusal(store: StateStore): Promise<DoctorCheck> {
+  const label = `control plane accepts this node (${store.path(CONTROL_STATUS_FILE)})`;
+  let control;
+  try {
+    control = await loadControlStatus(store);
+  } catch (err) {
+    return { ok: false, label, advice: `${(err as Error).message}; node-edge rewrites it when it starts and when the link changes` };
+  }
+  const lastError = control?.lastError ?? null;
+  // As status: an error the link recovered from is history.
+  if (lastError === null || lastError.resolvedAt !== undefined || control?.connected === true || !needsOperator(lastError.code)) return { ok: true, label };
+  return {
+    ok: false,
+    label: `${label}: refused with ${lastError.code} at ${lastError.at}`,
+    advice: lastError.advice ?? `${lastError.message}; \`zenova-node status\` shows the control link`,
+  };
+}
+
+/** The spool stops being written (every new request refused) when the state dir's filesystem is full. */
+function checkFreeSpace(dir: string): DoctorCheck {
+  let free;
+  try {
+    free = freeSpaceOf(dir);
+  } catch (err) {
+    return { ok: false, label: `free space in ${dir}'s filesystem`, advice: `cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+  }
+  const label = `free space in ${dir}'s filesystem: ${formatBytes(free.freeBytes)} (at least ${formatBytes(free.minFreeBytes)} wanted)`;
+  return free.low
+    ? { ok: false, label, advice: 'the request spool cannot be written once the filesystem is full, and new requests are then refused (ZN_ERR_SPOOL_FULL): free space there, or move the state dir to a larger filesystem' }
+    : { ok: true, label };
 }
 
 /**

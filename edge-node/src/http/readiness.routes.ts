@@ -2,9 +2,14 @@
 // config version it serves since when, and whether its control link is up (or since when not).
 // A node serving from its cache with the control plane gone is ready: that is the point of the cache.
 // So is one still serving the previous installation's config after a re-enrollment, with a warning.
+// One whose spool refuses every new request (writes failing, or full under policy `reject`) is not
+// ready: a load balancer then sends callers to a node that can answer them. A full spool under
+// `metering-only` still serves (without bodies): ready, with a warning.
 import type { FastifyInstance } from 'fastify';
 import type { ConfigHolder } from '../config/config-holder.js';
 import { olderConfigWarning, previousEnrollmentWarning } from '../config/enrolled-config.js';
+import { spoolProblem } from '../spool/spool-store.js';
+import type { SpoolState } from '../spool/spool-store.js';
 
 export interface ControlLinkView {
   connected: boolean;
@@ -31,13 +36,15 @@ export interface ReadinessDeps {
   controlLink?: () => ControlLinkView;
   /** True while the served config verified under the trust of an earlier enrollment (ConfigApplier.servesPreviousTrust). */
   previousEnrollment?: () => boolean;
+  /** The spool's fill and failing writes; absent (or undefined) without a spool. */
+  spool?: () => SpoolState | undefined;
 }
 
 export interface ReadinessBody {
   ready: boolean;
   /** Why the node is not ready; absent when it is. */
   reason?: string;
-  code?: 'ZN_ERR_NODE_NOT_READY';
+  code?: 'ZN_ERR_NODE_NOT_READY' | 'ZN_ERR_SPOOL_FULL';
   configSource: 'local-file' | 'bundle' | null;
   configVersion: number | null;
   configAppliedAt: string | null;
@@ -47,6 +54,8 @@ export interface ReadinessBody {
    * or the config of its previous enrollment (re-enrolled while serving, no config from the new control plane yet).
    */
   configWarning?: string;
+  /** Set while the spool is at its quota or cannot be written: what callers get and what to do. */
+  spoolWarning?: string;
 }
 
 export function readiness(deps: ReadinessDeps): ReadinessBody {
@@ -56,8 +65,12 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
   if (!snapshot.ready) {
     return { ready: false, reason: snapshot.reason, code: 'ZN_ERR_NODE_NOT_READY', configSource: null, configVersion: null, configAppliedAt: null, controlPlane };
   }
+  const spool = deps.spool?.();
+  const spoolWarning = spool === undefined ? undefined : spoolProblem(spool);
+  const refusesAll = spool !== undefined && (spool.writeFailing !== null || (spool.full && spool.fullPolicy === 'reject'));
   return {
-    ready: true,
+    ready: !refusesAll,
+    ...(refusesAll ? { reason: spoolWarning, code: 'ZN_ERR_SPOOL_FULL' as const } : {}),
     configSource: snapshot.config.source,
     configVersion: snapshot.config.version,
     configAppliedAt: snapshot.appliedAt.toISOString(),
@@ -67,6 +80,7 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
       : snapshot.olderThanApplied !== undefined
         ? { configWarning: olderConfigWarning(snapshot.config.version ?? 0, snapshot.olderThanApplied) }
         : {}),
+    ...(spoolWarning !== undefined ? { spoolWarning } : {}),
   };
 }
 

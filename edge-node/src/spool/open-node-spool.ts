@@ -16,7 +16,7 @@ import type { RequestSpool } from './request-spool.js';
 import { createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
 import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
 import { DEFAULT_SPOOL_LIMITS, SpoolStore } from './spool-store.js';
-import type { SpoolLimits, SpoolSynchronous } from './spool-store.js';
+import type { SpoolLimits, SpoolState, SpoolSynchronous } from './spool-store.js';
 
 export interface NodeSpool {
   spool: RequestSpool;
@@ -24,6 +24,10 @@ export interface NodeSpool {
   channel?: ControlChannel;
   /** For heartbeats and status. */
   figures(): NodeFigures;
+  /** Fill against the quota and failing writes, for /readyz and control-status.json (undefined without a spool). */
+  state(): SpoolState | undefined;
+  /** See SpoolStore.onStateChanged. */
+  onStateChanged(listener: () => void): void;
   /** What the spool knows of earlier runs' requests, for the lease book's start (undefined without a spool). */
   earlierRuns?: {
     ownerSlot: number;
@@ -56,7 +60,7 @@ export function spoolLimitsOf(holder: ConfigHolder): SpoolLimits {
 
 export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpool> {
   if (opts.stateDir === undefined) {
-    return { spool: noSpool, figures: () => ({ spoolBytes: 0, backfillBacklog: 0 }), close: async () => undefined };
+    return { spool: noSpool, figures: () => ({ spoolBytes: 0, backfillBacklog: 0 }), state: () => undefined, onStateChanged: () => undefined, close: async () => undefined };
   }
   const store = await openStateStore(opts.stateDir, { create: false });
   const file = path.join(store.dir, SPOOL_FILE);
@@ -113,6 +117,8 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
     channel,
     earlierRuns: spoolStore,
     figures: () => ({ spoolBytes: spoolStore.bytes(), backfillBacklog: spoolStore.backlogCount(), backfillRejected: channel.totals.rejected }),
+    state: () => spoolStore.state(),
+    onStateChanged: (listener) => void spoolStore.onStateChanged(listener),
     close: async () => {
       clearInterval(otherWriters);
       channel.stop();

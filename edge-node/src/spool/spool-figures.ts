@@ -1,16 +1,19 @@
 /**
  * The spool's figures as `zenova-node status` shows them, read from the file without the serving
- * process (read-only; safe while node-edge writes). Bytes count the database and its WAL. A WAL
- * that serve would refuse (wal-file-check.ts) makes the figures unreadable, never short.
+ * process (read-only; safe while node-edge writes). Bytes are live bytes, as the quota and the
+ * heartbeat count them (spoolLiveBytes); fileBytes the files' size on disk, which never shrinks.
+ * A WAL that serve would refuse (wal-file-check.ts) makes the figures unreadable, never short.
  */
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { findSpoolWalDamage, SPOOL_FILE, withReadOnlySpool } from './spool-file.js';
+import { findSpoolWalDamage, SPOOL_FILE, spoolLiveBytes, withReadOnlySpool } from './spool-file.js';
 
 export interface SpoolFigures {
   file: string;
-  /** Size on disk: database + WAL. */
+  /** Live bytes (free pages excluded) + WAL: what the quota and the heartbeat count. */
   bytes: number;
+  /** Size on disk: database + WAL. */
+  fileBytes: number;
   /** Final records not yet acknowledged by the control plane. */
   backlog: number;
   /** Requests accepted and not finished (in flight, or left by a crash until the next start). */
@@ -25,19 +28,20 @@ const sizeOf = (file: string): number => (existsSync(file) ? statSync(file).size
 export function readSpoolFigures(stateDir: string): SpoolFigures | null {
   const file = path.join(stateDir, SPOOL_FILE);
   if (!existsSync(file)) return null;
-  const bytes = sizeOf(file) + sizeOf(`${file}-wal`);
+  const fileBytes = sizeOf(file) + sizeOf(`${file}-wal`);
   try {
     // Counted from a damaged WAL, the figures would leave out the records SQLite drops (serve refuses such a spool).
     const walDamage = findSpoolWalDamage(file);
-    if (walDamage !== null) return { file, bytes, backlog: 0, open: 0, error: `${file} ${walDamage}` };
+    if (walDamage !== null) return { file, bytes: fileBytes, fileBytes, backlog: 0, open: 0, error: `${file} ${walDamage}` };
     return withReadOnlySpool(file, (db) => ({
       file,
-      bytes,
+      bytes: spoolLiveBytes(db, file),
+      fileBytes,
       backlog: Number(db.prepare('select count(*) from records').pluck().get()),
       open: Number(db.prepare('select count(*) from open_requests').pluck().get()),
       error: null,
     }));
   } catch (err) {
-    return { file, bytes, backlog: 0, open: 0, error: (err as Error).message };
+    return { file, bytes: fileBytes, fileBytes, backlog: 0, open: 0, error: (err as Error).message };
   }
 }

@@ -99,6 +99,25 @@ export function withReadOnlySpool<T>(file: string, fn: (db: Database.Database) =
 }
 
 /**
+ * The spool's live bytes: the database's pages in use (free pages excluded: delivered records'
+ * pages are reused) plus the WAL file. The quota is judged by it (spool-store.ts), and `status`
+ * shows it (spool-figures.ts), so both say the same figure.
+ */
+export function spoolLiveBytes(db: Database.Database, file: string): number {
+  const pages = Number(db.pragma('page_count', { simple: true })) - Number(db.pragma('freelist_count', { simple: true }));
+  return pages * Number(db.pragma('page_size', { simple: true })) + spoolWalBytes(file);
+}
+
+/** The WAL file's size; 0 when there is none (just checkpointed and removed). */
+export function spoolWalBytes(file: string): number {
+  try {
+    return statSync(`${file}-wal`).size;
+  } catch {
+    return 0;
+  }
+}
+
+/**
  * Gives the sidecars this process may have created the owner, group and permission bits of
  * `file`, so a node-edge running as spool.db's owner can open them. Only when running as root
  * (nobody else can chown, or create files another user could not open through spool.db's own

@@ -10,13 +10,13 @@
  * not), and open() refuses new requests with ZN_ERR_SPOOL_FULL until a commit succeeds again.
  * Checkpoints run in a worker thread (state/wal-checkpointer.ts), never inside a commit.
  */
-import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { zenovaError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { interruptedRecord, openRowSchema } from './interrupted-record.js';
 import type { OpenRow, RequestSpool } from './request-spool.js';
+import { spoolLiveBytes, spoolWalBytes } from './spool-file.js';
 import type { SpoolMeta } from './spool-file.js';
 import { WalCheckpointer } from '../state/wal-checkpointer.js';
 import { isMarkedProcessAlive, thisProcessMark } from '../process-alive.js';
@@ -29,6 +29,31 @@ export type FullPolicy = 'reject' | 'metering-only';
 export interface SpoolLimits {
   quotaBytes: number;
   fullPolicy: FullPolicy;
+}
+
+/** See SpoolStore.state(). */
+export interface SpoolState {
+  /** Live bytes (the quota's measure). */
+  bytes: number;
+  quotaBytes: number;
+  fullPolicy: FullPolicy;
+  /** At or over the quota. */
+  full: boolean;
+  /** Set while commits fail (every new request is refused): the error code and since when. */
+  writeFailing: { code: string; since: string } | null;
+}
+
+/** What a full or failing spool means for callers and what to do; undefined when it has room and writes. */
+export function spoolProblem(spool: Pick<SpoolState, 'quotaBytes' | 'fullPolicy' | 'full' | 'writeFailing'>): string | undefined {
+  if (spool.writeFailing !== null) {
+    return `the request spool cannot be written since ${spool.writeFailing.since} (${spool.writeFailing.code}): new requests are refused (ZN_ERR_SPOOL_FULL); free space in the state directory's filesystem (\`zenova-node doctor\`)`;
+  }
+  if (!spool.full) return undefined;
+  const quota = `the request spool is at its quota (${spool.quotaBytes} bytes)`;
+  const what = 'deliver the backlog (check the control link: `zenova-node status`) or raise the spool quota in the node\'s config';
+  return spool.fullPolicy === 'reject'
+    ? `${quota}: new requests are refused (ZN_ERR_SPOOL_FULL); ${what}`
+    : `${quota}: requests are served and metered without their bodies (policy metering-only); ${what}`;
 }
 
 /** The node's own default when its config says nothing (a local config file). */
@@ -139,6 +164,9 @@ export class SpoolStore implements RequestSpool {
   /** Set while commits fail; cleared by the next successful one. */
   private writeFailure: { code: string; since: number } | undefined;
   private usedBytes = 0;
+  /** Whether the last measurement was at the quota (logged once per crossing, either way). */
+  private atQuota = false;
+  private readonly stateListeners = new Set<() => void>();
   private measuredAt = 0;
   private commits = 0;
   private backlog = 0;
@@ -149,12 +177,9 @@ export class SpoolStore implements RequestSpool {
     backlogAfter: Database.Statement;
     backlogSizesAfter: Database.Statement;
     backlogRange: Database.Statement;
-    pageCount: Database.Statement;
-    freelistCount: Database.Statement;
     holdsRequest: Database.Statement;
     finalCost: Database.Statement;
   };
-  private readonly pageSize: number;
   /** Held for the store's life: its open rows name its slot, so recovery can tell they are in flight. */
   private readonly ownerLock: SpoolOwnerLock;
   /** This process, as its open rows name it (the slot is what recovery checks; the rest tells people). */
@@ -176,7 +201,6 @@ export class SpoolStore implements RequestSpool {
       this.db.pragma('busy_timeout = 5000');
       // Checkpoints run in a worker (state/wal-checkpointer.ts), never inside a request's commit.
       this.db.pragma('wal_autocheckpoint = 0');
-      this.pageSize = Number(this.db.pragma('page_size', { simple: true }));
       this.stmts = {
         // As a blob: the bytes go to the wire as they are, without a JS string decoded and encoded
         // again per record (backfill reads every record the node serves).
@@ -185,8 +209,6 @@ export class SpoolStore implements RequestSpool {
         // batch is sized without loading records it will not carry (large bodies run to 1 MiB each).
         backlogSizesAfter: this.db.prepare('select sequence, octet_length(record_json) as bytes from records where sequence > ? order by sequence limit ?'),
         backlogRange: this.db.prepare('select sequence, request_id as requestId, cast(record_json as blob) as recordJson from records where sequence between ? and ? order by sequence'),
-        pageCount: this.db.prepare('pragma page_count').pluck(),
-        freelistCount: this.db.prepare('pragma freelist_count').pluck(),
         holdsRequest: this.db
           .prepare('select exists (select 1 from open_requests where request_id = ?) or exists (select 1 from records where request_id = ?)')
           .pluck(),
@@ -271,6 +293,27 @@ export class SpoolStore implements RequestSpool {
   /** Open rows and writes not yet committed, for tests and status. */
   pending(): { opens: number; finals: number; writeFailing: boolean } {
     return { opens: this.opens.length, finals: this.finals.length, writeFailing: this.writeFailure !== undefined };
+  }
+
+  /**
+   * What refuses callers, for /readyz and control-status.json: the live bytes against the quota
+   * and policy, and since when commits fail (disk full, I/O error), if they do.
+   */
+  state(): SpoolState {
+    const { quotaBytes, fullPolicy } = this.limits();
+    return {
+      bytes: this.usedBytes,
+      quotaBytes,
+      fullPolicy,
+      full: this.isFull(),
+      writeFailing: this.writeFailure === undefined ? null : { code: this.writeFailure.code, since: new Date(this.writeFailure.since).toISOString() },
+    };
+  }
+
+  /** Called when the spool reaches its quota or has room again, and when writes start or stop failing. */
+  onStateChanged(listener: () => void): () => void {
+    this.stateListeners.add(listener);
+    return () => this.stateListeners.delete(listener);
   }
 
   /** Group commits made since open (tests and the bench check batching with it). */
@@ -388,6 +431,7 @@ export class SpoolStore implements RequestSpool {
     this.finals = [];
     for (const f of pending) f.reject(new Error('the spool closed before the record was written'));
     this.committedListeners.clear();
+    this.stateListeners.clear();
     await this.checkpointer.stop();
     this.db.close();
     // Only now: rows still open (finalises that could not be written) are the next start's to recover.
@@ -471,9 +515,12 @@ export class SpoolStore implements RequestSpool {
     if (this.writeFailure !== undefined) {
       this.logger.warn({ code: this.writeFailure.code, failedForMs: Date.now() - this.writeFailure.since }, 'spool writes succeed again');
       this.writeFailure = undefined;
+      this.stateChanged();
     }
     this.usedBytes += batch.bytes;
     if (result.deleted > 0 || Date.now() - this.measuredAt >= MEASURE_EVERY_MS || this.isFull()) this.measure();
+    // A raised (or lowered) quota is noticed at the next commit.
+    else this.noticeQuota();
     openWaiter?.resolve();
     for (const f of batch.finals) f.resolve();
     if (result.inserted > 0) for (const listener of this.committedListeners) listener();
@@ -487,6 +534,7 @@ export class SpoolStore implements RequestSpool {
         { code, message: err.message, queued: this.opens.length + this.finals.length, file: this.file },
         'spool write failed; new requests are refused (ZN_ERR_SPOOL_FULL) and the write is retried until it succeeds',
       );
+      this.stateChanged();
     }
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
@@ -495,23 +543,43 @@ export class SpoolStore implements RequestSpool {
   }
 
   private measure(): void {
-    const pages = Number(this.stmts.pageCount.get()) - Number(this.stmts.freelistCount.get());
-    let walBytes = 0;
-    try {
-      walBytes = statSync(`${this.file}-wal`).size;
-    } catch {
-      // No WAL file (just checkpointed and removed): nothing to count.
-    }
-    if (walBytes > WAL_FALLBACK_CHECKPOINT_BYTES) {
+    if (spoolWalBytes(this.file) > WAL_FALLBACK_CHECKPOINT_BYTES) {
       try {
         this.db.pragma('wal_checkpoint(TRUNCATE)');
-        walBytes = statSync(`${this.file}-wal`).size;
       } catch {
         // A reader holds the WAL, or it is gone: the next measurement tries again.
       }
     }
-    this.usedBytes = pages * this.pageSize + walBytes;
+    this.usedBytes = spoolLiveBytes(this.db, this.file);
     this.measuredAt = Date.now();
+    this.noticeQuota();
+  }
+
+  /**
+   * One warn line when the spool reaches its quota and one when it has room again (not one per
+   * refused request), and the state listeners told either way.
+   */
+  private noticeQuota(): void {
+    const { quotaBytes, fullPolicy } = this.limits();
+    const full = this.usedBytes >= quotaBytes;
+    if (full === this.atQuota) return;
+    this.atQuota = full;
+    const fields = { bytes: this.usedBytes, quotaBytes, fullPolicy, file: this.file };
+    if (full) {
+      this.logger.warn(
+        fields,
+        fullPolicy === 'reject'
+          ? 'spool reached its quota; new requests are refused (ZN_ERR_SPOOL_FULL) until delivered records free room (check the control link) or the quota is raised'
+          : 'spool reached its quota; requests are served and metered without their bodies (policy metering-only) until delivered records free room',
+      );
+    } else {
+      this.logger.warn(fields, 'spool has room again below its quota');
+    }
+    this.stateChanged();
+  }
+
+  private stateChanged(): void {
+    for (const listener of this.stateListeners) listener();
   }
 
   /**

@@ -59,3 +59,21 @@ export async function storeRotatedCredential(store: StateStore, next: StoredCred
 export function isExpired(credential: StoredCredential, now = Date.now()): boolean {
   return Date.parse(credential.expiresAt) <= now;
 }
+
+/**
+ * Left of a credential's validity below which rotation has failed: the control plane rotates a
+ * credential on a live link once it is ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS old (default 1 day,
+ * at most half its validity, default 30 days). credential.json keeps no issue time, so a fixed
+ * floor stands in for "half the validity left".
+ */
+export const CREDENTIAL_RENEW_FLOOR_MS = 7 * 24 * 3600_000;
+
+/** Whether the credential is still valid but has less than CREDENTIAL_RENEW_FLOOR_MS left at `now`. */
+export function expiresSoon(credential: StoredCredential, now = Date.now()): boolean {
+  return !isExpired(credential, now) && Date.parse(credential.expiresAt) - now < CREDENTIAL_RENEW_FLOOR_MS;
+}
+
+/** What to do about a credential that expires soon (status and doctor say the same). */
+export const CREDENTIAL_RENEW_ADVICE =
+  'it should have been rotated by now: the control plane rotates credentials only over a live control link, so check the link (`zenova-node status`: last error) and get it connected; ' +
+  'once the credential has expired only a re-enrollment helps (`zenova gateway-node reenroll-command NAME` on the control plane)';

@@ -6,10 +6,14 @@ import { highestFor, loadAppliedVersion } from '../config/applied-version.js';
 import { olderConfigWarning, previousEnrollmentWarning } from '../config/enrolled-config.js';
 import { describeSkew, skewFromAnchor } from '../control/control-plane-time.js';
 import { loadControlStatus } from '../control/control-status.js';
-import type { ConfigStatusRecord, ControlStatusRecord } from '../control/control-status.js';
+import type { ConfigStatusRecord, ControlStatusRecord, SpoolStatusRecord } from '../control/control-status.js';
+import { needsOperator } from '../control/refusal-advice.js';
 import { readSpoolFigures } from '../spool/spool-figures.js';
 import type { SpoolFigures } from '../spool/spool-figures.js';
-import { isExpired, loadCredentials } from '../state/credential-store.js';
+import { spoolProblem } from '../spool/spool-store.js';
+import { CREDENTIAL_RENEW_ADVICE, expiresSoon, isExpired, loadCredentials } from '../state/credential-store.js';
+import { freeSpaceOf } from '../state/free-space.js';
+import type { FreeSpace } from '../state/free-space.js';
 import { gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { GatewayTrust } from '../state/identity.js';
 import { StateFileError } from '../state/state-store.js';
@@ -23,7 +27,8 @@ export interface NodeStatusReport {
   controlPlaneUrl: string | null;
   /** trust: the gateway CA pinned at enrollment, or this host's system trust store. */
   gateway: { target: string; serverName: string; trust: GatewayTrust['kind'] } | null;
-  credential: { expiresAt: string; expired: boolean } | null;
+  /** expiresSoon: valid, but with less left than rotation allows (CREDENTIAL_RENEW_FLOOR_MS): rotation failed. */
+  credential: { expiresAt: string; expired: boolean; expiresSoon: boolean } | null;
   control: {
     /** Whether a node-edge process serving this state dir is running; null when control-status.json is unreadable (see error). */
     running: boolean | null;
@@ -53,6 +58,14 @@ export interface NodeStatusReport {
   /** The request spool (docs/spool.md); null when this state dir has none yet. */
   spool: SpoolFigures | null;
   /**
+   * The spool's quota and policy as the serving node last wrote them, `full` judged from the live
+   * bytes above against that quota, and (only while node-edge runs) its failing writes; null when
+   * never written (absent in reports built elsewhere).
+   */
+  spoolLimits?: SpoolStatusRecord | null;
+  /** Free space in the state dir's filesystem (below minFreeBytes: low; absent in reports built elsewhere). */
+  disk?: FreeSpace | null;
+  /**
    * This host's clock against the control plane's, from the anchor the serving node took at its
    * last HelloAck: skewMs as of now (positive: this host is ahead), or as measured then when the
    * anchor no longer applies (a reboot); null before the first session (absent in reports built elsewhere).
@@ -66,6 +79,7 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
   const { control, error: controlError } = await readControlStatus(store);
   // A file left by a process that is gone (kill -9, crash) must not claim a live connection.
   const running = control !== undefined && control.serving && isProcessAlive(control.pid);
+  const spool = readSpoolFigures(store.dir);
   return {
     stateDir: store.dir,
     enrolled: identity !== undefined && credentials !== undefined,
@@ -74,7 +88,10 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     gateway: identity === undefined
       ? null
       : { target: identity.gateway.target, serverName: identity.gateway.serverName, trust: gatewayTrust(identity.gateway).kind },
-    credential: credentials === undefined ? null : { expiresAt: credentials.current.expiresAt, expired: isExpired(credentials.current) },
+    credential:
+      credentials === undefined
+        ? null
+        : { expiresAt: credentials.current.expiresAt, expired: isExpired(credentials.current), expiresSoon: expiresSoon(credentials.current) },
     control: {
       running: controlError === null ? running : null,
       pid: running ? (control?.pid ?? null) : null,
@@ -90,9 +107,19 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     configWarning: await olderConfigOf(store, identity, control?.config),
     previousEnrollmentWarning:
       control?.config?.ready === true && control.config.previousEnrollment === true ? previousEnrollmentWarning(control.config.version ?? 0) : null,
-    spool: readSpoolFigures(store.dir),
+    spool,
+    spoolLimits: spoolLimitsOf(control, spool, running),
+    disk: freeSpaceOf(store.dir),
     clock: clockOf(control),
   };
+}
+
+function spoolLimitsOf(control: ControlStatusRecord | undefined, spool: SpoolFigures | null, running: boolean): SpoolStatusRecord | null {
+  const limits = control?.spool;
+  if (limits === undefined) return null;
+  // Failing writes are the running process's; the fill is judged now, from the file.
+  const full = spool !== null && spool.error === null ? spool.bytes >= limits.quotaBytes : limits.full;
+  return { ...limits, full, writeFailing: running ? limits.writeFailing : null };
 }
 
 /** control-status.json, or why it is unreadable: only a mirror of the serving process, so the rest of the report stands without it. */
@@ -170,7 +197,15 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice: st
     row('gateway trust', report.gateway.trust === 'pinned-ca' ? 'pinned CA (saved at enrollment)' : 'system trust store (no CA pinned at enrollment)');
   }
   if (report.credential !== null) {
-    row('credential', report.credential.expired ? `EXPIRED at ${report.credential.expiresAt}; re-enroll this node` : `valid until ${report.credential.expiresAt}`);
+    const { credential } = report;
+    row(
+      'credential',
+      credential.expired
+        ? `EXPIRED at ${credential.expiresAt}; re-enroll this node`
+        : credential.expiresSoon
+          ? `EXPIRES SOON: valid until ${credential.expiresAt} (${formatElapsed(new Date().toISOString(), Date.parse(credential.expiresAt))} left); ${CREDENTIAL_RENEW_ADVICE}`
+          : `valid until ${credential.expiresAt}`,
+    );
   }
   const { control } = report;
   if (control.error !== null) {
@@ -201,12 +236,28 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice: st
     }
   }
   const { spool } = report;
+  const limits = report.spoolLimits ?? null;
   if (spool !== null) {
+    const quota = limits !== null ? ` of quota ${formatBytes(limits.quotaBytes)} (policy ${limits.fullPolicy})` : '';
+    // The file never shrinks: its size tells disk use when far above the live bytes.
+    const file = spool.fileBytes - spool.bytes >= 1024 * 1024 ? `; the file takes ${formatBytes(spool.fileBytes)} on disk (free pages are reused)` : '';
     row(
       'spool',
       spool.error !== null
         ? `UNREADABLE: ${spool.error}`
-        : `${formatBytes(spool.bytes)}, backlog ${spool.backlog} record${spool.backlog === 1 ? '' : 's'} not yet delivered${spool.open > 0 ? `, ${spool.open} open` : ''}`,
+        : `${formatBytes(spool.bytes)}${quota}, backlog ${spool.backlog} record${spool.backlog === 1 ? '' : 's'} not yet delivered${spool.open > 0 ? `, ${spool.open} open` : ''}${file}`,
+    );
+  }
+  if (limits !== null) {
+    const problem = spoolProblem(limits);
+    if (limits.writeFailing !== null) row('spool', `WRITES FAILING: ${problem ?? ''}`);
+    else if (problem !== undefined) row('spool', `FULL (quota ${formatBytes(limits.quotaBytes)}): ${problem}`);
+  }
+  const { disk } = report;
+  if (disk !== undefined && disk !== null && disk.low) {
+    row(
+      'disk',
+      `LOW: ${formatBytes(disk.freeBytes)} free in ${report.stateDir}'s filesystem (below ${formatBytes(disk.minFreeBytes)}); the spool cannot be written once it is full, and new requests are then refused (ZN_ERR_SPOOL_FULL): free space there`,
     );
   }
   const { clock } = report;
@@ -225,7 +276,11 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice: st
     const resolved = lastError.resolvedAt !== undefined || control.connected;
     const when = lastError.resolvedAt !== undefined ? ` (resolved at ${lastError.resolvedAt})` : resolved ? ' (resolved)' : '';
     row(resolved ? 'past error' : 'last error', `${lastError.code} at ${lastError.at}${when}: ${lastError.message}`);
-    if (!resolved && lastError.advice !== undefined) row('what to do', lastError.advice);
+    // "Keeps serving and reconnects by itself" is false of a stopped node; an operator's task is not.
+    if (!resolved && lastError.advice !== undefined) {
+      if (control.running === true || needsOperator(lastError.code)) row('what to do', lastError.advice);
+      else if (control.running === false) row('what to do', 'node-edge is not running: start it (it reconnects by itself once running)');
+    }
   }
   return `${lines.join('\n')}\n`;
 }

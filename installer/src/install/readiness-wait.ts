@@ -48,7 +48,18 @@ export const waitForReadiness: ReadinessWaiter = async ({ url, unit, services, t
 
 interface ReadyzBody {
   reason?: string;
+  code?: string;
+  configVersion?: number | null;
   controlPlane?: { connected?: boolean; lastError?: { code?: string } } | null;
+}
+
+/**
+ * A node whose spool is full answers 503 so that load balancers send callers elsewhere, but it
+ * started: its config is loaded (and its link up, checked apart). An upgrade is not rolled back for
+ * it (DESIGN §8: config loaded, control session authenticated); the link, once up, drains the spool.
+ */
+function startedWithFullSpool(status: number, body: ReadyzBody): boolean {
+  return status === 503 && body.code === 'ZN_ERR_SPOOL_FULL' && typeof body.configVersion === 'number';
 }
 
 /** Why a 200 /readyz is not enough when the control link must be up too; undefined when it is. */
@@ -65,8 +76,9 @@ async function pollReadiness(url: string, unit: string, services: ServiceManager
     try {
       const res = await request(url, readyzRequestOptions(REQUEST_TIMEOUT_MS, agent));
       const body = (await res.body.json().catch(() => ({}))) as ReadyzBody;
-      const linkDown = res.statusCode === 200 && controlLink ? controlLinkDown(body) : undefined;
-      if (res.statusCode === 200 && linkDown === undefined) return { ready: true };
+      const started = res.statusCode === 200 || startedWithFullSpool(res.statusCode, body);
+      const linkDown = started && controlLink ? controlLinkDown(body) : undefined;
+      if (started && linkDown === undefined) return { ready: true };
       last = `not ready: ${linkDown ?? body.reason ?? `HTTP ${res.statusCode}`}`;
     } catch (err) {
       last = `no answer on ${url} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
