@@ -4,11 +4,10 @@
  * another process; heartbeats reach the control plane and /readyz stays true to the link. The disk
  * is a real tmpfs filled to ENOSPC (root only; skipped where mount is not permitted).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, rmdirSync, writeSync } from 'node:fs';
-import os from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { fillDisk, mountSmallDisk, tmpfsSkip } from '../fixtures/small-disk.js';
 import { DEFAULT_LOCK_TTL_MS } from '../../edge-node/src/control/control-link-lock.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { testDatabase } from '../fixtures/postgres.js';
@@ -16,45 +15,15 @@ import { parseJsonLines } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { configureDemo, enrollNewNode, freePort, httpsMaterial, nodeView, startControlPlane, startNodeServe, tempDir } from './stack.js';
 
-function canMountTmpfs(): boolean {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-link-mount-probe-'));
-  try {
-    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir], { stdio: 'ignore' }).status !== 0) return false;
-    spawnSync('umount', [dir], { stdio: 'ignore' });
-    return true;
-  } finally {
-    rmdirSync(dir);
-  }
-}
-
-/** Writes until the disk answers ENOSPC; returns the filler file (remove it to give the space back). */
-function fillDisk(dir: string): string {
-  const filler = path.join(dir, 'filler.bin');
-  const fd = openSync(filler, 'w');
-  try {
-    for (;;) writeSync(fd, Buffer.alloc(4096, 1));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    closeSync(fd);
-  }
-  return filler;
-}
-
-t.test('a single node whose state dir disk is full keeps its control link past the lock TTL', { skip: canMountTmpfs() ? false : 'needs mount -t tmpfs (root)', timeout: 180_000 }, async (t) => {
+t.test('a single node whose state dir disk is full keeps its control link past the lock TTL', { skip: tmpfsSkip(), timeout: 180_000 }, async (t) => {
   const db = await testDatabase(t);
   const work = tempDir(t, 'zn-link-full-');
   const https = await httpsMaterial(path.join(work, 'https'));
   const cp = await startControlPlane(t, { db, https, gatewayTlsDir: path.join(work, 'gw'), gatewayPort: await freePort(), listenPort: await freePort(), env: { ZENOVA_NODE_OFFLINE_AFTER_SECONDS: '5' } });
   const upstream = await startFakeUpstream(t);
   await configureDemo(cp, upstream.url);
-  const stateDir = mkdtempSync(path.join(os.tmpdir(), 'zn-link-full-state-'));
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=24m,mode=0700', 'tmpfs', stateDir]);
-  t.teardown(() => {
-    // Lazy: the node may still hold files there when this runs.
-    execFileSync('umount', ['-l', stateDir]);
-    rmdirSync(stateDir);
-  });
+  // Unmounted lazily: the node may still hold files there when the test ends.
+  const stateDir = mountSmallDisk(t, '24m');
   await enrollNewNode(t, cp, 'link-full', stateDir);
   const node = await startNodeServe(t, { stateDir });
   await node.proc.waitForLine(/"msg":"config applied"/, 30_000);

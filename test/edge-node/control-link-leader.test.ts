@@ -2,12 +2,11 @@
 // another connection holds the write lock, as a full disk makes every write fail) keeps its link, since
 // no other process can take the lock either; it gives the link up only when it reads another live
 // holder in the lock, and then /readyz's view says disconnected, never its own old status file.
-import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, rmdirSync, writeSync } from 'node:fs';
-import os from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
+import { fillDisk, mountSmallDisk, tmpfsSkip } from '../fixtures/small-disk.js';
 import type { Test } from 'tap';
 import type { ConnectLoop } from '../../edge-node/src/control/connect-loop.js';
 import { startControlLinkLeader } from '../../edge-node/src/control/control-link-leader.js';
@@ -20,17 +19,6 @@ import type { StateStore } from '../../edge-node/src/state/state-store.js';
 import { waitFor } from '../fixtures/wait-for.js';
 
 type Line = Record<string, unknown>;
-
-function canMountTmpfs(): boolean {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-link-mount-probe-'));
-  try {
-    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir], { stdio: 'ignore' }).status !== 0) return false;
-    spawnSync('umount', [dir], { stdio: 'ignore' });
-    return true;
-  } finally {
-    rmdirSync(dir);
-  }
-}
 
 const INTERVAL_MS = 50;
 const TTL_MS = 300;
@@ -146,24 +134,11 @@ t.test('another live holder that took the lock takes the link over as before', a
   t.equal(leader.view().connected, false);
 });
 
-t.test("a holder on a state dir whose disk is full keeps its link and logs the full disk once, naming the state dir", { skip: canMountTmpfs() ? false : 'needs mount -t tmpfs (root)' }, async (t) => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-link-full-'));
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', dir]);
-  // Lazy: the leader's and the test's connections may still have files open on it.
-  t.teardown(() => {
-    execFileSync('umount', ['-l', dir]);
-    rmdirSync(dir);
-  });
+t.test("a holder on a state dir whose disk is full keeps its link and logs the full disk once, naming the state dir", { skip: tmpfsSkip() }, async (t) => {
+  // Unmounted lazily: the leader's and the test's connections may still have files open on it.
+  const dir = mountSmallDisk(t, '1m');
   const { leader, lines, stops } = await startLeader(t, { dir });
-  const filler = path.join(dir, 'filler.bin');
-  const fd = openSync(filler, 'w');
-  try {
-    for (;;) writeSync(fd, Buffer.alloc(4096, 1));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    closeSync(fd);
-  }
+  const filler = fillDisk(dir);
   const full = await waitFor(() => lines.find(renewFailed), { what: 'the renew failure to be logged' });
   const failedAt = Date.now();
   let letGo = false;

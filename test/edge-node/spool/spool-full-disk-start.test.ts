@@ -2,12 +2,11 @@
 // requests with ZN_ERR_SPOOL_FULL, and records the requests the crash left open once space returns
 // (docs/spool.md, "Disk full"). The disk is a real tmpfs filled to ENOSPC (root only; skipped
 // where mount is not permitted).
-import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, rmdirSync, statSync, writeSync } from 'node:fs';
-import os from 'node:os';
+import { rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
+import { fillDisk, mountSmallDisk, tmpfsSkip } from '../../fixtures/small-disk.js';
 import type { Test } from 'tap';
 import { isZenovaError } from '../../../edge-node/src/errors.js';
 import { createSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
@@ -18,44 +17,7 @@ import { NODE_ID, openRow, quietLogger, spoolState } from './spool-helpers.js';
 
 const limits = () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' as const });
 
-function canMountTmpfs(): boolean {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-spool-mount-probe-'));
-  try {
-    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir], { stdio: 'ignore' }).status !== 0) return false;
-    spawnSync('umount', [dir], { stdio: 'ignore' });
-    return true;
-  } finally {
-    rmdirSync(dir);
-  }
-}
-
-const skip = canMountTmpfs() ? false : 'needs mount -t tmpfs (root)';
-
-/** A 1 MiB tmpfs, unmounted (with whatever is still open on it) when the test ends. */
-function smallDisk(t: Test, closeFirst: Array<() => unknown>): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-spool-full-'));
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', dir]);
-  t.teardown(async () => {
-    for (const close of closeFirst) await close();
-    execFileSync('umount', ['-l', dir]);
-    rmdirSync(dir);
-  });
-  return dir;
-}
-
-/** Writes until the disk answers ENOSPC; returns the filler file (remove it to give the space back). */
-function fillDisk(dir: string): string {
-  const filler = path.join(dir, 'filler.bin');
-  const fd = openSync(filler, 'w');
-  try {
-    for (;;) writeSync(fd, Buffer.alloc(4096, 1));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    closeSync(fd);
-  }
-  return filler;
-}
+const skip = tmpfsSkip();
 
 /**
  * The state a crash leaves: two requests' open rows committed, the store gone (its owner slot free),
@@ -85,7 +47,7 @@ function expectSpoolFull(t: Test, fn: () => unknown): void {
 
 t.test('a spool with requests left open by a crash opens on a full disk, refuses new requests, and records them as interrupted once space returns', { skip }, async (t) => {
   const closeFirst: Array<() => unknown> = [];
-  const dir = smallDisk(t, closeFirst);
+  const dir = mountSmallDisk(t, '1m', closeFirst);
   const { file, meta } = await crashedSpool(dir, closeFirst);
   const filler = fillDisk(dir);
   t.equal(statSync(`${file}-wal`).size, 0, 'the WAL is empty, so recording anything needs space');
@@ -112,7 +74,7 @@ t.test('a spool with requests left open by a crash opens on a full disk, refuses
 
 t.test('a spool closed before the disk took its recovery leaves the open rows for the next start', { skip }, async (t) => {
   const closeFirst: Array<() => unknown> = [];
-  const dir = smallDisk(t, closeFirst);
+  const dir = mountSmallDisk(t, '1m', closeFirst);
   const { file, meta } = await crashedSpool(dir, closeFirst);
   const filler = fillDisk(dir);
 

@@ -1,11 +1,9 @@
 // A spool that refuses callers (at its quota under `reject`, or its writes failing) shows: one warn
 // line at each crossing, /readyz not ready, `status` FULL with the quota, and live bytes as the
 // quota counts them; doctor fails a state dir whose filesystem is nearly full.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmdirSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { mountSmallDisk, tmpfsSkip } from '../../fixtures/small-disk.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { saveControlStatus } from '../../../edge-node/src/control/control-status.js';
 import { runDoctor } from '../../../edge-node/src/doctor/doctor.js';
@@ -121,13 +119,8 @@ t.test('status shows the live bytes the quota and the heartbeat count, not the f
   t.match(text, /spool:\s+\d+\.\d MiB, backlog 0 records not yet delivered; the file takes \d+\.\d MiB on disk/);
 });
 
-t.test('doctor fails and status warns when the state dir\'s filesystem has less free space than the floor', { skip: process.getuid?.() !== 0 ? 'mounting a tmpfs needs root' : false }, async (t) => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-small-fs-'));
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m,mode=0700', 'tmpfs', dir]);
-  t.teardown(() => {
-    execFileSync('umount', [dir]);
-    rmdirSync(dir);
-  });
+t.test('doctor fails and status warns when the state dir\'s filesystem has less free space than the floor', { skip: tmpfsSkip() }, async (t) => {
+  const dir = mountSmallDisk(t, '16m');
   await openStateStore(dir, { create: false });
   const checks = await runDoctor(dir);
   t.match(checks.find((c) => c.label.startsWith('free space')), {
