@@ -1,7 +1,7 @@
 // `zenova-node status` and `zenova-node doctor` read the state dir (and, for doctor, probe the
 // gateway over real TLS) without changing anything.
 import { spawn } from 'node:child_process';
-import { chmod, readFile, readdir, stat, writeFile } from 'node:fs/promises';
+import { chmod, readFile, readdir, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
@@ -338,7 +338,10 @@ t.test('status warns and doctor fails once the credential has less validity left
   const gateway = await startFakeGateway(t);
   const state = await writeEnrolledState(t.testdir({}), gateway);
   await chmod(state.dir, 0o700);
+  // Held for 30 days with 36 h left: rotation (at half its life at the latest) never came.
   await saveCredentials(state.store, { current: newCredential(36 * 3600_000) });
+  const heldSince = new Date(Date.now() - 30 * 24 * 3600_000);
+  await utimes(state.store.path('credential.json'), heldSince, heldSince);
   const status = await run(['status', '--state-dir', state.dir]);
   t.match(status.stdout, /credential:\s+EXPIRES SOON: valid until .* \(1d 11h left\); it should have been rotated by now: .*check the link/);
   const json = JSON.parse((await run(['status', '--state-dir', state.dir, '--json'])).stdout);
@@ -350,4 +353,19 @@ t.test('status warns and doctor fails once the credential has less validity left
   await saveCredentials(state.store, { current: newCredential(20 * 24 * 3600_000) });
   t.match((await run(['status', '--state-dir', state.dir])).stdout, /credential:\s+valid until /);
   t.equal((await run(['doctor', '--state-dir', state.dir])).code, 0);
+});
+
+t.test('a credential of a control plane with short validities, just rotated in, is no warning', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  await chmod(state.dir, 0o700);
+  // A 12-hour validity: the whole life is under any fixed floor of days.
+  await saveCredentials(state.store, { current: newCredential(12 * 3600_000) });
+  t.match((await run(['status', '--state-dir', state.dir])).stdout, /credential:\s+valid until /);
+  const doctor = await run(['doctor', '--state-dir', state.dir]);
+  t.notMatch(doctor.stdout, /less than rotation leaves/);
+  // Held 30 hours with 12 left: past 60 % of its life, so its rotation failed.
+  const heldSince = new Date(Date.now() - 30 * 3600_000);
+  await utimes(state.store.path('credential.json'), heldSince, heldSince);
+  t.match((await run(['status', '--state-dir', state.dir])).stdout, /EXPIRES SOON/);
 });

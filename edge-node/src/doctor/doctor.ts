@@ -14,7 +14,7 @@ import { gatewayProxy } from '../control/gateway-channel.js';
 import { probeTcp, probeTls } from '../control/gateway-probe.js';
 import { needsOperator } from '../control/refusal-advice.js';
 import type { ProxyServer } from '../net/proxy-policy.js';
-import { CREDENTIAL_FILE, CREDENTIAL_RENEW_ADVICE, expiresSoon, isExpired, loadCredentials } from '../state/credential-store.js';
+import { CREDENTIAL_FILE, CREDENTIAL_RENEW_ADVICE, credentialHeldSince, expiresSoon, isExpired, loadCredentials } from '../state/credential-store.js';
 import { freeSpaceOf } from '../state/free-space.js';
 import { IDENTITY_FILE, describeGatewayTrust, gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
@@ -118,7 +118,7 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
         label: `credential expired at ${credentials.current.expiresAt}`,
         advice: 're-enroll: on the control plane run `zenova gateway-node reenroll-command NAME`, then run the printed command here',
       });
-    } else if (expiresSoon(credentials.current)) {
+    } else if (expiresSoon(credentials.current, credentialHeldSince(store))) {
       checks.push({ ok: false, label: `credential valid until ${credentials.current.expiresAt}, less than rotation leaves`, advice: CREDENTIAL_RENEW_ADVICE });
     } else {
       checks.push({ ok: true, label: `credential valid until ${credentials.current.expiresAt}` });

@@ -322,14 +322,16 @@ function closingQuote(text: string, open: number): number {
 
 /**
  * A JSON text parsed as guardrails must check it when that text itself is relayed (MCP): integers
- * of 16 digits or more are read as strings of their digits (quoteLongIntegers), since JSON.parse
- * would round them (a 19-digit card checked as another number while its digits went on).
- * `longIntegers`: some were read so (a mask then writes strings, and a re-serialisation writes each
- * as a string of its digits). `losesStrings`: the parse dropped strings of the text (a duplicate
- * key), so the text holds something never checked. Throws as JSON.parse does on text that is not JSON.
+ * past 2^53 are read as strings of their digits (quoteLongIntegers), since JSON.parse would round
+ * them (a 19-digit card checked as another number while its digits went on). Exact ones (up to
+ * 2^53 - 1, a 16-digit card among them) stay numbers, checked as their digits (ValueSlot), so a
+ * message rewritten by a mask keeps their type. `longIntegers`: some were read as strings (a
+ * re-serialisation writes each as a string of its digits). `losesStrings`: the parse dropped
+ * strings of the text (a duplicate key), so the text holds something never checked. Throws as
+ * JSON.parse does on text that is not JSON.
  */
 export function parseAsWritten(text: string): { value: unknown; longIntegers: boolean; losesStrings: boolean } {
-  const exact = quoteLongIntegers(text);
+  const exact = quoteLongIntegers(text, { beyondSafeOnly: true });
   const value: unknown = JSON.parse(exact);
   return { value, longIntegers: exact !== text, losesStrings: losesStrings(exact, value) };
 }
@@ -340,8 +342,9 @@ const LONG_INTEGER_HINT = /\d{16}/;
 /**
  * `text` (JSON) with every integer of 16 digits or more outside strings put in quotes, so JSON.parse
  * keeps its digits; `text` itself when it has none (the usual case: one regex test).
+ * `beyondSafeOnly`: only those JSON.parse would round (past Number.MAX_SAFE_INTEGER).
  */
-function quoteLongIntegers(text: string): string {
+function quoteLongIntegers(text: string, opts: { beyondSafeOnly?: boolean } = {}): string {
   if (!LONG_INTEGER_HINT.test(text)) return text;
   let out = '';
   let copied = 0;
@@ -357,7 +360,7 @@ function quoteLongIntegers(text: string): string {
       const next = text.charCodeAt(i);
       // A number token is all of it: a fraction or exponent makes it a double as JSON means it.
       const integer = next !== DOT && next !== LOWER_E && next !== UPPER_E;
-      if (integer && i - start - (c === MINUS ? 1 : 0) >= 16) {
+      if (integer && quotesInteger(text.slice(c === MINUS ? start + 1 : start, i), opts.beyondSafeOnly === true)) {
         out += `${text.slice(copied, start)}"${text.slice(start, i)}"`;
         copied = i;
       } else {
@@ -368,6 +371,15 @@ function quoteLongIntegers(text: string): string {
     }
   }
   return copied === 0 ? text : out + text.slice(copied);
+}
+
+const MAX_SAFE_DIGITS = String(Number.MAX_SAFE_INTEGER);
+
+/** Whether an integer's digits (no sign) are quoted: 16 or more, or only past 2^53 - 1. */
+function quotesInteger(digits: string, beyondSafeOnly: boolean): boolean {
+  if (digits.length < 16) return false;
+  if (!beyondSafeOnly || digits.length > MAX_SAFE_DIGITS.length) return true;
+  return digits > MAX_SAFE_DIGITS;
 }
 
 function isDigit(c: number): boolean {

@@ -7,6 +7,7 @@
  * fall back to `previous`: the control plane accepts it until one handover window after it learns
  * the node holds the new one (its ack, or the node connecting with it).
  */
+import { statSync } from 'node:fs';
 import { z } from 'zod';
 import { describeIssues } from '../zod-issues.js';
 import { StateFileError } from './state-store.js';
@@ -61,16 +62,33 @@ export function isExpired(credential: StoredCredential, now = Date.now()): boole
 }
 
 /**
- * Left of a credential's validity below which rotation has failed: the control plane rotates a
- * credential on a live link once it is ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS old (default 1 day,
- * at most half its validity, default 30 days). credential.json keeps no issue time, so a fixed
- * floor stands in for "half the validity left".
+ * The share of a credential's life left below which its rotation has failed: the control plane
+ * rotates a credential on a live link once it is ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS old, at
+ * most half its validity (default 1 day of 30), so a held credential has at least half its life
+ * left; 40 % leaves a tenth of the life as slack for a link that was briefly away. Judged against
+ * each credential's own life, so a control plane with short validities (hours) is no false alarm.
  */
-export const CREDENTIAL_RENEW_FLOOR_MS = 7 * 24 * 3600_000;
+export const CREDENTIAL_RENEW_SHARE = 0.4;
 
-/** Whether the credential is still valid but has less than CREDENTIAL_RENEW_FLOOR_MS left at `now`. */
-export function expiresSoon(credential: StoredCredential, now = Date.now()): boolean {
-  return !isExpired(credential, now) && Date.parse(credential.expiresAt) - now < CREDENTIAL_RENEW_FLOOR_MS;
+/**
+ * When this node took the credential it holds: credential.json's modification time (written
+ * atomically when a credential is received or rotated in). The file keeps no issue time; a later
+ * rewrite only makes the life look shorter, so the warning comes later, never falsely.
+ */
+export function credentialHeldSince(store: StateStore): number | undefined {
+  try {
+    return statSync(store.path(CREDENTIAL_FILE)).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the credential is still valid but has less than CREDENTIAL_RENEW_SHARE of its life (since `heldSince`) left at `now`. */
+export function expiresSoon(credential: StoredCredential, heldSince: number | undefined, now = Date.now()): boolean {
+  if (isExpired(credential, now) || heldSince === undefined) return false;
+  const expiresAt = Date.parse(credential.expiresAt);
+  const life = expiresAt - heldSince;
+  return life > 0 && expiresAt - now < CREDENTIAL_RENEW_SHARE * life;
 }
 
 /** What to do about a credential that expires soon (status and doctor say the same). */

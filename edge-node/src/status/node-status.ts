@@ -11,7 +11,7 @@ import { needsOperator } from '../control/refusal-advice.js';
 import { readSpoolFigures } from '../spool/spool-figures.js';
 import type { SpoolFigures } from '../spool/spool-figures.js';
 import { spoolProblem } from '../spool/spool-store.js';
-import { CREDENTIAL_RENEW_ADVICE, expiresSoon, isExpired, loadCredentials } from '../state/credential-store.js';
+import { CREDENTIAL_RENEW_ADVICE, credentialHeldSince, expiresSoon, isExpired, loadCredentials } from '../state/credential-store.js';
 import { freeSpaceOf } from '../state/free-space.js';
 import type { FreeSpace } from '../state/free-space.js';
 import { gatewayTrust, loadIdentity } from '../state/identity.js';
@@ -27,7 +27,7 @@ export interface NodeStatusReport {
   controlPlaneUrl: string | null;
   /** trust: the gateway CA pinned at enrollment, or this host's system trust store. */
   gateway: { target: string; serverName: string; trust: GatewayTrust['kind'] } | null;
-  /** expiresSoon: valid, but with less left than rotation allows (CREDENTIAL_RENEW_FLOOR_MS): rotation failed. */
+  /** expiresSoon: valid, but with less of its life left than rotation allows (CREDENTIAL_RENEW_SHARE): rotation failed. */
   credential: { expiresAt: string; expired: boolean; expiresSoon: boolean } | null;
   control: {
     /** Whether a node-edge process serving this state dir is running; null when control-status.json is unreadable (see error). */
@@ -91,7 +91,7 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     credential:
       credentials === undefined
         ? null
-        : { expiresAt: credentials.current.expiresAt, expired: isExpired(credentials.current), expiresSoon: expiresSoon(credentials.current) },
+        : { expiresAt: credentials.current.expiresAt, expired: isExpired(credentials.current), expiresSoon: expiresSoon(credentials.current, credentialHeldSince(store)) },
     control: {
       running: controlError === null ? running : null,
       pid: running ? (control?.pid ?? null) : null,

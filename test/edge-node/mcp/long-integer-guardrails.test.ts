@@ -108,3 +108,22 @@ t.test('a long integer no rule matches leaves the body as written under a policy
   t.equal(got.status, 200);
   t.equal(tool.bodies[0], call, 'orderId 9007199254740993 goes on, not 9007199254740992');
 });
+
+/** A card in a string, which the mask rewrites, beside exact 16-digit integers (a microsecond timestamp, an amount). */
+const SAFE_CALL = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"pay","arguments":{"card":"4111111111111111","sinceUs":1733130000000000,"visa":4111111111111111}}}';
+const SAFE_RESULT = '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"card 4111111111111111"}],"structuredContent":{"createdUs":1733130000000000,"amountMicros":1234567890123456}}}';
+
+for (const mode of ['json', 'sse'] as const) {
+  t.test(`exact 16-digit integers stay numbers when a mask rewrites the message, and one that is a card is still masked (${mode} answer)`, async (t) => {
+    const tool = await rawToolServer(t, (_req: http.IncomingMessage, res: http.ServerResponse) => {
+      res.writeHead(200, { 'content-type': mode === 'json' ? 'application/json' : 'text/event-stream' });
+      res.end(mode === 'json' ? SAFE_RESULT : `event: message\ndata: ${SAFE_RESULT}\n\n`);
+    });
+    const node = await startNode(t, tool.url);
+    const got = await post(node.url, guarded, SAFE_CALL);
+    t.equal(got.status, 200);
+    t.strictSame(JSON.parse(tool.bodies[0]!).params.arguments, { card: '[BANK_CARD]', sinceUs: 1733130000000000, visa: '[BANK_CARD]' }, 'the timestamp keeps its type; the card written as a number is masked');
+    const data = mode === 'json' ? got.text : /^data: (.*)$/m.exec(got.text)![1]!;
+    t.strictSame(JSON.parse(data).result.structuredContent, { createdUs: 1733130000000000, amountMicros: 1234567890123456 });
+  });
+}

@@ -236,3 +236,17 @@ t.test('an event stream goes on in whole events as they come, as it comes when t
   t.same(await relayed(parts, null), parts, 'no key: the stream as it comes');
   await t.rejects(relayed(['data: ', 'x'.repeat(2048)], 'abcdefgh/12345678'), { code: 'ZN_ERR_UPSTREAM_ERROR' }, 'an event past the bound fails the stream');
 });
+
+t.test('an event the key is redacted from keeps an integer past 2^53 as written', async (t) => {
+  const secret = 'mcp-tool-server-key-for-tests-0042';
+  const data = `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"auth was Bearer ${secret}"}],"structuredContent":{"orderId":9007199254740993}}}`;
+  async function* source(): AsyncGenerator<Uint8Array> {
+    yield Buffer.from(`event: message\ndata: ${data}\n\n`);
+  }
+  let out = '';
+  for await (const chunk of withoutSecretEvents(source(), secret, 32 << 20)) out += Buffer.from(chunk).toString();
+  t.notOk(out.includes(secret), 'the key is gone');
+  // Rewritten, as a JSON answer the key is redacted from: past 2^53 an integer goes as a string of its digits.
+  t.ok(out.includes('"orderId":"9007199254740993"'), 'the order id keeps its digits');
+  t.notOk(out.includes('9007199254740992'), 'not the double JSON.parse rounds it to');
+});

@@ -503,7 +503,8 @@ function withoutSecretEvent(event: Buffer, secret: string): Buffer {
   }
   let box: [unknown] | undefined;
   try {
-    box = dataLines.length === 0 ? undefined : [JSON.parse(values.join('\n'))];
+    // As the JSON answers are parsed (parseRelayed): an integer past 2^53 keeps its digits.
+    box = dataLines.length === 0 ? undefined : [parseRelayed(values.join('\n')).value];
   } catch {
     box = undefined;
   }
