@@ -16,7 +16,7 @@ import type { RequestSpool } from '../../../edge-node/src/spool/request-spool.js
 import { waitFor } from '../../fixtures/wait-for.js';
 import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
 import { policy } from '../guardrails/guardrail-fixtures.js';
-import { rawToolServer } from './priced-tool-node.js';
+import { postRawMcp, rawToolServer } from './priced-tool-node.js';
 
 /** A Luhn-valid Visa number; JSON.parse makes it 4111111111111111000, which fails Luhn. */
 const VISA_19 = '4111111111111111110';
@@ -59,14 +59,6 @@ async function answeringToolServer(t: Test, mode: 'json' | 'sse'): Promise<{ url
   });
 }
 
-async function post(url: string, key: { secret: string }, body: string): Promise<{ status: number; text: string }> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body,
-  });
-  return { status: res.status, text: await res.text() };
-}
 
 function leaked(text: string): string[] {
   return LONG_NUMBERS.filter((digits) => text.includes(digits));
@@ -76,7 +68,7 @@ for (const mode of ['json', 'sse'] as const) {
   t.test(`cards and resident IDs written as JSON numbers past 2^53 are masked to the tool server, to the caller and in the record (${mode} answer)`, async (t) => {
     const tool = await answeringToolServer(t, mode);
     const node = await startNode(t, tool.url);
-    const got = await post(node.url, guarded, CALL);
+    const got = await postRawMcp(node.url, guarded, CALL);
     t.equal(got.status, 200);
     const sent = tool.bodies[0]!;
     t.same(leaked(sent), [], 'the tool server gets none of the numbers');
@@ -93,7 +85,7 @@ for (const mode of ['json', 'sse'] as const) {
   t.test(`without a policy such numbers still go both ways as written (${mode} answer)`, async (t) => {
     const tool = await answeringToolServer(t, mode);
     const node = await startNode(t, tool.url);
-    const got = await post(node.url, plain, CALL);
+    const got = await postRawMcp(node.url, plain, CALL);
     t.equal(got.status, 200);
     t.equal(tool.bodies[0], CALL);
     t.equal(got.text, mode === 'json' ? RESULT : `event: message\ndata: ${RESULT}\n\n`);
@@ -104,7 +96,7 @@ t.test('a long integer no rule matches leaves the body as written under a policy
   const tool = await answeringToolServer(t, 'json');
   const node = await startNode(t, tool.url);
   const call = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{"orderId":9007199254740993}}}';
-  const got = await post(node.url, guarded, call);
+  const got = await postRawMcp(node.url, guarded, call);
   t.equal(got.status, 200);
   t.equal(tool.bodies[0], call, 'orderId 9007199254740993 goes on, not 9007199254740992');
 });
@@ -120,7 +112,7 @@ for (const mode of ['json', 'sse'] as const) {
       res.end(mode === 'json' ? SAFE_RESULT : `event: message\ndata: ${SAFE_RESULT}\n\n`);
     });
     const node = await startNode(t, tool.url);
-    const got = await post(node.url, guarded, SAFE_CALL);
+    const got = await postRawMcp(node.url, guarded, SAFE_CALL);
     t.equal(got.status, 200);
     t.strictSame(JSON.parse(tool.bodies[0]!).params.arguments, { card: '[BANK_CARD]', sinceUs: 1733130000000000, visa: '[BANK_CARD]' }, 'the timestamp keeps its type; the card written as a number is masked');
     const data = mode === 'json' ? got.text : /^data: (.*)$/m.exec(got.text)![1]!;

@@ -75,3 +75,13 @@ export function postTo(node: PricedToolNode, body: unknown, signal?: AbortSignal
     ...(signal !== undefined ? { signal } : {}),
   });
 }
+
+/** POSTs `body` as written (no re-serialisation) to an /mcp URL with a caller key; the status and the answer's text. */
+export async function postRawMcp(url: string, key: { secret: string }, body: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body,
+  });
+  return { status: res.status, text: await res.text() };
+}

@@ -16,7 +16,7 @@ import type { RequestSpool } from '../../../edge-node/src/spool/request-spool.js
 import { waitFor } from '../../fixtures/wait-for.js';
 import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
 import { policy } from '../guardrails/guardrail-fixtures.js';
-import { CALL_MICROS, rawToolServer, startPricedToolNode } from './priced-tool-node.js';
+import { CALL_MICROS, postRawMcp, rawToolServer, startPricedToolNode } from './priced-tool-node.js';
 
 const EMAIL = 'zhang.san@example.com';
 const plain = newCallerKey();
@@ -58,20 +58,12 @@ async function answeringToolServer(t: Test, mode: 'json' | 'sse', answer: string
   });
 }
 
-async function post(url: string, key: { secret: string }, body: string): Promise<{ status: number; text: string }> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body,
-  });
-  return { status: res.status, text: await res.text() };
-}
 
 for (const mode of ['json', 'sse'] as const) {
   t.test(`a tool call's 64-bit integers and number forms reach the tool server, and its answer's the caller, as written (${mode} answer)`, async (t) => {
     const tool = await answeringToolServer(t, mode, RESULT);
     const node = await startNode(t, tool.url);
-    const got = await post(node.url, plain, CALL);
+    const got = await postRawMcp(node.url, plain, CALL);
     t.equal(got.status, 200);
     t.equal(tool.bodies[0], CALL, 'the tool server got the caller\'s bytes: orderId 9007199254740993, not 9007199254740992');
     if (mode === 'json') t.equal(got.text, RESULT, 'the caller got the tool server\'s bytes');
@@ -83,7 +75,7 @@ for (const mode of ['json', 'sse'] as const) {
   t.test(`a key whose guardrails check the call but mask nothing still relays it as written (${mode} answer)`, async (t) => {
     const tool = await answeringToolServer(t, mode, RESULT);
     const node = await startNode(t, tool.url);
-    const got = await post(node.url, guarded, CALL);
+    const got = await postRawMcp(node.url, guarded, CALL);
     t.equal(tool.bodies[0], CALL);
     t.ok(got.text.includes('"structuredContent":{"orderId":1234567890123456789,"price":1.10,"ratio":1.0}'), 'the answer is as written');
   });
@@ -94,7 +86,7 @@ t.test('a request or answer a mask rewrote goes out re-serialised, with the mask
   const tool = await answeringToolServer(t, 'json', answer);
   const node = await startNode(t, tool.url);
   const call = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"send","arguments":{"to":"${EMAIL}","amount":1.10}}}`;
-  const got = await post(node.url, guarded, call);
+  const got = await postRawMcp(node.url, guarded, call);
   t.equal(got.status, 200);
   const sent = tool.bodies[0]!;
   t.notOk(sent.includes(EMAIL), 'the tool server never sees the masked address');
