@@ -90,25 +90,47 @@ export interface LeaseFilter {
 
 const CREATED_US = '(extract(epoch from l.created_at) * 1000000)::bigint';
 
+/**
+ * The lease list's SQL and parameters (apart from running it, so a test can read its plan). The
+ * cursor compares created_at itself (its µs added to the epoch: exact, unlike a float of seconds),
+ * so the page is a range of the (created_at, id) indexes of migration 0016, not a walk from the newest.
+ */
+export function listLeasesQuery(filter: LeaseFilter): { text: string; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (sql: (p: string) => string, ...vs: unknown[]): void => {
+    const ps = vs.map((v) => `$${values.push(v)}`);
+    where.push(sql(ps.join(',')));
+  };
+  // Only the filters given: a `($1 is null or …)` form hides from the planner which index serves the list.
+  if (filter.nodeId !== undefined) add((p) => `l.node_id = ${p}::uuid`, filter.nodeId);
+  if (filter.accountId !== undefined) add((p) => `l.account_id = ${p}::uuid`, filter.accountId);
+  if (filter.cursor !== undefined) {
+    const createdAt = `$${values.push(filter.cursor.createdAtUs.toString())}`;
+    const leaseId = `$${values.push(filter.cursor.leaseId)}`;
+    where.push(`(l.created_at, l.id) < (timestamptz 'epoch' + ${createdAt}::bigint * interval '1 microsecond', ${leaseId}::uuid)`);
+  }
+  const limit = `$${values.push(filter.limit + 1)}`;
+  return {
+    // created_at is kept to the microsecond, finer than a Date: the cursor carries it as integer µs.
+    text: `select l.id, l.node_id, n.name as node, l.account_id, a.name as account, l.state,
+            l.granted_micros::text as granted, l.spent_micros::text as spent, l.returned_micros::text as returned,
+            l.reported_spent_micros::text as rs, l.reported_reserved_micros::text as rr, l.reported_at,
+            l.expires_at, l.created_at, ${CREATED_US}::text as created_us, l.closed_at
+       from credit_leases l join nodes n on n.id = l.node_id join accounts a on a.id = l.account_id
+      ${where.length > 0 ? `where ${where.join(' and ')}` : ''}
+      order by l.created_at desc, l.id desc limit ${limit}`,
+    values,
+  };
+}
+
 /** Newest first, (created_at, id) descending: leases granted in one transaction share created_at. */
 export async function listLeases(db: Queryable, filter: LeaseFilter): Promise<{ leases: LeaseView[]; next: LeaseCursor | undefined }> {
   const { rows } = await db.query<{
     id: string; node_id: string; node: string; account_id: string; account: string; state: 'open' | 'returned';
     granted: string; spent: string; returned: string; rs: string | null; rr: string | null; reported_at: Date | null;
     expires_at: Date; created_at: Date; created_us: string; closed_at: Date | null;
-  }>(
-    // created_at is kept to the microsecond, finer than a Date: the cursor carries it as integer µs,
-    // compared as the same expression it was read with.
-    `select l.id, l.node_id, n.name as node, l.account_id, a.name as account, l.state,
-            l.granted_micros::text as granted, l.spent_micros::text as spent, l.returned_micros::text as returned,
-            l.reported_spent_micros::text as rs, l.reported_reserved_micros::text as rr, l.reported_at,
-            l.expires_at, l.created_at, ${CREATED_US}::text as created_us, l.closed_at
-       from credit_leases l join nodes n on n.id = l.node_id join accounts a on a.id = l.account_id
-      where ($1::uuid is null or l.node_id = $1) and ($2::uuid is null or l.account_id = $2)
-        and ($3::bigint is null or (${CREATED_US}, l.id) < ($3::bigint, $4::uuid))
-      order by l.created_at desc, l.id desc limit $5`,
-    [filter.nodeId ?? null, filter.accountId ?? null, filter.cursor?.createdAtUs.toString() ?? null, filter.cursor?.leaseId ?? null, filter.limit + 1],
-  );
+  }>(listLeasesQuery(filter));
   const page = rows.slice(0, filter.limit);
   const last = page.at(-1);
   const next = rows.length > filter.limit && last !== undefined ? { createdAtUs: BigInt(last.created_us), leaseId: last.id } : undefined;

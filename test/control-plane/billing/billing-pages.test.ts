@@ -2,6 +2,8 @@
 // the balance says when its lease list is cut, and a cursor the API did not issue is a 400.
 import t from 'tap';
 import { encodeSpendCursor, MAX_SPEND_CURSOR_LENGTH } from '../../../control-plane/src/billing/billing-cursors.js';
+import { listLeasesQuery } from '../../../control-plane/src/billing/billing-views.js';
+import type { LeaseFilter } from '../../../control-plane/src/billing/billing-views.js';
 import { testDatabase } from '../../fixtures/postgres.js';
 import { configApp } from '../config-harness.js';
 import { migratedPool } from '../nodes-harness.js';
@@ -171,4 +173,48 @@ t.test("an account's leases are listed by /leases?account=; its balance counts e
   t.equal(all.length, 1001);
   t.equal((await call('GET', '/api/v1/accounts/acme/balance')).json<{ leasesTruncated: boolean }>().leasesTruncated, false);
   t.match((await call('GET', '/api/v1/leases?account=nobody')).json(), { error: { code: 'ZN_ERR_CP_ACCOUNT_NOT_FOUND' } });
+});
+
+t.test('every lease list page reads an index in (created_at, id) order from its cursor, without sorting the leases whole', async (t) => {
+  // With sequential scans, sorts and bitmap scans priced out, the plan shows which index serves
+  // each filter; the cursor must be the index range's bound, not a filter on every row read.
+  const plan = async (filter: Omit<LeaseFilter, 'limit'>): Promise<string> => {
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('set local enable_seqscan = off');
+      await client.query('set local enable_sort = off');
+      await client.query('set local enable_bitmapscan = off');
+      const query = listLeasesQuery({ ...filter, limit: 50 });
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>({ text: `explain ${query.text}`, values: query.values });
+      return rows.map((r) => r['QUERY PLAN']).join('\n');
+    } finally {
+      await client.query('rollback');
+      client.release();
+    }
+  };
+  const cursor = { createdAtUs: 1767225600000000n, leaseId: '00000000-0000-4000-8000-000000000000' };
+  for (const [filter, index] of [
+    [{}, 'credit_leases_created_idx'],
+    [{ cursor }, 'credit_leases_created_idx'],
+    [{ nodeId, cursor }, 'credit_leases_node_created_idx'],
+    [{ accountId, cursor }, 'credit_leases_account_created_idx'],
+  ] as const) {
+    const text = await plan(filter);
+    t.match(text, new RegExp(`Index Scan using ${index}`), `${JSON.stringify(Object.keys(filter))}: ${text}`);
+    t.notMatch(text, /\bSort\b/, 'no sort of the leases');
+    if ('cursor' in filter) t.match(text, /Index Cond: .*created_at/, `the cursor bounds the index range: ${text}`);
+  }
+});
+
+t.test('a lease cursor carries created_at to the microsecond: leases a microsecond apart fall on either side of a page boundary', async (t) => {
+  const id = await insertNode(pool, 'edge-micro');
+  await pool.query(
+    `insert into credit_leases (node_id, account_id, state, granted_micros, returned_micros, expires_at, closed_at, created_at)
+     select $1, $2, 'returned', 1, 1, now(), now(), timestamptz '2026-03-01T00:00:00.000001Z' + g * interval '1 microsecond' from generate_series(0, 5) g`,
+    [id, accountId],
+  );
+  const pages = await walk<LeasePage>('/api/v1/leases?node=edge-micro&limit=1');
+  t.equal(pages.flatMap((p) => p.leases).length, 6, 'every lease once, none skipped or repeated at a boundary');
+  t.equal(new Set(pages.flatMap((p) => p.leases.map((l) => l.leaseId))).size, 6);
 });
