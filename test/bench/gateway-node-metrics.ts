@@ -27,17 +27,21 @@ function sumsAndCounts(text: string, name: string, label: string): Map<string, S
   return out;
 }
 
+const STAGE_METRIC = 'zenova_node_stage_duration_seconds';
+
 const meanUs = (s: SumCount): number => (s.count > 0 ? (s.sum / s.count) * 1e6 : 0);
 
 export async function nodeStageTimes(adminUrl: string): Promise<string> {
   const res = await fetch(`${adminUrl}/metrics`);
   if (res.status !== 200) throw new Error(`GET /metrics: HTTP ${res.status}`);
   const text = await res.text();
-  const stages = sumsAndCounts(text, 'zenova_node_stage_duration_seconds', 'stage');
+  const stages = sumsAndCounts(text, STAGE_METRIC, 'stage');
   const requests = sumsAndCounts(text, 'zenova_node_request_duration_seconds', 'api').get('chat.completions');
   const upstream = [...sumsAndCounts(text, 'zenova_node_upstream_duration_seconds', 'upstream').values()]
     .reduce((a, b) => ({ sum: a.sum + b.sum, count: a.count + b.count }), { sum: 0, count: 0 });
-  const lines = ['node-side mean time per request (its admin /metrics, all requests incl. warm-up):', '', '| part | mean µs |', '|---|---:|'];
+  const title = 'node-side mean time per request (its admin /metrics, all requests incl. warm-up)';
+  const lines = [`${title}:`, '', '| part | mean µs |', '|---|---:|'];
+  const header = lines.length;
   let stageSum = 0;
   for (const [stage, sc] of stages) {
     if (sc.count === 0) continue;
@@ -48,6 +52,13 @@ export async function nodeStageTimes(adminUrl: string): Promise<string> {
   if (requests && requests.count > 0) {
     lines.push(`| request total (arrival → end of answer), ${requests.count} requests | ${meanUs(requests).toFixed(0)} |`);
     lines.push(`| outside the stages (HTTP, hooks, reply) | ${(meanUs(requests) - stageSum).toFixed(0)} |`);
+  }
+  // A table with no rows reads as if the node spent no time; say what the scrape held instead.
+  if (lines.length === header) {
+    const why = text.includes(`${STAGE_METRIC}_count`)
+      ? 'the node has timed no request (every stage and request count is 0)'
+      : `its /metrics answer (HTTP 200, ${Buffer.byteLength(text)} bytes) holds no ${STAGE_METRIC} samples (another process on the port, or a body cut short)`;
+    return `${title}: none to show, ${why}.`;
   }
   return lines.join('\n');
 }
