@@ -10,6 +10,9 @@ import { anthropicErrorBodyOf, anthropicErrorType } from '../../edge-node/src/pr
 import { isZenovaError, zenovaError } from '../../edge-node/src/errors.js';
 import { AbortSwitch } from '../../edge-node/src/pipeline/abort-switch.js';
 
+/** These streams come whole from memory: no gap to bound. */
+const NO_IDLE_DEADLINE = { ms: 60_000, stop: (): void => undefined };
+
 /** The fields the provider reads and writes; the rest of the context is the runner's. */
 function context(body: unknown, headers: Record<string, string> = {}): PipelineContext {
   return newPipelineContext({
@@ -129,7 +132,7 @@ t.test('a stream becomes events: alias in message_start, usage recorded, text sl
   const ctx = context(VALID);
   let released = 0;
   const events = await collect(
-    anthropicStreamEvents(source(sse(STREAM)), { ctx, upstream: 'up', alias: 'claude', sentAt: performance.now(), signal: new AbortSwitch(), release: () => void released++ }),
+    anthropicStreamEvents(source(sse(STREAM)), { ctx, upstream: 'up', alias: 'claude', sentAt: performance.now(), signal: new AbortSwitch(), release: () => void released++, idle: NO_IDLE_DEADLINE }),
     (event) => {
       for (const slot of event.texts) if (slot.text.includes('secret')) slot.text = slot.text.replace('secret', '******');
     },
@@ -150,7 +153,7 @@ t.test('a stream that ends without message_stop, is cut, or carries an error eve
     let released = 0;
     const ctx = context(VALID);
     try {
-      await collect(anthropicStreamEvents(source(chunks, fail), { ctx, upstream: 'up', alias: 'a', sentAt: 0, signal: new AbortSwitch(), release: () => void released++ }));
+      await collect(anthropicStreamEvents(source(chunks, fail), { ctx, upstream: 'up', alias: 'a', sentAt: 0, signal: new AbortSwitch(), release: () => void released++, idle: NO_IDLE_DEADLINE }));
     } catch (err) {
       t.equal(released, 1, 'released on failure');
       return err;

@@ -5,6 +5,7 @@
 // with JSON fails clearly; an upstream 429 is passed on with a Retry-After.
 import t from 'tap';
 import OpenAI from 'openai';
+import { TargetHealth } from '../../edge-node/src/routing/target-health.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { SSE_HEAD_CHUNKED, SSE_HEAD_CLOSE, chatChunk, httpChunk, startRawUpstream } from '../fixtures/raw-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
@@ -12,9 +13,10 @@ import type { PipelineNode } from './pipeline/pipeline-harness.js';
 import { sdkError, startPipelineNode } from './pipeline/pipeline-harness.js';
 
 /** A node whose route `fb` goes to `primaryUrl` (upstream "demo") and falls back to `backupUrl`; `solo` has no fallback. */
-function nodeWith(t: { teardown(fn: () => unknown): void }, primaryUrl: string, backupUrl: string, timeoutMs = 5_000): Promise<PipelineNode> {
+function nodeWith(t: { teardown(fn: () => unknown): void }, primaryUrl: string, backupUrl: string, timeoutMs = 5_000, targetHealth?: TargetHealth): Promise<PipelineNode> {
   return startPipelineNode(t, {
     upstreamUrl: primaryUrl,
+    ...(targetHealth !== undefined ? { services: { targetHealth } } : {}),
     bundle: (base) => ({
       upstreams: [...base.upstreams, { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backupUrl, apiKey: 'sk-backup-0000000000', timeoutMs: 30_000 }],
       routes: [
@@ -282,6 +284,52 @@ t.test('after the first event', async (t) => {
     const done = await finishedRequest(node, requestId);
     t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
     t.same(done.usage, { inputTokens: 3, outputTokens: 1, estimated: false });
+  });
+
+  t.test('an upstream that sends only keep-alive comments after the first event is cut after the route timeout: an error event with ZN_ERR_UPSTREAM_TIMEOUT, recorded failed with its attempt a timeout, and counted toward ejecting the target', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CHUNKED);
+      socket.write(httpChunk(chatChunk('Hello')));
+      const keepAlive = setInterval(() => socket.write(httpChunk(': keep-alive\n\n')), 100);
+      socket.on('close', () => clearInterval(keepAlive));
+    });
+    const backup = await startFakeUpstream(t);
+    const node = await nodeWith(t, primary.url, backup.url, 600, new TargetHealth({ failureThreshold: 2 }));
+    for (let i = 0; i < 2; i++) {
+      const { text, ms, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(10_000));
+      t.equal(contentOf(text), 'Hello');
+      t.match(text, /event: error\ndata: [^\n]*"code":"ZN_ERR_UPSTREAM_TIMEOUT"\}\}\n\n$/);
+      t.ok(ms >= 600 && ms < 5_000, `the stream ended after ${ms} ms: about the 600 ms timeout after its last event, though comments kept coming`);
+      const done = await finishedRequest(node, requestId);
+      t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_TIMEOUT' });
+      t.equal(done.usage.estimated, true, 'the partial answer is metered');
+      t.ok(done.usage.outputTokens > 0);
+      t.same(done.attempts.map((a) => a.outcome), ['timeout'], 'the upstream attempt is a failed one');
+      t.ok(done.attempts[0]!.durationMs >= 600, 'lasting until the failure');
+    }
+    // Two failed streams in a row ejected the target: the fallback is now tried first.
+    const { text, requestId } = await streamCall(node, 'fb', AbortSignal.timeout(10_000));
+    t.match(text, /data: \[DONE\]\n\n$/);
+    const done = await finishedRequest(node, requestId);
+    t.same(done.attempts.map((a) => a.upstream), ['backup']);
+  });
+
+  t.test('a connection reset after every choice finished and the usage chunk came, before [DONE], keeps the complete answer: [DONE] added, recorded ok with the exact usage', async (t) => {
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CHUNKED);
+      socket.write(httpChunk(chatChunk('Hello')));
+      socket.write(httpChunk(chatChunk(null)));
+      socket.write(httpChunk(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [], usage: { prompt_tokens: 500, completion_tokens: 700, total_tokens: 1200 } })}\n\n`), () => setTimeout(() => socket.resetAndDestroy(), 30));
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { text, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(10_000));
+    t.equal(contentOf(text), 'Hello');
+    t.notMatch(text, /event: error/);
+    t.match(text, /"finish_reason":"stop"[^\n]*\n\ndata: \[DONE\]\n\n$/);
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
+    t.same(done.usage, { inputTokens: 500, outputTokens: 700, estimated: false });
+    t.same(done.attempts.map((a) => a.outcome), ['ok']);
   });
 
   t.test('an upstream that stalls after [DONE] does not hold back the caller’s [DONE] for its timeout', async (t) => {

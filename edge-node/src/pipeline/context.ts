@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { GuardrailVerdict, RateLimits, RecordStatus, ToolServer, UpstreamAttempt } from '../../../proto/src/index.js';
 import type { RuntimeConfig, RuntimeRoute, RuntimeTarget } from '../config/runtime-config.js';
-import type { ErrorCode } from '../errors.js';
+import type { ErrorCode, ZenovaError } from '../errors.js';
 import type { Clock } from './clock.js';
 import type { PipelineDeps } from './deps.js';
 import type { StageName } from './stage.js';
@@ -286,6 +286,11 @@ export interface PipelineContext {
   /** forward: ms from sending upstream to the first byte back, and to the end. */
   upstreamFirstByteMs: number | null;
   upstreamMs: number | null;
+  /**
+   * delivery: why a stream's upstream failed after its first event (a stall, a reset, an error it
+   * reported); its attempt is then recorded failed and target health counts it (forward-plan.ts).
+   */
+  upstreamStreamFailure?: ZenovaError;
   /** forward: the response text the model wrote, as delivered (kept for the record; not TextSlot.notGenerated texts), bounded (response-text.ts). */
   responseText: string;
   /**

@@ -305,6 +305,7 @@ class PipelineRun {
       }
     }
     if (!drained) await events.return?.().catch(() => undefined);
+    if (!ctx.callerGone.aborted && failure !== undefined && failure.code.startsWith('ZN_ERR_UPSTREAM_')) this.streamAttemptFailed(failure);
     if (ctx.callerGone.aborted) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
     // An output guardrail stopping the stream is the node refusing, not the upstream failing.
     else if (failure !== undefined) ctx.outcome = { status: failure.code === 'ZN_ERR_GUARDRAIL_BLOCKED' ? 'rejected' : 'failed', httpStatus: answer.status, errorCode: failure.code };
@@ -321,6 +322,19 @@ class PipelineRun {
     let rest = '';
     for (const event of held) rest += serialiseSse(event.sse);
     raw.end(rest);
+  }
+
+  /**
+   * The upstream failed the stream after its first event: its attempt, recorded ok when that event
+   * came, is a failed one that lasted to the failure (as an attempt failing before it would be).
+   */
+  private streamAttemptFailed(failure: ZenovaError): void {
+    const { ctx } = this;
+    ctx.upstreamStreamFailure = failure;
+    const attempt = ctx.attempts[ctx.attempts.length - 1];
+    if (attempt === undefined) return;
+    attempt.outcome = failure.code === 'ZN_ERR_UPSTREAM_TIMEOUT' ? 'timeout' : failure.code === 'ZN_ERR_UPSTREAM_UNAVAILABLE' ? 'connect' : 'error';
+    if (ctx.upstreamMs !== null) attempt.durationMs = ctx.upstreamMs;
   }
 
   async deliverRaw(answer: Extract<UpstreamReply, { kind: 'raw' }>): Promise<void> {

@@ -14,42 +14,67 @@ import { MAX_UPSTREAM_JSON_BYTES } from './upstream-call.js';
 export const MAX_SSE_EVENT_BYTES = MAX_UPSTREAM_JSON_BYTES;
 
 /**
+ * The longest an upstream may go without a data event once one came (parseSse): comments
+ * (keep-alives) do not count, nor the time the consumer holds an event. `stop` is called when it
+ * passes and must end the source with the error its read should fail with.
+ */
+export interface SseIdleDeadline {
+  ms: number;
+  stop: () => void;
+}
+
+/**
  * The events of `source`, in order. An unfinished last event (no blank line before the end) is
  * yielded only when it is evidently whole (isWholeEvent): a body cut inside an event is truncated,
  * as the SSE spec has it, so half an event never reaches a provider. Throws ZN_ERR_UPSTREAM_ERROR
  * when one event grows past `maxEventBytes` (counted in characters, never more than its bytes).
  * Each chunk is searched once and an unfinished event is kept as a list of pieces, joined when it
  * ends: an event of many megabytes in small chunks costs time in proportion to its size, where
- * searching a growing buffer again for every chunk cost its square.
+ * searching a growing buffer again for every chunk cost its square. With `idle`, a source that
+ * sends no data event for `idle.ms` after one came is stopped: undici's between-chunk timeout is
+ * reset by any bytes, so an upstream sending only keep-alive comments would hold the call forever.
  */
-export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxEventBytes = MAX_SSE_EVENT_BYTES): AsyncGenerator<SseEvent> {
+export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxEventBytes = MAX_SSE_EVENT_BYTES, idle?: SseIdleDeadline): AsyncGenerator<SseEvent> {
   const decoder = new TextDecoder();
   const pending = new PendingEvent();
+  const watch = idle === undefined ? undefined : new IdleWatch(idle);
   // CRLF and lone CR are legal line ends: a CR that ends a chunk waits for the next, which may start with its LF.
   let heldCr = false;
-  for await (const chunk of source) {
-    let text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
-    if (heldCr) text = `\r${text}`;
-    heldCr = text.endsWith('\r');
-    if (heldCr) text = text.slice(0, -1);
-    if (text.includes('\r')) text = text.replace(/\r\n?/g, '\n');
-    let start = 0;
-    // A blank line split across chunks: the event held ends with one line end, the chunk starts with the other.
-    if (pending.endsWithLineEnd() && text.startsWith('\n')) {
-      const event = parseEventBlock(pending.take().slice(0, -1));
-      start = 1;
-      if (event !== undefined) yield event;
+  try {
+    for await (const chunk of source) {
+      let text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+      if (heldCr) text = `\r${text}`;
+      heldCr = text.endsWith('\r');
+      if (heldCr) text = text.slice(0, -1);
+      if (text.includes('\r')) text = text.replace(/\r\n?/g, '\n');
+      let start = 0;
+      // A blank line split across chunks: the event held ends with one line end, the chunk starts with the other.
+      if (pending.endsWithLineEnd() && text.startsWith('\n')) {
+        const event = parseEventBlock(pending.take().slice(0, -1));
+        start = 1;
+        if (event !== undefined) {
+          watch?.hold();
+          yield event;
+          watch?.wait();
+        }
+      }
+      let boundary: number;
+      while ((boundary = text.indexOf('\n\n', start)) !== -1) {
+        const event = parseEventBlock(pending.take(text.slice(start, boundary)));
+        start = boundary + 2;
+        if (event !== undefined) {
+          watch?.hold();
+          yield event;
+          watch?.wait();
+        }
+      }
+      pending.add(start === 0 ? text : text.slice(start));
+      if (pending.length > maxEventBytes) {
+        throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `The upstream sent an SSE event larger than ${maxEventBytes} bytes.`);
+      }
     }
-    let boundary: number;
-    while ((boundary = text.indexOf('\n\n', start)) !== -1) {
-      const event = parseEventBlock(pending.take(text.slice(start, boundary)));
-      start = boundary + 2;
-      if (event !== undefined) yield event;
-    }
-    pending.add(start === 0 ? text : text.slice(start));
-    if (pending.length > maxEventBytes) {
-      throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `The upstream sent an SSE event larger than ${maxEventBytes} bytes.`);
-    }
+  } finally {
+    watch?.clear();
   }
   // A held CR is a line end (no LF came); what the decoder still holds came after it.
   const tail = (heldCr ? '\n' : '') + decoder.decode();
@@ -57,6 +82,46 @@ export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxE
   if (rest !== '') {
     const event = parseEventBlock(rest);
     if (event !== undefined && isWholeEvent(event)) yield event;
+  }
+}
+
+/**
+ * The idle deadline of an upstream stream: past it, `body` is destroyed with ZN_ERR_UPSTREAM_TIMEOUT,
+ * as undici's between-chunk timeout fails a silent one (and the connection is dropped with it).
+ */
+export function sseIdleDeadline(body: { destroy(error: Error): unknown }, upstream: string, ms: number): SseIdleDeadline {
+  return { ms, stop: () => void body.destroy(zenovaError('ZN_ERR_UPSTREAM_TIMEOUT', `Upstream "${upstream}" sent no stream event for ${ms} ms.`)) };
+}
+
+/**
+ * parseSse's idle deadline: one timer per stream, armed when the consumer first asks for the event
+ * after one (before it, the attempt's timer bounds the wait) and re-armed in place (refresh, no
+ * allocation) at each later ask. Firing while the consumer holds an event (a slow caller), it waits
+ * again instead.
+ */
+class IdleWatch {
+  private timer: NodeJS.Timeout | undefined;
+  private held = false;
+
+  constructor(private readonly idle: SseIdleDeadline) {}
+
+  hold(): void {
+    this.held = true;
+  }
+
+  wait(): void {
+    this.held = false;
+    if (this.timer === undefined) this.timer = setTimeout(() => this.fire(), this.idle.ms);
+    else this.timer.refresh();
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+  }
+
+  private fire(): void {
+    if (this.held) this.timer?.refresh();
+    else this.idle.stop();
   }
 }
 

@@ -7,7 +7,8 @@
  * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
  * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
  * runs again after that. An upstream 429 that ends the plan passes on
- * its Retry-After. Each attempt's result goes to target health (target-health.ts). Records ctx.attempts, ctx.served (also for a
+ * its Retry-After. Each attempt's result goes to target health (target-health.ts); a stream's
+ * answering attempt's when the stream ends (noteStreamHealth). Records ctx.attempts, ctx.served (also for a
  * failure the upstream bills: upstreamBilled) and upstream timings; sets ctx.reply
  * from the first answer. A caller that goes away stops everything (the runner records 'aborted').
  */
@@ -127,6 +128,12 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
       if (ctx.callerGone.aborted) return callerGone();
       if (ctx.attempts.length >= MAX_ATTEMPTS) return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
       const outcome = await attemptOnce(ctx, target, timeoutMs, attempt);
+      if (outcome === 'answered' && ctx.reply?.kind === 'stream') {
+        // A stream is judged when it ends: noted reachable at its first event, a target that fails
+        // every stream midway would have its failures cleared each time and never be ejected.
+        ctx.cleanups.push(() => noteStreamHealth(ctx, target));
+        return undefined;
+      }
       noteHealth(ctx, target, outcome);
       if (outcome === 'answered') return undefined;
       if (outcome === 'caller-gone') return callerGone();
@@ -161,6 +168,20 @@ function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaite
     ctx.deps.logger.info(fields, 'upstream target answers again; back in its place');
   }
   ctx.deps.metrics.upstreamTargetHealth?.(target.upstream.name, target.upstreamModel, change);
+}
+
+/**
+ * How a stream went, for target health: delivered whole, stopped by the node (a guardrail) or by the
+ * caller leaving, the target answered; an upstream failure after the first event
+ * (ctx.upstreamStreamFailure) counts as that failure would before it (a stall, a reset: failed).
+ */
+function noteStreamHealth(ctx: PipelineContext, target: RuntimeTarget): void {
+  const failure = ctx.upstreamStreamFailure;
+  if (failure === undefined) {
+    noteHealth(ctx, target, 'answered');
+    return;
+  }
+  noteHealth(ctx, target, { kind: 'failed', error: failure, outcome: 'error', httpStatus: ctx.reply?.status ?? null, retryable: failure.retryable });
 }
 
 function callerGone(): StageResult {

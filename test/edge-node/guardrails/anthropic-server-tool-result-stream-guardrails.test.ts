@@ -24,6 +24,9 @@ import { drain, guardContext, policy } from './guardrail-fixtures.js';
 import type { StreamReply } from './guardrail-fixtures.js';
 import { sseData } from './scripted-upstream.js';
 
+/** These streams come whole from memory: no gap to bound. */
+const NO_IDLE_DEADLINE = { ms: 60_000, stop: (): void => undefined };
+
 const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
 const RULES: GuardrailRule[] = [
   { detector: 'email', action: 'mask', on: 'both' },
@@ -279,7 +282,7 @@ t.test("a flag rule records a verdict for a streamed server tool result's text a
     kind: 'stream',
     status: 200,
     headers: {},
-    events: anthropicStreamEvents(upstreamBody(), { ctx, upstream: 'up', alias: 'claude', sentAt: 0, signal: new AbortSwitch(), release: () => undefined }),
+    events: anthropicStreamEvents(upstreamBody(), { ctx, upstream: 'up', alias: 'claude', sentAt: 0, signal: new AbortSwitch(), release: () => undefined, idle: NO_IDLE_DEADLINE }),
     textEvent: deltaEventLike,
     errorEvent: errorStreamEvent,
   };

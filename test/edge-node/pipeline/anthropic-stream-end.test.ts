@@ -132,6 +132,27 @@ t.test('an upstream that resets the connection right after message_stop still gi
   t.match(done.usage, { inputTokens: 10, outputTokens: 3, estimated: false });
 });
 
+t.test('an upstream that sends only keep-alive comments after its first events is cut after the route timeout: an error event with ZN_ERR_UPSTREAM_TIMEOUT, recorded failed with its attempt a timeout and the partial answer metered', async (t) => {
+  const { node } = await nodeFor(
+    t,
+    (socket) => {
+      socket.write(SSE_HEAD_CHUNKED + httpChunk(MESSAGE_START + ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Hello' } })));
+      const keepAlive = setInterval(() => socket.write(httpChunk(': keep-alive\n\n')), 100);
+      socket.on('close', () => clearInterval(keepAlive));
+    },
+    { timeoutMs: 600 },
+  );
+  const { text, ms, requestId } = await streamOverFetch(node);
+  t.match(text, /"text":"Hello"/);
+  t.match(text, /event: error\ndata: [^\n]*ZN_ERR_UPSTREAM_TIMEOUT[^\n]*\n\n$/);
+  t.ok(ms >= 600 && ms < 5_000, `the stream ended after ${ms} ms: about the 600 ms timeout after its last event, though comments kept coming`);
+  const done = await finishedRequest(node, requestId);
+  t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_TIMEOUT' });
+  t.match(done.usage, { inputTokens: 10, estimated: true });
+  t.ok(done.usage.outputTokens > 0, 'the output delivered is metered');
+  t.same(done.attempts.map((a) => a.outcome), ['timeout']);
+});
+
 t.test('an upstream that closes the connection after message_stop without ending its chunked body still gives the caller message_stop, recorded ok', async (t) => {
   const { node } = await nodeFor(t, (socket) => {
     // A FIN follows the data in order: the node reads message_stop, then the body breaks.

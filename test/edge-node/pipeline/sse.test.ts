@@ -128,7 +128,7 @@ function upstreamStream(lines: unknown[]): UpstreamResponse {
 }
 
 /** Where the stream comes from: one choice, never aborted. */
-const source = () => ({ upstream: 'demo', signal: new AbortSwitch(), sentAt: systemClock.monotonic(), choices: 1 });
+const source = () => ({ upstream: 'demo', signal: new AbortSwitch(), sentAt: systemClock.monotonic(), choices: 1, timeoutMs: 30_000 });
 
 const chunk = (content: string, extra: Record<string, unknown> = {}) => ({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'up-model', choices: [{ index: 0, delta: { content } }], ...extra });
 

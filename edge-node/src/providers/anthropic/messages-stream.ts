@@ -11,7 +11,9 @@
  * `input_json_delta`, or the texts of a `citations_delta`'s citation, each checked whole (each a
  * slot a guardrail may rewrite, after which `data` is re-serialised, lazily, when written), and
  * `message_stop` is terminal: the answer is complete, what follows is drained for at most
- * AFTER_STOP_GRACE_MS and a break after it changes nothing. An upstream `event: error` (whatever
+ * AFTER_STOP_GRACE_MS and a break after it changes nothing. An upstream that sends no event for the
+ * attempt's timeout (SSE comments do not count; a `ping` event does) is cut as
+ * ZN_ERR_UPSTREAM_TIMEOUT (parseSse's idle deadline). An upstream `event: error` (whatever
  * its data) or a stream that ends without `message_stop` is a failure (thrown, so the runner ends
  * the caller's stream with an error event; before the first event the attempt fails and, for a
  * stream that just ended or an error that does not blame the request or the node's key
@@ -26,7 +28,8 @@ import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../ups
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
 import { losesStrings } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
-import { parseSse } from '../sse.js';
+import { MAX_SSE_EVENT_BYTES, parseSse } from '../sse.js';
+import type { SseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, optionalTokenCount, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
 import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots } from './messages-request.js';
@@ -367,6 +370,8 @@ export interface StreamOptions {
   /** Releases the upstream body (the consumer stopped early, or the stream failed). */
   release: () => void;
   signal: AbortSwitch;
+  /** The longest gap allowed between two events (sseIdleDeadline: the attempt's timeout). */
+  idle: SseIdleDeadline;
 }
 
 /**
@@ -384,7 +389,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
   let afterStop: NodeJS.Timeout | undefined;
   const counts = new AnthropicStreamUsage();
   try {
-    for await (const sse of parseSse(body)) {
+    for await (const sse of parseSse(body, MAX_SSE_EVENT_BYTES, opts.idle)) {
       // The answer is complete; what follows is drained, not the caller's.
       if (stopped) continue;
       received = true;

@@ -22,6 +22,7 @@ import { anthropicErrorBodyOf } from './anthropic-errors.js';
 import { contentBlockSlots, inputTextSlots, messagesRequestSchema } from './messages-request.js';
 import { anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
+import { sseIdleDeadline } from '../sse.js';
 import { estimateInputTokens } from '../deferred-json-texts.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
@@ -124,7 +125,7 @@ async function attemptMessages(
   };
   let events: AsyncIterable<StreamEvent>;
   try {
-    events = await firstEventRead(anthropicStreamEvents(response.body, { ctx, upstream, alias, sentAt, signal, release }));
+    events = await firstEventRead(anthropicStreamEvents(response.body, { ctx, upstream, alias, sentAt, signal, release, idle: sseIdleDeadline(response.body, upstream, timeoutMs) }));
   } catch (err) {
     // A failure before the first event is the attempt's: nothing reached the caller yet.
     if (signal.aborted || !isZenovaError(err)) throw err;

@@ -155,7 +155,7 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   );
   if (sent.kind === 'failed') return sent;
   const { response } = sent;
-  if (ctx.stream) return attemptStream(ctx, response, { upstream, signal, sentAt, choices: chatChoiceCount(request) }, alias, request);
+  if (ctx.stream) return attemptStream(ctx, response, { upstream, signal, sentAt, choices: chatChoiceCount(request), timeoutMs }, alias, request);
   const read = await readBilledAnswer(response, upstream, signal);
   if ('failed' in read) return read.failed;
   const { answer } = read;

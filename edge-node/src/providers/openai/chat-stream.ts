@@ -20,9 +20,11 @@
  * TGI's string) is thrown as ZN_ERR_UPSTREAM_ERROR quoting only its code, never its text. A body
  * that ends without `[DONE]` is thrown as truncated, unless every choice already had its
  * finish_reason: some upstreams omit `[DONE]` after a finished answer, and the node then adds it
- * for the caller.
+ * for the caller; a body that breaks there (a reset, a stall) likewise loses nothing of the answer.
+ * An upstream that sends no data event for `timeoutMs` (keep-alive comments do not count) is cut
+ * as ZN_ERR_UPSTREAM_TIMEOUT (parseSse's idle deadline).
  */
-import type { ErrorCode } from '../../errors.js';
+import type { ErrorCode, ZenovaError } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamReply, UpstreamUsage } from '../../pipeline/context.js';
 import type { DirtyMark } from '../text-slot.js';
@@ -31,7 +33,7 @@ import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../ups
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import { MAX_DEPTH, losesStrings } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
-import { parseSse } from '../sse.js';
+import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { callCarriesStrings, hasUnknownStrings, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
@@ -70,6 +72,8 @@ export interface ChatStreamSource {
   sentAt: number;
   /** How many choices the caller asked for (`n`): a stream without [DONE] must have finished them all. */
   choices: number;
+  /** The attempt's timeout: also the longest gap allowed between two events. */
+  timeoutMs: number;
 }
 
 /** What every event of one stream shares. */
@@ -443,7 +447,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
   let done = false;
   let afterDone: NodeJS.Timeout | undefined;
   try {
-    for await (const sse of parseSse(response.body)) {
+    for await (const sse of parseSse(response.body, MAX_SSE_EVENT_BYTES, sseIdleDeadline(response.body, upstream, source.timeoutMs))) {
       // The answer is complete; what follows is drained, not the caller's.
       if (done) continue;
       if (sse.data === '[DONE]') {
@@ -488,7 +492,9 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     // A break after [DONE] loses nothing: the caller gets its complete answer.
     if (done) return;
     if (isAbort(err, source.signal)) throw err;
-    throw classifyUpstreamFailure(err, upstream);
+    const failure = classifyUpstreamFailure(err, upstream);
+    // Nor does a break (a reset, a stall) once every choice finished: ended as a clean end there is (below).
+    if (!isBodyBreak(failure) || finished.size < source.choices) throw failure;
   } finally {
     clearTimeout(afterDone);
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
@@ -512,6 +518,11 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
  */
 function finalUsage(ctx: PipelineContext): void {
   if (ctx.upstreamUsage !== null) ctx.upstreamUsage.partial = false;
+}
+
+/** A failure of the body's transfer (reset, stall), not an error the upstream reported in it. */
+function isBodyBreak(failure: ZenovaError): boolean {
+  return failure.code === 'ZN_ERR_UPSTREAM_UNAVAILABLE' || failure.code === 'ZN_ERR_UPSTREAM_TIMEOUT';
 }
 
 export function chatStreamReply(
