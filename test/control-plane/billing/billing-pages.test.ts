@@ -4,6 +4,7 @@ import t from 'tap';
 import { encodeSpendCursor, MAX_SPEND_CURSOR_LENGTH } from '../../../control-plane/src/billing/billing-cursors.js';
 import { listLeasesQuery } from '../../../control-plane/src/billing/billing-views.js';
 import type { LeaseFilter } from '../../../control-plane/src/billing/billing-views.js';
+import { indexOnlyPlan } from '../../fixtures/index-plan.js';
 import { testDatabase } from '../../fixtures/postgres.js';
 import { configApp } from '../config-harness.js';
 import { migratedPool } from '../nodes-harness.js';
@@ -176,23 +177,8 @@ t.test("an account's leases are listed by /leases?account=; its balance counts e
 });
 
 t.test('every lease list page reads an index in (created_at, id) order from its cursor, without sorting the leases whole', async (t) => {
-  // With sequential scans, sorts and bitmap scans priced out, the plan shows which index serves
-  // each filter; the cursor must be the index range's bound, not a filter on every row read.
-  const plan = async (filter: Omit<LeaseFilter, 'limit'>): Promise<string> => {
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
-      await client.query('set local enable_seqscan = off');
-      await client.query('set local enable_sort = off');
-      await client.query('set local enable_bitmapscan = off');
-      const query = listLeasesQuery({ ...filter, limit: 50 });
-      const { rows } = await client.query<{ 'QUERY PLAN': string }>({ text: `explain ${query.text}`, values: query.values });
-      return rows.map((r) => r['QUERY PLAN']).join('\n');
-    } finally {
-      await client.query('rollback');
-      client.release();
-    }
-  };
+  // The cursor must be the index range's bound, not a filter on every row read.
+  const plan = (filter: Omit<LeaseFilter, 'limit'>): Promise<string> => indexOnlyPlan(pool, listLeasesQuery({ ...filter, limit: 50 }));
   const cursor = { createdAtUs: 1767225600000000n, leaseId: '00000000-0000-4000-8000-000000000000' };
   for (const [filter, index] of [
     [{}, 'credit_leases_created_idx'],

@@ -5,6 +5,7 @@ import { parseRecordBatch } from '../../../control-plane/src/records/record-batc
 import { ingestRecords } from '../../../control-plane/src/records/record-ingestion.js';
 import { listRecordsQuery } from '../../../control-plane/src/records/record-queries.js';
 import type { RecordFilter } from '../../../control-plane/src/records/record-queries.js';
+import { indexOnlyPlan } from '../../fixtures/index-plan.js';
 import { testDatabase } from '../../fixtures/postgres.js';
 import { configApp } from '../config-harness.js';
 import { migratedPool, validNodeBody } from '../nodes-harness.js';
@@ -213,23 +214,7 @@ t.test('the API needs admin auth', async (t) => {
 });
 
 t.test('every list filter reads an index on its own column in received_at order, without sorting the records whole', async (t) => {
-  // With sequential scans and sorts priced out, the plan shows which indexes exist to serve each
-  // filter: the planner cannot fall back to reading a partition whole and sorting it.
-  const plan = async (filter: Omit<RecordFilter, 'limit'>): Promise<string> => {
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
-      await client.query('set local enable_seqscan = off');
-      await client.query('set local enable_sort = off');
-      await client.query('set local enable_bitmapscan = off');
-      const query = listRecordsQuery({ ...filter, limit: 50 });
-      const { rows } = await client.query<{ 'QUERY PLAN': string }>({ text: `explain ${query.text}`, values: query.values });
-      return rows.map((r) => r['QUERY PLAN']).join('\n');
-    } finally {
-      await client.query('rollback');
-      client.release();
-    }
-  };
+  const plan = (filter: Omit<RecordFilter, 'limit'>): Promise<string> => indexOnlyPlan(pool, listRecordsQuery({ ...filter, limit: 50 }));
   const unfiltered = await plan({});
   t.match(unfiltered, /Index Scan Backward using request_records_p\d+_pkey/, 'newest first from the primary key');
   t.notMatch(unfiltered, /Sort/);
