@@ -12,6 +12,7 @@ import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import { estimateTokens } from '../../edge-node/src/providers/token-estimate.js';
+import { TargetHealth } from '../../edge-node/src/routing/target-health.js';
 import { FAKE_ANTHROPIC_PREFIX, fakeTokenCount, startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
@@ -85,7 +86,15 @@ t.test('the Anthropic Messages surface', async (t) => {
   const spool = recordsInto(records);
   const logLines: string[] = [];
   const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void logLines.push(line) } });
-  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger, services: { nodeId: 'node-anthropic', spool } });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger, services: {
+      nodeId: 'node-anthropic',
+      spool,
+      // The tests below run one after another on this node, and several fail the primary on purpose
+      // (streams cut or errored midway count against a target): none may eject it for the next test.
+      // Ejection has its own tests (pipeline/routing.test.ts, openai-stream-failures.test.ts).
+      targetHealth: new TargetHealth({ failureThreshold: Number.MAX_SAFE_INTEGER }),
+    },
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(async () => {
     const closing = app.close();

@@ -81,6 +81,14 @@ export function isToolUseBlock(block: Record<string, unknown>): boolean {
 const OPAQUE_RESULT_KEYS: ReadonlySet<string> = new Set(['type', 'tool_use_id', 'id', 'encrypted_content', 'encrypted_index', 'file_id', 'error_code', 'media_type', 'signature']);
 
 /**
+ * Block types that carry no text for the rules: media and files (`image`, `container_upload`),
+ * opaque encodings (`redacted_thinking`), a fallback hop's model names (`fallback`), and tool
+ * definitions and references (`tool_addition`, `tool_removal`, `tool_reference`,
+ * `mcp_tool_listing`), not checked for the reason a request's `tools` are not (guardrails/README.md).
+ */
+const TEXTLESS_BLOCK_TYPES: ReadonlySet<string> = new Set(['image', 'container_upload', 'redacted_thinking', 'fallback', 'tool_addition', 'tool_removal', 'tool_reference', 'mcp_tool_listing']);
+
+/**
  * Text fields of a citation (an entry of a text block's `citations`): the quoted text and the names
  * of its source (a `search_result_location`'s `source` is a string: the search result's URL or name).
  */
@@ -112,9 +120,10 @@ function isServerResult(type: string): boolean {
  * blocks (reasoning), the strings inside tool-use blocks' `input` (what the model passed a tool;
  * deferred until guardrails have rules to check them with, deferred-json-texts.ts), the text
  * inside the client's tool results (`tool_result`: a string or blocks), every string inside a
- * server tool's result (resultSlots), search results (title, source and text) and documents
- * given as plain text or as content blocks (title, context and text). Opaque fields (signatures,
- * encrypted content, base64 data, file ids) are not text.
+ * server tool's result (resultSlots), search results (title, source and text), documents
+ * given as plain text or as content blocks (title, context and text), a compaction's summary
+ * (`content`), and every string inside a block of a type the node does not know (fail closed; not
+ * TEXTLESS_BLOCK_TYPES). Opaque fields (signatures, encrypted content, base64 data, file ids) are not text.
  */
 export function contentBlockSlots(blocks: unknown[], into: TextSlot[], depth = 0): void {
   for (const block of blocks) if (isRecord(block)) blockSlots(block, into, depth);
@@ -137,7 +146,10 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     if (typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
     textBlockCitationSlots(block, into);
   } else if (type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
-  else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
+  // A compaction's summary, written by the model and sent back by the client; its encrypted_content and signature are opaque.
+  else if (type === 'compaction') {
+    if (typeof block.content === 'string') into.push(new FieldSlot(block, 'content'));
+  } else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
   else if (type === 'tool_result') contentSlots(block, into, 'content', depth);
   else if (isServerResult(type)) resultSlots(block, into, depth);
   else if (type === 'search_result' || type === 'document') {
@@ -148,7 +160,16 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     if (typeof source === 'string') into.push(new FieldSlot(block, 'source'));
     else if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
     else if (isRecord(source) && source.type === 'content') contentSlots(source, into, 'content', depth);
-  }
+  } else if (!TEXTLESS_BLOCK_TYPES.has(type)) unknownBlockSlots(block, into, depth);
+}
+
+/**
+ * Slots for a block (or a stream's delta) of a type the node does not know (a new one, a compatible
+ * upstream's): its text may not pass unseen, so every string in it is checked, skipped only as in a
+ * server tool's result (type tags, ids, opaque encodings; fail closed).
+ */
+export function unknownBlockSlots(block: Record<string, unknown>, into: TextSlot[], depth = 0): void {
+  resultSlots(block, into, depth, FieldSlot);
 }
 
 /**
@@ -166,19 +187,22 @@ class ResultSlot extends NotGeneratedSlot {
  * (and a base64 source's `data`) are skipped, and nested blocks (text, documents, citations) are
  * walked the same way. Keys are names, not text. Past MAX_DEPTH levels the list is marked partial.
  */
-function resultSlots(holder: Record<string, unknown>, into: TextSlot[], depth: number): void {
+function resultSlots(holder: Record<string, unknown>, into: TextSlot[], depth: number, Slot: StringSlot = ResultSlot): void {
   const base64 = holder.type === 'base64';
   for (const key in holder) {
     if (OPAQUE_RESULT_KEYS.has(key) || (base64 && key === 'data')) continue;
-    resultValueSlots(holder, key, into, depth);
+    resultValueSlots(holder, key, into, depth, Slot);
   }
 }
 
+/** The slot made for each string of a walked block: ResultSlot in a server tool's result, FieldSlot in a block of an unknown type. */
+type StringSlot = new (holder: Record<string, unknown>, key: string) => TextSlot;
+
 /** Slots for the strings of `holder[key]` inside a server tool's result (see resultSlots); `holder` may be an array. */
-function resultValueSlots(holder: Record<string, unknown>, key: string, into: TextSlot[], depth: number): void {
+function resultValueSlots(holder: Record<string, unknown>, key: string, into: TextSlot[], depth: number, Slot: StringSlot): void {
   const value = holder[key];
   if (typeof value === 'string') {
-    into.push(new ResultSlot(holder, key));
+    into.push(new Slot(holder, key));
     return;
   }
   if (typeof value !== 'object' || value === null) return;
@@ -188,9 +212,9 @@ function resultValueSlots(holder: Record<string, unknown>, key: string, into: Te
   }
   if (Array.isArray(value)) {
     const items = value as unknown as Record<string, unknown>;
-    for (let i = 0; i < value.length; i += 1) resultValueSlots(items, String(i), into, depth + 1);
+    for (let i = 0; i < value.length; i += 1) resultValueSlots(items, String(i), into, depth + 1, Slot);
   } else {
-    resultSlots(value as Record<string, unknown>, into, depth + 1);
+    resultSlots(value as Record<string, unknown>, into, depth + 1, Slot);
   }
 }
 

@@ -8,8 +8,10 @@
  * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
  * whole there, with no deltas), `content_block_delta` the text of a
  * `text_delta`, `thinking_delta` or (JSON, a tool_use block's input in fragments)
- * `input_json_delta`, or the texts of a `citations_delta`'s citation, each checked whole (each a
- * slot a guardrail may rewrite, after which `data` is re-serialised, lazily, when written), and
+ * `input_json_delta`, or the texts of a `citations_delta`'s citation or a `compaction_delta`'s
+ * summary, each checked whole (each a slot a guardrail may rewrite, after which `data` is
+ * re-serialised, lazily, when written; a delta of a type the node does not know that carries
+ * strings makes output rules block the stream), and
  * `message_stop` is terminal: the answer is complete, what follows is drained for at most
  * AFTER_STOP_GRACE_MS and a break after it changes nothing. An upstream that sends no event for the
  * attempt's timeout (SSE comments do not count; a `ping` event does) is cut as
@@ -32,7 +34,7 @@ import { MAX_SSE_EVENT_BYTES, parseSse } from '../sse.js';
 import type { SseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, optionalTokenCount, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
-import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots } from './messages-request.js';
+import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots, unknownBlockSlots } from './messages-request.js';
 import { AnthropicStreamUsage } from './stream-usage.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
@@ -114,10 +116,30 @@ function deltaSlots(delta: Json, event: AnthropicStreamEvent): TextSlot[] {
     if (isRecord(delta.citation)) citationSlots(delta.citation, fields);
     return fields.length === 0 ? NO_TEXTS : wholeTextSlots(fields, event);
   }
+  if (type === 'compaction_delta') {
+    // It carries the block's whole summary (SDKs assign it, not append): checked whole in this event.
+    return typeof delta.content === 'string' ? wholeTextSlots([new FieldSlot(delta, 'content')], event, true) : NO_TEXTS;
+  }
   const field = Object.hasOwn(DELTA_TEXT_FIELDS, type) ? DELTA_TEXT_FIELDS[type] : undefined;
-  if (field === undefined || typeof delta[field] !== 'string') return NO_TEXTS;
+  if (field === undefined) return OPAQUE_DELTA_TYPES.has(type) ? NO_TEXTS : unknownDeltaTexts(delta);
+  if (typeof delta[field] !== 'string') return NO_TEXTS;
   if (type === 'input_json_delta') return [new PartSlot(delta, field, event, event.index, TOOL_INPUT_PART, true)];
   return [new FieldSlot(delta, field, event)];
+}
+
+/** Delta types that carry no text: a thinking block's `signature`. */
+const OPAQUE_DELTA_TYPES: ReadonlySet<string> = new Set(['signature_delta']);
+
+/**
+ * The texts of a delta of a type the node does not know: its strings (but type tags, ids and opaque
+ * encodings, as in blockSlots) may be pieces of a running text it cannot place, so when it carries
+ * any, the list is partial and output rules block the stream (fail closed, as a chat stream's
+ * unknown content part); without strings it is text-less.
+ */
+function unknownDeltaTexts(delta: Json): TextSlot[] {
+  const found: TextSlot[] = [];
+  unknownBlockSlots(delta, found);
+  return found.length === 0 && !isPartial(found) ? NO_TEXTS : UNREAD_TEXTS;
 }
 
 /**

@@ -57,12 +57,14 @@ export const chatCompletionsApi: ApiHandler = {
 /**
  * A message's text as slots: its content (collectContentTexts), the reasoning text some
  * OpenAI-compatible servers add (`reasoning_content`, `reasoning`, and OpenRouter's
- * `reasoning_details`: reasoningDetailSlots), its `refusal`, and its tool calls (toolCallSlots).
+ * `reasoning_details`: reasoningDetailSlots), its `refusal`, its `name` (NameSlot), and its tool
+ * calls (toolCallSlots).
  * The same fields in a request's messages and an answer's choices.
  */
 function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
   collectContentTexts(message, into);
   for (const field of TEXT_FIELDS) if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
+  if (typeof message.name === 'string') into.push(new NameSlot(message, 'name'));
   if (Array.isArray(message.reasoning_details)) reasoningDetailSlots(message.reasoning_details, repeatsReasoning(message), into);
   if (Array.isArray(message.tool_calls)) toolCallSlots(message.tool_calls, into);
   if (isRecord(message.function_call)) deferJsonText(into, message.function_call, 'arguments');
@@ -110,6 +112,9 @@ function collectContentTexts(holder: Record<string, unknown>, into: TextSlot[]):
   const content = holder.content;
   if (typeof content === 'string') into.push(new FieldSlot(holder, 'content'));
   else if (Array.isArray(content)) contentPartSlots(content, into);
+  // One part object in place of parts: not a shape OpenAI sends (a request with it is refused),
+  // so an answer's is read as a part of an unknown type, every string in it checked (fail closed).
+  else if (isRecord(content)) unknownPartSlots(content, into);
 }
 
 /**
@@ -126,6 +131,25 @@ function collectAnswerTexts(message: Record<string, unknown>, into: TextSlot[]):
   if (typeof audio.transcript === 'string') into.push(new FieldSlot(audio, 'transcript'));
   if (audio.data !== undefined && audio.data !== null && audio.data !== '') markPartial(into);
 }
+
+/**
+ * A message's `name` (the participant's, rendered into the prompt). OpenAI takes only names of
+ * `[a-zA-Z0-9_-]` (64 at most), so a mask writes each placeholder without its brackets (`EMAIL`, not
+ * `[EMAIL]`) to keep a masked name one the upstream takes. Counted by the prompt's template
+ * tokens (billing/prompt-sections.ts), so repeated here: checked, not estimated again.
+ */
+class NameSlot extends RepeatedSlot {
+  override get text(): string {
+    return super.text;
+  }
+
+  override set text(value: string) {
+    super.text = value === super.text ? value : value.replace(PLACEHOLDER_BRACKETS, '$1');
+  }
+}
+
+/** A detector's placeholder (`[EMAIL]`, `[BANK_CARD]`, `[REDACTED]`…), its name captured. */
+const PLACEHOLDER_BRACKETS = /\[([A-Z_]+)\]/g;
 
 /** A message's plain-text fields besides content. */
 const TEXT_FIELDS = ['reasoning_content', 'reasoning', 'refusal'] as const;

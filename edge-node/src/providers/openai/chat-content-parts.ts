@@ -6,7 +6,9 @@
  * part of any other type has a shape the node does not know, so none of its text may pass unseen:
  * in a request or JSON answer every string in it (but `type` tags) is checked, each whole; a
  * streamed delta's such part, whose strings may be pieces of a text, is refused under output rules
- * when it carries strings besides `text` and `refusal` (chat-stream.ts, hasUnknownStrings). A tool
+ * when it carries strings besides `text` and `refusal` (chat-stream.ts, hasUnknownStrings). A
+ * known part whose text field is not text (`{type:'text', text:{…}}`) is read as an unknown one
+ * (holdsUnreadText); requests carrying one are refused by the schema (chat-request.ts). A tool
  * call of a type other than `function` and `custom` is read the same way (isKnownToolCall).
  */
 import type { TextSlot } from '../../pipeline/context.js';
@@ -63,8 +65,13 @@ export function contentPartSlots(parts: unknown[], into: TextSlot[], depth = 0):
       into.push(new FieldSlot(parts as unknown as Record<string, unknown>, String(i)));
       continue;
     }
+    if (Array.isArray(part)) {
+      // Parts nested in an array: not a shape OpenAI defines; every string in them is checked.
+      unknownPartSlots(part, into, depth + 1);
+      continue;
+    }
     if (!isRecord(part)) continue;
-    if (!isKnownPart(part)) {
+    if (!isKnownPart(part) || holdsUnreadText(part)) {
       unknownPartSlots(part, into, depth + 1);
       continue;
     }
@@ -95,6 +102,17 @@ export function unknownPartSlots(holder: Record<string, unknown> | unknown[], in
 }
 
 /**
+ * Whether a part of a known type carries strings in a text field of a shape it does not have (a
+ * `text` or `refusal` that is not a string, a `thinking` neither a string nor parts): text the
+ * part's reading would miss, so it is read as a part of an unknown type (or blocks a stream).
+ */
+export function holdsUnreadText(part: Record<string, unknown>): boolean {
+  for (const field of ['text', 'refusal'] as const) if (typeof part[field] !== 'string' && carriesStrings(part[field], 1)) return true;
+  const thinking = part.thinking;
+  return typeof thinking !== 'string' && !Array.isArray(thinking) && carriesStrings(thinking, 1);
+}
+
+/**
  * Whether a streamed part of an unknown type carries strings besides its `text` and `refusal`
  * (which the stream reads) and `type` tags: text the stream cannot place in a running text.
  */
@@ -115,7 +133,8 @@ export function callCarriesStrings(call: Record<string, unknown>): boolean {
   return false;
 }
 
-function carriesStrings(value: unknown, depth: number): boolean {
+/** Whether `value` holds a string at any depth (`type` tags aside); past MAX_DEPTH taken as yes. */
+export function carriesStrings(value: unknown, depth: number): boolean {
   if (typeof value === 'string') return true;
   if (typeof value !== 'object' || value === null) return false;
   // Deeper than the walks go: taken as carrying text (fail closed).

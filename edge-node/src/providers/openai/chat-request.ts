@@ -24,9 +24,34 @@ export const speedSchema = z
   .literal('standard', { error: 'only "standard": faster speeds are billed above the price this node charges' })
   .nullish();
 
+/** The most content parts a message may hold, as the blocks of an Anthropic message (messages-request.ts). */
+const MAX_CONTENT_PARTS = 10_000;
+
+/**
+ * A message's (or a prediction's) `content`: a string, parts, or null, as OpenAI takes it; not one
+ * part object, nor parts nested in an array, nor a text or refusal part whose `text` / `refusal` is not a string (OpenAI refuses
+ * both; guardrails would not read them as text). Other parts pass to the upstream. Checked by hand
+ * up to the first bad part, as cappedArray does (a union would report only the whole field).
+ */
+const messageContent = z.unknown().check((payload) => {
+  const content = payload.value;
+  if (content === undefined || content === null || typeof content === 'string') return;
+  const issue = (message: string, path: PropertyKey[] = []): void => void payload.issues.push({ code: 'custom', message, path, input: content });
+  if (!Array.isArray(content)) return issue('must be a string or an array of content parts');
+  if (content.length > MAX_CONTENT_PARTS) return issue(`at most ${MAX_CONTENT_PARTS} content parts`);
+  for (let i = 0; i < content.length; i++) {
+    const part: unknown = content[i];
+    if (Array.isArray(part)) return issue('a content part must be an object', [i]);
+    if (typeof part !== 'object' || part === null) continue;
+    const { type } = part as Record<string, unknown>;
+    if ((type === 'text' || type === 'refusal') && typeof (part as Record<string, unknown>)[type] !== 'string') return issue(`a ${type} part needs a string "${type}"`, [i, type]);
+  }
+}).optional();
+
 export const chatCompletionRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
-  messages: cappedArray(z.looseObject({ role: z.string().min(1) }), { min: 1, max: MAX_CHAT_MESSAGES }),
+  messages: cappedArray(z.looseObject({ role: z.string().min(1), content: messageContent }), { min: 1, max: MAX_CHAT_MESSAGES }),
+  prediction: z.looseObject({ content: messageContent }).nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
   max_tokens: z.int().min(1).nullish(),

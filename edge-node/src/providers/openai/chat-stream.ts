@@ -36,7 +36,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { callCarriesStrings, hasUnknownStrings, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
+import { callCarriesStrings, carriesStrings, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 const DONE: SseEvent = { data: '[DONE]' };
@@ -271,6 +271,9 @@ export class ChatChunkEvent implements StreamEvent {
           } else if (Array.isArray(delta.content)) {
             if (texts === NO_TEXTS) texts = [];
             if (!this.contentPartSlots(delta.content as unknown[], channel, texts, TEXT_PART.content, 0)) unread = true;
+          } else if (isRecord(delta.content) && carriesStrings(delta.content, 0)) {
+            // Content as one part object, a shape OpenAI never sends: text the stream cannot place.
+            unread = true;
           }
           // Audio (its data and transcript in pieces) is speech the rules cannot read: the texts
           // are marked partial, so output rules end the stream rather than relay it unchecked.
@@ -303,9 +306,9 @@ export class ChatChunkEvent implements StreamEvent {
   private contentPartSlots(parts: unknown[], channel: number, into: TextSlot[], textPart: number, depth: number): boolean {
     if (depth > MAX_DEPTH) return false;
     for (const part of parts) {
-      if (typeof part === 'string') return false;
+      if (typeof part === 'string' || (Array.isArray(part) && carriesStrings(part, depth + 1))) return false;
       if (!isRecord(part)) continue;
-      if (!isKnownPart(part) && hasUnknownStrings(part)) return false;
+      if (isKnownPart(part) ? holdsUnreadText(part) : hasUnknownStrings(part)) return false;
       if (typeof part.text === 'string') {
         into.push(textPart === TEXT_PART.content ? new FieldSlot(part, 'text', this, channel) : new PartSlot(part, 'text', this, channel, textPart, false));
       }
