@@ -9,6 +9,7 @@ import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } fro
 import type { ZenovaError } from './errors.js';
 import { ANTHROPIC_REQUEST_ID_HEADER, errorBodyFor, isAnthropicPath, registerAnthropicRoutes } from './http/anthropic.routes.js';
 import { keepBodyText } from './http/body-text.js';
+import { unreadableCharset } from './http/json-charset.js';
 import { registerMcpRoutes } from './http/mcp.routes.js';
 import { notFoundError } from './http/not-found.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
@@ -339,21 +340,6 @@ function logRequestFinished(request: FastifyRequest, reply: FastifyReply, { stat
   );
 }
 
-/** JSON is read as UTF-8; these declared charsets are UTF-8 or a subset of it. */
-const READABLE_CHARSETS = new Set(['utf-8', 'utf8', 'us-ascii']);
-
-/** The charset parameter of a Content-Type, lower-cased and unquoted, or undefined when it has none. */
-function charsetOf(contentType: string | undefined): string | undefined {
-  if (contentType === undefined) return undefined;
-  for (const param of contentType.split(';').slice(1)) {
-    const eq = param.indexOf('=');
-    if (eq < 0 || param.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
-    const value = param.slice(eq + 1).trim();
-    return (value.length >= 2 && value.startsWith('"') && value.endsWith('"') ? value.slice(1, -1) : value).toLowerCase();
-  }
-  return undefined;
-}
-
 /**
  * The shared JSON parser (`__proto__` keys named as the reason), behind a charset check: a body
  * declared in another charset (utf-16, latin1, …) is refused, because fastify reads every body as
@@ -363,8 +349,8 @@ function jsonBodyParser(strict: JsonParser): JsonParser {
   const parse = keyNamingJsonParser(strict, () =>
     zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body has a "__proto__" or "constructor.prototype" key, which this node refuses.'));
   return (request, body, done) => {
-    const charset = charsetOf(request.headers['content-type']);
-    if (charset !== undefined && !READABLE_CHARSETS.has(charset)) {
+    const charset = unreadableCharset(request.headers['content-type']);
+    if (charset !== undefined) {
       done(zenovaError('ZN_ERR_UNSUPPORTED_CHARSET', `The request body's charset ${JSON.stringify(charset.slice(0, 40))} is not supported; send JSON as UTF-8 (charset=utf-8, or no charset).`), undefined);
       return;
     }

@@ -10,7 +10,7 @@ import type { PipelineContext } from '../pipeline/context.js';
 import { attemptHeadersIn } from '../routing/forward-plan.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
 import { isBodyTooLarge, parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
-import { classifyUpstreamFailure, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, unaskedEncodingError, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
@@ -48,6 +48,18 @@ export async function sendToUpstream(
 }
 
 /**
+ * Throws unaskedEncodingError's ZN_ERR_UPSTREAM_ERROR for a compressed answer, JSON or stream,
+ * before any of it is parsed; its body is read off and dropped (a bare destroy() would raise an
+ * 'error' nobody listens to). Thrown, the attempt fails as any read failure does (forwardPlan).
+ */
+export function refuseEncodedAnswer(response: UpstreamResponse, upstream: string): void {
+  const error = unaskedEncodingError(upstream, response.headers['content-encoding']);
+  if (error === undefined) return;
+  void response.body.dump().catch(() => undefined);
+  throw error;
+}
+
+/**
  * A JSON object answer read whole, at most `maxBytes` (past it ZN_ERR_UPSTREAM_ERROR, which
  * isBodyTooLarge tells apart); a body that is not a JSON object (a compressed one
  * included: the node asks for `identity`) is ZN_ERR_UPSTREAM_ERROR. Read errors surface classified
@@ -63,13 +75,7 @@ export async function readJsonObject(
   maxBytes = MAX_UPSTREAM_JSON_BYTES,
 ): Promise<Record<string, unknown>> {
   attemptHeadersIn(signal);
-  const encoding = response.headers['content-encoding'];
-  if (encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity') {
-    // Read off and dropped: a bare destroy() would raise an 'error' nobody listens to.
-    void response.body.dump().catch(() => undefined);
-    const name = String(encoding).slice(0, 40).replace(/[^A-Za-z0-9 ,._-]/g, '?');
-    throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with Content-Encoding "${name}" although the node asked for identity.`);
-  }
+  refuseEncodedAnswer(response, upstream);
   let bytes: Buffer;
   try {
     bytes = await readBodyBounded(response.body, maxBytes, upstream);

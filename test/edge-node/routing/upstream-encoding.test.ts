@@ -102,3 +102,54 @@ t.test('an upstream that compresses its JSON answer anyway is a 502 naming the C
   t.equal(body.error?.code, 'ZN_ERR_UPSTREAM_ERROR');
   t.match(body.error?.message, /Content-Encoding "gzip"/);
 });
+
+/**
+ * A raw upstream that gzips every answer whatever it was asked (a JSON answer, or an event stream
+ * to a request with `stream: true`), under routes `echo` and `claude` that allow a retry each.
+ */
+async function gzippingUpstream(t: Teardown): Promise<{ url: string; bundle: (base: ConfigBundle) => Partial<ConfigBundle> }> {
+  const ANTHROPIC_STREAM = 'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"claude-real","content":[],"stop_reason":null,"usage":{"input_tokens":3,"output_tokens":0}}}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n';
+  const up = await startRawUpstream(t, (socket, request) => {
+    const messages = request.startsWith('POST /v1/messages');
+    const stream = request.includes('"stream":true');
+    const body = zlib.gzipSync(stream ? (messages ? ANTHROPIC_STREAM : CHAT_STREAM) : messages ? MESSAGES_ANSWER : CHAT_ANSWER);
+    // One request per connection (the raw upstream reads only a connection's first).
+    socket.write(`HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: ${stream ? 'text/event-stream' : 'application/json'}\r\ncontent-encoding: gzip\r\ncontent-length: ${body.length}\r\n\r\n`);
+    socket.end(body);
+  });
+  return {
+    url: up.url,
+    bundle: (base) => {
+      const claude = withClaude(up.url)(base);
+      return { ...claude, routes: claude.routes!.map((route) => ({ ...route, retries: 1 })) };
+    },
+  };
+}
+
+t.test('an upstream that compresses its chat stream anyway fails the attempt as a compressed JSON answer does, naming the Content-Encoding', async (t) => {
+  const up = await gzippingUpstream(t);
+  const node = await startPipelineNode(t, { upstreamUrl: up.url, bundle: up.bundle });
+  for (const stream of [false, true]) {
+    const res = await post(node, '/v1/chat/completions', { model: 'echo', stream, messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${node.secret}` });
+    const body = (await res.json()) as { error?: { code?: string; message?: string } };
+    t.equal(res.status, 502, `stream ${stream}`);
+    t.same(body.error, { message: 'Upstream "demo" answered with Content-Encoding "gzip" although the node asked for identity.', type: 'server_error', param: null, code: 'ZN_ERR_UPSTREAM_ERROR' }, `stream ${stream}`);
+  }
+  const [json, streamed] = node.finished;
+  t.match(json?.attempts, [{ outcome: 'error', httpStatus: null }], 'JSON: one final attempt, not retried');
+  t.same(streamed?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), json?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), 'the stream\'s attempts are the JSON answer\'s');
+});
+
+t.test('an upstream that compresses its Anthropic stream anyway fails the attempt as a compressed JSON answer does, naming the Content-Encoding', async (t) => {
+  const up = await gzippingUpstream(t);
+  const node = await startPipelineNode(t, { upstreamUrl: up.url, bundle: up.bundle });
+  for (const stream of [false, true]) {
+    const res = await post(node, '/v1/messages', { model: 'claude', max_tokens: 50, stream, messages: [{ role: 'user', content: 'hi' }] }, { 'x-api-key': node.secret });
+    const body = (await res.json()) as { type?: string; error?: { type?: string; message?: string } };
+    t.equal(res.status, 502, `stream ${stream}`);
+    t.match(body, { type: 'error', error: { type: 'api_error', message: 'Upstream "claude" answered with Content-Encoding "gzip" although the node asked for identity.' } }, `stream ${stream}`);
+  }
+  const [json, streamed] = node.finished;
+  t.match(json?.attempts, [{ outcome: 'error', httpStatus: null }], 'JSON: one final attempt, not retried');
+  t.same(streamed?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), json?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), 'the stream\'s attempts are the JSON answer\'s');
+});

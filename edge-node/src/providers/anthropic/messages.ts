@@ -17,7 +17,7 @@ import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
-import { inBandFailure, passedHeaders, readBilledAnswer, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
 import { contentBlockSlots, inputTextSlots, messagesRequestSchema } from './messages-request.js';
 import { anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
@@ -112,6 +112,8 @@ async function attemptMessages(
     return inBandFailure(read.answer, upstream, response.statusCode) ?? { kind: 'answered', reply: jsonReply(ctx, read.answer, alias) };
   }
 
+  // A compressed stream would parse as no events ("ended the stream before message_stop"): named as the JSON path names it.
+  refuseEncodedAnswer(response, upstream);
   const contentType = response.headers['content-type'];
   if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) {
     // Drained, not destroyed: undici's destroy() without a reason emits an 'error' nobody listens to.

@@ -7,8 +7,10 @@
  * guardrails see tool results); event streams and anything else are relayed as they come, checked
  * by guardMcpOutput (from guardrails-out) when the key's policy has output rules. The node's key
  * for the tool server is redacted from every answer (redactSecret, withoutSecret,
- * withoutSecretEvents). A session belongs to the key that opened it (session-owners.ts). Billing (docs/billing.md, "Tool calls"): a tool
- * server's 4xx is relayed but not charged; a call it received is charged even if no answer comes.
+ * withoutSecretEvents); an answer it could not redact or check as sent (compressed, or JSON in a
+ * charset other than UTF-8) is refused (unrelayableAnswerError). A session belongs to the key that
+ * opened it (session-owners.ts). Billing (docs/billing.md, "Tool calls"): a tool server's 4xx is
+ * relayed but not charged; a call it received is charged even if no answer comes.
  * Tool calls are priced per call: their records carry no token usage (stage meter) and they count
  * against no tokens/min window (node-rate-limiter.ts), only requests/min and concurrency.
  */
@@ -23,10 +25,11 @@ import type { PipelineContext, TextSlot, UpstreamReply } from '../../pipeline/co
 import { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { keepResponseText, replaceResponseText } from '../../pipeline/response-text.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
+import { unreadableCharset } from '../../http/json-charset.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { toolServerFor, toolServerName } from '../../routing/route-tool-server.js';
 import { parseJsonOrUndefined, readBodyBounded } from '../../upstream/read-body.js';
-import { classifyUpstreamFailure, isAbort, upstreamStatusError } from '../../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, isAbort, unaskedEncodingError, upstreamStatusError } from '../../upstream/upstream-failure.js';
 import { releaseConcurrencySlot } from '../../rate-limit/node-rate-limiter.js';
 import { recordRequestBody, recordRequestBodyText } from '../../spool/request-record-builder.js';
 import { describeIssues } from '../../zod-issues.js';
@@ -237,6 +240,17 @@ export const mcpApi: ApiHandler = {
       attempt(unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE' ? 'ok' : 'status', status);
       if (unbound === 'ZN_ERR_TOOL_SESSION_UNAVAILABLE') ctx.responseHeaders['retry-after'] = '1';
       return reject(unbound);
+    }
+
+    const unrelayable = unrelayableAnswerError(server.name, response.headers, contentType);
+    if (unrelayable !== undefined) {
+      // Dropped with its connection, unread (an event stream may stay open for hours).
+      response.body.on('error', () => undefined).destroy();
+      ctx.upstreamMs = elapsed(ctx, started);
+      attempt('error', status);
+      // The tool server answered: the call ran, as when its answer is past the size bound.
+      if (failure === undefined) served();
+      return rejectWith(unrelayable);
     }
 
     if (contentType.startsWith('text/event-stream')) {
@@ -536,6 +550,20 @@ function parseAnswer(bytes: Buffer): { value: unknown; text: string | undefined 
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Why a tool server's answer cannot be relayed, or undefined. A body compressed despite the node's
+ * `accept-encoding: identity` could not have the node's key redacted nor be checked by guardrails,
+ * and would reach the caller unlabelled (Content-Encoding is not returned); JSON declared in a
+ * charset other than UTF-8 would be misread as UTF-8 and relayed under a label it no longer matches.
+ */
+function unrelayableAnswerError(server: string, headers: Dispatcher.ResponseData['headers'], contentType: string): ZenovaError | undefined {
+  const encoded = unaskedEncodingError(server, headers['content-encoding']);
+  if (encoded !== undefined) return encoded;
+  const charset = contentType.startsWith('application/json') ? unreadableCharset(contentType) : undefined;
+  if (charset === undefined) return undefined;
+  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Tool server "${server}" answered JSON declared in charset ${JSON.stringify(charset.slice(0, 40))}; the node reads JSON as UTF-8 only (charset=utf-8, or no charset).`);
 }
 
 /** A redirect is not followed (nor passed on: the caller would leave the node): the tool server's URL is wrong. */

@@ -72,7 +72,9 @@ function headerValue(value: string | string[] | undefined): string | undefined {
 }
 
 export function toolServerHeaders(server: ToolServer, req: Pick<ToolServerRequest, 'callerHeaders' | 'body' | 'requestId'>): Record<string, string> {
-  const headers: Record<string, string> = { 'user-agent': 'zenova-node', 'x-request-id': req.requestId };
+  // Uncompressed answers only (no Accept-Encoding would allow any coding): the node redacts its
+  // key from them and checks them as sent, and decompresses nothing (mcp-call.ts refuses one compressed anyway).
+  const headers: Record<string, string> = { 'accept-encoding': 'identity', 'user-agent': 'zenova-node', 'x-request-id': req.requestId };
   for (const name of FORWARDED_HEADERS) {
     const value = headerValue(req.callerHeaders[name]);
     if (value !== undefined) headers[name] = value;

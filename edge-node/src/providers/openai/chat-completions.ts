@@ -12,7 +12,7 @@ import { firstEventRead } from '../first-event.js';
 import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
-import { inBandFailure, readBilledAnswer, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { contentPartSlots, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
@@ -211,6 +211,8 @@ async function attemptStream(
   alias: string,
   request: Record<string, unknown>,
 ): Promise<AttemptResult> {
+  // A compressed stream would parse as no events ("ended the stream before [DONE]"): named as the JSON path names it.
+  refuseEncodedAnswer(response, source.upstream);
   const contentType = response.headers['content-type'];
   if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) {
     // An upstream that ignored stream:true: relaying its JSON would give the SDK an empty stream.
