@@ -3,7 +3,7 @@
  * config snapshot, the worst case reserved before forwarding, and the actual cost from metered
  * usage. Products are computed in BigInt so no intermediate is ever rounded.
  */
-import type { PipelineContext } from '../pipeline/context.js';
+import type { CacheWrites, PipelineContext } from '../pipeline/context.js';
 import { billableCallCount } from '../providers/mcp/jsonrpc-message.js';
 import { chatChoiceCount } from '../providers/openai/chat-request.js';
 
@@ -29,10 +29,31 @@ export function priceOf(ctx: PipelineContext): RequestPrice | undefined {
   return { inputMicrosPerToken: price.inputMicrosPerToken, outputMicrosPerToken: price.outputMicrosPerToken, requestMicros: price.requestMicros };
 }
 
-/** in × inRate + out × outRate + fees × fee; undefined when the result is not a safe integer. */
-export function costMicros(price: RequestPrice, inputTokens: number, outputTokens: number, fees = 1): number | undefined {
+/** Whether the request is billed: it has an account (not a local key) and its model or tool server a price. */
+export function isPriced(ctx: PipelineContext): boolean {
+  return (ctx.key?.accountId ?? null) !== null && priceOf(ctx) !== undefined;
+}
+
+/**
+ * What a prompt-cache write is billed on top of the input price, in quarters of it: Anthropic bills
+ * a 5-minute write 1.25× and a 1-hour write 2× the input price.
+ */
+const CACHE_WRITE_PREMIUM_QUARTERS = { fiveMinute: 1n, oneHour: 4n };
+
+/**
+ * in × inRate + out × outRate + fees × fee, plus the premium of the input tokens written to the
+ * prompt cache (counted in `inputTokens` already): ⌈(5-minute + 4 × 1-hour writes) × inRate / 4⌉,
+ * rounded up so no fraction of a micro-unit is dropped. Undefined when the result is not a safe integer.
+ */
+export function costMicros(price: RequestPrice, inputTokens: number, outputTokens: number, fees = 1, cacheWrites?: CacheWrites): number | undefined {
+  const inputRate = BigInt(price.inputMicrosPerToken);
+  const premiumQuarters =
+    cacheWrites === undefined
+      ? 0n
+      : (BigInt(cacheWrites.fiveMinuteTokens) * CACHE_WRITE_PREMIUM_QUARTERS.fiveMinute + BigInt(cacheWrites.oneHourTokens) * CACHE_WRITE_PREMIUM_QUARTERS.oneHour) * inputRate;
   const total =
-    BigInt(inputTokens) * BigInt(price.inputMicrosPerToken) +
+    BigInt(inputTokens) * inputRate +
+    (premiumQuarters + 3n) / 4n +
     BigInt(outputTokens) * BigInt(price.outputMicrosPerToken) +
     BigInt(fees) * BigInt(price.requestMicros);
   return total <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(total) : undefined;
@@ -67,10 +88,15 @@ export function feeCount(ctx: PipelineContext): number {
 
 /**
  * The most the request can cost: estimated prompt tokens, plus its worst-case output
- * (worstCaseOutputTokens, with the policy default per choice), plus the fee (feeCount times).
+ * (worstCaseOutputTokens, with the policy default per choice), plus the fee (feeCount times). A
+ * request that asks for prompt caching may have all its input written to the cache: the input is
+ * reserved at the premium of the longest lifetime it asks for (2× for 1 hour, else 1.25×).
  */
 export function worstCaseMicros(ctx: PipelineContext, price: RequestPrice, defaultMaxOutputTokens: number): number | undefined {
-  return costMicros(price, Math.max(0, Math.trunc(ctx.estimatedInputTokens)), worstCaseOutputTokens(ctx, defaultMaxOutputTokens), feeCount(ctx));
+  const inputTokens = Math.max(0, Math.trunc(ctx.estimatedInputTokens));
+  const ttl = ctx.promptCacheTtl;
+  const cacheWrites = ttl === undefined ? undefined : { fiveMinuteTokens: ttl === '5m' ? inputTokens : 0, oneHourTokens: ttl === '1h' ? inputTokens : 0 };
+  return costMicros(price, inputTokens, worstCaseOutputTokens(ctx, defaultMaxOutputTokens), feeCount(ctx), cacheWrites);
 }
 
 /**
@@ -90,7 +116,7 @@ export function canCostAnything(ctx: PipelineContext, price: RequestPrice): bool
  */
 export function actualCostMicros(ctx: PipelineContext, price: RequestPrice): number {
   if (ctx.served === undefined) return 0;
-  const cost = costMicros(price, ctx.usage.inputTokens, ctx.usage.outputTokens, feeCount(ctx));
+  const cost = costMicros(price, ctx.usage.inputTokens, ctx.usage.outputTokens, feeCount(ctx), ctx.usage.cacheWrites);
   // Usage beyond 2^53 micro-units cannot come from a real call; charge the most a record can carry.
   return cost ?? Number.MAX_SAFE_INTEGER;
 }

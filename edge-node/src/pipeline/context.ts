@@ -60,12 +60,26 @@ export interface TextSlot {
   readonly repeated?: boolean;
 }
 
+/**
+ * Input tokens written to Anthropic's prompt cache, by lifetime: counted in the input tokens and
+ * billed above the input price on top of it (billing/request-cost.ts, docs/billing.md).
+ */
+export interface CacheWrites {
+  fiveMinuteTokens: number;
+  oneHourTokens: number;
+}
+
+/** The prompt-cache lifetimes an Anthropic request can ask for (`cache_control.ttl`). */
+export type PromptCacheTtl = '5m' | '1h';
+
 /** Token counts of one call. */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
   /** True when the upstream did not give (validly) both counts and the node estimated what it lacked. */
   estimated: boolean;
+  /** The part of inputTokens written to the prompt cache, as the upstream counted it; absent when none. */
+  cacheWrites?: CacheWrites;
 }
 
 /**
@@ -82,6 +96,8 @@ export interface UpstreamUsage {
    * early chunks may carry running counts). A stream left partial is metered as cut short.
    */
   partial: boolean;
+  /** The part of inputTokens written to the prompt cache (Anthropic), when inputTokens is known. */
+  cacheWrites?: CacheWrites;
 }
 
 /** One server-sent event as it goes out on the wire: `event:` (optional) and `data:`. */
@@ -126,6 +142,12 @@ export interface UncheckedParam {
   readonly param: string;
   /** What it carries or asks for, for the caller's message: "token ids", "log probabilities". */
   readonly what: string;
+}
+
+/** A request parameter refused on priced requests, with why (the message's reason, validateBody's style). */
+export interface BilledAbovePrice {
+  readonly param: string;
+  readonly reason: string;
 }
 
 /** What the forward stage obtained from the upstream (or the node itself, e.g. /v1/models). */
@@ -259,6 +281,16 @@ export interface PipelineContext {
   uncheckedInput?: UncheckedParam;
   /** identify: a parameter asking for output the output rules cannot check (chat `logprobs`, audio); absent when none. */
   uncheckedOutput?: UncheckedParam;
+  /**
+   * identify: a parameter the upstream bills above the model's per-token price (OpenAI audio);
+   * absent when none. Refused by stage preauthorise when the request is priced.
+   */
+  billedAbovePrice?: BilledAbovePrice;
+  /**
+   * identify: the longest prompt-cache lifetime an Anthropic request asks for (`cache_control`),
+   * absent when none: its cache writes are billed above the input price.
+   */
+  promptCacheTtl?: PromptCacheTtl;
 
   /** authenticate. */
   key?: CallerKey;

@@ -68,6 +68,8 @@ t.test('a streamed answer keeps its prompt-cache tokens in the record and the ch
     t.equal(sdkInput, inputTokens, `${what}: the SDK's own final message counts this input`);
     const record = await waitFor(() => records.find((r) => r.requestId === stream.request_id), { what: `the record of ${String(stream.request_id)}` });
     t.same(record.usage, { inputTokens, outputTokens: 7, estimated: false }, `${what}: the record counts it too`);
-    t.equal(record.cost.costMicros, inputTokens * PRICE.inputMicrosPerToken + 7 * PRICE.outputMicrosPerToken, `${what}: and so does the charge`);
+    // The 1000 cache-write tokens (five-minute: no ttl asked) are billed 1.25×: a quarter of the input price on top.
+    const writePremium = (START_USAGE.cache_creation_input_tokens * PRICE.inputMicrosPerToken) / 4;
+    t.equal(record.cost.costMicros, inputTokens * PRICE.inputMicrosPerToken + writePremium + 7 * PRICE.outputMicrosPerToken, `${what}: and so does the charge`);
   }
 });

@@ -9,6 +9,7 @@
 // placeholder, estimated) and take the larger of the partial output count and the estimate from
 // the delivered text. An estimated input adds the delivered texts the upstream bills as input but
 // reports only in its final usage (ctx.deliveredInputTokens: an Anthropic server tool's results).
+// Prompt-cache writes (UpstreamUsage.cacheWrites) go with the input count they are part of.
 // MCP calls are priced per call, not per token, and what a tool server relays (event-stream framing,
 // hours of a GET stream's notifications) is no model output: their usage stays 0, not estimated.
 import type { PipelineContext } from '../context.js';
@@ -24,10 +25,12 @@ export const meterStage: Stage = {
     const estimatedInput = (): number => ctx.estimatedInputTokens + ctx.deliveredInputTokens;
     if (upstream !== null && upstream.partial) {
       const input = upstream.inputTokens;
+      const inputKept = input !== undefined && input > 0;
       ctx.usage = {
-        inputTokens: (input !== undefined && input > 0 ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens,
+        inputTokens: (inputKept ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens,
         outputTokens: Math.max(upstream.outputTokens ?? 0, deliveredOutputTokens(ctx)),
         estimated: true,
+        ...(inputKept && upstream.cacheWrites !== undefined ? { cacheWrites: upstream.cacheWrites } : {}),
       };
     } else if (upstream !== null) {
       const { inputTokens, outputTokens } = upstream;
@@ -35,6 +38,7 @@ export const meterStage: Stage = {
         inputTokens: inputTokens ?? estimatedInput(),
         outputTokens: outputTokens ?? deliveredOutputTokens(ctx),
         estimated: inputTokens === undefined || outputTokens === undefined,
+        ...(inputTokens !== undefined && upstream.cacheWrites !== undefined ? { cacheWrites: upstream.cacheWrites } : {}),
       };
     } else if (ctx.served !== undefined) {
       ctx.usage = { inputTokens: estimatedInput(), outputTokens: deliveredOutputTokens(ctx), estimated: true };

@@ -1,7 +1,9 @@
 // Stage `preauthorise` — reserve the worst-case cost from the account's credit lease (billing/),
 // then open the request's spool row carrying the reservation: from here on it is "accepted". The
 // forward stage waits for that row to be durable before it calls anyone.
+import { isPriced } from '../../billing/request-cost.js';
 import { isZenovaError } from '../../errors.js';
+import { invalidField } from '../../providers/request-body.js';
 import type { PipelineContext } from '../context.js';
 import { rejectWith } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -10,6 +12,10 @@ export const preauthoriseStage: Stage = {
   name: 'preauthorise',
   always: false,
   run(ctx: PipelineContext): StageResult {
+    // Billed above the price the node charges (OpenAI audio): refused when the request is billed at
+    // all, before anything is reserved; an unpriced request (a local key, a model without a price) bills nothing.
+    const billedAbovePrice = ctx.billedAbovePrice;
+    if (billedAbovePrice !== undefined && isPriced(ctx)) return invalidField(billedAbovePrice.param, billedAbovePrice.reason);
     // ctx.estimatedInputTokens includes the template's tokens, tools, schemas, images and documents (rate-limit stage).
     const refused = ctx.deps.credit.preauthorise(ctx);
     if (refused !== undefined) return refused;

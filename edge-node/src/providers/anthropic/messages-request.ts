@@ -3,12 +3,12 @@
  * bounds), everything else passes through to the upstream untouched, since the upstream is the
  * authority on the rest (tools, images, thinking…), but for the fields refused because the upstream
  * would bill them above the price this node charges (fast mode, per-use-billed server tools, a
- * code execution container). The caller's text — the system prompt, text and thinking blocks, tool
+ * code execution container, a regional `inference_geo`). The caller's text — the system prompt, text and thinking blocks, tool
  * calls' input, tool results' text — is exposed as slots bound to the body that is forwarded, so a
  * guardrail that masks a slot changes what the upstream receives.
  */
 import { z } from 'zod';
-import type { TextSlot } from '../../pipeline/context.js';
+import type { PromptCacheTtl, TextSlot } from '../../pipeline/context.js';
 import { cappedArray } from '../capped-array.js';
 import { speedSchema } from '../openai/chat-request.js';
 import { deferJsonValue } from '../deferred-json-texts.js';
@@ -61,12 +61,37 @@ export const messagesRequestSchema = z.looseObject({
   stop_sequences: z.array(z.string().max(1024)).max(MAX_STOP_SEQUENCES).optional(),
   // Fast mode is billed above the price this node charges (chat-request.ts, speedSchema).
   speed: speedSchema,
+  // Inference pinned to a region ("us") is billed 1.1× the whole request.
+  inference_geo: z.literal('global', { error: 'only "global": inference in one region is billed above the price this node charges' }).nullish(),
   tools: cappedArray(toolSchema, { max: MAX_TOOLS }).optional(),
   // A container is where code execution runs (with its files and skills), billed by the hour.
   container: z.null({ error: 'not passed on: a container runs code execution, which the upstream bills by the hour on top of the tokens, above the price this node charges' }).optional(),
 });
 
 export type MessagesRequest = z.infer<typeof messagesRequestSchema>;
+
+/**
+ * The longest prompt-cache lifetime the request asks for anywhere (a `cache_control` on the request,
+ * a tool, a system block, a content block, a block inside a tool result): `1h` for a `ttl` other
+ * than "5m" (Anthropic's longest, and the safe side for any it may add), `5m` for one without;
+ * undefined when there is none. Cache writes are billed above the input price (docs/billing.md).
+ * Requests are depth-checked on parsing, so the walk is bounded.
+ */
+export function longestPromptCacheTtl(request: Record<string, unknown>): PromptCacheTtl | undefined {
+  let longest: PromptCacheTtl | undefined;
+  const visit = (value: unknown): void => {
+    if (longest === '1h') return;
+    if (Array.isArray(value)) {
+      for (const item of value) visit(item);
+    } else if (isRecord(value)) {
+      const control = value.cache_control;
+      if (isRecord(control)) longest = control.ttl === undefined || control.ttl === null || control.ttl === '5m' ? '5m' : '1h';
+      for (const key in value) visit(value[key]);
+    }
+  };
+  visit(request);
+  return longest;
+}
 
 /** A block calling a tool with an `input`: `tool_use`, and the server's own (`server_tool_use`, `mcp_tool_use`, …). */
 export function isToolUseBlock(block: Record<string, unknown>): boolean {

@@ -25,7 +25,7 @@
  */
 import type { ErrorCode } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
-import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamUsage } from '../../pipeline/context.js';
+import type { CacheWrites, PipelineContext, PromptCacheTtl, SseEvent, StreamEvent, TextSlot, UpstreamUsage } from '../../pipeline/context.js';
 import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
 import { losesStrings } from '../json-string-slots.js';
@@ -35,7 +35,7 @@ import type { SseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, optionalTokenCount, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
 import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots, unknownBlockSlots } from './messages-request.js';
-import { AnthropicStreamUsage } from './stream-usage.js';
+import { AnthropicStreamUsage, cacheCreationByTtl, cacheWritesOf } from './stream-usage.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 type Json = Record<string, unknown>;
@@ -51,6 +51,14 @@ export function anthropicInputTokens(usage: Json): number | undefined {
   const read = optionalTokenCount(usage.cache_read_input_tokens);
   if (base === undefined || creation === undefined || read === undefined) return undefined;
   return base + creation + read;
+}
+
+/** The part of a JSON answer's input written to the prompt cache, by lifetime (cacheWritesOf); undefined when none or unknown. */
+export function anthropicCacheWrites(usage: Json, ttl: PromptCacheTtl | undefined): CacheWrites | undefined {
+  const creation = optionalTokenCount(usage.cache_creation_input_tokens);
+  if (creation === undefined) return undefined;
+  const { fiveMinute, oneHour } = cacheCreationByTtl(usage);
+  return cacheWritesOf(creation, fiveMinute, oneHour, ttl);
 }
 
 /** One parsed event; `sse` is the upstream's text until something rewrote the parsed JSON. */
@@ -349,6 +357,7 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
           const usage = usageOf(ctx);
           counts.update(message.usage);
           usage.inputTokens = counts.inputTokens;
+          usage.cacheWrites = counts.cacheWrites;
           usage.outputTokens = counts.outputTokens;
         }
         if (Array.isArray(message.content) && message.content.length > 0) event.texts = messageStartSlots(message.content, event);
@@ -362,6 +371,7 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
         counts.updateFinal(parsed.usage);
         usage.outputTokens = counts.finalOutputTokens;
         usage.inputTokens = counts.inputTokens;
+        usage.cacheWrites = counts.cacheWrites;
         usage.partial = false;
       }
       break;
@@ -409,7 +419,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
   let stopped = false;
   let received = false;
   let afterStop: NodeJS.Timeout | undefined;
-  const counts = new AnthropicStreamUsage();
+  const counts = new AnthropicStreamUsage(ctx.promptCacheTtl);
   try {
     for await (const sse of parseSse(body, MAX_SSE_EVENT_BYTES, opts.idle)) {
       // The answer is complete; what follows is drained, not the caller's.

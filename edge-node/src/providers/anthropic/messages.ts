@@ -19,8 +19,8 @@ import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
 import { inBandFailure, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
-import { contentBlockSlots, inputTextSlots, messagesRequestSchema } from './messages-request.js';
-import { anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
+import { contentBlockSlots, inputTextSlots, longestPromptCacheTtl, messagesRequestSchema } from './messages-request.js';
+import { anthropicCacheWrites, anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
 import { sseIdleDeadline } from '../sse.js';
 import { estimateInputTokens } from '../deferred-json-texts.js';
@@ -72,7 +72,9 @@ function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamR
   if (Array.isArray(answer.content)) contentBlockSlots(answer.content, texts);
   // A count it does not validly give stays undefined, for stage meter to estimate (never 0).
   if (isRecord(answer.usage)) {
-    ctx.upstreamUsage = { inputTokens: anthropicInputTokens(answer.usage), outputTokens: tokenCount(answer.usage.output_tokens), partial: false };
+    const inputTokens = anthropicInputTokens(answer.usage);
+    const cacheWrites = inputTokens === undefined ? undefined : anthropicCacheWrites(answer.usage, ctx.promptCacheTtl);
+    ctx.upstreamUsage = { inputTokens, outputTokens: tokenCount(answer.usage.output_tokens), partial: false, ...(cacheWrites === undefined ? {} : { cacheWrites }) };
   }
   return { kind: 'json', status: 200, headers: {}, body: answer, texts };
 }
@@ -164,6 +166,8 @@ export const messagesApi: ApiHandler = {
     ctx.maxOutputTokens = valid.value.max_tokens;
     ctx.inputTexts = inputTextSlots(request);
     ctx.estimatedInputTokens = estimateInputTokens(ctx.inputTexts);
+    const ttl = longestPromptCacheTtl(request);
+    if (ttl !== undefined) ctx.promptCacheTtl = ttl;
     return undefined;
   },
 

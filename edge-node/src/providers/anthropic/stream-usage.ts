@@ -8,7 +8,8 @@
  * counter first given invalid (a string, negative, fractional) leaves the input unknown (estimated)
  * until a later event gives it validly: read as 0 it would leave those tokens unbilled.
  */
-import { tokenCount } from '../text-slot.js';
+import type { CacheWrites, PromptCacheTtl } from '../../pipeline/context.js';
+import { isRecord, tokenCount } from '../text-slot.js';
 
 /** A cache counter the upstream gave, but not as a valid count. */
 const INVALID = -1;
@@ -19,19 +20,47 @@ function cacheCounter(value: unknown, previous: number | undefined): number | un
   return tokenCount(value) ?? previous ?? INVALID;
 }
 
+/**
+ * The prompt-cache writes of `total` cache-creation tokens, billed by lifetime: `cache_creation`'s
+ * per-lifetime counts where validly given; the rest of the total (all of it without them) as
+ * 1-hour writes when the request asked for a 1-hour lifetime anywhere (the safe side), else as
+ * 5-minute ones. Undefined when nothing was written.
+ */
+export function cacheWritesOf(total: number, fiveMinute: number | undefined, oneHour: number | undefined, ttl: PromptCacheTtl | undefined): CacheWrites | undefined {
+  const rest = Math.max(0, total - (fiveMinute ?? 0) - (oneHour ?? 0));
+  const fiveMinuteTokens = (fiveMinute ?? 0) + (ttl === '1h' ? 0 : rest);
+  const oneHourTokens = (oneHour ?? 0) + (ttl === '1h' ? rest : 0);
+  return fiveMinuteTokens === 0 && oneHourTokens === 0 ? undefined : { fiveMinuteTokens, oneHourTokens };
+}
+
+/** A usage's `cache_creation` breakdown: its two per-lifetime counts, each undefined unless validly given. */
+export function cacheCreationByTtl(usage: Record<string, unknown>): { fiveMinute: number | undefined; oneHour: number | undefined } {
+  const breakdown = usage.cache_creation;
+  if (!isRecord(breakdown)) return { fiveMinute: undefined, oneHour: undefined };
+  return { fiveMinute: tokenCount(breakdown.ephemeral_5m_input_tokens), oneHour: tokenCount(breakdown.ephemeral_1h_input_tokens) };
+}
+
 export class AnthropicStreamUsage {
   private input: number | undefined;
   private cacheCreation: number | undefined;
   private cacheRead: number | undefined;
+  private fiveMinuteWrites: number | undefined;
+  private oneHourWrites: number | undefined;
   private output: number | undefined;
   /** Whether a message_delta gave the output count: message_start's is a placeholder (1). */
   private outputFinal = false;
+
+  /** `ttl`: the longest prompt-cache lifetime the request asked for (cacheWritesOf). */
+  constructor(private readonly ttl: PromptCacheTtl | undefined) {}
 
   /** Takes the counters an event's `usage` carries as numbers; the others keep their values. */
   update(usage: Record<string, unknown>): void {
     this.input = tokenCount(usage.input_tokens) ?? this.input;
     this.cacheCreation = cacheCounter(usage.cache_creation_input_tokens, this.cacheCreation);
     this.cacheRead = cacheCounter(usage.cache_read_input_tokens, this.cacheRead);
+    const { fiveMinute, oneHour } = cacheCreationByTtl(usage);
+    this.fiveMinuteWrites = fiveMinute ?? this.fiveMinuteWrites;
+    this.oneHourWrites = oneHour ?? this.oneHourWrites;
     this.output = tokenCount(usage.output_tokens) ?? this.output;
   }
 
@@ -49,6 +78,12 @@ export class AnthropicStreamUsage {
   get inputTokens(): number | undefined {
     if (this.input === undefined || this.cacheCreation === INVALID || this.cacheRead === INVALID) return undefined;
     return this.input + (this.cacheCreation ?? 0) + (this.cacheRead ?? 0);
+  }
+
+  /** The part of inputTokens written to the prompt cache, by lifetime; undefined while inputTokens is. */
+  get cacheWrites(): CacheWrites | undefined {
+    if (this.inputTokens === undefined) return undefined;
+    return cacheWritesOf(this.cacheCreation ?? 0, this.fiveMinuteWrites, this.oneHourWrites, this.ttl);
   }
 
   /** The running output count: message_start's placeholder until a message_delta gives it. */

@@ -16,7 +16,7 @@ import { inBandFailure, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } 
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { contentPartSlots, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
-import { callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
+import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
 import type { ChatStreamSource } from './chat-stream.js';
@@ -43,6 +43,8 @@ export const chatCompletionsApi: ApiHandler = {
     ctx.inputTexts = texts;
     const unchecked = uncheckedOutputParam(request);
     if (unchecked !== undefined) ctx.uncheckedOutput = unchecked;
+    const billedAbovePrice = billedAbovePriceParam(request);
+    if (billedAbovePrice !== undefined) ctx.billedAbovePrice = billedAbovePrice;
     ctx.estimatedInputTokens = estimateInputTokens(texts);
     return undefined;
   },

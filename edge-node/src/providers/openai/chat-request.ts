@@ -1,11 +1,12 @@
 // The minimal shape the node needs from a chat completion request, and the fields it refuses to
 // pass on (`service_tier` above standard, `speed` other than standard, `store: true`,
-// `web_search_options`); every other field passes through to the upstream untouched (the upstream
+// `web_search_options`; audio on priced requests, billedAbovePriceParam); every other field passes through to the upstream untouched (the upstream
 // is the authority on the rest).
 import { z } from 'zod';
 import type { UpstreamKind } from '../../config/runtime-config.js';
-import type { UncheckedParam } from '../../pipeline/context.js';
+import type { BilledAbovePrice, UncheckedParam } from '../../pipeline/context.js';
 import { cappedArray } from '../capped-array.js';
+import { isRecord } from '../text-slot.js';
 
 /** The most choices (`n`) a chat request may ask for, as OpenAI allows. */
 export const MAX_CHOICES = 128;
@@ -155,6 +156,31 @@ export function uncheckedOutputParam(request: Record<string, unknown>): Unchecke
   const modalities = request.modalities;
   if (asks(modalities) && !(Array.isArray(modalities) && modalities.every((modality) => modality === 'text'))) return { param: 'modalities', what: 'output other than text' };
   if (asks(request.audio)) return { param: 'audio', what: 'audio output' };
+  return undefined;
+}
+
+/** Why audio is refused on a priced request (billedAbovePriceParam). */
+const AUDIO_BILLED_ABOVE_PRICE = 'not passed on for a priced model: the upstream bills audio tokens above the price this node charges';
+
+/**
+ * A parameter asking for audio, which OpenAI bills at several times the text price while the node
+ * charges the model's one per-token price, or undefined: audio output (`modalities` naming anything
+ * but text, or an `audio` parameter, read as uncheckedOutputParam reads them) and `input_audio`
+ * parts. Refused on priced requests only (stage preauthorise): an unpriced one bills nothing.
+ */
+export function billedAbovePriceParam(request: Record<string, unknown>): BilledAbovePrice | undefined {
+  const modalities = request.modalities;
+  if (asks(modalities) && !(Array.isArray(modalities) && modalities.every((modality) => modality === 'text'))) return { param: 'modalities', reason: `only "text": ${AUDIO_BILLED_ABOVE_PRICE}` };
+  if (asks(request.audio)) return { param: 'audio', reason: AUDIO_BILLED_ABOVE_PRICE };
+  const messages = request.messages;
+  if (!Array.isArray(messages)) return undefined;
+  for (const [m, message] of messages.entries()) {
+    const content = isRecord(message) ? message.content : undefined;
+    if (!Array.isArray(content)) continue;
+    for (const [p, part] of content.entries()) {
+      if (isRecord(part) && part.type === 'input_audio') return { param: `messages[${m}].content[${p}]`, reason: `no input_audio parts: ${AUDIO_BILLED_ABOVE_PRICE}` };
+    }
+  }
   return undefined;
 }
 

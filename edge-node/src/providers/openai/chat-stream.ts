@@ -421,10 +421,16 @@ function doneEvent(sse: SseEvent): StreamEvent {
 /**
  * The counts of an OpenAI `usage` block; null when there is none. A count it does not validly give
  * (tokenCount) stays undefined, for stage meter to estimate: never 0, which would bill nothing.
+ * A `total_tokens` above prompt + completion means tokens billed beside `completion_tokens`
+ * (xAI's reasoning tokens), billed as output: output is then total − prompt. OpenAI's total is the sum.
  */
 export function chatUsage(value: unknown, partial: boolean): UpstreamUsage | null {
   if (!isRecord(value)) return null;
-  return { inputTokens: tokenCount(value.prompt_tokens), outputTokens: tokenCount(value.completion_tokens), partial };
+  const inputTokens = tokenCount(value.prompt_tokens);
+  let outputTokens = tokenCount(value.completion_tokens);
+  const total = tokenCount(value.total_tokens);
+  if (inputTokens !== undefined && outputTokens !== undefined && total !== undefined && total > inputTokens + outputTokens) outputTokens = total - inputTokens;
+  return { inputTokens, outputTokens, partial };
 }
 
 /**
