@@ -11,14 +11,15 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
-import { isRateLimitFileLeftover, isSpoolOwnerLock, NODE_CONFIG_CACHE_DIR, NODE_RETIRED_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
+import { isRateLimitFileLeftover, isSpoolFileLeftover, isSpoolOwnerLock, NODE_CONFIG_CACHE_DIR, NODE_RETIRED_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
 import { IDENTITY_FILE } from '../../edge-node/src/state/identity.js';
 import { CREDENTIAL_FILE } from '../../edge-node/src/state/credential-store.js';
 import { CONTROL_STATUS_FILE } from '../../edge-node/src/control/control-status.js';
 import { APPLIED_VERSION_FILE } from '../../edge-node/src/config/applied-version.js';
 import { SPOOL_MARKER_FILE } from '../../edge-node/src/spool/spool-marker.js';
-import { SPOOL_FILE } from '../../edge-node/src/spool/spool-file.js';
+import { newSpoolTempFile, SPOOL_FILE } from '../../edge-node/src/spool/spool-file.js';
+import { spoolOpenLockFile } from '../../edge-node/src/spool/open-node-spool.js';
 import { MAX_OWNER_SLOTS, spoolOwnerLockFile } from '../../edge-node/src/spool/spool-owner-lock.js';
 import { LEASE_DB_FILE } from '../../edge-node/src/billing/lease-store.js';
 import { damagedRateLimitFile, rateLimitOpenLockFile } from '../../edge-node/src/rate-limit/rate-limit-file.js';
@@ -130,6 +131,8 @@ t.test('the installer\'s own etc/ and the node\'s data/ left by a rolled-back at
     'data/.update-state.json.abcdef012345.tmp': '',
     'data/spool-owner-0.lock': '',
     'data/spool-owner-1.lock': '',
+    'data/spool.db.lock': '',
+    'data/spool.db.new-0123456789ab': '',
     'data/.credential.json.abcdef012345.tmp': '',
     'data/rate-limits.sqlite': '',
     'data/rate-limits.sqlite.lock': '',
@@ -157,6 +160,11 @@ t.test('the state files the installer accepts in data/ are the ones the node wri
   t.equal(NODE_RETIRED_DIR, RETIRED_DIR);
   for (const slot of [0, 1, MAX_OWNER_SLOTS - 1]) t.ok(isSpoolOwnerLock(basename(spoolOwnerLockFile(join('/x', SPOOL_FILE), slot))), `owner slot ${slot}`);
   t.notOk(isSpoolOwnerLock('spool-owner-x.lock'));
+  const spoolFile = join('/x', SPOOL_FILE);
+  for (const name of [newSpoolTempFile(spoolFile), `${newSpoolTempFile(spoolFile)}-journal`, spoolOpenLockFile(spoolFile), 'spool.db.new-4242']) {
+    t.ok(isSpoolFileLeftover(basename(name)), basename(name));
+  }
+  t.notOk(isSpoolFileLeftover('spool.db.new-backup'));
   const rateLimitFile = join('/x', RATE_LIMIT_FILE);
   for (const name of [rateLimitOpenLockFile(rateLimitFile), damagedRateLimitFile(rateLimitFile, new Date()), `${damagedRateLimitFile(rateLimitFile, new Date(0))}-wal`]) {
     t.ok(isRateLimitFileLeftover(basename(name)), basename(name));

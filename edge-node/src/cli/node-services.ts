@@ -12,7 +12,7 @@ import { createNodeMetrics } from '../metrics/create-node-metrics.js';
 import type { NodeFigures } from '../metrics/node-pipeline-metrics.js';
 import type { PipelineDeps } from '../pipeline/deps.js';
 import { openSessionOwners } from '../providers/mcp/session-owners.js';
-import { createNodeRateLimiter } from '../rate-limit/create-node-rate-limiter.js';
+import { createNodeRateLimiter, replicasFromEnv } from '../rate-limit/create-node-rate-limiter.js';
 import { openNodeSpool } from '../spool/open-node-spool.js';
 import type { SpoolState, SpoolSynchronous } from '../spool/spool-store.js';
 import { TargetHealth } from '../routing/target-health.js';
@@ -41,7 +41,7 @@ export interface NodeServicesOptions {
   nodeId: string;
   holder: ConfigHolder;
   logger: Logger;
-  /** ZENOVA_NODE_REPLICAS is read from here by the rate limiter. */
+  /** ZENOVA_NODE_REPLICAS is read from here by the spool (a second process at 1 is refused) and the rate limiter. */
   env: NodeJS.ProcessEnv;
   /** Read up front with the other settings (serve-settings.ts). */
   creditPolicy: CreditPolicy;
@@ -56,7 +56,8 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
     for (const close of closers.reverse()) await close().catch((err: unknown) => opts.logger.warn({ err }, 'closing a node service failed'));
   };
   try {
-    const spool = await openNodeSpool({ ...opts, synchronous: opts.spoolSynchronous });
+    // With the replica count: a second process on the state dir at 1 is refused there.
+    const spool = await openNodeSpool({ ...opts, synchronous: opts.spoolSynchronous, replicas: replicasFromEnv(opts.env) });
     closers.push(() => spool.close());
     const limiter = await createNodeRateLimiter(opts);
     closers.push(async () => limiter.close());

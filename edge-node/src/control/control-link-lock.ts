@@ -17,11 +17,21 @@
  * from another container means nothing here — or when it was not renewed for `ttlMs` (a holder in
  * another namespace, or one stuck). A holder that finds its row taken stops its link; one that
  * cannot write the row (disk full) keeps it, since no other process can write it either.
+ *
+ * Renewals are timed on the host's monotonic clock (Clock.hostMonotonic, `renewed_host_ms`), which
+ * every process on the host reads alike and no wall-clock step moves: on the wall clock a step back
+ * left a killed holder's row fresh for the length of the step (no link meanwhile), and a step forward
+ * let a replica take the link from a live holder. A renewal ahead of now was written before the host
+ * booted: stale. `renewed_at` (wall clock) is still written for replicas of earlier releases, which
+ * judge by it during a rolling upgrade; a row they wrote has no `renewed_host_ms` and is judged by
+ * `renewed_at` as they judge it.
  */
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type Database from 'better-sqlite3';
 import { isMarkedProcessAlive, pidNamespace, processStartTicks } from '../process-alive.js';
+import type { Clock } from '../pipeline/clock.js';
+import { systemClock } from '../pipeline/clock.js';
 import { openStateDatabase } from '../state/state-database.js';
 
 export const CONTROL_LINK_LOCK_FILE = 'control-link.sqlite';
@@ -38,6 +48,8 @@ const SCHEMA = `
     renewed_at  integer not null
   );
 `;
+/** Added after the table's first release (see the top of the file); null in a row an earlier release wrote. */
+const HOST_CLOCK_COLUMN = 'renewed_host_ms';
 
 export interface LockHolder {
   owner: string;
@@ -45,7 +57,10 @@ export interface LockHolder {
   pidNs: string | null;
   startTicks: string | null;
   acquiredAt: number;
+  /** Wall clock, as earlier releases judge it. */
   renewedAt: number;
+  /** Host monotonic ms of the last renewal; null when a replica of an earlier release wrote the row. */
+  renewedAtHostMs: number | null;
 }
 
 export type AcquireResult =
@@ -60,11 +75,15 @@ interface Row {
   start_ticks: string | null;
   acquired_at: number;
   renewed_at: number;
+  renewed_host_ms: number | null;
 }
 
 export interface ControlLinkLockOptions {
   ttlMs?: number;
+  /** The wall clock, for acquired_at and the renewed_at earlier releases read. */
   now?: () => number;
+  /** What renewals are timed on (default Clock.hostMonotonic). */
+  hostMonotonic?: Clock['hostMonotonic'];
   /** Tests: the liveness check of another process (default: signal 0 and /proc start time). */
   isHolderAlive?: (holder: LockHolder) => boolean;
 }
@@ -75,6 +94,7 @@ export class ControlLinkLock {
   private readonly db: Database.Database;
   private readonly ttlMs: number;
   private readonly now: () => number;
+  private readonly hostMonotonic: () => number;
   private readonly pidNs = pidNamespace();
   private readonly startTicks = processStartTicks(process.pid);
   private readonly isHolderAlive: (holder: LockHolder) => boolean;
@@ -83,31 +103,38 @@ export class ControlLinkLock {
     this.file = path.join(stateDir, CONTROL_LINK_LOCK_FILE);
     // A short busy wait: these calls are synchronous, and a tick that finds the file busy just tries again later.
     this.db = openStateDatabase(this.file, { busyTimeoutMs: 200, synchronous: 'NORMAL', schema: SCHEMA });
+    try {
+      addHostClockColumn(this.db);
+    } catch (err) {
+      this.db.close();
+      throw err;
+    }
     this.ttlMs = opts.ttlMs ?? DEFAULT_LOCK_TTL_MS;
     this.now = opts.now ?? Date.now;
+    this.hostMonotonic = opts.hostMonotonic ?? (() => systemClock.hostMonotonic());
     this.isHolderAlive = opts.isHolderAlive ?? ((holder) => this.defaultAlive(holder));
   }
 
   /** Takes the lock when free or stale, renews it when held; never waits for a live holder. */
   tryAcquire(): AcquireResult {
     const run = this.db.transaction((): AcquireResult => {
-      const row = this.db.prepare('select owner, pid, pid_ns, start_ticks, acquired_at, renewed_at from control_link_holder where slot = 1').get() as Row | undefined;
+      const row = this.db.prepare(`select ${COLUMNS} from control_link_holder where slot = 1`).get() as Row | undefined;
       const now = this.now();
+      const hostNow = this.hostMonotonic();
       if (row !== undefined && row.owner === this.owner) {
-        this.db.prepare('update control_link_holder set renewed_at = ? where slot = 1').run(now);
+        this.db.prepare('update control_link_holder set renewed_at = ?, renewed_host_ms = ? where slot = 1').run(now, hostNow);
         return { outcome: 'held' };
       }
       let why: 'free' | 'holder-dead' | 'holder-expired' = 'free';
       const holder = row === undefined ? undefined : holderOf(row);
       if (holder !== undefined) {
         if (!this.isHolderAlive(holder)) why = 'holder-dead';
-        // A renewal "in the future" (the clock went back) counts as fresh.
-        else if (now - holder.renewedAt > this.ttlMs) why = 'holder-expired';
+        else if (this.isExpired(holder, now, hostNow)) why = 'holder-expired';
         else return { outcome: 'busy', holder };
       }
       this.db
-        .prepare('insert or replace into control_link_holder (slot, owner, pid, pid_ns, start_ticks, acquired_at, renewed_at) values (1, ?, ?, ?, ?, ?, ?)')
-        .run(this.owner, process.pid, this.pidNs, this.startTicks, now, now);
+        .prepare('insert or replace into control_link_holder (slot, owner, pid, pid_ns, start_ticks, acquired_at, renewed_at, renewed_host_ms) values (1, ?, ?, ?, ?, ?, ?, ?)')
+        .run(this.owner, process.pid, this.pidNs, this.startTicks, now, now, hostNow);
       return { outcome: 'acquired', tookOverFrom: holder, why };
     });
     return run.immediate();
@@ -115,7 +142,7 @@ export class ControlLinkLock {
 
   /** Renews a held lock; false when another process holds it now (this one must stop its link). */
   renew(): boolean {
-    return this.db.prepare('update control_link_holder set renewed_at = ? where slot = 1 and owner = ?').run(this.now(), this.owner).changes === 1;
+    return this.db.prepare('update control_link_holder set renewed_at = ?, renewed_host_ms = ? where slot = 1 and owner = ?').run(this.now(), this.hostMonotonic(), this.owner).changes === 1;
   }
 
   /** Gives the lock up (a clean stop) so another replica takes it at its next try. */
@@ -130,17 +157,24 @@ export class ControlLinkLock {
   liveOtherHolder(): LockHolder | undefined {
     const holder = this.holder();
     if (holder === undefined || holder.owner === this.owner) return undefined;
-    if (!this.isHolderAlive(holder) || this.now() - holder.renewedAt > this.ttlMs) return undefined;
+    if (!this.isHolderAlive(holder) || this.isExpired(holder, this.now(), this.hostMonotonic())) return undefined;
     return holder;
   }
 
   holder(): LockHolder | undefined {
-    const row = this.db.prepare('select owner, pid, pid_ns, start_ticks, acquired_at, renewed_at from control_link_holder where slot = 1').get() as Row | undefined;
+    const row = this.db.prepare(`select ${COLUMNS} from control_link_holder where slot = 1`).get() as Row | undefined;
     return row === undefined ? undefined : holderOf(row);
   }
 
   close(): void {
     this.db.close();
+  }
+
+  /** Not renewed for ttlMs on the host's monotonic clock, or renewed before the host booted. */
+  private isExpired(holder: LockHolder, now: number, hostNow: number): boolean {
+    // A row an earlier release holds: judged on the wall clock, as that release judges ours.
+    if (holder.renewedAtHostMs === null) return now - holder.renewedAt > this.ttlMs;
+    return holder.renewedAtHostMs > hostNow || hostNow - holder.renewedAtHostMs > this.ttlMs;
   }
 
   private defaultAlive(holder: LockHolder): boolean {
@@ -149,6 +183,25 @@ export class ControlLinkLock {
   }
 }
 
+const COLUMNS = `owner, pid, pid_ns, start_ticks, acquired_at, renewed_at, ${HOST_CLOCK_COLUMN}`;
+
+/** A lock file an earlier release made lacks the column; replicas starting at once add it once (under the write lock). */
+function addHostClockColumn(db: Database.Database): void {
+  const has = (): boolean => (db.pragma('table_info(control_link_holder)') as Array<{ name: string }>).some((c) => c.name === HOST_CLOCK_COLUMN);
+  if (has()) return;
+  db.transaction(() => {
+    if (!has()) db.exec(`alter table control_link_holder add column ${HOST_CLOCK_COLUMN} integer`);
+  }).immediate();
+}
+
 function holderOf(row: Row): LockHolder {
-  return { owner: row.owner, pid: row.pid, pidNs: row.pid_ns, startTicks: row.start_ticks, acquiredAt: row.acquired_at, renewedAt: row.renewed_at };
+  return {
+    owner: row.owner,
+    pid: row.pid,
+    pidNs: row.pid_ns,
+    startTicks: row.start_ticks,
+    acquiredAt: row.acquired_at,
+    renewedAt: row.renewed_at,
+    renewedAtHostMs: row.renewed_host_ms,
+  };
 }

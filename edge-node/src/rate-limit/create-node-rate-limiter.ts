@@ -1,6 +1,7 @@
 // The node's rate limiter. One node-edge process per node (ZENOVA_NODE_REPLICAS unset or 1) keeps
-// its counters in memory: the limits are node-wide already, and a SQLite transaction per admit
-// would be most of the pipeline's cost (docs/performance.md). Several replicas sharing one state dir
+// its counters in memory: the limits are node-wide already (a second process on the state dir at 1
+// is refused at start: open-node-spool.ts), and a SQLite transaction per admit would be most of the
+// pipeline's cost (docs/performance.md). Several replicas sharing one state dir
 // share counters in a SQLite file there, so the limits hold across them.
 import path from 'node:path';
 import type { Logger } from '../logger.js';

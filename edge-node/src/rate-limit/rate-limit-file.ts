@@ -4,21 +4,19 @@
  * crash may leave it damaged. A damaged file is moved aside (kept for support) and a new one made,
  * rather than the node failing to start on it.
  *
- * Replicas start at once on one file, so each opens it holding a lock (SQLite's exclusive lock on
+ * Replicas start at once on one file, so each opens it holding a lock (state/open-lock.ts on
  * `<file>.lock`, an empty file; the lock dies with its process): a replica that found the file
  * damaged could otherwise move aside the new file another replica made meanwhile and is serving
  * from, or a connection still open on the damaged file could delete the new file's -wal when it
  * closes (SQLite deletes the -wal by name). Under the lock the file at the path is the one checked,
  * and nobody else has it open unless it was found sound.
  */
-import { chmodSync, renameSync, truncateSync } from 'node:fs';
-import Database from 'better-sqlite3';
+import { renameSync } from 'node:fs';
+import type Database from 'better-sqlite3';
 import type { Logger } from '../logger.js';
+import { underOpenLock } from '../state/open-lock.js';
 import { openStateDatabase } from '../state/state-database.js';
-import { STATE_FILE_MODE } from '../state/state-store.js';
 
-/** How long a starting replica waits for another to finish opening (a check takes milliseconds). */
-const OPEN_LOCK_WAIT_MS = 5_000;
 /** SQLite's answers for a file that is not (or no longer) a sound database. */
 const DAMAGED_CODES = new Set(['SQLITE_NOTADB', 'SQLITE_CORRUPT']);
 /** What SQLite may keep beside the file. */
@@ -43,7 +41,7 @@ export function damagedRateLimitFile(file: string, at: Date): string {
 
 /** The open database; a damaged file is moved aside and a new one made. Throws when that fails too. */
 export function openRateLimitDatabase(file: string, opts: RateLimitFileOptions): Database.Database {
-  return underOpenLock(file, () => {
+  return underOpenLock(rateLimitOpenLockFile(file), () => {
     const first = openChecked(file, opts);
     if (!('damage' in first)) return first;
     const aside = damagedRateLimitFile(file, new Date());
@@ -79,30 +77,6 @@ function openChecked(file: string, opts: RateLimitFileOptions): Database.Databas
     const code = (err as { code?: unknown }).code;
     if (typeof code === 'string' && DAMAGED_CODES.has(code)) return { damage: `${code}: ${(err as Error).message}` };
     throw err;
-  }
-}
-
-function underOpenLock<T>(file: string, fn: () => T): T {
-  const lockFile = rateLimitOpenLockFile(file);
-  const lock = new Database(lockFile, { timeout: OPEN_LOCK_WAIT_MS });
-  try {
-    chmodSync(lockFile, STATE_FILE_MODE);
-    try {
-      lock.exec('BEGIN EXCLUSIVE');
-    } catch (err) {
-      if ((err as { code?: unknown }).code !== 'SQLITE_NOTADB') throw err;
-      // Nothing is ever written to it, only its lock counts: content planted there is dropped
-      // (the locks are on the file, not its content, so a holder keeps its lock).
-      truncateSync(lockFile, 0);
-      lock.exec('BEGIN EXCLUSIVE');
-    }
-    try {
-      return fn();
-    } finally {
-      lock.exec('ROLLBACK');
-    }
-  } finally {
-    lock.close();
   }
 }
 

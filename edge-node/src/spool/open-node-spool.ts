@@ -1,6 +1,7 @@
 /**
  * Opens the node's spool in its state dir (`serve` calls this once): vets or creates spool.db,
- * keeps the marker in step, recovers interrupted rows, and wires backfill. Refusals
+ * keeps the marker in step, recovers interrupted rows, and wires backfill. Replicas do the first
+ * three one at a time, under the lock of `spool.db.lock` (state/open-lock.ts). Refusals
  * (SpoolRefusedError) name the file and what to do; `serve` exits non-zero with the message.
  */
 import { existsSync } from 'node:fs';
@@ -9,11 +10,16 @@ import type { ConfigHolder } from '../config/config-holder.js';
 import type { ControlChannel } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
 import type { NodeFigures } from '../metrics/node-pipeline-metrics.js';
+import { ReplicaSettingError } from '../rate-limit/create-node-rate-limiter.js';
+import { underOpenLockAsync } from '../state/open-lock.js';
 import { openStateStore } from '../state/state-store.js';
+import type { StateStore } from '../state/state-store.js';
 import { BackfillChannel } from './backfill-channel.js';
 import { noSpool } from './request-spool.js';
 import type { RequestSpool } from './request-spool.js';
-import { createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
+import { createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolFileExistsError, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
+import type { SpoolMeta } from './spool-file.js';
+import { isSpoolHeldOpen } from './spool-owner-lock.js';
 import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
 import { DEFAULT_SPOOL_LIMITS, SpoolStore } from './spool-store.js';
 import type { SpoolLimits, SpoolState, SpoolSynchronous } from './spool-store.js';
@@ -46,7 +52,18 @@ export interface OpenNodeSpoolOptions {
   logger: Logger;
   /** ZENOVA_SPOOL_SYNCHRONOUS: `full` trades throughput for surviving power loss (docs/spool.md). */
   synchronous: SpoolSynchronous;
+  /**
+   * ZENOVA_NODE_REPLICAS (`serve` passes it): at 1, a spool another live process has open is refused
+   * (ReplicaSettingError). Unset: not checked (tests that open several stores in one process).
+   */
+  replicas?: number;
 }
+
+/**
+ * How long a starting replica waits for another to open the spool: vetting runs quick_check over the
+ * whole file, seconds for a large spool (a start does nothing else meanwhile).
+ */
+const SPOOL_OPEN_LOCK_WAIT_MS = 60_000;
 
 /** How often records other replicas committed to the shared spool are looked for. */
 const OTHER_WRITERS_POLL_MS = 500;
@@ -64,41 +81,25 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
   }
   const store = await openStateStore(opts.stateDir, { create: false });
   const file = path.join(store.dir, SPOOL_FILE);
-  const marker = await loadSpoolMarker(store);
-  let meta;
-  if (existsSync(file)) {
-    // Before the vetting connection, which creates missing sidecars with spool.db's mode.
-    restrictSpoolFileModes(file);
-    meta = vetSpoolFile(file, opts.nodeId);
-    if (marker !== undefined && marker.spoolId !== meta.spoolId) {
-      throw new SpoolRefusedError(
+  // Replicas start at once on a fresh state dir: without the lock each could find no spool.db,
+  // create one and write its marker, and the spools and markers of the others would be lost.
+  const { meta, spoolStore } = await underOpenLockAsync(
+    spoolOpenLockFile(file),
+    async () => {
+      // Under the lock, every other process that opened the spool holds its owner slot already.
+      if (opts.replicas === 1 && isSpoolHeldOpen(file)) throw otherProcessRefusal(store.dir);
+      const meta = await vetOrCreateSpool(store, file, opts);
+      const spoolStore = new SpoolStore({
         file,
-        `is spool ${meta.spoolId}, but ${store.path(SPOOL_MARKER_FILE)} says this node's spool is ${marker.spoolId} (the file was replaced)`,
-        'put the original spool.db back; if it is lost for good and its undelivered records with it, move spool.json aside to accept this file',
-      );
-    }
-    // No marker yet (created by a run that stopped before writing it): adopt the vetted file.
-    if (marker === undefined) await saveSpoolMarker(store, meta);
-  } else {
-    if (marker !== undefined) {
-      throw new SpoolRefusedError(
-        file,
-        `is missing, but ${store.path(SPOOL_MARKER_FILE)} says spool ${marker.spoolId} was created here on ${marker.createdAt}; an empty new spool is never taken as proof that its records were delivered`,
-        'restore spool.db (with its -wal file if there was one) from where it went; if it is lost for good, move spool.json aside to start a new spool and accept the loss',
-      );
-    }
-    meta = createSpoolFile(file, opts.nodeId);
-    await saveSpoolMarker(store, meta);
-    opts.logger.info({ file, spoolId: meta.spoolId }, 'created a new request spool');
-  }
-
-  const spoolStore = new SpoolStore({
-    file,
-    meta,
-    logger: opts.logger,
-    limits: () => spoolLimitsOf(opts.holder),
-    synchronous: opts.synchronous,
-  });
+        meta,
+        logger: opts.logger,
+        limits: () => spoolLimitsOf(opts.holder),
+        synchronous: opts.synchronous,
+      });
+      return { meta, spoolStore };
+    },
+    SPOOL_OPEN_LOCK_WAIT_MS,
+  );
   const channel = new BackfillChannel({ store: spoolStore, logger: opts.logger });
   // Replicas share spool.db and only the control link's holder backfills: it looks for their
   // records (and every replica keeps its backlog figure true) twice a second.
@@ -125,4 +126,58 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
       await spoolStore.close();
     },
   };
+}
+
+/** The lock replicas open spool.db under, `spool.db.lock` (the installer accepts it in data/: install-dir-contents.ts). */
+export function spoolOpenLockFile(file: string): string {
+  return `${file}.lock`;
+}
+
+/** spool.db vetted (its marker adopted or checked), or made with its marker when there is none. */
+async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeSpoolOptions): Promise<SpoolMeta> {
+  const marker = await loadSpoolMarker(store);
+  if (!existsSync(file)) {
+    if (marker !== undefined) {
+      throw new SpoolRefusedError(
+        file,
+        `is missing, but ${store.path(SPOOL_MARKER_FILE)} says spool ${marker.spoolId} was created here on ${marker.createdAt}; an empty new spool is never taken as proof that its records were delivered`,
+        'restore spool.db (with its -wal file if there was one) from where it went; if it is lost for good, move spool.json aside to start a new spool and accept the loss',
+      );
+    }
+    try {
+      const meta = createSpoolFile(file, opts.nodeId);
+      await saveSpoolMarker(store, meta);
+      opts.logger.info({ file, spoolId: meta.spoolId }, 'created a new request spool');
+      return meta;
+    } catch (err) {
+      // A process that opens spool.db without the lock (a replica of an earlier release) made it first: it is the spool.
+      if (!(err instanceof SpoolFileExistsError)) throw err;
+    }
+  }
+  // Before the vetting connection, which creates missing sidecars with spool.db's mode.
+  restrictSpoolFileModes(file);
+  const meta = vetSpoolFile(file, opts.nodeId);
+  if (marker !== undefined && marker.spoolId !== meta.spoolId) {
+    throw new SpoolRefusedError(
+      file,
+      `is spool ${meta.spoolId}, but ${store.path(SPOOL_MARKER_FILE)} says this node's spool is ${marker.spoolId} (the file was replaced)`,
+      'put the original spool.db back; if it is lost for good and its undelivered records with it, move spool.json aside to accept this file',
+    );
+  }
+  // No marker yet (created by a run that stopped before writing it): adopt the vetted file.
+  if (marker === undefined) await saveSpoolMarker(store, meta);
+  return meta;
+}
+
+/**
+ * ZENOVA_NODE_REPLICAS is 1 (or unset) while another live process serves from this state dir: each
+ * would keep its rate-limit counters in memory, every limit multiplied by the number of processes.
+ */
+function otherProcessRefusal(stateDir: string): ReplicaSettingError {
+  return new ReplicaSettingError(
+    `another node-edge process is serving from ${stateDir} (it holds a spool owner slot there), and this one has ZENOVA_NODE_REPLICAS unset or 1, ` +
+      'which keeps rate-limit counters in this process only: each process would enforce every limit on its own. ' +
+      'To run several node-edge processes on one state dir, set ZENOVA_NODE_REPLICAS to the number of processes on every one of them (and restart those running); ' +
+      'otherwise stop the other process first',
+  );
 }

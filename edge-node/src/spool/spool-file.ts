@@ -4,8 +4,8 @@
  * SpoolRefusedError that names the file and what to do, because the rows in it may be the only
  * copy of records the control plane has not acknowledged.
  */
-import { randomUUID } from 'node:crypto';
-import { chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, lstatSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, linkSync, lstatSync, openSync, readSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
@@ -229,37 +229,63 @@ export function restrictSpoolFileModes(file: string): void {
   }
 }
 
+/** createSpoolFile found spool.db there already (another process made it first): vet that one instead. */
+export class SpoolFileExistsError extends Error {
+  constructor(file: string) {
+    super(`${file} already exists`);
+    this.name = 'SpoolFileExistsError';
+  }
+}
+
+/**
+ * Where a new spool is built before it is published: `spool.db.new-<12 hex>`, random rather than the
+ * pid, which is 1 in every container (the installer accepts these names in data/: install-dir-contents.ts).
+ */
+export function newSpoolTempFile(file: string): string {
+  return `${file}.new-${randomBytes(6).toString('hex')}`;
+}
+
 /**
  * Creates a new empty spool for `nodeId` atomically: built under a temporary name, fsynced and
- * renamed into place, so `spool.db` is either absent or a complete spool with its meta.
+ * published with link(), so `spool.db` is either absent or a complete spool with its meta. link()
+ * never replaces an existing file (a rename would: a spool another replica already has open, whose
+ * records would then be lost); SpoolFileExistsError says spool.db was there first.
  */
 export function createSpoolFile(file: string, nodeId: string): SpoolMeta {
-  if (existsSync(file)) throw new Error(`${file} already exists`);
+  if (existsSync(file)) throw new SpoolFileExistsError(file);
   const meta: SpoolMeta = { nodeId, spoolId: randomUUID(), formatVersion: SPOOL_FORMAT_VERSION, createdAt: new Date().toISOString() };
-  const temp = `${file}.new-${process.pid}`;
-  rmSync(temp, { force: true });
+  const temp = newSpoolTempFile(file);
   // Owner-only like every state file: it holds prompts and answers, and the state dir may be
   // readable by others (an existing dir, a container volume). SQLite would create it with the
   // umask (0644); it builds a database in the empty file instead, and its -wal/-shm take its mode.
   closeSync(openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, STATE_FILE_MODE));
-  chmodSync(temp, STATE_FILE_MODE);
-  const db = new Database(temp);
   try {
-    // Built in rollback-journal mode so the temporary file is one self-contained file to rename.
-    db.pragma('journal_mode = DELETE');
-    db.pragma('synchronous = FULL');
-    db.exec(SCHEMA);
-    const insert = db.prepare('insert into meta (key, value) values (?, ?)');
-    db.transaction(() => {
-      insert.run('format_version', String(meta.formatVersion));
-      insert.run('node_id', meta.nodeId);
-      insert.run('spool_id', meta.spoolId);
-      insert.run('created_at', meta.createdAt);
-    })();
+    chmodSync(temp, STATE_FILE_MODE);
+    const db = new Database(temp);
+    try {
+      // Built in rollback-journal mode so the temporary file is one self-contained file to publish.
+      db.pragma('journal_mode = DELETE');
+      db.pragma('synchronous = FULL');
+      db.exec(SCHEMA);
+      const insert = db.prepare('insert into meta (key, value) values (?, ?)');
+      db.transaction(() => {
+        insert.run('format_version', String(meta.formatVersion));
+        insert.run('node_id', meta.nodeId);
+        insert.run('spool_id', meta.spoolId);
+        insert.run('created_at', meta.createdAt);
+      })();
+    } finally {
+      db.close();
+    }
+    try {
+      linkSync(temp, file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new SpoolFileExistsError(file);
+      throw err;
+    }
   } finally {
-    db.close();
+    rmSync(temp, { force: true });
   }
-  renameSync(temp, file);
   const dirFd = openSync(path.dirname(file), 'r');
   try {
     fsyncSync(dirFd);

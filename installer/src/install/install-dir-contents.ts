@@ -49,9 +49,13 @@ function isAtomicWriteLeftover(entry: string, names: ReadonlySet<string>): boole
   return target !== undefined && names.has(target);
 }
 
-/** A spool being created (spool-file.ts: `spool.db.new-<pid>`, with its journal) when the node died. */
-function isNewSpoolLeftover(entry: string): boolean {
-  return /^spool\.db\.new-\d+(-journal)?$/.test(entry);
+/**
+ * Beside spool.db: a spool being created when the node died (spool-file.ts: `spool.db.new-<12 hex>`,
+ * `spool.db.new-<pid>` from earlier releases, with its journal), and the lock replicas open the spool
+ * under (open-node-spool.ts: `spool.db.lock`).
+ */
+export function isSpoolFileLeftover(entry: string): boolean {
+  return /^spool\.db\.(new-(\d+|[0-9a-f]{12})|lock)(-journal)?$/.test(entry);
 }
 
 /** A symlink to releases/<name> of this dir, as install-node.ts writes `current` and `updater`. */
@@ -153,7 +157,7 @@ async function foreignInData(physical: string): Promise<string | undefined> {
       for (const dir of retired) {
         if (!RETIRED_ENTRY.test(dir) || !(await isRealDir(path.join(physical, entry, dir)))) return `data/${entry}/${dir}`;
       }
-    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isNewSpoolLeftover(entry) && !isSpoolOwnerLock(entry) && !isRateLimitFileLeftover(entry)) {
+    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isSpoolFileLeftover(entry) && !isSpoolOwnerLock(entry) && !isRateLimitFileLeftover(entry)) {
       return `data/${entry}`;
     }
   }

@@ -19,10 +19,10 @@ export const LEASE_ID = 'lease-left-1';
 export const GRANTED = 1_000_000;
 const PRICE = { model: 'emb', inputMicrosPerToken: 1, outputMicrosPerToken: 0, requestMicros: 0 };
 
-/** The services of a node starting on `dir`, as `serve` opens them. */
+/** The services of a node starting on `dir`, as `serve` opens them (one of several replicas: the tests start one beside another). */
 export async function openNode(dir: string, logger: Logger): Promise<NodeServices> {
   const holder = ConfigHolder.ready(fromBundle(testBundle({ nodeId: NODE_ID, version: 1, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [] })));
-  return openNodeServices({ stateDir: dir, nodeId: NODE_ID, holder, logger, env: {}, creditPolicy: DEFAULT_CREDIT_POLICY, spoolSynchronous: 'normal', adminListen: undefined });
+  return openNodeServices({ stateDir: dir, nodeId: NODE_ID, holder, logger, env: { ZENOVA_NODE_REPLICAS: '2' }, creditPolicy: DEFAULT_CREDIT_POLICY, spoolSynchronous: 'normal', adminListen: undefined });
 }
 
 /** The control plane's LeaseGrant for LEASE_ID, through the node's credit channel. */

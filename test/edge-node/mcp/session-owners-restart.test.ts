@@ -33,7 +33,7 @@ interface RunningNode {
   stop(): Promise<void>;
 }
 
-/** A node on the state dir `dir` with the services `serve` opens there (credit off: not what this is about). */
+/** A node on the state dir `dir` with the services `serve` opens there (credit off: not what this is about), one of its replicas: a test starts two. */
 async function startNode(t: Test, dir: string, toolServerUrl: string): Promise<RunningNode> {
   const bundle = testBundle({
     nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1',
@@ -43,7 +43,7 @@ async function startNode(t: Test, dir: string, toolServerUrl: string): Promise<R
   });
   const holder = ConfigHolder.ready(fromBundle(bundle));
   const logger = createLogger({ level: 'silent' });
-  const services = await openNodeServices({ stateDir: dir, nodeId: bundle.nodeId, holder, logger, env: {}, creditPolicy: DEFAULT_CREDIT_POLICY, spoolSynchronous: 'normal', adminListen: undefined });
+  const services = await openNodeServices({ stateDir: dir, nodeId: bundle.nodeId, holder, logger, env: { ZENOVA_NODE_REPLICAS: '2' }, creditPolicy: DEFAULT_CREDIT_POLICY, spoolSynchronous: 'normal', adminListen: undefined });
   const app = await buildApp({ holder, logger, services: { ...services.pipeline, credit: noCredit } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   let stopped = false;

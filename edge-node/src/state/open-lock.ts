@@ -1,0 +1,85 @@
+/**
+ * One process at a time through a check-then-create step on a state file replicas share (is the
+ * file there and sound? if not, make it): SQLite's exclusive lock on an empty lock file beside it.
+ * Node has no flock, and SQLite's fcntl locks are dropped by the kernel when their process dies, so a
+ * replica killed -9 mid-step never leaves the lock held. Used for rate-limits.sqlite
+ * (rate-limit-file.ts) and spool.db (open-node-spool.ts).
+ */
+import { chmodSync, truncateSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { STATE_FILE_MODE, StateFileError } from './state-store.js';
+
+/** How long a starting replica waits for another to finish its step (a check takes milliseconds). */
+export const DEFAULT_OPEN_LOCK_WAIT_MS = 5_000;
+
+interface HeldOpenLock {
+  release(): void;
+}
+
+function takeOpenLock(lockFile: string, waitMs: number): HeldOpenLock {
+  // The wait is SQLite's busy handler: the call blocks, which a starting process can afford.
+  const lock = new Database(lockFile, { timeout: waitMs });
+  try {
+    chmodSync(lockFile, STATE_FILE_MODE);
+    try {
+      lock.exec('BEGIN EXCLUSIVE');
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (code === 'SQLITE_BUSY') {
+        throw new StateFileError(lockFile, `stayed locked by another node-edge process opening the same state for over ${waitMs / 1000} s; start this one again once it is up`, { cause: err });
+      }
+      if (code !== 'SQLITE_NOTADB') throw err;
+      // Nothing is ever written to it, only its lock counts: content planted there is dropped
+      // (the locks are on the file, not its content, so a holder keeps its lock).
+      truncateSync(lockFile, 0);
+      lock.exec('BEGIN EXCLUSIVE');
+    }
+  } catch (err) {
+    lock.close();
+    throw err;
+  }
+  return {
+    release: () => {
+      try {
+        lock.exec('ROLLBACK');
+      } finally {
+        lock.close();
+      }
+    },
+  };
+}
+
+/** Runs `fn` holding the lock of `lockFile` (created if missing). */
+export function underOpenLock<T>(lockFile: string, fn: () => T, waitMs = DEFAULT_OPEN_LOCK_WAIT_MS): T {
+  const lock = takeOpenLock(lockFile, waitMs);
+  try {
+    return fn();
+  } finally {
+    lock.release();
+  }
+}
+
+/**
+ * Callers in this process waiting for each lock file: the busy wait blocks the event loop, so a
+ * second caller in the process that holds the lock across an await would wait out its whole bound.
+ */
+const queues = new Map<string, Promise<unknown>>();
+
+/** underOpenLock for a step that awaits (file reads and writes through the state store). */
+export async function underOpenLockAsync<T>(lockFile: string, fn: () => Promise<T>, waitMs = DEFAULT_OPEN_LOCK_WAIT_MS): Promise<T> {
+  const before = queues.get(lockFile) ?? Promise.resolve();
+  const run = before.then(async () => {
+    const lock = takeOpenLock(lockFile, waitMs);
+    try {
+      return await fn();
+    } finally {
+      lock.release();
+    }
+  });
+  const settled = run.catch(() => undefined);
+  queues.set(lockFile, settled);
+  void settled.then(() => {
+    if (queues.get(lockFile) === settled) queues.delete(lockFile);
+  });
+  return run;
+}
