@@ -21,8 +21,14 @@ function takeOpenLock(lockFile: string, waitMs: number): HeldOpenLock {
   const lock = new Database(lockFile, { timeout: waitMs });
   try {
     chmodSync(lockFile, STATE_FILE_MODE);
-    try {
+    // The rollback journal in memory: BEGIN EXCLUSIVE on the empty file would write one, and a
+    // full disk would then stop every start of the node (docs/spool.md, "Disk full").
+    const begin = (): void => {
+      lock.pragma('journal_mode = MEMORY');
       lock.exec('BEGIN EXCLUSIVE');
+    };
+    try {
+      begin();
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (code === 'SQLITE_BUSY') {
@@ -32,7 +38,7 @@ function takeOpenLock(lockFile: string, waitMs: number): HeldOpenLock {
       // Nothing is ever written to it, only its lock counts: content planted there is dropped
       // (the locks are on the file, not its content, so a holder keeps its lock).
       truncateSync(lockFile, 0);
-      lock.exec('BEGIN EXCLUSIVE');
+      begin();
     }
   } catch (err) {
     lock.close();

@@ -3,12 +3,16 @@
 // (docs/spool.md, "Disk full"). The disk is a real tmpfs filled to ENOSPC (root only; skipped
 // where mount is not permitted).
 import { rmSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import t from 'tap';
 import { fillDisk, mountSmallDisk, tmpfsSkip } from '../../fixtures/small-disk.js';
 import type { Test } from 'tap';
 import { isZenovaError } from '../../../edge-node/src/errors.js';
+import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
+import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
 import { createSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
 import type { SpoolMeta } from '../../../edge-node/src/spool/spool-file.js';
 import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
@@ -18,6 +22,7 @@ import { NODE_ID, openRow, quietLogger, spoolState } from './spool-helpers.js';
 const limits = () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' as const });
 
 const skip = tmpfsSkip();
+const CRASH_CHILD = fileURLToPath(new URL('./spool-node-crash-child.ts', import.meta.url));
 
 /**
  * The state a crash leaves: two requests' open rows committed, the store gone (its owner slot free),
@@ -87,4 +92,20 @@ t.test('a spool closed before the disk took its recovery leaves the open rows fo
   closeFirst.unshift(() => next.close());
   t.same(spoolState(file).records.map((r) => `${r.id}:${r.status}`), ['req-a:interrupted', 'req-b:interrupted'], 'the next start records them');
   t.equal(next.backlogCount(), 2);
+});
+
+t.test("a node killed -9 starts again on a full disk through its replicas' open lock, refuses new requests, and serves once space returns", { skip }, async (t) => {
+  const closeFirst: Array<() => unknown> = [];
+  const dir = mountSmallDisk(t, '1m', closeFirst);
+  const crashed = spawnSync(process.execPath, ['--import', 'tsx', CRASH_CHILD, dir], { stdio: 'inherit' });
+  t.equal(crashed.signal, 'SIGKILL', 'the first run was killed -9 with a request open');
+  const filler = fillDisk(dir);
+
+  const restarted = await openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: ConfigHolder.notReady('test'), logger: quietLogger(), synchronous: 'normal', replicas: 1 });
+  closeFirst.unshift(() => restarted.close());
+  expectSpoolFull(t, () => restarted.spool.open(openRow('new-while-full')));
+  rmSync(filler);
+  await waitFor(() => restarted.state()?.writeFailing === null, { what: 'the spool to write again once space returned' });
+  await restarted.spool.open(openRow('new-after-space-returned'));
+  t.pass('new requests are accepted again');
 });
