@@ -4,10 +4,14 @@
 // also its `anthropic-beta`), while the node charges only its own per-token price, and `store: true`
 // (the conversation kept in the operator's OpenAI account). Server tools the upstream bills per use
 // on top of tokens are refused the same way: chat `web_search_options`, and on /v1/messages
-// Anthropic's web search and code execution tools and a code execution `container`. Each is
-// refused, naming the field and why; the rest passes through.
+// Anthropic's web search and code execution tools and a code execution `container`; so are the
+// fields naming other models a router or proxy would serve instead of the alias, past the key's
+// allowed models (OpenRouter's `models`, `route` and `plugins`, LiteLLM's `fallbacks`,
+// `fallback_models`; Anthropic's server-side `fallbacks` and their beta). Each is refused, naming
+// the field and why; the rest passes through.
 import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
+import type { RequestRecord } from '../../proto/src/index.js';
 import { startFakeAnthropicUpstream } from '../fixtures/fake-anthropic-upstream.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { anthropicSdkError } from './anthropic-fixtures.js';
@@ -16,8 +20,11 @@ import { startPipelineNode, sdkError, withClaudeRoute } from './pipeline/pipelin
 t.test('chat fields that act for the upstream account', async (t) => {
   const upstream = await startFakeUpstream(t);
   const anthropic = await startFakeAnthropicUpstream(t);
+  const records: RequestRecord[] = [];
+  const spool = { open: () => undefined, finalise: async (record: RequestRecord) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
   const node = await startPipelineNode(t, {
     upstreamUrl: upstream.url,
+    services: { spool },
     bundle: (base) => ({
       ...withClaudeRoute(base, anthropic.url),
       prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }],
@@ -76,6 +83,55 @@ t.test('chat fields that act for the upstream account', async (t) => {
       const forwarded = upstream.requests.at(-1)?.body as Record<string, unknown>;
       t.same(forwarded.web_search_options, extra.web_search_options, `${JSON.stringify(extra)} passes through as sent`);
     }
+  });
+
+  const OTHER_MODELS_REFUSAL = /not passed on: it names models the upstream would serve instead of the alias, past the models this key may use and the price this node charges/;
+  const otherModels: Array<[string, Record<string, unknown>]> = [
+    ['models', { models: ['openai/o1-pro', 'anthropic/claude-opus-4'] }],
+    ['models', { models: ['openai/o1-pro'], route: 'fallback' }],
+    ['route', { route: 'fallback' }],
+    ['fallbacks', { fallbacks: ['gpt-4.5-preview'] }],
+    ['fallbacks', { fallbacks: [{ model: 'gpt-4.5-preview', messages: [{ role: 'user', content: 'hi' }] }] }],
+    ['fallback_models', { fallback_models: ['gpt-4.5-preview'] }],
+  ];
+
+  t.test('fields naming other models are refused on chat, naming the field, nothing forwarded, recorded rejected', async (t) => {
+    const before = upstream.requests.length;
+    for (const [param, extra] of otherModels) {
+      for (const stream of [false, true]) {
+        const what = `${JSON.stringify(extra)}${stream ? ' in a stream' : ''}`;
+        const err = await sdkError(node.client().chat.completions.create(chat({ ...extra, stream }) as never));
+        t.match(err, { status: 400, code: 'ZN_ERR_INVALID_REQUEST', param }, what);
+        t.match(err.message, new RegExp(`Invalid request: ${param}: ${OTHER_MODELS_REFUSAL.source}`), what);
+        t.match(records.at(-1), { api: 'chat.completions', status: 'rejected', errorCode: 'ZN_ERR_INVALID_REQUEST', upstreamModel: null, attempts: [], cost: { costMicros: 0 } }, what);
+      }
+    }
+    t.equal(upstream.requests.length, before, 'nothing was forwarded');
+    for (const extra of [{ models: null, route: null, fallbacks: null, fallback_models: null, plugins: null }, {}]) {
+      await node.client().chat.completions.create(chat(extra) as never);
+      t.same(upstream.requests.at(-1)?.body, { ...chat(extra), model: 'demo-echo' }, `${JSON.stringify(extra)} passes through as sent`);
+    }
+  });
+
+  t.test("OpenRouter's plugins are refused on chat, naming the field and why", async (t) => {
+    const before = upstream.requests.length;
+    for (const plugins of [[{ id: 'web', max_results: 5 }], [{ id: 'file-parser', pdf: { engine: 'mistral-ocr' } }], []]) {
+      const err = await sdkError(node.client().chat.completions.create(chat({ plugins }) as never));
+      t.match(err, { status: 400, code: 'ZN_ERR_INVALID_REQUEST', param: 'plugins', message: /plugins: not passed on: the upstream bills plugins \(web search and others\) per use on top of the tokens, above the price this node charges/ }, JSON.stringify(plugins));
+      t.match(records.at(-1), { status: 'rejected', errorCode: 'ZN_ERR_INVALID_REQUEST' });
+    }
+    t.equal(upstream.requests.length, before, 'nothing was forwarded');
+  });
+
+  t.test('fields naming other models are refused on embeddings, naming the field, nothing forwarded, recorded rejected', async (t) => {
+    const before = upstream.requests.length;
+    const fields: Array<[string, Record<string, unknown>]> = [...otherModels, ['plugins', { plugins: [{ id: 'web' }] }]];
+    for (const [param, extra] of fields) {
+      const err = await sdkError(node.client().embeddings.create({ model: 'echo', input: 'hi', ...extra }));
+      t.match(err, { status: 400, code: 'ZN_ERR_INVALID_REQUEST', param }, JSON.stringify(extra));
+      t.match(records.at(-1), { api: 'embeddings', status: 'rejected', errorCode: 'ZN_ERR_INVALID_REQUEST', attempts: [] }, JSON.stringify(extra));
+    }
+    t.equal(upstream.requests.length, before, 'nothing was forwarded');
   });
 
   const messages = (extra: Record<string, unknown>, headers: Record<string, string> = {}) =>
@@ -152,6 +208,29 @@ t.test('chat fields that act for the upstream account', async (t) => {
     const streamed = message({ tools, container: null, stream: true });
     t.equal((await claude.messages.stream(streamed as never).finalMessage()).model, 'claude');
     t.same(anthropic.requests.at(-1)?.body, { ...streamed, model: 'claude-real' }, 'as a stream');
+  });
+
+  t.test("on /v1/messages, server-side fallbacks (the field or its beta) are refused in Anthropic's error shape, nothing forwarded, recorded rejected", async (t) => {
+    const before = anthropic.requests.length;
+    const beta = 'server-side-fallback-2026-07-01';
+    const refusals: Array<[string, Record<string, unknown>, Record<string, string>, RegExp]> = [
+      ['fallbacks with their beta', { fallbacks: [{ model: 'claude-opus-4-1' }] }, { 'anthropic-beta': beta }, new RegExp(`fallbacks: ${OTHER_MODELS_REFUSAL.source}`)],
+      ['fallbacks without the beta', { fallbacks: [{ model: 'claude-opus-4-1' }] }, {}, /fallbacks: not passed on/],
+      ['fallbacks in a stream', { fallbacks: [{ model: 'claude-opus-4-1' }], stream: true }, {}, /fallbacks: not passed on/],
+      ['the beta alone', {}, { 'anthropic-beta': beta }, /anthropic-beta: no server-side-fallback betas: fallbacks serve other models than the alias, past the models this key may use and the price this node charges/],
+      ['the beta among others', {}, { 'anthropic-beta': `prompt-caching-2024-07-31, ${beta}` }, /anthropic-beta: no server-side-fallback betas/],
+    ];
+    for (const [what, extra, headers, message] of refusals) {
+      const res = await messages(extra, headers);
+      t.equal(res.status, 400, what);
+      t.match(await res.json(), { type: 'error', error: { type: 'invalid_request_error', code: 'ZN_ERR_INVALID_REQUEST', message, details: { error_code: 'ZN_ERR_INVALID_REQUEST' } } }, what);
+      t.match(records.at(-1), { api: 'messages', status: 'rejected', errorCode: 'ZN_ERR_INVALID_REQUEST', upstreamModel: null, attempts: [] }, what);
+    }
+    t.equal(anthropic.requests.length, before, 'nothing was forwarded');
+
+    const res = await messages({ fallbacks: null });
+    t.equal(res.status, 200, 'fallbacks: null passes');
+    t.match(anthropic.requests.at(-1), { body: { model: 'claude-real', fallbacks: null } });
   });
 
   t.test("Anthropic's own fields are not touched", async (t) => {

@@ -294,8 +294,11 @@ export interface PipelineContext {
 
   /** authenticate. */
   key?: CallerKey;
-  /** authenticate: the config id of the key presented, also when it was refused (revoked, expired…), for logs and records. */
-  presentedKeyId?: string;
+  /**
+   * authenticate: the key presented and its account, also when it was refused (revoked, expired, a
+   * suspended account's…), for logs and records; only `key` is billed or limited.
+   */
+  presentedKey?: { id: string; accountId: string | null };
 
   /** route: the alias's route and the ordered targets to try (chosen weighted target first, then fallbacks). */
   route?: RuntimeRoute;

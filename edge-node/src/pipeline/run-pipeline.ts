@@ -460,7 +460,7 @@ class PipelineRun {
   private noteForLog(): void {
     const { ctx } = this;
     const note = this.request.zenova;
-    if (ctx.presentedKeyId !== undefined) note.keyId = ctx.presentedKeyId;
+    if (ctx.presentedKey !== undefined) note.keyId = ctx.presentedKey.id;
     if (ctx.key?.accountId != null) note.accountId = ctx.key.accountId;
     if (ctx.config?.version != null) note.configVersion = ctx.config.version;
     if (ctx.model !== null) note.model = ctx.model;

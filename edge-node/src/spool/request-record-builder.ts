@@ -104,6 +104,8 @@ export function buildRequestRecord(ctx: PipelineContext, opts: { keepBodies: boo
   const attempts = ctx.attempts.length > MAX_ATTEMPTS ? ctx.attempts.slice(0, MAX_ATTEMPTS) : ctx.attempts;
   const verdicts = ctx.guardrails.length > MAX_VERDICTS ? ctx.guardrails.slice(0, MAX_VERDICTS) : ctx.guardrails;
   const { outcome, usage, cost } = ctx;
+  // A refused key (revoked, expired, a suspended account's) is named too: who still tries it is an audit signal.
+  const key = ctx.key ?? ctx.presentedKey;
   const record: RequestRecord = {
     schemaVersion: REQUEST_RECORD_SCHEMA_VERSION,
     requestId: nonEmpty(ctx.requestId, 128),
@@ -113,8 +115,8 @@ export function buildRequestRecord(ctx: PipelineContext, opts: { keepBodies: boo
     finishedAt,
     surface: ctx.surface,
     api: ctx.api,
-    keyId: ctx.key?.id == null || ctx.key.id === '' ? null : clip(ctx.key.id, 128),
-    accountId: ctx.key?.accountId == null || ctx.key.accountId === '' ? null : clip(ctx.key.accountId, 128),
+    keyId: key?.id == null || key.id === '' ? null : clip(key.id, 128),
+    accountId: key?.accountId == null || key.accountId === '' ? null : clip(key.accountId, 128),
     model: clip(ctx.model, 256),
     upstream: clip(ctx.served?.upstream, 128),
     upstreamModel: clip(ctx.served?.model, 256),

@@ -4,6 +4,8 @@
 // before that, the body is unmasked); and nothing at all of a refusal without a
 // valid key once the spool is at 90 % of its quota (counted, one warning per interval), so callers
 // without a key can no longer fill the spool and get keyed callers refused ZN_ERR_SPOOL_FULL.
+// A key the node recognised but refused (revoked, expired, a suspended account's) is named in its
+// refusal's record, uncharged, under the same 90 % rule: who still tries a revoked key shows.
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
@@ -23,7 +25,7 @@ import { createSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
 import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
 import type { SpoolLimits } from '../../../edge-node/src/spool/spool-store.js';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
-import { bundleKey } from '../config-fixtures.js';
+import { bundleKey, newCallerKey } from '../config-fixtures.js';
 import { policy } from '../guardrails/guardrail-fixtures.js';
 import { parsePrometheusText, sampleValue } from '../metrics/prometheus-text.js';
 import { startPipelineNode } from '../pipeline/pipeline-harness.js';
@@ -164,6 +166,58 @@ t.test('at 90 % of the quota a refusal without a valid key is not recorded: coun
   t.equal(h.warnings().length, 2, 'the next one after it');
   t.match(h.warnings()[1], { dropped: 7 }, 'it counts the six records not written since the first warning, and its own');
   t.equal(h.spool.records.length, 3);
+});
+
+t.test('over HTTP: a refusal of a revoked, expired or suspended-account key names the key and its account in its record, uncharged', async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const [revoked, expired, suspended, unknown] = [newCallerKey(), newCallerKey(), newCallerKey(), newCallerKey()];
+  const state = { fullness: 0, keepsBodies: true };
+  const spool = fakeSpool(state);
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    services: { spool },
+    bundle: (base) => ({
+      accounts: [...base.accounts, { id: 'acct-late', name: 'late', status: 'suspended', limits: {} }],
+      apiKeys: [
+        ...base.apiKeys,
+        bundleKey('k-leaked', revoked.sha256, { status: 'revoked' }),
+        bundleKey('k-expired', expired.sha256, { expiresAt: new Date(Date.now() - 60_000).toISOString() }),
+        bundleKey('k-suspended', suspended.sha256, { accountId: 'acct-late' }),
+      ],
+      prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }],
+    }),
+  });
+  const chat = async (secret: string): Promise<{ status: number; record: RequestRecord | undefined }> => {
+    const res = await fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
+      body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.text();
+    // The record is durable before the answer's last byte.
+    return { status: res.status, record: spool.records.find((r) => r.requestId === res.headers.get('x-request-id')) };
+  };
+
+  const refusals: Array<[string, string, number, string, string]> = [
+    [revoked.secret, 'ZN_ERR_API_KEY_REVOKED', 401, 'k-leaked', 'acct-1'],
+    [expired.secret, 'ZN_ERR_API_KEY_EXPIRED', 401, 'k-expired', 'acct-1'],
+    [suspended.secret, 'ZN_ERR_ACCOUNT_SUSPENDED', 403, 'k-suspended', 'acct-late'],
+  ];
+  for (const [secret, code, status, keyId, accountId] of refusals) {
+    const got = await chat(secret);
+    t.match(got, { status, record: { keyId, accountId, status: 'rejected', errorCode: code, bodies: null, attempts: [] } }, code);
+    t.same(got.record?.cost, { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false }, `${code}: nothing reserved or charged`);
+    t.same(got.record?.usage, { inputTokens: 0, outputTokens: 0, estimated: false }, `${code}: no usage`);
+  }
+  t.match(await chat(unknown.secret), { status: 401, record: { keyId: null, accountId: null, errorCode: 'ZN_ERR_API_KEY_INVALID' } }, 'a key the node does not know names none');
+  t.equal(upstream.requests.length, 0, 'nothing was forwarded');
+
+  // At 90 % of the quota they are refusals without a valid key like any other: not written, counted.
+  state.fullness = 0.9;
+  const before = spool.records.length;
+  for (const [secret, code, status] of refusals) t.match(await chat(secret), { status, record: undefined }, `${code}: not recorded at 90 %`);
+  t.equal(spool.records.length, before, 'not one record written');
+  t.match(await chat(node.secret), { status: 200, record: { keyId: 'key-a', accountId: 'acct-1', status: 'ok' } }, 'a valid key is served and recorded');
 });
 
 /** Bytes of caller text per anonymous request: under the 4 MiB body limit, past the record's 1 MiB bound. */

@@ -44,6 +44,8 @@ const contextArb = fc.record({
   monotonic: anyNumber,
   keyId: fc.oneof(fc.constant(undefined), anyText),
   accountId: fc.oneof(fc.constant(null), anyText),
+  // A refused key (revoked, expired…) is only the presented one: the record names it all the same.
+  keyRefused: fc.boolean(),
   model: fc.oneof(fc.constant(null), anyText, fc.string({ minLength: 257, maxLength: 400 })),
   served: fc.oneof(fc.constant(undefined), fc.record({ upstream: anyText, model: anyText })),
   httpStatus: anyNumber,
@@ -72,7 +74,7 @@ t.test('every record the builder makes passes the control plane schema and the s
         callerGone: new AbortSwitch(),
         config: c.configVersion === null ? undefined : { version: c.configVersion },
         model: c.model, stream: false, maxOutputTokens: null, estimatedInputTokens: 0, inputTexts: [],
-        key: c.keyId === undefined ? undefined : { id: c.keyId, accountId: c.accountId },
+        ...(c.keyId === undefined ? {} : { [c.keyRefused ? 'presentedKey' : 'key']: { id: c.keyId, accountId: c.accountId } }),
         attempts: c.attempts, served: c.served, upstreamUsage: null,
         upstreamFirstByteMs: c.firstByte, upstreamMs: c.upstreamMs, responseText: c.responseText,
         guardrails: c.verdicts, usage: c.usage, cost: c.cost, responseHeaders: {},

@@ -16,7 +16,7 @@ export const authenticateStage: Stage = {
     if (config.apiKeys === null) return undefined;
     const found = findCallerKey(config.apiKeys, ctx.http.rawHeaders);
     if (!found.ok) return reject(found.code);
-    ctx.presentedKeyId = found.key.id;
+    ctx.presentedKey = { id: found.key.id, accountId: found.key.accountId };
     // expiresAt is the control plane's: judged by its time, whatever this host's clock says.
     const standing = checkKeyStanding(config, found.key, controlPlaneNow(ctx.clock));
     if (!standing.ok) return reject(standing.code);

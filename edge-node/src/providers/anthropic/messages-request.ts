@@ -3,7 +3,8 @@
  * bounds), everything else passes through to the upstream untouched, since the upstream is the
  * authority on the rest (tools, images, thinking…), but for the fields refused because the upstream
  * would bill them above the price this node charges (fast mode, per-use-billed server tools, a
- * code execution container, a regional `inference_geo`). The caller's text — the system prompt, text and thinking blocks, tool
+ * code execution container, a regional `inference_geo`) and server-side `fallbacks` (other models,
+ * past the key's allowed ones). The caller's text — the system prompt, text and thinking blocks, tool
  * calls' input, tool results' text — is exposed as slots bound to the body that is forwarded, so a
  * guardrail that masks a slot changes what the upstream receives.
  */
@@ -66,6 +67,9 @@ export const messagesRequestSchema = z.looseObject({
   tools: cappedArray(toolSchema, { max: MAX_TOOLS }).optional(),
   // A container is where code execution runs (with its files and skills), billed by the hour.
   container: z.null({ error: 'not passed on: a container runs code execution, which the upstream bills by the hour on top of the tokens, above the price this node charges' }).optional(),
+  // Server-side fallbacks (with their `server-side-fallback…` beta, messages.ts) name models the
+  // upstream serves when the routed one fails: past the key's allowed models, priced as the alias.
+  fallbacks: z.null({ error: 'not passed on: it names models the upstream would serve instead of the alias, past the models this key may use and the price this node charges' }).optional(),
 });
 
 export type MessagesRequest = z.infer<typeof messagesRequestSchema>;

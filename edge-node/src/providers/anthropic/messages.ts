@@ -3,7 +3,8 @@
  * `anthropic`. An anthropic upstream's baseUrl is its API base including the version segment, e.g.
  * https://api.anthropic.com/v1; the node posts to `${baseUrl}/messages` with the upstream's secret
  * as `x-api-key` (never the caller's key), the caller's `anthropic-version` (else 2023-06-01) and
- * `anthropic-beta`, and the target's own model name. Callers see their alias in `model`.
+ * `anthropic-beta` (but fast mode's and server-side fallbacks'), and the target's own model name.
+ * Callers see their alias in `model`.
  */
 import type { RuntimeTarget } from '../../config/runtime-config.js';
 import { isZenovaError, zenovaError } from '../../errors.js';
@@ -36,6 +37,11 @@ const BETA_PATTERN = /^[A-Za-z0-9._-]{1,128}(,[ \t]*[A-Za-z0-9._-]{1,128}){0,31}
  * `tools` entry or a `container`, which messages-request.ts refuses.
  */
 const OVERPRICED_BETA = /^fast-mode/i;
+/**
+ * Betas letting the upstream serve another model than the routed one (server-side fallbacks:
+ * `server-side-fallback-…`), refused like the `fallbacks` they enable (messages-request.ts).
+ */
+const OTHER_MODELS_BETA = /^server-side-fallback/i;
 
 type Json = Record<string, unknown>;
 
@@ -56,6 +62,9 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
     if (!BETA_PATTERN.test(beta)) return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the anthropic-beta header must be a comma-separated list of beta names.');
     if (beta.split(',').some((name) => OVERPRICED_BETA.test(name.trim()))) {
       return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no fast-mode betas: fast mode is billed above the price this node charges.');
+    }
+    if (beta.split(',').some((name) => OTHER_MODELS_BETA.test(name.trim()))) {
+      return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no server-side-fallback betas: fallbacks serve other models than the alias, past the models this key may use and the price this node charges.');
     }
     headers['anthropic-beta'] = beta;
   }

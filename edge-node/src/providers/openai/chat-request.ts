@@ -1,7 +1,8 @@
 // The minimal shape the node needs from a chat completion request, and the fields it refuses to
 // pass on (`service_tier` above standard, `speed` other than standard, `store: true`,
-// `web_search_options`; audio on priced requests, billedAbovePriceParam); every other field passes through to the upstream untouched (the upstream
-// is the authority on the rest).
+// `web_search_options`, the router fields naming other models and `plugins` (refusedRouterFields); audio on
+// priced requests, billedAbovePriceParam); every other field passes through to the upstream
+// untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
 import type { UpstreamKind } from '../../config/runtime-config.js';
 import type { BilledAbovePrice, UncheckedParam } from '../../pipeline/context.js';
@@ -24,6 +25,22 @@ export const ALLOWED_SERVICE_TIERS = ['auto', 'default', 'flex'] as const;
 export const speedSchema = z
   .literal('standard', { error: 'only "standard": faster speeds are billed above the price this node charges' })
   .nullish();
+
+/**
+ * Fields naming models a router or proxy upstream serves instead of, or after, the one the node
+ * routed to (OpenRouter's `models` and `route: "fallback"`, LiteLLM's `fallbacks`, some proxies'
+ * `fallback_models`): they would reach models the key may not use, recorded and priced as the
+ * alias. Also OpenRouter's `plugins` (web search and others), billed per use on top of the tokens.
+ * Refused on chat and embeddings alike; `null` passes.
+ */
+const OTHER_MODELS = 'not passed on: it names models the upstream would serve instead of the alias, past the models this key may use and the price this node charges';
+export const refusedRouterFields = {
+  models: z.null({ error: OTHER_MODELS }).optional(),
+  route: z.null({ error: OTHER_MODELS }).optional(),
+  fallbacks: z.null({ error: OTHER_MODELS }).optional(),
+  fallback_models: z.null({ error: OTHER_MODELS }).optional(),
+  plugins: z.null({ error: 'not passed on: the upstream bills plugins (web search and others) per use on top of the tokens, above the price this node charges' }).optional(),
+};
 
 /** The most content parts a message may hold, as the blocks of an Anthropic message (messages-request.ts). */
 const MAX_CONTENT_PARTS = 10_000;
@@ -67,6 +84,7 @@ export const chatCompletionRequestSchema = z.looseObject({
   speed: speedSchema,
   store: z.literal(false, { error: "only false: true would keep the conversation in the operator's upstream account" }).nullish(),
   web_search_options: z.null({ error: 'not passed on: the upstream bills each web search on top of the tokens, above the price this node charges' }).optional(),
+  ...refusedRouterFields,
 });
 
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;

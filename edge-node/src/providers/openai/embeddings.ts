@@ -12,6 +12,7 @@ import { FieldSlot, NO_TEXTS, isRecord, tokenCount } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
 import { MAX_UPSTREAM_JSON_BYTES, inBandFailure, readBilledAnswer, sendToUpstream } from '../upstream-call.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
+import { refusedRouterFields } from './chat-request.js';
 import { embeddingsInputProblem } from './embeddings-input.js';
 
 /**
@@ -24,8 +25,10 @@ export const EMBEDDING_ANSWER_BYTES_PER_INPUT = 96 * 1024;
 export const MAX_EMBEDDINGS_ANSWER_BYTES = 192 * 1024 * 1024;
 
 // `input` is checked by hand (embeddings-input.ts), never by a zod union over caller arrays.
+// Other fields pass through, but those naming other models (refusedRouterFields).
 const embeddingsRequestSchema = z.looseObject({
   model: z.string().min(1).max(256),
+  ...refusedRouterFields,
 });
 
 export const embeddingsApi: ApiHandler = {
