@@ -87,7 +87,7 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
     spoolOpenLockFile(file),
     async () => {
       // Under the lock, every other process that opened the spool holds its owner slot already.
-      if (opts.replicas === 1 && isSpoolHeldOpen(file)) throw otherProcessRefusal(store.dir);
+      if (opts.replicas === 1 && (await heldOpenByAnother(file))) throw otherProcessRefusal(store.dir);
       const meta = await vetOrCreateSpool(store, file, opts);
       const spoolStore = new SpoolStore({
         file,
@@ -173,6 +173,19 @@ async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeS
  * ZENOVA_NODE_REPLICAS is 1 (or unset) while another live process serves from this state dir: each
  * would keep its rate-limit counters in memory, every limit multiplied by the number of processes.
  */
+/**
+ * Whether another live process holds a spool owner slot, asked three times 25 ms apart: a slot's
+ * probe (`zenova-node status` probing the same slots at that instant) holds its lock for a moment,
+ * and one busy answer must not refuse a node that is alone.
+ */
+async function heldOpenByAnother(file: string): Promise<boolean> {
+  for (let probe = 0; probe < 3; probe++) {
+    if (probe > 0) await new Promise((resolve) => setTimeout(resolve, 25));
+    if (!isSpoolHeldOpen(file)) return false;
+  }
+  return true;
+}
+
 function otherProcessRefusal(stateDir: string): ReplicaSettingError {
   return new ReplicaSettingError(
     `another node-edge process is serving from ${stateDir} (it holds a spool owner slot there), and this one has ZENOVA_NODE_REPLICAS unset or 1, ` +

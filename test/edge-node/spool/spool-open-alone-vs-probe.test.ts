@@ -1,0 +1,39 @@
+// A node-edge at ZENOVA_NODE_REPLICAS=1 refuses to start beside another live process serving the
+// same state dir (it holds a spool owner slot), but a slot held only for a moment — `zenova-node
+// status` probing the slots as the node starts — must not refuse a node that is alone.
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import t from 'tap';
+import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
+import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
+import { spoolOwnerLockFile } from '../../../edge-node/src/spool/spool-owner-lock.js';
+import { NODE_ID, quietLogger, tempStateDir } from './spool-helpers.js';
+
+const open = (stateDir: string) => openNodeSpool({ stateDir, nodeId: NODE_ID, holder: ConfigHolder.notReady('test'), logger: quietLogger(), synchronous: 'normal', replicas: 1 });
+
+t.test('a spool owner slot held for a moment by a probe does not refuse a node that is alone', async (t) => {
+  const dir = tempStateDir(t);
+  await (await open(dir)).close();
+  // A probe's hold of slot 0, as isOwnerSlotHeld takes it from another process, released 40 ms later.
+  const probe = new Database(spoolOwnerLockFile(path.join(dir, 'spool.db'), 0), { fileMustExist: true });
+  probe.exec('begin immediate');
+  setTimeout(() => {
+    probe.exec('rollback');
+    probe.close();
+  }, 40);
+  const node = await open(dir);
+  t.teardown(() => node.close());
+  t.pass('the node opened its spool');
+});
+
+t.test('a spool owner slot a live process keeps refuses a second process at ZENOVA_NODE_REPLICAS=1', async (t) => {
+  const dir = tempStateDir(t);
+  await (await open(dir)).close();
+  const holder = new Database(spoolOwnerLockFile(path.join(dir, 'spool.db'), 0), { fileMustExist: true });
+  holder.exec('begin immediate');
+  t.teardown(() => {
+    holder.exec('rollback');
+    holder.close();
+  });
+  await t.rejects(open(dir), { name: 'ReplicaSettingError', message: /another node-edge process is serving from/ });
+});
