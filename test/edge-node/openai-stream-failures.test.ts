@@ -332,6 +332,25 @@ t.test('after the first event', async (t) => {
     t.same(done.attempts.map((a) => a.outcome), ['ok']);
   });
 
+  t.test('a connection reset after every choice finished but before the usage chunk meters at least the delivered text, the early running usage being no final count', async (t) => {
+    const words = 'lorem ipsum dolor sit amet consectetur adipiscing elit '.repeat(40);
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CHUNKED);
+      // A running usage block on the first chunk (prompt counted, nothing generated yet).
+      socket.write(httpChunk(chatChunk('', { usage: { prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 } })));
+      socket.write(httpChunk(chatChunk(words)));
+      socket.write(httpChunk(chatChunk(null)), () => setTimeout(() => socket.resetAndDestroy(), 30));
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { text, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(10_000));
+    t.equal(contentOf(text), words);
+    t.match(text, /data: \[DONE\]\n\n$/);
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
+    t.equal(done.usage.estimated, true, 'partial counts: the estimate from the delivered text');
+    t.ok(done.usage.outputTokens > 100, `${done.usage.outputTokens} output tokens for ${words.length} delivered characters`);
+  });
+
   t.test('an upstream that stalls after [DONE] does not hold back the caller’s [DONE] for its timeout', async (t) => {
     const primary = await startRawUpstream(t, (socket) => {
       socket.write(SSE_HEAD_CHUNKED);

@@ -127,14 +127,15 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
     for (let tries = 0; tries <= route.retries; tries++) {
       if (ctx.callerGone.aborted) return callerGone();
       if (ctx.attempts.length >= MAX_ATTEMPTS) return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
-      const outcome = await attemptOnce(ctx, target, timeoutMs, attempt);
+      const startedAt = ctx.clock.monotonic();
+      const outcome = await attemptOnce(ctx, target, timeoutMs, attempt, startedAt);
       if (outcome === 'answered' && ctx.reply?.kind === 'stream') {
         // A stream is judged when it ends: noted reachable at its first event, a target that fails
         // every stream midway would have its failures cleared each time and never be ejected.
-        ctx.cleanups.push(() => noteStreamHealth(ctx, target));
+        ctx.cleanups.push(() => noteStreamHealth(ctx, target, startedAt));
         return undefined;
       }
-      noteHealth(ctx, target, outcome);
+      noteHealth(ctx, target, outcome, startedAt);
       if (outcome === 'answered') return undefined;
       if (outcome === 'caller-gone') return callerGone();
       lastFailure = outcome.error;
@@ -152,14 +153,14 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
  * upstream is there), is good; a connect error, timeout or 5xx a failure; the caller leaving, a 429
  * (also one reported inside a stream) and an unreadable answer say nothing about the target. Logs and counts ejections and recoveries.
  */
-function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaited<ReturnType<typeof attemptOnce>>): void {
+function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaited<ReturnType<typeof attemptOnce>>, startedAt: number): void {
   let health: AttemptHealth;
   if (outcome === 'answered') health = 'reachable';
   else if (outcome === 'caller-gone') health = 'neutral';
   // A rate limit reported inside a stream may be retried elsewhere, but like a 429 it is no failure of the target.
   else if (outcome.retryable) health = isUpstreamStreamRateLimit(outcome.error) ? 'neutral' : 'failed';
   else health = outcome.httpStatus !== null && outcome.httpStatus !== 429 ? 'reachable' : 'neutral';
-  const change = ctx.deps.targetHealth.note(target, health, ctx.clock.monotonic());
+  const change = ctx.deps.targetHealth.note(target, health, ctx.clock.monotonic(), startedAt);
   if (change === undefined) return;
   const fields = { upstream: target.upstream.name, model: target.upstreamModel };
   if (change === 'ejected') {
@@ -175,13 +176,13 @@ function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaite
  * caller leaving, the target answered; an upstream failure after the first event
  * (ctx.upstreamStreamFailure) counts as that failure would before it (a stall, a reset: failed).
  */
-function noteStreamHealth(ctx: PipelineContext, target: RuntimeTarget): void {
+function noteStreamHealth(ctx: PipelineContext, target: RuntimeTarget, startedAt: number): void {
   const failure = ctx.upstreamStreamFailure;
   if (failure === undefined) {
-    noteHealth(ctx, target, 'answered');
+    noteHealth(ctx, target, 'answered', startedAt);
     return;
   }
-  noteHealth(ctx, target, { kind: 'failed', error: failure, outcome: 'error', httpStatus: ctx.reply?.status ?? null, retryable: failure.retryable });
+  noteHealth(ctx, target, { kind: 'failed', error: failure, outcome: 'error', httpStatus: ctx.reply?.status ?? null, retryable: failure.retryable }, startedAt);
 }
 
 function callerGone(): StageResult {
@@ -193,6 +194,7 @@ async function attemptOnce(
   target: RuntimeTarget,
   timeoutMs: number,
   attempt: AttemptFn,
+  startedAt: number,
 ): Promise<'answered' | 'caller-gone' | Extract<AttemptResult, { kind: 'failed' }>> {
   // The attempt's own signal: aborted by its timeout (until the headers are in; a stream: until its
   // first event) or by the caller leaving (for as long as the reply is relayed, so a stream's
@@ -204,7 +206,6 @@ async function attemptOnce(
   // Its own AbortError, made only if undici asks for the reason (the caller's switch has none of its own).
   const onGone = (): void => attemptAbort.abort();
   ctx.callerGone.once('abort', onGone);
-  const startedAt = ctx.clock.monotonic();
   let result: AttemptResult;
   try {
     result = await attempt(target, attemptAbort, timeoutMs);
@@ -262,6 +263,9 @@ function failureOf(err: unknown, target: RuntimeTarget, signal: AbortSwitch): Ex
       return { kind: 'failed', error, outcome: 'timeout', httpStatus: null, retryable: true };
     case 'ZN_ERR_UPSTREAM_UNAVAILABLE':
       return { kind: 'failed', error, outcome: 'connect', httpStatus: null, retryable: true };
+    case 'ZN_ERR_UPSTREAM_ERROR':
+      // Retryable when it says so (a compressed answer: refuseEncodedAnswer); nothing reached the caller.
+      return { kind: 'failed', error, outcome: 'error', httpStatus: null, retryable: error.retryable };
     default:
       return { kind: 'failed', error, outcome: 'error', httpStatus: null, retryable: false };
   }

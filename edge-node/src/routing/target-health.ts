@@ -39,8 +39,12 @@ interface TargetState {
   ejectedUntil: number;
   /** The cooldown of the current (or next) ejection. */
   cooldownMs: number;
+  /** Monotonic ms of the last ejection (also a failed probe's): replies to attempts started before it are stale. */
+  ejectedAt: number;
   /** A probe was handed out since the last ejection: the next failure is its answer. */
   probing: boolean;
+  /** Monotonic ms the probe was handed out: a failure of an attempt started before it is not its answer. */
+  probeSince: number;
   /** Monotonic ms of the last failure, for pruning states of targets no config has any more. */
   lastFailureAt: number;
 }
@@ -86,6 +90,7 @@ export class TargetHealth {
         // The others keep it last while this probe runs (and if this request never gets to it).
         state.ejectedUntil = now + state.cooldownMs;
         state.probing = true;
+        state.probeSince = now;
         probe = target;
       } else {
         (ejected ??= []).push(target);
@@ -97,14 +102,20 @@ export class TargetHealth {
     return kept;
   }
 
-  /** Notes how an attempt at `target` went; returns the change it made, if any. */
-  note(target: RuntimeTarget, health: AttemptHealth, now: number): HealthChange | undefined {
+  /**
+   * Notes how an attempt at `target` that started at `startedAt` (monotonic ms; a stream is noted
+   * when it ends) went; returns the change it made, if any.
+   */
+  note(target: RuntimeTarget, health: AttemptHealth, now: number, startedAt = now): HealthChange | undefined {
     if (health === 'neutral') return undefined;
     if (health === 'reachable') {
       if (this.states.size === 0) return undefined;
       const key = keyOf(target);
       const state = this.states.get(key);
       if (state === undefined) return undefined;
+      // A stream begun before the ejection and ending after it says nothing of the target since:
+      // only an attempt made after the ejection (its probe, a last resort) puts it back.
+      if (state.ejectedUntil !== 0 && startedAt < state.ejectedAt) return undefined;
       this.states.delete(key);
       return state.ejectedUntil === 0 ? undefined : 'restored';
     }
@@ -112,7 +123,7 @@ export class TargetHealth {
     let state = this.states.get(key);
     if (state === undefined) {
       if (this.states.size >= MAX_STATES) this.prune(now);
-      state = { failures: 0, ejectedUntil: 0, cooldownMs: this.baseCooldownMs, probing: false, lastFailureAt: now };
+      state = { failures: 0, ejectedUntil: 0, ejectedAt: 0, cooldownMs: this.baseCooldownMs, probing: false, probeSince: 0, lastFailureAt: now };
       this.states.set(key, state);
     }
     state.failures += 1;
@@ -120,16 +131,19 @@ export class TargetHealth {
     if (state.ejectedUntil !== 0) {
       // A failed probe: out again, for longer. Other failures while ejected (attempts that were
       // already under way when it was ejected, or made as a last resort) change nothing, or a burst
-      // of calls in flight to a host that went away would run the cooldown up to its longest.
-      if (state.probing) {
+      // of calls in flight to a host that went away would run the cooldown up to its longest. A
+      // failure of an attempt started before the probe (a long stream breaking) is not its answer.
+      if (state.probing && startedAt >= state.probeSince) {
         state.probing = false;
         state.cooldownMs = Math.min(this.maxCooldownMs, state.cooldownMs * 2);
         state.ejectedUntil = now + state.cooldownMs;
+        state.ejectedAt = now;
       }
       return undefined;
     }
     if (state.failures < this.failureThreshold) return undefined;
     state.ejectedUntil = now + state.cooldownMs;
+    state.ejectedAt = now;
     return 'ejected';
   }
 

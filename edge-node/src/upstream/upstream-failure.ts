@@ -135,14 +135,15 @@ export function upstreamStatusError(upstream: string, status: number, body: unkn
  * ZN_ERR_UPSTREAM_ERROR for an answer in a Content-Encoding other than identity, undefined for an
  * uncompressed one (no coding but `identity` or empty list items). The node asks upstreams and tool
  * servers for `identity` and decompresses nothing: what it parses, redacts and checks is the body
- * as sent. The coding is quoted bounded, characters outside a token's replaced.
+ * as sent. The coding is quoted bounded, characters outside a token's replaced. `retryable` for a
+ * model's answer (nothing reached the caller; another target may answer), not a tool call's (the tool ran).
  */
-export function unaskedEncodingError(upstream: string, encoding: string | string[] | undefined): ZenovaError | undefined {
+export function unaskedEncodingError(upstream: string, encoding: string | string[] | undefined, retryable = false): ZenovaError | undefined {
   if (encoding === undefined) return undefined;
   const codings = String(encoding).split(',').map((coding) => coding.trim().toLowerCase());
   if (codings.every((coding) => coding === '' || coding === 'identity')) return undefined;
   const name = String(encoding).slice(0, 40).replace(/[^A-Za-z0-9 ,._-]/g, '?');
-  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with Content-Encoding "${name}" although the node asked for identity.`);
+  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with Content-Encoding "${name}" although the node asked for identity.`, { retryable });
 }
 
 /** The longest wait passed on from an upstream's Retry-After; a longer one is likely a mistake. */

@@ -8,6 +8,7 @@ import t from 'tap';
 import { setRouteRandomForTests } from '../../../edge-node/src/routing/route-model.js';
 import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import { SSE_HEAD_CHUNKED, chatChunk, httpChunk, startRawUpstream } from '../../fixtures/raw-upstream.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { sdkError, startPipelineNode } from './pipeline-harness.js';
 
@@ -280,6 +281,55 @@ t.test('a target that keeps failing is tried last (after its fallback) until a p
   t.same(ejections.at(-1), { upstream: 'demo', model: 'demo-echo', change: 'restored' });
   t.ok(node.logs().some((l) => l.msg === 'upstream target answers again; back in its place'));
   t.same(await attemptsOf(), ['demo:ok'], 'back in its place');
+});
+
+t.test('a stream that started before its target was ejected and ends afterwards leaves the target ejected', async (t) => {
+  let endStream: () => void = () => undefined;
+  const primary = await startRawUpstream(t, (socket, _request, n) => {
+    if (n === 1) {
+      // The long stream: its first event now, the rest when the test says.
+      socket.write(SSE_HEAD_CHUNKED);
+      socket.write(httpChunk(chatChunk('Hello')));
+      endStream = () => {
+        socket.write(httpChunk(chatChunk(null)));
+        socket.write(httpChunk('data: [DONE]\n\n'));
+        socket.end('0\r\n\r\n');
+      };
+      return;
+    }
+    // Every later request: reset before any answer.
+    socket.resetAndDestroy();
+  });
+  const backup = await startFakeUpstream(t);
+  const node = await startPipelineNode(t, {
+    upstreamUrl: primary.url,
+    services: { targetHealth: new TargetHealth({ failureThreshold: 2, baseCooldownMs: 60_000 }) },
+    bundle: (base) => ({
+      upstreams: [...base.upstreams, { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backup.url, apiKey: 'sk-backup', timeoutMs: 30_000 }],
+      routes: [{ alias: 'fb', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [{ upstream: 'backup', model: 'demo-echo' }], timeoutMs: 5000, retries: 0 }],
+    }),
+  });
+  const call = (stream: boolean) => fetch(`${node.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+    body: JSON.stringify({ ...ask('fb'), stream }),
+  });
+  const attemptsOf = async (res: Response) => {
+    await res.text();
+    const id = res.headers.get('x-request-id');
+    const done = await waitFor(() => node.finished.find((f) => f.requestId === id), { what: 'the request to finish' });
+    return done.attempts.map((a) => `${a.upstream}:${a.outcome}`);
+  };
+
+  const reader = (await call(true)).body!.getReader();
+  await reader.read();
+  t.same(await attemptsOf(await call(false)), ['demo:connect', 'backup:ok']);
+  t.same(await attemptsOf(await call(false)), ['demo:connect', 'backup:ok'], 'the second failure in a row ejects it');
+  endStream();
+  while (!(await reader.read()).done);
+  await waitFor(() => node.finished.length >= 3, { what: 'the long stream to finish' });
+  t.same(await attemptsOf(await call(false)), ['backup:ok'], 'the stream that ended well started before the ejection: still last');
+  t.notOk(node.logs().some((l) => l.msg === 'upstream target answers again; back in its place'));
 });
 
 t.test('a rate limit reported inside a stream falls back but does not eject the target; a server error inside a stream does', async (t) => {

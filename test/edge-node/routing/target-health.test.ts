@@ -122,3 +122,28 @@ t.test('failures while ejected that are not a probe\'s (calls already under way,
   t.same(names(health.order(plan, 1000)), ['b/m', 'a/m'], 'not yet: ejected at 1 for 1000 ms');
   t.same(names(health.order(plan, 1001)), ['a/m', 'b/m'], 'probed after the first cooldown, not a doubled one');
 });
+
+t.test('a stream begun before its target was ejected that ends well afterwards does not put the target back; its probe does', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 2, baseCooldownMs: 1000 });
+  const a = target('a');
+  const plan = [target('b'), a];
+  health.note(a, 'failed', 1, 1);
+  t.equal(health.note(a, 'failed', 2, 2), 'ejected');
+  t.equal(health.note(a, 'reachable', 500, 0), undefined, 'the stream started at 0, before the ejection at 2');
+  t.ok(health.isEjected(a));
+  t.same(names(health.order(plan, 501)), ['b/m', 'a/m'], 'still last');
+  t.same(names(health.order(plan, 1002)), ['a/m', 'b/m'], 'probed after the first cooldown: nothing was reset');
+  t.equal(health.note(a, 'reachable', 1010, 1002), 'restored', 'the probe started after the ejection');
+});
+
+t.test('a failure of an attempt started before the probe was handed out is not the probe\'s answer', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000 });
+  const a = target('a');
+  const plan = [target('b'), a];
+  t.equal(health.note(a, 'failed', 0, 0), 'ejected');
+  t.same(names(health.order(plan, 1000)), ['a/m', 'b/m'], 'the probe');
+  t.equal(health.note(a, 'failed', 1005, 500), undefined, 'a stream started at 500 breaks while the probe runs');
+  t.equal(health.note(a, 'failed', 1500, 1000), undefined, 'the probe fails');
+  t.same(names(health.order(plan, 3499)), ['b/m', 'a/m'], 'ejected again for twice as long from the probe\'s failure');
+  t.same(names(health.order(plan, 3500)), ['a/m', 'b/m']);
+});

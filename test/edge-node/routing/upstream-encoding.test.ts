@@ -1,13 +1,16 @@
 // Upstream calls ask for uncompressed answers: the node reads and parses upstream bodies as sent,
 // so without `accept-encoding: identity` an upstream or proxy free to compress (no Accept-Encoding
 // means any coding is acceptable) gzipped its JSON and the caller got a 502. The caller's own
-// Accept-Encoding is never forwarded; an upstream that compresses anyway is a 502 naming the coding.
+// Accept-Encoding is never forwarded; an upstream that compresses anyway fails the attempt (retried,
+// falls back, counted against the target's health), and is a 502 naming the coding when no target answers.
 import t from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
 import { anthropicMessageJson, chatCompletionJson } from '../../fixtures/canned-answers.js';
+import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { startRawUpstream } from '../../fixtures/raw-upstream.js';
+import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
 import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
 import type { ConfigBundle } from '../../../proto/src/index.js';
@@ -136,7 +139,7 @@ t.test('an upstream that compresses its chat stream anyway fails the attempt as 
     t.same(body.error, { message: 'Upstream "demo" answered with Content-Encoding "gzip" although the node asked for identity.', type: 'server_error', param: null, code: 'ZN_ERR_UPSTREAM_ERROR' }, `stream ${stream}`);
   }
   const [json, streamed] = node.finished;
-  t.match(json?.attempts, [{ outcome: 'error', httpStatus: null }], 'JSON: one final attempt, not retried');
+  t.same(json?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), [{ outcome: 'error', httpStatus: null }, { outcome: 'error', httpStatus: null }], 'JSON: a failed attempt, retried as the route allows');
   t.same(streamed?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), json?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), 'the stream\'s attempts are the JSON answer\'s');
 });
 
@@ -150,6 +153,28 @@ t.test('an upstream that compresses its Anthropic stream anyway fails the attemp
     t.match(body, { type: 'error', error: { type: 'api_error', message: 'Upstream "claude" answered with Content-Encoding "gzip" although the node asked for identity.' } }, `stream ${stream}`);
   }
   const [json, streamed] = node.finished;
-  t.match(json?.attempts, [{ outcome: 'error', httpStatus: null }], 'JSON: one final attempt, not retried');
+  t.same(json?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), [{ outcome: 'error', httpStatus: null }, { outcome: 'error', httpStatus: null }], 'JSON: a failed attempt, retried as the route allows');
   t.same(streamed?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), json?.attempts.map(({ outcome, httpStatus }) => ({ outcome, httpStatus })), 'the stream\'s attempts are the JSON answer\'s');
+});
+
+t.test('a target that compresses its answer anyway, JSON or a stream, falls back to the next target and counts against its health', async (t) => {
+  const up = await gzippingUpstream(t);
+  const backup = await startFakeUpstream(t);
+  const health = new TargetHealth({ failureThreshold: 2 });
+  const node = await startPipelineNode(t, {
+    upstreamUrl: up.url,
+    services: { targetHealth: health },
+    bundle: (base) => ({
+      upstreams: [...base.upstreams, { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backup.url, apiKey: 'sk-backup-0000000000', timeoutMs: 30_000 }],
+      routes: [{ alias: 'fb', targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }], fallbacks: [{ upstream: 'backup', model: 'demo-echo' }], timeoutMs: 10_000, retries: 0 }],
+    }),
+  });
+  for (const stream of [false, true]) {
+    const res = await post(node, '/v1/chat/completions', { model: 'fb', stream, messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${node.secret}` });
+    t.equal(res.status, 200, `stream ${stream}: the fallback answers`);
+    await res.text();
+    t.same(node.finished.at(-1)?.attempts.map(({ upstream, outcome }) => `${upstream}:${outcome}`), ['demo:error', 'backup:ok'], `stream ${stream}`);
+  }
+  const demo = { upstream: { name: 'demo', kind: 'openai-compatible' as const, baseUrl: up.url, apiKey: undefined, timeoutMs: 30_000 }, upstreamModel: 'demo-echo', weight: 1 };
+  t.ok(health.isEjected(demo), 'two compressed answers in a row eject the target');
 });

@@ -454,6 +454,10 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
   const { upstream } = source;
   const finished = new Set<unknown>();
   let done = false;
+  /** A usage block came in or after the chunk that finished the last choice: the final one, not a running count. */
+  let usageAfterFinish = false;
+  /** The body broke (a reset, a stall) after every choice finished. */
+  let brokeAfterFinish = false;
   let afterDone: NodeJS.Timeout | undefined;
   try {
     for await (const sse of parseSse(response.body, MAX_SSE_EVENT_BYTES, sseIdleDeadline(response.body, upstream, source.timeoutMs))) {
@@ -493,6 +497,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
         // on the first chunk) give running counts on early chunks, each cumulative, so the last
         // block seen holds the final counts only once the stream ended properly (below).
         ctx.upstreamUsage = chatUsage(usage, true);
+        if (finished.size >= source.choices) usageAfterFinish = true;
         if (shape.hideUsage && isUsageOnly(chunk)) continue;
       }
       yield new ChatChunkEvent(sse, chunk, shape);
@@ -504,6 +509,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     const failure = classifyUpstreamFailure(err, upstream);
     // Nor does a break (a reset, a stall) once every choice finished: ended as a clean end there is (below).
     if (!isBodyBreak(failure) || finished.size < source.choices) throw failure;
+    brokeAfterFinish = true;
   } finally {
     clearTimeout(afterDone);
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
@@ -516,7 +522,9 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     // reached the caller, so another target may still answer.
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before [DONE].`, { retryable: true });
   }
-  finalUsage(ctx);
+  // Broken before its usage chunk, the last block seen may be a running count (usage on the first
+  // chunk: completion 0): left partial, stage meter charges at least the text delivered.
+  if (!brokeAfterFinish || usageAfterFinish) finalUsage(ctx);
   yield doneEvent(DONE);
 }
 
