@@ -351,6 +351,25 @@ t.test('after the first event', async (t) => {
     t.ok(done.usage.outputTokens > 100, `${done.usage.outputTokens} output tokens for ${words.length} delivered characters`);
   });
 
+  t.test('a body that ends cleanly after every choice finished, with only an early running usage block and no [DONE], meters at least the delivered text', async (t) => {
+    const words = 'lorem ipsum dolor sit amet consectetur adipiscing elit '.repeat(40);
+    const primary = await startRawUpstream(t, (socket) => {
+      socket.write(SSE_HEAD_CHUNKED);
+      socket.write(httpChunk(chatChunk('', { usage: { prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 } })));
+      socket.write(httpChunk(chatChunk(words)));
+      socket.write(httpChunk(chatChunk(null)));
+      socket.end('0\r\n\r\n');
+    });
+    const node = await nodeWith(t, primary.url, primary.url);
+    const { text, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(10_000));
+    t.equal(contentOf(text), words);
+    t.match(text, /data: \[DONE\]\n\n$/, 'the node adds [DONE] for the finished answer');
+    const done = await finishedRequest(node, requestId);
+    t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
+    t.equal(done.usage.estimated, true, 'the running count is no final one: the estimate from the delivered text');
+    t.ok(done.usage.outputTokens > 100, `${done.usage.outputTokens} output tokens for ${words.length} delivered characters`);
+  });
+
   t.test('an upstream that stalls after [DONE] does not hold back the caller’s [DONE] for its timeout', async (t) => {
     const primary = await startRawUpstream(t, (socket) => {
       socket.write(SSE_HEAD_CHUNKED);

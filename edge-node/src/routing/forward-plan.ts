@@ -40,6 +40,12 @@ export type AttemptResult =
        * metered (from the estimate: no usage was read) and charged. Only on a final failure.
        */
       upstreamBilled?: true;
+      /**
+       * Retryable, but not on the same target: it did the work (and bills it) and would answer the
+       * same way again (an answer compressed although identity was asked for). The plan goes on with
+       * the next target.
+       */
+      nextTargetOnly?: true;
     };
 
 /**
@@ -143,6 +149,7 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
         if (outcome.retryAfterSeconds !== undefined) ctx.responseHeaders['retry-after'] = String(outcome.retryAfterSeconds);
         return rejectWith(outcome.error);
       }
+      if (outcome.nextTargetOnly === true) break;
     }
   }
   return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
@@ -264,8 +271,11 @@ function failureOf(err: unknown, target: RuntimeTarget, signal: AbortSwitch): Ex
     case 'ZN_ERR_UPSTREAM_UNAVAILABLE':
       return { kind: 'failed', error, outcome: 'connect', httpStatus: null, retryable: true };
     case 'ZN_ERR_UPSTREAM_ERROR':
-      // Retryable when it says so (a compressed answer: refuseEncodedAnswer); nothing reached the caller.
-      return { kind: 'failed', error, outcome: 'error', httpStatus: null, retryable: error.retryable };
+      // Retryable when it says so (a compressed answer: refuseEncodedAnswer): nothing reached the
+      // caller and another target may answer, but this one did the work and would send it the same way.
+      return error.retryable
+        ? { kind: 'failed', error, outcome: 'error', httpStatus: null, retryable: true, nextTargetOnly: true }
+        : { kind: 'failed', error, outcome: 'error', httpStatus: null, retryable: false };
     default:
       return { kind: 'failed', error, outcome: 'error', httpStatus: null, retryable: false };
   }

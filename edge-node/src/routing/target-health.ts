@@ -89,8 +89,9 @@ export class TargetHealth {
       } else if (probe === undefined && now >= state.ejectedUntil) {
         // The others keep it last while this probe runs (and if this request never gets to it).
         state.ejectedUntil = now + state.cooldownMs;
+        // A probe still out (an attempt outlasting the cooldown) keeps its place: its failure is the answer.
+        if (!state.probing) state.probeSince = now;
         state.probing = true;
-        state.probeSince = now;
         probe = target;
       } else {
         (ejected ??= []).push(target);

@@ -147,3 +147,16 @@ t.test('a failure of an attempt started before the probe was handed out is not t
   t.same(names(health.order(plan, 3499)), ['b/m', 'a/m'], 'ejected again for twice as long from the probe\'s failure');
   t.same(names(health.order(plan, 3500)), ['a/m', 'b/m']);
 });
+
+t.test('a probe that outlasts the cooldown and then fails is still the probe\'s answer: the cooldown doubles', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000, maxCooldownMs: 60_000 });
+  const a = target('a');
+  const plan = [target('b'), a];
+  t.equal(health.note(a, 'failed', 0, 0), 'ejected');
+  t.same(names(health.order(plan, 1000)), ['a/m', 'b/m'], 'the probe, sent at 1000');
+  // The probe hangs for 5 s (a host that drops packets); the cooldown it set passes meanwhile.
+  t.same(names(health.order(plan, 2000)), ['a/m', 'b/m'], 'a plan after that cooldown tries it first too');
+  t.equal(health.note(a, 'failed', 6000, 1000), undefined, 'the first probe times out at 6000');
+  t.same(names(health.order(plan, 7999)), ['b/m', 'a/m'], 'ejected again for twice the first cooldown from its failure');
+  t.same(names(health.order(plan, 8000)), ['a/m', 'b/m']);
+});

@@ -456,8 +456,6 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
   let done = false;
   /** A usage block came in or after the chunk that finished the last choice: the final one, not a running count. */
   let usageAfterFinish = false;
-  /** The body broke (a reset, a stall) after every choice finished. */
-  let brokeAfterFinish = false;
   let afterDone: NodeJS.Timeout | undefined;
   try {
     for await (const sse of parseSse(response.body, MAX_SSE_EVENT_BYTES, sseIdleDeadline(response.body, upstream, source.timeoutMs))) {
@@ -509,7 +507,6 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     const failure = classifyUpstreamFailure(err, upstream);
     // Nor does a break (a reset, a stall) once every choice finished: ended as a clean end there is (below).
     if (!isBodyBreak(failure) || finished.size < source.choices) throw failure;
-    brokeAfterFinish = true;
   } finally {
     clearTimeout(afterDone);
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
@@ -522,9 +519,10 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     // reached the caller, so another target may still answer.
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before [DONE].`, { retryable: true });
   }
-  // Broken before its usage chunk, the last block seen may be a running count (usage on the first
-  // chunk: completion 0): left partial, stage meter charges at least the text delivered.
-  if (!brokeAfterFinish || usageAfterFinish) finalUsage(ctx);
+  // Without [DONE] (ended or broken), the last block seen before the finish may be a running count
+  // (usage on the first chunk: completion 0): unless one came with or after the finish it is left
+  // partial, and stage meter charges at least the text delivered.
+  if (usageAfterFinish) finalUsage(ctx);
   yield doneEvent(DONE);
 }
 
