@@ -3,6 +3,7 @@
 // fallback answers; after it, the stream ends with the node's own error event and the request is
 // recorded failed; a complete answer ([DONE]) survives a later break; a stream request answered
 // with JSON fails clearly; an upstream 429 is passed on with a Retry-After.
+import type { Socket } from 'node:net';
 import t from 'tap';
 import OpenAI from 'openai';
 import { TargetHealth } from '../../edge-node/src/routing/target-health.js';
@@ -332,43 +333,30 @@ t.test('after the first event', async (t) => {
     t.same(done.attempts.map((a) => a.outcome), ['ok']);
   });
 
-  t.test('a connection reset after every choice finished but before the usage chunk meters at least the delivered text, the early running usage being no final count', async (t) => {
-    const words = 'lorem ipsum dolor sit amet consectetur adipiscing elit '.repeat(40);
-    const primary = await startRawUpstream(t, (socket) => {
-      socket.write(SSE_HEAD_CHUNKED);
-      // A running usage block on the first chunk (prompt counted, nothing generated yet).
-      socket.write(httpChunk(chatChunk('', { usage: { prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 } })));
-      socket.write(httpChunk(chatChunk(words)));
-      socket.write(httpChunk(chatChunk(null)), () => setTimeout(() => socket.resetAndDestroy(), 30));
+  // A running usage block on the first chunk (prompt counted, nothing generated yet) is no final
+  // count: whether the body then breaks or ends without [DONE], the delivered text is metered.
+  for (const [ending, end] of [
+    ['a connection reset', (socket: Socket) => setTimeout(() => socket.resetAndDestroy(), 30)],
+    ['a clean end without [DONE]', (socket: Socket) => socket.end('0\r\n\r\n')],
+  ] as const) {
+    t.test(`${ending} after every choice finished, with only an early running usage block, meters at least the delivered text`, async (t) => {
+      const words = 'lorem ipsum dolor sit amet consectetur adipiscing elit '.repeat(40);
+      const primary = await startRawUpstream(t, (socket) => {
+        socket.write(SSE_HEAD_CHUNKED);
+        socket.write(httpChunk(chatChunk('', { usage: { prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 } })));
+        socket.write(httpChunk(chatChunk(words)));
+        socket.write(httpChunk(chatChunk(null)), () => end(socket));
+      });
+      const node = await nodeWith(t, primary.url, primary.url);
+      const { text, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(10_000));
+      t.equal(contentOf(text), words);
+      t.match(text, /data: \[DONE\]\n\n$/, 'the node adds [DONE] for the finished answer');
+      const done = await finishedRequest(node, requestId);
+      t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
+      t.equal(done.usage.estimated, true, 'the running count is no final one: the estimate from the delivered text');
+      t.ok(done.usage.outputTokens > 100, `${done.usage.outputTokens} output tokens for ${words.length} delivered characters`);
     });
-    const node = await nodeWith(t, primary.url, primary.url);
-    const { text, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(10_000));
-    t.equal(contentOf(text), words);
-    t.match(text, /data: \[DONE\]\n\n$/);
-    const done = await finishedRequest(node, requestId);
-    t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
-    t.equal(done.usage.estimated, true, 'partial counts: the estimate from the delivered text');
-    t.ok(done.usage.outputTokens > 100, `${done.usage.outputTokens} output tokens for ${words.length} delivered characters`);
-  });
-
-  t.test('a body that ends cleanly after every choice finished, with only an early running usage block and no [DONE], meters at least the delivered text', async (t) => {
-    const words = 'lorem ipsum dolor sit amet consectetur adipiscing elit '.repeat(40);
-    const primary = await startRawUpstream(t, (socket) => {
-      socket.write(SSE_HEAD_CHUNKED);
-      socket.write(httpChunk(chatChunk('', { usage: { prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 } })));
-      socket.write(httpChunk(chatChunk(words)));
-      socket.write(httpChunk(chatChunk(null)));
-      socket.end('0\r\n\r\n');
-    });
-    const node = await nodeWith(t, primary.url, primary.url);
-    const { text, requestId } = await streamCall(node, 'solo', AbortSignal.timeout(10_000));
-    t.equal(contentOf(text), words);
-    t.match(text, /data: \[DONE\]\n\n$/, 'the node adds [DONE] for the finished answer');
-    const done = await finishedRequest(node, requestId);
-    t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
-    t.equal(done.usage.estimated, true, 'the running count is no final one: the estimate from the delivered text');
-    t.ok(done.usage.outputTokens > 100, `${done.usage.outputTokens} output tokens for ${words.length} delivered characters`);
-  });
+  }
 
   t.test('an upstream that stalls after [DONE] does not hold back the caller’s [DONE] for its timeout', async (t) => {
     const primary = await startRawUpstream(t, (socket) => {
