@@ -51,7 +51,8 @@ export async function sendToUpstream(
  * Throws unaskedEncodingError's ZN_ERR_UPSTREAM_ERROR for a compressed answer, JSON or stream,
  * before any of it is parsed; its body is read off and dropped (a bare destroy() would raise an
  * 'error' nobody listens to). Thrown, the attempt fails as any read failure does (forwardPlan):
- * retryable, so the route's retries and fallbacks apply and target health counts it a failure.
+ * retryable, so the route's fallbacks apply (not its retries: forwardPlan goes on to the next target,
+ * this one did the work) and target health counts it a failure.
  */
 export function refuseEncodedAnswer(response: UpstreamResponse, upstream: string): void {
   const error = unaskedEncodingError(upstream, response.headers['content-encoding'], true);

@@ -14,8 +14,7 @@
  */
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
 import type { RuntimeTarget } from '../config/runtime-config.js';
-import { isZenovaError, zenovaError } from '../errors.js';
-import type { ZenovaError } from '../errors.js';
+import { isZenovaError, zenovaError, ZenovaError } from '../errors.js';
 import type { PipelineContext, UpstreamReply } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
@@ -128,11 +127,18 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
   const { route, plan } = ctx;
   if (route === undefined || plan === undefined || plan.length === 0) return reject('ZN_ERR_INTERNAL', 'The request has no route plan.');
   let lastFailure: ZenovaError | undefined;
+  // A target did the work but its answer was unusable (nextTargetOnly): the final failure tells
+  // SDKs not to resend, or each of their retries would be billed by that upstream again.
+  let workDone = false;
+  const finalFailure = (): StageResult => {
+    const error = lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE');
+    return rejectWith(workDone && error.retryable ? notRetryable(error) : error);
+  };
   for (const target of plan) {
     const timeoutMs = Math.min(route.timeoutMs, target.upstream.timeoutMs);
     for (let tries = 0; tries <= route.retries; tries++) {
       if (ctx.callerGone.aborted) return callerGone();
-      if (ctx.attempts.length >= MAX_ATTEMPTS) return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
+      if (ctx.attempts.length >= MAX_ATTEMPTS) return finalFailure();
       const startedAt = ctx.clock.monotonic();
       const outcome = await attemptOnce(ctx, target, timeoutMs, attempt, startedAt);
       if (outcome === 'answered' && ctx.reply?.kind === 'stream') {
@@ -149,10 +155,17 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
         if (outcome.retryAfterSeconds !== undefined) ctx.responseHeaders['retry-after'] = String(outcome.retryAfterSeconds);
         return rejectWith(outcome.error);
       }
-      if (outcome.nextTargetOnly === true) break;
+      if (outcome.nextTargetOnly === true) {
+        workDone = true;
+        break;
+      }
     }
   }
-  return rejectWith(lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE'));
+  return finalFailure();
+}
+
+function notRetryable(error: ZenovaError): ZenovaError {
+  return new ZenovaError(error.code, error.message, { status: error.status, type: error.type, retryable: false, param: error.param ?? undefined });
 }
 
 /**

@@ -108,7 +108,14 @@ export class TargetHealth {
    * when it ends) went; returns the change it made, if any.
    */
   note(target: RuntimeTarget, health: AttemptHealth, now: number, startedAt = now): HealthChange | undefined {
-    if (health === 'neutral') return undefined;
+    if (health === 'neutral') {
+      if (this.states.size === 0) return undefined;
+      const state = this.states.get(keyOf(target));
+      // A probe that ended with no verdict (a 429, the caller leaving) is no longer out: the next
+      // probe's own start then counts, or a failure of an attempt older than it would be taken as its answer.
+      if (state !== undefined && state.probing && startedAt >= state.probeSince) state.probing = false;
+      return undefined;
+    }
     if (health === 'reachable') {
       if (this.states.size === 0) return undefined;
       const key = keyOf(target);

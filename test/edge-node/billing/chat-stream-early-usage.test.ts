@@ -22,7 +22,7 @@ const usage = (completion: number): Record<string, unknown> => ({ prompt_tokens:
  * A stream whose first chunk carries `firstUsage` and whose content chunks carry `pieceUsage(i)`
  * (counts after chunk i), then `end`: the upstream's connection dropped, or a proper finish.
  */
-function stream(firstUsage: unknown, pieceUsage: (i: number) => unknown, end: 'cut' | 'done' | 'finish-reason-only'): (res: http.ServerResponse) => void {
+function stream(firstUsage: unknown, pieceUsage: (i: number) => unknown, end: 'cut' | 'done' | 'finish-reason-only' | 'done-without-final-usage'): (res: http.ServerResponse) => void {
   return (res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     let text = chunk({ role: 'assistant', content: '' }, firstUsage);
@@ -32,8 +32,8 @@ function stream(firstUsage: unknown, pieceUsage: (i: number) => unknown, end: 'c
       res.write(text, () => res.socket?.destroy());
       return;
     }
-    text += chunk({}, usage(PIECES * 120), 'stop');
-    res.end(end === 'done' ? `${text}data: [DONE]\n\n` : text);
+    text += chunk({}, end === 'done-without-final-usage' ? null : usage(PIECES * 120), 'stop');
+    res.end(end === 'finish-reason-only' ? text : `${text}data: [DONE]\n\n`);
   };
 }
 
@@ -63,6 +63,15 @@ t.test('usage seen before an OpenAI-compatible stream finished is partial', asyn
     t.equal(status, 200);
     t.equal(record.status, 'ok');
     t.same(record.usage, { inputTokens: 1000, outputTokens: PIECES * 120, estimated: false });
+  });
+
+  await t.test('a stream that finished with [DONE] whose only usage came on its first chunk is charged the output it delivered, estimated', async (t) => {
+    node.answer(stream(usage(0), () => null, 'done-without-final-usage'));
+    const { status, record } = await node.post('/v1/chat/completions', body);
+    t.equal(status, 200);
+    t.equal(record.status, 'ok');
+    t.same(record.usage, { inputTokens: 1000, outputTokens: delivered, estimated: true }, 'not 0: the block was a running count');
+    t.equal(record.cost.costMicros, 1000 * 3 + delivered * 15);
   });
 
   await t.test('a stream that finished every choice but sent no [DONE] uses the last usage seen, exact', async (t) => {

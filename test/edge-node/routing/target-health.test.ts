@@ -160,3 +160,17 @@ t.test('a probe that outlasts the cooldown and then fails is still the probe\'s 
   t.same(names(health.order(plan, 7999)), ['b/m', 'a/m'], 'ejected again for twice the first cooldown from its failure');
   t.same(names(health.order(plan, 8000)), ['a/m', 'b/m']);
 });
+
+t.test('a probe that ends with no verdict (a 429, the caller gone) is no longer out: the next probe\'s success is not lost to an older attempt\'s failure', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000 });
+  const a = target('a');
+  const plan = [target('b'), a];
+  t.equal(health.note(a, 'failed', 0, 0), 'ejected');
+  t.same(names(health.order(plan, 1000)), ['a/m', 'b/m'], 'the first probe, sent at 1000');
+  t.equal(health.note(a, 'neutral', 1100, 1000), undefined, 'it gets a 429');
+  // A last-resort stream to the target starts at 1500 and runs on.
+  t.same(names(health.order(plan, 2000)), ['a/m', 'b/m'], 'the second probe, sent at 2000');
+  t.equal(health.note(a, 'failed', 2100, 1500), undefined, 'the stream started at 1500 breaks: not the second probe\'s answer');
+  t.equal(health.note(a, 'reachable', 2200, 2000), 'restored', 'the second probe answers');
+  t.notOk(health.isEjected(a));
+});

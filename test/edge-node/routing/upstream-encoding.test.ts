@@ -1,8 +1,9 @@
 // Upstream calls ask for uncompressed answers: the node reads and parses upstream bodies as sent,
 // so without `accept-encoding: identity` an upstream or proxy free to compress (no Accept-Encoding
 // means any coding is acceptable) gzipped its JSON and the caller got a 502. The caller's own
-// Accept-Encoding is never forwarded; an upstream that compresses anyway fails the attempt (retried,
-// falls back, counted against the target's health), and is a 502 naming the coding when no target answers.
+// Accept-Encoding is never forwarded; an upstream that compresses anyway fails the attempt (never
+// sent again to that target: it did the work; falls back, counted against the target's health), and
+// is a 502 naming the coding when no target answers, with x-should-retry: false.
 import t from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -136,6 +137,7 @@ t.test('an upstream that compresses its chat stream anyway fails the attempt as 
     const res = await post(node, '/v1/chat/completions', { model: 'echo', stream, messages: [{ role: 'user', content: 'hi' }] }, { authorization: `Bearer ${node.secret}` });
     const body = (await res.json()) as { error?: { code?: string; message?: string } };
     t.equal(res.status, 502, `stream ${stream}`);
+    t.equal(res.headers.get('x-should-retry'), 'false', `stream ${stream}: the target did the work; an SDK resending would be billed again`);
     t.same(body.error, { message: 'Upstream "demo" answered with Content-Encoding "gzip" although the node asked for identity.', type: 'server_error', param: null, code: 'ZN_ERR_UPSTREAM_ERROR' }, `stream ${stream}`);
   }
   const [json, streamed] = node.finished;
@@ -150,6 +152,7 @@ t.test('an upstream that compresses its Anthropic stream anyway fails the attemp
     const res = await post(node, '/v1/messages', { model: 'claude', max_tokens: 50, stream, messages: [{ role: 'user', content: 'hi' }] }, { 'x-api-key': node.secret });
     const body = (await res.json()) as { type?: string; error?: { type?: string; message?: string } };
     t.equal(res.status, 502, `stream ${stream}`);
+    t.equal(res.headers.get('x-should-retry'), 'false', `stream ${stream}`);
     t.match(body, { type: 'error', error: { type: 'api_error', message: 'Upstream "claude" answered with Content-Encoding "gzip" although the node asked for identity.' } }, `stream ${stream}`);
   }
   const [json, streamed] = node.finished;

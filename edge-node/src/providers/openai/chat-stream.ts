@@ -463,7 +463,10 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       if (done) continue;
       if (sse.data === '[DONE]') {
         done = true;
-        finalUsage(ctx);
+        // The last block is final only if it came with or after the finish: usage on the first
+        // chunk alone (completion 0) is a running count, [DONE] or not. A stream with no finish_reason
+        // at all cannot be judged that way; its last block is taken as it always was.
+        if (usageAfterFinish || finished.size < source.choices) finalUsage(ctx);
         afterDone = setTimeout(() => response.body.destroy(), AFTER_DONE_GRACE_MS);
         yield doneEvent(sse);
         continue;
@@ -519,17 +522,18 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     // reached the caller, so another target may still answer.
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before [DONE].`, { retryable: true });
   }
-  // Without [DONE] (ended or broken), the last block seen before the finish may be a running count
-  // (usage on the first chunk: completion 0): unless one came with or after the finish it is left
-  // partial, and stage meter charges at least the text delivered.
+  // As at [DONE]: the last block seen before the finish may be a running count (usage on the first
+  // chunk: completion 0): unless one came with or after the finish it is left partial, and stage
+  // meter charges at least the text delivered.
   if (usageAfterFinish) finalUsage(ctx);
   yield doneEvent(DONE);
 }
 
 /**
- * The stream finished properly ([DONE], or every choice's finish_reason before the body ended): the
- * last usage block seen holds the final counts. A stream that never gets here (cut, failed, the
- * caller gone) keeps them partial, and stage meter charges at least the text it delivered.
+ * The stream finished properly ([DONE], or every choice's finish_reason before the body ended) and
+ * its last usage block came with or after the finish: that block holds the final counts. A stream
+ * that never gets here (cut, failed, the caller gone, only a running count) keeps them partial, and
+ * stage meter charges at least the text it delivered.
  */
 function finalUsage(ctx: PipelineContext): void {
   if (ctx.upstreamUsage !== null) ctx.upstreamUsage.partial = false;
