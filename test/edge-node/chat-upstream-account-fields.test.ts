@@ -7,7 +7,7 @@
 // Anthropic's web search and code execution tools and a code execution `container`; so are the
 // fields naming other models a router or proxy would serve instead of the alias, past the key's
 // allowed models (OpenRouter's `models`, `route` and `plugins`, LiteLLM's `fallbacks`,
-// `fallback_models`; Anthropic's server-side `fallbacks` and their beta). Each is refused, naming
+// `context_window_fallbacks` and `content_policy_fallbacks`, `fallback_models`; Anthropic's server-side `fallbacks` and their beta). Each is refused, naming
 // the field and why; the rest passes through.
 import Anthropic from '@anthropic-ai/sdk';
 import t from 'tap';
@@ -93,6 +93,8 @@ t.test('chat fields that act for the upstream account', async (t) => {
     ['fallbacks', { fallbacks: ['gpt-4.5-preview'] }],
     ['fallbacks', { fallbacks: [{ model: 'gpt-4.5-preview', messages: [{ role: 'user', content: 'hi' }] }] }],
     ['fallback_models', { fallback_models: ['gpt-4.5-preview'] }],
+    ['context_window_fallbacks', { context_window_fallbacks: [{ 'gpt-3.5-turbo': ['gpt-4.5-preview'] }] }],
+    ['content_policy_fallbacks', { content_policy_fallbacks: [{ 'gpt-3.5-turbo': ['claude-opus-4'] }] }],
   ];
 
   t.test('fields naming other models are refused on chat, naming the field, nothing forwarded, recorded rejected', async (t) => {
@@ -107,7 +109,7 @@ t.test('chat fields that act for the upstream account', async (t) => {
       }
     }
     t.equal(upstream.requests.length, before, 'nothing was forwarded');
-    for (const extra of [{ models: null, route: null, fallbacks: null, fallback_models: null, plugins: null }, {}]) {
+    for (const extra of [{ models: null, route: null, fallbacks: null, context_window_fallbacks: null, content_policy_fallbacks: null, fallback_models: null, plugins: null }, {}]) {
       await node.client().chat.completions.create(chat(extra) as never);
       t.same(upstream.requests.at(-1)?.body, { ...chat(extra), model: 'demo-echo' }, `${JSON.stringify(extra)} passes through as sent`);
     }

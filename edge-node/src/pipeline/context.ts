@@ -58,6 +58,12 @@ export interface TextSlot {
    * estimated as output.
    */
   readonly repeated?: boolean;
+  /**
+   * A mask would break the text: a tool call's name in an answer, which the client dispatches on.
+   * A mask rule's match blocks instead, as a block rule's does (fail closed). Checked whole, in a
+   * stream in its own event, apart from the running texts.
+   */
+  readonly unmaskable?: boolean;
 }
 
 /**

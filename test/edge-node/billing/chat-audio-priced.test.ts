@@ -1,6 +1,6 @@
 // OpenAI bills audio tokens at several times its text price, while the node charges a model's one
 // per-token price: a priced chat request asking for audio output (`modalities` naming anything but
-// text, or `audio`) or carrying `input_audio` parts is refused with ZN_ERR_INVALID_REQUEST before
+// text, or `audio`) or carrying `input_audio` or (vLLM's) `audio_url` parts is refused with ZN_ERR_INVALID_REQUEST before
 // anything is reserved or forwarded, as `service_tier: "priority"` is. An unpriced request (a model
 // without a price) bills nothing, so it may ask for audio (docs/billing.md).
 import t from 'tap';
@@ -13,10 +13,13 @@ const answer = json({
 });
 const text = [{ role: 'user', content: 'Say hello.' }];
 const spokenInput = [{ role: 'user', content: [{ type: 'text', text: 'Transcribe:' }, { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } }] }];
+// vLLM's audio parts: a URL (often a base64 data URL) instead of input_audio's data.
+const audioUrlInput = [{ role: 'user', content: [{ type: 'text', text: 'Transcribe:' }, { type: 'audio_url', audio_url: { url: 'data:audio/wav;base64,UklGRg==' } }] }];
 const AUDIO_REQUESTS: Array<[string, Record<string, unknown>, string]> = [
   ['audio output in modalities', { messages: text, modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' } }, 'modalities'],
   ['an audio parameter alone', { messages: text, audio: { voice: 'alloy', format: 'wav' } }, 'audio'],
   ['an input_audio part', { messages: spokenInput }, 'messages[0].content[1]'],
+  ['an audio_url part', { messages: [...text, { role: 'assistant', content: 'Send it.' }, ...audioUrlInput] }, 'messages[2].content[1]'],
 ];
 
 t.test('a priced chat request asking for audio is refused before anything is reserved or forwarded', async (t) => {

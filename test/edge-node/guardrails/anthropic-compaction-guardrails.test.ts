@@ -1,5 +1,5 @@
 // Guardrails over Anthropic `compaction` blocks (a model-written summary the client sends back
-// later) and over blocks and deltas of types the node does not know: the summary is checked in a
+// later) and the `instructions` a compaction edit gives the model (`context_management.edits[]`), and over blocks and deltas of types the node does not know: the summary is checked in a
 // request, a JSON answer and a stream (its `compaction_delta` whole, as SDKs assign it), its
 // encrypted_content and signature left as they came; an unknown block's strings are checked, an
 // unknown delta carrying strings blocks the stream under output rules.
@@ -51,6 +51,24 @@ t.test('an input block rule refuses a request whose compaction summary holds a m
   t.equal(status, 400);
   t.match(text, /ZN_ERR_GUARDRAIL_BLOCKED/);
   t.equal(upstream.requests.length, before);
+});
+
+t.test("input rules check a compaction edit's instructions: a mask rewrites them upstream, a block refuses the request", async (t) => {
+  const { upstream, node } = await startGuardedNode(t, [
+    { detector: 'email', action: 'mask', on: 'input' },
+    { detector: 'keywords', keywords: ['aurora'], action: 'block', on: 'input' },
+  ]);
+  upstream.answer = { json: message([{ type: 'text', text: 'ok' }]) };
+  const compact = (instructions: string): Record<string, unknown> => ({ edits: [{ type: 'compact_20260112', trigger: { type: 'input_tokens', value: 150000 }, instructions }] });
+  const masked = await post(node, node.secret, { context_management: compact(`Keep ${EMAIL} in the summary.`), messages: [{ role: 'user', content: 'hi' }] });
+  t.equal(masked.status, 200);
+  const sent = upstream.requests.at(-1)!.body as { context_management: unknown };
+  t.same(sent.context_management, compact('Keep [EMAIL] in the summary.'));
+  const before = upstream.requests.length;
+  const blocked = await post(node, node.secret, { context_management: compact('Always mention project aurora.'), messages: [{ role: 'user', content: 'hi' }] });
+  t.equal(blocked.status, 400);
+  t.match(blocked.text, /ZN_ERR_GUARDRAIL_BLOCKED/);
+  t.equal(upstream.requests.length, before, 'nothing forwarded');
 });
 
 t.test('an output mask rule masks the summary of a compaction block in a JSON answer', async (t) => {

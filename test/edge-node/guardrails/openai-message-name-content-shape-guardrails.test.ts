@@ -1,5 +1,5 @@
-// Guardrails over an OpenAI chat message's `name` (rendered into the prompt: checked as input, a
-// mask writing a placeholder OpenAI's name pattern takes) and over `content` in shapes OpenAI does
+// Guardrails over an OpenAI chat message's `name` and a file part's `filename` (given to the model:
+// checked as input, a mask writing a placeholder without brackets, as OpenAI's name pattern takes) and over `content` in shapes OpenAI does
 // not define (one part object, a text part whose `text` is not a string): refused in a request
 // with ZN_ERR_INVALID_REQUEST naming the field, every string checked in a JSON answer, a stream
 // chunk carrying one blocked under output rules.
@@ -51,6 +51,26 @@ t.test('an input mask rule masks a message name with a placeholder OpenAI name p
   const kept = (await record(res.requestId)).bodies?.request ?? '';
   t.notOk(kept.includes(CARD) || kept.includes(EMAIL), 'the record keeps the masked name');
   t.match(kept, /"name":"BANK_CARD"/);
+});
+
+t.test("an input mask rule masks a file part's filename with a placeholder without brackets, leaving its data as sent", async (t) => {
+  const { upstream, node } = await startGuardedNode(t, [{ detector: 'bank-card', action: 'mask', on: 'input' }]);
+  upstream.answer = { json: completion('ok') };
+  const file = (filename: string): Record<string, unknown> => ({ type: 'file', file: { filename, file_data: 'data:application/pdf;base64,JVBERi0=' } });
+  const res = await post(node, { messages: [{ role: 'user', content: [{ type: 'text', text: 'summarise' }, file(`statement-${CARD}.pdf`)] }] });
+  t.equal(res.status, 200);
+  const sent = upstream.requests.at(-1)!.body as { messages: Array<{ content: unknown[] }> };
+  t.same(sent.messages[0]!.content[1], file('statement-BANK_CARD.pdf'));
+});
+
+t.test("an input block rule refuses a request whose file part's filename holds a secret, forwarding nothing", async (t) => {
+  const { upstream, node } = await startGuardedNode(t, [{ detector: 'secret', action: 'block', on: 'input' }]);
+  const before = upstream.requests.length;
+  const res = await post(node, { messages: [{ role: 'user', content: [{ type: 'file', file: { filename: `${SECRET}.txt`, file_id: 'file-abc' } }] }] });
+  t.equal(res.status, 400);
+  t.match(res.text, /ZN_ERR_GUARDRAIL_BLOCKED/);
+  t.notOk(res.text.includes(SECRET));
+  t.equal(upstream.requests.length, before);
 });
 
 t.test('an input block rule refuses a request whose message name holds a secret, forwarding nothing', async (t) => {

@@ -15,7 +15,7 @@ import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
 import { inBandFailure, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { contentPartSlots, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
+import { NameSlot, contentPartSlots, functionNameSlot, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -120,38 +120,24 @@ function collectContentTexts(holder: Record<string, unknown>, into: TextSlot[]):
 }
 
 /**
- * An answer's choice message as slots: its texts (collectMessageTexts), its `annotations`' strings
+ * An answer's choice message as slots: its texts (collectMessageTexts), its tool calls' function
+ * names (ToolNameSlot: a match blocks, a mask would break the call), its `annotations`' strings
  * (a `url_citation`'s title and URL: not the model's words, chat-annotations.ts) and an audio
  * answer's `transcript`. The audio itself (`audio.data`) is speech the rules cannot read, so a
  * message carrying it marks the list partial: output rules block the answer (fail closed).
  */
 function collectAnswerTexts(message: Record<string, unknown>, into: TextSlot[]): void {
   collectMessageTexts(message, into);
+  if (Array.isArray(message.tool_calls)) {
+    for (const call of message.tool_calls) if (isRecord(call) && isKnownToolCall(call)) functionNameSlot(call.function, into);
+  }
+  functionNameSlot(message.function_call, into);
   if (message.annotations !== undefined) annotationSlots(message.annotations, into, (holder, key) => new AnnotationSlot(holder, key));
   const audio = message.audio;
   if (!isRecord(audio)) return;
   if (typeof audio.transcript === 'string') into.push(new FieldSlot(audio, 'transcript'));
   if (audio.data !== undefined && audio.data !== null && audio.data !== '') markPartial(into);
 }
-
-/**
- * A message's `name` (the participant's, rendered into the prompt). OpenAI takes only names of
- * `[a-zA-Z0-9_-]` (64 at most), so a mask writes each placeholder without its brackets (`EMAIL`, not
- * `[EMAIL]`) to keep a masked name one the upstream takes. Counted by the prompt's template
- * tokens (billing/prompt-sections.ts), so repeated here: checked, not estimated again.
- */
-class NameSlot extends RepeatedSlot {
-  override get text(): string {
-    return super.text;
-  }
-
-  override set text(value: string) {
-    super.text = value === super.text ? value : value.replace(PLACEHOLDER_BRACKETS, '$1');
-  }
-}
-
-/** A detector's placeholder (`[EMAIL]`, `[BANK_CARD]`, `[REDACTED]`…), its name captured. */
-const PLACEHOLDER_BRACKETS = /\[([A-Z_]+)\]/g;
 
 /** A message's plain-text fields besides content. */
 const TEXT_FIELDS = ['reasoning_content', 'reasoning', 'refusal'] as const;

@@ -2,7 +2,8 @@
  * The text of an OpenAI chat message's content parts, for guardrails: a part's `text` and a
  * refusal part's `refusal`; a reasoning part's `thinking`, a string or parts nested in it (Mistral's
  * `{type:'thinking', thinking:[{type:'text', text}]}`), at any depth. Media parts (MEDIA_PART_TYPES:
- * an image or file URL, base64 audio) are not text: only a `text` beside their payload is read. A
+ * an image or file URL, base64 audio) are not text: only a `text` beside their payload is read, and
+ * a file part's `filename` (NameSlot). A
  * part of any other type has a shape the node does not know, so none of its text may pass unseen:
  * in a request or JSON answer every string in it (but `type` tags) is checked, each whole; a
  * streamed delta's such part, whose strings may be pieces of a text, is refused under output rules
@@ -14,7 +15,8 @@
 import type { TextSlot } from '../../pipeline/context.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
 import { markPartial } from '../partial-texts.js';
-import { FieldSlot, isRecord } from '../text-slot.js';
+import { FieldSlot, RepeatedSlot, ToolNameSlot, isRecord } from '../text-slot.js';
+import type { DirtyMark } from '../text-slot.js';
 
 /**
  * Part types whose payload is media (a URL, base64 data), not text. Each has an input allowance
@@ -50,6 +52,32 @@ export function isKnownToolCall(call: Record<string, unknown>): boolean {
 }
 
 /**
+ * A name-like text: a message's `name` (the participant's, rendered into the prompt) or a file
+ * part's `filename`. OpenAI takes only names of `[a-zA-Z0-9_-]` (64 at most), so a mask writes each
+ * placeholder without its brackets (`EMAIL`, not `[EMAIL]`) to keep a masked name one the upstream
+ * takes, and a masked filename a plain one. Counted elsewhere (a name by the prompt's template
+ * tokens, a filename by its part's media allowance: billing/prompt-sections.ts), so repeated here:
+ * checked, not estimated again.
+ */
+export class NameSlot extends RepeatedSlot {
+  override get text(): string {
+    return super.text;
+  }
+
+  override set text(value: string) {
+    super.text = value === super.text ? value : value.replace(PLACEHOLDER_BRACKETS, '$1');
+  }
+}
+
+/** A detector's placeholder (`[EMAIL]`, `[BANK_CARD]`, `[REDACTED]`…), its name captured. */
+const PLACEHOLDER_BRACKETS = /\[([A-Z_]+)\]/g;
+
+/** The `name` of a function call (a tool call's `function`, or a legacy `function_call`) in an answer, if it has one. */
+export function functionNameSlot(fn: unknown, into: TextSlot[], owner?: DirtyMark): void {
+  if (isRecord(fn) && typeof fn.name === 'string' && fn.name !== '') into.push(new ToolNameSlot(fn, 'name', owner));
+}
+
+/**
  * Slots for the text in content `parts` (a message's or a prediction's `content` array; see the
  * file comment). Past MAX_DEPTH levels of nesting the list is marked partial (fail closed).
  */
@@ -77,6 +105,8 @@ export function contentPartSlots(parts: unknown[], into: TextSlot[], depth = 0):
     }
     if (typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
     if (typeof part.refusal === 'string') into.push(new FieldSlot(part, 'refusal'));
+    // A file's name reaches the model with the file.
+    if (part.type === 'file' && isRecord(part.file) && typeof part.file.filename === 'string') into.push(new NameSlot(part.file, 'filename'));
     const thinking = part.thinking;
     if (typeof thinking === 'string') into.push(new FieldSlot(part, 'thinking'));
     else if (Array.isArray(thinking)) contentPartSlots(thinking, into, depth + 1);

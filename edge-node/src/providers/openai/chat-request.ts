@@ -28,9 +28,9 @@ export const speedSchema = z
 
 /**
  * Fields naming models a router or proxy upstream serves instead of, or after, the one the node
- * routed to (OpenRouter's `models` and `route: "fallback"`, LiteLLM's `fallbacks`, some proxies'
- * `fallback_models`): they would reach models the key may not use, recorded and priced as the
- * alias. Also OpenRouter's `plugins` (web search and others), billed per use on top of the tokens.
+ * routed to (OpenRouter's `models` and `route: "fallback"`, LiteLLM's `fallbacks`,
+ * `context_window_fallbacks` and `content_policy_fallbacks`, some proxies' `fallback_models`): they
+ * would reach models the key may not use, recorded and priced as the alias. Also OpenRouter's `plugins` (web search and others), billed per use on top of the tokens.
  * Refused on chat and embeddings alike; `null` passes.
  */
 const OTHER_MODELS = 'not passed on: it names models the upstream would serve instead of the alias, past the models this key may use and the price this node charges';
@@ -39,6 +39,8 @@ export const refusedRouterFields = {
   route: z.null({ error: OTHER_MODELS }).optional(),
   fallbacks: z.null({ error: OTHER_MODELS }).optional(),
   fallback_models: z.null({ error: OTHER_MODELS }).optional(),
+  context_window_fallbacks: z.null({ error: OTHER_MODELS }).optional(),
+  content_policy_fallbacks: z.null({ error: OTHER_MODELS }).optional(),
   plugins: z.null({ error: 'not passed on: the upstream bills plugins (web search and others) per use on top of the tokens, above the price this node charges' }).optional(),
 };
 
@@ -177,14 +179,17 @@ export function uncheckedOutputParam(request: Record<string, unknown>): Unchecke
   return undefined;
 }
 
+/** Content parts carrying audio: OpenAI's `input_audio` (base64 data), vLLM's `audio_url` (a URL or a data URL). */
+const AUDIO_PART_TYPES: ReadonlySet<string> = new Set(['input_audio', 'audio_url']);
+
 /** Why audio is refused on a priced request (billedAbovePriceParam). */
 const AUDIO_BILLED_ABOVE_PRICE = 'not passed on for a priced model: the upstream bills audio tokens above the price this node charges';
 
 /**
  * A parameter asking for audio, which OpenAI bills at several times the text price while the node
  * charges the model's one per-token price, or undefined: audio output (`modalities` naming anything
- * but text, or an `audio` parameter, read as uncheckedOutputParam reads them) and `input_audio`
- * parts. Refused on priced requests only (stage preauthorise): an unpriced one bills nothing.
+ * but text, or an `audio` parameter, read as uncheckedOutputParam reads them) and audio parts
+ * (AUDIO_PART_TYPES). Refused on priced requests only (stage preauthorise): an unpriced one bills nothing.
  */
 export function billedAbovePriceParam(request: Record<string, unknown>): BilledAbovePrice | undefined {
   const modalities = request.modalities;
@@ -196,7 +201,7 @@ export function billedAbovePriceParam(request: Record<string, unknown>): BilledA
     const content = isRecord(message) ? message.content : undefined;
     if (!Array.isArray(content)) continue;
     for (const [p, part] of content.entries()) {
-      if (isRecord(part) && part.type === 'input_audio') return { param: `messages[${m}].content[${p}]`, reason: `no input_audio parts: ${AUDIO_BILLED_ABOVE_PRICE}` };
+      if (isRecord(part) && typeof part.type === 'string' && AUDIO_PART_TYPES.has(part.type)) return { param: `messages[${m}].content[${p}]`, reason: `no ${part.type} parts: ${AUDIO_BILLED_ABOVE_PRICE}` };
     }
   }
   return undefined;
