@@ -172,8 +172,9 @@ export type UpstreamReply =
       keepChecked?(): void;
       /**
        * The answer as the upstream wrote it, sent instead of `body` serialised when this returns it
-       * (MCP: a tool server's JSON goes on unchanged, 64-bit integers and numbers' form kept,
-       * unless something rewrote it). Asked at delivery, after the output guardrails.
+       * (MCP: a tool server's JSON goes on unchanged, 64-bit integers and numbers' form kept;
+       * once something rewrote it, re-serialised with its 64-bit integers still as written).
+       * Asked at delivery, after the output guardrails.
        */
       asWritten?(): string | undefined;
       /** See the raw kind's `failure`. */

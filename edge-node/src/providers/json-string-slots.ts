@@ -246,6 +246,13 @@ class KeySlot implements TextSlot {
     }
     Object.defineProperty(this.holder, name, { value: this.holder[this.key], writable: true, enumerable: true, configurable: true });
     delete this.holder[this.key];
+    // An integer past 2^53 under a renamed key is still written as a number (stringifyAsWritten).
+    const noted = longIntegers.get(this.holder);
+    const digits = noted?.get(this.key);
+    if (noted !== undefined && digits !== undefined) {
+      noted.delete(this.key);
+      noted.set(name, digits);
+    }
     this.key = name;
     if (this.owner !== undefined) this.owner.dirty = true;
   }
@@ -325,15 +332,63 @@ function closingQuote(text: string, open: number): number {
  * past 2^53 are read as strings of their digits (quoteLongIntegers), since JSON.parse would round
  * them (a 19-digit card checked as another number while its digits went on). Exact ones (up to
  * 2^53 - 1, a 16-digit card among them) stay numbers, checked as their digits (ValueSlot), so a
- * message rewritten by a mask keeps their type. `longIntegers`: some were read as strings (a
- * re-serialisation writes each as a string of its digits). `losesStrings`: the parse dropped
+ * message rewritten by a mask keeps their type. `longIntegers`: some were read as strings
+ * (stringifyAsWritten writes each back as the number it was). `losesStrings`: the parse dropped
  * strings of the text (a duplicate key), so the text holds something never checked. Throws as
  * JSON.parse does on text that is not JSON.
  */
 export function parseAsWritten(text: string): { value: unknown; longIntegers: boolean; losesStrings: boolean } {
-  const exact = quoteLongIntegers(text, { beyondSafeOnly: true });
-  const value: unknown = JSON.parse(exact);
-  return { value, longIntegers: exact !== text, losesStrings: losesStrings(exact, value) };
+  // Marked only when no string of the text can start with the mark (see LONG_INTEGER_MARK).
+  const marked = !text.includes('\\u0000');
+  const exact = quoteLongIntegers(text, { beyondSafeOnly: true, marked });
+  if (exact === text) {
+    const value: unknown = JSON.parse(text);
+    return { value, longIntegers: false, losesStrings: losesStrings(text, value) };
+  }
+  const value: unknown = marked ? JSON.parse(exact, noteLongInteger) : JSON.parse(exact);
+  if (marked && typeof value === 'object' && value !== null) holdsLongIntegers.add(value);
+  return { value, longIntegers: true, losesStrings: losesStrings(exact, value) };
+}
+
+/**
+ * Put before the digits of an integer parseAsWritten quoted, so the parse can tell it from a string
+ * the text wrote (and note where it sits). A JSON string holds U+0000 only as the escape `\u0000`, so
+ * the mark is used only on a text without that escape; on one with it (no MCP message has a reason
+ * to) the integers are read as strings, unnoted, and a rewrite sends them as strings.
+ */
+const LONG_INTEGER_MARK = '\u0000';
+const MARKED_INTEGER = /"\\u0000(-?\d+)"/g;
+
+/**
+ * Where parseAsWritten read an integer past 2^53 as its digits: per holder (object or array), each
+ * key and the digits read there. stringifyAsWritten writes a value that still holds those digits
+ * as the number it was; a mask that rewrote it (its placeholder) makes it a string as any other.
+ */
+const longIntegers = new WeakMap<object, Map<string, string>>();
+/** Parsed values (their outermost object or array) holding a noted integer: the others need no replacer. */
+const holdsLongIntegers = new WeakSet<object>();
+
+/** JSON.parse reviver: a marked string is an integer quoteLongIntegers quoted; its digits are noted where they sit. */
+function noteLongInteger(this: object, key: string, value: unknown): unknown {
+  if (typeof value !== 'string' || !value.startsWith(LONG_INTEGER_MARK)) return value;
+  const digits = value.slice(LONG_INTEGER_MARK.length);
+  let noted = longIntegers.get(this);
+  if (noted === undefined) longIntegers.set(this, (noted = new Map<string, string>()));
+  noted.set(key, digits);
+  return digits;
+}
+
+/**
+ * JSON.stringify of a value parseAsWritten gave (masked or redacted since), with each integer past
+ * 2^53 still in place written as the number it was, digit for digit: a 64-bit JSON-RPC `id` or
+ * argument goes out as it came, not as a string of its digits nor rounded.
+ */
+export function stringifyAsWritten(value: unknown): string {
+  if (typeof value !== 'object' || value === null || !holdsLongIntegers.has(value)) return JSON.stringify(value);
+  // The marked digits are written as strings (JSON.stringify writes no bare number text), then unquoted.
+  return JSON.stringify(value, function markLongInteger(this: object, key: string, item: unknown): unknown {
+    return typeof item === 'string' && longIntegers.get(this)?.get(key) === item ? LONG_INTEGER_MARK + item : item;
+  }).replace(MARKED_INTEGER, '$1');
 }
 
 /** Integers of 16 digits or more: past 2^53 a double rounds them. */
@@ -342,9 +397,10 @@ const LONG_INTEGER_HINT = /\d{16}/;
 /**
  * `text` (JSON) with every integer of 16 digits or more outside strings put in quotes, so JSON.parse
  * keeps its digits; `text` itself when it has none (the usual case: one regex test).
- * `beyondSafeOnly`: only those JSON.parse would round (past Number.MAX_SAFE_INTEGER).
+ * `beyondSafeOnly`: only those JSON.parse would round (past Number.MAX_SAFE_INTEGER). `marked`:
+ * each quoted one starts with LONG_INTEGER_MARK.
  */
-function quoteLongIntegers(text: string, opts: { beyondSafeOnly?: boolean } = {}): string {
+function quoteLongIntegers(text: string, opts: { beyondSafeOnly?: boolean; marked?: boolean } = {}): string {
   if (!LONG_INTEGER_HINT.test(text)) return text;
   let out = '';
   let copied = 0;
@@ -361,7 +417,7 @@ function quoteLongIntegers(text: string, opts: { beyondSafeOnly?: boolean } = {}
       // A number token is all of it: a fraction or exponent makes it a double as JSON means it.
       const integer = next !== DOT && next !== LOWER_E && next !== UPPER_E;
       if (integer && quotesInteger(text.slice(c === MINUS ? start + 1 : start, i), opts.beyondSafeOnly === true)) {
-        out += `${text.slice(copied, start)}"${text.slice(start, i)}"`;
+        out += `${text.slice(copied, start)}"${opts.marked === true ? '\\u0000' : ''}${text.slice(start, i)}"`;
         copied = i;
       } else {
         while (i < text.length && /[0-9.eE+-]/.test(text[i]!)) i += 1;

@@ -119,3 +119,24 @@ for (const mode of ['json', 'sse'] as const) {
     t.strictSame(JSON.parse(data).result.structuredContent, { createdUs: 1733130000000000, amountMicros: 1234567890123456 });
   });
 }
+
+/** A 64-bit JSON-RPC id and a negative argument past 2^53 beside a card in a string, which the mask rewrites. */
+const WIDE_CALL = '{"jsonrpc":"2.0","id":12345678901234567890,"method":"tools/call","params":{"name":"pay","arguments":{"card":"4111111111111111","orderId":-9007199254740993}}}';
+const WIDE_RESULT = '{"jsonrpc":"2.0","id":12345678901234567890,"result":{"content":[{"type":"text","text":"paid with 4111111111111111"}],"structuredContent":{"orderId":-9007199254740993}}}';
+
+for (const mode of ['json', 'sse'] as const) {
+  t.test(`a JSON-RPC id and an argument past 2^53 go out as written when a mask rewrites the message (${mode} answer)`, async (t) => {
+    const tool = await rawToolServer(t, (_req: http.IncomingMessage, res: http.ServerResponse) => {
+      res.writeHead(200, { 'content-type': mode === 'json' ? 'application/json' : 'text/event-stream' });
+      res.end(mode === 'json' ? WIDE_RESULT : `event: message\ndata: ${WIDE_RESULT}\n\n`);
+    });
+    const node = await startNode(t, tool.url);
+    const got = await postRawMcp(node.url, guarded, WIDE_CALL);
+    t.equal(got.status, 200);
+    t.equal(tool.bodies[0], WIDE_CALL.replace('"4111111111111111"', '"[BANK_CARD]"'), 'the tool server gets the masked call, its id and order id byte for byte');
+    const masked = WIDE_RESULT.replace('4111111111111111', '[BANK_CARD]');
+    t.equal(got.text, mode === 'json' ? masked : `event: message\ndata: ${masked}\n\n`, 'the caller gets the masked answer, its id and order id byte for byte');
+    await waitFor(() => node.records.length === 1, { what: 'the record' });
+    t.equal(node.records[0]!.status, 'ok', 'the answer completed the call');
+  });
+}

@@ -3,7 +3,8 @@
 // otherwise hand `Authorization: Bearer <key>` to anyone holding a Zenova API key. Relayed JSON and
 // other non-stream bodies have the key replaced, however they escape it: a key may hold any printable
 // ASCII (`"`, `\`, `&`, `<`, `>`), which JSON encoders write as `\"`, `\\`, `\u0026`, `\u003C`…
-// Event streams are redacted event by event, their framing kept.
+// Event streams are redacted event by event, their framing kept; a key a stream cuts across two
+// events (or two data lines) loses each piece of 8 characters or more where it is.
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -246,7 +247,85 @@ t.test('an event the key is redacted from keeps an integer past 2^53 as written'
   let out = '';
   for await (const chunk of withoutSecretEvents(source(), secret, 32 << 20)) out += Buffer.from(chunk).toString();
   t.notOk(out.includes(secret), 'the key is gone');
-  // Rewritten, as a JSON answer the key is redacted from: past 2^53 an integer goes as a string of its digits.
-  t.ok(out.includes('"orderId":"9007199254740993"'), 'the order id keeps its digits');
+  // Rewritten, as a JSON answer the key is redacted from: past 2^53 an integer still goes as the number it was.
+  t.ok(out.includes('"orderId":9007199254740993}'), 'the order id keeps its digits, and stays a number');
   t.notOk(out.includes('9007199254740992'), 'not the double JSON.parse rounds it to');
+});
+
+/** The pieces of `key` of 8 characters or more in `text` (any such piece holds one of its 8-character runs). */
+function keyPieces(text: string, key: string): string[] {
+  const pieces: string[] = [];
+  for (let at = 0; at + 8 <= key.length; at += 1) if (text.includes(key.slice(at, at + 8))) pieces.push(key.slice(at, at + 8));
+  return pieces;
+}
+
+t.test('a key the tool server cuts across two events, two data lines or two writes reaches the caller in no piece of 8 characters or more', async (t) => {
+  const apiKey = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c';
+  const note = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: text } })}\n\n`;
+  const answer = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text }] } })}\n\n`;
+  // Each answer as the tool server writes it, one write per element.
+  const answers = (cut: number): Record<string, string[]> => {
+    const [head, tail] = [apiKey.slice(0, cut), apiKey.slice(cut)];
+    const whole = answer(`authorization: Bearer ${apiKey} was sent`);
+    return {
+      'two events': [note(`authorization: Bearer ${head}`), answer(`${tail} was sent`)],
+      'two data lines of one event': [`event: log\ndata: authorization: Bearer ${head}\ndata: ${tail} was sent\n\n`, answer('done')],
+      'two writes of one event': [whole.slice(0, whole.indexOf(apiKey) + cut), whole.slice(whole.indexOf(apiKey) + cut)],
+    };
+  };
+  let writes: string[] = [];
+  const tool = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // Each write handed to the socket before the next, so the node reads them apart.
+      const next = (i: number): void => {
+        if (i === writes.length) res.end();
+        else res.write(writes[i]!, () => next(i + 1));
+      };
+      next(0);
+    });
+  });
+  await new Promise<void>((resolve) => tool.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => tool.close(() => resolve())));
+  const bundle = testBundle({
+    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('key-mcp', caller.sha256)],
+    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers: [{ name: 'tools', url: `http://127.0.0.1:${(tool.address() as AddressInfo).port}/mcp`, apiKey, timeoutMs: 10_000, callMicros: 0 }],
+  });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: 'node-mcp' } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  // Cut after 4 characters (that piece may pass), after 8, in the middle, 8 before the end.
+  for (const cut of [4, 8, 16, apiKey.length - 8]) {
+    for (const [how, sent] of Object.entries(answers(cut))) {
+      writes = sent;
+      const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
+      });
+      const text = await res.text();
+      t.equal(res.status, 200, `cut at ${cut}, ${how}: relayed`);
+      t.same(keyPieces(text, apiKey), [], `cut at ${cut}, ${how}: no piece of the key of 8 characters or more reaches the caller`);
+      t.match(text, /\[redacted\] was sent/, `cut at ${cut}, ${how}: the rest of the answer is relayed`);
+    }
+  }
+});
+
+t.test('a text loses the key\'s pieces of 8 characters or more at its ends, and only those', async (t) => {
+  const key = 'abcdefgh/12345678';
+  const redacted = async (data: string): Promise<string> => {
+    async function* source(): AsyncGenerator<Uint8Array> {
+      yield Buffer.from(`data: ${data}\n\n`);
+    }
+    let out = '';
+    for await (const chunk of withoutSecretEvents(source(), key, 1 << 20)) out += Buffer.from(chunk).toString();
+    return out;
+  };
+  t.equal(await redacted('{"text":"Bearer abcdefgh/1"}'), 'data: {"text":"Bearer [redacted]"}\n\n', 'the key\'s start at a string\'s end');
+  t.equal(await redacted('{"text":"h/12345678 was sent"}'), 'data: {"text":"[redacted] was sent"}\n\n', 'the key\'s end at a string\'s start');
+  t.equal(await redacted('Bearer abcdefgh/1'), 'data: Bearer [redacted]\n\n', 'at a data line\'s end, data that is not JSON');
+  const kept = ['{"text":"Bearer abcdefg"}', '{"text":"abcdefgh/1 in the middle"}', '{"text":"the end: 2345678"}'];
+  for (const data of kept) t.equal(await redacted(data), `data: ${data}\n\n`, `${data}: byte for byte`);
 });

@@ -34,6 +34,7 @@ import { releaseConcurrencySlot } from '../../rate-limit/node-rate-limiter.js';
 import { recordRequestBody, recordRequestBodyText } from '../../spool/request-record-builder.js';
 import { describeIssues } from '../../zod-issues.js';
 import type { ApiHandler } from '../api-handler.js';
+import { stringifyAsWritten } from '../json-string-slots.js';
 import { isPartial, uncheckedTextMessage } from '../partial-texts.js';
 import { isRecord } from '../text-slot.js';
 import type { DirtyMark } from '../text-slot.js';
@@ -129,7 +130,8 @@ export const mcpApi: ApiHandler = {
     const copy = callerCopy(ctx);
     const parsed = jsonRpcPostSchema.safeParse(copy.body);
     if (!parsed.success) return reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${describeIssues(parsed.error, 1).join('; ')}`);
-    const payload = parsed.data;
+    // The copy itself, not zod's rebuilt one: stringifyAsWritten knows the integers past 2^53 in it.
+    const payload = copy.body as JsonRpcPost;
     if (!Array.isArray(payload)) ctx.forwardBody = payload;
     // The record keeps what is sent (masked), batches too (an array is no forwardBody); forward
     // records the caller's text instead when that is what goes.
@@ -335,14 +337,14 @@ function callerCopy(ctx: PipelineContext): { body: unknown; text?: string } {
  * The POST's body for the tool server: the caller's text as received, so the protocol goes on
  * unchanged (integers past 2^53, numbers as written), unless an input mask rewrote the payload or
  * the text cannot go as written (callerCopy). Then it is the payload re-serialised: what was checked
- * and counted is what goes (an integer of 16 digits or more as a string of its digits).
+ * and counted is what goes (an integer past 2^53 as the number it was: stringifyAsWritten).
  */
 function sentBody(ctx: PipelineContext, call: McpCall, payload: JsonRpcPost): string {
   if (call.text !== undefined && call.masked?.dirty !== true) {
     recordRequestBodyText(ctx, call.text);
     return call.text;
   }
-  return JSON.stringify(payload);
+  return stringifyAsWritten(payload);
 }
 
 const REDACTED_SECRET = '[redacted]';
@@ -350,14 +352,57 @@ const REDACTED_SECRET = '[redacted]';
 const MIN_SECRET_CHARS = 8;
 
 /**
- * Whether `bytes` may hold the key in some form: every form has the key's longest run of letters
- * and digits as written (JSON and HTML escape only the other characters), so most answers are
- * passed by one search.
+ * Whether `bytes` may hold the key in some form, or a piece of it at a string's start or end
+ * (withoutSecretText): every form has the key's longest run of letters and digits as written (JSON
+ * and HTML escape only the other characters), and a piece that of the key's first or last
+ * MIN_SECRET_CHARS characters, so most answers are passed by three searches.
  */
 function mayHoldSecret(bytes: Buffer, secret: string): boolean {
-  let anchor = '';
-  for (const run of secret.match(/[A-Za-z0-9]+/g) ?? []) if (run.length > anchor.length) anchor = run;
-  return bytes.length >= secret.length && (anchor === '' || bytes.includes(anchor));
+  if (bytes.length < MIN_SECRET_CHARS) return false;
+  return [secret, secret.slice(0, MIN_SECRET_CHARS), secret.slice(-MIN_SECRET_CHARS)].some((part) => {
+    const anchor = longestAlphanumericRun(part);
+    return anchor === '' || bytes.includes(anchor);
+  });
+}
+
+function longestAlphanumericRun(text: string): string {
+  let longest = '';
+  for (const run of text.match(/[A-Za-z0-9]+/g) ?? []) if (run.length > longest.length) longest = run;
+  return longest;
+}
+
+/**
+ * `text` with every occurrence of the key replaced, and a piece of it of MIN_SECRET_CHARS or more
+ * where `text` ends with the key's start or starts with its end. A tool server that streams its
+ * output in events (log or progress notifications, a result's items) may cut the key across two,
+ * and the caller, who gets both, joins them. The cut falls between events, never inside one: an
+ * event is redacted once whole (withoutSecretEvents), and its JSON data cannot cut a string across
+ * `data:` lines (a raw line break is not JSON), so the pieces sit at a string's ends (data that is
+ * not JSON: at a data line's ends). The node cannot hold an event back until the next one comes (a
+ * server request in it waits for the client's answer), so each piece is redacted in its own event;
+ * shorter pieces pass, as do middle pieces of a key cut into three or more events.
+ */
+function withoutSecretText(text: string, secret: string): string {
+  let out = text.includes(secret) ? text.replaceAll(secret, REDACTED_SECRET) : text;
+  // Each piece ends (or starts) with MIN_SECRET_CHARS characters of the key: one search rules most texts out.
+  if (out.length < MIN_SECRET_CHARS) return out;
+  if (secret.includes(out.slice(-MIN_SECRET_CHARS))) {
+    for (let length = Math.min(secret.length - 1, out.length); length >= MIN_SECRET_CHARS; length -= 1) {
+      if (out.endsWith(secret.slice(0, length))) {
+        out = out.slice(0, -length) + REDACTED_SECRET;
+        break;
+      }
+    }
+  }
+  if (secret.includes(out.slice(0, MIN_SECRET_CHARS))) {
+    for (let length = Math.min(secret.length - 1, out.length); length >= MIN_SECRET_CHARS; length -= 1) {
+      if (out.startsWith(secret.slice(-length))) {
+        out = REDACTED_SECRET + out.slice(length);
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 /**
@@ -413,7 +458,8 @@ function escapeRegExp(text: string): string {
 
 /**
  * The node's key for the tool server replaced in every string value and object key of a parsed
- * JSON answer at `box[0]` (JSON.parse decoded whatever escapes it was written with). Returns
+ * JSON answer at `box[0]` (JSON.parse decoded whatever escapes it was written with), and its
+ * pieces at their ends (withoutSecretText). Returns
  * whether it was found: the answer is then sent re-serialised, not as written.
  */
 function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boolean {
@@ -424,18 +470,19 @@ function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boo
     const [holder, key] = next;
     const value = holder[key];
     if (typeof value === 'string') {
-      if (value.includes(secret)) {
-        setOwn(holder, key, value.replaceAll(secret, REDACTED_SECRET));
+      const redacted = withoutSecretText(value, secret);
+      if (redacted !== value) {
+        setOwn(holder, key, redacted);
         found = true;
       }
     } else if (Array.isArray(value)) {
       for (let i = 0; i < value.length; i += 1) pending.push([value as unknown as Record<number, unknown>, i]);
     } else if (isRecord(value)) {
       let object = value;
-      if (Object.keys(object).some((name) => name.includes(secret))) {
+      if (Object.keys(object).some((name) => withoutSecretText(name, secret) !== name)) {
         // Rebuilt with the same order of keys.
         const renamed: Record<string, unknown> = {};
-        for (const name of Object.keys(object)) setOwn(renamed, name.replaceAll(secret, REDACTED_SECRET), object[name]);
+        for (const name of Object.keys(object)) setOwn(renamed, withoutSecretText(name, secret), object[name]);
         setOwn(holder, key, renamed);
         object = renamed;
         found = true;
@@ -452,8 +499,8 @@ function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boo
  * checked whole, so every event goes out only once complete (as SSE clients read it anyway); one
  * longer than `maxEventBytes` fails the stream (ZN_ERR_UPSTREAM_ERROR), as a guarded or held one
  * does. The whole events of a chunk are searched at once (mayHoldSecret), so a stream without the
- * key costs one search per chunk and goes on byte for byte. A key split across two events is in
- * neither, and is not caught.
+ * key costs three searches per chunk and goes on byte for byte. A key cut across two events loses
+ * its pieces in each (withoutSecretText).
  */
 export async function* withoutSecretEvents(source: AsyncIterable<Uint8Array>, secret: string | null, maxEventBytes: number): AsyncGenerator<Uint8Array> {
   if (secret === null || secret.length < MIN_SECRET_CHARS) {
@@ -500,7 +547,8 @@ const LINE_END = /(\r\n|\r|\n)/;
  * One event (its lines and the blank line ending it) with the key redacted: in the parsed strings
  * of JSON data (redactSecret), the data then re-serialised as one `data:` line where the first was,
  * its other lines (`event:`, `id:`, `retry:`) and line ends kept; in every escaped form of the text
- * (withoutSecret) for data that is not JSON. The same bytes when the key is not in it.
+ * (withoutSecret) for data that is not JSON, and its pieces at each data line's ends. The same
+ * bytes when the key is not in it.
  */
 function withoutSecretEvent(event: Buffer, secret: string): Buffer {
   if (!mayHoldSecret(event, secret)) return event;
@@ -522,12 +570,32 @@ function withoutSecretEvent(event: Buffer, secret: string): Buffer {
   } catch {
     box = undefined;
   }
-  if (box === undefined) return withoutSecret(event, secret);
+  if (box === undefined) return withoutSecretDataLines(withoutSecret(event, secret), secret);
   if (!redactSecret(box, event, secret)) return event;
-  parts[dataLines[0]!] = `data: ${JSON.stringify(box[0])}`;
+  parts[dataLines[0]!] = `data: ${stringifyAsWritten(box[0])}`;
   // The other data lines go, each with its line end.
   for (const i of dataLines.slice(1)) parts[i] = parts[i - 1] = '';
   return Buffer.from(parts.join(''), 'utf8');
+}
+
+/**
+ * An event whose data is not JSON with the key's pieces redacted at each data line's ends
+ * (withoutSecretText), byte for byte otherwise: matched on a latin1 view, one character per byte.
+ */
+function withoutSecretDataLines(event: Buffer, secret: string): Buffer {
+  const parts = event.toString('latin1').split(LINE_END);
+  const secretBytes = Buffer.from(secret, 'utf8').toString('latin1');
+  let changed = false;
+  for (let i = 0; i < parts.length; i += 2) {
+    const line = parts[i]!;
+    if (!line.startsWith('data:')) continue;
+    const field = line.startsWith('data: ') ? 6 : 5;
+    const value = withoutSecretText(line.slice(field), secretBytes);
+    if (value === line.slice(field)) continue;
+    parts[i] = line.slice(0, field) + value;
+    changed = true;
+  }
+  return changed ? Buffer.from(parts.join(''), 'latin1') : event;
 }
 
 /** defineProperty: an own "__proto__" key from JSON.parse stays a plain property. */
@@ -617,12 +685,12 @@ function replyOf(
     // value is boxed, so a mask can replace it.
     const box: [unknown] = [answer.value];
     // Dirty once the key's redaction or an output mask rewrote the answer: only then is it
-    // re-serialised (which would round integers past 2^53 and rewrite numbers' form).
+    // re-serialised (numbers in JavaScript's form, but integers past 2^53 as written: stringifyAsWritten).
     const rewritten: DirtyMark = { dirty: redactSecret(box, received, secret) };
     const texts = jsonTexts(box, rewritten);
     const value = box[0];
     const body = typeof value === 'object' && value !== null ? value : new BoxedJson(box);
-    return { kind: 'json', status, headers, body, texts, failure, asWritten: () => (rewritten.dirty ? undefined : answer.text) };
+    return { kind: 'json', status, headers, body, texts, failure, asWritten: () => (rewritten.dirty ? stringifyAsWritten(box[0]) : answer.text) };
   }
   const bytes = withoutSecret(received, secret);
   if (bytes.length > 0) call.rawBody = bytes;

@@ -12,6 +12,7 @@
 import { zenovaError } from '../../errors.js';
 import type { TextSlot } from '../../pipeline/context.js';
 import type { Rejection } from '../../pipeline/stage.js';
+import { stringifyAsWritten } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
 import { jsonTexts, parseRelayed } from './jsonrpc-message.js';
 import { rpcErrorEvents } from './mcp-stream-failure.js';
@@ -140,7 +141,7 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
   // re-serialised from what was checked, not as it came.
   const changed = box === undefined ? slots[0]!.text !== data : mark.dirty || !relayable;
   if (!changed) return block;
-  const next = box === undefined ? slots[0]!.text : JSON.stringify(box[0]);
+  const next = box === undefined ? slots[0]!.text : stringifyAsWritten(box[0]);
   const nextData = next.split('\n').map((line) => `data: ${line}`);
   // The data lines become one (JSON has no raw newlines) where the first one was.
   const kept = lines.filter((_, index) => !dataLines.has(index));
