@@ -6,7 +6,7 @@
 // Event streams are redacted event by event, their framing kept; a key a stream cuts across two
 // events (or two data lines) loses each piece of 8 characters or more where it is.
 import { createServer } from 'node:http';
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import type { Test } from 'tap';
@@ -63,15 +63,11 @@ t.test('a tool server answer that repeats the request headers reaches the caller
   }
 });
 
-/** A node in front of a tool server that answers every call with `answer(request headers)`; the node's key for it is `apiKey`. */
-async function echoingNode(t: Test, apiKey: string, answer: (headers: IncomingHttpHeaders) => { contentType: string; body: string }): Promise<() => Promise<string>> {
+/** A node whose tool server `tools` (its key for it `apiKey`) answers each call, once its body is in, with `handle`; the node's base URL. */
+async function toolServerNode(t: Test, apiKey: string, handle: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
   const tool = createServer((req, res) => {
     req.resume();
-    req.on('end', () => {
-      const { contentType, body } = answer(req.headers);
-      res.writeHead(400, { 'content-type': contentType });
-      res.end(body);
-    });
+    req.on('end', () => handle(req, res));
   });
   await new Promise<void>((resolve) => tool.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => tool.close(() => resolve())));
@@ -83,8 +79,18 @@ async function echoingNode(t: Test, apiKey: string, answer: (headers: IncomingHt
   const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: 'node-mcp' } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+}
+
+/** A node in front of a tool server that answers every call with `answer(request headers)`; the node's key for it is `apiKey`. */
+async function echoingNode(t: Test, apiKey: string, answer: (headers: IncomingHttpHeaders) => { contentType: string; body: string }): Promise<() => Promise<string>> {
+  const nodeUrl = await toolServerNode(t, apiKey, (req, res) => {
+    const { contentType, body } = answer(req.headers);
+    res.writeHead(400, { 'content-type': contentType });
+    res.end(body);
+  });
   return async () => {
-    const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+    const res = await fetch(`${nodeUrl}/mcp/tools`, {
       method: 'POST',
       headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
@@ -274,33 +280,20 @@ t.test('a key the tool server cuts across two events, two data lines or two writ
     };
   };
   let writes: string[] = [];
-  const tool = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      // Each write handed to the socket before the next, so the node reads them apart.
-      const next = (i: number): void => {
-        if (i === writes.length) res.end();
-        else res.write(writes[i]!, () => next(i + 1));
-      };
-      next(0);
-    });
+  const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    // Each write handed to the socket before the next, so the node reads them apart.
+    const next = (i: number): void => {
+      if (i === writes.length) res.end();
+      else res.write(writes[i]!, () => next(i + 1));
+    };
+    next(0);
   });
-  await new Promise<void>((resolve) => tool.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => tool.close(() => resolve())));
-  const bundle = testBundle({
-    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('key-mcp', caller.sha256)],
-    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
-    toolServers: [{ name: 'tools', url: `http://127.0.0.1:${(tool.address() as AddressInfo).port}/mcp`, apiKey, timeoutMs: 10_000, callMicros: 0 }],
-  });
-  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: 'node-mcp' } });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(() => app.close());
   // Cut after 4 characters (that piece may pass), after 8, in the middle, 8 before the end.
   for (const cut of [4, 8, 16, apiKey.length - 8]) {
     for (const [how, sent] of Object.entries(answers(cut))) {
       writes = sent;
-      const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+      const res = await fetch(`${nodeUrl}/mcp/tools`, {
         method: 'POST',
         headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
