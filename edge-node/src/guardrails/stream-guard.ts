@@ -29,8 +29,7 @@
  * MAX_HELD_JSON_CHARS in all, or whose strings are nested too deep or are too many to check (fail
  * closed), as is an event whose data the provider could not parse (its texts unread, partial).
  * Every event is first given its keepChecked (re-serialised from what is checked; a chat chunk's
- * logprobs dropped). Unmaskable texts (a tool call's name, TextSlot.unmaskable) are no running
- * text: each is checked whole in its event, a mask rule's match blocking.
+ * logprobs dropped).
  * Ended texts leave the guard's map (only ended JSON parts' keys are kept). Nothing is
  * held without output rules: the guard is only installed when there are some.
  *
@@ -152,16 +151,7 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
     // What goes out is what is checked here: not upstream bytes holding more (duplicate keys), nor
     // what the rules cannot check (a chat chunk's logprobs), also in events without texts.
     event.keepChecked?.();
-    // Unmaskable texts (a tool call's name) are checked whole here, apart from the running texts;
-    // the event's other texts decide what it ends, as without them.
-    let texts = event.texts;
-    if (texts.some((slot) => slot.unmaskable === true)) {
-      const guard = newGuard();
-      guard.wholeTexts(texts.filter((slot) => slot.unmaskable === true));
-      check(guard);
-      texts = texts.filter((slot) => slot.unmaskable !== true);
-    }
-    if (texts.length === 0) {
+    if (event.texts.length === 0) {
       if (event.sse.event !== 'ping') {
         // A chat chunk ends the text of the choices it finishes (often none); text-less events that
         // name no channels (the end of an Anthropic block, the terminal event) end all.
@@ -181,7 +171,7 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
     // follow): the last slot of each takes what its guard still holds.
     const ending = event.terminal === true ? null : new Set(event.endsText ?? []);
     const lastSlot = new Map<Channel, TextSlot>();
-    for (const slot of texts) {
+    for (const slot of event.texts) {
       const text = slot.text;
       if (slot.json === true) {
         const id = slot.channel ?? 0;

@@ -66,24 +66,23 @@ export class TextGuard {
    * masked too (and set `blockedBy`): the request is refused, but its body may still be recorded,
    * and the blocked text must not be.
    */
-  whole(text: string, maskBlocks = false): string {
+  whole(text: string): string {
     this.pending = text;
     this.context = '';
     this.scanAt = 0;
     this.open = false;
-    return this.release(true, false, maskBlocks);
+    return this.release(true);
   }
 
   /**
    * Each slot as one finished text (`whole`). Every slot is processed even after a block: the
-   * verdicts are complete, and the blocked text is masked in the body too. In an unmaskable slot
-   * (TextSlot.unmaskable) a mask rule's match blocks.
+   * verdicts are complete, and the blocked text is masked in the body too.
    */
   wholeTexts(slots: readonly TextSlot[]): void {
     for (const slot of slots) {
       const text = slot.text;
       if (text.length === 0) continue;
-      const out = this.whole(text, slot.unmaskable === true);
+      const out = this.whole(text);
       // Only a changed text is written back: writing makes a provider re-serialise its body.
       if (out !== text) slot.text = out;
     }
@@ -121,9 +120,9 @@ export class TextGuard {
    * of a scan start at or after `from`, except while `open` is set: then the context is the head of
    * a match the cap cut through, and a match running on from it is that match's rest, masked
    * without a new placeholder or a new count (a PEM block longer than the cap stays masked to its
-   * END line). `maskBlocks`: a mask rule's match blocks too (an unmaskable text).
+   * END line).
    */
-  private release(final: boolean, streaming = false, maskBlocks = false): string {
+  private release(final: boolean, streaming = false): string {
     const from = this.context.length;
     const scanned = this.context + this.pending;
     const length = scanned.length;
@@ -168,7 +167,7 @@ export class TextGuard {
     for (const rule of this.side.rules) this.tally.count(rule, perRule.get(rule) ?? 0);
     if (this.blockedBy === null) {
       for (const rule of this.side.rules) {
-        if ((rule.action === 'block' || (maskBlocks && rule.action === 'mask')) && perRule.has(rule)) {
+        if (rule.action === 'block' && perRule.has(rule)) {
           this.blockedBy = rule;
           break;
         }

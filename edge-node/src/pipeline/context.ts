@@ -58,12 +58,6 @@ export interface TextSlot {
    * estimated as output.
    */
   readonly repeated?: boolean;
-  /**
-   * A mask would break the text: a tool call's name in an answer, which the client dispatches on.
-   * A mask rule's match blocks instead, as a block rule's does (fail closed). Checked whole, in a
-   * stream in its own event, apart from the running texts.
-   */
-  readonly unmaskable?: boolean;
 }
 
 /**
@@ -172,9 +166,8 @@ export type UpstreamReply =
       keepChecked?(): void;
       /**
        * The answer as the upstream wrote it, sent instead of `body` serialised when this returns it
-       * (MCP: a tool server's JSON goes on unchanged, 64-bit integers and numbers' form kept;
-       * once something rewrote it, re-serialised with its 64-bit integers still as written).
-       * Asked at delivery, after the output guardrails.
+       * (MCP: a tool server's JSON goes on unchanged, 64-bit integers and numbers' form kept,
+       * unless something rewrote it). Asked at delivery, after the output guardrails.
        */
       asWritten?(): string | undefined;
       /** See the raw kind's `failure`. */

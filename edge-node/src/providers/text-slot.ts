@@ -59,16 +59,6 @@ export class RepeatedPartSlot extends PartSlot {
   readonly repeated = true;
 }
 
-/**
- * A FieldSlot for the name of a tool call in an answer (TextSlot.unmaskable): the client looks the
- * function up by it, so a mask rule's match blocks rather than rewrite it. Like the call's id, it
- * is not kept as response text nor estimated as output (notGenerated), as before it was checked.
- */
-export class ToolNameSlot extends FieldSlot {
-  readonly notGenerated = true;
-  readonly unmaskable = true;
-}
-
 export const NO_TEXTS: TextSlot[] = [];
 
 /** Usage numbers from an upstream's JSON: a non-negative integer, else undefined. */

@@ -15,8 +15,7 @@ import { speedSchema } from '../openai/chat-request.js';
 import { deferJsonValue } from '../deferred-json-texts.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
 import { markPartial } from '../partial-texts.js';
-import { FieldSlot, NotGeneratedSlot, ToolNameSlot, isRecord } from '../text-slot.js';
-import type { DirtyMark } from '../text-slot.js';
+import { FieldSlot, NotGeneratedSlot, isRecord } from '../text-slot.js';
 
 /** Bounds on what the node reads; the body as a whole is already bounded by the HTTP body limit. */
 const MAX_MESSAGES = 10_000;
@@ -102,16 +101,6 @@ export function longestPromptCacheTtl(request: Record<string, unknown>): PromptC
 export function isToolUseBlock(block: Record<string, unknown>): boolean {
   const type = block.type;
   return typeof type === 'string' && (type === 'tool_use' || type.endsWith('_tool_use')) && Object.hasOwn(block, 'input');
-}
-
-/**
- * Slots for the names of the tool calls among an answer's `blocks` (any `*_tool_use`): ToolNameSlot,
- * a match blocks, since a mask would break the call. Not in a request: there, as tool definitions, names are not checked.
- */
-export function toolNameSlots(blocks: unknown[], into: TextSlot[], owner?: DirtyMark): void {
-  for (const block of blocks) {
-    if (isRecord(block) && isToolUseBlock(block) && typeof block.name === 'string' && block.name !== '') into.push(new ToolNameSlot(block, 'name', owner));
-  }
 }
 
 /**

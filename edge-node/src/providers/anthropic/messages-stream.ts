@@ -34,7 +34,7 @@ import { MAX_SSE_EVENT_BYTES, parseSse } from '../sse.js';
 import type { SseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, optionalTokenCount, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
-import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots, toolNameSlots, unknownBlockSlots } from './messages-request.js';
+import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots, unknownBlockSlots } from './messages-request.js';
 import { AnthropicStreamUsage, cacheCreationByTtl, cacheWritesOf } from './stream-usage.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
@@ -258,12 +258,9 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
     return cited.length === 0 ? opening : [...opening, ...wholeTextSlots(cited, event)];
   }
   if (isToolUseBlock(block)) {
-    // The tool's name comes whole here: checked in this event (unmaskable, apart from running texts).
-    const names: TextSlot[] = [];
-    toolNameSlots([block], names, event);
-    if (!hasContent(block.input)) return names.length === 0 ? NO_TEXTS : names;
+    if (!hasContent(block.input)) return NO_TEXTS;
     event.endsText = [event.index];
-    return [...names, new StartInputSlot(block, event, event.index)];
+    return [new StartInputSlot(block, event, event.index)];
   }
   const fields: TextSlot[] = [];
   blockSlots(block, fields);
@@ -281,16 +278,11 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
  * model's text stays its output (kept, estimated); citations and tool results do not.
  */
 function messageStartSlots(content: unknown[], event: AnthropicStreamEvent): TextSlot[] {
-  const names: TextSlot[] = [];
-  toolNameSlots(content, names, event);
   const fields: TextSlot[] = [];
   contentBlockSlots(content, fields);
   resolveDeferredTexts(fields);
-  if (fields.length === 0 && !isPartial(fields)) return names.length === 0 ? NO_TEXTS : names;
-  if (names.length === 0) return wholeTextSlots(fields, event, true);
-  const slots = [...names, ...wholeTextSlots(fields, event, true)];
-  if (isPartial(fields)) markPartial(slots);
-  return slots;
+  if (fields.length === 0 && !isPartial(fields)) return NO_TEXTS;
+  return wholeTextSlots(fields, event, true);
 }
 
 /** Whether `input` is anything but an empty object (Anthropic's placeholder) or absent. */

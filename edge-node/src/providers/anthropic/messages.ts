@@ -20,7 +20,7 @@ import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
 import { inBandFailure, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
-import { contentBlockSlots, inputTextSlots, longestPromptCacheTtl, messagesRequestSchema, toolNameSlots } from './messages-request.js';
+import { contentBlockSlots, inputTextSlots, longestPromptCacheTtl, messagesRequestSchema } from './messages-request.js';
 import { anthropicCacheWrites, anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
 import { sseIdleDeadline } from '../sse.js';
@@ -73,16 +73,12 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
 
 /**
  * A JSON answer: the alias in `model`, its text as slots (the same blocks as a request's:
- * contentBlockSlots; tool calls' input deferred until output rules check it; and their names,
- * toolNameSlots), its usage recorded.
+ * contentBlockSlots; tool calls' input deferred until output rules check it), its usage recorded.
  */
 function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamReply {
   if (typeof answer.model === 'string') answer.model = alias;
   const texts: TextSlot[] = [];
-  if (Array.isArray(answer.content)) {
-    contentBlockSlots(answer.content, texts);
-    toolNameSlots(answer.content, texts);
-  }
+  if (Array.isArray(answer.content)) contentBlockSlots(answer.content, texts);
   // A count it does not validly give stays undefined, for stage meter to estimate (never 0).
   if (isRecord(answer.usage)) {
     const inputTokens = anthropicInputTokens(answer.usage);

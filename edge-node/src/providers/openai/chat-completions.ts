@@ -15,7 +15,7 @@ import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
 import { inBandFailure, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { NameSlot, contentPartSlots, functionNameSlot, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
+import { NameSlot, contentPartSlots, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -120,18 +120,13 @@ function collectContentTexts(holder: Record<string, unknown>, into: TextSlot[]):
 }
 
 /**
- * An answer's choice message as slots: its texts (collectMessageTexts), its tool calls' function
- * names (ToolNameSlot: a match blocks, a mask would break the call), its `annotations`' strings
+ * An answer's choice message as slots: its texts (collectMessageTexts), its `annotations`' strings
  * (a `url_citation`'s title and URL: not the model's words, chat-annotations.ts) and an audio
  * answer's `transcript`. The audio itself (`audio.data`) is speech the rules cannot read, so a
  * message carrying it marks the list partial: output rules block the answer (fail closed).
  */
 function collectAnswerTexts(message: Record<string, unknown>, into: TextSlot[]): void {
   collectMessageTexts(message, into);
-  if (Array.isArray(message.tool_calls)) {
-    for (const call of message.tool_calls) if (isRecord(call) && isKnownToolCall(call)) functionNameSlot(call.function, into);
-  }
-  functionNameSlot(message.function_call, into);
   if (message.annotations !== undefined) annotationSlots(message.annotations, into, (holder, key) => new AnnotationSlot(holder, key));
   const audio = message.audio;
   if (!isRecord(audio)) return;

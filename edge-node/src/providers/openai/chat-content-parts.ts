@@ -15,8 +15,7 @@
 import type { TextSlot } from '../../pipeline/context.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
 import { markPartial } from '../partial-texts.js';
-import { FieldSlot, RepeatedSlot, ToolNameSlot, isRecord } from '../text-slot.js';
-import type { DirtyMark } from '../text-slot.js';
+import { FieldSlot, RepeatedSlot, isRecord } from '../text-slot.js';
 
 /**
  * Part types whose payload is media (a URL, base64 data), not text. Each has an input allowance
@@ -71,11 +70,6 @@ export class NameSlot extends RepeatedSlot {
 
 /** A detector's placeholder (`[EMAIL]`, `[BANK_CARD]`, `[REDACTED]`…), its name captured. */
 const PLACEHOLDER_BRACKETS = /\[([A-Z_]+)\]/g;
-
-/** The `name` of a function call (a tool call's `function`, or a legacy `function_call`) in an answer, if it has one. */
-export function functionNameSlot(fn: unknown, into: TextSlot[], owner?: DirtyMark): void {
-  if (isRecord(fn) && typeof fn.name === 'string' && fn.name !== '') into.push(new ToolNameSlot(fn, 'name', owner));
-}
 
 /**
  * Slots for the text in content `parts` (a message's or a prediction's `content` array; see the

@@ -36,7 +36,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { callCarriesStrings, carriesStrings, functionNameSlot, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
+import { callCarriesStrings, carriesStrings, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 const DONE: SseEvent = { data: '[DONE]' };
@@ -339,8 +339,6 @@ export class ChatChunkEvent implements StreamEvent {
         if (typeof detail.summary === 'string') into.push(new Slot(detail, 'summary', this, channel, indexedPart(INDEXED.reasoningSummary, index), false));
       });
     }
-    // A function's name comes whole (in its call's first chunk): checked there, blocking on a match (ToolNameSlot).
-    functionNameSlot(delta.function_call, into, this);
     if (isRecord(delta.function_call) && hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
     if (delta.annotations !== undefined && delta.annotations !== null) {
       // Whole in this chunk: each string a part of its own, on a channel no running text uses, ended here.
@@ -357,7 +355,6 @@ export class ChatChunkEvent implements StreamEvent {
           return;
         }
         // A custom (freeform) tool's input is plain text, a running text like content.
-        functionNameSlot(call.function, into, this);
         const custom = call.custom;
         if (isRecord(custom) && typeof custom.input === 'string') into.push(new PartSlot(custom, 'input', this, channel, indexedPart(INDEXED.customInput, index), false));
         // An entry with a valid index is a fragment of that call even without arguments (vLLM
