@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { runInstall } from '../../installer/src/commands/install.js';
+import { runStatus } from '../../installer/src/commands/status.js';
 import type { ReadinessWaiter } from '../../installer/src/install/readiness-wait.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
@@ -199,4 +200,79 @@ t.test('an upgrade killed after its token was redeemed but before its link switc
   t.match(r.out, `✗ NODE-UPGRADE-ROLLED-BACK`);
   t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${OLD}`);
   t.equal(readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8'), env, 'the env file from before the killed run');
+});
+
+const redeemOk: UpgradeTokenRedeemer = async (req) => ({ nodeId: req.nodeId, nodeName: 'n1', targetVersion: req.toVersion });
+
+t.test('an upgrade killed after its switch is finished with its own package after the control plane moved on, and the node then goes on to the newer one with a new command', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  await killedAfterSwitch(t, h);
+  const status = captureCli(work);
+  await runStatus([], status.ctx, h.host);
+  t.match(status.out(), new RegExp(`^upgrade: +INTERRUPTED: ${OLD} → ${NEW} started at`, 'm'), 'the killed run left its lock, but its process is gone');
+
+  // The control plane was upgraded past NEW meanwhile.
+  const NEWER = '99.0.0';
+  const newer = await buildNodePackage(work, keys, { name: `newer-${Math.random()}.zpkg`, version: NEWER });
+  const movedOn = { ...h.host, probeControlPlane: healthyControlPlane({ version: NEWER }) };
+  const refused = await upgrade({ ...movedOn, redeemUpgrade: noRedeem }, newer.file);
+  t.equal(refused.exit, 1);
+  t.match(refused.out, `✗ NODE-UPGRADE-VERSION: an upgrade from ${OLD} to ${NEW} was switched in at`);
+  t.match(refused.out, /→ Nothing was changed\. Finish the interrupted upgrade first: run the command again with that upgrade's package \(the version it was switching to\), even if the control plane runs a newer version now/);
+  t.notMatch(refused.out, /Nothing to do when the node already runs/, 'not the advice for a node that is up to date');
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${NEW}`, 'nothing was changed');
+
+  const finished = await upgrade({ ...movedOn, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, NEW) }, h.pkg);
+  if (!t.equal(finished.exit, 0, 'the interrupted upgrade is finished with its own package')) t.comment(finished.out);
+  t.notMatch(finished.out, /NODE-PKG-VERSION/);
+  t.match(finished.out, `✓ package version ${NEW} is the interrupted upgrade's, agreed by the control plane then (it runs ${NEWER} now)`);
+  t.match(finished.out, `is upgraded from ${OLD} to ${NEW} and ready`);
+  t.match(finished.out, `Next:       the control plane runs ${NEWER}: issue a new upgrade command`);
+
+  const onward = await upgrade({ ...movedOn, redeemUpgrade: redeemOk, waitReady: readyOnlyOn(h.root, NEWER) }, newer.file);
+  if (!t.equal(onward.exit, 0, 'then on to the control plane\'s version with a new token')) t.comment(onward.out);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${NEWER}`);
+  t.notMatch(onward.out, /Next: /, 'nothing left to do');
+});
+
+t.test('a package other than the interrupted upgrade\'s and the control plane\'s is still refused for its version', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  await killedAfterSwitch(t, h);
+  const other = await buildNodePackage(work, keys, { name: `other-${Math.random()}.zpkg`, version: '98.0.0' });
+  const r = await upgrade({ ...h.host, redeemUpgrade: noRedeem, probeControlPlane: healthyControlPlane({ version: '99.0.0' }) }, other.file);
+  t.equal(r.exit, 1);
+  t.match(r.out, '✗ NODE-PKG-VERSION: the package is version 98.0.0, the control plane runs 99.0.0');
+  t.match(r.out, '✗ NODE-UPGRADE-VERSION');
+});
+
+t.test('zenova status while an upgrade runs in another session says it is in progress with its pid, and keeps the last upgrade row', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  // A first upgrade that was switched back: an outcome and a failed version on record.
+  t.equal((await upgrade({ ...h.host, redeemUpgrade: redeemOk, waitReady: readyOnlyOn(h.root, OLD) }, h.pkg)).exit, 1);
+  let waiting!: () => void;
+  const inWait = new Promise<void>((resolve) => (waiting = resolve));
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const waitReady: ReadinessWaiter = async () => {
+    waiting();
+    await gate;
+    return { ready: true };
+  };
+  const upgrading = upgrade({ ...h.host, redeemUpgrade: redeemOk, waitReady }, h.pkg);
+  t.teardown(() => release());
+  await inWait;
+  t.match(JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8')), { inProgress: { from: OLD, to: NEW }, lastUpgrade: { from: OLD, to: NEW, outcome: 'rolled-back' }, failedVersion: NEW }, 'the in-progress record keeps the last outcome and the failed version');
+
+  const text = captureCli(work);
+  await runStatus([], text.ctx, h.host);
+  t.match(text.out(), new RegExp(`^upgrade: +in progress \\(pid ${process.pid}\\): ${OLD} → ${NEW} started at`, 'm'));
+  t.notMatch(text.out(), /INTERRUPTED/);
+  t.match(text.out(), new RegExp(`^last upgrade: +${OLD} → ${NEW} at .*: SWITCHED BACK to ${OLD}`, 'm'));
+  const json = captureCli(work);
+  await runStatus(['--json'], json.ctx, h.host);
+  t.match(JSON.parse(json.out()), { upgradeRunning: { from: OLD, to: NEW, pid: process.pid }, upgradeInterrupted: null, lastUpgrade: { outcome: 'rolled-back' } });
+
+  release();
+  const done = await upgrading;
+  if (!t.equal(done.exit, 0)) t.comment(done.out);
 });

@@ -336,7 +336,7 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
   if (checks.manifest === undefined || checks.dataOffset === undefined || token === undefined) throw new Error('checks passed without a verified package or token');
   if (upgrade) {
     if (checks.installed === undefined) throw new Error('upgrade checks passed without an installed node');
-    return upgradeInstalled(ctx, host, { installed: checks.installed, packageFile, manifest: checks.manifest, dataOffset: checks.dataOffset, controlPlaneUrl, caPem: checks.caPem, caFile, token, tokenSource });
+    return upgradeInstalled(ctx, host, { installed: checks.installed, packageFile, manifest: checks.manifest, dataOffset: checks.dataOffset, controlPlaneUrl, caPem: checks.caPem, caFile, token, tokenSource, controlPlaneVersion: checks.controlPlane?.version });
   }
 
   ctx.stdout.write(
@@ -402,9 +402,9 @@ async function installedCaFile(host: HostEnv): Promise<CaFile | undefined> {
 async function upgradeInstalled(
   ctx: CliContext,
   host: HostEnv,
-  input: Omit<Parameters<typeof upgradeNode>[0], 'hostRoot' | 'services' | 'waitReady' | 'token'> & { token: string; tokenSource: TokenSource },
+  input: Omit<Parameters<typeof upgradeNode>[0], 'hostRoot' | 'services' | 'waitReady' | 'token'> & { token: string; tokenSource: TokenSource; controlPlaneVersion: string | undefined },
 ): Promise<number> {
-  const { tokenSource, ...rest } = input;
+  const { tokenSource, controlPlaneVersion, ...rest } = input;
   ctx.stdout.write(`\nUpgrading node ${input.installed.nodeName} in ${input.installed.installDir} from ${input.installed.version} to ${input.manifest.version}:\n`);
   const outcome = await upgradeNode(
     {
@@ -427,6 +427,10 @@ async function upgradeInstalled(
   ctx.stdout.write(
     `\nNode ${outcome.nodeName} (id ${outcome.nodeId}) is upgraded from ${outcome.from} to ${outcome.to} and ready.\n` +
       `  Check it:   ${cli} status (then make one real call through the node)\n  Its logs:   ${cli} logs node-edge --since '30 min ago'\n` +
+      // A finished interrupted upgrade may end on a version the control plane has moved on from.
+      (controlPlaneVersion !== undefined && controlPlaneVersion !== outcome.to
+        ? `  Next:       the control plane runs ${controlPlaneVersion}: issue a new upgrade command (\`zenova gateway-node upgrade-command ${outcome.nodeName}\`) and run it with the ${controlPlaneVersion} package\n`
+        : '') +
       (tokenSource?.from === 'file' ? `  Delete the token file now: rm -f -- ${shellQuote(tokenSource.file)}\n` : ''),
   );
   return EXIT_OK;

@@ -25,6 +25,7 @@ import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { certificateRefusal, certificateRefusalCode, installedLeaf, installedTlsCertFile, loopbackTlsAgent, servedCertificate } from '../install/node-tls-probe.js';
 import type { InstalledTlsCert } from '../install/node-tls-probe.js';
+import { installLockHolder } from '../install/install-lock.js';
 import { readyzRequestOptions, readyzUrl } from '../install/readiness-wait.js';
 import { readUpdateState } from '../install/update-state.js';
 import type { UpdateState } from '../install/update-state.js';
@@ -63,8 +64,10 @@ export interface InstalledStatus {
   node: NodeStatusReport | null;
   /** The last `--upgrade`'s outcome (data/update-state.json), or null when there was none. */
   lastUpgrade: NonNullable<UpdateState['lastUpgrade']> | null;
-  /** An upgrade that was switched in and never finished (the installer killed midway), or null. */
+  /** An upgrade that was started and never finished (the installer killed midway), or null. */
   upgradeInterrupted: { from: string; to: string; at: string } | null;
+  /** An upgrade another run is doing now (it holds the install lock), or null. */
+  upgradeRunning: { from: string; to: string; at: string; pid: number } | null;
   error: string | null;
 }
 
@@ -112,7 +115,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const dir = installDirOption ?? (unit === undefined ? undefined : installDirFromUnit(unit));
   const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
   if (dir === undefined) {
-    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, error: NO_NODE_INSTALLED };
+    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, upgradeRunning: null, error: NO_NODE_INSTALLED };
   }
   const layout = installLayout(dir);
   const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);
@@ -128,6 +131,9 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     error = err.message;
   }
   const updates = await readUpdateState(host.hostRoot, layout);
+  const inProgress = updates?.inProgress === undefined ? undefined : { from: updates.inProgress.from, to: updates.inProgress.to, at: updates.inProgress.at };
+  // An in-progress record is only an interrupted upgrade once no live run holds the install lock.
+  const runningPid = inProgress === undefined ? undefined : await installLockHolder(host.hostRoot);
   return {
     installed: unit !== undefined || node !== null,
     installDir: dir,
@@ -136,7 +142,8 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     readiness: listen === undefined ? null : await readiness(listen, () => installedTlsCertFile(host.hostRoot, layout)),
     node,
     lastUpgrade: updates?.lastUpgrade ?? null,
-    upgradeInterrupted: updates?.inProgress === undefined ? null : { from: updates.inProgress.from, to: updates.inProgress.to, at: updates.inProgress.at },
+    upgradeInterrupted: inProgress !== undefined && runningPid === undefined ? inProgress : null,
+    upgradeRunning: inProgress !== undefined && runningPid !== undefined ? { ...inProgress, pid: runningPid } : null,
     error,
   };
 }
@@ -177,6 +184,8 @@ export function formatInstalledStatus(status: InstalledStatus): string {
   }
   const i = status.upgradeInterrupted;
   if (i !== null) out += row('upgrade', `INTERRUPTED: ${i.from} → ${i.to} started at ${i.at} and never finished; run the upgrade command again to finish it (or switch back)`);
+  const running = status.upgradeRunning;
+  if (running !== null) out += row('upgrade', `in progress (pid ${running.pid}): ${running.from} → ${running.to} started at ${running.at}`);
   const u = status.lastUpgrade;
   if (u !== null) out += row('last upgrade', `${u.from} → ${u.to} at ${u.at}: ${u.outcome === 'ready' ? 'ready' : `SWITCHED BACK to ${u.from}${u.reason !== undefined ? ` (${u.reason})` : ''}`}`);
   if (status.node !== null) {

@@ -16,7 +16,7 @@ import { NODE_ENTRYPOINT, PACKAGE_ARCHES, PACKAGE_PRODUCT } from '../package/pac
 import type { PackageManifest } from '../package/package-manifest.js';
 import { describeCaFile } from './control-plane-probe.js';
 import type { CaFile, ControlPlaneFacts, ControlPlaneProbe } from './control-plane-probe.js';
-import { finding } from './diagnostics.js';
+import { UNFINISHED_UPGRADE_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { foreignInstallDirEntries } from './install-dir-contents.js';
 import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
@@ -288,11 +288,19 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
       if (result.manifest !== undefined) {
         const m = result.manifest;
         const match: Finding[] = [];
-        if (m.version !== cp.facts.version) match.push(finding('NODE-PKG-VERSION', `the package is version ${m.version}, the control plane runs ${cp.facts.version}`));
+        // Finishing an upgrade killed after its switch redeems no token: the control plane agreed to
+        // that version then, and may run a newer one since (the node goes on to it with a new command).
+        const finishes = installed?.interrupted?.to === installed?.version && m.version === installed?.version;
+        if (m.version !== cp.facts.version && !finishes) match.push(finding('NODE-PKG-VERSION', `the package is version ${m.version}, the control plane runs ${cp.facts.version}`));
         if (m.protocolVersion !== cp.facts.protocolVersion || m.protocolVersion !== PROTOCOL_VERSION) {
           match.push(finding('NODE-CP-PROTOCOL', `the package speaks control protocol ${m.protocolVersion}, the control plane ${cp.facts.protocolVersion} (this installer ${PROTOCOL_VERSION})`));
         }
-        check(`package version ${m.version} matches the control plane`, match);
+        check(
+          m.version === cp.facts.version || !finishes
+            ? `package version ${m.version} matches the control plane`
+            : `package version ${m.version} is the interrupted upgrade's, agreed by the control plane then (it runs ${cp.facts.version} now)`,
+          match,
+        );
       }
     }
   }
@@ -302,7 +310,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
     const versionFindings: Finding[] = [];
     if (interrupted !== undefined && interrupted.to === installed.version) {
       // Killed after the switch: this run finishes that upgrade (or switches back), with its package.
-      if (to !== interrupted.to) versionFindings.push(finding('NODE-UPGRADE-VERSION', `an upgrade from ${interrupted.from} to ${interrupted.to} was switched in at ${interrupted.at} and never finished; run it again with the ${interrupted.to} package to finish it (or switch back), not with ${to}`));
+      if (to !== interrupted.to) versionFindings.push(finding('NODE-UPGRADE-VERSION', `an upgrade from ${interrupted.from} to ${interrupted.to} was switched in at ${interrupted.at} and never finished; run it again with the ${interrupted.to} package to finish it (or switch back), not with ${to}`, UNFINISHED_UPGRADE_ADVICE));
       check(`finish the upgrade from ${interrupted.from} to ${interrupted.to} interrupted at ${interrupted.at}`, versionFindings);
     } else {
       const order = compareReleaseVersions(to, installed.version);

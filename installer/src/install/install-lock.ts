@@ -119,6 +119,13 @@ export async function takeInstallLock(hostRoot: string): Promise<LockAttempt> {
   }
 }
 
+/** The pid of the live run holding the install lock (read only, e.g. by `zenova status`); undefined when none does. */
+export async function installLockHolder(hostRoot: string): Promise<number | undefined> {
+  const held = await readText(onHost(hostRoot, INSTALL_LOCK_FILE));
+  const mark = held === undefined ? undefined : parseMark(held);
+  return mark !== undefined && isMarkedProcessAlive(mark) ? mark.pid : undefined;
+}
+
 async function releaseLock(physical: string, mine: string): Promise<void> {
   // A lock taken over from this run (it was judged dead) is the other run's now: leave it.
   if ((await readText(physical)) === mine) await rm(physical, { force: true }).catch(() => undefined);

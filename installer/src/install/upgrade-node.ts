@@ -28,7 +28,7 @@ import type { ReadinessWaiter } from './readiness-wait.js';
 import { isPartialReleaseLeftover, unpackRelease } from './release-manifest.js';
 import { swapSymlink } from './symlink-swap.js';
 import { nodeEdgeUnit, updaterUnit } from './unit-files.js';
-import { UPDATE_STATE_FILE, writeUpdateState } from './update-state.js';
+import { UPDATE_STATE_FILE, readUpdateState, writeUpdateState } from './update-state.js';
 import type { UpgradeInProgress } from './update-state.js';
 import { redeemUpgradeToken } from './upgrade-token.js';
 import type { UpgradeTokenRedeemer } from './upgrade-token.js';
@@ -185,8 +185,10 @@ async function switchAndWait(
 
   let failure: Finding | undefined;
   try {
-    // First, durably: a run killed from here on is found and finished by the next one.
-    await writeUpdateState(hostRoot, layout, { inProgress });
+    // First, durably: a run killed from here on is found and finished by the next one. The last
+    // outcome and failed version stay meanwhile (status shows them; the updater must not lose the latter).
+    const { lastUpgrade, failedVersion } = (await readUpdateState(hostRoot, layout)) ?? {};
+    await writeUpdateState(hostRoot, layout, { ...(lastUpgrade !== undefined ? { lastUpgrade } : {}), ...(failedVersion !== undefined ? { failedVersion } : {}), inProgress });
   } catch (err) {
     await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
     const f = finding('NODE-WRITE-FAILED', `recording the upgrade in ${stateFile}: ${errnoText(err)}`, 'Nothing was switched: the node keeps running its installed release. Fix the cause shown, then issue a new upgrade command and run that (this command\'s token is used).');
