@@ -171,7 +171,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const { target, serverName } = gatewayTarget(settings, gateway.port);
   logger.info({ port: gateway.port, target }, 'node gateway listening');
-  const loopbackWarning = loopbackTargetWarning({ target, serverName });
+  const loopbackWarning = loopbackTargetWarning({ target, serverName }, identity.source, settings.gateway);
   if (loopbackWarning !== undefined) logger.warn({ target }, loopbackWarning);
 
   // caPem '' (external certificate, no trust bundle): nodes pin nothing and use their system trust store.

@@ -90,6 +90,8 @@ const MAX_DURATION_SECONDS = 10 * 365 * DAY_SECONDS;
 const MIN_ADMIN_TOKEN_LENGTH = 32;
 const MAX_LEASE_CAP_MICROS = 999_999_999_999_999; // 15 digits: a lease cap far beyond any balance
 const MAX_LEASE_REFRESH_MS = 999_999_999;
+// A node caps the interval it is asked for at 10 minutes (edge-node/src/control/session.ts).
+const MAX_HEARTBEAT_INTERVAL_MS = 10 * 60_000;
 const SECRET_ENC_KEY_BYTES = 32;
 
 /** The variables, for `--help`; the order is the order problems are reported in. */
@@ -103,7 +105,8 @@ export const settingsVariables = [
   { name: 'ZENOVA_TLS_CERT_FILE', required: false, description: 'PEM certificate (chain) for the console/API; with ZENOVA_TLS_KEY_FILE it serves HTTPS, without both plain HTTP' },
   { name: 'ZENOVA_TLS_KEY_FILE', required: false, description: 'PEM private key for ZENOVA_TLS_CERT_FILE' },
   { name: 'ZENOVA_GATEWAY_LISTEN', required: false, description: `HOST:PORT for the node gateway, gRPC over TLS (default ${DEFAULT_GATEWAY_LISTEN}; port 0 picks a free port)` },
-  { name: 'ZENOVA_GATEWAY_HOSTS', required: false, description: `comma list of DNS names/IPs nodes use to reach the gateway, put in the certificate; the first is the one nodes dial (default ${DEFAULT_GATEWAY_HOSTS.join(',')}: only a node on this host; start-up warns)` },
+  { name: 'ZENOVA_GATEWAY_HOSTS', required: false, description: `comma list of DNS names/IPs nodes use to reach the gateway, put in the certificate; the first is the one nodes dial (default ${DEFAULT_GATEWAY_HOSTS.join(',')}: only a node on this host; start-up warns). ` +
+    'Set it before the first start: a generated certificate is never reissued, so covering another host later means replacing the identity (delete from gateway_tls_identity, remove ZENOVA_GATEWAY_TLS_DIR) and re-enrolling every node' },
   { name: 'ZENOVA_GATEWAY_PUBLIC_ADDRESS', required: false, description: 'HOST:PORT nodes dial, HOST one of ZENOVA_GATEWAY_HOSTS (default: the first host and the bound port)' },
   { name: 'ZENOVA_GATEWAY_TLS_DIR', required: false, description: `private local cache of the gateway TLS identity (default <cwd>/${DEFAULT_GATEWAY_TLS_DIR})` },
   { name: 'ZENOVA_GATEWAY_TLS_AUTO_GENERATE', required: false, description: 'true|false: generate the gateway identity on first start (default true; false with ZENOVA_GATEWAY_CERT_FILE)' },
@@ -114,7 +117,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential (default ${30 * DAY_SECONDS}, 30 days)` },
   { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old, at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS (default ${DAY_SECONDS}, or half the validity when that is shorter)` },
   { name: 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', required: false, description: 'a superseded credential keeps working this long after its node acknowledged (or first used) the new one (default 3600)' },
-  { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: 'heartbeat interval asked of nodes, at least 100 (default 5000)' },
+  { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: `heartbeat interval asked of nodes, from 100 to ${MAX_HEARTBEAT_INTERVAL_MS} (10 min, the most a node accepts) and at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS (default 5000)` },
   { name: 'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', required: false, description: `lifetime of install tokens (default ${DAY_SECONDS}, 24 h)` },
   { name: 'ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE', required: false, description: 'enrollment attempts allowed per client IP per minute (default 10)' },
   { name: 'ZENOVA_LEASE_CAP_MICROS', required: false, description: `most a node's credit lease of one account holds for new reservations, micro-units from 1 to ${MAX_LEASE_CAP_MICROS} (default ${DEFAULT_LEASE_POLICY.capMicros}, 100 units)` },
@@ -329,7 +332,7 @@ const environmentSchema = z.object({
   // set before the half-validity rule existed still starts.
   ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: seconds(ROTATE_AFTER_UNSET, 0),
   ZENOVA_CREDENTIAL_HANDOVER_SECONDS: seconds(3600, 0),
-  ZENOVA_HEARTBEAT_INTERVAL_MS: integer(5000, 100, 3_600_000),
+  ZENOVA_HEARTBEAT_INTERVAL_MS: integer(5000, 100, MAX_HEARTBEAT_INTERVAL_MS),
   ZENOVA_INSTALL_TOKEN_TTL_SECONDS: seconds(DAY_SECONDS, 1),
   ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE: integer(10, 1, 100_000),
   ZENOVA_LEASE_CAP_MICROS: integer(Number(DEFAULT_LEASE_POLICY.capMicros), 1, MAX_LEASE_CAP_MICROS),
@@ -365,6 +368,17 @@ const environmentSchema = z.object({
       'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS',
       `${rotateAfterMs / 1000} must be at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS ${validityMs / 1000} (at most ${Math.floor(validityMs / 2) / 1000}), ` +
         'so credentials are rotated well before they expire: lower it, or raise the validity',
+    );
+  }
+  // A node is offline once no heartbeat came for the offline timeout (nodes/node-view.ts); two
+  // intervals within it keep a healthy node online through one late or lost heartbeat.
+  const intervalMs = v.ZENOVA_HEARTBEAT_INTERVAL_MS;
+  const offlineAfterMs = v.ZENOVA_NODE_OFFLINE_AFTER_SECONDS;
+  if (intervalMs * 2 > offlineAfterMs) {
+    problem(
+      'ZENOVA_HEARTBEAT_INTERVAL_MS',
+      `${intervalMs} must be at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS ${offlineAfterMs / 1000} (at most ${Math.floor(offlineAfterMs / 2)} ms), ` +
+        'or healthy nodes are shown offline between heartbeats: lower it, or raise the offline timeout',
     );
   }
   const target = v.ZENOVA_GATEWAY_PUBLIC_ADDRESS;

@@ -110,6 +110,19 @@ t.test('a rotation age set above half the credential validity is refused naming 
   t.equal(loadSettings({ ...VALID, ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '172800' }).nodes.credentialRotateAfterMs, 86_400_000, 'exactly half is accepted');
 });
 
+t.test('a heartbeat interval above half the offline timeout, or above the 10 minutes a node accepts, is refused naming both variables', async (t) => {
+  t.match(problemsOf({ ZENOVA_HEARTBEAT_INTERVAL_MS: '300000' }),
+    [/^ZENOVA_HEARTBEAT_INTERVAL_MS: 300000 must be at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS 120 \(at most 60000 ms\), or healthy nodes are shown offline between heartbeats/]);
+  t.match(problemsOf({ ZENOVA_HEARTBEAT_INTERVAL_MS: '5000', ZENOVA_NODE_OFFLINE_AFTER_SECONDS: '2' }),
+    [/^ZENOVA_HEARTBEAT_INTERVAL_MS: 5000 must be at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS 2 \(at most 1000 ms\)/]);
+  t.match(problemsOf({ ZENOVA_HEARTBEAT_INTERVAL_MS: '600001', ZENOVA_NODE_OFFLINE_AFTER_SECONDS: '7200' }),
+    [/^ZENOVA_HEARTBEAT_INTERVAL_MS: expected a whole number from 100 to 600000, got '600001'/]);
+  t.equal(loadSettings({ ...VALID, ZENOVA_HEARTBEAT_INTERVAL_MS: '60000' }).nodes.heartbeatIntervalMs, 60_000, 'exactly half is accepted');
+  t.equal(loadSettings({ ...VALID, ZENOVA_HEARTBEAT_INTERVAL_MS: '600000', ZENOVA_NODE_OFFLINE_AFTER_SECONDS: '1200' }).nodes.heartbeatIntervalMs, 600_000,
+    'the node\'s cap is accepted');
+  t.match(settingsVariables.find((v) => v.name === 'ZENOVA_HEARTBEAT_INTERVAL_MS')?.description, /from 100 to 600000 \(10 min, the most a node accepts\) and at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS/);
+});
+
 t.test('an unset rotation age is a day, or half the validity when that is shorter, so a shorter validity set on its own still starts', async (t) => {
   t.equal(loadSettings({ ...VALID, ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '43200' }).nodes.credentialRotateAfterMs, 21_600_000);
   t.equal(loadSettings({ ...VALID, ZENOVA_CREDENTIAL_VALIDITY_SECONDS: '7' }).nodes.credentialRotateAfterMs, 3_500);
@@ -154,6 +167,11 @@ t.test('a gateway host list that is empty or holds a port is refused', async (t)
 t.test('an IPv6 public address in brackets is accepted when its host is listed', async (t) => {
   const s = loadSettings({ ...VALID, ZENOVA_GATEWAY_HOSTS: '::1', ZENOVA_GATEWAY_PUBLIC_ADDRESS: '[::1]:9443' });
   t.equal(s.gateway.publicAddress, '[::1]:9443');
+});
+
+t.test('--help says to set ZENOVA_GATEWAY_HOSTS before the first start, and what changing it later costs', async (t) => {
+  t.match(settingsVariables.find((v) => v.name === 'ZENOVA_GATEWAY_HOSTS')?.description,
+    /Set it before the first start: a generated certificate is never reissued, so covering another host later means replacing the identity \(delete from gateway_tls_identity, remove ZENOVA_GATEWAY_TLS_DIR\) and re-enrolling every node/);
 });
 
 t.test('--help documents every variable the settings read', async (t) => {

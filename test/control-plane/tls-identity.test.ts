@@ -8,6 +8,7 @@ import { createSecretBox, KEY_MISMATCH_MESSAGE } from '../../control-plane/src/c
 import type { SecretBox } from '../../control-plane/src/crypto/secret-box.js';
 import { migrate } from '../../control-plane/src/db/migrate.js';
 import { createPool } from '../../control-plane/src/db/pool.js';
+import { loopbackTargetWarning } from '../../control-plane/src/gateway/gateway-target.js';
 import { GatewayIdentityError, loadGatewayIdentity } from '../../control-plane/src/gateway/tls-identity.js';
 import type { GatewayIdentity } from '../../control-plane/src/gateway/tls-identity.js';
 import type { GatewaySettings } from '../../control-plane/src/settings.js';
@@ -242,6 +243,31 @@ t.test('a certificate that does not cover a configured gateway host stops start-
   t.match(err.message, /Remove them from ZENOVA_GATEWAY_HOSTS, or/);
   t.same(snapshot(dir), before, 'untouched');
   t.equal(await storedCount(pool), 1, 'the stored identity is not replaced');
+});
+
+t.test('the loopback warning of the start that generated the identity tells how to take another host, and following it starts', async (t) => {
+  const { pool } = await migratedDb(t);
+  const dir = tempDir(t);
+  const loopback = { target: 'localhost:8443', serverName: 'localhost' };
+  const first = await load(pool, gateway(dir));
+  t.equal(first.source, 'generated');
+  const warning = loopbackTargetWarning(loopback, first.source, gateway(dir).gateway) ?? '';
+  t.match(warning, /generated on this start for localhost,127\.0\.0\.1 and is never reissued/);
+  t.match(warning, /before enrolling any node: stop the control plane, delete the identity \(psql: delete from gateway_tls_identity\) and remove /);
+  t.ok(warning.includes(`remove ${dir}, then start again with ZENOVA_GATEWAY_HOSTS`), 'names the cache dir to remove');
+
+  // Following the warning the way it suggests without the replacement is refused...
+  const wider = gateway(dir, { hosts: ['gw.example.com', 'localhost', '127.0.0.1'] });
+  t.equal((await refusal(load(pool, wider))).code, 'HOSTS_NOT_COVERED');
+  // ...a later start that did not generate the identity says what replacing it costs...
+  const later = await load(pool, gateway(dir));
+  t.match(loopbackTargetWarning(loopback, later.source, gateway(dir).gateway), /never reissued.*delete from gateway_tls_identity.*every node already enrolled must be re-enrolled/);
+  // ...and doing what it says starts with a certificate for the new host.
+  await pool.query('delete from gateway_tls_identity');
+  rmSync(dir, { recursive: true, force: true });
+  const replaced = await load(pool, wider);
+  t.equal(replaced.source, 'generated');
+  t.ok(certCovers(replaced.certPem, 'gw.example.com'), 'the new certificate covers the host');
 });
 
 t.test('a complete cache found with an empty database is imported into the database', async (t) => {

@@ -6,6 +6,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import type { NodeMessage } from '../../proto/src/index.js';
+import { refusalAdvice } from '../../edge-node/src/control/refusal-advice.js';
 import { runSession } from '../../edge-node/src/control/session.js';
 import type { HeartbeatFigures, SessionOptions } from '../../edge-node/src/control/session.js';
 import { createLogger } from '../../edge-node/src/logger.js';
@@ -171,6 +172,14 @@ t.test('a gateway certificate without the saved server name is GATEWAY_TLS_NAME_
   const end = await runSession(sessionOptions(state));
   t.match(end, { reason: 'disconnected', code: 'GATEWAY_TLS_NAME_MISMATCH', message: /gateway\.other\.example/ });
   t.equal(gateway.sessions.length, 0, 'no call reached the gateway, so the credential was not sent');
+});
+
+t.test('the advice for GATEWAY_TLS_NAME_MISMATCH is to re-enroll or serve a certificate naming it, never to only add the name to ZENOVA_GATEWAY_HOSTS', async (t) => {
+  const advice = refusalAdvice('GATEWAY_TLS_NAME_MISMATCH') ?? '';
+  t.match(advice, /check that the gateway address reaches the node gateway, not another TLS server/);
+  t.match(advice, /re-enroll this node against a name the gateway certificate covers, or serve a gateway certificate that names it/);
+  t.match(advice, /external certificate: reissue it with that name; generated identity: it is never reissued, so replacing it means re-enrolling every node/);
+  t.notMatch(advice, /add that name to ZENOVA_GATEWAY_HOSTS/, 'adding the name changes no certificate and stops the control plane from starting');
 });
 
 t.test('a gateway that never answers the hello ends the session with HELLO_TIMEOUT', async (t) => {

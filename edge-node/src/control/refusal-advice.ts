@@ -13,7 +13,10 @@ const LOCAL_ADVICE: Readonly<Record<string, string>> = {
     "the gateway's certificate is not signed by the CA saved at enrollment (identity.json), or, when none was saved, by a CA in this host's system trust store; " +
     "if the control plane's gateway identity was replaced, re-enroll this node (`zenova-node doctor` names the trust in use)",
   GATEWAY_TLS_NAME_MISMATCH:
-    "the gateway's certificate does not name the server name saved at enrollment; add that name to ZENOVA_GATEWAY_HOSTS on the control plane, or re-enroll",
+    "the gateway's certificate does not name the server name saved at enrollment (identity.json): check that the gateway address reaches the node gateway, not another TLS server; " +
+    're-enroll this node against a name the gateway certificate covers, or serve a gateway certificate that names it ' +
+    '(external certificate: reissue it with that name; generated identity: it is never reissued, so replacing it means re-enrolling every node). ' +
+    'Adding the name to ZENOVA_GATEWAY_HOSTS alone changes no certificate, and the control plane then refuses to start',
   GATEWAY_TLS_EXPIRED: "the gateway's certificate has expired or is not yet valid; check this host's clock and the gateway certificate",
   GATEWAY_UNREACHABLE: 'the gateway cannot be reached; the node keeps serving and reconnects by itself (check the network or the control plane)',
   GATEWAY_PROXY:

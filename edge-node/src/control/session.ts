@@ -27,6 +27,7 @@ import { ProxyConnectError, openTunnel } from '../net/proxy-tunnel.js';
 
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
 const MIN_HEARTBEAT_INTERVAL_MS = 100;
+// The control plane refuses to ask for more (its settings); the cap guards against any other answer.
 const MAX_HEARTBEAT_INTERVAL_MS = 10 * 60_000;
 const DEFAULT_HELLO_TIMEOUT_MS = 30_000;
 const MAX_PEER_MESSAGE_CHARS = 500;

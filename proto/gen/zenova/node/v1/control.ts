@@ -178,8 +178,9 @@ export interface Hello {
 }
 
 /**
- * Heartbeat proves the node is alive (it is shown offline after 2 minutes without one) and carries
- * the live figures the console lists per node.
+ * Heartbeat proves the node is alive (it is shown offline after the offline timeout without one:
+ * ZENOVA_NODE_OFFLINE_AFTER_SECONDS, default 2 min) and carries the live figures the console lists
+ * per node.
  */
 export interface Heartbeat {
   /** Node clock when sent, unix ms; lets the control plane spot clock skew. */
