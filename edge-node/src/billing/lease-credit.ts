@@ -48,6 +48,16 @@ export const MIN_RESERVATION_MICROS = 1;
 /** What a refused request is told when its reservation could not be written. */
 const LEASE_STORE_FAILED = "The node cannot write its credit lease store (disk full or failing); it accepts priced requests once writes succeed again.";
 
+/**
+ * What a request its lease cannot cover is told. The node cannot tell a lease that the next top-up
+ * refills from one already at the most the control plane grants (a share of the account's free
+ * balance, capped), where waiting never helps: the caller is told both.
+ */
+const CREDIT_SHORT =
+  "The account's credit on this node cannot cover this request's worst-case cost. Credit is topped up within seconds as it is spent, " +
+  "but one request's worst case can never exceed what a lease holds: at most ZENOVA_LEASE_SHARE (default 0.25) of the account's free balance, " +
+  'and at most ZENOVA_LEASE_CAP_MICROS. If a retry is refused too, lower max_tokens, or raise the balance or those settings.';
+
 export class LeaseCredit implements CreditLeases {
   private readonly held = new WeakMap<PipelineContext, Held>();
   private readonly book: LeaseBook;
@@ -82,18 +92,16 @@ export class LeaseCredit implements CreditLeases {
       this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');
       return reject('ZN_ERR_SPOOL_FULL', LEASE_STORE_FAILED);
     }
-    if (lease === undefined || reservation === undefined) {
-      return reject('ZN_ERR_CREDIT_EXHAUSTED', "The account's credit on this node cannot cover this request's worst-case cost.");
-    }
+    if (lease === undefined || reservation === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', CREDIT_SHORT);
     const held: Held = { lease, reservation };
     this.held.set(ctx, held);
     ctx.cost.reservedMicros = amount;
     ctx.cost.leaseId = lease.leaseId;
-    // A chat request without an output limit was reserved the default per choice: the upstream is
-    // told that limit, so it cannot produce (and the lease be charged for) more than was reserved.
+    // The upstream is told the per-choice limit reserved for (the caller's, else the default) in the
+    // field its kind reads, so it cannot produce (and the lease be charged for) more than was reserved.
     // Anthropic Messages always carry max_tokens (required); embeddings produce no output.
-    if (ctx.api === 'chat.completions' && ctx.maxOutputTokens === null && price.outputMicrosPerToken > 0) {
-      enforceOutputLimit(ctx, this.policy.defaultMaxOutputTokens);
+    if (ctx.api === 'chat.completions' && price.outputMicrosPerToken > 0) {
+      enforceOutputLimit(ctx, ctx.maxOutputTokens ?? this.policy.defaultMaxOutputTokens);
     }
     // At the end of the request, whatever happened: a cost not charged yet (its record's commit
     // failed, or the charge could not be written) is charged, a request that never reached settle

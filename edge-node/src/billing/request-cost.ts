@@ -125,8 +125,8 @@ export function actualCostMicros(ctx: PipelineContext, price: RequestPrice): num
 const reservedOutputLimits = new WeakMap<PipelineContext, number>();
 
 /**
- * Called by pre-authorisation when it reserved output for a chat request whose caller set no output
- * limit: the allowance reserved per choice, which the provider then sends upstream
+ * Called by pre-authorisation when it reserved output for a chat request: the allowance reserved per
+ * choice (the caller's limit, else the default), which the provider then sends upstream
  * (chat-request.ts upstreamChatBody), so the worst case reserved is enforced, not hoped for.
  */
 export function enforceOutputLimit(ctx: PipelineContext, perChoiceTokens: number): void {
@@ -134,8 +134,8 @@ export function enforceOutputLimit(ctx: PipelineContext, perChoiceTokens: number
 }
 
 /**
- * The per-choice output limit to add to the forwarded request; undefined when the caller set its
- * own or the request is unpriced (nothing reserved, nothing to protect: the body goes unchanged).
+ * The per-choice output limit to send with the forwarded request; undefined when the request is
+ * unpriced (nothing reserved, nothing to protect: the caller's limit goes as sent).
  */
 export function reservedOutputLimit(ctx: PipelineContext): number | undefined {
   return reservedOutputLimits.get(ctx);

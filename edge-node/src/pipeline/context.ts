@@ -282,8 +282,10 @@ export interface PipelineContext {
   /** identify: a parameter asking for output the output rules cannot check (chat `logprobs`, audio); absent when none. */
   uncheckedOutput?: UncheckedParam;
   /**
-   * identify: a parameter the upstream bills above the model's per-token price (OpenAI audio);
-   * absent when none. Refused by stage preauthorise when the request is priced.
+   * identify: a parameter the upstream bills above the model's per-token price (OpenAI audio, an
+   * Anthropic advisor tool or compaction edit), or an output limit the node does not set (llama.cpp
+   * `n_predict`…) that would lift the one reserved for; absent when none. Refused by stage
+   * preauthorise when the request is priced.
    */
   billedAbovePrice?: BilledAbovePrice;
   /**

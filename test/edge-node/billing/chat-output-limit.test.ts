@@ -1,8 +1,9 @@
 // A priced chat request without an output limit reserves the default allowance per choice, and that
 // allowance is sent upstream as the request's limit (the field the upstream kind takes), so the
-// upstream cannot produce more than was reserved; a caller's own limit and unpriced requests are
-// forwarded unchanged, except that a request setting both fields is reserved for the smaller and
-// forwarded with both set to it (docs/billing.md, "Output limit").
+// upstream cannot produce more than was reserved; a caller's own limit is sent in the field the
+// upstream kind reads; a request setting both fields is reserved for the smaller and forwarded with
+// both set to it; output limits of other names (n_predict…) are refused on priced requests; unpriced
+// requests go as sent (docs/billing.md, "Output limit").
 import t from 'tap';
 import type { Test } from 'tap';
 import http from 'node:http';
@@ -70,11 +71,18 @@ t.test('a priced chat request without an output limit is forwarded with max_comp
   t.notOk('max_tokens' in forwarded(upstream), 'an explicit null of the other name is dropped');
 });
 
-t.test("a caller's own output limit is forwarded unchanged", async (t) => {
+t.test("a priced request's own output limit is forwarded in the field the OpenAI upstream kind reads", async (t) => {
   const { node, upstream } = await creditNode(t, { kind: 'openai' });
   t.equal(await chat(node, { max_tokens: 50_000 }), 200);
-  t.equal(forwarded(upstream).max_tokens, 50_000);
-  t.notOk('max_completion_tokens' in forwarded(upstream));
+  t.equal(forwarded(upstream).max_completion_tokens, 50_000, 'OpenAI reads max_completion_tokens for every model (its reasoning models refuse max_tokens)');
+  t.notOk('max_tokens' in forwarded(upstream));
+  t.equal(await chat(node, { max_completion_tokens: 7 }), 200);
+  t.equal(forwarded(upstream).max_completion_tokens, 7);
+  t.notOk('max_tokens' in forwarded(upstream));
+});
+
+t.test("an unpriced request's own output limit is forwarded unchanged", async (t) => {
+  const { node, upstream } = await creditNode(t, { priced: false });
   t.equal(await chat(node, { max_completion_tokens: 7 }), 200);
   t.equal(forwarded(upstream).max_completion_tokens, 7);
   t.notOk('max_tokens' in forwarded(upstream));
@@ -87,11 +95,13 @@ t.test('an unpriced chat request is forwarded without an added output limit', as
   t.notOk('max_completion_tokens' in forwarded(upstream));
 });
 
-t.test('upstreamChatBody adds the limit only when the caller set none', async (t) => {
+t.test("upstreamChatBody sends a priced request's limit in the field its upstream kind reads, and not the other", async (t) => {
   const request = { model: 'm', messages: [] };
   t.same(upstreamChatBody(request, 'up', false), { model: 'up', messages: [] }, 'no limit given: unchanged');
   t.same(upstreamChatBody(request, 'up', false, { tokens: 100, kind: 'openai-compatible' }), { model: 'up', messages: [], max_tokens: 100 });
-  t.same(upstreamChatBody({ ...request, max_completion_tokens: 5 }, 'up', false, { tokens: 100, kind: 'openai-compatible' }), { model: 'up', messages: [], max_completion_tokens: 5 });
+  t.same(upstreamChatBody({ ...request, max_completion_tokens: 5 }, 'up', false, { tokens: 5, kind: 'openai-compatible' }), { model: 'up', messages: [], max_tokens: 5 });
+  t.same(upstreamChatBody({ ...request, max_tokens: 5 }, 'up', false, { tokens: 5, kind: 'openai' }), { model: 'up', messages: [], max_completion_tokens: 5 });
+  t.same(upstreamChatBody({ ...request, max_completion_tokens: 5 }, 'up', false), { model: 'up', messages: [], max_completion_tokens: 5 }, 'unpriced: as sent');
 });
 
 /**
@@ -153,4 +163,47 @@ t.test('upstreamChatBody sets both output limits to the smaller when the caller 
   t.same(upstreamChatBody(request, 'up', false), { model: 'up', messages: [], max_completion_tokens: 1, max_tokens: 1 });
   t.same(upstreamChatBody(request, 'up', false, { tokens: 4096, kind: 'openai' }), { model: 'up', messages: [], max_completion_tokens: 1, max_tokens: 1 });
   t.same(upstreamChatBody({ ...request, max_tokens: null }, 'up', false), { model: 'up', messages: [], max_completion_tokens: 1, max_tokens: null }, 'one set, one null: unchanged');
+});
+
+t.test('a priced chat request with only max_completion_tokens is forwarded with that limit as max_tokens to an OpenAI-compatible upstream, and the lease is not overdrawn', async (t) => {
+  const upstream = await maxTokensOnlyUpstream(t);
+  const book = new LeaseBook(memoryLeaseStore);
+  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 1_000, expiresAt: Date.now() + 600_000 });
+  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
+  const costs: PipelineContext['cost'][] = [];
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    bundle: () => ({ prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }] }),
+    services: { credit, metrics: { requestFinished: (ctx: PipelineContext) => void costs.push({ ...ctx.cost }) } },
+  });
+  t.equal(await chat(node, { max_completion_tokens: 1 }), 200);
+  const body = upstream.bodies.at(-1)!;
+  t.equal(body.max_tokens, 1, 'the upstream reading only max_tokens is told the reserved limit');
+  t.notOk('max_completion_tokens' in body, 'one field only: some servers refuse both');
+  const cost = costs.at(-1)!;
+  t.ok(cost.costMicros > 0 && cost.costMicros <= cost.reservedMicros, `charged ${cost.costMicros} of the ${cost.reservedMicros} reserved`);
+  t.ok(book.leaseOf(ACCOUNT_ID)!.available >= 0, 'the lease is not overdrawn');
+});
+
+t.test('a priced chat request carrying an output limit of another name (n_predict, max_new_tokens, num_predict) is refused 400 naming it', async (t) => {
+  const { node, upstream } = await creditNode(t);
+  for (const extra of [{ n_predict: 100_000 }, { max_new_tokens: 100_000 }, { num_predict: 100_000 }, { options: { num_predict: 100_000 } }]) {
+    const res = await fetch(`${node.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+      body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1, ...extra }),
+    });
+    const text = await res.text();
+    const name = Object.keys(extra)[0] === 'options' ? 'options.num_predict' : Object.keys(extra)[0]!;
+    t.equal(res.status, 400, name);
+    t.match(text, 'ZN_ERR_INVALID_REQUEST');
+    t.match(text, name);
+  }
+  t.equal(upstream.requests.length, 0, 'nothing was forwarded');
+});
+
+t.test('an unpriced chat request carrying n_predict is forwarded as sent', async (t) => {
+  const { node, upstream } = await creditNode(t, { priced: false });
+  t.equal(await chat(node, { n_predict: 50 }), 200);
+  t.equal(forwarded(upstream).n_predict, 50);
 });

@@ -72,6 +72,15 @@ t.test('a lease that cannot cover the worst case refuses with ZN_ERR_CREDIT_EXHA
   t.equal(credit.preauthorise(noLease)?.error.code, 'ZN_ERR_CREDIT_EXHAUSTED');
 });
 
+t.test("a request its lease cannot cover is told that one request's worst case is bounded by the lease share and cap, and what helps", async (t) => {
+  const { credit } = setup(699);
+  const message = credit.preauthorise(ctx())?.error.message ?? '';
+  t.match(message, 'ZENOVA_LEASE_SHARE', 'the share of the free balance a lease holds');
+  t.match(message, 'ZENOVA_LEASE_CAP_MICROS', 'the cap on a lease');
+  t.match(message, 'lower max_tokens', 'what the caller can do');
+  t.match(message, 'raise the balance', 'what the account owner can do');
+});
+
 t.test('local keys and unpriced models reserve nothing and cost nothing', async (t) => {
   const { credit } = setup(0);
   for (const c of [ctx({ accountId: null }), ctx({ model: 'unpriced' })]) {

@@ -12,8 +12,9 @@ export const preauthoriseStage: Stage = {
   name: 'preauthorise',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    // Billed above the price the node charges (OpenAI audio): refused when the request is billed at
-    // all, before anything is reserved; an unpriced request (a local key, a model without a price) bills nothing.
+    // Billed above the price the node charges (OpenAI audio, Anthropic advisor tools and compaction,
+    // an output limit the node does not set): refused when the request is billed at all, before
+    // anything is reserved; an unpriced request (a local key, a model without a price) bills nothing.
     const billedAbovePrice = ctx.billedAbovePrice;
     if (billedAbovePrice !== undefined && isPriced(ctx)) return invalidField(billedAbovePrice.param, billedAbovePrice.reason);
     // ctx.estimatedInputTokens includes the template's tokens, tools, schemas, images and documents (rate-limit stage).

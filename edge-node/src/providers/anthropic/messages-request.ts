@@ -3,13 +3,14 @@
  * bounds), everything else passes through to the upstream untouched, since the upstream is the
  * authority on the rest (tools, images, thinking…), but for the fields refused because the upstream
  * would bill them above the price this node charges (fast mode, per-use-billed server tools, a
- * code execution container, a regional `inference_geo`) and server-side `fallbacks` (other models,
- * past the key's allowed ones). The caller's text — the system prompt, text and thinking blocks, tool
+ * code execution container, a regional `inference_geo`; on priced requests advisor tools and
+ * compaction edits, billedAbovePriceParam) and server-side `fallbacks` (other models, past the key's
+ * allowed ones). The caller's text — the system prompt, text and thinking blocks, tool
  * calls' input, tool results' text — is exposed as slots bound to the body that is forwarded, so a
  * guardrail that masks a slot changes what the upstream receives.
  */
 import { z } from 'zod';
-import type { PromptCacheTtl, TextSlot } from '../../pipeline/context.js';
+import type { BilledAbovePrice, PromptCacheTtl, TextSlot } from '../../pipeline/context.js';
 import { cappedArray } from '../capped-array.js';
 import { speedSchema } from '../openai/chat-request.js';
 import { deferJsonValue } from '../deferred-json-texts.js';
@@ -36,6 +37,45 @@ const toolSchema = z.looseObject({
     .refine((type) => !PER_USE_BILLED_TOOL.test(type), { error: 'no web_search_… or code_execution_… tools: the upstream bills each use on top of the tokens, above the price this node charges' })
     .nullish(),
 });
+
+/**
+ * Anthropic's advisor tools (`advisor_…`): the advisor is another model, its calls billed at that
+ * model's rates and reported only in `usage.iterations`, which the node neither prices nor reads.
+ */
+const OTHER_MODEL_TOOL = /^advisor_/i;
+/**
+ * Server-side compaction edits (`compact_…` in `context_management.edits`): the compaction step is
+ * an extra pass over the conversation, writing a summary, billed in `usage.iterations` only.
+ */
+const COMPACTION_EDIT = /^compact/i;
+
+/**
+ * A parameter refused on priced requests (stage preauthorise), or undefined: an advisor tool or a
+ * compaction edit, whose tokens the upstream bills outside the top-level usage the node charges
+ * (docs/billing.md). Refused rather than metered from `usage.iterations`: a compaction reads the
+ * conversation a second time and writes a summary no limit of the node's bounds, so no reservation
+ * made before forwarding would be sure to cover it.
+ */
+export function billedAbovePriceParam(request: Record<string, unknown>): BilledAbovePrice | undefined {
+  const tools = request.tools;
+  if (Array.isArray(tools)) {
+    for (const [i, tool] of tools.entries()) {
+      if (isRecord(tool) && typeof tool.type === 'string' && OTHER_MODEL_TOOL.test(tool.type)) {
+        return { param: `tools[${i}].type`, reason: 'no advisor_… tools for a priced model: the advisor is another model, which the upstream bills at its own rates, above the price this node charges' };
+      }
+    }
+  }
+  const management = request.context_management;
+  const edits = isRecord(management) ? management.edits : undefined;
+  if (Array.isArray(edits)) {
+    for (const [i, edit] of edits.entries()) {
+      if (isRecord(edit) && typeof edit.type === 'string' && COMPACTION_EDIT.test(edit.type)) {
+        return { param: `context_management.edits[${i}].type`, reason: 'no compaction edits for a priced model: the upstream bills the compaction step on top of the request\'s tokens, above what this node charges; compact the conversation on the client side' };
+      }
+    }
+  }
+  return undefined;
+}
 
 const textBlock = z.looseObject({ type: z.literal('text'), text: z.string() });
 /** Any block; text blocks are checked to carry text, other kinds are the upstream's business. */

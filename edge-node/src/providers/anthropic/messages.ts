@@ -20,7 +20,7 @@ import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
 import { inBandFailure, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
-import { contentBlockSlots, inputTextSlots, longestPromptCacheTtl, messagesRequestSchema } from './messages-request.js';
+import { billedAbovePriceParam, contentBlockSlots, inputTextSlots, longestPromptCacheTtl, messagesRequestSchema } from './messages-request.js';
 import { anthropicCacheWrites, anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
 import { sseIdleDeadline } from '../sse.js';
@@ -177,6 +177,8 @@ export const messagesApi: ApiHandler = {
     ctx.estimatedInputTokens = estimateInputTokens(ctx.inputTexts);
     const ttl = longestPromptCacheTtl(request);
     if (ttl !== undefined) ctx.promptCacheTtl = ttl;
+    const billedAbovePrice = billedAbovePriceParam(request);
+    if (billedAbovePrice !== undefined) ctx.billedAbovePrice = billedAbovePrice;
     return undefined;
   },
 

@@ -137,7 +137,7 @@ function collectAnswerTexts(message: Record<string, unknown>, into: TextSlot[]):
 /** A message's plain-text fields besides content. */
 const TEXT_FIELDS = ['reasoning_content', 'reasoning', 'refusal'] as const;
 
-/** The reserved output limit to send to this target when the caller set none (billing/request-cost.ts). */
+/** The reserved per-choice output limit to send to this target (billing/request-cost.ts); undefined when unpriced. */
 function forwardedOutputLimit(ctx: PipelineContext, target: RuntimeTarget): ForwardedOutputLimit | undefined {
   const tokens = reservedOutputLimit(ctx);
   return tokens === undefined ? undefined : { tokens, kind: target.upstream.kind };

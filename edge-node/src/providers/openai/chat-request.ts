@@ -1,7 +1,7 @@
 // The minimal shape the node needs from a chat completion request, and the fields it refuses to
 // pass on (`service_tier` above standard, `speed` other than standard, `store: true`,
-// `web_search_options`, the router fields naming other models and `plugins` (refusedRouterFields); audio on
-// priced requests, billedAbovePriceParam); every other field passes through to the upstream
+// `web_search_options`, the router fields naming other models and `plugins` (refusedRouterFields); audio
+// and output limits of other names on priced requests, billedAbovePriceParam); every other field passes through to the upstream
 // untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
 import type { UpstreamKind } from '../../config/runtime-config.js';
@@ -92,9 +92,9 @@ export const chatCompletionRequestSchema = z.looseObject({
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
 
 /**
- * An output limit the node adds to a request whose caller set none (docs/billing.md, "Output
- * limit"): the per-choice allowance its credit reservation was made for, so the upstream cannot
- * produce more than was reserved.
+ * The output limit the node sends with a priced request (docs/billing.md, "Output limit"): the
+ * per-choice allowance its credit reservation was made for, so the upstream cannot produce more than
+ * was reserved, whichever field the caller used.
  */
 export interface ForwardedOutputLimit {
   /** Output tokens per choice. */
@@ -127,10 +127,12 @@ export function callerOutputLimit(request: Record<string, unknown>): number | nu
 
 /**
  * The body sent upstream: the upstream's model name, for streams `include_usage` forced on
- * (the node meters every stream) with the caller's other stream options kept, and `limit` (the
- * reserved per-choice output) when the caller set no output limit. A caller's own limit is kept,
- * except that a request carrying both fields gets both set to the smaller (callerOutputLimit), for
- * every request: whichever the upstream reads, it cannot write more than was reserved.
+ * (the node meters every stream) with the caller's other stream options kept, and the output limit.
+ * A request carrying both limit fields gets both set to the smaller (callerOutputLimit), for every
+ * request. A priced one (`limit`, the reserved per-choice output) otherwise goes with the limit in
+ * the field its upstream kind reads (outputLimitField) and not the other: a caller's lone
+ * `max_completion_tokens` is not read by servers that take only `max_tokens` (Ollama's /v1, older
+ * vLLM and llama.cpp), which would write without limit past the reservation.
  */
 export function upstreamChatBody(
   request: Record<string, unknown>,
@@ -143,18 +145,29 @@ export function upstreamChatBody(
     const options = request.stream_options;
     body.stream_options = { ...(typeof options === 'object' && options !== null ? options : {}), include_usage: true };
   }
-  const callerLimit = callerOutputLimit(request);
   if (typeof request.max_tokens === 'number' && typeof request.max_completion_tokens === 'number') {
+    const callerLimit = callerOutputLimit(request);
     body.max_tokens = callerLimit;
     body.max_completion_tokens = callerLimit;
-  } else if (limit !== undefined && callerLimit === null) {
-    // An explicit null of either name goes: some servers refuse both fields in one request.
+  } else if (limit !== undefined) {
+    // The other name goes (an explicit null too): some servers refuse both fields in one request.
     delete body.max_tokens;
     delete body.max_completion_tokens;
     body[outputLimitField(limit.kind)] = limit.tokens;
   }
   return body;
 }
+
+/**
+ * Output limits of other names that OpenAI-compatible servers honour in a chat request, and read
+ * before (or instead of) `max_tokens`: llama.cpp's `n_predict`, TGI's and SGLang's `max_new_tokens`,
+ * Ollama's `num_predict` (top level or in `options`). The node does not set them, so an upstream
+ * reading one would write past the reserved limit: refused on priced requests (billedAbovePriceParam).
+ */
+const OTHER_OUTPUT_LIMITS = ['n_predict', 'max_new_tokens', 'num_predict'] as const;
+
+/** Why another output limit field is refused on a priced request. */
+const OTHER_OUTPUT_LIMIT = 'not passed on for a priced model: an output limit the node does not set, which the upstream may read instead of the limit credit was reserved for; use max_tokens or max_completion_tokens';
 
 /** Whether the caller asked for the usage chunk itself; if not, the stream hides it again. */
 export function callerWantsStreamUsage(request: Record<string, unknown>): boolean {
@@ -186,12 +199,15 @@ const AUDIO_PART_TYPES: ReadonlySet<string> = new Set(['input_audio', 'audio_url
 const AUDIO_BILLED_ABOVE_PRICE = 'not passed on for a priced model: the upstream bills audio tokens above the price this node charges';
 
 /**
- * A parameter asking for audio, which OpenAI bills at several times the text price while the node
- * charges the model's one per-token price, or undefined: audio output (`modalities` naming anything
+ * A parameter a priced request may not carry, or undefined: an output limit of another name
+ * (OTHER_OUTPUT_LIMITS), and audio, which OpenAI bills at several times the text price while the node
+ * charges the model's one per-token price: audio output (`modalities` naming anything
  * but text, or an `audio` parameter, read as uncheckedOutputParam reads them) and audio parts
  * (AUDIO_PART_TYPES). Refused on priced requests only (stage preauthorise): an unpriced one bills nothing.
  */
 export function billedAbovePriceParam(request: Record<string, unknown>): BilledAbovePrice | undefined {
+  for (const field of OTHER_OUTPUT_LIMITS) if (asks(request[field])) return { param: field, reason: OTHER_OUTPUT_LIMIT };
+  if (isRecord(request.options) && asks(request.options.num_predict)) return { param: 'options.num_predict', reason: OTHER_OUTPUT_LIMIT };
   const modalities = request.modalities;
   if (asks(modalities) && !(Array.isArray(modalities) && modalities.every((modality) => modality === 'text'))) return { param: 'modalities', reason: `only "text": ${AUDIO_BILLED_ABOVE_PRICE}` };
   if (asks(request.audio)) return { param: 'audio', reason: AUDIO_BILLED_ABOVE_PRICE };
