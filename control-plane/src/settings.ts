@@ -91,7 +91,9 @@ const MIN_ADMIN_TOKEN_LENGTH = 32;
 const MAX_LEASE_CAP_MICROS = 999_999_999_999_999; // 15 digits: a lease cap far beyond any balance
 const MAX_LEASE_REFRESH_MS = 999_999_999;
 // A node caps the interval it is asked for at 10 minutes (edge-node/src/control/session.ts).
-const MAX_HEARTBEAT_INTERVAL_MS = 10 * 60_000;
+const NODE_MAX_HEARTBEAT_INTERVAL_MS = 10 * 60_000;
+const DEFAULT_HEARTBEAT_INTERVAL_MS = 5000;
+const HEARTBEAT_INTERVAL_UNSET = -1;
 const SECRET_ENC_KEY_BYTES = 32;
 
 /** The variables, for `--help`; the order is the order problems are reported in. */
@@ -117,7 +119,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential (default ${30 * DAY_SECONDS}, 30 days)` },
   { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old, at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS (default ${DAY_SECONDS}, or half the validity when that is shorter)` },
   { name: 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', required: false, description: 'a superseded credential keeps working this long after its node acknowledged (or first used) the new one (default 3600)' },
-  { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: `heartbeat interval asked of nodes, from 100 to ${MAX_HEARTBEAT_INTERVAL_MS} (10 min, the most a node accepts) and at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS (default 5000)` },
+  { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: `heartbeat interval asked of nodes, from 100 to 3600000 and at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS (default ${DEFAULT_HEARTBEAT_INTERVAL_MS}, or half the offline timeout when that is shorter); a node heartbeats at least every ${NODE_MAX_HEARTBEAT_INTERVAL_MS / 60_000} min whatever it is asked` },
   { name: 'ZENOVA_INSTALL_TOKEN_TTL_SECONDS', required: false, description: `lifetime of install tokens (default ${DAY_SECONDS}, 24 h)` },
   { name: 'ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE', required: false, description: 'enrollment attempts allowed per client IP per minute (default 10)' },
   { name: 'ZENOVA_LEASE_CAP_MICROS', required: false, description: `most a node's credit lease of one account holds for new reservations, micro-units from 1 to ${MAX_LEASE_CAP_MICROS} (default ${DEFAULT_LEASE_POLICY.capMicros}, 100 units)` },
@@ -332,7 +334,7 @@ const environmentSchema = z.object({
   // set before the half-validity rule existed still starts.
   ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS: seconds(ROTATE_AFTER_UNSET, 0),
   ZENOVA_CREDENTIAL_HANDOVER_SECONDS: seconds(3600, 0),
-  ZENOVA_HEARTBEAT_INTERVAL_MS: integer(5000, 100, MAX_HEARTBEAT_INTERVAL_MS),
+  ZENOVA_HEARTBEAT_INTERVAL_MS: integer(HEARTBEAT_INTERVAL_UNSET, 100, 3_600_000),
   ZENOVA_INSTALL_TOKEN_TTL_SECONDS: seconds(DAY_SECONDS, 1),
   ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE: integer(10, 1, 100_000),
   ZENOVA_LEASE_CAP_MICROS: integer(Number(DEFAULT_LEASE_POLICY.capMicros), 1, MAX_LEASE_CAP_MICROS),
@@ -371,10 +373,11 @@ const environmentSchema = z.object({
     );
   }
   // A node is offline once no heartbeat came for the offline timeout (nodes/node-view.ts); two
-  // intervals within it keep a healthy node online through one late or lost heartbeat.
+  // intervals within it keep a healthy node online through one late or lost heartbeat. Only a value
+  // set is refused: unset, it is derived (heartbeatInterval), so a short offline timeout alone still starts.
   const intervalMs = v.ZENOVA_HEARTBEAT_INTERVAL_MS;
   const offlineAfterMs = v.ZENOVA_NODE_OFFLINE_AFTER_SECONDS;
-  if (intervalMs * 2 > offlineAfterMs) {
+  if (intervalMs !== HEARTBEAT_INTERVAL_UNSET && Math.min(intervalMs, NODE_MAX_HEARTBEAT_INTERVAL_MS) * 2 > offlineAfterMs) {
     problem(
       'ZENOVA_HEARTBEAT_INTERVAL_MS',
       `${intervalMs} must be at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS ${offlineAfterMs / 1000} (at most ${Math.floor(offlineAfterMs / 2)} ms), ` +
@@ -421,7 +424,9 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
         ? Math.min(DAY_SECONDS * 1000, Math.floor(v.ZENOVA_CREDENTIAL_VALIDITY_SECONDS / 2))
         : v.ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS,
       credentialHandoverMs: v.ZENOVA_CREDENTIAL_HANDOVER_SECONDS,
-      heartbeatIntervalMs: v.ZENOVA_HEARTBEAT_INTERVAL_MS,
+      heartbeatIntervalMs: v.ZENOVA_HEARTBEAT_INTERVAL_MS === HEARTBEAT_INTERVAL_UNSET
+        ? Math.min(DEFAULT_HEARTBEAT_INTERVAL_MS, Math.floor(v.ZENOVA_NODE_OFFLINE_AFTER_SECONDS / 2))
+        : v.ZENOVA_HEARTBEAT_INTERVAL_MS,
       installTokenTtlMs: v.ZENOVA_INSTALL_TOKEN_TTL_SECONDS,
       enrollAttemptsPerMinute: v.ZENOVA_ENROLL_ATTEMPTS_PER_MINUTE,
     },

@@ -38,3 +38,13 @@ t.test('the loopback warning says what taking another host costs, by where the i
   }
   t.match(loopbackTargetWarning(target, 'external', gateway), /install a certificate \(ZENOVA_GATEWAY_CERT_FILE\) that also names a host they reach/);
 });
+
+t.test('when the certificate already names a host others reach, the loopback warning says to dial that one, never to replace the identity', async (t) => {
+  const settings = loadSettings({ ...VALID, ZENOVA_GATEWAY_HOSTS: 'localhost,gw.example.com' });
+  const gateway = { hosts: settings.gateway.hosts, tlsDir: '/var/lib/zenova/gateway-tls' };
+  for (const source of ['generated', 'database', 'cache', 'external'] as const) {
+    const warning = loopbackTargetWarning(gatewayTarget(settings, 8443), source, gateway);
+    t.match(warning, /list gw\.example\.com first in ZENOVA_GATEWAY_HOSTS, or set ZENOVA_GATEWAY_PUBLIC_ADDRESS to gw\.example\.com:PORT/, source);
+    t.notMatch(warning, /delete|install a certificate|must be re-enrolled/, source);
+  }
+});

@@ -31,6 +31,13 @@ export function loopbackTargetWarning(
 ): string | undefined {
   if (!isLoopbackHost(serverName)) return undefined;
   const loopback = `nodes are told to dial the node gateway at ${target}, a loopback address: only a node on this host can reach it. `;
+  // The certificate already names a host others reach (start-up refuses hosts it does not cover):
+  // only which one nodes dial is wrong, and no identity need be replaced.
+  const reachable = gateway.hosts.find((host) => !isLoopbackHost(host));
+  if (reachable !== undefined) {
+    return loopback + `For nodes on other hosts, list ${reachable} first in ZENOVA_GATEWAY_HOSTS, or set ZENOVA_GATEWAY_PUBLIC_ADDRESS to ${reachable}:PORT; ` +
+      'nodes already enrolled keep dialling the address they were given until re-enrolled';
+  }
   const setHosts = 'ZENOVA_GATEWAY_HOSTS (and ZENOVA_GATEWAY_PUBLIC_ADDRESS if they reach it through another port) set to a name or address they reach';
   const replace = `stop the control plane, delete the identity (psql: delete from gateway_tls_identity) and remove ${gateway.tlsDir}, then start again with ${setHosts}`;
   switch (identitySource) {

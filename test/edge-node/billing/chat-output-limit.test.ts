@@ -71,11 +71,11 @@ t.test('a priced chat request without an output limit is forwarded with max_comp
   t.notOk('max_tokens' in forwarded(upstream), 'an explicit null of the other name is dropped');
 });
 
-t.test("a priced request's own output limit is forwarded in the field the OpenAI upstream kind reads", async (t) => {
+t.test("a priced request's own output limit is forwarded to an OpenAI upstream in the caller's own field, which OpenAI reads", async (t) => {
   const { node, upstream } = await creditNode(t, { kind: 'openai' });
   t.equal(await chat(node, { max_tokens: 50_000 }), 200);
-  t.equal(forwarded(upstream).max_completion_tokens, 50_000, 'OpenAI reads max_completion_tokens for every model (its reasoning models refuse max_tokens)');
-  t.notOk('max_tokens' in forwarded(upstream));
+  t.equal(forwarded(upstream).max_tokens, 50_000, 'the caller chose the field its model takes');
+  t.notOk('max_completion_tokens' in forwarded(upstream));
   t.equal(await chat(node, { max_completion_tokens: 7 }), 200);
   t.equal(forwarded(upstream).max_completion_tokens, 7);
   t.notOk('max_tokens' in forwarded(upstream));
@@ -100,7 +100,8 @@ t.test("upstreamChatBody sends a priced request's limit in the field its upstrea
   t.same(upstreamChatBody(request, 'up', false), { model: 'up', messages: [] }, 'no limit given: unchanged');
   t.same(upstreamChatBody(request, 'up', false, { tokens: 100, kind: 'openai-compatible' }), { model: 'up', messages: [], max_tokens: 100 });
   t.same(upstreamChatBody({ ...request, max_completion_tokens: 5 }, 'up', false, { tokens: 5, kind: 'openai-compatible' }), { model: 'up', messages: [], max_tokens: 5 });
-  t.same(upstreamChatBody({ ...request, max_tokens: 5 }, 'up', false, { tokens: 5, kind: 'openai' }), { model: 'up', messages: [], max_completion_tokens: 5 });
+  t.same(upstreamChatBody({ ...request, max_tokens: 5 }, 'up', false, { tokens: 5, kind: 'openai' }), { model: 'up', messages: [], max_tokens: 5 });
+  t.same(upstreamChatBody({ ...request, max_tokens: null }, 'up', false, { tokens: 100, kind: 'openai' }), { model: 'up', messages: [], max_completion_tokens: 100 });
   t.same(upstreamChatBody({ ...request, max_completion_tokens: 5 }, 'up', false), { model: 'up', messages: [], max_completion_tokens: 5 }, 'unpriced: as sent');
 });
 

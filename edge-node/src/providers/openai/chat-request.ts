@@ -130,7 +130,8 @@ export function callerOutputLimit(request: Record<string, unknown>): number | nu
  * (the node meters every stream) with the caller's other stream options kept, and the output limit.
  * A request carrying both limit fields gets both set to the smaller (callerOutputLimit), for every
  * request. A priced one (`limit`, the reserved per-choice output) otherwise goes with the limit in
- * the field its upstream kind reads (outputLimitField) and not the other: a caller's lone
+ * the caller's own field to OpenAI, which reads both, and else in the field its upstream kind reads
+ * (outputLimitField), not the other: a caller's lone
  * `max_completion_tokens` is not read by servers that take only `max_tokens` (Ollama's /v1, older
  * vLLM and llama.cpp), which would write without limit past the reservation.
  */
@@ -150,10 +151,13 @@ export function upstreamChatBody(
     body.max_tokens = callerLimit;
     body.max_completion_tokens = callerLimit;
   } else if (limit !== undefined) {
-    // The other name goes (an explicit null too): some servers refuse both fields in one request.
+    // OpenAI reads both names, so a caller's own is kept (it knows which its model takes); other
+    // kinds get the one they all read. The other name goes (an explicit null too): some servers
+    // refuse both fields in one request.
+    const own = typeof request.max_tokens === 'number' ? 'max_tokens' : typeof request.max_completion_tokens === 'number' ? 'max_completion_tokens' : undefined;
     delete body.max_tokens;
     delete body.max_completion_tokens;
-    body[outputLimitField(limit.kind)] = limit.tokens;
+    body[limit.kind === 'openai' && own !== undefined ? own : outputLimitField(limit.kind)] = limit.tokens;
   }
   return body;
 }
