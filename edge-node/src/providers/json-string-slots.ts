@@ -338,9 +338,11 @@ function closingQuote(text: string, open: number): number {
  * JSON.parse does on text that is not JSON.
  */
 export function parseAsWritten(text: string): { value: unknown; longIntegers: boolean; losesStrings: boolean } {
-  // Marked only when no string of the text can start with the mark (see LONG_INTEGER_MARK).
-  const marked = !text.includes('\\u0000');
-  const exact = quoteLongIntegers(text, { beyondSafeOnly: true, marked });
+  // Marked only when no string of the text can start with the mark (see LONG_INTEGER_MARK); the
+  // text is searched for it only when it may hold a long integer (the usual case: one regex test).
+  const hinted = LONG_INTEGER_HINT.test(text);
+  const marked = hinted && !text.includes('\\u0000');
+  const exact = hinted ? quoteLongIntegers(text, { beyondSafeOnly: true, marked }) : text;
   if (exact === text) {
     const value: unknown = JSON.parse(text);
     return { value, longIntegers: false, losesStrings: losesStrings(text, value) };

@@ -132,7 +132,8 @@ async function maxTokensOnlyUpstream(t: Test): Promise<{ url: string; bodies: Re
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, bodies };
 }
 
-t.test('a chat request with both max_completion_tokens and max_tokens is reserved for the smaller and forwarded with both set to it', async (t) => {
+/** A node pricing `echo` (10 µ per output token) with a 1 000 µ lease, in front of maxTokensOnlyUpstream; each request's cost as finished. */
+async function maxTokensOnlyNode(t: Test): Promise<{ upstream: { url: string; bodies: Record<string, unknown>[] }; book: LeaseBook; costs: PipelineContext['cost'][]; node: PipelineNode }> {
   const upstream = await maxTokensOnlyUpstream(t);
   const book = new LeaseBook(memoryLeaseStore);
   book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 1_000, expiresAt: Date.now() + 600_000 });
@@ -143,6 +144,11 @@ t.test('a chat request with both max_completion_tokens and max_tokens is reserve
     bundle: () => ({ prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }] }),
     services: { credit, metrics: { requestFinished: (ctx: PipelineContext) => void costs.push({ ...ctx.cost }) } },
   });
+  return { upstream, book, costs, node };
+}
+
+t.test('a chat request with both max_completion_tokens and max_tokens is reserved for the smaller and forwarded with both set to it', async (t) => {
+  const { upstream, book, costs, node } = await maxTokensOnlyNode(t);
   t.equal(await chat(node, { max_completion_tokens: 1, max_tokens: 100_000 }), 200);
   const body = upstream.bodies.at(-1)!;
   t.equal(body.max_tokens, 1, 'the upstream reading max_tokens is told the smaller limit');
@@ -167,16 +173,7 @@ t.test('upstreamChatBody sets both output limits to the smaller when the caller 
 });
 
 t.test('a priced chat request with only max_completion_tokens is forwarded with that limit as max_tokens to an OpenAI-compatible upstream, and the lease is not overdrawn', async (t) => {
-  const upstream = await maxTokensOnlyUpstream(t);
-  const book = new LeaseBook(memoryLeaseStore);
-  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 1_000, expiresAt: Date.now() + 600_000 });
-  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
-  const costs: PipelineContext['cost'][] = [];
-  const node = await startPipelineNode(t, {
-    upstreamUrl: upstream.url,
-    bundle: () => ({ prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }] }),
-    services: { credit, metrics: { requestFinished: (ctx: PipelineContext) => void costs.push({ ...ctx.cost }) } },
-  });
+  const { upstream, book, costs, node } = await maxTokensOnlyNode(t);
   t.equal(await chat(node, { max_completion_tokens: 1 }), 200);
   const body = upstream.bodies.at(-1)!;
   t.equal(body.max_tokens, 1, 'the upstream reading only max_tokens is told the reserved limit');
