@@ -13,6 +13,7 @@ import { apiKeysRoutes } from './http/api-keys.routes.js';
 import { billingRoutes } from './http/billing.routes.js';
 import { configVersionRoutes } from './http/config-version.routes.js';
 import { enrollmentRoutes } from './http/enrollment.routes.js';
+import { clientErrorHandler } from './http/client-error.js';
 import { errorHandler, frameworkErrorHandler, MAX_PATH_PARAM_CHARS, notFoundHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.routes.js';
 import { refuseEncodedBody } from './http/content-encoding.js';
@@ -68,6 +69,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
     // Router errors skip the error handler; without this they answer in fastify's own shape.
     frameworkErrors: frameworkErrorHandler,
+    // Requests the HTTP parser refuses: our body and x-request-id, and no raw bytes in the log.
+    clientErrorHandler: clientErrorHandler(deps.logger),
   });
 
   // Every body is JSON (415 otherwise): fastify's built-in text/plain parser would hand a string

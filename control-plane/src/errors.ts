@@ -36,6 +36,18 @@ export const errorTable = {
     message: 'The request is malformed.',
     retryable: false,
   },
+  ZN_ERR_CP_HEADERS_TOO_LARGE: {
+    status: 431,
+    type: 'invalid_request_error',
+    message: 'The request headers are too large (over 16 KiB); send fewer or shorter headers.',
+    retryable: false,
+  },
+  ZN_ERR_CP_REQUEST_TIMEOUT: {
+    status: 408,
+    type: 'invalid_request_error',
+    message: 'The request took too long to arrive (over 60 s); send it again.',
+    retryable: false,
+  },
   ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE: {
     status: 415,
     type: 'invalid_request_error',

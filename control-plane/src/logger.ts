@@ -129,7 +129,11 @@ function serializeRequest(req: LoggableRequest): Record<string, unknown> {
 }
 
 function serializeError(err: Error): unknown {
-  return redactSecrets(pino.stdSerializers.err(err));
+  const serialized = pino.stdSerializers.err(err) as Record<string, unknown>;
+  // Node's HTTP parser errors carry the request's raw bytes (tokens included) as a Buffer, which
+  // the text scrub below cannot see once logged as a byte array.
+  if ('rawPacket' in serialized) serialized.rawPacket = REDACTED;
+  return redactSecrets(serialized);
 }
 
 function knownSecrets(settings: LoggerSettings): string[] {

@@ -269,3 +269,24 @@ t.test('a compressed body is 415 ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE, never read as
   });
   t.equal(identity.statusCode, 201, 'identity is no encoding');
 });
+
+t.test('a route that takes no body refuses fields instead of ignoring them, and accepts none or {}', async (t) => {
+  const node = expectStatus<{ node: { name: string } }>(await call('POST', '/api/v1/nodes', validNodeBody()), 201).node.name;
+  const withFields = await call('POST', `/api/v1/nodes/${node}/install-command`, { ttlSeconds: 60, kind: 'reenroll' });
+  t.equal(withFields.statusCode, 400, withFields.body);
+  t.match(withFields.json<ErrorReply>().error, { code: 'ZN_ERR_CP_INVALID_REQUEST', message: /ttlSeconds|kind/ });
+  t.equal((await call('POST', `/api/v1/nodes/${node}/install-command`)).statusCode, 200, 'no body');
+  t.equal((await call('POST', `/api/v1/nodes/${node}/install-command`, {})).statusCode, 200, '{}');
+
+  const account = uniqueConfigName('nobody');
+  expectStatus(await call('POST', '/api/v1/accounts', { name: account }), 201);
+  const key = expectStatus<{ apiKey: { id: string } }>(await call('POST', '/api/v1/api-keys', { account, name: 'k' }), 201).apiKey.id;
+  const revoke = await call('POST', `/api/v1/api-keys/${key}/revoke`, { reason: 'leaked' });
+  t.equal(revoke.statusCode, 400, 'a revoke with a field is refused, the key stays active');
+  t.equal(expectStatus<{ status: string }>(await call('GET', `/api/v1/api-keys/${key}`), 200).status, 'active');
+  const policy = uniqueConfigName('nobody');
+  expectStatus(await call('POST', '/api/v1/rate-limit-policies', { name: policy, requestsPerMinute: 5 }), 201);
+  t.equal((await call('DELETE', `/api/v1/rate-limit-policies/${policy}`, { force: true })).statusCode, 400, 'a delete with a field');
+  t.equal((await call('DELETE', `/api/v1/rate-limit-policies/${policy}`)).statusCode, 200, 'a delete without one');
+  t.equal((await call('DELETE', `/api/v1/nodes/${node}`, { purge: true })).statusCode, 400, 'a node delete with a field');
+});

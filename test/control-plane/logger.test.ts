@@ -90,3 +90,15 @@ t.test('the log level from the settings applies', async (t) => {
   log.logger.warn('shown');
   t.same(log.lines().map((l) => l.msg), ['shown']);
 });
+
+t.test("an HTTP parser error's raw request bytes are not logged, even as a byte array", async (t) => {
+  const log = captureLogger({ logLevel: 'trace', adminToken: ADMIN_TOKEN });
+  const err = Object.assign(new Error('Parse Error: Invalid header value char'), {
+    code: 'HPE_INVALID_HEADER_TOKEN',
+    rawPacket: Buffer.from(`GET / HTTP/1.1\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\n\r\n`),
+  });
+  log.logger.trace({ err }, 'client error');
+  const [line] = log.lines();
+  t.match(line, { err: { code: 'HPE_INVALID_HEADER_TOKEN', rawPacket: '[Redacted]' } });
+  t.notMatch(log.text(), /"data":\[/, 'no byte array');
+});

@@ -98,6 +98,16 @@ export function parseConfigInput<S extends z.ZodType>(schema: S, body: unknown):
   return result.data;
 }
 
+const noFields = bodyObject({});
+
+/**
+ * For routes that take no body (deletes, revokes, node commands): none or `{}` passes; any field
+ * is a 400 naming it. Ignoring it let `{"ttlSeconds": 60}` answer 200 with the default applied.
+ */
+export function refuseBodyFields(body: unknown): void {
+  if (body !== undefined) parseConfigInput(noFields, body);
+}
+
 /** A 400 for one field whose value is well-formed but refers to something that does not exist. */
 export function invalidField(field: string, rule: string): Error {
   return zenovaError('ZN_ERR_CP_INVALID_REQUEST', `${field}: ${rule}`);

@@ -5,7 +5,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { boundedText, parseConfigInput } from '../config/config-fields.js';
+import { boundedText, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../keys/api-key-store.js';
 import { apiKeyCreateSchema, apiKeyListQuerySchema } from '../keys/api-key-validation.js';
@@ -41,6 +41,7 @@ export const apiKeysRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fasti
   app.post('/api-keys/:id/revoke', {
     schema: { params: idParams, response: { 200: z.object({ apiKey: apiKeyViewSchema, configVersion: z.number() }) } },
   }, async (request) => {
+    refuseBodyFields(request.body);
     const { value, configVersion } = await revokeApiKey(pool, request.params.id);
     request.log.info({ apiKeyId: value.id, account: value.account, configVersion }, 'API key revoked');
     return { apiKey: toApiKeyView(value), configVersion };

@@ -23,7 +23,12 @@ const accountParams = z.object({ account: nameParam() });
 
 const creditBody = bodyObject({
   amountMicros: integerIn(1, Number.MAX_SAFE_INTEGER),
-  reference: text().max(256, { error: () => 'must be at most 256 characters' }).nullable().default(null),
+  // Compared as sent, so a blank one (a script's empty invoice field) would key every later blank
+  // top-up of that amount as a replay, and "INV-1 " would differ from "INV-1": both refused.
+  reference: text()
+    .max(256, { error: () => 'must be at most 256 characters' })
+    .regex(/^\S(?:.*\S)?$/s, { error: () => 'must not be empty or start or end with white space (leave it out or null for none)' })
+    .nullable().default(null),
 });
 
 const DAY_MS = 24 * 3600 * 1000;

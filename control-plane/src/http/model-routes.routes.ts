@@ -5,7 +5,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { nameParam, parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { createModelRoute, deleteModelRoute, getModelRoute, listModelRoutes, replaceModelRoute } from '../routes-config/model-route-store.js';
 import { modelRouteCreateSchema, modelRouteReplaceSchema } from '../routes-config/model-route-validation.js';
@@ -48,6 +48,7 @@ export const modelRoutesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (f
   app.delete('/routes/:alias', {
     schema: { params: aliasParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
+    refuseBodyFields(request.body);
     const { value, configVersion } = await deleteModelRoute(pool, request.params.alias);
     request.log.info({ alias: value.alias, routeId: value.id, configVersion }, 'model route deleted');
     return { deleted: value.alias, configVersion };

@@ -7,7 +7,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { nameParam } from '../config/config-fields.js';
+import { nameParam, refuseBodyFields } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { createNode, deleteNode, editNodeNetwork, editNodeSettings, getNode, issueCommand, nodeSettingsPatchSchema } from '../nodes/node-admin.js';
 import type { IssuedCommand } from '../nodes/node-admin.js';
@@ -100,6 +100,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
     bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string() }) } },
   }, async (request) => {
+    refuseBodyFields(request.body);
     const node = await deleteNode(pool, request.params.name);
     request.log.info({ node: node.name, nodeId: node.id }, 'node deleted; its credentials are revoked');
     return { deleted: node.name };
@@ -110,6 +111,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
       bodyLimit: COMMAND_BODY_LIMIT_BYTES,
       schema: { params: nameParams, response: { 200: commandSchema } },
     }, async (request) => {
+      refuseBodyFields(request.body);
       const issued = await issueCommand(pool, request.params.name, kind, settings.nodes.installTokenTtlMs);
       request.log.info({ node: request.params.name, kind }, 'node command issued');
       return toCommandBody(issued);

@@ -2,7 +2,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { nameParam, parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { createGuardrailPolicy, deleteGuardrailPolicy, listGuardrailPolicies } from '../policies/guardrail-policy-store.js';
 import { guardrailPolicyCreateSchema } from '../policies/guardrail-policy-validation.js';
@@ -39,6 +39,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.delete('/rate-limit-policies/:name', {
     schema: { params: nameParams, response: { 200: deletedReply } },
   }, async (request) => {
+    refuseBodyFields(request.body);
     const { value, configVersion } = await deleteRateLimitPolicy(pool, request.params.name);
     request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'rate-limit policy deleted');
     return { deleted: value.name, configVersion };
@@ -60,6 +61,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.delete('/guardrail-policies/:name', {
     schema: { params: nameParams, response: { 200: deletedReply } },
   }, async (request) => {
+    refuseBodyFields(request.body);
     const { value, configVersion } = await deleteGuardrailPolicy(pool, request.params.name);
     request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'guardrail policy deleted');
     return { deleted: value.name, configVersion };

@@ -2,7 +2,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { nameParam, parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { deletePrice, listPrices, setPrice } from '../prices/price-store.js';
 import { pricePutSchema } from '../prices/price-validation.js';
@@ -35,6 +35,7 @@ export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastif
   app.delete('/prices/:model', {
     schema: { params: modelParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
+    refuseBodyFields(request.body);
     const { value, configVersion } = await deletePrice(pool, request.params.model);
     request.log.info({ model: value.model, configVersion }, 'price deleted');
     return { deleted: value.model, configVersion };

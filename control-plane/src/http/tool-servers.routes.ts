@@ -7,7 +7,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { nameParam, parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { deleteToolServer, getToolServer, listToolServers, putToolServer } from '../tools/tool-server-store.js';
@@ -50,6 +50,7 @@ export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: S
   app.delete('/tool-servers/:name', {
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
+    refuseBodyFields(request.body);
     const { value, configVersion } = await deleteToolServer(pool, request.params.name);
     request.log.info({ toolServer: value.name, toolServerId: value.id, configVersion }, 'tool server deleted');
     return { deleted: value.name, configVersion };

@@ -6,7 +6,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { nameParam, parseConfigInput } from '../config/config-fields.js';
+import { nameParam, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { createUpstream, deleteUpstream, getUpstream, listUpstreams, patchUpstream } from '../upstreams/upstream-store.js';
@@ -50,6 +50,7 @@ export const upstreamsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Sec
   app.delete('/upstreams/:name', {
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
+    refuseBodyFields(request.body);
     const { value, configVersion } = await deleteUpstream(pool, request.params.name);
     request.log.info({ upstream: value.name, upstreamId: value.id, configVersion }, 'upstream deleted');
     return { deleted: value.name, configVersion };

@@ -119,3 +119,17 @@ t.test('two concurrent top-ups with the same reference credit once', async (t) =
   t.equal((await storedBalance(pool, accountId)).balance, 5_000_000n, 'credited once');
   for (const answer of answers) t.equal(answer.json<{ balance: { balanceMicros: number } }>().balance.balanceMicros, 5_000_000);
 });
+
+t.test('a blank reference, or one with white space at an end, is refused: it would key later top-ups as replays', async (t) => {
+  const accountId = await insertAccount(pool, 'retry-blank');
+  for (const reference of ['', '   ', 'INV-1 ', ' INV-1', '\tINV-1']) {
+    const res = await call('POST', '/api/v1/accounts/retry-blank/credits', { amountMicros: 1_000_000, reference });
+    t.equal(res.statusCode, 400, JSON.stringify(reference));
+    t.match(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', message: /^reference: must not be empty/ } });
+  }
+  const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from billing_ledger where account_id = $1', [accountId]);
+  t.equal(rows[0]!.n, 0, 'nothing credited');
+  t.equal((await call('POST', '/api/v1/accounts/retry-blank/credits', { amountMicros: 1, reference: 'INV 1' })).statusCode, 201, 'inner white space is fine');
+  t.equal((await call('POST', '/api/v1/accounts/retry-blank/credits', { amountMicros: 1 })).statusCode, 201, 'no reference');
+  t.equal((await call('POST', '/api/v1/accounts/retry-blank/credits', { amountMicros: 1, reference: null })).statusCode, 201, 'a null reference');
+});

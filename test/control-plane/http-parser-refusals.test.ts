@@ -1,0 +1,77 @@
+/**
+ * Requests Node's HTTP parser refuses (a malformed header line, headers over 16 KiB, a bad chunk)
+ * never reach the routes. They are answered in the documented body with a code and x-request-id,
+ * and even at log level trace no line holds the request's raw bytes (the admin token, an install
+ * token), as fastify's default handler logged them.
+ */
+import { connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { buildApp } from '../../control-plane/src/app.js';
+import { createPool } from '../../control-plane/src/db/pool.js';
+import { testDatabase } from '../fixtures/postgres.js';
+import { ADMIN_TOKEN, captureLogger, testSettings } from './helpers.js';
+import { migratedPool, stubEnrollment } from './nodes-harness.js';
+
+const db = await testDatabase(t);
+await migratedPool(t, db.url);
+const settings = { ...testSettings(db.url), logLevel: 'trace' as const };
+const log = captureLogger(settings);
+const pool = createPool({ databaseUrl: db.url, logger: log.logger });
+const app = await buildApp({ settings, pool, logger: log.logger, enrollment: stubEnrollment });
+await app.listen({ host: '127.0.0.1', port: 0 });
+t.teardown(async () => {
+  await app.close();
+  await pool.end();
+});
+const port = (app.server.address() as AddressInfo).port;
+
+const INSTALL_TOKEN = `zit_${'s'.repeat(40)}`;
+
+/** Sends raw bytes, reads until the server closes the connection. */
+function exchange(raw: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
+    socket.write(raw);
+  });
+}
+
+function parse(answer: string): { status: number; headers: Map<string, string>; body: { error: { code: string; message: string; type: string } } } {
+  const [head = '', body = ''] = answer.split('\r\n\r\n');
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const headers = new Map(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+  return { status: Number(statusLine.split(' ')[1]), headers, body: JSON.parse(body) };
+}
+
+const auth = `Authorization: Bearer ${ADMIN_TOKEN}\r\n`;
+const cases: Array<{ name: string; raw: string; status: number; code: string }> = [
+  { name: 'a malformed header line', raw: `GET /api/v1/nodes HTTP/1.1\r\nHost: cp\r\n${auth}Bad Header: x\r\n\r\n`, status: 400, code: 'ZN_ERR_CP_INVALID_REQUEST' },
+  { name: 'headers over 16 KiB', raw: `GET /api/v1/nodes HTTP/1.1\r\nHost: cp\r\n${auth}Cookie: ${'c'.repeat(20_000)}\r\n\r\n`, status: 431, code: 'ZN_ERR_CP_HEADERS_TOO_LARGE' },
+  {
+    name: 'a bad chunk size in an enrollment',
+    raw: `POST /api/enroll HTTP/1.1\r\nHost: cp\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${(`{"token":"${INSTALL_TOKEN}"}`.length).toString(16)}\r\n{"token":"${INSTALL_TOKEN}"}\r\nZZ\r\n`,
+    status: 400,
+    code: 'ZN_ERR_CP_INVALID_REQUEST',
+  },
+];
+
+for (const c of cases) {
+  t.test(`${c.name} is answered ${c.status} ${c.code} with x-request-id, and no log line holds its bytes`, async (t) => {
+    const answer = parse(await exchange(c.raw));
+    t.equal(answer.status, c.status);
+    t.equal(answer.body.error.code, c.code);
+    t.equal(answer.body.error.type, 'invalid_request_error');
+    t.match(answer.headers.get('x-request-id'), /^[0-9a-f-]{36}$/);
+    t.equal(answer.headers.get('connection'), 'close');
+    const logged = log.text();
+    t.match(logged, /request refused by the HTTP parser/);
+    t.notOk(logged.includes('rawPacket'), 'no raw packet in the log');
+    t.notOk(logged.includes(ADMIN_TOKEN), 'no admin token in the log');
+    t.notOk(logged.includes(INSTALL_TOKEN), 'no install token in the log');
+    t.notOk(answer.body.error.message.includes(ADMIN_TOKEN));
+  });
+}
