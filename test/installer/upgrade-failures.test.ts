@@ -4,7 +4,9 @@
  * release removed, the same command may run again), and a unit that cannot be written after the
  * token was used (env file, units and links put back, the node never stopped, the release not
  * marked as a failed version). An upgrade killed after its switch (a real child process, SIGKILL)
- * is found by the next run, which finishes it or switches back without redeeming a token. The
+ * is found by the next run, which finishes it or switches back without redeeming a token, whatever
+ * version and control protocol the control plane moved on to (a fresh upgrade still gets the
+ * protocol check); a --check-only run meanwhile holds no lock, so status and that run ignore it. The
  * enrollment, the token redemption and the service manager are stand-ins here;
  * test/e2e/install-upgrade.test.ts runs the real control plane and node.
  */
@@ -17,6 +19,7 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { runStatus } from '../../installer/src/commands/status.js';
+import { installLockHolder } from '../../installer/src/install/install-lock.js';
 import type { ReadinessWaiter } from '../../installer/src/install/readiness-wait.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
@@ -24,6 +27,7 @@ import type { Enroller } from '../../installer/src/install/install-node.js';
 import type { UpgradeTokenRedeemer } from '../../installer/src/install/upgrade-token.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import { productVersion } from '../../proto/src/product-version.js';
+import { PROTOCOL_VERSION } from '../../proto/src/protocol-version.js';
 import { captureCli, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
@@ -275,4 +279,65 @@ t.test('zenova status while an upgrade runs in another session says it is in pro
   release();
   const done = await upgrading;
   if (!t.equal(done.exit, 0)) t.comment(done.out);
+});
+
+t.test('a check-only run holds no install lock: zenova status meanwhile still calls an interrupted upgrade interrupted, and the upgrade command run meanwhile finishes it', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  await killedAfterSwitch(t, h);
+  // The check-only run is held at its control-plane check, in the middle of its checks.
+  let inside!: () => void;
+  const checking = new Promise<void>((resolve) => (inside = resolve));
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  t.teardown(() => release());
+  const healthy = healthyControlPlane();
+  const held: HostEnv = { ...h.host, probeControlPlane: async (...a) => {
+    inside();
+    await gate;
+    return healthy(...a);
+  } };
+  const check = captureCli(work);
+  const checkRun = runInstall(['node', '--package', h.pkg, '--control-plane', 'https://cp.example.test', '--check-only'], check.ctx, held);
+  await checking;
+  t.equal(await installLockHolder(h.root), undefined, 'no live run holds the install lock (the killed run left one behind)');
+
+  const text = captureCli(work);
+  await runStatus([], text.ctx, h.host);
+  t.match(text.out(), new RegExp(`^upgrade: +INTERRUPTED: ${OLD} → ${NEW} started at`, 'm'));
+  t.notMatch(text.out(), /in progress/, 'no upgrade is in progress: a check is');
+  const json = captureCli(work);
+  await runStatus(['--json'], json.ctx, h.host);
+  t.match(JSON.parse(json.out()), { upgradeRunning: null, upgradeInterrupted: { from: OLD, to: NEW } });
+
+  const finished = await upgrade({ ...h.host, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, NEW) }, h.pkg);
+  t.notMatch(finished.out, /NODE-INSTALL-RUNNING/, 'not refused as concurrent');
+  if (!t.equal(finished.exit, 0, 'the interrupted upgrade is finished while the check runs')) t.comment(finished.out);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${NEW}`);
+
+  release();
+  t.equal(await checkRun, 1, 'the check ends with its own findings');
+  t.match(check.out(), /✗ NODE-INSTALLED/);
+  t.notMatch(check.out(), /NODE-INSTALL-RUNNING/);
+});
+
+t.test('finishing an upgrade killed after its switch is not refused for the control protocol of a control plane that moved on, and says why', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  await killedAfterSwitch(t, h);
+  const movedOn = { ...h.host, probeControlPlane: healthyControlPlane({ version: '99.0.0', protocolVersion: PROTOCOL_VERSION + 1 }) };
+  const r = await upgrade({ ...movedOn, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, NEW) }, h.pkg);
+  if (!t.equal(r.exit, 0, 'the interrupted upgrade is finished with its own package')) t.comment(r.out);
+  t.notMatch(r.out, /NODE-CP-PROTOCOL|NODE-PKG-VERSION/);
+  t.match(r.out, `✓ package version ${NEW} is the interrupted upgrade's, agreed by the control plane then (it runs 99.0.0 now, speaking control protocol ${PROTOCOL_VERSION + 1} where the package speaks ${PROTOCOL_VERSION}): not checked against its current version and protocol`);
+  t.match(r.out, `is upgraded from ${OLD} to ${NEW} and ready`);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${NEW}`);
+});
+
+t.test('a fresh upgrade is still refused with NODE-CP-PROTOCOL when the control plane speaks another control protocol', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  const otherProtocol = { ...h.host, probeControlPlane: healthyControlPlane({ protocolVersion: PROTOCOL_VERSION + 1 }) };
+  const r = await upgrade({ ...otherProtocol, redeemUpgrade: redeemOk }, h.pkg);
+  t.equal(r.exit, 1);
+  t.match(r.out, `✗ NODE-CP-PROTOCOL: the package speaks control protocol ${PROTOCOL_VERSION}, the control plane ${PROTOCOL_VERSION + 1}`);
+  t.notMatch(r.out, /interrupted upgrade's/);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${OLD}`, 'nothing was switched');
 });

@@ -367,6 +367,12 @@ const MARKED_INTEGER = /"\\u0000(-?\d+)"/g;
  * as the number it was; a mask that rewrote it (its placeholder) makes it a string as any other.
  */
 const longIntegers = new WeakMap<object, Map<string, string>>();
+/** Whether `holder[key]` holds the digits of an integer past 2^53 that parseAsWritten read (not a string the text wrote). */
+export function isLongIntegerAt(holder: object, key: string): boolean {
+  const value = (holder as Record<string, unknown>)[key];
+  return typeof value === 'string' && longIntegers.get(holder)?.get(key) === value;
+}
+
 /** Parsed values (their outermost object or array) holding a noted integer: the others need no replacer. */
 const holdsLongIntegers = new WeakSet<object>();
 

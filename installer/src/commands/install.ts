@@ -18,7 +18,7 @@ import type { CheckMode } from '../install/host-checks.js';
 import type { CaFile } from '../install/control-plane-probe.js';
 import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
 import { CLI_LINK, DEFAULT_NODE_LISTEN, NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
-import { takeInstallLock } from '../install/install-lock.js';
+import { installLockHolder, takeInstallLock } from '../install/install-lock.js';
 import { installNode } from '../install/install-node.js';
 import { upgradeNode } from '../install/upgrade-node.js';
 import { parseListen } from '../install/listen-address.js';
@@ -56,7 +56,8 @@ the findings are listed with their NODE-… codes and nothing is written.
                         <dir>/etc/tls-cert.pem. Without it callers are served plain HTTP
   --tls-key FILE        The certificate's unencrypted PEM key (both or neither); copied to
                         <dir>/etc/tls-key.pem (0600). --reenroll keeps the installed pair
-  --check-only          Run the checks only: no token needed or used, nothing written
+  --check-only          Run the checks only: no token needed or used, nothing written (not even
+                        the install lock: another run is neither refused by it nor refuses it)
   --reenroll            Replace the installed node's identity (keeps data, spool, unsent records);
                         also recovers a failed install whose data/ was kept (installs it again)
   --upgrade             Upgrade the installed node to this package's release (the control plane's
@@ -171,6 +172,13 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   const listen = await listenAddress(listenOption, reenroll, host);
   if (reenroll && tlsFiles !== undefined) await refuseTlsOnReenroll(host);
 
+  const run: InstallRun = { ctx, host, checkOnly, reenroll, upgrade, installDir, packageFile, controlPlaneUrl, caFile, listen, tlsFiles, token, tokenWarning, tokenSource };
+  // A check-only run writes nothing, so it takes no lock: holding one, it would show in `zenova
+  // status` as an upgrade in progress and make a real run meanwhile refused as concurrent. What it
+  // reads (units, etc/node.env, data/ state files, links) is written atomically, a temp file renamed
+  // or a link swapped, so a run writing meanwhile shows it no half-written file.
+  if (checkOnly) return checkAndInstall(run);
+
   // One install at a time: a second run fails fast instead of writing over the first one. Without
   // root the lock cannot be written, and then the root check blocks before any write anyway.
   const locked = await takeInstallLock(host.hostRoot);
@@ -183,7 +191,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
     return EXIT_FAILURE;
   }
   try {
-    return await checkAndInstall({ ctx, host, checkOnly, reenroll, upgrade, installDir, packageFile, controlPlaneUrl, caFile, listen, tlsFiles, token, tokenWarning, tokenSource });
+    return await checkAndInstall(run);
   } finally {
     if (locked.ok) await locked.lock.release();
   }
@@ -287,11 +295,14 @@ interface InstallRun {
   tokenSource: TokenSource;
 }
 
-/** The checks, then (unless --check-only) the install; run while holding the install lock. */
+/** The checks, then (unless --check-only) the install; a run that installs holds the install lock throughout. */
 async function checkAndInstall(run: InstallRun): Promise<number> {
   const { ctx, host, checkOnly, reenroll, upgrade, installDir, packageFile, controlPlaneUrl, listen, tlsFiles, token, tokenWarning, tokenSource } = run;
   ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : upgrade ? ' --upgrade' : ''}: checking this host (nothing is written until every check passes)\n`);
   if (tokenWarning !== undefined) printFinding(ctx, tokenWarning, '  ');
+  // A check-only run holds no lock (runInstall): a run that does may change what it finds.
+  const otherRun = checkOnly ? await installLockHolder(host.hostRoot) : undefined;
+  if (otherRun !== undefined) ctx.stdout.write(`  note: another zenova install node (pid ${otherRun}) is running on this host; these checks see the host as that run has left it so far\n`);
   const mode: CheckMode = checkOnly ? 'check-only' : reenroll ? 'reenroll' : upgrade ? 'upgrade' : 'install';
   // An upgrade trusts the control plane the way the installed node does, unless told otherwise.
   const caFile = run.caFile ?? (upgrade ? await installedCaFile(host) : undefined);

@@ -289,16 +289,20 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
         const m = result.manifest;
         const match: Finding[] = [];
         // Finishing an upgrade killed after its switch redeems no token: the control plane agreed to
-        // that version then, and may run a newer one since (the node goes on to it with a new command).
+        // that version and its protocol then, and may run newer ones since (the node goes on to them
+        // with a new command). Refusing would leave the host half-upgraded.
         const finishes = installed?.interrupted?.to === installed?.version && m.version === installed?.version;
+        const protocolMoved = m.protocolVersion !== cp.facts.protocolVersion;
         if (m.version !== cp.facts.version && !finishes) match.push(finding('NODE-PKG-VERSION', `the package is version ${m.version}, the control plane runs ${cp.facts.version}`));
-        if (m.protocolVersion !== cp.facts.protocolVersion || m.protocolVersion !== PROTOCOL_VERSION) {
+        if ((protocolMoved && !finishes) || m.protocolVersion !== PROTOCOL_VERSION) {
           match.push(finding('NODE-CP-PROTOCOL', `the package speaks control protocol ${m.protocolVersion}, the control plane ${cp.facts.protocolVersion} (this installer ${PROTOCOL_VERSION})`));
         }
         check(
-          m.version === cp.facts.version || !finishes
+          (m.version === cp.facts.version && !protocolMoved) || !finishes
             ? `package version ${m.version} matches the control plane`
-            : `package version ${m.version} is the interrupted upgrade's, agreed by the control plane then (it runs ${cp.facts.version} now)`,
+            : `package version ${m.version} is the interrupted upgrade's, agreed by the control plane then (it runs ${cp.facts.version} now` +
+                `${protocolMoved ? `, speaking control protocol ${cp.facts.protocolVersion} where the package speaks ${m.protocolVersion}` : ''}): ` +
+                'not checked against its current version and protocol',
           match,
         );
       }

@@ -3,8 +3,8 @@
 // otherwise hand `Authorization: Bearer <key>` to anyone holding a Zenova API key. Relayed JSON and
 // other non-stream bodies have the key replaced, however they escape it: a key may hold any printable
 // ASCII (`"`, `\`, `&`, `<`, `>`), which JSON encoders write as `\"`, `\\`, `\u0026`, `\u003C`…
-// Event streams are redacted event by event, their framing kept; a key a stream cuts across two
-// events (or two data lines) loses each piece of 8 characters or more where it is.
+// Event streams are redacted event by event, their framing kept; a key a stream cuts across two or
+// more events (or data lines) loses each piece of 8 characters or more where it is.
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -303,6 +303,90 @@ t.test('a key the tool server cuts across two events, two data lines or two writ
       t.same(keyPieces(text, apiKey), [], `cut at ${cut}, ${how}: no piece of the key of 8 characters or more reaches the caller`);
       t.match(text, /\[redacted\] was sent/, `cut at ${cut}, ${how}: the rest of the answer is relayed`);
     }
+  }
+});
+
+/** The pieces of `key` cut at `sizes` (their sum is its length). */
+function cutInto(key: string, sizes: readonly number[]): string[] {
+  let at = 0;
+  return sizes.map((size) => key.slice(at, (at += size)));
+}
+
+t.test('a key the tool server cuts into three or four events or data lines reaches the caller in no piece of 8 characters or more', async (t) => {
+  const apiKey = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c91b7d2e4';
+  t.equal(apiKey.length, 40);
+  const note = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: text } })}\n\n`;
+  const answer = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text }] } })}\n\n`;
+  const streams = (pieces: string[]): Record<string, string[]> => {
+    const first = pieces[0]!;
+    const middle = pieces.slice(1, -1);
+    const last = pieces.at(-1)!;
+    return {
+      'events': [note(`authorization: Bearer ${first}`), ...middle.map(note), answer(`${last} was sent`)],
+      'data lines of one event': [`event: log\ndata: authorization: Bearer ${first}\n${middle.map((piece) => `data: ${piece}\n`).join('')}data: ${last} was sent\n\n`, answer('done')],
+      'events whose data is not JSON': [`event: log\ndata: authorization: Bearer ${first}\n\n`, ...middle.map((piece) => `event: log\ndata: ${piece}\n\n`), answer(`${last} was sent`)],
+    };
+  };
+  let writes: string[] = [];
+  const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const next = (i: number): void => {
+      if (i === writes.length) res.end();
+      else res.write(writes[i]!, () => next(i + 1));
+    };
+    next(0);
+  });
+  // Three and four ways; a short first piece (which may pass) before a long middle one.
+  for (const sizes of [[15, 10, 15], [4, 28, 8], [10, 10, 10, 10], [8, 12, 9, 11], [4, 9, 19, 8]]) {
+    for (const [how, sent] of Object.entries(streams(cutInto(apiKey, sizes)))) {
+      writes = sent;
+      const res = await fetch(`${nodeUrl}/mcp/tools`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
+      });
+      const text = await res.text();
+      t.equal(res.status, 200, `cut ${sizes.join('+')}, ${how}: relayed`);
+      t.same(keyPieces(text, apiKey), [], `cut ${sizes.join('+')}, ${how}: no piece of the key of 8 characters or more reaches the caller`);
+      t.equal(text.split('\n\n').length, sent.join('').split('\n\n').length, `cut ${sizes.join('+')}, ${how}: as many events as were sent`);
+      t.match(text, /\[redacted\] was sent/, `cut ${sizes.join('+')}, ${how}: the rest of the answer is relayed`);
+    }
+  }
+});
+
+t.test('a key cut into the items of a JSON answer reaches the caller in no piece of 8 characters or more', async (t) => {
+  const apiKey = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c91b7d2e4';
+  const [first, ...rest] = cutInto(apiKey, [12, 10, 9, 9]);
+  const items = [`Bearer ${first}`, ...rest.slice(0, -1), `${rest.at(-1)!} was sent`].map((text) => ({ type: 'text', text }));
+  const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: items } }));
+  });
+  const res = await fetch(`${nodeUrl}/mcp/tools`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
+  });
+  const text = await res.text();
+  t.same(keyPieces(text, apiKey), [], 'no piece of the key of 8 characters or more');
+  t.same((JSON.parse(text) as { result: { content: Array<{ text: string }> } }).result.content.map((item) => item.text), ['Bearer [redacted]', '[redacted]', '[redacted]', '[redacted] was sent']);
+});
+
+t.test('ordinary text in many events, sharing short runs with the key, goes on byte for byte', async (t) => {
+  const key = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c91b7d2e4';
+  const texts = [
+    'the tool is ready', 'key', '7f3a9c1', 'zt-tool', '-key-7f', 'e5b2d4a', 'f8e0c91', 'zt-tool-key in the middle of a text',
+    'a text ending in zt-too', 'b7d2e4 starts this one', 'the key-7f3a9c1e5b2 sits in the middle here', 'done',
+  ];
+  const events = texts.map((text, i) => `event: message\nid: ${i}\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: text } })}\n\n`);
+  const lines = texts.map((text) => `event: log\ndata: ${text}\n\n`);
+  for (const [how, sent] of [['JSON data', events], ['data that is not JSON', lines]] as const) {
+    async function* source(): AsyncGenerator<Uint8Array> {
+      for (const event of sent) yield Buffer.from(event);
+    }
+    const out: string[] = [];
+    for await (const chunk of withoutSecretEvents(source(), key, 1 << 20)) out.push(Buffer.from(chunk).toString());
+    t.same(out, sent, `${how}: each event as it came`);
   }
 });
 

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { TextSlot } from '../../pipeline/context.js';
-import { JsonStringWalk, parseAsWritten } from '../json-string-slots.js';
+import { isLongIntegerAt, JsonStringWalk, parseAsWritten } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
 import type { DirtyMark } from '../text-slot.js';
 
@@ -118,6 +118,26 @@ export function parseRelayed(text: string): { value: unknown; relayable: boolean
   const { value, longIntegers, losesStrings } = parseAsWritten(text);
   if (longIntegers) keepEnvelopeNumbers(value, JSON.parse(text));
   return { value, relayable: !losesStrings };
+}
+
+/**
+ * A JSON-RPC id as its message wrote it, to match answers with requests and to echo it: an integer
+ * past 2^53 (which parseRelayed reads as its digits) is a bigint, so it equals the same integer in
+ * another message, and not the string of its digits, which is another id.
+ */
+export type JsonRpcId = string | number | bigint;
+
+/** The id of a message parseRelayed gave; undefined when it has none (or null). */
+export function idAsWritten(message: Record<string, unknown>): JsonRpcId | undefined {
+  const id = message.id;
+  if (typeof id === 'number') return id;
+  if (typeof id !== 'string') return undefined;
+  return isLongIntegerAt(message, 'id') ? BigInt(id) : id;
+}
+
+/** `id` as JSON text: an integer past 2^53 as the number it was, digit for digit. */
+export function idJson(id: JsonRpcId): string {
+  return typeof id === 'bigint' ? id.toString() : JSON.stringify(id);
 }
 
 /** `exact`'s messages with the safe-integer `id` and `error.code` of `plain` (the same text parsed by JSON.parse). */

@@ -16,6 +16,8 @@
  */
 import { zenovaError } from '../../errors.js';
 import { isRecord } from '../text-slot.js';
+import { idAsWritten, parseRelayed } from './jsonrpc-message.js';
+import type { JsonRpcId } from './jsonrpc-message.js';
 
 /** Yielded before the completing event: the runner holds it, and all after it, until the record is committed. */
 export const HOLD_FROM_HERE: Uint8Array = new Uint8Array(0);
@@ -41,7 +43,7 @@ const CR = 0x0d;
  * notifications), nothing but the stream's end is held.
  */
 export async function* holdCompletingEvent(
-  source: AsyncIterable<Uint8Array>, pending: Set<string | number>, maxEventBytes: number, after: AfterAnswer,
+  source: AsyncIterable<Uint8Array>, pending: Set<JsonRpcId>, maxEventBytes: number, after: AfterAnswer,
 ): AsyncGenerator<Uint8Array> {
   const boundaries = new EventBoundaries();
   let partial: Uint8Array[] = [];
@@ -209,7 +211,7 @@ const RESULT = Buffer.from('"result"');
 const ERROR = Buffer.from('"error"');
 
 /** Whether `event` answers the last id of `pending` (the ids it answers are removed). */
-function completes(event: Uint8Array, pending: Set<string | number>): boolean {
+function completes(event: Uint8Array, pending: Set<JsonRpcId>): boolean {
   const bytes = Buffer.from(event.buffer, event.byteOffset, event.byteLength);
   // Requests and notifications of the server (most events before the answer) are not parsed.
   if (!bytes.includes(RESULT) && !bytes.includes(ERROR)) return false;
@@ -224,13 +226,16 @@ function completes(event: Uint8Array, pending: Set<string | number>): boolean {
   if (!any) return false;
   let message: unknown;
   try {
-    message = JSON.parse(data);
+    // As written: an id past 2^53 is the request's, not the double JSON.parse rounds it to.
+    message = parseRelayed(data).value;
   } catch {
     return false;
   }
   let answered = false;
   for (const m of Array.isArray(message) ? (message as unknown[]) : [message]) {
-    if (isRecord(m) && (typeof m.id === 'string' || typeof m.id === 'number') && ('result' in m || 'error' in m) && pending.delete(m.id)) answered = true;
+    if (!isRecord(m) || !('result' in m || 'error' in m)) continue;
+    const id = idAsWritten(m);
+    if (id !== undefined && pending.delete(id)) answered = true;
   }
   return answered && pending.size === 0;
 }

@@ -39,8 +39,8 @@ import { isPartial, uncheckedTextMessage } from '../partial-texts.js';
 import { isRecord } from '../text-slot.js';
 import type { DirtyMark } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
-import { callLabel, jsonRpcPostSchema, jsonTexts, messageTexts, parseRelayed } from './jsonrpc-message.js';
-import type { JsonRpcPost } from './jsonrpc-message.js';
+import { callLabel, idAsWritten, jsonRpcPostSchema, jsonTexts, messageTexts, parseRelayed } from './jsonrpc-message.js';
+import type { JsonRpcId, JsonRpcPost } from './jsonrpc-message.js';
 import { admitGetStream } from './get-stream-limit.js';
 import { EventBoundaries, holdCompletingEvent } from './mcp-answer-hold.js';
 import { guardEventStream } from './mcp-event-guard.js';
@@ -351,18 +351,24 @@ const REDACTED_SECRET = '[redacted]';
 /** Keys shorter than this are not searched for: they would match ordinary text. */
 const MIN_SECRET_CHARS = 8;
 
+/** The key's blocks mayHoldSecret searches: ANCHOR_CHARS long, one every ANCHOR_STRIDE characters. */
+const ANCHOR_STRIDE = 3;
+const ANCHOR_CHARS = MIN_SECRET_CHARS + 1 - ANCHOR_STRIDE;
+
 /**
- * Whether `bytes` may hold the key in some form, or a piece of it at a string's start or end
- * (withoutSecretText): every form has the key's longest run of letters and digits as written (JSON
- * and HTML escape only the other characters), and a piece that of the key's first or last
- * MIN_SECRET_CHARS characters, so most answers are passed by three searches.
+ * Whether `bytes` may hold the key in some form, or a piece of it of MIN_SECRET_CHARS or more
+ * (withoutSecretText): any MIN_SECRET_CHARS characters of the key hold one of its blocks (of
+ * ANCHOR_CHARS, starting at each multiple of ANCHOR_STRIDE), and every form has that block's
+ * longest run of letters and digits as written (JSON and HTML escape only the other characters).
+ * So an answer without the key costs a search per block (a 40-character key: 12).
  */
 function mayHoldSecret(bytes: Buffer, secret: string): boolean {
   if (bytes.length < MIN_SECRET_CHARS) return false;
-  return [secret, secret.slice(0, MIN_SECRET_CHARS), secret.slice(-MIN_SECRET_CHARS)].some((part) => {
-    const anchor = longestAlphanumericRun(part);
-    return anchor === '' || bytes.includes(anchor);
-  });
+  for (let at = 0; at + ANCHOR_CHARS <= secret.length; at += ANCHOR_STRIDE) {
+    const anchor = longestAlphanumericRun(secret.slice(at, at + ANCHOR_CHARS));
+    if (anchor === '' || bytes.includes(anchor)) return true;
+  }
+  return false;
 }
 
 function longestAlphanumericRun(text: string): string {
@@ -373,19 +379,23 @@ function longestAlphanumericRun(text: string): string {
 
 /**
  * `text` with every occurrence of the key replaced, and a piece of it of MIN_SECRET_CHARS or more
- * where `text` ends with the key's start or starts with its end. A tool server that streams its
- * output in events (log or progress notifications, a result's items) may cut the key across two,
- * and the caller, who gets both, joins them. The cut falls between events, never inside one: an
- * event is redacted once whole (withoutSecretEvents), and its JSON data cannot cut a string across
- * `data:` lines (a raw line break is not JSON), so the pieces sit at a string's ends (data that is
- * not JSON: at a data line's ends). The node cannot hold an event back until the next one comes (a
- * server request in it waits for the client's answer), so each piece is redacted in its own event;
- * shorter pieces pass, as do middle pieces of a key cut into three or more events.
+ * where `text` ends with the key's start, starts with its end, or is all of it a middle part of
+ * the key. A tool server that streams its output in events (log or progress notifications, a
+ * result's items) may cut the key across two or more, and the caller, who gets them all, joins
+ * them. The cuts fall between events, never inside one: an event is redacted once whole
+ * (withoutSecretEvents), and its JSON data cannot cut a string across `data:` lines (a raw line
+ * break is not JSON), so the first piece ends a string, the last starts one, and each piece between
+ * them is a whole string (data that is not JSON: a data line's ends, or a whole data line). The
+ * node cannot hold an event back until the next one comes (a server request in it waits for the
+ * client's answer), so each piece is redacted in its own event, whatever the number of cuts;
+ * shorter pieces pass.
  */
 function withoutSecretText(text: string, secret: string): string {
   let out = text.includes(secret) ? text.replaceAll(secret, REDACTED_SECRET) : text;
   // Each piece ends (or starts) with MIN_SECRET_CHARS characters of the key: one search rules most texts out.
   if (out.length < MIN_SECRET_CHARS) return out;
+  // A piece between two cuts: a string that is nothing but a part of the key.
+  if (secret.includes(out)) return REDACTED_SECRET;
   if (secret.includes(out.slice(-MIN_SECRET_CHARS))) {
     for (let length = Math.min(secret.length - 1, out.length); length >= MIN_SECRET_CHARS; length -= 1) {
       if (out.endsWith(secret.slice(0, length))) {
@@ -499,8 +509,8 @@ function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boo
  * checked whole, so every event goes out only once complete (as SSE clients read it anyway); one
  * longer than `maxEventBytes` fails the stream (ZN_ERR_UPSTREAM_ERROR), as a guarded or held one
  * does. The whole events of a chunk are searched at once (mayHoldSecret), so a stream without the
- * key costs three searches per chunk and goes on byte for byte. A key cut across two events loses
- * its pieces in each (withoutSecretText).
+ * key costs a few searches per chunk and goes on byte for byte. A key cut across two or more events
+ * loses its pieces in each (withoutSecretText).
  */
 export async function* withoutSecretEvents(source: AsyncIterable<Uint8Array>, secret: string | null, maxEventBytes: number): AsyncGenerator<Uint8Array> {
   if (secret === null || secret.length < MIN_SECRET_CHARS) {
@@ -547,8 +557,8 @@ const LINE_END = /(\r\n|\r|\n)/;
  * One event (its lines and the blank line ending it) with the key redacted: in the parsed strings
  * of JSON data (redactSecret), the data then re-serialised as one `data:` line where the first was,
  * its other lines (`event:`, `id:`, `retry:`) and line ends kept; in every escaped form of the text
- * (withoutSecret) for data that is not JSON, and its pieces at each data line's ends. The same
- * bytes when the key is not in it.
+ * (withoutSecret) for data that is not JSON, and its pieces at each data line's ends (or a whole
+ * line of one). The same bytes when the key is not in it.
  */
 function withoutSecretEvent(event: Buffer, secret: string): Buffer {
   if (!mayHoldSecret(event, secret)) return event;
@@ -579,8 +589,8 @@ function withoutSecretEvent(event: Buffer, secret: string): Buffer {
 }
 
 /**
- * An event whose data is not JSON with the key's pieces redacted at each data line's ends
- * (withoutSecretText), byte for byte otherwise: matched on a latin1 view, one character per byte.
+ * An event whose data is not JSON with the key's pieces redacted at each data line's ends, or as
+ * the whole line (withoutSecretText), byte for byte otherwise: matched on a latin1 view, one character per byte.
  */
 function withoutSecretDataLines(event: Buffer, secret: string): Buffer {
   const parts = event.toString('latin1').split(LINE_END);
@@ -813,11 +823,12 @@ function mergeVerdicts(verdicts: GuardrailVerdict[], from: number, byRule: Map<n
   verdicts.length = write;
 }
 
-/** Ids of the requests in a POST (what its event stream owes answers to). */
-function requestIds(payload: JsonRpcPost | undefined): Set<string | number> {
-  const ids = new Set<string | number>();
+/** Ids of the requests in a POST, as written (what its event stream owes answers to). */
+function requestIds(payload: JsonRpcPost | undefined): Set<JsonRpcId> {
+  const ids = new Set<JsonRpcId>();
   for (const m of payload === undefined ? [] : Array.isArray(payload) ? payload : [payload]) {
-    if (isRecord(m) && 'method' in m && (typeof m.id === 'string' || typeof m.id === 'number')) ids.add(m.id);
+    const id = isRecord(m) && 'method' in m ? idAsWritten(m) : undefined;
+    if (id !== undefined) ids.add(id);
   }
   return ids;
 }

@@ -14,14 +14,15 @@ import type { TextSlot } from '../../pipeline/context.js';
 import type { Rejection } from '../../pipeline/stage.js';
 import { stringifyAsWritten } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
-import { jsonTexts, parseRelayed } from './jsonrpc-message.js';
+import { idAsWritten, jsonTexts, parseRelayed } from './jsonrpc-message.js';
+import type { JsonRpcId } from './jsonrpc-message.js';
 import { rpcErrorEvents } from './mcp-stream-failure.js';
 
 export interface EventGuard {
   /** The output rules over one event's slots: a rejection when the event must not be delivered. */
   check(slots: TextSlot[]): Rejection | undefined;
   /** Ids of the POST's requests the stream still owes an answer (answered ones are removed). */
-  pending: Set<string | number>;
+  pending: Set<JsonRpcId>;
   /** The stream was stopped by `rejection` (called before the error answers are yielded). */
   blocked(rejection: Rejection): void;
   /** The (masked) text of a delivered event, for the record. */
@@ -149,9 +150,11 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
   return kept.join('\n');
 }
 
-function answered(message: unknown, pending: Set<string | number>): void {
+function answered(message: unknown, pending: Set<JsonRpcId>): void {
   for (const m of Array.isArray(message) ? message : [message]) {
-    if (isRecord(m) && (typeof m.id === 'string' || typeof m.id === 'number') && ('result' in m || 'error' in m)) pending.delete(m.id);
+    if (!isRecord(m) || !('result' in m || 'error' in m)) continue;
+    const id = idAsWritten(m);
+    if (id !== undefined) pending.delete(id);
   }
 }
 

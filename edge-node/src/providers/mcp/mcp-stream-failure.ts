@@ -8,6 +8,8 @@
  * that code. A POST owing no answer (notifications only) is cut as before.
  */
 import type { ZenovaError } from '../../errors.js';
+import { idJson } from './jsonrpc-message.js';
+import type { JsonRpcId } from './jsonrpc-message.js';
 import { HOLD_FROM_HERE } from './mcp-answer-hold.js';
 
 /** JSON-RPC error code of the answers the node makes up for a POST's requests (implementation-defined range). */
@@ -20,7 +22,7 @@ export interface PendingAnswers {
    * Ids of the POST's requests the stream still owes an answer, kept current by the source (the
    * hold removes each as its answer is delivered, and owes none once the completing event came).
    */
-  pending: Set<string | number>;
+  pending: Set<JsonRpcId>;
   /**
    * The node's error for a failure of the source, or undefined to let it through as it came (the
    * caller left). Called before the answers are yielded (the record's outcome is set here).
@@ -28,13 +30,14 @@ export interface PendingAnswers {
   failed(err: unknown): ZenovaError | undefined;
 }
 
-/** One SSE event per id: a JSON-RPC error carrying `error`'s message and, under data.code, its code. */
-export function rpcErrorEvents(ids: Iterable<string | number>, error: ZenovaError): string {
+/**
+ * One SSE event per id: a JSON-RPC error carrying `error`'s message and, under data.code, its code.
+ * Each id is echoed as the request wrote it (past 2^53 too: idJson), so the client matches the answer.
+ */
+export function rpcErrorEvents(ids: Iterable<JsonRpcId>, error: ZenovaError): string {
+  const rpcError = JSON.stringify({ code: NODE_ERROR_RPC_CODE, message: error.message, data: { code: error.code } });
   let out = '';
-  for (const id of ids) {
-    const answer = { jsonrpc: '2.0', id, error: { code: NODE_ERROR_RPC_CODE, message: error.message, data: { code: error.code } } };
-    out += `event: message\ndata: ${JSON.stringify(answer)}\n\n`;
-  }
+  for (const id of ids) out += `event: message\ndata: {"jsonrpc":"2.0","id":${idJson(id)},"error":${rpcError}}\n\n`;
   return out;
 }
 
