@@ -22,6 +22,21 @@ import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
 const TOOL_KEY = 'mcp-tool/server-key-SECRET-0042';
 const caller = newCallerKey();
 
+/** A notification event carrying `text`. */
+const note = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: text } })}\n\n`;
+/** The answer event to request 1 carrying `text`. */
+const answer = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text }] } })}\n\n`;
+
+/** An event stream of `writes`, each handed to the socket before the next, so the node reads them apart. */
+function writeApart(res: ServerResponse, writes: readonly string[]): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const next = (i: number): void => {
+    if (i === writes.length) res.end();
+    else res.write(writes[i]!, () => next(i + 1));
+  };
+  next(0);
+}
+
 t.test('a tool server answer that repeats the request headers reaches the caller without the node key', async (t) => {
   let answer: { status: number; contentType: string } = { status: 400, contentType: 'application/json' };
   const tool = createServer((req, res) => {
@@ -267,8 +282,6 @@ function keyPieces(text: string, key: string): string[] {
 
 t.test('a key the tool server cuts across two events, two data lines or two writes reaches the caller in no piece of 8 characters or more', async (t) => {
   const apiKey = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c';
-  const note = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: text } })}\n\n`;
-  const answer = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text }] } })}\n\n`;
   // Each answer as the tool server writes it, one write per element.
   const answers = (cut: number): Record<string, string[]> => {
     const [head, tail] = [apiKey.slice(0, cut), apiKey.slice(cut)];
@@ -280,15 +293,7 @@ t.test('a key the tool server cuts across two events, two data lines or two writ
     };
   };
   let writes: string[] = [];
-  const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    // Each write handed to the socket before the next, so the node reads them apart.
-    const next = (i: number): void => {
-      if (i === writes.length) res.end();
-      else res.write(writes[i]!, () => next(i + 1));
-    };
-    next(0);
-  });
+  const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => writeApart(res, writes));
   // Cut after 4 characters (that piece may pass), after 8, in the middle, 8 before the end.
   for (const cut of [4, 8, 16, apiKey.length - 8]) {
     for (const [how, sent] of Object.entries(answers(cut))) {
@@ -315,8 +320,6 @@ function cutInto(key: string, sizes: readonly number[]): string[] {
 t.test('a key the tool server cuts into three or four events or data lines reaches the caller in no piece of 8 characters or more', async (t) => {
   const apiKey = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c91b7d2e4';
   t.equal(apiKey.length, 40);
-  const note = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: text } })}\n\n`;
-  const answer = (text: string): string => `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text }] } })}\n\n`;
   const streams = (pieces: string[]): Record<string, string[]> => {
     const first = pieces[0]!;
     const middle = pieces.slice(1, -1);
@@ -328,14 +331,7 @@ t.test('a key the tool server cuts into three or four events or data lines reach
     };
   };
   let writes: string[] = [];
-  const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const next = (i: number): void => {
-      if (i === writes.length) res.end();
-      else res.write(writes[i]!, () => next(i + 1));
-    };
-    next(0);
-  });
+  const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => writeApart(res, writes));
   // Three and four ways; a short first piece (which may pass) before a long middle one.
   for (const sizes of [[15, 10, 15], [4, 28, 8], [10, 10, 10, 10], [8, 12, 9, 11], [4, 9, 19, 8]]) {
     for (const [how, sent] of Object.entries(streams(cutInto(apiKey, sizes)))) {
