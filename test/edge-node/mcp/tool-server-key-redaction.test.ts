@@ -298,18 +298,23 @@ t.test('a key the tool server cuts across two events, two data lines or two writ
   for (const cut of [4, 8, 16, apiKey.length - 8]) {
     for (const [how, sent] of Object.entries(answers(cut))) {
       writes = sent;
-      const res = await fetch(`${nodeUrl}/mcp/tools`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
-      });
-      const text = await res.text();
+      const { res, text } = await callTool(nodeUrl);
       t.equal(res.status, 200, `cut at ${cut}, ${how}: relayed`);
       t.same(keyPieces(text, apiKey), [], `cut at ${cut}, ${how}: no piece of the key of 8 characters or more reaches the caller`);
       t.match(text, /\[redacted\] was sent/, `cut at ${cut}, ${how}: the rest of the answer is relayed`);
     }
   }
 });
+
+/** A tools/call (id 1) through the node, as the caller gets it. */
+async function callTool(nodeUrl: string): Promise<{ res: Response; text: string }> {
+  const res = await fetch(`${nodeUrl}/mcp/tools`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
+  });
+  return { res, text: await res.text() };
+}
 
 /** The pieces of `key` cut at `sizes` (their sum is its length). */
 function cutInto(key: string, sizes: readonly number[]): string[] {
@@ -336,12 +341,7 @@ t.test('a key the tool server cuts into three or four events or data lines reach
   for (const sizes of [[15, 10, 15], [4, 28, 8], [10, 10, 10, 10], [8, 12, 9, 11], [4, 9, 19, 8]]) {
     for (const [how, sent] of Object.entries(streams(cutInto(apiKey, sizes)))) {
       writes = sent;
-      const res = await fetch(`${nodeUrl}/mcp/tools`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
-      });
-      const text = await res.text();
+      const { res, text } = await callTool(nodeUrl);
       t.equal(res.status, 200, `cut ${sizes.join('+')}, ${how}: relayed`);
       t.same(keyPieces(text, apiKey), [], `cut ${sizes.join('+')}, ${how}: no piece of the key of 8 characters or more reaches the caller`);
       t.equal(text.split('\n\n').length, sent.join('').split('\n\n').length, `cut ${sizes.join('+')}, ${how}: as many events as were sent`);
