@@ -18,7 +18,7 @@ import type { HostEnv } from '../../installer/src/host/host-env.js';
 import { linuxHostProbe } from '../../installer/src/host/linux-host-probe.js';
 import { freePort } from '../e2e/stack.js';
 import { GiB, captureCli, fakePreflightServer, fakeProbe, fakeServices, glibcxxVersions, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
-import { buildNodePackage, flipByte, releaseKeys } from './package-builder.js';
+import { buildNewerManifestPackage, buildNodePackage, flipByte, releaseKeys } from './package-builder.js';
 import { createTestCa } from '../fixtures/tls.js';
 
 const keys = releaseKeys();
@@ -174,6 +174,15 @@ t.test('the real control-plane probe: unreachable, untrusted, not a control plan
     }
     t.equal(r.changed, false, `${name}: nothing written`);
   }
+});
+
+t.test('a genuine package from a newer release is NODE-PKG-FORMAT telling to run that release\'s installer, not to download it again', async (t) => {
+  const pkg = buildNewerManifestPackage(work, keys, '9.1.0');
+  const r = await attempt({ name: 'newer', code: 'NODE-PKG-FORMAT', withToken: true, setup: async () => ({ host: {}, pkg }) });
+  t.equal(r.exit, 1);
+  t.match(r.out, /✗ NODE-PKG-FORMAT: the signed manifest is not one this installer understands: .*libatomic.*\n +→ The package is genuine .*installer tarball of release 9\.1\.0/);
+  t.notMatch(r.out, /Download the package again/);
+  t.equal(r.changed, false, 'nothing written');
 });
 
 t.test('a damaged or empty release key is refused as NODE-PKG-SIGNATURE telling to unpack the installer again, not a crash', async (t) => {

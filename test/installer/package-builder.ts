@@ -2,7 +2,7 @@
  * Test-only: real, signed .zpkg packages (through packaging/zpkg/write-package.ts) and a release
  * key pair, plus ways to damage them, for the verifier and install tests.
  */
-import { generateKeyPairSync } from 'node:crypto';
+import { createHash, generateKeyPairSync, sign } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +10,9 @@ import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { writePackage } from '../../packaging/zpkg/write-package.js';
 import type { PackageEntry } from '../../packaging/zpkg/write-package.js';
+import { canonicalJson } from '../../installer/src/package/package-manifest.js';
 import type { PackageManifest } from '../../installer/src/package/package-manifest.js';
+import { ZPKG_MAGIC } from '../../installer/src/package/package-format.js';
 
 export interface ReleaseKeys {
   publicKeyPem: string;
@@ -58,6 +60,32 @@ export async function buildNodePackage(
     requires: opts.requires,
   });
   return { file, manifest };
+}
+
+/**
+ * A genuine package (signed by `keys`) from a release newer than this installer: its manifest
+ * has a `requires` part the schema does not know, so writePackage (which checks it) cannot make it.
+ */
+export function buildNewerManifestPackage(dir: string, keys: ReleaseKeys, version: string, name = 'newer.zpkg'): string {
+  const manifest = {
+    product: 'zenova-node',
+    version,
+    platform: { os: 'linux', arch: 'x86_64' },
+    protocolVersion: PROTOCOL_VERSION,
+    files: [{ path: 'bin/zenova-node', mode: 0o755, size: LAUNCHER.length, sha256: createHash('sha256').update(LAUNCHER).digest('hex') }],
+    createdAt: new Date().toISOString(),
+    requires: { glibc: '2.34', libatomic: '1.2' },
+  };
+  const manifestBytes = Buffer.from(canonicalJson(manifest));
+  const signature = sign(null, manifestBytes, keys.privateKey);
+  const u32 = (n: number): Buffer => {
+    const b = Buffer.alloc(4);
+    b.writeUInt32BE(n);
+    return b;
+  };
+  const file = join(dir, name);
+  writeFileSync(file, Buffer.concat([ZPKG_MAGIC, u32(manifestBytes.length), manifestBytes, u32(signature.length), signature, LAUNCHER]));
+  return file;
 }
 
 /** Flips one bit of the byte at `offset` (negative: from the end). */

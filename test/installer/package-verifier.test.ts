@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { verifyPackage } from '../../installer/src/package/package-verifier.js';
 import { extractPackage } from '../../installer/src/package/package-extract.js';
 import { RELEASE_MANIFEST_FILE, packageManifestSchema } from '../../installer/src/package/package-manifest.js';
-import { LAUNCHER, buildNodePackage, flipByte, offsetOf, releaseKeys } from './package-builder.js';
+import { LAUNCHER, buildNewerManifestPackage, buildNodePackage, flipByte, offsetOf, releaseKeys } from './package-builder.js';
 
 const keys = releaseKeys();
 const dir = mkdtempSync(join(tmpdir(), 'zn-pkg-'));
@@ -104,4 +104,19 @@ t.test('no package may carry release-manifest.json, the file the installer marks
   t.notOk(parsed.success);
   t.match(parsed.error?.issues.map((i) => i.message), [/release-manifest\.json is the installer's own file in a release/]);
   await t.rejects(buildNodePackage(dir, keys, { name: 'marker-2.zpkg', entries: [{ path: 'bin/zenova-node', mode: 0o755, content: LAUNCHER }, { path: RELEASE_MANIFEST_FILE, mode: 0o644, content: Buffer.from('{}') }] }), /release-manifest\.json is the installer's own file/);
+});
+
+t.test('a genuine package whose signed manifest has a part this installer does not know says to use its release\'s installer, not to download it again', async (t) => {
+  const file = buildNewerManifestPackage(dir, keys, '9.1.0');
+  const verdict = await verifyPackage(file, keys.publicKeyPem);
+  t.match(verdict, { ok: false, code: 'NODE-PKG-FORMAT', cause: /not one this installer understands: .*libatomic/, ownAdvice: true });
+  t.match(verdict, { advice: /genuine .*installer tarball of release 9\.1\.0 .*zenova-installer-9\.1\.0-linux-/ });
+  t.notMatch(verdict, { advice: /download the package again from/i });
+
+  // Damage, not a newer release: the usual advice, and none of its own.
+  const cut = await fresh('cut');
+  truncateSync(cut, statSync(cut).size - 3);
+  const damaged = await verifyPackage(cut, keys.publicKeyPem);
+  t.match(damaged, { ok: false, code: 'NODE-PKG-FORMAT', cause: /truncated/, advice: /download the package again/ });
+  t.notOk('ownAdvice' in damaged && damaged.ownAdvice, 'no advice of its own');
 });

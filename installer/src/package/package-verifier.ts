@@ -20,7 +20,14 @@ export type PackageProblemCode = 'NODE-PKG-UNREADABLE' | 'NODE-PKG-FORMAT' | 'NO
 
 export type PackageVerdict =
   | { ok: true; manifest: PackageManifest; /** Where the first file's bytes start. */ dataOffset: number }
-  | { ok: false; code: PackageProblemCode; cause: string; advice: string };
+  | {
+    ok: false;
+    code: PackageProblemCode;
+    cause: string;
+    advice: string;
+    /** The advice is not the code's usual one (a genuine package for a newer installer): show it instead. */
+    ownAdvice?: true;
+  };
 
 const ADVICE: Record<PackageProblemCode, string> = {
   'NODE-PKG-UNREADABLE': 'check the --package path and that the file was copied completely',
@@ -38,9 +45,26 @@ export function releaseKeyDamaged(problem: string): string {
 export const RELEASE_KEY_ADVICE = 'Unpack the installer tarball again (it carries the release key beside the CLI) and run the command from there; never replace the key by hand.';
 
 class PackageProblem extends Error {
-  constructor(readonly code: PackageProblemCode, message: string) {
+  /** `advice`: when the code's own (ADVICE) would not help. */
+  constructor(readonly code: PackageProblemCode, message: string, readonly advice?: string) {
     super(message);
   }
+}
+
+/**
+ * The advice for a manifest that fails this installer's schema although the release key signed it:
+ * the file is genuine and whole, so downloading it again repeats the refusal. It comes from a
+ * release newer than this installer (a part such as `requires` it does not know).
+ */
+export function newerManifestAdvice(version: string | undefined): string {
+  const release = version === undefined ? "the package's release" : `release ${version}`;
+  return `The package is genuine (signed by the release key) but made for a newer installer than this one: run the command with the zenova CLI from the installer tarball of ${release} (zenova-installer-${version ?? '<version>'}-linux-<arch>.tar.gz, unpacked, ./zenova ...); downloading the package again does not help.`;
+}
+
+/** The manifest's version as written, when it is one the schema would accept (it is signed). */
+function versionOf(json: unknown): string | undefined {
+  const version = (json as { version?: unknown } | null)?.version;
+  return typeof version === 'string' && packageManifestSchema.shape.version.safeParse(version).success ? version : undefined;
 }
 
 async function readExactly(handle: FileHandle, position: number, length: number, what: string): Promise<Buffer> {
@@ -104,12 +128,14 @@ function parseManifest(bytes: Buffer): PackageManifest {
   try {
     json = JSON.parse(bytes.toString('utf8'));
   } catch {
-    throw new PackageProblem('NODE-PKG-FORMAT', 'the signed manifest is not JSON');
+    throw new PackageProblem('NODE-PKG-FORMAT', 'the signed manifest is not JSON', newerManifestAdvice(undefined));
   }
   const parsed = packageManifestSchema.safeParse(json);
-  if (!parsed.success) throw new PackageProblem('NODE-PKG-FORMAT', `the signed manifest is not valid: ${describeIssues(parsed.error).slice(0, 3).join('; ')}`);
+  if (!parsed.success) {
+    throw new PackageProblem('NODE-PKG-FORMAT', `the signed manifest is not one this installer understands: ${describeIssues(parsed.error).slice(0, 3).join('; ')}`, newerManifestAdvice(versionOf(json)));
+  }
   // Only the canonical form is accepted: one manifest, one byte string, one signature.
-  if (!canonicalManifestBytes(parsed.data).equals(bytes)) throw new PackageProblem('NODE-PKG-FORMAT', 'the signed manifest is not in canonical form');
+  if (!canonicalManifestBytes(parsed.data).equals(bytes)) throw new PackageProblem('NODE-PKG-FORMAT', 'the signed manifest is not in canonical form', newerManifestAdvice(parsed.data.version));
   return parsed.data;
 }
 
@@ -160,7 +186,7 @@ export async function verifyPackage(file: string, trustedPublicKeyPem: string): 
     await checkFiles(handle, manifest, header.dataOffset);
     return { ok: true, manifest, dataOffset: header.dataOffset };
   } catch (err) {
-    if (err instanceof PackageProblem) return { ok: false, code: err.code, cause: err.message, advice: ADVICE[err.code] };
+    if (err instanceof PackageProblem) return err.advice === undefined ? { ok: false, code: err.code, cause: err.message, advice: ADVICE[err.code] } : { ok: false, code: err.code, cause: err.message, advice: err.advice, ownAdvice: true };
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     return { ok: false, code: 'NODE-PKG-UNREADABLE', cause: `cannot read the package ${file} (${code})`, advice: ADVICE['NODE-PKG-UNREADABLE'] };
   } finally {
