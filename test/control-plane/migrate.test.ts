@@ -4,11 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import t from 'tap';
-import { MigrationError, migrate } from '../../control-plane/src/db/migrate.js';
+import { MIGRATION_LOCK_KEY, MigrationError, migrate } from '../../control-plane/src/db/migrate.js';
 import { createPool } from '../../control-plane/src/db/pool.js';
 import { testDatabase } from '../fixtures/postgres.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { freshDatabase } from './helpers.js';
+import { captureLogger, freshDatabase } from './helpers.js';
 
 interface HasTeardown { teardown(fn: () => unknown): void }
 
@@ -172,4 +172,46 @@ t.test('migration files with malformed names are refused', async (t) => {
     migrate(pool, { dir: migrationsDir(t, { '0001_a.sql': 'select 1;', '0001_b.sql': 'select 1;' }) }),
     { message: /0001_a\.sql and 0001_b\.sql share version 0001/ },
   );
+});
+
+t.test('a replica waiting for another one\'s migrations says so, naming the holder, and goes on once it is free', async (t) => {
+  const { url } = await freshPool(t);
+  const holder = new pg.Client({ connectionString: url, application_name: 'zenova-control-other' });
+  await holder.connect();
+  t.teardown(() => holder.end());
+  await holder.query('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+  const log = captureLogger({ logLevel: 'info' });
+  const pool = createPool({ databaseUrl: url });
+  t.teardown(() => pool.end());
+  const run = migrate(pool, { dir: migrationsDir(t, BASE), logger: log.logger });
+  const warning = await waitFor(() => log.lines().find((l) => l.msg === 'another control plane is applying database migrations (it holds the migration lock); waiting for it to finish'), { what: 'the waiting warning' });
+  t.match(warning, { level: 40, holder: { applicationName: 'zenova-control-other' } });
+  await holder.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
+  t.same((await run).applied, Object.keys(BASE));
+  t.ok(log.lines().some((l) => l.msg === 'the migration lock is free; going on'));
+});
+
+t.test('a migration whose table stays locked by a long reader gives up the lock queue, says so, and is applied once the reader is done', async (t) => {
+  const { url, pool } = await freshPool(t);
+  const dir = migrationsDir(t, BASE);
+  await migrate(pool, { dir });
+  const reader = new pg.Client({ connectionString: url });
+  await reader.connect();
+  t.teardown(() => reader.end());
+  await reader.query('begin');
+  await reader.query('select count(*) from accounts');
+  const more = migrationsDir(t, { ...BASE, '0011_account_phone.sql': 'alter table accounts add column phone text;' });
+  const log = captureLogger({ logLevel: 'info' });
+  const run = migrate(pool, { dir: more, logger: log.logger, lockTimeoutMs: 200 });
+  const warned = await waitFor(() => log.lines().find((l) => typeof l.msg === 'string' && l.msg.startsWith('a table the migration changes stayed locked')), { what: 'the lock-timeout warning' });
+  t.match(warned, { level: 40, migration: '0011_account_phone.sql', attempt: 1 });
+  // Between attempts the migration is not in the lock queue: a writer is not held behind it.
+  await waitFor(async () => {
+    const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from pg_locks where relation = 'accounts'::regclass and not granted`);
+    return rows[0]!.n === 0 || undefined;
+  }, { what: 'no session waiting on accounts' });
+  await reader.query('commit');
+  t.same((await run).applied, ['0011_account_phone.sql']);
+  const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from information_schema.columns where table_name = 'accounts' and column_name = 'phone'`);
+  t.equal(rows[0]!.n, 1, 'applied once the reader finished');
 });

@@ -23,6 +23,19 @@ const FILE_PATTERN = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 // pool's client-side query bound (db/pool.ts); this one only ends a connection silent for a day.
 export const MIGRATION_QUERY_TIMEOUT_MS = 24 * 60 * 60 * 1000;
 
+/**
+ * How long one migration statement may wait for a table lock before its transaction is rolled back
+ * and tried again. Waiting behind a long reader (a backup) without bound queued every ingest and
+ * records read of the other replicas behind the migration (PostgreSQL's lock queue is FIFO).
+ */
+export const MIGRATION_LOCK_TIMEOUT_MS = 5_000;
+/** Pauses between attempts of a migration that could not get its locks: doubling up to the last. */
+const LOCK_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000];
+/** How often a replica waiting for another's migrations says so again. */
+export const MIGRATION_WAIT_LOG_MS = 30_000;
+
+const LOCK_NOT_AVAILABLE = '55P03';
+
 export class MigrationError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -106,10 +119,11 @@ function pendingMigrations(files: MigrationFile[], applied: AppliedRow[], dir: s
 
 export async function migrate(
   pool: pg.Pool,
-  options: { dir?: string; logger?: pino.Logger } = {},
+  options: { dir?: string; logger?: pino.Logger; /** Tests shorten it. */ lockTimeoutMs?: number } = {},
 ): Promise<{ applied: string[] }> {
   const dir = options.dir ?? DEFAULT_MIGRATIONS_DIR;
   const log = options.logger;
+  const lockTimeoutMs = options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
   const files = await readMigrations(dir);
   const client = await pool.connect();
   const run = <R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> =>
@@ -118,7 +132,7 @@ export async function migrate(
     // Waiting for another replica's migrations, and the migrations themselves, may take longer than
     // the pool's statement timeout allows ordinary queries.
     await run(`select set_config('statement_timeout', '0', false)`);
-    await run('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+    await takeMigrationLock(run, log);
     await run(`
       create table if not exists schema_migrations (
         version    integer primary key,
@@ -129,19 +143,34 @@ export async function migrate(
     const { rows } = await run<AppliedRow>('select version, name, checksum from schema_migrations order by version');
     const pending = pendingMigrations(files, rows, dir);
     const applied: string[] = [];
+    const started = Date.now();
     for (const migration of pending) {
       log?.info({ migration: migration.file }, 'applying database migration');
-      try {
-        await run('begin');
-        // Simple-query protocol (no parameters), so one file may hold many statements.
-        await run(migration.sql);
-        await run('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
-          migration.version, migration.name, migration.checksum,
-        ]);
-        await run('commit');
-      } catch (err) {
-        await run('rollback').catch(() => undefined);
-        throw new MigrationError(`migration ${migration.file} failed: ${(err as Error).message}`, { cause: err });
+      for (let attempt = 0; ; attempt += 1) {
+        try {
+          await run('begin');
+          await run(`set local lock_timeout = ${Math.trunc(lockTimeoutMs)}`);
+          // Simple-query protocol (no parameters), so one file may hold many statements.
+          await run(migration.sql);
+          await run('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
+            migration.version, migration.name, migration.checksum,
+          ]);
+          await run('commit');
+          break;
+        } catch (err) {
+          await run('rollback').catch(() => undefined);
+          const code = (err as { code?: unknown }).code;
+          if (code === LOCK_NOT_AVAILABLE && Date.now() - started < MIGRATION_QUERY_TIMEOUT_MS) {
+            const delayMs = LOCK_RETRY_DELAYS_MS[Math.min(attempt, LOCK_RETRY_DELAYS_MS.length - 1)]!;
+            log?.warn(
+              { migration: migration.file, attempt: attempt + 1, retryInMs: delayMs },
+              `a table the migration changes stayed locked by other sessions for ${lockTimeoutMs} ms (a long query or backup): rolled back so queries queued behind it go on; trying again`,
+            );
+            await new Promise((resolve) => setTimeout(resolve, delayMs));
+            continue;
+          }
+          throw new MigrationError(`migration ${migration.file} failed: ${(err as Error).message}`, { cause: err });
+        }
       }
       applied.push(migration.file);
     }
@@ -153,4 +182,43 @@ export async function migrate(
     // keeps a session in an unknown state out of the pool.
     client.release(true);
   }
+}
+
+type Run = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
+
+/**
+ * The session lock that makes replicas take turns. When another session holds it (a replica
+ * migrating, or the backend of one that died and is not gone yet), a warning names the holder
+ * before waiting, and again every MIGRATION_WAIT_LOG_MS: a replica that waited silently looked hung.
+ */
+async function takeMigrationLock(run: Run, log: pino.Logger | undefined): Promise<void> {
+  const { rows } = await run<{ taken: boolean }>('select pg_try_advisory_lock($1::bigint) as taken', [MIGRATION_LOCK_KEY]);
+  if (rows[0]?.taken === true) return;
+  const since = Date.now();
+  const holder = await migrationLockHolder(run).catch(() => undefined);
+  log?.warn({ holder }, 'another control plane is applying database migrations (it holds the migration lock); waiting for it to finish');
+  const timer = setInterval(() => {
+    log?.warn({ holder, waitingMs: Date.now() - since }, 'still waiting for the other control plane\'s database migrations (the migration lock)');
+  }, MIGRATION_WAIT_LOG_MS);
+  timer.unref();
+  try {
+    await run('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+  } finally {
+    clearInterval(timer);
+  }
+  log?.info({ waitedMs: Date.now() - since }, 'the migration lock is free; going on');
+}
+
+/** Who holds the migration lock: application name, client address and since when (no query text). */
+async function migrationLockHolder(run: Run): Promise<{ pid: number; applicationName: string; clientAddress: string | null; since: string | null } | undefined> {
+  const key = BigInt(MIGRATION_LOCK_KEY);
+  const { rows } = await run<{ pid: number; application_name: string; client_addr: string | null; since: Date | null }>(
+    `select a.pid, a.application_name, host(a.client_addr) as client_addr, a.backend_start as since
+       from pg_locks l join pg_stat_activity a on a.pid = l.pid
+      where l.locktype = 'advisory' and l.granted and l.classid = $1::bigint::oid and l.objid = $2::bigint::oid and l.objsubid = 1
+      limit 1`,
+    [(key >> 32n).toString(), (key & 0xffffffffn).toString()],
+  );
+  const row = rows[0];
+  return row === undefined ? undefined : { pid: row.pid, applicationName: row.application_name, clientAddress: row.client_addr, since: row.since?.toISOString() ?? null };
 }
