@@ -4,13 +4,16 @@
  *   npm run package -- [--arch x86_64|aarch64 …] [--signing-key FILE] [--out-dir DIR] [--cache-dir DIR]
  *
  * Output (dist/ by default): zenova-node-<version>-linux-<arch>.zpkg (signed, see
- * installer/src/package/package-format.ts) and zenova-installer-<version>-linux-<arch>.tar.gz.
+ * installer/src/package/package-format.ts), zenova-installer-<version>-linux-<arch>.tar.gz, and
+ * SHA256SUMS over the files the run wrote (what the installer's advice for a damaged download checks).
  * Without --arch both architectures are attempted; one whose parts cannot be made on this machine
  * (aarch64's native module needs an aarch64 build host) is reported as skipped, never faked.
  * The signing key: --signing-key, else $ZENOVA_RELEASE_SIGNING_KEY, else
  * .zenova/release-key/zenova-release-signing.key; create one with `npx tsx packaging/release-key.ts --out DIR`.
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -48,10 +51,33 @@ export interface BuiltArch {
 export interface BuildResult {
   built: BuiltArch[];
   skipped: Array<{ arch: PackageArch; reason: string }>;
+  /** SHA256SUMS over every built file; absent when nothing was built. */
+  checksumsFile?: string;
 }
 
 export function installerTarballName(version: string, arch: PackageArch): string {
   return `zenova-installer-${version}-linux-${arch}`;
+}
+
+/** The checksum file `npm run package` writes beside the packages and tarballs. */
+export const CHECKSUMS_FILE = 'SHA256SUMS';
+
+async function sha256OfFile(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/**
+ * Writes `dir/SHA256SUMS` in sha256sum's format (`<hex>  <name>`, so `sha256sum -c` reads it) for
+ * `files`, all in `dir`; returns its path. Operators check a download against it.
+ */
+export async function writeChecksums(dir: string, files: string[]): Promise<string> {
+  const lines: string[] = [];
+  for (const file of files) lines.push(`${await sha256OfFile(file)}  ${path.basename(file)}\n`);
+  const out = path.join(dir, CHECKSUMS_FILE);
+  await writeFile(out, lines.join(''), { mode: 0o644 });
+  return out;
 }
 
 export async function buildPackages(opts: BuildOptions): Promise<BuildResult> {
@@ -97,6 +123,10 @@ export async function buildPackages(opts: BuildOptions): Promise<BuildResult> {
     await writeInstallerTarball(installerFile, top, installerEntries(parts));
     log(`wrote ${installerFile}`);
     result.built.push({ arch, packageFile, installerFile, manifest });
+  }
+  if (result.built.length > 0) {
+    result.checksumsFile = await writeChecksums(opts.outDir, result.built.flatMap((b) => [b.packageFile, b.installerFile]));
+    log(`wrote ${result.checksumsFile}`);
   }
   return result;
 }

@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { writePackage } from '../../packaging/zpkg/write-package.js';
-import type { PackageEntry } from '../../packaging/zpkg/write-package.js';
-import { canonicalJson } from '../../installer/src/package/package-manifest.js';
-import type { PackageManifest } from '../../installer/src/package/package-manifest.js';
 import { ZPKG_MAGIC } from '../../installer/src/package/package-format.js';
+import { canonicalJson } from '../../installer/src/package/package-manifest.js';
+import type { PackageEntry } from '../../packaging/zpkg/write-package.js';
+import type { PackageManifest } from '../../installer/src/package/package-manifest.js';
 
 export interface ReleaseKeys {
   publicKeyPem: string;
@@ -63,29 +63,25 @@ export async function buildNodePackage(
 }
 
 /**
- * A genuine package (signed by `keys`) from a release newer than this installer: its manifest
- * has a `requires` part the schema does not know, so writePackage (which checks it) cannot make it.
+ * A package whose signed manifest is `manifest` merged over a valid one for the default entries, as a
+ * newer release's packaging step could write it (parts this installer's schema does not know), in
+ * canonical form and signed with `keys`: writePackage would refuse such a manifest.
  */
-export function buildNewerManifestPackage(dir: string, keys: ReleaseKeys, version: string, name = 'newer.zpkg'): string {
-  const manifest = {
+export function writeSignedManifestPackage(file: string, keys: ReleaseKeys, manifest: Record<string, unknown>): void {
+  const entries = defaultPackageEntries();
+  const contents = entries.map((e) => e.content as Buffer);
+  const base = {
     product: 'zenova-node',
-    version,
+    version: productVersion(),
     platform: { os: 'linux', arch: 'x86_64' },
     protocolVersion: PROTOCOL_VERSION,
-    files: [{ path: 'bin/zenova-node', mode: 0o755, size: LAUNCHER.length, sha256: createHash('sha256').update(LAUNCHER).digest('hex') }],
+    files: entries.map((e, i) => ({ path: e.path, mode: e.mode, size: contents[i]!.length, sha256: createHash('sha256').update(contents[i]!).digest('hex') })),
     createdAt: new Date().toISOString(),
-    requires: { glibc: '2.34', libatomic: '1.2' },
   };
-  const manifestBytes = Buffer.from(canonicalJson(manifest));
+  const manifestBytes = Buffer.from(canonicalJson({ ...base, ...manifest }));
   const signature = sign(null, manifestBytes, keys.privateKey);
-  const u32 = (n: number): Buffer => {
-    const b = Buffer.alloc(4);
-    b.writeUInt32BE(n);
-    return b;
-  };
-  const file = join(dir, name);
-  writeFileSync(file, Buffer.concat([ZPKG_MAGIC, u32(manifestBytes.length), manifestBytes, u32(signature.length), signature, LAUNCHER]));
-  return file;
+  const u32 = (n: number): Buffer => Buffer.from([n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff]);
+  writeFileSync(file, Buffer.concat([ZPKG_MAGIC, u32(manifestBytes.length), manifestBytes, u32(signature.length), signature, ...contents]));
 }
 
 /** Flips one bit of the byte at `offset` (negative: from the end). */

@@ -71,6 +71,14 @@ t.test('a package is refused by an installer that trusts another release key', a
   t.match(v, { ok: false, code: 'NODE-PKG-SIGNATURE' });
 });
 
+t.test('the build writes SHA256SUMS beside the package and the installer tarball, and sha256sum -c passes both', async (t) => {
+  t.equal(result.checksumsFile, path.join(work, 'dist', 'SHA256SUMS'));
+  const names = readFileSync(path.join(work, 'dist', 'SHA256SUMS'), 'utf8').trim().split('\n').map((line) => line.split('  ')[1]);
+  t.same(names, [path.basename(built.packageFile), path.basename(built.installerFile)]);
+  const { stdout } = await run('sha256sum', ['-c', 'SHA256SUMS'], { cwd: path.join(work, 'dist') });
+  t.match(stdout, /\.zpkg: OK\n.*\.tar\.gz: OK/);
+});
+
 t.test('the carried node runtime runs and loads the better-sqlite3 rebuilt for it', async (t) => {
   const node = path.join(release, 'runtime/bin/node');
   const { stdout: version } = await run(node, ['--version']);

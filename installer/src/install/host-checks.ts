@@ -182,7 +182,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   } else {
     const verdict = await verifyPackage(input.packageFile, input.trustedKeyPem);
     if (!verdict.ok) {
-      pkgFindings.push(finding(verdict.code, verdict.cause, verdict.ownAdvice ? verdict.advice : undefined));
+      pkgFindings.push(finding(verdict.code, verdict.cause));
     } else {
       const m = verdict.manifest;
       if (m.product !== PACKAGE_PRODUCT) pkgFindings.push(finding('NODE-PKG-PRODUCT', `the package is "${m.product}", not a ${PACKAGE_PRODUCT} package`));

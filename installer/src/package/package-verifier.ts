@@ -8,7 +8,9 @@ import { createHash, createPublicKey, verify } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
-import { describeIssues } from '../../../edge-node/src/zod-issues.js';
+import type { z } from 'zod';
+import { formatIssuePath } from '../../../edge-node/src/zod-issues.js';
+import { productVersion } from '../../../proto/src/product-version.js';
 import { ED25519_SIGNATURE_BYTES, MAX_MANIFEST_BYTES, ZPKG_MAGIC } from './package-format.js';
 import { RELEASE_KEY_NAME } from './release-key.js';
 import { canonicalManifestBytes, packageManifestSchema } from './package-manifest.js';
@@ -16,24 +18,18 @@ import type { PackageManifest } from './package-manifest.js';
 
 const READ_CHUNK_BYTES = 1024 * 1024;
 
-export type PackageProblemCode = 'NODE-PKG-UNREADABLE' | 'NODE-PKG-FORMAT' | 'NODE-PKG-SIGNATURE' | 'NODE-PKG-CHECKSUM';
+export type PackageProblemCode = 'NODE-PKG-UNREADABLE' | 'NODE-PKG-FORMAT' | 'NODE-PKG-SIGNATURE' | 'NODE-PKG-NEWER' | 'NODE-PKG-CHECKSUM';
 
 export type PackageVerdict =
   | { ok: true; manifest: PackageManifest; /** Where the first file's bytes start. */ dataOffset: number }
-  | {
-    ok: false;
-    code: PackageProblemCode;
-    cause: string;
-    advice: string;
-    /** The advice is not the code's usual one (a genuine package for a newer installer): show it instead. */
-    ownAdvice?: true;
-  };
+  | { ok: false; code: PackageProblemCode; cause: string; advice: string };
 
 const ADVICE: Record<PackageProblemCode, string> = {
   'NODE-PKG-UNREADABLE': 'check the --package path and that the file was copied completely',
-  'NODE-PKG-FORMAT': 'download the package again from the release site and check its SHA-256',
+  'NODE-PKG-FORMAT': "download the package again from the release site and check its SHA-256 against the release's SHA256SUMS",
   'NODE-PKG-SIGNATURE': 'download the package again from the release site; never install a package whose signature fails',
-  'NODE-PKG-CHECKSUM': 'the package is damaged or tampered with: download it again and check its SHA-256',
+  'NODE-PKG-NEWER': "the package is genuine but made for a newer installer: run the command with ./zenova from the installer tarball of the package's release (zenova-installer-<version>-linux-<arch>.tar.gz); downloading the package again does not help",
+  'NODE-PKG-CHECKSUM': "the package is damaged or tampered with: download it again and check its SHA-256 against the release's SHA256SUMS",
 };
 
 /** The cause when the installer's own release key is damaged (`problem` says how). */
@@ -45,26 +41,9 @@ export function releaseKeyDamaged(problem: string): string {
 export const RELEASE_KEY_ADVICE = 'Unpack the installer tarball again (it carries the release key beside the CLI) and run the command from there; never replace the key by hand.';
 
 class PackageProblem extends Error {
-  /** `advice`: when the code's own (ADVICE) would not help. */
-  constructor(readonly code: PackageProblemCode, message: string, readonly advice?: string) {
+  constructor(readonly code: PackageProblemCode, message: string) {
     super(message);
   }
-}
-
-/**
- * The advice for a manifest that fails this installer's schema although the release key signed it:
- * the file is genuine and whole, so downloading it again repeats the refusal. It comes from a
- * release newer than this installer (a part such as `requires` it does not know).
- */
-export function newerManifestAdvice(version: string | undefined): string {
-  const release = version === undefined ? "the package's release" : `release ${version}`;
-  return `The package is genuine (signed by the release key) but made for a newer installer than this one: run the command with the zenova CLI from the installer tarball of ${release} (zenova-installer-${version ?? '<version>'}-linux-<arch>.tar.gz, unpacked, ./zenova ...); downloading the package again does not help.`;
-}
-
-/** The manifest's version as written, when it is one the schema would accept (it is signed). */
-function versionOf(json: unknown): string | undefined {
-  const version = (json as { version?: unknown } | null)?.version;
-  return typeof version === 'string' && packageManifestSchema.shape.version.safeParse(version).success ? version : undefined;
 }
 
 async function readExactly(handle: FileHandle, position: number, length: number, what: string): Promise<Buffer> {
@@ -123,19 +102,41 @@ async function readHeader(handle: FileHandle): Promise<Header> {
   return { manifestBytes, signature, dataOffset: offset };
 }
 
+/**
+ * The manifest fields the schema refused, by path only (`requires.libatomic`, `platform.arch`): a
+ * value is not echoed, the path is what tells which release part this installer lacks.
+ */
+function refusedFields(error: z.ZodError, max = 3): string {
+  const paths = error.issues.flatMap((issue) => (issue.code === 'unrecognized_keys' ? issue.keys.map((k) => formatIssuePath([...issue.path, k])) : [formatIssuePath(issue.path)]));
+  const unique = [...new Set(paths)];
+  const named = unique.length > max ? `${unique.slice(0, max).join(', ')} (${unique.length - max} more)` : unique.join(', ');
+  return `${unique.length === 1 ? 'field' : 'fields'} ${named}`;
+}
+
+/** The signed manifest's version as written, when it looks like one (for the cause only). */
+function manifestVersion(json: unknown): string | undefined {
+  const version = (json as { version?: unknown } | null)?.version;
+  return packageManifestSchema.shape.version.safeParse(version).success ? (version as string) : undefined;
+}
+
+/**
+ * Runs after the signature verified: the manifest bytes are the release owner's, whole, so a
+ * manifest this installer cannot read comes from a newer release (NODE-PKG-NEWER), never from a
+ * damaged download; downloading it again would repeat the refusal.
+ */
 function parseManifest(bytes: Buffer): PackageManifest {
+  const newer = (what: string, version?: string): PackageProblem =>
+    new PackageProblem('NODE-PKG-NEWER', `the package is signed by the release key, but this installer (${productVersion()}) does not understand its manifest${version === undefined ? '' : ` (release ${version})`}: ${what}`);
   let json: unknown;
   try {
     json = JSON.parse(bytes.toString('utf8'));
   } catch {
-    throw new PackageProblem('NODE-PKG-FORMAT', 'the signed manifest is not JSON', newerManifestAdvice(undefined));
+    throw newer('not JSON');
   }
   const parsed = packageManifestSchema.safeParse(json);
-  if (!parsed.success) {
-    throw new PackageProblem('NODE-PKG-FORMAT', `the signed manifest is not one this installer understands: ${describeIssues(parsed.error).slice(0, 3).join('; ')}`, newerManifestAdvice(versionOf(json)));
-  }
+  if (!parsed.success) throw newer(refusedFields(parsed.error), manifestVersion(json));
   // Only the canonical form is accepted: one manifest, one byte string, one signature.
-  if (!canonicalManifestBytes(parsed.data).equals(bytes)) throw new PackageProblem('NODE-PKG-FORMAT', 'the signed manifest is not in canonical form', newerManifestAdvice(parsed.data.version));
+  if (!canonicalManifestBytes(parsed.data).equals(bytes)) throw newer('not in canonical form', parsed.data.version);
   return parsed.data;
 }
 
@@ -186,7 +187,7 @@ export async function verifyPackage(file: string, trustedPublicKeyPem: string): 
     await checkFiles(handle, manifest, header.dataOffset);
     return { ok: true, manifest, dataOffset: header.dataOffset };
   } catch (err) {
-    if (err instanceof PackageProblem) return err.advice === undefined ? { ok: false, code: err.code, cause: err.message, advice: ADVICE[err.code] } : { ok: false, code: err.code, cause: err.message, advice: err.advice, ownAdvice: true };
+    if (err instanceof PackageProblem) return { ok: false, code: err.code, cause: err.message, advice: ADVICE[err.code] };
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     return { ok: false, code: 'NODE-PKG-UNREADABLE', cause: `cannot read the package ${file} (${code})`, advice: ADVICE['NODE-PKG-UNREADABLE'] };
   } finally {

@@ -1,0 +1,35 @@
+/**
+ * SHA256SUMS, which `npm run package` writes beside the packages and installer tarballs: the
+ * installer's advice for a damaged download is to check the file against it, so `sha256sum -c`
+ * must read it, pass the files as written and catch a changed byte.
+ */
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { CHECKSUMS_FILE, writeChecksums } from '../../packaging/build-package.js';
+import { flipByte } from '../installer/package-builder.js';
+
+const run = promisify(execFile);
+const dir = mkdtempSync(path.join(tmpdir(), 'zn-sums-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+
+t.test('SHA256SUMS lists every file by name, sha256sum -c passes them and refuses one changed byte', async (t) => {
+  const pkg = path.join(dir, 'zenova-node-0.1.0-linux-x86_64.zpkg');
+  const tarball = path.join(dir, 'zenova-installer-0.1.0-linux-x86_64.tar.gz');
+  writeFileSync(pkg, Buffer.alloc(3 * 1024 * 1024, 5));
+  writeFileSync(tarball, 'installer bytes');
+  const sums = await writeChecksums(dir, [pkg, tarball]);
+  t.equal(sums, path.join(dir, CHECKSUMS_FILE));
+  t.match(readFileSync(sums, 'utf8'), /^[0-9a-f]{64} {2}zenova-node-0\.1\.0-linux-x86_64\.zpkg\n[0-9a-f]{64} {2}zenova-installer-0\.1\.0-linux-x86_64\.tar\.gz\n$/);
+  const ok = await run('sha256sum', ['-c', CHECKSUMS_FILE], { cwd: dir });
+  t.match(ok.stdout, /zpkg: OK\n.*tar\.gz: OK/);
+  flipByte(pkg, 1024 * 1024);
+  const failed = await run('sha256sum', ['-c', CHECKSUMS_FILE], { cwd: dir }).then(
+    () => undefined,
+    (err: { stdout: string }) => err.stdout,
+  );
+  t.match(failed, /zpkg: FAILED/, 'sha256sum -c fails on the changed package');
+});
