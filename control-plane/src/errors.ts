@@ -46,7 +46,7 @@ export const errorTable = {
     status: 408,
     type: 'invalid_request_error',
     message: 'The request took too long to arrive (over 60 s); send it again.',
-    retryable: false,
+    retryable: true,
   },
   ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE: {
     status: 415,

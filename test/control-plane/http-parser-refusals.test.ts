@@ -75,3 +75,16 @@ for (const c of cases) {
     t.notOk(answer.body.error.message.includes(ADMIN_TOKEN));
   });
 }
+
+t.test('a malformed request pipelined behind a good one is answered after that one\'s whole answer', async (t) => {
+  const good = `GET /api/v1/nodes HTTP/1.1\r\nHost: cp\r\n${auth}\r\n`;
+  const bad = `GET /api/v1/nodes HTTP/1.1\r\nHost: cp\r\nBad Header: x\r\n\r\n`;
+  const answer = await exchange(good + bad);
+  const statuses = [...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+  t.same(statuses, [200, 400], 'both answered, in order');
+  const second = answer.slice(answer.lastIndexOf('HTTP/1.1 '));
+  t.equal(parse(second).body.error.code, 'ZN_ERR_CP_INVALID_REQUEST');
+  const first = answer.slice(0, answer.lastIndexOf('HTTP/1.1 '));
+  const length = Number(/content-length: (\d+)/i.exec(first)?.[1]);
+  t.equal(Buffer.byteLength(first.split('\r\n\r\n')[1] ?? '', 'latin1'), length, 'the first answer is whole');
+});

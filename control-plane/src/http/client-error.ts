@@ -34,16 +34,60 @@ export function clientErrorHandler(logger: FastifyBaseLogger): (err: NodeJS.Errn
     const requestId = randomUUID();
     // The code only: the error object carries the request's raw bytes (rawPacket).
     logger.info({ requestId, parserCode: typeof err.code === 'string' ? err.code.slice(0, 64) : undefined, code: error.code }, 'request refused by the HTTP parser');
-    // A request pipelined behind one still being answered: an answer now would land inside that one's.
-    const inProgress = (socket as Socket & { _httpMessage?: { headersSent: boolean } | null })._httpMessage;
-    if (socket.writable && (inProgress == null || !inProgress.headersSent)) {
-      const body = JSON.stringify(error.toBody());
-      socket.write(
+    const body = JSON.stringify(error.toBody());
+    const answer = (): void => {
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      // Closed once the answer is flushed; a peer that never reads it is cut off after 5 s.
+      socket.once('finish', () => socket.destroy());
+      setTimeout(() => socket.destroy(), 5_000).unref();
+      socket.end(
         `HTTP/1.1 ${error.status} ${REASONS[error.status] ?? 'Bad Request'}\r\nConnection: close\r\n` +
           `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
           `${REQUEST_ID_HEADER}: ${requestId}\r\n\r\n${body}`,
       );
+    };
+    const inProgress = responseOn(socket);
+    if (inProgress == null) {
+      answer();
+    } else if (!inProgress.req.complete) {
+      // The refused bytes are this request's own: answer it, unless its answer has begun.
+      if (inProgress.headersSent) afterResponses(socket, () => socket.destroy());
+      else answer();
+    } else {
+      // A request pipelined behind ones still being answered: answered after them, in order, so
+      // neither lands inside their answers nor is read as one of them.
+      afterResponses(socket, answer);
     }
-    socket.destroy();
   };
+}
+
+interface InFlightResponse {
+  headersSent: boolean;
+  req: { complete: boolean };
+  once(event: 'finish' | 'close', listener: () => void): unknown;
+}
+
+function responseOn(socket: Socket): InFlightResponse | null {
+  return (socket as Socket & { _httpMessage?: InFlightResponse | null })._httpMessage ?? null;
+}
+
+/** Runs `then` once no response is being written on the socket (Node hands it queued ones in turn). */
+function afterResponses(socket: Socket, then: () => void): void {
+  const current = responseOn(socket);
+  if (current == null || socket.destroyed) {
+    then();
+    return;
+  }
+  let done = false;
+  const next = (): void => {
+    if (done) return;
+    done = true;
+    // Node's own 'finish' listener, added first, has by now detached it and assigned the next.
+    afterResponses(socket, then);
+  };
+  current.once('finish', next);
+  current.once('close', next);
 }
