@@ -87,6 +87,9 @@ t.test('bodies of many bad elements, sent without a key, are refused at once wit
     t.match(await post('/v1/embeddings', { model: 'echo', input: [[1, 2], [3, 'x']] }), { status: 400, param: 'input[1][1]' });
     t.match(await post('/v1/embeddings', { model: 'echo', input: [[1], []] }), { status: 400, param: 'input[1]', message: /empty/ });
     t.match(await post('/v1/embeddings', { model: 'echo', input: [{}] }), { status: 400, param: 'input[0]' });
+    t.match(await post('/v1/embeddings', { model: 'echo', input: '' }), { status: 400, code: 'ZN_ERR_INVALID_REQUEST', param: 'input', message: /must not be an empty string/ }, 'an empty text: nothing to embed');
+    t.match(await post('/v1/embeddings', { model: 'echo', input: [''] }), { status: 400, param: 'input[0]', message: /must not be an empty string/ });
+    t.match(await post('/v1/embeddings', { model: 'echo', input: ['a', ''] }), { status: 400, param: 'input[1]', message: /must not be an empty string/ });
     t.match(await post('/v1/embeddings', { model: 'echo' }), { status: 400, param: 'input' }, 'an input is required');
   });
 

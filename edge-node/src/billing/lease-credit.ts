@@ -53,10 +53,18 @@ const LEASE_STORE_FAILED = "The node cannot write its credit lease store (disk f
  * refills from one already at the most the control plane grants (a share of the account's free
  * balance, capped), where waiting never helps: the caller is told both.
  */
-const CREDIT_SHORT =
-  "The account's credit on this node cannot cover this request's worst-case cost. Credit is topped up within seconds as it is spent, " +
-  "but one request's worst case can never exceed what a lease holds: at most ZENOVA_LEASE_SHARE (default 0.25) of the account's free balance, " +
-  'and at most ZENOVA_LEASE_CAP_MICROS. If a retry is refused too, lower max_tokens, or raise the balance or those settings.';
+function creditShort(ctx: PipelineContext): string {
+  return (
+    "The account's credit on this node cannot cover this request's worst-case cost. Credit is topped up within seconds as it is spent, " +
+    "but one request's worst case can never exceed what a lease holds: at most ZENOVA_LEASE_SHARE (default 0.25) of the account's free balance, " +
+    `and at most ZENOVA_LEASE_CAP_MICROS. If a retry is refused too, ${smallerRequest(ctx)}, or raise the balance or those settings.`
+  );
+}
+
+/** How this request's worst case is made smaller: an embedding's cost is all input. */
+function smallerRequest(ctx: PipelineContext): string {
+  return ctx.api === 'embeddings' ? 'send fewer or shorter inputs' : 'lower max_tokens';
+}
 
 export class LeaseCredit implements CreditLeases {
   private readonly held = new WeakMap<PipelineContext, Held>();
@@ -77,7 +85,7 @@ export class LeaseCredit implements CreditLeases {
     if (accountId === null || price === undefined) return undefined;
     ctx.cost.priced = true;
     const worst = worstCaseMicros(ctx, price, this.policy.defaultMaxOutputTokens);
-    if (worst === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', 'The worst-case cost of this request is beyond any credit; lower max_tokens.');
+    if (worst === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', `The worst-case cost of this request is beyond any credit; ${smallerRequest(ctx)}.`);
     // Only a request that cannot cost anything (every rate that applies is zero) skips the lease.
     if (worst === 0 && !canCostAnything(ctx, price)) return undefined;
     const amount = Math.max(worst, MIN_RESERVATION_MICROS);
@@ -92,7 +100,7 @@ export class LeaseCredit implements CreditLeases {
       this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');
       return reject('ZN_ERR_SPOOL_FULL', LEASE_STORE_FAILED);
     }
-    if (lease === undefined || reservation === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', CREDIT_SHORT);
+    if (lease === undefined || reservation === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', creditShort(ctx));
     const held: Held = { lease, reservation };
     this.held.set(ctx, held);
     ctx.cost.reservedMicros = amount;

@@ -79,6 +79,9 @@ t.test("a request its lease cannot cover is told that one request's worst case i
   t.match(message, 'ZENOVA_LEASE_CAP_MICROS', 'the cap on a lease');
   t.match(message, 'lower max_tokens', 'what the caller can do');
   t.match(message, 'raise the balance', 'what the account owner can do');
+  const embedding = credit.preauthorise(ctx({ api: 'embeddings', maxOutputTokens: null, estimatedInputTokens: 400 }))?.error.message ?? '';
+  t.match(embedding, 'send fewer or shorter inputs', 'an embedding has no max_tokens: its input is what can be lowered');
+  t.notMatch(embedding, 'max_tokens');
 });
 
 t.test('local keys and unpriced models reserve nothing and cost nothing', async (t) => {

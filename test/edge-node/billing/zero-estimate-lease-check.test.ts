@@ -1,5 +1,5 @@
-// A priced request whose worst case comes to 0 (an input-only price and empty contents, an empty
-// embeddings input) is still billed what the upstream counts: it must hold part of a standing lease
+// A priced request whose worst case comes to 0 (an input-only price and empty message contents) is
+// still billed what the upstream counts: it must hold part of a standing lease
 // like any priced request. It once skipped the lease check and was served, and charged, for an
 // account with no credit on the node at all. Only a request that cannot cost anything skips it.
 import t from 'tap';
@@ -82,7 +82,7 @@ t.test('a priced request whose worst case comes to 0 holds one micro-unit of the
   t.same({ reserved: lease.reserved, spent: lease.spent }, { reserved: 0, spent: 300 }, 'the upstream count is charged to the lease in full');
 });
 
-t.test('an embeddings request of an empty input at an input-only price is refused with 402 when the account holds no credit on the node', async (t) => {
+t.test('a chat request of empty contents at an input-only price is refused with 402 when the account holds no credit on the node', async (t) => {
   const upstream = await startFakeUpstream(t);
   const records: RequestRecord[] = [];
   const node = await startPipelineNode(t, {
@@ -91,10 +91,10 @@ t.test('an embeddings request of an empty input at an input-only price is refuse
     // The account holds no lease here.
     services: { credit: new LeaseCredit(new LeaseBook(memoryLeaseStore), DEFAULT_CREDIT_POLICY, logger), spool: recordsInto(records) },
   });
-  const res = await fetch(`${node.origin}/v1/embeddings`, {
+  const res = await fetch(`${node.origin}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
-    body: JSON.stringify({ model: 'echo', input: '' }),
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: '' }] }),
   });
   t.equal(res.status, 402);
   t.equal(((await res.json()) as { error: { code: string } }).error.code, 'ZN_ERR_CREDIT_EXHAUSTED');

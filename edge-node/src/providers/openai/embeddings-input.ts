@@ -17,11 +17,13 @@ export interface InputProblem {
   reason: string;
 }
 
+const EMPTY_STRING = 'must not be an empty string';
 const SHAPES = 'must be a string, an array of strings, an array of token ids (integers) or an array of arrays of token ids';
 
 /** Why `input` is not an embeddings input, or undefined when it is one. */
 export function embeddingsInputProblem(input: unknown): InputProblem | undefined {
-  if (typeof input === 'string') return undefined;
+  // An empty string has nothing to embed; OpenAI refuses it, and an upstream would bill it.
+  if (typeof input === 'string') return input === '' ? { param: 'input', reason: EMPTY_STRING } : undefined;
   if (!Array.isArray(input)) return { param: 'input', reason: SHAPES };
   if (input.length === 0) return { param: 'input', reason: 'must not be an empty array' };
   const first: unknown = input[0];
@@ -43,8 +45,9 @@ const TOO_MANY_TOKEN_IDS: InputProblem = { param: 'input', reason: `holds more t
 
 function stringsProblem(input: unknown[]): InputProblem | undefined {
   if (input.length > MAX_EMBEDDING_INPUTS) return tooMany(input.length);
-  for (let i = 1; i < input.length; i++) {
+  for (let i = 0; i < input.length; i++) {
     if (typeof input[i] !== 'string') return { param: `input[${i}]`, reason: 'must be a string, as input[0] is' };
+    if (input[i] === '') return { param: `input[${i}]`, reason: EMPTY_STRING };
   }
   return undefined;
 }

@@ -109,8 +109,9 @@ async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, si
   const inBand = inBandFailure(answer, target.upstream.name, sent.response.statusCode);
   if (inBand !== undefined) return inBand;
   if (typeof answer.model === 'string') answer.model = ctx.model ?? target.upstreamModel;
-  // No valid prompt_tokens: stage meter estimates the input (an embedding has no output to count).
-  const usage = isRecord(answer.usage) ? tokenCount(answer.usage.prompt_tokens) : undefined;
+  // An embedding has no output, so total_tokens counts the input too when prompt_tokens is absent
+  // (some OpenAI-compatible servers give only that). Neither valid: stage meter estimates the input.
+  const usage = isRecord(answer.usage) ? (tokenCount(answer.usage.prompt_tokens) ?? tokenCount(answer.usage.total_tokens)) : undefined;
   ctx.upstreamUsage = usage === undefined ? null : { inputTokens: usage, outputTokens: 0, partial: false };
   return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts: NO_TEXTS } };
 }
