@@ -6,6 +6,7 @@
  * list is marked partial (partial-texts.ts), and guardrails with rules refuse it (fail closed). The
  * model APIs walk only when a direction has rules (deferred-json-texts.ts).
  */
+import { randomBytes } from 'node:crypto';
 import type { TextSlot } from '../pipeline/context.js';
 import { markPartial } from './partial-texts.js';
 import type { DirtyMark } from './text-slot.js';
@@ -338,28 +339,29 @@ function closingQuote(text: string, open: number): number {
  * JSON.parse does on text that is not JSON.
  */
 export function parseAsWritten(text: string): { value: unknown; longIntegers: boolean; losesStrings: boolean } {
-  // Marked only when no string of the text can start with the mark (see LONG_INTEGER_MARK); the
-  // text is searched for it only when it may hold a long integer (the usual case: one regex test).
+  // The text is searched for long integers only when it may hold one (the usual case: one regex test).
   const hinted = LONG_INTEGER_HINT.test(text);
-  const marked = hinted && !text.includes('\\u0000');
-  const exact = hinted ? quoteLongIntegers(text, { beyondSafeOnly: true, marked }) : text;
+  const exact = hinted ? quoteLongIntegers(text, { beyondSafeOnly: true, marked: true }) : text;
   if (exact === text) {
     const value: unknown = JSON.parse(text);
     return { value, longIntegers: false, losesStrings: losesStrings(text, value) };
   }
-  const value: unknown = marked ? JSON.parse(exact, noteLongInteger) : JSON.parse(exact);
-  if (marked && typeof value === 'object' && value !== null) holdsLongIntegers.add(value);
+  const value: unknown = JSON.parse(exact, noteLongInteger);
+  if (typeof value === 'object' && value !== null) holdsLongIntegers.add(value);
   return { value, longIntegers: true, losesStrings: losesStrings(exact, value) };
 }
 
 /**
  * Put before the digits of an integer parseAsWritten quoted, so the parse can tell it from a string
- * the text wrote (and note where it sits). A JSON string holds U+0000 only as the escape `\u0000`, so
- * the mark is used only on a text without that escape; on one with it (no MCP message has a reason
- * to) the integers are read as strings, unnoted, and a rewrite sends them as strings.
+ * the text wrote (and note where it sits). It starts with U+0000 and holds a random nonce drawn
+ * when the process starts: no caller can write a string that starts with it, so it is used on every
+ * text, those holding the escape `\u0000` included.
  */
-const LONG_INTEGER_MARK = '\u0000';
-const MARKED_INTEGER = /"\\u0000(-?\d+)"/g;
+const MARK_NONCE = randomBytes(12).toString('hex');
+const LONG_INTEGER_MARK = `\u0000${MARK_NONCE}:`;
+/** The mark as JSON text writes it (JSON.stringify escapes U+0000 so). */
+const MARK_IN_JSON = `\\u0000${MARK_NONCE}:`;
+const MARKED_INTEGER = new RegExp(`"${MARK_IN_JSON.replaceAll('\\', '\\\\')}(-?\\d+)"`, 'g');
 
 /**
  * Where parseAsWritten read an integer past 2^53 as its digits: per holder (object or array), each
@@ -425,7 +427,7 @@ function quoteLongIntegers(text: string, opts: { beyondSafeOnly?: boolean; marke
       // A number token is all of it: a fraction or exponent makes it a double as JSON means it.
       const integer = next !== DOT && next !== LOWER_E && next !== UPPER_E;
       if (integer && quotesInteger(text.slice(c === MINUS ? start + 1 : start, i), opts.beyondSafeOnly === true)) {
-        out += `${text.slice(copied, start)}"${opts.marked === true ? '\\u0000' : ''}${text.slice(start, i)}"`;
+        out += `${text.slice(copied, start)}"${opts.marked === true ? MARK_IN_JSON : ''}${text.slice(start, i)}"`;
         copied = i;
       } else {
         while (i < text.length && /[0-9.eE+-]/.test(text[i]!)) i += 1;

@@ -13,6 +13,7 @@ import { buildApp } from '../../../edge-node/src/app.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
+import { stringifyAsWritten } from '../../../edge-node/src/providers/json-string-slots.js';
 import { idAsWritten, parseRelayed } from '../../../edge-node/src/providers/mcp/jsonrpc-message.js';
 import { HOLD_FROM_HERE, holdCompletingEvent } from '../../../edge-node/src/providers/mcp/mcp-answer-hold.js';
 import type { RequestSpool } from '../../../edge-node/src/spool/request-spool.js';
@@ -117,6 +118,16 @@ t.test('a JSON answer to a request whose id is past 2^53 goes on as written', as
   t.equal(node.records[0]!.status, 'ok');
 });
 
+t.test('an id past 2^53 is read as written in a message whose strings hold U+0000, and no string the caller wrote is taken for one', async (t) => {
+  // A string holding U+0000 and digits, as a mark of one with a fixed text would look.
+  const text = `{"jsonrpc":"2.0","id":${LONG_ID},"method":"tools/call","params":{"name":"lookup","arguments":{"q":"\\u00009007199254740993","n":12345678901234567890}}}`;
+  const message = parseRelayed(text).value as Record<string, unknown>;
+  t.equal(idAsWritten(message), BigInt(LONG_ID), 'the id is the integer written, not the string of its digits');
+  const args = (message.params as { arguments: Record<string, unknown> }).arguments;
+  t.equal(args.q, '\u00009007199254740993', "the caller's string is a string");
+  t.equal(stringifyAsWritten(message), text, 'written back as it came: the integers as numbers, the string as a string');
+});
+
 t.test('a guardrail block answers a request whose id is past 2^53 with that id as the number the caller sent', async (t) => {
   const tool = await rawToolServer(t, (_req: http.IncomingMessage, res: http.ServerResponse) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -125,11 +136,12 @@ t.test('a guardrail block answers a request whose id is past 2^53 with that id a
   const node = await startNode(t, tool.url, [{ detector: 'email', action: 'block', on: 'output' }]);
   // The same digits as a string are another request, answered as its own.
   const batch = `[${CALL},{"jsonrpc":"2.0","id":"${LONG_ID}","method":"tools/call","params":{"name":"lookup","arguments":{}}}]`;
-  for (const [body, ids] of [[CALL, [LONG_ID]], [batch, [LONG_ID, `"${LONG_ID}"`]]] as const) {
+  const withNul = `{"jsonrpc":"2.0","id":${LONG_ID},"method":"tools/call","params":{"name":"lookup","arguments":{"q":"a\\u0000b"}}}`;
+  for (const [body, ids] of [[CALL, [LONG_ID]], [batch, [LONG_ID, `"${LONG_ID}"`]], [withNul, [LONG_ID]]] as const) {
     const got = await postRawMcp(node.url, caller, body);
     t.equal(got.status, 200);
     const answered = [...got.text.matchAll(/"id":([^,]*),"error":\{"code":-32000,/g)].map((m) => m[1]);
-    t.same(answered, ids, `${body === CALL ? 'one request' : 'a batch'}: each request still unanswered gets its error, its id as the caller wrote it`);
+    t.same(answered, ids, `${body === CALL ? 'one request' : body === batch ? 'a batch' : 'one request holding U+0000'}: each request still unanswered gets its error, its id as the caller wrote it`);
     t.match(got.text, /"data":\{"code":"ZN_ERR_GUARDRAIL_BLOCKED"\}/);
     t.notOk(got.text.includes('9007199254740992'), 'never the rounded id');
   }
