@@ -45,6 +45,8 @@ import { admitGetStream } from './get-stream-limit.js';
 import { EventBoundaries, holdCompletingEvent } from './mcp-answer-hold.js';
 import { guardEventStream } from './mcp-event-guard.js';
 import { answerPendingOnFailure } from './mcp-stream-failure.js';
+import { secretForms } from './secret-forms.js';
+import { MIN_SECRET_CHARS, prefilterOf } from './secret-prefilter.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
 import type { ToolServerMethod } from './tool-server-call.js';
 
@@ -348,35 +350,6 @@ function sentBody(ctx: PipelineContext, call: McpCall, payload: JsonRpcPost): st
 }
 
 const REDACTED_SECRET = '[redacted]';
-/** Keys shorter than this are not searched for: they would match ordinary text. */
-const MIN_SECRET_CHARS = 8;
-
-/** The key's blocks mayHoldSecret searches: ANCHOR_CHARS long, one every ANCHOR_STRIDE characters. */
-const ANCHOR_STRIDE = 3;
-const ANCHOR_CHARS = MIN_SECRET_CHARS + 1 - ANCHOR_STRIDE;
-
-/**
- * Whether `bytes` may hold the key in some form, or a piece of it of MIN_SECRET_CHARS or more
- * (withoutSecretText): any MIN_SECRET_CHARS characters of the key hold one of its blocks (of
- * ANCHOR_CHARS, starting at each multiple of ANCHOR_STRIDE), and every form has that block's
- * longest run of letters and digits as written (JSON and HTML escape only the other characters).
- * So an answer without the key costs a search per block (a 40-character key: 12).
- */
-function mayHoldSecret(bytes: Buffer, secret: string): boolean {
-  if (bytes.length < MIN_SECRET_CHARS) return false;
-  for (let at = 0; at + ANCHOR_CHARS <= secret.length; at += ANCHOR_STRIDE) {
-    const anchor = longestAlphanumericRun(secret.slice(at, at + ANCHOR_CHARS));
-    if (anchor === '' || bytes.includes(anchor)) return true;
-  }
-  return false;
-}
-
-function longestAlphanumericRun(text: string): string {
-  let longest = '';
-  for (const run of text.match(/[A-Za-z0-9]+/g) ?? []) if (run.length > longest.length) longest = run;
-  return longest;
-}
-
 /**
  * `text` with every occurrence of the key replaced, and a piece of it of MIN_SECRET_CHARS or more
  * where `text` ends with the key's start, starts with its end, or is all of it a middle part of
@@ -425,45 +398,11 @@ function withoutSecretText(text: string, secret: string): string {
  * HTML-escaped (`&amp;`, `&#38;`, `&#x26;`). An event stream is redacted event by event (withoutSecretEvents).
  */
 export function withoutSecret(bytes: Buffer, secret: string | null): Buffer {
-  if (secret === null || secret.length < MIN_SECRET_CHARS || !mayHoldSecret(bytes, secret)) return bytes;
+  if (secret === null || secret.length < MIN_SECRET_CHARS || !prefilterOf(secret).mayHold(bytes)) return bytes;
   // One character per byte: the key's UTF-8 and each escape are matched without decoding the body.
   const text = bytes.toString('latin1');
   const out = text.replace(secretForms(secret), REDACTED_SECRET);
   return out === text ? bytes : Buffer.from(out, 'latin1');
-}
-
-const HTML_NAMED: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' };
-
-/** A pattern matching `secret` in every form withoutSecret names, in a latin1 view of the bytes. */
-function secretForms(secret: string): RegExp {
-  let source = '';
-  for (const char of secret) {
-    if (/^[A-Za-z0-9]$/.test(char)) {
-      source += char;
-      continue;
-    }
-    const forms = [escapeRegExp(Buffer.from(char, 'utf8').toString('latin1'))];
-    const escaped = JSON.stringify(char).slice(1, -1);
-    if (escaped.startsWith('\\') && !escaped.startsWith('\\u')) forms.push(escapeRegExp(escaped));
-    if (char === '/') forms.push('\\\\/');
-    let units = '';
-    for (let i = 0; i < char.length; i += 1) units += `\\\\u${eitherCaseHex(char.charCodeAt(i), 4)}`;
-    forms.push(units);
-    const code = char.codePointAt(0)!;
-    forms.push(`&#0*${code};`, `&#[xX]0*${eitherCaseHex(code, 1)};`);
-    if (HTML_NAMED[char] !== undefined) forms.push(HTML_NAMED[char]);
-    source += `(?:${forms.join('|')})`;
-  }
-  return new RegExp(source, 'g');
-}
-
-/** `n` in hex, at least `digits` long, each letter matching either case. */
-function eitherCaseHex(n: number, digits: number): string {
-  return n.toString(16).padStart(digits, '0').replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`);
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
 }
 
 /**
@@ -473,7 +412,7 @@ function escapeRegExp(text: string): string {
  * whether it was found: the answer is then sent re-serialised, not as written.
  */
 function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boolean {
-  if (secret === null || secret.length < MIN_SECRET_CHARS || !mayHoldSecret(bytes, secret)) return false;
+  if (secret === null || secret.length < MIN_SECRET_CHARS || !prefilterOf(secret).mayHold(bytes)) return false;
   let found = false;
   const pending: Array<[Record<string | number, unknown>, string | number]> = [[box as unknown as Record<number, unknown>, 0]];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
@@ -508,7 +447,7 @@ function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boo
  * as in an answer that is not a stream: each event is cut at its blank line (EventBoundaries) and
  * checked whole, so every event goes out only once complete (as SSE clients read it anyway); one
  * longer than `maxEventBytes` fails the stream (ZN_ERR_UPSTREAM_ERROR), as a guarded or held one
- * does. The whole events of a chunk are searched at once (mayHoldSecret), so a stream without the
+ * does. The whole events of a chunk are searched at once (prefilterOf), so a stream without the
  * key costs a few searches per chunk and goes on byte for byte. A key cut across two or more events
  * loses its pieces in each (withoutSecretText).
  */
@@ -527,7 +466,7 @@ export async function* withoutSecretEvents(source: AsyncIterable<Uint8Array>, se
     if (whole > 0) {
       // The whole events so far: the buffered start of the first, then this chunk up to the last boundary.
       const events = partial.length === 0 ? bytes.subarray(0, whole) : Buffer.concat([...partial, bytes.subarray(0, whole)]);
-      if (mayHoldSecret(events, secret)) {
+      if (prefilterOf(secret).mayHold(events)) {
         const redacted: Buffer[] = [];
         let from = 0;
         for (const end of ends) {
@@ -561,7 +500,7 @@ const LINE_END = /(\r\n|\r|\n)/;
  * line of one). The same bytes when the key is not in it.
  */
 function withoutSecretEvent(event: Buffer, secret: string): Buffer {
-  if (!mayHoldSecret(event, secret)) return event;
+  if (!prefilterOf(secret).mayHold(event)) return event;
   // Lines and their ends, alternating (split with a capturing group).
   const parts = event.toString('utf8').split(LINE_END);
   const dataLines: number[] = [];

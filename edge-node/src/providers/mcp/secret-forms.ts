@@ -1,0 +1,41 @@
+/**
+ * The forms an encoder may write the node's key for a tool server in: as written, with each
+ * character other than a letter or digit JSON-escaped (`\"`, `\\`, `\/`, `\u0026` or `\u003C`, mixed
+ * as any encoder mixes them) or HTML-escaped (`&amp;`, `&#38;`, `&#x26;`), as one pattern over a
+ * latin1 view of the bytes (one character per byte: the key's UTF-8 and each escape are matched
+ * without decoding the body).
+ */
+const HTML_NAMED: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' };
+
+/** A pattern matching `secret` (or a part of it) in every form, global. */
+export function secretForms(secret: string): RegExp {
+  let source = '';
+  for (const char of secret) {
+    if (/^[A-Za-z0-9]$/.test(char)) {
+      source += char;
+      continue;
+    }
+    const forms = [escapeRegExp(Buffer.from(char, 'utf8').toString('latin1'))];
+    const escaped = JSON.stringify(char).slice(1, -1);
+    if (escaped.startsWith('\\') && !escaped.startsWith('\\u')) forms.push(escapeRegExp(escaped));
+    if (char === '/') forms.push('\\\\/');
+    let units = '';
+    for (let i = 0; i < char.length; i += 1) units += `\\\\u${eitherCaseHex(char.charCodeAt(i), 4)}`;
+    forms.push(units);
+    const code = char.codePointAt(0)!;
+    forms.push(`&#0*${code};`, `&#[xX]0*${eitherCaseHex(code, 1)};`);
+    if (HTML_NAMED[char] !== undefined) forms.push(HTML_NAMED[char]);
+    source += `(?:${forms.join('|')})`;
+  }
+  return new RegExp(source, 'g');
+}
+
+/** `n` in hex, at least `digits` long, each letter matching either case. */
+function eitherCaseHex(n: number, digits: number): string {
+  return n.toString(16).padStart(digits, '0').replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+}
+
