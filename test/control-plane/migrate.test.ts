@@ -204,7 +204,10 @@ t.test('a migration whose table stays locked by a long reader gives up the lock 
   const log = captureLogger({ logLevel: 'info' });
   const run = migrate(pool, { dir: more, logger: log.logger, lockTimeoutMs: 200 });
   const warned = await waitFor(() => log.lines().find((l) => typeof l.msg === 'string' && l.msg.startsWith('a table the migration changes stayed locked')), { what: 'the lock-timeout warning' });
-  t.match(warned, { level: 40, migration: '0011_account_phone.sql', attempt: 1 });
+  const { rows: [readerPid] } = await reader.query<{ pid: number }>('select pg_backend_pid() as pid');
+  t.match(warned, { level: 40, migration: '0011_account_phone.sql', attempt: 1, lockTimeoutMs: 200, nextLockTimeoutMs: 200 }, 'the reader was there first: the wait stays short');
+  t.same(warned.blockers.map((b: { pid: number }) => b.pid), [readerPid!.pid], 'the blocking session is named');
+  t.notOk(JSON.stringify(warned).includes('select count'), 'never its query text');
   // Between attempts the migration is not in the lock queue: a writer is not held behind it.
   await waitFor(async () => {
     const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from pg_locks where relation = 'accounts'::regclass and not granted`);
@@ -214,4 +217,43 @@ t.test('a migration whose table stays locked by a long reader gives up the lock 
   t.same((await run).applied, ['0011_account_phone.sql']);
   const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from information_schema.columns where table_name = 'accounts' and column_name = 'phone'`);
   t.equal(rows[0]!.n, 1, 'applied once the reader finished');
+});
+
+t.test('a migration starved by readers that overlap without a gap waits longer each time the sessions blocking it are new, and is applied', async (t) => {
+  const { url, pool } = await freshPool(t);
+  const dir = migrationsDir(t, BASE);
+  await migrate(pool, { dir });
+  // Two readers, each holding the table 600 ms and starting again at once, half a cycle apart: at
+  // any moment one of them holds it for 300 ms more or longer, past the 200 ms a wait starts at.
+  let reading = true;
+  const readers = [0, 300].map(async (offsetMs) => {
+    const reader = new pg.Client({ connectionString: url, application_name: `reader-${offsetMs}` });
+    await reader.connect();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, offsetMs));
+      const until = Date.now() + 30_000;
+      while (reading && Date.now() < until) {
+        await reader.query('begin');
+        await reader.query('select count(*) from accounts');
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        await reader.query('commit');
+      }
+    } finally {
+      await reader.end();
+    }
+  });
+  const more = migrationsDir(t, { ...BASE, '0011_account_phone.sql': 'alter table accounts add column phone text;' });
+  const log = captureLogger({ logLevel: 'info' });
+  try {
+    const readersGaveUp = Promise.all(readers).then(() => 'the readers stopped first');
+    const applied = migrate(pool, { dir: more, logger: log.logger, lockTimeoutMs: 200, retryDelaysMs: [100] }).then((r) => r.applied);
+    t.same(await Promise.race([applied, readersGaveUp]), ['0011_account_phone.sql'], 'applied while the readers went on');
+  } finally {
+    reading = false;
+    await Promise.all(readers);
+  }
+  const warnings = log.lines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('a table the migration changes stayed locked'));
+  t.ok(warnings.length >= 1, 'it could not get the table at once');
+  t.ok(warnings.every((w) => w.blockers.every((b: { applicationName: string }) => b.applicationName.startsWith('reader-'))), 'each names the readers blocking it');
+  t.ok(warnings.some((w) => w.nextLockTimeoutMs > w.lockTimeoutMs), 'the wait grew once the readers blocking it were new ones');
 });

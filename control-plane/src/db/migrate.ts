@@ -29,6 +29,14 @@ export const MIGRATION_QUERY_TIMEOUT_MS = 24 * 60 * 60 * 1000;
  * records read of the other replicas behind the migration (PostgreSQL's lock queue is FIFO).
  */
 export const MIGRATION_LOCK_TIMEOUT_MS = 5_000;
+/**
+ * The most a migration's lock wait grows to. Readers that overlap without a gap, each longer than
+ * the wait, starved it: at every attempt one of them still held the table. When every session
+ * blocking an attempt began after the migration first tried (they came in its gaps, and the queue
+ * moves), the next attempt waits twice as long; when one was there before (a backup), the wait
+ * stays short, so writers are never queued behind the migration for long while it lasts.
+ */
+export const MIGRATION_LOCK_TIMEOUT_MAX_MS = 5 * 60_000;
 /** Pauses between attempts of a migration that could not get its locks: doubling up to the last. */
 const LOCK_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000];
 /** How often a replica waiting for another's migrations says so again. */
@@ -119,11 +127,12 @@ function pendingMigrations(files: MigrationFile[], applied: AppliedRow[], dir: s
 
 export async function migrate(
   pool: pg.Pool,
-  options: { dir?: string; logger?: pino.Logger; /** Tests shorten it. */ lockTimeoutMs?: number } = {},
+  options: { dir?: string; logger?: pino.Logger; /** Tests shorten them. */ lockTimeoutMs?: number; retryDelaysMs?: readonly number[] } = {},
 ): Promise<{ applied: string[] }> {
   const dir = options.dir ?? DEFAULT_MIGRATIONS_DIR;
   const log = options.logger;
-  const lockTimeoutMs = options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
+  const baseLockTimeoutMs = Math.trunc(options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS);
+  const retryDelaysMs = options.retryDelaysMs ?? LOCK_RETRY_DELAYS_MS;
   const files = await readMigrations(dir);
   const client = await pool.connect();
   const run = <R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> =>
@@ -144,12 +153,17 @@ export async function migrate(
     const pending = pendingMigrations(files, rows, dir);
     const applied: string[] = [];
     const started = Date.now();
+    const { rows: [self] } = await run<{ pid: number }>('select pg_backend_pid() as pid');
     for (const migration of pending) {
       log?.info({ migration: migration.file }, 'applying database migration');
+      let lockTimeoutMs = baseLockTimeoutMs;
+      // The database's clock, as the blockers' transaction starts are.
+      const { rows: [first] } = await run<{ at: Date }>('select clock_timestamp() as at');
       for (let attempt = 0; ; attempt += 1) {
+        const watch = watchBlockers(pool, self!.pid, lockTimeoutMs);
         try {
           await run('begin');
-          await run(`set local lock_timeout = ${Math.trunc(lockTimeoutMs)}`);
+          await run(`set local lock_timeout = ${lockTimeoutMs}`);
           // Simple-query protocol (no parameters), so one file may hold many statements.
           await run(migration.sql);
           await run('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
@@ -161,15 +175,25 @@ export async function migrate(
           await run('rollback').catch(() => undefined);
           const code = (err as { code?: unknown }).code;
           if (code === LOCK_NOT_AVAILABLE && Date.now() - started < MIGRATION_QUERY_TIMEOUT_MS) {
-            const delayMs = LOCK_RETRY_DELAYS_MS[Math.min(attempt, LOCK_RETRY_DELAYS_MS.length - 1)]!;
+            const blockers = await watch.stop();
+            const delayMs = retryDelaysMs[Math.min(attempt, retryDelaysMs.length - 1)]!;
+            const waitedMs = lockTimeoutMs;
+            const firstAt = first!.at.getTime();
+            const longStanding = blockers.some((b) => b.transactionStart === null || Date.parse(b.transactionStart) < firstAt);
+            lockTimeoutMs = longStanding ? baseLockTimeoutMs : Math.min(lockTimeoutMs * 2, Math.max(MIGRATION_LOCK_TIMEOUT_MAX_MS, baseLockTimeoutMs));
             log?.warn(
-              { migration: migration.file, attempt: attempt + 1, retryInMs: delayMs },
-              `a table the migration changes stayed locked by other sessions for ${lockTimeoutMs} ms (a long query or backup): rolled back so queries queued behind it go on; trying again`,
+              { migration: migration.file, attempt: attempt + 1, lockTimeoutMs: waitedMs, blockers, retryInMs: delayMs, nextLockTimeoutMs: lockTimeoutMs },
+              `a table the migration changes stayed locked by other sessions for ${waitedMs} ms (a long query or backup): rolled back so queries queued behind it go on; trying again` +
+                (longStanding
+                  ? ' as briefly, since a session blocking it was there before the migration first tried'
+                  : `, waiting up to ${lockTimeoutMs} ms, since every session blocking it began after the migration first tried`),
             );
             await new Promise((resolve) => setTimeout(resolve, delayMs));
             continue;
           }
           throw new MigrationError(`migration ${migration.file} failed: ${(err as Error).message}`, { cause: err });
+        } finally {
+          await watch.stop();
         }
       }
       applied.push(migration.file);
@@ -221,4 +245,57 @@ async function migrationLockHolder(run: Run): Promise<{ pid: number; application
   );
   const row = rows[0];
   return row === undefined ? undefined : { pid: row.pid, applicationName: row.application_name, clientAddress: row.client_addr, since: row.since?.toISOString() ?? null };
+}
+
+/** A session holding a lock a migration waited for: who and since when, never its query text. */
+export interface Blocker {
+  pid: number;
+  applicationName: string;
+  user: string | null;
+  state: string | null;
+  transactionStart: string | null;
+}
+
+/**
+ * Looks, from another pooled connection, at who blocks the migration's session while an attempt
+ * waits: the last non-empty look is what the attempt's time-out is blamed on. A look never
+ * overlaps the previous one; stop() waits for the one in flight.
+ */
+function watchBlockers(pool: pg.Pool, pid: number, lockTimeoutMs: number): { stop(): Promise<Blocker[]> } {
+  let last: Blocker[] = [];
+  let inFlight: Promise<void> | undefined;
+  const look = (): void => {
+    if (inFlight !== undefined) return;
+    inFlight = pool
+      .query<{ pid: number; application_name: string; usename: string | null; state: string | null; xact_start: Date | null }>(
+        'select pid, application_name, usename, state, xact_start from pg_stat_activity where pid = any(pg_blocking_pids($1)) order by pid',
+        [pid],
+      )
+      .then(({ rows }) => {
+        if (rows.length > 0) {
+          last = rows.map((r) => ({ pid: r.pid, applicationName: r.application_name, user: r.usename, state: r.state, transactionStart: r.xact_start?.toISOString() ?? null }));
+        }
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        inFlight = undefined;
+      });
+  };
+  // Several looks per attempt, the last close to its end.
+  const timer = setInterval(look, Math.max(25, Math.min(1_000, Math.floor(lockTimeoutMs / 4))));
+  timer.unref();
+  let stopped: Promise<Blocker[]> | undefined;
+  return {
+    stop(): Promise<Blocker[]> {
+      stopped ??= (async () => {
+        clearInterval(timer);
+        // A look waiting for a pooled connection (all of them queued behind the migration) is not waited for long.
+        let giveUp: NodeJS.Timeout | undefined;
+        await Promise.race([inFlight, new Promise((resolve) => (giveUp = setTimeout(resolve, 2_000)))]);
+        clearTimeout(giveUp);
+        return last;
+      })();
+      return stopped;
+    },
+  };
 }
