@@ -206,7 +206,7 @@ t.test('a migration whose table stays locked by a long reader gives up the lock 
   const warned = await waitFor(() => log.lines().find((l) => typeof l.msg === 'string' && l.msg.startsWith('a table the migration changes stayed locked')), { what: 'the lock-timeout warning' });
   const { rows: [readerPid] } = await reader.query<{ pid: number }>('select pg_backend_pid() as pid');
   t.match(warned, { level: 40, migration: '0011_account_phone.sql', attempt: 1, lockTimeoutMs: 200, nextLockTimeoutMs: 200 }, 'the reader was there first: the wait stays short');
-  t.same(warned.blockers.map((b: { pid: number }) => b.pid), [readerPid!.pid], 'the blocking session is named');
+  t.same((warned.blockers as Array<{ pid: number }>).map((b) => b.pid), [readerPid!.pid], 'the blocking session is named');
   t.notOk(JSON.stringify(warned).includes('select count'), 'never its query text');
   // Between attempts the migration is not in the lock queue: a writer is not held behind it.
   await waitFor(async () => {
@@ -252,8 +252,8 @@ t.test('a migration starved by readers that overlap without a gap waits longer e
     reading = false;
     await Promise.all(readers);
   }
-  const warnings = log.lines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('a table the migration changes stayed locked'));
+  const warnings = log.lines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('a table the migration changes stayed locked')) as Array<{ blockers: Array<{ applicationName: string }>; lockTimeoutMs: number; nextLockTimeoutMs: number }>;
   t.ok(warnings.length >= 1, 'it could not get the table at once');
-  t.ok(warnings.every((w) => w.blockers.every((b: { applicationName: string }) => b.applicationName.startsWith('reader-'))), 'each names the readers blocking it');
+  t.ok(warnings.every((w) => w.blockers.every((b) => b.applicationName.startsWith('reader-'))), 'each names the readers blocking it');
   t.ok(warnings.some((w) => w.nextLockTimeoutMs > w.lockTimeoutMs), 'the wait grew once the readers blocking it were new ones');
 });
