@@ -25,6 +25,7 @@ import { noMetrics } from './metrics/pipeline-metrics.js';
 import type { RequestWindow } from './metrics/request-window.js';
 import type { PipelineDeps } from './pipeline/deps.js';
 import { CALLER_GONE_STATUS } from './pipeline/run-pipeline.js';
+import { InFlightRequests } from './http/in-flight-requests.js';
 import { GetStreamStanding } from './providers/mcp/get-stream-standing.js';
 import type { GetStreamStandingOptions } from './providers/mcp/get-stream-standing.js';
 import { SessionOwners } from './providers/mcp/session-owners.js';
@@ -152,8 +153,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Spare connections with no request on them would hold close() for Node's headers timeout.
   const unused = trackUnusedConnections(app.server);
   let closing = false;
+  const inFlight = new InFlightRequests();
+  app.decorate('inFlight', inFlight);
   app.addHook('preClose', async () => {
     closing = true;
+    inFlight.drain();
     unused.close();
   });
 
@@ -164,6 +168,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', (request, reply, done) => {
     request.zenova = {};
     responseNotes.set(reply.raw, request.zenova);
+    inFlight.add(request, reply.raw);
     // The one read of the holder per request: a swap from here on does not affect this request.
     request.configSnapshot = holder.current();
     reply.header(REQUEST_ID_HEADER, request.id);
@@ -177,6 +182,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // 'close' fires for every response, also when the caller left before it finished (fastify's
     // onResponse does not), so each request gets exactly one line. The one listener per request.
     reply.raw.once('close', () => {
+      inFlight.delete(request);
       if (!reply.raw.writableFinished) request.callerGone?.abort();
       const ended = howItEnded(request, reply, parserAnswers);
       logRequestFinished(request, reply, ended);

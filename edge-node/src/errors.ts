@@ -218,8 +218,9 @@ export const errorTable = {
     retryable: true,
   },
   ZN_ERR_NODE_STOPPING: {
-    // Recorded for an open MCP GET event stream the node's stop ended (get-stream-standing.ts);
-    // the stream itself ends cleanly, so no caller reads this body.
+    // A request still running when the node's stop drain ran out (in-flight-requests.ts): its
+    // answer (a 503, a stream's error event) and record. Also recorded for an open MCP GET event
+    // stream the stop ended (get-stream-standing.ts), which itself ends cleanly.
     status: 503,
     type: 'server_error',
     message: 'This node is stopping.',

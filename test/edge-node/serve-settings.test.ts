@@ -64,26 +64,28 @@ t.test('a bad node setting stops serve with exit 2 and one line naming the varia
 });
 
 t.test('the node settings default to what docs/node-api.md says, and empty counts as unset', async (t) => {
-  const expected = { credit: DEFAULT_CREDIT_POLICY, spoolSynchronous: 'normal', linkLockIntervalMs: undefined };
+  const expected = { credit: DEFAULT_CREDIT_POLICY, spoolSynchronous: 'normal', linkLockIntervalMs: undefined, shutdownDrainMs: undefined };
   t.match(readServeSettings({}, { enrolled: true }), expected);
-  t.match(readServeSettings({ ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS: '', ZENOVA_LEASE_REPORT_MS: '', ZENOVA_SPOOL_SYNCHRONOUS: '', ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: '' }, { enrolled: true }), expected);
+  t.match(readServeSettings({ ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS: '', ZENOVA_LEASE_REPORT_MS: '', ZENOVA_SPOOL_SYNCHRONOUS: '', ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: '', ZENOVA_NODE_SHUTDOWN_DRAIN_MS: '' }, { enrolled: true }), expected);
   t.same(DEFAULT_CREDIT_POLICY, { defaultMaxOutputTokens: 4096, reportIntervalMs: 5000 });
   t.equal(readServeSettings({}, { enrolled: false }).reconnect, undefined, 'a stand-alone node has no control link to tune');
 });
 
 t.test('the node settings take the documented ranges, ends included, and the spool mode in any case', async (t) => {
-  const low = readServeSettings({ ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS: '1', ZENOVA_LEASE_REPORT_MS: '1', ZENOVA_SPOOL_SYNCHRONOUS: 'FULL', ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: '50' }, { enrolled: true });
+  const low = readServeSettings({ ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS: '1', ZENOVA_LEASE_REPORT_MS: '1', ZENOVA_SPOOL_SYNCHRONOUS: 'FULL', ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: '50', ZENOVA_NODE_SHUTDOWN_DRAIN_MS: '0' }, { enrolled: true });
   t.same(low.credit, { defaultMaxOutputTokens: 1, reportIntervalMs: 1 });
   t.equal(low.spoolSynchronous, 'full');
   t.equal(low.linkLockIntervalMs, 50);
-  const high = readServeSettings({ ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS: '1000000', ZENOVA_LEASE_REPORT_MS: '3600000', ZENOVA_SPOOL_SYNCHRONOUS: 'Normal', ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: '60000' }, { enrolled: true });
+  t.equal(low.shutdownDrainMs, 0);
+  const high = readServeSettings({ ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS: '1000000', ZENOVA_LEASE_REPORT_MS: '3600000', ZENOVA_SPOOL_SYNCHRONOUS: 'Normal', ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: '60000', ZENOVA_NODE_SHUTDOWN_DRAIN_MS: '20000' }, { enrolled: true });
   t.same(high.credit, { defaultMaxOutputTokens: 1_000_000, reportIntervalMs: 3_600_000 });
   t.equal(high.spoolSynchronous, 'normal');
   t.equal(high.linkLockIntervalMs, 60_000);
+  t.equal(high.shutdownDrainMs, 20_000, 'at most 20 s: the unit stops the process after 30');
   for (const [name, value] of [
     ['ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS', '1000001'], ['ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS', '-1'], ['ZENOVA_LEASE_REPORT_MS', '3600001'],
     ['ZENOVA_LEASE_REPORT_MS', '1.5'], ['ZENOVA_NODE_LINK_LOCK_INTERVAL_MS', '60001'], ['ZENOVA_NODE_LINK_LOCK_INTERVAL_MS', '1e3'],
-    ['ZENOVA_SPOOL_SYNCHRONOUS', 'off'], ['ZENOVA_SPOOL_SYNCHRONOUS', 'extra'],
+    ['ZENOVA_SPOOL_SYNCHRONOUS', 'off'], ['ZENOVA_SPOOL_SYNCHRONOUS', 'extra'], ['ZENOVA_NODE_SHUTDOWN_DRAIN_MS', '20001'],
   ] as const) {
     t.throws(() => readServeSettings({ [name]: value }, { enrolled: false }), ServeSettingError, `${name}=${value}`);
   }

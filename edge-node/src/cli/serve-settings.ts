@@ -28,6 +28,12 @@ export interface ServeSettings {
   linkLockIntervalMs: number | undefined;
   /** ZENOVA_NODE_RECONNECT_*, ZENOVA_NODE_REFUSED_RETRY_MS; only an enrolled node has a control link. */
   reconnect: ReconnectSettings | undefined;
+  /**
+   * ZENOVA_NODE_SHUTDOWN_DRAIN_MS: how long requests may run on after a stop signal; undefined
+   * leaves serve's default. At most 20 s: the unit's TimeoutStopSec (30 s) must also cover ending
+   * the rest, returning credit and closing the spool.
+   */
+  shutdownDrainMs: number | undefined;
 }
 
 /** Shown values are cut: a pasted blob must not flood the terminal. */
@@ -64,5 +70,6 @@ export function readServeSettings(env: NodeJS.ProcessEnv, opts: { enrolled: bool
     spoolSynchronous: spoolSynchronous(env),
     linkLockIntervalMs: wholeNumber(env, 'ZENOVA_NODE_LINK_LOCK_INTERVAL_MS', 50, 60_000),
     reconnect: opts.enrolled ? reconnectSettingsFromEnv(env) : undefined,
+    shutdownDrainMs: wholeNumber(env, 'ZENOVA_NODE_SHUTDOWN_DRAIN_MS', 0, 20_000),
   };
 }

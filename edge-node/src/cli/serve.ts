@@ -31,8 +31,13 @@ import type { NodeServices } from './node-services.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ListenAddress } from './args.js';
 
-/** How long in-flight requests (long streams included) may run on after a stop signal. */
+/** How long in-flight requests (long streams included) may run on after a stop signal (ZENOVA_NODE_SHUTDOWN_DRAIN_MS). */
 export const SHUTDOWN_DEADLINE_MS = 10_000;
+/**
+ * After the drain deadline (or a second signal), how long the requests still running have to
+ * answer ZN_ERR_NODE_STOPPING and be recorded before their connections are closed.
+ */
+const STOPPING_ANSWER_GRACE_MS = 2_000;
 
 export interface ServeOptions {
   /** A local config file: a stand-alone node (no control plane). Exclusive with `stateDir`. */
@@ -283,21 +288,27 @@ export async function serve(opts: ServeOptions): Promise<number> {
     });
   }
 
+  const drainMs = opts.shutdownDeadlineMs ?? settings.shutdownDrainMs ?? SHUTDOWN_DEADLINE_MS;
+  let ending = false;
+  /** Ends the requests still running with ZN_ERR_NODE_STOPPING, then closes the connections left. */
+  const endRemaining = (why: string): void => {
+    if (ending) return;
+    ending = true;
+    opts.logger.warn({ requests: app.inFlight.size }, `${why}: the requests still running are ended (ZN_ERR_NODE_STOPPING)`);
+    void app.inFlight.stopAll(STOPPING_ANSWER_GRACE_MS).then(() => app.server.closeAllConnections());
+  };
   return new Promise<number>((resolve) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
       if (stopping) {
-        // A second signal means "now": drop the remaining connections instead of waiting.
-        app.server.closeAllConnections();
+        // A second signal means "now": the requests still running are ended instead of waited for.
+        endRemaining('a second stop signal');
         return;
       }
       stopping = true;
       opts.logger.info({ signal }, 'node-edge stopping');
       notifyStopping(opts.logger);
-      const deadline = setTimeout(() => {
-        opts.logger.warn('shutdown deadline passed; closing remaining connections');
-        app.server.closeAllConnections();
-      }, opts.shutdownDeadlineMs ?? SHUTDOWN_DEADLINE_MS);
+      const deadline = setTimeout(() => endRemaining('the shutdown deadline passed'), drainMs);
       deadline.unref();
       // Callers drain first (their records and settlements still land), then unspent credit goes
       // back over the still-open session and the link stops once the control plane confirmed it

@@ -5,6 +5,7 @@ import type { RuntimeConfig } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
+import type { InFlightRequests } from './in-flight-requests.js';
 
 export interface RequestContext {
   /** The caller's own id for the request (x-client-request-id or x-request-id), when it sent one. */
@@ -31,8 +32,15 @@ declare module 'fastify' {
     zenova: RequestContext;
     /** Taken once when the request arrives; a config swap never changes it (config-holder.ts). */
     configSnapshot: ConfigSnapshot;
-    /** Set by the pipeline; the app aborts it when the caller leaves before the answer ended. */
+    /**
+     * Set by the pipeline; the app aborts it when the caller leaves before the answer ended, and
+     * the node's stop with ZN_ERR_NODE_STOPPING as its reason (in-flight-requests.ts).
+     */
     callerGone: AbortSwitch | null;
+  }
+  interface FastifyInstance {
+    /** The requests being served, for serve's stop (drain, then end those still running). */
+    inFlight: InFlightRequests;
   }
 }
 

@@ -17,6 +17,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 import { bodyTextOf } from '../http/body-text.js';
+import { isNodeStopping } from '../http/in-flight-requests.js';
 import { API_HANDLERS } from '../providers/api-handlers.js';
 import { serialiseSse } from '../providers/sse.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
@@ -148,6 +149,18 @@ class PipelineRun {
     private readonly ctx: PipelineContext,
   ) {}
 
+  /** The caller left (its socket closed) before the answer ended: nothing more can be sent. */
+  private callerLeft(): boolean {
+    const { callerGone } = this.ctx;
+    return callerGone.aborted && (!isNodeStopping(callerGone.reason) || this.reply.raw.destroyed);
+  }
+
+  /** ZN_ERR_NODE_STOPPING when the node's stop, not the caller, aborted the request. */
+  private stoppedBy(): ZenovaError | undefined {
+    const { callerGone } = this.ctx;
+    return callerGone.aborted && isNodeStopping(callerGone.reason) ? callerGone.reason : undefined;
+  }
+
   /**
    * Runs one stage, timed; an exception is ZN_ERR_INTERNAL (logged with the request id). Returns
    * a promise only for a stage that returned one.
@@ -200,10 +213,14 @@ class PipelineRun {
     await source[Symbol.asyncIterator]().return?.().catch(() => undefined);
   }
 
-  async deliverError(failure: ZenovaError, failedAt: StageName | undefined): Promise<void> {
+  async deliverError(refusal: ZenovaError, failedAt: StageName | undefined): Promise<void> {
     const { ctx, request, reply } = this;
-    if (ctx.callerGone.aborted) {
+    // The node's stop ended the request (its upstream call aborted): that, not the abort, is the answer.
+    const failure = this.stoppedBy() ?? refusal;
+    if (this.callerLeft()) {
       ctx.outcome = { status: 'aborted', httpStatus: CALLER_GONE_STATUS, errorCode: null };
+    } else if (failure.code === 'ZN_ERR_NODE_STOPPING') {
+      ctx.outcome = { status: 'failed', httpStatus: failure.status, errorCode: failure.code };
     } else {
       // 'failed' once something went upstream; the forward stage refusing before any attempt (its
       // open row could not be written) is a refusal like the earlier stages'.
@@ -212,13 +229,14 @@ class PipelineRun {
     }
     await this.tail();
     this.noteForLog();
-    if (ctx.callerGone.aborted) {
+    if (this.callerLeft()) {
       this.abandon();
       return;
     }
     if (failure.code === 'ZN_ERR_INTERNAL') request.log.error({ err: failure.cause ?? failure, code: failure.code }, 'request failed');
     // Upstream trouble is expected operations noise: one line, no stack.
     else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
+    else if (failure.code === 'ZN_ERR_NODE_STOPPING') request.log.warn({ code: failure.code }, 'request still running at the stop deadline; ended by the node');
     else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
     const body = API_HANDLERS[ctx.api].errorBody?.(failure, ctx) ?? failure.toBody();
     const retry = shouldRetryValue(failure);
@@ -243,7 +261,8 @@ class PipelineRun {
     ctx.outcome = deliveredOutcome(answer);
     await this.tail();
     this.noteForLog();
-    if (ctx.callerGone.aborted) {
+    // An answer whole before the node's stop ended the request still goes out.
+    if (this.callerLeft()) {
       this.abandon();
       return;
     }
@@ -306,12 +325,15 @@ class PipelineRun {
     }
     if (!drained) await events.return?.().catch(() => undefined);
     if (!ctx.callerGone.aborted && failure !== undefined && failure.code.startsWith('ZN_ERR_UPSTREAM_')) this.streamAttemptFailed(failure);
-    if (ctx.callerGone.aborted) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
+    const left = this.callerLeft();
+    // Ended by the node's stop: the caller gets the stream's error event, as for an upstream failure.
+    if (!left) failure = this.stoppedBy() ?? failure;
+    if (left) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
     // An output guardrail stopping the stream is the node refusing, not the upstream failing.
     else if (failure !== undefined) ctx.outcome = { status: failure.code === 'ZN_ERR_GUARDRAIL_BLOCKED' ? 'rejected' : 'failed', httpStatus: answer.status, errorCode: failure.code };
     await this.tail();
     this.noteForLog();
-    if (ctx.callerGone.aborted) {
+    if (left) {
       raw.destroy();
       return;
     }
@@ -365,12 +387,14 @@ class PipelineRun {
         request.log.warn({ code: failure.code, reason: failure.message }, 'upstream body failed');
       }
     }
-    if (ctx.callerGone.aborted) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
+    const left = this.callerLeft();
+    if (!left) failure = this.stoppedBy() ?? failure;
+    if (left) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
     else if (failure !== undefined) ctx.outcome = { status: 'failed', httpStatus: answer.status, errorCode: failure.code };
     await this.tail();
     this.noteForLog();
     // A relayed body cut short cannot be mended in its own framing: the caller sees it end early.
-    if (ctx.callerGone.aborted || failure !== undefined) raw.destroy();
+    if (left || failure !== undefined) raw.destroy();
     else raw.end(held === undefined ? last : Buffer.concat(held));
   }
 

@@ -1,6 +1,7 @@
 // A node app built from a signed-bundle config (keys, accounts, routes as the control plane ships
 // them) on 127.0.0.1:0, with recording pipeline services so tests can see what each request did.
 import OpenAI from 'openai';
+import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../../edge-node/src/app.js';
 import type { PipelineServices } from '../../../edge-node/src/cli/node-services.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
@@ -20,6 +21,7 @@ export interface FinishedRequest {
 }
 
 export interface PipelineNode {
+  app: FastifyInstance;
   baseURL: string;
   origin: string;
   /** The caller key of `key-a` (active, account acct-1, every model). */
@@ -74,6 +76,7 @@ export async function startPipelineNode(
   });
   const { origin, baseURL } = await listenOnLoopback(t, app);
   return {
+    app,
     baseURL,
     origin,
     secret: key.secret,

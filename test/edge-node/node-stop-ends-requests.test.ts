@@ -1,0 +1,97 @@
+// A node that stops waits for its requests (ZENOVA_NODE_SHUTDOWN_DRAIN_MS); those still running at
+// the deadline are ended by the node, not cut: a stream gets the error event ZN_ERR_NODE_STOPPING,
+// a request not answered yet a 503 with that code and x-should-retry: true, and each is recorded
+// `failed` with that code (closing their sockets recorded them `aborted`, as if their callers had
+// left). While it drains, every answer says Connection: close, so a keep-alive caller never sends
+// its next request to a socket the node is about to close.
+import http from 'node:http';
+import t from 'tap';
+import type { RequestRecord } from '../../proto/src/index.js';
+import { listenForTest } from '../fixtures/loopback-server.js';
+import { waitFor } from '../fixtures/wait-for.js';
+import { recordsInto } from './anthropic-fixtures.js';
+import { startPipelineNode } from './pipeline/pipeline-harness.js';
+
+const CHUNK = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo', choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello there' }, finish_reason: null }] };
+
+/** An upstream that answers a stream's first chunk and then nothing, and a JSON request never. */
+async function stallingUpstream(t: { teardown(fn: () => unknown): void }): Promise<{ url: string; received: () => number }> {
+  let received = 0;
+  const open = new Set<http.ServerResponse>();
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      received += 1;
+      open.add(res);
+      res.on('close', () => open.delete(res));
+      if ((JSON.parse(body) as { stream?: boolean }).stream === true) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`data: ${JSON.stringify(CHUNK)}\n\n`);
+      }
+    });
+  });
+  const url = await listenForTest(t, server);
+  t.teardown(() => {
+    for (const res of open) res.destroy();
+  });
+  return { url, received: () => received };
+}
+
+async function stoppingNode(t: { teardown(fn: () => unknown): void }) {
+  const upstream = await stallingUpstream(t);
+  const records: RequestRecord[] = [];
+  const node = await startPipelineNode(t, { upstreamUrl: upstream.url, services: { spool: recordsInto(records) } });
+  const post = (body: unknown) =>
+    fetch(`${node.origin}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` }, body: JSON.stringify(body) });
+  return { node, upstream, records, post };
+}
+
+t.test('a stream still running when the node ends its requests gets the error event ZN_ERR_NODE_STOPPING and is recorded failed with that code', async (t) => {
+  const { node, records, post } = await stoppingNode(t);
+  const res = await post({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  t.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  let text = '';
+  while (!text.includes('Hello there')) text += new TextDecoder().decode((await reader.read()).value);
+  await node.app.inFlight.stopAll(5_000);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  t.match(text, /"code":"ZN_ERR_NODE_STOPPING"/, 'the stream ends with the error event');
+  const record = await waitFor(() => records[0], { what: 'the record' });
+  t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING', httpStatus: 200 });
+  t.ok(record.usage.outputTokens > 0, 'what was delivered is metered');
+});
+
+t.test('a request not answered yet when the node ends its requests gets 503 ZN_ERR_NODE_STOPPING, to be sent again, and is recorded failed', async (t) => {
+  const { node, upstream, records, post } = await stoppingNode(t);
+  const answer = post({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] });
+  await waitFor(() => upstream.received() === 1 || undefined, { what: 'the upstream to have the request' });
+  await node.app.inFlight.stopAll(5_000);
+  const res = await answer;
+  t.equal(res.status, 503);
+  t.equal(((await res.json()) as { error: { code: string } }).error.code, 'ZN_ERR_NODE_STOPPING');
+  t.equal(res.headers.get('x-should-retry'), 'true');
+  t.equal(res.headers.get('connection'), 'close');
+  const record = await waitFor(() => records[0], { what: 'the record' });
+  t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING', httpStatus: 503 });
+});
+
+t.test('while the node drains, its answers close their keep-alive connections', async (t) => {
+  const { node } = await stoppingNode(t);
+  const agent = new http.Agent({ keepAlive: true });
+  t.teardown(() => agent.destroy());
+  const get = () =>
+    new Promise<http.IncomingMessage>((resolve, reject) => {
+      http.get(`${node.origin}/healthz`, { agent }, (res) => {
+        res.resume();
+        resolve(res);
+      }).on('error', reject);
+    });
+  t.equal((await get()).headers.connection, 'keep-alive', 'before the stop');
+  node.app.inFlight.drain();
+  t.equal((await get()).headers.connection, 'close', 'while draining');
+});
