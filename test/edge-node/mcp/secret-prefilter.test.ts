@@ -24,6 +24,7 @@ const KEYS = {
   'a key with characters JSON and HTML escape': 'tk/a&b"c<d>e\'f\\g-h_i.j/k&l',
   'a 2 KiB token with dots, dashes and underscores': longToken(2048),
   'a 1 KiB key in standard base64 (with / and +)': Buffer.from(longToken(768)).toString('base64'),
+  'a long token starting with a letter JSON escapes after a backslash': `ntn_${longToken(60)}`,
   'a long key holding & and \\ (its blocks searched one by one)': `${longToken(100)}&amp;\\u0041${longToken(100)}`,
 };
 
@@ -32,6 +33,8 @@ const FORMS: Record<string, (piece: string) => string> = {
   'JSON-escaped': (piece) => JSON.stringify(piece).slice(1, -1),
   'escaped \\u00XX': (piece) => piece.replace(/[^A-Za-z0-9]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0').toUpperCase()}`),
   'HTML-escaped': (piece) => piece.replace(/[^A-Za-z0-9]/g, (c) => `&#x${c.charCodeAt(0).toString(16)};`),
+  'HTML-escaped in decimal, zero-padded': (piece) => piece.replace(/[^A-Za-z0-9]/g, (c) => `&#000${c.charCodeAt(0)};`),
+  'after a backslash in text that is not JSON': (piece) => `C:\\${piece}`,
 };
 
 for (const [what, key] of Object.entries(KEYS)) {

@@ -15,19 +15,34 @@ export function secretForms(secret: string): RegExp {
       source += char;
       continue;
     }
-    const forms = [escapeRegExp(Buffer.from(char, 'utf8').toString('latin1'))];
-    const escaped = JSON.stringify(char).slice(1, -1);
-    if (escaped.startsWith('\\') && !escaped.startsWith('\\u')) forms.push(escapeRegExp(escaped));
-    if (char === '/') forms.push('\\\\/');
-    let units = '';
-    for (let i = 0; i < char.length; i += 1) units += `\\\\u${eitherCaseHex(char.charCodeAt(i), 4)}`;
-    forms.push(units);
-    const code = char.codePointAt(0)!;
-    forms.push(`&#0*${code};`, `&#[xX]0*${eitherCaseHex(code, 1)};`);
-    if (HTML_NAMED[char] !== undefined) forms.push(HTML_NAMED[char]);
-    source += `(?:${forms.join('|')})`;
+    source += `(?:${[escapeRegExp(Buffer.from(char, 'utf8').toString('latin1')), ...escapedForms(char)].join('|')})`;
   }
   return new RegExp(source, 'g');
+}
+
+/**
+ * A pattern matching any escape of a character of `secret` other than a letter or digit (its
+ * forms but the one as written); undefined when it has none, so every form of it is as written.
+ */
+export function escapesOfSecret(secret: string): RegExp | undefined {
+  const others = new Set([...secret].filter((char) => !/^[A-Za-z0-9]$/.test(char)));
+  if (others.size === 0) return undefined;
+  return new RegExp([...others].flatMap(escapedForms).join('|'));
+}
+
+/** Patterns of the escapes an encoder may write `char` as (a character other than a letter or digit). */
+function escapedForms(char: string): string[] {
+  const forms: string[] = [];
+  const escaped = JSON.stringify(char).slice(1, -1);
+  if (escaped.startsWith('\\') && !escaped.startsWith('\\u')) forms.push(escapeRegExp(escaped));
+  if (char === '/') forms.push('\\\\/');
+  let units = '';
+  for (let i = 0; i < char.length; i += 1) units += `\\\\u${eitherCaseHex(char.charCodeAt(i), 4)}`;
+  forms.push(units);
+  const code = char.codePointAt(0)!;
+  forms.push(`&#0*${code};`, `&#[xX]0*${eitherCaseHex(code, 1)};`);
+  if (HTML_NAMED[char] !== undefined) forms.push(HTML_NAMED[char]);
+  return forms;
 }
 
 /** `n` in hex, at least `digits` long, each letter matching either case. */

@@ -8,12 +8,13 @@
  * A short key's blocks are searched for one by one: a block of letters and digits as it is (every
  * form writes those as they are), any other in its forms (one regex). A long key (a 2 KiB token has
  * 680 blocks) would cost a search per block, and a block with a '-', '_' or '.' one regex each; its
- * letters and digits alone would be two or three characters that ordinary text holds. Instead the
- * answer's escapes are decoded once (JSON's and HTML's: every form turns back into the key as
- * written) and every block is looked for in one pass over that (a rolling code of the last
- * BLOCK_CHARS characters, checked against a set). Built once per key.
+ * letters and digits alone would be two or three characters that ordinary text holds. Instead every
+ * block is looked for in one pass over the answer as written, and, when it holds an escape of one
+ * of the key's characters, in one more with JSON's and HTML's escapes decoded on the way (every form
+ * turns back into the key as written): a rolling code of the last BLOCK_CHARS characters, checked
+ * against a set. Built once per key.
  */
-import { secretForms } from './secret-forms.js';
+import { escapesOfSecret, secretForms } from './secret-forms.js';
 
 /** Keys shorter than this are not searched for: they would match ordinary text. */
 export const MIN_SECRET_CHARS = 8;
@@ -50,6 +51,8 @@ interface Hashed {
   bitmap: Uint8Array;
   codes: Set<number>;
   blocks: Set<string>;
+  /** Any escape of one of the key's characters (undefined: it has only letters and digits, never escaped). */
+  escapes: RegExp | undefined;
 }
 
 function bitOf(code: number): [number, number] {
@@ -64,7 +67,7 @@ export function secretPrefilter(secret: string): SecretPrefilter {
   // Half of a character past U+FFFF: its forms are not the halves' (no key has a reason to hold one).
   if ([...blocks].some((block) => /[\uD800-\uDFFF]/.test(block))) return { mayHold: (bytes) => bytes.length >= MIN_SECRET_CHARS };
   const searches: Array<(bytes: Buffer, latin1: () => string) => boolean> = [];
-  const hashed: Hashed = { bitmap: new Uint8Array(BITMAP_BYTES), codes: new Set(), blocks: new Set() };
+  const hashed: Hashed = { bitmap: new Uint8Array(BITMAP_BYTES), codes: new Set(), blocks: new Set(), escapes: escapesOfSecret(secret) };
   // A key that holds an escape's first character could hold an escape as written, which decoding
   // the answer would turn into something else: its blocks are searched for one by one.
   const decodable = blocks.size > SEARCHED_ONE_BY_ONE && !secret.includes('\\') && !secret.includes('&');
@@ -87,30 +90,21 @@ export function secretPrefilter(secret: string): SecretPrefilter {
       if (bytes.length < MIN_SECRET_CHARS) return false;
       let text: string | undefined;
       const latin1 = (): string => (text ??= bytes.toString('latin1'));
-      if (hashed.blocks.size > 0 && holdsBlock(decodeEscapes(latin1()), hashed)) return true;
+      if (hashed.blocks.size > 0 && holdsBlock(latin1(), hashed)) return true;
       return searches.some((search) => search(bytes, latin1));
     },
   };
 }
 
-/** Every JSON and HTML escape secretForms names, decoded; what is not ASCII after it does not matter here. */
-const ESCAPE = /\\(["\\/bfnrt])|\\u([0-9a-fA-F]{4})|&#0*(\d{1,7});|&#[xX]0*([0-9a-fA-F]{1,6});|&(amp|lt|gt|quot|apos);/g;
-const SHORT_ESCAPES: Readonly<Record<string, string>> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
-const NAMED: Readonly<Record<string, string>> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
-
-function decodeEscapes(text: string): string {
-  if (!text.includes('\\') && !text.includes('&')) return text;
-  return text.replace(ESCAPE, (_all, short?: string, unit?: string, decimal?: string, hex?: string, named?: string) => {
-    if (short !== undefined) return SHORT_ESCAPES[short]!;
-    if (named !== undefined) return NAMED[named]!;
-    const code = unit !== undefined ? parseInt(unit, 16) : decimal !== undefined ? Number(decimal) : parseInt(hex!, 16);
-    // Only ASCII is looked for in this pass (a block with more is searched in its forms).
-    return code < 128 ? String.fromCharCode(code) : '\u0080';
-  });
+/** Whether some BLOCK_CHARS characters in a row of `text` are one of the hashed blocks: as written, or with its escapes decoded. */
+function holdsBlock(text: string, hashed: Hashed): boolean {
+  if (holdsBlockAsWritten(text, hashed)) return true;
+  // Decoding matters only where an escape writes one of the key's characters (a `\n` or `&&` in
+  // code does not): one regex search rules most answers out.
+  return hashed.escapes !== undefined && hashed.escapes.test(text) && holdsBlockDecoded(text, hashed);
 }
 
-/** Whether some BLOCK_CHARS characters in a row of `text` are one of the hashed blocks. */
-function holdsBlock(text: string, { bitmap, codes, blocks }: Hashed): boolean {
+function holdsBlockAsWritten(text: string, { bitmap, codes, blocks }: Hashed): boolean {
   let code = 0;
   let run = 0;
   for (let i = 0; i < text.length; i += 1) {
@@ -128,6 +122,125 @@ function holdsBlock(text: string, { bitmap, codes, blocks }: Hashed): boolean {
     if (codes.has(code) && blocks.has(text.slice(i + 1 - BLOCK_CHARS, i + 1))) return true;
   }
   return false;
+}
+
+/**
+ * The same pass over the characters `text` stands for once each JSON and HTML escape secretForms
+ * names is read as the character it writes (`\"`, `\u0026`, `&amp;`, `&#38;`), decoded on the way
+ * in one loop: a replace with a callback per escape took half a second on an answer full of them.
+ * A text that is not JSON may hold a backslash before a key as written (`C:\ntn_…`): the pass as
+ * written above finds that one.
+ */
+function holdsBlockDecoded(text: string, { bitmap, codes, blocks }: Hashed): boolean {
+  const window = new Uint8Array(BLOCK_CHARS);
+  let oldest = 0;
+  let code = 0;
+  let run = 0;
+  let i = 0;
+  while (i < text.length) {
+    let c = text.charCodeAt(i);
+    let length = 1;
+    if (c === BACKSLASH || c === AMPERSAND) {
+      const decoded = escapeAt(text, i);
+      if (decoded >= 0) {
+        c = decoded;
+        length = escapeLength;
+      }
+    }
+    i += length;
+    if (c >= 128) {
+      run = 0;
+      code = 0;
+      continue;
+    }
+    if (run >= BLOCK_CHARS) code = (code - Math.imul(window[oldest]!, LEAVING)) | 0;
+    window[oldest] = c;
+    oldest = oldest + 1 === BLOCK_CHARS ? 0 : oldest + 1;
+    code = (Math.imul(code, BASE) + c) | 0;
+    run += 1;
+    if (run < BLOCK_CHARS || (bitmap[(code >>> 3) & (BITMAP_BYTES - 1)]! & (1 << (code & 7))) === 0) continue;
+    if (codes.has(code) && blocks.has(windowText(window, oldest))) return true;
+  }
+  return false;
+}
+
+function windowText(window: Uint8Array, oldest: number): string {
+  let text = '';
+  for (let k = 0; k < BLOCK_CHARS; k += 1) text += String.fromCharCode(window[(oldest + k) % BLOCK_CHARS]!);
+  return text;
+}
+
+const BACKSLASH = 0x5c;
+const AMPERSAND = 0x26;
+/** JSON's two-character escapes: the character after the backslash → the one it writes (-1: none). */
+const SHORT_ESCAPES = new Int16Array(128).fill(-1);
+for (const [after, writes] of [[0x22, 0x22], [0x5c, 0x5c], [0x2f, 0x2f], [0x62, 0x08], [0x66, 0x0c], [0x6e, 0x0a], [0x72, 0x0d], [0x74, 0x09]] as const) SHORT_ESCAPES[after] = writes;
+/** How many characters the escape escapeAt last read spans (a module variable: no tuple per escape). */
+let escapeLength = 0;
+
+/** The character the escape at `at` writes (`\…` or `&…;`), -1 when none starts there. */
+function escapeAt(text: string, at: number): number {
+  const next = text.charCodeAt(at + 1);
+  if (text.charCodeAt(at) === BACKSLASH) {
+    const short = next < 128 ? SHORT_ESCAPES[next]! : -1;
+    if (short >= 0) {
+      escapeLength = 2;
+      return short;
+    }
+    if (next !== 0x75 /* u */) return -1;
+    const unit = hexValue(text, at + 2, at + 6);
+    if (unit < 0) return -1;
+    escapeLength = 6;
+    return unit;
+  }
+  if (next !== 0x23 /* # */) return namedAt(text, at, next);
+  // &#NNN; or &#xHH; with any number of leading zeros, as secretForms matches them.
+  const hex = text.charCodeAt(at + 2) === 0x78 || text.charCodeAt(at + 2) === 0x58;
+  let i = at + (hex ? 3 : 2);
+  while (text.charCodeAt(i) === 0x30) i += 1;
+  let end = i;
+  while (end < text.length && end - i < 8 && (hex ? hexDigit(text.charCodeAt(end)) >= 0 : isDecimal(text.charCodeAt(end)))) end += 1;
+  if (text.charCodeAt(end) !== 0x3b /* ; */ || (end === i && text.charCodeAt(i - 1) !== 0x30)) return -1;
+  const value = end === i ? 0 : hex ? hexValue(text, i, end) : Number(text.slice(i, end));
+  escapeLength = end + 1 - at;
+  return value;
+}
+
+/** `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;` at `at` (`next` is the character after the `&`). */
+function namedAt(text: string, at: number, next: number): number {
+  let name: string;
+  let value: number;
+  if (next === 0x61 /* a */) [name, value] = text.startsWith('amp;', at + 1) ? ['amp;', 0x26] : ['apos;', 0x27];
+  else if (next === 0x6c /* l */) [name, value] = ['lt;', 0x3c];
+  else if (next === 0x67 /* g */) [name, value] = ['gt;', 0x3e];
+  else if (next === 0x71 /* q */) [name, value] = ['quot;', 0x22];
+  else return -1;
+  if (!text.startsWith(name, at + 1)) return -1;
+  escapeLength = 1 + name.length;
+  return value;
+}
+
+function isDecimal(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+function hexDigit(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  if (c >= 0x41 && c <= 0x46) return c - 0x37;
+  if (c >= 0x61 && c <= 0x66) return c - 0x57;
+  return -1;
+}
+
+/** The hex number text[from, to) writes, -1 when a character of it is not a hex digit (or it runs past the end). */
+function hexValue(text: string, from: number, to: number): number {
+  if (to > text.length) return -1;
+  let value = 0;
+  for (let i = from; i < to; i += 1) {
+    const digit = hexDigit(text.charCodeAt(i));
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
 }
 
 const prefilters = new Map<string, SecretPrefilter>();
