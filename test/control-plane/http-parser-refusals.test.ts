@@ -88,3 +88,22 @@ t.test('a malformed request pipelined behind a good one is answered after that o
   const length = Number(/content-length: (\d+)/i.exec(first)?.[1]);
   t.equal(Buffer.byteLength(first.split('\r\n\r\n')[1] ?? '', 'latin1'), length, 'the first answer is whole');
 });
+
+t.test("a pipelined request whose body has a bad chunk is answered 400 at once, after the answer before it", async (t) => {
+  const good = `GET /api/v1/nodes HTTP/1.1\r\nHost: cp\r\n${auth}\r\n`;
+  const bad = `POST /api/enroll HTTP/1.1\r\nHost: cp\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nZZ\r\n`;
+  const started = Date.now();
+  const answer = await exchange(good + bad);
+  const statuses = [...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+  t.same(statuses, [200, 400], 'both answered, in order');
+  t.equal(parse(answer.slice(answer.lastIndexOf('HTTP/1.1 '))).body.error.code, 'ZN_ERR_CP_INVALID_REQUEST');
+  t.ok(Date.now() - started < 30_000, 'not after the request timeout');
+});
+
+t.test('bytes behind a refused request are refused once, not once per packet', async (t) => {
+  const before = log.text().split('request refused by the HTTP parser').length;
+  const good = `GET /api/v1/nodes HTTP/1.1\r\nHost: cp\r\n${auth}\r\n`;
+  const bad = `GET /api/v1/nodes HTTP/1.1\r\nHost: cp\r\nBad Header: x\r\n\r\n`;
+  await exchange(good + bad + 'x'.repeat(200 * 1024));
+  t.equal(log.text().split('request refused by the HTTP parser').length - before, 1);
+});

@@ -22,12 +22,16 @@ export function clientErrorCode(nodeCode: string | undefined): ErrorCode {
 }
 
 export function clientErrorHandler(logger: FastifyBaseLogger): (err: NodeJS.ErrnoException, socket: Socket) => void {
+  // A socket refused once may report more of the bytes behind while its answer waits its turn.
+  const refused = new WeakSet<Socket>();
   return (err, socket) => {
+    if (refused.has(socket)) return;
     // The client left (a reset, its end before the request was whole): no one to answer.
     if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || socket.destroyed) {
       socket.destroy();
       return;
     }
+    refused.add(socket);
     const error = clientErrorCode(err.code) === 'ZN_ERR_CP_INVALID_REQUEST'
       ? zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The HTTP request could not be parsed.')
       : zenovaError(clientErrorCode(err.code));
@@ -74,10 +78,13 @@ function responseOn(socket: Socket): InFlightResponse | null {
   return (socket as Socket & { _httpMessage?: InFlightResponse | null })._httpMessage ?? null;
 }
 
-/** Runs `then` once no response is being written on the socket (Node hands it queued ones in turn). */
+/**
+ * Runs `then` once no response is being written on the socket (Node hands it queued ones in turn),
+ * or once the one in turn is the refused request's own (its body never completes: it is answered).
+ */
 function afterResponses(socket: Socket, then: () => void): void {
   const current = responseOn(socket);
-  if (current == null || socket.destroyed) {
+  if (current == null || socket.destroyed || (!current.req.complete && !current.headersSent)) {
     then();
     return;
   }
