@@ -257,3 +257,33 @@ t.test('a migration starved by readers that overlap without a gap waits longer e
   t.ok(warnings.every((w) => w.blockers.every((b) => b.applicationName.startsWith('reader-'))), 'each names the readers blocking it');
   t.ok(warnings.some((w) => w.nextLockTimeoutMs > w.lockTimeoutMs), 'the wait grew once the readers blocking it were new ones');
 });
+
+t.test('a backup that begins after the migration first tried, and keeps blocking it, soon gets only short waits again', async (t) => {
+  const { url, pool } = await freshPool(t);
+  const dir = migrationsDir(t, BASE);
+  await migrate(pool, { dir });
+  // A short reader makes the first attempt wait; the backup starts once the migration is waiting.
+  const reader = new pg.Client({ connectionString: url, application_name: 'short-reader' });
+  const backup = new pg.Client({ connectionString: url, application_name: 'backup' });
+  await reader.connect();
+  await backup.connect();
+  t.teardown(() => Promise.all([reader.end(), backup.end()]));
+  await reader.query('begin');
+  await reader.query('select count(*) from accounts');
+  const more = migrationsDir(t, { ...BASE, '0011_account_phone.sql': 'alter table accounts add column phone text;' });
+  const log = captureLogger({ logLevel: 'info' });
+  const isWarning = (l: Record<string, unknown>) => typeof l.msg === 'string' && l.msg.startsWith('a table the migration changes stayed locked');
+  const run = migrate(pool, { dir: more, logger: log.logger, lockTimeoutMs: 200, retryDelaysMs: [100] });
+  await waitFor(() => log.lines().some(isWarning) || undefined, { what: 'the first lock-timeout warning' });
+  await backup.query('begin');
+  await backup.query('select count(*) from accounts');
+  await reader.query('commit');
+  const warnings = () => log.lines().filter(isWarning) as Array<{ blockers: Array<{ applicationName: string }>; lockTimeoutMs: number; nextLockTimeoutMs: number }>;
+  // Enough attempts for the backup to have blocked the migration for more than 4 waits of 200 ms.
+  await waitFor(() => warnings().filter((w) => w.blockers.some((b) => b.applicationName === 'backup')).length >= 6 || undefined, { what: 'six waits behind the backup', timeoutMs: 30_000 });
+  await backup.query('commit');
+  t.same((await run).applied, ['0011_account_phone.sql']);
+  const behindBackup = warnings().filter((w) => w.blockers.some((b) => b.applicationName === 'backup'));
+  t.ok(Math.max(...behindBackup.map((w) => w.lockTimeoutMs)) <= 1600, 'the wait grew a little while the backup was new');
+  t.same(behindBackup.slice(-2).map((w) => w.lockTimeoutMs), [200, 200], 'then it is back to its start, and stays there');
+});

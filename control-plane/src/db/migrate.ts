@@ -32,11 +32,14 @@ export const MIGRATION_LOCK_TIMEOUT_MS = 5_000;
 /**
  * The most a migration's lock wait grows to. Readers that overlap without a gap, each longer than
  * the wait, starved it: at every attempt one of them still held the table. When every session
- * blocking an attempt began after the migration first tried (they came in its gaps, and the queue
- * moves), the next attempt waits twice as long; when one was there before (a backup), the wait
- * stays short, so writers are never queued behind the migration for long while it lasts.
+ * blocking an attempt is new (it began after the migration first tried, and has not blocked it for
+ * LONG_BLOCKER_WAITS waits yet: the queue moves), the next attempt waits twice as long. A session
+ * that was there before, or that keeps blocking it (a backup that began meanwhile), sets the wait
+ * back to its start, so writers are not queued behind the migration for long while it lasts.
  */
 export const MIGRATION_LOCK_TIMEOUT_MAX_MS = 5 * 60_000;
+/** A session blocking a migration for this many of its first waits (4 × 5 s) counts as long-standing. */
+const LONG_BLOCKER_WAITS = 4;
 /** Pauses between attempts of a migration that could not get its locks: doubling up to the last. */
 const LOCK_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000];
 /** How often a replica waiting for another's migrations says so again. */
@@ -159,6 +162,8 @@ export async function migrate(
       let lockTimeoutMs = baseLockTimeoutMs;
       // The database's clock, as the blockers' transaction starts are.
       const { rows: [first] } = await run<{ at: Date }>('select clock_timestamp() as at');
+      // When each blocking transaction (pid and start) was first seen blocking this migration.
+      const firstSeen = new Map<string, number>();
       for (let attempt = 0; ; attempt += 1) {
         const watch = watchBlockers(pool, self!.pid, lockTimeoutMs);
         try {
@@ -179,14 +184,19 @@ export async function migrate(
             const delayMs = retryDelaysMs[Math.min(attempt, retryDelaysMs.length - 1)]!;
             const waitedMs = lockTimeoutMs;
             const firstAt = first!.at.getTime();
-            const longStanding = blockers.some((b) => b.transactionStart === null || Date.parse(b.transactionStart) < firstAt);
+            const now = Date.now();
+            const longStanding = blockers.some((b) => {
+              const seen = firstSeen.get(`${b.pid}@${b.transactionStart}`) ?? now;
+              firstSeen.set(`${b.pid}@${b.transactionStart}`, seen);
+              return b.transactionStart === null || Date.parse(b.transactionStart) < firstAt || now - seen >= LONG_BLOCKER_WAITS * baseLockTimeoutMs;
+            });
             lockTimeoutMs = longStanding ? baseLockTimeoutMs : Math.min(lockTimeoutMs * 2, Math.max(MIGRATION_LOCK_TIMEOUT_MAX_MS, baseLockTimeoutMs));
             log?.warn(
               { migration: migration.file, attempt: attempt + 1, lockTimeoutMs: waitedMs, blockers, retryInMs: delayMs, nextLockTimeoutMs: lockTimeoutMs },
               `a table the migration changes stayed locked by other sessions for ${waitedMs} ms (a long query or backup): rolled back so queries queued behind it go on; trying again` +
                 (longStanding
-                  ? ' as briefly, since a session blocking it was there before the migration first tried'
-                  : `, waiting up to ${lockTimeoutMs} ms, since every session blocking it began after the migration first tried`),
+                  ? ' as briefly, since a session blocking it was there before the migration first tried, or keeps blocking it'
+                  : `, waiting up to ${lockTimeoutMs} ms, since every session blocking it is new`),
             );
             await new Promise((resolve) => setTimeout(resolve, delayMs));
             continue;
