@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -73,10 +73,18 @@ async function sha256OfFile(file: string): Promise<string> {
  * `files`, all in `dir`; returns its path. Operators check a download against it.
  */
 export async function writeChecksums(dir: string, files: string[]): Promise<string> {
-  const lines: string[] = [];
-  for (const file of files) lines.push(`${await sha256OfFile(file)}  ${path.basename(file)}\n`);
   const out = path.join(dir, CHECKSUMS_FILE);
-  await writeFile(out, lines.join(''), { mode: 0o644 });
+  // A release is built in more than one run (each architecture on its own machine) into one dir:
+  // the lines of files this run did not write are kept, those it wrote replaced.
+  const written = new Set(files.map((file) => path.basename(file)));
+  const kept = existsSync(out)
+    ? readFileSync(out, 'utf8').split('\n').filter((line) => /^[0-9a-f]{64} {2}\S/.test(line) && !written.has(line.slice(66)))
+    : [];
+  const lines = kept.map((line) => `${line}\n`);
+  for (const file of files) lines.push(`${await sha256OfFile(file)}  ${path.basename(file)}\n`);
+  // Written whole then renamed: a reader never sees half a list.
+  await writeFile(`${out}.tmp`, lines.join(''), { mode: 0o644 });
+  await rename(`${out}.tmp`, out);
   return out;
 }
 

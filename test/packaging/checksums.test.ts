@@ -33,3 +33,20 @@ t.test('SHA256SUMS lists every file by name, sha256sum -c passes them and refuse
   );
   t.match(failed, /zpkg: FAILED/, 'sha256sum -c fails on the changed package');
 });
+
+t.test("a second build run into the same dir (the other architecture, on its own machine) keeps the first run’s lines and replaces only those of the files it wrote", async (t) => {
+  const sub = mkdtempSync(path.join(dir, 'two-runs-'));
+  const x86 = path.join(sub, 'zenova-node-0.1.0-linux-x86_64.zpkg');
+  const arm = path.join(sub, 'zenova-node-0.1.0-linux-aarch64.zpkg');
+  writeFileSync(x86, 'x86 package');
+  await writeChecksums(sub, [x86]);
+  writeFileSync(arm, 'arm package');
+  await writeChecksums(sub, [arm]);
+  writeFileSync(x86, 'x86 package, rebuilt');
+  await writeChecksums(sub, [x86]);
+  const lines = readFileSync(path.join(sub, CHECKSUMS_FILE), 'utf8').trimEnd().split('\n');
+  t.same(lines.map((line) => line.slice(66)).sort(), ['zenova-node-0.1.0-linux-aarch64.zpkg', 'zenova-node-0.1.0-linux-x86_64.zpkg'], 'one line per file');
+  const ok = await run('sha256sum', ['-c', CHECKSUMS_FILE], { cwd: sub });
+  t.match(ok.stdout, /aarch64\.zpkg: OK/);
+  t.match(ok.stdout, /x86_64\.zpkg: OK/, 'the rebuilt file by its new sum');
+});
