@@ -20,7 +20,7 @@ import { APPLIED_VERSION_FILE } from '../../edge-node/src/config/applied-version
 import { SPOOL_MARKER_FILE } from '../../edge-node/src/spool/spool-marker.js';
 import { newSpoolTempFile, SPOOL_FILE } from '../../edge-node/src/spool/spool-file.js';
 import { spoolOpenLockFile } from '../../edge-node/src/spool/open-node-spool.js';
-import { MAX_OWNER_SLOTS, spoolOwnerLockFile } from '../../edge-node/src/spool/spool-owner-lock.js';
+import { MAX_OWNER_SLOTS, soleProcessLockFile, spoolOwnerLockFile } from '../../edge-node/src/spool/spool-owner-lock.js';
 import { LEASE_DB_FILE } from '../../edge-node/src/billing/lease-store.js';
 import { damagedRateLimitFile, rateLimitOpenLockFile } from '../../edge-node/src/rate-limit/rate-limit-file.js';
 import { RATE_LIMIT_FILE } from '../../edge-node/src/rate-limit/sqlite-limit-store.js';
@@ -159,6 +159,7 @@ t.test('the state files the installer accepts in data/ are the ones the node wri
   t.equal(NODE_CONFIG_CACHE_DIR, CONFIG_CACHE_DIR);
   t.equal(NODE_RETIRED_DIR, RETIRED_DIR);
   for (const slot of [0, 1, MAX_OWNER_SLOTS - 1]) t.ok(isSpoolOwnerLock(basename(spoolOwnerLockFile(join('/x', SPOOL_FILE), slot))), `owner slot ${slot}`);
+  t.ok(isSpoolOwnerLock(basename(soleProcessLockFile(join('/x', SPOOL_FILE)))), 'the sole-process lock');
   t.notOk(isSpoolOwnerLock('spool-owner-x.lock'));
   const spoolFile = join('/x', SPOOL_FILE);
   for (const name of [newSpoolTempFile(spoolFile), `${newSpoolTempFile(spoolFile)}-journal`, spoolOpenLockFile(spoolFile), 'spool.db.new-4242']) {

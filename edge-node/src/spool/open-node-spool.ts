@@ -19,7 +19,7 @@ import { noSpool } from './request-spool.js';
 import type { RequestSpool } from './request-spool.js';
 import { createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolFileExistsError, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
 import type { SpoolMeta } from './spool-file.js';
-import { isSpoolHeldOpen } from './spool-owner-lock.js';
+import { SpoolOwnerLock, isSoleProcessLockHeld, isSpoolHeldOpen } from './spool-owner-lock.js';
 import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
 import { DEFAULT_SPOOL_LIMITS, SpoolStore } from './spool-store.js';
 import type { SpoolLimits, SpoolState, SpoolSynchronous } from './spool-store.js';
@@ -83,11 +83,13 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
   const file = path.join(store.dir, SPOOL_FILE);
   // Replicas start at once on a fresh state dir: without the lock each could find no spool.db,
   // create one and write its marker, and the spools and markers of the others would be lost.
-  const { meta, spoolStore } = await underOpenLockAsync(
+  const { meta, spoolStore, sole } = await underOpenLockAsync(
     spoolOpenLockFile(file),
     async () => {
-      // Under the lock, every other process that opened the spool holds its owner slot already.
+      // Under the lock, every other process that opened the spool holds its owner slot (and, at
+      // ZENOVA_NODE_REPLICAS=1, the sole-process lock) already.
       if (opts.replicas === 1 && (await heldOpenByAnother(file))) throw otherProcessRefusal(store.dir);
+      if (opts.replicas !== undefined && opts.replicas > 1 && (await soleProcessBeside(file))) throw soleProcessRefusal(store.dir, opts.replicas);
       const meta = await vetOrCreateSpool(store, file, opts);
       const spoolStore = new SpoolStore({
         file,
@@ -96,7 +98,9 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
         limits: () => spoolLimitsOf(opts.holder),
         synchronous: opts.synchronous,
       });
-      return { meta, spoolStore };
+      // Held for the process's life (released at close): a process started beside it at a higher setting refuses.
+      const sole = opts.replicas === 1 ? await acquireSole(file) : undefined;
+      return { meta, spoolStore, sole };
     },
     SPOOL_OPEN_LOCK_WAIT_MS,
   );
@@ -124,6 +128,7 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
       clearInterval(otherWriters);
       channel.stop();
       await spoolStore.close();
+      sole?.release();
     },
   };
 }
@@ -184,6 +189,33 @@ async function heldOpenByAnother(file: string): Promise<boolean> {
     if (!isSpoolHeldOpen(file)) return false;
   }
   return true;
+}
+
+/** The sole-process lock, taken again 25 ms later while a starting replica's probe holds it for a moment. */
+async function acquireSole(file: string): Promise<SpoolOwnerLock | undefined> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 25));
+    const sole = SpoolOwnerLock.acquireSole(file);
+    if (sole !== undefined) return sole;
+  }
+  return undefined;
+}
+
+/** Whether a live process at ZENOVA_NODE_REPLICAS=1 serves from this spool, asked as heldOpenByAnother asks. */
+async function soleProcessBeside(file: string): Promise<boolean> {
+  for (let probe = 0; probe < 3; probe++) {
+    if (probe > 0) await new Promise((resolve) => setTimeout(resolve, 25));
+    if (!isSoleProcessLockHeld(file)) return false;
+  }
+  return true;
+}
+
+function soleProcessRefusal(stateDir: string, replicas: number): ReplicaSettingError {
+  return new ReplicaSettingError(
+    `another node-edge process is serving from ${stateDir} with ZENOVA_NODE_REPLICAS unset or 1, which keeps its rate-limit counters in its own memory: ` +
+      `this one (ZENOVA_NODE_REPLICAS=${replicas}) would count in the shared file without it, and each would enforce every limit on its own. ` +
+      `Set ZENOVA_NODE_REPLICAS=${replicas} on that process too and restart it, then start this one; or stop it first`,
+  );
 }
 
 function otherProcessRefusal(stateDir: string): ReplicaSettingError {

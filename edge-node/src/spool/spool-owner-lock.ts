@@ -24,6 +24,14 @@ export function spoolOwnerLockFile(spoolFile: string, slot: number): string {
   return path.join(path.dirname(spoolFile), `spool-owner-${slot}.lock`);
 }
 
+/**
+ * `spool-owner-sole.lock`: held, as a slot is, by a process at ZENOVA_NODE_REPLICAS=1 (counters in
+ * its memory) for its life, so that one started beside it at a higher setting can tell and refuse.
+ */
+export function soleProcessLockFile(spoolFile: string): string {
+  return path.join(path.dirname(spoolFile), 'spool-owner-sole.lock');
+}
+
 /** No node runs this many processes on one state dir; a bound keeps a fault from looping for ever. */
 export const MAX_OWNER_SLOTS = 4096;
 
@@ -74,22 +82,31 @@ export class SpoolOwnerLock {
   /** Takes the lowest slot no live process holds. */
   static acquire(spoolFile: string): SpoolOwnerLock {
     for (let slot = 0; slot < MAX_OWNER_SLOTS; slot += 1) {
-      const file = spoolOwnerLockFile(spoolFile, slot);
-      let outcome = SpoolOwnerLock.tryTake(slot, file);
-      if (outcome === 'damaged') {
-        // The file holds no data, only its lock matters, and nobody holds it (isDamaged): emptied
-        // in place it is a new slot file. Truncated, never unlinked or replaced: another process
-        // may have it open, and a lock taken on a file no longer at this path would guard nothing.
-        // The descriptor truncateSync opens and closes cannot drop a lock of this process, which
-        // holds none on a slot that answered this. Two starters may both empty it: whichever then
-        // locks it keeps it (the lock does not depend on the content), the other finds it busy.
-        truncateSync(file, 0);
-        outcome = SpoolOwnerLock.tryTake(slot, file);
-        if (outcome === 'damaged') throw new StateFileError(file, 'is not a SQLite file even after it was emptied; move it aside and start again');
-      }
+      const outcome = SpoolOwnerLock.take(slot, spoolOwnerLockFile(spoolFile, slot));
       if (outcome !== 'busy') return outcome;
     }
     throw new Error(`every spool owner slot (${MAX_OWNER_SLOTS}) beside ${spoolFile} is held by a live process`);
+  }
+
+  /** Takes the sole-process lock (soleProcessLockFile); undefined when a live process holds it. */
+  static acquireSole(spoolFile: string): SpoolOwnerLock | undefined {
+    const outcome = SpoolOwnerLock.take(-1, soleProcessLockFile(spoolFile));
+    return outcome === 'busy' ? undefined : outcome;
+  }
+
+  private static take(slot: number, file: string): SpoolOwnerLock | 'busy' {
+    const outcome = SpoolOwnerLock.tryTake(slot, file);
+    if (outcome !== 'damaged') return outcome;
+    // The file holds no data, only its lock matters, and nobody holds it (isDamaged): emptied
+    // in place it is a new slot file. Truncated, never unlinked or replaced: another process
+    // may have it open, and a lock taken on a file no longer at this path would guard nothing.
+    // The descriptor truncateSync opens and closes cannot drop a lock of this process, which
+    // holds none on a slot that answered this. Two starters may both empty it: whichever then
+    // locks it keeps it (the lock does not depend on the content), the other finds it busy.
+    truncateSync(file, 0);
+    const again = SpoolOwnerLock.tryTake(slot, file);
+    if (again === 'damaged') throw new StateFileError(file, 'is not a SQLite file even after it was emptied; move it aside and start again');
+    return again;
   }
 
   /** The slot's lock, or why not: held by a live process (busy), or its file is damaged. */
@@ -131,9 +148,18 @@ export class SpoolOwnerLock {
  * ours at once. A missing file was never held (or not by anyone alive). Never creates a file.
  */
 export function isOwnerSlotHeld(spoolFile: string, slot: number): boolean {
+  return isLockFileHeld(spoolOwnerLockFile(spoolFile, slot));
+}
+
+/** Whether a live process at ZENOVA_NODE_REPLICAS=1 serves from this spool (it holds soleProcessLockFile). */
+export function isSoleProcessLockHeld(spoolFile: string): boolean {
+  return isLockFileHeld(soleProcessLockFile(spoolFile));
+}
+
+function isLockFileHeld(file: string): boolean {
   let db: Database.Database;
   try {
-    db = new Database(spoolOwnerLockFile(spoolFile, slot), { fileMustExist: true, timeout: 0 });
+    db = new Database(file, { fileMustExist: true, timeout: 0 });
   } catch (err) {
     if ((err as { code?: string }).code === 'SQLITE_CANTOPEN') return false;
     throw err;

@@ -93,9 +93,12 @@ async function foreignInReleases(physical: string, earlierInstaller: boolean): P
   return foreign;
 }
 
-/** A spool owner slot (edge-node/src/spool/spool-owner-lock.ts: `spool-owner-<n>.lock`), with a journal should SQLite leave one. */
+/**
+ * A spool owner slot (edge-node/src/spool/spool-owner-lock.ts: `spool-owner-<n>.lock`) or the
+ * sole-process lock (`spool-owner-sole.lock`), with a journal should SQLite leave one.
+ */
 export function isSpoolOwnerLock(entry: string): boolean {
-  return /^spool-owner-\d{1,4}\.lock(-journal)?$/.test(entry);
+  return /^spool-owner-(\d{1,4}|sole)\.lock(-journal)?$/.test(entry);
 }
 
 /**

@@ -9,7 +9,7 @@ import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
 import { spoolOwnerLockFile } from '../../../edge-node/src/spool/spool-owner-lock.js';
 import { NODE_ID, quietLogger, tempStateDir } from './spool-helpers.js';
 
-const open = (stateDir: string) => openNodeSpool({ stateDir, nodeId: NODE_ID, holder: ConfigHolder.notReady('test'), logger: quietLogger(), synchronous: 'normal', replicas: 1 });
+const open = (stateDir: string, replicas = 1) => openNodeSpool({ stateDir, nodeId: NODE_ID, holder: ConfigHolder.notReady('test'), logger: quietLogger(), synchronous: 'normal', replicas });
 
 t.test('a spool owner slot held for a moment by a probe does not refuse a node that is alone', async (t) => {
   const dir = tempStateDir(t);
@@ -36,4 +36,16 @@ t.test('a spool owner slot a live process keeps refuses a second process at ZENO
     holder.close();
   });
   await t.rejects(open(dir), { name: 'ReplicaSettingError', message: /another node-edge process is serving from/ });
+});
+
+t.test('a process at ZENOVA_NODE_REPLICAS=2 started beside one left at 1 is refused, saying to set it on that one too', async (t) => {
+  const dir = tempStateDir(t);
+  const single = await open(dir, 1);
+  await t.rejects(open(dir, 2), { name: 'ReplicaSettingError', message: /with ZENOVA_NODE_REPLICAS unset or 1[^]*Set ZENOVA_NODE_REPLICAS=2 on that process too/ });
+  await single.close();
+  const first = await open(dir, 2);
+  const second = await open(dir, 2);
+  t.pass('once it stopped, replicas at 2 start beside each other');
+  await second.close();
+  await first.close();
 });
