@@ -5,8 +5,15 @@
 // left). While it drains, every answer says Connection: close, so a keep-alive caller never sends
 // its next request to a socket the node is about to close.
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import type { RequestRecord } from '../../proto/src/index.js';
+import { buildApp } from '../../edge-node/src/app.js';
+import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
+import { fromBundle } from '../../edge-node/src/config/runtime-config.js';
+import { createLogger } from '../../edge-node/src/logger.js';
+import { bundleKey, newCallerKey, testBundle } from './config-fixtures.js';
+import { rawToolServer } from './mcp/priced-tool-node.js';
 import { listenForTest } from '../fixtures/loopback-server.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { recordsInto } from './anthropic-fixtures.js';
@@ -94,4 +101,39 @@ t.test('while the node drains, its answers close their keep-alive connections', 
   t.equal((await get()).headers.connection, 'keep-alive', 'before the stop');
   node.app.inFlight.drain();
   t.equal((await get()).headers.connection, 'close', 'while draining');
+});
+
+t.test("an MCP POST's event stream still running when the node ends its requests answers each pending request with ZN_ERR_NODE_STOPPING", async (t) => {
+  const tool = await rawToolServer(t, (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}\n\n');
+  });
+  const caller = newCallerKey();
+  const records: RequestRecord[] = [];
+  const bundle = testBundle({
+    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1',
+    keys: [bundleKey('key-mcp', caller.sha256)],
+    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers: [{ name: 'tools', url: tool.url, apiKey: null, timeoutMs: 10_000, callMicros: 0 }],
+  });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: bundle.nodeId, spool: recordsInto(records) } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{}}}',
+  });
+  const reader = res.body!.getReader();
+  let text = '';
+  while (!text.includes('working')) text += new TextDecoder().decode((await reader.read()).value);
+  await app.inFlight.stopAll(5_000);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  t.match(text, /data: \{"jsonrpc":"2\.0","id":7,"error":\{"code":-32000,[^\n]*"data":\{"code":"ZN_ERR_NODE_STOPPING"\}/, 'the pending request is answered, so the client does not wait for its timeout');
+  const record = await waitFor(() => records[0], { what: 'the record' });
+  t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING' });
 });

@@ -371,6 +371,9 @@ class PipelineRun {
     // Without holdLast, an empty chunk marks what completes the answer: it and the rest wait for the tail.
     let held: Uint8Array[] | undefined;
     let failure: ZenovaError | undefined;
+    // Whether the body ended as its source ended it: an MCP POST stream the node's stop ended ends
+    // with error answers to its pending requests (holdAnswer), which go out whole.
+    let whole = false;
     try {
       for await (const chunk of answer.body) {
         if (held !== undefined) held.push(chunk);
@@ -379,8 +382,9 @@ class PipelineRun {
           last = chunk;
         } else if (chunk.length === 0) held = [];
         else if (!raw.write(chunk)) await this.waitForDrain(raw);
-        if (ctx.callerGone.aborted) break;
+        if (this.callerLeft()) break;
       }
+      whole = !this.callerLeft();
     } catch (err) {
       if (!ctx.callerGone.aborted) {
         failure = isZenovaError(err) ? err : classifyUpstreamFailure(err, ctx.toolServer?.name ?? ctx.served?.upstream ?? 'upstream');
@@ -388,7 +392,7 @@ class PipelineRun {
       }
     }
     const left = this.callerLeft();
-    if (!left) failure = this.stoppedBy() ?? failure;
+    if (!left && !whole) failure = this.stoppedBy() ?? failure;
     if (left) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
     else if (failure !== undefined) ctx.outcome = { status: 'failed', httpStatus: answer.status, errorCode: failure.code };
     await this.tail();

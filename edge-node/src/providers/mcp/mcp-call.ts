@@ -25,6 +25,7 @@ import type { PipelineContext, TextSlot, UpstreamReply } from '../../pipeline/co
 import { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { keepResponseText, replaceResponseText } from '../../pipeline/response-text.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
+import { isNodeStopping } from '../../http/in-flight-requests.js';
 import { unreadableCharset } from '../../http/json-charset.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { toolServerFor, toolServerName } from '../../routing/route-tool-server.js';
@@ -699,11 +700,17 @@ function holdAnswer(ctx: PipelineContext, call: McpCall, status: number, body: A
   return answerPendingOnFailure(holdCompletingEvent(body, pending, MAX_JSON_ANSWER_BYTES, after), {
     pending,
     failed: (err) => {
-      if (isAbort(err, ctx.callerGone)) return undefined;
-      const error = classifyUpstreamFailure(err, ctx.toolServer?.name ?? 'tool server');
+      // The node's stop ended the stream (in-flight-requests.ts): its requests are answered with
+      // that, as with a failure; a caller that left is owed nothing.
+      const stopping = ctx.callerGone.aborted && isNodeStopping(ctx.callerGone.reason) ? ctx.callerGone.reason : undefined;
+      if (stopping === undefined && isAbort(err, ctx.callerGone)) return undefined;
+      const error = stopping ?? classifyUpstreamFailure(err, ctx.toolServer?.name ?? 'tool server');
       // The stream ends normally, so the runner sees no failure: the record's outcome is set here.
       ctx.outcome = { status: 'failed', httpStatus: status, errorCode: error.code };
-      ctx.deps.logger.warn({ requestId: ctx.requestId, code: error.code, reason: error.message }, 'tool server event stream failed; its pending requests were answered with the error');
+      ctx.deps.logger.warn(
+        { requestId: ctx.requestId, code: error.code, reason: error.message },
+        stopping === undefined ? 'tool server event stream failed; its pending requests were answered with the error' : 'the node is stopping; the event stream\'s pending requests were answered with that',
+      );
       return error;
     },
   });
