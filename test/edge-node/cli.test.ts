@@ -11,9 +11,9 @@ import { CALLER_KEY, UPSTREAM_KEY, testConfig } from './node-harness.js';
 const MAIN = 'edge-node/src/main.ts';
 const LISTENING = /"msg":"node-edge listening"/;
 
-function runNode(t: Test, args: string[], readyLine?: RegExp) {
+function runNode(t: Test, args: string[], readyLine?: RegExp, env?: NodeJS.ProcessEnv) {
   const entry = tsEntry(MAIN);
-  return startProcess({ name: 'zenova-node', command: entry.command, args: [...entry.args, ...args], t, ...(readyLine ? { readyLine } : {}) });
+  return startProcess({ name: 'zenova-node', command: entry.command, args: [...entry.args, ...args], t, ...(readyLine ? { readyLine } : {}), ...(env ? { env } : {}) });
 }
 
 function listeningUrl(line: string): string {
@@ -51,6 +51,30 @@ t.test('zenova-node serve answers the openai client and stops on SIGTERM with ex
   t.notOk(node.output().includes(CALLER_KEY), 'the caller key is not in the output');
   const lines = parseJsonLines(node.output());
   t.ok(lines.some((l) => l.msg === 'request finished' && l.stream === true), 'requests are logged as JSON lines');
+});
+
+t.test('a stream still running when the stop drain (ZENOVA_NODE_SHUTDOWN_DRAIN_MS) runs out ends with the error event ZN_ERR_NODE_STOPPING, and the node exits 0', async (t) => {
+  const upstream = await startFakeUpstream(t, { chunkDelayMs: 5_000 });
+  const dir = t.testdir({ 'node.json': JSON.stringify(testConfig(upstream.url)) });
+  const node = await runNode(t, ['serve', '--config', path.join(dir, 'node.json'), '--listen', '127.0.0.1:0'], LISTENING, { ZENOVA_NODE_SHUTDOWN_DRAIN_MS: '300' });
+  const url = listeningUrl(await node.waitForLine(LISTENING));
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}` },
+    body: JSON.stringify({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'a long answer, cut by the stop' }] }),
+  });
+  t.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  let text = new TextDecoder().decode((await reader.read()).value);
+  const exited = node.stop('SIGTERM', 20_000);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  t.match(text, /"code":"ZN_ERR_NODE_STOPPING"/, 'the stream ends with the error event, not a cut connection');
+  t.equal(await exited, 0, 'exit code 0');
+  t.match(node.output(), /the shutdown deadline passed: the requests still running are ended/);
 });
 
 t.test('a config naming an unknown upstream stops start-up with exit 2, naming the file and the path', async (t) => {

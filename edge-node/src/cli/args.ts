@@ -49,11 +49,13 @@ Options:
 Endpoints besides the OpenAI API: GET /healthz (the process is up), GET /readyz (200 when a
 verified config is served, with its version and the control link's state; 503 with the reason).
 
-Environment (reconnect tuning; the defaults suit production):
+Environment (reconnect and stop tuning; the defaults suit production):
   ZENOVA_NODE_RECONNECT_BASE_MS    first back-off step after a lost control session (default 1000)
   ZENOVA_NODE_RECONNECT_MAX_MS     back-off cap (default 60000)
   ZENOVA_NODE_REFUSED_RETRY_MS     retry interval after a refusal only an operator can fix, such as
                                    an expired credential or a deleted node (default 300000)
+  ZENOVA_NODE_SHUTDOWN_DRAIN_MS    how long requests in flight may run on after SIGTERM (0-20000,
+                                   default 10000); those still running then get ZN_ERR_NODE_STOPPING
 `;
 
 export const ENROLL_USAGE = `Usage: zenova-node enroll --control-plane URL (--token TOKEN | --token-file FILE) --state-dir DIR
