@@ -5,6 +5,7 @@
 // left). While it drains, every answer says Connection: close, so a keep-alive caller never sends
 // its next request to a socket the node is about to close.
 import http from 'node:http';
+import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import type { RequestRecord } from '../../proto/src/index.js';
@@ -134,6 +135,61 @@ t.test("an MCP POST's event stream still running when the node ends its requests
     text += new TextDecoder().decode(value);
   }
   t.match(text, /data: \{"jsonrpc":"2\.0","id":7,"error":\{"code":-32000,[^\n]*"data":\{"code":"ZN_ERR_NODE_STOPPING"\}/, 'the pending request is answered, so the client does not wait for its timeout');
+  t.match(text, /had received the call, which may have run: check its outcome before sending it again/, 'not "send it again": the tool may have run');
   const record = await waitFor(() => records[0], { what: 'the record' });
   t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING' });
+});
+
+t.test('an MCP tool call the tool server had when the node ended it is answered 503 ZN_ERR_NODE_STOPPING not to be sent again blindly: it may have run', async (t) => {
+  let received = 0;
+  const tool = await rawToolServer(t, () => {
+    received += 1; // and never answers
+  });
+  const caller = newCallerKey();
+  const records: RequestRecord[] = [];
+  const bundle = testBundle({
+    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1',
+    keys: [bundleKey('key-mcp', caller.sha256)],
+    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
+    toolServers: [{ name: 'tools', url: tool.url, apiKey: null, timeoutMs: 10_000, callMicros: 0 }],
+  });
+  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: bundle.nodeId, spool: recordsInto(records) } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const answer = fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{}}}',
+  });
+  await waitFor(() => received === 1 || undefined, { what: 'the tool server to have the call' });
+  await app.inFlight.stopAll(5_000);
+  const res = await answer;
+  t.equal(res.status, 503);
+  const body = (await res.json()) as { error: { code: string; message: string } };
+  t.equal(body.error.code, 'ZN_ERR_NODE_STOPPING');
+  t.match(body.error.message, /may have run: check its outcome before sending it again/);
+  t.equal(res.headers.get('x-should-retry'), 'false');
+  const record = await waitFor(() => records[0], { what: 'the record' });
+  t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING' });
+});
+
+t.test('a request whose body is still arriving when the node ends its requests is answered 503 ZN_ERR_NODE_STOPPING once it arrives, and never sent upstream', async (t) => {
+  const { node, upstream, records } = await stoppingNode(t);
+  const body = JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] });
+  const socket = connect(Number(new URL(node.origin).port), '127.0.0.1');
+  let answer = '';
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${node.secret}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 10)}`);
+  await waitFor(() => node.app.inFlight.size === 1 || undefined, { what: 'the request to be in flight' });
+  const stopped = node.app.inFlight.stopAll(5_000);
+  socket.write(body.slice(10));
+  await stopped;
+  await waitFor(() => answer.includes('ZN_ERR_NODE_STOPPING') || undefined, { what: 'the answer' });
+  t.match(answer, /^HTTP\/1\.1 503 /);
+  t.match(answer, /connection: close/i);
+  t.equal(upstream.received(), 0, 'nothing went upstream');
+  const record = await waitFor(() => records[0], { what: 'the record' });
+  t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING' });
+  socket.destroy();
 });

@@ -25,6 +25,8 @@ export function isNodeStopping(reason: unknown): reason is ZenovaError {
 export class InFlightRequests {
   private readonly requests = new Map<FastifyRequest, ServerResponse>();
   private draining = false;
+  /** Set once stopAll ran: requests that reach the pipeline after it are ended at once. */
+  stopReason: ZenovaError | undefined;
   private emptied: (() => void) | undefined;
 
   add(request: FastifyRequest, response: ServerResponse): void {
@@ -53,7 +55,7 @@ export class InFlightRequests {
    */
   stopAll(graceMs: number): Promise<void> {
     this.drain();
-    const reason = nodeStoppingError();
+    const reason = (this.stopReason ??= nodeStoppingError());
     for (const request of this.requests.keys()) request.callerGone?.abort(reason);
     if (this.requests.size === 0) return Promise.resolve();
     return new Promise((resolve) => {

@@ -65,6 +65,10 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
   // Aborted by the app's one 'close' listener (app.ts) when the caller leaves before the end.
   const gone = new AbortSwitch();
   request.callerGone = gone;
+  // The node's stop ended the requests running when it came: one that reaches the pipeline after it
+  // (its body still arriving then, or sent on a connection still open) goes no further.
+  const stopping = request.server.inFlight?.stopReason;
+  if (stopping !== undefined) gone.abort(stopping);
   // A caller that left while its body was still being read: 'close' has fired already.
   if (raw.closed && !raw.writableFinished) gone.abort();
   const snapshot = request.configSnapshot;
@@ -215,8 +219,10 @@ class PipelineRun {
 
   async deliverError(refusal: ZenovaError, failedAt: StageName | undefined): Promise<void> {
     const { ctx, request, reply } = this;
-    // The node's stop ended the request (its upstream call aborted): that, not the abort, is the answer.
-    const failure = this.stoppedBy() ?? refusal;
+    // The node's stop ended the request (its upstream call aborted): that, not the abort, is the
+    // answer; as the provider worded it when it knows more (an MCP call the tool server had).
+    const stopped = this.stoppedBy();
+    const failure = stopped === undefined || refusal.code === 'ZN_ERR_NODE_STOPPING' ? refusal : stopped;
     if (this.callerLeft()) {
       ctx.outcome = { status: 'aborted', httpStatus: CALLER_GONE_STATUS, errorCode: null };
     } else if (failure.code === 'ZN_ERR_NODE_STOPPING') {

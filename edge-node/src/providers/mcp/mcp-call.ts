@@ -196,7 +196,7 @@ export const mcpApi: ApiHandler = {
       if (isAbort(err, ctx.callerGone)) {
         attempt('aborted', null);
         if (delivery.sent) served();
-        return reject('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.');
+        return rejectWith(stoppedWhile(ctx, call, server.name, delivery.sent) ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
       }
       const error = isZenovaError(err) ? err : classifyUpstreamFailure(err, server.name);
       if (!delivery.sent) {
@@ -278,7 +278,7 @@ export const mcpApi: ApiHandler = {
         // The tool server answered: the call ran, whatever cut its answer (a timeout, the caller
         // leaving, a reset, the size bound), as on an event stream, which is served at its headers.
         if (failure === undefined) served();
-        return rejectWith(delivered ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
+        return rejectWith(delivered ?? stoppedWhile(ctx, call, server.name, true) ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
       }
       ctx.upstreamMs = elapsed(ctx, started);
       ctx.reply = replyOf(ctx, call, status, headers, contentType, bytes, server.apiKey, failure);
@@ -288,6 +288,22 @@ export const mcpApi: ApiHandler = {
     return undefined;
   },
 };
+
+/**
+ * The node's stop ended the call (in-flight-requests.ts): ZN_ERR_NODE_STOPPING, to send again only
+ * when the tool server never had the whole POST; one it had may have run (afterDelivery's rule: a
+ * tool that is not idempotent must not run twice). undefined when the caller left instead.
+ */
+function stoppedWhile(ctx: PipelineContext, call: McpCall, server: string, sent: boolean): ZenovaError | undefined {
+  const reason = ctx.callerGone.reason;
+  if (!ctx.callerGone.aborted || !isNodeStopping(reason)) return undefined;
+  if (!sent || call.method !== 'POST') return reason;
+  return zenovaError(
+    'ZN_ERR_NODE_STOPPING',
+    `This node is stopping; tool server "${server}" had received the call, which may have run: check its outcome before sending it again.`,
+    { retryable: false },
+  );
+}
 
 /**
  * The error for a call whose connection failed after the tool server had the whole POST (its attempt
@@ -702,7 +718,7 @@ function holdAnswer(ctx: PipelineContext, call: McpCall, status: number, body: A
     failed: (err) => {
       // The node's stop ended the stream (in-flight-requests.ts): its requests are answered with
       // that, as with a failure; a caller that left is owed nothing.
-      const stopping = ctx.callerGone.aborted && isNodeStopping(ctx.callerGone.reason) ? ctx.callerGone.reason : undefined;
+      const stopping = stoppedWhile(ctx, call, ctx.toolServer?.name ?? 'tool server', true);
       if (stopping === undefined && isAbort(err, ctx.callerGone)) return undefined;
       const error = stopping ?? classifyUpstreamFailure(err, ctx.toolServer?.name ?? 'tool server');
       // The stream ends normally, so the runner sees no failure: the record's outcome is set here.
