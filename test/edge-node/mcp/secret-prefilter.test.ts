@@ -25,6 +25,8 @@ const KEYS = {
   'a 2 KiB token with dots, dashes and underscores': longToken(2048),
   'a 1 KiB key in standard base64 (with / and +)': Buffer.from(longToken(768)).toString('base64'),
   'a long token starting with a letter JSON escapes after a backslash': `ntn_${longToken(60)}`,
+  'a long token starting with a named HTML entity after &': `lt;a/bcd${longToken(60)}`,
+  'a long token starting with n, holding a /': `ntn_a/bc${longToken(60)}`,
   'a long key holding & and \\ (its blocks searched one by one)': `${longToken(100)}&amp;\\u0041${longToken(100)}`,
 };
 
@@ -35,6 +37,9 @@ const FORMS: Record<string, (piece: string) => string> = {
   'HTML-escaped': (piece) => piece.replace(/[^A-Za-z0-9]/g, (c) => `&#x${c.charCodeAt(0).toString(16)};`),
   'HTML-escaped in decimal, zero-padded': (piece) => piece.replace(/[^A-Za-z0-9]/g, (c) => `&#000${c.charCodeAt(0)};`),
   'after a backslash in text that is not JSON': (piece) => `C:\\${piece}`,
+  // Decoding one kind of escape must not eat the key as written next to a stray & or \.
+  'JSON-escaped / after a stray &': (piece) => `&${piece.replaceAll('/', '\\/')}`,
+  'HTML-escaped after a backslash': (piece) => `C:\\${piece.replace(/[^A-Za-z0-9]/g, (c) => `&#${c.charCodeAt(0)};`)}`,
 };
 
 for (const [what, key] of Object.entries(KEYS)) {

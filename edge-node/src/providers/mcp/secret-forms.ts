@@ -21,13 +21,18 @@ export function secretForms(secret: string): RegExp {
 }
 
 /**
- * A pattern matching any escape of a character of `secret` other than a letter or digit (its
- * forms but the one as written); undefined when it has none, so every form of it is as written.
+ * Patterns matching any JSON escape (`\\…`) and any HTML escape (`&…;`) of a character of `secret`
+ * other than a letter or digit (its forms but the one as written); undefined when it has none, so
+ * every form of it is as written.
  */
-export function escapesOfSecret(secret: string): RegExp | undefined {
+export function escapesOfSecret(secret: string): { json: RegExp; html: RegExp } | undefined {
   const others = new Set([...secret].filter((char) => !/^[A-Za-z0-9]$/.test(char)));
   if (others.size === 0) return undefined;
-  return new RegExp([...others].flatMap(escapedForms).join('|'));
+  const forms = [...others].flatMap(escapedForms);
+  return {
+    json: new RegExp(forms.filter((form) => form.startsWith('\\\\')).join('|')),
+    html: new RegExp(forms.filter((form) => form.startsWith('&')).join('|')),
+  };
 }
 
 /** Patterns of the escapes an encoder may write `char` as (a character other than a letter or digit). */

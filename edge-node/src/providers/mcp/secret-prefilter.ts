@@ -51,8 +51,8 @@ interface Hashed {
   bitmap: Uint8Array;
   codes: Set<number>;
   blocks: Set<string>;
-  /** Any escape of one of the key's characters (undefined: it has only letters and digits, never escaped). */
-  escapes: RegExp | undefined;
+  /** Any JSON and any HTML escape of one of the key's characters (undefined: it has only letters and digits, never escaped). */
+  escapes: { json: RegExp; html: RegExp } | undefined;
 }
 
 function bitOf(code: number): [number, number] {
@@ -100,8 +100,15 @@ export function secretPrefilter(secret: string): SecretPrefilter {
 function holdsBlock(text: string, hashed: Hashed): boolean {
   if (holdsBlockAsWritten(text, hashed)) return true;
   // Decoding matters only where an escape writes one of the key's characters (a `\n` or `&&` in
-  // code does not): one regex search rules most answers out.
-  return hashed.escapes !== undefined && hashed.escapes.test(text) && holdsBlockDecoded(text, hashed);
+  // code does not): a regex search per kind rules most answers out. Each kind is decoded on its
+  // own, then both together: decoding one kind may eat the key as written next to the other (a
+  // stray `&` before a key that starts `lt;`, a `\` before one that starts `n`).
+  if (hashed.escapes === undefined) return false;
+  const json = hashed.escapes.json.test(text);
+  const html = hashed.escapes.html.test(text);
+  return (json && holdsBlockDecoded(text, hashed, JSON_ESCAPES))
+    || (html && holdsBlockDecoded(text, hashed, HTML_ESCAPES))
+    || (json && html && holdsBlockDecoded(text, hashed, JSON_ESCAPES | HTML_ESCAPES));
 }
 
 function holdsBlockAsWritten(text: string, { bitmap, codes, blocks }: Hashed): boolean {
@@ -131,7 +138,7 @@ function holdsBlockAsWritten(text: string, { bitmap, codes, blocks }: Hashed): b
  * A text that is not JSON may hold a backslash before a key as written (`C:\ntn_…`): the pass as
  * written above finds that one.
  */
-function holdsBlockDecoded(text: string, { bitmap, codes, blocks }: Hashed): boolean {
+function holdsBlockDecoded(text: string, { bitmap, codes, blocks }: Hashed, kinds: number): boolean {
   const window = new Uint8Array(BLOCK_CHARS);
   let oldest = 0;
   let code = 0;
@@ -140,7 +147,7 @@ function holdsBlockDecoded(text: string, { bitmap, codes, blocks }: Hashed): boo
   while (i < text.length) {
     let c = text.charCodeAt(i);
     let length = 1;
-    if (c === BACKSLASH || c === AMPERSAND) {
+    if ((c === BACKSLASH && (kinds & JSON_ESCAPES) !== 0) || (c === AMPERSAND && (kinds & HTML_ESCAPES) !== 0)) {
       const decoded = escapeAt(text, i);
       if (decoded >= 0) {
         c = decoded;
@@ -170,6 +177,9 @@ function windowText(window: Uint8Array, oldest: number): string {
   return text;
 }
 
+/** The kinds of escape holdsBlockDecoded decodes. */
+const JSON_ESCAPES = 1;
+const HTML_ESCAPES = 2;
 const BACKSLASH = 0x5c;
 const AMPERSAND = 0x26;
 /** JSON's two-character escapes: the character after the backslash → the one it writes (-1: none). */
