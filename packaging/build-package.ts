@@ -75,10 +75,14 @@ async function sha256OfFile(file: string): Promise<string> {
 export async function writeChecksums(dir: string, files: string[]): Promise<string> {
   const out = path.join(dir, CHECKSUMS_FILE);
   // A release is built in more than one run (each architecture on its own machine) into one dir:
-  // the lines of files this run did not write are kept, those it wrote replaced.
+  // the lines of files this run did not write are kept while those files are still there, those
+  // it wrote replaced.
   const written = new Set(files.map((file) => path.basename(file)));
   const kept = existsSync(out)
-    ? readFileSync(out, 'utf8').split('\n').filter((line) => /^[0-9a-f]{64} {2}\S/.test(line) && !written.has(line.slice(66)))
+    ? readFileSync(out, 'utf8').split('\n').filter((line) => {
+      const name = line.slice(66);
+      return /^[0-9a-f]{64} {2}[^/\\]+$/.test(line) && !written.has(name) && existsSync(path.join(dir, name));
+    })
     : [];
   const lines = kept.map((line) => `${line}\n`);
   for (const file of files) lines.push(`${await sha256OfFile(file)}  ${path.basename(file)}\n`);

@@ -43,9 +43,14 @@ t.test("a second build run into the same dir (the other architecture, on its own
   writeFileSync(arm, 'arm package');
   await writeChecksums(sub, [arm]);
   writeFileSync(x86, 'x86 package, rebuilt');
+  // An older release's package, listed once, then deleted from the dir.
+  const old = path.join(sub, 'zenova-node-0.0.9-linux-x86_64.zpkg');
+  writeFileSync(old, 'old');
+  await writeChecksums(sub, [old]);
+  rmSync(old);
   await writeChecksums(sub, [x86]);
   const lines = readFileSync(path.join(sub, CHECKSUMS_FILE), 'utf8').trimEnd().split('\n');
-  t.same(lines.map((line) => line.slice(66)).sort(), ['zenova-node-0.1.0-linux-aarch64.zpkg', 'zenova-node-0.1.0-linux-x86_64.zpkg'], 'one line per file');
+  t.same(lines.map((line) => line.slice(66)).sort(), ['zenova-node-0.1.0-linux-aarch64.zpkg', 'zenova-node-0.1.0-linux-x86_64.zpkg'], 'one line per file there, none for a file no longer there');
   const ok = await run('sha256sum', ['-c', CHECKSUMS_FILE], { cwd: sub });
   t.match(ok.stdout, /aarch64\.zpkg: OK/);
   t.match(ok.stdout, /x86_64\.zpkg: OK/, 'the rebuilt file by its new sum');
