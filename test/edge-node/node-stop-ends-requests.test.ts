@@ -7,6 +7,7 @@
 import http from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import t from 'tap';
 import type { RequestRecord } from '../../proto/src/index.js';
 import { buildApp } from '../../edge-node/src/app.js';
@@ -104,27 +105,34 @@ t.test('while the node drains, its answers close their keep-alive connections', 
   t.equal((await get()).headers.connection, 'close', 'while draining');
 });
 
-t.test("an MCP POST's event stream still running when the node ends its requests answers each pending request with ZN_ERR_NODE_STOPPING", async (t) => {
-  const tool = await rawToolServer(t, (_req: http.IncomingMessage, res: http.ServerResponse) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.write('event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}\n\n');
-  });
+/** A node serving the tools surface in front of `tool`, and one `tools/call` POSTed to it (id 7); the app and what it recorded. */
+async function postToolCall(t: { teardown(fn: () => unknown): void }, toolUrl: string): Promise<{ app: FastifyInstance; records: RequestRecord[]; answer: Promise<Response> }> {
   const caller = newCallerKey();
   const records: RequestRecord[] = [];
   const bundle = testBundle({
     nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1',
     keys: [bundleKey('key-mcp', caller.sha256)],
     node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
-    toolServers: [{ name: 'tools', url: tool.url, apiKey: null, timeoutMs: 10_000, callMicros: 0 }],
+    toolServers: [{ name: 'tools', url: toolUrl, apiKey: null, timeoutMs: 10_000, callMicros: 0 }],
   });
   const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: bundle.nodeId, spool: recordsInto(records) } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
-  const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+  const answer = fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
     method: 'POST',
     headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
     body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{}}}',
   });
+  return { app, records, answer };
+}
+
+t.test("an MCP POST's event stream still running when the node ends its requests answers each pending request with ZN_ERR_NODE_STOPPING", async (t) => {
+  const tool = await rawToolServer(t, (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}\n\n');
+  });
+  const { app, records, answer } = await postToolCall(t, tool.url);
+  const res = await answer;
   const reader = res.body!.getReader();
   let text = '';
   while (!text.includes('working')) text += new TextDecoder().decode((await reader.read()).value);
@@ -145,22 +153,7 @@ t.test('an MCP tool call the tool server had when the node ended it is answered 
   const tool = await rawToolServer(t, () => {
     received += 1; // and never answers
   });
-  const caller = newCallerKey();
-  const records: RequestRecord[] = [];
-  const bundle = testBundle({
-    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1',
-    keys: [bundleKey('key-mcp', caller.sha256)],
-    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
-    toolServers: [{ name: 'tools', url: tool.url, apiKey: null, timeoutMs: 10_000, callMicros: 0 }],
-  });
-  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: bundle.nodeId, spool: recordsInto(records) } });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(() => app.close());
-  const answer = fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{}}}',
-  });
+  const { app, records, answer } = await postToolCall(t, tool.url);
   await waitFor(() => received === 1 || undefined, { what: 'the tool server to have the call' });
   await app.inFlight.stopAll(5_000);
   const res = await answer;

@@ -175,39 +175,32 @@ async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeS
 }
 
 /**
- * ZENOVA_NODE_REPLICAS is 1 (or unset) while another live process serves from this state dir: each
- * would keep its rate-limit counters in memory, every limit multiplied by the number of processes.
+ * A lock's answer asked up to three times 25 ms apart, until `settled` says it is the final one: a
+ * probe (`zenova-node status`, or a replica starting) holds a lock for a moment, and one busy
+ * answer must not refuse a node that is alone, nor leave it without its own lock.
  */
-/**
- * Whether another live process holds a spool owner slot, asked three times 25 ms apart: a slot's
- * probe (`zenova-node status` probing the same slots at that instant) holds its lock for a moment,
- * and one busy answer must not refuse a node that is alone.
- */
-async function heldOpenByAnother(file: string): Promise<boolean> {
-  for (let probe = 0; probe < 3; probe++) {
-    if (probe > 0) await new Promise((resolve) => setTimeout(resolve, 25));
-    if (!isSpoolHeldOpen(file)) return false;
+async function askThrice<T>(ask: () => T, settled: (answer: T) => boolean): Promise<T> {
+  let answer = ask();
+  for (let probe = 1; probe < 3 && !settled(answer); probe++) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    answer = ask();
   }
-  return true;
+  return answer;
 }
 
-/** The sole-process lock, taken again 25 ms later while a starting replica's probe holds it for a moment. */
-async function acquireSole(file: string): Promise<SpoolOwnerLock | undefined> {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 25));
-    const sole = SpoolOwnerLock.acquireSole(file);
-    if (sole !== undefined) return sole;
-  }
-  return undefined;
+/** Whether another live process holds a spool owner slot. */
+function heldOpenByAnother(file: string): Promise<boolean> {
+  return askThrice(() => isSpoolHeldOpen(file), (held) => !held);
 }
 
-/** Whether a live process at ZENOVA_NODE_REPLICAS=1 serves from this spool, asked as heldOpenByAnother asks. */
-async function soleProcessBeside(file: string): Promise<boolean> {
-  for (let probe = 0; probe < 3; probe++) {
-    if (probe > 0) await new Promise((resolve) => setTimeout(resolve, 25));
-    if (!isSoleProcessLockHeld(file)) return false;
-  }
-  return true;
+/** Whether a live process at ZENOVA_NODE_REPLICAS=1 serves from this spool (it holds the sole-process lock). */
+function soleProcessBeside(file: string): Promise<boolean> {
+  return askThrice(() => isSoleProcessLockHeld(file), (held) => !held);
+}
+
+/** The sole-process lock for this process. */
+function acquireSole(file: string): Promise<SpoolOwnerLock | undefined> {
+  return askThrice(() => SpoolOwnerLock.acquireSole(file), (sole) => sole !== undefined);
 }
 
 function soleProcessRefusal(stateDir: string, replicas: number): ReplicaSettingError {
@@ -218,6 +211,10 @@ function soleProcessRefusal(stateDir: string, replicas: number): ReplicaSettingE
   );
 }
 
+/**
+ * ZENOVA_NODE_REPLICAS is 1 (or unset) while another live process serves from this state dir: each
+ * would keep its rate-limit counters in memory, every limit multiplied by the number of processes.
+ */
 function otherProcessRefusal(stateDir: string): ReplicaSettingError {
   return new ReplicaSettingError(
     `another node-edge process is serving from ${stateDir} (it holds a spool owner slot there), and this one has ZENOVA_NODE_REPLICAS unset or 1, ` +
