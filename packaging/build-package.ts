@@ -79,9 +79,10 @@ export async function writeChecksums(dir: string, files: string[]): Promise<stri
   // it wrote replaced.
   const written = new Set(files.map((file) => path.basename(file)));
   const kept = existsSync(out)
-    ? readFileSync(out, 'utf8').split('\n').filter((line) => {
-      const name = line.slice(66);
-      return /^[0-9a-f]{64} {2}[^/\\]+$/.test(line) && !written.has(name) && existsSync(path.join(dir, name));
+    ? readFileSync(out, 'utf8').split(/\r?\n/).flatMap((line) => {
+      // CRLF (a copy through Windows) and sha256sum's binary-mode `*` still name the same file.
+      const m = /^([0-9a-f]{64}) [ *]([^/\\]+)$/.exec(line);
+      return m && !written.has(m[2]!) && existsSync(path.join(dir, m[2]!)) ? [`${m[1]}  ${m[2]}`] : [];
     })
     : [];
   const lines = kept.map((line) => `${line}\n`);

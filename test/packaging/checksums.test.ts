@@ -55,3 +55,22 @@ t.test("a second build run into the same dir (the other architecture, on its own
   t.match(ok.stdout, /aarch64\.zpkg: OK/);
   t.match(ok.stdout, /x86_64\.zpkg: OK/, 'the rebuilt file by its new sum');
 });
+
+t.test('a SHA256SUMS converted to CRLF line ends (or written in binary mode, `*name`) still keeps the other files’ lines', async (t) => {
+  const sub = mkdtempSync(path.join(dir, 'crlf-'));
+  const x86 = path.join(sub, 'zenova-node-0.1.0-linux-x86_64.zpkg');
+  const arm = path.join(sub, 'zenova-node-0.1.0-linux-aarch64.zpkg');
+  const tgz = path.join(sub, 'zenova-installer-0.1.0-linux-aarch64');
+  writeFileSync(x86, 'x86 package');
+  writeFileSync(arm, 'arm package');
+  writeFileSync(tgz, 'arm installer');
+  await writeChecksums(sub, [arm, tgz]);
+  const sums = path.join(sub, CHECKSUMS_FILE);
+  const [armLine, tgzLine] = readFileSync(sums, 'utf8').trimEnd().split('\n');
+  writeFileSync(sums, `${armLine}\r\n${tgzLine!.replace('  ', ' *')}\r\n`);
+  await writeChecksums(sub, [x86]);
+  const lines = readFileSync(sums, 'utf8').trimEnd().split('\n');
+  t.same(lines.map((line) => line.slice(66)).sort(), ['zenova-installer-0.1.0-linux-aarch64', 'zenova-node-0.1.0-linux-aarch64.zpkg', 'zenova-node-0.1.0-linux-x86_64.zpkg']);
+  const ok = await run('sha256sum', ['-c', CHECKSUMS_FILE], { cwd: sub });
+  t.equal(ok.stdout.match(/: OK/g)?.length, 3, 'every line checks');
+});
