@@ -226,6 +226,7 @@ t.test('a migration starved by readers that overlap without a gap waits longer e
   // Two readers, each holding the table 600 ms and starting again at once, half a cycle apart: at
   // any moment one of them holds it for 300 ms more or longer, past the 200 ms a wait starts at.
   let reading = true;
+  const holding = new Set<number>();
   const readers = [0, 300].map(async (offsetMs) => {
     const reader = new pg.Client({ connectionString: url, application_name: `reader-${offsetMs}` });
     await reader.connect();
@@ -235,6 +236,7 @@ t.test('a migration starved by readers that overlap without a gap waits longer e
       while (reading && Date.now() < until) {
         await reader.query('begin');
         await reader.query('select count(*) from accounts');
+        holding.add(offsetMs);
         await new Promise((resolve) => setTimeout(resolve, 600));
         await reader.query('commit');
       }
@@ -245,6 +247,8 @@ t.test('a migration starved by readers that overlap without a gap waits longer e
   const more = migrationsDir(t, { ...BASE, '0011_account_phone.sql': 'alter table accounts add column phone text;' });
   const log = captureLogger({ logLevel: 'info' });
   try {
+    // The migration starts once both readers hold the table (their connecting takes a while).
+    await waitFor(() => (holding.size === 2 ? true : undefined), { what: 'both readers holding the table' });
     const readersGaveUp = Promise.all(readers).then(() => 'the readers stopped first');
     const applied = migrate(pool, { dir: more, logger: log.logger, lockTimeoutMs: 200, retryDelaysMs: [100] }).then((r) => r.applied);
     t.same(await Promise.race([applied, readersGaveUp]), ['0011_account_phone.sql'], 'applied while the readers went on');
