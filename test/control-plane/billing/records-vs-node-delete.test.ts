@@ -152,11 +152,12 @@ t.test('a batch that reaches the control plane while its node is being deleted w
   // Replica B deletes: the node marked deleted, returning its lease waiting on the balance.
   const deletion = deleteNode(s.replicaB, s.node.nodeName);
   await lockWaiters(s.pool, 1, 'the deletion to wait on the balance');
-  const ingestion = ingestRecords(s.replicaA, s.node, [spent(s, 'during-1', 400)]);
+  // The refusal is expected from the start: the ingestion may settle before `deletion` resolves here.
+  const refused = t.rejects(ingestRecords(s.replicaA, s.node, [spent(s, 'during-1', 400)]), NodeDeletedError, 'the batch is refused');
   await lockWaiters(s.pool, 2, 'the ingestion to wait behind it');
   await release();
   await deletion;
-  await t.rejects(ingestion, NodeDeletedError, 'the batch is refused');
+  await refused;
 
   t.equal(await storedRecords(s.pool, s.node.nodeId), 0, 'nothing of it is stored');
   t.same(await storedBalance(s.pool, s.account), { balance: 1_000n, outstanding: 0n, spent: 0n }, 'nor charged: the lease went back whole');
