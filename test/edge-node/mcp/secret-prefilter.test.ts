@@ -40,6 +40,10 @@ const FORMS: Record<string, (piece: string) => string> = {
   // Decoding one kind of escape must not eat the key as written next to a stray & or \.
   'JSON-escaped / after a stray &': (piece) => `&${piece.replaceAll('/', '\\/')}`,
   'HTML-escaped after a backslash': (piece) => `C:\\${piece.replace(/[^A-Za-z0-9]/g, (c) => `&#${c.charCodeAt(0)};`)}`,
+  // An escape the key's characters have no part in is read as written: a stray & or \ before a piece
+  // that starts like one's end (lt;…, n…) must not eat it when an escape inside the piece is decoded.
+  'HTML-escaped / after a stray &': (piece) => `&${piece.replaceAll('/', '&#x2F;')}`,
+  'JSON-escaped / after a stray backslash': (piece) => `\\${piece.replaceAll('/', '\\/')}`,
 };
 
 for (const [what, key] of Object.entries(KEYS)) {

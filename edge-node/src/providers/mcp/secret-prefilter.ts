@@ -10,9 +10,9 @@
  * 680 blocks) would cost a search per block, and a block with a '-', '_' or '.' one regex each; its
  * letters and digits alone would be two or three characters that ordinary text holds. Instead every
  * block is looked for in one pass over the answer as written, and, when it holds an escape of one
- * of the key's characters, in one more with JSON's and HTML's escapes decoded on the way (every form
- * turns back into the key as written): a rolling code of the last BLOCK_CHARS characters, checked
- * against a set. Built once per key.
+ * of the key's characters, in one more with those escapes decoded on the way (every form turns back
+ * into the key as written): a rolling code of the last BLOCK_CHARS characters, checked against a
+ * set. Built once per key.
  */
 import { escapesOfSecret, secretForms } from './secret-forms.js';
 
@@ -53,6 +53,8 @@ interface Hashed {
   blocks: Set<string>;
   /** Any JSON and any HTML escape of one of the key's characters (undefined: it has only letters and digits, never escaped). */
   escapes: { json: RegExp; html: RegExp } | undefined;
+  /** By character code: 1 for the key's characters other than letters and digits (the ones an escape may write). */
+  escaped: Uint8Array;
 }
 
 function bitOf(code: number): [number, number] {
@@ -67,10 +69,14 @@ export function secretPrefilter(secret: string): SecretPrefilter {
   // Half of a character past U+FFFF: its forms are not the halves' (no key has a reason to hold one).
   if ([...blocks].some((block) => /[\uD800-\uDFFF]/.test(block))) return { mayHold: (bytes) => bytes.length >= MIN_SECRET_CHARS };
   const searches: Array<(bytes: Buffer, latin1: () => string) => boolean> = [];
-  const hashed: Hashed = { bitmap: new Uint8Array(BITMAP_BYTES), codes: new Set(), blocks: new Set(), escapes: escapesOfSecret(secret) };
+  const escaped = new Uint8Array(128);
+  for (const char of secret) if (char.charCodeAt(0) < 128 && !/^[A-Za-z0-9]$/.test(char)) escaped[char.charCodeAt(0)] = 1;
+  const hashed: Hashed = { bitmap: new Uint8Array(BITMAP_BYTES), codes: new Set(), blocks: new Set(), escapes: escapesOfSecret(secret), escaped };
   // A key that holds an escape's first character could hold an escape as written, which decoding
-  // the answer would turn into something else: its blocks are searched for one by one.
-  const decodable = blocks.size > SEARCHED_ONE_BY_ONE && !secret.includes('\\') && !secret.includes('&');
+  // the answer would turn into something else, and one that holds a ';' could start with an HTML
+  // escape's end (`lt;…`), which a stray '&' before it and the decoding would eat: their blocks are
+  // searched for one by one, in their forms as written.
+  const decodable = blocks.size > SEARCHED_ONE_BY_ONE && !secret.includes('\\') && !secret.includes('&') && !secret.includes(';');
   for (const block of blocks) {
     const code = decodable ? blockCode(block) : undefined;
     if (code !== undefined) {
@@ -100,15 +106,12 @@ export function secretPrefilter(secret: string): SecretPrefilter {
 function holdsBlock(text: string, hashed: Hashed): boolean {
   if (holdsBlockAsWritten(text, hashed)) return true;
   // Decoding matters only where an escape writes one of the key's characters (a `\n` or `&&` in
-  // code does not): a regex search per kind rules most answers out. Each kind is decoded on its
-  // own, then both together: decoding one kind may eat the key as written next to the other (a
-  // stray `&` before a key that starts `lt;`, a `\` before one that starts `n`).
+  // code does not): a regex search per kind rules most answers out, and only such escapes are
+  // decoded, so a stray `\` before a key that starts `n` is read as written (the key holds no `\`
+  // or `;`, so no escape it has no part in can end inside it and none it has a part in can start there).
   if (hashed.escapes === undefined) return false;
-  const json = hashed.escapes.json.test(text);
-  const html = hashed.escapes.html.test(text);
-  return (json && holdsBlockDecoded(text, hashed, JSON_ESCAPES))
-    || (html && holdsBlockDecoded(text, hashed, HTML_ESCAPES))
-    || (json && html && holdsBlockDecoded(text, hashed, JSON_ESCAPES | HTML_ESCAPES));
+  const kinds = (hashed.escapes.json.test(text) ? JSON_ESCAPES : 0) | (hashed.escapes.html.test(text) ? HTML_ESCAPES : 0);
+  return kinds !== 0 && holdsBlockDecoded(text, hashed, kinds);
 }
 
 function holdsBlockAsWritten(text: string, { bitmap, codes, blocks }: Hashed): boolean {
@@ -133,12 +136,11 @@ function holdsBlockAsWritten(text: string, { bitmap, codes, blocks }: Hashed): b
 
 /**
  * The same pass over the characters `text` stands for once each JSON and HTML escape secretForms
- * names is read as the character it writes (`\"`, `\u0026`, `&amp;`, `&#38;`), decoded on the way
- * in one loop: a replace with a callback per escape took half a second on an answer full of them.
- * A text that is not JSON may hold a backslash before a key as written (`C:\ntn_…`): the pass as
- * written above finds that one.
+ * names that writes one of the key's characters is read as that character (`\"`, `\u002F`, `&lt;`,
+ * `&#47;`), decoded on the way in one loop: a replace with a callback per escape took half a second
+ * on an answer full of them.
  */
-function holdsBlockDecoded(text: string, { bitmap, codes, blocks }: Hashed, kinds: number): boolean {
+function holdsBlockDecoded(text: string, { bitmap, codes, blocks, escaped }: Hashed, kinds: number): boolean {
   const window = new Uint8Array(BLOCK_CHARS);
   let oldest = 0;
   let code = 0;
@@ -149,7 +151,7 @@ function holdsBlockDecoded(text: string, { bitmap, codes, blocks }: Hashed, kind
     let length = 1;
     if ((c === BACKSLASH && (kinds & JSON_ESCAPES) !== 0) || (c === AMPERSAND && (kinds & HTML_ESCAPES) !== 0)) {
       const decoded = escapeAt(text, i);
-      if (decoded >= 0) {
+      if (decoded >= 0 && decoded < 128 && escaped[decoded] === 1) {
         c = decoded;
         length = escapeLength;
       }
