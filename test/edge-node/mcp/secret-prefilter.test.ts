@@ -40,6 +40,9 @@ const FORMS: Record<string, (piece: string) => string> = {
   // Decoding one kind of escape must not eat the key as written next to a stray & or \.
   'JSON-escaped / after a stray &': (piece) => `&${piece.replaceAll('/', '\\/')}`,
   'HTML-escaped after a backslash': (piece) => `C:\\${piece.replace(/[^A-Za-z0-9]/g, (c) => `&#${c.charCodeAt(0)};`)}`,
+  // A JSON text carried in a JSON string (a tool's result that is a JSON dump): each escape escaped again.
+  'JSON-escaped twice': (piece) => JSON.stringify(JSON.stringify(piece).slice(1, -1)).slice(1, -1),
+  'escaped \\u00XX, then JSON-escaped': (piece) => JSON.stringify(piece.replace(/[^A-Za-z0-9]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)).slice(1, -1),
   // An escape the key's characters have no part in is read as written: a stray & or \ before a piece
   // that starts like one's end (lt;…, n…) must not eat it when an escape inside the piece is decoded.
   'HTML-escaped / after a stray &': (piece) => `&${piece.replaceAll('/', '&#x2F;')}`,

@@ -402,3 +402,39 @@ t.test('a text loses the key\'s pieces of 8 characters or more at its ends, and 
   const kept = ['{"text":"Bearer abcdefg"}', '{"text":"abcdefgh/1 in the middle"}', '{"text":"the end: 2345678"}'];
   for (const data of kept) t.equal(await redacted(data), `data: ${data}\n\n`, `${data}: byte for byte`);
 });
+
+t.test('the key, or a piece of it, escaped inside a JSON string (an HTML page or a JSON text carried as one) reaches the caller in no form', async (t) => {
+  const key = TOOL_KEY;
+  // Each character other than a letter or digit escaped, as an HTML page or a JSON encoder writes it.
+  const html = (text: string): string => text.replace(/[^A-Za-z0-9]/g, (c) => `&#x${c.charCodeAt(0).toString(16).toUpperCase()};`);
+  const json = (text: string): string => text.replace(/[^A-Za-z0-9]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const untouched = 'a &lt;b&gt; &#x2F; c:\\n mcp-tool and \\/ & \\ alone';
+
+  const call = await echoingNode(t, key, () => ({
+    contentType: 'application/json',
+    body: JSON.stringify({ page: `<p>Bearer ${html(key)}</p>`, carried: JSON.stringify({ auth: key }).replaceAll('/', '\\/'), other: untouched }),
+  }));
+  t.same(JSON.parse(await call()), { page: '<p>Bearer [redacted]</p>', carried: '{"auth":"[redacted]"}', other: untouched }, 'a JSON answer: the key redacted in each form, the other string as it was');
+
+  // Cut across two events (or two data lines), each piece escaped.
+  let writes: string[] = [];
+  const nodeUrl = await toolServerNode(t, key, (_req, res) => writeApart(res, writes));
+  const [head, tail] = [key.slice(0, 12), key.slice(12)];
+  const streams: Record<string, string[]> = {
+    'HTML-escaped pieces in JSON data': [note(`Bearer ${html(head)}`), answer(`${html(tail)} was sent`)],
+    'JSON-escaped pieces in JSON data': [note(`Bearer ${json(head)}`), answer(`${json(tail)} was sent`)],
+    'HTML-escaped pieces in data that is not JSON': [`event: log\ndata: Bearer ${html(head)}\n\n`, `event: log\ndata: ${html(tail)} was sent\n\n`, answer('done')],
+  };
+  for (const [how, sent] of Object.entries(streams)) {
+    writes = sent;
+    const { res, text } = await callTool(nodeUrl);
+    t.equal(res.status, 200, `${how}: relayed`);
+    const data = text.split('\n').filter((line) => line.startsWith('data: ')).map((line) => line.slice(6));
+    const texts = data.map((line) => {
+      if (!line.startsWith('{')) return line;
+      const message = JSON.parse(line) as { params?: { data: string }; result?: { content: Array<{ text: string }> } };
+      return message.params?.data ?? message.result!.content[0]!.text;
+    });
+    t.same(texts.slice(0, 2), ['Bearer [redacted]', '[redacted] was sent'], `${how}: each piece redacted`);
+  }
+});

@@ -46,6 +46,7 @@ import { admitGetStream } from './get-stream-limit.js';
 import { EventBoundaries, holdCompletingEvent } from './mcp-answer-hold.js';
 import { guardEventStream } from './mcp-event-guard.js';
 import { answerPendingOnFailure } from './mcp-stream-failure.js';
+import { decodeEscapesOf } from './secret-escapes.js';
 import { secretForms } from './secret-forms.js';
 import { MIN_SECRET_CHARS, prefilterOf } from './secret-prefilter.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
@@ -378,31 +379,74 @@ const REDACTED_SECRET = '[redacted]';
  * them is a whole string (data that is not JSON: a data line's ends, or a whole data line). The
  * node cannot hold an event back until the next one comes (a server request in it waits for the
  * client's answer), so each piece is redacted in its own event, whatever the number of cuts;
- * shorter pieces pass.
+ * shorter pieces pass. The key and its pieces are also found escaped in the text (decodeEscapesOf).
  */
 function withoutSecretText(text: string, secret: string): string {
-  let out = text.includes(secret) ? text.replaceAll(secret, REDACTED_SECRET) : text;
-  // Each piece ends (or starts) with MIN_SECRET_CHARS characters of the key: one search rules most texts out.
-  if (out.length < MIN_SECRET_CHARS) return out;
+  if (text.length < MIN_SECRET_CHARS) return text.includes(secret) ? text.replaceAll(secret, REDACTED_SECRET) : text;
+  const ranges = secretRanges(text, secret);
+  // The key or its pieces escaped inside the string: an HTML page or a JSON text carried as a
+  // string, whose escapes JSON.parse did not decode (`&#x2F;`, `\/`). Only escapes that write
+  // one of the key's characters are read, so a stray `\` or `&` next to a piece stays as written.
+  if (text.includes('\\') || text.includes('&')) {
+    const decoded = decodeEscapesOf(text, escapedCharactersOf(secret));
+    if (decoded !== undefined) for (const [from, to] of secretRanges(decoded.text, secret)) ranges.push([decoded.starts[from]!, decoded.starts[to]!]);
+  }
+  if (ranges.length === 0) return text;
+  ranges.sort((a, b) => a[0] - b[0]);
+  let out = '';
+  let kept = 0;
+  for (const [from, to] of ranges) {
+    if (to <= kept) continue;
+    // Overlapping ranges (a whole key found both as written and decoded, a piece both at a start and an end) are one.
+    if (from >= kept) out += text.slice(kept, from) + REDACTED_SECRET;
+    kept = to;
+  }
+  return out + text.slice(kept);
+}
+
+/**
+ * Where `text` holds the key (each occurrence), ends with its start, starts with its end, or is all
+ * of it a middle part of it: pieces of MIN_SECRET_CHARS or more, outside the whole keys.
+ */
+function secretRanges(text: string, secret: string): Array<[number, number]> {
+  const ranges: Array<[number, number]> = [];
+  for (let at = text.indexOf(secret); at >= 0; at = text.indexOf(secret, at + secret.length)) ranges.push([at, at + secret.length]);
+  if (text.length < MIN_SECRET_CHARS) return ranges;
   // A piece between two cuts: a string that is nothing but a part of the key.
-  if (secret.includes(out)) return REDACTED_SECRET;
-  if (secret.includes(out.slice(-MIN_SECRET_CHARS))) {
-    for (let length = Math.min(secret.length - 1, out.length); length >= MIN_SECRET_CHARS; length -= 1) {
-      if (out.endsWith(secret.slice(0, length))) {
-        out = out.slice(0, -length) + REDACTED_SECRET;
+  if (ranges.length === 0 && secret.includes(text)) return [[0, text.length]];
+  const afterWhole = ranges.length === 0 ? 0 : ranges.at(-1)![1];
+  const beforeWhole = ranges.length === 0 ? text.length : ranges[0]![0];
+  // Each piece ends (or starts) with MIN_SECRET_CHARS characters of the key: one search rules most texts out.
+  if (secret.includes(text.slice(-MIN_SECRET_CHARS))) {
+    for (let length = Math.min(secret.length - 1, text.length - afterWhole); length >= MIN_SECRET_CHARS; length -= 1) {
+      if (text.endsWith(secret.slice(0, length))) {
+        ranges.push([text.length - length, text.length]);
         break;
       }
     }
   }
-  if (secret.includes(out.slice(0, MIN_SECRET_CHARS))) {
-    for (let length = Math.min(secret.length - 1, out.length); length >= MIN_SECRET_CHARS; length -= 1) {
-      if (out.startsWith(secret.slice(-length))) {
-        out = REDACTED_SECRET + out.slice(length);
+  if (secret.includes(text.slice(0, MIN_SECRET_CHARS))) {
+    for (let length = Math.min(secret.length - 1, beforeWhole); length >= MIN_SECRET_CHARS; length -= 1) {
+      if (text.startsWith(secret.slice(-length))) {
+        ranges.push([0, length]);
         break;
       }
     }
   }
-  return out;
+  return ranges;
+}
+
+const escapedCharacters = new Map<string, ReadonlySet<number>>();
+
+/** The key's characters other than letters and digits (the ones an escape may write), kept per key as the prefilters are. */
+function escapedCharactersOf(secret: string): ReadonlySet<number> {
+  let characters = escapedCharacters.get(secret);
+  if (characters === undefined) {
+    if (escapedCharacters.size >= 256) escapedCharacters.clear();
+    characters = new Set([...secret].filter((char) => char.length === 1 && !/^[A-Za-z0-9]$/.test(char)).map((char) => char.charCodeAt(0)));
+    escapedCharacters.set(secret, characters);
+  }
+  return characters;
 }
 
 /**
@@ -424,8 +468,8 @@ export function withoutSecret(bytes: Buffer, secret: string | null): Buffer {
 
 /**
  * The node's key for the tool server replaced in every string value and object key of a parsed
- * JSON answer at `box[0]` (JSON.parse decoded whatever escapes it was written with), and its
- * pieces at their ends (withoutSecretText). Returns
+ * JSON answer at `box[0]` (JSON.parse decoded whatever escapes it was written with; those in a
+ * string's own text are read by withoutSecretText), and its pieces at their ends. Returns
  * whether it was found: the answer is then sent re-serialised, not as written.
  */
 function redactSecret(box: [unknown], bytes: Buffer, secret: string | null): boolean {

@@ -35,15 +35,27 @@ export function escapesOfSecret(secret: string): { json: RegExp; html: RegExp } 
   };
 }
 
-/** Patterns of the escapes an encoder may write `char` as (a character other than a letter or digit). */
+/**
+ * Patterns of the escapes an encoder may write `char` as (a character other than a letter or digit),
+ * its JSON escapes also as a JSON text carried in a JSON string writes them (`\\u0026`, `\\\"`).
+ */
 function escapedForms(char: string): string[] {
-  const forms: string[] = [];
+  // What follows the backslash of each JSON escape of `char`: its short escape (`"`, `\`, `/`, `n`…), then `u` and its hex.
+  const after: string[] = [];
   const escaped = JSON.stringify(char).slice(1, -1);
-  if (escaped.startsWith('\\') && !escaped.startsWith('\\u')) forms.push(escapeRegExp(escaped));
-  if (char === '/') forms.push('\\\\/');
-  let units = '';
-  for (let i = 0; i < char.length; i += 1) units += `\\\\u${eitherCaseHex(char.charCodeAt(i), 4)}`;
-  forms.push(units);
+  if (escaped.startsWith('\\') && !escaped.startsWith('\\u')) after.push(escaped.slice(1));
+  if (char === '/') after.push('/');
+  const forms: string[] = [];
+  for (const x of after) {
+    forms.push(escapeRegExp(`\\${x}`));
+    forms.push(escapeRegExp(`\\\\${x === '"' || x === '\\' ? `\\${x}` : x}`));
+  }
+  const units = (backslashes: string): string => {
+    let source = '';
+    for (let i = 0; i < char.length; i += 1) source += `${escapeRegExp(backslashes)}u${eitherCaseHex(char.charCodeAt(i), 4)}`;
+    return source;
+  };
+  forms.push(units('\\'), units('\\\\'));
   const code = char.codePointAt(0)!;
   forms.push(`&#0*${code};`, `&#[xX]0*${eitherCaseHex(code, 1)};`);
   if (HTML_NAMED[char] !== undefined) forms.push(HTML_NAMED[char]);

@@ -14,6 +14,7 @@
  * into the key as written): a rolling code of the last BLOCK_CHARS characters, checked against a
  * set. Built once per key.
  */
+import { AMPERSAND, BACKSLASH, escapeAt, escapeLength } from './secret-escapes.js';
 import { escapesOfSecret, secretForms } from './secret-forms.js';
 
 /** Keys shorter than this are not searched for: they would match ordinary text. */
@@ -150,10 +151,17 @@ function holdsBlockDecoded(text: string, { bitmap, codes, blocks, escaped }: Has
     let c = text.charCodeAt(i);
     let length = 1;
     if ((c === BACKSLASH && (kinds & JSON_ESCAPES) !== 0) || (c === AMPERSAND && (kinds & HTML_ESCAPES) !== 0)) {
-      const decoded = escapeAt(text, i);
+      // A JSON text carried in a JSON string (a tool's result that is a JSON dump) escapes the key's
+      // escapes once more (`\\u002F`, `\\/`, `\\\"`): read as the character they write too.
+      let decoded = c === BACKSLASH ? twiceEscapedAt(text, i) : -1;
+      let decodedLength = twiceEscapedLength;
+      if (decoded < 0 || escaped[decoded] !== 1) {
+        decoded = escapeAt(text, i);
+        decodedLength = escapeLength;
+      }
       if (decoded >= 0 && decoded < 128 && escaped[decoded] === 1) {
         c = decoded;
-        length = escapeLength;
+        length = decodedLength;
       }
     }
     i += length;
@@ -173,6 +181,23 @@ function holdsBlockDecoded(text: string, { bitmap, codes, blocks, escaped }: Has
   return false;
 }
 
+/** How many characters the escape twiceEscapedAt last read spans. */
+let twiceEscapedLength = 0;
+
+/** The character a JSON escape escaped once more writes at `at` (`\\uXXXX`, `\\/`, `\\\"`), -1 when none starts there. */
+function twiceEscapedAt(text: string, at: number): number {
+  if (text.charCodeAt(at + 1) !== BACKSLASH) return -1;
+  const third = text.charCodeAt(at + 2);
+  let value = -1;
+  if (third === 0x2f /* / */) [value, twiceEscapedLength] = [0x2f, 3];
+  else if (third === BACKSLASH && text.charCodeAt(at + 3) === 0x22 /* " */) [value, twiceEscapedLength] = [0x22, 4];
+  else if (third === 0x75 /* u */) {
+    value = escapeAt(text, at + 1);
+    twiceEscapedLength = 7;
+  }
+  return value;
+}
+
 function windowText(window: Uint8Array, oldest: number): string {
   let text = '';
   for (let k = 0; k < BLOCK_CHARS; k += 1) text += String.fromCharCode(window[(oldest + k) % BLOCK_CHARS]!);
@@ -182,79 +207,6 @@ function windowText(window: Uint8Array, oldest: number): string {
 /** The kinds of escape holdsBlockDecoded decodes. */
 const JSON_ESCAPES = 1;
 const HTML_ESCAPES = 2;
-const BACKSLASH = 0x5c;
-const AMPERSAND = 0x26;
-/** JSON's two-character escapes: the character after the backslash → the one it writes (-1: none). */
-const SHORT_ESCAPES = new Int16Array(128).fill(-1);
-for (const [after, writes] of [[0x22, 0x22], [0x5c, 0x5c], [0x2f, 0x2f], [0x62, 0x08], [0x66, 0x0c], [0x6e, 0x0a], [0x72, 0x0d], [0x74, 0x09]] as const) SHORT_ESCAPES[after] = writes;
-/** How many characters the escape escapeAt last read spans (a module variable: no tuple per escape). */
-let escapeLength = 0;
-
-/** The character the escape at `at` writes (`\…` or `&…;`), -1 when none starts there. */
-function escapeAt(text: string, at: number): number {
-  const next = text.charCodeAt(at + 1);
-  if (text.charCodeAt(at) === BACKSLASH) {
-    const short = next < 128 ? SHORT_ESCAPES[next]! : -1;
-    if (short >= 0) {
-      escapeLength = 2;
-      return short;
-    }
-    if (next !== 0x75 /* u */) return -1;
-    const unit = hexValue(text, at + 2, at + 6);
-    if (unit < 0) return -1;
-    escapeLength = 6;
-    return unit;
-  }
-  if (next !== 0x23 /* # */) return namedAt(text, at, next);
-  // &#NNN; or &#xHH; with any number of leading zeros, as secretForms matches them.
-  const hex = text.charCodeAt(at + 2) === 0x78 || text.charCodeAt(at + 2) === 0x58;
-  let i = at + (hex ? 3 : 2);
-  while (text.charCodeAt(i) === 0x30) i += 1;
-  let end = i;
-  while (end < text.length && end - i < 8 && (hex ? hexDigit(text.charCodeAt(end)) >= 0 : isDecimal(text.charCodeAt(end)))) end += 1;
-  if (text.charCodeAt(end) !== 0x3b /* ; */ || (end === i && text.charCodeAt(i - 1) !== 0x30)) return -1;
-  const value = end === i ? 0 : hex ? hexValue(text, i, end) : Number(text.slice(i, end));
-  escapeLength = end + 1 - at;
-  return value;
-}
-
-/** `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;` at `at` (`next` is the character after the `&`). */
-function namedAt(text: string, at: number, next: number): number {
-  let name: string;
-  let value: number;
-  if (next === 0x61 /* a */) [name, value] = text.startsWith('amp;', at + 1) ? ['amp;', 0x26] : ['apos;', 0x27];
-  else if (next === 0x6c /* l */) [name, value] = ['lt;', 0x3c];
-  else if (next === 0x67 /* g */) [name, value] = ['gt;', 0x3e];
-  else if (next === 0x71 /* q */) [name, value] = ['quot;', 0x22];
-  else return -1;
-  if (!text.startsWith(name, at + 1)) return -1;
-  escapeLength = 1 + name.length;
-  return value;
-}
-
-function isDecimal(c: number): boolean {
-  return c >= 0x30 && c <= 0x39;
-}
-
-function hexDigit(c: number): number {
-  if (c >= 0x30 && c <= 0x39) return c - 0x30;
-  if (c >= 0x41 && c <= 0x46) return c - 0x37;
-  if (c >= 0x61 && c <= 0x66) return c - 0x57;
-  return -1;
-}
-
-/** The hex number text[from, to) writes, -1 when a character of it is not a hex digit (or it runs past the end). */
-function hexValue(text: string, from: number, to: number): number {
-  if (to > text.length) return -1;
-  let value = 0;
-  for (let i = from; i < to; i += 1) {
-    const digit = hexDigit(text.charCodeAt(i));
-    if (digit < 0) return -1;
-    value = value * 16 + digit;
-  }
-  return value;
-}
-
 const prefilters = new Map<string, SecretPrefilter>();
 /** Tool servers' keys are few: the built prefilters are kept, and dropped all at once past this many. */
 const MAX_KEPT = 256;
