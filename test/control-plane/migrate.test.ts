@@ -219,6 +219,42 @@ t.test('a migration whose table stays locked by a long reader gives up the lock 
   t.equal(rows[0]!.n, 1, 'applied once the reader finished');
 });
 
+t.test('a migration that cannot see the sessions blocking it (its role at its connection limit) keeps its waits short', async (t) => {
+  const { url } = await freshPool(t);
+  // The control plane's role may open one session: migrate holds it, so the look at the blockers is refused.
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  t.teardown(() => admin.end());
+  const role = `zn_limited_${process.pid}`;
+  await admin.query(`create role ${role} login password 'limited' connection limit 1`);
+  t.teardown(async () => {
+    await admin.query(`drop owned by ${role}`);
+    await admin.query(`drop role ${role}`);
+  });
+  await admin.query(`grant all on schema public to ${role}`);
+  const limitedUrl = new URL(url);
+  limitedUrl.username = role;
+  limitedUrl.password = 'limited';
+  const pool = createPool({ databaseUrl: limitedUrl.toString() });
+  t.teardown(() => pool.end());
+  const dir = migrationsDir(t, BASE);
+  await migrate(pool, { dir });
+  // A reader there before the migration first tries, as a backup would be.
+  await admin.query('begin');
+  await admin.query('select count(*) from accounts');
+  const more = migrationsDir(t, { ...BASE, '0011_account_phone.sql': 'alter table accounts add column phone text;' });
+  const log = captureLogger({ logLevel: 'info' });
+  const run = migrate(pool, { dir: more, logger: log.logger, lockTimeoutMs: 200, retryDelaysMs: [20] });
+  const warnings = () => log.lines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('a table the migration changes stayed locked')) as Array<{ blockers: unknown[]; msg: string; nextLockTimeoutMs: number }>;
+  await waitFor(() => (warnings().length >= 3 ? true : undefined), { what: 'three lock-timeout warnings' });
+  await admin.query('commit');
+  t.same((await run).applied, ['0011_account_phone.sql']);
+  const seen = warnings();
+  t.same(seen.map((w) => w.blockers), seen.map(() => []), 'the blocking session could not be seen');
+  t.same(seen.map((w) => w.nextLockTimeoutMs), seen.map(() => 200), 'the wait stayed short: unseen blockers are not taken for new ones');
+  t.match(seen[0]!.msg, /could not be seen/);
+});
+
 t.test('a migration starved by readers that overlap without a gap waits longer each time the sessions blocking it are new, and is applied', async (t) => {
   const { url, pool } = await freshPool(t);
   const dir = migrationsDir(t, BASE);

@@ -185,7 +185,9 @@ export async function migrate(
             const waitedMs = lockTimeoutMs;
             const firstAt = first!.at.getTime();
             const now = Date.now();
-            const longStanding = blockers.some((b) => {
+            // Blockers it could not see (the check failed, or they have no session row) count as long-standing:
+            // doubling the wait on an empty list would queue every query on the table behind it for minutes.
+            const longStanding = blockers.length === 0 || blockers.some((b) => {
               const seen = firstSeen.get(`${b.pid}@${b.transactionStart}`) ?? now;
               firstSeen.set(`${b.pid}@${b.transactionStart}`, seen);
               return b.transactionStart === null || Date.parse(b.transactionStart) < firstAt || now - seen >= LONG_BLOCKER_WAITS * baseLockTimeoutMs;
@@ -195,7 +197,9 @@ export async function migrate(
               { migration: migration.file, attempt: attempt + 1, lockTimeoutMs: waitedMs, blockers, retryInMs: delayMs, nextLockTimeoutMs: lockTimeoutMs },
               `a table the migration changes stayed locked by other sessions for ${waitedMs} ms (a long query or backup): rolled back so queries queued behind it go on; trying again` +
                 (longStanding
-                  ? ' as briefly, since a session blocking it was there before the migration first tried, or keeps blocking it'
+                  ? blockers.length === 0
+                    ? ' as briefly, since the sessions blocking it could not be seen'
+                    : ' as briefly, since a session blocking it was there before the migration first tried, or keeps blocking it'
                   : `, waiting up to ${lockTimeoutMs} ms, since every session blocking it is new`),
             );
             await new Promise((resolve) => setTimeout(resolve, delayMs));
