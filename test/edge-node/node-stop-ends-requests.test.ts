@@ -23,8 +23,11 @@ import { startPipelineNode } from './pipeline/pipeline-harness.js';
 
 const CHUNK = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo', choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello there' }, finish_reason: null }] };
 
-/** An upstream that answers a stream's first chunk and then nothing, and a JSON request never. */
-async function stallingUpstream(t: { teardown(fn: () => unknown): void }): Promise<{ url: string; received: () => number }> {
+/**
+ * An upstream that answers a stream's first chunk and then nothing, and a JSON request never; with
+ * `whole`, a stream's whole answer ([DONE] too) in one write, its body then left open (a proxy that lingers).
+ */
+async function stallingUpstream(t: { teardown(fn: () => unknown): void }, whole = false): Promise<{ url: string; received: () => number }> {
   let received = 0;
   const open = new Set<http.ServerResponse>();
   const server = http.createServer((req, res) => {
@@ -36,7 +39,8 @@ async function stallingUpstream(t: { teardown(fn: () => unknown): void }): Promi
       res.on('close', () => open.delete(res));
       if ((JSON.parse(body) as { stream?: boolean }).stream === true) {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(`data: ${JSON.stringify(CHUNK)}\n\n`);
+        const finish = { ...CHUNK, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] };
+        res.write(`data: ${JSON.stringify(CHUNK)}\n\n${whole ? `data: ${JSON.stringify(finish)}\n\ndata: [DONE]\n\n` : ''}`);
       }
     });
   });
@@ -47,8 +51,8 @@ async function stallingUpstream(t: { teardown(fn: () => unknown): void }): Promi
   return { url, received: () => received };
 }
 
-async function stoppingNode(t: { teardown(fn: () => unknown): void }) {
-  const upstream = await stallingUpstream(t);
+async function stoppingNode(t: { teardown(fn: () => unknown): void }, whole = false) {
+  const upstream = await stallingUpstream(t, whole);
   const records: RequestRecord[] = [];
   const node = await startPipelineNode(t, { upstreamUrl: upstream.url, services: { spool: recordsInto(records) } });
   const post = (body: unknown) =>
@@ -73,6 +77,25 @@ t.test('a stream still running when the node ends its requests gets the error ev
   const record = await waitFor(() => records[0], { what: 'the record' });
   t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING', httpStatus: 200 });
   t.ok(record.usage.outputTokens > 0, 'what was delivered is metered');
+});
+
+t.test('a stream whose whole answer came ([DONE]) while the upstream lingers goes out whole when the node ends its requests, recorded ok', async (t) => {
+  const { node, records, post } = await stoppingNode(t, true);
+  const res = await post({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  const reader = res.body!.getReader();
+  let text = '';
+  // The node read [DONE] with the first chunk (one write): it holds it while it drains the lingering body.
+  while (!text.includes('Hello there')) text += new TextDecoder().decode((await reader.read()).value);
+  await node.app.inFlight.stopAll(5_000);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  t.match(text, /data: \[DONE\]/, 'the answer ends as the upstream ended it');
+  t.notMatch(text, /ZN_ERR_NODE_STOPPING/, 'not with an error telling the caller to send it again');
+  const record = await waitFor(() => records[0], { what: 'the record' });
+  t.match(record, { status: 'ok', errorCode: null });
 });
 
 t.test('a request not answered yet when the node ends its requests gets 503 ZN_ERR_NODE_STOPPING, to be sent again, and is recorded failed', async (t) => {

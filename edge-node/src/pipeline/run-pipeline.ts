@@ -332,8 +332,9 @@ class PipelineRun {
     if (!drained) await events.return?.().catch(() => undefined);
     if (!ctx.callerGone.aborted && failure !== undefined && failure.code.startsWith('ZN_ERR_UPSTREAM_')) this.streamAttemptFailed(failure);
     const left = this.callerLeft();
-    // Ended by the node's stop: the caller gets the stream's error event, as for an upstream failure.
-    if (!left) failure = this.stoppedBy() ?? failure;
+    // Ended by the node's stop: the caller gets the stream's error event, as for an upstream failure;
+    // unless the answer was whole (its terminal event held while a lingering body was drained).
+    if (!left && held.length === 0) failure = this.stoppedBy() ?? failure;
     if (left) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
     // An output guardrail stopping the stream is the node refusing, not the upstream failing.
     else if (failure !== undefined) ctx.outcome = { status: failure.code === 'ZN_ERR_GUARDRAIL_BLOCKED' ? 'rejected' : 'failed', httpStatus: answer.status, errorCode: failure.code };
