@@ -60,19 +60,24 @@ async function stoppingNode(t: { teardown(fn: () => unknown): void }, whole = fa
   return { node, upstream, records, post };
 }
 
-t.test('a stream still running when the node ends its requests gets the error event ZN_ERR_NODE_STOPPING and is recorded failed with that code', async (t) => {
-  const { node, records, post } = await stoppingNode(t);
-  const res = await post({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
-  t.equal(res.status, 200);
+/** The stream's whole text as the caller reads it when the node ends its requests once the first chunk arrived. */
+async function streamStoppedAfterFirstChunk(node: Awaited<ReturnType<typeof stoppingNode>>['node'], res: Response): Promise<string> {
   const reader = res.body!.getReader();
   let text = '';
   while (!text.includes('Hello there')) text += new TextDecoder().decode((await reader.read()).value);
   await node.app.inFlight.stopAll(5_000);
   for (;;) {
     const { done, value } = await reader.read();
-    if (done) break;
+    if (done) return text;
     text += new TextDecoder().decode(value);
   }
+}
+
+t.test('a stream still running when the node ends its requests gets the error event ZN_ERR_NODE_STOPPING and is recorded failed with that code', async (t) => {
+  const { node, records, post } = await stoppingNode(t);
+  const res = await post({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  t.equal(res.status, 200);
+  const text = await streamStoppedAfterFirstChunk(node, res);
   t.match(text, /"code":"ZN_ERR_NODE_STOPPING"/, 'the stream ends with the error event');
   const record = await waitFor(() => records[0], { what: 'the record' });
   t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING', httpStatus: 200 });
@@ -82,16 +87,8 @@ t.test('a stream still running when the node ends its requests gets the error ev
 t.test('a stream whose whole answer came ([DONE]) while the upstream lingers goes out whole when the node ends its requests, recorded ok', async (t) => {
   const { node, records, post } = await stoppingNode(t, true);
   const res = await post({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
-  const reader = res.body!.getReader();
-  let text = '';
   // The node read [DONE] with the first chunk (one write): it holds it while it drains the lingering body.
-  while (!text.includes('Hello there')) text += new TextDecoder().decode((await reader.read()).value);
-  await node.app.inFlight.stopAll(5_000);
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
+  const text = await streamStoppedAfterFirstChunk(node, res);
   t.match(text, /data: \[DONE\]/, 'the answer ends as the upstream ended it');
   t.notMatch(text, /ZN_ERR_NODE_STOPPING/, 'not with an error telling the caller to send it again');
   const record = await waitFor(() => records[0], { what: 'the record' });
