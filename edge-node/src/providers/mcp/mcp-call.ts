@@ -388,7 +388,7 @@ function withoutSecretText(text: string, secret: string): string {
   // string, whose escapes JSON.parse did not decode (`&#x2F;`, `\/`). Only escapes that write
   // one of the key's characters are read, so a stray `\` or `&` next to a piece stays as written.
   if (text.includes('\\') || text.includes('&')) {
-    const decoded = decodeEscapesOf(text, escapedCharactersOf(secret));
+    const decoded = decodeEscapesOf(text, prefilterOf(secret).escaped);
     if (decoded !== undefined) for (const [from, to] of secretRanges(decoded.text, secret)) ranges.push([decoded.starts[from]!, decoded.starts[to]!]);
   }
   if (ranges.length === 0) return text;
@@ -434,19 +434,6 @@ function secretRanges(text: string, secret: string): Array<[number, number]> {
     }
   }
   return ranges;
-}
-
-const escapedCharacters = new Map<string, ReadonlySet<number>>();
-
-/** The key's characters other than letters and digits (the ones an escape may write), kept per key as the prefilters are. */
-function escapedCharactersOf(secret: string): ReadonlySet<number> {
-  let characters = escapedCharacters.get(secret);
-  if (characters === undefined) {
-    if (escapedCharacters.size >= 256) escapedCharacters.clear();
-    characters = new Set([...secret].filter((char) => char.length === 1 && !/^[A-Za-z0-9]$/.test(char)).map((char) => char.charCodeAt(0)));
-    escapedCharacters.set(secret, characters);
-  }
-  return characters;
 }
 
 /**

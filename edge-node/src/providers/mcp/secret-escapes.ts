@@ -77,12 +77,12 @@ function hexValue(text: string, from: number, to: number): number {
 }
 
 /**
- * `text` with each escape that writes one of the characters `writes` holds read as that character,
+ * `text` with each escape that writes a character `writes` flags (by code) read as that character,
  * and where each character of the result starts in `text` (`starts[length]` is text's length);
  * undefined when it has no such escape. Other escapes are kept as written: a stray `\` before `n…`
  * or `&` before `lt;…` stays what it is.
  */
-export function decodeEscapesOf(text: string, writes: ReadonlySet<number>): { text: string; starts: Uint32Array } | undefined {
+export function decodeEscapesOf(text: string, writes: Uint8Array): { text: string; starts: Uint32Array } | undefined {
   let parts: string[] | undefined;
   let starts: Uint32Array | undefined;
   // One typed array for the offsets (a boxed number per character cost hundreds of MB on a 20 MB string).
@@ -92,7 +92,7 @@ export function decodeEscapesOf(text: string, writes: ReadonlySet<number>): { te
     const c = text.charCodeAt(i);
     if (c !== BACKSLASH && c !== AMPERSAND) continue;
     const value = escapeAt(text, i);
-    if (value < 0 || value > 0xffff || !writes.has(value)) continue;
+    if (value < 0 || value >= writes.length || writes[value] !== 1) continue;
     parts ??= [];
     starts ??= new Uint32Array(text.length + 1);
     for (let k = copied; k < i; k += 1) starts[length++] = k;

@@ -26,6 +26,8 @@ const SEARCHED_ONE_BY_ONE = 16;
 
 export interface SecretPrefilter {
   mayHold(bytes: Buffer): boolean;
+  /** By character code: 1 for the key's ASCII characters other than letters and digits (the ones an escape may write). */
+  escaped: Uint8Array;
 }
 
 /**
@@ -67,11 +69,11 @@ const ALNUM_BLOCK = /^[A-Za-z0-9]+$/;
 export function secretPrefilter(secret: string): SecretPrefilter {
   const blocks = new Set<string>();
   for (let at = 0; at + BLOCK_CHARS <= secret.length; at += BLOCK_STRIDE) blocks.add(secret.slice(at, at + BLOCK_CHARS));
-  // Half of a character past U+FFFF: its forms are not the halves' (no key has a reason to hold one).
-  if ([...blocks].some((block) => /[\uD800-\uDFFF]/.test(block))) return { mayHold: (bytes) => bytes.length >= MIN_SECRET_CHARS };
-  const searches: Array<(bytes: Buffer, latin1: () => string) => boolean> = [];
   const escaped = new Uint8Array(128);
   for (const char of secret) if (char.charCodeAt(0) < 128 && !/^[A-Za-z0-9]$/.test(char)) escaped[char.charCodeAt(0)] = 1;
+  // Half of a character past U+FFFF: its forms are not the halves' (no key has a reason to hold one).
+  if ([...blocks].some((block) => /[\uD800-\uDFFF]/.test(block))) return { mayHold: (bytes) => bytes.length >= MIN_SECRET_CHARS, escaped };
+  const searches: Array<(bytes: Buffer, latin1: () => string) => boolean> = [];
   const hashed: Hashed = { bitmap: new Uint8Array(BITMAP_BYTES), codes: new Set(), blocks: new Set(), escapes: escapesOfSecret(secret), escaped };
   // A key that holds an escape's first character could hold an escape as written, which decoding
   // the answer would turn into something else, and one that holds a ';' could start with an HTML
@@ -93,6 +95,7 @@ export function secretPrefilter(secret: string): SecretPrefilter {
     }
   }
   return {
+    escaped,
     mayHold(bytes: Buffer): boolean {
       if (bytes.length < MIN_SECRET_CHARS) return false;
       let text: string | undefined;
