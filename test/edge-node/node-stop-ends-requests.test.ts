@@ -125,8 +125,21 @@ t.test('while the node drains, its answers close their keep-alive connections', 
   t.equal((await get()).headers.connection, 'close', 'while draining');
 });
 
+const TOOL_CALL = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{}}}';
+
 /** A node serving the tools surface in front of `tool`, and one `tools/call` POSTed to it (id 7); the app and what it recorded. */
 async function postToolCall(t: { teardown(fn: () => unknown): void }, toolUrl: string): Promise<{ app: FastifyInstance; records: RequestRecord[]; answer: Promise<Response> }> {
+  const { app, records, secret } = await toolNode(t, toolUrl);
+  const answer = fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: TOOL_CALL,
+  });
+  return { app, records, answer };
+}
+
+/** A node serving the tools surface in front of `tool`: the app, what it recorded, and a caller key's secret. */
+async function toolNode(t: { teardown(fn: () => unknown): void }, toolUrl: string): Promise<{ app: FastifyInstance; records: RequestRecord[]; secret: string }> {
   const caller = newCallerKey();
   const records: RequestRecord[] = [];
   const bundle = testBundle({
@@ -138,12 +151,7 @@ async function postToolCall(t: { teardown(fn: () => unknown): void }, toolUrl: s
   const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: bundle.nodeId, spool: recordsInto(records) } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
-  const answer = fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{}}}',
-  });
-  return { app, records, answer };
+  return { app, records, secret: caller.secret };
 }
 
 t.test("an MCP POST's event stream still running when the node ends its requests answers each pending request with ZN_ERR_NODE_STOPPING", async (t) => {
@@ -166,6 +174,44 @@ t.test("an MCP POST's event stream still running when the node ends its requests
   t.match(text, /had received the call, which may have run: check its outcome before sending it again/, 'not "send it again": the tool may have run');
   const record = await waitFor(() => records[0], { what: 'the record' });
   t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING' });
+});
+
+t.test("an MCP POST's event stream whose caller stopped reading is ended by the node's stop and recorded failed ZN_ERR_NODE_STOPPING while the caller still holds its connection, its pending request answered after what the buffers held", async (t) => {
+  // A tool server that sends progress notifications as fast as its socket takes them (at most 64 MiB).
+  const tool = await rawToolServer(t, (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const event = `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"${'working '.repeat(400)}"}}\n\n`;
+    let written = 0;
+    const pump = (): void => {
+      while (!res.destroyed && written < 64 * 1024 * 1024) {
+        written += event.length;
+        if (!res.write(event)) {
+          res.once('drain', pump);
+          return;
+        }
+      }
+    };
+    pump();
+  });
+  const { app, records, secret } = await toolNode(t, tool.url);
+  let answer: http.ServerResponse | undefined;
+  app.server.once('request', (_req: http.IncomingMessage, res: http.ServerResponse) => (answer = res));
+  const socket = connect((app.server.address() as AddressInfo).port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  t.teardown(() => socket.destroy());
+  let text = '';
+  socket.on('data', (chunk: Buffer) => (text = (text + chunk.toString('latin1')).slice(-8192)));
+  socket.write(`POST /mcp/tools HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${secret}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: ${TOOL_CALL.length}\r\n\r\n${TOOL_CALL}`);
+  // Never read: the node's answer fills the buffers and it waits for its caller.
+  socket.pause();
+  await waitFor(() => answer?.writableNeedDrain || undefined, { what: 'the node to wait for its caller', timeoutMs: 20_000 });
+  void app.inFlight.stopAll(60_000);
+  const record = await waitFor(() => records[0], { what: 'the record', timeoutMs: 20_000 });
+  t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING' }, 'ended by the node, not recorded as a caller that left');
+  t.equal(socket.destroyed, false, 'the caller still holds its connection');
+  socket.resume();
+  await waitFor(() => /"id":7,"error":\{[^\n]*"code":"ZN_ERR_NODE_STOPPING"/.test(text) || undefined, { what: 'the pending request\'s answer', timeoutMs: 20_000 });
+  t.pass('the caller that reads on gets its pending request answered');
 });
 
 t.test('an MCP tool call the tool server had when the node ended it is answered 503 ZN_ERR_NODE_STOPPING not to be sent again blindly: it may have run', async (t) => {

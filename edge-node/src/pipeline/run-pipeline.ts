@@ -414,19 +414,25 @@ class PipelineRun {
    * caller that stops reading without closing would otherwise hold the upstream call, its
    * concurrency slot and its reservation for as long as it likes: after callerStallMs without a
    * drain its connection is dropped, and the request ends as a caller that left (partial usage metered).
+   * The node's stop ends the wait too: the request is then ended by the node and recorded so while
+   * its caller still holds the connection, not cut when the sockets close as if its caller had left.
    */
   private waitForDrain(raw: ServerResponse): Promise<void> {
     const stallMs = this.ctx.deps.callerStallMs ?? CALLER_STALL_MS;
+    const { callerGone } = this.ctx;
+    if (callerGone.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       const stalled = setTimeout(() => this.dropStalledCaller(stallMs), stallMs);
       const done = (): void => {
         clearTimeout(stalled);
         raw.off('drain', done);
         raw.off('close', done);
+        callerGone.off('abort', done);
         resolve();
       };
       raw.on('drain', done);
       raw.on('close', done);
+      callerGone.on('abort', done);
     });
   }
 

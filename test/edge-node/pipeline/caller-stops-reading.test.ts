@@ -67,6 +67,36 @@ t.test('a caller that stops reading a stream is dropped after the stall limit, t
   t.ok(node.logs().some((l) => l.msg === 'caller stopped reading the answer; its connection is closed' && l.stallMs === 300), 'a log line says why');
 });
 
+t.test('a stream whose caller stopped reading is ended by the node\'s stop and recorded failed ZN_ERR_NODE_STOPPING while the caller still holds its connection, not left until the sockets close', async (t) => {
+  const upstream = await floodingUpstream(t);
+  // A stall limit far past the test: only the stop can end the wait.
+  const node = await startPipelineNode(t, { upstreamUrl: upstream.url, callerStallMs: 600_000 });
+  const { port } = new URL(node.origin);
+  let answer: http.ServerResponse | undefined;
+  node.app.server.once('request', (_req: http.IncomingMessage, res: http.ServerResponse) => (answer = res));
+  const socket = net.connect(Number(port), '127.0.0.1');
+  socket.on('error', () => undefined);
+  t.teardown(() => socket.destroy());
+  let text = '';
+  socket.on('data', (chunk: Buffer) => (text = (text + chunk.toString('latin1')).slice(-4096)));
+  const body = JSON.stringify({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: n\r\nAuthorization: Bearer ${node.secret}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  socket.pause();
+  // The node's answer took no more: it waits for its caller to read on.
+  await waitFor(() => answer?.writableNeedDrain || undefined, { what: 'the node to wait for its caller', timeoutMs: 20_000 });
+
+  void node.app.inFlight.stopAll(60_000);
+  const finished = await waitFor(() => node.finished[0], { what: 'the stopped request to finish', timeoutMs: 20_000 });
+  t.equal(socket.destroyed, false, 'the caller still holds its connection');
+  t.match(finished.outcome, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING' }, 'recorded as ended by the node, not as a caller that left');
+  t.ok(finished.usage.outputTokens > 0, 'the output it was sent is metered');
+  await waitFor(() => upstream.aborted() || undefined, { what: 'the upstream call to be aborted', timeoutMs: 20_000 });
+  // Read on: after what the buffers held comes the stream's error event.
+  socket.resume();
+  await waitFor(() => text.includes('"code":"ZN_ERR_NODE_STOPPING"') || undefined, { what: 'the error event', timeoutMs: 20_000 });
+  t.pass('the caller that reads on gets the error event');
+});
+
 /** An upstream whose chat answer is JSON of `contentBytes` characters, more than the sockets between node and caller hold. */
 async function largeJsonUpstream(t: { teardown(fn: () => unknown): void }, contentBytes: number): Promise<{ url: string }> {
   const answer = JSON.stringify({
