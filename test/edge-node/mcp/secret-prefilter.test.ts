@@ -30,6 +30,9 @@ const KEYS = {
   'a long key holding & and \\ (its blocks searched one by one)': `${longToken(100)}&amp;\\u0041${longToken(100)}`,
 };
 
+/** HTML5's named character references of the ASCII characters (PHP's htmlentities with ENT_HTML5 writes them). */
+const HTML5_NAMED: Record<string, string> = { '/': '&sol;', '+': '&plus;', '.': '&period;', '_': '&lowbar;', '=': '&equals;', '&': '&amp;', '"': '&quot;', '<': '&lt;', '>': '&gt;', "'": '&apos;', '\\': '&bsol;' };
+
 const FORMS: Record<string, (piece: string) => string> = {
   'as written': (piece) => piece,
   'JSON-escaped': (piece) => JSON.stringify(piece).slice(1, -1),
@@ -46,6 +49,11 @@ const FORMS: Record<string, (piece: string) => string> = {
   // An escape the key's characters have no part in is read as written: a stray & or \ before a piece
   // that starts like one's end (lt;…, n…) must not eat it when an escape inside the piece is decoded.
   'HTML-escaped / after a stray &': (piece) => `&${piece.replaceAll('/', '&#x2F;')}`,
+  // PHP's htmlentities(…, ENT_HTML5): a name wherever HTML5 has one (`&sol;`, `&period;`, `&plus;`).
+  'HTML5 named references': (piece) => piece.replace(/[^A-Za-z0-9]/g, (c) => HTML5_NAMED[c] ?? `&#${c.charCodeAt(0)};`),
+  // Go's html/template then encoding/json: the HTML escape's & written \u0026 (`\u0026#43;`).
+  'HTML-escaped, its & then JSON-escaped': (piece) => piece.replace(/[^A-Za-z0-9]/g, (c) => (c === '&' ? '\\u0026amp;' : `\\u0026#${c.charCodeAt(0)};`)),
+  'HTML-escaped, its & then JSON-escaped twice': (piece) => piece.replace(/[^A-Za-z0-9]/g, (c) => `\\\\u0026#${c.charCodeAt(0)};`),
   'JSON-escaped / after a stray backslash': (piece) => `\\${piece.replaceAll('/', '\\/')}`,
 };
 

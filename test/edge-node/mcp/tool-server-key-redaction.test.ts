@@ -438,3 +438,15 @@ t.test('the key, or a piece of it, escaped inside a JSON string (an HTML page or
     t.same(texts.slice(0, 2), ['Bearer [redacted]', '[redacted] was sent'], `${how}: each piece redacted`);
   }
 });
+
+t.test('the key written with HTML5 names (&sol;) or as HTML escapes whose & is JSON-escaped (\\u0026#47;) reaches the caller in no form', async (t) => {
+  const key = TOOL_KEY;
+  // PHP's htmlentities(…, ENT_HTML5) names '/' (`&sol;`); '-' has no name.
+  const php = (text: string): string => text.replaceAll('/', '&sol;').replaceAll('-', '&#45;');
+  // Go's html/template escapes, then encoding/json writes each & as \u0026.
+  const go = (text: string): string => text.replace(/[^A-Za-z0-9]/g, (c) => `\\u0026#${c.charCodeAt(0)};`);
+  const json = await echoingNode(t, key, () => ({ contentType: 'application/json', body: `{"page":"<p>Bearer ${php(key)}</p>","go":"Bearer ${go(key)}"}` }));
+  t.same(JSON.parse(await json()), { page: '<p>Bearer [redacted]</p>', go: 'Bearer [redacted]' }, 'a JSON answer');
+  const page = await echoingNode(t, key, () => ({ contentType: 'text/html', body: `<p>Bearer ${php(key)}</p><p>Bearer ${go(key)}</p>` }));
+  t.equal(await page(), '<p>Bearer [redacted]</p><p>Bearer [redacted]</p>', 'a body that is not JSON');
+});

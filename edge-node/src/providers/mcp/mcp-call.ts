@@ -443,7 +443,8 @@ function secretRanges(text: string, secret: string): Array<[number, number]> {
  * For a body that is not JSON (a JSON answer is redacted in its parsed strings: redactSecret), in
  * every form an error page may write it: as written, with each character other than a letter or
  * digit JSON-escaped (`\"`, `\\`, `\/`, `\u0026` or `\u003C`, mixed as any encoder mixes them) or
- * HTML-escaped (`&amp;`, `&#38;`, `&#x26;`). An event stream is redacted event by event (withoutSecretEvents).
+ * HTML-escaped (`&amp;`, `&#38;`, `&#x26;`, `&sol;`, `\u0026#43;`: secret-forms.ts). An event stream is
+ * redacted event by event (withoutSecretEvents).
  */
 export function withoutSecret(bytes: Buffer, secret: string | null): Buffer {
   if (secret === null || secret.length < MIN_SECRET_CHARS || !prefilterOf(secret).mayHold(bytes)) return bytes;

@@ -1,10 +1,25 @@
 /**
  * The JSON and HTML escapes secretForms names (`\"`, `\\`, `\/`, `\n`…, `\u0026`, `&amp;`, `&#38;`,
- * `&#x26;`), read one at a time where they start: for the key prefilter's pass over an answer
- * (secret-prefilter.ts), and for finding the key's pieces in a text that escapes them (mcp-call.ts).
+ * `&#x26;`, `&sol;`, and an HTML escape whose & is JSON-escaped: `\u0026#43;`), read one at a time
+ * where they start: for the key prefilter's pass over an answer (secret-prefilter.ts), and for
+ * finding the key's pieces in a text that escapes them (mcp-call.ts).
  */
 export const BACKSLASH = 0x5c;
 export const AMPERSAND = 0x26;
+/**
+ * HTML5's named character references that write an ASCII character, by name (between `&` and `;`):
+ * an encoder may use any of them (PHP's htmlentities with ENT_HTML5 writes `&sol;`, `&period;`, `&plus;`).
+ */
+export const HTML_NAMED_REFERENCES: ReadonlyMap<string, number> = new Map<string, number>([
+  ['Tab', 9], ['NewLine', 10], ['excl', 33], ['quot', 34], ['QUOT', 34], ['num', 35], ['dollar', 36], ['percnt', 37],
+  ['amp', 38], ['AMP', 38], ['apos', 39], ['lpar', 40], ['rpar', 41], ['ast', 42], ['midast', 42], ['plus', 43],
+  ['comma', 44], ['period', 46], ['sol', 47], ['colon', 58], ['semi', 59], ['lt', 60], ['LT', 60], ['equals', 61],
+  ['gt', 62], ['GT', 62], ['quest', 63], ['commat', 64], ['lsqb', 91], ['lbrack', 91], ['bsol', 92], ['rsqb', 93],
+  ['rbrack', 93], ['Hat', 94], ['lowbar', 95], ['UnderBar', 95], ['grave', 96], ['DiacriticalGrave', 96],
+  ['lcub', 123], ['lbrace', 123], ['verbar', 124], ['vert', 124], ['VerticalLine', 124], ['rcub', 125], ['rbrace', 125],
+]);
+/** The longest name in HTML_NAMED_REFERENCES. */
+const LONGEST_NAME = Math.max(...[...HTML_NAMED_REFERENCES.keys()].map((name) => name.length));
 /** JSON's two-character escapes: the character after the backslash → the one it writes (-1: none). */
 const SHORT_ESCAPES = new Int16Array(128).fill(-1);
 for (const [after, writes] of [[0x22, 0x22], [0x5c, 0x5c], [0x2f, 0x2f], [0x62, 0x08], [0x66, 0x0c], [0x6e, 0x0a], [0x72, 0x0d], [0x74, 0x09]] as const) SHORT_ESCAPES[after] = writes;
@@ -23,34 +38,48 @@ export function escapeAt(text: string, at: number): number {
     if (next !== 0x75 /* u */) return -1;
     const unit = hexValue(text, at + 2, at + 6);
     if (unit < 0) return -1;
+    // An HTML escape whose & is JSON-escaped (Go's html/template output through encoding/json: `\u0026#43;`).
+    if (unit === AMPERSAND) {
+      const html = htmlEscapeAt(text, at + 5);
+      if (html >= 0) {
+        escapeLength += 5;
+        return html;
+      }
+    }
     escapeLength = 6;
     return unit;
   }
-  if (next !== 0x23 /* # */) return namedAt(text, at, next);
+  return htmlEscapeAt(text, at);
+}
+
+/** The character the HTML escape at `amp` writes, the character at `amp` taken for its `&`; -1 when none starts there. */
+function htmlEscapeAt(text: string, amp: number): number {
+  if (text.charCodeAt(amp + 1) !== 0x23 /* # */) return namedAt(text, amp);
   // &#NNN; or &#xHH; with any number of leading zeros, as secretForms matches them.
-  const hex = text.charCodeAt(at + 2) === 0x78 || text.charCodeAt(at + 2) === 0x58;
-  let i = at + (hex ? 3 : 2);
+  const hex = text.charCodeAt(amp + 2) === 0x78 || text.charCodeAt(amp + 2) === 0x58;
+  let i = amp + (hex ? 3 : 2);
   while (text.charCodeAt(i) === 0x30) i += 1;
   let end = i;
   while (end < text.length && end - i < 8 && (hex ? hexDigit(text.charCodeAt(end)) >= 0 : isDecimal(text.charCodeAt(end)))) end += 1;
   if (text.charCodeAt(end) !== 0x3b /* ; */ || (end === i && text.charCodeAt(i - 1) !== 0x30)) return -1;
   const value = end === i ? 0 : hex ? hexValue(text, i, end) : Number(text.slice(i, end));
-  escapeLength = end + 1 - at;
+  escapeLength = end + 1 - amp;
   return value;
 }
 
-/** `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;` at `at` (`next` is the character after the `&`). */
-function namedAt(text: string, at: number, next: number): number {
-  let name: string;
-  let value: number;
-  if (next === 0x61 /* a */) [name, value] = text.startsWith('amp;', at + 1) ? ['amp;', 0x26] : ['apos;', 0x27];
-  else if (next === 0x6c /* l */) [name, value] = ['lt;', 0x3c];
-  else if (next === 0x67 /* g */) [name, value] = ['gt;', 0x3e];
-  else if (next === 0x71 /* q */) [name, value] = ['quot;', 0x22];
-  else return -1;
-  if (!text.startsWith(name, at + 1)) return -1;
-  escapeLength = 1 + name.length;
+/** A named reference of HTML_NAMED_REFERENCES at `amp` (`&sol;`, `&lt;`), its value; -1 when none starts there. */
+function namedAt(text: string, amp: number): number {
+  let end = amp + 1;
+  while (end - amp - 1 <= LONGEST_NAME && isLetter(text.charCodeAt(end))) end += 1;
+  if (end === amp + 1 || text.charCodeAt(end) !== 0x3b /* ; */) return -1;
+  const value = HTML_NAMED_REFERENCES.get(text.slice(amp + 1, end));
+  if (value === undefined) return -1;
+  escapeLength = end + 1 - amp;
   return value;
+}
+
+function isLetter(c: number): boolean {
+  return (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a);
 }
 
 function isDecimal(c: number): boolean {

@@ -1,11 +1,19 @@
 /**
  * The forms an encoder may write the node's key for a tool server in: as written, with each
  * character other than a letter or digit JSON-escaped (`\"`, `\\`, `\/`, `\u0026` or `\u003C`, mixed
- * as any encoder mixes them) or HTML-escaped (`&amp;`, `&#38;`, `&#x26;`), as one pattern over a
- * latin1 view of the bytes (one character per byte: the key's UTF-8 and each escape are matched
- * without decoding the body).
+ * as any encoder mixes them) or HTML-escaped (`&amp;`, `&#38;`, `&#x26;`, HTML5's names: `&sol;`,
+ * `&period;`; also with the escape's & JSON-escaped, `\u0026#43;`), as one pattern over a latin1
+ * view of the bytes (one character per byte: the key's UTF-8 and each escape are matched without
+ * decoding the body).
  */
-const HTML_NAMED: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' };
+import { HTML_NAMED_REFERENCES } from './secret-escapes.js';
+
+/** By character: the HTML5 names that write it. */
+const HTML_NAMES = new Map<string, string[]>();
+for (const [name, code] of HTML_NAMED_REFERENCES) {
+  const char = String.fromCharCode(code);
+  HTML_NAMES.set(char, [...(HTML_NAMES.get(char) ?? []), name]);
+}
 
 /** A pattern matching `secret` (or a part of it) in every form, global. */
 export function secretForms(secret: string): RegExp {
@@ -57,8 +65,9 @@ function escapedForms(char: string): string[] {
   };
   forms.push(units('\\'), units('\\\\'));
   const code = char.codePointAt(0)!;
-  forms.push(`&#0*${code};`, `&#[xX]0*${eitherCaseHex(code, 1)};`);
-  if (HTML_NAMED[char] !== undefined) forms.push(HTML_NAMED[char]);
+  // After the & (written as it is, JSON-escaped, or JSON-escaped twice).
+  const html = [`#0*${code};`, `#[xX]0*${eitherCaseHex(code, 1)};`, ...(HTML_NAMES.get(char) ?? []).map((name) => `${name};`)];
+  for (const amp of ['&', escapeRegExp('\\u0026'), escapeRegExp('\\\\u0026')]) forms.push(...html.map((rest) => `${amp}${rest}`));
   return forms;
 }
 

@@ -195,8 +195,9 @@ function twiceEscapedAt(text: string, at: number): number {
   if (third === 0x2f /* / */) [value, twiceEscapedLength] = [0x2f, 3];
   else if (third === BACKSLASH && text.charCodeAt(at + 3) === 0x22 /* " */) [value, twiceEscapedLength] = [0x22, 4];
   else if (third === 0x75 /* u */) {
+    // `\\u0026#47;` included: an HTML escape whose & was JSON-escaped, then escaped once more.
     value = escapeAt(text, at + 1);
-    twiceEscapedLength = 7;
+    twiceEscapedLength = 1 + escapeLength;
   }
   return value;
 }
