@@ -19,7 +19,7 @@ import { noSpool } from './request-spool.js';
 import type { RequestSpool } from './request-spool.js';
 import { createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolFileExistsError, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
 import type { SpoolMeta } from './spool-file.js';
-import { SpoolOwnerLock, isSoleProcessLockHeld, isSpoolHeldOpen } from './spool-owner-lock.js';
+import { SpoolOwnerLock, isSoleProcessLockHeld, isSpoolHeldOpen, soleProcessLockFile } from './spool-owner-lock.js';
 import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
 import { DEFAULT_SPOOL_LIMITS, SpoolStore } from './spool-store.js';
 import type { SpoolLimits, SpoolState, SpoolSynchronous } from './spool-store.js';
@@ -100,6 +100,14 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
       });
       // Held for the process's life (released at close): a process started beside it at a higher setting refuses.
       const sole = opts.replicas === 1 ? await acquireSole(file) : undefined;
+      if (opts.replicas === 1 && sole === undefined) {
+        // A process that was closing held it (its owner slot already released): serving goes on,
+        // but what the lock guards is not guarded for this process's life.
+        opts.logger.warn(
+          { file: soleProcessLockFile(file) },
+          'could not take the sole-process lock (another process held it); this process serves without it, so a node-edge started beside it with ZENOVA_NODE_REPLICAS above 1 is not refused: restart this one once no other runs',
+        );
+      }
       return { meta, spoolStore, sole };
     },
     SPOOL_OPEN_LOCK_WAIT_MS,

@@ -6,7 +6,8 @@ import Database from 'better-sqlite3';
 import t from 'tap';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
-import { spoolOwnerLockFile } from '../../../edge-node/src/spool/spool-owner-lock.js';
+import { createLogger } from '../../../edge-node/src/logger.js';
+import { soleProcessLockFile, spoolOwnerLockFile } from '../../../edge-node/src/spool/spool-owner-lock.js';
 import { NODE_ID, quietLogger, tempStateDir } from './spool-helpers.js';
 
 const open = (stateDir: string, replicas = 1) => openNodeSpool({ stateDir, nodeId: NODE_ID, holder: ConfigHolder.notReady('test'), logger: quietLogger(), synchronous: 'normal', replicas });
@@ -48,4 +49,22 @@ t.test('a process at ZENOVA_NODE_REPLICAS=2 started beside one left at 1 is refu
   t.pass('once it stopped, replicas at 2 start beside each other');
   await second.close();
   await first.close();
+});
+
+t.test('a node at ZENOVA_NODE_REPLICAS=1 that cannot take the sole-process lock starts all the same and warns that a process at a higher setting beside it would not be refused', async (t) => {
+  const dir = tempStateDir(t);
+  await (await open(dir)).close();
+  // Held past the node's retries, as by a process closing (its owner slot already released).
+  const holder = new Database(soleProcessLockFile(path.join(dir, 'spool.db')), { fileMustExist: true });
+  holder.exec('begin immediate');
+  t.teardown(() => {
+    holder.exec('rollback');
+    holder.close();
+  });
+  const lines: string[] = [];
+  const node = await openNodeSpool({ stateDir: dir, nodeId: NODE_ID, holder: ConfigHolder.notReady('test'), logger: createLogger({ level: 'warn', destination: { write: (line: string) => void lines.push(line) } }), synchronous: 'normal', replicas: 1 });
+  t.teardown(() => node.close());
+  const warning = lines.map((line) => JSON.parse(line) as { level: number; msg: string; file?: string }).find((line) => /sole-process lock/.test(line.msg));
+  t.ok(warning, 'a warning says it serves without the lock');
+  t.match(warning, { level: 40, msg: /ZENOVA_NODE_REPLICAS above 1 is not refused/, file: /spool-owner-sole\.lock$/ });
 });
