@@ -45,6 +45,10 @@ const FORMS: Record<string, (piece: string) => string> = {
   'HTML-escaped after a backslash': (piece) => `C:\\${piece.replace(/[^A-Za-z0-9]/g, (c) => `&#${c.charCodeAt(0)};`)}`,
   // A JSON text carried in a JSON string (a tool's result that is a JSON dump): each escape escaped again.
   'JSON-escaped twice': (piece) => JSON.stringify(JSON.stringify(piece).slice(1, -1)).slice(1, -1),
+  // PHP's json_encode writes '/' as '\/' at both levels: '\/' becomes '\\\/'.
+  'JSON-escaped twice, / as \\/ each time': (piece) => JSON.stringify(JSON.stringify(piece).slice(1, -1).replaceAll('/', '\\/')).slice(1, -1).replaceAll('/', '\\/'),
+  // The second level writing the first level's escapes' characters as \u00XX ('\"' becomes '\u005c\u0022').
+  'JSON-escaped, then escaped \\u00XX': (piece) => JSON.stringify(piece).slice(1, -1).replace(/[^A-Za-z0-9]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
   'escaped \\u00XX, then JSON-escaped': (piece) => JSON.stringify(piece.replace(/[^A-Za-z0-9]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)).slice(1, -1),
   // An escape the key's characters have no part in is read as written: a stray & or \ before a piece
   // that starts like one's end (lt;…, n…) must not eat it when an escape inside the piece is decoded.

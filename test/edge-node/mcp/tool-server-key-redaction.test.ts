@@ -450,3 +450,14 @@ t.test('the key written with HTML5 names (&sol;) or as HTML escapes whose & is J
   const page = await echoingNode(t, key, () => ({ contentType: 'text/html', body: `<p>Bearer ${php(key)}</p><p>Bearer ${go(key)}</p>` }));
   t.equal(await page(), '<p>Bearer [redacted]</p><p>Bearer [redacted]</p>', 'a body that is not JSON');
 });
+
+t.test('the key in a JSON text that PHP\'s json_encode carried in a JSON string (\\\\\\/ for /) reaches the caller in no form', async (t) => {
+  const key = TOOL_KEY;
+  // json_encode writes '/' as '\/'; twice, '\/' becomes '\\\/'.
+  const phpJson = (value: unknown): string => JSON.stringify(value).replaceAll('/', '\\/');
+  const inner = phpJson({ auth: `Bearer ${key}` });
+  const json = await echoingNode(t, key, () => ({ contentType: 'application/json', body: phpJson({ log: inner }) }));
+  t.same(JSON.parse(await json()), { log: '{"auth":"Bearer [redacted]"}' }, 'a JSON answer');
+  const text = await echoingNode(t, key, () => ({ contentType: 'text/plain', body: `log: ${phpJson(inner)}` }));
+  t.equal(await text(), 'log: "{\\"auth\\":\\"Bearer [redacted]\\"}"', 'a body that is not JSON');
+});

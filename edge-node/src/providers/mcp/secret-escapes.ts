@@ -23,6 +23,11 @@ const LONGEST_NAME = Math.max(...[...HTML_NAMED_REFERENCES.keys()].map((name) =>
 /** JSON's two-character escapes: the character after the backslash → the one it writes (-1: none). */
 const SHORT_ESCAPES = new Int16Array(128).fill(-1);
 for (const [after, writes] of [[0x22, 0x22], [0x5c, 0x5c], [0x2f, 0x2f], [0x62, 0x08], [0x66, 0x0c], [0x6e, 0x0a], [0x72, 0x0d], [0x74, 0x09]] as const) SHORT_ESCAPES[after] = writes;
+/** The character JSON's escape `\` + `after` writes (`n` → a line feed, `/` → `/`), -1 when that is no escape. */
+export function shortEscapeOf(after: number): number {
+  return after < 128 ? SHORT_ESCAPES[after]! : -1;
+}
+
 /** How many characters the escape escapeAt last read spans (a module variable: no tuple per escape). */
 export let escapeLength = 0;
 

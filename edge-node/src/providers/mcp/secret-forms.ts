@@ -38,32 +38,40 @@ export function escapesOfSecret(secret: string): { json: RegExp; html: RegExp } 
   if (others.size === 0) return undefined;
   const forms = [...others].flatMap(escapedForms);
   return {
-    json: new RegExp(forms.filter((form) => form.startsWith('\\\\')).join('|')),
+    // Every form but an HTML escape's starts with a backslash (some inside a group).
+    json: new RegExp(forms.filter((form) => !form.startsWith('&')).join('|')),
     html: new RegExp(forms.filter((form) => form.startsWith('&')).join('|')),
   };
 }
 
 /**
  * Patterns of the escapes an encoder may write `char` as (a character other than a letter or digit),
- * its JSON escapes also as a JSON text carried in a JSON string writes them (`\\u0026`, `\\\"`).
+ * its JSON escapes also as a JSON text carried in a JSON string writes them: the escape's backslash
+ * escaped (`\\\\` or `\\u005C`), then what followed it as written or escaped too (`\\\\u0026`,
+ * `\\\\\\"`, PHP's `\\\\\\/`, `\\u005C\\u0022`).
  */
 function escapedForms(char: string): string[] {
-  // What follows the backslash of each JSON escape of `char`: its short escape (`"`, `\`, `/`, `n`…), then `u` and its hex.
+  // What follows the backslash of each short JSON escape of `char` (`"`, `\`, `/`, `n`…).
   const after: string[] = [];
   const escaped = JSON.stringify(char).slice(1, -1);
   if (escaped.startsWith('\\') && !escaped.startsWith('\\u')) after.push(escaped.slice(1));
   if (char === '/') after.push('/');
   const forms: string[] = [];
+  // An escaped backslash: the first half of every JSON escape escaped once more.
+  const backslashEscaped = `(?:${escapeRegExp('\\\\')}|${escapeRegExp('\\')}u005[cC])`;
   for (const x of after) {
     forms.push(escapeRegExp(`\\${x}`));
-    forms.push(escapeRegExp(`\\\\${x === '"' || x === '\\' ? `\\${x}` : x}`));
+    // The character after the escaped backslash, as written or (one JSON escapes) escaped in turn.
+    const second = [escapeRegExp(x)];
+    if (x === '"' || x === '\\' || x === '/') second.push(escapeRegExp(`\\${x}`), `${escapeRegExp('\\')}u${eitherCaseHex(x.charCodeAt(0), 4)}`);
+    forms.push(`${backslashEscaped}(?:${second.join('|')})`);
   }
-  const units = (backslashes: string): string => {
+  const units = (backslash: string): string => {
     let source = '';
-    for (let i = 0; i < char.length; i += 1) source += `${escapeRegExp(backslashes)}u${eitherCaseHex(char.charCodeAt(i), 4)}`;
+    for (let i = 0; i < char.length; i += 1) source += `${backslash}u${eitherCaseHex(char.charCodeAt(i), 4)}`;
     return source;
   };
-  forms.push(units('\\'), units('\\\\'));
+  forms.push(units(escapeRegExp('\\')), units(backslashEscaped));
   const code = char.codePointAt(0)!;
   // After the & (written as it is, JSON-escaped, or JSON-escaped twice).
   const html = [`#0*${code};`, `#[xX]0*${eitherCaseHex(code, 1)};`, ...(HTML_NAMES.get(char) ?? []).map((name) => `${name};`)];

@@ -14,7 +14,7 @@
  * into the key as written): a rolling code of the last BLOCK_CHARS characters, checked against a
  * set. Built once per key.
  */
-import { AMPERSAND, BACKSLASH, escapeAt, escapeLength } from './secret-escapes.js';
+import { AMPERSAND, BACKSLASH, escapeAt, escapeLength, shortEscapeOf } from './secret-escapes.js';
 import { escapesOfSecret, secretForms } from './secret-forms.js';
 
 /** Keys shorter than this are not searched for: they would match ordinary text. */
@@ -187,18 +187,31 @@ function holdsBlockDecoded(text: string, { bitmap, codes, blocks, escaped }: Has
 /** How many characters the escape twiceEscapedAt last read spans. */
 let twiceEscapedLength = 0;
 
-/** The character a JSON escape escaped once more writes at `at` (`\\uXXXX`, `\\/`, `\\\"`), -1 when none starts there. */
+/**
+ * The character a JSON escape escaped once more writes at `at`, -1 when none starts there: its
+ * backslash escaped (`\\\\` or `\\u005C`), then what followed it as written (`\\\\/`, `\\\\u002F`,
+ * `\\\\n`) or escaped too (`\\\\\\/`, PHP's json_encode twice; `\\u005C\\u0022`); `\\\\u0026#47;` included
+ * (an HTML escape whose & was JSON-escaped, then escaped once more).
+ */
 function twiceEscapedAt(text: string, at: number): number {
-  if (text.charCodeAt(at + 1) !== BACKSLASH) return -1;
-  const third = text.charCodeAt(at + 2);
-  let value = -1;
-  if (third === 0x2f /* / */) [value, twiceEscapedLength] = [0x2f, 3];
-  else if (third === BACKSLASH && text.charCodeAt(at + 3) === 0x22 /* " */) [value, twiceEscapedLength] = [0x22, 4];
-  else if (third === 0x75 /* u */) {
-    // `\\u0026#47;` included: an HTML escape whose & was JSON-escaped, then escaped once more.
-    value = escapeAt(text, at + 1);
+  if (escapeAt(text, at) !== BACKSLASH) return -1;
+  const after = at + escapeLength;
+  const next = text.charCodeAt(after);
+  if (next === 0x75 /* u */) {
+    // escapeAt reads the \uXXXX the escaped backslash began (and an HTML escape after a \u0026).
+    const value = escapeLength === 2 ? escapeAt(text, at + 1) : -1;
     twiceEscapedLength = 1 + escapeLength;
+    return value;
   }
+  let short = next;
+  let length = 1;
+  if (next === BACKSLASH) {
+    short = escapeAt(text, after);
+    length = escapeLength;
+    if (short < 0) return -1;
+  }
+  const value = short < 128 ? shortEscapeOf(short) : -1;
+  if (value >= 0) twiceEscapedLength = after - at + length;
   return value;
 }
 
