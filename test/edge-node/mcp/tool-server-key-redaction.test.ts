@@ -461,3 +461,43 @@ t.test('the key in a JSON text that PHP\'s json_encode carried in a JSON string 
   const text = await echoingNode(t, key, () => ({ contentType: 'text/plain', body: `log: ${phpJson(inner)}` }));
   t.equal(await text(), 'log: "{\\"auth\\":\\"Bearer [redacted]\\"}"', 'a body that is not JSON');
 });
+
+t.test('a key whose escaped form the tool server cuts inside an escape (&#x2 | F;, \\u00 | 2F) reaches the caller in no piece of 8 characters or more', async (t) => {
+  const key = TOOL_KEY;
+  const forms: Record<string, (text: string) => string> = {
+    'HTML-escaped': (text) => text.replace(/[^A-Za-z0-9]/g, (c) => `&#x${c.charCodeAt(0).toString(16).toUpperCase()};`),
+    'JSON-escaped': (text) => text.replace(/[^A-Za-z0-9]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+    'HTML5 names': (text) => text.replaceAll('/', '&sol;').replaceAll('-', '&#45;'),
+  };
+  // What the caller reads once it joins the strings and reads their escapes.
+  const unescaped = (text: string): string =>
+    text.replace(/&#x([0-9A-Fa-f]+);/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))).replace(/&#(\d+);/g, (_m, dec: string) => String.fromCharCode(Number(dec)))
+      .replaceAll('&sol;', '/').replace(/\\u([0-9a-f]{4})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  let writes: string[] = [];
+  const nodeUrl = await toolServerNode(t, key, (_req, res) => writeApart(res, writes));
+  for (const [how, escape] of Object.entries(forms)) {
+    const escaped = escape(key);
+    // Inside each escape: after its first character, in its middle, before its last.
+    const escapes = [...escaped.matchAll(/&[^;]+;|\\u[0-9a-f]{4}/g)];
+    const inside = (m: RegExpExecArray): number[] => [m.index + 1, m.index + Math.floor(m[0].length / 2), m.index + m[0].length - 1];
+    for (const [i, m] of escapes.entries()) {
+      for (const cut of inside(m)) {
+        // Two events, and three: the middle one a whole string cut inside escapes at both ends, two
+        // escapes apart (8 of the key's characters or more: shorter pieces pass).
+        const later = escapes[i + 2];
+        const second = later === undefined ? undefined : inside(later)[1]!;
+        const streams = [[note(`Bearer ${escaped.slice(0, cut)}`), answer(`${escaped.slice(cut)} was sent`)]];
+        if (second !== undefined) streams.push([note(`Bearer ${escaped.slice(0, cut)}`), note(escaped.slice(cut, second)), answer(`${escaped.slice(second)} was sent`)]);
+        for (const sent of streams) {
+          writes = sent;
+          const { text } = await callTool(nodeUrl);
+          const strings = text.split('\n').filter((line) => line.startsWith('data: ')).map((line) => {
+            const message = JSON.parse(line.slice(6)) as { params?: { data: string }; result?: { content: Array<{ text: string }> } };
+            return message.params?.data ?? message.result!.content[0]!.text;
+          });
+          t.same(keyPieces(unescaped(strings.join('')), key), [], `${how}, cut at ${cut} in ${sent.length} events: no piece of the key of 8 characters or more`);
+        }
+      }
+    }
+  }
+});

@@ -405,31 +405,55 @@ function withoutSecretText(text: string, secret: string): string {
 }
 
 /**
+ * An escape the cut between two events split, its start ending a string: `&`, `&#x2`, `&so`, `\`,
+ * `\u00`, `\u0026#4`.
+ */
+const ESCAPE_START_AT_END = /(?:(?:&|\\u0026)(?:#[xX]?[0-9A-Fa-f]{0,8}|[A-Za-z]{1,17})?|\\(?:u[0-9A-Fa-f]{0,3})?)$/;
+/** The rest of such an escape starting the next string: `F;`, `x2F;`, `ol;`, `2F`, `u002F`. */
+const ESCAPE_END_AT_START = /^(?:#?[xX]?[0-9A-Za-z]{0,17};|u?[0-9A-Fa-f]{1,4})/;
+
+/**
  * Where `text` holds the key (each occurrence), ends with its start, starts with its end, or is all
- * of it a middle part of it: pieces of MIN_SECRET_CHARS or more, outside the whole keys.
+ * of it a middle part of it: pieces of MIN_SECRET_CHARS or more, outside the whole keys. A cut may
+ * split an escape of one of the key's characters (`&#x2` | `F;`): a piece is also found before an
+ * escape's start at the text's end, after an escape's rest at its start, and between the two, and
+ * what is left of the escape goes with it.
  */
 function secretRanges(text: string, secret: string): Array<[number, number]> {
   const ranges: Array<[number, number]> = [];
   for (let at = text.indexOf(secret); at >= 0; at = text.indexOf(secret, at + secret.length)) ranges.push([at, at + secret.length]);
   if (text.length < MIN_SECRET_CHARS) return ranges;
+  const startOfEscape = ESCAPE_START_AT_END.exec(text);
+  const restOfEscape = ESCAPE_END_AT_START.exec(text);
+  // The text without an escape's start at its end or its rest at its start: where a piece ends or starts.
+  const ends = startOfEscape === null || startOfEscape[0].length === 0 ? [text.length] : [text.length, startOfEscape.index];
+  const starts = restOfEscape === null || restOfEscape[0].length === 0 ? [0] : [0, restOfEscape[0].length];
   // A piece between two cuts: a string that is nothing but a part of the key.
-  if (ranges.length === 0 && secret.includes(text)) return [[0, text.length]];
-  const afterWhole = ranges.length === 0 ? 0 : ranges.at(-1)![1];
-  const beforeWhole = ranges.length === 0 ? text.length : ranges[0]![0];
-  // Each piece ends (or starts) with MIN_SECRET_CHARS characters of the key: one search rules most texts out.
-  if (secret.includes(text.slice(-MIN_SECRET_CHARS))) {
-    for (let length = Math.min(secret.length - 1, text.length - afterWhole); length >= MIN_SECRET_CHARS; length -= 1) {
-      if (text.endsWith(secret.slice(0, length))) {
-        ranges.push([text.length - length, text.length]);
-        break;
+  if (ranges.length === 0) {
+    for (const from of starts) {
+      for (const to of ends) {
+        if (to - from >= MIN_SECRET_CHARS && secret.includes(text.slice(from, to))) return [[0, text.length]];
       }
     }
   }
-  if (secret.includes(text.slice(0, MIN_SECRET_CHARS))) {
-    for (let length = Math.min(secret.length - 1, beforeWhole); length >= MIN_SECRET_CHARS; length -= 1) {
-      if (text.startsWith(secret.slice(-length))) {
-        ranges.push([0, length]);
-        break;
+  const afterWhole = ranges.length === 0 ? 0 : ranges.at(-1)![1];
+  const beforeWhole = ranges.length === 0 ? text.length : ranges[0]![0];
+  // Each piece ends (or starts) with MIN_SECRET_CHARS characters of the key: one search rules most texts out.
+  endPieces: for (const end of ends) {
+    if (end - afterWhole < MIN_SECRET_CHARS || !secret.includes(text.slice(end - MIN_SECRET_CHARS, end))) continue;
+    for (let length = Math.min(secret.length - 1, end - afterWhole); length >= MIN_SECRET_CHARS; length -= 1) {
+      if (text.startsWith(secret.slice(0, length), end - length)) {
+        ranges.push([end - length, text.length]);
+        break endPieces;
+      }
+    }
+  }
+  startPieces: for (const start of starts) {
+    if (beforeWhole - start < MIN_SECRET_CHARS || !secret.includes(text.slice(start, start + MIN_SECRET_CHARS))) continue;
+    for (let length = Math.min(secret.length - 1, beforeWhole - start); length >= MIN_SECRET_CHARS; length -= 1) {
+      if (text.startsWith(secret.slice(-length), start)) {
+        ranges.push([0, start + length]);
+        break startPieces;
       }
     }
   }
