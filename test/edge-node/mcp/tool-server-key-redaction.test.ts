@@ -501,3 +501,19 @@ t.test('a key whose escaped form the tool server cuts inside an escape (&#x2 | F
     }
   }
 });
+
+t.test('a key that holds what reads as an escape is redacted inside a string however its escapes are read: a stray & before a key starting sol;, a \\u0026 the key needs before #35;', async (t) => {
+  const token = 'Xy7kP2mQ9vR4sT8wZ1bC5dF3gH6jK0nL2pV8xA4eU7iO9qW1rY3tE5uI';
+  const solKey = `sol;a/bcd${token}`;
+  const solText = `x &${solKey.replaceAll('/', '&#x2F;')} y`;
+  const solCall = await echoingNode(t, solKey, () => ({ contentType: 'application/json', body: JSON.stringify({ t: solText }) }));
+  t.same(JSON.parse(await solCall()), { t: 'x &[redacted] y' }, 'a JSON answer: the stray & stays, the key goes');
+  const nodeUrl = await toolServerNode(t, solKey, (_req, res) => writeApart(res, [note(solText), answer('done')]));
+  const { text } = await callTool(nodeUrl);
+  t.match(text, /"data":"x &\[redacted\] y"/, 'an event stream: the stray & stays, the key goes');
+  const ampKey = 'Zq9&#35;Rw7_Ab3&xyz';
+  // A JSON text carried in a string, its & written \u0026 (as Go's encoding/json writes it).
+  const carried = JSON.stringify({ auth: ampKey }).replaceAll('&', '\\u0026');
+  const ampCall = await echoingNode(t, ampKey, () => ({ contentType: 'application/json', body: JSON.stringify({ log: carried }) }));
+  t.same(JSON.parse(await ampCall()), { log: '{"auth":"[redacted]"}' }, 'the \\u0026 read as the key\'s &');
+});

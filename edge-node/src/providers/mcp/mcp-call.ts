@@ -47,7 +47,7 @@ import { EventBoundaries, holdCompletingEvent } from './mcp-answer-hold.js';
 import { guardEventStream } from './mcp-event-guard.js';
 import { answerPendingOnFailure } from './mcp-stream-failure.js';
 import { decodeEscapesOf } from './secret-escapes.js';
-import { secretForms } from './secret-forms.js';
+import { secretFormsOf } from './secret-forms.js';
 import { MIN_SECRET_CHARS, prefilterOf } from './secret-prefilter.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
 import type { ToolServerMethod } from './tool-server-call.js';
@@ -388,6 +388,9 @@ function withoutSecretText(text: string, secret: string): string {
   // string, whose escapes JSON.parse did not decode (`&#x2F;`, `\/`). Only escapes that write
   // one of the key's characters are read, so a stray `\` or `&` next to a piece stays as written.
   if (text.includes('\\') || text.includes('&')) {
+    // The whole key in every form, each escape read both ways: a stray `&` before a key starting
+    // `sol;…`, or a `\u0026` the key needs before its `#35;`, would lead decoding astray.
+    for (const m of text.matchAll(secretFormsOf(secret))) ranges.push([m.index, m.index + m[0].length]);
     const decoded = decodeEscapesOf(text, prefilterOf(secret).escaped);
     if (decoded !== undefined) for (const [from, to] of secretRanges(decoded.text, secret)) ranges.push([decoded.starts[from]!, decoded.starts[to]!]);
   }
@@ -474,7 +477,7 @@ export function withoutSecret(bytes: Buffer, secret: string | null): Buffer {
   if (secret === null || secret.length < MIN_SECRET_CHARS || !prefilterOf(secret).mayHold(bytes)) return bytes;
   // One character per byte: the key's UTF-8 and each escape are matched without decoding the body.
   const text = bytes.toString('latin1');
-  const out = text.replace(secretForms(secret), REDACTED_SECRET);
+  const out = text.replace(secretFormsOf(secret), REDACTED_SECRET);
   return out === text ? bytes : Buffer.from(out, 'latin1');
 }
 

@@ -28,6 +28,21 @@ export function secretForms(secret: string): RegExp {
   return new RegExp(source, 'g');
 }
 
+const built = new Map<string, RegExp>();
+/** Tool servers' keys are few: the built patterns are kept, and dropped all at once past this many. */
+const MAX_KEPT = 256;
+
+/** secretForms(secret), built on its first use (a long key's pattern takes milliseconds to build). */
+export function secretFormsOf(secret: string): RegExp {
+  let forms = built.get(secret);
+  if (forms === undefined) {
+    if (built.size >= MAX_KEPT) built.clear();
+    forms = secretForms(secret);
+    built.set(secret, forms);
+  }
+  return forms;
+}
+
 /**
  * Patterns matching any JSON escape (`\\…`) and any HTML escape (`&…;`) of a character of `secret`
  * other than a letter or digit (its forms but the one as written); undefined when it has none, so
