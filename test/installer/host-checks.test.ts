@@ -341,3 +341,12 @@ t.test('the install command run again on an installed host reports NODE-INSTALLE
   // Another port in use on that host is still another program's.
   t.match(await run('127.0.0.1:9000'), /✗ NODE-PORT-IN-USE: 127\.0\.0\.1:9000 is already in use by another program/);
 });
+
+t.test('without root, an install dir refusing writes (EACCES) is the missing root NODE-HOST-ROOT names, not advice to remount a file system', async (t) => {
+  const r = await attempt({ name: 'not root, EACCES', code: 'NODE-HOST-ROOT', setup: async () => ({ host: { probe: fakeProbe({ isRoot: () => false, writeError: async () => ({ dir: '/srv', code: 'EACCES' }) }) }, args: ['--install-dir', '/srv/zenova-node'] }) });
+  t.equal(r.exit, 1);
+  t.match(r.out, /✗ NODE-HOST-ROOT: /);
+  t.notMatch(r.out, /NODE-DIR-READ-ONLY|Remount/);
+  const asRoot = await attempt({ name: 'root, EACCES', code: 'NODE-DIR-READ-ONLY', setup: async () => ({ host: { probe: fakeProbe({ writeError: async () => ({ dir: '/srv', code: 'EACCES' }) }) }, args: ['--install-dir', '/srv/zenova-node'] }) });
+  t.match(asRoot.out, /✗ NODE-DIR-READ-ONLY: \/srv\/zenova-node cannot be written: \/srv refuses writes \(EACCES\)/, 'as root, EACCES is a file system refusing root');
+});

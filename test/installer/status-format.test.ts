@@ -2,10 +2,14 @@
  * `zenova status` shows the spool once (the node's own report row), and an unreadable spool never
  * reads as an empty backlog, in text or JSON.
  */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
-import { formatInstalledStatus, statusJson } from '../../installer/src/commands/status.js';
+import { formatInstalledStatus, readInstalledStatus, statusJson } from '../../installer/src/commands/status.js';
 import type { InstalledStatus } from '../../installer/src/commands/status.js';
 import type { NodeStatusReport } from '../../edge-node/src/status/node-status.js';
+import { fakeServices, hostEnv } from './fake-host.js';
 
 function status(spool: NodeStatusReport['spool'], lastUpgrade: InstalledStatus['lastUpgrade'] = null): InstalledStatus {
   const node = {
@@ -53,4 +57,15 @@ t.test('an installed node dir without a node identity advises the install or re-
   const text = formatInstalledStatus({ ...base, node: { ...base.node!, enrolled: false, node: null } });
   t.match(text, /^node: +not enrolled \(\/opt\/zenova-node\/data\); run the install command again .*reenroll-command NAME/m);
   t.notMatch(text, /zenova-node enroll/);
+});
+
+t.test('status of an install dir that is a file says so in one line, in text and JSON, instead of failing with a stack', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'zn-status-file-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(join(root, 'srv'));
+  writeFileSync(join(root, 'srv/zenova'), 'not a dir\n');
+  const read = await readInstalledStatus(hostEnv(root, { services: fakeServices(root) }), '/srv/zenova');
+  t.match(read.error, /srv\/zenova\/data: cannot read it \(a part of its path is not a directory\)/);
+  t.match(formatInstalledStatus(read), /a part of its path is not a directory/);
+  t.match(statusJson(read), { error: /a part of its path is not a directory/ });
 });

@@ -2,7 +2,8 @@
  * `zenova-node doctor`: read-only checks of the state directory and of the gateway connection, each
  * with a verdict and, when it fails, what to do.
  */
-import { stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { APPLIED_VERSION_FILE } from '../config/applied-version.js';
 import { BundleCache } from '../config/bundle-cache.js';
@@ -18,7 +19,7 @@ import { CREDENTIAL_FILE, CREDENTIAL_RENEW_ADVICE, credentialHeldSince, expiresS
 import { freeSpaceOf } from '../state/free-space.js';
 import { IDENTITY_FILE, describeGatewayTrust, gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
-import { openStateStore } from '../state/state-store.js';
+import { openStateStore, StateAccessDeniedError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { createLogger } from '../logger.js';
 import { formatBytes } from '../status/node-status.js';
@@ -45,8 +46,10 @@ async function checkMode(file: string, expected: number, what: string, required:
   try {
     mode = (await stat(file)).mode & 0o777;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT' && !required) return undefined;
-    return { ok: false, label: `${what} ${file}`, advice: `cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && !required) return undefined;
+    if (code === 'EACCES' || code === 'EPERM') return { ok: false, label: `${what} ${file}`, advice: new StateAccessDeniedError(file).message.slice(file.length + 2) };
+    return { ok: false, label: `${what} ${file}`, advice: `cannot read it (${code ?? (err as Error).message})` };
   }
   if ((mode & 0o077) !== 0) {
     return { ok: false, label: `${what} ${file} (mode ${octal(mode)})`, advice: `only the node's user may access it: chmod ${octal(expected).slice(1)} ${file}` };
@@ -81,12 +84,24 @@ export function checkCallerTls(files: CallerTlsFiles, now: Date): DoctorCheck {
   return warning === undefined ? { ok: true, label } : { ok: false, label, advice: warning };
 }
 
+/** A state file that cannot be used: re-enroll when it is damaged; not when only permission was missing. */
+function unreadableAdvice(err: unknown): string {
+  return err instanceof StateAccessDeniedError ? err.message : `${(err as Error).message}; re-enroll with --reenroll`;
+}
+
 async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [];
   let store: StateStore;
   try {
     store = await openStateStore(stateDir, { create: false });
+    // Run as another user than the node's, every file would fail "cannot read it": one line that
+    // says so, not advice to re-enroll a healthy node.
+    await access(store.dir, constants.R_OK | constants.X_OK).catch((err: unknown) => {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw code === 'EACCES' || code === 'EPERM' ? new StateAccessDeniedError(store.dir, { cause: err }) : err;
+    });
   } catch (err) {
+    if (err instanceof StateAccessDeniedError) return [{ ok: false, label: `state dir ${path.resolve(stateDir)}`, advice: err.message }];
     return [{ ok: false, label: `state dir ${path.resolve(stateDir)}`, advice: `${(err as Error).message}; enroll with \`zenova-node enroll --state-dir ${stateDir} …\`` }];
   }
   const dirCheck = await checkMode(store.dir, 0o700, 'state dir', true);
@@ -105,7 +120,7 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
         : { ok: true, label: `identity: node ${identity.nodeName} (${identity.nodeId})` },
     );
   } catch (err) {
-    checks.push({ ok: false, label: 'identity', advice: `${(err as Error).message}; re-enroll with --reenroll` });
+    checks.push({ ok: false, label: 'identity', advice: unreadableAdvice(err) });
   }
 
   try {
@@ -124,7 +139,7 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
       checks.push({ ok: true, label: `credential valid until ${credentials.current.expiresAt}` });
     }
   } catch (err) {
-    checks.push({ ok: false, label: 'credential', advice: `${(err as Error).message}; re-enroll with --reenroll` });
+    checks.push({ ok: false, label: 'credential', advice: unreadableAdvice(err) });
   }
 
   checks.push(await checkControlRefusal(store));

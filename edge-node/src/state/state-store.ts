@@ -24,6 +24,25 @@ export class StateFileError extends Error {
   }
 }
 
+/**
+ * The state dir or a file in it could not be read for want of permission: it belongs to the node's
+ * user (0700/0600), so a command run as another user sees EACCES. Nothing is wrong with the node.
+ */
+export class StateAccessDeniedError extends StateFileError {
+  constructor(file: string, options?: { cause?: unknown }) {
+    super(file, `permission denied: only the node's user (and root) may read the state dir; run this as that user or with sudo`, options);
+    this.name = 'StateAccessDeniedError';
+  }
+}
+
+/** A file system error's code as the reason a state path cannot be read ("a part of the path is not a directory"). */
+function unreadable(file: string, err: unknown): StateFileError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EACCES' || code === 'EPERM') return new StateAccessDeniedError(file, { cause: err });
+  const why = code === 'ENOTDIR' ? 'a part of its path is not a directory' : code === 'ELOOP' ? 'its path loops through symbolic links' : (code ?? (err as Error).message);
+  return new StateFileError(file, `cannot read it (${why})`, { cause: err });
+}
+
 /** The state directory is missing (and the caller asked not to create it). */
 export class StateDirMissingError extends Error {
   readonly dir: string;
@@ -59,7 +78,7 @@ export async function openStateStore(dir: string, opts: { create: boolean }): Pr
   try {
     info = await stat(absolute);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw unreadable(absolute, err);
     if (!opts.create) throw new StateDirMissingError(absolute);
     await mkdir(absolute, { recursive: true, mode: STATE_DIR_MODE });
     info = await stat(absolute);
@@ -83,7 +102,7 @@ export async function openStateStore(dir: string, opts: { create: boolean }): Pr
       } catch (err) {
         if (err instanceof StateFileError) throw err;
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw new StateFileError(file, `cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
+        throw unreadable(file, err);
       }
       try {
         return JSON.parse(bytes.toString('utf8')) as unknown;

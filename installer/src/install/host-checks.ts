@@ -233,7 +233,8 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   const writable: Finding[] = [];
   const writeError = await probe.writeError(installDir);
   if (mount?.options.includes('ro') === true) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} is on ${mount.mountPoint} (${mount.fsType}), mounted read-only`));
-  else if (writeError !== undefined) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} cannot be written: ${writeError.dir} refuses writes (${writeError.code}${writeError.code === 'EROFS' ? ': read-only file system' : ''})`));
+  // Without root, EACCES is the missing root NODE-HOST-ROOT names, not a file system refusing root.
+  else if (writeError !== undefined && (probe.isRoot() || (writeError.code !== 'EACCES' && writeError.code !== 'EPERM'))) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} cannot be written: ${writeError.dir} refuses writes (${writeError.code}${writeError.code === 'EROFS' ? ': read-only file system' : ''})`));
   check(`install dir ${installDir} writable`, writable);
 
   check('systemd is the service manager', (await probe.systemdRunning()) ? [] : [finding('NODE-HOST-SYSTEMD', 'systemd is not running as the service manager (no /run/systemd/system)')]);
