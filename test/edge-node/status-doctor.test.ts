@@ -1,7 +1,7 @@
 // `zenova-node status` and `zenova-node doctor` read the state dir (and, for doctor, probe the
 // gateway over real TLS) without changing anything.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmod, readFile, readdir, stat, utimes, writeFile } from 'node:fs/promises';
+import { chmod, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
@@ -12,6 +12,9 @@ import { BundleCache } from '../../edge-node/src/config/bundle-cache.js';
 import type { CachedBundle } from '../../edge-node/src/config/bundle-cache.js';
 import { loadControlStatus, saveControlStatus } from '../../edge-node/src/control/control-status.js';
 import { saveCredentials } from '../../edge-node/src/state/credential-store.js';
+import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
+import { createLogger } from '../../edge-node/src/logger.js';
+import { openNodeSpool } from '../../edge-node/src/spool/open-node-spool.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
 import { newCredential, startFakeGateway, writeEnrolledState } from './control-fixtures.js';
@@ -399,4 +402,30 @@ t.test('doctor run as another user than the node\'s says permission denied and t
   t.match(result.stdout, /^1 check failed/m, 'one line, not every file failing');
   const healthy = await run(['doctor', '--state-dir', state.dir]);
   t.notMatch(healthy.stdout, /FAIL\s+(state dir|identity|credential)/, 'as the node\'s user the same dir passes');
+});
+
+t.test('doctor fails a spool serve would refuse (spool.db gone while spool.json names it, garbage in spool.db or spool.json) with serve\'s message, and passes a good one', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  await chmod(state.dir, 0o700);
+  const doctor = async (): Promise<string> => (await run(['doctor', '--state-dir', state.dir])).stdout;
+  t.match(await doctor(), /ok\s+request spool: none yet/);
+  const spool = await openNodeSpool({ stateDir: state.dir, nodeId: state.identity.nodeId, holder: ConfigHolder.notReady('test'), logger: createLogger({ level: 'silent' }), synchronous: 'normal', replicas: 1 });
+  t.match(await doctor(), /ok\s+request spool .*spool\.db \(open in the running node-edge\)/, 'held open by a node-edge: not read');
+  await spool.close();
+  const good = await doctor();
+  t.match(good, /ok\s+request spool .*spool\.db: spool [0-9a-f-]+, readable/);
+  const db = path.join(state.dir, 'spool.db');
+  const marker = path.join(state.dir, 'spool.json');
+  const kept = await readFile(db);
+  await writeFile(db, 'garbage, not SQLite'.repeat(10));
+  t.match(await doctor(), /FAIL\s+request spool .*spool\.db\n\s+`serve` refuses to start with it: .*is not a SQLite database/);
+  await rm(db);
+  t.match(await doctor(), /FAIL\s+request spool .*spool\.db\n\s+`serve` refuses to start with it: .*is missing, but .*spool\.json says spool/);
+  await writeFile(db, kept);
+  const markerText = await readFile(marker, 'utf8');
+  await writeFile(marker, '{"spoolId": ');
+  t.match(await doctor(), /FAIL\s+request spool marker\n\s+`serve` refuses to start with it: .*spool\.json: is not valid JSON; restore it, or move it aside \(never spool\.db\)/);
+  await writeFile(marker, markerText);
+  t.match(await doctor(), /ok\s+request spool .*readable/, 'restored: passes again');
 });

@@ -21,6 +21,7 @@ import { createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolFileExistsErr
 import type { SpoolMeta } from './spool-file.js';
 import { SpoolOwnerLock, isSoleProcessLockHeld, isSpoolHeldOpen, soleProcessLockFile } from './spool-owner-lock.js';
 import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
+import type { SpoolMarker } from './spool-marker.js';
 import { DEFAULT_SPOOL_LIMITS, SpoolStore } from './spool-store.js';
 import type { SpoolLimits, SpoolState, SpoolSynchronous } from './spool-store.js';
 
@@ -146,17 +147,29 @@ export function spoolOpenLockFile(file: string): string {
   return `${file}.lock`;
 }
 
+/** spool.db is gone while spool.json says this node had one: its undelivered records may be lost. */
+export function missingSpoolRefusal(store: StateStore, file: string, marker: SpoolMarker): SpoolRefusedError {
+  return new SpoolRefusedError(
+    file,
+    `is missing, but ${store.path(SPOOL_MARKER_FILE)} says spool ${marker.spoolId} was created here on ${marker.createdAt}; an empty new spool is never taken as proof that its records were delivered`,
+    'restore spool.db (with its -wal file if there was one) from where it went; if it is lost for good, move spool.json aside to start a new spool and accept the loss',
+  );
+}
+
+/** spool.db is another spool than the one spool.json names (the file was replaced). */
+export function replacedSpoolRefusal(store: StateStore, file: string, meta: SpoolMeta, marker: SpoolMarker): SpoolRefusedError {
+  return new SpoolRefusedError(
+    file,
+    `is spool ${meta.spoolId}, but ${store.path(SPOOL_MARKER_FILE)} says this node's spool is ${marker.spoolId} (the file was replaced)`,
+    'put the original spool.db back; if it is lost for good and its undelivered records with it, move spool.json aside to accept this file',
+  );
+}
+
 /** spool.db vetted (its marker adopted or checked), or made with its marker when there is none. */
 async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeSpoolOptions): Promise<SpoolMeta> {
   const marker = await loadSpoolMarker(store);
   if (!existsSync(file)) {
-    if (marker !== undefined) {
-      throw new SpoolRefusedError(
-        file,
-        `is missing, but ${store.path(SPOOL_MARKER_FILE)} says spool ${marker.spoolId} was created here on ${marker.createdAt}; an empty new spool is never taken as proof that its records were delivered`,
-        'restore spool.db (with its -wal file if there was one) from where it went; if it is lost for good, move spool.json aside to start a new spool and accept the loss',
-      );
-    }
+    if (marker !== undefined) throw missingSpoolRefusal(store, file, marker);
     try {
       const meta = createSpoolFile(file, opts.nodeId);
       await saveSpoolMarker(store, meta);
@@ -170,13 +183,7 @@ async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeS
   // Before the vetting connection, which creates missing sidecars with spool.db's mode.
   restrictSpoolFileModes(file);
   const meta = vetSpoolFile(file, opts.nodeId);
-  if (marker !== undefined && marker.spoolId !== meta.spoolId) {
-    throw new SpoolRefusedError(
-      file,
-      `is spool ${meta.spoolId}, but ${store.path(SPOOL_MARKER_FILE)} says this node's spool is ${marker.spoolId} (the file was replaced)`,
-      'put the original spool.db back; if it is lost for good and its undelivered records with it, move spool.json aside to accept this file',
-    );
-  }
+  if (marker !== undefined && marker.spoolId !== meta.spoolId) throw replacedSpoolRefusal(store, file, meta, marker);
   // No marker yet (created by a run that stopped before writing it): adopt the vetted file.
   if (marker === undefined) await saveSpoolMarker(store, meta);
   return meta;

@@ -18,11 +18,23 @@ const markerSchema = z.object({
 
 export type SpoolMarker = z.infer<typeof markerSchema>;
 
+/**
+ * A damaged marker guards nothing: moved aside, the next start adopts the id spool.db itself holds
+ * (spool.db, and its undelivered records, stay where they are).
+ */
+const DAMAGED_MARKER_ADVICE = 'restore it, or move it aside (never spool.db): node-edge then takes the spool id spool.db itself holds at its next start';
+
 export async function loadSpoolMarker(store: StateStore): Promise<SpoolMarker | undefined> {
-  const value = await store.read(SPOOL_MARKER_FILE);
+  let value: unknown;
+  try {
+    value = await store.read(SPOOL_MARKER_FILE);
+  } catch (err) {
+    if (!(err instanceof StateFileError && err.cause instanceof SyntaxError)) throw err;
+    throw new StateFileError(store.path(SPOOL_MARKER_FILE), `is not valid JSON; ${DAMAGED_MARKER_ADVICE}`, { cause: err });
+  }
   if (value === undefined) return undefined;
   const parsed = markerSchema.safeParse(value);
-  if (!parsed.success) throw new StateFileError(store.path(SPOOL_MARKER_FILE), 'is not a spool marker; restore it or move it aside together with spool.db');
+  if (!parsed.success) throw new StateFileError(store.path(SPOOL_MARKER_FILE), `is not a spool marker; ${DAMAGED_MARKER_ADVICE}`);
   return parsed.data;
 }
 

@@ -1,0 +1,44 @@
+/**
+ * doctor's look at the request spool: the checks `serve` makes before it opens spool.db (its
+ * marker, the file's presence, header, WAL and meta), so a spool serve would refuse to start with
+ * fails here too, with serve's message. A spool a running node-edge holds open is not read: that
+ * process opened it already, and vetting it under live writes proves nothing more.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { missingSpoolRefusal, replacedSpoolRefusal } from '../spool/open-node-spool.js';
+import { SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from '../spool/spool-file.js';
+import { loadSpoolMarker } from '../spool/spool-marker.js';
+import type { SpoolMarker } from '../spool/spool-marker.js';
+import { isSpoolHeldOpen } from '../spool/spool-owner-lock.js';
+import { StateFileError } from '../state/state-store.js';
+import type { StateStore } from '../state/state-store.js';
+import type { DoctorCheck } from './doctor.js';
+
+const REFUSED = '`serve` refuses to start with it: ';
+
+export async function checkSpool(store: StateStore, nodeId: string): Promise<DoctorCheck> {
+  const file = path.join(store.dir, SPOOL_FILE);
+  let marker: SpoolMarker | undefined;
+  try {
+    marker = await loadSpoolMarker(store);
+  } catch (err) {
+    if (!(err instanceof StateFileError)) throw err;
+    return { ok: false, label: 'request spool marker', advice: `${REFUSED}${err.message}` };
+  }
+  if (!existsSync(file)) {
+    if (marker === undefined) return { ok: true, label: 'request spool: none yet (node-edge creates spool.db at its first start)' };
+    return { ok: false, label: `request spool ${file}`, advice: `${REFUSED}${missingSpoolRefusal(store, file, marker).message}` };
+  }
+  if (isSpoolHeldOpen(file)) return { ok: true, label: `request spool ${file} (open in the running node-edge)` };
+  try {
+    const meta = vetSpoolFile(file, nodeId);
+    if (marker !== undefined && marker.spoolId !== meta.spoolId) {
+      return { ok: false, label: `request spool ${file}`, advice: `${REFUSED}${replacedSpoolRefusal(store, file, meta, marker).message}` };
+    }
+    return { ok: true, label: `request spool ${file}: spool ${meta.spoolId}, readable` };
+  } catch (err) {
+    const why = err instanceof SpoolRefusedError || err instanceof StateFileError ? err.message : `${file}: cannot be read (${(err as Error).message})`;
+    return { ok: false, label: `request spool ${file}`, advice: `${REFUSED}${why}` };
+  }
+}
