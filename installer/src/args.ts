@@ -64,12 +64,31 @@ export function requiredOption(parsed: ParsedArgs, name: string, helpCommand: st
   return value;
 }
 
-/** A whole number option (range rules are the API's, so they live in one place). */
+/** The largest whole number an option takes here: nine digits, well inside a safe integer. */
+const MAX_INTEGER_OPTION = 999_999_999;
+
+/**
+ * A whole number option (range rules are the API's, so they live in one place; only the upper
+ * bound of what this parser takes is checked here, and said as such).
+ */
 export function integerOption(parsed: ParsedArgs, name: string, helpCommand: string): number | undefined {
   const value = stringOption(parsed, name);
   if (value === undefined) return undefined;
-  if (!/^\d{1,9}$/.test(value.trim())) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`, helpCommand);
-  return Number(value.trim());
+  if (!/^\d+$/.test(value.trim())) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`, helpCommand);
+  const number = Number(value.trim());
+  if (number > MAX_INTEGER_OPTION) throw new UsageError(`--${name} must be at most ${MAX_INTEGER_OPTION}, got ${JSON.stringify(value)}`, helpCommand);
+  return number;
+}
+
+/**
+ * A string option that may be left out but, given, must not be empty: an empty value is an unset
+ * variable, and taken as given it would act elsewhere ('' resolves to the current dir).
+ * `instead`: what to pass, or what leaving it out does.
+ */
+export function nonEmptyOption(parsed: ParsedArgs, name: string, helpCommand: string, instead: string): string | undefined {
+  const value = stringOption(parsed, name);
+  if (value !== undefined && value.trim() === '') throw new UsageError(`--${name} is empty (an unset shell variable?): ${instead}`, helpCommand);
+  return value;
 }
 
 /** `a,b , c` → ['a','b','c']; an empty list is a usage error. */

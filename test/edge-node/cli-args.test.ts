@@ -24,3 +24,37 @@ t.test('help, unknown commands and unknown flags', async (t) => {
   t.throws(() => parseCli(['launch']), { message: /unknown command "launch"/ });
   t.throws(() => parseCli([]), UsageError);
 });
+
+t.test('an option given with an empty value is refused naming the option, never taken as left out', async (t) => {
+  const lines: string[][] = [
+    ['serve', '--config', 'a.json', '--listen', ''],
+    ['serve', '--config', ''],
+    ['serve', '--state-dir', ''],
+    ['serve', '--config', 'a.json', '--admin-listen', ''],
+    ['serve', '--config', 'a.json', '--tls-cert', '', '--tls-key', 'k.pem'],
+    ['serve', '--config', 'a.json', '--tls-cert', 'c.pem', '--tls-key', ''],
+    ['enroll', '--control-plane', '', '--token', 'x', '--state-dir', 's'],
+    ['enroll', '--control-plane', 'https://cp.example.test', '--token-file', '', '--state-dir', 's'],
+    ['enroll', '--control-plane', 'https://cp.example.test', '--token', 'x', '--state-dir', ''],
+    ['enroll', '--control-plane', 'https://cp.example.test', '--token', 'x', '--state-dir', 's', '--ca-file', ''],
+    ['status', '--state-dir', ''],
+    ['doctor', '--state-dir', ''],
+    ['doctor', '--state-dir', 's', '--tls-cert', '', '--tls-key', ''],
+  ];
+  for (const argv of lines) {
+    const option = argv[argv.indexOf('') - 1] ?? '';
+    t.throws(() => parseCli(argv), { name: 'UsageError', message: new RegExp(`^${option} is empty \\(an unset shell variable\\?\\)`) }, argv.join(' '));
+  }
+  // Env variables of the same options still count as unset when empty: an env file line without a value.
+  t.same(parseCli(['serve', '--config', 'a.json'], { ZENOVA_NODE_ADMIN_LISTEN: '', ZENOVA_NODE_TLS_CERT_FILE: '', ZENOVA_NODE_TLS_KEY_FILE: '' }), {
+    kind: 'serve',
+    configFile: 'a.json',
+    listen: { host: '127.0.0.1', port: 7480 },
+  });
+});
+
+t.test('serve --listen \'\' (the unit\'s --listen ${ZENOVA_NODE_LISTEN} without the variable) says to check ZENOVA_NODE_LISTEN, never serves on the default', async (t) => {
+  t.throws(() => parseCli(['serve', '--state-dir', '/opt/zenova-node/data', '--listen', '']), {
+    message: /^--listen is empty \(an unset shell variable\?\): .*node-edge\.service passes --listen \$\{ZENOVA_NODE_LISTEN\}: check that <install dir>\/etc\/node\.env has a line ZENOVA_NODE_LISTEN=HOST:PORT$/,
+  });
+});

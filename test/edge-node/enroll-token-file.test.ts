@@ -76,3 +76,23 @@ t.test('a token file group or others have any access to draws the warning the in
     }
   }
 });
+
+t.test('a token file whose token holds whitespace or is too long is refused with the installer\'s message, exit 2, nothing sent', async (t) => {
+  const dir = t.testdir({});
+  const files: Array<[string, string, RegExp]> = [
+    ['inner-space', 'a b\n', /contains whitespace; tokens never do: copy it again from the install command/],
+    ['inner-tab', `${TOKEN}\tx\n`, /contains whitespace; tokens never do/],
+    ['too-long', `${'x'.repeat(513)}\n`, /is longer than 512 characters: copy it again from the install command/],
+  ];
+  for (const [name, text, expected] of files) {
+    const file = path.join(dir, name);
+    await writeFile(file, text, { mode: 0o600 });
+    // Port 9 (discard) is never asked: a refused token ends the command before any connection.
+    const result = await run(['enroll', '--control-plane', 'https://127.0.0.1:9', '--token-file', file, '--state-dir', path.join(dir, 's')]);
+    t.equal(result.code, 2, name);
+    const installer = await installerRefusal(dir, file);
+    t.match(installer, expected, `${name}: the installer's message`);
+    t.equal(result.stderr, `zenova-node: ${installer}\n`, `${name}: the same message from zenova-node`);
+    t.notOk(result.stderr.includes(TOKEN), `${name}: the token is not printed`);
+  }
+});

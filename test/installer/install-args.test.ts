@@ -215,3 +215,24 @@ t.test('status on a host without a node says so and exits 1, in text and JSON', 
   t.match(JSON.parse(json.out()), { installed: false, installDir: null, service: { state: 'not-installed' } });
   t.same(listTree(root), before, 'status writes nothing');
 });
+
+t.test('logs --lines beyond what it takes says the allowed range, not that it is no whole number', async (t) => {
+  const { dir, services } = installedHost();
+  const host = hostEnv(dir, { services });
+  const cli = captureCli(root);
+  await t.rejects(runLogs(['node-edge', '--lines', '99999999999'], cli.ctx, host), { name: 'UsageError', message: '--lines must be at most 999999999, got "99999999999"' });
+  await t.rejects(runLogs(['node-edge', '--lines', '12x'], cli.ctx, host), { message: '--lines must be a whole number, got "12x"' });
+  t.equal(await runLogs(['node-edge', '--lines', '999999999'], cli.ctx, host), 0, 'the largest is taken');
+  t.same(services.calls, ['journal node-edge.service {"lines":999999999}']);
+});
+
+t.test('status --install-dir \'\' (an unset shell variable) is a usage error, exit 2, instead of reading the current dir', async (t) => {
+  const host = hostEnv(root);
+  await t.rejects(runStatus(['--install-dir', ''], captureCli(root).ctx, host), {
+    name: 'UsageError',
+    message: /^--install-dir is empty \(an unset shell variable\?\): pass the install dir, or leave --install-dir out/,
+  });
+  const cli = captureCli(root);
+  t.equal(await runCli(['status', '--install-dir', ''], cli.ctx), 2);
+  t.match(cli.err(), /--install-dir is empty/);
+});

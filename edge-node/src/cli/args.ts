@@ -1,6 +1,8 @@
 // Command-line parsing for `zenova-node` (node:util parseArgs, strict: unknown flags are errors).
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
+import { parseControlPlaneUrl } from '../enroll/enroll.js';
+import { EnrollError } from '../enroll/enroll-errors.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
 import type { CallerTlsFiles } from '../tls/caller-tls.js';
 
@@ -175,8 +177,8 @@ function parseAdminListen(flagValue: string | undefined, env: NodeJS.ProcessEnv)
  */
 function parseTlsFiles(values: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv, usage: string): CallerTlsFiles | undefined {
   const fromEnv = (name: string): string | undefined => (env[name] !== undefined && env[name] !== '' ? env[name] : undefined);
-  const certFile = text(values, 'tls-cert') ?? fromEnv('ZENOVA_NODE_TLS_CERT_FILE');
-  const keyFile = text(values, 'tls-key') ?? fromEnv('ZENOVA_NODE_TLS_KEY_FILE');
+  const certFile = text(values, 'tls-cert', usage) ?? fromEnv('ZENOVA_NODE_TLS_CERT_FILE');
+  const keyFile = text(values, 'tls-key', usage) ?? fromEnv('ZENOVA_NODE_TLS_KEY_FILE');
   if (certFile === undefined && keyFile === undefined) return undefined;
   if (certFile === undefined || keyFile === undefined) {
     const [given, missing] = certFile === undefined ? ['--tls-key (ZENOVA_NODE_TLS_KEY_FILE)', '--tls-cert FILE (ZENOVA_NODE_TLS_CERT_FILE)'] : ['--tls-cert (ZENOVA_NODE_TLS_CERT_FILE)', '--tls-key FILE (ZENOVA_NODE_TLS_KEY_FILE)'];
@@ -209,10 +211,32 @@ function parseFlags(argv: string[], options: Options, usage: string): Record<str
   }
 }
 
-/** A string flag's value; empty counts as missing. */
-function text(values: Record<string, string | boolean | undefined>, name: string): string | undefined {
+/** What to pass instead of an empty value, per option (see `text`). */
+const EMPTY_VALUE_ADVICE: Record<string, string> = {
+  // The node-edge unit runs `serve --listen ${ZENOVA_NODE_LISTEN}` (installer/src/install/unit-files.ts):
+  // without that line in its env file systemd passes an empty word.
+  listen: `pass --listen HOST:PORT, or leave --listen out for ${DEFAULT_LISTEN}; under systemd, node-edge.service passes --listen \${ZENOVA_NODE_LISTEN}: check that <install dir>/etc/node.env has a line ZENOVA_NODE_LISTEN=HOST:PORT`,
+  'admin-listen': 'pass --admin-listen HOST:PORT (loopback), or leave it out (ZENOVA_NODE_ADMIN_LISTEN)',
+  'tls-cert': 'pass --tls-cert FILE, or leave it out (ZENOVA_NODE_TLS_CERT_FILE)',
+  'tls-key': 'pass --tls-key FILE, or leave it out (ZENOVA_NODE_TLS_KEY_FILE)',
+  config: 'pass --config FILE',
+  'state-dir': 'pass --state-dir DIR',
+  'control-plane': 'pass --control-plane URL, the control plane\'s https:// URL',
+  // The installer's words for the same mistake (installer/src/commands/install.ts, checkToken).
+  token: 'pass the token from the install command',
+  'token-file': 'pass --token-file FILE',
+  'ca-file': 'pass --ca-file FILE, or leave it out for the system trust store',
+};
+
+/**
+ * A string flag's value. Given but empty is refused, not taken as left out: it is an unset variable
+ * (`--listen ${ZENOVA_NODE_LISTEN}`), and a default in its place would go unnoticed.
+ */
+function text(values: Record<string, string | boolean | undefined>, name: string, usage: string): string | undefined {
   const value = values[name];
-  return typeof value === 'string' && value !== '' ? value : undefined;
+  if (typeof value !== 'string') return undefined;
+  if (value === '') throw new UsageError(`--${name} is empty (an unset shell variable?): ${EMPTY_VALUE_ADVICE[name] ?? `pass a value to --${name}`}`, usage);
+  return value;
 }
 
 function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
@@ -229,10 +253,10 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
     SERVE_USAGE,
   );
   if (values.help === true) return { kind: 'help', text: SERVE_USAGE };
-  const configFile = text(values, 'config');
-  const stateDir = text(values, 'state-dir');
+  const configFile = text(values, 'config', SERVE_USAGE);
+  const stateDir = text(values, 'state-dir', SERVE_USAGE);
   if (configFile === undefined && stateDir === undefined) throw new UsageError('serve needs --state-dir DIR or --config FILE', SERVE_USAGE);
-  const adminListen = parseAdminListen(text(values, 'admin-listen'), env);
+  const adminListen = parseAdminListen(text(values, 'admin-listen', SERVE_USAGE), env);
   const tls = parseTlsFiles(values, env, SERVE_USAGE);
   if (configFile !== undefined && stateDir !== undefined) {
     throw new UsageError(
@@ -244,10 +268,29 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
     kind: 'serve',
     ...(configFile !== undefined ? { configFile } : {}),
     ...(stateDir !== undefined ? { stateDir } : {}),
-    listen: parseListenAddress(text(values, 'listen') ?? DEFAULT_LISTEN),
+    listen: parseListenAddress(text(values, 'listen', SERVE_USAGE) ?? DEFAULT_LISTEN),
     ...(adminListen !== undefined ? { adminListen } : {}),
     ...(tls !== undefined ? { tls } : {}),
   };
+}
+
+/**
+ * --control-plane as enrollment will take it (parseControlPlaneUrl), so that a URL it cannot use is
+ * a bad command line (exit 2) rather than a failed enrollment; a port out of range is named as such,
+ * where the URL parser only says "not a URL".
+ */
+function checkControlPlaneUrl(value: string): void {
+  const authority = /^https:\/\/([^/?#]*)/i.exec(value)?.[1] ?? '';
+  const port = /:(\d+)$/.exec(authority.slice(authority.lastIndexOf('@') + 1))?.[1];
+  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) {
+    throw new UsageError(`--control-plane has port ${port}, out of range: a port is 1 to 65535, got ${JSON.stringify(value.slice(0, 200))}`, ENROLL_USAGE);
+  }
+  try {
+    parseControlPlaneUrl(value);
+  } catch (err) {
+    if (err instanceof EnrollError) throw new UsageError(err.message, ENROLL_USAGE);
+    throw err;
+  }
 }
 
 function parseEnroll(argv: string[]): CliCommand {
@@ -264,15 +307,16 @@ function parseEnroll(argv: string[]): CliCommand {
     ENROLL_USAGE,
   );
   if (values.help === true) return { kind: 'help', text: ENROLL_USAGE };
-  const controlPlaneUrl = text(values, 'control-plane');
-  const stateDir = text(values, 'state-dir');
-  const token = text(values, 'token');
-  const tokenFile = text(values, 'token-file');
-  const caFile = text(values, 'ca-file');
+  const controlPlaneUrl = text(values, 'control-plane', ENROLL_USAGE);
+  const stateDir = text(values, 'state-dir', ENROLL_USAGE);
+  const token = text(values, 'token', ENROLL_USAGE);
+  const tokenFile = text(values, 'token-file', ENROLL_USAGE);
+  const caFile = text(values, 'ca-file', ENROLL_USAGE);
   if (controlPlaneUrl === undefined) throw new UsageError('enroll needs --control-plane URL', ENROLL_USAGE);
   if (!/^https:\/\//i.test(controlPlaneUrl)) {
     throw new UsageError(`--control-plane must be an https:// URL (enrollment sends a secret token over it), got ${JSON.stringify(controlPlaneUrl.slice(0, 200))}`, ENROLL_USAGE);
   }
+  checkControlPlaneUrl(controlPlaneUrl);
   if (token !== undefined && tokenFile !== undefined) throw new UsageError('--token and --token-file cannot be used together; pass one', ENROLL_USAGE);
   if (token === undefined && tokenFile === undefined) throw new UsageError('enroll needs --token TOKEN or --token-file FILE', ENROLL_USAGE);
   if (stateDir === undefined) throw new UsageError('enroll needs --state-dir DIR', ENROLL_USAGE);
@@ -289,7 +333,7 @@ function parseEnroll(argv: string[]): CliCommand {
 function parseStatus(argv: string[]): CliCommand {
   const values = parseFlags(argv, { 'state-dir': { type: 'string' }, json: { type: 'boolean' } }, STATUS_USAGE);
   if (values.help === true) return { kind: 'help', text: STATUS_USAGE };
-  const stateDir = text(values, 'state-dir');
+  const stateDir = text(values, 'state-dir', STATUS_USAGE);
   if (stateDir === undefined) throw new UsageError('status needs --state-dir DIR', STATUS_USAGE);
   return { kind: 'status', stateDir, json: values.json === true };
 }
@@ -297,7 +341,7 @@ function parseStatus(argv: string[]): CliCommand {
 function parseDoctor(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
   const values = parseFlags(argv, { 'state-dir': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' } }, DOCTOR_USAGE);
   if (values.help === true) return { kind: 'help', text: DOCTOR_USAGE };
-  const stateDir = text(values, 'state-dir');
+  const stateDir = text(values, 'state-dir', DOCTOR_USAGE);
   if (stateDir === undefined) throw new UsageError('doctor needs --state-dir DIR', DOCTOR_USAGE);
   const tls = parseTlsFiles(values, env, DOCTOR_USAGE);
   return { kind: 'doctor', stateDir, ...(tls !== undefined ? { tls } : {}) };

@@ -1,6 +1,6 @@
 // `zenova-node enroll` on the command line: read the token and CA files, enroll, print the result.
 // Never prints the token or the credential.
-import { readFile, stat } from 'node:fs/promises';
+import { lstat, readFile, rmdir, stat } from 'node:fs/promises';
 import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { describeRetired } from '../enroll/retire-node-state.js';
@@ -10,10 +10,12 @@ import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';
 
 const MAX_CA_FILE_BYTES = 1024 * 1024;
+/** The enrollment's own limit (edge-node/src/enroll/enroll.ts). */
+const MAX_TOKEN_CHARS = 512;
 
 type EnrollCommand = Extract<CliCommand, { kind: 'enroll' }>;
 
-/** An input file that cannot be used (exit 2). */
+/** An input file or token that cannot be used (exit 2). */
 class InputFileError extends Error {}
 
 async function readSmallFile(file: string, maxBytes: number, what: string): Promise<string> {
@@ -28,12 +30,47 @@ async function readSmallFile(file: string, maxBytes: number, what: string): Prom
   }
 }
 
+/**
+ * A token that cannot be one is a bad command line (exit 2), in the words of the installer's
+ * checkToken (installer/src/commands/install.ts), which docs/install.md promises: the installer may
+ * import edge-node but not the other way round, and its check lives in its command.
+ */
+function checkToken(token: string, what: string): void {
+  if (token === '') throw new InputFileError(`${what} is empty (an unset shell variable?): pass the token from the install command`);
+  if (/\s/.test(token)) throw new InputFileError(`${what} contains whitespace; tokens never do: copy it again from the install command`);
+  if (token.length > MAX_TOKEN_CHARS) throw new InputFileError(`${what} is longer than ${MAX_TOKEN_CHARS} characters: copy it again from the install command`);
+}
+
 async function readToken(command: EnrollCommand, io: CliIo): Promise<string> {
-  if (command.token.from === 'argument') return command.token.value;
+  if (command.token.from === 'argument') {
+    const token = command.token.value.trim();
+    checkToken(token, '--token');
+    return token;
+  }
   const { file } = command.token;
   const { token, mode, notPrivate } = await readTokenFile(file);
+  checkToken(token, `the token in --token-file ${file}`);
   if (notPrivate) io.stderr.write(`zenova-node: warning: ${tokenFileNotPrivate(file, mode)}; keep it private (chmod 600 ${file})\n`);
   return token;
+}
+
+/** Whether `dir` is absent, so that this run will be the one creating it. */
+async function isAbsent(dir: string): Promise<boolean> {
+  try {
+    await lstat(dir);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
+
+/**
+ * After a failed enrollment, removes the state dir this run created if nothing was written into it,
+ * so a typo in the URL leaves no empty 0700 dir behind. rmdir removes only an empty dir: one that
+ * holds a redemption key for a rerun (enroll-attempt.json) stays, as does any file put there since.
+ */
+async function removeIfEmpty(dir: string): Promise<void> {
+  await rmdir(dir).catch(() => undefined);
 }
 
 export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promise<number> {
@@ -51,6 +88,7 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
     return 2;
   }
 
+  const createsStateDir = await isAbsent(command.stateDir);
   try {
     const result = await enroll({
       controlPlaneUrl: command.controlPlaneUrl,
@@ -71,6 +109,7 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
     );
     return 0;
   } catch (err) {
+    if (createsStateDir) await removeIfEmpty(command.stateDir);
     const message = err instanceof EnrollError ? err.message : `${(err as Error).message}`;
     // Defence in depth: whatever the source of a message, the token never reaches the terminal.
     io.stderr.write(`zenova-node: enrollment failed: ${message.split(token).join('[redacted]')}\n`);

@@ -21,6 +21,7 @@ import { loadCredentials } from '../state/credential-store.js';
 import { loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
 import { openStateStore } from '../state/state-store.js';
+import { reenrollAdvice } from '../status/node-status.js';
 import { notifyReady, notifyStopping } from '../service/sd-notify.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
 import { expiryWarning, readCallerTls, reloadCallerTls } from '../tls/caller-tls.js';
@@ -112,8 +113,10 @@ async function openEnrolledState(stateDir: string): Promise<Enrolled> {
   const store = await openStateStore(stateDir, { create: false });
   const identity = await loadIdentity(store);
   const credentials = await loadCredentials(store);
-  if (identity === undefined || credentials === undefined) {
-    throw new NotEnrolledError(`${store.dir} is not enrolled (no ${identity === undefined ? 'identity.json' : 'credential.json'}): run \`zenova-node enroll --state-dir ${stateDir} …\` first`);
+  if (identity === undefined) throw new NotEnrolledError(`${store.dir} is not enrolled (no identity.json): run \`zenova-node enroll --state-dir ${stateDir} …\` first`);
+  // Plain enroll refuses a dir that holds an identity: only --reenroll gets this node a credential again.
+  if (credentials === undefined) {
+    throw new NotEnrolledError(`${store.dir} holds the identity of node ${identity.nodeName} (id ${identity.nodeId}) but no credential.json: ${reenrollAdvice(identity.nodeName, stateDir)}`);
   }
   return { store, identity };
 }

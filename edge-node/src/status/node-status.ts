@@ -177,17 +177,31 @@ export function formatBytes(bytes: number): string {
 export const NOT_ENROLLED_ADVICE = 'run `zenova-node enroll`';
 
 /**
+ * What to do with a state dir that holds a node's identity but no credential: enroll refuses to
+ * replace an identity without --reenroll, which takes a reenroll token, not the install token.
+ */
+export function reenrollAdvice(nodeName: string, stateDir: string): string {
+  return `re-enroll it: \`zenova-node enroll --reenroll --state-dir ${stateDir} …\` with a token from \`zenova gateway-node reenroll-command ${nodeName}\` on the control plane`;
+}
+
+/**
  * The report as aligned text lines for a terminal. `notEnrolledAdvice`: what to do when the state
  * dir holds no node, in the words of the command printing it (the host CLI's `zenova status` has
- * its own: zenova-node is not on an installed host's PATH).
+ * its own: zenova-node is not on an installed host's PATH). Without it, zenova-node's own: enroll,
+ * or re-enroll when the dir still holds an identity.
  */
-export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice: string = NOT_ENROLLED_ADVICE): string {
+export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: string): string {
   const lines: string[] = [];
   const row = (label: string, value: string): void => {
     lines.push(`${`${label}:`.padEnd(15)}${value}`);
   };
   if (!report.enrolled || report.node === null) {
-    row('node', `not enrolled (${report.stateDir}); ${notEnrolledAdvice}`);
+    const { node } = report;
+    if (node !== null && notEnrolledAdvice === undefined) {
+      row('node', `not enrolled (${report.stateDir}: node ${node.name} (id ${node.id}) has no credential.json); ${reenrollAdvice(node.name, report.stateDir)}`);
+    } else {
+      row('node', `not enrolled (${report.stateDir}); ${notEnrolledAdvice ?? NOT_ENROLLED_ADVICE}`);
+    }
     return `${lines.join('\n')}\n`;
   }
   row('node', `${report.node.name} (id ${report.node.id}), enrolled ${report.node.enrolledAt}`);

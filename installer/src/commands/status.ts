@@ -13,7 +13,7 @@ import { EXPIRY_WARNING_DAYS } from '../../../edge-node/src/tls/caller-tls.js';
 import { StateDirMissingError, StateFileError, openStateStore } from '../../../edge-node/src/state/state-store.js';
 import { formatNodeStatus, readNodeStatus } from '../../../edge-node/src/status/node-status.js';
 import type { NodeStatusReport } from '../../../edge-node/src/status/node-status.js';
-import { flagOption, noPositionals, parseOptions, stringOption, wantsHelp } from '../args.js';
+import { flagOption, noPositionals, nonEmptyOption, parseOptions, wantsHelp } from '../args.js';
 import { EXIT_FAILURE, EXIT_OK } from '../cli-context.js';
 import type { CliContext, Command } from '../cli-context.js';
 import { realHostEnv } from '../host/host-env.js';
@@ -204,7 +204,8 @@ export async function runStatus(argv: readonly string[], ctx: CliContext, host: 
   }
   const parsed = parseOptions(argv, { json: { type: 'boolean' }, 'install-dir': { type: 'string' } }, HELP);
   noPositionals(parsed, HELP);
-  const status = await readInstalledStatus(host, stringOption(parsed, 'install-dir'));
+  const installDir = nonEmptyOption(parsed, 'install-dir', HELP, 'pass the install dir, or leave --install-dir out to find the installed node through node-edge.service');
+  const status = await readInstalledStatus(host, installDir);
   ctx.stdout.write(flagOption(parsed, 'json') ? `${JSON.stringify(statusJson(status), null, 2)}\n` : formatInstalledStatus(status));
   return status.installed && status.node?.enrolled === true ? EXIT_OK : EXIT_FAILURE;
 }
