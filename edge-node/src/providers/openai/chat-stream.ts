@@ -39,6 +39,14 @@ import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { callCarriesStrings, carriesStrings, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
+const MODEL_KEY = '"model"';
+const USAGE_KEY = '"usage"';
+
+/** Whether `needle` occurs in `text` exactly once. */
+function onlyOnce(text: string, needle: string): boolean {
+  const at = text.indexOf(needle);
+  return at !== -1 && text.indexOf(needle, at + 1) === -1;
+}
 const DONE: SseEvent = { data: '[DONE]' };
 /**
  * How long the rest of the body may take once `[DONE]` was read: it is drained (so the connection
@@ -385,7 +393,12 @@ export class ChatChunkEvent implements StreamEvent {
     return this.wire;
   }
 
-  /** The upstream's text with `model` and `usage: null` edited in place, when they are where expected. */
+  /**
+   * The upstream's text with `model` and `usage: null` edited in place, when they are where
+   * expected: the only `"model"` (`"usage"`) in the text, so the top-level one. Inside a string a
+   * quote is escaped, so another is a key of a nested object (an upstream's `x_meta.model`) or such
+   * a value: the chunk is then rebuilt, never the wrong field edited and the real model passed on.
+   */
   private quickEdit(): SseEvent | undefined {
     const { chunk, shape } = this;
     // Counts on a chunk with content (some upstreams put them on the finish chunk): rebuilt without them.
@@ -394,12 +407,12 @@ export class ChatChunkEvent implements StreamEvent {
     if (typeof chunk.model === 'string' && chunk.model !== shape.alias) {
       const needle = shape.modelNeedle(chunk.model);
       const at = data.indexOf(needle);
-      if (at === -1) return undefined;
+      if (at === -1 || !onlyOnce(data, MODEL_KEY)) return undefined;
       data = `${data.slice(0, at)}"model":${shape.aliasJson}${data.slice(at + needle.length)}`;
     }
     if (shape.hideUsage && chunk.usage === null) {
       const at = data.indexOf(USAGE_NULL);
-      if (at === -1) return undefined;
+      if (at === -1 || !onlyOnce(data, USAGE_KEY)) return undefined;
       data = data.slice(0, at) + data.slice(at + USAGE_NULL.length);
     }
     return this.upstream.event === undefined ? { data } : { event: this.upstream.event, data };
