@@ -1,12 +1,11 @@
 // `zenova-node status` and `zenova-node doctor` read the state dir (and, for doctor, probe the
 // gateway over real TLS) without changing anything.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmod, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { Test } from 'tap';
-import { runNodeCli as run } from './cli-capture.js';
+import { runNodeCli as run, runNodeCliAsAnotherUser } from './cli-capture.js';
 import { APPLIED_VERSION_FILE, AppliedVersionMark } from '../../edge-node/src/config/applied-version.js';
 import { BundleCache } from '../../edge-node/src/config/bundle-cache.js';
 import type { CachedBundle } from '../../edge-node/src/config/bundle-cache.js';
@@ -374,28 +373,11 @@ t.test('a credential of a control plane with short validities, just rotated in, 
   t.match((await run(['status', '--state-dir', state.dir])).stdout, /EXPIRES SOON/);
 });
 
-/**
- * `zenova-node <argv>` run as a user other than the state dir's owner: as root (CI), a child
- * process as nobody; otherwise this process with the dir made unreadable for the run.
- */
-async function runAsAnotherUser(t: Test, dir: string, argv: string[]): Promise<{ code: number; stdout: string }> {
-  if (process.getuid?.() !== 0) {
-    await chmod(dir, 0o000);
-    t.teardown(() => chmod(dir, 0o700));
-    const result = await run(argv);
-    await chmod(dir, 0o700);
-    return result;
-  }
-  const child = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../../edge-node/src/main.ts', import.meta.url)), ...argv], { uid: 65534, gid: 65534, encoding: 'utf8', env: { ...process.env, HOME: '/tmp' } });
-  if (child.error !== undefined) throw child.error;
-  return { code: child.status ?? -1, stdout: child.stdout };
-}
-
 t.test('doctor run as another user than the node\'s says permission denied and to run it as that user or with sudo, never to re-enroll a healthy node', async (t) => {
   const gateway = await startFakeGateway(t);
   const state = await writeEnrolledState(t.testdir({}), gateway);
   await chmod(state.dir, 0o700);
-  const result = await runAsAnotherUser(t, state.dir, ['doctor', '--state-dir', state.dir]);
+  const result = await runNodeCliAsAnotherUser(t, state.dir, 0o000, ['doctor', '--state-dir', state.dir]);
   t.equal(result.code, 1);
   t.match(result.stdout, /FAIL\s+state dir .*\n\s+.*permission denied: only the node's user \(and root\) may read the state dir; run this as that user or with sudo/);
   t.notMatch(result.stdout, /zenova-node enroll|--reenroll|reenroll-command/, 'no advice to enroll or re-enroll');

@@ -20,7 +20,7 @@ import { productVersion } from '../../../proto/src/product-version.js';
 import { loadCredentials } from '../state/credential-store.js';
 import { loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
-import { openStateStore } from '../state/state-store.js';
+import { checkWritable, openStateStore } from '../state/state-store.js';
 import { reenrollAdvice } from '../status/node-status.js';
 import { notifyReady, notifyStopping } from '../service/sd-notify.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
@@ -111,6 +111,7 @@ interface Enrolled {
 
 async function openEnrolledState(stateDir: string): Promise<Enrolled> {
   const store = await openStateStore(stateDir, { create: false });
+  await checkWritable(store);
   const identity = await loadIdentity(store);
   const credentials = await loadCredentials(store);
   if (identity === undefined) throw new NotEnrolledError(`${store.dir} is not enrolled (no identity.json): run \`zenova-node enroll --state-dir ${stateDir} …\` first`);

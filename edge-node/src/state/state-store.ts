@@ -3,7 +3,8 @@
  * directory only the node's user can enter (0700). Reading never changes anything, so `status`
  * and `doctor` can use it safely.
  */
-import { mkdir, readFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, mkdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileAtomic } from './atomic-write.js';
 
@@ -41,6 +42,20 @@ function unreadable(file: string, err: unknown): StateFileError {
   if (code === 'EACCES' || code === 'EPERM') return new StateAccessDeniedError(file, { cause: err });
   const why = code === 'ENOTDIR' ? 'a part of its path is not a directory' : code === 'ELOOP' ? 'its path loops through symbolic links' : (code ?? (err as Error).message);
   return new StateFileError(file, `cannot read it (${why})`, { cause: err });
+}
+
+/**
+ * The state dir can be written to: node-edge keeps its spool, locks, config cache and status there.
+ * Checked before the first SQLite file is opened, whose failure says only "unable to open database file".
+ */
+export async function checkWritable(store: StateStore): Promise<void> {
+  try {
+    await access(store.dir, constants.W_OK | constants.X_OK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'EROFS' ? 'its file system is mounted read-only' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : (code ?? (err as Error).message);
+    throw new StateFileError(store.dir, `cannot be written (${why}); node-edge keeps its request spool, config cache and status there: run it as the user that owns the state dir (the unit's User=), or give that user the dir back (chown -R)`, { cause: err });
+  }
 }
 
 /** The state directory is missing (and the caller asked not to create it). */
