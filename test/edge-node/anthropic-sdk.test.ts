@@ -341,6 +341,7 @@ t.test('the Anthropic Messages surface', async (t) => {
     );
     t.same(codesOf(failed), ['ZN_ERR_UPSTREAM_ERROR', 'ZN_ERR_UPSTREAM_ERROR']);
     t.match(failed.message, /overloaded_error/);
+    t.equal(failed.type, 'overloaded_error', 'the upstream\'s error type goes on (an SDK may act on it), not the node\'s api_error');
   });
 
   t.test('a stream that fails before its first event falls back, since nothing reached the caller yet', async (t) => {

@@ -188,7 +188,8 @@ export type UpstreamReply =
        */
       textEvent(text: string, like: StreamEvent, channel?: number, part?: number): StreamEvent;
       /** An error event in this API's framing, ending the stream with `code` (headers already sent). */
-      errorEvent(code: ErrorCode, message: string): StreamEvent;
+      /** The stream's error event for `code`; `failure`, the error itself, when it has one (an upstream's in-band error keeps its type). */
+      errorEvent(code: ErrorCode, message: string, failure?: ZenovaError): StreamEvent;
     }
   | {
       /** Raw bytes relayed as they come (MCP streamable HTTP); no text inspection. */

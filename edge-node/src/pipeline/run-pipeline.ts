@@ -345,7 +345,7 @@ class PipelineRun {
       return;
     }
     if (failure !== undefined) {
-      raw.end(serialiseSse(answer.errorEvent(failure.code, failure.message).sse));
+      raw.end(serialiseSse(answer.errorEvent(failure.code, failure.message, failure).sse));
       return;
     }
     let rest = '';

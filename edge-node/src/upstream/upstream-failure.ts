@@ -213,7 +213,20 @@ function inBandError(upstream: string, body: unknown, what: string): ZenovaError
   const callerFault = fields.type === 'invalid_request_error' || (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429);
   const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ${what}${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
   if (status === 429 || [fields.type, fields.code].some((v) => typeof v === 'string' && RATE_LIMIT_NAME.test(v))) rateLimits.add(failure);
+  if (typeStatus !== undefined) typedStatuses.set(failure, typeStatus);
   return failure;
+}
+
+const typedStatuses = new WeakMap<ZenovaError, number>();
+
+/**
+ * The HTTP status the upstream's own error `type` stands for (ERROR_TYPE_STATUS: overloaded_error
+ * 529, invalid_request_error 400, …) when `err` is an error it reported in band: a stream's error
+ * event then keeps that type for the caller (an SDK may act on overloaded_error), not the
+ * node's 502 api_error.
+ */
+export function upstreamErrorTypeStatus(err: ZenovaError): number | undefined {
+  return typedStatuses.get(err);
 }
 
 /** Error types and codes providers use for a rate limit inside a stream (rate_limit_exceeded, rate_limit_error). */

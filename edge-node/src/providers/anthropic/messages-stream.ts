@@ -23,10 +23,10 @@
  * the target), is retryable: nothing reached the caller). Other data that is not a JSON
  * object is passed on as is, but its texts are unread (UNREAD_TEXTS): output rules block it.
  */
-import type { ErrorCode } from '../../errors.js';
+import type { ErrorCode, ZenovaError } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
 import type { CacheWrites, PipelineContext, PromptCacheTtl, SseEvent, StreamEvent, TextSlot, UpstreamUsage } from '../../pipeline/context.js';
-import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, isAbort, upstreamErrorTypeStatus, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
 import { losesStrings } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
@@ -314,8 +314,10 @@ export function deltaEventLike(text: string, like: StreamEvent): StreamEvent {
 }
 
 /** The `event: error` Anthropic sends mid-stream, with our code; the SDK raises it as an APIError. */
-export function errorStreamEvent(code: ErrorCode, message: string): StreamEvent {
-  return { sse: { event: 'error', data: JSON.stringify(anthropicErrorBody(code, message)) }, texts: NO_TEXTS };
+export function errorStreamEvent(code: ErrorCode, message: string, failure?: ZenovaError): StreamEvent {
+  // An upstream's own error type (overloaded_error, rate_limit_error) goes on, not the node's 502 api_error.
+  const status = failure === undefined ? undefined : upstreamErrorTypeStatus(failure);
+  return { sse: { event: 'error', data: JSON.stringify(anthropicErrorBody(code, message, status)) }, texts: NO_TEXTS };
 }
 
 /**
