@@ -212,3 +212,23 @@ t.test('an upstream `event: error` whose data is not JSON fails the stream with 
   const done = await finishedRequest(node, requestId);
   t.same(done.outcome, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_UPSTREAM_ERROR' });
 });
+
+t.test('an upstream that ends its stream after the final message_delta without message_stop gives the caller the whole answer and a message_stop, recorded ok; one that ends before message_delta is still the caller\'s error', async (t) => {
+  const withoutStop = FULL.slice(0, FULL.lastIndexOf('event: message_stop'));
+  const { node } = await nodeFor(t, (socket, _request, n) => {
+    // First call: everything but message_stop. Second: cut after the text, before message_delta.
+    const body = n === 1 ? withoutStop : withoutStop.slice(0, withoutStop.indexOf('event: content_block_stop'));
+    socket.end(SSE_HEAD_CHUNKED + httpChunk(body) + '0\r\n\r\n');
+  });
+  const whole = await streamOverSdk(node);
+  t.equal(whole.text, 'Hello there');
+  t.same(whole.types.slice(-2), ['message_delta', 'message_stop'], 'the SDK stream ends with message_stop and raises no error');
+  const done = await finishedRequest(node, whole.requestId);
+  t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
+  t.match(done.usage, { outputTokens: 3 }, 'metered on message_delta\'s counts');
+
+  const { text, requestId } = await streamOverFetch(node);
+  t.match(text, /event: error\ndata: [^\n]*ended the stream before message_stop[^\n]*\n\n$/, 'cut before message_delta: the node\'s error event');
+  const cut = await finishedRequest(node, requestId);
+  t.equal(cut.outcome.status, 'failed');
+});

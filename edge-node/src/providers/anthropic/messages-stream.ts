@@ -16,7 +16,8 @@
  * AFTER_STOP_GRACE_MS and a break after it changes nothing. An upstream that sends no event for the
  * attempt's timeout (SSE comments do not count; a `ping` event does) is cut as
  * ZN_ERR_UPSTREAM_TIMEOUT (parseSse's idle deadline). An upstream `event: error` (whatever
- * its data) or a stream that ends without `message_stop` is a failure (thrown, so the runner ends
+ * its data) or a stream that ends without `message_stop` (unless its final `message_delta`, with the
+ * stop_reason, came: the node then adds the message_stop) is a failure (thrown, so the runner ends
  * the caller's stream with an error event; before the first event the attempt fails and, for a
  * stream that just ended or an error that does not blame the request or the node's key
  * (upstreamStreamError, as on the chat path: a rate limit falls back without counting against
@@ -420,6 +421,8 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
   const { ctx, upstream, alias } = opts;
   let stopped = false;
   let received = false;
+  // A message_delta with its stop_reason came: every block of the answer is complete.
+  let finished = false;
   let afterStop: NodeJS.Timeout | undefined;
   const counts = new AnthropicStreamUsage(ctx.promptCacheTtl);
   try {
@@ -428,6 +431,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
       if (stopped) continue;
       received = true;
       const event = toStreamEvent(ctx, counts, sse, upstream, alias);
+      if (sse.event === 'message_delta' && hasStopReason(sse.data)) finished = true;
       if (event.terminal === true) {
         stopped = true;
         afterStop = setTimeout(opts.release, AFTER_STOP_GRACE_MS);
@@ -444,9 +448,28 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
     opts.release();
     ctx.upstreamMs = Math.round((ctx.clock.monotonic() - opts.sentAt) * 1000) / 1000;
   }
+  // An Anthropic-compatible server that ends its stream after the final message_delta, without
+  // message_stop (which carries nothing): the answer is whole, and the caller's SDK gets the
+  // message_stop it waits for (as chat streams get the [DONE] such a server leaves out).
+  if (!stopped && finished) {
+    yield { sse: { event: 'message_stop', data: MESSAGE_STOP_DATA }, texts: NO_TEXTS, terminal: true };
+    return;
+  }
   if (!stopped) {
     // Cut short (a close-delimited body reads as a clean end). Before the first event nothing
     // reached the caller, so another target may still answer; after it nothing may be retried.
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before message_stop.`, { retryable: !received });
+  }
+}
+
+const MESSAGE_STOP_DATA = '{"type":"message_stop"}';
+
+/** Whether a message_delta's data names the answer's stop_reason (a string): the final delta. */
+function hasStopReason(data: string): boolean {
+  try {
+    const parsed = JSON.parse(data) as { delta?: { stop_reason?: unknown } };
+    return typeof parsed.delta?.stop_reason === 'string';
+  } catch {
+    return false;
   }
 }
