@@ -1,7 +1,8 @@
 // A request that misses every route because of the client's Base URL is told how to fix it: /v1
 // twice (an Anthropic SDK given `<origin>/v1`, which appends /v1/messages itself) says to drop
 // /v1, in Anthropic's shape on /v1/v1/messages and OpenAI's elsewhere; a node route asked for
-// without /v1 says to add it; any other path gets the plain answer, never its query string.
+// without /v1 says to add it, and one with a // in front (a Base URL ending in /) to drop that /;
+// any other path gets the plain answer, never its query string.
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import t from 'tap';
@@ -69,5 +70,19 @@ t.test('not-found answers that name the Base URL mistake', async (t) => {
     // Not a route under /v1 either (wrong method, unknown path): the plain answer, no advice to follow.
     t.equal((await errorOf(await send('GET', '/chat/completions'))).message, 'No route for GET /chat/completions.');
     t.equal((await errorOf(await send('GET', '/v1/nothing?api-key=not-echoed'))).message, 'No route for GET /v1/nothing.');
+  });
+
+  t.test('a path starting with // (a Base URL ending in / joined with /v1/…) is told to drop that /, in Anthropic\'s shape on //v1/messages', async (t) => {
+    const SLASH = /the path starts with more than one \/\. Drop the \/ at the end of the client's Base URL\./;
+    for (const [method, path] of [['POST', '//v1/chat/completions'], ['GET', '//v1/models'], ['POST', '//v1/embeddings']] as const) {
+      const res = await send(method, path);
+      t.equal(res.status, 404, path);
+      t.match(await errorOf(res), { code: 'ZN_ERR_NOT_FOUND', message: SLASH }, path);
+    }
+    const messages = await send('POST', '//v1/messages');
+    t.equal(messages.status, 404);
+    t.match(messages.headers.get('request-id'), REQUEST_ID, 'request-id, the header the Anthropic SDK reads');
+    t.match(await messages.json(), { type: 'error', error: { type: 'not_found_error', code: 'ZN_ERR_NOT_FOUND', message: SLASH } }, 'in Anthropic\'s shape');
+    t.equal((await errorOf(await send('GET', '//nothing'))).message, 'No route for GET //nothing.', 'not a route with one / either: the plain answer');
   });
 });

@@ -6,6 +6,7 @@ import type { ZenovaError } from '../errors.js';
 import type { PipelineDeps } from '../pipeline/deps.js';
 import { runPipeline } from '../pipeline/run-pipeline.js';
 import { anthropicErrorBodyOf } from '../providers/anthropic/anthropic-errors.js';
+import { withoutExtraLeadingSlashes } from './not-found.js';
 
 const MESSAGES_PATH = '/v1/messages';
 const DOUBLED_MESSAGES_PATH = `/v1${MESSAGES_PATH}`;
@@ -19,7 +20,9 @@ export const ANTHROPIC_REQUEST_ID_HEADER = 'request-id';
  * not-found.ts), so that answer too reaches them in their shape.
  */
 export function isAnthropicPath(url: string): boolean {
-  return isUnder(url, MESSAGES_PATH) || isUnder(url, DOUBLED_MESSAGES_PATH);
+  // `//v1/messages` (a Base URL ending in /) too: its 404 says to drop the /, in Anthropic's shape.
+  const path = withoutExtraLeadingSlashes(url) ?? url;
+  return isUnder(path, MESSAGES_PATH) || isUnder(path, DOUBLED_MESSAGES_PATH);
 }
 
 function isUnder(url: string, path: string): boolean {

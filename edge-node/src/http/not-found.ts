@@ -29,8 +29,20 @@ function servedUnderV1(method: string, path: string): boolean {
   return get && path.startsWith('/models/');
 }
 
+/**
+ * A path that starts with more than one slash (`//v1/messages`): a client that joins a Base URL
+ * ending in `/` with `/v1/…`. The path as the node would serve it, or undefined.
+ */
+export function withoutExtraLeadingSlashes(url: string): string | undefined {
+  return url.startsWith('//') ? url.replace(/^\/+/, '/') : undefined;
+}
+
 export function notFoundError(method: string, url: string): ZenovaError {
   const path = shownPath(url);
+  const single = withoutExtraLeadingSlashes(url);
+  if (single !== undefined && (servedUnderV1(method, (single.split('?', 1)[0] ?? '').replace(/^\/v1(?=\/)/, '')) || hasDoubledV1(single))) {
+    return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}: the path starts with more than one /. Drop the / at the end of the client's Base URL. ${BASE_URLS}`);
+  }
   if (hasDoubledV1(url)) {
     return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}: /v1 is in the path twice. Drop /v1 from the client's Base URL. ${BASE_URLS}`);
   }
