@@ -6,6 +6,7 @@
 import { chmod, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
+import type { Test } from 'tap';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { UsageError } from '../../installer/src/cli-context.js';
 import { captureCli, hostEnv } from '../installer/fake-host.js';
@@ -38,17 +39,12 @@ t.test('a token file whose first line is blank enrolls with the token on its one
   t.notMatch(result.stderr, /warning/);
 });
 
-t.test('a token file with no token or with several non-blank lines is refused with the installer\'s message, exit 2, nothing sent', async (t) => {
-  const dir = t.testdir({});
-  const files: Array<[string, string, RegExp]> = [
-    ['empty', '', /is empty: write the token from the install command into it/],
-    ['blank-lines', '\n \n\t\n', /is empty: write the token from the install command into it/],
-    ['two-lines', `${TOKEN}\nzn_it_SECONDLINE2\n`, /has 2 non-blank lines; a token file holds one token/],
-  ];
+/** Each token file is refused by enroll (exit 2) in the installer's words, and the token never printed. */
+async function refusedAsTheInstallerRefusesThem(t: Test, dir: string, files: Array<[string, string, RegExp]>): Promise<void> {
   for (const [name, text, expected] of files) {
     const file = path.join(dir, name);
     await writeFile(file, text, { mode: 0o600 });
-    // Port 9 (discard) is never asked: a refused file ends the command before any connection.
+    // Port 9 (discard) is never asked: a refused file or token ends the command before any connection.
     const result = await run(['enroll', '--control-plane', 'https://127.0.0.1:9', '--token-file', file, '--state-dir', path.join(dir, 's')]);
     t.equal(result.code, 2, name);
     const installer = await installerRefusal(dir, file);
@@ -56,6 +52,16 @@ t.test('a token file with no token or with several non-blank lines is refused wi
     t.equal(result.stderr, `zenova-node: ${installer}\n`, `${name}: the same message from zenova-node`);
     t.notOk(result.stderr.includes(TOKEN), `${name}: the token is not printed`);
   }
+}
+
+t.test('a token file with no token or with several non-blank lines is refused with the installer\'s message, exit 2, nothing sent', async (t) => {
+  const dir = t.testdir({});
+  const files: Array<[string, string, RegExp]> = [
+    ['empty', '', /is empty: write the token from the install command into it/],
+    ['blank-lines', '\n \n\t\n', /is empty: write the token from the install command into it/],
+    ['two-lines', `${TOKEN}\nzn_it_SECONDLINE2\n`, /has 2 non-blank lines; a token file holds one token/],
+  ];
+  await refusedAsTheInstallerRefusesThem(t, dir, files);
 });
 
 t.test('a token file group or others have any access to draws the warning the installer gives; an owner-only one none', async (t) => {
@@ -84,15 +90,5 @@ t.test('a token file whose token holds whitespace or is too long is refused with
     ['inner-tab', `${TOKEN}\tx\n`, /contains whitespace; tokens never do/],
     ['too-long', `${'x'.repeat(513)}\n`, /is longer than 512 characters: copy it again from the install command/],
   ];
-  for (const [name, text, expected] of files) {
-    const file = path.join(dir, name);
-    await writeFile(file, text, { mode: 0o600 });
-    // Port 9 (discard) is never asked: a refused token ends the command before any connection.
-    const result = await run(['enroll', '--control-plane', 'https://127.0.0.1:9', '--token-file', file, '--state-dir', path.join(dir, 's')]);
-    t.equal(result.code, 2, name);
-    const installer = await installerRefusal(dir, file);
-    t.match(installer, expected, `${name}: the installer's message`);
-    t.equal(result.stderr, `zenova-node: ${installer}\n`, `${name}: the same message from zenova-node`);
-    t.notOk(result.stderr.includes(TOKEN), `${name}: the token is not printed`);
-  }
+  await refusedAsTheInstallerRefusesThem(t, dir, files);
 });

@@ -4,14 +4,12 @@ import { lstat, readFile, rmdir, stat } from 'node:fs/promises';
 import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { describeRetired } from '../enroll/retire-node-state.js';
-import { readTokenFile, TokenFileError, tokenFileNotPrivate } from '../enroll/token-file.js';
+import { readTokenFile, TokenFileError, tokenFileNotPrivate, tokenShapeProblem } from '../enroll/token-file.js';
 import { isCertificatePem } from '../state/pem.js';
 import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';
 
 const MAX_CA_FILE_BYTES = 1024 * 1024;
-/** The enrollment's own limit (edge-node/src/enroll/enroll.ts). */
-const MAX_TOKEN_CHARS = 512;
 
 type EnrollCommand = Extract<CliCommand, { kind: 'enroll' }>;
 
@@ -30,15 +28,10 @@ async function readSmallFile(file: string, maxBytes: number, what: string): Prom
   }
 }
 
-/**
- * A token that cannot be one is a bad command line (exit 2), in the words of the installer's
- * checkToken (installer/src/commands/install.ts), which docs/install.md promises: the installer may
- * import edge-node but not the other way round, and its check lives in its command.
- */
+/** A token that cannot be one is a bad command line (exit 2), refused as the installer refuses it. */
 function checkToken(token: string, what: string): void {
-  if (token === '') throw new InputFileError(`${what} is empty (an unset shell variable?): pass the token from the install command`);
-  if (/\s/.test(token)) throw new InputFileError(`${what} contains whitespace; tokens never do: copy it again from the install command`);
-  if (token.length > MAX_TOKEN_CHARS) throw new InputFileError(`${what} is longer than ${MAX_TOKEN_CHARS} characters: copy it again from the install command`);
+  const problem = tokenShapeProblem(token, what);
+  if (problem !== undefined) throw new InputFileError(problem);
 }
 
 async function readToken(command: EnrollCommand, io: CliIo): Promise<string> {

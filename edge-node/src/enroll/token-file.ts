@@ -44,3 +44,18 @@ export async function readTokenFile(file: string): Promise<TokenFile> {
 export function tokenFileNotPrivate(file: string, mode: number): string {
   return `the token file ${file} is readable by group or others (mode 0${mode.toString(8)})`;
 }
+
+/** The enrollment's own limit on a token's length (enroll.ts). */
+export const MAX_TOKEN_CHARS = 512;
+
+/**
+ * Why `token` (from `what`: `--token`, the token in a file) cannot be an enrollment token, in the
+ * words both `zenova install node` and `zenova-node enroll` refuse it with (a bad command line,
+ * exit 2), or undefined when its shape is fine.
+ */
+export function tokenShapeProblem(token: string, what: string): string | undefined {
+  if (token === '') return `${what} is empty (an unset shell variable?): pass the token from the install command`;
+  if (/\s/.test(token)) return `${what} contains whitespace; tokens never do: copy it again from the install command`;
+  if (token.length > MAX_TOKEN_CHARS) return `${what} is longer than ${MAX_TOKEN_CHARS} characters: copy it again from the install command`;
+  return undefined;
+}

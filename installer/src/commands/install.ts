@@ -25,14 +25,12 @@ import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { shellQuote } from '../format/shell-quote.js';
 import { CallerTlsError, expiryWarning, readCallerTls } from '../../../edge-node/src/tls/caller-tls.js';
-import { TokenFileError, readTokenFile, tokenFileNotPrivate } from '../../../edge-node/src/enroll/token-file.js';
+import { TokenFileError, readTokenFile, tokenFileNotPrivate, tokenShapeProblem } from '../../../edge-node/src/enroll/token-file.js';
 import type { TokenFile } from '../../../edge-node/src/enroll/token-file.js';
 import { IDENTITY_FILE, nodeIdentitySchema } from '../../../edge-node/src/state/identity.js';
 import type { CallerTlsFiles, CallerTlsPair } from '../../../edge-node/src/tls/caller-tls.js';
 
 const HELP = 'install node';
-/** The enrollment's own limit (edge-node/src/enroll/enroll.ts). */
-const MAX_TOKEN_CHARS = 512;
 
 export const INSTALL_USAGE = `Usage: zenova install node --package FILE --control-plane URL (--token T | --token-file F)
                           [--ca-file F] [--install-dir D] [--listen HOST:PORT]
@@ -108,9 +106,8 @@ async function tokenFromFile(file: string): Promise<{ token: string; warning?: F
  * or write; the control plane would only refuse it after the installation was written.
  */
 function checkToken(token: string, what: string): void {
-  if (token === '') throw new UsageError(`${what} is empty (an unset shell variable?): pass the token from the install command`, HELP);
-  if (/\s/.test(token)) throw new UsageError(`${what} contains whitespace; tokens never do: copy it again from the install command`, HELP);
-  if (token.length > MAX_TOKEN_CHARS) throw new UsageError(`${what} is longer than ${MAX_TOKEN_CHARS} characters: copy it again from the install command`, HELP);
+  const problem = tokenShapeProblem(token, what);
+  if (problem !== undefined) throw new UsageError(problem, HELP);
 }
 
 function printFinding(ctx: CliContext, f: Finding, indent: string): void {

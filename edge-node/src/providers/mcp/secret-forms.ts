@@ -6,6 +6,7 @@
  * view of the bytes (one character per byte: the key's UTF-8 and each escape are matched without
  * decoding the body).
  */
+import { builtPerKey } from './built-per-key.js';
 import { HTML_NAMED_REFERENCES } from './secret-escapes.js';
 
 /** By character: the HTML5 names that write it. */
@@ -28,20 +29,8 @@ export function secretForms(secret: string): RegExp {
   return new RegExp(source, 'g');
 }
 
-const built = new Map<string, RegExp>();
-/** Tool servers' keys are few: the built patterns are kept, and dropped all at once past this many. */
-const MAX_KEPT = 256;
-
 /** secretForms(secret), built on its first use (a long key's pattern takes milliseconds to build). */
-export function secretFormsOf(secret: string): RegExp {
-  let forms = built.get(secret);
-  if (forms === undefined) {
-    if (built.size >= MAX_KEPT) built.clear();
-    forms = secretForms(secret);
-    built.set(secret, forms);
-  }
-  return forms;
-}
+export const secretFormsOf: (secret: string) => RegExp = builtPerKey(secretForms);
 
 /**
  * Patterns matching any JSON escape (`\\…`) and any HTML escape (`&…;`) of a character of `secret`

@@ -15,6 +15,7 @@
  * set. Built once per key.
  */
 import { AMPERSAND, BACKSLASH, escapeAt, escapeLength, shortEscapeOf } from './secret-escapes.js';
+import { builtPerKey } from './built-per-key.js';
 import { escapesOfSecret, secretForms } from './secret-forms.js';
 
 /** Keys shorter than this are not searched for: they would match ordinary text. */
@@ -224,17 +225,5 @@ function windowText(window: Uint8Array, oldest: number): string {
 /** The kinds of escape holdsBlockDecoded decodes. */
 const JSON_ESCAPES = 1;
 const HTML_ESCAPES = 2;
-const prefilters = new Map<string, SecretPrefilter>();
-/** Tool servers' keys are few: the built prefilters are kept, and dropped all at once past this many. */
-const MAX_KEPT = 256;
-
 /** The prefilter of `secret`, built on its first use. */
-export function prefilterOf(secret: string): SecretPrefilter {
-  let prefilter = prefilters.get(secret);
-  if (prefilter === undefined) {
-    if (prefilters.size >= MAX_KEPT) prefilters.clear();
-    prefilter = secretPrefilter(secret);
-    prefilters.set(secret, prefilter);
-  }
-  return prefilter;
-}
+export const prefilterOf: (secret: string) => SecretPrefilter = builtPerKey(secretPrefilter);
