@@ -23,13 +23,17 @@ import type { NodeRuntime } from './node-runtime.js';
 import { NOTICES_FILE } from './third-party-notices.js';
 import path from 'node:path';
 
-/** A POSIX sh launcher: resolves its own real location, so it works through the `current` symlink. */
+/**
+ * A POSIX sh launcher: resolves its own real location, so it works through the `current` symlink.
+ * `--` ends Node's own options: without it Node takes an `--env-file F` meant for the CLI (after
+ * the script's name) as its own, and exits 9 with "node: F: not found" when F is missing.
+ */
 function launcher(bundle: string, rootFromBin: string): Buffer {
   return Buffer.from(`#!/bin/sh
 # Runs the Node runtime carried by this release; the host needs no Node of its own.
 here=$(dirname "$(readlink -f "$0")")
 root=$(cd "$here/${rootFromBin}" && pwd -P)
-exec "$root/runtime/bin/node" "$root/${bundle}" "$@"
+exec "$root/runtime/bin/node" -- "$root/${bundle}" "$@"
 `);
 }
 

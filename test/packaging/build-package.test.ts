@@ -101,6 +101,14 @@ t.test('the launchers start the bundled daemon and CLI with the carried runtime'
   t.match(help.stdout, /serve/);
   const cli = await run(path.join(release, 'bin/zenova'), ['--help']);
   t.match(cli.stdout, /install node/);
+  // The CLI's --env-file is the CLI's, not Node's (Node reads one after the script's name as its own).
+  const missing = path.join(release, 'no-such.env');
+  const envFile = await run(path.join(release, 'bin/zenova'), ['gateway-node', 'list', '--env-file', missing]).then(
+    () => ({ code: 0, stderr: '' }),
+    (err: { code?: number; stderr?: string }) => ({ code: err.code, stderr: err.stderr ?? '' }),
+  );
+  t.equal(envFile.code, 2, 'exit 2, not Node\'s 9');
+  t.match(envFile.stderr, `zenova: cannot read env file ${missing}: ENOENT`);
 });
 
 /** A package's own license text as it sits in node_modules (line ends normalised, as the notices quote it). */
