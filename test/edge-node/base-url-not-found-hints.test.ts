@@ -84,5 +84,8 @@ t.test('not-found answers that name the Base URL mistake', async (t) => {
     t.match(messages.headers.get('request-id'), REQUEST_ID, 'request-id, the header the Anthropic SDK reads');
     t.match(await messages.json(), { type: 'error', error: { type: 'not_found_error', code: 'ZN_ERR_NOT_FOUND', message: SLASH } }, 'in Anthropic\'s shape');
     t.equal((await errorOf(await send('GET', '//nothing'))).message, 'No route for GET //nothing.', 'not a route with one / either: the plain answer');
+    // An OpenAI client given `<origin>/`: both mistakes, each with its fix.
+    t.match(await errorOf(await send('POST', '//chat/completions')), { message: /^No route for POST \/\/chat\/completions: the path starts with more than one \/\. Drop the \/ at the end of the client's Base URL\. Also: the node serves it as POST \/v1\/chat\/completions\. Add \/v1 to the client's Base URL\./ });
+    t.match(await errorOf(await send('POST', '//v1/v1/chat/completions')), { message: /more than one \/\. Drop the \/ at the end of the client's Base URL\. Also: \/v1 is in the path twice\. Drop \/v1/ });
   });
 });

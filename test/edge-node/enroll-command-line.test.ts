@@ -77,6 +77,10 @@ t.test('a failed enrollment removes the state dir it created while that is still
   t.equal(refused.code, 1, refused.stderr);
   t.match(refused.stderr, /enrollment failed: .*refused the connection/);
   t.notOk(existsSync(created), 'the empty dir this run created is gone');
+  const nested = path.join(dir, 'made/by/this-run/state');
+  t.equal((await run(['enroll', '--control-plane', url, '--token', TOKEN, '--state-dir', nested])).code, 1);
+  t.notOk(existsSync(path.join(dir, 'made')), 'so are the parents it made for it');
+  t.ok(existsSync(dir), 'not the dir that was there');
 
   const existing = path.join(dir, 'existing-state');
   mkdirSync(existing, { mode: 0o700 });

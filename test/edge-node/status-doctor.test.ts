@@ -1,8 +1,9 @@
 // `zenova-node status` and `zenova-node doctor` read the state dir (and, for doctor, probe the
 // gateway over real TLS) without changing anything.
-import { spawn } from 'node:child_process';
-import { chmod, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmod, chown, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { Test } from 'tap';
 import { runNodeCli as run, runNodeCliAsAnotherUser } from './cli-capture.js';
@@ -410,4 +411,23 @@ t.test('doctor fails a spool serve would refuse (spool.db gone while spool.json 
   t.match(await doctor(), /FAIL\s+request spool marker\n\s+`serve` refuses to start with it: .*spool\.json: is not valid JSON; restore it, or move it aside \(never spool\.db\)/);
   await writeFile(marker, markerText);
   t.match(await doctor(), /ok\s+request spool .*readable/, 'restored: passes again');
+});
+
+t.test('a state file another user owns (written by a command run with sudo) is named with its owner and how to give it back, not as the whole dir being off limits', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const identity = path.join(state.dir, 'identity.json');
+  if (process.getuid?.() !== 0) {
+    // Not root: this user's own file, with a mode that forbids reading it.
+    await chmod(identity, 0o000);
+    t.teardown(() => chmod(identity, 0o600));
+    const result = await run(['status', '--state-dir', state.dir]);
+    t.match(result.stdout + result.stderr, `${identity}: permission denied: its mode 000 does not let its owner read it: chmod 600 ${identity}`);
+    return;
+  }
+  // The dir and the other files are nobody's (the node's user here); identity.json stays root's.
+  for (const name of await readdir(state.dir)) if (name !== 'identity.json') await chown(path.join(state.dir, name), 65534, 65534);
+  await chown(state.dir, 65534, 65534);
+  const child = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../../edge-node/src/main.ts', import.meta.url)), 'status', '--state-dir', state.dir], { uid: 65534, gid: 65534, encoding: 'utf8', env: { ...process.env, HOME: '/tmp' } });
+  t.match(child.stdout + child.stderr, `${identity}: permission denied: it belongs to uid 0, and this runs as uid 65534: run this as the node's user or with sudo; if this user is the node's (a command run with sudo wrote the file), give it back: chown 65534 ${identity}`);
 });

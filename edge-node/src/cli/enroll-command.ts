@@ -1,11 +1,13 @@
 // `zenova-node enroll` on the command line: read the token and CA files, enroll, print the result.
 // Never prints the token or the credential.
-import { lstat, readFile, rmdir, stat } from 'node:fs/promises';
+import { mkdir, readFile, rmdir, stat } from 'node:fs/promises';
+import path from 'node:path';
 import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { describeRetired } from '../enroll/retire-node-state.js';
 import { readTokenFile, TokenFileError, tokenFileNotPrivate, tokenShapeProblem } from '../enroll/token-file.js';
 import { isCertificatePem } from '../state/pem.js';
+import { STATE_DIR_MODE } from '../state/state-store.js';
 import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';
 
@@ -47,23 +49,25 @@ async function readToken(command: EnrollCommand, io: CliIo): Promise<string> {
   return token;
 }
 
-/** Whether `dir` is absent, so that this run will be the one creating it. */
-async function isAbsent(dir: string): Promise<boolean> {
-  try {
-    await lstat(dir);
-    return false;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT';
-  }
+/**
+ * Creates the state dir (0700, with its missing parents) before enrolling, so this run knows which
+ * dirs it made itself: mkdir names the first one it created, nothing when the dir was there.
+ */
+async function createStateDir(dir: string): Promise<string | undefined> {
+  return mkdir(path.resolve(dir), { recursive: true, mode: STATE_DIR_MODE }).catch(() => undefined);
 }
 
 /**
- * After a failed enrollment, removes the state dir this run created if nothing was written into it,
- * so a typo in the URL leaves no empty 0700 dir behind. rmdir removes only an empty dir: one that
- * holds a redemption key for a rerun (enroll-attempt.json) stays, as does any file put there since.
+ * After a failed enrollment, removes the dirs this run created (the state dir up to the first
+ * parent it made) while they are empty, so a typo in the URL leaves no empty 0700 dir behind.
+ * rmdir removes only an empty dir: one that holds a redemption key for a rerun
+ * (enroll-attempt.json) stays, as does any file another process put there since.
  */
-async function removeIfEmpty(dir: string): Promise<void> {
-  await rmdir(dir).catch(() => undefined);
+async function removeCreated(dir: string, firstCreated: string): Promise<void> {
+  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+    const removed = await rmdir(at).then(() => true, () => false);
+    if (!removed || at === firstCreated || at === path.dirname(at)) return;
+  }
 }
 
 export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promise<number> {
@@ -81,7 +85,7 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
     return 2;
   }
 
-  const createsStateDir = await isAbsent(command.stateDir);
+  const created = await createStateDir(command.stateDir);
   try {
     const result = await enroll({
       controlPlaneUrl: command.controlPlaneUrl,
@@ -102,7 +106,7 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
     );
     return 0;
   } catch (err) {
-    if (createsStateDir) await removeIfEmpty(command.stateDir);
+    if (created !== undefined) await removeCreated(command.stateDir, created);
     const message = err instanceof EnrollError ? err.message : `${(err as Error).message}`;
     // Defence in depth: whatever the source of a message, the token never reaches the terminal.
     io.stderr.write(`zenova-node: enrollment failed: ${message.split(token).join('[redacted]')}\n`);

@@ -37,17 +37,24 @@ export function withoutExtraLeadingSlashes(url: string): string | undefined {
   return url.startsWith('//') ? url.replace(/^\/+/, '/') : undefined;
 }
 
+/** What is wrong with the client's Base URL when `url` misses the routes for its sake, or undefined. */
+function baseUrlMistake(method: string, url: string): string | undefined {
+  const single = withoutExtraLeadingSlashes(url);
+  if (single !== undefined) {
+    // Each of a Base URL's mistakes at once: `<origin>/` in an OpenAI client sends //chat/completions.
+    const also = baseUrlMistake(method, single);
+    const served = servedUnderV1(method, (single.split('?', 1)[0] ?? '').replace(/^\/v1(?=\/)/, ''));
+    if (also === undefined && !served) return undefined;
+    return `the path starts with more than one /. Drop the / at the end of the client's Base URL.${also === undefined ? '' : ` Also: ${also}`}`;
+  }
+  if (hasDoubledV1(url)) return "/v1 is in the path twice. Drop /v1 from the client's Base URL.";
+  if (servedUnderV1(method, url.split('?', 1)[0] ?? '')) return `the node serves it as ${method} /v1${shownPath(url)}. Add /v1 to the client's Base URL.`;
+  return undefined;
+}
+
 export function notFoundError(method: string, url: string): ZenovaError {
   const path = shownPath(url);
-  const single = withoutExtraLeadingSlashes(url);
-  if (single !== undefined && (servedUnderV1(method, (single.split('?', 1)[0] ?? '').replace(/^\/v1(?=\/)/, '')) || hasDoubledV1(single))) {
-    return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}: the path starts with more than one /. Drop the / at the end of the client's Base URL. ${BASE_URLS}`);
-  }
-  if (hasDoubledV1(url)) {
-    return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}: /v1 is in the path twice. Drop /v1 from the client's Base URL. ${BASE_URLS}`);
-  }
-  if (servedUnderV1(method, url.split('?', 1)[0] ?? '')) {
-    return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}: the node serves it as ${method} /v1${path}. Add /v1 to the client's Base URL. ${BASE_URLS}`);
-  }
-  return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}.`);
+  const mistake = baseUrlMistake(method, url);
+  if (mistake === undefined) return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}.`);
+  return zenovaError('ZN_ERR_NOT_FOUND', `No route for ${method} ${path}: ${mistake} ${BASE_URLS}`);
 }

@@ -30,16 +30,29 @@ export class StateFileError extends Error {
  * user (0700/0600), so a command run as another user sees EACCES. Nothing is wrong with the node.
  */
 export class StateAccessDeniedError extends StateFileError {
-  constructor(file: string, options?: { cause?: unknown }) {
-    super(file, `permission denied: only the node's user (and root) may read the state dir; run this as that user or with sudo`, options);
+  /** `owner`: the uid and mode of a file in the state dir this process could not read, when known. */
+  constructor(file: string, options?: { cause?: unknown; owner?: { uid: number; mode: number } }) {
+    super(file, `permission denied: ${accessAdvice(file, options?.owner)}`, options);
     this.name = 'StateAccessDeniedError';
   }
 }
 
+/**
+ * What to do about a state path this process may not read: the state dir's files belong to the
+ * node's user; a file of another owner (written by a command run with sudo) goes back to the
+ * node's user; a file of this process's own user has a mode that forbids it.
+ */
+function accessAdvice(file: string, owner: { uid: number; mode: number } | undefined): string {
+  const me = process.getuid?.();
+  if (owner === undefined || me === undefined) return "only the node's user (and root) may read the state dir; run this as that user or with sudo";
+  if (owner.uid === me) return `its mode ${(owner.mode & 0o777).toString(8).padStart(3, '0')} does not let its owner read it: chmod 600 ${file}`;
+  return `it belongs to uid ${owner.uid}, and this runs as uid ${me}: run this as the node's user or with sudo; if this user is the node's (a command run with sudo wrote the file), give it back: chown ${me} ${file}`;
+}
+
 /** A file system error's code as the reason a state path cannot be read ("a part of the path is not a directory"). */
-function unreadable(file: string, err: unknown): StateFileError {
+function unreadable(file: string, err: unknown, owner?: { uid: number; mode: number }): StateFileError {
   const code = (err as NodeJS.ErrnoException).code;
-  if (code === 'EACCES' || code === 'EPERM') return new StateAccessDeniedError(file, { cause: err });
+  if (code === 'EACCES' || code === 'EPERM') return new StateAccessDeniedError(file, { cause: err, ...(owner !== undefined ? { owner } : {}) });
   const why = code === 'ENOTDIR' ? 'a part of its path is not a directory' : code === 'ELOOP' ? 'its path loops through symbolic links' : (code ?? (err as Error).message);
   return new StateFileError(file, `cannot read it (${why})`, { cause: err });
 }
@@ -54,7 +67,7 @@ export async function checkWritable(store: StateStore): Promise<void> {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const why = code === 'EROFS' ? 'its file system is mounted read-only' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : (code ?? (err as Error).message);
-    throw new StateFileError(store.dir, `cannot be written (${why}); node-edge keeps its request spool, config cache and status there: run it as the user that owns the state dir (the unit's User=), or give that user the dir back (chown -R)`, { cause: err });
+    throw new StateFileError(store.dir, `cannot be written (${why}); node-edge keeps its request spool, config cache and status there: run it as the user that owns the state dir, or give the dir back to the user node-edge runs as (chown -R)`, { cause: err });
   }
 }
 
@@ -110,14 +123,16 @@ export async function openStateStore(dir: string, opts: { create: boolean }): Pr
       checkName(name);
       const file = path.join(absolute, name);
       let bytes: Buffer;
+      let owner: { uid: number; mode: number } | undefined;
       try {
-        const size = (await stat(file)).size;
-        if (size > MAX_STATE_FILE_BYTES) throw new StateFileError(file, `larger than ${MAX_STATE_FILE_BYTES} bytes`);
+        const info = await stat(file);
+        owner = { uid: info.uid, mode: info.mode };
+        if (info.size > MAX_STATE_FILE_BYTES) throw new StateFileError(file, `larger than ${MAX_STATE_FILE_BYTES} bytes`);
         bytes = await readFile(file);
       } catch (err) {
         if (err instanceof StateFileError) throw err;
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw unreadable(file, err);
+        throw unreadable(file, err, owner);
       }
       try {
         return JSON.parse(bytes.toString('utf8')) as unknown;

@@ -213,7 +213,9 @@ function inBandError(upstream: string, body: unknown, what: string): ZenovaError
   const callerFault = fields.type === 'invalid_request_error' || (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429);
   const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ${what}${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
   if (status === 429 || [fields.type, fields.code].some((v) => typeof v === 'string' && RATE_LIMIT_NAME.test(v))) rateLimits.add(failure);
-  if (typeStatus !== undefined) typedStatuses.set(failure, typeStatus);
+  // Not the node's own credential trouble (authentication_error, permission_error): to the caller
+  // that reads as its own key refused; it stays the node's api_error, as an HTTP 401/403 becomes 502.
+  if (typeStatus !== undefined && !NODE_SIDE_STATUSES.has(typeStatus)) typedStatuses.set(failure, typeStatus);
   return failure;
 }
 

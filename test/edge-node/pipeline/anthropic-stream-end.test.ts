@@ -215,17 +215,21 @@ t.test('an upstream `event: error` whose data is not JSON fails the stream with 
 
 t.test('an upstream that ends its stream after the final message_delta without message_stop gives the caller the whole answer and a message_stop, recorded ok; one that ends before message_delta is still the caller\'s error', async (t) => {
   const withoutStop = FULL.slice(0, FULL.lastIndexOf('event: message_stop'));
+  // The same events as data lines only (no `event:` lines), as some compatible servers send them.
+  const dataOnly = withoutStop.replace(/^event: [a-z_]+\n/gm, '');
   const { node } = await nodeFor(t, (socket, _request, n) => {
-    // First call: everything but message_stop. Second: cut after the text, before message_delta.
-    const body = n === 1 ? withoutStop : withoutStop.slice(0, withoutStop.indexOf('event: content_block_stop'));
+    // Calls 1 and 2: everything but message_stop. Call 3: cut after the text, before message_delta.
+    const body = n === 1 ? withoutStop : n === 2 ? dataOnly : withoutStop.slice(0, withoutStop.indexOf('event: content_block_stop'));
     socket.end(SSE_HEAD_CHUNKED + httpChunk(body) + '0\r\n\r\n');
   });
-  const whole = await streamOverSdk(node);
-  t.equal(whole.text, 'Hello there');
-  t.same(whole.types.slice(-2), ['message_delta', 'message_stop'], 'the SDK stream ends with message_stop and raises no error');
-  const done = await finishedRequest(node, whole.requestId);
-  t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
-  t.match(done.usage, { outputTokens: 3 }, 'metered on message_delta\'s counts');
+  for (const how of ['with event: lines', 'data lines only']) {
+    const whole = await streamOverSdk(node);
+    t.equal(whole.text, 'Hello there', how);
+    t.same(whole.types.slice(-2), ['message_delta', 'message_stop'], `${how}: the SDK stream ends with message_stop and raises no error`);
+    const done = await finishedRequest(node, whole.requestId);
+    t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null }, how);
+    t.match(done.usage, { outputTokens: 3 }, `${how}: metered on message_delta's counts`);
+  }
 
   const { text, requestId } = await streamOverFetch(node);
   t.match(text, /event: error\ndata: [^\n]*ended the stream before message_stop[^\n]*\n\n$/, 'cut before message_delta: the node\'s error event');

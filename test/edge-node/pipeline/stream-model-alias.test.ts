@@ -31,3 +31,17 @@ t.test('a streamed chunk with a nested "model" before the top-level one names th
   t.same(seen[0]!.x_meta, { model: 'demo-echo', usage: null }, 'the nested object is passed on as written');
   t.same(seen.map((c) => c.hasUsage), [false, false], 'the top-level usage: null the node asked for is not passed on');
 });
+
+t.test('a streamed chunk whose top-level "model" key is written escaped, with a plain nested one, still names the alias at the top', async (t) => {
+  const url = await streamingUpstream(t, [
+    '{"id":"c1","object":"chat.completion.chunk","created":1,"mod\\u0065l":"demo-echo","x_meta":{"model":"demo-echo"},"choices":[{"index":0,"delta":{"role":"assistant","content":"a"},"finish_reason":null}],"us\\u0061ge":null,"y":{"k":1,"usage":null}}',
+  ]);
+  const node = await startPipelineNode(t, { upstreamUrl: url });
+  const stream = await node.client().chat.completions.create({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'x' }] });
+  const seen: Array<Record<string, unknown>> = [];
+  for await (const chunk of stream) seen.push(chunk as unknown as Record<string, unknown>);
+  t.equal(seen[0]!.model, 'echo', 'the alias at the top');
+  t.same(seen[0]!.x_meta, { model: 'demo-echo' }, 'the nested field as written');
+  t.notOk('usage' in seen[0]!, 'the top-level usage: null goes');
+  t.same(seen[0]!.y, { k: 1, usage: null }, 'the nested usage: null stays');
+});

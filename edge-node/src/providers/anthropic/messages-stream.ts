@@ -333,6 +333,12 @@ function usageOf(ctx: PipelineContext): UpstreamUsage {
   return ctx.upstreamUsage;
 }
 
+/** An event type that may be written as an `event:` line (no line break or other control character can ride in it). */
+const EVENT_NAME = /^[a-z_]{1,64}$/;
+
+/** The message_delta events that name the answer's stop_reason: its final delta (by the data's `type`, with or without an `event:` line). */
+const finalDeltas = new WeakSet<StreamEvent>();
+
 /** Reads usage (into the stream's running `counts`) and text from one upstream event; the alias goes into `message.model`. */
 function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, upstream: string, alias: string): StreamEvent {
   let parsed: unknown;
@@ -347,7 +353,9 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
   // No texts could be found in it: output rules block it rather than relay it unchecked.
   if (!isRecord(parsed)) return { sse, texts: UNREAD_TEXTS };
   const type = typeof parsed.type === 'string' ? parsed.type : sse.event;
-  const event = new AnthropicStreamEvent(sse, parsed);
+  // A compatible server that sends data lines only: the caller's SDK reads events by their `event:`
+  // line (Anthropic's always match the data's type), so the node writes it.
+  const event = new AnthropicStreamEvent(sse.event === undefined && typeof parsed.type === 'string' && EVENT_NAME.test(parsed.type) ? { ...sse, event: parsed.type } : sse, parsed);
   switch (type) {
     case 'message_start': {
       const message = parsed.message;
@@ -368,6 +376,7 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
       break;
     }
     case 'message_delta':
+      if (isRecord(parsed.delta) && typeof parsed.delta.stop_reason === 'string') finalDeltas.add(event);
       // Cumulative counts; newer upstreams repeat the input counts here too, each counter only where it applies.
       if (isRecord(parsed.usage)) {
         const usage = usageOf(ctx);
@@ -431,7 +440,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
       if (stopped) continue;
       received = true;
       const event = toStreamEvent(ctx, counts, sse, upstream, alias);
-      if (sse.event === 'message_delta' && hasStopReason(sse.data)) finished = true;
+      if (finalDeltas.has(event)) finished = true;
       if (event.terminal === true) {
         stopped = true;
         afterStop = setTimeout(opts.release, AFTER_STOP_GRACE_MS);
@@ -463,13 +472,3 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
 }
 
 const MESSAGE_STOP_DATA = '{"type":"message_stop"}';
-
-/** Whether a message_delta's data names the answer's stop_reason (a string): the final delta. */
-function hasStopReason(data: string): boolean {
-  try {
-    const parsed = JSON.parse(data) as { delta?: { stop_reason?: unknown } };
-    return typeof parsed.delta?.stop_reason === 'string';
-  } catch {
-    return false;
-  }
-}

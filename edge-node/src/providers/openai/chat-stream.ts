@@ -39,13 +39,23 @@ import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { callCarriesStrings, carriesStrings, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
-const MODEL_KEY = '"model"';
-const USAGE_KEY = '"usage"';
-
-/** Whether `needle` occurs in `text` exactly once. */
-function onlyOnce(text: string, needle: string): boolean {
-  const at = text.indexOf(needle);
-  return at !== -1 && text.indexOf(needle, at + 1) === -1;
+/**
+ * Whether `at` in the JSON object `text` lies in the object itself, not in a nested object or
+ * array nor in a string: a scan from the start that skips strings and counts brackets.
+ */
+function atTopLevel(text: string, at: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < at; i += 1) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \ */) i += 1;
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b /* { */ || c === 0x5b /* [ */) depth += 1;
+    else if (c === 0x7d /* } */ || c === 0x5d /* ] */) depth -= 1;
+  }
+  return depth === 1 && !inString;
 }
 const DONE: SseEvent = { data: '[DONE]' };
 /**
@@ -394,10 +404,10 @@ export class ChatChunkEvent implements StreamEvent {
   }
 
   /**
-   * The upstream's text with `model` and `usage: null` edited in place, when they are where
-   * expected: the only `"model"` (`"usage"`) in the text, so the top-level one. Inside a string a
-   * quote is escaped, so another is a key of a nested object (an upstream's `x_meta.model`) or such
-   * a value: the chunk is then rebuilt, never the wrong field edited and the real model passed on.
+   * The upstream's text with `model` and `usage: null` edited in place, when the first match is the
+   * chunk's own field (atTopLevel). One in a nested object first (an upstream's `x_meta.model`,
+   * the top-level key written escaped, `"mod\u0065l"`): the chunk is then rebuilt, never the wrong
+   * field edited and the real model passed on.
    */
   private quickEdit(): SseEvent | undefined {
     const { chunk, shape } = this;
@@ -407,12 +417,12 @@ export class ChatChunkEvent implements StreamEvent {
     if (typeof chunk.model === 'string' && chunk.model !== shape.alias) {
       const needle = shape.modelNeedle(chunk.model);
       const at = data.indexOf(needle);
-      if (at === -1 || !onlyOnce(data, MODEL_KEY)) return undefined;
+      if (at === -1 || !atTopLevel(data, at)) return undefined;
       data = `${data.slice(0, at)}"model":${shape.aliasJson}${data.slice(at + needle.length)}`;
     }
     if (shape.hideUsage && chunk.usage === null) {
       const at = data.indexOf(USAGE_NULL);
-      if (at === -1 || !onlyOnce(data, USAGE_KEY)) return undefined;
+      if (at === -1 || !atTopLevel(data, at)) return undefined;
       data = data.slice(0, at) + data.slice(at + USAGE_NULL.length);
     }
     return this.upstream.event === undefined ? { data } : { event: this.upstream.event, data };
