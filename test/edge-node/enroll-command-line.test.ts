@@ -4,7 +4,6 @@
  * leaves no empty state dir of its own behind.
  */
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import t from 'tap';
 import { runInstall } from '../../installer/src/commands/install.js';
@@ -12,17 +11,9 @@ import { UsageError } from '../../installer/src/cli-context.js';
 import { captureCli, hostEnv } from '../installer/fake-host.js';
 import { runNodeCli as run } from './cli-capture.js';
 import { startEnrollServer, tokenErrorAnswer } from './enroll-fixtures.js';
+import { closedPort } from '../fixtures/loopback-server.js';
 
 const TOKEN = 'zn_it_RW5yb2xsQ29tbWFuZExpbmVUZXN0VG9rZW4wMTIzNDU2Nzg5';
-
-/** A loopback port nothing listens on (bound, then released). */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 t.test('enroll --token \'\' (an unset shell variable) says the token is empty, as the installer does, exit 2', async (t) => {
   const dir = t.testdir({});

@@ -15,14 +15,7 @@ import { waitFor } from '../../fixtures/wait-for.js';
 import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
 import { listenOnLoopback } from '../node-harness.js';
 import { parsePrometheusText, sampleValue } from './prometheus-text.js';
-
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { closedPort } from '../../fixtures/loopback-server.js';
 
 async function startMetricsNode(t: { teardown(fn: () => unknown): void }, upstreamUrl: string, opts: { maxBodyBytes?: number; onFinished?: (ctx: PipelineContext) => void } = {}) {
   const key = newCallerKey();
