@@ -1,6 +1,7 @@
 // The connect loop's policy against a real TLS gateway: reconnect after the gateway comes back,
 // fall back to the previous credential until it is refused, retry slowly after refusals that need an operator,
 // and mirror the link into control-status.json.
+import { writeFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { startConnectLoop } from '../../edge-node/src/control/connect-loop.js';
@@ -8,6 +9,8 @@ import type { ConnectLoop, ConnectLoopOptions } from '../../edge-node/src/contro
 import { loadControlStatus, saveControlStatus } from '../../edge-node/src/control/control-status.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import { loadCredentials } from '../../edge-node/src/state/credential-store.js';
+import { StateAccessDeniedError } from '../../edge-node/src/state/state-store.js';
+import type { StateStore } from '../../edge-node/src/state/state-store.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { runNodeCli } from './cli-capture.js';
 import { newCredential, startFakeGateway, writeEnrolledState } from './control-fixtures.js';
@@ -194,4 +197,50 @@ t.test('a link handed over to another process records why in control-status.json
   await saveControlStatus(state.store, holders);
   await second.loop.stop({ handedOver });
   t.same(await loadControlStatus(state.store), holders, "the new holder's status is left as it wrote it");
+});
+
+/** The state store of `state`, whose reads of credential.json are denied (as to a process of another user) while `denied()` says so. */
+function credentialDeniedWhile(state: EnrolledState, denied: () => boolean): StateStore {
+  return {
+    ...state.store,
+    read: async (name) => {
+      if (name === 'credential.json' && denied()) throw new StateAccessDeniedError(state.store.path(name), { owner: { uid: 4242, mode: 0o100600 } });
+      return state.store.read(name);
+    },
+  };
+}
+
+t.test('a state file the node may not read is reported as access denied with its fix, not as damage to re-enroll over, and retried sooner than a refusal', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const { loop, lines } = startLoop(t, { ...state, store: credentialDeniedWhile(state, () => true) }, { refusedRetryMs: 60_000 });
+  const ended = await waitFor(() => lines.find((l) => l.msg === 'control session ended'), { what: 'the error line' });
+  t.match(ended, { level: 50, code: 'STATE_ACCESS_DENIED', retryInMs: 30_000, message: /permission denied: it belongs to uid 4242.*chown/, advice: /may not read a file in its state directory.*no re-enrollment is needed/ });
+  t.notMatch(String(ended.advice), /--reenroll/);
+  const file = await waitFor(async () => (await loadControlStatus(state.store))?.lastError?.code === 'STATE_ACCESS_DENIED' && loadControlStatus(state.store), {
+    what: 'the error in control-status.json',
+  });
+  t.match(file, { connected: false, lastError: { code: 'STATE_ACCESS_DENIED', advice: /chown or chmod/ } });
+  t.equal(gateway.sessions.length, 0, 'no session without a credential');
+  t.not(loop.status().state, 'connected');
+});
+
+t.test('once the file can be read again, the node connects by itself without a restart', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  let denied = true;
+  const { loop, lines } = startLoop(t, { ...state, store: credentialDeniedWhile(state, () => denied) }, { refusedRetryMs: 50 });
+  await waitFor(() => lines.find((l) => l.code === 'STATE_ACCESS_DENIED'), { what: 'the access-denied line' });
+  denied = false;
+  await waitFor(() => loop.status().state === 'connected', { what: 'a session once the credential is readable' });
+  t.match(loop.status().lastError, { code: 'STATE_ACCESS_DENIED', resolvedAt: Date });
+});
+
+t.test('a damaged state file is still reported as such, with doctor and re-enrollment as its advice', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  writeFileSync(state.store.path('credential.json'), '{ not json');
+  const { lines } = startLoop(t, state, { refusedRetryMs: 60_000 });
+  const ended = await waitFor(() => lines.find((l) => l.msg === 'control session ended'), { what: 'the error line' });
+  t.match(ended, { code: 'STATE_INVALID', retryInMs: 60_000, message: /credential\.json.*not valid JSON/, advice: /doctor.*--reenroll/ });
 });

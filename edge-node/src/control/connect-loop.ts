@@ -13,6 +13,7 @@ import { loadCredentials, storeRotatedCredential } from '../state/credential-sto
 import type { CredentialFile, StoredCredential } from '../state/credential-store.js';
 import { loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
+import { StateAccessDeniedError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { Backoff } from './backoff.js';
 import type { ControlChannel } from './control-channel.js';
@@ -27,6 +28,8 @@ export const DEFAULT_RECONNECT_BASE_MS = 1_000;
 export const DEFAULT_RECONNECT_MAX_MS = 60_000;
 /** Slow retry after refusals only an operator can fix (a re-enrollment may land meanwhile). */
 export const DEFAULT_REFUSED_RETRY_MS = 5 * 60_000;
+/** Retry after a state file this process may not read (refusal-advice.ts STATE_ACCESS_DENIED). */
+export const ACCESS_DENIED_RETRY_MS = 30_000;
 /** A session that lasted this long was healthy: the back-off starts again from its first step. */
 export const DEFAULT_HEALTHY_SESSION_MS = 30_000;
 
@@ -315,9 +318,15 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         identity = await loadIdentity(store);
         credentials = await loadCredentials(store);
       } catch (err) {
-        if (recordError('STATE_INVALID', (err as Error).message)) await persist();
-        logger.error({ code: 'STATE_INVALID', message: (err as Error).message, retryInMs: refusedRetryMs }, 'control session ended');
-        await waitBeforeRetry(refusedRetryMs);
+        // A file this process may not read (written by a command run with sudo) is not damaged:
+        // its own code, whose advice gives it back rather than re-enrolling.
+        // Retried sooner: a chown may come any moment, and reading two small files costs nothing.
+        const denied = err instanceof StateAccessDeniedError;
+        const code = denied ? 'STATE_ACCESS_DENIED' : 'STATE_INVALID';
+        const retryInMs = denied ? Math.min(refusedRetryMs, ACCESS_DENIED_RETRY_MS) : refusedRetryMs;
+        if (recordError(code, (err as Error).message)) await persist();
+        logger.error({ code, message: (err as Error).message, retryInMs, advice: refusalAdvice(code) }, 'control session ended');
+        await waitBeforeRetry(retryInMs);
         continue;
       }
       if (identity === undefined || credentials === undefined) {

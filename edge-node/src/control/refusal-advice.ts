@@ -28,6 +28,8 @@ const LOCAL_ADVICE: Readonly<Record<string, string>> = {
   CREDENTIAL_STORE_FAILED: 'the rotated credential could not be saved in the state directory; check disk space and permissions',
   NOT_ENROLLED: 'enroll this node: `zenova-node enroll --state-dir DIR …` (or `zenova install node …`)',
   STATE_INVALID: 'a file in the state directory is damaged; run `zenova-node doctor --state-dir DIR`, then re-enroll with --reenroll',
+  STATE_ACCESS_DENIED:
+    "node-edge may not read a file in its state directory (the error names it, its owner and the chown or chmod that gives it back); nothing is damaged and no re-enrollment is needed: the node tries again every 30 s and picks the file up by itself",
 };
 
 /** True for refusals no reconnect can cure (re-enroll, recreate, upgrade): retry only slowly. */
