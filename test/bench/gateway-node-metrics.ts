@@ -71,6 +71,10 @@ export interface GcTotals {
   minorOver10ms: number;
   majorCount: number;
   majorSeconds: number;
+  /** zenova_node_event_loop_busy_seconds_total: the event loop's busy time. */
+  loopBusySeconds: number;
+  /** Event-loop stalls over 10 ms (zenova_node_event_loop_delay_seconds: count minus le="0.01"). */
+  loopStallsOver10ms: number;
 }
 
 export async function nodeGcTotals(adminUrl: string): Promise<GcTotals> {
@@ -79,6 +83,11 @@ export async function nodeGcTotals(adminUrl: string): Promise<GcTotals> {
   const text = await res.text();
   const pauses = sumsAndCounts(text, 'zenova_node_gc_pause_seconds', 'kind');
   const upTo10ms = /^zenova_node_gc_pause_seconds_bucket\{kind="minor",le="0\.01"\} (\S+)$/m.exec(text);
+  const sample = (re: RegExp): number | undefined => {
+    const m = re.exec(text);
+    return m === null ? undefined : Number(m[1]);
+  };
+  const probes = sample(/^zenova_node_event_loop_delay_seconds_count (\S+)$/m) ?? 0;
   const minor = pauses.get('minor') ?? { sum: 0, count: 0 };
   const major = pauses.get('major') ?? { sum: 0, count: 0 };
   return {
@@ -87,6 +96,8 @@ export async function nodeGcTotals(adminUrl: string): Promise<GcTotals> {
     minorOver10ms: minor.count - Number(upTo10ms?.[1] ?? minor.count),
     majorCount: major.count,
     majorSeconds: major.sum,
+    loopBusySeconds: sample(/^zenova_node_event_loop_busy_seconds_total (\S+)$/m) ?? 0,
+    loopStallsOver10ms: probes - (sample(/^zenova_node_event_loop_delay_seconds_bucket\{le="0\.01"\} (\S+)$/m) ?? probes),
   };
 }
 
@@ -97,6 +108,8 @@ function combine(a: GcTotals, b: GcTotals, sign: 1 | -1): GcTotals {
     minorOver10ms: a.minorOver10ms + sign * b.minorOver10ms,
     majorCount: a.majorCount + sign * b.majorCount,
     majorSeconds: a.majorSeconds + sign * b.majorSeconds,
+    loopBusySeconds: a.loopBusySeconds + sign * b.loopBusySeconds,
+    loopStallsOver10ms: a.loopStallsOver10ms + sign * b.loopStallsOver10ms,
   };
 }
 
@@ -106,15 +119,15 @@ export const gcSum = (a: GcTotals, b: GcTotals): GcTotals => combine(a, b, 1);
 /** What the node's GC paused it for during each load (node cells only), as a table. */
 export function gcTable(byLoad: ReadonlyMap<string, { gc: GcTotals; seconds: number; requests: number }>): string {
   const lines = [
-    "node GC pauses during each load (its admin /metrics; a pause stops the node, and requests arriving meanwhile wait it out):",
+    "node GC pauses and event-loop stalls during each load (its admin /metrics; a pause or stall stops the node, and requests arriving meanwhile wait it out):",
     '',
-    '| load | young GCs | mean ms | > 10 ms | old GCs | mean ms | paused ms per s of load | requests per young GC |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    '| load | young GCs | mean ms | > 10 ms | old GCs | mean ms | paused ms per s of load | requests per young GC | loop busy % | loop stalls > 10 ms per s |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   const mean = (seconds: number, count: number): string => (count > 0 ? ((seconds / count) * 1000).toFixed(2) : '—');
   for (const [load, { gc, seconds, requests }] of byLoad) {
     const paused = ((gc.minorSeconds + gc.majorSeconds) * 1000) / Math.max(seconds, 1e-9);
-    lines.push(`| ${load} | ${gc.minorCount} | ${mean(gc.minorSeconds, gc.minorCount)} | ${gc.minorOver10ms} | ${gc.majorCount} | ${mean(gc.majorSeconds, gc.majorCount)} | ${paused.toFixed(1)} | ${gc.minorCount > 0 ? (requests / gc.minorCount).toFixed(0) : '—'} |`);
+    lines.push(`| ${load} | ${gc.minorCount} | ${mean(gc.minorSeconds, gc.minorCount)} | ${gc.minorOver10ms} | ${gc.majorCount} | ${mean(gc.majorSeconds, gc.majorCount)} | ${paused.toFixed(1)} | ${gc.minorCount > 0 ? (requests / gc.minorCount).toFixed(0) : '—'} | ${((gc.loopBusySeconds / Math.max(seconds, 1e-9)) * 100).toFixed(0)} | ${(gc.loopStallsOver10ms / Math.max(seconds, 1e-9)).toFixed(2)} |`);
   }
   return lines.join('\n');
 }

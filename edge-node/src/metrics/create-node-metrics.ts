@@ -2,6 +2,7 @@
 import type { Logger } from '../logger.js';
 import { startAdminServer } from './admin-server.js';
 import type { AdminServer } from './admin-server.js';
+import { startEventLoopMetrics } from './event-loop-metrics.js';
 import { startGcMetrics } from './gc-metrics.js';
 import { createNodePipelineMetrics } from './node-pipeline-metrics.js';
 import type { NodeFigures } from './node-pipeline-metrics.js';
@@ -31,13 +32,18 @@ export interface NodeMetricsOptions {
 export async function createNodeMetrics(opts: NodeMetricsOptions): Promise<NodeMetrics> {
   const metrics = createNodePipelineMetrics(opts.figures);
   const gc = startGcMetrics();
-  const render = (): string => metrics.render() + gc.render();
+  const loop = startEventLoopMetrics();
+  const render = (): string => metrics.render() + gc.render() + loop.render();
+  const stopProcessMetrics = (): void => {
+    gc.stop();
+    loop.stop();
+  };
   let admin: AdminServer | undefined;
   if (opts.adminListen !== undefined) {
     try {
       admin = await startAdminServer({ host: opts.adminListen.host, port: opts.adminListen.port, renderMetrics: render });
     } catch (err) {
-      gc.stop();
+      stopProcessMetrics();
       throw err;
     }
     opts.logger.info({ url: admin.url }, 'admin listening');
@@ -47,7 +53,7 @@ export async function createNodeMetrics(opts: NodeMetricsOptions): Promise<NodeM
     adminUrl: admin?.url,
     render,
     close: async () => {
-      gc.stop();
+      stopProcessMetrics();
       await admin?.close();
     },
   };

@@ -4,6 +4,7 @@
 import { writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import t from 'tap';
 import { runCli } from '../../../edge-node/src/cli/run-cli.js';
 import { parseCli } from '../../../edge-node/src/cli/args.js';
@@ -85,6 +86,33 @@ t.test("/metrics counts the node process's garbage-collection pauses by kind", a
   t.ok((sampleValue(parsed, 'zenova_node_gc_pause_seconds_sum', { kind: 'minor' }) ?? 0) > 0, 'their time is summed');
   t.equal(sampleValue(parsed, 'zenova_node_gc_pause_seconds_bucket', { kind: 'minor', le: '+Inf' }), sampleValue(parsed, 'zenova_node_gc_pause_seconds_count', { kind: 'minor' }));
   for (const kind of ['major', 'incremental', 'weakcb']) t.type(sampleValue(parsed, 'zenova_node_gc_pause_seconds_count', { kind }), 'number', kind);
+});
+
+t.test("/metrics shows a stall of the node's event loop as one late probe of about its length, and counts its busy time", async (t) => {
+  const node = await createNodeMetrics({ adminListen: { host: '127.0.0.1', port: 0 }, figures, logger: quiet });
+  t.teardown(() => node.close());
+  const scrape = async (): Promise<ReturnType<typeof parsePrometheusText>> => parsePrometheusText(await (await fetch(`${node.adminUrl}/metrics`)).text());
+  const stallsOver = (parsed: ReturnType<typeof parsePrometheusText>, le: string): number =>
+    (sampleValue(parsed, 'zenova_node_event_loop_delay_seconds_count') ?? 0) - (sampleValue(parsed, 'zenova_node_event_loop_delay_seconds_bucket', { le }) ?? 0);
+  // The probe runs every 20 ms: wait for a few of its observations first.
+  const before = await waitFor(async () => {
+    const parsed = await scrape();
+    return (sampleValue(parsed, 'zenova_node_event_loop_delay_seconds_count') ?? 0) >= 3 ? parsed : undefined;
+  }, { what: 'the probe to observe', intervalMs: 10 });
+  const busyBefore = sampleValue(before, 'zenova_node_event_loop_busy_seconds_total') ?? Number.NaN;
+  t.ok(busyBefore >= 0, 'the busy time is there from the start');
+
+  // A 150 ms synchronous task: the probe due meanwhile runs at least 130 ms late.
+  const started = performance.now();
+  while (performance.now() - started < 150);
+  const after = await waitFor(async () => {
+    const parsed = await scrape();
+    return stallsOver(parsed, '0.1') > stallsOver(before, '0.1') ? parsed : undefined;
+  }, { what: 'the stall to be observed', intervalMs: 10 });
+  t.ok(stallsOver(after, '0.1') - stallsOver(before, '0.1') >= 1, 'an observation over 100 ms');
+  const delaySum = (parsed: ReturnType<typeof parsePrometheusText>): number => sampleValue(parsed, 'zenova_node_event_loop_delay_seconds_sum') ?? 0;
+  t.ok(delaySum(after) - delaySum(before) >= 0.13, 'of about the length of the stall');
+  t.ok((sampleValue(after, 'zenova_node_event_loop_busy_seconds_total') ?? 0) - busyBefore >= 0.15, 'the task is counted as busy time');
 });
 
 t.test('closing the metrics frees the admin port', async (t) => {
