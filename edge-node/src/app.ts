@@ -355,6 +355,12 @@ function jsonBodyParser(strict: JsonParser): JsonParser {
   const parse = keyNamingJsonParser(strict, () =>
     zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body has a "__proto__" or "constructor.prototype" key, which this node refuses.'));
   return (request, body, done) => {
+    // No route serves the path: its body is never read, and the 404 (with the Base URL hint a
+    // wrong path usually needs) must not turn into a complaint about the body.
+    if (request.is404) {
+      done(null, undefined);
+      return;
+    }
     const charset = unreadableCharset(request.headers['content-type']);
     if (charset !== undefined) {
       done(zenovaError('ZN_ERR_UNSUPPORTED_CHARSET', `The request body's charset ${JSON.stringify(charset.slice(0, 40))} is not supported; send JSON as UTF-8 (charset=utf-8, or no charset).`), undefined);

@@ -88,4 +88,25 @@ t.test('not-found answers that name the Base URL mistake', async (t) => {
     t.match(await errorOf(await send('POST', '//chat/completions')), { message: /^No route for POST \/\/chat\/completions: the path starts with more than one \/\. Drop the \/ at the end of the client's Base URL\. Also: the node serves it as POST \/v1\/chat\/completions\. Add \/v1 to the client's Base URL\./ });
     t.match(await errorOf(await send('POST', '//v1/v1/chat/completions')), { message: /more than one \/\. Drop the \/ at the end of the client's Base URL\. Also: \/v1 is in the path twice\. Drop \/v1/ });
   });
+
+  t.test('a path no route serves is answered 404 whatever its body: broken JSON, another content type or a charset the node does not read is no reason to hide the Base URL mistake', async (t) => {
+    const post = (path: string, contentType: string, body: string): Promise<Response> =>
+      fetch(node.origin + path, { method: 'POST', headers: { authorization: `Bearer ${node.secret}`, 'content-type': contentType }, body });
+    for (const [contentType, body] of [
+      ['application/json', '{"model": "echo", "messages": ['],
+      ['application/json', ''],
+      ['text/plain', 'hello'],
+      ['application/x-www-form-urlencoded', 'a=b'],
+      ['application/json; charset=latin1', '{}'],
+    ] as const) {
+      const res = await post('/chat/completions', contentType, body);
+      t.equal(res.status, 404, `${contentType} ${JSON.stringify(body)}`);
+      t.match(await errorOf(res), { code: 'ZN_ERR_NOT_FOUND', message: /^No route for POST \/chat\/completions: the node serves it as POST \/v1\/chat\/completions\. Add \/v1/ }, contentType);
+    }
+    const messages = await post('/v1/v1/messages', 'application/json', '{"model":');
+    t.equal(messages.status, 404);
+    t.match(await messages.json(), { type: 'error', error: { type: 'not_found_error', code: 'ZN_ERR_NOT_FOUND', message: DROP_V1 } }, "in Anthropic's shape");
+    // A route that exists still refuses the same bodies with their own codes.
+    t.equal((await errorOf(await post('/v1/chat/completions', 'application/json', '{"model": "echo", "messages": ['))).code, 'ZN_ERR_INVALID_JSON');
+  });
 });
