@@ -2,6 +2,7 @@
 // gateway: applied, cached and acknowledged; bad ones refused with their code while the last good
 // one keeps serving; a burst ends on the latest; a restart without the control plane serves from
 // the cache at once; a tampered cache falls back to previous or leaves the node not ready.
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -293,6 +294,15 @@ t.test('serve with a ZENOVA_NODE_REPLICAS it cannot honour is a usage error that
     t.equal(code, 2, value);
     t.match(stderr, expected);
     t.notMatch(stderr, /\n\s+at /, 'no stack trace');
+    // As a process: its log (stdout) must not hold an error line with a stack before the refusal.
+    const child = spawnSync(process.execPath, ['--import', 'tsx', path.resolve(MAIN), 'serve', '--config', file, '--listen', '127.0.0.1:0'], {
+      encoding: 'utf8',
+      env: { ...process.env, ZENOVA_NODE_REPLICAS: value },
+      timeout: 60_000,
+    });
+    t.equal(child.status, 2, `${value} as a process`);
+    t.match(child.stderr, expected);
+    t.equal(child.stdout, '', 'refused before anything starts: no log line (and no stack in one)');
   }
 });
 

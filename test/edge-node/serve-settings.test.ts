@@ -2,10 +2,12 @@
 // is one line naming the variable and what it accepts, exit 2, with no spool or lease book created
 // in the state dir; a typo is refused rather than taken as the default.
 import { existsSync } from 'node:fs';
+import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
 import { DEFAULT_CREDIT_POLICY } from '../../edge-node/src/billing/credit-policy.js';
+import { SERVE_USAGE } from '../../edge-node/src/cli/args.js';
 import { ServeSettingError, readServeSettings } from '../../edge-node/src/cli/serve-settings.js';
 import { startProcess, tsEntry } from '../fixtures/processes.js';
 import { createTestCa } from '../fixtures/tls.js';
@@ -88,5 +90,21 @@ t.test('the node settings take the documented ranges, ends included, and the spo
     ['ZENOVA_SPOOL_SYNCHRONOUS', 'off'], ['ZENOVA_SPOOL_SYNCHRONOUS', 'extra'], ['ZENOVA_NODE_SHUTDOWN_DRAIN_MS', '20001'],
   ] as const) {
     t.throws(() => readServeSettings({ [name]: value }, { enrolled: false }), ServeSettingError, `${name}=${value}`);
+  }
+});
+
+t.test("every ZENOVA_ variable node-edge reads is in `serve --help` and in docs/node-api.md's settings", async (t) => {
+  const sources = await readdir(new URL('../../edge-node/src/', import.meta.url), { recursive: true });
+  const read = new Set<string>();
+  for (const file of sources.filter((f) => f.endsWith('.ts'))) {
+    const text = await readFile(new URL(`../../edge-node/src/${file}`, import.meta.url), 'utf8');
+    // How the code reads one: env.NAME, env['NAME'], or NAME handed to a reader as a string.
+    for (const m of text.matchAll(/env\.(ZENOVA_[A-Z0-9_]+)|'(ZENOVA_[A-Z0-9_]+)'/g)) read.add((m[1] ?? m[2]) as string);
+  }
+  t.ok(read.size >= 12, `found the variables read: ${[...read].join(', ')}`);
+  const docs = await readFile(new URL('../../docs/node-api.md', import.meta.url), 'utf8');
+  for (const name of read) {
+    t.ok(SERVE_USAGE.includes(name), `${name} in serve --help`);
+    t.ok(docs.includes(`| \`${name}\``) || docs.includes(`\`${name}\`, \``) || docs.includes(`, \`${name}\``), `${name} in a row of docs/node-api.md`);
   }
 });

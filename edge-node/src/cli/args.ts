@@ -51,13 +51,24 @@ Options:
 Endpoints besides the OpenAI API: GET /healthz (the process is up), GET /readyz (200 when a
 verified config is served, with its version and the control link's state; 503 with the reason).
 
-Environment (reconnect and stop tuning; the defaults suit production):
+Environment (the defaults suit production; a bad value stops serve at once, exit 2; all of them
+in docs/node-api.md, "Node settings"):
+  ZENOVA_NODE_REPLICAS             node-edge processes serving from one state dir (1-999, default 1);
+                                   set the same number on every one of them
+  ZENOVA_NODE_SHUTDOWN_DRAIN_MS    how long requests in flight may run on after SIGTERM (0-20000,
+                                   default 10000); those still running then get ZN_ERR_NODE_STOPPING
+  ZENOVA_SPOOL_SYNCHRONOUS         normal (default) or full: every spool commit survives power loss
+  ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS output tokens reserved for a chat request without a limit
+                                   (1-1000000, default 4096)
+  ZENOVA_LEASE_REPORT_MS           how often lease spend is reported (1-3600000, default 5000)
+  ZENOVA_NODE_LINK_LOCK_INTERVAL_MS  how often replicas renew or try the control link lock
+                                   (50-60000, default 2000)
   ZENOVA_NODE_RECONNECT_BASE_MS    first back-off step after a lost control session (default 1000)
   ZENOVA_NODE_RECONNECT_MAX_MS     back-off cap (default 60000)
   ZENOVA_NODE_REFUSED_RETRY_MS     retry interval after a refusal only an operator can fix, such as
                                    an expired credential or a deleted node (default 300000)
-  ZENOVA_NODE_SHUTDOWN_DRAIN_MS    how long requests in flight may run on after SIGTERM (0-20000,
-                                   default 10000); those still running then get ZN_ERR_NODE_STOPPING
+  https_proxy, no_proxy            the HTTP proxy to the control plane and its bypass list (also
+                                   HTTPS_PROXY, NO_PROXY); callers' upstream calls never use it
 `;
 
 export const ENROLL_USAGE = `Usage: zenova-node enroll --control-plane URL (--token TOKEN | --token-file FILE) --state-dir DIR

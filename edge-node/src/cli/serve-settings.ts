@@ -8,7 +8,7 @@ import { DEFAULT_CREDIT_POLICY } from '../billing/credit-policy.js';
 import type { CreditPolicy } from '../billing/credit-policy.js';
 import { reconnectSettingsFromEnv } from '../control/reconnect-settings.js';
 import type { ReconnectSettings } from '../control/reconnect-settings.js';
-import { replicasFromEnv } from '../rate-limit/create-node-rate-limiter.js';
+import { replicasFor } from '../rate-limit/create-node-rate-limiter.js';
 import type { SpoolSynchronous } from '../spool/spool-store.js';
 
 /** A setting `serve` refuses at start-up; the message names the variable and the accepted values. */
@@ -61,7 +61,7 @@ function spoolSynchronous(env: NodeJS.ProcessEnv): SpoolSynchronous {
 
 export function readServeSettings(env: NodeJS.ProcessEnv, opts: { enrolled: boolean }): ServeSettings {
   // Checked here for its one-line refusal before anything opens; the rate limiter reads it again.
-  replicasFromEnv(env);
+  replicasFor(env, opts.enrolled);
   return {
     credit: {
       defaultMaxOutputTokens: wholeNumber(env, 'ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS', 1, 1_000_000) ?? DEFAULT_CREDIT_POLICY.defaultMaxOutputTokens,

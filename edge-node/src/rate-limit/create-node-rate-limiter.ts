@@ -40,15 +40,24 @@ export function replicasFromEnv(env: NodeJS.ProcessEnv): number {
   return Number(raw);
 }
 
-export async function createNodeRateLimiter(opts: NodeRateLimiterOptions): Promise<RateLimiter> {
-  const replicas = replicasFromEnv(opts.env);
-  if (replicas > 1 && opts.stateDir === undefined) {
-    // Each process would keep its own counters: N replicas, N times the limits.
+/**
+ * ZENOVA_NODE_REPLICAS as a node with (or without) a state dir can honour it: above 1 needs one,
+ * where the replicas share their counters (each process would otherwise keep its own: N replicas,
+ * N times the limits). `serve` calls this before it opens anything, for a one-line refusal.
+ */
+export function replicasFor(env: NodeJS.ProcessEnv, hasStateDir: boolean): number {
+  const replicas = replicasFromEnv(env);
+  if (replicas > 1 && !hasStateDir) {
     throw new ReplicaSettingError(
       `ZENOVA_NODE_REPLICAS=${replicas} needs a state dir (--state-dir): replicas share their rate-limit counters there; ` +
         'a stand-alone node (--config) runs as one process, so leave ZENOVA_NODE_REPLICAS unset or 1',
     );
   }
+  return replicas;
+}
+
+export async function createNodeRateLimiter(opts: NodeRateLimiterOptions): Promise<RateLimiter> {
+  const replicas = replicasFor(opts.env, opts.stateDir !== undefined);
   const store = replicas > 1 ? openSharedStore(opts.stateDir!, replicas, opts) : new MemoryLimitStore();
   return new NodeRateLimiter(store, opts.logger);
 }
