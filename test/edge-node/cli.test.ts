@@ -92,6 +92,25 @@ t.test('a config naming an unknown upstream stops start-up with exit 2, naming t
   t.notMatch(out, LISTENING);
 });
 
+t.test('a config without apiKeys lets callers in without a key only on loopback: beyond it, start-up stops with exit 2 saying why', async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const { apiKeys: _omitted, ...open } = testConfig(upstream.url);
+  const dir = t.testdir({ 'open.json': JSON.stringify(open) });
+  const file = path.join(dir, 'open.json');
+  for (const listen of ['0.0.0.0:0', '[::]:0', '10.1.2.3:7480']) {
+    const node = await runNode(t, ['serve', '--config', file, '--listen', listen]);
+    t.equal((await node.exited).code, 2, listen);
+    t.match(node.output(), new RegExp(`${file}: lists no apiKeys, so every caller would be let in, and --listen \\S+ is reachable from other hosts: add apiKeys .* or listen on loopback`), listen);
+    t.notMatch(node.output(), LISTENING);
+  }
+  const local = await runNode(t, ['serve', '--config', file, '--listen', '127.0.0.1:0'], LISTENING);
+  t.match(local.output(), /"msg":"the config lists no apiKeys: callers need no key \(served on loopback only\)"/);
+  const url = listeningUrl(local.output().split('\n').find((l) => LISTENING.test(l)) ?? '{}');
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'anything', maxRetries: 0 });
+  t.equal((await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] })).object, 'chat.completion');
+  t.equal(await local.stop('SIGTERM'), 0);
+});
+
 t.test('an unreadable or non-JSON config file stops start-up with exit 2 naming the file', async (t) => {
   const dir = t.testdir({ 'broken.json': '{ "upstreams": [' });
   for (const file of [path.join(dir, 'broken.json'), path.join(dir, 'absent.json')]) {

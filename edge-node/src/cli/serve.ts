@@ -7,7 +7,7 @@ import { buildApp } from '../app.js';
 import type { ConfigApplier } from '../config/apply-bundle.js';
 import { ConfigHolder } from '../config/config-holder.js';
 import { configStatus, loadEnrolledConfig } from '../config/enrolled-config.js';
-import { loadLocalConfig } from '../config/local-config.js';
+import { LocalConfigError, loadLocalConfig } from '../config/local-config.js';
 import { fromLocalConfig } from '../config/runtime-config.js';
 import { startConnectLoop } from '../control/connect-loop.js';
 import { startControlLinkLeader } from '../control/control-link-leader.js';
@@ -146,6 +146,17 @@ export async function serve(opts: ServeOptions): Promise<number> {
     ({ holder, applier } = await loadEnrolledConfig(enrolled.store.dir, enrolled.identity, opts.logger));
   } else if (opts.configFile !== undefined) {
     const config = fromLocalConfig(await loadLocalConfig(opts.configFile));
+    if (config.apiKeys === null) {
+      // Without apiKeys every caller is let in, with the upstreams' keys injected: only for a
+      // port no other host can reach.
+      if (!isLoopbackHost(opts.listen.host)) {
+        throw new LocalConfigError(opts.configFile, [
+          `lists no apiKeys, so every caller would be let in, and --listen ${opts.listen.host} is reachable from other hosts: ` +
+            'add apiKeys (the SHA-256 of each caller key), or listen on loopback (127.0.0.1 or [::1])',
+        ]);
+      }
+      opts.logger.warn({ file: opts.configFile }, 'the config lists no apiKeys: callers need no key (served on loopback only)');
+    }
     holder = ConfigHolder.ready(config);
     maxBodyBytes = config.maxBodyBytes;
   } else {
