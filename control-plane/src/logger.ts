@@ -32,6 +32,8 @@ const SENSITIVE_KEY_PARTS = ['password', 'passwd', 'secret', 'credential', 'priv
  */
 export function isSensitiveKey(key: string): boolean {
   const k = key.toLowerCase().replace(/[-_. ]/g, '');
+  // An id names a thing (apiKeyId, credentialId): what an audit of the log needs, never a secret.
+  if (k.endsWith('id') || k.endsWith('ids')) return false;
   return k.endsWith('token') || SENSITIVE_KEY_PARTS.some((part) => k.includes(part));
 }
 

@@ -53,6 +53,17 @@ t.test('secrets under sensitive key names are censored at any depth', async (t) 
   t.equal(line.msg, 'an event');
 });
 
+t.test('ids of keys and credentials stay in the log, so who created or revoked which key can be audited', async (t) => {
+  const log = captureLogger({ logLevel: 'info' });
+  const id = '6f1c2d3e-4b5a-4c6d-8e9f-0a1b2c3d4e5f';
+  log.logger.info({ apiKeyId: id, credential_id: id, apiKeyIds: [id], apiKey: 'zk_secret-value-0123456789' }, 'API key revoked');
+  const line = log.lines()[0]!;
+  t.equal(line.apiKeyId, id);
+  t.equal(line.credential_id, id);
+  t.same(line.apiKeyIds, [id]);
+  t.equal(line.apiKey, '[Redacted]', 'the key itself still is not');
+});
+
 t.test('token counts and other ordinary fields are not censored', async (t) => {
   const log = captureLogger({ logLevel: 'info' });
   log.logger.info({ prompt_tokens: 12, completion_tokens: 34, tokensPerMinute: 1000, node: 'office-primary' }, 'usage');
