@@ -6,7 +6,7 @@
  *
  * - busy time: Node's event-loop utilisation (the loop's active time, counted by libuv), as a
  *   counter: `rate()` of it is the share of time the loop was busy, the node's saturation.
- * - delay: a timer every `intervalMs` notes how late it ran. A stall shows once, as its length
+ * - delay: a timer every EVENT_LOOP_PROBE_MS notes how late it ran. A stall shows once, as its length
  *   (less up to one interval), whatever caused it. One unref'd timer: nothing per request.
  */
 import { performance } from 'node:perf_hooks';
@@ -16,17 +16,17 @@ import { Counter, Histogram, Registry } from './prometheus-registry.js';
 const DELAY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
 /** Often enough to see any stall of 20 ms or more; rare enough to cost nothing (50 wake-ups/s). */
-export const DEFAULT_EVENT_LOOP_PROBE_MS = 20;
+export const EVENT_LOOP_PROBE_MS = 20;
 
 export interface EventLoopMetrics {
   render(): string;
   stop(): void;
 }
 
-export function startEventLoopMetrics(opts: { intervalMs?: number } = {}): EventLoopMetrics {
-  const intervalMs = opts.intervalMs ?? DEFAULT_EVENT_LOOP_PROBE_MS;
+export function startEventLoopMetrics(): EventLoopMetrics {
+  const intervalMs = EVENT_LOOP_PROBE_MS;
   const registry = new Registry();
-  const busy = registry.register(new Counter('zenova_node_event_loop_busy_seconds_total', "Time the node's event loop spent busy (not waiting for I/O) since the process started; its rate is the loop's utilisation, 1 = saturated.")).labels();
+  const busy = registry.register(new Counter('zenova_node_event_loop_busy_seconds_total', "Time the node's event loop spent busy (not waiting for I/O) since its metrics started (at start-up); its rate is the loop's utilisation, 1 = saturated.")).labels();
   const delay = registry.register(
     new Histogram('zenova_node_event_loop_delay_seconds', `How late a ${intervalMs} ms timer on the node's event loop ran: each stall (GC, long task, waiting for a CPU) shows as one observation of about its length.`, [], DELAY_BUCKETS),
   ).labels();
