@@ -1,15 +1,19 @@
 /**
  * Requests Node's HTTP parser refuses (a malformed header line, headers over 16 KiB, a bad chunk)
  * never reach the routes. They are answered in the documented body with a code and x-request-id,
- * and even at log level trace no line holds the request's raw bytes (the admin token, an install
- * token), as fastify's default handler logged them.
+ * over plain HTTP and over the console's own HTTPS server alike, and even at log level trace no
+ * line holds the request's raw bytes (the admin token, an install token), as fastify's default
+ * handler logged them.
  */
 import { connect } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { connect as connectTls } from 'node:tls';
 import t from 'tap';
 import { buildApp } from '../../control-plane/src/app.js';
 import { createPool } from '../../control-plane/src/db/pool.js';
+import { listenConsole } from '../../control-plane/src/tls/console-server.js';
 import { testDatabase } from '../fixtures/postgres.js';
+import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 import { ADMIN_TOKEN, captureLogger, testSettings } from './helpers.js';
 import { migratedPool, stubEnrollment } from './nodes-harness.js';
 
@@ -26,12 +30,24 @@ t.teardown(async () => {
 });
 const port = (app.server.address() as AddressInfo).port;
 
+// The same app behind the HTTPS server listenConsole builds itself (ZENOVA_TLS_CERT_FILE set).
+const tlsApp = await buildApp({ settings, pool, logger: log.logger, enrollment: stubEnrollment });
+const ca = await createTestCa();
+const cert = await issueServerCert(ca, { ipAddresses: ['127.0.0.1'] });
+const tlsListener = await listenConsole(tlsApp, { host: '127.0.0.1', port: 0 }, cert);
+t.teardown(() => tlsListener.close());
+const tlsPort = Number(new URL(tlsListener.url).port);
+
 const INSTALL_TOKEN = `zit_${'s'.repeat(40)}`;
 
+type Transport = 'http' | 'https';
+
 /** Sends raw bytes, reads until the server closes the connection. */
-function exchange(raw: string): Promise<string> {
+function exchange(raw: string, transport: Transport = 'http'): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket: Socket = transport === 'http'
+      ? connect(port, '127.0.0.1')
+      : connectTls({ port: tlsPort, host: '127.0.0.1', ca: ca.certPem });
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.on('error', reject);
@@ -59,9 +75,9 @@ const cases: Array<{ name: string; raw: string; status: number; code: string }> 
   },
 ];
 
-for (const c of cases) {
-  t.test(`${c.name} is answered ${c.status} ${c.code} with x-request-id, and no log line holds its bytes`, async (t) => {
-    const answer = parse(await exchange(c.raw));
+for (const c of cases) for (const transport of ['http', 'https'] as const) {
+  t.test(`${c.name} over ${transport} is answered ${c.status} ${c.code} with x-request-id, and no log line holds its bytes`, async (t) => {
+    const answer = parse(await exchange(c.raw, transport));
     t.equal(answer.status, c.status);
     t.equal(answer.body.error.code, c.code);
     t.equal(answer.body.error.type, 'invalid_request_error');

@@ -9,6 +9,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { ListenAddress } from '../settings.js';
+import { clientErrorHandler } from '../http/client-error.js';
 import { keyMatchesCert, splitPemCertificates } from './self-signed.js';
 import { trackUnusedConnections } from '../../../proto/src/index.js';
 
@@ -89,6 +90,9 @@ export async function listenConsole(app: FastifyInstance, listen: ListenAddress,
     requestTimeout: REQUEST_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
   }, (req, res) => app.routing(req, res));
+  // fastify installs this on a server it creates (app.ts); this one is ours, so it is ours to add,
+  // or a refused head would get Node's bare 400/431 with no code and no x-request-id.
+  server.on('clientError', clientErrorHandler(app.log));
   const unused = trackUnusedConnections(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
