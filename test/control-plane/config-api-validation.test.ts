@@ -63,6 +63,10 @@ const cases: Case[] = [
   ['a baseUrl that is not http(s)', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'ftp://a.example' }, /^baseUrl: must start with http:\/\/ or https:\/\/$/],
   ['a baseUrl with credentials', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://user:pw@a.example' }, /^baseUrl: must not contain a user name or password/],
   ['a baseUrl with a query', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example/v1?key=1' }, /^baseUrl: must not contain a query or fragment$/],
+  // The URL parser would read these as another URL than the one stored: https://v1/, https://a.example/v1.
+  ['a baseUrl with no authority', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https:///v1' }, /^baseUrl: must name a host right after the scheme/],
+  ['a baseUrl with a backslash', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example\\v1' }, /^baseUrl: must not contain a backslash/],
+  ['a baseUrl on port 0', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example:0/v1' }, /^baseUrl: must not use port 0/],
   ['an empty apiKey', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example', apiKey: '  ' }, /^apiKey: must be 1 to 4096 printable/],
   ['an apiKey that is not a string', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example', apiKey: 12 }, /^apiKey: must be a string$/],
   ['a timeout below 100 ms', 'POST', '/api/v1/upstreams', { name: 'u', kind: 'openai', baseUrl: 'https://a.example', timeoutMs: 5 }, /^timeoutMs: must be an integer from 100 to 600000$/],

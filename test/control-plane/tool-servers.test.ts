@@ -81,6 +81,7 @@ t.test('bad names and bodies are refused field by field, and change nothing', as
     [uniqueName(), { url: 'ftp://tools.example/mcp' }, /^url: must start with http/],
     [uniqueName(), { url: 'https://user:pw@tools.example/mcp' }, /^url: must not contain a user name or password/],
     [uniqueName(), { url: 'https://tools.example/mcp?key=1' }, /^url: must not contain a query/],
+    [uniqueName(), { url: 'https:///mcp' }, /^url: must name a host right after the scheme/],
     [uniqueName(), {}, /^url: is required/],
     [uniqueName(), { url: 'http://127.0.0.1:9/mcp', timeoutMs: 50 }, /^timeoutMs: must be an integer from 100 to 600000/],
     [uniqueName(), { url: 'http://127.0.0.1:9/mcp', callMicros: 1.5 }, /^callMicros: must be an integer/],

@@ -14,14 +14,18 @@ export function urlCharactersProblem(value: string): string | undefined {
 export function baseUrlShapeProblem(value: string, credentialsHint = ''): string | undefined {
   const characters = urlCharactersProblem(value);
   if (characters) return characters;
+  // The WHATWG parser reads `\` as `/` and `https:///v1` as host "v1": the string stored would
+  // not say what the nodes call. Refuse both forms rather than store one that means another.
+  if (value.includes('\\')) return 'must not contain a backslash (use /)';
   let url: URL;
   try {
     url = new URL(value);
   } catch {
     return 'must be a valid URL';
   }
-  if (!url.hostname) return 'must name a host';
+  if (!url.hostname || !/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]/.test(value)) return 'must name a host right after the scheme (scheme://host)';
   if (url.username || url.password) return `must not contain a user name or password${credentialsHint}`;
+  if (url.port === '0') return 'must not use port 0 (no server listens there)';
   if (url.search || url.hash || value.includes('?') || value.includes('#')) return 'must not contain a query or fragment';
   return undefined;
 }
