@@ -76,8 +76,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Every body is JSON (415 otherwise): fastify's built-in text/plain parser would hand a string
   // to the routes, which then refuse it as "not a JSON object" (400).
   app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, keyNamingJsonParser(app.getDefaultJsonParser('error', 'error'), () =>
-    zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The request body has a "__proto__" or "constructor.prototype" key, which the control plane does not accept; remove it.')));
+  const jsonParser = keyNamingJsonParser(app.getDefaultJsonParser('error', 'error'), () =>
+    zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The request body has a "__proto__" or "constructor.prototype" key, which the control plane does not accept; remove it.'));
+  // Many HTTP clients label every request JSON, a body-less POST /revoke or DELETE too: an empty
+  // body is no body (a route that needs one still says so), not "invalid JSON".
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.length === 0) done(null, undefined);
+    else return jsonParser(request, text, done);
+  });
 
   app.setValidatorCompiler(zodValidatorCompiler);
   app.setSerializerCompiler(zodSerializerCompiler);

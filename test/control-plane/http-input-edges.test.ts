@@ -290,3 +290,22 @@ t.test('a route that takes no body refuses fields instead of ignoring them, and 
   t.equal((await call('DELETE', `/api/v1/rate-limit-policies/${policy}`)).statusCode, 200, 'a delete without one');
   t.equal((await call('DELETE', `/api/v1/nodes/${node}`, { purge: true })).statusCode, 400, 'a node delete with a field');
 });
+
+t.test('an empty body labelled application/json is no body: accepted where none is needed, named where one is', async (t) => {
+  // Clients that set content-type: application/json on every request send these; '' is no JSON.
+  const node = expectStatus<{ node: { name: string } }>(await call('POST', '/api/v1/nodes', validNodeBody()), 201).node.name;
+  t.equal((await call('POST', `/api/v1/nodes/${node}/install-command`, '')).statusCode, 200, 'install-command');
+  const account = uniqueConfigName('empty');
+  expectStatus(await call('POST', '/api/v1/accounts', { name: account }), 201);
+  const key = expectStatus<{ apiKey: { id: string } }>(await call('POST', '/api/v1/api-keys', { account, name: 'k' }), 201).apiKey.id;
+  t.equal(expectStatus<{ apiKey: { status: string } }>(await call('POST', `/api/v1/api-keys/${key}/revoke`, ''), 200).apiKey.status, 'revoked');
+  const policy = uniqueConfigName('empty');
+  expectStatus(await call('POST', '/api/v1/rate-limit-policies', { name: policy, requestsPerMinute: 5 }), 201);
+  t.equal((await call('DELETE', `/api/v1/rate-limit-policies/${policy}`, '')).statusCode, 200, 'a delete');
+
+  const create = await call('POST', '/api/v1/accounts', '');
+  t.equal(create.statusCode, 400, 'a route that needs a body still refuses none');
+  t.equal(create.json<ErrorReply>().error.code, 'ZN_ERR_CP_INVALID_REQUEST');
+  t.match(create.json<ErrorReply>().error.message, /^body: /, 'the body is named, not called invalid JSON');
+  t.equal(internalErrors(), 0);
+});

@@ -53,8 +53,6 @@ export function toZenovaError(err: unknown, bodyLimit?: number): ZenovaError {
       return zenovaError('ZN_ERR_CP_UNSUPPORTED_MEDIA_TYPE');
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The request body is not valid JSON.');
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The request body is empty but content-type is application/json.');
     default:
       break;
   }
