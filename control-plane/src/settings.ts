@@ -116,7 +116,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_GATEWAY_KEY_FILE', required: false, description: 'external mode: PEM private key for ZENOVA_GATEWAY_CERT_FILE' },
   { name: 'ZENOVA_GATEWAY_TRUST_BUNDLE', required: false, description: 'external mode: public CA PEM handed to nodes, who then trust only it (unset: the enrollment answer pins no CA, caPem "", and nodes verify the gateway against their system trust store)' },
   { name: 'ZENOVA_NODE_OFFLINE_AFTER_SECONDS', required: false, description: 'a node is offline this long after its last heartbeat (default 120)' },
-  { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential (default ${30 * DAY_SECONDS}, 30 days)` },
+  { name: 'ZENOVA_CREDENTIAL_VALIDITY_SECONDS', required: false, description: `lifetime of a node credential, and of its credit leases after their last grant (default ${30 * DAY_SECONDS}, 30 days)` },
   { name: 'ZENOVA_CREDENTIAL_ROTATE_AFTER_SECONDS', required: false, description: `rotate a node credential once it is this old, at most half of ZENOVA_CREDENTIAL_VALIDITY_SECONDS (default ${DAY_SECONDS}, or half the validity when that is shorter)` },
   { name: 'ZENOVA_CREDENTIAL_HANDOVER_SECONDS', required: false, description: 'a superseded credential keeps working this long after its node acknowledged (or first used) the new one (default 3600)' },
   { name: 'ZENOVA_HEARTBEAT_INTERVAL_MS', required: false, description: `heartbeat interval asked of nodes, from 100 to 3600000 and at most half of ZENOVA_NODE_OFFLINE_AFTER_SECONDS (default ${DEFAULT_HEARTBEAT_INTERVAL_MS}, or half the offline timeout when that is shorter); a node heartbeats at least every ${NODE_MAX_HEARTBEAT_INTERVAL_MS / 60_000} min whatever it is asked` },

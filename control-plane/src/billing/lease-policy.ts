@@ -26,16 +26,20 @@ export interface LeasePolicy {
 export const DEFAULT_LEASE_POLICY: LeasePolicy = {
   capMicros: 100_000_000n, // 100 currency units
   sharePpm: 250_000n,
-  ttlMs: 30 * 24 * 3600 * 1000, // the node credential's validity: a node offline longer must re-enroll anyway
+  ttlMs: 30 * 24 * 3600 * 1000, // ZENOVA_CREDENTIAL_VALIDITY_SECONDS's default; leasePolicyOf sets the configured one
   refreshMs: 5_000,
 };
 
 /** What the operator sets (ZENOVA_LEASE_CAP_MICROS, ZENOVA_LEASE_SHARE, ZENOVA_LEASE_REFRESH_MS). */
 export type LeaseSettings = Pick<LeasePolicy, 'capMicros' | 'sharePpm' | 'refreshMs'>;
 
-/** The gateway's policy: the operator's settings over the defaults of the rest. */
-export function leasePolicyOf(settings: LeaseSettings): LeasePolicy {
-  return { ...DEFAULT_LEASE_POLICY, capMicros: settings.capMicros, sharePpm: settings.sharePpm, refreshMs: settings.refreshMs };
+/**
+ * The gateway's policy: the operator's settings over the defaults of the rest. A lease lives as
+ * long as a node credential (ZENOVA_CREDENTIAL_VALIDITY_SECONDS): a node offline longer than that
+ * must re-enroll, so what its leases hold can go back to the accounts then, and not before.
+ */
+export function leasePolicyOf(settings: LeaseSettings, credentialValidityMs: number): LeasePolicy {
+  return { ...DEFAULT_LEASE_POLICY, capMicros: settings.capMicros, sharePpm: settings.sharePpm, refreshMs: settings.refreshMs, ttlMs: credentialValidityMs };
 }
 
 /**

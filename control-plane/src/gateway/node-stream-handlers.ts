@@ -8,6 +8,6 @@ export function createNodeStreamHandlers(deps: HandlerDeps): NodeStreamHandler[]
   void deps;
   return [
     recordBatchHandler(deps), // records/: RecordBatch → idempotent ingestion, RecordBatchAck.
-    createLeaseStreamHandler({ ...deps, policy: leasePolicyOf(deps.settings.leases) }), // billing/: LeaseReport / LeaseReturn, LeaseGrant on live.
+    createLeaseStreamHandler({ ...deps, policy: leasePolicyOf(deps.settings.leases, deps.settings.nodes.credentialValidityMs) }), // billing/: LeaseReport / LeaseReturn, LeaseGrant on live.
   ];
 }

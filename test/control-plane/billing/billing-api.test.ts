@@ -3,6 +3,7 @@ import t from 'tap';
 import { pino } from 'pino';
 import type { ControlMessage } from '../../../proto/src/index.js';
 import { createLeaseStreamHandler } from '../../../control-plane/src/billing/lease-stream-handler.js';
+import { createNodeStreamHandlers } from '../../../control-plane/src/gateway/node-stream-handlers.js';
 import { settleIngestedRecords } from '../../../control-plane/src/billing/settlement.js';
 import { NodeMessageInvalid } from '../../../control-plane/src/gateway/node-stream-handler.js';
 import { withTransaction } from '../../../control-plane/src/nodes/with-transaction.js';
@@ -10,6 +11,7 @@ import { migrate } from '../../../control-plane/src/db/migrate.js';
 import { testDatabase } from '../../fixtures/postgres.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { configApp } from '../config-harness.js';
+import { testSettings } from '../helpers.js';
 import { insertAccount, insertNode } from './billing-fixtures.js';
 
 t.test('billing admin API and lease stream handler', async (t) => {
@@ -106,6 +108,30 @@ t.test('billing admin API and lease stream handler', async (t) => {
     await call('POST', '/api/v1/accounts/initech/credits', { amountMicros: 10_000 });
     await waitFor(() => sent.some((m) => m.leaseGrant?.accountId === accountId), { timeoutMs: 10_000, what: 'a grant for the new account' });
     t.equal(sent.find((m) => m.leaseGrant?.accountId === accountId)!.leaseGrant!.amountMicros, 1_000n);
+  });
+
+  t.test('a lease expires when a node credential would (ZENOVA_CREDENTIAL_VALIDITY_SECONDS), not after a fixed 30 days', async (t) => {
+    const accountId = await insertAccount(pool, 'umbrella');
+    await call('POST', '/api/v1/accounts/umbrella/credits', { amountMicros: 10_000 });
+    const nodeId = await insertNode(pool, 'edge-validity');
+    const base = testSettings(db.url);
+    const validityMs = 2 * 3_600_000;
+    // The handlers a gateway session really uses, built from settings as main.ts builds them.
+    const handlers = createNodeStreamHandlers({ pool, logger: pino({ level: 'silent' }), settings: { ...base, nodes: { ...base.nodes, credentialValidityMs: validityMs } } });
+    const node = { nodeId, nodeName: 'edge-validity', sessionId: 'session-3' };
+    const sent: ControlMessage[] = [];
+    t.teardown(() => handlers.forEach((h) => h.onEnded?.(node)));
+    const before = Date.now();
+    for (const handler of handlers) {
+      await handler.onLive?.(node, (m) => {
+        sent.push(m);
+        return true;
+      });
+    }
+    const grant = sent.find((m) => m.leaseGrant?.accountId === accountId)?.leaseGrant;
+    t.ok(grant, 'a lease was granted');
+    const expiresAt = Number(grant!.expiresAt);
+    t.ok(expiresAt >= before + validityMs && expiresAt <= Date.now() + validityMs, `expires ${expiresAt - before} ms after the grant`);
   });
 
   t.test('spend is grouped by account, key and node over a window', async (t) => {
