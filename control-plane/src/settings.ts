@@ -101,7 +101,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_DATABASE_URL', required: true, description: 'PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, with USER and PASSWORD percent-encoded (encodeURIComponent: / ? # @ : % as %2F %3F %23 %40 %3A %25)' },
   { name: 'ZENOVA_LISTEN', required: false, description: `HOST:PORT for the console/API (default ${DEFAULT_LISTEN}; port 0 picks a free port)` },
   { name: 'ZENOVA_ADMIN_TOKEN', required: true, description: `bearer token for the admin API /api/v1, at least ${MIN_ADMIN_TOKEN_LENGTH} characters` },
-  { name: 'ZENOVA_SECRET_ENC_KEY', required: false, description: `${SECRET_ENC_KEY_BYTES} random bytes, base64 (openssl rand -base64 32); encrypts the keys stored in PostgreSQL; needed to start (back it up with the database)` },
+  { name: 'ZENOVA_SECRET_ENC_KEY', required: true, description: `${SECRET_ENC_KEY_BYTES} random bytes, base64 (openssl rand -base64 32); encrypts the keys stored in PostgreSQL, the same on every replica (back it up with the database)` },
   { name: 'ZENOVA_LOG_LEVEL', required: false, description: `${LOG_LEVELS.join('|')} (default info)` },
   { name: 'ZENOVA_PUBLIC_URL', required: false, description: 'http(s) URL at which the console/API is reached' },
   { name: 'ZENOVA_TLS_CERT_FILE', required: false, description: 'PEM certificate (chain) for the console/API; with ZENOVA_TLS_KEY_FILE it serves HTTPS, without both plain HTTP' },

@@ -45,6 +45,9 @@ t.test('--help prints usage with every environment variable and exits 0', async 
   ]) {
     t.match(output, name);
   }
+  // Exactly the variables start-up refuses to run without are marked.
+  const marked = output.split('\n').filter((line) => line.includes('(required)')).map((line) => line.trim().split(/\s+/)[0]).sort();
+  t.same(marked, ['ZENOVA_ADMIN_TOKEN', 'ZENOVA_DATABASE_URL', 'ZENOVA_SECRET_ENC_KEY']);
 });
 
 t.test('a bad ZENOVA_LISTEN stops start-up with exit 2 naming the variable, without a stack trace', async (t) => {

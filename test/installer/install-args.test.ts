@@ -126,6 +126,16 @@ t.test('logs node-caddy, as the seed\'s troubleshooting writes it, says there is
   t.match(help.out(), /node-caddy/);
 });
 
+t.test('status and logs --help state their own exit codes, which differ from the other commands\'', async (t) => {
+  // status exits 1 on a host without an enrolled node (scripts test it); logs passes journalctl's on.
+  const status = captureCli(root);
+  t.equal(await runCli(['status', '--help'], status.ctx), 0);
+  t.match(status.out(), /Exit codes: 0 a node is installed and enrolled.*1 no node is\s+installed here or it is not enrolled, 2 bad usage/s);
+  const logs = captureCli(root);
+  t.equal(await runCli(['logs', '--help'], logs.ctx), 0);
+  t.match(logs.out(), /Exit codes: journalctl's own \(0 shown\); 1 no node is installed here/);
+});
+
 t.test('logs on a host without a node says no node is installed, as status does, and exits 1 instead of journalctl\'s "-- No entries --"', async (t) => {
   for (const component of ['node-edge', 'node-updater', 'node-caddy']) {
     const services: FakeServices = fakeServices(root);

@@ -37,7 +37,7 @@ export function tokenErrorMessage(code: string, mode: TokenUse, details: TokenEr
     case 'ZN_ERR_CP_TOKEN_UNKNOWN':
       return `the token is not known to this control plane (mistyped, or issued by another control plane): copy the command again, or issue a new one with ${issue}`;
     case 'ZN_ERR_CP_TOKEN_EXPIRED':
-      return `the token has expired (tokens are valid for 24 hours): issue a new one with ${issue}`;
+      return `the token has expired (its lifetime is the control plane's ZENOVA_INSTALL_TOKEN_TTL_SECONDS, 24 hours by default): issue a new one with ${issue}`;
     case 'ZN_ERR_CP_TOKEN_SUPERSEDED':
       return `the token was replaced by a newer command${replacedAt === undefined ? '' : ` issued at ${replacedAt}`}: run the newest command (or, if it is lost, issue a new one with ${issue})`;
     case 'ZN_ERR_CP_TOKEN_USED':

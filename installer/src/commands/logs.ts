@@ -24,13 +24,15 @@ const STAND_INS: Record<string, { component: string; note: string }> = {
 
 export const LOGS_USAGE = `Usage: zenova logs COMPONENT [--since T] [--lines N]
 
-Shows the journal of a node component on this host; exits 1 when no node is installed here
-(and the journal holds nothing of an earlier one).
+Shows the journal of a node component on this host.
 
   COMPONENT     ${Object.keys(COMPONENT_UNITS).join(' | ')}
                 (node-caddy: no separate ingress proxy in this release; shows node-edge's log)
   --since T     e.g. '30 min ago', '2 hours ago', today, yesterday, '2026-11-29 08:00', -1h
   --lines N     at most the last N lines
+
+Exit codes: journalctl's own (0 shown); 1 no node is installed here (and the journal holds
+nothing of an earlier one) or journalctl cannot run; 2 bad usage.
 `;
 
 /** A journalctl time spec: letters, digits, spaces and the punctuation of dates and offsets. */

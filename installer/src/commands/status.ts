@@ -39,6 +39,9 @@ export const STATUS_USAGE = `Usage: zenova status [--json] [--install-dir D]
 Shows the gateway node installed on this host: identity, control plane and link, readiness,
 version, config version, spool and backlog. --install-dir reads another install dir than the
 one the node-edge service names.
+
+Exit codes: 0 a node is installed and enrolled (ready or not: the report says), 1 no node is
+installed here or it is not enrolled, 2 bad usage.
 `;
 
 export interface InstalledStatus {

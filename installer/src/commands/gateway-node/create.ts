@@ -52,7 +52,7 @@ Options:
                         Address the node calls back, https://... (default: ${URL_VARIABLE})
   --ca-file F           PEM of the CA that verifies the control plane for the node (a self-signed
                         or internal CA); leave out for a publicly trusted certificate
-  --spool-quota-gb G    Local spool quota in GB for when the node is cut off (default 10)
+  --spool-quota-gb G    Local spool quota in GiB (1024³ bytes) for when the node is cut off (default 10)
   --spool-full-policy P When the spool is full: reject (new requests refused, every request stays
                         billable) or metering-only (request bodies dropped, metering kept)
                         (default reject)

@@ -91,7 +91,7 @@ export function renderNodeDetail(node: NodeView, now: Date): string {
     ['address', node.address],
     ['control plane', `${node.controlPlaneUrl}  (CA: ${node.hasCa ? 'own CA' : 'system trust store'})`],
     ['install dir', node.installDir ?? `${DEFAULT_NODE_INSTALL_DIR} (default)`],
-    ['spool quota', `${node.spoolQuotaGb} GB; when full: ${node.spoolFullPolicy}`],
+    ['spool quota', `${node.spoolQuotaGb} GiB; when full: ${node.spoolFullPolicy}`],
     ['replicas', String(node.replicas)],
     ['version', `${orMissing(node.version)}${protocol}`],
     ['host', host],

@@ -18,8 +18,8 @@ import { SHOWN_ONCE_WARNING, caFileInCommand, printOneTimeCommand } from './one-
 const OPTIONS = { 'ca-out': { type: 'string' }, ...NAME_OPTION, ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
 
 const DESCRIPTIONS: Record<CommandKind, string> = {
-  install: `Issues a new one-time install command for node NAME, e.g. when the first one expired (24 h),
-was lost or was used on a host that failed. The previous unused install command stops working.`,
+  install: `Issues a new one-time install command for node NAME, e.g. when the first one expired (after
+ZENOVA_INSTALL_TOKEN_TTL_SECONDS, 24 h by default), was lost or was used on a host that failed. The previous unused install command stops working.`,
   reenroll: `Issues a one-time re-enroll command for node NAME: for a node host that lost its identity or
 whose credential expired. Redeeming it revokes the node's old credentials.`,
   upgrade: `Issues a one-time upgrade command for node NAME: for a node that was offline or failed while
