@@ -15,7 +15,7 @@ import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text }
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { findNodeByNameOrId } from '../nodes/node-repository.js';
-import { checkWindowOrder, instantSchema, windowOrderError } from './zod-schemas.js';
+import { checkWindowOrder, instantSchema, listLimitSchema, windowOrderError } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 // An account's id (a UUID) follows the name rule too.
@@ -44,14 +44,14 @@ const spendQuery = z.strictObject({
   by: z.enum(['account', 'key', 'node']).optional(),
   from: instantSchema.optional(),
   to: instantSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(MAX_SPEND_LIMIT).default(DEFAULT_SPEND_LIMIT),
+  limit: listLimitSchema(MAX_SPEND_LIMIT, DEFAULT_SPEND_LIMIT),
   cursor: boundedText(MAX_SPEND_CURSOR_LENGTH).optional(),
 }).check(checkWindowOrder);
 
 const leasesQuery = z.strictObject({
   node: boundedText(64).optional(),
   account: boundedText(128).optional(),
-  limit: z.coerce.number().int().min(1).max(MAX_LEASE_LIMIT).default(DEFAULT_LEASE_LIMIT),
+  limit: listLimitSchema(MAX_LEASE_LIMIT, DEFAULT_LEASE_LIMIT),
   cursor: boundedText(MAX_LEASE_CURSOR_LENGTH).optional(),
 });
 

@@ -17,7 +17,7 @@ import { decodeCursor, encodeCursor, MAX_CURSOR_LENGTH } from '../records/record
 import { findSetAsideRecord, getRecord, listRecords } from '../records/record-queries.js';
 import type { SetAsideRecord } from '../records/record-queries.js';
 import { requestDetailSchema, requestSummarySchema, toRequestDetail, toRequestSummary } from '../records/record-view.js';
-import { checkWindowOrder, instantSchema } from './zod-schemas.js';
+import { checkWindowOrder, instantSchema, listLimitSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 export const DEFAULT_LIST_LIMIT = 50;
@@ -31,7 +31,7 @@ const listQuery = z.strictObject({
   clientRequestId: boundedText(128).optional(),
   from: instantSchema.optional(),
   to: instantSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
+  limit: listLimitSchema(MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT),
   cursor: boundedText(MAX_CURSOR_LENGTH).optional(),
 }).check(checkWindowOrder);
 

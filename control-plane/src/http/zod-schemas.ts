@@ -79,6 +79,20 @@ export const instantSchema = z
   .refine(isInstantInRange, { error: () => INSTANT_RULE });
 
 /**
+ * A list's `limit` in the query: decimal digits only. z.coerce.number() took ' 1', '1e1' and
+ * '0x10' as numbers and refused the rest in zod's words; one rule, stated once, is clearer.
+ */
+export function listLimitSchema(max: number, defaultLimit: number) {
+  const rule = `must be a whole number from 1 to ${max}`;
+  return z
+    .string({ error: () => rule })
+    .regex(/^[1-9]\d{0,9}$/, { error: () => rule })
+    .transform(Number)
+    .refine((n) => n <= max, { error: () => rule })
+    .default(defaultLimit);
+}
+
+/**
  * A query window's order: `from` (inclusive) before `to` (exclusive) when both are given. A window
  * that holds no instant is a mistake (swapped bounds), not a question answered by an empty list.
  */

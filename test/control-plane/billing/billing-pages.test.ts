@@ -106,11 +106,14 @@ t.test('a spend cursor the API did not issue, or sent with another query, is a 4
   }
   const same = await call('GET', `/api/v1/spend?by=key&from=${FROM}&to=${toMs}&limit=4&cursor=${encodeURIComponent(cursor)}`);
   t.equal(same.statusCode, 200, 'the first page\'s by, from and to may be sent again');
-  for (const limit of ['0', '10001', '1.5', 'x']) {
+  // Digits only, one rule in the message: ' 1', '1e1' and '0x10' were read as numbers.
+  for (const limit of ['0', '10001', '1.5', 'x', '%201', '1e1', '0x10', '01', '', '-1']) {
     const res = await call('GET', `/api/v1/spend?limit=${limit}`);
     t.equal(res.statusCode, 400, `limit=${limit}`);
-    t.match(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', message: /^query field 'limit'/ } });
+    t.match(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', message: "query field 'limit': must be a whole number from 1 to 10000" } }, `limit=${limit}`);
   }
+  t.equal((await call('GET', '/api/v1/spend?limit=10000')).statusCode, 200, 'the maximum');
+  t.equal((await call('GET', '/api/v1/leases?limit=1000')).statusCode, 200, 'the leases maximum');
 });
 
 t.test('the longest spend cursor the API can issue is exactly the longest /spend accepts', async (t) => {
