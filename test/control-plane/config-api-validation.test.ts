@@ -55,6 +55,7 @@ const cases: Case[] = [
     /^allowedToolServers: must list at most 1000 tool servers$/],
   ['expiresAt that is not a date-time', 'POST', '/api/v1/api-keys', { account, name: 'k', expiresAt: 'tomorrow' }, /^expiresAt: must be an ISO 8601 date-time/],
   ['expiresAt in the past', 'POST', '/api/v1/api-keys', { account, name: 'k', expiresAt: '2001-01-01T00:00:00Z' }, /^expiresAt: must be in the future$/],
+  ['expiresAt finer than a millisecond (it would be cut)', 'POST', '/api/v1/api-keys', { account, name: 'k', expiresAt: '2099-01-01T00:00:00.1234Z' }, /^expiresAt: must have at most 3 fractional digits/],
   ['an unknown guardrail policy on a key', 'POST', '/api/v1/api-keys', { account, name: 'k', guardrailPolicy: 'nope' }, /^guardrailPolicy: no guardrail policy named 'nope'$/],
   ['an unknown rate-limit policy on a key', 'POST', '/api/v1/api-keys', { account, name: 'k', rateLimitPolicy: 'nope' }, /^rateLimitPolicy: no rate-limit policy named 'nope'$/],
   // upstreams

@@ -55,8 +55,8 @@ const MAX_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
 const INSTANT_RULE = 'must be unix ms or an ISO 8601 date-time with a time zone (such as 2026-03-07T00:00:00Z), from year 1 to 9999';
 // Records and the ledger keep milliseconds: cut to its millisecond, a finer time would move a bound
 // past the records at that millisecond and refuse a window whose bounds differ below it.
-const MILLISECOND_RULE = 'must have at most 3 fractional digits (such as 2026-03-07T00:00:00.123Z): times are kept to the millisecond';
-const FINER_THAN_MS = /T\d{2}:\d{2}:\d{2}\.\d{4,}(?:Z|[+-]\d{2}:\d{2})$/;
+export const MILLISECOND_RULE = 'must have at most 3 fractional digits (such as 2026-03-07T00:00:00.123Z): times are kept to the millisecond';
+export const FINER_THAN_MS = /T\d{2}:\d{2}:\d{2}\.\d{4,}(?:Z|[+-]\d{2}:\d{2})$/;
 const WINDOW_ORDER_RULE = "must be before 'to' (from is inclusive, to exclusive)";
 
 /**

@@ -1,7 +1,7 @@
 /** The API key create body and the list filter. */
 import { z } from 'zod';
 import { bodyObject, configNameSchema, text } from '../config/config-fields.js';
-import { isInstantInRange } from '../http/zod-schemas.js';
+import { FINER_THAN_MS, MILLISECOND_RULE, isInstantInRange } from '../http/zod-schemas.js';
 import { TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE } from '../tools/tool-server-validation.js';
 
 export const MAX_ALLOWED_MODELS = 1000;
@@ -27,6 +27,8 @@ export const allowedToolServersSchema = z.array(text().regex(TOOL_SERVER_NAME_PA
   });
 
 const expiresAtSchema = z.iso.datetime({ offset: true, error: () => 'must be an ISO 8601 date-time with a time zone, e.g. 2027-01-01T00:00:00Z' })
+  // A Date keeps milliseconds: finer digits would be cut without a word, so the key would expire at another instant than asked.
+  .refine((s) => !FINER_THAN_MS.test(s), { error: () => MILLISECOND_RULE, abort: true })
   .transform((value) => new Date(value))
   .check((ctx) => {
     const ms = ctx.value.getTime();
