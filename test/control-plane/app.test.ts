@@ -89,16 +89,19 @@ t.test('GET /api/version reports product, component, versions and the installati
 
 t.test('the admin API refuses requests without the admin bearer token', async (t) => {
   const { app } = await harness(t);
-  const cases: Array<[string, Record<string, string>]> = [
-    ['no header', {}],
-    ['wrong token', { authorization: `Bearer ${ADMIN_TOKEN.slice(0, -1)}x` }],
-    ['token prefix', { authorization: `Bearer ${ADMIN_TOKEN.slice(0, 32)}` }],
-    ['basic scheme', { authorization: `Basic ${Buffer.from(`admin:${ADMIN_TOKEN}`).toString('base64')}` }],
-    ['bare token', { authorization: ADMIN_TOKEN }],
+  // Each says which of three things is wrong: no header, a header not of the form, a wrong token.
+  const cases: Array<[string, Record<string, string>, RegExp]> = [
+    ['no header', {}, /^Missing admin bearer token/],
+    ['wrong token', { authorization: `Bearer ${ADMIN_TOKEN.slice(0, -1)}x` }, /^Invalid admin bearer token/],
+    ['token prefix', { authorization: `Bearer ${ADMIN_TOKEN.slice(0, 32)}` }, /^Invalid admin bearer token/],
+    ['basic scheme', { authorization: `Basic ${Buffer.from(`admin:${ADMIN_TOKEN}`).toString('base64')}` }, /^Malformed Authorization header/],
+    ['bare token', { authorization: ADMIN_TOKEN }, /^Malformed Authorization header/],
+    ['a space inside the token', { authorization: `Bearer ${ADMIN_TOKEN.slice(0, 20)} ${ADMIN_TOKEN.slice(20)}` }, /^Malformed Authorization header/],
   ];
-  for (const [name, headers] of cases) {
+  for (const [name, headers, message] of cases) {
     const res = await app.inject({ method: 'GET', url: '/api/v1/whoami', headers });
     t.equal(res.statusCode, 401, name);
+    t.match(res.json().error.message, message, name);
     t.equal(res.json().error.code, 'ZN_ERR_CP_UNAUTHENTICATED', name);
     t.equal(res.json().error.type, 'authentication_error', name);
     t.match(res.headers['www-authenticate'], /^Bearer /, `${name}: the scheme is announced`);

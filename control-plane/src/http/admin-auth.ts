@@ -18,22 +18,27 @@ declare module 'fastify' {
 
 const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
 
-function bearerToken(request: FastifyRequest): string | undefined {
+/** The token, or why there is none: absent, and present but not `Bearer <token>`, need different fixes. */
+function bearerToken(request: FastifyRequest): { token: string } | { problem: string } {
   const header = request.headers.authorization;
-  if (typeof header !== 'string') return undefined;
+  if (typeof header !== 'string' || header.trim() === '') {
+    return { problem: 'Missing admin bearer token: send Authorization: Bearer <ZENOVA_ADMIN_TOKEN>.' };
+  }
   const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
-  return match?.[1];
+  if (match?.[1] === undefined) {
+    // Never the header itself: it may hold the token (a missing "Bearer ", a space inside it).
+    return { problem: 'Malformed Authorization header: it must be exactly "Bearer <ZENOVA_ADMIN_TOKEN>" (one token, no spaces in it).' };
+  }
+  return { token: match[1] };
 }
 
 const adminAuthPlugin: FastifyPluginAsync<{ adminToken: string }> = async (app, { adminToken }) => {
   const expected = digest(adminToken);
   app.decorateRequest('principal', undefined);
   app.addHook('onRequest', async (request) => {
-    const token = bearerToken(request);
-    if (token === undefined) {
-      throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'Missing admin bearer token: send Authorization: Bearer <ZENOVA_ADMIN_TOKEN>.');
-    }
-    if (!timingSafeEqual(digest(token), expected)) {
+    const found = bearerToken(request);
+    if ('problem' in found) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', found.problem);
+    if (!timingSafeEqual(digest(found.token), expected)) {
       throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'Invalid admin bearer token.');
     }
     request.principal = 'admin';
