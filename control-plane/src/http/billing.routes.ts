@@ -79,7 +79,7 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
 
   const accountOf = async (nameOrId: string): Promise<{ id: string; name: string }> => {
     const account = await findAccount(pool, nameOrId);
-    if (account === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named '${nameOrId}'.`);
+    if (account === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named or with id '${nameOrId}'.`);
     return account;
   };
 
@@ -137,7 +137,7 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
     let nodeId: string | undefined;
     if (q.node !== undefined) {
       const node = await findNodeByNameOrId(pool, q.node);
-      if (!node) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named '${q.node}'.`);
+      if (!node) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named or with id '${q.node}'.`);
       nodeId = node.id;
     }
     const accountId = q.account === undefined ? undefined : (await accountOf(q.account)).id;

@@ -74,7 +74,7 @@ export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secr
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
     if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'cursor: not a cursor this API returned');
     const node = q.node === undefined ? undefined : await findNodeByNameOrId(pool, q.node);
-    if (q.node !== undefined && node === undefined) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named '${q.node}' (a deleted node's records are listed by its id).`);
+    if (q.node !== undefined && node === undefined) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named or with id '${q.node}' (a deleted node's records are listed by its id).`);
     const { rows, next } = await listRecords(pool, {
       ...(node !== undefined ? { node } : {}),
       ...(q.keyId !== undefined ? { keyId: q.keyId } : {}),

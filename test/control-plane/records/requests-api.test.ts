@@ -109,7 +109,7 @@ t.test("a node filter names the live node of that name, or any node by id: a reu
   for (const unknown of ['no-such-node', '00000000-0000-4000-8000-000000000000']) {
     const res = await call('GET', `/api/v1/requests?node=${unknown}`);
     t.equal(res.statusCode, 404, unknown);
-    t.match(res.json(), { error: { code: 'ZN_ERR_CP_NODE_NOT_FOUND', message: `No node named '${unknown}'` } }, unknown);
+    t.match(res.json(), { error: { code: 'ZN_ERR_CP_NODE_NOT_FOUND', message: `No node named or with id '${unknown}'` } }, unknown);
   }
 });
 
