@@ -201,11 +201,14 @@ t.test('without the gateway dependency enrollment answers 503, and a failing dep
 t.test('enrollment bodies are validated strictly and size-limited', async (t) => {
   const cases: Array<[unknown, RegExp]> = [
     [{ token: 'x', mode: 'install', facts: FACTS, extra: 1 }, /extra|[Uu]nrecognized/],
-    [{ token: 'x', mode: 'upgrade', facts: FACTS }, /mode/],
-    [{ token: 'x', mode: 'install' }, /facts/],
-    [{ token: 'x', mode: 'install', facts: { ...FACTS, hostname: 'bad host' } }, /facts\.hostname/],
-    [{ token: 'x', mode: 'install', facts: { ...FACTS, protocolVersion: 1.5 } }, /facts\.protocolVersion/],
-    [{ token: 'x'.repeat(300), mode: 'install', facts: FACTS }, /token/],
+    // Each states the rule the value breaks, not zod's "Invalid input: expected string, received undefined".
+    [{ token: 'x', mode: 'upgrade', facts: FACTS }, /^body field 'mode': must be one of install, reenroll$/],
+    [{ token: 'x', mode: 'install' }, /^body field 'facts': must be an object of hostname, arch, version and protocolVersion$/],
+    [{ token: 'x', mode: 'install', facts: { ...FACTS, hostname: 'bad host' } }, /^body field 'facts.hostname': must be a host name/],
+    [{ token: 'x', mode: 'install', facts: { ...FACTS, hostname: undefined } }, /^body field 'facts.hostname': must be a host name/],
+    [{ token: 'x', mode: 'install', facts: { ...FACTS, protocolVersion: 1.5 } }, /^body field 'facts.protocolVersion': must be an integer from 0 to/],
+    [{ token: 'x'.repeat(300), mode: 'install', facts: FACTS }, /^body field 'token': must be the token of a one-time command/],
+    [{ mode: 'install', facts: FACTS }, /^body field 'token': must be the token of a one-time command/],
   ];
   for (const [payload, message] of cases) {
     const res = await app.inject({ method: 'POST', url: '/api/enroll', payload: payload as object });

@@ -43,22 +43,36 @@ export type EnrollMode = (typeof ENROLL_MODES)[number];
 export const ENROLL_BODY_LIMIT_BYTES = 8 * 1024;
 
 /** The rules of the host facts a node sends with a token; upgrade redemption checks the same. */
+/** A zod error option that states `rule`, for every way a value can break it (zod's own words name types, not fixes). */
+const stated = (rule: string) => ({ error: () => rule });
+
+/** For an object: `rule` when it is no object at all; an unknown key keeps its own "unknown field" message. */
+export const factsRule = (rule: string) => ({ error: (issue: { code?: string }) => (issue.code === 'invalid_type' ? rule : undefined) });
+
+const factText = (max: number, pattern: RegExp, rule: string) =>
+  z.string(stated(rule)).min(1, stated(rule)).max(max, stated(rule)).regex(pattern, stated(rule));
+
+const PROTOCOL_RULE = `must be an integer from 0 to ${MAX_PROTOCOL_VERSION_FACT}`;
+
+/** The rules of the host facts a node sends with a token; upgrade redemption checks the same. */
 export const hostFactRules = {
-  hostname: z.string().min(1).max(253).regex(/^[A-Za-z0-9._-]+$/, 'must be a host name (letters, digits, . _ -)'),
-  arch: z.string().min(1).max(32).regex(/^[A-Za-z0-9_-]+$/, 'must be an architecture name such as x86_64 or aarch64'),
-  version: z.string().min(1).max(64).regex(/^[A-Za-z0-9.+_-]+$/, 'must be a version such as 1.2.3'),
-  protocolVersion: z.number().int().min(0).max(MAX_PROTOCOL_VERSION_FACT),
+  hostname: factText(253, /^[A-Za-z0-9._-]+$/, 'must be a host name of 1 to 253 letters, digits, . _ -'),
+  arch: factText(32, /^[A-Za-z0-9_-]+$/, 'must be an architecture name such as x86_64 or aarch64'),
+  version: factText(64, /^[A-Za-z0-9.+_-]+$/, 'must be a version such as 1.2.3'),
+  protocolVersion: z.number(stated(PROTOCOL_RULE)).int(stated(PROTOCOL_RULE)).min(0, stated(PROTOCOL_RULE)).max(MAX_PROTOCOL_VERSION_FACT, stated(PROTOCOL_RULE)),
 };
 
+const REDEMPTION_RULE = 'must be 43 base64url characters';
+const TOKEN_RULE = 'must be the token of a one-time command (1 to 256 characters)';
 /** The token text: bounded, never checked for shape (an unknown token is the answer to a bad one). */
-export const tokenRule = z.string().min(1).max(256);
+export const tokenRule = z.string(stated(TOKEN_RULE)).min(1, stated(TOKEN_RULE)).max(256, stated(TOKEN_RULE));
 
 export const enrollRequestSchema = z.strictObject({
   token: tokenRule,
-  mode: z.enum(ENROLL_MODES),
-  facts: z.strictObject(hostFactRules),
+  mode: z.enum(ENROLL_MODES, stated(`must be one of ${ENROLL_MODES.join(', ')}`)),
+  facts: z.strictObject(hostFactRules, factsRule('must be an object of hostname, arch, version and protocolVersion')),
   /** Random per enrollment attempt (32 bytes, base64url); lets the node retry an answer it lost. */
-  redemptionKey: z.string().regex(REDEMPTION_KEY_PATTERN, 'must be 43 base64url characters').optional(),
+  redemptionKey: z.string(stated(REDEMPTION_RULE)).regex(REDEMPTION_KEY_PATTERN, stated(REDEMPTION_RULE)).optional(),
 });
 
 export type EnrollRequest = z.output<typeof enrollRequestSchema>;

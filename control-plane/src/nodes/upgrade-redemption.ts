@@ -15,16 +15,18 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { zenovaError } from '../errors.js';
 import { productVersion } from '../../../proto/src/product-version.js';
-import { assertCompatibleProtocol, hostFactRules, redeemFailureError, tokenRule } from './enrollment.js';
+import { assertCompatibleProtocol, factsRule, hostFactRules, redeemFailureError, tokenRule } from './enrollment.js';
 import { redeemInstallToken } from './install-tokens.js';
 import { notifyNodeEvent } from './node-events.js';
 import { findNodeById } from './node-repository.js';
 import { withTransaction } from './with-transaction.js';
 
+const NODE_ID_RULE = 'must be the node id of data/identity.json (1 to 128 characters)';
+
 export const upgradeRequestSchema = z.strictObject({
   token: tokenRule,
   /** The node id in the installed node's data/identity.json. */
-  nodeId: z.string().min(1).max(128),
+  nodeId: z.string({ error: () => NODE_ID_RULE }).min(1, { error: () => NODE_ID_RULE }).max(128, { error: () => NODE_ID_RULE }),
   facts: z.strictObject({
     hostname: hostFactRules.hostname,
     arch: hostFactRules.arch,
@@ -33,7 +35,7 @@ export const upgradeRequestSchema = z.strictObject({
     /** The installed release's version. */
     fromVersion: hostFactRules.version,
     protocolVersion: hostFactRules.protocolVersion,
-  }),
+  }, factsRule('must be an object of hostname, arch, version, fromVersion and protocolVersion')),
 });
 
 export type UpgradeRequest = z.output<typeof upgradeRequestSchema>;
