@@ -185,6 +185,12 @@ t.test('spend takes from and to only as unix ms or ISO 8601 with a time zone, fr
   }
   const ok = expectStatus<{ from: string; to: string }>(await call('GET', '/api/v1/spend?from=0&to=2026-03-07T08:00:00%2B08:00'), 200);
   t.same([ok.from, ok.to], ['1970-01-01T00:00:00.000Z', '2026-03-07T00:00:00.000Z']);
+  // curl "…?to=2026-03-07T08:00:00+08:00": the + arrives as a space; the answer says how to send it.
+  for (const query of ['to=2026-03-07T08:00:00+08:00', 'to=2026-03-07T08:00:00.5+0800', '/requests?from=2026-03-07T08:00+08:00']) {
+    const res = await call('GET', query.startsWith('/') ? `/api/v1${query}` : `/api/v1/spend?${query}`);
+    t.equal(res.statusCode, 400, query);
+    t.match(res.json<ErrorReply>().error.message, /a '\+' in a URL query is read as a space, so send \+08:00 as %2B08:00/, query);
+  }
 });
 
 t.test('a spend window whose from is not before its to is refused naming from, not answered with no rows', async (t) => {

@@ -57,6 +57,10 @@ const INSTANT_RULE = 'must be unix ms or an ISO 8601 date-time with a time zone 
 // past the records at that millisecond and refuse a window whose bounds differ below it.
 export const MILLISECOND_RULE = 'must have at most 3 fractional digits (such as 2026-03-07T00:00:00.123Z): times are kept to the millisecond';
 export const FINER_THAN_MS = /T\d{2}:\d{2}:\d{2}\.\d{4,}(?:Z|[+-]\d{2}:\d{2})$/;
+// A `+` in a query string is a space once decoded (application/x-www-form-urlencoded): a `+08:00`
+// sent as is arrives as ` 08:00`, and the caller's time looks fine to them.
+const PLUS_AS_SPACE = /T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)? \d{2}:?\d{2}$/;
+const PLUS_AS_SPACE_RULE = "has a space before its offset: a '+' in a URL query is read as a space, so send +08:00 as %2B08:00";
 const WINDOW_ORDER_RULE = "must be before 'to' (from is inclusive, to exclusive)";
 
 /**
@@ -71,6 +75,7 @@ export const isInstantInRange = (ms: number): boolean => Number.isFinite(ms) && 
 /** A query time: unix ms or an ISO 8601 date-time with offset (to the millisecond), as epoch ms within [year 1, year 9999]. */
 export const instantSchema = z
   .string({ error: () => INSTANT_RULE })
+  .refine((s) => !PLUS_AS_SPACE.test(s), { error: () => PLUS_AS_SPACE_RULE, abort: true })
   .refine((s) => !FINER_THAN_MS.test(s), { error: () => MILLISECOND_RULE, abort: true })
   .pipe(z.union([
     z.string().regex(/^\d{1,15}$/).transform(Number),
