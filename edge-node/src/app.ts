@@ -7,7 +7,7 @@ import type { ConfigHolder } from './config/config-holder.js';
 import { DEFAULT_MAX_BODY_BYTES } from './config/local-config.js';
 import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from './errors.js';
 import type { ZenovaError } from './errors.js';
-import { ANTHROPIC_REQUEST_ID_HEADER, errorBodyFor, isAnthropicPath, registerAnthropicRoutes } from './http/anthropic.routes.js';
+import { ANTHROPIC_REQUEST_ID_HEADER, errorBodyFor, isAnthropicPath, registerAnthropicRoutes, wantsAnthropicRequestId } from './http/anthropic.routes.js';
 import { keepBodyText } from './http/body-text.js';
 import { unreadableCharset } from './http/json-charset.js';
 import { registerMcpRoutes } from './http/mcp.routes.js';
@@ -131,7 +131,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // The hook's reply is typed by route generics it does not have; it is a plain reply.
       const plain = reply as unknown as FastifyReply;
       metrics.requestEndedBeforePipeline?.(failure.status >= 500 ? 'failed' : 'rejected', failure.code);
-      if (isAnthropicPath(request.url)) plain.header(ANTHROPIC_REQUEST_ID_HEADER, request.id);
+      if (wantsAnthropicRequestId(request.url, request.headers)) plain.header(ANTHROPIC_REQUEST_ID_HEADER, request.id);
+      // onRequest, which echoes the caller's own id, did not run for this request.
+      const clientRequestId = clientRequestIdOf(request.headers);
+      if (clientRequestId !== undefined) plain.header(CLIENT_REQUEST_ID_HEADER, clientRequestId);
       const retry = shouldRetryValue(failure);
       if (retry !== undefined) plain.header(SHOULD_RETRY_HEADER, retry);
       void plain.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure));
@@ -173,7 +176,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     request.configSnapshot = holder.current();
     reply.header(REQUEST_ID_HEADER, request.id);
     // On the raw response, so it also survives the runner taking over the response for streams.
-    if (isAnthropicPath(request.url)) reply.raw.setHeader(ANTHROPIC_REQUEST_ID_HEADER, request.id);
+    if (wantsAnthropicRequestId(request.url, request.headers)) reply.raw.setHeader(ANTHROPIC_REQUEST_ID_HEADER, request.id);
     const clientRequestId = clientRequestIdOf(request.headers);
     if (clientRequestId !== undefined) {
       request.zenova.clientRequestId = clientRequestId;
@@ -358,6 +361,12 @@ function jsonBodyParser(strict: JsonParser): JsonParser {
     // No route serves the path: its body is never read, and the 404 (with the Base URL hint a
     // wrong path usually needs) must not turn into a complaint about the body.
     if (request.is404) {
+      done(null, undefined);
+      return;
+    }
+    // Clients that label every request JSON send `DELETE /mcp/{server}` (which ends a session) with
+    // an empty body: no body, not invalid JSON. A POST still needs one.
+    if (body.length === 0 && request.method !== 'POST') {
       done(null, undefined);
       return;
     }

@@ -57,6 +57,19 @@ t.test('the models API to Anthropic callers', async (t) => {
     t.equal((await sdkError(node.client().models.retrieve('claude'))).code, 'ZN_ERR_MODEL_WRONG_API');
   });
 
+  t.test("the SDK gets the request id from Anthropic's request-id header on models answers and their errors", async (t) => {
+    // The SDK reads `request-id` (not x-request-id) into `_request_id` and APIError.requestID.
+    const { response, request_id: listed } = await client().models.list().withResponse();
+    t.match(listed, /^req_/);
+    t.equal(listed, response.headers.get('x-request-id'));
+    const unknown = await client().models.retrieve('nope').then(() => undefined, (err: unknown) => err);
+    t.ok(unknown instanceof Anthropic.APIError);
+    t.match((unknown as InstanceType<typeof Anthropic.APIError>).requestID, /^req_/);
+    const wrongKey = await client('sk-wrong').models.list().then(() => undefined, (err: unknown) => err);
+    t.equal((wrongKey as InstanceType<typeof Anthropic.APIError>).status, 401);
+    t.match((wrongKey as InstanceType<typeof Anthropic.APIError>).requestID, /^req_/);
+  });
+
   t.test('an unknown model tells each SDK\'s caller where its own model list is', async (t) => {
     const onMessages = await anthropicSdkError(client().messages.create({ model: 'nope', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }));
     t.equal(onMessages.errorCode, 'ZN_ERR_MODEL_NOT_FOUND');

@@ -135,6 +135,24 @@ t.test("the tool server's session survives across calls and DELETE ends it", asy
   t.pass('the session ended on the tool server');
 });
 
+t.test('a DELETE with an empty body labelled application/json ends the session: no body, not invalid JSON', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());
+  const client = new Client({ name: 'zenova-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp/tools`), { requestInit: { headers: { authorization: `Bearer ${caller.secret}` } } });
+  t.teardown(() => client.close());
+  await client.connect(transport);
+  t.equal(fake.sessions(), 1);
+  const res = await fetch(`${origin}/mcp/tools`, {
+    method: 'DELETE',
+    headers: { authorization: `Bearer ${caller.secret}`, 'mcp-session-id': transport.sessionId!, 'mcp-protocol-version': '2025-06-18', 'content-type': 'application/json' },
+    body: '',
+  });
+  t.equal(res.status, 200, await res.text());
+  await waitFor(() => fake.sessions() === 0, { what: 'the tool server to end the session' });
+  t.pass('the session ended on the tool server');
+});
+
 t.test("the tool server's unasked messages on the GET event stream reach the client while the stream stays open", async (t) => {
   const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
   const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());

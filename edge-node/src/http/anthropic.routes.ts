@@ -1,6 +1,7 @@
 // Anthropic's caller surface: POST /v1/messages (JSON and SSE), through the request pipeline.
 // Every response under /v1/messages, errors raised before the pipeline included, carries
 // `request-id` and errors in Anthropic's shape (app.ts asks `isAnthropicPath`).
+import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { ZenovaError } from '../errors.js';
 import type { PipelineDeps } from '../pipeline/deps.js';
@@ -23,6 +24,15 @@ export function isAnthropicPath(url: string): boolean {
   // `//v1/messages` (a Base URL ending in /) too: its 404 says to drop the /, in Anthropic's shape.
   const path = withoutExtraLeadingSlashes(url) ?? url;
   return isUnder(path, MESSAGES_PATH) || isUnder(path, DOUBLED_MESSAGES_PATH);
+}
+
+/**
+ * Whether an answer carries Anthropic's `request-id` (its SDKs read it into `requestID`): on its
+ * paths, and on any request an Anthropic SDK sent (`anthropic-version`, which it sends on every
+ * call), such as GET /v1/models answered in its shape (models-api-family.ts).
+ */
+export function wantsAnthropicRequestId(url: string, headers: IncomingHttpHeaders): boolean {
+  return headers['anthropic-version'] !== undefined || isAnthropicPath(url);
 }
 
 function isUnder(url: string, path: string): boolean {

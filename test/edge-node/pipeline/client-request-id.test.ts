@@ -71,3 +71,14 @@ t.test("x-client-request-id is the caller's id when both headers are sent; a req
   const records = spooledRecords(file);
   t.same(records.map((r) => r.clientRequestId), ['mine-1', undefined, undefined]);
 });
+
+t.test("x-client-request-id is echoed on answers fastify gives before the request's hooks run (a path that cannot be decoded)", async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const node = await startPipelineNode(t, { upstreamUrl: upstream.url });
+  for (const url of ['/v1/models/%zz', `/mcp/${'s'.repeat(101)}`]) {
+    const res = await fetch(node.origin + url, { headers: { authorization: `Bearer ${node.secret}`, 'x-client-request-id': 'trace-9' } });
+    t.equal(res.status, 400, url);
+    t.equal(res.headers.get('x-client-request-id'), 'trace-9', `${url.slice(0, 20)}: echoed`);
+    t.match(res.headers.get('x-request-id'), MINTED);
+  }
+});
