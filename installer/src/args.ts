@@ -41,12 +41,20 @@ export function joinDashValues(argv: readonly string[], dashValued: readonly str
 
 /** `dashValued`: string options whose separate value may begin with '-' (see joinDashValues). */
 export function parseOptions(argv: readonly string[], options: OptionSpec, helpCommand: string, dashValued: readonly string[] = []): ParsedArgs {
+  let parsed;
   try {
-    const { values, positionals } = parseArgs({ args: joinDashValues(argv, dashValued), options, strict: true, allowPositionals: true });
-    return { values: values as ParsedArgs['values'], positionals };
+    parsed = parseArgs({ args: joinDashValues(argv, dashValued), options, strict: true, allowPositionals: true, tokens: true });
   } catch (err) {
     throw new UsageError((err as Error).message, helpCommand);
   }
+  // parseArgs keeps the last of a repeated option: `delete --name a --name b` would act on b alone.
+  const seen = new Set<string>();
+  for (const token of parsed.tokens) {
+    if (token.kind !== 'option' || options[token.name]?.type !== 'string' || options[token.name]?.multiple === true) continue;
+    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once: give it once`, helpCommand);
+    seen.add(token.name);
+  }
+  return { values: parsed.values as ParsedArgs['values'], positionals: parsed.positionals };
 }
 
 export function stringOption(parsed: ParsedArgs, name: string): string | undefined {

@@ -40,7 +40,9 @@ function report(err: unknown, ctx: CliContext): number {
   }
   if (err instanceof ApiError) {
     ctx.stderr.write(`${PROGRAM}: error ${err.code}: ${err.message}\n`);
-    return EXIT_FAILURE;
+    // A value the control plane's rules refuse (--replicas 0, an http:// URL) is bad usage, as one
+    // the CLI refuses itself; a refusal of a valid request (a name taken, a node not found) is not.
+    return err.code === 'ZN_ERR_CP_INVALID_REQUEST' ? EXIT_USAGE : EXIT_FAILURE;
   }
   if (err instanceof ConnectionError || err instanceof UnexpectedResponseError || err instanceof CommandFailure) {
     ctx.stderr.write(`${PROGRAM}: ${err.message}\n`);

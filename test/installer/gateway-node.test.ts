@@ -180,23 +180,33 @@ t.test('delete refuses without --yes (exit 2, node kept) and deletes with it', a
   t.match(gone.stderr, /error ZN_ERR_CP_NODE_NOT_FOUND/);
 });
 
-t.test('a validation refusal prints the API code, the field and its rule, and the option to change', async (t) => {
+t.test('a validation refusal prints the API code, the field and its rule, and the option to change, and exits 2 (bad usage)', async (t) => {
   const result = await create('edge-bad-dir', '--install-dir', '/tmp/zenova-node');
-  t.equal(result.code, 1);
+  t.equal(result.code, 2, 'a value the API refuses is bad usage, like one the CLI refuses');
   t.equal(result.stderr, 'zenova: error ZN_ERR_CP_INVALID_REQUEST: installDir: must not be under /tmp (option --install-dir)\n');
   t.equal(result.stdout, '');
   t.equal((await run('gateway-node', 'show', 'edge-bad-dir')).code, 1, 'nothing was created');
 
   const badName = await create('Edge_Bad');
-  t.equal(badName.code, 1);
+  t.equal(badName.code, 2);
   t.match(badName.stderr, /error ZN_ERR_CP_INVALID_REQUEST: name: .* \(option --name\)/);
 });
 
 t.test('the default callback URL is ZENOVA_CONTROL_PLANE_URL, and its refusal says so', async (t) => {
   // The test control plane is plain HTTP, which a node callback URL must not be.
   const result = await run('gateway-node', 'create', '--name', 'edge-default-url', '--address', '10.0.0.9');
-  t.equal(result.code, 1);
+  t.equal(result.code, 2);
   t.match(result.stderr, /error ZN_ERR_CP_INVALID_REQUEST: controlPlaneUrl: must start with https:\/\/ \(taken from ZENOVA_CONTROL_PLANE_URL; set it with --control-plane-url\)/);
+});
+
+t.test('a repeated option is bad usage, not the last one silently: delete --name a --name b deletes neither', async (t) => {
+  t.equal((await create('edge-keep-a')).code, 0);
+  t.equal((await create('edge-keep-b')).code, 0);
+  const twice = await run('gateway-node', 'delete', '--name', 'edge-keep-a', '--name', 'edge-keep-b', '--yes');
+  t.equal(twice.code, 2);
+  t.match(twice.stderr, /^zenova: --name is given more than once: give it once\n/);
+  t.equal((await run('gateway-node', 'show', 'edge-keep-a')).code, 0, 'a is still there');
+  t.equal((await run('gateway-node', 'show', 'edge-keep-b')).code, 0, 'b is still there');
 });
 
 t.test('a taken name is the API\'s NAME_TAKEN error', async (t) => {

@@ -45,7 +45,9 @@ async function attempt(c: Case): Promise<{ exit: number; out: string; changed: b
     const before = listTree(root);
     const cli = captureCli(work);
     const exit = await runInstall(
-      ['node', '--package', made.pkg ?? goodPackage, '--control-plane', 'https://cp.example.test', ...(c.withToken ? ['--token', 'tok_never_used'] : ['--check-only']), ...(made.args ?? [])],
+      // A case's own --control-plane replaces the default (an option given twice is a usage error).
+      ['node', '--package', made.pkg ?? goodPackage, ...(made.args?.includes('--control-plane') ? [] : ['--control-plane', 'https://cp.example.test']),
+        ...(c.withToken ? ['--token', 'tok_never_used'] : ['--check-only']), ...(made.args ?? [])],
       cli.ctx,
       host,
     );
