@@ -47,6 +47,13 @@ t.test('zenova install without its target says so on stderr and exits 2; --help 
   t.match(help.out(), /zenova install node/);
 });
 
+t.test('an empty option value (an unset shell variable) is named as such, before any check', async (t) => {
+  // '' resolved against the current dir, and came back as a misleading finding about '/' or the cwd.
+  for (const option of ['--install-dir', '--ca-file', '--token-file', '--listen']) {
+    t.match(await usage([...BASE, '--check-only', option, '']), new RegExp(`^${option} is empty \\(an unset shell variable\\?\\): `), option);
+  }
+});
+
 t.test('an install needs a token unless --check-only', async (t) => {
   t.match(await usage(BASE), /--token or --token-file is required/);
 });

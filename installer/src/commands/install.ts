@@ -5,7 +5,7 @@
  */
 import { readFile, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { flagOption, noPositionals, parseOptions, requiredOption, stringOption, wantsHelp } from '../args.js';
+import { flagOption, noPositionals, nonEmptyOption, parseOptions, requiredOption, stringOption, wantsHelp } from '../args.js';
 import { CommandFailure, EXIT_FAILURE, EXIT_OK, UsageError } from '../cli-context.js';
 import type { CliContext, Command } from '../cli-context.js';
 import { realHostEnv } from '../host/host-env.js';
@@ -136,20 +136,20 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   const reenroll = flagOption(parsed, 'reenroll');
   const upgrade = flagOption(parsed, 'upgrade');
   if ([checkOnly, reenroll, upgrade].filter(Boolean).length > 1) throw new UsageError('--check-only, --reenroll and --upgrade exclude each other', HELP);
-  const installDir = stringOption(parsed, 'install-dir');
+  const installDir = nonEmptyOption(parsed, 'install-dir', HELP, `pass the install dir, or leave --install-dir out for the default ${DEFAULT_INSTALL_DIR}`);
   if (upgrade && installDir !== undefined) {
     throw new UsageError('--install-dir cannot be used with --upgrade: an upgrade keeps the install dir of the first install', HELP);
   }
   const tokenArg = stringOption(parsed, 'token');
-  const tokenFile = stringOption(parsed, 'token-file');
+  const tokenFile = nonEmptyOption(parsed, 'token-file', HELP, 'pass the file that holds the token');
   if (tokenArg !== undefined && tokenFile !== undefined) throw new UsageError('--token and --token-file exclude each other: give one of them', HELP);
   const tokenSource: TokenSource = tokenArg !== undefined ? { from: 'argument', value: tokenArg } : tokenFile !== undefined ? { from: 'file', file: path.resolve(ctx.cwd, tokenFile) } : undefined;
   if (!checkOnly && tokenSource === undefined) throw new UsageError('--token or --token-file is required (or --check-only, which needs no token)', HELP);
   const packageFile = path.resolve(ctx.cwd, requiredOption(parsed, 'package', HELP));
   const controlPlaneUrl = requiredOption(parsed, 'control-plane', HELP);
-  const caOption = stringOption(parsed, 'ca-file');
+  const caOption = nonEmptyOption(parsed, 'ca-file', HELP, "pass the control plane's CA file, or leave --ca-file out to trust the system store");
   const caFile = caOption === undefined ? undefined : { path: path.resolve(ctx.cwd, caOption), installed: false };
-  const listenOption = stringOption(parsed, 'listen');
+  const listenOption = nonEmptyOption(parsed, 'listen', HELP, 'pass HOST:PORT, or leave --listen out for the default');
   const tlsFiles = tlsOption(stringOption(parsed, 'tls-cert'), stringOption(parsed, 'tls-key'), ctx.cwd);
   if (upgrade && listenOption !== undefined) throw new UsageError('--listen cannot be used with --upgrade: an upgrade keeps the installed listen address (ZENOVA_NODE_LISTEN in <dir>/etc/node.env)', HELP);
   if (upgrade && tlsFiles !== undefined) throw new UsageError('--tls-cert and --tls-key cannot be used with --upgrade: an upgrade keeps the installed etc/ and its TLS pair; leave them out', HELP);
