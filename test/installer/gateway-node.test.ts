@@ -1,7 +1,7 @@
 // `zenova gateway-node …` against a real control-plane process and PostgreSQL (plain HTTP here;
 // gateway-node-tls.test.ts covers HTTPS verification).
 import { X509Certificate } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { createTestCa } from '../fixtures/tls.js';
@@ -143,6 +143,29 @@ t.test('the node name may be given as --name NAME, as the seed writes it; a diff
   const help = await run('gateway-node', 'reenroll-command', '--help');
   t.match(help.stdout, /--name NAME/);
   t.equal((await run('gateway-node', 'show', 'edge-alias')).code, 0, 'nothing was deleted');
+});
+
+t.test('a --ca-out that cannot be written is bad usage before the node is created or a command reissued', async (t) => {
+  const missingDir = await create('edge-ca-out-bad', '--ca-out', '/nonexistent-zenova-dir/ca.pem');
+  t.equal(missingDir.code, 2);
+  t.match(missingDir.stderr, /^zenova: --ca-out \/nonexistent-zenova-dir\/ca\.pem: the directory \/nonexistent-zenova-dir does not exist\n/);
+  t.equal((await run('gateway-node', 'show', 'edge-ca-out-bad')).code, 1, 'no node was created');
+  t.equal((await create('edge-ca-out-ok')).code, 0);
+  for (const [value, message] of [['', /--ca-out is empty/], [tempDir(t), /is a directory/]] as const) {
+    const reissue = await run('gateway-node', 'install-command', 'edge-ca-out-ok', '--ca-out', value);
+    t.equal(reissue.code, 2, JSON.stringify(value));
+    t.match(reissue.stderr, message);
+    t.notMatch(reissue.stdout, /zenova install node/, 'no command was issued (the first one still works)');
+  }
+});
+
+t.test('--ca-out with --json says on stderr when the node has no CA to write', async (t) => {
+  t.equal((await create('edge-json-no-ca')).code, 0);
+  const caOut = path.join(tempDir(t), 'ca.pem');
+  const result = await run('gateway-node', 'install-command', 'edge-json-no-ca', '--json', '--ca-out', caOut);
+  t.equal(result.code, 0);
+  t.match(result.stderr, /node edge-json-no-ca has no control-plane CA, so nothing was written to /);
+  t.notOk(existsSync(caOut));
 });
 
 t.test('a command for a node with a CA prints that CA unless --ca-out writes it', async (t) => {

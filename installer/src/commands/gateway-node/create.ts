@@ -8,12 +8,12 @@ import type { CliContext, Command } from '../../cli-context.js';
 import { ApiError } from '../../connection/admin-client.js';
 import { withAdminClient } from '../../connection/admin-session.js';
 import { URL_VARIABLE } from '../../connection/connection-settings.js';
-import { readPemOption, writeTextFileAtomic } from '../../local-files.js';
+import { checkWritableFileOption, readPemOption } from '../../local-files.js';
 import { createdNodeSchema } from './api-schemas.js';
 import type { CreateNodeRequest } from './api-schemas.js';
 import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE } from './common-options.js';
 import { renderNodeDetail } from './node-format.js';
-import { SHOWN_ONCE_WARNING, printOneTimeCommand } from './one-time-command-output.js';
+import { SHOWN_ONCE_WARNING, printOneTimeCommand, saveCaBesideJson } from './one-time-command-output.js';
 
 const HELP = 'gateway-node create';
 
@@ -106,6 +106,7 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
   const caPem = caFile === undefined ? undefined : readPemOption(caFile, '--ca-file', ctx.cwd, HELP);
   const explicitUrl = stringOption(parsed, 'control-plane-url');
   const caOut = stringOption(parsed, 'ca-out');
+  checkWritableFileOption(caOut, '--ca-out', ctx.cwd, HELP);
   const json = flagOption(parsed, 'json');
 
   return withAdminClient(ctx, stringOption(parsed, 'env-file'), HELP, async (client, conn) => {
@@ -130,10 +131,7 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
     const nodeCa = install.caPem ?? created.data.caPem ?? caPem;
     if (json) {
       ctx.stdout.write(`${JSON.stringify(created.raw, null, 2)}\n`);
-      if (caOut !== undefined && node.hasCa && nodeCa !== undefined) {
-        const written = writeTextFileAtomic(caOut, nodeCa, ctx.cwd);
-        ctx.stderr.write(`zenova: saved the control-plane CA to ${written}\n`);
-      }
+      saveCaBesideJson(ctx, node.name, caOut, node.hasCa ? nodeCa : undefined);
       return EXIT_OK;
     }
     ctx.stdout.write(`Created gateway node ${node.name}.\n\n`);

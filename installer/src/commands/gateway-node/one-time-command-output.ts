@@ -40,6 +40,16 @@ export function caFileInCommand(command: string): string | undefined {
   return /(?:^|\s)--ca-file\s+(\S+)/.exec(command)?.[1];
 }
 
+/** With --json (stdout is the API's answer): --ca-out written, or why not, on stderr. */
+export function saveCaBesideJson(ctx: CliContext, nodeName: string, caOut: string | undefined, caPem: string | undefined): void {
+  if (caOut === undefined) return;
+  if (caPem === undefined) {
+    ctx.stderr.write(`zenova: node ${nodeName} has no control-plane CA, so nothing was written to ${caOut}\n`);
+    return;
+  }
+  ctx.stderr.write(`zenova: saved the control-plane CA to ${writeTextFileAtomic(caOut, caPem, ctx.cwd)}\n`);
+}
+
 /** Prints the command and its CA advice; writes --ca-out when asked and the node has a CA. */
 export function printOneTimeCommand(ctx: CliContext, out: OneTimeCommandOutput): void {
   const { issued, kind } = out;

@@ -8,12 +8,12 @@ import type { OptionSpec } from '../../args.js';
 import { EXIT_OK } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
 import { withAdminClient } from '../../connection/admin-session.js';
-import { writeTextFileAtomic } from '../../local-files.js';
+import { checkWritableFileOption } from '../../local-files.js';
 import { oneTimeCommandSchema } from './api-schemas.js';
 import type { CommandKind } from './api-schemas.js';
 import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE, NAME_OPTION, NAME_USAGE } from './common-options.js';
 import { nodePath } from './node-path.js';
-import { SHOWN_ONCE_WARNING, caFileInCommand, printOneTimeCommand } from './one-time-command-output.js';
+import { SHOWN_ONCE_WARNING, caFileInCommand, printOneTimeCommand, saveCaBesideJson } from './one-time-command-output.js';
 
 const OPTIONS = { 'ca-out': { type: 'string' }, ...NAME_OPTION, ...JSON_OPTION, ...COMMON_OPTIONS } as const satisfies OptionSpec;
 
@@ -51,15 +51,14 @@ function oneTimeCommand(kind: CommandKind, summary: string): Command {
     const parsed = parseOptions(argv, OPTIONS, help);
     const name = nodeNameArgument(parsed, help);
     const caOut = stringOption(parsed, 'ca-out');
+    checkWritableFileOption(caOut, '--ca-out', ctx.cwd, help);
     return withAdminClient(ctx, stringOption(parsed, 'env-file'), help, async (client) => {
       // An empty JSON object: the route takes no fields, and fastify refuses an empty JSON body.
       const { data, raw } = await client.call('POST', nodePath(name, `${kind}-command`), oneTimeCommandSchema, {});
       const caPem = data.caPem ?? undefined;
       if (flagOption(parsed, 'json')) {
         ctx.stdout.write(`${JSON.stringify(raw, null, 2)}\n`);
-        if (caOut !== undefined && caPem !== undefined && caFileInCommand(data.command) !== undefined) {
-          ctx.stderr.write(`zenova: saved the control-plane CA to ${writeTextFileAtomic(caOut, caPem, ctx.cwd)}\n`);
-        }
+        saveCaBesideJson(ctx, name, caOut, caFileInCommand(data.command) === undefined ? undefined : caPem);
         return EXIT_OK;
       }
       printOneTimeCommand(ctx, { nodeName: name, kind, issued: data, caPem, caSourceFile: undefined, caOut, reissued: true });
