@@ -251,6 +251,7 @@ t.test('missing settings are usage errors (exit 2) that name the variable; nothi
   const noUrl = await zenova(['gateway-node', 'list'], { env: { ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN }, cwd });
   t.equal(noUrl.code, 2);
   t.match(noUrl.stderr, /^zenova: ZENOVA_CONTROL_PLANE_URL is not set \(looked in the environment\): set it to the control plane's URL/);
+  t.match(noUrl.stderr, /under sudo, which drops the caller's environment, use --env-file or sudo --preserve-env=ZENOVA_CONTROL_PLANE_URL,ZENOVA_ADMIN_TOKEN,ZENOVA_CA_FILE/);
   t.match(noUrl.stderr, /--env-file F \(the dev stack writes \.zenova\/dev\.env\)/);
   t.match(noUrl.stderr, /Run "zenova gateway-node list --help" for usage\./);
 

@@ -55,7 +55,9 @@ the findings are listed with their NODE-… codes and nothing is written.
   --tls-key FILE        The certificate's unencrypted PEM key (both or neither); copied to
                         <dir>/etc/tls-key.pem (0600). --reenroll keeps the installed pair
   --check-only          Run the checks only: no token needed or used, nothing written (not even
-                        the install lock: another run is neither refused by it nor refuses it)
+                        the install lock: another run is neither refused by it nor refuses it).
+                        Give the same --ca-file as the install: a control plane with a private
+                        CA is otherwise NODE-CP-TLS
   --reenroll            Replace the installed node's identity (keeps data, spool, unsent records);
                         also recovers a failed install whose data/ was kept (installs it again)
   --upgrade             Upgrade the installed node to this package's release (the control plane's

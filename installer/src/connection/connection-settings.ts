@@ -112,7 +112,8 @@ export function resolveConnection(ctx: CliContext, envFile: string | undefined, 
   if (rawUrl === undefined) {
     throw new UsageError(
       `${URL_VARIABLE} is not set (looked in ${source}): set it to the control plane's URL, e.g. https://cp.example.com:7400, ` +
-        `or pass --env-file F (the dev stack writes ${DEFAULT_ENV_FILE})`,
+        `or pass --env-file F (the dev stack writes ${DEFAULT_ENV_FILE}); under sudo, which drops the caller's environment, use --env-file ` +
+        `or sudo --preserve-env=${URL_VARIABLE},${TOKEN_VARIABLE},${CA_VARIABLE}`,
       helpCommand,
     );
   }
