@@ -87,6 +87,11 @@ t.test('not-found answers that name the Base URL mistake', async (t) => {
     // An OpenAI client given `<origin>/`: both mistakes, each with its fix.
     t.match(await errorOf(await send('POST', '//chat/completions')), { message: /^No route for POST \/\/chat\/completions: the path starts with more than one \/\. Drop the \/ at the end of the client's Base URL\. Also: the node serves it as POST \/v1\/chat\/completions\. Add \/v1 to the client's Base URL\./ });
     t.match(await errorOf(await send('POST', '//v1/v1/chat/completions')), { message: /more than one \/\. Drop the \/ at the end of the client's Base URL\. Also: \/v1 is in the path twice\. Drop \/v1/ });
+    // An OpenAI client given `<origin>/v1/` that does not trim the / sends /v1//chat/completions.
+    for (const [method, path] of [['POST', '/v1//chat/completions'], ['GET', '/v1//models'], ['GET', '/v1///models/x']] as const) {
+      t.match(await errorOf(await send(method, path)), { code: 'ZN_ERR_NOT_FOUND', message: /: the path has \/\/ after \/v1\. Drop the \/ at the end of the client's Base URL\. OpenAI clients take/ }, path);
+    }
+    t.equal((await errorOf(await send('GET', '/v1//nothing'))).message, 'No route for GET /v1//nothing.', 'not a route with one / either: the plain answer');
   });
 
   t.test('a path no route serves is answered 404 whatever its body: broken JSON, another content type or a charset the node does not read is no reason to hide the Base URL mistake', async (t) => {

@@ -48,6 +48,10 @@ function baseUrlMistake(method: string, url: string): string | undefined {
     return `the path starts with more than one /. Drop the / at the end of the client's Base URL.${also === undefined ? '' : ` Also: ${also}`}`;
   }
   if (hasDoubledV1(url)) return "/v1 is in the path twice. Drop /v1 from the client's Base URL.";
+  // `<origin>/v1/` in a client that does not trim it sends /v1//chat/completions.
+  if (url.startsWith('/v1//') && servedUnderV1(method, (url.slice(3).replace(/^\/+/, '/').split('?', 1)[0] ?? ''))) {
+    return "the path has // after /v1. Drop the / at the end of the client's Base URL.";
+  }
   if (servedUnderV1(method, url.split('?', 1)[0] ?? '')) return `the node serves it as ${method} /v1${shownPath(url)}. Add /v1 to the client's Base URL.`;
   return undefined;
 }
