@@ -85,6 +85,10 @@ t.test('bodies of many bad elements, sent without a key, are refused at once wit
     t.match(await post('/v1/embeddings', { model: 'echo', input: [...ids(1000), 'x', 'y'] }), { status: 400, param: 'input[1000]', message: /^Invalid request: input\[1000\]: must be a token id/ });
     t.match(await post('/v1/embeddings', { model: 'echo', input: ['a', 'b', 3] }), { status: 400, param: 'input[2]', message: /must be a string, as input\[0\] is/ });
     t.match(await post('/v1/embeddings', { model: 'echo', input: [[1, 2], [3, 'x']] }), { status: 400, param: 'input[1][1]' });
+    // A negative id is no token: refused, not forwarded for the upstream to fail or wrap.
+    t.match(await post('/v1/embeddings', { model: 'echo', input: [5, -1] }), { status: 400, param: 'input[1]', message: /must be a token id \(a whole number from 0\)/ });
+    t.match(await post('/v1/embeddings', { model: 'echo', input: [[1], [-3]] }), { status: 400, param: 'input[1][0]' });
+    t.match(await post('/v1/embeddings', { model: 'echo', input: [-1] }), { status: 400, param: 'input[0]' });
     t.match(await post('/v1/embeddings', { model: 'echo', input: [[1], []] }), { status: 400, param: 'input[1]', message: /empty/ });
     t.match(await post('/v1/embeddings', { model: 'echo', input: [{}] }), { status: 400, param: 'input[0]' });
     t.match(await post('/v1/embeddings', { model: 'echo', input: '' }), { status: 400, code: 'ZN_ERR_INVALID_REQUEST', param: 'input', message: /must not be an empty string/ }, 'an empty text: nothing to embed');

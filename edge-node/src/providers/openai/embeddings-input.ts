@@ -18,7 +18,7 @@ export interface InputProblem {
 }
 
 const EMPTY_STRING = 'must not be an empty string';
-const SHAPES = 'must be a string, an array of strings, an array of token ids (integers) or an array of arrays of token ids';
+const SHAPES = 'must be a string, an array of strings, an array of token ids (whole numbers from 0) or an array of arrays of token ids';
 
 /** Why `input` is not an embeddings input, or undefined when it is one. */
 export function embeddingsInputProblem(input: unknown): InputProblem | undefined {
@@ -30,11 +30,12 @@ export function embeddingsInputProblem(input: unknown): InputProblem | undefined
   if (typeof first === 'string') return stringsProblem(input);
   if (isTokenId(first)) return tokenIdsProblem(input, 'input');
   if (Array.isArray(first)) return tokenIdArraysProblem(input);
-  return { param: 'input[0]', reason: 'must be a string, a token id (an integer) or an array of token ids' };
+  return { param: 'input[0]', reason: 'must be a string, a token id (a whole number from 0) or an array of token ids' };
 }
 
+/** A vocabulary index: a whole number from 0 (a negative one is no token, and upstreams fail or wrap it). */
 function isTokenId(value: unknown): boolean {
-  return typeof value === 'number' && Number.isSafeInteger(value);
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
 function tooMany(count: number): InputProblem {
@@ -56,7 +57,7 @@ function stringsProblem(input: unknown[]): InputProblem | undefined {
 function tokenIdsProblem(ids: unknown[], param: string): InputProblem | undefined {
   if (ids.length > MAX_EMBEDDING_TOKEN_IDS) return TOO_MANY_TOKEN_IDS;
   for (let i = 0; i < ids.length; i++) {
-    if (!isTokenId(ids[i])) return { param: `${param}[${i}]`, reason: 'must be a token id (an integer)' };
+    if (!isTokenId(ids[i])) return { param: `${param}[${i}]`, reason: 'must be a token id (a whole number from 0)' };
   }
   return undefined;
 }
