@@ -5,6 +5,7 @@
  * The text is the one the JSON parser read (UTF-8 decoded), so what is relayed is what was checked.
  */
 import type { FastifyRequest } from 'fastify';
+import { LONG_INTEGER_HINT } from '../providers/json-string-slots.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -15,12 +16,16 @@ declare module 'fastify' {
 
 const bodyTexts = new WeakMap<FastifyRequest, string>();
 
-/** Keeps `text`, the body `request` was parsed from, when its route asks for it. */
+/**
+ * Keeps `text`, the body `request` was parsed from, when its route asks for it, or when it may hold
+ * an integer JSON.parse rounds (16 digits or more): the model routes put those back into what they
+ * send (withLongIntegersOf), as fields they do not read go on as sent.
+ */
 export function keepBodyText(request: FastifyRequest, text: string): void {
-  if (request.routeOptions.config.keepBodyText === true) bodyTexts.set(request, text);
+  if (request.routeOptions.config.keepBodyText === true || LONG_INTEGER_HINT.test(text)) bodyTexts.set(request, text);
 }
 
-/** The body's text kept by keepBodyText; undefined for other routes and bodies that are not JSON. */
+/** The body's text kept by keepBodyText; undefined for bodies it did not keep and bodies that are not JSON. */
 export function bodyTextOf(request: FastifyRequest): string | undefined {
   return bodyTexts.get(request);
 }

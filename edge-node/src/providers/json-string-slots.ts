@@ -402,7 +402,54 @@ export function stringifyAsWritten(value: unknown): string {
 }
 
 /** Integers of 16 digits or more: past 2^53 a double rounds them. */
-const LONG_INTEGER_HINT = /\d{16}/;
+export const LONG_INTEGER_HINT = /\d{16}/;
+
+/**
+ * `json`, the node's serialisation of a body it parsed from `received` (the caller's text), with
+ * each integer past 2^53 that `received` wrote put back digit for digit: JSON.parse rounded it (an
+ * int64 `seed`, an id in `metadata`), and the fields the node does not read go to the upstream as
+ * sent. Found by the number JSON.stringify writes for the rounded double; one that two different
+ * integers of `received` round to is left as it is (which was where cannot be told).
+ */
+export function withLongIntegersOf(received: string | undefined, json: string): string {
+  if (received === undefined || !LONG_INTEGER_HINT.test(received)) return json;
+  const digitsOf = new Map<string, string | null>();
+  rewriteNumberTokens(received, (token) => {
+    const negative = token.charCodeAt(0) === MINUS;
+    if (!/^-?\d+$/.test(token) || !quotesInteger(negative ? token.slice(1) : token, true)) return undefined;
+    const rounded = JSON.stringify(Number(token));
+    const seen = digitsOf.get(rounded);
+    digitsOf.set(rounded, seen === undefined || seen === token ? token : null);
+    return undefined;
+  });
+  if (digitsOf.size === 0) return json;
+  return rewriteNumberTokens(json, (token) => digitsOf.get(token) ?? undefined);
+}
+
+/** `text` (JSON) with each number token outside strings that `rewrite` answers replaced by its answer. */
+function rewriteNumberTokens(text: string, rewrite: (token: string) => string | undefined): string {
+  let out = '';
+  let copied = 0;
+  let i = 0;
+  while (i < text.length) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      i = closingQuote(text, i) + 1;
+    } else if (isDigit(c) || c === MINUS) {
+      const start = i;
+      i += 1;
+      while (i < text.length && /[0-9.eE+-]/.test(text[i]!)) i += 1;
+      const replacement = rewrite(text.slice(start, i));
+      if (replacement !== undefined) {
+        out += text.slice(copied, start) + replacement;
+        copied = i;
+      }
+    } else {
+      i += 1;
+    }
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
 
 /**
  * `text` (JSON) with every integer of 16 digits or more outside strings put in quotes, so JSON.parse

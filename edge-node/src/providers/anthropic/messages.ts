@@ -26,6 +26,7 @@ import { firstEventRead } from '../first-event.js';
 import { sseIdleDeadline } from '../sse.js';
 import { estimateInputTokens } from '../deferred-json-texts.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
+import { withLongIntegersOf } from '../json-string-slots.js';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 /** Version dates and comma-separated beta names; anything else is refused rather than forwarded. */
@@ -105,7 +106,7 @@ async function attemptMessages(
       method: 'POST',
       path: '/messages',
       // Serialised per attempt: guardrails may have rewritten texts, and each target has its own model.
-      body: JSON.stringify({ ...body, model: target.upstreamModel }),
+      body: withLongIntegersOf(ctx.http.bodyText, JSON.stringify({ ...body, model: target.upstreamModel })),
       accept: ctx.stream ? 'text/event-stream' : 'application/json',
       secretHeader: 'x-api-key',
       extraHeaders: headers,

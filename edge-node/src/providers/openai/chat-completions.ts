@@ -22,6 +22,7 @@ import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
 import type { ChatStreamSource } from './chat-stream.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
+import { withLongIntegersOf } from '../json-string-slots.js';
 
 export const chatCompletionsApi: ApiHandler = {
   api: 'chat.completions',
@@ -154,7 +155,7 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
     {
       method: 'POST',
       path: '/chat/completions',
-      body: JSON.stringify(upstreamChatBody(request, target.upstreamModel, ctx.stream, forwardedOutputLimit(ctx, target))),
+      body: withLongIntegersOf(ctx.http.bodyText, JSON.stringify(upstreamChatBody(request, target.upstreamModel, ctx.stream, forwardedOutputLimit(ctx, target)))),
       accept: ctx.stream ? 'text/event-stream' : 'application/json',
     },
     signal,

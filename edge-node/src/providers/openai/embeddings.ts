@@ -14,6 +14,7 @@ import { MAX_UPSTREAM_JSON_BYTES, inBandFailure, readBilledAnswer, sendToUpstrea
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { refusedRouterFields } from './chat-request.js';
 import { embeddingsInputProblem } from './embeddings-input.js';
+import { withLongIntegersOf } from '../json-string-slots.js';
 
 /**
  * JSON text allowed per input in an embeddings answer: 32 bytes for each of 3072 dimensions
@@ -96,7 +97,7 @@ async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, si
   const sent = await sendToUpstream(
     ctx,
     target,
-    { method: 'POST', path: '/embeddings', body: JSON.stringify({ ...ctx.forwardBody, model: target.upstreamModel }) },
+    { method: 'POST', path: '/embeddings', body: withLongIntegersOf(ctx.http.bodyText, JSON.stringify({ ...ctx.forwardBody, model: target.upstreamModel })) },
     signal,
     timeoutMs,
   );
