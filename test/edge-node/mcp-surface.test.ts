@@ -120,13 +120,19 @@ for (const jsonResponse of [true, false]) {
   });
 }
 
-t.test("the tool server's session survives across calls and DELETE ends it", async (t) => {
+/** A node with one tool server, `tools`, and an MCP SDK client connected to it through the node (a session open). */
+async function connectedThroughNode(t: Test) {
   const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
   const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());
   const client = new Client({ name: 'zenova-test', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp/tools`), { requestInit: { headers: { authorization: `Bearer ${caller.secret}` } } });
   t.teardown(() => client.close());
   await client.connect(transport);
+  return { fake, origin, client, transport };
+}
+
+t.test("the tool server's session survives across calls and DELETE ends it", async (t) => {
+  const { fake, client, transport } = await connectedThroughNode(t);
   t.ok(transport.sessionId, 'the session id came back through the node');
   t.equal(fake.sessions(), 1);
   await client.listTools();
@@ -136,12 +142,7 @@ t.test("the tool server's session survives across calls and DELETE ends it", asy
 });
 
 t.test('a DELETE with an empty body labelled application/json ends the session: no body, not invalid JSON', async (t) => {
-  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
-  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());
-  const client = new Client({ name: 'zenova-test', version: '1.0.0' });
-  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp/tools`), { requestInit: { headers: { authorization: `Bearer ${caller.secret}` } } });
-  t.teardown(() => client.close());
-  await client.connect(transport);
+  const { fake, origin, transport } = await connectedThroughNode(t);
   t.equal(fake.sessions(), 1);
   const res = await fetch(`${origin}/mcp/tools`, {
     method: 'DELETE',

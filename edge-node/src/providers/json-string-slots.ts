@@ -416,7 +416,7 @@ export function withLongIntegersOf(received: string | undefined, json: string): 
   const digitsOf = new Map<string, string | null>();
   rewriteNumberTokens(received, (token) => {
     const negative = token.charCodeAt(0) === MINUS;
-    if (!/^-?\d+$/.test(token) || !quotesInteger(negative ? token.slice(1) : token, true)) return undefined;
+    if (!INTEGER_TOKEN.test(token) || !quotesInteger(negative ? token.slice(1) : token, true)) return undefined;
     const rounded = JSON.stringify(Number(token));
     const seen = digitsOf.get(rounded);
     digitsOf.set(rounded, seen === undefined || seen === token ? token : null);
@@ -459,32 +459,15 @@ function rewriteNumberTokens(text: string, rewrite: (token: string) => string | 
  */
 function quoteLongIntegers(text: string, opts: { beyondSafeOnly?: boolean; marked?: boolean } = {}): string {
   if (!LONG_INTEGER_HINT.test(text)) return text;
-  let out = '';
-  let copied = 0;
-  let i = 0;
-  while (i < text.length) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) {
-      i = closingQuote(text, i) + 1;
-    } else if (isDigit(c) || (c === MINUS && isDigit(text.charCodeAt(i + 1)))) {
-      const start = i;
-      i += 1;
-      while (isDigit(text.charCodeAt(i))) i += 1;
-      const next = text.charCodeAt(i);
-      // A number token is all of it: a fraction or exponent makes it a double as JSON means it.
-      const integer = next !== DOT && next !== LOWER_E && next !== UPPER_E;
-      if (integer && quotesInteger(text.slice(c === MINUS ? start + 1 : start, i), opts.beyondSafeOnly === true)) {
-        out += `${text.slice(copied, start)}"${opts.marked === true ? MARK_IN_JSON : ''}${text.slice(start, i)}"`;
-        copied = i;
-      } else {
-        while (i < text.length && /[0-9.eE+-]/.test(text[i]!)) i += 1;
-      }
-    } else {
-      i += 1;
-    }
-  }
-  return copied === 0 ? text : out + text.slice(copied);
+  return rewriteNumberTokens(text, (token) => {
+    const negative = token.charCodeAt(0) === MINUS;
+    // A fraction or exponent makes a number token a double as JSON means it: only integers are quoted.
+    if (!INTEGER_TOKEN.test(token) || !quotesInteger(negative ? token.slice(1) : token, opts.beyondSafeOnly === true)) return undefined;
+    return `"${opts.marked === true ? MARK_IN_JSON : ''}${token}"`;
+  });
 }
+
+const INTEGER_TOKEN = /^-?\d+$/;
 
 const MAX_SAFE_DIGITS = String(Number.MAX_SAFE_INTEGER);
 
@@ -500,9 +483,6 @@ function isDigit(c: number): boolean {
 }
 
 const MINUS = 0x2d;
-const DOT = 0x2e;
-const LOWER_E = 0x65;
-const UPPER_E = 0x45;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const SIMPLE_ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
