@@ -48,7 +48,9 @@ t.test('install, status, second install, used token and --reenroll against a rea
   };
   const install = async (args: string[], env: HostEnv = host): Promise<{ exit: number; out: string }> => {
     const cli = captureCli(work);
-    const exit = await runInstall(['node', '--package', pkg.file, '--control-plane', cp.url, '--ca-file', https.caFile, '--listen', `127.0.0.1:${port}`, ...args], cli.ctx, env);
+    // A test's own --listen replaces the default (an option given twice is a usage error).
+    const listen = args.includes('--listen') ? [] : ['--listen', `127.0.0.1:${port}`];
+    const exit = await runInstall(['node', '--package', pkg.file, '--control-plane', cp.url, '--ca-file', https.caFile, ...listen, ...args], cli.ctx, env);
     return { exit, out: cli.out() + cli.err() };
   };
 
