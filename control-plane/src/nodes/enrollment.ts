@@ -44,7 +44,7 @@ export const ENROLL_BODY_LIMIT_BYTES = 8 * 1024;
 
 /** The rules of the host facts a node sends with a token; upgrade redemption checks the same. */
 /** A zod error option that states `rule`, for every way a value can break it (zod's own words name types, not fixes). */
-const stated = (rule: string) => ({ error: () => rule });
+export const stated = (rule: string) => ({ error: () => rule });
 
 /** For an object: `rule` when it is no object at all; an unknown key keeps its own "unknown field" message. */
 export const factsRule = (rule: string) => ({ error: (issue: { code?: string }) => (issue.code === 'invalid_type' ? rule : undefined) });

@@ -15,7 +15,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { zenovaError } from '../errors.js';
 import { productVersion } from '../../../proto/src/product-version.js';
-import { assertCompatibleProtocol, factsRule, hostFactRules, redeemFailureError, tokenRule } from './enrollment.js';
+import { assertCompatibleProtocol, factsRule, hostFactRules, redeemFailureError, stated, tokenRule } from './enrollment.js';
 import { redeemInstallToken } from './install-tokens.js';
 import { notifyNodeEvent } from './node-events.js';
 import { findNodeById } from './node-repository.js';
@@ -26,7 +26,7 @@ const NODE_ID_RULE = 'must be the node id of data/identity.json (1 to 128 charac
 export const upgradeRequestSchema = z.strictObject({
   token: tokenRule,
   /** The node id in the installed node's data/identity.json. */
-  nodeId: z.string({ error: () => NODE_ID_RULE }).min(1, { error: () => NODE_ID_RULE }).max(128, { error: () => NODE_ID_RULE }),
+  nodeId: z.string(stated(NODE_ID_RULE)).min(1, stated(NODE_ID_RULE)).max(128, stated(NODE_ID_RULE)),
   facts: z.strictObject({
     hostname: hostFactRules.hostname,
     arch: hostFactRules.arch,

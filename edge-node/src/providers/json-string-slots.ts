@@ -415,8 +415,7 @@ export function withLongIntegersOf(received: string | undefined, json: string): 
   if (received === undefined || !LONG_INTEGER_HINT.test(received)) return json;
   const digitsOf = new Map<string, string | null>();
   rewriteNumberTokens(received, (token) => {
-    const negative = token.charCodeAt(0) === MINUS;
-    if (!INTEGER_TOKEN.test(token) || !quotesInteger(negative ? token.slice(1) : token, true)) return undefined;
+    if (!isLongIntegerToken(token, true)) return undefined;
     const rounded = JSON.stringify(Number(token));
     const seen = digitsOf.get(rounded);
     digitsOf.set(rounded, seen === undefined || seen === token ? token : null);
@@ -460,14 +459,17 @@ function rewriteNumberTokens(text: string, rewrite: (token: string) => string | 
 function quoteLongIntegers(text: string, opts: { beyondSafeOnly?: boolean; marked?: boolean } = {}): string {
   if (!LONG_INTEGER_HINT.test(text)) return text;
   return rewriteNumberTokens(text, (token) => {
-    const negative = token.charCodeAt(0) === MINUS;
-    // A fraction or exponent makes a number token a double as JSON means it: only integers are quoted.
-    if (!INTEGER_TOKEN.test(token) || !quotesInteger(negative ? token.slice(1) : token, opts.beyondSafeOnly === true)) return undefined;
+    if (!isLongIntegerToken(token, opts.beyondSafeOnly === true)) return undefined;
     return `"${opts.marked === true ? MARK_IN_JSON : ''}${token}"`;
   });
 }
 
 const INTEGER_TOKEN = /^-?\d+$/;
+
+/** Whether a number token is an integer quotesInteger takes (a fraction or exponent makes it a double as JSON means it). */
+function isLongIntegerToken(token: string, beyondSafeOnly: boolean): boolean {
+  return INTEGER_TOKEN.test(token) && quotesInteger(token.charCodeAt(0) === MINUS ? token.slice(1) : token, beyondSafeOnly);
+}
 
 const MAX_SAFE_DIGITS = String(Number.MAX_SAFE_INTEGER);
 
