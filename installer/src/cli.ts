@@ -10,6 +10,7 @@ import { launcherCommand } from './cli-launcher.js';
 import { CommandFailure, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './cli-context.js';
 import type { CliContext, Command } from './cli-context.js';
 import { ApiError, ConnectionError, UnexpectedResponseError } from './connection/admin-client.js';
+import { productVersion } from '../../proto/src/product-version.js';
 
 const PROGRAM = 'zenova';
 
@@ -28,7 +29,7 @@ Commands:
   status         Show the gateway node installed on this host (--json)
   logs           Show the journal of a node component (node-edge, node-updater; node-caddy shows node-edge)
 
-Run "${PROGRAM} <command> --help" for a command's options.
+Run "${PROGRAM} <command> --help" for a command's options; "${PROGRAM} --version" prints the release.
 Exit codes: 0 done, 1 refused, failed or a blocking finding (nothing written), 2 bad usage or settings.
 `;
 
@@ -57,6 +58,10 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
     if (name === undefined) throw new UsageError('no command given', undefined);
     if (name === '--help' || name === '-h' || name === 'help') {
       ctx.stdout.write(MAIN_USAGE);
+      return EXIT_OK;
+    }
+    if (name === '--version') {
+      ctx.stdout.write(`${productVersion()}\n`);
       return EXIT_OK;
     }
     const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;

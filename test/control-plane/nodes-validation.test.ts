@@ -42,6 +42,9 @@ t.test('name: lowercase letters, digits and hyphens, 2 to 31 characters, require
   await rejected(t, { name: 'édge' }, rule, 'non-ASCII letter');
   await rejected(t, { name: undefined }, 'name: is required', 'missing');
   await rejected(t, { name: 12 }, 'name: must be a string', 'a number');
+  await rejected(t, { name: '-ab' }, 'name: must begin and end with a letter or digit', 'a leading hyphen (read as an option by the CLI)');
+  await rejected(t, { name: 'ab-' }, 'name: must begin and end with a letter or digit', 'a trailing hyphen');
+  await accepted(t, { name: uniqueName('a') }, 'hyphens inside');
   await accepted(t, { name: `ab` }, 'two characters');
   await accepted(t, { name: `x${uniqueName()}`.padEnd(31, '9') }, 'thirty-one characters');
 });

@@ -34,6 +34,18 @@ t.test('with ZENOVA_CA_FILE the CLI verifies the control plane and works; the de
   const listed = await zenova(['gateway-node', 'list'], { env, cwd });
   t.equal(listed.code, 0, 'exits 0', { stderr: listed.stderr });
   t.match(listed.stdout, /^edge-tls\s+pending/m);
+
+  const warnings = created.stderr.trimEnd().split('\n');
+  t.equal(warnings.length, 2, 'two warnings, on stderr (stdout stays the JSON answer)');
+  t.match(warnings[0], `warning: node edge-tls will call the control plane back at ${httpsUrl} (ZENOVA_CONTROL_PLANE_URL), a loopback address`);
+  t.match(warnings[1], `warning: node edge-tls gets no CA, yet this CLI trusts the control plane only through ZENOVA_CA_FILE (${caFile})`);
+});
+
+t.test('create warns of neither when the callback URL is given and the node gets the CA', async (t) => {
+  const env = { ...base, ZENOVA_CA_FILE: caFile };
+  const created = await zenova(['gateway-node', 'create', '--name', 'edge-tls-ca', '--address', '10.0.0.2', '--control-plane-url', 'https://cp.zenova.test:7400', '--ca-file', caFile], { env, cwd });
+  t.equal(created.code, 0, 'exits 0', { stderr: created.stderr });
+  t.equal(created.stderr, '');
 });
 
 t.test('without a CA file the self-signed certificate is refused in one line, exit 1', async (t) => {

@@ -4,6 +4,7 @@ import { X509Certificate } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { PROTOCOL_VERSION } from '../../proto/src/protocol-version.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { ADMIN_TOKEN, printedCommand, startControlPlane, tempDir, zenova, zenovaProcess } from './gateway-node-harness.js';
 
@@ -124,6 +125,33 @@ t.test('install-command reissues a new token; reenroll and upgrade commands have
   const body = JSON.parse(upgrade.stdout);
   t.equal(body.kind, 'upgrade');
   t.equal(body.command, `sudo ./zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.token} --upgrade`, 'never --install-dir on upgrade');
+});
+
+t.test('install-command for a node a host already enrolled as warns that redeeming it cuts that host off', async (t) => {
+  const created = JSON.parse((await create('edge-enrolled', '--json')).stdout);
+  const before = await run('gateway-node', 'install-command', 'edge-enrolled');
+  t.equal(before.code, 0, { stderr: before.stderr });
+  t.equal(before.stderr, '', 'no warning while no host has enrolled');
+  const token = TOKEN.exec(printedCommand(before.stdout) ?? '')?.[0];
+  t.not(token, created.install.token);
+
+  const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  const enrolled = await fetch(`${cp.url}/api/enroll`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ token, mode: 'install', facts: { hostname: 'branch-host-7', arch: 'x86_64', version, protocolVersion: PROTOCOL_VERSION } }),
+  });
+  t.equal(enrolled.status, 200, await enrolled.clone().text());
+
+  const after = await run('gateway-node', 'install-command', 'edge-enrolled');
+  t.equal(after.code, 0, 'still issued: a dead host is a reason to reinstall elsewhere');
+  t.ok(printedCommand(after.stdout), 'the command is printed');
+  t.match(after.stderr, /^warning: node edge-enrolled is enrolled \(host branch-host-7, status \w+, no heartbeat yet\)/);
+  t.match(after.stderr, /revokes the credentials of branch-host-7/);
+  t.match(after.stderr, /issue reenroll-command instead/);
+
+  const reenroll = await run('gateway-node', 'reenroll-command', 'edge-enrolled');
+  t.equal(reenroll.stderr, '', 'a re-enroll command is meant for an enrolled node: no warning');
 });
 
 t.test('the node name may be given as --name NAME, as the seed writes it; a different NAME as well is a usage error', async (t) => {
@@ -312,6 +340,16 @@ t.test('--help works for every command, exits 0 and needs no settings', async (t
   for (const option of ['--name', '--address', '--region', '--surfaces', '--spool-quota-gb', '--spool-full-policy', '--replicas', '--install-dir', '--control-plane-url', '--ca-file', '--ca-out', '--json', '--env-file']) {
     t.match(create.stdout, option);
   }
+});
+
+t.test('--version prints the release from package.json, exits 0 and needs no settings', async (t) => {
+  const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  const result = await zenova(['--version'], { env: {}, cwd });
+  t.equal(result.code, 0);
+  t.equal(result.stdout, `${version}\n`);
+  t.equal(result.stderr, '');
+  const help = await zenova(['--help'], { env: {}, cwd });
+  t.match(help.stdout, /"zenova --version" prints the release/);
 });
 
 t.test('--env-file supplies the connection; .zenova/dev.env in the working directory is the default', async (t) => {

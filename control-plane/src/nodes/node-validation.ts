@@ -42,14 +42,16 @@ const isWithin = (dir: string, root: string): boolean => dir === root || dir.sta
 
 // ---- name ----
 
+/**
+ * A new node's name. Lookups take any name of NODE_NAME_PATTERN (the database's rule, so a node
+ * named before the edge rule stays reachable); a new name may not begin or end with a hyphen,
+ * which the CLI would read as an option (`zenova gateway-node delete -ab`) or which looks cut off.
+ */
 export const nodeNameSchema = text().check((ctx) => {
-  if (!NODE_NAME_PATTERN.test(ctx.value)) {
-    ctx.issues.push({
-      code: 'custom',
-      input: ctx.value,
-      message: NODE_NAME_RULE,
-    });
-  }
+  const rule = !NODE_NAME_PATTERN.test(ctx.value)
+    ? NODE_NAME_RULE
+    : ctx.value.startsWith('-') || ctx.value.endsWith('-') ? 'must begin and end with a letter or digit' : undefined;
+  if (rule !== undefined) ctx.issues.push({ code: 'custom', input: ctx.value, message: rule });
 });
 
 // ---- install dir ----

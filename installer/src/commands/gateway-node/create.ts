@@ -7,7 +7,8 @@ import { EXIT_OK, currentTime } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
 import { ApiError } from '../../connection/admin-client.js';
 import { withAdminClient } from '../../connection/admin-session.js';
-import { URL_VARIABLE } from '../../connection/connection-settings.js';
+import { CA_VARIABLE, URL_VARIABLE } from '../../connection/connection-settings.js';
+import type { ConnectionSettings } from '../../connection/connection-settings.js';
 import { checkWritableFileOption, readPemOption } from '../../local-files.js';
 import { createdNodeSchema } from './api-schemas.js';
 import type { CreateNodeRequest } from './api-schemas.js';
@@ -90,6 +91,30 @@ function withOptionHints(err: unknown, controlPlaneUrlGiven: boolean): unknown {
   return new ApiError(err.code, parts.join('; '), err.status);
 }
 
+const isLoopbackHost = (host: string): boolean =>
+  host === 'localhost' || host.endsWith('.localhost') || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+
+/**
+ * What the API accepts but a remote node host will trip over at install: a callback URL taken from
+ * a loopback ZENOVA_CONTROL_PLANE_URL (the node would call itself), and no CA for the node while
+ * this CLI needs ZENOVA_CA_FILE to trust the control plane (the install then fails NODE-CP-TLS).
+ */
+export function creationWarnings(nodeName: string, callbackUrl: string, defaulted: boolean, nodeGetsCa: boolean, conn: ConnectionSettings): string[] {
+  const warnings: string[] = [];
+  const host = URL.canParse(callbackUrl) ? new URL(callbackUrl).hostname : '';
+  if (defaulted && isLoopbackHost(host)) {
+    warnings.push(`node ${nodeName} will call the control plane back at ${callbackUrl} (${URL_VARIABLE}), a loopback address: `
+      + 'a node on another host reaches itself there, not the control plane. Unless the node runs on this host, '
+      + 'create it with --control-plane-url set to an address the node host can reach.');
+  }
+  if (!nodeGetsCa && conn.caFile !== undefined) {
+    warnings.push(`node ${nodeName} gets no CA, yet this CLI trusts the control plane only through ${CA_VARIABLE} (${conn.caFile}): `
+      + `if that CA also signed the certificate at ${callbackUrl}, the install fails (NODE-CP-TLS). `
+      + `Set it on the node (PATCH /api/v1/nodes/${nodeName}/network with caPem), or delete the node and create it with --ca-file.`);
+  }
+  return warnings.map((warning) => `warning: ${warning}\n`);
+}
+
 async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
   if (wantsHelp(argv)) {
     ctx.stdout.write(USAGE);
@@ -129,6 +154,7 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
     }
     const { node, install } = created.data;
     const nodeCa = install.caPem ?? created.data.caPem ?? caPem;
+    for (const warning of creationWarnings(node.name, request.controlPlaneUrl, explicitUrl === undefined, node.hasCa, conn)) ctx.stderr.write(warning);
     if (json) {
       ctx.stdout.write(`${JSON.stringify(created.raw, null, 2)}\n`);
       saveCaBesideJson(ctx, node.name, caOut, node.hasCa ? nodeCa : undefined);

@@ -9,8 +9,8 @@ import { EXIT_OK } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
 import { withAdminClient } from '../../connection/admin-session.js';
 import { checkWritableFileOption } from '../../local-files.js';
-import { oneTimeCommandSchema } from './api-schemas.js';
-import type { CommandKind } from './api-schemas.js';
+import { nodeViewSchema, oneTimeCommandSchema } from './api-schemas.js';
+import type { CommandKind, NodeView } from './api-schemas.js';
 import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE, NAME_OPTION, NAME_USAGE } from './common-options.js';
 import { nodePath } from './node-path.js';
 import { SHOWN_ONCE_WARNING, caFileInCommand, printOneTimeCommand, saveCaBesideJson } from './one-time-command-output.js';
@@ -19,7 +19,9 @@ const OPTIONS = { 'ca-out': { type: 'string' }, ...NAME_OPTION, ...JSON_OPTION, 
 
 const DESCRIPTIONS: Record<CommandKind, string> = {
   install: `Issues a new one-time install command for node NAME, e.g. when the first one expired (after
-ZENOVA_INSTALL_TOKEN_TTL_SECONDS, 24 h by default), was lost or was used on a host that failed. The previous unused install command stops working.`,
+ZENOVA_INSTALL_TOKEN_TTL_SECONDS, 24 h by default), was lost or was used on a host that failed. The previous unused install command stops working.
+For a node a host already enrolled as, it warns on stderr: redeeming the command revokes that host's
+credentials (for a host that only lost its identity, use reenroll-command).`,
   reenroll: `Issues a one-time re-enroll command for node NAME: for a node host that lost its identity or
 whose credential expired. Redeeming it revokes the node's old credentials.`,
   upgrade: `Issues a one-time upgrade command for node NAME: for a node that was offline or failed while
@@ -40,6 +42,20 @@ ${COMMON_USAGE}
 `;
 }
 
+/**
+ * An install command for a node a host already enrolled as: redeeming it anywhere gives that host
+ * the node's identity and revokes the enrolled host's credentials. Legitimate (the host died), but
+ * for a host that only lost its identity, reenroll-command is the one meant.
+ */
+export function enrolledNodeWarning(node: NodeView): string | undefined {
+  if (node.enrolledAt === null || node.enrolledAt === undefined) return undefined;
+  const host = node.hostname ?? 'its host';
+  const heartbeat = node.lastHeartbeatAt === null || node.lastHeartbeatAt === undefined ? 'no heartbeat yet' : `last heartbeat ${node.lastHeartbeatAt}`;
+  return `warning: node ${node.name} is enrolled (host ${host}, status ${node.status}, ${heartbeat}). Redeeming this install command `
+    + `gives the installing host node ${node.name}'s identity and revokes the credentials of ${host}, which then cannot reach the control plane. `
+    + `For ${host} itself (identity lost or credential expired) issue reenroll-command instead.\n`;
+}
+
 function oneTimeCommand(kind: CommandKind, summary: string): Command {
   const usage = usageFor(kind);
   const help = `gateway-node ${kind}-command`;
@@ -53,6 +69,10 @@ function oneTimeCommand(kind: CommandKind, summary: string): Command {
     const caOut = stringOption(parsed, 'ca-out');
     checkWritableFileOption(caOut, '--ca-out', ctx.cwd, help);
     return withAdminClient(ctx, stringOption(parsed, 'env-file'), help, async (client) => {
+      if (kind === 'install') {
+        const warning = enrolledNodeWarning((await client.call('GET', nodePath(name), nodeViewSchema)).data);
+        if (warning !== undefined) ctx.stderr.write(warning);
+      }
       // An empty JSON object: the route takes no fields, and fastify refuses an empty JSON body.
       const { data, raw } = await client.call('POST', nodePath(name, `${kind}-command`), oneTimeCommandSchema, {});
       const caPem = data.caPem ?? undefined;
