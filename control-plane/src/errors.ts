@@ -78,6 +78,12 @@ export const errorTable = {
     message: 'A node with that name already exists.',
     retryable: false,
   },
+  ZN_ERR_CP_NODE_CENTRAL: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'office-primary is the central node, installed with the control plane; it cannot be deleted.',
+    retryable: false,
+  },
   ZN_ERR_CP_ACCOUNT_NOT_FOUND: {
     status: 404,
     type: 'not_found_error',

@@ -225,6 +225,17 @@ t.test('deleting a node revokes its credentials, invalidates its tokens and send
   t.equal(again.statusCode, 404, 'deleting twice is 404');
 });
 
+t.test('the central node office-primary cannot be deleted: 409 NODE_CENTRAL, its credential still valid', async (t) => {
+  const created = await createNode(app, { name: 'office-primary' });
+  const enrolled = (await enroll(app, created.install.token)).json<{ nodeId: string; credential: { secret: string } }>();
+  const res = await app.inject({ method: 'DELETE', url: '/api/v1/nodes/office-primary', headers: bearer });
+  t.equal(res.statusCode, 409);
+  t.equal(res.json().error.code, 'ZN_ERR_CP_NODE_CENTRAL');
+  t.match(res.json().error.message, /office-primary is the central node, installed with the control plane/);
+  t.equal((await verifyCredential(pool, enrolled.nodeId, enrolled.credential.secret)).ok, true, 'its credential still works');
+  t.equal((await show('office-primary')).status, 200, 'it is still listed');
+});
+
 t.test('status is pending before the first heartbeat, online while heartbeats are recent, offline after offlineAfterMs', async (t) => {
   const { node } = await createNode(app);
   t.equal((await show(node.name)).body.status, 'pending');

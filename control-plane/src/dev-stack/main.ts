@@ -24,9 +24,10 @@ import { choosePostgresDataDir } from './postgres-data-dir.js';
 import { postgresUser, reachableBy, startLocalPostgres, type LocalPostgres } from './local-postgres.js';
 import { writeFileAtomic } from '../fs/atomic-write.js';
 import { describeDatabaseTarget } from '../db/pool.js';
+import { CENTRAL_NODE_NAME } from '../nodes/node-validation.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const NODE_NAME = 'office-primary';
+const NODE_NAME = CENTRAL_NODE_NAME;
 
 function say(line = ''): void {
   process.stdout.write(`${line}\n`);

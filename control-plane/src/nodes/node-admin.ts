@@ -15,7 +15,7 @@ import type { InstallTokenKind } from './install-tokens.js';
 import { notifyNodeEvent } from './node-events.js';
 import { findLiveNodeByName, insertNode, markNodeDeleted, updateNodeNetwork } from './node-repository.js';
 import type { NodeRow } from './node-repository.js';
-import { SPOOL_FULL_POLICIES, SPOOL_QUOTA_GB, surfacesSchema } from './node-validation.js';
+import { CENTRAL_NODE_NAME, SPOOL_FULL_POLICIES, SPOOL_QUOTA_GB, surfacesSchema } from './node-validation.js';
 import type { NodeCreateInput, NodeNetworkPatch } from './node-validation.js';
 import { returnLeasesOfNode } from '../billing/credit-leases.js';
 import { withTransaction } from './with-transaction.js';
@@ -137,6 +137,11 @@ export async function deleteNode(pool: pg.Pool, name: string, now: Date = new Da
   return withTransaction(pool, async (client) => {
     const node = await findLiveNodeByName(client, name, { forUpdate: true });
     if (!node) throw notFound(name);
+    // Deleting it would cut the control-plane host's own gateway off for good: the installer
+    // refuses a node on that host, so nothing could put it back.
+    if (node.name === CENTRAL_NODE_NAME) {
+      throw zenovaError('ZN_ERR_CP_NODE_CENTRAL', `${CENTRAL_NODE_NAME} is the central node, installed with the control plane: deleting it would stop the control-plane host serving callers, and no node can be installed on that host again.`);
+    }
     await markNodeDeleted(client, node.id, now);
     await invalidateNodeTokens(client, node.id, now);
     await revokeNodeCredentials(client, node.id, { notify: false, now });

@@ -17,6 +17,8 @@ export type Surface = (typeof SURFACES)[number];
 export const SPOOL_FULL_POLICIES = ['reject', 'metering-only'] as const;
 export type SpoolFullPolicy = (typeof SPOOL_FULL_POLICIES)[number];
 
+/** The central node's name (seed 004 §9.1): the control-plane host's own gateway node. */
+export const CENTRAL_NODE_NAME = 'office-primary';
 /** The central (control-plane host) install; a node dir may neither be in it nor contain it. */
 export const CENTRAL_INSTALL_DIR = '/opt/zenova';
 /** Places a node install dir must not be under (seed 004 §9.2). */
