@@ -6,6 +6,7 @@ import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, Fa
 import type { ConfigHolder } from './config/config-holder.js';
 import { DEFAULT_MAX_BODY_BYTES } from './config/local-config.js';
 import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from './errors.js';
+import { isLoopbackHostHeader } from '../../proto/src/loopback-host.js';
 import type { ZenovaError } from './errors.js';
 import { ANTHROPIC_REQUEST_ID_HEADER, errorBodyFor, isAnthropicPath, registerAnthropicRoutes, wantsAnthropicRequestId } from './http/anthropic.routes.js';
 import { keepBodyText } from './http/body-text.js';
@@ -207,6 +208,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     if (lacksHost(request.raw)) {
       done(zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: an HTTP/1.1 request must have a Host header.'));
+      return;
+    }
+    // Without apiKeys (a local file) every caller is let in with the upstreams' keys injected, and
+    // serve allows that on loopback only; a browser page that rebinds its own name to 127.0.0.1
+    // reaches that port too, but its requests still name its host.
+    const snapshot = request.configSnapshot;
+    if (snapshot.ready && snapshot.config.apiKeys === null && !isLoopbackHostHeader(request.headers.host)) {
+      done(zenovaError('ZN_ERR_MISDIRECTED_REQUEST'));
       return;
     }
     if (request.headers.expect !== undefined && unmetExpectations.has(request.raw)) {

@@ -49,6 +49,12 @@ export const errorTable = {
     message: 'The request body has a Content-Encoding this node does not accept; send it uncompressed.',
     retryable: false,
   },
+  ZN_ERR_MISDIRECTED_REQUEST: {
+    status: 421,
+    type: 'invalid_request_error',
+    message: 'This node serves without API keys, so it answers only requests addressed to a loopback host (Host: 127.0.0.1, localhost or [::1]).',
+    retryable: false,
+  },
   ZN_ERR_UNSUPPORTED_CHARSET: {
     status: 415,
     type: 'invalid_request_error',

@@ -14,3 +14,38 @@ export function isLoopbackHost(host: string): boolean {
   if (net.isIPv6(bare)) return /^(0{0,4}:){7}0{0,3}1$|^::1$/.test(bare.toLowerCase());
   return false;
 }
+
+/**
+ * Whether a request's Host header names this host by a loopback name or address (127.0.0.0/8,
+ * localhost, [::1]), with or without a port. A web page the operator opens can point its own name
+ * at 127.0.0.1 (DNS rebinding) and reach a loopback port (the node's admin port, a key-less local
+ * node), but its requests carry that name.
+ */
+export function isLoopbackHostHeader(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  const value = header.trim();
+  let host = value;
+  let port: string | undefined;
+  if (value.startsWith('[')) {
+    const end = value.indexOf(']');
+    if (end < 0) return false;
+    host = value.slice(0, end + 1);
+    const rest = value.slice(end + 1);
+    if (rest !== '') {
+      if (!rest.startsWith(':')) return false;
+      port = rest.slice(1);
+    }
+  } else {
+    const colon = value.lastIndexOf(':');
+    if (colon >= 0) {
+      // Only a bracketed IPv6 address may hold colons.
+      if (value.indexOf(':') !== colon) return false;
+      host = value.slice(0, colon);
+      port = value.slice(colon + 1);
+    }
+  }
+  if (port !== undefined && !/^[0-9]{1,5}$/.test(port)) return false;
+  // A fully qualified name may end in a dot (`localhost.`).
+  if (host.endsWith('.') && !host.startsWith('[')) host = host.slice(0, -1);
+  return host !== '' && isLoopbackHost(host);
+}

@@ -1,5 +1,6 @@
 // The node's caller surface, exercised with the official openai client against a listening node
 // and the fake upstream: answers, streams, model list, request ids, keys and the 4xx codes.
+import http from 'node:http';
 import net from 'node:net';
 import t from 'tap';
 import { APIError } from 'openai';
@@ -239,11 +240,46 @@ t.test('a body over the configured limit is rejected with 413 ZN_ERR_BODY_TOO_LA
   t.equal(small.choices[0]?.message.content, `${ECHO}small`, 'a body under the limit still passes');
 });
 
-t.test('without apiKeys in the config the node serves callers without a key', async (t) => {
+/** One request to 127.0.0.1:port naming `host` in its Host header (fetch does not let a caller set it). */
+function sendWithHost(port: string, host: string, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, headers: { ...headers, host, ...(body === undefined ? {} : { 'content-type': 'application/json' }) } }, (answer) => {
+      let text = '';
+      answer.setEncoding('utf8').on('data', (chunk: string) => (text += chunk)).on('end', () => resolve({ status: answer.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+t.test('without apiKeys in the config the node serves callers without a key, only requests addressed to a loopback host', async (t) => {
   const upstream = await startFakeUpstream(t);
   const config = testConfig(upstream.url);
   delete config.apiKeys;
   const node = await startNode(t, config);
   const res = await fetch(`${node.baseURL}/models`);
+  t.equal(res.status, 200);
+
+  // A web page that rebinds its own name to 127.0.0.1 reaches the port, but its requests name its host.
+  const port = new URL(node.origin).port;
+  const send = (host: string, method: string, path: string, body?: string): Promise<{ status: number; body: string }> => sendWithHost(port, host, method, path, body);
+  const chat = JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'from a rebound page' }] });
+  const before = upstream.requests.length;
+  for (const host of ['evil.example', `evil.example:${port}`, `127.0.0.1.evil.example:${port}`]) {
+    const refused = await send(host, 'POST', '/v1/chat/completions', chat);
+    t.equal(refused.status, 421, `Host ${host}: 421`);
+    t.equal(JSON.parse(refused.body).error.code, 'ZN_ERR_MISDIRECTED_REQUEST');
+    t.equal((await send(host, 'GET', '/v1/models')).status, 421, `Host ${host}: the model list too`);
+  }
+  t.equal(upstream.requests.length, before, 'nothing went upstream with its key');
+  for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost']) {
+    t.equal((await send(host, 'POST', '/v1/chat/completions', chat)).status, 200, `Host ${host} is served`);
+  }
+});
+
+t.test('with apiKeys the Host header is not checked: a key is the gate', async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const node = await startNode(t, testConfig(upstream.url));
+  const res = await sendWithHost(new URL(node.origin).port, 'gateway.example.com', 'GET', '/v1/models', undefined, { authorization: `Bearer ${CALLER_KEY}` });
   t.equal(res.status, 200);
 });

@@ -6,9 +6,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PROMETHEUS_CONTENT_TYPE } from './prometheus-registry.js';
-import { isLoopbackHost } from '../../../proto/src/loopback-host.js';
+import { isLoopbackHost, isLoopbackHostHeader } from '../../../proto/src/loopback-host.js';
 
-export { isLoopbackHost };
+export { isLoopbackHost, isLoopbackHostHeader };
 
 export interface AdminServer {
   url: string;
@@ -31,40 +31,6 @@ export class AdminListenRefusedError extends Error {
     );
     this.name = 'AdminListenRefusedError';
   }
-}
-
-/**
- * Whether a request's Host header names this host by a loopback name or address (127.0.0.0/8,
- * localhost, [::1]), with or without a port. A web page the operator opens can point its own name
- * at 127.0.0.1 (DNS rebinding) and reach the admin port, but its requests carry that name.
- */
-export function isLoopbackHostHeader(header: string | undefined): boolean {
-  if (header === undefined) return false;
-  const value = header.trim();
-  let host = value;
-  let port: string | undefined;
-  if (value.startsWith('[')) {
-    const end = value.indexOf(']');
-    if (end < 0) return false;
-    host = value.slice(0, end + 1);
-    const rest = value.slice(end + 1);
-    if (rest !== '') {
-      if (!rest.startsWith(':')) return false;
-      port = rest.slice(1);
-    }
-  } else {
-    const colon = value.lastIndexOf(':');
-    if (colon >= 0) {
-      // Only a bracketed IPv6 address may hold colons.
-      if (value.indexOf(':') !== colon) return false;
-      host = value.slice(0, colon);
-      port = value.slice(colon + 1);
-    }
-  }
-  if (port !== undefined && !/^[0-9]{1,5}$/.test(port)) return false;
-  // A fully qualified name may end in a dot (`localhost.`).
-  if (host.endsWith('.') && !host.startsWith('[')) host = host.slice(0, -1);
-  return host !== '' && isLoopbackHost(host);
 }
 
 function urlOf(host: string, port: number): string {
