@@ -55,6 +55,33 @@ t.test('a node-edge that never becomes ready is removed again; data/ with the id
   t.match(again.out(), /✗ NODE-DATA-EXISTS/);
 });
 
+t.test('a unit write that fails after the first unit was written leaves no unit behind, so the host is not wedged', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p-unit.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const real = fakeServices(root);
+  let diskFull = true;
+  const services = {
+    ...real,
+    writeUnit: async (name: string, text: string) => {
+      if (diskFull && name === 'zenova-node-update.service') throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
+      await real.writeUnit(name, text);
+    },
+  };
+  const host = hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollOk, waitReady: async () => ({ ready: true }) });
+  const cli = captureCli(work);
+  t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_1'], cli.ctx, host), 1);
+  t.match(cli.out(), /NODE-SERVICE-START: could not install or start node-edge\.service: ENOSPC/);
+  t.same(readdirSync(join(root, 'etc/systemd/system')), [], 'node-edge.service written before the failure is removed again');
+  t.same(readdirSync(join(root, 'opt/zenova-node')), ['data'], 'only data/ with the identity is left');
+
+  // With space again, the documented recovery (--reenroll keeps data/) installs the node.
+  diskFull = false;
+  const again = captureCli(work);
+  t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_2', '--reenroll'], again.ctx, host), 0, again.out());
+  t.same(readdirSync(join(root, 'etc/systemd/system')).sort(), ['node-edge.service', 'zenova-node-update.service']);
+});
+
 t.test('a failed install whose rollback kept data/ is installed again by --reenroll, and data/ is kept', async (t) => {
   const pkg = await buildNodePackage(work, keys, { name: 'p3.zpkg' });
   const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));

@@ -308,13 +308,15 @@ async function replaceSymlink(link: string, target: string, undo: Array<() => Pr
 async function startUnits(input: InstallInput, layout: InstallLayout, undo: Array<() => Promise<void>>, step: StepReporter): Promise<void> {
   const { services } = input;
   try {
-    await services.writeUnit(NODE_UNIT, nodeEdgeUnit(layout));
-    await services.writeUnit(UPDATER_UNIT, updaterUnit(layout));
+    // The undo goes in before the writes: if the second write fails, the first unit must not stay
+    // behind, or every later run would find an "installed" node with no release and refuse the host.
     undo.push(async () => {
-      await services.removeUnit(NODE_UNIT);
-      await services.removeUnit(UPDATER_UNIT);
+      await services.removeUnit(NODE_UNIT).catch(() => undefined);
+      await services.removeUnit(UPDATER_UNIT).catch(() => undefined);
       await services.reload().catch(() => undefined);
     });
+    await services.writeUnit(NODE_UNIT, nodeEdgeUnit(layout));
+    await services.writeUnit(UPDATER_UNIT, updaterUnit(layout));
     await services.reload();
     await services.enable(NODE_UNIT);
     undo.push(() => services.disable(NODE_UNIT).catch(() => undefined));
