@@ -23,6 +23,7 @@ import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { captureCli, fakePreflightServer, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
+import type { FakeServices } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
 const keys = releaseKeys();
@@ -60,6 +61,7 @@ interface Host {
   root: string;
   /** The package of the installed release (OLD), for a --reenroll. */
   oldPackage: string;
+  services: FakeServices;
   run(args: string[], over: Partial<HostEnv>): Promise<{ exit: number; out: string }>;
 }
 
@@ -82,7 +84,7 @@ async function installedWithPrivateCa(t: Test, caPem: string): Promise<Host> {
   });
   if (!t.equal(installed.exit, 0, 'installed with a private CA')) t.comment(installed.out);
   t.equal(readFileSync(join(root, CA_FILE), 'utf8'), caPem, 'the install wrote the CA file');
-  return { root, oldPackage: old.file, run };
+  return { root, oldPackage: old.file, services, run };
 }
 
 async function newPackage(): Promise<string> {
@@ -131,6 +133,26 @@ t.test('a refused re-enrollment leaves the installed CA file as it was', async (
   t.equal(re.exit, 1);
   t.match(re.out, /NODE-TOKEN-REJECTED/);
   t.equal(readFileSync(join(h.root, CA_FILE), 'utf8'), caPem, 'the previous identity and its CA file stay together');
+});
+
+t.test('a re-enrollment whose CA file cannot be written names that file and starts node-edge again', async (t) => {
+  const h = await installedWithPrivateCa(t, (await createTestCa()).certPem);
+  const next = (await createTestCa()).certPem;
+  const nextFile = join(work, `next-ca-${Math.random()}.pem`);
+  writeFileSync(nextFile, next);
+  // A directory in the CA file's place: the atomic rename onto it fails (EISDIR), even as root.
+  rmSync(join(h.root, CA_FILE));
+  mkdirSync(join(h.root, CA_FILE, 'x'), { recursive: true });
+  h.services.calls.length = 0;
+  const re = await h.run(['--package', h.oldPackage, '--reenroll', '--control-plane', 'https://cp-b.example.test', '--token', 'tok_reenroll', '--ca-file', nextFile], {
+    enroll: enrollLikeTheNode(),
+    probeControlPlane: healthyControlPlane({ version: OLD }),
+  });
+  t.equal(re.exit, 1);
+  t.match(re.out, /NODE-WRITE-FAILED: could not write \/opt\/zenova-node\/etc\/control-plane-ca\.pem: E/);
+  t.notMatch(re.out, /NODE-SERVICE-START/);
+  t.same(h.services.calls, ['stop node-edge.service', 'start node-edge.service'], 'node-edge is not left stopped');
+  t.equal(h.services.states.get('node-edge.service'), 'active');
 });
 
 t.test('an --upgrade without --ca-file of a node re-enrolled to the system trust store by an earlier installer ignores the CA file that one left', async (t) => {

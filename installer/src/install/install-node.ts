@@ -384,6 +384,16 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
       await rm(host(layout.caFile), { force: true });
       step(`${layout.caFile} removed: this control plane is verified with this host's system trust store`);
     }
+  } catch (err) {
+    // The new identity is in place; node-edge runs again with it (it may then fail TLS to the
+    // control plane, which `zenova status` shows) rather than stay stopped over a file.
+    const f = finding('NODE-WRITE-FAILED', `could not write ${layout.caFile}: ${errnoText(err)}`, `Free space or fix the cause shown, then run \`zenova gateway-node reenroll-command\` on the control plane and the printed command here again.`);
+    step(`CA file ${layout.caFile}`, f);
+    await services.start(NODE_UNIT).catch(() => undefined);
+    step(`${NODE_UNIT} started again`);
+    return { ok: false, finding: f };
+  }
+  try {
     await services.start(NODE_UNIT);
   } catch (err) {
     const f = finding('NODE-SERVICE-START', `could not start ${NODE_UNIT}: ${errnoText(err)}`, REENROLL_SERVICE_START_ADVICE);
