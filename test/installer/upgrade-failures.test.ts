@@ -114,6 +114,20 @@ t.test('a unit that cannot be written after the token was used puts everything b
   t.notOk('failedVersion' in state, 'a release that never ran is not a failed version');
 });
 
+t.test('a failed switch keeps the failed version an earlier upgrade recorded', async (t) => {
+  const failUnitWrites = { on: false };
+  const h = await installedAtOld(t, failUnitWrites);
+  const stateFile = join(h.root, DIR, 'data/update-state.json');
+  // An earlier upgrade to 0.9.9 was started and not ready: the updater must not try it again.
+  writeFileSync(stateFile, JSON.stringify({ lastUpgrade: { from: OLD, to: '0.9.9', at: new Date().toISOString(), outcome: 'rolled-back', reason: 'not ready' }, failedVersion: '0.9.9' }));
+  failUnitWrites.on = true;
+  const redeemed: UpgradeTokenRedeemer = async (req) => ({ nodeId: req.nodeId, nodeName: 'n1', targetVersion: req.toVersion });
+  const r = await upgrade({ ...h.host, redeemUpgrade: redeemed }, h.pkg);
+  t.equal(r.exit, 1);
+  t.match(r.out, /✗ NODE-WRITE-FAILED: switching to release/);
+  t.match(JSON.parse(readFileSync(stateFile, 'utf8')), { lastUpgrade: { from: OLD, to: NEW, outcome: 'rolled-back' }, failedVersion: '0.9.9' });
+});
+
 t.test('a control plane that asks to wait (rate limit, database away) is no token refusal: the same command may run again', async (t) => {
   const h = await installedAtOld(t, { on: false });
   for (const code of ['ZN_ERR_CP_ENROLL_RATE_LIMITED', 'ZN_ERR_CP_DATABASE_UNAVAILABLE']) {

@@ -184,10 +184,12 @@ async function switchAndWait(
   const inProgress: UpgradeInProgress = { from, to, at: upgrade.at, previous };
 
   let failure: Finding | undefined;
+  let earlierFailed: string | undefined;
   try {
     // First, durably: a run killed from here on is found and finished by the next one. The last
     // outcome and failed version stay meanwhile (status shows them; the updater must not lose the latter).
     const { lastUpgrade, failedVersion } = (await readUpdateState(hostRoot, layout)) ?? {};
+    earlierFailed = failedVersion;
     await writeUpdateState(hostRoot, layout, { ...(lastUpgrade !== undefined ? { lastUpgrade } : {}), ...(failedVersion !== undefined ? { failedVersion } : {}), inProgress });
   } catch (err) {
     await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
@@ -228,8 +230,10 @@ async function switchAndWait(
   await restoreUnits(services, previous).catch(() => undefined);
   await writeFileAtomic(host(layout.envFile), previous.env, 0o644).catch(() => undefined);
   await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
-  // Only a release that was started and not ready is a failed version; a failed switch never ran it.
-  const state = { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'rolled-back' as const, reason: failure.cause }, ...(restarted ? { failedVersion: to } : {}) };
+  // Only a release that was started and not ready is a failed version; a failed switch never ran it,
+  // so the one an earlier upgrade recorded stays (the updater must still not try that one again).
+  const failedVersion = restarted ? to : earlierFailed;
+  const state = { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'rolled-back' as const, reason: failure.cause }, ...(failedVersion !== undefined ? { failedVersion } : {}) };
   await writeUpdateState(hostRoot, layout, state).catch(() => undefined);
   if (!restarted) {
     step(`switched back: ${NODE_UNIT} was never stopped and runs ${from} as before`);
