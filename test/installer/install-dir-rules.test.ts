@@ -4,9 +4,9 @@
  * the same field when a node is created).
  */
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { installDirProblem } from '../../installer/src/install/install-dir-rules.js';
 import { installDirProblem as controlPlaneRule } from '../../control-plane/src/nodes/node-validation.js';
 import { runInstall } from '../../installer/src/commands/install.js';
@@ -59,6 +59,43 @@ t.test('the installer refuses a bad --install-dir before writing anything, namin
     t.equal(exit, 1, `${dir.slice(0, 40)} refused`);
     t.match(cli.out(), new RegExp(`✗ ${code}: install dir`), `${dir.slice(0, 40)} reported as ${code}`);
     t.match(cli.out(), /nothing was written/);
+    t.same(listTree(root), before, 'nothing written');
+  }
+});
+
+t.test('an install dir whose symbolic links lead under a forbidden root or the central install is refused like that dir', async (t) => {
+  const keys = releaseKeys();
+  const work = mkdtempSync(join(tmpdir(), 'zn-dir-work-'));
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  const pkg = await buildNodePackage(work, keys);
+  const cases: Array<{ link: string; target: string; dir: string; code: string | undefined; leadsTo?: string }> = [
+    { link: 'data', target: '/home/ops/data', dir: '/data/zenova-node', code: 'NODE-DIR-FORBIDDEN', leadsTo: '/home/ops/data/zenova-node' },
+    { link: 'data', target: 'tmp/x', dir: '/data/zenova-node', code: 'NODE-DIR-FORBIDDEN', leadsTo: '/tmp/x/zenova-node' },
+    { link: 'srv/node', target: '../opt/zenova/n', dir: '/srv/node', code: 'NODE-DIR-CENTRAL', leadsTo: '/opt/zenova/n' },
+    // A link chain: /data → /mnt/d, /mnt/d → /var/tmp/d.
+    { link: 'mnt/d', target: '/var/tmp/d', dir: '/data2/zenova-node', code: 'NODE-DIR-FORBIDDEN', leadsTo: '/var/tmp/d/zenova-node' },
+    { link: 'data', target: '/srv/big-disk', dir: '/data/zenova-node', code: undefined },
+    { link: 'data', target: '/data', dir: '/data/zenova-node', code: 'NODE-DIR-FORMAT' },
+  ];
+  for (const c of cases) {
+    const root = mkdtempSync(join(tmpdir(), 'zn-dir-'));
+    t.teardown(() => rmSync(root, { recursive: true, force: true }));
+    mkdirSync(join(root, dirname(c.link)), { recursive: true });
+    symlinkSync(c.target, join(root, c.link));
+    if (c.dir === '/data2/zenova-node') symlinkSync('/mnt/d', join(root, 'data2'));
+    if (c.target === '/srv/big-disk') mkdirSync(join(root, 'srv/big-disk'), { recursive: true });
+    const host = hostEnv(root, { keyPem: keys.publicKeyPem });
+    const before = listTree(root);
+    const cli = captureCli(work);
+    const exit = await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_abc', '--install-dir', c.dir, '--check-only'], cli.ctx, host);
+    const label = `${c.dir} with /${c.link} → ${c.target}`;
+    if (c.code === undefined) {
+      if (!t.equal(exit, 0, `${label} passes`)) t.comment(cli.out());
+      continue;
+    }
+    t.equal(exit, 1, `${label} refused`);
+    t.match(cli.out(), new RegExp(`✗ ${c.code}: install dir ${c.dir} `), `${label} reported as ${c.code}`);
+    if (c.leadsTo !== undefined) t.match(cli.out(), `leads to ${c.leadsTo} through a symbolic link`, `${label} names where it leads`);
     t.same(listTree(root), before, 'nothing written');
   }
 });

@@ -136,3 +136,13 @@ t.test('no package may carry release-manifest.json, the file the installer marks
   t.match(parsed.error?.issues.map((i) => i.message), [/release-manifest\.json is the installer's own file in a release/]);
   await t.rejects(buildNodePackage(dir, keys, { name: 'marker-2.zpkg', entries: [{ path: 'bin/zenova-node', mode: 0o755, content: LAUNCHER }, { path: RELEASE_MANIFEST_FILE, mode: 0o644, content: Buffer.from('{}') }] }), /release-manifest\.json is the installer's own file/);
 });
+
+t.test('a signed manifest whose version is not a release dir name (., .., a leading dot) is refused, naming the field', async (t) => {
+  // releases/.. would be the install dir itself; a leading dot is how partial unpacks are named.
+  for (const version of ['.', '..', '.0.1.0']) {
+    const file = join(dir, `version-${Math.random()}.zpkg`);
+    writeSignedManifestPackage(file, keys, { version });
+    const verdict = await verifyPackage(file, keys.publicKeyPem);
+    t.match(verdict, { ok: false, cause: /does not understand its manifest: field version/ }, `version ${JSON.stringify(version)} refused`);
+  }
+});

@@ -19,13 +19,15 @@ import type { CaFile, ControlPlaneFacts, ControlPlaneProbe } from './control-pla
 import { UNFINISHED_UPGRADE_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { foreignInstallDirEntries } from './install-dir-contents.js';
-import { installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
+import { installDirLocationProblem, installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
+import type { InstallDirProblem } from './install-dir-rules.js';
 import { libcFindings, libcLabel, needsLibgccS, needsLibstdcxx } from './libc-check.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
 import { readNodeEnv } from './env-file.js';
 import { formatListen, parseListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
 import { pathExists } from './path-exists.js';
+import { resolveOnHost } from './resolve-on-host.js';
 import { compareReleaseVersions, readInstalledNode } from './installed-node.js';
 import type { InstalledNode } from './installed-node.js';
 
@@ -135,7 +137,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   }
   const keepsDir = input.mode === 'reenroll' || input.mode === 'upgrade';
   const installDir = keepsDir && installedDir !== undefined && input.installDir === undefined ? installedDir : normaliseInstallDir(input.installDir ?? input.defaultInstallDir);
-  const rule = installDirProblem(installDir);
+  const rule = installDirProblem(installDir) ?? (await linkedInstallDirProblem(input.hostRoot, installDir));
   const identityFile = `${installLayout(installDir).data}/identity.json`;
   // Without a unit, a data/ holding an identity is an installation whose rollback kept its data:
   // --reenroll is the only way back to it (the seed forbids deleting the node dir).
@@ -332,6 +334,23 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
  * data/ holding only the installer's and the node's files: install-dir-contents.ts); its data/ may
  * hold an identity only when --reenroll installs around it (`identityAllowed`).
  */
+/**
+ * A valid install dir whose symbolic links lead somewhere the rules forbid (`/data` → `/home/data`):
+ * the unit's ProtectHome=/PrivateTmp= would hide the release from node-edge, so it is refused like
+ * the dir it leads to. An unresolvable dir (a link loop) is refused too.
+ */
+async function linkedInstallDirProblem(hostRoot: string, dir: string): Promise<InstallDirProblem | undefined> {
+  let real: string;
+  try {
+    real = await resolveOnHost(hostRoot, dir);
+  } catch (err) {
+    return { code: 'NODE-DIR-FORMAT', rule: `cannot be resolved: ${(err as Error).message}` };
+  }
+  if (real === dir) return undefined;
+  const problem = installDirLocationProblem(real);
+  return problem === undefined ? undefined : { code: problem.code, rule: `leads to ${real} through a symbolic link, which ${problem.rule}` };
+}
+
 async function installDirState(hostRoot: string, dir: string, identityAllowed: boolean): Promise<Finding[]> {
   const physical = onHost(hostRoot, dir);
   let entries: string[];

@@ -35,6 +35,14 @@ export function installDirProblem(value: string): InstallDirProblem | undefined 
   if (segments.some((s) => s === '')) return format("must not contain empty path segments ('//')");
   if (segments.some((s) => s === '.' || s === '..')) return format("must not contain '.' or '..' segments");
   if (segments.length < 2) return format('must be at least two levels deep (e.g. /data/zenova-node)');
+  return installDirLocationProblem(dir);
+}
+
+/**
+ * The §9.2 rules on where a (normalised, absolute) dir lies: not in or around the central install,
+ * not under a forbidden root. Also applied to where an install dir's symbolic links lead.
+ */
+export function installDirLocationProblem(dir: string): InstallDirProblem | undefined {
   if (isWithin(dir, CENTRAL_INSTALL_DIR) || isWithin(CENTRAL_INSTALL_DIR, dir)) {
     return { code: 'NODE-DIR-CENTRAL', rule: `must not be inside or overlap the central install ${CENTRAL_INSTALL_DIR}` };
   }

@@ -56,7 +56,8 @@ export const packageRequiresSchema = z.strictObject({
 export const packageManifestSchema = z
   .strictObject({
     product: z.string().min(1).max(64),
-    version: z.string().regex(/^[0-9A-Za-z.+-]{1,64}$/),
+    // It names the release dir (releases/<version>): no `.`/`..`, and no leading dot (partial unpacks).
+    version: z.string().regex(/^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$/, 'must start with a letter or digit and contain only letters, digits, ".", "+" and "-"'),
     platform: z.strictObject({ os: z.literal('linux'), arch: z.enum(PACKAGE_ARCHES) }),
     protocolVersion: z.number().int().positive(),
     files: z.array(manifestFileSchema).min(1).max(MAX_PACKAGE_FILES),

@@ -5,6 +5,7 @@ import {
 import type { OptionSpec } from '../../args.js';
 import { EXIT_OK, currentTime } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
+import { isLoopbackHost } from '../../../../proto/src/loopback-host.js';
 import { ApiError } from '../../connection/admin-client.js';
 import { withAdminClient } from '../../connection/admin-session.js';
 import { CA_VARIABLE, URL_VARIABLE } from '../../connection/connection-settings.js';
@@ -90,9 +91,6 @@ function withOptionHints(err: unknown, controlPlaneUrlGiven: boolean): unknown {
   });
   return new ApiError(err.code, parts.join('; '), err.status);
 }
-
-const isLoopbackHost = (host: string): boolean =>
-  host === 'localhost' || host.endsWith('.localhost') || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 
 /**
  * What the API accepts but a remote node host will trip over at install: a callback URL taken from
