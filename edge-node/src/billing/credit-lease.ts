@@ -51,6 +51,17 @@ function assertMicros(name: string, value: number): void {
   if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative safe integer of micro-units, got ${value}`);
 }
 
+/**
+ * A sum of micro-unit figures, held at Number.MAX_SAFE_INTEGER: a cost is charged at that ceiling
+ * when an upstream's usage prices beyond it (request-cost.ts), and a spent figure past it would be
+ * written inexact and refused when the lease store is read again (the node could not start).
+ */
+export function addMicros(...values: number[]): number {
+  let sum = 0;
+  for (const v of values) sum = Math.min(Number.MAX_SAFE_INTEGER, sum + v);
+  return sum;
+}
+
 /** The end of a reservation's own row, when it has one. */
 function rowEnd(r: MutableReservation): ReservationChange | undefined {
   return r.requestId === undefined ? undefined : { remove: r.requestId };
@@ -76,13 +87,14 @@ export class CreditLease {
     onChange: (next: LeaseSnapshot, reservation?: ReservationChange) => void = () => undefined,
   ) {
     assertMicros('granted', init.granted);
-    assertMicros('spent', init.spent);
+    // A spent figure past the ceiling (written by a release without it) is held there, not refused.
+    assertMicros('spent', Math.min(init.spent, Number.MAX_SAFE_INTEGER));
     this.accountId = init.accountId;
     this.leaseId = init.leaseId;
     this.grantedMicros = init.granted;
     // A lease restored after a crash: what in-flight requests held may have been consumed, so it
     // counts as spent (the conservative side: the node under-spends, never over-spends).
-    this.spentMicros = init.spent + (init.reserved ?? 0);
+    this.spentMicros = addMicros(init.spent, init.reserved ?? 0);
     this.expiry = init.expiresAt;
     this.leaseState = init.state;
     this.onChange = onChange;
@@ -160,7 +172,7 @@ export class CreditLease {
   settle(reservation: Reservation, actual: number): void {
     assertMicros('actual', actual);
     const r = this.own(reservation);
-    this.commit({ reserved: this.reservedMicros - r.amount, spent: this.spentMicros + actual }, rowEnd(r));
+    this.commit({ reserved: this.reservedMicros - r.amount, spent: addMicros(this.spentMicros, actual) }, rowEnd(r));
     r.done = true;
   }
 

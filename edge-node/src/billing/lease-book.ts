@@ -10,7 +10,7 @@
  * was never charged.
  */
 import type { Logger } from '../logger.js';
-import { CreditLease } from './credit-lease.js';
+import { CreditLease, addMicros } from './credit-lease.js';
 import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
 import { sortLeftReservations } from './left-reservations.js';
 import type { ReservationEvidence } from './left-reservations.js';
@@ -69,7 +69,7 @@ export class LeaseBook {
     if (left.settled.length === 0) return snap;
     // What the rows of replicas still serving hold stays in `reserved` and counts as spent here, as
     // before: their process settles them.
-    const next: LeaseSnapshot = { ...snap, spent: snap.spent + snap.reserved - left.releasedMicros + left.overReservedMicros, reserved: 0 };
+    const next: LeaseSnapshot = { ...snap, spent: addMicros(snap.spent, snap.reserved - left.releasedMicros, left.overReservedMicros), reserved: 0 };
     try {
       this.store.save(next, { settled: left.settled });
     } catch (err) {

@@ -15,6 +15,7 @@
  *   record that carries it, and the control plane writes its unused part off).
  * Reservations of processes still running (replicas on this state dir) are theirs: left alone.
  */
+import { addMicros } from './credit-lease.js';
 import type { LeaseSnapshot } from './credit-lease.js';
 import type { StoredReservation } from './lease-store.js';
 
@@ -83,7 +84,7 @@ export function sortLeftReservations(lease: LeaseSnapshot, rows: readonly Stored
       if (left.releasedMicros + unused > lease.reserved) continue;
       left.charged.push({ row, costMicros: cost, releasedMicros: unused });
       left.releasedMicros += unused;
-      left.overReservedMicros += Math.max(0, cost - row.amount);
+      left.overReservedMicros = addMicros(left.overReservedMicros, Math.max(0, cost - row.amount));
       continue;
     }
     const neverForwarded = !row.forwarded && !evidence.holdsRequest(row.requestId);
