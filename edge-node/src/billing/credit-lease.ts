@@ -47,6 +47,12 @@ interface MutableReservation {
  */
 export type ReservationChange = { add: { requestId: string; amount: number } } | { remove: string };
 
+/**
+ * Persists the state a change leads to (and the request row written with it); returns 'returned'
+ * when the lease is returned in the store although `next` is open (another replica returned it).
+ */
+export type LeaseChangeWriter = (next: LeaseSnapshot, reservation?: ReservationChange) => LeaseState | undefined | void;
+
 function assertMicros(name: string, value: number): void {
   if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative safe integer of micro-units, got ${value}`);
 }
@@ -80,11 +86,11 @@ export class CreditLease {
    * throws (the lease store cannot write: disk full…) the change is not made, so what the node holds
    * in memory never runs ahead of what it wrote. `reservation` is the request row written with it.
    */
-  private readonly onChange: (next: LeaseSnapshot, reservation?: ReservationChange) => void;
+  private readonly onChange: LeaseChangeWriter;
 
   constructor(
     init: Omit<LeaseSnapshot, 'reserved'> & { reserved?: number },
-    onChange: (next: LeaseSnapshot, reservation?: ReservationChange) => void = () => undefined,
+    onChange: LeaseChangeWriter = () => undefined,
   ) {
     assertMicros('granted', init.granted);
     // A spent figure past the ceiling (written by a release without it) is held there, not refused.
@@ -129,7 +135,8 @@ export class CreditLease {
    */
   private commit(change: Partial<Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>>, reservation?: ReservationChange): void {
     const next: LeaseSnapshot = { ...this.snapshot(), ...change };
-    this.onChange(next, reservation);
+    // Returned on disk by another replica: no further reservations here either.
+    if (this.onChange(next, reservation) === 'returned') next.state = 'returned';
     this.grantedMicros = next.granted;
     this.spentMicros = next.spent;
     this.reservedMicros = next.reserved;

@@ -11,7 +11,7 @@
  */
 import type { Logger } from '../logger.js';
 import { CreditLease, addMicros } from './credit-lease.js';
-import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
+import type { LeaseSnapshot, LeaseState, ReservationChange } from './credit-lease.js';
 import { sortLeftReservations } from './left-reservations.js';
 import type { ReservationEvidence } from './left-reservations.js';
 import type { LeaseStore, StoredReservation } from './lease-store.js';
@@ -94,7 +94,8 @@ export class LeaseBook {
 
   /** The account's open lease, if any. */
   leaseOf(accountId: string): CreditLease | undefined {
-    return this.open.get(accountId);
+    const lease = this.open.get(accountId);
+    return lease?.state === 'open' ? lease : undefined;
   }
 
   lease(leaseId: string): CreditLease | undefined {
@@ -102,7 +103,8 @@ export class LeaseBook {
   }
 
   openLeases(): CreditLease[] {
-    return [...this.open.values()];
+    // Not one another replica returned meanwhile (found on this process's next write of it).
+    return [...this.open.values()].filter((l) => l.state === 'open');
   }
 
   returnedLeases(): CreditLease[] {
@@ -146,14 +148,12 @@ export class LeaseBook {
     this.store.markForwarded(requestId);
   }
 
-  private readonly persist = (next: LeaseSnapshot, reservation?: ReservationChange): void => {
+  private readonly persist = (next: LeaseSnapshot, reservation?: ReservationChange): LeaseState | undefined => {
     const settled = this.unsettled.get(next.leaseId);
-    if (reservation === undefined && settled === undefined) {
-      this.store.save(next);
-      return;
-    }
-    this.store.save(next, { change: reservation, settled });
+    if (reservation === undefined && settled === undefined) return this.store.save(next);
+    const stored = this.store.save(next, { change: reservation, settled });
     this.unsettled.delete(next.leaseId);
+    return stored;
   };
 
   snapshots(): LeaseSnapshot[] {

@@ -9,7 +9,7 @@ import type Database from 'better-sqlite3';
 import type { Logger } from '../logger.js';
 import { openStateDatabase } from '../state/state-database.js';
 import { StateFileError } from '../state/state-store.js';
-import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
+import type { LeaseSnapshot, LeaseState, ReservationChange } from './credit-lease.js';
 
 export const LEASE_DB_FILE = 'credit-leases.sqlite';
 
@@ -89,8 +89,11 @@ export interface LeaseStore {
   load(): LeaseSnapshot[];
   /** The reservation rows of this node's leases: earlier runs' and those of replicas still serving. */
   reservations(): StoredReservation[];
-  /** Writes the lease, and `rows` in the same transaction. */
-  save(lease: LeaseSnapshot, rows?: ReservationRows): void;
+  /**
+   * Writes the lease, and `rows` in the same transaction. Returns 'returned' when the lease is
+   * returned on disk although `lease` is open: another replica returned it (it stays returned).
+   */
+  save(lease: LeaseSnapshot, rows?: ReservationRows): LeaseState | undefined;
   /** The request's reservation is about to go upstream (written before it does). */
   markForwarded(requestId: string): void;
   close(): void;
@@ -134,9 +137,13 @@ interface ReservationRow {
 export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): LeaseStore {
   const nodeId = opts.nodeId;
   const db = openLeaseDatabase(path.join(stateDir, LEASE_DB_FILE));
-  const columns = db.prepare<[], { name: string }>('pragma table_info(leases)').all();
-  if (!columns.some((c) => c.name === 'node_id')) db.exec('alter table leases add column node_id text');
-  const claimed = db.prepare('update leases set node_id = ? where node_id is null').run(nodeId).changes;
+  // Checked and added under the write lock: replicas starting together on a file from before node
+  // ids must not both try to add the column (the second would fail, and its serve with it).
+  const claimed = db.transaction(() => {
+    const columns = db.prepare<[], { name: string }>('pragma table_info(leases)').all();
+    if (!columns.some((c) => c.name === 'node_id')) db.exec('alter table leases add column node_id text');
+    return db.prepare('update leases set node_id = ? where node_id is null').run(nodeId).changes;
+  }).immediate();
   if (claimed > 0) opts.logger?.info({ nodeId, leases: claimed }, 'credit leases written before node ids were recorded are taken as this node\'s');
   const foreign = db
     .prepare<[string], { node_id: string; leases: number }>('select node_id, count(*) as leases from leases where node_id <> ? group by node_id')
@@ -148,11 +155,14 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
     );
   }
   // A row of another node is never overwritten (lease ids are unique per node on the control plane).
+  // A returned lease stays returned: a replica that loaded it while open and writes it later must not
+  // reopen on disk a lease whose credit the control plane took back (a restart would serve from it).
   const upsert = db.prepare(`insert into leases (lease_id, account_id, granted, spent, reserved, expires_at, state, node_id)
     values (@leaseId, @accountId, @granted, @spent, @reserved, @expiresAt, @state, @nodeId)
     on conflict (lease_id) do update set granted = excluded.granted, spent = excluded.spent, reserved = excluded.reserved,
-      expires_at = excluded.expires_at, state = excluded.state
-    where leases.node_id = excluded.node_id`);
+      expires_at = excluded.expires_at, state = case when leases.state = 'returned' then 'returned' else excluded.state end
+    where leases.node_id = excluded.node_id
+    returning state`);
   const mine = db.prepare<[string], LeaseRow>('select * from leases where node_id = ?');
   const addReservation = db.prepare('insert or replace into reservations (request_id, lease_id, amount, owner_slot, forwarded) values (?, ?, ?, ?, 0)');
   const removeReservation = db.prepare('delete from reservations where request_id = ?');
@@ -162,15 +172,20 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
   );
   const owner = opts.owner ?? null;
   // One transaction: a lease's figures and its reservation rows never disagree on disk.
-  const write = db.transaction((lease: LeaseSnapshot, rows: ReservationRows | undefined) => {
-    const written = upsert.run({ ...lease, nodeId }).changes;
-    if (written === 0) throw new Error(`lease ${lease.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
+  const writeLease = (lease: LeaseSnapshot): LeaseState => {
+    const written = upsert.get({ ...lease, nodeId }) as { state: LeaseState } | undefined;
+    if (written === undefined) throw new Error(`lease ${lease.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
+    return written.state;
+  };
+  const write = db.transaction((lease: LeaseSnapshot, rows: ReservationRows | undefined): LeaseState => {
+    const state = writeLease(lease);
     const change = rows?.change;
     if (change !== undefined) {
       if ('add' in change) addReservation.run(change.add.requestId, lease.leaseId, change.add.amount, owner);
       else removeReservation.run(change.remove);
     }
     for (const requestId of rows?.settled ?? []) removeReservation.run(requestId);
+    return state;
   });
   return {
     load: () =>
@@ -193,11 +208,8 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
       })),
     save: (lease, rows) => {
       // A lease change without reservation rows (a grant, a return) is one statement, as before.
-      if (rows === undefined) {
-        if (upsert.run({ ...lease, nodeId }).changes === 0) throw new Error(`lease ${lease.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
-        return;
-      }
-      write(lease, rows);
+      const state = rows === undefined ? writeLease(lease) : write(lease, rows);
+      return state !== lease.state ? state : undefined;
     },
     markForwarded: (requestId) => {
       forward.run(requestId);

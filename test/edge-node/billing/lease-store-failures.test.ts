@@ -28,6 +28,7 @@ function flakyStore(): LeaseStore & { failing: boolean; rows: Map<string, LeaseS
     save: (lease: LeaseSnapshot) => {
       if (store.failing) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
       rows.set(lease.leaseId, { ...lease });
+      return undefined;
     },
     close: () => undefined,
   };
