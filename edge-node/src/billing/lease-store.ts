@@ -116,7 +116,12 @@ export interface LeaseStoreOptions {
   logger?: Pick<Logger, 'warn' | 'info'>;
   /** This process's spool owner slot, written on its reservation rows (a restart checks whether it is gone). */
   owner?: number | undefined;
+  /** Wall clock (unix ms) for pruning long-expired returned leases; Date.now by default. */
+  now?: () => number;
 }
+
+/** How long after its expiry a returned lease is kept (clock differences between node and control plane). */
+export const RETURNED_LEASE_KEPT_MS = 24 * 60 * 60 * 1000;
 
 interface ReservationRow {
   request_id: string;
@@ -145,6 +150,15 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
     return db.prepare('update leases set node_id = ? where node_id is null').run(nodeId).changes;
   }).immediate();
   if (claimed > 0) opts.logger?.info({ nodeId, leases: claimed }, 'credit leases written before node ids were recorded are taken as this node\'s');
+  // Every clean stop returns each account's lease and the next connection grants new ones: without
+  // this the file (and the book loaded from it) grew by a row per account per restart. A returned
+  // lease is kept to answer a grant of it with the return again, which the control plane no longer
+  // sends once the lease expired (it closes it then); a day's margin covers clock differences.
+  const pruned = db
+    .prepare(`delete from leases where node_id = ? and state = 'returned' and expires_at < ?
+      and not exists (select 1 from reservations r where r.lease_id = leases.lease_id)`)
+    .run(nodeId, (opts.now ?? Date.now)() - RETURNED_LEASE_KEPT_MS).changes;
+  if (pruned > 0) opts.logger?.info({ nodeId, leases: pruned }, 'removed returned credit leases that expired more than a day ago');
   const foreign = db
     .prepare<[string], { node_id: string; leases: number }>('select node_id, count(*) as leases from leases where node_id <> ? group by node_id')
     .all(nodeId);
