@@ -11,12 +11,12 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
-import { isRateLimitFileLeftover, isSpoolFileLeftover, isSpoolOwnerLock, NODE_CONFIG_CACHE_DIR, NODE_RETIRED_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
+import { isRateLimitFileLeftover, isSpoolFileLeftover, isSpoolOwnerLock, NODE_CONFIG_APPLY_LOCK_FILE, NODE_CONFIG_CACHE_DIR, NODE_RETIRED_DIR, NODE_STATE_JSON_FILES, NODE_STATE_SQLITE_FILES } from '../../installer/src/install/install-dir-contents.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
 import { IDENTITY_FILE } from '../../edge-node/src/state/identity.js';
 import { CREDENTIAL_FILE } from '../../edge-node/src/state/credential-store.js';
 import { CONTROL_STATUS_FILE } from '../../edge-node/src/control/control-status.js';
-import { APPLIED_VERSION_FILE } from '../../edge-node/src/config/applied-version.js';
+import { APPLIED_VERSION_FILE, CONFIG_APPLY_LOCK_FILE } from '../../edge-node/src/config/applied-version.js';
 import { SPOOL_MARKER_FILE } from '../../edge-node/src/spool/spool-marker.js';
 import { newSpoolTempFile, SPOOL_FILE } from '../../edge-node/src/spool/spool-file.js';
 import { spoolOpenLockFile } from '../../edge-node/src/spool/open-node-spool.js';
@@ -157,6 +157,7 @@ t.test('the state files the installer accepts in data/ are the ones the node wri
   t.same([...NODE_STATE_JSON_FILES].sort(), [IDENTITY_FILE, CREDENTIAL_FILE, CONTROL_STATUS_FILE, APPLIED_VERSION_FILE, SPOOL_MARKER_FILE, ENROLL_ATTEMPT_FILE].sort());
   t.same([...NODE_STATE_SQLITE_FILES].sort(), [SPOOL_FILE, LEASE_DB_FILE, RATE_LIMIT_FILE, SESSION_OWNER_FILE, CONTROL_LINK_LOCK_FILE].sort());
   t.equal(NODE_CONFIG_CACHE_DIR, CONFIG_CACHE_DIR);
+  t.equal(NODE_CONFIG_APPLY_LOCK_FILE, CONFIG_APPLY_LOCK_FILE);
   t.equal(NODE_RETIRED_DIR, RETIRED_DIR);
   for (const slot of [0, 1, MAX_OWNER_SLOTS - 1]) t.ok(isSpoolOwnerLock(basename(spoolOwnerLockFile(join('/x', SPOOL_FILE), slot))), `owner slot ${slot}`);
   t.ok(isSpoolOwnerLock(basename(soleProcessLockFile(join('/x', SPOOL_FILE)))), 'the sole-process lock');

@@ -15,6 +15,8 @@ import { describeIssues } from '../zod-issues.js';
 import type { BundleTrust } from './bundle-cache.js';
 
 export const APPLIED_VERSION_FILE = 'config-applied-version.json';
+/** In the state dir: the lock replicas apply a bundle under (floor check, cache write, mark) (apply-bundle.ts). */
+export const CONFIG_APPLY_LOCK_FILE = 'config-apply.lock';
 
 const appliedVersionSchema = z.object({
   /** The highest bundle version applied (written to the cache and served). */
@@ -106,6 +108,8 @@ export class AppliedVersionMark {
   /** Raises the mark to `version` under `trust` (never lowers it for the same trust); durable on return. */
   async record(version: number, trust: BundleTrust, appliedAt: Date): Promise<void> {
     const write = this.writes.then(async () => {
+      // What another replica wrote since this process read the mark counts too: never lowered.
+      await this.refresh();
       if (this.highest(trust) >= version) return;
       const next: AppliedVersionRecord = {
         version,

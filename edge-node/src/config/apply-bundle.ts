@@ -18,6 +18,9 @@
  */
 import { configContentSha256 } from '../../../proto/src/index.js';
 import type { Logger } from '../logger.js';
+import path from 'node:path';
+import { underOpenLockAsync } from '../state/open-lock.js';
+import { CONFIG_APPLY_LOCK_FILE } from './applied-version.js';
 import type { AppliedVersionMark } from './applied-version.js';
 import { checkBundle } from './bundle-cache.js';
 import type { BundleCache, BundleRefusalCode, BundleTrust, CachedBundle } from './bundle-cache.js';
@@ -112,6 +115,7 @@ export interface ConfigApplierOptions {
 
 export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
   const { cache, holder, logger, mark } = opts;
+  const applyLock = path.join(path.dirname(cache.dir), CONFIG_APPLY_LOCK_FILE);
   const now = opts.now ?? (() => new Date());
   let trust = opts.trust;
   let serving = opts.serving;
@@ -151,6 +155,15 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     return highest > served ? { version: highest, fromMark: true } : { version: served, fromMark: false };
   };
 
+  const refuseOlder = (version: number, lowest: { version: number; fromMark: boolean }): ApplyOutcome =>
+    refuse(
+      version,
+      'CONFIG_VERSION_OLDER',
+      lowest.fromMark
+        ? `version ${version} is older than version ${lowest.version}, the highest this node applied (${mark?.file() ?? 'its applied-version mark'})`
+        : `version ${version} is older than the applied version ${lowest.version}`,
+    );
+
   const applyNow = async (push: ConfigPushInput): Promise<ApplyOutcome> => {
     const version = Number(push.version);
     const check = checkBundle(push.bundle, push.signature, trust);
@@ -160,15 +173,7 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
       return refuse(version, 'CONFIG_SCHEMA', `the push says version ${version} but its signed bundle is version ${bundle.version}`);
     }
     const lowest = await floor();
-    if (version < lowest.version) {
-      return refuse(
-        version,
-        'CONFIG_VERSION_OLDER',
-        lowest.fromMark
-          ? `version ${version} is older than version ${lowest.version}, the highest this node applied (${mark?.file() ?? 'its applied-version mark'})`
-          : `version ${version} is older than the applied version ${lowest.version}`,
-      );
-    }
+    if (version < lowest.version) return refuseOlder(version, lowest);
     if (servesSame(version, () => push.bundle)) {
       logger.debug({ version }, 'config already applied');
       return { ok: true, version, changed: false };
@@ -187,9 +192,18 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
       appliedAt: appliedAt.toISOString(),
     };
     try {
-      await cache.store(entry, serving);
-      // Before the swap: a version served is always one the mark covers.
-      await mark?.record(version, trust, appliedAt);
+      // Under the lock replicas share, the floor again: two replicas may both hold the control link
+      // for a moment (control-link-leader.ts), and a stale one must not write an older bundle over
+      // the newer one the other applied meanwhile (the next start would refuse the cache).
+      const newer = await underOpenLockAsync(applyLock, async () => {
+        const now = await floor();
+        if (version < now.version) return now;
+        await cache.store(entry, serving);
+        // Before the swap: a version served is always one the mark covers.
+        await mark?.record(version, trust, appliedAt);
+        return undefined;
+      });
+      if (newer !== undefined) return refuseOlder(version, newer);
     } catch (err) {
       // Not swapped: a config that would be lost on restart is not applied; the push may be retried.
       const code = (err as NodeJS.ErrnoException).code;

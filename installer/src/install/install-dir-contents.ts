@@ -101,6 +101,9 @@ export function isSpoolOwnerLock(entry: string): boolean {
   return /^spool-owner-(\d{1,4}|sole)\.lock(-journal)?$/.test(entry);
 }
 
+/** The lock replicas apply a config bundle under (edge-node/src/config/applied-version.ts), with a journal should SQLite leave one. */
+export const NODE_CONFIG_APPLY_LOCK_FILE = 'config-apply.lock';
+
 /**
  * Beside rate-limits.sqlite (edge-node/src/rate-limit/rate-limit-file.ts): the lock replicas open it
  * under, `rate-limits.sqlite.lock`, and a damaged file the node moved aside,
@@ -160,7 +163,7 @@ async function foreignInData(physical: string): Promise<string | undefined> {
       for (const dir of retired) {
         if (!RETIRED_ENTRY.test(dir) || !(await isRealDir(path.join(physical, entry, dir)))) return `data/${entry}/${dir}`;
       }
-    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isSpoolFileLeftover(entry) && !isSpoolOwnerLock(entry) && !isRateLimitFileLeftover(entry)) {
+    } else if (!STATE_FILES.has(entry) && !isAtomicWriteLeftover(entry, STATE_JSON_FILES) && !isSpoolFileLeftover(entry) && !isSpoolOwnerLock(entry) && !isRateLimitFileLeftover(entry) && entry !== NODE_CONFIG_APPLY_LOCK_FILE && entry !== `${NODE_CONFIG_APPLY_LOCK_FILE}-journal`) {
       return `data/${entry}`;
     }
   }
