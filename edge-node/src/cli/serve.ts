@@ -186,6 +186,13 @@ export async function serve(opts: ServeOptions): Promise<number> {
   let link: ControlLinkLeader | undefined;
   // The control plane's time, anchored at each HelloAck: key and lease expiries are judged by it.
   const controlPlaneTime = new ControlPlaneTime();
+  // A restart in the same boot while the control plane is out of reach starts from the last anchor
+  // (adopt refuses one from an earlier boot), not from this host's wall clock: a clock behind the
+  // control plane's would let keys it expired in again.
+  if (enrolled !== undefined) {
+    const anchor = (await loadControlStatus(enrolled.store).catch(() => undefined))?.clock;
+    if (anchor !== undefined) controlPlaneTime.adopt(anchor);
+  }
   const app = await buildApp({
     holder,
     logger: opts.logger,

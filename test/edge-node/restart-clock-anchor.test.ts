@@ -1,0 +1,76 @@
+// A node restarted in the same boot while the control plane is out of reach keeps judging key
+// expiries by the control plane's time: it takes the last anchor from control-status.json at start
+// rather than falling back to this host's wall clock, which here is 10 min behind the control plane's.
+import path from 'node:path';
+import t from 'tap';
+import { currentBootId } from '../../edge-node/src/control/control-plane-time.js';
+import { saveControlStatus } from '../../edge-node/src/control/control-status.js';
+import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
+import { createLogger } from '../../edge-node/src/logger.js';
+import { startFakeUpstream } from '../fixtures/fake-upstream.js';
+import { startProcess, tsEntry } from '../fixtures/processes.js';
+import { createTestCa } from '../fixtures/tls.js';
+import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
+import { writeEnrolledState } from './control-fixtures.js';
+
+const MINUTE = 60_000;
+const LISTENING = /"msg":"node-edge listening"/;
+
+async function chat(url: string, key: string): Promise<{ status: number; code: string | undefined }> {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'ping' }] }),
+  });
+  const body = (await res.json()) as { error?: { code?: string } };
+  return { status: res.status, code: body.error?.code };
+}
+
+t.test("a node restarted while the control plane is unreachable judges key expiries by the control plane's time from its last anchor", async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const signer = createSigner();
+  // Nothing listens at the gateway's address: the control plane stays out of reach.
+  const state = await writeEnrolledState(path.join(t.testdir({}), 'state'), { target: '127.0.0.1:1', ca: await createTestCa() }, { configSigningPublicKeyPem: signer.publicKeyPem });
+  const expiresSoon = newCallerKey();
+  const expiresLater = newCallerKey();
+  const keys = [
+    // Valid for 5 more minutes by this host's clock, expired 5 min ago by the control plane's.
+    bundleKey('soon', expiresSoon.sha256, { expiresAt: new Date(Date.now() + 5 * MINUTE).toISOString() }),
+    bundleKey('later', expiresLater.sha256, { expiresAt: new Date(Date.now() + 20 * MINUTE).toISOString() }),
+  ];
+  const { applier } = await loadEnrolledConfig(state.dir, state.identity, createLogger({ level: 'silent' }));
+  t.match(await applier.apply(signedPush(testBundle({ nodeId: state.identity.nodeId, version: 1, upstreamUrl: upstream.url, keys }), signer)), { ok: true });
+  // What the previous run's link left: its last HelloAck found the control plane 10 min ahead.
+  const now = new Date().toISOString();
+  await saveControlStatus(state.store, {
+    connected: false,
+    since: now,
+    lastError: null,
+    sessionId: null,
+    pid: 999_999,
+    serving: false,
+    updatedAt: now,
+    clock: {
+      controlPlaneMs: Date.now() + 10 * MINUTE,
+      hostMonotonicMs: Number(process.hrtime.bigint() / 1_000_000n),
+      ...(currentBootId() !== null ? { bootId: currentBootId()! } : {}),
+      skewMs: -10 * MINUTE,
+      measuredAt: now,
+      maxSkewMs: 30_000,
+    },
+  });
+
+  const entry = tsEntry('edge-node/src/main.ts');
+  const proc = await startProcess({
+    name: 'zenova-node',
+    command: entry.command,
+    args: [...entry.args, 'serve', '--state-dir', state.dir, '--listen', '127.0.0.1:0'],
+    env: { ZENOVA_NODE_RECONNECT_BASE_MS: '50', ZENOVA_NODE_RECONNECT_MAX_MS: '300' },
+    readyLine: LISTENING,
+    t,
+  });
+  const url = String((JSON.parse(await proc.waitForLine(LISTENING)) as { url: string }).url);
+  t.same(await chat(url, expiresSoon.secret), { status: 401, code: 'ZN_ERR_API_KEY_EXPIRED' }, 'expired on the control plane\'s clock');
+  t.match(await chat(url, expiresLater.secret), { status: 200 }, 'a key the control plane still counts valid is served');
+  t.equal(await proc.stop('SIGTERM'), 0);
+});
