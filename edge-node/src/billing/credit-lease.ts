@@ -2,8 +2,9 @@
  * One credit lease of one account on this node (docs/billing.md): what the control plane granted
  * (cumulative), what settled requests spent, and what in-flight requests hold. Every operation is
  * synchronous — the check and the update happen with no await in between — so concurrent requests
- * on the event loop can never reserve more than the lease holds. Amounts are integer micro-units
- * (safe integers).
+ * on the event loop can never reserve more than the lease holds; the store checks a reservation
+ * again against the lease as other replicas left it, and the lease takes on what it stored.
+ * Amounts are integer micro-units (safe integers).
  */
 
 export type LeaseState =
@@ -48,10 +49,16 @@ interface MutableReservation {
 export type ReservationChange = { add: { requestId: string; amount: number } } | { remove: string };
 
 /**
- * Persists the state a change leads to (and the request row written with it); returns 'returned'
- * when the lease is returned in the store although `next` is open (another replica returned it).
+ * Persists the change from `prev` (this lease as it stands) to `next` (and the request row written
+ * with it). Returns the lease as stored after it, which the lease takes on (other replicas of the
+ * node write to the same lease), refused when a reservation did not fit the stored figures;
+ * undefined when nothing is stored (the change stands as `next`). Throws when it cannot write.
  */
-export type LeaseChangeWriter = (next: LeaseSnapshot, reservation?: ReservationChange) => LeaseState | undefined | void;
+export type LeaseChangeWriter = (
+  next: LeaseSnapshot,
+  prev: LeaseSnapshot,
+  reservation?: ReservationChange,
+) => { refused: boolean; stored: LeaseSnapshot } | undefined | void;
 
 function assertMicros(name: string, value: number): void {
   if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative safe integer of micro-units, got ${value}`);
@@ -133,15 +140,21 @@ export class CreditLease {
    * Writes the state `change` leads to (onChange), then adopts it: if the write throws, nothing
    * changed (the caller sees the error; the lease is as before).
    */
-  private commit(change: Partial<Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>>, reservation?: ReservationChange): void {
-    const next: LeaseSnapshot = { ...this.snapshot(), ...change };
-    // Returned on disk by another replica: no further reservations here either.
-    if (this.onChange(next, reservation) === 'returned') next.state = 'returned';
-    this.grantedMicros = next.granted;
-    this.spentMicros = next.spent;
-    this.reservedMicros = next.reserved;
-    this.expiry = next.expiresAt;
-    this.leaseState = next.state;
+  private commit(change: Partial<Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>>, reservation?: ReservationChange): boolean {
+    const prev = this.snapshot();
+    const next: LeaseSnapshot = { ...prev, ...change };
+    const written = this.onChange(next, prev, reservation);
+    this.adoptFigures(written === undefined ? next : written.stored);
+    return written?.refused !== true;
+  }
+
+  /** Takes on the lease's figures as stored (another replica's charges and reservations in them). */
+  adoptFigures(stored: Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>): void {
+    this.grantedMicros = stored.granted;
+    this.spentMicros = Math.min(stored.spent, Number.MAX_SAFE_INTEGER);
+    this.reservedMicros = stored.reserved;
+    this.expiry = stored.expiresAt;
+    this.leaseState = stored.state;
   }
 
   /**
@@ -165,7 +178,8 @@ export class CreditLease {
     assertMicros('amount', amount);
     if (this.leaseState !== 'open' || nowMs >= this.expiry) return undefined;
     if (this.available < amount) return undefined;
-    this.commit({ reserved: this.reservedMicros + amount }, requestId === undefined ? undefined : { add: { requestId, amount } });
+    // The store may refuse it: other replicas reserved or spent from this lease meanwhile.
+    if (!this.commit({ reserved: this.reservedMicros + amount }, requestId === undefined ? undefined : { add: { requestId, amount } })) return undefined;
     const reservation: MutableReservation = { leaseId: this.leaseId, amount, requestId, done: false, lease: this };
     return reservation;
   }

@@ -1,7 +1,9 @@
 /**
  * All credit leases of this node: at most one open lease per account (the one reservations come
  * from), plus returned ones remembered so a LeaseReturn lost in transit can be sent again. Grants
- * arrive from the control plane (credit-channel.ts); every change is written to the store.
+ * arrive from the control plane (credit-channel.ts); every change is written to the store, which
+ * replicas of the node share: a write takes on the lease as stored (lease-store.ts), and a lease
+ * too small here is looked up there (the control link's holder may have been granted more).
  *
  * At open, what an earlier run still held counts as spent, except reservations of requests that
  * never reached the spool, which are released, and those whose request's final record the spool
@@ -11,10 +13,10 @@
  */
 import type { Logger } from '../logger.js';
 import { CreditLease, addMicros } from './credit-lease.js';
-import type { LeaseSnapshot, LeaseState, ReservationChange } from './credit-lease.js';
+import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
 import { sortLeftReservations } from './left-reservations.js';
 import type { ReservationEvidence } from './left-reservations.js';
-import type { LeaseStore, StoredReservation } from './lease-store.js';
+import type { LeaseStore, StoredLeaseWrite, StoredReservation } from './lease-store.js';
 
 export interface LeaseBookOptions {
   /** What the spool knows of earlier runs' requests; without it every reservation left counts as spent. */
@@ -67,11 +69,15 @@ export class LeaseBook {
   ): LeaseSnapshot {
     const left = sortLeftReservations(snap, rows, evidence);
     if (left.settled.length === 0) return snap;
-    // What the rows of replicas still serving hold stays in `reserved` and counts as spent here, as
-    // before: their process settles them.
-    const next: LeaseSnapshot = { ...snap, spent: addMicros(snap.spent, snap.reserved - left.releasedMicros, left.overReservedMicros), reserved: 0 };
+    // What the rows of replicas still serving hold stays in `reserved` on disk (their process settles
+    // them, and counts as spent in this process's copy, as before); the rest of it is decided now.
+    const decided = new Set(left.settled);
+    const live = rows.filter((r) => r.leaseId === snap.leaseId && !decided.has(r.requestId)).reduce((sum, r) => sum + r.amount, 0);
+    const leaving = Math.max(0, snap.reserved - live);
+    const next: LeaseSnapshot = { ...snap, spent: addMicros(snap.spent, leaving - left.releasedMicros, left.overReservedMicros), reserved: snap.reserved - leaving };
+    let stored: LeaseSnapshot;
     try {
-      this.store.save(next, { settled: left.settled });
+      stored = this.store.save(next, snap, { settled: left.settled })?.stored ?? next;
     } catch (err) {
       this.unsettled.set(snap.leaseId, left.settled);
       logger?.error({ err, leaseId: snap.leaseId }, 'the lease store could not record the reservations the previous run left; they count as spent');
@@ -89,7 +95,7 @@ export class LeaseBook {
         "charged the reservation of a request the previous run recorded but stopped before charging, at its record's cost (the rest released)",
       );
     }
-    return next;
+    return stored;
   }
 
   /** The account's open lease, if any. */
@@ -103,8 +109,46 @@ export class LeaseBook {
   }
 
   openLeases(): CreditLease[] {
-    // Not one another replica returned meanwhile (found on this process's next write of it).
+    this.refresh();
     return [...this.open.values()].filter((l) => l.state === 'open');
+  }
+
+  /**
+   * The account's open lease as the store has it now, its figures taken on: another replica of the
+   * node (the one holding the control link, which receives the grants) may have been granted a new
+   * lease or a top-up since this process last wrote. Asked when a reservation did not fit.
+   */
+  storedLeaseOf(accountId: string): CreditLease | undefined {
+    const snap = this.store.openLeaseOf(accountId);
+    if (snap === undefined) return undefined;
+    const lease = this.take(snap);
+    if (lease.state !== 'open') return undefined;
+    // Reservations come from it from now on (the one known here may be an older lease of the account).
+    this.open.set(accountId, lease);
+    return lease;
+  }
+
+  /** Takes on the figures of every lease as stored (for reports and returns: other replicas' charges count). */
+  private refresh(): void {
+    for (const snap of this.store.load()) {
+      if (snap.state === 'returned' && !this.byId.has(snap.leaseId)) continue;
+      this.take(snap);
+    }
+  }
+
+  /** A stored lease's figures into this book: the known lease takes them on, an unknown one is added. */
+  private take(snap: LeaseSnapshot): CreditLease {
+    let lease = this.byId.get(snap.leaseId);
+    if (lease === undefined) {
+      lease = new CreditLease({ ...snap, reserved: 0 }, this.persist);
+      lease.adoptFigures(snap);
+      this.byId.set(lease.leaseId, lease);
+    } else {
+      lease.adoptFigures(snap);
+    }
+    if (lease.state === 'open' && this.open.get(lease.accountId)?.state !== 'open') this.open.set(lease.accountId, lease);
+    if (lease.state === 'returned' && this.open.get(lease.accountId) === lease) this.open.delete(lease.accountId);
+    return lease;
   }
 
   returnedLeases(): CreditLease[] {
@@ -126,7 +170,10 @@ export class LeaseBook {
       this.persist,
     );
     // Written first: a lease the store could not record is not served from (the grant is sent again).
-    this.persist(lease.snapshot());
+    // Another replica may have stored it already (a control link held by two for a moment): its
+    // figures there stand, the grant only raises the total and the expiry.
+    const stored = this.persist(lease.snapshot(), lease.snapshot());
+    if (stored !== undefined) lease.adoptFigures(stored.stored);
     this.adopt(lease);
     return 'applied';
   }
@@ -148,12 +195,13 @@ export class LeaseBook {
     this.store.markForwarded(requestId);
   }
 
-  private readonly persist = (next: LeaseSnapshot, reservation?: ReservationChange): LeaseState | undefined => {
+  private readonly persist = (next: LeaseSnapshot, prev: LeaseSnapshot, reservation?: ReservationChange): StoredLeaseWrite | undefined => {
     const settled = this.unsettled.get(next.leaseId);
-    if (reservation === undefined && settled === undefined) return this.store.save(next);
-    const stored = this.store.save(next, { change: reservation, settled });
-    this.unsettled.delete(next.leaseId);
-    return stored;
+    if (reservation === undefined && settled === undefined) return this.store.save(next, prev);
+    const written = this.store.save(next, prev, { change: reservation, settled });
+    // A refused reservation wrote nothing: the rows still go with the next write.
+    if (written?.refused !== true) this.unsettled.delete(next.leaseId);
+    return written;
   };
 
   snapshots(): LeaseSnapshot[] {

@@ -1,15 +1,16 @@
 /**
  * The node's credit leases on disk (`<stateDir>/credit-leases.sqlite`), so a restarted node —
- * online or not — remembers what it spent and what it held. Each change is written through
- * synchronously (one small UPDATE in WAL mode, synchronous=NORMAL): a kill -9 loses nothing,
- * only a power loss can lose the last few writes (docs/billing.md, "Crashes").
+ * online or not — remembers what it spent and what it held, and its replicas share one book. Each
+ * change is written through synchronously (one small transaction in WAL mode, synchronous=NORMAL):
+ * a kill -9 loses nothing, only a power loss can lose the last few writes (docs/billing.md,
+ * "Persistence and crashes", "Replicas").
  */
 import path from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Logger } from '../logger.js';
 import { openStateDatabase } from '../state/state-database.js';
 import { StateFileError } from '../state/state-store.js';
-import type { LeaseSnapshot, LeaseState, ReservationChange } from './credit-lease.js';
+import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
 
 export const LEASE_DB_FILE = 'credit-leases.sqlite';
 
@@ -76,6 +77,12 @@ export interface StoredReservation {
   forwarded: boolean;
 }
 
+/** What a write left on disk: the lease's figures there; refused when a reservation did not fit them. */
+export interface StoredLeaseWrite {
+  refused: boolean;
+  stored: LeaseSnapshot;
+}
+
 /** Reservation rows a lease write carries, in its transaction. */
 export interface ReservationRows {
   /** A request's reservation made (added) or ended (removed) by this change. */
@@ -90,10 +97,15 @@ export interface LeaseStore {
   /** The reservation rows of this node's leases: earlier runs' and those of replicas still serving. */
   reservations(): StoredReservation[];
   /**
-   * Writes the lease, and `rows` in the same transaction. Returns 'returned' when the lease is
-   * returned on disk although `lease` is open: another replica returned it (it stays returned).
+   * Writes the change from `prev` to `next` (what this process knew, and what its change leads to)
+   * onto the lease as stored, with `rows` in the same transaction, and returns the lease as stored
+   * after it; undefined when the store keeps nothing (the change stands as `next`). A reservation
+   * (`rows.change.add`) the stored figures cannot cover, or of a lease returned meanwhile, is
+   * refused: nothing written.
    */
-  save(lease: LeaseSnapshot, rows?: ReservationRows): LeaseState | undefined;
+  save(next: LeaseSnapshot, prev: LeaseSnapshot, rows?: ReservationRows): StoredLeaseWrite | undefined;
+  /** The account's open lease as stored (another replica may hold a newer one than this process knows). */
+  openLeaseOf(accountId: string): LeaseSnapshot | undefined;
   /** The request's reservation is about to go upstream (written before it does). */
   markForwarded(requestId: string): void;
   close(): void;
@@ -168,16 +180,28 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
       `${LEASE_DB_FILE} holds ${other.leases} credit lease(s) of node ${other.node_id}; this node is ${nodeId}: they are not served from and are kept in the file`,
     );
   }
-  // A row of another node is never overwritten (lease ids are unique per node on the control plane).
-  // A returned lease stays returned: a replica that loaded it while open and writes it later must not
-  // reopen on disk a lease whose credit the control plane took back (a restart would serve from it).
-  const upsert = db.prepare(`insert into leases (lease_id, account_id, granted, spent, reserved, expires_at, state, node_id)
-    values (@leaseId, @accountId, @granted, @spent, @reserved, @expiresAt, @state, @nodeId)
-    on conflict (lease_id) do update set granted = excluded.granted, spent = excluded.spent, reserved = excluded.reserved,
-      expires_at = excluded.expires_at, state = case when leases.state = 'returned' then 'returned' else excluded.state end
-    where leases.node_id = excluded.node_id
-    returning state`);
+  // Replicas of the node share this file, each with the book it loaded: a write carries what its
+  // change adds (spent, reserved) to the figures on disk rather than its process's copy of them, so
+  // every replica's charges count; a reservation is checked against the figures on disk, so two
+  // replicas cannot both spend what is left. Granted and expiry only grow. A returned lease stays
+  // returned: a replica that loaded it while open must not reopen on disk a lease whose credit the
+  // control plane took back. A row of another node is never written (lease ids are unique per node).
+  const selectLease = db.prepare<[string, string], LeaseRow>('select * from leases where lease_id = ? and node_id = ?');
+  const insertLease = db.prepare(`insert into leases (lease_id, account_id, granted, spent, reserved, expires_at, state, node_id)
+    values (@leaseId, @accountId, @granted, @spent, @reserved, @expiresAt, @state, @nodeId)`);
+  const updateLease = db.prepare<Record<string, unknown>, LeaseRow>(`update leases set
+      granted = max(granted, @granted),
+      spent = min(@ceiling, max(0, spent + @addSpent)),
+      reserved = max(0, reserved + @addReserved),
+      expires_at = max(expires_at, @expiresAt),
+      state = case when state = 'returned' then 'returned' else @state end
+    where lease_id = @leaseId and node_id = @nodeId
+    returning *`);
+  const otherNodes = db.prepare<[string], { node_id: string }>('select node_id from leases where lease_id = ?');
   const mine = db.prepare<[string], LeaseRow>('select * from leases where node_id = ?');
+  const openOfAccount = db.prepare<[string, string], LeaseRow>(
+    "select * from leases where node_id = ? and account_id = ? and state = 'open' order by expires_at desc limit 1",
+  );
   const addReservation = db.prepare('insert or replace into reservations (request_id, lease_id, amount, owner_slot, forwarded) values (?, ?, ?, ?, 0)');
   const removeReservation = db.prepare('delete from reservations where request_id = ?');
   const forward = db.prepare('update reservations set forwarded = 1 where request_id = ?');
@@ -186,32 +210,45 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
   );
   const owner = opts.owner ?? null;
   // One transaction: a lease's figures and its reservation rows never disagree on disk.
-  const writeLease = (lease: LeaseSnapshot): LeaseState => {
-    const written = upsert.get({ ...lease, nodeId }) as { state: LeaseState } | undefined;
-    if (written === undefined) throw new Error(`lease ${lease.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
-    return written.state;
-  };
-  const write = db.transaction((lease: LeaseSnapshot, rows: ReservationRows | undefined): LeaseState => {
-    const state = writeLease(lease);
+  const write = db.transaction((next: LeaseSnapshot, prev: LeaseSnapshot, rows: ReservationRows | undefined): StoredLeaseWrite => {
+    const row = selectLease.get(next.leaseId, nodeId);
+    let stored: LeaseSnapshot;
+    if (row === undefined) {
+      if (otherNodes.get(next.leaseId) !== undefined) throw new Error(`lease ${next.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
+      insertLease.run({ ...next, nodeId });
+      stored = next;
+    } else {
+      const onDisk = snapshotOf(row);
+      const change = rows?.change;
+      // Checked against the figures every replica writes to, not this process's copy of them.
+      if (change !== undefined && 'add' in change && (onDisk.state !== 'open' || onDisk.granted - onDisk.spent - onDisk.reserved < change.add.amount)) {
+        return { refused: true, stored: onDisk };
+      }
+      stored = snapshotOf(updateLease.get({
+        leaseId: next.leaseId,
+        nodeId,
+        granted: next.granted,
+        addSpent: next.spent - prev.spent,
+        addReserved: next.reserved - prev.reserved,
+        expiresAt: next.expiresAt,
+        state: next.state,
+        ceiling: Number.MAX_SAFE_INTEGER,
+      }) as LeaseRow);
+    }
     const change = rows?.change;
     if (change !== undefined) {
-      if ('add' in change) addReservation.run(change.add.requestId, lease.leaseId, change.add.amount, owner);
+      if ('add' in change) addReservation.run(change.add.requestId, next.leaseId, change.add.amount, owner);
       else removeReservation.run(change.remove);
     }
     for (const requestId of rows?.settled ?? []) removeReservation.run(requestId);
-    return state;
+    return { refused: false, stored };
   });
   return {
-    load: () =>
-      mine.all(nodeId).map((r) => ({
-        leaseId: r.lease_id,
-        accountId: r.account_id,
-        granted: r.granted,
-        spent: r.spent,
-        reserved: r.reserved,
-        expiresAt: r.expires_at,
-        state: r.state === 'returned' ? 'returned' : 'open',
-      })),
+    load: () => mine.all(nodeId).map(snapshotOf),
+    openLeaseOf: (accountId) => {
+      const row = openOfAccount.get(nodeId, accountId);
+      return row === undefined ? undefined : snapshotOf(row);
+    },
     reservations: () =>
       myReservations.all(nodeId).map((r) => ({
         requestId: r.request_id,
@@ -220,11 +257,7 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
         owner: r.owner_slot,
         forwarded: r.forwarded !== 0,
       })),
-    save: (lease, rows) => {
-      // A lease change without reservation rows (a grant, a return) is one statement, as before.
-      const state = rows === undefined ? writeLease(lease) : write(lease, rows);
-      return state !== lease.state ? state : undefined;
-    },
+    save: (next, prev, rows) => write.immediate(next, prev, rows),
     markForwarded: (requestId) => {
       forward.run(requestId);
     },
@@ -232,9 +265,22 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
   };
 }
 
+function snapshotOf(r: LeaseRow): LeaseSnapshot {
+  return {
+    leaseId: r.lease_id,
+    accountId: r.account_id,
+    granted: r.granted,
+    spent: r.spent,
+    reserved: r.reserved,
+    expiresAt: r.expires_at,
+    state: r.state === 'returned' ? 'returned' : 'open',
+  };
+}
+
 /** For stand-alone nodes and tests: nothing kept. */
 export const memoryLeaseStore: LeaseStore = {
   load: () => [],
+  openLeaseOf: () => undefined,
   reservations: () => [],
   save: () => undefined,
   markForwarded: () => undefined,

@@ -21,6 +21,7 @@ function flakyStore(): LeaseStore & { failing: boolean; rows: Map<string, LeaseS
     failing: false,
     rows,
     load: () => [...rows.values()],
+    openLeaseOf: () => undefined,
     reservations: () => [],
     markForwarded: () => {
       if (store.failing) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });

@@ -23,7 +23,7 @@ t.test('credit-leases.sqlite and its -wal and -shm are created owner-only in a s
   t.teardown(() => process.umask(previous));
   const store = openLeaseStore(dir, { nodeId: 'node-1' });
   t.teardown(() => store.close());
-  store.save(LEASE);
+  store.save(LEASE, LEASE);
   const file = path.join(dir, LEASE_DB_FILE);
   t.same([modeOf(file), modeOf(`${file}-wal`), modeOf(`${file}-shm`)], ['600', '600', '600'], 'the file, its -wal and its -shm');
 });
@@ -32,7 +32,7 @@ t.test('a -wal and -shm a crash left readable by others are made owner-only when
   const dir = readableStateDir(t);
   const file = path.join(dir, LEASE_DB_FILE);
   const first = openLeaseStore(dir, { nodeId: 'node-1' });
-  first.save(LEASE);
+  first.save(LEASE, LEASE);
   // A connection kept open keeps the -wal and -shm (with their content) in place, as a kill -9 leaves them.
   const sidecarHolder = new Database(file, { readonly: true });
   sidecarHolder.prepare('select count(*) from leases').get();

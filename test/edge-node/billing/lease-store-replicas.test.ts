@@ -1,44 +1,118 @@
-// Replicas on one state dir share credit-leases.sqlite, each with the lease book it loaded at start
-// (credit leases are kept per process: docs/node-api.md). What one replica returned must stay
-// returned on disk when another writes the same lease later, or a restart would serve from credit
-// the control plane took back.
+// Replicas on one state dir share credit-leases.sqlite, each with the lease book it loaded at start.
+// What they reserve and spend is written onto the lease as stored and checked against it, so they
+// cannot both spend what is left of a lease, every replica's charges count on disk, a replica takes
+// a lease or top-up the control link's holder was granted after it started, and a lease one replica
+// returned is not served from by another (nor reopened on disk).
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pino } from 'pino';
 import t from 'tap';
+import type { Test } from 'tap';
+import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
 import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
+import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
 import { openLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
+import type { LeaseStore } from '../../../edge-node/src/billing/lease-store.js';
+import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
 
-const NOW = 1_700_000_000_000;
+const NOW = Date.now();
 
-t.test('a lease one replica returned stays returned when another replica writes it later, and a restart does not serve from it', async (t) => {
+/** Two replicas' books on one state dir (separate SQLite connections, as separate processes have). */
+function twoReplicas(t: Test): { dir: string; open: (owner: number) => { store: LeaseStore; book: LeaseBook } } {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-lease-replicas-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const storeA = openLeaseStore(dir, { nodeId: 'n1', owner: 1 });
-  const bookA = new LeaseBook(storeA);
-  bookA.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 1_000, expiresAt: NOW + 60_000 });
-  const storeB = openLeaseStore(dir, { nodeId: 'n1', owner: 2 });
-  t.teardown(() => storeB.close());
-  const bookB = new LeaseBook(storeB);
-  const leaseB = bookB.leaseOf('acct-1')!;
-  t.ok(leaseB, 'replica B loaded the open lease at its start');
+  return {
+    dir,
+    open: (owner) => {
+      const store = openLeaseStore(dir, { nodeId: 'n1', owner });
+      t.teardown(() => store.close());
+      return { store, book: new LeaseBook(store) };
+    },
+  };
+}
 
-  // A (the control link's holder) returns the lease at its stop; B still serves a request from it.
-  bookA.markReturned(bookA.leaseOf('acct-1')!);
-  storeA.close();
-  const r = leaseB.reserve(100, NOW, 'req-b')!;
-  leaseB.settle(r, 40);
-  t.equal(leaseB.state, 'returned', "B learns of the return with its first write, and reserves nothing more");
-  t.equal(leaseB.reserve(1, NOW, 'req-b2'), undefined);
-  t.equal(bookB.leaseOf('acct-1'), undefined, 'nor is it offered as the account\'s lease, or reported as open');
-  t.same(bookB.openLeases(), []);
+function storedLease(dir: string, leaseId: string): ReturnType<LeaseStore['load']>[number] | undefined {
+  const store = openLeaseStore(dir, { nodeId: 'n1' });
+  try {
+    return store.load().find((l) => l.leaseId === leaseId);
+  } finally {
+    store.close();
+  }
+}
 
-  const again = openLeaseStore(dir, { nodeId: 'n1', owner: 1 });
-  t.teardown(() => again.close());
-  const row = again.load().find((l) => l.leaseId === 'lease-1');
-  t.equal(row?.state, 'returned', 'still returned on disk');
-  t.equal(row?.spent, 40, "B's charge is written");
-  const restarted = new LeaseBook(again);
+t.test('two replicas cannot both spend what is left of a lease, and both their charges count on disk', async (t) => {
+  const { dir, open } = twoReplicas(t);
+  const a = open(1);
+  a.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 100, expiresAt: NOW + 60_000 });
+  const b = open(2);
+  const leaseA = a.book.leaseOf('acct-1')!;
+  const leaseB = b.book.leaseOf('acct-1')!;
+  t.equal(leaseB.available, 100, 'B loaded the lease with 100 left');
+
+  leaseA.settle(leaseA.reserve(80, NOW, 'req-a')!, 80);
+  t.equal(leaseB.reserve(80, NOW, 'req-b'), undefined, 'B cannot reserve the 80 A already spent');
+  t.equal(leaseB.available, 20, 'and now knows what is left');
+  leaseB.settle(leaseB.reserve(20, NOW, 'req-b2')!, 15);
+  t.match(storedLease(dir, 'lease-1'), { granted: 100, spent: 95, reserved: 0 }, "both replicas' charges are on disk");
+  t.equal(leaseA.reserve(10, NOW, 'req-a2'), undefined, 'A cannot spend past the 5 left either');
+});
+
+t.test("a replica serves from a lease and a top-up the control link's holder was granted after it started", async (t) => {
+  const { open } = twoReplicas(t);
+  const a = open(1);
+  a.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 100, expiresAt: NOW + 60_000 });
+  const b = open(2);
+  const creditB = new LeaseCredit(b.book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
+  const request = (): PipelineContext => ({
+    requestId: `req-${Math.random()}`,
+    api: 'embeddings',
+    model: 'm',
+    maxOutputTokens: null,
+    estimatedInputTokens: 1,
+    config: { prices: new Map([['m', { model: 'm', inputMicrosPerToken: 100, outputMicrosPerToken: 0, requestMicros: 0 }]]), toolServers: new Map() },
+    key: { id: 'key-1', accountId: 'acct-1' },
+    clock: { now: () => NOW, monotonic: () => 0 },
+    attempts: [],
+    usage: { inputTokens: 0, outputTokens: 0, estimated: false },
+    cost: { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false },
+    cleanups: [],
+  }) as unknown as PipelineContext;
+
+  const first = request();
+  t.equal(creditB.preauthorise(first), undefined, 'B reserves from the lease it loaded');
+  t.match(creditB.preauthorise(request()), { error: { code: 'ZN_ERR_CREDIT_EXHAUSTED' } }, 'which the first request holds whole');
+  // The holder is topped up: B reserves from the raised total without a grant of its own.
+  a.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 200, expiresAt: NOW + 60_000 });
+  const second = request();
+  t.equal(creditB.preauthorise(second), undefined, "B takes the holder's top-up");
+  t.equal(second.cost.leaseId, 'lease-1');
+  // The holder is granted a new lease for the account (the old one returned).
+  a.book.markReturned(a.book.leaseOf('acct-1')!);
+  a.book.grant({ accountId: 'acct-1', leaseId: 'lease-2', amountMicros: 500, expiresAt: NOW + 60_000 });
+  const third = request();
+  t.equal(creditB.preauthorise(third), undefined, "B takes the holder's new lease");
+  t.equal(third.cost.leaseId, 'lease-2');
+  for (const cleanup of [...first.cleanups, ...second.cleanups, ...third.cleanups]) cleanup();
+});
+
+t.test('a lease one replica returned is not served from by another, stays returned on disk, and a restart does not serve from it', async (t) => {
+  const { dir, open } = twoReplicas(t);
+  const a = open(1);
+  a.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 1_000, expiresAt: NOW + 60_000 });
+  const b = open(2);
+  const leaseB = b.book.leaseOf('acct-1')!;
+  const held = leaseB.reserve(100, NOW, 'req-b')!;
+
+  // A (the control link's holder) returns the lease at its stop; B's request in flight settles after.
+  t.equal(a.book.markReturned(a.book.leaseOf('acct-1')!), 900, "A hands back what is neither spent nor held by B's request");
+  leaseB.settle(held, 40);
+  t.equal(leaseB.state, 'returned', 'B takes the return on with its write');
+  t.equal(leaseB.reserve(1, NOW, 'req-b2'), undefined, 'and reserves nothing more from it');
+  t.equal(b.book.leaseOf('acct-1'), undefined);
+  t.same(b.book.openLeases(), [], 'nor reports it as open');
+
+  t.match(storedLease(dir, 'lease-1'), { state: 'returned', spent: 40, reserved: 0 });
+  const restarted = open(3).book;
   t.equal(restarted.leaseOf('acct-1'), undefined, 'a restarted replica has no open lease to serve from');
-  t.equal(restarted.lease('lease-1')?.state, 'returned');
 });
