@@ -25,5 +25,5 @@ markPartial(UNREAD_TEXTS);
 
 /** The caller-facing reason for refusing a partial list: the policy, never the text. */
 export function uncheckedTextMessage(policyId: string, on: 'input' | 'output'): string {
-  return `The ${on} holds more text than guardrails check (nested too deep, too many strings, audio, a streamed part of a type the node does not know, or data that is not a JSON object), so guardrail policy "${policyId}" blocks it.`;
+  return `The ${on} holds more text than guardrails check (nested too deep, too many strings, audio, a part of a type the node does not know, text outside the fields the node reads, or data that is not a JSON object), so guardrail policy "${policyId}" blocks it.`;
 }

@@ -2,7 +2,8 @@
 // answer's text again, token by token) and audio (speech, with its transcript). Under output rules
 // a request asking for either is refused with ZN_ERR_GUARDRAIL_UNCHECKABLE before anything is
 // forwarded; an upstream that sends logprobs anyway has them dropped (JSON and streams), and one
-// that sends audio anyway is blocked. Keys without output rules get them as the upstream sent them.
+// that sends audio anyway is blocked, as is one that puts text beside a choice's message or delta.
+// Keys without output rules get them as the upstream sent them.
 import t from 'tap';
 import OpenAI from 'openai';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
@@ -141,4 +142,22 @@ t.test('keys without output rules get logprobs and audio as the upstream sent th
       t.equal(tokens, `Call ${TOKENS.slice(1).join('')}${PHONE}`);
     });
   }
+});
+
+t.test("text a compatible upstream puts beside a choice's message or delta is blocked under output rules, never relayed unchecked", async (t) => {
+  const { upstream, node } = await startGuardedNode(t, [{ detector: 'phone', action: 'mask', on: 'output' }]);
+  const messages = [{ role: 'user' as const, content: 'number?' }];
+  const beside = { index: 0, delta: {}, message: { role: 'assistant', content: `Call ${PHONE}` }, text: `Call ${PHONE}`, finish_reason: 'stop' };
+  upstream.answer = { sse: [`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [beside] })}\n\n`, DONE] };
+  const streamed = await streamedChatText(node, messages);
+  t.notMatch(streamed, PHONE, 'the number never reaches the caller');
+  t.match(streamed, /ZN_ERR_GUARDRAIL_BLOCKED/);
+
+  upstream.answer = { json: { ...jsonAnswer({ content: 'ok' }), choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' }, text: `Call ${PHONE}` }] } };
+  t.equal(await outcome(node.client().chat.completions.create({ model: 'echo', messages })), '400 ZN_ERR_GUARDRAIL_BLOCKED null', 'nor from a JSON answer');
+
+  // What carries none of the answer's text passes: Azure's filter verdicts, vLLM's stop_reason.
+  upstream.answer = { json: { ...jsonAnswer({ content: `Call ${PHONE}` }), choices: [{ index: 0, finish_reason: 'stop', stop_reason: 'END', content_filter_results: { hate: { filtered: false, severity: 'safe' } }, message: { role: 'assistant', content: `Call ${PHONE}` } }] } };
+  const res = await node.client().chat.completions.create({ model: 'echo', messages });
+  t.equal(res.choices[0]!.message.content, 'Call [PHONE]');
 });

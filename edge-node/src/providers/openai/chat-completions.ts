@@ -15,7 +15,7 @@ import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
 import { inBandFailure, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { NameSlot, contentPartSlots, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
+import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -177,6 +177,8 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
     for (const choice of answer.choices) {
       const message = isRecord(choice) ? choice.message : undefined;
       if (isRecord(message)) collectAnswerTexts(message, texts);
+      // Text beside the message (`text`, a `delta`, as some compatible servers send): output rules block it.
+      if (isRecord(choice) && choiceCarriesOtherText(choice, 'message')) markPartial(texts);
     }
   }
   const keepChecked = (): void => void dropLogprobs(answer.choices);

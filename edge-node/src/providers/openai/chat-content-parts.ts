@@ -148,6 +148,26 @@ export function hasUnknownStrings(part: Record<string, unknown>): boolean {
   return false;
 }
 
+/**
+ * Keys of a chat answer's choice that carry none of the answer's text: its index, why and where it
+ * stopped (`stop_reason`/`matched_stop`: the caller's own stop string), Azure's filter verdicts, and
+ * `logprobs` (dropped under output rules, keepChecked).
+ */
+const CHOICE_KEYS_WITHOUT_TEXT: ReadonlySet<string> = new Set(['index', 'finish_reason', 'native_finish_reason', 'stop_reason', 'matched_stop', 'logprobs', 'content_filter_results']);
+
+/**
+ * Whether a choice carries strings outside its `textKey` (`delta` in a stream, `message` in a JSON
+ * answer) and the keys known to hold no answer text: some OpenAI-compatible servers put the text in
+ * `text` or `message` of a streamed chunk. Output rules cannot place it, so they block (fail closed).
+ */
+export function choiceCarriesOtherText(choice: Record<string, unknown>, textKey: 'delta' | 'message'): boolean {
+  for (const key of Object.keys(choice)) {
+    if (key === textKey || CHOICE_KEYS_WITHOUT_TEXT.has(key)) continue;
+    if (carriesStrings(choice[key], 1)) return true;
+  }
+  return false;
+}
+
 /** Whether a streamed tool call fragment carries strings besides its `type` tag and `id`: for a call of an unknown type, text the stream cannot place. */
 export function callCarriesStrings(call: Record<string, unknown>): boolean {
   for (const key of Object.keys(call)) {

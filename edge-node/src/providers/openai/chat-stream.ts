@@ -36,7 +36,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { callCarriesStrings, carriesStrings, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
+import { callCarriesStrings, carriesStrings, choiceCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 /**
@@ -299,6 +299,8 @@ export class ChatChunkEvent implements StreamEvent {
           // Reasoning, tool-call arguments: rarer, so looked for only in a delta with more than content.
           if (!onlyContent(delta)) texts = this.partSlots(delta, channel, texts);
         }
+        // Text outside the delta (`text`, `message`, as some compatible servers send): unread.
+        if (choiceCarriesOtherText(choice, 'delta')) unread = true;
         if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') (ends ??= []).push(channel);
       }
       // Annotations are checked whole in their chunk: it ends their texts.
