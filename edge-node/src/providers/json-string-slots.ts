@@ -425,6 +425,20 @@ export function withLongIntegersOf(received: string | undefined, json: string): 
   return rewriteNumberTokens(json, (token) => digitsOf.get(token) ?? undefined);
 }
 
+/**
+ * The integers past 2^53 that `received` (a caller's JSON text) writes outside strings, as written:
+ * what withLongIntegersOf sends on digit for digit, while the parsed body holds them rounded.
+ */
+export function longIntegerTokens(received: string | undefined): string[] {
+  if (received === undefined || !LONG_INTEGER_HINT.test(received)) return [];
+  const tokens: string[] = [];
+  rewriteNumberTokens(received, (token) => {
+    if (isLongIntegerToken(token, true)) tokens.push(token);
+    return undefined;
+  });
+  return tokens;
+}
+
 /** `text` (JSON) with each number token outside strings that `rewrite` answers replaced by its answer. */
 function rewriteNumberTokens(text: string, rewrite: (token: string) => string | undefined): string {
   let out = '';

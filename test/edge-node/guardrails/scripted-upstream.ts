@@ -9,7 +9,8 @@ export type ScriptedAnswer = { json: unknown } | { sse: string[] };
 export interface ScriptedUpstream {
   /** Base URL ending in /v1. */
   url: string;
-  requests: Array<{ path: string; body: unknown }>;
+  /** Each request's path, parsed body and body text as sent. */
+  requests: Array<{ path: string; body: unknown; text: string }>;
   answer: ScriptedAnswer;
 }
 
@@ -19,7 +20,8 @@ export async function startScriptedUpstream(t: { teardown(fn: () => unknown): vo
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      state.requests.push({ path: req.url ?? '', body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown });
+      const text = Buffer.concat(chunks).toString('utf8');
+      state.requests.push({ path: req.url ?? '', body: JSON.parse(text) as unknown, text });
       const answer = state.answer;
       if ('json' in answer) {
         res.writeHead(200, { 'content-type': 'application/json' });

@@ -6,7 +6,9 @@
 import type { CompiledPolicy, Direction } from '../../guardrails/compiled-policy.js';
 import { applyPolicy, requestPolicy } from '../../guardrails/policy-engine.js';
 import { resolveDeferredTexts } from '../../providers/deferred-json-texts.js';
+import { longIntegerTokens } from '../../providers/json-string-slots.js';
 import { isPartial, uncheckedTextMessage } from '../../providers/partial-texts.js';
+import { FieldSlot } from '../../providers/text-slot.js';
 import type { PipelineContext, UncheckedParam } from '../context.js';
 import { reject } from '../stage.js';
 import type { Rejection, Stage, StageResult } from '../stage.js';
@@ -34,7 +36,36 @@ function guardInput(ctx: PipelineContext, policy: CompiledPolicy): StageResult {
     if (isPartial(ctx.inputTexts)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', uncheckedTextMessage(policy.id, 'input'));
   }
   // Rules first, so a blocked match is masked in the body the record may keep whatever refuses it.
-  return applyPolicy(ctx, policy, 'input', ctx.inputTexts) ?? uncheckedParamRefusal(policy, 'input', ctx.uncheckedInput) ?? uncheckedParamRefusal(policy, 'output', ctx.uncheckedOutput);
+  return (
+    applyPolicy(ctx, policy, 'input', ctx.inputTexts) ??
+    longIntegerRefusal(ctx, policy) ??
+    uncheckedParamRefusal(policy, 'input', ctx.uncheckedInput) ??
+    uncheckedParamRefusal(policy, 'output', ctx.uncheckedOutput)
+  );
+}
+
+/**
+ * Integers past 2^53 in the caller's body: the rules saw them rounded (JSON.parse), yet the upstream
+ * gets them digit for digit (withLongIntegersOf), so each is checked again as written. One a block
+ * rule matches is blocked; one a mask rule matches is blocked too, since a number cannot carry a
+ * placeholder in place (a flag rule only flags it).
+ */
+function longIntegerRefusal(ctx: PipelineContext, policy: CompiledPolicy): Rejection | undefined {
+  // MCP messages are parsed as written (jsonrpc-message.ts): the rules saw those digits already.
+  if (ctx.api === 'mcp' || policy.input.broken !== null || policy.input.rules.length === 0) return undefined;
+  const tokens = longIntegerTokens(ctx.http.bodyText);
+  if (tokens.length === 0) return undefined;
+  const holders = tokens.map((token) => ({ text: token }));
+  const blocked = applyPolicy(ctx, policy, 'input', holders.map((holder) => new FieldSlot(holder, 'text')));
+  const masked = holders.some((holder, i) => holder.text !== tokens[i]);
+  // The body the record would keep holds the number unmasked (rounded): not kept.
+  if (blocked !== undefined || masked) ctx.inputChecked = false;
+  if (blocked !== undefined) return blocked;
+  if (!masked) return undefined;
+  return reject(
+    'ZN_ERR_GUARDRAIL_BLOCKED',
+    `Blocked by guardrail policy "${policy.id}" on the input: an integer past 2^53 in the request matches a mask rule, and a JSON number cannot be masked; send it as a string.`,
+  );
 }
 
 /**
