@@ -29,7 +29,7 @@ import { zenovaError } from '../../errors.js';
 import type { CacheWrites, PipelineContext, PromptCacheTtl, SseEvent, StreamEvent, TextSlot, UpstreamUsage } from '../../pipeline/context.js';
 import { classifyUpstreamFailure, isAbort, upstreamErrorTypeStatus, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
-import { losesStrings } from '../json-string-slots.js';
+import { losesStrings, parseAsWritten, stringifyAsWritten } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse } from '../sse.js';
 import type { SseIdleDeadline } from '../sse.js';
@@ -76,6 +76,8 @@ export class AnthropicStreamEvent implements StreamEvent {
   constructor(
     upstream: SseEvent,
     readonly parsed: Json,
+    /** Whether the parse dropped strings of the data (parseAsWritten's answer); worked out when unknown. */
+    private readonly lostStrings?: boolean,
   ) {
     this.wire = upstream;
   }
@@ -86,13 +88,14 @@ export class AnthropicStreamEvent implements StreamEvent {
   }
 
   keepChecked(): void {
-    if (!this.dirty && losesStrings(this.wire.data, this.parsed)) this.dirty = true;
+    if (!this.dirty && (this.lostStrings ?? losesStrings(this.wire.data, this.parsed))) this.dirty = true;
   }
 
   get sse(): SseEvent {
     if (this.wholeTexts !== undefined) for (const slot of this.wholeTexts) slot.commit();
     if (this.dirty) {
-      this.wire = { event: this.wire.event ?? String(this.parsed.type), data: JSON.stringify(this.parsed) };
+      // Integers past 2^53 the parse read as their digits go out as the numbers they were.
+      this.wire = { event: this.wire.event ?? String(this.parsed.type), data: stringifyAsWritten(this.parsed) };
       this.dirty = false;
     }
     return this.wire;
@@ -341,9 +344,14 @@ const finalDeltas = new WeakSet<StreamEvent>();
 
 /** Reads usage (into the stream's running `counts`) and text from one upstream event; the alias goes into `message.model`. */
 function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, upstream: string, alias: string): StreamEvent {
+  // As written: an integer past 2^53 (a tool input's 19-digit card) is read as its digits, which the
+  // rules check, not as the double JSON.parse rounds it to while the event's bytes go on unchanged.
   let parsed: unknown;
+  let lostStrings: boolean | undefined;
   try {
-    parsed = JSON.parse(sse.data);
+    const read = parseAsWritten(sse.data);
+    parsed = read.value;
+    lostStrings = read.losesStrings;
   } catch {
     parsed = undefined;
   }
@@ -355,7 +363,7 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
   const type = typeof parsed.type === 'string' ? parsed.type : sse.event;
   // A compatible server that sends data lines only: the caller's SDK reads events by their `event:`
   // line (Anthropic's always match the data's type), so the node writes it.
-  const event = new AnthropicStreamEvent(sse.event === undefined && typeof parsed.type === 'string' && EVENT_NAME.test(parsed.type) ? { ...sse, event: parsed.type } : sse, parsed);
+  const event = new AnthropicStreamEvent(sse.event === undefined && typeof parsed.type === 'string' && EVENT_NAME.test(parsed.type) ? { ...sse, event: parsed.type } : sse, parsed, lostStrings);
   switch (type) {
     case 'message_start': {
       const message = parsed.message;
