@@ -26,7 +26,10 @@ export interface LeaseCursor {
   leaseId: string;
 }
 
-/** Ledger key and node ids come from records: 1..128 UTF-16 code units (proto/src/request-record.ts). */
+/**
+ * Ledger key and node ids come from records: 1..128 characters (proto/src/request-record.ts), as
+ * zod counts them: code points, so up to 256 UTF-16 code units (emoji, say) and 512 bytes of UTF-8.
+ */
 const MAX_GROUP_ID_LENGTH = 128;
 // Years 1..9999, as every query time (http/zod-schemas.ts): a cursor outside them is not one we issued.
 const MIN_INSTANT_MS = Date.parse('0001-01-01T00:00:00Z');
@@ -34,9 +37,9 @@ const MAX_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
 const MAX_MICROS = 2n ** 63n - 1n;
 const NO_ID = '~';
 
-/** The longest spend cursor: a code unit is at most 3 bytes of UTF-8, base64 spends 4 characters on 3 bytes. */
+/** The longest spend cursor: a code point is at most 4 bytes of UTF-8, base64 spends 4 characters on 3 bytes. */
 export const MAX_SPEND_CURSOR_LENGTH = 'account'.length + 2 * String(MIN_INSTANT_MS).length + String(MAX_MICROS).length
-  + Math.ceil((MAX_GROUP_ID_LENGTH * 3 * 4) / 3) + 4;
+  + Math.ceil((MAX_GROUP_ID_LENGTH * 4 * 4) / 3) + 4;
 export const MAX_LEASE_CURSOR_LENGTH = String(MAX_INSTANT_MS * 1000).length + 1 + 36;
 
 export function encodeSpendCursor(c: SpendCursor): string {
@@ -60,8 +63,14 @@ export function decodeSpendCursor(text: string): SpendCursor | undefined {
   if (encodeSpendCursor(cursor) !== text) return undefined;
   const inRange = (ms: number): boolean => ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS;
   // Spend may pass 2^53 but not PostgreSQL's bigint; an id holding NUL made the query a 500.
-  const idOk = cursor.id === null || (cursor.id.length >= 1 && cursor.id.length <= MAX_GROUP_ID_LENGTH && isStorableText(cursor.id));
+  const idOk = cursor.id === null || (cursor.id.length >= 1 && codePoints(cursor.id) <= MAX_GROUP_ID_LENGTH && isStorableText(cursor.id));
   return inRange(cursor.fromMs) && inRange(cursor.toMs) && cursor.fromMs < cursor.toMs && cursor.spentMicros <= MAX_MICROS && idOk ? cursor : undefined;
+}
+
+function codePoints(text: string): number {
+  let n = 0;
+  for (const _ of text) n += 1;
+  return n;
 }
 
 export function encodeLeaseCursor(c: LeaseCursor): string {

@@ -90,6 +90,7 @@ t.test('a spend cursor the API did not issue, or sent with another query, is a 4
     'an altered cursor': cursor.replace(/\.(\d+)\./, (_, n: string) => `.0${n}.`),
     'NUL in the id': encodeSpendCursor({ by: 'key', fromMs, toMs, spentMicros: 3n, id: 'a\u0000b' }),
     'an id over 128 characters': encodeSpendCursor({ by: 'key', fromMs, toMs, spentMicros: 3n, id: 'k'.repeat(129) }),
+    'an id over 128 characters of 4 UTF-8 bytes': encodeSpendCursor({ by: 'key', fromMs, toMs, spentMicros: 3n, id: '\u{1F600}'.repeat(129) }),
     'a backwards window': encodeSpendCursor({ by: 'key', fromMs: toMs, toMs: fromMs, spentMicros: 3n, id: 'k' }),
     'a spend past bigint': encodeSpendCursor({ by: 'key', fromMs, toMs, spentMicros: 2n ** 63n, id: 'k' }),
     'a lease cursor': `1767225600000000.${accountId}`,
@@ -116,9 +117,20 @@ t.test('a spend cursor the API did not issue, or sent with another query, is a 4
   t.equal((await call('GET', '/api/v1/leases?limit=1000')).statusCode, 200, 'the leases maximum');
 });
 
+t.test('a key id of 128 characters outside the BMP (256 UTF-16 code units, as the record schema counts them) is paged past', async (t) => {
+  const wide = '\u{1F600}'.repeat(128);
+  await pool.query(
+    `insert into billing_ledger (account_id, kind, amount_micros, node_id, request_id, key_id, model, occurred_at)
+     values ($1, 'debit', 7, $2, 'wide-1', $3, 'm', '2025-06-01T12:00:00Z'), ($1, 'debit', 6, $2, 'wide-2', 'narrow-key', 'm', '2025-06-01T12:00:00Z')`,
+    [accountId, nodeId, wide],
+  );
+  const pages = await walk<SpendPage>('/api/v1/spend?by=key&from=2025-06-01T00:00:00Z&to=2025-06-02T00:00:00Z&limit=1');
+  t.same(pages.flatMap((p) => p.rows.map((r) => r.id)), [wide, 'narrow-key'], 'its cursor is taken back and the walk goes on');
+});
+
 t.test('the longest spend cursor the API can issue is exactly the longest /spend accepts', async (t) => {
   const longest = encodeSpendCursor({
-    by: 'account', fromMs: Date.parse('0001-01-01T00:00:00Z'), toMs: Date.parse('0001-01-01T00:00:00.001Z'), spentMicros: 2n ** 63n - 1n, id: '€'.repeat(128),
+    by: 'account', fromMs: Date.parse('0001-01-01T00:00:00Z'), toMs: Date.parse('0001-01-01T00:00:00.001Z'), spentMicros: 2n ** 63n - 1n, id: '\u{1F600}'.repeat(128),
   });
   t.equal(longest.length, MAX_SPEND_CURSOR_LENGTH);
   t.equal((await call('GET', `/api/v1/spend?cursor=${encodeURIComponent(longest)}`)).statusCode, 200);
