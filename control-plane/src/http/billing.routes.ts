@@ -32,6 +32,7 @@ const creditBody = bodyObject({
 });
 
 const DAY_MS = 24 * 3600 * 1000;
+const EARLIEST_MS = Date.parse('0001-01-01T00:00:00Z');
 
 export const DEFAULT_SPEND_LIMIT = 1_000;
 export const MAX_SPEND_LIMIT = 10_000;
@@ -119,7 +120,8 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
     const by = cursor?.by ?? q.by ?? 'account';
     const to = cursor !== undefined ? new Date(cursor.toMs) : q.to === undefined ? new Date() : new Date(q.to);
     // The schema checks the order when both are given; a `to` of now comes after it.
-    const from = cursor !== undefined ? new Date(cursor.fromMs) : q.from === undefined ? new Date(to.getTime() - 30 * DAY_MS) : new Date(q.from);
+    // The default window starts 30 days before `to`, but not before year 1 (the range every time keeps to).
+    const from = cursor !== undefined ? new Date(cursor.fromMs) : q.from === undefined ? new Date(Math.max(EARLIEST_MS, to.getTime() - 30 * DAY_MS)) : new Date(q.from);
     if (from >= to) throw windowOrderError();
     const { rows, next } = await spendBy(pool, by, from, to, { limit: q.limit, cursor });
     return { by, from: from.toISOString(), to: to.toISOString(), rows, nextCursor: next === undefined ? null : encodeSpendCursor(next) };

@@ -114,6 +114,8 @@ t.test('a spend cursor the API did not issue, or sent with another query, is a 4
     t.match(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', message: "query field 'limit': must be a whole number from 1 to 10000" } }, `limit=${limit}`);
   }
   t.equal((await call('GET', '/api/v1/spend?limit=10000')).statusCode, 200, 'the maximum');
+  // The default window (30 days before `to`) starts no earlier than year 1, like every time here.
+  t.match((await call('GET', '/api/v1/spend?to=0001-01-02T00:00:00Z')).json(), { from: '0001-01-01T00:00:00.000Z', to: '0001-01-02T00:00:00.000Z' });
   t.equal((await call('GET', '/api/v1/leases?limit=1000')).statusCode, 200, 'the leases maximum');
 });
 
