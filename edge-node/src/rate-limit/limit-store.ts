@@ -53,6 +53,12 @@ export interface AdmitOutcome {
   failedRate: number;
   /** The first concurrency check that did not fit (index in `slots`), or -1. */
   failedSlot: number;
+  /**
+   * The minute each rate check was charged in, aligned with `rates`, when not the minute of `nowMs`
+   * (after the wall clock stepped back across a minute boundary, the newer minute already written
+   * is charged): a true-up must change that minute.
+   */
+  chargedMinutes?: readonly number[];
 }
 
 /** One change to a window after admission (the token true-up). */

@@ -56,9 +56,9 @@ export function tokenEstimate(ctx: PipelineContext): number {
  * at the decayed weight of a past minute nor dropped with a window that is gone; it is not spread
  * over the minutes it ran, because the node does not know how its tokens were spread.
  */
-export function tokenTrueUp(checks: readonly RateCheck[], used: number, admittedMinute: number, endMinute: number): WindowChange[] {
+export function tokenTrueUp(checks: ReadonlyArray<RateCheck & { admittedMinute: number }>, used: number, endMinute: number): WindowChange[] {
   const changes: WindowChange[] = [];
-  for (const { subject, charge } of checks) {
+  for (const { subject, charge, admittedMinute } of checks) {
     if (endMinute <= admittedMinute) {
       if (used !== charge) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: used - charge });
       continue;
@@ -251,12 +251,14 @@ export class NodeRateLimiter implements RateLimiter {
     }
 
     this.trackUntilEnd(ctx, key, slots.length > 0 ? slotId : false, !keySlot, !accountSlot);
-    const tokenChecks = rates.filter((r) => r.metric === 'tokens');
+    // Each charge is trued up in the minute it was made in (the store's answer after a clock step back).
+    const tokenChecks = rates
+      .map((r, i) => ({ ...r, admittedMinute: outcome.chargedMinutes?.[i] ?? minuteOf(nowMs) }))
+      .filter((r) => r.metric === 'tokens');
     if (tokenChecks.length > 0) {
-      const admittedMinute = minuteOf(nowMs);
       ctx.cleanups.push(() => {
         const used = ctx.usage.inputTokens + ctx.usage.outputTokens;
-        const changes = tokenTrueUp(tokenChecks, used, admittedMinute, minuteOf(ctx.clock.now()));
+        const changes = tokenTrueUp(tokenChecks, used, minuteOf(ctx.clock.now()));
         if (changes.length > 0) this.safely(() => this.store.change(changes), 'token true-up failed; the store writes it later');
       });
     }

@@ -328,7 +328,7 @@ export class SqliteLimitStore implements LimitStore {
       }
       for (const check of query.slots) this.insertSlot.run(query.slotId, check.subject, this.owner);
     }
-    return { admitted, windows, failedRate, failedSlot };
+    return { admitted, windows, failedRate, failedSlot, ...(chargeMinutes.some((m) => m !== minute) ? { chargedMinutes: chargeMinutes } : {}) };
   }
 
   /** Inside a transaction (so under the write lock): this replica's lease, from `now` on the host's monotonic clock. */
