@@ -13,7 +13,7 @@
  */
 import type { Logger } from '../logger.js';
 import { CreditLease, addMicros } from './credit-lease.js';
-import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
+import type { LeaseSnapshot, LeaseState, ReservationChange } from './credit-lease.js';
 import { sortLeftReservations } from './left-reservations.js';
 import type { ReservationEvidence } from './left-reservations.js';
 import type { LeaseStore, StoredLeaseWrite, StoredReservation } from './lease-store.js';
@@ -38,6 +38,13 @@ export type GrantOutcome =
   /** For a lease this node already returned: the control plane missed the return. */
   | 'already-returned';
 
+/** A start-up settlement whose write failed: its rows, and what it moves from reserved to spent. */
+interface UnsettledRows {
+  requestIds: readonly string[];
+  addSpent: number;
+  addReserved: number;
+}
+
 export class LeaseBook {
   private readonly open = new Map<string, CreditLease>();
   private readonly byId = new Map<string, CreditLease>();
@@ -46,15 +53,17 @@ export class LeaseBook {
    * Per lease, earlier runs' reservation rows its figures count as spent but whose removal could not
    * be written at open: removed with the lease's next write, so no later start decides them again.
    */
-  private readonly unsettled = new Map<string, readonly string[]>();
+  private readonly unsettled = new Map<string, UnsettledRows>();
 
   constructor(store: LeaseStore, opts: LeaseBookOptions = {}) {
     this.store = store;
-    const rows = opts.evidence === undefined ? [] : store.reservations();
-    for (const snap of store.load()) {
-      const restored = opts.evidence === undefined ? snap : this.settleLeftReservations(snap, rows, opts.evidence, opts.logger);
-      this.adopt(new CreditLease(restored, this.persist));
-    }
+    // One transaction from the reads to the last write: replicas starting together must not both
+    // decide (and count) the same left reservations, nor read rows and figures another changed between.
+    const restored = store.atomically(() => {
+      const rows = opts.evidence === undefined ? [] : store.reservations();
+      return store.load().map((snap) => (opts.evidence === undefined ? snap : this.settleLeftReservations(snap, rows, opts.evidence, opts.logger)));
+    });
+    for (const snap of restored) this.adopt(new CreditLease(snap, this.persist));
   }
 
   /**
@@ -68,18 +77,21 @@ export class LeaseBook {
     snap: LeaseSnapshot, rows: readonly StoredReservation[], evidence: ReservationEvidence, logger: LeaseBookOptions['logger'],
   ): LeaseSnapshot {
     const left = sortLeftReservations(snap, rows, evidence);
-    if (left.settled.length === 0) return snap;
     // What the rows of replicas still serving hold stays in `reserved` on disk (their process settles
-    // them, and counts as spent in this process's copy, as before); the rest of it is decided now.
+    // them, and counts as spent in this process's copy, as before); the rest of it is decided now,
+    // a part no row explains (written by an older release) included: it counts as spent.
     const decided = new Set(left.settled);
     const live = rows.filter((r) => r.leaseId === snap.leaseId && !decided.has(r.requestId)).reduce((sum, r) => sum + r.amount, 0);
     const leaving = Math.max(0, snap.reserved - live);
-    const next: LeaseSnapshot = { ...snap, spent: addMicros(snap.spent, leaving - left.releasedMicros, left.overReservedMicros), reserved: snap.reserved - leaving };
+    if (left.settled.length === 0 && leaving === 0) return snap;
+    const addSpent = leaving - left.releasedMicros + left.overReservedMicros;
+    const next: LeaseSnapshot = { ...snap, spent: addMicros(snap.spent, addSpent), reserved: snap.reserved - leaving };
     let stored: LeaseSnapshot;
     try {
       stored = this.store.save(next, snap, { settled: left.settled })?.stored ?? next;
     } catch (err) {
-      this.unsettled.set(snap.leaseId, left.settled);
+      // Written with the lease's next write, figures and rows together.
+      this.unsettled.set(snap.leaseId, { requestIds: left.settled, addSpent, addReserved: -leaving });
       logger?.error({ err, leaseId: snap.leaseId }, 'the lease store could not record the reservations the previous run left; they count as spent');
       return snap;
     }
@@ -161,7 +173,8 @@ export class LeaseBook {
       if (known.accountId !== input.accountId) throw new Error(`lease ${input.leaseId} belongs to another account`);
       if (known.state === 'returned') return 'already-returned';
       known.grant(input.amountMicros, input.expiresAt);
-      return 'applied';
+      // Another replica returned it (found by this write): the control plane missed that return.
+      return (known.state as LeaseState) === 'returned' ? 'already-returned' : 'applied';
     }
     // A new lease for an account replaces its previous open one for new reservations; requests
     // holding the old one still settle against it (they keep their own reservation).
@@ -196,9 +209,11 @@ export class LeaseBook {
   }
 
   private readonly persist = (next: LeaseSnapshot, prev: LeaseSnapshot, reservation?: ReservationChange): StoredLeaseWrite | undefined => {
-    const settled = this.unsettled.get(next.leaseId);
-    if (reservation === undefined && settled === undefined) return this.store.save(next, prev);
-    const written = this.store.save(next, prev, { change: reservation, settled });
+    const left = this.unsettled.get(next.leaseId);
+    if (reservation === undefined && left === undefined) return this.store.save(next, prev);
+    // The start-up settlement that could not be written rides on this write: its rows and its figures.
+    const carried = left === undefined ? next : { ...next, spent: addMicros(next.spent, left.addSpent), reserved: next.reserved + left.addReserved };
+    const written = this.store.save(carried, prev, { change: reservation, settled: left?.requestIds });
     // A refused reservation wrote nothing: the rows still go with the next write.
     if (written?.refused !== true) this.unsettled.delete(next.leaseId);
     return written;

@@ -106,6 +106,8 @@ export interface LeaseStore {
   save(next: LeaseSnapshot, prev: LeaseSnapshot, rows?: ReservationRows): StoredLeaseWrite | undefined;
   /** The account's open lease as stored (another replica may hold a newer one than this process knows). */
   openLeaseOf(accountId: string): LeaseSnapshot | undefined;
+  /** Runs `fn` (reads and writes of this store) as one transaction under the write lock. */
+  atomically<T>(fn: () => T): T;
   /** The request's reservation is about to go upstream (written before it does). */
   markForwarded(requestId: string): void;
   close(): void;
@@ -258,6 +260,7 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
         forwarded: r.forwarded !== 0,
       })),
     save: (next, prev, rows) => write.immediate(next, prev, rows),
+    atomically: (fn) => db.transaction(fn).immediate(),
     markForwarded: (requestId) => {
       forward.run(requestId);
     },
@@ -283,6 +286,7 @@ export const memoryLeaseStore: LeaseStore = {
   openLeaseOf: () => undefined,
   reservations: () => [],
   save: () => undefined,
+  atomically: (fn) => fn(),
   markForwarded: () => undefined,
   close: () => undefined,
 };

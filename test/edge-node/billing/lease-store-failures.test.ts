@@ -22,6 +22,7 @@ function flakyStore(): LeaseStore & { failing: boolean; rows: Map<string, LeaseS
     rows,
     load: () => [...rows.values()],
     openLeaseOf: () => undefined,
+    atomically: <T>(fn: () => T): T => fn(),
     reservations: () => [],
     markForwarded: () => {
       if (store.failing) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });

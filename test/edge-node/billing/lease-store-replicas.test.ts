@@ -116,3 +116,31 @@ t.test('a lease one replica returned is not served from by another, stays return
   const restarted = open(3).book;
   t.equal(restarted.leaseOf('acct-1'), undefined, 'a restarted replica has no open lease to serve from');
 });
+
+t.test('at start, a reserved amount no row explains (an older release wrote it) moves to spent on disk, and a live replica\'s stays reserved', async (t) => {
+  const { dir, open } = twoReplicas(t);
+  const live = open(2);
+  live.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 1_000, expiresAt: NOW + 60_000 });
+  const held = live.book.leaseOf('acct-1')!.reserve(50, NOW, 'live-req')!;
+  // What an older release left: 100 more reserved, with no row.
+  const raw = openLeaseStore(dir, { nodeId: 'n1' });
+  const before = raw.load()[0]!;
+  raw.save({ ...before, reserved: before.reserved + 100 }, before);
+  raw.close();
+  const evidence = { owner: 3, ownerGone: (slot: number) => slot !== 2, holdsRequest: () => false, finalCost: () => undefined };
+  const store = openLeaseStore(dir, { nodeId: 'n1', owner: 3 });
+  t.teardown(() => store.close());
+  new LeaseBook(store, { evidence });
+  t.match(storedLease(dir, 'lease-1'), { spent: 100, reserved: 50 }, 'the unexplained 100 is spent; the live 50 stays reserved');
+  live.book.leaseOf('acct-1')!.settle(held, 20);
+  t.match(storedLease(dir, 'lease-1'), { spent: 120, reserved: 0 });
+});
+
+t.test("a grant of a lease another replica returned is answered as already returned, so the return is sent again", async (t) => {
+  const { open } = twoReplicas(t);
+  const a = open(1);
+  a.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 1_000, expiresAt: NOW + 60_000 });
+  const b = open(2);
+  a.book.markReturned(a.book.leaseOf('acct-1')!);
+  t.equal(b.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 1_000, expiresAt: NOW + 120_000 }), 'already-returned');
+});
