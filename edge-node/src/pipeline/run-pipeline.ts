@@ -20,6 +20,7 @@ import { bodyTextOf } from '../http/body-text.js';
 import { isNodeStopping } from '../http/in-flight-requests.js';
 import { API_HANDLERS } from '../providers/api-handlers.js';
 import { serialiseSse } from '../providers/sse.js';
+import { stringifyAsWritten } from '../providers/json-string-slots.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
 import { classifyUpstreamFailure } from '../upstream/upstream-failure.js';
 import { systemClock } from './clock.js';
@@ -258,7 +259,7 @@ class PipelineRun {
     // cannot be (nested deeper than the engine's stack) must not be recorded as delivered.
     let payload: string;
     try {
-      payload = answer.asWritten?.() ?? JSON.stringify(answer.body);
+      payload = answer.asWritten?.() ?? stringifyAsWritten(answer.body);
     } catch (err) {
       await this.deliverUnserialisable(err);
       return;

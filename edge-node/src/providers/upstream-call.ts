@@ -13,6 +13,7 @@ import { isBodyTooLarge, parseJsonOrUndefined, readBodyBounded } from '../upstre
 import { classifyUpstreamFailure, unaskedEncodingError, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
+import { parseAsWritten } from './json-string-slots.js';
 
 /**
  * Ceiling for a non-streaming upstream answer held in memory (and for one event of a stream: sse.ts),
@@ -61,6 +62,27 @@ export function refuseEncodedAnswer(response: UpstreamResponse, upstream: string
   throw error;
 }
 
+export interface AnswerReading {
+  /** The most bytes read (MAX_UPSTREAM_JSON_BYTES unless given). */
+  maxBytes?: number;
+  /**
+   * Parsed with parseAsWritten: an integer past 2^53 (an id, a tool input's number) is held as its
+   * digits and goes to the caller as written (stringifyAsWritten, run-pipeline.ts), not rounded.
+   * For answers relayed whole (chat, messages); embeddings' long float lists need no such scan.
+   */
+  asWritten?: boolean;
+}
+
+/** parseJsonOrUndefined, but with integers past 2^53 kept as written (parseAsWritten). */
+function parseAnswerAsWritten(bytes: Buffer): unknown {
+  try {
+    const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+    return parseAsWritten((bom ? bytes.subarray(3) : bytes).toString('utf8')).value;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A JSON object answer read whole, at most `maxBytes` (past it ZN_ERR_UPSTREAM_ERROR, which
  * isBodyTooLarge tells apart); a body that is not a JSON object (a compressed one
@@ -74,7 +96,7 @@ export async function readJsonObject(
   response: UpstreamResponse,
   upstream: string,
   signal: AbortSwitch,
-  maxBytes = MAX_UPSTREAM_JSON_BYTES,
+  { maxBytes = MAX_UPSTREAM_JSON_BYTES, asWritten = false }: AnswerReading = {},
 ): Promise<Record<string, unknown>> {
   attemptHeadersIn(signal);
   refuseEncodedAnswer(response, upstream);
@@ -85,7 +107,7 @@ export async function readJsonObject(
     if (signal.aborted) throw err;
     throw classifyUpstreamFailure(err, upstream);
   }
-  const answer = parseJsonOrUndefined(bytes);
+  const answer = asWritten ? parseAnswerAsWritten(bytes) : parseJsonOrUndefined(bytes);
   if (typeof answer !== 'object' || answer === null || Array.isArray(answer)) {
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered with a body that is not a JSON object.`);
   }
@@ -102,10 +124,10 @@ export async function readBilledAnswer(
   response: UpstreamResponse,
   upstream: string,
   signal: AbortSwitch,
-  maxBytes = MAX_UPSTREAM_JSON_BYTES,
+  reading: AnswerReading = {},
 ): Promise<{ answer: Record<string, unknown> } | { failed: FailedAttempt }> {
   try {
-    return { answer: await readJsonObject(response, upstream, signal, maxBytes) };
+    return { answer: await readJsonObject(response, upstream, signal, reading) };
   } catch (err) {
     if (!isBodyTooLarge(err)) throw err;
     return { failed: { kind: 'failed', error: err, outcome: 'error', httpStatus: response.statusCode, retryable: false, upstreamBilled: true } };

@@ -1,10 +1,10 @@
 // An HTTP upstream on 127.0.0.1:0 that answers every request with the answer a test set last
-// (a JSON body, or SSE events written as given) and records each request's path and parsed body:
+// (a JSON body, a JSON text written as given, or SSE events written as given) and records each request's path and parsed body:
 // for answers the demo upstreams do not produce (tool calls, reasoning, thinking).
 import http from 'node:http';
 import { listenForTest } from '../../fixtures/loopback-server.js';
 
-export type ScriptedAnswer = { json: unknown } | { sse: string[] };
+export type ScriptedAnswer = { json: unknown } | { jsonText: string } | { sse: string[] };
 
 export interface ScriptedUpstream {
   /** Base URL ending in /v1. */
@@ -26,6 +26,11 @@ export async function startScriptedUpstream(t: { teardown(fn: () => unknown): vo
       if ('json' in answer) {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify(answer.json));
+        return;
+      }
+      if ('jsonText' in answer) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(answer.jsonText);
         return;
       }
       res.writeHead(200, { 'content-type': 'text/event-stream' });

@@ -119,7 +119,7 @@ async function attemptMessages(
   const upstream = target.upstream.name;
 
   if (!ctx.stream) {
-    const read = await readBilledAnswer(response, upstream, signal);
+    const read = await readBilledAnswer(response, upstream, signal, { asWritten: true });
     if ('failed' in read) return read.failed;
     return inBandFailure(read.answer, upstream, response.statusCode) ?? { kind: 'answered', reply: jsonReply(ctx, read.answer, alias) };
   }

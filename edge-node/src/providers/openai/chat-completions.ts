@@ -164,7 +164,7 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   if (sent.kind === 'failed') return sent;
   const { response } = sent;
   if (ctx.stream) return attemptStream(ctx, response, { upstream, signal, sentAt, choices: chatChoiceCount(request), timeoutMs }, alias, request);
-  const read = await readBilledAnswer(response, upstream, signal);
+  const read = await readBilledAnswer(response, upstream, signal, { asWritten: true });
   if ('failed' in read) return read.failed;
   const { answer } = read;
   const inBand = inBandFailure(answer, upstream, response.statusCode);

@@ -104,7 +104,7 @@ async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, si
   if (sent.kind === 'failed') return sent;
   // The upstream computed (and bills) every embedding of an answer too large to hold: the request
   // is charged its input estimate (no usage could be read), and not tried again.
-  const read = await readBilledAnswer(sent.response, target.upstream.name, signal, embeddingsAnswerBound(ctx.forwardBody?.input));
+  const read = await readBilledAnswer(sent.response, target.upstream.name, signal, { maxBytes: embeddingsAnswerBound(ctx.forwardBody?.input) });
   if ('failed' in read) return read.failed;
   const { answer } = read;
   const inBand = inBandFailure(answer, target.upstream.name, sent.response.statusCode);
