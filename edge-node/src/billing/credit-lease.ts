@@ -28,8 +28,8 @@ export interface LeaseSnapshot {
 export interface Reservation {
   readonly leaseId: string;
   readonly amount: number;
-  /** The request holding it, when it is kept on its own row (LeaseStore): a restart can then tell what became of it. */
-  readonly requestId: string | undefined;
+  /** The request holding it, kept on its own row (LeaseStore): a restart can then tell what became of it. */
+  readonly requestId: string;
   /** True once settled or released. */
   readonly done: boolean;
 }
@@ -37,7 +37,7 @@ export interface Reservation {
 interface MutableReservation {
   readonly leaseId: string;
   readonly amount: number;
-  readonly requestId: string | undefined;
+  readonly requestId: string;
   done: boolean;
   readonly lease: CreditLease;
 }
@@ -75,9 +75,9 @@ export function addMicros(...values: number[]): number {
   return sum;
 }
 
-/** The end of a reservation's own row, when it has one. */
-function rowEnd(r: MutableReservation): ReservationChange | undefined {
-  return r.requestId === undefined ? undefined : { remove: r.requestId };
+/** The end of a reservation's own row. */
+function rowEnd(r: MutableReservation): ReservationChange {
+  return { remove: r.requestId };
 }
 
 export class CreditLease {
@@ -170,16 +170,17 @@ export class CreditLease {
 
   /**
    * Holds `amount` for one request when the lease can cover it; undefined (nothing held) otherwise.
-   * With `requestId` the reservation is also written as that request's own row, so a restart can
-   * release it when the request never got its spool row (lease-book.ts). Throws (holding nothing)
-   * when the lease store cannot record it.
+   * The reservation is also written as `requestId`'s own row (always: the row is what the store
+   * checks against the figures every replica writes to), so a restart can release it when the
+   * request never got its spool row (lease-book.ts). Throws (holding nothing) when the lease store
+   * cannot record it.
    */
-  reserve(amount: number, nowMs: number, requestId?: string): Reservation | undefined {
+  reserve(amount: number, nowMs: number, requestId: string): Reservation | undefined {
     assertMicros('amount', amount);
     if (this.leaseState !== 'open' || nowMs >= this.expiry) return undefined;
     if (this.available < amount) return undefined;
     // The store may refuse it: other replicas reserved or spent from this lease meanwhile.
-    if (!this.commit({ reserved: this.reservedMicros + amount }, requestId === undefined ? undefined : { add: { requestId, amount } })) return undefined;
+    if (!this.commit({ reserved: this.reservedMicros + amount }, { add: { requestId, amount } })) return undefined;
     const reservation: MutableReservation = { leaseId: this.leaseId, amount, requestId, done: false, lease: this };
     return reservation;
   }

@@ -135,10 +135,9 @@ export class LeaseCredit implements CreditLeases {
 
   beforeForward(ctx: PipelineContext): Rejection | undefined {
     const held = this.held.get(ctx);
-    const requestId = held?.reservation.requestId;
-    if (held === undefined || held.reservation.done || requestId === undefined) return undefined;
+    if (held === undefined || held.reservation.done) return undefined;
     try {
-      this.book.markForwarded(requestId);
+      this.book.markForwarded(held.reservation.requestId);
     } catch (err) {
       // Unmarked, a restart could release a reservation whose request went upstream: not forwarded.
       this.logger.error({ err, requestId: ctx.requestId, leaseId: held.lease.leaseId }, 'the lease store could not mark a reservation forwarded; request refused (ZN_ERR_SPOOL_FULL)');

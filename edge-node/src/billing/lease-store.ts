@@ -226,12 +226,22 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
       if (change !== undefined && 'add' in change && (onDisk.state !== 'open' || onDisk.granted - onDisk.spent - onDisk.reserved < change.add.amount)) {
         return { refused: true, stored: onDisk };
       }
+      const addSpent = next.spent - prev.spent;
+      const addReserved = next.reserved - prev.reserved;
+      // Held at 0 on disk, but never quietly: a figure going below 0 means two writers disagreed
+      // about what was held (a reservation ended twice), which an operator must be able to find.
+      if (onDisk.spent + addSpent < 0 || onDisk.reserved + addReserved < 0) {
+        opts.logger?.warn(
+          { leaseId: next.leaseId, accountId: onDisk.accountId, storedSpentMicros: onDisk.spent, storedReservedMicros: onDisk.reserved, addSpentMicros: addSpent, addReservedMicros: addReserved },
+          `a change would take a credit lease's figure in ${LEASE_DB_FILE} below 0; it is held at 0`,
+        );
+      }
       stored = snapshotOf(updateLease.get({
         leaseId: next.leaseId,
         nodeId,
         granted: next.granted,
-        addSpent: next.spent - prev.spent,
-        addReserved: next.reserved - prev.reserved,
+        addSpent,
+        addReserved,
         expiresAt: next.expiresAt,
         state: next.state,
         ceiling: Number.MAX_SAFE_INTEGER,

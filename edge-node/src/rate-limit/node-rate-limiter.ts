@@ -252,9 +252,12 @@ export class NodeRateLimiter implements RateLimiter {
 
     this.trackUntilEnd(ctx, key, slots.length > 0 ? slotId : false, !keySlot, !accountSlot);
     // Each charge is trued up in the minute it was made in (the store's answer after a clock step back).
-    const tokenChecks = rates
-      .map((r, i) => ({ ...r, admittedMinute: outcome.chargedMinutes?.[i] ?? minuteOf(nowMs) }))
-      .filter((r) => r.metric === 'tokens');
+    // Built only for tokens checks (most requests have none): nothing allocated per rate check on the hot path.
+    const tokenChecks: Array<RateCheck & { admittedMinute: number }> = [];
+    for (let i = 0; i < rates.length; i++) {
+      const r = rates[i]!;
+      if (r.metric === 'tokens') tokenChecks.push({ ...r, admittedMinute: outcome.chargedMinutes?.[i] ?? minuteOf(nowMs) });
+    }
     if (tokenChecks.length > 0) {
       ctx.cleanups.push(() => {
         const used = ctx.usage.inputTokens + ctx.usage.outputTokens;

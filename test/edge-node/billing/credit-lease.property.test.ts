@@ -44,9 +44,9 @@ t.test('concurrent reserve/settle/release sequences never overdraw the lease and
         let refused = 0;
         let reservedTotal = 0;
 
-        const requestTasks = requests.map(async (req) => {
+        const requestTasks = requests.map(async (req, i) => {
           // Each request is an async task; the scheduler interleaves their steps.
-          const reservation: Reservation | undefined = await s.schedule(Promise.resolve(lease.reserve(req.amount, NOW)));
+          const reservation: Reservation | undefined = await s.schedule(Promise.resolve(lease.reserve(req.amount, NOW, `req-${i}`)));
           checkBalanced(lease, granted);
           if (reservation === undefined) {
             refused += 1;
@@ -89,12 +89,12 @@ t.test('a reservation larger than what is available is refused and holds nothing
   fc.assert(
     fc.property(fc.integer({ min: 0, max: 1_000_000 }), fc.integer({ min: 0, max: 1_000_000 }), (granted, held) => {
       const lease = new CreditLease({ accountId: 'a', leaseId: 'l', granted, spent: 0, expiresAt: NOW + 1, state: 'open' });
-      const first = lease.reserve(Math.min(held, granted), NOW);
+      const first = lease.reserve(Math.min(held, granted), NOW, 'req-1');
       if (first === undefined) throw new Error('a reservation within the grant was refused');
       const tooMuch = lease.available + 1;
-      if (lease.reserve(tooMuch, NOW) !== undefined) throw new Error('reserved more than available');
+      if (lease.reserve(tooMuch, NOW, 'req-2') !== undefined) throw new Error('reserved more than available');
       if (lease.reserved !== Math.min(held, granted)) throw new Error('a refused reservation changed reserved');
-      if (lease.reserve(lease.available, NOW) === undefined) throw new Error('exactly the available amount was refused');
+      if (lease.reserve(lease.available, NOW, 'req-3') === undefined) throw new Error('exactly the available amount was refused');
       if (lease.available !== 0) throw new Error('available should be 0');
     }),
   );
@@ -104,7 +104,7 @@ t.test('a reservation larger than what is available is refused and holds nothing
 
 t.test('a settled or released reservation cannot be ended twice', async (t) => {
   const lease = new CreditLease({ accountId: 'a', leaseId: 'l', granted: 100, spent: 0, expiresAt: NOW + 1, state: 'open' });
-  const r = lease.reserve(60, NOW)!;
+  const r = lease.reserve(60, NOW, 'req-1')!;
   lease.settle(r, 10);
   t.throws(() => lease.settle(r, 10), /already settled or released/);
   t.throws(() => lease.release(r), /already settled or released/);
@@ -123,11 +123,11 @@ t.test('a repeated or older grant neither adds twice nor shrinks the lease', asy
 
 t.test('an expired or returned lease refuses every reservation', async (t) => {
   const expired = new CreditLease({ accountId: 'a', leaseId: 'l', granted: 100, spent: 0, expiresAt: NOW, state: 'open' });
-  t.equal(expired.reserve(1, NOW), undefined);
+  t.equal(expired.reserve(1, NOW, 'req-1'), undefined);
   const open = new CreditLease({ accountId: 'a', leaseId: 'l2', granted: 100, spent: 0, expiresAt: NOW + 1, state: 'open' });
-  const held = open.reserve(30, NOW)!;
+  const held = open.reserve(30, NOW, 'req-2')!;
   t.equal(open.markReturned(), 70, 'hands back granted − spent − reserved');
-  t.equal(open.reserve(1, NOW), undefined);
+  t.equal(open.reserve(1, NOW, 'req-3'), undefined);
   open.grant(1_000, NOW + 100);
   t.equal(open.granted, 100, 'grants are ignored once returned');
   open.settle(held, 30);

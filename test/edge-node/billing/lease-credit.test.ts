@@ -184,14 +184,14 @@ t.test('the channel applies grants, reports every open lease, and returns leases
   t.equal(channel.onMessage(grant(1_000n)), true);
   t.equal(channel.onMessage(grant(1_000n)), true);
   t.equal(book.leaseOf('acct-1')!.granted, 1_000, 'the amount is the cumulative total: a repeat adds nothing');
-  const r = book.leaseOf('acct-1')!.reserve(300, NOW)!;
+  const r = book.leaseOf('acct-1')!.reserve(300, NOW, 'req-1')!;
   book.leaseOf('acct-1')!.settle(r, 200);
   channel.onMessage({ leaseGrant: { accountId: 'acct-1', leaseId: 'lease-1', amountMicros: -5n, expiresAt: 0n } });
   t.equal(book.leaseOf('acct-1')!.granted, 1_000, 'a malformed grant is ignored');
   channel.reportAll();
   t.same(sent.at(-1), { leaseReport: { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 200n, reservedMicros: 0n, remainingMicros: 800n, reportedAt: BigInt(NOW) } });
   // A request still in flight at shutdown: its reservation is counted as spent, and named.
-  book.leaseOf('acct-1')!.reserve(100, NOW);
+  book.leaseOf('acct-1')!.reserve(100, NOW, 'req-2');
   const returning = channel.returnAll();
   const returned = { accountId: 'acct-1', leaseId: 'lease-1', spentMicros: 300n, returnedMicros: 700n, reservedMicros: 100n, returnedAt: BigInt(NOW), nodeStopping: true };
   t.same(sent.at(-1), { leaseReturn: returned }, 'the return names what in-flight requests still hold, and when, and that the node is stopping');
