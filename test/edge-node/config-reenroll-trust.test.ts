@@ -9,11 +9,12 @@ import type { ConfigPush } from '../../proto/src/index.js';
 import { saveIdentity } from '../../edge-node/src/state/identity.js';
 import { openStateStore } from '../../edge-node/src/state/state-store.js';
 import { formatNodeStatus, readNodeStatus } from '../../edge-node/src/status/node-status.js';
-import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
+import { parseJsonLines } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
 import type { FakeSession } from './control-fixtures.js';
 import { startFakeGateway, writeEnrolledState } from './control-fixtures.js';
+import { serveNode } from './served-node.js';
 
 /** As the control plane's config sync decides: push `version` only when the hello's applied version is behind it. */
 function pushIfBehind(session: FakeSession, version: number, push: ConfigPush): boolean {
@@ -27,15 +28,7 @@ t.test('after a re-enrollment with a new signing key and node id, the node repor
   const gateway = await startFakeGateway(t);
   const oldSigner = createSigner();
   const state = await writeEnrolledState(path.join(t.testdir({}), 'state'), gateway, { configSigningPublicKeyPem: oldSigner.publicKeyPem });
-  const entry = tsEntry('edge-node/src/main.ts');
-  const proc = await startProcess({
-    name: 'zenova-node',
-    command: entry.command,
-    args: [...entry.args, 'serve', '--state-dir', state.dir, '--listen', '127.0.0.1:0'],
-    env: { ZENOVA_NODE_RECONNECT_BASE_MS: '50', ZENOVA_NODE_RECONNECT_MAX_MS: '300' },
-    readyLine: /"msg":"node-edge listening"/,
-    t,
-  });
+  const { proc } = await serveNode(t, state.dir);
   const bundle = (nodeId: string, version: number) => testBundle({ nodeId, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('k', newCallerKey().sha256)] });
 
   const first = await gateway.waitForSession(0);

@@ -14,16 +14,16 @@ import { runCli } from '../../edge-node/src/cli/run-cli.js';
 import { BundleCache } from '../../edge-node/src/config/bundle-cache.js';
 import type { NodeStatusReport } from '../../edge-node/src/status/node-status.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
-import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
+import { parseJsonLines } from '../fixtures/processes.js';
 import type { StartedProcess } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { UPSTREAM_SECRET, bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
 import type { TestSigner } from './config-fixtures.js';
 import { startFakeGateway, writeEnrolledState } from './control-fixtures.js';
+import { chatStatus as chat, serveNode } from './served-node.js';
 import type { EnrolledState, FakeGateway, FakeSession } from './control-fixtures.js';
 
 const MAIN = 'edge-node/src/main.ts';
-const LISTENING = /"msg":"node-edge listening"/;
 
 async function runCliCaptured(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
@@ -34,30 +34,6 @@ async function runCliCaptured(argv: string[]): Promise<{ code: number; stdout: s
 
 async function statusJson(stateDir: string): Promise<NodeStatusReport> {
   return JSON.parse((await runCliCaptured(['status', '--state-dir', stateDir, '--json'])).stdout) as NodeStatusReport;
-}
-
-async function serveNode(t: Test, stateDir: string): Promise<{ proc: StartedProcess; url: string; listening: Record<string, unknown> }> {
-  const entry = tsEntry(MAIN);
-  const proc = await startProcess({
-    name: 'zenova-node',
-    command: entry.command,
-    args: [...entry.args, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0'],
-    env: { ZENOVA_NODE_RECONNECT_BASE_MS: '50', ZENOVA_NODE_RECONNECT_MAX_MS: '300' },
-    readyLine: LISTENING,
-    t,
-  });
-  const listening = JSON.parse(await proc.waitForLine(LISTENING)) as Record<string, unknown>;
-  return { proc, url: String(listening.url), listening };
-}
-
-async function chat(url: string, key: string, model = 'echo'): Promise<{ status: number; code: string | undefined }> {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'ping' }] }),
-  });
-  const body = (await res.json()) as { error?: { code?: string } };
-  return { status: res.status, code: body.error?.code };
 }
 
 async function readyz(url: string): Promise<{ status: number; body: Record<string, unknown> }> {

@@ -3,15 +3,14 @@
 // is back, and `status --json` follows along.
 import path from 'node:path';
 import t from 'tap';
-import type { Test } from 'tap';
 import { runCli } from '../../edge-node/src/cli/run-cli.js';
 import type { NodeStatusReport } from '../../edge-node/src/status/node-status.js';
 import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { startFakeGateway, writeEnrolledState } from './control-fixtures.js';
+import { LISTENING, serveNode } from './served-node.js';
 
 const MAIN = 'edge-node/src/main.ts';
-const LISTENING = /"msg":"node-edge listening"/;
 const ESTABLISHED = /"msg":"control session established"/;
 
 async function statusJson(stateDir: string): Promise<{ code: number; report: NodeStatusReport }> {
@@ -20,23 +19,10 @@ async function statusJson(stateDir: string): Promise<{ code: number; report: Nod
   return { code, report: JSON.parse(out) as NodeStatusReport };
 }
 
-function serveNode(t: Test, stateDir: string) {
-  const entry = tsEntry(MAIN);
-  return startProcess({
-    name: 'zenova-node',
-    command: entry.command,
-    args: [...entry.args, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0'],
-    env: { ZENOVA_NODE_RECONNECT_BASE_MS: '50', ZENOVA_NODE_RECONNECT_MAX_MS: '300' },
-    readyLine: LISTENING,
-    t,
-  });
-}
-
 t.test('serve keeps callers served through a control-plane outage and reconnects when it returns', async (t) => {
   const gateway = await startFakeGateway(t, { heartbeatIntervalMs: 100 });
   const state = await writeEnrolledState(path.join(t.testdir({}), 'state'), gateway);
-  const node = await serveNode(t, state.dir);
-  const { url } = JSON.parse(await node.waitForLine(LISTENING)) as { url: string };
+  const { proc: node, url } = await serveNode(t, state.dir);
   await node.waitForLine(ESTABLISHED);
 
   const connected = await statusJson(state.dir);

@@ -8,23 +8,12 @@ import { saveControlStatus } from '../../edge-node/src/control/control-status.js
 import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
-import { startProcess, tsEntry } from '../fixtures/processes.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
 import { writeEnrolledState } from './control-fixtures.js';
+import { chatStatus as chat, serveNode } from './served-node.js';
 
 const MINUTE = 60_000;
-const LISTENING = /"msg":"node-edge listening"/;
-
-async function chat(url: string, key: string): Promise<{ status: number; code: string | undefined }> {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'ping' }] }),
-  });
-  const body = (await res.json()) as { error?: { code?: string } };
-  return { status: res.status, code: body.error?.code };
-}
 
 t.test("a node restarted while the control plane is unreachable judges key expiries by the control plane's time from its last anchor", async (t) => {
   const upstream = await startFakeUpstream(t);
@@ -60,16 +49,7 @@ t.test("a node restarted while the control plane is unreachable judges key expir
     },
   });
 
-  const entry = tsEntry('edge-node/src/main.ts');
-  const proc = await startProcess({
-    name: 'zenova-node',
-    command: entry.command,
-    args: [...entry.args, 'serve', '--state-dir', state.dir, '--listen', '127.0.0.1:0'],
-    env: { ZENOVA_NODE_RECONNECT_BASE_MS: '50', ZENOVA_NODE_RECONNECT_MAX_MS: '300' },
-    readyLine: LISTENING,
-    t,
-  });
-  const url = String((JSON.parse(await proc.waitForLine(LISTENING)) as { url: string }).url);
+  const { proc, url } = await serveNode(t, state.dir);
   t.same(await chat(url, expiresSoon.secret), { status: 401, code: 'ZN_ERR_API_KEY_EXPIRED' }, 'expired on the control plane\'s clock');
   t.match(await chat(url, expiresLater.secret), { status: 200 }, 'a key the control plane still counts valid is served');
   t.equal(await proc.stop('SIGTERM'), 0);
