@@ -39,6 +39,7 @@
  */
 import { zenovaError } from '../errors.js';
 import type { PipelineContext, StreamEvent, TextSlot, UpstreamReply } from '../pipeline/context.js';
+import { countGuardedText } from '../pipeline/response-text.js';
 import { JsonStringWalk, jsonTextOf } from '../providers/json-string-slots.js';
 import { isPartial, uncheckedTextMessage } from '../providers/partial-texts.js';
 import type { CompiledPolicy } from './compiled-policy.js';
@@ -73,10 +74,16 @@ function partKey(id: number, part: number): number | string {
 export function guardStream(ctx: PipelineContext, policy: CompiledPolicy, reply: StreamReply): void {
   // One tally for all channels: a rule's verdict counts its matches over the whole answer.
   const tally = new VerdictTally(policy.id, 'output', ctx.guardrails);
-  reply.events = guardedEvents(reply.events, reply, policy, () => new TextGuard(policy.output, tally));
+  reply.events = guardedEvents(ctx, reply.events, reply, policy, () => new TextGuard(policy.output, tally));
 }
 
-async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamReply, policy: CompiledPolicy, newGuard: () => TextGuard): AsyncGenerator<StreamEvent> {
+async function* guardedEvents(
+  ctx: PipelineContext,
+  events: AsyncIterable<StreamEvent>,
+  reply: StreamReply,
+  policy: CompiledPolicy,
+  newGuard: () => TextGuard,
+): AsyncGenerator<StreamEvent> {
   // The running texts that have not ended; one leaves the map when it ends.
   const channels = new Map<number | string, Channel>();
   // Per channel, the JSON part it holds now. A channel's JSON parts come one after another (SDKs
@@ -145,6 +152,8 @@ async function* guardedEvents(events: AsyncIterable<StreamEvent>, reply: StreamR
   };
 
   for await (const event of events) {
+    // Counted as it comes, before it is held: what is held when the stream stops is still billed (stage meter).
+    countGuardedText(ctx, event.texts);
     // An event whose texts a walk could not all reach (nested too deep) or whose data could not be
     // parsed (UNREAD_TEXTS) is blocked, not passed unchecked.
     if (isPartial(event.texts)) throw blocked(uncheckedTextMessage(policy.id, 'output'));

@@ -338,6 +338,13 @@ export interface PipelineContext {
   responseTextChars: number;
   responseTextCjkChars: number;
   /**
+   * guardrails-out: the characters, and CJK characters, of the model's text the output rules saw,
+   * counted before they held, masked or blocked any (response-text.ts countGuardedText): output is
+   * estimated from the larger of this and the delivered text, so text held or blocked is billed.
+   */
+  guardedTextChars: number;
+  guardedTextCjkChars: number;
+  /**
    * forward: the estimated tokens of the delivered texts the upstream bills as input
    * (TextSlot.billedAsInput: a server tool's results), added to the input of a stream cut before
    * its final usage (stage meter). A count, not the texts.

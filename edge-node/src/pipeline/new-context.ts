@@ -52,6 +52,8 @@ export function newPipelineContext(init: ContextInit): PipelineContext {
     responseText: '',
     responseTextChars: 0,
     responseTextCjkChars: 0,
+    guardedTextChars: 0,
+    guardedTextCjkChars: 0,
     deliveredInputTokens: 0,
     guardrails: [],
     usage: { inputTokens: 0, outputTokens: 0, estimated: false },

@@ -6,7 +6,7 @@
  * cheaper) without a second pass over text nor holding it.
  */
 import { cjkCharacters, tokensForCharacters } from '../providers/token-estimate.js';
-import type { PipelineContext } from './context.js';
+import type { PipelineContext, TextSlot } from './context.js';
 
 /** Counts `text` as delivered and appends it to ctx.responseText as far as `maxKeptChars` allows. */
 export function keepResponseText(ctx: PipelineContext, text: string, maxKeptChars: number): void {
@@ -28,4 +28,28 @@ export function replaceResponseText(ctx: PipelineContext, text: string, maxKeptC
 /** The estimated tokens of all the text delivered (estimateTokens of it), however much was kept. */
 export function deliveredOutputTokens(ctx: PipelineContext): number {
   return tokensForCharacters(ctx.responseTextChars, ctx.responseTextCjkChars);
+}
+
+/**
+ * Counts the model's texts (not TextSlot.notGenerated) as they reach the output rules, before a
+ * rule holds, masks or blocks them: text a guardrail held when a stream stopped (blocked, the
+ * caller gone, the upstream failing) or blocked whole was still generated, and billed upstream.
+ */
+export function countGuardedText(ctx: PipelineContext, texts: readonly TextSlot[]): void {
+  for (const slot of texts) {
+    if (slot.notGenerated === true) continue;
+    const text = slot.text;
+    if (text.length === 0) continue;
+    ctx.guardedTextChars += text.length;
+    ctx.guardedTextCjkChars += cjkCharacters(text);
+  }
+}
+
+/**
+ * The output estimate when the upstream gave no (final) usage: the text delivered, or, when output
+ * rules saw more of the model's text than went out (held or blocked), that text.
+ */
+export function estimatedOutputTokens(ctx: PipelineContext): number {
+  const delivered = deliveredOutputTokens(ctx);
+  return ctx.guardedTextChars === 0 ? delivered : Math.max(delivered, tokensForCharacters(ctx.guardedTextChars, ctx.guardedTextCjkChars));
 }

@@ -8,6 +8,7 @@ import { guardMcpOutput } from '../../providers/mcp/mcp-call.js';
 import { resolveDeferredTexts } from '../../providers/deferred-json-texts.js';
 import { isPartial, uncheckedTextMessage } from '../../providers/partial-texts.js';
 import type { PipelineContext } from '../context.js';
+import { countGuardedText } from '../response-text.js';
 import { reject } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
 
@@ -24,6 +25,8 @@ export const guardrailsOutStage: Stage = {
     // Tool-call input is walked only now that there are rules; text the walk did not reach cannot
     // pass unchecked (fail closed).
     if (reply.kind === 'json' && side.broken === null && checks) resolveDeferredTexts(reply.texts);
+    // Counted before a rule masks or blocks it: a blocked answer's text was still generated (stage meter).
+    if (reply.kind === 'json' && checks) countGuardedText(ctx, reply.texts);
     // What the rules cannot check but the answer does without (a chat answer's logprobs) is dropped.
     if (reply.kind === 'json' && checks) reply.keepChecked?.();
     if (reply.kind === 'json' && checks && isPartial(reply.texts)) return reject('ZN_ERR_GUARDRAIL_BLOCKED', side.broken?.message ?? uncheckedTextMessage(policy.id, 'output'));

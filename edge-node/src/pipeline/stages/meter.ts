@@ -1,7 +1,8 @@
 // Stage `meter` — ctx.usage: the upstream's own counts when it sent them; otherwise, when an
 // upstream answered (also for a stream cut short or a caller that left), an estimate from the
 // prompt and the text delivered so far (all of it, counted as it went: response-text.ts, not the
-// bounded ctx.responseText); nothing when no upstream answered. Each count is taken on its own: a
+// bounded ctx.responseText), or from the model's text the output rules saw when they held or
+// blocked some of it (response-text.ts); nothing when no upstream answered. Each count is taken on its own: a
 // count the upstream did not validly give (UpstreamUsage: absent, null, not a non-negative safe
 // integer) is estimated as if no usage had come, and the record says `estimated`; an exact 0 in
 // its place would leave the tokens delivered unbilled. Partial upstream counts (`partial`: a
@@ -13,7 +14,7 @@
 // MCP calls are priced per call, not per token, and what a tool server relays (event-stream framing,
 // hours of a GET stream's notifications) is no model output: their usage stays 0, not estimated.
 import type { PipelineContext } from '../context.js';
-import { deliveredOutputTokens } from '../response-text.js';
+import { estimatedOutputTokens } from '../response-text.js';
 import type { Stage, StageResult } from '../stage.js';
 
 export const meterStage: Stage = {
@@ -28,7 +29,7 @@ export const meterStage: Stage = {
       const inputKept = input !== undefined && input > 0;
       ctx.usage = {
         inputTokens: (inputKept ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens,
-        outputTokens: Math.max(upstream.outputTokens ?? 0, deliveredOutputTokens(ctx)),
+        outputTokens: Math.max(upstream.outputTokens ?? 0, estimatedOutputTokens(ctx)),
         estimated: true,
         ...(inputKept && upstream.cacheWrites !== undefined ? { cacheWrites: upstream.cacheWrites } : {}),
       };
@@ -36,12 +37,12 @@ export const meterStage: Stage = {
       const { inputTokens, outputTokens } = upstream;
       ctx.usage = {
         inputTokens: inputTokens ?? estimatedInput(),
-        outputTokens: outputTokens ?? deliveredOutputTokens(ctx),
+        outputTokens: outputTokens ?? estimatedOutputTokens(ctx),
         estimated: inputTokens === undefined || outputTokens === undefined,
         ...(inputTokens !== undefined && upstream.cacheWrites !== undefined ? { cacheWrites: upstream.cacheWrites } : {}),
       };
     } else if (ctx.served !== undefined) {
-      ctx.usage = { inputTokens: estimatedInput(), outputTokens: deliveredOutputTokens(ctx), estimated: true };
+      ctx.usage = { inputTokens: estimatedInput(), outputTokens: estimatedOutputTokens(ctx), estimated: true };
     }
     return undefined;
   },
