@@ -18,6 +18,7 @@ import { errorHandler, frameworkErrorHandler, MAX_PATH_PARAM_CHARS, notFoundHand
 import { healthRoutes } from './http/health.routes.js';
 import { refuseEncodedBody } from './http/content-encoding.js';
 import { refuseNonUtf8Json } from './http/json-charset.js';
+import { repeatedJsonKey } from './http/duplicate-json-keys.js';
 import { modelRoutesRoutes } from './http/model-routes.routes.js';
 import { nodesRoutes } from './http/nodes.routes.js';
 import { policiesRoutes } from './http/policies.routes.js';
@@ -83,7 +84,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.length === 0) done(null, undefined);
-    else return jsonParser(request, text, done);
+    else {
+      return jsonParser(request, text, (err, value) => {
+        const repeated = err === null || err === undefined ? repeatedJsonKey(text) : undefined;
+        if (repeated === undefined) done(err, value);
+        else done(zenovaError('ZN_ERR_CP_INVALID_REQUEST', `The request body writes the key ${JSON.stringify(repeated.slice(0, 100))} twice in one object; send each key once.`), undefined);
+      });
+    }
   });
 
   app.setValidatorCompiler(zodValidatorCompiler);

@@ -2,8 +2,8 @@
  * Input the config admin API once mishandled although it looked valid: a URL scheme in upper case
  * (a 500 from the table's CHECK), account names shaped like a UUID (billing routes take a name or
  * an id, so such a name could take another account's top-ups), the names `.` and `..` (URL clients
- * resolve them away, so the thing could never be reached by its path), and JSON with a `__proto__`
- * key (answered as if it were not JSON). Rows named before the name rules stay readable.
+ * resolve them away, so the thing could never be reached by its path), JSON with a `__proto__`
+ * key (answered as if it were not JSON), and JSON writing a key twice (the last value taken). Rows named before the name rules stay readable.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -149,4 +149,24 @@ t.test('a body with a __proto__ or constructor.prototype key is a 400 naming the
   const withBom = await call('POST', '/api/v1/accounts', `\ufeff{"name":"${name}","__proto__":{}}`);
   t.match(errorOf(withBom).message, /"__proto__"/, 'a body with a byte order mark too');
   t.equal(expectStatus<{ account: { name: string } }>(await call('POST', '/api/v1/accounts', `{"name":"${name}"}`), 201).account.name, name, 'a clean body is fine');
+});
+
+t.test('a body that writes a key twice in one object is a 400 naming the key, and nothing is done', async (t) => {
+  const name = uniqueConfigName('acme-twice');
+  const account = expectStatus<{ account: { id: string } }>(await call('POST', '/api/v1/accounts', `{"name":"${name}"}`), 201).account;
+  const twice = await call('POST', `/api/v1/accounts/${name}/credits`, '{"amountMicros": 1, "amountMicros": 1000000}');
+  t.equal(twice.statusCode, 400);
+  t.same(errorOf(twice), {
+    code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error',
+    message: 'The request body writes the key "amountMicros" twice in one object; send each key once.',
+  });
+  const nested = await call('POST', '/api/v1/guardrail-policies', `{"name":"${uniqueConfigName('p')}","rules":[{"detector":"email","action":"mask","action":"flag","on":"input"}]}`);
+  t.equal(errorOf(nested).message, 'The request body writes the key "action" twice in one object; send each key once.', 'in a nested object too');
+  const escaped = await call('POST', '/api/v1/accounts', `{"name":"${uniqueConfigName('x')}","na\\u006de":"y"}`);
+  t.equal(escaped.statusCode, 400, 'a key written once plainly and once escaped is the same key');
+  const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from billing_ledger where account_id = $1', [account.id]);
+  t.equal(rows[0]!.n, 0, 'nothing was credited');
+  // The same key in sibling objects, or as a value, is no repeat.
+  const siblings = await call('POST', '/api/v1/guardrail-policies', `{"name":"${uniqueConfigName('q')}","rules":[{"detector":"email","action":"mask","on":"input"},{"detector":"phone","action":"flag","on":"input"}]}`);
+  t.equal(siblings.statusCode, 201, siblings.body);
 });
