@@ -4,7 +4,9 @@
 // other non-stream bodies have the key replaced, however they escape it: a key may hold any printable
 // ASCII (`"`, `\`, `&`, `<`, `>`), which JSON encoders write as `\"`, `\\`, `\u0026`, `\u003C`…
 // Event streams are redacted event by event, their framing kept; a key a stream cuts across two or
-// more events (or data lines) loses each piece of 8 characters or more where it is.
+// more events (or data lines) loses each piece of about half the key or more where it is
+// (minSecretPiece): shorter pieces pass, so that whether an echoed string comes back redacted tells
+// a caller nothing it could not guess.
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,7 +16,7 @@ import { buildApp } from '../../../edge-node/src/app.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
-import { withoutSecret, withoutSecretEvents } from '../../../edge-node/src/providers/mcp/mcp-call.js';
+import { minSecretPiece, withoutSecret, withoutSecretEvents } from '../../../edge-node/src/providers/mcp/mcp-call.js';
 import type { RequestSpool } from '../../../edge-node/src/spool/request-spool.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
@@ -273,14 +275,15 @@ t.test('an event the key is redacted from keeps an integer past 2^53 as written'
   t.notOk(out.includes('9007199254740992'), 'not the double JSON.parse rounds it to');
 });
 
-/** The pieces of `key` of 8 characters or more in `text` (any such piece holds one of its 8-character runs). */
+/** The pieces of `key` of half its length or more in `text` (any such piece holds one of its runs of that length). */
 function keyPieces(text: string, key: string): string[] {
   const pieces: string[] = [];
-  for (let at = 0; at + 8 <= key.length; at += 1) if (text.includes(key.slice(at, at + 8))) pieces.push(key.slice(at, at + 8));
+  const min = minSecretPiece(key);
+  for (let at = 0; at + min <= key.length; at += 1) if (text.includes(key.slice(at, at + min))) pieces.push(key.slice(at, at + min));
   return pieces;
 }
 
-t.test('a key the tool server cuts across two events, two data lines or two writes reaches the caller in no piece of 8 characters or more', async (t) => {
+t.test('a key the tool server cuts across two events, two data lines or two writes reaches the caller in no piece of half the key or more', async (t) => {
   const apiKey = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c';
   // Each answer as the tool server writes it, one write per element.
   const answers = (cut: number): Record<string, string[]> => {
@@ -294,14 +297,16 @@ t.test('a key the tool server cuts across two events, two data lines or two writ
   };
   let writes: string[] = [];
   const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => writeApart(res, writes));
-  // Cut after 4 characters (that piece may pass), after 8, in the middle, 8 before the end.
+  // Cut after 4 characters (that piece may pass), after 8, in the middle, 8 before the end (the tail passes).
   for (const cut of [4, 8, 16, apiKey.length - 8]) {
     for (const [how, sent] of Object.entries(answers(cut))) {
       writes = sent;
       const { res, text } = await callTool(nodeUrl);
       t.equal(res.status, 200, `cut at ${cut}, ${how}: relayed`);
-      t.same(keyPieces(text, apiKey), [], `cut at ${cut}, ${how}: no piece of the key of 8 characters or more reaches the caller`);
-      t.match(text, /\[redacted\] was sent/, `cut at ${cut}, ${how}: the rest of the answer is relayed`);
+      t.same(keyPieces(text, apiKey), [], `cut at ${cut}, ${how}: no piece of half the key or more reaches the caller`);
+      // The longer piece is redacted: the tail, or (cut late) the head.
+      t.match(text, cut <= apiKey.length / 2 ? /\[redacted\] was sent/ : /Bearer \[redacted\]/, `cut at ${cut}, ${how}: the longer piece redacted where it is`);
+      t.match(text, /was sent/, `cut at ${cut}, ${how}: the rest of the answer is relayed`);
     }
   }
 });
@@ -322,7 +327,7 @@ function cutInto(key: string, sizes: readonly number[]): string[] {
   return sizes.map((size) => key.slice(at, (at += size)));
 }
 
-t.test('a key the tool server cuts into three or four events or data lines reaches the caller in no piece of 8 characters or more', async (t) => {
+t.test('a key the tool server cuts into three or four events or data lines loses each piece of half the key or more where it is; shorter ones pass', async (t) => {
   const apiKey = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c91b7d2e4';
   t.equal(apiKey.length, 40);
   const streams = (pieces: string[]): Record<string, string[]> => {
@@ -338,21 +343,27 @@ t.test('a key the tool server cuts into three or four events or data lines reach
   let writes: string[] = [];
   const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => writeApart(res, writes));
   // Three and four ways; a short first piece (which may pass) before a long middle one.
-  for (const sizes of [[15, 10, 15], [4, 28, 8], [10, 10, 10, 10], [8, 12, 9, 11], [4, 9, 19, 8]]) {
-    for (const [how, sent] of Object.entries(streams(cutInto(apiKey, sizes)))) {
+  const min = minSecretPiece(apiKey);
+  for (const sizes of [[15, 10, 15], [4, 28, 8], [10, 10, 10, 10], [8, 12, 9, 11], [4, 9, 19, 8], [20, 12, 8], [6, 14, 20]]) {
+    const pieces = cutInto(apiKey, sizes);
+    for (const [how, sent] of Object.entries(streams(pieces))) {
       writes = sent;
       const { res, text } = await callTool(nodeUrl);
       t.equal(res.status, 200, `cut ${sizes.join('+')}, ${how}: relayed`);
-      t.same(keyPieces(text, apiKey), [], `cut ${sizes.join('+')}, ${how}: no piece of the key of 8 characters or more reaches the caller`);
+      t.same(keyPieces(text, apiKey), [], `cut ${sizes.join('+')}, ${how}: no piece of half the key or more reaches the caller`);
       t.equal(text.split('\n\n').length, sent.join('').split('\n\n').length, `cut ${sizes.join('+')}, ${how}: as many events as were sent`);
-      t.match(text, /\[redacted\] was sent/, `cut ${sizes.join('+')}, ${how}: the rest of the answer is relayed`);
+      for (const piece of pieces) {
+        if (piece.length < min) t.ok(text.includes(piece), `cut ${sizes.join('+')}, ${how}: ${piece.length} characters pass as they are`);
+      }
+      t.equal(text.split('[redacted]').length - 1, pieces.filter((piece) => piece.length >= min).length, `cut ${sizes.join('+')}, ${how}: each long piece redacted`);
+      t.match(text, /was sent/, `cut ${sizes.join('+')}, ${how}: the rest of the answer is relayed`);
     }
   }
 });
 
-t.test('a key cut into the items of a JSON answer reaches the caller in no piece of 8 characters or more', async (t) => {
+t.test('a key cut into the items of a JSON answer reaches the caller in no piece of half the key or more', async (t) => {
   const apiKey = 'zt-tool-key-7f3a9c1e5b2d4a6f8e0c91b7d2e4';
-  const [first, ...rest] = cutInto(apiKey, [12, 10, 9, 9]);
+  const [first, ...rest] = cutInto(apiKey, [20, 20]);
   const items = [`Bearer ${first}`, ...rest.slice(0, -1), `${rest.at(-1)!} was sent`].map((text) => ({ type: 'text', text }));
   const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -364,8 +375,8 @@ t.test('a key cut into the items of a JSON answer reaches the caller in no piece
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: {} } }),
   });
   const text = await res.text();
-  t.same(keyPieces(text, apiKey), [], 'no piece of the key of 8 characters or more');
-  t.same((JSON.parse(text) as { result: { content: Array<{ text: string }> } }).result.content.map((item) => item.text), ['Bearer [redacted]', '[redacted]', '[redacted]', '[redacted] was sent']);
+  t.same(keyPieces(text, apiKey), [], 'no piece of half the key or more');
+  t.same((JSON.parse(text) as { result: { content: Array<{ text: string }> } }).result.content.map((item) => item.text), ['Bearer [redacted]', '[redacted] was sent']);
 });
 
 t.test('ordinary text in many events, sharing short runs with the key, goes on byte for byte', async (t) => {
@@ -419,7 +430,7 @@ t.test('the key, or a piece of it, escaped inside a JSON string (an HTML page or
   // Cut across two events (or two data lines), each piece escaped.
   let writes: string[] = [];
   const nodeUrl = await toolServerNode(t, key, (_req, res) => writeApart(res, writes));
-  const [head, tail] = [key.slice(0, 12), key.slice(12)];
+  const [head, tail] = [key.slice(0, 16), key.slice(16)];
   const streams: Record<string, string[]> = {
     'HTML-escaped pieces in JSON data': [note(`Bearer ${html(head)}`), answer(`${html(tail)} was sent`)],
     'JSON-escaped pieces in JSON data': [note(`Bearer ${json(head)}`), answer(`${json(tail)} was sent`)],
@@ -462,7 +473,7 @@ t.test('the key in a JSON text that PHP\'s json_encode carried in a JSON string 
   t.equal(await text(), 'log: "{\\"auth\\":\\"Bearer [redacted]\\"}"', 'a body that is not JSON');
 });
 
-t.test('a key whose escaped form the tool server cuts inside an escape (&#x2 | F;, \\u00 | 2F) reaches the caller in no piece of 8 characters or more', async (t) => {
+t.test('a key whose escaped form the tool server cuts inside an escape (&#x2 | F;, \\u00 | 2F) reaches the caller in no piece of half the key or more', async (t) => {
   const key = TOOL_KEY;
   const forms: Record<string, (text: string) => string> = {
     'HTML-escaped': (text) => text.replace(/[^A-Za-z0-9]/g, (c) => `&#x${c.charCodeAt(0).toString(16).toUpperCase()};`),
@@ -483,7 +494,8 @@ t.test('a key whose escaped form the tool server cuts inside an escape (&#x2 | F
     for (const [i, m] of escapes.entries()) {
       for (const cut of inside(m)) {
         // Two events, and three: the middle one a whole string cut inside escapes at both ends, two
-        // escapes apart (8 of the key's characters or more: shorter pieces pass).
+        // escapes apart. Two pieces: one is half the key less one or more, so the two joined hold
+        // no such piece. Three: each string on its own holds none.
         const later = escapes[i + 2];
         const second = later === undefined ? undefined : inside(later)[1]!;
         const streams = [[note(`Bearer ${escaped.slice(0, cut)}`), answer(`${escaped.slice(cut)} was sent`)]];
@@ -495,7 +507,8 @@ t.test('a key whose escaped form the tool server cuts inside an escape (&#x2 | F
             const message = JSON.parse(line.slice(6)) as { params?: { data: string }; result?: { content: Array<{ text: string }> } };
             return message.params?.data ?? message.result!.content[0]!.text;
           });
-          t.same(keyPieces(unescaped(strings.join('')), key), [], `${how}, cut at ${cut} in ${sent.length} events: no piece of the key of 8 characters or more`);
+          const seen = sent.length === 2 ? [strings.join('')] : strings;
+          t.same(seen.flatMap((text) => keyPieces(unescaped(text), key)), [], `${how}, cut at ${cut} in ${sent.length} events: no piece of half the key or more`);
         }
       }
     }
@@ -516,4 +529,26 @@ t.test('a key that holds what reads as an escape is redacted inside a string how
   const carried = JSON.stringify({ auth: ampKey }).replaceAll('&', '\\u0026');
   const ampCall = await echoingNode(t, ampKey, () => ({ contentType: 'application/json', body: JSON.stringify({ log: carried }) }));
   t.same(JSON.parse(await ampCall()), { log: '{"auth":"[redacted]"}' }, 'the \\u0026 read as the key\'s &');
+});
+
+t.test('an echo tool cannot confirm a guess at the key: a piece shorter than half the key comes back as sent, whatever the caller knows of its start', async (t) => {
+  const key = `tsk_${'c9b71ffea2696bce9130e0e2394ff8d7'}`;
+  const min = minSecretPiece(key);
+  t.equal(min, 17);
+  const echoed = async (text: string): Promise<string> => {
+    async function* source(): AsyncGenerator<Uint8Array> {
+      yield Buffer.from(`data: ${JSON.stringify({ content: [{ type: 'text', text: `no results for ${text}` }] })}\n\n`);
+    }
+    let out = '';
+    for await (const chunk of withoutSecretEvents(source(), key, 1 << 20)) out += Buffer.from(chunk).toString();
+    return out;
+  };
+  // Right and wrong guesses of every length short of half the key, at the start (after the known
+  // prefix) and at the end: each comes back unchanged, so a right one looks like a wrong one.
+  for (let n = 8; n < min; n += 1) {
+    for (const guess of [key.slice(0, n), `${key.slice(0, n - 1)}x`, key.slice(-n), `x${key.slice(1 - n)}`]) {
+      t.equal(await echoed(guess), `data: ${JSON.stringify({ content: [{ type: 'text', text: `no results for ${guess}` }] })}\n\n`, `${n} characters: as sent`);
+    }
+  }
+  t.match(await echoed(key.slice(0, min)), /no results for \[redacted\]/, 'half the key is redacted (a guess that long is as hard as half the key)');
 });

@@ -369,7 +369,7 @@ function sentBody(ctx: PipelineContext, call: McpCall, payload: JsonRpcPost): st
 
 const REDACTED_SECRET = '[redacted]';
 /**
- * `text` with every occurrence of the key replaced, and a piece of it of MIN_SECRET_CHARS or more
+ * `text` with every occurrence of the key replaced, and a piece of it of minSecretPiece or more
  * where `text` ends with the key's start, starts with its end, or is all of it a middle part of
  * the key. A tool server that streams its output in events (log or progress notifications, a
  * result's items) may cut the key across two or more, and the caller, who gets them all, joins
@@ -379,7 +379,7 @@ const REDACTED_SECRET = '[redacted]';
  * them is a whole string (data that is not JSON: a data line's ends, or a whole data line). The
  * node cannot hold an event back until the next one comes (a server request in it waits for the
  * client's answer), so each piece is redacted in its own event, whatever the number of cuts;
- * shorter pieces pass. The key and its pieces are also found escaped in the text (decodeEscapesOf).
+ * shorter pieces pass (minSecretPiece: half the key, so that redaction tells a caller nothing). The key and its pieces are also found escaped in the text (decodeEscapesOf).
  */
 function withoutSecretText(text: string, secret: string): string {
   if (text.length < MIN_SECRET_CHARS) return text.includes(secret) ? text.replaceAll(secret, REDACTED_SECRET) : text;
@@ -416,8 +416,22 @@ const ESCAPE_START_AT_END = /(?:(?:&|\\u0026)(?:#[xX]?[0-9A-Fa-f]{0,8}|[A-Za-z]{
 const ESCAPE_END_AT_START = /^(?:#?[xX]?[0-9A-Za-z]{0,17};|u?[0-9A-Fa-f]{1,4})/;
 
 /**
+ * The shortest piece of the key redacted: about half the key (at least MIN_SECRET_CHARS). Whether
+ * a string comes back redacted says whether it is a piece of the key, and a caller with a tool
+ * that repeats its input (an echo, a note it reads back, a model asked to write it) chooses the
+ * strings: with short pieces it could confirm the key's first characters past a known prefix
+ * (`sk-proj-`) in one call and the rest one character per call. A piece of half the key is as hard
+ * to guess as half the key. A key cut once still loses its longer piece (a cut inside an escape
+ * leaves the escaped character to neither side, hence half of the key less one character); cut
+ * into three or more pieces shorter than that, it passes.
+ */
+export function minSecretPiece(secret: string): number {
+  return Math.max(MIN_SECRET_CHARS, Math.floor((secret.length - 1) / 2));
+}
+
+/**
  * Where `text` holds the key (each occurrence), ends with its start, starts with its end, or is all
- * of it a middle part of it: pieces of MIN_SECRET_CHARS or more, outside the whole keys. A cut may
+ * of it a middle part of it: pieces of minSecretPiece or more, outside the whole keys. A cut may
  * split an escape of one of the key's characters (`&#x2` | `F;`): a piece is also found before an
  * escape's start at the text's end, after an escape's rest at its start, and between the two, and
  * what is left of the escape goes with it.
@@ -425,7 +439,8 @@ const ESCAPE_END_AT_START = /^(?:#?[xX]?[0-9A-Za-z]{0,17};|u?[0-9A-Fa-f]{1,4})/;
 function secretRanges(text: string, secret: string): Array<[number, number]> {
   const ranges: Array<[number, number]> = [];
   for (let at = text.indexOf(secret); at >= 0; at = text.indexOf(secret, at + secret.length)) ranges.push([at, at + secret.length]);
-  if (text.length < MIN_SECRET_CHARS) return ranges;
+  const minPiece = minSecretPiece(secret);
+  if (text.length < minPiece) return ranges;
   const startOfEscape = ESCAPE_START_AT_END.exec(text);
   const restOfEscape = ESCAPE_END_AT_START.exec(text);
   // The text without an escape's start at its end or its rest at its start: where a piece ends or starts.
@@ -435,7 +450,7 @@ function secretRanges(text: string, secret: string): Array<[number, number]> {
   if (ranges.length === 0) {
     for (const from of starts) {
       for (const to of ends) {
-        if (to - from >= MIN_SECRET_CHARS && secret.includes(text.slice(from, to))) return [[0, text.length]];
+        if (to - from >= minPiece && secret.includes(text.slice(from, to))) return [[0, text.length]];
       }
     }
   }
@@ -443,8 +458,8 @@ function secretRanges(text: string, secret: string): Array<[number, number]> {
   const beforeWhole = ranges.length === 0 ? text.length : ranges[0]![0];
   // Each piece ends (or starts) with MIN_SECRET_CHARS characters of the key: one search rules most texts out.
   endPieces: for (const end of ends) {
-    if (end - afterWhole < MIN_SECRET_CHARS || !secret.includes(text.slice(end - MIN_SECRET_CHARS, end))) continue;
-    for (let length = Math.min(secret.length - 1, end - afterWhole); length >= MIN_SECRET_CHARS; length -= 1) {
+    if (end - afterWhole < minPiece || !secret.includes(text.slice(end - MIN_SECRET_CHARS, end))) continue;
+    for (let length = Math.min(secret.length - 1, end - afterWhole); length >= minPiece; length -= 1) {
       if (text.startsWith(secret.slice(0, length), end - length)) {
         ranges.push([end - length, text.length]);
         break endPieces;
@@ -452,8 +467,8 @@ function secretRanges(text: string, secret: string): Array<[number, number]> {
     }
   }
   startPieces: for (const start of starts) {
-    if (beforeWhole - start < MIN_SECRET_CHARS || !secret.includes(text.slice(start, start + MIN_SECRET_CHARS))) continue;
-    for (let length = Math.min(secret.length - 1, beforeWhole - start); length >= MIN_SECRET_CHARS; length -= 1) {
+    if (beforeWhole - start < minPiece || !secret.includes(text.slice(start, start + MIN_SECRET_CHARS))) continue;
+    for (let length = Math.min(secret.length - 1, beforeWhole - start); length >= minPiece; length -= 1) {
       if (text.startsWith(secret.slice(-length), start)) {
         ranges.push([0, start + length]);
         break startPieces;
