@@ -552,3 +552,20 @@ t.test('an echo tool cannot confirm a guess at the key: a piece shorter than hal
   }
   t.match(await echoed(key.slice(0, min)), /no results for \[redacted\]/, 'half the key is redacted (a guess that long is as hard as half the key)');
 });
+
+t.test("the key in an event's id, event name or comment line beside JSON data is redacted there, the data left as it came", async (t) => {
+  const key = TOOL_KEY;
+  const data = `data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'ok' } })}`;
+  const redacted = async (event: string): Promise<string> => {
+    async function* source(): AsyncGenerator<Uint8Array> {
+      yield Buffer.from(event);
+    }
+    let out = '';
+    for await (const chunk of withoutSecretEvents(source(), key, 1 << 20)) out += Buffer.from(chunk).toString();
+    return out;
+  };
+  t.equal(await redacted(`id: ${key}\n${data}\n\n`), `id: [redacted]\n${data}\n\n`, 'an id line');
+  t.equal(await redacted(`event: ${key}\n${data}\n\n`), `event: [redacted]\n${data}\n\n`, 'an event line');
+  t.equal(await redacted(`: proxy debug authorization=Bearer ${key}\n${data}\n\n`), `: proxy debug authorization=Bearer [redacted]\n${data}\n\n`, 'a comment line');
+  t.equal(await redacted(`id: 7\n${data}\n\n`), `id: 7\n${data}\n\n`, 'an event without it: byte for byte');
+});

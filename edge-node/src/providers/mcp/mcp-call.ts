@@ -611,10 +611,25 @@ function withoutSecretEvent(event: Buffer, secret: string): Buffer {
     box = undefined;
   }
   if (box === undefined) return withoutSecretDataLines(withoutSecret(event, secret), secret);
-  if (!redactSecret(box, event, secret)) return event;
-  parts[dataLines[0]!] = `data: ${stringifyAsWritten(box[0])}`;
-  // The other data lines go, each with its line end.
-  for (const i of dataLines.slice(1)) parts[i] = parts[i - 1] = '';
+  // The event's other lines (`id:`, `event:`, comments) are searched too: a proxy's debug comment
+  // may carry the key beside clean JSON data.
+  let otherLines = false;
+  for (let i = 0; i < parts.length; i += 2) {
+    const line = parts[i]!;
+    if (line === 'data' || line.startsWith('data:') || line.length === 0) continue;
+    const redacted = withoutSecret(Buffer.from(line, 'utf8'), secret).toString('utf8');
+    if (redacted !== line) {
+      parts[i] = redacted;
+      otherLines = true;
+    }
+  }
+  const dataRedacted = redactSecret(box, event, secret);
+  if (!dataRedacted && !otherLines) return event;
+  if (dataRedacted) {
+    parts[dataLines[0]!] = `data: ${stringifyAsWritten(box[0])}`;
+    // The other data lines go, each with its line end.
+    for (const i of dataLines.slice(1)) parts[i] = parts[i - 1] = '';
+  }
   return Buffer.from(parts.join(''), 'utf8');
 }
 
