@@ -230,6 +230,18 @@ t.test('a node whose surfaces are only model refuses the tools surface with ZN_E
   t.match(spool.records[0], { surface: 'tools', status: 'rejected', httpStatus: 403, errorCode: 'ZN_ERR_SURFACE_DISABLED' });
 });
 
+t.test('a batch holding initialize with other messages is ZN_ERR_INVALID_REQUEST and never reaches the tool server (its calls could not be charged if the session were refused)', async (t) => {
+  const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
+  const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());
+  const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'c', version: '1' } } };
+  const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' } } };
+  const headers = { authorization: `Bearer ${caller.secret}`, accept: 'application/json, text/event-stream' };
+  const res = await post(`${origin}/mcp/tools`, [initialize, call, { ...call, id: 3 }], headers);
+  t.equal(res.status, 400);
+  t.equal(res.code, 'ZN_ERR_INVALID_REQUEST');
+  t.equal(fake.requests.length, 0);
+});
+
 t.test('a body that is not JSON-RPC is ZN_ERR_INVALID_REQUEST', async (t) => {
   const fake = await startFakeToolServer(t, { apiKey: TOOL_KEY });
   const origin = await startNode(t, bundleFor([{ name: 'tools', url: fake.url }]), recordingSpool());

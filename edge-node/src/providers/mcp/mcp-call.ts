@@ -136,6 +136,12 @@ export const mcpApi: ApiHandler = {
     if (!parsed.success) return reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${describeIssues(parsed.error, 1).join('; ')}`);
     // The copy itself, not zod's rebuilt one: stringifyAsWritten knows the integers past 2^53 in it.
     const payload = copy.body as JsonRpcPost;
+    // MCP forbids it (initialize must come alone), and the node could not charge the batch's tool
+    // calls if the session it opens then could not be bound to the caller (refused after the tool
+    // server ran them).
+    if (Array.isArray(payload) && payload.length > 1 && payload.some((m) => 'method' in m && m.method === 'initialize')) {
+      return reject('ZN_ERR_INVALID_REQUEST', 'Invalid request: initialize must be sent alone, not in a batch with other messages (MCP lifecycle).');
+    }
     if (!Array.isArray(payload)) ctx.forwardBody = payload;
     // The record keeps what is sent (masked), batches too (an array is no forwardBody); forward
     // records the caller's text instead when that is what goes.
