@@ -123,21 +123,28 @@ interface Batch {
   /** Open rows this commit writes, and the ones it deletes (for openInDb once it committed). */
   opened: string[];
   closed: string[];
-  /** JSON bytes written (plus a per-row allowance), for the size estimate between measurements. */
+  /** UTF-8 bytes of the JSON written (plus a per-row allowance), for the size estimate between measurements. */
   bytes: number;
 }
 
 const DEFAULT_MAX_QUEUED = 512;
 const DEFAULT_RETRY_MS = 1000;
 /**
- * The file's size is measured (page counts and the WAL's stat) at most this often; between
- * measurements each commit adds what it wrote (never less than it takes), so the quota check
- * errs towards full. Measured per commit it cost more than the commit. Deletes and a figure at
- * the quota are always measured.
+ * The file's size is measured (page counts and the WAL's stat) at most this often (on the
+ * monotonic clock: a wall clock stepped back must not stop the measurements); between
+ * measurements each commit adds an upper bound of what it can grow the file by (commitGrowth), so
+ * the quota check errs towards full. Measured per commit it cost more than the commit. Deletes and
+ * a figure at the quota are always measured.
  */
 const MEASURE_EVERY_MS = 250;
-/** Per-row overhead added to the JSON's length in the estimate (row header, index entries). */
+/** Per-row overhead added to the JSON's UTF-8 bytes in the estimate (row header, index entries). */
 const ROW_OVERHEAD_BYTES = 64;
+/**
+ * Whole pages a commit can write beyond its rows' own bytes: the WAL takes each page a commit
+ * touches whole (the records table's and open rows' leaves, their indexes, an overflow chain's last
+ * page, a split's new pages).
+ */
+const PAGES_PER_COMMIT = 6;
 /** A WAL this large means the checkpoint worker is not keeping up (or failed): checkpoint here. */
 const WAL_FALLBACK_CHECKPOINT_BYTES = 64 * 1024 * 1024;
 
@@ -167,7 +174,10 @@ export class SpoolStore implements RequestSpool {
   /** Whether the last measurement was at the quota (logged once per crossing, either way). */
   private atQuota = false;
   private readonly stateListeners = new Set<() => void>();
+  /** performance.now() at the last measurement. */
   private measuredAt = 0;
+  /** A WAL frame: one page and its 24-byte header. */
+  private readonly walFrameBytes: number;
   private commits = 0;
   private backlog = 0;
   /** SQLite's data_version at the last noticeOtherWriters() (changes when another connection commits). */
@@ -201,6 +211,7 @@ export class SpoolStore implements RequestSpool {
       this.db.pragma('busy_timeout = 5000');
       // Checkpoints run in a worker (state/wal-checkpointer.ts), never inside a request's commit.
       this.db.pragma('wal_autocheckpoint = 0');
+      this.walFrameBytes = Number(this.db.pragma('page_size', { simple: true })) + 24;
       this.stmts = {
         // As a blob: the bytes go to the wire as they are, without a JS string decoded and encoded
         // again per record (backfill reads every record the node serves).
@@ -473,7 +484,7 @@ export class SpoolStore implements RequestSpool {
       const json = `${plain.slice(0, -1)},"owner":${this.ownerJson}}`;
       ops.push([0, row.requestId, json]);
       opened.push(row.requestId);
-      bytes += json.length + ROW_OVERHEAD_BYTES;
+      bytes += Buffer.byteLength(json) + ROW_OVERHEAD_BYTES;
     }
     for (const f of finals) {
       if (this.openInDb.has(f.requestId)) {
@@ -481,7 +492,8 @@ export class SpoolStore implements RequestSpool {
         closed.push(f.requestId);
       }
       ops.push([2, f.requestId, f.json]);
-      bytes += f.json.length + ROW_OVERHEAD_BYTES;
+      // Bytes, not JS characters: a CJK character is 3 bytes in the file and 1 in .length.
+      bytes += Buffer.byteLength(f.json) + ROW_OVERHEAD_BYTES;
     }
     for (const d of deletes) ops.push([3, d.first, d.last]);
     return { batch: { opens, finals, deletes, opened, closed, bytes }, ops };
@@ -517,8 +529,8 @@ export class SpoolStore implements RequestSpool {
       this.writeFailure = undefined;
       this.stateChanged();
     }
-    this.usedBytes += batch.bytes;
-    if (result.deleted > 0 || Date.now() - this.measuredAt >= MEASURE_EVERY_MS || this.isFull()) this.measure();
+    this.usedBytes += this.commitGrowth(batch.bytes);
+    if (result.deleted > 0 || performance.now() - this.measuredAt >= MEASURE_EVERY_MS || this.isFull()) this.measure();
     // A raised (or lowered) quota is noticed at the next commit.
     else this.noticeQuota();
     openWaiter?.resolve();
@@ -542,6 +554,15 @@ export class SpoolStore implements RequestSpool {
     }, this.retryMs);
   }
 
+  /**
+   * At most what a commit of `rowBytes` adds to the live bytes: the rows twice (written to the
+   * WAL, and again into the database's pages when it is checkpointed while the WAL file keeps its
+   * size) and the whole pages the commit touches, each with its WAL frame header.
+   */
+  private commitGrowth(rowBytes: number): number {
+    return 2 * rowBytes + PAGES_PER_COMMIT * this.walFrameBytes;
+  }
+
   private measure(): void {
     if (spoolWalBytes(this.file) > WAL_FALLBACK_CHECKPOINT_BYTES) {
       try {
@@ -551,7 +572,7 @@ export class SpoolStore implements RequestSpool {
       }
     }
     this.usedBytes = spoolLiveBytes(this.db, this.file);
-    this.measuredAt = Date.now();
+    this.measuredAt = performance.now();
     this.noticeQuota();
   }
 
