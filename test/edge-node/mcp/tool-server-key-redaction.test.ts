@@ -569,3 +569,35 @@ t.test("the key in an event's id, event name or comment line beside JSON data is
   t.equal(await redacted(`: proxy debug authorization=Bearer ${key}\n${data}\n\n`), `: proxy debug authorization=Bearer [redacted]\n${data}\n\n`, 'a comment line');
   t.equal(await redacted(`id: 7\n${data}\n\n`), `id: 7\n${data}\n\n`, 'an event without it: byte for byte');
 });
+
+t.test('a relayed header holding the key, or a piece of half of it or more, is not relayed; the others are', async (t) => {
+  const apiKey = 'hdr-key/for-tools-SECRET-7731';
+  const half = apiKey.slice(3, 3 + minSecretPiece(apiKey));
+  const short = apiKey.slice(0, minSecretPiece(apiKey) - 1);
+  let returned: Record<string, string> = {};
+  const nodeUrl = await toolServerNode(t, apiKey, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', ...returned });
+    res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { tools: [] } }));
+  });
+  const call = async (): Promise<Headers> => {
+    const res = await fetch(`${nodeUrl}/mcp/tools`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    t.equal(res.status, 200, 'the answer is relayed');
+    await res.text();
+    return res.headers;
+  };
+  returned = { 'cache-control': `no-store, debug=${apiKey}`, 'retry-after': '7' };
+  let got = await call();
+  t.equal(got.get('cache-control'), null, 'the header holding the key is dropped');
+  t.equal(got.get('retry-after'), '7', 'a header without it is relayed');
+  returned = { 'cache-control': 'private', 'mcp-protocol-version': `v-${half}` };
+  got = await call();
+  t.equal(got.get('mcp-protocol-version'), null, 'a header holding half the key is dropped');
+  t.equal(got.get('cache-control'), 'private', 'the others are relayed');
+  returned = { 'cache-control': `private, x=${short}` };
+  got = await call();
+  t.equal(got.get('cache-control'), `private, x=${short}`, 'a piece shorter than half the key is relayed as it came');
+});

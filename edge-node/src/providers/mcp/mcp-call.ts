@@ -233,7 +233,7 @@ export const mcpApi: ApiHandler = {
     // routine MCP, not a failure (and neither is charged).
     const routine = status === 405 && call.method !== 'POST';
     const failure: ErrorCode | undefined = status >= 400 && !routine ? 'ZN_ERR_UPSTREAM_ERROR' : undefined;
-    const headers = returnedHeaders(response.headers);
+    const headers = withoutSecretHeaders(ctx, server, returnedHeaders(response.headers));
     const contentType = (headers['content-type'] ?? '').toLowerCase();
     const unbound = noteSession(ctx, call, status, headers['mcp-session-id']);
     if (unbound !== undefined) {
@@ -433,6 +433,30 @@ const ESCAPE_END_AT_START = /^(?:#?[xX]?[0-9A-Za-z]{0,17};|u?[0-9A-Fa-f]{1,4})/;
  */
 export function minSecretPiece(secret: string): number {
   return Math.max(MIN_SECRET_CHARS, Math.floor((secret.length - 1) / 2));
+}
+
+/**
+ * The relayed headers but one holding the node's key for the tool server, in any form or a piece
+ * of minSecretPiece or more: a header value is not cut into events, so it is dropped whole rather
+ * than redacted (a session id or content type with `[redacted]` in it would mislead the client).
+ */
+function withoutSecretHeaders(ctx: PipelineContext, server: ToolServer, headers: Record<string, string>): Record<string, string> {
+  const secret = server.apiKey;
+  if (secret === null) return headers;
+  for (const [name, value] of Object.entries(headers)) {
+    if (!holdsSecretPiece(value, secret)) continue;
+    delete headers[name];
+    ctx.deps.logger.warn({ toolServer: server.name, header: name }, "the tool server returned the node's key for it in a header; the header is not relayed");
+  }
+  return headers;
+}
+
+function holdsSecretPiece(value: string, secret: string): boolean {
+  const piece = minSecretPiece(secret);
+  if (value.length < Math.min(piece, secret.length)) return false;
+  if (value.match(secretFormsOf(secret)) !== null) return true;
+  for (let at = 0; at + piece <= secret.length; at += 1) if (value.includes(secret.slice(at, at + piece))) return true;
+  return false;
 }
 
 /**
