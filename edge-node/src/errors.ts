@@ -232,6 +232,14 @@ export const errorTable = {
     message: 'This node is stopping.',
     retryable: true,
   },
+  ZN_ERR_GUARDRAIL_POLICY_CHANGED: {
+    // Only in the record of an open MCP GET event stream the node ended, cleanly, because the
+    // key's output guardrails changed (get-stream-standing.ts); its client reconnects under the new ones.
+    status: 503,
+    type: 'server_error',
+    message: "The API key's output guardrails changed; the open MCP event stream was ended so the new rules apply. Reconnect.",
+    retryable: true,
+  },
   ZN_ERR_INTERNAL: {
     status: 500,
     type: 'server_error',

@@ -5,12 +5,13 @@
 // one whose surface is taken off the node, whose key's allowedToolServers no longer name its server,
 // or whose tool server is deleted; an expiresAt passing ends it on the next re-check; a swap that
 // leaves all of them standing leaves the stream alone. A node's stop (app.close) ends open streams
-// at once, cleanly, rather than waiting on a push channel.
+// at once, cleanly, rather than waiting on a push channel. A config that changes the output rules
+// of the key's guardrail policy ends it cleanly too, so its client reconnects under the new rules.
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import t from 'tap';
 import type { Test } from 'tap';
-import type { ConfigBundle, RequestRecord } from '../../proto/src/index.js';
+import type { ConfigBundle, GuardrailPolicy, RequestRecord } from '../../proto/src/index.js';
 import { buildApp } from '../../edge-node/src/app.js';
 import type { GetStreamStandingOptions } from '../../edge-node/src/providers/mcp/get-stream-standing.js';
 import { ConfigHolder } from '../../edge-node/src/config/config-holder.js';
@@ -60,6 +61,7 @@ type BundleKeyOverrides = Parameters<typeof bundleKey>[2];
 interface ConfigShape {
   toolsSurface?: boolean;
   toolServer?: boolean;
+  guardrailPolicies?: GuardrailPolicy[];
 }
 
 interface Node {
@@ -72,15 +74,16 @@ interface Node {
   config(version: number, overrides?: BundleKeyOverrides, accountStatus?: 'active' | 'suspended', shape?: ConfigShape): ReturnType<typeof fromBundle>;
 }
 
-async function startNode(t: Test, toolServerUrl: string, opts: { key?: BundleKeyOverrides; standing?: GetStreamStandingOptions } = {}): Promise<Node> {
+async function startNode(t: Test, toolServerUrl: string, opts: { key?: BundleKeyOverrides; standing?: GetStreamStandingOptions; shape?: ConfigShape } = {}): Promise<Node> {
   const bundleOf = (version: number, overrides: BundleKeyOverrides = {}, accountStatus: 'active' | 'suspended' = 'active', shape: ConfigShape = {}): ConfigBundle => testBundle({
     nodeId: 'node-mcp', version, upstreamUrl: 'http://127.0.0.1:9/v1',
     keys: [bundleKey('key-mcp', caller.sha256, overrides), bundleKey('key-other', other.sha256)],
     accounts: [{ id: ACCOUNT_ID, name: 'acme', status: accountStatus, limits: {} }],
     node: { surfaces: shape.toolsSurface === false ? ['model'] : ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
     toolServers: shape.toolServer === false ? [] : [{ name: 'tools', url: toolServerUrl, apiKey: TOOL_KEY, timeoutMs: 5_000, callMicros: 0 }],
+    guardrailPolicies: shape.guardrailPolicies ?? [],
   });
-  const holder = ConfigHolder.ready(fromBundle(bundleOf(5, opts.key)));
+  const holder = ConfigHolder.ready(fromBundle(bundleOf(5, opts.key, 'active', opts.shape)));
   const records: RequestRecord[] = [];
   const spool: RequestSpool = { open: (_row: OpenRow) => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
   const finished: FinishedRequest[] = [];
@@ -300,4 +303,37 @@ t.test("the node's stop ends its open GET streams at once: the caller's stream e
   await waitFor(() => tool.gets.closed === 1, { timeoutMs: 5_000, what: "the tool server's GET to be aborted" });
   const record = node.records.find((r) => r.requestId === stream.requestId);
   t.match(record, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_NODE_STOPPING' }, "the record was written before the stop finished and says the node's stop ended it");
+});
+
+t.test("a config that changes the output rules of the key's guardrail policy ends its GET stream cleanly; the stream the client opens again is checked by the new rules", async (t) => {
+  const tool = await startPushingToolServer(t);
+  const policy = (rules: GuardrailPolicy['rules']): ConfigShape => ({ guardrailPolicies: [{ id: 'p', name: 'p', rules }] });
+  const inputOnly: GuardrailPolicy['rules'] = [{ detector: 'keywords', keywords: ['forbidden'], action: 'block', on: 'input' }];
+  const node = await startNode(t, tool.url, { key: { guardrailPolicyId: 'p' }, shape: policy(inputOnly) });
+  const stream = await openGetStream(t, node.url);
+  await waitFor(() => stream.pushes() >= 2, { what: 'pushes relayed on the GET stream' });
+
+  // Input rules changed only: a GET stream has no input, it goes on.
+  node.holder.swap(node.config(6, { guardrailPolicyId: 'p' }, 'active', policy([...inputOnly, { detector: 'email', action: 'mask', on: 'input' }])));
+  const atSwap = stream.pushes();
+  await waitFor(() => stream.pushes() >= atSwap + 4, { what: 'pushes relayed after a swap that changes input rules only' });
+  t.equal(stream.ended(), undefined, 'the stream is still open');
+  t.equal(tool.gets.closed, 0, "the tool server's GET is still open");
+
+  // An output rule added: the stream ends cleanly and the record says why.
+  const masking = policy([...inputOnly, { detector: 'keywords', keywords: ['push'], action: 'mask', on: 'output' }]);
+  node.holder.swap(node.config(7, { guardrailPolicyId: 'p' }, 'active', masking));
+  t.equal(await waitFor(() => stream.ended(), { timeoutMs: 5_000, what: 'the GET stream to end' }), 'done', "the caller's stream ended cleanly (its MCP client reconnects)");
+  await waitFor(() => tool.gets.closed === 1, { timeoutMs: 5_000, what: "the tool server's GET to be aborted" });
+  const record = await waitFor(() => node.records.find((r) => r.requestId === stream.requestId), { timeoutMs: 5_000, what: 'the record of the GET stream' });
+  t.match(record, { status: 'failed', httpStatus: 200, errorCode: 'ZN_ERR_GUARDRAIL_POLICY_CHANGED' }, 'the record says the rules changed');
+
+  // Reconnected: the pushes reach it masked, and the same config again leaves it alone.
+  const again = await openGetStream(t, node.url);
+  await waitFor(() => (again.text().match(/notifications\/message/g) ?? []).length >= 3, { what: 'pushes relayed on the new GET stream' });
+  t.equal(again.pushes(), 0, 'the new stream is checked by the new output rule');
+  node.holder.swap(node.config(8, { guardrailPolicyId: 'p' }, 'active', masking));
+  const seen = (again.text().match(/notifications\/message/g) ?? []).length;
+  await waitFor(() => (again.text().match(/notifications\/message/g) ?? []).length >= seen + 3, { what: 'pushes relayed after a swap with the same rules' });
+  t.equal(again.ended(), undefined, 'a swap with the same rules keeps the stream');
 });

@@ -14,6 +14,12 @@
  * caller's response is cut off as any relayed body that fails (the caller's MCP client reconnects
  * and gets the refusal).
  *
+ * A stream's output guardrails are the key's policy when it opened; a config that changes the
+ * policy's output rules for its key (a rule added, changed or removed, another policy named, or
+ * none) ends it cleanly too, recorded with ZN_ERR_GUARDRAIL_POLICY_CHANGED: the client reconnects
+ * and its new stream is checked by the rules now in force (an admin adding a mask rule must not
+ * wait for hours-old push channels to close by themselves).
+ *
  * The node's stop (app close, serve's SIGTERM) ends every open stream too (endAll): a push channel
  * never drains, so the stop would otherwise wait out serve's deadline and then cut it. Those end
  * cleanly (the client reconnects, to this node once it is back or to another) and are recorded
@@ -45,13 +51,16 @@ export interface WatchedRequest {
   readonly requestId: string;
   /** The tool server the stream is open to (its name in the config, /mcp/{server}). */
   readonly server: string;
+  /** outputRulesOf the config and key it was admitted with: the rules its pushes are checked by. */
+  readonly outputRules: string;
 }
 
 /**
  * How a stream is ended: `refused` cuts the caller's response (its client reconnects into the
- * refusal), `stopping` ends it cleanly (the node's stop; its client reconnects elsewhere or later).
+ * refusal), `stopping` ends it cleanly (the node's stop; its client reconnects elsewhere or later),
+ * `renewed` ends it cleanly too (its output rules changed; its client reconnects under the new ones).
  */
-export type StreamEnd = 'refused' | 'stopping';
+export type StreamEnd = 'refused' | 'stopping' | 'renewed';
 
 interface OpenStream extends WatchedRequest {
   /** Ends the stream (aborts the tool server GET) with why; called at most once. */
@@ -90,6 +99,24 @@ export function streamRefusal(config: RuntimeConfig, stream: WatchedRequest, now
   return undefined;
 }
 
+/**
+ * The output rules of guardrail policy `policyId` in `config`, as one string to compare: '' for no
+ * policy, the id alone for a policy the config lacks (every request of it is blocked). Input rules
+ * are left out: a GET stream has no input to check.
+ */
+export function outputRulesOf(config: RuntimeConfig, policyId: string | null): string {
+  if (policyId === null) return '';
+  const policy = config.guardrailPolicies.get(policyId);
+  if (policy === undefined) return `missing:${policyId}`;
+  return `${policyId}:${JSON.stringify(policy.rules.filter((rule) => rule.on !== 'input'))}`;
+}
+
+/** The output rules a new request like `stream` would now be checked by (it is not refused). */
+function currentOutputRules(config: RuntimeConfig, stream: WatchedRequest, now: number): string {
+  const standing = callerStanding(config, stream.rawHeaders, now);
+  return outputRulesOf(config, standing?.ok === true ? standing.key.guardrailPolicyId : null);
+}
+
 /** The open GET streams of one app, re-checked on every config swap and on a timer, ended at its stop. */
 export class GetStreamStanding {
   private readonly open = new Set<OpenStream>();
@@ -126,6 +153,7 @@ export class GetStreamStanding {
       rawHeaders: request.rawHeaders,
       requestId: request.requestId,
       server: request.server,
+      outputRules: request.outputRules,
       end: (error, how) => {
         if (ended) return;
         ended = true;
@@ -182,9 +210,15 @@ export class GetStreamStanding {
   }
 
   private check(config: RuntimeConfig, stream: OpenStream): void {
-    const refusal = streamRefusal(config, stream, this.now());
-    if (refusal === undefined) return;
-    this.logger.info({ requestId: stream.requestId, code: refusal.code }, 'MCP event stream ended: a new request of it would now be refused');
-    stream.end(refusal, 'refused');
+    const now = this.now();
+    const refusal = streamRefusal(config, stream, now);
+    if (refusal !== undefined) {
+      this.logger.info({ requestId: stream.requestId, code: refusal.code }, 'MCP event stream ended: a new request of it would now be refused');
+      stream.end(refusal, 'refused');
+      return;
+    }
+    if (currentOutputRules(config, stream, now) === stream.outputRules) return;
+    this.logger.info({ requestId: stream.requestId }, "MCP event stream ended: its key's output guardrails changed; the client reconnects under the new ones");
+    stream.end(zenovaError('ZN_ERR_GUARDRAIL_POLICY_CHANGED'), 'renewed');
   }
 }

@@ -49,6 +49,7 @@ import { answerPendingOnFailure } from './mcp-stream-failure.js';
 import { decodeEscapesOf } from './secret-escapes.js';
 import { secretFormsOf } from './secret-forms.js';
 import { MIN_SECRET_CHARS, prefilterOf } from './secret-prefilter.js';
+import { outputRulesOf } from './get-stream-standing.js';
 import { callToolServer, returnedHeaders } from './tool-server-call.js';
 import type { ToolServerMethod } from './tool-server-call.js';
 
@@ -938,7 +939,8 @@ async function* oneChunk(bytes: Buffer): AsyncGenerator<Uint8Array> {
  * holdAnswer; a GET's stream the runner cuts), the caller's own abort as is, a GET stream a new
  * request of which would now be refused as that refusal (ZN_ERR_API_KEY_REVOKED,
  * ZN_ERR_SURFACE_DISABLED …). A GET stream the node's stop ended just ends, its outcome `failed`
- * with ZN_ERR_NODE_STOPPING.
+ * with ZN_ERR_NODE_STOPPING, as does one whose key's output guardrails changed (its client reconnects
+ * under the new ones), with ZN_ERR_GUARDRAIL_POLICY_CHANGED.
  */
 async function* relayStream(
   ctx: PipelineContext, call: McpCall, response: Dispatcher.ResponseData, upstream: string, started: number,
@@ -950,8 +952,11 @@ async function* relayStream(
   // refused, or when the node stops (get-stream-standing.ts), its body destroyed with why.
   let stoppedBy: ZenovaError | undefined;
   const untrack = call.method === 'GET'
-    ? ctx.deps.getStreams?.track({ rawHeaders: ctx.http.rawHeaders, requestId: ctx.requestId, server: upstream }, (error, how) => {
-      if (how === 'stopping') stoppedBy = error;
+    ? ctx.deps.getStreams?.track({
+      rawHeaders: ctx.http.rawHeaders, requestId: ctx.requestId, server: upstream,
+      outputRules: ctx.config === undefined ? '' : outputRulesOf(ctx.config, ctx.key?.guardrailPolicyId ?? null),
+    }, (error, how) => {
+      if (how !== 'refused') stoppedBy = error;
       response.body.destroy(error);
     })
     : undefined;
@@ -965,7 +970,7 @@ async function* relayStream(
   } catch (err) {
     if (isAbort(err, ctx.callerGone)) throw err;
     if (stoppedBy !== undefined) {
-      // Ended cleanly for the caller (a push channel has no answer to cut short); the record says the node ended it.
+      // Ended cleanly for the caller (a push channel has no answer to cut short); the record says why the node ended it.
       ctx.outcome = { status: 'failed', httpStatus: response.statusCode, errorCode: stoppedBy.code };
       return;
     }
