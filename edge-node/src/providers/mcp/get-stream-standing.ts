@@ -25,6 +25,7 @@
  * cleanly (the client reconnects, to this node once it is back or to another) and are recorded
  * `failed` with ZN_ERR_NODE_STOPPING: the node ended them, not the caller.
  */
+import { createHash } from 'node:crypto';
 import { checkKeyStanding, findCallerKey } from '../../auth/api-key-verifier.js';
 import type { KeyStanding } from '../../auth/api-key-verifier.js';
 import type { ConfigHolder } from '../../config/config-holder.js';
@@ -108,8 +109,20 @@ export function outputRulesOf(config: RuntimeConfig, policyId: string | null): s
   if (policyId === null) return '';
   const policy = config.guardrailPolicies.get(policyId);
   if (policy === undefined) return `missing:${policyId}`;
-  return `${policyId}:${JSON.stringify(policy.rules.filter((rule) => rule.on !== 'input'))}`;
+  let digest = outputRuleDigests.get(policy);
+  if (digest === undefined) {
+    const rules = JSON.stringify(policy.rules.filter((rule) => rule.on !== 'input'));
+    digest = `${policyId}:${createHash('sha256').update(rules).digest('hex')}`;
+    outputRuleDigests.set(policy, digest);
+  }
+  return digest;
 }
+
+/**
+ * Per policy object (one per config snapshot): a policy's keyword lists may run to megabytes, and
+ * every open stream is compared on each swap and every 30 s.
+ */
+const outputRuleDigests = new WeakMap<object, string>();
 
 /** The output rules a new request like `stream` would now be checked by (it is not refused). */
 function currentOutputRules(config: RuntimeConfig, stream: WatchedRequest, now: number): string {
