@@ -23,6 +23,7 @@ import { modelRoutesRoutes } from './http/model-routes.routes.js';
 import { nodesRoutes } from './http/nodes.routes.js';
 import { policiesRoutes } from './http/policies.routes.js';
 import { pricesRoutes } from './http/prices.routes.js';
+import { noStore } from './http/no-store.js';
 import { echoRequestId, generateRequestId } from './http/request-id.js';
 import { requestsRoutes } from './http/requests.routes.js';
 import { toolServersRoutes } from './http/tool-servers.routes.js';
@@ -98,6 +99,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   app.addHook('onRequest', echoRequestId);
+  app.addHook('onRequest', noStore);
   app.addHook('preParsing', refuseNonUtf8Json);
   app.addHook('preParsing', refuseEncodedBody);
 

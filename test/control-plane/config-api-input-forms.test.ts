@@ -170,3 +170,40 @@ t.test('a body that writes a key twice in one object is a 400 naming the key, an
   const siblings = await call('POST', '/api/v1/guardrail-policies', `{"name":"${uniqueConfigName('q')}","rules":[{"detector":"email","action":"mask","on":"input"},{"detector":"phone","action":"flag","on":"input"}]}`);
   t.equal(siblings.statusCode, 201, siblings.body);
 });
+
+t.test("a field name not shaped like one (a secret pasted as a key) is not quoted back in the 400 or the log; past five unknown fields they are counted", async (t) => {
+  const secret = `sk-proj-${'S'.repeat(40)}`;
+  const long = 'k'.repeat(200_000);
+  const before = log.lines().length;
+  for (const [what, res] of [
+    ['a config body', await call('POST', '/api/v1/accounts', { name: uniqueConfigName('pasted'), [secret]: 1 })],
+    ['a nested config body', await call('POST', '/api/v1/guardrail-policies', { name: uniqueConfigName('p'), rules: [{ detector: 'email', action: 'mask', on: 'input', [secret]: 1 }] })],
+    ['a query', await call('GET', `/api/v1/accounts?${secret}=1`)],
+    ['a very long key', await call('POST', '/api/v1/accounts', { name: uniqueConfigName('long'), [long]: 1 })],
+  ] as const) {
+    t.equal(res.statusCode, 400, what);
+    t.notOk(res.body.includes('SSSSSSSS') || res.body.includes('kkkkkkkk'), `${what}: the name is not in the answer (${res.body.slice(0, 200)})`);
+    t.match(errorOf(res).message, /a field name of \d+ characters, not shown/, `${what}: its length is`);
+    t.ok(res.body.length < 1000, `${what}: the answer is short (${res.body.length} bytes)`);
+  }
+  // The request line logs the URL as sent (a query's names included); the refusal's reason is what must not quote it.
+  const logged = log.lines().slice(before).filter((line) => line.req === undefined).map((line) => JSON.stringify(line)).join('\n');
+  t.match(logged, /a field name of \d+ characters, not shown/, 'the refusals are logged');
+  t.notOk(logged.includes('SSSSSSSS') || logged.includes('kkkkkkkk'), 'the refusals are logged without the name');
+  const many = await call('POST', '/api/v1/accounts', { name: uniqueConfigName('many'), ...Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`extra${i}`, 1])) });
+  t.match(errorOf(many).message, /^extra0: unknown field; .*extra4: unknown field; and 7 more unknown fields$/, 'five named, the rest counted');
+  const typo = await call('POST', '/api/v1/accounts', { name: uniqueConfigName('typo'), stauts: 'active' });
+  t.equal(errorOf(typo).message, 'stauts: unknown field', 'a typo of a field is still named');
+});
+
+t.test('every answer says Cache-Control: no-store, the one carrying a new key\'s secret, refusals and health included', async (t) => {
+  const account = uniqueConfigName('nostore');
+  expectStatus(await call('POST', '/api/v1/accounts', { name: account }), 201);
+  const created = await call('POST', '/api/v1/api-keys', { account, name: 'k', allowedModels: null });
+  t.equal(created.statusCode, 201);
+  t.equal(created.headers['cache-control'], 'no-store', 'the answer with the secret');
+  t.equal((await call('GET', '/api/v1/api-keys')).headers['cache-control'], 'no-store', 'a list');
+  t.equal((await app.inject({ method: 'GET', url: '/api/v1/accounts' })).headers['cache-control'], 'no-store', 'a 401');
+  t.equal((await call('GET', '/api/v1/nothing-here')).headers['cache-control'], 'no-store', 'a 404');
+  t.equal((await app.inject({ method: 'GET', url: '/healthz' })).headers['cache-control'], 'no-store', 'health');
+});

@@ -72,10 +72,22 @@ export function bodyObject<S extends z.core.$ZodLooseShape>(shape: S): z.ZodObje
 
 /** `targets[0].upstream` for the path ['targets', 0, 'upstream']. */
 export function fieldPath(path: readonly PropertyKey[]): string {
-  return path.map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${String(part)}`)).join('');
+  return path.map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${shownFieldName(String(part))}`)).join('');
+}
+
+/**
+ * A field name as an error (and its log line) may quote it: a name shaped like a field's (a letter
+ * or _, then up to 31 letters, digits or _: every field of the API), or else
+ * only its length. A caller who pasted a secret where a name goes (`{"sk-proj-…": …}`) must not get
+ * it back in the answer and the log, and a 200 000-character key must not make a 200 kB answer.
+ */
+export function shownFieldName(name: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_]{0,31}$/.test(name) ? name : `(a field name of ${name.length} characters, not shown)`;
 }
 
 const MAX_REPORTED_ISSUES = 5;
+/** Unknown fields named per object; the rest counted. */
+export const MAX_REPORTED_KEYS = 5;
 
 /** "name: must be …; targets[0].weight: must be …" — each issue as `field: rule`. */
 export function describeConfigIssues(issues: readonly z.core.$ZodIssue[]): string {
@@ -83,7 +95,9 @@ export function describeConfigIssues(issues: readonly z.core.$ZodIssue[]): strin
   const described = [...new Set(issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
     const field = fieldPath(issue.path);
     if (issue.code === 'unrecognized_keys') {
-      return issue.keys.map((key) => `${field === '' ? key : `${field}.${key}`}: unknown field`).join('; ');
+      const named = issue.keys.slice(0, MAX_REPORTED_KEYS).map((key) => `${field === '' ? shownFieldName(key) : `${field}.${shownFieldName(key)}`}: unknown field`);
+      if (issue.keys.length > MAX_REPORTED_KEYS) named.push(`and ${issue.keys.length - MAX_REPORTED_KEYS} more unknown fields`);
+      return named.join('; ');
     }
     return `${field === '' ? 'body' : field}: ${issue.message}`;
   }))];

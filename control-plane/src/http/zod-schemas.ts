@@ -6,7 +6,7 @@
  */
 import type { FastifySchemaCompiler, FastifySerializerCompiler, FastifyTypeProvider } from 'fastify';
 import { z } from 'zod';
-import { describeConfigIssues } from '../config/config-fields.js';
+import { MAX_REPORTED_KEYS, describeConfigIssues, shownFieldName } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 
@@ -28,11 +28,19 @@ export function describeIssues(part: string, issues: readonly z.core.$ZodIssue[]
   // One rule can fail twice on one value (1e300 is neither an integer nor at most the maximum):
   // the caller needs each reason once.
   const described = [...new Set(issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
-    const field = issue.path.map(String).join('.');
-    return field ? `${part} field '${field}': ${issue.message}` : `${part}: ${issue.message}`;
+    const field = issue.path.map((segment) => (typeof segment === 'number' ? String(segment) : shownFieldName(String(segment)))).join('.');
+    const message = issue.code === 'unrecognized_keys' ? unknownKeysMessage(issue.keys) : issue.message;
+    return field ? `${part} field '${field}': ${message}` : `${part}: ${message}`;
   }))];
   if (issues.length > MAX_REPORTED_ISSUES) described.push(`and ${issues.length - MAX_REPORTED_ISSUES} more`);
   return described.join('; ');
+}
+
+/** zod's "Unrecognized keys: …" with each name as shownFieldName quotes it (a pasted secret is not echoed), at most MAX_REPORTED_KEYS. */
+function unknownKeysMessage(keys: readonly string[]): string {
+  const named = keys.slice(0, MAX_REPORTED_KEYS).map((key) => (shownFieldName(key) === key ? `"${key}"` : shownFieldName(key)));
+  const more = keys.length > MAX_REPORTED_KEYS ? ` and ${keys.length - MAX_REPORTED_KEYS} more` : '';
+  return `Unrecognized key${keys.length === 1 ? '' : 's'}: ${named.join(', ')}${more}`;
 }
 
 export const zodValidatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, method, url, httpPart }) => {
