@@ -62,8 +62,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     loggerInstance,
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: generateRequestId,
-    // Behind a proxy this must be configured explicitly; never trust X-Forwarded-* by default.
-    trustProxy: false,
+    // Behind a proxy it must be named (ZENOVA_TRUSTED_PROXIES); X-Forwarded-* is never trusted by default.
+    trustProxy: deps.settings.trustedProxies.length === 0 ? false : [...deps.settings.trustedProxies],
     // Slow-loris guards: a client gets this long to send its headers / whole request.
     requestTimeout: 60_000,
     // Fastify's default (100) is below the 128 characters a name may have: such a name could be

@@ -25,6 +25,11 @@ export interface Settings {
   publicUrl: string | undefined;
   /** Certificate and key for the console/API; when set it listens HTTPS, otherwise plain HTTP. */
   tls?: { certFile: string; keyFile: string } | undefined;
+  /**
+   * Reverse proxies in front of the console/API whose X-Forwarded-For is believed (addresses,
+   * CIDRs, or loopback / linklocal / uniquelocal); empty: none, the peer's address is the client's.
+   */
+  trustedProxies: readonly string[];
   gateway: GatewaySettings;
   nodes: NodeSettings;
   /** How big nodes' credit leases are and how often they are reconsidered (docs/billing.md). */
@@ -106,6 +111,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_PUBLIC_URL', required: false, description: 'http(s) URL at which the console/API is reached' },
   { name: 'ZENOVA_TLS_CERT_FILE', required: false, description: 'PEM certificate (chain) for the console/API; with ZENOVA_TLS_KEY_FILE it serves HTTPS, without both plain HTTP' },
   { name: 'ZENOVA_TLS_KEY_FILE', required: false, description: 'PEM private key for ZENOVA_TLS_CERT_FILE' },
+  { name: 'ZENOVA_TRUSTED_PROXIES', required: false, description: 'comma list of the reverse proxies in front of the console/API whose X-Forwarded-For names the client (IP addresses, CIDRs such as 10.0.0.0/8, or loopback, linklocal, uniquelocal); default none. Per-client limits (enrollment attempts) and logs then see each client, not the proxy' },
   { name: 'ZENOVA_GATEWAY_LISTEN', required: false, description: `HOST:PORT for the node gateway, gRPC over TLS (default ${DEFAULT_GATEWAY_LISTEN}; port 0 picks a free port)` },
   { name: 'ZENOVA_GATEWAY_HOSTS', required: false, description: `comma list of DNS names/IPs nodes use to reach the gateway, put in the certificate; the first is the one nodes dial (default ${DEFAULT_GATEWAY_HOSTS.join(',')}: only a node on this host; start-up warns). ` +
     'Set it before the first start: a generated certificate is never reissued, so covering another host later means replacing the identity (delete from gateway_tls_identity, remove ZENOVA_GATEWAY_TLS_DIR) and re-enrolling every node' },
@@ -257,6 +263,26 @@ const gatewayHosts = raw.transform((value, ctx) => {
   return [...new Set(hosts)];
 });
 
+/** Names proxy-addr (fastify's trustProxy) accepts for whole ranges. */
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+function isProxyEntry(entry: string): boolean {
+  if (PROXY_RANGE_NAMES.has(entry)) return true;
+  const [address, prefix, ...rest] = entry.split('/');
+  const family = isIP(address ?? '');
+  if (family === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+const trustedProxies = raw.transform((value, ctx) => {
+  if (value === undefined) return [];
+  const entries = value.split(',').map((entry) => entry.trim().toLowerCase()).filter((entry) => entry !== '');
+  const bad = entries.find((entry) => !isProxyEntry(entry));
+  if (bad !== undefined) return fail(ctx, `expected IP addresses, CIDRs (10.0.0.0/8) or loopback, linklocal, uniquelocal, got ${quote(bad)}`);
+  return [...new Set(entries)];
+});
+
 const publicAddress = raw.transform((value, ctx) => {
   if (value === undefined) return undefined;
   const address = parseListenAddress(value);
@@ -320,6 +346,7 @@ const environmentSchema = z.object({
   ZENOVA_PUBLIC_URL: publicUrl,
   ZENOVA_TLS_CERT_FILE: filePath,
   ZENOVA_TLS_KEY_FILE: filePath,
+  ZENOVA_TRUSTED_PROXIES: trustedProxies,
   ZENOVA_GATEWAY_LISTEN: gatewayListen,
   ZENOVA_GATEWAY_HOSTS: gatewayHosts,
   ZENOVA_GATEWAY_PUBLIC_ADDRESS: publicAddress,
@@ -407,6 +434,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     tls: v.ZENOVA_TLS_CERT_FILE !== undefined && v.ZENOVA_TLS_KEY_FILE !== undefined
       ? { certFile: v.ZENOVA_TLS_CERT_FILE, keyFile: v.ZENOVA_TLS_KEY_FILE }
       : undefined,
+    trustedProxies: v.ZENOVA_TRUSTED_PROXIES,
     gateway: {
       listen: v.ZENOVA_GATEWAY_LISTEN,
       hosts: v.ZENOVA_GATEWAY_HOSTS,

@@ -219,6 +219,22 @@ t.test('enrollment bodies are validated strictly and size-limited', async (t) =>
   t.equal(huge.statusCode, 413);
 });
 
+t.test('behind a proxy named in ZENOVA_TRUSTED_PROXIES each client has its own enrollment budget; X-Forwarded-For from anyone else is ignored', async (t) => {
+  const proxy = '10.7.0.1';
+  const behind = await nodesApp(t, db.url, { nodes: { enrollAttemptsPerMinute: 2 }, trustedProxies: ['10.7.0.0/24'] });
+  for (let i = 1; i <= 2; i++) t.equal((await enroll(behind.app, `zn_it_junk-${i}`, { remoteAddress: proxy, forwardedFor: '198.51.100.7' })).statusCode, 401, `junk attempt ${i} of one client`);
+  t.equal((await enroll(behind.app, 'zn_it_junk-3', { remoteAddress: proxy, forwardedFor: '198.51.100.7' })).statusCode, 429, 'that client is limited');
+  const created = await createNode(behind.app);
+  t.equal((await enroll(behind.app, created.install.token, { remoteAddress: proxy, forwardedFor: '198.51.100.8' })).statusCode, 200, 'another client through the same proxy enrolls');
+  // A client that is not a trusted proxy cannot pick its own budget with the header.
+  for (let i = 1; i <= 2; i++) await enroll(behind.app, `zn_it_spoof-${i}`, { remoteAddress: '203.0.113.9', forwardedFor: `192.0.2.${i}` });
+  t.equal((await enroll(behind.app, 'zn_it_spoof-3', { remoteAddress: '203.0.113.9', forwardedFor: '192.0.2.3' })).statusCode, 429, 'an untrusted peer is counted by its own address');
+
+  const direct = await nodesApp(t, db.url, { nodes: { enrollAttemptsPerMinute: 2 } });
+  for (let i = 1; i <= 2; i++) await enroll(direct.app, `zn_it_direct-${i}`, { remoteAddress: proxy, forwardedFor: `198.51.100.${i}` });
+  t.equal((await enroll(direct.app, 'zn_it_direct-3', { remoteAddress: proxy, forwardedFor: '198.51.100.3' })).statusCode, 429, 'without the setting, X-Forwarded-For is never believed');
+});
+
 t.test('enrollment attempts are rate limited per client IP with 429 and Retry-After', async (t) => {
   const limited = await nodesApp(t, db.url, { nodes: { enrollAttemptsPerMinute: 3 } });
   const created = await createNode(limited.app);

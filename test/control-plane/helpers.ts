@@ -17,6 +17,7 @@ export function testSettings(databaseUrl: string, overrides: Partial<Settings> =
     nodes: defaults.nodes,
     leases: defaults.leases,
     faults: defaults.faults,
+    trustedProxies: defaults.trustedProxies,
     databaseUrl,
     listen: { host: '127.0.0.1', port: 0 },
     adminToken: ADMIN_TOKEN,

@@ -46,10 +46,10 @@ export interface NodesApp { app: FastifyInstance; pool: pg.Pool; settings: Setti
 export async function nodesApp(
   t: HasTeardown,
   url: string,
-  opts: { nodes?: Partial<NodeSettings>; enrollment?: EnrollmentDeps | null } = {},
+  opts: { nodes?: Partial<NodeSettings>; enrollment?: EnrollmentDeps | null; trustedProxies?: string[] } = {},
 ): Promise<NodesApp> {
   const base = testSettings(url);
-  const settings: Settings = { ...base, nodes: { ...base.nodes, ...opts.nodes } };
+  const settings: Settings = { ...base, nodes: { ...base.nodes, ...opts.nodes }, trustedProxies: opts.trustedProxies ?? base.trustedProxies };
   const log = captureLogger(settings);
   const pool = createPool({ databaseUrl: url, logger: log.logger });
   const app = await buildApp({
@@ -102,13 +102,14 @@ export const FACTS = { hostname: 'edge-host-1', arch: 'x86_64', version: '0.1.0'
 export async function enroll(
   app: FastifyInstance,
   token: string,
-  opts: { mode?: 'install' | 'reenroll'; facts?: Record<string, unknown>; remoteAddress?: string } = {},
+  opts: { mode?: 'install' | 'reenroll'; facts?: Record<string, unknown>; remoteAddress?: string; forwardedFor?: string } = {},
 ): Promise<LightMyRequestResponse> {
   return app.inject({
     method: 'POST',
     url: '/api/enroll',
     payload: { token, mode: opts.mode ?? 'install', facts: opts.facts ?? FACTS },
     ...(opts.remoteAddress ? { remoteAddress: opts.remoteAddress } : {}),
+    ...(opts.forwardedFor ? { headers: { 'x-forwarded-for': opts.forwardedFor } } : {}),
   });
 }
 

@@ -179,3 +179,11 @@ t.test('an empty optional variable counts as unset', async (t) => {
   t.equal(settings.publicUrl, undefined);
   t.equal(settings.secretEncKey, undefined);
 });
+
+t.test('ZENOVA_TRUSTED_PROXIES takes addresses, CIDRs and proxy-addr range names; anything else is refused', async (t) => {
+  t.same(loadSettings(VALID).trustedProxies, [], 'none by default');
+  t.same(loadSettings({ ...VALID, ZENOVA_TRUSTED_PROXIES: ' 10.0.0.0/8, 192.168.1.5 ,fd00::/8,Loopback,10.0.0.0/8' }).trustedProxies, ['10.0.0.0/8', '192.168.1.5', 'fd00::/8', 'loopback']);
+  for (const bad of ['10.0.0.0/33', 'proxy.example.com', '10.0.0.1/8/1', '::1/129', '*']) {
+    t.match(problemsOf({ ...VALID, ZENOVA_TRUSTED_PROXIES: bad })[0], /^ZENOVA_TRUSTED_PROXIES: expected IP addresses, CIDRs/, bad);
+  }
+});
