@@ -17,6 +17,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
+import fsPromises from 'node:fs/promises';
+import { syncBuiltinESMExports } from 'node:module';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { runStatus } from '../../installer/src/commands/status.js';
 import { installLockHolder } from '../../installer/src/install/install-lock.js';
@@ -221,6 +223,50 @@ t.test('an upgrade killed after its token was redeemed but before its link switc
 });
 
 const redeemOk: UpgradeTokenRedeemer = async (req) => ({ nodeId: req.nodeId, nodeName: 'n1', targetVersion: req.toVersion });
+
+t.test('a switch back that cannot write its links (disk full) keeps the new release and the in-progress record; the same command run again switches back', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  const env = readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8');
+  // The disk fills while the new release fails to get ready: from then on no link can be made
+  // (symlink() fails with ENOSPC, injected into the fs module the installer's link swap calls).
+  const realSymlink = fsPromises.symlink;
+  const diskFull = (): void => {
+    fsPromises.symlink = async () => {
+      throw Object.assign(new Error('ENOSPC: no space left on device, symlink'), { code: 'ENOSPC' });
+    };
+    syncBuiltinESMExports();
+  };
+  const diskFreed = (): void => {
+    fsPromises.symlink = realSymlink;
+    syncBuiltinESMExports();
+  };
+  t.teardown(diskFreed);
+  const notReadyAndFull: ReadinessWaiter = async () => {
+    diskFull();
+    return { ready: false, reason: 'node-edge.service failed to start' };
+  };
+  const r = await upgrade({ ...h.host, redeemUpgrade: redeemOk, waitReady: notReadyAndFull }, h.pkg);
+  diskFreed();
+  t.equal(r.exit, 1);
+  t.match(r.out, new RegExp(`✗ NODE-UPGRADE-SWITCH-BACK-FAILED: node-edge\\.service on ${NEW.replaceAll('.', '\\.')} was not ready.*switching current and updater back to releases/${OLD.replaceAll('.', '\\.')} failed too \\(ENOSPC\\)`));
+  t.notMatch(r.out, /switched back: /, 'it does not say it switched back');
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${NEW}`, 'current still links to the new release');
+  t.ok(existsSync(join(h.root, DIR, 'releases', NEW)), 'which is kept on disk');
+  const state = JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8'));
+  t.match(state, { inProgress: { from: OLD, to: NEW } }, 'the upgrade is still recorded in progress');
+
+  // Space again: the same command finishes it, without a token, and switches back.
+  const again = await upgrade({ ...h.host, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, OLD) }, h.pkg);
+  t.equal(again.exit, 1);
+  t.match(again.out, `switched back: node-edge.service runs ${OLD} again and is ready`);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${OLD}`);
+  t.equal(readlinkSync(join(h.root, DIR, 'updater')), `releases/${OLD}`);
+  t.notOk(existsSync(join(h.root, DIR, 'releases', NEW)), 'the failed release is removed once the links are back');
+  t.equal(readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8'), env, 'the env file from before the upgrade');
+  const after = JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8'));
+  t.match(after, { failedVersion: NEW, lastUpgrade: { from: OLD, to: NEW, outcome: 'rolled-back' } });
+  t.notOk('inProgress' in after, 'no longer in progress');
+});
 
 t.test('an upgrade killed after its switch is finished with its own package after the control plane moved on, and the node then goes on to the newer one with a new command', async (t) => {
   const h = await installedAtOld(t, { on: false });

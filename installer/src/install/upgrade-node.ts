@@ -226,9 +226,24 @@ async function switchAndWait(
   step(`${NODE_UNIT} on ${to}`, failure);
 
   // 4. Back to the previous release, which serves with the same data/: links, units, env file.
-  await switchLinks(hostRoot, layout, from).catch(() => undefined);
-  await restoreUnits(services, previous).catch(() => undefined);
-  await writeFileAtomic(host(layout.envFile), previous.env, 0o644).catch(() => undefined);
+  // The links first, and only once they are back is the new release removed: a full disk (maybe
+  // why the upgrade failed) must not leave `current` linking to a deleted release.
+  const linksBack = await failureOf(() => switchLinks(hostRoot, layout, from), SWITCH_BACK_TRIES);
+  if (linksBack !== undefined) {
+    // The in-progress record stays (it was written before the switch): the same command run again
+    // finishes this upgrade without a token, as after a kill, and switches back once it can.
+    const f = finding('NODE-UPGRADE-SWITCH-BACK-FAILED', `${failure.cause}; switching current and updater back to releases/${from} failed too (${linksBack}): releases/${to} and the in-progress record in ${stateFile} are kept`);
+    step(`current and updater → releases/${from}`, f);
+    return { ok: false, finding: f };
+  }
+  const notRestored = [
+    await failureOf(() => restoreUnits(services, previous), SWITCH_BACK_TRIES).then((e) => (e === undefined ? undefined : `the units (${e})`)),
+    await failureOf(() => writeFileAtomic(host(layout.envFile), previous.env, 0o644), SWITCH_BACK_TRIES).then((e) => (e === undefined ? undefined : `${layout.envFile} (${e})`)),
+  ].filter((what) => what !== undefined);
+  if (notRestored.length > 0) {
+    // The links are back, so node-edge runs the previous release; what could not be put back is the new installer's (it starts that release too).
+    failure = { ...failure, cause: `${failure.cause}; could not put back ${notRestored.join(' and ')}: they stay as the upgrade wrote them` };
+  }
   await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
   // Only a release that was started and not ready is a failed version; a failed switch never ran it,
   // so the one an earlier upgrade recorded stays (the updater must still not try that one again).
@@ -247,6 +262,23 @@ async function switchAndWait(
   const cause = `${failure.cause}, and ${from} is not ready either: ${back.reason}`;
   step(`${NODE_UNIT} on ${from}`, finding('NODE-SERVICE-START', back.reason));
   return { ok: false, finding: { ...failure, cause } };
+}
+
+/** Attempts at each part of the switch back (a passing I/O error; a full disk fails them all). */
+const SWITCH_BACK_TRIES = 3;
+
+/** Runs `fn` up to `tries` times; undefined once it succeeds, else the last error's code or message. */
+async function failureOf(fn: () => Promise<unknown>, tries: number): Promise<string | undefined> {
+  let last: unknown;
+  for (let i = 0; i < tries; i += 1) {
+    try {
+      await fn();
+      return undefined;
+    } catch (err) {
+      last = err;
+    }
+  }
+  return errnoText(last);
 }
 
 async function restoreUnits(services: ServiceManager, previous: UpgradeInProgress['previous']): Promise<void> {
