@@ -4,7 +4,7 @@
  * the same field when a node is created).
  */
 import t from 'tap';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { installDirProblem } from '../../installer/src/install/install-dir-rules.js';
@@ -97,5 +97,41 @@ t.test('an install dir whose symbolic links lead under a forbidden root or the c
     t.match(cli.out(), new RegExp(`✗ ${c.code}: install dir ${c.dir} `), `${label} reported as ${c.code}`);
     if (c.leadsTo !== undefined) t.match(cli.out(), `leads to ${c.leadsTo} through a symbolic link`, `${label} names where it leads`);
     t.same(listTree(root), before, 'nothing written');
+  }
+});
+
+t.test('an install dir another user owns or may write, or one below such a dir, is refused (NODE-DIR-UNSAFE) before anything is written; a root-owned one passes', async (t) => {
+  const keys = releaseKeys();
+  const work = mkdtempSync(join(tmpdir(), 'zn-dir-work-'));
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  const pkg = await buildNodePackage(work, keys);
+  const me = process.getuid?.() ?? 0;
+  const other = me === 65534 ? 65533 : 65534;
+  const cases: Array<{ what: string; prepare: (root: string) => void; reason: RegExp | undefined }> = [
+    { what: 'a parent owned by another user', prepare: (root) => { mkdirSync(join(root, 'srv/app'), { recursive: true }); chownSync(join(root, 'srv/app'), other, other); }, reason: new RegExp(`/srv/app is owned by uid ${other}, not root`) },
+    { what: 'the dir itself owned by another user', prepare: (root) => { mkdirSync(join(root, 'srv/app/zenova-node'), { recursive: true }); chownSync(join(root, 'srv/app/zenova-node'), other, other); }, reason: new RegExp(`/srv/app/zenova-node is owned by uid ${other}`) },
+    { what: 'a parent every user may write', prepare: (root) => { mkdirSync(join(root, 'srv/app'), { recursive: true }); chmodSync(join(root, 'srv/app'), 0o777); }, reason: /\/srv\/app is writable by every user \(mode 0777\)/ },
+    { what: 'a parent a group other than root may write', prepare: (root) => { mkdirSync(join(root, 'srv/app'), { recursive: true }); chownSync(join(root, 'srv/app'), me, 1000); chmodSync(join(root, 'srv/app'), 0o775); }, reason: /\/srv\/app is writable by group 1000/ },
+    { what: 'a link leading to a dir another user owns', prepare: (root) => { mkdirSync(join(root, 'mnt/big'), { recursive: true }); chownSync(join(root, 'mnt/big'), other, other); mkdirSync(join(root, 'srv'), { recursive: true }); symlinkSync('/mnt/big', join(root, 'srv/app')); }, reason: new RegExp(`/mnt/big is owned by uid ${other}`) },
+    { what: 'a sticky parent every user may write', prepare: (root) => { mkdirSync(join(root, 'srv/app'), { recursive: true }); chmodSync(join(root, 'srv/app'), 0o1777); }, reason: undefined },
+    { what: 'root-owned parents', prepare: (root) => { mkdirSync(join(root, 'srv/app'), { recursive: true, mode: 0o755 }); }, reason: undefined },
+  ];
+  for (const c of cases) {
+    const root = mkdtempSync(join(tmpdir(), 'zn-dir-own-'));
+    t.teardown(() => rmSync(root, { recursive: true, force: true }));
+    c.prepare(root);
+    const host = hostEnv(root, { keyPem: keys.publicKeyPem });
+    const before = listTree(root);
+    const cli = captureCli(work);
+    const exit = await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--install-dir', '/srv/app/zenova-node', '--check-only'], cli.ctx, host);
+    if (c.reason === undefined) {
+      t.notMatch(cli.out(), /NODE-DIR-UNSAFE/, `${c.what}: passes`);
+      t.equal(exit, 0, `${c.what}: the checks pass`);
+    } else {
+      t.equal(exit, 1, `${c.what}: refused`);
+      t.match(cli.out(), /✗ NODE-DIR-UNSAFE: /, `${c.what}: NODE-DIR-UNSAFE`);
+      t.match(cli.out(), c.reason, `${c.what}: names the dir and why`);
+    }
+    t.same(listTree(root), before, `${c.what}: nothing written`);
   }
 });

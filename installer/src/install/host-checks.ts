@@ -19,6 +19,7 @@ import type { CaFile, ControlPlaneFacts, ControlPlaneProbe } from './control-pla
 import { UNFINISHED_UPGRADE_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { foreignInstallDirEntries } from './install-dir-contents.js';
+import { installDirOwnershipFindings } from './install-dir-ownership.js';
 import { installDirLocationProblem, installDirProblem, normaliseInstallDir } from './install-dir-rules.js';
 import type { InstallDirProblem } from './install-dir-rules.js';
 import { libcFindings, libcLabel, needsLibgccS, needsLibstdcxx } from './libc-check.js';
@@ -169,6 +170,8 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   }
   // The installed node's own dir is covered by NODE-INSTALLED already.
   if (rule === undefined && writesRelease && installDir !== installedDir) dirFindings.push(...(await installDirState(input.hostRoot, installDir, keptData)));
+  // Every mode: node-edge runs as root from it (an upgrade or reenroll would start it again).
+  if (rule === undefined) dirFindings.push(...(await installDirOwnershipFindings(input.hostRoot, installDir, new Set([0, process.getuid?.() ?? 0]))));
   check(`install dir ${installDir}`, dirFindings);
 
   const result: CheckResult = { findings: all, installDir, keptData, ...(installed !== undefined ? { installed } : {}) };
