@@ -410,7 +410,10 @@ t.test('the Anthropic Messages surface', async (t) => {
   });
 
   t.test('the upstream secret is never echoed to the caller nor logged, even when the upstream quotes it', async (t) => {
-    primary.setBehaviour({ failNext: { count: 1, status: 401, body: { type: 'error', error: { type: 'authentication_error', message: `bad key ${ANTHROPIC_SECRET}` } } } });
+    // Both targets refuse the node's key (a refused key moves on to the fallback).
+    const refusal = { count: 1, status: 401, body: { type: 'error', error: { type: 'authentication_error', message: `bad key ${ANTHROPIC_SECRET}` } } };
+    primary.setBehaviour({ failNext: refusal });
+    backup.setBehaviour({ failNext: refusal });
     const res = await fetch(`${origin}/v1/messages`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-api-key': caller.secret },

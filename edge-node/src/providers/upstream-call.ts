@@ -10,7 +10,7 @@ import type { PipelineContext } from '../pipeline/context.js';
 import { attemptHeadersIn } from '../routing/forward-plan.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
 import { isBodyTooLarge, parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
-import { classifyUpstreamFailure, unaskedEncodingError, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, isNodeCredentialStatus, unaskedEncodingError, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 import { parseAsWritten } from './json-string-slots.js';
@@ -38,12 +38,17 @@ export async function sendToUpstream(
   const status = response.statusCode;
   if (status >= 200 && status < 300) return { kind: 'response', response };
   const errorBody = await readBodyBounded(response.body, MAX_UPSTREAM_ERROR_BYTES, target.upstream.name).then(parseJsonOrUndefined, () => undefined);
+  // The node's key for this upstream refused (revoked, wrong, no access to the model): the
+  // caller's request is not at fault and another target may hold a good key, but this one would
+  // refuse every retry the same way.
+  const credentialRefused = isNodeCredentialStatus(status);
   return {
     kind: 'failed',
     error: upstreamStatusError(target.upstream.name, status, errorBody),
     outcome: 'status',
     httpStatus: status,
-    retryable: status >= 500,
+    retryable: status >= 500 || credentialRefused,
+    ...(credentialRefused ? { nextTargetOnly: true as const } : {}),
     ...(status === 429 ? { retryAfterSeconds: upstreamRetryAfterSeconds(response.headers['retry-after']) } : {}),
   };
 }

@@ -40,9 +40,9 @@ export type AttemptResult =
        */
       upstreamBilled?: true;
       /**
-       * Retryable, but not on the same target: it did the work (and bills it) and would answer the
-       * same way again (an answer compressed although identity was asked for). The plan goes on with
-       * the next target.
+       * Retryable, but not on the same target: it would answer the same way again. Either it did
+       * the work (and bills it: an answer compressed although identity was asked for), or it
+       * refused the node's credentials (401, 403, 407). The plan goes on with the next target.
        */
       nextTargetOnly?: true;
     };
@@ -156,7 +156,8 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
         return rejectWith(outcome.error);
       }
       if (outcome.nextTargetOnly === true) {
-        workDone = true;
+        // A refused credential (an HTTP status) did no work; an unusable answer did.
+        if (outcome.outcome !== 'status') workDone = true;
         break;
       }
     }

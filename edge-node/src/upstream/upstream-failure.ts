@@ -114,6 +114,11 @@ export function classifyUpstreamFailure(err: unknown, upstream: string): ZenovaE
 /** Upstream statuses that say the node's own upstream credentials are wrong, not the caller's. */
 const NODE_SIDE_STATUSES = new Set([401, 403, 407]);
 
+/** Whether an upstream status says the node's credentials for that upstream are refused (401, 403, 407). */
+export function isNodeCredentialStatus(status: number): boolean {
+  return NODE_SIDE_STATUSES.has(status);
+}
+
 /**
  * An upstream that answered with an error status. 4xx pass through (the caller's request was
  * at fault) except auth failures, which are the node's problem and become 502; 5xx become 502.

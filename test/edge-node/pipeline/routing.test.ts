@@ -1,5 +1,6 @@
 // Routing through the pipeline: fallback on 5xx, connect errors and timeouts; exactly retries+1
-// attempts per target; a 4xx is final; nothing is retried once the caller got a byte; weighted
+// attempts per target; a 4xx is final, but for the upstream refusing the node's key (the next target
+// is tried, not the same one again); nothing is retried once the caller got a byte; weighted
 // choice; each attempt bounded by its own upstream's timeout; a target that keeps failing is tried
 // last until it answers again.
 import http from 'node:http';
@@ -104,6 +105,21 @@ t.test('routing rules', async (t) => {
     t.equal(err.status, 400);
     t.equal(err.code, 'ZN_ERR_UPSTREAM_ERROR');
     t.same(since(before), { primary: 1, backup: 0 });
+  });
+
+  t.test("an upstream refusing the node's key (401, 403, 407) is not retried but the fallback and the other targets are tried; the caller gets a 502", async (t) => {
+    for (const status of [401, 403, 407]) {
+      primary.setBehaviour({ failNext: { count: 10, status } });
+      let before = count();
+      const data = await client.chat.completions.create(ask('retry1-fb'));
+      t.equal(data.model, 'retry1-fb', `${status}: the fallback answers`);
+      t.same(since(before), { primary: 1, backup: 1 }, `${status}: the refusing target is not retried`);
+      primary.setBehaviour({ failNext: { count: 10, status } });
+      before = count();
+      const err = await sdkError(client.chat.completions.create(ask('retry2')));
+      t.same([err.status, err.code], [502, 'ZN_ERR_UPSTREAM_ERROR'], `${status}: without another target, a 502 (the node's credentials, not the caller's request)`);
+      t.same(since(before), { primary: 1, backup: 0 }, `${status}: tried once`);
+    }
   });
 
   t.test('a connect error falls back', async (t) => {
