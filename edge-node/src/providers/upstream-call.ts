@@ -44,7 +44,7 @@ export async function sendToUpstream(
   const credentialRefused = isNodeCredentialStatus(status);
   return {
     kind: 'failed',
-    error: upstreamStatusError(target.upstream.name, status, errorBody),
+    error: upstreamStatusError(target.upstream.name, status, errorBody, target.upstream.apiKey),
     outcome: 'status',
     httpStatus: status,
     retryable: status >= 500 || credentialRefused,

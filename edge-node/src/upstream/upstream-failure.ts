@@ -4,6 +4,7 @@ import { zenovaError, isZenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 import { classifyTlsFailure } from '../tls/tls-failure.js';
+import { findSecrets } from '../guardrails/detectors/secret.js';
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
 
@@ -125,9 +126,9 @@ export function isNodeCredentialStatus(status: number): boolean {
  * A 429 keeps the type the SDKs treat as a rate limit (its Retry-After: upstreamRetryAfterSeconds).
  * Only identifier-like `code`/`type` values from the upstream's body are quoted.
  */
-export function upstreamStatusError(upstream: string, status: number, body: unknown): ZenovaError {
+export function upstreamStatusError(upstream: string, status: number, body: unknown, secret?: string | null): ZenovaError {
   const callerFault = status >= 400 && status < 500 && !NODE_SIDE_STATUSES.has(status);
-  const detail = safeUpstreamErrorCode(body);
+  const detail = safeUpstreamErrorCode(body, secret);
   const message = `Upstream "${upstream}" answered HTTP ${status}${detail ? ` (${detail})` : ''}.`;
   return zenovaError('ZN_ERR_UPSTREAM_ERROR', message, {
     status: callerFault ? status : 502,
@@ -205,12 +206,12 @@ export function upstreamStreamError(upstream: string, body: unknown): ZenovaErro
  * An error object an upstream sent as its whole JSON answer under a 2xx (`{"error":{…}}`, an
  * Anthropic `{"type":"error","error":{…}}`): classified as one inside a stream (upstreamStreamError).
  */
-export function upstreamAnswerError(upstream: string, body: unknown): ZenovaError {
-  return inBandError(upstream, body, 'answered HTTP 2xx with an error object');
+export function upstreamAnswerError(upstream: string, body: unknown, secret?: string | null): ZenovaError {
+  return inBandError(upstream, body, 'answered HTTP 2xx with an error object', secret);
 }
 
-function inBandError(upstream: string, body: unknown, what: string): ZenovaError {
-  const detail = safeUpstreamErrorCode(body);
+function inBandError(upstream: string, body: unknown, what: string, secret?: string | null): ZenovaError {
+  const detail = safeUpstreamErrorCode(body, secret);
   const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
   const fields = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {};
   const typeStatus = typeof fields.type === 'string' && Object.hasOwn(ERROR_TYPE_STATUS, fields.type) ? ERROR_TYPE_STATUS[fields.type] : undefined;
@@ -248,13 +249,42 @@ export function isUpstreamStreamRateLimit(err: ZenovaError): boolean {
   return rateLimits.has(err);
 }
 
-function safeUpstreamErrorCode(body: unknown): string | undefined {
+/**
+ * The upstream's error `code` or `type`, when it reads as one (`invalid_api_key`,
+ * `overloaded_error`, `DeploymentNotFound`, `1001`), to quote in the caller's error and the log.
+ * The upstream chooses it, so a value that could be a credential is not quoted: the node's own key
+ * for it (`secret`, in any part of half its length or more), a credential shape the guardrails'
+ * secret detector knows, more than 4 digits beside letters, or a run of 12 or more characters
+ * switching case as random text does (a token; CamelCase names pass).
+ */
+function safeUpstreamErrorCode(body: unknown, secret?: string | null): string | undefined {
   if (typeof body !== 'object' || body === null) return undefined;
   const error = (body as { error?: unknown }).error;
   if (typeof error !== 'object' || error === null) return undefined;
   for (const key of ['code', 'type'] as const) {
     const value = (error as Record<string, unknown>)[key];
-    if (typeof value === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(value)) return value;
+    if (typeof value === 'string' && readsAsErrorCode(value, secret)) return value;
   }
   return undefined;
+}
+
+/** A part of 12 or more characters switching from small to capital letters as often as random text does (CamelCase words do not). */
+function looksRandom(part: string): boolean {
+  if (part.length < 12) return false;
+  const switches = part.match(/[a-z](?=[A-Z])/g)?.length ?? 0;
+  return switches / part.length > 0.2;
+}
+
+function readsAsErrorCode(value: string, secret: string | null | undefined): boolean {
+  if (/^\d{1,6}$/.test(value)) return true;
+  if (!/^[A-Za-z][A-Za-z0-9_.-]{0,47}$/.test(value)) return false;
+  if ((value.match(/\d/g)?.length ?? 0) > 4) return false;
+  if (value.split(/[_.-]/).some(looksRandom)) return false;
+  if (findSecrets(value).length > 0) return false;
+  if (secret !== undefined && secret !== null && secret.length > 0) {
+    const piece = Math.max(4, Math.floor(secret.length / 2));
+    for (let at = 0; at + piece <= secret.length; at += 1) if (value.includes(secret.slice(at, at + piece))) return false;
+    if (secret.length < piece && value.includes(secret)) return false;
+  }
+  return true;
 }

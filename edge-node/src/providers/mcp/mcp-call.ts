@@ -228,7 +228,7 @@ export const mcpApi: ApiHandler = {
       const body = await readBodyBounded(response.body, MAX_ERROR_BODY_BYTES, server.name).then(parseJsonOrUndefined, () => undefined);
       ctx.upstreamMs = elapsed(ctx, started);
       attempt('status', status);
-      return rejectWith(status >= 400 ? upstreamStatusError(server.name, status, body) : redirectError(server.name, status));
+      return rejectWith(status >= 400 ? upstreamStatusError(server.name, status, body, server.apiKey) : redirectError(server.name, status));
     }
     // A 405 to GET or DELETE is how a tool server says it offers no event stream or session end:
     // routine MCP, not a failure (and neither is charged).
