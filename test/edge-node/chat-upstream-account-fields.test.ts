@@ -149,6 +149,8 @@ t.test('chat fields that act for the upstream account', async (t) => {
       ['speed: "fast"', { speed: 'fast' }, {}, /speed: only "standard": faster speeds are billed above the price this node charges/],
       ['the fast-mode beta', {}, { 'anthropic-beta': 'fast-mode-2026-02-01' }, /anthropic-beta: no fast-mode betas: fast mode is billed above the price this node charges/],
       ['the fast-mode beta among others', {}, { 'anthropic-beta': 'prompt-caching-2024-07-31, fast-mode-2026-02-01' }, /anthropic-beta: no fast-mode betas/],
+      ['the 1M context beta', {}, { 'anthropic-beta': 'prompt-caching-2024-07-31,context-1m-2025-08-07' }, /anthropic-beta: no context-1m betas: a prompt past 200K tokens with the 1M context window is billed above the price this node charges/],
+      ['MCP servers the upstream would call itself', { mcp_servers: [{ type: 'url', url: 'https://mcp.example.test/sse', name: 'x' }] }, { 'anthropic-beta': 'mcp-client-2025-04-04' }, /mcp_servers: not passed on: the upstream would call these MCP servers itself/],
     ];
     for (const [what, extra, headers, message] of refusals) {
       const res = await messages(extra, headers);

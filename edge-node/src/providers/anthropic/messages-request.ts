@@ -110,6 +110,9 @@ export const messagesRequestSchema = z.looseObject({
   // Server-side fallbacks (with their `server-side-fallback…` beta, messages.ts) name models the
   // upstream serves when the routed one fails: past the key's allowed models, priced as the alias.
   fallbacks: z.null({ error: 'not passed on: it names models the upstream would serve instead of the alias, past the models this key may use and the price this node charges' }).optional(),
+  // The MCP connector: the upstream would call the MCP servers named here itself, outside the
+  // tool servers this key may use (allowedToolServers, the /mcp surface) and their records.
+  mcp_servers: z.null({ error: 'not passed on: the upstream would call these MCP servers itself, outside the tool servers this key may use; use the node\'s /mcp/{server} surface' }).optional(),
 });
 
 export type MessagesRequest = z.infer<typeof messagesRequestSchema>;

@@ -39,6 +39,11 @@ const BETA_PATTERN = /^[A-Za-z0-9._-]{1,128}(,[ \t]*[A-Za-z0-9._-]{1,128}){0,31}
  */
 const OVERPRICED_BETA = /^fast-mode/i;
 /**
+ * The 1M-token context window (`context-1m-…`): a prompt past 200K tokens with it is billed at a
+ * long-context premium on input and output, above the flat per-token price this node charges.
+ */
+const LONG_CONTEXT_BETA = /^context-1m/i;
+/**
  * Betas letting the upstream serve another model than the routed one (server-side fallbacks:
  * `server-side-fallback-…`), refused like the `fallbacks` they enable (messages-request.ts).
  */
@@ -63,6 +68,9 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
     if (!BETA_PATTERN.test(beta)) return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the anthropic-beta header must be a comma-separated list of beta names.');
     if (beta.split(',').some((name) => OVERPRICED_BETA.test(name.trim()))) {
       return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no fast-mode betas: fast mode is billed above the price this node charges.');
+    }
+    if (beta.split(',').some((name) => LONG_CONTEXT_BETA.test(name.trim()))) {
+      return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no context-1m betas: a prompt past 200K tokens with the 1M context window is billed above the price this node charges.');
     }
     if (beta.split(',').some((name) => OTHER_MODELS_BETA.test(name.trim()))) {
       return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no server-side-fallback betas: fallbacks serve other models than the alias, past the models this key may use and the price this node charges.');
