@@ -54,6 +54,12 @@ t.test('an empty option value (an unset shell variable) is named as such, before
   }
 });
 
+t.test('a --control-plane holding a tab or a line break is a usage error (it would start a line of its own in etc/node.env)', async (t) => {
+  for (const url of ['https://cp.example.test\nZENOVA_NODE_LISTEN=0.0.0.0:22', 'https://cp.example.test\t', 'https://cp.\rexample.test']) {
+    t.match(await usage(['node', '--package', 'zenova-node.zpkg', '--control-plane', url, '--check-only']), /^--control-plane contains a control character/, JSON.stringify(url));
+  }
+});
+
 t.test('an install needs a token unless --check-only', async (t) => {
   t.match(await usage(BASE), /--token or --token-file is required/);
 });

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { execFileSync } from 'node:child_process';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { readInstalledStatus } from '../../installer/src/commands/status.js';
 import { UsageError } from '../../installer/src/cli-context.js';
@@ -137,11 +138,19 @@ t.test('a bad pair is refused with NODE-TLS-PAIR before anything is written, and
   const old = writePair(work, 'expired', expired);
   const notPem = join(work, 'not-pem.txt');
   writeFileSync(notPem, 'not a certificate\n');
+  const fifo = join(work, 'cert.fifo');
+  execFileSync('mkfifo', [fifo]);
+  const huge = join(work, 'huge.pem');
+  writeFileSync(huge, Buffer.alloc(300 * 1024, 0x41));
   const cases: Array<[string, { certFile: string; keyFile: string }, RegExp]> = [
     ['a key of another certificate', mismatched, /NODE-TLS-PAIR: the TLS key file .*other-key\.pem is not the private key of the certificate in .*mismatch-cert\.pem/],
     ['an expired certificate', old, /NODE-TLS-PAIR: the TLS certificate in .*expired-cert\.pem expired on/],
     ['a file that is not PEM', { certFile: notPem, keyFile: old.keyFile }, /NODE-TLS-PAIR: the TLS certificate file .*not-pem\.txt holds no PEM certificate/],
     ['a missing file', { certFile: join(work, 'absent.pem'), keyFile: old.keyFile }, /NODE-TLS-PAIR: cannot read the TLS certificate file .*absent\.pem: it does not exist/],
+    // Neither blocks the run (a FIFO's read would wait for a writer forever) nor is read whole.
+    ['a FIFO', { certFile: fifo, keyFile: old.keyFile }, /NODE-TLS-PAIR: cannot read the TLS certificate file .*cert\.fifo: it is not a regular file/],
+    ['a device', { certFile: old.certFile, keyFile: '/dev/zero' }, /NODE-TLS-PAIR: cannot read the TLS key file \/dev\/zero: it is not a regular file/],
+    ['a huge file', { certFile: huge, keyFile: old.keyFile }, /NODE-TLS-PAIR: the TLS certificate file .*huge\.pem is larger than 256 KiB/],
   ];
   for (const [what, files, message] of cases) {
     const root = newRoot(t);

@@ -6,7 +6,7 @@
  * OpenSSL will not serve (a damaged later block of the chain, a key too small).
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import tls from 'node:tls';
 import type { SecureContextOptions, TlsOptions } from 'node:tls';
@@ -39,10 +39,18 @@ export class CallerTlsError extends Error {
   }
 }
 
+/** A certificate chain or key larger than this is not one (a wrong path: a log, a disk image). */
+export const MAX_TLS_FILE_BYTES = 256 * 1024;
+
 function readPemFile(file: string, what: string): string {
   try {
+    // Checked first: a FIFO or a device (/dev/zero) would block the read or fill memory.
+    const info = statSync(file);
+    if (!info.isFile() && !info.isDirectory()) throw new CallerTlsError(`cannot read the TLS ${what} file ${file}: it is not a regular file`);
+    if (info.size > MAX_TLS_FILE_BYTES) throw new CallerTlsError(`the TLS ${what} file ${file} is larger than ${MAX_TLS_FILE_BYTES / 1024} KiB: not a PEM ${what}`);
     return readFileSync(file, 'utf8');
   } catch (err) {
+    if (err instanceof CallerTlsError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     const why = code === 'ENOENT' ? 'it does not exist' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : (code ?? (err as Error).message);
     throw new CallerTlsError(`cannot read the TLS ${what} file ${file}: ${why}`);

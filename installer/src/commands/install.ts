@@ -149,6 +149,8 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   if (!checkOnly && tokenSource === undefined) throw new UsageError('--token or --token-file is required (or --check-only, which needs no token)', HELP);
   const packageFile = path.resolve(ctx.cwd, requiredOption(parsed, 'package', HELP));
   const controlPlaneUrl = requiredOption(parsed, 'control-plane', HELP);
+  // URL parsing drops tabs and line breaks silently; written to etc/node.env as given, one would start a line of its own.
+  if ([...controlPlaneUrl].some((char) => char.charCodeAt(0) < 0x20 || char.charCodeAt(0) === 0x7f)) throw new UsageError('--control-plane contains a control character (a tab or a line break): copy the URL again from the install command', HELP);
   const caOption = nonEmptyOption(parsed, 'ca-file', HELP, "pass the control plane's CA file, or leave --ca-file out to trust the system store");
   const caFile = caOption === undefined ? undefined : { path: path.resolve(ctx.cwd, caOption), installed: false };
   const listenOption = nonEmptyOption(parsed, 'listen', HELP, 'pass HOST:PORT, or leave --listen out for the default');
