@@ -206,12 +206,12 @@ export function upstreamStreamError(upstream: string, body: unknown): ZenovaErro
  * An error object an upstream sent as its whole JSON answer under a 2xx (`{"error":{…}}`, an
  * Anthropic `{"type":"error","error":{…}}`): classified as one inside a stream (upstreamStreamError).
  */
-export function upstreamAnswerError(upstream: string, body: unknown, secret?: string | null): ZenovaError {
-  return inBandError(upstream, body, 'answered HTTP 2xx with an error object', secret);
+export function upstreamAnswerError(upstream: string, body: unknown): ZenovaError {
+  return inBandError(upstream, body, 'answered HTTP 2xx with an error object');
 }
 
-function inBandError(upstream: string, body: unknown, what: string, secret?: string | null): ZenovaError {
-  const detail = safeUpstreamErrorCode(body, secret);
+function inBandError(upstream: string, body: unknown, what: string): ZenovaError {
+  const detail = safeUpstreamErrorCode(body);
   const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
   const fields = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {};
   const typeStatus = typeof fields.type === 'string' && Object.hasOwn(ERROR_TYPE_STATUS, fields.type) ? ERROR_TYPE_STATUS[fields.type] : undefined;
@@ -282,9 +282,8 @@ function readsAsErrorCode(value: string, secret: string | null | undefined): boo
   if (value.split(/[_.-]/).some(looksRandom)) return false;
   if (findSecrets(value).length > 0) return false;
   if (secret !== undefined && secret !== null && secret.length > 0) {
-    const piece = Math.max(4, Math.floor(secret.length / 2));
+    const piece = Math.min(secret.length, Math.max(4, Math.floor(secret.length / 2)));
     for (let at = 0; at + piece <= secret.length; at += 1) if (value.includes(secret.slice(at, at + piece))) return false;
-    if (secret.length < piece && value.includes(secret)) return false;
   }
   return true;
 }

@@ -82,10 +82,9 @@ function callerStanding(config: RuntimeConfig, rawHeaders: readonly string[], no
 
 /**
  * Why a new request like `stream` would now be refused under `config`, in the pipeline's order
- * (authenticate, then surface), or undefined when it would be admitted.
+ * (authenticate: `standing`, its key as callerStanding finds it; then surface), or undefined when it would be admitted.
  */
-export function streamRefusal(config: RuntimeConfig, stream: WatchedRequest, now: number): ZenovaError | undefined {
-  const standing = callerStanding(config, stream.rawHeaders, now);
+function streamRefusal(config: RuntimeConfig, stream: WatchedRequest, standing: KeyStanding | undefined): ZenovaError | undefined {
   if (standing?.ok === false) return zenovaError(standing.code, `${zenovaError(standing.code).message} The open MCP event stream was ended.`);
   if (!config.surfaces.has('tools')) {
     return zenovaError('ZN_ERR_SURFACE_DISABLED', 'This node does not serve the tools surface (/mcp) any more. The open MCP event stream was ended.');
@@ -123,12 +122,6 @@ export function outputRulesOf(config: RuntimeConfig, policyId: string | null): s
  * every open stream is compared on each swap and every 30 s.
  */
 const outputRuleDigests = new WeakMap<object, string>();
-
-/** The output rules a new request like `stream` would now be checked by (it is not refused). */
-function currentOutputRules(config: RuntimeConfig, stream: WatchedRequest, now: number): string {
-  const standing = callerStanding(config, stream.rawHeaders, now);
-  return outputRulesOf(config, standing?.ok === true ? standing.key.guardrailPolicyId : null);
-}
 
 /** The open GET streams of one app, re-checked on every config swap and on a timer, ended at its stop. */
 export class GetStreamStanding {
@@ -223,14 +216,15 @@ export class GetStreamStanding {
   }
 
   private check(config: RuntimeConfig, stream: OpenStream): void {
-    const now = this.now();
-    const refusal = streamRefusal(config, stream, now);
+    // The caller's key looked up once (a hash of it) for both questions.
+    const standing = callerStanding(config, stream.rawHeaders, this.now());
+    const refusal = streamRefusal(config, stream, standing);
     if (refusal !== undefined) {
       this.logger.info({ requestId: stream.requestId, code: refusal.code }, 'MCP event stream ended: a new request of it would now be refused');
       stream.end(refusal, 'refused');
       return;
     }
-    if (currentOutputRules(config, stream, now) === stream.outputRules) return;
+    if (outputRulesOf(config, standing?.ok === true ? standing.key.guardrailPolicyId : null) === stream.outputRules) return;
     this.logger.info({ requestId: stream.requestId }, "MCP event stream ended: its key's output guardrails changed; the client reconnects under the new ones");
     stream.end(zenovaError('ZN_ERR_GUARDRAIL_POLICY_CHANGED'), 'renewed');
   }
