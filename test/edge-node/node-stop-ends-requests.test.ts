@@ -107,6 +107,9 @@ t.test('a request not answered yet when the node ends its requests gets 503 ZN_E
   t.equal(res.headers.get('connection'), 'close');
   const record = await waitFor(() => records[0], { what: 'the record' });
   t.match(record, { status: 'failed', errorCode: 'ZN_ERR_NODE_STOPPING', httpStatus: 503 });
+  // The upstream had the request, but the caller is told to send it again: charged nothing.
+  t.same(record.usage, { inputTokens: 0, outputTokens: 0, estimated: false });
+  t.equal(record.upstream, null);
 });
 
 t.test('while the node drains, its answers close their keep-alive connections', async (t) => {

@@ -1,13 +1,14 @@
 /**
  * One attempt's HTTP exchange with an upstream, shared by the providers: send the call through the
  * pool with the upstream's secret, and turn a non-2xx answer into a failed attempt (5xx may be
- * retried or fall back; 4xx is final), as a 2xx JSON answer that is an error object (inBandFailure).
+ * retried or fall back; a 429 and a refused node key go on to the next target; other 4xx are
+ * final), as a 2xx JSON answer that is an error object (inBandFailure).
  * Aborts and network errors are thrown for forwardPlan to sort.
  */
 import type { RuntimeTarget } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 import type { PipelineContext } from '../pipeline/context.js';
-import { attemptHeadersIn } from '../routing/forward-plan.js';
+import { attemptHeadersIn, attemptRequestSent } from '../routing/forward-plan.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
 import { isBodyTooLarge, parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
 import { classifyUpstreamFailure, isNodeCredentialStatus, unaskedEncodingError, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
@@ -30,11 +31,11 @@ export type UpstreamExchange = { kind: 'response'; response: UpstreamResponse } 
 export async function sendToUpstream(
   ctx: PipelineContext,
   target: RuntimeTarget,
-  call: Omit<UpstreamCall, 'requestId' | 'timeoutMs' | 'signal'>,
+  call: Omit<UpstreamCall, 'requestId' | 'timeoutMs' | 'signal' | 'onSent'>,
   signal: AbortSwitch,
   timeoutMs: number,
 ): Promise<UpstreamExchange> {
-  const response = await ctx.deps.upstreams.request(target.upstream, { ...call, requestId: ctx.requestId, timeoutMs, signal });
+  const response = await ctx.deps.upstreams.request(target.upstream, { ...call, requestId: ctx.requestId, timeoutMs, signal, onSent: () => attemptRequestSent(signal) });
   const status = response.statusCode;
   if (status >= 200 && status < 300) return { kind: 'response', response };
   const errorBody = await readBodyBounded(response.body, MAX_UPSTREAM_ERROR_BYTES, target.upstream.name).then(parseJsonOrUndefined, () => undefined);
@@ -42,13 +43,16 @@ export async function sendToUpstream(
   // caller's request is not at fault and another target may hold a good key, but this one would
   // refuse every retry the same way.
   const credentialRefused = isNodeCredentialStatus(status);
+  // A rate limit (429) is this target's, not the request's: another target may answer now, while
+  // trying this one again at once would only be refused again.
+  const nextTargetOnly = credentialRefused || status === 429;
   return {
     kind: 'failed',
     error: upstreamStatusError(target.upstream.name, status, errorBody, target.upstream.apiKey),
     outcome: 'status',
     httpStatus: status,
-    retryable: status >= 500 || credentialRefused,
-    ...(credentialRefused ? { nextTargetOnly: true as const } : {}),
+    retryable: status >= 500 || nextTargetOnly,
+    ...(nextTargetOnly ? { nextTargetOnly: true as const } : {}),
     ...(status === 429 ? { retryAfterSeconds: upstreamRetryAfterSeconds(response.headers['retry-after']) } : {}),
   };
 }

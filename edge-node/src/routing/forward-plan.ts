@@ -1,16 +1,17 @@
 /**
  * Forwarding with the route's rules (signature fixed for the providers): try ctx.plan in order —
  * the targets in weighted order, then the fallbacks (route-model.ts planFor) — giving each target `ctx.route.retries` extra
- * attempts; a failure that is a connect error, a timeout or a 5xx moves on, anything else (a 4xx)
- * is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
+ * attempts; a failure that is a connect error, a timeout or a 5xx moves on, a 429 or a refused
+ * node key moves on to the next target, anything else (a 4xx) is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
  * its reply once the status and headers are in (a JSON answer's once its body is read, its timer
  * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
  * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
- * runs again after that. An upstream 429 that ends the plan passes on
+ * runs again after that. An upstream 429 that is the plan's last word passes on
  * its Retry-After. Each attempt's result goes to target health (target-health.ts); a stream's
  * answering attempt's when the stream ends (noteStreamHealth). Records ctx.attempts, ctx.served (also for a
- * failure the upstream bills: upstreamBilled) and upstream timings; sets ctx.reply
- * from the first answer. A caller that goes away stops everything (the runner records 'aborted').
+ * failure the upstream bills: upstreamBilled; and for a caller that left once the upstream had the
+ * whole request: attemptRequestSent) and upstream timings; sets ctx.reply from the first answer. A
+ * caller that goes away stops everything (the runner records 'aborted').
  */
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
 import type { RuntimeTarget } from '../config/runtime-config.js';
@@ -20,6 +21,7 @@ import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
 import { classifyUpstreamFailure, isUpstreamStreamRateLimit } from '../upstream/upstream-failure.js';
 import { AbortSwitch } from '../pipeline/abort-switch.js';
+import { isNodeStopping } from '../http/in-flight-requests.js';
 import type { AttemptHealth } from './target-health.js';
 
 export type AttemptResult =
@@ -64,6 +66,8 @@ export type AttemptFn = (target: RuntimeTarget, signal: AbortSwitch, timeoutMs: 
  */
 class AttemptSwitch extends AbortSwitch {
   timedOut = false;
+  /** The request was written whole to the upstream's connection (attemptRequestSent). */
+  requestSent = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly timeoutMs: number) {
@@ -114,6 +118,16 @@ export function attemptHeadersIn(signal: AbortSwitch): void {
 }
 
 /**
+ * Tells the attempt that owns `signal` that its request was written whole to the upstream's
+ * connection: the upstream has the prompt and works on it (and bills it) whether or not its answer
+ * is read, so a caller that leaves from now on is charged the prompt (attemptOnce). A no-op for a
+ * switch no attempt made.
+ */
+export function attemptRequestSent(signal: AbortSwitch): void {
+  if (signal instanceof AttemptSwitch) signal.requestSent = true;
+}
+
+/**
  * The record schema allows 64 attempts. A plan can ask for more (up to 32 targets and 32 fallbacks,
  * each with up to 6 tries): the attempts past 64 are not made, so the last fallbacks of such a plan
  * go untried (docs/api.md).
@@ -127,11 +141,14 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
   const { route, plan } = ctx;
   if (route === undefined || plan === undefined || plan.length === 0) return reject('ZN_ERR_INTERNAL', 'The request has no route plan.');
   let lastFailure: ZenovaError | undefined;
+  // The wait an upstream 429 asked for, passed on when that 429 is the plan's last word.
+  let lastRetryAfter: number | undefined;
   // A target did the work but its answer was unusable (nextTargetOnly): the final failure tells
   // SDKs not to resend, or each of their retries would be billed by that upstream again.
   let workDone = false;
   const finalFailure = (): StageResult => {
     const error = lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE');
+    if (lastRetryAfter !== undefined) ctx.responseHeaders['retry-after'] = String(lastRetryAfter);
     return rejectWith(workDone && error.retryable ? notRetryable(error) : error);
   };
   for (const target of plan) {
@@ -151,12 +168,13 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
       if (outcome === 'answered') return undefined;
       if (outcome === 'caller-gone') return callerGone();
       lastFailure = outcome.error;
+      lastRetryAfter = outcome.retryAfterSeconds;
       if (!outcome.retryable) {
         if (outcome.retryAfterSeconds !== undefined) ctx.responseHeaders['retry-after'] = String(outcome.retryAfterSeconds);
         return rejectWith(outcome.error);
       }
       if (outcome.nextTargetOnly === true) {
-        // A refused credential (an HTTP status) did no work; an unusable answer did.
+        // A refused credential or a rate limit (an HTTP status) did no work; an unusable answer did.
         if (outcome.outcome !== 'status') workDone = true;
         break;
       }
@@ -178,8 +196,8 @@ function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaite
   let health: AttemptHealth;
   if (outcome === 'answered') health = 'reachable';
   else if (outcome === 'caller-gone') health = 'neutral';
-  // A rate limit reported inside a stream may be retried elsewhere, but like a 429 it is no failure of the target.
-  else if (outcome.retryable) health = isUpstreamStreamRateLimit(outcome.error) ? 'neutral' : 'failed';
+  // A rate limit (a 429, or one reported inside a stream) is tried elsewhere, but is no failure of the target.
+  else if (outcome.retryable) health = outcome.httpStatus === 429 || isUpstreamStreamRateLimit(outcome.error) ? 'neutral' : 'failed';
   else health = outcome.httpStatus !== null && outcome.httpStatus !== 429 ? 'reachable' : 'neutral';
   const change = ctx.deps.targetHealth.note(target, health, ctx.clock.monotonic(), startedAt);
   if (change === undefined) return;
@@ -253,6 +271,14 @@ async function attemptOnce(
   ctx.callerGone.removeListener('abort', onGone);
   if (ctx.callerGone.aborted) {
     record('aborted', null);
+    // The upstream had the whole request: it goes on generating (a JSON answer comes only once it
+    // is done) and bills the prompt, so the caller who left is charged it (stage meter estimates
+    // the input; no output was read). Not when the node's own stop cut the attempt: that caller is
+    // answered 503 and may send again.
+    if (attemptAbort.requestSent && !isNodeStopping(ctx.callerGone.reason)) {
+      ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
+      ctx.upstreamMs = round(durationMs);
+    }
     return 'caller-gone';
   }
   if (timedOut && result.outcome !== 'timeout') {

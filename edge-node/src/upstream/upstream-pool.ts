@@ -8,6 +8,7 @@ import type { Dispatcher } from 'undici';
 import type { RuntimeUpstream } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 import { classifyUpstreamFailure, isAbort } from './upstream-failure.js';
+import { SentNotice } from './sent-notice.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 
 const MAX_CONNECT_TIMEOUT_MS = 10_000;
@@ -30,6 +31,8 @@ export interface UpstreamCall {
   secretHeader?: 'authorization' | 'x-api-key';
   /** Further headers the provider's API needs (e.g. anthropic-version); never the caller's key. */
   extraHeaders?: Record<string, string>;
+  /** Called once the request, body included, is written to the upstream's connection (sent-notice.ts). */
+  onSent?: () => void;
 }
 
 export type UpstreamResponse = Dispatcher.ResponseData;
@@ -51,6 +54,31 @@ function parsedBase(baseUrl: string): { origin: string; basePath: string } {
 
 function connectTimeoutOf(upstream: RuntimeUpstream): number {
   return Math.min(upstream.timeoutMs, MAX_CONNECT_TIMEOUT_MS);
+}
+
+/**
+ * `sent`, or the abort of `signal` as soon as it fires. undici acts on an abort only once the
+ * request has a connection: while it waits for one (queued behind the pool's cap, or connecting
+ * to a host that drops packets or never finishes its TLS handshake) a caller that left, or the
+ * attempt's timer, would wait for the connect timeout (up to 10 s), holding the request's
+ * concurrency slot and its record. undici still drops the request when it gets its connection.
+ */
+async function untilAborted(sent: Promise<UpstreamResponse>, signal: AbortSwitch): Promise<UpstreamResponse> {
+  if (signal.aborted) {
+    sent.then((late) => late.body.on('error', () => undefined).destroy(), () => undefined);
+    throw signal.reason;
+  }
+  let giveUp!: (reason: unknown) => void;
+  const abandoned = new Promise<never>((_, rejectAbandoned) => (giveUp = rejectAbandoned));
+  const onAbort = (): void => giveUp(signal.reason);
+  signal.once('abort', onAbort);
+  try {
+    return await Promise.race([sent, abandoned]);
+  } finally {
+    signal.off('abort', onAbort);
+    // An answer after the abort (a race with its headers) is nobody's: dropped with its connection.
+    if (signal.aborted) sent.then((late) => late.body.on('error', () => undefined).destroy(), () => undefined);
+  }
 }
 
 export class UpstreamPool {
@@ -130,7 +158,7 @@ export class UpstreamPool {
       else headers.authorization = `Bearer ${upstream.apiKey}`;
     }
     try {
-      return await pool.request({
+      const sent = (call.onSent === undefined ? pool : new SentNotice(pool, call.onSent)).request({
         method: call.method,
         path: `${basePath}${call.path}`,
         headers,
@@ -140,6 +168,7 @@ export class UpstreamPool {
         // Between two body chunks, so a long stream is fine while a stalled one is not.
         bodyTimeout: timeoutMs,
       });
+      return await untilAborted(sent, call.signal);
     } catch (err) {
       if (isAbort(err, call.signal)) throw err;
       throw classifyUpstreamFailure(err, upstream.name);

@@ -5,25 +5,11 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import http from 'node:http';
-import { pino } from 'pino';
-import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-policy.js';
-import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
-import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
-import { memoryLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
-import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
 import { MAX_RESPONSE_TEXT_CHARS } from '../../../edge-node/src/pipeline/run-pipeline.js';
 import { waitFor } from '../../fixtures/wait-for.js';
-import { ACCOUNT_ID } from '../config-fixtures.js';
-import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+import { pricedNode } from './priced-node.js';
 import { listenForTest } from '../../fixtures/loopback-server.js';
-
-interface Finished {
-  usage: PipelineContext['usage'];
-  cost: PipelineContext['cost'];
-  status: string;
-  keptChars: number;
-}
 
 /**
  * An OpenAI-compatible stream of `pieces` content chunks of `piece`. With `endAfter` 'usage' it
@@ -43,25 +29,6 @@ async function longStreamUpstream(t: Test, piece: string, pieces: number, endAft
     });
   });
   return listenForTest(t, server);
-}
-
-async function pricedNode(t: Test, url: string): Promise<{ node: PipelineNode; finished: Finished[] }> {
-  const book = new LeaseBook(memoryLeaseStore);
-  book.grant({ accountId: ACCOUNT_ID, leaseId: 'lease-1', amountMicros: 100_000_000, expiresAt: Date.now() + 600_000 });
-  const credit = new LeaseCredit(book, DEFAULT_CREDIT_POLICY, pino({ level: 'silent' }));
-  const finished: Finished[] = [];
-  const node = await startPipelineNode(t, {
-    upstreamUrl: url,
-    bundle: () => ({ prices: [{ model: 'echo', inputMicrosPerToken: 1, outputMicrosPerToken: 10, requestMicros: 0 }] }),
-    services: {
-      credit,
-      metrics: {
-        requestFinished: (ctx: PipelineContext) =>
-          void finished.push({ usage: { ...ctx.usage }, cost: { ...ctx.cost }, status: ctx.outcome.status, keptChars: ctx.responseText.length }),
-      },
-    },
-  });
-  return { node, finished };
 }
 
 function streamRequest(node: PipelineNode, signal?: AbortSignal): Promise<Response> {

@@ -53,6 +53,6 @@ t.test('a caller that leaves before the upstream answered aborts the call; the r
   const done = await waitFor(() => node.finished[0], { what: 'the request to finish' });
   t.same(done.outcome, { status: 'aborted', httpStatus: 499, errorCode: null });
   t.match(done.attempts, [{ upstream: 'demo', outcome: 'aborted' }]);
-  t.same(done.usage, { inputTokens: 0, outputTokens: 0, estimated: false }, 'no answer, nothing metered');
+  t.ok(done.usage.inputTokens > 0 && done.usage.outputTokens === 0 && done.usage.estimated, 'the upstream had the prompt: it is metered (estimated), no output came');
   t.equal(upstream.requests.length, 1, 'an abort is never retried');
 });

@@ -5,6 +5,7 @@
 // last until it answers again.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
 import t from 'tap';
 import { setRouteRandomForTests } from '../../../edge-node/src/routing/route-model.js';
 import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
@@ -120,6 +121,23 @@ t.test('routing rules', async (t) => {
       t.same([err.status, err.code], [502, 'ZN_ERR_UPSTREAM_ERROR'], `${status}: without another target, a 502 (the node's credentials, not the caller's request)`);
       t.same(since(before), { primary: 1, backup: 0 }, `${status}: tried once`);
     }
+  });
+
+  t.test('an upstream 429 goes on to the next target without retrying the limited one; as the last word it is passed on with its Retry-After', async (t) => {
+    primary.setBehaviour({ failNext: { count: 10, status: 429 } });
+    let before = count();
+    const { data, response } = await client.chat.completions.create(ask('retry1-fb')).withResponse();
+    t.equal(data.model, 'retry1-fb', 'the fallback answers');
+    t.same(since(before), { primary: 1, backup: 1 }, 'the limited target is not retried at once');
+    const done = node.finished.find((f) => f.requestId === response.headers.get('x-request-id'))!;
+    t.match(done.attempts, [{ upstream: 'demo', outcome: 'status', httpStatus: 429 }, { upstream: 'backup', outcome: 'ok' }]);
+    t.equal(response.headers.get('retry-after'), null, 'an answer carries no Retry-After');
+    primary.setBehaviour({ failNext: { count: 10, status: 429 } });
+    before = count();
+    const err = await sdkError(client.chat.completions.create(ask('retry2')));
+    t.ok(err instanceof OpenAI.RateLimitError, 'without another target, the SDK sees the rate limit');
+    t.equal(err.headers?.get('retry-after'), '1', 'with a Retry-After (the default 1 s: the upstream gave none)');
+    t.same(since(before), { primary: 1, backup: 0 }, 'tried once, not retries+1 times');
   });
 
   t.test('a connect error falls back', async (t) => {
@@ -348,12 +366,18 @@ t.test('a stream that started before its target was ejected and ends afterwards 
   t.notOk(node.logs().some((l) => l.msg === 'upstream target answers again; back in its place'));
 });
 
-t.test('a rate limit reported inside a stream falls back but does not eject the target; a server error inside a stream does', async (t) => {
+t.test('a rate limit reported inside a stream or as an HTTP 429 falls back but does not eject the target; a server error inside a stream does', async (t) => {
   const backup = await startFakeUpstream(t);
   let errorChunk = { error: { code: 429, type: 'rate_limit_exceeded', message: 'slow down' } } as Record<string, unknown>;
+  let httpRateLimit = false;
   const primary = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => {
+      if (httpRateLimit) {
+        res.writeHead(429, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { type: 'requests', code: 'rate_limit_exceeded', message: 'slow down' } }));
+        return;
+      }
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.end(`data: ${JSON.stringify(errorChunk)}\n\n`);
     });
@@ -382,6 +406,11 @@ t.test('a rate limit reported inside a stream falls back but does not eject the 
   for (let i = 0; i < 4; i += 1) t.match(await streamOnce(), /^200 [^]*\[DONE\]/, 'the fallback answered');
   t.equal(backup.requests.length - backupBefore, 4, 'each in-stream rate limit fell back');
   t.notOk(health.isEjected(demo), 'a rate limit is no failure of the target');
+  httpRateLimit = true;
+  for (let i = 0; i < 4; i += 1) t.match(await streamOnce(), /^200 [^]*\[DONE\]/, 'the fallback answered an HTTP 429');
+  t.equal(backup.requests.length - backupBefore, 8, 'each HTTP 429 fell back');
+  t.notOk(health.isEjected(demo), 'an HTTP 429 is no failure of the target either');
+  httpRateLimit = false;
   errorChunk = { error: { code: 500, type: 'server_error', message: 'boom' } };
   await streamOnce();
   await streamOnce();

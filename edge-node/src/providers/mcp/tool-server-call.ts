@@ -5,11 +5,13 @@
  * endpoint URL as is, and an unbounded body for the long-lived GET event stream.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { Agent, Dispatcher } from 'undici';
+import { Agent } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { ToolServer } from '../../../../proto/src/index.js';
 import { zenovaError } from '../../errors.js';
 import { AbortSwitch } from '../../pipeline/abort-switch.js';
 import { classifyUpstreamFailure, isAbort } from '../../upstream/upstream-failure.js';
+import { SentNotice } from '../../upstream/sent-notice.js';
 
 /** Caller headers the tool server needs to follow the MCP session; nothing else is passed on. */
 export const FORWARDED_HEADERS = ['accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'] as const;
@@ -44,25 +46,6 @@ export interface ToolServerRequest {
    * on the tool server has the call and runs it, answered or not (billing.md, "Tool calls").
    */
   onSent?: () => void;
-}
-
-/** Hands each request to `inner`, calling `onSent` once undici has written it whole. */
-class SentNotice extends Dispatcher {
-  constructor(private readonly inner: Dispatcher, private readonly onSent: () => void) {
-    super();
-  }
-
-  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    // undici calls a request handler's onRequestSent (absent from its types) after writing the body;
-    // the handler is this one request's own (Dispatcher.request made it), so it is added there.
-    const request = handler as Dispatcher.DispatchHandler & { onRequestSent?: () => void };
-    const own = request.onRequestSent;
-    request.onRequestSent = () => {
-      own?.call(request);
-      this.onSent();
-    };
-    return this.inner.dispatch(options, request);
-  }
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
