@@ -71,9 +71,9 @@ t.test('--upgrade keeps the installed dir, address and TLS pair: --install-dir, 
   t.match(await usage([...BASE, '--upgrade']), /--token or --token-file is required/);
 });
 
-t.test('--check-only, --reenroll and --upgrade exclude each other', async (t) => {
-  t.match(await usage([...BASE, '--check-only', '--reenroll']), /exclude each other/);
-  t.match(await usage([...BASE, '--token', 'a', '--reenroll', '--upgrade']), /exclude each other/);
+t.test('--reenroll and --upgrade exclude each other, also with --check-only', async (t) => {
+  t.match(await usage([...BASE, '--token', 'a', '--reenroll', '--upgrade']), /--reenroll and --upgrade exclude each other/);
+  t.match(await usage([...BASE, '--check-only', '--reenroll', '--upgrade']), /--reenroll and --upgrade exclude each other/);
 });
 
 t.test('a token file that cannot be read is a usage error naming it', async (t) => {

@@ -30,7 +30,7 @@ import type { UpgradeTokenRedeemer } from '../../installer/src/install/upgrade-t
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { PROTOCOL_VERSION } from '../../proto/src/protocol-version.js';
-import { captureCli, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
+import { captureCli, fakeServices, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
 const keys = releaseKeys();
@@ -91,6 +91,32 @@ t.test('the control plane unreachable at the token: nothing is switched and the 
   t.equal(readFileSync(join(h.root, DIR, 'etc/node.env'), 'utf8'), env);
   t.same(h.services.calls, [], 'the service was not touched');
   t.notOk(existsSync(join(h.root, DIR, 'data/update-state.json')), 'no upgrade is recorded');
+});
+
+t.test('--check-only --upgrade runs the upgrade checks without a token and writes nothing; on a host without a node it finds NODE-UPGRADE-NONE', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  const before = listTree(h.root);
+  h.services.calls.length = 0;
+  const cli = captureCli(work);
+  const noRedeem: UpgradeTokenRedeemer = async () => {
+    throw new Error('a check-only run redeems no token');
+  };
+  const exit = await runInstall(['node', '--package', h.pkg, '--control-plane', 'https://cp.example.test', '--check-only', '--upgrade'], cli.ctx, { ...h.host, redeemUpgrade: noRedeem });
+  if (!t.equal(exit, 0, 'the checks pass')) t.comment(cli.out());
+  t.match(cli.out(), /^zenova install node --check-only --upgrade: checking this host/);
+  t.match(cli.out(), new RegExp(`✓ gateway node n1 installed in /opt/zenova-node \\(version ${OLD.replaceAll('.', '\\.')}\\)`), 'the upgrade checks ran');
+  t.match(cli.out(), /All checks passed; nothing was written and no token was used\. Run the upgrade command from the console \(without --check-only\) next\./);
+  t.same(listTree(h.root), before, 'nothing was written');
+  t.same(h.services.calls, [], 'the service was not touched');
+
+  const empty = mkdtempSync(join(tmpdir(), 'zn-upf-empty-'));
+  t.teardown(() => rmSync(empty, { recursive: true, force: true }));
+  const none = captureCli(work);
+  const emptyHost = hostEnv(empty, { keyPem: keys.publicKeyPem, services: fakeServices(empty) });
+  const emptyBefore = listTree(empty);
+  t.equal(await runInstall(['node', '--package', h.pkg, '--control-plane', 'https://cp.example.test', '--check-only', '--upgrade'], none.ctx, emptyHost), 1);
+  t.match(none.out(), /✗ NODE-UPGRADE-NONE/);
+  t.same(listTree(empty), emptyBefore, 'nothing was written there either');
 });
 
 t.test('a unit that cannot be written after the token was used puts everything back and never stops the node', async (t) => {

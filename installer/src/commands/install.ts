@@ -35,7 +35,7 @@ const HELP = 'install node';
 export const INSTALL_USAGE = `Usage: zenova install node --package FILE --control-plane URL (--token T | --token-file F)
                           [--ca-file F] [--install-dir D] [--listen HOST:PORT]
                           [--tls-cert FILE --tls-key FILE]
-                          [--check-only | --reenroll | --upgrade]
+                          [--check-only] [--reenroll | --upgrade]
 
 Installs a gateway node on this host (run as root). Every host check runs first; if any blocks,
 the findings are listed with their NODE-… codes and nothing is written.
@@ -57,7 +57,8 @@ the findings are listed with their NODE-… codes and nothing is written.
   --check-only          Run the checks only: no token needed or used, nothing written (not even
                         the install lock: another run is neither refused by it nor refuses it).
                         Give the same --ca-file as the install: a control plane with a private
-                        CA is otherwise NODE-CP-TLS
+                        CA is otherwise NODE-CP-TLS. With --upgrade or --reenroll, that run's
+                        checks (a dry run: e.g. is a node installed, is the package newer)
   --reenroll            Replace the installed node's identity (keeps data, spool, unsent records);
                         also recovers a failed install whose data/ was kept (installs it again)
   --upgrade             Upgrade the installed node to this package's release (the control plane's
@@ -137,7 +138,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   const checkOnly = flagOption(parsed, 'check-only');
   const reenroll = flagOption(parsed, 'reenroll');
   const upgrade = flagOption(parsed, 'upgrade');
-  if ([checkOnly, reenroll, upgrade].filter(Boolean).length > 1) throw new UsageError('--check-only, --reenroll and --upgrade exclude each other', HELP);
+  if (reenroll && upgrade) throw new UsageError('--reenroll and --upgrade exclude each other', HELP);
   const installDir = nonEmptyOption(parsed, 'install-dir', HELP, `pass the install dir, or leave --install-dir out for the default ${DEFAULT_INSTALL_DIR}`);
   if (upgrade && installDir !== undefined) {
     throw new UsageError('--install-dir cannot be used with --upgrade: an upgrade keeps the install dir of the first install', HELP);
@@ -299,12 +300,13 @@ interface InstallRun {
 /** The checks, then (unless --check-only) the install; a run that installs holds the install lock throughout. */
 async function checkAndInstall(run: InstallRun): Promise<number> {
   const { ctx, host, checkOnly, reenroll, upgrade, installDir, packageFile, controlPlaneUrl, listen, tlsFiles, token, tokenWarning, tokenSource } = run;
-  ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : reenroll ? ' --reenroll' : upgrade ? ' --upgrade' : ''}: checking this host (nothing is written until every check passes)\n`);
+  ctx.stdout.write(`zenova install node${checkOnly ? ' --check-only' : ''}${reenroll ? ' --reenroll' : upgrade ? ' --upgrade' : ''}: checking this host (nothing is written until every check passes)\n`);
   if (tokenWarning !== undefined) printFinding(ctx, tokenWarning, '  ');
   // A check-only run holds no lock (runInstall): a run that does may change what it finds.
   const otherRun = checkOnly ? await installLockHolder(host.hostRoot) : undefined;
   if (otherRun !== undefined) ctx.stdout.write(`  note: another zenova install node (pid ${otherRun}) is running on this host; these checks see the host as that run has left it so far\n`);
-  const mode: CheckMode = checkOnly ? 'check-only' : reenroll ? 'reenroll' : upgrade ? 'upgrade' : 'install';
+  // --check-only with --reenroll or --upgrade runs that command's checks (a dry run).
+  const mode: CheckMode = reenroll ? 'reenroll' : upgrade ? 'upgrade' : checkOnly ? 'check-only' : 'install';
   // An upgrade trusts the control plane the way the installed node does, unless told otherwise.
   const caFile = run.caFile ?? (upgrade ? await installedCaFile(host) : undefined);
   const key = await readTrustedKey(host);
@@ -342,7 +344,8 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
     return EXIT_FAILURE;
   }
   if (checkOnly) {
-    ctx.stdout.write('\nAll checks passed; nothing was written and no token was used. Run the install command from the console next.\n');
+    const next = upgrade ? 'the upgrade command from the console (without --check-only)' : reenroll ? 'the reenroll command from the console (without --check-only)' : 'the install command from the console';
+    ctx.stdout.write(`\nAll checks passed; nothing was written and no token was used. Run ${next} next.\n`);
     return EXIT_OK;
   }
   if (checks.manifest === undefined || checks.dataOffset === undefined || token === undefined) throw new Error('checks passed without a verified package or token');
