@@ -9,6 +9,8 @@ export interface CliContext {
   stderr: { write(text: string): unknown };
   env: Readonly<Record<string, string | undefined>>;
   cwd: string;
+  /** The command's standard input (`--token-file -`); undefined when it has none (in-process runs). */
+  stdin?: AsyncIterable<Buffer | string> & { isTTY?: boolean };
   /** How the operator runs this CLI (`./zenova`, a full path); undefined when unknown (cli-launcher.ts). */
   launcher?: string;
   /** Now, for "12s ago" columns; a parameter so output does not depend on when a test runs. */

@@ -79,7 +79,7 @@ const entry = process.argv[1];
 if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
   const cwd = process.cwd();
   const launcher = launcherCommand(import.meta.url, cwd);
-  runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd, ...(launcher !== undefined ? { launcher } : {}) }).then(
+  runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd, ...(launcher !== undefined ? { launcher } : {}) }).then(
     (code) => { process.exitCode = code; },
     (err: unknown) => {
       process.stderr.write(`${PROGRAM}: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -2,9 +2,13 @@
  * `zenova-node enroll --token-file` reads the file as `zenova install node --token-file` does: the
  * token is its one non-blank line, a file with none or several is refused with the installer's
  * message (exit 2, nothing sent), and a file group or others have any access to draws the warning.
+ * `--token-file -` reads the token from standard input, by the same rules, in both.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { chmod, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { Test } from 'tap';
 import { runInstall } from '../../installer/src/commands/install.js';
@@ -91,4 +95,39 @@ t.test('a token file whose token holds whitespace or is too long is refused with
     ['too-long', `${'x'.repeat(513)}\n`, /is longer than 512 characters: copy it again from the install command/],
   ];
   await refusedAsTheInstallerRefusesThem(t, dir, files);
+});
+
+/** A CLI (`edge-node/src/main.ts` or `installer/src/cli.ts`) run as a child process with `stdin` piped to it. */
+async function childWithStdin(entry: string, argv: string[], stdin: string): Promise<{ code: number | null; stdout: string; stderr: string; args: string[] }> {
+  const script = fileURLToPath(new URL(`../../${entry}`, import.meta.url));
+  const args = ['--import', 'tsx', script, ...argv];
+  const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdin.end(stdin);
+  const [code] = (await once(child, 'close')) as [number | null];
+  return { code, stdout, stderr, args };
+}
+
+t.test('zenova-node enroll --token-file - reads the token from standard input: a real process enrolls with it, the token in none of its arguments', async (t) => {
+  const server = await startEnrollServer(t);
+  const dir = t.testdir({});
+  const ca = path.join(dir, 'ca.pem');
+  await writeFile(ca, server.ca.certPem);
+  const result = await childWithStdin('edge-node/src/main.ts', ['enroll', '--control-plane', server.url, '--token-file', '-', '--state-dir', path.join(dir, 'state'), '--ca-file', ca], `\n${TOKEN}\n`);
+  t.equal(result.code, 0, result.stderr);
+  t.equal((server.requests[1]?.body as { token?: string }).token, TOKEN);
+  t.notOk(result.args.some((arg) => arg.includes(TOKEN)), 'not in the process list');
+});
+
+t.test('--token-file - with nothing on standard input is refused by zenova-node enroll and by the installer (real processes) in the same words, exit 2', async (t) => {
+  const dir = t.testdir({});
+  const enroll = await childWithStdin('edge-node/src/main.ts', ['enroll', '--control-plane', 'https://127.0.0.1:9', '--token-file', '-', '--state-dir', path.join(dir, 's')], '');
+  t.equal(enroll.code, 2);
+  t.equal(enroll.stderr, 'zenova-node: --token-file - (standard input) is empty: write the token from the install command into it\n');
+  const install = await childWithStdin('installer/src/cli.ts', ['install', 'node', '--package', path.join(dir, 'zenova-node.zpkg'), '--control-plane', 'https://cp.example.test', '--token-file', '-'], '\n \n');
+  t.equal(install.code, 2);
+  t.match(install.stderr, /--token-file - \(standard input\) is empty: write the token from the install command into it/);
 });

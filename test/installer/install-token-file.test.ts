@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { UsageError } from '../../installer/src/cli-context.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
@@ -62,6 +63,39 @@ t.test('a token file with more than one non-blank line is refused as a usage err
   t.notMatch(cli.out(), /checking this host/, 'no check ran');
   t.same(listTree(root), before, 'nothing written');
   t.same(services.calls, []);
+  t.equal(redeemed.length, count, 'no token redeemed');
+});
+
+/** `--token-file -` with `stdin` (undefined: a run without standard input). */
+async function installFromStdin(stdin: string | undefined): Promise<{ exit: number; out: string } | Error> {
+  const pkg = await buildNodePackage(work, keys);
+  const root = mkdtempSync(join(tmpdir(), 'zn-token-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const cli = captureCli(work);
+  const ctx = stdin === undefined ? cli.ctx : { ...cli.ctx, stdin: Readable.from([Buffer.from(stdin)]) };
+  return runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token-file', '-'], ctx, hostEnv(root, { keyPem: keys.publicKeyPem, services: fakeServices(root), enroll: enrollOk })).then(
+    (exit) => ({ exit, out: cli.out() }),
+    (err: unknown) => err as Error,
+  );
+}
+
+t.test('--token-file - reads the token from standard input by the same rules, and prints no file to delete', async (t) => {
+  const r = await installFromStdin('\nzn_it_FROMSTDIN1\n');
+  if (r instanceof Error) throw r;
+  t.equal(r.exit, 0, r.out);
+  t.equal(redeemed.at(-1), 'zn_it_FROMSTDIN1');
+  t.notMatch(r.out, /Delete the token file/);
+  const count = redeemed.length;
+  for (const [stdin, message] of [
+    ['zn_it_ONE1\nzn_it_TWO2\n', /^--token-file - \(standard input\) has 2 non-blank lines/],
+    [`${'x'.repeat(5000)}\n`, /^--token-file - \(standard input\) holds more than 4096 bytes/],
+    ['zn it\n', /^the token on standard input \(--token-file -\) contains whitespace/],
+    [undefined, /^--token-file - reads the token from standard input, which this run does not have/],
+  ] as const) {
+    const refused = await installFromStdin(stdin);
+    t.type(refused, UsageError, `${JSON.stringify(stdin?.slice(0, 20))}: a usage error (exit 2)`);
+    t.match((refused as Error).message, message);
+  }
   t.equal(redeemed.length, count, 'no token redeemed');
 });
 

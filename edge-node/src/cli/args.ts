@@ -81,7 +81,8 @@ Options:
   --control-plane URL   The control plane's console URL; must be https://
   --token TOKEN         The one-time token from the install command
   --token-file FILE     Read the token from FILE instead, its one non-blank line (keeps it out
-                        of the process list); should be readable by its owner only (chmod 600)
+                        of the process list); should be readable by its owner only (chmod 600).
+                        FILE = - reads it from standard input
   --state-dir DIR       Where the node keeps its state (created 0700 if missing)
   --ca-file FILE        PEM CA that verifies the control plane's certificate (default: the
                         system trust store)

@@ -2,4 +2,6 @@
 export interface CliIo {
   stdout: { write(text: string): unknown };
   stderr: { write(text: string): unknown };
+  /** Standard input (`enroll --token-file -`); undefined when the command has none (tests). */
+  stdin?: AsyncIterable<Buffer | string>;
 }

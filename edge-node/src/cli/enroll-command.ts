@@ -5,7 +5,7 @@ import path from 'node:path';
 import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { describeRetired } from '../enroll/retire-node-state.js';
-import { readTokenFile, TokenFileError, tokenFileNotPrivate, tokenShapeProblem } from '../enroll/token-file.js';
+import { readTokenFile, readTokenStdin, STDIN_TOKEN_FILE, TokenFileError, tokenFileNotPrivate, tokenShapeProblem } from '../enroll/token-file.js';
 import { isCertificatePem } from '../state/pem.js';
 import { STATE_DIR_MODE } from '../state/state-store.js';
 import type { CliCommand } from './args.js';
@@ -43,6 +43,12 @@ async function readToken(command: EnrollCommand, io: CliIo): Promise<string> {
     return token;
   }
   const { file } = command.token;
+  if (file === STDIN_TOKEN_FILE) {
+    if (io.stdin === undefined) throw new InputFileError('--token-file - reads the token from standard input, which this run does not have');
+    const token = await readTokenStdin(io.stdin);
+    checkToken(token, 'the token on standard input (--token-file -)');
+    return token;
+  }
   const { token, mode, notPrivate } = await readTokenFile(file);
   checkToken(token, `the token in --token-file ${file}`);
   if (notPrivate) io.stderr.write(`zenova-node: warning: ${tokenFileNotPrivate(file, mode)}; keep it private (chmod 600 ${file})\n`);

@@ -30,14 +30,40 @@ export async function readTokenFile(file: string): Promise<TokenFile> {
     if (err instanceof TokenFileError) throw err;
     throw new TokenFileError(`cannot read --token-file ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
+  return { token: tokenIn(text, `--token-file ${file}`), mode, notPrivate: (mode & 0o077) !== 0 };
+}
+
+/** `--token-file -`: the token is read from standard input. */
+export const STDIN_TOKEN_FILE = '-';
+
+/**
+ * `--token-file -`: the token from standard input, its one non-blank line, read to its end (at most
+ * MAX_TOKEN_FILE_BYTES). Keeps the token out of the process list and off the disk:
+ * `printf '%s\n' TOKEN | sudo ./zenova install node … --token-file -` (printf is the shell's own).
+ */
+export async function readTokenStdin(stdin: AsyncIterable<Buffer | string>): Promise<string> {
+  const what = '--token-file - (standard input)';
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of stdin) {
+    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    bytes += buffer.length;
+    if (bytes > MAX_TOKEN_FILE_BYTES) throw new TokenFileError(`${what} holds more than ${MAX_TOKEN_FILE_BYTES} bytes: pass only the token from the install command`);
+    chunks.push(buffer);
+  }
+  return tokenIn(Buffer.concat(chunks).toString('utf8'), what);
+}
+
+/** The one non-blank line of a token file's text. */
+function tokenIn(text: string, what: string): string {
   // The token is the one non-blank line: blank lines around it are an editor's, but a second
   // non-blank line means the file holds something else too, and guessing which line is the token
   // could redeem the wrong one.
   const lines = text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== '');
   const token = lines[0] ?? '';
-  if (token === '') throw new TokenFileError(`--token-file ${file} is empty: write the token from the install command into it`);
-  if (lines.length > 1) throw new TokenFileError(`--token-file ${file} has ${lines.length} non-blank lines; a token file holds one token: write only the token from the install command into it`);
-  return { token, mode, notPrivate: (mode & 0o077) !== 0 };
+  if (token === '') throw new TokenFileError(`${what} is empty: write the token from the install command into it`);
+  if (lines.length > 1) throw new TokenFileError(`${what} has ${lines.length} non-blank lines; a token file holds one token: write only the token from the install command into it`);
+  return token;
 }
 
 /** The one-line cause of the warning about a token file others may read. */

@@ -25,7 +25,7 @@ import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { shellQuote } from '../format/shell-quote.js';
 import { CallerTlsError, expiryWarning, readCallerTls } from '../../../edge-node/src/tls/caller-tls.js';
-import { TokenFileError, readTokenFile, tokenFileNotPrivate, tokenShapeProblem } from '../../../edge-node/src/enroll/token-file.js';
+import { STDIN_TOKEN_FILE, TokenFileError, readTokenFile, readTokenStdin, tokenFileNotPrivate, tokenShapeProblem } from '../../../edge-node/src/enroll/token-file.js';
 import type { TokenFile } from '../../../edge-node/src/enroll/token-file.js';
 import { IDENTITY_FILE, nodeIdentitySchema } from '../../../edge-node/src/state/identity.js';
 import type { CallerTlsFiles, CallerTlsPair } from '../../../edge-node/src/tls/caller-tls.js';
@@ -44,7 +44,8 @@ the findings are listed with their NODE-… codes and nothing is written.
   --control-plane URL   The control plane's callback URL (https://…)
   --token T             The one-time token from the install (reenroll, upgrade) command
   --token-file F        Read the token from F instead, its one non-blank line (keeps it out of the
-                        process list; chmod 600)
+                        process list; chmod 600). F = - reads it from standard input, keeping
+                        it off the disk too: printf '%s\n' TOKEN | sudo ./zenova install node …
   --ca-file F           The control plane's CA (PEM), when it uses a private CA
   --install-dir D       Where to install (default ${DEFAULT_INSTALL_DIR}; seed 004 §9.2 rules)
   --listen HOST:PORT    Where node-edge serves callers (default ${DEFAULT_NODE_LISTEN}); --reenroll of an
@@ -87,7 +88,23 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-type TokenSource = { from: 'argument'; value: string } | { from: 'file'; file: string } | undefined;
+type TokenSource = { from: 'argument'; value: string } | { from: 'file'; file: string } | { from: 'stdin' } | undefined;
+
+/** Reads `--token-file -` from the command's standard input. */
+async function tokenFromStdin(ctx: CliContext): Promise<string> {
+  if (ctx.stdin === undefined) throw new UsageError('--token-file - reads the token from standard input, which this run does not have', HELP);
+  // A terminal waits for the operator: say what for (on stderr, so stdout stays the run's report).
+  if (ctx.stdin.isTTY === true) ctx.stderr.write('zenova: paste the token from the install command, then press Enter and Ctrl-D\n');
+  let token: string;
+  try {
+    token = await readTokenStdin(ctx.stdin);
+  } catch (err) {
+    if (err instanceof TokenFileError) throw new UsageError(err.message, HELP);
+    throw err;
+  }
+  checkToken(token, 'the token on standard input (--token-file -)');
+  return token;
+}
 
 /** Reads --token-file (edge-node/src/enroll/token-file.ts); warns (NODE-TOKEN-FILE-MODE) when others may read it. */
 async function tokenFromFile(file: string): Promise<{ token: string; warning?: Finding }> {
@@ -146,7 +163,11 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   const tokenArg = stringOption(parsed, 'token');
   const tokenFile = nonEmptyOption(parsed, 'token-file', HELP, 'pass the file that holds the token');
   if (tokenArg !== undefined && tokenFile !== undefined) throw new UsageError('--token and --token-file exclude each other: give one of them', HELP);
-  const tokenSource: TokenSource = tokenArg !== undefined ? { from: 'argument', value: tokenArg } : tokenFile !== undefined ? { from: 'file', file: path.resolve(ctx.cwd, tokenFile) } : undefined;
+  const tokenSource: TokenSource =
+    tokenArg !== undefined ? { from: 'argument', value: tokenArg }
+    : tokenFile === STDIN_TOKEN_FILE ? { from: 'stdin' }
+    : tokenFile !== undefined ? { from: 'file', file: path.resolve(ctx.cwd, tokenFile) }
+    : undefined;
   if (!checkOnly && tokenSource === undefined) throw new UsageError('--token or --token-file is required (or --check-only, which needs no token)', HELP);
   const packageFile = path.resolve(ctx.cwd, requiredOption(parsed, 'package', HELP));
   const controlPlaneUrl = requiredOption(parsed, 'control-plane', HELP);
@@ -165,6 +186,8 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
     if (tokenSource.from === 'argument') {
       token = tokenSource.value.trim();
       checkToken(token, '--token');
+    } else if (tokenSource.from === 'stdin') {
+      token = await tokenFromStdin(ctx);
     } else {
       const read = await tokenFromFile(tokenSource.file);
       token = read.token;
