@@ -9,8 +9,8 @@
  * runs again after that. An upstream 429 that is the plan's last word passes on
  * its Retry-After. Each attempt's result goes to target health (target-health.ts); a stream's
  * answering attempt's when the stream ends (noteStreamHealth). Records ctx.attempts, ctx.served (also for a
- * failure the upstream bills: upstreamBilled; and for a caller that left once the upstream had the
- * whole request: attemptRequestSent) and upstream timings; sets ctx.reply from the first answer. A
+ * failure the upstream bills: upstreamBilled; and for a caller that left, or an attempt that timed
+ * out, once the upstream had the whole request: attemptRequestSent) and upstream timings; sets ctx.reply from the first answer. A
  * caller that goes away stops everything (the runner records 'aborted').
  */
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
@@ -47,6 +47,12 @@ export type AttemptResult =
        * refused the node's credentials (401, 403, 407). The plan goes on with the next target.
        */
       nextTargetOnly?: true;
+      /**
+       * The attempt timed out after the upstream had the whole request (attemptRequestSent): it goes
+       * on with it and bills it, so the request is charged the prompt (ctx.served names this target
+       * unless a later attempt answers) and its final failure tells SDKs not to resend.
+       */
+      sentThenTimedOut?: true;
     };
 
 /**
@@ -143,8 +149,9 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
   let lastFailure: ZenovaError | undefined;
   // The wait an upstream 429 asked for, passed on when that 429 is the plan's last word.
   let lastRetryAfter: number | undefined;
-  // A target did the work but its answer was unusable (nextTargetOnly): the final failure tells
-  // SDKs not to resend, or each of their retries would be billed by that upstream again.
+  // A target did the work but its answer was unusable (nextTargetOnly), or had the whole request
+  // when its attempt timed out (sentThenTimedOut): the final failure tells SDKs not to resend, or
+  // each of their retries would be billed by that upstream (and charged) again.
   let workDone = false;
   const finalFailure = (): StageResult => {
     const error = lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE');
@@ -169,6 +176,7 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
       if (outcome === 'caller-gone') return callerGone();
       lastFailure = outcome.error;
       lastRetryAfter = outcome.retryAfterSeconds;
+      if (outcome.sentThenTimedOut === true) workDone = true;
       if (!outcome.retryable) {
         if (outcome.retryAfterSeconds !== undefined) ctx.responseHeaders['retry-after'] = String(outcome.retryAfterSeconds);
         return rejectWith(outcome.error);
@@ -291,6 +299,13 @@ async function attemptOnce(
     };
   }
   record(result.outcome, result.httpStatus);
+  if (result.outcome === 'timeout' && attemptAbort.requestSent) {
+    // The upstream had the whole request: as for a caller who left (above), it goes on and bills
+    // the prompt, so the request is charged it unless a later attempt answers (its usage then).
+    result = { ...result, sentThenTimedOut: true };
+    ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
+    ctx.upstreamMs = round(durationMs);
+  }
   if (result.upstreamBilled === true) {
     ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
     ctx.upstreamFirstByteMs = round(durationMs);

@@ -9,7 +9,6 @@ import t from 'tap';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { listenForTest } from '../../fixtures/loopback-server.js';
 import { waitFor } from '../../fixtures/wait-for.js';
-import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
 import { pricedNode } from './priced-node.js';
 
@@ -100,9 +99,9 @@ t.test('a caller that leaves while the node is still connecting to the upstream 
   t.equal(f.cost.costMicros, 0);
 });
 
-t.test("an attempt whose route timeout passes while the node is still connecting times out then, not at the upstream's connect timeout", async (t) => {
+t.test("an attempt whose route timeout passes while the node is still connecting times out then, not at the upstream's connect timeout, charged nothing and may be resent", async (t) => {
   const upstream = await silentTlsUpstream();
-  const node = await startPipelineNode(t, { upstreamUrl: upstream.url, bundle: (base) => ({ routes: base.routes.map((route) => ({ ...route, timeoutMs: 300 })) }) });
+  const { node, finished } = await pricedNode(t, upstream.url, { route: (route) => ({ ...route, timeoutMs: 300 }) });
   t.teardown(upstream.release);
   const res = await fetch(`${node.baseURL}/chat/completions`, {
     method: 'POST',
@@ -112,6 +111,9 @@ t.test("an attempt whose route timeout passes while the node is still connecting
   });
   t.equal(res.status, 504);
   t.equal(((await res.json()) as { error: { code: string } }).error.code, 'ZN_ERR_UPSTREAM_TIMEOUT');
-  const done = await waitFor(() => node.finished[0], { what: 'the record' });
-  t.match(done.attempts, [{ upstream: 'demo', outcome: 'timeout' }]);
+  t.equal(res.headers.get('x-should-retry'), 'true', 'the upstream never had the request');
+  const f = await waitFor(() => finished[0], { what: 'the record' });
+  t.equal(f.upstream, undefined);
+  t.equal(f.cost.costMicros, 0);
+  t.same(f.usage, { inputTokens: 0, outputTokens: 0, estimated: false });
 });

@@ -1,0 +1,108 @@
+// An attempt that times out once the upstream had the whole request is charged the prompt, as a
+// caller who leaves then is: the upstream goes on with it and bills it. Its final 504 tells SDKs
+// not to resend (each resend would be billed again); an answer from a later attempt is charged by
+// its own usage (an attempt that timed out before the request went out is charged nothing:
+// caller-left-before-answer.test.ts; docs/billing.md, "Stage settle").
+import http from 'node:http';
+import t from 'tap';
+import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import { listenForTest } from '../../fixtures/loopback-server.js';
+import { waitFor } from '../../fixtures/wait-for.js';
+import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+import { pricedNode } from './priced-node.js';
+
+const PROMPT = 'List every lock on the Grand Canal between Hangzhou and Beijing, with its year.';
+
+async function ask(node: PipelineNode, stream = false): Promise<Response> {
+  return fetch(`${node.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+    body: JSON.stringify({ model: 'echo', stream, max_tokens: 50, messages: [{ role: 'user', content: PROMPT }] }),
+    signal: AbortSignal.timeout(10_000),
+  });
+}
+
+const shortTimeout =
+  (retries: number) =>
+  <R extends { timeoutMs: number; retries: number }>(route: R): R => ({ ...route, timeoutMs: 300, retries });
+
+t.test('a JSON answer that never comes in time is charged the prompt once, however many attempts the upstream had, and the 504 says not to resend', async (t) => {
+  const upstream = await startFakeUpstream(t, { hang: true });
+  const { node, finished } = await pricedNode(t, upstream.url, { route: shortTimeout(1) });
+  const res = await ask(node);
+  t.equal(res.status, 504);
+  t.equal(((await res.json()) as { error: { code: string } }).error.code, 'ZN_ERR_UPSTREAM_TIMEOUT');
+  t.equal(res.headers.get('x-should-retry'), 'false', 'a resend would be charged again');
+  t.equal(upstream.requests.length, 2, 'the route’s retry was made');
+  const f = await waitFor(() => finished[0], { what: 'the record' });
+  t.equal(f.status, 'failed');
+  t.equal(f.upstream, 'demo', 'recorded against the upstream that had the request');
+  t.ok(f.usage.inputTokens >= PROMPT.length / 4, 'the prompt is estimated');
+  t.same(f.usage, { inputTokens: f.usage.inputTokens, outputTokens: 0, estimated: true });
+  t.equal(f.cost.costMicros, f.usage.inputTokens, 'the prompt at its price, once');
+});
+
+t.test('a stream whose first event never comes in time is charged the prompt too', async (t) => {
+  let received = 0;
+  const open = new Set<http.ServerResponse>();
+  const url = await listenForTest(
+    t,
+    http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        received += 1;
+        open.add(res);
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.flushHeaders(); // then nothing
+      });
+    }),
+  );
+  t.teardown(() => open.forEach((res) => res.destroy()));
+  const { node, finished } = await pricedNode(t, url, { route: shortTimeout(0) });
+  const res = await ask(node, true);
+  t.equal(res.status, 504);
+  await res.body?.cancel();
+  t.equal(res.headers.get('x-should-retry'), 'false');
+  t.equal(received, 1);
+  const f = await waitFor(() => finished[0], { what: 'the record' });
+  t.equal(f.upstream, 'demo');
+  t.ok(f.usage.inputTokens > 0 && f.usage.estimated);
+  t.equal(f.cost.costMicros, f.usage.inputTokens);
+});
+
+t.test('when a retry answers after an attempt timed out, the answer’s own usage is what is charged', async (t) => {
+  const held = new Set<http.ServerResponse>();
+  let received = 0;
+  const url = await listenForTest(
+    t,
+    http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        received += 1;
+        if (received === 1) {
+          held.add(res); // the first attempt: no answer
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            id: 'chatcmpl-1',
+            object: 'chat.completion',
+            created: 1,
+            model: 'echo',
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Many.' }, finish_reason: 'stop' }],
+            usage: { prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 },
+          }),
+        );
+      });
+    }),
+  );
+  t.teardown(() => held.forEach((res) => res.destroy()));
+  const { node, finished } = await pricedNode(t, url, { route: shortTimeout(1) });
+  const res = await ask(node);
+  t.equal(res.status, 200);
+  await res.json();
+  const f = await waitFor(() => finished[0], { what: 'the record' });
+  t.same(f.usage, { inputTokens: 40, outputTokens: 3, estimated: false });
+  t.equal(f.cost.costMicros, 40 + 3 * 10);
+});
