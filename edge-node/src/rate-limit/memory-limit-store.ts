@@ -68,7 +68,9 @@ export class MemoryLimitStore implements LimitStore {
       }
       const window = this.windows.get(subject)?.[metric];
       if (window === undefined || delta === 0) continue;
-      if (window.minute === minute) window.cur = Math.max(0, window.cur + delta);
+      // The window's minute earlier than the charge's: the wall clock stepped back since, and roll
+      // took the counts as the window's minute's, so the true-up goes there too.
+      if (window.minute <= minute) window.cur = Math.max(0, window.cur + delta);
       else if (window.minute === minute + 1) window.prev = Math.max(0, window.prev + delta);
     }
   }
@@ -77,12 +79,22 @@ export class MemoryLimitStore implements LimitStore {
     const subjects = this.held.get(slotId);
     if (subjects === undefined) return;
     this.held.delete(slotId);
-    for (const subject of subjects) this.inUse.set(subject, Math.max(0, (this.inUse.get(subject) ?? 0) - 1));
+    for (const subject of subjects) {
+      // Deleted at 0, so the map follows the requests in flight, not every key ever limited.
+      const left = (this.inUse.get(subject) ?? 0) - 1;
+      if (left > 0) this.inUse.set(subject, left);
+      else this.inUse.delete(subject);
+    }
   }
 
   /** Subjects with a live window (tests check that idle ones are forgotten). */
   trackedSubjects(): number {
     return this.windows.size;
+  }
+
+  /** Subjects with a request in flight (tests check that finished ones are forgotten). */
+  subjectsInFlight(): number {
+    return this.inUse.size;
   }
 
   close(): void {

@@ -117,7 +117,11 @@ export class SqliteLimitStore implements LimitStore {
   private readonly renewLease: Database.Statement<{ owner: string; now: number; expiresAt: number }>;
   private readonly purgeDeadSlots: Database.Statement<{ now: number }>;
   private readonly purgeDeadLeases: Database.Statement<{ now: number }>;
-  private readonly purgeOldWindows: Database.Statement<[number, number]>;
+  private readonly purgeOldWindows: Database.Statement<[number]>;
+  private readonly windowsAhead: Database.Statement<[number], { subject: string; metric: string; newest: number }>;
+  private readonly dropStaleWindows: Database.Statement<{ subject: string; metric: string; minute: number; newest: number }>;
+  private readonly copyWindowsBack: Database.Statement<{ subject: string; metric: string; minute: number; newest: number }>;
+  private readonly dropWindowsAhead: Database.Statement<{ subject: string; metric: string; minute: number; newest: number }>;
   private readonly admitTx: Database.Transaction<(query: AdmitQuery) => AdmitOutcome>;
   private readonly changeTx: Database.Transaction<(changes: readonly WindowChange[], nowMinute: number) => void>;
   private readonly beatTx: Database.Transaction<() => void>;
@@ -130,8 +134,8 @@ export class SqliteLimitStore implements LimitStore {
     this.db = openRateLimitDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, schema: SCHEMA, logger: opts.logger });
     // The two newest minutes from the one before now to the one after: usually now and the one
     // before, but the next minute too when it was written before the wall clock stepped back a
-    // little. Minutes further ahead (a step back of more than a minute) are not read: holding
-    // callers to them would refuse them for as long as the step (an hour's step, an hour).
+    // little. Minutes further ahead (a step back of more than a minute) are moved back first
+    // (moveBackAhead): read where they were, they would refuse callers for as long as the step.
     this.getWindows = this.db.prepare('SELECT minute, used FROM windows WHERE subject = ? AND metric = ? AND minute BETWEEN ? AND ? ORDER BY minute DESC LIMIT 2');
     this.addWindow = this.db.prepare(
       'INSERT INTO windows (subject, metric, minute, used) VALUES (?, ?, ?, ?) ON CONFLICT (subject, metric, minute) DO UPDATE SET used = used + excluded.used',
@@ -149,9 +153,17 @@ export class SqliteLimitStore implements LimitStore {
       'DELETE FROM slots WHERE owner NOT IN (SELECT owner FROM leases WHERE renewed_at <= @now AND expires_at > @now)',
     );
     this.purgeDeadLeases = this.db.prepare('DELETE FROM leases WHERE renewed_at > @now OR expires_at <= @now');
-    // Gone: minutes no check reads any more, and minutes further ahead than the next (written before
-    // a large step back of the wall clock), which would count again once the clock caught up.
-    this.purgeOldWindows = this.db.prepare('DELETE FROM windows WHERE minute < ? OR minute > ?');
+    // Gone: minutes no check reads any more.
+    this.purgeOldWindows = this.db.prepare('DELETE FROM windows WHERE minute < ?');
+    this.windowsAhead = this.db.prepare('SELECT subject, metric, max(minute) AS newest FROM windows WHERE minute > ? GROUP BY subject, metric');
+    this.dropStaleWindows = this.db.prepare(
+      'DELETE FROM windows WHERE subject = @subject AND metric = @metric AND minute NOT IN (@minute - 1, @minute, @newest - 1, @newest)',
+    );
+    this.copyWindowsBack = this.db.prepare(
+      'INSERT INTO windows (subject, metric, minute, used) SELECT subject, metric, minute - (@newest - @minute), used FROM windows ' +
+        'WHERE subject = @subject AND metric = @metric AND minute >= @newest - 1 ON CONFLICT (subject, metric, minute) DO UPDATE SET used = used + excluded.used',
+    );
+    this.dropWindowsAhead = this.db.prepare('DELETE FROM windows WHERE subject = @subject AND metric = @metric AND minute >= @newest - 1');
     this.admitTx = this.db.transaction((query: AdmitQuery) => this.admitInTransaction(query));
     this.changeTx = this.db.transaction((changes: readonly WindowChange[], nowMinute: number) => {
       this.writePending(nowMinute);
@@ -160,7 +172,10 @@ export class SqliteLimitStore implements LimitStore {
     this.beatTx = this.db.transaction(() => {
       this.renew();
       const minute = minuteOf(this.clock.now());
-      this.purgeOldWindows.run(minute - 1, minute + 1);
+      this.moveBackAhead(minute);
+      // So an idle replica's next admit sees a later step back too (below) rather than wait for a beat.
+      this.newestMinute = minute;
+      this.purgeOldWindows.run(minute - 1);
       this.writePending(minute);
     });
     try {
@@ -276,8 +291,8 @@ export class SqliteLimitStore implements LimitStore {
     // loop). Other replicas' leases are not: they outlive a wall-clock step because they are not on it.
     if (leaseNow - this.lastBeatMs >= this.leaseMs / 3) this.renew(leaseNow);
     // The wall clock stepped back more than a minute since the last admit: the minutes written
-    // ahead of it go now, not at the next heartbeat (they would count again once the clock caught up).
-    if (minute + 1 < this.newestMinute) this.purgeOldWindows.run(minute - 1, minute + 1);
+    // ahead of it move back now, not at the next heartbeat.
+    if (minute + 1 < this.newestMinute) this.moveBackAhead(minute);
     this.newestMinute = minute;
     this.writePending(minute);
     // Requests already in flight that the new limit must count: in before the checks read the slots.
@@ -384,10 +399,37 @@ export class SqliteLimitStore implements LimitStore {
   }
 
   private writeChanges(changes: readonly WindowChange[], nowMinute: number): void {
-    for (const { subject, metric, minute, delta } of changes) {
+    let movedBack = false;
+    for (const { subject, metric, minute: chargedIn, delta } of changes) {
+      let minute = chargedIn;
+      if (minute > nowMinute + 1) {
+        // Charged before the wall clock stepped back further than a minute: its counts are (made)
+        // the current minute's, so the true-up goes there too, neither lost nor put back ahead.
+        if (!movedBack) this.moveBackAhead(nowMinute);
+        movedBack = true;
+        minute = nowMinute;
+      }
       // Usage written late counts in the minute it is written, never in a window already decayed or gone.
       if (delta > 0) this.addWindow.run(subject, metric, Math.max(minute, nowMinute), delta);
       else if (delta < 0) this.refundWindow.run(delta, subject, metric, minute);
+    }
+  }
+
+  /**
+   * Inside a transaction, after the wall clock stepped back more than a minute: each window written
+   * further ahead than the next minute moves back so that its newest minute is `minute` (and the
+   * one before it `minute - 1`), as the memory store's windows do. Its counts are neither lost (a
+   * step of 61–120 s emptied a window) nor held for the length of the step, and they do not count
+   * again when the clock catches up. What another replica already wrote at `minute - 1` and `minute`
+   * since the step is added to them; the group's other minutes, out of the window, go.
+   */
+  private moveBackAhead(minute: number): void {
+    for (const { subject, metric, newest } of this.windowsAhead.all(minute + 1)) {
+      const group = { subject, metric, minute, newest };
+      this.dropStaleWindows.run(group);
+      // newest → minute, newest − 1 → minute − 1: both below newest − 1, so sources and targets never overlap.
+      this.copyWindowsBack.run(group);
+      this.dropWindowsAhead.run(group);
     }
   }
 

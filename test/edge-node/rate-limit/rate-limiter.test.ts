@@ -318,3 +318,23 @@ t.test('the memory store forgets a subject once its windows are two minutes old,
   // previous minute counts in full, so with a limit of 2 a third is refused.
   t.equal(limiter.admit(callContext(clock, { keyLimits }))?.error.code, 'ZN_ERR_RATE_LIMITED', 'key-a is still counted across the minutes');
 });
+
+t.test('the memory store forgets a subject’s concurrency count once its last request finishes, and counts it afresh after', async (t) => {
+  const clock = new ManualClock();
+  const store = new MemoryLimitStore();
+  const limiter = new NodeRateLimiter(store, quietLogger);
+  t.teardown(() => limiter.close());
+  const limits = { concurrentRequests: 1 };
+  for (let i = 0; i < 100; i++) {
+    const ctx = callContext(clock, { keyId: `key-${i}`, accountId: `acct-${i}`, keyLimits: limits, accountLimits: limits });
+    t.equal(limiter.admit(ctx), undefined);
+    finish(ctx);
+  }
+  t.equal(store.subjectsInFlight(), 0, 'a hundred keys and accounts served, none remembered');
+  const running = callContext(clock, { keyLimits: limits });
+  t.equal(limiter.admit(running), undefined);
+  t.equal(store.subjectsInFlight(), 1, 'the key in flight is');
+  t.equal(limiter.admit(callContext(clock, { keyLimits: limits }))?.error.code, 'ZN_ERR_CONCURRENCY_LIMITED', 'and still limited');
+  finish(running);
+  t.equal(limiter.admit(callContext(clock, { keyLimits: limits })), undefined, 'admitted again once it finished');
+});
