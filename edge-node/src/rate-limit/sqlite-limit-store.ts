@@ -13,7 +13,8 @@
  *
  * Concurrency slots carry their owner (one id per store instance). Owners renew a lease (`leases`);
  * when a limit looks full, slots of owners whose lease ran out (a replica killed with -9) are dropped
- * before counting again, so a dead replica's slots never leak for longer than the lease. Leases are
+ * before counting again, so a dead replica's slots never leak for longer than the lease (and each
+ * heartbeat drops them and their leases too, so they do not stay in the file). Leases are
  * timed on the host's monotonic clock (Clock.hostMonotonic), which every replica on the host reads
  * alike: a lease on the wall clock would run out at once when the wall clock steps forward (NTP, a
  * VM resume) before the owner's next beat, and the first replica to find a limit full would drop the
@@ -170,7 +171,12 @@ export class SqliteLimitStore implements LimitStore {
       this.writeChanges(changes, nowMinute);
     });
     this.beatTx = this.db.transaction(() => {
-      this.renew();
+      const leaseNow = this.clock.hostMonotonic();
+      this.renew(leaseNow);
+      // Dead replicas' rows go here too, not only when a limit looks full (admit): a file whose
+      // limits are never reached would otherwise keep every killed replica's slots and lease.
+      this.purgeDeadSlots.run({ now: leaseNow });
+      this.purgeDeadLeases.run({ now: leaseNow });
       const minute = minuteOf(this.clock.now());
       this.moveBackAhead(minute);
       // So an idle replica's next admit sees a later step back too (below) rather than wait for a beat.
@@ -244,7 +250,7 @@ export class SqliteLimitStore implements LimitStore {
     }
   }
 
-  /** Renews this replica's lease, drops counters no window reads any more, makes the writes that were waiting. */
+  /** Renews this replica's lease, drops dead replicas' slots and leases and counters no window reads any more, makes the writes that were waiting. */
   heartbeat(): void {
     if (this.closed) return;
     this.write(() => this.beatTx.immediate());

@@ -3,9 +3,10 @@
 // slots expire with its lease.
 import { statSync } from 'node:fs';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import t from 'tap';
 import { NodeRateLimiter } from '../../../edge-node/src/rate-limit/node-rate-limiter.js';
-import { DEFAULT_OWNER_LEASE_MS, SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
+import { DEFAULT_OWNER_LEASE_MS, RATE_LIMIT_FILE, SqliteLimitStore } from '../../../edge-node/src/rate-limit/sqlite-limit-store.js';
 import { parseJsonLines, startProcess, tsEntry } from '../../fixtures/processes.js';
 import { ManualClock, T0, callContext, finish, quietLogger, sqliteReplica } from './limit-fixtures.js';
 
@@ -53,6 +54,32 @@ t.test("a dead replica's slots stop counting once its lease runs out, and not be
   t.equal(live.admit(callContext(clock, { keyLimits })), undefined, 'lease over: one slot free');
   t.equal(live.admit(callContext(clock, { keyLimits })), undefined, 'both slots free');
   t.equal(live.admit(callContext(clock, { keyLimits }))?.error.code, 'ZN_ERR_CONCURRENCY_LIMITED', 'the live ones count');
+});
+
+t.test("a dead replica's slots and lease leave the file at a live replica's heartbeat once the lease ran out, though no limit is reached", async (t) => {
+  const dir = t.testdir();
+  const clock = new ManualClock();
+  const live = sqliteReplica(t, dir, clock).store;
+  const dying = new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false });
+  const dyingLimiter = new NodeRateLimiter(dying, quietLogger);
+  t.equal(dyingLimiter.admit(callContext(clock, { keyLimits: { concurrentRequests: 100 } })), undefined);
+  dying.abandon(); // as kill -9
+  const rows = (): { slots: number; leases: number } => {
+    const db = new Database(path.join(dir, RATE_LIMIT_FILE), { readonly: true });
+    try {
+      const count = (table: string): number => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+      return { slots: count('slots'), leases: count('leases') };
+    } finally {
+      db.close();
+    }
+  };
+  t.same(rows(), { slots: 1, leases: 2 }, 'the dead replica\'s slot and both leases');
+  clock.advance(DEFAULT_OWNER_LEASE_MS - 1);
+  live.heartbeat();
+  t.same(rows(), { slots: 1, leases: 2 }, 'within its lease: kept');
+  clock.advance(1);
+  live.heartbeat();
+  t.same(rows(), { slots: 0, leases: 1 }, 'lease over: only the live replica\'s lease is left');
 });
 
 t.test("a live replica's slots outlast the lease while it keeps admitting", async (t) => {
