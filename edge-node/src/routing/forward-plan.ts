@@ -9,8 +9,8 @@
  * runs again after that. An upstream 429 that is the plan's last word passes on
  * its Retry-After. Each attempt's result goes to target health (target-health.ts); a stream's
  * answering attempt's when the stream ends (noteStreamHealth). Records ctx.attempts, ctx.served (also for a
- * failure the upstream bills: upstreamBilled; and for a caller that left, or an attempt that timed
- * out, once the upstream had the whole request: attemptRequestSent) and upstream timings; sets ctx.reply from the first answer. A
+ * failure the upstream bills: upstreamBilled, billedWithoutAnswer; and for a caller that left once
+ * the upstream had the whole request: attemptRequestSent) and upstream timings; sets ctx.reply from the first answer. A
  * caller that goes away stops everything (the runner records 'aborted').
  */
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
@@ -48,11 +48,13 @@ export type AttemptResult =
        */
       nextTargetOnly?: true;
       /**
-       * The attempt timed out after the upstream had the whole request (attemptRequestSent): it goes
-       * on with it and bills it, so the request is charged the prompt (ctx.served names this target
-       * unless a later attempt answers) and its final failure tells SDKs not to resend.
+       * The upstream bills this attempt though its answer never reached the caller: it timed out
+       * after the upstream had the whole request (attemptRequestSent), which goes on with it, or
+       * the answer came compressed although identity was asked for. The request is charged the
+       * prompt (ctx.served names this target unless a later attempt answers) and its final failure
+       * tells SDKs not to resend.
        */
-      sentThenTimedOut?: true;
+      billedWithoutAnswer?: true;
     };
 
 /**
@@ -149,9 +151,9 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
   let lastFailure: ZenovaError | undefined;
   // The wait an upstream 429 asked for, passed on when that 429 is the plan's last word.
   let lastRetryAfter: number | undefined;
-  // A target did the work but its answer was unusable (nextTargetOnly), or had the whole request
-  // when its attempt timed out (sentThenTimedOut): the final failure tells SDKs not to resend, or
-  // each of their retries would be billed by that upstream (and charged) again.
+  // A target did (or goes on doing) the work but its answer never reached the caller
+  // (billedWithoutAnswer): the final failure tells SDKs not to resend, or each of their retries
+  // would be billed by that upstream (and charged) again.
   let workDone = false;
   const finalFailure = (): StageResult => {
     const error = lastFailure ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE');
@@ -176,14 +178,12 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
       if (outcome === 'caller-gone') return callerGone();
       lastFailure = outcome.error;
       lastRetryAfter = outcome.retryAfterSeconds;
-      if (outcome.sentThenTimedOut === true) workDone = true;
+      if (outcome.billedWithoutAnswer === true) workDone = true;
       if (!outcome.retryable) {
         if (outcome.retryAfterSeconds !== undefined) ctx.responseHeaders['retry-after'] = String(outcome.retryAfterSeconds);
         return rejectWith(outcome.error);
       }
       if (outcome.nextTargetOnly === true) {
-        // A refused credential or a rate limit (an HTTP status) did no work; an unusable answer did.
-        if (outcome.outcome !== 'status') workDone = true;
         break;
       }
     }
@@ -299,10 +299,12 @@ async function attemptOnce(
     };
   }
   record(result.outcome, result.httpStatus);
-  if (result.outcome === 'timeout' && attemptAbort.requestSent) {
-    // The upstream had the whole request: as for a caller who left (above), it goes on and bills
-    // the prompt, so the request is charged it unless a later attempt answers (its usage then).
-    result = { ...result, sentThenTimedOut: true };
+  // A refused credential or a rate limit (an HTTP status, nextTargetOnly) did no work; an answer
+  // compressed anyway (an error, nextTargetOnly) did. A timeout once the upstream had the whole
+  // request: as for a caller who left (above), the upstream goes on and bills the prompt.
+  if ((result.outcome === 'timeout' && attemptAbort.requestSent) || (result.nextTargetOnly === true && result.outcome === 'error')) {
+    // Charged the prompt unless a later attempt answers (its usage then).
+    result = { ...result, billedWithoutAnswer: true };
     ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
     ctx.upstreamMs = round(durationMs);
   }

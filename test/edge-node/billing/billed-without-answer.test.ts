@@ -1,12 +1,16 @@
-// An attempt that times out once the upstream had the whole request is charged the prompt, as a
-// caller who leaves then is: the upstream goes on with it and bills it. Its final 504 tells SDKs
-// not to resend (each resend would be billed again); an answer from a later attempt is charged by
-// its own usage (an attempt that timed out before the request went out is charged nothing:
-// caller-left-before-answer.test.ts; docs/billing.md, "Stage settle").
+// An attempt the upstream bills though its answer never reaches the caller is charged the prompt:
+// one that times out once the upstream had the whole request (as a caller who leaves then is: the
+// upstream goes on with it), and an answer compressed although identity was asked for. Its final
+// failure tells SDKs not to resend (each resend would be billed again); an answer from a later
+// attempt is charged by its own usage (an attempt that timed out before the request went out is
+// charged nothing: caller-left-before-answer.test.ts; docs/billing.md, "Stage settle").
 import http from 'node:http';
+import zlib from 'node:zlib';
 import t from 'tap';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
+import { chatCompletionJson } from '../../fixtures/canned-answers.js';
 import { listenForTest } from '../../fixtures/loopback-server.js';
+import { startRawUpstream } from '../../fixtures/raw-upstream.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
 import { pricedNode } from './priced-node.js';
@@ -105,4 +109,25 @@ t.test('when a retry answers after an attempt timed out, the answer’s own usag
   const f = await waitFor(() => finished[0], { what: 'the record' });
   t.same(f.usage, { inputTokens: 40, outputTokens: 3, estimated: false });
   t.equal(f.cost.costMicros, 40 + 3 * 10);
+});
+
+t.test('an answer compressed although identity was asked for is charged the prompt, and the 502 says not to resend', async (t) => {
+  const gz = zlib.gzipSync(chatCompletionJson('plain', { prompt_tokens: 30, completion_tokens: 1 }));
+  let received = 0;
+  const up = await startRawUpstream(t, (socket) => {
+    received += 1;
+    socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: ${gz.length}\r\n\r\n`);
+    socket.write(gz);
+  });
+  const { node, finished } = await pricedNode(t, up.url, { route: shortTimeout(1) });
+  const res = await ask(node);
+  t.equal(res.status, 502);
+  t.match(((await res.json()) as { error: { message: string } }).error.message, /Content-Encoding "gzip"/);
+  t.equal(res.headers.get('x-should-retry'), 'false');
+  t.equal(received, 1, 'not retried on the target that did the work');
+  const f = await waitFor(() => finished[0], { what: 'the record' });
+  t.equal(f.upstream, 'demo');
+  t.same(f.usage, { inputTokens: f.usage.inputTokens, outputTokens: 0, estimated: true });
+  t.ok(f.usage.inputTokens > 0);
+  t.equal(f.cost.costMicros, f.usage.inputTokens);
 });
