@@ -66,7 +66,7 @@ function mcpContext(opts: { method: string; server: string; body?: unknown; head
     callerGone: new AbortSwitch(),
     config: opts.config,
     model: null, stream: false, maxOutputTokens: null, estimatedInputTokens: 0, inputTexts: [], attempts: [], upstreamUsage: null,
-    upstreamFirstByteMs: null, upstreamMs: null, responseText: '', responseTextChars: 0, responseTextCjkChars: 0, guardedTextChars: 0, guardedTextCjkChars: 0, deliveredInputTokens: 0, guardrails: [], usage: { inputTokens: 0, outputTokens: 0, estimated: false },
+    upstreamFirstByteMs: null, upstreamMs: null, responseText: '', responseTextChars: 0, responseTextDenseWeight: 0, guardedTextChars: 0, guardedTextDenseWeight: 0, deliveredInputTokens: 0, guardrails: [], usage: { inputTokens: 0, outputTokens: 0, estimated: false },
     cost: { reservedMicros: 0, costMicros: 0, leaseId: null, priced: false }, openRowDurable: null, responseHeaders: {}, stagesUs: {},
     outcome: { status: 'ok', httpStatus: 200, errorCode: null }, cleanups: [], releaseSlot: null,
   };

@@ -332,18 +332,18 @@ export interface PipelineContext {
   /** forward: the response text the model wrote, as delivered (kept for the record; not TextSlot.notGenerated texts), bounded (response-text.ts). */
   responseText: string;
   /**
-   * forward: the characters, and CJK characters, of all that text, not only the part kept: what
+   * forward: the characters, and their denseTextWeight, of all that text, not only the part kept: what
    * output is estimated from when the upstream gave no usage (stage meter; response-text.ts).
    */
   responseTextChars: number;
-  responseTextCjkChars: number;
+  responseTextDenseWeight: number;
   /**
-   * guardrails-out: the characters, and CJK characters, of the model's text the output rules saw,
+   * guardrails-out: the characters, and their denseTextWeight, of the model's text the output rules saw,
    * counted before they held, masked or blocked any (response-text.ts countGuardedText): output is
    * estimated from the larger of this and the delivered text, so text held or blocked is billed.
    */
   guardedTextChars: number;
-  guardedTextCjkChars: number;
+  guardedTextDenseWeight: number;
   /**
    * forward: the estimated tokens of the delivered texts the upstream bills as input
    * (TextSlot.billedAsInput: a server tool's results), added to the input of a stream cut before

@@ -5,14 +5,14 @@
  * far longer than the bound (a caller leaving before a stream's usage chunk must not make output
  * cheaper) without a second pass over text nor holding it.
  */
-import { cjkCharacters, tokensForCharacters } from '../providers/token-estimate.js';
+import { denseTextWeight, tokensForCharacters } from '../providers/token-estimate.js';
 import type { PipelineContext, TextSlot } from './context.js';
 
 /** Counts `text` as delivered and appends it to ctx.responseText as far as `maxKeptChars` allows. */
 export function keepResponseText(ctx: PipelineContext, text: string, maxKeptChars: number): void {
   if (text.length === 0) return;
   ctx.responseTextChars += text.length;
-  ctx.responseTextCjkChars += cjkCharacters(text);
+  ctx.responseTextDenseWeight += denseTextWeight(text);
   const room = maxKeptChars - ctx.responseText.length;
   if (room > 0) ctx.responseText += text.length <= room ? text : text.slice(0, room);
 }
@@ -21,13 +21,13 @@ export function keepResponseText(ctx: PipelineContext, text: string, maxKeptChar
 export function replaceResponseText(ctx: PipelineContext, text: string, maxKeptChars: number): void {
   ctx.responseText = '';
   ctx.responseTextChars = 0;
-  ctx.responseTextCjkChars = 0;
+  ctx.responseTextDenseWeight = 0;
   keepResponseText(ctx, text, maxKeptChars);
 }
 
 /** The estimated tokens of all the text delivered (estimateTokens of it), however much was kept. */
 export function deliveredOutputTokens(ctx: PipelineContext): number {
-  return tokensForCharacters(ctx.responseTextChars, ctx.responseTextCjkChars);
+  return tokensForCharacters(ctx.responseTextChars, ctx.responseTextDenseWeight);
 }
 
 /**
@@ -41,7 +41,7 @@ export function countGuardedText(ctx: PipelineContext, texts: readonly TextSlot[
     const text = slot.text;
     if (text.length === 0) continue;
     ctx.guardedTextChars += text.length;
-    ctx.guardedTextCjkChars += cjkCharacters(text);
+    ctx.guardedTextDenseWeight += denseTextWeight(text);
   }
 }
 
@@ -51,5 +51,5 @@ export function countGuardedText(ctx: PipelineContext, texts: readonly TextSlot[
  */
 export function estimatedOutputTokens(ctx: PipelineContext): number {
   const delivered = deliveredOutputTokens(ctx);
-  return ctx.guardedTextChars === 0 ? delivered : Math.max(delivered, tokensForCharacters(ctx.guardedTextChars, ctx.guardedTextCjkChars));
+  return ctx.guardedTextChars === 0 ? delivered : Math.max(delivered, tokensForCharacters(ctx.guardedTextChars, ctx.guardedTextDenseWeight));
 }

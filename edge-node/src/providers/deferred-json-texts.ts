@@ -13,7 +13,7 @@
 import type { TextSlot } from '../pipeline/context.js';
 import { JsonStringWalk } from './json-string-slots.js';
 import { FieldSlot } from './text-slot.js';
-import { cjkCharacters, estimateTokens, tokensForCharacters } from './token-estimate.js';
+import { denseTextWeight, estimateTokens, tokensForCharacters } from './token-estimate.js';
 
 /** Lists holding stand-ins, each mapped to itself as the mutable array its provider built. */
 const pending = new WeakMap<readonly TextSlot[], TextSlot[]>();
@@ -138,7 +138,7 @@ export function estimateInputTokens(slots: readonly TextSlot[]): number {
  * feeds credit pre-authorisation, which must count what lies deeper too).
  */
 function jsonTokens(root: unknown): number {
-  const count: JsonLength = { chars: 0, cjk: 0 };
+  const count: JsonLength = { chars: 0, dense: 0 };
   const stack: object[] = [];
   countValue(root, count, stack);
   while (stack.length > 0) {
@@ -159,20 +159,20 @@ function jsonTokens(root: unknown): number {
       count.chars += keys === 0 ? 2 : 2 * keys + 1;
     }
   }
-  return tokensForCharacters(count.chars, count.cjk);
+  return tokensForCharacters(count.chars, count.dense);
 }
 
-/** The JSON text jsonTokens has counted: its characters, and how many of them are CJK. */
+/** The JSON text jsonTokens has counted: its characters, and their denseTextWeight. */
 interface JsonLength {
   chars: number;
-  cjk: number;
+  dense: number;
 }
 
 /** Counts a string or scalar into `count`, or puts an object or array on `stack` to be walked. */
 function countValue(value: unknown, count: JsonLength, stack: object[]): void {
   if (typeof value === 'string') {
     count.chars += jsonStringLength(value);
-    count.cjk += cjkCharacters(value);
+    count.dense += denseTextWeight(value);
   } else if (typeof value === 'object' && value !== null) {
     stack.push(value);
   } else {

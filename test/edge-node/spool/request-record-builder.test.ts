@@ -26,7 +26,7 @@ function context(overrides: Partial<PipelineContext> = {}, finalised: RequestRec
     key: { id: 'key-1', accountId: 'acct-1', keyLimits: {}, accountLimits: {}, guardrailPolicyId: null, allowedModels: null, allowedToolServers: null },
     attempts: [{ upstream: 'demo', model: 'demo-echo', outcome: 'ok', httpStatus: 200, durationMs: 40 }],
     served: { upstream: 'demo', model: 'demo-echo' },
-    upstreamUsage: null, upstreamFirstByteMs: 12, upstreamMs: 40, responseText: 'hello there', responseTextChars: 11, responseTextCjkChars: 0, guardedTextChars: 0, guardedTextCjkChars: 0, deliveredInputTokens: 0,
+    upstreamUsage: null, upstreamFirstByteMs: 12, upstreamMs: 40, responseText: 'hello there', responseTextChars: 11, responseTextDenseWeight: 0, guardedTextChars: 0, guardedTextDenseWeight: 0, deliveredInputTokens: 0,
     guardrails: [{ policyId: 'p', rule: 0, detector: 'email', action: 'mask', on: 'input', matches: 1 }],
     usage: { inputTokens: 5, outputTokens: 7, estimated: false },
     cost: { reservedMicros: 100, costMicros: 40, leaseId: 'lease-1', priced: true }, openRowDurable: null,
