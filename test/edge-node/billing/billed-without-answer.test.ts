@@ -9,7 +9,7 @@ import zlib from 'node:zlib';
 import t from 'tap';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { chatCompletionJson } from '../../fixtures/canned-answers.js';
-import { listenForTest } from '../../fixtures/loopback-server.js';
+import { listenForTest, silentStreamUpstream } from '../../fixtures/loopback-server.js';
 import { startRawUpstream } from '../../fixtures/raw-upstream.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
@@ -47,27 +47,13 @@ t.test('a JSON answer that never comes in time is charged the prompt once, howev
 });
 
 t.test('a stream whose first event never comes in time is charged the prompt too', async (t) => {
-  let received = 0;
-  const open = new Set<http.ServerResponse>();
-  const url = await listenForTest(
-    t,
-    http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        received += 1;
-        open.add(res);
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.flushHeaders(); // then nothing
-      });
-    }),
-  );
-  t.teardown(() => open.forEach((res) => res.destroy()));
+  const { url, received } = await silentStreamUpstream(t);
   const { node, finished } = await pricedNode(t, url, { route: shortTimeout(0) });
   const res = await ask(node, true);
   t.equal(res.status, 504);
   await res.body?.cancel();
   t.equal(res.headers.get('x-should-retry'), 'false');
-  t.equal(received, 1);
+  t.equal(received(), 1);
   const f = await waitFor(() => finished[0], { what: 'the record' });
   t.equal(f.upstream, 'demo');
   t.ok(f.usage.inputTokens > 0 && f.usage.estimated);
@@ -75,7 +61,6 @@ t.test('a stream whose first event never comes in time is charged the prompt too
 });
 
 t.test('when a retry answers after an attempt timed out, the answer’s own usage is what is charged', async (t) => {
-  const held = new Set<http.ServerResponse>();
   let received = 0;
   const url = await listenForTest(
     t,
@@ -83,25 +68,12 @@ t.test('when a retry answers after an attempt timed out, the answer’s own usag
       req.resume();
       req.on('end', () => {
         received += 1;
-        if (received === 1) {
-          held.add(res); // the first attempt: no answer
-          return;
-        }
+        if (received === 1) return; // the first attempt: no answer (the connection closes at teardown)
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            id: 'chatcmpl-1',
-            object: 'chat.completion',
-            created: 1,
-            model: 'echo',
-            choices: [{ index: 0, message: { role: 'assistant', content: 'Many.' }, finish_reason: 'stop' }],
-            usage: { prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 },
-          }),
-        );
+        res.end(chatCompletionJson('Many.', { prompt_tokens: 40, completion_tokens: 3 }));
       });
     }),
   );
-  t.teardown(() => held.forEach((res) => res.destroy()));
   const { node, finished } = await pricedNode(t, url, { route: shortTimeout(1) });
   const res = await ask(node);
   t.equal(res.status, 200);

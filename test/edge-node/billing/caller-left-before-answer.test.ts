@@ -2,12 +2,11 @@
 // had the whole request (it goes on generating and bills it: a JSON answer comes only when it is
 // done), and nothing while the node was still connecting to it (docs/billing.md, "Stage settle").
 // Leaving (or the attempt's timer) while the node connects ends the attempt at once.
-import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
-import { listenForTest } from '../../fixtures/loopback-server.js';
+import { silentStreamUpstream } from '../../fixtures/loopback-server.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
 import { pricedNode } from './priced-node.js';
@@ -42,23 +41,9 @@ t.test('a caller that leaves while the upstream works on a JSON answer is charge
 });
 
 t.test('a caller that leaves before a stream’s first event is charged the prompt too', async (t) => {
-  let received = 0;
-  const open = new Set<http.ServerResponse>();
-  const url = await listenForTest(
-    t,
-    http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        received += 1;
-        open.add(res);
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.flushHeaders(); // then nothing: the model is still thinking
-      });
-    }),
-  );
-  t.teardown(() => open.forEach((res) => res.destroy()));
+  const { url, received } = await silentStreamUpstream(t);
   const { node, finished } = await pricedNode(t, url);
-  await leaveWhen(node, true, () => received === 1);
+  await leaveWhen(node, true, () => received() === 1);
   const f = await waitFor(() => finished[0], { what: 'the request to finish' });
   t.equal(f.status, 'aborted');
   t.equal(f.upstream, 'demo');
