@@ -1,6 +1,8 @@
 // A node restarted in the same boot while the control plane is out of reach keeps judging key
 // expiries by the control plane's time: it takes the last anchor from control-status.json at start
-// rather than falling back to this host's wall clock, which here is 10 min behind the control plane's.
+// rather than falling back to this host's wall clock, which here is 10 min behind the control plane's;
+// and it writes that anchor back, so the restart after it (still out of reach) keeps it too.
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { currentBootId } from '../../edge-node/src/control/control-plane-time.js';
@@ -8,6 +10,7 @@ import { saveControlStatus } from '../../edge-node/src/control/control-status.js
 import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
+import { waitFor } from '../fixtures/wait-for.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
 import { writeEnrolledState } from './control-fixtures.js';
@@ -49,8 +52,16 @@ t.test("a node restarted while the control plane is unreachable judges key expir
     },
   });
 
-  const { proc, url } = await serveNode(t, state.dir);
-  t.same(await chat(url, expiresSoon.secret), { status: 401, code: 'ZN_ERR_API_KEY_EXPIRED' }, 'expired on the control plane\'s clock');
-  t.match(await chat(url, expiresLater.secret), { status: 200 }, 'a key the control plane still counts valid is served');
-  t.equal(await proc.stop('SIGTERM'), 0);
+  const statusFile = path.join(state.dir, 'control-status.json');
+  const anchorInFile = (): { pid: number; clock?: { controlPlaneMs: number; measuredAt: string } } => JSON.parse(readFileSync(statusFile, 'utf8')) as never;
+  for (const run of ['first', 'second']) {
+    const before = anchorInFile().pid;
+    const { proc, url } = await serveNode(t, state.dir);
+    t.same(await chat(url, expiresSoon.secret), { status: 401, code: 'ZN_ERR_API_KEY_EXPIRED' }, `${run} restart: expired on the control plane's clock`);
+    t.match(await chat(url, expiresLater.secret), { status: 200 }, `${run} restart: a key the control plane still counts valid is served`);
+    // Its control link has written the file (with its own pid): with the anchor it adopted, as measured.
+    const written = await waitFor(() => (anchorInFile().pid !== before ? anchorInFile() : undefined), { what: 'the control link to write control-status.json' });
+    t.match(written.clock, { measuredAt: now }, `${run} restart: the anchor is written back as it was measured`);
+    t.equal(await proc.stop('SIGTERM'), 0);
+  }
 });

@@ -218,8 +218,10 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   }
   await appendLedger(client, { accountId, kind: 'lease_grant', amountMicros: add, leaseId: lease.id, nodeId });
   await adjustBalance(client, accountId, { outstanding: add });
+  // A top-up never moves the expiry earlier (a lowered ZENOVA_CREDENTIAL_VALIDITY_SECONDS would): the
+  // node keeps the later expiry it was granted and would go on reserving from a lease closed here.
   const { rows } = await client.query<{ granted: string; expiresAt: string }>(
-    `update credit_leases set granted_micros = granted_micros + $2, expires_at = to_timestamp($3::bigint / 1000.0), updated_at = now()
+    `update credit_leases set granted_micros = granted_micros + $2, expires_at = greatest(expires_at, to_timestamp($3::bigint / 1000.0)), updated_at = now()
       where id = $1 returning granted_micros::text as granted, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt"`,
     [lease.id, add.toString(), expiresAt],
   );

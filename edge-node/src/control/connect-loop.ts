@@ -122,7 +122,6 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
   let serving = true;
   let writes: Promise<void> = Promise.resolve();
   const controlPlaneTime = opts.controlPlaneTime ?? new ControlPlaneTime();
-  let clockMeasuredAt: Date | undefined;
   // The skew last warned about in this session (warned again only if it grows by another bound).
   let warnedSkewMs: number | undefined;
 
@@ -196,12 +195,17 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
     return spool === undefined ? {} : { spool };
   };
 
-  /** The control plane's time as last anchored, for `status` (which works out the skew now from it). */
+  /**
+   * The control plane's time as last anchored, for `status` (which works out the skew now from it)
+   * and for the next start: also an anchor this process only adopted (a restart while the control
+   * plane is out of reach), or the restart after it would judge expiries by the host's clock again.
+   */
   const clockRecord = (): Pick<ControlStatusRecord, 'clock'> => {
     const anchor = controlPlaneTime.anchor();
     const skew = controlPlaneTime.skewMs();
-    if (anchor === undefined || skew === null || clockMeasuredAt === undefined) return {};
-    return { clock: { ...anchor, skewMs: Math.round(skew), measuredAt: clockMeasuredAt.toISOString(), maxSkewMs: MAX_CLOCK_SKEW_MS } };
+    const measuredAt = controlPlaneTime.measuredAt();
+    if (anchor === undefined || skew === null || measuredAt === undefined) return {};
+    return { clock: { ...anchor, skewMs: Math.round(skew), measuredAt, maxSkewMs: MAX_CLOCK_SKEW_MS } };
   };
 
   const recordError = (code: string, message: string): boolean => {
@@ -285,7 +289,6 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
           const now = new Date();
           if (Number.isSafeInteger(info.serverTimeMs) && info.serverTimeMs > 0) {
             controlPlaneTime.observe(info.serverTimeMs, info.helloRoundTripMs);
-            clockMeasuredAt = now;
             warnedSkewMs = undefined;
             checkClockSkew();
           }

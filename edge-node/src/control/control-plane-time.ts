@@ -52,6 +52,8 @@ export function anchorFromThisBoot(anchor: ControlPlaneAnchor, local: Pick<Clock
 
 export class ControlPlaneTime {
   private anchored: ControlPlaneAnchor | undefined;
+  /** When the anchor was measured (ISO), by this process or the one whose anchor it adopted. */
+  private anchoredAt: string | undefined;
 
   constructor(
     private readonly local: Pick<Clock, 'now' | 'hostMonotonic'> = systemClock,
@@ -67,6 +69,7 @@ export class ControlPlaneTime {
     const halfTrip = roundTripMs !== undefined && Number.isFinite(roundTripMs) && roundTripMs > 0 ? roundTripMs / 2 : 0;
     const bootId = this.bootId();
     this.anchored = { controlPlaneMs: serverTimeMs + halfTrip, hostMonotonicMs: this.local.hostMonotonic(), ...(bootId !== null ? { bootId } : {}) };
+    this.anchoredAt = new Date(this.local.now()).toISOString();
     return this.local.now() - this.anchored.controlPlaneMs;
   }
 
@@ -85,10 +88,21 @@ export class ControlPlaneTime {
     return this.anchored;
   }
 
-  /** Takes an anchor another process of this host measured (a replica following the link holder); one from before a reboot is ignored. */
-  adopt(anchor: ControlPlaneAnchor): void {
+  /** When the anchor was measured (ISO 8601): by this process's last HelloAck, or as the adopted anchor says. */
+  measuredAt(): string | undefined {
+    return this.anchoredAt;
+  }
+
+  /**
+   * Takes an anchor another process of this host measured (a replica following the link holder, or
+   * the run before a restart: control-status.json); one from before a reboot is ignored. Kept with
+   * when it was measured, so that this process writes it back to the file as it found it: a restart
+   * after this one, with the control plane still out of reach, must find it there too.
+   */
+  adopt(anchor: ControlPlaneAnchor & { measuredAt?: string }): void {
     if (!anchorFromThisBoot(anchor, this.local, this.bootId())) return;
     this.anchored = { controlPlaneMs: anchor.controlPlaneMs, hostMonotonicMs: anchor.hostMonotonicMs, ...(anchor.bootId !== undefined ? { bootId: anchor.bootId } : {}) };
+    this.anchoredAt = anchor.measuredAt ?? new Date(this.local.now()).toISOString();
   }
 
   /** `base` with controlPlaneNow() from this: the clock the pipeline judges control-plane expiries by. */

@@ -70,6 +70,22 @@ t.test('billing ledger', async (t) => {
     t.same(await replayLedger(pool), []);
   });
 
+  t.test('a top-up under a shorter lease life keeps the expiry the node was granted, never moving it earlier', async (t) => {
+    const account = await insertAccount(pool);
+    const node = await insertNode(pool);
+    await creditAccount(pool, account, 1_000n, null);
+    const now = Date.now();
+    const first = await withTransaction(pool, (c) => topUpLease(c, node, account, { ...HALF, ttlMs: 30 * 86_400_000 }, now));
+    await withTransaction(pool, (c) => settleIngestedRecords(c, node, [record('ttl-1', account, 400, first.lease!.id, node)]));
+    // The operator lowered the lease life to a day; the node's spend makes the next top-up worth it.
+    const second = await withTransaction(pool, (c) => topUpLease(c, node, account, { ...HALF, ttlMs: 86_400_000 }, now + 1_000));
+    t.ok(second.addedMicros > 0n, 'topped up');
+    t.equal(second.lease!.id, first.lease!.id);
+    t.equal(second.lease!.expiresAt, first.lease!.expiresAt, 'the granted 30 days stand');
+    const { rows } = await pool.query<{ ms: string }>('select (extract(epoch from expires_at) * 1000)::bigint::text as ms from credit_leases where id = $1', [first.lease!.id]);
+    t.equal(Number(rows[0]!.ms), first.lease!.expiresAt, 'and the stored lease says so too');
+  });
+
   t.test('a suspended account gets no further credit', async (t) => {
     const account = await insertAccount(pool);
     const node = await insertNode(pool);
