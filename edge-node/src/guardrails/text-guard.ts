@@ -130,12 +130,12 @@ export class TextGuard {
     const resuming = this.open;
     for (const rule of this.side.rules) {
       for (const m of rule.detector.find(scanned, resuming ? 0 : from)) {
-        if (m.start >= from || m.end > from) found.push({ start: m.start, end: m.end, rule });
+        if (m.start >= from || m.end > from) found.push({ start: m.start, end: m.end, holdFrom: m.holdFrom ?? m.start, rule });
       }
     }
-    // Where released text stops: the window before the end, and never inside a match (moving back
-    // can put the cut inside another, hence the loop). A match still growing at the end of what has
-    // arrived thus stays held whatever its length.
+    // Where released text stops: the window before the end, and never inside a match nor between a
+    // match and what makes it one (its holdFrom: moving back can put the cut inside another, hence
+    // the loop). A match still growing at the end of what has arrived thus stays held whatever its length.
     let cut = final ? length : Math.max(from, length - this.side.window);
     if (!final) {
       for (const rule of this.side.rules) {
@@ -146,8 +146,9 @@ export class TextGuard {
     for (let moved = true; moved; ) {
       moved = false;
       for (const m of found) {
-        if (m.start < cut && m.end > cut && Math.max(m.start, from) < cut) {
-          cut = Math.max(m.start, from);
+        const hold = Math.max(m.holdFrom ?? m.start, from);
+        if (m.end > cut && hold < cut) {
+          cut = hold;
           moved = true;
         }
       }

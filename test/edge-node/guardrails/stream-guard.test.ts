@@ -142,6 +142,36 @@ t.test('an unquoted secret with an apostrophe or CJK punctuation inside, split a
   t.equal((await streamed(secretOnly, [...text])).text, expected.text, 'one character per delta');
 });
 
+t.test('an assignment whose name starts far before its value (a long name, blanks around the separator) is masked, or blocked, in a stream at every split and delta size', async (t) => {
+  const secretOnly = policy('secret-only', [{ detector: 'secret', action: 'mask', on: 'output' }]);
+  const blockSecret = policy('secret-block', [{ detector: 'secret', action: 'block', on: 'output' }]);
+  const values = ['wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', 'hunter2hunter2'];
+  const text =
+    `${FILLER}AWS_SECRET_ACCESS_KEY_FOR_PRODUCTION_BACKUPS_BUCKET_EU=${values[0]}${FILLER}` +
+    `password:${' '.repeat(15)}\n${values[1]} ${FILLER}`;
+  const expected = wholeResult(secretOnly, text);
+  t.ok(expected.text.includes('_BUCKET_EU=[SECRET]') && expected.text.includes(':               \n[SECRET] '), 'the whole text masks both values');
+  let failures = 0;
+  const check = (got: { text: string }, how: string): void => {
+    if (got.text === expected.text) return;
+    failures++;
+    if (failures <= 3) t.fail(how, { got: got.text, want: expected.text });
+  };
+  for (let i = 0; i <= text.length; i++) check(await streamed(secretOnly, [text.slice(0, i), text.slice(i)]), `split at ${i}`);
+  for (let size = 1; size <= 40; size++) {
+    const deltas: string[] = [];
+    for (let at = 0; at < text.length; at += size) deltas.push(text.slice(at, at + size));
+    check(await streamed(secretOnly, deltas), `deltas of ${size}`);
+    const blocked = await streamed(blockSecret, deltas);
+    const sent = blocked.events.map((e) => e.data).join('');
+    if (!isZenovaError(blocked.error) || values.some((v) => sent.includes(v.slice(0, 8)))) {
+      failures++;
+      if (failures <= 3) t.fail(`blocked, deltas of ${size}`, { error: String(blocked.error) });
+    }
+  }
+  t.equal(failures, 0, `all ${text.length + 1} split points and delta sizes 1–40, masked and blocked`);
+});
+
 t.test('every emitted event is a valid chat chunk, the held text comes before the finish chunk', async (t) => {
   const got = await streamed(MASK_ALL, ['Contact a@exam', 'ple.com now']);
   assertOpenAiFraming(t, got.events);

@@ -7,6 +7,12 @@
 export interface Match {
   start: number;
   end: number;
+  /**
+   * Where the text that makes this a match begins, when before `start` (an assignment's name before
+   * its value): a stream guard holds it with the match, never releasing the one without the other,
+   * or the next scan would see the value without what says it is a secret.
+   */
+  holdFrom?: number;
 }
 
 export type DetectorName = 'regex' | 'keywords' | 'email' | 'phone' | 'prc-resident-id' | 'bank-card' | 'secret';

@@ -49,8 +49,13 @@ const VALUE_BREAKS = '，。；：、！？）】」』“‘「『';
 function unquotedValue(close: string): string {
   return `([^${VALUE_ENDS}${VALUE_BREAKS}${close}]{8,}|[^${VALUE_ENDS}${close}]{8,})`;
 }
+// The rest of a name and the blanks around its separator are bounded so that a name and its value's
+// first 8 characters always fit in the stream window (secretWindow): a stream guard then holds the
+// name until its value is found (Match.holdFrom), and never releases it alone.
+const NAME_TAIL = '[A-Za-z0-9_.-]{0,64}';
+const BLANKS = '\\s{0,16}';
 const ASSIGNED_VALUE = new RegExp(
-  `[A-Za-z0-9_.-]*[${CLOSE_QUOTES}]?\\s*[:=：]\\s*(?:` +
+  `${NAME_TAIL}[${CLOSE_QUOTES}]?${BLANKS}[:=：]${BLANKS}(?:` +
     QUOTE_PAIRS.map(([open, close]) => `${open}([^${close}\\n]{8,${QUOTED_MAX}})${close}`).join('|') +
     '|' +
     QUOTE_PAIRS.map(([open, close]) => `${open}${unquotedValue(close)}`).join('|') +
@@ -132,7 +137,7 @@ function findAssigned(text: string, from: number): Match[] {
     // A quoted value ends one character (its closing quote) before the match's end.
     const end = ASSIGNED_VALUE.lastIndex - (quoted === undefined ? 0 : 1);
     // A value that ended before `from` is context, found already.
-    if (end > from) out.push({ start: Math.max(from, end - value.length), end });
+    if (end > from) out.push({ start: Math.max(from, end - value.length), end, holdFrom: w.index });
     SECRET_WORD.lastIndex = end;
   }
   return out;
@@ -141,7 +146,7 @@ function findAssigned(text: string, from: number): Match[] {
 // An assignment whose quoted value is still open at the end of the text (a stream cut between its
 // quotes): its value may be a passphrase with spaces, so it is held until the quote closes.
 const OPEN_QUOTED_TAIL = new RegExp(
-  `(?:${SECRET_WORD.source})[A-Za-z0-9_.-]*[${CLOSE_QUOTES}]?\\s*[:=：]\\s*(?:` +
+  `(?:${SECRET_WORD.source})${NAME_TAIL}[${CLOSE_QUOTES}]?${BLANKS}[:=：]${BLANKS}(?:` +
     QUOTE_PAIRS.map(([open, close]) => `${open}([^${close}\\n]{0,${QUOTED_MAX}})`).join('|') +
     ')$',
   'iu',
