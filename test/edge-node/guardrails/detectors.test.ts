@@ -32,8 +32,17 @@ t.test('phone refuses digits that are part of a longer run and shapes that are n
   t.same(found(findPhones, '订单号 213800138000 和 138001380001 和 12800138000'), [], 'longer runs and 12x prefixes');
   t.same(found(findPhones, '2024-13800138000'), [], 'glued to a number by a dash');
   t.same(found(findPhones, '+1 234, +12 345 67'), [], 'too few digits for E.164');
-  t.same(found(findPhones, '+1 234 567 890 123 456 789'), [], 'too many digits for E.164');
+  t.same(found(findPhones, '+1-234-567-890-123-456-789'), [], 'too many digits for E.164, joined by dashes');
   t.same(found(findPhones, '1380013800'), [], 'ten digits');
+});
+
+t.test('a + number followed by a space and more digits is found: a space does not join runs', async (t) => {
+  t.same(found(findPhones, 'Call +44 20 7946 0958 2024 01 15 to confirm.'), ['+44 20 7946 0958'], 'then a date');
+  t.same(found(findPhones, 'Office: +1 415 555 2671 94103 San Francisco'), ['+1 415 555 2671'], 'then a ZIP code');
+  t.same(found(findPhones, 'Tel +49 30 12345678 0800 hotline'), ['+49 30 12345678']);
+  t.same(found(findPhones, '+44 20 7946 0958 13812345678'), ['+44 20 7946 0958', '13812345678'], 'the groups left off are scanned again');
+  t.same(found(findPhones, '+1 234 567 890 123 456 789'), ['+1 234 567 890 123'], 'the longest head of 15 digits or fewer');
+  t.same(found(findPhones, '+12 3456 78901234567'), [], 'no head of 8 to 15 digits');
 });
 
 t.test('phone finds numbers grouped with dots, mainland and international', async (t) => {

@@ -48,16 +48,41 @@ function dottedGroupsLookLikeAPhone(s: string): boolean {
   return longGroups >= 2;
 }
 
+/**
+ * The length of the longest head of a space-grouped + number `s` that ends at a space and has at
+ * most E164_MAX_DIGITS digits (at least E164_MIN_DIGITS), else -1. The pattern takes every group
+ * that follows, but a space does not join runs: in `+44 20 7946 0958 2024 01 15` the number is
+ * followed by a date, and the whole, 20 digits, is no phone; its head is.
+ */
+function e164Head(s: string): number {
+  let end = s.length;
+  let digits = digitCount(s);
+  while (digits > E164_MAX_DIGITS) {
+    const space = s.lastIndexOf(' ', end - 1);
+    if (space <= 0) return -1;
+    digits -= digitCount(s.slice(space, end));
+    end = space;
+  }
+  return digits >= E164_MIN_DIGITS ? end : -1;
+}
+
 export function findPhones(original: string, from = 0): Match[] {
   const text = foldWidth(original);
   return regexMatches(PHONE, text, from, (m) => {
     const s = m[0];
+    let end = s.length;
     if (s.startsWith('+') && !/^\+86[ .-]?1[3-9]/.test(s)) {
-      const digits = digitCount(s);
-      if (digits < E164_MIN_DIGITS || digits > E164_MAX_DIGITS) return null;
-      if (s.includes('.') && !dottedGroupsLookLikeAPhone(s)) return null;
+      if (s.includes('.')) {
+        const digits = digitCount(s);
+        if (digits < E164_MIN_DIGITS || digits > E164_MAX_DIGITS || !dottedGroupsLookLikeAPhone(s)) return null;
+      } else {
+        end = e164Head(s);
+        if (end < 0) return null;
+        // The groups left off are scanned again (a mobile number may be among them).
+        PHONE.lastIndex = m.index + end;
+      }
     }
-    return { start: m.index, end: m.index + s.length };
+    return { start: m.index, end: m.index + end };
   });
 }
 
