@@ -15,7 +15,7 @@ import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
 import { inBandFailure, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownToolCall, repeatsReasoning, unknownPartSlots } from './chat-content-parts.js';
+import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownToolCall, otherMessageFieldSlots, repeatsReasoning, thinkingBlockSlots, unknownPartSlots } from './chat-content-parts.js';
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -59,9 +59,10 @@ export const chatCompletionsApi: ApiHandler = {
 
 /**
  * A message's text as slots: its content (collectContentTexts), the reasoning text some
- * OpenAI-compatible servers add (`reasoning_content`, `reasoning`, and OpenRouter's
- * `reasoning_details`: reasoningDetailSlots), its `refusal`, its `name` (NameSlot), and its tool
- * calls (toolCallSlots).
+ * OpenAI-compatible servers add (`reasoning_content`, `reasoning`, OpenRouter's
+ * `reasoning_details`: reasoningDetailSlots, LiteLLM's `thinking_blocks`), its `refusal`, its
+ * `name` (NameSlot), its tool calls (toolCallSlots), and every string under any other key
+ * (otherMessageFieldSlots).
  * The same fields in a request's messages and an answer's choices.
  */
 function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
@@ -71,6 +72,8 @@ function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[])
   if (Array.isArray(message.reasoning_details)) reasoningDetailSlots(message.reasoning_details, repeatsReasoning(message), into);
   if (Array.isArray(message.tool_calls)) toolCallSlots(message.tool_calls, into);
   if (isRecord(message.function_call)) deferJsonText(into, message.function_call, 'arguments');
+  thinkingBlockSlots(message, into);
+  otherMessageFieldSlots(message, into);
 }
 
 /**

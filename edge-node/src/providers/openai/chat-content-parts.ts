@@ -198,3 +198,55 @@ export function carriesStrings(value: unknown, depth: number): boolean {
 export function repeatsReasoning(holder: Record<string, unknown>): boolean {
   return typeof holder.reasoning === 'string' || typeof holder.reasoning_content === 'string';
 }
+
+/**
+ * Keys of a chat message (a request's, or an answer's choice message) whose text the node reads
+ * (collectMessageTexts, collectAnswerTexts) or that carry none of it (`role`, `tool_call_id`).
+ */
+const MESSAGE_KEYS_READ: ReadonlySet<string> = new Set([
+  'role', 'content', 'name', 'refusal', 'reasoning_content', 'reasoning', 'reasoning_details', 'thinking_blocks',
+  'tool_calls', 'function_call', 'tool_call_id', 'audio', 'annotations',
+]);
+
+/**
+ * Slots for every string under a message's other keys, at any depth (`type` tags aside): fields
+ * some OpenAI-compatible servers and proxies add (LiteLLM's `provider_specific_fields`), whose
+ * text went to the caller (or the upstream) unchecked.
+ */
+export function otherMessageFieldSlots(message: Record<string, unknown>, into: TextSlot[]): void {
+  for (const key of Object.keys(message)) {
+    if (MESSAGE_KEYS_READ.has(key)) continue;
+    const value = message[key];
+    if (typeof value === 'string') into.push(new FieldSlot(message, key));
+    else if (typeof value === 'object' && value !== null) unknownPartSlots(value as Record<string, unknown>, into);
+  }
+}
+
+/**
+ * LiteLLM's `thinking_blocks` (`[{type:'thinking', thinking, signature}]`, relaying a model's
+ * thinking beside `reasoning_content`): each block's `thinking`, repeating the reasoning when it is
+ * there (checked, counted once); not a `signature`, nor a redacted block's `data` (opaque).
+ */
+export function thinkingBlockSlots(message: Record<string, unknown>, into: TextSlot[]): void {
+  const blocks = message.thinking_blocks;
+  if (!Array.isArray(blocks)) return;
+  const repeated = repeatsReasoning(message);
+  for (const block of blocks) {
+    if (isRecord(block) && typeof block.thinking === 'string') into.push(repeated ? new RepeatedSlot(block, 'thinking') : new FieldSlot(block, 'thinking'));
+  }
+}
+
+/** Keys of a streamed delta whose text the stream reads (chat-stream.ts) or that carry none (`role`). */
+const DELTA_KEYS_READ: ReadonlySet<string> = new Set(['role', 'content', 'refusal', 'reasoning_content', 'reasoning', 'reasoning_details', 'tool_calls', 'function_call', 'audio', 'annotations']);
+
+/**
+ * Whether a streamed delta carries strings under other keys (LiteLLM's `thinking_blocks`,
+ * `provider_specific_fields`): text the stream cannot place in a running text, so output rules
+ * block the chunk (fail closed) rather than relay it unchecked.
+ */
+export function deltaCarriesOtherText(delta: Record<string, unknown>): boolean {
+  for (const key in delta) {
+    if (!DELTA_KEYS_READ.has(key) && carriesStrings(delta[key], 1)) return true;
+  }
+  return false;
+}

@@ -36,7 +36,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { callCarriesStrings, carriesStrings, choiceCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
+import { callCarriesStrings, carriesStrings, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 /**
@@ -298,6 +298,8 @@ export class ChatChunkEvent implements StreamEvent {
           if (delta.audio !== undefined && delta.audio !== null) unread = true;
           // Reasoning, tool-call arguments: rarer, so looked for only in a delta with more than content.
           if (!onlyContent(delta)) texts = this.partSlots(delta, channel, texts);
+          // Text under keys the stream does not read (LiteLLM's thinking_blocks): unread.
+          if (deltaCarriesOtherText(delta)) unread = true;
         }
         // Text outside the delta (`text`, `message`, as some compatible servers send): unread.
         if (choiceCarriesOtherText(choice, 'delta')) unread = true;
