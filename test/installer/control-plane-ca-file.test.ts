@@ -151,7 +151,7 @@ t.test('a re-enrollment whose CA file cannot be written names that file and star
   t.equal(re.exit, 1);
   t.match(re.out, /NODE-WRITE-FAILED: could not write \/opt\/zenova-node\/etc\/control-plane-ca\.pem: E/);
   t.notMatch(re.out, /NODE-SERVICE-START/);
-  t.same(h.services.calls, ['stop node-edge.service', 'start node-edge.service'], 'node-edge is not left stopped');
+  t.same(h.services.calls, ['enable node-edge.service', 'stop node-edge.service', 'start node-edge.service'], 'node-edge is not left stopped');
   t.equal(h.services.states.get('node-edge.service'), 'active');
 });
 

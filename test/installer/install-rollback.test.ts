@@ -119,6 +119,27 @@ t.test('a failed install whose rollback kept data/ is installed again by --reenr
   t.equal(readlinkSync(join(root, 'usr/local/bin/zenova')), '/opt/zenova-node/current/bin/zenova');
 });
 
+t.test('an install cut short after writing the units (node-edge never enabled, the updater unit not written) is made whole by the reenroll NODE-INSTALLED points to', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p-cut.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const services = fakeServices(root);
+  const host = hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollOk, waitReady: async () => ({ ready: true }) });
+  const base = ['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test'];
+  t.equal(await runInstall([...base, '--token', 'tok_install_1'], captureCli(work).ctx, host), 0);
+  // What a Ctrl-C after the first unit write leaves: node-edge.service on disk, nothing enabled, no updater unit.
+  rmSync(join(root, 'etc/systemd/system/zenova-node-update.service'));
+  const again = captureCli(work);
+  t.equal(await runInstall([...base, '--token', 'tok_install_1'], again.ctx, host), 1);
+  t.match(again.out(), /NODE-INSTALLED[\s\S]*If it shows node-edge inactive after an install that was cut short, run a reenroll command/);
+  services.calls.length = 0;
+  const cli = captureCli(work);
+  t.equal(await runInstall([...base, '--token', 'tok_reenroll_2', '--reenroll'], cli.ctx, host), 0, cli.out());
+  t.match(cli.out(), /✓ zenova-node-update\.service written again, node-edge\.service enabled/);
+  t.same(services.calls.slice(0, 3), ['write zenova-node-update.service', 'daemon-reload', 'enable node-edge.service'], 'before node-edge is stopped');
+  t.ok(existsSync(join(root, 'etc/systemd/system/zenova-node-update.service')));
+});
+
 t.test('a refused token after --reenroll advises a new reenroll command, not an install command', async (t) => {
   const pkg = await buildNodePackage(work, keys, { name: 'p4.zpkg' });
   const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));

@@ -340,7 +340,25 @@ async function startUnits(input: InstallInput, layout: InstallLayout, undo: Arra
 }
 
 /**
- * --reenroll: stop node-edge, replace the identity in data/ (spool, config cache and unsent records
+ * A first install cut short (Ctrl-C, a dropped SSH session) between writing the units and enabling
+ * node-edge left it installed but not enabled (not started at boot), perhaps without its updater
+ * unit; the re-run then finds it installed. A reenroll, the recovery NODE-INSTALLED points to,
+ * writes a missing unit again and enables node-edge: each step safe to repeat. Returns the units written.
+ */
+async function makeUnitsWhole(services: ServiceManager, layout: InstallLayout): Promise<string[]> {
+  const written: string[] = [];
+  for (const [name, text] of [[NODE_UNIT, nodeEdgeUnit(layout)], [UPDATER_UNIT, updaterUnit(layout)]] as const) {
+    if ((await services.readUnit(name)) !== undefined) continue;
+    await services.writeUnit(name, text);
+    written.push(name);
+  }
+  if (written.length > 0) await services.reload();
+  await services.enable(NODE_UNIT);
+  return written;
+}
+
+/**
+ * --reenroll: make the units whole and node-edge enabled (makeUnitsWhole), stop node-edge, replace the identity in data/ (spool, config cache and unsent records
  * stay; a token of another node moves the old node's aside into data/retired/), start it again. If the token is refused the old identity is untouched and the node is
  * started again as it was.
  */
@@ -353,6 +371,14 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   } catch (err) {
     const f = finding('NODE-WRITE-FAILED', `could not make ${layout.data} private (mode 0700): ${errnoText(err)}`, 'Nothing was changed and the token was not used: fix the cause shown and run the same command again.');
     step(`${layout.data} mode 0700`, f);
+    return { ok: false, finding: f };
+  }
+  try {
+    const written = await makeUnitsWhole(services, layout);
+    step(`${written.length > 0 ? `${written.join(' and ')} written again, ` : ''}${NODE_UNIT} enabled`);
+  } catch (err) {
+    const f = finding('NODE-SERVICE-START', `could not install or enable ${NODE_UNIT}: ${errnoText(err)}`, `Nothing was changed and the token was not used: check \`systemctl status ${NODE_UNIT}\`, then run the same command again.`);
+    step(`enable ${NODE_UNIT}`, f);
     return { ok: false, finding: f };
   }
   try {
