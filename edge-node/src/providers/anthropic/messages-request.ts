@@ -161,14 +161,14 @@ const OPAQUE_RESULT_KEYS: ReadonlySet<string> = new Set(['type', 'tool_use_id', 
 const TEXTLESS_BLOCK_TYPES: ReadonlySet<string> = new Set(['image', 'container_upload', 'redacted_thinking', 'fallback', 'tool_addition', 'tool_removal', 'tool_reference', 'mcp_tool_listing']);
 
 /**
- * Text fields of a citation (an entry of a text block's `citations`): the quoted text and the names
- * of its source (a `search_result_location`'s `source` is a string: the search result's URL or name).
+ * Slots for the text of one citation (also a stream's `citations_delta`): quotes, not the model's
+ * words (notGenerated). Every string but type tags, ids and opaque encodings (as in a server
+ * tool's result): the quoted text and the names of its source (`cited_text`, `title`,
+ * `document_title`, `url`, a `search_result_location`'s `source`), and the fields of a location
+ * type the node does not know (a `file_location`'s `file_name`), which a fixed list let through.
  */
-const CITATION_TEXT_FIELDS = ['cited_text', 'title', 'document_title', 'url', 'source'] as const;
-
-/** Slots for the text of one citation (also a stream's `citations_delta`): quotes, not the model's words (notGenerated). */
 export function citationSlots(citation: Record<string, unknown>, into: TextSlot[]): void {
-  for (const field of CITATION_TEXT_FIELDS) if (typeof citation[field] === 'string') into.push(new NotGeneratedSlot(citation, field));
+  resultSlots(citation, into, 0, NotGeneratedSlot);
 }
 
 /** Slots for the citations of a text block (its `citations`, when it has any). */
@@ -217,13 +217,22 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
   if (type === 'text') {
     if (typeof block.text === 'string') into.push(new FieldSlot(block, 'text'));
     textBlockCitationSlots(block, into);
-  } else if (type === 'thinking' && typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
+    otherKeySlots(block, into, depth, ['text'], ['citations']);
+  } else if (type === 'thinking') {
+    if (typeof block.thinking === 'string') into.push(new FieldSlot(block, 'thinking'));
+    otherKeySlots(block, into, depth, ['thinking']);
+  }
   // A compaction's summary, written by the model and sent back by the client; its encrypted_content and signature are opaque.
   else if (type === 'compaction') {
     if (typeof block.content === 'string') into.push(new FieldSlot(block, 'content'));
-  } else if (isToolUseBlock(block)) deferJsonValue(into, block, 'input');
-  else if (type === 'tool_result') contentSlots(block, into, 'content', depth);
-  else if (isServerResult(type)) resultSlots(block, into, depth);
+    otherKeySlots(block, into, depth, ['content']);
+  } else if (isToolUseBlock(block)) {
+    deferJsonValue(into, block, 'input');
+    otherKeySlots(block, into, depth, [], ['input']);
+  } else if (type === 'tool_result') {
+    contentSlots(block, into, 'content', depth);
+    otherKeySlots(block, into, depth, [], ['content']);
+  } else if (isServerResult(type)) resultSlots(block, into, depth);
   else if (type === 'search_result' || type === 'document') {
     for (const field of ['title', 'context'] as const) if (typeof block[field] === 'string') into.push(new FieldSlot(block, field));
     contentSlots(block, into, 'content', depth);
@@ -232,7 +241,34 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     if (typeof source === 'string') into.push(new FieldSlot(block, 'source'));
     else if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
     else if (isRecord(source) && source.type === 'content') contentSlots(source, into, 'content', depth);
+    otherKeySlots(block, into, depth, ['title', 'context'], ['content', 'source', 'citations']);
   } else if (!TEXTLESS_BLOCK_TYPES.has(type)) unknownBlockSlots(block, into, depth);
+}
+
+/** Keys of a block or message that hold no text besides OPAQUE_RESULT_KEYS: a tool's name, cache and error flags. */
+const NOT_TEXT_KEYS: ReadonlySet<string> = new Set(['name', 'cache_control', 'is_error', 'server_name', 'role']);
+
+/**
+ * Slots for every string of `holder` outside what its reading took: the keys in `read` (walked as
+ * its type says, whatever their value) and those in `readText` when they are strings (a value of
+ * another shape there, an array `text`, is text that reading would miss, so it is walked too).
+ * Strings a compatible upstream or proxy adds (LiteLLM's `provider_specific_fields`) are checked
+ * like the rest rather than passed on unseen. Exported for the stream's block starts.
+ */
+export function otherKeySlots(holder: Record<string, unknown>, into: TextSlot[], depth: number, readText: readonly string[], read: readonly string[] = []): void {
+  for (const key in holder) {
+    if (OPAQUE_RESULT_KEYS.has(key) || NOT_TEXT_KEYS.has(key) || read.includes(key)) continue;
+    if (readText.includes(key) && typeof holder[key] === 'string') continue;
+    resultValueSlots(holder, key, into, depth, FieldSlot);
+  }
+}
+
+/** Keys of a Messages answer (JSON, or a stream's message_start `message`) that hold no text or are read (`content`). */
+const ANSWER_KEYS_READ = ['content', 'model', 'stop_reason', 'stop_sequence', 'usage', 'container'];
+
+/** Slots for the strings of an answer's other keys (LiteLLM's `provider_specific_fields`, …): see otherKeySlots. */
+export function otherAnswerKeySlots(answer: Record<string, unknown>, into: TextSlot[]): void {
+  otherKeySlots(answer, into, 0, [], ANSWER_KEYS_READ);
 }
 
 /**
@@ -308,7 +344,12 @@ export function inputTextSlots(body: Record<string, unknown>): TextSlot[] {
   contentSlots(body, into, 'system');
   const messages = body.messages;
   if (Array.isArray(messages)) {
-    for (const message of messages) if (isRecord(message)) contentSlots(message, into);
+    for (const message of messages) {
+      if (!isRecord(message)) continue;
+      contentSlots(message, into);
+      // A proxy's additions to a message (LiteLLM's thinking_blocks, provider_specific_fields) go upstream too.
+      otherKeySlots(message, into, 0, [], ['content']);
+    }
   }
   const management = body.context_management;
   const edits = isRecord(management) ? management.edits : undefined;

@@ -35,7 +35,7 @@ import { MAX_SSE_EVENT_BYTES, parseSse } from '../sse.js';
 import type { SseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, optionalTokenCount, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
-import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, textBlockCitationSlots, unknownBlockSlots } from './messages-request.js';
+import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, otherAnswerKeySlots, otherKeySlots, textBlockCitationSlots, unknownBlockSlots } from './messages-request.js';
 import { AnthropicStreamUsage, cacheCreationByTtl, cacheWritesOf } from './stream-usage.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
@@ -118,9 +118,51 @@ const WHOLE_TEXT_CHANNEL = -1;
 /** The delta type that continues each block type a content_block_start opens with text. */
 const BLOCK_DELTA_TYPES: Readonly<Record<string, string>> = { text: 'text_delta', thinking: 'thinking_delta', tool_use: 'input_json_delta', server_tool_use: 'input_json_delta', mcp_tool_use: 'input_json_delta' };
 
-/** The slots of a content_block_delta's text, if it carries any; a `citations_delta`'s citation is checked whole. */
+/** Per event type, the keys its reading covers (or that hold no text: `index`, `usage`). */
+const EVENT_KEYS_READ: Readonly<Record<string, ReadonlySet<string>>> = {
+  message_start: new Set(['type', 'message']),
+  message_delta: new Set(['type', 'delta', 'usage']),
+  content_block_start: new Set(['type', 'index', 'content_block']),
+  content_block_delta: new Set(['type', 'index', 'delta']),
+  content_block_stop: new Set(['type', 'index']),
+};
+/** A message_delta's `delta` keys: why it stopped (`stop_sequence`: the caller's own stop string) and the code container. */
+const MESSAGE_DELTA_KEYS: ReadonlySet<string> = new Set(['stop_reason', 'stop_sequence', 'container']);
+
+/** The keys each known delta type's reading covers (its text field; `type`). */
+const DELTA_KEYS: Readonly<Record<string, ReadonlySet<string>>> = {
+  text_delta: new Set(['type', 'text']),
+  thinking_delta: new Set(['type', 'thinking']),
+  input_json_delta: new Set(['type', 'partial_json']),
+  signature_delta: new Set(['type', 'signature']),
+  citations_delta: new Set(['type', 'citation']),
+  compaction_delta: new Set(['type', 'content']),
+};
+const TYPE_ONLY: ReadonlySet<string> = new Set(['type']);
+
+/**
+ * Whether `holder` carries strings under keys outside `known` (type tags, ids and opaque encodings
+ * aside, as unknownBlockSlots skips them): text the reading of its type would relay unseen.
+ */
+function carriesOtherStrings(holder: Json, known: ReadonlySet<string>): boolean {
+  let others: Json | undefined;
+  for (const key in holder) if (!known.has(key)) (others ??= {})[key] = holder[key];
+  if (others === undefined) return false;
+  const found: TextSlot[] = [];
+  unknownBlockSlots(others, found);
+  return found.length > 0 || isPartial(found);
+}
+
+/**
+ * The slots of a content_block_delta's text, if it carries any; a `citations_delta`'s citation is
+ * checked whole. A delta of a known type with strings beside its field (or its field not a string
+ * but holding strings: `text: ["…"]`, which SDKs join into the text) is unread: output rules
+ * block it rather than relay text they never saw.
+ */
 function deltaSlots(delta: Json, event: AnthropicStreamEvent): TextSlot[] {
   const type = typeof delta.type === 'string' ? delta.type : '';
+  const known = Object.hasOwn(DELTA_KEYS, type) ? DELTA_KEYS[type] : undefined;
+  if (known !== undefined && carriesOtherStrings(delta, known)) return UNREAD_TEXTS;
   if (type === 'citations_delta') {
     // Set even without texts: a text-less event that names no channels would end the block's text.
     event.endsText = [WHOLE_TEXT_CHANNEL];
@@ -134,7 +176,7 @@ function deltaSlots(delta: Json, event: AnthropicStreamEvent): TextSlot[] {
   }
   const field = Object.hasOwn(DELTA_TEXT_FIELDS, type) ? DELTA_TEXT_FIELDS[type] : undefined;
   if (field === undefined) return OPAQUE_DELTA_TYPES.has(type) ? NO_TEXTS : unknownDeltaTexts(delta);
-  if (typeof delta[field] !== 'string') return NO_TEXTS;
+  if (typeof delta[field] !== 'string') return carriesOtherStrings(delta, TYPE_ONLY) ? UNREAD_TEXTS : NO_TEXTS;
   if (type === 'input_json_delta') return [new PartSlot(delta, field, event, event.index, TOOL_INPUT_PART, true)];
   return [new FieldSlot(delta, field, event)];
 }
@@ -258,10 +300,16 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
   if (type === 'text' || type === 'thinking') {
     const cited: TextSlot[] = [];
     if (type === 'text') textBlockCitationSlots(block, cited);
+    // Strings under other keys (or an opening text that is not a string), checked whole here.
+    otherKeySlots(block, cited, 0, [type], ['citations']);
     const opening = typeof block[type] === 'string' && block[type] !== '' ? [new FieldSlot(block, type, event)] : NO_TEXTS;
     return cited.length === 0 ? opening : [...opening, ...wholeTextSlots(cited, event)];
   }
   if (isToolUseBlock(block)) {
+    const other: TextSlot[] = [];
+    otherKeySlots(block, other, 0, [], ['input']);
+    // Rare (Anthropic's carry none): blocked rather than checked beside the input's own part.
+    if (other.length > 0 || isPartial(other)) return UNREAD_TEXTS;
     if (!hasContent(block.input)) return NO_TEXTS;
     event.endsText = [event.index];
     return [new StartInputSlot(block, event, event.index)];
@@ -281,9 +329,11 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
  * answer (blockSlots, tool input walked), each checked whole in this event, which ends them. The
  * model's text stays its output (kept, estimated); citations and tool results do not.
  */
-function messageStartSlots(content: unknown[], event: AnthropicStreamEvent): TextSlot[] {
+function messageStartSlots(message: Json, event: AnthropicStreamEvent): TextSlot[] {
   const fields: TextSlot[] = [];
-  contentBlockSlots(content, fields);
+  if (Array.isArray(message.content)) contentBlockSlots(message.content, fields);
+  // And the strings of its other keys (a proxy's provider_specific_fields), checked whole too.
+  otherAnswerKeySlots(message, fields);
   resolveDeferredTexts(fields);
   if (fields.length === 0 && !isPartial(fields)) return NO_TEXTS;
   return wholeTextSlots(fields, event, true);
@@ -379,7 +429,7 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
           usage.cacheWrites = counts.cacheWrites;
           usage.outputTokens = counts.outputTokens;
         }
-        if (Array.isArray(message.content) && message.content.length > 0) event.texts = messageStartSlots(message.content, event);
+        event.texts = messageStartSlots(message, event);
       }
       break;
     }
@@ -408,6 +458,13 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
     case 'message_stop':
       event.terminal = true;
       break;
+  }
+  // Strings anywhere the reading above does not look (an event of a type it does not know, a key a
+  // compatible upstream adds to a known one, a message_delta's own text): unread, so output rules
+  // block the stream (fail closed) rather than relay them unchecked.
+  const keysRead = type !== undefined && Object.hasOwn(EVENT_KEYS_READ, type) ? EVENT_KEYS_READ[type]! : TYPE_ONLY;
+  if (event.texts !== UNREAD_TEXTS && (carriesOtherStrings(parsed, keysRead) || (type === 'message_delta' && isRecord(parsed.delta) && carriesOtherStrings(parsed.delta, MESSAGE_DELTA_KEYS)))) {
+    event.texts = UNREAD_TEXTS;
   }
   return event;
 }

@@ -20,7 +20,7 @@ import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
 import { inBandFailure, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { anthropicErrorBodyOf } from './anthropic-errors.js';
-import { billedAbovePriceParam, contentBlockSlots, inputTextSlots, longestPromptCacheTtl, messagesRequestSchema } from './messages-request.js';
+import { billedAbovePriceParam, contentBlockSlots, inputTextSlots, otherAnswerKeySlots, longestPromptCacheTtl, messagesRequestSchema } from './messages-request.js';
 import { anthropicCacheWrites, anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
 import { sseIdleDeadline } from '../sse.js';
@@ -88,6 +88,7 @@ function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamR
   if (typeof answer.model === 'string') answer.model = alias;
   const texts: TextSlot[] = [];
   if (Array.isArray(answer.content)) contentBlockSlots(answer.content, texts);
+  otherAnswerKeySlots(answer, texts);
   // A count it does not validly give stays undefined, for stage meter to estimate (never 0).
   if (isRecord(answer.usage)) {
     const inputTokens = anthropicInputTokens(answer.usage);
