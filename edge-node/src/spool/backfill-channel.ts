@@ -15,6 +15,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { MAX_RECORD_JSON_BYTES } from '../../../proto/src/index.js';
+
+/** The longest request id a record may have (proto's RequestRecord schema). */
+const MAX_REQUEST_ID_LENGTH = 128;
 import type { ControlMessage, RecordBatchAck } from '../../../proto/src/index.js';
 import type { ControlChannel, ControlSend } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
@@ -122,6 +125,13 @@ export class BackfillChannel implements ControlChannel {
       this.logger.warn({ batchId: batch.batchId, expected: batch.last, got: String(ack.lastSequence) }, 'a record batch ack named another last sequence; the batch stays in the spool and is sent again in the next session');
       return;
     }
+    // Accepted, duplicate and rejected account for every record of the batch (docs/spool.md); an ack
+    // that accounts for fewer does not say the rest were kept, so none is deleted on its word.
+    const accounted = ack.acceptedCount + ack.duplicateCount + ack.rejectedCount;
+    if (accounted !== batch.count) {
+      this.logger.warn({ batchId: batch.batchId, records: batch.count, accounted }, 'a record batch ack accounted for another number of records; the batch stays in the spool and is sent again in the next session');
+      return;
+    }
     this.store.deleteAcknowledged(batch.first, batch.last);
     this.totals.recordsAcknowledged += batch.count;
     this.totals.duplicates += ack.duplicateCount;
@@ -224,8 +234,10 @@ export class BackfillChannel implements ControlChannel {
     // file holds one) goes cut to one byte over the limit: the control plane sets it aside as
     // too_large all the same, whereas a message past its gRPC limit (4 MiB) would end the session
     // on every resend, and nothing behind the row would ever be delivered.
+    // So is a request id longer than any valid one (the schema's 128 characters): cut to 129, the
+    // control plane refuses it as it refuses any invalid id, and the message stays within bounds.
     const records = rows.map((row) => ({
-      requestId: row.requestId,
+      requestId: row.requestId.length > MAX_REQUEST_ID_LENGTH ? row.requestId.slice(0, MAX_REQUEST_ID_LENGTH + 1) : row.requestId,
       recordJson: row.recordJson.length > MAX_RECORD_JSON_BYTES ? row.recordJson.subarray(0, MAX_RECORD_JSON_BYTES + 1) : row.recordJson,
     }));
     const batchId = randomUUID();

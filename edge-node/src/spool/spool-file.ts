@@ -168,6 +168,12 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
   if (header.length < 100 || !header.subarray(0, 16).equals(SQLITE_MAGIC)) {
     throw new SpoolRefusedError(file, 'is not a SQLite database (garbage or a truncated header)', KEEP_ADVICE);
   }
+  // SQLite writes whole pages: a file cut inside its last page reads the missing tail as zeros, which
+  // quick_check may pass, and the damaged rows would be sent and set aside unbilled.
+  const pageSize = header.readUInt16BE(16) === 1 ? 65_536 : header.readUInt16BE(16);
+  if (pageSize >= 512 && size % pageSize !== 0) {
+    throw new SpoolRefusedError(file, `is cut short: ${size} bytes is not a whole number of its ${pageSize}-byte pages`, KEEP_ADVICE);
+  }
   // Before any connection: SQLite's recovery would drop the frames from a damaged one on, and
   // quick_check would then pass the shorter database.
   const walDamage = findSpoolWalDamage(file);

@@ -218,7 +218,8 @@ export class SpoolStore implements RequestSpool {
         backlogAfter: this.db.prepare('select sequence, request_id as requestId, cast(record_json as blob) as recordJson from records where sequence > ? order by sequence limit ?'),
         // octet_length() takes a value's size from the row header without reading the value, so a
         // batch is sized without loading records it will not carry (large bodies run to 1 MiB each).
-        backlogSizesAfter: this.db.prepare('select sequence, octet_length(record_json) as bytes from records where sequence > ? order by sequence limit ?'),
+        // A row's size as sent: its record (cut past the limit, backfill-channel.ts) and its request id (cut to 129 characters, up to 4 bytes each).
+        backlogSizesAfter: this.db.prepare('select sequence, octet_length(record_json) + min(octet_length(request_id), 516) as bytes from records where sequence > ? order by sequence limit ?'),
         backlogRange: this.db.prepare('select sequence, request_id as requestId, cast(record_json as blob) as recordJson from records where sequence between ? and ? order by sequence'),
         holdsRequest: this.db
           .prepare('select exists (select 1 from open_requests where request_id = ?) or exists (select 1 from records where request_id = ?)')

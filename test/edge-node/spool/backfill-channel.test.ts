@@ -72,6 +72,21 @@ t.test('an ack for a batch not in flight deletes nothing', async (t) => {
   t.equal(store.backlogCount(), 5);
 });
 
+t.test('an ack that accounts for fewer records than its batch deletes nothing, and the batch goes again in the next session', async (t) => {
+  const { channel, sent, send, ack, store, endSession, newSession } = await setup(t, 10);
+  channel.onEstablished(send);
+  await waitFor(() => sent.length === 1, { what: 'a batch' });
+  const batch = sent[0]!;
+  channel.onMessage({ recordBatchAck: { batchId: batch.batchId, lastSequence: batch.lastSequence, acceptedCount: 3, duplicateCount: 0, rejectedCount: 0 } });
+  t.equal(store.backlogCount(), 10, 'an ack for 3 of 10 records deleted none');
+  endSession();
+  newSession();
+  channel.onEstablished(send);
+  await waitFor(() => sent.length === 2, { what: 'the batch sent again' });
+  ack(sent[1]!);
+  await waitFor(() => store.backlogCount() === 0 || undefined, { what: 'a whole ack to delete it' });
+});
+
 t.test('after the session is lost every unacknowledged batch is resent on the next session', async (t) => {
   const { channel, sent, send, ack, store, endSession, newSession } = await setup(t, 30);
   channel.onEstablished(send);

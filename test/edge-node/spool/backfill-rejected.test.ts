@@ -134,3 +134,32 @@ t.test('a row longer than the control plane accepts in one message goes cut, is 
   t.equal(channel.totals.recordsAcknowledged, 5);
   t.ok(Math.max(...largestMessage) <= MAX_RECORD_JSON_BYTES + 1, `no batch carried more than one record's limit of JSON (largest ${Math.max(...largestMessage)} bytes)`);
 });
+
+t.test('a row whose request id is longer than any valid one goes with the id cut, is set aside, and the backlog drains behind it', async (t) => {
+  // A 4 MiB id sent whole made every batch holding it larger than the control plane's gRPC limit
+  // (4 MiB): each session ended, and nothing behind the row was ever delivered.
+  const { file, meta } = await damagedSpool(t, 'long-id', 5, (db) => {
+    db.prepare('update records set request_id = ? where sequence = 2').run('x'.repeat(4 * 1024 * 1024));
+  });
+  const store = new SpoolStore({ file, meta, logger: quietLogger(), limits });
+  t.teardown(() => store.close());
+  const channel = new BackfillChannel({ store, logger: quietLogger(), maxRecords: 10 });
+  t.teardown(() => channel.stop());
+  const longestId: number[] = [];
+  const reasons: string[] = [];
+  channel.onEstablished((message) => {
+    if (message.recordBatch === undefined) return true;
+    longestId.push(Math.max(...message.recordBatch.records.map((r) => r.requestId.length)));
+    const parsed = parseRecordBatch(message, NODE_ID);
+    reasons.push(...parsed.rejected.map((r) => r.reason));
+    const ack: ControlMessage = {
+      recordBatchAck: { batchId: parsed.batchId, lastSequence: parsed.lastSequence, acceptedCount: parsed.records.length, duplicateCount: 0, rejectedCount: parsed.rejected.length },
+    };
+    setImmediate(() => channel.onMessage(ack));
+    return true;
+  });
+  await waitFor(() => (store.backlogCount() === 0 ? true : undefined), { what: 'the backlog to drain' });
+  t.equal(reasons.length, 1, `the row is set aside (${reasons.join(', ')})`);
+  t.equal(channel.totals.recordsAcknowledged, 5);
+  t.equal(Math.max(...longestId), 129, 'the id went cut to one character over the limit');
+});

@@ -57,7 +57,17 @@ t.test('a spool reopened by its own node keeps its undelivered records', async (
 t.test('a truncated spool file is refused and left untouched', async (t) => {
   const { dir, file } = await stateWithSpool(t);
   truncateSync(file, 5000);
-  await expectRefusal(t, dir, file, /corrupt|cannot be read|not a SQLite/);
+  await expectRefusal(t, dir, file, /corrupt|cannot be read|not a SQLite|cut short/);
+});
+
+t.test('a spool file cut inside its last page (which reads its lost tail as zeros) is refused as cut short and left untouched', async (t) => {
+  const { dir, file } = await stateWithSpool(t);
+  // Enough records that the last page holds some: cut 1 000 bytes off it.
+  const spool = await open(dir);
+  await Promise.all(Array.from({ length: 300 }, (_, i) => spool.spool.finalise(record(`more-${i}`))));
+  await spool.close();
+  truncateSync(file, statSync(file).size - 1000);
+  await expectRefusal(t, dir, file, /is cut short: \d+ bytes is not a whole number of its \d+-byte pages/);
 });
 
 t.test('a garbage spool file is refused as not a SQLite database and left untouched', async (t) => {
