@@ -132,7 +132,14 @@ export function nodeNameArgument(parsed: ParsedArgs, helpCommand: string): strin
   return option;
 }
 
-export function noPositionals(parsed: ParsedArgs, helpCommand: string): void {
+/**
+ * Refuses arguments that are not options. `quote: false` where one may be a secret (an enrollment
+ * token pasted without its --token): the message says where it was, never what it was.
+ */
+export function noPositionals(parsed: ParsedArgs, helpCommand: string, { quote = true }: { quote?: boolean } = {}): void {
   const [first] = parsed.positionals;
-  if (first !== undefined) throw new UsageError(`unexpected argument ${JSON.stringify(first)}`, helpCommand);
+  if (first === undefined) return;
+  if (quote) throw new UsageError(`unexpected argument ${JSON.stringify(first)}`, helpCommand);
+  const n = parsed.positionals.length;
+  throw new UsageError(`unexpected argument: ${n === 1 ? 'a value' : `${n} values`} not given after an option (not shown: it may be a token); give each value after its option, e.g. --token-file FILE`, helpCommand);
 }

@@ -259,3 +259,17 @@ t.test('status --install-dir \'\' (an unset shell variable) is a usage error, ex
   t.equal(await runCli(['status', '--install-dir', ''], cli.ctx), 2);
   t.match(cli.err(), /--install-dir is empty/);
 });
+
+t.test('a token pasted without its --token is refused without being echoed', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'zn-args-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const cli = captureCli(root);
+  const secret = 'zn_it_PASTEDsecretWithoutItsFlag0123456789';
+  const refused = await runInstall([...BASE, secret], cli.ctx, hostEnv(root, { services: fakeServices(root) })).then(
+    (exit) => new Error(`no usage error (exit ${exit})`),
+    (err: unknown) => err as Error,
+  );
+  t.type(refused, UsageError, 'a usage error (exit 2)');
+  t.match(refused.message, /unexpected argument: a value not given after an option \(not shown: it may be a token\)/);
+  t.notMatch(refused.message + cli.out(), /PASTEDsecret/, 'the token is not shown');
+});

@@ -151,7 +151,8 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   }
   if (what !== 'node') throw new UsageError(`unknown install target ${JSON.stringify(what)} (only "node")`, HELP);
   const parsed = parseOptions(rest, OPTIONS, HELP);
-  noPositionals(parsed, HELP);
+  // Never quoted: a token pasted without --token would be echoed to the terminal and its logs.
+  noPositionals(parsed, HELP, { quote: false });
   const checkOnly = flagOption(parsed, 'check-only');
   const reenroll = flagOption(parsed, 'reenroll');
   const upgrade = flagOption(parsed, 'upgrade');
