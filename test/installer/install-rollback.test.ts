@@ -46,6 +46,7 @@ t.test('a node-edge that never becomes ready is removed again; data/ with the id
   t.ok(existsSync(join(root, 'opt/zenova-node/data/identity.json')));
 
   t.match(cli.out(), /NODE-SERVICE-START: .*\n +→ .*reenroll-command --name NAME.*--reenroll/, 'the advice leads to --reenroll');
+  t.notMatch(cli.out(), /adding --listen/, 'the default address needs no option');
   t.notOk(existsSync(join(root, 'usr/local/bin/zenova')), 'the zenova link is rolled back too');
   t.notOk(existsSync(join(root, 'usr')), 'and the dirs made for it');
 
@@ -53,6 +54,16 @@ t.test('a node-edge that never becomes ready is removed again; data/ with the id
   const again = captureCli(work);
   t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_2'], again.ctx, host), 1);
   t.match(again.out(), /✗ NODE-DATA-EXISTS/);
+});
+
+t.test('the advice after a failed first install with its own --listen says to give it again to the reenroll that recovers it', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p-listen.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const host = hostEnv(root, { keyPem: keys.publicKeyPem, services: fakeServices(root), enroll: enrollOk, waitReady: async () => ({ ready: false, reason: 'node-edge.service failed to start' }) });
+  const cli = captureCli(work);
+  t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_1', '--listen', '0.0.0.0:8443'], cli.ctx, host), 1);
+  t.match(cli.out(), /run it with --reenroll, adding --listen 0\.0\.0\.0:8443 as given to this command/);
 });
 
 t.test('a unit write that fails after the first unit was written leaves no unit behind, so the host is not wedged', async (t) => {

@@ -16,8 +16,9 @@ export interface DiagnosticSpec {
 export const LOG_SINCE = "--since '10 min ago'";
 
 /** NODE-SERVICE-START's advice, naming a command that shows node-edge's log on this host. */
-export function serviceStartAdvice(logsCommand: string): string {
-  return `Read the log (${logsCommand}), fix the cause, then issue a reenroll command (\`zenova gateway-node reenroll-command --name NAME\`) and run it with --reenroll: it installs the node again around the kept data/.`;
+export function serviceStartAdvice(logsCommand: string, keepOptions = ''): string {
+  const again = keepOptions === '' ? '' : `, adding ${keepOptions} as given to this command (the reenroll installs the node again from its own options: without them node-edge would listen on the default address over plain HTTP)`;
+  return `Read the log (${logsCommand}), fix the cause, then issue a reenroll command (\`zenova gateway-node reenroll-command --name NAME\`) and run it with --reenroll${again}: it installs the node again around the kept data/.`;
 }
 
 export const DIAGNOSTICS = {

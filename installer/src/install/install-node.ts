@@ -22,7 +22,7 @@ import type { PackageManifest } from '../package/package-manifest.js';
 import { DIAGNOSTICS, LOG_SINCE, REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_REJECTED_ADVICE, finding, serviceStartAdvice } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { installDirProblem } from './install-dir-rules.js';
-import { CLI_LINK, NODE_UNIT, RELEASE_CLI, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
+import { CLI_LINK, DEFAULT_NODE_LISTEN, NODE_UNIT, RELEASE_CLI, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
 import type { InstallLayout } from './install-layout.js';
 import { formatListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
@@ -218,7 +218,7 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     if (failure.code === 'NODE-SERVICE-START') {
       // Named after the rollback: it removed the `zenova` link, so the advice names what still runs.
       const logs = await nodeLogsCommand(input.hostRoot, input.runningCli);
-      failure = { ...failure, cause: `${failure.cause}; see \`${logs}\``, advice: serviceStartAdvice(logs) };
+      failure = { ...failure, cause: `${failure.cause}; see \`${logs}\``, advice: serviceStartAdvice(logs, optionsToGiveAgain(input)) };
     }
     step(failure.code === 'NODE-SERVICE-START' ? 'node-edge ready' : 'install step', failure);
     const kept = enrolled !== undefined ? ` (kept ${layout.data}: it holds node ${enrolled.nodeName}'s identity)` : input.mode === 'reenroll-kept-data' ? ` (kept ${layout.data} with its previous identity)` : '';
@@ -355,6 +355,15 @@ async function makeUnitsWhole(services: ServiceManager, layout: InstallLayout): 
   if (written.length > 0) await services.reload();
   await services.enable(NODE_UNIT);
   return written;
+}
+
+/** The options of a failed first install its kept-data reenroll must be given again: a --listen other than the default, the caller TLS pair. */
+function optionsToGiveAgain(input: InstallInput): string {
+  const options: string[] = [];
+  const listen = formatListen(input.listen);
+  if (listen !== DEFAULT_NODE_LISTEN) options.push(`--listen ${listen}`);
+  if (input.tls !== undefined) options.push('--tls-cert and --tls-key (the same files)');
+  return options.join(' and ');
 }
 
 /**
