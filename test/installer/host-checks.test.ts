@@ -352,3 +352,37 @@ t.test('without root, an install dir refusing writes (EACCES) is the missing roo
   const asRoot = await attempt({ name: 'root, EACCES', code: 'NODE-DIR-READ-ONLY', setup: async () => ({ host: { probe: fakeProbe({ writeError: async () => ({ dir: '/srv', code: 'EACCES' }) }) }, args: ['--install-dir', '/srv/zenova-node'] }) });
   t.match(asRoot.out, /✗ NODE-DIR-READ-ONLY: \/srv\/zenova-node cannot be written: \/srv refuses writes \(EACCES\)/, 'as root, EACCES is a file system refusing root');
 });
+
+t.test('a control plane reached through a proxy blocks a first install until a drop-in gives node-edge the proxy (NODE-CP-PROXY-SERVICE), before the token is used', async (t) => {
+  const saved = { https_proxy: process.env.https_proxy, no_proxy: process.env.no_proxy };
+  t.teardown(() => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  });
+  process.env.https_proxy = 'http://10.0.0.3:3128';
+  delete process.env.no_proxy;
+  const blocked = await attempt({ name: 'proxy, no drop-in', code: 'NODE-CP-PROXY-SERVICE', withToken: true, setup: async () => ({ host: {} }) });
+  t.equal(blocked.exit, 1);
+  t.match(blocked.out, /✗ NODE-CP-PROXY-SERVICE: this check reached the control plane through the proxy 10\.0\.0\.3:3128 \(https_proxy\), but node-edge\.service runs under systemd without this shell's variables/);
+  t.match(blocked.out, /→ Nothing was changed and the token was not used\. Give node-edge the proxy first: create \/etc\/systemd\/system\/node-edge\.service\.d\/proxy\.conf/);
+  t.equal(blocked.changed, false, 'nothing written');
+
+  const withDropIn = await attempt({
+    name: 'proxy, drop-in',
+    code: '',
+    setup: async (root) => {
+      mkdirSync(join(root, 'etc/systemd/system/node-edge.service.d'), { recursive: true });
+      writeFileSync(join(root, 'etc/systemd/system/node-edge.service.d/proxy.conf'), '[Service]\nEnvironment=https_proxy=http://10.0.0.3:3128\n');
+      return { host: {} };
+    },
+  });
+  t.equal(withDropIn.exit, 0, withDropIn.out);
+  t.match(withDropIn.out, /✓ node-edge will reach the control plane through the proxy 10\.0\.0\.3:3128 \(https_proxy\) too/);
+
+  process.env.no_proxy = 'cp.example.test';
+  const direct = await attempt({ name: 'proxy bypassed', code: '', setup: async () => ({ host: {} }) });
+  t.equal(direct.exit, 0, direct.out);
+  t.notMatch(direct.out, /through the proxy/, 'no_proxy takes the control plane out of it');
+});

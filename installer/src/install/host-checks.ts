@@ -6,7 +6,10 @@
  * ServiceManager, and files are only read.
  */
 import { readFile, readdir, stat } from 'node:fs/promises';
+import path from 'node:path';
 import { PROTOCOL_VERSION } from '../../../proto/src/index.js';
+import { proxyFor } from '../../../edge-node/src/net/proxy-policy.js';
+import type { ProxyServer } from '../../../edge-node/src/net/proxy-policy.js';
 import { isCertificatePem } from '../../../edge-node/src/state/pem.js';
 import type { HostProbe } from '../host/host-probe.js';
 import type { ServiceManager } from '../host/service-manager.js';
@@ -61,6 +64,8 @@ export interface CheckInput {
   probe: HostProbe;
   services: ServiceManager;
   probeControlPlane: ControlPlaneProbe;
+  /** The environment the proxy variables are read from (default process.env, as the probe reads them). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface CheckResult {
@@ -286,6 +291,11 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
     } else {
       result.controlPlane = cp.facts;
       check(`control plane ${cp.facts.url.host} reachable over HTTPS (version ${cp.facts.version})`, []);
+      // A run that writes node-edge's unit: the service it starts must take the route this check took.
+      if (writesRelease && input.mode !== 'upgrade') {
+        const proxy = proxyForUrl(cp.facts.url, input.env ?? process.env);
+        if (proxy !== undefined) check(`node-edge will reach the control plane through the proxy ${proxy.label} (${proxy.source}) too`, await serviceProxyFindings(input.hostRoot, proxy));
+      }
       const skew = cp.facts.skewMs;
       check(
         `clock skew ${(Math.abs(skew) / 1000).toFixed(1)} s (at most ${MAX_CLOCK_SKEW_MS / 1000} s)`,
@@ -373,4 +383,43 @@ async function installDirState(hostRoot: string, dir: string, identityAllowed: b
     return [finding('NODE-DATA-EXISTS', `${layout.data} holds the identity of a node installed here before`)];
   }
   return [];
+}
+
+/** The proxy the variables give for `url`'s host and port (undefined: none, or bypassed by no_proxy; an unusable setting is the probe's to report). */
+function proxyForUrl(url: URL, env: NodeJS.ProcessEnv): ProxyServer | undefined {
+  const port = url.port === '' ? (url.protocol === 'http:' ? 80 : 443) : Number(url.port);
+  try {
+    return proxyFor(url.hostname.replace(/^\[|\]$/g, ''), port, env);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The systemd drop-in dir of node-edge, where its proxy is given (docs/install.md, "Through a proxy"). */
+const NODE_DROP_IN_DIR = `/etc/systemd/system/${NODE_UNIT}.d`;
+
+/**
+ * The control plane was reached through a proxy, but node-edge runs under systemd, which passes it
+ * none of this shell's variables: without a drop-in giving it the proxy (an `https_proxy=` setting,
+ * or an EnvironmentFile= whose contents the installer does not read), it could not reach the
+ * control plane, and the install would fail after its token was used.
+ */
+async function serviceProxyFindings(hostRoot: string, proxy: ProxyServer): Promise<Finding[]> {
+  const dir = onHost(hostRoot, NODE_DROP_IN_DIR);
+  let names: string[];
+  try {
+    names = (await readdir(dir)).filter((name) => name.endsWith('.conf'));
+  } catch {
+    names = [];
+  }
+  for (const name of names) {
+    const text = await readFile(path.join(dir, name), 'utf8').catch(() => '');
+    if (/https_proxy\s*=/i.test(text) || /^\s*EnvironmentFile\s*=/m.test(text)) return [];
+  }
+  return [
+    finding(
+      'NODE-CP-PROXY-SERVICE',
+      `this check reached the control plane through the proxy ${proxy.label} (${proxy.source}), but ${NODE_UNIT} runs under systemd without this shell's variables, and no ${NODE_DROP_IN_DIR}/*.conf gives it the proxy`,
+    ),
+  ];
 }
