@@ -5,7 +5,7 @@
  * enrollment here is a stand-in (the real one runs in test/e2e/install-node.test.ts).
  */
 import t from 'tap';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
@@ -271,4 +271,29 @@ t.test('a partial release dir left by a killed unpack is removed by the next ins
   const cli = captureCli(work);
   t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_1'], cli.ctx, host), 0, cli.out());
   t.same(readdirSync(join(root, 'opt/zenova-node/releases')), [pkg.manifest.version], 'only the release just unpacked');
+});
+
+t.test('a temp link left by a run killed inside its link swap is accepted and removed by the next install', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p-swap.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  // What a kill between symlink() and rename() leaves: the temp link, nothing else of that run.
+  mkdirSync(join(root, 'opt/zenova-node'), { recursive: true });
+  symlinkSync(`releases/${pkg.manifest.version}`, join(root, 'opt/zenova-node/current.1a2b3c4d.tmp'));
+  const host = hostEnv(root, { keyPem: keys.publicKeyPem, enroll: enrollOk, waitReady: async () => ({ ready: true }) });
+  const cli = captureCli(work);
+  t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_1'], cli.ctx, host), 0, cli.out());
+  t.notMatch(cli.out(), /NODE-DIR-NOT-EMPTY/);
+  t.same(readdirSync(join(root, 'opt/zenova-node')).sort(), ['current', 'data', 'etc', 'releases', 'updater'], 'the temp link is gone');
+});
+
+t.test('a file (not a link) named like a swap temp link is foreign: NODE-DIR-NOT-EMPTY', async (t) => {
+  const pkg = await buildNodePackage(work, keys, { name: 'p-swap2.zpkg' });
+  const root = mkdtempSync(join(tmpdir(), 'zn-rb-root-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(join(root, 'opt/zenova-node'), { recursive: true });
+  writeFileSync(join(root, 'opt/zenova-node/current.1a2b3c4d.tmp'), 'not ours');
+  const cli = captureCli(work);
+  t.equal(await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--check-only'], cli.ctx, hostEnv(root, { keyPem: keys.publicKeyPem })), 1);
+  t.match(cli.out(), /NODE-DIR-NOT-EMPTY: .*current\.1a2b3c4d\.tmp/);
 });

@@ -174,8 +174,21 @@ async function foreignInData(physical: string): Promise<string | undefined> {
  * What in the install dir (`physical`, its listing `entries`) is neither the installer's nor the
  * node's own, as paths relative to the dir; [] when nothing is.
  */
+/** The temp link swapSymlink (symlink-swap.ts) makes beside `current` or `updater` before renaming it over: left by a run killed in between. */
+export function isLinkSwapLeftoverName(entry: string): boolean {
+  return /^(current|updater)\.[0-9a-f]{8}\.tmp$/.test(entry);
+}
+
+async function isLinkSwapLeftover(dir: string, entry: string): Promise<boolean> {
+  if (!isLinkSwapLeftoverName(entry)) return false;
+  const info = await lstat(path.join(dir, entry)).catch(() => undefined);
+  return info?.isSymbolicLink() === true;
+}
+
 export async function foreignInstallDirEntries(physical: string, entries: readonly string[]): Promise<string[]> {
-  const foreign = entries.filter((e) => !LAYOUT_ENTRIES.has(e)).sort();
+  const foreign: string[] = [];
+  for (const entry of entries) if (!LAYOUT_ENTRIES.has(entry) && !(await isLinkSwapLeftover(physical, entry))) foreign.push(entry);
+  foreign.sort();
   if (foreign.length > 0) return foreign;
   const inside: Array<string | undefined> = [];
   for (const link of RELEASE_LINKS) {

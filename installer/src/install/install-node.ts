@@ -8,7 +8,7 @@
  * rollback kept data/ (no units) runs the whole write phase again around that data/.
  */
 import { constants } from 'node:fs';
-import { access, chmod, mkdir, readlink, rm, rmdir } from 'node:fs/promises';
+import { access, chmod, mkdir, readdir, readlink, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
@@ -21,6 +21,7 @@ import type { ServiceManager } from '../host/service-manager.js';
 import type { PackageManifest } from '../package/package-manifest.js';
 import { DIAGNOSTICS, LOG_SINCE, REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_REJECTED_ADVICE, finding, serviceStartAdvice } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
+import { isLinkSwapLeftoverName } from './install-dir-contents.js';
 import { installDirProblem } from './install-dir-rules.js';
 import { CLI_LINK, DEFAULT_NODE_LISTEN, NODE_UNIT, RELEASE_CLI, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
 import type { InstallLayout } from './install-layout.js';
@@ -165,6 +166,9 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     });
 
     await run(`current and updater → releases/${input.manifest.version}`, 'NODE-WRITE-FAILED', async () => {
+      // A temp link a run killed inside its link swap left (accepted by the dir check) goes first.
+      const dir = path.dirname(host(layout.current));
+      for (const entry of await readdir(dir)) if (isLinkSwapLeftoverName(entry)) await rm(path.join(dir, entry), { force: true });
       for (const link of [layout.current, layout.updater]) await replaceSymlink(host(link), path.posix.join('releases', input.manifest.version), undo);
     });
 
