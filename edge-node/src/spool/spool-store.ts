@@ -182,6 +182,9 @@ export class SpoolStore implements RequestSpool {
   private backlog = 0;
   /** SQLite's data_version at the last noticeOtherWriters() (changes when another connection commits). */
   private dataVersion: number | undefined;
+  /** SQLite's data_version at the last measurement: another replica's commits since are not in the estimate. */
+  private measuredVersion: number | undefined;
+  private readonly readDataVersion: Database.Statement;
   private readonly committedListeners = new Set<() => void>();
   private readonly stmts: {
     backlogAfter: Database.Statement;
@@ -231,6 +234,7 @@ export class SpoolStore implements RequestSpool {
         ),
       };
       this.writer = new SpoolWriter(this.db);
+      this.readDataVersion = this.db.prepare('pragma data_version').pluck();
     } catch (err) {
       this.db.close();
       throw err;
@@ -334,6 +338,10 @@ export class SpoolStore implements RequestSpool {
   }
 
   isFull(): boolean {
+    // Replicas share the file, and each estimate counts only its own commits between measurements:
+    // another's commits since (one prepared pragma tells) are measured before the answer, or the
+    // file could grow past the quota while each replica's estimate stayed under it.
+    if (!this.closed && Number(this.readDataVersion.get()) !== this.measuredVersion) this.measure();
     return this.usedBytes >= this.limits().quotaBytes;
   }
 
@@ -572,6 +580,7 @@ export class SpoolStore implements RequestSpool {
         // A reader holds the WAL, or it is gone: the next measurement tries again.
       }
     }
+    this.measuredVersion = Number(this.readDataVersion.get());
     this.usedBytes = spoolLiveBytes(this.db, this.file);
     this.measuredAt = performance.now();
     this.noticeQuota();

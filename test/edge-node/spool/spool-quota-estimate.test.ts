@@ -87,3 +87,28 @@ t.test('a wall clock stepped back an hour does not stop the measurements', async
   }
   t.ok(measured, `the figure was measured again within 5 s of commits (${n} records)`);
 });
+
+t.test('two replicas filling one spool never say it is not full once the file is at its quota, each counting the other’s commits', async (t) => {
+  const file = path.join(tempStateDir(t), 'spool.db');
+  const limits: SpoolLimits = { quotaBytes: 1024 ** 3, fullPolicy: 'reject' };
+  const meta = createSpoolFile(file, NODE_ID);
+  const a = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => limits });
+  const b = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => limits });
+  t.teardown(async () => {
+    await a.close();
+    await b.close();
+  });
+  limits.quotaBytes = a.bytes() + 4 * 1024 * 1024;
+  const body = 'z'.repeat(4000);
+  let wrong = 0;
+  let n = 0;
+  // Each record goes to a replica that still accepts, alternating; both stop once both say full.
+  for (; n < 20_000 && (!a.isFull() || !b.isFull()); n++) {
+    const store = n % 2 === 0 ? (a.isFull() ? b : a) : b.isFull() ? a : b;
+    await store.finalise(record(`r-${n}`, { bodies: { request: body, response: body, truncated: false } }));
+    const live = liveBytesOf(file);
+    for (const replica of [a, b]) if (!replica.isFull() && live >= limits.quotaBytes) wrong++;
+  }
+  t.ok(n > 100, `${n} records written before both were full`);
+  t.equal(wrong, 0, 'no replica said not full with the file at or past its quota');
+});
