@@ -289,6 +289,8 @@ async function attemptOnce(
     }
     return 'caller-gone';
   }
+  // An HTTP status the upstream answered with (a 503, a 429 whose error body then stalled): it refused the work.
+  const answeredStatus = result.httpStatus;
   if (timedOut && result.outcome !== 'timeout') {
     result = {
       kind: 'failed',
@@ -302,7 +304,7 @@ async function attemptOnce(
   // A refused credential or a rate limit (an HTTP status, nextTargetOnly) did no work; an answer
   // compressed anyway (an error, nextTargetOnly) did. A timeout once the upstream had the whole
   // request: as for a caller who left (above), the upstream goes on and bills the prompt.
-  if ((result.outcome === 'timeout' && attemptAbort.requestSent) || (result.nextTargetOnly === true && result.outcome === 'error')) {
+  if ((result.outcome === 'timeout' && answeredStatus === null && attemptAbort.requestSent) || (result.nextTargetOnly === true && result.outcome === 'error')) {
     // Charged the prompt unless a later attempt answers (its usage then).
     result = { ...result, billedWithoutAnswer: true };
     ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };

@@ -103,3 +103,17 @@ t.test('an answer compressed although identity was asked for is charged the prom
   t.ok(f.usage.inputTokens > 0);
   t.equal(f.cost.costMicros, f.usage.inputTokens);
 });
+
+t.test('an upstream 503 or 429 whose error body stalls past the timeout is charged nothing: the upstream refused the work', async (t) => {
+  for (const status of [503, 429]) {
+    const up = await startRawUpstream(t, (socket) => {
+      socket.write(`HTTP/1.1 ${status} Busy\r\ncontent-type: application/json\r\ncontent-length: 60\r\n\r\n{"error":{"message":"over`);
+    });
+    const { node, finished } = await pricedNode(t, up.url, { route: shortTimeout(0) });
+    const res = await ask(node);
+    await res.text();
+    const f = await waitFor(() => finished[0], { what: 'the record' });
+    t.equal(f.cost.costMicros, 0, `${status}: not charged`);
+    t.equal(f.upstream, undefined, `${status}: recorded as served by no upstream`);
+  }
+});

@@ -116,3 +116,11 @@ t.test('a request’s other message keys and extra block keys are masked before 
   t.match(forwarded, /"note":"\[EMAIL\]"/);
   t.match(forwarded, /"provider_specific_fields":\{"mail":"\[EMAIL\]"\}/);
 });
+
+t.test('a tool_use block start with Anthropic’s caller (programmatic tool calling) is relayed, not blocked', async (t) => {
+  const { upstream, node } = await startGuardedNode(t, RULES);
+  upstream.answer = { sse: [START, ...block({ type: 'tool_use', id: 'toolu_1', name: 'f', input: {}, caller: { type: 'code_execution_20250825', tool_id: 'srvtoolu_01ABC' } }, [{ type: 'input_json_delta', partial_json: '{"a":1}' }]), ...END] };
+  const res = await messages(node, { stream: true });
+  t.notMatch(res.text, /ZN_ERR_GUARDRAIL_BLOCKED/);
+  t.match(res.text, /srvtoolu_01ABC/);
+});

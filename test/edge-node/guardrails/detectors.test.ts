@@ -264,3 +264,9 @@ t.test('detectors scan from an offset and use the text before it only as context
   t.same(findPhones(text, 2), [{ start: 14, end: 25 }], 'the run that started before the offset is still a longer run');
   t.same(findEmails('x a@example.com', 2), [{ start: 2, end: 15 }]);
 });
+
+t.test('secret finds an assignment in a whole text however long its name or the blanks after its separator', async (t) => {
+  t.same(found(findSecrets, `password:${' '.repeat(18)}Tr0ub4dor&3xyz`), ['Tr0ub4dor&3xyz']);
+  t.same(found(findSecrets, `PASSWORD${'_X'.repeat(40)}=Tr0ub4dor3xyz`), ['Tr0ub4dor3xyz']);
+  t.same(found(findSecrets, `api_key =${'\t'.repeat(18)}"sk-live-abcdefgh"`), ['sk-live-abcdefgh']);
+});

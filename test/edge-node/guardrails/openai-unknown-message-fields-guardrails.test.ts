@@ -64,7 +64,6 @@ t.test('under a block rule such a JSON answer is refused', async (t) => {
 });
 
 for (const [what, delta] of [
-  ['thinking_blocks beside reasoning_content', { reasoning_content: THOUGHT, thinking_blocks: [{ type: 'thinking', thinking: THOUGHT, signature: 'sig' }] }],
   ['provider_specific_fields', { provider_specific_fields: { note: THOUGHT } }],
   ['a thinking field of its own', { thinking: THOUGHT }],
 ] as const) {
@@ -78,6 +77,20 @@ for (const [what, delta] of [
     t.match(last, /ZN_ERR_GUARDRAIL_BLOCKED/, 'the stream ends with the guardrail error');
   });
 }
+
+t.test('a streamed delta with LiteLLM thinking_blocks beside reasoning_content is masked in both, not blocked', async (t) => {
+  const { upstream, node } = await startGuardedNode(t, [{ detector: 'email', action: 'mask', on: 'output' }]);
+  const harmless = { reasoning_content: 'Thinking it over. ', thinking_blocks: [{ type: 'thinking', thinking: 'Thinking it over. ', signature: 'sig' }] };
+  upstream.answer = {
+    sse: [chunk({ role: 'assistant', ...harmless }), chunk({ reasoning_content: THOUGHT, thinking_blocks: [{ type: 'thinking', thinking: THOUGHT }] }), chunk({ content: 'Done.' }), chunk({}, 'stop'), 'data: [DONE]\n\n'],
+  };
+  const res = await rawChatStream(node, node.secret, { model: 'echo', messages: USER });
+  t.notMatch(res.body, /ZN_ERR_GUARDRAIL_BLOCKED/, 'relayed');
+  t.notOk(res.body.includes(EMAIL), 'the address never went out');
+  const deltas = sseData(res.body).filter((d) => d.startsWith('{')).map((d) => (JSON.parse(d) as { choices: Array<{ delta: Record<string, unknown> }> }).choices[0]?.delta ?? {});
+  const thinking = deltas.flatMap((d) => (Array.isArray(d.thinking_blocks) ? (d.thinking_blocks as Array<{ thinking?: string }>).map((b) => b.thinking ?? '') : [])).join('');
+  t.match(thinking, /address is \[EMAIL\]/, 'the thinking_blocks copy is masked too');
+});
 
 t.test('a stream whose deltas carry only the fields the node reads is not blocked by the check', async (t) => {
   const { upstream, node } = await startGuardedNode(t, [{ detector: 'email', action: 'mask', on: 'output' }]);

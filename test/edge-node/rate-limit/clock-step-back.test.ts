@@ -170,3 +170,4 @@ for (const [name, makeStore] of stores) t.test(`${name}: after a step back acros
   t.equal(limiter.admit(third), undefined, 'a third estimate of 400 fits: the second was trued up to 10');
   finish(third, { inputTokens: 0, outputTokens: 400 });
 });
+

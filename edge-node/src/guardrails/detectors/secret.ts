@@ -49,11 +49,12 @@ const VALUE_BREAKS = '，。；：、！？）】」』“‘「『';
 function unquotedValue(close: string): string {
   return `([^${VALUE_ENDS}${VALUE_BREAKS}${close}]{8,}|[^${VALUE_ENDS}${close}]{8,})`;
 }
-// The rest of a name and the blanks around its separator are bounded so that a name and its value's
-// first 8 characters always fit in the stream window (secretWindow): a stream guard then holds the
-// name until its value is found (Match.holdFrom), and never releases it alone.
-const NAME_TAIL = '[A-Za-z0-9_.-]{0,64}';
-const BLANKS = '\\s{0,16}';
+// The rest of a name and the blanks around its separator (unbounded: a whole text finds any). A
+// stream guard holds a name with its value (Match.holdFrom) once the value is found, so a name and
+// the value's first 8 characters within the stream window (secretWindow) are never released apart;
+// a longer gap between them may be (known limit, guardrails/README.md).
+const NAME_TAIL = '[A-Za-z0-9_.-]*';
+const BLANKS = '\\s*';
 const ASSIGNED_VALUE = new RegExp(
   `${NAME_TAIL}[${CLOSE_QUOTES}]?${BLANKS}[:=：]${BLANKS}(?:` +
     QUOTE_PAIRS.map(([open, close]) => `${open}([^${close}\\n]{8,${QUOTED_MAX}})${close}`).join('|') +

@@ -150,7 +150,7 @@ export function isToolUseBlock(block: Record<string, unknown>): boolean {
  * Keys whose string values in a server tool's result are not text: type tags, ids, codes, opaque
  * encodings. A `data` is opaque only in a base64 source (a plain-text document source's is text).
  */
-const OPAQUE_RESULT_KEYS: ReadonlySet<string> = new Set(['type', 'tool_use_id', 'id', 'encrypted_content', 'encrypted_index', 'file_id', 'error_code', 'media_type', 'signature']);
+const OPAQUE_RESULT_KEYS: ReadonlySet<string> = new Set(['type', 'tool_use_id', 'tool_id', 'id', 'encrypted_content', 'encrypted_index', 'file_id', 'error_code', 'media_type', 'signature']);
 
 /**
  * Block types that carry no text for the rules: media and files (`image`, `container_upload`),

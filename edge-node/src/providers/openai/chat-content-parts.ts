@@ -237,7 +237,7 @@ export function thinkingBlockSlots(message: Record<string, unknown>, into: TextS
 }
 
 /** Keys of a streamed delta whose text the stream reads (chat-stream.ts) or that carry none (`role`). */
-const DELTA_KEYS_READ: ReadonlySet<string> = new Set(['role', 'content', 'refusal', 'reasoning_content', 'reasoning', 'reasoning_details', 'tool_calls', 'function_call', 'audio', 'annotations']);
+const DELTA_KEYS_READ: ReadonlySet<string> = new Set(['role', 'content', 'refusal', 'reasoning_content', 'reasoning', 'reasoning_details', 'thinking_blocks', 'tool_calls', 'function_call', 'audio', 'annotations']);
 
 /**
  * Whether a streamed delta carries strings under other keys (LiteLLM's `thinking_blocks`,

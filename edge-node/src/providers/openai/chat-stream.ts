@@ -149,8 +149,8 @@ const ANNOTATION_CHANNEL = -1;
 export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, refusal: 3, functionCall: 4, thinking: 5, indexed: 6 } as const;
 
 /** The kinds of text numbered by an index, interleaved from TEXT_PART.indexed on. */
-const INDEXED = { arguments: 0, customInput: 1, reasoningText: 2, reasoningSummary: 3 } as const;
-const INDEXED_KINDS = 4;
+const INDEXED = { arguments: 0, customInput: 1, reasoningText: 2, reasoningSummary: 3, thinkingBlock: 4 } as const;
+const INDEXED_KINDS = 5;
 
 /** The part of text `kind` (INDEXED) of tool call or reasoning_details item `index`. */
 function indexedPart(kind: number, index: number): number {
@@ -176,6 +176,7 @@ function onlyContent(delta: Record<string, unknown>): boolean {
     delta.reasoning_content === undefined &&
     delta.reasoning === undefined &&
     delta.reasoning_details === undefined &&
+    delta.thinking_blocks === undefined &&
     delta.annotations === undefined &&
     (delta.refusal === undefined || delta.refusal === null)
   );
@@ -251,6 +252,8 @@ function partDelta(part: number, text: string): Record<string, unknown> {
       return { tool_calls: [{ index, custom: { input: text } }] };
     case INDEXED.reasoningText:
       return { reasoning_details: [{ type: 'reasoning.text', text, index }] };
+    case INDEXED.thinkingBlock:
+      return { thinking_blocks: [{ type: 'thinking', thinking: text }] };
   }
   return { reasoning_details: [{ type: 'reasoning.summary', summary: text, index }] };
 }
@@ -359,6 +362,15 @@ export class ChatChunkEvent implements StreamEvent {
         const index = indexOf(detail, position);
         if (typeof detail.text === 'string') into.push(new Slot(detail, 'text', this, channel, indexedPart(INDEXED.reasoningText, index), false));
         if (typeof detail.summary === 'string') into.push(new Slot(detail, 'summary', this, channel, indexedPart(INDEXED.reasoningSummary, index), false));
+      });
+    }
+    // LiteLLM's thinking_blocks: each block's `thinking` a running text of its own by its place (not
+    // its `signature`); beside reasoning_content they repeat it: checked, counted once.
+    const blocks = delta.thinking_blocks;
+    if (Array.isArray(blocks)) {
+      const Slot = repeatsReasoning(delta) ? RepeatedPartSlot : PartSlot;
+      blocks.forEach((block: unknown, position) => {
+        if (isRecord(block) && typeof block.thinking === 'string') into.push(new Slot(block, 'thinking', this, channel, indexedPart(INDEXED.thinkingBlock, position), false));
       });
     }
     if (isRecord(delta.function_call) && hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
