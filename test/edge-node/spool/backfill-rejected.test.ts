@@ -6,7 +6,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
 import { MAX_RECORD_JSON_BYTES } from '../../../proto/src/index.js';
-import type { ControlMessage } from '../../../proto/src/index.js';
+import type { ControlMessage, RecordBatch } from '../../../proto/src/index.js';
 import { parseRecordBatch } from '../../../control-plane/src/records/record-batch-handler.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
 import { BackfillChannel } from '../../../edge-node/src/spool/backfill-channel.js';
@@ -28,6 +28,32 @@ async function damagedSpool(t: Parameters<typeof tempStateDir>[0], prefix: strin
   damage(db);
   db.close();
   return { file, meta };
+}
+
+/**
+ * Backfills the spool in `file` to a stand-in of the control plane's batch handler (its real
+ * parseRecordBatch, acked as the control plane acks) until the backlog is empty; each batch sent
+ * is shown to `sent`. Returns the reasons rows were set aside for, and the channel.
+ */
+async function drainThroughIngest(t: Parameters<typeof tempStateDir>[0], spool: { file: string; meta: ReturnType<typeof createSpoolFile> }, sent: (batch: RecordBatch) => void) {
+  const store = new SpoolStore({ file: spool.file, meta: spool.meta, logger: quietLogger(), limits });
+  t.teardown(() => store.close());
+  const channel = new BackfillChannel({ store, logger: quietLogger(), maxRecords: 10 });
+  t.teardown(() => channel.stop());
+  const reasons: string[] = [];
+  channel.onEstablished((message) => {
+    if (message.recordBatch === undefined) return true;
+    sent(message.recordBatch);
+    const parsed = parseRecordBatch(message, NODE_ID);
+    reasons.push(...parsed.rejected.map((r) => r.reason));
+    const ack: ControlMessage = {
+      recordBatchAck: { batchId: parsed.batchId, lastSequence: parsed.lastSequence, acceptedCount: parsed.records.length, duplicateCount: 0, rejectedCount: parsed.rejected.length },
+    };
+    setImmediate(() => channel.onMessage(ack));
+    return true;
+  });
+  await waitFor(() => (store.backlogCount() === 0 ? true : undefined), { what: 'the backlog to drain' });
+  return { reasons, channel };
 }
 
 t.test('a damaged row is acknowledged as rejected, counted and logged, and the backlog drains behind it', async (t) => {
@@ -108,28 +134,11 @@ t.test('a row whose bytes are not UTF-8 is sent as stored and set aside as not_u
 
 t.test('a row longer than the control plane accepts in one message goes cut, is set aside as too_large, and the backlog drains behind it', async (t) => {
   // Only a damaged or edited file holds such a row: the node's builder cuts records to 1 MiB.
-  const { file, meta } = await damagedSpool(t, 'huge', 5, (db) => {
+  const spool = await damagedSpool(t, 'huge', 5, (db) => {
     db.prepare('update records set record_json = ? where sequence = 2').run(`{"x":"${'x'.repeat(5 * 1024 * 1024)}"}`);
   });
-
-  const store = new SpoolStore({ file, meta, logger: quietLogger(), limits });
-  t.teardown(() => store.close());
-  const channel = new BackfillChannel({ store, logger: quietLogger(), maxRecords: 10 });
-  t.teardown(() => channel.stop());
   const largestMessage: number[] = [];
-  const reasons: string[] = [];
-  channel.onEstablished((message) => {
-    if (message.recordBatch === undefined) return true;
-    largestMessage.push(message.recordBatch.records.reduce((sum, r) => sum + r.recordJson.length, 0));
-    const parsed = parseRecordBatch(message, NODE_ID);
-    reasons.push(...parsed.rejected.map((r) => r.reason));
-    const ack: ControlMessage = {
-      recordBatchAck: { batchId: parsed.batchId, lastSequence: parsed.lastSequence, acceptedCount: parsed.records.length, duplicateCount: 0, rejectedCount: parsed.rejected.length },
-    };
-    setImmediate(() => channel.onMessage(ack));
-    return true;
-  });
-  await waitFor(() => (store.backlogCount() === 0 ? true : undefined), { what: 'the backlog to drain' });
+  const { reasons, channel } = await drainThroughIngest(t, spool, (batch) => largestMessage.push(batch.records.reduce((sum, r) => sum + r.recordJson.length, 0)));
   t.same(reasons, ['too_large'], 'the long row is set aside as too large');
   t.equal(channel.totals.recordsAcknowledged, 5);
   t.ok(Math.max(...largestMessage) <= MAX_RECORD_JSON_BYTES + 1, `no batch carried more than one record's limit of JSON (largest ${Math.max(...largestMessage)} bytes)`);
@@ -138,27 +147,11 @@ t.test('a row longer than the control plane accepts in one message goes cut, is 
 t.test('a row whose request id is longer than any valid one goes with the id cut, is set aside, and the backlog drains behind it', async (t) => {
   // A 4 MiB id sent whole made every batch holding it larger than the control plane's gRPC limit
   // (4 MiB): each session ended, and nothing behind the row was ever delivered.
-  const { file, meta } = await damagedSpool(t, 'long-id', 5, (db) => {
+  const spool = await damagedSpool(t, 'long-id', 5, (db) => {
     db.prepare('update records set request_id = ? where sequence = 2').run('x'.repeat(4 * 1024 * 1024));
   });
-  const store = new SpoolStore({ file, meta, logger: quietLogger(), limits });
-  t.teardown(() => store.close());
-  const channel = new BackfillChannel({ store, logger: quietLogger(), maxRecords: 10 });
-  t.teardown(() => channel.stop());
   const longestId: number[] = [];
-  const reasons: string[] = [];
-  channel.onEstablished((message) => {
-    if (message.recordBatch === undefined) return true;
-    longestId.push(Math.max(...message.recordBatch.records.map((r) => r.requestId.length)));
-    const parsed = parseRecordBatch(message, NODE_ID);
-    reasons.push(...parsed.rejected.map((r) => r.reason));
-    const ack: ControlMessage = {
-      recordBatchAck: { batchId: parsed.batchId, lastSequence: parsed.lastSequence, acceptedCount: parsed.records.length, duplicateCount: 0, rejectedCount: parsed.rejected.length },
-    };
-    setImmediate(() => channel.onMessage(ack));
-    return true;
-  });
-  await waitFor(() => (store.backlogCount() === 0 ? true : undefined), { what: 'the backlog to drain' });
+  const { reasons, channel } = await drainThroughIngest(t, spool, (batch) => longestId.push(Math.max(...batch.records.map((r) => r.requestId.length))));
   t.equal(reasons.length, 1, `the row is set aside (${reasons.join(', ')})`);
   t.equal(channel.totals.recordsAcknowledged, 5);
   t.equal(Math.max(...longestId), 129, 'the id went cut to one character over the limit');
