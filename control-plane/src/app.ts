@@ -19,6 +19,7 @@ import { healthRoutes } from './http/health.routes.js';
 import { refuseEncodedBody } from './http/content-encoding.js';
 import { refuseNonUtf8Json } from './http/json-charset.js';
 import { repeatedJsonKey } from './http/duplicate-json-keys.js';
+import { shownFieldName } from './config/config-fields.js';
 import { modelRoutesRoutes } from './http/model-routes.routes.js';
 import { nodesRoutes } from './http/nodes.routes.js';
 import { policiesRoutes } from './http/policies.routes.js';
@@ -89,7 +90,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return jsonParser(request, text, (err, value) => {
         const repeated = err === null || err === undefined ? repeatedJsonKey(text) : undefined;
         if (repeated === undefined) done(err, value);
-        else done(zenovaError('ZN_ERR_CP_INVALID_REQUEST', `The request body writes the key ${JSON.stringify(repeated.slice(0, 100))} twice in one object; send each key once.`), undefined);
+        else {
+          // Quoted only when shaped like a field name: a pasted secret used as a key is not echoed.
+          const shown = shownFieldName(repeated) === repeated ? JSON.stringify(repeated) : shownFieldName(repeated);
+          done(zenovaError('ZN_ERR_CP_INVALID_REQUEST', `The request body writes the key ${shown} twice in one object; send each key once.`), undefined);
+        }
       });
     }
   });

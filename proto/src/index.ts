@@ -49,5 +49,6 @@ export {
 } from './request-record.js';
 export type { RequestRecord, RecordStatus, GuardrailVerdict, UpstreamAttempt } from './request-record.js';
 export { regexBacktrackingRisk } from './guardrail-regex-risk.js';
+export { readEscape } from './guardrail-regex-escape.js';
 export { trackUnusedConnections } from './unused-connections.js';
 export type { UnusedConnections } from './unused-connections.js';

@@ -180,6 +180,8 @@ t.test("a field name not shaped like one (a secret pasted as a key) is not quote
     ['a nested config body', await call('POST', '/api/v1/guardrail-policies', { name: uniqueConfigName('p'), rules: [{ detector: 'email', action: 'mask', on: 'input', [secret]: 1 }] })],
     ['a query', await call('GET', `/api/v1/accounts?${secret}=1`)],
     ['a very long key', await call('POST', '/api/v1/accounts', { name: uniqueConfigName('long'), [long]: 1 })],
+    ['a node body', await call('POST', '/api/v1/nodes', { name: 'edge-pasted', surfaces: ['model'], address: 'e.example.com', controlPlaneUrl: 'https://cp.example.com', [secret]: 1 })],
+    ['a key written twice', await call('POST', '/api/v1/accounts', `{"name":"${uniqueConfigName('twice')}","${secret}":1,"${secret}":2}`)],
   ] as const) {
     t.equal(res.statusCode, 400, what);
     t.notOk(res.body.includes('SSSSSSSS') || res.body.includes('kkkkkkkk'), `${what}: the name is not in the answer (${res.body.slice(0, 200)})`);
@@ -192,6 +194,8 @@ t.test("a field name not shaped like one (a secret pasted as a key) is not quote
   t.notOk(logged.includes('SSSSSSSS') || logged.includes('kkkkkkkk'), 'the refusals are logged without the name');
   const many = await call('POST', '/api/v1/accounts', { name: uniqueConfigName('many'), ...Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`extra${i}`, 1])) });
   t.match(errorOf(many).message, /^extra0: unknown field; .*extra4: unknown field; and 7 more unknown fields$/, 'five named, the rest counted');
+  const manyOnNode = await call('POST', '/api/v1/nodes', { name: 'edge-many', surfaces: ['model'], address: 'e.example.com', controlPlaneUrl: 'https://cp.example.com', ...Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`extra${i}`, 1])) });
+  t.match(errorOf(manyOnNode).message, /^extra0: unknown field; .*extra4: unknown field; and 1995 more unknown fields$/, 'on the node routes too');
   const typo = await call('POST', '/api/v1/accounts', { name: uniqueConfigName('typo'), stauts: 'active' });
   t.equal(errorOf(typo).message, 'stauts: unknown field', 'a typo of a field is still named');
 });
@@ -206,4 +210,7 @@ t.test('every answer says Cache-Control: no-store, the one carrying a new key\'s
   t.equal((await app.inject({ method: 'GET', url: '/api/v1/accounts' })).headers['cache-control'], 'no-store', 'a 401');
   t.equal((await call('GET', '/api/v1/nothing-here')).headers['cache-control'], 'no-store', 'a 404');
   t.equal((await app.inject({ method: 'GET', url: '/healthz' })).headers['cache-control'], 'no-store', 'health');
+  // The router refuses these before any hook runs.
+  t.equal((await call('GET', '/api/v1/accounts/%E0%A4%A')).headers['cache-control'], 'no-store', 'an undecodable path');
+  t.equal((await call('GET', `/api/v1/accounts/${'a'.repeat(600)}`)).headers['cache-control'], 'no-store', 'a path segment too long');
 });

@@ -44,6 +44,22 @@ t.test('a pattern that is only the (?i) prefix is refused as empty on both sides
   }
 });
 
+t.test('a pattern that can only match empty text (anchors, \\b, lookarounds, a zero count) is refused, since nodes skip empty matches and its rule would never fire', async (t) => {
+  const text = 'Please summarise this CONFIDENTIAL project-x document';
+  for (const pattern of ['(?=project-x)', '(?i)(?=.*confidential)', '^$', '\\b', '(?:)', '(?<=a)', '(?!x)\\B', 'x{0}', '(ab){0,0}', '(?:^|$)', '((?=a))+']) {
+    const said = messages(pattern);
+    t.equal(said.length, 1, pattern);
+    t.match(said[0], /^rules\.0\.pattern: can only match empty text .*never fire/, `${pattern}: says why`);
+    // What the node would do with it: only empty matches, which it skips.
+    const node = compileRegex(pattern);
+    if (node.ok) t.same(node.detector.find(text), [], `${pattern}: no match on the node`);
+  }
+  // Anything that can take one character passes, lookarounds beside it included.
+  for (const pattern of ['(?i)(?=.*confidential).', 'a?', '^a*$', '\\bx', '(?<=a)b', '(|a)', '\\1?(a)', '[^]', '(?:(?=a)|b)', 'x{0,1}', '(?<n>a)\\k<n>']) {
+    t.same(messages(pattern), [], pattern);
+  }
+});
+
 t.test('a pattern with nested repetition is refused, naming the problem', async (t) => {
   for (const pattern of NESTED) {
     const got = messages(pattern);

@@ -83,6 +83,7 @@ for (const c of cases) for (const transport of ['http', 'https'] as const) {
     t.equal(answer.body.error.type, 'invalid_request_error');
     t.match(answer.headers.get('x-request-id'), /^[0-9a-f-]{36}$/);
     t.equal(answer.headers.get('connection'), 'close');
+    t.equal(answer.headers.get('cache-control'), 'no-store', 'like every answer of the API');
     const logged = log.text();
     t.match(logged, /request refused by the HTTP parser/);
     t.notOk(logged.includes('rawPacket'), 'no raw packet in the log');

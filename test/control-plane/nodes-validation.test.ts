@@ -129,7 +129,7 @@ t.test('caPem: optional, and when given it must be PEM certificates that parse a
 t.test('surfaces: the model gateway is mandatory, tools optional, nothing else', async (t) => {
   await rejected(t, { surfaces: ['tools'] }, "surfaces: must include 'model' (the model gateway is mandatory)", 'tools only');
   await rejected(t, { surfaces: [] }, "surfaces: must include 'model'", 'empty');
-  await rejected(t, { surfaces: ['model', 'chat'] }, 'surfaces.1: must be one of model, tools', 'unknown surface');
+  await rejected(t, { surfaces: ['model', 'chat'] }, 'surfaces[1]: must be one of model, tools', 'unknown surface');
   await rejected(t, { surfaces: ['model', 'model'] }, 'surfaces: must not list a surface twice', 'twice');
   await rejected(t, { surfaces: 'model' }, 'surfaces: must be an array', 'a string');
   await rejected(t, { surfaces: undefined }, 'surfaces: is required', 'missing');

@@ -350,3 +350,22 @@ t.test('external mode uses the files as they are and hands nodes the trust bundl
   const missing = await refusal(load(pool, external({ certFile: path.join(dir, 'nope.crt') })));
   t.match(missing.message, /cannot read ZENOVA_GATEWAY_CERT_FILE/);
 });
+
+t.test('an external certificate that expires within 30 days is warned about at start, as a generated one is; one with longer left is not', async (t) => {
+  const { pool } = await migratedDb(t);
+  const dir = tempDir(t);
+  const ca = await createCa('Corporate CA');
+  for (const [days, warned] of [[5, true], [90, false]] as const) {
+    const cert = await issueServerCert(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: days });
+    const files = { cert: path.join(dir, `gw-${days}.crt`), key: path.join(dir, `gw-${days}.key`) };
+    writeFileSync(files.cert, cert.certPem);
+    writeFileSync(files.key, cert.keyPem, { mode: 0o600 });
+    const log = captureLogger({ logLevel: 'info' });
+    const identity = await loadGatewayIdentity({
+      pool, secretBox, logger: log.logger,
+      settings: gateway(path.join(dir, 'cache'), { autoGenerate: false, certFile: files.cert, keyFile: files.key }),
+    });
+    t.equal(identity.source, 'external');
+    t.equal(log.lines().some((l) => l.level === 40 && l.msg === 'the gateway TLS certificate expires within 30 days'), warned, `${days} days left`);
+  }
+});

@@ -8,8 +8,8 @@ import { startConnectLoop } from '../../edge-node/src/control/connect-loop.js';
 import type { ConnectLoop, ConnectLoopOptions } from '../../edge-node/src/control/connect-loop.js';
 import { loadControlStatus, saveControlStatus } from '../../edge-node/src/control/control-status.js';
 import { createLogger } from '../../edge-node/src/logger.js';
-import { loadCredentials } from '../../edge-node/src/state/credential-store.js';
-import { StateAccessDeniedError } from '../../edge-node/src/state/state-store.js';
+import { loadCredentials, saveCredentials } from '../../edge-node/src/state/credential-store.js';
+import { StateAccessDeniedError, openStateStore } from '../../edge-node/src/state/state-store.js';
 import type { StateStore } from '../../edge-node/src/state/state-store.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { runNodeCli } from './cli-capture.js';
@@ -178,6 +178,35 @@ t.test('a session refused as expired with no rotation saved waits for the slow r
   await waitFor(() => lines.find((l) => l.msg === 'control session ended'), { what: 'the refusal line' });
   t.match(lines.find((l) => l.msg === 'control session ended'), { code: 'CREDENTIAL_EXPIRED', retryInMs: 600_000 });
   t.equal(loop.status().state, 'disconnected');
+});
+
+t.test('a credential revoked by a re-enrollment still being written is taken as soon as credential.json holds the new one, not after the slow retry', async (t) => {
+  const replacement = newCredential();
+  const gateway = await startFakeGateway(t, {
+    // `enroll --reenroll` revokes the old credential (ending its session) before the new one is on disk.
+    authorize: (session) => (session.credential === replacement.secret ? undefined : { code: 'CREDENTIAL_REVOKED', message: 'the credential was revoked' }),
+  });
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const { loop, lines } = startLoop(t, state, { refusedRetryMs: 600_000, credentialPollMs: 50 });
+  await waitFor(() => lines.find((l) => l.msg === 'control session ended'), { what: 'the refusal' });
+  t.match(lines.find((l) => l.msg === 'control session ended'), { code: 'CREDENTIAL_REVOKED', retryInMs: 600_000 });
+  // The re-enrollment's answer arrives and is written.
+  await saveCredentials(state.store, { current: replacement });
+  // Ten minutes of slow retry: only the prompt attempt connects within the deadline.
+  await waitFor(() => loop.status().state === 'connected', { what: 'a session on the new credential' });
+  t.equal(gateway.sessions.at(-1)?.credential, replacement.secret);
+  t.ok(lines.some((l) => typeof l.msg === 'string' && l.msg.startsWith('credential.json holds a new credential')), 'says why it connects again');
+});
+
+t.test('a node not enrolled yet connects as soon as it is, not after the slow retry', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const dir = t.testdir({});
+  const store = await openStateStore(dir, { create: true });
+  const { loop, lines } = startLoop(t, { dir, store } as unknown as EnrolledState, { refusedRetryMs: 600_000, credentialPollMs: 50 });
+  await waitFor(() => lines.find((l) => l.code === 'NOT_ENROLLED'), { what: 'the not-enrolled line' });
+  await writeEnrolledState(dir, gateway);
+  await waitFor(() => loop.status().state === 'connected', { what: 'a session once enrolled' });
+  t.pass('connected');
 });
 
 t.test('a link handed over to another process records why in control-status.json, unless the new holder already wrote it', async (t) => {

@@ -1,6 +1,6 @@
 // The event-by-event output guard of MCP event streams on its own, with a real compiled policy
 // (e-mail masked, phone numbers blocked): events split anywhere across chunks, multi-line and
-// non-JSON data, the bound on one event, and what a block sends.
+// non-JSON data, the other lines of an event, the bound on one event, and what a block sends.
 import t from 'tap';
 import type { GuardrailVerdict } from '../../proto/src/index.js';
 import { compilePolicy } from '../../edge-node/src/guardrails/compiled-policy.js';
@@ -74,6 +74,22 @@ t.test('a block sends none of the blocked event and answers each pending request
   t.match(answers.slice(1), [{ error: { code: -32000, data: { code: 'ZN_ERR_GUARDRAIL_BLOCKED' } } }, { error: { code: -32000 } }]);
   t.same(r.kept, ['text', 'fine', 'content', 'type', 'text'], 'only delivered text is kept for the record');
   t.match(r.verdicts, [{ detector: 'phone', action: 'block', matches: 1 }]);
+});
+
+t.test("an event's other lines (a comment, id, event, a field clients ignore) are checked too: masked in place, a masked comment dropped, a block stops the stream", async (t) => {
+  const masked = await run([`: debug customer=${EMAIL}\n\n: keep-alive\n\nid: ${EMAIL}\nevent: message\nx-note: ${EMAIL}\nretry: 1000\ndata: ${message(1, 'done')}\n\nid: ${EMAIL}\n\n`]);
+  t.equal(masked.out, `: keep-alive\n\nid: [EMAIL]\nevent: message\nx-note: [EMAIL]\nretry: 1000\ndata: ${message(1, 'done')}\n\nid: [EMAIL]\n\n`);
+  t.notOk(masked.out.includes(EMAIL));
+  const both = await run([`id: ${EMAIL}\ndata: ${message(2, `to ${EMAIL}`)}\nevent: message\n\n`]);
+  t.equal(both.out, `id: [EMAIL]\ndata: ${message(2, 'to [EMAIL]')}\nevent: message\n\n`, 'masked data and a masked id, each in its place');
+  const blocked = await run([`: call 13800138000\n\n`, `data: ${message(3, 'never read')}\n\n`], [3]);
+  t.equal(blocked.blockedWith?.error.code, 'ZN_ERR_GUARDRAIL_BLOCKED', 'a blocked number in a comment blocks');
+  t.notOk(blocked.out.includes('13800138000'));
+  const idBlocked = await run([`id: 13800138000\ndata: ${message(4, 'fine')}\n\n`], [4]);
+  t.equal(idBlocked.blockedWith?.error.code, 'ZN_ERR_GUARDRAIL_BLOCKED', 'and in an id');
+  t.notOk(idBlocked.out.includes('13800138000'));
+  const clean = `: ping\n\nevent: message\nid: 42\ndata: ${message(5, 'fine')}\n\n`;
+  t.equal((await run([clean])).out, clean, 'lines nothing matches pass byte for byte');
 });
 
 t.test('an event longer than the bound fails the stream instead of passing unchecked', async (t) => {

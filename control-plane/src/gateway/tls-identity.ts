@@ -335,11 +335,16 @@ async function loadGenerated(opts: LoadGatewayIdentityOptions, now: Date): Promi
   }
 
   const notAfter = certNotAfter(identity.certPem);
+  warnIfExpiringSoon(logger, notAfter, now);
+  logger.info({ source, fingerprint: certFingerprint(identity.certPem), notAfter: notAfter.toISOString() }, 'gateway TLS identity loaded');
+  return { ...identity, source };
+}
+
+/** Nodes refuse an expired gateway certificate (GATEWAY_TLS_EXPIRED): the operator hears of it first. */
+function warnIfExpiringSoon(logger: LoadGatewayIdentityOptions['logger'], notAfter: Date, now: Date): void {
   if (notAfter.getTime() - now.getTime() < EXPIRY_WARNING_MS) {
     logger.warn({ notAfter: notAfter.toISOString() }, 'the gateway TLS certificate expires within 30 days');
   }
-  logger.info({ source, fingerprint: certFingerprint(identity.certPem), notAfter: notAfter.toISOString() }, 'gateway TLS identity loaded');
-  return { ...identity, source };
 }
 
 // ---------------------------------------------------------------- external mode
@@ -399,6 +404,8 @@ async function loadExternal(opts: LoadGatewayIdentityOptions, certFile: string, 
   if ((rows[0]?.n ?? 0) > 0) {
     opts.logger.warn('external gateway certificate in use; the generated identity stored in the database is ignored (nodes enrolled against it must be given the new trust)');
   }
+  // An external (e.g. ACME) certificate is renewed outside the control plane, which reads it at start only.
+  warnIfExpiringSoon(opts.logger, certNotAfter(leaf), now);
   opts.logger.info({ source: 'external', fingerprint: certFingerprint(leaf), notAfter: certNotAfter(leaf).toISOString(), systemTrust: caPem === '' },
     'gateway TLS identity loaded');
   return { certPem: chain.join(''), keyPem, caPem, source: 'external' };

@@ -49,7 +49,7 @@ export function clientErrorHandler(logger: FastifyBaseLogger): (err: NodeJS.Errn
       setTimeout(() => socket.destroy(), 5_000).unref();
       socket.end(
         `HTTP/1.1 ${error.status} ${REASONS[error.status] ?? 'Bad Request'}\r\nConnection: close\r\n` +
-          `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+          `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\n` +
           `${REQUEST_ID_HEADER}: ${requestId}\r\n\r\n${body}`,
       );
     };

@@ -106,6 +106,8 @@ export function frameworkErrorHandler(err: unknown, request: FastifyRequest, rep
       error = toZenovaError(err);
   }
   void reply.header(REQUEST_ID_HEADER, request.id);
+  // The router refuses before any onRequest hook (noStore) ran.
+  void reply.header('cache-control', 'no-store');
   if (error.code === 'ZN_ERR_CP_INTERNAL') request.log.error({ err }, 'request failed in the router');
   else request.log.info({ code: error.code, reason: error.message }, 'request rejected');
   void reply.status(error.status).send(error.toBody());

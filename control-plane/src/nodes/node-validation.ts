@@ -6,7 +6,7 @@
 import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { text } from '../config/config-fields.js';
+import { describeConfigIssues, text } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { baseUrlShapeProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
 
@@ -249,22 +249,9 @@ export const nodeNetworkPatchSchema = z.strictObject({
 
 export type NodeNetworkPatch = z.output<typeof nodeNetworkPatchSchema>;
 
-const MAX_REPORTED_ISSUES = 5;
-
-/** "installDir: must not be under /tmp; name: …" — each issue as `field: rule`. */
-export function describeNodeIssues(issues: readonly z.core.$ZodIssue[]): string {
-  const described = issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
-    if (issue.code === 'unrecognized_keys') return `${issue.keys.join(', ')}: unknown field`;
-    const field = issue.path.map(String).join('.');
-    return field ? `${field}: ${issue.message}` : `body: ${issue.message}`;
-  });
-  if (issues.length > MAX_REPORTED_ISSUES) described.push(`and ${issues.length - MAX_REPORTED_ISSUES} more`);
-  return described.join('; ');
-}
-
 /** Parses with `schema` or throws ZN_ERR_CP_INVALID_REQUEST naming each field and rule. */
 export function parseNodeInput<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   const result = schema.safeParse(body);
-  if (!result.success) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeNodeIssues(result.error.issues));
+  if (!result.success) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeConfigIssues(result.error.issues));
   return result.data;
 }

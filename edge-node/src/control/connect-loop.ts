@@ -30,6 +30,13 @@ export const DEFAULT_RECONNECT_MAX_MS = 60_000;
 export const DEFAULT_REFUSED_RETRY_MS = 5 * 60_000;
 /** Retry after a state file this process may not read (refusal-advice.ts STATE_ACCESS_DENIED). */
 export const ACCESS_DENIED_RETRY_MS = 30_000;
+/**
+ * While waiting out a refusal only an operator can fix (a revoked credential, a node not enrolled),
+ * how often credential.json is read again: `enroll --reenroll` run while the node serves revokes the
+ * old credential before it writes the new one, so the session it ends is refused first; the new
+ * credential is taken within this, not after the whole wait.
+ */
+export const DEFAULT_CREDENTIAL_POLL_MS = 2_000;
 /** A session that lasted this long was healthy: the back-off starts again from its first step. */
 export const DEFAULT_HEALTHY_SESSION_MS = 30_000;
 
@@ -74,6 +81,8 @@ export interface ConnectLoopOptions {
   onIdentity?: (identity: NodeIdentity) => void;
   reconnect?: { baseMs: number; maxMs: number };
   refusedRetryMs?: number;
+  /** See DEFAULT_CREDENTIAL_POLL_MS. */
+  credentialPollMs?: number;
   healthySessionMs?: number;
   helloTimeoutMs?: number;
   /** In [0, 1); for the back-off jitter. */
@@ -115,6 +124,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
     ...(opts.random !== undefined ? { random: opts.random } : {}),
   });
   const refusedRetryMs = opts.refusedRetryMs ?? DEFAULT_REFUSED_RETRY_MS;
+  const credentialPollMs = opts.credentialPollMs ?? DEFAULT_CREDENTIAL_POLL_MS;
   const healthySessionMs = opts.healthySessionMs ?? DEFAULT_HEALTHY_SESSION_MS;
   const abort = new AbortController();
 
@@ -259,11 +269,33 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
     else logger.debug(fields, 'control session ended');
   };
 
-  const waitBeforeRetry = async (ms: number): Promise<void> => {
+  /**
+   * Waits `ms`, or, given `replaced`, until it says the credential was replaced (checked every
+   * credentialPollMs): then the next attempt comes at once.
+   */
+  const waitBeforeRetry = async (ms: number, replaced?: () => Promise<boolean>): Promise<void> => {
+    const until = Date.now() + ms;
     try {
-      await sleep(ms, undefined, { signal: abort.signal });
+      for (;;) {
+        const left = until - Date.now();
+        if (left <= 0) return;
+        await sleep(replaced === undefined ? left : Math.min(left, credentialPollMs), undefined, { signal: abort.signal });
+        if (replaced !== undefined && (await replaced())) {
+          logger.info('credential.json holds a new credential (the node was enrolled again): connecting with it now');
+          return;
+        }
+      }
     } catch {
       // Aborted: the loop checks the signal itself.
+    }
+  };
+
+  /** True once the state dir holds an identity and a credential (a node enrolled while it waited). */
+  const enrolledNow = async (): Promise<boolean> => {
+    try {
+      return (await loadIdentity(store)) !== undefined && (await loadCredentials(store)) !== undefined;
+    } catch {
+      return false;
     }
   };
 
@@ -336,7 +368,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         const message = `${store.dir} holds no ${identity === undefined ? 'identity' : 'credential'}: run \`zenova-node enroll\``;
         if (recordError('NOT_ENROLLED', message)) await persist();
         logger.error({ code: 'NOT_ENROLLED', message, retryInMs: refusedRetryMs }, 'control session ended');
-        await waitBeforeRetry(refusedRetryMs);
+        await waitBeforeRetry(refusedRetryMs, enrolledNow);
         continue;
       }
       try {
@@ -369,7 +401,9 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
       else status = { ...status, state: 'disconnected' };
       if (end.established || firstOfStreak) await persist();
       logEnd(end, step, firstOfStreak);
-      await waitBeforeRetry(step.delayMs);
+      // A refusal only an operator fixes: the fix may be a re-enrollment writing credential.json now.
+      const waitsForOperator = end.reason === 'refused' && needsOperator(end.code) && !step.usePrevious;
+      await waitBeforeRetry(step.delayMs, waitsForOperator ? () => credentialReplaced(credential) : undefined);
     }
   };
 

@@ -51,7 +51,8 @@ export async function sendToUpstream(
     error: upstreamStatusError(target.upstream.name, status, errorBody, target.upstream.apiKey),
     outcome: 'status',
     httpStatus: status,
-    retryable: status >= 500 || nextTargetOnly,
+    // 408: the upstream's own timeout waiting for the request, so it did no work: like a timeout.
+    retryable: status >= 500 || status === 408 || nextTargetOnly,
     ...(nextTargetOnly ? { nextTargetOnly: true as const } : {}),
     ...(status === 429 ? { retryAfterSeconds: upstreamRetryAfterSeconds(response.headers['retry-after']) } : {}),
   };

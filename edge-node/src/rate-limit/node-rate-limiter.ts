@@ -60,7 +60,10 @@ export function tokenTrueUp(checks: ReadonlyArray<RateCheck & { admittedMinute: 
   const changes: WindowChange[] = [];
   for (const { subject, charge, admittedMinute } of checks) {
     if (endMinute <= admittedMinute) {
-      if (used !== charge) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: used - charge });
+      // More than estimated goes to the minute it became known, which is the admission minute
+      // unless the wall clock stepped back across minutes since: then it is the minute the windows
+      // were moved back to (the admission minute, ahead of the clock, would move them forward again).
+      if (used !== charge) changes.push({ subject, metric: 'tokens', minute: used > charge ? endMinute : admittedMinute, delta: used - charge });
       continue;
     }
     if (charge > 0) changes.push({ subject, metric: 'tokens', minute: admittedMinute, delta: -charge });

@@ -289,9 +289,14 @@ async function attemptOnce(
     }
     return 'caller-gone';
   }
-  // An HTTP status the upstream answered with (a 503, a 429 whose error body then stalled): it refused the work.
+  // Usage read by an attempt that did not answer (a stream's usage chunk before its error) is not
+  // the request's: a final failure meters none, and a charge without an answer is estimated.
+  ctx.upstreamUsage = null;
+  // An HTTP status the upstream answered with (a 503, a 429 whose error body then stalled): it
+  // refused the work, and its status decides what happens next (a 400 is final, a 429 goes to the
+  // next target with its Retry-After), not the timer that cut its error body short.
   const answeredStatus = result.httpStatus;
-  if (timedOut && result.outcome !== 'timeout') {
+  if (timedOut && result.outcome !== 'timeout' && result.outcome !== 'status') {
     result = {
       kind: 'failed',
       error: zenovaError('ZN_ERR_UPSTREAM_TIMEOUT', `Upstream "${target.upstream.name}" did not answer within ${timeoutMs} ms.`),

@@ -2,8 +2,9 @@
 // Accept-Encoding (any coding acceptable, RFC 9110) a tool server or a proxy in front of it could
 // gzip its answer, and the node relayed the compressed bytes unlabelled (Content-Encoding is not
 // returned), past the key's redaction and the output guardrails. The node now asks for `identity`
-// and refuses an answer compressed anyway; it refuses JSON declared in a charset other than UTF-8
-// too, which it would read as UTF-8 (é as U+FFFD) and relay under the tool server's label.
+// and refuses an answer compressed anyway; it refuses an answer declared in a charset other than
+// UTF-8 too, which it would read as UTF-8 (é as U+FFFD) and relay under the tool server's label,
+// and a UTF-16 page, in which it found neither its key nor what the guardrails look for.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
@@ -125,7 +126,7 @@ t.test('a JSON answer declared in a charset other than UTF-8 is a 502 naming it;
     const got = await callTool(node.url);
     const text = got.bytes.toString('utf8');
     t.equal(got.status, 502, `${charset}: ${text}`);
-    t.match(JSON.parse(text), { error: { code: 'ZN_ERR_UPSTREAM_ERROR', message: `Tool server "tools" answered JSON declared in charset "${charset.replaceAll('"', '').toLowerCase()}"; the node reads JSON as UTF-8 only (charset=utf-8, or no charset).` } }, charset);
+    t.match(JSON.parse(text), { error: { code: 'ZN_ERR_UPSTREAM_ERROR', message: `Tool server "tools" answered in charset "${charset.replaceAll('"', '').toLowerCase()}"; the node reads answers as UTF-8 only (charset=utf-8, us-ascii, or no charset).` } }, charset);
     t.match(node.records[0], { status: 'failed', errorCode: 'ZN_ERR_UPSTREAM_ERROR', attempts: [{ outcome: 'error', httpStatus: 200 }] }, `${charset}: recorded`);
   }
   for (const [charset, text] of [['utf-8', 'caf\u00e9'], ['UTF8', 'caf\u00e9'], ['us-ascii', 'cafe']] as const) {
@@ -135,4 +136,34 @@ t.test('a JSON answer declared in a charset other than UTF-8 is a 502 naming it;
     t.equal(got.status, 200, charset);
     t.ok(got.bytes.equals(sent), `${charset}: byte for byte`);
   }
+});
+
+t.test('a non-empty answer other than JSON in another charset, or starting with a UTF-16 or UTF-32 byte order mark, is a 502: a UTF-16 page echoing the key is not relayed', async (t) => {
+  const page = (headers: http.IncomingHttpHeaders): string => `Bad request. You sent: Authorization: ${String(headers.authorization)}; contact ${EMAIL}`;
+  const utf16be = (text: string): Buffer => Buffer.from(text, 'utf16le').swap16();
+  const cases: Array<[string, (headers: http.IncomingHttpHeaders) => ToolAnswer, string]> = [
+    ['utf-16le declared', (h) => ({ contentType: 'text/plain; charset=utf-16le', body: Buffer.from(page(h), 'utf16le') }), 'charset "utf-16le"'],
+    ['utf-16 declared, with its mark', (h) => ({ contentType: 'text/html; charset=UTF-16', body: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(page(h), 'utf16le')]) }), 'charset "utf-16"'],
+    ['an event stream declared utf-16', (h) => ({ contentType: 'text/event-stream; charset=utf-16', body: Buffer.from(`data: ${page(h)}\n\n`, 'utf16le') }), 'charset "utf-16"'],
+    ['no charset, a UTF-16LE mark', (h) => ({ contentType: 'text/plain', body: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(page(h), 'utf16le')]) }), 'byte order mark'],
+    ['no charset, a UTF-16BE mark', (h) => ({ contentType: 'text/plain', body: Buffer.concat([Buffer.from([0xfe, 0xff]), utf16be(page(h))]) }), 'byte order mark'],
+    ['JSON without charset, a UTF-16LE mark', (h) => ({ contentType: 'application/json', body: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(echoingResult(h), 'utf16le')]) }), 'byte order mark'],
+  ];
+  for (const [what, answer, named] of cases) {
+    const node = await startNode(t, (headers) => ({ ...answer(headers), contentEncoding: 'identity' }));
+    const got = await callTool(node.url);
+    const text = got.bytes.toString('utf8');
+    t.equal(got.status, 502, `${what}: ${text}`);
+    t.match(JSON.parse(text), { error: { code: 'ZN_ERR_UPSTREAM_ERROR', message: new RegExp(named.replace(/[()]/g, '\\$&')) } }, `${what}: says why`);
+    const asUtf16 = got.bytes.toString('utf16le');
+    t.notOk(text.includes(TOOL_KEY) || asUtf16.includes(TOOL_KEY) || asUtf16.includes(EMAIL), `${what}: neither the key nor the blocked text`);
+    t.match(node.records[0], { status: 'failed', errorCode: 'ZN_ERR_UPSTREAM_ERROR', attempts: [{ outcome: 'error', httpStatus: 200 }] }, `${what}: recorded`);
+  }
+  // Latin-1 text without a mark, labelled so, is no better read as UTF-8; a plain UTF-8 page passes.
+  const latin = await startNode(t, () => ({ contentType: 'text/plain; charset=iso-8859-1', contentEncoding: 'identity', body: Buffer.from('caf\u00e9', 'latin1') }));
+  t.equal((await callTool(latin.url)).status, 502, 'iso-8859-1 text');
+  const plain = await startNode(t, () => ({ contentType: 'text/plain; charset=utf-8', contentEncoding: 'identity', body: Buffer.from('caf\u00e9 ok') }));
+  const relayed = await callTool(plain.url);
+  t.equal(relayed.status, 200, 'UTF-8 text is relayed');
+  t.equal(relayed.bytes.toString('utf8'), 'caf\u00e9 ok');
 });

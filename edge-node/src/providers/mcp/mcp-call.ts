@@ -289,6 +289,12 @@ export const mcpApi: ApiHandler = {
         return rejectWith(delivered ?? stoppedWhile(ctx, call, server.name, true) ?? zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', 'The caller went away before the tool server answered.'));
       }
       ctx.upstreamMs = elapsed(ctx, started);
+      const unreadable = unreadableBodyError(server.name, contentType, bytes);
+      if (unreadable !== undefined) {
+        attempt('error', status);
+        if (failure === undefined) served();
+        return rejectWith(unreadable);
+      }
       ctx.reply = replyOf(ctx, call, status, headers, contentType, bytes, server.apiKey, failure);
     }
     attempt(failure === undefined ? 'ok' : 'status', status);
@@ -709,15 +715,36 @@ function parseAnswer(bytes: Buffer): { value: unknown; text: string | undefined 
 /**
  * Why a tool server's answer cannot be relayed, or undefined. A body compressed despite the node's
  * `accept-encoding: identity` could not have the node's key redacted nor be checked by guardrails,
- * and would reach the caller unlabelled (Content-Encoding is not returned); JSON declared in a
- * charset other than UTF-8 would be misread as UTF-8 and relayed under a label it no longer matches.
+ * and would reach the caller unlabelled (Content-Encoding is not returned); JSON or an event stream
+ * declared in a charset other than UTF-8 would be misread as UTF-8 and relayed under a label it no
+ * longer matches. (Another body's charset is judged once it is read: unreadableBodyError.)
  */
 function unrelayableAnswerError(server: string, headers: Dispatcher.ResponseData['headers'], contentType: string): ZenovaError | undefined {
   const encoded = unaskedEncodingError(server, headers['content-encoding']);
   if (encoded !== undefined) return encoded;
-  const charset = contentType.startsWith('application/json') ? unreadableCharset(contentType) : undefined;
-  if (charset === undefined) return undefined;
-  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Tool server "${server}" answered JSON declared in charset ${JSON.stringify(charset.slice(0, 40))}; the node reads JSON as UTF-8 only (charset=utf-8, or no charset).`);
+  const checkedNow = contentType.startsWith('application/json') || contentType.startsWith('text/event-stream');
+  const charset = checkedNow ? unreadableCharset(contentType) : undefined;
+  return charset === undefined ? undefined : charsetError(server, charset);
+}
+
+function charsetError(server: string, charset: string): ZenovaError {
+  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Tool server "${server}" answered in charset ${JSON.stringify(charset.slice(0, 40))}; the node reads answers as UTF-8 only (charset=utf-8, us-ascii, or no charset).`);
+}
+
+/**
+ * Why a non-empty body that is neither JSON nor an event stream (an error page) cannot be relayed:
+ * declared in a charset other than UTF-8, or starting with a UTF-16 or UTF-32 byte order mark. The
+ * node looks for its key in the body's UTF-8 forms and its guardrails read UTF-8, so a UTF-16 page
+ * echoing `Authorization: Bearer <key>` reached the caller with the key, and its text unchecked.
+ * An empty body (a 202 to a notification) has nothing to misread, whatever its label.
+ */
+function unreadableBodyError(server: string, contentType: string, body: Buffer): ZenovaError | undefined {
+  if (body.length === 0) return undefined;
+  const charset = unreadableCharset(contentType);
+  if (charset !== undefined) return charsetError(server, charset);
+  const utf16Or32 = (body[0] === 0xff && body[1] === 0xfe) || (body[0] === 0xfe && body[1] === 0xff) || (body[0] === 0 && body[1] === 0 && body[2] === 0xfe && body[3] === 0xff);
+  if (!utf16Or32) return undefined;
+  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Tool server "${server}" answered a body in UTF-16 or UTF-32 (it starts with that byte order mark); the node reads answers as UTF-8 only.`);
 }
 
 /** A redirect is not followed (nor passed on: the caller would leave the node): the tool server's URL is wrong. */

@@ -2,8 +2,8 @@
  * Output guardrails over a tool server's event stream (MCP streamable HTTP). Every SSE event carries
  * one complete JSON-RPC message (or batch), so each is checked whole, like a JSON answer: its texts
  * (jsonTexts, integers of 16 digits or more as their digits: parseRelayed) are masked in place and
- * the event re-serialised with its other lines (`event:`, `id:`, `retry:`) kept; events nothing
- * rewrote pass byte for byte. JSON that is not a message or a
+ * the event re-serialised with its other lines (`event:`, `id:`, `retry:`) kept; those lines and
+ * comments are checked too (otherLines); events nothing rewrote pass byte for byte. JSON that is not a message or a
  * batch of messages (a bare string, an array of strings, an object such as `{"detail": …}`) has
  * every string in it checked; data that is not JSON is checked as one text. A block ends the stream: the
  * blocked event is never sent, and each request of the POST not answered yet gets a JSON-RPC error
@@ -68,7 +68,8 @@ export async function* guardEventStream(source: AsyncIterable<Uint8Array>, guard
         yield encoder.encode(out + blockedAnswers(checked, guard));
         return;
       }
-      out += `${checked}\n\n`;
+      // An event left with no line (a comment a mask dropped) is not sent at all.
+      if (checked.length > 0) out += `${checked}\n\n`;
     }
     event.add(from === 0 ? text : text.slice(from));
     if (event.length > maxEventChars) throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `The tool server sent an event longer than ${maxEventChars} characters.`);
@@ -78,7 +79,7 @@ export async function* guardEventStream(source: AsyncIterable<Uint8Array>, guard
   if (rest.length === 0) return;
   // A last event without its blank line.
   const checked = checkEvent(rest, guard);
-  yield encoder.encode(typeof checked === 'string' ? `${checked}\n\n` : blockedAnswers(checked, guard));
+  if (checked !== '') yield encoder.encode(typeof checked === 'string' ? `${checked}\n\n` : blockedAnswers(checked, guard));
 }
 
 /** The received part of an event whose blank line has not come yet, kept as pieces. */
@@ -104,6 +105,38 @@ class PendingEvent {
   }
 }
 
+/**
+ * An event's lines other than `data:` with text in them (a comment, `id:`, `event:`, a field
+ * clients ignore), each as a slot. A client shows none of them as a message, but a raw HTTP client
+ * reads them all, and an `id` goes back to the tool server as Last-Event-ID: the output rules see
+ * them too. `retry:` is digits. A keep-alive comment (`:`, `: ping`) is checked like any other.
+ */
+interface OtherLine {
+  index: number;
+  comment: boolean;
+  /** `id: ` and the like, as it is written back when masked. */
+  head: string;
+  slot: TextSlot;
+  /** The slot's text before the rules ran. */
+  before: string;
+}
+
+function otherLines(lines: readonly string[], dataLines: ReadonlySet<number>): OtherLine[] {
+  const found: OtherLine[] = [];
+  lines.forEach((line, index) => {
+    if (dataLines.has(index) || line.length === 0) return;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    if (field === 'retry') return;
+    // A line without a colon is a field with an empty value: its name is the text.
+    const value = colon === -1 ? '' : line.slice(colon + 1);
+    const spaced = value.startsWith(' ');
+    const text = colon === -1 ? line : spaced ? value.slice(1) : value;
+    found.push({ index, comment: colon === 0, head: colon === -1 ? '' : `${field}:${spaced ? ' ' : ''}`, slot: { text }, before: text });
+  });
+  return found;
+}
+
 /** One event's lines, checked: the lines to send, or the rejection that stops the stream. */
 function checkEvent(block: string, guard: EventGuard): string | Rejection {
   const lines = block.split('\n');
@@ -117,8 +150,14 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
     const value = line.slice(5);
     values.push(value.startsWith(' ') ? value.slice(1) : value);
   });
-  // Comments and keep-alives carry nothing a client reads as a message.
-  if (firstData === -1) return block;
+  const others = otherLines(lines, dataLines);
+  if (firstData === -1) {
+    // No message: only its other lines to check (a comment, a lone id).
+    if (others.length === 0) return block;
+    const rejection = guard.check(others.map((o) => o.slot));
+    if (rejection !== undefined) return rejection;
+    return others.some(masked) ? rebuilt(lines, others) : block;
+  }
   const data = values.join('\n');
   const mark = { dirty: false };
   // Any JSON is walked as parsed (escapes decoded): a message's fields, or every string of JSON
@@ -134,20 +173,36 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
     box = undefined;
   }
   const slots: TextSlot[] = box !== undefined ? jsonTexts(box, mark) : [{ text: data }];
-  const rejection = guard.check(slots);
+  const rejection = guard.check(others.length === 0 ? slots : [...slots, ...others.map((o) => o.slot)]);
   if (rejection !== undefined) return rejection;
   if (box !== undefined) answered(box[0], guard.pending);
   guard.keep(slots);
   // Data holding strings its parsed value lost (a duplicate key: JSON.parse keeps the last) goes out
   // re-serialised from what was checked, not as it came.
   const changed = box === undefined ? slots[0]!.text !== data : mark.dirty || !relayable;
-  if (!changed) return block;
+  if (!changed) return others.some(masked) ? rebuilt(lines, others) : block;
   const next = box === undefined ? slots[0]!.text : stringifyAsWritten(box[0]);
-  const nextData = next.split('\n').map((line) => `data: ${line}`);
   // The data lines become one (JSON has no raw newlines) where the first one was.
-  const kept = lines.filter((_, index) => !dataLines.has(index));
-  kept.splice(firstData, 0, ...nextData);
-  return kept.join('\n');
+  return rebuilt(lines, others, { lines: dataLines, first: firstData, next: next.split('\n').map((line) => `data: ${line}`) });
+}
+
+const masked = (line: OtherLine): boolean => line.slot.text !== line.before;
+
+/**
+ * The event's lines again, with the other lines a mask changed written back masked (a comment
+ * dropped: it carries nothing a client needs), and, when `data` is given, its data lines replaced.
+ */
+function rebuilt(lines: readonly string[], others: readonly OtherLine[], data?: { lines: ReadonlySet<number>; first: number; next: string[] }): string {
+  const byIndex = new Map(others.map((o) => [o.index, o]));
+  const out: string[] = [];
+  lines.forEach((line, index) => {
+    if (data !== undefined && index === data.first) out.push(...data.next);
+    if (data?.lines.has(index) === true) return;
+    const other = byIndex.get(index);
+    if (other === undefined || !masked(other)) out.push(line);
+    else if (!other.comment) out.push(`${other.head}${other.slot.text.replace(/[\r\n]+/g, ' ')}`);
+  });
+  return out.join('\n');
 }
 
 function answered(message: unknown, pending: Set<JsonRpcId>): void {
