@@ -22,6 +22,7 @@ import { loadGatewayIdentity } from './gateway/tls-identity.js';
 import type { GatewayIdentity } from './gateway/tls-identity.js';
 import { createLogger, redactDatabaseUrl } from './logger.js';
 import { productVersion } from '../../proto/src/product-version.js';
+import { unknownOptionMessage } from '../../proto/src/index.js';
 import { SettingsError, loadSettings, settingsVariables } from './settings.js';
 import type { Settings } from './settings.js';
 import { ConsoleTlsError, listenConsole, readConsoleTls } from './tls/console-server.js';
@@ -115,24 +116,27 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (argv.length > 0) {
-    process.stderr.write(`${PROGRAM}: unknown argument '${argv[0]}'\n\n${usage()}`);
+    // Settings come from the environment only; a stray word may be a pasted secret, so it is not quoted.
+    const problem = argv[0]!.startsWith('-') ? unknownOptionMessage(argv[0]!.split('=')[0]!, ['help', 'version']) : `unexpected argument (not shown: it may be a secret); ${PROGRAM} takes no arguments but --help and --version: its settings come from the environment (see --help)`;
+    process.stderr.write(`${PROGRAM}: ${problem}\n\n${usage()}`);
     process.exit(2);
   }
 
+  // The gateway's TLS key and the config-signing key are stored encrypted with it: no key, no gateway.
+  // (Optional to loadSettings, which the tools that read settings without a gateway share.)
+  const noEncKey = 'ZENOVA_SECRET_ENC_KEY: is required: it encrypts the gateway TLS key and the config-signing key stored in PostgreSQL ' +
+    '(generate one with openssl rand -base64 32, and back it up with the database)';
   let settings: Settings;
   try {
     settings = loadSettings(process.env);
   } catch (err) {
     if (!(err instanceof SettingsError)) throw err;
-    process.stderr.write(`${PROGRAM}: invalid settings:\n${err.problems.map((p) => `  ${p}\n`).join('')}`);
+    // Every missing setting in one go, this one too.
+    const problems = process.env.ZENOVA_SECRET_ENC_KEY === undefined ? [...err.problems, noEncKey] : err.problems;
+    process.stderr.write(`${PROGRAM}: invalid settings:\n${problems.map((p) => `  ${p}\n`).join('')}`);
     process.exit(2);
   }
-
-  // The gateway's TLS key and the config-signing key are stored encrypted with it: no key, no gateway.
-  if (!settings.secretEncKey) {
-    invalidSetting('ZENOVA_SECRET_ENC_KEY: is required: it encrypts the gateway TLS key and the config-signing key stored in PostgreSQL ' +
-      '(generate one with openssl rand -base64 32, and back it up with the database)');
-  }
+  if (!settings.secretEncKey) invalidSetting(noEncKey);
   let consoleTls: ConsoleTls | undefined;
   if (settings.tls) {
     try {

@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
+import { parseArgsProblem } from '../../proto/src/index.js';
 import { UsageError } from './cli-context.js';
 
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
@@ -45,7 +46,7 @@ export function parseOptions(argv: readonly string[], options: OptionSpec, helpC
   try {
     parsed = parseArgs({ args: joinDashValues(argv, dashValued), options, strict: true, allowPositionals: true, tokens: true });
   } catch (err) {
-    throw new UsageError((err as Error).message, helpCommand);
+    throw new UsageError(parseArgsProblem(err, Object.keys(options)), helpCommand);
   }
   // parseArgs keeps the last of a repeated option: `delete --name a --name b` would act on b alone.
   const seen = new Set<string>();

@@ -196,3 +196,18 @@ t.test('bundles asked for at the same moment are read in one snapshot transactio
     'each node got its own verified bundle');
   t.equal(new Set(bundles.map((b) => b?.version)).size, 1, 'all at one version');
 });
+
+t.test('a node whose cached bundle another node\'s signing evicts in the same batch still gets its bundle, not the "deleted" answer', async (t) => {
+  await seedConfig(pool, harnessSecretBox);
+  const a = await enrolledNode(pool, settings);
+  const b = await enrolledNode(pool, settings);
+  const size = (await new ConfigPublisher({ pool, secretBox: harnessSecretBox, signingKey }).bundleFor(a.id))!.bytes.byteLength;
+  // A cache that holds one bundle.
+  const publisher = new ConfigPublisher({ pool, secretBox: harnessSecretBox, signingKey, maxCachedBytes: size + 64 });
+  const first = await publisher.bundleFor(a.id);
+  t.ok(first, "A's bundle, cached");
+  // B (its hello) and A (a reconnect) ask in one turn: one batch, B signed first, evicting A's.
+  const [forB, forA] = await Promise.all([publisher.bundleFor(b.id), publisher.bundleFor(a.id)]);
+  t.equal(forB?.version, first?.version);
+  t.equal(forA?.version, first?.version, 'A is live: it gets its bundle (undefined would mean deleted, and nothing is pushed)');
+});

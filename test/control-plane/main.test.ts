@@ -67,6 +67,17 @@ t.test('missing required settings are all listed at once', async (t) => {
   t.equal(code, 2);
   t.match(output, /ZENOVA_DATABASE_URL: is required/);
   t.match(output, /ZENOVA_ADMIN_TOKEN: is required/);
+  t.match(output, /ZENOVA_SECRET_ENC_KEY: is required/);
+});
+
+t.test('a mistyped option gets the one meant, and a stray argument (perhaps a pasted secret) is not quoted back; both exit 2', async (t) => {
+  const typo = await run('typo', {}, ['--verison']);
+  t.equal(typo.code, 2);
+  t.match(typo.output, /^zenova-control: unknown option --verison; did you mean --version\?$/m);
+  const stray = await run('stray', {}, ['s3cr3t-admin-token-pasted-here']);
+  t.equal(stray.code, 2);
+  t.match(stray.output, /unexpected argument \(not shown/);
+  t.notMatch(stray.output, /s3cr3t/);
 });
 
 t.test('an unreachable database stops start-up with exit 1 naming the host but not the password', async (t) => {

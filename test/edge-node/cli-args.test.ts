@@ -23,6 +23,31 @@ t.test('help, unknown commands and unknown flags', async (t) => {
   t.throws(() => parseCli(['serve', 'extra']), UsageError);
   t.throws(() => parseCli(['launch']), { message: /unknown command "launch"/ });
   t.throws(() => parseCli([]), UsageError);
+  t.match(parseCli(['--version']), { kind: 'version' });
+});
+
+t.test('enroll names every missing option at once', async (t) => {
+  t.throws(() => parseCli(['enroll']), { message: 'enroll needs --control-plane URL, and --token TOKEN or --token-file FILE, and --state-dir DIR' });
+  t.throws(() => parseCli(['enroll', '--token-file', 'f']), { message: 'enroll needs --control-plane URL, and --state-dir DIR' });
+});
+
+t.test('a mistyped option gets the one it most likely meant; a value without its option is not quoted back (it is often a pasted token)', async (t) => {
+  t.throws(() => parseCli(['status', '--stat-dir', 'x']), { message: 'unknown option --stat-dir; did you mean --state-dir?' });
+  t.throws(() => parseCli(['enroll', '--contol-plane', 'https://cp']), { message: 'unknown option --contol-plane; did you mean --control-plane?' });
+  t.throws(() => parseCli(['serve', '--state-dir', 'x', '--verbose']), { message: 'unknown option --verbose; see --help for the options' });
+  const secret = 'zt_SUPERSECRET_TOKEN_0123456789';
+  for (const argv of [['enroll', '--control-plane', 'https://cp.example', '--state-dir', '/tmp/x', secret], ['serve', secret], ['status', `--${secret}`]]) {
+    const err = (() => {
+      try {
+        parseCli(argv);
+      } catch (e) {
+        return e as Error;
+      }
+      return undefined;
+    })();
+    t.ok(err instanceof UsageError, argv.join(' '));
+    t.notOk(err?.message.includes('SUPERSECRET'), `${argv[0]}: not quoted (${err?.message})`);
+  }
 });
 
 t.test('an option given with an empty value is refused naming the option, never taken as left out', async (t) => {

@@ -142,6 +142,31 @@ t.test('a damaged current.json: previous.json is served, at error level, and /re
   t.equal(readiness({ holder: started.holder }).configWarning, undefined);
 });
 
+t.test('a damaged current.json after the served version was sent again with other content (a restored control plane): previous.json, at that same version, is flagged too', async (t) => {
+  const stateDir = t.testdir({});
+  const signer = createSigner();
+  const identity = identityOf(signer);
+  const key = newCallerKey();
+  const node = await loadEnrolledConfig(stateDir, identity, createLogger({ level: 'silent' }));
+  // v7 with the key active, then v7 again with the key revoked.
+  t.match(await node.applier.apply(signedPush(testBundle({ nodeId: NODE_ID, version: 7, upstreamUrl: UPSTREAM, keys: [bundleKey('k', key.sha256)] }), signer)), { ok: true, changed: true });
+  const revoked = signedPush(testBundle({ nodeId: NODE_ID, version: 7, upstreamUrl: UPSTREAM, keys: [bundleKey('k', key.sha256, { status: 'revoked' })] }), signer);
+  t.match(await node.applier.apply(revoked), { ok: true, changed: true });
+  const cache = new BundleCache(stateDir);
+  const current = JSON.parse(await readFile(cache.file('current'), 'utf8')) as { bundle: string };
+  current.bundle = current.bundle.replace('"retries":0', '"retries":1');
+  await writeFile(cache.file('current'), JSON.stringify(current));
+
+  const { lines, logger } = logLines();
+  const restarted = await loadEnrolledConfig(stateDir, identity, logger);
+  const snapshot = restarted.holder.current();
+  t.match(snapshot, { ready: true, olderThanApplied: 7 }, 'the replaced config, where the key is active again, is served as older than applied');
+  t.ok(lines.some((l) => l.level === 50 && /serving an OLDER config/.test(String(l.msg))), 'logged at error level');
+  t.match(readiness({ holder: restarted.holder }), { configWarning: /version 7 from config\/previous\.json .*other content of that version/ });
+  t.match(await restarted.applier.apply(revoked), { ok: true, changed: true }, 'the control plane sending v7 again ends it');
+  t.equal(readiness({ holder: restarted.holder }).configWarning, undefined);
+});
+
 t.test('a cache from before the mark existed is taken and marks its version', async (t) => {
   const { stateDir, identity } = await appliedNineThenTen(t);
   await rm(path.join(stateDir, APPLIED_VERSION_FILE));

@@ -170,13 +170,17 @@ t.test('a damaged control-status.json leaves the node enrolled, its link unknown
   }
 });
 
-t.test('a damaged credential.json makes the node not enrolled, exit 1, naming the file', async (t) => {
+t.test('a damaged credential.json or identity.json makes the node not enrolled, exit 1, naming the file and how to re-enroll', async (t) => {
   const gateway = await startFakeGateway(t);
   const state = await writeEnrolledState(t.testdir({}), gateway);
   await writeFile(state.store.path('credential.json'), '{"current": ', { mode: 0o600 });
   const json = await run(['status', '--state-dir', state.dir, '--json']);
   t.equal(json.code, 1);
-  t.match(JSON.parse(json.stdout), { enrolled: false, error: /credential\.json: is not valid JSON/ });
+  t.match(JSON.parse(json.stdout), { enrolled: false, error: /credential\.json: is not valid JSON/, advice: /reenroll-command NAME/ });
+  await writeFile(state.store.path('identity.json'), '{"nodeId": ', { mode: 0o600 });
+  const text = await run(['status', '--state-dir', state.dir]);
+  t.equal(text.code, 1);
+  t.match(text.stderr, /identity\.json: is not valid JSON\nwhat to do: re-enroll: on the control plane run `zenova gateway-node reenroll-command NAME`/, 'says what to do');
 });
 
 t.test('doctor passes a healthy state dir and a reachable, trusted gateway, and changes nothing', async (t) => {
@@ -286,6 +290,26 @@ t.test('doctor on a missing state dir fails without creating it; every command h
     t.equal(help.code, 0, `${command} --help`);
     t.match(help.stdout, `Usage: zenova-node ${command}`);
   }
+});
+
+t.test('doctor on a state dir never enrolled says so once, with how to enroll, not to re-enroll', async (t) => {
+  const dir = t.testdir({ empty: {} });
+  await chmod(path.join(dir, 'empty'), 0o700);
+  const result = await run(['doctor', '--state-dir', path.join(dir, 'empty')]);
+  t.equal(result.code, 1);
+  const fails = result.stdout.split('\n').filter((line) => line.startsWith('FAIL'));
+  t.equal(fails.length, 1, `one finding (${fails.join(' | ')})`);
+  t.match(fails[0], /is not enrolled/);
+  t.match(result.stdout, /zenova-node enroll --control-plane URL --token-file FILE --state-dir/);
+  t.notMatch(result.stdout, /--reenroll/, 'nothing to re-enroll');
+  t.notMatch(result.stdout, /control plane accepts this node/, 'no claim about a control plane never reached');
+});
+
+t.test('doctor of an enrolled node whose node-edge never ran says no answer is recorded yet, not that the control plane accepts it', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const result = await run(['doctor', '--state-dir', state.dir]);
+  t.match(result.stdout, /ok\s+control plane: no answer recorded yet/);
 });
 
 t.test('doctor fails, with status\'s advice, when the control plane refused the node (credential revoked), though the credential and TLS look fine', async (t) => {

@@ -303,7 +303,10 @@ t.test('usage errors exit 2 with the command\'s help pointer', async (t) => {
 
   const unknown = await run('gateway-node', 'list', '--colour');
   t.equal(unknown.code, 2);
-  t.match(unknown.stderr, /Unknown option '--colour'/);
+  t.match(unknown.stderr, /unknown option --colour; see --help for the options/);
+  const typo = await run('gateway-node', 'list', '--jsn');
+  t.equal(typo.code, 2);
+  t.match(typo.stderr, /unknown option --jsn; did you mean --json\?/, 'a typo gets the option it most likely meant');
 
   const noNodeName = await run('gateway-node', 'show');
   t.equal(noNodeName.code, 2);

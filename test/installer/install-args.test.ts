@@ -61,14 +61,20 @@ t.test('a --control-plane holding a tab or a line break is a usage error (it wou
 });
 
 t.test('an install needs a token unless --check-only', async (t) => {
-  t.match(await usage(BASE), /--token or --token-file is required/);
+  t.match(await usage(BASE), /--token or --token-file \(or --check-only, which needs no token\) is required/);
+});
+
+t.test('every missing option of install node is named at once, not one per run', async (t) => {
+  t.equal(await usage(['node']), '--package, --control-plane, --token or --token-file (or --check-only, which needs no token) are required');
+  t.equal(await usage(['node', '--check-only']), '--package, --control-plane are required');
+  t.equal(await usage(['node', '--check-only', '--package', 'p.zpkg']), '--control-plane is required');
 });
 
 t.test('--upgrade keeps the installed dir, address and TLS pair: --install-dir, --listen and --tls-cert/--tls-key are refused with it', async (t) => {
   t.match(await usage([...BASE, '--token', 'a', '--upgrade', '--install-dir', '/data/zn']), /--install-dir cannot be used with --upgrade/);
   t.match(await usage([...BASE, '--token', 'a', '--upgrade', '--listen', '0.0.0.0:8080']), /--listen cannot be used with --upgrade: an upgrade keeps the installed listen address/);
   t.match(await usage([...BASE, '--token', 'a', '--upgrade', '--tls-cert', 'c.pem', '--tls-key', 'k.pem']), /--tls-cert and --tls-key cannot be used with --upgrade/);
-  t.match(await usage([...BASE, '--upgrade']), /--token or --token-file is required/);
+  t.match(await usage([...BASE, '--upgrade']), /--token or --token-file \(or --check-only, which needs no token\) is required/);
 });
 
 t.test('--reenroll and --upgrade exclude each other, also with --check-only', async (t) => {

@@ -2,7 +2,7 @@
  * `zenova status` shows the spool once (the node's own report row), and an unreadable spool never
  * reads as an empty backlog, in text or JSON.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -68,4 +68,18 @@ t.test('status of an install dir that is a file says so in one line, in text and
   t.match(read.error, /srv\/zenova\/data: cannot read it \(a part of its path is not a directory\)/);
   t.match(formatInstalledStatus(read), /a part of its path is not a directory/);
   t.match(statusJson(read), { error: /a part of its path is not a directory/ });
+});
+
+t.test('the version is read only from a current link to releases/<version>; a link elsewhere shows as unknown, not as its last path part', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'zn-status-link-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(join(root, 'opt/zenova-node/releases/0.1.0'), { recursive: true });
+  const host = hostEnv(root, { services: fakeServices(root) });
+  symlinkSync('releases/0.1.0', join(root, 'opt/zenova-node/current'));
+  t.equal((await readInstalledStatus(host, '/opt/zenova-node')).version, '0.1.0');
+  rmSync(join(root, 'opt/zenova-node/current'));
+  symlinkSync('/nonexistent', join(root, 'opt/zenova-node/current'));
+  const elsewhere = await readInstalledStatus(host, '/opt/zenova-node');
+  t.equal(elsewhere.version, null);
+  t.match(statusJson(elsewhere), { version: null });
 });

@@ -177,13 +177,17 @@ export class ConfigPublisher {
         else waiter.resolve(outcome.bundle);
       }
     };
+    // Held for the whole batch: signing another node's bundle may evict one from the cache before its
+    // turn, and a node with neither a cached bundle nor a row read reads as deleted (no push).
+    const cachedAtRead = new Map<string, SignedBundle | undefined>();
     let read: { version: number; nodes: Map<string, BundleNode>; fleet: RenderedFleet | undefined };
     try {
       read = await inConfigSnapshot(this.opts.pool, async (client) => {
         const version = await latestConfigVersion(client);
         this.noteVersion(version);
+        for (const id of batch.keys()) cachedAtRead.set(id, this.signed.get(id));
         // A node's own row changes only with a new version (node settings are config changes too).
-        const stale = [...batch.keys()].filter((id) => this.signed.get(id)?.version !== version);
+        const stale = [...batch.keys()].filter((id) => cachedAtRead.get(id)?.version !== version);
         const nodes = stale.length > 0 ? await readBundleNodes(client, stale) : new Map<string, BundleNode>();
         const fleet = nodes.size > 0 ? await this.fleetAt(version, client) : undefined;
         return { version, nodes, fleet };
@@ -194,7 +198,7 @@ export class ConfigPublisher {
     }
     const issuedAt = this.now();
     for (const nodeId of batch.keys()) {
-      const cached = this.signed.get(nodeId);
+      const cached = cachedAtRead.get(nodeId);
       if (cached?.version === read.version) {
         this.remember(nodeId, cached);
         settle(nodeId, { bundle: cached });

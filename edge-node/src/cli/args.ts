@@ -1,6 +1,7 @@
 // Command-line parsing for `zenova-node` (node:util parseArgs, strict: unknown flags are errors).
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
+import { parseArgsProblem } from '../../../proto/src/index.js';
 import { parseControlPlaneUrl } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
@@ -18,6 +19,7 @@ Commands:
 
 Options:
   -h, --help  Show this help
+  --version   Print the node's version
 
 Run "zenova-node <command> --help" for a command's options.
 `;
@@ -133,6 +135,7 @@ export interface ListenAddress {
 
 export type CliCommand =
   | { kind: 'help'; text: string }
+  | { kind: 'version' }
   | { kind: 'serve'; configFile?: string; stateDir?: string; listen: ListenAddress; adminListen?: ListenAddress; tls?: CallerTlsFiles }
   | {
       kind: 'enroll';
@@ -204,6 +207,7 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): 
   const [command, ...rest] = argv;
   if (command === undefined) throw new UsageError('no command given', MAIN_USAGE);
   if (command === '-h' || command === '--help' || command === 'help') return { kind: 'help', text: MAIN_USAGE };
+  if (command === '--version') return { kind: 'version' };
   if (command === 'serve') return parseServe(rest, env);
   if (command === 'enroll') return parseEnroll(rest);
   if (command === 'status') return parseStatus(rest);
@@ -219,7 +223,7 @@ function parseFlags(argv: string[], options: Options, usage: string): Record<str
     const { values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
     return values;
   } catch (err) {
-    throw new UsageError((err as Error).message, usage);
+    throw new UsageError(parseArgsProblem(err, [...Object.keys(options), 'help']), usage);
   }
 }
 
@@ -324,14 +328,20 @@ function parseEnroll(argv: string[]): CliCommand {
   const token = text(values, 'token', ENROLL_USAGE);
   const tokenFile = text(values, 'token-file', ENROLL_USAGE);
   const caFile = text(values, 'ca-file', ENROLL_USAGE);
-  if (controlPlaneUrl === undefined) throw new UsageError('enroll needs --control-plane URL', ENROLL_USAGE);
+  if (controlPlaneUrl === undefined || stateDir === undefined || (token === undefined && tokenFile === undefined)) {
+    // Every missing option in one message, not one per run.
+    const missing = [
+      ...(controlPlaneUrl === undefined ? ['--control-plane URL'] : []),
+      ...(token === undefined && tokenFile === undefined ? ['--token TOKEN or --token-file FILE'] : []),
+      ...(stateDir === undefined ? ['--state-dir DIR'] : []),
+    ];
+    throw new UsageError(`enroll needs ${missing.join(', and ')}`, ENROLL_USAGE);
+  }
   if (!/^https:\/\//i.test(controlPlaneUrl)) {
     throw new UsageError(`--control-plane must be an https:// URL (enrollment sends a secret token over it), got ${JSON.stringify(controlPlaneUrl.slice(0, 200))}`, ENROLL_USAGE);
   }
   checkControlPlaneUrl(controlPlaneUrl);
   if (token !== undefined && tokenFile !== undefined) throw new UsageError('--token and --token-file cannot be used together; pass one', ENROLL_USAGE);
-  if (token === undefined && tokenFile === undefined) throw new UsageError('enroll needs --token TOKEN or --token-file FILE', ENROLL_USAGE);
-  if (stateDir === undefined) throw new UsageError('enroll needs --state-dir DIR', ENROLL_USAGE);
   return {
     kind: 'enroll',
     controlPlaneUrl,

@@ -1,5 +1,6 @@
 // `zenova-node` command dispatch: turns argv into an exit code. Usage, config and state problems are
 // one clear line on stderr (exit 2), never a stack.
+import { productVersion } from '../../../proto/src/product-version.js';
 import { LocalConfigError } from '../config/local-config.js';
 import { ReconnectSettingsError } from '../control/reconnect-settings.js';
 import { ReplicaSettingError } from '../rate-limit/create-node-rate-limiter.js';
@@ -28,6 +29,9 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   switch (command.kind) {
     case 'help':
       io.stdout.write(command.text);
+      return 0;
+    case 'version':
+      io.stdout.write(`${productVersion()}\n`);
       return 0;
     case 'enroll':
       return runEnrollCommand(command, io);

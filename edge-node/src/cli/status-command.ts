@@ -1,5 +1,5 @@
 // `zenova-node status`: the node's identity and control link, as text or one JSON object.
-import { StateDirMissingError, StateFileError, openStateStore } from '../state/state-store.js';
+import { StateAccessDeniedError, StateDirMissingError, StateFileError, openStateStore } from '../state/state-store.js';
 import { formatNodeStatus, readNodeStatus } from '../status/node-status.js';
 import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';
@@ -14,8 +14,19 @@ export async function runStatusCommand(command: StatusCommand, io: CliIo): Promi
     return report.enrolled ? 0 : 1;
   } catch (err) {
     if (!(err instanceof StateDirMissingError || err instanceof StateFileError)) throw err;
-    if (command.json) io.stdout.write(`${JSON.stringify({ stateDir: command.stateDir, enrolled: false, error: err.message })}\n`);
-    io.stderr.write(`zenova-node: ${err.message}\n`);
+    const advice = damagedAdvice(err);
+    if (command.json) io.stdout.write(`${JSON.stringify({ stateDir: command.stateDir, enrolled: false, error: err.message, ...(advice !== undefined ? { advice } : {}) })}\n`);
+    io.stderr.write(`zenova-node: ${err.message}\n${advice !== undefined ? `what to do: ${advice}\n` : ''}`);
     return 1;
   }
+}
+
+/**
+ * A damaged identity or credential file is only cured by enrolling again (doctor says the same);
+ * one this process may not read is not damaged (its message says how to give it back).
+ */
+function damagedAdvice(err: Error): string | undefined {
+  if (!(err instanceof StateFileError) || err instanceof StateAccessDeniedError) return undefined;
+  if (!/(identity|credential)\.json$/.test(err.file)) return undefined;
+  return 're-enroll: on the control plane run `zenova gateway-node reenroll-command NAME`, then run the printed command on this host (`zenova-node doctor` checks the other files)';
 }

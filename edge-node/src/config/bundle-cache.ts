@@ -61,6 +61,8 @@ export interface LoadedBundle<T> {
   bundle: ConfigBundle;
   /** What `build` made of the bundle. */
   value: T;
+  /** The file's stamp (BundleCache.stamp) taken before it was read. */
+  stamp?: string;
   /**
    * Set when this is previous.json, used because current.json is damaged, and older than the
    * highest version the node applied (that version).
@@ -140,7 +142,11 @@ export class BundleCache {
         refused(outcome);
         continue;
       }
-      if (outcome.entry.version < highest) {
+      // previous.json at the version applied last: the config a push of that same version with
+      // other content replaced (a control plane restored from a backup). With current.json damaged,
+      // it is no more the last applied config than an older one is.
+      const replacedAtSameVersion = slot === 'previous' && highest > 0 && outcome.entry.version === highest && refusals.some((r) => r.slot === 'current');
+      if (outcome.entry.version < highest || replacedAtSameVersion) {
         if (slot === 'current') {
           // Not damaged, only older: someone put an older cache here. previous.json is older still.
           refused({ slot, file, code: 'CONFIG_ROLLED_BACK', message: rolledBackMessage(`it holds version ${outcome.entry.version}`, highest) });
@@ -157,6 +163,8 @@ export class BundleCache {
   async read<T>(slot: CacheSlot, trust: BundleTrust, build: (bundle: ConfigBundle) => T): Promise<LoadedBundle<T> | CacheRefusal | 'missing'> {
     const file = this.file(slot);
     const refuse = (code: CacheRefusalCode, message: string): CacheRefusal => ({ slot, file, code, message });
+    // Before the read: a file replaced in between has another stamp, and is read again (followCache).
+    const stamp = await this.stamp(slot);
     let text: string;
     try {
       const size = (await stat(file)).size;
@@ -182,9 +190,22 @@ export class BundleCache {
       return refuse('CONFIG_CACHE_CORRUPT', `the file says version ${entry.version} but its bundle is version ${check.bundle.version}`);
     }
     try {
-      return { slot, file, entry, bundle: check.bundle, value: build(check.bundle) };
+      return { slot, file, entry, bundle: check.bundle, value: build(check.bundle), ...(stamp !== undefined ? { stamp } : {}) };
     } catch (err) {
       return refuse('CONFIG_APPLY_FAILED', (err as Error).message);
+    }
+  }
+
+  /**
+   * What identifies the file's content without reading it: its inode, size and modification time
+   * (every store renames a new file into place); undefined when it cannot be stat'ed.
+   */
+  async stamp(slot: CacheSlot): Promise<string | undefined> {
+    try {
+      const s = await stat(this.file(slot), { bigint: true });
+      return `${s.ino}:${s.size}:${s.mtimeNs}`;
+    } catch {
+      return undefined;
     }
   }
 

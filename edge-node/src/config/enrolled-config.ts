@@ -36,8 +36,10 @@ export async function loadEnrolledConfig(stateDir: string, identity: NodeIdentit
   const { cache, trust, mark, highestApplied, load } = await readStartupCache(stateDir, identity, logger);
   let holder: ConfigHolder;
   let serving: CachedBundle | undefined;
+  let servingStamp: string | undefined;
   if (load.loaded !== undefined) {
-    const { entry, file, value, olderThanApplied } = load.loaded;
+    const { entry, file, value, olderThanApplied, slot, stamp } = load.loaded;
+    if (slot === 'current' && stamp !== undefined) servingStamp = stamp;
     const appliedAt = entry.appliedAt !== undefined ? new Date(entry.appliedAt) : new Date();
     holder = ConfigHolder.ready(value, appliedAt, olderThanApplied);
     serving = entry;
@@ -63,13 +65,14 @@ export async function loadEnrolledConfig(stateDir: string, identity: NodeIdentit
     if (load.refusals.length > 0) logger.error({ reason }, 'node not ready: no verified config');
     else logger.warn({ reason }, 'node not ready: no verified config');
   }
-  const applier = createConfigApplier({ trust, cache, holder, logger, mark, ...(serving !== undefined ? { serving } : {}) });
+  const applier = createConfigApplier({ trust, cache, holder, logger, mark, ...(serving !== undefined ? { serving } : {}), ...(servingStamp !== undefined ? { servingStamp } : {}) });
   return { holder, applier };
 }
 
 /** For /readyz and `status`: the served config is older than one the node applied. */
 export function olderConfigWarning(version: number, highestApplied: number): string {
-  return `serving config version ${version} from ${CONFIG_CACHE_DIR}/previous.json because ${CONFIG_CACHE_DIR}/current.json is damaged; this node already applied version ${highestApplied} (keys revoked since may work until the control plane sends it again)`;
+  const applied = version === highestApplied ? `other content of that version (sent again by its control plane)` : `version ${highestApplied}`;
+  return `serving config version ${version} from ${CONFIG_CACHE_DIR}/previous.json because ${CONFIG_CACHE_DIR}/current.json is damaged; this node already applied ${applied} (keys revoked since may work until the control plane sends it again)`;
 }
 
 /** For /readyz and `status`: the served config verified under an earlier enrollment's trust. */

@@ -85,6 +85,19 @@ export function checkCallerTls(files: CallerTlsFiles, now: Date): DoctorCheck {
   return warning === undefined ? { ok: true, label } : { ok: false, label, advice: warning };
 }
 
+/** True when any of `files` exists (or cannot be stat'ed for another reason than its absence). */
+async function anyExists(files: readonly string[]): Promise<boolean> {
+  for (const file of files) {
+    try {
+      await stat(file);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return true;
+    }
+  }
+  return false;
+}
+
 /** A state file that cannot be used: re-enroll when it is damaged; not when only permission was missing. */
 function unreadableAdvice(err: unknown): string {
   return err instanceof StateAccessDeniedError ? err.message : `${(err as Error).message}; re-enroll with --reenroll`;
@@ -107,6 +120,17 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
   }
   const dirCheck = await checkMode(store.dir, 0o700, 'state dir', true);
   if (dirCheck !== undefined) checks.push(dirCheck);
+  if (!(await anyExists([store.path(IDENTITY_FILE), store.path(CREDENTIAL_FILE)]))) {
+    // Never enrolled: one finding with the one thing to do, not a missing file per check and
+    // advice to re-enroll what never was.
+    checks.push({
+      ok: false,
+      label: `identity: ${store.dir} is not enrolled (no ${IDENTITY_FILE}, no ${CREDENTIAL_FILE})`,
+      advice: `enroll it: \`zenova-node enroll --control-plane URL --token-file FILE --state-dir ${stateDir}\` with the token of the install command (\`zenova gateway-node install-command NAME\` on the control plane)`,
+    });
+    checks.push(checkFreeSpace(store.dir));
+    return checks;
+  }
   for (const [name, required] of [[IDENTITY_FILE, true], [CREDENTIAL_FILE, true], [CONTROL_STATUS_FILE, false], [APPLIED_VERSION_FILE, false]] as const) {
     const check = await checkMode(store.path(name), 0o600, 'file', required);
     if (check !== undefined) checks.push(check);
@@ -164,9 +188,10 @@ async function checkControlRefusal(store: StateStore): Promise<DoctorCheck> {
   } catch (err) {
     return { ok: false, label, advice: `${(err as Error).message}; node-edge rewrites it when it starts and when the link changes` };
   }
-  const lastError = control?.lastError ?? null;
+  if (control === undefined) return { ok: true, label: `control plane: no answer recorded yet (${store.path(CONTROL_STATUS_FILE)} is written by the running node-edge)` };
+  const lastError = control.lastError;
   // As status: an error the link recovered from is history.
-  if (lastError === null || lastError.resolvedAt !== undefined || control?.connected === true || !needsOperator(lastError.code)) return { ok: true, label };
+  if (lastError === null || lastError.resolvedAt !== undefined || control.connected || !needsOperator(lastError.code)) return { ok: true, label };
   return {
     ok: false,
     label: `${label}: refused with ${lastError.code} at ${lastError.at}`,

@@ -45,7 +45,7 @@ the findings are listed with their NODE-… codes and nothing is written.
   --token T             The one-time token from the install (reenroll, upgrade) command
   --token-file F        Read the token from F instead, its one non-blank line (keeps it out of the
                         process list; chmod 600). F = - reads it from standard input, keeping
-                        it off the disk too: printf '%s\n' TOKEN | sudo ./zenova install node …
+                        it off the disk too: printf '%s\\n' TOKEN | sudo ./zenova install node …
   --ca-file F           The control plane's CA (PEM), when it uses a private CA
   --install-dir D       Where to install (default ${DEFAULT_INSTALL_DIR}; seed 004 §9.2 rules)
   --listen HOST:PORT    Where node-edge serves callers (default ${DEFAULT_NODE_LISTEN}); --reenroll of an
@@ -169,7 +169,12 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
     : tokenFile === STDIN_TOKEN_FILE ? { from: 'stdin' }
     : tokenFile !== undefined ? { from: 'file', file: path.resolve(ctx.cwd, tokenFile) }
     : undefined;
-  if (!checkOnly && tokenSource === undefined) throw new UsageError('--token or --token-file is required (or --check-only, which needs no token)', HELP);
+  // Every missing option in one message, not one per run.
+  const missing = [
+    ...(['package', 'control-plane'] as const).filter((name) => (stringOption(parsed, name) ?? '').trim() === '').map((name) => `--${name}`),
+    ...(!checkOnly && tokenSource === undefined ? ['--token or --token-file (or --check-only, which needs no token)'] : []),
+  ];
+  if (missing.length > 0) throw new UsageError(`${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} required`, HELP);
   const packageFile = path.resolve(ctx.cwd, requiredOption(parsed, 'package', HELP));
   const controlPlaneUrl = requiredOption(parsed, 'control-plane', HELP);
   // URL parsing drops tabs and line breaks silently; written to etc/node.env as given, one would start a line of its own.

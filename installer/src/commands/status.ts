@@ -122,7 +122,8 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   }
   const layout = installLayout(dir);
   const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);
-  const version = target === undefined ? null : path.posix.basename(target);
+  // The installer links `current` to releases/<version>; another target (edited by hand) names no version.
+  const version = target !== undefined && (/^releases\/[^/]+$/.test(target) || path.posix.dirname(target) === layout.releases) ? path.posix.basename(target) : null;
   const env = await readNodeEnv(onHost(host.hostRoot, layout.envFile));
   const listen = parseListen(env.ZENOVA_NODE_LISTEN ?? '');
   let node: NodeStatusReport | null = null;

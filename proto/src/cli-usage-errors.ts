@@ -1,0 +1,63 @@
+/**
+ * Command-line usage errors in the words all three programs use (zenova, zenova-node,
+ * zenova-control), from node:util parseArgs' errors: a mistyped option gets the option it most
+ * likely meant, and an argument given without its option is never quoted back (it is often a token
+ * pasted without `--token`, and an error line lands in terminals, scrollback and CI logs).
+ */
+
+/** What an option name looks like; anything else is not quoted (it may be a pasted secret). */
+const OPTION_SHAPE = /^--?[A-Za-z][A-Za-z0-9-]{0,40}$/;
+
+/** Edit distance between two short strings (options are a few dozen characters at most). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * The known option (`--name`) closest to `given`, when close enough to be a typo of it: at most a
+ * third of its length apart (two edits for most options), or one that starts with `given` (`--stat`).
+ */
+export function closestOption(given: string, known: readonly string[]): string | undefined {
+  const bare = given.replace(/^-+/, '').toLowerCase();
+  if (bare.length === 0) return undefined;
+  let best: { name: string; distance: number } | undefined;
+  for (const name of known) {
+    const distance = name.startsWith(bare) && bare.length >= 3 ? 0 : editDistance(bare, name.toLowerCase());
+    if (distance <= Math.max(1, Math.floor(name.length / 3)) && (best === undefined || distance < best.distance)) best = { name, distance };
+  }
+  return best === undefined ? undefined : `--${best.name}`;
+}
+
+/** "unknown option --pakage; did you mean --package?" for an option not in `known` (names without dashes). */
+export function unknownOptionMessage(given: string, known: readonly string[]): string {
+  if (!OPTION_SHAPE.test(given)) return 'unknown option (not shown: it does not look like an option name); see --help for the options';
+  const suggestion = closestOption(given, known);
+  return suggestion === undefined ? `unknown option ${given}; see --help for the options` : `unknown option ${given}; did you mean ${suggestion}?`;
+}
+
+/** The message for a value given where no option takes it: where it was, never what it was. */
+export const UNEXPECTED_VALUE_MESSAGE =
+  'unexpected argument: a value not given after an option (not shown: it may be a token); give each value after its option, e.g. --token-file FILE';
+
+/**
+ * parseArgs' error as a usage message: an unknown option with a suggestion, a stray value unquoted,
+ * the rest as parseArgs says it (those quote only option names).
+ */
+export function parseArgsProblem(err: unknown, known: readonly string[]): string {
+  const code = (err as { code?: unknown }).code;
+  const message = err instanceof Error ? err.message : String(err);
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const given = /^Unknown option '([^']*)'/.exec(message)?.[1] ?? '';
+    return unknownOptionMessage(given, known);
+  }
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return UNEXPECTED_VALUE_MESSAGE;
+  return message;
+}

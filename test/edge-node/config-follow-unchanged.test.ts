@@ -1,0 +1,67 @@
+// A replica that does not hold the control link follows config/current.json every link-lock tick
+// (2 s: serve.ts). It used to read, verify, parse and rebuild the whole bundle on every tick even
+// when the file was the one it already served: with a bundle near the 8 MiB limit that held its
+// event loop for about half a second every 2 s. An unchanged file (inode, size, mtime, under the
+// same trust) is now not read again; a file the holder replaced is still taken at the next tick.
+import type * as NodeCrypto from 'node:crypto';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
+import t from 'tap';
+import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
+import { createLogger } from '../../edge-node/src/logger.js';
+import type { NodeIdentity } from '../../edge-node/src/state/identity.js';
+import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
+
+const require = createRequire(import.meta.url);
+const crypto = require('node:crypto') as typeof NodeCrypto;
+const NODE_ID = 'node-under-test';
+
+/** Counts node:crypto.verify calls (the bundle signature check) until the test ends. */
+function countVerifies(t: { teardown(fn: () => unknown): void }): () => number {
+  const original = crypto.verify;
+  let count = 0;
+  (crypto as { verify: unknown }).verify = (...args: unknown[]) => {
+    count += 1;
+    return (original as (...a: unknown[]) => unknown)(...args);
+  };
+  // The ESM named export is a live binding kept in step with the CommonJS object by this call.
+  syncBuiltinESMExports();
+  t.teardown(() => {
+    (crypto as { verify: unknown }).verify = original;
+    syncBuiltinESMExports();
+  });
+  return () => count;
+}
+
+t.test('a follower does not verify the current.json it already serves again on every tick, and still takes the one the holder writes next', async (t) => {
+  const stateDir = t.testdir({});
+  const signer = createSigner();
+  const identity: NodeIdentity = {
+    nodeId: NODE_ID,
+    nodeName: 'edge-test',
+    controlPlaneUrl: 'https://cp.example:8443',
+    gateway: { target: '127.0.0.1:1', serverName: 'localhost', caPem: signer.publicKeyPem },
+    configSigningPublicKeyPem: signer.publicKeyPem,
+    enrolledAt: new Date().toISOString(),
+  };
+  const logger = createLogger({ level: 'silent' });
+  const push = (version: number) =>
+    signedPush(testBundle({ nodeId: NODE_ID, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey(`key-${version}`, newCallerKey().sha256)] }), signer);
+
+  const holder = await loadEnrolledConfig(stateDir, identity, logger);
+  t.match(await holder.applier.apply(push(5)), { ok: true, version: 5 });
+  // A replica starting now serves that current.json.
+  const follower = await loadEnrolledConfig(stateDir, identity, logger);
+  t.equal(follower.holder.appliedVersion(), 5);
+
+  const verifies = countVerifies(t);
+  for (let tick = 0; tick < 3; tick++) t.equal(await follower.applier.followCache(), undefined, `tick ${tick + 1}: nothing new`);
+  t.equal(verifies(), 0, 'the file it read at start is not verified again');
+
+  t.match(await holder.applier.apply(push(6)), { ok: true, version: 6 });
+  t.match(await follower.applier.followCache(), { ok: true, version: 6, changed: true }, 'the next file is taken');
+  t.equal(follower.holder.appliedVersion(), 6);
+  const afterTaking = verifies();
+  t.ok(afterTaking >= 1, 'that one was verified');
+  t.equal(await follower.applier.followCache(), undefined);
+  t.equal(verifies(), afterTaking, 'and not again on the ticks after');
+});
