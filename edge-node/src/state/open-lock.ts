@@ -16,9 +16,13 @@ interface HeldOpenLock {
   release(): void;
 }
 
-function takeOpenLock(lockFile: string, waitMs: number): HeldOpenLock {
+/** The lock stayed taken past the wait. */
+class OpenLockBusyError extends StateFileError {}
+
+/** `busyWaitMs`: how long SQLite's busy handler blocks the thread; `waitMs`: the wait the message names. */
+function takeOpenLock(lockFile: string, waitMs: number, busyWaitMs = waitMs): HeldOpenLock {
   // The wait is SQLite's busy handler: the call blocks, which a starting process can afford.
-  const lock = new Database(lockFile, { timeout: waitMs });
+  const lock = new Database(lockFile, { timeout: busyWaitMs });
   try {
     chmodSync(lockFile, STATE_FILE_MODE);
     // The rollback journal in memory: BEGIN EXCLUSIVE on the empty file would write one, and a
@@ -32,7 +36,7 @@ function takeOpenLock(lockFile: string, waitMs: number): HeldOpenLock {
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (code === 'SQLITE_BUSY') {
-        throw new StateFileError(lockFile, `stayed locked by another node-edge process opening the same state for over ${waitMs / 1000} s; start this one again once it is up`, { cause: err });
+        throw new OpenLockBusyError(lockFile, `stayed locked by another node-edge process opening the same state for over ${waitMs / 1000} s; start this one again once it is up`, { cause: err });
       }
       if (code !== 'SQLITE_NOTADB') throw err;
       // Nothing is ever written to it, only its lock counts: content planted there is dropped
@@ -66,16 +70,35 @@ export function underOpenLock<T>(lockFile: string, fn: () => T, waitMs = DEFAULT
 }
 
 /**
- * Callers in this process waiting for each lock file: the busy wait blocks the event loop, so a
- * second caller in the process that holds the lock across an await would wait out its whole bound.
+ * Callers in this process waiting for each lock file: the lock is per connection, so a second
+ * caller in the process that holds the lock across an await would wait out its whole bound.
  */
 const queues = new Map<string, Promise<unknown>>();
+
+/** Between two tries of a lock another process holds. */
+const RETRY_MS = 20;
+
+/**
+ * takeOpenLock without blocking the thread: a serving process (a replica applying a config push)
+ * keeps answering callers while another holds the lock, trying again every RETRY_MS.
+ */
+async function takeOpenLockPolitely(lockFile: string, waitMs: number): Promise<HeldOpenLock> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      return takeOpenLock(lockFile, waitMs, 0);
+    } catch (err) {
+      if (!(err instanceof OpenLockBusyError) || Date.now() >= deadline) throw err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_MS, Math.max(1, deadline - Date.now()))));
+  }
+}
 
 /** underOpenLock for a step that awaits (file reads and writes through the state store). */
 export async function underOpenLockAsync<T>(lockFile: string, fn: () => Promise<T>, waitMs = DEFAULT_OPEN_LOCK_WAIT_MS): Promise<T> {
   const before = queues.get(lockFile) ?? Promise.resolve();
   const run = before.then(async () => {
-    const lock = takeOpenLock(lockFile, waitMs);
+    const lock = await takeOpenLockPolitely(lockFile, waitMs);
     try {
       return await fn();
     } finally {
