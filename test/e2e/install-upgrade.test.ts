@@ -138,7 +138,7 @@ t.test('zenova install node --upgrade against a real control plane', async (t) =
     t.equal(read(ok, `${DATA}/credential.json`), credential, 'the credential is kept');
     t.match(JSON.parse(read(ok, `${DATA}/update-state.json`)), { lastUpgrade: { from: OLD, to: NEW, outcome: 'ready' } });
     t.notOk('failedVersion' in JSON.parse(read(ok, `${DATA}/update-state.json`)));
-    t.same(ok.services.calls, ['write node-edge.service', 'write zenova-node-update.service', 'daemon-reload', 'stop node-edge.service', 'start node-edge.service']);
+    t.same(ok.services.calls, ['write node-edge.service', 'write zenova-node-update.service', 'daemon-reload', 'restart node-edge.service']);
     t.equal(await callNode(`http://127.0.0.1:${ok.port}`, apiKey), 200, 'a real call through the upgraded node works');
     const status = captureCli(work);
     t.equal(await runStatus(['--json'], status.ctx, ok.host), 0);

@@ -101,6 +101,13 @@ export function fakeServices(root: string, hooks: { onStart?: (unit: string) => 
       states.set(n, 'inactive');
       await hooks.onStop?.(n);
     },
+    restart: async (n) => {
+      calls.push(`restart ${n}`);
+      states.set(n, 'inactive');
+      await hooks.onStop?.(n);
+      states.set(n, 'active');
+      await hooks.onStart?.(n);
+    },
     state: async (n) => states.get(n) ?? 'inactive',
     restartRecord: async (n) => restartRecords.get(n),
     journal: async (unit, opts, out) => {

@@ -78,6 +78,9 @@ t.test('the version is read only from a current link to releases/<version>; a li
   symlinkSync('releases/0.1.0', join(root, 'opt/zenova-node/current'));
   t.equal((await readInstalledStatus(host, '/opt/zenova-node')).version, '0.1.0');
   rmSync(join(root, 'opt/zenova-node/current'));
+  symlinkSync('/opt/zenova-node/releases/0.1.0', join(root, 'opt/zenova-node/current'));
+  t.equal((await readInstalledStatus(host, '/opt/zenova-node')).version, '0.1.0', 'an absolute link to the release (a manual switch back) too');
+  rmSync(join(root, 'opt/zenova-node/current'));
   symlinkSync('/nonexistent', join(root, 'opt/zenova-node/current'));
   const elsewhere = await readInstalledStatus(host, '/opt/zenova-node');
   t.equal(elsewhere.version, null);

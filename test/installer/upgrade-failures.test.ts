@@ -13,7 +13,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -175,7 +175,7 @@ t.test('a control plane that asks to wait (rate limit, database away) is no toke
 });
 
 /** Runs --upgrade to NEW in a child process and SIGKILLs it while it waits for readiness: after the switch, before any outcome. */
-async function killedAfterSwitch(t: Test, h: { root: string; pkg: string }, where: 'readiness' | 'reload' = 'readiness'): Promise<void> {
+async function killedAfterSwitch(t: Test, h: { root: string; pkg: string }, where: 'readiness' | 'reload' | 'switch-back' = 'readiness'): Promise<void> {
   const keyFile = join(work, `key-${Math.random()}.pem`);
   writeFileSync(keyFile, keys.publicKeyPem);
   const marker = join(work, `marker-${Math.random()}`);
@@ -188,7 +188,7 @@ async function killedAfterSwitch(t: Test, h: { root: string; pkg: string }, wher
   await waitFor(() => existsSync(marker), { what: `the upgrade to wait for readiness (${output})`, timeoutMs: 60_000 });
   child.kill('SIGKILL');
   await exited;
-  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${where === 'readiness' ? NEW : OLD}`, `killed ${where === 'readiness' ? 'after' : 'before'} the link switch`);
+  t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${where === 'readiness' ? NEW : OLD}`, `killed ${where === 'readiness' ? 'after' : where === 'reload' ? 'before' : 'once switched back by'} the link switch`);
   t.match(JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8')), { inProgress: { from: OLD, to: NEW } }, 'the upgrade is recorded as in progress');
 }
 
@@ -220,6 +220,44 @@ t.test('an upgrade killed after its switch is switched back by the next run when
   t.notOk('inProgress' in state, 'no longer in progress');
 });
 
+t.test('an installed node whose current link an operator rewrote as an absolute path (a manual switch back) is upgraded as any other', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  const current = join(h.root, DIR, 'current');
+  rmSync(current);
+  symlinkSync(`/${DIR}/releases/${OLD}`, current);
+  const r = await upgrade({ ...h.host, redeemUpgrade: async (req) => ({ nodeId: req.nodeId, nodeName: 'n1', targetVersion: req.toVersion }), waitReady: readyOnlyOn(h.root, NEW) }, h.pkg);
+  t.notMatch(r.out, /NODE-UPGRADE-NONE/);
+  if (!t.equal(r.exit, 0, 'upgraded')) t.comment(r.out);
+  t.equal(readlinkSync(current), `releases/${NEW}`);
+});
+
+t.test("an upgrade keeps the env file's mode when an operator narrowed it, on success and on a switch back", async (t) => {
+  for (const readyOn of [NEW, OLD]) {
+    const h = await installedAtOld(t, { on: false });
+    const envFile = join(h.root, DIR, 'etc/node.env');
+    chmodSync(envFile, 0o600);
+    const r = await upgrade({ ...h.host, redeemUpgrade: redeemOk, waitReady: readyOnlyOn(h.root, readyOn) }, h.pkg);
+    t.equal(r.exit, readyOn === NEW ? 0 : 1, readyOn === NEW ? 'upgraded' : 'switched back');
+    t.equal(statSync(envFile).mode & 0o777, 0o600, `still 0600 (${readyOn === NEW ? 'upgraded' : 'switched back'})`);
+  }
+});
+
+t.test('an upgrade killed while switching back (the previous release restarted, not yet seen ready) stays recorded as in progress: status says INTERRUPTED and the same command goes on with it', async (t) => {
+  const h = await installedAtOld(t, { on: false });
+  await killedAfterSwitch(t, h, 'switch-back');
+  const status = captureCli(work);
+  await runStatus([], status.ctx, h.host);
+  t.match(status.out(), /INTERRUPTED/, 'not reported as switched back and running');
+  const r = await upgrade({ ...h.host, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, OLD) }, h.pkg);
+  t.equal(r.exit, 1);
+  t.notMatch(r.out, /the node keeps running its installed release/);
+  t.match(r.out, `switched back: node-edge.service runs ${OLD} again and is ready`);
+  t.ok(h.services.calls.includes('restart node-edge.service'), 'node-edge restarted on the previous release');
+  const state = JSON.parse(readFileSync(join(h.root, DIR, 'data/update-state.json'), 'utf8'));
+  t.match(state, { failedVersion: NEW, lastUpgrade: { from: OLD, to: NEW, outcome: 'rolled-back' } });
+  t.notOk('inProgress' in state, 'no longer in progress');
+});
+
 t.test('an upgrade killed after its switch is finished by the next run when the new release gets ready', async (t) => {
   const h = await installedAtOld(t, { on: false });
   await killedAfterSwitch(t, h);
@@ -241,7 +279,7 @@ t.test('an upgrade killed after its token was redeemed but before its link switc
   // The next run's release never gets ready: it switches back to the texts from before the killed run.
   const r = await upgrade({ ...h.host, redeemUpgrade: noRedeem, waitReady: readyOnlyOn(h.root, OLD) }, h.pkg);
   t.equal(r.exit, 1);
-  t.match(r.out, /was stopped before its switch: going on with it \(its token was redeemed then; this command's is not used\)/);
+  t.match(r.out, /was stopped before its switch \(or while switching back\): going on with it \(its token was redeemed then; this command's is not used\)/);
   t.notMatch(r.out, /NODE-TOKEN-REJECTED/);
   t.match(r.out, `✗ NODE-UPGRADE-ROLLED-BACK`);
   t.equal(readlinkSync(join(h.root, DIR, 'current')), `releases/${OLD}`);

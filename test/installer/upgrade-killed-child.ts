@@ -3,7 +3,8 @@
  * that writes MARKER and then hangs at WHERE, so the parent can kill this process there, as a
  * dropped SSH session or a power loss would: `readiness` (after the switch, before any outcome) or
  * `reload` (the token redeemed and the upgrade recorded, the env file and units written, the links
- * not yet switched).
+ * not yet switched) or `switch-back` (the new release was not ready; the links are back and the
+ * previous release restarted, its readiness not yet seen).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { runInstall } from '../../installer/src/commands/install.js';
@@ -16,12 +17,15 @@ const hang = async (): Promise<void> => {
 };
 const services = fakeServices(root);
 if (where === 'reload') services.reload = hang;
+let waits = 0;
 const host = hostEnv(root, {
   keyPem: readFileSync(keyFile, 'utf8'),
   services,
   probeControlPlane: healthyControlPlane(),
   redeemUpgrade: async (req) => ({ nodeId: req.nodeId, nodeName: 'n1', targetVersion: req.toVersion }),
   waitReady: async () => {
+    waits += 1;
+    if (where === 'switch-back' && waits === 1) return { ready: false, reason: 'node-edge.service was not ready within 60 s' };
     await hang();
     return { ready: false, reason: 'the parent should have killed this process' };
   },

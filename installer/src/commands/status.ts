@@ -6,7 +6,6 @@
  * Exit 0 when a node is installed and enrolled, 1 otherwise.
  */
 import { readlink } from 'node:fs/promises';
-import path from 'node:path';
 import { request } from 'undici';
 import type { Agent } from 'undici';
 import { EXPIRY_WARNING_DAYS } from '../../../edge-node/src/tls/caller-tls.js';
@@ -20,7 +19,7 @@ import { realHostEnv } from '../host/host-env.js';
 import type { HostEnv } from '../host/host-env.js';
 import type { ServiceState } from '../host/service-manager.js';
 import { readNodeEnv } from '../install/env-file.js';
-import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
+import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost, releaseOfLink } from '../install/install-layout.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { certificateRefusal, certificateRefusalCode, installedLeaf, installedTlsCertFile, loopbackTlsAgent, servedCertificate } from '../install/node-tls-probe.js';
@@ -123,7 +122,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const layout = installLayout(dir);
   const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);
   // The installer links `current` to releases/<version>; another target (edited by hand) names no version.
-  const version = target !== undefined && (/^releases\/[^/]+$/.test(target) || path.posix.dirname(target) === layout.releases) ? path.posix.basename(target) : null;
+  const version = target === undefined ? null : releaseOfLink(target, layout) ?? null;
   const env = await readNodeEnv(onHost(host.hostRoot, layout.envFile));
   const listen = parseListen(env.ZENOVA_NODE_LISTEN ?? '');
   let node: NodeStatusReport | null = null;

@@ -26,6 +26,12 @@ export interface ServiceManager {
   disable(name: string): Promise<void>;
   start(name: string): Promise<void>;
   stop(name: string): Promise<void>;
+  /**
+   * Stops and starts the unit as one job of the service manager's (`systemctl restart`), which it
+   * finishes even if this process dies meanwhile (a dropped SSH session between a stop and a start
+   * left the node stopped).
+   */
+  restart(name: string): Promise<void>;
   state(name: string): Promise<ServiceState>;
   /** The unit's restart record (`systemctl show -p NRestarts,ExecMainCode,ExecMainStatus`); undefined when unknown. */
   restartRecord(name: string): Promise<RestartRecord | undefined>;

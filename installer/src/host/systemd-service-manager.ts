@@ -77,6 +77,10 @@ export function systemdServiceManager(unitDir = '/etc/systemd/system'): ServiceM
     async stop(name) {
       await systemctl(['stop', name]);
     },
+    async restart(name) {
+      // --no-block as start: the job is queued (and run to its end by systemd); readiness is awaited apart.
+      await systemctl(['restart', '--no-block', name]);
+    },
     async state(name) {
       // is-active exits non-zero for anything but active; its stdout still names the state.
       const out = await new Promise<string>((resolve) => {

@@ -54,6 +54,18 @@ export function installLayout(dir: string): InstallLayout {
   };
 }
 
+/**
+ * The release version a `current` (or `updater`) link target names: `releases/<version>` as the
+ * installer writes it, or the absolute path of that dir (`ln -sfn /opt/zenova-node/releases/0.0.8
+ * current`, an operator's manual switch back); undefined for any other target.
+ */
+export function releaseOfLink(target: string, layout: InstallLayout): string | undefined {
+  const trimmed = target.replace(/\/+$/, '');
+  const relative = /^releases\/([^/]+)$/.exec(trimmed)?.[1];
+  if (relative !== undefined) return relative;
+  return path.posix.isAbsolute(trimmed) && path.posix.dirname(trimmed) === layout.releases ? path.posix.basename(trimmed) : undefined;
+}
+
 /** The physical path of a host path under `hostRoot`. */
 export function onHost(hostRoot: string, hostPath: string): string {
   return hostRoot === '/' ? hostPath : path.join(hostRoot, hostPath);

@@ -7,7 +7,7 @@ import { readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { IDENTITY_FILE, nodeIdentitySchema } from '../../../edge-node/src/state/identity.js';
 import type { ServiceManager } from '../host/service-manager.js';
-import { NODE_UNIT, installDirFromUnit, installLayout, onHost } from './install-layout.js';
+import { NODE_UNIT, installDirFromUnit, installLayout, onHost, releaseOfLink } from './install-layout.js';
 import { readUpdateState } from './update-state.js';
 import type { UpgradeInProgress } from './update-state.js';
 
@@ -23,8 +23,6 @@ export interface InstalledNode {
 
 export type InstalledNodeLookup = { ok: true; node: InstalledNode } | { ok: false; cause: string };
 
-const RELEASE_LINK = /^releases\/([^/]+)$/;
-
 export async function readInstalledNode(hostRoot: string, services: ServiceManager): Promise<InstalledNodeLookup> {
   const unit = await services.readUnit(NODE_UNIT);
   if (unit === undefined) return { ok: false, cause: `no gateway node is installed on this host (no ${NODE_UNIT})` };
@@ -37,7 +35,7 @@ export async function readInstalledNode(hostRoot: string, services: ServiceManag
   } catch (err) {
     return { ok: false, cause: `cannot read ${layout.current} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): the installation is incomplete` };
   }
-  const version = RELEASE_LINK.exec(target)?.[1];
+  const version = releaseOfLink(target, layout);
   if (version === undefined) return { ok: false, cause: `${layout.current} links to ${target}, not to a release in ${layout.releases}` };
   const identityFile = path.posix.join(layout.data, IDENTITY_FILE);
   let identity;

@@ -8,7 +8,7 @@
  * version is recorded in data/update-state.json. data/ (identity, spool, records) is never touched
  * by either way; the previous release stays on disk after a success, for a manual switch back.
  */
-import { readFile, readdir, rm } from 'node:fs/promises';
+import { readFile, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
@@ -68,9 +68,9 @@ async function switchLinks(hostRoot: string, layout: InstallLayout, version: str
   for (const link of [layout.current, layout.updater]) await swapSymlink(onHost(hostRoot, link), path.posix.join('releases', version));
 }
 
+/** One restart job: a run killed while it is under way still leaves node-edge started (service-manager.ts). */
 async function restart(services: ServiceManager): Promise<void> {
-  await services.stop(NODE_UNIT);
-  await services.start(NODE_UNIT);
+  await services.restart(NODE_UNIT);
 }
 
 /** What the installed node's /readyz is asked at: its listen address and, if it serves HTTPS, its certificate. */
@@ -115,7 +115,7 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
   let answer: { nodeName: string; nodeId: string; targetVersion: string };
   if (agreedBefore) {
     answer = { nodeName: installed.nodeName, nodeId: installed.nodeId, targetVersion: to };
-    step(`the upgrade from ${from} to ${to} started at ${interrupted.at} was stopped before its switch: going on with it (its token was redeemed then; this command's is not used)`);
+    step(`the upgrade from ${from} to ${to} started at ${interrupted.at} was stopped before its switch (or while switching back): going on with it (its token was redeemed then; this command's is not used)`);
   } else {
     try {
       answer = await (input.redeem ?? redeemUpgradeToken)({
@@ -197,8 +197,11 @@ async function switchAndWait(
     step('upgrade recorded as in progress', f);
     return { ok: false, finding: f };
   }
+  // The env file keeps its mode, at most 0644: an operator who narrowed it (lines of their own in
+  // it) does not find it opened up again by an upgrade.
+  const envMode = await stat(host(layout.envFile)).then((s) => s.mode & 0o644, () => 0o644);
   try {
-    await writeFileAtomic(host(layout.envFile), withVersion(previous.env, to), 0o644);
+    await writeFileAtomic(host(layout.envFile), withVersion(previous.env, to), envMode);
     // The new installer's units: a release may change them (hardening, limits).
     await services.writeUnit(NODE_UNIT, nodeEdgeUnit(layout));
     await services.writeUnit(UPDATER_UNIT, updaterUnit(layout));
@@ -238,23 +241,28 @@ async function switchAndWait(
   }
   const notRestored = [
     await failureOf(() => restoreUnits(services, previous), SWITCH_BACK_TRIES).then((e) => (e === undefined ? undefined : `the units (${e})`)),
-    await failureOf(() => writeFileAtomic(host(layout.envFile), previous.env, 0o644), SWITCH_BACK_TRIES).then((e) => (e === undefined ? undefined : `${layout.envFile} (${e})`)),
+    await failureOf(() => writeFileAtomic(host(layout.envFile), previous.env, envMode), SWITCH_BACK_TRIES).then((e) => (e === undefined ? undefined : `${layout.envFile} (${e})`)),
   ].filter((what) => what !== undefined);
   if (notRestored.length > 0) {
     // The links are back, so node-edge runs the previous release; what could not be put back is the new installer's (it starts that release too).
     failure = { ...failure, cause: `${failure.cause}; could not put back ${notRestored.join(' and ')}: they stay as the upgrade wrote them` };
   }
-  await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
   // Only a release that was started and not ready is a failed version; a failed switch never ran it,
   // so the one an earlier upgrade recorded stays (the updater must still not try that one again).
   const failedVersion = restarted ? to : earlierFailed;
   const state = { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'rolled-back' as const, reason: failure.cause }, ...(failedVersion !== undefined ? { failedVersion } : {}) };
-  await writeUpdateState(hostRoot, layout, state).catch(() => undefined);
   if (!restarted) {
+    await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
+    await writeUpdateState(hostRoot, layout, state).catch(() => undefined);
     step(`switched back: ${NODE_UNIT} was never stopped and runs ${from} as before`);
     return { ok: false, finding: failure };
   }
+  // The previous release restarted before the outcome is recorded: the in-progress record stays
+  // until then, so a run killed meanwhile is found (status: INTERRUPTED) and the same command run
+  // again goes on with this upgrade rather than report a node that may be stopped as running.
   const back = await restartAndWait(input, layout, timeoutMs);
+  await rm(host(layout.releaseDir(to)), { recursive: true, force: true }).catch(() => undefined);
+  await writeUpdateState(hostRoot, layout, state).catch(() => undefined);
   if (back.ready) {
     step(`switched back: ${NODE_UNIT} runs ${from} again and is ready; ${to} is recorded as failed in ${stateFile}`);
     return { ok: false, finding: failure };
