@@ -2,7 +2,8 @@
 // and takes that usage out again for a caller that did not ask for it, whatever shape the upstream
 // gives it: a usage chunk with `choices: []` (OpenAI), one with no `choices` at all (Fireworks,
 // older LiteLLM: `chunk.choices[0]` would throw in the caller's code), or usage on the finish chunk.
-// The record is metered from it in each case.
+// The record is metered from it in each case. A caller that asked for usage gets a usage chunk
+// without choices with `choices: []`: the openai SDK's stream helpers iterate it on every chunk.
 import t from 'tap';
 import { sse, startScriptedUpstreamNode } from './scripted-upstream-node.js';
 
@@ -51,15 +52,19 @@ t.test('a usage chunk without choices but with other payload is kept for the cal
   const node = await startScriptedUpstreamNode(t);
   node.answer(sse([{ data: content }, { data: finish }, { data: { ...envelope, citations: ['https://example.com/a'], usage: USAGE } }, { data: '[DONE]' }]));
   const { text, record } = await node.post('/v1/chat/completions', ask);
-  t.same(chunksOf(text).at(-1), { ...envelope, model: 'echo', citations: ['https://example.com/a'] });
+  t.same(chunksOf(text).at(-1), { ...envelope, model: 'echo', citations: ['https://example.com/a'], choices: [] }, 'with choices: [], which SDKs iterate on every chunk');
   t.same(record.usage, { inputTokens: 7, outputTokens: 3, estimated: false });
 });
 
-t.test('a caller that asked for stream usage gets it as the upstream sent it', async (t) => {
+t.test('a caller that asked for stream usage gets it as the upstream sent it, a usage chunk without choices given choices: [] as OpenAI sends it', async (t) => {
   const node = await startScriptedUpstreamNode(t);
-  for (const last of [{ ...envelope, usage: USAGE }, { ...finish, usage: USAGE }]) {
+  for (const [last, expected] of [
+    [{ ...envelope, usage: USAGE }, { ...envelope, usage: USAGE, choices: [] }],
+    [{ ...envelope, choices: null, usage: USAGE }, { ...envelope, usage: USAGE, choices: [] }],
+    [{ ...finish, usage: USAGE }, { ...finish, usage: USAGE }],
+  ] as const) {
     node.answer(sse([{ data: content }, { data: last }, { data: '[DONE]' }]));
     const { text } = await node.post('/v1/chat/completions', { ...ask, stream_options: { include_usage: true } });
-    t.same(chunksOf(text).at(-1), { ...last, model: 'echo' });
+    t.same(chunksOf(text).at(-1), { ...expected, model: 'echo' });
   }
 });

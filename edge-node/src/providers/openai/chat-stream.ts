@@ -540,7 +540,14 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
         if (finished.size >= source.choices) usageAfterFinish = true;
         if (shape.hideUsage && isUsageOnly(chunk)) continue;
       }
-      yield new ChatChunkEvent(sse, chunk, shape);
+      // Some servers send the usage chunk without `choices`; OpenAI's SDKs iterate `choices` on every
+      // chunk (their stream helpers throw "chunk.choices is not iterable"), so it goes out as OpenAI
+      // sends it: `choices: []`.
+      const noChoices = chunk.choices === undefined || chunk.choices === null;
+      if (noChoices) chunk.choices = [];
+      const event = new ChatChunkEvent(sse, chunk, shape);
+      if (noChoices) event.dirty = true;
+      yield event;
     }
   } catch (err) {
     // A break after [DONE] loses nothing: the caller gets its complete answer.
