@@ -2,8 +2,10 @@
 // (2 s: serve.ts). It used to read, verify, parse and rebuild the whole bundle on every tick even
 // when the file was the one it already served: with a bundle near the 8 MiB limit that held its
 // event loop for about half a second every 2 s. An unchanged file (inode, size, mtime, under the
-// same trust) is now not read again; a file the holder replaced is still taken at the next tick.
+// same trust) is now not read again; a file the holder replaced is still taken at the next tick, also
+// after a read of it failed for a passing reason.
 import type * as NodeCrypto from 'node:crypto';
+import type * as NodeFsPromises from 'node:fs/promises';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import t from 'tap';
 import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
@@ -13,6 +15,7 @@ import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from '.
 
 const require = createRequire(import.meta.url);
 const crypto = require('node:crypto') as typeof NodeCrypto;
+const fsp = require('node:fs/promises') as typeof NodeFsPromises;
 const NODE_ID = 'node-under-test';
 
 /** Counts node:crypto.verify calls (the bundle signature check) until the test ends. */
@@ -64,4 +67,39 @@ t.test('a follower does not verify the current.json it already serves again on e
   t.ok(afterTaking >= 1, 'that one was verified');
   t.equal(await follower.applier.followCache(), undefined);
   t.equal(verifies(), afterTaking, 'and not again on the ticks after');
+});
+
+t.test('a follower whose read of a new current.json failed for a passing reason (EMFILE) takes it on the next tick', async (t) => {
+  const stateDir = t.testdir({});
+  const signer = createSigner();
+  const identity: NodeIdentity = {
+    nodeId: NODE_ID, nodeName: 'edge-test', controlPlaneUrl: 'https://cp.example:8443',
+    gateway: { target: '127.0.0.1:1', serverName: 'localhost', caPem: signer.publicKeyPem },
+    configSigningPublicKeyPem: signer.publicKeyPem, enrolledAt: new Date().toISOString(),
+  };
+  const logger = createLogger({ level: 'silent' });
+  const push = (version: number) =>
+    signedPush(testBundle({ nodeId: NODE_ID, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey(`key-${version}`, newCallerKey().sha256)] }), signer);
+  const holder = await loadEnrolledConfig(stateDir, identity, logger);
+  t.match(await holder.applier.apply(push(5)), { ok: true, version: 5 });
+  const follower = await loadEnrolledConfig(stateDir, identity, logger);
+  t.match(await holder.applier.apply(push(6)), { ok: true, version: 6 });
+
+  const original = fsp.readFile;
+  let failed = 0;
+  (fsp as { readFile: unknown }).readFile = (async (file: unknown, ...rest: unknown[]) => {
+    if (failed === 0 && String(file).endsWith('current.json')) {
+      failed++;
+      throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+    }
+    return (original as (...a: unknown[]) => unknown)(file, ...rest);
+  });
+  syncBuiltinESMExports();
+  t.teardown(() => {
+    (fsp as { readFile: unknown }).readFile = original;
+    syncBuiltinESMExports();
+  });
+  t.equal(await follower.applier.followCache(), undefined, 'the tick whose read failed takes nothing');
+  t.equal(failed, 1);
+  t.match(await follower.applier.followCache(), { ok: true, version: 6, changed: true }, 'the next tick reads it again and takes it');
 });

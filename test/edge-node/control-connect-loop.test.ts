@@ -209,6 +209,25 @@ t.test('a node not enrolled yet connects as soon as it is, not after the slow re
   t.pass('connected');
 });
 
+t.test('a wall clock stepping back an hour during a reconnect back-off does not stretch the wait', async (t) => {
+  const gateway = await startFakeGateway(t);
+  const state = await writeEnrolledState(t.testdir({}), gateway);
+  const { lines } = startLoop(t, state, { reconnect: { baseMs: 1_500, maxMs: 1_500 } });
+  const established = (): number => lines.filter((l) => l.msg === 'control session established').length;
+  await waitFor(() => established() === 1, { what: 'the first session' });
+  gateway.stop();
+  await waitFor(() => lines.some((l) => l.msg === 'control session ended'), { what: 'the session end' });
+  // In the back-off now: NTP (or a resumed VM) steps the wall clock back one hour.
+  const realNow = Date.now;
+  Date.now = () => realNow() - 3_600_000;
+  t.teardown(() => {
+    Date.now = realNow;
+  });
+  await gateway.restart();
+  await waitFor(() => established() === 2, { what: 'a session within the back-off, not an hour later', timeoutMs: 10_000 });
+  t.pass('reconnected');
+});
+
 t.test('a link handed over to another process records why in control-status.json, unless the new holder already wrote it', async (t) => {
   const gateway = await startFakeGateway(t);
   const state = await writeEnrolledState(t.testdir({}), gateway);

@@ -88,8 +88,13 @@ t.test("an event's other lines (a comment, id, event, a field clients ignore) ar
   const idBlocked = await run([`id: 13800138000\ndata: ${message(4, 'fine')}\n\n`], [4]);
   t.equal(idBlocked.blockedWith?.error.code, 'ZN_ERR_GUARDRAIL_BLOCKED', 'and in an id');
   t.notOk(idBlocked.out.includes('13800138000'));
-  const clean = `: ping\n\nevent: message\nid: 42\ndata: ${message(5, 'fine')}\n\n`;
+  const clean = `: ping\n\nevent: message\nid: 42\nretry: 3000\ndata: ${message(5, 'fine')}\n\n`;
   t.equal((await run([clean])).out, clean, 'lines nothing matches pass byte for byte');
+  // A field's name is read by a raw client as much as its value; `retry:` is let by only with digits.
+  const named = await run([`${EMAIL}: x\nretry: ${EMAIL}\ndata: ${message(6, 'fine')}\n\n`]);
+  t.equal(named.out, `[EMAIL]: x\nretry: [EMAIL]\ndata: ${message(6, 'fine')}\n\n`, 'a field name and a retry line that is not digits are checked');
+  const namedBlock = await run([`tel-13800138000: 1\ndata: ${message(7, 'fine')}\n\n`], [7]);
+  t.equal(namedBlock.blockedWith?.error.code, 'ZN_ERR_GUARDRAIL_BLOCKED', 'a blocked number in a field name blocks');
 });
 
 t.test('an event longer than the bound fails the stream instead of passing unchecked', async (t) => {

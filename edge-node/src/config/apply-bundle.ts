@@ -229,10 +229,14 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     // 8 MiB took half a second of the event loop each time).
     const seen = stampUnder(await cache.stamp('current'), trust);
     if (seen !== undefined && seen === followedStamp) return undefined;
-    followedStamp = seen;
     const read = await cache.read('current', trust, fromBundle);
-    // Missing, damaged or mid-way: the holder's next write (or this node's next start) tells.
-    if (read === 'missing' || 'code' in read) return undefined;
+    // Missing, damaged or mid-way: the holder's next write (or this node's next start) tells. Not
+    // taken as seen: a read that failed for a passing reason (EMFILE, EACCES) is tried again.
+    if (read === 'missing' || 'code' in read) {
+      followedStamp = undefined;
+      return undefined;
+    }
+    followedStamp = stampUnder(read.stamp, trust);
     const { entry, value } = read;
     if (entry.version < servedVersion() || servesSame(entry.version, () => Buffer.from(entry.bundle, 'utf8'), entry.bundle)) return undefined;
     const lowest = await floor();

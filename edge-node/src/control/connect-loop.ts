@@ -274,14 +274,15 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
    * credentialPollMs): then the next attempt comes at once.
    */
   const waitBeforeRetry = async (ms: number, replaced?: () => Promise<boolean>): Promise<void> => {
-    const until = Date.now() + ms;
+    // Monotonic: a wall clock stepped back (NTP, a resumed VM) must not stretch the wait.
+    const until = performance.now() + ms;
     try {
       for (;;) {
-        const left = until - Date.now();
+        const left = until - performance.now();
         if (left <= 0) return;
         await sleep(replaced === undefined ? left : Math.min(left, credentialPollMs), undefined, { signal: abort.signal });
         if (replaced !== undefined && (await replaced())) {
-          logger.info('credential.json holds a new credential (the node was enrolled again): connecting with it now');
+          logger.info('credential.json holds a new credential (a re-enrollment, or a rotation saved meanwhile): connecting with it now');
           return;
         }
       }

@@ -19,6 +19,10 @@ interface HeldOpenLock {
 /** The lock stayed taken past the wait. */
 class OpenLockBusyError extends StateFileError {}
 
+function busyError(lockFile: string, waitMs: number, cause: unknown): OpenLockBusyError {
+  return new OpenLockBusyError(lockFile, `stayed locked by another node-edge process opening the same state for over ${waitMs / 1000} s; start this one again once it is up`, { cause });
+}
+
 /** `busyWaitMs`: how long SQLite's busy handler blocks the thread; `waitMs`: the wait the message names. */
 function takeOpenLock(lockFile: string, waitMs: number, busyWaitMs = waitMs): HeldOpenLock {
   // The wait is SQLite's busy handler: the call blocks, which a starting process can afford.
@@ -36,13 +40,18 @@ function takeOpenLock(lockFile: string, waitMs: number, busyWaitMs = waitMs): He
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (code === 'SQLITE_BUSY') {
-        throw new OpenLockBusyError(lockFile, `stayed locked by another node-edge process opening the same state for over ${waitMs / 1000} s; start this one again once it is up`, { cause: err });
+        throw busyError(lockFile, waitMs, err);
       }
       if (code !== 'SQLITE_NOTADB') throw err;
       // Nothing is ever written to it, only its lock counts: content planted there is dropped
       // (the locks are on the file, not its content, so a holder keeps its lock).
       truncateSync(lockFile, 0);
-      begin();
+      try {
+        begin();
+      } catch (again) {
+        if ((again as { code?: unknown }).code !== 'SQLITE_BUSY') throw again;
+        throw busyError(lockFile, waitMs, again);
+      }
     }
   } catch (err) {
     lock.close();
@@ -83,14 +92,14 @@ const RETRY_MS = 20;
  * keeps answering callers while another holds the lock, trying again every RETRY_MS.
  */
 async function takeOpenLockPolitely(lockFile: string, waitMs: number): Promise<HeldOpenLock> {
-  const deadline = Date.now() + waitMs;
+  const deadline = performance.now() + waitMs;
   for (;;) {
     try {
       return takeOpenLock(lockFile, waitMs, 0);
     } catch (err) {
-      if (!(err instanceof OpenLockBusyError) || Date.now() >= deadline) throw err;
+      if (!(err instanceof OpenLockBusyError) || performance.now() >= deadline) throw err;
     }
-    await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_MS, Math.max(1, deadline - Date.now()))));
+    await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_MS, Math.max(1, deadline - performance.now()))));
   }
 }
 

@@ -7,6 +7,8 @@ import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import type { RestartRecord, ServiceManager, ServiceState } from './service-manager.js';
 
 const SYSTEMCTL_TIMEOUT_MS = 120_000;
+/** How long restart() waits for the new invocation: past node-edge's TimeoutStopSec (30 s). */
+const RESTART_SWITCH_MS = 45_000;
 const STATES: readonly ServiceState[] = ['active', 'activating', 'deactivating', 'inactive', 'failed'];
 
 export class SystemctlError extends Error {
@@ -78,8 +80,19 @@ export function systemdServiceManager(unitDir = '/etc/systemd/system'): ServiceM
       await systemctl(['stop', name]);
     },
     async restart(name) {
-      // --no-block as start: the job is queued (and run to its end by systemd); readiness is awaited apart.
+      // --no-block as start: the job is queued (and run to its end by systemd, whatever becomes of
+      // this process); readiness is awaited apart. But not before the old process is gone: until
+      // systemd stops it, it could answer that readiness check itself. Each start is a new invocation.
+      const invocation = (): Promise<string> => systemctl(['show', '-p', 'InvocationID', '--value', name]).then((out) => out.trim(), () => '');
+      const before = await invocation();
       await systemctl(['restart', '--no-block', name]);
+      const deadline = performance.now() + RESTART_SWITCH_MS;
+      while (performance.now() < deadline) {
+        const now = await invocation();
+        if (now !== '' && now !== before) return;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      // Not started within the bound (its stop timing out, say): the readiness wait says what it sees.
     },
     async state(name) {
       // is-active exits non-zero for anything but active; its stdout still names the state.

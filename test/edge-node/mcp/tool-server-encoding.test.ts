@@ -30,6 +30,9 @@ interface ToolAnswer {
   /** Gzip it whatever the request's Accept-Encoding allows (an ill-behaved server or proxy). */
   gzipAnyway?: boolean;
   contentEncoding?: string;
+  /** 200 unless given. */
+  status?: number;
+  headers?: Record<string, string>;
 }
 
 /**
@@ -47,7 +50,7 @@ async function startNode(t: Test, answer: (headers: http.IncomingHttpHeaders) =>
       const sent = answer(req.headers);
       const gzip = sent.gzipAnyway === true || asked === undefined || /gzip|\*/.test(asked);
       const encoding = sent.contentEncoding ?? (gzip ? 'gzip' : undefined);
-      res.writeHead(200, { 'content-type': sent.contentType, ...(encoding !== undefined ? { 'content-encoding': encoding } : {}) });
+      res.writeHead(sent.status ?? 200, { 'content-type': sent.contentType, ...sent.headers, ...(encoding !== undefined ? { 'content-encoding': encoding } : {}) });
       res.end(gzip ? zlib.gzipSync(sent.body) : sent.body);
     });
   });
@@ -143,7 +146,7 @@ t.test('a non-empty answer other than JSON in another charset, or starting with 
   const utf16be = (text: string): Buffer => Buffer.from(text, 'utf16le').swap16();
   const cases: Array<[string, (headers: http.IncomingHttpHeaders) => ToolAnswer, string]> = [
     ['utf-16le declared', (h) => ({ contentType: 'text/plain; charset=utf-16le', body: Buffer.from(page(h), 'utf16le') }), 'charset "utf-16le"'],
-    ['utf-16 declared, with its mark', (h) => ({ contentType: 'text/html; charset=UTF-16', body: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(page(h), 'utf16le')]) }), 'charset "utf-16"'],
+    ['utf-16 declared, with its mark', (h) => ({ contentType: 'text/html; charset=UTF-16', body: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(page(h), 'utf16le')]) }), 'byte order mark'],
     ['an event stream declared utf-16', (h) => ({ contentType: 'text/event-stream; charset=utf-16', body: Buffer.from(`data: ${page(h)}\n\n`, 'utf16le') }), 'charset "utf-16"'],
     ['no charset, a UTF-16LE mark', (h) => ({ contentType: 'text/plain', body: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(page(h), 'utf16le')]) }), 'byte order mark'],
     ['no charset, a UTF-16BE mark', (h) => ({ contentType: 'text/plain', body: Buffer.concat([Buffer.from([0xfe, 0xff]), utf16be(page(h))]) }), 'byte order mark'],
@@ -159,11 +162,33 @@ t.test('a non-empty answer other than JSON in another charset, or starting with 
     t.notOk(text.includes(TOOL_KEY) || asUtf16.includes(TOOL_KEY) || asUtf16.includes(EMAIL), `${what}: neither the key nor the blocked text`);
     t.match(node.records[0], { status: 'failed', errorCode: 'ZN_ERR_UPSTREAM_ERROR', attempts: [{ outcome: 'error', httpStatus: 200 }] }, `${what}: recorded`);
   }
-  // Latin-1 text without a mark, labelled so, is no better read as UTF-8; a plain UTF-8 page passes.
+  // Latin-1 text that is not UTF-8, labelled so, is no better read as UTF-8; a plain UTF-8 page passes,
+  // and so does ASCII labelled ISO-8859-1 (a servlet's default error page), which reads the same.
   const latin = await startNode(t, () => ({ contentType: 'text/plain; charset=iso-8859-1', contentEncoding: 'identity', body: Buffer.from('caf\u00e9', 'latin1') }));
   t.equal((await callTool(latin.url)).status, 502, 'iso-8859-1 text');
   const plain = await startNode(t, () => ({ contentType: 'text/plain; charset=utf-8', contentEncoding: 'identity', body: Buffer.from('caf\u00e9 ok') }));
   const relayed = await callTool(plain.url);
   t.equal(relayed.status, 200, 'UTF-8 text is relayed');
   t.equal(relayed.bytes.toString('utf8'), 'caf\u00e9 ok');
+  const asciiLatin = await startNode(t, () => ({ contentType: 'text/html; charset=iso-8859-1', contentEncoding: 'identity', body: Buffer.from('<h1>OK</h1>') }));
+  t.equal((await callTool(asciiLatin.url)).status, 200, 'ASCII labelled iso-8859-1');
+});
+
+t.test("a tool server's 4xx whose body the node cannot read keeps its status (404: the session is gone; 429 with Retry-After), without that body", async (t) => {
+  const cases: Array<[number, Record<string, string>]> = [[404, {}], [400, {}], [429, { 'retry-after': '7' }]];
+  for (const [status, extra] of cases) {
+    const node = await startNode(t, (headers) => ({
+      status, headers: extra, contentType: 'text/html; charset=iso-8859-1', contentEncoding: 'identity',
+      body: Buffer.from(`<h1>Fehler f\u00fcr ${String(headers.authorization)}</h1>`, 'latin1'),
+    }));
+    const got = await callTool(node.url);
+    t.equal(got.status, status, `${status} kept`);
+    t.equal(got.bytes.length, 0, `${status}: the body the node cannot read is not relayed`);
+    t.notOk(got.bytes.toString('latin1').includes(TOOL_KEY));
+    if (status === 429) t.equal(got.headers.get('retry-after'), '7', 'Retry-After kept');
+  }
+  const utf16 = await startNode(t, () => ({ status: 404, contentType: 'text/plain; charset=utf-16le', contentEncoding: 'identity', body: Buffer.from(`no session; key ${TOOL_KEY}`, 'utf16le') }));
+  const got = await callTool(utf16.url);
+  t.equal(got.status, 404, 'a UTF-16 404 too');
+  t.notOk(got.bytes.toString('utf16le').includes(TOOL_KEY));
 });

@@ -14,6 +14,7 @@
  * Tool calls are priced per call: their records carry no token usage (stage meter) and they count
  * against no tokens/min window (node-rate-limiter.ts), only requests/min and concurrency.
  */
+import { isUtf8 } from 'node:buffer';
 import type { ToolServer, UpstreamAttempt } from '../../../../proto/src/index.js';
 import type { Dispatcher } from 'undici';
 import type { GuardrailVerdict } from '../../../../proto/src/index.js';
@@ -255,7 +256,7 @@ export const mcpApi: ApiHandler = {
       return reject(unbound);
     }
 
-    const unrelayable = unrelayableAnswerError(server.name, response.headers, contentType);
+    const unrelayable = unrelayableAnswerError(server.name, response.headers, contentType, status);
     if (unrelayable !== undefined) {
       // Dropped with its connection, unread (an event stream may stay open for hours).
       response.body.on('error', () => undefined).destroy();
@@ -290,10 +291,17 @@ export const mcpApi: ApiHandler = {
       }
       ctx.upstreamMs = elapsed(ctx, started);
       const unreadable = unreadableBodyError(server.name, contentType, bytes);
-      if (unreadable !== undefined) {
+      if (unreadable !== undefined && failure === undefined) {
         attempt('error', status);
-        if (failure === undefined) served();
+        served();
         return rejectWith(unreadable);
+      }
+      if (unreadable !== undefined) {
+        // A relayed 4xx (404: the session is gone, 429: slow down) is a signal the client acts on by
+        // its status: that is kept, with Retry-After and the like; the body the node cannot read goes.
+        ctx.deps.logger.warn({ toolServer: server.name, status, reason: unreadable.message }, 'relayed the tool server\'s status without its body, which the node cannot read');
+        delete headers['content-type'];
+        bytes = Buffer.alloc(0);
       }
       ctx.reply = replyOf(ctx, call, status, headers, contentType, bytes, server.apiKey, failure);
     }
@@ -719,10 +727,11 @@ function parseAnswer(bytes: Buffer): { value: unknown; text: string | undefined 
  * declared in a charset other than UTF-8 would be misread as UTF-8 and relayed under a label it no
  * longer matches. (Another body's charset is judged once it is read: unreadableBodyError.)
  */
-function unrelayableAnswerError(server: string, headers: Dispatcher.ResponseData['headers'], contentType: string): ZenovaError | undefined {
+function unrelayableAnswerError(server: string, headers: Dispatcher.ResponseData['headers'], contentType: string, status: number): ZenovaError | undefined {
   const encoded = unaskedEncodingError(server, headers['content-encoding']);
   if (encoded !== undefined) return encoded;
-  const checkedNow = contentType.startsWith('application/json') || contentType.startsWith('text/event-stream');
+  // A 4xx's body is judged once read, where its status can be kept (unreadableBodyError).
+  const checkedNow = (contentType.startsWith('application/json') && status < 300) || contentType.startsWith('text/event-stream');
   const charset = checkedNow ? unreadableCharset(contentType) : undefined;
   return charset === undefined ? undefined : charsetError(server, charset);
 }
@@ -740,12 +749,19 @@ function charsetError(server: string, charset: string): ZenovaError {
  */
 function unreadableBodyError(server: string, contentType: string, body: Buffer): ZenovaError | undefined {
   if (body.length === 0) return undefined;
-  const charset = unreadableCharset(contentType);
-  if (charset !== undefined) return charsetError(server, charset);
   const utf16Or32 = (body[0] === 0xff && body[1] === 0xfe) || (body[0] === 0xfe && body[1] === 0xff) || (body[0] === 0 && body[1] === 0 && body[2] === 0xfe && body[3] === 0xff);
-  if (!utf16Or32) return undefined;
-  return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Tool server "${server}" answered a body in UTF-16 or UTF-32 (it starts with that byte order mark); the node reads answers as UTF-8 only.`);
+  if (utf16Or32) return zenovaError('ZN_ERR_UPSTREAM_ERROR', `Tool server "${server}" answered a body in UTF-16 or UTF-32 (it starts with that byte order mark); the node reads answers as UTF-8 only.`);
+  const charset = unreadableCharset(contentType);
+  if (charset === undefined) return undefined;
+  // A charset that writes ASCII as ASCII (ISO-8859-1, windows-1252: a servlet's default error page)
+  // holding only text that reads the same as UTF-8 is read as it is; UTF-16/32 (ASCII with NULs in
+  // between, still valid UTF-8 byte for byte) and text that is not UTF-8 are not.
+  if (!ASCII_INCOMPATIBLE_CHARSET.test(charset) && isUtf8(body)) return undefined;
+  return charsetError(server, charset);
 }
+
+/** Charsets whose bytes for ASCII text are not that text's ASCII bytes. */
+const ASCII_INCOMPATIBLE_CHARSET = /^(?:utf-?(?:16|32|7)|ucs-?[24]|unicode|ibm|cp0|cp1[01]\d\d|ebcdic)/;
 
 /** A redirect is not followed (nor passed on: the caller would leave the node): the tool server's URL is wrong. */
 function redirectError(server: string, status: number): ZenovaError {

@@ -106,33 +106,27 @@ class PendingEvent {
 }
 
 /**
- * An event's lines other than `data:` with text in them (a comment, `id:`, `event:`, a field
- * clients ignore), each as a slot. A client shows none of them as a message, but a raw HTTP client
- * reads them all, and an `id` goes back to the tool server as Last-Event-ID: the output rules see
- * them too. `retry:` is digits. A keep-alive comment (`:`, `: ping`) is checked like any other.
+ * An event's lines other than `data:` (a comment, `id:`, `event:`, a field clients ignore), each
+ * whole as a slot: a client shows none of them as a message, but a raw HTTP client reads every byte
+ * of them, field names included, and an `id` goes back to the tool server as Last-Event-ID, so the
+ * output rules see them too. Only `retry:` with digits alone (a reconnection delay) is left out.
+ * A keep-alive comment (`:`, `: ping`) is checked like any other.
  */
 interface OtherLine {
   index: number;
   comment: boolean;
-  /** `id: ` and the like, as it is written back when masked. */
-  head: string;
   slot: TextSlot;
-  /** The slot's text before the rules ran. */
+  /** The line before the rules ran. */
   before: string;
 }
+
+const RETRY_LINE = /^retry: ?\d*$/;
 
 function otherLines(lines: readonly string[], dataLines: ReadonlySet<number>): OtherLine[] {
   const found: OtherLine[] = [];
   lines.forEach((line, index) => {
-    if (dataLines.has(index) || line.length === 0) return;
-    const colon = line.indexOf(':');
-    const field = colon === -1 ? line : line.slice(0, colon);
-    if (field === 'retry') return;
-    // A line without a colon is a field with an empty value: its name is the text.
-    const value = colon === -1 ? '' : line.slice(colon + 1);
-    const spaced = value.startsWith(' ');
-    const text = colon === -1 ? line : spaced ? value.slice(1) : value;
-    found.push({ index, comment: colon === 0, head: colon === -1 ? '' : `${field}:${spaced ? ' ' : ''}`, slot: { text }, before: text });
+    if (dataLines.has(index) || line.length === 0 || RETRY_LINE.test(line)) return;
+    found.push({ index, comment: line.startsWith(':'), slot: { text: line }, before: line });
   });
   return found;
 }
@@ -200,7 +194,7 @@ function rebuilt(lines: readonly string[], others: readonly OtherLine[], data?: 
     if (data?.lines.has(index) === true) return;
     const other = byIndex.get(index);
     if (other === undefined || !masked(other)) out.push(line);
-    else if (!other.comment) out.push(`${other.head}${other.slot.text.replace(/[\r\n]+/g, ' ')}`);
+    else if (!other.comment) out.push(other.slot.text.replace(/[\r\n]+/g, ' '));
   });
   return out.join('\n');
 }
