@@ -334,7 +334,13 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
       check(`finish the upgrade from ${interrupted.from} to ${interrupted.to} interrupted at ${interrupted.at}`, versionFindings);
     } else {
       const order = compareReleaseVersions(to, installed.version);
-      if (order === 0) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the installed node already runs version ${installed.version}, the package's`));
+      // Versions that differ only in build metadata (0.1.0+b2, 0.1.0+b1) rank alike: a rebuild is
+      // taken when it is the control plane's version, so the node can match it.
+      const rebuildOfControlPlane = to !== installed.version && result.controlPlane?.version === to;
+      if (order === 0 && to === installed.version) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the installed node already runs version ${installed.version}, the package's`));
+      else if (order === 0 && !rebuildOfControlPlane) {
+        versionFindings.push(finding('NODE-UPGRADE-VERSION', `the package's version ${to} differs from the installed ${installed.version} only in build metadata, and is not the control plane's version${result.controlPlane !== undefined ? ` (${result.controlPlane.version})` : ''}: use the control plane's package`));
+      }
       else if (order === -1) versionFindings.push(finding('NODE-UPGRADE-VERSION', `the package is version ${to}, older than the installed ${installed.version}: an upgrade never goes back`));
       check(`upgrade from ${installed.version} to ${to}`, versionFindings);
     }
