@@ -8,6 +8,7 @@ import type * as NodeCrypto from 'node:crypto';
 import type * as NodeFsPromises from 'node:fs/promises';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import t from 'tap';
+import type { Test } from 'tap';
 import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
 import type { NodeIdentity } from '../../edge-node/src/state/identity.js';
@@ -35,7 +36,8 @@ function countVerifies(t: { teardown(fn: () => unknown): void }): () => number {
   return () => count;
 }
 
-t.test('a follower does not verify the current.json it already serves again on every tick, and still takes the one the holder writes next', async (t) => {
+/** A state dir where the link holder applied version 5, and a follower replica started on it. */
+async function holderAndFollower(t: Test) {
   const stateDir = t.testdir({});
   const signer = createSigner();
   const identity: NodeIdentity = {
@@ -49,11 +51,16 @@ t.test('a follower does not verify the current.json it already serves again on e
   const logger = createLogger({ level: 'silent' });
   const push = (version: number) =>
     signedPush(testBundle({ nodeId: NODE_ID, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey(`key-${version}`, newCallerKey().sha256)] }), signer);
-
   const holder = await loadEnrolledConfig(stateDir, identity, logger);
-  t.match(await holder.applier.apply(push(5)), { ok: true, version: 5 });
+  const applied = await holder.applier.apply(push(5));
   // A replica starting now serves that current.json.
   const follower = await loadEnrolledConfig(stateDir, identity, logger);
+  return { holder, follower, push, applied };
+}
+
+t.test('a follower does not verify the current.json it already serves again on every tick, and still takes the one the holder writes next', async (t) => {
+  const { holder, follower, push, applied } = await holderAndFollower(t);
+  t.match(applied, { ok: true, version: 5 });
   t.equal(follower.holder.appliedVersion(), 5);
 
   const verifies = countVerifies(t);
@@ -70,19 +77,7 @@ t.test('a follower does not verify the current.json it already serves again on e
 });
 
 t.test('a follower whose read of a new current.json failed for a passing reason (EMFILE) takes it on the next tick', async (t) => {
-  const stateDir = t.testdir({});
-  const signer = createSigner();
-  const identity: NodeIdentity = {
-    nodeId: NODE_ID, nodeName: 'edge-test', controlPlaneUrl: 'https://cp.example:8443',
-    gateway: { target: '127.0.0.1:1', serverName: 'localhost', caPem: signer.publicKeyPem },
-    configSigningPublicKeyPem: signer.publicKeyPem, enrolledAt: new Date().toISOString(),
-  };
-  const logger = createLogger({ level: 'silent' });
-  const push = (version: number) =>
-    signedPush(testBundle({ nodeId: NODE_ID, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey(`key-${version}`, newCallerKey().sha256)] }), signer);
-  const holder = await loadEnrolledConfig(stateDir, identity, logger);
-  t.match(await holder.applier.apply(push(5)), { ok: true, version: 5 });
-  const follower = await loadEnrolledConfig(stateDir, identity, logger);
+  const { holder, follower, push } = await holderAndFollower(t);
   t.match(await holder.applier.apply(push(6)), { ok: true, version: 6 });
 
   const original = fsp.readFile;

@@ -6,7 +6,8 @@
  */
 import { createServer } from 'node:https';
 import type { Server } from 'node:https';
-import { mkdirSync, readdirSync, lstatSync, readFileSync } from 'node:fs';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdirSync, readdirSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join, relative } from 'node:path';
 import { PROTOCOL_VERSION } from '../../proto/src/index.js';
@@ -17,6 +18,7 @@ import { systemdServiceManager } from '../../installer/src/host/systemd-service-
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import type { CliContext } from '../../installer/src/cli-context.js';
 import type { ControlPlaneProbe } from '../../installer/src/install/control-plane-probe.js';
+import type { Enroller } from '../../installer/src/install/install-node.js';
 import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 
 export const GiB = 1024 ** 3;
@@ -117,6 +119,17 @@ export function fakeServices(root: string, hooks: { onStart?: (unit: string) => 
     },
   };
 }
+
+/** An enrollment stand-in that succeeds as node n1 (id-1), writing the node's identity.json. */
+export const fakeEnroller: Enroller = async (opts) => {
+  mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
+  const signing = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  writeFileSync(join(opts.stateDir, 'identity.json'), JSON.stringify({
+    nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: 'https://cp.example.test', gateway: { target: 'gw.example.test:8443', serverName: 'gw.example.test' },
+    configSigningPublicKeyPem: signing, enrolledAt: new Date().toISOString(),
+  }));
+  return { nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: opts.controlPlaneUrl, gatewayTarget: 'gw.example.test:8443', stateDir: opts.stateDir, reenrolled: false };
+};
 
 /** A control-plane probe that answers like a healthy control plane of this release. */
 export function healthyControlPlane(over: { version?: string; protocolVersion?: number; skewMs?: number } = {}): ControlPlaneProbe {

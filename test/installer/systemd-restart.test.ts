@@ -8,21 +8,13 @@ import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { systemdServiceManager } from '../../installer/src/host/systemd-service-manager.js';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { isProcessAlive } from '../../edge-node/src/process-alive.js';
 
 t.test('restart resolves once the old process is gone and a new invocation began, not when the job is queued', async (t) => {
   const dir = t.testdir({});
   const old = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
   t.teardown(() => {
-    if (alive(old.pid!)) old.kill('SIGKILL');
+    if (isProcessAlive(old.pid!)) old.kill('SIGKILL');
   });
   const invocationFile = path.join(dir, 'invocation');
   writeFileSync(invocationFile, 'first\n');
@@ -44,7 +36,7 @@ exit 0
     process.env.PATH = pathBefore;
   });
   await systemdServiceManager(dir).restart('node-edge.service');
-  t.notOk(alive(old.pid!), 'the old process is stopped when restart resolves');
+  t.notOk(isProcessAlive(old.pid!), 'the old process is stopped when restart resolves');
   t.equal(readFileSync(invocationFile, 'utf8').trim(), 'second');
   t.match(readFileSync(calls, 'utf8'), /^show -p InvocationID --value node-edge\.service\nrestart --no-block node-edge\.service\n/, 'one restart job, queued');
 });

@@ -6,14 +6,12 @@
  */
 import t from 'tap';
 import type { Test } from 'tap';
-import { generateKeyPairSync } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runInstall } from '../../installer/src/commands/install.js';
-import type { Enroller } from '../../installer/src/install/install-node.js';
 import type { UpgradeTokenRedeemer } from '../../installer/src/install/upgrade-token.js';
-import { captureCli, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
+import { captureCli, fakeEnroller, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
 const keys = releaseKeys();
@@ -21,15 +19,6 @@ const work = mkdtempSync(join(tmpdir(), 'zn-upbm-work-'));
 t.teardown(() => rmSync(work, { recursive: true, force: true }));
 const DIR = 'opt/zenova-node';
 
-const enrollOk: Enroller = async (opts) => {
-  mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
-  const signing = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  writeFileSync(join(opts.stateDir, 'identity.json'), JSON.stringify({
-    nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: 'https://cp.example.test', gateway: { target: 'gw.example.test:8443', serverName: 'gw.example.test' },
-    configSigningPublicKeyPem: signing, enrolledAt: new Date().toISOString(),
-  }));
-  return { nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: opts.controlPlaneUrl, gatewayTarget: 'gw.example.test:8443', stateDir: opts.stateDir, reenrolled: false };
-};
 const redeemOk: UpgradeTokenRedeemer = async (req) => ({ nodeId: req.nodeId, nodeName: 'n1', targetVersion: req.toVersion });
 
 async function installedAt(t: Test, version: string): Promise<{ root: string; services: ReturnType<typeof fakeServices> }> {
@@ -39,7 +28,7 @@ async function installedAt(t: Test, version: string): Promise<{ root: string; se
   const pkg = await buildNodePackage(work, keys, { name: `i-${Math.random()}.zpkg`, version });
   const cli = captureCli(work);
   const exit = await runInstall(['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_install'], cli.ctx,
-    hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollOk, probeControlPlane: healthyControlPlane({ version }) }));
+    hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: fakeEnroller, probeControlPlane: healthyControlPlane({ version }) }));
   if (!t.equal(exit, 0, `installed at ${version}`)) t.comment(cli.out());
   return { root, services };
 }

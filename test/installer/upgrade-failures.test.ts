@@ -12,8 +12,7 @@
  */
 import t from 'tap';
 import type { Test } from 'tap';
-import { generateKeyPairSync } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -25,12 +24,11 @@ import { installLockHolder } from '../../installer/src/install/install-lock.js';
 import type { ReadinessWaiter } from '../../installer/src/install/readiness-wait.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
-import type { Enroller } from '../../installer/src/install/install-node.js';
 import type { UpgradeTokenRedeemer } from '../../installer/src/install/upgrade-token.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { PROTOCOL_VERSION } from '../../proto/src/protocol-version.js';
-import { captureCli, fakeServices, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
+import { captureCli, fakeEnroller, fakeServices, healthyControlPlane, hostEnv, listTree } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
 const keys = releaseKeys();
@@ -39,16 +37,6 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }));
 const OLD = '0.0.9';
 const NEW = productVersion();
 const DIR = 'opt/zenova-node';
-
-const enrollOk: Enroller = async (opts) => {
-  mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
-  const signing = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  writeFileSync(join(opts.stateDir, 'identity.json'), JSON.stringify({
-    nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: 'https://cp.example.test', gateway: { target: 'gw.example.test:8443', serverName: 'gw.example.test' },
-    configSigningPublicKeyPem: signing, enrolledAt: new Date().toISOString(),
-  }));
-  return { nodeId: 'id-1', nodeName: 'n1', controlPlaneUrl: opts.controlPlaneUrl, gatewayTarget: 'gw.example.test:8443', stateDir: opts.stateDir, reenrolled: false };
-};
 
 /** A host with node n1 installed at OLD (a control plane that ran OLD then), and the package of NEW. */
 async function installedAtOld(t: Test, failUnitWrites: { on: boolean }): Promise<{ root: string; host: HostEnv; services: ReturnType<typeof fakeServices>; pkg: string }> {
@@ -62,7 +50,7 @@ async function installedAtOld(t: Test, failUnitWrites: { on: boolean }): Promise
   };
   const old = await buildNodePackage(work, keys, { name: `old-${Math.random()}.zpkg`, version: OLD });
   const cli = captureCli(work);
-  const installHost = hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: enrollOk, probeControlPlane: healthyControlPlane({ version: OLD }) });
+  const installHost = hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: fakeEnroller, probeControlPlane: healthyControlPlane({ version: OLD }) });
   const installed = await runInstall(['node', '--package', old.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_install'], cli.ctx, installHost);
   if (!t.equal(installed, 0, `installed at ${OLD}`)) t.comment(cli.out());
   const pkg = await buildNodePackage(work, keys, { name: `new-${Math.random()}.zpkg` });
