@@ -92,8 +92,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         if (repeated === undefined) done(err, value);
         else {
           // Quoted only when shaped like a field name: a pasted secret used as a key is not echoed.
-          const shown = shownFieldName(repeated) === repeated ? JSON.stringify(repeated) : shownFieldName(repeated);
-          done(zenovaError('ZN_ERR_CP_INVALID_REQUEST', `The request body writes the key ${shown} twice in one object; send each key once.`), undefined);
+          const shown = shownFieldName(repeated);
+          const quoted = shown === repeated ? JSON.stringify(repeated) : shown;
+          done(zenovaError('ZN_ERR_CP_INVALID_REQUEST', `The request body writes the key ${quoted} twice in one object; send each key once.`), undefined);
         }
       });
     }

@@ -11,6 +11,7 @@
  * still. Only a current.json that is damaged (unreadable, not JSON, failing its signature or
  * schema) falls back to previous, and such a load is marked as older than the node applied.
  */
+import type { BigIntStats } from 'node:fs';
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
@@ -62,7 +63,7 @@ export interface LoadedBundle<T> {
   /** What `build` made of the bundle. */
   value: T;
   /** The file's stamp (BundleCache.stamp) taken before it was read. */
-  stamp?: string;
+  stamp: string;
   /**
    * Set when this is previous.json, used because current.json is damaged, and older than the
    * highest version the node applied (that version).
@@ -99,6 +100,11 @@ export function checkBundle(bytes: Uint8Array, signature: Uint8Array, trust: Bun
     return { ok: false, code: 'CONFIG_WRONG_NODE', message: `the bundle is for node id ${JSON.stringify(check.bundle.nodeId)}, not this node (${trust.nodeId})` };
   }
   return check;
+}
+
+/** BundleCache.stamp of a file's stat. */
+function stampOf(info: BigIntStats): string {
+  return `${info.ino}:${info.size}:${info.mtimeNs}`;
 }
 
 export class BundleCache {
@@ -163,12 +169,13 @@ export class BundleCache {
   async read<T>(slot: CacheSlot, trust: BundleTrust, build: (bundle: ConfigBundle) => T): Promise<LoadedBundle<T> | CacheRefusal | 'missing'> {
     const file = this.file(slot);
     const refuse = (code: CacheRefusalCode, message: string): CacheRefusal => ({ slot, file, code, message });
-    // Before the read: a file replaced in between has another stamp, and is read again (followCache).
-    const stamp = await this.stamp(slot);
     let text: string;
+    // Taken before the read: a file replaced in between has another stamp, and is read again (followCache).
+    let stamp: string;
     try {
-      const size = (await stat(file)).size;
-      if (size > MAX_CACHE_FILE_BYTES) return refuse('CONFIG_CACHE_CORRUPT', `the file is ${size} bytes, more than a bundle can take`);
+      const info = await stat(file, { bigint: true });
+      stamp = stampOf(info);
+      if (info.size > BigInt(MAX_CACHE_FILE_BYTES)) return refuse('CONFIG_CACHE_CORRUPT', `the file is ${info.size} bytes, more than a bundle can take`);
       text = await readFile(file, 'utf8');
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
@@ -190,7 +197,7 @@ export class BundleCache {
       return refuse('CONFIG_CACHE_CORRUPT', `the file says version ${entry.version} but its bundle is version ${check.bundle.version}`);
     }
     try {
-      return { slot, file, entry, bundle: check.bundle, value: build(check.bundle), ...(stamp !== undefined ? { stamp } : {}) };
+      return { slot, file, entry, bundle: check.bundle, value: build(check.bundle), stamp };
     } catch (err) {
       return refuse('CONFIG_APPLY_FAILED', (err as Error).message);
     }
@@ -201,12 +208,7 @@ export class BundleCache {
    * (every store renames a new file into place); undefined when it cannot be stat'ed.
    */
   async stamp(slot: CacheSlot): Promise<string | undefined> {
-    try {
-      const s = await stat(this.file(slot), { bigint: true });
-      return `${s.ino}:${s.size}:${s.mtimeNs}`;
-    } catch {
-      return undefined;
-    }
+    return stat(this.file(slot), { bigint: true }).then(stampOf, () => undefined);
   }
 
   /**

@@ -39,7 +39,7 @@ export async function loadEnrolledConfig(stateDir: string, identity: NodeIdentit
   let servingStamp: string | undefined;
   if (load.loaded !== undefined) {
     const { entry, file, value, olderThanApplied, slot, stamp } = load.loaded;
-    if (slot === 'current' && stamp !== undefined) servingStamp = stamp;
+    if (slot === 'current') servingStamp = stamp;
     const appliedAt = entry.appliedAt !== undefined ? new Date(entry.appliedAt) : new Date();
     holder = ConfigHolder.ready(value, appliedAt, olderThanApplied);
     serving = entry;

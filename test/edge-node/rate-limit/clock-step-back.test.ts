@@ -5,6 +5,7 @@
 // A step of more than a minute (into the minute two before) keeps the counts too, also those another
 // replica wrote after it. A token true-up after a step back changes the counts its estimate went into.
 import t from 'tap';
+import type { Test } from 'tap';
 import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
 import type { LimitStore } from '../../../edge-node/src/rate-limit/limit-store.js';
 import { MemoryLimitStore } from '../../../edge-node/src/rate-limit/memory-limit-store.js';
@@ -16,6 +17,16 @@ const stores: Array<[string, (dir: string, clock: ManualClock) => LimitStore]> =
   ['memory', () => new MemoryLimitStore()],
   ['sqlite', (dir, clock) => new SqliteLimitStore({ location: dir, clock, heartbeatTimer: false })],
 ];
+
+/** A limiter of 10 000 tokens/min per key, 5 s into the minute two after T0, and a call of given estimates. */
+function tokenLimiter(t: Test, makeStore: (dir: string, clock: ManualClock) => LimitStore) {
+  const clock = new ManualClock(T0 + 2 * 60_000 + 5_000);
+  const limiter = new NodeRateLimiter(makeStore(t.testdir(), clock), quietLogger);
+  t.teardown(() => limiter.close());
+  const keyLimits = { tokensPerMinute: 10_000 };
+  const call = (estimatedInputTokens: number, maxOutputTokens: number): PipelineContext => callContext(clock, { keyLimits, estimatedInputTokens, maxOutputTokens });
+  return { clock, limiter, call };
+}
 
 for (const [name, makeStore] of stores) {
   t.test(`${name}: a clock that steps back across a minute boundary keeps the requests already counted`, async (t) => {
@@ -60,11 +71,7 @@ for (const [name, makeStore] of stores) {
   });
 
   t.test(`${name}: a token true-up after a clock step back of 70 s gives back what was not used, and keeps what was`, async (t) => {
-    const clock = new ManualClock(T0 + 2 * 60_000 + 5_000);
-    const limiter = new NodeRateLimiter(makeStore(t.testdir(), clock), quietLogger);
-    t.teardown(() => limiter.close());
-    const keyLimits = { tokensPerMinute: 10_000 };
-    const call = (estimatedInputTokens: number, maxOutputTokens: number): PipelineContext => callContext(clock, { keyLimits, estimatedInputTokens, maxOutputTokens });
+    const { clock, limiter, call } = tokenLimiter(t, makeStore);
     const long = call(1_000, 8_000);
     t.equal(limiter.admit(long), undefined, '9 000 charged');
     clock.ms -= 70_000; // while the request runs
@@ -83,11 +90,7 @@ for (const [name, makeStore] of stores) {
 
 for (const [name, makeStore] of stores) {
   t.test(`${name}: a request that used more than its estimate, ending after a clock step back of 70 s, adds the rest without dropping the other counts`, async (t) => {
-    const clock = new ManualClock(T0 + 2 * 60_000 + 5_000);
-    const limiter = new NodeRateLimiter(makeStore(t.testdir(), clock), quietLogger);
-    t.teardown(() => limiter.close());
-    const keyLimits = { tokensPerMinute: 10_000 };
-    const call = (estimatedInputTokens: number, maxOutputTokens: number): PipelineContext => callContext(clock, { keyLimits, estimatedInputTokens, maxOutputTokens });
+    const { clock, limiter, call } = tokenLimiter(t, makeStore);
     const long = call(100, 6_000);
     t.equal(limiter.admit(long), undefined, '6 100 charged, still running');
     const short = call(10, 90);
