@@ -68,11 +68,35 @@ interface Frame {
   current: FirstSet;
   /** Every item of the current alternative so far can match the empty text (its next item's first characters count too). */
   open: boolean;
+  /** Some item read so far, in any of its alternatives, can consume a character (lookarounds' content aside). */
+  consumes: boolean;
+  /** Every item of the current alternative so far surely matches empty text first (see RegexShape.emptyFirst). */
+  altEmptyFirst: boolean;
+  /** Its first alternative surely matches empty text first; undefined until that alternative ends. */
+  emptyFirst: boolean | undefined;
+}
+
+/** What the walk of a pattern found, besides backtracking risks. */
+interface RegexShape {
+  /** Why the pattern is refused for backtracking (nested or overlapping repetition), or null. */
+  risk: string | null;
+  /** It can consume a character somewhere: not only anchors, `\b`, lookarounds and zero counts. */
+  consumes: boolean;
+  /**
+   * At every position the engine's first choice is an empty match that cannot fail: the first
+   * alternative's items are all lazy-optional (`a*?`, `b??`), counted to zero, or groups whose first
+   * alternative is so (`(|a)`). Nodes skip empty matches, so such a rule never fires. Anchors and
+   * lookarounds can fail and hand over to the next choice, so they never count here.
+   */
+  emptyFirst: boolean;
+  /** It holds `[]`, which in JavaScript matches no character (`[^]` matches any). */
+  emptyClass: boolean;
 }
 
 const emptySet = (): FirstSet => ({ any: false, literals: new Set(), classes: [] });
 const newFrame = (lookaround = false): Frame => ({
   variable: false, ambiguous: false, unbounded: false, altWays: 1, sumWays: 0, maxWays: 0, overlap: false, lookaround, seen: emptySet(), nullable: false, current: emptySet(), open: true,
+  consumes: false, altEmptyFirst: true, emptyFirst: undefined,
 });
 
 function addInto(into: FirstSet, from: FirstSet): void {
@@ -115,13 +139,47 @@ const COUNTED = /\{(\d+)(,(\d*))?\}/y;
 
 /** Why `source` (without the `(?i)` prefix) is refused, or null when it has neither risky shape. */
 export function regexBacktrackingRisk(source: string, options: { ignoreCase?: boolean } = {}): string | null {
-  const ignoreCase = options.ignoreCase === true;
-  let unicode = true;
+  const unicode = compilesWithU(source);
+  // The exponential shapes first; then the polynomial one, under the flags the node uses.
+  return readPattern(source, options.ignoreCase === true, unicode).risk
+    ?? regexPolynomialRisk(source, `${options.ignoreCase === true ? 'i' : ''}${unicode ? 'u' : ''}`);
+}
+
+/**
+ * Why a rule with pattern `source` (without the `(?i)` prefix) would never fire on a node, or null.
+ * Nodes skip empty matches (they have nothing to mask or report), so a pattern that can only match
+ * empty text, or whose first choice at every position is an empty match, finds nothing; the empty
+ * class `[]` is refused here too. The admin API refuses such patterns; a pattern with a backtracking
+ * risk gets null here (refused for that).
+ */
+export function regexNeverFiresReason(source: string, options: { ignoreCase?: boolean } = {}): string | null {
+  const shape = readPattern(source, options.ignoreCase === true, compilesWithU(source));
+  if (shape.risk !== null) return null;
+  if (shape.emptyClass) {
+    // Not always "never fires" ((?:[])|a still finds a), but always a slip: nothing can match it.
+    return 'holds [], a class that matches no character in JavaScript ([^] is any character): write the characters it should match, or remove it';
+  }
+  if (!shape.consumes) {
+    return 'can only match empty text (anchors, \\b and lookarounds match no characters) and nodes skip empty matches, so the rule would never fire: put the text to find outside the lookaround, e.g. confidential instead of (?=.*confidential)';
+  }
+  if (shape.emptyFirst) {
+    return 'matches empty text first at every position (an empty first alternative as in (|a), or a lazy optional item such as a*? or a??) and nodes skip empty matches, so the rule would never fire: put the alternative that takes text first, e.g. (a|), or drop the lazy ?';
+  }
+  return null;
+}
+
+function compilesWithU(source: string): boolean {
   try {
     new RegExp(source, 'u');
+    return true;
   } catch {
-    unicode = false;
+    return false;
   }
+}
+
+/** One walk over the pattern: its backtracking risk (exponential shapes only) and what it can match. */
+function readPattern(source: string, ignoreCase: boolean, unicode: boolean): RegexShape {
+  const refused = (risk: string): RegexShape => ({ risk, consumes: true, emptyFirst: false, emptyClass: false });
   // Without `u`, `\k<` is a back-reference only when the pattern names a group (else the text `k<`).
   const namedReferences = unicode || namesGroups(source);
   const frames: Frame[] = [newFrame()];
@@ -132,6 +190,7 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
   // The ways of every bounded repetition let through below, multiplied: they apply one after the
   // other ((a|a){8}(a|a){8} tries 256 × 256), so they share one budget.
   let boundedWays = 1;
+  let emptyClass = false;
   let i = 0;
 
   const literal = (c: string): FirstSet => ({ any: false, literals: new Set([ignoreCase ? caseFolded(c) : c]), classes: [] });
@@ -172,12 +231,14 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
     frame.altWays = 1;
     addInto(frame.seen, frame.current);
     if (frame.open) frame.nullable = true;
+    frame.emptyFirst ??= frame.altEmptyFirst;
     frame.current = emptySet();
     frame.open = true;
+    frame.altEmptyFirst = true;
   };
 
   /** Reads a quantifier at `i`, if any: can it repeat (more than once), is its count variable, may it match zero times? */
-  const quantifier = (): { repeats: boolean; variable: boolean; optional: boolean; min: number; max: number } => {
+  const quantifier = (): { repeats: boolean; variable: boolean; optional: boolean; min: number; max: number; lazy: boolean } => {
     const c = source[i];
     let min = 1;
     let max = 1;
@@ -188,21 +249,26 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
     } else if (c === '{') {
       COUNTED.lastIndex = i;
       const m = COUNTED.exec(source);
-      if (m === null) return { repeats: false, variable: false, optional: false, min: 1, max: 1 };
+      if (m === null) return { repeats: false, variable: false, optional: false, min: 1, max: 1, lazy: false };
       min = Number(m[1]);
       max = m[2] === undefined ? min : m[3] === '' ? Infinity : Number(m[3]);
       i += m[0].length;
     } else {
-      return { repeats: false, variable: false, optional: false, min: 1, max: 1 };
+      return { repeats: false, variable: false, optional: false, min: 1, max: 1, lazy: false };
     }
-    if (source[i] === '?') i++; // lazy
+    const lazy = source[i] === '?';
+    if (lazy) i++;
     // `?` counts as variable too: (a?a)+ or (ab?|b)+ split one text many ways.
-    return { repeats: max > 1, variable: max > min, optional: min === 0, min, max };
+    return { repeats: max > 1, variable: max > min, optional: min === 0, min, max, lazy };
   };
+  /** Whether a quantifier makes its item take the empty match first, whatever the item is. */
+  const zeroFirst = (q: { min: number; max: number; lazy: boolean }): boolean => q.max === 0 || (q.min === 0 && q.lazy);
   /** An item just read, with the characters it can start with; its quantifier follows. */
   const item = (first: FirstSet, nullable = false): void => {
     const q = quantifier();
     const frame = top();
+    if (!nullable && q.max > 0) frame.consumes = true;
+    if (!zeroFirst(q)) frame.altEmptyFirst = false;
     if (q.variable) frame.variable = true;
     if (q.max === Infinity) frame.unbounded = true;
     else if (q.max > q.min) frame.altWays = timesWays(frame.altWays, q.max - q.min + 1);
@@ -233,6 +299,7 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       if (source[i] === '^') i++;
       while (i < source.length && source[i] !== ']') i += source[i] === '\\' ? 2 : 1;
       i++;
+      if (source.slice(start, i) === '[]') emptyClass = true;
       item(charClass(source.slice(start, i)));
     } else if (c === '(') {
       i++;
@@ -262,11 +329,16 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       const risky = q.repeats && (inner.variable || inner.overlap || inner.ambiguous);
       const bounded = q.max !== Infinity && ways <= MAX_BOUNDED_WAYS && (!risky || boundedWays * ways <= MAX_BOUNDED_WAYS);
       if (risky && bounded) boundedWays *= ways;
-      if (q.repeats && inner.variable && !bounded) return 'it repeats a group that itself contains a repeated item (nested quantifiers such as (a+)+), which can take exponential time';
+      if (q.repeats && inner.variable && !bounded) return refused('it repeats a group that itself contains a repeated item (nested quantifiers such as (a+)+), which can take exponential time');
       if (q.repeats && (inner.overlap || inner.ambiguous) && !bounded) {
-        return 'it repeats a group whose alternatives can start with the same character (overlapping alternatives such as (a|a)* or (\\w|\\d)+), which can take exponential time';
+        return refused('it repeats a group whose alternatives can start with the same character (overlapping alternatives such as (a|a)* or (\\w|\\d)+), which can take exponential time');
       }
       const outer = top();
+      if (!inner.lookaround && inner.consumes && q.max > 0) outer.consumes = true;
+      // A greedy repetition past its minimum refuses an empty iteration (the engine's rule), so it
+      // backtracks into the group's other choices: (|a)* and (|a)+ do match a.
+      const emptyGroup = inner.emptyFirst === true && !inner.lookaround && (q.lazy || q.max === q.min);
+      if (!zeroFirst(q) && !emptyGroup) outer.altEmptyFirst = false;
       if (q.variable || inner.variable) outer.variable = true;
       if (inner.overlap || inner.ambiguous) outer.ambiguous = true;
       if (inner.unbounded || q.max === Infinity) outer.unbounded = true;
@@ -291,6 +363,6 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
       item(literal(ch));
     }
   }
-  // The exponential shapes are excluded; now the polynomial one, under the flags the node uses.
-  return regexPolynomialRisk(source, `${ignoreCase ? 'i' : ''}${unicode ? 'u' : ''}`);
+  const root = frames[0]!;
+  return { risk: null, consumes: root.consumes, emptyFirst: root.emptyFirst ?? root.altEmptyFirst, emptyClass };
 }

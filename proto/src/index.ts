@@ -48,7 +48,7 @@ export {
   upstreamAttemptSchema,
 } from './request-record.js';
 export type { RequestRecord, RecordStatus, GuardrailVerdict, UpstreamAttempt } from './request-record.js';
-export { regexBacktrackingRisk } from './guardrail-regex-risk.js';
+export { regexBacktrackingRisk, regexNeverFiresReason } from './guardrail-regex-risk.js';
 export { readEscape } from './guardrail-regex-escape.js';
 export { closestOption, parseArgsProblem, unknownOptionMessage, UNEXPECTED_VALUE_MESSAGE } from './cli-usage-errors.js';
 export { trackUnusedConnections } from './unused-connections.js';

@@ -55,8 +55,32 @@ t.test('a pattern that can only match empty text (anchors, \\b, lookarounds, a z
     if (node.ok) t.same(node.detector.find(text), [], `${pattern}: no match on the node`);
   }
   // Anything that can take one character passes, lookarounds beside it included.
-  for (const pattern of ['(?i)(?=.*confidential).', 'a?', '^a*$', '\\bx', '(?<=a)b', '(|a)', '\\1?(a)', '[^]', '(?:(?=a)|b)', 'x{0,1}', '(?<n>a)\\k<n>']) {
+  for (const pattern of ['(?i)(?=.*confidential).', 'a?', '^a*$', '\\bx', '(?<=a)b', '\\1?(a)', '[^]', '(?:(?=a)|b)', 'x{0,1}', '(?<n>a)\\k<n>']) {
     t.same(messages(pattern), [], pattern);
+  }
+});
+
+t.test('a pattern whose first choice at every position is an empty match is refused, since its rule would never fire on a node; so is the empty class [], which matches nothing', async (t) => {
+  const text = 'a secret, then ab and b';
+  const emptyFirst = ['(|a)', '(?:|secret)', '(?i)(|secret)', 'a*?', 'a??', '(?:ab)*?', 'x{0,3}?', '(|a)|b', '(?:a*?)', '(?:|a)(?:b??)', '((|a))', '(|a)+?', '(|a){2}'];
+  for (const pattern of emptyFirst) {
+    const said = messages(pattern);
+    t.equal(said.length, 1, pattern);
+    t.match(said[0], /^rules\.0\.pattern: matches empty text first at every position .*never fire/, `${pattern}: says why`);
+    const node = compileRegex(pattern);
+    if (node.ok) t.same(node.detector.find(text), [], `${pattern}: the node finds nothing in text it holds`);
+  }
+  for (const pattern of ['[]', 'a[]', '(?:[]b)+', '(?:[])|a']) {
+    const said = messages(pattern);
+    t.equal(said.length, 1, pattern);
+    t.match(said[0], /^rules\.0\.pattern: holds \[\], a class that matches no character/, `${pattern}: says why`);
+  }
+  // The engine prefers text here (an empty choice comes later, or a required item follows, or an
+  // item can fail and hand over to the next choice): accepted, and the node finds it.
+  for (const pattern of ['(a|)', 'a*?b', '(?:|x)b', '(|a)b', 'a+?', '(?:(?=a)|b)', 'se??cret', '(?:a??)c?b', '(|a)*', '((|a))+', '(|a){1,2}']) {
+    t.same(messages(pattern), [], pattern);
+    const node = compileRegex(pattern);
+    t.ok(node.ok && node.detector.find(text).length > 0, `${pattern}: the node finds it`);
   }
 });
 

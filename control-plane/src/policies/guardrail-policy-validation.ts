@@ -1,16 +1,15 @@
 /**
  * The guardrail policy body: a name and its rules, in the bundle's rule shape
  * (proto/src/config-bundle.ts) with the cross-field rules the bundle schema leaves to us: a regex
- * rule needs a pattern that compiles (a leading `(?i)` allowed, but not alone), can match at least
- * one character (guardrail-regex-width.ts), and has none of the
+ * rule needs a pattern that compiles (a leading `(?i)` allowed, but not alone), can fire on a node
+ * (it can match a character, and its first choice is not always an empty match), and has none of the
  * backtracking shapes proto/src/guardrail-regex-risk.ts refuses (nested quantifiers, overlapping
  * repeated alternatives, repetitions in a row over the same characters),
  * a keywords rule needs its keywords, and neither carries the other's field.
  */
 import { z } from 'zod';
 import { bodyObject, enumOf, newConfigNameSchema, text } from '../config/config-fields.js';
-import { regexBacktrackingRisk } from '../../../proto/src/index.js';
-import { regexCanMatchText } from './guardrail-regex-width.js';
+import { regexBacktrackingRisk, regexNeverFiresReason } from '../../../proto/src/index.js';
 
 export const GUARDRAIL_DETECTORS = ['regex', 'keywords', 'email', 'phone', 'prc-resident-id', 'bank-card', 'secret'] as const;
 export const GUARDRAIL_ACTIONS = ['block', 'mask', 'flag'] as const;
@@ -36,11 +35,10 @@ function patternProblem(pattern: string): string | null {
   } catch {
     return 'must be a valid JavaScript regular expression (u flag), optionally prefixed with (?i)';
   }
-  if (source.length > 0 && !regexCanMatchText(source)) {
-    return 'can only match empty text (anchors, \\b and lookarounds match no characters) and nodes skip empty matches, so the rule would never fire: put the text to find outside the lookaround, e.g. confidential instead of (?=.*confidential)';
-  }
   const risk = regexBacktrackingRisk(source, { ignoreCase });
-  return risk === null ? null : `is refused: ${risk}`;
+  if (risk !== null) return `is refused: ${risk}`;
+  // An empty pattern is refused by the field's own rule, in those words.
+  return source.length === 0 ? null : regexNeverFiresReason(source, { ignoreCase });
 }
 
 const ruleSchema = z.strictObject({
