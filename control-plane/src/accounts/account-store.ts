@@ -50,9 +50,13 @@ export async function createAccount(pool: pg.Pool, input: AccountCreateInput): P
   }
 }
 
-export async function listAccounts(db: Queryable): Promise<AccountRow[]> {
-  const { rows } = await db.query<AccountRow>(`${SELECT} where a.deleted_at is null order by a.name`);
-  return rows;
+/** One page of live accounts by name (on accounts_live_name_key), after the name `after`; `next` is the last name when more follow. */
+export async function listAccounts(db: Queryable, page: { limit: number; after?: string | undefined }): Promise<{ accounts: AccountRow[]; next: string | undefined }> {
+  const values: unknown[] = [];
+  const after = page.after === undefined ? '' : ` and a.name > $${values.push(page.after)}`;
+  const { rows } = await db.query<AccountRow>(`${SELECT} where a.deleted_at is null${after} order by a.name limit $${values.push(page.limit + 1)}`, values);
+  const accounts = rows.slice(0, page.limit);
+  return { accounts, next: rows.length > page.limit ? accounts.at(-1)?.name : undefined };
 }
 
 export async function getAccount(db: Queryable, name: string): Promise<AccountRow> {

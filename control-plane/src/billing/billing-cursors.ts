@@ -6,7 +6,7 @@
  *
  * - Spend: `<by>.<from ms>.<to ms>.<spent micros>.<base64url of the group id, or ~ for none>`. The
  *   window rides along, so the next pages of a default window (ending "now") read the same window.
- * - Leases: `<created_at in unix µs>.<lease id>`.
+ * The lease list's cursor is the one every newest-first list shares: http/list-cursors.ts.
  */
 import { isStorableText } from '../config/config-fields.js';
 import type { SpendBy } from './billing-views.js';
@@ -19,11 +19,6 @@ export interface SpendCursor {
   spentMicros: bigint;
   /** The last row's group id; null for the group of charges without one (no key, no node). */
   id: string | null;
-}
-
-export interface LeaseCursor {
-  createdAtUs: bigint;
-  leaseId: string;
 }
 
 /**
@@ -40,7 +35,6 @@ const NO_ID = '~';
 /** The longest spend cursor: a code point is at most 4 bytes of UTF-8, base64 spends 4 characters on 3 bytes. */
 export const MAX_SPEND_CURSOR_LENGTH = 'account'.length + 2 * String(MIN_INSTANT_MS).length + String(MAX_MICROS).length
   + Math.ceil((MAX_GROUP_ID_LENGTH * 4 * 4) / 3) + 4;
-export const MAX_LEASE_CURSOR_LENGTH = String(MAX_INSTANT_MS * 1000).length + 1 + 36;
 
 export function encodeSpendCursor(c: SpendCursor): string {
   const id = c.id === null ? NO_ID : Buffer.from(c.id, 'utf8').toString('base64url');
@@ -71,17 +65,4 @@ function codePoints(text: string): number {
   let n = 0;
   for (const _ of text) n += 1;
   return n;
-}
-
-export function encodeLeaseCursor(c: LeaseCursor): string {
-  return `${c.createdAtUs}.${c.leaseId}`;
-}
-
-/** undefined when the text is not a lease cursor this API issued. */
-export function decodeLeaseCursor(text: string): LeaseCursor | undefined {
-  const match = /^(-?\d{1,18})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/.exec(text);
-  if (match === null) return undefined;
-  const cursor = { createdAtUs: BigInt(match[1]!), leaseId: match[2]! };
-  const inRange = cursor.createdAtUs >= BigInt(MIN_INSTANT_MS) * 1000n && cursor.createdAtUs < (BigInt(MAX_INSTANT_MS) + 1n) * 1000n;
-  return encodeLeaseCursor(cursor) === text && inRange ? cursor : undefined;
 }

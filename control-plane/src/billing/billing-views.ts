@@ -6,7 +6,9 @@
  */
 import { z } from 'zod';
 import type { Queryable } from '../nodes/with-transaction.js';
-import type { LeaseCursor, SpendCursor } from './billing-cursors.js';
+import type { SpendCursor } from './billing-cursors.js';
+import { afterNewestFirstCursorSql, createdAtUsSql } from '../http/list-cursors.js';
+import type { NewestFirstCursor } from '../http/list-cursors.js';
 
 export const balanceViewSchema = z.object({
   accountId: z.string(),
@@ -85,10 +87,8 @@ export interface LeaseFilter {
   nodeId?: string | undefined;
   accountId?: string | undefined;
   limit: number;
-  cursor?: LeaseCursor | undefined;
+  cursor?: NewestFirstCursor | undefined;
 }
-
-const CREATED_US = '(extract(epoch from l.created_at) * 1000000)::bigint';
 
 /**
  * The lease list's SQL and parameters (apart from running it, so a test can read its plan). The
@@ -105,18 +105,14 @@ export function listLeasesQuery(filter: LeaseFilter): { text: string; values: un
   // Only the filters given: a `($1 is null or …)` form hides from the planner which index serves the list.
   if (filter.nodeId !== undefined) add((p) => `l.node_id = ${p}::uuid`, filter.nodeId);
   if (filter.accountId !== undefined) add((p) => `l.account_id = ${p}::uuid`, filter.accountId);
-  if (filter.cursor !== undefined) {
-    const createdAt = `$${values.push(filter.cursor.createdAtUs.toString())}`;
-    const leaseId = `$${values.push(filter.cursor.leaseId)}`;
-    where.push(`(l.created_at, l.id) < (timestamptz 'epoch' + ${createdAt}::bigint * interval '1 microsecond', ${leaseId}::uuid)`);
-  }
+  if (filter.cursor !== undefined) where.push(afterNewestFirstCursorSql('l.created_at', 'l.id', filter.cursor, values));
   const limit = `$${values.push(filter.limit + 1)}`;
   return {
     // created_at is kept to the microsecond, finer than a Date: the cursor carries it as integer µs.
     text: `select l.id, l.node_id, n.name as node, l.account_id, a.name as account, l.state,
             l.granted_micros::text as granted, l.spent_micros::text as spent, l.returned_micros::text as returned,
             l.reported_spent_micros::text as rs, l.reported_reserved_micros::text as rr, l.reported_at,
-            l.expires_at, l.created_at, ${CREATED_US}::text as created_us, l.closed_at
+            l.expires_at, l.created_at, ${createdAtUsSql('l.created_at')} as created_us, l.closed_at
        from credit_leases l join nodes n on n.id = l.node_id join accounts a on a.id = l.account_id
       ${where.length > 0 ? `where ${where.join(' and ')}` : ''}
       order by l.created_at desc, l.id desc limit ${limit}`,
@@ -125,7 +121,7 @@ export function listLeasesQuery(filter: LeaseFilter): { text: string; values: un
 }
 
 /** Newest first, (created_at, id) descending: leases granted in one transaction share created_at. */
-export async function listLeases(db: Queryable, filter: LeaseFilter): Promise<{ leases: LeaseView[]; next: LeaseCursor | undefined }> {
+export async function listLeases(db: Queryable, filter: LeaseFilter): Promise<{ leases: LeaseView[]; next: NewestFirstCursor | undefined }> {
   const { rows } = await db.query<{
     id: string; node_id: string; node: string; account_id: string; account: string; state: 'open' | 'returned';
     granted: string; spent: string; returned: string; rs: string | null; rr: string | null; reported_at: Date | null;
@@ -133,7 +129,7 @@ export async function listLeases(db: Queryable, filter: LeaseFilter): Promise<{ 
   }>(listLeasesQuery(filter));
   const page = rows.slice(0, filter.limit);
   const last = page.at(-1);
-  const next = rows.length > filter.limit && last !== undefined ? { createdAtUs: BigInt(last.created_us), leaseId: last.id } : undefined;
+  const next = rows.length > filter.limit && last !== undefined ? { createdAtUs: BigInt(last.created_us), id: last.id } : undefined;
   const leases = page.map((r): LeaseView => {
     const outstanding = BigInt(r.granted) - BigInt(r.spent) - BigInt(r.returned);
     return {

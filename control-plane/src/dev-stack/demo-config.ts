@@ -28,9 +28,12 @@ export async function ensureDemoConfig(
   upstreamUrl: string,
   saved: { apiKey?: string; apiKeyId?: string },
 ): Promise<{ apiKey: string; apiKeyId: string }> {
-  const accounts = await must<{ accounts: Array<{ name: string }> }>(api, 'GET', '/api/v1/accounts', undefined, [200]);
-  if (!accounts.accounts.some((a) => a.name === DEMO_ACCOUNT)) {
+  // By name: the list comes in pages.
+  const account = await api.call('GET', `/api/v1/accounts/${DEMO_ACCOUNT}`);
+  if (account.status === 404) {
     await must(api, 'POST', '/api/v1/accounts', { name: DEMO_ACCOUNT }, [201]);
+  } else if (account.status !== 200) {
+    await must(api, 'GET', `/api/v1/accounts/${DEMO_ACCOUNT}`, undefined, [200]); // throws, naming the error
   }
   const upstreams = await must<{ upstreams: Array<{ name: string; baseUrl: string }> }>(api, 'GET', '/api/v1/upstreams', undefined, [200]);
   const upstream = upstreams.upstreams.find((u) => u.name === DEMO_UPSTREAM);

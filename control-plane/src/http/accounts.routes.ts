@@ -1,17 +1,24 @@
-/** The accounts admin API (inside the /api/v1 admin scope): create, list, show, patch. */
+/** The accounts admin API (inside the /api/v1 admin scope): create, list (by name, in keyset pages), show, patch. */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { createAccount, getAccount, listAccounts, patchAccount } from '../accounts/account-store.js';
 import { accountCreateSchema, accountPatchSchema } from '../accounts/account-validation.js';
 import { accountViewSchema, toAccountView } from '../accounts/account-view.js';
-import { nameParam, parseConfigInput } from '../config/config-fields.js';
+import { boundedText, nameParam, parseConfigInput } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
-import { noQuerySchema } from './zod-schemas.js';
+import { decodeNameCursor, encodeNameCursor, MAX_NAME_CURSOR_LENGTH, NOT_OUR_CURSOR } from './list-cursors.js';
+import { listLimitSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const nameParams = z.object({ name: nameParam() });
 const mutationReply = z.object({ account: accountViewSchema, configVersion: z.number() });
+export const DEFAULT_ACCOUNT_LIST_LIMIT = 1_000;
+export const MAX_ACCOUNT_LIST_LIMIT = 10_000;
+const listQuery = z.strictObject({
+  limit: listLimitSchema(MAX_ACCOUNT_LIST_LIMIT, DEFAULT_ACCOUNT_LIST_LIMIT),
+  cursor: boundedText(MAX_NAME_CURSOR_LENGTH).optional(),
+});
 
 export const accountsRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -28,8 +35,14 @@ export const accountsRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   });
 
   app.get('/accounts', {
-    schema: { querystring: noQuerySchema, response: { 200: z.object({ accounts: z.array(accountViewSchema) }) } },
-  }, async () => ({ accounts: (await listAccounts(pool)).map(toAccountView) }));
+    schema: { querystring: listQuery, response: { 200: z.object({ accounts: z.array(accountViewSchema), nextCursor: z.string().nullable() }) } },
+  }, async (request) => {
+    const q = request.query;
+    const after = q.cursor === undefined ? undefined : decodeNameCursor(q.cursor);
+    if (q.cursor !== undefined && after === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
+    const { accounts, next } = await listAccounts(pool, { limit: q.limit, after });
+    return { accounts: accounts.map(toAccountView), nextCursor: next === undefined ? null : encodeNameCursor(next) };
+  });
 
   app.get('/accounts/:name', {
     schema: { params: nameParams, response: { 200: accountViewSchema } },

@@ -1,6 +1,6 @@
 /**
  * The API keys admin API (inside the /api/v1 admin scope): create (the secret is in this one
- * answer and nowhere else), list, show, revoke. The view schema has no field for a secret or hash.
+ * answer and nowhere else), list (newest first, in keyset pages), show, revoke. The view schema has no field for a secret or hash.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
@@ -10,6 +10,7 @@ import { zenovaError } from '../errors.js';
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../keys/api-key-store.js';
 import { apiKeyCreateSchema, apiKeyListQuerySchema } from '../keys/api-key-validation.js';
 import { apiKeyViewSchema, toApiKeyView } from '../keys/api-key-view.js';
+import { decodeNewestFirstCursor, encodeNewestFirstCursor, NOT_OUR_CURSOR } from './list-cursors.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const idParams = z.object({ id: boundedText(64) });
@@ -31,8 +32,14 @@ export const apiKeysRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fasti
   });
 
   app.get('/api-keys', {
-    schema: { querystring: apiKeyListQuerySchema, response: { 200: z.object({ apiKeys: z.array(apiKeyViewSchema) }) } },
-  }, async (request) => ({ apiKeys: (await listApiKeys(pool, { account: request.query.account })).map(toApiKeyView) }));
+    schema: { querystring: apiKeyListQuerySchema, response: { 200: z.object({ apiKeys: z.array(apiKeyViewSchema), nextCursor: z.string().nullable() }) } },
+  }, async (request) => {
+    const q = request.query;
+    const cursor = q.cursor === undefined ? undefined : decodeNewestFirstCursor(q.cursor);
+    if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
+    const { keys, next } = await listApiKeys(pool, { account: q.account, limit: q.limit, cursor });
+    return { apiKeys: keys.map(toApiKeyView), nextCursor: next === undefined ? null : encodeNewestFirstCursor(next) };
+  });
 
   app.get('/api-keys/:id', {
     schema: { params: idParams, response: { 200: apiKeyViewSchema } },

@@ -8,7 +8,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { creditAccount } from '../billing/account-credits.js';
-import { decodeLeaseCursor, decodeSpendCursor, encodeLeaseCursor, encodeSpendCursor, MAX_LEASE_CURSOR_LENGTH, MAX_SPEND_CURSOR_LENGTH } from '../billing/billing-cursors.js';
+import { decodeSpendCursor, encodeSpendCursor, MAX_SPEND_CURSOR_LENGTH } from '../billing/billing-cursors.js';
+import { decodeNewestFirstCursor, encodeNewestFirstCursor, MAX_NEWEST_FIRST_CURSOR_LENGTH, NOT_OUR_CURSOR } from './list-cursors.js';
 import type { SpendCursor } from '../billing/billing-cursors.js';
 import { balanceView, balanceViewSchema, findAccount, leaseViewSchema, listLeases, spendBy, spendRowSchema } from '../billing/billing-views.js';
 import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text } from '../config/config-fields.js';
@@ -53,10 +54,9 @@ const leasesQuery = z.strictObject({
   node: boundedText(64).optional(),
   account: boundedText(128).optional(),
   limit: listLimitSchema(MAX_LEASE_LIMIT, DEFAULT_LEASE_LIMIT),
-  cursor: boundedText(MAX_LEASE_CURSOR_LENGTH).optional(),
+  cursor: boundedText(MAX_NEWEST_FIRST_CURSOR_LENGTH).optional(),
 });
 
-const NOT_OUR_CURSOR = 'cursor: not a cursor this API returned';
 
 /**
  * The grouping and window of a next page are its cursor's: a first page without `to` ends "now",
@@ -134,7 +134,7 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
     },
   }, async (request) => {
     const q = request.query;
-    const cursor = q.cursor === undefined ? undefined : decodeLeaseCursor(q.cursor);
+    const cursor = q.cursor === undefined ? undefined : decodeNewestFirstCursor(q.cursor);
     if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
     let nodeId: string | undefined;
     if (q.node !== undefined) {
@@ -144,6 +144,6 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
     }
     const accountId = q.account === undefined ? undefined : (await accountOf(q.account)).id;
     const { leases, next } = await listLeases(pool, { nodeId, accountId, limit: q.limit, cursor });
-    return { leases, nextCursor: next === undefined ? null : encodeLeaseCursor(next) };
+    return { leases, nextCursor: next === undefined ? null : encodeNewestFirstCursor(next) };
   });
 };

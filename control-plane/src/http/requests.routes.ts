@@ -17,6 +17,7 @@ import { decodeCursor, encodeCursor, MAX_CURSOR_LENGTH } from '../records/record
 import { findSetAsideRecord, getRecord, listRecords } from '../records/record-queries.js';
 import type { SetAsideRecord } from '../records/record-queries.js';
 import { requestDetailSchema, requestSummarySchema, toRequestDetail, toRequestSummary } from '../records/record-view.js';
+import { NOT_OUR_CURSOR } from './list-cursors.js';
 import { checkWindowOrder, instantSchema, listLimitSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
@@ -72,7 +73,7 @@ export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secr
   }, async (request) => {
     const q = request.query;
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
-    if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'cursor: not a cursor this API returned');
+    if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
     const node = q.node === undefined ? undefined : await findNodeByNameOrId(pool, q.node);
     if (q.node !== undefined && node === undefined) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named or with id '${q.node}' (a deleted node's records are listed by its id).`);
     const { rows, next } = await listRecords(pool, {

@@ -9,6 +9,8 @@ import { throwProblems } from '../config/config-fields.js';
 import { withConfigChange } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
+import { afterNewestFirstCursorSql, createdAtUsSql } from '../http/list-cursors.js';
+import type { NewestFirstCursor } from '../http/list-cursors.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import { lockGuardrailPolicyByName } from '../policies/guardrail-policy-store.js';
 import { lockRateLimitPolicyByName } from '../policies/rate-limit-policy-store.js';
@@ -26,6 +28,9 @@ const SELECT = `select k.id, a.name as account, k.name, k.key_prefix as prefix, 
   join accounts a on a.id = k.account_id
   left join rate_limit_policies r on r.id = k.rate_limit_policy_id and r.deleted_at is null
   left join guardrail_policies g on g.id = k.guardrail_policy_id and g.deleted_at is null`;
+
+/** The key's created_at to the microsecond too, for the list's cursor. */
+const SELECT_WITH_CREATED_US = SELECT.replace(' from api_keys k', `, ${createdAtUsSql('k.created_at')} as "createdUs"\n  from api_keys k`);
 
 function notFound(id: string): Error {
   // The id is echoed only when it has the shape of one: a path may carry anything.
@@ -67,18 +72,43 @@ export async function createApiKey(
 }
 
 /** Every key (active, expired and revoked), newest first; only the named live account's when `account` is given. */
-export async function listApiKeys(db: Queryable, filter: { account?: string | undefined } = {}): Promise<ApiKeyRow[]> {
-  if (filter.account === undefined) {
-    const { rows } = await db.query<ApiKeyRow>(`${SELECT} where a.deleted_at is null order by k.created_at desc, k.id`);
-    return rows;
+export interface ApiKeyListFilter {
+  /** An account's id: only its keys. */
+  accountId?: string | undefined;
+  limit: number;
+  cursor?: NewestFirstCursor | undefined;
+}
+
+/**
+ * The key list's SQL (apart from running it, so a test can read its plan): live accounts' keys,
+ * newest first, (created_at, id) descending, a range of migration 0017's indexes from the cursor.
+ */
+export function listApiKeysQuery(filter: ApiKeyListFilter): { text: string; values: unknown[] } {
+  const where = ['a.deleted_at is null'];
+  const values: unknown[] = [];
+  if (filter.accountId !== undefined) where.push(`k.account_id = $${values.push(filter.accountId)}::uuid`);
+  if (filter.cursor !== undefined) where.push(afterNewestFirstCursorSql('k.created_at', 'k.id', filter.cursor, values));
+  return {
+    text: `${SELECT_WITH_CREATED_US} where ${where.join(' and ')} order by k.created_at desc, k.id desc limit $${values.push(filter.limit + 1)}`,
+    values,
+  };
+}
+
+/** One page of keys (expired and revoked ones included), of all live accounts or the one named; `next` when more follow. */
+export async function listApiKeys(
+  db: Queryable, filter: { account?: string | undefined; limit: number; cursor?: NewestFirstCursor | undefined },
+): Promise<{ keys: ApiKeyRow[]; next: NewestFirstCursor | undefined }> {
+  let accountId: string | undefined;
+  if (filter.account !== undefined) {
+    const { rows: accounts } = await db.query<{ id: string }>('select id from accounts where name = $1 and deleted_at is null', [filter.account]);
+    if (accounts[0] === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named '${filter.account}'.`);
+    accountId = accounts[0].id;
   }
-  const { rows: accounts } = await db.query('select 1 from accounts where name = $1 and deleted_at is null', [filter.account]);
-  if (accounts.length === 0) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named '${filter.account}'.`);
-  const { rows } = await db.query<ApiKeyRow>(
-    `${SELECT} where a.name = $1 and a.deleted_at is null order by k.created_at desc, k.id`,
-    [filter.account],
-  );
-  return rows;
+  const { rows } = await db.query<ApiKeyRow & { createdUs: string }>(listApiKeysQuery({ accountId, limit: filter.limit, cursor: filter.cursor }));
+  const page = rows.slice(0, filter.limit);
+  const last = page.at(-1);
+  const next = rows.length > filter.limit && last !== undefined ? { createdAtUs: BigInt(last.createdUs), id: last.id } : undefined;
+  return { keys: page.map(({ createdUs: _, ...key }) => key), next };
 }
 
 export async function getApiKey(db: Queryable, id: string): Promise<ApiKeyRow> {

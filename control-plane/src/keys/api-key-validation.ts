@@ -1,7 +1,8 @@
 /** The API key create body and the list filter. */
 import { z } from 'zod';
-import { bodyObject, configNameSchema, text } from '../config/config-fields.js';
-import { FINER_THAN_MS, MILLISECOND_RULE, isInstantInRange } from '../http/zod-schemas.js';
+import { bodyObject, boundedText, configNameSchema, text } from '../config/config-fields.js';
+import { MAX_NEWEST_FIRST_CURSOR_LENGTH } from '../http/list-cursors.js';
+import { FINER_THAN_MS, MILLISECOND_RULE, isInstantInRange, listLimitSchema } from '../http/zod-schemas.js';
 import { TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE } from '../tools/tool-server-validation.js';
 
 export const MAX_ALLOWED_MODELS = 1000;
@@ -52,8 +53,15 @@ export const apiKeyCreateSchema = bodyObject({
 
 export type ApiKeyCreateInput = z.output<typeof apiKeyCreateSchema>;
 
+export const DEFAULT_API_KEY_LIST_LIMIT = 1_000;
+export const MAX_API_KEY_LIST_LIMIT = 10_000;
+
 // Strict: an unknown parameter (`?acount=`) would otherwise list every account's keys.
-export const apiKeyListQuerySchema = z.strictObject({ account: configNameSchema.optional() });
+export const apiKeyListQuerySchema = z.strictObject({
+  account: configNameSchema.optional(),
+  limit: listLimitSchema(MAX_API_KEY_LIST_LIMIT, DEFAULT_API_KEY_LIST_LIMIT),
+  cursor: boundedText(MAX_NEWEST_FIRST_CURSOR_LENGTH).optional(),
+});
 
 export function isApiKeyId(value: string): boolean {
   return UUID.test(value);

@@ -196,7 +196,7 @@ t.test("an account's leases are listed by /leases?account=; its balance counts e
 t.test('every lease list page reads an index in (created_at, id) order from its cursor, without sorting the leases whole', async (t) => {
   // The cursor must be the index range's bound, not a filter on every row read.
   const plan = (filter: Omit<LeaseFilter, 'limit'>): Promise<string> => indexOnlyPlan(pool, listLeasesQuery({ ...filter, limit: 50 }));
-  const cursor = { createdAtUs: 1767225600000000n, leaseId: '00000000-0000-4000-8000-000000000000' };
+  const cursor = { createdAtUs: 1767225600000000n, id: '00000000-0000-4000-8000-000000000000' };
   for (const [filter, index] of [
     [{}, 'credit_leases_created_idx'],
     [{ cursor }, 'credit_leases_created_idx'],
