@@ -188,7 +188,9 @@ export class LeaseBook {
     const stored = this.persist(lease.snapshot(), lease.snapshot());
     if (stored !== undefined) lease.adoptFigures(stored.stored);
     this.adopt(lease);
-    return 'applied';
+    // Stored as returned: a replica that held the link before this one (and never told this one of
+    // the lease) returned it, and the control plane, granting it again, missed that return.
+    return lease.state === 'returned' ? 'already-returned' : 'applied';
   }
 
   private adopt(lease: CreditLease): void {

@@ -144,3 +144,19 @@ t.test("a grant of a lease another replica returned is answered as already retur
   a.book.markReturned(a.book.leaseOf('acct-1')!);
   t.equal(b.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 1_000, expiresAt: NOW + 120_000 }), 'already-returned');
 });
+
+t.test('a grant of a lease another replica was granted and returned, all before this replica knew of it, is answered as already returned too', async (t) => {
+  const { dir, open } = twoReplicas(t);
+  // B started first and never served the account: the lease is new to it when the grant comes.
+  const b = open(2);
+  const a = open(1);
+  a.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 1_000, expiresAt: NOW + 60_000 });
+  const reservation = a.book.leaseOf('acct-1')!.reserve(300, NOW, 'req-1');
+  t.ok(reservation, 'A reserves 300');
+  a.book.leaseOf('acct-1')!.settle(reservation!, 300);
+  t.equal(a.book.markReturned(a.book.leaseOf('acct-1')!), 700, 'A hands back 700 (the return is lost)');
+  // B now holds the control link; the control plane, still counting the lease open, grants it again.
+  t.equal(b.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 1_000, expiresAt: NOW + 120_000 }), 'already-returned', 'so the return is sent again');
+  t.equal(b.book.leaseOf('acct-1'), undefined, 'and B does not serve from it');
+  t.match(storedLease(dir, 'lease-1'), { state: 'returned', spent: 300 }, 'it stays returned on disk, with what A spent');
+});
