@@ -49,8 +49,8 @@ export async function ensureDemoConfig(
     }
   }
   if (saved.apiKey && saved.apiKeyId) {
-    const keys = await must<{ apiKeys: Array<{ id: string; status: string }> }>(api, 'GET', `/api/v1/api-keys?account=${DEMO_ACCOUNT}`, undefined, [200]);
-    if (keys.apiKeys.some((k) => k.id === saved.apiKeyId && k.status === 'active')) return { apiKey: saved.apiKey, apiKeyId: saved.apiKeyId };
+    const key = await api.call<{ account?: string; status?: string }>('GET', `/api/v1/api-keys/${encodeURIComponent(saved.apiKeyId)}`);
+    if (key.status === 200 && key.body.account === DEMO_ACCOUNT && key.body.status === 'active') return { apiKey: saved.apiKey, apiKeyId: saved.apiKeyId };
   }
   const created = await must<{ secret: string; apiKey: { id: string } }>(api, 'POST', '/api/v1/api-keys', { account: DEMO_ACCOUNT, name: 'dev-stack-demo' }, [201]);
   return { apiKey: created.secret, apiKeyId: created.apiKey.id };
