@@ -81,7 +81,7 @@ t.test('an account whose only key has expired is offered no credit lease', async
   const accountId = await insertAccount(pool);
   const nodeId = await insertNode(pool);
   await pool.query('insert into account_balances (account_id, balance_micros) values ($1, 1000)', [accountId]);
-  t.ok((await accountsToLease(pool, nodeId)).includes(accountId), 'offered while its key is valid');
+  t.ok((await accountsToLease(pool, nodeId, Date.now(), 3_600_000)).includes(accountId), 'offered while its key is valid');
   await pool.query(`update api_keys set expires_at = now() - interval '1 second' where account_id = $1`, [accountId]);
-  t.notOk((await accountsToLease(pool, nodeId)).includes(accountId), 'not offered once it has expired');
+  t.notOk((await accountsToLease(pool, nodeId, Date.now(), 3_600_000)).includes(accountId), 'not offered once it has expired');
 });

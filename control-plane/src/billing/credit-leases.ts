@@ -228,16 +228,26 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt) }, addedMicros: add, overcommittedMicros };
 }
 
-/** The accounts a node serves (live, active, with a key neither revoked nor expired and free credit), or that it holds an open lease of. */
-export async function accountsToLease(db: pg.Pool | pg.PoolClient, nodeId: string): Promise<string[]> {
+/**
+ * The accounts a node serves (live, active, with a key neither revoked nor expired) that have free
+ * credit or a lease to reclaim — one expired while open, or one closed past the hold bound still
+ * holding credit: its top-up is where that reclaim happens (reclaimLeases), and without it credit a
+ * node gone for good took stayed outstanding, no other node being offered the account — and those
+ * the node holds an open lease of. `nowMs` and `holdMs` are the top-up's own.
+ */
+export async function accountsToLease(db: pg.Pool | pg.PoolClient, nodeId: string, nowMs: number, holdMs: number): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `select a.id from accounts a
       where (a.deleted_at is null and a.status = 'active'
              and exists (select 1 from api_keys k where k.account_id = a.id and ${API_KEY_IN_USE_SQL})
-             and exists (select 1 from account_balances b where b.account_id = a.id and b.balance_micros > b.outstanding_micros))
+             and (exists (select 1 from account_balances b where b.account_id = a.id and b.balance_micros > b.outstanding_micros)
+                  or exists (select 1 from credit_leases l where l.account_id = a.id
+                               and ((l.state = 'open' and l.expires_at <= to_timestamp($2::bigint / 1000.0))
+                                    or (l.state = 'returned' and l.granted_micros - l.spent_micros - l.returned_micros > 0
+                                        and l.closed_at <= to_timestamp(($2::bigint - $3::bigint) / 1000.0))))))
          or exists (select 1 from credit_leases l where l.account_id = a.id and l.node_id = $1 and l.state = 'open')
       order by a.id`,
-    [nodeId],
+    [nodeId, Math.floor(nowMs), Math.floor(holdMs)],
   );
   return rows.map((r) => r.id);
 }

@@ -71,7 +71,7 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
 
   async function grantAll(node: StreamNode, send: NodeSend, force: boolean): Promise<void> {
     // One transaction per account: an account's lock is never held while another is taken.
-    for (const accountId of await accountsToLease(deps.pool, node.nodeId)) await grantOne(node, accountId, send, force);
+    for (const accountId of await accountsToLease(deps.pool, node.nodeId, now(), policy.holdMs ?? policy.ttlMs)) await grantOne(node, accountId, send, force);
   }
 
   return {

@@ -170,6 +170,54 @@ t.test('closed credit leases', async (t) => {
     t.same(await replay.replayLedger(pool), []);
   });
 
+  t.test('a node gone for good that took all of an account\'s credit does not keep it: once its lease expires, or the hold of its closed lease passes, another live node is granted the credit', async (t) => {
+    const policy: LeasePolicy = { ...GREEDY, holdMs: 10 * HOUR };
+    const t0 = Date.now();
+    let now = t0;
+    let handler = createLeaseStreamHandler({ pool, logger: pino({ level: 'silent' }), policy, now: () => now });
+    /** What one session of `nodeId` is granted of `account` when it goes live at `now` (a lease's whole amount). */
+    const grantedTo = async (nodeId: string, account: string): Promise<bigint> => {
+      const node = { nodeId, nodeName: 'b', sessionId: `reclaim-${nodeId}-${now}` };
+      const sent: ControlMessage[] = [];
+      await handler.onLive!(node, (m) => {
+        sent.push(m);
+        return true;
+      });
+      handler.onEnded!(node);
+      return sent.filter((m) => m.leaseGrant?.accountId === account).reduce((sum, m) => sum + m.leaseGrant!.amountMicros, 0n);
+    };
+
+    // Expired while open: node A took the whole balance and was never heard from again.
+    const expiring = await insertAccount(pool);
+    await creditAccount(pool, expiring, 1_000n, null);
+    const a = await insertNode(pool);
+    const b = await insertNode(pool);
+    t.equal((await tx((c) => topUpLease(c, a, expiring, policy, t0))).addedMicros, 1_000n, 'A leases the whole balance');
+    t.equal(await grantedTo(b, expiring), 0n, 'before A\'s lease expires, B gets nothing: there is nothing free');
+    now = t0 + HOUR + 1_000;
+    t.equal(await grantedTo(b, expiring), 1_000n, 'after it, B is granted the credit A\'s lease held');
+    t.same(await replay.replayLedger(pool), []);
+
+    // Closed with a reservation no record ever settled: held until the bound (leases live longer
+    // than it here, so only the hold ends within the test's time), then another node's.
+    const longLived: LeasePolicy = { ...policy, ttlMs: 100 * HOUR };
+    handler = createLeaseStreamHandler({ pool, logger: pino({ level: 'silent' }), policy: longLived, now: () => now });
+    now = t0;
+    const held = await insertAccount(pool);
+    await creditAccount(pool, held, 1_000n, null);
+    const c = await insertNode(pool);
+    const d = await insertNode(pool);
+    const lease = (await tx((cl) => topUpLease(cl, c, held, longLived, t0))).lease!;
+    t.equal(await tx((cl) => returnLease(cl, c, held, lease.id, 400n, 400n, CUTOFF)), 600n, 'C returns its lease, 400 of it reserved by a request in flight');
+    t.equal(await grantedTo(d, held), 600n, 'D gets what C handed back; C\'s reserved 400 stays held');
+    const e = await insertNode(pool);
+    now = t0 + 9 * HOUR;
+    t.equal(await grantedTo(e, held), 0n, 'within the hold bound a node without a lease of the account gets nothing: D holds the rest');
+    now = t0 + 10 * HOUR + 1_000;
+    t.equal(await grantedTo(e, held), 400n, 'past it, that node is granted the 400 C\'s lease held');
+    t.equal(await leaseOutstanding(pool, lease.id), 0n);
+  });
+
   t.test('an account whose leases hold more than its balance is reported and logged at error level', async (t) => {
     const account = await insertAccount(pool);
     const n1 = await insertNode(pool);

@@ -64,7 +64,7 @@ t.test('a lease top-up that waited for a node deletion on another replica opens 
   const { rows: open } = await pool.query<{ n: number }>("select count(*)::int as n from credit_leases where node_id = $1 and state = 'open'", [nodeId]);
   t.equal(open[0]!.n, 0, 'the deleted node has no open lease');
   t.equal((await storedBalance(pool, account)).outstanding, 0n, 'none of the balance is held for it');
-  t.ok((await accountsToLease(pool, other)).includes(account), "another node can lease the account's credit");
+  t.ok((await accountsToLease(pool, other, Date.now(), 3_600_000)).includes(account), "another node can lease the account's credit");
   const healed = await withTransaction(replicaA, (c) => topUpLease(c, other, account, POLICY, Date.now()));
   t.equal(healed.addedMicros, 1_000_000n, 'and gets all of it');
 });
@@ -100,5 +100,5 @@ t.test("a node's first lease of an account, topped up while another replica dele
   t.equal(open[0]!.n, 0, 'the deleted node has no open lease');
   t.equal((await storedBalance(pool, account)).outstanding, 0n, 'none of the balance is held for it');
   const third = await insertNode(pool, 'third');
-  t.ok((await accountsToLease(pool, third)).includes(account), 'a live node is offered the account');
+  t.ok((await accountsToLease(pool, third, Date.now(), 3_600_000)).includes(account), 'a live node is offered the account');
 });
