@@ -8,15 +8,25 @@ import type { PipelineContext } from '../context.js';
 import { rejectWith } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
 
+/**
+ * Billed above the price the node charges (OpenAI audio, Anthropic advisor tools and compaction, an
+ * output limit the node does not set): refused when the request is billed at all; an unpriced
+ * request (a local key, a model without a price) bills nothing. The surface stage asks first, so
+ * such a request, which can never succeed, spends no rate-limit quota.
+ */
+export function billedAbovePriceRefusal(ctx: PipelineContext): StageResult {
+  const billedAbovePrice = ctx.billedAbovePrice;
+  if (billedAbovePrice !== undefined && isPriced(ctx)) return invalidField(billedAbovePrice.param, billedAbovePrice.reason);
+  return undefined;
+}
+
 export const preauthoriseStage: Stage = {
   name: 'preauthorise',
   always: false,
   run(ctx: PipelineContext): StageResult {
-    // Billed above the price the node charges (OpenAI audio, Anthropic advisor tools and compaction,
-    // an output limit the node does not set): refused when the request is billed at all, before
-    // anything is reserved; an unpriced request (a local key, a model without a price) bills nothing.
-    const billedAbovePrice = ctx.billedAbovePrice;
-    if (billedAbovePrice !== undefined && isPriced(ctx)) return invalidField(billedAbovePrice.param, billedAbovePrice.reason);
+    // Refused in the surface stage already; checked again before anything is reserved.
+    const billedAbove = billedAbovePriceRefusal(ctx);
+    if (billedAbove !== undefined) return billedAbove;
     // ctx.estimatedInputTokens includes the template's tokens, tools, schemas, images and documents (rate-limit stage).
     const refused = ctx.deps.credit.preauthorise(ctx);
     if (refused !== undefined) return refused;
