@@ -8,7 +8,7 @@
  *   window rides along, so the next pages of a default window (ending "now") read the same window.
  * The lease list's cursor is the one every newest-first list shares: http/list-cursors.ts.
  */
-import { isStorableText } from '../config/config-fields.js';
+import { codePointLength, isStorableText } from '../config/config-fields.js';
 import type { SpendBy } from './billing-views.js';
 
 export interface SpendCursor {
@@ -57,12 +57,6 @@ export function decodeSpendCursor(text: string): SpendCursor | undefined {
   if (encodeSpendCursor(cursor) !== text) return undefined;
   const inRange = (ms: number): boolean => ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS;
   // Spend may pass 2^53 but not PostgreSQL's bigint; an id holding NUL made the query a 500.
-  const idOk = cursor.id === null || (cursor.id.length >= 1 && codePoints(cursor.id) <= MAX_GROUP_ID_LENGTH && isStorableText(cursor.id));
+  const idOk = cursor.id === null || (cursor.id.length >= 1 && codePointLength(cursor.id) <= MAX_GROUP_ID_LENGTH && isStorableText(cursor.id));
   return inRange(cursor.fromMs) && inRange(cursor.toMs) && cursor.fromMs < cursor.toMs && cursor.spentMicros <= MAX_MICROS && idOk ? cursor : undefined;
-}
-
-function codePoints(text: string): number {
-  let n = 0;
-  for (const _ of text) n += 1;
-  return n;
 }

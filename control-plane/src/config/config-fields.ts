@@ -19,6 +19,13 @@ const UNSTORABLE_CHAR = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\
 export const STORABLE_TEXT_RULE = 'must not contain NUL (U+0000) or unpaired UTF-16 surrogates';
 export const isStorableText = (value: string): boolean => !UNSTORABLE_CHAR.test(value);
 
+/** Characters as zod's string lengths and PostgreSQL's length() count them: code points, not UTF-16 units. */
+export function codePointLength(text: string): number {
+  let n = 0;
+  for (const _ of text) n += 1;
+  return n;
+}
+
 /**
  * A string field: "is required" when absent, "must be a string" for another type, and refused when
  * PostgreSQL could not store it. Every text field, path segment and query value goes through this.

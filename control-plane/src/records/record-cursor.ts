@@ -5,21 +5,25 @@
  * escaped as JSON could grow past it, and paging stopped at such a record.
  */
 import { MAX_RECORD_UNIX_MS } from '../../../proto/src/index.js';
-import { isStorableText } from '../config/config-fields.js';
+import { codePointLength, isStorableText } from '../config/config-fields.js';
 
 export interface RecordCursor {
   receivedAtMs: number;
   requestId: string;
 }
 
-/** A record's request id is 1..128 UTF-16 code units (proto/src/request-record.ts). */
+/**
+ * A record's request id is 1..128 characters (proto/src/request-record.ts) as zod and the database's
+ * check count them: code points, so up to 256 UTF-16 code units (emoji, say).
+ */
 const MAX_REQUEST_ID_LENGTH = 128;
 
 /**
- * The longest cursor encodeCursor can give: a code unit is at most 3 bytes of UTF-8 (a surrogate
- * pair is 4 bytes for 2 units), and base64 spends 4 characters on 3 bytes.
+ * The longest cursor encodeCursor can give: a code point is at most 4 bytes of UTF-8, and base64
+ * spends 4 characters on 3 bytes. (Bounded by 3 bytes per UTF-16 unit, it was too short for an id of
+ * 128 emoji: the cursor issued after such a record was refused, and paging stopped there.)
  */
-export const MAX_CURSOR_LENGTH = String(MAX_RECORD_UNIX_MS).length + 1 + Math.ceil((MAX_REQUEST_ID_LENGTH * 3 * 4) / 3);
+export const MAX_CURSOR_LENGTH = String(MAX_RECORD_UNIX_MS).length + 1 + Math.ceil((MAX_REQUEST_ID_LENGTH * 4 * 4) / 3);
 
 export function encodeCursor(cursor: RecordCursor): string {
   return `${cursor.receivedAtMs}.${Buffer.from(cursor.requestId, 'utf8').toString('base64url')}`;
@@ -58,5 +62,5 @@ function parseJsonCursor(text: string): RecordCursor | undefined {
  */
 function isRecordPosition({ receivedAtMs, requestId }: RecordCursor): boolean {
   return Number.isSafeInteger(receivedAtMs) && receivedAtMs >= 0 && receivedAtMs <= MAX_RECORD_UNIX_MS
-    && requestId.length >= 1 && requestId.length <= MAX_REQUEST_ID_LENGTH && isStorableText(requestId);
+    && requestId.length >= 1 && codePointLength(requestId) <= MAX_REQUEST_ID_LENGTH && isStorableText(requestId);
 }

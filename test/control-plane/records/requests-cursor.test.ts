@@ -15,8 +15,9 @@ const { call } = await configApp(t, db.url);
 const A = { nodeId: 'node-spool-test-0001', nodeName: 'edge-a' };
 const base = Date.UTC(2026, 10, 1, 8, 0, 0);
 
-// The longest ids a record may have, in characters of each UTF-8 length and escaped in JSON.
-const longIds = ['€'.repeat(128), '😀'.repeat(64), '\u0001'.repeat(128), 'é'.repeat(128), 'a'.repeat(128)];
+// The longest ids a record may have, in characters of each UTF-8 length and escaped in JSON. The
+// schema counts code points: 128 emoji are 256 UTF-16 units and 512 bytes of UTF-8.
+const longIds = ['€'.repeat(128), '😀'.repeat(128), '\u0001'.repeat(128), 'é'.repeat(128), 'a'.repeat(128)];
 await ingestRecords(pool, A, longIds.map((id, i) => record(id, { receivedAt: base + i, finishedAt: base + i })));
 
 /** A cursor as the API wrote them before the id was encoded as bytes. */
@@ -37,7 +38,7 @@ t.test('paging one record at a time reaches every record, whatever characters it
 });
 
 t.test('the longest cursor the API can issue is exactly the longest the list accepts', async (t) => {
-  const longest = encodeCursor({ receivedAtMs: MAX_RECORD_UNIX_MS, requestId: '€'.repeat(128) });
+  const longest = encodeCursor({ receivedAtMs: MAX_RECORD_UNIX_MS, requestId: '😀'.repeat(128) });
   t.equal(longest.length, MAX_CURSOR_LENGTH);
   t.equal((await call('GET', `/api/v1/requests?cursor=${longest}`)).statusCode, 200);
   const res = await call('GET', `/api/v1/requests?cursor=${longest}0`);
@@ -54,6 +55,7 @@ t.test('a cursor naming a position no record can have is a 400 naming the cursor
     'a time past the last a record may carry, as cursors were written before': jsonCursor(Number.MAX_SAFE_INTEGER, 'a'),
     'a negative time, as cursors were written before': jsonCursor(-1, 'a'),
     'an id over 128 characters': encodeCursor({ receivedAtMs: base, requestId: 'a'.repeat(129) }),
+    'an id over 128 characters, some of them emoji': encodeCursor({ receivedAtMs: base, requestId: `${'😀'.repeat(100)}${'a'.repeat(29)}` }),
     'an empty id, as cursors were written before': jsonCursor(base, ''),
     'bytes that are not UTF-8': `${base}.${Buffer.from([0x61, 0xff]).toString('base64url')}`,
     'a time with a leading zero': `0${encodeCursor({ receivedAtMs: base, requestId: 'a' })}`,
@@ -69,5 +71,5 @@ t.test('a cursor naming a position no record can have is a 400 naming the cursor
 t.test('a cursor issued before the id was encoded as bytes still pages on', async (t) => {
   const res = await call('GET', `/api/v1/requests?limit=10&from=${base}&cursor=${jsonCursor(base + 3, 'é'.repeat(128))}`);
   t.equal(res.statusCode, 200, res.body.slice(0, 200));
-  t.same(res.json<{ requests: Array<{ requestId: string }> }>().requests.map((r) => r.requestId), ['\u0001'.repeat(128), '😀'.repeat(64), '€'.repeat(128)]);
+  t.same(res.json<{ requests: Array<{ requestId: string }> }>().requests.map((r) => r.requestId), ['\u0001'.repeat(128), '😀'.repeat(128), '€'.repeat(128)]);
 });
