@@ -13,10 +13,10 @@ import type { CallerKey, PipelineContext } from '../pipeline/context.js';
 import { chatChoiceCount } from '../providers/openai/chat-request.js';
 import { reject } from '../pipeline/stage.js';
 import type { Rejection } from '../pipeline/stage.js';
-import type { LimitStore, RateCheck, RateMetric, SlotAdoption, SlotCheck, WindowChange } from './limit-store.js';
+import type { AdmitOutcome, LimitStore, RateCheck, RateMetric, SlotAdoption, SlotCheck, WindowChange } from './limit-store.js';
 import { noteRateLimitHit, noteRateLimitStoreFailure } from './rate-limit-hits.js';
 import type { LimitScope } from './rate-limit-hits.js';
-import { chargeFor, minuteOf, msUntilEmpty, msUntilFits, windowUsage } from './sliding-window.js';
+import { WINDOW_MS, chargeFor, minuteOf, msUntilEmpty, msUntilFits, windowUsage } from './sliding-window.js';
 import type { RateLimiter } from './rate-limiter.js';
 
 /** Output tokens assumed per choice when a chat/messages request names no max_tokens (trued up afterwards). */
@@ -56,6 +56,17 @@ export function tokenEstimate(ctx: PipelineContext): number {
  * at the decayed weight of a past minute nor dropped with a window that is gone; it is not spread
  * over the minutes it ran, because the node does not know how its tokens were spread.
  */
+/**
+ * The time the store judged rate check `index` by: `nowMs`, or the start of a later minute another
+ * replica had already written (read in the store's transaction after this one read its clock, or
+ * after the wall clock stepped back). The counts are that minute's: waits and headers are worked
+ * out there and the gap to it added, so a refusal's Retry-After is never too short.
+ */
+function judgedAt(outcome: AdmitOutcome, index: number, nowMs: number): number {
+  const minute = outcome.chargedMinutes?.[index];
+  return minute === undefined ? nowMs : Math.max(nowMs, minute * WINDOW_MS);
+}
+
 export function tokenTrueUp(checks: ReadonlyArray<RateCheck & { admittedMinute: number }>, used: number, endMinute: number): WindowChange[] {
   const changes: WindowChange[] = [];
   for (const { subject, charge, admittedMinute } of checks) {
@@ -225,7 +236,7 @@ export class NodeRateLimiter implements RateLimiter {
     // Taken whether this request is admitted or not: they run either way.
     for (const adoption of adopt) this.adopted(adoption);
 
-    this.setRateHeaders(ctx, rates, outcome.windows, outcome.admitted, nowMs);
+    this.setRateHeaders(ctx, rates, outcome, nowMs);
 
     if (outcome.failedRate >= 0) {
       // The message and metrics name the first limit that did not fit; the wait is the longest
@@ -236,7 +247,8 @@ export class NodeRateLimiter implements RateLimiter {
       let waitMs = 0;
       for (const [index, rate] of rates.entries()) {
         const counts = outcome.windows[index] ?? { prev: 0, cur: 0 };
-        waitMs = Math.max(waitMs, msUntilFits(counts, rate.charge, rate.limit, nowMs));
+        const at = judgedAt(outcome, index, nowMs);
+        waitMs = Math.max(waitMs, at - nowMs + msUntilFits(counts, rate.charge, rate.limit, at));
       }
       ctx.responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(waitMs / 1000)));
       noteRateLimitHit(ctx, { scope, limit: check.metric });
@@ -336,16 +348,17 @@ export class NodeRateLimiter implements RateLimiter {
   }
 
   /** x-ratelimit-{limit,remaining,reset}-{requests,tokens} for the tightest limit of each metric. */
-  private setRateHeaders(ctx: PipelineContext, rates: RateCheck[], windows: ReadonlyArray<{ prev: number; cur: number }>, admitted: boolean, nowMs: number): void {
+  private setRateHeaders(ctx: PipelineContext, rates: RateCheck[], outcome: AdmitOutcome, nowMs: number): void {
     for (const metric of ['requests', 'tokens'] as const satisfies readonly RateMetric[]) {
       let best: { limit: number; remaining: number; resetMs: number } | undefined;
       for (const [index, check] of rates.entries()) {
         if (check.metric !== metric) continue;
-        const before = windows[index] ?? { prev: 0, cur: 0 };
-        const after = admitted ? { prev: before.prev, cur: before.cur + check.charge } : before;
-        const remaining = Math.max(0, Math.floor(check.limit - windowUsage(after, nowMs) + 1e-9));
+        const before = outcome.windows[index] ?? { prev: 0, cur: 0 };
+        const after = outcome.admitted ? { prev: before.prev, cur: before.cur + check.charge } : before;
+        const at = judgedAt(outcome, index, nowMs);
+        const remaining = Math.max(0, Math.floor(check.limit - windowUsage(after, at) + 1e-9));
         if (best === undefined || remaining < best.remaining || (remaining === best.remaining && check.limit < best.limit)) {
-          best = { limit: check.limit, remaining, resetMs: msUntilEmpty(after, nowMs) };
+          best = { limit: check.limit, remaining, resetMs: at - nowMs + msUntilEmpty(after, at) };
         }
       }
       if (best === undefined) continue;

@@ -71,3 +71,38 @@ t.test('over every window of limits up to 30, a retry at the whole-second Retry-
   t.ok(refusals > 10_000, `${refusals} refusals scanned`);
   t.same(missed.slice(0, 5), [], `${missed.length} retries at Retry-After refused again`);
 });
+
+t.test('sqlite: a replica whose clock reads just before a minute another replica has already written gives a Retry-After counted from that minute, and no remaining requests on a refusal', async (t) => {
+  // Replica A read its clock 100 ms before the boundary (then, say, waited for the write lock);
+  // replica B had admitted in the new minute meanwhile. The store judges A by the new minute.
+  const dir = t.testdir();
+  const clockA = new ManualClock(T0 + 30_000);
+  const clockB = new ManualClock(T0 + 30_000);
+  const a = new NodeRateLimiter(new SqliteLimitStore({ location: dir, clock: clockA, heartbeatTimer: false }), quietLogger);
+  const b = new NodeRateLimiter(new SqliteLimitStore({ location: dir, clock: clockB, heartbeatTimer: false }), quietLogger);
+  t.teardown(() => {
+    a.close();
+    b.close();
+  });
+  const keyLimits = { requestsPerMinute: 10 };
+  const send = (limiter: NodeRateLimiter, clock: ManualClock): { ok: boolean; headers: Record<string, string> } => {
+    const ctx = callContext(clock, { keyLimits });
+    const ok = limiter.admit(ctx) === undefined;
+    finish(ctx);
+    return { ok, headers: ctx.responseHeaders };
+  };
+  for (let i = 0; i < 5; i++) t.ok(send(a, clockA).ok, `A, minute M: ${i + 1} of 5`);
+  clockB.ms = T0 + 60_000;
+  for (let i = 0; i < 5; i++) t.ok(send(b, clockB).ok, `B, at M+1:00.000: ${i + 1} of 5`);
+  clockA.ms = T0 + 59_900;
+  const refused = send(a, clockA);
+  t.notOk(refused.ok, 'A is refused: the window holds 10');
+  t.equal(refused.headers['x-ratelimit-remaining-requests'], '0', 'a refusal for requests per minute leaves none remaining');
+  const retryAfter = Number(refused.headers['retry-after']);
+  // From M+1:00, 5 + 5 × (1 − f) + 1 ≤ 10 needs f ≥ 1/5: 12 s into the minute, 12.1 s from A's clock.
+  t.equal(retryAfter, 13, 'counted from A\'s clock, the wait to 12.1 s rounded up');
+  clockB.ms = T0 + 59_900 + (retryAfter - 1) * 1_000;
+  t.notOk(send(b, clockB).ok, 'a second sooner is still refused');
+  clockB.ms = T0 + 59_900 + retryAfter * 1_000;
+  t.ok(send(b, clockB).ok, 'the retry at Retry-After is admitted');
+});
