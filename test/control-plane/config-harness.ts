@@ -92,3 +92,17 @@ export function expectStatus<T>(res: LightMyRequestResponse, status: number): T 
   if (res.statusCode !== status) throw new Error(`expected ${status}, got ${res.statusCode}: ${res.body}`);
   return res.json<T>();
 }
+
+/** Every page of a keyset-paged list at `url` (which has a query), following nextCursor until it is null. */
+export async function walkPages<P extends { nextCursor: string | null }>(call: ConfigApp['call'], url: string, maxPages = 10_000): Promise<P[]> {
+  const pages: P[] = [];
+  for (let cursor: string | null = null; pages.length < maxPages;) {
+    const res = await call('GET', cursor === null ? url : `${url}&cursor=${encodeURIComponent(cursor)}`);
+    if (res.statusCode !== 200) throw new Error(`${url} page ${pages.length}: ${res.statusCode} ${res.body.slice(0, 300)}`);
+    const page = res.json<P>();
+    pages.push(page);
+    cursor = page.nextCursor;
+    if (cursor === null) return pages;
+  }
+  throw new Error(`${url}: more than ${maxPages} pages`);
+}

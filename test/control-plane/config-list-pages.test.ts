@@ -6,7 +6,7 @@ import t from 'tap';
 import { listApiKeysQuery } from '../../control-plane/src/keys/api-key-store.js';
 import { indexOnlyPlan } from '../fixtures/index-plan.js';
 import { testDatabase } from '../fixtures/postgres.js';
-import { configApp, expectStatus, uniqueConfigName } from './config-harness.js';
+import { configApp, expectStatus, uniqueConfigName, walkPages } from './config-harness.js';
 import { migratedPool } from './nodes-harness.js';
 
 const db = await testDatabase(t);
@@ -16,19 +16,7 @@ const { call } = await configApp(t, db.url);
 interface KeyPage { apiKeys: Array<{ id: string; name: string; account: string; createdAt: string }>; nextCursor: string | null }
 interface AccountPage { accounts: Array<{ name: string }>; nextCursor: string | null }
 
-/** Every page of `url` (which has a query), following nextCursor until it is null. */
-async function walk<P extends { nextCursor: string | null }>(url: string): Promise<P[]> {
-  const pages: P[] = [];
-  for (let cursor: string | null = null; pages.length < 1000;) {
-    const res = await call('GET', cursor === null ? url : `${url}&cursor=${encodeURIComponent(cursor)}`);
-    if (res.statusCode !== 200) throw new Error(`${url} page ${pages.length}: ${res.statusCode} ${res.body.slice(0, 300)}`);
-    const page = res.json<P>();
-    pages.push(page);
-    cursor = page.nextCursor;
-    if (cursor === null) return pages;
-  }
-  throw new Error(`${url}: more than 1000 pages`);
-}
+const walk = <P extends { nextCursor: string | null }>(url: string): Promise<P[]> => walkPages<P>(call, url);
 
 const account = uniqueConfigName('paged');
 const other = uniqueConfigName('paged');

@@ -6,7 +6,7 @@ import { listLeasesQuery } from '../../../control-plane/src/billing/billing-view
 import type { LeaseFilter } from '../../../control-plane/src/billing/billing-views.js';
 import { indexOnlyPlan } from '../../fixtures/index-plan.js';
 import { testDatabase } from '../../fixtures/postgres.js';
-import { configApp } from '../config-harness.js';
+import { configApp, walkPages } from '../config-harness.js';
 import { migratedPool } from '../nodes-harness.js';
 import { insertAccount, insertNode } from './billing-fixtures.js';
 
@@ -17,18 +17,7 @@ const { call } = await configApp(t, db.url);
 interface SpendPage { by: string; from: string; to: string; rows: Array<{ id: string | null; spentMicros: number; requests: number }>; nextCursor: string | null }
 interface LeasePage { leases: Array<{ leaseId: string; grantedMicros: number }>; nextCursor: string | null }
 
-/** Every page of `url` (which has a query), following nextCursor until it is null. */
-async function walk<P extends { nextCursor: string | null }>(url: string): Promise<P[]> {
-  const pages: P[] = [];
-  for (let cursor: string | null = null; ;) {
-    const res = await call('GET', cursor === null ? url : `${url}&cursor=${encodeURIComponent(cursor)}`);
-    if (res.statusCode !== 200) throw new Error(`${url} page ${pages.length}: ${res.statusCode} ${res.body.slice(0, 300)}`);
-    const page = res.json<P>();
-    pages.push(page);
-    cursor = page.nextCursor;
-    if (cursor === null) return pages;
-  }
-}
+const walk = <P extends { nextCursor: string | null }>(url: string): Promise<P[]> => walkPages<P>(call, url);
 
 const accountId = await insertAccount(pool, 'acme');
 const nodeId = await insertNode(pool, 'edge-1');
