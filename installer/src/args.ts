@@ -122,6 +122,19 @@ export function singlePositional(parsed: ParsedArgs, what: string, helpCommand: 
  * writes it. Both given must agree, so a mistyped one never picks a node silently.
  */
 export function nodeNameArgument(parsed: ParsedArgs, helpCommand: string): string {
+  return notDotSegment(namedNode(parsed, helpCommand), helpCommand);
+}
+
+/**
+ * `.` and `..` pass encodeURIComponent unchanged and URL resolution removes them, so the request
+ * would reach another route (`delete ..` was DELETE /api/v1/). No node has such a name.
+ */
+function notDotSegment(name: string, helpCommand: string): string {
+  if (name === '.' || name === '..') throw new UsageError(`${JSON.stringify(name)} is not a node name: node names are 2 to 31 lowercase letters, digits and hyphens`, helpCommand);
+  return name;
+}
+
+function namedNode(parsed: ParsedArgs, helpCommand: string): string {
   const option = stringOption(parsed, 'name');
   if (option === undefined) return singlePositional(parsed, 'NAME (or --name NAME)', helpCommand);
   if (option.trim() === '') throw new UsageError('--name needs the node name', helpCommand);

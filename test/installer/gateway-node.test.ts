@@ -173,6 +173,16 @@ t.test('the node name may be given as --name NAME, as the seed writes it; a diff
   t.equal((await run('gateway-node', 'show', 'edge-alias')).code, 0, 'nothing was deleted');
 });
 
+t.test('a node name of . or .. is bad usage: URL resolution would send the request to another route', async (t) => {
+  for (const name of ['.', '..']) {
+    for (const argv of [['show', name], ['delete', name, '--yes'], ['reenroll-command', '--name', name], ['install-command', name]]) {
+      const result = await run('gateway-node', ...argv);
+      t.equal(result.code, 2, `${argv.join(' ')}: exit 2`);
+      t.match(result.stderr, new RegExp(`"${name.replace(/\./g, '\\.')}" is not a node name`), argv.join(' '));
+    }
+  }
+});
+
 t.test('a --ca-out that cannot be written is bad usage before the node is created or a command reissued', async (t) => {
   const missingDir = await create('edge-ca-out-bad', '--ca-out', '/nonexistent-zenova-dir/ca.pem');
   t.equal(missingDir.code, 2);
