@@ -52,10 +52,10 @@ t.test('status shows the last upgrade, and a switched-back one with its reason',
   );
 });
 
-t.test('an installed node dir without a node identity advises the install or re-enroll command, not zenova-node (not on the host PATH)', async (t) => {
+t.test('an installed node dir without a node identity advises the re-enroll command, not zenova-node (not on the host PATH)', async (t) => {
   const base = status({ file: 'f', bytes: 1, fileBytes: 1, backlog: 0, open: 0, error: null });
   const text = formatInstalledStatus({ ...base, node: { ...base.node!, enrolled: false, node: null } });
-  t.match(text, /^node: +not enrolled \(\/opt\/zenova-node\/data\); run the install command again .*reenroll-command NAME/m);
+  t.match(text, /^node: +not enrolled \(\/opt\/zenova-node\/data\); re-enroll it: `zenova gateway-node reenroll-command NAME`/m);
   t.notMatch(text, /zenova-node enroll/);
 });
 

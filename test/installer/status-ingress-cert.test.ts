@@ -5,7 +5,7 @@
  * does not vouch for; and it warns, without failing, within 14 days of the installed file's expiry.
  * A real HTTPS server with generated certificates stands in for node-edge.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -46,6 +46,8 @@ async function statusOf(t: Test, port: number, installedPem: string): Promise<{ 
   const etc = join(root, 'opt/zenova-node/etc');
   mkdirSync(etc, { recursive: true });
   mkdirSync(join(root, 'opt/zenova-node/data'), { recursive: true, mode: 0o700 });
+  mkdirSync(join(root, 'opt/zenova-node/releases/0.1.0'), { recursive: true });
+  symlinkSync('releases/0.1.0', join(root, 'opt/zenova-node/current'));
   writeFileSync(join(etc, 'tls-cert.pem'), installedPem);
   writeFileSync(join(etc, 'node.env'), `ZENOVA_NODE_LISTEN=0.0.0.0:${port}\nZENOVA_NODE_TLS_CERT_FILE=${CERT_FILE}\nZENOVA_NODE_TLS_KEY_FILE=/opt/zenova-node/etc/tls-key.pem\n`);
   const status = await readInstalledStatus(hostEnv(root, { services: fakeServices(root) }), '/opt/zenova-node');

@@ -137,8 +137,13 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const inProgress = updates?.inProgress === undefined ? undefined : { from: updates.inProgress.from, to: updates.inProgress.to, at: updates.inProgress.at };
   // An in-progress record is only an interrupted upgrade once no live run holds the install lock.
   const runningPid = inProgress === undefined ? undefined : await installLockHolder(host.hostRoot);
+  // Neither the unit nor a current release: nothing is installed, whatever data/ holds. An install
+  // that failed and was rolled back keeps data/ with the node's identity (install.md), and is
+  // recovered with --reenroll.
+  const installed = unit !== undefined || target !== undefined;
+  if (!installed && error === null) error = leftoverDataMessage(dir, node);
   return {
-    installed: unit !== undefined || node !== null,
+    installed,
     installDir: dir,
     version,
     service,
@@ -162,11 +167,19 @@ export function statusJson(status: InstalledStatus): unknown {
 }
 
 /**
- * An installed node dir without a node identity: an install whose enrollment did not finish (a
- * rerun of the same command within its token's life completes it) or lost its identity.
+ * An installed node (its unit in place) without a node identity or credential: lost or damaged.
+ * The install command is refused there (NODE-INSTALLED); a re-enroll restores the node.
  */
-const INSTALLED_NOT_ENROLLED_ADVICE =
-  'run the install command again (the same one while its token is valid, else a new one from `zenova gateway-node install-command NAME`), or, if the node was enrolled before, re-enroll it with `zenova gateway-node reenroll-command NAME` and the printed `--reenroll` command';
+function installedNotEnrolledAdvice(name: string | undefined): string {
+  return `re-enroll it: \`zenova gateway-node reenroll-command ${name ?? 'NAME'}\` prints the \`--reenroll\` command to run here (the install command is refused while node-edge.service is installed)`;
+}
+
+/** `--install-dir D` names a dir with no node-edge.service: nothing is installed, perhaps a failed install's kept data/. */
+function leftoverDataMessage(dir: string, node: NodeStatusReport | null): string {
+  const name = node?.node?.name;
+  if (name === undefined) return `${NO_NODE_INSTALLED} at ${dir}`;
+  return `${NO_NODE_INSTALLED}; ${dir} keeps the data of node ${name} from an install that did not finish: run its install command with --reenroll (\`zenova gateway-node reenroll-command ${name}\` prints it)`;
+}
 
 /** The installed certificate's expiry; within EXPIRY_WARNING_DAYS (node-edge's warning) a warning, not a failure. */
 function ingressCertificateRow(c: NonNullable<NonNullable<InstalledStatus['readiness']>['certificate']>): string {
@@ -193,7 +206,7 @@ export function formatInstalledStatus(status: InstalledStatus): string {
   if (u !== null) out += row('last upgrade', `${u.from} → ${u.to} at ${u.at}: ${u.outcome === 'ready' ? 'ready' : `SWITCHED BACK to ${u.from}${u.reason !== undefined ? ` (${u.reason})` : ''}`}`);
   if (status.node !== null) {
     // The node's own report has the one spool row (size and backlog, or UNREADABLE with the reason).
-    out += formatNodeStatus(status.node, INSTALLED_NOT_ENROLLED_ADVICE);
+    out += formatNodeStatus(status.node, installedNotEnrolledAdvice(status.node.node?.name));
   } else if (status.error !== null) {
     out += row('state', status.error);
   }
