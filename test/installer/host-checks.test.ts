@@ -310,6 +310,14 @@ t.test('a glibc 2.31 host is refused as NODE-HOST-LIBC for a package whose nativ
   t.notMatch(old.out, /C libraries|NODE-HOST-LIBC/);
 });
 
+t.test('a host with 1 GiB of memory passes the memory check, though the kernel keeps part of it out of MemTotal', async (t) => {
+  // MemTotal of a 1 GiB VM (Debian 12, x86_64): 1 GiB less what the kernel and firmware reserve.
+  const r = await attempt({ name: '1 GiB VM', code: '', setup: async () => ({ host: { probe: fakeProbe({ memoryBytes: async () => 980_276 * 1024 }) } }) });
+  t.equal(r.exit, 0, r.out);
+  t.notMatch(r.out, /NODE-HOST-MEMORY/);
+  t.match(r.out, /memory 957 MiB/);
+});
+
 t.test('all blocking findings are listed together, not just the first', async (t) => {
   const r = await attempt({
     name: 'several',

@@ -36,6 +36,11 @@ import { compareReleaseVersions, readInstalledNode } from './installed-node.js';
 import type { InstalledNode } from './installed-node.js';
 
 export const MIN_MEMORY_BYTES = 1024 ** 3;
+/**
+ * What MemTotal must reach: the kernel and firmware keep part of RAM, so a host with 1 GiB reads
+ * about 0.93–0.98 GiB there, and the documented minimum would refuse the host it names.
+ */
+export const MIN_MEM_TOTAL_BYTES = MIN_MEMORY_BYTES * 7 / 8;
 /** Room for the spool, config cache and logs beyond the unpacked release. */
 export const MIN_SPARE_DISK_BYTES = 1024 ** 3;
 export const MAX_CLOCK_SKEW_MS = 30_000;
@@ -227,7 +232,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   const memory = await probe.memoryBytes();
   check(
     `memory ${memory === undefined ? 'unknown' : formatBytes(memory)}`,
-    memory !== undefined && memory < MIN_MEMORY_BYTES ? [finding('NODE-HOST-MEMORY', `this host has ${formatBytes(memory)} of memory; a node needs at least ${formatBytes(MIN_MEMORY_BYTES)}`)] : [],
+    memory !== undefined && memory < MIN_MEM_TOTAL_BYTES ? [finding('NODE-HOST-MEMORY', `this host has ${formatBytes(memory)} of memory; a node needs at least ${formatBytes(MIN_MEMORY_BYTES)}`)] : [],
   );
 
   const releaseBytes = !writesRelease ? 0 : (result.manifest?.files.reduce((n, f) => n + f.size, 0) ?? 0);
