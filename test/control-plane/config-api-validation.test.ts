@@ -129,6 +129,42 @@ t.test('every rejected field is named with its rule', async (t) => {
   }
 });
 
+t.test('an upstream baseUrl must write its host as nodes will read it, with no @ before it; plain, IP and IDN hosts are kept as written', async (t) => {
+  const host = /^baseUrl: must write the host as it is read \(an IPv4 address as four plain decimal numbers; a name without %-escapes, full-width or invisible characters\)$/;
+  const at = /^baseUrl: must not contain '@' before the host \(it starts a user name\)$/;
+  const refused: Array<[baseUrl: string, message: RegExp, readAs: string]> = [
+    ['https://0x7f.1/v1', host, '127.0.0.1'],
+    ['https://1.2.3/v1', host, '1.2.0.3'],
+    ['https://127.1', host, '127.0.0.1'],
+    ['https://10.0.0.01', host, '10.0.0.1'],
+    ['https://api%2eopenai.com/v1', host, 'api.openai.com'],
+    ['https://\uff41pi.openai.com', host, 'api.openai.com (a full-width a)'],
+    ['https://api.open\u00adai.com', host, 'api.openai.com (a soft hyphen)'],
+    ['https://@api.x.com', at, 'api.x.com'],
+    ['https://:@api.x.com/v1', at, 'api.x.com'],
+  ];
+  for (const [baseUrl, message, readAs] of refused) {
+    const res = await call('POST', '/api/v1/upstreams', { name: uniqueConfigName('up-host'), kind: 'openai', baseUrl });
+    t.equal(res.statusCode, 400, `${baseUrl} (read as ${readAs}): 400`);
+    t.match(res.json<Partial<ErrorReply>>().error?.message, message, `${baseUrl} (read as ${readAs}): the rule`);
+  }
+  const patched = await call('PATCH', `/api/v1/upstreams/${upstream}`, { baseUrl: 'https://0x7f.1' });
+  t.equal(patched.statusCode, 400, 'a patch is held to the same rule');
+  t.match(patched.json<Partial<ErrorReply>>().error?.message, host, 'a patch: the rule');
+  const tool = await call('PUT', `/api/v1/tool-servers/${uniqueConfigName('ts')}`, { url: 'https://@mcp.example.com/mcp' });
+  t.equal(tool.statusCode, 400, "a tool server's url too");
+  t.match(tool.json<Partial<ErrorReply>>().error?.message, /^url: must not contain '@' before the host/, 'a tool server: the rule');
+
+  const accepted = ['https://api.openai.com/v1', 'http://localhost:8080/v1', 'http://10.0.0.1:9/v1', 'http://[::1]:8080/v1',
+    'https://[2001:db8::1]/v1', 'https://[2001:DB8:0:0:0:0:0:1]:8443', 'https://API.OpenAI.com/v1', 'https://例子.测试/v1',
+    'https://xn--fsqu00a.xn--0zwm56d/v1', 'https://Bücher.example/v1', 'https://例子。测试/v1', 'https://llm.internal.example:8443/@team/v1'];
+  for (const baseUrl of accepted) {
+    const res = await call('POST', '/api/v1/upstreams', { name: uniqueConfigName('up-host'), kind: 'openai', baseUrl });
+    t.equal(res.statusCode, 201, `${baseUrl}: ${res.statusCode === 201 ? 'accepted' : res.body}`);
+    if (res.statusCode === 201) t.equal(res.json<{ upstream: { baseUrl: string } }>().upstream.baseUrl, baseUrl, `${baseUrl}: stored as written`);
+  }
+});
+
 t.test('a list refuses a query parameter it does not know, a misspelt filter included, instead of answering with the whole list', async (t) => {
   const lists = ['/api/v1/api-keys', '/api/v1/accounts', '/api/v1/upstreams', '/api/v1/routes', '/api/v1/rate-limit-policies',
     '/api/v1/guardrail-policies', '/api/v1/prices', '/api/v1/tool-servers', '/api/v1/nodes', '/api/v1/spend', '/api/v1/leases', '/api/v1/requests'];

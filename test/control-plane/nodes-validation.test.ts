@@ -17,9 +17,10 @@ async function rejected(tt: Test, overrides: Record<string, unknown>, expected: 
   const body = validNodeBody(overrides);
   const res = await app.inject({ method: 'POST', url: '/api/v1/nodes', headers: bearer, payload: body });
   tt.equal(res.statusCode, 400, `${what}: 400`);
-  const error = res.json<{ error: { code: string; message: string } }>().error;
-  tt.equal(error.code, 'ZN_ERR_CP_INVALID_REQUEST', `${what}: code`);
-  tt.ok(error.message.includes(expected), `${what}: message "${error.message}" contains "${expected}"`);
+  // `?.`: an accepted body has no error, and the checks below should say so rather than throw.
+  const error = res.json<{ error?: { code: string; message: string } }>().error;
+  tt.equal(error?.code, 'ZN_ERR_CP_INVALID_REQUEST', `${what}: code`);
+  tt.ok(error?.message.includes(expected), `${what}: message "${error?.message}" contains "${expected}"`);
   if (typeof body.name === 'string') {
     const { rowCount } = await pool.query('select 1 from nodes where name = $1', [body.name]);
     tt.equal(rowCount, 0, `${what}: nothing stored`);
@@ -105,6 +106,22 @@ t.test('controlPlaneUrl: must start with https:// and be a plain, shell-safe URL
   t.equal((await accepted(t, { controlPlaneUrl: 'https://10.0.0.5' }, 'an IP')).controlPlaneUrl, 'https://10.0.0.5');
 });
 
+t.test('controlPlaneUrl: the host is written as nodes will read it, with no @ before it', async (t) => {
+  const host = 'controlPlaneUrl: must write the host as it is read';
+  const cases: Array<[string, string]> = [
+    ['https://0x7f.1', host], // 127.0.0.1
+    ['https://1.2.3', host], // 1.2.0.3
+    ['https://2130706433', host], // 127.0.0.1
+    ['https://010.0.0.1', host], // octal: 8.0.0.1
+    ['https://cp%2eexample.com', host],
+    ['https://@cp.example.com', "controlPlaneUrl: must not contain '@' before the host"],
+  ];
+  for (const [url, message] of cases) await rejected(t, { controlPlaneUrl: url }, message, url);
+  for (const url of ['https://localhost:8443', 'https://10.0.0.1', 'https://[::1]:8443', 'https://[2001:db8::1]', 'https://CP.Example.com']) {
+    t.equal((await accepted(t, { controlPlaneUrl: url }, url)).controlPlaneUrl, url, `${url} is stored as written`);
+  }
+});
+
 t.test('caPem: optional, and when given it must be PEM certificates that parse as X.509', async (t) => {
   const body = ca.certPem.split('\n').filter((l) => !l.startsWith('-----')).join('\n');
   const cases: Array<[unknown, string]> = [
@@ -164,6 +181,28 @@ t.test('region, spool quota, spool-full policy and replicas have their ranges an
   t.match(defaults, { region: null, spoolQuotaGb: 10, spoolFullPolicy: 'reject', replicas: 1 });
   const set = await accepted(t, { region: '华东 (Shanghai)', spoolQuotaGb: 10000, spoolFullPolicy: 'metering-only', replicas: 16 }, 'set');
   t.match(set, { region: '华东 (Shanghai)', spoolQuotaGb: 10000, spoolFullPolicy: 'metering-only', replicas: 16 });
+});
+
+t.test('region: letters of any script, combining marks included, stored in NFC and counted in code points', async (t) => {
+  const rule = 'region: must be at most 64 characters of letters, digits, spaces and . _ ( ) / -';
+  /** The region a new node was stored with, or the refusal's message. */
+  const stored = async (region: string): Promise<unknown> => {
+    const res = await app.inject({ method: 'POST', url: '/api/v1/nodes', headers: bearer, payload: validNodeBody({ region }) });
+    return res.statusCode === 201 ? res.json<{ node: { region: unknown } }>().node.region : `${res.statusCode} ${res.body}`;
+  };
+  for (const region of ['กรุงเทพ', 'दिल्ली', 'मुंबई (पश्चिम)', 'São Paulo', '华东 一区', 'Ελλάδα/Αθήνα']) {
+    t.equal(await stored(region), region, `${region} is stored as written`);
+  }
+  t.equal(await stored(' Sa\u0303o Paulo '), 'São Paulo', 'decomposed input is stored composed (NFC)');
+  // 64 letters each written with a combining mark are 64 characters once composed.
+  t.equal(await stored('e\u0301'.repeat(64)), '\u00e9'.repeat(64), '64 decomposed é');
+  // A letter outside the BMP is one character, not two UTF-16 units.
+  t.equal(await stored('\u{20000}'.repeat(64)), '\u{20000}'.repeat(64), '64 astral ideographs');
+  // Marks that do not compose count one each.
+  await rejected(t, { region: `${'दि'.repeat(32)}a` }, rule, '65 code points of letters and marks');
+  await rejected(t, { region: '\u0301east' }, rule, 'a mark with no letter before it');
+  await rejected(t, { region: 'east \u0338/' }, rule, 'a mark on a space');
+  await rejected(t, { region: 'east/\u20e0' }, rule, 'a mark on punctuation');
 });
 
 t.test('unknown fields and non-object bodies are refused, naming the field', async (t) => {

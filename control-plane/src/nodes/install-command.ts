@@ -1,8 +1,9 @@
 /**
  * The one-line command an operator runs on the node host, exactly in the form of seed 004
  * §9.4/§9.6 (`sudo ./zenova install node …`), so it is copied whole. Every part comes from
- * validated input (URL and install dir restricted to shell-safe characters, base64url tokens), so
- * the line can be pasted into a shell as it is.
+ * validated input (URL and install dir restricted to plain URL and path characters, base64url
+ * tokens), and a value with a character a shell would read is single-quoted, so the line can be
+ * pasted into a shell as it is.
  */
 import type { InstallTokenKind } from './install-tokens.js';
 
@@ -21,15 +22,26 @@ export interface InstallCommandInput {
   installDir: string | null;
 }
 
+/** Characters no shell (bash, zsh, dash) reads in the middle of a word. */
+const SHELL_PLAIN_WORD = /^[A-Za-z0-9._/:%@+,-]+$/;
+
+/**
+ * The value as one shell word: as it is when plain, else single-quoted. `[::1]` unquoted is a glob:
+ * bash with failglob and zsh refuse the line, and a file matching it would replace the URL.
+ */
+function shellWord(value: string): string {
+  return SHELL_PLAIN_WORD.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
 export function installCommand(input: InstallCommandInput): string {
   // As the seed writes it: root, and the `zenova` unpacked from the installer tarball in the
   // current dir (the operator runs it there, beside zenova-node.zpkg; no `zenova` is on PATH yet).
   const parts = ['sudo ./zenova install node', `--package ${NODE_PACKAGE_FILE}`];
   // §9.6 puts --reenroll before --control-plane and --upgrade last.
   if (input.kind === 'reenroll') parts.push('--reenroll');
-  parts.push(`--control-plane ${input.controlPlaneUrl}`, `--token ${input.token}`);
+  parts.push(`--control-plane ${shellWord(input.controlPlaneUrl)}`, `--token ${shellWord(input.token)}`);
   if (input.hasCa) parts.push(`--ca-file ${CONTROL_PLANE_CA_FILE}`);
-  if (input.installDir !== null && input.kind !== 'upgrade') parts.push(`--install-dir ${input.installDir}`);
+  if (input.installDir !== null && input.kind !== 'upgrade') parts.push(`--install-dir ${shellWord(input.installDir)}`);
   if (input.kind === 'upgrade') parts.push('--upgrade');
   return parts.join(' ');
 }

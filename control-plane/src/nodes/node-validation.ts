@@ -96,7 +96,8 @@ export function controlPlaneUrlProblem(value: string): string | undefined {
   if (!value.startsWith('https://')) return 'must start with https://';
   const shape = baseUrlShapeProblem(value);
   if (shape) return shape;
-  // It is pasted into a shell command: nothing a shell would interpret.
+  // It goes into a shell command: plain URL characters only, each literal in single quotes, which
+  // install-command.ts adds when one means something to a shell unquoted (the `[ ]` of IPv6, `~`).
   if (!/^[A-Za-z0-9._~:/[\]%-]+$/.test(value)) return 'may contain only letters, digits and . _ ~ : / [ ] % -';
   return undefined;
 }
@@ -186,10 +187,18 @@ export const caPemSchema = text().transform((value: string, ctx: Ctx) => {
 
 // ---- the rest ----
 
+/**
+ * Letters may carry combining marks (Thai and Devanagari vowel signs, a decomposed `ã`), but a mark
+ * may not stand alone on a space or a punctuation sign.
+ */
+const REGION_PATTERN = /^(?:[\p{L}\p{N}]\p{M}*|[ ._()/-])+$/u;
+
 export const regionSchema = text()
-  .transform((value) => value.trim())
+  // NFC, so one name typed composed or decomposed (`São`, `Sa\u0303o`) is stored and compared alike;
+  // the limit counts code points of that form (a mark that does not compose counts as one).
+  .transform((value) => value.trim().normalize('NFC'))
   .check((ctx) => {
-    if (ctx.value.length > MAX_REGION_CHARS || !/^[\p{L}\p{N} ._()/-]+$/u.test(ctx.value)) {
+    if (Array.from(ctx.value).length > MAX_REGION_CHARS || !REGION_PATTERN.test(ctx.value)) {
       ctx.issues.push({
         code: 'custom',
         input: ctx.value,
