@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { runStatus } from '../../installer/src/commands/status.js';
+import type { HostEnv } from '../../installer/src/host/host-env.js';
 import { captureCli, fakeEnroller, fakeServices, hostEnv } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 
@@ -19,7 +20,7 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }));
 const pkg = await buildNodePackage(work, keys);
 const command = ['node', '--package', pkg.file, '--control-plane', 'https://cp.example.test', '--token', 'zn_it_status_test_1'];
 
-function freshHost(t: { teardown(fn: () => unknown): void }, waitReady?: Parameters<typeof hostEnv>[1]['waitReady']) {
+function freshHost(t: { teardown(fn: () => unknown): void }, waitReady?: HostEnv['waitReady']) {
   const root = mkdtempSync(join(tmpdir(), 'zn-status-enrolled-root-'));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
   return { root, host: hostEnv(root, { keyPem: keys.publicKeyPem, services: fakeServices(root), enroll: fakeEnroller, ...(waitReady === undefined ? {} : { waitReady }) }) };
