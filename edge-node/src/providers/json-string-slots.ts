@@ -61,12 +61,13 @@ export class JsonStringWalk {
     const text = holder[key];
     if (typeof text !== 'string') return;
     let parsed: unknown;
+    let exact = text;
     let valid = true;
-    // Integers too long for a double (a 19-digit card, an 18-digit ID) are read as strings, so their
-    // digits are checked as written, not rounded.
-    const exact = quoteLongIntegers(text);
+    // Read as parseAsWritten reads it: integers past 2^53 (a 19-digit card, an 18-digit ID) as their
+    // digits, checked as written rather than rounded, and written back as those numbers once a mask
+    // rewrites the text (ReserialisedJson); shorter integers are exact as doubles.
     try {
-      parsed = JSON.parse(exact);
+      ({ value: parsed, exact } = parseMarked(text));
     } catch {
       valid = false;
     }
@@ -74,6 +75,7 @@ export class JsonStringWalk {
       const decoded = decodeJsonEscapes(text);
       this.push(decoded === text ? new ValueSlot(holder, key, owner) : new DecodedTextSlot(holder, key, decoded, false, owner));
     } else if (typeof parsed === 'string') {
+      // A string literal, or a bare integer past 2^53 (its digits; a mask writes the placeholder as a literal).
       this.push(new DecodedTextSlot(holder, key, parsed, true, owner));
     } else if (typeof parsed === 'object' && parsed !== null) {
       const textOwner = new JsonTextOwner(holder, key, parsed, owner);
@@ -171,7 +173,8 @@ class ReserialisedJson {
   constructor(private readonly parsed: unknown) {}
 
   toJSON(): string {
-    return JSON.stringify(this.parsed);
+    // Integers past 2^53 no mask replaced go on as the numbers they were, not as strings of their digits.
+    return stringifyAsWritten(this.parsed);
   }
 }
 
@@ -339,16 +342,21 @@ function closingQuote(text: string, open: number): number {
  * JSON.parse does on text that is not JSON.
  */
 export function parseAsWritten(text: string): { value: unknown; longIntegers: boolean; losesStrings: boolean } {
+  const { value, exact } = parseMarked(text);
+  return { value, longIntegers: exact !== text, losesStrings: losesStrings(exact, value) };
+}
+
+/**
+ * parseAsWritten's parse, with the text it parsed (`exact`: `text` with each integer past 2^53
+ * quoted and marked; `text` itself when there are none), whose string literals are those of the value.
+ */
+function parseMarked(text: string): { value: unknown; exact: string } {
   // The text is searched for long integers only when it may hold one (the usual case: one regex test).
-  const hinted = LONG_INTEGER_HINT.test(text);
-  const exact = hinted ? quoteLongIntegers(text, { beyondSafeOnly: true, marked: true }) : text;
-  if (exact === text) {
-    const value: unknown = JSON.parse(text);
-    return { value, longIntegers: false, losesStrings: losesStrings(text, value) };
-  }
+  const exact = quoteLongIntegers(text);
+  if (exact === text) return { value: JSON.parse(text) as unknown, exact };
   const value: unknown = JSON.parse(exact, noteLongInteger);
   if (typeof value === 'object' && value !== null) holdsLongIntegers.add(value);
-  return { value, longIntegers: true, losesStrings: losesStrings(exact, value) };
+  return { value, exact };
 }
 
 /**
@@ -393,8 +401,9 @@ function noteLongInteger(this: object, key: string, value: unknown): unknown {
  * 2^53 still in place written as the number it was, digit for digit: a 64-bit JSON-RPC `id` or
  * argument goes out as it came, not as a string of its digits nor rounded.
  */
-export function stringifyAsWritten(value: unknown): string {
-  if (typeof value !== 'object' || value === null || !holdsLongIntegers.has(value)) return JSON.stringify(value);
+export function stringifyAsWritten(value: unknown, within: unknown = value): string {
+  // `within`: the value parseAsWritten gave, when `value` is a part of it (a tool block's input in an event).
+  if (typeof value !== 'object' || value === null || typeof within !== 'object' || within === null || !holdsLongIntegers.has(within)) return JSON.stringify(value);
   // The marked digits are written as strings (JSON.stringify writes no bare number text), then unquoted.
   return JSON.stringify(value, function markLongInteger(this: object, key: string, item: unknown): unknown {
     return typeof item === 'string' && longIntegers.get(this)?.get(key) === item ? LONG_INTEGER_MARK + item : item;
@@ -415,7 +424,7 @@ export function withLongIntegersOf(received: string | undefined, json: string): 
   if (received === undefined || !LONG_INTEGER_HINT.test(received)) return json;
   const digitsOf = new Map<string, string | null>();
   rewriteNumberTokens(received, (token) => {
-    if (!isLongIntegerToken(token, true)) return undefined;
+    if (!isLongIntegerToken(token)) return undefined;
     const rounded = JSON.stringify(Number(token));
     const seen = digitsOf.get(rounded);
     digitsOf.set(rounded, seen === undefined || seen === token ? token : null);
@@ -433,7 +442,7 @@ export function longIntegerTokens(received: string | undefined): string[] {
   if (received === undefined || !LONG_INTEGER_HINT.test(received)) return [];
   const tokens: string[] = [];
   rewriteNumberTokens(received, (token) => {
-    if (isLongIntegerToken(token, true)) tokens.push(token);
+    if (isLongIntegerToken(token)) tokens.push(token);
     return undefined;
   });
   return tokens;
@@ -465,33 +474,23 @@ function rewriteNumberTokens(text: string, rewrite: (token: string) => string | 
 }
 
 /**
- * `text` (JSON) with every integer of 16 digits or more outside strings put in quotes, so JSON.parse
- * keeps its digits; `text` itself when it has none (the usual case: one regex test).
- * `beyondSafeOnly`: only those JSON.parse would round (past Number.MAX_SAFE_INTEGER). `marked`:
- * each quoted one starts with LONG_INTEGER_MARK.
+ * `text` (JSON) with every integer past 2^53 - 1 outside strings (the ones JSON.parse would round)
+ * put in quotes after LONG_INTEGER_MARK, so JSON.parse keeps its digits and noteLongInteger knows
+ * them; `text` itself when it has none (the usual case: one regex test).
  */
-function quoteLongIntegers(text: string, opts: { beyondSafeOnly?: boolean; marked?: boolean } = {}): string {
+function quoteLongIntegers(text: string): string {
   if (!LONG_INTEGER_HINT.test(text)) return text;
-  return rewriteNumberTokens(text, (token) => {
-    if (!isLongIntegerToken(token, opts.beyondSafeOnly === true)) return undefined;
-    return `"${opts.marked === true ? MARK_IN_JSON : ''}${token}"`;
-  });
+  return rewriteNumberTokens(text, (token) => (isLongIntegerToken(token) ? `"${MARK_IN_JSON}${token}"` : undefined));
 }
 
 const INTEGER_TOKEN = /^-?\d+$/;
-
-/** Whether a number token is an integer quotesInteger takes (a fraction or exponent makes it a double as JSON means it). */
-function isLongIntegerToken(token: string, beyondSafeOnly: boolean): boolean {
-  return INTEGER_TOKEN.test(token) && quotesInteger(token.charCodeAt(0) === MINUS ? token.slice(1) : token, beyondSafeOnly);
-}
-
 const MAX_SAFE_DIGITS = String(Number.MAX_SAFE_INTEGER);
 
-/** Whether an integer's digits (no sign) are quoted: 16 or more, or only past 2^53 - 1. */
-function quotesInteger(digits: string, beyondSafeOnly: boolean): boolean {
-  if (digits.length < 16) return false;
-  if (!beyondSafeOnly || digits.length > MAX_SAFE_DIGITS.length) return true;
-  return digits > MAX_SAFE_DIGITS;
+/** Whether a number token is an integer past 2^53 - 1 (a fraction or exponent makes it a double as JSON means it). */
+function isLongIntegerToken(token: string): boolean {
+  if (!INTEGER_TOKEN.test(token)) return false;
+  const digits = token.charCodeAt(0) === MINUS ? token.slice(1) : token;
+  return digits.length > MAX_SAFE_DIGITS.length || (digits.length === MAX_SAFE_DIGITS.length && digits > MAX_SAFE_DIGITS);
 }
 
 function isDigit(c: number): boolean {

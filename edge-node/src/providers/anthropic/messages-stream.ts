@@ -212,7 +212,9 @@ class StartInputSlot implements TextSlot {
     private readonly owner: AnthropicStreamEvent,
     readonly channel: number,
   ) {
-    this.original = this.current = JSON.stringify(block.input);
+    // As written: an integer past 2^53 the event's parse holds as its digits is a number in this
+    // text too, so the guard checks it as one and a masked text keeps it one.
+    this.original = this.current = stringifyAsWritten(block.input, owner.parsed);
   }
 
   get text(): string {
@@ -224,7 +226,8 @@ class StartInputSlot implements TextSlot {
     if (value === '' || value === this.original) return;
     let input: unknown;
     try {
-      input = JSON.parse(value);
+      // Its integers past 2^53 noted again, so the event (whose parse holds them) writes them as numbers.
+      input = parseAsWritten(value).value;
     } catch {
       // A mask cut through JSON that was not an object (then it was checked as one text).
       input = value;
