@@ -1,7 +1,8 @@
 // An error an Anthropic upstream reports inside its stream, before anything reached the caller, is
 // classified as on /v1/chat/completions: a rate limit, a timeout or an overload falls back (a rate
 // limit without counting against the target's health) and, with no target left, is answered as
-// retryable; an error that blames the request or the node's key is final.
+// retryable; an error that blames the request or the node's key is final. The last word is answered
+// with the status an upstream HTTP error of its type would get (a 429, the request's 4xx, else 502).
 import t from 'tap';
 import type { RuntimeTarget } from '../../../edge-node/src/config/runtime-config.js';
 import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
@@ -52,15 +53,24 @@ async function stream(node: PipelineNode, model: string, prompt: string) {
     body: JSON.stringify({ model, max_tokens: 50, stream: true, messages: [{ role: 'user', content: prompt }] }),
     signal: AbortSignal.timeout(15_000),
   });
-  return { status: res.status, shouldRetry: res.headers.get('x-should-retry'), body: await res.text(), requestId: res.headers.get('x-request-id') };
+  return { status: res.status, shouldRetry: res.headers.get('x-should-retry'), retryAfter: res.headers.get('retry-after'), body: await res.text(), requestId: res.headers.get('x-request-id') };
 }
 
 function finishedRequest(node: PipelineNode, requestId: string | null) {
   return waitFor(() => node.finished.find((f) => f.requestId === requestId), { what: `the finished request ${String(requestId)}` });
 }
 
-/** Error types that blame the caller's request or the node's own upstream key: another target would say the same. */
-const FINAL_TYPES = ['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error'];
+/**
+ * Error types that blame the caller's request or the node's own upstream key (another target would
+ * say the same), with the status each is answered with: the request's 4xx as an HTTP status would
+ * be, the node's key a 502.
+ */
+const FINAL_TYPES: ReadonlyArray<readonly [string, number]> = [
+  ['invalid_request_error', 400],
+  ['authentication_error', 502],
+  ['permission_error', 502],
+  ['not_found_error', 404],
+];
 
 t.test('an error an Anthropic upstream reports in its stream before the first event falls back unless it blames the request or the node’s key, and a rate limit does not count against the target', async (t) => {
   const { node, primary, backup, health, primaryTarget } = await setUp(t);
@@ -78,9 +88,9 @@ t.test('an error an Anthropic upstream reports in its stream before the first ev
     t.match(finished.attempts, [{ upstream: 'claude-primary', outcome: 'error' }, { upstream: 'claude-backup', outcome: 'ok' }]);
   }
   t.notOk(health.isEjected(primaryTarget), 'three rate limits in a row are no failure of the target');
-  for (const type of FINAL_TYPES) {
+  for (const [type, status] of FINAL_TYPES) {
     const { answer, backupAsked, finished } = await ask(type);
-    t.equal(answer.status, 502, type);
+    t.equal(answer.status, status, type);
     t.equal(answer.shouldRetry, 'false', `${type}: not retryable`);
     t.equal(backupAsked, 0, `${type}: no fallback`);
     t.match(finished.attempts, [{ upstream: 'claude-primary', outcome: 'error' }], type);
@@ -98,15 +108,16 @@ t.test('with no target left, a rate limit an Anthropic upstream reports in its s
   const { node, primary } = await setUp(t);
   primary.setBehaviour({ errorEventAfterEvents: 0, errorEventType: 'rate_limit_error' });
   const limited = await stream(node, 'claude-solo', 'rate limit me');
-  t.equal(limited.status, 502);
+  t.equal(limited.status, 429, 'answered as an upstream HTTP 429 is');
+  t.equal(limited.retryAfter, '1', 'with the default Retry-After: the event stream gave none');
   t.equal(limited.shouldRetry, 'true', 'the SDKs may retry it, as an upstream HTTP 429');
-  t.match(JSON.parse(limited.body), { type: 'error', error: { code: 'ZN_ERR_UPSTREAM_ERROR' } });
+  t.match(JSON.parse(limited.body), { type: 'error', error: { type: 'rate_limit_error', code: 'ZN_ERR_UPSTREAM_ERROR' } });
   t.match(limited.body, /rate_limit_error/, 'the message names the upstream error type');
   t.notMatch(limited.body, /fake rate_limit_error/, "never the upstream's text");
-  for (const type of FINAL_TYPES) {
+  for (const [type, status] of FINAL_TYPES) {
     primary.setBehaviour({ errorEventAfterEvents: 0, errorEventType: type });
     const refused = await stream(node, 'claude-solo', `final ${type}`);
-    t.equal(refused.status, 502, type);
+    t.equal(refused.status, status, type);
     t.equal(refused.shouldRetry, 'false', `${type}: the SDKs must not resend it`);
     t.match(JSON.parse(refused.body), { type: 'error', error: { code: 'ZN_ERR_UPSTREAM_ERROR' } }, type);
   }

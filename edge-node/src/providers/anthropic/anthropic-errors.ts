@@ -5,7 +5,8 @@
  * (an unknown code just leaves the error at its status class).
  */
 import type { ErrorCode, ZenovaError } from '../../errors.js';
-import { errorTable } from '../../errors.js';
+import { errorTable, zenovaError } from '../../errors.js';
+import { upstreamErrorTypeStatus } from '../../upstream/upstream-failure.js';
 
 export interface AnthropicErrorBody {
   type: 'error';
@@ -42,5 +43,41 @@ export function anthropicErrorBody(code: ErrorCode, message: string, status: num
 }
 
 export function anthropicErrorBodyOf(error: ZenovaError): AnthropicErrorBody {
-  return anthropicErrorBody(error.code, error.message, error.status);
+  return anthropicErrorBody(error.code, error.message, answeredTypeStatus.get(error) ?? error.status);
+}
+
+/** Errors firstEventErrorAnswer made, and the status their upstream's error `type` stands for (their body's type). */
+const answeredTypeStatus = new WeakMap<ZenovaError, number>();
+
+/**
+ * The status an error the upstream reported in band as its stream's first event is answered with,
+ * as an upstream HTTP error of the status its `type` stands for would be (upstreamStatusError): a
+ * rate_limit_error 429, an error that blames the request (invalid_request_error 400,
+ * not_found_error 404, …) that 4xx, an overloaded_error, api_error or timeout_error 502. undefined
+ * when it has no such type (authentication_error and permission_error, the node's own key, stay
+ * the node's 502; an unknown type), or when its numeric `code` or `status` judged its retry
+ * otherwise than that status would (it stays the 502 it was).
+ */
+export function firstEventErrorStatus(error: ZenovaError): number | undefined {
+  const typeStatus = upstreamErrorTypeStatus(error);
+  if (typeStatus === undefined) return undefined;
+  if (typeStatus >= 500) return 502;
+  // A 429 is retryable, another 4xx final: the same verdict as the error's own (upstreamStreamError).
+  return (typeStatus === 429) === error.retryable ? typeStatus : undefined;
+}
+
+/**
+ * The answer to an error the upstream reported in band as its stream's first event, when it ends
+ * the plan (nothing reached the caller): the status firstEventErrorStatus gives, and in the body
+ * the upstream's own type (overloaded_error, …), as a mid-stream error event keeps it
+ * (errorStreamEvent), rather than the 502 api_error of the node. `error` itself for any other error.
+ */
+export function firstEventErrorAnswer(error: ZenovaError): ZenovaError {
+  const status = firstEventErrorStatus(error);
+  const typeStatus = upstreamErrorTypeStatus(error);
+  if (status === undefined || typeStatus === undefined) return error;
+  const type = status === 429 ? 'rate_limit_error' : status < 500 ? 'invalid_request_error' : error.type;
+  const answer = zenovaError(error.code, error.message, { status, type, retryable: error.retryable });
+  answeredTypeStatus.set(answer, typeStatus);
+  return answer;
 }

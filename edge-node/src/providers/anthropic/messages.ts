@@ -19,7 +19,8 @@ import type { ApiHandler } from '../api-handler.js';
 import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
 import { inBandFailure, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
-import { anthropicErrorBodyOf } from './anthropic-errors.js';
+import { upstreamRetryAfterSeconds } from '../../upstream/upstream-failure.js';
+import { anthropicErrorBodyOf, firstEventErrorAnswer, firstEventErrorStatus } from './anthropic-errors.js';
 import { billedAbovePriceParam, contentBlockSlots, inputTextSlots, otherAnswerKeySlots, longestPromptCacheTtl, messagesRequestSchema } from './messages-request.js';
 import { anthropicCacheWrites, anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
@@ -98,6 +99,12 @@ function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamR
   return { kind: 'json', status: 200, headers: {}, body: answer, texts };
 }
 
+/**
+ * Failures read before a stream's first event: an error the upstream reported there is answered
+ * with the status and type its own error type stands for (firstEventErrorAnswer), when it ends the plan.
+ */
+const firstEventErrors = new WeakSet<ZenovaError>();
+
 async function attemptMessages(
   ctx: PipelineContext,
   headers: Record<string, string>,
@@ -153,7 +160,10 @@ async function attemptMessages(
     // A failure before the first event is the attempt's: nothing reached the caller yet.
     if (signal.aborted || !isZenovaError(err)) throw err;
     const outcome = err.code === 'ZN_ERR_UPSTREAM_TIMEOUT' ? 'timeout' : err.code === 'ZN_ERR_UPSTREAM_UNAVAILABLE' ? 'connect' : 'error';
-    return { kind: 'failed', error: err, outcome, httpStatus: null, retryable: err.retryable };
+    firstEventErrors.add(err);
+    // An in-band rate_limit_error is answered as a 429 when it ends the plan: with a Retry-After, as an HTTP 429 is.
+    const retryAfter = firstEventErrorStatus(err) === 429 ? { retryAfterSeconds: upstreamRetryAfterSeconds(response.headers['retry-after']) } : {};
+    return { kind: 'failed', error: err, outcome, httpStatus: null, retryable: err.retryable, ...retryAfter };
   }
   return {
     kind: 'answered',
@@ -196,11 +206,14 @@ export const messagesApi: ApiHandler = {
     return routeModel(ctx, 'anthropic');
   },
 
-  forward(ctx: PipelineContext): Promise<StageResult> {
+  async forward(ctx: PipelineContext): Promise<StageResult> {
     const headers = anthropicHeaders(ctx);
-    if (isZenovaError(headers)) return Promise.resolve(rejectWith(headers));
-    if (ctx.forwardBody === undefined) return Promise.resolve(reject('ZN_ERR_INTERNAL', 'The request was not identified.'));
-    return forwardPlan(ctx, (target, signal, timeoutMs) => attemptMessages(ctx, headers, target, signal, timeoutMs));
+    if (isZenovaError(headers)) return rejectWith(headers);
+    if (ctx.forwardBody === undefined) return reject('ZN_ERR_INTERNAL', 'The request was not identified.');
+    const result = await forwardPlan(ctx, (target, signal, timeoutMs) => attemptMessages(ctx, headers, target, signal, timeoutMs));
+    // Mapped only here, once it is the last word: through the plan the error itself goes on, which
+    // target health knows as an in-band rate limit (no failure of the target).
+    return result !== undefined && firstEventErrors.has(result.error) ? rejectWith(firstEventErrorAnswer(result.error)) : result;
   },
 
   errorBody: anthropicErrorBodyOf,
