@@ -179,8 +179,10 @@ export class TextGuard {
     // the context, so its rest is recognised (and masked) as the same match.
     const cutThrough = streaming && final ? released.find((m) => m.end === length && m.rule.action !== 'flag') : undefined;
     this.open = cutThrough !== undefined;
+    // From what makes it a match (an assignment's name, before its value): the value's head alone
+    // would not be recognised as a secret, and the rest of a long value went out in clear.
     this.context = cutThrough !== undefined
-      ? scanned.slice(cutThrough.start, Math.min(length, cutThrough.start + OPEN_HEAD_CHARS))
+      ? scanned.slice(cutThrough.holdFrom ?? cutThrough.start, Math.min(length, cutThrough.start + OPEN_HEAD_CHARS))
       : scanned.slice(Math.max(0, cut - CONTEXT_CHARS), cut);
     this.pending = scanned.slice(cut);
     return text;

@@ -38,3 +38,25 @@ t.test('a PEM block that never ends is masked to the end of the stream', async (
   t.equal(got.error, undefined);
   t.equal(got.text, '[SECRET]');
 });
+
+t.test('an assigned secret value longer than the hold cap stays masked to its end, whatever the name', async (t) => {
+  const value = 'A1b2'.repeat(25_000);
+  for (const assignment of ['token: ', 'password=', 'api_key: ', '密码：']) {
+    const got = await streamed(inDeltas(`${assignment}${value} after`, 16));
+    t.equal(got.error, undefined);
+    t.equal(got.text, `${assignment}[SECRET] after`, `${assignment.trim()}: one placeholder, none of the value in clear`);
+    t.same(got.verdicts.map((v) => v.matches), [1], 'counted as one match');
+  }
+});
+
+t.test('a value and a PEM block that overlap are masked as one, in the whole text and in a stream', async (t) => {
+  const pem = '-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq98Qv1\nAbCdEfGh0123456789\n-----END RSA PRIVATE KEY-----';
+  for (const head of ['password=hunter22', 'sk-proj-Abc123Def456Ghi789Jkl0']) {
+    const text = `${head}${pem}\nthen words`;
+    const got = await streamed(inDeltas(text, 7));
+    t.equal(got.text, `${head.startsWith('password') ? 'password=' : ''}[SECRET]\nthen words`, `${head}: no part of the key in clear`);
+    t.same(got.verdicts.map((v) => v.matches), [1]);
+    const whole = await streamed([text]);
+    t.equal(whole.text, got.text, 'the whole text alike');
+  }
+});

@@ -63,15 +63,23 @@ export function regexMatches(
   return out;
 }
 
-/** Merges match lists found by several patterns: in order, the earliest (then longest) wins an overlap. */
+/**
+ * Merges match lists found by several patterns into matches that do not overlap, in order: matches
+ * that overlap become one spanning them all. Keeping only the earliest let a later, longer one run
+ * on unmasked (`password=x-----BEGIN … PRIVATE KEY-----`: the assignment's value ends inside the
+ * PEM block's first line, and the key's body went out in clear).
+ */
 export function mergeMatches(lists: Match[][]): Match[] {
   const all = lists.flat().sort((a, b) => a.start - b.start || b.end - a.end);
   const out: Match[] = [];
-  let lastEnd = -1;
   for (const m of all) {
-    if (m.start < lastEnd) continue;
-    out.push(m);
-    lastEnd = m.end;
+    const last = out[out.length - 1];
+    if (last === undefined || m.start >= last.end) {
+      out.push({ ...m });
+      continue;
+    }
+    if (m.end > last.end) last.end = m.end;
+    if (m.holdFrom !== undefined && m.holdFrom < (last.holdFrom ?? last.start)) last.holdFrom = m.holdFrom;
   }
   return out;
 }
