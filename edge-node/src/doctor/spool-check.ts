@@ -1,13 +1,14 @@
 /**
  * doctor's look at the request spool: the checks `serve` makes before it opens spool.db (its
- * marker, the file's presence, header, WAL and meta), so a spool serve would refuse to start with
- * fails here too, with serve's message. A spool a running node-edge holds open is not read: that
- * process opened it already, and vetting it under live writes proves nothing more.
+ * marker, the file's presence, a lost spool's leftover -wal/-shm, access, header, WAL and meta), so
+ * a spool serve would refuse to start with fails here too, with serve's message. A spool a running
+ * node-edge holds open is not read: that process opened it already, and vetting it under live
+ * writes proves nothing more.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { missingSpoolRefusal, replacedSpoolRefusal } from '../spool/open-node-spool.js';
-import { SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from '../spool/spool-file.js';
+import { checkSpoolFileAccess, leftoverSidecarsRefusal, leftoverSpoolSidecars, SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from '../spool/spool-file.js';
 import { loadSpoolMarker } from '../spool/spool-marker.js';
 import type { SpoolMarker } from '../spool/spool-marker.js';
 import { isSpoolHeldOpen } from '../spool/spool-owner-lock.js';
@@ -26,12 +27,18 @@ export async function checkSpool(store: StateStore, nodeId: string): Promise<Doc
     if (!(err instanceof StateFileError)) throw err;
     return { ok: false, label: 'request spool marker', advice: `${REFUSED}${err.message}` };
   }
+  // Before spool.db, as createSpoolFile looks (a node-edge may be creating it meanwhile).
+  const leftovers = leftoverSpoolSidecars(file);
   if (!existsSync(file)) {
+    if (marker === undefined && leftovers.length > 0) {
+      return { ok: false, label: `request spool ${file}`, advice: `${REFUSED}${leftoverSidecarsRefusal(file, leftovers).message}` };
+    }
     if (marker === undefined) return { ok: true, label: 'request spool: none yet (node-edge creates spool.db at its first start)' };
     return { ok: false, label: `request spool ${file}`, advice: `${REFUSED}${missingSpoolRefusal(store, file, marker).message}` };
   }
   if (isSpoolHeldOpen(file)) return { ok: true, label: `request spool ${file} (open in the running node-edge)` };
   try {
+    checkSpoolFileAccess(file);
     const meta = vetSpoolFile(file, nodeId);
     if (marker !== undefined && marker.spoolId !== meta.spoolId) {
       return { ok: false, label: `request spool ${file}`, advice: `${REFUSED}${replacedSpoolRefusal(store, file, meta, marker).message}` };

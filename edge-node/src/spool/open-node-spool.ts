@@ -17,7 +17,7 @@ import type { StateStore } from '../state/state-store.js';
 import { BackfillChannel } from './backfill-channel.js';
 import { noSpool } from './request-spool.js';
 import type { RequestSpool } from './request-spool.js';
-import { createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolFileExistsError, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
+import { checkSpoolFileAccess, createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolFileExistsError, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
 import type { SpoolMeta } from './spool-file.js';
 import { SpoolOwnerLock, isSoleProcessLockHeld, isSpoolHeldOpen, soleProcessLockFile } from './spool-owner-lock.js';
 import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
@@ -152,7 +152,8 @@ export function missingSpoolRefusal(store: StateStore, file: string, marker: Spo
   return new SpoolRefusedError(
     file,
     `is missing, but ${store.path(SPOOL_MARKER_FILE)} says spool ${marker.spoolId} was created here on ${marker.createdAt}; an empty new spool is never taken as proof that its records were delivered`,
-    'restore spool.db (with its -wal file if there was one) from where it went; if it is lost for good, move spool.json aside to start a new spool and accept the loss',
+    'restore spool.db (with its -wal file if there was one) from where it went; if it is lost for good, move spool.json aside, ' +
+      'with spool.db-wal and spool.db-shm if they are still here (a new spool would replay that WAL: the lost records would appear in it), to start a new spool and accept the loss',
   );
 }
 
@@ -182,6 +183,7 @@ async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeS
   }
   // Before the vetting connection, which creates missing sidecars with spool.db's mode.
   restrictSpoolFileModes(file);
+  checkSpoolFileAccess(file);
   const meta = vetSpoolFile(file, opts.nodeId);
   if (marker !== undefined && marker.spoolId !== meta.spoolId) throw replacedSpoolRefusal(store, file, meta, marker);
   // No marker yet (created by a run that stopped before writing it): adopt the vetted file.

@@ -6,7 +6,8 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { findSpoolWalDamage, SPOOL_FILE, spoolLiveBytes, withReadOnlySpool } from './spool-file.js';
+import { deniedSpoolFiles, findSpoolWalDamage, SPOOL_FILE, spoolLiveBytes, withReadOnlySpool } from './spool-file.js';
+import type { DeniedSpoolFile } from './spool-file.js';
 
 export interface SpoolFigures {
   file: string;
@@ -42,6 +43,18 @@ export function readSpoolFigures(stateDir: string): SpoolFigures | null {
       error: null,
     }));
   } catch (err) {
-    return { file, bytes: fileBytes, fileBytes, backlog: 0, open: 0, error: (err as Error).message };
+    // SQLite says only "unable to open database file" for a file of another user's this one may not read.
+    const denied = deniedSpoolFiles(file, 'read')[0];
+    const error = denied !== undefined ? permissionProblem(denied) : (err as Error).message;
+    return { file, bytes: fileBytes, fileBytes, backlog: 0, open: 0, error };
   }
+}
+
+function permissionProblem(denied: DeniedSpoolFile): string {
+  const me = process.getuid?.() ?? -1;
+  if (denied.uid === me) return `${denied.file}: permission denied (its mode ${denied.mode.toString(8).padStart(3, '0')} does not let its owner read it): chmod 600 ${denied.file}`;
+  return (
+    `${denied.file}: permission denied (owned by uid ${denied.uid}), and this runs as uid ${me}: run this as that user or with sudo; ` +
+    `if node-edge runs as uid ${me}, it cannot open the spool either: give the file to it (chown ${me} ${denied.file})`
+  );
 }

@@ -5,7 +5,7 @@
  * copy of records the control plane has not acknowledged.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, linkSync, lstatSync, openSync, readSync, rmSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, linkSync, lstatSync, openSync, readSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
@@ -39,6 +39,77 @@ export class SpoolRefusedError extends StateFileError {
 const KEEP_ADVICE =
   'the file was left untouched because it may hold records the control plane has not received. ' +
   'Move it aside together with its -wal and -shm files (keep a copy for support) and start again, or restore a good copy';
+
+/** A file of the spool this process was denied, with its owner and mode (lstat for a sidecar). */
+export interface DeniedSpoolFile {
+  file: string;
+  uid: number;
+  mode: number;
+}
+
+const isAccessError = (err: unknown): boolean => ['EACCES', 'EPERM'].includes((err as NodeJS.ErrnoException).code ?? '');
+
+/**
+ * Which of spool.db and its existing sidecars this process may not read (`status`), or read and
+ * write (`serve`). A sidecar that is not a regular file is skipped, as restrictSpoolFileModes does.
+ */
+export function deniedSpoolFiles(file: string, access: 'read' | 'read-write'): DeniedSpoolFile[] {
+  const mode = access === 'read' ? constants.R_OK : constants.R_OK | constants.W_OK;
+  const denied: DeniedSpoolFile[] = [];
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+    let info;
+    try {
+      info = f === file ? statSync(f) : lstatSync(f);
+    } catch {
+      continue; // absent; anything stranger is met by the steps that follow, with their own messages
+    }
+    if (!info.isFile()) continue;
+    try {
+      accessSync(f, mode);
+    } catch (err) {
+      if (isAccessError(err)) denied.push({ file: f, uid: info.uid, mode: info.mode & 0o777 });
+    }
+  }
+  return denied;
+}
+
+/**
+ * The refusal for spool files node-edge may not use: usually left root's by a command run with sudo
+ * (a node-edge started as root once, a sqlite3 session), in a state dir of the node's user.
+ */
+export function spoolAccessRefusal(denied: readonly DeniedSpoolFile[], cause?: unknown): SpoolRefusedError {
+  const [first] = denied;
+  if (first === undefined) throw new Error('spoolAccessRefusal needs a denied file');
+  const me = process.getuid?.() ?? -1;
+  const options = cause === undefined ? undefined : { cause };
+  if (first.uid === me) {
+    return new SpoolRefusedError(first.file, `permission denied: its mode ${first.mode.toString(8).padStart(3, '0')} does not let its owner (this user) read and write it`, `chmod 600 ${first.file}`, options);
+  }
+  const others = denied.filter((d) => d.uid !== me).map((d) => d.file);
+  return new SpoolRefusedError(
+    first.file,
+    `permission denied: it belongs to uid ${first.uid}, and node-edge runs as uid ${me}`,
+    `run node-edge as uid ${first.uid} if that is the node's user; else give the file to the node's user (a command run as root may have left it): chown ${me} ${others.join(' ')}`,
+    options,
+  );
+}
+
+/**
+ * Refuses spool files of another owner that this process may not read and write; its own files
+ * it may always chmod, and serve makes them 0600 itself (restrictSpoolFileModes). Checked before
+ * any connection, whose failure would say only "unable to open database file".
+ */
+export function checkSpoolFileAccess(file: string): void {
+  const me = process.getuid?.();
+  const denied = deniedSpoolFiles(file, 'read-write').filter((d) => d.uid !== me);
+  if (denied.length > 0) throw spoolAccessRefusal(denied);
+}
+
+/** The refusal for an access error met on `file`, with its owner as stat tells it. */
+function accessRefusalFor(file: string, err: unknown): SpoolRefusedError {
+  const info = statSync(file);
+  return spoolAccessRefusal([{ file, uid: info.uid, mode: info.mode & 0o777 }], err);
+}
 
 const SCHEMA = `
   create table meta (key text primary key, value text not null) without rowid;
@@ -164,7 +235,13 @@ export function findSpoolWalDamage(file: string): string | null {
 export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
   const size = statSync(file).size;
   if (size === 0) throw new SpoolRefusedError(file, 'is empty (0 bytes), which no spool this node created ever is', KEEP_ADVICE);
-  const header = readHeader(file);
+  let header: Buffer;
+  try {
+    header = readHeader(file);
+  } catch (err) {
+    if (isAccessError(err)) throw accessRefusalFor(file, err);
+    throw err;
+  }
   if (header.length < 100 || !header.subarray(0, 16).equals(SQLITE_MAGIC)) {
     throw new SpoolRefusedError(file, 'is not a SQLite database (garbage or a truncated header)', KEEP_ADVICE);
   }
@@ -188,6 +265,9 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
     });
   } catch (err) {
     if (err instanceof SpoolRefusedError) throw err;
+    // SQLite says only "unable to open database file" when a sidecar is another user's.
+    const denied = deniedSpoolFiles(file, 'read');
+    if (denied.length > 0) throw spoolAccessRefusal(denied, err);
     throw new SpoolRefusedError(file, `cannot be read as a spool (${(err as Error).message})`, KEEP_ADVICE, { cause: err });
   }
   const formatVersion = Number(meta.format_version);
@@ -230,8 +310,15 @@ export function restrictSpoolFileModes(file: string): void {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
       throw err;
     }
-    // chmod by path, never through a descriptor: closing one would drop this process's SQLite locks on the file.
-    if (mode !== STATE_FILE_MODE) chmodSync(f, STATE_FILE_MODE);
+    if (mode === STATE_FILE_MODE) continue;
+    try {
+      // chmod by path, never through a descriptor: closing one would drop this process's SQLite locks on the file.
+      chmodSync(f, STATE_FILE_MODE);
+    } catch (err) {
+      // Another user's file (root's, left by a command run with sudo): only its owner may chmod it.
+      if (isAccessError(err)) throw accessRefusalFor(f, err);
+      throw err;
+    }
   }
 }
 
@@ -252,13 +339,43 @@ export function newSpoolTempFile(file: string): string {
 }
 
 /**
+ * The non-empty -wal and -shm of a spool.db that is gone (a node killed -9, then the file lost or
+ * moved aside without them). SQLite would replay that WAL into a new spool.db of the same name:
+ * the lost spool's records (and its meta pages) would appear in it.
+ */
+export function leftoverSpoolSidecars(file: string): string[] {
+  return [`${file}-wal`, `${file}-shm`].filter((f) => {
+    try {
+      return lstatSync(f).size > 0;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** No new spool while a lost one's WAL would be replayed into it. */
+export function leftoverSidecarsRefusal(file: string, leftovers: readonly string[]): SpoolRefusedError {
+  const names = leftovers.map((f) => path.basename(f)).join(' and ');
+  return new SpoolRefusedError(
+    file,
+    `is missing, but ${leftovers.join(' and ')} of an earlier spool ${leftovers.length === 1 ? 'is' : 'are'} still beside it; ` +
+      "a new spool at this path would take them over (SQLite replays a WAL into the database of its name), and the lost spool's records would appear in it",
+    `the files were left untouched: put spool.db back beside them, or, if it is lost for good, move ${names} aside too (keep them with the rest of that spool) and start again`,
+  );
+}
+
+/**
  * Creates a new empty spool for `nodeId` atomically: built under a temporary name, fsynced and
  * published with link(), so `spool.db` is either absent or a complete spool with its meta. link()
  * never replaces an existing file (a rename would: a spool another replica already has open, whose
  * records would then be lost); SpoolFileExistsError says spool.db was there first.
  */
 export function createSpoolFile(file: string, nodeId: string): SpoolMeta {
+  // Looked for before spool.db: sidecars seen while spool.db is then still absent are a lost
+  // spool's, never those of a spool another process has just published (linked before its WAL).
+  const leftovers = leftoverSpoolSidecars(file);
   if (existsSync(file)) throw new SpoolFileExistsError(file);
+  if (leftovers.length > 0) throw leftoverSidecarsRefusal(file, leftovers);
   const meta: SpoolMeta = { nodeId, spoolId: randomUUID(), formatVersion: SPOOL_FORMAT_VERSION, createdAt: new Date().toISOString() };
   const temp = newSpoolTempFile(file);
   // Owner-only like every state file: it holds prompts and answers, and the state dir may be
