@@ -339,18 +339,22 @@ export function newSpoolTempFile(file: string): string {
 }
 
 /**
- * The non-empty -wal and -shm of a spool.db that is gone (a node killed -9, then the file lost or
+ * The non-empty -wal (and its -shm) of a spool.db that is gone (a node killed -9, then the file lost or
  * moved aside without them). SQLite would replay that WAL into a new spool.db of the same name:
  * the lost spool's records (and its meta pages) would appear in it.
  */
 export function leftoverSpoolSidecars(file: string): string[] {
-  return [`${file}-wal`, `${file}-shm`].filter((f) => {
+  const nonEmpty = (f: string): boolean => {
     try {
       return lstatSync(f).size > 0;
     } catch {
       return false;
     }
-  });
+  };
+  // Only a WAL with frames can be replayed; a -shm alone (the WAL truncated by a checkpoint before
+  // the kill) is rebuilt by the first connection, harmless. It is named with the WAL it belongs to.
+  if (!nonEmpty(`${file}-wal`)) return [];
+  return [`${file}-wal`, ...(nonEmpty(`${file}-shm`) ? [`${file}-shm`] : [])];
 }
 
 /** No new spool while a lost one's WAL would be replayed into it. */

@@ -71,6 +71,16 @@ t.test('an empty spool.db-wal left without spool.db does not stop a new spool', 
   t.same(spoolState(file), { open: [], records: [] });
 });
 
+t.test('a spool.db-shm left alone beside an empty spool.db-wal (a checkpoint truncated the WAL before the kill) does not stop a new spool', async (t) => {
+  const dir = tempStateDir(t);
+  const file = path.join(dir, 'spool.db');
+  writeFileSync(`${file}-wal`, '');
+  writeFileSync(`${file}-shm`, Buffer.alloc(32 * 1024, 1));
+  const node = await open(dir);
+  t.teardown(() => node.close());
+  t.same(spoolState(file), { open: [], records: [] });
+});
+
 t.test('doctor fails the spool check with the same refusal when a lost spool\'s -wal is still there', async (t) => {
   const { dir, file } = stateWithLostSpool(t);
   const check = await checkSpool(await openStateStore(dir, { create: false }), NODE_ID);
