@@ -236,8 +236,19 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
  * the node holds an open lease of. `nowMs` and `holdMs` are the top-up's own.
  */
 export async function accountsToLease(db: pg.Pool | pg.PoolClient, nodeId: string, nowMs: number, holdMs: number): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>(
-    `select a.id from accounts a
+  const { rows } = await db.query<{ id: string }>(accountsToLeaseQuery(nodeId, nowMs, holdMs));
+  return rows.map((r) => r.id);
+}
+
+/**
+ * accountsToLease's SQL (apart from running it, so a test can read its plan). The lease checks run
+ * on every live node's refresh for every account without free credit: they read the partial index
+ * of migration 0018, which holds only open leases and closed ones still holding credit, not the
+ * account's whole lease history.
+ */
+export function accountsToLeaseQuery(nodeId: string, nowMs: number, holdMs: number): { text: string; values: unknown[] } {
+  return {
+    text: `select a.id from accounts a
       where (a.deleted_at is null and a.status = 'active'
              and exists (select 1 from api_keys k where k.account_id = a.id and ${API_KEY_IN_USE_SQL})
              and (exists (select 1 from account_balances b where b.account_id = a.id and b.balance_micros > b.outstanding_micros)
@@ -247,9 +258,8 @@ export async function accountsToLease(db: pg.Pool | pg.PoolClient, nodeId: strin
                                         and l.closed_at <= to_timestamp(($2::bigint - $3::bigint) / 1000.0))))))
          or exists (select 1 from credit_leases l where l.account_id = a.id and l.node_id = $1 and l.state = 'open')
       order by a.id`,
-    [nodeId, Math.floor(nowMs), Math.floor(holdMs)],
-  );
-  return rows.map((r) => r.id);
+    values: [nodeId, Math.floor(nowMs), Math.floor(holdMs)],
+  };
 }
 
 export interface LeaseFigures {
