@@ -177,7 +177,7 @@ function installedNotEnrolledAdvice(name: string | undefined): string {
 /** `--install-dir D` names a dir with no node-edge.service: nothing is installed, perhaps a failed install's kept data/. */
 function leftoverDataMessage(dir: string, node: NodeStatusReport | null): string {
   const name = node?.node?.name;
-  if (name === undefined) return `${NO_NODE_INSTALLED} at ${dir}`;
+  if (name === undefined) return `no gateway node is installed at ${dir} (no node-edge service, no current release)`;
   return `${NO_NODE_INSTALLED}; ${dir} keeps the data of node ${name} from an install that did not finish: run its install command with --reenroll (\`zenova gateway-node reenroll-command ${name}\` prints it)`;
 }
 
