@@ -65,8 +65,20 @@ t.test('phone refuses dotted numbers that are IPs, versions or decimals', async 
 t.test('phone still finds plain numbers next to dots: a float export, a numbered list, a decimal point', async (t) => {
   t.same(found(findPhones, 'phone,13812345678.0,name'), ['13812345678'], 'a spreadsheet float');
   t.same(found(findPhones, '+8613812345678.0 and +14155552671.0'), ['+8613812345678', '+14155552671']);
-  t.same(found(findPhones, '1.13812345678 No.1.13912345678'), ['13812345678', '13912345678'], 'list numbering');
+  t.same(found(findPhones, '1. 13812345678 No. 13912345678'), ['13812345678', '13912345678'], 'list numbering');
   t.same(found(findPhones, '13812345678.13912345678'), ['13812345678', '13912345678'], 'two numbers joined by a dot');
+});
+
+t.test('phone takes no number from the fraction of a number nor from digits glued inside a hash or UUID, and still finds numbers beside words', async (t) => {
+  t.same(found(findPhones, '{"p":0.14680662540,"x":47.18860501045} and 1.13812345678'), [], 'a fraction of 11 decimals, also after a one-digit number');
+  t.same(found(findPhones, 'trace bcf025c1-e156-4443-8409-a3f60c2d9e14'), [], 'a UUID');
+  t.same(found(findPhones, 'commit 5b73c7307d19658410988d1b7b6cc0c83b6f1f0863a529848a3069118f1e0adc done'), [], 'a SHA-256');
+  t.same(
+    found(findPhones, 'tel 138-1234-5678；手机13912345678，wxid15012345678 QQ:18612345678 (13712345678) abc13512345678 13612345678abc'),
+    ['138-1234-5678', '13912345678', '15012345678', '18612345678', '13712345678', '13512345678', '13612345678'],
+    'beside words, CJK and punctuation, and hex letters on one side only',
+  );
+  t.same(found(findPhones, '+86 13812345678abc1 (+86) 139 1234 5678cafe1'), ['+86 13812345678', '(+86) 139 1234 5678'], 'a number written with its country code');
 });
 
 t.test('PRC resident ID accepts valid MOD 11-2 checksums (X included) with plausible birth dates', async (t) => {
@@ -96,6 +108,36 @@ t.test('bank card accepts Luhn-valid numbers of 13 to 19 digits, plain or groupe
   t.same(found(findBankCards, 'qty 2 4111111111111111 ok'), ['4111111111111111'], 'after a short number');
   t.same(found(findBankCards, 'tel 13812345678 5555555555554444 and 2024-01-15 378282246310005'), ['5555555555554444', '378282246310005']);
   t.same(found(findBankCards, 'ref 1-4111111111111111 and 4111111111111111-7'), [], 'a dash glues a group to its neighbour: an id, not a card');
+});
+
+t.test('bank card masks every card a run of groups holds, the union of overlapping ones, not only the leftmost', async (t) => {
+  // 30003 4532 0151 (13 digits) and 3006 4532 0151 1283 (16) are Luhn-valid too, and end inside the real card.
+  t.same(found(findBankCards, 'paid 30003 4532 0151 1283 0366 ok'), ['30003 4532 0151 1283 0366']);
+  t.same(found(findBankCards, 'paid 3006 4532 0151 1283 0366 ok'), ['3006 4532 0151 1283 0366']);
+  t.same(found(findBankCards, 'Qty 2 Amount 3560 4532 0151 1283 0366'), ['4532 0151 1283 0366'], 'a group before the card that makes no card with it');
+  t.same(found(findBankCards, '4111 1111 1111 1111 5555 5555 5555 4444'), ['4111 1111 1111 1111', '5555 5555 5555 4444'], 'cards that do not overlap stay two');
+});
+
+t.test('bank card takes no card from the fraction of a number: scores, coordinates', async (t) => {
+  t.same(found(findBankCards, '{"score":0.5533538169896861}'), [], 'a random double');
+  t.same(found(findBankCards, '{"lat":37.23804008168112,"lng":116.40739846408121} -0.4532015112830366'), [], 'coordinates and a negative fraction');
+  t.same(found(findBankCards, 'v1.2.4532015112830366 and 1.4532015112830366'), [], 'after a dotted version and a one-digit number');
+  t.same(
+    found(findBankCards, 'card 4532015112830366. Exported 4532015112830366.0, 0.5 4532 0151 1283 0366, 13812345678.5555555555554444'),
+    ['4532015112830366', '4532015112830366', '4532 0151 1283 0366', '5555555555554444'],
+    'a full stop or decimals after a card, a card after a fraction and a space, and after a long number and a dot',
+  );
+});
+
+t.test('bank card takes no card from digits glued inside a hash or UUID, and still finds cards beside words, CJK and punctuation', async (t) => {
+  t.same(found(findBankCards, 'request_id=23253005-4391-4e65-8a3c-1234abcd5678'), [], 'a UUID whose groups make 13 Luhn-valid digits');
+  t.same(found(findBankCards, 'x=550e8400-e29b-41d4-8123-4532015112830366 commit 3ca268744c642ee7fe34016dede5b58401817697601adc0286f4a2103f92a854'), [], 'the last groups of a UUID, a SHA-256');
+  t.same(found(findBankCards, 'sha deadbeef4111111111111111cafe'), [], 'hex letters on both sides');
+  t.same(
+    found(findBankCards, '卡号6222021234567890128，card:4532015112830366 (4532 0151 1283 0366) card4532015112830366 Visa4111111111111111 CC5555555555554444 AE378282246310005 q=card%3A4532015112830366&x=1 4111111111111111abc'),
+    ['6222021234567890128', '4532015112830366', '4532 0151 1283 0366', '4532015112830366', '4111111111111111', '5555555555554444', '378282246310005', '4532015112830366', '4111111111111111'],
+    'a word on one side, hex letters or not, and a URL escape are no hex token',
+  );
 });
 
 t.test('bank card refuses Luhn failures, timestamps, long runs and phone numbers', async (t) => {

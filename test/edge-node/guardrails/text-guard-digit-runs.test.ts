@@ -42,15 +42,38 @@ t.test('a card at the end of a dash-joined run longer than the window is masked 
   t.equal(streamed(CARDS_ONLY, pieces(longer, 3)), want, 'runs longer than the context the guard keeps');
 });
 
+t.test('a card that a shorter card made of the groups before it overlaps is masked whole, streamed as in the whole text', async (t) => {
+  const cases: Array<[string, string]> = [
+    ['Paid 30003 4532 0151 1283 0366 today, thanks.', 'Paid [BANK_CARD] today, thanks.'],
+    ['Paid 3006 4532 0151 1283 0366 today, thanks.', 'Paid [BANK_CARD] today, thanks.'],
+  ];
+  for (const [text, expected] of cases) {
+    t.equal(whole(CARDS_ONLY, text), expected);
+    for (const size of [1, 2, 3, 5, 7, 16]) t.equal(streamed(CARDS_ONLY, pieces(text, size)), expected, `in ${size}-character pieces`);
+  }
+});
+
+t.test('a card after a fraction or a "+" number longer than the window is masked in a stream as in the whole text, the fraction is not', async (t) => {
+  // The stream's scan resumes inside the long group: the card after it starts a run of its own
+  // there, as in the whole text, so the run is a card as a whole though its first group is short.
+  for (const lead of [`score 0.${'5'.repeat(60)}`, `tel +${'5'.repeat(60)}`]) {
+    const text = `${lead} 378 282246310005 end`;
+    const expected = `${lead} [BANK_CARD] end`;
+    t.equal(whole(CARDS_ONLY, text), expected);
+    for (const size of [1, 2, 3, 5, 7, 16]) t.equal(streamed(CARDS_ONLY, pieces(text, size)), expected, `${lead.slice(0, 5)} in ${size}-character pieces`);
+  }
+});
+
 t.test('random texts of digit groups, dashes and spaces mask the same streamed in random pieces as whole', async (t) => {
   let seed = 11;
   const random = (n: number): number => {
     seed = (seed * 1103515245 + 12345) % 2 ** 31;
     return seed % n;
   };
-  const cards = ['4111-1111-1111-1111', '4111 1111 1111 1111', '5555555555554444', '378282246310005', '2221-0000-0000-0009', '6222021234567890128'];
+  const cards = ['4111-1111-1111-1111', '4111 1111 1111 1111', '5555555555554444', '378282246310005', '2221-0000-0000-0009', '6222021234567890128', '30003 4532 0151 1283 0366', '3006 4532 0151 1283 0366'];
   // No "+": a dash-joined run glued on by one far before the cut is read as a run (see the README).
-  const others = ['-', ' ', '-', ' ', '--', 'x', '. ', '\n', '0', '7'];
+  // Dots make fractions, hex letters hex tokens.
+  const others = ['-', ' ', '-', ' ', '--', 'x', '. ', '\n', '0', '7', '.', '0.', 'e', 'c1', 'ab'];
   let cases = 0;
   let failures = 0;
   for (let k = 0; k < 150; k++) {

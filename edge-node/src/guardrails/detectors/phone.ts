@@ -1,17 +1,25 @@
 // Phone numbers: mainland China mobiles (1[3-9] + 9 digits, optional +86 / 0086, spaces or dashes
 // in the usual 3-4-4 grouping, or dots in both places) and international E.164 numbers written
 // with a leading "+" (single spaces or dashes, or dots between groups of up to 4 digits).
+import { inHexToken } from './bank-card.js';
 import { regexMatches } from './detector.js';
 import type { Detector, Match } from './detector.js';
 import { foldWidth } from './fold-width.js';
 
+// The longest + number and the neighbour that ends it; what is glued after a number is read only
+// this far from its start (inHexToken), so a stream's scan decides as the whole text's.
+const WINDOW = 32;
+
 // No form may continue a longer digit run: no digit (or digit + dash) before, no digit (or dash +
-// digit) after. A space is a word separator in prose, so it does not join runs here. The plain and
-// space/dash forms ignore dots around them, so a number exported as a float (13812345678.0) or
-// numbered in a list (1.13812345678) is still found. The dotted forms also refuse a dot + digit on
-// either side, so IPs, versions and dotted runs (10.0.0.138, 138.1234.5678.9) are not phones, and
-// the dots must group the whole number (138.1234.5678, not 138.12345678: one dot reads as a decimal).
-const PLAIN_BEFORE = '(?<![\\d+])(?<!\\d-)';
+// digit) after. A space is a word separator in prose, so it does not join runs here. No form starts
+// after a number of up to 6 digits and a dot either: those digits are a fraction (a score or a
+// coordinate written with 11 decimals, 0.14680662540; a double has 17 digits at most). After a
+// longer number the dot is a separator (13812345678.13912345678), and a dot after a number is
+// ignored, so one exported as a float (13812345678.0) is still found. The dotted forms refuse a
+// digit + dot before them and a dot + digit after them, so IPs, versions and dotted runs
+// (10.0.0.138, 138.1234.5678.9) are not phones, and the dots must group the whole number
+// (138.1234.5678, not 138.12345678: one dot reads as a decimal).
+const PLAIN_BEFORE = '(?<![\\d+])(?<!\\d-)(?<!(?<!\\d)\\d{1,6}\\.)';
 const PLAIN_AFTER = '(?!-?\\d)';
 const DOTTED_BEFORE = '(?<![\\d+])(?<!\\d[-.])';
 const DOTTED_AFTER = '(?![-.]?\\d)';
@@ -31,6 +39,10 @@ const PHONE = new RegExp(
 );
 const E164_MIN_DIGITS = 8;
 const E164_MAX_DIGITS = 15;
+
+function isDigit(code: number): boolean {
+  return code >= 48 && code <= 57;
+}
 
 function digitCount(s: string): number {
   let n = 0;
@@ -71,6 +83,9 @@ export function findPhones(original: string, from = 0): Match[] {
   return regexMatches(PHONE, text, from, (m) => {
     const s = m[0];
     let end = s.length;
+    // Digits glued to a hash or UUID are a piece of it (bcf025c1-e156-4443-8409-…); a number
+    // written with its "+" or "(+86)" is one whatever is glued to it.
+    if (isDigit(s.charCodeAt(0)) && inHexToken(text, m.index, m.index + end, WINDOW)) return null;
     if (s.startsWith('+') && !/^\+86[ .-]?1[3-9]/.test(s)) {
       if (s.includes('.')) {
         const digits = digitCount(s);
@@ -86,4 +101,4 @@ export function findPhones(original: string, from = 0): Match[] {
   });
 }
 
-export const phoneDetector: Detector = { name: 'phone', placeholder: '[PHONE]', window: 32, find: findPhones };
+export const phoneDetector: Detector = { name: 'phone', placeholder: '[PHONE]', window: WINDOW, find: findPhones };
