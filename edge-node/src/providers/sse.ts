@@ -33,6 +33,8 @@ export interface SseIdleDeadline {
  * searching a growing buffer again for every chunk cost its square. With `idle`, a source that
  * sends no data event for `idle.ms` after one came is stopped: undici's between-chunk timeout is
  * reset by any bytes, so an upstream sending only keep-alive comments would hold the call forever.
+ * Bytes of an event still arriving (not comments) count as events do: a large event (an inline
+ * image) that takes longer than `idle.ms` to arrive in steady pieces is progress, not silence.
  */
 export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxEventBytes = MAX_SSE_EVENT_BYTES, idle?: SseIdleDeadline): AsyncGenerator<SseEvent> {
   const decoder = new TextDecoder();
@@ -40,6 +42,8 @@ export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxE
   const watch = idle === undefined ? undefined : new IdleWatch(idle);
   // CRLF and lone CR are legal line ends: a CR that ends a chunk waits for the next, which may start with its LF.
   let heldCr = false;
+  // What the unfinished line held in `pending` is: whether bytes added to it are progress.
+  let line: LineKind = 'start';
   try {
     for await (const chunk of source) {
       let text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
@@ -52,6 +56,7 @@ export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxE
       if (pending.endsWithLineEnd() && text.startsWith('\n')) {
         const event = parseEventBlock(pending.take().slice(0, -1));
         start = 1;
+        line = 'start';
         if (event !== undefined) {
           watch?.hold();
           yield event;
@@ -62,13 +67,20 @@ export async function* parseSse(source: AsyncIterable<Uint8Array | string>, maxE
       while ((boundary = text.indexOf('\n\n', start)) !== -1) {
         const event = parseEventBlock(pending.take(text.slice(start, boundary)));
         start = boundary + 2;
+        line = 'start';
         if (event !== undefined) {
           watch?.hold();
           yield event;
           watch?.wait();
         }
       }
-      pending.add(start === 0 ? text : text.slice(start));
+      const rest = start === 0 ? text : text.slice(start);
+      if (watch !== undefined && rest !== '') {
+        const kinds = addedLineKinds(rest, line);
+        line = kinds.last;
+        if (kinds.progress) watch.progress();
+      }
+      pending.add(rest);
       if (pending.length > maxEventBytes) {
         throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `The upstream sent an SSE event larger than ${maxEventBytes} bytes.`);
       }
@@ -115,6 +127,11 @@ class IdleWatch {
     else this.timer.refresh();
   }
 
+  /** Part of an event arrived: the deadline starts again, once armed (before, the attempt's timer bounds the wait). */
+  progress(): void {
+    this.timer?.refresh();
+  }
+
   clear(): void {
     clearTimeout(this.timer);
   }
@@ -123,6 +140,30 @@ class IdleWatch {
     if (this.held) this.timer?.refresh();
     else this.idle.stop();
   }
+}
+
+/** A line not begun yet, a comment (`:`…), or any other line (a field, e.g. `data:`). */
+type LineKind = 'start' | 'comment' | 'field';
+
+/**
+ * Whether `text`, added to an unfinished event whose last line is of kind `line`, holds any byte of
+ * a line that is not a comment (progress), and the kind of the line it leaves unfinished.
+ */
+function addedLineKinds(text: string, line: LineKind): { progress: boolean; last: LineKind } {
+  let progress = false;
+  let at = 0;
+  while (at < text.length) {
+    const end = text.indexOf('\n', at);
+    const stop = end === -1 ? text.length : end;
+    if (stop > at) {
+      if (line === 'start') line = text.charCodeAt(at) === 58 /* ':' */ ? 'comment' : 'field';
+      if (line === 'field') progress = true;
+    }
+    if (end === -1) break;
+    line = 'start';
+    at = end + 1;
+  }
+  return { progress, last: line };
 }
 
 /** The text of an event not ended yet, in the pieces it came in. */

@@ -170,3 +170,42 @@ t.test('a text event and an error event come out in the chat framing', async (t)
   t.equal(error.sse.event, 'error');
   t.same(JSON.parse(error.sse.data), { error: { message: 'blocked', type: 'invalid_request_error', param: null, code: 'ZN_ERR_GUARDRAIL_BLOCKED' } });
 });
+
+/**
+ * parseSse over a source that yields `parts` `gapMs` apart; the idle deadline's stop ends the source
+ * at its next step, as destroying an upstream body does. Returns the events and whether it stopped.
+ */
+async function paced(parts: string[], gapMs: number, idleMs: number) {
+  let stopped = false;
+  async function* source() {
+    for (const part of parts) {
+      if (stopped) throw new Error('stopped by the idle deadline');
+      yield part;
+      await new Promise((resolve) => setTimeout(resolve, gapMs));
+    }
+  }
+  const out = [];
+  try {
+    for await (const event of parseSse(source(), undefined, { ms: idleMs, stop: () => { stopped = true; } })) out.push(event);
+  } catch {
+    // The stop: told apart by `stopped`.
+  }
+  return { events: out, stopped };
+}
+
+t.test('a large event arriving in steady pieces for longer than the idle deadline is progress, not silence', async (t) => {
+  const pieces = Array.from({ length: 14 }, () => 'x'.repeat(1000));
+  const parts = ['data: {"first":1}\n\n', 'data: "', ...pieces, '"\n\n', 'data: [DONE]\n\n'];
+  // 14 pieces 100 ms apart: 1.4 s of one event under a 1 s deadline.
+  const { events: out, stopped } = await paced(parts, 100, 1000);
+  t.equal(stopped, false);
+  t.same(out.map((e) => e.data.length), [11, 14_002, 6]);
+});
+
+t.test('comment lines still are silence, also a comment split across pieces of an event in progress', async (t) => {
+  // After the first event only comment lines arrive, each split mid-line.
+  const parts = ['data: {"first":1}\n\n', ...Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? ': keep' : 'alive\n'))];
+  const { events: out, stopped } = await paced(parts, 100, 500);
+  t.equal(stopped, true);
+  t.same(out.map((e) => e.data), ['{"first":1}']);
+});
