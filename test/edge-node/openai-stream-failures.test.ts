@@ -270,6 +270,38 @@ t.test('after the first event', async (t) => {
     t.equal(done.outcome.status, 'ok');
   });
 
+  t.test('asked for n: 2, an upstream that ignores n and omits [DONE] is complete once the one choice it sent finished and the closing usage chunk came: recorded ok with the exact usage', async (t) => {
+    const usageChunk = `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo', choices: [], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } })}\n\n`;
+    const endings = [
+      { name: 'with the usage chunk', tail: usageChunk, status: 'ok' },
+      { name: 'without it (a cut before the other choice began looks the same)', tail: '', status: 'failed' },
+    ];
+    for (const ending of endings) {
+      const primary = await startRawUpstream(t, (socket) => {
+        socket.write(SSE_HEAD_CLOSE);
+        socket.write(chatChunk('Hello'));
+        socket.write(chatChunk(null));
+        socket.end(ending.tail);
+      });
+      const node = await nodeWith(t, primary.url, primary.url);
+      const res = await fetch(`${node.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+        body: JSON.stringify({ model: 'solo', stream: true, n: 2, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      const text = await res.text();
+      const done = await finishedRequest(node, res.headers.get('x-request-id'));
+      t.equal(done.outcome.status, ending.status, ending.name);
+      if (ending.status === 'ok') {
+        t.match(text, /data: \[DONE\]\n\n$/, ending.name);
+        t.notMatch(text, /event: error/, ending.name);
+        t.same(done.usage, { inputTokens: 3, outputTokens: 1, estimated: false }, ending.name);
+      } else {
+        t.match(text, /ended the stream before \[DONE\]/, ending.name);
+      }
+    }
+  });
+
   t.test('a connection break after [DONE] keeps the complete answer and its exact usage, recorded ok', async (t) => {
     const primary = await startRawUpstream(t, (socket) => {
       socket.write(SSE_HEAD_CHUNKED);

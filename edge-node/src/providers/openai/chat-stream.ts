@@ -19,8 +19,9 @@
  * nothing). An upstream error (`event: error`, or a chunk with a non-null `error`: an object, or
  * TGI's string) is thrown as ZN_ERR_UPSTREAM_ERROR quoting only its code, never its text. A body
  * that ends without `[DONE]` is thrown as truncated, unless every choice already had its
- * finish_reason: some upstreams omit `[DONE]` after a finished answer, and the node then adds it
- * for the caller; a body that breaks there (a reset, a stall) likewise loses nothing of the answer.
+ * finish_reason (or every choice it sent had one and the usage-only chunk that closes a stream came
+ * after them: an upstream that ignores `n` sends fewer choices): some upstreams omit `[DONE]` after
+ * a finished answer, and the node then adds it for the caller; a body that breaks there (a reset, a stall) likewise loses nothing of the answer.
  * An upstream that sends no data event for `timeoutMs` (keep-alive comments do not count) is cut
  * as ZN_ERR_UPSTREAM_TIMEOUT (parseSse's idle deadline).
  */
@@ -492,6 +493,13 @@ export function dropLogprobs(choices: unknown): boolean {
 async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, shape: ChatStreamShape, source: ChatStreamSource): AsyncGenerator<StreamEvent> {
   const { upstream } = source;
   const finished = new Set<unknown>();
+  const seen = new Set<unknown>();
+  /**
+   * The last chunk was usage alone and every choice sent had finished before it: the end of a
+   * stream whose upstream ignored `n` (sent fewer choices than asked), complete without [DONE].
+   */
+  let closedByUsage = false;
+  const complete = (): boolean => finished.size >= source.choices || closedByUsage;
   let done = false;
   /** A usage block came in or after the chunk that finished the last choice: the final one, not a running count. */
   let usageAfterFinish = false;
@@ -528,9 +536,12 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       const choices = chunk.choices;
       if (Array.isArray(choices)) {
         for (const choice of choices) {
-          if (isRecord(choice) && typeof choice.finish_reason === 'string' && choice.finish_reason !== '') finished.add(choice.index ?? 0);
+          if (!isRecord(choice)) continue;
+          seen.add(choice.index ?? 0);
+          if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') finished.add(choice.index ?? 0);
         }
       }
+      closedByUsage = isRecord(chunk.usage) && isUsageOnly(chunk) && finished.size > 0 && finished.size === seen.size;
       const usage = chunk.usage;
       if (isRecord(usage)) {
         // Partial until the stream finishes: vLLM's continuous_usage_stats (and some servers' usage
@@ -555,7 +566,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     if (isAbort(err, source.signal)) throw err;
     const failure = classifyUpstreamFailure(err, upstream);
     // Nor does a break (a reset, a stall) once every choice finished: ended as a clean end there is (below).
-    if (!isBodyBreak(failure) || finished.size < source.choices) throw failure;
+    if (!isBodyBreak(failure) || !complete()) throw failure;
   } finally {
     clearTimeout(afterDone);
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
@@ -563,7 +574,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     ctx.upstreamMs = Math.round((ctx.clock.monotonic() - source.sentAt) * 1000) / 1000;
   }
   if (done) return;
-  if (finished.size < source.choices) {
+  if (!complete()) {
     // Cut short (a close-delimited body reads as a clean end). Before the first event nothing
     // reached the caller, so another target may still answer.
     throw zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ended the stream before [DONE].`, { retryable: true });
@@ -571,7 +582,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
   // As at [DONE]: the last block seen before the finish may be a running count (usage on the first
   // chunk: completion 0): unless one came with or after the finish it is left partial, and stage
   // meter charges at least the text delivered.
-  if (usageAfterFinish) finalUsage(ctx);
+  if (usageAfterFinish || closedByUsage) finalUsage(ctx);
   yield doneEvent(DONE);
 }
 
