@@ -277,6 +277,7 @@ const MAX_SCANNED = 1024;
 /** Why `source` is refused for the polynomial shape, or null. `source` must be a valid pattern under `flags`. */
 export function regexPolynomialRisk(source: string, flags: string): string | null {
   let scansLeft = MAX_SCANS;
+  const counted = new Set<string>();
   const compiled = new Map<string, RegExp | undefined>();
   const compile = (body: string): RegExp | undefined => {
     if (compiled.has(body)) return compiled.get(body);
@@ -303,9 +304,15 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     }
     const body = known.slice(0, -1).map((s) => `(?=${s})`).join('') + `(?:${known[known.length - 1]})`;
     const key = `${flags}\u0000${body}`;
+    // Counted before the shared cache is read, once per distinct scan of this pattern: the verdict
+    // must not depend on what the process checked before (a node that never saw these classes
+    // would refuse the rule the control plane accepted, and block every request under it).
+    if (!counted.has(key)) {
+      counted.add(key);
+      if (--scansLeft < 0) throw new TooComplex();
+    }
     const cached = scanned.get(key);
     if (cached !== undefined) return cached;
-    if (--scansLeft < 0) throw new TooComplex();
     const re = compile(body);
     const found = re === undefined ? true : re.test(allCharacters());
     if (scanned.size >= MAX_SCANNED) scanned.clear();

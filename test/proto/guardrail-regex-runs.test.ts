@@ -141,3 +141,13 @@ t.test('the admin API refuses such a pattern with the reason, and the node fails
   t.match(node.ok ? '' : node.reason, /^the pattern is refused: it has repetitions in a row/);
   t.equal(compileRegex('\\w+\\s+\\w+x').ok, true, 'and runs the safe neighbour');
 });
+
+t.test('the verdict on a pattern does not depend on what the process checked before (a node that saw nothing else must agree with the control plane)', async (t) => {
+  // Classes no other test uses, so the process-wide scan cache holds none of their pairs yet.
+  const few = '[αβ]?[γδ]?[εζ]?[ηθ]?[ικ]?[λμ]?';
+  const many = `${few}[νξ]?`;
+  const fresh = risk(many);
+  t.match(fresh, TOO_MANY_CLASS_RUNS);
+  t.equal(risk(few), null);
+  t.equal(risk(many), fresh, 'refused again after its pairs were scanned for another pattern');
+});
