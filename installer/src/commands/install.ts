@@ -10,18 +10,20 @@ import { CommandFailure, EXIT_FAILURE, EXIT_OK, UsageError } from '../cli-contex
 import type { CliContext, Command } from '../cli-context.js';
 import { realHostEnv } from '../host/host-env.js';
 import type { HostEnv } from '../host/host-env.js';
-import { finding } from '../install/diagnostics.js';
+import type { ServiceState } from '../host/service-manager.js';
+import { UNVERIFIED_LOCK_ADVICE, finding } from '../install/diagnostics.js';
 import type { Finding } from '../install/diagnostics.js';
-import { readNodeEnv } from '../install/env-file.js';
+import { readNodeEnv, removeStaleEnvFileTemps } from '../install/env-file.js';
 import { runHostChecks } from '../install/host-checks.js';
 import type { CheckMode } from '../install/host-checks.js';
 import type { CaFile } from '../install/control-plane-probe.js';
 import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
-import { CLI_LINK, DEFAULT_NODE_LISTEN, NODE_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
+import { CLI_LINK, DEFAULT_NODE_LISTEN, NODE_UNIT, UPDATER_UNIT, installDirFromUnit, installLayout, onHost } from '../install/install-layout.js';
 import { installLockHolder, takeInstallLock } from '../install/install-lock.js';
+import type { LockAttempt } from '../install/install-lock.js';
 import { installNode } from '../install/install-node.js';
 import { upgradeNode } from '../install/upgrade-node.js';
-import { parseListen } from '../install/listen-address.js';
+import { formatListen, parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { shellQuote } from '../format/shell-quote.js';
 import { CallerTlsError, expiryWarning, readCallerTls } from '../../../edge-node/src/tls/caller-tls.js';
@@ -58,7 +60,8 @@ the findings are listed with their NODE-… codes and nothing is written.
   --check-only          Run the checks only: no token needed or used, nothing written (not even
                         the install lock: another run is neither refused by it nor refuses it).
                         Give the same --ca-file as the install: a control plane with a private
-                        CA is otherwise NODE-CP-TLS. With --upgrade or --reenroll, that run's
+                        CA is otherwise NODE-CP-TLS; and the same --install-dir: without it the
+                        default dir is checked. With --upgrade or --reenroll, that run's
                         checks (a dry run: e.g. is a node installed, is the package newer)
   --reenroll            Replace the installed node's identity (keeps data, spool, unsent records);
                         also recovers a failed install whose data/ was kept (installs it again)
@@ -203,7 +206,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   const listen = await listenAddress(listenOption, reenroll, host);
   if (reenroll && tlsFiles !== undefined) await refuseTlsOnReenroll(host);
 
-  const run: InstallRun = { ctx, host, checkOnly, reenroll, upgrade, installDir, packageFile, controlPlaneUrl, caFile, listen, tlsFiles, token, tokenWarning, tokenSource };
+  const run: InstallRun = { ctx, host, checkOnly, reenroll, upgrade, installDir, packageFile, controlPlaneUrl, caFile, listen, listenGiven: listenOption !== undefined, tlsFiles, token, tokenWarning, tokenSource };
   // A check-only run writes nothing, so it takes no lock: holding one, it would show in `zenova
   // status` as an upgrade in progress and make a real run meanwhile refused as concurrent. What it
   // reads (units, etc/node.env, data/ state files, links) is written atomically, a temp file renamed
@@ -214,9 +217,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   // root the lock cannot be written, and then the root check blocks before any write anyway.
   const locked = await takeInstallLock(host.hostRoot);
   if (!locked.ok && (locked.busy || host.probe.isRoot())) {
-    const f = locked.busy
-      ? finding('NODE-INSTALL-RUNNING', `another zenova install node${locked.holderPid === undefined ? '' : ` (pid ${locked.holderPid})`} is running on this host and holds ${locked.file}`)
-      : finding('NODE-WRITE-FAILED', `cannot create the install lock ${locked.file} (${locked.reason})`);
+    const f = locked.busy ? lockBusyFinding(locked) : finding('NODE-WRITE-FAILED', `cannot create the install lock ${locked.file} (${locked.reason})`);
     ctx.stdout.write(`zenova install node: ${f.code === 'NODE-INSTALL-RUNNING' ? 'another install is running' : 'cannot take the install lock'}; nothing was checked or written:\n`);
     printFinding(ctx, f, '  ');
     return EXIT_FAILURE;
@@ -226,6 +227,19 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   } finally {
     if (locked.ok) await locked.lock.release();
   }
+}
+
+/** NODE-INSTALL-RUNNING: a live holder, or one this pid namespace cannot judge (install-lock.ts), with how to remove its lock. */
+function lockBusyFinding(locked: Extract<LockAttempt, { busy: true }>): Finding {
+  const pid = locked.holderPid === undefined ? '' : ` (pid ${locked.holderPid})`;
+  if (locked.unverified === undefined) return finding('NODE-INSTALL-RUNNING', `another zenova install node${pid} is running on this host and holds ${locked.file}`);
+  const since = locked.unverified.since === undefined ? '' : `, taken at ${locked.unverified.since.toISOString()}`;
+  return finding(
+    'NODE-INSTALL-RUNNING',
+    `${locked.file} is held by a zenova install node${pid} of another pid namespace (a container since restarted, or another container or the host sharing ${path.posix.dirname(locked.file)})${since}; ` +
+      'it left no socket that answers either way, so whether it still runs cannot be told from here',
+    UNVERIFIED_LOCK_ADVICE(locked.file),
+  );
 }
 
 /**
@@ -320,6 +334,8 @@ interface InstallRun {
   controlPlaneUrl: string;
   caFile: CaFile | undefined;
   listen: ListenAddress;
+  /** --listen was given (not the default, nor the installed address a --reenroll keeps). */
+  listenGiven: boolean;
   tlsFiles: CallerTlsFiles | undefined;
   token: string | undefined;
   tokenWarning: Finding | undefined;
@@ -378,6 +394,7 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
     return EXIT_OK;
   }
   if (checks.manifest === undefined || checks.dataOffset === undefined || token === undefined) throw new Error('checks passed without a verified package or token');
+  await removeEnvFileLeftovers(ctx, host, checks.installed?.installDir ?? checks.installDir);
   if (upgrade) {
     if (checks.installed === undefined) throw new Error('upgrade checks passed without an installed node');
     return upgradeInstalled(ctx, host, { installed: checks.installed, packageFile, manifest: checks.manifest, dataOffset: checks.dataOffset, controlPlaneUrl, caPem: checks.caPem, caFile, token, tokenSource, controlPlaneVersion: checks.controlPlane?.version });
@@ -406,6 +423,8 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
       ...(host.readyTimeoutMs !== undefined ? { readyTimeoutMs: host.readyTimeoutMs } : {}),
       ...(host.enroll !== undefined ? { enroll: host.enroll } : {}),
       ...(ctx.launcher !== undefined ? { runningCli: ctx.launcher } : {}),
+      checkCommand: checkOnlyCommand(run, checks.installDir),
+      redeemWhileServing: checks.controlPlane?.redemptionKeys === true,
     },
     stepPrinter(ctx),
   );
@@ -419,6 +438,44 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
       (tokenSource?.from === 'file' ? `  Delete the token file now: rm -f -- ${shellQuote(tokenSource.file)}\n` : ''),
   );
   return EXIT_OK;
+}
+
+/**
+ * This run's command as a --check-only run, for advice to check the host again after a fix: the
+ * same package, control plane, CA file, mode, --listen and TLS pair, and the install dir whenever it
+ * is not the default (a check-only run without it checks the default dir, not this run's); every
+ * value shell-quoted, never the token.
+ */
+function checkOnlyCommand(run: InstallRun, installDir: string): string {
+  const parts = [`sudo ${run.ctx.launcher ?? './zenova'} install node`, `--package ${shellQuote(run.packageFile)}`];
+  if (run.reenroll) parts.push('--reenroll');
+  parts.push(`--control-plane ${shellQuote(run.controlPlaneUrl)}`);
+  // An upgrade trusting the installed CA file by itself was given none.
+  if (run.caFile !== undefined && !run.caFile.installed) parts.push(`--ca-file ${shellQuote(run.caFile.path)}`);
+  // An upgrade keeps the first install's dir and refuses --install-dir.
+  if (!run.upgrade && installDir !== DEFAULT_INSTALL_DIR) parts.push(`--install-dir ${shellQuote(installDir)}`);
+  if (run.listenGiven) parts.push(`--listen ${shellQuote(formatListen(run.listen))}`);
+  if (run.tlsFiles !== undefined) parts.push(`--tls-cert ${shellQuote(run.tlsFiles.certFile)} --tls-key ${shellQuote(run.tlsFiles.keyFile)}`);
+  if (run.upgrade) parts.push('--upgrade');
+  parts.push('--check-only');
+  return parts.join(' ');
+}
+
+/**
+ * The temp files of etc/node.env a run killed mid-write left (they may hold the env file's lines,
+ * an operator's secrets among them). Only a run holding the install lock gets here, so no other
+ * installer run is writing one now; while the updater unit runs (it may write the install dir) they
+ * are left for a later run.
+ */
+async function removeEnvFileLeftovers(ctx: CliContext, host: HostEnv, installDir: string): Promise<void> {
+  const updater = await host.services.state(UPDATER_UNIT).catch((): ServiceState => 'unknown');
+  if (updater === 'active' || updater === 'activating' || updater === 'deactivating') return;
+  const etc = installLayout(installDir).etc;
+  const { removed, failed } = await removeStaleEnvFileTemps(onHost(host.hostRoot, etc));
+  if (removed.length > 0) ctx.stdout.write(`  ✓ removed ${removed.length === 1 ? 'a temp file' : `${removed.length} temp files`} of ${etc}/node.env an interrupted run left: ${removed.join(', ')}\n`);
+  for (const { name, reason } of failed) {
+    ctx.stdout.write(`  note: could not remove ${etc}/${name}, a temp file of node.env an interrupted run left (${reason}); remove it by hand: rm -f -- ${shellQuote(`${etc}/${name}`)}\n`);
+  }
 }
 
 /**

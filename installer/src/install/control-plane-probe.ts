@@ -22,6 +22,12 @@ export interface ControlPlaneFacts {
   protocolVersion: number;
   /** Control plane's clock minus ours, in ms (midpoint of the request). */
   skewMs: number;
+  /**
+   * It answers a redemption again when the same redemption key comes back (preflight
+   * `redemptionKeys`): a --reenroll may then redeem its token while node-edge serves, and again once
+   * it is stopped (install-node.ts). Unset: not known to.
+   */
+  redemptionKeys?: boolean;
 }
 
 /** A CA file trusted for the control plane: the operator's --ca-file, or the installed node's (an upgrade without --ca-file). */
@@ -98,6 +104,12 @@ export const probeControlPlane: ControlPlaneProbe = async (value, caPem, caFile)
   }
   return {
     ok: true,
-    facts: { url: base, version: parsed.data.version, protocolVersion: parsed.data.protocolVersion, skewMs: parsed.data.serverTimeMs - (sentAt + receivedAt) / 2 },
+    facts: {
+      url: base,
+      version: parsed.data.version,
+      protocolVersion: parsed.data.protocolVersion,
+      skewMs: parsed.data.serverTimeMs - (sentAt + receivedAt) / 2,
+      redemptionKeys: parsed.data.redemptionKeys === true,
+    },
   };
 };

@@ -1,5 +1,9 @@
-// Reads the installed etc/node.env (KEY=VALUE lines, as unit-files.ts writes them).
-import { readFile } from 'node:fs/promises';
+// The installed etc/node.env (KEY=VALUE lines, as unit-files.ts writes them): read, written
+// atomically, and the temp files of a write that never finished removed.
+import { randomBytes } from 'node:crypto';
+import { lstat, open, readFile, readdir, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { ENV_FILE } from './install-layout.js';
 
 export async function readNodeEnv(file: string): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
@@ -14,4 +18,72 @@ export async function readNodeEnv(file: string): Promise<Record<string, string>>
     if (m?.[1] !== undefined && m[2] !== undefined) out[m[1]] = m[2];
   }
   return out;
+}
+
+const ENV_FILE_NAME = path.posix.basename(ENV_FILE);
+/** The temp name writeEnvFile uses, as edge-node's writeFileAtomic names its own: `.node.env.<12 hex>.tmp`. */
+const ENV_TEMP_FILE = /^\.node\.env\.[0-9a-f]{12}\.tmp$/;
+
+/**
+ * Replaces the env file atomically (temp file, fsync, rename, fsync of the dir). The temp file is
+ * 0600 for as long as it has its temp name — lines an operator added may hold secrets (a proxy
+ * password), and a run killed mid-write leaves it behind — and the file gets `mode` only once renamed.
+ */
+export async function writeEnvFile(file: string, text: string, mode: number): Promise<void> {
+  const dir = path.dirname(file);
+  const tmp = path.join(dir, `.${ENV_FILE_NAME}.${randomBytes(6).toString('hex')}.tmp`);
+  // 'wx': never follow or reuse something already at the temp name.
+  const handle = await open(tmp, 'wx', 0o600);
+  let renamed = false;
+  try {
+    // Explicit: the mode given to open() is filtered by the umask, which only narrows it anyway.
+    await handle.chmod(0o600);
+    await handle.writeFile(text);
+    await handle.sync();
+    await rename(tmp, file);
+    renamed = true;
+    await handle.chmod(mode);
+    await handle.sync();
+  } catch (err) {
+    if (!renamed) await rm(tmp, { force: true });
+    throw err;
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
+  // The rename itself is durable only once the directory entry is on disk.
+  const dirHandle = await open(dir, 'r');
+  try {
+    await dirHandle.sync();
+  } finally {
+    await dirHandle.close();
+  }
+}
+
+/**
+ * Removes the env file's temp files a run killed mid-write left in `etcDir` (physical): only
+ * regular files of writeEnvFile's temp name, only there. Call it only while holding the install
+ * lock: no other installer run is then writing one. Returns the names removed and those that
+ * could not be (with why).
+ */
+export async function removeStaleEnvFileTemps(etcDir: string): Promise<{ removed: string[]; failed: Array<{ name: string; reason: string }> }> {
+  const removed: string[] = [];
+  const failed: Array<{ name: string; reason: string }> = [];
+  let entries: string[];
+  try {
+    entries = await readdir(etcDir);
+  } catch {
+    return { removed, failed }; // no etc/ yet (a new install), or none to read: nothing left there
+  }
+  for (const name of entries.filter((e) => ENV_TEMP_FILE.test(e)).sort()) {
+    const file = path.join(etcDir, name);
+    try {
+      if (!(await lstat(file)).isFile()) continue;
+      await rm(file);
+      removed.push(name);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT') failed.push({ name, reason: code ?? (err as Error).message });
+    }
+  }
+  return { removed, failed };
 }

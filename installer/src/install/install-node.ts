@@ -19,7 +19,7 @@ import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { STATE_DIR_MODE as DATA_DIR_MODE } from '../../../edge-node/src/state/state-store.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import type { PackageManifest } from '../package/package-manifest.js';
-import { DIAGNOSTICS, LOG_SINCE, REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_REJECTED_ADVICE, finding, serviceStartAdvice } from './diagnostics.js';
+import { DIAGNOSTICS, LOG_SINCE, REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_REJECTED_ADVICE, enrollFailedAdvice, finding, serviceStartAdvice } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { isLinkSwapLeftoverName } from './install-dir-contents.js';
 import { installDirProblem } from './install-dir-rules.js';
@@ -31,6 +31,7 @@ import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
 import { unpackRelease } from './release-manifest.js';
 import { nodeEdgeUnit, nodeEnvFile, updaterUnit } from './unit-files.js';
+import { writeEnvFile } from './env-file.js';
 import { pathExists } from './path-exists.js';
 import { swapSymlink } from './symlink-swap.js';
 import { installedTlsCert } from './node-tls-probe.js';
@@ -63,6 +64,14 @@ export interface InstallInput {
   readyTimeoutMs?: number;
   /** How the operator runs this CLI (e.g. `./zenova`), for advice once the rollback removed the `zenova` link. */
   runningCli?: string;
+  /** This run's command as a --check-only run (install.ts checkOnlyCommand), named in the advice of a failed enrollment. */
+  checkCommand?: string;
+  /**
+   * --reenroll: the control plane answers a redemption again for the same key, so the token may be
+   * redeemed while node-edge serves and again once it is stopped (reenroll below). Unset: node-edge
+   * is stopped before the token is redeemed.
+   */
+  redeemWhileServing?: boolean;
 }
 
 /** Receives each step as it ends: ✓ with a label, or ✗ with the finding. */
@@ -84,7 +93,7 @@ function errnoText(err: unknown): string {
 /** Shorter strings than this are not searched for: they would match ordinary text, not the token. */
 const MIN_REDACTED_TOKEN_CHARS = 8;
 
-function enrollFinding(err: unknown, token: string, mode: InstallMode): Finding {
+function enrollFinding(err: unknown, token: string, mode: InstallMode, checkCommand: string | undefined): Finding {
   const raw = (err as Error).message ?? String(err);
   const message = token.length >= MIN_REDACTED_TOKEN_CHARS ? raw.split(token).join('[redacted]') : raw;
   // Only the control plane's refusals (ZN_ERR_CP_TOKEN_*) are a rejected token; local codes such as
@@ -92,7 +101,7 @@ function enrollFinding(err: unknown, token: string, mode: InstallMode): Finding 
   if (err instanceof EnrollError && err.code.startsWith('ZN_ERR_CP_TOKEN_')) {
     return finding('NODE-TOKEN-REJECTED', message, mode === 'install' ? undefined : REENROLL_TOKEN_REJECTED_ADVICE);
   }
-  return finding('NODE-ENROLL-FAILED', message);
+  return finding('NODE-ENROLL-FAILED', message, checkCommand === undefined ? undefined : enrollFailedAdvice(checkCommand));
 }
 
 /** The re-enrollment's step: the same node keeps its spool; another node's enrollment moved the old one's aside. */
@@ -184,7 +193,7 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
         await writeFileAtomic(host(layout.tlsCertFile), input.tls.certPem, 0o644);
         undo.push(() => rm(host(layout.tlsCertFile), { force: true }));
       }
-      await writeFileAtomic(
+      await writeEnvFile(
         host(layout.envFile),
         nodeEnvFile(layout, { listen: formatListen(input.listen), version: input.manifest.version, controlPlaneUrl: input.controlPlaneUrl, tls: input.tls !== undefined }),
         0o644,
@@ -210,7 +219,7 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     try {
       enrolled = await redeemToken(input, layout, reenrolling);
     } catch (err) {
-      throw new StepFailed(enrollFinding(err, input.token, input.mode));
+      throw new StepFailed(enrollFinding(err, input.token, input.mode, input.checkCommand));
     }
     step(reenrolling ? reenrolledStep(enrolled, layout) : `enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); identity in ${layout.data}`);
 
@@ -371,18 +380,31 @@ function optionsToGiveAgain(input: InstallInput): string {
 }
 
 /**
- * --reenroll: make the units whole and node-edge enabled (makeUnitsWhole), stop node-edge, replace the identity in data/ (spool, config cache and unsent records
- * stay; a token of another node moves the old node's aside into data/retired/), start it again. If the token is refused the old identity is untouched and the node is
- * started again as it was.
+ * --reenroll: make the units whole and node-edge enabled (makeUnitsWhole), replace the identity in
+ * data/ (spool, config cache and unsent records stay; a token of another node moves the old node's
+ * aside into data/retired/), then have node-edge run with it.
+ *
+ * node-edge is stopped only when it has to be. A healthy node (the unit active) keeps serving while
+ * the token is redeemed, when the control plane answers a redemption again for the same key
+ * (`redeemWhileServing`): a refused token, an unreachable control plane or any other failure leaves
+ * it as it was, never stopped. The node re-reads its identity and credential while it serves, so
+ * for the same node the enrollment is saved under it, and a restart (one job of the service
+ * manager's) then runs it with the new identity. A token of another node is refused while node-edge
+ * holds the old node's spool (PREVIOUS_NODE_SERVING, its attempt kept): only then is node-edge
+ * stopped and the token redeemed again with the same key, now moving the old state aside. A node
+ * that is not active (stopped, failed, crash-looping), or a control plane not known to answer again,
+ * is stopped first as before. Stopped and failing before the new identity is saved, it is started
+ * again with its previous identity, and the step says whether it did start.
  */
 async function reenroll(input: InstallInput, step: StepReporter): Promise<InstallOutcome> {
   const layout = installLayout(input.installDir);
   const host = (p: string): string => onHost(input.hostRoot, p);
   const { services } = input;
+  const unchanged = 'Nothing was changed and the token was not used';
   try {
     await makeDataDirPrivate(host(layout.data));
   } catch (err) {
-    const f = finding('NODE-WRITE-FAILED', `could not make ${layout.data} private (mode 0700): ${errnoText(err)}`, 'Nothing was changed and the token was not used: fix the cause shown and run the same command again.');
+    const f = finding('NODE-WRITE-FAILED', `could not make ${layout.data} private (mode 0700): ${errnoText(err)}`, `${unchanged}: fix the cause shown and run the same command again.`);
     step(`${layout.data} mode 0700`, f);
     return { ok: false, finding: f };
   }
@@ -390,29 +412,75 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
     const written = await makeUnitsWhole(services, layout);
     step(`${written.length > 0 ? `${written.join(' and ')} written again, ` : ''}${NODE_UNIT} enabled`);
   } catch (err) {
-    const f = finding('NODE-SERVICE-START', `could not install or enable ${NODE_UNIT}: ${errnoText(err)}`, `Nothing was changed and the token was not used: check \`systemctl status ${NODE_UNIT}\`, then run the same command again.`);
+    const f = finding('NODE-SERVICE-START', `could not install or enable ${NODE_UNIT}: ${errnoText(err)}`, `${unchanged}: check \`systemctl status ${NODE_UNIT}\`, then run the same command again.`);
     step(`enable ${NODE_UNIT}`, f);
     return { ok: false, finding: f };
   }
-  try {
-    await services.stop(NODE_UNIT);
-  } catch (err) {
-    const f = finding('NODE-SERVICE-START', `could not stop ${NODE_UNIT}: ${errnoText(err)}`, `Nothing was changed and the token was not used: check \`systemctl status ${NODE_UNIT}\`, then run the same command again.`);
-    step(`stop ${NODE_UNIT}`, f);
-    return { ok: false, finding: f };
+  const serving = input.redeemWhileServing === true && (await services.state(NODE_UNIT).catch(() => 'unknown')) === 'active';
+  let stopped = false;
+  /** Stops node-edge; a finding when it cannot be stopped. */
+  const stop = async (advice: string): Promise<Finding | undefined> => {
+    try {
+      await services.stop(NODE_UNIT);
+    } catch (err) {
+      const f = finding('NODE-SERVICE-START', `could not stop ${NODE_UNIT}: ${errnoText(err)}`, advice);
+      step(`stop ${NODE_UNIT}`, f);
+      return f;
+    }
+    stopped = true;
+    return undefined;
+  };
+  /** A failure before the new identity was saved: node-edge runs again as it did, or the step says it does not. */
+  const failedBeforeSwap = async (f: Finding): Promise<InstallOutcome> => {
+    if (!stopped) {
+      step(`${NODE_UNIT} was never stopped: it serves on with its previous identity`);
+      return { ok: false, finding: f };
+    }
+    const notStarted = await services.start(NODE_UNIT).then(() => undefined, (err: unknown) => errnoText(err));
+    if (notStarted === undefined) {
+      step(`${NODE_UNIT} started again with its previous identity`);
+      return { ok: false, finding: f };
+    }
+    step(`start ${NODE_UNIT} again`, finding('NODE-SERVICE-START', `could not start ${NODE_UNIT} again with its previous identity: ${notStarted}`, `Start it: \`systemctl start ${NODE_UNIT}\` (\`systemctl status ${NODE_UNIT}\` shows why it did not start).`));
+    return { ok: false, finding: { ...f, cause: `${f.cause}; and ${NODE_UNIT}, stopped for the re-enrollment, could not be started again (${notStarted}): start it with \`systemctl start ${NODE_UNIT}\`` } };
+  };
+
+  if (serving) {
+    step(`${NODE_UNIT} serves: it keeps serving while the token is redeemed`);
+  } else {
+    // Not active: nothing healthy to keep serving, and a node systemd keeps restarting could open
+    // the old node's spool while the enrollment moves it aside.
+    const f = await stop(`${unchanged}: check \`systemctl status ${NODE_UNIT}\`, then run the same command again.`);
+    if (f !== undefined) return { ok: false, finding: f };
+    step(`${NODE_UNIT} stopped`);
   }
-  step(`${NODE_UNIT} stopped`);
   let enrolled: EnrollResult;
   try {
     enrolled = await redeemToken(input, layout, true);
   } catch (err) {
-    const f = enrollFinding(err, input.token, input.mode);
-    step('re-enroll', f);
-    await services.start(NODE_UNIT).catch(() => undefined);
-    step(`${NODE_UNIT} started again with its previous identity`);
-    return { ok: false, finding: f };
+    if (!(serving && err instanceof EnrollError && err.code === 'PREVIOUS_NODE_SERVING')) {
+      const failure = enrollFinding(err, input.token, input.mode, input.checkCommand);
+      step('re-enroll', failure);
+      return failedBeforeSwap(failure);
+    }
+    // The token is another node's: redeemed, nothing saved, its attempt kept for the same key.
+    step(`the token is another node's: ${NODE_UNIT} is stopped now, so that the installed node's spool and config can be moved aside (the token is redeemed again with the same key)`);
+    const f = await stop(
+      `The token was redeemed but nothing was saved: the installed node keeps its identity. Check \`systemctl status ${NODE_UNIT}\`, then run the same command again within 15 minutes (it redeems the token again with the same key), or issue a new reenroll command.`,
+    );
+    if (f !== undefined) return failedBeforeSwap(f);
+    try {
+      enrolled = await redeemToken(input, layout, true);
+    } catch (again) {
+      const failure = enrollFinding(again, input.token, input.mode, input.checkCommand);
+      step('re-enroll', failure);
+      return failedBeforeSwap(failure);
+    }
   }
   step(reenrolledStep(enrolled, layout));
+  // node-edge as the new identity's: started where it was stopped, else restarted as one job of the
+  // service manager's, so a run killed meanwhile still leaves it running.
+  const startWithNewIdentity = (): Promise<void> => (stopped ? services.start(NODE_UNIT) : services.restart(NODE_UNIT));
   try {
     // The env file (listen address, version) stays as installed; only the trust may change. The CA
     // file follows the new identity's trust, which a later --upgrade without --ca-file takes from it:
@@ -428,18 +496,18 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
     // control plane, which `zenova status` shows) rather than stay stopped over a file.
     const f = finding('NODE-WRITE-FAILED', `could not write ${layout.caFile}: ${errnoText(err)}`, `Free space or fix the cause shown, then run \`zenova gateway-node reenroll-command\` on the control plane and the printed command here again.`);
     step(`CA file ${layout.caFile}`, f);
-    await services.start(NODE_UNIT).catch(() => undefined);
-    step(`${NODE_UNIT} started again`);
+    await startWithNewIdentity().catch(() => undefined);
+    step(`${NODE_UNIT} ${stopped ? 'started again' : 'restarted'}`);
     return { ok: false, finding: f };
   }
   try {
-    await services.start(NODE_UNIT);
+    await startWithNewIdentity();
   } catch (err) {
-    const f = finding('NODE-SERVICE-START', `could not start ${NODE_UNIT}: ${errnoText(err)}`, REENROLL_SERVICE_START_ADVICE);
-    step(`start ${NODE_UNIT}`, f);
+    const f = finding('NODE-SERVICE-START', `could not ${stopped ? 'start' : 'restart'} ${NODE_UNIT}: ${errnoText(err)}`, REENROLL_SERVICE_START_ADVICE);
+    step(`${stopped ? 'start' : 'restart'} ${NODE_UNIT}`, f);
     return { ok: false, finding: f };
   }
-  step(`${NODE_UNIT} started`);
+  step(`${NODE_UNIT} ${stopped ? 'started' : 'restarted with the new identity'}`);
   // The installed caller TLS pair stays (etc/ is not rewritten); readiness is asked over it.
   let tlsCertPem: string | undefined;
   try {
@@ -468,4 +536,3 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   step(cli.label, cli.warning);
   return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId, cli: cli.linked ? 'zenova' : layout.cli };
 }
-

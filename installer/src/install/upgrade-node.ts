@@ -10,7 +10,6 @@
  */
 import { readFile, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { writeFileAtomic } from '../../../edge-node/src/state/atomic-write.js';
 import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import type { PackageManifest } from '../package/package-manifest.js';
@@ -20,7 +19,7 @@ import type { Finding } from './diagnostics.js';
 import { NODE_UNIT, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
 import type { InstallLayout } from './install-layout.js';
 import type { InstalledNode } from './installed-node.js';
-import { readNodeEnv } from './env-file.js';
+import { readNodeEnv, writeEnvFile } from './env-file.js';
 import { parseListen } from './listen-address.js';
 import { installedTlsCert } from './node-tls-probe.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
@@ -201,7 +200,7 @@ async function switchAndWait(
   // it) does not find it opened up again by an upgrade.
   const envMode = await stat(host(layout.envFile)).then((s) => s.mode & 0o644, () => 0o644);
   try {
-    await writeFileAtomic(host(layout.envFile), withVersion(previous.env, to), envMode);
+    await writeEnvFile(host(layout.envFile), withVersion(previous.env, to), envMode);
     // The new installer's units: a release may change them (hardening, limits).
     await services.writeUnit(NODE_UNIT, nodeEdgeUnit(layout));
     await services.writeUnit(UPDATER_UNIT, updaterUnit(layout));
@@ -241,7 +240,7 @@ async function switchAndWait(
   }
   const notRestored = [
     await failureOf(() => restoreUnits(services, previous), SWITCH_BACK_TRIES).then((e) => (e === undefined ? undefined : `the units (${e})`)),
-    await failureOf(() => writeFileAtomic(host(layout.envFile), previous.env, envMode), SWITCH_BACK_TRIES).then((e) => (e === undefined ? undefined : `${layout.envFile} (${e})`)),
+    await failureOf(() => writeEnvFile(host(layout.envFile), previous.env, envMode), SWITCH_BACK_TRIES).then((e) => (e === undefined ? undefined : `${layout.envFile} (${e})`)),
   ].filter((what) => what !== undefined);
   if (notRestored.length > 0) {
     // The links are back, so node-edge runs the previous release; what could not be put back is the new installer's (it starts that release too).
