@@ -31,6 +31,14 @@ export const errorTable = {
     message: 'The request is invalid.',
     retryable: false,
   },
+  ZN_ERR_FILE_ID_NOT_ALLOWED: {
+    // A file_id names a file in the operator's upstream account, which every caller of the node
+    // shares: passed on, one caller could have the model read another's upload. `param` names the field.
+    status: 400,
+    type: 'invalid_request_error',
+    message: "The request names an uploaded file by its file_id; files in the upstream provider's account are shared by every caller of this node, so they are not passed on. Send the file's content instead.",
+    retryable: false,
+  },
   ZN_ERR_BODY_TOO_LARGE: {
     status: 413,
     type: 'invalid_request_error',

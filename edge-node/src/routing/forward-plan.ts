@@ -1,8 +1,9 @@
 /**
  * Forwarding with the route's rules (signature fixed for the providers): try ctx.plan in order —
  * the targets in weighted order, then the fallbacks (route-model.ts planFor) — giving each target `ctx.route.retries` extra
- * attempts; a failure that is a connect error, a timeout or a 5xx moves on, a 429 or a refused
- * node key moves on to the next target, anything else (a 4xx) is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
+ * attempts; a failure that is a connect error, a timeout or a 5xx moves on, a rate limit (a 429,
+ * or one reported in band: isUpstreamStreamRateLimit) or a refused node key moves on to the next
+ * target, anything else (a 4xx) is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
  * its reply once the status and headers are in (a JSON answer's once its body is read, its timer
  * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
  * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
@@ -183,7 +184,10 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
         if (outcome.retryAfterSeconds !== undefined) ctx.responseHeaders['retry-after'] = String(outcome.retryAfterSeconds);
         return rejectWith(outcome.error);
       }
-      if (outcome.nextTargetOnly === true) {
+      // A rate limit is the target's: another may answer now, while this one would refuse a retry
+      // at once. The same rule for an HTTP 429 (nextTargetOnly) and for one the upstream reported
+      // in band (a stream's first event, a 2xx error object), which before spent this target's retries.
+      if (outcome.nextTargetOnly === true || isUpstreamStreamRateLimit(outcome.error)) {
         break;
       }
     }

@@ -66,7 +66,7 @@ t.test("an input mask rule masks a file part's filename with a placeholder witho
 t.test("an input block rule refuses a request whose file part's filename holds a secret, forwarding nothing", async (t) => {
   const { upstream, node } = await startGuardedNode(t, [{ detector: 'secret', action: 'block', on: 'input' }]);
   const before = upstream.requests.length;
-  const res = await post(node, { messages: [{ role: 'user', content: [{ type: 'file', file: { filename: `${SECRET}.txt`, file_id: 'file-abc' } }] }] });
+  const res = await post(node, { messages: [{ role: 'user', content: [{ type: 'file', file: { filename: `${SECRET}.txt`, file_data: 'data:application/pdf;base64,JVBERi0=' } }] }] });
   t.equal(res.status, 400);
   t.match(res.text, /ZN_ERR_GUARDRAIL_BLOCKED/);
   t.notOk(res.text.includes(SECRET));

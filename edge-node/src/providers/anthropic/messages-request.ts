@@ -17,6 +17,7 @@ import { deferJsonValue } from '../deferred-json-texts.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
 import { markPartial } from '../partial-texts.js';
 import { FieldSlot, NotGeneratedSlot, isRecord } from '../text-slot.js';
+import { formatIssuePath } from '../../zod-issues.js';
 
 /** Bounds on what the node reads; the body as a whole is already bounded by the HTTP body limit. */
 const MAX_MESSAGES = 10_000;
@@ -140,6 +141,52 @@ export function longestPromptCacheTtl(request: Record<string, unknown>): PromptC
   return longest;
 }
 
+/**
+ * Where the request names an uploaded file by its `file_id`, as the field's path
+ * (`messages[0].content[1].source.file_id`), or undefined: an `image` or `document` block's
+ * `{type:'file', file_id}` source, a `container_upload` block, such a block nested in a tool result
+ * or a document, or a `file_id` anywhere else in the system prompt and the messages. A file_id names
+ * a file in the operator's upstream account, which every caller of the node shares, so it is refused
+ * (ZN_ERR_FILE_ID_NOT_ALLOWED) rather than let one caller's model read another's upload. Not walked:
+ * the `input` of tool-use blocks (the caller's own tool's arguments, which may use the name for its
+ * own ids). A `file_id` of null (a citation's) names no file. Requests are depth-checked on
+ * parsing, so the walk is bounded.
+ */
+export function fileIdParam(request: Record<string, unknown>): string | undefined {
+  const path: PropertyKey[] = [];
+  for (const key of ['system', 'messages'] as const) {
+    path.push(key);
+    if (namesFileId(request[key], path)) return formatIssuePath(path);
+    path.pop();
+  }
+  return undefined;
+}
+
+/** Whether `value` holds a non-null `file_id` (see fileIdParam); `path` then leads to it, else is left as it came. */
+function namesFileId(value: unknown, path: PropertyKey[]): boolean {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i += 1) {
+      path.push(i);
+      if (namesFileId(value[i], path)) return true;
+      path.pop();
+    }
+    return false;
+  }
+  if (!isRecord(value)) return false;
+  if (value.file_id !== undefined && value.file_id !== null) {
+    path.push('file_id');
+    return true;
+  }
+  const toolUse = isToolUseBlock(value);
+  for (const key in value) {
+    if (toolUse && key === 'input') continue;
+    path.push(key);
+    if (namesFileId(value[key], path)) return true;
+    path.pop();
+  }
+  return false;
+}
+
 /** A block calling a tool with an `input`: `tool_use`, and the server's own (`server_tool_use`, `mcp_tool_use`, …). */
 export function isToolUseBlock(block: Record<string, unknown>): boolean {
   const type = block.type;
@@ -245,7 +292,10 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
   } else if (!TEXTLESS_BLOCK_TYPES.has(type)) unknownBlockSlots(block, into, depth);
 }
 
-/** Keys of a block or message that hold no text besides OPAQUE_RESULT_KEYS: a tool's name, cache and error flags. */
+/**
+ * Keys of a block or message that hold no text besides OPAQUE_RESULT_KEYS: a tool's name (in an
+ * answer, one the caller's tools do not give is checked apart: unchosenToolNameSlots), cache and error flags.
+ */
 const NOT_TEXT_KEYS: ReadonlySet<string> = new Set(['name', 'cache_control', 'is_error', 'server_name', 'role']);
 
 /**
@@ -263,8 +313,73 @@ export function otherKeySlots(holder: Record<string, unknown>, into: TextSlot[],
   }
 }
 
-/** Keys of a Messages answer (JSON, or a stream's message_start `message`) that hold no text or are read (`content`). */
+/**
+ * Keys of a Messages answer (JSON, or a stream's message_start `message`) that hold no text or are
+ * read (`content`; `stop_sequence` by unchosenStopSequenceSlots).
+ */
 const ANSWER_KEYS_READ = ['content', 'model', 'stop_reason', 'stop_sequence', 'usage', 'container'];
+
+/**
+ * Strings an answer may repeat from the caller's own request: its tools' names (`tools[].name`,
+ * which a tool-use block's `name` gives) and its `stop_sequences` (which the answer's
+ * `stop_sequence` names when it stopped at one). Output rules leave these alone: the caller wrote
+ * them, a mask would rename a tool the client dispatches on or a stop string it compares, and a rule
+ * written for conversation (`email`) would refuse ordinary calls (`send_email`). Anything else in
+ * those fields is not the caller's, but text the model (or a compatible upstream) wrote, and is
+ * checked; only checked (NotGeneratedSlot): neither kept as the answer's text nor estimated as its
+ * output, as these fields never were.
+ */
+export interface CallerChosenStrings {
+  toolNames: ReadonlySet<string>;
+  stopSequences: ReadonlySet<string>;
+}
+
+/** The CallerChosenStrings of `request` (the body forwarded); none for a request without tools or stop sequences. */
+export function callerChosenStrings(request: Record<string, unknown> | undefined): CallerChosenStrings {
+  const toolNames = new Set<string>();
+  const stopSequences = new Set<string>();
+  const tools = request?.tools;
+  if (Array.isArray(tools)) for (const tool of tools) if (isRecord(tool) && typeof tool.name === 'string') toolNames.add(tool.name);
+  const stops = request?.stop_sequences;
+  if (Array.isArray(stops)) for (const stop of stops) if (typeof stop === 'string') stopSequences.add(stop);
+  return { toolNames, stopSequences };
+}
+
+/**
+ * A slot for a tool-use block's `name` when it is not one of the caller's tools' names: a name the
+ * model made up is its own text (a caller could have it write anything there), which blockSlots,
+ * reading `name` as the caller's tool name, does not check. Every string of a name that is not a
+ * string is checked too.
+ */
+export function unchosenToolNameSlots(block: Record<string, unknown>, chosen: CallerChosenStrings, into: TextSlot[]): void {
+  if (!isToolUseBlock(block)) return;
+  const name = block.name;
+  if (typeof name === 'string' && chosen.toolNames.has(name)) return;
+  resultValueSlots(block, 'name', into, 0, NotGeneratedSlot);
+}
+
+/**
+ * A slot for `holder.stop_sequence` (a JSON answer's, a message_start's message, a message_delta's
+ * delta) when it is not one of the caller's stop sequences. Anthropic names the caller's own, which
+ * is left alone (CallerChosenStrings): a mask there would hide nothing the caller did not send, and
+ * that the model reached it is told by `stop_reason` and where the text ends anyway. Another string
+ * (a compatible upstream's) is text the caller never chose, so it is checked.
+ */
+export function unchosenStopSequenceSlots(holder: Record<string, unknown>, chosen: CallerChosenStrings, into: TextSlot[]): void {
+  const stop = holder.stop_sequence;
+  if (typeof stop === 'string' && chosen.stopSequences.has(stop)) return;
+  resultValueSlots(holder, 'stop_sequence', into, 0, NotGeneratedSlot);
+}
+
+/**
+ * The slots of an answer's (or a message_start message's) fields that repeat what the caller chose,
+ * for the values it did not choose: each top-level tool-use block's `name`
+ * (unchosenToolNameSlots) and the `stop_sequence` (unchosenStopSequenceSlots).
+ */
+export function unchosenAnswerSlots(answer: Record<string, unknown>, chosen: CallerChosenStrings, into: TextSlot[]): void {
+  if (Array.isArray(answer.content)) for (const block of answer.content) if (isRecord(block)) unchosenToolNameSlots(block, chosen, into);
+  unchosenStopSequenceSlots(answer, chosen, into);
+}
 
 /** Slots for the strings of an answer's other keys (LiteLLM's `provider_specific_fields`, …): see otherKeySlots. */
 export function otherAnswerKeySlots(answer: Record<string, unknown>, into: TextSlot[]): void {

@@ -35,7 +35,21 @@ import { MAX_SSE_EVENT_BYTES, parseSse } from '../sse.js';
 import type { SseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, optionalTokenCount, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
-import { blockSlots, citationSlots, contentBlockSlots, isToolUseBlock, otherAnswerKeySlots, otherKeySlots, textBlockCitationSlots, unknownBlockSlots } from './messages-request.js';
+import {
+  blockSlots,
+  callerChosenStrings,
+  citationSlots,
+  contentBlockSlots,
+  isToolUseBlock,
+  otherAnswerKeySlots,
+  otherKeySlots,
+  textBlockCitationSlots,
+  unchosenAnswerSlots,
+  unchosenStopSequenceSlots,
+  unchosenToolNameSlots,
+  unknownBlockSlots,
+} from './messages-request.js';
+import type { CallerChosenStrings } from './messages-request.js';
 import { AnthropicStreamUsage, cacheCreationByTtl, cacheWritesOf } from './stream-usage.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
@@ -126,7 +140,7 @@ const EVENT_KEYS_READ: Readonly<Record<string, ReadonlySet<string>>> = {
   content_block_delta: new Set(['type', 'index', 'delta']),
   content_block_stop: new Set(['type', 'index']),
 };
-/** A message_delta's `delta` keys: why it stopped (`stop_sequence`: the caller's own stop string) and the code container. */
+/** A message_delta's `delta` keys: why it stopped (`stop_sequence`: the caller's own stop string, else checked) and the code container. */
 const MESSAGE_DELTA_KEYS: ReadonlySet<string> = new Set(['stop_reason', 'stop_sequence', 'container']);
 
 /** The keys each known delta type's reading covers (its text field; `type`). */
@@ -292,13 +306,14 @@ function wholeTextSlots(fields: TextSlot[], event: AnthropicStreamEvent, asField
 /**
  * The slots of what a content_block_start already carries: a text or thinking block's opening
  * text (the start of the block's text) and a text block's citations (each text checked whole), a
- * tool block's `input` (a JSON part checked whole: the event ends it). Anthropic sends '', `{}`
+ * tool block's `input` (a JSON part checked whole: the event ends it) and its `name` when none of
+ * the caller's tools has it (a whole text: unchosenToolNameSlots). Anthropic sends '', `{}`
  * and no citations there, which make no slot. Any other block (a server tool's result:
  * `web_search_tool_result`, `web_fetch_tool_result`, `mcp_tool_result`, …) comes whole, with no
  * deltas: its texts, as a JSON answer's (blockSlots: every string in it but opaque ids and
  * encodings), are parts of their own, each checked whole in this event, which ends them.
  */
-function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
+function blockStartSlots(block: Json, event: AnthropicStreamEvent, chosen: CallerChosenStrings): TextSlot[] {
   const type = block.type;
   if (type === 'text' || type === 'thinking') {
     const cited: TextSlot[] = [];
@@ -313,9 +328,15 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
     otherKeySlots(block, other, 0, [], ['input']);
     // Rare (Anthropic's carry none): blocked rather than checked beside the input's own part.
     if (other.length > 0 || isPartial(other)) return UNREAD_TEXTS;
-    if (!hasContent(block.input)) return NO_TEXTS;
-    event.endsText = [event.index];
-    return [new StartInputSlot(block, event, event.index)];
+    // A name none of the caller's tools has is the model's own text: checked whole in this event,
+    // on the channel of whole texts, beside the input's own part (which the event ends too).
+    const named: TextSlot[] = [];
+    unchosenToolNameSlots(block, chosen, named);
+    if (isPartial(named)) return UNREAD_TEXTS;
+    const name = named.length > 0 ? wholeTextSlots(named, event, true) : NO_TEXTS;
+    if (!hasContent(block.input)) return name;
+    event.endsText = name === NO_TEXTS ? [event.index] : [WHOLE_TEXT_CHANNEL, event.index];
+    return [...name, new StartInputSlot(block, event, event.index)];
   }
   const fields: TextSlot[] = [];
   blockSlots(block, fields);
@@ -332,11 +353,12 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent): TextSlot[] {
  * answer (blockSlots, tool input walked), each checked whole in this event, which ends them. The
  * model's text stays its output (kept, estimated); citations and tool results do not.
  */
-function messageStartSlots(message: Json, event: AnthropicStreamEvent): TextSlot[] {
+function messageStartSlots(message: Json, event: AnthropicStreamEvent, chosen: CallerChosenStrings): TextSlot[] {
   const fields: TextSlot[] = [];
   if (Array.isArray(message.content)) contentBlockSlots(message.content, fields);
   // And the strings of its other keys (a proxy's provider_specific_fields), checked whole too.
   otherAnswerKeySlots(message, fields);
+  unchosenAnswerSlots(message, chosen, fields);
   resolveDeferredTexts(fields);
   if (fields.length === 0 && !isPartial(fields)) return NO_TEXTS;
   return wholeTextSlots(fields, event, true);
@@ -396,7 +418,7 @@ const EVENT_NAME = /^[a-z_]{1,64}$/;
 const finalDeltas = new WeakSet<StreamEvent>();
 
 /** Reads usage (into the stream's running `counts`) and text from one upstream event; the alias goes into `message.model`. */
-function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, upstream: string, alias: string): StreamEvent {
+function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, upstream: string, alias: string, chosen: CallerChosenStrings): StreamEvent {
   // As written: an integer past 2^53 (a tool input's 19-digit card) is read as its digits, which the
   // rules check, not as the double JSON.parse rounds it to while the event's bytes go on unchanged.
   let parsed: unknown;
@@ -432,12 +454,18 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
           usage.cacheWrites = counts.cacheWrites;
           usage.outputTokens = counts.outputTokens;
         }
-        event.texts = messageStartSlots(message, event);
+        event.texts = messageStartSlots(message, event, chosen);
       }
       break;
     }
     case 'message_delta':
-      if (isRecord(parsed.delta) && typeof parsed.delta.stop_reason === 'string') finalDeltas.add(event);
+      if (isRecord(parsed.delta)) {
+        if (typeof parsed.delta.stop_reason === 'string') finalDeltas.add(event);
+        // A stop_sequence the caller did not send (a compatible upstream's text): checked whole here.
+        const stop: TextSlot[] = [];
+        unchosenStopSequenceSlots(parsed.delta, chosen, stop);
+        if (stop.length > 0 || isPartial(stop)) event.texts = wholeTextSlots(stop, event, true);
+      }
       // Cumulative counts; newer upstreams repeat the input counts here too, each counter only where it applies.
       if (isRecord(parsed.usage)) {
         const usage = usageOf(ctx);
@@ -450,7 +478,7 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
       break;
     case 'content_block_start': {
       const block = parsed.content_block;
-      if (isRecord(block)) event.texts = blockStartSlots(block, event);
+      if (isRecord(block)) event.texts = blockStartSlots(block, event, chosen);
       break;
     }
     case 'content_block_delta': {
@@ -502,12 +530,13 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
   let finished = false;
   let afterStop: NodeJS.Timeout | undefined;
   const counts = new AnthropicStreamUsage(ctx.promptCacheTtl);
+  const chosen = callerChosenStrings(ctx.forwardBody);
   try {
     for await (const sse of parseSse(body, MAX_SSE_EVENT_BYTES, opts.idle)) {
       // The answer is complete; what follows is drained, not the caller's.
       if (stopped) continue;
       received = true;
-      const event = toStreamEvent(ctx, counts, sse, upstream, alias);
+      const event = toStreamEvent(ctx, counts, sse, upstream, alias, chosen);
       if (finalDeltas.has(event)) finished = true;
       if (event.terminal === true) {
         stopped = true;

@@ -21,7 +21,17 @@ import { isRecord, tokenCount } from '../text-slot.js';
 import { inBandFailure, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { upstreamRetryAfterSeconds } from '../../upstream/upstream-failure.js';
 import { anthropicErrorBodyOf, firstEventErrorAnswer, firstEventErrorStatus } from './anthropic-errors.js';
-import { billedAbovePriceParam, contentBlockSlots, inputTextSlots, otherAnswerKeySlots, longestPromptCacheTtl, messagesRequestSchema } from './messages-request.js';
+import {
+  billedAbovePriceParam,
+  callerChosenStrings,
+  contentBlockSlots,
+  fileIdParam,
+  inputTextSlots,
+  otherAnswerKeySlots,
+  longestPromptCacheTtl,
+  messagesRequestSchema,
+  unchosenAnswerSlots,
+} from './messages-request.js';
 import { anthropicCacheWrites, anthropicInputTokens, anthropicStreamEvents, deltaEventLike, errorStreamEvent } from './messages-stream.js';
 import { firstEventRead } from '../first-event.js';
 import { sseIdleDeadline } from '../sse.js';
@@ -83,13 +93,15 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
 
 /**
  * A JSON answer: the alias in `model`, its text as slots (the same blocks as a request's:
- * contentBlockSlots; tool calls' input deferred until output rules check it), its usage recorded.
+ * contentBlockSlots; tool calls' input deferred until output rules check it; a tool name or stop
+ * sequence the caller did not choose: unchosenAnswerSlots), its usage recorded.
  */
 function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamReply {
   if (typeof answer.model === 'string') answer.model = alias;
   const texts: TextSlot[] = [];
   if (Array.isArray(answer.content)) contentBlockSlots(answer.content, texts);
   otherAnswerKeySlots(answer, texts);
+  unchosenAnswerSlots(answer, callerChosenStrings(ctx.forwardBody), texts);
   // A count it does not validly give stays undefined, for stage meter to estimate (never 0).
   if (isRecord(answer.usage)) {
     const inputTokens = anthropicInputTokens(answer.usage);
@@ -185,6 +197,10 @@ export const messagesApi: ApiHandler = {
   identify(ctx: PipelineContext): StageResult {
     const valid = validateBody(messagesRequestSchema, ctx.body);
     if (!valid.ok) return valid.rejection;
+    const fileId = fileIdParam(valid.value);
+    if (fileId !== undefined) {
+      return reject('ZN_ERR_FILE_ID_NOT_ALLOWED', `Invalid request: ${fileId}: files in the upstream provider's account are shared by every caller of this node, so a file_id is not passed on; send the file's content (base64, plain text or a URL) instead.`, { param: fileId });
+    }
     const headers = anthropicHeaders(ctx);
     if (isZenovaError(headers)) return rejectWith(headers);
     // zod returns fresh objects: the slots below write into what is forwarded, not into ctx.body.

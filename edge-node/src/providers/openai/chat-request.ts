@@ -1,6 +1,7 @@
 // The minimal shape the node needs from a chat completion request, and the fields it refuses to
 // pass on (`service_tier` above standard, `speed` other than standard, `store: true`,
-// `web_search_options`, the router fields naming other models and `plugins` (refusedRouterFields); audio
+// `web_search_options`, the router fields naming other models and `plugins` (refusedRouterFields),
+// content parts naming an uploaded file by its `file_id`; audio
 // and output limits of other names on priced requests, billedAbovePriceParam); every other field passes through to the upstream
 // untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
@@ -48,9 +49,31 @@ export const refusedRouterFields = {
 const MAX_CONTENT_PARTS = 10_000;
 
 /**
+ * Why a part naming an uploaded file by its `file_id` is refused: the file is in the operator's
+ * upstream account, which every caller of the node shares, so one caller's model could read another's
+ * upload (as on /v1/messages, ZN_ERR_FILE_ID_NOT_ALLOWED).
+ */
+const FILE_ID_REFUSED = "not passed on: a file_id names a file in the upstream provider's account, shared by every caller of this node; send the file's content (file_data) instead";
+
+/**
+ * Where a content part names a file by a non-null `file_id`: a `file` part's `file.file_id`, or one
+ * on the part itself or in any of its objects (`input_file`, an `image_url` of a server that takes
+ * ids), as the path from the part; undefined when it names none.
+ */
+function fileIdPath(part: Record<string, unknown>): PropertyKey[] | undefined {
+  if (part.file_id !== undefined && part.file_id !== null) return ['file_id'];
+  for (const key of Object.keys(part)) {
+    const value = part[key];
+    if (isRecord(value) && value.file_id !== undefined && value.file_id !== null) return [key, 'file_id'];
+  }
+  return undefined;
+}
+
+/**
  * A message's (or a prediction's) `content`: a string, parts, or null, as OpenAI takes it; not one
  * part object, nor parts nested in an array, nor a text or refusal part whose `text` / `refusal` is not a string (OpenAI refuses
- * both; guardrails would not read them as text). Other parts pass to the upstream. Checked by hand
+ * both; guardrails would not read them as text), nor a part naming an uploaded file by its
+ * `file_id` (fileIdPath). Other parts pass to the upstream. Checked by hand
  * up to the first bad part, as cappedArray does (a union would report only the whole field).
  */
 const messageContent = z.unknown().check((payload) => {
@@ -65,6 +88,8 @@ const messageContent = z.unknown().check((payload) => {
     if (typeof part !== 'object' || part === null) continue;
     const { type } = part as Record<string, unknown>;
     if ((type === 'text' || type === 'refusal') && typeof (part as Record<string, unknown>)[type] !== 'string') return issue(`a ${type} part needs a string "${type}"`, [i, type]);
+    const fileId = fileIdPath(part as Record<string, unknown>);
+    if (fileId !== undefined) return issue(FILE_ID_REFUSED, [i, ...fileId]);
   }
 }).optional();
 
