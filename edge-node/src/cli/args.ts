@@ -25,7 +25,7 @@ Run "zenova-node <command> --help" for a command's options.
 `;
 
 export const SERVE_USAGE = `Usage: zenova-node serve (--state-dir DIR | --config FILE) [--listen HOST:PORT]
-                        [--admin-listen HOST:PORT] [--tls-cert FILE --tls-key FILE]
+                        [--admin-listen HOST:PORT] [--tls-cert FILE --tls-key FILE] [--replicas K]
 
 Options:
   --state-dir DIR       The enrolled node's state directory: the node serves the signed config its
@@ -39,7 +39,8 @@ Options:
                         IPv6 as [::1]:7480)
   --admin-listen HOST:PORT
                         Also serve GET /metrics (Prometheus text) and GET /healthz on this address,
-                        which must be loopback (127.0.0.1 or [::1]); off by default. Env:
+                        which must be loopback (127.0.0.1 or [::1]); off by default (with --replicas
+                        above 1: also GET /readyz, every replica's readiness). Env:
                         ZENOVA_NODE_ADMIN_LISTEN (the flag wins)
   --tls-cert FILE       Serve callers over HTTPS (TLS 1.2 or later) with this PEM certificate (the
                         server's first, then any intermediates); plain HTTP without it. Env:
@@ -48,6 +49,11 @@ Options:
                         ZENOVA_NODE_TLS_KEY_FILE (the flag wins). SIGHUP (systemctl reload
                         node-edge) reads both files again: a renewed pair is served to new
                         connections, a bad one is refused with a log line and the old one kept
+  --replicas K          Run K node-edge processes (1-999, default 1: this process serves alone)
+                        sharing the caller port, each with ZENOVA_NODE_REPLICAS=K; this process then
+                        supervises them: restarts one that dies, forwards SIGTERM/SIGINT (drain) and
+                        SIGHUP (TLS reload), and answers the admin port for all of them (/metrics
+                        with a replica label, /healthz, /readyz). Above 1 needs --state-dir
   -h, --help            Show this help
 
 Endpoints besides the OpenAI API: GET /healthz (the process is up), GET /readyz (200 when a
@@ -56,7 +62,10 @@ verified config is served, with its version and the control link's state; 503 wi
 Environment (the defaults suit production; a bad value stops serve at once, exit 2; all of them
 in docs/node-api.md, "Node settings"):
   ZENOVA_NODE_REPLICAS             node-edge processes serving from one state dir (1-999, default 1);
-                                   set the same number on every one of them
+                                   set the same number on every one of them (--replicas K sets it
+                                   for the processes it starts; a different value set here is refused)
+  ZENOVA_NODE_REPLICA_INDEX        set by --replicas in each process it starts (its slot, 1-K);
+                                   ignored in a process it did not start
   ZENOVA_NODE_SHUTDOWN_DRAIN_MS    how long requests in flight may run on after SIGTERM (0-20000,
                                    default 10000); those still running then get ZN_ERR_NODE_STOPPING
   ZENOVA_SPOOL_SYNCHRONOUS         normal (default) or full: every spool commit survives power loss
@@ -136,7 +145,16 @@ export interface ListenAddress {
 export type CliCommand =
   | { kind: 'help'; text: string }
   | { kind: 'version' }
-  | { kind: 'serve'; configFile?: string; stateDir?: string; listen: ListenAddress; adminListen?: ListenAddress; tls?: CallerTlsFiles }
+  | {
+      kind: 'serve';
+      configFile?: string;
+      stateDir?: string;
+      listen: ListenAddress;
+      adminListen?: ListenAddress;
+      tls?: CallerTlsFiles;
+      /** --replicas, only when given (a supervisor of that many processes when above 1). */
+      replicas?: number;
+    }
   | {
       kind: 'enroll';
       controlPlaneUrl: string;
@@ -242,6 +260,7 @@ const EMPTY_VALUE_ADVICE: Record<string, string> = {
   token: 'pass the token from the install command',
   'token-file': 'pass --token-file FILE',
   'ca-file': 'pass --ca-file FILE, or leave it out for the system trust store',
+  replicas: 'pass --replicas K (1 to 999), or leave it out for one process',
 };
 
 /**
@@ -265,10 +284,12 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
       'admin-listen': { type: 'string' },
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
+      replicas: { type: 'string' },
     },
     SERVE_USAGE,
   );
   if (values.help === true) return { kind: 'help', text: SERVE_USAGE };
+  const replicas = parseReplicas(text(values, 'replicas', SERVE_USAGE));
   const configFile = text(values, 'config', SERVE_USAGE);
   const stateDir = text(values, 'state-dir', SERVE_USAGE);
   if (configFile === undefined && stateDir === undefined) throw new UsageError('serve needs --state-dir DIR or --config FILE', SERVE_USAGE);
@@ -280,6 +301,12 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
       SERVE_USAGE,
     );
   }
+  if (replicas !== undefined && replicas > 1 && stateDir === undefined) {
+    throw new UsageError(
+      `--replicas ${replicas} needs --state-dir: replicas share their rate-limit counters, spool and control link in the state dir; a stand-alone node (--config) runs as one process`,
+      SERVE_USAGE,
+    );
+  }
   return {
     kind: 'serve',
     ...(configFile !== undefined ? { configFile } : {}),
@@ -287,7 +314,17 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
     listen: parseListenAddress(text(values, 'listen', SERVE_USAGE) ?? DEFAULT_LISTEN),
     ...(adminListen !== undefined ? { adminListen } : {}),
     ...(tls !== undefined ? { tls } : {}),
+    ...(replicas !== undefined ? { replicas } : {}),
   };
+}
+
+/** --replicas K: a whole number from 1 to 999, as ZENOVA_NODE_REPLICAS takes it. */
+function parseReplicas(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{1,3}$/.test(value) || Number(value) < 1) {
+    throw new UsageError(`--replicas must be a whole number from 1 to 999 (node-edge processes sharing the caller port), got ${JSON.stringify(value.slice(0, 32))}`, SERVE_USAGE);
+  }
+  return Number(value);
 }
 
 /**

@@ -11,6 +11,8 @@ import { UsageError, parseCli } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { runDoctorCommand } from './doctor-command.js';
 import { runEnrollCommand } from './enroll-command.js';
+import { checkReplicasAgainstEnv, superviseReplicas } from './replica-supervisor.js';
+import { replicaWorker } from './replica-worker.js';
 import { NotEnrolledError, serve } from './serve.js';
 import { ServeSettingError } from './serve-settings.js';
 import { runStatusCommand } from './status-command.js';
@@ -43,13 +45,27 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       break;
   }
   try {
+    if (command.replicas !== undefined) checkReplicasAgainstEnv(command.replicas, process.env);
+    // A replica the supervisor started runs the same command line: it serves.
+    const replica = replicaWorker();
+    if (command.replicas !== undefined && command.replicas > 1 && replica === undefined) {
+      return await superviseReplicas({
+        replicas: command.replicas,
+        listen: command.listen,
+        ...(command.adminListen !== undefined ? { adminListen: command.adminListen } : {}),
+        env: process.env,
+        logger: createLogger({ batched: true }),
+      });
+    }
+    const logger = createLogger({ batched: true });
     return await serve({
       ...(command.configFile !== undefined ? { configFile: command.configFile } : {}),
       ...(command.stateDir !== undefined ? { stateDir: command.stateDir } : {}),
       listen: command.listen,
       ...(command.adminListen !== undefined ? { adminListen: command.adminListen } : {}),
       ...(command.tls !== undefined ? { tls: command.tls } : {}),
-      logger: createLogger({ batched: true }),
+      // Each replica's lines name it; they reach the journal through the supervisor's output.
+      logger: replica !== undefined ? logger.child({ replica: replica.index }) : logger,
     });
   } catch (err) {
     if (err instanceof LocalConfigError) {

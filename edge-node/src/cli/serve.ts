@@ -27,6 +27,9 @@ import { isLoopbackHost } from '../metrics/admin-server.js';
 import { expiryWarning, readCallerTls, reloadCallerTls } from '../tls/caller-tls.js';
 import type { CallerTlsFiles, CallerTlsPair } from '../tls/caller-tls.js';
 import { openNodeServices } from './node-services.js';
+import { replicaWorker } from './replica-worker.js';
+import { readiness } from '../http/readiness.routes.js';
+import { answerReadinessOverIpc } from '../metrics/replica-admin.js';
 import { readServeSettings } from './serve-settings.js';
 import type { NodeServices } from './node-services.js';
 import type { StateStore } from '../state/state-store.js';
@@ -221,7 +224,9 @@ export async function serve(opts: ServeOptions): Promise<number> {
   const url = listenUrl(opts.listen.host, port, callerTls !== undefined ? 'https' : 'http');
   const onHangup = reloadOnHangup(app.server, opts.tls, opts.logger);
   process.on('SIGHUP', onHangup);
-  notifyReady(opts.logger, `serving on ${url}`);
+  // A replica of `serve --replicas K`: its supervisor tells systemd, once every replica listens.
+  const replica = replicaWorker(env);
+  if (replica === undefined) notifyReady(opts.logger, `serving on ${url}`);
   if (callerTls === undefined && !isLoopbackHost(opts.listen.host)) {
     opts.logger.warn(
       { url },
@@ -319,6 +324,19 @@ export async function serve(opts: ServeOptions): Promise<number> {
     opts.logger.warn({ requests: app.inFlight.size }, `${why}: the requests still running are ended (ZN_ERR_NODE_STOPPING)`);
     void app.inFlight.stopAll(STOPPING_ANSWER_GRACE_MS).then(() => app.server.closeAllConnections());
   };
+  // The supervisor's /readyz on the admin port asks every replica what its /readyz would answer.
+  const stopAnsweringReadiness =
+    replica === undefined
+      ? undefined
+      : answerReadinessOverIpc(() => {
+          const body = readiness({
+            holder,
+            ...(enrolled !== undefined ? { controlLink: () => link?.view() ?? { connected: false, since: startedAt } } : {}),
+            ...(applier !== undefined ? { previousEnrollment: () => applier?.servesPreviousTrust() ?? false } : {}),
+            spool: () => services.spoolState(),
+          });
+          return { ready: body.ready, body };
+        });
   return new Promise<number>((resolve) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -343,6 +361,9 @@ export async function serve(opts: ServeOptions): Promise<number> {
         () => {
           clearTimeout(deadline);
           process.off('SIGINT', onSignal).off('SIGTERM', onSignal).off('SIGHUP', onHangup);
+          process.off('SIGINT', onReplicaSignal).off('SIGTERM', onReplicaSignal);
+          stopOrders?.();
+          stopAnsweringReadiness?.();
           opts.logger.info('node-edge stopped');
           resolve(0);
         },
@@ -353,6 +374,20 @@ export async function serve(opts: ServeOptions): Promise<number> {
         },
       );
     };
-    process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
+    // A replica drains on the first signal it gets and ignores repeats: the same stop often reaches
+    // it twice (the unit's or terminal's signal, and its supervisor's order); "now" comes as an order.
+    function onReplicaSignal(signal: NodeJS.Signals): void {
+      if (!stopping) onSignal(signal);
+    }
+    const stopOrders = replica?.onStop((now) => {
+      if (!stopping) onSignal('SIGTERM');
+      if (now) endRemaining('the supervisor asked to stop now');
+    });
+    if (replica === undefined) {
+      process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
+      return;
+    }
+    process.on('SIGINT', onReplicaSignal).on('SIGTERM', onReplicaSignal);
+    replica.reportListening(url);
   });
 }

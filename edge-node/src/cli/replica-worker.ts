@@ -1,0 +1,60 @@
+/**
+ * A replica's side of `zenova-node serve --replicas K` (replica-supervisor.ts): it runs the normal
+ * serve, tells the supervisor once it listens, and takes its stop orders over IPC.
+ *
+ * Stops come over IPC rather than as forwarded signals because the signal often reaches the
+ * replicas directly too: systemd's default KillMode=control-group sends SIGTERM to every process of
+ * the unit, and a terminal's Ctrl-C goes to the whole process group. A forwarded signal would then
+ * be each replica's second one, which means "end the requests now" instead of a drain.
+ */
+import { replicaIndex } from '../metrics/replica-admin.js';
+
+/** Replica → supervisor: serving, with every stop handler in place. */
+export interface ReplicaListeningMessage {
+  zenovaReplica: 'listening';
+  url: string;
+}
+
+/** Supervisor → replica: drain and stop (`now`: end the requests still running, as a second signal does). */
+export interface ReplicaStopMessage {
+  zenovaReplica: 'stop';
+  now: boolean;
+}
+
+export function isListeningMessage(message: unknown): message is ReplicaListeningMessage {
+  const m = message as Partial<ReplicaListeningMessage> | null;
+  return typeof m === 'object' && m !== null && m.zenovaReplica === 'listening' && typeof m.url === 'string';
+}
+
+function isStopMessage(message: unknown): message is ReplicaStopMessage {
+  const m = message as Partial<ReplicaStopMessage> | null;
+  return typeof m === 'object' && m !== null && m.zenovaReplica === 'stop' && typeof m.now === 'boolean';
+}
+
+export interface ReplicaWorker {
+  /** The slot (1..K) this process fills. */
+  index: number;
+  /** Tells the supervisor this replica serves on `url`. */
+  reportListening(url: string): void;
+  /** Calls `handler` on each stop order; returns the undo. */
+  onStop(handler: (now: boolean) => void): () => void;
+}
+
+/** This process as a replica of a supervisor; undefined for a node serving on its own. */
+export function replicaWorker(env: NodeJS.ProcessEnv = process.env): ReplicaWorker | undefined {
+  const index = replicaIndex(env);
+  if (index === undefined) return undefined;
+  return {
+    index,
+    reportListening: (url) => {
+      process.send?.({ zenovaReplica: 'listening', url } satisfies ReplicaListeningMessage, undefined, undefined, () => undefined);
+    },
+    onStop: (handler) => {
+      const listener = (message: unknown): void => {
+        if (isStopMessage(message)) handler(message.now);
+      };
+      process.on('message', listener);
+      return () => void process.off('message', listener);
+    },
+  };
+}
