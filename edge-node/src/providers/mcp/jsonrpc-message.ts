@@ -1,7 +1,8 @@
 /**
  * The JSON-RPC 2.0 messages an MCP client POSTs (streamable HTTP): one request, notification or
- * response object, or a batch array of them. Only the envelope is checked; `params`, `result` and
- * `error` belong to the tool server. Also: the label a call is recorded under, and the text of
+ * response object, or a batch array of them. Only the envelope is checked (a key that reads as one
+ * of its fields ignoring case is refused: misspeltEnvelopeField); `params`, `result` and `error`
+ * belong to the tool server. Also: the label a call is recorded under, and the text of
  * messages (both ways) as slots guardrails can read and rewrite.
  */
 import { z } from 'zod';
@@ -40,6 +41,47 @@ export const jsonRpcPostSchema = z.union([
 
 export type JsonRpcMessage = z.infer<typeof jsonRpcMessageSchema>;
 export type JsonRpcPost = z.infer<typeof jsonRpcPostSchema>;
+
+/** The fields JSON-RPC names in a message: the node reads `method` (billing, the batch rule, the record's label) and `id` (answers matched to requests). */
+const JSON_RPC_FIELDS: ReadonlySet<string> = new Set(['jsonrpc', 'id', 'method', 'params', 'result', 'error']);
+/**
+ * Letters outside ASCII that a case-insensitive decoder takes for ASCII ones: Go's encoding/json
+ * folds `ſ` (U+017F) to s and the Kelvin sign `K` (U+212A) to k; .NET's OrdinalIgnoreCase upper-cases
+ * `ı` (U+0131) to I; Java's Turkish lower case makes `İ` (U+0130) i.
+ */
+const FOLDED_TO_ASCII: Readonly<Record<string, string>> = { '\u017f': 's', '\u212a': 'k', '\u0131': 'i', '\u0130': 'i' };
+
+/** The JSON-RPC field `key` reads as under case folding, when it is not that field spelt exactly. */
+function misspeltField(key: string): string | undefined {
+  // Every field is 2 to 7 letters, and each letter that folds to one of them is one UTF-16 unit.
+  if (key.length < 2 || key.length > 7 || JSON_RPC_FIELDS.has(key)) return undefined;
+  let folded = '';
+  for (const char of key) folded += FOLDED_TO_ASCII[char] ?? char.toLowerCase();
+  return JSON_RPC_FIELDS.has(folded) ? folded : undefined;
+}
+
+/**
+ * A top-level key of a POSTed message (or of a batch's messages) that differs from a JSON-RPC field
+ * (`jsonrpc`, `id`, `method`, `params`, `result`, `error`) only in letter case, with the field it
+ * reads as and the message's place in a batch. A tool server whose decoder matches keys ignoring
+ * case (Go's encoding/json, last key wins) would run `{"method":"ping","Method":"tools/call"}` as
+ * the tools/call the node billed as a ping: such a message is refused, not guessed at. The node
+ * reads nothing inside `params` by name (input rules check every key and value there), so only the
+ * envelope is checked.
+ */
+export function misspeltEnvelopeField(post: unknown): { key: string; field: string; index?: number } | undefined {
+  const batch = Array.isArray(post);
+  const messages = batch ? (post as unknown[]) : [post];
+  for (let i = 0; i < messages.length; i += 1) {
+    const message = messages[i];
+    if (!isRecord(message)) continue;
+    for (const key of Object.keys(message)) {
+      const field = misspeltField(key);
+      if (field !== undefined) return batch ? { key, field, index: i } : { key, field };
+    }
+  }
+  return undefined;
+}
 
 /** The JSON-RPC method of one message; 'response' for a client's answer to the server. */
 function methodOf(message: JsonRpcMessage): string {
@@ -112,12 +154,92 @@ export function jsonTexts(box: [unknown], owner?: DirtyMark): TextSlot[] {
  * are their digits (parseAsWritten), not the doubles JSON.parse rounds them to; each message's `id`
  * and `error.code` stay numbers where exact (the envelope, matched against requests by type).
  * `relayable`: the text holds nothing the value lost (a duplicate key's dropped value), so it may
- * go on unless a mask rewrote the value. Throws on text that is not JSON.
+ * go on unless a mask rewrote the value. `NaN`, `Infinity` and `-Infinity` are read as null: Python's
+ * json.dumps writes them for floats and MCP's Python client reads them, so a tool server's answer
+ * holding one is still a message whose strings the node reads decoded and whose id completes its
+ * call (the text goes on with them as written; re-serialised, they are null). Throws on text that
+ * is not JSON otherwise.
  */
 export function parseRelayed(text: string): { value: unknown; relayable: boolean } {
-  const { value, longIntegers, losesStrings } = parseAsWritten(text);
-  if (longIntegers) keepEnvelopeNumbers(value, JSON.parse(text));
+  let json = text;
+  let parsed: ReturnType<typeof parseAsWritten>;
+  try {
+    parsed = parseAsWritten(json);
+  } catch (err) {
+    const finite = withNonFiniteAsNull(text);
+    if (finite === undefined) throw err;
+    json = finite;
+    parsed = parseAsWritten(json);
+  }
+  const { value, longIntegers, losesStrings } = parsed;
+  if (longIntegers) keepEnvelopeNumbers(value, JSON.parse(json));
   return { value, relayable: !losesStrings };
+}
+
+/** JSON's two-character escapes: the character after the backslash, and the one it writes. */
+const SHORT_ESCAPES: Readonly<Record<string, string>> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+const UNICODE_ESCAPE = /^u[0-9A-Fa-f]{4}/;
+
+/**
+ * `text` (JSON that did not parse, even with NaN read as null) with its JSON string escapes decoded
+ * wherever they are, an escape cut short or unknown kept as written: what output rules read, so a
+ * `\u673a` (Python escapes every character past ASCII) or `\u0040` hides no match from them.
+ */
+export function withJsonEscapesDecoded(text: string): string {
+  let at = text.indexOf('\\');
+  if (at === -1) return text;
+  let out = '';
+  let copied = 0;
+  while (at !== -1 && at + 1 < text.length) {
+    const after = text[at + 1]!;
+    let decoded = SHORT_ESCAPES[after];
+    let length = 2;
+    if (after === 'u' && UNICODE_ESCAPE.test(text.slice(at + 1, at + 6))) {
+      decoded = String.fromCharCode(Number.parseInt(text.slice(at + 2, at + 6), 16));
+      length = 6;
+    }
+    if (decoded === undefined) {
+      at = text.indexOf('\\', at + 1);
+      continue;
+    }
+    out += text.slice(copied, at) + decoded;
+    copied = at + length;
+    at = text.indexOf('\\', copied);
+  }
+  return out + text.slice(copied);
+}
+
+const NON_FINITE_HINT = /NaN|Infinity/;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * `text` with each `NaN`, `Infinity` and `-Infinity` outside strings written `null` (same string
+ * literals, so a duplicate key is still told by their count); undefined when it has none.
+ */
+function withNonFiniteAsNull(text: string): string | undefined {
+  if (!NON_FINITE_HINT.test(text)) return undefined;
+  let out = '';
+  let copied = 0;
+  for (let i = 0; i < text.length;) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      // Past the string literal: an escape takes the character after it along.
+      i += 1;
+      while (i < text.length && text.charCodeAt(i) !== QUOTE) i += text.charCodeAt(i) === BACKSLASH ? 2 : 1;
+      i += 1;
+      continue;
+    }
+    const token = text.startsWith('NaN', i) ? 3 : text.startsWith('Infinity', i) ? 8 : text.startsWith('-Infinity', i) ? 9 : 0;
+    if (token === 0) {
+      i += 1;
+      continue;
+    }
+    out += `${text.slice(copied, i)}null`;
+    i += token;
+    copied = i;
+  }
+  return copied === 0 ? undefined : out + text.slice(copied);
 }
 
 /**

@@ -41,7 +41,7 @@ import { isPartial, uncheckedTextMessage } from '../partial-texts.js';
 import { isRecord } from '../text-slot.js';
 import type { DirtyMark } from '../text-slot.js';
 import { estimateTokens } from '../token-estimate.js';
-import { callLabel, idAsWritten, jsonRpcPostSchema, jsonTexts, messageTexts, parseRelayed } from './jsonrpc-message.js';
+import { callLabel, idAsWritten, jsonRpcPostSchema, jsonTexts, messageTexts, misspeltEnvelopeField, parseRelayed, withJsonEscapesDecoded } from './jsonrpc-message.js';
 import type { JsonRpcId, JsonRpcPost } from './jsonrpc-message.js';
 import { admitGetStream } from './get-stream-limit.js';
 import { EventBoundaries, holdCompletingEvent } from './mcp-answer-hold.js';
@@ -138,6 +138,11 @@ export const mcpApi: ApiHandler = {
     if (!parsed.success) return reject('ZN_ERR_INVALID_REQUEST', `Invalid request: ${describeIssues(parsed.error, 1).join('; ')}`);
     // The copy itself, not zod's rebuilt one: stringifyAsWritten knows the integers past 2^53 in it.
     const payload = copy.body as JsonRpcPost;
+    const misspelt = misspeltEnvelopeField(payload);
+    if (misspelt !== undefined) {
+      const where = misspelt.index === undefined ? '' : ` (message ${misspelt.index + 1} of the batch)`;
+      return reject('ZN_ERR_INVALID_REQUEST', `Invalid request: the key ${JSON.stringify(misspelt.key)}${where} differs from the JSON-RPC field "${misspelt.field}" only in letter case; a tool server that reads keys ignoring case could take it for that field, so the message is not sent. Write jsonrpc, id, method, params, result and error exactly, with no such look-alike key.`);
+    }
     // MCP forbids it (initialize must come alone), and the node could not charge the batch's tool
     // calls if the session it opens then could not be bound to the caller (refused after the tool
     // server ran them).
@@ -381,11 +386,11 @@ function callerCopy(ctx: PipelineContext): { body: unknown; text?: string } {
  * and counted is what goes (an integer past 2^53 as the number it was: stringifyAsWritten).
  */
 function sentBody(ctx: PipelineContext, call: McpCall, payload: JsonRpcPost): string {
-  if (call.text !== undefined && call.masked?.dirty !== true) {
-    recordRequestBodyText(ctx, call.text);
-    return call.text;
-  }
-  return stringifyAsWritten(payload);
+  // The record keeps the text that went: re-serialised, the same text (JSON.stringify would write an
+  // integer past 2^53 as a string of its digits).
+  const text = call.text !== undefined && call.masked?.dirty !== true ? call.text : stringifyAsWritten(payload);
+  recordRequestBodyText(ctx, text);
+  return text;
 }
 
 const REDACTED_SECRET = '[redacted]';
@@ -707,7 +712,7 @@ function setOwn(holder: Record<string | number, unknown>, key: string | number, 
  * A JSON answer parsed as parseRelayed does (integers of 16 digits or more checked as their digits),
  * with its text as the tool server wrote it (UTF-8 decoded, a byte order mark dropped), the text
  * undefined when it holds strings the parse dropped (a duplicate key): what was checked is sent.
- * Undefined for a body that is not JSON.
+ * Undefined for a body that is not JSON (NaN and Infinity, which Python writes, are read as null).
  */
 function parseAnswer(bytes: Buffer): { value: unknown; text: string | undefined } | undefined {
   const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
@@ -899,19 +904,22 @@ function holdAnswer(ctx: PipelineContext, call: McpCall, status: number, body: A
  * A body that is neither JSON nor an event stream, checked whole as one text. Only a text body
  * (text/*, *json*, *xml* content type, valid UTF-8) can be rewritten: one that is not and that a
  * mask matched is blocked, since re-encoding its decoded text would corrupt every byte that is
- * not UTF-8.
+ * not UTF-8. A body labelled JSON that did not parse is read with its JSON escapes decoded (a mask
+ * then writes that text: there was no JSON to keep).
  */
 function guardRawBody(ctx: PipelineContext, policy: CompiledPolicy, reply: Extract<UpstreamReply, { kind: 'raw' }>, bytes: Buffer): StageResult {
-  const decoded = decodeText(bytes, reply.headers['content-type'] ?? '');
-  const slot = { text: decoded.text };
+  const contentType = reply.headers['content-type'] ?? '';
+  const decoded = decodeText(bytes, contentType);
+  const read = contentType.toLowerCase().includes('json') ? withJsonEscapesDecoded(decoded.text) : decoded.text;
+  const slot = { text: read };
   const blocked = applyPolicy(ctx, policy, 'output', [slot]);
-  const masked = blocked === undefined && slot.text !== decoded.text;
+  const masked = blocked === undefined && slot.text !== read;
   if (masked && !decoded.rewritable) {
     replaceResponseText(ctx, '', MAX_RESPONSE_TEXT_CHARS);
     return reject('ZN_ERR_GUARDRAIL_BLOCKED', `Blocked by guardrail policy "${policy.id}": a mask matched a tool server answer that is not text, which cannot be rewritten.`);
   }
   // A block delivers nothing, so nothing is recorded; a mask records what is delivered.
-  replaceResponseText(ctx, blocked === undefined ? slot.text : '', MAX_RESPONSE_TEXT_CHARS);
+  replaceResponseText(ctx, blocked === undefined ? (masked ? slot.text : decoded.text) : '', MAX_RESPONSE_TEXT_CHARS);
   if (masked) reply.body = oneChunk(Buffer.from(slot.text, 'utf8'));
   return blocked;
 }

@@ -5,7 +5,8 @@
  * the event re-serialised with its other lines (`event:`, `id:`, `retry:`) kept; those lines and
  * comments are checked too (otherLines); events nothing rewrote pass byte for byte. JSON that is not a message or a
  * batch of messages (a bare string, an array of strings, an object such as `{"detail": …}`) has
- * every string in it checked; data that is not JSON is checked as one text. A block ends the stream: the
+ * every string in it checked; data that is not JSON (NaN and Infinity read as null: parseRelayed) is
+ * checked as one text, its JSON escapes decoded. A block ends the stream: the
  * blocked event is never sent, and each request of the POST not answered yet gets a JSON-RPC error
  * naming ZN_ERR_GUARDRAIL_BLOCKED, so the client's pending calls fail instead of hanging.
  */
@@ -14,7 +15,7 @@ import type { TextSlot } from '../../pipeline/context.js';
 import type { Rejection } from '../../pipeline/stage.js';
 import { stringifyAsWritten } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
-import { idAsWritten, jsonTexts, parseRelayed } from './jsonrpc-message.js';
+import { idAsWritten, jsonTexts, parseRelayed, withJsonEscapesDecoded } from './jsonrpc-message.js';
 import type { JsonRpcId } from './jsonrpc-message.js';
 import { rpcErrorEvents } from './mcp-stream-failure.js';
 
@@ -166,14 +167,17 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
   } catch {
     box = undefined;
   }
-  const slots: TextSlot[] = box !== undefined ? jsonTexts(box, mark) : [{ text: data }];
+  // Data that is not JSON (even with NaN read as null) is read with its JSON escapes decoded: a
+  // `\u673a` must not hide a match (a mask then writes the decoded text).
+  const read = box === undefined ? withJsonEscapesDecoded(data) : data;
+  const slots: TextSlot[] = box !== undefined ? jsonTexts(box, mark) : [{ text: read }];
   const rejection = guard.check(others.length === 0 ? slots : [...slots, ...others.map((o) => o.slot)]);
   if (rejection !== undefined) return rejection;
   if (box !== undefined) answered(box[0], guard.pending);
   guard.keep(slots);
   // Data holding strings its parsed value lost (a duplicate key: JSON.parse keeps the last) goes out
   // re-serialised from what was checked, not as it came.
-  const changed = box === undefined ? slots[0]!.text !== data : mark.dirty || !relayable;
+  const changed = box === undefined ? slots[0]!.text !== read : mark.dirty || !relayable;
   if (!changed) return others.some(masked) ? rebuilt(lines, others) : block;
   const next = box === undefined ? slots[0]!.text : stringifyAsWritten(box[0]);
   // The data lines become one (JSON has no raw newlines) where the first one was.

@@ -12,7 +12,9 @@
  * block is looked for in one pass over the answer as written, and, when it holds an escape of one
  * of the key's characters, in one more with those escapes decoded on the way (every form turns back
  * into the key as written): a rolling code of the last BLOCK_CHARS characters, checked against a
- * set. Built once per key.
+ * set. An answer escaping a letter or digit as `\u00XX` (any character, for a key beyond ASCII) is
+ * searched once more with every `\uXXXX` escape decoded: an encoder that escapes every character
+ * writes the key's letters and digits so, and JSON.parse reads them back as the key. Built once per key.
  */
 import { AMPERSAND, BACKSLASH, escapeAt, escapeLength, shortEscapeOf } from './secret-escapes.js';
 import { builtPerKey } from './built-per-key.js';
@@ -95,16 +97,120 @@ export function secretPrefilter(secret: string): SecretPrefilter {
       searches.push((_bytes, latin1) => forms.test(latin1()));
     }
   }
+  const beyondAscii = [...secret].some((char) => char.charCodeAt(0) >= 128);
+  const holdsAsWritten = (bytes: Buffer, latin1: () => string): boolean => {
+    if (hashed.blocks.size > 0 && holdsBlock(latin1(), hashed)) return true;
+    return searches.some((search) => search(bytes, latin1));
+  };
   return {
     escaped,
     mayHold(bytes: Buffer): boolean {
       if (bytes.length < MIN_SECRET_CHARS) return false;
       let text: string | undefined;
       const latin1 = (): string => (text ??= bytes.toString('latin1'));
-      if (hashed.blocks.size > 0 && holdsBlock(latin1(), hashed)) return true;
-      return searches.some((search) => search(bytes, latin1));
+      if (holdsAsWritten(bytes, latin1)) return true;
+      // A JSON encoder may write any character as `\uXXXX`, the key's letters and digits too (one
+      // that escapes everything; JSON.parse reads them as the key): the same search once more over
+      // the answer with those escapes decoded. Only when it escapes a letter or digit (the escapes
+      // of the key's other characters are read above), or any character for a key beyond ASCII:
+      // Python escapes every character past ASCII, which must not double the cost of its answers.
+      const escapes = beyondAscii
+        ? bytes.includes(UNICODE_ESCAPE_START)
+        : bytes.includes(ASCII_ESCAPE_START) && LETTER_OR_DIGIT_ESCAPE.test(latin1());
+      const decoded = escapes ? unicodeEscapesDecoded(bytes) : undefined;
+      if (decoded === undefined) return false;
+      let decodedText: string | undefined;
+      return holdsAsWritten(decoded, () => (decodedText ??= decoded.toString('latin1')));
     },
   };
+}
+
+const UNICODE_ESCAPE_START = Buffer.from('\\u', 'latin1');
+const ASCII_ESCAPE_START = Buffer.from('\\u00', 'latin1');
+
+/** A `\u00XX` escape of an ASCII letter or digit (after an escaped backslash too: a false alarm costs a pass, never a miss). */
+const LETTER_OR_DIGIT_ESCAPE = /\\u00(?:3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa])/;
+
+/**
+ * `bytes` (UTF-8) with each JSON `\uXXXX` escape written as the UTF-8 of the character it stands for
+ * (a surrogate pair as one character), in one pass; undefined when there is none. An escaped
+ * backslash (`\\u0041`) starts no escape. The result is never longer than `bytes`.
+ */
+function unicodeEscapesDecoded(bytes: Buffer): Buffer | undefined {
+  if (bytes.indexOf(UNICODE_ESCAPE_START) === -1) return undefined;
+  let out: Buffer | undefined;
+  let length = 0;
+  let copied = 0;
+  for (let at = bytes.indexOf(BACKSLASH); at !== -1 && at + 1 < bytes.length;) {
+    // Another escape (`\\`, `\"`, `\n`) takes the character after its backslash along.
+    const unit = bytes[at + 1] === LOWER_U ? hexUnit(bytes, at + 2) : -1;
+    if (unit < 0) {
+      at = bytes.indexOf(BACKSLASH, at + 2);
+      continue;
+    }
+    let code = unit;
+    let end = at + 6;
+    if (unit >= 0xd800 && unit < 0xdc00 && bytes[end] === BACKSLASH && bytes[end + 1] === LOWER_U) {
+      const low = hexUnit(bytes, end + 2);
+      if (low >= 0xdc00 && low < 0xe000) {
+        code = 0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00);
+        end += 6;
+      }
+    }
+    out ??= Buffer.allocUnsafe(bytes.length);
+    length += bytes.copy(out, length, copied, at);
+    length = writeUtf8(out, length, code);
+    copied = end;
+    at = bytes.indexOf(BACKSLASH, end);
+  }
+  if (out === undefined) return undefined;
+  length += bytes.copy(out, length, copied);
+  return out.subarray(0, length);
+}
+
+const LOWER_U = 0x75;
+
+/** The UTF-16 unit the four hex digits at `at` write, -1 when they are not four hex digits. */
+function hexUnit(bytes: Buffer, at: number): number {
+  if (at + 4 > bytes.length) return -1;
+  let value = 0;
+  for (let i = at; i < at + 4; i += 1) {
+    const digit = hexDigitOf(bytes[i]!);
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+function hexDigitOf(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  if (c >= 0x41 && c <= 0x46) return c - 0x37;
+  if (c >= 0x61 && c <= 0x66) return c - 0x57;
+  return -1;
+}
+
+/** Writes `code`'s UTF-8 (a lone surrogate as its three bytes) into `out` at `at`; returns where it ends. */
+function writeUtf8(out: Buffer, at: number, code: number): number {
+  if (code < 0x80) {
+    out[at] = code;
+    return at + 1;
+  }
+  if (code < 0x800) {
+    out[at] = 0xc0 | (code >> 6);
+    out[at + 1] = 0x80 | (code & 0x3f);
+    return at + 2;
+  }
+  if (code < 0x10000) {
+    out[at] = 0xe0 | (code >> 12);
+    out[at + 1] = 0x80 | ((code >> 6) & 0x3f);
+    out[at + 2] = 0x80 | (code & 0x3f);
+    return at + 3;
+  }
+  out[at] = 0xf0 | (code >> 18);
+  out[at + 1] = 0x80 | ((code >> 12) & 0x3f);
+  out[at + 2] = 0x80 | ((code >> 6) & 0x3f);
+  out[at + 3] = 0x80 | (code & 0x3f);
+  return at + 4;
 }
 
 /** Whether some BLOCK_CHARS characters in a row of `text` are one of the hashed blocks: as written, or with its escapes decoded. */
