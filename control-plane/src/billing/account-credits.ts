@@ -1,9 +1,11 @@
 /**
  * Topping up an account (docs/billing.md): one `credit` ledger row and the stored balance, in one
- * transaction under the account's balance lock. Balances stay below 2^53 micro-units so the API can
- * show them as exact JSON numbers. Every replica hears of the top-up (credit-changes.ts) and
- * re-leases at once. A top-up's `reference` is its idempotency key within the account: a retry of
- * it (a timed-out call sent again) credits nothing more.
+ * transaction under the account's balance lock. A balance stays at most 2^53 − 1 micro-units (a
+ * top-up past it is refused, docs/api.md); sums over time (spend, a lease's cumulative grant) are
+ * not bounded, so the API writes every amount as an exact integer (billing-views.ts). Every
+ * replica hears of the top-up (credit-changes.ts) and re-leases at once. A top-up's `reference` is
+ * its idempotency key within the account: a retry of it (a timed-out call sent again) credits
+ * nothing more.
  */
 import type pg from 'pg';
 import { zenovaError } from '../errors.js';

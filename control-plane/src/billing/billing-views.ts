@@ -1,8 +1,10 @@
 /**
  * What the billing admin API shows (docs/api.md, "Billing"): an account's balance and leases, spend
  * grouped by account, key or node over a time window, and the leases of a node. Amounts are
- * micro-units as exact JSON numbers. The lists are keyset pages (billing-cursors.ts) in a total
- * order, so walking every page lists each row once.
+ * micro-units, bigint from PostgreSQL to the answer, written as exact JSON integers (exactJson):
+ * sums over time (spend, a lease's cumulative grant) pass 2^53, where a double would round them.
+ * The lists are keyset pages (billing-cursors.ts) in a total order, so walking every page lists
+ * each row once.
  */
 import { z } from 'zod';
 import type { Queryable } from '../nodes/with-transaction.js';
@@ -10,17 +12,20 @@ import type { SpendCursor } from './billing-cursors.js';
 import { afterNewestFirstCursorSql, createdAtUsSql } from '../http/list-cursors.js';
 import type { NewestFirstCursor } from '../http/list-cursors.js';
 
+/** An amount of micro-units in an answer: a bigint, never a double (written by exactJson). */
+const micros = z.bigint();
+
 export const balanceViewSchema = z.object({
   accountId: z.string(),
   account: z.string(),
   /** credits − settled spend. */
-  balanceMicros: z.number(),
+  balanceMicros: micros,
   /** Held by node leases (granted − spent − returned). */
-  outstandingLeasesMicros: z.number(),
+  outstandingLeasesMicros: micros,
   /** balance − outstanding leases: what new leases can still be granted from. */
-  availableMicros: z.number(),
+  availableMicros: micros,
   /** Σ settled request costs. */
-  spentMicros: z.number(),
+  spentMicros: micros,
 });
 export type BalanceView = z.infer<typeof balanceViewSchema>;
 
@@ -31,12 +36,12 @@ export const leaseViewSchema = z.object({
   accountId: z.string(),
   account: z.string(),
   state: z.enum(['open', 'returned']),
-  grantedMicros: z.number(),
-  spentMicros: z.number(),
-  returnedMicros: z.number(),
-  outstandingMicros: z.number(),
-  reportedSpentMicros: z.number().nullable(),
-  reportedReservedMicros: z.number().nullable(),
+  grantedMicros: micros,
+  spentMicros: micros,
+  returnedMicros: micros,
+  outstandingMicros: micros,
+  reportedSpentMicros: micros.nullable(),
+  reportedReservedMicros: micros.nullable(),
   reportedAt: z.string().nullable(),
   expiresAt: z.string(),
   createdAt: z.string(),
@@ -44,7 +49,7 @@ export const leaseViewSchema = z.object({
 });
 export type LeaseView = z.infer<typeof leaseViewSchema>;
 
-export const spendRowSchema = z.object({ id: z.string().nullable(), name: z.string().nullable(), requests: z.number(), spentMicros: z.number() });
+export const spendRowSchema = z.object({ id: z.string().nullable(), name: z.string().nullable(), requests: z.number(), spentMicros: micros });
 export type SpendRow = z.infer<typeof spendRowSchema>;
 
 /**
@@ -68,20 +73,20 @@ export async function balanceView(db: Queryable, account: { id: string; name: st
     [account.id],
   );
   const r = rows[0]!;
-  const balance = Number(r.balance);
-  const outstanding = Number(r.outstanding);
+  const balance = BigInt(r.balance);
+  const outstanding = BigInt(r.outstanding);
   return {
     accountId: account.id,
     account: account.name,
     balanceMicros: balance,
     outstandingLeasesMicros: outstanding,
     availableMicros: balance - outstanding,
-    spentMicros: Number(r.spent),
+    spentMicros: BigInt(r.spent),
   };
 }
 
 const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
-const num = (v: string | null): number | null => (v === null ? null : Number(v));
+const microsOrNull = (v: string | null): bigint | null => (v === null ? null : BigInt(v));
 
 export interface LeaseFilter {
   nodeId?: string | undefined;
@@ -139,12 +144,12 @@ export async function listLeases(db: Queryable, filter: LeaseFilter): Promise<{ 
       accountId: r.account_id,
       account: r.account,
       state: r.state,
-      grantedMicros: Number(r.granted),
-      spentMicros: Number(r.spent),
-      returnedMicros: Number(r.returned),
-      outstandingMicros: Number(outstanding > 0n ? outstanding : 0n),
-      reportedSpentMicros: num(r.rs),
-      reportedReservedMicros: num(r.rr),
+      grantedMicros: BigInt(r.granted),
+      spentMicros: BigInt(r.spent),
+      returnedMicros: BigInt(r.returned),
+      outstandingMicros: outstanding > 0n ? outstanding : 0n,
+      reportedSpentMicros: microsOrNull(r.rs),
+      reportedReservedMicros: microsOrNull(r.rr),
       reportedAt: iso(r.reported_at),
       expiresAt: r.expires_at.toISOString(),
       createdAt: r.created_at.toISOString(),
@@ -183,5 +188,24 @@ export async function spendBy(
   const next = rows.length > page.limit && last !== undefined
     ? { by, fromMs: from.getTime(), toMs: to.getTime(), spentMicros: BigInt(last.spent), id: last.id }
     : undefined;
-  return { rows: cut.map((r) => ({ id: r.id, name: r.name, requests: Number(r.requests), spentMicros: Number(r.spent) })), next };
+  return { rows: cut.map((r) => ({ id: r.id, name: r.name, requests: Number(r.requests), spentMicros: BigInt(r.spent) })), next };
+}
+
+/**
+ * JSON as JSON.stringify writes it, but a bigint written as its exact integer (JSON.stringify
+ * throws on one): the billing answers' amounts. A JSON number may have any number of digits; a
+ * client must read those past 2^53 with a parser that keeps big integers (docs/api.md, "Billing").
+ */
+export function exactJson(value: unknown): string | undefined {
+  if (typeof value === 'bigint') return value.toString();
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') return exactJson((toJSON as () => unknown).call(value));
+  if (Array.isArray(value)) return `[${value.map((item) => exactJson(item) ?? 'null').join(',')}]`;
+  const members: string[] = [];
+  for (const [key, item] of Object.entries(value)) {
+    const written = exactJson(item);
+    if (written !== undefined) members.push(`${JSON.stringify(key)}:${written}`);
+  }
+  return `{${members.join(',')}}`;
 }

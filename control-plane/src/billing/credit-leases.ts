@@ -154,6 +154,8 @@ export interface TopUpResult {
   lease: { id: string; accountId: string; granted: bigint; expiresAt: number } | undefined;
   /** What this call added to the lease. */
   addedMicros: bigint;
+  /** True when this call opened the lease (the node cannot have heard of it yet). */
+  opened: boolean;
   /**
    * Σ max(outstanding, 0) of the account's leases − balance when positive: the invariant is broken
    * (a late cost no lease held, a balance pushed below zero). 0 normally. The caller logs it at error level.
@@ -172,9 +174,9 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   // this top-up, or this top-up waits for the deletion and finds the node deleted — on any replica,
   // whether or not the node already had a lease of this account.
   const { rows: node } = await client.query<{ live: boolean }>('select deleted_at is null as live from nodes where id = $1 for share', [nodeId]);
-  if (node[0]?.live !== true) return { lease: undefined, addedMicros: 0n, overcommittedMicros: 0n };
+  if (node[0]?.live !== true) return { lease: undefined, addedMicros: 0n, opened: false, overcommittedMicros: 0n };
   const balance = await lockAccountBalance(client, accountId);
-  if (balance === undefined) return { lease: undefined, addedMicros: 0n, overcommittedMicros: 0n };
+  if (balance === undefined) return { lease: undefined, addedMicros: 0n, opened: false, overcommittedMicros: 0n };
   const leases = await leasesOfAccount(client, accountId);
   await reclaimLeases(client, leases, nowMs, policy.holdMs ?? policy.ttlMs);
   const { rows: account } = await client.query<{ live: boolean }>(
@@ -199,7 +201,7 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   const worthIt = add > 0n && (add * 4n >= target || add === free);
   const expiresAt = nowMs + policy.ttlMs;
   if (!worthIt) {
-    if (lease === undefined) return { lease: undefined, addedMicros: 0n, overcommittedMicros };
+    if (lease === undefined) return { lease: undefined, addedMicros: 0n, opened: false, overcommittedMicros };
     // A live node's lease of a live account does not run out while it is refreshed: its expiry is
     // pushed forward once half its life has passed (no money moves, so no ledger row).
     let leaseExpiresAt = lease.expiresAt;
@@ -207,8 +209,9 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
       await client.query('update credit_leases set expires_at = to_timestamp($2::bigint / 1000.0), updated_at = now() where id = $1', [lease.id, expiresAt]);
       leaseExpiresAt = expiresAt;
     }
-    return { lease: { id: lease.id, accountId, granted: lease.granted, expiresAt: leaseExpiresAt }, addedMicros: 0n, overcommittedMicros };
+    return { lease: { id: lease.id, accountId, granted: lease.granted, expiresAt: leaseExpiresAt }, addedMicros: 0n, opened: false, overcommittedMicros };
   }
+  const opened = lease === undefined;
   if (lease === undefined) {
     const { rows } = await client.query<RawLease>(
       `insert into credit_leases (node_id, account_id, expires_at) values ($1, $2, to_timestamp($3::bigint / 1000.0)) returning ${LEASE_COLUMNS}`,
@@ -225,7 +228,7 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
       where id = $1 returning granted_micros::text as granted, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt"`,
     [lease.id, add.toString(), expiresAt],
   );
-  return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt) }, addedMicros: add, overcommittedMicros };
+  return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt) }, addedMicros: add, opened, overcommittedMicros };
 }
 
 /**

@@ -4,7 +4,8 @@
  * reconsidered every refresh interval (new accounts, top-ups) and soon after a credit top-up or a
  * config change on any replica (`wake`); a LeaseReport records the node's
  * figures and tops that lease up; a LeaseReturn closes the lease, gives the rest back and is
- * acknowledged (LeaseReturnAck) once that is committed.
+ * acknowledged (LeaseReturnAck) once that is committed. A return that says the node is stopping
+ * wins over a refresh under way: a lease that refresh opens is closed at once, never sent.
  */
 import type pg from 'pg';
 import type pino from 'pino';
@@ -34,21 +35,34 @@ function describe(error: z.ZodError): string {
   return error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
 }
 
+/** One session's lease state. A refresh holds it from its start, so an end meanwhile does not reset it. */
+interface SessionLeases {
+  /** Grants sent per lease (granted total and expiry), so the refresh only sends what changed. */
+  sent: Map<string, string>;
+  /** The node is shutting down (LeaseReturn.node_stopping): granted nothing more. */
+  stopping: boolean;
+}
+
 export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHandler {
   const { policy } = deps;
   const now = deps.now ?? Date.now;
   const log = deps.logger.child({ component: 'billing' });
   const refreshers = new Map<string, LeaseRefresher>();
-  /** Grants sent per session and lease (granted total and expiry), so the refresh only sends what changed. */
-  const sent = new Map<string, Map<string, string>>();
-  /** Sessions whose node is shutting down: granted nothing more. */
-  const stopping = new Set<string>();
+  const sessions = new Map<string, SessionLeases>();
+  const sessionOf = (sessionId: string): SessionLeases => {
+    let session = sessions.get(sessionId);
+    if (session === undefined) {
+      session = { sent: new Map(), stopping: false };
+      sessions.set(sessionId, session);
+    }
+    return session;
+  };
   /** Accounts found overcommitted, with the excess last logged. */
   const overcommitLogged = new Map<string, string>();
 
-  async function grantOne(node: StreamNode, accountId: string, send: NodeSend, force: boolean): Promise<void> {
+  async function grantOne(node: StreamNode, session: SessionLeases, accountId: string, send: NodeSend, force: boolean): Promise<void> {
     // A node that said it is shutting down gets no new credit on that session (LeaseReturn.node_stopping).
-    if (stopping.has(node.sessionId)) return;
+    if (session.stopping) return;
     const result = await withTransaction(deps.pool, (client) => topUpLease(client, node.nodeId, accountId, policy, now()));
     // The invariant Σ outstanding ≤ balance is broken (a late cost no lease held, a balance below
     // zero): never silent. Logged when the excess changes, not on every refresh of every node.
@@ -59,19 +73,33 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
     if (result.overcommittedMicros > 0n) overcommitLogged.set(accountId, excess);
     else overcommitLogged.delete(accountId);
     if (result.lease === undefined) return;
-    const bySession = sent.get(node.sessionId) ?? new Map<string, string>();
-    sent.set(node.sessionId, bySession);
+    if (session.stopping) {
+      // The node's stopping return came while this top-up ran (it may have closed the lease this one
+      // replaced; other accounts' returns take other locks): a grant sent now could come after the
+      // node's last confirmation and be lost with its stream, the lease open until it expires. One
+      // this call opened the node never heard of: closed at once. One it knew it returns itself.
+      if (result.opened) await closeUnsent(node, accountId, result.lease.id);
+      return;
+    }
     const state = `${result.lease.granted}@${result.lease.expiresAt}`;
-    if (!force && bySession.get(result.lease.id) === state) return;
-    if (send({ leaseGrant: leaseGrantMessage(result.lease) })) bySession.set(result.lease.id, state);
+    if (!force && session.sent.get(result.lease.id) === state) return;
+    if (send({ leaseGrant: leaseGrantMessage(result.lease) })) session.sent.set(result.lease.id, state);
     if (result.addedMicros > 0n) {
       log.info({ nodeId: node.nodeId, accountId, leaseId: result.lease.id, addedMicros: result.addedMicros.toString(), grantedMicros: result.lease.granted.toString() }, 'lease granted');
     }
   }
 
+  /** A lease opened for a node that is stopping and never told of it: all of it goes back. */
+  async function closeUnsent(node: StreamNode, accountId: string, leaseId: string): Promise<void> {
+    const given = await withTransaction(deps.pool, (client) => returnLease(client, node.nodeId, accountId, leaseId, 0n));
+    log.info({ nodeId: node.nodeId, accountId, leaseId, returnedMicros: given?.toString() }, 'lease opened while the node was stopping closed at once');
+  }
+
   async function grantAll(node: StreamNode, send: NodeSend, force: boolean): Promise<void> {
+    // Taken once: the session's end during this refresh must not make it forget the node is stopping.
+    const session = sessionOf(node.sessionId);
     // One transaction per account: an account's lock is never held while another is taken.
-    for (const accountId of await accountsToLease(deps.pool, node.nodeId, now(), policy.holdMs ?? policy.ttlMs)) await grantOne(node, accountId, send, force);
+    for (const accountId of await accountsToLease(deps.pool, node.nodeId, now(), policy.holdMs ?? policy.ttlMs)) await grantOne(node, session, accountId, send, force);
   }
 
   return {
@@ -107,7 +135,7 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
           log.debug({ nodeId: node.nodeId, leaseId: r.leaseId }, 'report on a lease that is not open for this node; ignored');
           return;
         }
-        await grantOne(node, r.accountId, send, false);
+        await grantOne(node, sessionOf(node.sessionId), r.accountId, send, false);
         return;
       }
       if (message.leaseReturn !== undefined) {
@@ -115,7 +143,7 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
         if (!parsed.success) throw new NodeMessageInvalid(describe(parsed.error));
         const r = parsed.data;
         if (r.nodeStopping === true) {
-          stopping.add(node.sessionId);
+          sessionOf(node.sessionId).stopping = true;
           refreshers.get(node.sessionId)?.stop();
         }
         const given = await withTransaction(deps.pool, (client) =>
@@ -136,8 +164,7 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
     onEnded(node) {
       refreshers.get(node.sessionId)?.stop();
       refreshers.delete(node.sessionId);
-      sent.delete(node.sessionId);
-      stopping.delete(node.sessionId);
+      sessions.delete(node.sessionId);
     },
   };
 }

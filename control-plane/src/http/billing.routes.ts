@@ -2,7 +2,8 @@
  * The billing admin API (inside the /api/v1 admin scope; docs/api.md "Billing"): top up an
  * account, its balance and leases, spend by account/key/node over a window, the leases of a node
  * or account (spend and leases in keyset pages: `limit`, `cursor`, `nextCursor`).
- * Accounts are named by name (as in /accounts) or id. Money is integer micro-units, never floats.
+ * Accounts are named by name (as in /accounts) or id. Money is integer micro-units, never floats:
+ * bigint through to the answer, written as exact JSON integers (a spend sum may pass 2^53).
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
@@ -11,7 +12,7 @@ import { creditAccount } from '../billing/account-credits.js';
 import { decodeSpendCursor, encodeSpendCursor, MAX_SPEND_CURSOR_LENGTH } from '../billing/billing-cursors.js';
 import { decodeNewestFirstCursor, encodeNewestFirstCursor, MAX_NEWEST_FIRST_CURSOR_LENGTH, NOT_OUR_CURSOR } from './list-cursors.js';
 import type { SpendCursor } from '../billing/billing-cursors.js';
-import { balanceView, balanceViewSchema, findAccount, leaseViewSchema, listLeases, spendBy, spendRowSchema } from '../billing/billing-views.js';
+import { balanceView, balanceViewSchema, exactJson, findAccount, leaseViewSchema, listLeases, spendBy, spendRowSchema } from '../billing/billing-views.js';
 import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
@@ -73,6 +74,12 @@ function spendCursorOf(text: string, q: { by?: string | undefined; from?: number
 
 export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: SecretBox | undefined }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
+  // The answers' amounts are bigints: checked by their zod schemas as everywhere, then written with
+  // exactJson, since JSON.stringify throws on a bigint and a number past 2^53 would be rounded.
+  app.setSerializerCompiler(({ schema, method, url, httpStatus }) => {
+    if (!(schema instanceof z.ZodType)) throw new Error(`${method} ${url} response ${httpStatus ?? ''}: route schemas must be zod schemas`);
+    return (data: unknown) => exactJson(schema.parse(data)) ?? 'null';
+  });
   // Fail closed if this plugin is ever mounted outside the admin scope.
   app.addHook('preHandler', async (request) => {
     if (!request.principal) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED');

@@ -10,7 +10,7 @@ import type { ControlMessage, LeaseGrant, LeaseReturnAck } from '../../../proto/
 import type { ControlChannel, ControlSend } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
 import type { CreditLease } from './credit-lease.js';
-import type { LeaseBook } from './lease-book.js';
+import type { LeaseBook, ReportedFigures } from './lease-book.js';
 
 /**
  * How long a stopping node waits for the control plane to confirm its lease returns before the
@@ -80,7 +80,10 @@ export class CreditChannel implements ControlChannel {
 
   /** Figures of every open lease to the control plane (which tops them up from them). */
   reportAll(): void {
-    for (const lease of this.book.openLeases()) this.report(lease);
+    const leases = this.book.openLeases();
+    if (leases.length === 0) return;
+    const { atMs, figures } = this.book.reportedFigures(leases, this.now);
+    for (const lease of leases) this.report(lease, figures.get(lease)!, atMs);
   }
 
   /**
@@ -97,16 +100,15 @@ export class CreditChannel implements ControlChannel {
   }
 
   private returnLease(lease: CreditLease): void {
-    let returned: number;
     try {
-      returned = this.book.markReturned(lease);
+      this.book.markReturned(lease);
     } catch (err) {
       // Not recorded as returned, so not sent: the lease stays open here and on disk, and the
       // control plane reclaims it (expiry, or the next grant) — never returned twice.
       this.logger.error({ err, leaseId: lease.leaseId }, 'the lease store could not record a lease return; the lease is kept');
       return;
     }
-    this.sendReturn(lease, returned);
+    this.sendReturn(lease);
   }
 
   private async waitForConfirmations(): Promise<void> {
@@ -154,40 +156,42 @@ export class CreditChannel implements ControlChannel {
         if (lease?.state === 'open') this.returnLease(lease);
       } else if (outcome === 'already-returned') {
         // The first return was lost (or this is a repeat grant meanwhile): a stop waits for this one too.
-        const lease = this.book.lease(grant.leaseId)!;
-        this.sendReturn(lease, Math.max(0, lease.granted - lease.spent - lease.reserved));
+        this.sendReturn(this.book.lease(grant.leaseId)!);
       }
     } catch (err) {
       this.logger.warn({ err, leaseId: grant.leaseId }, 'ignoring a lease grant that does not fit the lease');
     }
   }
 
-  private report(lease: CreditLease): void {
+  /** The figures and their moment come from one read (LeaseBook.reportedFigures), as the control plane's cutoffs need. */
+  private report(lease: CreditLease, figures: ReportedFigures, atMs: number): void {
     this.send?.({
       leaseReport: {
         accountId: lease.accountId,
         leaseId: lease.leaseId,
-        spentMicros: BigInt(lease.spent),
-        reservedMicros: BigInt(lease.reserved),
-        remainingMicros: BigInt(Math.max(0, lease.available)),
-        reportedAt: BigInt(this.now()),
+        spentMicros: BigInt(figures.spent),
+        reservedMicros: BigInt(figures.reserved),
+        remainingMicros: BigInt(figures.unused),
+        reportedAt: BigInt(atMs),
       },
     });
   }
 
-  private sendReturn(lease: CreditLease, returned: number): void {
+  private sendReturn(lease: CreditLease): void {
     // What is not handed back counts as spent (in-flight reservations included: conservative);
-    // the reserved part and the moment go along, taken in the same step, so the control plane can
-    // release each in-flight request's reserved − cost as its record settles (docs/billing.md).
-    const spent = lease.granted - returned;
+    // the reserved part and the moment go along, read together, so the control plane can release
+    // each in-flight request's reserved − cost as its record settles (docs/billing.md). A request
+    // that finished counts as spent at its cost though its charge is still to come.
+    const { atMs, figures } = this.book.reportedFigures([lease], this.now);
+    const { granted, reserved, unused: returned } = figures.get(lease)!;
     const sent = this.send?.({
       leaseReturn: {
         accountId: lease.accountId,
         leaseId: lease.leaseId,
-        spentMicros: BigInt(spent),
+        spentMicros: BigInt(granted - returned),
         returnedMicros: BigInt(returned),
-        reservedMicros: BigInt(lease.reserved),
-        returnedAt: BigInt(this.now()),
+        reservedMicros: BigInt(reserved),
+        returnedAt: BigInt(atMs),
         // Shutting down: the control plane then opens no new lease for this node on this session.
         ...(this.stopping ? { nodeStopping: true } : {}),
       },

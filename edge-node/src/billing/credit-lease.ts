@@ -43,6 +43,20 @@ interface MutableReservation {
 }
 
 /**
+ * A reservation whose request has finished, its cost known and its record being written: it still
+ * holds its amount until the charge after the record's commit (lease-credit.ts), but a report or
+ * return counts it as spent at its cost (LeaseBook.reportedFigures), as its record will say.
+ */
+export interface FinishedReservation {
+  readonly requestId: string;
+  readonly leaseId: string;
+  readonly amount: number;
+  readonly costMicros: number;
+  /** Unix ms (node clock) the request finished at: its record's `finishedAt` is this or just after. */
+  readonly finishedAt: number;
+}
+
+/**
  * The row of one request's reservation that a lease change writes with it (same transaction): added
  * by a reservation, removed by its settlement or release.
  */
@@ -86,6 +100,8 @@ export class CreditLease {
   private grantedMicros: number;
   private spentMicros: number;
   private reservedMicros = 0;
+  /** This process's reservations whose request finished and whose charge is still to come, by request id. */
+  private readonly finishing = new Map<string, FinishedReservation>();
   private expiry: number;
   private leaseState: LeaseState;
   /**
@@ -196,6 +212,7 @@ export class CreditLease {
     const r = this.own(reservation);
     this.commit({ reserved: this.reservedMicros - r.amount, spent: addMicros(this.spentMicros, actual) }, rowEnd(r));
     r.done = true;
+    this.finishing.delete(r.requestId);
   }
 
   /** Gives the whole reservation back (nothing was spent). Throws, still holding it, when the store cannot record it. */
@@ -203,6 +220,25 @@ export class CreditLease {
     const r = this.own(reservation);
     this.commit({ reserved: this.reservedMicros - r.amount }, rowEnd(r));
     r.done = true;
+    this.finishing.delete(r.requestId);
+  }
+
+  /**
+   * The reservation's request finished at `finishedAt` costing `cost`, and will be charged that
+   * once its record is committed: until then reports count it spent at that cost (nothing changes
+   * in the lease's figures). Returns what was noted.
+   */
+  finish(reservation: Reservation, cost: number, finishedAt: number): FinishedReservation {
+    assertMicros('cost', cost);
+    const r = this.own(reservation);
+    const finished: FinishedReservation = { requestId: r.requestId, leaseId: this.leaseId, amount: r.amount, costMicros: cost, finishedAt };
+    this.finishing.set(r.requestId, finished);
+    return finished;
+  }
+
+  /** This process's reservations that finished and are not charged yet (finish). */
+  finishedReservations(): FinishedReservation[] {
+    return [...this.finishing.values()];
   }
 
   /**

@@ -10,10 +10,17 @@
  * holds, which are charged that record's cost (left-reservations.ts). No request is charged twice:
  * a charge is written in the transaction that removes its reservation's row, so a row that is left
  * was never charged.
+ *
+ * What a report or return tells the control plane (reportedFigures) is the figures as the request
+ * records will show them at that moment: a request that finished (its record stamped `finishedAt`)
+ * counts as spent at its cost even while its charge waits for the record's commit. Counted
+ * reserved, the control plane, which releases a closed lease's reservations by the records of
+ * requests in flight at the figures' time (receivedAt ≤ it < finishedAt), never released it: it
+ * stayed outstanding until the hold bound (docs/billing.md, "Closed leases").
  */
 import type { Logger } from '../logger.js';
 import { CreditLease, addMicros } from './credit-lease.js';
-import type { LeaseSnapshot, LeaseState, ReservationChange } from './credit-lease.js';
+import type { FinishedReservation, LeaseSnapshot, LeaseState, Reservation, ReservationChange } from './credit-lease.js';
 import { sortLeftReservations } from './left-reservations.js';
 import type { ReservationEvidence } from './left-reservations.js';
 import type { LeaseStore, StoredLeaseWrite, StoredReservation } from './lease-store.js';
@@ -38,6 +45,17 @@ export type GrantOutcome =
   /** For a lease this node already returned: the control plane missed the return. */
   | 'already-returned';
 
+/** A lease's figures as a LeaseReport or LeaseReturn gives them (reportedFigures). */
+export interface ReportedFigures {
+  granted: number;
+  /** Settled spend, with the cost of requests that finished and wait for their charge. */
+  spent: number;
+  /** Held by requests still in flight. */
+  reserved: number;
+  /** granted − spent − reserved, at least 0: what a return hands back. */
+  unused: number;
+}
+
 /** A start-up settlement whose write failed: its rows, and what it moves from reserved to spent. */
 interface UnsettledRows {
   requestIds: readonly string[];
@@ -54,9 +72,11 @@ export class LeaseBook {
    * be written at open: removed with the lease's next write, so no later start decides them again.
    */
   private readonly unsettled = new Map<string, UnsettledRows>();
+  private readonly logger: LeaseBookOptions['logger'];
 
   constructor(store: LeaseStore, opts: LeaseBookOptions = {}) {
     this.store = store;
+    this.logger = opts.logger;
     // One transaction from the reads to the last write: replicas starting together must not both
     // decide (and count) the same left reservations, nor read rows and figures another changed between.
     const restored = store.atomically(() => {
@@ -208,6 +228,62 @@ export class LeaseBook {
   /** The request's reservation is about to go upstream: from now on a restart counts it as spent. */
   markForwarded(requestId: string): void {
     this.store.markForwarded(requestId);
+  }
+
+  /**
+   * The request finished at `finishedAt` costing `cost`; its charge waits for its record's commit.
+   * Noted in this process at once, then in the store for the replica that reports (which throws
+   * when it cannot write: this process's own reports count it still).
+   */
+  markFinished(lease: CreditLease, reservation: Reservation, cost: number, finishedAt: number): void {
+    const finished = lease.finish(reservation, cost, finishedAt);
+    this.store.markFinished?.(finished.requestId, finished.costMicros, finished.finishedAt);
+  }
+
+  /**
+   * The figures of `leases` as a report or return gives them, as of `now()` (read with them, node
+   * clock, returned as `atMs`): the leases as stored (every replica's charges and reservations),
+   * with each reservation whose request finished at or before `atMs` counted as spent at its cost
+   * instead of reserved — exactly the requests whose records have finishedAt ≤ atMs, whatever
+   * the order of their charge and this report.
+   */
+  reportedFigures(leases: readonly CreditLease[], now: () => number): { atMs: number; figures: Map<CreditLease, ReportedFigures> } {
+    let stored: FinishedReservation[] = [];
+    let atMs: number;
+    try {
+      if (this.store.readWithFinished === undefined) {
+        this.refresh();
+        atMs = now();
+      } else {
+        const read = this.store.readWithFinished(() => {
+          this.refresh();
+          return now();
+        });
+        atMs = read.value;
+        stored = read.finished;
+      }
+    } catch (err) {
+      // The figures known here, and this process's finished requests: never more reserved than that.
+      this.logger?.warn({ err }, 'the lease store could not be read for a lease report; reporting the figures this process knows');
+      atMs = now();
+    }
+    const figures = new Map<CreditLease, ReportedFigures>();
+    for (const lease of leases) {
+      const finished = new Map<string, FinishedReservation>();
+      for (const f of stored) if (f.leaseId === lease.leaseId) finished.set(f.requestId, f);
+      for (const f of lease.finishedReservations()) finished.set(f.requestId, f);
+      let spent = lease.spent;
+      let reserved = lease.reserved;
+      for (const f of finished.values()) {
+        // One that finished after atMs (the clock stepped back) is in flight at atMs; one whose
+        // amount is not in `reserved` (figures an older release wrote) is left as it is.
+        if (f.finishedAt > atMs || f.amount > reserved) continue;
+        reserved -= f.amount;
+        spent = addMicros(spent, f.costMicros);
+      }
+      figures.set(lease, { granted: lease.granted, spent, reserved, unused: Math.max(0, lease.granted - spent - reserved) });
+    }
+    return { atMs, figures };
   }
 
   private readonly persist = (next: LeaseSnapshot, prev: LeaseSnapshot, reservation?: ReservationChange): StoredLeaseWrite | undefined => {

@@ -66,6 +66,12 @@ function smallerRequest(ctx: PipelineContext): string {
   return ctx.api === 'embeddings' ? 'send fewer or shorter inputs' : 'lower max_tokens';
 }
 
+/** The request's finish as its record will stamp it (spool/request-record-builder.ts): not before its arrival. */
+function finishTime(ctx: PipelineContext): number {
+  const now = Math.round(ctx.clock.now());
+  return Number.isFinite(ctx.receivedAt) ? Math.max(Math.round(ctx.receivedAt), now) : now;
+}
+
 export class LeaseCredit implements CreditLeases {
   private readonly held = new WeakMap<PipelineContext, Held>();
   private readonly book: LeaseBook;
@@ -162,6 +168,15 @@ export class LeaseCredit implements CreditLeases {
     }
     // Charged once the record carrying this cost is committed (recordCommitted), or by the cleanup.
     held.cost = actual;
+    // The spool stage stamps the record's finishedAt next, in this same turn: from now on a report or
+    // return counts the request spent at this cost, as its record will, though the charge waits for
+    // the commit (reported reserved, its reservation was kept on a lease closed meanwhile until the
+    // hold bound: the record says it finished before the figures were taken).
+    try {
+      this.book.markFinished(held.lease, held.reservation, actual, finishTime(ctx));
+    } catch (err) {
+      this.logger.warn({ err, requestId: ctx.requestId, leaseId: held.lease.leaseId }, 'the lease store could not mark a request finished; only this process\'s reports count it so until its charge');
+    }
   }
 
   recordCommitted(ctx: PipelineContext): void {

@@ -10,7 +10,7 @@ import type Database from 'better-sqlite3';
 import type { Logger } from '../logger.js';
 import { openStateDatabase } from '../state/state-database.js';
 import { StateFileError } from '../state/state-store.js';
-import type { LeaseSnapshot, ReservationChange } from './credit-lease.js';
+import type { FinishedReservation, LeaseSnapshot, ReservationChange } from './credit-lease.js';
 
 export const LEASE_DB_FILE = 'credit-leases.sqlite';
 
@@ -28,7 +28,9 @@ const SCHEMA = `create table if not exists leases (
     lease_id   text not null,
     amount     integer not null,
     owner_slot integer,
-    forwarded  integer not null default 0
+    forwarded  integer not null default 0,
+    finished_cost integer,
+    finished_at   integer
   )`;
 
 /** SQLite's answers for a file that is not (or no longer) a sound database. */
@@ -77,6 +79,12 @@ export interface StoredReservation {
   forwarded: boolean;
 }
 
+/** The leases' figures and their finished, not yet charged reservations, read together. */
+export interface LeaseFiguresRead<T> {
+  value: T;
+  finished: FinishedReservation[];
+}
+
 /** What a write left on disk: the lease's figures there; refused when a reservation did not fit them. */
 export interface StoredLeaseWrite {
   refused: boolean;
@@ -110,6 +118,17 @@ export interface LeaseStore {
   atomically<T>(fn: () => T): T;
   /** The request's reservation is about to go upstream (written before it does). */
   markForwarded(requestId: string): void;
+  /**
+   * The request finished costing `costMicros` at `finishedAt` (node clock), its charge still to come
+   * (after its record's commit): every replica's report counts it so from now on. Optional: a store
+   * without it leaves reports to this process's own (CreditLease.finish).
+   */
+  markFinished?(requestId: string, costMicros: number, finishedAt: number): void;
+  /**
+   * `fn` (reads of this store: the leases' figures) and the finished reservations of this node's
+   * leases, read in one snapshot, so a charge another replica makes cannot fall between them.
+   */
+  readWithFinished?<T>(fn: () => T): LeaseFiguresRead<T>;
   close(): void;
 }
 
@@ -143,6 +162,8 @@ interface ReservationRow {
   amount: number;
   owner_slot: number | null;
   forwarded: number;
+  finished_cost: number | null;
+  finished_at: number | null;
 }
 
 /**
@@ -161,6 +182,11 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
   const claimed = db.transaction(() => {
     const columns = db.prepare<[], { name: string }>('pragma table_info(leases)').all();
     if (!columns.some((c) => c.name === 'node_id')) db.exec('alter table leases add column node_id text');
+    // A file of an earlier release: its rows have no finished mark (reports count them reserved, as that release did).
+    const reservationColumns = db.prepare<[], { name: string }>('pragma table_info(reservations)').all();
+    if (!reservationColumns.some((c) => c.name === 'finished_cost')) {
+      db.exec('alter table reservations add column finished_cost integer; alter table reservations add column finished_at integer');
+    }
     return db.prepare('update leases set node_id = ? where node_id is null').run(nodeId).changes;
   }).immediate();
   if (claimed > 0) opts.logger?.info({ nodeId, leases: claimed }, 'credit leases written before node ids were recorded are taken as this node\'s');
@@ -207,6 +233,10 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
   const addReservation = db.prepare('insert or replace into reservations (request_id, lease_id, amount, owner_slot, forwarded) values (?, ?, ?, ?, 0)');
   const removeReservation = db.prepare('delete from reservations where request_id = ?');
   const forward = db.prepare('update reservations set forwarded = 1 where request_id = ?');
+  const finish = db.prepare('update reservations set finished_cost = ?, finished_at = ? where request_id = ?');
+  const myFinished = db.prepare<[string], ReservationRow>(
+    'select r.* from reservations r join leases l on l.lease_id = r.lease_id where l.node_id = ? and r.finished_cost is not null',
+  );
   const myReservations = db.prepare<[string], ReservationRow>(
     'select r.* from reservations r join leases l on l.lease_id = r.lease_id where l.node_id = ?',
   );
@@ -274,6 +304,21 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
     markForwarded: (requestId) => {
       forward.run(requestId);
     },
+    markFinished: (requestId, costMicros, finishedAt) => {
+      finish.run(costMicros, finishedAt, requestId);
+    },
+    // A deferred transaction: a snapshot for its reads (WAL), never waiting on a writer's lock.
+    readWithFinished: <T>(fn: () => T) => db.transaction(() => {
+      const value = fn();
+      const finished = myFinished.all(nodeId).map((r): FinishedReservation => ({
+        requestId: r.request_id,
+        leaseId: r.lease_id,
+        amount: r.amount,
+        costMicros: r.finished_cost ?? 0,
+        finishedAt: r.finished_at ?? 0,
+      }));
+      return { value, finished };
+    }).deferred(),
     close: () => db.close(),
   };
 }
