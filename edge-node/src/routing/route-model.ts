@@ -37,7 +37,8 @@ export function routeModel(ctx: PipelineContext, family: RuntimeRoute['family'])
   if ('error' in route) return route;
   ctx.route = route;
   // Targets that keep failing go last for a while (target-health.ts).
-  ctx.plan = ctx.deps.targetHealth.order(planFor(route), ctx.clock.monotonic());
+  const plan = planFor(route);
+  ctx.plan = ctx.deps.targetHealth.order(plan, ctx.clock.monotonic(), plan.length - route.fallbacks.length);
   return undefined;
 }
 

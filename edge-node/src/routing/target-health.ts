@@ -73,19 +73,28 @@ export class TargetHealth {
   }
 
   /**
-   * `plan` in the order to try it at `now` (monotonic ms): a target whose cooldown is over first
-   * (this request probes it; at most one per plan), then the targets not ejected in their order,
-   * then the ejected ones in theirs. The plan itself when nothing failed (the usual case, free).
+   * `plan` in the order to try it at `now` (monotonic ms): the targets not ejected in their order,
+   * then the ejected ones in theirs; a target whose cooldown is over is probed by this request (at
+   * most one per plan) ahead of the others of its part of the plan: an alias's own target first of
+   * all, a fallback (from index `fallbacksFrom` on) first among the fallbacks only, so a healthy
+   * target of the alias is never put behind a fallback's probe (the caller would wait for a dead
+   * one's failure, or be served the fallback's model). The plan itself when nothing failed (the
+   * usual case, free).
    */
-  order(plan: RuntimeTarget[], now: number): RuntimeTarget[] {
+  order(plan: RuntimeTarget[], now: number, fallbacksFrom = plan.length): RuntimeTarget[] {
     if (this.states.size === 0) return plan;
     let probe: RuntimeTarget | undefined;
+    let probeIsFallback = false;
     let ejected: RuntimeTarget[] | undefined;
     const kept: RuntimeTarget[] = [];
-    for (const target of plan) {
+    /** How many of `kept` are the alias's own targets (they come before every fallback). */
+    let keptOwn = 0;
+    for (let index = 0; index < plan.length; index++) {
+      const target = plan[index]!;
       const state = this.states.get(keyOf(target));
       if (state === undefined || state.ejectedUntil === 0) {
         kept.push(target);
+        if (index < fallbacksFrom) keptOwn++;
       } else if (probe === undefined && now >= state.ejectedUntil) {
         // The others keep it last while this probe runs (and if this request never gets to it).
         state.ejectedUntil = now + state.cooldownMs;
@@ -93,12 +102,13 @@ export class TargetHealth {
         if (!state.probing) state.probeSince = now;
         state.probing = true;
         probe = target;
+        probeIsFallback = index >= fallbacksFrom;
       } else {
         (ejected ??= []).push(target);
       }
     }
     if (probe === undefined && ejected === undefined) return plan;
-    if (probe !== undefined) kept.unshift(probe);
+    if (probe !== undefined) kept.splice(probeIsFallback ? keptOwn : 0, 0, probe);
     if (ejected !== undefined) kept.push(...ejected);
     return kept;
   }

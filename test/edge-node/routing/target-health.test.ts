@@ -70,6 +70,17 @@ t.test('when its cooldown is over, one plan tries the target first as a probe wh
   t.same(names(health.order(plan, 2000)), ['a/m', 'b/m'], 'a probe that never reached it: another one a cooldown later');
 });
 
+t.test("a fallback's probe goes first among the fallbacks only: never ahead of the alias's own healthy targets", async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000 });
+  const [a, b, f1, f2] = [target('a'), target('b'), target('f1'), target('f2')];
+  const plan = [a, b, f1, f2];
+  health.note(f2, 'failed', 0);
+  t.same(names(health.order(plan, 999, 2)), ['a/m', 'b/m', 'f1/m', 'f2/m'], 'still cooling down: last');
+  t.same(names(health.order(plan, 1000, 2)), ['a/m', 'b/m', 'f2/m', 'f1/m'], "the probe: first of the fallbacks, after the alias's targets");
+  health.note(b, 'failed', 1000);
+  t.same(names(health.order(plan, 3000, 2)), ['b/m', 'a/m', 'f1/m', 'f2/m'], "an alias's own target probed first of all");
+});
+
 t.test('a probe that answers puts the target back in its place', async (t) => {
   const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000 });
   const a = target('a');
