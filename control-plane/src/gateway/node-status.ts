@@ -1,6 +1,7 @@
 /**
  * What the control stream tells the control plane about a node, written to its `nodes` row: the
- * facts of its hello (version, protocol, host) and, per heartbeat, the time and live figures the
+ * facts of its hello (version, protocol, host; the config version it serves while none is on record
+ * since its enrollment) and, per heartbeat, the time and live figures the
  * console lists; per config ack, the version the node applied or why it refused one. The first
  * heartbeat moves onboarding from `registered` to `first-heartbeat`; the first applied config moves
  * it to `config-synced`, which is never moved back.
@@ -25,7 +26,13 @@ export interface HeartbeatOutcome {
   stage: OnboardingStage | null;
 }
 
-/** Records a hello; false when the node no longer exists (deleted meanwhile). */
+/**
+ * Records a hello; false when the node no longer exists (deleted meanwhile). Nothing applied on
+ * record since the enrollment (recordEnrollment clears it): the version the hello says the node
+ * serves is taken as applied, as the session takes it (it pushes only what is newer), so a node
+ * re-enrolled with its config cache kept is not shown behind by every version. The node reports 0
+ * for a config of an earlier enrollment as another node, which records nothing.
+ */
 export async function recordHello(db: pg.Pool | pg.PoolClient, nodeId: string, facts: HelloFacts): Promise<boolean> {
   const result = await db.query(
     `update nodes
@@ -33,7 +40,9 @@ export async function recordHello(db: pg.Pool | pg.PoolClient, nodeId: string, f
             protocol_version = $3,
             hostname = nullif($4, ''),
             arch = nullif($5, ''),
-            figures = coalesce(figures, '{}'::jsonb) || jsonb_build_object('appliedConfigVersion', $6::bigint)
+            figures = coalesce(figures, '{}'::jsonb) || jsonb_build_object('appliedConfigVersion', $6::bigint),
+            applied_config_version = case when applied_config_version is null and $6::bigint > 0 then $6::bigint else applied_config_version end,
+            config_synced_at = case when applied_config_version is null and $6::bigint > 0 then now() else config_synced_at end
       where id = $1 and deleted_at is null`,
     [nodeId, facts.version, facts.protocolVersion, facts.hostname, facts.arch, facts.appliedConfigVersion],
   );

@@ -93,9 +93,10 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
       wakeHandlers();
     },
     onCreditChanged: wakeHandlers,
-    // Events sent while the connection was down are lost: re-check every live session instead.
+    // Events sent while the connection was down are lost: re-check every session instead (not
+    // only live ones: one waiting for its hello would go live on a credential revoked meanwhile).
     onReconnect: () => {
-      for (const session of open) if (session.isLive) session.recheck();
+      for (const session of open) session.recheck();
       wakeHandlers();
       publisher.latestVersion().then(configChanged, (err: unknown) => {
         logger.warn({ err }, 'could not read the config version after reconnecting; the next change or heartbeat catches up');

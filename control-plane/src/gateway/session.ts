@@ -81,6 +81,13 @@ const PAUSE_AT_QUEUED = 32;
 const RESUME_AT_QUEUED = 8;
 // Timers may fire a little early against the monotonic clock the config sync measures with.
 const RETRY_MARGIN_MS = 50;
+/**
+ * How long a rotation the node has not acknowledged waits before this session offers it again (the
+ * node could not store it: a full disk, a lock another process held). Sooner would only repeat a
+ * failing write; never would keep a node whose disk frees up on its old credential until it
+ * reconnects. The same credential is offered again, so no credential row is added.
+ */
+export const ROTATION_REOFFER_AFTER_MS = 5 * 60_000;
 
 function metadataText(metadata: grpc.Metadata, key: string): string | undefined {
   const value = metadata.get(key)[0];
@@ -104,6 +111,8 @@ export class NodeSession implements RegisteredSession {
   private auth: { nodeId: string; nodeName: string } | undefined;
   private credential: HeldCredential | undefined;
   private pendingRotation: HeldCredential | undefined;
+  /** When pendingRotation was last sent to the node (the credential clock, ms). */
+  private pendingRotationSentAt = 0;
   private eventCursor = 0;
   private helloTimer: NodeJS.Timeout | undefined;
   private rotationTimer: NodeJS.Timeout | undefined;
@@ -186,12 +195,15 @@ export class NodeSession implements RegisteredSession {
 
   /**
    * Re-checks the credential after node events may have been missed (the listener reconnected):
-   * ends the session with whatever a reconnect with its credential would be refused.
+   * ends the session with whatever a reconnect with its credential would be refused. Any session
+   * past authentication, live or not yet: one that authenticated before a revocation whose event
+   * was lost would otherwise go live on it (its hello finds no missed event to refuse). Queued, so
+   * a session still authenticating is checked once that is done.
    */
   recheck(): void {
     this.enqueue(async () => {
       const held = this.credential;
-      if (!this.isLive || held === undefined) return;
+      if (this.over || held === undefined) return;
       let check;
       try {
         check = await verifyCredential(this.ctx.pool, this.nodeId, held.secret, this.ctx.now());
@@ -549,9 +561,14 @@ export class NodeSession implements RegisteredSession {
 
   private async maybeRotate(): Promise<void> {
     const held = this.credential;
-    if (!this.isLive || held === undefined || this.endIfCredentialLapsed() || this.pendingRotation !== undefined) return;
+    if (!this.isLive || held === undefined || this.endIfCredentialLapsed()) return;
     const now = this.ctx.now();
     const timings = this.ctx.credentialTimings;
+    if (this.pendingRotation !== undefined) {
+      // One rotation per session at a time: not a new one per check while the node cannot store it.
+      if (now.getTime() - this.pendingRotationSentAt < ROTATION_REOFFER_AFTER_MS) return;
+      if (await this.reofferPendingRotation(held, now)) return;
+    }
     // At half its own life at the latest: a credential issued by an earlier run with a shorter
     // validity than this run's rotate-after would otherwise expire before it is rotated.
     const lifeMs = held.validity.expiresAt.getTime() - held.issuedAt.getTime();
@@ -576,6 +593,7 @@ export class NodeSession implements RegisteredSession {
       credentialId: rotated.credentialId, secret: rotated.credential, issuedAt: now, isNewest: true,
       validity: { expiresAt: rotated.expiresAt, validUntil: null },
     };
+    this.pendingRotationSentAt = now.getTime();
     this.call.write({
       credentialRotation: {
         credentialId: rotated.credentialId,
@@ -588,6 +606,44 @@ export class NodeSession implements RegisteredSession {
       { newCredId: rotated.credentialId, previousValidUntil: rotated.previousValidUntil.toISOString() },
       'credential rotated; waiting for the node to store it',
     );
+  }
+
+  /**
+   * Sends the unacknowledged rotation again while its credential is still accepted; true when it
+   * did (or will try again later). False when that credential is no longer accepted (revoked by
+   * another replica's rotation, lapsed): the caller then rotates afresh.
+   */
+  private async reofferPendingRotation(held: HeldCredential, now: Date): Promise<boolean> {
+    const pending = this.pendingRotation;
+    if (pending === undefined) return false;
+    let check;
+    try {
+      check = await verifyCredential(this.ctx.pool, this.nodeId, pending.secret, now);
+    } catch (err) {
+      this.log.warn({ err }, 'could not check the unacknowledged credential rotation; trying again later');
+      this.pendingRotationSentAt = now.getTime();
+      return true;
+    }
+    if (!this.isLive || this.pendingRotation !== pending) return true;
+    if (!check.ok) {
+      this.pendingRotation = undefined;
+      this.log.info({ newCredId: pending.credentialId, code: check.code }, 'the unacknowledged credential rotation is no longer valid; rotating afresh');
+      return false;
+    }
+    const previousValidUntil = new Date(Math.min(
+      held.validity.validUntil?.getTime() ?? Infinity, now.getTime() + this.ctx.credentialTimings.handoverMs, held.validity.expiresAt.getTime(),
+    ));
+    this.pendingRotationSentAt = now.getTime();
+    this.call.write({
+      credentialRotation: {
+        credentialId: pending.credentialId,
+        credential: pending.secret,
+        expiresAt: BigInt(pending.validity.expiresAt.getTime()),
+        previousValidUntil: BigInt(previousValidUntil.getTime()),
+      },
+    });
+    this.log.info({ newCredId: pending.credentialId }, 'the node has not acknowledged its new credential; offering it again');
+    return true;
   }
 
   private async onRotationAck(ack: CredentialRotationAck): Promise<void> {

@@ -170,11 +170,17 @@ export async function updateNodeNetwork(db: Queryable, id: string, patch: NodeNe
   return rows[0];
 }
 
-/** Records a successful enrollment: the host's facts, and onboarding starts over at `registered`. */
+/**
+ * Records a successful enrollment: the host's facts, onboarding starts over at `registered`, and
+ * the config state starts over too (applied version, when synced, last refusal): they were another
+ * host's, or another state dir's, and kept they showed a fresh host that serves nothing as current.
+ * The node's hello says what it holds (recordHello), and its acks move it on from there.
+ */
 export async function recordEnrollment(db: Queryable, id: string, facts: EnrollmentFacts, now: Date = new Date()): Promise<NodeRow> {
   const { rows } = await db.query<NodeRow>(
     `update nodes set hostname = $2, arch = $3, version = $4, protocol_version = $5,
-                      enrolled_at = $6, onboarding_stage = 'registered'
+                      enrolled_at = $6, onboarding_stage = 'registered',
+                      applied_config_version = null, config_synced_at = null, config_error = null
       where id = $1
       returning ${COLUMNS}`,
     [id, facts.hostname, facts.arch, facts.version, facts.protocolVersion, now],

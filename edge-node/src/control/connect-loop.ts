@@ -9,7 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConfigPush } from '../../../proto/src/index.js';
 import type { Logger } from '../logger.js';
-import { loadCredentials, storeRotatedCredential } from '../state/credential-store.js';
+import { loadCredentials, storeRotatedCredentialIfUnchanged } from '../state/credential-store.js';
 import type { CredentialFile, StoredCredential } from '../state/credential-store.js';
 import { loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
@@ -300,8 +300,14 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
     }
   };
 
-  /** One session with `credential`; never throws (a failure to even start is a disconnection). */
-  const connectOnce = async (identity: NodeIdentity, credential: StoredCredential, onEstablished: () => void): Promise<SessionEnd> => {
+  /**
+   * One session with `credential`, taken from `credentials` (credential.json as this attempt read
+   * it); never throws (a failure to even start is a disconnection).
+   */
+  const connectOnce = async (identity: NodeIdentity, credentials: CredentialFile, credential: StoredCredential, onEstablished: () => void): Promise<SessionEnd> => {
+    // What credential.json must still hold for a rotation to be stored: what the session started
+    // from, then its own last write (storeRotatedCredentialIfUnchanged).
+    let expected = credentials;
     try {
       return await runSession({
         identity,
@@ -315,7 +321,10 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
         signal: abort.signal,
         ...(opts.helloTimeoutMs !== undefined ? { helloTimeoutMs: opts.helloTimeoutMs } : {}),
         storeRotatedCredential: async (next, inUse) => {
-          await storeRotatedCredential(store, next, inUse);
+          const outcome = await storeRotatedCredentialIfUnchanged(store, next, inUse, expected);
+          if (!outcome.stored) return outcome;
+          expected = outcome.file;
+          return undefined;
         },
         onEstablished: (info) => {
           onEstablished();
@@ -381,7 +390,7 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
       const credential: StoredCredential = usedPrevious && credentials.previous !== undefined ? credentials.previous : credentials.current;
       if (status.state !== 'connected') status = { ...status, state: 'connecting' };
 
-      const end = await connectOnce(identity, credential, () => {
+      const end = await connectOnce(identity, credentials, credential, () => {
         fallbackSpent = false;
       });
       if (end.reason === 'stopped') break;

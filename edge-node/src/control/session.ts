@@ -60,6 +60,12 @@ export interface NodeFacts {
   protocolVersion?: number;
 }
 
+/** A rotation deliberately left unstored (and so unacknowledged), with why. */
+export interface RotationNotStored {
+  stored: false;
+  reason: string;
+}
+
 /** How a config push went, for its ConfigAck. */
 export type ConfigPushResult = { ok: true } | { ok: false; code: string; message: string; retryable: boolean };
 
@@ -83,9 +89,11 @@ export interface SessionOptions {
   helloConfig?: () => HelloConfigFacts;
   /**
    * Makes `next` the node's current credential, keeping `inUse` as previous. Must resolve only once
-   * the file is durable: the acknowledgement is sent after it resolves, never before.
+   * the file is durable: the acknowledgement is sent after it resolves, never before. Resolving
+   * with RotationNotStored (credential.json changed under the session), or throwing (the write
+   * failed), leaves the rotation unacknowledged and the session up.
    */
-  storeRotatedCredential: (next: StoredCredential, inUse: StoredCredential) => Promise<void>;
+  storeRotatedCredential: (next: StoredCredential, inUse: StoredCredential) => Promise<void | RotationNotStored>;
   /**
    * Verifies and applies a pushed bundle; resolves when it is applied (cached and swapped) or
    * refused. Pushes are handed over one at a time, in arrival order. Without it, pushes are refused.
@@ -214,6 +222,8 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
     let held = opts.credential;
     // Rotations are handled one at a time, in arrival order; so are config pushes.
     let rotations: Promise<void> = Promise.resolve();
+    // The rotation whose failed store was warned about (the next failures of it log at debug).
+    let storeFailureWarnedFor: string | undefined;
     let configPushes: Promise<void> = Promise.resolve();
     let finished = false;
 
@@ -261,12 +271,24 @@ export function runSession(opts: SessionOptions): Promise<SessionEnd> {
           logger.warn({ credentialId: peerText(rotation.credentialId) }, 'ignored an unusable credential rotation');
           return;
         }
+        // Neither outcome below ends the session: ending it would only reconnect with the same
+        // credential and be rotated again at once (a full disk made the link flap, docs/spool.md
+        // "Disk full"). Unacknowledged, the control plane keeps the credential in use valid and
+        // offers the rotation again later on this session.
+        let outcome: void | RotationNotStored;
         try {
-          await opts.storeRotatedCredential(next, held);
+          outcome = await opts.storeRotatedCredential(next, held);
         } catch (err) {
-          logger.error({ err: { message: (err as Error).message, code: (err as NodeJS.ErrnoException).code } }, 'could not store the rotated credential');
-          if (finished) return;
-          endLocally('disconnected', 'CREDENTIAL_STORE_FAILED', `the rotated credential could not be saved: ${(err as Error).message}`);
+          const fields = { credentialId: next.id, err: { message: (err as Error).message, code: (err as NodeJS.ErrnoException).code } };
+          const message = 'could not store the rotated credential: not acknowledged; the session goes on with the credential in use, and the control plane offers the rotation again later';
+          // Once per rotation: the control plane offers the same one again every few minutes.
+          if (storeFailureWarnedFor === next.id) logger.debug(fields, message);
+          else logger.warn(fields, message);
+          storeFailureWarnedFor = next.id;
+          return;
+        }
+        if (outcome !== undefined && !outcome.stored) {
+          logger.warn({ credentialId: next.id, reason: outcome.reason }, 'did not store the rotated credential: credential.json no longer holds what this session started from; not acknowledged');
           return;
         }
         held = next;

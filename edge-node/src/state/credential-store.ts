@@ -6,9 +6,16 @@
  * and the acknowledgement, or the control plane never recorded the rotation, the next start can
  * fall back to `previous`: the control plane accepts it until one handover window after it learns
  * the node holds the new one (its ack, or the node connecting with it).
+ *
+ * A session stores its rotation only while credential.json still holds what the session started
+ * from (storeRotatedCredentialIfUnchanged): two links of one node for a moment, or an
+ * `enroll --reenroll` writing meanwhile, must not have an older rotation land over a newer file.
  */
 import { statSync } from 'node:fs';
+import path from 'node:path';
 import { z } from 'zod';
+import { CONFIG_APPLY_LOCK_FILE } from '../config/applied-version.js';
+import { underOpenLockAsync } from './open-lock.js';
 import { describeIssues } from '../zod-issues.js';
 import { StateFileError } from './state-store.js';
 import type { StateStore } from './state-store.js';
@@ -54,6 +61,46 @@ export async function storeRotatedCredential(store: StateStore, next: StoredCred
   const file: CredentialFile = inUse.id === next.id ? { current: next } : { current: next, previous: inUse };
   await saveCredentials(store, file);
   return file;
+}
+
+/** How a compare-and-swap store of a rotation went. */
+export type RotationStoreOutcome = { stored: true; file: CredentialFile } | { stored: false; reason: string };
+
+/** The credential ids of a file, as the reason of a refused store names them (ids are not secrets). */
+function describeFile(file: CredentialFile): string {
+  return `current ${file.current.id}${file.previous !== undefined ? `, previous ${file.previous.id}` : ''}`;
+}
+
+/**
+ * storeRotatedCredential as a compare-and-swap: only while credential.json still is `expected` (the
+ * file the session started from, or the session's own last write: same current and previous ids),
+ * checked and written under the lock replicas share for the state dir's writes (config-apply.lock:
+ * a new lock file name would be a file the installer does not know in the data dir). Otherwise
+ * nothing is written: another process (a second link for a moment after a replica took the link
+ * over) or a re-enrollment wrote a newer credential, and writing over it would leave the file
+ * holding a credential the control plane revoked and a previous one whose handover window runs
+ * out, the working one only in that process's memory. The caller then does not acknowledge: the
+ * control plane keeps the credential in use valid while its successor is unacknowledged.
+ * A file that already holds `next` (this rotation stored before) counts as stored.
+ */
+export async function storeRotatedCredentialIfUnchanged(
+  store: StateStore,
+  next: StoredCredential,
+  inUse: StoredCredential,
+  expected: CredentialFile,
+): Promise<RotationStoreOutcome> {
+  return underOpenLockAsync(path.join(store.dir, CONFIG_APPLY_LOCK_FILE), async () => {
+    const found = await loadCredentials(store);
+    if (found === undefined) return { stored: false, reason: `${CREDENTIAL_FILE} is gone (it held ${describeFile(expected)} when this session started)` };
+    if (found.current.id === next.id) return { stored: true, file: found };
+    if (found.current.id !== expected.current.id || found.previous?.id !== expected.previous?.id) {
+      return {
+        stored: false,
+        reason: `${CREDENTIAL_FILE} changed since this session started (it held ${describeFile(expected)}, now ${describeFile(found)}): another node-edge process or a re-enrollment wrote it`,
+      };
+    }
+    return { stored: true, file: await storeRotatedCredential(store, next, inUse) };
+  });
 }
 
 /** Whether a credential's expiry has passed at `now`. */
