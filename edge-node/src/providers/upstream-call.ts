@@ -45,7 +45,11 @@ export async function sendToUpstream(
   const credentialRefused = isNodeCredentialStatus(status);
   // A rate limit (429) is this target's, not the request's: another target may answer now, while
   // trying this one again at once would only be refused again.
-  const nextTargetOnly = credentialRefused || status === 429;
+  // A redirect (an http:// base URL sent on to https://, a moved API): the operator's setup of
+  // this target, as a refused key is; the node follows none (the request and its key would go
+  // where the config never named), so the plan goes on and the target counts it a failure.
+  const redirected = status >= 300 && status < 400;
+  const nextTargetOnly = credentialRefused || redirected || status === 429;
   return {
     kind: 'failed',
     error: upstreamStatusError(target.upstream.name, status, errorBody, target.upstream.apiKey),

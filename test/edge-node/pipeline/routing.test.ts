@@ -108,8 +108,8 @@ t.test('routing rules', async (t) => {
     t.same(since(before), { primary: 1, backup: 0 });
   });
 
-  t.test("an upstream refusing the node's key (401, 403, 407) is not retried but the fallback and the other targets are tried; the caller gets a 502", async (t) => {
-    for (const status of [401, 403, 407]) {
+  t.test("an upstream refusing the node's key (401, 403, 407) or redirecting (301, 308: a base URL to fix) is not retried but the fallback and the other targets are tried; the caller gets a 502", async (t) => {
+    for (const status of [401, 403, 407, 301, 308]) {
       primary.setBehaviour({ failNext: { count: 10, status } });
       let before = count();
       const data = await client.chat.completions.create(ask('retry1-fb'));
