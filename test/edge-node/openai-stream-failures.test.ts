@@ -151,6 +151,39 @@ t.test('before the first event', async (t) => {
     t.match(done.attempts, [{ upstream: 'demo', outcome: 'error', httpStatus: 200 }, { upstream: 'backup', outcome: 'ok' }]);
   });
 
+  t.test('a stream request answered with a 200 JSON error object, in OpenAI's or Anthropic's shape, is that error: the attempt fails retryably and the fallback answers', async (t) => {
+    const bodies = {
+      chat: JSON.stringify({ error: { message: 'upstream overloaded (node gpu-7)', type: 'server_error', code: 'overloaded' } }),
+      messages: JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }),
+    };
+    for (const [surface, payload] of Object.entries(bodies)) {
+      const primary = await startRawUpstream(t, (socket) => {
+        socket.end(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+      });
+      if (surface === 'chat') {
+        const backup = await startFakeUpstream(t);
+        const node = await nodeWith(t, primary.url, backup.url);
+        const { res, text, requestId } = await streamCall(node, 'fb');
+        t.equal(res.status, 200, surface);
+        t.match(text, /data: \[DONE\]\n\n$/, `${surface}: the fallback's stream`);
+        const done = await finishedRequest(node, requestId);
+        t.match(done.attempts, [{ upstream: 'demo', outcome: 'error', httpStatus: 200 }, { upstream: 'backup', outcome: 'ok' }], surface);
+      } else {
+        const node = await nodeWith(t, primary.url, primary.url);
+        const res = await fetch(`${node.baseURL}/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
+          body: JSON.stringify({ model: 'solo', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+        });
+        // An Anthropic error object on the chat surface is still an error object: not "no event stream".
+        const body = await res.text();
+        t.equal(res.status, 502, surface);
+        t.notMatch(body, /did not answer the stream request with an event stream/, surface);
+        t.equal(res.headers.get('x-should-retry'), 'true', `${surface}: retryable, as the same error in a JSON answer`);
+      }
+    }
+  });
+
   t.test('a stream request answered with JSON fails clearly instead of giving the SDK an empty stream', async (t) => {
     const payload = JSON.stringify({
       id: 'x',

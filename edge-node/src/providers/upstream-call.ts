@@ -164,6 +164,39 @@ export function inBandFailure(answer: Record<string, unknown>, upstream: string,
   return { kind: 'failed', error, outcome: 'error', httpStatus, retryable: error.retryable };
 }
 
+/**
+ * The failed attempt of a stream request the upstream answered without an event stream. A JSON
+ * error object (a 2xx `{"error":…}`, as proxies answer a failure whatever was asked) is that error,
+ * as inBandFailure judges it on the JSON path: retried and fallen back from alike. Anything else
+ * (an upstream that ignored `stream: true`) would reach the SDK as an empty stream: a final
+ * ZN_ERR_UPSTREAM_ERROR. Only an error's worth of the body is read; the rest is dropped.
+ */
+export async function notAnEventStream(response: UpstreamResponse, upstream: string, signal: AbortSwitch): Promise<FailedAttempt> {
+  const notStream: FailedAttempt = {
+    kind: 'failed',
+    error: zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" did not answer the stream request with an event stream.`),
+    outcome: 'error',
+    httpStatus: response.statusCode,
+    retryable: false,
+  };
+  const contentType = response.headers['content-type'];
+  if (typeof contentType !== 'string' || !/\bjson\b/i.test(contentType)) {
+    // Drained, not destroyed: undici's destroy() without a reason emits an 'error' nobody listens to.
+    void response.body.dump().catch(() => undefined);
+    return notStream;
+  }
+  let answer: Record<string, unknown>;
+  try {
+    answer = await readJsonObject(response, upstream, signal, { maxBytes: MAX_UPSTREAM_ERROR_BYTES });
+  } catch (err) {
+    // Aborts (the attempt's timeout, the caller leaving) are forwardPlan's to sort out.
+    if (signal.aborted) throw err;
+    if (!response.body.destroyed) void response.body.dump().catch(() => undefined);
+    return notStream;
+  }
+  return inBandFailure(answer, upstream, response.statusCode) ?? notStream;
+}
+
 /** The upstream's response headers worth passing on (none of its cookies, auth or hop-by-hop headers). */
 export function passedHeaders(response: UpstreamResponse): Record<string, string> {
   const out: Record<string, string> = {};

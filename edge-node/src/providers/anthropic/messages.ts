@@ -18,7 +18,7 @@ import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
-import { inBandFailure, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, notAnEventStream, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { upstreamRetryAfterSeconds } from '../../upstream/upstream-failure.js';
 import { anthropicErrorBodyOf, firstEventErrorAnswer, firstEventErrorStatus } from './anthropic-errors.js';
 import {
@@ -155,12 +155,8 @@ async function attemptMessages(
   // A compressed stream would parse as no events ("ended the stream before message_stop"): named as the JSON path names it.
   refuseEncodedAnswer(response, upstream);
   const contentType = response.headers['content-type'];
-  if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) {
-    // Drained, not destroyed: undici's destroy() without a reason emits an 'error' nobody listens to.
-    void response.body.dump().catch(() => undefined);
-    const error = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" did not answer the stream request with an event stream.`);
-    return { kind: 'failed', error, outcome: 'error', httpStatus: response.statusCode, retryable: false };
-  }
+  // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored stream:true.
+  if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) return notAnEventStream(response, upstream, signal);
   const release = (): void => {
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
     if (!response.body.readableEnded) response.body.destroy();

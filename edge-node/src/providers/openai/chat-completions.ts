@@ -1,6 +1,6 @@
 // The `chat.completions` API: POST /v1/chat/completions, JSON and SSE, to OpenAI-compatible upstreams.
 import type { RuntimeTarget } from '../../config/runtime-config.js';
-import { isZenovaError, zenovaError } from '../../errors.js';
+import { isZenovaError } from '../../errors.js';
 import type { PipelineContext, TextSlot } from '../../pipeline/context.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { reservedOutputLimit } from '../../billing/request-cost.js';
@@ -12,7 +12,7 @@ import { firstEventRead } from '../first-event.js';
 import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
-import { inBandFailure, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, notAnEventStream, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownToolCall, otherMessageFieldSlots, repeatsReasoning, thinkingBlockSlots, unknownPartSlots } from './chat-content-parts.js';
@@ -203,13 +203,8 @@ async function attemptStream(
   // A compressed stream would parse as no events ("ended the stream before [DONE]"): named as the JSON path names it.
   refuseEncodedAnswer(response, source.upstream);
   const contentType = response.headers['content-type'];
-  if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) {
-    // An upstream that ignored stream:true: relaying its JSON would give the SDK an empty stream.
-    // The body is read off and dropped (a bare destroy() would raise an 'error' nobody listens to).
-    void response.body.dump().catch(() => undefined);
-    const error = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${source.upstream}" did not answer the stream request with an event stream.`);
-    return { kind: 'failed', error, outcome: 'error', httpStatus: response.statusCode, retryable: false };
-  }
+  // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored stream:true.
+  if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) return notAnEventStream(response, source.upstream, source.signal);
   const reply = chatStreamReply(ctx, response, alias, !callerWantsStreamUsage(request), source);
   try {
     reply.events = await firstEventRead(reply.events);
