@@ -151,7 +151,7 @@ t.test('before the first event', async (t) => {
     t.match(done.attempts, [{ upstream: 'demo', outcome: 'error', httpStatus: 200 }, { upstream: 'backup', outcome: 'ok' }]);
   });
 
-  t.test('a stream request answered with a 200 JSON error object, in OpenAI's or Anthropic's shape, is that error: the attempt fails retryably and the fallback answers', async (t) => {
+  t.test("a stream request answered with a 200 JSON error object, in OpenAI's or Anthropic's shape, is that error: the attempt fails retryably and the fallback answers", async (t) => {
     const bodies = {
       chat: JSON.stringify({ error: { message: 'upstream overloaded (node gpu-7)', type: 'server_error', code: 'overloaded' } }),
       messages: JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }),
