@@ -53,6 +53,12 @@ export class TextGuard {
   private scanAt = 0;
   /** The context is the head of a match the hold cap cut through (see release). */
   private open = false;
+  /**
+   * Per rule, where the last match it found ends, in the context (when it ends inside it): the
+   * detector's scan of the whole text went on from there, so its next scan reads nothing new in
+   * that match (Detector.find's `matchedTo`).
+   */
+  private readonly matchedTo = new Map<CompiledRule, number>();
   /** The block rule that matched; once set, nothing more is released. */
   blockedBy: CompiledRule | null = null;
 
@@ -71,6 +77,7 @@ export class TextGuard {
     this.context = '';
     this.scanAt = 0;
     this.open = false;
+    this.matchedTo.clear();
     return this.release(true);
   }
 
@@ -129,8 +136,8 @@ export class TextGuard {
     const found: RuleMatch[] = [];
     const resuming = this.open;
     for (const rule of this.side.rules) {
-      for (const m of rule.detector.find(scanned, resuming ? 0 : from)) {
-        if (m.start >= from || m.end > from) found.push({ start: m.start, end: m.end, holdFrom: m.holdFrom ?? m.start, rule });
+      for (const m of rule.detector.find(scanned, resuming ? 0 : from, resuming ? 0 : (this.matchedTo.get(rule) ?? 0))) {
+        if (m.start >= from || m.end > from) found.push({ ...m, holdFrom: m.holdFrom ?? m.start, rule });
       }
     }
     // Where released text stops: the window before the end, and never inside a match nor between a
@@ -179,13 +186,28 @@ export class TextGuard {
     // the context, so its rest is recognised (and masked) as the same match.
     const cutThrough = streaming && final ? released.find((m) => m.end === length && m.rule.action !== 'flag') : undefined;
     this.open = cutThrough !== undefined;
-    // From what makes it a match (an assignment's name, before its value): the value's head alone
-    // would not be recognised as a secret, and the rest of a long value went out in clear.
-    this.context = cutThrough !== undefined
-      ? scanned.slice(cutThrough.holdFrom ?? cutThrough.start, Math.min(length, cutThrough.start + OPEN_HEAD_CHARS))
-      : scanned.slice(Math.max(0, cut - CONTEXT_CHARS), cut);
+    // The head of the part that reaches the end (of a merged match, its last part: a PEM block
+    // that a long value runs into, whose header lies past the value's head), from what makes it a
+    // match (an assignment's name, before its value): the value's head alone would not be
+    // recognised as a secret, and the rest of a long value went out in clear.
+    const head = cutThrough?.tail ?? cutThrough;
+    const contextStart = head !== undefined ? (head.holdFrom ?? head.start) : Math.max(0, cut - CONTEXT_CHARS);
+    this.context = scanned.slice(contextStart, head !== undefined ? Math.min(length, head.start + OPEN_HEAD_CHARS) : cut);
     this.pending = scanned.slice(cut);
+    this.keepMatchedTo(released, contextStart, head !== undefined);
     return text;
+  }
+
+  /** Moves each rule's `matchedTo` to the new context starting at `contextStart` of the scanned text. */
+  private keepMatchedTo(released: readonly RuleMatch[], contextStart: number, open: boolean): void {
+    const ends = new Map<CompiledRule, number>();
+    // Resuming a cut-through match, the context is its head: its scan starts at 0.
+    if (!open) {
+      for (const [rule, end] of this.matchedTo) ends.set(rule, end);
+      for (const m of released) if (m.end > (ends.get(m.rule) ?? 0)) ends.set(m.rule, m.end);
+    }
+    this.matchedTo.clear();
+    for (const [rule, end] of ends) if (end > contextStart) this.matchedTo.set(rule, end - contextStart);
   }
 }
 

@@ -13,6 +13,12 @@ export interface Match {
    * or the next scan would see the value without what says it is a secret.
    */
   holdFrom?: number;
+  /**
+   * Of a match merged from overlapping ones (mergeMatches): the one that reaches its end. Past its
+   * hold cap a stream guard keeps that one's head to recognise the rest (a PEM block that a long
+   * `password=` value runs into: the head of the value alone would not see the block go on).
+   */
+  tail?: Match;
 }
 
 export type DetectorName = 'regex' | 'keywords' | 'email' | 'phone' | 'prc-resident-id' | 'bank-card' | 'secret';
@@ -28,9 +34,12 @@ export interface Detector {
   readonly window: number;
   /**
    * Matches in `text` starting at or after `from`; text before `from` is only context (what
-   * precedes a match, e.g. to refuse digits that are part of a longer run).
+   * precedes a match, e.g. to refuse digits that are part of a longer run). `matchedTo` (a stream's
+   * scan): where the last match this detector found before `from` ends, 0 for none in `text`. The
+   * whole text's scan went on after that match, so no new one is read from text inside it (a
+   * secret's name inside a value masked already).
    */
-  readonly find: (text: string, from?: number) => Match[];
+  readonly find: (text: string, from?: number, matchedTo?: number) => Match[];
   /**
    * For shapes whose unfinished form can outgrow `window` before it is a match (a JWT before its
    * second dot): where such a possible start of a match sits at the end of `text` (at or after
@@ -78,7 +87,10 @@ export function mergeMatches(lists: Match[][]): Match[] {
       out.push({ ...m });
       continue;
     }
-    if (m.end > last.end) last.end = m.end;
+    if (m.end > last.end) {
+      last.end = m.end;
+      last.tail = m.tail ?? m;
+    }
     if (m.holdFrom !== undefined && m.holdFrom < (last.holdFrom ?? last.start)) last.holdFrom = m.holdFrom;
   }
   return out;

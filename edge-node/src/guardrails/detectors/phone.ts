@@ -23,10 +23,26 @@ const PLAIN_BEFORE = '(?<![\\d+])(?<!\\d-)(?<!(?<!\\d)\\d{1,6}\\.)';
 const PLAIN_AFTER = '(?!-?\\d)';
 const DOTTED_BEFORE = '(?<![\\d+])(?<!\\d[-.])';
 const DOTTED_AFTER = '(?![-.]?\\d)';
+// One exception to the fraction rule: a numbered list written without a space (`1.13812345678`, as
+// Chinese input often does). At the very start of a line (no indentation), after a number of 1 to 3
+// digits that does not start with 0, a whole mainland mobile that nothing numeric follows (no
+// digit, no dot or dash and a digit, no ASCII comma and a number) is a list item's number. Scores
+// are `0.…`, values in JSON follow a key or sit indented in an array, a computed double prints 15
+// to 17 digits, and a CSV row goes on with a comma, so fractions in JSON and tables do not take
+// this shape; a number alone at the start of its line with exactly these 11 decimals does
+// (`47.18860501045`), and is masked (a known limit). Cards are not read this way: printed doubles
+// (`1.4532015112830366`, one per line) would be cards one time in 25.
+const LIST_ITEM_BEFORE = '(?<=(?<![^\\n\\r])[1-9]\\d{0,2}\\.)';
+const LIST_ITEM_AFTER = '(?![-.]?\\d)';
+// After a list item's number: a row of numbers goes on (`47.18860501045,8.52`; a full-width comma,
+// which folds to this one, is prose).
+const NUMBER_ROW_GOES_ON = /^,\s*-?\d/;
 const PHONE = new RegExp(
   [
     // Mainland mobiles, optional +86 / 0086 / (+86), spaces or dashes in the 3-4-4 grouping.
     `${PLAIN_BEFORE}(?:(?:\\+|00)86[ -]?|\\(\\+86\\) ?)?1[3-9]\\d[ -]?\\d{4}[ -]?\\d{4}${PLAIN_AFTER}`,
+    // A numbered list item's mobile, its number glued to it by the dot (see LIST_ITEM_BEFORE).
+    `${LIST_ITEM_BEFORE}()(?:\\+86[ -]?)?1[3-9]\\d[ -]?\\d{4}[ -]?\\d{4}${LIST_ITEM_AFTER}`,
     // The same with dots in both places (138.1234.5678, +86.139.1234.5678).
     `${DOTTED_BEFORE}(?:(?:\\+|00)86[ .-]?)?1[3-9]\\d\\.\\d{4}\\.\\d{4}${DOTTED_AFTER}`,
     // E.164: +, a country code, then digits with single spaces/dashes and an optional (area) group.
@@ -39,6 +55,7 @@ const PHONE = new RegExp(
 );
 const E164_MIN_DIGITS = 8;
 const E164_MAX_DIGITS = 15;
+const COMMA = 44;
 
 function isDigit(code: number): boolean {
   return code >= 48 && code <= 57;
@@ -86,6 +103,8 @@ export function findPhones(original: string, from = 0): Match[] {
     // Digits glued to a hash or UUID are a piece of it (bcf025c1-e156-4443-8409-…); a number
     // written with its "+" or "(+86)" is one whatever is glued to it.
     if (isDigit(s.charCodeAt(0)) && inHexToken(text, m.index, m.index + end, WINDOW)) return null;
+    // A list item's number (the empty group marks that form) followed by more numbers is a row of them.
+    if (m[1] !== undefined && original.charCodeAt(m.index + end) === COMMA && NUMBER_ROW_GOES_ON.test(text.slice(m.index + end, m.index + end + WINDOW))) return null;
     if (s.startsWith('+') && !/^\+86[ .-]?1[3-9]/.test(s)) {
       if (s.includes('.')) {
         const digits = digitCount(s);

@@ -1,5 +1,6 @@
 // Credential shapes: provider API keys (OpenAI, Anthropic, AWS, GitHub, Slack, Google), PEM private
-// key blocks, JWTs, and generic assignments such as `api_key = "…"` / `password: …` / `密码：…`.
+// key blocks and OpenPGP private key armour, JWTs, `Bearer` tokens, and generic assignments such as
+// `api_key = "…"` / `password: …` / `密码：…`.
 import { mergeMatches, regexMatches } from './detector.js';
 import type { Detector, Match } from './detector.js';
 
@@ -24,13 +25,18 @@ const SHAPED = new RegExp(
   'g',
 );
 
-// A PEM private key block; an unterminated one is masked to the end of the text (fail safe).
-const PEM = /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|$)/g;
+// A PEM private key block, or OpenPGP private key armour (`-----BEGIN PGP PRIVATE KEY BLOCK-----`);
+// an unterminated one is masked to the end of the text (fail safe).
+const PEM = /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)/g;
 
 // `name = value` where the name says secret; the value (8+ characters, not all digits) is the match.
 // The scan looks for the telling word first (cheap), then for the rest of the name, the separator
 // and the value right after it. A quoted value runs to its closing quote (a passphrase has spaces),
-// up to QUOTED_MAX characters (so a stream guard's window still holds it whole); an unquoted one
+// up to QUOTED_MAX characters; inside straight quotes a backslash escapes the next character, as in
+// JSON and code (`"my \"pass\" phrase"` is one value: ending at the escaped quote left the rest of
+// it in clear); a value in escaped quotes (`\"password\": \"…\"`, JSON shown inside a string) is
+// read too. While its quote is open at the end of a stream's text, the guard holds the assignment
+// from its name (secretPartialFrom). An unquoted one
 // ends at a space, a straight quote or ASCII punctuation, at CJK punctuation once it has its 8
 // characters (`密码：Tmp2024ab，有效期…` ends at the comma; a shorter run goes on, so
 // `api_key=sk-ab，cdefghijklmnop` is still masked), and at a typographic closing quote only when it
@@ -49,15 +55,27 @@ const VALUE_BREAKS = '，。；：、！？）】」』“‘「『';
 function unquotedValue(close: string): string {
   return `([^${VALUE_ENDS}${VALUE_BREAKS}${close}]{8,}|[^${VALUE_ENDS}${close}]{8,})`;
 }
+/** What a quoted value is made of: inside straight quotes a backslash escapes the next character. */
+function quotedChar(open: string, close: string): string {
+  return open === close ? String.raw`(?:[^${close}\\\n]|\\[^\n])` : `[^${close}\\n]`;
+}
+// The quoted forms of a value, each an opening and closing quote and what lies between (the open
+// quote is a pattern): the QUOTE_PAIRS, then escaped straight quotes (`\"…\"`).
+const QUOTED_FORMS = [
+  ...QUOTE_PAIRS.map(([open, close]) => ({ open, close, closeLength: 1, char: quotedChar(open, close) })),
+  { open: String.raw`\\"`, close: String.raw`\\"`, closeLength: 2, char: String.raw`[^"\\\n]` },
+];
 // The rest of a name and the blanks around its separator (unbounded: a whole text finds any). A
 // stream guard holds a name with its value (Match.holdFrom) once the value is found, so a name and
 // the value's first 8 characters within the stream window (secretWindow) are never released apart;
 // a longer gap between them may be (known limit, guardrails/README.md).
 const NAME_TAIL = '[A-Za-z0-9_.-]*';
 const BLANKS = '\\s*';
+// A name's closing quote, escaped or not (`"password":`, `\"password\":`).
+const NAME_END = String.raw`(?:\\?[${CLOSE_QUOTES}])?`;
 const ASSIGNED_VALUE = new RegExp(
-  `${NAME_TAIL}[${CLOSE_QUOTES}]?${BLANKS}[:=：]${BLANKS}(?:` +
-    QUOTE_PAIRS.map(([open, close]) => `${open}([^${close}\\n]{8,${QUOTED_MAX}})${close}`).join('|') +
+  `${NAME_TAIL}${NAME_END}${BLANKS}[:=：]${BLANKS}(?:` +
+    QUOTED_FORMS.map(({ open, close, char }) => `${open}(${char}{8,${QUOTED_MAX}})${close}`).join('|') +
     '|' +
     QUOTE_PAIRS.map(([open, close]) => `${open}${unquotedValue(close)}`).join('|') +
     `|(?![${OPEN_QUOTES}])${unquotedValue('')})`,
@@ -120,23 +138,34 @@ function isSmall(code: number): boolean {
  */
 const NAME_LOOKBACK = 48;
 
-function findAssigned(text: string, from: number): Match[] {
+/**
+ * Assignments from `from` on. The scan goes on after each value it takes, so a stream's scan starts
+ * no earlier than `matchedTo`: a secret word inside a value already taken (`password="x token: "`)
+ * names nothing, else the stream read `token: "…` on from there where the whole text did not.
+ */
+function findAssigned(text: string, from: number, matchedTo: number): Match[] {
   const out: Match[] = [];
-  SECRET_WORD.lastIndex = Math.max(0, from - NAME_LOOKBACK);
+  SECRET_WORD.lastIndex = Math.max(0, matchedTo, from - NAME_LOOKBACK);
   for (let w = SECRET_WORD.exec(text); w !== null; w = SECRET_WORD.exec(text)) {
     const nameRest = w.index + w[0].length;
-    const v = endsWord(text, w[0], nameRest) && !namesNoSecret(text, nameRest) ? ((ASSIGNED_VALUE.lastIndex = nameRest), ASSIGNED_VALUE.exec(text)) : null;
-    // Groups 1..QUOTE_PAIRS.length: a quoted value; the rest: an unquoted one (after each opening quote, or none).
-    const quoted = v === null ? undefined : v.slice(1, 1 + QUOTE_PAIRS.length).find((g) => g !== undefined);
-    const value = v === null ? undefined : (quoted ?? v.slice(1 + QUOTE_PAIRS.length).find((g) => g !== undefined));
+    // Not a whole word (`tokenizer`): a later word of the same name may still be one
+    // (`tokenizer_password`), so the scan goes on right after this one. A stream's scan may start
+    // inside the name, past this word, and must decide as the whole text's.
+    if (!endsWord(text, w[0], nameRest)) continue;
+    const v = namesNoSecret(text, nameRest) ? null : ((ASSIGNED_VALUE.lastIndex = nameRest), ASSIGNED_VALUE.exec(text));
+    // Groups 1..QUOTED_FORMS.length: a quoted value; the rest: an unquoted one (after each opening quote, or none).
+    const quotedForm = v === null ? -1 : v.slice(1, 1 + QUOTED_FORMS.length).findIndex((g) => g !== undefined);
+    const value = v === null ? undefined : quotedForm >= 0 ? v[1 + quotedForm] : v.slice(1 + QUOTED_FORMS.length).find((g) => g !== undefined);
     if (v === null || value === undefined || /^\d+$/.test(value)) {
+      // Decided by what follows the name's run (its last word, its value), so every secret word
+      // later in the run fails the same way: skip it.
       NAME_RUN.lastIndex = nameRest;
       NAME_RUN.exec(text);
       SECRET_WORD.lastIndex = Math.max(nameRest, NAME_RUN.lastIndex);
       continue;
     }
-    // A quoted value ends one character (its closing quote) before the match's end.
-    const end = ASSIGNED_VALUE.lastIndex - (quoted === undefined ? 0 : 1);
+    // A quoted value ends at its closing quote, before the match's end.
+    const end = ASSIGNED_VALUE.lastIndex - (quotedForm >= 0 ? QUOTED_FORMS[quotedForm]!.closeLength : 0);
     // A value that ended before `from` is context, found already.
     if (end > from) out.push({ start: Math.max(from, end - value.length), end, holdFrom: w.index });
     SECRET_WORD.lastIndex = end;
@@ -144,20 +173,55 @@ function findAssigned(text: string, from: number): Match[] {
   return out;
 }
 
-// An assignment whose quoted value is still open at the end of the text (a stream cut between its
-// quotes): its value may be a passphrase with spaces, so it is held until the quote closes.
-const OPEN_QUOTED_TAIL = new RegExp(
-  `(?:${SECRET_WORD.source})${NAME_TAIL}[${CLOSE_QUOTES}]?${BLANKS}[:=：]${BLANKS}(?:` +
-    QUOTE_PAIRS.map(([open, close]) => `${open}([^${close}\\n]{0,${QUOTED_MAX}})`).join('|') +
-    ')$',
+// An assignment whose value is not decided at the end of the text (a stream cut inside it): its
+// quote still open (a passphrase with spaces is held until the quote closes; an escape may be cut
+// after its backslash), or no quote and fewer than 8 characters so far. It is held from its name:
+// held from its value only, its name went out once the value grew past the window (a long value
+// after blanks), and the next scan, seeing the value without its name, let it out in clear.
+const OPEN_ASSIGNMENT_TAIL = new RegExp(
+  `(?:${SECRET_WORD.source})${NAME_TAIL}${NAME_END}${BLANKS}[:=：]${BLANKS}(?:` +
+    QUOTED_FORMS.map(({ open, char }) => `${open}${char}{0,${QUOTED_MAX}}\\\\?`).join('|') +
+    `|[^${VALUE_ENDS}]{0,7})$`,
   'iu',
 );
 
-function openQuotedFrom(text: string, from: number): number {
-  const tailStart = Math.max(from, text.length - (secretWindow + QUOTED_MAX));
-  const m = OPEN_QUOTED_TAIL.exec(text.slice(tailStart));
-  const value = m?.slice(1).find((g) => g !== undefined);
-  return m === null || value === undefined ? -1 : tailStart + m.index + m[0].length - value.length;
+function openAssignmentFrom(text: string, from: number): number {
+  // As far back as the tail may start: a name, blanks, and a quoted value of QUOTED_MAX escapes.
+  const tailStart = Math.max(from, text.length - (secretWindow + 2 * QUOTED_MAX));
+  const m = OPEN_ASSIGNMENT_TAIL.exec(text.slice(tailStart));
+  return m === null ? -1 : tailStart + m.index;
+}
+
+// `Bearer <token>` (RFC 6750 `b64token`); the token is the match. After an `Authorization` header
+// name (`Authorization: Bearer …`, `"authorization": "Bearer …"`) any token of 8 or more
+// characters is one but a word in small letters; alone, "bearer" is a word of prose ("the bearer
+// of this cheque", "Bearer tokens expire"), so the token needs 16 or more characters and a digit
+// among its first 32 (decided within the stream window). Placeholders in code (`Bearer ${token}`,
+// `Bearer <token>`, `"Bearer " + token`) carry no token characters.
+const BEARER = /(?<![A-Za-z0-9_-])bearer[ \t]{1,8}([A-Za-z0-9._~+/-]+=*)/gi;
+const AUTHORIZATION_BEFORE = /authorization["']?[ \t]*[:=][ \t]*["']?[ \t]*$/i;
+// `Proxy-Authorization: "` and blanks: as far as an Authorization name is looked for before "bearer".
+const AUTHORIZATION_LOOKBACK = 40;
+
+function findBearer(text: string, from: number): Match[] {
+  const out: Match[] = [];
+  BEARER.lastIndex = Math.max(0, from - NAME_LOOKBACK);
+  for (let m = BEARER.exec(text); m !== null; m = BEARER.exec(text)) {
+    const tokenStart = m.index + m[0].length - m[1]!.length;
+    const core = m[1]!.replace(/=+$/, '');
+    const before = text.slice(Math.max(0, m.index - AUTHORIZATION_LOOKBACK), m.index);
+    const header = AUTHORIZATION_BEFORE.exec(before);
+    const isToken = header !== null ? core.length >= 8 && !/^[a-z]+$/.test(core) : core.length >= 16 && /\d/.test(core.slice(0, 32));
+    if (!isToken) {
+      // The token may itself be "Bearer" (`Bearer Bearer abc…`): go on from its start.
+      BEARER.lastIndex = tokenStart;
+      continue;
+    }
+    const end = m.index + m[0].length;
+    const holdFrom = header === null ? m.index : m.index - before.length + header.index;
+    if (end > from) out.push({ start: Math.max(from, tokenStart), end, holdFrom });
+  }
+  return out;
 }
 
 const TOKEN_CHAR = /[A-Za-z0-9_-]/;
@@ -179,9 +243,9 @@ function findShaped(text: string, from: number): Match[] {
   return out;
 }
 
-export function findSecrets(text: string, from = 0): Match[] {
+export function findSecrets(text: string, from = 0, matchedTo = 0): Match[] {
   const pem = text.includes('-----BEGIN', from) ? regexMatches(PEM, text, from) : [];
-  return mergeMatches([findShaped(text, from), pem, findAssigned(text, from)]);
+  return mergeMatches([findShaped(text, from), pem, findBearer(text, from), findAssigned(text, from, matchedTo)]);
 }
 
 const JWT_TAIL = /^eyJ[A-Za-z0-9_-]*\.?$/;
@@ -203,10 +267,10 @@ function jwtPartialFrom(text: string, from: number): number {
   return start > 0 && TOKEN_CHAR.test(text[start - 1]!) ? -1 : start;
 }
 
-/** The earliest of an unfinished JWT and an open quoted value at the end of `text`, else -1. */
+/** The earliest of an unfinished JWT and an undecided assignment at the end of `text`, else -1. */
 function secretPartialFrom(text: string, from: number): number {
   const jwt = jwtPartialFrom(text, from);
-  const quoted = openQuotedFrom(text, from);
+  const quoted = openAssignmentFrom(text, from);
   if (jwt < 0) return quoted;
   return quoted < 0 ? jwt : Math.min(jwt, quoted);
 }
