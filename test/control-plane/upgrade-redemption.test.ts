@@ -62,7 +62,7 @@ t.test('an upgrade token redeemed for its own node answers the node and the targ
   const { created, enrolled, upgradeToken } = await installedNode();
   const res = await upgrade(app, upgradeToken, created.node.id);
   t.equal(res.statusCode, 200, res.body);
-  t.same(res.json(), { nodeId: created.node.id, nodeName: created.node.name, targetVersion: productVersion() });
+  t.same(res.json(), { nodeId: created.node.id, nodeName: created.node.name, targetVersion: productVersion(), replicas: 1 });
   t.equal(await tokenUsed(upgradeToken), true, 'the token is used');
   t.match(await verifyCredential(pool, enrolled.nodeId, enrolled.credential.secret), { ok: true },
     'the node keeps its identity and credential');

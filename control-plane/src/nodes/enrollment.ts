@@ -105,6 +105,9 @@ export const enrollGatewaySchema = z.object({
     .refine((pem) => pem === '' || parses(() => new X509Certificate(pem)), "must be a PEM certificate, or '' for the node's system trust store"),
 });
 
+/** The node's `replicas` in an answer (enrollment, upgrade redemption): the node's `serve --replicas` range. */
+export const replicasAnswerSchema = z.number().int().min(1).max(999).optional();
+
 const publicKeyPemSchema = z.string().max(MAX_PEM_CHARS).refine((pem) => parses(() => createPublicKey(pem)), 'must be a PEM public key');
 
 export const enrollResponseSchema = z.object({
@@ -118,6 +121,12 @@ export const enrollResponseSchema = z.object({
   gateway: enrollGatewaySchema,
   configSigningPublicKeyPem: publicKeyPemSchema,
   controlPlaneUrl: z.string().max(2048),
+  /**
+   * How many node-edge processes the host runs (the node's `replicas`, seed 004 §9.3): the installer
+   * writes it to etc/node.env. Optional for the node, which reads its absence (an older control
+   * plane) as 1; an older node ignores it. 1–999 is the node's range for `serve --replicas`.
+   */
+  replicas: replicasAnswerSchema,
 });
 
 export type EnrollResponse = z.infer<typeof enrollResponseSchema>;
@@ -227,6 +236,8 @@ export async function enrollNode(
       gateway,
       configSigningPublicKeyPem,
       controlPlaneUrl: node.controlPlaneUrl,
+      // The count as it is now: a re-enrollment (or an upgrade) takes a changed one to the host.
+      replicas: node.replicas,
     };
     // Still inside the transaction: throwing rolls the redemption back. The route's response schema
     // is this same one, so the serializer cannot fail after the commit either.

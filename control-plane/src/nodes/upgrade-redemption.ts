@@ -15,7 +15,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { zenovaError } from '../errors.js';
 import { productVersion } from '../../../proto/src/product-version.js';
-import { assertCompatibleProtocol, factsRule, hostFactRules, redeemFailureError, stated, tokenRule } from './enrollment.js';
+import { assertCompatibleProtocol, factsRule, hostFactRules, redeemFailureError, replicasAnswerSchema, stated, tokenRule } from './enrollment.js';
 import { redeemInstallToken } from './install-tokens.js';
 import { notifyNodeEvent } from './node-events.js';
 import { findNodeById } from './node-repository.js';
@@ -44,6 +44,8 @@ export const upgradeResponseSchema = z.object({
   nodeId: z.string().min(1).max(128),
   nodeName: z.string().min(1).max(64),
   targetVersion: z.string().min(1).max(64),
+  /** The node's `replicas` now: the installer writes it to etc/node.env, so an upgrade applies a changed count. */
+  replicas: replicasAnswerSchema,
 });
 
 export type UpgradeResponse = z.infer<typeof upgradeResponseSchema>;
@@ -76,6 +78,6 @@ export async function redeemUpgradeToken(pool: pg.Pool, request: UpgradeRequest,
     await notifyNodeEvent(client, {
       type: 'upgrade-started', nodeId: redeemed.nodeId, fromVersion: facts.fromVersion, toVersion: targetVersion, hostname: facts.hostname,
     });
-    return { nodeId: redeemed.nodeId, nodeName: node.name, targetVersion };
+    return { nodeId: redeemed.nodeId, nodeName: node.name, targetVersion, replicas: node.replicas };
   });
 }

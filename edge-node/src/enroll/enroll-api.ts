@@ -50,6 +50,11 @@ export const enrollResponseSchema = z.object({
   }),
   configSigningPublicKeyPem: publicKeyPemSchema,
   controlPlaneUrl: z.string().max(2048),
+  /**
+   * How many node-edge processes the host runs (`serve --replicas`, 1–999); the installer writes it
+   * to etc/node.env. An older control plane leaves it out: 1.
+   */
+  replicas: z.number().int().min(1).max(999).optional(),
 });
 export type EnrollResponse = z.infer<typeof enrollResponseSchema>;
 

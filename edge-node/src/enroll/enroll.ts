@@ -72,6 +72,12 @@ export interface EnrollResult {
   gatewayTarget: string;
   stateDir: string;
   reenrolled: boolean;
+  /**
+   * How many node-edge processes the control plane has this node run (the node's `replicas`; 1 when
+   * its answer does not say, as an older control plane's): the installer writes it to etc/node.env.
+   * Always set here; optional for the installer's other enrollers (tests), read as 1 when absent.
+   */
+  replicas?: number;
   /** Set when the state dir held another node, whose state was moved aside. */
   retired?: RetiredState & { nodeId: string; nodeName: string };
 }
@@ -199,6 +205,7 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     gatewayTarget: identity.gateway.target,
     stateDir: store.dir,
     reenrolled: opts.reenroll,
+    replicas: answer.replicas ?? 1,
     ...(retired !== undefined ? { retired } : {}),
   };
 }

@@ -425,6 +425,7 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
       ...(ctx.launcher !== undefined ? { runningCli: ctx.launcher } : {}),
       checkCommand: checkOnlyCommand(run, checks.installDir),
       redeemWhileServing: checks.controlPlane?.redemptionKeys === true,
+      ...(await hostMemory(host)),
     },
     stepPrinter(ctx),
   );
@@ -515,6 +516,7 @@ async function upgradeInstalled(
       waitReady: host.waitReady,
       ...(host.readyTimeoutMs !== undefined ? { readyTimeoutMs: host.readyTimeoutMs } : {}),
       ...(host.redeemUpgrade !== undefined ? { redeem: host.redeemUpgrade } : {}),
+      ...(await hostMemory(host)),
     },
     stepPrinter(ctx),
   );
@@ -535,6 +537,12 @@ async function upgradeInstalled(
       (tokenSource?.from === 'file' ? `  Delete the token file now: rm -f -- ${shellQuote(tokenSource.file)}\n` : ''),
   );
   return EXIT_OK;
+}
+
+/** The host's memory for the replicas' warning (the count is known only after the token is used); none when it cannot be read. */
+async function hostMemory(host: HostEnv): Promise<{ memoryBytes?: number }> {
+  const memoryBytes = await host.probe.memoryBytes().catch(() => undefined);
+  return memoryBytes === undefined ? {} : { memoryBytes };
 }
 
 /** The release key's text; a key file that exists but cannot be read is a finding of the checks. */

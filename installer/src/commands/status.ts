@@ -18,7 +18,8 @@ import type { CliContext, Command } from '../cli-context.js';
 import { realHostEnv } from '../host/host-env.js';
 import type { HostEnv } from '../host/host-env.js';
 import type { ServiceState } from '../host/service-manager.js';
-import { readNodeEnv } from '../install/env-file.js';
+import { envReplicas, readNodeEnv } from '../install/env-file.js';
+import { describeReplicas } from '../install/unit-files.js';
 import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost, releaseOfLink } from '../install/install-layout.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
@@ -48,6 +49,11 @@ export interface InstalledStatus {
   installDir: string | null;
   version: string | null;
   service: { unit: string; state: ServiceState | 'not-installed' };
+  /**
+   * How many node-edge processes the unit runs (ZENOVA_NODE_REPLICAS in etc/node.env; 1 without the
+   * line); null for a value node-edge refuses; absent when nothing is installed.
+   */
+  replicas?: number | null;
   /**
    * `certificateRefused`: the node answered TLS but the probe refused its certificate (`reason` says
    * why and what to do), so whether it is ready is unknown. `certificate`: the installed certificate
@@ -147,6 +153,8 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     installDir: dir,
     version,
     service,
+    // The unit's default when the line is missing (unit-files.ts).
+    replicas: env.ZENOVA_NODE_REPLICAS === undefined ? 1 : envReplicas(env) ?? null,
     readiness: listen === undefined ? null : await readiness(listen, () => installedTlsCertFile(host.hostRoot, layout)),
     node,
     lastUpgrade: updates?.lastUpgrade ?? null,
@@ -193,6 +201,7 @@ export function formatInstalledStatus(status: InstalledStatus): string {
   const row = (label: string, value: string): string => `${`${label}:`.padEnd(15)}${value}\n`;
   if (!status.installed || status.installDir === null) return row('node', status.error ?? 'not installed');
   let out = row('install dir', status.installDir) + row('version', status.version ?? 'unknown (no current release)') + row('service', `${status.service.unit} ${status.service.state}`);
+  if (status.replicas !== undefined) out += row('replicas', status.replicas === null ? 'INVALID: ZENOVA_NODE_REPLICAS in etc/node.env is not a whole number from 1 to 999 (node-edge refuses to start)' : `${status.replicas} (${describeReplicas(status.replicas)})`);
   if (status.readiness !== null) {
     const r = status.readiness;
     out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `${r.certificateRefused ? 'UNKNOWN' : 'NOT READY'}: ${r.reason ?? 'unknown'}`);

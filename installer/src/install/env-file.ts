@@ -6,18 +6,40 @@ import path from 'node:path';
 import { ENV_FILE } from './install-layout.js';
 
 export async function readNodeEnv(file: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch {
-    return out;
+    return {};
   }
+  return parseEnvText(text);
+}
+
+/** The KEY=VALUE lines of an env file's text. */
+export function parseEnvText(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
   for (const line of text.split('\n')) {
     const m = /^([A-Z0-9_]+)=(.*)$/.exec(line.trim());
     if (m?.[1] !== undefined && m[2] !== undefined) out[m[1]] = m[2];
   }
   return out;
+}
+
+/**
+ * The env file with its ZENOVA_NODE_REPLICAS line set to `replicas` (added when missing, as in an
+ * env file of an installer from before replicas): every other line, an operator's too, stays.
+ */
+export function withReplicas(envText: string, replicas: number): string {
+  const line = `ZENOVA_NODE_REPLICAS=${replicas}`;
+  const existing = /^ZENOVA_NODE_REPLICAS=.*$/m;
+  return existing.test(envText) ? envText.replace(existing, line) : `${envText.replace(/\n?$/, '\n')}${line}\n`;
+}
+
+/** The env file's ZENOVA_NODE_REPLICAS when it is a count node-edge takes (1–999), else undefined. */
+export function envReplicas(env: Record<string, string>): number | undefined {
+  const raw = env.ZENOVA_NODE_REPLICAS;
+  if (raw === undefined || !/^[1-9]\d{0,2}$/.test(raw)) return undefined;
+  return Number(raw);
 }
 
 const ENV_FILE_NAME = path.posix.basename(ENV_FILE);

@@ -41,6 +41,26 @@ export const MIN_MEMORY_BYTES = 1024 ** 3;
  * about 0.93–0.98 GiB there, and the documented minimum would refuse the host it names.
  */
 export const MIN_MEM_TOTAL_BYTES = MIN_MEMORY_BYTES * 7 / 8;
+/** What each node-edge process beyond the first adds to a node's memory needs (`serve --replicas K`). */
+export const MEMORY_PER_EXTRA_REPLICA_BYTES = 512 * 1024 ** 2;
+
+/** A node of K replicas: 1 GiB plus 512 MiB for each process beyond the first. */
+export function replicasMemoryNeed(replicas: number): number {
+  return MIN_MEMORY_BYTES + Math.max(0, replicas - 1) * MEMORY_PER_EXTRA_REPLICA_BYTES;
+}
+
+/**
+ * NODE-HOST-MEMORY-REPLICAS (a warning): the count is known only from the enrollment (or upgrade)
+ * answer, after the token is used, so a short host is told, not refused. MemTotal is judged with the
+ * same 7/8 allowance as the 1 GiB check.
+ */
+export function replicasMemoryFinding(memory: number | undefined, replicas: number): Finding | undefined {
+  if (memory === undefined || replicas <= 1) return undefined;
+  const need = replicasMemoryNeed(replicas);
+  if (memory >= need * 7 / 8) return undefined;
+  return finding('NODE-HOST-MEMORY-REPLICAS', `this host has ${formatBytes(memory)} of memory; the node's ${replicas} replicas (node-edge processes) need about ${formatBytes(need)}`);
+}
+
 /** Room for the spool, config cache and logs beyond the unpacked release. */
 export const MIN_SPARE_DISK_BYTES = 1024 ** 3;
 export const MAX_CLOCK_SKEW_MS = 30_000;

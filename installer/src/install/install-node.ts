@@ -8,7 +8,7 @@
  * rollback kept data/ (no units) runs the whole write phase again around that data/.
  */
 import { constants } from 'node:fs';
-import { access, chmod, mkdir, readdir, readlink, rm, rmdir } from 'node:fs/promises';
+import { access, chmod, mkdir, readFile, readdir, readlink, rm, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { enroll } from '../../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions, EnrollResult } from '../../../edge-node/src/enroll/enroll.js';
@@ -23,6 +23,7 @@ import { DIAGNOSTICS, LOG_SINCE, REENROLL_SERVICE_START_ADVICE, REENROLL_TOKEN_R
 import type { Finding } from './diagnostics.js';
 import { isLinkSwapLeftoverName } from './install-dir-contents.js';
 import { installDirProblem } from './install-dir-rules.js';
+import { replicasMemoryFinding } from './host-checks.js';
 import { CLI_LINK, DEFAULT_NODE_LISTEN, NODE_UNIT, RELEASE_CLI, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
 import type { InstallLayout } from './install-layout.js';
 import { formatListen } from './listen-address.js';
@@ -30,8 +31,8 @@ import type { ListenAddress } from './listen-address.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
 import { unpackRelease } from './release-manifest.js';
-import { nodeEdgeUnit, nodeEnvFile, updaterUnit } from './unit-files.js';
-import { writeEnvFile } from './env-file.js';
+import { REPLICAS_VARIABLE, describeReplicas, nodeEdgeUnit, nodeEnvFile, updaterUnit } from './unit-files.js';
+import { withReplicas, writeEnvFile } from './env-file.js';
 import { pathExists } from './path-exists.js';
 import { swapSymlink } from './symlink-swap.js';
 import { installedTlsCert } from './node-tls-probe.js';
@@ -62,6 +63,8 @@ export interface InstallInput {
   enroll?: Enroller;
   waitReady: ReadinessWaiter;
   readyTimeoutMs?: number;
+  /** The host's memory (MemTotal), for the warning when the node's replicas need more (NODE-HOST-MEMORY-REPLICAS). */
+  memoryBytes?: number;
   /** How the operator runs this CLI (e.g. `./zenova`), for advice once the rollback removed the `zenova` link. */
   runningCli?: string;
   /** This run's command as a --check-only run (install.ts checkOnlyCommand), named in the advice of a failed enrollment. */
@@ -184,6 +187,9 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
     const cli = await linkCli(input.hostRoot, layout, undo);
     step(cli.label, cli.warning);
 
+    // 1 until the enrollment answer tells the node's count (written again then, before the units start).
+    const envText = (replicas: number): string =>
+      nodeEnvFile(layout, { listen: formatListen(input.listen), version: input.manifest.version, controlPlaneUrl: input.controlPlaneUrl, replicas, tls: input.tls !== undefined });
     const etcFiles = [layout.envFile, ...(input.caPem !== undefined ? [layout.caFile] : []), ...(input.tls !== undefined ? [layout.tlsCertFile, `${layout.tlsKeyFile} (0600)`] : [])];
     await run(etcFiles.join(', '), 'NODE-WRITE-FAILED', async () => {
       // The pair before the env file that names it: node-edge never reads a name without its file.
@@ -195,7 +201,7 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
       }
       await writeEnvFile(
         host(layout.envFile),
-        nodeEnvFile(layout, { listen: formatListen(input.listen), version: input.manifest.version, controlPlaneUrl: input.controlPlaneUrl, tls: input.tls !== undefined }),
+        envText(1),
         0o644,
       );
       undo.push(() => rm(host(layout.envFile), { force: true }));
@@ -222,6 +228,12 @@ async function writeInstallation(input: InstallInput, step: StepReporter): Promi
       throw new StepFailed(enrollFinding(err, input.token, input.mode, input.checkCommand));
     }
     step(reenrolling ? reenrolledStep(enrolled, layout) : `enrolled as node ${enrolled.nodeName} (id ${enrolled.nodeId}); identity in ${layout.data}`);
+    const replicas = enrolled.replicas ?? 1;
+    await run(`${layout.envFile}: ${REPLICAS_VARIABLE}=${replicas} (${describeReplicas(replicas)})`, 'NODE-WRITE-FAILED', async () => {
+      if (replicas !== 1) await writeEnvFile(host(layout.envFile), envText(replicas), 0o644);
+    });
+    const memoryShort = replicasMemoryFinding(input.memoryBytes, replicas);
+    if (memoryShort !== undefined) step('memory for the replicas', memoryShort);
 
     await startUnits(input, layout, undo, step);
     return { ok: true, nodeName: enrolled.nodeName, nodeId: enrolled.nodeId, cli: cli.linked ? 'zenova' : layout.cli };
@@ -481,8 +493,31 @@ async function reenroll(input: InstallInput, step: StepReporter): Promise<Instal
   // node-edge as the new identity's: started where it was stopped, else restarted as one job of the
   // service manager's, so a run killed meanwhile still leaves it running.
   const startWithNewIdentity = (): Promise<void> => (stopped ? services.start(NODE_UNIT) : services.restart(NODE_UNIT));
+  const replicas = enrolled.replicas ?? 1;
   try {
-    // The env file (listen address, version) stays as installed; only the trust may change. The CA
+    // The env file (listen address, version) stays as installed but for the node's replica count,
+    // which the control plane may have changed (an env file from before replicas gets the line).
+    const envFile = host(layout.envFile);
+    const envText = await readFile(envFile, 'utf8');
+    const replicasText = withReplicas(envText, replicas);
+    if (replicasText !== envText) {
+      // Its mode kept, at most 0644: lines an operator added may be why it is narrower.
+      const envMode = await stat(envFile).then((s) => s.mode & 0o644, () => 0o644);
+      await writeEnvFile(envFile, replicasText, envMode);
+    }
+  } catch (err) {
+    // The new identity is in place; node-edge runs with it as before, the count as it was.
+    const f = finding('NODE-WRITE-FAILED', `could not write ${REPLICAS_VARIABLE}=${replicas} to ${layout.envFile}: ${errnoText(err)}`, `Free space or fix the cause shown, then run \`zenova gateway-node reenroll-command\` on the control plane and the printed command here again.`);
+    step(`${layout.envFile}: ${REPLICAS_VARIABLE}=${replicas}`, f);
+    await startWithNewIdentity().catch(() => undefined);
+    step(`${NODE_UNIT} ${stopped ? 'started again' : 'restarted'}`);
+    return { ok: false, finding: f };
+  }
+  step(`${layout.envFile}: ${REPLICAS_VARIABLE}=${replicas} (${describeReplicas(replicas)})`);
+  const memoryShort = replicasMemoryFinding(input.memoryBytes, replicas);
+  if (memoryShort !== undefined) step('memory for the replicas', memoryShort);
+  try {
+    // The CA
     // file follows the new identity's trust, which a later --upgrade without --ca-file takes from it:
     // the --ca-file's CA, or none (the system trust store verified this control plane).
     if (input.caPem !== undefined) {

@@ -30,6 +30,8 @@ export const updateStateSchema = z.object({
     from: z.string().max(64),
     to: z.string().max(64),
     at: z.string().max(64),
+    /** The node's replica count the control plane answered (absent in a record of an earlier installer). */
+    replicas: z.number().int().min(1).max(999).optional(),
     /** What the switch replaces: etc/node.env and the two units as they were (no secrets in them). */
     previous: z.object({ env: z.string().max(64 * 1024), nodeUnit: z.string().max(64 * 1024).optional(), updaterUnit: z.string().max(64 * 1024).optional() }),
   }).optional(),

@@ -17,16 +17,17 @@ import type { CaFile } from './control-plane-probe.js';
 import { UPGRADE_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { NODE_UNIT, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
+import { replicasMemoryFinding } from './host-checks.js';
 import type { InstallLayout } from './install-layout.js';
 import type { InstalledNode } from './installed-node.js';
-import { readNodeEnv, writeEnvFile } from './env-file.js';
+import { envReplicas, parseEnvText, readNodeEnv, withReplicas, writeEnvFile } from './env-file.js';
 import { parseListen } from './listen-address.js';
 import { installedTlsCert } from './node-tls-probe.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
 import { isPartialReleaseLeftover, unpackRelease } from './release-manifest.js';
 import { swapSymlink } from './symlink-swap.js';
-import { nodeEdgeUnit, updaterUnit } from './unit-files.js';
+import { REPLICAS_VARIABLE, describeReplicas, nodeEdgeUnit, updaterUnit } from './unit-files.js';
 import { UPDATE_STATE_FILE, readUpdateState, writeUpdateState } from './update-state.js';
 import type { UpgradeInProgress } from './update-state.js';
 import { redeemUpgradeToken } from './upgrade-token.js';
@@ -46,6 +47,8 @@ export interface UpgradeInput {
   waitReady: ReadinessWaiter;
   readyTimeoutMs?: number;
   redeem?: UpgradeTokenRedeemer;
+  /** The host's memory (MemTotal), for the warning when the node's replicas need more (NODE-HOST-MEMORY-REPLICAS). */
+  memoryBytes?: number;
   now?: () => Date;
 }
 
@@ -111,9 +114,9 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
   // A run killed after that but before its link switch left its in-progress record, written only
   // once the control plane had agreed: that upgrade goes on without redeeming a token again.
   const agreedBefore = interrupted !== undefined && interrupted.from === from && interrupted.to === to;
-  let answer: { nodeName: string; nodeId: string; targetVersion: string };
+  let answer: { nodeName: string; nodeId: string; targetVersion: string; replicas?: number };
   if (agreedBefore) {
-    answer = { nodeName: installed.nodeName, nodeId: installed.nodeId, targetVersion: to };
+    answer = { nodeName: installed.nodeName, nodeId: installed.nodeId, targetVersion: to, ...(interrupted.replicas !== undefined ? { replicas: interrupted.replicas } : {}) };
     step(`the upgrade from ${from} to ${to} started at ${interrupted.at} was stopped before its switch (or while switching back): going on with it (its token was redeemed then; this command's is not used)`);
   } else {
     try {
@@ -155,7 +158,12 @@ export async function upgradeNode(input: UpgradeInput, step: StepReporter): Prom
     step('switch prepared', f);
     return { ok: false, finding: f };
   }
-  return switchAndWait(input, layout, { from, to, at: (input.now ?? (() => new Date()))().toISOString(), previous, nodeName: answer.nodeName, nodeId: answer.nodeId }, step);
+  return switchAndWait(
+    input,
+    layout,
+    { from, to, at: (input.now ?? (() => new Date()))().toISOString(), ...(answer.replicas !== undefined ? { replicas: answer.replicas } : {}), previous, nodeName: answer.nodeName, nodeId: answer.nodeId },
+    step,
+  );
 }
 
 async function unitTexts(services: ServiceManager): Promise<{ nodeUnit?: string; updaterUnit?: string }> {
@@ -177,10 +185,13 @@ async function switchAndWait(
   const { services, hostRoot } = input;
   const host = (p: string): string => onHost(hostRoot, p);
   const { from, to, previous } = upgrade;
+  // The control plane's count; without one (an answer or record of an earlier release) the installed
+  // env file's stays, and an env file from before replicas gets 1.
+  const replicas = upgrade.replicas ?? envReplicas(parseEnvText(previous.env)) ?? 1;
   const now = input.now ?? ((): Date => new Date());
   const timeoutMs = input.readyTimeoutMs ?? READY_TIMEOUT_MS;
   const stateFile = path.posix.join(layout.data, UPDATE_STATE_FILE);
-  const inProgress: UpgradeInProgress = { from, to, at: upgrade.at, previous };
+  const inProgress: UpgradeInProgress = { from, to, at: upgrade.at, ...(upgrade.replicas !== undefined ? { replicas: upgrade.replicas } : {}), previous };
 
   let failure: Finding | undefined;
   let earlierFailed: string | undefined;
@@ -200,7 +211,7 @@ async function switchAndWait(
   // it) does not find it opened up again by an upgrade.
   const envMode = await stat(host(layout.envFile)).then((s) => s.mode & 0o644, () => 0o644);
   try {
-    await writeEnvFile(host(layout.envFile), withVersion(previous.env, to), envMode);
+    await writeEnvFile(host(layout.envFile), withReplicas(withVersion(previous.env, to), replicas), envMode);
     // The new installer's units: a release may change them (hardening, limits).
     await services.writeUnit(NODE_UNIT, nodeEdgeUnit(layout));
     await services.writeUnit(UPDATER_UNIT, updaterUnit(layout));
@@ -211,7 +222,9 @@ async function switchAndWait(
   }
   let restarted = false;
   if (failure === undefined) {
-    step(`current and updater → releases/${to}; ${layout.envFile} and the units updated`);
+    step(`current and updater → releases/${to}; ${layout.envFile} (${REPLICAS_VARIABLE}=${replicas}: ${describeReplicas(replicas)}) and the units updated`);
+    const memoryShort = replicasMemoryFinding(input.memoryBytes, replicas);
+    if (memoryShort !== undefined) step('memory for the replicas', memoryShort);
     restarted = true;
     const outcome = await restartAndWait(input, layout, timeoutMs);
     if (outcome.ready) {

@@ -34,6 +34,8 @@ export const upgradeAnswerSchema = z.object({
   nodeId: z.string().min(1).max(128),
   nodeName: z.string().min(1).max(64),
   targetVersion: z.string().min(1).max(64),
+  /** The node's `replicas` now (node-edge processes; 1–999): written to etc/node.env by the switch. */
+  replicas: z.number().int().min(1).max(999).optional(),
 });
 export type UpgradeAnswer = z.infer<typeof upgradeAnswerSchema>;
 

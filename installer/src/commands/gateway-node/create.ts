@@ -58,8 +58,8 @@ Options:
   --spool-full-policy P When the spool is full: reject (new requests refused, every request stays
                         billable) or metering-only (request bodies dropped, metering kept)
                         (default reject)
-  --replicas K          Instances on the node host (default 1; recorded, the installer
-                        still runs one: docs/api.md)
+  --replicas K          node-edge processes on the node host (1-16, default 1): the install
+                        command's enrollment carries it and the installer runs that many
   --ca-out F            Write the CA the install command's --ca-file refers to into F
 ${JSON_USAGE}
 ${COMMON_USAGE}
