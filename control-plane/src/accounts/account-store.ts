@@ -1,7 +1,8 @@
 /**
  * Accounts in PostgreSQL: create, list, find, patch status / rate-limit policy. A policy is named
  * in the body and attached under a share lock (see policies/rate-limit-policy-store.ts); an
- * unknown one is a 400 naming the field. Every write records a config version in its transaction.
+ * unknown one is a 400 naming the field. Every write that changes something records a config
+ * version in its transaction; a patch that leaves the account as it is records none.
  */
 import type pg from 'pg';
 import { invalidField } from '../config/config-fields.js';
@@ -73,10 +74,18 @@ export async function lockAccountByName(client: pg.PoolClient, name: string): Pr
 
 export async function patchAccount(pool: pg.Pool, name: string, patch: AccountPatch): Promise<ConfigMutationResult<AccountRow>> {
   return withConfigChange(pool, async (client) => {
-    const { rows } = await client.query<{ id: string }>('select id from accounts where name = $1 and deleted_at is null for update', [name]);
-    const id = rows[0]?.id;
-    if (id === undefined) throw notFound(name);
+    const { rows } = await client.query<{ id: string; status: string; rateLimitPolicyId: string | null }>(
+      'select id, status, rate_limit_policy_id as "rateLimitPolicyId" from accounts where name = $1 and deleted_at is null for update',
+      [name],
+    );
+    const current = rows[0];
+    if (current === undefined) throw notFound(name);
+    const id = current.id;
+    // Resolved before the comparison, so an unknown policy is a 400 whatever else the patch says.
     const rateLimitPolicyId = patch.rateLimitPolicy === undefined ? undefined : await policyId(client, patch.rateLimitPolicy);
+    const unchanged = (patch.status === undefined || patch.status === current.status)
+      && (rateLimitPolicyId === undefined || rateLimitPolicyId === current.rateLimitPolicyId);
+    if (unchanged) return { value: await selectById(client, id), change: null };
     await client.query(
       `update accounts set status = coalesce($2, status),
                            rate_limit_policy_id = case when $3::boolean then $4::uuid else rate_limit_policy_id end

@@ -2,7 +2,8 @@
  * The admin operations on nodes, each in one transaction: create (with its first install command),
  * issue a command of a kind, edit the network fields, edit the settings nodes serve with (surfaces,
  * spool), delete. Deleting revokes the node's credentials, invalidates its tokens and tells every
- * replica (NOTIFY node-deleted) — all or nothing. Create, edits and delete record a config version.
+ * replica (NOTIFY node-deleted) — all or nothing. Create, edits and delete record a config version
+ * (a settings edit that leaves every setting as it is records none).
  */
 import type pg from 'pg';
 import { z } from 'zod';
@@ -113,11 +114,23 @@ export const nodeSettingsPatchSchema = z.strictObject({
 
 export type NodeSettingsPatch = z.output<typeof nodeSettingsPatchSchema>;
 
-/** Applies the given settings (undefined = keep) and records a config version: nodes get them in their bundle. */
+/** Whether `patch` leaves every setting as `node` has it (surfaces come in one canonical order, so arrays compare). */
+function settingsUnchanged(node: NodeRow, patch: NodeSettingsPatch): boolean {
+  return (patch.surfaces === undefined
+      || (patch.surfaces.length === node.surfaces.length && patch.surfaces.every((s, i) => s === node.surfaces[i])))
+    && (patch.spoolQuotaGb === undefined || patch.spoolQuotaGb === node.spoolQuotaGb)
+    && (patch.spoolFullPolicy === undefined || patch.spoolFullPolicy === node.spoolFullPolicy);
+}
+
+/**
+ * Applies the given settings (undefined = keep) and records a config version: nodes get them in
+ * their bundle. Settings the node already has record nothing (no version, no push to every node).
+ */
 export async function editNodeSettings(pool: pg.Pool, name: string, patch: NodeSettingsPatch): Promise<NodeRow> {
   return withTransaction(pool, async (client) => {
     const node = await findLiveNodeByName(client, name, { forUpdate: true });
     if (!node) throw notFound(name);
+    if (settingsUnchanged(node, patch)) return node;
     await client.query(
       `update nodes set surfaces = coalesce($2, surfaces),
                         spool_quota_gb = coalesce($3, spool_quota_gb),

@@ -1,6 +1,7 @@
 /**
  * Prices per model alias in PostgreSQL: set (insert or replace), list, delete. A price may be set
- * before its route exists. Every write records a config version in its transaction.
+ * before its route exists. Every write that changes something records a config version in its
+ * transaction; setting the price a model already has records none.
  */
 import type pg from 'pg';
 import { DOT_SEGMENT_NAME_RULE, invalidField, isDotSegmentName } from '../config/config-fields.js';
@@ -14,13 +15,21 @@ import type { PriceRow } from './price-view.js';
 const COLUMNS = `model, input_micros_per_token::text as "inputMicrosPerToken", output_micros_per_token::text as "outputMicrosPerToken",
   request_micros::text as "requestMicros", updated_at as "updatedAt"`;
 
+/** The row holds the figures as text (bigint); input figures are safe integers, so their decimal forms compare. */
+function samePrice(current: PriceRow, input: PriceInput): boolean {
+  return current.inputMicrosPerToken === String(input.inputMicrosPerToken)
+    && current.outputMicrosPerToken === String(input.outputMicrosPerToken)
+    && current.requestMicros === String(input.requestMicros);
+}
+
 export async function setPrice(pool: pg.Pool, model: string, input: PriceInput): Promise<ConfigMutationResult<PriceRow>> {
   return withConfigChange(pool, async (client) => {
-    if (isDotSegmentName(model)) {
-      // A PUT creates, and no new price may take such a name; one set before this rule may still change.
-      const existing = await client.query('select 1 from prices where model = $1 for update', [model]);
-      if (existing.rowCount === 0) throw invalidField('model', DOT_SEGMENT_NAME_RULE);
-    }
+    const { rows: found } = await client.query<PriceRow>(`select ${COLUMNS} from prices where model = $1 for update`, [model]);
+    const current = found[0];
+    // A PUT creates, and no new price may take such a name; one set before this rule may still change.
+    if (current === undefined && isDotSegmentName(model)) throw invalidField('model', DOT_SEGMENT_NAME_RULE);
+    // The same price again: nothing a node serves changes (nor updatedAt).
+    if (current !== undefined && samePrice(current, input)) return { value: current, change: null };
     const { rows } = await client.query<PriceRow>(
       `insert into prices (model, input_micros_per_token, output_micros_per_token, request_micros)
        values ($1, $2, $3, $4)

@@ -1,7 +1,8 @@
 /**
  * Tool servers in PostgreSQL: put (create or replace), list, find, delete. The secret is sealed
- * before it is written and never read back here. Every write records a config version in its
- * transaction, so nodes get a new bundle.
+ * before it is written and never read back here. Every write that changes something records a
+ * config version in its transaction, so nodes get a new bundle; a PUT that leaves the server as it
+ * is records none.
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
@@ -32,6 +33,19 @@ function notFound(name: string): Error {
 }
 
 /**
+ * Whether `input` would leave the stored server as it is (updatedAt included: it is not touched
+ * then). A given key always counts as a change: seals use a random nonce, so the stored form cannot
+ * be compared. Removing the key of a server that has none changes nothing.
+ */
+function putChangesNothing(current: ToolServerRow, input: ToolServerInput): boolean {
+  return current.url === input.url
+    && current.timeoutMs === input.timeoutMs
+    // callMicros is a bigint, read as text; the input is a safe integer, so the decimal forms compare.
+    && current.callMicros === String(input.callMicros)
+    && (input.apiKey === undefined || (input.apiKey === null && !current.hasApiKey));
+}
+
+/**
  * Creates `name` or replaces its url, timeout and price. The key: a string sets it, null removes
  * it, undefined keeps what is stored (nothing, for a new server).
  */
@@ -39,10 +53,12 @@ export async function putToolServer(
   pool: pg.Pool, secretBox: SecretBox | undefined, name: string, input: ToolServerInput,
 ): Promise<ConfigMutationResult<PutToolServerResult>> {
   const attempt = (): Promise<ConfigMutationResult<PutToolServerResult>> => withConfigChange<PutToolServerResult>(pool, async (client) => {
-    const { rows: found } = await client.query<{ id: string }>(
-      'select id from tool_servers where name = $1 and deleted_at is null for update', [name],
+    const { rows: found } = await client.query<ToolServerRow>(
+      `select ${COLUMNS} from tool_servers where name = $1 and deleted_at is null for update`, [name],
     );
-    const existing = found[0]?.id;
+    const current = found[0];
+    if (current !== undefined && putChangesNothing(current, input)) return { value: { row: current, created: false }, change: null };
+    const existing = current?.id;
     // The id is chosen here because the seal binds it (see tool-server-secret.ts).
     const id = existing ?? randomUUID();
     const sealed = typeof input.apiKey === 'string' ? sealToolServerSecret(secretBox, id, input.apiKey) : null;

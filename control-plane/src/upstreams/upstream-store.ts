@@ -1,8 +1,8 @@
 /**
  * Upstreams in PostgreSQL: create, list, find, patch (never the kind), delete (refused while a live
  * route names the upstream), and the locked look-up routes use. The provider secret is sealed
- * before it is written and never read back here. Every write records a config version in its
- * transaction.
+ * before it is written and never read back here. Every write that changes something records a
+ * config version in its transaction; a patch that leaves the upstream as it is records none.
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
@@ -69,13 +69,27 @@ export async function lockLiveUpstreamKinds(client: pg.PoolClient, names: readon
   return new Map(rows.map((r) => [r.name, r.kind]));
 }
 
+/**
+ * Whether `patch` would leave the stored upstream as it is (no new config version then). A given
+ * key always counts as a change: seals use a random nonce, so the stored form cannot be compared,
+ * and opening it here to compare plaintexts is not worth a repeated PATCH. Removing the key of an
+ * upstream that has none changes nothing.
+ */
+function patchChangesNothing(current: UpstreamRow, patch: UpstreamPatch): boolean {
+  return (patch.baseUrl === undefined || patch.baseUrl === current.baseUrl)
+    && (patch.timeoutMs === undefined || patch.timeoutMs === current.timeoutMs)
+    && (patch.apiKey === undefined || (patch.apiKey === null && !current.hasApiKey));
+}
+
 export async function patchUpstream(
   pool: pg.Pool, secretBox: SecretBox | undefined, name: string, patch: UpstreamPatch,
 ): Promise<ConfigMutationResult<UpstreamRow>> {
   return withConfigChange(pool, async (client) => {
-    const { rows: found } = await client.query<{ id: string }>('select id from upstreams where name = $1 and deleted_at is null for update', [name]);
-    const id = found[0]?.id;
-    if (id === undefined) throw notFound(name);
+    const { rows: found } = await client.query<UpstreamRow>(`select ${COLUMNS} from upstreams where name = $1 and deleted_at is null for update`, [name]);
+    const current = found[0];
+    if (current === undefined) throw notFound(name);
+    if (patchChangesNothing(current, patch)) return { value: current, change: null };
+    const id = current.id;
     const sealed = typeof patch.apiKey === 'string' ? sealUpstreamSecret(secretBox, id, patch.apiKey) : null;
     const { rows } = await client.query<UpstreamRow>(
       `update upstreams set
