@@ -17,11 +17,14 @@
  * try at most a few hundred ways per start (the group's ways to match, raised to the count, within
  * MAX_BOUNDED_WAYS), whereas `(a+){3}` (unbounded inside) or `(\d{1,10}){16}` (10^16) are refused.
  *
- * A pattern free of both then goes through the polynomial check (guardrail-regex-runs.ts).
+ * A pattern free of both then goes through the polynomial check (guardrail-regex-runs.ts). The
+ * two share one count of steps per pattern, refused past MAX_CHECK_STEPS (TOO_COSTLY), so the
+ * verdict and its cost are the same on the control plane and every node.
  */
 
 import { readEscape } from './guardrail-regex-escape.js';
-import { namesGroups, regexPolynomialRisk } from './guardrail-regex-runs.js';
+import { namesGroups, OverBudget, regexPolynomialRisk, spend, TOO_COSTLY } from './guardrail-regex-runs.js';
+import type { CheckWork } from './guardrail-regex-runs.js';
 
 /** The most ways a bounded repetition may have to match at one start before it is refused. */
 const MAX_BOUNDED_WAYS = 256;
@@ -137,12 +140,16 @@ function caseFolded(c: string): string {
 /** `{n}`, `{n,}` or `{n,m}` at lastIndex (digits of any length: `{0000…1,}` is `+`). */
 const COUNTED = /\{(\d+)(,(\d*))?\}/y;
 
-/** Why `source` (without the `(?i)` prefix) is refused, or null when it has neither risky shape. */
-export function regexBacktrackingRisk(source: string, options: { ignoreCase?: boolean } = {}): string | null {
+/**
+ * Why `source` (without the `(?i)` prefix) is refused, or null when it has neither risky shape.
+ * `options.work`, when given, receives the steps the check took (for tests and callers that sum them).
+ */
+export function regexBacktrackingRisk(source: string, options: { ignoreCase?: boolean; work?: CheckWork } = {}): string | null {
+  const work = options.work ?? { steps: 0 };
   const unicode = compilesWithU(source);
   // The exponential shapes first; then the polynomial one, under the flags the node uses.
-  return readPattern(source, options.ignoreCase === true, unicode).risk
-    ?? regexPolynomialRisk(source, `${options.ignoreCase === true ? 'i' : ''}${unicode ? 'u' : ''}`);
+  return readPattern(source, options.ignoreCase === true, unicode, work).risk
+    ?? regexPolynomialRisk(source, `${options.ignoreCase === true ? 'i' : ''}${unicode ? 'u' : ''}`, work);
 }
 
 /**
@@ -153,7 +160,7 @@ export function regexBacktrackingRisk(source: string, options: { ignoreCase?: bo
  * risk gets null here (refused for that).
  */
 export function regexNeverFiresReason(source: string, options: { ignoreCase?: boolean } = {}): string | null {
-  const shape = readPattern(source, options.ignoreCase === true, compilesWithU(source));
+  const shape = readPattern(source, options.ignoreCase === true, compilesWithU(source), { steps: 0 });
   if (shape.risk !== null) return null;
   if (shape.emptyClass) {
     // Not always "never fires" ((?:[])|a still finds a), but always a slip: nothing can match it.
@@ -178,8 +185,17 @@ function compilesWithU(source: string): boolean {
 }
 
 /** One walk over the pattern: its backtracking risk (exponential shapes only) and what it can match. */
-function readPattern(source: string, ignoreCase: boolean, unicode: boolean): RegexShape {
+function readPattern(source: string, ignoreCase: boolean, unicode: boolean, work: CheckWork): RegexShape {
   const refused = (risk: string): RegexShape => ({ risk, consumes: true, emptyFirst: false, emptyClass: false });
+  try {
+    return walkPattern(source, ignoreCase, unicode, work, refused);
+  } catch (err) {
+    if (err instanceof OverBudget) return refused(TOO_COSTLY);
+    throw err;
+  }
+}
+
+function walkPattern(source: string, ignoreCase: boolean, unicode: boolean, work: CheckWork, refused: (risk: string) => RegexShape): RegexShape {
   // Without `u`, `\k<` is a back-reference only when the pattern names a group (else the text `k<`).
   const namedReferences = unicode || namesGroups(source);
   const frames: Frame[] = [newFrame()];
@@ -195,6 +211,7 @@ function readPattern(source: string, ignoreCase: boolean, unicode: boolean): Reg
 
   const literal = (c: string): FirstSet => ({ any: false, literals: new Set([ignoreCase ? caseFolded(c) : c]), classes: [] });
   const charClass = (classSource: string): FirstSet => {
+    spend(work, 1 + (classSource.length >> 5));
     const whole = `^(?:${classSource})$`;
     for (const flags of ignoreCase ? ['iu', 'i'] : ['u', '']) {
       try {
@@ -205,14 +222,20 @@ function readPattern(source: string, ignoreCase: boolean, unicode: boolean): Reg
     }
     return { any: true, literals: new Set(), classes: [] };
   };
+  const addCounted = (into: FirstSet, from: FirstSet): void => {
+    spend(work, 1 + from.literals.size + from.classes.length);
+    addInto(into, from);
+  };
   const anything: FirstSet = { any: true, literals: new Set(), classes: [] };
   const nothing: FirstSet = emptySet();
 
   const classHas = (re: RegExp, c: string): boolean => {
+    spend(work, 1);
     testsLeft--;
     return testsLeft < 0 || re.test(c);
   };
   const overlaps = (a: FirstSet, b: FirstSet): boolean => {
+    spend(work, 1 + Math.min(a.literals.size, b.literals.size));
     const emptyA = !a.any && a.literals.size === 0 && a.classes.length === 0;
     const emptyB = !b.any && b.literals.size === 0 && b.classes.length === 0;
     if (emptyA || emptyB) return false;
@@ -229,7 +252,7 @@ function readPattern(source: string, ignoreCase: boolean, unicode: boolean): Reg
     frame.sumWays = Math.min(frame.sumWays + frame.altWays, MAX_BOUNDED_WAYS + 1);
     frame.maxWays = Math.max(frame.maxWays, frame.altWays);
     frame.altWays = 1;
-    addInto(frame.seen, frame.current);
+    addCounted(frame.seen, frame.current);
     if (frame.open) frame.nullable = true;
     frame.emptyFirst ??= frame.altEmptyFirst;
     frame.current = emptySet();
@@ -273,7 +296,7 @@ function readPattern(source: string, ignoreCase: boolean, unicode: boolean): Reg
     if (q.max === Infinity) frame.unbounded = true;
     else if (q.max > q.min) frame.altWays = timesWays(frame.altWays, q.max - q.min + 1);
     if (!frame.open) return;
-    addInto(frame.current, first);
+    addCounted(frame.current, first);
     if (!nullable && !q.optional) frame.open = false;
   };
   /** The escape at `i` (a backslash): what it matches, with `i` moved past it. */
@@ -287,6 +310,7 @@ function readPattern(source: string, ignoreCase: boolean, unicode: boolean): Reg
   };
 
   while (i < source.length) {
+    spend(work, 1);
     const c = source[i]!;
     if (c === '\\') {
       const { first, zeroWidth } = escape();
@@ -344,7 +368,7 @@ function readPattern(source: string, ignoreCase: boolean, unicode: boolean): Reg
       if (inner.unbounded || q.max === Infinity) outer.unbounded = true;
       else outer.altWays = timesWays(outer.altWays, ways);
       if (outer.open) {
-        addInto(outer.current, inner.lookaround ? nothing : inner.seen);
+        addCounted(outer.current, inner.lookaround ? nothing : inner.seen);
         if (!inner.lookaround && !inner.nullable && !q.optional) outer.open = false;
       }
     } else if (c === '|') {

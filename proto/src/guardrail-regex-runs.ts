@@ -26,6 +26,11 @@
  * window's length more (ANCHORED_WAYS). `\w+@\w+`, `\d+\.\d+`, `\w+\s+\w+`,
  * `password\s*[:=]\s*\S+` and `foo.*bar` pass; a trailing pair that cannot fail (`.*foo.*`)
  * passes too: its first try succeeds.
+ *
+ * Both checks count their work in steps (a character read, a pair of sets compared, a run carried
+ * past an item, a class pair scanned) and refuse a pattern past MAX_CHECK_STEPS: they run
+ * synchronously on the control plane and again on every node, and a count, unlike a clock, gives
+ * the same verdict on every machine and in every process.
  */
 
 import { readEscape } from './guardrail-regex-escape.js';
@@ -59,6 +64,8 @@ interface Run {
   ways: number;
   /** The most ways it may reach: MAX_WAYS, or a window's length times that for an anchored run. */
   budget: number;
+  /** Its budget, set and middles' sets: runs with the same key are merged. */
+  key: string;
 }
 
 /** An unbounded repetition's ways: as many as a window's characters. */
@@ -86,6 +93,32 @@ const MAX_DEPTH = 64;
 export const TOO_MANY_CLASS_RUNS =
   `it compares more than ${MAX_SCANS} pairs of repeated character classes, more than the check for slow shapes takes on: split it into several rules`;
 export const TOO_DEEP = `it nests groups more than ${MAX_DEPTH} deep`;
+
+/**
+ * The most steps both checks together may take on one pattern. A step costs well under a
+ * microsecond, except a class-pair scan (SCAN_STEPS). The longest patterns the test suites accept
+ * take a few thousand; a pattern of 4 096 characters built to be slow (2 000 optional distinct
+ * letters: every one compared with every run) takes over 100 000 and is refused in about a
+ * millisecond, where checking it in full took 30–100 ms.
+ */
+export const MAX_CHECK_STEPS = 40_000;
+/** A scan of every code point for a character two classes share (5–100 ms), in steps. */
+const SCAN_STEPS = 1_000;
+export const TOO_COSTLY =
+  `it takes more than ${MAX_CHECK_STEPS} steps to check for slow shapes (the check runs on the control plane and on every node, so its work is capped): split it into several shorter rules`;
+
+/** Steps spent so far on one pattern, by both checks. */
+export interface CheckWork {
+  steps: number;
+}
+
+/** Thrown when a pattern's check passes MAX_CHECK_STEPS. */
+export class OverBudget extends Error {}
+
+export function spend(work: CheckWork, steps: number): void {
+  work.steps += steps;
+  if (work.steps > MAX_CHECK_STEPS) throw new OverBudget();
+}
 export const POLYNOMIAL_RISK =
   'it has repetitions in a row that can match the same characters (such as a*a*b, \\s*\\s*x, \\w+\\s*\\w+x, .*x.*y or a*a{0,31}b), which split a text between them in so many ways that it can take polynomial time: seconds on a few thousand characters';
 
@@ -97,7 +130,7 @@ class Parser {
   depth = 0;
   /** `\k<name>` is a back-reference under `u` or when the pattern names a group; otherwise the text `k<`. */
   readonly namedReferences: boolean;
-  constructor(readonly source: string, readonly unicode: boolean) {
+  constructor(readonly source: string, readonly unicode: boolean, readonly work: CheckWork) {
     this.namedReferences = unicode || namesGroups(source);
   }
 
@@ -117,6 +150,7 @@ class Parser {
   }
 
   private item(): Item {
+    spend(this.work, 1);
     const s = this.source;
     const c = s[this.i]!;
     if (c === '(') return this.group();
@@ -236,6 +270,16 @@ export function namesGroups(source: string): boolean {
   }
 }
 
+/** A run of a repetition over `set` starting here, with `ways` ways so far. */
+function newRun(set: CharSet, literal: string | undefined, ways: number, budget: number): Run {
+  return { set, literal, middles: [], ways, budget, key: `${budget}\u0000${set}` };
+}
+
+/** One code point written as itself: it matches only itself (without `i`). */
+function isPlainCharacter(set: CharSet): boolean {
+  return set.length <= 2 && set.length === String.fromCodePoint(set.codePointAt(0)!).length && !'\\[.'.includes(set[0]!);
+}
+
 class TooComplex extends Error {}
 class TooDeep extends Error {}
 class Found extends Error {}
@@ -254,7 +298,8 @@ function everyCharacter(): string {
     units[n++] = 0x20;
   }
   const parts: string[] = [];
-  for (let at = 0; at < n; at += 8192) parts.push(String.fromCharCode(...units.subarray(at, Math.min(n, at + 8192))));
+  // apply, not spread: spreading a typed array walks its iterator (≈ 100 ms for the whole, against ≈ 17).
+  for (let at = 0; at < n; at += 8192) parts.push(String.fromCharCode.apply(null, units.subarray(at, Math.min(n, at + 8192)) as unknown as number[]));
   return parts.join('');
 }
 
@@ -274,13 +319,19 @@ function allCharacters(): string {
 const scanned = new Map<string, boolean>();
 const MAX_SCANNED = 1024;
 
-/** Why `source` is refused for the polynomial shape, or null. `source` must be a valid pattern under `flags`. */
-export function regexPolynomialRisk(source: string, flags: string): string | null {
+/**
+ * Why `source` is refused for the polynomial shape, or null. `source` must be a valid pattern under
+ * `flags`. Its steps are added to `work` (refused past MAX_CHECK_STEPS).
+ */
+export function regexPolynomialRisk(source: string, flags: string, work: CheckWork = { steps: 0 }): string | null {
   let scansLeft = MAX_SCANS;
+  const ignoreCase = flags.includes('i');
   const counted = new Set<string>();
   const compiled = new Map<string, RegExp | undefined>();
-  const compile = (body: string): RegExp | undefined => {
+  /** `counted`: false for a scan's regex, whose compiling SCAN_STEPS covers (a cached scan skips it). */
+  const compile = (body: string, counted = true): RegExp | undefined => {
     if (compiled.has(body)) return compiled.get(body);
+    if (counted) spend(work, 1 + (body.length >> 5));
     let re: RegExp | undefined;
     try {
       re = new RegExp(body, flags);
@@ -292,11 +343,16 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
   };
   /** Is there a character every set matches? */
   const meet = (sets: CharSet[], literal: string | undefined): boolean => {
+    spend(work, sets.length);
     const known = sets.filter((s) => s !== ANY);
     if (known.length <= 1) return true;
     if (literal !== undefined) {
       // The run is one character (and, under `i`, its case variants, which every set folds alike).
       for (const set of known) {
+        // A set written as the character itself matches it; without `i`, a set written as one
+        // plain character (no escape, class or dot) matches only that one. No regex needed.
+        if (set === literal) continue;
+        if (!ignoreCase && isPlainCharacter(set)) return false;
         const re = compile(`^(?:${set})$`);
         if (re !== undefined && !re.test(literal)) return false;
       }
@@ -310,21 +366,25 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     if (!counted.has(key)) {
       counted.add(key);
       if (--scansLeft < 0) throw new TooComplex();
+      spend(work, SCAN_STEPS);
     }
     const cached = scanned.get(key);
     if (cached !== undefined) return cached;
-    const re = compile(body);
+    const re = compile(body, false);
     const found = re === undefined ? true : re.test(allCharacters());
     if (scanned.size >= MAX_SCANNED) scanned.clear();
     scanned.set(key, found);
     return found;
   };
   /** A mandatory item after the runs: it is a middle of each run whose characters it meets. */
-  const narrowed = (runs: Run[], meets: (run: Run) => boolean, set: CharSet, literal: string | undefined): Run[] =>
-    runs.filter(meets).map((run) => {
+  const narrowed = (runs: Run[], meets: (run: Run) => boolean, set: CharSet, literal: string | undefined): Run[] => {
+    spend(work, runs.length);
+    return runs.filter(meets).map((run) => {
+      spend(work, run.middles.length);
       if (run.middles.length >= MAX_MIDDLES || run.middles.some((m) => m.set === set)) return run;
-      return { ...run, middles: [...run.middles, { set, literal }] };
+      return { ...run, middles: [...run.middles, { set, literal }], key: `${run.key}\u0000${set}` };
     });
+  };
   /** Can a text of the run's characters (its middles' in turn) also be matched by `set`? */
   const pumps = (run: Run, set: CharSet, literal: string | undefined): boolean =>
     meet([run.set, set], run.literal ?? literal) && run.middles.every((m) => meet([run.set, m.set, set], run.literal ?? m.literal ?? literal));
@@ -338,6 +398,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     rep: { set: CharSet; literal: string | undefined; ways: number; skippable: boolean; anchored: boolean; meets: (run: Run) => boolean },
     afterCanFail: boolean,
   ): Run[] => {
+    spend(work, runs.length + 1);
     const out: Run[] = [];
     for (const run of runs) {
       if (rep.meets(run)) {
@@ -348,24 +409,26 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
         out.push(run);
       }
     }
-    out.push({ set: rep.set, literal: rep.literal, middles: [], ways: rep.ways, budget: rep.anchored ? ANCHORED_WAYS : MAX_WAYS });
+    out.push(newRun(rep.set, rep.literal, rep.ways, rep.anchored ? ANCHORED_WAYS : MAX_WAYS));
     return capped(out);
   };
   const capped = (runs: Run[]): Run[] => {
+    spend(work, runs.length);
     const seen = new Map<string, Run>();
     for (const r of runs) {
-      const key = [r.budget, r.set, ...r.middles.map((m) => m.set)].join('\u0000');
-      const before = seen.get(key);
-      if (before === undefined || before.ways < r.ways) seen.set(key, r);
+      const before = seen.get(r.key);
+      if (before === undefined || before.ways < r.ways) seen.set(r.key, r);
     }
     const out = [...seen.values()];
     // Too many to follow: one run over anything, with the most ways, stands for them all
     // (over-estimates, never misses).
-    return out.length > MAX_RUNS ? [{ set: ANY, literal: undefined, middles: [], ways: Math.max(...out.map((r) => r.ways)), budget: MAX_WAYS }] : out;
+    return out.length > MAX_RUNS ? [newRun(ANY, undefined, Math.max(...out.map((r) => r.ways)), MAX_WAYS)] : out;
   };
   /** Does every try of these items succeed on the empty text (no assertion, nothing mandatory)? */
-  const alwaysEmpty = (items: Item[]): boolean =>
-    items.every((item) => (item.kind === 'char' && item.min === 0) || (item.kind === 'group' && !item.lookaround && (item.min === 0 || item.alternatives.some(alwaysEmpty))));
+  const alwaysEmpty = (items: Item[]): boolean => {
+    spend(work, 1 + items.length);
+    return items.every((item) => (item.kind === 'char' && item.min === 0) || (item.kind === 'group' && !item.lookaround && (item.min === 0 || item.alternatives.some(alwaysEmpty))));
+  };
   /** Can the item make a try fail (so that the ways to split the text before it are all tried)? */
   const canFail = (item: Item): boolean => {
     if (item.kind === 'assertion' || item.kind === 'backreference') return true;
@@ -375,6 +438,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
   /** Every character the items can match, as one set (ANY past a back-reference or MAX_UNION_SETS). */
   const union = (alternatives: Item[][], into: Set<CharSet> = new Set()): Set<CharSet> | undefined => {
     for (const alt of alternatives) {
+      spend(work, 1 + alt.length);
       for (const item of alt) {
         if (item.kind === 'backreference') return undefined;
         if (item.kind === 'char') into.add(item.set);
@@ -391,6 +455,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
   const capWays = (n: number): number => Math.min(n, UNBOUNDED_WAYS);
   /** The ways one item can match at one place (1 for a fixed one), capped at a window's. */
   const waysOf = (item: Item): number => {
+    spend(work, 1);
     if (item.kind === 'assertion') return 1;
     if (item.kind === 'backreference') return UNBOUNDED_WAYS;
     if (item.max === Infinity) return UNBOUNDED_WAYS;
@@ -407,9 +472,9 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
       alt.every((item) => item.kind !== 'char' || item.min === 0 || meet([run.set, item.set], run.literal ?? item.literal)));
   /** A lookbehind's body, matched right to left: its items (and its groups' items) in reverse. */
   const reversed = (items: Item[]): Item[] =>
-    items.map((item) => (item.kind === 'group' && !item.lookaround ? { ...item, alternatives: item.alternatives.map(reversed) } : item)).reverse();
+    (spend(work, 1 + items.length), items).map((item) => (item.kind === 'group' && !item.lookaround ? { ...item, alternatives: item.alternatives.map(reversed) } : item)).reverse();
 
-  const parser = new Parser(source, flags.includes('u'));
+  const parser = new Parser(source, flags.includes('u'), work);
   let backreferenceSet: CharSet = ANY;
   /** The top-level alternative being walked starts with `^`: one start per window (no `m` flag). */
   let startsAtCaret = false;
@@ -418,6 +483,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
   const anchoredAt = (items: Item[], j: number, set: CharSet, literal: string | undefined): boolean => {
     if (startsAtCaret) return true;
     for (let k = j - 1; k >= 0; k--) {
+      spend(work, 1);
       const before = items[k]!;
       if (before.kind === 'assertion') {
         if (before.caret) return true;
@@ -429,6 +495,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
   };
 
   const walk = (items: Item[], entering: Run[], tailCanFail: boolean): Run[] => {
+    spend(work, 1 + items.length);
     let runs = entering;
     // failsFrom[j]: something from item j on (or after the items) can fail.
     const failsFrom: boolean[] = new Array<boolean>(items.length + 1);
@@ -491,6 +558,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     const capturing: Item[][] = [];
     const collect = (alts: Item[][]): void => {
       for (const alt of alts) {
+        spend(work, 1 + alt.length);
         for (const item of alt) {
           if (item.kind !== 'group') continue;
           if (item.capturing) capturing.push(...item.alternatives);
@@ -510,6 +578,7 @@ export function regexPolynomialRisk(source: string, flags: string): string | nul
     if (err instanceof Found) return POLYNOMIAL_RISK;
     if (err instanceof TooComplex) return TOO_MANY_CLASS_RUNS;
     if (err instanceof TooDeep) return TOO_DEEP;
+    if (err instanceof OverBudget) return TOO_COSTLY;
     throw err;
   }
 }

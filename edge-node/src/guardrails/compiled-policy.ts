@@ -1,7 +1,10 @@
 /**
  * A guardrail policy from the bundle, compiled once: each rule's detector built (keyword automata,
  * regexes), split by direction. Cached per policy object (the config snapshot's), so the hot path
- * compiles nothing; a new config brings new objects and the old entries go with the old snapshot.
+ * compiles nothing. A new config brings new objects, so each rule's detector is also kept in a
+ * bounded module-level cache keyed by what builds it (detector kind and pattern or keywords): a
+ * policy unchanged by a config swap costs no recompile (a regex's safety check can take
+ * milliseconds, a keyword automaton longer).
  *
  * A rule the node cannot apply (a regex that does not compile or is missing, a keyword rule with no
  * list) makes its direction fail closed: every request under the policy is blocked there, and one
@@ -58,6 +61,40 @@ const BUILT_IN: Partial<Record<DetectorName, Detector>> = {
 
 const compiled = new WeakMap<GuardrailPolicy, CompiledPolicy>();
 
+/** Rules' detectors (or why one cannot be built), least recently used first. */
+const detectors = new Map<string, Detector | string>();
+/** Bounds of that cache: entries, and characters of the keys (patterns and keyword lists). */
+const MAX_CACHED_DETECTORS = 2048;
+const MAX_CACHED_CHARS = 16 * 1024 * 1024;
+let cachedChars = 0;
+
+/** What builds a rule's detector; undefined for built-ins, which need no building. */
+function detectorKey(rule: GuardrailRule): string | undefined {
+  if (rule.detector === 'regex') return `regex\u0000${rule.pattern ?? ''}`;
+  if (rule.detector === 'keywords' && rule.keywords !== undefined) return `keywords\u0000${JSON.stringify(rule.keywords)}`;
+  return undefined;
+}
+
+function cachedDetectorOf(rule: GuardrailRule): Detector | string {
+  const key = detectorKey(rule);
+  if (key === undefined) return detectorOf(rule);
+  const hit = detectors.get(key);
+  if (hit !== undefined) {
+    detectors.delete(key);
+    detectors.set(key, hit);
+    return hit;
+  }
+  const built = detectorOf(rule);
+  detectors.set(key, built);
+  cachedChars += key.length;
+  for (const oldest of detectors.keys()) {
+    if (detectors.size <= MAX_CACHED_DETECTORS && cachedChars <= MAX_CACHED_CHARS) break;
+    detectors.delete(oldest);
+    cachedChars -= oldest.length;
+  }
+  return built;
+}
+
 function detectorOf(rule: GuardrailRule): Detector | string {
   if (rule.detector === 'regex') {
     const re = compileRegex(rule.pattern);
@@ -80,7 +117,7 @@ export function compilePolicy(policy: GuardrailPolicy, logger?: Logger): Compile
   let brokenIn: BrokenRule | null = null;
   let brokenOut: BrokenRule | null = null;
   policy.rules.forEach((rule, index) => {
-    const detector = detectorOf(rule);
+    const detector = cachedDetectorOf(rule);
     const onInput = rule.on !== 'output';
     const onOutput = rule.on !== 'input';
     if (typeof detector === 'string') {
