@@ -904,24 +904,43 @@ function holdAnswer(ctx: PipelineContext, call: McpCall, status: number, body: A
  * A body that is neither JSON nor an event stream, checked whole as one text. Only a text body
  * (text/*, *json*, *xml* content type, valid UTF-8) can be rewritten: one that is not and that a
  * mask matched is blocked, since re-encoding its decoded text would corrupt every byte that is
- * not UTF-8. A body labelled JSON that did not parse is read with its JSON escapes decoded (a mask
- * then writes that text: there was no JSON to keep).
+ * not UTF-8. A body labelled JSON that did not parse is checked as written and then again with its
+ * JSON escapes decoded (`\u673a` for `机`): a match only in the decoded text blocks it, since a mask
+ * would have to send that text, changing every escape-like sequence (`C:\new`) in it.
  */
 function guardRawBody(ctx: PipelineContext, policy: CompiledPolicy, reply: Extract<UpstreamReply, { kind: 'raw' }>, bytes: Buffer): StageResult {
   const contentType = reply.headers['content-type'] ?? '';
   const decoded = decodeText(bytes, contentType);
-  const read = contentType.toLowerCase().includes('json') ? withJsonEscapesDecoded(decoded.text) : decoded.text;
-  const slot = { text: read };
-  const blocked = applyPolicy(ctx, policy, 'output', [slot]);
-  const masked = blocked === undefined && slot.text !== read;
+  const slot = { text: decoded.text };
+  const blocked = applyPolicy(ctx, policy, 'output', [slot]) ?? (contentType.toLowerCase().includes('json') ? matchedOnlyDecoded(ctx, policy, slot.text) : undefined);
+  if (blocked !== undefined) {
+    // A block delivers nothing, so nothing is recorded.
+    replaceResponseText(ctx, '', MAX_RESPONSE_TEXT_CHARS);
+    return blocked;
+  }
+  const masked = slot.text !== decoded.text;
   if (masked && !decoded.rewritable) {
     replaceResponseText(ctx, '', MAX_RESPONSE_TEXT_CHARS);
     return reject('ZN_ERR_GUARDRAIL_BLOCKED', `Blocked by guardrail policy "${policy.id}": a mask matched a tool server answer that is not text, which cannot be rewritten.`);
   }
-  // A block delivers nothing, so nothing is recorded; a mask records what is delivered.
-  replaceResponseText(ctx, blocked === undefined ? (masked ? slot.text : decoded.text) : '', MAX_RESPONSE_TEXT_CHARS);
+  // What is delivered is recorded: masked, or as it came.
+  replaceResponseText(ctx, slot.text, MAX_RESPONSE_TEXT_CHARS);
   if (masked) reply.body = oneChunk(Buffer.from(slot.text, 'utf8'));
-  return blocked;
+  return undefined;
+}
+
+/**
+ * The rejection for a body whose text to send (`text`, masked) matches an output rule only with
+ * its JSON escapes decoded: the block rule's own, or one for a mask, which could only send the
+ * decoded text.
+ */
+function matchedOnlyDecoded(ctx: PipelineContext, policy: CompiledPolicy, text: string): StageResult {
+  const decodedText = withJsonEscapesDecoded(text);
+  if (decodedText === text) return undefined;
+  const slot = { text: decodedText };
+  const blocked = applyPolicy(ctx, policy, 'output', [slot]);
+  if (blocked !== undefined || slot.text === decodedText) return blocked;
+  return reject('ZN_ERR_GUARDRAIL_BLOCKED', `Blocked by guardrail policy "${policy.id}": a mask matched a tool server answer only with its JSON escapes decoded, and the answer cannot be rewritten as written.`);
 }
 
 const TEXT_CONTENT_TYPE = /^text\/|json|xml/;

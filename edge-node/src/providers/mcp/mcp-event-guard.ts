@@ -6,12 +6,14 @@
  * comments are checked too (otherLines); events nothing rewrote pass byte for byte. JSON that is not a message or a
  * batch of messages (a bare string, an array of strings, an object such as `{"detail": …}`) has
  * every string in it checked; data that is not JSON (NaN and Infinity read as null: parseRelayed) is
- * checked as one text, its JSON escapes decoded. A block ends the stream: the
+ * checked, and masked, as one text as written, then read again with its JSON escapes decoded: a
+ * match only there blocks the event (matchedOnlyDecoded). A block ends the stream: the
  * blocked event is never sent, and each request of the POST not answered yet gets a JSON-RPC error
  * naming ZN_ERR_GUARDRAIL_BLOCKED, so the client's pending calls fail instead of hanging.
  */
 import { zenovaError } from '../../errors.js';
 import type { TextSlot } from '../../pipeline/context.js';
+import { reject } from '../../pipeline/stage.js';
 import type { Rejection } from '../../pipeline/stage.js';
 import { stringifyAsWritten } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
@@ -167,17 +169,19 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
   } catch {
     box = undefined;
   }
-  // Data that is not JSON (even with NaN read as null) is read with its JSON escapes decoded: a
-  // `\u673a` must not hide a match (a mask then writes the decoded text).
-  const read = box === undefined ? withJsonEscapesDecoded(data) : data;
-  const slots: TextSlot[] = box !== undefined ? jsonTexts(box, mark) : [{ text: read }];
+  // Data that is not JSON (even with NaN read as null) is checked, and masked, as written.
+  const slots: TextSlot[] = box !== undefined ? jsonTexts(box, mark) : [{ text: data }];
   const rejection = guard.check(others.length === 0 ? slots : [...slots, ...others.map((o) => o.slot)]);
   if (rejection !== undefined) return rejection;
+  if (box === undefined) {
+    const hidden = matchedOnlyDecoded(slots[0]!.text, guard);
+    if (hidden !== undefined) return hidden;
+  }
   if (box !== undefined) answered(box[0], guard.pending);
   guard.keep(slots);
   // Data holding strings its parsed value lost (a duplicate key: JSON.parse keeps the last) goes out
   // re-serialised from what was checked, not as it came.
-  const changed = box === undefined ? slots[0]!.text !== read : mark.dirty || !relayable;
+  const changed = box === undefined ? slots[0]!.text !== data : mark.dirty || !relayable;
   if (!changed) return others.some(masked) ? rebuilt(lines, others) : block;
   const next = box === undefined ? slots[0]!.text : stringifyAsWritten(box[0]);
   // The data lines become one (JSON has no raw newlines) where the first one was.
@@ -185,6 +189,21 @@ function checkEvent(block: string, guard: EventGuard): string | Rejection {
 }
 
 const masked = (line: OtherLine): boolean => line.slot.text !== line.before;
+
+/**
+ * The rejection for data that is not JSON whose text to send (`text`, masked) matches a rule only
+ * once its JSON escapes are decoded (`\u673a` for `机`, as Python writes it). Such data is blocked,
+ * not masked: a mask would have to send the decoded text, changing every escape-like sequence in it
+ * (`C:\new` would gain a newline).
+ */
+function matchedOnlyDecoded(text: string, guard: EventGuard): Rejection | undefined {
+  const decoded = withJsonEscapesDecoded(text);
+  if (decoded === text) return undefined;
+  const slot = { text: decoded };
+  const rejection = guard.check([slot]);
+  if (rejection !== undefined || slot.text === decoded) return rejection;
+  return reject('ZN_ERR_GUARDRAIL_BLOCKED', 'Blocked by guardrail policy: a mask matched a tool server event that is not JSON only with its JSON escapes decoded, and the event cannot be rewritten as written.');
+}
 
 /**
  * The event's lines again, with the other lines a mask changed written back masked (a comment
