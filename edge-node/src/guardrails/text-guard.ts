@@ -150,14 +150,18 @@ export class TextGuard {
         if (partial >= 0 && partial < cut) cut = partial;
       }
     }
+    // The cut only moves back, so each match is looked at once, latest end first (looking at all of
+    // them for every move was quadratic: a chain of matches each held from inside the one before,
+    // `Authorization: Bearer abc123token=` repeated, took seconds per 64 Ki characters held).
+    const byEnd = found.slice().sort((a, b) => b.end - a.end);
+    let next = 0;
     for (let moved = true; moved; ) {
       moved = false;
-      for (const m of found) {
+      for (; next < byEnd.length && byEnd[next]!.end > cut; next++) {
+        const m = byEnd[next]!;
+        // A match held from at or after the cut never moves it: the cut only goes back.
         const hold = Math.max(m.holdFrom ?? m.start, from);
-        if (m.end > cut && hold < cut) {
-          cut = hold;
-          moved = true;
-        }
+        if (hold < cut) cut = hold;
       }
       // Never between the halves of a surrogate pair: each delta must be well-formed UTF-16
       // (strict JSON decoders refuse or replace a lone half).

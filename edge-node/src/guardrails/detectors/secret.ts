@@ -194,32 +194,47 @@ function openAssignmentFrom(text: string, from: number): number {
 
 // `Bearer <token>` (RFC 6750 `b64token`); the token is the match. After an `Authorization` header
 // name (`Authorization: Bearer …`, `"authorization": "Bearer …"`) any token of 8 or more
-// characters is one but a word in small letters; alone, "bearer" is a word of prose ("the bearer
-// of this cheque", "Bearer tokens expire"), so the token needs 16 or more characters and a digit
-// among its first 32 (decided within the stream window). Placeholders in code (`Bearer ${token}`,
-// `Bearer <token>`, `"Bearer " + token`) carry no token characters.
+// characters is one but a word in small letters or a placeholder in capitals (`YOURTOKEN`,
+// `ACCESS-TOKEN`, `YOUR_TOKEN`). Alone, "bearer" is a word of prose ("the bearer of this cheque",
+// "pay to bearer 2024-01-15/INV-…", "install to bearer /usr/local/…"), so the token must look like
+// a credential: 16 or more characters, a letter and a digit among its first 32 (decided within the
+// stream window), no `/`, not starting like a date or a path. Placeholders in code
+// (`Bearer ${token}`, `Bearer <token>`, `$TOKEN`, `"Bearer " + token`) carry no token characters.
 const BEARER = /(?<![A-Za-z0-9_-])bearer[ \t]{1,8}([A-Za-z0-9._~+/-]+=*)/gi;
 const AUTHORIZATION_BEFORE = /authorization["']?[ \t]*[:=][ \t]*["']?[ \t]*$/i;
 // `Proxy-Authorization: "` and blanks: as far as an Authorization name is looked for before "bearer".
 const AUTHORIZATION_LOOKBACK = 40;
+const CAPITALS_PLACEHOLDER = /^[A-Z_-]+$/;
+const DATE_OR_PATH_START = /^(?:\d{1,4}[-.]\d{1,2}[-.]|[.~])/;
 
-function findBearer(text: string, from: number): Match[] {
+/** Whether the token after "Bearer" is a credential, after an Authorization name (`header`) or alone. */
+function isBearerToken(core: string, header: boolean): boolean {
+  if (header) return core.length >= 8 && !/^[a-z]+$/.test(core) && !CAPITALS_PLACEHOLDER.test(core);
+  const head = core.slice(0, 32);
+  return core.length >= 16 && /\d/.test(head) && /[A-Za-z]/.test(head) && !core.includes('/') && !DATE_OR_PATH_START.test(core);
+}
+
+function findBearer(text: string, from: number, matchedTo: number): Match[] {
   const out: Match[] = [];
+  // Where the last token taken ends: a match is held from no earlier. A header name inside it
+  // (`Authorization: Bearer Authorization: Bearer …`) is released with it and seen again as
+  // context; holding from there made every match of a chain hold the one before, and the stream
+  // rescanned the whole chain up to the hold cap on every delta.
+  let takenTo = matchedTo;
   BEARER.lastIndex = Math.max(0, from - NAME_LOOKBACK);
   for (let m = BEARER.exec(text); m !== null; m = BEARER.exec(text)) {
     const tokenStart = m.index + m[0].length - m[1]!.length;
-    const core = m[1]!.replace(/=+$/, '');
     const before = text.slice(Math.max(0, m.index - AUTHORIZATION_LOOKBACK), m.index);
     const header = AUTHORIZATION_BEFORE.exec(before);
-    const isToken = header !== null ? core.length >= 8 && !/^[a-z]+$/.test(core) : core.length >= 16 && /\d/.test(core.slice(0, 32));
-    if (!isToken) {
+    if (!isBearerToken(m[1]!.replace(/=+$/, ''), header !== null)) {
       // The token may itself be "Bearer" (`Bearer Bearer abc…`): go on from its start.
       BEARER.lastIndex = tokenStart;
       continue;
     }
     const end = m.index + m[0].length;
-    const holdFrom = header === null ? m.index : m.index - before.length + header.index;
+    const holdFrom = Math.max(takenTo, header === null ? m.index : m.index - before.length + header.index);
     if (end > from) out.push({ start: Math.max(from, tokenStart), end, holdFrom });
+    takenTo = end;
   }
   return out;
 }
@@ -245,7 +260,7 @@ function findShaped(text: string, from: number): Match[] {
 
 export function findSecrets(text: string, from = 0, matchedTo = 0): Match[] {
   const pem = text.includes('-----BEGIN', from) ? regexMatches(PEM, text, from) : [];
-  return mergeMatches([findShaped(text, from), pem, findBearer(text, from), findAssigned(text, from, matchedTo)]);
+  return mergeMatches([findShaped(text, from), pem, findBearer(text, from, matchedTo), findAssigned(text, from, matchedTo)]);
 }
 
 const JWT_TAIL = /^eyJ[A-Za-z0-9_-]*\.?$/;
