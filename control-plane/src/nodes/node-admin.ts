@@ -3,7 +3,7 @@
  * issue a command of a kind, edit the network fields, edit the settings nodes serve with (surfaces,
  * spool), delete. Deleting revokes the node's credentials, invalidates its tokens and tells every
  * replica (NOTIFY node-deleted) — all or nothing. Create, edits and delete record a config version
- * (a settings edit that leaves every setting as it is records none).
+ * (an edit that leaves every network field or setting as it is records none).
  */
 import type pg from 'pg';
 import { z } from 'zod';
@@ -84,10 +84,23 @@ export async function issueCommand(
   });
 }
 
+/**
+ * Whether `patch` leaves every network field as `node` has it. The schemas put each field in its
+ * stored form (address in lower case, no trailing '/' on the URL, the CA's certificates LF-ended,
+ * one after the other, as parseCaPem writes them), so equal values compare equal as text.
+ */
+function networkUnchanged(node: NodeRow, patch: NodeNetworkPatch): boolean {
+  return (patch.address === undefined || patch.address === node.address)
+    && (patch.controlPlaneUrl === undefined || patch.controlPlaneUrl === node.controlPlaneUrl)
+    && (patch.caPem === undefined || patch.caPem === node.caPem);
+}
+
+/** Network fields the node already has record nothing (no version, no push to every node). */
 export async function editNodeNetwork(pool: pg.Pool, name: string, patch: NodeNetworkPatch): Promise<NodeRow> {
   return withTransaction(pool, async (client) => {
     const node = await findLiveNodeByName(client, name, { forUpdate: true });
     if (!node) throw notFound(name);
+    if (networkUnchanged(node, patch)) return node;
     if (!(await updateNodeNetwork(client, node.id, patch))) throw notFound(name);
     await recordConfigChange(client, { entity: 'node', entityId: node.id, action: 'update' });
     // Read after the change is recorded, so the view's config figures include it.

@@ -1,7 +1,8 @@
 /**
  * Prices per model alias in PostgreSQL: set (insert or replace), list, delete. A price may be set
  * before its route exists. Every write that changes something records a config version in its
- * transaction; setting the price a model already has records none.
+ * transaction; setting the price a model already has records none, even when a concurrent PUT
+ * created it a moment before.
  */
 import type pg from 'pg';
 import { DOT_SEGMENT_NAME_RULE, invalidField, isDotSegmentName } from '../config/config-fields.js';
@@ -30,17 +31,26 @@ export async function setPrice(pool: pg.Pool, model: string, input: PriceInput):
     if (current === undefined && isDotSegmentName(model)) throw invalidField('model', DOT_SEGMENT_NAME_RULE);
     // The same price again: nothing a node serves changes (nor updatedAt).
     if (current !== undefined && samePrice(current, input)) return { value: current, change: null };
+    // No row to lock when the price is new: a concurrent PUT may be inserting it now. The insert
+    // then waits for that transaction; once it has committed, the conflict arm sees its row, and
+    // writes (and returns) it only if the figures differ. Comparing in the statement, not before
+    // it, keeps the lock order of every writer (row first, config-change lock last).
     const { rows } = await client.query<PriceRow>(
-      `insert into prices (model, input_micros_per_token, output_micros_per_token, request_micros)
+      `insert into prices as p (model, input_micros_per_token, output_micros_per_token, request_micros)
        values ($1, $2, $3, $4)
        on conflict (model) do update set input_micros_per_token = excluded.input_micros_per_token,
                                          output_micros_per_token = excluded.output_micros_per_token,
                                          request_micros = excluded.request_micros,
                                          updated_at = now()
+         where (p.input_micros_per_token, p.output_micros_per_token, p.request_micros)
+               is distinct from (excluded.input_micros_per_token, excluded.output_micros_per_token, excluded.request_micros)
        returning ${COLUMNS}`,
       [model, input.inputMicrosPerToken, input.outputMicrosPerToken, input.requestMicros],
     );
-    return { value: rows[0]!, change: { entity: 'price', entityId: model, action: 'update' } };
+    if (rows[0] !== undefined) return { value: rows[0], change: { entity: 'price', entityId: model, action: 'update' } };
+    // The concurrent PUT set this very price (the conflict arm locked its row): nothing changes.
+    const { rows: same } = await client.query<PriceRow>(`select ${COLUMNS} from prices where model = $1`, [model]);
+    return { value: same[0]!, change: null };
   });
 }
 

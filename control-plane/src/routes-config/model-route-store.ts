@@ -4,7 +4,8 @@
  * from under a route being created. An unknown one is a 400 naming `targets[i].upstream` or
  * `fallbacks[i].upstream`, and so is one of the other API family than `targets[0]`'s: a node serves
  * an alias on one family's APIs only, and used to accept such a route and then answer every call
- * to it with ZN_ERR_MODEL_NOT_FOUND. Every write records a config version in its transaction.
+ * to it with ZN_ERR_MODEL_NOT_FOUND. Every write that changes something records a config version
+ * in its transaction; a PUT that leaves the route as it is records none.
  */
 import type pg from 'pg';
 import { throwProblems } from '../config/config-fields.js';
@@ -82,12 +83,35 @@ export async function getModelRoute(db: Queryable, alias: string): Promise<Model
   return rows[0];
 }
 
+/**
+ * Whether `spec` would leave the stored route as it is (updatedAt included: it is not touched then).
+ * Targets and fallbacks are lists in order (order is the fallback order and weighted rotation), so
+ * they compare item by item.
+ */
+function routeUnchanged(current: ModelRouteRow, spec: ModelRouteSpec): boolean {
+  return current.timeoutMs === spec.timeoutMs
+    && current.retries === spec.retries
+    && current.targets.length === spec.targets.length
+    && spec.targets.every((t, i) => {
+      const c = current.targets[i]!;
+      return c.upstream === t.upstream && c.model === t.model && c.weight === t.weight;
+    })
+    && current.fallbacks.length === spec.fallbacks.length
+    && spec.fallbacks.every((f, i) => {
+      const c = current.fallbacks[i]!;
+      return c.upstream === f.upstream && c.model === f.model;
+    });
+}
+
 export async function replaceModelRoute(pool: pg.Pool, alias: string, spec: ModelRouteSpec): Promise<ConfigMutationResult<ModelRouteRow>> {
   return withConfigChange(pool, async (client) => {
-    const { rows: found } = await client.query<{ id: string }>('select id from routes where alias = $1 and deleted_at is null for update', [alias]);
-    const id = found[0]?.id;
-    if (id === undefined) throw notFound(alias);
+    const { rows: found } = await client.query<ModelRouteRow>(`select ${COLUMNS} from routes where alias = $1 and deleted_at is null for update`, [alias]);
+    const current = found[0];
+    if (current === undefined) throw notFound(alias);
+    const id = current.id;
+    // Checked before the comparison, so a body the API refuses is refused whatever is stored.
     await checkUpstreams(client, spec);
+    if (routeUnchanged(current, spec)) return { value: current, change: null };
     const { rows } = await client.query<ModelRouteRow>(
       `update routes set targets = $2::jsonb, fallbacks = $3::jsonb, timeout_ms = $4, retries = $5, updated_at = now()
         where id = $1 returning ${COLUMNS}`,
