@@ -1,10 +1,13 @@
 // A request naming an uploaded file by its file_id — on /v1/messages an image or document block
 // whose source is {type:'file', file_id}, a container_upload block, such a block inside a tool
-// result; on /v1/chat/completions a `file` part's `file.file_id` — is refused before anything is
-// forwarded: the file is in the operator's upstream account, which every caller of the node shares,
-// so one tenant could have the model read another's upload. The refusal names the field. File
-// content sent inline, a tool call's own `file_id` argument and a citation's null file_id pass.
+// result; on /v1/chat/completions a content part's `file.file_id` or other `file_id` — is refused
+// with ZN_ERR_FILE_ID_NOT_ALLOWED before anything is forwarded: the file is in the operator's
+// upstream account, which every caller of the node shares, so one tenant could have the model read
+// another's upload. The refusal names the field; a request the schema refuses is refused for that
+// first. File content sent inline, a tool call's own `file_id` argument and a citation's null
+// file_id pass.
 import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import t from 'tap';
 import { anthropicSdkError } from './anthropic-fixtures.js';
 import { startScriptedUpstream } from './guardrails/scripted-upstream.js';
@@ -101,17 +104,67 @@ t.test('/v1/messages content sent inline, a tool call’s own file_id argument a
   t.match(upstream.requests[0]!.body, { messages: [{}, { content: [{}, { input: { file_id: 'file_7' } }] }] }, 'the tool call went as sent');
 });
 
-t.test('a chat completion part naming an uploaded file by its file_id is refused naming the field, and nothing is forwarded; file_data passes', async (t) => {
+t.test('a chat completion part naming an uploaded file by its file_id is refused with ZN_ERR_FILE_ID_NOT_ALLOWED naming the field, in the words /v1/messages uses, and nothing is forwarded', async (t) => {
   const { upstream, node } = await setUp(t);
-  upstream.answer = { json: CHAT_ANSWER };
-  const chat = (part: Record<string, unknown>) => ({ model: 'echo', messages: [{ role: 'user', content: [{ type: 'text', text: 'summarise' }, part] }] });
-  const refused = await post(node.origin, '/v1/chat/completions', node.secret, chat({ type: 'file', file: { file_id: 'file-abc123' } }));
-  t.equal(refused.status, 400);
-  t.match(refused.body, { error: { type: 'invalid_request_error', param: 'messages[0].content[1].file.file_id' } });
-  t.match((refused.body.error as { message: string }).message, /file_id.*shared by every caller/);
+  const chat = (part: Record<string, unknown>) => ({
+    model: 'echo',
+    messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [part, { type: 'text', text: 'summarise' }] }],
+  });
+  const cases: Array<[string, unknown, string]> = [
+    ['a file part', chat({ type: 'file', file: { file_id: 'file-abc' } }), 'messages[1].content[0].file.file_id'],
+    ['a file_id on the part itself', chat({ type: 'input_file', file_id: 'file-abc' }), 'messages[1].content[0].file_id'],
+    ['an image_url of a server that takes ids', chat({ type: 'image_url', image_url: { file_id: 'file-abc' } }), 'messages[1].content[0].image_url.file_id'],
+    [
+      'a file part in the prediction',
+      { model: 'echo', messages: [{ role: 'user', content: 'x' }], prediction: { type: 'content', content: [{ type: 'file', file: { file_id: 'file-abc' } }] } },
+      'prediction.content[0].file.file_id',
+    ],
+  ];
+  for (const [what, body, field] of cases) {
+    const answer = await post(node.origin, '/v1/chat/completions', node.secret, body);
+    t.equal(answer.status, 400, what);
+    t.same(answer.body, {
+      error: {
+        message: `Invalid request: ${field}: files in the upstream provider's account are shared by every caller of this node, so a file_id is not passed on; send the file's content (file_data) instead.`,
+        type: 'invalid_request_error',
+        param: field,
+        code: 'ZN_ERR_FILE_ID_NOT_ALLOWED',
+      },
+    }, `${what}: OpenAI's shape, our code, the field named`);
+  }
   t.equal(upstream.requests.length, 0, 'no request reached the upstream');
 
-  const inline = await post(node.origin, '/v1/chat/completions', node.secret, chat({ type: 'file', file: { filename: 'a.pdf', file_data: `data:application/pdf;base64,${PDF}`, file_id: null } }));
-  t.equal(inline.status, 200, 'the file sent inline passes');
-  t.equal(upstream.requests.length, 1);
+  const client = new OpenAI({ baseURL: `${node.origin}/v1`, apiKey: node.secret, maxRetries: 0, timeout: 15_000 });
+  const err: unknown = await client.chat.completions.create(chat({ type: 'file', file: { file_id: 'file-abc' } }) as OpenAI.ChatCompletionCreateParamsNonStreaming).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  t.ok(err instanceof OpenAI.BadRequestError, "the SDK's BadRequestError, not retried");
+  t.match(err, { code: 'ZN_ERR_FILE_ID_NOT_ALLOWED', param: 'messages[1].content[0].file.file_id' });
+});
+
+t.test('a chat request that breaks the schema as well is refused for the schema first, as /v1/messages is', async (t) => {
+  const { upstream, node } = await setUp(t);
+  const body = { model: 'echo', stream: 'yes', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-abc' } }] }] };
+  const answer = await post(node.origin, '/v1/chat/completions', node.secret, body);
+  t.equal(answer.status, 400);
+  t.match(answer.body, { error: { param: 'stream', code: 'ZN_ERR_INVALID_REQUEST' } });
+  t.equal(upstream.requests.length, 0);
+});
+
+t.test('chat content sent inline, a null file_id, and a tool call or tool message mentioning file_id in its text pass', async (t) => {
+  const { upstream, node } = await setUp(t);
+  upstream.answer = { json: CHAT_ANSWER };
+  const body = {
+    model: 'echo',
+    messages: [
+      { role: 'user', content: [{ type: 'text', text: 'summarise' }, { type: 'file', file: { filename: 'a.pdf', file_data: `data:application/pdf;base64,${PDF}`, file_id: null } }] },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'open_file', arguments: '{"file_id":"file_7"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: [{ type: 'text', text: '{"file_id":"file_7","opened":true}' }] },
+    ],
+  };
+  const answer = await post(node.origin, '/v1/chat/completions', node.secret, body);
+  t.equal(answer.status, 200);
+  t.equal(upstream.requests.length, 1, 'forwarded');
+  t.match(upstream.requests[0]!.body, { messages: [{ content: [{}, { file: { file_id: null } }] }, { tool_calls: [{ function: { arguments: '{"file_id":"file_7"}' } }] }] }, 'sent as written');
 });

@@ -4,7 +4,8 @@
  *
  * Order: check the state dir (refuse to replace an identity without --reenroll) → preflight
  * (product, protocol, clock skew; no token sent) → redeem → validate the answer → write
- * credential.json, then identity.json (the identity marks a finished enrollment). A re-enrollment of
+ * credential.json, then identity.json (the identity marks a finished enrollment), under the lock a
+ * serving node stores a rotated credential under (credential-write-lock.ts). A re-enrollment of
  * the same node leaves every other file alone, so it keeps the spool and config cache; one as another
  * node (the old one deleted and created again) moves the old node's spool and config aside first
  * (retire-node-state.ts), or is refused while they hold records only the old node can deliver.
@@ -28,6 +29,7 @@ import type { EnrollRequest, EnrollResponse, PreflightResponse } from './enroll-
 import { EnrollError, tokenErrorMessage } from './enroll-errors.js';
 import type { EnrollMode, TokenErrorDetails, TokenUse } from './enroll-errors.js';
 import { redemptionKeyFor, removeEnrollAttempt } from './enroll-attempt.js';
+import { underCredentialWriteLock } from './credential-write-lock.js';
 import { requestJson } from './https-json.js';
 import { inspectPreviousNode, isSpoolInUse, keepPreviousNodeReason, retirePreviousNode } from './retire-node-state.js';
 import type { PreviousNode, RetiredState } from './retire-node-state.js';
@@ -62,6 +64,8 @@ export interface EnrollOptions {
   /** Overrides for tests; the host's facts otherwise. */
   facts?: Partial<EnrollRequest['facts']>;
   timeoutMs?: number;
+  /** How long to wait for the state dir's credential lock (ENROLL_LOCK_WAIT_MS); for tests. */
+  lockWaitMs?: number;
   now?: () => number;
 }
 
@@ -194,9 +198,13 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     configSigningPublicKeyPem: answer.configSigningPublicKeyPem,
     enrolledAt: new Date(now()).toISOString(),
   };
-  // Credential first: identity.json appearing is what marks the enrollment as done.
-  await saveCredentials(store, { current: answer.credential });
-  await saveIdentity(store, identity);
+  // Credential first: identity.json appearing is what marks the enrollment as done. Under the lock a
+  // serving node stores a rotation under, so a rotation it checked against the old file never lands
+  // over the new credential.
+  await underCredentialWriteLock(store, mode, async () => {
+    await saveCredentials(store, { current: answer.credential });
+    await saveIdentity(store, identity);
+  }, opts.lockWaitMs);
   await removeEnrollAttempt(store);
   return {
     nodeId: identity.nodeId,

@@ -10,6 +10,8 @@
  * A session stores its rotation only while credential.json still holds what the session started
  * from (storeRotatedCredentialIfUnchanged): two links of one node for a moment, or an
  * `enroll --reenroll` writing meanwhile, must not have an older rotation land over a newer file.
+ * The enrollment writes under the same lock, so the check and the rotation's write are never split
+ * by it.
  */
 import { statSync } from 'node:fs';
 import path from 'node:path';
@@ -63,6 +65,15 @@ export async function storeRotatedCredential(store: StateStore, next: StoredCred
   return file;
 }
 
+/**
+ * The lock credential.json is written under, by a rotation's compare-and-swap and by an enrollment
+ * (enroll/credential-write-lock.ts): the one replicas share for the state dir's writes
+ * (config-apply.lock: a new lock file name would be a file the installer does not know in the data dir).
+ */
+export function credentialLockFile(store: StateStore): string {
+  return path.join(store.dir, CONFIG_APPLY_LOCK_FILE);
+}
+
 /** How a compare-and-swap store of a rotation went. */
 export type RotationStoreOutcome = { stored: true; file: CredentialFile } | { stored: false; reason: string };
 
@@ -74,8 +85,7 @@ function describeFile(file: CredentialFile): string {
 /**
  * storeRotatedCredential as a compare-and-swap: only while credential.json still is `expected` (the
  * file the session started from, or the session's own last write: same current and previous ids),
- * checked and written under the lock replicas share for the state dir's writes (config-apply.lock:
- * a new lock file name would be a file the installer does not know in the data dir). Otherwise
+ * checked and written under credentialLockFile, which an enrollment writes under too. Otherwise
  * nothing is written: another process (a second link for a moment after a replica took the link
  * over) or a re-enrollment wrote a newer credential, and writing over it would leave the file
  * holding a credential the control plane revoked and a previous one whose handover window runs
@@ -89,7 +99,7 @@ export async function storeRotatedCredentialIfUnchanged(
   inUse: StoredCredential,
   expected: CredentialFile,
 ): Promise<RotationStoreOutcome> {
-  return underOpenLockAsync(path.join(store.dir, CONFIG_APPLY_LOCK_FILE), async () => {
+  return underOpenLockAsync(credentialLockFile(store), async () => {
     const found = await loadCredentials(store);
     if (found === undefined) return { stored: false, reason: `${CREDENTIAL_FILE} is gone (it held ${describeFile(expected)} when this session started)` };
     if (found.current.id === next.id) return { stored: true, file: found };

@@ -1,12 +1,15 @@
 // The minimal shape the node needs from a chat completion request, and the fields it refuses to
 // pass on (`service_tier` above standard, `speed` other than standard, `store: true`,
 // `web_search_options`, the router fields naming other models and `plugins` (refusedRouterFields),
-// content parts naming an uploaded file by its `file_id`; audio
-// and output limits of other names on priced requests, billedAbovePriceParam); every other field passes through to the upstream
+// content parts naming an uploaded file by its `file_id` (fileIdRefusal, refused after the schema with
+// its own code); audio and output limits of other names on priced requests, billedAbovePriceParam); every other field passes through to the upstream
 // untouched (the upstream is the authority on the rest).
 import { z } from 'zod';
 import type { UpstreamKind } from '../../config/runtime-config.js';
 import type { BilledAbovePrice, UncheckedParam } from '../../pipeline/context.js';
+import { reject } from '../../pipeline/stage.js';
+import type { Rejection } from '../../pipeline/stage.js';
+import { formatIssuePath } from '../../zod-issues.js';
 import { cappedArray } from '../capped-array.js';
 import { isRecord } from '../text-slot.js';
 
@@ -49,13 +52,6 @@ export const refusedRouterFields = {
 const MAX_CONTENT_PARTS = 10_000;
 
 /**
- * Why a part naming an uploaded file by its `file_id` is refused: the file is in the operator's
- * upstream account, which every caller of the node shares, so one caller's model could read another's
- * upload (as on /v1/messages, ZN_ERR_FILE_ID_NOT_ALLOWED).
- */
-const FILE_ID_REFUSED = "not passed on: a file_id names a file in the upstream provider's account, shared by every caller of this node; send the file's content (file_data) instead";
-
-/**
  * Where a content part names a file by a non-null `file_id`: a `file` part's `file.file_id`, or one
  * on the part itself or in any of its objects (`input_file`, an `image_url` of a server that takes
  * ids), as the path from the part; undefined when it names none.
@@ -69,11 +65,44 @@ function fileIdPath(part: Record<string, unknown>): PropertyKey[] | undefined {
   return undefined;
 }
 
+/** The path of the first content part in `content` naming a file (fileIdPath), from `at`; undefined when none does. */
+function contentFileIdPath(content: unknown, at: PropertyKey[]): PropertyKey[] | undefined {
+  if (!Array.isArray(content)) return undefined;
+  for (const [i, part] of content.entries()) {
+    const path = isRecord(part) ? fileIdPath(part) : undefined;
+    if (path !== undefined) return [...at, i, ...path];
+  }
+  return undefined;
+}
+
+/**
+ * The refusal of a valid chat request whose messages or prediction hold a content part naming an
+ * uploaded file by its `file_id` (fileIdPath), or undefined. The file is in the operator's upstream
+ * account, which every caller of the node shares, so one caller's model could read another's upload:
+ * ZN_ERR_FILE_ID_NOT_ALLOWED naming the field (`messages[1].content[0].file.file_id`), in the words
+ * /v1/messages uses (messages.ts). Called by stage identify once the schema passed: validateBody
+ * answers every schema issue as ZN_ERR_INVALID_REQUEST.
+ */
+export function fileIdRefusal(request: Record<string, unknown>): Rejection | undefined {
+  let path: PropertyKey[] | undefined;
+  const messages = request.messages;
+  if (Array.isArray(messages)) {
+    for (const [m, message] of messages.entries()) {
+      path = isRecord(message) ? contentFileIdPath(message.content, ['messages', m, 'content']) : undefined;
+      if (path !== undefined) break;
+    }
+  }
+  if (path === undefined && isRecord(request.prediction)) path = contentFileIdPath(request.prediction.content, ['prediction', 'content']);
+  if (path === undefined) return undefined;
+  const param = formatIssuePath(path);
+  return reject('ZN_ERR_FILE_ID_NOT_ALLOWED', `Invalid request: ${param}: files in the upstream provider's account are shared by every caller of this node, so a file_id is not passed on; send the file's content (file_data) instead.`, { param });
+}
+
 /**
  * A message's (or a prediction's) `content`: a string, parts, or null, as OpenAI takes it; not one
  * part object, nor parts nested in an array, nor a text or refusal part whose `text` / `refusal` is not a string (OpenAI refuses
- * both; guardrails would not read them as text), nor a part naming an uploaded file by its
- * `file_id` (fileIdPath). Other parts pass to the upstream. Checked by hand
+ * both; guardrails would not read them as text). Other parts pass to the upstream (a part naming an
+ * uploaded file by its `file_id` is refused after the schema: fileIdRefusal). Checked by hand
  * up to the first bad part, as cappedArray does (a union would report only the whole field).
  */
 const messageContent = z.unknown().check((payload) => {
@@ -88,8 +117,6 @@ const messageContent = z.unknown().check((payload) => {
     if (typeof part !== 'object' || part === null) continue;
     const { type } = part as Record<string, unknown>;
     if ((type === 'text' || type === 'refusal') && typeof (part as Record<string, unknown>)[type] !== 'string') return issue(`a ${type} part needs a string "${type}"`, [i, type]);
-    const fileId = fileIdPath(part as Record<string, unknown>);
-    if (fileId !== undefined) return issue(FILE_ID_REFUSED, [i, ...fileId]);
   }
 }).optional();
 
