@@ -1,9 +1,7 @@
 // Stage `identify` — the request's config snapshot must exist (ZN_ERR_NODE_NOT_READY), the body
 // must not nest deeper than MAX_BODY_DEPTH (ZN_ERR_BODY_TOO_DEEP), then the API's handler validates
-// the body and sets model, stream, max tokens, input texts and estimates; a valid chat request naming
-// an uploaded file by its `file_id` is then refused (ZN_ERR_FILE_ID_NOT_ALLOWED, fileIdRefusal).
+// the body and sets model, stream, max tokens, input texts and estimates.
 import { API_HANDLERS } from '../../providers/api-handlers.js';
-import { fileIdRefusal } from '../../providers/openai/chat-request.js';
 import type { PipelineContext } from '../context.js';
 import { reject } from '../stage.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -21,11 +19,7 @@ export const identifyStage: Stage = {
   run(ctx: PipelineContext): StageResult {
     if (ctx.config === undefined) return reject('ZN_ERR_NODE_NOT_READY');
     if (nestsDeeperThan(ctx.body, MAX_BODY_DEPTH)) return reject('ZN_ERR_BODY_TOO_DEEP', `The request body nests objects and arrays deeper than ${MAX_BODY_DEPTH} levels.`);
-    const refused = API_HANDLERS[ctx.api].identify(ctx);
-    if (refused !== undefined || ctx.api !== 'chat.completions' || ctx.forwardBody === undefined) return refused;
-    // Checked once the schema passed, as /v1/messages checks it, so it gets its own code, not
-    // validateBody's ZN_ERR_INVALID_REQUEST.
-    return fileIdRefusal(ctx.forwardBody);
+    return API_HANDLERS[ctx.api].identify(ctx);
   },
 };
 

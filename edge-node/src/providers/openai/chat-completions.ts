@@ -16,7 +16,7 @@ import { inBandFailure, notAnEventStream, readBilledAnswer, refuseEncodedAnswer,
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownToolCall, otherMessageFieldSlots, repeatsReasoning, thinkingBlockSlots, unknownPartSlots } from './chat-content-parts.js';
-import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
+import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, fileIdRefusal, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
 import type { ChatStreamSource } from './chat-stream.js';
@@ -31,6 +31,10 @@ export const chatCompletionsApi: ApiHandler = {
     const valid = validateBody(chatCompletionRequestSchema, ctx.body);
     if (!valid.ok) return valid.rejection;
     const request = valid.value;
+    // Its own code, as on /v1/messages, once the schema passed (not validateBody's
+    // ZN_ERR_INVALID_REQUEST), and before the request counts as one for its model.
+    const fileId = fileIdRefusal(request);
+    if (fileId !== undefined) return fileId;
     ctx.forwardBody = request;
     ctx.model = request.model;
     ctx.stream = request.stream === true;
