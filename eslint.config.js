@@ -8,8 +8,19 @@ const crossImport = (others, message = 'control-plane and edge-node never import
   }],
 });
 
+// What the console's browser modules may use without importing (no npm 'globals' dependency for a short list).
+const BROWSER_GLOBALS = [
+  'window', 'document', 'location', 'history', 'navigator', 'console', 'fetch', 'Headers', 'Request', 'Response',
+  'URL', 'URLSearchParams', 'Blob', 'File', 'FileReader', 'FormData', 'AbortController', 'AbortSignal',
+  'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'requestAnimationFrame', 'cancelAnimationFrame', 'queueMicrotask',
+  'Node', 'Element', 'HTMLElement', 'HTMLInputElement', 'HTMLSelectElement', 'HTMLTextAreaElement', 'HTMLButtonElement',
+  'HTMLFormElement', 'HTMLAnchorElement', 'DocumentFragment', 'Event', 'CustomEvent', 'KeyboardEvent', 'MouseEvent',
+  'Intl', 'TextEncoder', 'TextDecoder', 'crypto', 'structuredClone', 'alert', 'confirm', 'getComputedStyle',
+];
+
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', 'proto/gen/**', '.zenova/**', '.tap/**', 'coverage/**', '**/*.js', '**/*.cjs', '**/*.mjs'] },
+  // JavaScript is ignored except the console's browser modules, which have no TypeScript twin.
+  { ignores: ['node_modules/**', 'dist/**', 'proto/gen/**', '.zenova/**', '.tap/**', 'coverage/**', '**/*.js', '!control-plane/src/console/ui/**/*.js', '**/*.cjs', '**/*.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -24,6 +35,21 @@ export default tseslint.config(
     },
   },
   { files: ['control-plane/**/*.ts'], rules: crossImport(['edge-node']) },
+  // The console's browser modules (plain ES modules served as they are): no type information, the
+  // browser's globals, and nothing of Node's.
+  {
+    files: ['control-plane/src/console/ui/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'module',
+      globals: Object.fromEntries(BROWSER_GLOBALS.map((name) => [name, 'readonly'])),
+    },
+    rules: {
+      ...tseslint.configs.disableTypeChecked.rules,
+      'no-restricted-globals': ['error', 'process', 'require', 'Buffer', '__dirname', 'global'],
+    },
+  },
   // The node never depends on the host CLI that installs it.
   { files: ['edge-node/**/*.ts'], rules: crossImport(['control-plane', 'installer'], 'edge-node imports neither control-plane nor installer; share through proto/.') },
   // The host CLI runs on node hosts: it may use the node's code, never the control plane's (it talks to it over HTTPS).

@@ -35,6 +35,8 @@ import { zodSerializerCompiler, zodValidatorCompiler } from './http/zod-schemas.
 import type { EnrollmentDeps } from './nodes/enrollment.js';
 import type { Settings } from './settings.js';
 import { zenovaError } from './errors.js';
+import { consoleAssetsRoutes } from './console/console-assets.routes.js';
+import { consoleSessionRoutes } from './console/console-session.routes.js';
 import { keyNamingJsonParser } from '../../proto/src/json-body-parser.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -114,10 +116,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Enrollment sits outside /api/v1: a node proves itself with its install token, not the admin token.
   await app.register(enrollmentRoutes, { pool: deps.pool, settings: deps.settings, enrollment: deps.enrollment });
 
-  // The admin API: everything under /api/v1 sits behind the admin bearer token — including its
-  // own 404s, so an unauthenticated caller cannot probe which admin routes exist.
+  // The console (docs/console.md): its static files, and the session a browser holds instead of
+  // the admin token.
+  await app.register(consoleAssetsRoutes);
+  await app.register(consoleSessionRoutes, { pool: deps.pool, settings: deps.settings });
+
+  // The admin API: everything under /api/v1 sits behind the admin bearer token or a console
+  // session — including its own 404s, so an unauthenticated caller cannot probe which admin
+  // routes exist.
   await app.register(async (adminApi) => {
-    await adminApi.register(adminAuth, { adminToken: deps.settings.adminToken });
+    await adminApi.register(adminAuth, { adminToken: deps.settings.adminToken, pool: deps.pool });
     adminApi.setNotFoundHandler(notFoundHandler);
     await adminApi.register(whoamiRoutes);
     await adminApi.register(nodesRoutes, { pool: deps.pool, settings: deps.settings });

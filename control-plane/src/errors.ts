@@ -66,6 +66,18 @@ export const errorTable = {
     message: 'Missing or invalid admin bearer token.',
     retryable: false,
   },
+  ZN_ERR_CP_CSRF: {
+    status: 403,
+    type: 'permission_error',
+    message: 'Missing or wrong x-zenova-csrf header: a console request that changes something must carry the CSRF token of its session; reload the console and try again.',
+    retryable: false,
+  },
+  ZN_ERR_CP_LOGIN_RATE_LIMITED: {
+    status: 429,
+    type: 'rate_limit_error',
+    message: 'Too many failed console logins from this address; wait and try again.',
+    retryable: true,
+  },
   ZN_ERR_CP_NODE_NOT_FOUND: {
     status: 404,
     type: 'not_found_error',

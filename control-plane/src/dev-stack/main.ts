@@ -155,7 +155,7 @@ async function main(): Promise<void> {
     const env: Record<(typeof DEV_ENV_VARIABLES)[number], string> = {
       ZENOVA_BASE_URL: baseUrl,
       ZENOVA_API_KEY: demoKey,
-      ZENOVA_CONSOLE_URL: cpUrl,
+      ZENOVA_CONSOLE_URL: `${cpUrl}/console/`,
       ZENOVA_CONTROL_PLANE_URL: cpUrl,
       ZENOVA_ADMIN_TOKEN: state.adminToken,
       ZENOVA_DATABASE_URL: databaseUrl,
@@ -170,7 +170,7 @@ async function main(): Promise<void> {
     say(`  Demo API key      ${demoKey}`);
     say(`  Models            demo-echo, demo-embed   → demo upstream ${demoAddr.url} [DEMO: echoes your prompt, no real model]`);
     say(`  Control plane     ${cpUrl}   (admin API; GET /api/version, /healthz; npm run zenova -- gateway-node list)`);
-    say(`  Console           ${cpUrl}   (log in with the admin token; the console UI arrives in a later release)`);
+    say(`  Console           ${cpUrl}/console/   (log in with the admin token below, also in ${show(envFile)}; trust the CA certificate below in the browser)`);
     say(`  CA certificate    ${show(tls.caFile)}   (verifies the control plane's HTTPS; pass it as --ca-file when enrolling nodes)`);
     say(`  Admin token       ${state.adminToken}`);
     say(`  Database          ${dbLabel}`);

@@ -1,0 +1,99 @@
+/**
+ * The console's session routes, outside /api/v1 (docs/console.md): `POST /api/console/login`
+ * trades the admin token for a session cookie, `GET /api/console/session` tells the page whether it
+ * has one (and its CSRF token), `POST /api/console/logout` ends it. The admin token is compared as
+ * admin-auth compares it and never logged (the logger censors `adminToken` keys and the token's
+ * value; fastify logs no bodies).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type pg from 'pg';
+import { z } from 'zod';
+import { zenovaError } from '../errors.js';
+import type { Settings } from '../settings.js';
+import type { ZodTypeProvider } from '../http/zod-schemas.js';
+import {
+  CSRF_HEADER, FailedLoginLimiter, SESSION_TTL_MS, clearedSessionCookie, createSession, csrfTokenFor, csrfTokenMatches,
+  deleteSession, findSession, sessionCookie, sessionCookieValue,
+} from './console-sessions.js';
+import type { ConsoleSession } from './console-sessions.js';
+
+export const CONSOLE_API_PREFIX = '/api/console';
+/** A login body is one token of at most 512 characters; nothing bigger is read. */
+export const LOGIN_BODY_LIMIT_BYTES = 1024;
+export const FAILED_LOGINS_PER_MINUTE = 10;
+const LOGIN_WINDOW_MS = 60_000;
+
+const loginBodySchema = z.strictObject({
+  adminToken: z.string().min(1, 'must not be empty').max(512, 'must be at most 512 characters'),
+});
+const sessionAnswerSchema = z.object({ csrfToken: z.string(), expiresAt: z.string() });
+
+export interface ConsoleSessionRoutesOptions {
+  pool: pg.Pool;
+  settings: Settings;
+  /** Test seam; the product always uses 10 per minute. */
+  failedLoginsPerMinute?: number;
+}
+
+const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
+
+export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOptions> = async (fastify, opts) => {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  const { pool, settings } = opts;
+  const expected = digest(settings.adminToken);
+  const limiter = new FailedLoginLimiter(opts.failedLoginsPerMinute ?? FAILED_LOGINS_PER_MINUTE, LOGIN_WINDOW_MS);
+  // Secure whenever the browser reached us over HTTPS: our own TLS, or a named proxy's X-Forwarded-Proto.
+  const secure = (request: FastifyRequest): boolean => settings.tls !== undefined || request.protocol === 'https';
+  const answer = (session: ConsoleSession): z.input<typeof sessionAnswerSchema> => ({
+    csrfToken: csrfTokenFor(session.id),
+    expiresAt: session.expiresAt.toISOString(),
+  });
+  const liveSession = async (request: FastifyRequest, reply: FastifyReply): Promise<ConsoleSession> => {
+    const id = sessionCookieValue(request.headers.cookie);
+    const session = await findSession(pool, id);
+    if (session) return session;
+    // A stale cookie is of no use to anyone: let the browser drop it.
+    if (id !== undefined) void reply.header('set-cookie', clearedSessionCookie(secure(request)));
+    throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'No console session (or it has expired); log in with the admin token.');
+  };
+
+  app.post(`${CONSOLE_API_PREFIX}/login`, {
+    bodyLimit: LOGIN_BODY_LIMIT_BYTES,
+    schema: { body: loginBodySchema, response: { 200: sessionAnswerSchema } },
+  }, async (request, reply) => {
+    const decision = limiter.check(request.ip);
+    if (!decision.allowed) {
+      void reply.header('retry-after', String(decision.retryAfterSeconds));
+      throw zenovaError('ZN_ERR_CP_LOGIN_RATE_LIMITED', `Too many failed console logins from this address; try again in ${decision.retryAfterSeconds} s.`);
+    }
+    // Checked and counted in one synchronous step: concurrent guesses cannot all pass the check.
+    if (!timingSafeEqual(digest(request.body.adminToken), expected)) {
+      limiter.recordFailure(request.ip);
+      throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'Invalid admin token.');
+    }
+    // A browser logging in again replaces its session rather than leaving the old one live.
+    const previous = sessionCookieValue(request.headers.cookie);
+    if (previous !== undefined) await deleteSession(pool, previous);
+    const session = await createSession(pool, SESSION_TTL_MS);
+    request.log.info({ expiresAt: session.expiresAt.toISOString() }, 'console login');
+    void reply.header('set-cookie', sessionCookie(session.id, secure(request)));
+    return answer(session);
+  });
+
+  app.get(`${CONSOLE_API_PREFIX}/session`, {
+    schema: { response: { 200: sessionAnswerSchema } },
+  }, async (request, reply) => answer(await liveSession(request, reply)));
+
+  app.post(`${CONSOLE_API_PREFIX}/logout`, {
+    bodyLimit: LOGIN_BODY_LIMIT_BYTES,
+    schema: { response: { 200: z.strictObject({}) } },
+  }, async (request, reply) => {
+    const session = await liveSession(request, reply);
+    if (!csrfTokenMatches(session, request.headers[CSRF_HEADER])) throw zenovaError('ZN_ERR_CP_CSRF');
+    await deleteSession(pool, session.id);
+    request.log.info('console logout');
+    void reply.header('set-cookie', clearedSessionCookie(secure(request)));
+    return {};
+  });
+};

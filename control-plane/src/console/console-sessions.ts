@@ -1,0 +1,134 @@
+/**
+ * Console sessions: a browser logs in once with the admin token and then holds a random session id
+ * in an HttpOnly cookie instead of the token (docs/console.md). Only the id's SHA-256 is stored;
+ * the CSRF token is derived from the id (HMAC), so it is never stored either. Expiry is judged by
+ * the database's clock, the one that stamped the row.
+ */
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type pg from 'pg';
+
+export const SESSION_COOKIE = 'zenova_console';
+export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+export const CSRF_HEADER = 'x-zenova-csrf';
+const CSRF_LABEL = 'zenova-console-csrf';
+// 32 random bytes in base64url, unpadded: what newSessionId makes and the only shape looked up.
+const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
+
+export interface ConsoleSession {
+  /** The raw id (the cookie's value); kept in memory only, to derive the CSRF token. */
+  id: string;
+  expiresAt: Date;
+}
+
+export function newSessionId(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+export function sessionIdHash(id: string): Buffer {
+  return createHash('sha256').update(id, 'utf8').digest();
+}
+
+/** HMAC-SHA256(key = session id, "zenova-console-csrf"), base64url: the header unsafe requests carry. */
+export function csrfTokenFor(id: string): string {
+  return createHmac('sha256', id).update(CSRF_LABEL, 'utf8').digest('base64url');
+}
+
+/** Whether `header` (x-zenova-csrf as received) is the session's CSRF token; constant-time. */
+export function csrfTokenMatches(session: ConsoleSession, header: string | string[] | undefined): boolean {
+  if (typeof header !== 'string') return false;
+  const expected = createHash('sha256').update(csrfTokenFor(session.id)).digest();
+  return timingSafeEqual(createHash('sha256').update(header, 'utf8').digest(), expected);
+}
+
+export async function createSession(pool: pg.Pool, ttlMs: number = SESSION_TTL_MS): Promise<ConsoleSession> {
+  const id = newSessionId();
+  // Sweep what has expired, so the table holds live sessions only (logins are rare).
+  await pool.query('delete from console_sessions where expires_at <= now()');
+  const { rows } = await pool.query<{ expires_at: Date }>(
+    `insert into console_sessions (id_hash, expires_at) values ($1, now() + make_interval(secs => $2::double precision / 1000))
+     returning expires_at`,
+    [sessionIdHash(id), ttlMs],
+  );
+  return { id, expiresAt: rows[0]!.expires_at };
+}
+
+/** The live session with this id, or undefined (unknown, expired, logged out, or not an id at all). */
+export async function findSession(pool: pg.Pool, id: string | undefined): Promise<ConsoleSession | undefined> {
+  if (id === undefined || !SESSION_ID.test(id)) return undefined;
+  const { rows } = await pool.query<{ expires_at: Date }>(
+    'select expires_at from console_sessions where id_hash = $1 and expires_at > now()',
+    [sessionIdHash(id)],
+  );
+  const row = rows[0];
+  return row === undefined ? undefined : { id, expiresAt: row.expires_at };
+}
+
+export async function deleteSession(pool: pg.Pool, id: string): Promise<void> {
+  if (!SESSION_ID.test(id)) return;
+  await pool.query('delete from console_sessions where id_hash = $1', [sessionIdHash(id)]);
+}
+
+/** The session cookie's value from a Cookie header, or undefined. */
+export function sessionCookieValue(cookieHeader: string | undefined): string | undefined {
+  if (typeof cookieHeader !== 'string') return undefined;
+  for (const part of cookieHeader.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq === -1) continue;
+    if (part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/**
+ * The Set-Cookie value for a session. No Max-Age: the cookie ends with the browser, the row with
+ * its 12 h. Secure whenever the console is reached over HTTPS.
+ */
+export function sessionCookie(id: string, secure: boolean): string {
+  return `${SESSION_COOKIE}=${id}; HttpOnly; SameSite=Strict; Path=/${secure ? '; Secure' : ''}`;
+}
+
+export function clearedSessionCookie(secure: boolean): string {
+  return `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0${secure ? '; Secure' : ''}`;
+}
+
+export interface LoginLimitDecision { allowed: boolean; retryAfterSeconds: number }
+
+/**
+ * Failed logins per client IP in a fixed window, in memory (per replica). Only failures count, and
+ * while an address is over the limit even the right token is refused, so the limit is no oracle.
+ */
+export class FailedLoginLimiter {
+  private readonly windows = new Map<string, { startedAtMs: number; failures: number }>();
+
+  constructor(private readonly limit: number, private readonly windowMs: number, private readonly maxKeys = 10_000) {}
+
+  check(key: string, nowMs: number = Date.now()): LoginLimitDecision {
+    const window = this.windows.get(key);
+    if (!window || nowMs - window.startedAtMs >= this.windowMs || window.failures < this.limit) {
+      return { allowed: true, retryAfterSeconds: 0 };
+    }
+    return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((window.startedAtMs + this.windowMs - nowMs) / 1000)) };
+  }
+
+  recordFailure(key: string, nowMs: number = Date.now()): void {
+    let window = this.windows.get(key);
+    if (!window || nowMs - window.startedAtMs >= this.windowMs) {
+      this.windows.delete(key);
+      this.makeRoom(nowMs);
+      window = { startedAtMs: nowMs, failures: 0 };
+      // Re-inserted, so the map stays ordered by window start (oldest first).
+      this.windows.set(key, window);
+    }
+    window.failures += 1;
+  }
+
+  private makeRoom(nowMs: number): void {
+    if (this.windows.size < this.maxKeys) return;
+    // Finished windows come first in the map; drop those, then the oldest running ones if still full.
+    for (const [key, window] of this.windows) {
+      const finished = nowMs - window.startedAtMs >= this.windowMs;
+      if (!finished && this.windows.size < this.maxKeys) return;
+      this.windows.delete(key);
+    }
+  }
+}

@@ -1,0 +1,190 @@
+// The console's entry: the login view, the shell (nav, logout) and the hash router that loads one
+// page module at a time from ./pages/. Pages get `render(root, params, ctx)` and may return a
+// cleanup function, called when the page is left (docs/console.md).
+import { api, onUnauthenticated, setCsrfToken } from './api.js';
+import { clear, h } from './dom.js';
+
+const PRODUCT = 'Zenova Gateway';
+const DEFAULT_HASH = '#/nodes';
+const SESSION_ENDED = 'Your console session has ended (it expired or was logged out); log in again with the admin token.';
+
+const ROUTES = [
+  { pattern: /^\/nodes$/, module: 'nodes-list.js', nav: 'nodes', title: 'Nodes', params: () => ({}) },
+  { pattern: /^\/nodes\/new$/, module: 'add-node.js', nav: 'nodes', title: 'Add node', params: () => ({}) },
+  { pattern: /^\/nodes\/([^/]+)$/, module: 'node-detail.js', nav: 'nodes', title: 'Node', params: (m) => ({ name: decodeURIComponent(m[1]) }) },
+  { pattern: /^\/requests$/, module: 'requests.js', nav: 'requests', title: 'Requests', params: () => ({}) },
+  { pattern: /^\/requests\/([^/]+)$/, module: 'requests.js', nav: 'requests', title: 'Requests', params: (m) => ({ requestId: decodeURIComponent(m[1]) }) },
+];
+
+const app = document.getElementById('app');
+/** 'none' while booting, 'login' or 'shell'. */
+let view = 'none';
+let pageMain = null;
+let pageCleanup = null;
+// Bumped on every navigation: a page module that finishes loading after the user moved on is not shown.
+let routeSeq = 0;
+
+/** The matching route and its params for a location hash, or undefined. */
+function matchRoute(hash) {
+  const path = hash.startsWith('#') ? hash.slice(1) : hash;
+  for (const route of ROUTES) {
+    const m = route.pattern.exec(path);
+    if (!m) continue;
+    try {
+      return { route, params: route.params(m) };
+    } catch {
+      return undefined; // a malformed %-escape: not a name any page can show
+    }
+  }
+  return undefined;
+}
+
+function errorBanner(message) {
+  return h('div', { class: 'banner banner-error', role: 'alert', 'data-testid': 'error' }, message);
+}
+
+function runPageCleanup() {
+  const cleanup = pageCleanup;
+  pageCleanup = null;
+  if (typeof cleanup === 'function') {
+    try {
+      cleanup();
+    } catch (err) {
+      console.warn('page cleanup failed', err);
+    }
+  }
+}
+
+function navigate(hash) {
+  if (location.hash === hash) void route();
+  else location.hash = hash;
+}
+
+async function route() {
+  if (view !== 'shell' || pageMain === null) return;
+  const seq = ++routeSeq;
+  runPageCleanup();
+  let found = matchRoute(location.hash);
+  if (!found) {
+    // Unknown or empty hash: the nodes list, without an extra history entry.
+    history.replaceState(null, '', DEFAULT_HASH);
+    found = matchRoute(DEFAULT_HASH);
+  }
+  const { route: current, params } = found;
+  for (const link of app.querySelectorAll('[data-nav]')) {
+    if (link.dataset.nav === current.nav) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+  document.title = `${current.title} · ${PRODUCT}`;
+  const root = h('div', { class: 'page-root' });
+  clear(pageMain);
+  pageMain.appendChild(root);
+  let mod;
+  try {
+    mod = await import(`./pages/${current.module}`);
+  } catch (err) {
+    if (seq !== routeSeq) return;
+    root.appendChild(errorBanner(`This page could not be loaded (${err instanceof Error ? err.message : String(err)}); reload the console.`));
+    return;
+  }
+  if (seq !== routeSeq || view !== 'shell') return;
+  try {
+    const cleanup = mod.render(root, params, { api, navigate, h, clear });
+    pageCleanup = typeof cleanup === 'function' ? cleanup : null;
+  } catch (err) {
+    console.error(err);
+    root.appendChild(errorBanner(`This page failed to show: ${err instanceof Error ? err.message : String(err)}`));
+  }
+}
+
+function showLogin(message) {
+  runPageCleanup();
+  routeSeq += 1;
+  view = 'login';
+  pageMain = null;
+  setCsrfToken(null);
+  document.title = `Log in · ${PRODUCT}`;
+  const input = h('input', {
+    id: 'admin-token', name: 'adminToken', type: 'password', required: true, autocomplete: 'off', spellcheck: 'false',
+    'aria-describedby': 'admin-token-help',
+  });
+  const button = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Log in');
+  const errorSlot = h('div', { class: 'login-error' }, message ? errorBanner(message) : null);
+  const onsubmit = async (event) => {
+    event.preventDefault();
+    clear(errorSlot);
+    button.disabled = true;
+    try {
+      const session = await api('POST', '/api/console/login', { adminToken: input.value });
+      input.value = '';
+      setCsrfToken(session.csrfToken);
+      showShell();
+    } catch (err) {
+      errorSlot.appendChild(errorBanner(err instanceof Error ? err.message : String(err)));
+      button.disabled = false;
+      input.focus();
+      input.select();
+    }
+  };
+  clear(app);
+  app.appendChild(h('main', { class: 'login' },
+    h('form', { class: 'login-card', 'aria-labelledby': 'login-title', onsubmit },
+      h('h1', { id: 'login-title' }, PRODUCT),
+      h('p', { class: 'muted' }, 'Console of the control plane.'),
+      errorSlot,
+      h('label', { for: 'admin-token' }, 'Admin token'),
+      input,
+      h('p', { id: 'admin-token-help', class: 'hint' },
+        'The control plane\'s ZENOVA_ADMIN_TOKEN (the dev stack prints it and keeps it in .zenova/dev.env). ',
+        'It is sent once; the console then holds a 12-hour session.'),
+      button)));
+  input.focus();
+}
+
+async function logout(button) {
+  button.disabled = true;
+  try {
+    await api('POST', '/api/console/logout');
+  } catch (err) {
+    // A 401 already showed the login view (the session was over anyway).
+    if (err?.status === 401) return;
+    button.disabled = false;
+    pageMain?.prepend(errorBanner(`Logging out failed: ${err instanceof Error ? err.message : String(err)}`));
+    return;
+  }
+  showLogin();
+}
+
+function showShell() {
+  runPageCleanup();
+  view = 'shell';
+  const logoutButton = h('button', { type: 'button', class: 'btn btn-quiet', onclick: () => void logout(logoutButton) }, 'Log out');
+  pageMain = h('main', { id: 'page', class: 'page' });
+  clear(app);
+  app.appendChild(h('div', { class: 'shell' },
+    h('header', { class: 'topbar' },
+      h('span', { class: 'brand' }, PRODUCT),
+      h('nav', { class: 'nav', 'aria-label': 'Main' },
+        h('a', { href: '#/nodes', 'data-nav': 'nodes' }, 'Gateway › Nodes'),
+        h('a', { href: '#/requests', 'data-nav': 'requests' }, 'Gateway › Requests')),
+      logoutButton),
+    pageMain));
+  void route();
+}
+
+onUnauthenticated(() => {
+  if (view === 'shell') showLogin(SESSION_ENDED);
+});
+window.addEventListener('hashchange', () => void route());
+
+async function boot() {
+  try {
+    const session = await api('GET', '/api/console/session');
+    setCsrfToken(session.csrfToken);
+    showShell();
+  } catch (err) {
+    showLogin(err?.status === 401 ? undefined : (err instanceof Error ? err.message : String(err)));
+  }
+}
+
+void boot();
