@@ -22,7 +22,7 @@ import { listenConsole } from '../../control-plane/src/tls/console-server.js';
 import { startPostgres } from '../fixtures/postgres.js';
 import type { TestDatabase } from '../fixtures/postgres.js';
 import { createTestCa, issueServerCert } from '../fixtures/tls.js';
-import { ADMIN_TOKEN, captureLogger, freshDatabase, testSettings } from '../control-plane/helpers.js';
+import { captureLogger, freshDatabase, testSettings } from '../control-plane/helpers.js';
 import type { CapturedLogger } from '../control-plane/helpers.js';
 import { stubEnrollment } from '../control-plane/nodes-harness.js';
 
@@ -116,7 +116,7 @@ export async function startConsoleStack(t: HasTeardown, opts: ConsoleStackOption
   });
   const listener = await listenConsole(app, { host: '127.0.0.1', port: 0 }, tls);
   cleanups.push(() => listener.close());
-  return { baseUrl: listener.url, adminToken: ADMIN_TOKEN, pool, app, settings, log, caPem, databaseUrl };
+  return { baseUrl: listener.url, adminToken: settings.adminToken, pool, app, settings, log, caPem, databaseUrl };
 }
 
 /**

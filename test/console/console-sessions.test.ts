@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import https from 'node:https';
 import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
+import { buildApp } from '../../control-plane/src/app.js';
 import { validNodeBody } from '../control-plane/nodes-harness.js';
 import { startConsoleStack } from './browser-harness.js';
 import type { ConsoleStack } from './browser-harness.js';
@@ -163,6 +164,21 @@ t.test('logout needs the CSRF header, deletes the session and clears the cookie'
   const after = await stack.app.inject({ method: 'GET', url: '/api/v1/nodes', headers: { cookie } });
   t.equal(after.statusCode, 401, 'the old cookie no longer authenticates');
   t.match(after.json<{ error: { message: string } }>().error.message, /log in again/);
+});
+
+t.test('after a restart with another admin token, the sessions the old token opened are refused and swept', async (t) => {
+  const old = await login();
+  // The same database, the control plane started again with a new ZENOVA_ADMIN_TOKEN (the old one leaked).
+  const replacedToken = `replaced-admin-token-${'r'.repeat(24)}`;
+  const restarted = await buildApp({ settings: { ...stack.settings, adminToken: replacedToken }, pool: stack.pool, logger: stack.log.logger });
+  t.teardown(() => restarted.close());
+  const refused = await restarted.inject({ method: 'GET', url: '/api/v1/nodes', headers: { cookie: old.cookie } });
+  t.equal(refused.statusCode, 401, 'the old session no longer authenticates');
+  t.equal((await restarted.inject({ method: 'GET', url: '/api/console/session', headers: { cookie: old.cookie } })).statusCode, 401);
+  const fresh = await restarted.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: replacedToken }, remoteAddress: freshIp() });
+  t.equal(fresh.statusCode, 200, 'the new token logs in');
+  t.equal((await stack.pool.query('select 1 from console_sessions where id_hash = $1', [createHash('sha256').update(old.id).digest()])).rowCount, 0,
+    "the new token's login sweeps the old token's sessions");
 });
 
 t.test('an expired session is 401 on the admin API and on the session route', async (t) => {

@@ -14,7 +14,7 @@ import type { Settings } from '../settings.js';
 import type { ZodTypeProvider } from '../http/zod-schemas.js';
 import {
   CSRF_HEADER, FailedLoginLimiter, SESSION_TTL_MS, clearedSessionCookie, createSession, csrfTokenFor, csrfTokenMatches,
-  deleteSession, findSession, sessionCookie, sessionCookieValue,
+  adminTokenTag, deleteSession, findSession, sessionCookie, sessionCookieValue,
 } from './console-sessions.js';
 import type { ConsoleSession } from './console-sessions.js';
 
@@ -42,6 +42,7 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const { pool, settings } = opts;
   const expected = digest(settings.adminToken);
+  const tokenTag = adminTokenTag(settings.adminToken);
   const limiter = new FailedLoginLimiter(opts.failedLoginsPerMinute ?? FAILED_LOGINS_PER_MINUTE, LOGIN_WINDOW_MS);
   // Secure whenever the browser reached us over HTTPS: our own TLS, or a named proxy's X-Forwarded-Proto.
   const secure = (request: FastifyRequest): boolean => settings.tls !== undefined || request.protocol === 'https';
@@ -51,7 +52,7 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
   });
   const liveSession = async (request: FastifyRequest, reply: FastifyReply): Promise<ConsoleSession> => {
     const id = sessionCookieValue(request.headers.cookie);
-    const session = await findSession(pool, id);
+    const session = await findSession(pool, id, tokenTag);
     if (session) return session;
     // A stale cookie is of no use to anyone: let the browser drop it.
     if (id !== undefined) void reply.header('set-cookie', clearedSessionCookie(secure(request)));
@@ -75,7 +76,7 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
     // A browser logging in again replaces its session rather than leaving the old one live.
     const previous = sessionCookieValue(request.headers.cookie);
     if (previous !== undefined) await deleteSession(pool, previous);
-    const session = await createSession(pool, SESSION_TTL_MS);
+    const session = await createSession(pool, tokenTag, SESSION_TTL_MS);
     request.log.info({ expiresAt: session.expiresAt.toISOString() }, 'console login');
     void reply.header('set-cookie', sessionCookie(session.id, secure(request)));
     return answer(session);

@@ -2,7 +2,9 @@
  * Console sessions: a browser logs in once with the admin token and then holds a random session id
  * in an HttpOnly cookie instead of the token (docs/console.md). Only the id's SHA-256 is stored;
  * the CSRF token is derived from the id (HMAC), so it is never stored either. Expiry is judged by
- * the database's clock, the one that stamped the row.
+ * the database's clock, the one that stamped the row. Each row also holds a tag of the admin token
+ * it was opened with: a control plane restarted with another ZENOVA_ADMIN_TOKEN (the old one
+ * leaked) accepts none of the sessions the old token opened.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
@@ -40,24 +42,33 @@ export function csrfTokenMatches(session: ConsoleSession, header: string | strin
   return timingSafeEqual(createHash('sha256').update(header, 'utf8').digest(), expected);
 }
 
-export async function createSession(pool: pg.Pool, ttlMs: number = SESSION_TTL_MS): Promise<ConsoleSession> {
+/** HMAC-SHA256(key = admin token, label): names the token a session was opened with, reveals nothing of it. */
+export function adminTokenTag(adminToken: string): Buffer {
+  return createHmac('sha256', adminToken).update('zenova-console-session', 'utf8').digest();
+}
+
+export async function createSession(pool: pg.Pool, tokenTag: Buffer, ttlMs: number = SESSION_TTL_MS): Promise<ConsoleSession> {
   const id = newSessionId();
-  // Sweep what has expired, so the table holds live sessions only (logins are rare).
-  await pool.query('delete from console_sessions where expires_at <= now()');
+  // Sweep what has expired or another admin token opened, so the table holds live sessions only
+  // (logins are rare).
+  await pool.query('delete from console_sessions where expires_at <= now() or token_tag <> $1', [tokenTag]);
   const { rows } = await pool.query<{ expires_at: Date }>(
-    `insert into console_sessions (id_hash, expires_at) values ($1, now() + make_interval(secs => $2::double precision / 1000))
+    `insert into console_sessions (id_hash, token_tag, expires_at) values ($1, $2, now() + make_interval(secs => $3::double precision / 1000))
      returning expires_at`,
-    [sessionIdHash(id), ttlMs],
+    [sessionIdHash(id), tokenTag, ttlMs],
   );
   return { id, expiresAt: rows[0]!.expires_at };
 }
 
-/** The live session with this id, or undefined (unknown, expired, logged out, or not an id at all). */
-export async function findSession(pool: pg.Pool, id: string | undefined): Promise<ConsoleSession | undefined> {
+/**
+ * The live session with this id opened with the current admin token, or undefined (unknown,
+ * expired, logged out, opened with a replaced token, or not an id at all).
+ */
+export async function findSession(pool: pg.Pool, id: string | undefined, tokenTag: Buffer): Promise<ConsoleSession | undefined> {
   if (id === undefined || !SESSION_ID.test(id)) return undefined;
   const { rows } = await pool.query<{ expires_at: Date }>(
-    'select expires_at from console_sessions where id_hash = $1 and expires_at > now()',
-    [sessionIdHash(id)],
+    'select expires_at from console_sessions where id_hash = $1 and token_tag = $2 and expires_at > now()',
+    [sessionIdHash(id), tokenTag],
   );
   const row = rows[0];
   return row === undefined ? undefined : { id, expiresAt: row.expires_at };

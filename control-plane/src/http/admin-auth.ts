@@ -11,7 +11,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type pg from 'pg';
-import { CSRF_HEADER, csrfTokenMatches, findSession, sessionCookieValue } from '../console/console-sessions.js';
+import { CSRF_HEADER, adminTokenTag, csrfTokenMatches, findSession, sessionCookieValue } from '../console/console-sessions.js';
 import { zenovaError } from '../errors.js';
 
 /** `admin`: the bearer token; `console`: a console session cookie (whoami tells them apart). */
@@ -51,12 +51,13 @@ export interface AdminAuthOptions {
 
 const adminAuthPlugin: FastifyPluginAsync<AdminAuthOptions> = async (app, { adminToken, pool }) => {
   const expected = digest(adminToken);
+  const tokenTag = adminTokenTag(adminToken);
   app.decorateRequest('principal', undefined);
   app.addHook('onRequest', async (request) => {
     const authorization = request.headers.authorization;
     const cookie = pool === undefined ? undefined : sessionCookieValue(request.headers.cookie);
     if (pool !== undefined && cookie !== undefined && (typeof authorization !== 'string' || authorization.trim() === '')) {
-      const session = await findSession(pool, cookie);
+      const session = await findSession(pool, cookie, tokenTag);
       if (!session) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'The console session has expired or was logged out; log in again with the admin token.');
       if (!SAFE_METHODS.has(request.method) && !csrfTokenMatches(session, request.headers[CSRF_HEADER])) {
         throw zenovaError('ZN_ERR_CP_CSRF');
