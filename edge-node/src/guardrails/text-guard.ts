@@ -12,6 +12,12 @@ import type { Match } from './detectors/detector.js';
 
 /** Unreleased stream text beyond this is released anyway (memory bound against a never-ending match). */
 export const MAX_HELD_CHARS = 64 * 1024;
+/**
+ * At the hold cap, what is held from no further back than this before the end stays held (a match
+ * or an undecided value near the end, the window); what is held from further back (a PEM block, a
+ * long key) is cut through, masked. So a release at the cap frees at least half the cap.
+ */
+const HELD_PAST_CAP = MAX_HELD_CHARS / 2;
 /** A stream is scanned again only once this much (or a quarter of the window) could be released. */
 const MIN_RELEASE_CHARS = 32;
 /** Released text kept as left context (what precedes a match, e.g. a digit that makes a longer run). */
@@ -123,9 +129,12 @@ export class TextGuard {
   }
 
   /**
-   * `final`: release everything (the end of the text, or the hold cap when `streaming`). The matches
-   * of a scan start at or after `from`, except while `open` is set: then the context is the head of
-   * a match the cap cut through, and a match running on from it is that match's rest, masked
+   * `final`: release everything: the end of the text, or, when `streaming`, the hold cap, where the
+   * cut is placed as in any scan (the window before the end, never inside a match nor an undecided
+   * value) except through what is held from more than HELD_PAST_CAP before the end: that match (or
+   * undecided value) is masked up to the cut, counted, and its head kept as the context. The
+   * matches of a scan start at or after `from`, except while `open` is set: then the context is the
+   * head of a match a cap cut through, and a match running on from it is that match's rest, masked
    * without a new placeholder or a new count (a PEM block longer than the cap stays masked to its
    * END line).
    */
@@ -135,6 +144,9 @@ export class TextGuard {
     const length = scanned.length;
     const found: RuleMatch[] = [];
     const resuming = this.open;
+    const capped = final && streaming;
+    // At the cap, holds from before this are cut through (-1: none is).
+    const cutThroughBefore = capped ? length - HELD_PAST_CAP : -1;
     for (const rule of this.side.rules) {
       for (const m of rule.detector.find(scanned, resuming ? 0 : from, resuming ? 0 : (this.matchedTo.get(rule) ?? 0))) {
         if (m.start >= from || m.end > from) found.push({ ...m, holdFrom: m.holdFrom ?? m.start, rule });
@@ -142,12 +154,23 @@ export class TextGuard {
     }
     // Where released text stops: the window before the end, and never inside a match nor between a
     // match and what makes it one (its holdFrom: moving back can put the cut inside another, hence
-    // the loop). A match still growing at the end of what has arrived thus stays held whatever its length.
-    let cut = final ? length : Math.max(from, length - this.side.window);
-    if (!final) {
+    // the loop). A match still growing at the end of what has arrived thus stays held whatever its
+    // length, up to the cap. Cutting at the end of what arrived there let out the start of a value
+    // still undecided (`Authorization: Bearer abc123` before `token…` came), and its rest alone was
+    // no match (a JWT) or was masked without its start.
+    let cut = final && !capped ? length : Math.max(from, length - this.side.window);
+    // Undecided values the cap cuts through: masked as matches (they may become ones).
+    const undecided: RuleMatch[] = [];
+    if (cut < length) {
       for (const rule of this.side.rules) {
-        const partial = rule.detector.partialFrom?.(scanned, from) ?? -1;
-        if (partial >= 0 && partial < cut) cut = partial;
+        // Resuming, the head in the context may be the start of one (a JWT the cap cut through).
+        const partial = rule.detector.partial?.(scanned, resuming ? 0 : from) ?? null;
+        if (partial === null) continue;
+        const hold = Math.max(partial.holdFrom ?? partial.start, from);
+        if (hold < cutThroughBefore) {
+          // Part of a match the cap cuts through anyway (a PEM block's last line): masked with it.
+          if (!found.some((m) => m.rule === rule && m.start <= partial.start && m.end >= length)) undecided.push({ ...partial, end: length, rule });
+        } else if (hold < cut) cut = hold;
       }
     }
     // The cut only moves back, so each match is looked at once, latest end first (looking at all of
@@ -161,7 +184,8 @@ export class TextGuard {
         const m = byEnd[next]!;
         // A match held from at or after the cut never moves it: the cut only goes back.
         const hold = Math.max(m.holdFrom ?? m.start, from);
-        if (hold < cut) cut = hold;
+        // At the cap, one held from too far back is cut through instead.
+        if (hold < cut && hold >= cutThroughBefore) cut = hold;
       }
       // Never between the halves of a surrogate pair: each delta must be well-formed UTF-16
       // (strict JSON decoders refuse or replace a lone half).
@@ -173,9 +197,11 @@ export class TextGuard {
     // Still inside the rest of a cut-through match: nothing goes out, and its head stays the context.
     if (resuming && !final && cut === from) return '';
     const released = found.filter((m) => m.end <= cut);
+    // What the cap cuts through: matches across the cut, and undecided values, masked up to it.
+    const cutThrough = capped ? [...found.filter((m) => m.start < cut && m.end > cut), ...undecided.filter((m) => m.start < cut)] : [];
     const perRule = new Map<CompiledRule, number>();
     // The rest of a match the cap cut through was counted with its head.
-    for (const m of released) if (m.start >= from) perRule.set(m.rule, (perRule.get(m.rule) ?? 0) + 1);
+    for (const m of [...released, ...cutThrough]) if (m.start >= from) perRule.set(m.rule, (perRule.get(m.rule) ?? 0) + 1);
     for (const rule of this.side.rules) this.tally.count(rule, perRule.get(rule) ?? 0);
     if (this.blockedBy === null) {
       for (const rule of this.side.rules) {
@@ -185,18 +211,18 @@ export class TextGuard {
         }
       }
     }
-    const text = masked(scanned, from, cut, released.filter((m) => m.rule.action !== 'flag'));
-    // A masked match the cap cut through at the end may go on in the next delta: keep its head as
-    // the context, so its rest is recognised (and masked) as the same match.
-    const cutThrough = streaming && final ? released.find((m) => m.end === length && m.rule.action !== 'flag') : undefined;
-    this.open = cutThrough !== undefined;
-    // The head of the part that reaches the end (of a merged match, its last part: a PEM block
+    const text = masked(scanned, from, cut, [...released, ...cutThrough].filter((m) => m.rule.action !== 'flag'));
+    // A masked match the cap cut through goes on past the cut: keep its head as the context, so its
+    // rest is recognised (and masked) as the same match.
+    const open = cutThrough.find((m) => m.rule.action !== 'flag');
+    this.open = open !== undefined;
+    // The head of the part that runs past the cut (of a merged match, its last part: a PEM block
     // that a long value runs into, whose header lies past the value's head), from what makes it a
     // match (an assignment's name, before its value): the value's head alone would not be
     // recognised as a secret, and the rest of a long value went out in clear.
-    const head = cutThrough?.tail ?? cutThrough;
+    const head = open?.tail !== undefined && open.tail.start < cut ? open.tail : open;
     const contextStart = head !== undefined ? (head.holdFrom ?? head.start) : Math.max(0, cut - CONTEXT_CHARS);
-    this.context = scanned.slice(contextStart, head !== undefined ? Math.min(length, head.start + OPEN_HEAD_CHARS) : cut);
+    this.context = scanned.slice(contextStart, head !== undefined ? Math.min(cut, head.start + OPEN_HEAD_CHARS) : cut);
     this.pending = scanned.slice(cut);
     this.keepMatchedTo(released, contextStart, head !== undefined);
     return text;

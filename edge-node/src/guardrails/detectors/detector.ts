@@ -41,11 +41,14 @@ export interface Detector {
    */
   readonly find: (text: string, from?: number, matchedTo?: number) => Match[];
   /**
-   * For shapes whose unfinished form can outgrow `window` before it is a match (a JWT before its
-   * second dot): where such a possible start of a match sits at the end of `text` (at or after
-   * `from`), else -1. A stream guard holds text from there until the shape completes or fails.
+   * For shapes still undecided at the end of `text` that a window alone does not hold back (a JWT
+   * before its second dot, an assignment whose quote is open, a Bearer token too short to tell):
+   * that possible match (`start`: where a mask would begin; `holdFrom`: what makes it one, such as
+   * the name before a value; `end`: the end of `text`), else null. `from` as in `find`. A stream
+   * guard holds text from its holdFrom until the shape completes or fails; its hold cap masks one
+   * it cannot hold any longer rather than let it out.
    */
-  readonly partialFrom?: (text: string, from: number) => number;
+  readonly partial?: (text: string, from: number) => Match | null;
 }
 
 /**

@@ -29,9 +29,13 @@ const DOTTED_AFTER = '(?![-.]?\\d)';
 // digit, no dot or dash and a digit, no ASCII comma and a number) is a list item's number. Scores
 // are `0.…`, values in JSON follow a key or sit indented in an array, a computed double prints 15
 // to 17 digits, and a CSV row goes on with a comma, so fractions in JSON and tables do not take
-// this shape; a number alone at the start of its line with exactly these 11 decimals does
-// (`47.18860501045`), and is masked (a known limit). Cards are not read this way: printed doubles
-// (`1.4532015112830366`, one per line) would be cards one time in 25.
+// this shape. A decimal alone on its line still can (`3.14159265358`), and only the plain form is
+// ambiguous (a decimal has no spaces, dashes or +86), so that form counts as an item when the list
+// number is 1 (a list's first item), when its line goes on with text (`2.13912345678 张三`), or when
+// the line just before it is the item numbered one less (isListItem); else it is a decimal. A
+// number with exactly these 11 decimals that one of those makes an item is still masked
+// (`1.14159265358`, `47.18860501045 N`: a known limit). Cards are not read this way: printed
+// doubles (`1.4532015112830366`, one per line) would be cards one time in 25.
 const LIST_ITEM_BEFORE = '(?<=(?<![^\\n\\r])[1-9]\\d{0,2}\\.)';
 const LIST_ITEM_AFTER = '(?![-.]?\\d)';
 // After a list item's number: a row of numbers goes on (`47.18860501045,8.52`; a full-width comma,
@@ -77,6 +81,50 @@ function dottedGroupsLookLikeAPhone(s: string): boolean {
   return longGroups >= 2;
 }
 
+/** A mobile in the list form that a decimal's fraction could also be: 11 digits, no +86, no separator. */
+const PLAIN_MOBILE = /^1[3-9]\d{9}$/;
+/** Text after the digits on their line: at most 3 blanks, then anything but a line break or a full stop. */
+const LINE_GOES_ON = /^[ \t]{0,3}[^\s.]/;
+/**
+ * A list item's line: its list number and a dot, then no digit (`2.张三`, `3.+86 …`, `4. text`) or
+ * a mobile's first digits (`2.139…`); not a decimal (`2.5`).
+ */
+const LIST_ITEM_LINE = /^([1-9]\d{0,2})\.(?:[^\d]|1[3-9])/;
+/**
+ * How far back the line before a list item is looked for: its line breaks (a blank line between
+ * items too) and the line itself. With the item's own number this stays under the 64 characters a
+ * stream guard keeps before what it scans (text-guard.ts, CONTEXT_CHARS), so a stream decides as
+ * the whole text does; a longer line before it is no evidence, in both.
+ */
+const LINE_BREAKS_BEFORE = 4;
+const LINE_BEFORE_MAX = 46;
+
+/**
+ * Whether the plain mobile at [start, end) of `text` (folded), glued to a list number at the start
+ * of its line, is a list item rather than a decimal's fraction (see LIST_ITEM_BEFORE): the number
+ * is 1, its line goes on with text, or the line before it is the item numbered one less.
+ */
+function isListItem(text: string, start: number, end: number): boolean {
+  let numberStart = start - 1;
+  while (numberStart > 0 && isDigit(text.charCodeAt(numberStart - 1))) numberStart--;
+  const number = Number(text.slice(numberStart, start - 1));
+  if (number === 1) return true;
+  if (LINE_GOES_ON.test(text.slice(end, end + 4))) return true;
+  let at = numberStart;
+  while (at > 0 && numberStart - at < LINE_BREAKS_BEFORE && isLineBreak(text.charCodeAt(at - 1))) at--;
+  if (at === numberStart || at === 0) return false;
+  const lineEnd = at;
+  while (at > 0 && lineEnd - at <= LINE_BEFORE_MAX && !isLineBreak(text.charCodeAt(at - 1))) at--;
+  if (at > 0 && !isLineBreak(text.charCodeAt(at - 1))) return false;
+  // The item just before: numbered one less (a column of decimals, `3.14159265358` twice, is no list).
+  const before = LIST_ITEM_LINE.exec(text.slice(at, lineEnd));
+  return before !== null && Number(before[1]) === number - 1;
+}
+
+function isLineBreak(code: number): boolean {
+  return code === 10 || code === 13;
+}
+
 /**
  * The length of the longest head of a space-grouped + number `s` that ends at a space and has at
  * most E164_MAX_DIGITS digits (at least E164_MIN_DIGITS), else -1. The pattern takes every group
@@ -103,8 +151,11 @@ export function findPhones(original: string, from = 0): Match[] {
     // Digits glued to a hash or UUID are a piece of it (bcf025c1-e156-4443-8409-…); a number
     // written with its "+" or "(+86)" is one whatever is glued to it.
     if (isDigit(s.charCodeAt(0)) && inHexToken(text, m.index, m.index + end, WINDOW)) return null;
-    // A list item's number (the empty group marks that form) followed by more numbers is a row of them.
-    if (m[1] !== undefined && original.charCodeAt(m.index + end) === COMMA && NUMBER_ROW_GOES_ON.test(text.slice(m.index + end, m.index + end + WINDOW))) return null;
+    if (m[1] !== undefined) {
+      // A list item's number (the empty group marks that form) followed by more numbers is a row of them.
+      if (original.charCodeAt(m.index + end) === COMMA && NUMBER_ROW_GOES_ON.test(text.slice(m.index + end, m.index + end + WINDOW))) return null;
+      if (PLAIN_MOBILE.test(s) && !isListItem(text, m.index, m.index + end)) return null;
+    }
     if (s.startsWith('+') && !/^\+86[ .-]?1[3-9]/.test(s)) {
       if (s.includes('.')) {
         const digits = digitCount(s);

@@ -36,7 +36,7 @@ const PEM = /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:---
 // JSON and code (`"my \"pass\" phrase"` is one value: ending at the escaped quote left the rest of
 // it in clear); a value in escaped quotes (`\"password\": \"…\"`, JSON shown inside a string) is
 // read too. While its quote is open at the end of a stream's text, the guard holds the assignment
-// from its name (secretPartialFrom). An unquoted one
+// from its name (secretPartial). An unquoted one
 // ends at a space, a straight quote or ASCII punctuation, at CJK punctuation once it has its 8
 // characters (`密码：Tmp2024ab，有效期…` ends at the comma; a shorter run goes on, so
 // `api_key=sk-ab，cdefghijklmnop` is still masked), and at a typographic closing quote only when it
@@ -178,18 +178,21 @@ function findAssigned(text: string, from: number, matchedTo: number): Match[] {
 // after its backslash), or no quote and fewer than 8 characters so far. It is held from its name:
 // held from its value only, its name went out once the value grew past the window (a long value
 // after blanks), and the next scan, seeing the value without its name, let it out in clear.
+// The value (its opening quote included) is the capture group.
 const OPEN_ASSIGNMENT_TAIL = new RegExp(
-  `(?:${SECRET_WORD.source})${NAME_TAIL}${NAME_END}${BLANKS}[:=：]${BLANKS}(?:` +
+  `(?:${SECRET_WORD.source})${NAME_TAIL}${NAME_END}${BLANKS}[:=：]${BLANKS}(` +
     QUOTED_FORMS.map(({ open, char }) => `${open}${char}{0,${QUOTED_MAX}}\\\\?`).join('|') +
     `|[^${VALUE_ENDS}]{0,7})$`,
   'iu',
 );
 
-function openAssignmentFrom(text: string, from: number): number {
+function openAssignment(text: string, from: number): Match | null {
   // As far back as the tail may start: a name, blanks, and a quoted value of QUOTED_MAX escapes.
   const tailStart = Math.max(from, text.length - (secretWindow + 2 * QUOTED_MAX));
   const m = OPEN_ASSIGNMENT_TAIL.exec(text.slice(tailStart));
-  return m === null ? -1 : tailStart + m.index;
+  if (m === null) return null;
+  const holdFrom = tailStart + m.index;
+  return { start: holdFrom + m[0].length - m[1]!.length, end: text.length, holdFrom };
 }
 
 // `Bearer <token>` (RFC 6750 `b64token`); the token is the match. After an `Authorization` header
@@ -239,6 +242,39 @@ function findBearer(text: string, from: number, matchedTo: number): Match[] {
   return out;
 }
 
+/** What a Bearer token is made of (BEARER's token, but its `=` padding). */
+function isBearerTokenChar(code: number): boolean {
+  return (
+    (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 45 || code === 46 || code === 95 || code === 126 || code === 43 || code === 47
+  );
+}
+
+/**
+ * A Bearer token that reaches the end of `text` and is not a match yet but may become one as it
+ * grows (findBearer decides on the whole token: shorter than 8 or 16 characters, a word in small
+ * letters or capitals so far, no digit yet among its first 32), else null. The token is where a
+ * mask begins; it is held from its "bearer" (the Authorization name before it is within the 64
+ * characters a stream guard keeps as context). Padding (`=`) ends a token: one that is no match
+ * then never becomes one.
+ */
+function openBearer(text: string): Match | null {
+  const end = text.length;
+  let start = end;
+  while (start > 0 && isBearerTokenChar(text.charCodeAt(start - 1))) start--;
+  if (start === end) return null;
+  let blanks = start;
+  while (blanks > 0 && start - blanks < 8 && (text[blanks - 1] === ' ' || text[blanks - 1] === '\t')) blanks--;
+  if (blanks === start) return null;
+  const word = blanks - 'bearer'.length;
+  if (word < 0 || text.slice(word, blanks).toLowerCase() !== 'bearer' || (word > 0 && TOKEN_CHAR.test(text[word - 1]!))) return null;
+  const core = text.slice(start);
+  const header = AUTHORIZATION_BEFORE.test(text.slice(Math.max(0, word - AUTHORIZATION_LOOKBACK), word));
+  if (isBearerToken(core, header)) return null;
+  // Alone, a token decided not to be one stays so: a `/`, a date or path start, 32 characters without a letter and a digit.
+  if (!header && (core.includes('/') || DATE_OR_PATH_START.test(core) || core.length >= 32)) return null;
+  return { start, end, holdFrom: word };
+}
+
 const TOKEN_CHAR = /[A-Za-z0-9_-]/;
 const TOKEN_RUN = /[A-Za-z0-9_-]*/y;
 
@@ -282,15 +318,17 @@ function jwtPartialFrom(text: string, from: number): number {
   return start > 0 && TOKEN_CHAR.test(text[start - 1]!) ? -1 : start;
 }
 
-/** The earliest of an unfinished JWT and an undecided assignment at the end of `text`, else -1. */
-function secretPartialFrom(text: string, from: number): number {
+/** The earliest held of an unfinished JWT, an undecided assignment and an undecided Bearer token at the end of `text`, else null. */
+function secretPartial(text: string, from: number): Match | null {
   const jwt = jwtPartialFrom(text, from);
-  const quoted = openAssignmentFrom(text, from);
-  if (jwt < 0) return quoted;
-  return quoted < 0 ? jwt : Math.min(jwt, quoted);
+  let earliest: Match | null = jwt < 0 ? null : { start: jwt, end: text.length };
+  for (const open of [openAssignment(text, from), openBearer(text)]) {
+    if (open !== null && (earliest === null || (open.holdFrom ?? open.start) < (earliest.holdFrom ?? earliest.start))) earliest = open;
+  }
+  return earliest;
 }
 
 // A name such as "client_secret" with its separator and quotes fits in this; shaped keys are
 // recognised within their first ~40 characters and then grow as "open" matches.
 const secretWindow = 128;
-export const secretDetector: Detector = { name: 'secret', placeholder: '[SECRET]', window: secretWindow, find: findSecrets, partialFrom: secretPartialFrom };
+export const secretDetector: Detector = { name: 'secret', placeholder: '[SECRET]', window: secretWindow, find: findSecrets, partial: secretPartial };

@@ -19,6 +19,7 @@ import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownToolCall, ot
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, fileIdRefusal, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
+import { callerToolNames, undeclaredToolNameSlots } from './chat-tool-names.js';
 import type { ChatStreamSource } from './chat-stream.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
@@ -128,13 +129,15 @@ function collectContentTexts(holder: Record<string, unknown>, into: TextSlot[]):
 }
 
 /**
- * An answer's choice message as slots: its texts (collectMessageTexts), its `annotations`' strings
+ * An answer's choice message as slots: its texts (collectMessageTexts), the names of its tool calls
+ * that none of the caller's tools (`declared`) has (chat-tool-names.ts), its `annotations`' strings
  * (a `url_citation`'s title and URL: not the model's words, chat-annotations.ts) and an audio
  * answer's `transcript`. The audio itself (`audio.data`) is speech the rules cannot read, so a
  * message carrying it marks the list partial: output rules block the answer (fail closed).
  */
-function collectAnswerTexts(message: Record<string, unknown>, into: TextSlot[]): void {
+function collectAnswerTexts(message: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
   collectMessageTexts(message, into);
+  undeclaredToolNameSlots(message, declared, into);
   if (message.annotations !== undefined) annotationSlots(message.annotations, into, (holder, key) => new AnnotationSlot(holder, key));
   const audio = message.audio;
   if (!isRecord(audio)) return;
@@ -181,9 +184,10 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   let texts: TextSlot[] = NO_TEXTS;
   if (Array.isArray(answer.choices)) {
     texts = [];
+    const declared = callerToolNames(request);
     for (const choice of answer.choices) {
       const message = isRecord(choice) ? choice.message : undefined;
-      if (isRecord(message)) collectAnswerTexts(message, texts);
+      if (isRecord(message)) collectAnswerTexts(message, declared, texts);
       // Text beside the message (`text`, a `delta`, as some compatible servers send): output rules block it.
       if (isRecord(choice) && choiceCarriesOtherText(choice, 'message')) markPartial(texts);
     }

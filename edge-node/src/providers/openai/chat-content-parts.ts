@@ -64,12 +64,17 @@ export class NameSlot extends RepeatedSlot {
   }
 
   override set text(value: string) {
-    super.text = value === super.text ? value : value.replace(PLACEHOLDER_BRACKETS, '$1');
+    super.text = value === super.text ? value : withoutPlaceholderBrackets(value);
   }
 }
 
 /** A detector's placeholder (`[EMAIL]`, `[BANK_CARD]`, `[REDACTED]`…), its name captured. */
 const PLACEHOLDER_BRACKETS = /\[([A-Z_]+)\]/g;
+
+/** A masked name with its placeholders written without brackets (`EMAIL`), so it stays of `[a-zA-Z0-9_-]` when it was. */
+export function withoutPlaceholderBrackets(masked: string): string {
+  return masked.replace(PLACEHOLDER_BRACKETS, '$1');
+}
 
 /**
  * Slots for the text in content `parts` (a message's or a prediction's `content` array; see the

@@ -37,6 +37,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
+import { StreamToolNameSlot, callerToolNames } from './chat-tool-names.js';
 import { callCarriesStrings, carriesStrings, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
@@ -109,6 +110,8 @@ class ChatStreamShape {
   constructor(
     readonly alias: string,
     readonly hideUsage: boolean,
+    /** The tool names the caller's request declares: a call's name among them is not checked (chat-tool-names.ts). */
+    readonly toolNames: ReadonlySet<string>,
   ) {
     this.aliasJson = JSON.stringify(alias);
   }
@@ -135,10 +138,10 @@ class ChatStreamShape {
 
 const NO_ENDS: readonly number[] = [];
 /**
- * TextSlot.channel of annotation strings, which a chunk carries whole: no choice uses it, so ending
- * it in their chunk flushes nothing a choice's running text holds.
+ * TextSlot.channel of texts a chunk carries whole (annotation strings, a tool call's made-up name):
+ * no choice uses it, so ending it in their chunk flushes nothing a choice's running text holds.
  */
-const ANNOTATION_CHANNEL = -1;
+const WHOLE_TEXT_CHANNEL = -1;
 
 /**
  * The texts of one choice (TextSlot.part): its content (0), reasoning in either field some
@@ -268,8 +271,10 @@ export class ChatChunkEvent implements StreamEvent {
   readonly endsText: readonly number[] = NO_ENDS;
   dirty = false;
   private wire: SseEvent | undefined;
-  /** Annotation strings given a part so far (each its own part of ANNOTATION_CHANNEL). */
-  private annotationParts = 0;
+  /** Texts carried whole given a part so far (each its own part of WHOLE_TEXT_CHANNEL). */
+  private wholeTextParts = 0;
+  /** Its made-up tool names, written into the chunk when it is serialised. */
+  private toolNames: StreamToolNameSlot[] | undefined;
 
   constructor(
     private readonly upstream: SseEvent,
@@ -309,8 +314,8 @@ export class ChatChunkEvent implements StreamEvent {
         if (choiceCarriesOtherText(choice, 'delta')) unread = true;
         if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') (ends ??= []).push(channel);
       }
-      // Annotations are checked whole in their chunk: it ends their texts.
-      if (this.annotationParts > 0) (ends ??= []).push(ANNOTATION_CHANNEL);
+      // Annotations and made-up tool names are checked whole in their chunk: it ends their texts.
+      if (this.wholeTextParts > 0) (ends ??= []).push(WHOLE_TEXT_CHANNEL);
       if (ends !== undefined) this.endsText = ends;
     }
     if (unread) {
@@ -374,10 +379,13 @@ export class ChatChunkEvent implements StreamEvent {
         if (isRecord(block) && typeof block.thinking === 'string') into.push(new Slot(block, 'thinking', this, channel, indexedPart(INDEXED.thinkingBlock, position), false));
       });
     }
-    if (isRecord(delta.function_call) && hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
+    if (isRecord(delta.function_call)) {
+      this.toolNameSlot(delta.function_call, into);
+      if (hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
+    }
     if (delta.annotations !== undefined && delta.annotations !== null) {
       // Whole in this chunk: each string a part of its own, on a channel no running text uses, ended here.
-      annotationSlots(delta.annotations, into, (holder, key) => new AnnotationSlot(holder, key, this, ANNOTATION_CHANNEL, this.annotationParts++));
+      annotationSlots(delta.annotations, into, (holder, key) => new AnnotationSlot(holder, key, this, WHOLE_TEXT_CHANNEL, this.wholeTextParts++));
     }
     const calls = delta.tool_calls;
     if (Array.isArray(calls)) {
@@ -389,6 +397,7 @@ export class ChatChunkEvent implements StreamEvent {
           if (callCarriesStrings(call)) markPartial(into);
           return;
         }
+        for (const holder of [call.function, call.custom]) if (isRecord(holder)) this.toolNameSlot(holder, into);
         // A custom (freeform) tool's input is plain text, a running text like content.
         const custom = call.custom;
         if (isRecord(custom) && typeof custom.input === 'string') into.push(new PartSlot(custom, 'input', this, channel, indexedPart(INDEXED.customInput, index), false));
@@ -400,6 +409,25 @@ export class ChatChunkEvent implements StreamEvent {
       });
     }
     return into.length === 0 && !isPartial(into) ? texts : into;
+  }
+
+  /**
+   * A slot for a tool call's `name` (in `holder`, its `function`, `custom` or `function_call`) that
+   * none of the caller's tools has (chat-tool-names.ts): whole in this chunk (the SDKs take a name
+   * from one fragment, not joined across them), a part of its own on WHOLE_TEXT_CHANNEL, which this
+   * chunk ends. A name that is not a string but holds strings cannot be checked so: blocked under
+   * output rules.
+   */
+  private toolNameSlot(holder: Record<string, unknown>, into: TextSlot[]): void {
+    const name = holder.name;
+    if (typeof name !== 'string') {
+      if (carriesStrings(name, 1)) markPartial(into);
+      return;
+    }
+    if (name === '' || this.shape.toolNames.has(name)) return;
+    const slot = new StreamToolNameSlot(holder, WHOLE_TEXT_CHANNEL, this.wholeTextParts++);
+    (this.toolNames ??= []).push(slot);
+    into.push(slot);
   }
 
   /** id/object/created of this chunk, for a new chunk of the same completion. */
@@ -414,6 +442,7 @@ export class ChatChunkEvent implements StreamEvent {
   }
 
   get sse(): SseEvent {
+    if (this.toolNames !== undefined) for (const name of this.toolNames) if (name.commit()) this.dirty = true;
     if (this.wire !== undefined && !this.dirty) return this.wire;
     this.wire = (this.dirty ? undefined : this.quickEdit()) ?? { data: this.rebuilt() };
     this.dirty = false;
@@ -608,7 +637,7 @@ export function chatStreamReply(
   hideUsage: boolean,
   source: ChatStreamSource,
 ): Extract<UpstreamReply, { kind: 'stream' }> {
-  const shape = new ChatStreamShape(alias, hideUsage);
+  const shape = new ChatStreamShape(alias, hideUsage, callerToolNames(ctx.forwardBody));
   return {
     kind: 'stream',
     status: 200,
