@@ -16,7 +16,7 @@ t.test('logging in with the admin token shows the shell with the Gateway nav', a
   t.ok(await page.getByRole('link', { name: 'Gateway › Nodes' }).isVisible(), 'Nodes nav');
   t.ok(await page.getByRole('link', { name: 'Gateway › Requests' }).isVisible(), 'Requests nav');
   t.ok(await page.getByRole('button', { name: 'Log out' }).isVisible(), 'Log out button');
-  await page.waitForFunction('location.hash === "#/nodes"');
+  await page.waitForFunction(() => (globalThis as unknown as { location: { hash: string } }).location.hash === '#/nodes');
   t.equal(await page.getByRole('link', { name: 'Gateway › Nodes' }).getAttribute('aria-current'), 'page', 'the default route is the nodes list');
   const cookies = await page.context().cookies();
   const session = cookies.find((c) => c.name === 'zenova_console');
@@ -45,7 +45,7 @@ t.test('a wrong admin token shows the API\'s message and no session', async (t) 
 t.test('a reload keeps the session and the page the user was on', async (t) => {
   const page = await loginPage(t, stack, browser);
   await page.getByRole('link', { name: 'Gateway › Requests' }).click();
-  await page.waitForFunction('location.hash === "#/requests"');
+  await page.waitForFunction(() => (globalThis as unknown as { location: { hash: string } }).location.hash === '#/requests');
   await page.reload();
   await page.getByRole('link', { name: 'Gateway › Nodes' }).waitFor();
   t.equal(await page.getByLabel('Admin token').count(), 0, 'no login form after the reload');
