@@ -159,6 +159,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   let closing = false;
   const inFlight = new InFlightRequests();
   app.decorate('inFlight', inFlight);
+  // Paths of the routes that serve callers through the pipeline (filled where they are registered, below).
+  const gatewayRoutes = new Set<string>();
   app.addHook('preClose', async () => {
     closing = true;
     inFlight.drain();
@@ -190,7 +192,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       if (!reply.raw.writableFinished) request.callerGone?.abort();
       const ended = howItEnded(request, reply, parserAnswers);
       logRequestFinished(request, reply, ended);
-      deps.requestWindow?.record(ended.status >= 500);
+      // The heartbeat's figures are the callers' gateway requests: not a probe of /healthz or
+      // /readyz (503 while not ready), nor a 404 for a path no route serves.
+      if (request.routeOptions.url !== undefined && gatewayRoutes.has(request.routeOptions.url)) deps.requestWindow?.record(ended.status >= 500);
       // The pipeline counts the requests it ran (runPipeline sets callerGone first); these are the
       // ones answered before it (a refused body, encoding, path) or whose body never arrived.
       if (request.callerGone === null && (request.zenova.errorCode !== undefined || request.zenova.outcome === 'aborted')) {
@@ -291,9 +295,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const snapshot = holder.current();
     return snapshot.ready ? targetsOf(snapshot.config) : [];
   });
+  // The gateway's routes (the model and tools surfaces), as the heartbeat's figures count them.
+  let registeringGatewayRoutes = true;
+  app.addHook('onRoute', (route) => {
+    if (registeringGatewayRoutes) gatewayRoutes.add(route.url);
+  });
   registerOpenAiRoutes(app, pipeline);
   registerAnthropicRoutes(app, pipeline);
   registerMcpRoutes(app, pipeline);
+  registeringGatewayRoutes = false;
 
   // After the hook above: a push channel never drains, so a stop would otherwise wait out serve's
   // deadline and then cut it. Each ends cleanly and its connection then closes as any drained one.

@@ -61,3 +61,30 @@ export function parseArgsProblem(err: unknown, known: readonly string[]): string
   if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return UNEXPECTED_VALUE_MESSAGE;
   return message;
 }
+
+/** What repeatedOptionProblem reads of parseArgs' options and tokens (`tokens: true`). */
+export interface OptionKinds {
+  readonly [name: string]: { readonly type: 'string' | 'boolean'; readonly multiple?: boolean | undefined };
+}
+export interface OptionToken {
+  readonly kind: string;
+  readonly name?: string;
+}
+
+/**
+ * "--token is given more than once: give it once" for the first value option given twice, else
+ * undefined. parseArgs keeps the last of a repeated option, so `--token A --token B` would use B
+ * and drop A unnoticed. Names the option only, never a value (it may be a token). A flag given
+ * twice loses nothing; an option declared `multiple` takes every value.
+ */
+export function repeatedOptionProblem(tokens: readonly OptionToken[], options: OptionKinds): string | undefined {
+  const seen = new Set<string>();
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.name === undefined) continue;
+    const option = options[token.name];
+    if (option?.type !== 'string' || option.multiple === true) continue;
+    if (seen.has(token.name)) return `--${token.name} is given more than once: give it once`;
+    seen.add(token.name);
+  }
+  return undefined;
+}

@@ -49,7 +49,10 @@ interface RefusalInfo {
   hint: string;
 }
 
-const REENROLL = 'run `zenova gateway-node reenroll-command NAME` on the control-plane host, then `zenova install node … --reenroll` with that command on the node';
+/** The node-side step of a re-enrollment, for an installed node and for one run without the installer. */
+const REENROLL_ON_NODE = 'the printed `zenova install node … --reenroll`, or `zenova-node enroll --reenroll --token-file FILE …` with its token for a node run without the installer';
+
+const REENROLL = `run \`zenova gateway-node reenroll-command NAME\` on the control-plane host, then on the node ${REENROLL_ON_NODE}`;
 
 const REFUSALS: Record<RefusalCode, RefusalInfo> = {
   CREDENTIAL_MISSING: { retryable: false, hint: 'the node has no credential: enroll it first (`zenova-node enroll` or `zenova install node`)' },
@@ -66,7 +69,7 @@ const REFUSALS: Record<RefusalCode, RefusalInfo> = {
     hint:
       'the node was deleted in the control plane and cannot come back: its records not yet sent can no longer be delivered. ' +
       'To serve from this host again, create a node (`zenova gateway-node create --name NAME …`), then run its reenroll command on this host ' +
-      '(`zenova gateway-node reenroll-command NAME`, then `zenova install node … --reenroll`), which moves the old node\'s spool and config aside ' +
+      `(\`zenova gateway-node reenroll-command NAME\`, then ${REENROLL_ON_NODE}), which moves the old node's spool and config aside ` +
       "(kept in the state dir's retired/ directory; never delete the node's directory)",
   },
   [PROTOCOL_INCOMPATIBLE_CODE]: { retryable: false, hint: 'node and control plane speak incompatible protocol versions: upgrade the side the message names' },

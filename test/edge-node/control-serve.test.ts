@@ -34,11 +34,15 @@ t.test('serve keeps callers served through a control-plane outage and reconnects
     control: { running: true, connected: true, sessionId: 'session-0' },
   });
 
-  // Two caller requests (a health check and a model call refused as not ready) show up in the heartbeat figures.
+  // Two model calls refused as not ready show up in the heartbeat figures, as errors; the health
+  // check and the readiness probe (503 too) are no caller requests.
   t.equal((await fetch(`${url}/healthz`)).status, 200);
+  t.equal((await fetch(`${url}/readyz`)).status, 503);
   t.equal((await fetch(`${url}/v1/models`)).status, 503, 'no config yet: the node is not ready');
+  t.equal((await fetch(`${url}/v1/models`)).status, 503);
   const session = await gateway.waitForSession(0);
-  await gateway.waitForMessage(session, (m) => (m.heartbeat?.requests5m ?? 0n) >= 2n, 'a heartbeat counting the two requests');
+  const counted = await gateway.waitForMessage(session, (m) => (m.heartbeat?.requests5m ?? 0n) >= 2n, 'a heartbeat counting the two model calls');
+  t.match(counted.heartbeat, { requests5m: 2n, errors5m: 2n }, 'the model calls only');
 
   gateway.stop();
   await node.waitForLine((line) => line.includes('"msg":"control session ended"') && line.includes('"established":true'));

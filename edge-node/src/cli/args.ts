@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../../proto/src/index.js';
+import { repeatedOptionProblem } from '../../../proto/src/cli-usage-errors.js';
 import { parseControlPlaneUrl } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
@@ -235,14 +236,20 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): 
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
-/** parseArgs with strict checking; its errors become UsageErrors carrying the command's usage. */
+/**
+ * parseArgs with strict checking; its errors become UsageErrors carrying the command's usage. An
+ * option given twice is refused, as `zenova` refuses it: parseArgs would keep the last one.
+ */
 function parseFlags(argv: string[], options: Options, usage: string): Record<string, string | boolean | undefined> {
+  let parsed;
   try {
-    const { values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
-    return values;
+    parsed = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false, tokens: true });
   } catch (err) {
     throw new UsageError(parseArgsProblem(err, [...Object.keys(options), 'help']), usage);
   }
+  const repeated = repeatedOptionProblem(parsed.tokens, options);
+  if (repeated !== undefined) throw new UsageError(repeated, usage);
+  return parsed.values;
 }
 
 /** What to pass instead of an empty value, per option (see `text`). */

@@ -45,6 +45,8 @@ async function readToken(command: EnrollCommand, io: CliIo): Promise<string> {
   const { file } = command.token;
   if (file === STDIN_TOKEN_FILE) {
     if (io.stdin === undefined) throw new InputFileError('--token-file - reads the token from standard input, which this run does not have');
+    // A terminal waits for the operator: say what for, as the installer does (on stderr, so stdout stays the result).
+    if ('isTTY' in io.stdin && io.stdin.isTTY === true) io.stderr.write('zenova-node: paste the token from the install command, then press Enter and Ctrl-D\n');
     const token = await readTokenStdin(io.stdin);
     checkToken(token, 'the token on standard input (--token-file -)');
     return token;
