@@ -199,6 +199,15 @@ export const errorTable = {
     message: "The account's credit on this node cannot cover this request.",
     retryable: true,
   },
+  ZN_ERR_CREDIT_WITHDRAWN: {
+    // The control plane refused the node for good (deleted) or refused its last credential: what it
+    // serves could never be charged, so it reserves nothing from its leases (billing/credit-withdrawal.ts).
+    // A 5xx: the node's fault, not the account's; another node, or this one once re-enrolled, serves it.
+    status: 503,
+    type: 'server_error',
+    message: "This node's credit was withdrawn because the control plane refused the node; it serves no priced requests.",
+    retryable: true,
+  },
   ZN_ERR_SPOOL_FULL: {
     status: 503,
     type: 'server_error',

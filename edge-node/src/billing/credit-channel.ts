@@ -4,10 +4,12 @@
  * report interval and when a session starts, LeaseReturn out when the node shuts down while
  * connected (and again for a returned lease the control plane grants as if still open), and
  * LeaseReturnAck in: a stopping node waits (briefly) for those before its stream is ended.
+ * When the control plane cuts the node off (deleted, or its last credential refused) the node's
+ * credit is withdrawn (credit-withdrawal.ts), and given back when a session is established again.
  */
 import { z } from 'zod';
 import type { ControlMessage, LeaseGrant, LeaseReturnAck } from '../../../proto/src/index.js';
-import type { ControlChannel, ControlSend } from '../control/control-channel.js';
+import type { ControlChannel, ControlCutOff, ControlSend } from '../control/control-channel.js';
 import type { Logger } from '../logger.js';
 import type { CreditLease } from './credit-lease.js';
 import type { LeaseBook, ReportedFigures } from './lease-book.js';
@@ -56,6 +58,14 @@ export class CreditChannel implements ControlChannel {
   }
 
   onEstablished(send: ControlSend, session: { sessionId: string }): void {
+    // Accepted again (a re-enrollment on this host): the leases serve again, in every replica.
+    const lifted = this.book.resume();
+    if (lifted !== undefined) {
+      this.logger.info(
+        { code: lifted.code, withdrawnAt: new Date(lifted.at).toISOString(), sessionId: session.sessionId },
+        "a control session was established again: the node's credit is no longer withdrawn and priced requests are served",
+      );
+    }
     this.send = send;
     this.logger.debug({ sessionId: session.sessionId, leases: this.book.openLeases().length }, 'reporting credit leases');
     this.reportAll();
@@ -76,6 +86,35 @@ export class CreditChannel implements ControlChannel {
     // What was not confirmed is sent again when the next session grants those leases.
     this.endWait?.('session-ended');
     this.unconfirmed.clear();
+  }
+
+  /**
+   * The control plane cut the node off: what it would serve from its leases could never be charged
+   * (its records cannot be delivered), while the control plane already took that credit back (a
+   * deletion) or leases it to the node's new host. So nothing more is reserved, in any replica;
+   * a deleted node's leases are closed for good, a refused credential's suspended until a session
+   * is established again. Logged once (a slow retry refused the same way says nothing new).
+   */
+  onCutOff(cut: ControlCutOff): void {
+    const { before, closed, notClosed } = this.book.withdraw({ code: cut.code, message: cut.message, at: this.now() });
+    if (before?.code === cut.code && closed.length === 0) return;
+    const fields = {
+      code: cut.code,
+      reason: cut.message,
+      ...(cut.final ? { closedLeaseIds: closed.map((l) => l.leaseId) } : { suspendedLeaseIds: this.book.openLeases().map((l) => l.leaseId) }),
+      ...(notClosed.length > 0 ? { notClosedLeaseIds: notClosed.map((l) => l.leaseId) } : {}),
+    };
+    if (cut.final) {
+      this.logger.error(
+        fields,
+        `the control plane refused this node for good (${cut.code}): its credit is withdrawn and its leases closed; priced requests are refused with ZN_ERR_CREDIT_WITHDRAWN, requests that cost nothing are still served`,
+      );
+    } else {
+      this.logger.error(
+        fields,
+        `the control plane refused this node's credential (${cut.code}) and no newer one is saved: its credit is withdrawn and its leases suspended; priced requests are refused with ZN_ERR_CREDIT_WITHDRAWN until a control session is established again (a re-enrollment), requests that cost nothing are still served`,
+      );
+    }
   }
 
   /** Figures of every open lease to the control plane (which tops them up from them). */

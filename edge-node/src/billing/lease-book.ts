@@ -17,10 +17,16 @@
  * reserved, the control plane, which releases a closed lease's reservations by the records of
  * requests in flight at the figures' time (receivedAt ≤ it < finishedAt), never released it: it
  * stayed outstanding until the hold bound (docs/billing.md, "Closed leases").
+ *
+ * While the node's credit is withdrawn (the control plane refused the node: credit-withdrawal.ts)
+ * nothing is reserved: the store refuses every reservation in the transaction that would write it,
+ * whichever replica makes it.
  */
 import type { Logger } from '../logger.js';
 import { CreditLease, addMicros } from './credit-lease.js';
 import type { FinishedReservation, LeaseSnapshot, LeaseState, Reservation, ReservationChange } from './credit-lease.js';
+import { withdrawnForGood } from './credit-withdrawal.js';
+import type { CreditWithdrawal } from './credit-withdrawal.js';
 import { sortLeftReservations } from './left-reservations.js';
 import type { ReservationEvidence } from './left-reservations.js';
 import type { LeaseStore, StoredLeaseWrite, StoredReservation } from './lease-store.js';
@@ -56,6 +62,15 @@ export interface ReportedFigures {
   unused: number;
 }
 
+/** What recording a withdrawal did. */
+export interface WithdrawOutcome {
+  /** The withdrawal that stood before (undefined: the credit was not withdrawn). */
+  before: CreditWithdrawal | undefined;
+  /** The leases closed for good (NODE_DELETED), and those that could not be. */
+  closed: CreditLease[];
+  notClosed: CreditLease[];
+}
+
 /** A start-up settlement whose write failed: its rows, and what it moves from reserved to spent. */
 interface UnsettledRows {
   requestIds: readonly string[];
@@ -73,6 +88,11 @@ export class LeaseBook {
    */
   private readonly unsettled = new Map<string, UnsettledRows>();
   private readonly logger: LeaseBookOptions['logger'];
+  /**
+   * A withdrawal held in this process only: the store keeps none (memory), or could not write it.
+   * Otherwise the store's is the one that counts (another replica may lift it on reconnecting).
+   */
+  private withdrawnHere: CreditWithdrawal | undefined;
 
   constructor(store: LeaseStore, opts: LeaseBookOptions = {}) {
     this.store = store;
@@ -225,6 +245,67 @@ export class LeaseBook {
     return returned;
   }
 
+  /** The node's credit withdrawn, as the store (every replica) has it; undefined when it is not. */
+  withdrawal(): CreditWithdrawal | undefined {
+    if (this.withdrawnHere !== undefined) return this.withdrawnHere;
+    try {
+      return this.store.withdrawal?.();
+    } catch (err) {
+      this.logger?.warn({ err }, 'the lease store could not be read for a credit withdrawal');
+      return undefined;
+    }
+  }
+
+  /**
+   * Withdraws the node's credit (the control plane refused it): no reservation from now on, in any
+   * replica. NODE_DELETED also closes every open lease for good (returned, as a LeaseReturn would:
+   * the control plane already took their credit back); otherwise they stay open, suspended until
+   * resume(). A withdrawal the store cannot write holds in this process only.
+   */
+  withdraw(withdrawal: CreditWithdrawal): WithdrawOutcome {
+    let before: CreditWithdrawal | undefined;
+    if (this.store.setWithdrawal === undefined) {
+      before = this.withdrawnHere;
+      if (before?.code !== withdrawal.code) this.withdrawnHere = withdrawal;
+    } else {
+      try {
+        before = this.store.setWithdrawal(withdrawal);
+        this.withdrawnHere = undefined;
+      } catch (err) {
+        before = this.withdrawnHere;
+        if (before?.code !== withdrawal.code) this.withdrawnHere = withdrawal;
+        this.logger?.error({ err, code: withdrawal.code }, "the lease store could not record the node's credit withdrawn; only this process refuses priced requests");
+      }
+    }
+    const closed: CreditLease[] = [];
+    const notClosed: CreditLease[] = [];
+    if (withdrawnForGood(withdrawal)) {
+      for (const lease of this.openLeases()) {
+        try {
+          this.markReturned(lease);
+          closed.push(lease);
+        } catch (err) {
+          // Still open on disk, but no reservation is written while the withdrawal stands.
+          this.logger?.error({ err, leaseId: lease.leaseId }, 'the lease store could not close a lease of a deleted node');
+          notClosed.push(lease);
+        }
+      }
+    }
+    return { before, closed, notClosed };
+  }
+
+  /** A control session was established: the credit withdrawn, if it was, is given back. Returns that withdrawal. */
+  resume(): CreditWithdrawal | undefined {
+    const here = this.withdrawnHere;
+    this.withdrawnHere = undefined;
+    try {
+      return this.store.setWithdrawal?.(undefined) ?? here;
+    } catch (err) {
+      this.logger?.error({ err }, "the lease store could not lift the node's credit withdrawal; priced requests stay refused until it can");
+      return here;
+    }
+  }
+
   /** The request's reservation is about to go upstream: from now on a restart counts it as spent. */
   markForwarded(requestId: string): void {
     this.store.markForwarded(requestId);
@@ -287,6 +368,8 @@ export class LeaseBook {
   }
 
   private readonly persist = (next: LeaseSnapshot, prev: LeaseSnapshot, reservation?: ReservationChange): StoredLeaseWrite | undefined => {
+    // The store refuses it too when it keeps the withdrawal; this one it does not know of.
+    if (this.withdrawnHere !== undefined && reservation !== undefined && 'add' in reservation) return { refused: true, stored: prev };
     const left = this.unsettled.get(next.leaseId);
     if (reservation === undefined && left === undefined) return this.store.save(next, prev);
     // The start-up settlement that could not be written rides on this write: its rows and its figures.

@@ -19,6 +19,10 @@
  * (docs/billing.md, "Persistence and crashes"). Not
  * later than the commit either: held until the caller has read the answer, a reservation would
  * outlive its record's finish time, which the control plane's lease cutoffs go by.
+ *
+ * While the node's credit is withdrawn (the control plane refused the node: credit-withdrawal.ts)
+ * the store refuses every reservation, and the request is told why with ZN_ERR_CREDIT_WITHDRAWN;
+ * a request that cannot cost anything reserves nothing and is still served.
  */
 import type { Logger } from '../logger.js';
 import { controlPlaneNow } from '../pipeline/clock.js';
@@ -28,6 +32,7 @@ import type { Rejection } from '../pipeline/stage.js';
 import type { CreditLeases } from './credit-leases.js';
 import type { CreditLease, Reservation } from './credit-lease.js';
 import type { CreditPolicy } from './credit-policy.js';
+import { withdrawnMessage } from './credit-withdrawal.js';
 import type { LeaseBook } from './lease-book.js';
 import { actualCostMicros, canCostAnything, enforceOutputLimit, priceOf, worstCaseMicros } from './request-cost.js';
 
@@ -112,7 +117,12 @@ export class LeaseCredit implements CreditLeases {
       this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');
       return reject('ZN_ERR_SPOOL_FULL', LEASE_STORE_FAILED);
     }
-    if (lease === undefined || reservation === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', creditShort(ctx));
+    if (lease === undefined || reservation === undefined) {
+      // Read only on a refusal: the store's check is what refuses, this says why.
+      const withdrawn = this.book.withdrawal();
+      if (withdrawn !== undefined) return reject('ZN_ERR_CREDIT_WITHDRAWN', withdrawnMessage(withdrawn));
+      return reject('ZN_ERR_CREDIT_EXHAUSTED', creditShort(ctx));
+    }
     const held: Held = { lease, reservation };
     this.held.set(ctx, held);
     ctx.cost.reservedMicros = amount;

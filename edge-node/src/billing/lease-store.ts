@@ -11,6 +11,7 @@ import type { Logger } from '../logger.js';
 import { openStateDatabase } from '../state/state-database.js';
 import { StateFileError } from '../state/state-store.js';
 import type { FinishedReservation, LeaseSnapshot, ReservationChange } from './credit-lease.js';
+import type { CreditWithdrawal } from './credit-withdrawal.js';
 
 export const LEASE_DB_FILE = 'credit-leases.sqlite';
 
@@ -31,6 +32,12 @@ const SCHEMA = `create table if not exists leases (
     forwarded  integer not null default 0,
     finished_cost integer,
     finished_at   integer
+  );
+  create table if not exists credit_withdrawals (
+    node_id      text primary key,
+    code         text not null,
+    message      text not null,
+    withdrawn_at integer not null
   )`;
 
 /** SQLite's answers for a file that is not (or no longer) a sound database. */
@@ -108,8 +115,8 @@ export interface LeaseStore {
    * Writes the change from `prev` to `next` (what this process knew, and what its change leads to)
    * onto the lease as stored, with `rows` in the same transaction, and returns the lease as stored
    * after it; undefined when the store keeps nothing (the change stands as `next`). A reservation
-   * (`rows.change.add`) the stored figures cannot cover, or of a lease returned meanwhile, is
-   * refused: nothing written.
+   * (`rows.change.add`) the stored figures cannot cover, of a lease returned meanwhile, or made
+   * while the node's credit is withdrawn (setWithdrawal), is refused: nothing written.
    */
   save(next: LeaseSnapshot, prev: LeaseSnapshot, rows?: ReservationRows): StoredLeaseWrite | undefined;
   /** The account's open lease as stored (another replica may hold a newer one than this process knows). */
@@ -129,6 +136,13 @@ export interface LeaseStore {
    * leases, read in one snapshot, so a charge another replica makes cannot fall between them.
    */
   readWithFinished?<T>(fn: () => T): LeaseFiguresRead<T>;
+  /**
+   * The node's credit withdrawn (the control plane refused it: credit-withdrawal.ts), as every
+   * replica sees it; undefined when none stands. Optional: without it the book keeps it in memory.
+   */
+  withdrawal?(): CreditWithdrawal | undefined;
+  /** Records the withdrawal, or with undefined lifts it; returns the one that stood before. */
+  setWithdrawal?(withdrawal: CreditWithdrawal | undefined): CreditWithdrawal | undefined;
   close(): void;
 }
 
@@ -240,10 +254,33 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
   const myReservations = db.prepare<[string], ReservationRow>(
     'select r.* from reservations r join leases l on l.lease_id = r.lease_id where l.node_id = ?',
   );
+  const selectWithdrawal = db.prepare<[string], { code: string; message: string; withdrawn_at: number }>(
+    'select code, message, withdrawn_at from credit_withdrawals where node_id = ?',
+  );
+  const upsertWithdrawal = db.prepare(`insert into credit_withdrawals (node_id, code, message, withdrawn_at) values (?, ?, ?, ?)
+    on conflict (node_id) do update set code = excluded.code, message = excluded.message, withdrawn_at = excluded.withdrawn_at`);
+  const deleteWithdrawal = db.prepare('delete from credit_withdrawals where node_id = ?');
+  const readWithdrawal = (): CreditWithdrawal | undefined => {
+    const row = selectWithdrawal.get(nodeId);
+    return row === undefined ? undefined : { code: row.code, message: row.message, at: row.withdrawn_at };
+  };
+  const replaceWithdrawal = db.transaction((next: CreditWithdrawal | undefined): CreditWithdrawal | undefined => {
+    const before = readWithdrawal();
+    if (next === undefined) {
+      if (before !== undefined) deleteWithdrawal.run(nodeId);
+    } else if (before === undefined || before.code !== next.code) {
+      // The first refusal's moment is kept while the code stays the same (each slow retry repeats it).
+      upsertWithdrawal.run(nodeId, next.code, next.message, next.at);
+    }
+    return before;
+  });
   const owner = opts.owner ?? null;
   // One transaction: a lease's figures and its reservation rows never disagree on disk.
   const write = db.transaction((next: LeaseSnapshot, prev: LeaseSnapshot, rows: ReservationRows | undefined): StoredLeaseWrite => {
     const row = selectLease.get(next.leaseId, nodeId);
+    const adds = rows?.change !== undefined && 'add' in rows.change;
+    // The node's credit withdrawn by the link's holder (the other replicas learn of it only here).
+    if (adds && selectWithdrawal.get(nodeId) !== undefined) return { refused: true, stored: row === undefined ? prev : snapshotOf(row) };
     let stored: LeaseSnapshot;
     if (row === undefined) {
       if (otherNodes.get(next.leaseId) !== undefined) throw new Error(`lease ${next.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
@@ -319,6 +356,8 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
       }));
       return { value, finished };
     }).deferred(),
+    withdrawal: readWithdrawal,
+    setWithdrawal: (withdrawal) => replaceWithdrawal.immediate(withdrawal),
     close: () => db.close(),
   };
 }

@@ -5,6 +5,8 @@
  * failure of that attempt does not count), and retry only slowly after refusals that need an
  * operator (expired or revoked credential, deleted node, incompatible protocol), unless a rotation
  * saved during that session gives a successor to try — while the node keeps serving callers. The link's state is kept in memory and mirrored to control-status.json.
+ * A refusal that cuts the node off (deleted, or its last credential refused: refusal-advice.ts
+ * cutOffBy) is told to the channels, so the credit leases stop serving priced requests.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConfigPush } from '../../../proto/src/index.js';
@@ -16,11 +18,11 @@ import type { NodeIdentity } from '../state/identity.js';
 import { StateAccessDeniedError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { Backoff } from './backoff.js';
-import type { ControlChannel } from './control-channel.js';
+import type { ControlChannel, ControlCutOff } from './control-channel.js';
 import { ControlPlaneTime, MAX_CLOCK_SKEW_MS, describeSkew } from './control-plane-time.js';
 import { loadControlStatus, saveControlStatus } from './control-status.js';
 import type { ConfigStatusRecord, ControlStatusRecord, SpoolStatusRecord } from './control-status.js';
-import { FALLBACK_CODES, needsOperator, refusalAdvice } from './refusal-advice.js';
+import { FALLBACK_CODES, cutOffBy, needsOperator, refusalAdvice } from './refusal-advice.js';
 import { runSession } from './session.js';
 import type { ConfigPushResult, HeartbeatFigures, HelloConfigFacts, NodeFacts, SessionEnd } from './session.js';
 
@@ -291,6 +293,20 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
     }
   };
 
+  /**
+   * Tells the channels the node is cut off (the credit leases then stop serving priced requests,
+   * each replica through the lease store): before the wait, so nothing is served from them meanwhile.
+   */
+  const cutOff = (cut: ControlCutOff): void => {
+    for (const channel of opts.channels ?? []) {
+      try {
+        channel.onCutOff?.(cut);
+      } catch (err) {
+        logger.error({ err, channel: channel.name, code: cut.code }, 'a control channel failed to take the node being cut off');
+      }
+    }
+  };
+
   /** True once the state dir holds an identity and a credential (a node enrolled while it waited). */
   const enrolledNow = async (): Promise<boolean> => {
     try {
@@ -400,12 +416,15 @@ export function startConnectLoop(opts: ConnectLoopOptions): ConnectLoop {
       if (usedPrevious && end.reason === 'refused' && !end.established) fallbackSpent = true;
 
       let step = decide(end, usedPrevious, credentials, fallbackSpent);
-      if (end.reason === 'refused' && needsOperator(end.code) && (await credentialReplaced(credential))) {
+      const replaced = end.reason === 'refused' && needsOperator(end.code) && (await credentialReplaced(credential));
+      if (replaced) {
         // A rotation saved during the session (its ack lost, or the gateway ended the session on
         // the credential it replaced): the successor is not what was refused, so try it soon.
         step = { delayMs: backoff.next(), usePrevious: false };
       }
       usePrevious = step.usePrevious;
+      const cut = cutOffBy(end, { usePrevious: step.usePrevious, credentialReplaced: replaced });
+      if (cut !== undefined) cutOff(cut);
       const firstOfStreak = recordError(end.code, end.message);
       if (end.established) status = { ...status, state: 'disconnected', since: new Date(), sessionId: null };
       else status = { ...status, state: 'disconnected' };

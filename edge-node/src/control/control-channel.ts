@@ -18,4 +18,22 @@ export interface ControlChannel {
   onMessage(message: ControlMessage): boolean;
   /** The session ended; `send` no longer works. */
   onEnded(): void;
+  /**
+   * The control plane cut the node off (ControlCutOff): told after the session's end, and again
+   * after each later attempt refused so (the slow retries), until a session is established.
+   */
+  onCutOff?(cut: ControlCutOff): void;
+}
+
+/**
+ * A refusal that leaves the node without a control plane until an operator acts, with nothing
+ * newer to try: the node was deleted (`final`: it never comes back), or its last credential was
+ * refused after the fallback to the previous one was refused too and credential.json holds no
+ * newer one (refusal-advice.ts cutOffBy). What the node serves meanwhile may never be delivered:
+ * a deleted node's never is, and a node re-enrolled on another host is that host's now.
+ */
+export interface ControlCutOff {
+  code: string;
+  message: string;
+  final: boolean;
 }

@@ -3,7 +3,8 @@
  * Refusal codes, their retryability and hints come from proto/ (shared with the gateway); the
  * node adds its own codes for failures the gateway never sees (TLS, unreachable, local storage).
  */
-import { isRefusalCode, isRefusalRetryable, refusalHint } from '../../../proto/src/index.js';
+import { RefusalCode, isRefusalCode, isRefusalRetryable, refusalHint } from '../../../proto/src/index.js';
+import type { ControlCutOff } from './control-channel.js';
 
 /** Refusals where the credential file's `previous` entry may still be accepted. */
 export const FALLBACK_CODES: ReadonlySet<string> = new Set(['CREDENTIAL_INVALID', 'CREDENTIAL_REVOKED']);
@@ -31,6 +32,34 @@ const LOCAL_ADVICE: Readonly<Record<string, string>> = {
   STATE_ACCESS_DENIED:
     "node-edge may not read a file in its state directory (the error names it, its owner and the chown or chmod that gives it back); nothing is damaged and no re-enrollment is needed: the node tries again every 30 s and picks the file up by itself",
 };
+
+/**
+ * Refusals of the node's credential that only a re-enrollment cures. Once no other credential is
+ * left to try, the node is cut off (cutOffBy): a re-enrollment on another host has revoked it, so
+ * what this host serves can never be delivered, and the control plane leases the node's credit to
+ * that host. Not PROTOCOL_INCOMPATIBLE or MESSAGE_INVALID: an upgrade delivers what was served.
+ */
+export const CREDENTIAL_CUT_OFF_CODES: ReadonlySet<string> = new Set([
+  RefusalCode.CREDENTIAL_INVALID,
+  RefusalCode.CREDENTIAL_REVOKED,
+  RefusalCode.CREDENTIAL_EXPIRED,
+  RefusalCode.CREDENTIAL_SUPERSEDED,
+]);
+
+/**
+ * Whether a session's end cuts the node off (ControlCutOff): NODE_DELETED always (final), a
+ * credential refusal of CREDENTIAL_CUT_OFF_CODES when the next attempt is not the fallback to the
+ * previous credential and credential.json holds no newer one than the credential refused.
+ */
+export function cutOffBy(
+  end: { reason: string; code: string; message: string },
+  next: { usePrevious: boolean; credentialReplaced: boolean },
+): ControlCutOff | undefined {
+  if (end.reason !== 'refused') return undefined;
+  if (end.code === RefusalCode.NODE_DELETED) return { code: end.code, message: end.message, final: true };
+  if (CREDENTIAL_CUT_OFF_CODES.has(end.code) && !next.usePrevious && !next.credentialReplaced) return { code: end.code, message: end.message, final: false };
+  return undefined;
+}
 
 /** True for refusals no reconnect can cure (re-enroll, recreate, upgrade): retry only slowly. */
 export function needsOperator(code: string): boolean {
