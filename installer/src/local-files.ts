@@ -1,23 +1,86 @@
 // Local files the CLI reads or writes for the operator: a PEM to send, a CA to save (atomically).
 import { randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, fstatSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import type { Stats } from 'node:fs';
 import path from 'node:path';
 import { CommandFailure, UsageError } from './cli-context.js';
 
 const MAX_PEM_BYTES = 256 * 1024;
 
+/**
+ * Why readRegularFile read nothing: `not-regular` (a device, FIFO or socket; the message says
+ * which), `too-large`, or `unreadable` (the message is the errno code, EISDIR for a directory).
+ */
+export class LocalFileError extends Error {
+  readonly kind: 'not-regular' | 'too-large' | 'unreadable';
+  constructor(kind: LocalFileError['kind'], message: string) {
+    super(message);
+    this.name = 'LocalFileError';
+    this.kind = kind;
+  }
+}
+
+function notRegular(info: Stats): LocalFileError {
+  const what = info.isCharacterDevice() ? 'a character device'
+    : info.isBlockDevice() ? 'a block device'
+      : info.isFIFO() ? 'a FIFO, a named pipe'
+        : info.isSocket() ? 'a socket' : 'not a file';
+  return new LocalFileError('not-regular', `is not a regular file (it is ${what})`);
+}
+
+/**
+ * Reads (UTF-8) a file an option or setting names, only when it is a regular file of at most
+ * `maxBytes`: a device such as /dev/zero has size 0 and was read until memory ran out, and a FIFO
+ * with no writer blocked the command for ever.
+ */
+export function readRegularFile(file: string, maxBytes: number): string {
+  let fd: number;
+  try {
+    // Looked at before it is opened: opening some devices does something by itself.
+    const info = statSync(file);
+    if (info.isDirectory()) throw new LocalFileError('unreadable', 'EISDIR');
+    if (!info.isFile()) throw notRegular(info);
+    // O_NONBLOCK: were it swapped for a FIFO meanwhile, the open returns at once and fstat refuses it.
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (err) {
+    if (err instanceof LocalFileError) throw err;
+    throw new LocalFileError('unreadable', (err as NodeJS.ErrnoException).code ?? (err as Error).message);
+  }
+  try {
+    const info = fstatSync(fd);
+    if (info.isDirectory()) throw new LocalFileError('unreadable', 'EISDIR');
+    if (!info.isFile()) throw notRegular(info);
+    if (info.size > maxBytes) throw new LocalFileError('too-large', `is larger than ${maxBytes / 1024} KiB`);
+    // One byte past the limit: a file that grew since the fstat is refused, not read on and on.
+    const buffer = Buffer.alloc(maxBytes + 1);
+    let length = 0;
+    while (length < buffer.length) {
+      const read = readSync(fd, buffer, length, buffer.length - length, null);
+      if (read === 0) break;
+      length += read;
+    }
+    if (length > maxBytes) throw new LocalFileError('too-large', `is larger than ${maxBytes / 1024} KiB`);
+    return buffer.subarray(0, length).toString('utf8');
+  } catch (err) {
+    if (err instanceof LocalFileError) throw err;
+    throw new LocalFileError('unreadable', (err as NodeJS.ErrnoException).code ?? (err as Error).message);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Reads a PEM file named by an option; problems are usage errors naming the option and file. */
 export function readPemOption(file: string, option: string, cwd: string, helpCommand: string): string {
-  const full = path.resolve(cwd, file);
+  let text: string;
   try {
-    if (statSync(full).size > MAX_PEM_BYTES) throw new UsageError(`${option} ${file} is larger than 256 KiB; expected a PEM certificate`, helpCommand);
-    const text = readFileSync(full, 'utf8');
-    if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new UsageError(`${option} ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`, helpCommand);
-    return text;
+    text = readRegularFile(path.resolve(cwd, file), MAX_PEM_BYTES);
   } catch (err) {
-    if (err instanceof UsageError) throw err;
-    throw new UsageError(`cannot read ${option} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, helpCommand);
+    if (!(err instanceof LocalFileError)) throw err;
+    if (err.kind === 'unreadable') throw new UsageError(`cannot read ${option} ${file}: ${err.message}`, helpCommand);
+    throw new UsageError(`${option} ${file} ${err.message}; expected a PEM certificate`, helpCommand);
   }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new UsageError(`${option} ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`, helpCommand);
+  return text;
 }
 
 /**

@@ -106,7 +106,7 @@ t.test('logs: only known components, journalctl gets the unit and --since as giv
   await t.rejects(runLogs([], cli.ctx, host), /COMPONENT is required/);
   await t.rejects(runLogs(['node-edge', '--since', '$(reboot)'], cli.ctx, host), /--since may contain only/);
   await t.rejects(runLogs(['node-edge', '--lines', '0'], cli.ctx, host), /--lines must be at least 1/);
-  for (const ok of ['30 min ago', '2 hours ago', 'today', 'yesterday', '2026-11-29 08:00:00', '-1h', '@1700000000'.slice(1)]) t.equal(sinceProblem(ok), undefined, `${ok} accepted`);
+  for (const ok of ['30 min ago', '2 hours ago', 'today', 'yesterday', '2026-11-29 08:00:00', '-1h']) t.equal(sinceProblem(ok), undefined, `${ok} accepted`);
   for (const bad of ['', ' ', 'a;b', "'x'", 'x'.repeat(65), 'now\nthen']) t.ok(sinceProblem(bad), `${JSON.stringify(bad.slice(0, 10))} refused`);
   t.equal(services.calls.length, 2, 'journalctl ran only for the valid command lines');
 });

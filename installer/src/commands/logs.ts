@@ -35,11 +35,80 @@ Exit codes: journalctl's own (0 shown); 1 no node is installed here (and the jou
 nothing of an earlier one) or journalctl cannot run; 2 bad usage.
 `;
 
-/** A journalctl time spec: letters, digits, spaces and the punctuation of dates and offsets. */
+/** The time span units of systemd.time(7), matched as journalctl matches them (case-sensitive: M is months, m minutes). */
+const SPAN_UNITS = new Set([
+  'usec', 'us', 'msec', 'ms', 'seconds', 'second', 'sec', 's', 'minutes', 'minute', 'min', 'm',
+  'hours', 'hour', 'hr', 'h', 'days', 'day', 'd', 'weeks', 'week', 'w', 'months', 'month', 'M', 'years', 'year', 'y',
+]);
+const WEEKDAYS = new Set(['sun', 'sunday', 'mon', 'monday', 'tue', 'tuesday', 'wed', 'wednesday', 'thu', 'thursday', 'fri', 'friday', 'sat', 'saturday']);
+const DATE = /^(\d{1,2}|\d{4})-(\d{1,2})-(\d{1,2})$/;
+const TIME = /^(\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.\d+)?)?$/;
+
+/** A systemd time span: numbers (a fraction allowed), each with a unit or else followed by a space or the end: `1h 30min`, `5s500ms`, `90`. */
+function isTimeSpan(text: string): boolean {
+  let rest = text;
+  let parts = 0;
+  for (;;) {
+    rest = rest.trimStart();
+    if (rest === '') return parts > 0;
+    const number = /^\+?(?:\d+(?:\.\d+)?|\.\d+)/.exec(rest)?.[0];
+    if (number === undefined) return false;
+    rest = rest.slice(number.length);
+    const unit = /^\s*([A-Za-z]+)/.exec(rest);
+    if (unit !== null) {
+      if (!SPAN_UNITS.has(unit[1] ?? '')) return false;
+      rest = rest.slice(unit[0].length);
+    } else if (rest !== '' && !/^\s/.test(rest)) {
+      return false; // `5.5.5`: a number must end in a unit, a space or the end
+    }
+    parts += 1;
+  }
+}
+
+function isClockTime(text: string): boolean {
+  const m = TIME.exec(text);
+  return m !== null && Number(m[1]) <= 23 && Number(m[2]) <= 59 && Number(m[3] ?? 0) <= 61;
+}
+
+/** `[WEEKDAY ]YYYY-MM-DD[ HH:MM[:SS[.frac]]]` (or YY-MM-DD), or a time of today `HH:MM[:SS[.frac]]`. */
+function isDateTime(text: string): boolean {
+  let rest = text;
+  const weekday = /^([A-Za-z]+) (.*)$/.exec(rest);
+  if (weekday !== null && WEEKDAYS.has((weekday[1] ?? '').toLowerCase())) rest = weekday[2] ?? '';
+  else if (isClockTime(rest)) return true;
+  // Newer journalctl also reads RFC 3339 (`2026-11-29T08:00:00Z`, `+02:00`); an older one says itself that it does not.
+  const m = /^(\d+-\d+-\d+)(?:(?: +|T)(\d[\d:.]*?))?(?:Z|[+-]\d\d:?\d\d)?$/.exec(rest);
+  const date = DATE.exec(m?.[1] ?? '');
+  if (m === null || date === null) return false;
+  const year = Number(date[1]);
+  if ((date[1] ?? '').length === 4 && year < 1970) return false;
+  if (Number(date[2]) < 1 || Number(date[2]) > 12 || Number(date[3]) < 1 || Number(date[3]) > 31) return false;
+  return m[2] === undefined || isClockTime(m[2]);
+}
+
+/**
+ * Whether journalctl reads `text` as a time (systemd.time(7)): now, today, yesterday, tomorrow; a
+ * span before or after now (`-1h`, `+5min`, `30 min ago`, `2 hours left`); a date and time. A last
+ * word naming a time zone (`UTC`, the host's own) is left to journalctl, which knows the zones.
+ */
+function isJournalTime(text: string): boolean {
+  if (text === 'now') return true;
+  if (text.startsWith('-') || text.startsWith('+')) return isTimeSpan(text.slice(1));
+  const relative = /^(.*) (?:ago|left)$/.exec(text);
+  if (relative !== null) return isTimeSpan(relative[1] ?? '');
+  const zoned = /^(.*\S) +[A-Za-z][A-Za-z0-9_+-]*$/.exec(text);
+  const candidates = zoned === null ? [text] : [text, zoned[1] ?? ''];
+  return candidates.some((t) => t === 'today' || t === 'yesterday' || t === 'tomorrow' || isDateTime(t));
+}
+
+/** A journalctl time spec: its characters, and then its form, so a typo is a usage error rather than journalctl's "Failed to parse timestamp". */
 export function sinceProblem(value: string): string | undefined {
   if (value.trim() === '') return 'must not be empty';
   if (value.length > 64) return 'must be at most 64 characters';
   if (!/^[A-Za-z0-9 :+.-]+$/.test(value)) return "may contain only letters, digits, spaces and : + . - (e.g. '30 min ago')";
+  if (!isJournalTime(value.trim())) {
+    return `${JSON.stringify(value.trim())} is not a time journalctl reads; use e.g. '30 min ago', '2 hours ago', -1h, today, yesterday, '2026-11-29 08:00' or '2026-11-29 08:00:00 UTC'`;
+  }
   return undefined;
 }
 

@@ -60,7 +60,8 @@ export interface InstalledStatus {
    * file the probe trusts (null for plain HTTP or an unreadable file), with its days left.
    */
   readiness: {
-    url: string;
+    /** null when etc/node.env gives no usable ZENOVA_NODE_LISTEN: there is no address to ask (`reason` says so). */
+    url: string | null;
     ready: boolean;
     reason: string | null;
     certificateRefused: boolean;
@@ -90,6 +91,11 @@ interface ReadyzBody {
 function certificateValidity(cert: InstalledTlsCert, now = new Date()): NonNullable<InstalledStatus['readiness']>['certificate'] {
   const notAfter = new Date(installedLeaf(cert.certPem).validTo);
   return { file: cert.file, notAfter: notAfter.toISOString(), daysLeft: Math.floor((notAfter.getTime() - now.getTime()) / DAY_MS) };
+}
+
+/** Readiness that cannot be asked (no listen address): shown as UNKNOWN with `reason`. */
+function unknownReadiness(reason: string): NonNullable<InstalledStatus['readiness']> {
+  return { url: null, ready: false, reason, certificateRefused: false, configVersion: null, controlPlaneConnected: null, certificate: null };
 }
 
 /** /readyz of the node on loopback; over https (trusting only its certificate file) when `tls` says so. */
@@ -130,14 +136,17 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   // The installer links `current` to releases/<version>; another target (edited by hand) names no version.
   const version = target === undefined ? null : releaseOfLink(target, layout) ?? null;
   const env = await readNodeEnv(onHost(host.hostRoot, layout.envFile));
-  const listen = parseListen(env.ZENOVA_NODE_LISTEN ?? '');
+  const listenSetting = env.ZENOVA_NODE_LISTEN;
+  const listen = parseListen(listenSetting ?? '');
   let node: NodeStatusReport | null = null;
   let error: string | null = null;
+  let stateDirMissing = false;
   try {
     node = await readNodeStatus(await openStateStore(onHost(host.hostRoot, layout.data), { create: false }));
   } catch (err) {
     if (!(err instanceof StateDirMissingError || err instanceof StateFileError)) throw err;
     error = err.message;
+    stateDirMissing = err instanceof StateDirMissingError;
   }
   const updates = await readUpdateState(host.hostRoot, layout);
   const inProgress = updates?.inProgress === undefined ? undefined : { from: updates.inProgress.from, to: updates.inProgress.to, at: updates.inProgress.at };
@@ -147,7 +156,12 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   // that failed and was rolled back keeps data/ with the node's identity (install.md), and is
   // recovered with --reenroll.
   const installed = unit !== undefined || target !== undefined;
-  if (!installed && error === null) error = leftoverDataMessage(dir, node);
+  // Without data/ there is nothing left over either: "no gateway node is installed at D", not the
+  // state store's "the state directory D/data does not exist".
+  if (!installed && (error === null || stateDirMissing)) error = leftoverDataMessage(dir, node);
+  let readinessRow: InstalledStatus['readiness'] = null;
+  if (listen !== undefined) readinessRow = await readiness(listen, () => installedTlsCertFile(host.hostRoot, layout));
+  else if (installed) readinessRow = unknownReadiness(`ZENOVA_NODE_LISTEN in ${layout.envFile} ${listenSetting === undefined ? 'is missing' : 'is not HOST:PORT'} (node-edge cannot start)`);
   return {
     installed,
     installDir: dir,
@@ -155,7 +169,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     service,
     // The unit's default when the line is missing (unit-files.ts).
     replicas: env.ZENOVA_NODE_REPLICAS === undefined ? 1 : envReplicas(env) ?? null,
-    readiness: listen === undefined ? null : await readiness(listen, () => installedTlsCertFile(host.hostRoot, layout)),
+    readiness: readinessRow,
     node,
     lastUpgrade: updates?.lastUpgrade ?? null,
     upgradeInterrupted: inProgress !== undefined && runningPid === undefined ? inProgress : null,
@@ -204,7 +218,7 @@ export function formatInstalledStatus(status: InstalledStatus): string {
   if (status.replicas !== undefined) out += row('replicas', status.replicas === null ? 'INVALID: ZENOVA_NODE_REPLICAS in etc/node.env is not a whole number from 1 to 999 (node-edge refuses to start)' : `${status.replicas} (${describeReplicas(status.replicas)})`);
   if (status.readiness !== null) {
     const r = status.readiness;
-    out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `${r.certificateRefused ? 'UNKNOWN' : 'NOT READY'}: ${r.reason ?? 'unknown'}`);
+    out += row('readiness', r.ready ? `ready (config version ${r.configVersion ?? '?'})` : `${r.certificateRefused || r.url === null ? 'UNKNOWN' : 'NOT READY'}: ${r.reason ?? 'unknown'}`);
     if (r.certificate !== null) out += row('ingress cert', ingressCertificateRow(r.certificate));
   }
   const i = status.upgradeInterrupted;

@@ -7,10 +7,11 @@
  *   3. otherwise `.zenova/dev.env` in the working directory (what the dev stack writes), if present.
  */
 import { X509Certificate } from 'node:crypto';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../cli-context.js';
 import type { CliContext } from '../cli-context.js';
+import { LocalFileError, readRegularFile } from '../local-files.js';
 import { EnvFileError, readEnvFile } from './env-file.js';
 import { isLoopbackHost } from '../../../proto/src/loopback-host.js';
 
@@ -49,9 +50,9 @@ function pick(from: Readonly<Record<string, string | undefined>>): VariableSourc
   return values;
 }
 
-function loadEnvFile(file: string, helpCommand: string): Record<string, string> {
+function loadEnvFile(file: string, helpCommand: string, option?: string): Record<string, string> {
   try {
-    return readEnvFile(file);
+    return readEnvFile(file, option);
   } catch (err) {
     if (err instanceof EnvFileError) throw new UsageError(err.message, helpCommand);
     throw err;
@@ -61,7 +62,7 @@ function loadEnvFile(file: string, helpCommand: string): Record<string, string> 
 function variableSource(ctx: CliContext, envFile: string | undefined, helpCommand: string): VariableSource {
   if (envFile !== undefined) {
     const file = path.resolve(ctx.cwd, envFile);
-    return { values: pick(loadEnvFile(file, helpCommand)), source: `env file ${envFile}` };
+    return { values: pick(loadEnvFile(file, helpCommand, '--env-file')), source: `env file ${envFile}` };
   }
   const fromEnv = pick(ctx.env);
   if (Object.keys(fromEnv).length > 0) return { values: fromEnv, source: 'the environment' };
@@ -92,11 +93,11 @@ function parseBaseUrl(raw: string, source: string, helpCommand: string): URL {
 function readCaFile(file: string, source: string, helpCommand: string): string {
   let pem: string;
   try {
-    if (statSync(file).size > MAX_CA_FILE_BYTES) throw new UsageError(`${CA_VARIABLE} ${file} is larger than 256 KiB; expected a PEM certificate`, helpCommand);
-    pem = readFileSync(file, 'utf8');
+    pem = readRegularFile(file, MAX_CA_FILE_BYTES);
   } catch (err) {
-    if (err instanceof UsageError) throw err;
-    throw new UsageError(`cannot read ${CA_VARIABLE} ${file} (from ${source}): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, helpCommand);
+    if (!(err instanceof LocalFileError)) throw err;
+    if (err.kind === 'unreadable') throw new UsageError(`cannot read ${CA_VARIABLE} ${file} (from ${source}): ${err.message}`, helpCommand);
+    throw new UsageError(`${CA_VARIABLE} ${file} (from ${source}) ${err.message}; expected a PEM certificate`, helpCommand);
   }
   try {
     new X509Certificate(pem);
@@ -121,6 +122,15 @@ export function resolveConnection(ctx: CliContext, envFile: string | undefined, 
   const adminToken = values[TOKEN_VARIABLE];
   if (adminToken === undefined) {
     throw new UsageError(`${TOKEN_VARIABLE} is not set (looked in ${source}): set it to the control plane's admin token`, helpCommand);
+  }
+  // An HTTP header carries visible ASCII only: another character (a pasted “curly quote”, a letter
+  // outside Latin-1) failed inside the HTTP client and read as "cannot reach the control plane".
+  if (!/^[\x21-\x7e]+$/.test(adminToken)) {
+    throw new UsageError(
+      `${TOKEN_VARIABLE} (from ${source}) holds a character an admin token never has (a space, a control character, or one outside ASCII such as a curly quote): ` +
+        'set it to the token exactly as the control plane was given it, without quotes pasted from a document',
+      helpCommand,
+    );
   }
   const caFileSetting = values[CA_VARIABLE];
   const caFile = caFileSetting === undefined ? undefined : path.resolve(ctx.cwd, caFileSetting);

@@ -3,7 +3,7 @@
  * `#` comments skipped, an optional `export ` prefix, optional matching quotes around the value.
  * Problems name the file and line, never the value (it may be a token).
  */
-import { readFileSync, statSync } from 'node:fs';
+import { LocalFileError, readRegularFile } from '../local-files.js';
 
 const MAX_ENV_FILE_BYTES = 64 * 1024;
 const ASSIGNMENT = /^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/;
@@ -35,15 +35,15 @@ function unquote(value: string): string {
   return value;
 }
 
-export function readEnvFile(file: string): Record<string, string> {
+/** `option` (e.g. `--env-file`) names where the file came from when it is not one to read. */
+export function readEnvFile(file: string, option = 'env file'): Record<string, string> {
   let text: string;
   try {
-    const size = statSync(file).size;
-    if (size > MAX_ENV_FILE_BYTES) throw new EnvFileError(`${file} is larger than ${MAX_ENV_FILE_BYTES / 1024} KiB; is it really an env file?`);
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file, MAX_ENV_FILE_BYTES);
   } catch (err) {
-    if (err instanceof EnvFileError) throw err;
-    throw new EnvFileError(`cannot read env file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    if (!(err instanceof LocalFileError)) throw err;
+    if (err.kind === 'unreadable') throw new EnvFileError(`cannot read env file ${file}: ${err.message}`);
+    throw new EnvFileError(`${option} ${file} ${err.message}; is it really an env file?`);
   }
   return parseEnvFile(text, file);
 }

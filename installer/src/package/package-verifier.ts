@@ -6,6 +6,7 @@
  */
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
+import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import type { z } from 'zod';
@@ -172,13 +173,18 @@ export async function verifyPackage(file: string, trustedPublicKeyPem: string): 
   }
   let handle: FileHandle;
   try {
-    handle = await open(file, 'r');
+    // O_NONBLOCK: a FIFO with no writer would hold the open for ever; opened at once, the stat below refuses it.
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     return { ok: false, code: 'NODE-PKG-UNREADABLE', cause: `cannot read the package ${file} (${code})`, advice: ADVICE['NODE-PKG-UNREADABLE'] };
   }
   try {
-    if (!(await handle.stat()).isFile()) throw new PackageProblem('NODE-PKG-UNREADABLE', `${file} is not a regular file`);
+    const info = await handle.stat();
+    if (!info.isFile()) {
+      const what = info.isDirectory() ? 'a directory' : info.isFIFO() ? 'a FIFO, a named pipe' : info.isCharacterDevice() || info.isBlockDevice() ? 'a device' : 'not a file';
+      throw new PackageProblem('NODE-PKG-UNREADABLE', `--package ${file} is not a regular file (it is ${what})`);
+    }
     const header = await readHeader(handle);
     if (!verify(null, header.manifestBytes, key, header.signature)) {
       throw new PackageProblem('NODE-PKG-SIGNATURE', `the package signature does not verify with the trusted release key (${file})`);
