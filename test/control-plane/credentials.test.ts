@@ -82,7 +82,7 @@ t.test('past its validity a credential is CREDENTIAL_EXPIRED, with the re-enroll
   const issued = await issueCredential(pool, node.id, timings, T0);
   t.match(await verifyCredential(pool, node.id, issued.credential, at(timings.validityMs - 1)), { ok: true });
   const check = await verifyCredential(pool, node.id, issued.credential, at(timings.validityMs));
-  t.match(check, { ok: false, code: 'CREDENTIAL_EXPIRED', message: /expired.*zenova gateway-node reenroll-command NAME.*--reenroll/ });
+  t.match(check, { ok: false, code: 'CREDENTIAL_EXPIRED', message: /expired.*zenova gateway-node reenroll-command NAME.*zenova install node … --reenroll.*zenova-node enroll --reenroll --token-file/ });
 });
 
 t.test('revoked credentials are CREDENTIAL_REVOKED, and revocation tells every replica', async (t) => {
@@ -169,7 +169,7 @@ t.test('credentials of a deleted node are NODE_DELETED; a wrong secret still rev
   const node = await newNode();
   const issued = await issueCredential(pool, node.id, timings, T0);
   await deleteNode(pool, node.name);
-  t.match(await verifyCredential(pool, node.id, issued.credential, at(1)), { ok: false, code: 'NODE_DELETED', message: /deleted on the control plane and cannot come back.*create a node.*reenroll-command NAME.*--reenroll.*spool and config aside.*retired\// });
+  t.match(await verifyCredential(pool, node.id, issued.credential, at(1)), { ok: false, code: 'NODE_DELETED', message: /deleted on the control plane and cannot come back.*create a node.*reenroll-command NAME.*--reenroll.*zenova-node enroll --reenroll --token-file.*spool and config aside.*retired\// });
   const [id, secret] = issued.credential.split('.') as [string, string];
   const wrong = `${id}.${secret.startsWith('A') ? 'B' : 'A'}${secret.slice(1)}`;
   t.match(await verifyCredential(pool, node.id, wrong, at(1)), { ok: false, code: 'CREDENTIAL_INVALID' });

@@ -47,7 +47,8 @@ const CREDENTIAL_FORMAT = /^([0-9a-fA-F-]{36})\.([A-Za-z0-9_-]{43})$/;
 
 const REENROLL_ADVICE =
   'Re-enroll the node: on the control-plane host run `zenova gateway-node reenroll-command NAME`, then run the printed ' +
-  '`zenova install node … --reenroll` command on the node host.';
+  '`zenova install node … --reenroll` command on the node host (a node run without the installer: ' +
+  '`zenova-node enroll --reenroll --token-file FILE …` with its token).';
 
 const MESSAGES: Record<CredentialFailureCode, string> = {
   CREDENTIAL_MISSING: 'The node sent no node id or credential. Enroll the node first (zenova install node or zenova-node enroll).',
@@ -60,7 +61,8 @@ const MESSAGES: Record<CredentialFailureCode, string> = {
   NODE_DELETED:
     'The node was deleted on the control plane and cannot come back: its records not yet sent can no longer be delivered. ' +
     'To serve from that host again, create a node (zenova gateway-node create --name NAME …), then on the control-plane host run ' +
-    '`zenova gateway-node reenroll-command NAME` and run the printed `zenova install node … --reenroll` command on the node host: it moves the ' +
+    '`zenova gateway-node reenroll-command NAME` and run the printed `zenova install node … --reenroll` command on the node host ' +
+    '(without the installer: `zenova-node enroll --reenroll --token-file FILE …`): it moves the ' +
     "old node's spool and config aside (kept in the state dir's retired/ directory; never delete the node's directory).",
 };
 
