@@ -49,16 +49,34 @@ export interface NodeServicesOptions {
   adminListen: { host: string; port: number } | undefined;
 }
 
-/** Opens them in order; if one fails, those already open are closed and the error is thrown. */
+/**
+ * Opens them in order; if one fails, those already open are closed and the error is thrown. They
+ * close in reverse, except the spool, which closes right after the admin port: its close commits
+ * (or gives up on) the records requests still wait on at a stop, and those requests then charge or
+ * release their credit reservations and rate-limit slots, so the services they write to must still
+ * be open (closed before it, the lease store refused the charge: "The database connection is not open").
+ */
 export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeServices> {
   const closers: Array<() => Promise<void>> = [];
+  let closeAdminPort: (() => Promise<void>) | undefined;
+  let closeSpool: (() => Promise<void>) | undefined;
+  const closeOne = (close: () => Promise<void>): Promise<void> => close().catch((err: unknown) => opts.logger.warn({ err }, 'closing a node service failed'));
   const closeAll = async (): Promise<void> => {
-    for (const close of closers.reverse()) await close().catch((err: unknown) => opts.logger.warn({ err }, 'closing a node service failed'));
+    const [adminPort, spool] = [closeAdminPort, closeSpool];
+    closeAdminPort = closeSpool = undefined;
+    if (adminPort !== undefined) await closeOne(adminPort);
+    if (spool !== undefined) {
+      await closeOne(spool);
+      // The requests it settled go on in promise callbacks only (the spool stage's charge, the
+      // request's cleanups): all have run by the next turn of the event loop.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    for (const close of closers.splice(0).reverse()) await closeOne(close);
   };
   try {
     // With the replica count: a second process on the state dir at 1 is refused there.
     const spool = await openNodeSpool({ ...opts, synchronous: opts.spoolSynchronous, replicas: replicasFromEnv(opts.env) });
-    closers.push(() => spool.close());
+    closeSpool = () => spool.close();
     const limiter = await createNodeRateLimiter(opts);
     closers.push(async () => limiter.close());
     const earlier = spool.earlierRuns;
@@ -80,7 +98,7 @@ export async function openNodeServices(opts: NodeServicesOptions): Promise<NodeS
     const sessionOwners = openSessionOwners(opts.stateDir, opts.logger);
     closers.push(async () => sessionOwners.close());
     const metrics = await createNodeMetrics({ adminListen: opts.adminListen, figures: () => spool.figures(), logger: opts.logger });
-    closers.push(() => metrics.close());
+    closeAdminPort = () => metrics.close();
     return {
       pipeline: { nodeId: opts.nodeId, limiter, credit: credit.credit, spool: spool.spool, metrics: metrics.metrics, sessionOwners, targetHealth: new TargetHealth() },
       channels: [spool.channel, credit.channel].filter((c): c is ControlChannel => c !== undefined),

@@ -3,6 +3,7 @@
 // cleanly on SIGINT/SIGTERM.
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
+import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../app.js';
 import type { ConfigApplier } from '../config/apply-bundle.js';
 import { ConfigHolder } from '../config/config-holder.js';
@@ -32,6 +33,7 @@ import { readiness } from '../http/readiness.routes.js';
 import { answerReadinessOverIpc } from '../metrics/replica-admin.js';
 import { readServeSettings } from './serve-settings.js';
 import type { NodeServices } from './node-services.js';
+import type { RequestSpool } from '../spool/request-spool.js';
 import type { StateStore } from '../state/state-store.js';
 import type { ListenAddress } from './args.js';
 
@@ -65,6 +67,19 @@ export class NotEnrolledError extends Error {
     super(message);
     this.name = 'NotEnrolledError';
   }
+}
+
+/**
+ * The stop's end (its deadline, or "now"): the requests still running are ended with
+ * ZN_ERR_NODE_STOPPING, and once they answered (or `graceMs` passed) the connections left are
+ * closed. An answer still waiting then for its record's commit (a full disk) never reaches its
+ * caller: its record, still queued, is stamped so at once (run-pipeline.ts), before a commit that
+ * space returning (the spool's retry, its close) lets through could record it delivered and charge it.
+ */
+export async function endRunningRequests(app: FastifyInstance, spool: RequestSpool, graceMs: number): Promise<void> {
+  await app.inFlight.stopAll(graceMs);
+  app.server.closeAllConnections();
+  spool.stampUndelivered?.();
 }
 
 /** `http(s)://HOST:PORT` with IPv6 hosts bracketed. */
@@ -322,7 +337,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
     if (ending) return;
     ending = true;
     opts.logger.warn({ requests: app.inFlight.size }, `${why}: the requests still running are ended (ZN_ERR_NODE_STOPPING)`);
-    void app.inFlight.stopAll(STOPPING_ANSWER_GRACE_MS).then(() => app.server.closeAllConnections());
+    void endRunningRequests(app, services.pipeline.spool, STOPPING_ANSWER_GRACE_MS);
   };
   // The supervisor's /readyz on the admin port asks every replica what its /readyz would answer.
   const stopAnsweringReadiness =

@@ -9,14 +9,18 @@
  * as they are pulled, but its terminal event (and anything after it) waits for the tail stages; a
  * raw body's last chunk likewise, or (holdLast false) what follows an empty chunk (its source
  * bounds that). Cleanups run once at the very end, then the metrics see the finished request. Hot
- * path: no per-event closures, no re-serialising.
+ * path: no per-event closures, no re-serialising. An answer whose record's commit waits (a full
+ * disk) until the node's stop closes its connection never goes out: its queued record is stamped
+ * again as the stop ended it (undelivered).
  */
 import { performance } from 'node:perf_hooks';
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
+import type { RequestRecord } from '../../../proto/src/index.js';
 import { bodyTextOf } from '../http/body-text.js';
+import { buildRequestRecord } from '../spool/request-record-builder.js';
 import { isNodeStopping } from '../http/in-flight-requests.js';
 import { API_HANDLERS } from '../providers/api-handlers.js';
 import { serialiseSse } from '../providers/sse.js';
@@ -211,6 +215,52 @@ class PipelineRun {
     }
   }
 
+  /**
+   * The tail stages before an answer recorded as delivered (or its end) goes out. Its record's
+   * commit may wait (a full disk) past the node's stop, which then closes the connection: the
+   * answer never reaches the caller, and the spool stamps its record, still queued, again
+   * (undelivered). `sentStatus`: the status of a head already written (a stream, a relayed body);
+   * undefined for a JSON answer, none of which goes out before its record.
+   */
+  private async tailBeforeAnswer(sentStatus: number | undefined): Promise<void> {
+    const tail = this.tail();
+    const { ctx } = this;
+    if (ctx.outcome.status !== 'ok') return tail;
+    const unregister = ctx.deps.spool.onUndelivered?.(ctx.requestId, () => this.undelivered(sentStatus));
+    if (unregister === undefined) return tail;
+    try {
+      await tail;
+    } finally {
+      unregister();
+    }
+  }
+
+  /**
+   * The record of an answer the node's stop kept from its caller (the stop ended the request and
+   * its connection is closed) while the record waited for its commit; undefined for any other.
+   * Recorded `ok` and charged in full, the answer was billed although its caller got a reset: it
+   * is `failed` with ZN_ERR_NODE_STOPPING, as every request the stop ends (docs/node-api.md), and
+   * charged what reached the caller (docs/billing.md): a model's JSON answer nothing (settled
+   * again, so the lease is charged what the record says), a stream or relayed body what it carried
+   * (all but its end), a tool call the call the tool server ran.
+   */
+  private undelivered(sentStatus: number | undefined): RequestRecord | undefined {
+    const { ctx } = this;
+    const stopped = this.stoppedBy();
+    // Destroyed at once by the stop's closeAllConnections (the response's own 'close' comes later).
+    const cut = this.request.raw.socket?.destroyed === true || this.reply.raw.destroyed;
+    if (stopped === undefined || !cut || ctx.outcome.status !== 'ok') return undefined;
+    ctx.outcome = { status: 'failed', httpStatus: sentStatus ?? stopped.status, errorCode: stopped.code };
+    if (sentStatus === undefined && ctx.toolServer === undefined) {
+      // As a request the stop ended before its answer came (forward-plan.ts): no upstream, no usage.
+      ctx.served = undefined;
+      ctx.upstreamUsage = null;
+      ctx.usage = { inputTokens: 0, outputTokens: 0, estimated: false };
+      ctx.deps.credit.settle(ctx);
+    }
+    return buildRequestRecord(ctx, { keepBodies: false });
+  }
+
   /** Closes a reply that will not be delivered, so its upstream connection is released. */
   async discard(answer: UpstreamReply | undefined): Promise<void> {
     if (answer === undefined || answer.kind === 'json') return;
@@ -266,7 +316,7 @@ class PipelineRun {
     }
     this.keepText(answer.texts);
     ctx.outcome = deliveredOutcome(answer);
-    await this.tail();
+    await this.tailBeforeAnswer(undefined);
     this.noteForLog();
     // An answer whole before the node's stop ended the request still goes out.
     if (this.callerLeft()) {
@@ -339,7 +389,7 @@ class PipelineRun {
     if (left) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
     // An output guardrail stopping the stream is the node refusing, not the upstream failing.
     else if (failure !== undefined) ctx.outcome = { status: failure.code === 'ZN_ERR_GUARDRAIL_BLOCKED' ? 'rejected' : 'failed', httpStatus: answer.status, errorCode: failure.code };
-    await this.tail();
+    await this.tailBeforeAnswer(answer.status);
     this.noteForLog();
     if (left) {
       raw.destroy();
@@ -403,7 +453,7 @@ class PipelineRun {
     if (!left && !whole) failure = this.stoppedBy() ?? failure;
     if (left) ctx.outcome = { status: 'aborted', httpStatus: answer.status, errorCode: null };
     else if (failure !== undefined) ctx.outcome = { status: 'failed', httpStatus: answer.status, errorCode: failure.code };
-    await this.tail();
+    await this.tailBeforeAnswer(answer.status);
     this.noteForLog();
     // A relayed body cut short cannot be mended in its own framing: the caller sees it end early.
     if (left || failure !== undefined) raw.destroy();

@@ -38,6 +38,19 @@ export interface RequestSpool {
   open(row: OpenRow): Promise<void> | void;
   /** The request's final record; resolves once it is durable. */
   finalise(record: RequestRecord): Promise<void>;
+  /**
+   * Registers how the request's final record is stamped again should its answer never go out
+   * (pipeline/run-pipeline.ts): while that record still waits for its commit (the disk full),
+   * stampUndelivered() replaces it with what `restamp` returns (undefined: kept), its queued bodies
+   * kept. Returns the function that unregisters it, once the answer went out or the record is in.
+   */
+  onUndelivered?(requestId: string, restamp: () => RequestRecord | undefined): () => void;
+  /**
+   * The node's stop closed its callers' connections: the records still queued of requests that
+   * registered onUndelivered are stamped again as those ask. close() does it too, before its last
+   * commit. Returns how many were.
+   */
+  stampUndelivered?(): number;
   /** False when bodies are not kept (policy metering-only while full); refused requests keep fewer (pipeline/stages/spool.ts). */
   keepsBodies(): boolean;
   /**

@@ -8,6 +8,8 @@
  * A failed commit (SQLITE_FULL, disk full, I/O error) keeps the queue and retries on a timer:
  * finalises stay pending (the caller's last byte waits; nothing is ever reported durable that is
  * not), and open() refuses new requests with ZN_ERR_SPOOL_FULL until a commit succeeds again.
+ * A final still queued when the node's stop closes its caller's connection is stamped again as
+ * the pipeline registered (onUndelivered, stampUndelivered): its answer never went out.
  * Checkpoints run in a worker thread (state/wal-checkpointer.ts), never inside a commit.
  */
 import Database from 'better-sqlite3';
@@ -164,6 +166,8 @@ export class SpoolStore implements RequestSpool {
   /** Request ids whose open row is committed in the file (so their final must delete it). */
   private readonly openInDb = new Set<string>();
   private finals: QueuedFinal[] = [];
+  /** How the pipeline stamps a request's record again should its answer never go out (onUndelivered). */
+  private readonly undelivered = new Map<string, () => RequestRecord | undefined>();
   private deletes: Array<{ first: number; last: number }> = [];
   private flushScheduled = false;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -283,6 +287,26 @@ export class SpoolStore implements RequestSpool {
       this.finals.push({ requestId: record.requestId, json, resolve, reject });
       this.scheduleFlush();
     });
+  }
+
+  onUndelivered(requestId: string, restamp: () => RequestRecord | undefined): () => void {
+    this.undelivered.set(requestId, restamp);
+    return () => this.undelivered.delete(requestId);
+  }
+
+  stampUndelivered(): number {
+    if (this.closed || this.undelivered.size === 0) return 0;
+    let stamped = 0;
+    for (const final of this.finals) {
+      const record = this.undelivered.get(final.requestId)?.();
+      if (record === undefined) continue;
+      // The bodies as queued: the pipeline builds the new record without them.
+      const { bodies } = JSON.parse(final.json) as RequestRecord;
+      final.json = JSON.stringify({ ...record, bodies });
+      stamped += 1;
+    }
+    if (stamped > 0) this.logger.warn({ count: stamped }, 'answers still waiting for their records\' commit when the stop closed their connections are recorded failed (ZN_ERR_NODE_STOPPING)');
+    return stamped;
   }
 
   keepsBodies(): boolean {
@@ -442,6 +466,9 @@ export class SpoolStore implements RequestSpool {
     if (this.closed) return;
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
+    // Also an answer whose tail began after the stop closed its connection (each restamp checks that).
+    this.stampUndelivered();
+    this.undelivered.clear();
     this.flush();
     this.closed = true;
     // A last flush that failed armed a retry; nothing is retried after close.
