@@ -9,7 +9,8 @@
  * every replica listens and STOPPING=1 on SIGTERM/SIGINT; hands the stop (drain, and "now" on a
  * second signal) to every replica and SIGHUP (TLS reload) too; restarts a replica that dies with
  * back-off, unless it refused its settings (exit 2) before listening, which stops the node with 2;
- * and serves the admin port for all of them (replica-admin.ts).
+ * serves the admin port for all of them (replica-admin.ts), and gives the control link's holder the
+ * other replicas' heartbeat figures (peer-windows.ts).
  */
 import cluster from 'node:cluster';
 import type { Worker } from 'node:cluster';
@@ -19,7 +20,8 @@ import type { Logger } from '../logger.js';
 import { startAdminServer } from '../metrics/admin-server.js';
 import type { AdminServer } from '../metrics/admin-server.js';
 import { Counter, Gauge, Registry } from '../metrics/prometheus-registry.js';
-import { REPLICA_INDEX_ENV, askReplica, mergeReplicaMetrics } from '../metrics/replica-admin.js';
+import { PEER_ANSWER_MS } from '../metrics/peer-windows.js';
+import { REPLICA_INDEX_ENV, answerPeerWindows, askReplica, isPeerWindowQuestion, mergeReplicaMetrics } from '../metrics/replica-admin.js';
 import { notifyReady, notifyStopping } from '../service/sd-notify.js';
 import type { ListenAddress } from './args.js';
 import { isListeningMessage } from './replica-worker.js';
@@ -254,6 +256,13 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
       relayLines(worker.process.stderr, process.stderr);
       worker.on('error', (err: Error) => logger.warn({ err, replica: slot.index }, `node-edge replica ${slot.index}: ${err.message}`));
       worker.on('message', (message: unknown) => {
+        if (isPeerWindowQuestion(message)) {
+          // The control link's holder sums every replica's figures into its heartbeat: the others',
+          // from their current processes (a replica started again counts from its restart, once).
+          const others = slots.flatMap((s) => (s !== slot && s.worker !== undefined && s.listening ? [{ replica: s.index, worker: s.worker }] : []));
+          void answerPeerWindows(worker, message, others, PEER_ANSWER_MS);
+          return;
+        }
         if (!isListeningMessage(message) || slot.worker !== worker) return;
         slot.listening = true;
         slot.listeningSince = performance.now();

@@ -15,6 +15,7 @@ import { startControlLinkLeader } from '../control/control-link-leader.js';
 import { ControlPlaneTime } from '../control/control-plane-time.js';
 import { loadControlStatus } from '../control/control-status.js';
 import type { ControlLinkLeader } from '../control/control-link-leader.js';
+import type { ConnectLoop } from '../control/connect-loop.js';
 import type { Logger } from '../logger.js';
 import { RequestWindow } from '../metrics/request-window.js';
 import { productVersion } from '../../../proto/src/product-version.js';
@@ -30,7 +31,8 @@ import type { CallerTlsFiles, CallerTlsPair } from '../tls/caller-tls.js';
 import { openNodeServices } from './node-services.js';
 import { replicaWorker } from './replica-worker.js';
 import { readiness } from '../http/readiness.routes.js';
-import { answerReadinessOverIpc } from '../metrics/replica-admin.js';
+import { answerReadinessOverIpc, answerWindowOverIpc } from '../metrics/replica-admin.js';
+import { PeerWindows, addFigures } from '../metrics/peer-windows.js';
 import { readServeSettings } from './serve-settings.js';
 import type { NodeServices } from './node-services.js';
 import type { RequestSpool } from '../spool/request-spool.js';
@@ -241,6 +243,9 @@ export async function serve(opts: ServeOptions): Promise<number> {
   process.on('SIGHUP', onHangup);
   // A replica of `serve --replicas K`: its supervisor tells systemd, once every replica listens.
   const replica = replicaWorker(env);
+  // Each replica counts its own callers; the link holder's heartbeat sums them all (peer-windows.ts).
+  const stopAnsweringWindow = replica === undefined ? undefined : answerWindowOverIpc(() => requestWindow.figures());
+  const peerWindows = replica === undefined ? undefined : new PeerWindows(opts.logger);
   if (replica === undefined) notifyReady(opts.logger, `serving on ${url}`);
   if (callerTls === undefined && !isLoopbackHost(opts.listen.host)) {
     opts.logger.warn(
@@ -271,13 +276,14 @@ export async function serve(opts: ServeOptions): Promise<number> {
     const takeIdentity = (identity: NodeIdentity): void => {
       configApplier.setTrust({ nodeId: identity.nodeId, publicKeyPem: identity.configSigningPublicKeyPem });
     };
-    const startLink = () =>
+    const startConnect = () =>
       startConnectLoop({
         store: enrolled.store,
         logger: opts.logger,
         facts: { version: productVersion(), hostname: os.hostname(), arch: process.arch },
         figures: () => {
-          const window = requestWindow.figures();
+          const own = requestWindow.figures();
+          const window = peerWindows === undefined ? own : addFigures(own, peerWindows.figures());
           const spool = services.figures();
           return {
             requests5m: window.requests,
@@ -311,6 +317,20 @@ export async function serve(opts: ServeOptions): Promise<number> {
         reconnect: reconnect.reconnect,
         refusedRetryMs: reconnect.refusedRetryMs,
       });
+    /** The link, and with replicas the asking for the others' figures while this process holds it. */
+    const startLink = (): ConnectLoop => {
+      if (peerWindows === undefined) return startConnect();
+      peerWindows.start();
+      const loop = startConnect();
+      return {
+        status: () => loop.status(),
+        configChanged: () => loop.configChanged(),
+        stop: (options) => {
+          peerWindows.stop();
+          return loop.stop(options);
+        },
+      };
+    };
     // status and doctor see a full spool or failing writes (on a full disk this write fails too:
     // status then judges free space itself).
     services.onSpoolStateChanged(() => void link?.configChanged());
@@ -379,6 +399,7 @@ export async function serve(opts: ServeOptions): Promise<number> {
           process.off('SIGINT', onReplicaSignal).off('SIGTERM', onReplicaSignal);
           stopOrders?.();
           stopAnsweringReadiness?.();
+          stopAnsweringWindow?.();
           opts.logger.info('node-edge stopped');
           resolve(0);
         },

@@ -8,6 +8,7 @@
  */
 import cluster from 'node:cluster';
 import type { Worker } from 'node:cluster';
+import type { WindowFigures } from './request-window.js';
 
 /** Set by the supervisor in each replica's environment: the slot (1..K) the process fills. */
 export const REPLICA_INDEX_ENV = 'ZENOVA_NODE_REPLICA_INDEX';
@@ -20,7 +21,8 @@ export function replicaIndex(env: NodeJS.ProcessEnv = process.env): number | und
   return Number(raw);
 }
 
-export type AdminQuestionKind = 'metrics' | 'readyz';
+/** `window`: the replica's heartbeat figures (RequestWindow), summed into the link holder's heartbeat. */
+export type AdminQuestionKind = 'metrics' | 'readyz' | 'window';
 
 interface AdminQuestion {
   zenovaAdmin: AdminQuestionKind;
@@ -37,11 +39,12 @@ export interface ReplicaReadiness {
 /** A replica's answer: the metrics text, or its readiness; `error` when it could not make one. */
 export type AdminAnswer =
   | { zenovaAdmin: 'metrics'; id: number; answer: true; text?: string; error?: string }
-  | { zenovaAdmin: 'readyz'; id: number; answer: true; readiness?: ReplicaReadiness; error?: string };
+  | { zenovaAdmin: 'readyz'; id: number; answer: true; readiness?: ReplicaReadiness; error?: string }
+  | { zenovaAdmin: 'window'; id: number; answer: true; figures?: WindowFigures; error?: string };
 
 function isQuestion(message: unknown): message is AdminQuestion {
   const m = message as Partial<AdminQuestion> | null;
-  return typeof m === 'object' && m !== null && (m.zenovaAdmin === 'metrics' || m.zenovaAdmin === 'readyz') && typeof m.id === 'number' && m.answer === undefined;
+  return typeof m === 'object' && m !== null && (m.zenovaAdmin === 'metrics' || m.zenovaAdmin === 'readyz' || m.zenovaAdmin === 'window') && typeof m.id === 'number' && m.answer === undefined;
 }
 
 function isAnswer(message: unknown, kind: AdminQuestionKind, id: number): message is AdminAnswer {
@@ -51,7 +54,7 @@ function isAnswer(message: unknown, kind: AdminQuestionKind, id: number): messag
 
 // ---- the replica's side ----
 
-const answerers: { metrics?: () => string; readyz?: () => ReplicaReadiness } = {};
+const answerers: { metrics?: () => string; readyz?: () => ReplicaReadiness; window?: () => WindowFigures } = {};
 let answering = false;
 
 function onQuestion(message: unknown): void {
@@ -62,9 +65,12 @@ function onQuestion(message: unknown): void {
     if (kind === 'metrics') {
       const render = answerers.metrics;
       reply = render === undefined ? { zenovaAdmin: kind, id, answer: true, error: 'no metrics yet' } : { zenovaAdmin: kind, id, answer: true, text: render() };
-    } else {
+    } else if (kind === 'readyz') {
       const read = answerers.readyz;
       reply = read === undefined ? { zenovaAdmin: kind, id, answer: true, error: 'not serving yet' } : { zenovaAdmin: kind, id, answer: true, readiness: read() };
+    } else {
+      const read = answerers.window;
+      reply = read === undefined ? { zenovaAdmin: kind, id, answer: true, error: 'not serving yet' } : { zenovaAdmin: kind, id, answer: true, figures: read() };
     }
   } catch (err) {
     reply = { zenovaAdmin: kind, id, answer: true, error: (err as Error).message };
@@ -82,7 +88,7 @@ function answer<K extends AdminQuestionKind>(kind: K, fn: NonNullable<(typeof an
   return () => {
     if (answerers[kind] !== fn) return;
     delete answerers[kind];
-    if (answerers.metrics === undefined && answerers.readyz === undefined && answering) {
+    if (answerers.metrics === undefined && answerers.readyz === undefined && answerers.window === undefined && answering) {
       process.off('message', onQuestion);
       answering = false;
     }
@@ -97,6 +103,100 @@ export function answerMetricsOverIpc(render: () => string): () => void {
 /** In a replica: answer the supervisor's /readyz with `read`. Returns the undo. */
 export function answerReadinessOverIpc(read: () => ReplicaReadiness): () => void {
   return answer('readyz', read);
+}
+
+/** In a replica: answer the supervisor's questions for this replica's heartbeat figures with `read`. Returns the undo. */
+export function answerWindowOverIpc(read: () => WindowFigures): () => void {
+  return answer('window', read);
+}
+
+// ---- the other replicas' heartbeat figures, for the replica holding the control link ----
+
+/** Link holder → supervisor: the other replicas' figures, please. */
+interface PeerWindowQuestion {
+  zenovaPeerWindow: 'ask';
+  id: number;
+}
+
+/** Supervisor → link holder: the figures summed over the replicas that answered in time. */
+export interface PeerWindowAnswer {
+  zenovaPeerWindow: 'answer';
+  id: number;
+  figures: WindowFigures;
+  /** The slots whose figures are in `figures`. */
+  answered: number[];
+  /** Slots serving that did not answer in time (their figures are left out). */
+  missing: number[];
+}
+
+export function isPeerWindowQuestion(message: unknown): message is PeerWindowQuestion {
+  const m = message as Partial<PeerWindowQuestion> | null;
+  return typeof m === 'object' && m !== null && m.zenovaPeerWindow === 'ask' && typeof m.id === 'number';
+}
+
+function isPeerWindowAnswer(message: unknown, id: number): message is PeerWindowAnswer {
+  const m = message as Partial<PeerWindowAnswer> | null;
+  return typeof m === 'object' && m !== null && m.zenovaPeerWindow === 'answer' && m.id === id && typeof m.figures === 'object' && m.figures !== null;
+}
+
+let nextPeerQuestionId = 1;
+
+/**
+ * In a replica: asks the supervisor for the other replicas' figures; undefined when it did not
+ * answer within `timeoutMs` (or there is no supervisor).
+ */
+export function askPeerWindows(timeoutMs: number): Promise<PeerWindowAnswer | undefined> {
+  const id = nextPeerQuestionId++;
+  return new Promise((resolve) => {
+    if (process.send === undefined) {
+      resolve(undefined);
+      return;
+    }
+    const done = (answer: PeerWindowAnswer | undefined): void => {
+      clearTimeout(timer);
+      process.off('message', onMessage);
+      resolve(answer);
+    };
+    const onMessage = (message: unknown): void => {
+      if (isPeerWindowAnswer(message, id)) done(message);
+    };
+    const timer = setTimeout(() => done(undefined), timeoutMs);
+    process.on('message', onMessage);
+    process.send({ zenovaPeerWindow: 'ask', id } satisfies PeerWindowQuestion, undefined, undefined, (err) => {
+      if (err) done(undefined);
+    });
+  });
+}
+
+/**
+ * In the supervisor: answers `asker`'s question with the sum of `others`' figures, each asked with
+ * `timeoutMs` (a stuck replica is left out rather than waited for).
+ */
+export async function answerPeerWindows(
+  asker: Worker,
+  question: PeerWindowQuestion,
+  others: ReadonlyArray<{ replica: number; worker: Worker }>,
+  timeoutMs: number,
+): Promise<PeerWindowAnswer> {
+  const answers = await Promise.all(others.map(async ({ replica, worker }) => ({ replica, answer: await askReplica(worker, 'window', timeoutMs) })));
+  const reply: PeerWindowAnswer = { zenovaPeerWindow: 'answer', id: question.id, figures: { requests: 0, errors: 0 }, answered: [], missing: [] };
+  for (const { replica, answer } of answers) {
+    const figures = answer?.zenovaAdmin === 'window' ? answer.figures : undefined;
+    if (figures === undefined) {
+      reply.missing.push(replica);
+      continue;
+    }
+    reply.figures.requests += figures.requests;
+    reply.figures.errors += figures.errors;
+    reply.answered.push(replica);
+  }
+  try {
+    // The asker may have died meanwhile; its successor asks again.
+    asker.send(reply, undefined, () => undefined);
+  } catch {
+    /* gone */
+  }
+  return reply;
 }
 
 // ---- the supervisor's side ----
