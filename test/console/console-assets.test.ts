@@ -100,6 +100,26 @@ t.test('unknown assets and any path with .. are 404 with the API\'s error body',
   }
 });
 
+t.test('every other /console answer, the app\'s own 404s and 400s too, carries the security headers', async (t) => {
+  const paths = ['/console/nope', '/console/index.html', '/console//', '/console/assets/%2e%2e/x', '/console/assets/nope.js', '/console?x=1'];
+  for (const p of paths) {
+    const res = await rawGet(p);
+    t.ok(res.status >= 300 && res.status < 500, `${p}: not served (${res.status})`);
+    checkSecurityHeaders(t, res.headers, p);
+    t.equal(res.headers['x-frame-options'], 'DENY', `${p}: x-frame-options`);
+  }
+  const other = await rawGet('/nope');
+  t.equal(other.status, 404);
+  t.equal(other.headers['content-security-policy'], undefined, 'a 404 outside /console is not given the console\'s CSP');
+});
+
+t.test('the router\'s 400 for a bad %-escape under /console carries the security headers', async (t) => {
+  const res = await rawGet('/console/assets/%');
+  t.equal(res.status, 400);
+  checkSecurityHeaders(t, res.headers, '/console/assets/%');
+  t.equal(res.headers['x-frame-options'], 'DENY', 'x-frame-options');
+});
+
 t.test('/ and /console redirect to /console/', async (t) => {
   for (const url of ['/', '/console']) {
     const res = await stack.app.inject({ method: 'GET', url });

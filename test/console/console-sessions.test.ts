@@ -8,6 +8,7 @@ import https from 'node:https';
 import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
 import { buildApp } from '../../control-plane/src/app.js';
+import { loginLimitKey } from '../../control-plane/src/console/console-sessions.js';
 import { validNodeBody } from '../control-plane/nodes-harness.js';
 import { startConsoleStack } from './browser-harness.js';
 import type { ConsoleStack } from './browser-harness.js';
@@ -228,6 +229,39 @@ t.test('10 failed logins from an address in a minute lock it out, the right toke
   const busy = freshIp();
   for (let i = 0; i < 12; i++) await login(stack, busy);
   t.pass('12 successful logins from one address are not limited');
+});
+
+t.test('the failed-login limit keys an IPv6 client by its /64 and an IPv4-mapped one by its IPv4 address', async (t) => {
+  t.equal(loginLimitKey('203.0.113.7'), '203.0.113.7', 'IPv4 as is');
+  t.equal(loginLimitKey('::ffff:203.0.113.7'), '203.0.113.7', 'IPv4-mapped: the IPv4 address');
+  t.equal(loginLimitKey('::FFFF:cb00:7107'), '203.0.113.7', 'IPv4-mapped in hex groups too');
+  const key = loginLimitKey('2001:db8:1:2:aaaa:bbbb:cccc:dddd');
+  t.equal(key, '2001:db8:1:2::/64');
+  t.equal(loginLimitKey('2001:0db8:0001:0002::1'), key, 'another address of the /64, written short');
+  t.equal(loginLimitKey('2001:db8:1:2:ffff:ffff:ffff:ffff'), key, 'the /64\'s last address');
+  t.not(loginLimitKey('2001:db8:1:3::1'), key, 'the next /64 is another key');
+  t.equal(loginLimitKey('::1'), '0:0:0:0::/64', 'loopback');
+  t.equal(loginLimitKey('fe80::1%eth0'), loginLimitKey('fe80::2'), 'a zone id is left out');
+  t.equal(loginLimitKey('2001:db8::1.2.3.4'), '2001:db8:0:0::/64', 'an embedded dotted quad');
+
+  // Through the route: ten failures spread over ten addresses of one /64 lock out an eleventh.
+  const prefix = `2001:db8:${(++ipCounter).toString(16)}:1`;
+  for (let i = 0; i < 10; i++) {
+    const res = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: `guess-${i}` }, remoteAddress: `${prefix}::${(i + 1).toString(16)}` });
+    t.equal(res.statusCode, 401, `failure ${i + 1} from ${prefix}::${(i + 1).toString(16)}`);
+  }
+  const sameNet = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: stack.adminToken }, remoteAddress: `${prefix}:dead:beef:1:2` });
+  t.equal(sameNet.statusCode, 429, 'another address of the same /64 is locked out');
+  const otherNet = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: stack.adminToken }, remoteAddress: `${prefix.replace(/:1$/, ':2')}::1` });
+  t.equal(otherNet.statusCode, 200, 'the next /64 logs in');
+
+  // IPv4 and its IPv4-mapped spelling share one count.
+  const v4 = freshIp();
+  for (let i = 0; i < 10; i++) {
+    await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: `guess-${i}` }, remoteAddress: i % 2 === 0 ? v4 : `::ffff:${v4}` });
+  }
+  const mapped = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: stack.adminToken }, remoteAddress: `::ffff:${v4}` });
+  t.equal(mapped.statusCode, 429, 'the mapped spelling is locked out with its IPv4 address');
 });
 
 t.test('the login body is bounded: 1 KiB, a token of at most 512 characters, no other fields', async (t) => {

@@ -64,8 +64,17 @@ t.test('without nodes the list says so and "Add node" opens the wizard', async (
   await empty.waitFor();
   t.match(await empty.textContent(), /No gateway nodes yet/);
   await page.getByRole('button', { name: 'Add node' }).click();
-  await waitForHash(page, '#/nodes/new');
+  await waitForHash(page, '#/add-node');
   await page.getByLabel('Node name').waitFor();
+  t.same(page.problems, [], 'no console errors or CSP violations');
+});
+
+t.test('a node named "new" opens its detail, not the wizard', async (t) => {
+  const created = await createNode('new');
+  const page = await loginPage(t, stack, browser, { hash: '#/nodes/new' });
+  await page.getByRole('heading', { name: 'Node new' }).waitFor();
+  await waitForText(page, '[data-field="id"]', exactly(created.node.id));
+  t.equal(await page.getByLabel('Node name').count(), 0, 'no wizard');
   t.same(page.problems, [], 'no console errors or CSP violations');
 });
 
@@ -103,6 +112,38 @@ t.test('the list shows a node\'s status and figures and refreshes them in place 
   await waitForHash(page, '#/nodes/edge-list');
   await detailField(page, 'requests5m').waitFor();
   t.equal(await detailField(page, 'requests5m').textContent(), '1500', 'a click on the row opens the node');
+  t.same(page.problems, [], 'no console errors or CSP violations');
+});
+
+t.test('at 1280 px the nodes table stays inside the page, scrolling sideways in its own box, and a long region wraps', async (t) => {
+  const region = `region-${'x'.repeat(57)}`; // 64 characters, no space to break at
+  await createNode('edge-wide', { region });
+  const page = await loginPage(t, stack, browser);
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.getByTestId('node-row-edge-wide').waitFor();
+  const layout = await page.evaluate(() => {
+    const doc = globalThis as unknown as {
+      document: {
+        documentElement: { scrollWidth: number; clientWidth: number };
+        querySelector(s: string): { scrollWidth: number; clientWidth: number; firstChild: unknown } | null;
+        createRange(): { selectNodeContents(n: unknown): void; getClientRects(): { length: number } };
+      };
+      getComputedStyle(el: unknown): { overflowX: string };
+    };
+    const box = doc.document.querySelector('[data-testid="nodes-table-scroll"]');
+    const regionCell = doc.document.querySelector('[data-testid="node-row-edge-wide"] [data-col="region"]');
+    const lines = doc.document.createRange();
+    if (regionCell) lines.selectNodeContents(regionCell.firstChild);
+    return {
+      pageScrollWidth: doc.document.documentElement.scrollWidth,
+      pageWidth: doc.document.documentElement.clientWidth,
+      boxOverflowX: box ? doc.getComputedStyle(box).overflowX : 'no box',
+      regionLines: regionCell ? lines.getClientRects().length : 0,
+    };
+  });
+  t.ok(layout.pageScrollWidth <= layout.pageWidth, `the page does not scroll sideways (${layout.pageScrollWidth} <= ${layout.pageWidth})`);
+  t.equal(layout.boxOverflowX, 'auto', 'the table sits in a box that scrolls sideways');
+  t.ok(layout.regionLines > 1, `the long region wraps (${layout.regionLines} lines)`);
   t.same(page.problems, [], 'no console errors or CSP violations');
 });
 

@@ -87,7 +87,7 @@ const waitForText = (page: Page, selector: string, text: string) =>
   page.locator(selector, { hasText: new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) }).waitFor();
 
 t.test('the wizard creates the node with the values typed and shows a command whose token enrolls it', async (t) => {
-  const page = await loginPage(t, stack, browser, { hash: '#/nodes/new' });
+  const page = await loginPage(t, stack, browser, { hash: '#/add-node' });
   const ca = await createTestCa('Zenova Console Wizard CA');
   const { command, token } = await createThroughWizard(page, {
     name: 'edge-wizard-1', region: 'east', tools: true, installDir: '/data/zenova-node/',
@@ -131,7 +131,7 @@ t.test('the wizard creates the node with the values typed and shows a command wh
 });
 
 t.test('a bad name or install dir is refused at its field before anything is sent', async (t) => {
-  const page = await loginPage(t, stack, browser, { hash: '#/nodes/new' });
+  const page = await loginPage(t, stack, browser, { hash: '#/add-node' });
   const posts = watchCreates(page);
   const nameError = page.locator('#node-name-error');
 
@@ -168,6 +168,18 @@ t.test('a bad name or install dir is refused at its field before anything is sen
   t.same(page.problems, [], 'no console errors or CSP violations');
 });
 
+t.test('an install dir pasted with spaces around it is taken, as the API takes it', async (t) => {
+  const page = await loginPage(t, stack, browser, { hash: '#/add-node' });
+  await page.getByLabel('Node name').fill('edge-padded-dir');
+  await page.getByLabel('Install directory (optional)').fill('  /data/zenova-padded ');
+  await page.getByLabel('Node name').focus(); // leaves the field: its blur check runs
+  t.ok(await page.locator('#install-dir-error').isHidden(), 'no problem shown on leaving the field');
+  await page.getByRole('button', { name: 'Next' }).click();
+  await page.getByLabel('Node address').waitFor();
+  t.ok(await stepShown(page, 2), 'Next moved on to step 2');
+  t.same(page.problems, [], 'no console errors or CSP violations');
+});
+
 t.test('what the API refuses is shown in the API\'s words and marks the refused field', async (t) => {
   const created = await stack.app.inject({ method: 'POST', url: '/api/v1/nodes', headers: bearer, payload: validNodeBody({ name: 'edge-taken' }) });
   t.equal(created.statusCode, 201);
@@ -175,7 +187,7 @@ t.test('what the API refuses is shown in the API\'s words and marks the refused 
   t.equal(apiAnswer.statusCode, 409);
   const takenMessage = apiAnswer.json<{ error: { message: string } }>().error.message;
 
-  const page = await loginPage(t, stack, browser, { hash: '#/nodes/new' });
+  const page = await loginPage(t, stack, browser, { hash: '#/add-node' });
   const posts = watchCreates(page);
   await fillWizard(page, { name: 'edge-taken' });
   await page.getByRole('button', { name: 'Create and generate install command' }).click();
@@ -202,7 +214,7 @@ t.test('what the API refuses is shown in the API\'s words and marks the refused 
 });
 
 t.test('onboarding progress follows enrollment, first heartbeat and config sync without a reload', async (t) => {
-  const page = await loginPage(t, stack, browser, { hash: '#/nodes/new' });
+  const page = await loginPage(t, stack, browser, { hash: '#/add-node' });
   const { token } = await createThroughWizard(page, { name: 'edge-onboard' });
   const step = (stage: string, state: string) => page.locator(`[data-testid="onboarding-${stage}"][data-state="${state}"]`);
   await step('registered', 'current').waitFor();
@@ -229,7 +241,7 @@ t.test('onboarding progress follows enrollment, first heartbeat and config sync 
 });
 
 t.test('leaving the page stops the onboarding polling', async (t) => {
-  const page = await loginPage(t, stack, browser, { hash: '#/nodes/new' });
+  const page = await loginPage(t, stack, browser, { hash: '#/add-node' });
   await createThroughWizard(page, { name: 'edge-leave' });
   const polls: number[] = [];
   const lists: number[] = [];
@@ -258,7 +270,7 @@ t.test('leaving the page stops the onboarding polling', async (t) => {
 t.test('over HTTPS the control-plane URL defaults to the console\'s own address, which the API takes', async (t) => {
   const https = await startConsoleStack(t, { https: true });
   t.match(https.baseUrl, /^https:\/\//);
-  const page = await loginPage(t, https, browser, { hash: '#/nodes/new' });
+  const page = await loginPage(t, https, browser, { hash: '#/add-node' });
   await page.getByLabel('Node name').fill('edge-https');
   await page.getByRole('button', { name: 'Next' }).click();
   t.equal(await page.getByLabel('Control-plane URL').inputValue(), https.baseUrl, 'prefilled with the console\'s origin');

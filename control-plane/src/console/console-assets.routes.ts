@@ -3,14 +3,15 @@
  * `/console/`, which answers `ui/index.html`; `GET /console/assets/<file>` answers a file of `ui/`
  * from an allow-list made once at start by reading the directory (`*.js`, `*.css`, `pages/*.js`).
  * A path is looked up in that list, never joined onto the disk path, so `..` or any other file
- * cannot be reached. Every answer carries a strict CSP: scripts and styles from this origin only,
- * nothing inline, no framing.
+ * cannot be reached. Every answer under /console carries a strict CSP (scripts and styles from this
+ * origin only, nothing inline, no framing) and the other security headers, the app's own 404s and
+ * 400s included.
  */
 import { readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { notFoundHandler } from '../http/error-handler.js';
 
 export const CONSOLE_PATH = '/console/';
@@ -64,6 +65,19 @@ function securityHeaders(reply: FastifyReply): void {
   void reply.header('x-frame-options', 'DENY');
 }
 
+/** `/console`, `/console/…`, `/console?…`: a path the console's security headers go on (not `/consoles`). */
+export function isConsoleUrl(url: string): boolean {
+  return /^\/console(?:[/?#]|$)/.test(url);
+}
+
+/**
+ * The console's security headers when the request is for a /console URL. Also for the router's
+ * own refusals (a bad %-escape), which run no hooks: the frameworkErrors handler must call it.
+ */
+export function consoleSecurityHeaders(request: FastifyRequest, reply: FastifyReply): void {
+  if (isConsoleUrl(request.url)) securityHeaders(reply);
+}
+
 export interface ConsoleAssetsRoutesOptions {
   /** Test seam; the product serves the ui/ folder beside this file. */
   uiDir?: string;
@@ -76,6 +90,10 @@ export const consoleAssetsRoutes: FastifyPluginAsync<ConsoleAssetsRoutesOptions>
   const redirect = async (_request: unknown, reply: FastifyReply): Promise<void> => {
     await reply.redirect(CONSOLE_PATH, 302);
   };
+  // On the app itself (skip-override below): the global 404 and error handlers answer
+  // /console/nope, /console/index.html and the like, outside this plugin's routes.
+  app.addHook('onRequest', async (request, reply) => consoleSecurityHeaders(request, reply));
+
   app.get('/', redirect);
   app.get('/console', redirect);
 
@@ -105,3 +123,7 @@ export const consoleAssetsRoutes: FastifyPluginAsync<ConsoleAssetsRoutesOptions>
     return reply.type(CONTENT_TYPES[path.extname(file)]!).send(body);
   });
 };
+
+// Like fastify-plugin: the hooks above apply to the scope that registers us (the app, so its 404s
+// and 400s too), not to a scope of our own.
+Object.assign(consoleAssetsRoutes, { [Symbol.for('skip-override')]: true });

@@ -14,7 +14,7 @@ import type { Settings } from '../settings.js';
 import type { ZodTypeProvider } from '../http/zod-schemas.js';
 import {
   CSRF_HEADER, FailedLoginLimiter, SESSION_TTL_MS, clearedSessionCookie, createSession, csrfTokenFor, csrfTokenMatches,
-  adminTokenTag, deleteSession, findSession, sessionCookie, sessionCookieValue,
+  adminTokenTag, deleteSession, findSession, loginLimitKey, sessionCookie, sessionCookieValue,
 } from './console-sessions.js';
 import type { ConsoleSession } from './console-sessions.js';
 
@@ -63,14 +63,16 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
     bodyLimit: LOGIN_BODY_LIMIT_BYTES,
     schema: { body: loginBodySchema, response: { 200: sessionAnswerSchema } },
   }, async (request, reply) => {
-    const decision = limiter.check(request.ip);
+    // IPv6 by /64: a host that holds a /64 does not get a fresh limit per address.
+    const limitKey = loginLimitKey(request.ip);
+    const decision = limiter.check(limitKey);
     if (!decision.allowed) {
       void reply.header('retry-after', String(decision.retryAfterSeconds));
       throw zenovaError('ZN_ERR_CP_LOGIN_RATE_LIMITED', `Too many failed console logins from this address; try again in ${decision.retryAfterSeconds} s.`);
     }
     // Checked and counted in one synchronous step: concurrent guesses cannot all pass the check.
     if (!timingSafeEqual(digest(request.body.adminToken), expected)) {
-      limiter.recordFailure(request.ip);
+      limiter.recordFailure(limitKey);
       throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'Invalid admin token.');
     }
     // A browser logging in again replaces its session rather than leaving the old one live.

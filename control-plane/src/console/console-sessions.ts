@@ -7,6 +7,7 @@
  * leaked) accepts none of the sessions the old token opened.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { isIPv4, isIPv6 } from 'node:net';
 import type pg from 'pg';
 
 export const SESSION_COOKIE = 'zenova_console';
@@ -100,6 +101,40 @@ export function sessionCookie(id: string, secure: boolean): string {
 
 export function clearedSessionCookie(secure: boolean): string {
   return `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0${secure ? '; Secure' : ''}`;
+}
+
+/** An IPv6 address's eight 16-bit groups, or undefined when it is not one. */
+function ipv6Groups(address: string): number[] | undefined {
+  if (!isIPv6(address)) return undefined;
+  let text = address;
+  // A trailing dotted quad (::ffff:1.2.3.4, ::1.2.3.4) is the last two groups.
+  const dotted = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted[2]!.split('.').map(Number) as [number, number, number, number];
+    text = `${dotted[1]!}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? text.split('::') as [string, string] : [text, undefined];
+  const parse = (part: string): number[] => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
+  const front = parse(head);
+  if (tail === undefined) return front;
+  const back = parse(tail);
+  return [...front, ...new Array<number>(8 - front.length - back.length).fill(0), ...back];
+}
+
+/**
+ * The failed-login limiter's key for a client address: an IPv4 address as is (also when it comes
+ * IPv4-mapped, ::ffff:a.b.c.d), an IPv6 address by its /64. One host usually holds a whole /64, so
+ * keying by full address would let it spread its guesses over 2^64 addresses.
+ */
+export function loginLimitKey(ip: string): string {
+  const address = ip.replace(/%.*$/, ''); // a zone id (fe80::1%eth0) names an interface, not a host
+  if (isIPv4(address)) return address;
+  const groups = ipv6Groups(address);
+  if (groups === undefined) return ip;
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+    return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join('.');
+  }
+  return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`;
 }
 
 export interface LoginLimitDecision { allowed: boolean; retryAfterSeconds: number }

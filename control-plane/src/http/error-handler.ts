@@ -5,6 +5,7 @@
  * without internals.
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { consoleSecurityHeaders } from '../console/console-assets.routes.js';
 import { isDatabaseUnavailable } from '../db/connection-errors.js';
 import { ZenovaError, zenovaError } from '../errors.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
@@ -106,8 +107,9 @@ export function frameworkErrorHandler(err: unknown, request: FastifyRequest, rep
       error = toZenovaError(err);
   }
   void reply.header(REQUEST_ID_HEADER, request.id);
-  // The router refuses before any onRequest hook (noStore) ran.
+  // The router refuses before any onRequest hook (noStore, the console's headers) ran.
   void reply.header('cache-control', 'no-store');
+  consoleSecurityHeaders(request, reply);
   if (error.code === 'ZN_ERR_CP_INTERNAL') request.log.error({ err }, 'request failed in the router');
   else request.log.info({ code: error.code, reason: error.message }, 'request rejected');
   void reply.status(error.status).send(error.toBody());

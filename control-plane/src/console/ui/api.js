@@ -25,12 +25,29 @@ export function onUnauthenticated(handler) {
 }
 
 const LOGIN_PATH = '/api/console/login';
+const SESSION_PATH = '/api/console/session';
+const CSRF_REFUSED = 'ZN_ERR_CP_CSRF';
 
 /**
  * api(method, path, body?): the parsed JSON answer. Throws ApiError for a non-2xx answer (and for
  * no answer at all: status 0, code 'NETWORK').
+ *
+ * A login in another tab replaces the session cookie all tabs share, and with it the CSRF token
+ * (derived from the session id): this tab's token is then stale. On a CSRF refusal the current
+ * token is fetched from GET /api/console/session and the request is sent once more, only once.
  */
 export async function api(method, path, body) {
+  try {
+    return await request(method, path, body);
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.status !== 403 || err.code !== CSRF_REFUSED || path === LOGIN_PATH) throw err;
+    const session = await request('GET', SESSION_PATH);
+    setCsrfToken(session.csrfToken);
+    return request(method, path, body);
+  }
+}
+
+async function request(method, path, body) {
   const upper = method.toUpperCase();
   const headers = {};
   if (body !== undefined) headers['content-type'] = 'application/json';

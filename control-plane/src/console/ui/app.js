@@ -10,7 +10,8 @@ const SESSION_ENDED = 'Your console session has ended (it expired or was logged 
 
 const ROUTES = [
   { pattern: /^\/nodes$/, module: 'nodes-list.js', nav: 'nodes', title: 'Nodes', params: () => ({}) },
-  { pattern: /^\/nodes\/new$/, module: 'add-node.js', nav: 'nodes', title: 'Add node', params: () => ({}) },
+  // Not under /nodes/: `new` is a valid node name, and `add-node` has no place in /nodes/<name>.
+  { pattern: /^\/add-node$/, module: 'add-node.js', nav: 'nodes', title: 'Add node', params: () => ({}) },
   { pattern: /^\/nodes\/([^/]+)$/, module: 'node-detail.js', nav: 'nodes', title: 'Node', params: (m) => ({ name: decodeURIComponent(m[1]) }) },
   { pattern: /^\/requests$/, module: 'requests.js', nav: 'requests', title: 'Requests', params: () => ({}) },
   { pattern: /^\/requests\/([^/]+)$/, module: 'requests.js', nav: 'requests', title: 'Requests', params: (m) => ({ requestId: decodeURIComponent(m[1]) }) },

@@ -38,8 +38,10 @@ export function regionProblem(value) {
 
 const isWithin = (dir, root) => dir === root || dir.startsWith(`${root}/`);
 
-export function installDirProblem(value) {
-  if (value.trim() === '') return undefined;
+export function installDirProblem(raw) {
+  // Checked as sent: values() trims it, and the API accepts a pasted path with spaces around it.
+  const value = raw.trim();
+  if (value === '') return undefined;
   if (value.length > 255) return 'must be at most 255 characters';
   if (!value.startsWith('/')) return 'must be an absolute path (start with /)';
   if (!/^[A-Za-z0-9._/-]+$/.test(value)) return "may contain only letters, digits, '.', '_', '-' and '/'";

@@ -134,7 +134,7 @@ export function render(root, _params, ctx) {
   /** name → its <tr>, so a refresh changes only the cells whose text changed. */
   const rows = new Map();
 
-  const addButton = h('button', { type: 'button', class: 'btn btn-primary', onclick: () => navigate('#/nodes/new') }, 'Add node');
+  const addButton = h('button', { type: 'button', class: 'btn btn-primary', onclick: () => navigate('#/add-node') }, 'Add node');
   const header = h('div', { class: 'page-header' }, h('h1', {}, 'Nodes'), addButton);
   const intro = h('p', { class: 'muted' },
     'Gateway nodes serve callers near them; each connects to the control plane, takes its config and sends heartbeats. '
@@ -146,6 +146,8 @@ export function render(root, _params, ctx) {
   const table = h('table', { class: 'table nodes-table', 'aria-label': 'Gateway nodes' },
     h('thead', {}, h('tr', {}, ...COLUMNS.map((c) => h('th', c.numeric ? { class: 'num' } : {}, c.header)))),
     tbody);
+  // Eleven columns: scroll sideways on a narrow window rather than overflow the page.
+  const tableScroll = h('div', { class: 'table-scroll', 'data-testid': 'nodes-table-scroll' }, table);
   const empty = h('div', { class: 'card', 'data-testid': 'nodes-empty' },
     h('p', {}, 'No gateway nodes yet.'),
     h('p', {}, 'Add one with “Add node”: the wizard creates the node and gives you its one-time install command to run on the node host.'));
@@ -212,7 +214,7 @@ export function render(root, _params, ctx) {
       body.replaceChildren(empty);
       return;
     }
-    if (!table.isConnected) body.replaceChildren(table, notes);
+    if (!table.isConnected) body.replaceChildren(tableScroll, notes);
     const seen = new Set();
     const ordered = [];
     for (const node of nodes) {
