@@ -70,12 +70,29 @@ function isClockTime(text: string): boolean {
   return m !== null && Number(m[1]) <= 23 && Number(m[2]) <= 59 && Number(m[3] ?? 0) <= 61;
 }
 
-/** `[WEEKDAY ]YYYY-MM-DD[ HH:MM[:SS[.frac]]]` (or YY-MM-DD), or a time of today `HH:MM[:SS[.frac]]`. */
+const MONTHS = new Set(['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec']);
+
+/**
+ * journalctl's own short timestamp, `MON DD HH:MM:SS[.frac]` (`Nov 29 08:00:00`, what `zenova logs`
+ * prints, so an operator copies it): journalctl reads it with the seconds, not without.
+ */
+function isShortJournalTime(text: string): boolean {
+  const m = /^([A-Za-z]{3}) +(\d{1,2}) +(\d{1,2}:\d{2}:\d{2}(?:\.\d+)?)$/.exec(text);
+  if (m === null || !MONTHS.has((m[1] ?? '').toLowerCase())) return false;
+  const day = Number(m[2]);
+  return day >= 1 && day <= 31 && isClockTime(m[3] ?? '');
+}
+
+/**
+ * `[WEEKDAY ]YYYY-MM-DD[ HH:MM[:SS[.frac]]]` (or YY-MM-DD), `[WEEKDAY ]MON DD HH:MM:SS[.frac]`, or a
+ * time of today `HH:MM[:SS[.frac]]`.
+ */
 function isDateTime(text: string): boolean {
   let rest = text;
   const weekday = /^([A-Za-z]+) (.*)$/.exec(rest);
   if (weekday !== null && WEEKDAYS.has((weekday[1] ?? '').toLowerCase())) rest = weekday[2] ?? '';
   else if (isClockTime(rest)) return true;
+  if (isShortJournalTime(rest)) return true;
   // Newer journalctl also reads RFC 3339 (`2026-11-29T08:00:00Z`, `+02:00`); an older one says itself that it does not.
   const m = /^(\d+-\d+-\d+)(?:(?: +|T)(\d[\d:.]*?))?(?:Z|[+-]\d\d:?\d\d)?$/.exec(rest);
   const date = DATE.exec(m?.[1] ?? '');
