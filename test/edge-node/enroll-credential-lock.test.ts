@@ -2,15 +2,17 @@
 // compare-and-swap takes (config-apply.lock): a rotation the node checked against the old file and
 // stores while the enrollment's answer arrives must not be overwritten by it unseen, nor land over
 // the new credential. The enrollment waits for a node holding the lock, with a bound and a clear
-// error past it. As root in a state dir of the node's user, the lock file it creates is that user's,
-// so the node can still take it. Real files, a real HTTPS control plane stand-in, SQLite's own lock.
-import { spawnSync } from 'node:child_process';
+// error past it. As root in a state dir of the node's user, it takes the lock and writes as that
+// user: a symbolic link the user swaps in for the lock file reaches nothing root's, and the files
+// written are the node's. Real files, a real HTTPS control plane stand-in, SQLite's own lock.
+import { fork, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chmod, chown, lstat, mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, readdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import t from 'tap';
+import type { Test } from 'tap';
 import { enroll } from '../../edge-node/src/enroll/enroll.js';
 import type { EnrollOptions } from '../../edge-node/src/enroll/enroll.js';
 import { EnrollError } from '../../edge-node/src/enroll/enroll-errors.js';
@@ -24,6 +26,7 @@ const TOKEN = 'zn_rt_Q2hlY2tUaGVUb2tlbk5ldmVyQXBwZWFyc0luT3V0cHV0MDEyMw';
 const NODE_ID = randomUUID();
 const NODE_USER = 65534;
 const CHILD = fileURLToPath(new URL('./credential-rotation-child.ts', import.meta.url));
+const SWAP_CHILD = fileURLToPath(new URL('./lock-swap-child.ts', import.meta.url));
 const asRoot = process.getuid?.() !== 0 ? 'needs root (a state dir of another user)' : false;
 
 const options = (server: EnrollServer, stateDir: string, reenroll: boolean, more: Partial<EnrollOptions> = {}): EnrollOptions => ({
@@ -104,42 +107,119 @@ t.test('a lock held past the bound fails the re-enrollment with STATE_LOCKED nam
   t.equal(keys[1], keys[2], 'the rerun sent the same redemption key');
 });
 
-t.test('as root in a state dir of the node’s user, the lock file the enrollment creates is that user’s, and the node’s rotation store takes it', { skip: asRoot }, async (t) => {
-  const server = await startEnrollServer(t, { nodeId: () => NODE_ID });
-  const stateDir = path.join(t.testdir({}), 'state');
+/** A state dir of the node's user (uid 65534) in a test dir it may enter. */
+async function nodeUserStateDir(t: Test, files: Record<string, string> = {}): Promise<{ dir: string; stateDir: string }> {
+  const dir = t.testdir(files);
+  await chmod(dir, 0o755);
+  const stateDir = path.join(dir, 'state');
   await mkdir(stateDir, { mode: 0o700 });
   await chown(stateDir, NODE_USER, NODE_USER);
-  const lockFile = path.join(stateDir, 'config-apply.lock');
+  return { dir, stateDir };
+}
 
-  await enroll(options(server, stateDir, false));
-  const lock = await lstat(lockFile);
-  t.same({ uid: lock.uid, gid: lock.gid, mode: lock.mode & 0o777, file: lock.isFile() }, { uid: NODE_USER, gid: NODE_USER, mode: 0o600, file: true }, 'the state dir’s owner and group, 0600');
-
-  // credential.json is root's after a run as root: the node says so and names the chown; given back,
-  // the node's next rotation needs the lock file too.
-  await chown(path.join(stateDir, 'credential.json'), NODE_USER, NODE_USER);
+/** Runs credential-rotation-child.ts as the node's user: its rotation store, under the lock. */
+function rotateAsNodeUser(stateDir: string): { outcome: { stored?: boolean; current?: string; next?: string; error?: string }; output: string } {
   const child = spawnSync(process.execPath, ['--import', 'tsx', CHILD, stateDir], { uid: NODE_USER, gid: NODE_USER, encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH ?? '', HOME: '/tmp' } });
   const line = child.stdout.split('\n').find((l) => l.startsWith('{'));
-  t.ok(line, line !== undefined ? 'the child answered' : `the child answered: ${child.stdout}${child.stderr}`);
-  const outcome = JSON.parse(line ?? '{}') as { stored?: boolean; current?: string; next?: string; error?: string };
-  t.equal(outcome.error, undefined, 'the node’s user takes the lock');
+  return { outcome: JSON.parse(line ?? '{}') as { stored?: boolean; current?: string; next?: string; error?: string }, output: `${child.stdout}${child.stderr}` };
+}
+
+const ownerOf = async (file: string): Promise<{ uid: number; gid: number; mode: number; file: boolean }> => {
+  const info = await lstat(file);
+  return { uid: info.uid, gid: info.gid, mode: info.mode & 0o777, file: info.isFile() };
+};
+
+t.test('as root in a state dir of the node’s user, credential.json, identity.json and the lock file are that user’s, and the node reads them and takes the lock', { skip: asRoot }, async (t) => {
+  const server = await startEnrollServer(t, { nodeId: () => NODE_ID });
+  const { stateDir } = await nodeUserStateDir(t);
+  const theNodes = { uid: NODE_USER, gid: NODE_USER, mode: 0o600, file: true };
+
+  await enroll(options(server, stateDir, false));
+  t.same(await ownerOf(path.join(stateDir, 'config-apply.lock')), theNodes, 'the lock file: the state dir’s owner and group, 0600');
+  t.same(await ownerOf(path.join(stateDir, 'credential.json')), theNodes, 'credential.json is the node user’s, not root’s');
+  t.same(await ownerOf(path.join(stateDir, 'identity.json')), theNodes, 'identity.json is the node user’s, not root’s');
+
+  // No chown needed: the node's user reads credential.json and takes the lock for its rotation.
+  const { outcome, output } = rotateAsNodeUser(stateDir);
+  t.equal(outcome.error, undefined, `the node’s user reads credential.json and takes the lock (${output})`);
   t.equal(outcome.stored, true, 'and stores its rotation');
   t.equal(outcome.current, outcome.next);
 });
 
+t.test('as root in a state dir of the node’s user, the attempt file a re-enrollment keeps when the lock stays held is that user’s', { skip: asRoot }, async (t) => {
+  const server = await startEnrollServer(t, { nodeId: () => NODE_ID });
+  const { stateDir } = await nodeUserStateDir(t);
+  await enroll(options(server, stateDir, false));
+
+  const node = holdLock(path.join(stateDir, 'config-apply.lock'));
+  const err = await enroll(options(server, stateDir, true, { lockWaitMs: 300 })).then(() => undefined, (e: unknown) => e);
+  node.release();
+  t.match(err, { code: 'STATE_LOCKED' });
+  t.same(await ownerOf(path.join(stateDir, 'enroll-attempt.json')), { uid: NODE_USER, gid: NODE_USER, mode: 0o600, file: true });
+});
+
+t.test('as root in a state dir of the node’s user, a re-enrollment as another node moves the old state into a retired/ directory of that user', { skip: asRoot }, async (t) => {
+  let answerId = NODE_ID;
+  const server = await startEnrollServer(t, { nodeId: () => answerId });
+  const { stateDir } = await nodeUserStateDir(t);
+  await enroll(options(server, stateDir, false));
+
+  answerId = randomUUID();
+  const result = await enroll(options(server, stateDir, true));
+  t.ok(result.retired, 'the old node’s state was moved aside');
+  const retired = path.join(stateDir, 'retired');
+  t.match(await ownerOf(retired), { uid: NODE_USER, gid: NODE_USER, file: false }, 'retired/ is the node user’s');
+  const entries = await readdir(retired);
+  t.equal(entries.length, 1, 'one directory of the old node’s state');
+  for (const entry of entries) t.match(await ownerOf(path.join(retired, entry)), { uid: NODE_USER, gid: NODE_USER }, `retired/${entry} is the node user’s`);
+  t.same(await ownerOf(path.join(stateDir, 'identity.json')), { uid: NODE_USER, gid: NODE_USER, mode: 0o600, file: true }, 'the new identity.json is the node user’s');
+});
+
 t.test('as root in a state dir of the node’s user, a lock file that is a symbolic link is refused and its target left alone', { skip: asRoot }, async (t) => {
   const server = await startEnrollServer(t, { nodeId: () => NODE_ID });
-  const dir = t.testdir({ 'target.txt': 'not a lock' });
-  const stateDir = path.join(dir, 'state');
-  await mkdir(stateDir, { mode: 0o700 });
-  await chown(stateDir, NODE_USER, NODE_USER);
+  const { dir, stateDir } = await nodeUserStateDir(t, { 'target.txt': 'not a lock' });
   const target = path.join(dir, 'target.txt');
   await chmod(target, 0o644);
   await symlink(target, path.join(stateDir, 'config-apply.lock'));
 
   const err = await enroll(options(server, stateDir, false)).then(() => undefined, (e: unknown) => e);
-  t.match(err, { code: 'STATE_LOCK_UNSAFE', message: /config-apply\.lock is not a regular file, so it is not opened as root; remove it/ });
+  t.match(err, { code: 'STATE_LOCK_UNSAFE', message: /config-apply\.lock is not a regular file, so it is not taken as the lock; remove it/ });
   t.equal(await readFile(target, 'utf8'), 'not a lock', 'the target keeps its content');
   t.equal(await modeOf(target), 0o644, 'and its mode');
+  t.equal(await loadCredentials(await openStateStore(stateDir, { create: false })), undefined, 'nothing was saved');
+});
+
+t.test('as root in a state dir of the node’s user, a symbolic link the user swaps in for the held lock file leaves the root file it points at unchanged', { skip: asRoot }, async (t) => {
+  const server = await startEnrollServer(t, { nodeId: () => NODE_ID });
+  const { dir, stateDir } = await nodeUserStateDir(t, { 'victim.txt': 'root-only content\n' });
+  const victim = path.join(dir, 'victim.txt');
+  await chmod(victim, 0o644);
+  const lockFile = path.join(stateDir, 'config-apply.lock');
+
+  const child = fork(SWAP_CHILD, [lockFile, victim], { uid: NODE_USER, gid: NODE_USER, execArgv: ['--import', 'tsx'], env: { PATH: process.env.PATH ?? '', HOME: '/tmp' }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  t.teardown(async () => {
+    child.kill();
+    await exited;
+  });
+  const messages: unknown[] = [];
+  child.on('message', (m) => messages.push(m));
+  await waitFor(() => messages.includes('held'), { what: 'the node’s user holding the lock', timeoutMs: 60_000 }).catch((err: Error) => {
+    throw new Error(`${err.message}; the child wrote: ${output}`);
+  });
+
+  const enrolling = enroll(options(server, stateDir, false, { lockWaitMs: 20_000 })).then(() => undefined, (e: unknown) => e);
+  await waitFor(async () => (await modeOf(lockFile)) === 0o600, { what: 'the enrollment trying the lock' });
+  child.send('swap');
+  await waitFor(() => messages.includes('swapped'), { what: 'the symbolic link swapped in' });
+
+  const err = await enrolling;
+  t.equal(await readFile(victim, 'utf8'), 'root-only content\n', 'the root file keeps its content (not truncated)');
+  t.equal(await modeOf(victim), 0o644, 'and its mode (not chmodded 0600)');
+  t.same((await stat(victim)).uid, 0, 'and stays root’s');
+  t.match(err, { code: 'STATE_LOCK_FAILED', message: /cannot take the lock .*config-apply\.lock \(EPERM/ }, 'the enrollment cannot take a lock it may not chmod, and says so');
   t.equal(await loadCredentials(await openStateStore(stateDir, { create: false })), undefined, 'nothing was saved');
 });

@@ -5,18 +5,21 @@
  * `enroll --reenroll` wrote would land over the new credential: the file would hold a credential
  * the re-enrollment revoked, and the node could not connect until enrolled again.
  *
- * The lock file must stay one the node can open: as root (`sudo zenova-node enroll`) in a state dir
- * of another user (the node's), a lock file this process creates would be root's at 0600, and the
- * node's next rotation or config apply could not take the lock. It is created with the state dir's
- * owner and group instead. (The installer's data dir is root's, as node-edge is: nothing to do there.)
+ * As root (`sudo zenova-node enroll`) in a state dir of another user (the node's), the lock is
+ * taken and the files written as that user (state-dir-owner.ts): that user controls the lock file's
+ * name and could swap a symbolic link in between two tries of the lock, each of which opens, chmods
+ * and may truncate the file by name; as that user, the link reaches nothing root's. The lock file
+ * (created if missing) and the files written are then the node's, so it can still take the lock and
+ * read its credential.
  */
-import { closeSync, constants, fchownSync, lstatSync, openSync, statSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { credentialLockFile } from '../state/credential-store.js';
 import { underOpenLockAsync } from '../state/open-lock.js';
-import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
+import { StateFileError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { EnrollError } from './enroll-errors.js';
 import type { EnrollMode } from './enroll-errors.js';
+import { asStateDirOwner, stateDirOwnerToActAs } from './state-dir-owner.js';
 
 /**
  * How long the enrollment waits for the lock. A node holds it for moments (a rotation's store, a
@@ -30,30 +33,20 @@ function nothingSaved(store: StateStore, mode: EnrollMode): string {
 }
 
 /**
- * As root, when files this process creates would not be the state dir owner's: creates the lock
- * file, if missing, owned by the dir's owner and group (0600), and refuses a lock file that is not
- * a regular file (a symbolic link planted there would have root open and chmod its target).
+ * Refuses a lock file that is not a regular file (a symbolic link planted in place of the empty file
+ * node-edge creates). Acting as the dir's owner, a link swapped in later reaches only what that user
+ * may open.
  */
-function prepareLockFile(store: StateStore, lockFile: string, mode: EnrollMode): void {
-  if (process.geteuid?.() !== 0) return;
-  const dir = statSync(store.dir);
-  if (dir.uid === process.geteuid() && dir.gid === process.getegid?.()) return;
-  let fd: number;
+function refuseUnsafeLockFile(store: StateStore, lockFile: string, mode: EnrollMode): void {
+  let isFile: boolean;
   try {
-    // O_EXCL with O_NOFOLLOW: never follows or reuses what is at the name.
-    fd = openSync(lockFile, constants.O_RDONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, STATE_FILE_MODE);
+    isFile = lstatSync(lockFile).isFile();
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    // The node's own (or one given back before): left as it is, if it is a file.
-    if (!lstatSync(lockFile).isFile()) {
-      throw new EnrollError('STATE_LOCK_UNSAFE', `${lockFile} is not a regular file, so it is not opened as root; remove it (node-edge creates it again), then: ${nothingSaved(store, mode)}`);
-    }
-    return;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // created by the lock, as the owner
+    throw err;
   }
-  try {
-    fchownSync(fd, dir.uid, dir.gid);
-  } finally {
-    closeSync(fd);
+  if (!isFile) {
+    throw new EnrollError('STATE_LOCK_UNSAFE', `${lockFile} is not a regular file, so it is not taken as the lock; remove it (node-edge creates it again), then: ${nothingSaved(store, mode)}`);
   }
 }
 
@@ -65,18 +58,24 @@ function isLockBusy(err: unknown, lockFile: string): boolean {
 /**
  * Runs `write` holding the state dir's credential lock, waiting up to `waitMs` for a node-edge
  * process that holds it. EnrollError STATE_LOCKED when it stays held, STATE_LOCK_FAILED when it
- * cannot be taken at all (nothing written either way).
+ * cannot be taken at all (nothing written either way). As root in a state dir of another user, the
+ * lock is taken and `write` runs as that user, and a lock file that is not a regular file is
+ * refused, STATE_LOCK_UNSAFE.
  */
 export async function underCredentialWriteLock<T>(store: StateStore, mode: EnrollMode, write: () => Promise<T>, waitMs = ENROLL_LOCK_WAIT_MS): Promise<T> {
   const lockFile = credentialLockFile(store);
-  prepareLockFile(store, lockFile, mode);
+  const owner = stateDirOwnerToActAs(store.dir);
   let writing = false;
   try {
-    return await underOpenLockAsync(lockFile, () => {
-      writing = true;
-      return write();
-    }, waitMs);
+    return await asStateDirOwner(owner, async () => {
+      if (owner !== undefined) refuseUnsafeLockFile(store, lockFile, mode);
+      return underOpenLockAsync(lockFile, () => {
+        writing = true;
+        return write();
+      }, waitMs);
+    });
   } catch (err) {
+    if (err instanceof EnrollError) throw err;
     if (writing) throw err;
     if (isLockBusy(err, lockFile)) {
       throw new EnrollError(

@@ -30,6 +30,7 @@ import { EnrollError, tokenErrorMessage } from './enroll-errors.js';
 import type { EnrollMode, TokenErrorDetails, TokenUse } from './enroll-errors.js';
 import { redemptionKeyFor, removeEnrollAttempt } from './enroll-attempt.js';
 import { underCredentialWriteLock } from './credential-write-lock.js';
+import { asStateDirOwner, stateDirOwnerToActAs } from './state-dir-owner.js';
 import { requestJson } from './https-json.js';
 import { inspectPreviousNode, isSpoolInUse, keepPreviousNodeReason, retirePreviousNode } from './retire-node-state.js';
 import type { PreviousNode, RetiredState } from './retire-node-state.js';
@@ -133,6 +134,8 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   // answer is then not saved, the old identity and its credential stay (another node's enrollment
   // revokes nothing of it) and the old node goes on delivering; the token is spent.
   const previous = existing === undefined ? undefined : await inspectPreviousNode(store, existing);
+  // As root in a state dir of the node's user, every write there runs as that user (state-dir-owner.ts).
+  const owner = stateDirOwnerToActAs(store.dir);
 
   const call = async (req: Omit<JsonRequest, 'caPem' | 'timeoutMs' | 'maxResponseBytes'>): Promise<JsonResponse> => {
     try {
@@ -164,7 +167,7 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   // Saved before the first redemption call: a rerun with this token after a lost answer reuses it.
   // Only to a control plane that says it takes one: older ones refuse unknown body fields.
   const body: EnrollRequest = { token, mode, facts };
-  if (preflight.redemptionKeys === true) body.redemptionKey = await redemptionKeyFor(store, token, now);
+  if (preflight.redemptionKeys === true) body.redemptionKey = await asStateDirOwner(owner, () => redemptionKeyFor(store, token, now));
   const response = await call({ method: 'POST', url: new URL(ENROLL_PATH.slice(1), base), body });
   if (response.status !== 200) {
     // Only a decision about the token itself (unknown, used, expired, replaced, of the wrong kind,
@@ -173,7 +176,7 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     // proxy's 502, and a refusal that never looked at the token (a 429 rate limit, a malformed body)
     // may follow an earlier redemption whose answer was lost.
     const refused = errorBodySchema.safeParse(response.body);
-    if (response.status >= 400 && response.status < 500 && refused.success && isFinalTokenRefusal(refused.data.error.code)) await removeEnrollAttempt(store);
+    if (response.status >= 400 && response.status < 500 && refused.success && isFinalTokenRefusal(refused.data.error.code)) await asStateDirOwner(owner, () => removeEnrollAttempt(store));
     throw controlPlaneRefusal(response, mode, token, 'enrollment');
   }
   const parsed = enrollResponseSchema.safeParse(response.body);
@@ -181,7 +184,10 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     throw new EnrollError('RESPONSE_INVALID', `the control plane's enrollment answer is not usable (${describeIssues(parsed.error).join('; ')}); nothing was saved`);
   }
   const answer: EnrollResponse = parsed.data;
-  const retired = previous !== undefined && previous.identity.nodeId !== answer.nodeId ? await retireAsAnotherNode(store, previous, answer.nodeId, now()) : undefined;
+  // retired/ and the names moved into it are the owner's to replace with links too.
+  const retired = previous !== undefined && previous.identity.nodeId !== answer.nodeId
+    ? await asStateDirOwner(owner, () => retireAsAnotherNode(store, previous, answer.nodeId, now()))
+    : undefined;
 
   const identity: NodeIdentity = {
     nodeId: answer.nodeId,
@@ -200,12 +206,12 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   };
   // Credential first: identity.json appearing is what marks the enrollment as done. Under the lock a
   // serving node stores a rotation under, so a rotation it checked against the old file never lands
-  // over the new credential.
+  // over the new credential; as the owner, like the writes above.
   await underCredentialWriteLock(store, mode, async () => {
     await saveCredentials(store, { current: answer.credential });
     await saveIdentity(store, identity);
   }, opts.lockWaitMs);
-  await removeEnrollAttempt(store);
+  await asStateDirOwner(owner, () => removeEnrollAttempt(store));
   return {
     nodeId: identity.nodeId,
     nodeName: identity.nodeName,
