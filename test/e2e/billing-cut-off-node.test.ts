@@ -4,11 +4,14 @@
  * the account) and the old host of a node re-enrolled elsewhere (its credentials revoked, the new
  * host leased the node's credit) answer 503 ZN_ERR_CREDIT_WITHDRAWN instead of serving requests
  * whose records can never be delivered, so never charged. Served and debited calls are counted.
- * A same-host re-enrollment while serving gives the credit back.
+ * A same-host re-enrollment while serving gives the credit back. A node whose credential expired
+ * while it was offline is not cut off: it serves from its lease, and its re-enrollment on the same
+ * host delivers those records.
  */
 import { join } from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
+import pg from 'pg';
 import { fetch } from 'undici';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
@@ -135,10 +138,10 @@ t.test('nodes the control plane cut off and priced requests', async (t) => {
     const enrolled = await runEnroll(t, { url: cp.url, token: tokenOf(command.body.command), stateDir: newDir, caFile: https.caFile });
     t.equal(enrolled.code, 0, `enrolled on the new host: ${enrolled.output.slice(-300)}`);
     // The connect loop's last word before its slow retry: no credential left to try.
-    await waitFor(() => countLines(old.proc, /"level":50.*"code":"CREDENTIAL_[A-Z]+".*"msg":"control session ended"/) > 0, { what: 'the old host to be refused for good', timeoutMs: 30_000 });
+    await waitFor(() => countLines(old.proc, /"level":50.*"code":"CREDENTIAL_REVOKED".*"msg":"control session ended"/) > 0, { what: 'the old host to be refused for good', timeoutMs: 30_000 });
     await tally.refused(t, old.url, 5);
     t.equal(countLines(old.proc, WITHDRAWN_LINE), 1, 'the withdrawal is logged once');
-    t.match(old.proc.output(), /"level":50.*"code":"CREDENTIAL_[A-Z]+".*"suspendedLeaseIds":\["[^\]]+\].*its credit is withdrawn and its leases suspended/);
+    t.match(old.proc.output(), /"level":50.*"code":"CREDENTIAL_REVOKED".*"suspendedLeaseIds":\["[^\]]+\].*its credit is withdrawn and its leases suspended/);
 
     const moved = await startNodeServe(t, { stateDir: newDir, env: NODE_ENV });
     await tally.firstServed(moved.url, 'the new host to serve a priced call');
@@ -153,7 +156,8 @@ t.test('nodes the control plane cut off and priced requests', async (t) => {
       t.equal(again.code, 0, `re-enrolled on the old host: ${again.output.slice(-300)}`);
       await tally.firstServed(old.url, 'the re-enrolled host to serve priced calls again');
       await tally.serve(t, old.url, 3);
-      t.match(old.proc.output(), /"msg":"a control session was established again: the node's credit is no longer withdrawn/, 'says its credit is back');
+      // The log line may reach the pipe after the answer does.
+      await waitFor(() => /"msg":"a control session was established again: the node's credit is no longer withdrawn/.test(old.proc.output()), { what: 'the node to say its credit is back' });
       await waitFor(() => countLines(moved.proc, WITHDRAWN_LINE) > 0, { what: 'the other host to be cut off in turn', timeoutMs: 30_000 });
       await tally.refused(t, moved.url, 3);
 
@@ -167,5 +171,35 @@ t.test('nodes the control plane cut off and priced requests', async (t) => {
       await debitedAll(cp, 'moved-acct', tally, "the re-enrolled host's calls to be debited");
       t.equal(await debitedRequests(cp, 'moved-acct'), tally.served, `every priced call answered (${tally.served}) is debited`);
     });
+  });
+  await t.test('a node whose credential expired while it was offline serves priced requests from its lease, and once re-enrolled on this host every one is debited', async (t) => {
+    const apiKey = await account('expired-acct');
+    const tally = new Tally(apiKey);
+    const stateDir = join(work, 'expired');
+    const { node } = await enrollNewNode(t, cp, 'expired-edge', stateDir);
+    const first = await startNodeServe(t, { stateDir, env: NODE_ENV });
+    await tally.firstServed(first.url, 'the node to serve a priced call');
+    await tally.serve(t, first.url, 3);
+    await debitedAll(cp, 'expired-acct', tally, "the node's first calls to be debited");
+
+    // Offline past its validity: killed (its lease stays open on disk), its credentials expire meanwhile.
+    await first.proc.kill9();
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      await client.query("update node_credentials set expires_at = now() - interval '1 second' where node_id = $1 and revoked_at is null", [node.id]);
+    } finally {
+      await client.end();
+    }
+    const back = await startNodeServe(t, { stateDir, env: NODE_ENV });
+    await waitFor(() => countLines(back.proc, /"level":50.*"code":"CREDENTIAL_EXPIRED".*"msg":"control session ended"/) > 0, { what: 'the node to be refused CREDENTIAL_EXPIRED', timeoutMs: 30_000 });
+    await tally.serve(t, back.url, 5);
+    t.equal(countLines(back.proc, WITHDRAWN_LINE), 0, 'its credit is not withdrawn');
+
+    const command = await cp.api<{ command: string }>('POST', '/api/v1/nodes/expired-edge/reenroll-command', {});
+    const again = await runEnroll(t, { url: cp.url, token: tokenOf(command.body.command), stateDir, caFile: https.caFile, extra: ['--reenroll'] });
+    t.equal(again.code, 0, `re-enrolled on this host: ${again.output.slice(-300)}`);
+    await debitedAll(cp, 'expired-acct', tally, 'the calls served while its credential was expired to be debited');
+    t.equal(await debitedRequests(cp, 'expired-acct'), tally.served, `every priced call answered (${tally.served}) is debited`);
   });
 });

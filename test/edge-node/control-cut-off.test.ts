@@ -1,7 +1,8 @@
 // When the connect loop tells its channels the node is cut off (the credit leases then stop serving
-// priced requests): at once for NODE_DELETED; for a refused credential only once the previous one was
-// refused too and credential.json holds no newer one; not for a refusal the node recovers from by
-// itself or an upgrade cures, nor while a rotation saved during the session gives a successor to try.
+// priced requests): at once for NODE_DELETED; for a revoked credential only once the previous one was
+// refused too and credential.json holds no newer one; never for CREDENTIAL_INVALID, _EXPIRED or
+// _SUPERSEDED (this host's records can still be delivered), nor for a refusal the node recovers from
+// by itself or an upgrade cures, nor while a rotation saved during the session gives a successor to try.
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { startConnectLoop } from '../../edge-node/src/control/connect-loop.js';
@@ -81,6 +82,23 @@ t.test('a revoked credential cuts the node off only after the previous credentia
     'current, the fallback, then current again before the slow retry',
   );
   t.same(cuts(), [{ code: 'CREDENTIAL_REVOKED', message: 'the credential was revoked', final: false }], 'cut off once, by the last refusal');
+});
+
+t.test('CREDENTIAL_INVALID, CREDENTIAL_EXPIRED and CREDENTIAL_SUPERSEDED never cut the node off, even with no credential left to try', async (t) => {
+  // CREDENTIAL_INVALID: a control plane restarted on a wrong or restored database refuses current and
+  // previous alike until it is put right; CREDENTIAL_EXPIRED: a node offline past its validity
+  // re-enrolls on this host and delivers its spool; CREDENTIAL_SUPERSEDED: the replicas' rotation race.
+  for (const code of ['CREDENTIAL_INVALID', 'CREDENTIAL_EXPIRED', 'CREDENTIAL_SUPERSEDED']) {
+    await t.test(code, async (t) => {
+      const previous = newCredential();
+      const current = newCredential();
+      const gateway = await startFakeGateway(t, { authorize: () => ({ code, message: `refused: ${code}` }) });
+      const state = await writeEnrolledState(t.testdir({}), gateway, { credentials: { current, previous } });
+      const { cuts, lines } = startLoop(t, state);
+      await waitFor(() => lines.find((l) => l.msg === 'control session ended' && l.code === code && l.retryInMs === 600_000), { what: 'the slow retry' });
+      t.same(cuts(), [], 'not cut off: the credit stays');
+    });
+  }
 });
 
 t.test('a credential refused after a rotation saved its successor is no cut-off, the successor revoked too is', async (t) => {

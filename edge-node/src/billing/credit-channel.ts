@@ -4,8 +4,9 @@
  * report interval and when a session starts, LeaseReturn out when the node shuts down while
  * connected (and again for a returned lease the control plane grants as if still open), and
  * LeaseReturnAck in: a stopping node waits (briefly) for those before its stream is ended.
- * When the control plane cuts the node off (deleted, or its last credential refused) the node's
- * credit is withdrawn (credit-withdrawal.ts), and given back when a session is established again.
+ * When the control plane cuts the node off (deleted, or its last credential revoked) the node's
+ * credit is withdrawn (credit-withdrawal.ts), and given back when a session is established again
+ * (a lift the store could not write then is retried at each report interval).
  */
 import { z } from 'zod';
 import type { ControlMessage, LeaseGrant, LeaseReturnAck } from '../../../proto/src/index.js';
@@ -53,7 +54,11 @@ export class CreditChannel implements ControlChannel {
     this.logger = opts.logger;
     this.now = opts.now ?? Date.now;
     this.returnConfirmWaitMs = opts.returnConfirmWaitMs ?? RETURN_CONFIRM_WAIT_MS;
-    this.timer = setInterval(() => this.reportAll(), opts.reportIntervalMs);
+    this.timer = setInterval(() => {
+      // A lift the store could not write when the session came up (LeaseBook.resume) is retried here.
+      this.book.retryLift();
+      this.reportAll();
+    }, opts.reportIntervalMs);
     this.timer.unref();
   }
 

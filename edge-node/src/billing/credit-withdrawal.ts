@@ -1,7 +1,7 @@
 /**
  * The node's credit withdrawn because the control plane refused the node (docs/billing.md, "Credit
- * withdrawn"): deleted (NODE_DELETED), or its last credential refused with no newer one saved
- * (revoked by a re-enrollment on another host, …). What it would serve from its leases then could
+ * withdrawn"): deleted (NODE_DELETED), or its last credential revoked with no newer one saved (a
+ * re-enrollment on another host: CREDENTIAL_REVOKED). What it would serve from its leases then could
  * never be charged — its records cannot be delivered — while the control plane has already taken
  * that credit back (deletion) or leased it again to the node's new host. So no reservation is made
  * while a withdrawal stands: kept in credit-leases.sqlite, so every replica of the node refuses too,
@@ -9,7 +9,7 @@
  */
 
 export interface CreditWithdrawal {
-  /** The control plane's refusal code (NODE_DELETED, CREDENTIAL_REVOKED, …). */
+  /** The control plane's refusal code (NODE_DELETED or CREDENTIAL_REVOKED). */
   code: string;
   /** The control plane's refusal message, for the log (never shown to callers). */
   message: string;

@@ -34,7 +34,7 @@ import type { LeaseStore, StoredLeaseWrite, StoredReservation } from './lease-st
 export interface LeaseBookOptions {
   /** What the spool knows of earlier runs' requests; without it every reservation left counts as spent. */
   evidence?: ReservationEvidence | undefined;
-  logger?: Pick<Logger, 'warn' | 'error'> | undefined;
+  logger?: Pick<Logger, 'info' | 'warn' | 'error'> | undefined;
 }
 
 export interface GrantInput {
@@ -93,6 +93,12 @@ export class LeaseBook {
    * Otherwise the store's is the one that counts (another replica may lift it on reconnecting).
    */
   private withdrawnHere: CreditWithdrawal | undefined;
+  /**
+   * resume() could not write the lift (a full disk for a moment, SQLITE_BUSY): the row would stand,
+   * and every replica refuse priced requests, for the whole session the control plane accepted.
+   * retryLift() writes it later; a new cut-off (withdraw()) drops it.
+   */
+  private liftPending = false;
 
   constructor(store: LeaseStore, opts: LeaseBookOptions = {}) {
     this.store = store;
@@ -264,6 +270,8 @@ export class LeaseBook {
    */
   withdraw(withdrawal: CreditWithdrawal): WithdrawOutcome {
     let before: CreditWithdrawal | undefined;
+    // Refused again since: the lift resume() could not write must not be written now.
+    this.liftPending = false;
     if (this.store.setWithdrawal === undefined) {
       before = this.withdrawnHere;
       if (before?.code !== withdrawal.code) this.withdrawnHere = withdrawal;
@@ -294,16 +302,49 @@ export class LeaseBook {
     return { before, closed, notClosed };
   }
 
-  /** A control session was established: the credit withdrawn, if it was, is given back. Returns that withdrawal. */
+  /**
+   * A control session was established: the credit withdrawn, if it was, is given back. Returns that
+   * withdrawal. A lift the store cannot write is kept pending for retryLift().
+   */
   resume(): CreditWithdrawal | undefined {
     const here = this.withdrawnHere;
     this.withdrawnHere = undefined;
     try {
-      return this.store.setWithdrawal?.(undefined) ?? here;
+      const before = this.store.setWithdrawal?.(undefined) ?? here;
+      this.liftPending = false;
+      return before;
     } catch (err) {
-      this.logger?.error({ err }, "the lease store could not lift the node's credit withdrawal; priced requests stay refused until it can");
+      // Once per pending lift: a store failing for long would say it at every session otherwise.
+      if (!this.liftPending) {
+        this.logger?.error(
+          { err },
+          "the lease store could not lift the node's credit withdrawal; priced requests are refused until it can, tried again at each lease report and refused priced request",
+        );
+      }
+      this.liftPending = true;
       return here;
     }
+  }
+
+  /**
+   * Writes a lift resume() could not (the control plane accepted the node since, and has not cut it
+   * off again). True once written now: priced requests may be reserved again, in every replica.
+   * False when none is pending, or the store failed again (said once, by resume()).
+   */
+  retryLift(): boolean {
+    if (!this.liftPending) return false;
+    let lifted: CreditWithdrawal | undefined;
+    try {
+      lifted = this.store.setWithdrawal?.(undefined);
+    } catch {
+      return false;
+    }
+    this.liftPending = false;
+    this.logger?.info(
+      { ...(lifted !== undefined ? { code: lifted.code, withdrawnAt: new Date(lifted.at).toISOString() } : {}) },
+      "the lease store could lift the node's credit withdrawal at last: priced requests are served again",
+    );
+    return true;
   }
 
   /** The request's reservation is about to go upstream: from now on a restart counts it as spent. */

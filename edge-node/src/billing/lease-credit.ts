@@ -100,28 +100,31 @@ export class LeaseCredit implements CreditLeases {
     // Only a request that cannot cost anything (every rate that applies is zero) skips the lease.
     if (worst === 0 && !canCostAnything(ctx, price)) return undefined;
     const amount = Math.max(worst, MIN_RESERVATION_MICROS);
-    let lease = this.book.leaseOf(accountId);
+    let lease: CreditLease | undefined;
     let reservation: Reservation | undefined;
-    try {
-      // Kept on the request's own row: a restart releases it if the request never reached the spool.
-      // The lease's expiresAt is the control plane's: judged by its time.
-      reservation = lease?.reserve(amount, controlPlaneNow(ctx.clock), ctx.requestId);
-      if (reservation === undefined) {
-        // Once more from the lease as stored: the replica holding the control link may have been
-        // granted a new lease or a top-up this process has not seen (its own figures are its last write's).
-        lease = this.book.storedLeaseOf(accountId);
+    for (let attempt = 1; ; attempt++) {
+      lease = this.book.leaseOf(accountId);
+      try {
+        // Kept on the request's own row: a restart releases it if the request never reached the spool.
+        // The lease's expiresAt is the control plane's: judged by its time.
         reservation = lease?.reserve(amount, controlPlaneNow(ctx.clock), ctx.requestId);
+        if (reservation === undefined) {
+          // Once more from the lease as stored: the replica holding the control link may have been
+          // granted a new lease or a top-up this process has not seen (its own figures are its last write's).
+          lease = this.book.storedLeaseOf(accountId);
+          reservation = lease?.reserve(amount, controlPlaneNow(ctx.clock), ctx.requestId);
+        }
+      } catch (err) {
+        // Nothing is held (CreditLease changes only after its write): refused like a spool that cannot write.
+        this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');
+        return reject('ZN_ERR_SPOOL_FULL', LEASE_STORE_FAILED);
       }
-    } catch (err) {
-      // Nothing is held (CreditLease changes only after its write): refused like a spool that cannot write.
-      this.logger.error({ err, requestId: ctx.requestId, leaseId: lease?.leaseId }, 'the lease store could not record a reservation; request refused (ZN_ERR_SPOOL_FULL)');
-      return reject('ZN_ERR_SPOOL_FULL', LEASE_STORE_FAILED);
-    }
-    if (lease === undefined || reservation === undefined) {
+      if (lease !== undefined && reservation !== undefined) break;
       // Read only on a refusal: the store's check is what refuses, this says why.
       const withdrawn = this.book.withdrawal();
-      if (withdrawn !== undefined) return reject('ZN_ERR_CREDIT_WITHDRAWN', withdrawnMessage(withdrawn));
-      return reject('ZN_ERR_CREDIT_EXHAUSTED', creditShort(ctx));
+      if (withdrawn === undefined) return reject('ZN_ERR_CREDIT_EXHAUSTED', creditShort(ctx));
+      // A lift the store could not write when the session came up: written now, this request is served.
+      if (attempt > 1 || !this.book.retryLift()) return reject('ZN_ERR_CREDIT_WITHDRAWN', withdrawnMessage(withdrawn));
     }
     const held: Held = { lease, reservation };
     this.held.set(ctx, held);

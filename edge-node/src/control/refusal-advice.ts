@@ -34,17 +34,17 @@ const LOCAL_ADVICE: Readonly<Record<string, string>> = {
 };
 
 /**
- * Refusals of the node's credential that only a re-enrollment cures. Once no other credential is
- * left to try, the node is cut off (cutOffBy): a re-enrollment on another host has revoked it, so
+ * Refusals of the node's credential that cut it off once no other credential is left to try
+ * (cutOffBy): only CREDENTIAL_REVOKED, what a re-enrollment on another host leaves this one with —
  * what this host serves can never be delivered, and the control plane leases the node's credit to
- * that host. Not PROTOCOL_INCOMPATIBLE or MESSAGE_INVALID: an upgrade delivers what was served.
+ * that host. Not CREDENTIAL_INVALID (a control plane restarted on a wrong or restored database
+ * refuses current and previous so, and is put right), CREDENTIAL_EXPIRED (a node offline past its
+ * validity re-enrolls on this host and delivers its spool) nor CREDENTIAL_SUPERSEDED (the
+ * replicas' rotation race): this host's records can still be delivered, and withdrawing its credit
+ * would only make an outage of priced traffic, lifted at the next slow retry at best. Nor
+ * PROTOCOL_INCOMPATIBLE or MESSAGE_INVALID: an upgrade delivers what was served.
  */
-export const CREDENTIAL_CUT_OFF_CODES: ReadonlySet<string> = new Set([
-  RefusalCode.CREDENTIAL_INVALID,
-  RefusalCode.CREDENTIAL_REVOKED,
-  RefusalCode.CREDENTIAL_EXPIRED,
-  RefusalCode.CREDENTIAL_SUPERSEDED,
-]);
+export const CREDENTIAL_CUT_OFF_CODES: ReadonlySet<string> = new Set([RefusalCode.CREDENTIAL_REVOKED]);
 
 /**
  * Whether a session's end cuts the node off (ControlCutOff): NODE_DELETED always (final), a

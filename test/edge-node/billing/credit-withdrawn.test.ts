@@ -1,7 +1,8 @@
 // The control plane cut the node off (deleted, or its last credential refused): its credit is
 // withdrawn in credit-leases.sqlite by the replica holding the control link, and every replica on
 // the state dir refuses priced requests with ZN_ERR_CREDIT_WITHDRAWN — a deletion closes the leases
-// for good, a refused credential suspends them until a control session is established again.
+// for good, a revoked credential suspends them until a control session is established again (a lift
+// the store could not write then is written later). A credential refused otherwise withdraws nothing.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,8 +14,11 @@ import { DEFAULT_CREDIT_POLICY } from '../../../edge-node/src/billing/credit-pol
 import { LeaseBook } from '../../../edge-node/src/billing/lease-book.js';
 import { LeaseCredit } from '../../../edge-node/src/billing/lease-credit.js';
 import { memoryLeaseStore, openLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
+import type { LeaseStore } from '../../../edge-node/src/billing/lease-store.js';
+import { cutOffBy } from '../../../edge-node/src/control/refusal-advice.js';
 import type { Logger } from '../../../edge-node/src/logger.js';
 import type { PipelineContext } from '../../../edge-node/src/pipeline/context.js';
+import { waitFor } from '../../fixtures/wait-for.js';
 
 const NOW = Date.now();
 
@@ -23,21 +27,34 @@ interface Replica {
   credit: LeaseCredit;
   channel: CreditChannel;
   lines: Array<{ level: number; msg: string } & Record<string, unknown>>;
+  /** The next `n` lifts of the withdrawal fail, as on a full disk or SQLITE_BUSY. */
+  failLifts(n: number): void;
 }
 
 /** Replicas' books on one state dir (separate SQLite connections, as separate processes have). */
-function stateDir(t: Test): (owner: number) => Replica {
+function stateDir(t: Test): (owner: number, opts?: { reportIntervalMs?: number }) => Replica {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'zn-credit-withdrawn-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return (owner) => {
-    const store = openLeaseStore(dir, { nodeId: 'n1', owner });
-    t.teardown(() => store.close());
+  return (owner, opts = {}) => {
+    const opened = openLeaseStore(dir, { nodeId: 'n1', owner });
+    t.teardown(() => opened.close());
+    let liftFailures = 0;
+    const store: LeaseStore = {
+      ...opened,
+      setWithdrawal: (withdrawal) => {
+        if (withdrawal === undefined && liftFailures > 0) {
+          liftFailures -= 1;
+          throw Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+        }
+        return opened.setWithdrawal!(withdrawal);
+      },
+    };
     const lines: Replica['lines'] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Replica['lines'][number]) }) as unknown as Logger;
     const book = new LeaseBook(store, { logger });
-    const channel = new CreditChannel(book, { reportIntervalMs: 60_000, logger });
+    const channel = new CreditChannel(book, { reportIntervalMs: opts.reportIntervalMs ?? 60_000, logger });
     t.teardown(() => channel.stop());
-    return { book, credit: new LeaseCredit(book, DEFAULT_CREDIT_POLICY, logger), channel, lines };
+    return { book, credit: new LeaseCredit(book, DEFAULT_CREDIT_POLICY, logger), channel, lines, failLifts: (n) => void (liftFailures = n) };
   };
 }
 
@@ -145,4 +162,62 @@ t.test('a book without a store that keeps the withdrawal holds it in memory', as
   t.equal(outcome(credit), 'ZN_ERR_CREDIT_WITHDRAWN');
   channel.onEstablished(() => true, { sessionId: 's' });
   t.equal(outcome(credit), 'served');
+});
+
+t.test('a credential refused invalid, expired or superseded withdraws nothing: every replica goes on serving priced requests', async (t) => {
+  const open = stateDir(t);
+  const holder = open(1);
+  holder.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 100_000, expiresAt: NOW + 60_000 });
+  const other = open(2);
+  for (const code of ['CREDENTIAL_INVALID', 'CREDENTIAL_EXPIRED', 'CREDENTIAL_SUPERSEDED']) {
+    // As the connect loop has it at the slow retry: the fallback spent, nothing newer saved.
+    const cut = cutOffBy({ reason: 'refused', code, message: `refused: ${code}` }, { usePrevious: false, credentialReplaced: false });
+    if (cut !== undefined) holder.channel.onCutOff(cut);
+    t.equal(outcome(holder.credit), 'served', `${code}: the link holder serves priced requests`);
+    t.equal(outcome(other.credit), 'served', `${code}: and so does the other replica`);
+  }
+  t.equal(holder.book.withdrawal(), undefined, 'no withdrawal recorded');
+  t.notOk(holder.lines.some((l) => l.msg.startsWith('the control plane refused')), 'nothing logged as a withdrawal');
+});
+
+const lifts = (r: Replica) => r.lines.filter((l) => l.msg.startsWith("the lease store could not lift the node's credit withdrawal"));
+
+t.test('a lift the lease store could not write when the session came up is written by the next priced request refused for it, and every replica serves again', async (t) => {
+  const open = stateDir(t);
+  const holder = open(1);
+  holder.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 100_000, expiresAt: NOW + 60_000 });
+  const other = open(2);
+  holder.channel.onCutOff(revoked);
+  holder.failLifts(1);
+  holder.channel.onEstablished(() => true, { sessionId: 's2' });
+  t.equal(lifts(holder).length, 1, 'the failed lift is logged');
+  t.match(lifts(holder)[0], { level: 50 });
+  t.equal(outcome(other.credit), 'ZN_ERR_CREDIT_WITHDRAWN', 'the withdrawal still stands in the store');
+  t.equal(outcome(holder.credit), 'served', "the link holder's priced request writes the lift and is served");
+  t.equal(outcome(other.credit), 'served', 'every replica serves priced requests again');
+  t.ok(holder.lines.some((l) => l.level === 30 && l.msg.startsWith("the lease store could lift the node's credit withdrawal at last")), 'says the credit is back');
+
+  // A lift still pending when the node is cut off again is dropped: the new withdrawal stands.
+  holder.channel.onEnded();
+  holder.channel.onCutOff(revoked);
+  holder.failLifts(1);
+  holder.channel.onEstablished(() => true, { sessionId: 's3' });
+  holder.channel.onEnded();
+  holder.channel.onCutOff(revoked);
+  t.equal(outcome(holder.credit), 'ZN_ERR_CREDIT_WITHDRAWN', 'cut off again after the failed lift: refused');
+  t.equal(outcome(other.credit), 'ZN_ERR_CREDIT_WITHDRAWN');
+});
+
+t.test('a lift the lease store could not write when the session came up is retried at each lease report, logged once, until every replica serves again', async (t) => {
+  const open = stateDir(t);
+  const holder = open(1, { reportIntervalMs: 20 });
+  holder.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 100_000, expiresAt: NOW + 60_000 });
+  const other = open(2);
+  holder.channel.onCutOff(revoked);
+  // The lift at the session's start and the first report's retry fail; a later report's is written.
+  holder.failLifts(2);
+  holder.channel.onEstablished(() => true, { sessionId: 's2' });
+  await waitFor(() => outcome(other.credit) === 'served', { what: 'the other replica to serve a priced request' });
+  t.equal(outcome(holder.credit), 'served', 'the link holder serves too');
+  t.equal(lifts(holder).length, 1, 'the failing lift is logged once');
 });
