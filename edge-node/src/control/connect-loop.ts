@@ -5,7 +5,7 @@
  * failure of that attempt does not count), and retry only slowly after refusals that need an
  * operator (expired or revoked credential, deleted node, incompatible protocol), unless a rotation
  * saved during that session gives a successor to try — while the node keeps serving callers. The link's state is kept in memory and mirrored to control-status.json.
- * A refusal that cuts the node off (deleted, or its last credential refused: refusal-advice.ts
+ * A refusal that cuts the node off (deleted, or its last credential revoked: refusal-advice.ts
  * cutOffBy) is told to the channels, so the credit leases stop serving priced requests.
  */
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -28,7 +28,7 @@ export interface ControlChannel {
 /**
  * A refusal that leaves the node without a control plane until an operator acts, with nothing
  * newer to try: the node was deleted (`final`: it never comes back), or its last credential was
- * refused after the fallback to the previous one was refused too and credential.json holds no
+ * revoked (refusal-advice.ts CREDENTIAL_CUT_OFF_CODES) after the fallback to the previous one was refused too and credential.json holds no
  * newer one (refusal-advice.ts cutOffBy). What the node serves meanwhile may never be delivered:
  * a deleted node's never is, and a node re-enrolled on another host is that host's now.
  */
