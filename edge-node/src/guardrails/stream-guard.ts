@@ -54,13 +54,38 @@ type StreamReply = Extract<UpstreamReply, { kind: 'stream' }>;
  */
 export const MAX_HELD_JSON_CHARS = 1024 * 1024;
 
+/**
+ * A fragment of a text held whole and checked as one text when it ends (an OpenAI tool call's
+ * name, whose pieces SDKs join: checked piece by piece, `to eve@exa` + `mple.org` passed a mask
+ * and `aur` + `ora` a block rule). Each fragment goes out empty; the whole checked text goes into
+ * the fragment flagged `endsHeld` (the provider's judgement of where the text ends: its call's
+ * arguments start), else into the last fragment in the event that ends its channel, else into a new
+ * delta of its part just before that event. Past MAX_HELD_WHOLE_CHARS it is checked and released
+ * anyway; more text of it after it ended is blocked, as for a JSON part.
+ */
+export interface HeldWholeSlot extends TextSlot {
+  readonly heldWhole: true;
+  readonly endsHeld: boolean;
+  /** Whether the whole text goes out unchecked (a tool name the caller's request declares). */
+  unchecked(whole: string): boolean;
+}
+
+/** The longest text held whole (a tool call's name: OpenAI's are 64 characters at most). */
+export const MAX_HELD_WHOLE_CHARS = 256;
+
+function isHeldWhole(slot: TextSlot): slot is HeldWholeSlot {
+  return (slot as Partial<HeldWholeSlot>).heldWhole === true;
+}
+
 /** One running text of the stream: a part of a channel, its guard (null: a JSON part, held whole) and its last text event (the shape of new deltas). */
 interface Channel {
   readonly key: number | string;
   readonly id: number;
   readonly part: number;
   readonly guard: TextGuard | null;
-  /** A JSON part's text so far. */
+  /** A part held whole (HeldWholeSlot): its `unchecked`; its text so far is `json`. */
+  readonly heldWhole: HeldWholeSlot['unchecked'] | null;
+  /** A JSON part's (or a part held whole) text so far. */
   json: string;
   lastText: StreamEvent | undefined;
 }
@@ -90,7 +115,7 @@ async function* guardedEvents(
   // take a tool call as done when a fragment of the next one arrives), so a fragment of another
   // JSON part of the channel ends it.
   const openJson = new Map<number, Channel>();
-  // JSON parts that ended with text, by key only: more text of one could not be checked with its start.
+  // JSON parts (and parts held whole) that ended with text, by key only: more text of one could not be checked with its start.
   const endedJson = new Set<number | string>();
   // Characters held in all JSON parts (bounded by MAX_HELD_JSON_CHARS).
   let heldJson = 0;
@@ -101,7 +126,10 @@ async function* guardedEvents(
     const part = slot.part ?? 0;
     const key = partKey(id, part);
     let channel = channels.get(key);
-    if (channel === undefined) channels.set(key, (channel = { key, id, part, guard: slot.json === true ? null : newGuard(), json: '', lastText: undefined }));
+    if (channel === undefined) {
+      const heldWhole = isHeldWhole(slot) ? (whole: string) => slot.unchecked(whole) : null;
+      channels.set(key, (channel = { key, id, part, guard: slot.json === true || heldWhole !== null ? null : newGuard(), heldWhole, json: '', lastText: undefined }));
+    }
     return channel;
   };
   const check = (guard: TextGuard): void => {
@@ -123,6 +151,17 @@ async function* guardedEvents(
   const end = (channel: Channel): string => {
     channels.delete(channel.key);
     const { guard } = channel;
+    if (channel.heldWhole !== null) {
+      const text = channel.json;
+      channel.json = '';
+      if (text.length === 0) return '';
+      endedJson.add(channel.key);
+      if (channel.heldWhole(text)) return text;
+      const whole = newGuard();
+      const out = whole.whole(text);
+      check(whole);
+      return out;
+    }
     if (guard === null) {
       if (openJson.get(channel.id) === channel) openJson.delete(channel.id);
       const text = channel.json;
@@ -182,6 +221,26 @@ async function* guardedEvents(
     const lastSlot = new Map<Channel, TextSlot>();
     for (const slot of event.texts) {
       const text = slot.text;
+      if (isHeldWhole(slot)) {
+        const key = partKey(slot.channel ?? 0, slot.part ?? 0);
+        if (endedJson.has(key)) {
+          if (text.length === 0) continue;
+          throw blocked(`The output goes on with a tool call's name after it was checked whole, so guardrail policy "${policy.id}" cannot check it as one text and blocks it.`);
+        }
+        const channel = channelOf(slot);
+        if (text.length > 0) {
+          channel.json += text;
+          slot.text = '';
+        }
+        if (slot.endsHeld || channel.json.length > MAX_HELD_WHOLE_CHARS) {
+          slot.text = end(channel);
+          lastSlot.delete(channel);
+          continue;
+        }
+        channel.lastText = event;
+        lastSlot.set(channel, slot);
+        continue;
+      }
       if (slot.json === true) {
         const id = slot.channel ?? 0;
         const part = slot.part ?? 0;

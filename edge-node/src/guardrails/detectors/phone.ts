@@ -31,10 +31,13 @@ const DOTTED_AFTER = '(?![-.]?\\d)';
 // to 17 digits, and a CSV row goes on with a comma, so fractions in JSON and tables do not take
 // this shape. A decimal alone on its line still can (`3.14159265358`), and only the plain form is
 // ambiguous (a decimal has no spaces, dashes or +86), so that form counts as an item when the list
-// number is 1 (a list's first item), when its line goes on with text (`2.13912345678 张三`), or when
-// the line just before it is the item numbered one less (isListItem); else it is a decimal. A
-// number with exactly these 11 decimals that one of those makes an item is still masked
-// (`1.14159265358`, `47.18860501045 N`: a known limit). Cards are not read this way: printed
+// number is 1 (a list's first item), when its line goes on with text after blanks
+// (`2.13912345678 张三`, `2.13912345678    张三`), when the nearest item line before it (past blank
+// and continuation lines) is numbered one less, or when the line before it is a heading ending in a
+// colon and the number is 2 (`以下号码：` then `2.13912345678`: an excerpt from item 2; isListItem);
+// else it is a decimal. A number with exactly these 11 decimals that one of those makes an item is
+// still masked (`1.14159265358`, `47.18860501045 N`, `e:` then `2.13…`: a known limit). Cards are
+// not read this way: printed
 // doubles (`1.4532015112830366`, one per line) would be cards one time in 25.
 const LIST_ITEM_BEFORE = '(?<=(?<![^\\n\\r])[1-9]\\d{0,2}\\.)';
 const LIST_ITEM_AFTER = '(?![-.]?\\d)';
@@ -83,42 +86,64 @@ function dottedGroupsLookLikeAPhone(s: string): boolean {
 
 /** A mobile in the list form that a decimal's fraction could also be: 11 digits, no +86, no separator. */
 const PLAIN_MOBILE = /^1[3-9]\d{9}$/;
-/** Text after the digits on their line: at most 3 blanks, then anything but a line break or a full stop. */
-const LINE_GOES_ON = /^[ \t]{0,3}[^\s.]/;
+/**
+ * Text after the digits on their line: a blank run (a column aligned with spaces or a tab), then
+ * anything but a line break or a full stop. Read no further than GOES_ON_CHARS past the digits: a
+ * stream guard holds back the phone window (32) from where a number starts, so a stream that
+ * releases a number's first digit has these characters after its last one, and decides as the
+ * whole text does.
+ */
+const LINE_GOES_ON = /^[ \t]{0,20}[^\s.]/;
+const GOES_ON_CHARS = 21;
 /**
  * A list item's line: its list number and a dot, then no digit (`2.张三`, `3.+86 …`, `4. text`) or
  * a mobile's first digits (`2.139…`); not a decimal (`2.5`).
  */
 const LIST_ITEM_LINE = /^([1-9]\d{0,2})\.(?:[^\d]|1[3-9])/;
+/** A list's heading: a line ending in a colon (a full-width one folds to `:`). */
+const LIST_HEADING = /[:：][ \t]*$/;
 /**
- * How far back the line before a list item is looked for: its line breaks (a blank line between
- * items too) and the line itself. With the item's own number this stays under the 64 characters a
- * stream guard keeps before what it scans (text-guard.ts, CONTEXT_CHARS), so a stream decides as
- * the whole text does; a longer line before it is no evidence, in both.
+ * How far back from an item's list number earlier lines are read: blank lines (CRLF ones too),
+ * continuation lines of the item before (`1.张三\n  备注：值班\n2.139…`), and the line that decides.
+ * With the number itself (3 digits and a dot) this stays within the 64 characters a stream guard
+ * keeps before what it scans (text-guard.ts, CONTEXT_CHARS), so a stream decides as the whole text
+ * does; a line that starts further back is not read, in both (a line before of 47 characters and
+ * its line break, as far as the look-back went before it read more than one line).
  */
-const LINE_BREAKS_BEFORE = 4;
-const LINE_BEFORE_MAX = 46;
+const LOOK_BACK_CHARS = 51;
+const LOOK_BACK_LINES = 4;
 
 /**
  * Whether the plain mobile at [start, end) of `text` (folded), glued to a list number at the start
  * of its line, is a list item rather than a decimal's fraction (see LIST_ITEM_BEFORE): the number
- * is 1, its line goes on with text, or the line before it is the item numbered one less.
+ * is 1, its line goes on with text, the nearest item line before it (past blank and continuation
+ * lines, LOOK_BACK_LINES at most) is numbered one less, or the number is 2 and the first line
+ * before it is a heading ending in a colon (`以下号码：\n2.139…`, a list excerpt from item 2).
  */
 function isListItem(text: string, start: number, end: number): boolean {
   let numberStart = start - 1;
   while (numberStart > 0 && isDigit(text.charCodeAt(numberStart - 1))) numberStart--;
   const number = Number(text.slice(numberStart, start - 1));
   if (number === 1) return true;
-  if (LINE_GOES_ON.test(text.slice(end, end + 4))) return true;
+  if (LINE_GOES_ON.test(text.slice(end, end + GOES_ON_CHARS))) return true;
+  const limit = Math.max(0, numberStart - LOOK_BACK_CHARS);
   let at = numberStart;
-  while (at > 0 && numberStart - at < LINE_BREAKS_BEFORE && isLineBreak(text.charCodeAt(at - 1))) at--;
-  if (at === numberStart || at === 0) return false;
-  const lineEnd = at;
-  while (at > 0 && lineEnd - at <= LINE_BEFORE_MAX && !isLineBreak(text.charCodeAt(at - 1))) at--;
-  if (at > 0 && !isLineBreak(text.charCodeAt(at - 1))) return false;
-  // The item just before: numbered one less (a column of decimals, `3.14159265358` twice, is no list).
-  const before = LIST_ITEM_LINE.exec(text.slice(at, lineEnd));
-  return before !== null && Number(before[1]) === number - 1;
+  for (let lines = 0; lines < LOOK_BACK_LINES; lines++) {
+    while (at > limit && isLineBreak(text.charCodeAt(at - 1))) at--;
+    if (at <= limit) return false;
+    const lineEnd = at;
+    while (at > limit && !isLineBreak(text.charCodeAt(at - 1))) at--;
+    // A line that starts before the limit is not read (a stream may not have it).
+    if (at > 0 && !isLineBreak(text.charCodeAt(at - 1))) return false;
+    const line = text.slice(at, lineEnd);
+    // The nearest item decides: numbered one less (a column of decimals, `3.14159265358` twice, is no list).
+    const item = LIST_ITEM_LINE.exec(line);
+    if (item !== null) return Number(item[1]) === number - 1;
+    // A heading makes an excerpt's first item of number 2 one (item 1 left out); a decimal after a
+    // heading (`Values:` then `3.14159265358`) is no item.
+    if (lines === 0 && number === 2 && LIST_HEADING.test(line)) return true;
+  }
+  return false;
 }
 
 function isLineBreak(code: number): boolean {

@@ -253,8 +253,7 @@ function isBearerTokenChar(code: number): boolean {
  * A Bearer token that reaches the end of `text` and is not a match yet but may become one as it
  * grows (findBearer decides on the whole token: shorter than 8 or 16 characters, a word in small
  * letters or capitals so far, no digit yet among its first 32), else null. The token is where a
- * mask begins; it is held from its "bearer" (the Authorization name before it is within the 64
- * characters a stream guard keeps as context). Padding (`=`) ends a token: one that is no match
+ * mask begins; it is held from the Authorization name before it, else from its "bearer". Padding (`=`) ends a token: one that is no match
  * then never becomes one.
  */
 function openBearer(text: string): Match | null {
@@ -268,11 +267,15 @@ function openBearer(text: string): Match | null {
   const word = blanks - 'bearer'.length;
   if (word < 0 || text.slice(word, blanks).toLowerCase() !== 'bearer' || (word > 0 && TOKEN_CHAR.test(text[word - 1]!))) return null;
   const core = text.slice(start);
-  const header = AUTHORIZATION_BEFORE.test(text.slice(Math.max(0, word - AUTHORIZATION_LOOKBACK), word));
-  if (isBearerToken(core, header)) return null;
+  const before = text.slice(Math.max(0, word - AUTHORIZATION_LOOKBACK), word);
+  const header = AUTHORIZATION_BEFORE.exec(before);
+  if (isBearerToken(core, header !== null)) return null;
   // Alone, a token decided not to be one stays so: a `/`, a date or path start, 32 characters without a letter and a digit.
-  if (!header && (core.includes('/') || DATE_OR_PATH_START.test(core) || core.length >= 32)) return null;
-  return { start, end, holdFrom: word };
+  if (header === null && (core.includes('/') || DATE_OR_PATH_START.test(core) || core.length >= 32)) return null;
+  // Held from the Authorization name, as findBearer holds a match: the hold cap keeps what is held
+  // from as the head of a value it cuts through, and a head starting at "bearer" judged the rest
+  // by the stricter rule for a token alone, which let it out in clear.
+  return { start, end, holdFrom: header === null ? word : word - before.length + header.index };
 }
 
 const TOKEN_CHAR = /[A-Za-z0-9_-]/;

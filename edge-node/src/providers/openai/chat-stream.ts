@@ -37,8 +37,8 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { StreamToolNameSlot, callerToolNames } from './chat-tool-names.js';
-import { callCarriesStrings, carriesStrings, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
+import { StreamToolNameSlot, callerToolNames, holdsNameText } from './chat-tool-names.js';
+import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 /**
@@ -106,6 +106,10 @@ class ChatStreamShape {
    * carry no type) are unread text too. Null until the stream has one.
    */
   private unknownCalls: Set<string> | null = null;
+  /** Per choice, its tool call names still coming in pieces (not ended yet), by their part (namePart). */
+  private readonly openNames = new Map<number, Map<number, OpenName>>();
+  /** Per choice, the indexes of the tool calls it started. */
+  private readonly startedCalls = new Map<number, Set<number>>();
 
   constructor(
     readonly alias: string,
@@ -134,7 +138,38 @@ class ChatStreamShape {
     }
     return this.unknownCalls !== null && this.unknownCalls.has(key);
   }
+
+  /** Choice `channel`'s open names (created when `create`). */
+  names(channel: number, create: boolean): Map<number, OpenName> | undefined {
+    let names = this.openNames.get(channel);
+    if (names === undefined && create) this.openNames.set(channel, (names = new Map<number, OpenName>()));
+    return names;
+  }
+
+  /** Whether tool call `index` of choice `channel` starts with this fragment (its first). */
+  startsCall(channel: number, index: number): boolean {
+    let started = this.startedCalls.get(channel);
+    if (started === undefined) this.startedCalls.set(channel, (started = new Set()));
+    if (started.has(index)) return false;
+    started.add(index);
+    return true;
+  }
+
+  /** The choice finished: the guard ends all its texts, its names too. */
+  finished(channel: number): void {
+    this.openNames.delete(channel);
+  }
 }
+
+/** A tool call's name that came in pieces so far: which call, where its name is, and the name so far. */
+interface OpenName {
+  readonly index: number;
+  readonly kind: NameKind;
+  joined: string;
+}
+
+/** Where a name is: a tool call's `function` or `custom`, or the legacy `function_call`. */
+type NameKind = 'function' | 'custom' | 'function_call';
 
 const NO_ENDS: readonly number[] = [];
 /**
@@ -150,11 +185,17 @@ const WHOLE_TEXT_CHANNEL = -1;
  * index (indexedPart): tool call `i`'s arguments or custom input, `reasoning_details` item `i`'s
  * text or summary. Arguments are JSON parts (held whole by output guardrails).
  */
-export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, refusal: 3, functionCall: 4, thinking: 5, indexed: 6 } as const;
+export const TEXT_PART = { content: 0, reasoningContent: 1, reasoning: 2, refusal: 3, functionCall: 4, thinking: 5, functionCallName: 6, indexed: 7 } as const;
 
 /** The kinds of text numbered by an index, interleaved from TEXT_PART.indexed on. */
-const INDEXED = { arguments: 0, customInput: 1, reasoningText: 2, reasoningSummary: 3, thinkingBlock: 4 } as const;
-const INDEXED_KINDS = 5;
+const INDEXED = { arguments: 0, customInput: 1, reasoningText: 2, reasoningSummary: 3, thinkingBlock: 4, functionName: 5, customName: 6 } as const;
+const INDEXED_KINDS = 7;
+
+/** The part of a name (held whole by output rules, chat-tool-names.ts). */
+function namePart(kind: NameKind, index: number): number {
+  if (kind === 'function_call') return TEXT_PART.functionCallName;
+  return indexedPart(kind === 'function' ? INDEXED.functionName : INDEXED.customName, index);
+}
 
 /** The part of text `kind` (INDEXED) of tool call or reasoning_details item `index`. */
 function indexedPart(kind: number, index: number): number {
@@ -226,6 +267,12 @@ class ArgumentsSlot implements TextSlot {
   }
 }
 
+/** Whether `holder[key]` (a call's arguments or custom input) starts its text: not empty nor absent. */
+function startsArguments(holder: Record<string, unknown>, key: string): boolean {
+  const value = holder[key];
+  return value !== undefined && value !== null && value !== '';
+}
+
 /** A function object with `arguments` (a text, or a JSON value in its place). */
 function hasArguments(fn: Record<string, unknown>): boolean {
   return fn.arguments !== undefined && fn.arguments !== null;
@@ -246,6 +293,8 @@ function partDelta(part: number, text: string): Record<string, unknown> {
       return { function_call: { arguments: text } };
     case TEXT_PART.thinking:
       return { content: [{ type: 'thinking', thinking: [{ type: 'text', text }] }] };
+    case TEXT_PART.functionCallName:
+      return { function_call: { name: withoutPlaceholderBrackets(text) } };
   }
   const indexed = part - TEXT_PART.indexed;
   const index = Math.floor(indexed / INDEXED_KINDS);
@@ -258,6 +307,10 @@ function partDelta(part: number, text: string): Record<string, unknown> {
       return { reasoning_details: [{ type: 'reasoning.text', text, index }] };
     case INDEXED.thinkingBlock:
       return { thinking_blocks: [{ type: 'thinking', thinking: text }] };
+    case INDEXED.functionName:
+      return { tool_calls: [{ index, function: { name: withoutPlaceholderBrackets(text) } }] };
+    case INDEXED.customName:
+      return { tool_calls: [{ index, custom: { name: withoutPlaceholderBrackets(text) } }] };
   }
   return { reasoning_details: [{ type: 'reasoning.summary', summary: text, index }] };
 }
@@ -280,6 +333,8 @@ export class ChatChunkEvent implements StreamEvent {
     private readonly upstream: SseEvent,
     private readonly chunk: Record<string, unknown>,
     private readonly shape: ChatStreamShape,
+    /** A delta the guard made (textEvent): its names are checked already and end no others. */
+    private readonly released = false,
   ) {
     const choices = chunk.choices;
     let texts: TextSlot[] = NO_TEXTS;
@@ -312,9 +367,12 @@ export class ChatChunkEvent implements StreamEvent {
         }
         // Text outside the delta (`text`, `message`, as some compatible servers send): unread.
         if (choiceCarriesOtherText(choice, 'delta')) unread = true;
-        if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') (ends ??= []).push(channel);
+        if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') {
+          (ends ??= []).push(channel);
+          shape.finished(channel);
+        }
       }
-      // Annotations and made-up tool names are checked whole in their chunk: it ends their texts.
+      // Annotations are checked whole in their chunk: it ends their texts.
       if (this.wholeTextParts > 0) (ends ??= []).push(WHOLE_TEXT_CHANNEL);
       if (ends !== undefined) this.endsText = ends;
     }
@@ -380,8 +438,12 @@ export class ChatChunkEvent implements StreamEvent {
       });
     }
     if (isRecord(delta.function_call)) {
-      this.toolNameSlot(delta.function_call, into);
+      const fc = delta.function_call;
+      this.toolNameSlot(() => fc, fc, 'function_call', 0, channel, startsArguments(fc, 'arguments'), into);
       if (hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
+    } else if (!this.released && holdsNameText(delta.function_call)) {
+      // A legacy function_call of a shape OpenAI never sends (an array): its text cannot be placed.
+      markPartial(into);
     }
     if (delta.annotations !== undefined && delta.annotations !== null) {
       // Whole in this chunk: each string a part of its own, on a channel no running text uses, ended here.
@@ -390,14 +452,26 @@ export class ChatChunkEvent implements StreamEvent {
     const calls = delta.tool_calls;
     if (Array.isArray(calls)) {
       calls.forEach((call: unknown, position) => {
-        if (!isRecord(call)) return;
+        if (!isRecord(call)) {
+          if (!this.released && holdsNameText(call)) markPartial(into);
+          return;
+        }
         const index = indexOf(call, position);
         if (this.shape.unknownCall(call, channel, index)) {
           // A call of a type whose fields are unknown: its text cannot be placed in a running text.
           if (callCarriesStrings(call)) markPartial(into);
           return;
         }
-        for (const holder of [call.function, call.custom]) if (isRecord(holder)) this.toolNameSlot(holder, into);
+        if (!this.released) {
+          // A name at the top level of a call: no shape OpenAI sends, not placed in a name's text.
+          if (holdsNameText(call.name)) markPartial(into);
+          if (this.shape.startsCall(channel, index)) this.endOtherNames(calls as unknown[], call, index, channel, into);
+          for (const kind of ['function', 'custom'] as const) {
+            const holder = call[kind];
+            if (isRecord(holder)) this.toolNameSlot(() => holder, holder, kind, index, channel, startsArguments(holder, kind === 'function' ? 'arguments' : 'input'), into);
+            else if (holdsNameText(holder)) markPartial(into);
+          }
+        }
         // A custom (freeform) tool's input is plain text, a running text like content.
         const custom = call.custom;
         if (isRecord(custom) && typeof custom.input === 'string') into.push(new PartSlot(custom, 'input', this, channel, indexedPart(INDEXED.customInput, index), false));
@@ -407,25 +481,68 @@ export class ChatChunkEvent implements StreamEvent {
         if (!hasIndex(call) && !(isRecord(call.function) && hasArguments(call.function))) return;
         into.push(new ArgumentsSlot(call, 'function', this, channel, indexedPart(INDEXED.arguments, index)));
       });
+    } else if (!this.released && holdsNameText(calls)) {
+      // `tool_calls` of a shape OpenAI never sends (an object): its text cannot be placed.
+      markPartial(into);
     }
     return into.length === 0 && !isPartial(into) ? texts : into;
   }
 
   /**
-   * A slot for a tool call's `name` (in `holder`, its `function`, `custom` or `function_call`) that
-   * none of the caller's tools has (chat-tool-names.ts): whole in this chunk (the SDKs take a name
-   * from one fragment, not joined across them), a part of its own on WHOLE_TEXT_CHANNEL, which this
-   * chunk ends. A name that is not a string but holds strings cannot be checked so: blocked under
-   * output rules.
+   * A slot for a piece of a tool call's `name` (in `holder`, its `function`, `custom` or
+   * `function_call`), held whole by output rules (chat-tool-names.ts): the name so far is kept per
+   * call, and the piece that ends it — where its call's arguments (or input) start (`startsArgs`) —
+   * takes the whole checked name. A fragment of the call with no piece of its name that starts its
+   * arguments ends the name too, with a slot of its own. A name that is not a string but holds
+   * strings or numbers cannot be placed so: blocked under output rules.
    */
-  private toolNameSlot(holder: Record<string, unknown>, into: TextSlot[]): void {
+  private toolNameSlot(place: () => Record<string, unknown>, holder: Record<string, unknown>, kind: NameKind, index: number, channel: number, startsArgs: boolean, into: TextSlot[]): void {
+    if (this.released) return;
     const name = holder.name;
-    if (typeof name !== 'string') {
-      if (carriesStrings(name, 1)) markPartial(into);
-      return;
+    if (typeof name !== 'string' && holdsNameText(name)) markPartial(into);
+    const piece = typeof name === 'string' ? name : '';
+    const part = namePart(kind, index);
+    const names = this.shape.names(channel, piece !== '');
+    const open = names?.get(part);
+    if (piece === '' && (open === undefined || !startsArgs)) return;
+    const joined = (open?.joined ?? '') + piece;
+    if (startsArgs) names?.delete(part);
+    else if (open !== undefined) open.joined = joined;
+    else names!.set(part, { index, kind, joined });
+    this.nameSlot(new StreamToolNameSlot(place, piece, joined, startsArgs, channel, part, this.shape.toolNames), into);
+  }
+
+  /**
+   * The first fragment of tool call `index` (`call`, in `calls`) ends the names of the choice's
+   * other calls: each goes out whole in its call's fragment earlier in this chunk, else in an entry
+   * of its own put before `call`.
+   */
+  private endOtherNames(calls: unknown[], call: Record<string, unknown>, index: number, channel: number, into: TextSlot[]): void {
+    const names = this.shape.names(channel, false);
+    if (names === undefined) return;
+    for (const [part, open] of names) {
+      if (open.kind === 'function_call' || open.index === index) continue;
+      names.delete(part);
+      const { kind } = open;
+      const place = (): Record<string, unknown> => {
+        const at = Math.max(0, calls.indexOf(call));
+        const earlier = calls.slice(0, at).find((entry): entry is Record<string, unknown> => isRecord(entry) && entry.index === open.index);
+        if (earlier !== undefined) {
+          const holder = earlier[kind];
+          if (isRecord(holder)) return holder;
+          const created: Record<string, unknown> = {};
+          earlier[kind] = created;
+          return created;
+        }
+        const holder: Record<string, unknown> = {};
+        calls.splice(at, 0, { index: open.index, [kind]: holder });
+        return holder;
+      };
+      this.nameSlot(new StreamToolNameSlot(place, '', open.joined, true, channel, part, this.shape.toolNames), into);
     }
-    if (name === '' || this.shape.toolNames.has(name)) return;
-    const slot = new StreamToolNameSlot(holder, WHOLE_TEXT_CHANNEL, this.wholeTextParts++);
+  }
+
+  private nameSlot(slot: StreamToolNameSlot, into: TextSlot[]): void {
     (this.toolNames ??= []).push(slot);
     into.push(slot);
   }
@@ -646,7 +763,7 @@ export function chatStreamReply(
     textEvent(text: string, like: StreamEvent, channel = 0, part = TEXT_PART.content): StreamEvent {
       const base = like instanceof ChatChunkEvent ? like.templateFields() : {};
       const chunk: Record<string, unknown> = { ...base, model: alias, choices: [{ index: channel, delta: partDelta(part, text), logprobs: null, finish_reason: null }] };
-      return new ChatChunkEvent({ data: JSON.stringify(chunk) }, chunk, shape);
+      return new ChatChunkEvent({ data: JSON.stringify(chunk) }, chunk, shape, true);
     },
     errorEvent(code: ErrorCode, message: string): StreamEvent {
       return { sse: { event: 'error', data: JSON.stringify(zenovaError(code, message).toBody()) }, texts: NO_TEXTS };

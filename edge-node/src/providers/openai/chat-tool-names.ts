@@ -11,11 +11,23 @@
  * declared name), it is only checked (TextSlot.notGenerated): neither kept as the answer's text
  * nor estimated as output. A mask writes its placeholder without brackets (`send_EMAIL`), as in a
  * message's `name` (NameSlot): OpenAI takes function names of `[a-zA-Z0-9_-]` only, also when the
- * call is sent back with the conversation.
+ * call is sent back with the conversation. A name, a call or `tool_calls` itself of a shape OpenAI
+ * never sends (a name that is not a string, `function` as an array, a name at the top level of a
+ * call, `tool_calls` as an object) has every string and number in it checked (`type` keys too: in
+ * a name they are no type tags) in a JSON answer; in a stream, where it cannot be placed in a
+ * name's text, it is blocked under output rules.
+ *
+ * In a stream a name may come in pieces (openai-python's stream helper joins them), so under output
+ * rules a call's name is held whole (HeldWholeSlot, guardrails/stream-guard.ts) until its call's
+ * arguments (or custom input) start, another call of its choice starts, or its choice finishes;
+ * then the joined name is checked (or left alone when declared) and goes out whole in one delta.
  */
+import type { HeldWholeSlot } from '../../guardrails/stream-guard.js';
 import type { TextSlot } from '../../pipeline/context.js';
+import { MAX_DEPTH } from '../json-string-slots.js';
+import { markPartial } from '../partial-texts.js';
 import { FieldSlot, isRecord } from '../text-slot.js';
-import { isKnownToolCall, unknownPartSlots, withoutPlaceholderBrackets } from './chat-content-parts.js';
+import { isKnownToolCall, withoutPlaceholderBrackets } from './chat-content-parts.js';
 
 /** The tool names the caller's request declares (see the file comment); none for a request without tools. */
 export function callerToolNames(request: Record<string, unknown> | undefined): ReadonlySet<string> {
@@ -45,49 +57,116 @@ class ToolNameSlot extends FieldSlot {
   }
 }
 
+/** A number where a name (or a part of one) should be: checked as its digits; a mask writes the masked text in its place. */
+class NumberNameSlot implements TextSlot {
+  readonly notGenerated = true;
+
+  constructor(
+    private readonly holder: Record<string, unknown>,
+    private readonly key: string,
+  ) {}
+
+  get text(): string {
+    return String(this.holder[this.key]);
+  }
+
+  set text(value: string) {
+    if (value !== this.text) this.holder[this.key] = withoutPlaceholderBrackets(value);
+  }
+}
+
 /**
  * Slots for the names of a JSON answer message's tool calls (`function` and `custom` ones: a call of
  * another type has every string checked already) and of its legacy `function_call` that `declared`
- * does not hold. A name that is not a string (no shape OpenAI sends) has every string in it checked.
+ * does not hold. What is not of the shape OpenAI sends (see the file comment) has every string and
+ * number in it checked.
  */
 export function undeclaredToolNameSlots(message: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
   const calls = message.tool_calls;
   if (Array.isArray(calls)) {
-    for (const call of calls) {
-      if (!isRecord(call) || !isKnownToolCall(call)) continue;
-      for (const holder of [call.function, call.custom]) if (isRecord(holder)) undeclaredNameSlot(holder, declared, into);
-    }
+    calls.forEach((call: unknown, position) => {
+      if (!isRecord(call)) {
+        oddShapeSlots(calls as unknown as Record<string, unknown>, String(position), into, 1);
+        return;
+      }
+      if (!isKnownToolCall(call)) return;
+      // A name at the top level of the call: no shape OpenAI sends, but a client may read it.
+      if (call.name !== undefined) undeclaredNameSlot(call, declared, into);
+      for (const key of ['function', 'custom']) {
+        const holder = call[key];
+        if (isRecord(holder)) undeclaredNameSlot(holder, declared, into);
+        else oddShapeSlots(call, key, into, 1);
+      }
+    });
+  } else {
+    oddShapeSlots(message, 'tool_calls', into, 0);
   }
   if (isRecord(message.function_call)) undeclaredNameSlot(message.function_call, declared, into);
+  else oddShapeSlots(message, 'function_call', into, 0);
 }
 
 function undeclaredNameSlot(holder: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
   const name = holder.name;
   if (typeof name === 'string') {
     if (name !== '' && !declared.has(name)) into.push(new ToolNameSlot(holder, 'name'));
-  } else if (typeof name === 'object' && name !== null) {
-    unknownPartSlots(name as Record<string, unknown>, into);
+  } else {
+    oddShapeSlots(holder, 'name', into, 1);
   }
 }
 
+/** Slots for every string and number in `holder[key]`, `type` keys included (a name's or call's shape OpenAI never sends). */
+function oddShapeSlots(holder: Record<string, unknown>, key: string, into: TextSlot[], depth: number): void {
+  const value = holder[key];
+  if (typeof value === 'string') {
+    if (value !== '') into.push(new ToolNameSlot(holder, key));
+  } else if (typeof value === 'number') {
+    into.push(new NumberNameSlot(holder, key));
+  } else if (typeof value === 'object' && value !== null) {
+    if (depth > MAX_DEPTH) {
+      markPartial(into);
+      return;
+    }
+    const record = value as Record<string, unknown>;
+    for (const inner of Object.keys(record)) oddShapeSlots(record, inner, into, depth + 1);
+  }
+}
+
+/** Whether `value` holds a string or a number at any depth, `type` keys included; past MAX_DEPTH taken as yes. */
+export function holdsNameText(value: unknown, depth = 1): boolean {
+  if (typeof value === 'string' || typeof value === 'number') return true;
+  if (typeof value !== 'object' || value === null) return false;
+  if (depth > MAX_DEPTH) return true;
+  const record = value as Record<string, unknown>;
+  for (const key of Object.keys(record)) if (holdsNameText(record[key], depth + 1)) return true;
+  return false;
+}
+
 /**
- * A made-up tool name in a stream chunk (chat-stream.ts), which carries it whole: a part of its own
- * on a channel no choice's running text uses, ended in that chunk. The guard writes it in pieces
- * (what it releases, then the rest), so the name goes into the chunk only when the chunk is
- * serialised (commit), and only when a mask changed it: a name that passed goes out as it came.
+ * A piece of a tool call's name in a stream chunk (chat-stream.ts), held whole by output rules
+ * (HeldWholeSlot): the guard empties each piece and writes the checked whole name into the one
+ * that ends it. The chunk changes only when it is serialised (commit), and only when the guard
+ * changed the piece: a name that passed without output rules goes out as it came. `place` gives
+ * the object the name goes in (created on first use for a piece that ends a name in a chunk
+ * without a fragment of that call).
  */
-export class StreamToolNameSlot implements TextSlot {
+export class StreamToolNameSlot implements HeldWholeSlot {
   readonly notGenerated = true;
-  private readonly original: string;
+  readonly heldWhole = true;
   private current: string;
   private written: string;
+  private holder: Record<string, unknown> | undefined;
 
   constructor(
-    private readonly holder: Record<string, unknown>,
+    private readonly place: () => Record<string, unknown>,
+    piece: string,
+    /** The name so far, this piece included. */
+    private readonly joined: string,
+    readonly endsHeld: boolean,
     readonly channel: number,
     readonly part: number,
+    private readonly declared: ReadonlySet<string>,
   ) {
-    this.original = this.current = this.written = typeof holder.name === 'string' ? holder.name : '';
+    this.current = this.written = piece;
   }
 
   get text(): string {
@@ -98,10 +177,16 @@ export class StreamToolNameSlot implements TextSlot {
     this.current = value;
   }
 
+  unchecked(whole: string): boolean {
+    return this.declared.has(whole);
+  }
+
   /** Writes a changed name into its chunk; true when that changed the chunk. */
   commit(): boolean {
     if (this.current === this.written) return false;
-    this.holder.name = this.current === this.original ? this.original : withoutPlaceholderBrackets(this.current);
+    const holder = (this.holder ??= this.place());
+    if (this.current === '') delete holder.name;
+    else holder.name = this.current === this.joined ? this.joined : withoutPlaceholderBrackets(this.current);
     this.written = this.current;
     return true;
   }
