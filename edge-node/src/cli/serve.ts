@@ -196,6 +196,12 @@ export async function serve(opts: ServeOptions): Promise<number> {
       adminListen: opts.adminListen,
     });
   } catch (err) {
+    // The admin port taken (or not allowed) is the operator's to fix, as the callers' port is below:
+    // said as such, exit 1, not an unexpected failure with a stack.
+    if (isListenError(err)) {
+      opts.logger.error({ err, adminListen: opts.adminListen }, 'node-edge could not listen on its admin port');
+      return 1;
+    }
     opts.logger.error({ err }, 'node-edge could not open its spool, limits, credit or admin port');
     throw err;
   }
@@ -426,4 +432,9 @@ export async function serve(opts: ServeOptions): Promise<number> {
     process.on('SIGINT', onReplicaSignal).on('SIGTERM', onReplicaSignal);
     replica.reportListening(url);
   });
+}
+
+/** A failure of listen(2) (EADDRINUSE, EACCES, EADDRNOTAVAIL…), as Node reports it. */
+function isListenError(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { syscall?: unknown }).syscall === 'listen';
 }

@@ -153,3 +153,25 @@ t.test('zenova-node serve --admin-listen 127.0.0.1:0 logs its admin URL and expo
   );
   t.equal((await fetch(`${listening.url}/metrics`)).status, 404, 'metrics are not on the callers\' port');
 });
+
+t.test('zenova-node serve with --admin-listen on a port already in use says so and exits 1, with no unexpected failure', async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const configFile = path.join(t.testdir(), 'node.json');
+  await writeFile(configFile, JSON.stringify(testConfig(upstream.url)));
+  const busy = net.createServer();
+  await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => busy.close(() => resolve())));
+  const busyPort = (busy.address() as net.AddressInfo).port;
+  const entry = tsEntry('edge-node/src/main.ts');
+  const node = await startProcess({
+    name: 'zenova-node',
+    command: entry.command,
+    args: [...entry.args, 'serve', '--config', configFile, '--listen', '127.0.0.1:0', '--admin-listen', `127.0.0.1:${busyPort}`],
+    t,
+  });
+  const line = JSON.parse(await node.waitForLine(/"msg":"node-edge could not listen on its admin port"/)) as { adminListen: { port: number }; err: { code: string } };
+  t.equal(line.adminListen.port, busyPort, 'names the admin address');
+  t.equal(line.err.code, 'EADDRINUSE');
+  t.equal((await node.exited).code, 1, 'exit 1');
+  t.notMatch(node.output(), /unexpected failure/);
+});
