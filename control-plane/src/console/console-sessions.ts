@@ -9,6 +9,8 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
 import type pg from 'pg';
+import { FixedWindowRateLimiter } from '../nodes/enroll-rate-limit.js';
+import type { RateLimitDecision } from '../nodes/enroll-rate-limit.js';
 
 export const SESSION_COOKIE = 'zenova_console';
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
@@ -137,44 +139,23 @@ export function loginLimitKey(ip: string): string {
   return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`;
 }
 
-export interface LoginLimitDecision { allowed: boolean; retryAfterSeconds: number }
-
 /**
- * Failed logins per client IP in a fixed window, in memory (per replica). Only failures count, and
- * while an address is over the limit even the right token is refused, so the limit is no oracle.
+ * Failed logins per client (loginLimitKey) in a fixed window, in memory (per replica). Only
+ * failures count, and while a client is over the limit even the right token is refused, so the
+ * limit is no oracle.
  */
 export class FailedLoginLimiter {
-  private readonly windows = new Map<string, { startedAtMs: number; failures: number }>();
+  private readonly windows: FixedWindowRateLimiter;
 
-  constructor(private readonly limit: number, private readonly windowMs: number, private readonly maxKeys = 10_000) {}
+  constructor(limit: number, windowMs: number, maxKeys?: number) {
+    this.windows = new FixedWindowRateLimiter({ limit, windowMs, ...(maxKeys !== undefined ? { maxKeys } : {}) });
+  }
 
-  check(key: string, nowMs: number = Date.now()): LoginLimitDecision {
-    const window = this.windows.get(key);
-    if (!window || nowMs - window.startedAtMs >= this.windowMs || window.failures < this.limit) {
-      return { allowed: true, retryAfterSeconds: 0 };
-    }
-    return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((window.startedAtMs + this.windowMs - nowMs) / 1000)) };
+  check(key: string, nowMs: number = Date.now()): RateLimitDecision {
+    return this.windows.peek(key, nowMs);
   }
 
   recordFailure(key: string, nowMs: number = Date.now()): void {
-    let window = this.windows.get(key);
-    if (!window || nowMs - window.startedAtMs >= this.windowMs) {
-      this.windows.delete(key);
-      this.makeRoom(nowMs);
-      window = { startedAtMs: nowMs, failures: 0 };
-      // Re-inserted, so the map stays ordered by window start (oldest first).
-      this.windows.set(key, window);
-    }
-    window.failures += 1;
-  }
-
-  private makeRoom(nowMs: number): void {
-    if (this.windows.size < this.maxKeys) return;
-    // Finished windows come first in the map; drop those, then the oldest running ones if still full.
-    for (const [key, window] of this.windows) {
-      const finished = nowMs - window.startedAtMs >= this.windowMs;
-      if (!finished && this.windows.size < this.maxKeys) return;
-      this.windows.delete(key);
-    }
+    this.windows.hit(key, nowMs);
   }
 }

@@ -2,6 +2,7 @@
  * Enrollment attempts per client IP: a fixed one-minute window in memory. Every attempt counts, a
  * successful one too, so guessing tokens costs a minute per few tries. Per replica, which is enough
  * against guessing 256-bit tokens; the point is to make noise cheap to stop, not to be exact.
+ * The console's failed logins use the same windows (console-sessions.ts), counting failures only.
  */
 
 export type RateLimitDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
@@ -27,6 +28,13 @@ export class FixedWindowRateLimiter {
     this.limit = opts.limit;
     this.windowMs = opts.windowMs;
     this.maxKeys = opts.maxKeys ?? DEFAULT_MAX_KEYS;
+  }
+
+  /** Whether `key` may proceed, without counting anything (a caller that counts only failures). */
+  peek(key: string, nowMs: number = Date.now()): RateLimitDecision {
+    const window = this.windows.get(key);
+    if (!window || nowMs - window.startedAtMs >= this.windowMs || window.count < this.limit) return { allowed: true };
+    return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((window.startedAtMs + this.windowMs - nowMs) / 1000)) };
   }
 
   /** Counts one attempt by `key` and says whether it may proceed. */
