@@ -138,7 +138,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       if (clientRequestId !== undefined) plain.header(CLIENT_REQUEST_ID_HEADER, clientRequestId);
       const retry = shouldRetryValue(failure);
       if (retry !== undefined) plain.header(SHOULD_RETRY_HEADER, retry);
-      void plain.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure));
+      void plain.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure, request.headers));
     },
   });
 
@@ -255,7 +255,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // The SDKs would otherwise resend a 5xx that cannot succeed (run-pipeline.ts sends the same hint).
     const retry = shouldRetryValue(failure);
     if (retry !== undefined) reply.header(SHOULD_RETRY_HEADER, retry);
-    return reply.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure));
+    return reply.code(failure.status).header(REQUEST_ID_HEADER, request.id).send(errorBodyFor(request.url, failure, request.headers));
   });
 
   // Liveness only: the process answers. Whether it can serve is /readyz.

@@ -1,6 +1,7 @@
 // Anthropic's caller surface: POST /v1/messages (JSON and SSE), through the request pipeline.
 // Every response under /v1/messages, errors raised before the pipeline included, carries
-// `request-id` and errors in Anthropic's shape (app.ts asks `isAnthropicPath`).
+// `request-id` and errors in Anthropic's shape (app.ts asks `wantsAnthropicErrors`, which says
+// the same of GET /v1/models when an Anthropic SDK calls it).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { ZenovaError } from '../errors.js';
@@ -11,6 +12,8 @@ import { withoutExtraLeadingSlashes } from './not-found.js';
 
 const MESSAGES_PATH = '/v1/messages';
 const DOUBLED_MESSAGES_PATH = `/v1${MESSAGES_PATH}`;
+const MODELS_PATH = '/v1/models';
+const DOUBLED_MODELS_PATH = `/v1${MODELS_PATH}`;
 
 /** Anthropic's SDKs read the request id from `request-id` (APIError.requestID, _request_id). */
 export const ANTHROPIC_REQUEST_ID_HEADER = 'request-id';
@@ -41,9 +44,23 @@ function isUnder(url: string, path: string): boolean {
   return Number.isNaN(next) || next === 0x3f /* ? */ || next === 0x2f /* / */;
 }
 
-/** The error body for a request to `url`: Anthropic's shape on its paths, OpenAI's elsewhere. */
-export function errorBodyFor(url: string, failure: ZenovaError): unknown {
-  return isAnthropicPath(url) ? anthropicErrorBodyOf(failure) : failure.toBody();
+/**
+ * Whether errors to a request go out in Anthropic's shape: on its paths, and on the models paths
+ * when an Anthropic SDK asks (`anthropic-version`, as models-api-family.ts picks the answer's
+ * shape), so a refusal before the pipeline (an undecodable path, a Content-Encoding, a doubled
+ * /v1) reaches its `models.list()` as the pipeline's own refusals do. Other paths keep OpenAI's
+ * shape whatever the headers: their pipeline answers in it.
+ */
+export function wantsAnthropicErrors(url: string, headers: IncomingHttpHeaders | undefined): boolean {
+  if (isAnthropicPath(url)) return true;
+  if (headers?.['anthropic-version'] === undefined) return false;
+  const path = withoutExtraLeadingSlashes(url) ?? url;
+  return isUnder(path, MODELS_PATH) || isUnder(path, DOUBLED_MODELS_PATH);
+}
+
+/** The error body for a request to `url`: Anthropic's shape where wantsAnthropicErrors says so, OpenAI's elsewhere. */
+export function errorBodyFor(url: string, failure: ZenovaError, headers?: IncomingHttpHeaders): unknown {
+  return wantsAnthropicErrors(url, headers) ? anthropicErrorBodyOf(failure) : failure.toBody();
 }
 
 export function registerAnthropicRoutes(app: FastifyInstance, deps: PipelineDeps): void {
