@@ -1,12 +1,12 @@
 // The console's entry: the login view, the shell (nav, logout) and the hash router that loads one
 // page module at a time from ./pages/. Pages get `render(root, params, ctx)` and may return a
-// cleanup function, called when the page is left (docs/console.md).
+// cleanup function, called when the page is left or the session ends (docs/console.md).
 import { api, onUnauthenticated, setCsrfToken } from './api.js';
 import { clear, h } from './dom.js';
 
 const PRODUCT = 'Zenova Gateway';
 const DEFAULT_HASH = '#/nodes';
-const SESSION_ENDED = 'Your console session has ended (it expired or was logged out); log in again with the admin token.';
+const SESSION_ENDED = 'Your console session has ended (it expired or was logged out); log in again with the admin token to go on where you were.';
 
 const ROUTES = [
   { pattern: /^\/nodes$/, module: 'nodes-list.js', nav: 'nodes', title: 'Nodes', params: () => ({}) },
@@ -24,6 +24,9 @@ let pageMain = null;
 let pageCleanup = null;
 // Bumped on every navigation: a page module that finishes loading after the user moved on is not shown.
 let routeSeq = 0;
+// The hash the session ended on (null: none, or the user logged out): the first page shown after
+// logging in again gets ctx.resumed when it is that same route, so it may take back what it kept.
+let resumeHash = null;
 
 /** The matching route and its params for a location hash, or undefined. */
 function matchRoute(hash) {
@@ -44,12 +47,13 @@ function errorBanner(message) {
   return h('div', { class: 'banner banner-error', role: 'alert', 'data-testid': 'error' }, message);
 }
 
-function runPageCleanup() {
+/** `reason.sessionEnded`: the page is left for the login view, not for another page. */
+function runPageCleanup(reason = { sessionEnded: false }) {
   const cleanup = pageCleanup;
   pageCleanup = null;
   if (typeof cleanup === 'function') {
     try {
-      cleanup();
+      cleanup(reason);
     } catch (err) {
       console.warn('page cleanup failed', err);
     }
@@ -72,6 +76,9 @@ async function route() {
     found = matchRoute(DEFAULT_HASH);
   }
   const { route: current, params } = found;
+  // Only the first route after the login: a later visit to the same page starts afresh.
+  const resumed = resumeHash !== null && resumeHash === location.hash;
+  resumeHash = null;
   for (const link of app.querySelectorAll('[data-nav]')) {
     if (link.dataset.nav === current.nav) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
@@ -90,7 +97,7 @@ async function route() {
   }
   if (seq !== routeSeq || view !== 'shell') return;
   try {
-    const cleanup = mod.render(root, params, { api, navigate, h, clear });
+    const cleanup = mod.render(root, params, { api, navigate, h, clear, resumed });
     pageCleanup = typeof cleanup === 'function' ? cleanup : null;
   } catch (err) {
     console.error(err);
@@ -98,8 +105,11 @@ async function route() {
   }
 }
 
-function showLogin(message) {
-  runPageCleanup();
+/** `sessionEnded`: the session ended under the shell (a 401), rather than a logout or no session at boot. */
+function showLogin(message, { sessionEnded = false } = {}) {
+  // Read before the cleanup: the hash is where the user was, and where the next login returns.
+  resumeHash = sessionEnded ? location.hash : null;
+  runPageCleanup({ sessionEnded });
   routeSeq += 1;
   view = 'login';
   pageMain = null;
@@ -174,7 +184,7 @@ function showShell() {
 }
 
 onUnauthenticated(() => {
-  if (view === 'shell') showLogin(SESSION_ENDED);
+  if (view === 'shell') showLogin(SESSION_ENDED, { sessionEnded: true });
 });
 window.addEventListener('hashchange', () => void route());
 

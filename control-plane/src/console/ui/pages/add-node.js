@@ -366,11 +366,24 @@ export const POLICY_TEXT = {
   'metering-only': 'Drop request bodies, keep metering (service first; request bodies are no longer saved)',
 };
 
+/**
+ * What the wizard held when the session ended under it, for the render right after the login:
+ * `{ step, fields }` (what was typed; nothing in it is secret) or, once the node was created,
+ * `{ createdName }` only, since the install command is shown once and never again from memory.
+ * Kept in this module's memory, never in web storage: a reload or a closed tab forgets it.
+ */
+let sessionEndedDraft = null;
+
 export function render(root, _params, ctx) {
   const { h, api, navigate } = ctx;
   const cleanups = [];
   let step = 0;
   let submitting = false;
+  // Set once the node exists: from then on the page shows it, not the wizard.
+  let createdName = null;
+  // Taken by this render whatever it is: a draft is offered back once, to the route it came from.
+  const resume = ctx.resumed ? sessionEndedDraft : null;
+  sessionEndedDraft = null;
 
   const input = (id, type = 'text', extra = {}) => props(h('input', { id, name: id, type }), extra);
 
@@ -484,6 +497,35 @@ export function render(root, _params, ctx) {
 
   const page = h('div', {}, h('div', { class: 'page-header' }, h('h1', {}, 'Add node')), form);
   root.append(page);
+
+  /** The controls as typed (not trimmed or parsed): what a re-login puts back. */
+  function typedFields() {
+    return {
+      name: name.control.value,
+      region: region.control.value,
+      tools: toolsBox.checked,
+      installDir: installDir.control.value,
+      address: address.control.value,
+      controlPlaneUrl: cpUrl.control.value,
+      caPem: caPem.control.value,
+      spoolQuotaGb: quota.control.value,
+      spoolFullPolicy: policyRadios.find((p) => p.radio.checked)?.value ?? 'reject',
+      replicas: replicas.control.value,
+    };
+  }
+
+  function restoreFields(typed) {
+    const controls = {
+      name: name.control, region: region.control, installDir: installDir.control, address: address.control,
+      controlPlaneUrl: cpUrl.control, caPem: caPem.control, spoolQuotaGb: quota.control, replicas: replicas.control,
+    };
+    for (const [key, control] of Object.entries(controls)) {
+      if (typeof typed[key] === 'string') control.value = typed[key];
+    }
+    toolsBox.checked = typed.tools === true;
+    for (const p of policyRadios) p.radio.checked = p.value === typed.spoolFullPolicy;
+    if (!policyRadios.some((p) => p.radio.checked)) policyRadios[0].radio.checked = true;
+  }
 
   function values() {
     return {
@@ -604,24 +646,42 @@ export function render(root, _params, ctx) {
     }
   }
 
+  /**
+   * The created node: its one-time command (`install`) and the onboarding progress. Without
+   * `install` (back after a re-login), only a note that the command is not shown again.
+   */
   function showCreated({ node, install }) {
-    const command = oneTimeCommandView(h, { nodeName: node.name, issued: install });
-    cleanups.push(command.cleanup);
+    createdName = node.name;
+    const command = install ? oneTimeCommandView(h, { nodeName: node.name, issued: install }) : null;
+    if (command) cleanups.push(command.cleanup);
     const progress = h('section', { class: 'card', 'aria-label': 'Onboarding progress' });
     const detailLink = h('a', { class: 'btn', href: `#/nodes/${encodeURIComponent(node.name)}` }, `Open node ${node.name}`);
     page.replaceChildren(
       h('div', { class: 'page-header' }, h('h1', {}, `Node ${node.name} created`)),
-      h('p', {}, 'Next: put the installer and the node package on the node host, run the pre-check, then run this command there '
-        + `(the package renamed to ${NODE_PACKAGE_FILE}, in the same directory).`),
-      command.view,
+      command
+        ? h('p', {}, 'Next: put the installer and the node package on the node host, run the pre-check, then run this command there '
+          + `(the package renamed to ${NODE_PACKAGE_FILE}, in the same directory).`)
+        : h('div', { class: 'banner banner-info', role: 'note', 'data-testid': 'command-not-shown-again' },
+          `The install command of node ${node.name} was shown only once and is not shown again. If it was not copied, `
+          + `or it is lost, used or expired, open node ${node.name} and reissue the install command there.`),
+      ...(command ? [command.view] : []),
       progress,
       h('div', { class: 'toolbar' }, detailLink, h('a', { class: 'btn btn-quiet', href: '#/nodes' }, 'Back to nodes')),
     );
     cleanups.push(trackOnboarding(progress, node.name, ctx));
-    command.view.querySelector('button')?.focus();
+    (command ? command.view.querySelector('button') : detailLink)?.focus();
   }
 
-  go(0);
-  name.control.focus();
-  return () => { for (const fn of cleanups) fn(); };
+  if (resume?.createdName) {
+    showCreated({ node: { name: resume.createdName }, install: null });
+  } else {
+    if (resume?.fields) restoreFields(resume.fields);
+    go(resume?.step ?? 0);
+    (step === 0 ? name.control : panels[step].querySelector('input:not([disabled]), textarea, select'))?.focus();
+  }
+  return (reason) => {
+    // Kept only when the login view replaces the page; leaving it for another page discards it.
+    if (reason?.sessionEnded) sessionEndedDraft = createdName !== null ? { createdName } : { step, fields: typedFields() };
+    for (const fn of cleanups) fn();
+  };
 }
