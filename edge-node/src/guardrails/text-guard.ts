@@ -135,8 +135,8 @@ export class TextGuard {
    * undecided value) is masked up to the cut, counted, and its head kept as the context. The
    * matches of a scan start at or after `from`, except while `open` is set: then the context is the
    * head of a match a cap cut through, and a match running on from it is that match's rest, masked
-   * without a new placeholder or a new count (a PEM block longer than the cap stays masked to its
-   * END line).
+   * (unless flagged) without a new placeholder or a new count (a PEM block longer than the cap stays
+   * masked to its END line).
    */
   private release(final: boolean, streaming = false): string {
     const from = this.context.length;
@@ -212,9 +212,10 @@ export class TextGuard {
       }
     }
     const text = masked(scanned, from, cut, [...released, ...cutThrough].filter((m) => m.rule.action !== 'flag'));
-    // A masked match the cap cut through goes on past the cut: keep its head as the context, so its
-    // rest is recognised (and masked) as the same match.
-    const open = cutThrough.find((m) => m.rule.action !== 'flag');
+    // A match the cap cut through goes on past the cut: keep its head as the context, so its rest is
+    // recognised (and masked) as the same match. A masked one's first; a flagged one's too, else its
+    // rest, read alone, could count again (`token=` inside a long `password=token=…` value).
+    const open = cutThrough.find((m) => m.rule.action !== 'flag') ?? cutThrough[0];
     this.open = open !== undefined;
     // The head of the part that runs past the cut (of a merged match, its last part: a PEM block
     // that a long value runs into, whose header lies past the value's head), from what makes it a

@@ -76,10 +76,10 @@ class NumberNameSlot implements TextSlot {
 }
 
 /**
- * Slots for the names of a JSON answer message's tool calls (`function` and `custom` ones: a call of
- * another type has every string checked already) and of its legacy `function_call` that `declared`
- * does not hold. What is not of the shape OpenAI sends (see the file comment) has every string and
- * number in it checked.
+ * Slots for the names of a JSON answer message's tool calls (`function` and `custom` ones; of a call
+ * of another type, which has every other string checked already, its `type`) and of its legacy
+ * `function_call` that `declared` does not hold. What is not of the shape OpenAI sends (see the file
+ * comment) has every string and number in it checked.
  */
 export function undeclaredToolNameSlots(message: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
   const calls = message.tool_calls;
@@ -89,7 +89,12 @@ export function undeclaredToolNameSlots(message: Record<string, unknown>, declar
         oddShapeSlots(calls as unknown as Record<string, unknown>, String(position), into, 1);
         return;
       }
-      if (!isKnownToolCall(call)) return;
+      if (!isKnownToolCall(call)) {
+        // Its other strings are checked already (unknownPartSlots skips `type` as a tag), but a type
+        // that is neither `function` nor `custom` is no tag the node knows: checked as an odd shape.
+        oddShapeSlots(call, 'type', into, 1);
+        return;
+      }
       // A name at the top level of the call: no shape OpenAI sends, but a client may read it.
       if (call.name !== undefined) undeclaredNameSlot(call, declared, into);
       for (const key of ['function', 'custom']) {
