@@ -1,20 +1,25 @@
-/** The rate-limit and guardrail policies admin API (inside the /api/v1 admin scope): create, list, delete. */
+/**
+ * The rate-limit and guardrail policies admin API (inside the /api/v1 admin scope): create, list,
+ * replace, delete. A replace keeps the policy's id, so the accounts and keys using it keep using it.
+ */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { nameParam, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
-import { createGuardrailPolicy, deleteGuardrailPolicy, listGuardrailPolicies } from '../policies/guardrail-policy-store.js';
-import { guardrailPolicyCreateSchema } from '../policies/guardrail-policy-validation.js';
+import { createGuardrailPolicy, deleteGuardrailPolicy, listGuardrailPolicies, replaceGuardrailPolicy } from '../policies/guardrail-policy-store.js';
+import { guardrailPolicyCreateSchema, guardrailPolicyReplaceSchema } from '../policies/guardrail-policy-validation.js';
 import { guardrailPolicyViewSchema, toGuardrailPolicyView } from '../policies/guardrail-policy-view.js';
-import { createRateLimitPolicy, deleteRateLimitPolicy, listRateLimitPolicies } from '../policies/rate-limit-policy-store.js';
-import { rateLimitPolicyCreateSchema } from '../policies/rate-limit-policy-validation.js';
+import { createRateLimitPolicy, deleteRateLimitPolicy, listRateLimitPolicies, replaceRateLimitPolicy } from '../policies/rate-limit-policy-store.js';
+import { rateLimitPolicyCreateSchema, rateLimitPolicyReplaceSchema } from '../policies/rate-limit-policy-validation.js';
 import { rateLimitPolicyViewSchema, toRateLimitPolicyView } from '../policies/rate-limit-policy-view.js';
 import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const nameParams = z.object({ name: nameParam() });
 const deletedReply = z.object({ deleted: z.string(), configVersion: z.number() });
+const rateLimitReply = z.object({ policy: rateLimitPolicyViewSchema, configVersion: z.number() });
+const guardrailReply = z.object({ policy: guardrailPolicyViewSchema, configVersion: z.number() });
 
 export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -24,7 +29,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   });
 
   app.post('/rate-limit-policies', {
-    schema: { response: { 201: z.object({ policy: rateLimitPolicyViewSchema, configVersion: z.number() }) } },
+    schema: { response: { 201: rateLimitReply } },
   }, async (request, reply) => {
     const input = parseConfigInput(rateLimitPolicyCreateSchema, request.body);
     const { value, configVersion } = await createRateLimitPolicy(pool, input);
@@ -36,6 +41,15 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
     schema: { querystring: noQuerySchema, response: { 200: z.object({ policies: z.array(rateLimitPolicyViewSchema) }) } },
   }, async () => ({ policies: (await listRateLimitPolicies(pool)).map(toRateLimitPolicyView) }));
 
+  app.put('/rate-limit-policies/:name', {
+    schema: { params: nameParams, response: { 200: rateLimitReply } },
+  }, async (request) => {
+    const spec = parseConfigInput(rateLimitPolicyReplaceSchema, request.body);
+    const { value, configVersion } = await replaceRateLimitPolicy(pool, request.params.name, spec);
+    request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'rate-limit policy replaced');
+    return { policy: toRateLimitPolicyView(value), configVersion };
+  });
+
   app.delete('/rate-limit-policies/:name', {
     schema: { params: nameParams, response: { 200: deletedReply } },
   }, async (request) => {
@@ -46,7 +60,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   });
 
   app.post('/guardrail-policies', {
-    schema: { response: { 201: z.object({ policy: guardrailPolicyViewSchema, configVersion: z.number() }) } },
+    schema: { response: { 201: guardrailReply } },
   }, async (request, reply) => {
     const input = parseConfigInput(guardrailPolicyCreateSchema, request.body);
     const { value, configVersion } = await createGuardrailPolicy(pool, input);
@@ -57,6 +71,15 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.get('/guardrail-policies', {
     schema: { querystring: noQuerySchema, response: { 200: z.object({ policies: z.array(guardrailPolicyViewSchema) }) } },
   }, async () => ({ policies: (await listGuardrailPolicies(pool)).map(toGuardrailPolicyView) }));
+
+  app.put('/guardrail-policies/:name', {
+    schema: { params: nameParams, response: { 200: guardrailReply } },
+  }, async (request) => {
+    const spec = parseConfigInput(guardrailPolicyReplaceSchema, request.body);
+    const { value, configVersion } = await replaceGuardrailPolicy(pool, request.params.name, spec);
+    request.log.info({ policy: value.name, policyId: value.id, rules: value.rules.length, configVersion }, 'guardrail policy replaced');
+    return { policy: toGuardrailPolicyView(value), configVersion };
+  });
 
   app.delete('/guardrail-policies/:name', {
     schema: { params: nameParams, response: { 200: deletedReply } },

@@ -1,6 +1,7 @@
 /**
- * The guardrail policy body: a name and its rules, in the bundle's rule shape
- * (proto/src/config-bundle.ts) with the cross-field rules the bundle schema leaves to us: a regex
+ * The guardrail policy bodies, create `{name, rules}` and replace `{rules}` (the name is in the
+ * path): rules in the bundle's rule shape (proto/src/config-bundle.ts) with the cross-field rules
+ * the bundle schema leaves to us: a regex
  * rule needs a pattern that compiles (a leading `(?i)` allowed, but not alone), can fire on a node
  * (it can match a character, and its first choice is not always an empty match), and has none of the
  * backtracking shapes proto/src/guardrail-regex-risk.ts refuses (nested quantifiers, overlapping
@@ -72,11 +73,13 @@ const ruleSchema = z.strictObject({
   }
 });
 
-export const guardrailPolicyCreateSchema = bodyObject({
-  name: newConfigNameSchema,
-  rules: z.array(ruleSchema, { error: (issue) => (issue.input === undefined ? 'is required' : 'must be an array') })
-    .max(MAX_GUARDRAIL_RULES, { error: () => `must hold at most ${MAX_GUARDRAIL_RULES} rules` }),
-});
+const rulesSchema = z.array(ruleSchema, { error: (issue) => (issue.input === undefined ? 'is required' : 'must be an array') })
+  .max(MAX_GUARDRAIL_RULES, { error: () => `must hold at most ${MAX_GUARDRAIL_RULES} rules` });
+
+export const guardrailPolicyCreateSchema = bodyObject({ name: newConfigNameSchema, rules: rulesSchema });
+/** The replace body: the create's without name (it is in the path). */
+export const guardrailPolicyReplaceSchema = bodyObject({ rules: rulesSchema });
 
 export type GuardrailPolicyInput = z.output<typeof guardrailPolicyCreateSchema>;
+export type GuardrailPolicySpec = z.output<typeof guardrailPolicyReplaceSchema>;
 export type GuardrailRule = GuardrailPolicyInput['rules'][number];
