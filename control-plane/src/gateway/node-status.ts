@@ -2,9 +2,11 @@
  * What the control stream tells the control plane about a node, written to its `nodes` row: the
  * facts of its hello (version, protocol, host; the config version it serves while none is on record
  * since its enrollment) and, per heartbeat, the time and live figures the
- * console lists; per config ack, the version the node applied or why it refused one. The first
- * heartbeat moves onboarding from `registered` to `first-heartbeat`; the first applied config moves
- * it to `config-synced`, which is never moved back.
+ * console lists; per config ack, the version the node applied or why it refused one. A version the
+ * session has checked is this control plane's is recorded as applied from the hello too, and from
+ * heartbeats, so a lost ack does not leave the node shown behind. The first heartbeat moves
+ * onboarding from `registered` to `first-heartbeat`; the first applied config moves it to
+ * `config-synced`, which is never moved back.
  */
 import type pg from 'pg';
 import type { NodeFigures, OnboardingStage } from '../nodes/node-repository.js';
@@ -51,24 +53,42 @@ export async function recordHello(db: pg.Pool | pg.PoolClient, nodeId: string, f
 
 /**
  * Records a heartbeat at the database's clock (one clock for every gateway replica, and the one
- * status is judged by); undefined when the node no longer exists.
+ * status is judged by); undefined when the node no longer exists. `confirmedConfigVersion`: a
+ * version the session knows the node holds (an ack it took, its checked hello), recorded as applied
+ * when the row is behind it — the backstop for an ack or hello whose recording failed while the
+ * stream stayed up. Never the heartbeat's own figure, which the node alone vouches for; 0 for none.
  */
-export async function recordHeartbeat(db: pg.Pool | pg.PoolClient, nodeId: string, figures: HeartbeatFigures): Promise<HeartbeatOutcome | undefined> {
+export async function recordHeartbeat(
+  db: pg.Pool | pg.PoolClient,
+  nodeId: string,
+  figures: HeartbeatFigures,
+  confirmedConfigVersion = 0,
+): Promise<HeartbeatOutcome | undefined> {
   const result = await db.query<{ previous_stage: OnboardingStage | null; stage: OnboardingStage | null }>(
     `with before as (
-       select id, onboarding_stage from nodes where id = $1 and deleted_at is null for update
+       select id, onboarding_stage,
+              $3::bigint > coalesce(applied_config_version, 0)
+                and $3::bigint <= (select coalesce(max(version), 0) from config_changes) as raises_applied
+         from nodes where id = $1 and deleted_at is null for update
      )
      update nodes n
         set last_heartbeat_at = now(),
             figures = coalesce(n.figures, '{}'::jsonb) || $2::jsonb,
+            applied_config_version = case when before.raises_applied then $3::bigint else n.applied_config_version end,
+            config_synced_at = case when before.raises_applied then now() else n.config_synced_at end,
+            config_error = case
+              when before.raises_applied and (n.config_error->>'version')::bigint <= $3::bigint then null
+              else n.config_error
+            end,
             onboarding_stage = case
+              when before.raises_applied then 'config-synced'
               when n.onboarding_stage is null or n.onboarding_stage = 'registered' then 'first-heartbeat'
               else n.onboarding_stage
             end
        from before
       where n.id = before.id
      returning before.onboarding_stage as previous_stage, n.onboarding_stage as stage`,
-    [nodeId, JSON.stringify(figures)],
+    [nodeId, JSON.stringify(figures), confirmedConfigVersion],
   );
   const row = result.rows[0];
   return row === undefined ? undefined : { previousStage: row.previous_stage, stage: row.stage };
@@ -86,6 +106,31 @@ export async function recordConfigApplied(db: pg.Pool | pg.PoolClient, nodeId: s
             onboarding_stage = 'config-synced',
             config_error = null
       where id = $1 and deleted_at is null`,
+    [nodeId, version],
+  );
+  return result.rowCount === 1;
+}
+
+/**
+ * The node serves `version`, which the session has checked is this control plane's (the hello of a
+ * node whose versions are not those of a database restored from a backup): recorded as its ack would
+ * have been, for an ack that was lost (the control plane died before recording it, the stream
+ * dropped between apply and ack) — the session pushes nothing the node already serves, so the row
+ * would stay behind until the next change. Only ever raises the applied version, never past the
+ * newest version here (a node cannot vouch for a version this control plane never had); a refusal
+ * of that version or an older one is cleared. False when nothing was recorded.
+ */
+export async function recordConfigServed(db: pg.Pool | pg.PoolClient, nodeId: string, version: number): Promise<boolean> {
+  const result = await db.query(
+    `update nodes
+        set applied_config_version = $2::bigint,
+            config_synced_at = case when applied_config_version = $2::bigint then coalesce(config_synced_at, now()) else now() end,
+            onboarding_stage = 'config-synced',
+            config_error = case when (config_error->>'version')::bigint <= $2::bigint then null else config_error end
+      where id = $1 and deleted_at is null
+        and $2::bigint > 0
+        and coalesce(applied_config_version, 0) <= $2::bigint
+        and $2::bigint <= (select coalesce(max(version), 0) from config_changes)`,
     [nodeId, version],
   );
   return result.rowCount === 1;

@@ -33,7 +33,7 @@ import { ConfigSync } from './config-sync.js';
 import { NodeMessageInvalid } from './node-stream-handler.js';
 import type { NodeStreamHandler, StreamNode } from './node-stream-handler.js';
 import { parseNodeMessage, type ValidConfigAck, type ValidHeartbeat, type ValidHello } from './node-messages.js';
-import { recordHeartbeat, recordHello } from './node-status.js';
+import { recordConfigServed, recordHeartbeat, recordHello } from './node-status.js';
 import { refusalMessage, refusalStatus } from './refusal.js';
 import { refusalForEvent, type RegisteredSession, type SessionRegistry } from './session-registry.js';
 
@@ -122,6 +122,12 @@ export class NodeSession implements RegisteredSession {
   private configSync: ConfigSync | undefined;
   private configCheckQueued = false;
   private configRetryTimer: NodeJS.Timeout | undefined;
+  /**
+   * The newest config version this session knows the node holds and this control plane has: its
+   * hello's once checked, then the acks of what it was pushed. Heartbeats record it (not their own
+   * figure, which only the node vouches for) when recording the hello or an ack failed.
+   */
+  private confirmedConfigVersion = 0;
 
   constructor(
     private readonly call: ControlCall,
@@ -434,7 +440,7 @@ export class NodeSession implements RegisteredSession {
       },
     );
     this.configSync.startFrom(hello.appliedConfigVersion);
-    await this.continueRestoredVersions(hello);
+    if (await this.continueRestoredVersions(hello)) await this.recordServedConfig(hello.appliedConfigVersion);
     await this.pushConfig({ refresh: true });
     await this.maybeRotate();
     for (const handler of this.ctx.handlers ?? []) {
@@ -450,20 +456,21 @@ export class NodeSession implements RegisteredSession {
    * version with other content, means a database restored from a backup: the versions move on past
    * it (config-changes.ts), so this node and every other takes the current config instead of
    * refusing it as older than what it has or taking it as synced. The node's mark counts as well as
-   * the version it serves: it refuses versions below it even while it serves none.
+   * the version it serves: it refuses versions below it even while it serves none. True when the
+   * node's versions are this control plane's (none past its newest, nor other content at it).
    */
-  private async continueRestoredVersions(hello: ValidHello): Promise<void> {
+  private async continueRestoredVersions(hello: ValidHello): Promise<boolean> {
     const applied = Math.max(hello.appliedConfigVersion, hello.highestAppliedConfigVersion);
     try {
       const latest = await this.ctx.config.publisher.latestVersion();
-      if (applied < latest) return;
+      if (applied < latest) return true;
       const sameVersionDiffers = applied === latest;
-      if (sameVersionDiffers && !(await this.servesOtherConfigAt(latest, hello))) return;
+      if (sameVersionDiffers && !(await this.servesOtherConfigAt(latest, hello))) return true;
       const version = await continueVersionsPast(this.ctx.pool, applied, { sameVersionDiffers });
-      if (version === 'already') return;
+      if (version === 'already') return false;
       if (version === 'too-far') {
         this.log.warn({ appliedConfigVersion: applied, maxCatchUp: MAX_VERSION_CATCH_UP }, 'the node reports a config version too far past this control plane\'s to continue from; versions left as they are');
-        return;
+        return false;
       }
       this.ctx.config.publisher.noteVersion(version);
       this.log.warn(
@@ -472,9 +479,28 @@ export class NodeSession implements RegisteredSession {
           ? 'the node serves another config under this control plane\'s newest version (database restored from a backup?): config versions continue past it so every node takes the current config'
           : 'the node had applied a config version past this control plane\'s newest (database restored from a backup?): config versions continue past it so every node takes the current config',
       );
+      return false;
     } catch (err) {
       // The push below still runs; the next hello tries again.
       this.log.error({ err }, 'could not move the config versions past the node\'s');
+      return false;
+    }
+  }
+
+  /**
+   * The node serves `version`, one of this control plane's: recorded as applied, as its ack would
+   * have been. That ack may have been lost (the control plane died before recording it, the stream
+   * dropped between apply and ack), and nothing is pushed to a node that serves the newest version,
+   * so no other ack would correct the record. 0 (nothing served, or a config of an earlier
+   * enrollment as another node) records nothing.
+   */
+  private async recordServedConfig(version: number): Promise<void> {
+    if (version <= 0) return;
+    this.confirmedConfigVersion = version;
+    try {
+      await recordConfigServed(this.ctx.pool, this.nodeId, version);
+    } catch (err) {
+      this.log.warn({ err }, 'could not record the config version the node serves; its heartbeats try again');
     }
   }
 
@@ -512,7 +538,11 @@ export class NodeSession implements RegisteredSession {
   private async onConfigAck(ack: ValidConfigAck): Promise<void> {
     const sync = this.configSync;
     if (sync === undefined) return;
-    if (await sync.onAck(ack)) await this.pushConfig();
+    // The sync takes an ack of the push in flight only: a node cannot confirm a version it was not sent.
+    const confirms = ack.ok && sync.pushInFlight === ack.version;
+    const newerWaiting = await sync.onAck(ack);
+    if (confirms) this.confirmedConfigVersion = Math.max(this.confirmedConfigVersion, ack.version);
+    if (newerWaiting) await this.pushConfig();
   }
 
   private async onHeartbeat(heartbeat: ValidHeartbeat): Promise<void> {
@@ -527,7 +557,7 @@ export class NodeSession implements RegisteredSession {
         // sentAt is the node's wall clock; against ours (the clock HelloAck.server_time gives it) it
         // shows how far the node's host clock is off. Transit time (ms) is within the noise.
         ...(heartbeat.sentAt > 0 ? { clockSkewMs: heartbeat.sentAt - Date.now() } : {}),
-      });
+      }, Math.min(heartbeat.appliedConfigVersion, this.confirmedConfigVersion));
     } catch (err) {
       // A lost heartbeat is harmless (the next one follows); the stream stays up.
       this.log.warn({ err }, 'could not record a heartbeat');
