@@ -19,7 +19,7 @@ import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownToolCall, ot
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, fileIdRefusal, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
-import { callerToolNames, undeclaredToolNameSlots } from './chat-tool-names.js';
+import { callerToolNames, undeclaredToolNameSlots, unknownCallTypeSlots } from './chat-tool-names.js';
 import type { ChatStreamSource } from './chat-stream.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
@@ -100,13 +100,15 @@ function reasoningDetailSlots(details: unknown[], repeated: boolean, into: TextS
  * place; so too a legacy `function_call`'s), its strings deferred until guardrails have rules to
  * check them with (deferred-json-texts.ts); a custom (freeform) tool call's `custom.input`, plain
  * text. A call of another type has a shape the node does not know: every string in it is checked,
- * as in a content part of an unknown type (chat-content-parts.ts).
+ * as in a content part of an unknown type (chat-content-parts.ts), and its `type` too, no tag the
+ * node knows (chat-tool-names.ts, unknownCallTypeSlots).
  */
 function toolCallSlots(calls: unknown[], into: TextSlot[]): void {
   for (const call of calls) {
     if (!isRecord(call)) continue;
     if (!isKnownToolCall(call)) {
       unknownPartSlots(call, into);
+      unknownCallTypeSlots(call, into);
       continue;
     }
     if (isRecord(call.function)) deferJsonText(into, call.function, 'arguments');

@@ -173,7 +173,11 @@ export function choiceCarriesOtherText(choice: Record<string, unknown>, textKey:
   return false;
 }
 
-/** Whether a streamed tool call fragment carries strings besides its `type` tag and `id`: for a call of an unknown type, text the stream cannot place. */
+/**
+ * Whether a streamed tool call fragment carries strings besides its `type` and `id`: for a call of
+ * an unknown type, text the stream cannot place (its `type` is read by unknownCallTypeHoldsText,
+ * chat-tool-names.ts).
+ */
 export function callCarriesStrings(call: Record<string, unknown>): boolean {
   for (const key of Object.keys(call)) {
     if (key === 'type' || key === 'id') continue;

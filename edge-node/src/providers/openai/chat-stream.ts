@@ -11,9 +11,9 @@
  * `reasoning_details` item), refusal (a field, or a refusal part's), tool-call argument fragments
  * and custom tool calls' input fragments, each a part of its choice's channel (TEXT_PART). Data
  * that is not a JSON object is passed on as is, but its texts are unread (UNREAD_TEXTS), and a
- * chunk carrying audio, or a tool call of an unknown type with text, has its texts marked partial:
- * output rules block them all. Under output rules a chunk's
- * `logprobs` are dropped (keepChecked).
+ * chunk carrying audio, or a tool call of an unknown type with text (its `type` too), has its
+ * texts marked partial: output rules block them all. Under output rules a chunk's `logprobs` are
+ * dropped (keepChecked).
  *
  * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
  * nothing). An upstream error (`event: error`, or a chunk with a non-null `error`: an object, or
@@ -37,7 +37,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { StreamToolNameSlot, callerToolNames, holdsNameText } from './chat-tool-names.js';
+import { StreamToolNameSlot, callerToolNames, holdsNameText, unknownCallTypeHoldsText } from './chat-tool-names.js';
 import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
@@ -458,8 +458,9 @@ export class ChatChunkEvent implements StreamEvent {
         }
         const index = indexOf(call, position);
         if (this.shape.unknownCall(call, channel, index)) {
-          // A call of a type whose fields are unknown: its text cannot be placed in a running text.
-          if (callCarriesStrings(call)) markPartial(into);
+          // A call of a type whose fields are unknown: its text cannot be placed in a running text,
+          // nor can its `type` when that is no tag the node knows (read as any other string of it).
+          if (callCarriesStrings(call) || unknownCallTypeHoldsText(call)) markPartial(into);
           return;
         }
         if (!this.released) {

@@ -90,9 +90,7 @@ export function undeclaredToolNameSlots(message: Record<string, unknown>, declar
         return;
       }
       if (!isKnownToolCall(call)) {
-        // Its other strings are checked already (unknownPartSlots skips `type` as a tag), but a type
-        // that is neither `function` nor `custom` is no tag the node knows: checked as an odd shape.
-        oddShapeSlots(call, 'type', into, 1);
+        unknownCallTypeSlots(call, into);
         return;
       }
       // A name at the top level of the call: no shape OpenAI sends, but a client may read it.
@@ -117,6 +115,26 @@ function undeclaredNameSlot(holder: Record<string, unknown>, declared: ReadonlyS
   } else {
     oddShapeSlots(holder, 'name', into, 1);
   }
+}
+
+/**
+ * Slots for the `type` of a tool call of a type other than `function` and `custom` (in a request or
+ * a JSON answer): no tag the node knows, so text like a made-up name (a string, masked without
+ * brackets) or an odd shape (anything else: every string and number in it). The call's other
+ * strings are read by unknownPartSlots, which skips `type` keys as tags.
+ */
+export function unknownCallTypeSlots(call: Record<string, unknown>, into: TextSlot[]): void {
+  oddShapeSlots(call, 'type', into, 1);
+}
+
+/**
+ * Whether a streamed fragment of a tool call of an unknown type carries text in its `type` (one
+ * neither `function` nor `custom`, which unknownCallTypeSlots checks in a JSON answer): a string
+ * but the empty one, a number, or either inside (`type` keys included).
+ */
+export function unknownCallTypeHoldsText(call: Record<string, unknown>): boolean {
+  const type = call.type;
+  return type !== '' && !isKnownToolCall(call) && holdsNameText(type);
 }
 
 /** Slots for every string and number in `holder[key]`, `type` keys included (a name's or call's shape OpenAI never sends). */
