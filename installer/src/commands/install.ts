@@ -13,8 +13,8 @@ import type { HostEnv } from '../host/host-env.js';
 import type { ServiceState } from '../host/service-manager.js';
 import { UNVERIFIED_LOCK_ADVICE, finding } from '../install/diagnostics.js';
 import type { Finding } from '../install/diagnostics.js';
-import { readNodeEnv, removeStaleEnvFileTemps } from '../install/env-file.js';
-import { runHostChecks } from '../install/host-checks.js';
+import { removeStaleEnvFileTemps } from '../install/env-file.js';
+import { readInstalledListen, runHostChecks, unusableListen } from '../install/host-checks.js';
 import type { CheckMode } from '../install/host-checks.js';
 import type { CaFile } from '../install/control-plane-probe.js';
 import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
@@ -254,16 +254,11 @@ async function listenAddress(listenOption: string | undefined, reenroll: boolean
     const unit = await host.services.readUnit(NODE_UNIT);
     const dir = unit === undefined ? undefined : installDirFromUnit(unit);
     if (dir !== undefined) {
-      const envFile = installLayout(dir).envFile;
-      const installed = (await readNodeEnv(onHost(host.hostRoot, envFile))).ZENOVA_NODE_LISTEN;
-      const kept = installed === undefined ? undefined : parseListen(installed);
+      const { envFile, text: installed, listen: kept } = await readInstalledListen(host.hostRoot, dir);
       // The env file's fault, not the command line's (edited by hand, or an IPv6 address an earlier
       // installer wrote without brackets): no usage error about a --listen the operator never gave.
       if (installed !== undefined && kept === undefined) {
-        throw new CommandFailure(
-          `the installed node's listen address ${JSON.stringify(installed)} (ZENOVA_NODE_LISTEN in ${envFile}) is not HOST:PORT ([IPv6]:PORT for an IPv6 address), ` +
-            'so node-edge cannot start with it either; correct that line, then run the same command again',
-        );
+        throw new CommandFailure(`${unusableListen(installed, envFile)} either; correct that line, then run the same command again`);
       }
       if (listenOption !== undefined && !sameListen(listenOption, kept)) {
         throw new UsageError(

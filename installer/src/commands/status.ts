@@ -20,6 +20,8 @@ import type { HostEnv } from '../host/host-env.js';
 import type { ServiceState } from '../host/service-manager.js';
 import { envReplicas, readNodeEnv } from '../install/env-file.js';
 import { describeReplicas } from '../install/unit-files.js';
+import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
+import { pathExists } from '../install/path-exists.js';
 import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost, releaseOfLink } from '../install/install-layout.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
@@ -124,9 +126,21 @@ async function readiness(listen: ListenAddress, tls: () => Promise<InstalledTlsC
   }
 }
 
+/**
+ * Whether `dir` holds what an install cut short before its units were written leaves: the `current`
+ * link, or a node identity (its token used).
+ */
+async function holdsUnfinishedInstall(hostRoot: string, dir: string): Promise<boolean> {
+  const layout = installLayout(dir);
+  return (await readlink(onHost(hostRoot, layout.current)).then(() => true, () => false)) || (await pathExists(onHost(hostRoot, `${layout.data}/identity.json`)));
+}
+
 export async function readInstalledStatus(host: HostEnv, installDirOption?: string): Promise<InstalledStatus> {
   const unit = await host.services.readUnit(NODE_UNIT);
-  const dir = installDirOption ?? (unit === undefined ? undefined : installDirFromUnit(unit));
+  // Without a unit nothing names the dir; an install killed before writing its units left its
+  // release and identity in the default dir, which is read then rather than reported as nothing.
+  const unfinishedDefault = installDirOption === undefined && unit === undefined && (await holdsUnfinishedInstall(host.hostRoot, DEFAULT_INSTALL_DIR));
+  const dir = installDirOption ?? (unit === undefined ? (unfinishedDefault ? DEFAULT_INSTALL_DIR : undefined) : installDirFromUnit(unit));
   const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
   if (dir === undefined) {
     return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, upgradeRunning: null, error: NO_NODE_INSTALLED };
@@ -156,9 +170,11 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   // that failed and was rolled back keeps data/ with the node's identity (install.md), and is
   // recovered with --reenroll.
   const installed = unit !== undefined || target !== undefined;
-  // Without data/ there is nothing left over either: "no gateway node is installed at D", not the
-  // state store's "the state directory D/data does not exist".
-  if (!installed && (error === null || stateDirMissing)) error = leftoverDataMessage(dir, node);
+  // No unit: what is there is left over (a rolled-back install's data/, or an install cut short
+  // before its units), also with a current release. Without data/ there is nothing left over
+  // either: "no gateway node is installed at D", not the state store's "the state directory D/data
+  // does not exist".
+  if (unit === undefined && (error === null || stateDirMissing)) error = leftoverDataMessage(dir, node, target === undefined ? undefined : version ?? target);
   let readinessRow: InstalledStatus['readiness'] = null;
   if (listen !== undefined) readinessRow = await readiness(listen, () => installedTlsCertFile(host.hostRoot, layout));
   else if (installed) readinessRow = unknownReadiness(`ZENOVA_NODE_LISTEN in ${layout.envFile} ${listenSetting === undefined ? 'is missing' : 'is not HOST:PORT'} (node-edge cannot start)`);
@@ -196,11 +212,22 @@ function installedNotEnrolledAdvice(name: string | undefined): string {
   return `re-enroll it: \`zenova gateway-node reenroll-command ${name ?? 'NAME'}\` prints the \`--reenroll\` command to run here (the install command is refused while node-edge.service is installed)`;
 }
 
-/** `--install-dir D` names a dir with no node-edge.service: nothing is installed, perhaps a failed install's kept data/. */
-function leftoverDataMessage(dir: string, node: NodeStatusReport | null): string {
+/**
+ * A dir with no node-edge.service: nothing is installed, perhaps a failed install's kept data/, or
+ * an install cut short before its units (`release`: what its `current` links to).
+ */
+function leftoverDataMessage(dir: string, node: NodeStatusReport | null, release: string | undefined): string {
   const name = node?.node?.name;
-  if (name === undefined) return `no gateway node is installed at ${dir} (no node-edge service, no current release)`;
+  if (name === undefined && release === undefined) return `no gateway node is installed at ${dir} (no node-edge service, no current release)`;
+  // Cut short before its enrollment: no identity to re-enroll (--reenroll refuses), the install command runs again there.
+  if (name === undefined) return `${NO_NODE_INSTALLED}; ${dir} holds release ${release ?? ''} from an install that did not finish, without a node identity: run its install command again`;
   return `${NO_NODE_INSTALLED}; ${dir} keeps the data of node ${name} from an install that did not finish: run its install command with --reenroll (\`zenova gateway-node reenroll-command ${name}\` prints it)`;
+}
+
+/** A node's identity without its credential where node-edge.service is not installed: the reenroll installs it again (the install command is refused: NODE-DATA-EXISTS). */
+function unfinishedInstallAdvice(name: string | undefined): string {
+  if (name === undefined) return `${NODE_UNIT} is not installed and there is no node identity to re-enroll: run the install command again`;
+  return `re-enroll it: \`zenova gateway-node reenroll-command ${name}\` prints the \`--reenroll\` command to run here (${NODE_UNIT} is not installed: it installs the node again around the kept data/)`;
 }
 
 /** The installed certificate's expiry; within EXPIRY_WARNING_DAYS (node-edge's warning) a warning, not a failure. */
@@ -214,7 +241,10 @@ function ingressCertificateRow(c: NonNullable<NonNullable<InstalledStatus['readi
 export function formatInstalledStatus(status: InstalledStatus): string {
   const row = (label: string, value: string): string => `${`${label}:`.padEnd(15)}${value}\n`;
   if (!status.installed || status.installDir === null) return row('node', status.error ?? 'not installed');
-  let out = row('install dir', status.installDir) + row('version', status.version ?? 'unknown (no current release)') + row('service', `${status.service.unit} ${status.service.state}`);
+  // A current release without the unit: an install cut short. Its verdict and recovery come first.
+  const unfinished = status.service.state === 'not-installed';
+  let out = unfinished && status.error !== null ? row('install', status.error) : '';
+  out += row('install dir', status.installDir) + row('version', status.version ?? 'unknown (no current release)') + row('service', `${status.service.unit} ${status.service.state}`);
   if (status.replicas !== undefined) out += row('replicas', status.replicas === null ? 'INVALID: ZENOVA_NODE_REPLICAS in etc/node.env is not a whole number from 1 to 999 (node-edge refuses to start)' : `${status.replicas} (${describeReplicas(status.replicas)})`);
   if (status.readiness !== null) {
     const r = status.readiness;
@@ -229,8 +259,8 @@ export function formatInstalledStatus(status: InstalledStatus): string {
   if (u !== null) out += row('last upgrade', `${u.from} → ${u.to} at ${u.at}: ${u.outcome === 'ready' ? 'ready' : `SWITCHED BACK to ${u.from}${u.reason !== undefined ? ` (${u.reason})` : ''}`}`);
   if (status.node !== null) {
     // The node's own report has the one spool row (size and backlog, or UNREADABLE with the reason).
-    out += formatNodeStatus(status.node, installedNotEnrolledAdvice(status.node.node?.name));
-  } else if (status.error !== null) {
+    out += formatNodeStatus(status.node, (unfinished ? unfinishedInstallAdvice : installedNotEnrolledAdvice)(status.node.node?.name));
+  } else if (status.error !== null && !unfinished) {
     out += row('state', status.error);
   }
   return out;
@@ -246,7 +276,8 @@ export async function runStatus(argv: readonly string[], ctx: CliContext, host: 
   const installDir = nonEmptyOption(parsed, 'install-dir', HELP, 'pass the install dir, or leave --install-dir out to find the installed node through node-edge.service');
   const status = await readInstalledStatus(host, installDir);
   ctx.stdout.write(flagOption(parsed, 'json') ? `${JSON.stringify(statusJson(status), null, 2)}\n` : formatInstalledStatus(status));
-  return status.installed && status.node?.enrolled === true ? EXIT_OK : EXIT_FAILURE;
+  // Without its unit nothing runs the node, enrolled or not.
+  return status.installed && status.service.state !== 'not-installed' && status.node?.enrolled === true ? EXIT_OK : EXIT_FAILURE;
 }
 
 export function statusCommandFor(host: () => HostEnv): Command {

@@ -32,6 +32,8 @@ import { formatListen, parseListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
 import { pathExists } from './path-exists.js';
 import { resolveOnHost } from './resolve-on-host.js';
+import { installedLeaf, installedTlsCertFile } from './node-tls-probe.js';
+import type { InstalledTlsCert } from './node-tls-probe.js';
 import { compareReleaseVersions, readInstalledNode } from './installed-node.js';
 import type { InstalledNode } from './installed-node.js';
 
@@ -134,10 +136,48 @@ function listenFindings(address: string, bindError: string | undefined): Finding
   return [finding('NODE-LISTEN-UNAVAILABLE', `node-edge cannot listen on ${address} (--listen): binding it fails with ${bindError}${meaning}`)];
 }
 
-/** The installed node's listen address (ZENOVA_NODE_LISTEN in its etc/node.env); undefined when unreadable. */
-async function installedListenAddress(hostRoot: string, installedDir: string): Promise<ListenAddress | undefined> {
-  const text = (await readNodeEnv(onHost(hostRoot, installLayout(installedDir).envFile))).ZENOVA_NODE_LISTEN;
-  return text === undefined ? undefined : parseListen(text);
+/**
+ * The installed node's ZENOVA_NODE_LISTEN (in its etc/node.env, `envFile`): the line's value
+ * (undefined without one, or when the file cannot be read) and its address when that is HOST:PORT.
+ * --reenroll keeps that address, --upgrade restarts node-edge with it.
+ */
+export async function readInstalledListen(hostRoot: string, installDir: string): Promise<{ envFile: string; text: string | undefined; listen: ListenAddress | undefined }> {
+  const envFile = installLayout(installDir).envFile;
+  const text = (await readNodeEnv(onHost(hostRoot, envFile))).ZENOVA_NODE_LISTEN;
+  return { envFile, text, listen: text === undefined ? undefined : parseListen(text) };
+}
+
+/** Why an installed ZENOVA_NODE_LISTEN value readInstalledListen found no address in is refused. */
+export function unusableListen(text: string, envFile: string): string {
+  return `the installed node's listen address ${JSON.stringify(text)} (ZENOVA_NODE_LISTEN in ${envFile}) is not HOST:PORT ([IPv6]:PORT for an IPv6 address), so node-edge cannot start with it`;
+}
+
+/**
+ * --upgrade restarts node-edge with the installed etc/node.env: a listen address it cannot start
+ * with, or a certificate file it cannot read, would fail the new release and the previous one
+ * alike, and only after the token was used and the switch made. Found here, nothing is written.
+ */
+async function installedEnvFindings(hostRoot: string, installDir: string): Promise<{ label: string; findings: Finding[] }> {
+  const { envFile, text, listen } = await readInstalledListen(hostRoot, installDir);
+  const findings: Finding[] = [];
+  if (text === undefined) findings.push(finding('NODE-UPGRADE-ENV', `${envFile} gives no ZENOVA_NODE_LISTEN (the line is missing, or the file cannot be read), so node-edge cannot start: its unit passes that line to --listen`));
+  else if (listen === undefined) findings.push(finding('NODE-UPGRADE-ENV', unusableListen(text, envFile)));
+  let cert: InstalledTlsCert | undefined;
+  try {
+    cert = await installedTlsCertFile(hostRoot, installLayout(installDir));
+  } catch (err) {
+    findings.push(finding('NODE-UPGRADE-ENV', (err as Error).message));
+  }
+  if (cert !== undefined) {
+    try {
+      installedLeaf(cert.certPem);
+    } catch (err) {
+      findings.push(finding('NODE-UPGRADE-ENV', `the node's TLS certificate ${cert.file} (ZENOVA_NODE_TLS_CERT_FILE in ${envFile}) holds no usable PEM certificate: ${(err as Error).message}`));
+      cert = undefined;
+    }
+  }
+  const serves = cert !== undefined ? `HTTPS with ${cert.file}` : 'plain HTTP';
+  return { label: listen !== undefined ? `${envFile}: node-edge listens on ${formatListen(listen)} (${serves})` : envFile, findings };
 }
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::']);
@@ -203,6 +243,10 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   // Every mode: node-edge runs as root from it (an upgrade or reenroll would start it again).
   if (rule === undefined) dirFindings.push(...(await installDirOwnershipFindings(input.hostRoot, installDir, new Set([0, process.getuid?.() ?? 0]))));
   check(`install dir ${installDir}`, dirFindings);
+  if (installed !== undefined) {
+    const env = await installedEnvFindings(input.hostRoot, installed.installDir);
+    check(env.label, env.findings);
+  }
 
   const result: CheckResult = { findings: all, installDir, keptData, ...(installed !== undefined ? { installed } : {}) };
 
@@ -290,7 +334,7 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
     const address = formatListen(input.listen);
     // The same command run again on an installed host: NODE-INSTALLED says it all; its node holding
     // its own port is no other program's.
-    const installedListen = installedDir === undefined ? undefined : await installedListenAddress(input.hostRoot, installedDir);
+    const installedListen = installedDir === undefined ? undefined : (await readInstalledListen(input.hostRoot, installedDir)).listen;
     if (installedListen !== undefined && sameSocket(installedListen, input.listen)) check(`port ${address} is the installed node's own`, []);
     else check(`port ${address} free`, listenFindings(address, await probe.bindError(host, port)));
   }

@@ -14,14 +14,13 @@ import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import type { PackageManifest } from '../package/package-manifest.js';
 import type { CaFile } from './control-plane-probe.js';
-import { UPGRADE_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
+import { UPGRADE_ENV_AFTER_SWITCH_ADVICE, UPGRADE_SWITCHED_BACK_START_ADVICE, UPGRADE_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { NODE_UNIT, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
-import { replicasMemoryFinding } from './host-checks.js';
+import { readInstalledListen, replicasMemoryFinding, unusableListen } from './host-checks.js';
 import type { InstallLayout } from './install-layout.js';
 import type { InstalledNode } from './installed-node.js';
-import { envReplicas, parseEnvText, readNodeEnv, withReplicas, writeEnvFile } from './env-file.js';
-import { parseListen } from './listen-address.js';
+import { envReplicas, parseEnvText, withReplicas, writeEnvFile } from './env-file.js';
 import { installedTlsCert } from './node-tls-probe.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
@@ -77,8 +76,8 @@ async function restart(services: ServiceManager): Promise<void> {
 
 /** What the installed node's /readyz is asked at: its listen address and, if it serves HTTPS, its certificate. */
 async function readinessTarget(hostRoot: string, layout: InstallLayout): Promise<{ url: string; tlsCertPem?: string }> {
-  const listen = parseListen((await readNodeEnv(onHost(hostRoot, layout.envFile))).ZENOVA_NODE_LISTEN ?? '');
-  if (listen === undefined) throw new Error(`${layout.envFile} has no usable ZENOVA_NODE_LISTEN`);
+  const { envFile, text, listen } = await readInstalledListen(hostRoot, layout.dir);
+  if (listen === undefined) throw new Error(text === undefined ? `${envFile} gives no ZENOVA_NODE_LISTEN` : unusableListen(text, envFile));
   const tlsCertPem = await installedTlsCert(hostRoot, layout);
   return { url: readyzUrl(listen, tlsCertPem !== undefined), ...(tlsCertPem !== undefined ? { tlsCertPem } : {}) };
 }
@@ -225,8 +224,8 @@ async function switchAndWait(
     step(`current and updater → releases/${to}; ${layout.envFile} (${REPLICAS_VARIABLE}=${replicas}: ${describeReplicas(replicas)}) and the units updated`);
     const memoryShort = replicasMemoryFinding(input.memoryBytes, replicas);
     if (memoryShort !== undefined) step('memory for the replicas', memoryShort);
-    restarted = true;
     const outcome = await restartAndWait(input, layout, timeoutMs);
+    restarted = outcome.ready || outcome.restarted;
     if (outcome.ready) {
       step(`${NODE_UNIT} restarted on ${to} and ready (${outcome.url}; control link up)`);
       // The upgrade is done either way; a state file that cannot be written only costs the status row
@@ -236,7 +235,11 @@ async function switchAndWait(
       step(`kept ${from} in ${layout.releases} for a manual switch back${removed.length > 0 ? `; removed older releases ${removed.join(', ')}` : ''}${recorded}`);
       return { ok: true, nodeName: upgrade.nodeName, nodeId: upgrade.nodeId, from, to };
     }
-    failure = finding('NODE-UPGRADE-ROLLED-BACK', `${NODE_UNIT} on ${to} was not ready: ${outcome.reason}; switched back to ${from}`);
+    // Never restarted: the env file (changed since the checks) gives node-edge nothing to start
+    // with. The new release never ran, so it is no failed version.
+    failure = outcome.restarted
+      ? finding('NODE-UPGRADE-ROLLED-BACK', `${NODE_UNIT} on ${to} was not ready: ${outcome.reason}; switched back to ${from}`)
+      : finding('NODE-UPGRADE-ENV', `${NODE_UNIT} was not restarted on ${to}, which never ran: ${outcome.reason}; switched back to ${from}`, UPGRADE_ENV_AFTER_SWITCH_ADVICE(from, layout.envFile));
   }
   step(`${NODE_UNIT} on ${to}`, failure);
 
@@ -280,7 +283,7 @@ async function switchAndWait(
     return { ok: false, finding: failure };
   }
   const cause = `${failure.cause}, and ${from} is not ready either: ${back.reason}`;
-  step(`${NODE_UNIT} on ${from}`, finding('NODE-SERVICE-START', back.reason));
+  step(`${NODE_UNIT} on ${from}`, finding('NODE-SERVICE-START', back.reason, UPGRADE_SWITCHED_BACK_START_ADVICE(from)));
   return { ok: false, finding: { ...failure, cause } };
 }
 
@@ -308,16 +311,25 @@ async function restoreUnits(services: ServiceManager, previous: UpgradeInProgres
   await services.reload();
 }
 
-async function restartAndWait(input: UpgradeInput, layout: InstallLayout, timeoutMs: number): Promise<{ ready: true; url: string } | { ready: false; reason: string }> {
+/**
+ * Restarts node-edge and waits until it is ready. `restarted: false`: the env file gave no address
+ * to ask (or no readable certificate), so nothing was restarted and the running process is the one
+ * from before; a restart job that failed may have stopped it, so that counts as restarted.
+ */
+async function restartAndWait(input: UpgradeInput, layout: InstallLayout, timeoutMs: number): Promise<{ ready: true; url: string } | { ready: false; restarted: boolean; reason: string }> {
   let target: { url: string; tlsCertPem?: string };
   try {
     target = await readinessTarget(input.hostRoot, layout);
+  } catch (err) {
+    return { ready: false, restarted: false, reason: (err as Error).message };
+  }
+  try {
     await restart(input.services);
   } catch (err) {
-    return { ready: false, reason: `could not restart ${NODE_UNIT}: ${(err as Error).message}` };
+    return { ready: false, restarted: true, reason: `could not restart ${NODE_UNIT}: ${(err as Error).message}` };
   }
   const outcome = await input.waitReady({ ...target, unit: NODE_UNIT, services: input.services, timeoutMs, controlLink: true });
-  return outcome.ready ? { ready: true, url: target.url } : outcome;
+  return outcome.ready ? { ready: true, url: target.url } : { ...outcome, restarted: true };
 }
 
 /** Removes unpacked releases other than `keep` (and their partial leftovers); returns the versions removed. */
