@@ -42,6 +42,24 @@ import { keyNamingJsonParser } from '../../proto/src/json-body-parser.js';
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 export const ADMIN_API_PREFIX = '/api/v1';
 
+const NOT_UTF8_BODY = 'The request body is not valid UTF-8 (is it in another encoding, such as Latin-1 or Windows-1252?); send the JSON body encoded as UTF-8.';
+
+// Fatal: a lenient decode turns each invalid byte into U+FFFD, so `M\xFCller` and `M\xF6ller` were
+// stored as the same text (one top-up reference replaying the other). ignoreBOM keeps a leading
+// byte order mark in the text, where the JSON parser skips it as it always has.
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The body's text; undefined when its bytes are not UTF-8. */
+function decodeUtf8Body(bytes: Buffer | string): string | undefined {
+  // Fastify's type allows a string; with parseAs 'buffer' it hands over the bytes.
+  if (typeof bytes === 'string') return bytes;
+  try {
+    return utf8Decoder.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
 export interface AppDeps {
   settings: Settings;
   pool: pg.Pool;
@@ -85,8 +103,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The request body has a "__proto__" or "constructor.prototype" key, which the control plane does not accept; remove it.'));
   // Many HTTP clients label every request JSON, a body-less POST /revoke or DELETE too: an empty
   // body is no body (a route that needs one still says so), not "invalid JSON".
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const text = typeof body === 'string' ? body : body.toString('utf8');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const text = decodeUtf8Body(body);
+    if (text === undefined) {
+      done(zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_UTF8_BODY), undefined);
+      return;
+    }
     if (text.length === 0) done(null, undefined);
     else {
       return jsonParser(request, text, (err, value) => {

@@ -10,7 +10,7 @@ import { zenovaError } from '../errors.js';
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../keys/api-key-store.js';
 import { apiKeyCreateSchema, apiKeyListQuerySchema } from '../keys/api-key-validation.js';
 import { apiKeyViewSchema, toApiKeyView } from '../keys/api-key-view.js';
-import { decodeNewestFirstCursor, encodeNewestFirstCursor, NOT_OUR_CURSOR } from './list-cursors.js';
+import { encodeNewestFirstCursor, newestFirstCursorOf } from './list-cursors.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const idParams = z.object({ id: boundedText(64) });
@@ -35,10 +35,9 @@ export const apiKeysRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fasti
     schema: { querystring: apiKeyListQuerySchema, response: { 200: z.object({ apiKeys: z.array(apiKeyViewSchema), nextCursor: z.string().nullable() }) } },
   }, async (request) => {
     const q = request.query;
-    const cursor = q.cursor === undefined ? undefined : decodeNewestFirstCursor(q.cursor);
-    if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
+    const cursor = q.cursor === undefined ? undefined : newestFirstCursorOf('api-keys', q.cursor);
     const { keys, next } = await listApiKeys(pool, { account: q.account, limit: q.limit, cursor });
-    return { apiKeys: keys.map(toApiKeyView), nextCursor: next === undefined ? null : encodeNewestFirstCursor(next) };
+    return { apiKeys: keys.map(toApiKeyView), nextCursor: next === undefined ? null : encodeNewestFirstCursor('api-keys', next) };
   });
 
   app.get('/api-keys/:id', {

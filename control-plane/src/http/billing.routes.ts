@@ -10,7 +10,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { creditAccount } from '../billing/account-credits.js';
 import { decodeSpendCursor, encodeSpendCursor, MAX_SPEND_CURSOR_LENGTH } from '../billing/billing-cursors.js';
-import { decodeNewestFirstCursor, encodeNewestFirstCursor, MAX_NEWEST_FIRST_CURSOR_LENGTH, NOT_OUR_CURSOR } from './list-cursors.js';
+import { encodeNewestFirstCursor, MAX_NEWEST_FIRST_CURSOR_LENGTH, newestFirstCursorOf, NOT_OUR_CURSOR } from './list-cursors.js';
 import type { SpendCursor } from '../billing/billing-cursors.js';
 import { balanceView, balanceViewSchema, exactJson, findAccount, leaseViewSchema, listLeases, spendBy, spendRowSchema } from '../billing/billing-views.js';
 import { bodyObject, boundedText, integerIn, nameParam, parseConfigInput, text } from '../config/config-fields.js';
@@ -141,8 +141,7 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
     },
   }, async (request) => {
     const q = request.query;
-    const cursor = q.cursor === undefined ? undefined : decodeNewestFirstCursor(q.cursor);
-    if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
+    const cursor = q.cursor === undefined ? undefined : newestFirstCursorOf('leases', q.cursor);
     let nodeId: string | undefined;
     if (q.node !== undefined) {
       const node = await findNodeByNameOrId(pool, q.node);
@@ -151,6 +150,6 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
     }
     const accountId = q.account === undefined ? undefined : (await accountOf(q.account)).id;
     const { leases, next } = await listLeases(pool, { nodeId, accountId, limit: q.limit, cursor });
-    return { leases, nextCursor: next === undefined ? null : encodeNewestFirstCursor(next) };
+    return { leases, nextCursor: next === undefined ? null : encodeNewestFirstCursor('leases', next) };
   });
 };
