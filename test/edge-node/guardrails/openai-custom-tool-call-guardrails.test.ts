@@ -138,15 +138,18 @@ t.test('guardrails over OpenAI custom tool calls', async (t) => {
   });
 
   await t.test('a streamed tool call of an unknown type carrying text is blocked under output rules, also when its text comes in later fragments', async (t) => {
+    // The second call's first fragment has an empty type (unknown, but no text: it goes out), so
+    // only the call's tracked unknown type blocks its later fragment, which carries no type.
     const cases = [
-      [chunk({ tool_calls: [{ index: 0, id: 'call_0', type: 'web_lookup', web_lookup: { query: 'anything' } }] }), chunk({}, 'tool_calls'), DONE],
-      [chunk({ tool_calls: [{ index: 0, id: 'call_0', type: 'web_lookup' }] }), chunk({ tool_calls: [{ index: 0, web_lookup: { query: 'anything' } }] }), chunk({}, 'tool_calls'), DONE],
+      { sse: [chunk({ tool_calls: [{ index: 0, id: 'call_0', type: 'web_lookup', web_lookup: { query: 'anything' } }] }), chunk({}, 'tool_calls'), DONE], firstSent: false },
+      { sse: [chunk({ tool_calls: [{ index: 0, id: 'call_0', type: '' }] }), chunk({ tool_calls: [{ index: 0, web_lookup: { query: 'anything' } }] }), chunk({}, 'tool_calls'), DONE], firstSent: true },
     ];
-    for (const sse of cases) {
+    for (const { sse, firstSent } of cases) {
       upstream.answer = { sse };
       const { body } = await streamBody(node.secret);
       t.match(body, /ZN_ERR_GUARDRAIL_BLOCKED/);
       t.notMatch(body, /anything/);
+      t.equal(/call_0/.test(body), firstSent, firstSent ? 'blocked at the later fragment, its first one sent' : 'blocked at the first fragment');
     }
   });
 

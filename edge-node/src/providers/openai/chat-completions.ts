@@ -15,11 +15,11 @@ import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
 import { inBandFailure, notAnEventStream, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownToolCall, otherMessageFieldSlots, repeatsReasoning, thinkingBlockSlots, unknownPartSlots } from './chat-content-parts.js';
+import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownPart, isKnownToolCall, oddShapeSlots, otherMessageFieldSlots, repeatsReasoning, thinkingBlockSlots, unknownPartSlots, unknownTypeSlots } from './chat-content-parts.js';
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, fileIdRefusal, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
-import { callerToolNames, undeclaredToolNameSlots, unknownCallTypeSlots } from './chat-tool-names.js';
+import { callerToolNames, undeclaredToolNameSlots } from './chat-tool-names.js';
 import type { ChatStreamSource } from './chat-stream.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
@@ -66,8 +66,9 @@ export const chatCompletionsApi: ApiHandler = {
  * A message's text as slots: its content (collectContentTexts), the reasoning text some
  * OpenAI-compatible servers add (`reasoning_content`, `reasoning`, OpenRouter's
  * `reasoning_details`: reasoningDetailSlots, LiteLLM's `thinking_blocks`), its `refusal`, its
- * `name` (NameSlot), its tool calls (toolCallSlots), and every string under any other key
- * (otherMessageFieldSlots).
+ * `name` (NameSlot), its tool calls (toolCallSlots; `tool_calls` not an array and `function_call`
+ * not an object, shapes OpenAI never sends, have every string and number in them checked:
+ * oddShapeSlots), and every string under any other key (otherMessageFieldSlots).
  * The same fields in a request's messages and an answer's choices.
  */
 function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
@@ -76,7 +77,9 @@ function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[])
   if (typeof message.name === 'string') into.push(new NameSlot(message, 'name'));
   if (Array.isArray(message.reasoning_details)) reasoningDetailSlots(message.reasoning_details, repeatsReasoning(message), into);
   if (Array.isArray(message.tool_calls)) toolCallSlots(message.tool_calls, into);
+  else oddShapeSlots(message, 'tool_calls', into, 0);
   if (isRecord(message.function_call)) deferJsonText(into, message.function_call, 'arguments');
+  else oddShapeSlots(message, 'function_call', into, 0);
   thinkingBlockSlots(message, into);
   otherMessageFieldSlots(message, into);
 }
@@ -101,14 +104,19 @@ function reasoningDetailSlots(details: unknown[], repeated: boolean, into: TextS
  * check them with (deferred-json-texts.ts); a custom (freeform) tool call's `custom.input`, plain
  * text. A call of another type has a shape the node does not know: every string in it is checked,
  * as in a content part of an unknown type (chat-content-parts.ts), and its `type` too, no tag the
- * node knows (chat-tool-names.ts, unknownCallTypeSlots).
+ * node knows (unknownTypeSlots). An entry that is not an object (`['aurora']`), a shape OpenAI never
+ * sends, has every string and number in it checked (oddShapeSlots).
  */
 function toolCallSlots(calls: unknown[], into: TextSlot[]): void {
-  for (const call of calls) {
-    if (!isRecord(call)) continue;
+  for (let position = 0; position < calls.length; position++) {
+    const call: unknown = calls[position];
+    if (!isRecord(call)) {
+      oddShapeSlots(calls as unknown as Record<string, unknown>, String(position), into, 1);
+      continue;
+    }
     if (!isKnownToolCall(call)) {
       unknownPartSlots(call, into);
-      unknownCallTypeSlots(call, into);
+      unknownTypeSlots(call, into);
       continue;
     }
     if (isRecord(call.function)) deferJsonText(into, call.function, 'arguments');
@@ -119,15 +127,20 @@ function toolCallSlots(calls: unknown[], into: TextSlot[]): void {
 /**
  * The `content` of a message or of a request's `prediction`: a string, or parts (chat-content-parts.ts:
  * each part's `text`, a refusal part's `refusal` (which an assistant message sent back carries),
- * text nested in reasoning parts, every string of a part of an unknown type; not media).
+ * text nested in reasoning parts, every string of a part of an unknown type, its `type` too; not
+ * media).
  */
 function collectContentTexts(holder: Record<string, unknown>, into: TextSlot[]): void {
   const content = holder.content;
   if (typeof content === 'string') into.push(new FieldSlot(holder, 'content'));
   else if (Array.isArray(content)) contentPartSlots(content, into);
   // One part object in place of parts: not a shape OpenAI sends (a request with it is refused),
-  // so an answer's is read as a part of an unknown type, every string in it checked (fail closed).
-  else if (isRecord(content)) unknownPartSlots(content, into);
+  // so an answer's is read as a part of an unknown type, every string in it checked (fail closed),
+  // its `type` too when that is no tag the node knows.
+  else if (isRecord(content)) {
+    unknownPartSlots(content, into);
+    if (!isKnownPart(content)) unknownTypeSlots(content, into);
+  }
 }
 
 /**

@@ -5,9 +5,11 @@
  * an image or file URL, base64 audio) are not text: only a `text` beside their payload is read, and
  * a file part's `filename` (NameSlot). A
  * part of any other type has a shape the node does not know, so none of its text may pass unseen:
- * in a request or JSON answer every string in it (but `type` tags) is checked, each whole; a
- * streamed delta's such part, whose strings may be pieces of a text, is refused under output rules
- * when it carries strings besides `text` and `refusal` (chat-stream.ts, hasUnknownStrings). A
+ * in a request or JSON answer every string in it (but the `type` tags nested in it) is checked,
+ * each whole, and its own `type`, no tag the node knows (unknownTypeSlots); a streamed delta's
+ * such part, whose strings may be pieces of a text, is refused under output rules when it carries
+ * strings besides `text` and `refusal` (chat-stream.ts, hasUnknownStrings), its `type` included
+ * (chat-tool-names.ts, typeHoldsText). A
  * known part whose text field is not text (`{type:'text', text:{…}}`) is read as an unknown one
  * (holdsUnreadText); requests carrying one are refused by the schema (chat-request.ts). A tool
  * call of a type other than `function` and `custom` is read the same way (isKnownToolCall).
@@ -77,6 +79,72 @@ export function withoutPlaceholderBrackets(masked: string): string {
 }
 
 /**
+ * Text where OpenAI sends a name or a type tag: a made-up tool name in a JSON answer, a string of a
+ * name or tool call of a shape OpenAI never sends (oddShapeSlots), a type no tag the node knows
+ * (unknownTypeSlots). Checked, not the answer's text; a mask writes placeholders without brackets.
+ */
+export class ToolNameSlot extends FieldSlot {
+  readonly notGenerated = true;
+
+  override get text(): string {
+    return super.text;
+  }
+
+  override set text(value: string) {
+    super.text = value === super.text ? value : withoutPlaceholderBrackets(value);
+  }
+}
+
+/** A number where a name (or a part of one) should be: checked as its digits; a mask writes the masked text in its place. */
+class NumberNameSlot implements TextSlot {
+  readonly notGenerated = true;
+
+  constructor(
+    private readonly holder: Record<string, unknown>,
+    private readonly key: string,
+  ) {}
+
+  get text(): string {
+    return String(this.holder[this.key]);
+  }
+
+  set text(value: string) {
+    if (value !== this.text) this.holder[this.key] = withoutPlaceholderBrackets(value);
+  }
+}
+
+/**
+ * Slots for every string and number in `holder[key]`, `type` keys included: a name, a tool call,
+ * `tool_calls` or `function_call` of a shape OpenAI never sends (chat-tool-names.ts), or a type no
+ * tag the node knows. Past MAX_DEPTH levels of nesting the list is marked partial (fail closed).
+ */
+export function oddShapeSlots(holder: Record<string, unknown>, key: string, into: TextSlot[], depth: number): void {
+  const value = holder[key];
+  if (typeof value === 'string') {
+    if (value !== '') into.push(new ToolNameSlot(holder, key));
+  } else if (typeof value === 'number') {
+    into.push(new NumberNameSlot(holder, key));
+  } else if (typeof value === 'object' && value !== null) {
+    if (depth > MAX_DEPTH) {
+      markPartial(into);
+      return;
+    }
+    const record = value as Record<string, unknown>;
+    for (const inner of Object.keys(record)) oddShapeSlots(record, inner, into, depth + 1);
+  }
+}
+
+/**
+ * Slots for the `type` of a content part or tool call of a type the node does not know (in a
+ * request or a JSON answer): no tag the node knows, so text like a made-up name (a string, masked
+ * without brackets) or an odd shape (anything else: every string and number in it). Its other
+ * strings are read by unknownPartSlots, which skips `type` keys as tags.
+ */
+export function unknownTypeSlots(holder: Record<string, unknown>, into: TextSlot[]): void {
+  oddShapeSlots(holder, 'type', into, 1);
+}
+
+/**
  * Slots for the text in content `parts` (a message's or a prediction's `content` array; see the
  * file comment). Past MAX_DEPTH levels of nesting the list is marked partial (fail closed).
  */
@@ -98,8 +166,11 @@ export function contentPartSlots(parts: unknown[], into: TextSlot[], depth = 0):
       continue;
     }
     if (!isRecord(part)) continue;
-    if (!isKnownPart(part) || holdsUnreadText(part)) {
+    const known = isKnownPart(part);
+    if (!known || holdsUnreadText(part)) {
       unknownPartSlots(part, into, depth + 1);
+      // A type no tag the node knows is text too; a known part's (its text field of another shape) stays a tag.
+      if (!known) unknownTypeSlots(part, into);
       continue;
     }
     if (typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
@@ -143,7 +214,8 @@ export function holdsUnreadText(part: Record<string, unknown>): boolean {
 
 /**
  * Whether a streamed part of an unknown type carries strings besides its `text` and `refusal`
- * (which the stream reads) and `type` tags: text the stream cannot place in a running text.
+ * (which the stream reads) and `type` tags: text the stream cannot place in a running text (its
+ * own `type` is read by typeHoldsText, chat-tool-names.ts).
  */
 export function hasUnknownStrings(part: Record<string, unknown>): boolean {
   for (const key of Object.keys(part)) {

@@ -11,9 +11,9 @@
  * `reasoning_details` item), refusal (a field, or a refusal part's), tool-call argument fragments
  * and custom tool calls' input fragments, each a part of its choice's channel (TEXT_PART). Data
  * that is not a JSON object is passed on as is, but its texts are unread (UNREAD_TEXTS), and a
- * chunk carrying audio, or a tool call of an unknown type with text (its `type` too), has its
- * texts marked partial: output rules block them all. Under output rules a chunk's `logprobs` are
- * dropped (keepChecked).
+ * chunk carrying audio, or a content part or tool call of an unknown type with text (its `type`
+ * too), has its texts marked partial: output rules block them all. Under output rules a chunk's
+ * `logprobs` are dropped (keepChecked).
  *
  * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
  * nothing). An upstream error (`event: error`, or a chunk with a non-null `error`: an object, or
@@ -37,7 +37,7 @@ import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
 import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { StreamToolNameSlot, callerToolNames, holdsNameText, unknownCallTypeHoldsText } from './chat-tool-names.js';
+import { StreamToolNameSlot, callerToolNames, holdsNameText, typeHoldsText, unknownCallTypeHoldsText } from './chat-tool-names.js';
 import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
@@ -353,8 +353,9 @@ export class ChatChunkEvent implements StreamEvent {
           } else if (Array.isArray(delta.content)) {
             if (texts === NO_TEXTS) texts = [];
             if (!this.contentPartSlots(delta.content as unknown[], channel, texts, TEXT_PART.content, 0)) unread = true;
-          } else if (isRecord(delta.content) && carriesStrings(delta.content, 0)) {
-            // Content as one part object, a shape OpenAI never sends: text the stream cannot place.
+          } else if (isRecord(delta.content) && (carriesStrings(delta.content, 0) || (!isKnownPart(delta.content) && typeHoldsText(delta.content.type)))) {
+            // Content as one part object, a shape OpenAI never sends: text the stream cannot place
+            // (its `type` too, when that is no tag the node knows).
             unread = true;
           }
           // Audio (its data and transcript in pieces) is speech the rules cannot read: the texts
@@ -390,14 +391,15 @@ export class ChatChunkEvent implements StreamEvent {
    * the `refusal` field), a reasoning part's `thinking` (a string, or parts nested in it: Mistral's
    * `{type:'thinking', thinking:[{type:'text', text}]}`) the choice's thinking. False when a part
    * carries text the stream cannot place (a part of an unknown type with strings besides `text` and
-   * `refusal`, nesting past MAX_DEPTH): output rules then block the chunk.
+   * `refusal`, its own `type` included, nesting past MAX_DEPTH): output rules then block the chunk.
    */
   private contentPartSlots(parts: unknown[], channel: number, into: TextSlot[], textPart: number, depth: number): boolean {
     if (depth > MAX_DEPTH) return false;
     for (const part of parts) {
       if (typeof part === 'string' || (Array.isArray(part) && carriesStrings(part, depth + 1))) return false;
       if (!isRecord(part)) continue;
-      if (isKnownPart(part) ? holdsUnreadText(part) : hasUnknownStrings(part)) return false;
+      // A part of an unknown type: its `type` is no tag the node knows, text as its other strings are.
+      if (isKnownPart(part) ? holdsUnreadText(part) : hasUnknownStrings(part) || typeHoldsText(part.type)) return false;
       if (typeof part.text === 'string') {
         into.push(textPart === TEXT_PART.content ? new FieldSlot(part, 'text', this, channel) : new PartSlot(part, 'text', this, channel, textPart, false));
       }

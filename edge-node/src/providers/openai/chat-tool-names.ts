@@ -14,7 +14,9 @@
  * call is sent back with the conversation. A name, a call or `tool_calls` itself of a shape OpenAI
  * never sends (a name that is not a string, `function` as an array, a name at the top level of a
  * call, `tool_calls` as an object) has every string and number in it checked (`type` keys too: in
- * a name they are no type tags) in a JSON answer; in a stream, where it cannot be placed in a
+ * a name they are no type tags) in a JSON answer (oddShapeSlots, chat-content-parts.ts), and so do a
+ * `tool_calls` entry that is not an object, `tool_calls` not an array and `function_call` not an
+ * object in a request's message (chat-completions.ts); in a stream, where it cannot be placed in a
  * name's text, it is blocked under output rules.
  *
  * In a stream a name may come in pieces (openai-python's stream helper joins them), so under output
@@ -25,9 +27,8 @@
 import type { HeldWholeSlot } from '../../guardrails/stream-guard.js';
 import type { TextSlot } from '../../pipeline/context.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
-import { markPartial } from '../partial-texts.js';
-import { FieldSlot, isRecord } from '../text-slot.js';
-import { isKnownToolCall, withoutPlaceholderBrackets } from './chat-content-parts.js';
+import { isRecord } from '../text-slot.js';
+import { ToolNameSlot, isKnownToolCall, oddShapeSlots, withoutPlaceholderBrackets } from './chat-content-parts.js';
 
 /** The tool names the caller's request declares (see the file comment); none for a request without tools. */
 export function callerToolNames(request: Record<string, unknown> | undefined): ReadonlySet<string> {
@@ -44,55 +45,19 @@ export function callerToolNames(request: Record<string, unknown> | undefined): R
   return names;
 }
 
-/** A made-up tool name in a JSON answer: checked, not the answer's text; a mask writes placeholders without brackets. */
-class ToolNameSlot extends FieldSlot {
-  readonly notGenerated = true;
-
-  override get text(): string {
-    return super.text;
-  }
-
-  override set text(value: string) {
-    super.text = value === super.text ? value : withoutPlaceholderBrackets(value);
-  }
-}
-
-/** A number where a name (or a part of one) should be: checked as its digits; a mask writes the masked text in its place. */
-class NumberNameSlot implements TextSlot {
-  readonly notGenerated = true;
-
-  constructor(
-    private readonly holder: Record<string, unknown>,
-    private readonly key: string,
-  ) {}
-
-  get text(): string {
-    return String(this.holder[this.key]);
-  }
-
-  set text(value: string) {
-    if (value !== this.text) this.holder[this.key] = withoutPlaceholderBrackets(value);
-  }
-}
-
 /**
- * Slots for the names of a JSON answer message's tool calls (`function` and `custom` ones; of a call
- * of another type, which has every other string checked already, its `type`) and of its legacy
- * `function_call` that `declared` does not hold. What is not of the shape OpenAI sends (see the file
- * comment) has every string and number in it checked.
+ * Slots for the names of a JSON answer message's tool calls (`function` and `custom` ones) and of
+ * its legacy `function_call` that `declared` does not hold. A name or its holder not of the shape
+ * OpenAI sends (see the file comment) has every string and number in it checked. The rest is read
+ * with the message's other texts, in an answer as in a request (chat-completions.ts): a call of
+ * another type, its `type` included (unknownTypeSlots), and a `tool_calls` entry, `tool_calls` or
+ * `function_call` of a shape OpenAI never sends (oddShapeSlots).
  */
 export function undeclaredToolNameSlots(message: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
   const calls = message.tool_calls;
   if (Array.isArray(calls)) {
-    calls.forEach((call: unknown, position) => {
-      if (!isRecord(call)) {
-        oddShapeSlots(calls as unknown as Record<string, unknown>, String(position), into, 1);
-        return;
-      }
-      if (!isKnownToolCall(call)) {
-        unknownCallTypeSlots(call, into);
-        return;
-      }
+    for (const call of calls) {
+      if (!isRecord(call) || !isKnownToolCall(call)) continue;
       // A name at the top level of the call: no shape OpenAI sends, but a client may read it.
       if (call.name !== undefined) undeclaredNameSlot(call, declared, into);
       for (const key of ['function', 'custom']) {
@@ -100,12 +65,9 @@ export function undeclaredToolNameSlots(message: Record<string, unknown>, declar
         if (isRecord(holder)) undeclaredNameSlot(holder, declared, into);
         else oddShapeSlots(call, key, into, 1);
       }
-    });
-  } else {
-    oddShapeSlots(message, 'tool_calls', into, 0);
+    }
   }
   if (isRecord(message.function_call)) undeclaredNameSlot(message.function_call, declared, into);
-  else oddShapeSlots(message, 'function_call', into, 0);
 }
 
 function undeclaredNameSlot(holder: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
@@ -118,40 +80,19 @@ function undeclaredNameSlot(holder: Record<string, unknown>, declared: ReadonlyS
 }
 
 /**
- * Slots for the `type` of a tool call of a type other than `function` and `custom` (in a request or
- * a JSON answer): no tag the node knows, so text like a made-up name (a string, masked without
- * brackets) or an odd shape (anything else: every string and number in it). The call's other
- * strings are read by unknownPartSlots, which skips `type` keys as tags.
+ * Whether a streamed fragment of a tool call of an unknown type carries text in its `type` (one
+ * neither `function` nor `custom`, which unknownTypeSlots checks in a JSON answer): typeHoldsText.
  */
-export function unknownCallTypeSlots(call: Record<string, unknown>, into: TextSlot[]): void {
-  oddShapeSlots(call, 'type', into, 1);
+export function unknownCallTypeHoldsText(call: Record<string, unknown>): boolean {
+  return !isKnownToolCall(call) && typeHoldsText(call.type);
 }
 
 /**
- * Whether a streamed fragment of a tool call of an unknown type carries text in its `type` (one
- * neither `function` nor `custom`, which unknownCallTypeSlots checks in a JSON answer): a string
- * but the empty one, a number, or either inside (`type` keys included).
+ * Whether the `type` of a streamed content part or tool call of an unknown type (no tag the node
+ * knows) carries text: a string but the empty one, a number, or either inside (`type` keys included).
  */
-export function unknownCallTypeHoldsText(call: Record<string, unknown>): boolean {
-  const type = call.type;
-  return type !== '' && !isKnownToolCall(call) && holdsNameText(type);
-}
-
-/** Slots for every string and number in `holder[key]`, `type` keys included (a name's or call's shape OpenAI never sends). */
-function oddShapeSlots(holder: Record<string, unknown>, key: string, into: TextSlot[], depth: number): void {
-  const value = holder[key];
-  if (typeof value === 'string') {
-    if (value !== '') into.push(new ToolNameSlot(holder, key));
-  } else if (typeof value === 'number') {
-    into.push(new NumberNameSlot(holder, key));
-  } else if (typeof value === 'object' && value !== null) {
-    if (depth > MAX_DEPTH) {
-      markPartial(into);
-      return;
-    }
-    const record = value as Record<string, unknown>;
-    for (const inner of Object.keys(record)) oddShapeSlots(record, inner, into, depth + 1);
-  }
+export function typeHoldsText(type: unknown): boolean {
+  return type !== '' && holdsNameText(type);
 }
 
 /** Whether `value` holds a string or a number at any depth, `type` keys included; past MAX_DEPTH taken as yes. */
