@@ -204,7 +204,9 @@ async function main(argv: string[]): Promise<void> {
   }
   installSignalHandlers(consoleListener, gateway, pool, logger);
   // Tests and the dev stack wait for this line: it stays the last one of start-up.
-  logger.info({ url: consoleListener.url }, 'control plane listening');
+  // With ZENOVA_PUBLIC_URL (a reverse proxy in front), the address operators and nodes use is that one.
+  const publicUrl = settings.publicUrl;
+  logger.info({ url: consoleListener.url, publicUrl, consoleUrl: publicUrl === undefined ? undefined : `${publicUrl}/console/` }, 'control plane listening');
 }
 
 /** The gateway identity and the config-signing key; any refusal stops start-up with its own message. */

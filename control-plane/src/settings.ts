@@ -108,7 +108,7 @@ export const settingsVariables = [
   { name: 'ZENOVA_ADMIN_TOKEN', required: true, description: `bearer token for the admin API /api/v1, at least ${MIN_ADMIN_TOKEN_LENGTH} characters` },
   { name: 'ZENOVA_SECRET_ENC_KEY', required: true, description: `${SECRET_ENC_KEY_BYTES} random bytes, base64 (openssl rand -base64 32); encrypts the keys stored in PostgreSQL, the same on every replica (back it up with the database)` },
   { name: 'ZENOVA_LOG_LEVEL', required: false, description: `${LOG_LEVELS.join('|')} (default info)` },
-  { name: 'ZENOVA_PUBLIC_URL', required: false, description: 'http(s) URL at which the console/API is reached' },
+  { name: 'ZENOVA_PUBLIC_URL', required: false, description: 'http(s) URL nodes and browsers use to reach the console/API, e.g. behind a reverse proxy (https://zenova.example.com); an https one is the Add Node wizard\'s default control-plane URL (nodes enroll over HTTPS only); the start-up log names it' },
   { name: 'ZENOVA_TLS_CERT_FILE', required: false, description: 'PEM certificate (chain) for the console/API; with ZENOVA_TLS_KEY_FILE it serves HTTPS, without both plain HTTP' },
   { name: 'ZENOVA_TLS_KEY_FILE', required: false, description: 'PEM private key for ZENOVA_TLS_CERT_FILE' },
   { name: 'ZENOVA_TRUSTED_PROXIES', required: false, description: 'comma list of the reverse proxies in front of the console/API whose X-Forwarded-For names the client (IP addresses, CIDRs such as 10.0.0.0/8, or loopback, linklocal, uniquelocal); default none. Per-client limits (enrollment attempts) and logs then see each client, not the proxy' },

@@ -115,7 +115,7 @@ t.test('the session cookie authenticates GET /api/v1/nodes, and whoami says cons
 t.test('GET /api/console/session answers the same CSRF token the login did, and 401 without a cookie', async (t) => {
   const { cookie, csrfToken, expiresAt } = await login();
   const res = await stack.app.inject({ method: 'GET', url: '/api/console/session', headers: { cookie } });
-  t.same(res.json(), { csrfToken, expiresAt });
+  t.same(res.json(), { csrfToken, expiresAt, publicUrl: null });
   const none = await stack.app.inject({ method: 'GET', url: '/api/console/session' });
   t.equal(none.statusCode, 401);
   t.equal(none.json<{ error: { code: string } }>().error.code, 'ZN_ERR_CP_UNAUTHENTICATED');

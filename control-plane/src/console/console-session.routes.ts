@@ -1,9 +1,9 @@
 /**
  * The console's session routes, outside /api/v1 (docs/console.md): `POST /api/console/login`
  * trades the admin token for a session cookie, `GET /api/console/session` tells the page whether it
- * has one (and its CSRF token), `POST /api/console/logout` ends it. The admin token is compared as
- * admin-auth compares it and never logged (the logger censors `adminToken` keys and the token's
- * value; fastify logs no bodies).
+ * has one (and its CSRF token, and ZENOVA_PUBLIC_URL), `POST /api/console/logout` ends it. The
+ * admin token is compared as admin-auth compares it and never logged (the logger censors
+ * `adminToken` keys and the token's value; fastify logs no bodies).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
@@ -27,7 +27,9 @@ const LOGIN_WINDOW_MS = 60_000;
 const loginBodySchema = z.strictObject({
   adminToken: z.string().min(1, 'must not be empty').max(512, 'must be at most 512 characters'),
 });
-const sessionAnswerSchema = z.object({ csrfToken: z.string(), expiresAt: z.string() });
+// publicUrl: ZENOVA_PUBLIC_URL as configured (null: unset), for the Add Node wizard's default
+// control-plane URL; a page behind a reverse proxy cannot know the address nodes should use.
+const sessionAnswerSchema = z.object({ csrfToken: z.string(), expiresAt: z.string(), publicUrl: z.string().nullable() });
 
 export interface ConsoleSessionRoutesOptions {
   pool: pg.Pool;
@@ -49,6 +51,7 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
   const answer = (session: ConsoleSession): z.input<typeof sessionAnswerSchema> => ({
     csrfToken: csrfTokenFor(session.id),
     expiresAt: session.expiresAt.toISOString(),
+    publicUrl: settings.publicUrl ?? null,
   });
   const liveSession = async (request: FastifyRequest, reply: FastifyReply): Promise<ConsoleSession> => {
     const id = sessionCookieValue(request.headers.cookie);

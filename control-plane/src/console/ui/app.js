@@ -27,6 +27,9 @@ let routeSeq = 0;
 // The hash the session ended on (null: none, or the user logged out): the first page shown after
 // logging in again gets ctx.resumed when it is that same route, so it may take back what it kept.
 let resumeHash = null;
+// The control plane's ZENOVA_PUBLIC_URL (null: unset), from the login or session answer: pages get
+// it as ctx.publicUrl (the Add Node wizard's default control-plane URL behind a reverse proxy).
+let publicUrl = null;
 
 /** The matching route and its params for a location hash, or undefined. */
 function matchRoute(hash) {
@@ -97,7 +100,7 @@ async function route() {
   }
   if (seq !== routeSeq || view !== 'shell') return;
   try {
-    const cleanup = mod.render(root, params, { api, navigate, h, clear, resumed });
+    const cleanup = mod.render(root, params, { api, navigate, h, clear, resumed, publicUrl });
     pageCleanup = typeof cleanup === 'function' ? cleanup : null;
   } catch (err) {
     console.error(err);
@@ -129,6 +132,7 @@ function showLogin(message, { sessionEnded = false } = {}) {
       const session = await api('POST', '/api/console/login', { adminToken: input.value });
       input.value = '';
       setCsrfToken(session.csrfToken);
+      publicUrl = session.publicUrl ?? null;
       showShell();
     } catch (err) {
       errorSlot.appendChild(errorBanner(err instanceof Error ? err.message : String(err)));
@@ -192,6 +196,7 @@ async function boot() {
   try {
     const session = await api('GET', '/api/console/session');
     setCsrfToken(session.csrfToken);
+    publicUrl = session.publicUrl ?? null;
     showShell();
   } catch (err) {
     showLogin(err?.status === 401 ? undefined : (err instanceof Error ? err.message : String(err)));

@@ -374,6 +374,27 @@ export const POLICY_TEXT = {
  */
 let sessionEndedDraft = null;
 
+/**
+ * The control-plane URL the wizard starts with, and the hint saying where it came from. Nodes
+ * enroll over HTTPS only, so: the control plane's ZENOVA_PUBLIC_URL when it is https (behind a
+ * reverse proxy this page's own address may not be the one node hosts reach), else this page's
+ * origin when it was served over HTTPS, else nothing.
+ */
+function controlPlaneUrlDefault(publicUrl) {
+  const rule = 'Starts with https://; the node host must be able to reach it.';
+  if (typeof publicUrl === 'string' && publicUrl.startsWith('https://')) {
+    return { value: publicUrl, hint: `${rule} Defaults to the control plane's public address (its ZENOVA_PUBLIC_URL setting).` };
+  }
+  const notHttps = typeof publicUrl === 'string' ? ` The control plane's ZENOVA_PUBLIC_URL (${publicUrl}) is not HTTPS, so it is not the default.` : '';
+  if (location.protocol === 'https:') {
+    return {
+      value: location.origin,
+      hint: `${rule} Defaults to this console's address${notHttps ? '.' : ' (setting ZENOVA_PUBLIC_URL on the control plane changes the default).'}${notHttps}`,
+    };
+  }
+  return { value: '', hint: `${rule} (This console is served over plain HTTP, so enter the HTTPS address node hosts use.)${notHttps}` };
+}
+
 export function render(root, _params, ctx) {
   const { h, api, navigate } = ctx;
   const cleanups = [];
@@ -427,13 +448,12 @@ export function render(root, _params, ctx) {
     control: input('node-address', 'text', { autocomplete: 'off', spellcheck: false, placeholder: 'edge-1.example.com' }),
     hint: 'The DNS name or IP callers use to reach this node, optionally with :port. The entry certificate must cover it.',
   });
-  const httpsOrigin = location.protocol === 'https:' ? location.origin : '';
+  // A draft restored after a re-login (restoreFields below) overwrites this default.
+  const cpUrlDefault = controlPlaneUrlDefault(ctx.publicUrl);
   const cpUrl = field(h, {
     id: 'control-plane-url', label: 'Control-plane URL (the node connects back to it)',
-    control: input('control-plane-url', 'url', { value: httpsOrigin, placeholder: 'https://zenova.example.com', spellcheck: false }),
-    hint: httpsOrigin
-      ? 'Starts with https://; the node host must be able to reach it. Defaults to this console\'s address.'
-      : 'Starts with https://; the node host must be able to reach it. (This console is served over plain HTTP, so enter the HTTPS address node hosts use.)',
+    control: input('control-plane-url', 'url', { value: cpUrlDefault.value, placeholder: 'https://zenova.example.com', spellcheck: false }),
+    hint: cpUrlDefault.hint,
   });
   const caPem = field(h, {
     id: 'ca-pem', label: 'Control-plane CA (optional)',
