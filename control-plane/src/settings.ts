@@ -232,6 +232,8 @@ const publicUrl = raw.transform((value, ctx) => {
     return fail(ctx, `expected an http:// or https:// URL, got scheme '${url.protocol}'`);
   }
   if (url.username || url.password) return fail(ctx, 'expected a URL without user name or password');
+  // The console's address and the wizard's control-plane URL are built on it: no query or fragment.
+  if (url.href.includes('?') || url.href.includes('#')) return fail(ctx, 'expected a URL without a query (?…) or fragment (#…)');
   return url.toString().replace(/\/$/, '');
 });
 

@@ -140,3 +140,25 @@ t.test('a config ack the control plane could not record is recorded from the nod
   t.match(view, { appliedConfigVersion: Number(push.version), configVersionsBehind: 0, onboardingStage: 'config-synced' });
   conn.end();
 });
+
+// Last in this file: the continuation row it writes stays, as after a real restore.
+t.test('a version below where a restored database continued its versions is not recorded from a hello or heartbeat, as its content may be another timeline\'s', async (t) => {
+  const node = await enrolledNode(pool, settings);
+  const { conn } = await liveSession(t, port, identity.caPem, node);
+  const push = await conn.nextConfigPush('the first push');
+  await leaveWithoutAck(conn);
+
+  // A restore moved the versions past this one (config-changes.ts continueVersionsPast), then a change.
+  await pool.query("insert into config_changes (entity, entity_id, action) values ('installation', null, 'versions-continued')");
+  const changed = await changeConfig(pool);
+  t.ok(changed > Number(push.version));
+
+  const next = await reconnect(t, node, { appliedConfigVersion: push.version });
+  const view = await heartbeatRecorded(next, node, push.version);
+  t.match(view, { appliedConfigVersion: null, onboardingStage: 'first-heartbeat' }, 'neither the hello nor the heartbeat recorded it');
+  const pushed = await next.nextConfigPush('the push of the newest version');
+  t.equal(Number(pushed.version), changed, 'the node is sent the newest version, whose ack records it');
+  next.ackConfig(pushed.version);
+  await waitFor(async () => (await viewOf(node.id)).appliedConfigVersion === changed, { what: 'the ack of the newest version recorded' });
+  next.end();
+});

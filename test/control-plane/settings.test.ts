@@ -187,3 +187,19 @@ t.test('ZENOVA_TRUSTED_PROXIES takes addresses, CIDRs and proxy-addr range names
     t.match(problemsOf({ ...VALID, ZENOVA_TRUSTED_PROXIES: bad })[0], /^ZENOVA_TRUSTED_PROXIES: expected IP addresses, CIDRs/, bad);
   }
 });
+
+t.test('a ZENOVA_PUBLIC_URL with a query or fragment is refused: the console address and the wizard default are built on it', async (t) => {
+  for (const value of ['https://zenova.example.com/?x=1', 'https://zenova.example.com/#top', 'https://zenova.example.com/base?']) {
+    const err = (() => {
+      try {
+        loadSettings({ ...VALID, ZENOVA_PUBLIC_URL: value });
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    t.type(err, SettingsError, value);
+    t.match((err as SettingsError).problems.join('\n'), /ZENOVA_PUBLIC_URL: expected a URL without a query \(\?…\) or fragment \(#…\)/, value);
+  }
+  t.equal(loadSettings({ ...VALID, ZENOVA_PUBLIC_URL: 'https://zenova.example.com/base/' }).publicUrl, 'https://zenova.example.com/base');
+});

@@ -29,6 +29,18 @@ export interface HeartbeatOutcome {
 }
 
 /**
+ * Whether the version in parameter `$n`, which a node says it holds, is one of this control
+ * plane's whose content is known to be the node's: no newer than the newest version, and not
+ * below where a database restored from a backup continued its versions (config-changes.ts): those
+ * may name another timeline's content, and only an ack of a push vouches for them.
+ */
+function vouchedVersion(n: number): string {
+  return `$${n}::bigint > 0
+    and $${n}::bigint <= (select coalesce(max(version), 0) from config_changes)
+    and $${n}::bigint >= (select coalesce(max(version), 0) from config_changes where action = 'versions-continued')`;
+}
+
+/**
  * Records a hello; false when the node no longer exists (deleted meanwhile). Nothing applied on
  * record since the enrollment (recordEnrollment clears it): the version the hello says the node
  * serves is taken as applied, as the session takes it (it pushes only what is newer), so a node
@@ -43,8 +55,8 @@ export async function recordHello(db: pg.Pool | pg.PoolClient, nodeId: string, f
             hostname = nullif($4, ''),
             arch = nullif($5, ''),
             figures = coalesce(figures, '{}'::jsonb) || jsonb_build_object('appliedConfigVersion', $6::bigint),
-            applied_config_version = case when applied_config_version is null and $6::bigint > 0 then $6::bigint else applied_config_version end,
-            config_synced_at = case when applied_config_version is null and $6::bigint > 0 then now() else config_synced_at end
+            applied_config_version = case when applied_config_version is null and ${vouchedVersion(6)} then $6::bigint else applied_config_version end,
+            config_synced_at = case when applied_config_version is null and ${vouchedVersion(6)} then now() else config_synced_at end
       where id = $1 and deleted_at is null`,
     [nodeId, facts.version, facts.protocolVersion, facts.hostname, facts.arch, facts.appliedConfigVersion],
   );
@@ -67,8 +79,7 @@ export async function recordHeartbeat(
   const result = await db.query<{ previous_stage: OnboardingStage | null; stage: OnboardingStage | null }>(
     `with before as (
        select id, onboarding_stage,
-              $3::bigint > coalesce(applied_config_version, 0)
-                and $3::bigint <= (select coalesce(max(version), 0) from config_changes) as raises_applied
+              $3::bigint > coalesce(applied_config_version, 0) and ${vouchedVersion(3)} as raises_applied
          from nodes where id = $1 and deleted_at is null for update
      )
      update nodes n
@@ -128,9 +139,8 @@ export async function recordConfigServed(db: pg.Pool | pg.PoolClient, nodeId: st
             onboarding_stage = 'config-synced',
             config_error = case when (config_error->>'version')::bigint <= $2::bigint then null else config_error end
       where id = $1 and deleted_at is null
-        and $2::bigint > 0
         and coalesce(applied_config_version, 0) <= $2::bigint
-        and $2::bigint <= (select coalesce(max(version), 0) from config_changes)`,
+        and ${vouchedVersion(2)}`,
     [nodeId, version],
   );
   return result.rowCount === 1;
