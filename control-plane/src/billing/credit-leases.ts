@@ -21,8 +21,18 @@ interface LeaseRow {
   spent: bigint;
   returned: bigint;
   expiresAt: number;
+  /**
+   * The most the node ever reported spent on the lease, and never less than what was settled from
+   * its records when it reported: the control plane's view of the node's spend, which never goes back.
+   */
   reportedSpent: bigint | null;
   reportedReserved: bigint | null;
+  /**
+   * What the node's own figures leave it: granted − its last reported spent − reserved, plus what
+   * was granted since (may be negative). Above granted − reportedSpent − reportedReserved only
+   * when its lease book went back (it reported less spend than the control plane knew).
+   */
+  reportedRemaining: bigint | null;
   /** Node clock of the last LeaseReport's figures (unix ms). */
   reportedNodeMs: number | null;
   /** Closed leases: unix ms of the close. */
@@ -32,7 +42,7 @@ interface LeaseRow {
 const LEASE_COLUMNS = `id, node_id as "nodeId", account_id as "accountId", state, granted_micros::text as granted,
   spent_micros::text as spent, returned_micros::text as returned, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt",
   reported_spent_micros::text as "reportedSpent", reported_reserved_micros::text as "reportedReserved",
-  reported_node_ms::text as "reportedNodeMs", (extract(epoch from closed_at) * 1000)::bigint::text as "closedAt"`;
+  reported_remaining_micros::text as "reportedRemaining", reported_node_ms::text as "reportedNodeMs", (extract(epoch from closed_at) * 1000)::bigint::text as "closedAt"`;
 
 type RawLease = Record<keyof LeaseRow, string | null>;
 
@@ -48,6 +58,7 @@ function toLease(r: RawLease): LeaseRow {
     expiresAt: Number(r.expiresAt!),
     reportedSpent: r.reportedSpent === null ? null : BigInt(r.reportedSpent),
     reportedReserved: r.reportedReserved === null ? null : BigInt(r.reportedReserved),
+    reportedRemaining: r.reportedRemaining === null ? null : BigInt(r.reportedRemaining),
     reportedNodeMs: r.reportedNodeMs === null ? null : Number(r.reportedNodeMs),
     closedAt: r.closedAt === null ? null : Number(r.closedAt),
   };
@@ -55,6 +66,18 @@ function toLease(r: RawLease): LeaseRow {
 
 const outstandingOf = (l: LeaseRow): bigint => l.granted - l.spent - l.returned;
 const clampZero = (v: bigint): bigint => (v > 0n ? v : 0n);
+const maxOf = (a: bigint, b: bigint): bigint => (a > b ? a : b);
+
+/** What the node may still reserve from the lease by the control plane's view of its last report. */
+function availableByReport(l: LeaseRow): bigint | undefined {
+  return l.reportedSpent === null || l.reportedReserved === null ? undefined : l.granted - l.reportedSpent - l.reportedReserved;
+}
+
+/** The node's own figures leave it more than the control plane's view does: its lease book went back. */
+function nodeBookBehind(l: LeaseRow): boolean {
+  const byReport = availableByReport(l);
+  return byReport !== undefined && l.reportedRemaining !== null && l.reportedRemaining > byReport;
+}
 
 export function leaseGrantMessage(l: { accountId: string; id: string; granted: bigint; expiresAt: number }): LeaseGrant {
   return { accountId: l.accountId, leaseId: l.id, amountMicros: l.granted, expiresAt: BigInt(l.expiresAt) };
@@ -190,10 +213,11 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   const held = lease === undefined ? 0n : clampZero(outstandingOf(lease));
   const target = leaseTarget(policy, free, held);
   let nodeAvailable = held;
-  if (lease?.reportedSpent != null && lease.reportedReserved != null) {
-    const byReport = lease.granted - lease.reportedSpent - lease.reportedReserved;
-    if (byReport < nodeAvailable) nodeAvailable = byReport;
-  }
+  const byReport = lease === undefined ? undefined : availableByReport(lease);
+  if (byReport !== undefined && byReport < nodeAvailable) nodeAvailable = byReport;
+  // A node whose lease book went back reserves from its own figures, which leave it more than the
+  // control plane's: it is topped up only once those fall below the target (recordLeaseReport).
+  if (lease !== undefined && nodeBookBehind(lease)) nodeAvailable = maxOf(nodeAvailable, lease.reportedRemaining!);
   // A suspended or deleted account gets no more credit; its open lease is still re-sent as is.
   let add = account[0]?.live === true ? target - nodeAvailable : 0n;
   if (add > free) add = free;
@@ -224,7 +248,8 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   // A top-up never moves the expiry earlier (a lowered ZENOVA_CREDENTIAL_VALIDITY_SECONDS would): the
   // node keeps the later expiry it was granted and would go on reserving from a lease closed here.
   const { rows } = await client.query<{ granted: string; expiresAt: string }>(
-    `update credit_leases set granted_micros = granted_micros + $2, expires_at = greatest(expires_at, to_timestamp($3::bigint / 1000.0)), updated_at = now()
+    `update credit_leases set granted_micros = granted_micros + $2, reported_remaining_micros = reported_remaining_micros + $2,
+            expires_at = greatest(expires_at, to_timestamp($3::bigint / 1000.0)), updated_at = now()
       where id = $1 returning granted_micros::text as granted, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt"`,
     [lease.id, add.toString(), expiresAt],
   );
@@ -274,20 +299,67 @@ export interface LeaseFigures {
   reportedAt?: bigint;
 }
 
-/** Records a node's LeaseReport on its open lease; false when the lease is not this node's open one. */
-export async function recordLeaseReport(client: pg.PoolClient, nodeId: string, r: LeaseFigures): Promise<boolean> {
-  if (!UUID_PATTERN.test(r.leaseId) || !UUID_PATTERN.test(r.accountId)) return false;
-  const { rowCount } = await client.query(
-    `update credit_leases set reported_spent_micros = $4, reported_reserved_micros = $5,
-            reported_remaining_micros = greatest(granted_micros - $4 - $5, 0), reported_at = now(), reported_node_ms = $6, updated_at = now()
-      where id = $1 and node_id = $2 and account_id = $3 and state = 'open'`,
-    [r.leaseId, nodeId, r.accountId, r.spentMicros.toString(), r.reservedMicros.toString(), r.reportedAt !== undefined && r.reportedAt > 0n ? r.reportedAt.toString() : null],
-  );
-  return rowCount === 1;
+/** A LeaseReport that put the node's spend on a lease below what the control plane already knew. */
+export interface SpendWentBack {
+  /** LeaseReport.spent_micros. */
+  reportedSpentMicros: bigint;
+  /** The control plane's view of the node's spend before this report (null: no report before). */
+  previousReportedSpentMicros: bigint | null;
+  /** Settled from the lease's records: debits, and write-offs of interrupted requests (the node counts those whole). */
+  settledSpentMicros: bigint;
+  /** max(previous, settled): kept as the node's spend on the lease. */
+  knownSpentMicros: bigint;
+}
+
+export interface LeaseReportOutcome {
+  /**
+   * Set when this report is the first (since the lease's figures last agreed) whose spend is below
+   * what the control plane knew: the node's lease book went back. The caller logs it at error level.
+   */
+  wentBack: SpendWentBack | undefined;
 }
 
 /**
- * LeaseReturn: closes the node's lease, handing back granted − max(node's spent, settled spent + returned).
+ * Records a node's LeaseReport on its open lease; undefined when the lease is not this node's open one.
+ *
+ * The control plane's view of the node's spend never goes back: a node reports its spend from its
+ * lease book, and a book restored from an older copy, lost (a grant sent again starts from nothing
+ * spent) or left behind on another host reports less than the node spent, and lets it spend the
+ * difference again. The lowered figure made an expired lease hand back credit its records still
+ * needed, and was silent. So the stored spend is the most of this report, every earlier one and
+ * what the lease's records settled (plus write-offs of interrupted requests, which the node counts
+ * as spent), and the node's own remaining is kept apart (reported_remaining_micros): top-ups count
+ * what its own figures let it reserve (topUpLease), so the difference is not handed out twice.
+ */
+export async function recordLeaseReport(client: pg.PoolClient, nodeId: string, r: LeaseFigures): Promise<LeaseReportOutcome | undefined> {
+  if (!UUID_PATTERN.test(r.leaseId) || !UUID_PATTERN.test(r.accountId)) return undefined;
+  const { rows } = await client.query<RawLease>(
+    `select ${LEASE_COLUMNS} from credit_leases where id = $1 and node_id = $2 and account_id = $3 and state = 'open' for update`,
+    [r.leaseId, nodeId, r.accountId],
+  );
+  if (rows[0] === undefined) return undefined;
+  const lease = toLease(rows[0]);
+  const settled = lease.spent + lease.returned;
+  const known = maxOf(lease.reportedSpent ?? 0n, settled);
+  const wasBehind = nodeBookBehind(lease);
+  await client.query(
+    `update credit_leases set reported_spent_micros = $2, reported_reserved_micros = $3, reported_remaining_micros = $4,
+            reported_at = now(), reported_node_ms = $5, updated_at = now()
+      where id = $1`,
+    [
+      lease.id, maxOf(known, r.spentMicros).toString(), r.reservedMicros.toString(), (lease.granted - r.spentMicros - r.reservedMicros).toString(),
+      r.reportedAt !== undefined && r.reportedAt > 0n ? r.reportedAt.toString() : null,
+    ],
+  );
+  if (r.spentMicros >= known || wasBehind) return { wentBack: undefined };
+  return {
+    wentBack: { reportedSpentMicros: r.spentMicros, previousReportedSpentMicros: lease.reportedSpent, settledSpentMicros: settled, knownSpentMicros: known },
+  };
+}
+
+/**
+ * LeaseReturn: closes the node's lease, handing back granted − max(node's spent, settled spent + returned);
+ * the node's spent is never taken below the spend it reported before (recordLeaseReport).
  * `nodeSpent` is LeaseReturn.spent_micros (in-flight reservations included); `reserved` the part of it
  * in-flight requests held (LeaseReturn.reserved_micros) and `returnedAtMs` the node clock when it
  * stopped reserving (LeaseReturn.returned_at): those reservations stay outstanding and each such
@@ -306,7 +378,10 @@ export async function returnLease(
   const lease = rows[0] && toLease(rows[0]);
   if (lease === undefined || lease.state !== 'open') return undefined;
   const held = reserved < 0n ? 0n : reserved > nodeSpent ? nodeSpent : reserved;
-  return closeLease(client, lease, { spent: nodeSpent - held, reserved: held, atNodeMs: returnedAtMs !== null && returnedAtMs > 0 ? returnedAtMs : null });
+  // A lease book that went back returns with less spend than it reported: that spend's records may
+  // still arrive and must find it held, not handed back.
+  const spent = maxOf(nodeSpent - held, lease.reportedSpent ?? 0n);
+  return closeLease(client, lease, { spent, reserved: held, atNodeMs: returnedAtMs !== null && returnedAtMs > 0 ? returnedAtMs : null });
 }
 
 /**

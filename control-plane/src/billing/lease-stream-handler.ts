@@ -3,7 +3,8 @@
  * goes live it is granted (or re-sent) a lease per account it serves; while live, its leases are
  * reconsidered every refresh interval (new accounts, top-ups) and soon after a credit top-up or a
  * config change on any replica (`wake`); a LeaseReport records the node's
- * figures and tops that lease up; a LeaseReturn closes the lease, gives the rest back and is
+ * figures and tops that lease up (a report below the spend already known is logged at error
+ * level: the node's lease book went back); a LeaseReturn closes the lease, gives the rest back and is
  * acknowledged (LeaseReturnAck) once that is committed. A return that says the node is stopping
  * wins over a refresh under way: a lease that refresh opens is closed at once, never sent.
  */
@@ -15,6 +16,7 @@ import { NodeMessageInvalid } from '../gateway/node-stream-handler.js';
 import type { NodeSend, NodeStreamHandler, StreamNode } from '../gateway/node-stream-handler.js';
 import { withTransaction } from '../nodes/with-transaction.js';
 import { accountsToLease, leaseGrantMessage, recordLeaseReport, returnLease, topUpLease } from './credit-leases.js';
+import type { SpendWentBack } from './credit-leases.js';
 import { LeaseRefresher } from './lease-refresher.js';
 import type { LeasePolicy } from './lease-policy.js';
 
@@ -89,6 +91,25 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
     }
   }
 
+  /**
+   * A report below the spend already known: the node's lease book went back, and it can spend the
+   * difference again (no message lowers what a node holds). Once per lease until its figures agree
+   * again (recordLeaseReport decides, from the stored figures, so every replica agrees).
+   */
+  function logSpendWentBack(node: StreamNode, accountId: string, leaseId: string, w: SpendWentBack): void {
+    log.error(
+      {
+        nodeId: node.nodeId, node: node.nodeName, accountId, leaseId,
+        reportedSpentMicros: w.reportedSpentMicros.toString(),
+        previousReportedSpentMicros: w.previousReportedSpentMicros?.toString() ?? null,
+        settledSpentMicros: w.settledSpentMicros.toString(),
+        knownSpentMicros: w.knownSpentMicros.toString(),
+        behindMicros: (w.knownSpentMicros - w.reportedSpentMicros).toString(),
+      },
+      'a node reported less spend on a lease than the control plane already knows: its lease book went back (restored from an older copy, lost, or left on another host) and it may spend the difference again, charged from its records beyond what the account has; the known spend is kept and the lease is topped up only once the node\'s own figures fall below its target',
+    );
+  }
+
   /** A lease opened for a node that is stopping and never told of it: all of it goes back. */
   async function closeUnsent(node: StreamNode, accountId: string, leaseId: string): Promise<void> {
     const given = await withTransaction(deps.pool, (client) => returnLease(client, node.nodeId, accountId, leaseId, 0n));
@@ -130,11 +151,12 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
         const parsed = reportSchema.safeParse(message.leaseReport);
         if (!parsed.success) throw new NodeMessageInvalid(describe(parsed.error));
         const r = parsed.data;
-        const known = await withTransaction(deps.pool, (client) => recordLeaseReport(client, node.nodeId, r));
-        if (!known) {
+        const outcome = await withTransaction(deps.pool, (client) => recordLeaseReport(client, node.nodeId, r));
+        if (outcome === undefined) {
           log.debug({ nodeId: node.nodeId, leaseId: r.leaseId }, 'report on a lease that is not open for this node; ignored');
           return;
         }
+        if (outcome.wentBack !== undefined) logSpendWentBack(node, r.accountId, r.leaseId, outcome.wentBack);
         await grantOne(node, sessionOf(node.sessionId), r.accountId, send, false);
         return;
       }

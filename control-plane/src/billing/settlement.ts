@@ -8,6 +8,7 @@
  * order, so concurrent ingestions of several nodes cannot deadlock.
  */
 import type pg from 'pg';
+import type pino from 'pino';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { adjustBalance, appendLedger, lockAccountBalance, UUID_PATTERN } from './ledger.js';
 
@@ -37,8 +38,27 @@ interface RecordLease {
   heldCutoffMs: number | null;
 }
 
-export async function settleIngestedRecords(client: pg.PoolClient, nodeId: string, records: readonly RequestRecord[]): Promise<SettlementResult> {
+/** A lease charged beyond what it still held in one settlement (logged at warn level). */
+interface UncoveredLease {
+  accountId: string;
+  state: RecordLease['state'];
+  /** Beyond what the lease held. */
+  uncovered: bigint;
+  /** The costs of those records. */
+  charged: bigint;
+  /** The lease's outstanding after the last of them (negative: charged more than it held). */
+  outstanding: bigint;
+}
+
+/**
+ * `log`: where a lease charged beyond what it still held is reported (warn level, once per lease and
+ * settlement, with the figures); the records are charged all the same.
+ */
+export async function settleIngestedRecords(
+  client: pg.PoolClient, nodeId: string, records: readonly RequestRecord[], log?: Pick<pino.Logger, 'warn'>,
+): Promise<SettlementResult> {
   const result: SettlementResult = { charged: 0, duplicates: 0, unknownAccount: 0, writtenOff: 0, released: 0, uncoveredMicros: 0n };
+  const uncoveredLeases = new Map<string, UncoveredLease>();
   const byAccount = new Map<string, RequestRecord[]>();
   for (const record of records) {
     // No account (local keys) or nothing to charge, write off or release: no money moves.
@@ -87,12 +107,30 @@ export async function settleIngestedRecords(client: pg.PoolClient, nodeId: strin
       await adjustBalance(client, accountId, { balance: -cost, spent: cost, outstanding: leaseId === null ? 0n : -cost });
       if (lease !== undefined) {
         const covered = lease.outstanding > 0n ? lease.outstanding : 0n;
-        if (cost > covered) result.uncoveredMicros += cost - covered;
         lease.outstanding -= cost;
+        if (cost > covered) {
+          result.uncoveredMicros += cost - covered;
+          const seen = uncoveredLeases.get(lease.id) ?? { accountId, state: lease.state, uncovered: 0n, charged: 0n, outstanding: 0n };
+          seen.uncovered += cost - covered;
+          seen.charged += cost;
+          seen.outstanding = lease.outstanding;
+          uncoveredLeases.set(lease.id, seen);
+        }
         await client.query('update credit_leases set spent_micros = spent_micros + $2, updated_at = now() where id = $1', [lease.id, cost.toString()]);
         if (record.status !== 'interrupted') await releaseHeld(client, nodeId, accountId, lease, record, result);
       }
     }
+  }
+  for (const [leaseId, u] of uncoveredLeases) {
+    // Never silent (docs/billing.md, "Settlement"): a late record no lease held credit for, or a
+    // node whose lease book went back and spent again what it had spent.
+    log?.warn(
+      {
+        nodeId, accountId: u.accountId, leaseId, leaseState: u.state,
+        uncoveredMicros: u.uncovered.toString(), chargedMicros: u.charged.toString(), outstandingMicros: u.outstanding.toString(),
+      },
+      'records were charged to a credit lease beyond what it still held: the account\'s leases may now hold more than its balance',
+    );
   }
   return result;
 }

@@ -111,7 +111,7 @@ export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
     payloads: ['recordBatch'],
     async handle(node, message, send) {
       const batch = parseRecordBatch(message, node.nodeId);
-      const result = await ingestRecords(deps.pool, node, batch.records, { batchId: batch.batchId, rejected: batch.rejected, sent: batch.sent });
+      const result = await ingestRecords(deps.pool, node, batch.records, { batchId: batch.batchId, rejected: batch.rejected, sent: batch.sent }, deps.logger);
       if (result.duplicates > 0) deps.logger.info({ nodeId: node.nodeId, batchId: batch.batchId, duplicates: result.duplicates }, 'record batch held records already ingested');
       if (result.rejected > 0) {
         // Reasons and request ids only: record content stays in the table.

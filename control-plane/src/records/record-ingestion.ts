@@ -25,6 +25,7 @@
  * balance. A batch already under way holds the row: the deletion waits and returns its spend settled.
  */
 import type pg from 'pg';
+import type pino from 'pino';
 import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import { MAX_RECORD_JSON_BYTES } from '../../../proto/src/index.js';
@@ -130,11 +131,15 @@ interface BatchRecord {
  * others that another node's record holds (with that node's id), and the partitions it created
  * (to be remembered once the transaction commits). `records` hold each request id once.
  */
+/** Where settlement warns of a charge past what a lease still held (settlement.ts). */
+type SettlementLog = Pick<pino.Logger, 'warn'>;
+
 async function insertNewRecords(
   client: pg.PoolClient,
   node: { nodeId: string; nodeName: string },
   records: readonly RequestRecord[],
   json: string,
+  log: SettlementLog | undefined,
 ): Promise<{ newRecords: RequestRecord[]; takenBy: Map<string, string>; created: MonthPartition[] }> {
   const created = await ensurePartitions(client, records.map((r) => r.receivedAt));
   const ids = await client.query<{ request_id: string }>(
@@ -160,7 +165,7 @@ async function insertNewRecords(
        from jsonb_array_elements($3::jsonb) as r`,
       [node.nodeId, node.nodeName, newRecords.length === records.length ? json : JSON.stringify(newRecords)],
     );
-    await settleIngestedRecords(client, node.nodeId, newRecords);
+    await settleIngestedRecords(client, node.nodeId, newRecords, log);
   }
   return { newRecords, takenBy, created };
 }
@@ -205,6 +210,7 @@ async function ingestRecordByRecord(
   sentCount: number,
   records: readonly BatchRecord[],
   rejectedBatch: RejectedBatch,
+  log: SettlementLog | undefined,
 ): Promise<IngestResult> {
   const created: MonthPartition[] = [];
   const setAside: RejectedRecord[] = [];
@@ -214,7 +220,7 @@ async function ingestRecordByRecord(
     for (const record of records) {
       await client.query('savepoint ingest_record');
       try {
-        const step = await insertNewRecords(client, node, [record.storable], JSON.stringify([record.storable]));
+        const step = await insertNewRecords(client, node, [record.storable], JSON.stringify([record.storable]), log);
         await client.query('release savepoint ingest_record');
         accepted += step.newRecords.length;
         created.push(...step.created);
@@ -238,6 +244,7 @@ export async function ingestRecords(
   node: { nodeId: string; nodeName: string },
   records: readonly RequestRecord[],
   rejectedBatch: RejectedBatch = { batchId: '', rejected: [] },
+  log?: SettlementLog,
 ): Promise<IngestResult> {
   if (records.length === 0 && rejectedBatch.rejected.length === 0) return { accepted: 0, duplicates: 0, rejected: 0, rejectedStored: 0, setAside: [] };
   if (records.length === 0) {
@@ -261,6 +268,7 @@ export async function ingestRecords(
         node,
         unique.map((r) => r.storable),
         unique.length === storable.values.length ? storable.json : JSON.stringify(unique.map((r) => r.storable)),
+        log,
       );
       created = step.created;
       const taken = takenRecords(unique, step.takenBy, rejectedBatch.sent);
@@ -273,6 +281,6 @@ export async function ingestRecords(
   } catch (err) {
     // The same record would fail the batch on every resend: find it, set it aside, ingest the rest.
     if (!isRecordDataError(err)) throw err;
-    return ingestRecordByRecord(pool, node, records.length, unique, rejectedBatch);
+    return ingestRecordByRecord(pool, node, records.length, unique, rejectedBatch, log);
   }
 }
