@@ -15,7 +15,7 @@ import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
 import { inBandFailure, notAnEventStream, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownPart, isKnownToolCall, oddShapeSlots, otherMessageFieldSlots, repeatsReasoning, thinkingBlockSlots, unknownPartSlots, unknownTypeSlots } from './chat-content-parts.js';
+import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownPart, isKnownToolCall, oddShapeSlots, otherMessageFieldSlots, otherToolCallKeySlots, repeatsReasoning, thinkingBlockSlots, unknownPartSlots, unknownTypeSlots } from './chat-content-parts.js';
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, fileIdRefusal, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -66,19 +66,24 @@ export const chatCompletionsApi: ApiHandler = {
  * A message's text as slots: its content (collectContentTexts), the reasoning text some
  * OpenAI-compatible servers add (`reasoning_content`, `reasoning`, OpenRouter's
  * `reasoning_details`: reasoningDetailSlots, LiteLLM's `thinking_blocks`), its `refusal`, its
- * `name` (NameSlot), its tool calls (toolCallSlots; `tool_calls` not an array and `function_call`
- * not an object, shapes OpenAI never sends, have every string and number in them checked:
- * oddShapeSlots), and every string under any other key (otherMessageFieldSlots).
+ * `name` (NameSlot), its tool calls (toolCallSlots, functionSlots), and every string under any
+ * other key (otherMessageFieldSlots). A shape OpenAI never sends where the node reads a string or
+ * a call — `reasoning`, `reasoning_content`, `refusal` or `name` not a string, `tool_calls` not an
+ * array, `function_call` not an object — has every string and number in it checked (oddShapeSlots).
  * The same fields in a request's messages and an answer's choices.
  */
 function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
   collectContentTexts(message, into);
-  for (const field of TEXT_FIELDS) if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
+  for (const field of TEXT_FIELDS) {
+    if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
+    else oddShapeSlots(message, field, into, 0);
+  }
   if (typeof message.name === 'string') into.push(new NameSlot(message, 'name'));
+  else oddShapeSlots(message, 'name', into, 0);
   if (Array.isArray(message.reasoning_details)) reasoningDetailSlots(message.reasoning_details, repeatsReasoning(message), into);
   if (Array.isArray(message.tool_calls)) toolCallSlots(message.tool_calls, into);
   else oddShapeSlots(message, 'tool_calls', into, 0);
-  if (isRecord(message.function_call)) deferJsonText(into, message.function_call, 'arguments');
+  if (isRecord(message.function_call)) functionSlots(message.function_call, into);
   else oddShapeSlots(message, 'function_call', into, 0);
   thinkingBlockSlots(message, into);
   otherMessageFieldSlots(message, into);
@@ -99,13 +104,17 @@ function reasoningDetailSlots(details: unknown[], repeated: boolean, into: TextS
 
 
 /**
- * A message's tool calls: a function call's `arguments` (a JSON text, or an object sent in its
- * place; so too a legacy `function_call`'s), its strings deferred until guardrails have rules to
- * check them with (deferred-json-texts.ts); a custom (freeform) tool call's `custom.input`, plain
- * text. A call of another type has a shape the node does not know: every string in it is checked,
- * as in a content part of an unknown type (chat-content-parts.ts), and its `type` too, no tag the
- * node knows (unknownTypeSlots). An entry that is not an object (`['aurora']`), a shape OpenAI never
- * sends, has every string and number in it checked (oddShapeSlots).
+ * A message's tool calls: a function call's `arguments` (functionSlots); a custom (freeform) tool
+ * call's `custom.input`, plain text. A call of another type has a shape the node does not know:
+ * every string in it is checked, as in a content part of an unknown type (chat-content-parts.ts),
+ * and its `type` too, no tag the node knows (unknownTypeSlots). Of a `function` or `custom` call,
+ * every string under a key the node does not read (on the call, in its `function` or `custom`
+ * object) is checked as a message's unknown fields are (otherToolCallKeySlots). Shapes OpenAI never
+ * sends — an entry that is not an object (`['aurora']`), `function` or `custom` not an object, a
+ * name (the call's, at its top level too) or a custom input that is not a string — have every
+ * string and number in them checked (oddShapeSlots). A name that is a string is the caller's own
+ * in a request, left alone as its tool definitions are; a JSON answer's is checked when the
+ * request declares no such tool (chat-tool-names.ts).
  */
 function toolCallSlots(calls: unknown[], into: TextSlot[]): void {
   for (let position = 0; position < calls.length; position++) {
@@ -119,9 +128,32 @@ function toolCallSlots(calls: unknown[], into: TextSlot[]): void {
       unknownTypeSlots(call, into);
       continue;
     }
-    if (isRecord(call.function)) deferJsonText(into, call.function, 'arguments');
-    if (isRecord(call.custom) && typeof call.custom.input === 'string') into.push(new FieldSlot(call.custom, 'input'));
+    otherToolCallKeySlots(call, 'call', into);
+    if (typeof call.name !== 'string') oddShapeSlots(call, 'name', into, 1);
+    const { custom } = call;
+    if (isRecord(call.function)) functionSlots(call.function, into);
+    else oddShapeSlots(call, 'function', into, 1);
+    if (isRecord(custom)) {
+      if (typeof custom.input === 'string') into.push(new FieldSlot(custom, 'input'));
+      else oddShapeSlots(custom, 'input', into, 2);
+      if (typeof custom.name !== 'string') oddShapeSlots(custom, 'name', into, 2);
+      otherToolCallKeySlots(custom, 'custom', into);
+    } else {
+      oddShapeSlots(call, 'custom', into, 1);
+    }
   }
+}
+
+/**
+ * A tool call's `function` or a legacy `function_call`: its `arguments` (a JSON text, or an object
+ * sent in its place), their strings deferred until guardrails have rules to check them with
+ * (deferred-json-texts.ts); a `name` that is not a string (an odd shape) and the strings under its
+ * other keys are checked as in toolCallSlots.
+ */
+function functionSlots(fn: Record<string, unknown>, into: TextSlot[]): void {
+  deferJsonText(into, fn, 'arguments');
+  if (typeof fn.name !== 'string') oddShapeSlots(fn, 'name', into, 2);
+  otherToolCallKeySlots(fn, 'function', into);
 }
 
 /**

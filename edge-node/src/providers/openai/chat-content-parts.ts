@@ -295,12 +295,97 @@ const MESSAGE_KEYS_READ: ReadonlySet<string> = new Set([
  * text went to the caller (or the upstream) unchecked.
  */
 export function otherMessageFieldSlots(message: Record<string, unknown>, into: TextSlot[]): void {
-  for (const key of Object.keys(message)) {
-    if (MESSAGE_KEYS_READ.has(key)) continue;
-    const value = message[key];
-    if (typeof value === 'string') into.push(new FieldSlot(message, key));
-    else if (typeof value === 'object' && value !== null) unknownPartSlots(value as Record<string, unknown>, into);
+  otherKeySlots(message, MESSAGE_KEYS_READ, into);
+}
+
+/**
+ * Keys under a holder's unknown keys whose string is opaque, not text (`true`), or that lead to one
+ * (a nested map): read as the rest of their unknown key is, that string aside.
+ */
+interface OpaquePaths {
+  readonly [key: string]: OpaquePaths | true;
+}
+
+/**
+ * What the node reads of a `function` or `custom` tool call's keys (chat-completions.ts
+ * toolCallSlots, a JSON answer's names in chat-tool-names.ts, the stream in chat-stream.ts), and
+ * which strings under its other keys are opaque. `id` and the `type` tag carry no text; `index` is
+ * no key the node reads (a number is never text; a string there is). Servers put a Gemini thought
+ * signature beside a call (Gemini's `extra_content.google.thought_signature`, LiteLLM's
+ * `provider_specific_fields.thought_signature`, on the call or its `function`): encrypted
+ * reasoning state the upstream wants back byte for byte, never text, as a reasoning item's
+ * `signature` is not; checked, every Gemini tool call's stream would be blocked under output rules.
+ */
+interface CallKeys {
+  readonly read: ReadonlySet<string>;
+  readonly opaque?: OpaquePaths;
+}
+const THOUGHT_SIGNATURE: OpaquePaths = { provider_specific_fields: { thought_signature: true } };
+const CALL_KEYS: Record<'call' | 'function' | 'custom', CallKeys> = {
+  call: { read: new Set(['id', 'type', 'function', 'custom', 'name']), opaque: { ...THOUGHT_SIGNATURE, extra_content: { google: { thought_signature: true } } } },
+  // A call's `function` object, or a legacy `function_call`.
+  function: { read: new Set(['name', 'arguments']), opaque: THOUGHT_SIGNATURE },
+  custom: { read: new Set(['name', 'input']) },
+};
+/** Keys nested in an unknown key that carry no text: `type` tags (as unknownPartSlots reads them). */
+const TYPE_TAG: ReadonlySet<string> = new Set(['type']);
+
+/**
+ * Slots for every string under the other keys of a `function` or `custom` tool call
+ * (`holder` the call itself), of its `function` / `custom` object, or of a legacy `function_call`
+ * (`holder` that object), as for a message's other keys (a proxy's note): text the upstream or the
+ * caller reads, which went unchecked. Thought signatures aside (CallKeys).
+ */
+export function otherToolCallKeySlots(holder: Record<string, unknown>, of: keyof typeof CALL_KEYS, into: TextSlot[]): void {
+  const { read, opaque } = CALL_KEYS[of];
+  otherKeySlots(holder, read, into, opaque);
+}
+
+/**
+ * Slots for every string under the keys of `holder` that `read` does not hold, at any depth (`type`
+ * tags nested in them aside), but the strings `opaque` names.
+ */
+function otherKeySlots(holder: Record<string, unknown>, read: ReadonlySet<string>, into: TextSlot[], opaque?: OpaquePaths): void {
+  for (const key in holder) {
+    if (read.has(key)) continue;
+    const value = holder[key];
+    const inner = opaque?.[key];
+    if (typeof value === 'string') {
+      if (inner !== true) into.push(new FieldSlot(holder, key));
+    } else if (typeof value === 'object' && value !== null) {
+      if (inner === undefined || inner === true) unknownPartSlots(value as Record<string, unknown>, into);
+      else otherKeySlots(value as Record<string, unknown>, TYPE_TAG, into, inner);
+    }
   }
+}
+
+/**
+ * Whether a streamed fragment of a `function` or `custom` tool call (or a legacy `function_call`:
+ * `of` 'function') carries strings under keys the stream does not read, on the call or in its
+ * `function` / `custom` object (`type` tags nested in them and thought signatures aside): text it
+ * cannot place in a running text, so output rules block the chunk, as for a delta's unknown keys.
+ */
+export function toolCallCarriesOtherText(holder: Record<string, unknown>, of: 'call' | 'function'): boolean {
+  const keys = CALL_KEYS[of];
+  if (carriesOtherText(holder, keys.read, keys.opaque)) return true;
+  if (of === 'function') return false;
+  const { function: fn, custom } = CALL_KEYS;
+  return (isRecord(holder.function) && carriesOtherText(holder.function, fn.read, fn.opaque)) || (isRecord(holder.custom) && carriesOtherText(holder.custom, custom.read));
+}
+
+function carriesOtherText(holder: Record<string, unknown>, read: ReadonlySet<string>, opaque?: OpaquePaths): boolean {
+  for (const key in holder) {
+    if (read.has(key)) continue;
+    const value = holder[key];
+    const inner = opaque?.[key];
+    if (inner === true && typeof value === 'string') continue;
+    if (inner !== undefined && inner !== true && isRecord(value)) {
+      if (carriesOtherText(value, TYPE_TAG, inner)) return true;
+    } else if (carriesStrings(value, 1)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /**

@@ -11,9 +11,10 @@
  * `reasoning_details` item), refusal (a field, or a refusal part's), tool-call argument fragments
  * and custom tool calls' input fragments, each a part of its choice's channel (TEXT_PART). Data
  * that is not a JSON object is passed on as is, but its texts are unread (UNREAD_TEXTS), and a
- * chunk carrying audio, or a content part or tool call of an unknown type with text (its `type`
- * too), has its texts marked partial: output rules block them all. Under output rules a chunk's
- * `logprobs` are dropped (keepChecked).
+ * chunk carrying audio, a content part or tool call of an unknown type with text (its `type`
+ * too), a known tool call with strings under keys it does not read, or a reasoning or refusal that
+ * is not a string but holds text, has its texts marked partial: output rules block them all.
+ * Under output rules a chunk's `logprobs` are dropped (keepChecked).
  *
  * How a stream ends: `[DONE]` is the complete answer (terminal; a connection break after it changes
  * nothing). An upstream error (`event: error`, or a chunk with a non-null `error`: an object, or
@@ -38,7 +39,7 @@ import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { StreamToolNameSlot, callerToolNames, holdsNameText, typeHoldsText, unknownCallTypeHoldsText } from './chat-tool-names.js';
-import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning } from './chat-content-parts.js';
+import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning, toolCallCarriesOtherText } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 /**
@@ -200,6 +201,14 @@ function namePart(kind: NameKind, index: number): number {
 /** The part of text `kind` (INDEXED) of tool call or reasoning_details item `index`. */
 function indexedPart(kind: number, index: number): number {
   return TEXT_PART.indexed + index * INDEXED_KINDS + kind;
+}
+
+/**
+ * Whether a delta's field read only as a string (`reasoning`, `refusal`, a custom input…) is of
+ * another shape with text in it (every string and number, as in an odd name): not placeable.
+ */
+function oddTextField(value: unknown): boolean {
+  return typeof value !== 'string' && holdsNameText(value);
 }
 
 /** Whether a streamed tool call or reasoning_details item has a valid `index`. */
@@ -417,6 +426,8 @@ export class ChatChunkEvent implements StreamEvent {
     if (typeof delta.reasoning_content === 'string') into.push(new PartSlot(delta, 'reasoning_content', this, channel, TEXT_PART.reasoningContent, false));
     if (typeof delta.reasoning === 'string') into.push(new PartSlot(delta, 'reasoning', this, channel, TEXT_PART.reasoning, false));
     if (typeof delta.refusal === 'string') into.push(new PartSlot(delta, 'refusal', this, channel, TEXT_PART.refusal, false));
+    // One of them of a shape OpenAI never sends (`reasoning: {…}`, `refusal: […]`): its text cannot be placed.
+    if (!this.released && (oddTextField(delta.reasoning_content) || oddTextField(delta.reasoning) || oddTextField(delta.refusal))) markPartial(into);
     const details = delta.reasoning_details;
     if (Array.isArray(details)) {
       // Each item's text (or summary) is a running text of its own, by the item's index; not its
@@ -441,6 +452,8 @@ export class ChatChunkEvent implements StreamEvent {
     }
     if (isRecord(delta.function_call)) {
       const fc = delta.function_call;
+      // Strings under a key the stream does not read: text it cannot place.
+      if (!this.released && toolCallCarriesOtherText(fc, 'function')) markPartial(into);
       this.toolNameSlot(() => fc, fc, 'function_call', 0, channel, startsArguments(fc, 'arguments'), into);
       if (hasArguments(delta.function_call)) into.push(new ArgumentsSlot(delta, 'function_call', this, channel, TEXT_PART.functionCall));
     } else if (!this.released && holdsNameText(delta.function_call)) {
@@ -466,8 +479,10 @@ export class ChatChunkEvent implements StreamEvent {
           return;
         }
         if (!this.released) {
-          // A name at the top level of a call: no shape OpenAI sends, not placed in a name's text.
-          if (holdsNameText(call.name)) markPartial(into);
+          // A name at the top level of a call: no shape OpenAI sends, not placed in a name's text;
+          // nor are strings under keys the stream does not read (on the call, in its function or
+          // custom object), nor a custom input that is not a string.
+          if (holdsNameText(call.name) || toolCallCarriesOtherText(call, 'call') || (isRecord(call.custom) && oddTextField(call.custom.input))) markPartial(into);
           if (this.shape.startsCall(channel, index)) this.endOtherNames(calls as unknown[], call, index, channel, into);
           for (const kind of ['function', 'custom'] as const) {
             const holder = call[kind];

@@ -12,12 +12,12 @@
  * nor estimated as output. A mask writes its placeholder without brackets (`send_EMAIL`), as in a
  * message's `name` (NameSlot): OpenAI takes function names of `[a-zA-Z0-9_-]` only, also when the
  * call is sent back with the conversation. A name, a call or `tool_calls` itself of a shape OpenAI
- * never sends (a name that is not a string, `function` as an array, a name at the top level of a
- * call, `tool_calls` as an object) has every string and number in it checked (`type` keys too: in
- * a name they are no type tags) in a JSON answer (oddShapeSlots, chat-content-parts.ts), and so do a
- * `tool_calls` entry that is not an object, `tool_calls` not an array and `function_call` not an
- * object in a request's message (chat-completions.ts); in a stream, where it cannot be placed in a
- * name's text, it is blocked under output rules.
+ * never sends (a name that is not a string, `function` as an array, `tool_calls` as an object, a
+ * `tool_calls` entry that is not an object, `function_call` not an object) has every string and
+ * number in it checked (`type` keys too: in a name they are no type tags), in a JSON answer and in
+ * a request's message alike (oddShapeSlots, chat-completions.ts); in a stream, where it cannot be
+ * placed in a name's text, it is blocked under output rules. A string name at the top level of a
+ * call is checked in a JSON answer as the others are.
  *
  * In a stream a name may come in pieces (openai-python's stream helper joins them), so under output
  * rules a call's name is held whole (HeldWholeSlot, guardrails/stream-guard.ts) until its call's
@@ -28,7 +28,7 @@ import type { HeldWholeSlot } from '../../guardrails/stream-guard.js';
 import type { TextSlot } from '../../pipeline/context.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
 import { isRecord } from '../text-slot.js';
-import { ToolNameSlot, isKnownToolCall, oddShapeSlots, withoutPlaceholderBrackets } from './chat-content-parts.js';
+import { ToolNameSlot, isKnownToolCall, withoutPlaceholderBrackets } from './chat-content-parts.js';
 
 /** The tool names the caller's request declares (see the file comment); none for a request without tools. */
 export function callerToolNames(request: Record<string, unknown> | undefined): ReadonlySet<string> {
@@ -46,24 +46,22 @@ export function callerToolNames(request: Record<string, unknown> | undefined): R
 }
 
 /**
- * Slots for the names of a JSON answer message's tool calls (`function` and `custom` ones) and of
- * its legacy `function_call` that `declared` does not hold. A name or its holder not of the shape
- * OpenAI sends (see the file comment) has every string and number in it checked. The rest is read
- * with the message's other texts, in an answer as in a request (chat-completions.ts): a call of
- * another type, its `type` included (unknownTypeSlots), and a `tool_calls` entry, `tool_calls` or
- * `function_call` of a shape OpenAI never sends (oddShapeSlots).
+ * Slots for the names of a JSON answer message's tool calls (`function` and `custom` ones, a name
+ * at the top level of a call too: no shape OpenAI sends, but a client may read it) and of its
+ * legacy `function_call` that are strings `declared` does not hold. The rest is read with the
+ * message's other texts, in an answer as in a request (chat-completions.ts): a call of another
+ * type, its `type` included (unknownTypeSlots), and a name, a `function` or `custom`, a
+ * `tool_calls` entry, `tool_calls` or `function_call` of a shape OpenAI never sends (oddShapeSlots).
  */
 export function undeclaredToolNameSlots(message: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
   const calls = message.tool_calls;
   if (Array.isArray(calls)) {
     for (const call of calls) {
       if (!isRecord(call) || !isKnownToolCall(call)) continue;
-      // A name at the top level of the call: no shape OpenAI sends, but a client may read it.
-      if (call.name !== undefined) undeclaredNameSlot(call, declared, into);
+      undeclaredNameSlot(call, declared, into);
       for (const key of ['function', 'custom']) {
         const holder = call[key];
         if (isRecord(holder)) undeclaredNameSlot(holder, declared, into);
-        else oddShapeSlots(call, key, into, 1);
       }
     }
   }
@@ -72,11 +70,7 @@ export function undeclaredToolNameSlots(message: Record<string, unknown>, declar
 
 function undeclaredNameSlot(holder: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
   const name = holder.name;
-  if (typeof name === 'string') {
-    if (name !== '' && !declared.has(name)) into.push(new ToolNameSlot(holder, 'name'));
-  } else {
-    oddShapeSlots(holder, 'name', into, 1);
-  }
+  if (typeof name === 'string' && name !== '' && !declared.has(name)) into.push(new ToolNameSlot(holder, 'name'));
 }
 
 /**
