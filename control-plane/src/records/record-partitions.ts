@@ -1,6 +1,6 @@
 /**
  * Monthly partitions of request_records, created on demand before records of a new month are
- * inserted. Creation takes a transaction-scoped advisory lock so replicas ingesting the same new
+ * inserted (with the month after it, ahead). Creation takes a transaction-scoped advisory lock so replicas ingesting the same new
  * month take turns (CREATE TABLE IF NOT EXISTS alone can still race on the catalog). Partitions
  * known to exist are remembered per process, so the steady state costs no query.
  */
@@ -54,10 +54,24 @@ export function monthPartition(unixMs: number): MonthPartition {
   return { name, from: partitionBound(fromMs), to: partitionBound(toMs), fromMs, toMs };
 }
 
+/** The month after `p`'s. */
+function nextMonth(p: MonthPartition): MonthPartition {
+  return monthPartition(p.toMs);
+}
+
+/** The latest month a record may carry (requestRecordSchema: within year 9999). */
+const LAST_MONTH_FROM_MS = Date.UTC(9999, 11, 1);
+
 /**
- * Makes sure every month of `times` has its partition; call inside the ingestion transaction and,
- * once it committed, pass the returned partitions to rememberPartitions (a rolled-back creation must not
+ * Makes sure every month of `times` has its partition, and the month after it (made ahead, so the
+ * first records of a month seldom make their own); call inside the ingestion transaction and, once
+ * it committed, pass the returned partitions to rememberPartitions (a rolled-back creation must not
  * be remembered).
+ *
+ * A partition is created apart and then attached: `CREATE TABLE … PARTITION OF` takes an ACCESS
+ * EXCLUSIVE lock on request_records, which waits behind every reader (a backup's pg_dump holds one
+ * for its whole run) while every later reader and insert of every replica queues behind it; ATTACH
+ * PARTITION takes SHARE UPDATE EXCLUSIVE, which neither readers nor inserts conflict with.
  */
 export async function ensurePartitions(client: pg.PoolClient, times: readonly number[]): Promise<MonthPartition[]> {
   const needed = new Map<string, MonthPartition>();
@@ -65,12 +79,24 @@ export async function ensurePartitions(client: pg.PoolClient, times: readonly nu
     if (inKnownPartition(t)) continue;
     const p = monthPartition(t);
     needed.set(p.name, p);
+    if (p.fromMs < LAST_MONTH_FROM_MS) {
+      const next = nextMonth(p);
+      needed.set(next.name, next);
+    }
   }
   if (needed.size === 0) return [];
   await client.query('select pg_advisory_xact_lock($1::bigint)', [PARTITION_LOCK_KEY]);
+  const { rows } = await client.query<{ name: string }>(
+    'select relname as name from pg_class where relname = any($1::text[]) and relnamespace = current_schema()::regnamespace',
+    [[...needed.keys()]],
+  );
+  const existing = new Set(rows.map((r) => r.name));
   for (const p of needed.values()) {
-    // The name is ours (digits only), the bounds are timestamps we formatted: no user input.
-    await client.query(`create table if not exists ${p.name} partition of request_records for values from ('${p.from}') to ('${p.to}')`);
+    if (existing.has(p.name)) continue;
+    // The name is ours (digits only), the bounds are timestamps we formatted: no user input. The
+    // attach adds the parent's indexes and primary key to the (empty) table.
+    await client.query(`create table ${p.name} (like request_records including defaults including constraints)`);
+    await client.query(`alter table request_records attach partition ${p.name} for values from ('${p.from}') to ('${p.to}')`);
   }
   return [...needed.values()];
 }
