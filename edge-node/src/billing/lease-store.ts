@@ -8,7 +8,12 @@
 import path from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Logger } from '../logger.js';
-import { openStateDatabase } from '../state/state-database.js';
+import { SPOOL_FILE } from '../spool/spool-file.js';
+import { isOwnerSlotHeldByAnother } from '../spool/spool-owner-lock.js';
+import { inspectWalDamage, walIndexFrameCount } from '../spool/wal-file-check.js';
+import type { WalDamage } from '../spool/wal-file-check.js';
+import { openStateDatabase, prepareStateFiles } from '../state/state-database.js';
+import type { StateFileRole } from '../state/state-database.js';
 import { StateFileError } from '../state/state-store.js';
 import type { FinishedReservation, LeaseSnapshot, ReservationChange } from './credit-lease.js';
 import type { CreditWithdrawal } from './credit-withdrawal.js';
@@ -48,19 +53,69 @@ const DAMAGED_ADVICE =
   'move it aside together with its -wal and -shm files (keep a copy for support) and start again, accepting that the node ' +
   'no longer knows what it spent: a lease granted to it again counts as unspent (docs/billing.md, "Persistence and crashes")';
 
+const LEASE_BOOK_ROLE: StateFileRole = { kind: 'the credit lease book', ifDirectory: DAMAGED_ADVICE };
+
+/** SQLite's quick_check rows as one line: a row may hold several lines ("*** in database main ***"). */
+function quickCheckLine(problems: readonly string[]): string {
+  return problems
+    .slice(0, 3)
+    .map((p) => p.trim().replace(/\s*\n\s*/g, '; '))
+    .join('; ');
+}
+
+/**
+ * Whether another node-edge serving from this state dir already works from a recovery of the WAL
+ * that dropped what follows `damage`: the wal-index (-shm) counts no frame past it — a killed
+ * writer's still counts every frame it committed, so replicas starting together after a crash are
+ * all refused — and a live process other than this one holds a spool owner slot (every serving
+ * process does). Refusing this replica would then restore nothing: that process went on from the
+ * shorter book (an earlier release, which did not walk the WAL, or a tool that opened the file).
+ */
+function recoveredPastByLiveProcess(file: string, damage: WalDamage, ownSlot: number | undefined): boolean {
+  const indexed = walIndexFrameCount(`${file}-shm`, damage.salts);
+  if (indexed === undefined || indexed > damage.framesBeforeDamage) return false;
+  return isOwnerSlotHeldByAnother(path.join(path.dirname(file), SPOOL_FILE), ownSlot);
+}
+
+/**
+ * Walks the lease book's WAL before any connection opens it (wal-file-check.ts, as for the spool).
+ * The book is written through in WAL mode, so after a kill -9 what it wrote since the last checkpoint
+ * is in the WAL; SQLite's recovery keeps the frames up to the first damaged one and silently drops
+ * the commits after it, quick_check passes the shorter book, and the first close checkpoints it and
+ * deletes the WAL: the lease's spent figure falls back, and the node spends that credit again.
+ * A live writer's WAL is not taken for damage (the walk counts only a WAL that stayed the same
+ * while it was read, twice).
+ */
+function checkLeaseWal(file: string, ownSlot: number | undefined, logger: Pick<Logger, 'warn'> | undefined): void {
+  const damage = inspectWalDamage(`${file}-wal`);
+  if (damage === null) return;
+  if (recoveredPastByLiveProcess(file, damage, ownSlot)) {
+    logger?.warn(
+      { file, problem: damage.problem },
+      `${file} ${damage.problem}; another node-edge serving from this state dir already opened it and went on without those transactions, so this one starts too: what they recorded spent may be spent again. Stop every node-edge of this state dir to have the file checked at the next start`,
+    );
+    return;
+  }
+  throw new StateFileError(file, `${damage.problem}; ${DAMAGED_ADVICE}`);
+}
+
 /**
  * Opens the file owner-only (openStateDatabase: its -wal/-shm take its mode; they were created at
- * the umask's 0644) and checks it can be read. A damaged file is a StateFileError naming it and
- * what to do, which `serve` prints as one line (exit 2); SQLite's own error named no file.
+ * the umask's 0644) and checks it can be read. A damaged file or WAL, and one node-edge may not use
+ * (another user's: left root's by a command run with sudo; a directory), are a StateFileError naming
+ * it and what to do, which `serve` prints as one line (exit 2); SQLite's own error named no file.
+ * Nothing is written before the checks pass: a refused book is left as it was.
  */
-function openLeaseDatabase(file: string): Database.Database {
+function openLeaseDatabase(file: string, opts: { ownSlot: number | undefined; logger: Pick<Logger, 'warn'> | undefined }): Database.Database {
+  prepareStateFiles(file, LEASE_BOOK_ROLE);
+  checkLeaseWal(file, opts.ownSlot, opts.logger);
   let db: Database.Database | undefined;
   try {
-    db = openStateDatabase(file, { busyTimeoutMs: 5000, synchronous: 'NORMAL', schema: SCHEMA });
+    db = openStateDatabase(file, { busyTimeoutMs: 5000, synchronous: 'NORMAL', schema: SCHEMA, role: LEASE_BOOK_ROLE });
     // The file is small: a damaged page is found here, not by the first lease read or write.
     const check = db.pragma('quick_check', { simple: false }) as Array<{ quick_check: string }>;
     const problems = check.map((r) => r.quick_check).filter((r) => r !== 'ok');
-    if (problems.length > 0) throw new StateFileError(file, `is corrupt (quick_check: ${problems.slice(0, 3).join('; ')}); ${DAMAGED_ADVICE}`);
+    if (problems.length > 0) throw new StateFileError(file, `is corrupt (quick_check: ${quickCheckLine(problems)}); ${DAMAGED_ADVICE}`);
     return db;
   } catch (err) {
     db?.close();
@@ -190,7 +245,7 @@ interface ReservationRow {
  */
 export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): LeaseStore {
   const nodeId = opts.nodeId;
-  const db = openLeaseDatabase(path.join(stateDir, LEASE_DB_FILE));
+  const db = openLeaseDatabase(path.join(stateDir, LEASE_DB_FILE), { ownSlot: opts.owner, logger: opts.logger });
   // Checked and added under the write lock: replicas starting together on a file from before node
   // ids must not both try to add the column (the second would fail, and its serve with it).
   const claimed = db.transaction(() => {

@@ -130,6 +130,17 @@ function readHeader(file: string): Buffer {
     const header = Buffer.alloc(100);
     const read = readSync(fd, header, 0, 100, 0);
     return header.subarray(0, read);
+  } catch (err) {
+    // open() takes a directory; reading it is what fails. Named, not an unexpected failure.
+    if ((err as NodeJS.ErrnoException).code === 'EISDIR') {
+      throw new SpoolRefusedError(
+        file,
+        'is a directory, not a spool file',
+        'it was left untouched: move it aside, and put the spool file back at this path (with its -wal and -shm) if you have it',
+        { cause: err },
+      );
+    }
+    throw err;
   } finally {
     closeSync(fd);
   }

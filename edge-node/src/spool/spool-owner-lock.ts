@@ -17,6 +17,7 @@
 import { closeSync, chmodSync, constants, openSync, readdirSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { LOCK_FILE_ROLE, prepareStateFiles, stateFileOpenRefusal } from '../state/state-database.js';
 import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
 
 /** `spool-owner-<n>.lock` (the installer accepts these names in data/: install-dir-contents.ts). */
@@ -112,8 +113,16 @@ export class SpoolOwnerLock {
   /** The slot's lock, or why not: held by a live process (busy), or its file is damaged. */
   private static tryTake(slot: number, file: string): SpoolOwnerLock | 'busy' | 'damaged' {
     ensureSlotFile(file);
-    // timeout 0: a held slot answers SQLITE_BUSY at once (better-sqlite3 waits 5 s by default).
-    const db = new Database(file, { fileMustExist: true, timeout: 0 });
+    // A slot file left root's by a command run with sudo, or a directory at its path, is refused
+    // naming it, its owner and what to do: SQLite would say only "unable to open database file".
+    prepareStateFiles(file, LOCK_FILE_ROLE);
+    let db: Database.Database;
+    try {
+      // timeout 0: a held slot answers SQLITE_BUSY at once (better-sqlite3 waits 5 s by default).
+      db = new Database(file, { fileMustExist: true, timeout: 0 });
+    } catch (err) {
+      throw stateFileOpenRefusal(file, err, LOCK_FILE_ROLE) ?? err;
+    }
     try {
       chmodSync(file, STATE_FILE_MODE);
       db.pragma('locking_mode = EXCLUSIVE');
@@ -128,6 +137,8 @@ export class SpoolOwnerLock {
       db.close();
       if (isBusy(err)) return 'busy';
       if (isDamaged(err)) return 'damaged';
+      const refusal = stateFileOpenRefusal(file, err, LOCK_FILE_ROLE);
+      if (refusal !== undefined) throw refusal;
       const code = (err as { code?: unknown }).code;
       if (typeof code === 'string' && code.startsWith('SQLITE_')) {
         throw new StateFileError(file, `cannot be used as the spool's owner slot (${code}: ${(err as Error).message})`, { cause: err });
@@ -180,8 +191,17 @@ function isLockFileHeld(file: string): boolean {
 
 /** Whether a live process holds any owner slot beside `spoolFile`: a node-edge has the spool open. */
 export function isSpoolHeldOpen(spoolFile: string): boolean {
+  return isOwnerSlotHeldByAnother(spoolFile, undefined);
+}
+
+/**
+ * Whether a live process holds an owner slot beside `spoolFile` other than `ownSlot` (this process's:
+ * SQLite sees its lock between connections of one process too): another node-edge serves from this
+ * state dir.
+ */
+export function isOwnerSlotHeldByAnother(spoolFile: string, ownSlot: number | undefined): boolean {
   return readdirSync(path.dirname(spoolFile)).some((entry) => {
     const slot = /^spool-owner-(\d{1,4})\.lock$/.exec(entry)?.[1];
-    return slot !== undefined && isOwnerSlotHeld(spoolFile, Number(slot));
+    return slot !== undefined && Number(slot) !== ownSlot && isOwnerSlotHeld(spoolFile, Number(slot));
   });
 }

@@ -5,9 +5,11 @@
  * its header checksum is bad); the next read-write open then checkpoints the shorter database and
  * deletes the WAL. For a torn tail (the last frames of a crash or power loss) that is right; for a
  * damaged frame with committed transactions after it, it loses records of answers already sent and
- * the evidence with them. So this runs before any connection opens the spool.
+ * the evidence with them. So this runs before any connection opens the spool, and the credit lease
+ * book (billing/lease-store.ts), whose lost transactions are credit the node spent.
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import os from 'node:os';
 
 const WAL_HEADER_BYTES = 32;
 const FRAME_HEADER_BYTES = 24;
@@ -51,10 +53,20 @@ function isValidPageSize(size: number): boolean {
   return size >= 512 && size <= 65536 && (size & (size - 1)) === 0;
 }
 
+/** What is wrong with a WAL (walkWal), and where. */
+export interface WalDamage {
+  /** What is wrong, naming the WAL. */
+  problem: string;
+  /** The frames before the first bad one (0 when the header is damaged): SQLite's recovery keeps none after them. */
+  framesBeforeDamage: number;
+  /** The WAL header's salts (bytes 16–24): the generation of the WAL the damage is in. */
+  salts: Buffer;
+}
+
 /** One walk's verdict and the WAL it was read from. */
 interface Walk {
   /** What is wrong (walkWal), or null. */
-  damage: string | null;
+  damage: WalDamage | null;
   /** The WAL's 32-byte header and size when the walk began (empty: no WAL, or no frames). */
   header: Buffer;
   size: number;
@@ -74,17 +86,56 @@ const MAX_WALKS = 8;
  * that changes under every walk is being written: its writer's connection has recovered it.
  */
 export function findWalDamage(walFile: string): string | null {
+  return inspectWalDamage(walFile)?.problem ?? null;
+}
+
+/** findWalDamage with where the damage is, for a caller that asks whether a live connection already read past it (walIndexFrameCount). */
+export function inspectWalDamage(walFile: string): WalDamage | null {
   let previous: Walk | undefined;
   for (let attempt = 0; attempt < MAX_WALKS; attempt++) {
     const walk = walkWal(walFile);
     if (!walk.settled) continue;
     if (walk.damage === null) return null;
-    if (previous !== undefined && previous.damage === walk.damage && previous.size === walk.size && previous.header.equals(walk.header)) {
+    if (previous?.damage?.problem === walk.damage.problem && previous.size === walk.size && previous.header.equals(walk.header)) {
       return walk.damage;
     }
     previous = walk;
   }
   return null;
+}
+
+/** SQLite's wal-index header (WalIndexHdr, https://www.sqlite.org/walformat.html#the_wal_index_file_format), kept twice at the start of the -shm. */
+const WAL_INDEX_HEADER_BYTES = 48;
+const HOST_READS_LE = os.endianness() === 'LE';
+
+/**
+ * How many frames of the WAL whose header has `salts` the wal-index in `shmFile` (SQLite's -shm
+ * beside it) counts as committed (its header's mxFrame), or undefined when it tells nothing sure:
+ * no -shm, not initialised, its two header copies differ (being written), or another generation of
+ * the WAL. A connection that recovered the WAL rebuilt the index from the frames its recovery kept,
+ * and a live writer keeps it up to date as it commits; the index a killed writer left still counts
+ * every frame that writer committed. The header is in the host's byte order (it is never moved
+ * between hosts), the salts as the WAL header holds them.
+ */
+export function walIndexFrameCount(shmFile: string, salts: Buffer): number | undefined {
+  let fd: number;
+  try {
+    fd = openSync(shmFile, 'r');
+  } catch {
+    return undefined;
+  }
+  try {
+    const both = Buffer.alloc(2 * WAL_INDEX_HEADER_BYTES);
+    if (readSync(fd, both, 0, both.length, 0) < both.length) return undefined;
+    const header = both.subarray(0, WAL_INDEX_HEADER_BYTES);
+    if (!header.equals(both.subarray(WAL_INDEX_HEADER_BYTES))) return undefined;
+    const u32 = (offset: number): number => (HOST_READS_LE ? header.readUInt32LE(offset) : header.readUInt32BE(offset));
+    // iVersion, then isInit; aSalt at 32.
+    if (u32(0) !== WAL_FORMAT_VERSION || header[12] !== 1 || !header.subarray(32, 40).equals(salts)) return undefined;
+    return u32(16);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The WAL's first 32 bytes (fewer when it is shorter) and size, read through `fd`. */
@@ -115,7 +166,8 @@ function walkWal(walFile: string): Walk {
     if (size <= WAL_HEADER_BYTES) return { damage: null, header, size, settled: true };
     // Cut below its header between the stat and the read: being written (or emptied) meanwhile.
     if (header.length < WAL_HEADER_BYTES) return { damage: null, header, size, settled: false };
-    const damage = walkFrames(walFile, fd, header, size);
+    const found = walkFrames(walFile, fd, header, size);
+    const damage = found === null ? null : { ...found, salts: Buffer.from(header.subarray(16, 24)) };
     const after = readHeader(fd);
     return { damage, header, size, settled: after.size === size && after.header.equals(header) };
   } finally {
@@ -124,7 +176,7 @@ function walkWal(walFile: string): Walk {
 }
 
 /** walkWal's verdict on the frames of a WAL that had `header` and `size` when it began. */
-function walkFrames(walFile: string, fd: number, header: Buffer, size: number): string | null {
+function walkFrames(walFile: string, fd: number, header: Buffer, size: number): Omit<WalDamage, 'salts'> | null {
   const magic = header.readUInt32BE(0);
   const pageSize = header.readUInt32BE(8);
   const littleEndian = magic === MAGIC_LITTLE_ENDIAN;
@@ -136,7 +188,7 @@ function walkFrames(walFile: string, fd: number, header: Buffer, size: number): 
     headerSum.s0 !== header.readUInt32BE(24) ||
     headerSum.s1 !== header.readUInt32BE(28)
   ) {
-    return `has a WAL (${walFile}) whose header is damaged, so SQLite would drop every transaction in it`;
+    return { problem: `has a WAL (${walFile}) whose header is damaged, so SQLite would drop every transaction in it`, framesBeforeDamage: 0 };
   }
   const salts = header.subarray(16, 24);
   const frameBytes = FRAME_HEADER_BYTES + pageSize;
@@ -165,10 +217,10 @@ function walkFrames(walFile: string, fd: number, header: Buffer, size: number): 
         // it are not evidence: a transaction killed before its commit may leave a frame it
         // rewrote in place with a stale checksum, and it lost nothing that was answered.
       } else if (hasCurrentSalts && frame.readUInt32BE(4) !== 0) {
-        return (
-          `has a WAL (${walFile}) with a damaged frame (${firstBad + 1} of ${frameCount}) followed by committed ` +
-          'transactions, which SQLite would drop'
-        );
+        return {
+          problem: `has a WAL (${walFile}) with a damaged frame (${firstBad + 1} of ${frameCount}) followed by committed transactions, which SQLite would drop`,
+          framesBeforeDamage: firstBad,
+        };
       }
     }
     start += frames;

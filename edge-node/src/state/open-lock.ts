@@ -7,6 +7,7 @@
  */
 import { chmodSync, truncateSync } from 'node:fs';
 import Database from 'better-sqlite3';
+import { LOCK_FILE_ROLE, prepareStateFiles, stateFileOpenRefusal } from './state-database.js';
 import { STATE_FILE_MODE, StateFileError } from './state-store.js';
 
 /** How long a starting replica waits for another to finish its step (a check takes milliseconds). */
@@ -25,10 +26,23 @@ function busyError(lockFile: string, waitMs: number, cause: unknown): OpenLockBu
 
 /** `busyWaitMs`: how long SQLite's busy handler blocks the thread; `waitMs`: the wait the message names. */
 function takeOpenLock(lockFile: string, waitMs: number, busyWaitMs = waitMs): HeldOpenLock {
-  // The wait is SQLite's busy handler: the call blocks, which a starting process can afford.
-  const lock = new Database(lockFile, { timeout: busyWaitMs });
+  // One left root's by a command run with sudo, or a directory at its path, is refused naming it,
+  // its owner and what to do: SQLite would say only "unable to open database file".
+  prepareStateFiles(lockFile, LOCK_FILE_ROLE);
+  let lock: Database.Database;
   try {
-    chmodSync(lockFile, STATE_FILE_MODE);
+    // The wait is SQLite's busy handler: the call blocks, which a starting process can afford.
+    lock = new Database(lockFile, { timeout: busyWaitMs });
+  } catch (err) {
+    throw stateFileOpenRefusal(lockFile, err, LOCK_FILE_ROLE) ?? err;
+  }
+  try {
+    try {
+      // A lock file SQLite has just created has the umask's mode.
+      chmodSync(lockFile, STATE_FILE_MODE);
+    } catch (err) {
+      throw stateFileOpenRefusal(lockFile, err, LOCK_FILE_ROLE) ?? err;
+    }
     // The rollback journal in memory: BEGIN EXCLUSIVE on the empty file would write one, and a
     // full disk would then stop every start of the node (docs/spool.md, "Disk full").
     const begin = (): void => {

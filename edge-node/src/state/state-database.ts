@@ -4,42 +4,136 @@
  * never wait for the one writer, a busy_timeout so writers queue for the lock instead of failing
  * (briefly: better-sqlite3 is synchronous, so a wait blocks the event loop), and its schema created
  * if missing. Each caller picks its durability (`synchronous`).
+ *
+ * A state file node-edge may not use (left root's by a command run with sudo, a directory at its
+ * path) is refused naming it, its owner and what to do: SQLite's own error says only "unable to
+ * open database file". The lock files of state/open-lock.ts and spool/spool-owner-lock.ts are
+ * opened through the same checks (stateFileOpenRefusal).
  */
-import { chmodSync, lstatSync } from 'node:fs';
+import { accessSync, chmodSync, constants, lstatSync, statSync } from 'node:fs';
+import type { Stats } from 'node:fs';
 import Database from 'better-sqlite3';
-import { STATE_FILE_MODE } from './state-store.js';
+import { STATE_FILE_MODE, StateAccessDeniedError, StateFileError } from './state-store.js';
+
+/** What a state file is, for the refusals that name it. */
+export interface StateFileRole {
+  /** What the file should be: "the credit lease book", "a lock file". */
+  kind: string;
+  /** What to do about a directory found at its path. */
+  ifDirectory: string;
+}
+
+/** The role of a SQLite state file whose caller names none. */
+const SQLITE_STATE_FILE: StateFileRole = { kind: 'a SQLite file', ifDirectory: 'move it aside: node-edge makes the file anew' };
+
+/** An empty file only its SQLite lock counts on (open-lock.ts, spool-owner-lock.ts). */
+export const LOCK_FILE_ROLE: StateFileRole = {
+  kind: 'a lock file',
+  ifDirectory: 'move it aside (no node-edge can hold a lock on a directory): node-edge creates the lock file again',
+};
 
 export interface StateDatabaseOptions {
   busyTimeoutMs: number;
   synchronous: 'OFF' | 'NORMAL' | 'FULL';
   /** Idempotent DDL (CREATE … IF NOT EXISTS), run on every open. */
   schema: string;
+  /** Named in a refusal; a plain SQLite file by default. */
+  role?: StateFileRole;
+}
+
+/** How opening a file fails when this process may not use it, or it is not a file (SQLite says CANTOPEN for all). */
+const OPEN_FAILURE_CODES = new Set(['SQLITE_CANTOPEN', 'SQLITE_READONLY', 'SQLITE_PERM', 'EACCES', 'EPERM', 'EISDIR', 'ENOTDIR']);
+
+const isAccessError = (err: unknown): boolean => ['EACCES', 'EPERM'].includes((err as NodeJS.ErrnoException).code ?? '');
+
+/**
+ * The refusal for `file` (whose stat is `info`) when this process may not read and write it, or
+ * make it 0600 as it does every state file (only its owner or root may); undefined when it may.
+ * `denied`: an access error was already met on it.
+ */
+function accessRefusal(file: string, info: Stats, cause: unknown, denied = false): StateAccessDeniedError | undefined {
+  const me = process.getuid?.();
+  if (me === undefined || me === 0) return undefined;
+  let refused = denied || (info.uid !== me && (info.mode & 0o777) !== STATE_FILE_MODE);
+  try {
+    accessSync(file, constants.R_OK | constants.W_OK);
+  } catch (err) {
+    if (isAccessError(err)) refused = true;
+  }
+  if (!refused) return undefined;
+  return new StateAccessDeniedError(file, { ...(cause !== undefined ? { cause } : {}), owner: { uid: info.uid, mode: info.mode }, use: 'read-write' });
 }
 
 /**
- * Makes the -wal/-shm a crash left beside `file` owner-only before a connection opens them: files
- * an older release created at the umask's 0644 (credit-leases.sqlite) keep that mode otherwise. A
- * sidecar that is not a regular file (a symlink planted beside it) is left alone. By path, never
- * through a descriptor: closing one would drop this process's SQLite locks on the file.
+ * What an error met opening (or chmodding) `file` means for the operator, as a StateFileError naming
+ * the file — its owner and the chown or chmod, or that it is a directory — or undefined when it is
+ * none of those (the caller's own handling applies). `serve` prints it as one line, exit 2.
  */
-function restrictSidecarModes(file: string): void {
-  for (const sidecar of [`${file}-wal`, `${file}-shm`]) {
-    let info;
+export function stateFileOpenRefusal(file: string, err: unknown, role: StateFileRole): StateFileError | undefined {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !OPEN_FAILURE_CODES.has(code)) return undefined;
+  let info: Stats;
+  try {
+    info = statSync(file);
+  } catch (statErr) {
+    if ((statErr as NodeJS.ErrnoException).code === 'ENOTDIR') {
+      return new StateFileError(file, 'cannot be opened: a part of its path is not a directory', { cause: err });
+    }
+    // Gone meanwhile, or its dir unreadable (serve checks the dir first, with its own message).
+    return undefined;
+  }
+  if (info.isDirectory()) return new StateFileError(file, `is a directory, not ${role.kind}; ${role.ifDirectory}`, { cause: err });
+  return accessRefusal(file, info, err, isAccessError(err));
+}
+
+/**
+ * Before a connection opens `file`: a directory at its path is refused, and so is the file or a
+ * -wal/-shm beside it that node-edge may not read and write (another user's: left root's by a
+ * command run with sudo) — named, with its owner and the chown. This user's own files, and the
+ * sidecars a crash left, are made owner-only first (0600): an older release created
+ * credit-leases.sqlite's at the umask's 0644, and whatever mode a restore left (000 too) is this
+ * user's to correct, as for spool.db. A sidecar that is not a regular file (a symlink planted beside
+ * it) is left alone. By path, never through a descriptor: closing one would drop this process's
+ * SQLite locks on the file.
+ */
+export function prepareStateFiles(file: string, role: StateFileRole): void {
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+    let info: Stats;
     try {
-      info = lstatSync(sidecar);
+      info = f === file ? statSync(f) : lstatSync(f);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      throw err;
+      throw stateFileOpenRefusal(f, err, role) ?? err;
     }
-    if (info.isFile() && (info.mode & 0o777) !== STATE_FILE_MODE) chmodSync(sidecar, STATE_FILE_MODE);
+    if (f === file && info.isDirectory()) throw new StateFileError(f, `is a directory, not ${role.kind}; ${role.ifDirectory}`);
+    if (!info.isFile()) continue;
+    if ((info.mode & 0o777) !== STATE_FILE_MODE) {
+      try {
+        chmodSync(f, STATE_FILE_MODE);
+      } catch (err) {
+        // Another user's file: only its owner (or root) may chmod it.
+        if (isAccessError(err)) throw accessRefusal(f, info, err, true) ?? err;
+        throw err;
+      }
+      info = statSync(f);
+    }
+    const refusal = accessRefusal(f, info, undefined);
+    if (refusal !== undefined) throw refusal;
   }
 }
 
 /** The open connection; closed again (and the error thrown) if any step fails. */
 export function openStateDatabase(file: string, opts: StateDatabaseOptions): Database.Database {
-  restrictSidecarModes(file);
-  const db = new Database(file);
+  const role = opts.role ?? SQLITE_STATE_FILE;
+  prepareStateFiles(file, role);
+  let db: Database.Database;
   try {
+    db = new Database(file);
+  } catch (err) {
+    throw stateFileOpenRefusal(file, err, role) ?? err;
+  }
+  try {
+    // A file SQLite has just created has the umask's mode.
     chmodSync(file, STATE_FILE_MODE);
     db.pragma(`busy_timeout = ${opts.busyTimeoutMs}`);
     db.pragma('journal_mode = WAL');
@@ -47,7 +141,7 @@ export function openStateDatabase(file: string, opts: StateDatabaseOptions): Dat
     db.exec(opts.schema);
   } catch (err) {
     db.close();
-    throw err;
+    throw stateFileOpenRefusal(file, err, role) ?? err;
   }
   return db;
 }

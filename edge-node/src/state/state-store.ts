@@ -30,9 +30,13 @@ export class StateFileError extends Error {
  * user (0700/0600), so a command run as another user sees EACCES. Nothing is wrong with the node.
  */
 export class StateAccessDeniedError extends StateFileError {
-  /** `owner`: the uid and mode of a file in the state dir this process could not read, when known. */
-  constructor(file: string, options?: { cause?: unknown; owner?: { uid: number; mode: number } }) {
-    super(file, `permission denied: ${accessAdvice(file, options?.owner)}`, options);
+  /**
+   * `owner`: the uid and mode of a file in the state dir this process could not use, when known.
+   * `use`: `read` (a command reading the state: status, doctor, the control link's reads) or
+   * `read-write` (a file node-edge opens to write: its SQLite files and their locks).
+   */
+  constructor(file: string, options?: { cause?: unknown; owner?: { uid: number; mode: number }; use?: 'read' | 'read-write' }) {
+    super(file, `permission denied: ${options?.use === 'read-write' ? writeAccessAdvice(file, options.owner) : accessAdvice(file, options?.owner)}`, options);
     this.name = 'StateAccessDeniedError';
   }
 }
@@ -47,6 +51,20 @@ function accessAdvice(file: string, owner: { uid: number; mode: number } | undef
   if (owner === undefined || me === undefined) return "only the node's user (and root) may read the state dir; run this as that user or with sudo";
   if (owner.uid === me) return `its mode ${(owner.mode & 0o777).toString(8).padStart(3, '0')} does not let its owner read it: chmod 600 ${file}`;
   return `it belongs to uid ${owner.uid}, and this runs as uid ${me}: run this as the node's user or with sudo; if this user is the node's (a command run with sudo wrote the file), give it back: chown ${me} ${file}`;
+}
+
+/**
+ * accessAdvice for a file node-edge itself opens to write, in the words of the spool's refusal
+ * (spool-file.ts spoolAccessRefusal): sudo is what left such a file root's, never the cure.
+ */
+function writeAccessAdvice(file: string, owner: { uid: number; mode: number } | undefined): string {
+  const me = process.getuid?.();
+  if (owner === undefined || me === undefined) return 'node-edge may not read and write it; run node-edge as the user that owns the state dir';
+  if (owner.uid === me) return `its mode ${(owner.mode & 0o777).toString(8).padStart(3, '0')} does not let its owner (this user) read and write it; chmod 600 ${file}`;
+  return (
+    `it belongs to uid ${owner.uid}, and node-edge runs as uid ${me}; run node-edge as uid ${owner.uid} if that is the node's user; ` +
+    `else give the file to the node's user (a command run as root may have left it): chown ${me} ${file}`
+  );
 }
 
 /** A file system error's code as the reason a state path cannot be read ("a part of the path is not a directory"). */
