@@ -6,7 +6,7 @@
 // committed, and a replica starting beside a live one that writes the book is never refused.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, readSync, statSync, truncateSync, writeSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
@@ -16,13 +16,12 @@ import { StateFileError } from '../../../edge-node/src/state/state-store.js';
 import { startProcess, tsEntry } from '../../fixtures/processes.js';
 import { startFakeGateway, writeEnrolledState } from '../control-fixtures.js';
 import { tempStateDir } from '../spool/spool-helpers.js';
+import { FRAME_HEADER_BYTES, WAL_HEADER_BYTES, flipByte, walShape } from '../../fixtures/wal-damage.js';
 
 const CHILD = fileURLToPath(new URL('./lease-wal-child.ts', import.meta.url));
 /** What lease-wal-child.ts `spend` writes: lease-1 charged 20 × 10 000 µ, as this node. */
 const NODE_ID = 'node-lease-wal-1';
 const SPENT = 200_000;
-const WAL_HEADER_BYTES = 32;
-const FRAME_HEADER_BYTES = 24;
 
 const sha = (file: string): string => createHash('sha256').update(readFileSync(file)).digest('hex');
 
@@ -39,24 +38,6 @@ function killedNode(t: Test, dir = tempStateDir(t)): KilledNode {
   t.equal(Number(child.stdout.trim()), SPENT, 'every charge was written before the kill');
   const file = path.join(dir, LEASE_DB_FILE);
   return { dir, file, wal: `${file}-wal` };
-}
-
-/** The WAL's frame size and its whole frames. */
-function walShape(wal: string): { frameBytes: number; frames: number } {
-  const frameBytes = FRAME_HEADER_BYTES + readFileSync(wal).readUInt32BE(8);
-  return { frameBytes, frames: Math.floor((statSync(wal).size - WAL_HEADER_BYTES) / frameBytes) };
-}
-
-function flipByte(file: string, offset: number): void {
-  const fd = openSync(file, 'r+');
-  try {
-    const b = Buffer.alloc(1);
-    readSync(fd, b, 0, 1, offset);
-    b[0] = (b[0] ?? 0) ^ 0xff;
-    writeSync(fd, b, 0, 1, offset);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** A bit flip in the page data of the WAL's middle frame; returns that frame's number (1-based) and the count. */

@@ -5,7 +5,7 @@
 // the WAL start again) are accepted with the records SQLite recovers from them.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, openSync, readFileSync, readSync, closeSync, statSync, truncateSync, writeSync } from 'node:fs';
+import { existsSync, readFileSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
@@ -16,10 +16,9 @@ import type { NodeSpool } from '../../../edge-node/src/spool/open-node-spool.js'
 import { readSpoolFigures } from '../../../edge-node/src/spool/spool-figures.js';
 import { SpoolRefusedError, vetSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
 import { NODE_ID, quietLogger, startReplica, tempStateDir } from './spool-helpers.js';
+import { FRAME_HEADER_BYTES, WAL_HEADER_BYTES, flipByte, walShape } from '../../fixtures/wal-damage.js';
 
 const CHILD = fileURLToPath(new URL('./spool-wal-child.ts', import.meta.url));
-const WAL_HEADER_BYTES = 32;
-const FRAME_HEADER_BYTES = 24;
 
 const sha = (file: string): string => createHash('sha256').update(readFileSync(file)).digest('hex');
 
@@ -49,25 +48,6 @@ async function killedNode(t: Test, mode: 'whole' | 'reset', groups: number, afte
   const committed = Number(child.stdout.trim());
   t.equal(committed, (groups + after) * 10, 'every finalise resolved before the kill');
   return { dir, file, wal: `${file}-wal`, committed };
-}
-
-/** The WAL's page size, frame size and its whole frames. */
-function walShape(wal: string): { frameBytes: number; frames: number } {
-  const header = readFileSync(wal).subarray(0, WAL_HEADER_BYTES);
-  const frameBytes = FRAME_HEADER_BYTES + header.readUInt32BE(8);
-  return { frameBytes, frames: Math.floor((statSync(wal).size - WAL_HEADER_BYTES) / frameBytes) };
-}
-
-function flipByte(file: string, offset: number): void {
-  const fd = openSync(file, 'r+');
-  try {
-    const b = Buffer.alloc(1);
-    readSync(fd, b, 0, 1, offset);
-    b[0] = (b[0] ?? 0) ^ 0xff;
-    writeSync(fd, b, 0, 1, offset);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 async function expectWalRefusal(t: Test, node: KilledNode, pattern: RegExp): Promise<void> {
