@@ -12,7 +12,7 @@ import { SPOOL_FILE } from '../spool/spool-file.js';
 import { isOwnerSlotHeldByAnother } from '../spool/spool-owner-lock.js';
 import { inspectWalDamage, walIndexFrameCount } from '../spool/wal-file-check.js';
 import type { WalDamage } from '../spool/wal-file-check.js';
-import { openStateDatabase, prepareStateFiles } from '../state/state-database.js';
+import { openStateDatabase, prepareStateFiles, quickCheckLine } from '../state/state-database.js';
 import type { StateFileRole } from '../state/state-database.js';
 import { StateFileError } from '../state/state-store.js';
 import type { FinishedReservation, LeaseSnapshot, ReservationChange } from './credit-lease.js';
@@ -54,14 +54,6 @@ const DAMAGED_ADVICE =
   'no longer knows what it spent: a lease granted to it again counts as unspent (docs/billing.md, "Persistence and crashes")';
 
 const LEASE_BOOK_ROLE: StateFileRole = { kind: 'the credit lease book', ifDirectory: DAMAGED_ADVICE };
-
-/** SQLite's quick_check rows as one line: a row may hold several lines ("*** in database main ***"). */
-function quickCheckLine(problems: readonly string[]): string {
-  return problems
-    .slice(0, 3)
-    .map((p) => p.trim().replace(/\s*\n\s*/g, '; '))
-    .join('; ');
-}
 
 /**
  * Whether another node-edge serving from this state dir already works from a recovery of the WAL

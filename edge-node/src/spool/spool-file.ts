@@ -9,6 +9,7 @@ import { accessSync, chmodSync, closeSync, constants, existsSync, fchmodSync, fc
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
+import { quickCheckLine } from '../state/state-database.js';
 import { isSpoolHeldOpen } from './spool-owner-lock.js';
 import { findWalDamage } from './wal-file-check.js';
 
@@ -271,7 +272,7 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
     meta = withReadOnlySpool(file, (db) => {
       const check = db.pragma('quick_check', { simple: false }) as Array<{ quick_check: string }>;
       const problems = check.map((r) => r.quick_check).filter((r) => r !== 'ok');
-      if (problems.length > 0) throw new SpoolRefusedError(file, `is corrupt (quick_check: ${problems.slice(0, 3).join('; ')})`, KEEP_ADVICE);
+      if (problems.length > 0) throw new SpoolRefusedError(file, `is corrupt (quick_check: ${quickCheckLine(problems)})`, KEEP_ADVICE);
       return readMeta(db);
     });
   } catch (err) {

@@ -145,3 +145,11 @@ export function openStateDatabase(file: string, opts: StateDatabaseOptions): Dat
   }
   return db;
 }
+
+/** SQLite's quick_check rows (the first three) as one line: a row may hold several lines ("*** in database main ***"). */
+export function quickCheckLine(problems: readonly string[]): string {
+  return problems
+    .slice(0, 3)
+    .map((p) => p.trim().replace(/\s*\n\s*/g, '; '))
+    .join('; ');
+}
