@@ -79,8 +79,22 @@ function nodeBookBehind(l: LeaseRow): boolean {
   return byReport !== undefined && l.reportedRemaining !== null && l.reportedRemaining > byReport;
 }
 
-export function leaseGrantMessage(l: { accountId: string; id: string; granted: bigint; expiresAt: number }): LeaseGrant {
-  return { accountId: l.accountId, leaseId: l.id, amountMicros: l.granted, expiresAt: BigInt(l.expiresAt) };
+/**
+ * The spend the control plane knows of an open lease: the most the node reported (recordLeaseReport
+ * keeps it from going back) and what was settled from its records, write-offs of interrupted requests
+ * included (the node counts those whole; while open, `returned` holds only them).
+ */
+function knownSpentOf(l: LeaseRow): bigint {
+  return maxOf(l.reportedSpent ?? 0n, l.spent + l.returned);
+}
+
+/**
+ * The grant carries the lease's known spend (LeaseGrant.known_spent_micros): the node counts at
+ * least that much spent, so a lease book that went back (a node re-enrolled on another host, a
+ * book restored or lost) cannot spend again what the control plane knows was spent.
+ */
+export function leaseGrantMessage(l: { accountId: string; id: string; granted: bigint; expiresAt: number; knownSpent: bigint }): LeaseGrant {
+  return { accountId: l.accountId, leaseId: l.id, amountMicros: l.granted, expiresAt: BigInt(l.expiresAt), knownSpentMicros: l.knownSpent };
 }
 
 /** What the node said about a lease when it closed: its settled spend, what in-flight requests held, and when (node clock). */
@@ -173,8 +187,11 @@ async function reclaimLeases(client: pg.PoolClient, leases: LeaseRow[], nowMs: n
 }
 
 export interface TopUpResult {
-  /** The lease to tell the node about (undefined: the account has nothing to lease and no open lease). */
-  lease: { id: string; accountId: string; granted: bigint; expiresAt: number } | undefined;
+  /**
+   * The lease to tell the node about (undefined: the account has nothing to lease and no open lease),
+   * with the spend the control plane knows of it (knownSpentOf), which the grant carries.
+   */
+  lease: { id: string; accountId: string; granted: bigint; expiresAt: number; knownSpent: bigint } | undefined;
   /** What this call added to the lease. */
   addedMicros: bigint;
   /** True when this call opened the lease (the node cannot have heard of it yet). */
@@ -233,7 +250,7 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
       await client.query('update credit_leases set expires_at = to_timestamp($2::bigint / 1000.0), updated_at = now() where id = $1', [lease.id, expiresAt]);
       leaseExpiresAt = expiresAt;
     }
-    return { lease: { id: lease.id, accountId, granted: lease.granted, expiresAt: leaseExpiresAt }, addedMicros: 0n, opened: false, overcommittedMicros };
+    return { lease: { id: lease.id, accountId, granted: lease.granted, expiresAt: leaseExpiresAt, knownSpent: knownSpentOf(lease) }, addedMicros: 0n, opened: false, overcommittedMicros };
   }
   const opened = lease === undefined;
   if (lease === undefined) {
@@ -253,7 +270,9 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
       where id = $1 returning granted_micros::text as granted, (extract(epoch from expires_at) * 1000)::bigint::text as "expiresAt"`,
     [lease.id, add.toString(), expiresAt],
   );
-  return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt) }, addedMicros: add, opened, overcommittedMicros };
+  // A top-up moves no spend: the figures read under the account lock above are the lease's.
+  const knownSpent = knownSpentOf(lease);
+  return { lease: { id: lease.id, accountId, granted: BigInt(rows[0]!.granted), expiresAt: Number(rows[0]!.expiresAt), knownSpent }, addedMicros: add, opened, overcommittedMicros };
 }
 
 /**
@@ -317,6 +336,12 @@ export interface LeaseReportOutcome {
    * what the control plane knew: the node's lease book went back. The caller logs it at error level.
    */
   wentBack: SpendWentBack | undefined;
+  /**
+   * The report's spend is below what the control plane knew (logged or not): the grant that follows
+   * is sent even when its amount and expiry did not change, so the node takes the known spend
+   * (LeaseGrant.known_spent_micros) at once rather than at the next top-up.
+   */
+  nodeBehind: boolean;
 }
 
 /**
@@ -351,8 +376,10 @@ export async function recordLeaseReport(client: pg.PoolClient, nodeId: string, r
       r.reportedAt !== undefined && r.reportedAt > 0n ? r.reportedAt.toString() : null,
     ],
   );
-  if (r.spentMicros >= known || wasBehind) return { wentBack: undefined };
+  if (r.spentMicros >= known) return { wentBack: undefined, nodeBehind: false };
+  if (wasBehind) return { wentBack: undefined, nodeBehind: true };
   return {
+    nodeBehind: true,
     wentBack: { reportedSpentMicros: r.spentMicros, previousReportedSpentMicros: lease.reportedSpent, settledSpentMicros: settled, knownSpentMicros: known },
   };
 }

@@ -4,7 +4,8 @@
  * reconsidered every refresh interval (new accounts, top-ups) and soon after a credit top-up or a
  * config change on any replica (`wake`); a LeaseReport records the node's
  * figures and tops that lease up (a report below the spend already known is logged at error
- * level: the node's lease book went back); a LeaseReturn closes the lease, gives the rest back and is
+ * level: the node's lease book went back; the grant sent after it, which carries the known spend,
+ * goes out even when unchanged); a LeaseReturn closes the lease, gives the rest back and is
  * acknowledged (LeaseReturnAck) once that is committed. A return that says the node is stopping
  * wins over a refresh under way: a lease that refresh opens is closed at once, never sent.
  */
@@ -92,8 +93,9 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
   }
 
   /**
-   * A report below the spend already known: the node's lease book went back, and it can spend the
-   * difference again (no message lowers what a node holds). Once per lease until its figures agree
+   * A report below the spend already known: the node's lease book went back, and it could spend the
+   * difference again; the grant that follows carries the known spend, which the node takes (a node
+   * of an earlier release ignores it). Once per lease until its figures agree
    * again (recordLeaseReport decides, from the stored figures, so every replica agrees).
    */
   function logSpendWentBack(node: StreamNode, accountId: string, leaseId: string, w: SpendWentBack): void {
@@ -106,7 +108,7 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
         knownSpentMicros: w.knownSpentMicros.toString(),
         behindMicros: (w.knownSpentMicros - w.reportedSpentMicros).toString(),
       },
-      'a node reported less spend on a lease than the control plane already knows: its lease book went back (restored from an older copy, lost, or left on another host) and it may spend the difference again, charged from its records beyond what the account has; the known spend is kept and the lease is topped up only once the node\'s own figures fall below its target',
+      'a node reported less spend on a lease than the control plane already knows: its lease book went back (restored from an older copy, lost, or left on another host) and could spend the difference again; the known spend is kept and sent to the node with the lease\'s grant (a node of an earlier release ignores it and may spend the difference again, charged from its records beyond what the account has), and the lease is topped up only once the node\'s own figures fall below its target',
     );
   }
 
@@ -157,7 +159,8 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
           return;
         }
         if (outcome.wentBack !== undefined) logSpendWentBack(node, r.accountId, r.leaseId, outcome.wentBack);
-        await grantOne(node, sessionOf(node.sessionId), r.accountId, send, false);
+        // A node behind the known spend is sent the grant (which carries it) even when unchanged.
+        await grantOne(node, sessionOf(node.sessionId), r.accountId, send, outcome.nodeBehind);
         return;
       }
       if (message.leaseReturn !== undefined) {

@@ -1,6 +1,7 @@
 /**
  * Credit leases over the control session (docs/billing.md, "Messages"): LeaseGrant in (the
- * lease's cumulative total, so repeats are harmless), LeaseReport out for every open lease every
+ * lease's cumulative total, so repeats are harmless, and the spend the control plane knows of it,
+ * which the lease counts at least), LeaseReport out for every open lease every
  * report interval and when a session starts, LeaseReturn out when the node shuts down while
  * connected (and again for a returned lease the control plane grants as if still open), and
  * LeaseReturnAck in: a stopping node waits (briefly) for those before its stream is ended.
@@ -32,6 +33,8 @@ const leaseGrantSchema = z.object({
   leaseId: z.string().min(1).max(128),
   amountMicros: safeMicros,
   expiresAt: safeMicros,
+  // Absent from an older control plane: nothing known, the lease's own figures stand.
+  knownSpentMicros: safeMicros.optional(),
 });
 
 export class CreditChannel implements ControlChannel {
@@ -192,7 +195,9 @@ export class CreditChannel implements ControlChannel {
     }
     const grant = parsed.data;
     try {
-      const outcome = this.book.grant({ accountId: grant.accountId, leaseId: grant.leaseId, amountMicros: grant.amountMicros, expiresAt: grant.expiresAt });
+      const outcome = this.book.grant({
+        accountId: grant.accountId, leaseId: grant.leaseId, amountMicros: grant.amountMicros, expiresAt: grant.expiresAt, knownSpentMicros: grant.knownSpentMicros,
+      });
       if (outcome === 'applied' && this.stopping) {
         // Granted while the node waits for its returns to be confirmed (a refresh after an earlier
         // lease of the account closed): kept, it would stay outstanding for a node that is gone.

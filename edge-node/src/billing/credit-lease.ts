@@ -63,15 +63,28 @@ export interface FinishedReservation {
 export type ReservationChange = { add: { requestId: string; amount: number } } | { remove: string };
 
 /**
+ * The spend the control plane knows of a lease (LeaseGrant.known_spent_micros), written with a
+ * grant: the lease's spent, with the costs of its finished reservations not charged yet (they count
+ * as spent in reports, so the control plane's figure already holds them), is raised to at least
+ * `knownSpent`. `finished` are this process's such reservations (the store adds every replica's).
+ */
+export interface SpentFloor {
+  knownSpent: number;
+  finished: readonly FinishedReservation[];
+}
+
+/**
  * Persists the change from `prev` (this lease as it stands) to `next` (and the request row written
- * with it). Returns the lease as stored after it, which the lease takes on (other replicas of the
- * node write to the same lease), refused when a reservation did not fit the stored figures;
- * undefined when nothing is stored (the change stands as `next`). Throws when it cannot write.
+ * with it, or the known spend a grant raises spent to, in the same transaction). Returns the lease
+ * as stored after it, which the lease takes on (other replicas of the node write to the same
+ * lease), refused when a reservation did not fit the stored figures; undefined when nothing is
+ * stored (the change stands as `next`, spent raised to the floor). Throws when it cannot write.
  */
 export type LeaseChangeWriter = (
   next: LeaseSnapshot,
   prev: LeaseSnapshot,
   reservation?: ReservationChange,
+  spentFloor?: SpentFloor,
 ) => { refused: boolean; stored: LeaseSnapshot } | undefined | void;
 
 function assertMicros(name: string, value: number): void {
@@ -87,6 +100,17 @@ export function addMicros(...values: number[]): number {
   let sum = 0;
   for (const v of values) sum = Math.min(Number.MAX_SAFE_INTEGER, sum + v);
   return sum;
+}
+
+/**
+ * The spent a lease takes to count at least `floor.knownSpent`, its finished reservations' costs
+ * counted with its spent (each request once, by id).
+ */
+export function flooredSpent(spent: number, leaseId: string, floor: SpentFloor, moreFinished: readonly FinishedReservation[] = []): number {
+  const costs = new Map<string, number>();
+  for (const f of [...moreFinished, ...floor.finished]) if (f.leaseId === leaseId) costs.set(f.requestId, f.costMicros);
+  const counted = addMicros(spent, ...costs.values());
+  return counted >= floor.knownSpent ? spent : addMicros(spent, floor.knownSpent - counted);
 }
 
 /** The end of a reservation's own row. */
@@ -156,10 +180,14 @@ export class CreditLease {
    * Writes the state `change` leads to (onChange), then adopts it: if the write throws, nothing
    * changed (the caller sees the error; the lease is as before).
    */
-  private commit(change: Partial<Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>>, reservation?: ReservationChange): boolean {
+  private commit(
+    change: Partial<Pick<LeaseSnapshot, 'granted' | 'spent' | 'reserved' | 'expiresAt' | 'state'>>, reservation?: ReservationChange, spentFloor?: SpentFloor,
+  ): boolean {
     const prev = this.snapshot();
     const next: LeaseSnapshot = { ...prev, ...change };
-    const written = this.onChange(next, prev, reservation);
+    const written = this.onChange(next, prev, reservation, spentFloor);
+    // Nothing stored: the floor is applied here (a store applies it to the figures on disk).
+    if (written === undefined && spentFloor !== undefined) next.spent = flooredSpent(next.spent, this.leaseId, spentFloor);
     this.adoptFigures(written === undefined ? next : written.stored);
     return written?.refused !== true;
   }
@@ -176,12 +204,22 @@ export class CreditLease {
   /**
    * Applies a LeaseGrant: `total` is the lease's cumulative granted amount, so a repeated or
    * reordered grant never adds twice and never shrinks the lease. Ignored once returned.
+   * `knownSpent` is the spend the control plane knows of the lease (0: none, or an older control
+   * plane): spent is raised so that it, with the costs of finished reservations not charged yet,
+   * is at least that, in the grant's write. A lease book that went back (restored, lost, or on
+   * another host after a re-enrollment) cannot spend again what the control plane knows was
+   * spent; an intact book already counts at least that much and is left as it is. Reservations
+   * are unchanged; spent never goes down.
    */
-  grant(total: number, expiresAt: number): void {
+  grant(total: number, expiresAt: number, knownSpent = 0): void {
     assertMicros('granted total', total);
+    assertMicros('known spent', knownSpent);
     if (this.leaseState !== 'open') return;
-    if (total <= this.grantedMicros && expiresAt <= this.expiry) return;
-    this.commit({ granted: Math.max(this.grantedMicros, total), expiresAt: Math.max(this.expiry, expiresAt) });
+    const floor: SpentFloor | undefined = knownSpent > 0 ? { knownSpent, finished: this.finishedReservations() } : undefined;
+    // A grant with a known spend is always written: the floor is checked against the figures as
+    // stored, which decide (other replicas' charges and finished reservations are in them).
+    if (total <= this.grantedMicros && expiresAt <= this.expiry && floor === undefined) return;
+    this.commit({ granted: Math.max(this.grantedMicros, total), expiresAt: Math.max(this.expiry, expiresAt) }, undefined, floor);
   }
 
   /**

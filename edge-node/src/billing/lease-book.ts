@@ -24,7 +24,7 @@
  */
 import type { Logger } from '../logger.js';
 import { CreditLease, addMicros } from './credit-lease.js';
-import type { FinishedReservation, LeaseSnapshot, LeaseState, Reservation, ReservationChange } from './credit-lease.js';
+import type { FinishedReservation, LeaseSnapshot, LeaseState, Reservation, ReservationChange, SpentFloor } from './credit-lease.js';
 import { withdrawnForGood } from './credit-withdrawal.js';
 import type { CreditWithdrawal } from './credit-withdrawal.js';
 import { sortLeftReservations } from './left-reservations.js';
@@ -43,6 +43,11 @@ export interface GrantInput {
   /** Cumulative granted total of the lease, micro-units. */
   amountMicros: number;
   expiresAt: number;
+  /**
+   * LeaseGrant.known_spent_micros: the spend the control plane knows of the lease; the lease counts
+   * at least this much spent (CreditLease.grant). 0 or absent: none known, or an older control plane.
+   */
+  knownSpentMicros?: number | undefined;
 }
 
 export type GrantOutcome =
@@ -218,20 +223,25 @@ export class LeaseBook {
     if (known !== undefined) {
       if (known.accountId !== input.accountId) throw new Error(`lease ${input.leaseId} belongs to another account`);
       if (known.state === 'returned') return 'already-returned';
-      known.grant(input.amountMicros, input.expiresAt);
+      known.grant(input.amountMicros, input.expiresAt, input.knownSpentMicros ?? 0);
       // Another replica returned it (found by this write): the control plane missed that return.
       return (known.state as LeaseState) === 'returned' ? 'already-returned' : 'applied';
     }
     // A new lease for an account replaces its previous open one for new reservations; requests
-    // holding the old one still settle against it (they keep their own reservation).
+    // holding the old one still settle against it (they keep their own reservation). A lease this
+    // book does not know may have been spent from already (the book was lost or restored from an
+    // older copy, or the node re-enrolled on another host): it starts from the spend the control
+    // plane knows of it, not from nothing.
+    const knownSpent = input.knownSpentMicros ?? 0;
     const lease = new CreditLease(
-      { accountId: input.accountId, leaseId: input.leaseId, granted: input.amountMicros, spent: 0, expiresAt: input.expiresAt, state: 'open' },
+      { accountId: input.accountId, leaseId: input.leaseId, granted: input.amountMicros, spent: knownSpent, expiresAt: input.expiresAt, state: 'open' },
       this.persist,
     );
     // Written first: a lease the store could not record is not served from (the grant is sent again).
     // Another replica may have stored it already (a control link held by two for a moment): its
-    // figures there stand, the grant only raises the total and the expiry.
-    const stored = this.persist(lease.snapshot(), lease.snapshot());
+    // figures there stand, the grant only raises the total, the expiry and spent to the known spend.
+    const floor: SpentFloor | undefined = knownSpent > 0 ? { knownSpent, finished: [] } : undefined;
+    const stored = this.persist(lease.snapshot(), lease.snapshot(), undefined, floor);
     if (stored !== undefined) lease.adoptFigures(stored.stored);
     this.adopt(lease);
     // Stored as returned: a replica that held the link before this one (and never told this one of
@@ -408,14 +418,14 @@ export class LeaseBook {
     return { atMs, figures };
   }
 
-  private readonly persist = (next: LeaseSnapshot, prev: LeaseSnapshot, reservation?: ReservationChange): StoredLeaseWrite | undefined => {
+  private readonly persist = (next: LeaseSnapshot, prev: LeaseSnapshot, reservation?: ReservationChange, spentFloor?: SpentFloor): StoredLeaseWrite | undefined => {
     // The store refuses it too when it keeps the withdrawal; this one it does not know of.
     if (this.withdrawnHere !== undefined && reservation !== undefined && 'add' in reservation) return { refused: true, stored: prev };
     const left = this.unsettled.get(next.leaseId);
-    if (reservation === undefined && left === undefined) return this.store.save(next, prev);
+    if (reservation === undefined && left === undefined) return this.store.save(next, prev, undefined, spentFloor);
     // The start-up settlement that could not be written rides on this write: its rows and its figures.
     const carried = left === undefined ? next : { ...next, spent: addMicros(next.spent, left.addSpent), reserved: next.reserved + left.addReserved };
-    const written = this.store.save(carried, prev, { change: reservation, settled: left?.requestIds });
+    const written = this.store.save(carried, prev, { change: reservation, settled: left?.requestIds }, spentFloor);
     // A refused reservation wrote nothing: the rows still go with the next write.
     if (written?.refused !== true) this.unsettled.delete(next.leaseId);
     return written;

@@ -15,7 +15,8 @@ import type { WalDamage } from '../spool/wal-file-check.js';
 import { openStateDatabase, prepareStateFiles, quickCheckLine } from '../state/state-database.js';
 import type { StateFileRole } from '../state/state-database.js';
 import { StateFileError } from '../state/state-store.js';
-import type { FinishedReservation, LeaseSnapshot, ReservationChange } from './credit-lease.js';
+import { flooredSpent } from './credit-lease.js';
+import type { FinishedReservation, LeaseSnapshot, ReservationChange, SpentFloor } from './credit-lease.js';
 import type { CreditWithdrawal } from './credit-withdrawal.js';
 
 export const LEASE_DB_FILE = 'credit-leases.sqlite';
@@ -164,8 +165,11 @@ export interface LeaseStore {
    * after it; undefined when the store keeps nothing (the change stands as `next`). A reservation
    * (`rows.change.add`) the stored figures cannot cover, of a lease returned meanwhile, or made
    * while the node's credit is withdrawn (setWithdrawal), is refused: nothing written.
+   * `spentFloor` (a grant's known spend): in the same transaction, the open lease's spent as stored is
+   * raised so that it, with the costs of its finished reservations not charged yet (every replica's
+   * marks, and the floor's own), is at least the known spend; never lowered.
    */
-  save(next: LeaseSnapshot, prev: LeaseSnapshot, rows?: ReservationRows): StoredLeaseWrite | undefined;
+  save(next: LeaseSnapshot, prev: LeaseSnapshot, rows?: ReservationRows, spentFloor?: SpentFloor): StoredLeaseWrite | undefined;
   /** The account's open lease as stored (another replica may hold a newer one than this process knows). */
   openLeaseOf(accountId: string): LeaseSnapshot | undefined;
   /** Runs `fn` (reads and writes of this store) as one transaction under the write lock. */
@@ -298,6 +302,10 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
   const myFinished = db.prepare<[string], ReservationRow>(
     'select r.* from reservations r join leases l on l.lease_id = r.lease_id where l.node_id = ? and r.finished_cost is not null',
   );
+  const leaseFinished = db.prepare<[string], ReservationRow>('select * from reservations where lease_id = ? and finished_cost is not null');
+  const raiseSpent = db.prepare<Record<string, unknown>, LeaseRow>(
+    'update leases set spent = min(@ceiling, @spent) where lease_id = @leaseId and node_id = @nodeId and spent < @spent returning *',
+  );
   const myReservations = db.prepare<[string], ReservationRow>(
     'select r.* from reservations r join leases l on l.lease_id = r.lease_id where l.node_id = ?',
   );
@@ -322,8 +330,27 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
     return before;
   });
   const owner = opts.owner ?? null;
+  /**
+   * A grant's known spend on the lease as stored (after this write's rows: a settled row's amount is
+   * in spent already). Logged when it raises spent: the lease book had gone back.
+   */
+  const applySpentFloor = (stored: LeaseSnapshot, floor: SpentFloor): LeaseSnapshot => {
+    if (stored.state !== 'open') return stored;
+    const finished = leaseFinished.all(stored.leaseId).map((r): FinishedReservation => ({
+      requestId: r.request_id, leaseId: r.lease_id, amount: r.amount, costMicros: r.finished_cost ?? 0, finishedAt: r.finished_at ?? 0,
+    }));
+    const spent = flooredSpent(stored.spent, stored.leaseId, floor, finished);
+    if (spent <= stored.spent) return stored;
+    const row = raiseSpent.get({ leaseId: stored.leaseId, nodeId, spent, ceiling: Number.MAX_SAFE_INTEGER });
+    if (row === undefined) return stored;
+    opts.logger?.warn(
+      { leaseId: stored.leaseId, accountId: stored.accountId, storedSpentMicros: stored.spent, knownSpentMicros: floor.knownSpent, spentMicros: row.spent },
+      `the control plane knows of more spend on a credit lease than ${LEASE_DB_FILE} holds (the book was lost, restored from an older copy, or this node re-enrolled on another host): the lease counts that spend, so it is not spent again`,
+    );
+    return snapshotOf(row);
+  };
   // One transaction: a lease's figures and its reservation rows never disagree on disk.
-  const write = db.transaction((next: LeaseSnapshot, prev: LeaseSnapshot, rows: ReservationRows | undefined): StoredLeaseWrite => {
+  const write = db.transaction((next: LeaseSnapshot, prev: LeaseSnapshot, rows: ReservationRows | undefined, floor: SpentFloor | undefined): StoredLeaseWrite => {
     const row = selectLease.get(next.leaseId, nodeId);
     const adds = rows?.change !== undefined && 'add' in rows.change;
     // The node's credit withdrawn by the link's holder (the other replicas learn of it only here).
@@ -333,6 +360,14 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
       if (otherNodes.get(next.leaseId) !== undefined) throw new Error(`lease ${next.leaseId} belongs to another node in ${LEASE_DB_FILE}`);
       insertLease.run({ ...next, nodeId });
       stored = next;
+      if (floor !== undefined && next.spent > 0) {
+        // A lease the book has no row of, granted with spend already known: its row was lost (or this
+        // node re-enrolled on another host); it starts from that spend, not from nothing.
+        opts.logger?.warn(
+          { leaseId: next.leaseId, accountId: next.accountId, knownSpentMicros: floor.knownSpent, spentMicros: next.spent },
+          `a credit lease ${LEASE_DB_FILE} holds no row of was granted with spend the control plane already knows of (the book was lost, restored from an older copy, or this node re-enrolled on another host): the lease counts that spend, so it is not spent again`,
+        );
+      }
     } else {
       const onDisk = snapshotOf(row);
       const change = rows?.change;
@@ -367,6 +402,7 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
       else removeReservation.run(change.remove);
     }
     for (const requestId of rows?.settled ?? []) removeReservation.run(requestId);
+    if (floor !== undefined) stored = applySpentFloor(stored, floor);
     return { refused: false, stored };
   });
   return {
@@ -383,7 +419,7 @@ export function openLeaseStore(stateDir: string, opts: LeaseStoreOptions): Lease
         owner: r.owner_slot,
         forwarded: r.forwarded !== 0,
       })),
-    save: (next, prev, rows) => write.immediate(next, prev, rows),
+    save: (next, prev, rows, spentFloor) => write.immediate(next, prev, rows, spentFloor),
     atomically: (fn) => db.transaction(fn).immediate(),
     markForwarded: (requestId) => {
       forward.run(requestId);

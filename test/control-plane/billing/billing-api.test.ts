@@ -76,7 +76,7 @@ t.test('billing admin API and lease stream handler', async (t) => {
     }]));
     await handler.handle(node, { leaseReport: { accountId, leaseId, spentMicros: 300n, reservedMicros: 50n, remainingMicros: 50n, reportedAt: BigInt(Date.now()) } }, send);
     // balance 900, outstanding 300 → free 600; target min(400, 0.5 × (600 + 300)) = 400; node has 50 → +350.
-    t.same(sent.at(-1), { leaseGrant: { accountId, leaseId, amountMicros: 750n, expiresAt: sent.at(-1)!.leaseGrant!.expiresAt } });
+    t.same(sent.at(-1), { leaseGrant: { accountId, leaseId, amountMicros: 750n, expiresAt: sent.at(-1)!.leaseGrant!.expiresAt, knownSpentMicros: 300n } });
 
     const leases = await call('GET', '/api/v1/leases?node=edge-billing');
     t.equal(leases.statusCode, 200);

@@ -280,7 +280,7 @@ t.test('closed credit leases', async (t) => {
     const report = { accountId: account, leaseId: first.leaseId, spentMicros: 10_000n, reservedMicros: 0n, remainingMicros: first.amountMicros - 10_000n, reportedAt: BigInt(now) };
     await handler.handle(node, { leaseReport: report }, send);
     t.equal(sent.length, before + 1, 'a grant was sent');
-    t.same(sent.at(-1), { leaseGrant: { accountId: account, leaseId: first.leaseId, amountMicros: first.amountMicros, expiresAt: BigInt(now + HOUR) } });
+    t.same(sent.at(-1), { leaseGrant: { accountId: account, leaseId: first.leaseId, amountMicros: first.amountMicros, expiresAt: BigInt(now + HOUR), knownSpentMicros: 10_000n } });
     await handler.handle(node, { leaseReport: report }, send);
     t.equal(sent.length, before + 1, 'an unchanged grant is not sent again');
   });

@@ -386,6 +386,13 @@ export interface LeaseGrant {
   leaseId: string;
   /** After this (unix ms) the node must not reserve from the lease and returns what is left. */
   expiresAt: bigint;
+  /**
+   * The spend the control plane knows of this lease, micro-units: the most the node reported, and
+   * what was settled from its records (write-offs of interrupted requests included). The node counts
+   * at least this much spent, so a lease book that went back (restored, lost, left on another host)
+   * cannot spend it again (added in v1, additive: absent or 0 from an older control plane).
+   */
+  knownSpentMicros?: bigint | undefined;
 }
 
 /** UpgradeDirective tells the node to upgrade to the version the control plane pins (its own). */
@@ -2905,7 +2912,7 @@ export const CredentialRotation: MessageFns<CredentialRotation> = {
 };
 
 function createBaseLeaseGrant(): LeaseGrant {
-  return { accountId: "", amountMicros: 0n, leaseId: "", expiresAt: 0n };
+  return { accountId: "", amountMicros: 0n, leaseId: "", expiresAt: 0n, knownSpentMicros: undefined };
 }
 
 export const LeaseGrant: MessageFns<LeaseGrant> = {
@@ -2927,6 +2934,12 @@ export const LeaseGrant: MessageFns<LeaseGrant> = {
         throw new globalThis.Error("value provided for field message.expiresAt of type int64 too large");
       }
       writer.uint32(32).int64(message.expiresAt);
+    }
+    if (message.knownSpentMicros !== undefined) {
+      if (BigInt.asIntN(64, message.knownSpentMicros) !== message.knownSpentMicros) {
+        throw new globalThis.Error("value provided for field message.knownSpentMicros of type int64 too large");
+      }
+      writer.uint32(40).int64(message.knownSpentMicros);
     }
     return writer;
   },
@@ -2976,6 +2989,14 @@ export const LeaseGrant: MessageFns<LeaseGrant> = {
             message.expiresAt = reader.int64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.knownSpentMicros = reader.int64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3010,6 +3031,11 @@ export const LeaseGrant: MessageFns<LeaseGrant> = {
         : isSet(object.expires_at)
         ? BigInt(object.expires_at)
         : 0n,
+      knownSpentMicros: isSet(object.knownSpentMicros)
+        ? BigInt(object.knownSpentMicros)
+        : isSet(object.known_spent_micros)
+        ? BigInt(object.known_spent_micros)
+        : undefined,
     };
   },
 
@@ -3027,6 +3053,9 @@ export const LeaseGrant: MessageFns<LeaseGrant> = {
     if (message.expiresAt !== 0n) {
       obj.expiresAt = message.expiresAt.toString();
     }
+    if (message.knownSpentMicros !== undefined) {
+      obj.knownSpentMicros = message.knownSpentMicros.toString();
+    }
     return obj;
   },
 
@@ -3041,6 +3070,9 @@ export const LeaseGrant: MessageFns<LeaseGrant> = {
       : 0n;
     message.leaseId = object.leaseId ?? "";
     message.expiresAt = (object.expiresAt !== undefined && object.expiresAt !== null) ? BigInt(object.expiresAt) : 0n;
+    message.knownSpentMicros = (object.knownSpentMicros !== undefined && object.knownSpentMicros !== null)
+      ? BigInt(object.knownSpentMicros)
+      : undefined;
     return message;
   },
 };
