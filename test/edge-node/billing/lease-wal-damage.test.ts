@@ -13,7 +13,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { LEASE_DB_FILE, openLeaseStore } from '../../../edge-node/src/billing/lease-store.js';
 import { StateFileError } from '../../../edge-node/src/state/state-store.js';
-import { startProcess, tsEntry } from '../../fixtures/processes.js';
+import { serveRefusal } from '../serve-refusal.js';
 import { startFakeGateway, writeEnrolledState } from '../control-fixtures.js';
 import { tempStateDir } from '../spool/spool-helpers.js';
 import { FRAME_HEADER_BYTES, WAL_HEADER_BYTES, flipByte, walShape } from '../../fixtures/wal-damage.js';
@@ -115,18 +115,13 @@ t.test('serve refuses a lease book whose WAL is damaged with one line naming it,
   const node = killedNode(t, state.dir);
   const { frame, frames } = damageMiddleFrame(node.wal);
   const before = { db: sha(node.file), wal: sha(node.wal) };
-  const entry = tsEntry('edge-node/src/main.ts');
-  const proc = await startProcess({ name: 'zenova-node serve', command: entry.command, args: [...entry.args, 'serve', '--state-dir', state.dir, '--listen', '127.0.0.1:0'], t });
-  // Resolves false once serve exits without listening (waitForLine gives up at its exit).
-  const listened = await proc.waitForLine(/node-edge listening/, 60_000).then(() => true, () => false);
+  const { listened, code, said, output } = await serveRefusal(t, state.dir);
   t.notOk(listened, 'serve did not start');
   if (listened) return;
-  const exit = await proc.exited;
-  t.equal(exit.code, 2, 'exit 2, as for every damaged state file');
-  const said = proc.output().split('\n').filter((l) => l.startsWith('zenova-node: '));
+  t.equal(code, 2, 'exit 2, as for every damaged state file');
   t.equal(said.length, 1, 'one line');
   t.match(said[0], `zenova-node: ${node.file}: has a WAL (${node.wal}) with a damaged frame (${frame} of ${frames}) followed by committed transactions`);
-  t.notMatch(proc.output(), /node-edge listening|unexpected failure/);
+  t.notMatch(output, /node-edge listening|unexpected failure/);
   t.same({ db: sha(node.file), wal: sha(node.wal) }, before, 'credit-leases.sqlite and its -wal are byte-identical');
 });
 

@@ -3,8 +3,8 @@
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { startProcess, tsEntry } from '../../fixtures/processes.js';
 import { startFakeGateway, writeEnrolledState } from '../control-fixtures.js';
+import { serveRefusal } from '../serve-refusal.js';
 
 t.test('serve refuses a directory at spool.db with one line naming it and what to do, exit 2', async (t) => {
   const gateway = await startFakeGateway(t);
@@ -13,18 +13,13 @@ t.test('serve refuses a directory at spool.db with one line naming it and what t
   mkdirSync(file);
   // Not empty: an empty directory's size is 0 on some file systems, which the spool's size check meets first.
   writeFileSync(path.join(file, 'records'), 'x');
-  const entry = tsEntry('edge-node/src/main.ts');
-  const proc = await startProcess({ name: 'zenova-node serve', command: entry.command, args: [...entry.args, 'serve', '--state-dir', state.dir, '--listen', '127.0.0.1:0'], t });
-  // Resolves false once serve exits without listening (waitForLine gives up at its exit).
-  const listened = await proc.waitForLine(/node-edge listening/, 60_000).then(() => true, () => false);
+  const { listened, code, said, output } = await serveRefusal(t, state.dir);
   t.notOk(listened, 'serve did not start');
   if (listened) return;
-  const exit = await proc.exited;
-  t.equal(exit.code, 2, 'exit 2, as for every state file refusal');
-  const said = proc.output().split('\n').filter((l) => l.startsWith('zenova-node: '));
+  t.equal(code, 2, 'exit 2, as for every state file refusal');
   t.same(said, [
     `zenova-node: ${file}: is a directory, not a spool file; it was left untouched: move it aside, and put the spool file back at this path (with its -wal and -shm) if you have it`,
   ]);
-  t.notMatch(proc.output(), /unexpected failure|node-edge listening/);
+  t.notMatch(output, /unexpected failure|node-edge listening/);
   t.same(readdirSync(file), ['records'], 'the directory was left as it was');
 });
