@@ -70,6 +70,8 @@ t.test('status without node-edge.service finds an install cut short before its u
   const json = await status(h.host, '--json');
   t.equal(json.exit, 1);
   t.match(JSON.parse(json.out), { installDir: '/opt/zenova-node', service: { state: 'not-installed' }, error: REENROLL_ADVICE });
+  // Scripts read `installed`: nothing runs this node, so it is not installed, only left unfinished.
+  t.match(JSON.parse(json.out), { installed: false, unfinishedInstall: true }, 'installed is false without node-edge.service');
 
   // The advice holds: the install command is refused there, the --reenroll installs the node again.
   const install = captureCli(work);
@@ -80,6 +82,7 @@ t.test('status without node-edge.service finds an install cut short before its u
   t.equal(h.redemptions(), 2, 'one redemption for the install, one for the reenroll');
   const after = await status(h.host);
   t.match(after.out, /^service: +node-edge\.service active$/m);
+  t.match(JSON.parse((await status(h.host, '--json')).out), { installed: true, unfinishedInstall: false });
   t.notMatch(after.out, /did not finish/);
 });
 

@@ -47,7 +47,13 @@ installed here or it is not enrolled, 2 bad usage.
 `;
 
 export interface InstalledStatus {
+  /** node-edge.service is installed (only then does anything run the node). */
   installed: boolean;
+  /**
+   * A `current` release without node-edge.service: an install cut short before its units (or the
+   * units removed by hand). Not `installed`: nothing runs it; `error` says how to recover.
+   */
+  unfinishedInstall: boolean;
   installDir: string | null;
   version: string | null;
   service: { unit: string; state: ServiceState | 'not-installed' };
@@ -143,7 +149,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const dir = installDirOption ?? (unit === undefined ? (unfinishedDefault ? DEFAULT_INSTALL_DIR : undefined) : installDirFromUnit(unit));
   const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
   if (dir === undefined) {
-    return { installed: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, upgradeRunning: null, error: NO_NODE_INSTALLED };
+    return { installed: false, unfinishedInstall: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, upgradeRunning: null, error: NO_NODE_INSTALLED };
   }
   const layout = installLayout(dir);
   const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);
@@ -168,8 +174,10 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const runningPid = inProgress === undefined ? undefined : await installLockHolder(host.hostRoot);
   // Neither the unit nor a current release: nothing is installed, whatever data/ holds. An install
   // that failed and was rolled back keeps data/ with the node's identity (install.md), and is
-  // recovered with --reenroll.
-  const installed = unit !== undefined || target !== undefined;
+  // recovered with --reenroll. A release without the unit is not installed either (nothing runs
+  // it; scripts read `installed`), but its install dir is reported.
+  const installed = unit !== undefined;
+  const unfinishedInstall = unit === undefined && target !== undefined;
   // No unit: what is there is left over (a rolled-back install's data/, or an install cut short
   // before its units), also with a current release. Without data/ there is nothing left over
   // either: "no gateway node is installed at D", not the state store's "the state directory D/data
@@ -177,9 +185,10 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   if (unit === undefined && (error === null || stateDirMissing)) error = leftoverDataMessage(dir, node, target === undefined ? undefined : version ?? target);
   let readinessRow: InstalledStatus['readiness'] = null;
   if (listen !== undefined) readinessRow = await readiness(listen, () => installedTlsCertFile(host.hostRoot, layout));
-  else if (installed) readinessRow = unknownReadiness(`ZENOVA_NODE_LISTEN in ${layout.envFile} ${listenSetting === undefined ? 'is missing' : 'is not HOST:PORT'} (node-edge cannot start)`);
+  else if (installed || unfinishedInstall) readinessRow = unknownReadiness(`ZENOVA_NODE_LISTEN in ${layout.envFile} ${listenSetting === undefined ? 'is missing' : 'is not HOST:PORT'} (node-edge cannot start)`);
   return {
     installed,
+    unfinishedInstall,
     installDir: dir,
     version,
     service,
@@ -240,9 +249,9 @@ function ingressCertificateRow(c: NonNullable<NonNullable<InstalledStatus['readi
 
 export function formatInstalledStatus(status: InstalledStatus): string {
   const row = (label: string, value: string): string => `${`${label}:`.padEnd(15)}${value}\n`;
-  if (!status.installed || status.installDir === null) return row('node', status.error ?? 'not installed');
+  if ((!status.installed && !status.unfinishedInstall) || status.installDir === null) return row('node', status.error ?? 'not installed');
   // A current release without the unit: an install cut short. Its verdict and recovery come first.
-  const unfinished = status.service.state === 'not-installed';
+  const unfinished = status.unfinishedInstall;
   let out = unfinished && status.error !== null ? row('install', status.error) : '';
   out += row('install dir', status.installDir) + row('version', status.version ?? 'unknown (no current release)') + row('service', `${status.service.unit} ${status.service.state}`);
   if (status.replicas !== undefined) out += row('replicas', status.replicas === null ? 'INVALID: ZENOVA_NODE_REPLICAS in etc/node.env is not a whole number from 1 to 999 (node-edge refuses to start)' : `${status.replicas} (${describeReplicas(status.replicas)})`);
@@ -277,7 +286,7 @@ export async function runStatus(argv: readonly string[], ctx: CliContext, host: 
   const status = await readInstalledStatus(host, installDir);
   ctx.stdout.write(flagOption(parsed, 'json') ? `${JSON.stringify(statusJson(status), null, 2)}\n` : formatInstalledStatus(status));
   // Without its unit nothing runs the node, enrolled or not.
-  return status.installed && status.service.state !== 'not-installed' && status.node?.enrolled === true ? EXIT_OK : EXIT_FAILURE;
+  return status.installed && status.node?.enrolled === true ? EXIT_OK : EXIT_FAILURE;
 }
 
 export function statusCommandFor(host: () => HostEnv): Command {
