@@ -218,10 +218,25 @@ export function citationSlots(citation: Record<string, unknown>, into: TextSlot[
   resultSlots(citation, into, 0, NotGeneratedSlot);
 }
 
-/** Slots for the citations of a text block (its `citations`, when it has any). */
+/**
+ * Slots for the citations of a text block (its `citations`, when it has any). A shape Anthropic never
+ * sends — `citations` one object or a string instead of a list, an entry that is not an object —
+ * has every string in it checked the same way (before, it went on unread).
+ */
 export function textBlockCitationSlots(block: Record<string, unknown>, into: TextSlot[]): void {
   const citations = block.citations;
-  if (Array.isArray(citations)) for (const citation of citations) if (isRecord(citation)) citationSlots(citation, into);
+  if (!Array.isArray(citations)) {
+    citationValueSlots(block, 'citations', into);
+    return;
+  }
+  for (let i = 0; i < citations.length; i += 1) citationValueSlots(citations as unknown as Record<string, unknown>, String(i), into);
+}
+
+/** Slots for `holder[key]`, a citation (citationSlots), or the strings of another shape in its place (a stream's `citations_delta.citation` too). */
+export function citationValueSlots(holder: Record<string, unknown>, key: string, into: TextSlot[]): void {
+  const citation = holder[key];
+  if (isRecord(citation)) citationSlots(citation, into);
+  else resultValueSlots(holder, key, into, 0, NotGeneratedSlot);
 }
 
 /**
@@ -245,7 +260,12 @@ function isServerResult(type: string): boolean {
  * TEXTLESS_BLOCK_TYPES). Opaque fields (signatures, encrypted content, base64 data, file ids) are not text.
  */
 export function contentBlockSlots(blocks: unknown[], into: TextSlot[], depth = 0): void {
-  for (const block of blocks) if (isRecord(block)) blockSlots(block, into, depth);
+  for (let i = 0; i < blocks.length; i += 1) {
+    const block: unknown = blocks[i];
+    if (isRecord(block)) blockSlots(block, into, depth);
+    // A block that is not an object (an answer's `["…"]`; a request's is refused by the schema): its strings are text all the same.
+    else resultValueSlots(blocks as unknown as Record<string, unknown>, String(i), into, depth, FieldSlot);
+  }
 }
 
 /**
@@ -256,9 +276,15 @@ export function contentBlockSlots(blocks: unknown[], into: TextSlot[], depth = 0
  */
 export function blockSlots(block: Record<string, unknown>, into: TextSlot[], depth = 0): void {
   const type = block.type;
-  if (typeof type !== 'string') return;
   if (depth > MAX_DEPTH) {
     markPartial(into);
+    return;
+  }
+  if (typeof type !== 'string') {
+    // No type to read it by (an answer's; a request's is refused by the schema): every string in
+    // it, a type of another shape included, is checked, as in a block of an unknown type.
+    unknownBlockSlots(block, into, depth);
+    if (typeof type === 'object' && type !== null) resultValueSlots(block, 'type', into, depth, FieldSlot);
     return;
   }
   if (type === 'text') {
@@ -288,8 +314,31 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     if (typeof source === 'string') into.push(new FieldSlot(block, 'source'));
     else if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
     else if (isRecord(source) && source.type === 'content') contentSlots(source, into, 'content', depth);
-    otherKeySlots(block, into, depth, ['title', 'context'], ['content', 'source', 'citations']);
+    // `citations` here is the caller's setting (`{enabled: true}`): strings in it are checked as other keys' are.
+    otherKeySlots(block, into, depth, ['title', 'context'], ['content', 'source']);
   } else if (!TEXTLESS_BLOCK_TYPES.has(type)) unknownBlockSlots(block, into, depth);
+  else textlessBlockOtherSlots(block, type, into, depth);
+}
+
+/**
+ * What a block of a type carrying no text (TEXTLESS_BLOCK_TYPES) carries besides its payload: an
+ * `image`'s `source` (its URL or base64 data, tags, a file id; strings under its other keys are
+ * checked), a `redacted_thinking` block's `data`, a `container_upload`'s file id; strings under any
+ * other key (`{type:'image', source, title}`) reach the upstream or the caller all the same, so they
+ * are checked as a known block's other keys are (before, the whole block went on unread). Tool
+ * definitions and references and a fallback's model names stay unread.
+ */
+function textlessBlockOtherSlots(block: Record<string, unknown>, type: string, into: TextSlot[], depth: number): void {
+  if (type === 'image') {
+    otherKeySlots(block, into, depth, [], ['source']);
+    const source = block.source;
+    if (isRecord(source)) otherKeySlots(source, into, depth + 1, ['data', 'url'], []);
+    else if (typeof source === 'object' && source !== null) resultValueSlots(block, 'source', into, depth, FieldSlot);
+  } else if (type === 'redacted_thinking') {
+    otherKeySlots(block, into, depth, ['data'], []);
+  } else if (type === 'container_upload') {
+    otherKeySlots(block, into, depth, [], []);
+  }
 }
 
 /**
@@ -379,6 +428,16 @@ export function unchosenStopSequenceSlots(holder: Record<string, unknown>, chose
 export function unchosenAnswerSlots(answer: Record<string, unknown>, chosen: CallerChosenStrings, into: TextSlot[]): void {
   if (Array.isArray(answer.content)) for (const block of answer.content) if (isRecord(block)) unchosenToolNameSlots(block, chosen, into);
   unchosenStopSequenceSlots(answer, chosen, into);
+}
+
+/**
+ * Slots for an answer's (or a message_start message's) `content`: its blocks (contentBlockSlots).
+ * Content of a shape Anthropic never sends — a string, one block object — is read as a request's
+ * would be (a string as text, an object as a block); before, anything but a list went on unread.
+ */
+export function answerContentSlots(answer: Record<string, unknown>, into: TextSlot[]): void {
+  if (Array.isArray(answer.content)) contentBlockSlots(answer.content, into);
+  else contentSlots(answer, into, 'content', -1);
 }
 
 /** Slots for the strings of an answer's other keys (LiteLLM's `provider_specific_fields`, …): see otherKeySlots. */

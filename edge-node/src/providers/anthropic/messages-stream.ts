@@ -36,10 +36,10 @@ import type { SseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, isRecord, optionalTokenCount, tokenCount } from '../text-slot.js';
 import { anthropicErrorBody } from './anthropic-errors.js';
 import {
+  answerContentSlots,
   blockSlots,
   callerChosenStrings,
-  citationSlots,
-  contentBlockSlots,
+  citationValueSlots,
   isToolUseBlock,
   otherAnswerKeySlots,
   otherKeySlots,
@@ -140,6 +140,9 @@ const EVENT_KEYS_READ: Readonly<Record<string, ReadonlySet<string>>> = {
   content_block_delta: new Set(['type', 'index', 'delta']),
   content_block_stop: new Set(['type', 'index']),
 };
+/** Per event type, the key of the object its reading takes (read only when it is an object). */
+const EVENT_PAYLOAD_KEYS: Readonly<Record<string, string>> = { message_start: 'message', message_delta: 'delta', content_block_start: 'content_block', content_block_delta: 'delta' };
+const NOTHING_READ: ReadonlySet<string> = new Set();
 /** A message_delta's `delta` keys: why it stopped (`stop_sequence`: the caller's own stop string, else checked) and the code container. */
 const MESSAGE_DELTA_KEYS: ReadonlySet<string> = new Set(['stop_reason', 'stop_sequence', 'container']);
 
@@ -181,7 +184,8 @@ function deltaSlots(delta: Json, event: AnthropicStreamEvent): TextSlot[] {
     // Set even without texts: a text-less event that names no channels would end the block's text.
     event.endsText = [WHOLE_TEXT_CHANNEL];
     const fields: TextSlot[] = [];
-    if (isRecord(delta.citation)) citationSlots(delta.citation, fields);
+    // A citation of another shape (a string, a list) has its strings checked whole the same way.
+    citationValueSlots(delta, 'citation', fields);
     return fields.length === 0 ? NO_TEXTS : wholeTextSlots(fields, event);
   }
   if (type === 'compaction_delta') {
@@ -355,7 +359,7 @@ function blockStartSlots(block: Json, event: AnthropicStreamEvent, chosen: Calle
  */
 function messageStartSlots(message: Json, event: AnthropicStreamEvent, chosen: CallerChosenStrings): TextSlot[] {
   const fields: TextSlot[] = [];
-  if (Array.isArray(message.content)) contentBlockSlots(message.content, fields);
+  answerContentSlots(message, fields);
   // And the strings of its other keys (a proxy's provider_specific_fields), checked whole too.
   otherAnswerKeySlots(message, fields);
   unchosenAnswerSlots(message, chosen, fields);
@@ -493,8 +497,11 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
   // Strings anywhere the reading above does not look (an event of a type it does not know, a key a
   // compatible upstream adds to a known one, a message_delta's own text): unread, so output rules
   // block the stream (fail closed) rather than relay them unchecked.
+  // So is the object an event's reading takes (its message, block or delta) sent as a string or a list.
   const keysRead = type !== undefined && Object.hasOwn(EVENT_KEYS_READ, type) ? EVENT_KEYS_READ[type]! : TYPE_ONLY;
-  if (event.texts !== UNREAD_TEXTS && (carriesOtherStrings(parsed, keysRead) || (type === 'message_delta' && isRecord(parsed.delta) && carriesOtherStrings(parsed.delta, MESSAGE_DELTA_KEYS)))) {
+  const payload = type !== undefined && Object.hasOwn(EVENT_PAYLOAD_KEYS, type) ? EVENT_PAYLOAD_KEYS[type]! : undefined;
+  const oddPayload = payload !== undefined && !isRecord(parsed[payload]) && carriesOtherStrings({ [payload]: parsed[payload] }, NOTHING_READ);
+  if (event.texts !== UNREAD_TEXTS && (oddPayload || carriesOtherStrings(parsed, keysRead) || (type === 'message_delta' && isRecord(parsed.delta) && carriesOtherStrings(parsed.delta, MESSAGE_DELTA_KEYS)))) {
     event.texts = UNREAD_TEXTS;
   }
   return event;

@@ -24,7 +24,7 @@ import { anthropicErrorBodyOf, firstEventErrorAnswer, firstEventErrorStatus } fr
 import {
   billedAbovePriceParam,
   callerChosenStrings,
-  contentBlockSlots,
+  answerContentSlots,
   fileIdParam,
   inputTextSlots,
   otherAnswerKeySlots,
@@ -99,7 +99,7 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
 function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamReply {
   if (typeof answer.model === 'string') answer.model = alias;
   const texts: TextSlot[] = [];
-  if (Array.isArray(answer.content)) contentBlockSlots(answer.content, texts);
+  answerContentSlots(answer, texts);
   otherAnswerKeySlots(answer, texts);
   unchosenAnswerSlots(answer, callerChosenStrings(ctx.forwardBody), texts);
   // A count it does not validly give stays undefined, for stage meter to estimate (never 0).

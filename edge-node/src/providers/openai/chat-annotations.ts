@@ -36,9 +36,15 @@ export class AnnotationSlot extends FieldSlot {
 /** Makes the slot for `holder[key]`, a string of an annotation. */
 export type AnnotationSlotMaker = (holder: Record<string, unknown>, key: string) => TextSlot;
 
-/** Slots (made by `make`) for the strings in `annotations` (a message's or a delta's `annotations`), added to `into`. */
-export function annotationSlots(annotations: unknown, into: TextSlot[], make: AnnotationSlotMaker): void {
-  if (Array.isArray(annotations)) walk(annotations, into, make, 1);
+/**
+ * Slots (made by `make`) for the strings in `holder.annotations` (a message's or a delta's), added
+ * to `into`: an array of annotations, or one annotation object (or another object) in its place,
+ * or a string there, all read the same way; before, anything but an array was passed on unread.
+ */
+export function annotationSlots(holder: Record<string, unknown>, into: TextSlot[], make: AnnotationSlotMaker): void {
+  const annotations = holder.annotations;
+  if (typeof annotations === 'string') into.push(make(holder, 'annotations'));
+  else if (typeof annotations === 'object' && annotations !== null) walk(annotations as Record<string, unknown>, into, make, 1);
 }
 
 function walk(holder: Record<string, unknown> | unknown[], into: TextSlot[], make: AnnotationSlotMaker, depth: number): void {

@@ -11,11 +11,12 @@ import type { ApiHandler } from '../api-handler.js';
 import { firstEventRead } from '../first-event.js';
 import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
-import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
+import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
 import { inBandFailure, notAnEventStream, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
-import { NameSlot, choiceCarriesOtherText, contentPartSlots, isKnownPart, isKnownToolCall, oddShapeSlots, otherMessageFieldSlots, otherToolCallKeySlots, repeatsReasoning, thinkingBlockSlots, unknownPartSlots, unknownTypeSlots } from './chat-content-parts.js';
+import type { AnnotationSlotMaker } from './chat-annotations.js';
+import { NameSlot, audioSlots, choiceCarriesOtherText, contentPartSlots, isKnownPart, isKnownToolCall, oddShapeSlots, otherMessageFieldSlots, otherToolCallKeySlots, reasoningItemSlots, unknownPartSlots, unknownTypeSlots } from './chat-content-parts.js';
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, fileIdRefusal, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -65,14 +66,17 @@ export const chatCompletionsApi: ApiHandler = {
 /**
  * A message's text as slots: its content (collectContentTexts), the reasoning text some
  * OpenAI-compatible servers add (`reasoning_content`, `reasoning`, OpenRouter's
- * `reasoning_details`: reasoningDetailSlots, LiteLLM's `thinking_blocks`), its `refusal`, its
- * `name` (NameSlot), its tool calls (toolCallSlots, functionSlots), and every string under any
- * other key (otherMessageFieldSlots). A shape OpenAI never sends where the node reads a string or
- * a call — `reasoning`, `reasoning_content`, `refusal` or `name` not a string, `tool_calls` not an
- * array, `function_call` not an object — has every string and number in it checked (oddShapeSlots).
- * The same fields in a request's messages and an answer's choices.
+ * `reasoning_details` and LiteLLM's `thinking_blocks`: reasoningItemSlots), its `refusal`, its
+ * `name` (NameSlot), its tool calls (toolCallSlots, functionSlots), its `annotations` (every string
+ * but type tags and ids: chat-annotations.ts; `annotation` makes their slots), its `audio`'s
+ * `transcript` and other strings (audioSlots), and every string under any other key
+ * (otherMessageFieldSlots). A shape OpenAI never sends where the node reads a string or a call —
+ * `reasoning`, `reasoning_content`, `refusal`, `name` or `audio.transcript` not a string,
+ * `tool_calls` not an array, `function_call` or `audio` not an object — has every string and
+ * number in it checked (oddShapeSlots). The same fields in a request's messages and an answer's
+ * choices.
  */
-function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[]): void {
+function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[], annotation: AnnotationSlotMaker = requestAnnotationSlot): void {
   collectContentTexts(message, into);
   for (const field of TEXT_FIELDS) {
     if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
@@ -80,28 +84,19 @@ function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[])
   }
   if (typeof message.name === 'string') into.push(new NameSlot(message, 'name'));
   else oddShapeSlots(message, 'name', into, 0);
-  if (Array.isArray(message.reasoning_details)) reasoningDetailSlots(message.reasoning_details, repeatsReasoning(message), into);
+  reasoningItemSlots(message, 'reasoning_details', into);
   if (Array.isArray(message.tool_calls)) toolCallSlots(message.tool_calls, into);
   else oddShapeSlots(message, 'tool_calls', into, 0);
   if (isRecord(message.function_call)) functionSlots(message.function_call, into);
   else oddShapeSlots(message, 'function_call', into, 0);
-  thinkingBlockSlots(message, into);
+  reasoningItemSlots(message, 'thinking_blocks', into);
+  if (message.annotations !== undefined && message.annotations !== null) annotationSlots(message, into, annotation);
+  audioSlots(message, into);
   otherMessageFieldSlots(message, into);
 }
 
-/**
- * The text of OpenRouter's `reasoning_details` items (sent beside `reasoning`, and sent back by
- * clients): a `reasoning.text` item's `text`, a `reasoning.summary` item's `summary`; not a
- * `signature` nor a `reasoning.encrypted` item's `data`, opaque to the rules.
- */
-function reasoningDetailSlots(details: unknown[], repeated: boolean, into: TextSlot[]): void {
-  for (const detail of details) {
-    if (!isRecord(detail)) continue;
-    if (typeof detail.text === 'string') into.push(repeated ? new RepeatedSlot(detail, 'text') : new FieldSlot(detail, 'text'));
-    if (typeof detail.summary === 'string') into.push(repeated ? new RepeatedSlot(detail, 'summary') : new FieldSlot(detail, 'summary'));
-  }
-}
-
+/** A request's annotation string (an assistant message sent back with its citations): text forwarded to the upstream. */
+const requestAnnotationSlot: AnnotationSlotMaker = (holder, key) => new FieldSlot(holder, key);
 
 /**
  * A message's tool calls: a function call's `arguments` (functionSlots); a custom (freeform) tool
@@ -176,20 +171,17 @@ function collectContentTexts(holder: Record<string, unknown>, into: TextSlot[]):
 }
 
 /**
- * An answer's choice message as slots: its texts (collectMessageTexts), the names of its tool calls
- * that none of the caller's tools (`declared`) has (chat-tool-names.ts), its `annotations`' strings
- * (a `url_citation`'s title and URL: not the model's words, chat-annotations.ts) and an audio
- * answer's `transcript`. The audio itself (`audio.data`) is speech the rules cannot read, so a
- * message carrying it marks the list partial: output rules block the answer (fail closed).
+ * An answer's choice message as slots: its texts (collectMessageTexts; its `annotations`' strings,
+ * a `url_citation`'s title and URL, are not the model's words: AnnotationSlot), and the names of its
+ * tool calls that none of the caller's tools (`declared`) has (chat-tool-names.ts). The audio
+ * itself (`audio.data`) is speech the rules cannot read, so a message carrying it marks the list
+ * partial: output rules block the answer (fail closed).
  */
 function collectAnswerTexts(message: Record<string, unknown>, declared: ReadonlySet<string>, into: TextSlot[]): void {
-  collectMessageTexts(message, into);
+  collectMessageTexts(message, into, (holder, key) => new AnnotationSlot(holder, key));
   undeclaredToolNameSlots(message, declared, into);
-  if (message.annotations !== undefined) annotationSlots(message.annotations, into, (holder, key) => new AnnotationSlot(holder, key));
   const audio = message.audio;
-  if (!isRecord(audio)) return;
-  if (typeof audio.transcript === 'string') into.push(new FieldSlot(audio, 'transcript'));
-  if (audio.data !== undefined && audio.data !== null && audio.data !== '') markPartial(into);
+  if (isRecord(audio) && audio.data !== undefined && audio.data !== null && audio.data !== '') markPartial(into);
 }
 
 /** A message's plain-text fields besides content. */

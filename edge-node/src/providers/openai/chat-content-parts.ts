@@ -3,7 +3,8 @@
  * refusal part's `refusal`; a reasoning part's `thinking`, a string or parts nested in it (Mistral's
  * `{type:'thinking', thinking:[{type:'text', text}]}`), at any depth. Media parts (MEDIA_PART_TYPES:
  * an image or file URL, base64 audio) are not text: only a `text` beside their payload is read, and
- * a file part's `filename` (NameSlot). A
+ * a file part's `filename` (NameSlot). Strings under a known part's other keys (on the part, in a
+ * media payload) are checked as a message's unknown keys are (knownPartOtherSlots). A
  * part of any other type has a shape the node does not know, so none of its text may pass unseen:
  * in a request or JSON answer every string in it (but the `type` tags nested in it) is checked,
  * each whole, and its own `type`, no tag the node knows (unknownTypeSlots); a streamed delta's
@@ -16,7 +17,7 @@
  */
 import type { TextSlot } from '../../pipeline/context.js';
 import { MAX_DEPTH } from '../json-string-slots.js';
-import { markPartial } from '../partial-texts.js';
+import { isPartial, markPartial } from '../partial-texts.js';
 import { FieldSlot, RepeatedSlot, isRecord } from '../text-slot.js';
 
 /**
@@ -175,12 +176,64 @@ export function contentPartSlots(parts: unknown[], into: TextSlot[], depth = 0):
     }
     if (typeof part.text === 'string') into.push(new FieldSlot(part, 'text'));
     if (typeof part.refusal === 'string') into.push(new FieldSlot(part, 'refusal'));
+    knownPartOtherSlots(part, into);
     // A file's name reaches the model with the file.
     if (part.type === 'file' && isRecord(part.file) && typeof part.file.filename === 'string') into.push(new NameSlot(part.file, 'filename'));
     const thinking = part.thinking;
     if (typeof thinking === 'string') into.push(new FieldSlot(part, 'thinking'));
     else if (Array.isArray(thinking)) contentPartSlots(thinking, into, depth + 1);
   }
+}
+
+/** Keys of a known content part its reading takes (its text fields), or that carry no text (`type`, `cache_control`). */
+const PART_KEYS_READ: ReadonlySet<string> = new Set(['type', 'text', 'refusal', 'thinking', 'cache_control']);
+
+/**
+ * Keys of a media part's payload object (`image_url: {url, detail}`…) that carry no text: its URL
+ * or base64 data, tags, a file's id; a file's `filename` is read as a NameSlot. Strings only: a
+ * value of another shape there is walked.
+ */
+const MEDIA_PAYLOAD_OPAQUE: OpaquePaths = { url: true, detail: true, data: true, format: true, file_data: true, file_id: true, filename: true };
+
+/**
+ * Slots for every string under the keys a known content part's reading does not take (`type` tags
+ * nested in them aside): `{type:'text', text, note}`, an `image_url` part's or its payload's extra
+ * fields. They reach the upstream (or the caller) all the same, so they are checked as a message's
+ * unknown keys are. A media part's payload given as a string (a URL) is its payload, not text.
+ */
+export function knownPartOtherSlots(part: Record<string, unknown>, into: TextSlot[]): void {
+  const type = part.type;
+  const payload = isMediaPartType(type) ? type : undefined;
+  for (const key in part) {
+    if (PART_KEYS_READ.has(key)) continue;
+    const value = part[key];
+    if (key === payload) {
+      if (isRecord(value)) otherKeySlots(value, TYPE_TAG, into, MEDIA_PAYLOAD_OPAQUE);
+      else if (typeof value === 'object' && value !== null) unknownPartSlots(value as unknown[], into);
+      continue;
+    }
+    if (typeof value === 'string') {
+      // A thinking part's signature (an Anthropic model's, relayed): opaque, sent back as it came.
+      if (type !== 'thinking' || key !== 'signature') into.push(new FieldSlot(part, key));
+    } else if (typeof value === 'object' && value !== null) {
+      unknownPartSlots(value as Record<string, unknown>, into);
+    }
+  }
+}
+
+/** Whether a streamed known content part carries strings under keys its reading does not take (knownPartOtherSlots): text the stream cannot place. */
+export function knownPartCarriesOtherText(part: Record<string, unknown>): boolean {
+  for (const key in part) {
+    if (!PART_KEYS_READ.has(key)) return probe((into) => knownPartOtherSlots(part, into));
+  }
+  return false;
+}
+
+/** Whether `read` finds any text (a slot, or text past the walk's limits). */
+function probe(read: (into: TextSlot[]) => void): boolean {
+  const into: TextSlot[] = [];
+  read(into);
+  return into.length > 0 || isPartial(into);
 }
 
 /**
@@ -389,17 +442,105 @@ function carriesOtherText(holder: Record<string, unknown>, read: ReadonlySet<str
 }
 
 /**
- * LiteLLM's `thinking_blocks` (`[{type:'thinking', thinking, signature}]`, relaying a model's
- * thinking beside `reasoning_content`): each block's `thinking`, repeating the reasoning when it is
- * there (checked, counted once); not a `signature`, nor a redacted block's `data` (opaque).
+ * A list of reasoning items the node reads: OpenRouter's `reasoning_details` (`reasoning.text` /
+ * `reasoning.summary` items: `text`, `summary`) and LiteLLM's `thinking_blocks` (`[{type:'thinking',
+ * thinking, signature}]`, relaying a model's thinking beside `reasoning_content`). An item's text
+ * fields are read; its `type` (one of `types`), `id`, `format` (tags) and `signature` (opaque) are
+ * not text, nor the `data` of an encrypted item (`encrypted`: `reasoning.encrypted`,
+ * `redacted_thinking`), nor its `cache_control`. Every string under another key is checked, and an
+ * item's `type` the node does not know is text too (unknownTypeSlots), as for a content part.
  */
-export function thinkingBlockSlots(message: Record<string, unknown>, into: TextSlot[]): void {
-  const blocks = message.thinking_blocks;
-  if (!Array.isArray(blocks)) return;
+interface ReasoningItems {
+  readonly text: readonly string[];
+  readonly read: ReadonlySet<string>;
+  readonly types: ReadonlySet<string>;
+  readonly encrypted: string;
+}
+const ITEM_TAGS: OpaquePaths = { id: true, format: true, signature: true };
+const ENCRYPTED_ITEM_TAGS: OpaquePaths = { ...ITEM_TAGS, data: true };
+export const REASONING_ITEMS: Record<'reasoning_details' | 'thinking_blocks', ReasoningItems> = {
+  reasoning_details: { text: ['text', 'summary'], read: new Set(['type', 'text', 'summary', 'cache_control']), types: new Set(['reasoning.text', 'reasoning.summary', 'reasoning.encrypted']), encrypted: 'reasoning.encrypted' },
+  thinking_blocks: { text: ['thinking'], read: new Set(['type', 'thinking', 'cache_control']), types: new Set(['thinking', 'redacted_thinking']), encrypted: 'redacted_thinking' },
+};
+
+/**
+ * Slots for a message's `reasoning_details` or `thinking_blocks` (`key`; see ReasoningItems), in a
+ * request or a JSON answer. Beside a `reasoning` or `reasoning_content` string the items' text
+ * repeats it: checked, counted once (RepeatedSlot). One item object in place of the list is read as
+ * that item; another shape (a string, a non-object entry) has every string and number in it
+ * checked (oddShapeSlots), as a text field's value that is not a string does.
+ */
+export function reasoningItemSlots(message: Record<string, unknown>, key: keyof typeof REASONING_ITEMS, into: TextSlot[]): void {
+  const items = message[key];
+  if (items === undefined || items === null) return;
+  const kind = REASONING_ITEMS[key];
   const repeated = repeatsReasoning(message);
-  for (const block of blocks) {
-    if (isRecord(block) && typeof block.thinking === 'string') into.push(repeated ? new RepeatedSlot(block, 'thinking') : new FieldSlot(block, 'thinking'));
+  if (isRecord(items)) {
+    itemSlots(items, kind, repeated, into);
+  } else if (Array.isArray(items)) {
+    for (let i = 0; i < items.length; i += 1) {
+      const item: unknown = items[i];
+      if (isRecord(item)) itemSlots(item, kind, repeated, into);
+      else oddShapeSlots(items as unknown as Record<string, unknown>, String(i), into, 1);
+    }
+  } else {
+    oddShapeSlots(message, key, into, 0);
   }
+}
+
+function itemSlots(item: Record<string, unknown>, kind: ReasoningItems, repeated: boolean, into: TextSlot[]): void {
+  for (const field of kind.text) if (typeof item[field] === 'string') into.push(repeated ? new RepeatedSlot(item, field) : new FieldSlot(item, field));
+  itemOtherSlots(item, kind, into);
+}
+
+/** Slots for what an item carries besides its string text fields (see ReasoningItems). */
+function itemOtherSlots(item: Record<string, unknown>, kind: ReasoningItems, into: TextSlot[]): void {
+  for (const field of kind.text) if (typeof item[field] !== 'string') oddShapeSlots(item, field, into, 1);
+  const type = item.type;
+  if (type !== undefined && type !== null && !(typeof type === 'string' && kind.types.has(type))) unknownTypeSlots(item, into);
+  otherKeySlots(item, kind.read, into, type === kind.encrypted ? ENCRYPTED_ITEM_TAGS : ITEM_TAGS);
+}
+
+/**
+ * Whether a streamed delta's `reasoning_details` or `thinking_blocks` carry text the stream does not
+ * place in an item's running text: the list not an array (with strings or numbers in it), an entry
+ * that is not an object, or an item's text besides its string text fields (itemOtherSlots).
+ * Output rules block such a chunk.
+ */
+export function reasoningItemsCarryOtherText(delta: Record<string, unknown>, key: keyof typeof REASONING_ITEMS): boolean {
+  const items = delta[key];
+  if (items === undefined || items === null) return false;
+  if (!Array.isArray(items)) return probe((into) => oddShapeSlots(delta, key, into, 0));
+  const kind = REASONING_ITEMS[key];
+  for (let i = 0; i < items.length; i += 1) {
+    const item: unknown = items[i];
+    if (isRecord(item) ? probe((into) => itemOtherSlots(item, kind, into)) : probe((into) => oddShapeSlots(items as unknown as Record<string, unknown>, String(i), into, 1))) return true;
+  }
+  return false;
+}
+
+/** Keys of a message's `audio` its reading takes: `transcript`. */
+const AUDIO_KEYS_READ: ReadonlySet<string> = new Set(['transcript']);
+/** An audio's `id` and its `data` (base64 speech, which blocks an answer under output rules: collectAnswerTexts): no text when strings. */
+const AUDIO_TAGS: OpaquePaths = { id: true, data: true };
+
+/**
+ * Slots for a message's `audio` (an answer's, or an assistant message sent back, which OpenAI
+ * takes as `{id}`): its `transcript`, the answer's words, and every string under its other keys but
+ * its `id` (`expires_at` is a number). A transcript, or the `audio` itself, of a shape OpenAI never
+ * sends (not a string, not an object) has every string and number in it checked (oddShapeSlots);
+ * before, it went on unread. In a request its `data` (base64 speech) is media, as an `input_audio`
+ * part's is.
+ */
+export function audioSlots(message: Record<string, unknown>, into: TextSlot[]): void {
+  const audio = message.audio;
+  if (!isRecord(audio)) {
+    oddShapeSlots(message, 'audio', into, 0);
+    return;
+  }
+  if (typeof audio.transcript === 'string') into.push(new FieldSlot(audio, 'transcript'));
+  else oddShapeSlots(audio, 'transcript', into, 1);
+  otherKeySlots(audio, AUDIO_KEYS_READ, into, AUDIO_TAGS);
 }
 
 /** Keys of a streamed delta whose text the stream reads (chat-stream.ts) or that carry none (`role`). */

@@ -12,7 +12,8 @@
  * and custom tool calls' input fragments, each a part of its choice's channel (TEXT_PART). Data
  * that is not a JSON object is passed on as is, but its texts are unread (UNREAD_TEXTS), and a
  * chunk carrying audio, a content part or tool call of an unknown type with text (its `type`
- * too), a known tool call with strings under keys it does not read, or a reasoning or refusal that
+ * too), a known tool call, content part or reasoning item with strings under keys it does not
+ * read (or reasoning items not in a list), or a reasoning or refusal that
  * is not a string but holds text, has its texts marked partial: output rules block them all.
  * Under output rules a chunk's `logprobs` are dropped (keepChecked).
  *
@@ -39,7 +40,7 @@ import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { StreamToolNameSlot, callerToolNames, holdsNameText, typeHoldsText, unknownCallTypeHoldsText } from './chat-tool-names.js';
-import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, repeatsReasoning, toolCallCarriesOtherText } from './chat-content-parts.js';
+import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, knownPartCarriesOtherText, reasoningItemsCarryOtherText, repeatsReasoning, toolCallCarriesOtherText } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 /**
@@ -408,7 +409,8 @@ export class ChatChunkEvent implements StreamEvent {
       if (typeof part === 'string' || (Array.isArray(part) && carriesStrings(part, depth + 1))) return false;
       if (!isRecord(part)) continue;
       // A part of an unknown type: its `type` is no tag the node knows, text as its other strings are.
-      if (isKnownPart(part) ? holdsUnreadText(part) : hasUnknownStrings(part) || typeHoldsText(part.type)) return false;
+      // A known part with strings under keys its reading does not take (`{type:'text', text, note}`) too.
+      if (isKnownPart(part) ? holdsUnreadText(part) || knownPartCarriesOtherText(part) : hasUnknownStrings(part) || typeHoldsText(part.type)) return false;
       if (typeof part.text === 'string') {
         into.push(textPart === TEXT_PART.content ? new FieldSlot(part, 'text', this, channel) : new PartSlot(part, 'text', this, channel, textPart, false));
       }
@@ -428,6 +430,8 @@ export class ChatChunkEvent implements StreamEvent {
     if (typeof delta.refusal === 'string') into.push(new PartSlot(delta, 'refusal', this, channel, TEXT_PART.refusal, false));
     // One of them of a shape OpenAI never sends (`reasoning: {…}`, `refusal: […]`): its text cannot be placed.
     if (!this.released && (oddTextField(delta.reasoning_content) || oddTextField(delta.reasoning) || oddTextField(delta.refusal))) markPartial(into);
+    // Items' text besides their string text fields, or the list in another shape: text the stream cannot place.
+    if (!this.released && (reasoningItemsCarryOtherText(delta, 'reasoning_details') || reasoningItemsCarryOtherText(delta, 'thinking_blocks'))) markPartial(into);
     const details = delta.reasoning_details;
     if (Array.isArray(details)) {
       // Each item's text (or summary) is a running text of its own, by the item's index; not its
@@ -462,7 +466,7 @@ export class ChatChunkEvent implements StreamEvent {
     }
     if (delta.annotations !== undefined && delta.annotations !== null) {
       // Whole in this chunk: each string a part of its own, on a channel no running text uses, ended here.
-      annotationSlots(delta.annotations, into, (holder, key) => new AnnotationSlot(holder, key, this, WHOLE_TEXT_CHANNEL, this.wholeTextParts++));
+      annotationSlots(delta, into, (holder, key) => new AnnotationSlot(holder, key, this, WHOLE_TEXT_CHANNEL, this.wholeTextParts++));
     }
     const calls = delta.tool_calls;
     if (Array.isArray(calls)) {
