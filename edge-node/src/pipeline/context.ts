@@ -379,6 +379,11 @@ export interface PipelineContext {
   /** runner: how it ended. */
   outcome: Outcome;
 
+  /**
+   * runner: set once the head of `reply` (its upstream's headers: an MCP initialize's session id)
+   * was written to the caller; never for an answer refused or abandoned before it went out.
+   */
+  replyHeadSent?: boolean;
   /** Registered by stages (concurrency slots, reservations); the runner runs them all, once, at the very end. */
   cleanups: Array<() => void>;
   /**

@@ -62,6 +62,7 @@ export function newPipelineContext(init: ContextInit): PipelineContext {
     responseHeaders: {},
     stagesUs: {},
     outcome: { status: 'ok', httpStatus: 200, errorCode: null },
+    replyHeadSent: false,
     cleanups: [],
     releaseSlot: null,
   };

@@ -10,8 +10,8 @@
  * raw body's last chunk likewise, or (holdLast false) what follows an empty chunk (its source
  * bounds that). Cleanups run once at the very end, then the metrics see the finished request. Hot
  * path: no per-event closures, no re-serialising. An answer whose record's commit waits (a full
- * disk) until the node's stop closes its connection never goes out: its queued record is stamped
- * again as the stop ended it (undelivered).
+ * disk) until the node's stop closes its connection, or its caller leaves, never goes out: its
+ * queued record is stamped again as the stop ended it, or as a caller that left (undelivered).
  */
 import { performance } from 'node:perf_hooks';
 import type { ServerResponse } from 'node:http';
@@ -217,46 +217,70 @@ class PipelineRun {
 
   /**
    * The tail stages before an answer recorded as delivered (or its end) goes out. Its record's
-   * commit may wait (a full disk) past the node's stop, which then closes the connection: the
-   * answer never reaches the caller, and the spool stamps its record, still queued, again
-   * (undelivered). `sentStatus`: the status of a head already written (a stream, a relayed body);
-   * undefined for a JSON answer, none of which goes out before its record.
+   * commit may wait (a full disk) past the node's stop, which then closes the connection, or past
+   * its caller leaving: the answer never reaches the caller, and the spool stamps its record, still
+   * queued, again (undelivered): at the stop's close of the connections, or at once when the caller
+   * leaves (or had left before the tail). `sentStatus`: the status of a head already written (a
+   * stream, a relayed body); undefined for a JSON answer, none of which goes out before its record.
    */
   private async tailBeforeAnswer(sentStatus: number | undefined): Promise<void> {
     const tail = this.tail();
     const { ctx } = this;
     if (ctx.outcome.status !== 'ok') return tail;
-    const unregister = ctx.deps.spool.onUndelivered?.(ctx.requestId, () => this.undelivered(sentStatus));
+    const spool = ctx.deps.spool;
+    const unregister = spool.onUndelivered?.(ctx.requestId, () => this.undelivered(sentStatus));
     if (unregister === undefined) return tail;
+    // The stop stamps what it cut itself (cli/serve.ts), once every connection is closed.
+    const callerLeft = (): void => {
+      if (!isNodeStopping(ctx.callerGone.reason)) spool.stampUndelivered?.();
+    };
+    if (ctx.callerGone.aborted) callerLeft();
+    else ctx.callerGone.once('abort', callerLeft);
     try {
       await tail;
     } finally {
+      ctx.callerGone.off('abort', callerLeft);
       unregister();
     }
   }
 
   /**
-   * The record of an answer the node's stop kept from its caller (the stop ended the request and
-   * its connection is closed) while the record waited for its commit; undefined for any other.
-   * Recorded `ok` and charged in full, the answer was billed although its caller got a reset: it
-   * is `failed` with ZN_ERR_NODE_STOPPING, as every request the stop ends (docs/node-api.md), and
-   * charged what reached the caller (docs/billing.md): a model's JSON answer nothing (settled
-   * again, so the lease is charged what the record says), a stream or relayed body what it carried
-   * (all but its end), a tool call the call the tool server ran.
+   * The record of an answer kept from its caller while the record waited for its commit (a full
+   * disk); undefined for any other. Recorded `ok` and charged in full, the answer was billed
+   * although its caller never got it. When the node's stop ended the request and closed its
+   * connection: `failed` with ZN_ERR_NODE_STOPPING, as every request the stop ends
+   * (docs/node-api.md), and charged what reached the caller (docs/billing.md): a model's JSON
+   * answer nothing (settled again, so the lease is charged what the record says), a stream or
+   * relayed body what it carried (all but its end), a tool call the call the tool server ran. When
+   * the caller left: `aborted`, as every caller that leaves before its answer's end (499 for a
+   * JSON answer, the status sent for the rest), a model's JSON answer charged its prompt (the
+   * upstream had it and bills it, as for a caller that leaves before the answer comes: billing.md),
+   * a stream or relayed body what it carried, a tool call the call.
    */
   private undelivered(sentStatus: number | undefined): RequestRecord | undefined {
     const { ctx } = this;
+    if (ctx.outcome.status !== 'ok' || !ctx.callerGone.aborted) return undefined;
+    const modelJson = sentStatus === undefined && ctx.toolServer === undefined;
     const stopped = this.stoppedBy();
-    // Destroyed at once by the stop's closeAllConnections (the response's own 'close' comes later).
-    const cut = this.request.raw.socket?.destroyed === true || this.reply.raw.destroyed;
-    if (stopped === undefined || !cut || ctx.outcome.status !== 'ok') return undefined;
-    ctx.outcome = { status: 'failed', httpStatus: sentStatus ?? stopped.status, errorCode: stopped.code };
-    if (sentStatus === undefined && ctx.toolServer === undefined) {
-      // As a request the stop ended before its answer came (forward-plan.ts): no upstream, no usage.
-      ctx.served = undefined;
-      ctx.upstreamUsage = null;
-      ctx.usage = { inputTokens: 0, outputTokens: 0, estimated: false };
-      ctx.deps.credit.settle(ctx);
+    if (stopped !== undefined) {
+      // Destroyed at once by the stop's closeAllConnections (the response's own 'close' comes later).
+      const cut = this.request.raw.socket?.destroyed === true || this.reply.raw.destroyed;
+      if (!cut) return undefined;
+      ctx.outcome = { status: 'failed', httpStatus: sentStatus ?? stopped.status, errorCode: stopped.code };
+      if (modelJson) {
+        // As a request the stop ended before its answer came (forward-plan.ts): no upstream, no usage.
+        ctx.served = undefined;
+        ctx.upstreamUsage = null;
+        ctx.usage = { inputTokens: 0, outputTokens: 0, estimated: false };
+        ctx.deps.credit.settle(ctx);
+      }
+    } else {
+      ctx.outcome = { status: 'aborted', httpStatus: sentStatus ?? CALLER_GONE_STATUS, errorCode: null };
+      if (modelJson) {
+        // None of the answer was read; the prompt was, by the upstream (its own count kept).
+        ctx.usage = { ...ctx.usage, outputTokens: 0 };
+        ctx.deps.credit.settle(ctx);
+      }
     }
     return buildRequestRecord(ctx, { keepBodies: false });
   }
@@ -323,6 +347,7 @@ class PipelineRun {
       this.abandon();
       return;
     }
+    ctx.replyHeadSent = true;
     // A string is sent as is only under a JSON content type; the upstream's, when it named one, wins.
     await reply.code(answer.status).type(JSON_CONTENT_TYPE).headers(answer.headers).headers(ctx.responseHeaders).send(payload);
     this.dropIfUnread();
@@ -522,6 +547,7 @@ class PipelineRun {
     this.reply.hijack();
     const raw = this.reply.raw;
     raw.writeHead(status, { ...headers, ...this.ctx.responseHeaders, [REQUEST_ID_HEADER]: this.ctx.requestId });
+    this.ctx.replyHeadSent = true;
     return raw;
   }
 

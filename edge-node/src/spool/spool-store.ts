@@ -305,7 +305,7 @@ export class SpoolStore implements RequestSpool {
       final.json = JSON.stringify({ ...record, bodies });
       stamped += 1;
     }
-    if (stamped > 0) this.logger.warn({ count: stamped }, 'answers still waiting for their records\' commit when the stop closed their connections are recorded failed (ZN_ERR_NODE_STOPPING)');
+    if (stamped > 0) this.logger.warn({ count: stamped }, 'answers that never reached their callers while their records waited for the commit (the node stopping: failed ZN_ERR_NODE_STOPPING; a caller gone: aborted) are recorded as such');
     return stamped;
   }
 

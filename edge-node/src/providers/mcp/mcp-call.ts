@@ -784,6 +784,19 @@ function endUnrecordedSession(ctx: PipelineContext, server: ToolServer, sessionI
 }
 
 /**
+ * At the request's end: the session this initialize bound, when the answer carrying its id never
+ * went out (an output guardrail's block, an answer the node cannot relay or read, its caller gone,
+ * the node's stop closing its connection first): nobody was given the id, so its binding is dropped and the session
+ * ended at the tool server (as one the node could not bind). Not once the answer's head went out.
+ */
+function unbindIfUnsent(ctx: PipelineContext, server: string, sessionId: string, keyId: string, madeAt: number): void {
+  ctx.cleanups.push(() => {
+    const dropped = ctx.deps.sessionOwners.openedAnswerEnded(server, sessionId, keyId, madeAt, ctx.replyHeadSent === true);
+    if (dropped && ctx.toolServer !== undefined) endUnrecordedSession(ctx, ctx.toolServer, sessionId);
+  });
+}
+
+/**
  * Binds a session to the key whose initialize opened it; forgets one that ended. Returns the code to
  * refuse the call with when the session an initialize opened cannot be bound to its caller.
  */
@@ -793,12 +806,13 @@ function noteSession(ctx: PipelineContext, call: McpCall, status: number, return
   const owners = ctx.deps.sessionOwners;
   const opens = call.payload !== undefined && (Array.isArray(call.payload) ? call.payload : [call.payload]).some((m) => 'method' in m && m.method === 'initialize');
   if (opens && status < 300 && returned !== undefined && returned.length <= 1024 && ctx.key !== undefined) {
-    const bound = owners.bind(server, returned, ctx.key.id);
-    if (bound === 'taken') {
+    const bound = owners.bindOpened(server, returned, ctx.key.id);
+    if (bound.outcome === 'taken') {
       ctx.deps.logger.warn({ toolServer: server, keyId: ctx.key.id }, 'the tool server opened a session with an id another key holds; it is not handed out');
       return 'ZN_ERR_TOOL_SESSION_CONFLICT';
     }
-    if (bound === 'failed') return 'ZN_ERR_TOOL_SESSION_UNAVAILABLE';
+    if (bound.outcome === 'failed') return 'ZN_ERR_TOOL_SESSION_UNAVAILABLE';
+    if (bound.madeAt !== undefined) unbindIfUnsent(ctx, server, returned, ctx.key.id, bound.madeAt);
   }
   const sent = sessionIdOf(ctx);
   if (sent === undefined) return undefined;

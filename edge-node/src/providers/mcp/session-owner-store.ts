@@ -26,16 +26,29 @@ export interface SessionOwnerStore {
   get(entry: string): SessionBinding | undefined;
   /**
    * Binds the entry to `keyId` unless another key holds it (atomically, across every process sharing
-   * the store); returns the owner after: `keyId`, or the key that holds it. A bound entry becomes the
-   * most recently used.
+   * the store); returns the owner after: `keyId`, or the key that holds it, and `madeAt` when this
+   * call made the binding (none held the entry): its last use then. A bound entry becomes the most
+   * recently used.
    */
-  bind(entry: string, keyId: string): string;
+  bind(entry: string, keyId: string): BindResult;
   forget(entry: string): void;
+  /**
+   * Forgets the entry only while it is still `keyId`'s and last used at `lastUsedMs` (bound again or
+   * used in a later millisecond, it stays); true when it was forgotten.
+   */
+  forgetUnused(entry: string, keyId: string, lastUsedMs: number): boolean;
   /** Marks the entry used now. `lastUsedMs` is what get() read: a store whose writes cost may skip a recent one. */
   touch(entry: string, lastUsedMs: number): void;
   /** How many bindings are kept. */
   size(): number;
   close(): void;
+}
+
+/** What SessionOwnerStore.bind did. */
+export interface BindResult {
+  owner: string;
+  /** Set when this bind made the binding: its last use then (see forgetUnused). */
+  madeAt?: number;
 }
 
 export interface MemorySessionOwnerStoreOptions {
@@ -58,15 +71,22 @@ export class MemorySessionOwnerStore implements SessionOwnerStore {
     return this.owners.get(entry);
   }
 
-  bind(entry: string, keyId: string): string {
-    const owner = this.owners.get(entry)?.keyId;
-    if (owner !== undefined && owner !== keyId) return owner;
-    this.set(entry, keyId);
-    return keyId;
+  bind(entry: string, keyId: string): BindResult {
+    const held = this.owners.get(entry);
+    if (held !== undefined && held.keyId !== keyId) return { owner: held.keyId };
+    const lastUsedMs = this.set(entry, keyId);
+    return held === undefined ? { owner: keyId, madeAt: lastUsedMs } : { owner: keyId };
   }
 
   forget(entry: string): void {
     this.owners.delete(entry);
+  }
+
+  forgetUnused(entry: string, keyId: string, lastUsedMs: number): boolean {
+    const held = this.owners.get(entry);
+    if (held === undefined || held.keyId !== keyId || held.lastUsedMs !== lastUsedMs) return false;
+    this.owners.delete(entry);
+    return true;
   }
 
   touch(entry: string): void {
@@ -83,13 +103,16 @@ export class MemorySessionOwnerStore implements SessionOwnerStore {
     this.owners.clear();
   }
 
-  private set(entry: string, keyId: string): void {
+  /** Sets the binding, last used now; returns that time. */
+  private set(entry: string, keyId: string): number {
+    const lastUsedMs = this.clock.now();
     // Re-inserted, so the Map's order is the order of last use.
     this.owners.delete(entry);
-    this.owners.set(entry, { keyId, lastUsedMs: this.clock.now() });
+    this.owners.set(entry, { keyId, lastUsedMs });
     if (this.owners.size > this.max) {
       const oldest = this.owners.keys().next();
       if (oldest.done !== true) this.owners.delete(oldest.value);
     }
+    return lastUsedMs;
   }
 }

@@ -12,7 +12,8 @@
  * when that file cannot be opened, this process's memory (still fail-closed: a replica refuses the
  * sessions it has not bound). A binding that cannot be written (the file locked past its short busy
  * timeout, a full disk), or an id another key already holds, is not handed out: the initialize is
- * refused (mcp-call.ts). A binding that cannot be read admits nobody (a retryable 503). A touch not written only
+ * refused (mcp-call.ts). A binding an initialize made whose answer then never went out (refused, its
+ * caller gone) is dropped again (openedAnswerEnded): nobody was given the id. A binding that cannot be read admits nobody (a retryable 503). A touch not written only
  * ages it; after a failed touch the node writes no touch for a while, so a locked file does not stall
  * every call.
  */
@@ -20,7 +21,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Logger } from '../../logger.js';
 import { MemorySessionOwnerStore } from './session-owner-store.js';
-import type { SessionBinding, SessionOwnerStore } from './session-owner-store.js';
+import type { BindResult, SessionBinding, SessionOwnerStore } from './session-owner-store.js';
 import { SESSION_OWNER_FILE, SqliteSessionOwnerStore } from './sqlite-session-owner-store.js';
 
 /** How long touches stop after one failed (a locked file would otherwise stall each call by the busy timeout). */
@@ -28,6 +29,12 @@ const TOUCH_PAUSE_MS = 30_000;
 
 export class SessionOwners {
   private touchesPausedUntil = 0;
+  /**
+   * Sessions an initialize of this process bound (bindOpened) whose answer has not ended yet: true
+   * once something else bound or used the id meanwhile, so that binding stays whatever becomes of
+   * the answer (the store's last use tells other processes' binds only from a later millisecond).
+   */
+  private readonly opening = new Map<string, boolean>();
 
   constructor(
     private readonly store: SessionOwnerStore = new MemorySessionOwnerStore(),
@@ -49,6 +56,7 @@ export class SessionOwners {
       return 'unreadable';
     }
     if (binding === undefined || binding.keyId !== keyId) return 'refused';
+    if (this.opening.has(id)) this.opening.set(id, true);
     const now = Date.now();
     if (now >= this.touchesPausedUntil) {
       this.write('touch', () => this.store.touch(id, binding.lastUsedMs), () => (this.touchesPausedUntil = now + TOUCH_PAUSE_MS));
@@ -63,9 +71,41 @@ export class SessionOwners {
    * not be handed out either: the caller could not use it).
    */
   bind(server: string, sessionId: string, keyId: string): 'bound' | 'taken' | 'failed' {
-    let owner: string | undefined;
-    this.write('bind', () => (owner = this.store.bind(sessionEntry(server, sessionId), keyId)));
-    return owner === undefined ? 'failed' : owner === keyId ? 'bound' : 'taken';
+    return this.bindOpened(server, sessionId, keyId).outcome;
+  }
+
+  /**
+   * As bind; `madeAt` when this call made the binding (no key held the id): openedAnswerEnded must
+   * then follow once the answer carrying the id went out or did not.
+   */
+  bindOpened(server: string, sessionId: string, keyId: string): { outcome: 'bound' | 'taken' | 'failed'; madeAt?: number } {
+    const id = sessionEntry(server, sessionId);
+    let bound: BindResult | undefined;
+    this.write('bind', () => (bound = this.store.bind(id, keyId)));
+    if (bound === undefined) return { outcome: 'failed' };
+    if (bound.owner !== keyId) return { outcome: 'taken' };
+    if (bound.madeAt === undefined) {
+      if (this.opening.has(id)) this.opening.set(id, true);
+      return { outcome: 'bound' };
+    }
+    this.opening.set(id, false);
+    return { outcome: 'bound', madeAt: bound.madeAt };
+  }
+
+  /**
+   * The answer carrying a session bindOpened made (at `madeAt`) has ended; `sent` whether it went
+   * out. One that did not handed the id to nobody: its binding is dropped, unless something bound
+   * or used the id since (a later initialize of the same key given the same id, by a tool server
+   * that reuses ids, may have handed it out). True when it was dropped.
+   */
+  openedAnswerEnded(server: string, sessionId: string, keyId: string, madeAt: number, sent: boolean): boolean {
+    const id = sessionEntry(server, sessionId);
+    const usedMeanwhile = this.opening.get(id) === true;
+    this.opening.delete(id);
+    if (sent || usedMeanwhile) return false;
+    let dropped = false;
+    this.write('unbind', () => (dropped = this.store.forgetUnused(id, keyId, madeAt)));
+    return dropped;
   }
 
   /**
@@ -102,7 +142,7 @@ export class SessionOwners {
       fn();
     } catch (err) {
       onFailure?.();
-      this.logger?.warn({ err, what }, 'an MCP session binding could not be written (a bind: the initialize is refused; a touch: touches pause)');
+      this.logger?.warn({ err, what }, 'an MCP session binding could not be written (a bind: the initialize is refused; a touch: touches pause; an unbind: the binding stays until evicted)');
     }
   }
 }

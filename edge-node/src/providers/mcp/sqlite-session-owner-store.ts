@@ -14,7 +14,7 @@ import { systemClock } from '../../pipeline/clock.js';
 import type { Clock } from '../../pipeline/clock.js';
 import { openStateDatabase } from '../../state/state-database.js';
 import { MAX_BOUND_SESSIONS } from './session-owner-store.js';
-import type { SessionBinding, SessionOwnerStore } from './session-owner-store.js';
+import type { BindResult, SessionBinding, SessionOwnerStore } from './session-owner-store.js';
 
 export const SESSION_OWNER_FILE = 'mcp-sessions.sqlite';
 /** A use this long after the recorded one is written; closer ones are not (a write per call would queue replicas on the lock). */
@@ -65,9 +65,10 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
   private readonly insertIfAbsent: Database.Statement<[string, string, number]>;
   private readonly remove: Database.Statement<[string]>;
   private readonly markUsed: Database.Statement<[number, string]>;
+  private readonly removeUnused: Database.Statement<[string, string, number]>;
   private readonly evict: Database.Statement<[string, number]>;
   private readonly count: Database.Statement<[], { n: number }>;
-  private readonly bindTx: Database.Transaction<(entry: string, keyId: string, now: number) => string>;
+  private readonly bindTx: Database.Transaction<(entry: string, keyId: string, now: number) => BindResult>;
 
   constructor(opts: SqliteSessionOwnerStoreOptions) {
     this.file = path.join(opts.stateDir, SESSION_OWNER_FILE);
@@ -78,6 +79,7 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
     this.insertIfAbsent = this.db.prepare('INSERT INTO session_owners (entry, key_id, last_used) VALUES (?, ?, ?) ON CONFLICT (entry) DO NOTHING');
     this.remove = this.db.prepare('DELETE FROM session_owners WHERE entry = ?');
     this.markUsed = this.db.prepare('UPDATE session_owners SET last_used = max(last_used, ?) WHERE entry = ?');
+    this.removeUnused = this.db.prepare('DELETE FROM session_owners WHERE entry = ? AND key_id = ? AND last_used = ?');
     // The row just written is never the one to go, even when the clock gives several rows one time.
     this.evict = this.db.prepare(`DELETE FROM session_owners WHERE entry IN (
       SELECT entry FROM session_owners WHERE entry <> ? ORDER BY last_used
@@ -86,11 +88,11 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
     this.bindTx = this.db.transaction((entry: string, keyId: string, now: number) => {
       if (this.insertIfAbsent.run(entry, keyId, now).changes > 0) {
         this.evict.run(entry, this.max);
-        return keyId;
+        return { owner: keyId, madeAt: now };
       }
       const owner = this.select.get(entry)!.key_id;
       if (owner === keyId) this.markUsed.run(now, entry);
-      return owner;
+      return { owner };
     });
   }
 
@@ -99,7 +101,7 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
     return row === undefined ? undefined : { keyId: row.key_id, lastUsedMs: row.last_used };
   }
 
-  bind(entry: string, keyId: string): string {
+  bind(entry: string, keyId: string): BindResult {
     // IMMEDIATE takes the write lock up front: of two replicas binding one id, exactly one inserts,
     // and the count the eviction reads is the one it changes.
     return this.bindTx.immediate(entry, keyId, this.clock.now());
@@ -107,6 +109,10 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
 
   forget(entry: string): void {
     this.remove.run(entry);
+  }
+
+  forgetUnused(entry: string, keyId: string, lastUsedMs: number): boolean {
+    return this.removeUnused.run(entry, keyId, lastUsedMs).changes > 0;
   }
 
   touch(entry: string, lastUsedMs: number): void {
