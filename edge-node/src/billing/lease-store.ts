@@ -54,7 +54,14 @@ const DAMAGED_ADVICE =
   'move it aside together with its -wal and -shm files (keep a copy for support) and start again, accepting that the node ' +
   'no longer knows what it spent: a lease granted to it again counts as unspent (docs/billing.md, "Persistence and crashes")';
 
-const LEASE_BOOK_ROLE: StateFileRole = { kind: 'the credit lease book', ifDirectory: DAMAGED_ADVICE };
+const LEASE_BOOK_ROLE: StateFileRole = {
+  kind: 'the credit lease book',
+  ifDirectory: DAMAGED_ADVICE,
+  // Never "remove it": a new book would not know what the node spent.
+  ifSymlink:
+    "if it leads to this node's own file (put back by hand), move that file here in place of the link (the book together with its -wal and -shm); " +
+    'otherwise remove the link and restore the file itself (a new book would not know what this node spent from its leases)',
+};
 
 /**
  * Whether another node-edge serving from this state dir already works from a recovery of the WAL

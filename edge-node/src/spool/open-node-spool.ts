@@ -17,7 +17,17 @@ import type { StateStore } from '../state/state-store.js';
 import { BackfillChannel } from './backfill-channel.js';
 import { noSpool } from './request-spool.js';
 import type { RequestSpool } from './request-spool.js';
-import { checkSpoolFileAccess, createSpoolFile, restrictSpoolFileModes, SPOOL_FILE, SpoolFileExistsError, SpoolRefusedError, vetSpoolFile } from './spool-file.js';
+import {
+  checkSpoolFileAccess,
+  createSpoolFile,
+  refuseSymlinkedSpoolFiles,
+  restrictSpoolFileModes,
+  SPOOL_FILE,
+  SpoolFileExistsError,
+  SpoolRefusedError,
+  spoolRecordSequence,
+  vetSpoolFile,
+} from './spool-file.js';
 import type { SpoolMeta } from './spool-file.js';
 import { SpoolOwnerLock, isSoleProcessLockHeld, isSpoolHeldOpen, soleProcessLockFile } from './spool-owner-lock.js';
 import { loadSpoolMarker, saveSpoolMarker, SPOOL_MARKER_FILE } from './spool-marker.js';
@@ -69,6 +79,70 @@ const SPOOL_OPEN_LOCK_WAIT_MS = 60_000;
 /** How often records other replicas committed to the shared spool are looked for. */
 const OTHER_WRITERS_POLL_MS = 500;
 
+/** spool.json's sequence mark is rewritten at most this often (each write is two fsyncs). */
+const SEQUENCE_MARK_WRITE_MS = 2_000;
+
+/**
+ * Keeps spool.json's `sequenceMark` following the spool's durable record sequence (SpoolStore's
+ * onDurableSequence), one write at a time, at most every SEQUENCE_MARK_WRITE_MS. Never raises it
+ * past what a checkpoint synced, so no crash or power loss leaves spool.db below it; a write that
+ * fails, or one a replica's lower value overtakes, only leaves it lower (detection then lags).
+ */
+class SequenceMarkWriter {
+  private wanted = 0;
+  private writing: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private lastWriteAt = -Infinity;
+  private closed = false;
+
+  constructor(
+    private readonly store: StateStore,
+    private readonly meta: SpoolMeta,
+    private readonly logger: Logger,
+  ) {}
+
+  offer(sequence: number): void {
+    if (this.closed || !(sequence > this.wanted)) return;
+    this.wanted = sequence;
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.closed || this.writing !== undefined || this.timer !== undefined) return;
+    const wait = Math.max(0, this.lastWriteAt + SEQUENCE_MARK_WRITE_MS - performance.now());
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.writing = this.write().finally(() => {
+        this.writing = undefined;
+      });
+    }, wait);
+    this.timer.unref();
+  }
+
+  private async write(): Promise<void> {
+    const sequence = this.wanted;
+    this.lastWriteAt = performance.now();
+    try {
+      const marker = await loadSpoolMarker(this.store);
+      // Moved aside (a loss accepted) or another spool's: not this writer's to recreate or take over.
+      if (marker === undefined || marker.spoolId !== this.meta.spoolId) return;
+      if ((marker.sequenceMark ?? 0) >= sequence) return;
+      await saveSpoolMarker(this.store, this.meta, sequence);
+    } catch (err) {
+      this.logger.debug({ message: (err as Error).message, sequence }, "could not write the spool's sequence mark into spool.json");
+    }
+    if (this.wanted > sequence) this.schedule();
+  }
+
+  /** Stops; a write under way finishes first. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.writing;
+  }
+}
+
 /** The pushed config's quota and policy, else the node's defaults. */
 export function spoolLimitsOf(holder: ConfigHolder): SpoolLimits {
   const snapshot = holder.current();
@@ -84,20 +158,24 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
   const file = path.join(store.dir, SPOOL_FILE);
   // Replicas start at once on a fresh state dir: without the lock each could find no spool.db,
   // create one and write its marker, and the spools and markers of the others would be lost.
-  const { meta, spoolStore, sole } = await underOpenLockAsync(
+  const { meta, spoolStore, sole, marks } = await underOpenLockAsync(
     spoolOpenLockFile(file),
     async () => {
+      // First: the probes of the owner slots below, and the spool's checks, would follow a link.
+      refuseSymlinkedSpoolFiles(file);
       // Under the lock, every other process that opened the spool holds its owner slot (and, at
       // ZENOVA_NODE_REPLICAS=1, the sole-process lock) already.
       if (opts.replicas === 1 && (await heldOpenByAnother(file))) throw otherProcessRefusal(store.dir);
       if (opts.replicas !== undefined && opts.replicas > 1 && (await soleProcessBeside(file))) throw soleProcessRefusal(store.dir, opts.replicas);
       const meta = await vetOrCreateSpool(store, file, opts);
+      const marks = new SequenceMarkWriter(store, meta, opts.logger);
       const spoolStore = new SpoolStore({
         file,
         meta,
         logger: opts.logger,
         limits: () => spoolLimitsOf(opts.holder),
         synchronous: opts.synchronous,
+        onDurableSequence: (sequence) => marks.offer(sequence),
       });
       // Held for the process's life (released at close): a process started beside it at a higher setting refuses.
       const sole = opts.replicas === 1 ? await acquireSole(file) : undefined;
@@ -109,7 +187,7 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
           'could not take the sole-process lock (another process held it); this process serves without it, so a node-edge started beside it with ZENOVA_NODE_REPLICAS above 1 is not refused: restart this one once no other runs',
         );
       }
-      return { meta, spoolStore, sole };
+      return { meta, spoolStore, sole, marks };
     },
     SPOOL_OPEN_LOCK_WAIT_MS,
   );
@@ -136,6 +214,9 @@ export async function openNodeSpool(opts: OpenNodeSpoolOptions): Promise<NodeSpo
     close: async () => {
       clearInterval(otherWriters);
       channel.stop();
+      // Before the store gives its owner slot up: with no slot held, a re-enrollment may move
+      // spool.json into retired/, and a mark written after would put it back.
+      await marks.close();
       await spoolStore.close();
       sole?.release();
     },
@@ -166,6 +247,16 @@ export function replacedSpoolRefusal(store: StateStore, file: string, meta: Spoo
   );
 }
 
+/** spool.db is this spool, but older than spool.json's mark (an older copy put back by hand). */
+export function olderSpoolRefusal(store: StateStore, file: string, marker: SpoolMarker, sequence: number): SpoolRefusedError {
+  return new SpoolRefusedError(
+    file,
+    `is an older copy of spool ${marker.spoolId}: its records go up to sequence ${sequence}, but ${store.path(SPOOL_MARKER_FILE)} says this spool had durably reached ${marker.sequenceMark} ` +
+      '(the file was put back from a backup or copy); the records written after the copy was taken are not in it, and serving from it would take them as lost without a word',
+    'put the newest spool.db back (with its -wal file if there was one); if it is lost for good and the records written after the copy with it, move spool.json aside to accept this file',
+  );
+}
+
 /** spool.db vetted (its marker adopted or checked), or made with its marker when there is none. */
 async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeSpoolOptions): Promise<SpoolMeta> {
   const marker = await loadSpoolMarker(store);
@@ -186,6 +277,11 @@ async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeS
   checkSpoolFileAccess(file);
   const meta = vetSpoolFile(file, opts.nodeId);
   if (marker !== undefined && marker.spoolId !== meta.spoolId) throw replacedSpoolRefusal(store, file, meta, marker);
+  if (marker?.sequenceMark !== undefined) {
+    // Replicas serving meanwhile only raise it: a spool below the mark is an older copy of this one.
+    const sequence = spoolRecordSequence(file);
+    if (sequence < marker.sequenceMark) throw olderSpoolRefusal(store, file, marker, sequence);
+  }
   // No marker yet (created by a run that stopped before writing it): adopt the vetted file.
   if (marker === undefined) await saveSpoolMarker(store, meta);
   return meta;

@@ -5,12 +5,13 @@
  * copy of records the control plane has not acknowledged.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { accessSync, chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, linkSync, lstatSync, openSync, readSync, rmSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants, existsSync, fchmodSync, fchownSync, fstatSync, fsyncSync, linkSync, lstatSync, openSync, readdirSync, readSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
-import { quickCheckLine } from '../state/state-database.js';
-import { isSpoolHeldOpen } from './spool-owner-lock.js';
+import { LOCK_FILE_ROLE, quickCheckLine, refuseSymlinkedStateFiles } from '../state/state-database.js';
+import type { StateFileRole } from '../state/state-database.js';
+import { isSpoolHeldOpen, isSpoolLockFileName } from './spool-owner-lock.js';
 import { findWalDamage } from './wal-file-check.js';
 
 export const SPOOL_FILE = 'spool.db';
@@ -40,6 +41,28 @@ export class SpoolRefusedError extends StateFileError {
 const KEEP_ADVICE =
   'the file was left untouched because it may hold records the control plane has not received. ' +
   'Move it aside together with its -wal and -shm files (keep a copy for support) and start again, or restore a good copy';
+
+/** spool.db as the state-file refusals name it (state-database.ts); its other refusals are SpoolRefusedErrors. */
+const SPOOL_FILE_ROLE: StateFileRole = {
+  kind: 'a spool file',
+  ifDirectory: 'it was left untouched: move it aside, and put the spool file back at this path (with its -wal and -shm) if you have it',
+  ifSymlink:
+    "if it leads to this node's own spool (put back by hand), move that file here in place of the link (spool.db together with its -wal and -shm); " +
+    'otherwise remove the link and put spool.db itself back: records are only ever delivered from the spool file in the state dir',
+};
+
+/**
+ * Refuses, before anything stats or opens them, a symbolic link at spool.db, its -wal or -shm, or a
+ * lock file beside it (`spool.db.lock`, the owner slots, the sole-process lock): each check and
+ * connection would follow it, and a lock file's truncation or chmod would reach its target.
+ */
+export function refuseSymlinkedSpoolFiles(file: string): void {
+  refuseSymlinkedStateFiles(file, SPOOL_FILE_ROLE);
+  const dir = path.dirname(file);
+  for (const entry of readdirSync(dir)) {
+    if (entry === `${path.basename(file)}.lock` || isSpoolLockFileName(entry)) refuseSymlinkedStateFiles(path.join(dir, entry), LOCK_FILE_ROLE);
+  }
+}
 
 /** A file of the spool this process was denied, with its owner and mode (lstat for a sidecar). */
 export interface DeniedSpoolFile {
@@ -145,6 +168,14 @@ function readHeader(file: string): Buffer {
   } finally {
     closeSync(fd);
   }
+}
+
+/** The records table's AUTOINCREMENT high-water mark (0 before the first record): never lowered in a live file. */
+export const RECORD_SEQUENCE_QUERY = "select coalesce((select seq from sqlite_sequence where name = 'records'), 0)";
+
+/** The spool's record sequence mark (RECORD_SEQUENCE_QUERY), read without writing (after vetSpoolFile). */
+export function spoolRecordSequence(file: string): number {
+  return withReadOnlySpool(file, (db) => Number(db.prepare(RECORD_SEQUENCE_QUERY).pluck().get()));
 }
 
 function readMeta(db: Database.Database): Partial<Record<string, string>> {

@@ -14,6 +14,12 @@ const markerSchema = z.object({
   spoolId: z.string().min(1).max(64),
   nodeId: z.string().min(1).max(128),
   createdAt: z.string().max(64),
+  /**
+   * The spool's highest record sequence known durable (a checkpoint synced it): a spool.db whose own
+   * is lower is an older copy put back. Optional: a marker from before it, or written at creation.
+   * Releases before it drop the field when they read the file (zod strips unknown keys).
+   */
+  sequenceMark: z.number().int().nonnegative().optional(),
 });
 
 export type SpoolMarker = z.infer<typeof markerSchema>;
@@ -38,6 +44,11 @@ export async function loadSpoolMarker(store: StateStore): Promise<SpoolMarker | 
   return parsed.data;
 }
 
-export async function saveSpoolMarker(store: StateStore, meta: SpoolMeta): Promise<void> {
-  await store.write(SPOOL_MARKER_FILE, { spoolId: meta.spoolId, nodeId: meta.nodeId, createdAt: meta.createdAt } satisfies SpoolMarker);
+export async function saveSpoolMarker(store: StateStore, meta: SpoolMeta, sequenceMark?: number): Promise<void> {
+  await store.write(SPOOL_MARKER_FILE, {
+    spoolId: meta.spoolId,
+    nodeId: meta.nodeId,
+    createdAt: meta.createdAt,
+    ...(sequenceMark !== undefined ? { sequenceMark } : {}),
+  } satisfies SpoolMarker);
 }

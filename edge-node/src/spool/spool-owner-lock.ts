@@ -14,7 +14,7 @@
  * store's own (a slot is only taken once its previous holder is gone). A holder recovers every
  * row naming its slot as soon as it takes it, so a busy slot's rows are its live holder's.
  */
-import { closeSync, chmodSync, constants, openSync, readdirSync, truncateSync } from 'node:fs';
+import { closeSync, chmodSync, constants, lstatSync, openSync, readdirSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { LOCK_FILE_ROLE, prepareStateFiles, stateFileOpenRefusal } from '../state/state-database.js';
@@ -31,6 +31,11 @@ export function spoolOwnerLockFile(spoolFile: string, slot: number): string {
  */
 export function soleProcessLockFile(spoolFile: string): string {
   return path.join(path.dirname(spoolFile), 'spool-owner-sole.lock');
+}
+
+/** Whether a state dir entry is an owner slot or the sole-process lock. */
+export function isSpoolLockFileName(entry: string): boolean {
+  return /^spool-owner-(\d{1,4}|sole)\.lock$/.test(entry);
 }
 
 /** No node runs this many processes on one state dir; a bound keeps a fault from looping for ever. */
@@ -168,6 +173,13 @@ export function isSoleProcessLockHeld(spoolFile: string): boolean {
 }
 
 function isLockFileHeld(file: string): boolean {
+  // A link is no node-edge's lock (a start refuses one: refuseSymlinkedSpoolFiles), and opening it
+  // would lock whatever it leads to.
+  try {
+    if (lstatSync(file).isSymbolicLink()) return false;
+  } catch {
+    return false; // absent: never held
+  }
   let db: Database.Database;
   try {
     db = new Database(file, { fileMustExist: true, timeout: 0 });

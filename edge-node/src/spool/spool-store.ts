@@ -18,7 +18,7 @@ import { zenovaError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { interruptedRecord, openRowSchema } from './interrupted-record.js';
 import type { OpenRow, RequestSpool } from './request-spool.js';
-import { spoolLiveBytes, spoolWalBytes } from './spool-file.js';
+import { RECORD_SEQUENCE_QUERY, spoolLiveBytes, spoolWalBytes } from './spool-file.js';
 import type { SpoolMeta } from './spool-file.js';
 import { WalCheckpointer } from '../state/wal-checkpointer.js';
 import { isMarkedProcessAlive, thisProcessMark } from '../process-alive.js';
@@ -75,6 +75,12 @@ export interface SpoolStoreOptions {
   maxQueued?: number;
   /** How long after a failed commit the next attempt is made. */
   retryMs?: number;
+  /**
+   * Told the spool's highest record sequence ever used (sqlite_sequence: never lowered, even when the
+   * rows are delivered and deleted) once a checkpoint has made it durable: the mark spool.json keeps
+   * (open-node-spool.ts), so an older copy of spool.db put back is found.
+   */
+  onDurableSequence?: (sequence: number) => void;
 }
 
 /** A backlog record's place and size, read without its JSON. */
@@ -262,7 +268,13 @@ export class SpoolStore implements RequestSpool {
       this.ownerLock.release();
       throw err;
     }
-    this.checkpointer = new WalCheckpointer(opts.file, opts.logger);
+    const onDurableSequence = opts.onDurableSequence;
+    this.checkpointer = new WalCheckpointer(
+      opts.file,
+      opts.logger,
+      undefined,
+      onDurableSequence === undefined ? undefined : { query: RECORD_SEQUENCE_QUERY, onDurable: (value) => onDurableSequence(Number(value)) },
+    );
   }
 
   // ---- RequestSpool ----

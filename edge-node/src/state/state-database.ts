@@ -9,9 +9,15 @@
  * path) is refused naming it, its owner and what to do: SQLite's own error says only "unable to
  * open database file". The lock files of state/open-lock.ts and spool/spool-owner-lock.ts are
  * opened through the same checks (stateFileOpenRefusal).
+ *
+ * A symbolic link at a state file's path (or its -wal/-shm's) is refused too, never followed: SQLite
+ * opens the database a link leads to, and the chmod and truncation done here would reach that file,
+ * which may be another user's, or a copy that is not this node's (a restore by hand). Nothing in the
+ * product puts links in the state dir; the state dir itself may be reached through one.
  */
-import { accessSync, chmodSync, constants, lstatSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, constants, lstatSync, readlinkSync, statSync } from 'node:fs';
 import type { Stats } from 'node:fs';
+import path from 'node:path';
 import Database from 'better-sqlite3';
 import { STATE_FILE_MODE, StateAccessDeniedError, StateFileError } from './state-store.js';
 
@@ -21,15 +27,22 @@ export interface StateFileRole {
   kind: string;
   /** What to do about a directory found at its path. */
   ifDirectory: string;
+  /** What to do about a symbolic link found at its path (or at its -wal/-shm's). */
+  ifSymlink: string;
 }
 
-/** The role of a SQLite state file whose caller names none. */
-const SQLITE_STATE_FILE: StateFileRole = { kind: 'a SQLite file', ifDirectory: 'move it aside: node-edge makes the file anew' };
+/** The role of a SQLite state file whose caller names none (it holds nothing a new file would miss for good). */
+const SQLITE_STATE_FILE: StateFileRole = {
+  kind: 'a SQLite file',
+  ifDirectory: 'move it aside: node-edge makes the file anew',
+  ifSymlink: "if it leads to this node's own file (put back by hand), move that file here in place of the link; otherwise remove the link: node-edge makes the file anew",
+};
 
 /** An empty file only its SQLite lock counts on (open-lock.ts, spool-owner-lock.ts). */
 export const LOCK_FILE_ROLE: StateFileRole = {
   kind: 'a lock file',
   ifDirectory: 'move it aside (no node-edge can hold a lock on a directory): node-edge creates the lock file again',
+  ifSymlink: 'remove the link (only a lock counts in a lock file, never its content): node-edge creates the lock file again',
 };
 
 export interface StateDatabaseOptions {
@@ -86,25 +99,57 @@ export function stateFileOpenRefusal(file: string, err: unknown, role: StateFile
   return accessRefusal(file, info, err, isAccessError(err));
 }
 
+/** The refusal for `link`, a symbolic link at the path of a state file or of its -wal/-shm; the link and its target are left as they are. */
+export function symlinkRefusal(link: string, role: StateFileRole): StateFileError {
+  let target: string;
+  try {
+    target = path.resolve(path.dirname(link), readlinkSync(link));
+  } catch {
+    target = 'somewhere it no longer says'; // replaced meanwhile
+  }
+  return new StateFileError(
+    link,
+    `is a symbolic link (to ${target}), not ${role.kind}; node-edge follows no link in its state dir (one can lead to another user's file, or to a copy that is not this node's), ` +
+      `and left both as they are: ${role.ifSymlink}`,
+  );
+}
+
 /**
- * Before a connection opens `file`: a directory at its path is refused, and so is the file or a
+ * Refuses a symbolic link at `file` or at its -wal/-shm (symlinkRefusal). lstat only: nothing is
+ * opened, so this may run before any check that would follow the link (a stat, an open).
+ */
+export function refuseSymlinkedStateFiles(file: string, role: StateFileRole): void {
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+    let isLink: boolean;
+    try {
+      isLink = lstatSync(f).isSymbolicLink();
+    } catch {
+      continue; // absent; anything stranger is met by the caller's checks, with their own messages
+    }
+    if (isLink) throw symlinkRefusal(f, role);
+  }
+}
+
+/**
+ * Before a connection opens `file`: a symbolic link at its path or its -wal/-shm's is refused (SQLite
+ * would open what it leads to), a directory at its path is refused, and so is the file or a
  * -wal/-shm beside it that node-edge may not read and write (another user's: left root's by a
  * command run with sudo) — named, with its owner and the chown. This user's own files, and the
  * sidecars a crash left, are made owner-only first (0600): an older release created
  * credit-leases.sqlite's at the umask's 0644, and whatever mode a restore left (000 too) is this
- * user's to correct, as for spool.db. A sidecar that is not a regular file (a symlink planted beside
- * it) is left alone. By path, never through a descriptor: closing one would drop this process's
- * SQLite locks on the file.
+ * user's to correct, as for spool.db. By path, never through a descriptor: closing one would drop
+ * this process's SQLite locks on the file. lstat, so the chmod never reaches a link's target.
  */
 export function prepareStateFiles(file: string, role: StateFileRole): void {
   for (const f of [file, `${file}-wal`, `${file}-shm`]) {
     let info: Stats;
     try {
-      info = f === file ? statSync(f) : lstatSync(f);
+      info = lstatSync(f);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
       throw stateFileOpenRefusal(f, err, role) ?? err;
     }
+    if (info.isSymbolicLink()) throw symlinkRefusal(f, role);
     if (f === file && info.isDirectory()) throw new StateFileError(f, `is a directory, not ${role.kind}; ${role.ifDirectory}`);
     if (!info.isFile()) continue;
     if ((info.mode & 0o777) !== STATE_FILE_MODE) {

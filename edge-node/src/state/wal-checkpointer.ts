@@ -22,11 +22,22 @@ const { workerData, parentPort } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('busy_timeout = 1000');
+// Its checkpoints sync the WAL before copying it and the database after (OFF would sync neither).
+db.pragma('synchronous = NORMAL');
 let failures = 0;
+const durableQuery = workerData.durableQuery ? db.prepare(workerData.durableQuery).pluck() : undefined;
+let lastDurable;
 const timer = setInterval(() => {
   try {
-    db.pragma('wal_checkpoint(PASSIVE)');
+    // Read before the checkpoint: a checkpoint that then copies the whole WAL (log = checkpointed)
+    // has synced every commit this read saw (or a checkpoint before it did, if the WAL restarted).
+    const value = durableQuery ? durableQuery.get() : undefined;
+    const [result] = db.pragma('wal_checkpoint(PASSIVE)');
     failures = 0;
+    if (durableQuery && result && result.busy === 0 && result.log === result.checkpointed && value !== lastDurable) {
+      lastDurable = value;
+      parentPort.postMessage({ durable: value });
+    }
   } catch (err) {
     // SQLITE_BUSY and friends: the next tick tries again; only a persistent failure is reported.
     failures += 1;
@@ -41,18 +52,29 @@ parentPort.on('message', (m) => {
 });
 `;
 
+/**
+ * A value read from the file that is known durable (synced to the database file, so neither a kill
+ * -9 nor a power loss takes it back): `query` (one value) is read before each checkpoint, and
+ * `onDurable` gets it when that checkpoint copied the whole WAL and the value changed.
+ */
+export interface DurableValueWatch {
+  query: string;
+  onDurable: (value: unknown) => void;
+}
+
 export class WalCheckpointer {
   private readonly worker: Worker;
   private exited = false;
   private stopping: Promise<void> | undefined;
 
-  constructor(file: string, logger: Logger, intervalMs = DEFAULT_CHECKPOINT_INTERVAL_MS) {
+  constructor(file: string, logger: Logger, intervalMs = DEFAULT_CHECKPOINT_INTERVAL_MS, durable?: DurableValueWatch) {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, intervalMs, driver } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, intervalMs, driver, durableQuery: durable?.query } });
     // Never keeps the process alive on its own.
     this.worker.unref();
-    this.worker.on('message', (m: { failing?: string }) => {
+    this.worker.on('message', (m: { failing?: string; durable?: unknown }) => {
       if (m.failing !== undefined) logger.warn({ file, message: m.failing }, 'WAL checkpoints keep failing; the file grows until they succeed');
+      if ('durable' in m) durable?.onDurable(m.durable);
     });
     this.worker.on('error', (err) => logger.warn({ file, message: err.message }, 'the WAL checkpoint worker stopped'));
     this.worker.once('exit', () => {
