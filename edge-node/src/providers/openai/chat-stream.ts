@@ -671,6 +671,12 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
   let done = false;
   /** A usage block came in or after the chunk that finished the last choice: the final one, not a running count. */
   let usageAfterFinish = false;
+  /**
+   * A usage block came in or after the chunk of the latest finish_reason: with fewer choices
+   * finished than asked (an upstream that ignores `n`), only such a block is final, not a running
+   * count from the first chunk.
+   */
+  let usageSinceLatestFinish = false;
   let afterDone: NodeJS.Timeout | undefined;
   try {
     for await (const sse of parseSse(response.body, MAX_SSE_EVENT_BYTES, sseIdleDeadline(response.body, upstream, source.timeoutMs))) {
@@ -681,7 +687,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
         // The last block is final only if it came with or after the finish: usage on the first
         // chunk alone (completion 0) is a running count, [DONE] or not. A stream with no finish_reason
         // at all cannot be judged that way; its last block is taken as it always was.
-        if (usageAfterFinish || finished.size < source.choices) finalUsage(ctx);
+        if (usageAfterFinish || (finished.size < source.choices && (finished.size === 0 || usageSinceLatestFinish))) finalUsage(ctx);
         afterDone = setTimeout(() => response.body.destroy(), AFTER_DONE_GRACE_MS);
         yield doneEvent(sse);
         continue;
@@ -706,7 +712,10 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
         for (const choice of choices) {
           if (!isRecord(choice)) continue;
           seen.add(choice.index ?? 0);
-          if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') finished.add(choice.index ?? 0);
+          if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') {
+            finished.add(choice.index ?? 0);
+            usageSinceLatestFinish = false;
+          }
         }
       }
       closedByUsage = isRecord(chunk.usage) && isUsageOnly(chunk) && finished.size > 0 && finished.size === seen.size;
@@ -717,6 +726,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
         // block seen holds the final counts only once the stream ended properly (below).
         ctx.upstreamUsage = chatUsage(usage, true);
         if (finished.size >= source.choices) usageAfterFinish = true;
+        if (finished.size > 0) usageSinceLatestFinish = true;
         if (shape.hideUsage && isUsageOnly(chunk)) continue;
       }
       // Some servers send the usage chunk without `choices`; OpenAI's SDKs iterate `choices` on every
