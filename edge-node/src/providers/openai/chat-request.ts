@@ -255,6 +255,16 @@ const AUDIO_PART_TYPES: ReadonlySet<string> = new Set(['input_audio', 'audio_url
 const AUDIO_BILLED_ABOVE_PRICE = 'not passed on for a priced model: the upstream bills audio tokens above the price this node charges';
 
 /**
+ * Why `cache_control` (Anthropic prompt caching through OpenRouter, LiteLLM and other routers) is
+ * refused on a priced chat request: the upstream bills the cache writes at 1.25× or 2× the input
+ * price, which the node neither reserves nor reads back on this API (on /v1/messages it does).
+ */
+const CACHE_CONTROL_BILLED_ABOVE_PRICE = 'not passed on for a priced model on /v1/chat/completions: the upstream bills prompt-cache writes above the price this node charges; send prompt caching through /v1/messages, which prices it';
+
+/** Why OpenRouter's `provider` routing preferences are refused on a priced request. */
+const PROVIDER_BILLED_ABOVE_PRICE = 'not passed on for a priced model: provider routing picks among providers priced differently for the same model, past the price this node charges';
+
+/**
  * A parameter a priced request may not carry, or undefined: an output limit of another name
  * (OTHER_OUTPUT_LIMITS), and audio, which OpenAI bills at several times the text price while the node
  * charges the model's one per-token price: audio output (`modalities` naming anything
@@ -267,13 +277,17 @@ export function billedAbovePriceParam(request: Record<string, unknown>): BilledA
   const modalities = request.modalities;
   if (asks(modalities) && !(Array.isArray(modalities) && modalities.every((modality) => modality === 'text'))) return { param: 'modalities', reason: `only "text": ${AUDIO_BILLED_ABOVE_PRICE}` };
   if (asks(request.audio)) return { param: 'audio', reason: AUDIO_BILLED_ABOVE_PRICE };
+  if (asks(request.provider)) return { param: 'provider', reason: PROVIDER_BILLED_ABOVE_PRICE };
   const messages = request.messages;
   if (!Array.isArray(messages)) return undefined;
   for (const [m, message] of messages.entries()) {
+    if (isRecord(message) && asks(message.cache_control)) return { param: `messages[${m}].cache_control`, reason: CACHE_CONTROL_BILLED_ABOVE_PRICE };
     const content = isRecord(message) ? message.content : undefined;
     if (!Array.isArray(content)) continue;
     for (const [p, part] of content.entries()) {
-      if (isRecord(part) && typeof part.type === 'string' && AUDIO_PART_TYPES.has(part.type)) return { param: `messages[${m}].content[${p}]`, reason: `no ${part.type} parts: ${AUDIO_BILLED_ABOVE_PRICE}` };
+      if (!isRecord(part)) continue;
+      if (typeof part.type === 'string' && AUDIO_PART_TYPES.has(part.type)) return { param: `messages[${m}].content[${p}]`, reason: `no ${part.type} parts: ${AUDIO_BILLED_ABOVE_PRICE}` };
+      if (asks(part.cache_control)) return { param: `messages[${m}].content[${p}].cache_control`, reason: CACHE_CONTROL_BILLED_ABOVE_PRICE };
     }
   }
   return undefined;
