@@ -234,3 +234,15 @@ t.test('enroll --help lists every option', async (t) => {
   t.equal(result.code, 0);
   for (const flag of ['--control-plane URL', '--token TOKEN', '--token-file FILE', '--state-dir DIR', '--ca-file FILE', '--reenroll']) t.match(result.stdout, flag);
 });
+
+t.test('enrolling with the console page\'s address names the URL it asked and the callback URL to pass instead', async (t) => {
+  const server = await startEnrollServer(t);
+  const dir = t.testdir({});
+  const result = await run(['enroll', '--control-plane', `${server.url}/console/`, '--token', TOKEN, '--state-dir', path.join(dir, 'state'), '--ca-file', await caFile(dir, server)]);
+  t.equal(result.code, 1, result.stderr);
+  t.match(result.stderr, `HTTP 404 on ${server.url}/console/api/enroll/preflight`, 'the URL it asked, in full');
+  t.match(result.stderr, `is the console page's address; pass the control plane's callback URL without it (${server.url})`);
+  t.notOk(result.stderr.includes(TOKEN), 'the token is not printed');
+  const help = await run(['enroll', '--help']);
+  t.notMatch(help.stdout, /console URL/, 'the help does not ask for the console URL');
+});

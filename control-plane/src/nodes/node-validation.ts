@@ -99,6 +99,8 @@ export function controlPlaneUrlProblem(value: string): string | undefined {
   // It goes into a shell command: plain URL characters only, each literal in single quotes, which
   // install-command.ts adds when one means something to a shell unquoted (the `[ ]` of IPv6, `~`).
   if (!/^[A-Za-z0-9._~:/[\]%-]+$/.test(value)) return 'may contain only letters, digits and . _ ~ : / [ ] % -';
+  // The console page's address pasted for the callback URL: every install command made with it would fail.
+  if (/\/console\/*$/i.test(value)) return 'is the console page\'s address (ends in /console): give the control plane\'s callback URL without it';
   return undefined;
 }
 

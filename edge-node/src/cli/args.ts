@@ -90,7 +90,8 @@ Redeems a one-time install token at the control plane and saves the node's ident
 trust and first credential in DIR (files 0600, directory 0700).
 
 Options:
-  --control-plane URL   The control plane's console URL; must be https://
+  --control-plane URL   The control plane's callback URL, as in the install command (its address,
+                        not the console page's /console/ path); must be https://
   --token TOKEN         The one-time token from the install command
   --token-file FILE     Read the token from FILE instead, its one non-blank line (keeps it out
                         of the process list); should be readable by its owner only (chmod 600).

@@ -244,6 +244,16 @@ async function retireAsAnotherNode(store: StateStore, previous: PreviousNode, ne
   return { ...(await retirePreviousNode(store, previous, now)), nodeId: old.nodeId, nodeName: old.nodeName };
 }
 
+/**
+ * What to check when the URL given is not a control plane's: a path ending in /console (the
+ * console page's address, pasted for the callback URL) is named with the URL to use instead.
+ */
+function consolePathAdvice(base: URL): string {
+  const path = base.pathname.replace(/\/+$/, '');
+  if (/\/console$/i.test(path)) return `${base.href} is the console page's address; pass the control plane's callback URL without it (${base.origin}${path.slice(0, -'/console'.length)}), as in the install command`;
+  return 'is this the control plane\'s callback URL, as in the install command?';
+}
+
 /** The identity a re-enrollment replaces (undefined when there is none, or it is unreadable). */
 async function refuseToReplaceIdentity(store: StateStore, reenroll: boolean): Promise<NodeIdentity | undefined> {
   let existing: NodeIdentity | undefined;
@@ -273,12 +283,12 @@ async function runPreflight(
   const response = await call({ method: 'GET', url: new URL(PREFLIGHT_PATH.slice(1), base) });
   const receivedAt = now();
   if (response.status === 404) {
-    throw new EnrollError('NOT_A_CONTROL_PLANE', `${base.href} has no enrollment endpoint (HTTP 404 on ${PREFLIGHT_PATH}): is this the control plane's console URL?`);
+    throw new EnrollError('NOT_A_CONTROL_PLANE', `${base.href} has no enrollment endpoint (HTTP 404 on ${new URL(PREFLIGHT_PATH.slice(1), base).href}): ${consolePathAdvice(base)}`);
   }
   if (response.status !== 200) throw controlPlaneRefusal(response, 'install', token, 'the preflight check');
   const parsed = preflightResponseSchema.safeParse(response.body);
   if (!parsed.success || parsed.data.product !== PRODUCT) {
-    throw new EnrollError('NOT_A_CONTROL_PLANE', `${base.href} did not answer like a Zenova control plane: is this the console URL?`);
+    throw new EnrollError('NOT_A_CONTROL_PLANE', `${base.href} did not answer like a Zenova control plane: ${consolePathAdvice(base)}`);
   }
   const preflight = parsed.data;
   if (!isCompatibleProtocol(preflight.protocolVersion)) {
