@@ -63,7 +63,8 @@ export async function startAdminServer(opts: AdminServerOptions): Promise<AdminS
     });
     return { url: urlOf(opts.host, opts.port), close: async () => stop() };
   }
-  const server = http.createServer((req, res) => {
+  // requireHostHeader off: an HTTP/1.1 request without Host gets this handler's 421, as documented, not Node's bare 400.
+  const server = http.createServer({ requireHostHeader: false }, (req, res) => {
     if (!isLoopbackHostHeader(req.headers.host)) {
       res
         .writeHead(421, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' })

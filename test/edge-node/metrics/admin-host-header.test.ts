@@ -2,6 +2,7 @@
 // localhost, [::1], with or without a port): a web page that points its own name at 127.0.0.1 (DNS
 // rebinding) gets 421 and never reads /metrics.
 import http from 'node:http';
+import net from 'node:net';
 import t from 'tap';
 import { isLoopbackHostHeader, startAdminServer } from '../../../edge-node/src/metrics/admin-server.js';
 
@@ -41,4 +42,21 @@ t.test('the admin port refuses /metrics and /healthz to a request addressed to a
     t.equal(served.status, 200, host);
     t.equal(served.body, 'secret_metric 1\n');
   }
+});
+
+t.test('an HTTP/1.1 request without a Host header gets the admin port\'s 421, not a bare 400', async (t) => {
+  const admin = await startAdminServer({ host: '127.0.0.1', port: 0, renderMetrics: () => 'secret_metric 1\n' });
+  t.teardown(() => admin.close());
+  const { hostname, port } = new URL(admin.url);
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.end('GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n'));
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('end', () => resolve(text));
+    socket.on('error', reject);
+  });
+  t.match(answer, /^HTTP\/1\.1 421 /);
+  t.match(answer, /loopback host/);
+  t.notMatch(answer, /secret_metric/);
 });
