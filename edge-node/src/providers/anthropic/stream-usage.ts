@@ -22,11 +22,15 @@ function cacheCounter(value: unknown, previous: number | undefined): number | un
 
 /**
  * The prompt-cache writes of `total` cache-creation tokens, billed by lifetime: `cache_creation`'s
- * per-lifetime counts where validly given; the rest of the total (all of it without them) as
+ * per-lifetime counts where validly given (never more than `total` together); the rest of the total (all of it without them) as
  * 1-hour writes when the request asked for a 1-hour lifetime anywhere (the safe side), else as
  * 5-minute ones. Undefined when nothing was written.
  */
-export function cacheWritesOf(total: number, fiveMinute: number | undefined, oneHour: number | undefined, ttl: PromptCacheTtl | undefined): CacheWrites | undefined {
+export function cacheWritesOf(total: number, givenFiveMinute: number | undefined, givenOneHour: number | undefined, ttl: PromptCacheTtl | undefined): CacheWrites | undefined {
+  // A breakdown beyond the total (an inconsistent compatible upstream) is held to it, the dearer
+  // 1-hour writes first: a premium is charged only on tokens the input counts once.
+  const oneHour = givenOneHour === undefined ? undefined : Math.min(givenOneHour, total);
+  const fiveMinute = givenFiveMinute === undefined ? undefined : Math.min(givenFiveMinute, total - (oneHour ?? 0));
   const rest = Math.max(0, total - (fiveMinute ?? 0) - (oneHour ?? 0));
   const fiveMinuteTokens = (fiveMinute ?? 0) + (ttl === '1h' ? 0 : rest);
   const oneHourTokens = (oneHour ?? 0) + (ttl === '1h' ? rest : 0);
