@@ -93,6 +93,8 @@ const DAY_SECONDS = 86_400;
 // Ceiling for every duration: ten years, far beyond anything sensible, but keeps numbers finite.
 const MAX_DURATION_SECONDS = 10 * 365 * DAY_SECONDS;
 const MIN_ADMIN_TOKEN_LENGTH = 32;
+/** The most the console's login form takes (console-session.routes.ts). */
+export const MAX_ADMIN_TOKEN_LENGTH = 512;
 const MAX_LEASE_CAP_MICROS = 999_999_999_999_999; // 15 digits: a lease cap far beyond any balance
 const MAX_LEASE_REFRESH_MS = 999_999_999;
 // A node caps the interval it is asked for at 10 minutes (edge-node/src/control/session.ts).
@@ -105,7 +107,7 @@ const SECRET_ENC_KEY_BYTES = 32;
 export const settingsVariables = [
   { name: 'ZENOVA_DATABASE_URL', required: true, description: 'PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DB, with USER and PASSWORD percent-encoded (encodeURIComponent: / ? # @ : % as %2F %3F %23 %40 %3A %25)' },
   { name: 'ZENOVA_LISTEN', required: false, description: `HOST:PORT for the console/API (default ${DEFAULT_LISTEN}; port 0 picks a free port)` },
-  { name: 'ZENOVA_ADMIN_TOKEN', required: true, description: `bearer token for the admin API /api/v1, at least ${MIN_ADMIN_TOKEN_LENGTH} characters` },
+  { name: 'ZENOVA_ADMIN_TOKEN', required: true, description: `bearer token for the admin API /api/v1, ${MIN_ADMIN_TOKEN_LENGTH} to ${MAX_ADMIN_TOKEN_LENGTH} visible ASCII characters` },
   { name: 'ZENOVA_SECRET_ENC_KEY', required: true, description: `${SECRET_ENC_KEY_BYTES} random bytes, base64 (openssl rand -base64 32); encrypts the keys stored in PostgreSQL, the same on every replica (back it up with the database)` },
   { name: 'ZENOVA_LOG_LEVEL', required: false, description: `${LOG_LEVELS.join('|')} (default info)` },
   { name: 'ZENOVA_PUBLIC_URL', required: false, description: 'http(s) URL nodes and browsers use to reach the console/API, e.g. behind a reverse proxy (https://zenova.example.com); an https one is the Add Node wizard\'s default control-plane URL (nodes enroll over HTTPS only); the start-up log names it' },
@@ -198,6 +200,8 @@ const adminToken = raw.transform((value, ctx) => {
   if (value.length < MIN_ADMIN_TOKEN_LENGTH) {
     return fail(ctx, `expected at least ${MIN_ADMIN_TOKEN_LENGTH} characters, got ${value.length}`);
   }
+  // The console's login form takes at most this many: a longer token could never log in there.
+  if (value.length > MAX_ADMIN_TOKEN_LENGTH) return fail(ctx, `expected at most ${MAX_ADMIN_TOKEN_LENGTH} characters, got ${value.length}`);
   // It travels in an Authorization header, which only carries visible ASCII.
   if (!/^[\x21-\x7e]+$/.test(value)) return fail(ctx, 'expected visible ASCII characters only (no spaces or control characters)');
   return value;

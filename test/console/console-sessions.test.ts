@@ -264,13 +264,16 @@ t.test('the failed-login limit keys an IPv6 client by its /64 and an IPv4-mapped
   t.equal(mapped.statusCode, 429, 'the mapped spelling is locked out with its IPv4 address');
 });
 
-t.test('the login body is bounded: 1 KiB, a token of at most 512 characters, no other fields', async (t) => {
+t.test('the login body is bounded: a token of at most 512 characters, even one JSON escapes whole, no other fields', async (t) => {
   const big = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: 'x'.repeat(2000) }, remoteAddress: freshIp() });
   t.equal(big.statusCode, 413);
   t.equal(big.json<{ error: { code: string } }>().error.code, 'ZN_ERR_CP_BODY_TOO_LARGE');
   const long = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: 'x'.repeat(513) }, remoteAddress: freshIp() });
   t.equal(long.statusCode, 400);
   t.match(long.json<{ error: { message: string } }>().error.message, /adminToken.*512/);
+  // 512 characters JSON escapes to two each ('"', '\\'): read and judged, not refused for its size.
+  const escaped = await stack.app.inject({ method: 'POST', url: '/api/console/login', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ adminToken: '"\\'.repeat(256) }), remoteAddress: freshIp() });
+  t.equal(escaped.statusCode, 401, 'a 512-character token of quotes and backslashes is read');
   const extra = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: stack.adminToken, remember: true }, remoteAddress: freshIp() });
   t.equal(extra.statusCode, 400);
   const missing = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: {}, remoteAddress: freshIp() });

@@ -173,6 +173,14 @@ t.test('an admin token with spaces is refused (it travels in a header)', async (
   t.match(problemsOf({ ...VALID, ZENOVA_ADMIN_TOKEN: `${TOKEN} with space` })[0], /^ZENOVA_ADMIN_TOKEN: expected visible ASCII/);
 });
 
+t.test('an admin token longer than the console login takes (512) is refused at start, without echoing it', async (t) => {
+  const long = 'A'.repeat(513);
+  const problems = problemsOf({ ...VALID, ZENOVA_ADMIN_TOKEN: long });
+  t.match(problems[0], /^ZENOVA_ADMIN_TOKEN: expected at most 512 characters, got 513/);
+  t.notOk(problems.join('\n').includes(long));
+  t.equal(loadSettings({ ...VALID, ZENOVA_ADMIN_TOKEN: 'B'.repeat(512) }).adminToken, 'B'.repeat(512), '512 characters are taken');
+});
+
 t.test('an empty optional variable counts as unset', async (t) => {
   const settings = loadSettings({ ...VALID, ZENOVA_LISTEN: '', ZENOVA_PUBLIC_URL: '', ZENOVA_SECRET_ENC_KEY: '' });
   t.same(settings.listen, { host: '127.0.0.1', port: 7400 });

@@ -10,6 +10,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { zenovaError } from '../errors.js';
+import { MAX_ADMIN_TOKEN_LENGTH } from '../settings.js';
 import type { Settings } from '../settings.js';
 import type { ZodTypeProvider } from '../http/zod-schemas.js';
 import {
@@ -19,13 +20,16 @@ import {
 import type { ConsoleSession } from './console-sessions.js';
 
 export const CONSOLE_API_PREFIX = '/api/console';
-/** A login body is one token of at most 512 characters; nothing bigger is read. */
-export const LOGIN_BODY_LIMIT_BYTES = 1024;
+/**
+ * A login body is one token of at most MAX_ADMIN_TOKEN_LENGTH characters, each of which JSON may
+ * escape to two (`"`, `\`); nothing bigger is read.
+ */
+export const LOGIN_BODY_LIMIT_BYTES = 2 * MAX_ADMIN_TOKEN_LENGTH + 64;
 export const FAILED_LOGINS_PER_MINUTE = 10;
 const LOGIN_WINDOW_MS = 60_000;
 
 const loginBodySchema = z.strictObject({
-  adminToken: z.string().min(1, 'must not be empty').max(512, 'must be at most 512 characters'),
+  adminToken: z.string().min(1, 'must not be empty').max(MAX_ADMIN_TOKEN_LENGTH, `must be at most ${MAX_ADMIN_TOKEN_LENGTH} characters`),
 });
 // publicUrl: ZENOVA_PUBLIC_URL as configured (null: unset), for the Add Node wizard's default
 // control-plane URL; a page behind a reverse proxy cannot know the address nodes should use.
