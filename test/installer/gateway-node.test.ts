@@ -197,6 +197,17 @@ t.test('a --ca-out that cannot be written is bad usage before the node is create
   }
 });
 
+t.test('an empty --install-dir, --ca-file, --region or --control-plane-url (an unset shell variable) is bad usage, and no node is created at the default', async (t) => {
+  for (const option of ['--install-dir', '--ca-file', '--region', '--control-plane-url']) {
+    const result = option === '--control-plane-url'
+      ? await run('gateway-node', 'create', '--name', 'edge-empty-opt', '--address', 'edge-empty-opt.example.com', option, '')
+      : await create('edge-empty-opt', option, '');
+    t.equal(result.code, 2, `${option} '': exit 2`);
+    t.match(result.stderr, new RegExp(`${option} is empty \\(an unset shell variable\\?\\)`), option);
+    t.equal((await run('gateway-node', 'show', 'edge-empty-opt')).code, 1, `${option} '': no node was created`);
+  }
+});
+
 t.test('--ca-out with --json says on stderr when the node has no CA to write', async (t) => {
   t.equal((await create('edge-json-no-ca')).code, 0);
   const caOut = path.join(tempDir(t), 'ca.pem');

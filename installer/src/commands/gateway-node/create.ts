@@ -1,6 +1,6 @@
 // `zenova gateway-node create`: POST /api/v1/nodes, then the node and its one-time install command.
 import {
-  flagOption, integerOption, listOption, noPositionals, parseOptions, requiredOption, stringOption, wantsHelp,
+  flagOption, integerOption, listOption, nonEmptyOption, noPositionals, parseOptions, requiredOption, stringOption, wantsHelp,
 } from '../../args.js';
 import type { OptionSpec } from '../../args.js';
 import { EXIT_OK, currentTime } from '../../cli-context.js';
@@ -125,18 +125,19 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
   const surfaces = listOption(parsed, 'surfaces', HELP) ?? ['model'];
   const spoolQuotaGb = integerOption(parsed, 'spool-quota-gb', HELP);
   const replicas = integerOption(parsed, 'replicas', HELP);
-  const caFile = stringOption(parsed, 'ca-file');
+  // An empty value is most likely an unset shell variable: refused rather than read as "the default".
+  const caFile = nonEmptyOption(parsed, 'ca-file', HELP, 'pass the CA file, or leave --ca-file out when the control plane has a publicly trusted certificate');
+  const installDir = nonEmptyOption(parsed, 'install-dir', HELP, 'pass the install dir, or leave --install-dir out for the default /opt/zenova-node');
+  const region = nonEmptyOption(parsed, 'region', HELP, 'pass the region, or leave --region out');
   const caPem = caFile === undefined ? undefined : readPemOption(caFile, '--ca-file', ctx.cwd, HELP);
-  const explicitUrl = stringOption(parsed, 'control-plane-url');
+  const explicitUrl = nonEmptyOption(parsed, 'control-plane-url', HELP, 'pass the callback URL nodes use, or leave --control-plane-url out for the one the admin connection uses');
   const caOut = stringOption(parsed, 'ca-out');
   checkWritableFileOption(caOut, '--ca-out', ctx.cwd, HELP);
   const json = flagOption(parsed, 'json');
 
   return withAdminClient(ctx, stringOption(parsed, 'env-file'), HELP, async (client, conn) => {
     const request: CreateNodeRequest = { name, address, surfaces, controlPlaneUrl: explicitUrl ?? conn.displayUrl };
-    const region = stringOption(parsed, 'region');
     if (region !== undefined) request.region = region;
-    const installDir = stringOption(parsed, 'install-dir');
     if (installDir !== undefined) request.installDir = installDir;
     const spoolFullPolicy = stringOption(parsed, 'spool-full-policy');
     if (spoolFullPolicy !== undefined) request.spoolFullPolicy = spoolFullPolicy;
