@@ -80,6 +80,10 @@ export function readPemOption(file: string, option: string, cwd: string, helpCom
     throw new UsageError(`${option} ${file} ${err.message}; expected a PEM certificate`, helpCommand);
   }
   if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new UsageError(`${option} ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`, helpCommand);
+  // A cert+key bundle: the key must not leave this host (the CA goes to the control plane and into install commands).
+  if (/-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/.test(text)) {
+    throw new UsageError(`${option} ${file} holds a private key beside its certificate: nothing was sent; pass a file with the CA certificate only (e.g. openssl x509 -in ${file} -out ca.crt)`, helpCommand);
+  }
   return text;
 }
 
