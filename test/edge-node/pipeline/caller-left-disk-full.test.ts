@@ -4,7 +4,6 @@
 // answer (docs/billing.md), charged as such — a JSON answer its prompt (the upstream had it), a
 // stream what it carried. Real parts: the state dir is a tmpfs filled to ENOSPC (root only; skipped
 // where mount is not permitted) and the services are serve's own (spool.db, credit-leases.sqlite).
-import http from 'node:http';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -19,7 +18,7 @@ import type { NodeServices } from '../../../edge-node/src/cli/node-services.js';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
 import { createLogger } from '../../../edge-node/src/logger.js';
 import type { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
-import { listenForTest } from '../../fixtures/loopback-server.js';
+import { PROMPT, gatedUpstream } from '../disk-full-fixtures.js';
 import { fillDisk, mountSmallDisk, tmpfsSkip } from '../../fixtures/small-disk.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { ACCOUNT_ID } from '../config-fixtures.js';
@@ -27,47 +26,6 @@ import { startPipelineNode } from './pipeline-harness.js';
 import type { PipelineNode } from './pipeline-harness.js';
 
 const skip = tmpfsSkip();
-
-/** A prompt large enough that its record cannot be written on the full disk. */
-const PROMPT = 'x '.repeat(50_000);
-const USAGE = { prompt_tokens: 40, completion_tokens: 2, total_tokens: 42 };
-const COMPLETION = { id: 'c1', object: 'chat.completion', created: 1, model: 'demo-echo', choices: [{ index: 0, message: { role: 'assistant', content: 'Hi there' }, finish_reason: 'stop' }], usage: USAGE };
-const CHUNK = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'demo-echo' };
-const STREAM =
-  `data: ${JSON.stringify({ ...CHUNK, choices: [{ index: 0, delta: { role: 'assistant', content: 'Hi there' }, finish_reason: null }] })}\n\n` +
-  `data: ${JSON.stringify({ ...CHUNK, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n` +
-  `data: ${JSON.stringify({ ...CHUNK, choices: [], usage: USAGE })}\n\n` +
-  'data: [DONE]\n\n';
-
-/** An upstream that reads each request and answers only once released (so the open rows commit before the disk is filled). */
-async function gatedUpstream(t: Test): Promise<{ url: string; received: () => number; release: () => void }> {
-  const held: Array<() => void> = [];
-  let released = false;
-  let received = 0;
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => {
-      received += 1;
-      const stream = (JSON.parse(body) as { stream?: boolean }).stream === true;
-      const answer = (): void => {
-        if (stream) res.writeHead(200, { 'content-type': 'text/event-stream' }).end(STREAM);
-        else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(COMPLETION));
-      };
-      if (released) answer();
-      else held.push(answer);
-    });
-  });
-  const url = await listenForTest(t, server);
-  return {
-    url,
-    received: () => received,
-    release: () => {
-      released = true;
-      for (const answer of held.splice(0)) answer();
-    },
-  };
-}
 
 interface DiskNode {
   dir: string;
