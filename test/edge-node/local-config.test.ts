@@ -1,4 +1,5 @@
 // The local config file: what it accepts, and errors that name the file and the offending path.
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import t from 'tap';
 import { DEFAULT_MAX_BODY_BYTES, LocalConfigError, loadLocalConfig, maxBodyBytes, parseLocalConfig } from '../../edge-node/src/config/local-config.js';
@@ -64,4 +65,14 @@ t.test('loading a file names the file when it is missing, not JSON, or wrong', a
   await t.rejects(loadLocalConfig(path.join(dir, 'absent.json')), { name: 'LocalConfigError', message: /absent\.json: cannot read the file \(ENOENT\)/ });
   await t.rejects(loadLocalConfig(path.join(dir, 'broken.json')), { message: /broken\.json: not valid JSON/ });
   await t.rejects(loadLocalConfig(path.join(dir, 'wrong.json')), { message: /wrong\.json: models\[0\]\.upstream/ });
+});
+
+t.test('loading a config that is a device, a FIFO or a directory refuses it unread, and a file past the limit without reading on', async (t) => {
+  const dir = t.testdir({ 'big.json': ' '.repeat(1024 * 1024 + 1) });
+  const fifo = path.join(dir, 'config.fifo');
+  execFileSync('mkfifo', [fifo]);
+  for (const file of ['/dev/zero', fifo, dir]) {
+    await t.rejects(loadLocalConfig(file), { name: 'LocalConfigError', message: /not a regular file/ }, file);
+  }
+  await t.rejects(loadLocalConfig(path.join(dir, 'big.json')), { message: /big\.json: larger than 1048576 bytes/ });
 });

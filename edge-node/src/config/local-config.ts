@@ -1,7 +1,8 @@
 // The local JSON config file of a stand-alone node (`serve --config`, no control plane). Enrolled
 // nodes take signed bundles instead; both become one RuntimeConfig (runtime-config.ts), which is
 // all the serving code sees.
-import { readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import { describeIssues } from '../zod-issues.js';
 
@@ -112,14 +113,40 @@ export function parseLocalConfig(value: unknown, source = 'config'): LocalConfig
   return result.data;
 }
 
+/**
+ * The file's text, read only if it is a regular file of at most MAX_CONFIG_FILE_BYTES: a device
+ * (`/dev/zero`) was read until memory ran out and a FIFO blocked the start for ever.
+ */
+async function readBoundedRegularFile(file: string): Promise<string> {
+  const notRegular = (): LocalConfigError => new LocalConfigError(file, ['not a regular file (a device, FIFO, socket or directory): pass the JSON config file itself']);
+  // Looked at before it is opened: opening some devices does something by itself.
+  if (!(await stat(file)).isFile()) throw notRegular();
+  // O_NONBLOCK: were it swapped for a FIFO meanwhile, the open returns at once and fstat refuses it.
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) throw notRegular();
+    const tooLarge = new LocalConfigError(file, [`larger than ${MAX_CONFIG_FILE_BYTES} bytes`]);
+    if (info.size > MAX_CONFIG_FILE_BYTES) throw tooLarge;
+    // One byte past the limit: a file that grew since the fstat is refused, not read on and on.
+    const buffer = Buffer.alloc(MAX_CONFIG_FILE_BYTES + 1);
+    let length = 0;
+    while (length < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    if (length > MAX_CONFIG_FILE_BYTES) throw tooLarge;
+    return buffer.subarray(0, length).toString('utf8');
+  } finally {
+    await handle.close();
+  }
+}
+
 export async function loadLocalConfig(file: string): Promise<LocalConfig> {
   let text: string;
   try {
-    const bytes = await readFile(file);
-    if (bytes.length > MAX_CONFIG_FILE_BYTES) {
-      throw new LocalConfigError(file, [`larger than ${MAX_CONFIG_FILE_BYTES} bytes`]);
-    }
-    text = bytes.toString('utf8');
+    text = await readBoundedRegularFile(file);
   } catch (err) {
     if (err instanceof LocalConfigError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
