@@ -21,6 +21,7 @@ import type pg from 'pg';
 import type pino from 'pino';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { writeFileAtomic } from '../fs/atomic-write.js';
+import { readBoundedRegularFile } from '../fs/bounded-file.js';
 import type { Settings } from '../settings.js';
 import {
   certCovers, certFingerprint, certNotAfter, certNotBefore, createCa, isIssuedBy, issueServerCert, keyMatchesCert, sanFor,
@@ -351,7 +352,7 @@ function warnIfExpiringSoon(logger: LoadGatewayIdentityOptions['logger'], notAft
 
 async function readSetting(variable: string, file: string): Promise<string> {
   try {
-    return await readFile(file, 'utf8');
+    return readBoundedRegularFile(file);
   } catch (err) {
     throw new GatewayIdentityError('EXTERNAL_INVALID', `cannot read ${variable} (${file}): ${(err as Error).message}`, { cause: err });
   }

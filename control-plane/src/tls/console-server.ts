@@ -4,7 +4,7 @@
  * each request to the app's router, so the app factory stays transport-agnostic.
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readBoundedRegularFile } from '../fs/bounded-file.js';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -28,7 +28,7 @@ export class ConsoleTlsError extends Error {
 
 function readSetting(variable: string, file: string): string {
   try {
-    return readFileSync(file, 'utf8');
+    return readBoundedRegularFile(file);
   } catch (err) {
     throw new ConsoleTlsError(`${variable}: cannot read ${file}: ${(err as Error).message}`);
   }
