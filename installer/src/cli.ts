@@ -11,6 +11,7 @@ import { CommandFailure, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from '.
 import type { CliContext, Command } from './cli-context.js';
 import { ApiError, ConnectionError, UnexpectedResponseError } from './connection/admin-client.js';
 import { productVersion } from '../../proto/src/product-version.js';
+import { unknownCommandMessage } from '../../proto/src/cli-usage-errors.js';
 
 const PROGRAM = 'zenova';
 
@@ -65,7 +66,7 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
       return EXIT_OK;
     }
     const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
-    if (load === undefined) throw new UsageError(`unknown command ${JSON.stringify(name)}`, undefined);
+    if (load === undefined) throw new UsageError(unknownCommandMessage(name, Object.keys(COMMANDS), ['help', 'version']), undefined);
     return await (await load()).run(rest, ctx);
   } catch (err) {
     const code = report(err, ctx);

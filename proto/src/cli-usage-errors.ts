@@ -43,6 +43,21 @@ export function unknownOptionMessage(given: string, known: readonly string[]): s
   return suggestion === undefined ? `unknown option ${given}; see --help for the options` : `unknown option ${given}; did you mean ${suggestion}?`;
 }
 
+/** What a command name looks like; anything else is not quoted (it may be a pasted secret). */
+const COMMAND_SHAPE = /^[A-Za-z][A-Za-z0-9-]{0,40}$/;
+
+/**
+ * "unknown command "stauts"; did you mean status?" for a first word that is not a command, and for
+ * an option there the option it most likely meant (`--verison`: `--version`, among `topOptions`);
+ * a word of another shape is never quoted back.
+ */
+export function unknownCommandMessage(given: string, commands: readonly string[], topOptions: readonly string[]): string {
+  if (given.startsWith('-')) return unknownOptionMessage(given, topOptions);
+  if (!COMMAND_SHAPE.test(given)) return 'unknown command (not shown: it does not look like a command name); see --help for the commands';
+  const suggestion = closestOption(given, commands)?.replace(/^--/, '');
+  return suggestion === undefined ? `unknown command ${JSON.stringify(given)}; see --help for the commands` : `unknown command ${JSON.stringify(given)}; did you mean ${suggestion}?`;
+}
+
 /** The message for a value given where no option takes it: where it was, never what it was. */
 export const UNEXPECTED_VALUE_MESSAGE =
   'unexpected argument: a value not given after an option (not shown: it may be a token); give each value after its option, e.g. --token-file FILE';

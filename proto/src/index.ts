@@ -50,6 +50,6 @@ export {
 export type { RequestRecord, RecordStatus, GuardrailVerdict, UpstreamAttempt } from './request-record.js';
 export { regexBacktrackingRisk, regexNeverFiresReason } from './guardrail-regex-risk.js';
 export { readEscape } from './guardrail-regex-escape.js';
-export { closestOption, parseArgsProblem, unknownOptionMessage, UNEXPECTED_VALUE_MESSAGE } from './cli-usage-errors.js';
+export { closestOption, parseArgsProblem, unknownCommandMessage, unknownOptionMessage, UNEXPECTED_VALUE_MESSAGE } from './cli-usage-errors.js';
 export { trackUnusedConnections } from './unused-connections.js';
 export type { UnusedConnections } from './unused-connections.js';

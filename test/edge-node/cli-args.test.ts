@@ -26,6 +26,20 @@ t.test('help, unknown commands and unknown flags', async (t) => {
   t.match(parseCli(['--version']), { kind: 'version' });
 });
 
+t.test('a mistyped first word gets the command or option it most likely meant, and a word of another shape is not quoted back', async (t) => {
+  t.throws(() => parseCli(['--verison']), { message: 'unknown option --verison; did you mean --version?' });
+  t.throws(() => parseCli(['stauts']), { message: 'unknown command "stauts"; did you mean status?' });
+  const token = 'zn_it_Q2hlY2tUaGVUb2tlbk5ldmVyQXBwZWFycw.x';
+  t.throws(() => parseCli([token]), { message: /^unknown command \(not shown: it does not look like a command name\)/ });
+  let message = '';
+  try {
+    parseCli([token]);
+  } catch (err) {
+    message = (err as Error).message;
+  }
+  t.notOk(message.includes(token), 'the token-like word is not in the message');
+});
+
 t.test('enroll names every missing option at once', async (t) => {
   t.throws(() => parseCli(['enroll']), { message: 'enroll needs --control-plane URL, and --token TOKEN or --token-file FILE, and --state-dir DIR' });
   t.throws(() => parseCli(['enroll', '--token-file', 'f']), { message: 'enroll needs --control-plane URL, and --state-dir DIR' });

@@ -279,3 +279,19 @@ t.test('a token pasted without its --token is refused without being echoed', asy
   t.match(refused.message, /unexpected argument: a value not given after an option \(not shown: it may be a token\)/);
   t.notMatch(refused.message + cli.out(), /PASTEDsecret/, 'the token is not shown');
 });
+
+t.test('zenova: a mistyped first word gets the command or option it most likely meant, and a token-like word is not quoted back', async (t) => {
+  const work = mkdtempSync(join(tmpdir(), 'zn-first-word-'));
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  const option = captureCli(work);
+  t.equal(await runCli(['--verison'], option.ctx), 2);
+  t.match(option.err(), /unknown option --verison; did you mean --version\?/);
+  const command = captureCli(work);
+  t.equal(await runCli(['stauts'], command.ctx), 2);
+  t.match(command.err(), /unknown command "stauts"; did you mean status\?/);
+  const token = 'zn_it_Q2hlY2tUaGVUb2tlbk5ldmVyQXBwZWFycw.x';
+  const pasted = captureCli(work);
+  t.equal(await runCli([token], pasted.ctx), 2);
+  t.match(pasted.err(), /unknown command \(not shown: it does not look like a command name\)/);
+  t.notOk(pasted.err().includes(token), 'the token-like word is not printed');
+});

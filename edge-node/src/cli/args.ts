@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../../proto/src/index.js';
-import { repeatedOptionProblem } from '../../../proto/src/cli-usage-errors.js';
+import { repeatedOptionProblem, unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
 import { parseControlPlaneUrl } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
@@ -232,7 +232,7 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): 
   if (command === 'enroll') return parseEnroll(rest);
   if (command === 'status') return parseStatus(rest);
   if (command === 'doctor') return parseDoctor(rest, env);
-  throw new UsageError(`unknown command ${JSON.stringify(command)}`, MAIN_USAGE);
+  throw new UsageError(unknownCommandMessage(command, ['serve', 'enroll', 'status', 'doctor'], ['help', 'version']), MAIN_USAGE);
 }
 
 type Options = NonNullable<ParseArgsConfig['options']>;
