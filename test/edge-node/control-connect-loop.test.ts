@@ -239,7 +239,8 @@ t.test('a link handed over to another process records why in control-status.json
   t.match(await loadControlStatus(state.store), { connected: false, serving: true, pid: process.pid, lastError: handedOver }, 'the file says disconnected, and why');
 
   const second = startLoop(t, state);
-  await waitFor(() => second.loop.status().state === 'connected', { what: 'a session' });
+  // Logged once the session's own write of control-status.json is done: the new holder writes after it.
+  await waitFor(() => second.lines.some((l) => l.msg === 'control session established'), { what: 'a session, its status written' });
   // The new holder (another pid) wrote the file first: it is its link's status now.
   const holders = { connected: true, since: new Date().toISOString(), lastError: null, sessionId: 'theirs', pid: 999_999, serving: true, updatedAt: new Date().toISOString() };
   await saveControlStatus(state.store, holders);
