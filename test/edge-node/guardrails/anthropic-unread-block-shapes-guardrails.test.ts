@@ -2,8 +2,9 @@
 // object (or an entry that is not an object), an answer's `content` that is a string or one block,
 // a content entry that is not an object, a block without a type, strings beside the payload of a
 // block carrying no text (`image`, `redacted_thinking`, `container_upload`), a document's citation
-// setting with strings in it, and in streams a `citations_delta` whose citation is not an object and
-// an event whose block, delta or message is not an object. Checked like the rest in requests, JSON
+// setting or source with strings beside its payload (or a source of another shape), and in streams
+// a `citations_delta` whose citation is not an object and an event whose block, delta or message is
+// not an object. Checked like the rest in requests, JSON
 // answers and whole stream events (masked in place or blocking); a stream event that cannot be
 // placed ends the stream under output rules. Image data and URLs, signatures and redacted data stay
 // unchecked, and without rules everything goes on as it came.
@@ -44,13 +45,17 @@ const ODD_BLOCKS: Array<Record<string, unknown>> = [
   { type: 'image', source: { ...IMAGE_SOURCE, note: 'aurora' } },
   { type: 'redacted_thinking', data: 'EqQBopaque', note: 'aurora' },
   { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'ok' }, citations: { enabled: true, note: 'aurora' } },
+  { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'ok', note: 'aurora' } },
+  { type: 'document', source: { type: 'content', content: [{ type: 'text', text: 'ok' }], note: 'aurora' } },
+  { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0x', title: 'aurora' } },
+  { type: 'document', source: ['aurora'] },
 ];
 
 function answer(content: unknown): { json: unknown } {
   return { json: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude', content, stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 7 } } };
 }
 
-t.test("a request's text block with citations as one object or with an entry that is not an object, an image or redacted_thinking block with strings beside its payload, and a document's citation setting with strings in it are checked by input rules: a blocked keyword refuses the request before the upstream is called, an e-mail is masked; image data, redacted data and signatures stay unchecked, and without input rules everything is forwarded as it came", async (t) => {
+t.test("a request's text block with citations as one object or with an entry that is not an object, an image or redacted_thinking block with strings beside its payload, and a document's citation setting or source with strings beside its payload, or a source that is a list, are checked by input rules: a blocked keyword refuses the request before the upstream is called, an e-mail is masked; image data, redacted data and signatures stay unchecked, and without input rules everything is forwarded as it came", async (t) => {
   const { upstream, node, plainSecret } = await startGuardedNode(t, rules('input'));
   upstream.answer = answer([{ type: 'text', text: 'ok' }]);
   const ask = (block: Record<string, unknown>): Record<string, unknown> => ({ messages: [{ role: 'user', content: [block, { type: 'text', text: 'go' }] }] });

@@ -312,12 +312,30 @@ export function blockSlots(block: Record<string, unknown>, into: TextSlot[], dep
     const source = block.source;
     // A search result's source is a string (its URL or name); a document's, an object.
     if (typeof source === 'string') into.push(new FieldSlot(block, 'source'));
-    else if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
-    else if (isRecord(source) && source.type === 'content') contentSlots(source, into, 'content', depth);
+    else if (isRecord(source)) documentSourceSlots(source, into, depth + 1);
+    else resultValueSlots(block, 'source', into, depth, FieldSlot);
     // `citations` here is the caller's setting (`{enabled: true}`): strings in it are checked as other keys' are.
     otherKeySlots(block, into, depth, ['title', 'context'], ['content', 'source']);
   } else if (!TEXTLESS_BLOCK_TYPES.has(type)) unknownBlockSlots(block, into, depth);
   else textlessBlockOtherSlots(block, type, into, depth);
+}
+
+/**
+ * Slots for a document's source: a plain-text source's `data`, a content source's blocks, and
+ * strings under any other key of it (`{type: 'text', data, note}`), which reach the upstream all
+ * the same (before, only the payload was read). A PDF's base64 `data` and a URL source's `url`
+ * are not text.
+ */
+function documentSourceSlots(source: Record<string, unknown>, into: TextSlot[], depth: number): void {
+  if (source.type === 'text') {
+    if (typeof source.data === 'string') into.push(new FieldSlot(source, 'data'));
+    otherKeySlots(source, into, depth, ['data']);
+  } else if (source.type === 'content') {
+    contentSlots(source, into, 'content', depth);
+    otherKeySlots(source, into, depth, [], ['content']);
+  } else {
+    otherKeySlots(source, into, depth, ['data', 'url']);
+  }
 }
 
 /**
