@@ -25,6 +25,7 @@ export const openRowSchema = z.object({
   stream: z.boolean().optional(),
   configVersion: z.int().min(0).nullable().optional(),
   clientRequestId: id.optional(),
+  priced: z.boolean().optional(),
   /**
    * The process that opened the row (spool-store.ts), so a live replica's rows are not taken: its
    * owner slot (spool-owner-lock.ts; absent in rows of older releases) and its pid.
@@ -58,7 +59,8 @@ export function interruptedRecord(row: OpenRow | { requestId: string }, nodeId: 
     httpStatus: 0,
     errorCode: null,
     usage: { inputTokens: 0, outputTokens: 0, estimated: false },
-    cost: { reservedMicros: full?.reservedMicros ?? 0, costMicros: 0, leaseId: full?.leaseId ?? null, priced: false },
+    // A row of an older release does not say: only a priced request reserves anything.
+    cost: { reservedMicros: full?.reservedMicros ?? 0, costMicros: 0, leaseId: full?.leaseId ?? null, priced: full?.priced ?? (full?.reservedMicros ?? 0) > 0 },
     timings: { totalMs: Math.max(0, finishedAt - receivedAt), upstreamFirstByteMs: null, upstreamMs: null, stagesUs: {} },
     attempts: [],
     guardrails: [],

@@ -26,6 +26,8 @@ export interface OpenRow {
   /** The caller's own id for the request, when it sent one. */
   clientRequestId?: string;
   configVersion?: number | null;
+  /** Whether its model had a price (preauthorise decided); absent in rows of older releases. */
+  priced?: boolean;
 }
 
 export interface RequestSpool {

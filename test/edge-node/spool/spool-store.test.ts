@@ -93,17 +93,21 @@ t.test('open rows left by a crash become interrupted records that keep the reser
   const meta = createSpoolFile(file, NODE_ID);
   const first = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' }) });
   void first.open(openRow('finished'));
-  void first.open(openRow('cut-off', { reservedMicros: 7777, api: 'messages', stream: true, configVersion: 9, clientRequestId: 'trace-7' }));
+  void first.open(openRow('cut-off', { reservedMicros: 7777, api: 'messages', stream: true, configVersion: 9, clientRequestId: 'trace-7', priced: true }));
+  void first.open(openRow('free', { reservedMicros: 0, leaseId: null, priced: false }));
+  // A row as an older release wrote it, without `priced`: a reservation says the model had a price.
+  void first.open(openRow('older-release', { reservedMicros: 5 }));
   await first.finalise(record('finished'));
   await first.close();
-  t.same(openRows(file), ['cut-off'], 'the unfinished request is still an open row');
+  t.same(openRows(file).sort(), ['cut-off', 'free', 'older-release'], 'the unfinished requests are still open rows');
 
   const second = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' }) });
   t.teardown(() => second.close());
   t.same(openRows(file), []);
   const rows = storedRecords(file);
-  t.same(rows.map((r) => r.request_id), ['finished', 'cut-off']);
-  const interrupted = JSON.parse(rows[1]!.record_json) as Record<string, unknown>;
+  t.same(rows.map((r) => r.request_id).sort(), ['cut-off', 'finished', 'free', 'older-release']);
+  const recordOf = (id: string): Record<string, unknown> => JSON.parse(rows.find((r) => r.request_id === id)!.record_json) as Record<string, unknown>;
+  const interrupted = recordOf('cut-off');
   t.match(interrupted, {
     requestId: 'cut-off',
     nodeId: NODE_ID,
@@ -115,9 +119,11 @@ t.test('open rows left by a crash become interrupted records that keep the reser
     configVersion: 9,
     clientRequestId: 'trace-7',
     usage: { inputTokens: 0, outputTokens: 0 },
-    cost: { reservedMicros: 7777, costMicros: 0, leaseId: 'lease-1' },
+    cost: { reservedMicros: 7777, costMicros: 0, leaseId: 'lease-1', priced: true },
   });
-  t.equal(second.backlogCount(), 2);
+  t.match(recordOf('free'), { status: 'interrupted', cost: { reservedMicros: 0, leaseId: null, priced: false } });
+  t.match(recordOf('older-release'), { status: 'interrupted', cost: { reservedMicros: 5, priced: true } });
+  t.equal(second.backlogCount(), 4);
 });
 
 t.test('with policy reject a full spool refuses new requests but still finalises the ones it accepted', async (t) => {

@@ -44,6 +44,7 @@ export const preauthoriseStage: Stage = {
         surface: ctx.surface,
         stream: ctx.stream,
         configVersion: ctx.config?.version ?? null,
+        priced: ctx.cost.priced,
         // undefined (not written to the row's JSON) when the caller sent none.
         clientRequestId: ctx.clientRequestId ?? undefined,
       }) ?? null;
