@@ -26,6 +26,7 @@ import { policiesRoutes } from './http/policies.routes.js';
 import { pricesRoutes } from './http/prices.routes.js';
 import { noStore } from './http/no-store.js';
 import { echoRequestId, generateRequestId } from './http/request-id.js';
+import { createFailedAdminAuthLimiter } from './http/failed-auth-limit.js';
 import { requestsRoutes } from './http/requests.routes.js';
 import { toolServersRoutes } from './http/tool-servers.routes.js';
 import { upstreamsRoutes } from './http/upstreams.routes.js';
@@ -141,13 +142,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The console (docs/console.md): its static files, and the session a browser holds instead of
   // the admin token.
   await app.register(consoleAssetsRoutes);
-  await app.register(consoleSessionRoutes, { pool: deps.pool, settings: deps.settings });
+  // One failed-admin-token budget per address for the login and the admin API's bearer token, so
+  // a guesser cannot take 10 a minute at each.
+  const failedAuthLimiter = createFailedAdminAuthLimiter();
+  await app.register(consoleSessionRoutes, { pool: deps.pool, settings: deps.settings, failedAuthLimiter });
 
   // The admin API: everything under /api/v1 sits behind the admin bearer token or a console
   // session — including its own 404s, so an unauthenticated caller cannot probe which admin
   // routes exist.
   await app.register(async (adminApi) => {
-    await adminApi.register(adminAuth, { adminToken: deps.settings.adminToken, pool: deps.pool });
+    await adminApi.register(adminAuth, { adminToken: deps.settings.adminToken, pool: deps.pool, failedAuthLimiter });
     adminApi.setNotFoundHandler(notFoundHandler);
     await adminApi.register(whoamiRoutes);
     await adminApi.register(nodesRoutes, { pool: deps.pool, settings: deps.settings });

@@ -75,7 +75,7 @@ export const errorTable = {
   ZN_ERR_CP_LOGIN_RATE_LIMITED: {
     status: 429,
     type: 'rate_limit_error',
-    message: 'Too many failed console logins from this address; wait and try again.',
+    message: 'Too many failed admin token attempts from this address; wait and try again.',
     retryable: true,
   },
   ZN_ERR_CP_NODE_NOT_FOUND: {

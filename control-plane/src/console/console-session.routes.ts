@@ -14,10 +14,13 @@ import { MAX_ADMIN_TOKEN_LENGTH } from '../settings.js';
 import type { Settings } from '../settings.js';
 import type { ZodTypeProvider } from '../http/zod-schemas.js';
 import {
-  CSRF_HEADER, FailedLoginLimiter, SESSION_TTL_MS, clearedSessionCookie, createSession, csrfTokenFor, csrfTokenMatches,
-  adminTokenTag, deleteSession, findSession, loginLimitKey, sessionCookie, sessionCookieValue,
+  FAILED_ADMIN_AUTHS_PER_MINUTE, createFailedAdminAuthLimiter, failedAdminAuthKey, refuseWhileLockedOut,
+} from '../http/failed-auth-limit.js';
+import {
+  CSRF_HEADER, SESSION_TTL_MS, clearedSessionCookie, createSession, csrfTokenFor, csrfTokenMatches,
+  adminTokenTag, deleteSession, findSession, sessionCookie, sessionCookieValue,
 } from './console-sessions.js';
-import type { ConsoleSession } from './console-sessions.js';
+import type { ConsoleSession, FailedLoginLimiter } from './console-sessions.js';
 
 export const CONSOLE_API_PREFIX = '/api/console';
 /**
@@ -25,8 +28,7 @@ export const CONSOLE_API_PREFIX = '/api/console';
  * escape to two (`"`, `\`); nothing bigger is read.
  */
 export const LOGIN_BODY_LIMIT_BYTES = 2 * MAX_ADMIN_TOKEN_LENGTH + 64;
-export const FAILED_LOGINS_PER_MINUTE = 10;
-const LOGIN_WINDOW_MS = 60_000;
+export const FAILED_LOGINS_PER_MINUTE = FAILED_ADMIN_AUTHS_PER_MINUTE;
 
 const loginBodySchema = z.strictObject({
   adminToken: z.string().min(1, 'must not be empty').max(MAX_ADMIN_TOKEN_LENGTH, `must be at most ${MAX_ADMIN_TOKEN_LENGTH} characters`),
@@ -38,7 +40,12 @@ const sessionAnswerSchema = z.object({ csrfToken: z.string(), expiresAt: z.strin
 export interface ConsoleSessionRoutesOptions {
   pool: pg.Pool;
   settings: Settings;
-  /** Test seam; the product always uses 10 per minute. */
+  /**
+   * The failed-admin-token budget shared with admin-auth's bearer check (app.ts passes one to
+   * both, http/failed-auth-limit.ts); without it the login keeps a budget of its own.
+   */
+  failedAuthLimiter?: FailedLoginLimiter | undefined;
+  /** Test seam for a budget of its own; the product always uses 10 per minute. */
   failedLoginsPerMinute?: number;
 }
 
@@ -49,7 +56,7 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
   const { pool, settings } = opts;
   const expected = digest(settings.adminToken);
   const tokenTag = adminTokenTag(settings.adminToken);
-  const limiter = new FailedLoginLimiter(opts.failedLoginsPerMinute ?? FAILED_LOGINS_PER_MINUTE, LOGIN_WINDOW_MS);
+  const limiter = opts.failedAuthLimiter ?? createFailedAdminAuthLimiter(opts.failedLoginsPerMinute ?? FAILED_LOGINS_PER_MINUTE);
   // Secure whenever the browser reached us over HTTPS: our own TLS, or a named proxy's X-Forwarded-Proto.
   const secure = (request: FastifyRequest): boolean => settings.tls !== undefined || request.protocol === 'https';
   const answer = (session: ConsoleSession): z.input<typeof sessionAnswerSchema> => ({
@@ -71,12 +78,8 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
     schema: { body: loginBodySchema, response: { 200: sessionAnswerSchema } },
   }, async (request, reply) => {
     // IPv6 by /64: a host that holds a /64 does not get a fresh limit per address.
-    const limitKey = loginLimitKey(request.ip);
-    const decision = limiter.check(limitKey);
-    if (!decision.allowed) {
-      void reply.header('retry-after', String(decision.retryAfterSeconds));
-      throw zenovaError('ZN_ERR_CP_LOGIN_RATE_LIMITED', `Too many failed console logins from this address; try again in ${decision.retryAfterSeconds} s.`);
-    }
+    const limitKey = failedAdminAuthKey(request.ip);
+    refuseWhileLockedOut(limiter, limitKey, reply);
     // Checked and counted in one synchronous step: concurrent guesses cannot all pass the check.
     if (!timingSafeEqual(digest(request.body.adminToken), expected)) {
       limiter.recordFailure(limitKey);

@@ -7,12 +7,20 @@
  * (any method but GET/HEAD) must carry the session's CSRF token in `x-zenova-csrf`: a browser
  * sends the cookie on its own, the header only when our script adds it. Checked before the body
  * is read, so a refused request changes nothing.
+ *
+ * A wrong bearer token counts against the client address's failed-admin-token budget, the one the
+ * console login uses (failed-auth-limit.ts): past it, every request that the Authorization header
+ * would judge is refused with 429 before any token is compared — the right token too, or the
+ * lockout would tell a guesser which guess was right. A missing or malformed header compares no
+ * token and is not counted; a console session cookie is no guess and is neither counted nor locked out.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { CSRF_HEADER, adminTokenTag, csrfTokenMatches, findSession, sessionCookieValue } from '../console/console-sessions.js';
+import type { FailedLoginLimiter } from '../console/console-sessions.js';
 import { zenovaError } from '../errors.js';
+import { createFailedAdminAuthLimiter, failedAdminAuthKey, refuseWhileLockedOut } from './failed-auth-limit.js';
 
 /** `admin`: the bearer token; `console`: a console session cookie (whoami tells them apart). */
 export type AdminPrincipal = 'admin' | 'console';
@@ -47,13 +55,19 @@ export interface AdminAuthOptions {
   adminToken: string;
   /** Where console sessions live; without it only the bearer token is accepted. */
   pool?: pg.Pool | undefined;
+  /**
+   * The failed-admin-token budget shared with the console login (app.ts passes the same one to
+   * both); without it the bearer check keeps a budget of its own.
+   */
+  failedAuthLimiter?: FailedLoginLimiter | undefined;
 }
 
-const adminAuthPlugin: FastifyPluginAsync<AdminAuthOptions> = async (app, { adminToken, pool }) => {
+const adminAuthPlugin: FastifyPluginAsync<AdminAuthOptions> = async (app, { adminToken, pool, failedAuthLimiter }) => {
   const expected = digest(adminToken);
+  const limiter = failedAuthLimiter ?? createFailedAdminAuthLimiter();
   const tokenTag = adminTokenTag(adminToken);
   app.decorateRequest('principal', undefined);
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
     const authorization = request.headers.authorization;
     const cookie = pool === undefined ? undefined : sessionCookieValue(request.headers.cookie);
     if (pool !== undefined && cookie !== undefined && (typeof authorization !== 'string' || authorization.trim() === '')) {
@@ -65,9 +79,13 @@ const adminAuthPlugin: FastifyPluginAsync<AdminAuthOptions> = async (app, { admi
       request.principal = 'console';
       return;
     }
+    const limitKey = failedAdminAuthKey(request.ip);
+    refuseWhileLockedOut(limiter, limitKey, reply);
     const found = bearerToken(request);
     if ('problem' in found) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', found.problem);
+    // Checked and counted in one synchronous step: concurrent guesses cannot all pass the check.
     if (!timingSafeEqual(digest(found.token), expected)) {
+      limiter.recordFailure(limitKey);
       throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'Invalid admin bearer token.');
     }
     request.principal = 'admin';
