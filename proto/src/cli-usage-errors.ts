@@ -8,14 +8,20 @@
 /** What an option name looks like; anything else is not quoted (it may be a pasted secret). */
 const OPTION_SHAPE = /^--?[A-Za-z][A-Za-z0-9-]{0,40}$/;
 
-/** Edit distance between two short strings (options are a few dozen characters at most). */
+/**
+ * Edit distance between two short strings (options are a few dozen characters at most), with two
+ * neighbouring letters swapped as one edit: `lsit` is one from `list`, as `--jsno` from `--json`.
+ */
 function editDistance(a: string, b: string): number {
+  let beforePrevious: number[] = [];
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const current = [i];
     for (let j = 1; j <= b.length; j++) {
       current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) current[j] = Math.min(current[j]!, beforePrevious[j - 2]! + 1);
     }
+    beforePrevious = previous;
     previous = current;
   }
   return previous[b.length]!;
@@ -46,16 +52,28 @@ export function unknownOptionMessage(given: string, known: readonly string[]): s
 /** What a command name looks like; anything else is not quoted (it may be a pasted secret). */
 const COMMAND_SHAPE = /^[A-Za-z][A-Za-z0-9-]{0,40}$/;
 
+/** How a group names the words it takes, for unknownCommandMessage (`component`, `gateway-node command`). */
+export interface CommandWords {
+  /** What a word is called in the message; default `command`. */
+  readonly noun?: string;
+  /** Listed as "one of: …" when no suggestion fits; without them the message points to --help. */
+  readonly choices?: readonly string[];
+}
+
 /**
  * "unknown command "stauts"; did you mean status?" for a first word that is not a command, and for
  * an option there the option it most likely meant (`--verison`: `--version`, among `topOptions`);
- * a word of another shape is never quoted back.
+ * a word of another shape is never quoted back. Sub-words (`gateway-node lsit`, `logs node-egde`)
+ * use it too, naming their words through `words`.
  */
-export function unknownCommandMessage(given: string, commands: readonly string[], topOptions: readonly string[]): string {
+export function unknownCommandMessage(given: string, commands: readonly string[], topOptions: readonly string[], words: CommandWords = {}): string {
   if (given.startsWith('-')) return unknownOptionMessage(given, topOptions);
-  if (!COMMAND_SHAPE.test(given)) return 'unknown command (not shown: it does not look like a command name); see --help for the commands';
+  const noun = words.noun ?? 'command';
+  const elsewhere = words.choices === undefined ? `see --help for the ${noun}s` : `one of: ${words.choices.join(', ')}`;
+  const article = /^[aeiou]/i.test(noun) ? 'an' : 'a';
+  if (!COMMAND_SHAPE.test(given)) return `unknown ${noun} (not shown: it does not look like ${article} ${noun} name); ${elsewhere}`;
   const suggestion = closestOption(given, commands)?.replace(/^--/, '');
-  return suggestion === undefined ? `unknown command ${JSON.stringify(given)}; see --help for the commands` : `unknown command ${JSON.stringify(given)}; did you mean ${suggestion}?`;
+  return suggestion === undefined ? `unknown ${noun} ${JSON.stringify(given)}; ${elsewhere}` : `unknown ${noun} ${JSON.stringify(given)}; did you mean ${suggestion}?`;
 }
 
 /** The message for a value given where no option takes it: where it was, never what it was. */

@@ -19,7 +19,7 @@ function status(spool: NodeStatusReport['spool'], lastUpgrade: InstalledStatus['
     config: { ready: true, version: 7, appliedAt: '2026-01-01T00:00:01Z', notReadyReason: null },
     spool,
   } as unknown as NodeStatusReport;
-  return { installed: true, unfinishedInstall: false, installDir: '/opt/zenova-node', version: '0.1.0', service: { unit: 'node-edge.service', state: 'active' }, readiness: null, node, lastUpgrade, upgradeInterrupted: null, upgradeRunning: null, error: null };
+  return { installed: true, unfinishedInstall: false, installDir: '/opt/zenova-node', version: '0.1.0', brokenCurrent: null, service: { unit: 'node-edge.service', state: 'active' }, readiness: null, node, lastUpgrade, upgradeInterrupted: null, upgradeRunning: null, error: null };
 }
 
 t.test('status shows the spool in one row', async (t) => {

@@ -5,6 +5,7 @@
 import { EXIT_OK, UsageError } from '../cli-context.js';
 import type { CliContext, Command } from '../cli-context.js';
 import { CA_VARIABLE, DEFAULT_ENV_FILE, TOKEN_VARIABLE, URL_VARIABLE } from '../connection/connection-settings.js';
+import { unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
 
 const SUBCOMMANDS: Record<string, () => Promise<Command>> = {
   create: async () => (await import('./gateway-node/create.js')).createCommand,
@@ -50,7 +51,8 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
     return EXIT_OK;
   }
   const load = Object.hasOwn(SUBCOMMANDS, name) ? SUBCOMMANDS[name] : undefined;
-  if (load === undefined) throw new UsageError(`unknown gateway-node command ${JSON.stringify(name)}`, 'gateway-node');
+  // Quoted only when shaped like a command: a token pasted here would land in the terminal and logs.
+  if (load === undefined) throw new UsageError(unknownCommandMessage(name, Object.keys(SUBCOMMANDS), ['help'], { noun: 'gateway-node command' }), 'gateway-node');
   return (await load()).run(rest, ctx);
 }
 

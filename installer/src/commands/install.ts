@@ -26,6 +26,7 @@ import { upgradeNode } from '../install/upgrade-node.js';
 import { formatListen, parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { shellQuote } from '../format/shell-quote.js';
+import { unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
 import { CallerTlsError, expiryWarning, readCallerTls } from '../../../edge-node/src/tls/caller-tls.js';
 import { STDIN_TOKEN_FILE, TokenFileError, readTokenFile, readTokenStdin, tokenFileNotPrivate, tokenShapeProblem } from '../../../edge-node/src/enroll/token-file.js';
 import type { TokenFile } from '../../../edge-node/src/enroll/token-file.js';
@@ -152,7 +153,11 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
     ctx.stdout.write(INSTALL_USAGE);
     return EXIT_OK;
   }
-  if (what !== 'node') throw new UsageError(`unknown install target ${JSON.stringify(what)} (only "node")`, HELP);
+  if (what !== 'node') {
+    // `zenova install --package …`: the target was left out, the options are fine.
+    if (what.startsWith('-')) throw new UsageError('no install target given before the options (the one there is: zenova install node …)', HELP);
+    throw new UsageError(unknownCommandMessage(what, ['node'], [], { noun: 'install target', choices: ['node'] }), HELP);
+  }
   const parsed = parseOptions(rest, OPTIONS, HELP);
   // Never quoted: a token pasted without --token would be echoed to the terminal and its logs.
   noPositionals(parsed, HELP, { quote: false });

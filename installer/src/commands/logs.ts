@@ -9,6 +9,7 @@ import type { CliContext, Command } from '../cli-context.js';
 import { realHostEnv } from '../host/host-env.js';
 import type { HostEnv } from '../host/host-env.js';
 import { NODE_UNIT, NO_NODE_INSTALLED, UPDATER_UNIT } from '../install/install-layout.js';
+import { unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
 
 const HELP = 'logs';
 
@@ -147,7 +148,11 @@ export async function runLogs(argv: readonly string[], ctx: CliContext, host: Ho
   const standIn = Object.hasOwn(STAND_INS, named) ? STAND_INS[named] : undefined;
   const component = standIn?.component ?? named;
   const unit = Object.hasOwn(COMPONENT_UNITS, component) ? COMPONENT_UNITS[component] : undefined;
-  if (unit === undefined) throw new UsageError(`unknown component ${JSON.stringify(component)}; one of: ${Object.keys(COMPONENT_UNITS).join(', ')}`, HELP);
+  if (unit === undefined) {
+    // A stand-in is a fine suggestion too (`node-cady`); a word not shaped like a component (a pasted token) is not quoted.
+    const known = [...Object.keys(COMPONENT_UNITS), ...Object.keys(STAND_INS)];
+    throw new UsageError(unknownCommandMessage(component, known, ['since', 'lines'], { noun: 'component', choices: Object.keys(COMPONENT_UNITS) }), HELP);
+  }
   const since = stringOption(parsed, 'since');
   if (since !== undefined) {
     const problem = sinceProblem(since);

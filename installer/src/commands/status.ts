@@ -3,9 +3,10 @@
  * control plane and link (from the node's state dir, edge-node/src/status), version (the `current`
  * release), the service's state, readiness (/readyz) and the ingress certificate's expiry, config
  * version, spool and backlog.
- * Exit 0 when a node is installed and enrolled, 1 otherwise.
+ * Exit 0 when a node is installed and enrolled and its `current` names a release that is there, 1 otherwise.
  */
-import { readlink } from 'node:fs/promises';
+import { readdir, readlink, stat } from 'node:fs/promises';
+import path from 'node:path';
 import { request } from 'undici';
 import type { Agent } from 'undici';
 import { EXPIRY_WARNING_DAYS } from '../../../edge-node/src/tls/caller-tls.js';
@@ -23,6 +24,9 @@ import { describeReplicas } from '../install/unit-files.js';
 import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
 import { pathExists } from '../install/path-exists.js';
 import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost, releaseOfLink } from '../install/install-layout.js';
+import type { InstallLayout } from '../install/install-layout.js';
+import { compareReleaseVersions } from '../install/installed-node.js';
+import { isPartialReleaseLeftover } from '../install/release-manifest.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { certificateRefusal, certificateRefusalCode, installedLeaf, installedTlsCertFile, loopbackTlsAgent, servedCertificate } from '../install/node-tls-probe.js';
@@ -43,7 +47,8 @@ version, config version, spool and backlog. --install-dir reads another install 
 one the node-edge service names.
 
 Exit codes: 0 a node is installed and enrolled (ready or not: the report says), 1 no node is
-installed here or it is not enrolled, 2 bad usage.
+installed here, it is not enrolled, or its current link is broken (names no release that is
+there), 2 bad usage.
 `;
 
 export interface InstalledStatus {
@@ -55,7 +60,15 @@ export interface InstalledStatus {
    */
   unfinishedInstall: boolean;
   installDir: string | null;
+  /** The release `current` links to; null without the link or when `brokenCurrent` says it is broken. */
   version: string | null;
+  /**
+   * A `current` link that names no release that is there: `missing-release` (releases/<version>
+   * is gone), `outside-releases` (another target than a release in releases/, e.g. edited by hand).
+   * `target` is the link as read, never a version; `message` says what is wrong and how to fix it.
+   * null when there is no link or it names a release that is there.
+   */
+  brokenCurrent: { target: string; problem: 'missing-release' | 'outside-releases'; message: string } | null;
   service: { unit: string; state: ServiceState | 'not-installed' };
   /**
    * How many node-edge processes the unit runs (ZENOVA_NODE_REPLICAS in etc/node.env; 1 without the
@@ -132,6 +145,32 @@ async function readiness(listen: ListenAddress, tls: () => Promise<InstalledTlsC
   }
 }
 
+/** The releases unpacked in releases/ (physical `releasesDir`), newest first; partial leftovers are none. */
+async function installedReleases(releasesDir: string): Promise<string[]> {
+  const entries = await readdir(releasesDir, { withFileTypes: true }).catch(() => []);
+  const names = entries.filter((e) => e.isDirectory() && !isPartialReleaseLeftover(e.name)).map((e) => e.name);
+  return names.sort((a, b) => compareReleaseVersions(b, a) ?? b.localeCompare(a));
+}
+
+/**
+ * `current`'s target when it names no release that is there: a version named by the link is not
+ * the release unless releases/<version> is a directory, and another target is no version at all.
+ */
+async function brokenCurrentLink(hostRoot: string, layout: InstallLayout, target: string): Promise<InstalledStatus['brokenCurrent']> {
+  // `releases/..` is the install dir itself, not a release.
+  const linked = releaseOfLink(target, layout);
+  const named = linked === '.' || linked === '..' ? undefined : linked;
+  if (named !== undefined && (await stat(onHost(hostRoot, layout.releaseDir(named))).then((s) => s.isDirectory(), () => false))) return null;
+  const releases = await installedReleases(onHost(hostRoot, layout.releases));
+  const relink = releases[0] === undefined
+    ? `${layout.releases} holds no release to link it to: put the node's release back there, then \`ln -sfn releases/<version> ${layout.current}\` and \`systemctl restart node-edge\``
+    : `link it to a release that is there: \`ln -sfn ${path.posix.join('releases', releases[0])} ${layout.current}\`, then \`systemctl restart node-edge\` (${layout.releases} holds ${releases.join(', ')})`;
+  if (named !== undefined) {
+    return { target, problem: 'missing-release', message: `${layout.current} links to ${target}, but release ${named} is not there (removed?): node-edge cannot start from it; ${relink}` };
+  }
+  return { target, problem: 'outside-releases', message: `${layout.current} links to ${target}, not to a release in ${layout.releases}, so the version is unknown; ${relink}` };
+}
+
 /**
  * Whether `dir` holds what an install cut short before its units were written leaves: the `current`
  * link, or a node identity (its token used).
@@ -149,12 +188,14 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   const dir = installDirOption ?? (unit === undefined ? (unfinishedDefault ? DEFAULT_INSTALL_DIR : undefined) : installDirFromUnit(unit));
   const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
   if (dir === undefined) {
-    return { installed: false, unfinishedInstall: false, installDir: null, version: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, upgradeRunning: null, error: NO_NODE_INSTALLED };
+    return { installed: false, unfinishedInstall: false, installDir: null, version: null, brokenCurrent: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, upgradeRunning: null, error: NO_NODE_INSTALLED };
   }
   const layout = installLayout(dir);
   const target = await readlink(onHost(host.hostRoot, layout.current)).catch(() => undefined);
-  // The installer links `current` to releases/<version>; another target (edited by hand) names no version.
-  const version = target === undefined ? null : releaseOfLink(target, layout) ?? null;
+  // The installer links `current` to releases/<version>; another target (edited by hand), or a
+  // release that is gone, names no version: the link's target is never reported as the release.
+  const brokenCurrent = target === undefined ? null : await brokenCurrentLink(host.hostRoot, layout, target);
+  const version = target === undefined || brokenCurrent !== null ? null : releaseOfLink(target, layout) ?? null;
   const env = await readNodeEnv(onHost(host.hostRoot, layout.envFile));
   const listenSetting = env.ZENOVA_NODE_LISTEN;
   const listen = parseListen(listenSetting ?? '');
@@ -182,7 +223,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
   // before its units), also with a current release. Without data/ there is nothing left over
   // either: "no gateway node is installed at D", not the state store's "the state directory D/data
   // does not exist".
-  if (unit === undefined && (error === null || stateDirMissing)) error = leftoverDataMessage(dir, node, target === undefined ? undefined : version ?? target);
+  if (unit === undefined && (error === null || stateDirMissing)) error = leftoverDataMessage(dir, node, version ?? undefined, brokenCurrent !== null);
   let readinessRow: InstalledStatus['readiness'] = null;
   if (listen !== undefined) readinessRow = await readiness(listen, () => installedTlsCertFile(host.hostRoot, layout));
   else if (installed || unfinishedInstall) readinessRow = unknownReadiness(`ZENOVA_NODE_LISTEN in ${layout.envFile} ${listenSetting === undefined ? 'is missing' : 'is not HOST:PORT'} (node-edge cannot start)`);
@@ -191,6 +232,7 @@ export async function readInstalledStatus(host: HostEnv, installDirOption?: stri
     unfinishedInstall,
     installDir: dir,
     version,
+    brokenCurrent,
     service,
     // The unit's default when the line is missing (unit-files.ts).
     replicas: env.ZENOVA_NODE_REPLICAS === undefined ? 1 : envReplicas(env) ?? null,
@@ -223,13 +265,14 @@ function installedNotEnrolledAdvice(name: string | undefined): string {
 
 /**
  * A dir with no node-edge.service: nothing is installed, perhaps a failed install's kept data/, or
- * an install cut short before its units (`release`: what its `current` links to).
+ * an install cut short before its units (`release`: the release its `current` links to;
+ * `brokenLink`: a `current` that names none that is there).
  */
-function leftoverDataMessage(dir: string, node: NodeStatusReport | null, release: string | undefined): string {
+function leftoverDataMessage(dir: string, node: NodeStatusReport | null, release: string | undefined, brokenLink: boolean): string {
   const name = node?.node?.name;
-  if (name === undefined && release === undefined) return `no gateway node is installed at ${dir} (no node-edge service, no current release)`;
+  if (name === undefined && release === undefined && !brokenLink) return `no gateway node is installed at ${dir} (no node-edge service, no current release)`;
   // Cut short before its enrollment: no identity to re-enroll (--reenroll refuses), the install command runs again there.
-  if (name === undefined) return `${NO_NODE_INSTALLED}; ${dir} holds release ${release ?? ''} from an install that did not finish, without a node identity: run its install command again`;
+  if (name === undefined) return `${NO_NODE_INSTALLED}; ${dir} holds ${release === undefined ? 'a broken current link' : `release ${release}`} from an install that did not finish, without a node identity: run its install command again`;
   return `${NO_NODE_INSTALLED}; ${dir} keeps the data of node ${name} from an install that did not finish: run its install command with --reenroll (\`zenova gateway-node reenroll-command ${name}\` prints it)`;
 }
 
@@ -253,7 +296,8 @@ export function formatInstalledStatus(status: InstalledStatus): string {
   // A current release without the unit: an install cut short. Its verdict and recovery come first.
   const unfinished = status.unfinishedInstall;
   let out = unfinished && status.error !== null ? row('install', status.error) : '';
-  out += row('install dir', status.installDir) + row('version', status.version ?? 'unknown (no current release)') + row('service', `${status.service.unit} ${status.service.state}`);
+  const version = status.brokenCurrent !== null ? `BROKEN: ${status.brokenCurrent.message}` : status.version ?? 'unknown (no current release)';
+  out += row('install dir', status.installDir) + row('version', version) + row('service', `${status.service.unit} ${status.service.state}`);
   if (status.replicas !== undefined) out += row('replicas', status.replicas === null ? 'INVALID: ZENOVA_NODE_REPLICAS in etc/node.env is not a whole number from 1 to 999 (node-edge refuses to start)' : `${status.replicas} (${describeReplicas(status.replicas)})`);
   if (status.readiness !== null) {
     const r = status.readiness;
@@ -285,8 +329,8 @@ export async function runStatus(argv: readonly string[], ctx: CliContext, host: 
   const installDir = nonEmptyOption(parsed, 'install-dir', HELP, 'pass the install dir, or leave --install-dir out to find the installed node through node-edge.service');
   const status = await readInstalledStatus(host, installDir);
   ctx.stdout.write(flagOption(parsed, 'json') ? `${JSON.stringify(statusJson(status), null, 2)}\n` : formatInstalledStatus(status));
-  // Without its unit nothing runs the node, enrolled or not.
-  return status.installed && status.node?.enrolled === true ? EXIT_OK : EXIT_FAILURE;
+  // Without its unit nothing runs the node, enrolled or not; without its release nothing can.
+  return status.installed && status.node?.enrolled === true && status.brokenCurrent === null ? EXIT_OK : EXIT_FAILURE;
 }
 
 export function statusCommandFor(host: () => HostEnv): Command {
