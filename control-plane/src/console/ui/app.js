@@ -30,6 +30,11 @@ let resumeHash = null;
 // The control plane's ZENOVA_PUBLIC_URL (null: unset), from the login or session answer: pages get
 // it as ctx.publicUrl (the Add Node wizard's default control-plane URL behind a reverse proxy).
 let publicUrl = null;
+// The shell's notices (above the page), and those not dismissed yet (`{ element, onDismiss }`):
+// kept across pages, and across a session that ended under the shell (shown again after the login,
+// so a one-time install command in one is not lost with the session); a logout drops them.
+let noticeArea = null;
+let notices = [];
 
 /** The matching route and its params for a location hash, or undefined. */
 function matchRoute(hash) {
@@ -61,6 +66,34 @@ function runPageCleanup(reason = { sessionEnded: false }) {
       console.warn('page cleanup failed', err);
     }
   }
+}
+
+/**
+ * notify({ content, testid?, onDismiss? }): a notice on whatever page is shown, for what finished
+ * after its page was left; it stays, across pages, until dismissed (then onDismiss runs). False
+ * when there is no one to show it to (logged out).
+ */
+function notify({ content, testid, onDismiss }) {
+  if (view !== 'shell' && resumeHash === null) return false;
+  const notice = { element: null, onDismiss };
+  const dismiss = h('button', {
+    type: 'button', class: 'btn btn-small',
+    onclick: () => {
+      notice.element.remove();
+      notices = notices.filter((n) => n !== notice);
+      onDismiss?.();
+    },
+  }, 'Dismiss');
+  notice.element = h('section', { class: 'banner banner-info notice', role: 'region', 'aria-label': 'Notice', 'data-testid': testid ?? 'notice' },
+    content, h('div', { class: 'toolbar' }, dismiss));
+  notices.push(notice);
+  noticeArea?.append(notice.element);
+  return true;
+}
+
+function dropNotices() {
+  for (const notice of notices) notice.onDismiss?.();
+  notices = [];
 }
 
 function navigate(hash) {
@@ -100,7 +133,7 @@ async function route() {
   }
   if (seq !== routeSeq || view !== 'shell') return;
   try {
-    const cleanup = mod.render(root, params, { api, navigate, h, clear, resumed, publicUrl });
+    const cleanup = mod.render(root, params, { api, navigate, h, clear, resumed, publicUrl, notify });
     pageCleanup = typeof cleanup === 'function' ? cleanup : null;
   } catch (err) {
     console.error(err);
@@ -116,6 +149,8 @@ function showLogin(message, { sessionEnded = false } = {}) {
   routeSeq += 1;
   view = 'login';
   pageMain = null;
+  noticeArea = null;
+  if (!sessionEnded) dropNotices();
   setCsrfToken(null);
   document.title = `Log in · ${PRODUCT}`;
   const input = h('input', {
@@ -175,6 +210,7 @@ function showShell() {
   view = 'shell';
   const logoutButton = h('button', { type: 'button', class: 'btn btn-quiet', onclick: () => void logout(logoutButton) }, 'Log out');
   pageMain = h('main', { id: 'page', class: 'page' });
+  noticeArea = h('div', { class: 'notices' }, notices.map((n) => n.element));
   clear(app);
   app.appendChild(h('div', { class: 'shell' },
     h('header', { class: 'topbar' },
@@ -183,6 +219,7 @@ function showShell() {
         h('a', { href: '#/nodes', 'data-nav': 'nodes' }, 'Gateway › Nodes'),
         h('a', { href: '#/requests', 'data-nav': 'requests' }, 'Gateway › Requests')),
       logoutButton),
+    noticeArea,
     pageMain));
   void route();
 }

@@ -4,6 +4,7 @@
 // refusal is always shown as it wrote it. Also exports the command view and the onboarding
 // progress, which the node detail page shows too.
 import { hideError, nodePath, showError } from './nodes-list.js';
+import { TIMEOUT_MESSAGE } from '../api.js';
 
 const ONBOARDING_POLL_MS = 2_000;
 export const DEFAULT_INSTALL_DIR = '/opt/zenova-node';
@@ -402,6 +403,8 @@ export function render(root, _params, ctx) {
   let submitting = false;
   // Set once the node exists: from then on the page shows it, not the wizard.
   let createdName = null;
+  // Set by the cleanup: the page was left (or the login view replaced it) while Create was in flight.
+  let disposed = false;
   // Taken by this render whatever it is: a draft is offered back once, to the route it came from.
   const resume = ctx.resumed ? sessionEndedDraft : null;
   sessionEndedDraft = null;
@@ -644,13 +647,25 @@ export function render(root, _params, ctx) {
     nextButton.textContent = 'Creating…';
     try {
       const created = await api('POST', '/api/v1/nodes', body);
+      if (disposed) {
+        createdAfterLeaving(created);
+        return;
+      }
       hideError(root);
       showCreated(created);
     } catch (err) {
+      if (disposed) {
+        failedAfterLeaving(v.name, err);
+        return;
+      }
       submitting = false;
       nextButton.disabled = false;
       go(step);
-      showError(root, page, h, err);
+      // Given up on, a create may still have been done: the list tells, and a retry would say the name is taken.
+      showError(root, page, h, err?.code === 'TIMEOUT'
+        ? new Error(`${TIMEOUT_MESSAGE} Node ${v.name} may have been created anyway: look for it in the node list `
+          + 'and, if it is there, reissue its install command from its details.')
+        : err);
       // Mark each refused field and open the first one's step; the banner keeps the whole message.
       const problems = err?.status === 400 || err?.status === 409 ? fieldProblems(err.message) : new Map();
       let first = -1;
@@ -692,6 +707,38 @@ export function render(root, _params, ctx) {
     (command ? command.view.querySelector('button') : detailLink)?.focus();
   }
 
+  /**
+   * Create answered after the page was left: the node exists and its one-time command was never
+   * shown. Shown on whatever page the user is on now (a notice of the shell, until dismissed), not
+   * the wizard's progress: nothing polls for a page that is gone.
+   */
+  function createdAfterLeaving({ node, install }) {
+    const command = oneTimeCommandView(h, { nodeName: node.name, issued: install });
+    const shown = ctx.notify?.({
+      testid: 'node-created-notice',
+      content: [
+        h('p', {}, h('strong', {}, `Node ${node.name} was created after you left Add node. `),
+          'Its install command is below, shown only this once: copy it before you dismiss this notice. ',
+          'Follow its onboarding on ', h('a', { href: `#/nodes/${encodeURIComponent(node.name)}` }, `node ${node.name}'s page`),
+          ', where the install command can also be reissued.'),
+        command.view,
+      ],
+      onDismiss: command.cleanup,
+    });
+    if (!shown) command.cleanup();
+  }
+
+  function failedAfterLeaving(nodeName, err) {
+    // Signed out: the login view says so, and the wizard comes back with what was typed.
+    if (err?.status === 401) return;
+    const message = err instanceof Error ? err.message : String(err);
+    const content = err?.code === 'TIMEOUT'
+      ? h('p', {}, h('strong', {}, `Creating node ${nodeName} was given up. `), message,
+        ` It may have been created anyway: look for it in the node list and, if it is there, reissue its install command from its details.`)
+      : h('p', {}, h('strong', {}, `Node ${nodeName} was not created. `), message);
+    ctx.notify?.({ testid: 'node-create-failed-notice', content: [content] });
+  }
+
   if (resume?.createdName) {
     showCreated({ node: { name: resume.createdName }, install: null });
   } else {
@@ -702,6 +749,7 @@ export function render(root, _params, ctx) {
   return (reason) => {
     // Kept only when the login view replaces the page; leaving it for another page discards it.
     if (reason?.sessionEnded) sessionEndedDraft = createdName !== null ? { createdName } : { step, fields: typedFields() };
+    disposed = true;
     for (const fn of cleanups) fn();
   };
 }

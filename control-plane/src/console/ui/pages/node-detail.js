@@ -9,8 +9,9 @@ import {
 } from './add-node.js';
 import {
   MISSING, formatAge, formatBytes, formatCount, formatRate, formatSkew, hideError, nodePath, oneLine, showError,
-  skewNeedsSync, statusBadge,
+  serverTimeOfDay, skewNeedsSync, staleMessage, statusBadge,
 } from './nodes-list.js';
+import { serverNow } from '../api.js';
 
 const ONBOARDING_REFRESH_MS = 2_000;
 const REFRESH_MS = 5_000;
@@ -85,6 +86,8 @@ export function render(root, params, ctx) {
   let timer;
   let refreshBanner;
   let commandCleanup;
+  /** The control plane's time of the last node view shown. */
+  let answeredAt = null;
 
   const badgeSlot = h('span', {});
   const header = h('div', { class: 'page-header' },
@@ -101,6 +104,8 @@ export function render(root, params, ctx) {
 
   function show(view) {
     node = view;
+    answeredAt = serverNow();
+    fieldList.classList.remove('stale');
     badgeSlot.replaceChildren(statusBadge(h, view.status));
     if (view.configError) {
       configErrorBox.replaceChildren(
@@ -119,6 +124,17 @@ export function render(root, params, ctx) {
     }));
     onboarding.replaceChildren(h('h2', {}, 'Onboarding progress'), onboardingSteps(h, view.onboardingStage));
     if (view.onboardingStage === null) onboarding.append(h('p', { class: 'muted' }, 'Not enrolled yet: run the install command on the node host.'));
+  }
+
+  /** A refresh failed: the status and the heartbeat's age shown are no longer known to be true. */
+  function markStale() {
+    badgeSlot.replaceChildren(statusBadge(h, 'unknown'));
+    fieldList.classList.add('stale');
+    const heartbeat = fieldList.querySelector('[data-field="lastHeartbeatAt"]');
+    if (heartbeat) {
+      heartbeat.textContent = `${node.lastHeartbeatAt ?? 'never'} as of ${serverTimeOfDay(answeredAt)} `
+        + '(age unknown: the control plane has not answered since)';
+    }
   }
 
   // ---- commands ----
@@ -372,7 +388,10 @@ export function render(root, params, ctx) {
     } catch (err) {
       if (stopped) return;
       if (!node) body.replaceChildren();
-      refreshBanner = showError(root, body, h, err);
+      // Gone or signed out says all; any other failure leaves figures on screen that may be old.
+      const stale = node && err?.status !== 404 && err?.status !== 401;
+      refreshBanner = showError(root, body, h, stale ? new Error(staleMessage(err, answeredAt)) : err);
+      if (stale) markStale();
       // Gone (deleted elsewhere) or signed out: asking again every few seconds changes nothing.
       if (err?.status === 404 || err?.status === 401) return;
       schedule(REFRESH_MS);

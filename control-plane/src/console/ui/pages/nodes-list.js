@@ -1,6 +1,7 @@
 // Gateway › Nodes: the node list (seed 004 §9.5 columns), refreshed every 5 s in place.
 // Also exports the figure formats the add-node and node-detail pages share, so a figure reads the
 // same on every page (and as `zenova gateway-node list` prints it).
+import { serverNow } from '../api.js';
 
 const REFRESH_MS = 5_000;
 /** Beyond this skew a node's host clock needs syncing (edge-node's CLOCK_SKEW limit). */
@@ -22,8 +23,11 @@ export function formatBytes(bytes) {
   return `${value.toFixed(digits)} ${BYTE_UNITS[unit]}`;
 }
 
-/** How long ago an ISO time was, coarsely ("12s ago"); "never" for null. */
-export function formatAge(iso, now = Date.now()) {
+/**
+ * How long ago an ISO time was, coarsely ("12s ago"); "never" for null. Measured on the control
+ * plane's clock, which stamped the time: this browser's may be off.
+ */
+export function formatAge(iso, now = serverNow()) {
   if (iso === null || iso === undefined) return 'never';
   const then = Date.parse(iso);
   if (Number.isNaN(then)) return iso;
@@ -65,8 +69,9 @@ export function oneLine(text) {
   return String(text).replace(/\p{Cc}+/gu, ' ');
 }
 
-export const STATUS_TEXT = { online: 'Online', offline: 'Offline', pending: 'Pending' };
+export const STATUS_TEXT = { online: 'Online', offline: 'Offline', pending: 'Pending', unknown: 'Unknown' };
 const STATUS_TITLE = {
+  unknown: 'Not known now: the control plane did not answer the last refresh',
   pending: 'No heartbeat yet: the node has not connected since it was created',
   online: 'Heartbeats arriving',
   offline: 'No heartbeat for longer than the offline timeout (2 min by default); the node keeps serving with its last config',
@@ -90,6 +95,21 @@ export function showError(root, where, h, err) {
 
 export function hideError(root) {
   for (const banner of root.querySelectorAll('[data-testid="error"]')) banner.remove();
+}
+
+/** The control plane's time now as hh:mm:ss UTC, for "as of" notes. */
+export function serverTimeOfDay(ms = serverNow()) {
+  return `${new Date(ms).toISOString().slice(11, 19)} UTC`;
+}
+
+/**
+ * The message of a refresh that failed while older figures are on screen: the API's (or the
+ * timeout's) words, and that what is shown is no longer current.
+ */
+export function staleMessage(err, asOf) {
+  const message = err instanceof Error ? err.message : String(err);
+  return `${message} Showing what the control plane answered at ${serverTimeOfDay(asOf)}: `
+    + 'status and heartbeat ages are unknown until it answers again.';
 }
 
 /** The path of one node in the admin API (names are [a-z0-9-], encoded anyway). */
@@ -131,6 +151,8 @@ export function render(root, _params, ctx) {
   const { h, api, navigate } = ctx;
   let stopped = false;
   let timer;
+  /** The control plane's time of the last answer shown; null before the first. */
+  let answeredAt = null;
   /** name → its <tr>, so a refresh changes only the cells whose text changed. */
   const rows = new Map();
 
@@ -205,9 +227,27 @@ export function render(root, _params, ctx) {
     notes.hidden = items.length === 0;
   }
 
+  /**
+   * The refresh failed: the rows stay, but a status or an age read from them would be stale
+   * ("Online, 1s ago" long after): both become unknown until the next answer.
+   */
+  function markStale() {
+    table.classList.add('stale');
+    const statusIndex = COLUMNS.findIndex((c) => c.key === 'status');
+    const ageIndex = COLUMNS.findIndex((c) => c.key === 'lastHeartbeatAt');
+    for (const tr of rows.values()) {
+      const statusCell = tr.children[statusIndex];
+      if (statusCell.firstElementChild?.dataset.status !== 'unknown') statusCell.replaceChildren(statusBadge(h, 'unknown'));
+      const ageCell = tr.children[ageIndex];
+      ageCell.textContent = 'unknown';
+      ageCell.title = ageCell.title.startsWith('Last known: ') ? ageCell.title : `Last known: ${ageCell.title}`;
+    }
+  }
+
   function show(nodes) {
     loading.remove();
-    const now = Date.now();
+    table.classList.remove('stale');
+    const now = serverNow();
     if (nodes.length === 0) {
       rows.clear();
       tbody.replaceChildren();
@@ -244,11 +284,14 @@ export function render(root, _params, ctx) {
       const answer = await api('GET', '/api/v1/nodes');
       if (stopped) return;
       hideError(root);
+      answeredAt = serverNow();
       show(answer.nodes);
     } catch (err) {
       if (stopped) return;
       loading.remove();
-      showError(root, body, h, err);
+      const stale = answeredAt !== null && rows.size > 0 && err?.status !== 401;
+      showError(root, body, h, stale ? new Error(staleMessage(err, answeredAt)) : err);
+      if (stale) markStale();
       // Signed out: the login view takes over; polling on would only repeat the 401.
       if (err?.status === 401) return;
     }
