@@ -181,7 +181,7 @@ export function render(root, params, ctx) {
           field('estimated', 'Tokens estimated', usage.estimated ? 'yes (the upstream gave no usage)' : 'no'),
           field('cost', 'Cost', moneyText(r.cost.costMicros)),
           field('reserved', 'Reserved', moneyText(r.cost.reservedMicros)),
-          field('priced', 'Priced', r.cost.priced ? 'yes' : 'no (the model had no price: cost 0)'),
+          field('priced', 'Priced', r.cost.priced ? 'yes' : 'no (nothing to charge: the model had no price, or the request no valid account key)'),
           field('lease', 'Lease', text(r.cost.leaseId)),
           field('ingestedAt', 'Delivered to the control plane', r.ingestedAt),
         )),
