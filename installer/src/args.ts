@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../proto/src/index.js';
+import { OPTION_SHAPE } from '../../proto/src/cli-usage-errors.js';
 import { UsageError } from './cli-context.js';
 
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
@@ -109,13 +110,39 @@ export function listOption(parsed: ParsedArgs, name: string, helpCommand: string
   return items;
 }
 
-/** The one positional NAME a command takes. */
+/** The one positional NAME a command takes (`what`: how the usage names it, e.g. COMPONENT). */
 export function singlePositional(parsed: ParsedArgs, what: string, helpCommand: string): string {
   const [first, ...extra] = parsed.positionals;
   if (first === undefined || first.trim() === '') throw new UsageError(`${what} is required`, helpCommand);
-  if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, helpCommand);
+  if (extra.length > 0) throw new UsageError(strayArgumentMessage(extra, `after ${what}`, `zenova ${helpCommand} takes one ${what}`), helpCommand);
   return first;
 }
+
+/**
+ * "unexpected argument" for values no option takes: where they were, never what they were (a
+ * stray value is often a token pasted without its option, and an error line lands in terminals,
+ * shell logs and support tickets). Only
+ * a first word shaped like an option is named (it got there after `--`, which ends the options);
+ * the words after it are not.
+ */
+function strayArgumentMessage(words: readonly string[], where: string, advice: string): string {
+  const [first] = words;
+  if (first !== undefined && OPTION_SHAPE.test(first)) {
+    return `unexpected argument ${JSON.stringify(first)}: no word after -- is an option; ${advice}`;
+  }
+  return `unexpected argument: ${words.length === 1 ? 'a value' : `${words.length} values`} ${where} (not shown: it may be a token); ${advice}`;
+}
+
+/** What a node name looks like (the control plane's NODE_NAME_PATTERN); any other word is not quoted back. */
+const NODE_NAME_SHAPE = /^[a-z0-9-]{2,31}$/;
+
+/** Whether `word` may be named in a message: shaped like a node name, not like a pasted token. */
+export function looksLikeNodeName(word: string): boolean {
+  return NODE_NAME_SHAPE.test(word);
+}
+
+/** Said in place of a word not shaped like a node name. */
+export const NODE_NAME_NOT_SHOWN = '(not shown: not a node name, it may be a token)';
 
 /**
  * The node NAME of a gateway-node subcommand: the positional, or `--name NAME` as seed 004 §9.6
@@ -136,24 +163,25 @@ function notDotSegment(name: string, helpCommand: string): string {
 
 function namedNode(parsed: ParsedArgs, helpCommand: string): string {
   const option = stringOption(parsed, 'name');
-  if (option === undefined) return singlePositional(parsed, 'NAME (or --name NAME)', helpCommand);
-  if (option.trim() === '') throw new UsageError('--name needs the node name', helpCommand);
   const [first, ...extra] = parsed.positionals;
-  if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, helpCommand);
+  if (option === undefined && (first === undefined || first.trim() === '')) throw new UsageError('NAME (or --name NAME) is required', helpCommand);
+  if (option !== undefined && option.trim() === '') throw new UsageError('--name needs the node name', helpCommand);
+  if (extra.length > 0) throw new UsageError(strayArgumentMessage(extra, 'after NAME', `zenova ${helpCommand} takes one NAME (or --name NAME)`), helpCommand);
+  if (option === undefined) return first!;
   if (first !== undefined && first !== option) {
-    throw new UsageError(`NAME ${JSON.stringify(first)} and --name ${JSON.stringify(option)} differ: give the node name once`, helpCommand);
+    const shown = (name: string): string => (looksLikeNodeName(name) ? JSON.stringify(name) : NODE_NAME_NOT_SHOWN);
+    throw new UsageError(`NAME ${shown(first)} and --name ${shown(option)} differ: give the node name once`, helpCommand);
   }
   return option;
 }
 
 /**
- * Refuses arguments that are not options. `quote: false` where one may be a secret (an enrollment
- * token pasted without its --token): the message says where it was, never what it was.
+ * Refuses arguments that are not options, without quoting them (one may be a secret: an enrollment
+ * or admin token pasted without its option). `example`: an option of the command to show how a
+ * value is given; without it the message points to --help.
  */
-export function noPositionals(parsed: ParsedArgs, helpCommand: string, { quote = true }: { quote?: boolean } = {}): void {
-  const [first] = parsed.positionals;
-  if (first === undefined) return;
-  if (quote) throw new UsageError(`unexpected argument ${JSON.stringify(first)}`, helpCommand);
-  const n = parsed.positionals.length;
-  throw new UsageError(`unexpected argument: ${n === 1 ? 'a value' : `${n} values`} not given after an option (not shown: it may be a token); give each value after its option, e.g. --token-file FILE`, helpCommand);
+export function noPositionals(parsed: ParsedArgs, helpCommand: string, { example }: { example?: string } = {}): void {
+  if (parsed.positionals.length === 0) return;
+  const advice = example === undefined ? `give each value after its option (zenova ${helpCommand} --help lists them)` : `give each value after its option, e.g. ${example}`;
+  throw new UsageError(strayArgumentMessage(parsed.positionals, 'not given after an option', advice), helpCommand);
 }

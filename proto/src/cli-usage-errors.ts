@@ -6,7 +6,7 @@
  */
 
 /** What an option name looks like; anything else is not quoted (it may be a pasted secret). */
-const OPTION_SHAPE = /^--?[A-Za-z][A-Za-z0-9-]{0,40}$/;
+export const OPTION_SHAPE = /^--?[A-Za-z][A-Za-z0-9-]{0,40}$/;
 
 /**
  * Edit distance between two short strings (options are a few dozen characters at most), with two

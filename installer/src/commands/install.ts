@@ -160,7 +160,7 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
   }
   const parsed = parseOptions(rest, OPTIONS, HELP);
   // Never quoted: a token pasted without --token would be echoed to the terminal and its logs.
-  noPositionals(parsed, HELP, { quote: false });
+  noPositionals(parsed, HELP, { example: '--token-file FILE' });
   const checkOnly = flagOption(parsed, 'check-only');
   const reenroll = flagOption(parsed, 'reenroll');
   const upgrade = flagOption(parsed, 'upgrade');

@@ -1,5 +1,5 @@
 // `zenova gateway-node delete NAME --yes`: DELETE /api/v1/nodes/:name. No prompt; --yes is the consent.
-import { flagOption, nodeNameArgument, parseOptions, stringOption, wantsHelp } from '../../args.js';
+import { flagOption, nodeNameArgument, parseOptions, NODE_NAME_NOT_SHOWN, looksLikeNodeName, stringOption, wantsHelp } from '../../args.js';
 import type { OptionSpec } from '../../args.js';
 import { EXIT_OK, UsageError } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
@@ -33,8 +33,9 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
   const parsed = parseOptions(argv, OPTIONS, HELP);
   const name = nodeNameArgument(parsed, HELP);
   if (!flagOption(parsed, 'yes')) {
+    // A word not shaped like a node name (a token pasted as NAME?) is not echoed.
     throw new UsageError(
-      `deleting node ${name} revokes its credentials and cuts its connection for good; add --yes to confirm`,
+      `deleting node ${looksLikeNodeName(name) ? name : NODE_NAME_NOT_SHOWN} revokes its credentials and cuts its connection for good; add --yes to confirm`,
       HELP,
     );
   }
