@@ -4,7 +4,8 @@
  * account and a cost is debited once — the ledger has one debit per request id, so even a record
  * handed over twice is charged once — and its cost is added to the spent amount of the node's
  * lease it was reserved from. A record of a request that was in flight when its lease closed
- * releases the part of its reservation it did not cost (releaseHeld). Accounts are locked in id
+ * releases the part of its reservation it did not cost (releaseHeld), and so does an interrupted
+ * request (writeOffInterrupted), never beyond what its lease still holds. Accounts are locked in id
  * order, so concurrent ingestions of several nodes cannot deadlock.
  */
 import type pg from 'pg';
@@ -28,6 +29,11 @@ export interface SettlementResult {
    * held credit for): the account's Σ outstanding may now exceed its balance. 0 normally.
    */
   uncoveredMicros: bigint;
+  /**
+   * Uncharged reservations of interrupted requests not returned because their lease no longer held
+   * them (a late record: the closed lease had already handed that credit back). 0 normally.
+   */
+  withheldWriteOffMicros: bigint;
 }
 
 interface RecordLease {
@@ -50,15 +56,30 @@ interface UncoveredLease {
   outstanding: bigint;
 }
 
+/** A lease whose interrupted requests' write-offs were cut to what it still held in one settlement (logged at warn level). */
+interface WithheldWriteOff {
+  accountId: string;
+  state: RecordLease['state'];
+  /** Not returned: what the lease no longer held. */
+  withheld: bigint;
+  /** Returned all the same (the part the lease still held). */
+  returned: bigint;
+  requestIds: string[];
+}
+
 /**
- * `log`: where a lease charged beyond what it still held is reported (warn level, once per lease and
- * settlement, with the figures); the records are charged all the same.
+ * `log`: where a lease charged beyond what it still held, or whose interrupted requests' write-offs
+ * were cut to what it still held, is reported (warn level, once per lease and settlement, with the
+ * figures); the records are charged all the same.
  */
 export async function settleIngestedRecords(
   client: pg.PoolClient, nodeId: string, records: readonly RequestRecord[], log?: Pick<pino.Logger, 'warn'>,
 ): Promise<SettlementResult> {
-  const result: SettlementResult = { charged: 0, duplicates: 0, unknownAccount: 0, writtenOff: 0, released: 0, uncoveredMicros: 0n };
+  const result: SettlementResult = {
+    charged: 0, duplicates: 0, unknownAccount: 0, writtenOff: 0, released: 0, uncoveredMicros: 0n, withheldWriteOffMicros: 0n,
+  };
   const uncoveredLeases = new Map<string, UncoveredLease>();
+  const withheldLeases = new Map<string, WithheldWriteOff>();
   const byAccount = new Map<string, RequestRecord[]>();
   for (const record of records) {
     // No account (local keys) or nothing to charge, write off or release: no money moves.
@@ -79,9 +100,17 @@ export async function settleIngestedRecords(
       const cost = BigInt(record.cost.costMicros);
       const lease = await leaseOfRecord(client, nodeId, accountId, record.cost.leaseId);
       const leaseId = lease?.id ?? null;
-      if (record.status === 'interrupted') {
-        const writtenOff = await writeOffInterrupted(client, nodeId, accountId, leaseId, record, result);
-        if (lease !== undefined) lease.outstanding -= writtenOff;
+      if (record.status === 'interrupted' && lease !== undefined) {
+        const { returned, withheld } = await writeOffInterrupted(client, nodeId, accountId, lease, record, result);
+        lease.outstanding -= returned;
+        if (withheld > 0n) {
+          result.withheldWriteOffMicros += withheld;
+          const seen = withheldLeases.get(lease.id) ?? { accountId, state: lease.state, withheld: 0n, returned: 0n, requestIds: [] };
+          seen.withheld += withheld;
+          seen.returned += returned;
+          seen.requestIds.push(record.requestId);
+          withheldLeases.set(lease.id, seen);
+        }
       }
       if (cost === 0n) {
         if (lease !== undefined && record.status !== 'interrupted') await releaseHeld(client, nodeId, accountId, lease, record, result);
@@ -130,6 +159,17 @@ export async function settleIngestedRecords(
         uncoveredMicros: u.uncovered.toString(), chargedMicros: u.charged.toString(), outstandingMicros: u.outstanding.toString(),
       },
       'records were charged to a credit lease beyond what it still held: the account\'s leases may now hold more than its balance',
+    );
+  }
+  for (const [leaseId, w] of withheldLeases) {
+    // Never silent either: a node that delivered its spool after its lease closed and released
+    // the credit (docs/spool.md, a re-enrolled node), or a lease book that went back.
+    log?.warn(
+      {
+        nodeId, accountId: w.accountId, leaseId, leaseState: w.state,
+        withheldMicros: w.withheld.toString(), returnedMicros: w.returned.toString(), requestIds: w.requestIds,
+      },
+      'interrupted requests\' reservations were not returned beyond what their credit lease still held: that credit had already gone back to the account',
     );
   }
   return result;
@@ -190,16 +230,33 @@ async function releaseHeld(
  * A request interrupted by a node crash: the restarted node counted its whole reservation as spent
  * (it cannot know), so the part not charged can never be spent from the lease; it goes back to
  * the account as a lease_return keyed by the request id (once, however often the record arrives).
+ *
+ * Never more than the lease still holds beyond the record's cost (charged next, from the same
+ * lease): a record delivered late finds its closed lease already handed the reservation back
+ * (closeLease from figures without it, or releaseClosedLease past the hold bound), and returning it
+ * again would leave the lease returned beyond granted and the account's outstanding below what its
+ * leases hold. Outstanding, not held: a reservation the node counted as spent before the close is
+ * kept outstanding but not held. `withheld`: the part not returned (0 for a resent record).
  */
 async function writeOffInterrupted(
-  client: pg.PoolClient, nodeId: string, accountId: string, leaseId: string | null, record: RequestRecord, result: SettlementResult,
-): Promise<bigint> {
+  client: pg.PoolClient, nodeId: string, accountId: string, lease: RecordLease, record: RequestRecord, result: SettlementResult,
+): Promise<{ returned: bigint; withheld: bigint }> {
   const unused = BigInt(record.cost.reservedMicros) - BigInt(record.cost.costMicros);
-  if (leaseId === null || unused <= 0n) return 0n;
-  const written = await appendLedger(client, { accountId, kind: 'lease_return', amountMicros: unused, leaseId, nodeId, requestId: record.requestId });
-  if (!written) return 0n;
+  if (unused <= 0n) return { returned: 0n, withheld: 0n };
+  const room = lease.outstanding - BigInt(record.cost.costMicros);
+  const take = room <= 0n ? 0n : room < unused ? room : unused;
+  if (take === 0n) {
+    // A resent record whose reservation went back the first time is no late one.
+    const { rowCount } = await client.query(
+      "select 1 from billing_ledger where request_id = $1 and kind = 'lease_return'",
+      [record.requestId],
+    );
+    return { returned: 0n, withheld: rowCount === 0 ? unused : 0n };
+  }
+  const written = await appendLedger(client, { accountId, kind: 'lease_return', amountMicros: take, leaseId: lease.id, nodeId, requestId: record.requestId });
+  if (!written) return { returned: 0n, withheld: 0n };
   result.writtenOff += 1;
-  await adjustBalance(client, accountId, { outstanding: -unused });
-  await client.query('update credit_leases set returned_micros = returned_micros + $2, updated_at = now() where id = $1', [leaseId, unused.toString()]);
-  return unused;
+  await adjustBalance(client, accountId, { outstanding: -take });
+  await client.query('update credit_leases set returned_micros = returned_micros + $2, updated_at = now() where id = $1', [lease.id, take.toString()]);
+  return { returned: take, withheld: unused - take };
 }

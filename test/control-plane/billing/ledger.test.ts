@@ -124,7 +124,7 @@ t.test('billing ledger', async (t) => {
         record('free-4', 'not-a-uuid', 10, null, node),
       ]),
     );
-    t.same(r, { charged: 0, duplicates: 0, unknownAccount: 2, writtenOff: 0, released: 0, uncoveredMicros: 0n });
+    t.same(r, { charged: 0, duplicates: 0, unknownAccount: 2, writtenOff: 0, released: 0, uncoveredMicros: 0n, withheldWriteOffMicros: 0n });
   });
 
   t.test('a returned lease gives back what the node did not spend; its unreported spend stays committed until the records arrive', async (t) => {
