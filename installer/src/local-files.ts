@@ -1,8 +1,9 @@
 // Local files the CLI reads or writes for the operator: a PEM to send, a CA to save (atomically).
 import { randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, fstatSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
-import type { Stats } from 'node:fs';
+import { accessSync, closeSync, constants, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
+import { readRegularFileWithin } from '../../proto/src/bounded-regular-file.js';
+import type { BoundedFileRefusal, NonRegularFileType } from '../../proto/src/bounded-regular-file.js';
 import { CommandFailure, UsageError } from './cli-context.js';
 
 const MAX_PEM_BYTES = 256 * 1024;
@@ -20,53 +21,36 @@ export class LocalFileError extends Error {
   }
 }
 
-function notRegular(info: Stats): LocalFileError {
-  const what = info.isCharacterDevice() ? 'a character device'
-    : info.isBlockDevice() ? 'a block device'
-      : info.isFIFO() ? 'a FIFO, a named pipe'
-        : info.isSocket() ? 'a socket' : 'not a file';
-  return new LocalFileError('not-regular', `is not a regular file (it is ${what})`);
+const NOT_REGULAR: Record<Exclude<NonRegularFileType, 'directory'>, string> = {
+  'character-device': 'a character device',
+  'block-device': 'a block device',
+  fifo: 'a FIFO, a named pipe',
+  socket: 'a socket',
+  other: 'not a file',
+};
+
+function localFileError(refusal: BoundedFileRefusal): LocalFileError {
+  switch (refusal.reason) {
+    case 'missing':
+    case 'unreadable':
+      return new LocalFileError('unreadable', refusal.code);
+    case 'not-regular':
+      // A directory has always been reported as its errno, as reading one would fail.
+      if (refusal.fileType === 'directory') return new LocalFileError('unreadable', 'EISDIR');
+      return new LocalFileError('not-regular', `is not a regular file (it is ${NOT_REGULAR[refusal.fileType]})`);
+    case 'too-large':
+      return new LocalFileError('too-large', `is larger than ${refusal.maxBytes / 1024} KiB`);
+  }
 }
 
 /**
  * Reads (UTF-8) a file an option or setting names, only when it is a regular file of at most
- * `maxBytes`: a device such as /dev/zero has size 0 and was read until memory ran out, and a FIFO
- * with no writer blocked the command for ever.
+ * `maxBytes` (proto/src/bounded-regular-file.ts); a refusal is a LocalFileError.
  */
 export function readRegularFile(file: string, maxBytes: number): string {
-  let fd: number;
-  try {
-    // Looked at before it is opened: opening some devices does something by itself.
-    const info = statSync(file);
-    if (info.isDirectory()) throw new LocalFileError('unreadable', 'EISDIR');
-    if (!info.isFile()) throw notRegular(info);
-    // O_NONBLOCK: were it swapped for a FIFO meanwhile, the open returns at once and fstat refuses it.
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  } catch (err) {
-    if (err instanceof LocalFileError) throw err;
-    throw new LocalFileError('unreadable', (err as NodeJS.ErrnoException).code ?? (err as Error).message);
-  }
-  try {
-    const info = fstatSync(fd);
-    if (info.isDirectory()) throw new LocalFileError('unreadable', 'EISDIR');
-    if (!info.isFile()) throw notRegular(info);
-    if (info.size > maxBytes) throw new LocalFileError('too-large', `is larger than ${maxBytes / 1024} KiB`);
-    // One byte past the limit: a file that grew since the fstat is refused, not read on and on.
-    const buffer = Buffer.alloc(maxBytes + 1);
-    let length = 0;
-    while (length < buffer.length) {
-      const read = readSync(fd, buffer, length, buffer.length - length, null);
-      if (read === 0) break;
-      length += read;
-    }
-    if (length > maxBytes) throw new LocalFileError('too-large', `is larger than ${maxBytes / 1024} KiB`);
-    return buffer.subarray(0, length).toString('utf8');
-  } catch (err) {
-    if (err instanceof LocalFileError) throw err;
-    throw new LocalFileError('unreadable', (err as NodeJS.ErrnoException).code ?? (err as Error).message);
-  } finally {
-    closeSync(fd);
-  }
+  const read = readRegularFileWithin(file, maxBytes);
+  if (!read.ok) throw localFileError(read);
+  return read.text;
 }
 
 /** Reads a PEM file named by an option; problems are usage errors naming the option and file. */

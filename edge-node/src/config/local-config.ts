@@ -1,9 +1,9 @@
 // The local JSON config file of a stand-alone node (`serve --config`, no control plane). Enrolled
 // nodes take signed bundles instead; both become one RuntimeConfig (runtime-config.ts), which is
 // all the serving code sees.
-import { constants } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
 import { z } from 'zod';
+import { readRegularFileWithin } from '../../../proto/src/bounded-regular-file.js';
+import type { BoundedFileRefusal } from '../../../proto/src/bounded-regular-file.js';
 import { describeIssues } from '../zod-issues.js';
 
 const MAX_CONFIG_FILE_BYTES = 1024 * 1024;
@@ -113,48 +113,27 @@ export function parseLocalConfig(value: unknown, source = 'config'): LocalConfig
   return result.data;
 }
 
-/**
- * The file's text, read only if it is a regular file of at most MAX_CONFIG_FILE_BYTES: a device
- * (`/dev/zero`) was read until memory ran out and a FIFO blocked the start for ever.
- */
-async function readBoundedRegularFile(file: string): Promise<string> {
-  const notRegular = (): LocalConfigError => new LocalConfigError(file, ['not a regular file (a device, FIFO, socket or directory): pass the JSON config file itself']);
-  // Looked at before it is opened: opening some devices does something by itself.
-  if (!(await stat(file)).isFile()) throw notRegular();
-  // O_NONBLOCK: were it swapped for a FIFO meanwhile, the open returns at once and fstat refuses it.
-  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  try {
-    const info = await handle.stat();
-    if (!info.isFile()) throw notRegular();
-    const tooLarge = new LocalConfigError(file, [`larger than ${MAX_CONFIG_FILE_BYTES} bytes`]);
-    if (info.size > MAX_CONFIG_FILE_BYTES) throw tooLarge;
-    // One byte past the limit: a file that grew since the fstat is refused, not read on and on.
-    const buffer = Buffer.alloc(MAX_CONFIG_FILE_BYTES + 1);
-    let length = 0;
-    while (length < buffer.length) {
-      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
-      if (bytesRead === 0) break;
-      length += bytesRead;
-    }
-    if (length > MAX_CONFIG_FILE_BYTES) throw tooLarge;
-    return buffer.subarray(0, length).toString('utf8');
-  } finally {
-    await handle.close();
+/** Why the config file was not read, in the node's words. */
+function unreadConfigProblem(refusal: BoundedFileRefusal): string {
+  switch (refusal.reason) {
+    case 'missing':
+    case 'unreadable':
+      return `cannot read the file (${refusal.code})`;
+    case 'not-regular':
+      return 'not a regular file (a device, FIFO, socket or directory): pass the JSON config file itself';
+    case 'too-large':
+      return `larger than ${refusal.maxBytes} bytes`;
   }
 }
 
 export async function loadLocalConfig(file: string): Promise<LocalConfig> {
-  let text: string;
-  try {
-    text = await readBoundedRegularFile(file);
-  } catch (err) {
-    if (err instanceof LocalConfigError) throw err;
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new LocalConfigError(file, [`cannot read the file (${code ?? (err as Error).message})`]);
-  }
+  // Read only if a regular file of at most MAX_CONFIG_FILE_BYTES (a device or FIFO refused unread).
+  // Synchronously: it is read once, at start, before anything is served.
+  const read = readRegularFileWithin(file, MAX_CONFIG_FILE_BYTES);
+  if (!read.ok) throw new LocalConfigError(file, [unreadConfigProblem(read)]);
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(read.text);
   } catch (err) {
     throw new LocalConfigError(file, [`not valid JSON (${(err as Error).message})`]);
   }
