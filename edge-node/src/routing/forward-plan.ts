@@ -20,7 +20,7 @@ import { isZenovaError, zenovaError, ZenovaError } from '../errors.js';
 import type { PipelineContext, UpstreamReply } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
-import { classifyUpstreamFailure, isUpstreamStreamRateLimit } from '../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, isUpstreamStreamRateLimit, upstreamFailureCode } from '../upstream/upstream-failure.js';
 import { AbortSwitch } from '../pipeline/abort-switch.js';
 import { isNodeStopping } from '../http/in-flight-requests.js';
 import type { AttemptHealth } from './target-health.js';
@@ -43,15 +43,17 @@ export type AttemptResult =
        */
       upstreamBilled?: true;
       /**
-       * Retryable, but not on the same target: it would answer the same way again. Either it did
-       * the work (and bills it: an answer compressed although identity was asked for), or it
-       * refused the node's credentials (401, 403, 407). The plan goes on with the next target.
+       * Retryable, but not on the same target: it would answer the same way again, or bill again.
+       * Either it did the work (and bills it: an answer compressed although identity was asked for,
+       * or whose connection broke while its body was read), or it refused the node's credentials
+       * (401, 403, 407). The plan goes on with the next target.
        */
       nextTargetOnly?: true;
       /**
        * The upstream bills this attempt though its answer never reached the caller: it timed out
-       * after the upstream had the whole request (attemptRequestSent), which goes on with it, or
-       * the answer came compressed although identity was asked for. The request is charged the
+       * after the upstream had the whole request (attemptRequestSent), which goes on with it, the
+       * answer came compressed although identity was asked for, or its connection broke while its
+       * 2xx body was read (attemptHeadersIn). The request is charged the
        * prompt (ctx.served names this target unless a later attempt answers) and its final failure
        * tells SDKs not to resend.
        */
@@ -77,6 +79,8 @@ class AttemptSwitch extends AbortSwitch {
   timedOut = false;
   /** The request was written whole to the upstream's connection (attemptRequestSent). */
   requestSent = false;
+  /** A 2xx JSON answer's status and headers are in and its body is being read (attemptHeadersIn). */
+  headersIn = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly timeoutMs: number) {
@@ -86,6 +90,7 @@ class AttemptSwitch extends AbortSwitch {
 
   /** The body of a JSON answer is read from now: the timer becomes the body's overall deadline. */
   bodyFollows(): void {
+    this.headersIn = true;
     if (this.timer === undefined) return;
     clearTimeout(this.timer);
     this.arm(BODY_DEADLINE_FACTOR * this.timeoutMs);
@@ -309,11 +314,20 @@ async function attemptOnce(
       retryable: true,
     };
   }
+  // The connection broke (reset, closed) while a 2xx JSON answer's body was read: the upstream
+  // answers only once it is done, so it did the work and bills it. Not retried on this target (each
+  // retry would be billed again, as the compressed answer below); another target may still answer.
+  // A break before the headers stays a retryable connect error: nothing says the work was done.
+  if (result.outcome === 'connect' && attemptAbort.headersIn) {
+    result = { ...result, error: cutMidAnswer(result.error, target.upstream.name), nextTargetOnly: true };
+  }
   record(result.outcome, result.httpStatus);
   // A refused credential or a rate limit (an HTTP status, nextTargetOnly) did no work; an answer
-  // compressed anyway (an error, nextTargetOnly) did. A timeout once the upstream had the whole
-  // request: as for a caller who left (above), the upstream goes on and bills the prompt.
-  if ((result.outcome === 'timeout' && answeredStatus === null && attemptAbort.requestSent) || (result.nextTargetOnly === true && result.outcome === 'error')) {
+  // compressed anyway (an error, nextTargetOnly) or cut while it was read (connect, nextTargetOnly)
+  // did. A timeout once the upstream had the whole request: as for a caller who left (above), the
+  // upstream goes on and bills the prompt.
+  const didTheWork = result.nextTargetOnly === true && (result.outcome === 'error' || result.outcome === 'connect');
+  if ((result.outcome === 'timeout' && answeredStatus === null && attemptAbort.requestSent) || didTheWork) {
     // Charged the prompt unless a later attempt answers (its usage then).
     result = { ...result, billedWithoutAnswer: true };
     ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
@@ -347,6 +361,20 @@ function failureOf(err: unknown, target: RuntimeTarget, signal: AbortSwitch): Ex
     default:
       return { kind: 'failed', error, outcome: 'error', httpStatus: null, retryable: false };
   }
+}
+
+/**
+ * ZN_ERR_UPSTREAM_UNAVAILABLE for a connection that broke while the upstream sent its answer: says
+ * so (not "could not be reached"), with the network's code. Retryable for the plan (another target
+ * may answer); the final failure tells SDKs not to resend (billedWithoutAnswer).
+ */
+function cutMidAnswer(error: ZenovaError, upstream: string): ZenovaError {
+  const code = upstreamFailureCode(error.cause);
+  return zenovaError(
+    'ZN_ERR_UPSTREAM_UNAVAILABLE',
+    `Upstream "${upstream}" closed the connection while sending its answer${code === undefined ? '' : ` (${code})`}; it may have billed the request, so it is not retried.`,
+    { cause: error.cause },
+  );
 }
 
 function round(ms: number): number {

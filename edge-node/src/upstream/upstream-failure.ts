@@ -67,6 +67,11 @@ function isNetworkCode(code: string): boolean {
   return /^E[A-Z0-9]+$/.test(code) || /^(UND_ERR_|ERR_SSL_|ERR_TLS_|HPE_)/.test(code);
 }
 
+/** The network's code for a failure (errno, undici's, OpenSSL's), looking through causes; undefined when none. */
+export function upstreamFailureCode(err: unknown): string | undefined {
+  return errorCode(err);
+}
+
 function errorCode(err: unknown): string | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
   const code = (err as { code?: unknown }).code;
