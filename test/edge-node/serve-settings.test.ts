@@ -45,7 +45,7 @@ async function serveOnce(t: Test, stateDir: string, env: NodeJS.ProcessEnv): Pro
 t.test('a bad node setting stops serve with exit 2 and one line naming the variable and its accepted values, before the spool or lease book is opened', async (t) => {
   const ca = await createTestCa();
   const cases: Array<[string, string, RegExp]> = [
-    ['ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS', 'abc', /^zenova-node: ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS must be a whole number from 1 to 1000000, got "abc"$/],
+    ['ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS', 'abc', /^zenova-node: ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS must be a whole number from 1 to 1000000, got a value that is not one \(not shown: it does not look like a number\)$/],
     ['ZENOVA_LEASE_REPORT_MS', '0', /^zenova-node: ZENOVA_LEASE_REPORT_MS must be a whole number from 1 to 3600000, got "0"$/],
     ['ZENOVA_SPOOL_SYNCHRONOUS', 'ful', /^zenova-node: ZENOVA_SPOOL_SYNCHRONOUS must be normal or full, got "ful"$/],
     ['ZENOVA_NODE_LINK_LOCK_INTERVAL_MS', '10', /^zenova-node: ZENOVA_NODE_LINK_LOCK_INTERVAL_MS must be a whole number from 50 to 60000, got "10"$/],

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../../proto/src/index.js';
 import { repeatedOptionProblem, unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
-import { parseControlPlaneUrl } from '../enroll/enroll.js';
+import { givenControlPlaneUrl, parseControlPlaneUrl } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
 import type { CallerTlsFiles } from '../tls/caller-tls.js';
@@ -178,13 +178,25 @@ export class UsageError extends Error {
   }
 }
 
+/**
+ * What a listen address a usage message may name looks like: a short HOST:PORT (a host name or IP
+ * address, digits for the port). Anything else is not quoted back: it may be a token pasted in the
+ * address's place, and an error line lands in terminals, scrollback and CI logs.
+ */
+const LISTEN_SHAPE = /^(?:\[[0-9A-Fa-f:.]{1,45}\]|[A-Za-z0-9.-]{1,63}):\d{1,10}$/;
+
+/** `got "HOST:PORT"` for a value shaped like one; otherwise what was expected, never the value. */
+function givenListen(value: string): string {
+  return LISTEN_SHAPE.test(value) ? `got ${JSON.stringify(value)}` : 'got a value that is not one (not shown: it does not look like HOST:PORT)';
+}
+
 /** `HOST:PORT` or `[IPv6]:PORT` → host (brackets removed) and port 0–65535. */
 export function parseListenAddress(value: string, flag = '--listen'): ListenAddress {
   const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(value);
   const host = match?.[1] ?? match?.[2];
   const port = Number(match?.[3]);
   if (host === undefined || !Number.isInteger(port) || port > 65535) {
-    throw new UsageError(`${flag} must be HOST:PORT with a port from 0 to 65535, got ${JSON.stringify(value)}`, SERVE_USAGE);
+    throw new UsageError(`${flag} must be HOST:PORT with a port from 0 to 65535, ${givenListen(value)}`, SERVE_USAGE);
   }
   return { host, port };
 }
@@ -198,7 +210,7 @@ function parseAdminListen(flagValue: string | undefined, env: NodeJS.ProcessEnv)
   const address = parseListenAddress(value, source);
   if (!isLoopbackHost(address.host)) {
     throw new UsageError(
-      `${source} must be a loopback address (127.0.0.1 or [::1]), got ${JSON.stringify(address.host)}: the admin port (metrics) is never exposed to the network`,
+      `${source} must be a loopback address (127.0.0.1 or [::1]), ${LISTEN_SHAPE.test(value) ? `got ${JSON.stringify(address.host)}` : 'got another host (not shown: it does not look like a host name or address)'}: the admin port (metrics) is never exposed to the network`,
       SERVE_USAGE,
     );
   }
@@ -330,7 +342,9 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
 function parseReplicas(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   if (!/^\d{1,3}$/.test(value) || Number(value) < 1) {
-    throw new UsageError(`--replicas must be a whole number from 1 to 999 (node-edge processes sharing the caller port), got ${JSON.stringify(value.slice(0, 32))}`, SERVE_USAGE);
+    // A short run of digits (and a sign) is named back; anything else may be a pasted secret.
+    const given = /^[+-]?\d{1,10}$/.test(value) ? `got ${JSON.stringify(value)}` : 'got a value that is not one (not shown: it does not look like a number)';
+    throw new UsageError(`--replicas must be a whole number from 1 to 999 (node-edge processes sharing the caller port), ${given}`, SERVE_USAGE);
   }
   return Number(value);
 }
@@ -342,9 +356,10 @@ function parseReplicas(value: string | undefined): number | undefined {
  */
 function checkControlPlaneUrl(value: string): void {
   const authority = /^https:\/\/([^/?#]*)/i.exec(value)?.[1] ?? '';
-  const port = /:(\d+)$/.exec(authority.slice(authority.lastIndexOf('@') + 1))?.[1];
+  const port = /:(\d{1,10})$/.exec(authority.slice(authority.lastIndexOf('@') + 1))?.[1];
   if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) {
-    throw new UsageError(`--control-plane has port ${port}, out of range: a port is 1 to 65535, got ${JSON.stringify(value.slice(0, 200))}`, ENROLL_USAGE);
+    // The port is named, not the URL: one that does not parse may hold anything (credentials too).
+    throw new UsageError(`--control-plane has port ${port}, out of range: a port is 1 to 65535`, ENROLL_USAGE);
   }
   try {
     parseControlPlaneUrl(value);
@@ -383,7 +398,7 @@ function parseEnroll(argv: string[]): CliCommand {
     throw new UsageError(`enroll needs ${missing.join(', and ')}`, ENROLL_USAGE);
   }
   if (!/^https:\/\//i.test(controlPlaneUrl)) {
-    throw new UsageError(`--control-plane must be an https:// URL (enrollment sends a secret token over it), got ${JSON.stringify(controlPlaneUrl.slice(0, 200))}`, ENROLL_USAGE);
+    throw new UsageError(`--control-plane must be an https:// URL (enrollment sends a secret token over it), ${givenControlPlaneUrl(controlPlaneUrl)}`, ENROLL_USAGE);
   }
   checkControlPlaneUrl(controlPlaneUrl);
   if (token !== undefined && tokenFile !== undefined) throw new UsageError('--token and --token-file cannot be used together; pass one', ENROLL_USAGE);

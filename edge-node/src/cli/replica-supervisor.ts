@@ -61,8 +61,10 @@ export function checkReplicasAgainstEnv(replicas: number, env: NodeJS.ProcessEnv
   const raw = env.ZENOVA_NODE_REPLICAS;
   if (raw === undefined || raw === '') return;
   if (/^\d{1,3}$/.test(raw) && Number(raw) === replicas) return;
+  // Named back only when it looks like a number: an env file line may hold a token pasted in the wrong place.
+  const setting = /^[+-]?\d{1,10}$/.test(raw) ? `ZENOVA_NODE_REPLICAS=${JSON.stringify(raw)}` : 'ZENOVA_NODE_REPLICAS (not shown: it does not look like a number)';
   throw new ServeSettingError(
-    `--replicas ${replicas} disagrees with ZENOVA_NODE_REPLICAS=${JSON.stringify(raw.slice(0, 32))} in the environment: ` +
+    `--replicas ${replicas} disagrees with ${setting} in the environment: ` +
       `--replicas sets it for the processes it starts; remove ZENOVA_NODE_REPLICAS (or set it to ${replicas})`,
   );
 }

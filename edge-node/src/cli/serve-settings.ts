@@ -36,9 +36,14 @@ export interface ServeSettings {
   shutdownDrainMs: number | undefined;
 }
 
-/** Shown values are cut: a pasted blob must not flood the terminal. */
-function shown(raw: string): string {
-  return JSON.stringify(raw.slice(0, 50));
+/**
+ * `got "…"` for a value of the shape expected (a short number, a word), else that shape, never the
+ * value: an env file line may hold a token pasted in the wrong place, and this line lands in the
+ * journal and CI logs.
+ */
+function given(raw: string, shape: 'number' | 'word'): string {
+  const looksRight = shape === 'number' ? /^[+-]?\d{1,10}$/.test(raw) : /^[A-Za-z]{1,16}$/.test(raw);
+  return looksRight ? `got ${JSON.stringify(raw)}` : `got a value that is not one (not shown: it does not look like a ${shape})`;
 }
 
 function wholeNumber(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
@@ -46,7 +51,7 @@ function wholeNumber(env: NodeJS.ProcessEnv, name: string, min: number, max: num
   // Empty counts as unset: env files often carry `NAME=` for "not configured".
   if (raw === undefined || raw === '') return undefined;
   if (!/^\d{1,10}$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-    throw new ServeSettingError(`${name} must be a whole number from ${min} to ${max}, got ${shown(raw)}`);
+    throw new ServeSettingError(`${name} must be a whole number from ${min} to ${max}, ${given(raw, 'number')}`);
   }
   return Number(raw);
 }
@@ -56,7 +61,7 @@ function spoolSynchronous(env: NodeJS.ProcessEnv): SpoolSynchronous {
   if (raw === undefined || raw === '') return 'normal';
   const value = raw.toLowerCase();
   if (value === 'normal' || value === 'full') return value;
-  throw new ServeSettingError(`ZENOVA_SPOOL_SYNCHRONOUS must be normal or full, got ${shown(raw)}`);
+  throw new ServeSettingError(`ZENOVA_SPOOL_SYNCHRONOUS must be normal or full, ${given(raw, 'word')}`);
 }
 
 export function readServeSettings(env: NodeJS.ProcessEnv, opts: { enrolled: boolean }): ServeSettings {

@@ -88,17 +88,34 @@ export interface EnrollResult {
 }
 
 /**
+ * `value` as a usage message may name it: an http(s) URL, without its credentials, query and
+ * fragment (they may hold a secret); undefined for anything else, which is not shown, since a
+ * token pasted in the URL's place lands in terminals, scrollback and CI logs.
+ */
+export function shownControlPlaneUrl(value: string): string | undefined {
+  if (!URL.canParse(value)) return undefined;
+  const url = new URL(value);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return undefined;
+  const shown = `${url.protocol}//${url.host}${url.pathname}`;
+  return shown.length > 200 ? undefined : JSON.stringify(shown);
+}
+
+/** "got "http://…"", or where the value was and what shape was expected when it is not shown. */
+export function givenControlPlaneUrl(value: string): string {
+  return `got ${shownControlPlaneUrl(value) ?? 'a value that is not one (not shown: it does not look like an http(s) URL)'}`;
+}
+
+/**
  * Checks that `value` is an https:// URL without credentials, query or fragment, and returns it as
  * a base URL ending in "/". Throws EnrollError('URL_INVALID') with a clear line otherwise.
  */
 export function parseControlPlaneUrl(value: string): URL {
-  if (!URL.canParse(value)) throw new EnrollError('URL_INVALID', `--control-plane is not a URL: ${JSON.stringify(value.slice(0, 200))}`);
+  if (!URL.canParse(value)) throw new EnrollError('URL_INVALID', '--control-plane is not a URL (not shown: it does not look like a URL); pass the control plane\'s https:// URL, as in the install command');
   const url = new URL(value);
   if (url.protocol !== 'https:') {
-    throw new EnrollError(
-      'URL_INVALID',
-      `--control-plane must be an https:// URL (enrollment sends a secret token, so plain ${url.protocol.replace(':', '')} is refused), got ${JSON.stringify(value.slice(0, 200))}`,
-    );
+    // Another scheme is not named: `x:…` parses as a URL of scheme x, and may be a secret.
+    const plain = url.protocol === 'http:' ? ', so plain http is refused' : '';
+    throw new EnrollError('URL_INVALID', `--control-plane must be an https:// URL (enrollment sends a secret token${plain}), ${givenControlPlaneUrl(value)}`);
   }
   if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
     throw new EnrollError('URL_INVALID', '--control-plane must not carry credentials, a query or a fragment');
