@@ -1,7 +1,8 @@
 // `zenova-node enroll` on the command line: read the token and CA files, enroll, print the result.
 // Never prints the token or the credential.
-import { mkdir, readFile, rmdir, stat } from 'node:fs/promises';
+import { mkdir, rmdir } from 'node:fs/promises';
 import path from 'node:path';
+import { readRegularFileWithin } from '../../../proto/src/bounded-regular-file.js';
 import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { describeRetired } from '../enroll/retire-node-state.js';
@@ -18,15 +19,18 @@ type EnrollCommand = Extract<CliCommand, { kind: 'enroll' }>;
 /** An input file or token that cannot be used (exit 2). */
 class InputFileError extends Error {}
 
-async function readSmallFile(file: string, maxBytes: number, what: string): Promise<string> {
-  try {
-    const info = await stat(file);
-    if (!info.isFile()) throw new InputFileError(`${what} ${file} is not a regular file`);
-    if (info.size > maxBytes) throw new InputFileError(`${what} ${file} is larger than ${maxBytes} bytes`);
-    return await readFile(file, 'utf8');
-  } catch (err) {
-    if (err instanceof InputFileError) throw err;
-    throw new InputFileError(`cannot read ${what} ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+/** The file's text, when it is a regular file of at most `maxBytes` (a device or FIFO is refused unread). */
+function readSmallFile(file: string, maxBytes: number, what: string): string {
+  const read = readRegularFileWithin(file, maxBytes);
+  if (read.ok) return read.text;
+  switch (read.reason) {
+    case 'missing':
+    case 'unreadable':
+      throw new InputFileError(`cannot read ${what} ${file} (${read.code})`);
+    case 'not-regular':
+      throw new InputFileError(`${what} ${file} is not a regular file`);
+    case 'too-large':
+      throw new InputFileError(`${what} ${file} is larger than ${maxBytes} bytes`);
   }
 }
 
@@ -84,7 +88,7 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
   try {
     token = await readToken(command, io);
     if (command.caFile !== undefined) {
-      caPem = await readSmallFile(command.caFile, MAX_CA_FILE_BYTES, '--ca-file');
+      caPem = readSmallFile(command.caFile, MAX_CA_FILE_BYTES, '--ca-file');
       if (!isCertificatePem(caPem)) throw new InputFileError(`--ca-file ${command.caFile} holds no PEM certificate`);
     }
   } catch (err) {

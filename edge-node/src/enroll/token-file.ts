@@ -2,7 +2,9 @@
  * Reads a one-time token from a file (`--token-file` of `zenova-node enroll` and of the installer's
  * `zenova install node`), so both read the same file the same way, with the same messages.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
+import { readRegularFileWithin } from '../../../proto/src/bounded-regular-file.js';
+import type { BoundedFileRefusal } from '../../../proto/src/bounded-regular-file.js';
 
 export const MAX_TOKEN_FILE_BYTES = 4096;
 
@@ -17,20 +19,31 @@ export interface TokenFile {
   notPrivate: boolean;
 }
 
+/** Why a token file was not read, in the words both commands use. */
+function tokenFileRefusal(refusal: BoundedFileRefusal): TokenFileError {
+  switch (refusal.reason) {
+    case 'missing':
+    case 'unreadable':
+      return new TokenFileError(`cannot read --token-file ${refusal.file} (${refusal.code})`);
+    case 'not-regular':
+      return new TokenFileError(`--token-file ${refusal.file} is not a regular file`);
+    case 'too-large':
+      return new TokenFileError(`--token-file ${refusal.file} is larger than ${MAX_TOKEN_FILE_BYTES} bytes`);
+  }
+}
+
 export async function readTokenFile(file: string): Promise<TokenFile> {
-  let text: string;
+  // Read only if a regular file of at most MAX_TOKEN_FILE_BYTES (a device or FIFO refused unread).
+  const read = readRegularFileWithin(file, MAX_TOKEN_FILE_BYTES);
+  if (!read.ok) throw tokenFileRefusal(read);
   let mode: number;
   try {
-    const info = await stat(file);
-    if (!info.isFile()) throw new TokenFileError(`--token-file ${file} is not a regular file`);
-    if (info.size > MAX_TOKEN_FILE_BYTES) throw new TokenFileError(`--token-file ${file} is larger than ${MAX_TOKEN_FILE_BYTES} bytes`);
-    mode = info.mode & 0o777;
-    text = await readFile(file, 'utf8');
+    // Only for the warning about a token others may read.
+    mode = (await stat(file)).mode & 0o777;
   } catch (err) {
-    if (err instanceof TokenFileError) throw err;
     throw new TokenFileError(`cannot read --token-file ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
-  return { token: tokenIn(text, `--token-file ${file}`), mode, notPrivate: (mode & 0o077) !== 0 };
+  return { token: tokenIn(read.text, `--token-file ${file}`), mode, notPrivate: (mode & 0o077) !== 0 };
 }
 
 /** `--token-file -`: the token is read from standard input. */

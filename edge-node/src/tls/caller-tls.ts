@@ -6,10 +6,10 @@
  * OpenSSL will not serve (a damaged later block of the chain, a key too small).
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import tls from 'node:tls';
 import type { SecureContextOptions, TlsOptions } from 'node:tls';
+import { readRegularFileWithin } from '../../../proto/src/bounded-regular-file.js';
 import { oneLine } from '../one-line.js';
 
 /** Below this many days left a valid certificate is still served, with a warning (log, doctor). */
@@ -43,18 +43,23 @@ export class CallerTlsError extends Error {
 export const MAX_TLS_FILE_BYTES = 256 * 1024;
 
 function readPemFile(file: string, what: string): string {
-  try {
-    // Checked first: a FIFO or a device (/dev/zero) would block the read or fill memory.
-    const info = statSync(file);
-    if (!info.isFile() && !info.isDirectory()) throw new CallerTlsError(`cannot read the TLS ${what} file ${file}: it is not a regular file`);
-    if (info.size > MAX_TLS_FILE_BYTES) throw new CallerTlsError(`the TLS ${what} file ${file} is larger than ${MAX_TLS_FILE_BYTES / 1024} KiB: not a PEM ${what}`);
-    return readFileSync(file, 'utf8');
-  } catch (err) {
-    if (err instanceof CallerTlsError) throw err;
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'it does not exist' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : (code ?? (err as Error).message);
-    throw new CallerTlsError(`cannot read the TLS ${what} file ${file}: ${why}`);
+  // Read only if a regular file of at most MAX_TLS_FILE_BYTES: a FIFO or a device (/dev/zero) would block the read or fill memory.
+  const read = readRegularFileWithin(file, MAX_TLS_FILE_BYTES);
+  if (read.ok) return read.text;
+  switch (read.reason) {
+    case 'missing':
+      throw cannotRead(file, what, 'it does not exist');
+    case 'unreadable':
+      throw cannotRead(file, what, read.code === 'EACCES' ? 'permission denied' : read.code);
+    case 'not-regular':
+      throw cannotRead(file, what, read.fileType === 'directory' ? 'it is a directory' : 'it is not a regular file');
+    case 'too-large':
+      throw new CallerTlsError(`the TLS ${what} file ${file} is larger than ${MAX_TLS_FILE_BYTES / 1024} KiB: not a PEM ${what}`);
   }
+}
+
+function cannotRead(file: string, what: string, why: string): CallerTlsError {
+  return new CallerTlsError(`cannot read the TLS ${what} file ${file}: ${why}`);
 }
 
 /** The first certificate of a PEM file (the leaf), or undefined when there is none readable. */

@@ -7,6 +7,8 @@
  */
 import { readFile, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { readRegularFileWithin } from '../../../proto/src/bounded-regular-file.js';
+import type { BoundedFileRefusal } from '../../../proto/src/bounded-regular-file.js';
 import { PROTOCOL_VERSION } from '../../../proto/src/index.js';
 import { proxyFor } from '../../../edge-node/src/net/proxy-policy.js';
 import type { ProxyServer } from '../../../edge-node/src/net/proxy-policy.js';
@@ -67,6 +69,20 @@ export function replicasMemoryFinding(memory: number | undefined, replicas: numb
 export const MIN_SPARE_DISK_BYTES = 1024 ** 3;
 export const MAX_CLOCK_SKEW_MS = 30_000;
 const MAX_CA_FILE_BYTES = 256 * 1024;
+
+/** Why the --ca-file was not read, as the NODE-CP-CA-FILE finding says it. */
+function caFileProblem(refusal: BoundedFileRefusal): string {
+  switch (refusal.reason) {
+    case 'missing':
+    case 'unreadable':
+      return refusal.code;
+    case 'not-regular':
+      return 'not a regular file';
+    case 'too-large':
+      return `larger than ${MAX_CA_FILE_BYTES / 1024} KiB`;
+  }
+}
+
 /** The control plane's own service; a host running it is the central host (seed 004 §9.2). */
 export const CONTROL_PLANE_UNIT = 'zenova-control.service';
 /** SELinux types that systemd (init_t) may not execute programs from. */
@@ -341,15 +357,10 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
 
   if (input.caFile !== undefined) {
     const caFindings: Finding[] = [];
-    try {
-      const info = await stat(input.caFile.path);
-      if (!info.isFile() || info.size > MAX_CA_FILE_BYTES) throw new Error(info.isFile() ? 'larger than 256 KiB' : 'not a regular file');
-      const pem = await readFile(input.caFile.path, 'utf8');
-      if (!isCertificatePem(pem)) throw new Error('no PEM certificate in it');
-      result.caPem = pem;
-    } catch (err) {
-      caFindings.push(finding('NODE-CP-CA-FILE', `${describeCaFile(input.caFile)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`));
-    }
+    // Read only if a regular file of at most MAX_CA_FILE_BYTES (a device or FIFO refused unread).
+    const read = readRegularFileWithin(input.caFile.path, MAX_CA_FILE_BYTES);
+    if (read.ok && isCertificatePem(read.text)) result.caPem = read.text;
+    else caFindings.push(finding('NODE-CP-CA-FILE', `${describeCaFile(input.caFile)}: ${read.ok ? 'no PEM certificate in it' : caFileProblem(read)}`));
     check(`CA file ${input.caFile.path}`, caFindings);
   }
 
