@@ -2,8 +2,8 @@
  * Forwarding with the route's rules (signature fixed for the providers): try ctx.plan in order —
  * the targets in weighted order, then the fallbacks (route-model.ts planFor) — giving each target `ctx.route.retries` extra
  * attempts; a failure that is a connect error, a timeout or a 5xx moves on, a rate limit (a 429,
- * or one reported in band: isUpstreamStreamRateLimit) or a refused node key moves on to the next
- * target, anything else (a 4xx) is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
+ * or one reported in band: isUpstreamStreamRateLimit), a refused node key or an upstream account out
+ * of quota or credit (quotaExhaustedAttempt) moves on to the next target, anything else (a 4xx) is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
  * its reply once the status and headers are in (a JSON answer's once its body is read, its timer
  * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
  * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
@@ -20,7 +20,7 @@ import { isZenovaError, zenovaError, ZenovaError } from '../errors.js';
 import type { PipelineContext, UpstreamReply } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
-import { classifyUpstreamFailure, isUpstreamStreamRateLimit, upstreamFailureCode } from '../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, isUpstreamQuotaExhausted, isUpstreamStreamRateLimit, upstreamFailureCode, upstreamQuotaExhaustion } from '../upstream/upstream-failure.js';
 import { AbortSwitch } from '../pipeline/abort-switch.js';
 import { isNodeStopping } from '../http/in-flight-requests.js';
 import type { AttemptHealth } from './target-health.js';
@@ -192,7 +192,8 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
       // A rate limit is the target's: another may answer now, while this one would refuse a retry
       // at once. The same rule for an HTTP 429 (nextTargetOnly) and for one the upstream reported
       // in band (a stream's first event, a 2xx error object), which before spent this target's retries.
-      if (outcome.nextTargetOnly === true || isUpstreamStreamRateLimit(outcome.error)) {
+      // An upstream account out of quota or credit (upstreamQuotaExhaustion) refuses every retry alike.
+      if (outcome.nextTargetOnly === true || isUpstreamStreamRateLimit(outcome.error) || isUpstreamQuotaExhausted(outcome.error)) {
         break;
       }
     }
@@ -206,14 +207,17 @@ function notRetryable(error: ZenovaError): ZenovaError {
 
 /**
  * Tells target health how the attempt went: an answer, or a final reply other than a 429 (the
- * upstream is there), is good; a connect error, timeout or 5xx a failure; the caller leaving, a 429
+ * upstream is there), is good; a connect error, timeout, 5xx, refused node key or upstream account
+ * out of quota a failure; the caller leaving, a 429
  * (also one reported inside a stream) and an unreadable answer say nothing about the target. Logs and counts ejections and recoveries.
  */
 function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaited<ReturnType<typeof attemptOnce>>, startedAt: number): void {
   let health: AttemptHealth;
   if (outcome === 'answered') health = 'reachable';
   else if (outcome === 'caller-gone') health = 'neutral';
-  // A rate limit (a 429, or one reported inside a stream) is tried elsewhere, but is no failure of the target.
+  // A rate limit (a 429, or one reported inside a stream) is tried elsewhere, but is no failure of
+  // the target; an account out of quota (a 429 too, for OpenAI) is, as a refused node key is.
+  else if (isUpstreamQuotaExhausted(outcome.error)) health = 'failed';
   else if (outcome.retryable) health = outcome.httpStatus === 429 || isUpstreamStreamRateLimit(outcome.error) ? 'neutral' : 'failed';
   else health = outcome.httpStatus !== null && outcome.httpStatus !== 429 ? 'reachable' : 'neutral';
   const change = ctx.deps.targetHealth.note(target, health, ctx.clock.monotonic(), startedAt);
@@ -270,6 +274,7 @@ async function attemptOnce(
   } finally {
     attemptAbort.stopTimer();
   }
+  result = quotaExhaustedAttempt(result);
   const timedOut = attemptAbort.timedOut;
   const durationMs = ctx.clock.monotonic() - startedAt;
   const record = (outcome: UpstreamAttempt['outcome'], httpStatus: number | null): void => {
@@ -339,6 +344,21 @@ async function attemptOnce(
     ctx.upstreamMs = round(durationMs);
   }
   return result;
+}
+
+/**
+ * A failed attempt whose upstream said the node's account with it is out of quota or credit (an
+ * OpenAI 429 insufficient_quota, any 402, in band too): the operator's problem, as a refused node
+ * key is, not the caller's rate limit or request. Its error becomes the node's non-retryable 502
+ * saying so (no Retry-After, x-should-retry: false); the plan goes on with the next target
+ * (forwardPlan; not nextTargetOnly, which for an in-band error would mean the upstream did the work
+ * and bills it: it did none, so nothing is charged).
+ */
+function quotaExhaustedAttempt(result: AttemptResult): AttemptResult {
+  if (result.kind !== 'failed') return result;
+  const error = upstreamQuotaExhaustion(result.error);
+  if (error === undefined) return result;
+  return { kind: 'failed', error, outcome: result.outcome, httpStatus: result.httpStatus, retryable: true };
 }
 
 /** What an attempt threw, as a failed attempt (aborts are sorted out by the caller). */

@@ -135,11 +135,62 @@ export function upstreamStatusError(upstream: string, status: number, body: unkn
   const callerFault = status >= 400 && status < 500 && !NODE_SIDE_STATUSES.has(status);
   const detail = safeUpstreamErrorCode(body, secret);
   const message = `Upstream "${upstream}" answered HTTP ${status}${detail ? ` (${detail})` : ''}.`;
-  return zenovaError('ZN_ERR_UPSTREAM_ERROR', message, {
+  const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', message, {
     status: callerFault ? status : 502,
     type: status === 429 ? 'rate_limit_error' : callerFault ? 'invalid_request_error' : 'server_error',
     retryable: status === 408 || status === 429 || status >= 500,
   });
+  // Marked, not changed: a tool server's 402 (mcp-call.ts) is the client's to act on; forwardPlan
+  // answers a model request's with upstreamQuotaExhaustion's error instead.
+  if (isQuotaExhaustion(status, body)) quotaExhaustions.set(failure, quotaExhaustedError(upstream, `answered HTTP ${status}${detail ? ` (${detail})` : ''}`));
+  return failure;
+}
+
+/**
+ * Whether an upstream's error says the node's account with it is out of quota or credit: any 402
+ * (OpenRouter's "insufficient credits", Anthropic's billing_error), an `insufficient_quota` type or
+ * code (OpenAI's, under a 429 that is no rate limit), a `billing_error` type, or Anthropic's 400
+ * "credit balance is too low". Its message is only matched, never quoted.
+ */
+function isQuotaExhaustion(status: number | undefined, body: unknown): boolean {
+  if (status === 402) return true;
+  const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
+  if (typeof error !== 'object' || error === null) return false;
+  const { type, code, message } = error as Record<string, unknown>;
+  if ([type, code].some((value) => value === 'insufficient_quota' || value === 'billing_error')) return true;
+  return status === 400 && typeof message === 'string' && message.length <= 1000 && /credit balance is too low/i.test(message);
+}
+
+/** The node's answer for an upstream account out of quota or credit: the operator's to fix, so no caller retry helps. */
+function quotaExhaustedError(upstream: string, what: string): ZenovaError {
+  const failure = zenovaError(
+    'ZN_ERR_UPSTREAM_ERROR',
+    `Upstream "${upstream}" ${what}: the node's account with this upstream is out of quota or credit. The node's operator must top it up; retrying will not help.`,
+    { status: 502, type: 'server_error', retryable: false },
+  );
+  quotaErrors.add(failure);
+  return failure;
+}
+
+/** Upstream errors (an HTTP status's, an in-band one's) that say the upstream account is out of quota, with the node's answer for each. */
+const quotaExhaustions = new WeakMap<ZenovaError, ZenovaError>();
+const quotaErrors = new WeakSet<ZenovaError>();
+
+/**
+ * The node's error for `err` when it is an upstream's refusal for want of quota or credit on the
+ * node's account (isQuotaExhaustion): a non-retryable 502 saying so. undefined for any other error.
+ */
+export function upstreamQuotaExhaustion(err: ZenovaError): ZenovaError | undefined {
+  return quotaExhaustions.get(err);
+}
+
+/**
+ * Whether `err` is the node's error for an upstream account out of quota or credit
+ * (upstreamQuotaExhaustion): like a refused node key, tried on the next target only, and a failure
+ * of the target for its health (routing/target-health.ts).
+ */
+export function isUpstreamQuotaExhausted(err: ZenovaError): boolean {
+  return quotaErrors.has(err);
 }
 
 /**
@@ -201,7 +252,8 @@ const ERROR_TYPE_STATUS: Readonly<Record<string, number>> = {
  * code or type of an object, never its message. Another attempt may help unless the upstream blamed
  * the request itself or the node's key: a 4xx other than 408 and 429 as the error's numeric `code`
  * or `status`, or as its `type` stands for (ERROR_TYPE_STATUS), as an upstream's HTTP status would be
- * (upstreamStatusError).
+ * (upstreamStatusError). One that says the node's upstream account is out of quota or credit is
+ * marked as an HTTP one is (upstreamQuotaExhaustion).
  */
 export function upstreamStreamError(upstream: string, body: unknown): ZenovaError {
   return inBandError(upstream, body, 'ended the stream with an error');
@@ -227,6 +279,7 @@ function inBandError(upstream: string, body: unknown, what: string): ZenovaError
   // Not the node's own credential trouble (authentication_error, permission_error): to the caller
   // that reads as its own key refused; it stays the node's api_error, as an HTTP 401/403 becomes 502.
   if (typeStatus !== undefined && !NODE_SIDE_STATUSES.has(typeStatus)) typedStatuses.set(failure, typeStatus);
+  if (isQuotaExhaustion(status, body)) quotaExhaustions.set(failure, quotaExhaustedError(upstream, `${what}${detail ? ` (${detail})` : ''}`));
   return failure;
 }
 
