@@ -32,7 +32,7 @@ import { toolServersRoutes } from './http/tool-servers.routes.js';
 import { upstreamsRoutes } from './http/upstreams.routes.js';
 import { versionRoutes } from './http/version.routes.js';
 import { whoamiRoutes } from './http/whoami.routes.js';
-import { zodSerializerCompiler, zodValidatorCompiler } from './http/zod-schemas.js';
+import { noQuerySchema, zodSerializerCompiler, zodValidatorCompiler } from './http/zod-schemas.js';
 import type { EnrollmentDeps } from './nodes/enrollment.js';
 import type { Settings } from './settings.js';
 import { zenovaError } from './errors.js';
@@ -153,6 +153,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(async (adminApi) => {
     await adminApi.register(adminAuth, { adminToken: deps.settings.adminToken, pool: deps.pool, failedAuthLimiter });
     adminApi.setNotFoundHandler(notFoundHandler);
+    // Every admin route's query is strict, not only the lists': a route that declares no query
+    // takes none. Ignored, a `?reference=` given to a top-up credited again on its retry, and a
+    // `?dryRun=true` created what it was meant to try.
+    adminApi.addHook('onRoute', (route) => {
+      route.schema ??= {};
+      route.schema.querystring ??= noQuerySchema;
+    });
     await adminApi.register(whoamiRoutes);
     await adminApi.register(nodesRoutes, { pool: deps.pool, settings: deps.settings });
     // The config model nodes serve from; every mutation records a config version.
