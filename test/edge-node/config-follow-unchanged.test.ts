@@ -3,10 +3,13 @@
 // when the file was the one it already served: with a bundle near the 8 MiB limit that held its
 // event loop for about half a second every 2 s. An unchanged file (inode, size, mtime, under the
 // same trust) is now not read again; a file the holder replaced is still taken at the next tick, also
-// after a read of it failed for a passing reason.
+// after a read of it failed for a passing reason. A damaged current.json (refused for its content)
+// was read and verified again on every tick too; it is now read once, until it changes.
 import type * as NodeCrypto from 'node:crypto';
 import type * as NodeFsPromises from 'node:fs/promises';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
+import path from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
 import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
@@ -55,7 +58,7 @@ async function holderAndFollower(t: Test) {
   const applied = await holder.applier.apply(push(5));
   // A replica starting now serves that current.json.
   const follower = await loadEnrolledConfig(stateDir, identity, logger);
-  return { holder, follower, push, applied };
+  return { holder, follower, push, applied, stateDir };
 }
 
 t.test('a follower does not verify the current.json it already serves again on every tick, and still takes the one the holder writes next', async (t) => {
@@ -98,3 +101,58 @@ t.test('a follower whose read of a new current.json failed for a passing reason 
   t.equal(failed, 1);
   t.match(await follower.applier.followCache(), { ok: true, version: 6, changed: true }, 'the next tick reads it again and takes it');
 });
+
+/** Counts node:fs/promises.readFile calls of config/current.json until the test ends. */
+function countCurrentReads(t: { teardown(fn: () => unknown): void }): () => number {
+  const original = fsp.readFile;
+  let count = 0;
+  (fsp as { readFile: unknown }).readFile = (async (file: unknown, ...rest: unknown[]) => {
+    if (String(file).endsWith(`${path.sep}current.json`)) count += 1;
+    return (original as (...a: unknown[]) => unknown)(file, ...rest);
+  });
+  syncBuiltinESMExports();
+  t.teardown(() => {
+    (fsp as { readFile: unknown }).readFile = original;
+    syncBuiltinESMExports();
+  });
+  return () => count;
+}
+
+/** Replaces config/current.json as a store does (a new file renamed over it). */
+function replaceCurrent(stateDir: string, text: string): void {
+  const file = path.join(stateDir, 'config', 'current.json');
+  writeFileSync(`${file}.test-new`, text, { mode: 0o600 });
+  renameSync(`${file}.test-new`, file);
+}
+
+const damagedCurrent: { damage: string; text: (current: string) => string }[] = [
+  {
+    damage: 'a bad signature',
+    text: (current) => {
+      const entry = JSON.parse(current) as { signature: string };
+      const signature = Buffer.from(entry.signature, 'base64');
+      signature[0] = signature[0]! ^ 0xff;
+      return JSON.stringify({ ...entry, signature: signature.toString('base64') });
+    },
+  },
+  { damage: 'text that is not JSON', text: (current) => current.slice(0, Math.floor(current.length / 2)) },
+];
+
+for (const { damage, text } of damagedCurrent) {
+  t.test(`a follower reads a current.json with ${damage} once, not on every tick, and takes the fixed file written later`, async (t) => {
+    const { holder, follower, push, stateDir } = await holderAndFollower(t);
+    const current = readFileSync(path.join(stateDir, 'config', 'current.json'), 'utf8');
+    replaceCurrent(stateDir, text(current));
+
+    const reads = countCurrentReads(t);
+    const verifies = countVerifies(t);
+    for (let tick = 0; tick < 4; tick++) t.equal(await follower.applier.followCache(), undefined, `tick ${tick + 1}: nothing taken`);
+    t.equal(reads(), 1, 'the damaged file is read on the first tick only');
+    t.ok(verifies() <= 1, 'and verified at most once');
+    t.equal(follower.holder.appliedVersion(), 5, 'the follower keeps serving what it served');
+
+    t.match(await holder.applier.apply(push(6)), { ok: true, version: 6 });
+    t.match(await follower.applier.followCache(), { ok: true, version: 6, changed: true }, 'the fixed file is taken at the next tick');
+    t.equal(reads(), 2);
+  });
+}

@@ -230,10 +230,12 @@ export function createConfigApplier(opts: ConfigApplierOptions): ConfigApplier {
     const seen = stampUnder(await cache.stamp('current'), trust);
     if (seen !== undefined && seen === followedStamp) return undefined;
     const read = await cache.read('current', trust, fromBundle);
-    // Missing, damaged or mid-way: the holder's next write (or this node's next start) tells. Not
-    // taken as seen: a read that failed for a passing reason (EMFILE, EACCES) is tried again.
+    // Missing or damaged: the holder's next write (or this node's next start) tells. A file refused
+    // for its content is taken as seen (its stamp kept): the same damaged file is not read and
+    // verified again on every tick, only once it changes. Missing, or a read that failed for a
+    // passing reason (EMFILE, EACCES: no stamp), is tried again.
     if (read === 'missing' || 'code' in read) {
-      followedStamp = undefined;
+      followedStamp = read === 'missing' ? undefined : stampUnder(read.stamp, trust);
       return undefined;
     }
     followedStamp = stampUnder(read.stamp, trust);

@@ -18,7 +18,7 @@ import { z } from 'zod';
 import { MAX_CONFIG_BUNDLE_BYTES, verifyConfigBundle } from '../../../proto/src/index.js';
 import type { BundleCheck, ConfigBundle } from '../../../proto/src/index.js';
 import type { Logger } from '../logger.js';
-import { writeFileAtomic } from '../state/atomic-write.js';
+import { removeInterruptedWrites, writeFileAtomic } from '../state/atomic-write.js';
 import { APPLIED_VERSION_FILE } from './applied-version.js';
 import { describeIssues } from '../zod-issues.js';
 
@@ -53,6 +53,12 @@ export interface CacheRefusal {
   file: string;
   code: CacheRefusalCode;
   message: string;
+  /**
+   * The file's stamp (BundleCache.stamp) taken before it was read, when it was refused for its
+   * content: the same file is refused again until it changes. Absent when the read itself failed
+   * (CONFIG_CACHE_UNREADABLE: EMFILE, EACCES), which may pass.
+   */
+  stamp?: string;
 }
 
 export interface LoadedBundle<T> {
@@ -168,10 +174,10 @@ export class BundleCache {
   /** One cache file, verified and built; 'missing' when there is none. */
   async read<T>(slot: CacheSlot, trust: BundleTrust, build: (bundle: ConfigBundle) => T): Promise<LoadedBundle<T> | CacheRefusal | 'missing'> {
     const file = this.file(slot);
-    const refuse = (code: CacheRefusalCode, message: string): CacheRefusal => ({ slot, file, code, message });
-    let text: string;
     // Taken before the read: a file replaced in between has another stamp, and is read again (followCache).
-    let stamp: string;
+    let stamp: string | undefined;
+    const refuse = (code: CacheRefusalCode, message: string): CacheRefusal => ({ slot, file, code, message, ...(stamp !== undefined ? { stamp } : {}) });
+    let text: string;
     try {
       const info = await stat(file, { bigint: true });
       stamp = stampOf(info);
@@ -180,7 +186,8 @@ export class BundleCache {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return 'missing';
-      return refuse('CONFIG_CACHE_UNREADABLE', `cannot read it (${code ?? (err as Error).message})`);
+      // Not the content's fault: no stamp, so it is read again (followCache).
+      return { slot, file, code: 'CONFIG_CACHE_UNREADABLE', message: `cannot read it (${code ?? (err as Error).message})` };
     }
     let value: unknown;
     try {
@@ -209,6 +216,15 @@ export class BundleCache {
    */
   async stamp(slot: CacheSlot): Promise<string | undefined> {
     return stat(this.file(slot), { bigint: true }).then(stampOf, () => undefined);
+  }
+
+  /**
+   * Removes the temp files a crash left mid-write of current.json or previous.json (nothing else);
+   * resolves to their names. Only under config-apply.lock: stores are written under it, so no temp
+   * file of a live replica's write is there while the lock is held.
+   */
+  async removeInterruptedWrites(): Promise<string[]> {
+    return removeInterruptedWrites(this.dir, SLOTS.map((slot) => path.basename(this.file(slot))));
   }
 
   /**

@@ -7,11 +7,16 @@
  */
 import type { ConfigStatusRecord } from '../control/control-status.js';
 import type { Logger } from '../logger.js';
+import { removeInterruptedWrites } from '../state/atomic-write.js';
+import { CREDENTIAL_FILE } from '../state/credential-store.js';
+import { IDENTITY_FILE } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
+import { underOpenLockAsync } from '../state/open-lock.js';
+import path from 'node:path';
 import { createConfigApplier } from './apply-bundle.js';
-import { APPLIED_VERSION_FILE } from './applied-version.js';
+import { APPLIED_VERSION_FILE, CONFIG_APPLY_LOCK_FILE } from './applied-version.js';
 import type { ConfigApplier } from './apply-bundle.js';
-import { CONFIG_CACHE_DIR } from './bundle-cache.js';
+import { BundleCache, CONFIG_CACHE_DIR } from './bundle-cache.js';
 import type { CacheLoad, CachedBundle } from './bundle-cache.js';
 import { ConfigHolder } from './config-holder.js';
 import type { RuntimeConfig } from './runtime-config.js';
@@ -31,8 +36,41 @@ export interface EnrolledConfig {
   applier: ConfigApplier;
 }
 
+/**
+ * State files in the state dir's root whose every writer holds config-apply.lock (credential-store.ts,
+ * enroll/credential-write-lock.ts), so their interrupted writes can be swept under it. Not
+ * config-applied-version.json (the start-up catch-up below writes it unlocked), nor
+ * control-status.json or the spool marker (written without that lock).
+ */
+const LOCKED_ROOT_FILES = [CREDENTIAL_FILE, IDENTITY_FILE] as const;
+
+/**
+ * Removes the temp files a crash (kill -9, power loss) left mid-write of the config cache and of
+ * LOCKED_ROOT_FILES: nothing else ever removes them, and they hold parts of secrets. Under
+ * config-apply.lock, which every writer of those files holds, so a live replica's write in progress is
+ * never taken for a leftover (an age limit would guess: a slow disk can take longer). A lock that
+ * cannot be taken (another process holds it past the wait) or a dir that cannot be listed skips the
+ * sweep, logged: the next start tries again.
+ */
+async function removeInterruptedStateWrites(stateDir: string, logger: Logger): Promise<void> {
+  const cache = new BundleCache(stateDir);
+  const root = path.resolve(stateDir);
+  let removed: string[];
+  try {
+    removed = await underOpenLockAsync(path.join(root, CONFIG_APPLY_LOCK_FILE), async () => [
+      ...(await cache.removeInterruptedWrites()).map((name) => `${CONFIG_CACHE_DIR}/${name}`),
+      ...(await removeInterruptedWrites(root, LOCKED_ROOT_FILES)),
+    ]);
+  } catch (err) {
+    logger.warn({ err: { message: (err as Error).message } }, 'temp files of interrupted state writes not looked for; the next start tries again');
+    return;
+  }
+  if (removed.length > 0) logger.info({ files: removed }, 'removed temp files left by interrupted state writes (a crash mid-write)');
+}
+
 /** The verified cache (current, else previous) or not ready; never an unverified or rolled-back config. */
 export async function loadEnrolledConfig(stateDir: string, identity: NodeIdentity, logger: Logger): Promise<EnrolledConfig> {
+  await removeInterruptedStateWrites(stateDir, logger);
   const { cache, trust, mark, highestApplied, load } = await readStartupCache(stateDir, identity, logger);
   let holder: ConfigHolder;
   let serving: CachedBundle | undefined;

@@ -4,12 +4,28 @@
  * never a torn file, and the result has exactly `mode` (0600 by default: state files hold secrets).
  */
 import { randomBytes } from 'node:crypto';
-import { open, rename, rm } from 'node:fs/promises';
+import { lstat, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+
+/** Random bytes in a temp file's name (hex: twice as many characters). */
+const TEMP_NAME_BYTES = 6;
+
+/** The temp file name writeFileAtomic uses for a file named `name`. */
+function tempName(name: string): string {
+  return `.${name}.${randomBytes(TEMP_NAME_BYTES).toString('hex')}.tmp`;
+}
+
+/** True when `entry` is exactly a name tempName(`name`) can produce. */
+function isTempNameOf(entry: string, name: string): boolean {
+  const prefix = `.${name}.`;
+  if (!entry.startsWith(prefix) || !entry.endsWith('.tmp')) return false;
+  const random = entry.slice(prefix.length, -'.tmp'.length);
+  return random.length === TEMP_NAME_BYTES * 2 && /^[0-9a-f]+$/.test(random);
+}
 
 export async function writeFileAtomic(file: string, data: string | Uint8Array, mode = 0o600): Promise<void> {
   const dir = path.dirname(file);
-  const tmp = path.join(dir, `.${path.basename(file)}.${randomBytes(6).toString('hex')}.tmp`);
+  const tmp = path.join(dir, tempName(path.basename(file)));
   // 'wx': never follow or reuse something already at the temp name.
   const handle = await open(tmp, 'wx', mode);
   try {
@@ -36,4 +52,32 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array, m
   } finally {
     await dirHandle.close();
   }
+}
+
+/**
+ * Removes the temp files of writeFileAtomic for the files `names` in `dir` that a crash (kill -9,
+ * power loss) left mid-write: nothing else removes them, and they hold part of what was written
+ * (secrets). Only regular files named exactly as writeFileAtomic names them are removed. The caller
+ * must hold the lock every writer of those files holds, or it may remove a write in progress.
+ * Resolves to the names removed; a missing `dir` has none.
+ */
+export async function removeInterruptedWrites(dir: string, names: readonly string[]): Promise<string[]> {
+  let entries: string[];
+  try {
+    entries = await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  const removed: string[] = [];
+  for (const entry of entries) {
+    if (!names.some((name) => isTempNameOf(entry, name))) continue;
+    const file = path.join(dir, entry);
+    // Not a file writeFileAtomic made (a symbolic link, a directory): left alone.
+    const info = await lstat(file).catch(() => undefined);
+    if (info?.isFile() !== true) continue;
+    await rm(file, { force: true });
+    removed.push(entry);
+  }
+  return removed;
 }
