@@ -1,8 +1,9 @@
 /**
  * One attempt's HTTP exchange with an upstream, shared by the providers: send the call through the
  * pool with the upstream's secret, and turn a non-2xx answer into a failed attempt (5xx may be
- * retried or fall back; a 429 and a refused node key go on to the next target; other 4xx are
- * final), as a 2xx JSON answer that is an error object (inBandFailure).
+ * retried or fall back; a 429, a refused node key and an upstream account out of quota or credit
+ * go on to the next target, forwardPlan answering the last as the operator's problem; other 4xx
+ * are final), as a 2xx JSON answer that is an error object (inBandFailure).
  * Aborts and network errors are thrown for forwardPlan to sort.
  */
 import type { RuntimeTarget } from '../config/runtime-config.js';
