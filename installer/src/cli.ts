@@ -12,6 +12,7 @@ import type { CliContext, Command } from './cli-context.js';
 import { ApiError, ConnectionError, UnexpectedResponseError } from './connection/admin-client.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { unknownCommandMessage } from '../../proto/src/cli-usage-errors.js';
+import { dropOutputToClosedPipes } from '../../proto/src/cli-closed-output.js';
 
 const PROGRAM = 'zenova';
 
@@ -78,6 +79,7 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
 // Run only as the entry point, so tests can import runCli.
 const entry = process.argv[1];
 if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
+  dropOutputToClosedPipes(process.stdout, process.stderr);
   const cwd = process.cwd();
   const launcher = launcherCommand(import.meta.url, cwd);
   runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd, ...(launcher !== undefined ? { launcher } : {}) }).then(
