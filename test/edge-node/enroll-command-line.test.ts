@@ -101,3 +101,13 @@ t.test('a failed enrollment removes the state dir it created while that is still
   t.equal(tokenRefused.code, 1, tokenRefused.stderr);
   t.notOk(existsSync(spent), 'a dir emptied again by the refusal is gone');
 });
+
+t.test('a failed enrollment with a placeholder token (--token a) says what failed in plain words, not with every "a" redacted', async (t) => {
+  const dir = t.testdir({});
+  const port = await closedPort();
+  const result = await run(['enroll', '--control-plane', `https://127.0.0.1:${port}`, '--token', 'a', '--state-dir', path.join(dir, 's')]);
+  t.equal(result.code, 1);
+  t.match(result.stderr, /^zenova-node: enrollment failed: /);
+  t.notMatch(result.stderr, /\[redacted\]/, 'a one-letter "token" is no secret to hide');
+  t.match(result.stderr, /refused the connection/);
+});

@@ -3,6 +3,7 @@
 import { mkdir, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { readRegularFileWithin } from '../../../proto/src/bounded-regular-file.js';
+import { redactSecret } from '../../../proto/src/redact-secret.js';
 import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { describeRetired } from '../enroll/retire-node-state.js';
@@ -121,7 +122,7 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
     if (created !== undefined) await removeCreated(command.stateDir, created);
     const message = err instanceof EnrollError ? err.message : `${(err as Error).message}`;
     // Defence in depth: whatever the source of a message, the token never reaches the terminal.
-    io.stderr.write(`zenova-node: enrollment failed: ${message.split(token).join('[redacted]')}\n`);
+    io.stderr.write(`zenova-node: enrollment failed: ${redactSecret(message, token)}\n`);
     return 1;
   }
 }

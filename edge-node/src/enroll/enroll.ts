@@ -17,6 +17,7 @@ import os from 'node:os';
 import { PROTOCOL_VERSION, describeProtocolMismatch, isCompatibleProtocol } from '../../../proto/src/index.js';
 import { oneLine } from '../one-line.js';
 import { productVersion } from '../../../proto/src/product-version.js';
+import { redactSecret } from '../../../proto/src/redact-secret.js';
 import { saveCredentials } from '../state/credential-store.js';
 import { loadIdentity, saveIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
@@ -126,7 +127,7 @@ export function parseControlPlaneUrl(value: string): URL {
 
 /** Removes `secret` from a text we did not write, and keeps it to one short line. */
 function quote(text: string, secret: string): string {
-  return oneLine(secret === '' ? text : text.split(secret).join('[redacted]'), MAX_QUOTED_CHARS);
+  return oneLine(redactSecret(text, secret), MAX_QUOTED_CHARS);
 }
 
 function formatDuration(ms: number): string {

@@ -36,6 +36,7 @@ import { withReplicas, writeEnvFile } from './env-file.js';
 import { pathExists } from './path-exists.js';
 import { swapSymlink } from './symlink-swap.js';
 import { installedTlsCert } from './node-tls-probe.js';
+import { redactSecret } from '../../../proto/src/redact-secret.js';
 
 export type Enroller = (opts: EnrollOptions) => Promise<EnrollResult>;
 
@@ -93,12 +94,9 @@ function errnoText(err: unknown): string {
   return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }
 
-/** Shorter strings than this are not searched for: they would match ordinary text, not the token. */
-const MIN_REDACTED_TOKEN_CHARS = 8;
-
 function enrollFinding(err: unknown, token: string, mode: InstallMode, checkCommand: string | undefined): Finding {
   const raw = (err as Error).message ?? String(err);
-  const message = token.length >= MIN_REDACTED_TOKEN_CHARS ? raw.split(token).join('[redacted]') : raw;
+  const message = redactSecret(raw, token);
   // Only the control plane's refusals (ZN_ERR_CP_TOKEN_*) are a rejected token; local codes such as
   // TOKEN_MISSING are the command line's fault and never reached the control plane.
   if (err instanceof EnrollError && err.code.startsWith('ZN_ERR_CP_TOKEN_')) {
