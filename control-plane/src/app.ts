@@ -160,6 +160,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       route.schema ??= {};
       route.schema.querystring ??= noQuerySchema;
     });
+    // The query parser keeps a malformed %-escape as it is (`?keyId=%E0%A4%A` filtered on those
+    // characters and found nothing); refused as the same escape in the path is.
+    adminApi.addHook('preValidation', async (request) => {
+      const query = request.url.indexOf('?');
+      if (query === -1) return;
+      try {
+        decodeURIComponent(request.url.slice(query + 1));
+      } catch {
+        throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', 'The URL query cannot be decoded (a malformed %-escape or invalid UTF-8); percent-encode each value as UTF-8.');
+      }
+    });
     await adminApi.register(whoamiRoutes);
     await adminApi.register(nodesRoutes, { pool: deps.pool, settings: deps.settings });
     // The config model nodes serve from; every mutation records a config version.

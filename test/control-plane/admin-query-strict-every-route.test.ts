@@ -1,6 +1,7 @@
 // Every admin route refuses a query parameter it does not take, not only the lists: a top-up's
 // `reference` put in the URL instead of the body was ignored, so the retry of a timed-out top-up
-// credited the account a second time, and `POST /accounts?dryRun=true` created the account.
+// credited the account a second time, and `POST /accounts?dryRun=true` created the account. A
+// query with a malformed %-escape is refused too, as such a path is.
 import t from 'tap';
 import { testDatabase } from '../fixtures/postgres.js';
 import { configApp, expectStatus } from './config-harness.js';
@@ -46,4 +47,16 @@ t.test('a create, an update, a delete and a read with a query parameter they do 
   // Without the stray parameter the same calls are answered.
   expectStatus(await call('GET', '/api/v1/whoami'), 200);
   expectStatus(await call('GET', '/api/v1/config/version'), 200);
+});
+
+t.test('a query value with a malformed %-escape is refused as one in the path is, not searched for as written', async (t) => {
+  for (const query of ['keyId=%E0%A4%A', 'keyId=%', 'keyId=%ZZ', 'status=ok&keyId=%C3']) {
+    const res = await call('GET', `/api/v1/requests?${query}`);
+    t.equal(res.statusCode, 400, query);
+    t.equal(res.json<ErrorReply>().error.code, 'ZN_ERR_CP_INVALID_REQUEST', query);
+    t.match(res.json<ErrorReply>().error.message, /The URL query cannot be decoded/, query);
+  }
+  // Well-formed escapes, UTF-8 included, are read as before.
+  expectStatus(await call('GET', `/api/v1/requests?keyId=${encodeURIComponent('ключ-1')}`), 200);
+  expectStatus(await call('GET', '/api/v1/requests?keyId=a%2Bb'), 200);
 });
