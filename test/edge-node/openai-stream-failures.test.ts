@@ -106,7 +106,7 @@ t.test('before the first event', async (t) => {
     t.match(done.attempts, [{ upstream: 'demo', outcome: 'timeout' }]);
   });
 
-  t.test('without a fallback, a reset before the first event is a 502 with the attempt recorded as failed', async (t) => {
+  t.test('without a fallback, a reset before the first event is a 502 saying the upstream broke off its stream (not that it could not be reached), with the attempt recorded as failed', async (t) => {
     const primary = await startRawUpstream(t, (socket) => {
       socket.write(SSE_HEAD_CHUNKED);
       setTimeout(() => socket.destroy(), 20);
@@ -115,6 +115,8 @@ t.test('before the first event', async (t) => {
     const err = await sdkError(node.client().chat.completions.create({ model: 'solo', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
     t.equal(err.status, 502);
     t.equal(err.code, 'ZN_ERR_UPSTREAM_UNAVAILABLE');
+    t.match(err.message, /Upstream "demo" answered, then broke off its stream \([A-Z_]+\)\./);
+    t.notMatch(err.message, /could not be reached/);
     const done = await finishedRequest(node, err.headers?.get('x-request-id') ?? null);
     t.same(done.outcome, { status: 'failed', httpStatus: 502, errorCode: 'ZN_ERR_UPSTREAM_UNAVAILABLE' });
     t.match(done.attempts, [{ upstream: 'demo', outcome: 'connect', httpStatus: null }]);

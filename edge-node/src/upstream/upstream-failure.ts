@@ -87,6 +87,19 @@ function errorCode(err: unknown): string | undefined {
   return errorCode((err as { cause?: unknown }).cause);
 }
 
+/**
+ * classifyUpstreamFailure for a break while a 2xx stream was read (before its first event or
+ * after): the upstream was reached and answered, so a failure at the connection says it broke off
+ * its stream (an operator then looks at the upstream, not at DNS, TLS or a firewall). Its code and
+ * whether it may be retried stay the same.
+ */
+export function streamBreakFailure(err: unknown, upstream: string): ZenovaError {
+  const failure = classifyUpstreamFailure(err, upstream);
+  if (failure.code !== 'ZN_ERR_UPSTREAM_UNAVAILABLE' || isZenovaError(err)) return failure;
+  const code = errorCode(err);
+  return zenovaError('ZN_ERR_UPSTREAM_UNAVAILABLE', `Upstream "${upstream}" answered, then broke off its stream${code === undefined ? '' : ` (${code})`}.`, { cause: err });
+}
+
 /** True when the failure is our own abort (the caller went away), which needs no answer. */
 export function isAbort(err: unknown, signal?: AbortSwitch): boolean {
   if (signal?.aborted) return true;

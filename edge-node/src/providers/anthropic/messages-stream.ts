@@ -27,7 +27,7 @@
 import type { ErrorCode, ZenovaError } from '../../errors.js';
 import { zenovaError } from '../../errors.js';
 import type { CacheWrites, PipelineContext, PromptCacheTtl, SseEvent, StreamEvent, TextSlot, UpstreamUsage } from '../../pipeline/context.js';
-import { classifyUpstreamFailure, isAbort, upstreamErrorTypeStatus, upstreamStreamError } from '../../upstream/upstream-failure.js';
+import { isAbort, streamBreakFailure, upstreamErrorTypeStatus, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import { resolveDeferredTexts } from '../deferred-json-texts.js';
 import { losesStrings, parseAsWritten, stringifyAsWritten } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
@@ -555,7 +555,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
     // A break (or a stall cut by the grace timer) after message_stop loses nothing: the caller gets its complete answer.
     if (stopped) return;
     if (isAbort(err, opts.signal)) throw err;
-    throw classifyUpstreamFailure(err, upstream);
+    throw streamBreakFailure(err, upstream);
   } finally {
     clearTimeout(afterStop);
     opts.release();

@@ -32,7 +32,7 @@ import { zenovaError } from '../../errors.js';
 import type { PipelineContext, SseEvent, StreamEvent, TextSlot, UpstreamReply, UpstreamUsage } from '../../pipeline/context.js';
 import type { DirtyMark } from '../text-slot.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
-import { classifyUpstreamFailure, isAbort, upstreamStreamError } from '../../upstream/upstream-failure.js';
+import { isAbort, streamBreakFailure, upstreamStreamError } from '../../upstream/upstream-failure.js';
 import type { UpstreamResponse } from '../../upstream/upstream-pool.js';
 import { MAX_DEPTH, losesStrings } from '../json-string-slots.js';
 import { UNREAD_TEXTS, isPartial, markPartial } from '../partial-texts.js';
@@ -742,7 +742,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
     // A break after [DONE] loses nothing: the caller gets its complete answer.
     if (done) return;
     if (isAbort(err, source.signal)) throw err;
-    const failure = classifyUpstreamFailure(err, upstream);
+    const failure = streamBreakFailure(err, upstream);
     // Nor does a break (a reset, a stall) once every choice finished: ended as a clean end there is (below).
     if (!isBodyBreak(failure) || !complete()) throw failure;
   } finally {
