@@ -326,6 +326,10 @@ async function attemptOnce(
   if (result.outcome === 'connect' && attemptAbort.headersIn) {
     result = { ...result, error: cutMidAnswer(result.error, target.upstream.name), nextTargetOnly: true };
   }
+  // Likewise a 2xx JSON answer whose body stalled past its deadline: the upstream was done, and a
+  // retry there would be billed again (a stall before the headers is still retried: the upstream
+  // may only be slow, and the route's retries are the operator's answer to that).
+  if (result.outcome === 'timeout' && attemptAbort.headersIn) result = { ...result, nextTargetOnly: true };
   record(result.outcome, result.httpStatus);
   // A refused credential or a rate limit (an HTTP status, nextTargetOnly) did no work; an answer
   // compressed anyway (an error, nextTargetOnly) or cut while it was read (connect, nextTargetOnly)

@@ -85,3 +85,22 @@ t.test('a reset before the answer’s headers is still a retryable connect error
   t.equal(f.upstream, undefined);
   t.equal(f.cost.costMicros, 0);
 });
+
+t.test('an answer whose body stalls after its 2xx headers is sent to the upstream once, not retried on that target, and charged the prompt', async (t) => {
+  const stalled: net.Socket[] = [];
+  const up = await startRawUpstream(t, (socket) => {
+    const body = chatCompletionJson('The Qiantang and the Yangtze.', { prompt_tokens: 30, completion_tokens: 8 });
+    socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 20)}`);
+    stalled.push(socket);
+  });
+  t.teardown(() => { for (const socket of stalled) socket.destroy(); });
+  const { node, finished } = await pricedNode(t, up.url, { route: (route) => ({ ...route, retries: 2, timeoutMs: 300 }) });
+  const err = await sdkError(ask(sdk(node)));
+  t.equal(err.status, 504);
+  t.equal(err.code, 'ZN_ERR_UPSTREAM_TIMEOUT');
+  t.equal(err.headers?.get('x-should-retry'), 'false');
+  t.equal(up.requests, 1, 'neither the route nor the SDK sent it again');
+  const f = await waitFor(() => finished[0], { what: 'the record' });
+  t.equal(f.upstream, 'demo');
+  t.equal(f.cost.costMicros, f.usage.inputTokens, 'the prompt at its price');
+});
