@@ -239,6 +239,13 @@ t.test('a migration that cannot see the sessions blocking it (its role at its co
   t.teardown(() => pool.end());
   const dir = migrationsDir(t, BASE);
   await migrate(pool, { dir });
+  // migrate closes its session on the way out (it changed the session's statement timeout); the
+  // server counts that backend against the role's one connection until it has exited, so the next
+  // migrate could be refused at its connect if it came first.
+  await waitFor(async () => {
+    const { rows } = await admin.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where usename = $1', [role]);
+    return rows[0]!.n === 0 ? true : undefined;
+  }, { what: `no session of ${role} left` });
   // A reader there before the migration first tries, as a backup would be.
   await admin.query('begin');
   await admin.query('select count(*) from accounts');
