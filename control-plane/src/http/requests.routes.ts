@@ -1,7 +1,8 @@
 /**
  * The request records admin API (inside the /api/v1 admin scope): GET /requests/{requestId} and
- * GET /requests?node=&keyId=&model=&status=&clientRequestId=&from=&to=&limit=&cursor= (newest first,
- * keyset pages). `node` is a live node's name or any node's id (a deleted node's records by its id).
+ * GET /requests?node=&account=&keyId=&model=&status=&clientRequestId=&from=&to=&limit=&cursor= (newest
+ * first, keyset pages). `node` is a live node's name or any node's id (a deleted node's records by its
+ * id); `account` an account's name or id, as /leases?account= and /accounts/{account}/balance take it.
  * Records arrive from nodes by backfill (docs/spool.md), so a request shows up once its node has
  * delivered it; one the ingestion set aside never does, and its 404 says so.
  */
@@ -9,7 +10,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { recordStatusSchema } from '../../../proto/src/index.js';
-import { boundedText } from '../config/config-fields.js';
+import { findAccount } from '../billing/billing-views.js';
+import { boundedText, nameParam } from '../config/config-fields.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { findNodeByNameOrId } from '../nodes/node-repository.js';
@@ -26,6 +28,8 @@ export const MAX_LIST_LIMIT = 500;
 
 const listQuery = z.strictObject({
   node: boundedText(64).optional(),
+  // An account's id (a UUID) follows the name rule too: a value neither could be is a 400.
+  account: nameParam().optional(),
   keyId: boundedText(128).optional(),
   model: boundedText(256).optional(),
   status: recordStatusSchema.optional(),
@@ -76,8 +80,11 @@ export const requestsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secr
     if (q.cursor !== undefined && cursor === undefined) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', NOT_OUR_CURSOR);
     const node = q.node === undefined ? undefined : await findNodeByNameOrId(pool, q.node);
     if (q.node !== undefined && node === undefined) throw zenovaError('ZN_ERR_CP_NODE_NOT_FOUND', `No node named or with id '${q.node}' (a deleted node's records are listed by its id).`);
+    const account = q.account === undefined ? undefined : await findAccount(pool, q.account);
+    if (q.account !== undefined && account === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named or with id '${q.account}'.`);
     const { rows, next } = await listRecords(pool, {
       ...(node !== undefined ? { node } : {}),
+      ...(account !== undefined ? { accountId: account.id } : {}),
       ...(q.keyId !== undefined ? { keyId: q.keyId } : {}),
       ...(q.model !== undefined ? { model: q.model } : {}),
       ...(q.status !== undefined ? { status: q.status } : {}),

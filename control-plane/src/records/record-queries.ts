@@ -12,6 +12,8 @@ export interface RecordFilter {
   /** One node: its records, whatever node held its name before or after it. */
   node?: { id: string; name: string };
   keyId?: string;
+  /** One account's records, by the account's id (the records' accountId). */
+  accountId?: string;
   model?: string;
   status?: string;
   /** The caller's own id (not unique: every request sent with it). */
@@ -91,6 +93,8 @@ export function listRecordsQuery(filter: RecordFilter): { text: string; values: 
     add((p) => `node_id = ${p}`, filter.node.id);
   }
   if (filter.keyId !== undefined) add((p) => `key_id = ${p}`, filter.keyId);
+  // Reads the partial index of records with an account (migration 0020): `=` implies not null.
+  if (filter.accountId !== undefined) add((p) => `account_id = ${p}`, filter.accountId);
   if (filter.model !== undefined) add((p) => `model = ${p}`, filter.model);
   if (filter.status !== undefined) add((p) => `status = ${p}`, filter.status);
   // Both conditions: the index is partial (migration 0010) and the planner cannot infer `?` from `->>`.

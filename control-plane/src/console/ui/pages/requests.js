@@ -234,24 +234,27 @@ export function render(root, params, ctx) {
 
   function showRecent() {
     const nodeInput = h('input', { id: 'requests-filter-node', name: 'node', type: 'text', placeholder: 'name or id', autocomplete: 'off' });
+    const accountInput = h('input', { id: 'requests-filter-account', name: 'account', type: 'text', placeholder: 'name or id', autocomplete: 'off' });
     const statusSelect = h('select', { id: 'requests-filter-status', name: 'status' },
       h('option', { value: '' }, 'any'),
       STATUSES.map((s) => h('option', { value: s }, s)),
     );
     nodeInput.style.width = '16rem';
+    accountInput.style.width = '16rem';
     statusSelect.style.width = 'auto';
     const results = h('div', {});
     // Twelve columns: scroll sideways on a narrow window rather than overflow the card.
     results.style.overflowX = 'auto';
     // The filters of the list shown (pages keep them, whatever is typed meanwhile) and the cursor of
     // each page shown so far: [null] is the first page.
-    let applied = { node: '', status: '' };
+    let applied = { node: '', account: '', status: '' };
     let cursors = [null];
 
     const load = async () => {
       const mine = ++generation;
       const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
       if (applied.node !== '') query.set('node', applied.node);
+      if (applied.account !== '') query.set('account', applied.account);
       if (applied.status !== '') query.set('status', applied.status);
       const cursor = cursors[cursors.length - 1];
       if (cursor !== null) query.set('cursor', cursor);
@@ -274,7 +277,7 @@ export function render(root, params, ctx) {
 
     const applyFilters = (event) => {
       event?.preventDefault();
-      applied = { node: nodeInput.value.trim(), status: statusSelect.value };
+      applied = { node: nodeInput.value.trim(), account: accountInput.value.trim(), status: statusSelect.value };
       cursors = [null];
       void load();
     };
@@ -324,6 +327,7 @@ export function render(root, params, ctx) {
       h('h2', {}, 'Recent requests'),
       h('form', { class: 'toolbar', 'aria-label': 'Filters', onsubmit: applyFilters },
         h('label', { for: 'requests-filter-node' }, 'Node'), nodeInput,
+        h('label', { for: 'requests-filter-account' }, 'Account'), accountInput,
         h('label', { for: 'requests-filter-status' }, 'Status'), statusSelect,
         h('button', { type: 'submit', class: 'btn' }, 'Apply')),
       results));
