@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../proto/src/index.js';
 import { OPTION_SHAPE } from '../../proto/src/cli-usage-errors.js';
+import { NODE_NAME_PATTERN, NODE_NAME_RULE } from '../../proto/src/node-name.js';
 import { UsageError } from './cli-context.js';
 
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
@@ -133,12 +134,9 @@ function strayArgumentMessage(words: readonly string[], where: string, advice: s
   return `unexpected argument: ${words.length === 1 ? 'a value' : `${words.length} values`} ${where} (not shown: it may be a token); ${advice}`;
 }
 
-/** What a node name looks like (the control plane's NODE_NAME_PATTERN); any other word is not quoted back. */
-const NODE_NAME_SHAPE = /^[a-z0-9-]{2,31}$/;
-
 /** Whether `word` may be named in a message: shaped like a node name, not like a pasted token. */
 export function looksLikeNodeName(word: string): boolean {
-  return NODE_NAME_SHAPE.test(word);
+  return NODE_NAME_PATTERN.test(word);
 }
 
 /** Said in place of a word not shaped like a node name. */
@@ -157,7 +155,7 @@ export function nodeNameArgument(parsed: ParsedArgs, helpCommand: string): strin
  * would reach another route (`delete ..` was DELETE /api/v1/). No node has such a name.
  */
 function notDotSegment(name: string, helpCommand: string): string {
-  if (name === '.' || name === '..') throw new UsageError(`${JSON.stringify(name)} is not a node name: node names are 2 to 31 lowercase letters, digits and hyphens`, helpCommand);
+  if (name === '.' || name === '..') throw new UsageError(`${JSON.stringify(name)} is not a node name: a node name ${NODE_NAME_RULE}`, helpCommand);
   return name;
 }
 

@@ -8,6 +8,29 @@
 /** What an option name looks like; anything else is not quoted (it may be a pasted secret). */
 export const OPTION_SHAPE = /^--?[A-Za-z][A-Za-z0-9-]{0,40}$/;
 
+/** The shape of a number that a message may name back: a sign and up to ten digits (givenValue's usual shape). */
+export const NUMBER_SHAPE = /^[+-]?\d{1,10}$/;
+
+/** givenValue's words around the value, for a message that does not say `got …`. */
+export interface GivenValueWords {
+  /** Before the quoted value; default `got `. */
+  readonly shown?: string;
+  /** In the value's place, before the "(not shown: …)" note; default `got a value that is not one`. */
+  readonly notShown?: string;
+}
+
+/**
+ * `got "…"` for an option's or a variable's value that has the shape expected (`looksRight`: that
+ * shape, or whether `raw` has it), else `got a value that is not one (not shown: it does not look
+ * like SHAPE)`: never the value, since it may be a token pasted in the wrong place, and an error
+ * line lands in terminals, scrollback, the journal and CI logs. `shape` names what was expected,
+ * with its article (`a number`, `HOST:PORT`, `an http(s) URL`).
+ */
+export function givenValue(raw: string, looksRight: boolean | RegExp, shape: string, words: GivenValueWords = {}): string {
+  const shown = typeof looksRight === 'boolean' ? looksRight : looksRight.test(raw);
+  return shown ? `${words.shown ?? 'got '}${JSON.stringify(raw)}` : `${words.notShown ?? 'got a value that is not one'} (not shown: it does not look like ${shape})`;
+}
+
 /**
  * Edit distance between two short strings (options are a few dozen characters at most), with two
  * neighbouring letters swapped as one edit: `lsit` is one from `list`, as `--jsno` from `--json`.

@@ -52,4 +52,5 @@ export { regexBacktrackingRisk, regexNeverFiresReason } from './guardrail-regex-
 export { readEscape } from './guardrail-regex-escape.js';
 export { closestOption, parseArgsProblem, unknownCommandMessage, unknownOptionMessage, UNEXPECTED_VALUE_MESSAGE } from './cli-usage-errors.js';
 export { trackUnusedConnections } from './unused-connections.js';
+export { NODE_NAME_PATTERN, NODE_NAME_RULE } from './node-name.js';
 export type { UnusedConnections } from './unused-connections.js';

@@ -9,9 +9,10 @@ import { z } from 'zod';
 import { describeConfigIssues, text } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { baseUrlShapeProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
+import { NODE_NAME_PATTERN, NODE_NAME_RULE } from '../../../proto/src/node-name.js';
 
-export const NODE_NAME_PATTERN = /^[a-z0-9-]{2,31}$/;
-export const NODE_NAME_RULE = 'must be 2 to 31 characters of lowercase letters, digits and hyphens';
+// Re-exported: the routes and tests take the node name rule from here, with the other node fields'.
+export { NODE_NAME_PATTERN, NODE_NAME_RULE };
 export const SURFACES = ['model', 'tools'] as const;
 export type Surface = (typeof SURFACES)[number];
 export const SPOOL_FULL_POLICIES = ['reject', 'metering-only'] as const;

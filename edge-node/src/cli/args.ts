@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../../proto/src/index.js';
-import { repeatedOptionProblem, unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
+import { NUMBER_SHAPE, givenValue, repeatedOptionProblem, unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
 import { givenControlPlaneUrl, parseControlPlaneUrl } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
@@ -185,18 +185,13 @@ export class UsageError extends Error {
  */
 const LISTEN_SHAPE = /^(?:\[[0-9A-Fa-f:.]{1,45}\]|[A-Za-z0-9.-]{1,63}):\d{1,10}$/;
 
-/** `got "HOST:PORT"` for a value shaped like one; otherwise what was expected, never the value. */
-function givenListen(value: string): string {
-  return LISTEN_SHAPE.test(value) ? `got ${JSON.stringify(value)}` : 'got a value that is not one (not shown: it does not look like HOST:PORT)';
-}
-
 /** `HOST:PORT` or `[IPv6]:PORT` → host (brackets removed) and port 0–65535. */
 export function parseListenAddress(value: string, flag = '--listen'): ListenAddress {
   const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(value);
   const host = match?.[1] ?? match?.[2];
   const port = Number(match?.[3]);
   if (host === undefined || !Number.isInteger(port) || port > 65535) {
-    throw new UsageError(`${flag} must be HOST:PORT with a port from 0 to 65535, ${givenListen(value)}`, SERVE_USAGE);
+    throw new UsageError(`${flag} must be HOST:PORT with a port from 0 to 65535, ${givenValue(value, LISTEN_SHAPE, 'HOST:PORT')}`, SERVE_USAGE);
   }
   return { host, port };
 }
@@ -209,10 +204,9 @@ function parseAdminListen(flagValue: string | undefined, env: NodeJS.ProcessEnv)
   const source = flagValue !== undefined ? '--admin-listen' : 'ZENOVA_NODE_ADMIN_LISTEN';
   const address = parseListenAddress(value, source);
   if (!isLoopbackHost(address.host)) {
-    throw new UsageError(
-      `${source} must be a loopback address (127.0.0.1 or [::1]), ${LISTEN_SHAPE.test(value) ? `got ${JSON.stringify(address.host)}` : 'got another host (not shown: it does not look like a host name or address)'}: the admin port (metrics) is never exposed to the network`,
-      SERVE_USAGE,
-    );
+    // The host is named when the whole value looks like HOST:PORT.
+    const given = givenValue(address.host, LISTEN_SHAPE.test(value), 'a host name or address', { notShown: 'got another host' });
+    throw new UsageError(`${source} must be a loopback address (127.0.0.1 or [::1]), ${given}: the admin port (metrics) is never exposed to the network`, SERVE_USAGE);
   }
   return address;
 }
@@ -342,9 +336,7 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
 function parseReplicas(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   if (!/^\d{1,3}$/.test(value) || Number(value) < 1) {
-    // A short run of digits (and a sign) is named back; anything else may be a pasted secret.
-    const given = /^[+-]?\d{1,10}$/.test(value) ? `got ${JSON.stringify(value)}` : 'got a value that is not one (not shown: it does not look like a number)';
-    throw new UsageError(`--replicas must be a whole number from 1 to 999 (node-edge processes sharing the caller port), ${given}`, SERVE_USAGE);
+    throw new UsageError(`--replicas must be a whole number from 1 to 999 (node-edge processes sharing the caller port), ${givenValue(value, NUMBER_SHAPE, 'a number')}`, SERVE_USAGE);
   }
   return Number(value);
 }

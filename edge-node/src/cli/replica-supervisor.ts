@@ -15,6 +15,7 @@
 import cluster from 'node:cluster';
 import type { Worker } from 'node:cluster';
 import type { Readable, Writable } from 'node:stream';
+import { NUMBER_SHAPE, givenValue } from '../../../proto/src/cli-usage-errors.js';
 import { Backoff } from '../control/backoff.js';
 import type { Logger } from '../logger.js';
 import { startAdminServer } from '../metrics/admin-server.js';
@@ -62,7 +63,7 @@ export function checkReplicasAgainstEnv(replicas: number, env: NodeJS.ProcessEnv
   if (raw === undefined || raw === '') return;
   if (/^\d{1,3}$/.test(raw) && Number(raw) === replicas) return;
   // Named back only when it looks like a number: an env file line may hold a token pasted in the wrong place.
-  const setting = /^[+-]?\d{1,10}$/.test(raw) ? `ZENOVA_NODE_REPLICAS=${JSON.stringify(raw)}` : 'ZENOVA_NODE_REPLICAS (not shown: it does not look like a number)';
+  const setting = givenValue(raw, NUMBER_SHAPE, 'a number', { shown: 'ZENOVA_NODE_REPLICAS=', notShown: 'ZENOVA_NODE_REPLICAS' });
   throw new ServeSettingError(
     `--replicas ${replicas} disagrees with ${setting} in the environment: ` +
       `--replicas sets it for the processes it starts; remove ZENOVA_NODE_REPLICAS (or set it to ${replicas})`,

@@ -4,6 +4,7 @@
  * accepts (exit 2), not an unexpected failure after the spool was opened, nor a typo quietly
  * taken as the default.
  */
+import { NUMBER_SHAPE, givenValue } from '../../../proto/src/cli-usage-errors.js';
 import { DEFAULT_CREDIT_POLICY } from '../billing/credit-policy.js';
 import type { CreditPolicy } from '../billing/credit-policy.js';
 import { reconnectSettingsFromEnv } from '../control/reconnect-settings.js';
@@ -36,22 +37,15 @@ export interface ServeSettings {
   shutdownDrainMs: number | undefined;
 }
 
-/**
- * `got "…"` for a value of the shape expected (a short number, a word), else that shape, never the
- * value: an env file line may hold a token pasted in the wrong place, and this line lands in the
- * journal and CI logs.
- */
-function given(raw: string, shape: 'number' | 'word'): string {
-  const looksRight = shape === 'number' ? /^[+-]?\d{1,10}$/.test(raw) : /^[A-Za-z]{1,16}$/.test(raw);
-  return looksRight ? `got ${JSON.stringify(raw)}` : `got a value that is not one (not shown: it does not look like a ${shape})`;
-}
+/** The shape of a word setting's value that a message may name back (an env file line may hold a pasted token). */
+const WORD_SHAPE = /^[A-Za-z]{1,16}$/;
 
 function wholeNumber(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
   const raw = env[name];
   // Empty counts as unset: env files often carry `NAME=` for "not configured".
   if (raw === undefined || raw === '') return undefined;
   if (!/^\d{1,10}$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-    throw new ServeSettingError(`${name} must be a whole number from ${min} to ${max}, ${given(raw, 'number')}`);
+    throw new ServeSettingError(`${name} must be a whole number from ${min} to ${max}, ${givenValue(raw, NUMBER_SHAPE, 'a number')}`);
   }
   return Number(raw);
 }
@@ -61,7 +55,7 @@ function spoolSynchronous(env: NodeJS.ProcessEnv): SpoolSynchronous {
   if (raw === undefined || raw === '') return 'normal';
   const value = raw.toLowerCase();
   if (value === 'normal' || value === 'full') return value;
-  throw new ServeSettingError(`ZENOVA_SPOOL_SYNCHRONOUS must be normal or full, ${given(raw, 'word')}`);
+  throw new ServeSettingError(`ZENOVA_SPOOL_SYNCHRONOUS must be normal or full, ${givenValue(raw, WORD_SHAPE, 'a word')}`);
 }
 
 export function readServeSettings(env: NodeJS.ProcessEnv, opts: { enrolled: boolean }): ServeSettings {

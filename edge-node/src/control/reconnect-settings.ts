@@ -1,8 +1,10 @@
 /**
  * Reconnect timings from the environment (defaults suit production; tests shorten them). Bad values
- * stop start-up with a message naming the variable.
+ * stop start-up with a message naming the variable, and the value only when it looks like a number
+ * (an env file line may hold a token pasted in the wrong place).
  */
 import { z } from 'zod';
+import { NUMBER_SHAPE, givenValue } from '../../../proto/src/cli-usage-errors.js';
 import { DEFAULT_RECONNECT_BASE_MS, DEFAULT_RECONNECT_MAX_MS, DEFAULT_REFUSED_RETRY_MS } from './connect-loop.js';
 
 export interface ReconnectSettings {
@@ -23,7 +25,7 @@ function read(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const parsed = milliseconds.safeParse(raw);
-  if (!parsed.success) throw new ReconnectSettingsError(`${name} must be a whole number of milliseconds from 1 to 86400000, got ${JSON.stringify(raw.slice(0, 50))}`);
+  if (!parsed.success) throw new ReconnectSettingsError(`${name} must be a whole number of milliseconds from 1 to 86400000, ${givenValue(raw, NUMBER_SHAPE, 'a number')}`);
   return parsed.data;
 }
 

@@ -18,6 +18,7 @@ import { PROTOCOL_VERSION, describeProtocolMismatch, isCompatibleProtocol } from
 import { oneLine } from '../one-line.js';
 import { productVersion } from '../../../proto/src/product-version.js';
 import { redactSecret } from '../../../proto/src/redact-secret.js';
+import { givenValue } from '../../../proto/src/cli-usage-errors.js';
 import { saveCredentials } from '../state/credential-store.js';
 import { loadIdentity, saveIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
@@ -98,12 +99,13 @@ export function shownControlPlaneUrl(value: string): string | undefined {
   const url = new URL(value);
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return undefined;
   const shown = `${url.protocol}//${url.host}${url.pathname}`;
-  return shown.length > 200 ? undefined : JSON.stringify(shown);
+  return shown.length > 200 ? undefined : shown;
 }
 
 /** "got "http://…"", or where the value was and what shape was expected when it is not shown. */
 export function givenControlPlaneUrl(value: string): string {
-  return `got ${shownControlPlaneUrl(value) ?? 'a value that is not one (not shown: it does not look like an http(s) URL)'}`;
+  const shown = shownControlPlaneUrl(value);
+  return givenValue(shown ?? '', shown !== undefined, 'an http(s) URL');
 }
 
 /**
