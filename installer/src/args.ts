@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../proto/src/index.js';
-import { OPTION_SHAPE } from '../../proto/src/cli-usage-errors.js';
+import { givenValue, OPTION_SHAPE } from '../../proto/src/cli-usage-errors.js';
 import { NODE_NAME_PATTERN, NODE_NAME_RULE } from '../../proto/src/node-name.js';
 import { UsageError } from './cli-context.js';
 
@@ -75,6 +75,9 @@ export function requiredOption(parsed: ParsedArgs, name: string, helpCommand: st
   return value;
 }
 
+/** A typo of a number (`two`, `12x`, `1e3`) is named back; a longer word (a pasted token, say) is not. */
+const NUMBERLIKE_WORD = /^[A-Za-z0-9.+-]{1,12}$/;
+
 /** The largest whole number an option takes here: nine digits, well inside a safe integer. */
 const MAX_INTEGER_OPTION = 999_999_999;
 
@@ -85,7 +88,7 @@ const MAX_INTEGER_OPTION = 999_999_999;
 export function integerOption(parsed: ParsedArgs, name: string, helpCommand: string): number | undefined {
   const value = stringOption(parsed, name);
   if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value.trim())) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`, helpCommand);
+  if (!/^\d+$/.test(value.trim())) throw new UsageError(`--${name} must be a whole number, ${givenValue(value, NUMBERLIKE_WORD, 'a number')}`, helpCommand);
   const number = Number(value.trim());
   if (number > MAX_INTEGER_OPTION) throw new UsageError(`--${name} must be at most ${MAX_INTEGER_OPTION}, got ${JSON.stringify(value)}`, helpCommand);
   return number;

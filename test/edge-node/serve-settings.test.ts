@@ -49,7 +49,8 @@ t.test('a bad node setting stops serve with exit 2 and one line naming the varia
     ['ZENOVA_LEASE_REPORT_MS', '0', /^zenova-node: ZENOVA_LEASE_REPORT_MS must be a whole number from 1 to 3600000, got "0"$/],
     ['ZENOVA_SPOOL_SYNCHRONOUS', 'ful', /^zenova-node: ZENOVA_SPOOL_SYNCHRONOUS must be normal or full, got "ful"$/],
     ['ZENOVA_NODE_LINK_LOCK_INTERVAL_MS', '10', /^zenova-node: ZENOVA_NODE_LINK_LOCK_INTERVAL_MS must be a whole number from 50 to 60000, got "10"$/],
-    ['ZENOVA_NODE_REPLICAS', 'abc', /^zenova-node: ZENOVA_NODE_REPLICAS must be a whole number from 1 to 999, got "abc"$/],
+    ['ZENOVA_NODE_REPLICAS', 'abc', /^zenova-node: ZENOVA_NODE_REPLICAS must be a whole number from 1 to 999, got a value that is not one \(not shown: it does not look like a number\)$/],
+    ['ZENOVA_NODE_REPLICAS', '0', /^zenova-node: ZENOVA_NODE_REPLICAS must be a whole number from 1 to 999, got "0"$/],
   ];
   for (const [name, value, refusal] of cases) {
     await t.test(`${name}=${value}`, async (t) => {

@@ -251,6 +251,10 @@ t.test('logs --lines beyond what it takes says the allowed range, not that it is
   const cli = captureCli(root);
   await t.rejects(runLogs(['node-edge', '--lines', '99999999999'], cli.ctx, host), { name: 'UsageError', message: '--lines must be at most 999999999, got "99999999999"' });
   await t.rejects(runLogs(['node-edge', '--lines', '12x'], cli.ctx, host), { message: '--lines must be a whole number, got "12x"' });
+  // A token pasted into the wrong option is not named back.
+  await t.rejects(runLogs(['node-edge', '--lines', 'zt_live_0123456789abcdef'], cli.ctx, host), {
+    message: '--lines must be a whole number, got a value that is not one (not shown: it does not look like a number)',
+  });
   t.equal(await runLogs(['node-edge', '--lines', '999999999'], cli.ctx, host), 0, 'the largest is taken');
   t.same(services.calls, ['journal node-edge.service {"lines":999999999}']);
 });

@@ -4,6 +4,7 @@
 // pipeline's cost (docs/performance.md). Several replicas sharing one state dir
 // share counters in a SQLite file there, so the limits hold across them.
 import path from 'node:path';
+import { givenValue, NUMBER_SHAPE } from '../../../proto/src/cli-usage-errors.js';
 import type { Logger } from '../logger.js';
 import { systemClock } from '../pipeline/clock.js';
 import type { Clock } from '../pipeline/clock.js';
@@ -35,7 +36,8 @@ export function replicasFromEnv(env: NodeJS.ProcessEnv): number {
   const raw = env.ZENOVA_NODE_REPLICAS;
   if (raw === undefined || raw === '') return 1;
   if (!/^[0-9]{1,3}$/.test(raw) || Number(raw) < 1) {
-    throw new ReplicaSettingError(`ZENOVA_NODE_REPLICAS must be a whole number from 1 to 999, got ${JSON.stringify(raw.slice(0, 32))}`);
+    // Named back only when it looks like a number: a pasted secret must not reach the journal.
+    throw new ReplicaSettingError(`ZENOVA_NODE_REPLICAS must be a whole number from 1 to 999, ${givenValue(raw, NUMBER_SHAPE, 'a number')}`);
   }
   return Number(raw);
 }
