@@ -249,3 +249,32 @@ t.test("tool server failures are the node's upstream codes, with the attempt rec
   t.equal(codeOf(result), 'ZN_ERR_UPSTREAM_ERROR');
   t.match(result?.error.message, /HTTP 503 \(overloaded\)/);
 });
+
+t.test("a tool server's 402, or its 5xx naming billing_error or insufficient_quota, stays the tool server's, not the node's out-of-quota answer for a model upstream", async (t) => {
+  const answers: Array<[number, string]> = [
+    [402, '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"payment required"}}'],
+    [503, '{"error":{"type":"billing_error","code":"insufficient_quota"}}'],
+  ];
+  let next = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    const [status, body] = answers[next++]!;
+    res.writeHead(status, { 'content-type': 'application/json' }).end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const config = configWith([toolServer('tools', `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`)]);
+
+  const payment = mcpContext({ method: 'POST', server: 'tools', body: initialize, config });
+  t.equal(await run(payment), undefined, 'a 402 is MCP semantics the client acts on: relayed');
+  t.equal(payment.reply?.status, 402);
+  t.match(payment.attempts, [{ outcome: 'status', httpStatus: 402 }]);
+
+  const busy = mcpContext({ method: 'POST', server: 'tools', body: initialize, config });
+  const result = await run(busy);
+  t.equal(codeOf(result), 'ZN_ERR_UPSTREAM_ERROR');
+  t.equal(result?.error.status, 502);
+  t.match(result?.error.message, /HTTP 503 \(insufficient_quota\)/);
+  t.notMatch(result?.error.message, /out of quota or credit/);
+  t.equal(result?.error.retryable, true, 'a tool server failure, not an account to top up');
+});

@@ -240,3 +240,31 @@ t.test("an Anthropic billing_error as a stream's first event is the node's 502, 
   t.equal(err.headers?.get('x-should-retry'), 'false');
   t.equal(inBand.requests(), 1, 'neither the SDK nor the route retried it');
 });
+
+t.test('an insufficient_quota error object as a 2xx JSON answer is the same 502, not retried on the target, and the fallback answers', async (t) => {
+  let requests = 0;
+  const server = http.createServer((req, res) => {
+    requests++;
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(OPENAI_NO_QUOTA)));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  }));
+  const node = await startNode(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`);
+  const err = await sdkError(node.openai().chat.completions.create({ model: 'in-band', ...ask }));
+  t.equal(err.status, 502);
+  t.equal(err.code, 'ZN_ERR_UPSTREAM_ERROR');
+  t.match(err.message, /out of quota or credit/);
+  t.equal(err.headers?.get('x-should-retry'), 'false');
+  t.equal(requests, 1, 'neither the SDK nor the route retried it');
+  const record = await recordOf(node, err.requestID);
+  t.match(record, { status: 'failed', upstream: null, attempts: [{ upstream: 'in-band', outcome: 'error', httpStatus: 200 }] });
+  t.equal(record.attempts.length, 1);
+
+  const { data } = await node.openai().chat.completions.create({ model: 'in-band-pair', ...ask }).withResponse();
+  t.ok(data.choices[0]?.message.content, 'the fallback answered');
+  t.equal(requests, 2, 'the target out of quota was tried once more, for the second call only');
+});

@@ -2,17 +2,25 @@
  * One attempt's HTTP exchange with an upstream, shared by the providers: send the call through the
  * pool with the upstream's secret, and turn a non-2xx answer into a failed attempt (5xx may be
  * retried or fall back; a 429, a refused node key and an upstream account out of quota or credit
- * go on to the next target, forwardPlan answering the last as the operator's problem; other 4xx
+ * (quotaExhaustedAttempt: answered as the operator's problem) go on to the next target; other 4xx
  * are final), as a 2xx JSON answer that is an error object (inBandFailure).
  * Aborts and network errors are thrown for forwardPlan to sort.
  */
 import type { RuntimeTarget } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
 import type { PipelineContext } from '../pipeline/context.js';
-import { attemptHeadersIn, attemptRequestSent } from '../routing/forward-plan.js';
+import { attemptHeadersIn, attemptRequestSent, quotaExhaustedAttempt } from '../routing/forward-plan.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
 import { isBodyTooLarge, parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
-import { classifyUpstreamFailure, isNodeCredentialStatus, unaskedEncodingError, upstreamAnswerError, upstreamRetryAfterSeconds, upstreamStatusError } from '../upstream/upstream-failure.js';
+import {
+  classifyUpstreamFailure,
+  isNodeCredentialStatus,
+  unaskedEncodingError,
+  upstreamAnswerError,
+  upstreamQuotaError,
+  upstreamRetryAfterSeconds,
+  upstreamStatusError,
+} from '../upstream/upstream-failure.js';
 import type { UpstreamCall, UpstreamResponse } from '../upstream/upstream-pool.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 import { parseAsWritten } from './json-string-slots.js';
@@ -40,6 +48,9 @@ export async function sendToUpstream(
   const status = response.statusCode;
   if (status >= 200 && status < 300) return { kind: 'response', response };
   const errorBody = await readBodyBounded(response.body, MAX_UPSTREAM_ERROR_BYTES, target.upstream.name).then(parseJsonOrUndefined, () => undefined);
+  // Before the status's own rules: OpenAI's insufficient_quota comes as a 429 that is no rate limit.
+  const quotaError = upstreamQuotaError(target.upstream.name, status, errorBody, target.upstream.apiKey);
+  if (quotaError !== undefined) return quotaExhaustedAttempt(quotaError, 'status', status);
   // The node's key for this upstream refused (revoked, wrong, no access to the model): the
   // caller's request is not at fault and another target may hold a good key, but this one would
   // refuse every retry the same way.
@@ -154,7 +165,8 @@ export async function readBilledAnswer(
  * a non-null `error` and no `choices` or `data` (OpenAI-compatible servers, proxies) or
  * `type: "error"` (Anthropic). Like the same error inside a stream (upstreamStreamError):
  * ZN_ERR_UPSTREAM_ERROR, retryable (a retry or a fallback may answer) unless it blames the request
- * or the node's key; nothing was answered, so nothing is charged. undefined for an answer.
+ * or the node's key, or the node's account out of quota (quotaExhaustedAttempt); nothing was
+ * answered, so nothing is charged. undefined for an answer.
  */
 export function inBandFailure(answer: Record<string, unknown>, upstream: string, httpStatus: number): FailedAttempt | undefined {
   const anthropicError = answer.type === 'error';
@@ -162,6 +174,7 @@ export function inBandFailure(answer: Record<string, unknown>, upstream: string,
   const errorObject = answer.error !== undefined && answer.error !== null && answer.choices === undefined && answer.data === undefined;
   if (!anthropicError && !errorObject) return undefined;
   const error = upstreamAnswerError(upstream, answer);
+  if (error.quotaExhaustion !== undefined) return quotaExhaustedAttempt(error.quotaExhaustion, 'error', httpStatus);
   return { kind: 'failed', error, outcome: 'error', httpStatus, retryable: error.retryable };
 }
 

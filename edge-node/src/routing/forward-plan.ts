@@ -3,11 +3,13 @@
  * the targets in weighted order, then the fallbacks (route-model.ts planFor) — giving each target `ctx.route.retries` extra
  * attempts; a failure that is a connect error, a timeout or a 5xx moves on, a rate limit (a 429,
  * or one reported in band: isUpstreamStreamRateLimit), a refused node key or an upstream account out
- * of quota or credit (quotaExhaustedAttempt) moves on to the next target, anything else (a 4xx) is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
+ * of quota or credit (quotaExhausted) moves on to the next target, anything else (a 4xx) is final. Attempts happen only while nothing was sent to the caller: a provider's attempt returns
  * its reply once the status and headers are in (a JSON answer's once its body is read, its timer
  * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
  * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
- * runs again after that. An upstream 429 that is the plan's last word passes on
+ * runs again after that. A JSON answer that times out once the upstream had the whole request (its
+ * headers late, its body stalled) goes on to the next target, not retried on that one: the upstream
+ * goes on with it and bills each retry (nextTargetOnly, billedWithoutAnswer). An upstream 429 that is the plan's last word passes on
  * its Retry-After. Each attempt's result goes to target health (target-health.ts); a stream's
  * answering attempt's when the stream ends (noteStreamHealth). Records ctx.attempts, ctx.served (also for a
  * failure the upstream bills: upstreamBilled, billedWithoutAnswer; and for a caller that left once
@@ -20,7 +22,8 @@ import { isZenovaError, zenovaError, ZenovaError } from '../errors.js';
 import type { PipelineContext, UpstreamReply } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
-import { classifyUpstreamFailure, isUpstreamQuotaExhausted, isUpstreamStreamRateLimit, upstreamFailureCode, upstreamQuotaExhaustion } from '../upstream/upstream-failure.js';
+import { classifyUpstreamFailure, inBandQuotaExhaustion, isUpstreamStreamRateLimit, upstreamFailureCode } from '../upstream/upstream-failure.js';
+import type { UpstreamQuotaError } from '../upstream/upstream-failure.js';
 import { AbortSwitch } from '../pipeline/abort-switch.js';
 import { isNodeStopping } from '../http/in-flight-requests.js';
 import type { AttemptHealth } from './target-health.js';
@@ -49,6 +52,12 @@ export type AttemptResult =
        * (401, 403, 407). The plan goes on with the next target.
        */
       nextTargetOnly?: true;
+      /**
+       * The upstream said the node's account with it is out of quota or credit (quotaExhaustedAttempt):
+       * `error` is the node's answer saying so. Like a refused node key, the plan goes on with the
+       * next target only, and target health counts it a failure; nothing is charged.
+       */
+      quotaExhausted?: true;
       /**
        * The upstream bills this attempt though its answer never reached the caller: it timed out
        * after the upstream had the whole request (attemptRequestSent), which goes on with it, the
@@ -192,8 +201,8 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
       // A rate limit is the target's: another may answer now, while this one would refuse a retry
       // at once. The same rule for an HTTP 429 (nextTargetOnly) and for one the upstream reported
       // in band (a stream's first event, a 2xx error object), which before spent this target's retries.
-      // An upstream account out of quota or credit (upstreamQuotaExhaustion) refuses every retry alike.
-      if (outcome.nextTargetOnly === true || isUpstreamStreamRateLimit(outcome.error) || isUpstreamQuotaExhausted(outcome.error)) {
+      // An upstream account out of quota or credit (quotaExhausted) refuses every retry alike.
+      if (outcome.nextTargetOnly === true || outcome.quotaExhausted === true || isUpstreamStreamRateLimit(outcome.error)) {
         break;
       }
     }
@@ -217,7 +226,7 @@ function noteHealth(ctx: PipelineContext, target: RuntimeTarget, outcome: Awaite
   else if (outcome === 'caller-gone') health = 'neutral';
   // A rate limit (a 429, or one reported inside a stream) is tried elsewhere, but is no failure of
   // the target; an account out of quota (a 429 too, for OpenAI) is, as a refused node key is.
-  else if (isUpstreamQuotaExhausted(outcome.error)) health = 'failed';
+  else if (outcome.quotaExhausted === true) health = 'failed';
   else if (outcome.retryable) health = outcome.httpStatus === 429 || isUpstreamStreamRateLimit(outcome.error) ? 'neutral' : 'failed';
   else health = outcome.httpStatus !== null && outcome.httpStatus !== 429 ? 'reachable' : 'neutral';
   const change = ctx.deps.targetHealth.note(target, health, ctx.clock.monotonic(), startedAt);
@@ -274,7 +283,7 @@ async function attemptOnce(
   } finally {
     attemptAbort.stopTimer();
   }
-  result = quotaExhaustedAttempt(result);
+  result = inBandQuotaAttempt(result);
   const timedOut = attemptAbort.timedOut;
   const durationMs = ctx.clock.monotonic() - startedAt;
   const record = (outcome: UpstreamAttempt['outcome'], httpStatus: number | null): void => {
@@ -327,9 +336,12 @@ async function attemptOnce(
     result = { ...result, error: cutMidAnswer(result.error, target.upstream.name), nextTargetOnly: true };
   }
   // Likewise a 2xx JSON answer whose body stalled past its deadline: the upstream was done, and a
-  // retry there would be billed again (a stall before the headers is still retried: the upstream
-  // may only be slow, and the route's retries are the operator's answer to that).
-  if (result.outcome === 'timeout' && attemptAbort.headersIn) result = { ...result, nextTargetOnly: true };
+  // retry there would be billed again. And a JSON answer whose headers did not come in time once the
+  // upstream had the whole request (UND_ERR_HEADERS_TIMEOUT, or the attempt's timer first): it may
+  // only be slow, but it goes on generating and bills that, and each retry there would be one more.
+  // A timeout before the request was sent whole (connecting) is still retried there: nothing reached it.
+  const jsonHeadersLate = !ctx.stream && answeredStatus === null && attemptAbort.requestSent;
+  if (result.outcome === 'timeout' && (attemptAbort.headersIn || jsonHeadersLate)) result = { ...result, nextTargetOnly: true };
   record(result.outcome, result.httpStatus);
   // A refused credential or a rate limit (an HTTP status, nextTargetOnly) did no work; an answer
   // compressed anyway (an error, nextTargetOnly) or cut while it was read (connect, nextTargetOnly)
@@ -353,16 +365,25 @@ async function attemptOnce(
 /**
  * A failed attempt whose upstream said the node's account with it is out of quota or credit (an
  * OpenAI 429 insufficient_quota, any 402, in band too): the operator's problem, as a refused node
- * key is, not the caller's rate limit or request. Its error becomes the node's non-retryable 502
- * saying so (no Retry-After, x-should-retry: false); the plan goes on with the next target
+ * key is, not the caller's rate limit or request. `error` is the node's non-retryable 502 saying so
+ * (no Retry-After, x-should-retry: false); retryable for the plan, which goes on with the next target
  * (forwardPlan; not nextTargetOnly, which for an in-band error would mean the upstream did the work
  * and bills it: it did none, so nothing is charged).
  */
-function quotaExhaustedAttempt(result: AttemptResult): AttemptResult {
-  if (result.kind !== 'failed') return result;
-  const error = upstreamQuotaExhaustion(result.error);
-  if (error === undefined) return result;
-  return { kind: 'failed', error, outcome: result.outcome, httpStatus: result.httpStatus, retryable: true };
+export function quotaExhaustedAttempt(error: UpstreamQuotaError, outcome: Extract<AttemptResult, { kind: 'failed' }>['outcome'], httpStatus: number | null): Extract<AttemptResult, { kind: 'failed' }> {
+  return { kind: 'failed', error, outcome, httpStatus, retryable: true, quotaExhausted: true };
+}
+
+/**
+ * An attempt that failed on an error the upstream reported in band before anything reached the
+ * caller (a stream's first event, as the providers return or throw it) and that says the node's
+ * account is out of quota: answered as such (quotaExhaustedAttempt). Only here is it known that no
+ * event was relayed; mid-stream the error keeps its own answer.
+ */
+function inBandQuotaAttempt(result: AttemptResult): AttemptResult {
+  if (result.kind !== 'failed' || result.quotaExhausted === true) return result;
+  const error = inBandQuotaExhaustion(result.error);
+  return error === undefined ? result : quotaExhaustedAttempt(error, result.outcome, result.httpStatus);
 }
 
 /** What an attempt threw, as a failed attempt (aborts are sorted out by the caller). */

@@ -1,7 +1,6 @@
 // Classifies why talking to an upstream failed, as the node's error codes. Messages name the
 // upstream and the kind of failure only: never its URL's secrets or its answer's text.
-import { zenovaError, isZenovaError } from '../errors.js';
-import type { ZenovaError } from '../errors.js';
+import { ZenovaError, zenovaError, isZenovaError } from '../errors.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 import { classifyTlsFailure } from '../tls/tls-failure.js';
 import { findSecrets } from '../guardrails/detectors/secret.js';
@@ -142,21 +141,30 @@ export function isNodeCredentialStatus(status: number): boolean {
  * An upstream that answered with an error status. 4xx pass through (the caller's request was
  * at fault) except auth failures, which are the node's problem and become 502; 5xx become 502.
  * A 429 keeps the type the SDKs treat as a rate limit (its Retry-After: upstreamRetryAfterSeconds).
- * Only identifier-like `code`/`type` values from the upstream's body are quoted.
+ * Only identifier-like `code`/`type` values from the upstream's body are quoted. An answer saying the
+ * node's account is out of quota or credit is not told apart here: a model upstream's caller asks
+ * upstreamQuotaError first (upstream-call.ts); a tool server's 402 is MCP's, relayed (mcp-call.ts).
  */
 export function upstreamStatusError(upstream: string, status: number, body: unknown, secret?: string | null): ZenovaError {
   const callerFault = status >= 400 && status < 500 && !NODE_SIDE_STATUSES.has(status);
   const detail = safeUpstreamErrorCode(body, secret);
   const message = `Upstream "${upstream}" answered HTTP ${status}${detail ? ` (${detail})` : ''}.`;
-  const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', message, {
+  return zenovaError('ZN_ERR_UPSTREAM_ERROR', message, {
     status: callerFault ? status : 502,
     type: status === 429 ? 'rate_limit_error' : callerFault ? 'invalid_request_error' : 'server_error',
     retryable: status === 408 || status === 429 || status >= 500,
   });
-  // Marked, not changed: a tool server's 402 (mcp-call.ts) is the client's to act on; forwardPlan
-  // answers a model request's with upstreamQuotaExhaustion's error instead.
-  if (isQuotaExhaustion(status, body)) quotaExhaustions.set(failure, quotaExhaustedError(upstream, `answered HTTP ${status}${detail ? ` (${detail})` : ''}`));
-  return failure;
+}
+
+/**
+ * The node's answer when a model upstream's error status says the node's account with it is out of
+ * quota or credit (isQuotaExhaustion): an UpstreamQuotaError. undefined for any other answer, which
+ * is upstreamStatusError's.
+ */
+export function upstreamQuotaError(upstream: string, status: number, body: unknown, secret?: string | null): UpstreamQuotaError | undefined {
+  if (!isQuotaExhaustion(status, body)) return undefined;
+  const detail = safeUpstreamErrorCode(body, secret);
+  return new UpstreamQuotaError(upstream, `answered HTTP ${status}${detail ? ` (${detail})` : ''}`);
 }
 
 /**
@@ -174,36 +182,19 @@ function isQuotaExhaustion(status: number | undefined, body: unknown): boolean {
   return status === 400 && typeof message === 'string' && message.length <= 1000 && /credit balance is too low/i.test(message);
 }
 
-/** The node's answer for an upstream account out of quota or credit: the operator's to fix, so no caller retry helps. */
-function quotaExhaustedError(upstream: string, what: string): ZenovaError {
-  const failure = zenovaError(
-    'ZN_ERR_UPSTREAM_ERROR',
-    `Upstream "${upstream}" ${what}: the node's account with this upstream is out of quota or credit. The node's operator must top it up; retrying will not help.`,
-    { status: 502, type: 'server_error', retryable: false },
-  );
-  quotaErrors.add(failure);
-  return failure;
-}
-
-/** Upstream errors (an HTTP status's, an in-band one's) that say the upstream account is out of quota, with the node's answer for each. */
-const quotaExhaustions = new WeakMap<ZenovaError, ZenovaError>();
-const quotaErrors = new WeakSet<ZenovaError>();
-
 /**
- * The node's error for `err` when it is an upstream's refusal for want of quota or credit on the
- * node's account (isQuotaExhaustion): a non-retryable 502 saying so. undefined for any other error.
+ * The node's answer for an upstream account out of quota or credit: a non-retryable 502 saying so,
+ * as the operator's to fix (no caller retry helps). An attempt failing with it is quotaExhausted
+ * (forward-plan.ts quotaExhaustedAttempt): tried on the next target only, a failure for target health.
  */
-export function upstreamQuotaExhaustion(err: ZenovaError): ZenovaError | undefined {
-  return quotaExhaustions.get(err);
-}
-
-/**
- * Whether `err` is the node's error for an upstream account out of quota or credit
- * (upstreamQuotaExhaustion): like a refused node key, tried on the next target only, and a failure
- * of the target for its health (routing/target-health.ts).
- */
-export function isUpstreamQuotaExhausted(err: ZenovaError): boolean {
-  return quotaErrors.has(err);
+export class UpstreamQuotaError extends ZenovaError {
+  constructor(upstream: string, what: string) {
+    super(
+      'ZN_ERR_UPSTREAM_ERROR',
+      `Upstream "${upstream}" ${what}: the node's account with this upstream is out of quota or credit. The node's operator must top it up; retrying will not help.`,
+      { status: 502, type: 'server_error', retryable: false },
+    );
+  }
 }
 
 /**
@@ -260,15 +251,38 @@ const ERROR_TYPE_STATUS: Readonly<Record<string, number>> = {
 };
 
 /**
+ * An error the upstream reported in band (inside a stream, or as a 2xx answer's whole body), carrying
+ * what its body said beyond the node's code and retry verdict.
+ */
+export class UpstreamInBandError extends ZenovaError {
+  constructor(
+    message: string,
+    retryable: boolean,
+    /** It reported a rate limit (a 429, a rate_limit type or code): isUpstreamStreamRateLimit. */
+    readonly rateLimit: boolean,
+    /** The status the upstream's error `type` stands for, but for the node's own key's: upstreamErrorTypeStatus. */
+    readonly typeStatus: number | undefined,
+    /**
+     * The node's answer when it said the node's upstream account is out of quota or credit: for the
+     * attempt that read it before anything reached the caller (upstream-call.ts inBandFailure,
+     * forwardPlan), not for an error event mid-stream, which keeps this error.
+     */
+    readonly quotaExhaustion: UpstreamQuotaError | undefined,
+  ) {
+    super('ZN_ERR_UPSTREAM_ERROR', message, { retryable });
+  }
+}
+
+/**
  * An error the upstream reported inside an answer it had started (an SSE `event: error`, or a chunk
  * carrying an `error`, an object or a string): ZN_ERR_UPSTREAM_ERROR quoting only an identifier-like
  * code or type of an object, never its message. Another attempt may help unless the upstream blamed
  * the request itself or the node's key: a 4xx other than 408 and 429 as the error's numeric `code`
  * or `status`, or as its `type` stands for (ERROR_TYPE_STATUS), as an upstream's HTTP status would be
- * (upstreamStatusError). One that says the node's upstream account is out of quota or credit is
- * marked as an HTTP one is (upstreamQuotaExhaustion).
+ * (upstreamStatusError). One that says the node's upstream account is out of quota or credit carries
+ * the node's answer for it (UpstreamInBandError.quotaExhaustion).
  */
-export function upstreamStreamError(upstream: string, body: unknown): ZenovaError {
+export function upstreamStreamError(upstream: string, body: unknown): UpstreamInBandError {
   return inBandError(upstream, body, 'ended the stream with an error');
 }
 
@@ -276,27 +290,28 @@ export function upstreamStreamError(upstream: string, body: unknown): ZenovaErro
  * An error object an upstream sent as its whole JSON answer under a 2xx (`{"error":{…}}`, an
  * Anthropic `{"type":"error","error":{…}}`): classified as one inside a stream (upstreamStreamError).
  */
-export function upstreamAnswerError(upstream: string, body: unknown): ZenovaError {
+export function upstreamAnswerError(upstream: string, body: unknown): UpstreamInBandError {
   return inBandError(upstream, body, 'answered HTTP 2xx with an error object');
 }
 
-function inBandError(upstream: string, body: unknown, what: string): ZenovaError {
+function inBandError(upstream: string, body: unknown, what: string): UpstreamInBandError {
   const detail = safeUpstreamErrorCode(body);
   const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
   const fields = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {};
   const typeStatus = typeof fields.type === 'string' && Object.hasOwn(ERROR_TYPE_STATUS, fields.type) ? ERROR_TYPE_STATUS[fields.type] : undefined;
   const status = typeof fields.code === 'number' ? fields.code : typeof fields.status === 'number' ? fields.status : typeStatus;
   const callerFault = fields.type === 'invalid_request_error' || (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429);
-  const failure = zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" ${what}${detail ? ` (${detail})` : ''}.`, { retryable: !callerFault });
-  if (status === 429 || [fields.type, fields.code].some((v) => typeof v === 'string' && RATE_LIMIT_NAME.test(v))) rateLimits.add(failure);
-  // Not the node's own credential trouble (authentication_error, permission_error): to the caller
-  // that reads as its own key refused; it stays the node's api_error, as an HTTP 401/403 becomes 502.
-  if (typeStatus !== undefined && !NODE_SIDE_STATUSES.has(typeStatus)) typedStatuses.set(failure, typeStatus);
-  if (isQuotaExhaustion(status, body)) quotaExhaustions.set(failure, quotaExhaustedError(upstream, `${what}${detail ? ` (${detail})` : ''}`));
-  return failure;
+  const rateLimit = status === 429 || [fields.type, fields.code].some((v) => typeof v === 'string' && RATE_LIMIT_NAME.test(v));
+  return new UpstreamInBandError(
+    `Upstream "${upstream}" ${what}${detail ? ` (${detail})` : ''}.`,
+    !callerFault,
+    rateLimit,
+    // Not the node's own credential trouble (authentication_error, permission_error): to the caller
+    // that reads as its own key refused; it stays the node's api_error, as an HTTP 401/403 becomes 502.
+    typeStatus !== undefined && !NODE_SIDE_STATUSES.has(typeStatus) ? typeStatus : undefined,
+    isQuotaExhaustion(status, body) ? new UpstreamQuotaError(upstream, `${what}${detail ? ` (${detail})` : ''}`) : undefined,
+  );
 }
-
-const typedStatuses = new WeakMap<ZenovaError, number>();
 
 /**
  * The HTTP status the upstream's own error `type` stands for (ERROR_TYPE_STATUS: overloaded_error
@@ -305,19 +320,26 @@ const typedStatuses = new WeakMap<ZenovaError, number>();
  * node's 502 api_error.
  */
 export function upstreamErrorTypeStatus(err: ZenovaError): number | undefined {
-  return typedStatuses.get(err);
+  return err instanceof UpstreamInBandError ? err.typeStatus : undefined;
+}
+
+/**
+ * The node's answer for `err` when it is an error the upstream reported in band saying the node's
+ * account with it is out of quota or credit (UpstreamInBandError.quotaExhaustion); else undefined.
+ */
+export function inBandQuotaExhaustion(err: ZenovaError): UpstreamQuotaError | undefined {
+  return err instanceof UpstreamInBandError ? err.quotaExhaustion : undefined;
 }
 
 /** Error types and codes providers use for a rate limit inside a stream (rate_limit_exceeded, rate_limit_error). */
 const RATE_LIMIT_NAME = /rate_?limit/i;
-const rateLimits = new WeakSet<ZenovaError>();
 
 /**
  * Whether `err` is an upstream's rate limit reported inside a stream: retryable (a fallback may
  * answer) but, like an HTTP 429, no sign that the target is unhealthy (routing/target-health.ts).
  */
 export function isUpstreamStreamRateLimit(err: ZenovaError): boolean {
-  return rateLimits.has(err);
+  return err instanceof UpstreamInBandError && err.rateLimit;
 }
 
 /**

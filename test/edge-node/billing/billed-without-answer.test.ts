@@ -30,14 +30,24 @@ const shortTimeout =
   (retries: number) =>
   <R extends { timeoutMs: number; retries: number }>(route: R): R => ({ ...route, timeoutMs: 300, retries });
 
+/**
+ * shortTimeout(1) with a fallback on the same upstream: a JSON answer that timed out once the target
+ * had the request is not retried there (it goes on with it and would bill a retry too), so a second
+ * attempt needs a second target.
+ */
+const withFallback = <R extends { timeoutMs: number; retries: number; targets: Array<{ upstream: string; model: string }> }>(route: R): R => ({
+  ...shortTimeout(1)(route),
+  fallbacks: route.targets.map(({ upstream, model }) => ({ upstream, model })),
+});
+
 t.test('a JSON answer that never comes in time is charged the prompt once, however many attempts the upstream had, and the 504 says not to resend', async (t) => {
   const upstream = await startFakeUpstream(t, { hang: true });
-  const { node, finished } = await pricedNode(t, upstream.url, { route: shortTimeout(1) });
+  const { node, finished } = await pricedNode(t, upstream.url, { route: withFallback });
   const res = await ask(node);
   t.equal(res.status, 504);
   t.equal(((await res.json()) as { error: { code: string } }).error.code, 'ZN_ERR_UPSTREAM_TIMEOUT');
   t.equal(res.headers.get('x-should-retry'), 'false', 'a resend would be charged again');
-  t.equal(upstream.requests.length, 2, 'the route’s retry was made');
+  t.equal(upstream.requests.length, 2, 'the target once (its retry not spent on it), then the fallback');
   const f = await waitFor(() => finished[0], { what: 'the record' });
   t.equal(f.status, 'failed');
   t.equal(f.upstream, 'demo', 'recorded against the upstream that had the request');
@@ -60,7 +70,7 @@ t.test('a stream whose first event never comes in time is charged the prompt too
   t.equal(f.cost.costMicros, f.usage.inputTokens);
 });
 
-t.test('when a retry answers after an attempt timed out, the answer’s own usage is what is charged', async (t) => {
+t.test('when a fallback answers after an attempt timed out, the answer’s own usage is what is charged', async (t) => {
   let received = 0;
   const url = await listenForTest(
     t,
@@ -74,7 +84,7 @@ t.test('when a retry answers after an attempt timed out, the answer’s own usag
       });
     }),
   );
-  const { node, finished } = await pricedNode(t, url, { route: shortTimeout(1) });
+  const { node, finished } = await pricedNode(t, url, { route: withFallback });
   const res = await ask(node);
   t.equal(res.status, 200);
   await res.json();

@@ -4,8 +4,8 @@
  * OpenAI surface) and `error.details.error_code`, which the SDK exposes as `APIError.errorCode`
  * (an unknown code just leaves the error at its status class).
  */
-import type { ErrorCode, ZenovaError } from '../../errors.js';
-import { errorTable, zenovaError } from '../../errors.js';
+import type { ErrorCode } from '../../errors.js';
+import { ZenovaError, errorTable } from '../../errors.js';
 import { upstreamErrorTypeStatus } from '../../upstream/upstream-failure.js';
 
 export interface AnthropicErrorBody {
@@ -43,11 +43,20 @@ export function anthropicErrorBody(code: ErrorCode, message: string, status: num
 }
 
 export function anthropicErrorBodyOf(error: ZenovaError): AnthropicErrorBody {
-  return anthropicErrorBody(error.code, error.message, answeredTypeStatus.get(error) ?? error.status);
+  return anthropicErrorBody(error.code, error.message, error instanceof FirstEventErrorAnswer ? error.upstreamTypeStatus : error.status);
 }
 
-/** Errors firstEventErrorAnswer made, and the status their upstream's error `type` stands for (their body's type). */
-const answeredTypeStatus = new WeakMap<ZenovaError, number>();
+/** An error firstEventErrorAnswer made: its body's type is the one its upstream's error `type` stands for. */
+class FirstEventErrorAnswer extends ZenovaError {
+  constructor(
+    error: ZenovaError,
+    overrides: { status: number; type: string },
+    /** The status the upstream's error `type` stands for (ERROR_TYPE_STATUS, upstream-failure.ts). */
+    readonly upstreamTypeStatus: number,
+  ) {
+    super(error.code, error.message, { ...overrides, retryable: error.retryable });
+  }
+}
 
 /**
  * The status an error the upstream reported in band as its stream's first event is answered with,
@@ -77,7 +86,5 @@ export function firstEventErrorAnswer(error: ZenovaError): ZenovaError {
   const typeStatus = upstreamErrorTypeStatus(error);
   if (status === undefined || typeStatus === undefined) return error;
   const type = status === 429 ? 'rate_limit_error' : status < 500 ? 'invalid_request_error' : error.type;
-  const answer = zenovaError(error.code, error.message, { status, type, retryable: error.retryable });
-  answeredTypeStatus.set(answer, typeStatus);
-  return answer;
+  return new FirstEventErrorAnswer(error, { status, type }, typeStatus);
 }

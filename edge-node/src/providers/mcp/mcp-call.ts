@@ -229,7 +229,9 @@ export const mcpApi: ApiHandler = {
     // The tool server's own failures, a refused node key and a redirect (never followed: the URL in
     // the config is not the endpoint) are the node's 502. Its other 4xx (404 unknown session, 405
     // no GET stream, 400, 429) are MCP semantics the client acts on: relayed as they come, but
-    // recorded failed and not charged, as an upstream 4xx on a model request.
+    // recorded failed and not charged, as an upstream 4xx on a model request. So is a 402 (a paid
+    // tool's payment required): unlike a model upstream's (upstreamQuotaError, answered as the
+    // node's account out of credit), it is the client's to act on, and no other target would answer.
     if (status >= 500 || NODE_SIDE_STATUSES.has(status) || (status >= 300 && status < 400)) {
       const body = await readBodyBounded(response.body, MAX_ERROR_BODY_BYTES, server.name).then(parseJsonOrUndefined, () => undefined);
       ctx.upstreamMs = elapsed(ctx, started);
