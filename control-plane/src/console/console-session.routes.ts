@@ -17,8 +17,8 @@ import {
   FAILED_ADMIN_AUTHS_PER_MINUTE, createFailedAdminAuthLimiter, failedAdminAuthKey, refuseWhileLockedOut,
 } from '../http/failed-auth-limit.js';
 import {
-  CSRF_HEADER, SESSION_TTL_MS, clearedSessionCookie, createSession, csrfTokenFor, csrfTokenMatches,
-  adminTokenTag, deleteSession, findSession, sessionCookie, sessionCookieValue,
+  CSRF_HEADER, SESSION_TTL_MS, STRAY_SESSION_COOKIE_PATHS, clearedSessionCookie, createSession, csrfTokenFor,
+  csrfTokenMatches, adminTokenTag, deleteSession, deleteSessions, findSession, sessionCookie, sessionCookieValues,
 } from './console-sessions.js';
 import type { ConsoleSession, FailedLoginLimiter } from './console-sessions.js';
 
@@ -65,11 +65,11 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
     publicUrl: settings.publicUrl ?? null,
   });
   const liveSession = async (request: FastifyRequest, reply: FastifyReply): Promise<ConsoleSession> => {
-    const id = sessionCookieValue(request.headers.cookie);
-    const session = await findSession(pool, id, tokenTag);
+    const ids = sessionCookieValues(request.headers.cookie);
+    const session = await findSession(pool, ids, tokenTag);
     if (session) return session;
     // A stale cookie is of no use to anyone: let the browser drop it.
-    if (id !== undefined) void reply.header('set-cookie', clearedSessionCookie(secure(request)));
+    if (ids.length > 0) void reply.header('set-cookie', clearedSessionCookie(secure(request)));
     throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'No console session (or it has expired); log in with the admin token.');
   };
 
@@ -85,12 +85,17 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
       limiter.recordFailure(limitKey);
       throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'Invalid admin token.');
     }
-    // A browser logging in again replaces its session rather than leaving the old one live.
-    const previous = sessionCookieValue(request.headers.cookie);
-    if (previous !== undefined) await deleteSession(pool, previous);
+    // A browser logging in again replaces its session rather than leaving the old one live: every
+    // session id it presented is ended (a stray cookie beside its own must not hide one).
+    const presented = sessionCookieValues(request.headers.cookie);
+    await deleteSessions(pool, presented);
     const session = await createSession(pool, tokenTag, SESSION_TTL_MS);
     request.log.info({ expiresAt: session.expiresAt.toISOString() }, 'console login');
-    void reply.header('set-cookie', sessionCookie(session.id, secure(request)));
+    const cookies = [sessionCookie(session.id, secure(request))];
+    // More than one value: a stray copy (planted, or left by an older path) sits beside ours; expire
+    // it where it most likely is, so it stops riding along on every call.
+    if (presented.length > 1) cookies.push(...STRAY_SESSION_COOKIE_PATHS.map((path) => clearedSessionCookie(secure(request), path)));
+    void reply.header('set-cookie', cookies);
     return answer(session);
   });
 

@@ -64,33 +64,62 @@ export async function createSession(pool: pg.Pool, tokenTag: Buffer, ttlMs: numb
 }
 
 /**
- * The live session with this id opened with the current admin token, or undefined (unknown,
- * expired, logged out, opened with a replaced token, or not an id at all).
+ * The live session opened with the current admin token among these ids (a Cookie header's
+ * `zenova_console` values, sessionCookieValues), the first in their order that is one; or undefined
+ * (none is: unknown, expired, logged out, opened with a replaced token, or not an id at all). Every
+ * value is looked at, not only the first: a stray cookie planted with a longer Path (sent first)
+ * would otherwise hide the real one and keep the browser logging in for ever.
  */
-export async function findSession(pool: pg.Pool, id: string | undefined, tokenTag: Buffer): Promise<ConsoleSession | undefined> {
-  if (id === undefined || !SESSION_ID.test(id)) return undefined;
-  const { rows } = await pool.query<{ expires_at: Date }>(
-    'select expires_at from console_sessions where id_hash = $1 and token_tag = $2 and expires_at > now()',
-    [sessionIdHash(id), tokenTag],
+export async function findSession(
+  pool: pg.Pool, ids: string | readonly string[] | undefined, tokenTag: Buffer,
+): Promise<ConsoleSession | undefined> {
+  const candidates = (typeof ids === 'string' ? [ids] : ids ?? []).filter((id) => SESSION_ID.test(id));
+  if (candidates.length === 0) return undefined;
+  const hashes = candidates.map(sessionIdHash);
+  const { rows } = await pool.query<{ id_hash: Buffer; expires_at: Date }>(
+    'select id_hash, expires_at from console_sessions where id_hash = any($1::bytea[]) and token_tag = $2 and expires_at > now()',
+    [hashes, tokenTag],
   );
-  const row = rows[0];
-  return row === undefined ? undefined : { id, expiresAt: row.expires_at };
+  for (const [i, hash] of hashes.entries()) {
+    const row = rows.find((r) => r.id_hash.equals(hash));
+    if (row) return { id: candidates[i]!, expiresAt: row.expires_at };
+  }
+  return undefined;
 }
 
 export async function deleteSession(pool: pg.Pool, id: string): Promise<void> {
-  if (!SESSION_ID.test(id)) return;
-  await pool.query('delete from console_sessions where id_hash = $1', [sessionIdHash(id)]);
+  await deleteSessions(pool, [id]);
 }
 
-/** The session cookie's value from a Cookie header, or undefined. */
-export function sessionCookieValue(cookieHeader: string | undefined): string | undefined {
-  if (typeof cookieHeader !== 'string') return undefined;
+/** Deletes the sessions with these ids, whichever exist (a login ending every session the browser presented). */
+export async function deleteSessions(pool: pg.Pool, ids: readonly string[]): Promise<void> {
+  const hashes = ids.filter((id) => SESSION_ID.test(id)).map(sessionIdHash);
+  if (hashes.length === 0) return;
+  await pool.query('delete from console_sessions where id_hash = any($1::bytea[])', [hashes]);
+}
+
+/**
+ * How many `zenova_console` values of one Cookie header are looked at: the browser's own and a few
+ * strays (other paths, a parent domain's); a header stuffed with more costs no more than this.
+ */
+export const MAX_SESSION_COOKIE_VALUES = 8;
+
+/**
+ * Every `zenova_console` value in a Cookie header, in the header's order, at most
+ * MAX_SESSION_COOKIE_VALUES (empty when there is none). A browser sends each cookie of that name
+ * it holds (one per path and domain), the longest path first.
+ */
+export function sessionCookieValues(cookieHeader: string | undefined): string[] {
+  const values: string[] = [];
+  if (typeof cookieHeader !== 'string') return values;
   for (const part of cookieHeader.split(';')) {
     const eq = part.indexOf('=');
     if (eq === -1) continue;
-    if (part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim();
+    if (part.slice(0, eq).trim() !== SESSION_COOKIE) continue;
+    values.push(part.slice(eq + 1).trim());
+    if (values.length === MAX_SESSION_COOKIE_VALUES) break;
   }
-  return undefined;
+  return values;
 }
 
 /**
@@ -101,9 +130,16 @@ export function sessionCookie(id: string, secure: boolean): string {
   return `${SESSION_COOKIE}=${id}; HttpOnly; SameSite=Strict; Path=/${secure ? '; Secure' : ''}`;
 }
 
-export function clearedSessionCookie(secure: boolean): string {
-  return `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0${secure ? '; Secure' : ''}`;
+export function clearedSessionCookie(secure: boolean, path = '/'): string {
+  return `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=${path}; Max-Age=0${secure ? '; Secure' : ''}`;
 }
+
+/**
+ * Where a stray session cookie most likely sits: a path of our API, sent before ours (Path=/) for
+ * every API call. A login that sees more than one value clears these too (a stray set for a
+ * parent domain is out of our reach; findSession looks past it).
+ */
+export const STRAY_SESSION_COOKIE_PATHS = ['/api', '/api/console', '/api/v1'] as const;
 
 /** An IPv6 address's eight 16-bit groups, or undefined when it is not one. */
 function ipv6Groups(address: string): number[] | undefined {

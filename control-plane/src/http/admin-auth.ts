@@ -17,7 +17,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type pg from 'pg';
-import { CSRF_HEADER, adminTokenTag, csrfTokenMatches, findSession, sessionCookieValue } from '../console/console-sessions.js';
+import { CSRF_HEADER, adminTokenTag, csrfTokenMatches, findSession, sessionCookieValues } from '../console/console-sessions.js';
 import type { FailedLoginLimiter } from '../console/console-sessions.js';
 import { zenovaError } from '../errors.js';
 import { createFailedAdminAuthLimiter, failedAdminAuthKey, refuseWhileLockedOut } from './failed-auth-limit.js';
@@ -69,9 +69,10 @@ const adminAuthPlugin: FastifyPluginAsync<AdminAuthOptions> = async (app, { admi
   app.decorateRequest('principal', undefined);
   app.addHook('onRequest', async (request, reply) => {
     const authorization = request.headers.authorization;
-    const cookie = pool === undefined ? undefined : sessionCookieValue(request.headers.cookie);
-    if (pool !== undefined && cookie !== undefined && (typeof authorization !== 'string' || authorization.trim() === '')) {
-      const session = await findSession(pool, cookie, tokenTag);
+    // Every session cookie value: a stray copy planted on a longer path is sent first (console-sessions.ts).
+    const cookies = pool === undefined ? [] : sessionCookieValues(request.headers.cookie);
+    if (pool !== undefined && cookies.length > 0 && (typeof authorization !== 'string' || authorization.trim() === '')) {
+      const session = await findSession(pool, cookies, tokenTag);
       if (!session) throw zenovaError('ZN_ERR_CP_UNAUTHENTICATED', 'The console session has expired or was logged out; log in again with the admin token.');
       if (!SAFE_METHODS.has(request.method) && !csrfTokenMatches(session, request.headers[CSRF_HEADER])) {
         throw zenovaError('ZN_ERR_CP_CSRF');

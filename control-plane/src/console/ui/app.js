@@ -35,6 +35,10 @@ let publicUrl = null;
 // so a one-time install command in one is not lost with the session); a logout drops them.
 let noticeArea = null;
 let notices = [];
+// While Log out is waiting for its answer, a 401 (its own, or another call's) is no session ended
+// under the shell: the user is leaving, so nothing is kept for a later login (logout() shows the
+// plain login view once it is over).
+let loggingOut = false;
 
 /** The matching route and its params for a location hash, or undefined. */
 function matchRoute(hash) {
@@ -193,14 +197,19 @@ function showLogin(message, { sessionEnded = false } = {}) {
 
 async function logout(button) {
   button.disabled = true;
+  loggingOut = true;
   try {
     await api('POST', '/api/console/logout');
   } catch (err) {
-    // A 401 already showed the login view (the session was over anyway).
-    if (err?.status === 401) return;
-    button.disabled = false;
-    pageMain?.prepend(errorBanner(`Logging out failed: ${err instanceof Error ? err.message : String(err)}`));
-    return;
+    // A 401: the session had already ended (expired, or logged out in another tab), so this is a
+    // logout all the same, not a session to come back to; anything else leaves the user logged in.
+    if (err?.status !== 401) {
+      button.disabled = false;
+      pageMain?.prepend(errorBanner(`Logging out failed: ${err instanceof Error ? err.message : String(err)}`));
+      return;
+    }
+  } finally {
+    loggingOut = false;
   }
   showLogin();
 }
@@ -225,7 +234,7 @@ function showShell() {
 }
 
 onUnauthenticated(() => {
-  if (view === 'shell') showLogin(SESSION_ENDED, { sessionEnded: true });
+  if (view === 'shell' && !loggingOut) showLogin(SESSION_ENDED, { sessionEnded: true });
 });
 window.addEventListener('hashchange', () => void route());
 

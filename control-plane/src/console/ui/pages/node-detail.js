@@ -95,6 +95,12 @@ export function render(root, params, ctx) {
     h('a', { class: 'btn btn-quiet', href: '#/nodes' }, '← All nodes'));
   const body = h('div', {}, h('p', { class: 'muted', role: 'status' }, 'Loading…'));
   root.append(header, body);
+  if (nodePath(name) === null) {
+    // Not a name a node can have, and not one a browser can ask for (see nodePath).
+    body.replaceChildren();
+    showError(root, body, h, new Error(`No node named '${name}'.`));
+    return undefined;
+  }
 
   // ---- the parts a refresh redraws ----
   const configErrorBox = h('div', { class: 'banner banner-error', 'data-testid': 'config-error' });

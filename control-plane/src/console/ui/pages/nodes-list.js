@@ -112,8 +112,13 @@ export function staleMessage(err, asOf) {
     + 'status and heartbeat ages are unknown until it answers again.';
 }
 
-/** The path of one node in the admin API (names are [a-z0-9-], encoded anyway). */
+/**
+ * The path of one node in the admin API (names are [a-z0-9-], encoded anyway), or null for "." and
+ * "..": URL parsing (fetch's too) resolves them, even %-encoded, as steps up the path, so such a
+ * name (never a node's) is not asked for at all.
+ */
 export function nodePath(name, suffix = '') {
+  if (name === '.' || name === '..') return null;
   return `/api/v1/nodes/${encodeURIComponent(name)}${suffix}`;
 }
 
