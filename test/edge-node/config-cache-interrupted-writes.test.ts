@@ -1,8 +1,8 @@
 // A crash (kill -9, power loss) while the node writes config/current.json or previous.json (or
-// credential.json, identity.json) leaves writeFileAtomic's temp file `.<name>.<12 hex>.tmp` beside
-// it, holding part of a bundle (upstream secrets) or a credential. Nothing removed it, neither a
-// restart nor later writes. A node start now removes exactly those temp files, under
-// config-apply.lock, and keeps everything else.
+// credential.json, identity.json, config-applied-version.json) leaves writeFileAtomic's temp file
+// `.<name>.[<writer>.]<12 hex>.tmp` beside it, holding part of a bundle (upstream secrets) or a
+// credential. Nothing removed it, neither a restart nor later writes. A node start now removes
+// exactly those temp files, under config-apply.lock, and keeps everything else.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -18,7 +18,7 @@ const NODE_ID = 'node-under-test';
 /** A temp file name as writeFileAtomic makes it for `name`. */
 const tempOf = (name: string): string => `.${name}.${randomBytes(6).toString('hex')}.tmp`;
 
-t.test('a node start removes the temp files a crash left mid-write of the config cache and the credential, and nothing else', async (t) => {
+t.test('a node start removes the temp files a crash left mid-write of the config cache, the credential and the applied-version mark, and nothing else', async (t) => {
   const stateDir = t.testdir({});
   const signer = createSigner();
   const identity: NodeIdentity = {
@@ -36,7 +36,7 @@ t.test('a node start removes the temp files a crash left mid-write of the config
 
   const configDir = path.join(stateDir, 'config');
   mkdirSync(configDir, { recursive: true });
-  const leftovers = [path.join('config', tempOf('current.json')), path.join('config', tempOf('previous.json')), tempOf('credential.json'), tempOf('identity.json')];
+  const leftovers = [path.join('config', tempOf('current.json')), path.join('config', tempOf('previous.json')), tempOf('credential.json'), tempOf('identity.json'), tempOf('config-applied-version.json')];
   const kept = [
     // Not a name writeFileAtomic makes, or not a file it writes under config-apply.lock.
     path.join('config', '.current.json.notes.tmp'),
@@ -44,8 +44,8 @@ t.test('a node start removes the temp files a crash left mid-write of the config
     path.join('config', `.current.json.${randomBytes(7).toString('hex')}.tmp`),
     path.join('config', `.other.json.${randomBytes(6).toString('hex')}.tmp`),
     path.join('config', 'operator-notes.txt'),
+    // Written without config-apply.lock: a recent one may be a write in progress (state-temp-sweep.test.ts).
     tempOf('control-status.json'),
-    tempOf('config-applied-version.json'),
     'unrelated.json',
   ];
   for (const name of [...leftovers, ...kept]) writeFileSync(path.join(stateDir, name), '{"version":6,"bundle":"{\\"upstreams\\":[{\\"apiKey\\":"', { mode: 0o600 });

@@ -5,9 +5,11 @@
  * logged at error level and shown as older in /readyz and `status`; plus the applier that takes
  * pushed bundles from there on.
  */
+import { CONTROL_STATUS_FILE } from '../control/control-status.js';
 import type { ConfigStatusRecord } from '../control/control-status.js';
 import type { Logger } from '../logger.js';
-import { removeInterruptedWrites } from '../state/atomic-write.js';
+import { SPOOL_MARKER_FILE } from '../spool/spool-marker.js';
+import { removeAbandonedWrites, removeInterruptedWrites } from '../state/atomic-write.js';
 import { CREDENTIAL_FILE } from '../state/credential-store.js';
 import { IDENTITY_FILE } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
@@ -38,32 +40,46 @@ export interface EnrolledConfig {
 
 /**
  * State files in the state dir's root whose every writer holds config-apply.lock (credential-store.ts,
- * enroll/credential-write-lock.ts), so their interrupted writes can be swept under it. Not
- * config-applied-version.json (the start-up catch-up below writes it unlocked), nor
- * control-status.json or the spool marker (written without that lock).
+ * enroll/credential-write-lock.ts; config-applied-version.json: apply-bundle.ts and the start-up
+ * catch-up below), so their interrupted writes can be swept under it.
  */
-const LOCKED_ROOT_FILES = [CREDENTIAL_FILE, IDENTITY_FILE] as const;
+const LOCKED_ROOT_FILES = [CREDENTIAL_FILE, IDENTITY_FILE, APPLIED_VERSION_FILE] as const;
+
+/**
+ * State files in the state dir's root written without a lock replicas share (connect-loop.ts,
+ * open-node-spool.ts): a temp file may be a live replica's write in progress, so only those over an
+ * hour old are swept (removeAbandonedWrites).
+ */
+const UNLOCKED_ROOT_FILES = [CONTROL_STATUS_FILE, SPOOL_MARKER_FILE] as const;
 
 /**
  * Removes the temp files a crash (kill -9, power loss) left mid-write of the config cache and of
  * LOCKED_ROOT_FILES: nothing else ever removes them, and they hold parts of secrets. Under
  * config-apply.lock, which every writer of those files holds, so a live replica's write in progress is
- * never taken for a leftover (an age limit would guess: a slow disk can take longer). A lock that
- * cannot be taken (another process holds it past the wait) or a dir that cannot be listed skips the
- * sweep, logged: the next start tries again.
+ * never taken for a leftover (an age limit would guess: a slow disk can take longer). Then those of
+ * UNLOCKED_ROOT_FILES old enough that no write can still be in progress, without the lock (their
+ * writers do not take it), so a busy lock does not keep them. A lock that cannot be taken (another
+ * process holds it past the wait) or a dir that cannot be listed skips that sweep, logged: the next
+ * start tries again.
  */
 async function removeInterruptedStateWrites(stateDir: string, logger: Logger): Promise<void> {
   const cache = new BundleCache(stateDir);
   const root = path.resolve(stateDir);
-  let removed: string[];
+  const removed: string[] = [];
   try {
-    removed = await underOpenLockAsync(path.join(root, CONFIG_APPLY_LOCK_FILE), async () => [
-      ...(await cache.removeInterruptedWrites()).map((name) => `${CONFIG_CACHE_DIR}/${name}`),
-      ...(await removeInterruptedWrites(root, LOCKED_ROOT_FILES)),
-    ]);
+    removed.push(
+      ...(await underOpenLockAsync(path.join(root, CONFIG_APPLY_LOCK_FILE), async () => [
+        ...(await cache.removeInterruptedWrites()).map((name) => `${CONFIG_CACHE_DIR}/${name}`),
+        ...(await removeInterruptedWrites(root, LOCKED_ROOT_FILES)),
+      ])),
+    );
   } catch (err) {
     logger.warn({ err: { message: (err as Error).message } }, 'temp files of interrupted state writes not looked for; the next start tries again');
-    return;
+  }
+  try {
+    removed.push(...(await removeAbandonedWrites(root, UNLOCKED_ROOT_FILES)));
+  } catch (err) {
+    logger.warn({ err: { message: (err as Error).message } }, 'temp files of interrupted state writes not looked for; the next start tries again');
   }
   if (removed.length > 0) logger.info({ files: removed }, 'removed temp files left by interrupted state writes (a crash mid-write)');
 }
@@ -90,8 +106,11 @@ export async function loadEnrolledConfig(stateDir: string, identity: NodeIdentit
     } else {
       logger.info({ version: entry.version, file, appliedAt: appliedAt.toISOString() }, 'config loaded from cache');
       if (entry.version > highestApplied) {
-        // A cache written before the mark existed (or a mark write that failed): raise it now.
-        await mark.record(entry.version, trust, appliedAt).catch((err: unknown) => {
+        // A cache written before the mark existed (or a mark write that failed): raise it now. Under
+        // config-apply.lock, as apply-bundle.ts writes it: record() rereads the mark and writes only
+        // a higher version, which holds only if no replica applying a newer config can write
+        // between that read and this write (it would be lowered back to this older version).
+        await underOpenLockAsync(path.join(path.resolve(stateDir), CONFIG_APPLY_LOCK_FILE), () => mark.record(entry.version, trust, appliedAt)).catch((err: unknown) => {
           logger.warn({ err: { message: (err as Error).message }, file: mark.file() }, `could not write ${APPLIED_VERSION_FILE}`);
         });
       }

@@ -10,6 +10,13 @@ import path from 'node:path';
 /** Random bytes in a temp file's name (hex: twice as many characters). */
 const TEMP_NAME_BYTES = 6;
 
+/**
+ * How old a temp file of a write made without a lock replicas share must be before a start takes it
+ * for a crash's leftover (removeAbandonedWrites). A write holds its temp file for milliseconds (write,
+ * fsync, rename); an hour is far past any disk's stall.
+ */
+export const ABANDONED_TEMP_MIN_AGE_MS = 60 * 60 * 1000;
+
 /** The temp file name writeFileAtomic uses for a file named `name`. */
 function tempName(name: string): string {
   return `.${name}.${randomBytes(TEMP_NAME_BYTES).toString('hex')}.tmp`;
@@ -62,6 +69,24 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array, m
  * Resolves to the names removed; a missing `dir` has none.
  */
 export async function removeInterruptedWrites(dir: string, names: readonly string[]): Promise<string[]> {
+  return removeTempFiles(dir, names, () => true);
+}
+
+/**
+ * removeInterruptedWrites for files whose writers take no lock replicas share (control-status.json,
+ * spool.json): a temp file may be a live replica's write in progress, so only those last modified
+ * ABANDONED_TEMP_MIN_AGE_MS or more before `now` are removed. An age rather than the writer's pid in
+ * the name: the name `.<name>.<12 hex>.tmp` is what the installer (install-dir-contents.ts) and
+ * docs/node-api.md know as the node's own, and a pid from another pid namespace cannot be checked.
+ * Taken wrongly (a write stalled over an hour), the write fails at its rename and the file keeps its
+ * previous content; both writers log the failure and write again later.
+ */
+export async function removeAbandonedWrites(dir: string, names: readonly string[], now = Date.now()): Promise<string[]> {
+  return removeTempFiles(dir, names, (modifiedMs) => now - modifiedMs >= ABANDONED_TEMP_MIN_AGE_MS);
+}
+
+/** Removes the temp files of `names` in `dir` (regular files only) whose modification time `abandoned` takes; resolves to their names. */
+async function removeTempFiles(dir: string, names: readonly string[], abandoned: (modifiedMs: number) => boolean): Promise<string[]> {
   let entries: string[];
   try {
     entries = await readdir(dir);
@@ -75,7 +100,7 @@ export async function removeInterruptedWrites(dir: string, names: readonly strin
     const file = path.join(dir, entry);
     // Not a file writeFileAtomic made (a symbolic link, a directory): left alone.
     const info = await lstat(file).catch(() => undefined);
-    if (info?.isFile() !== true) continue;
+    if (info?.isFile() !== true || !abandoned(info.mtimeMs)) continue;
     await rm(file, { force: true });
     removed.push(entry);
   }
