@@ -2,7 +2,7 @@
  * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
  * `message_start` carries the input usage (its `model` becomes the caller's alias) and, from a
  * compatible upstream, maybe content (checked whole there, like a JSON answer's),
- * `message_delta` the final output usage (until then the usage is `partial`) and
+ * `message_delta` the output usage (`partial` until the one with the stop_reason: an earlier one's are running counts) and
  * maybe input counters again, each kept until a later event gives it again (stream-usage.ts),
  * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
  * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
@@ -17,7 +17,8 @@
  * attempt's timeout (SSE comments do not count; a `ping` event does) is cut as
  * ZN_ERR_UPSTREAM_TIMEOUT (parseSse's idle deadline). An upstream `event: error` (whatever
  * its data) or a stream that ends without `message_stop` (unless its final `message_delta`, with the
- * stop_reason, came: the node then adds the message_stop) is a failure (thrown, so the runner ends
+ * stop_reason, came: the node then adds the message_stop, also when the body resets or stalls
+ * there) is a failure (thrown, so the runner ends
  * the caller's stream with an error event; before the first event the attempt fails and, for a
  * stream that just ended or an error that does not blame the request or the node's key
  * (upstreamStreamError, as on the chat path: a rate limit falls back without counting against
@@ -404,7 +405,7 @@ export function errorStreamEvent(code: ErrorCode, message: string, failure?: Zen
 }
 
 /**
- * The upstream's counts so far. `partial` stays true until message_delta brings the final counts:
+ * The upstream's counts so far. `partial` stays true until the message_delta with the stop_reason brings the final counts:
  * message_start's output_tokens is a placeholder (1), so a stream cut before message_delta is
  * metered from the text delivered instead, its input with the server tool results delivered
  * (billed as input, counted only in message_delta; stage meter). A count still unknown (no valid
@@ -421,8 +422,11 @@ const EVENT_NAME = /^[a-z_]{1,64}$/;
 /** The message_delta events that name the answer's stop_reason: its final delta (by the data's `type`, with or without an `event:` line). */
 const finalDeltas = new WeakSet<StreamEvent>();
 
-/** Reads usage (into the stream's running `counts`) and text from one upstream event; the alias goes into `message.model`. */
-function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, upstream: string, alias: string, chosen: CallerChosenStrings): StreamEvent {
+/**
+ * Reads usage (into the stream's running `counts`) and text from one upstream event; the alias goes
+ * into `message.model`. `finished`: a message_delta with the stop_reason came before this event.
+ */
+function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, upstream: string, alias: string, chosen: CallerChosenStrings, finished: boolean): StreamEvent {
   // As written: an integer past 2^53 (a tool input's 19-digit card) is read as its digits, which the
   // rules check, not as the double JSON.parse rounds it to while the event's bytes go on unchanged.
   let parsed: unknown;
@@ -477,7 +481,9 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
         usage.outputTokens = counts.finalOutputTokens;
         usage.inputTokens = counts.inputTokens;
         usage.cacheWrites = counts.cacheWrites;
-        usage.partial = false;
+        // Final only with (or after) the stop_reason: an earlier message_delta's counts are running
+        // ones, and text after them must still be metered if the stream breaks (stage meter).
+        if (finished || finalDeltas.has(event)) usage.partial = false;
       }
       break;
     case 'content_block_start': {
@@ -543,7 +549,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
       // The answer is complete; what follows is drained, not the caller's.
       if (stopped) continue;
       received = true;
-      const event = toStreamEvent(ctx, counts, sse, upstream, alias, chosen);
+      const event = toStreamEvent(ctx, counts, sse, upstream, alias, chosen, finished);
       if (finalDeltas.has(event)) finished = true;
       if (event.terminal === true) {
         stopped = true;
@@ -555,7 +561,10 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
     // A break (or a stall cut by the grace timer) after message_stop loses nothing: the caller gets its complete answer.
     if (stopped) return;
     if (isAbort(err, opts.signal)) throw err;
-    throw streamBreakFailure(err, upstream);
+    const failure = streamBreakFailure(err, upstream);
+    // Nor does a break (a reset, a stall) after the final message_delta: the answer is whole, ended
+    // as a stream without message_stop is (below), as chat streams end after every finish_reason.
+    if (!finished || !isBodyBreak(failure)) throw failure;
   } finally {
     clearTimeout(afterStop);
     opts.release();
@@ -576,3 +585,8 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
 }
 
 const MESSAGE_STOP_DATA = '{"type":"message_stop"}';
+
+/** A failure of the body's transfer (reset, stall), not an error the upstream reported in it. */
+function isBodyBreak(failure: ZenovaError): boolean {
+  return failure.code === 'ZN_ERR_UPSTREAM_UNAVAILABLE' || failure.code === 'ZN_ERR_UPSTREAM_TIMEOUT';
+}

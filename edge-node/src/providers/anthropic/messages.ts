@@ -156,7 +156,8 @@ async function attemptMessages(
   refuseEncodedAnswer(response, upstream);
   const contentType = response.headers['content-type'];
   // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored stream:true.
-  if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) return notAnEventStream(response, upstream, signal);
+  // Media types are case-insensitive (`Text/Event-Stream` is one).
+  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, upstream, signal);
   const release = (): void => {
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
     if (!response.body.readableEnded) response.body.destroy();

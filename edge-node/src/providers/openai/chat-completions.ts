@@ -11,12 +11,12 @@ import type { ApiHandler } from '../api-handler.js';
 import { firstEventRead } from '../first-event.js';
 import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
-import { FieldSlot, NO_TEXTS, isRecord } from '../text-slot.js';
+import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
 import { inBandFailure, notAnEventStream, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import type { AnnotationSlotMaker } from './chat-annotations.js';
-import { NameSlot, audioSlots, choiceCarriesOtherText, contentPartSlots, isKnownPart, isKnownToolCall, oddShapeSlots, otherMessageFieldSlots, otherToolCallKeySlots, reasoningItemSlots, unknownPartSlots, unknownTypeSlots } from './chat-content-parts.js';
+import { NameSlot, audioSlots, choiceCarriesOtherText, contentPartSlots, isKnownPart, isKnownToolCall, oddShapeSlots, otherMessageFieldSlots, otherToolCallKeySlots, reasoningItemSlots, reasoningRepeatsReasoningContent, unknownPartSlots, unknownTypeSlots } from './chat-content-parts.js';
 import { billedAbovePriceParam, callerOutputLimit, callerWantsStreamUsage, chatChoiceCount, chatCompletionRequestSchema, fileIdRefusal, uncheckedOutputParam, upstreamChatBody } from './chat-request.js';
 import type { ForwardedOutputLimit } from './chat-request.js';
 import { chatStreamReply, chatUsage, dropLogprobs } from './chat-stream.js';
@@ -79,8 +79,10 @@ export const chatCompletionsApi: ApiHandler = {
 function collectMessageTexts(message: Record<string, unknown>, into: TextSlot[], annotation: AnnotationSlotMaker = requestAnnotationSlot): void {
   collectContentTexts(message, into);
   for (const field of TEXT_FIELDS) {
-    if (typeof message[field] === 'string') into.push(new FieldSlot(message, field));
-    else oddShapeSlots(message, field, into, 0);
+    if (typeof message[field] !== 'string') oddShapeSlots(message, field, into, 0);
+    // The same text under both reasoning names: checked, counted once (TextSlot.repeated).
+    else if (field === 'reasoning' && reasoningRepeatsReasoningContent(message)) into.push(new RepeatedSlot(message, field));
+    else into.push(new FieldSlot(message, field));
   }
   if (typeof message.name === 'string') into.push(new NameSlot(message, 'name'));
   else oddShapeSlots(message, 'name', into, 0);
@@ -251,7 +253,8 @@ async function attemptStream(
   refuseEncodedAnswer(response, source.upstream);
   const contentType = response.headers['content-type'];
   // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored stream:true.
-  if (typeof contentType !== 'string' || !contentType.includes('text/event-stream')) return notAnEventStream(response, source.upstream, source.signal);
+  // Media types are case-insensitive (`Text/Event-Stream` is one).
+  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, source.upstream, source.signal);
   const reply = chatStreamReply(ctx, response, alias, !callerWantsStreamUsage(request), source);
   try {
     reply.events = await firstEventRead(reply.events);

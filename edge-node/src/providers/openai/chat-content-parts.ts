@@ -334,6 +334,16 @@ export function repeatsReasoning(holder: Record<string, unknown>): boolean {
 }
 
 /**
+ * Whether a message's (or a stream delta's) `reasoning` repeats its `reasoning_content`: servers
+ * that send the same text under both names (vLLM while it renamed the field, mlx-vlm). `reasoning`
+ * is then checked but not counted (TextSlot.repeated), or the reasoning would be billed and
+ * estimated twice. Compared as given, per message or delta: different texts are both counted.
+ */
+export function reasoningRepeatsReasoningContent(holder: Record<string, unknown>): boolean {
+  return typeof holder.reasoning === 'string' && holder.reasoning === holder.reasoning_content;
+}
+
+/**
  * Keys of a chat message (a request's, or an answer's choice message) whose text the node reads
  * (collectMessageTexts, collectAnswerTexts) or that carry none of it (`role`, `tool_call_id`).
  */

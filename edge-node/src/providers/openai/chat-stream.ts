@@ -40,7 +40,7 @@ import { MAX_SSE_EVENT_BYTES, parseSse, sseIdleDeadline } from '../sse.js';
 import { FieldSlot, NO_TEXTS, PartSlot, RepeatedPartSlot, isRecord, tokenCount } from '../text-slot.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import { StreamToolNameSlot, callerToolNames, holdsNameText, typeHoldsText, unknownCallTypeHoldsText } from './chat-tool-names.js';
-import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, knownPartCarriesOtherText, reasoningItemsCarryOtherText, repeatsReasoning, toolCallCarriesOtherText } from './chat-content-parts.js';
+import { callCarriesStrings, carriesStrings, withoutPlaceholderBrackets, choiceCarriesOtherText, deltaCarriesOtherText, hasUnknownStrings, holdsUnreadText, isKnownPart, isKnownToolCall, knownPartCarriesOtherText, reasoningItemsCarryOtherText, reasoningRepeatsReasoningContent, repeatsReasoning, toolCallCarriesOtherText } from './chat-content-parts.js';
 
 const USAGE_NULL = ',"usage":null';
 /**
@@ -426,7 +426,11 @@ export class ChatChunkEvent implements StreamEvent {
   private partSlots(delta: Record<string, unknown>, channel: number, texts: TextSlot[]): TextSlot[] {
     const into = texts === NO_TEXTS ? [] : texts;
     if (typeof delta.reasoning_content === 'string') into.push(new PartSlot(delta, 'reasoning_content', this, channel, TEXT_PART.reasoningContent, false));
-    if (typeof delta.reasoning === 'string') into.push(new PartSlot(delta, 'reasoning', this, channel, TEXT_PART.reasoning, false));
+    if (typeof delta.reasoning === 'string') {
+      // The same text under both reasoning names in this delta: checked, counted once (TextSlot.repeated).
+      const Slot = reasoningRepeatsReasoningContent(delta) ? RepeatedPartSlot : PartSlot;
+      into.push(new Slot(delta, 'reasoning', this, channel, TEXT_PART.reasoning, false));
+    }
     if (typeof delta.refusal === 'string') into.push(new PartSlot(delta, 'refusal', this, channel, TEXT_PART.refusal, false));
     // One of them of a shape OpenAI never sends (`reasoning: {…}`, `refusal: […]`): its text cannot be placed.
     if (!this.released && (oddTextField(delta.reasoning_content) || oddTextField(delta.reasoning) || oddTextField(delta.refusal))) markPartial(into);
