@@ -53,7 +53,8 @@ export interface TextSlot {
   readonly billedAsInput?: boolean;
   /**
    * The text repeats another slot of the same message or delta: OpenRouter's `reasoning_details`
-   * beside its `reasoning` (or `reasoning_content`). Checked like any other text (a mask lands in
+   * beside its `reasoning` (or `reasoning_content`), or `reasoning` holding the same text as
+   * `reasoning_content` (vLLM during its rename, mlx-vlm). Checked like any other text (a mask lands in
    * both), but counted once: not estimated as input tokens, and notGenerated, so neither kept nor
    * estimated as output.
    */
