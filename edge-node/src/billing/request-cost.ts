@@ -140,3 +140,19 @@ export function enforceOutputLimit(ctx: PipelineContext, perChoiceTokens: number
 export function reservedOutputLimit(ctx: PipelineContext): number | undefined {
   return reservedOutputLimits.get(ctx);
 }
+
+/**
+ * The most output the upstream was told it may write, in all (docs/billing.md, "Output limit"): on
+ * chat the per-choice limit forwarded (the reserved one on a priced request, else the caller's own)
+ * times the choices; on Messages the caller's `max_tokens` (required, forwarded as sent); undefined
+ * when no limit went upstream (an unpriced chat request without one) or the API writes no output.
+ * Stage meter caps an output *estimate* at it: the estimate (~4 characters per token) runs high
+ * on text of long tokens, while an upstream that obeys the limit bills at most this.
+ */
+export function enforcedOutputTokens(ctx: PipelineContext): number | undefined {
+  if (ctx.api === 'messages') return ctx.maxOutputTokens ?? undefined;
+  if (ctx.api !== 'chat.completions') return undefined;
+  const perChoice = reservedOutputLimit(ctx) ?? ctx.maxOutputTokens;
+  if (perChoice === null) return undefined;
+  return Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.trunc(perChoice)) * chatChoiceCount(ctx.forwardBody));
+}

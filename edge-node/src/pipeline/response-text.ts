@@ -47,7 +47,8 @@ export function countGuardedText(ctx: PipelineContext, texts: readonly TextSlot[
 
 /**
  * The output estimate when the upstream gave no (final) usage: the text delivered, or, when output
- * rules saw more of the model's text than went out (held or blocked), that text.
+ * rules saw more of the model's text than went out (held or blocked), that text. Uncapped here:
+ * stage meter caps it at the output limit sent upstream (request-cost.ts enforcedOutputTokens).
  */
 export function estimatedOutputTokens(ctx: PipelineContext): number {
   const delivered = deliveredOutputTokens(ctx);

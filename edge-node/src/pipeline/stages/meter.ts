@@ -13,6 +13,11 @@
 // Prompt-cache writes (UpstreamUsage.cacheWrites) go with the input count they are part of.
 // MCP calls are priced per call, not per token, and what a tool server relays (event-stream framing,
 // hours of a GET stream's notifications) is no model output: their usage stays 0, not estimated.
+// An output estimate is capped at the output limit sent upstream (request-cost.ts
+// enforcedOutputTokens): ~4 characters per token overcounts text of long tokens, and an upstream
+// obeying the limit writes no more, so a priced request's output stays within its reservation. A
+// count the upstream gave (partial ones too) is billed as given, above the limit or not.
+import { enforcedOutputTokens } from '../../billing/request-cost.js';
 import type { PipelineContext } from '../context.js';
 import { estimatedOutputTokens } from '../response-text.js';
 import type { Stage, StageResult } from '../stage.js';
@@ -24,12 +29,17 @@ export const meterStage: Stage = {
     if (ctx.api === 'mcp') return undefined;
     const upstream = ctx.upstreamUsage;
     const estimatedInput = (): number => ctx.estimatedInputTokens + ctx.deliveredInputTokens;
+    const estimatedOutput = (): number => {
+      const limit = enforcedOutputTokens(ctx);
+      const estimate = estimatedOutputTokens(ctx);
+      return limit === undefined ? estimate : Math.min(estimate, limit);
+    };
     if (upstream !== null && upstream.partial) {
       const input = upstream.inputTokens;
       const inputKept = input !== undefined && input > 0;
       ctx.usage = {
         inputTokens: (inputKept ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens,
-        outputTokens: Math.max(upstream.outputTokens ?? 0, estimatedOutputTokens(ctx)),
+        outputTokens: Math.max(upstream.outputTokens ?? 0, estimatedOutput()),
         estimated: true,
         ...(inputKept && upstream.cacheWrites !== undefined ? { cacheWrites: upstream.cacheWrites } : {}),
       };
@@ -37,12 +47,12 @@ export const meterStage: Stage = {
       const { inputTokens, outputTokens } = upstream;
       ctx.usage = {
         inputTokens: inputTokens ?? estimatedInput(),
-        outputTokens: outputTokens ?? estimatedOutputTokens(ctx),
+        outputTokens: outputTokens ?? estimatedOutput(),
         estimated: inputTokens === undefined || outputTokens === undefined,
         ...(inputTokens !== undefined && upstream.cacheWrites !== undefined ? { cacheWrites: upstream.cacheWrites } : {}),
       };
     } else if (ctx.served !== undefined) {
-      ctx.usage = { inputTokens: estimatedInput(), outputTokens: estimatedOutputTokens(ctx), estimated: true };
+      ctx.usage = { inputTokens: estimatedInput(), outputTokens: estimatedOutput(), estimated: true };
     }
     return undefined;
   },
