@@ -11,7 +11,9 @@
  * the batch made the node resend it from that row on every session, so one damaged spool row (or a
  * record a newer node wrote) stopped its backlog and its whole control link for good. A record
  * that passes these checks but that PostgreSQL refuses, or whose request id another node's record
- * holds, is set aside the same way by ingestRecords.
+ * holds, is set aside the same way by ingestRecords, as is one received outside the window around
+ * the control plane's clock this handler passes (receivedAtWindow) and a later copy with other
+ * content of a record the node sent before.
  *
  * A batch of a node found deleted (ingestRecords' NodeDeletedError) is not acked and ends the
  * session with NODE_DELETED: none of it was stored, so the node keeps its records.
@@ -23,7 +25,7 @@ import { MAX_RECORD_JSON_BYTES, isPlainValidRecord, requestRecordSchema } from '
 import type { NodeMessage, RequestRecord } from '../../../proto/src/index.js';
 import { NodeMessageInvalid } from '../gateway/node-stream-handler.js';
 import type { HandlerDeps, NodeStreamHandler } from '../gateway/node-stream-handler.js';
-import { ingestRecords } from './record-ingestion.js';
+import { ingestRecords, receivedAtWindow } from './record-ingestion.js';
 import type { RejectedRecord, RejectionReason } from './record-ingestion.js';
 
 /** Records per batch the control plane takes (the node sends at most 500). */
@@ -99,7 +101,8 @@ export function parseRecordBatch(message: NodeMessage, nodeId: string): ParsedRe
       rejected.push({ requestId: entry.requestId, reason: checked.reason, detail: checked.detail, bytes, sha256: createHash('sha256').update(bytes).digest() });
     } else {
       records.push(checked);
-      sent.set(checked.requestId, bytes);
+      // The first copy's bytes: ingestion keeps the first record of a request id.
+      if (!sent.has(checked.requestId)) sent.set(checked.requestId, bytes);
     }
   }
   return { batchId: batch.batchId, lastSequence: batch.lastSequence, records, rejected, sent };
@@ -111,7 +114,8 @@ export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
     payloads: ['recordBatch'],
     async handle(node, message, send) {
       const batch = parseRecordBatch(message, node.nodeId);
-      const result = await ingestRecords(deps.pool, node, batch.records, { batchId: batch.batchId, rejected: batch.rejected, sent: batch.sent }, deps.logger);
+      const window = receivedAtWindow(Date.now());
+      const result = await ingestRecords(deps.pool, node, batch.records, { batchId: batch.batchId, rejected: batch.rejected, sent: batch.sent }, deps.logger, window);
       if (result.duplicates > 0) deps.logger.info({ nodeId: node.nodeId, batchId: batch.batchId, duplicates: result.duplicates }, 'record batch held records already ingested');
       if (result.rejected > 0) {
         // Reasons and request ids only: record content stays in the table.

@@ -23,6 +23,17 @@
  * held beyond the spend settled so far (returnLeasesOfNode), and that credit may be leased to
  * another node at once, so a record charged after it would push the account's leases past its
  * balance. A batch already under way holds the row: the deletion waits and returns its spend settled.
+ *
+ * A record whose receivedAt lies outside the window around the control plane's clock the batch
+ * handler passes (receivedAtWindow: 1 day ahead, 400 days behind) is set aside as
+ * received_at_out_of_range (migration 0021), unless this node's record already holds its id (a
+ * resend: a duplicate). Every distinct month of a batch got its partition, never dropped: one
+ * enrolled node made 1,084 with one batch, under the lock every replica's ingestion waits on.
+ *
+ * Two records of one node with one request id are one request: the first copy ingested is kept,
+ * within a batch too (the in-batch map kept the last). A later copy with other content (another
+ * cost, status, …) is not a duplicate to forget but set aside as request_id_conflict (migration
+ * 0021), so the operator sees it; an identical one is a duplicate as before.
  */
 import type pg from 'pg';
 import type pino from 'pino';
@@ -47,8 +58,9 @@ export interface IngestResult {
   rejectedStored: number;
   /**
    * Records that passed the batch handler's checks but were set aside here (counted in `rejected`):
-   * unstorable ones (invalid_record), and those whose request id another node's record holds
-   * (request_id_taken).
+   * unstorable ones (invalid_record), those whose request id another node's record holds
+   * (request_id_taken), those received outside the window (received_at_out_of_range), and later
+   * copies with other content of a record this node sent (request_id_conflict).
    */
   setAside: readonly RejectedRecord[];
 }
@@ -61,7 +73,24 @@ export type RejectionReason =
   | 'foreign_node'
   | 'too_large'
   | 'invalid_request_id'
-  | 'request_id_taken';
+  | 'request_id_taken'
+  | 'received_at_out_of_range'
+  | 'request_id_conflict';
+
+/** How far ahead of the control plane's clock a record's receivedAt may be: a node stamps the control plane's time (node-api.md, "The node's clock"), or its host's within 30 s of it. */
+export const RECEIVED_AT_MAX_AHEAD_MS = 24 * 60 * 60 * 1000;
+/** How far behind it: a spool keeps a record until delivered, so this is how long a node may stay away with its backlog. */
+export const RECEIVED_AT_MAX_AGE_MS = 400 * 24 * 60 * 60 * 1000;
+
+/** The receivedAt range [fromMs, toMs] a node's records are ingested in; each month of it may get a partition. */
+export interface ReceivedAtWindow {
+  fromMs: number;
+  toMs: number;
+}
+
+export function receivedAtWindow(nowMs: number): ReceivedAtWindow {
+  return { fromMs: nowMs - RECEIVED_AT_MAX_AGE_MS, toMs: nowMs + RECEIVED_AT_MAX_AHEAD_MS };
+}
 
 /** A batch entry that cannot be ingested, as the node sent it. */
 export interface RejectedRecord {
@@ -141,6 +170,7 @@ async function insertNewRecords(
   json: string,
   log: SettlementLog | undefined,
 ): Promise<{ newRecords: RequestRecord[]; takenBy: Map<string, string>; created: MonthPartition[] }> {
+  if (records.length === 0) return { newRecords: [], takenBy: new Map(), created: [] };
   const created = await ensurePartitions(client, records.map((r) => r.receivedAt));
   const ids = await client.query<{ request_id: string }>(
     `insert into request_record_ids (request_id, received_at, node_id)
@@ -199,6 +229,100 @@ function takenRecords(records: readonly BatchRecord[], takenBy: ReadonlyMap<stri
   });
 }
 
+/** A record's content with object keys sorted, so two copies compare equal whatever their key order. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** A batch split before any write: what is ingested, and what is set aside or counted on its own. */
+interface SortedBatch {
+  /** The first copy of each request id received within the window. */
+  inWindow: BatchRecord[];
+  /** The first copy of each request id received outside it (no partition is made for them). */
+  outOfWindow: BatchRecord[];
+  /** Later copies within the batch whose content differs from the first's. */
+  inBatchConflicts: RejectedRecord[];
+}
+
+function sortBatch(records: readonly RequestRecord[], storable: readonly RequestRecord[], window: ReceivedAtWindow | undefined): SortedBatch {
+  const first = new Map<string, BatchRecord>();
+  const inBatchConflicts: RejectedRecord[] = [];
+  storable.forEach((s, i) => {
+    const kept = first.get(s.requestId);
+    if (kept === undefined) first.set(s.requestId, { storable: s, parsed: records[i]! });
+    // Kept as parsed: the bytes the batch handler keeps of an id (`sent`) are its first copy's.
+    else if (canonicalJson(kept.storable) !== canonicalJson(s)) inBatchConflicts.push(setAsideRecord(records[i]!, 'request_id_conflict', 'an earlier record of the same batch has this request id and other content; that one is kept', undefined));
+  });
+  const unique = [...first.values()];
+  const inside = (r: BatchRecord): boolean => window === undefined || (r.storable.receivedAt >= window.fromMs && r.storable.receivedAt <= window.toMs);
+  return { inWindow: unique.filter(inside), outOfWindow: unique.filter((r) => !inside(r)), inBatchConflicts };
+}
+
+/**
+ * Of records received outside the window, those this node's record already holds (resent after
+ * their time left the window: duplicates, compared like any) and the others, set aside without a
+ * partition. One query, only when there are such records.
+ */
+async function sortOutOfWindow(
+  client: pg.PoolClient,
+  nodeId: string,
+  records: readonly BatchRecord[],
+  window: ReceivedAtWindow | undefined,
+  sent: ReadonlyMap<string, Buffer> | undefined,
+): Promise<{ held: BatchRecord[]; setAside: RejectedRecord[] }> {
+  if (records.length === 0 || window === undefined) return { held: [], setAside: [] };
+  const { rows } = await client.query<{ request_id: string }>(
+    'select request_id from request_record_ids where request_id = any($1::text[]) and node_id = $2',
+    [records.map((r) => r.storable.requestId), nodeId],
+  );
+  const heldIds = new Set(rows.map((r) => r.request_id));
+  const aheadDays = RECEIVED_AT_MAX_AHEAD_MS / 86_400_000;
+  const ageDays = RECEIVED_AT_MAX_AGE_MS / 86_400_000;
+  return {
+    held: records.filter((r) => heldIds.has(r.storable.requestId)),
+    setAside: records.filter((r) => !heldIds.has(r.storable.requestId)).map((r) => setAsideRecord(
+      r.parsed,
+      'received_at_out_of_range',
+      r.storable.receivedAt > window.toMs
+        ? `receivedAt more than ${aheadDays} day ahead of the control plane's clock (a node clock far off?); records are ingested from ${ageDays} days behind it to ${aheadDays} day ahead`
+        : `receivedAt more than ${ageDays} days behind the control plane's clock; records are ingested from ${ageDays} days behind it to ${aheadDays} day ahead`,
+      sent,
+    )),
+  };
+}
+
+/**
+ * Of records whose id this node's record already holds, those whose content differs from the one
+ * stored (PostgreSQL compares the jsonb: key order and number spelling do not count), set aside as
+ * request_id_conflict. One query, only when there are such records.
+ */
+async function conflictingCopies(client: pg.PoolClient, nodeId: string, records: readonly BatchRecord[], sent: ReadonlyMap<string, Buffer> | undefined): Promise<RejectedRecord[]> {
+  if (records.length === 0) return [];
+  const { rows } = await client.query<{ request_id: string }>(
+    `select i.request_id from jsonb_array_elements($2::jsonb) as x
+       join request_record_ids i on i.request_id = x->>'requestId' and i.node_id = $1
+       join request_records r on r.received_at = i.received_at and r.request_id = i.request_id
+     where r.record <> x`,
+    [nodeId, JSON.stringify(records.map((r) => r.storable))],
+  );
+  const differing = new Set(rows.map((r) => r.request_id));
+  return records
+    .filter((r) => differing.has(r.storable.requestId))
+    .map((r) => setAsideRecord(r.parsed, 'request_id_conflict', "this node's record of this request id was ingested earlier with other content; that one is kept", sent));
+}
+
+/** Of a step's records, those neither new nor held by another node: this node's, sent before. */
+function resent(records: readonly BatchRecord[], newRecords: readonly RequestRecord[], takenBy: ReadonlyMap<string, string>): BatchRecord[] {
+  if (newRecords.length === records.length) return [];
+  const fresh = new Set(newRecords.map((r) => r.requestId));
+  return records.filter((r) => !fresh.has(r.storable.requestId) && !takenBy.has(r.storable.requestId));
+}
+
 /**
  * The batch again, one record per savepoint, after it failed as a whole with a data error: a
  * record that fails with one is set aside, the others are ingested as usual. Any other error
@@ -208,7 +332,8 @@ async function ingestRecordByRecord(
   pool: pg.Pool,
   node: { nodeId: string; nodeName: string },
   sentCount: number,
-  records: readonly BatchRecord[],
+  sorted: SortedBatch,
+  window: ReceivedAtWindow | undefined,
   rejectedBatch: RejectedBatch,
   log: SettlementLog | undefined,
 ): Promise<IngestResult> {
@@ -216,8 +341,11 @@ async function ingestRecordByRecord(
   const setAside: RejectedRecord[] = [];
   const result = await withTransaction(pool, async (client) => {
     await shareUndeletedNode(client, node.nodeId);
+    const outside = await sortOutOfWindow(client, node.nodeId, sorted.outOfWindow, window, rejectedBatch.sent);
+    setAside.push(...outside.setAside, ...sorted.inBatchConflicts);
+    const sentBefore: BatchRecord[] = [...outside.held];
     let accepted = 0;
-    for (const record of records) {
+    for (const record of sorted.inWindow) {
       await client.query('savepoint ingest_record');
       try {
         const step = await insertNewRecords(client, node, [record.storable], JSON.stringify([record.storable]), log);
@@ -225,12 +353,14 @@ async function ingestRecordByRecord(
         accepted += step.newRecords.length;
         created.push(...step.created);
         setAside.push(...takenRecords([record], step.takenBy, rejectedBatch.sent));
+        sentBefore.push(...resent([record], step.newRecords, step.takenBy));
       } catch (err) {
         if (!isRecordDataError(err)) throw err;
         await client.query('rollback to savepoint ingest_record');
         setAside.push(setAsideRecord(record.parsed, 'invalid_record', recordDataErrorDetail(err), rejectedBatch.sent));
       }
     }
+    setAside.push(...(await conflictingCopies(client, node.nodeId, sentBefore, rejectedBatch.sent)));
     const rejected = [...rejectedBatch.rejected, ...setAside];
     const rejectedStored = await storeRejected(client, node, { batchId: rejectedBatch.batchId, rejected });
     return { accepted, duplicates: sentCount - accepted - setAside.length, rejected: rejected.length, rejectedStored, setAside };
@@ -245,6 +375,8 @@ export async function ingestRecords(
   records: readonly RequestRecord[],
   rejectedBatch: RejectedBatch = { batchId: '', rejected: [] },
   log?: SettlementLog,
+  /** The batch handler's (receivedAtWindow of now); without it every receivedAt the schema takes is ingested. */
+  window?: ReceivedAtWindow,
 ): Promise<IngestResult> {
   if (records.length === 0 && rejectedBatch.rejected.length === 0) return { accepted: 0, duplicates: 0, rejected: 0, rejectedStored: 0, setAside: [] };
   if (records.length === 0) {
@@ -256,31 +388,35 @@ export async function ingestRecords(
   }
   // Characters PostgreSQL cannot store are replaced first, so ids are compared as they will be stored.
   const storable = storableJsonArray(records);
-  // One record per request id within the batch too (a node never sends two, but the key decides).
-  const byId = new Map(storable.values.map((r, i) => [r.requestId, i]));
-  const unique = [...byId.values()].map((i): BatchRecord => ({ storable: storable.values[i]!, parsed: records[i]! }));
+  // One record per request id within the batch too (a node never sends two, but the key decides):
+  // the first, as across batches.
+  const sorted = sortBatch(records, storable.values, window);
+  const { inWindow } = sorted;
   let created: MonthPartition[] = [];
   try {
     const result = await withTransaction(pool, async (client) => {
       await shareUndeletedNode(client, node.nodeId);
+      const outside = await sortOutOfWindow(client, node.nodeId, sorted.outOfWindow, window, rejectedBatch.sent);
       const step = await insertNewRecords(
         client,
         node,
-        unique.map((r) => r.storable),
-        unique.length === storable.values.length ? storable.json : JSON.stringify(unique.map((r) => r.storable)),
+        inWindow.map((r) => r.storable),
+        inWindow.length === storable.values.length ? storable.json : JSON.stringify(inWindow.map((r) => r.storable)),
         log,
       );
       created = step.created;
-      const taken = takenRecords(unique, step.takenBy, rejectedBatch.sent);
-      const rejected = [...rejectedBatch.rejected, ...taken];
+      const taken = takenRecords(inWindow, step.takenBy, rejectedBatch.sent);
+      const conflicts = await conflictingCopies(client, node.nodeId, [...resent(inWindow, step.newRecords, step.takenBy), ...outside.held], rejectedBatch.sent);
+      const setAside = [...outside.setAside, ...taken, ...sorted.inBatchConflicts, ...conflicts];
+      const rejected = [...rejectedBatch.rejected, ...setAside];
       const rejectedStored = await storeRejected(client, node, { batchId: rejectedBatch.batchId, rejected });
-      return { accepted: step.newRecords.length, duplicates: records.length - step.newRecords.length - taken.length, rejected: rejected.length, rejectedStored, setAside: taken };
+      return { accepted: step.newRecords.length, duplicates: records.length - step.newRecords.length - setAside.length, rejected: rejected.length, rejectedStored, setAside };
     });
     rememberPartitions(created);
     return result;
   } catch (err) {
     // The same record would fail the batch on every resend: find it, set it aside, ingest the rest.
     if (!isRecordDataError(err)) throw err;
-    return ingestRecordByRecord(pool, node, records.length, unique, rejectedBatch, log);
+    return ingestRecordByRecord(pool, node, records.length, sorted, window, rejectedBatch, log);
   }
 }

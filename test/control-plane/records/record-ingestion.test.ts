@@ -17,6 +17,8 @@ const pool = await migratedPool(t, db.url);
 const settings = testSettings(db.url);
 const handler = recordBatchHandler({ pool, logger: captureLogger(settings).logger, settings });
 const NODE = { nodeId: 'node-spool-test-0001', nodeName: 'edge-a', sessionId: 's-1' };
+/** Two days ago, on a whole second: the batch handler ingests records received within its window around now. */
+const RECENT = Math.floor(Date.now() / 1000) * 1000 - 2 * 86_400_000;
 
 let batchNo = 0;
 function batchOf(records: RequestRecord[], overrides: Partial<NonNullable<NodeMessage['recordBatch']>> = {}): NodeMessage {
@@ -42,7 +44,7 @@ async function count(prefix: string): Promise<number> {
 }
 
 const records = (prefix: string, n: number, extra: Partial<RequestRecord> = {}): RequestRecord[] =>
-  Array.from({ length: n }, (_, i) => record(`${prefix}-${i}`, { nodeId: NODE.nodeId, receivedAt: Date.UTC(2026, 10, 20, 12, 0, i), finishedAt: Date.UTC(2026, 10, 20, 12, 0, i) + 50, ...extra }));
+  Array.from({ length: n }, (_, i) => record(`${prefix}-${i}`, { nodeId: NODE.nodeId, receivedAt: RECENT + i * 1000, finishedAt: RECENT + i * 1000 + 50, ...extra }));
 
 t.test('a batch ingested twice is stored once and its second ack counts duplicates', async (t) => {
   const batch = batchOf(records('twice', 20));
@@ -72,16 +74,20 @@ t.test('two replicas ingesting the same batch at once store each record once', a
 });
 
 t.test('records land in monthly partitions created on demand', async (t) => {
-  const jan = records('jan', 2, { receivedAt: Date.UTC(2027, 0, 31, 23, 59, 59, 999), finishedAt: Date.UTC(2027, 1, 1) });
-  const feb = records('feb', 1, { receivedAt: Date.UTC(2027, 1, 1), finishedAt: Date.UTC(2027, 1, 1, 0, 0, 1) });
-  await deliver(batchOf([...jan.map((r, i) => ({ ...r, requestId: `jan-${i}` })), ...feb]));
+  // The last millisecond of last month and the first of this one (both within the handler's window).
+  const now = new Date();
+  const monthStart = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
+  const partOf = (ms: number): string => `request_records_p${new Date(ms).toISOString().slice(0, 7).replace('-', '')}`;
+  const prev = records('prev', 2, { receivedAt: monthStart - 1, finishedAt: monthStart });
+  const current = records('this', 1, { receivedAt: monthStart, finishedAt: monthStart + 1000 });
+  await deliver(batchOf([...prev, ...current]));
   const rows = await pool.query<{ request_id: string; part: string }>(
-    "select request_id, tableoid::regclass::text as part from request_records where request_id like 'jan-%' or request_id like 'feb-%' order by request_id",
+    "select request_id, tableoid::regclass::text as part from request_records where request_id like 'prev-%' or request_id like 'this-%' order by request_id",
   );
   t.same(rows.rows, [
-    { request_id: 'feb-0', part: 'request_records_p202702' },
-    { request_id: 'jan-0', part: 'request_records_p202701' },
-    { request_id: 'jan-1', part: 'request_records_p202701' },
+    { request_id: 'prev-0', part: partOf(monthStart - 1) },
+    { request_id: 'prev-1', part: partOf(monthStart - 1) },
+    { request_id: 'this-0', part: partOf(monthStart) },
   ]);
 });
 
@@ -97,7 +103,7 @@ t.test("a record whose request id another node's record holds is set aside namin
   // Any enrolled node can send a record with its own node id and another node's request id (the
   // x-request-id that node's callers saw) before that node backfills its real record.
   const other = { nodeId: 'node-spool-test-0002', nodeName: 'edge-b', sessionId: 's-2' };
-  const at = Date.UTC(2026, 10, 20, 13, 0, 0);
+  const at = RECENT + 3_600_000;
   const first = record('taken-id', { nodeId: other.nodeId, receivedAt: at, finishedAt: at + 10, model: 'first-model' });
   t.match(await deliver(batchOf([first]), other), { acceptedCount: 1 });
 
@@ -135,12 +141,12 @@ t.test('a record that is not JSON or not a request record is set aside; a malfor
 
 t.test("every column of an ingested row is the record's own value, nulls included, and the stored record is the record", async (t) => {
   const full = record('columns-full', {
-    nodeId: NODE.nodeId, receivedAt: Date.UTC(2026, 10, 21, 8, 30, 0, 123), finishedAt: Date.UTC(2026, 10, 21, 8, 30, 1, 456),
+    nodeId: NODE.nodeId, receivedAt: RECENT + 7_200_123, finishedAt: RECENT + 7_201_456,
     keyId: 'key-9', accountId: 'acct-9', model: 'gpt-x "quoted" \\ ü', api: 'messages', status: 'failed', httpStatus: 502,
     errorCode: 'ZN_ERR_UPSTREAM_UNAVAILABLE', usage: { inputTokens: 12_345_678_901, outputTokens: 7, estimated: true },
     cost: { reservedMicros: 5_000, costMicros: 0, leaseId: null, priced: false },
   });
-  const bare = record('columns-bare', { nodeId: NODE.nodeId, receivedAt: Date.UTC(2026, 10, 21, 8, 30, 2), finishedAt: Date.UTC(2026, 10, 21, 8, 30, 2), keyId: null, accountId: null, model: null, errorCode: null, status: 'rejected', httpStatus: 401 });
+  const bare = record('columns-bare', { nodeId: NODE.nodeId, receivedAt: RECENT + 7_202_000, finishedAt: RECENT + 7_202_000, keyId: null, accountId: null, model: null, errorCode: null, status: 'rejected', httpStatus: 401 });
   await deliver(batchOf([full, bare]));
   const { rows } = await pool.query<Record<string, unknown>>(
     `select request_id, (extract(epoch from received_at) * 1000)::bigint as received_ms, (extract(epoch from finished_at) * 1000)::bigint as finished_ms,
@@ -160,7 +166,7 @@ t.test("every column of an ingested row is the record's own value, nulls include
 });
 
 t.test('NUL characters and unpaired surrogates are stored as U+FFFD, and their batch and the records in it get through', async (t) => {
-  const at = Date.UTC(2026, 10, 22, 9, 0, 0);
+  const at = RECENT + 10_800_000;
   const odd = record('text-odd-\u0000-id', {
     nodeId: NODE.nodeId, receivedAt: at, finishedAt: at + 5, model: 'gpt\u0000x',
     bodies: { request: '{"model":"gpt\\u0000x"}', response: 'a\ud800b \udc00 ok \ud83d\ude00', truncated: false },

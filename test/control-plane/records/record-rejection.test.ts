@@ -5,7 +5,7 @@
 import t from 'tap';
 import type { RecordBatch, RequestRecord } from '../../../proto/src/index.js';
 import { testDatabase } from '../../fixtures/postgres.js';
-import { record } from '../../edge-node/spool/spool-helpers.js';
+import { record as spoolRecord } from '../../edge-node/spool/spool-helpers.js';
 import { insertAccount } from '../billing/billing-fixtures.js';
 import { enrolledNode, gatewayIdentity, gatewaySettings, liveSession, migratedPool, startTestGateway } from '../gateway-harness.js';
 
@@ -14,6 +14,10 @@ const pool = await migratedPool(t, db.url);
 const identity = await gatewayIdentity();
 const settings = gatewaySettings(db.url);
 const gateway = await startTestGateway(t, { pool, settings, identity });
+
+/** A record received a minute ago: the gateway ingests records received within its window around now. */
+const record = (requestId: string, extra: Partial<RequestRecord> = {}): RequestRecord =>
+  spoolRecord(requestId, { receivedAt: Date.now() - 60_000, finishedAt: Date.now() - 59_950, ...extra });
 
 const entry = (r: RequestRecord): { requestId: string; recordJson: Buffer } => ({ requestId: r.requestId, recordJson: Buffer.from(JSON.stringify(r)) });
 
