@@ -1,7 +1,7 @@
 // The installed etc/node.env (KEY=VALUE lines, as unit-files.ts writes them): read, written
 // atomically, and the temp files of a write that never finished removed.
 import { randomBytes } from 'node:crypto';
-import { lstat, open, readFile, readdir, rename, rm } from 'node:fs/promises';
+import { lstat, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ENV_FILE } from './install-layout.js';
 
@@ -30,9 +30,23 @@ export function parseEnvText(text: string): Record<string, string> {
  * env file of an installer from before replicas): every other line, an operator's too, stays.
  */
 export function withReplicas(envText: string, replicas: number): string {
-  const line = `ZENOVA_NODE_REPLICAS=${replicas}`;
-  const existing = /^ZENOVA_NODE_REPLICAS=.*$/m;
-  return existing.test(envText) ? envText.replace(existing, line) : `${envText.replace(/\n?$/, '\n')}${line}\n`;
+  return withEnvLine(envText, 'ZENOVA_NODE_REPLICAS', String(replicas));
+}
+
+/**
+ * The env file with exactly one `key` line, `key=value`: in place of the last one there (systemd,
+ * parseEnvText and `zenova status` all take the last of several, so an operator's appended
+ * duplicate would otherwise win over the line written here), the others dropped; appended when
+ * there is none. Every other line stays.
+ */
+export function withEnvLine(envText: string, key: string, value: string): string {
+  const line = `${key}=${value}`;
+  const lines = envText.split('\n');
+  // Matched as parseEnvText reads them: surrounding blanks do not hide a line.
+  const isKey = (l: string): boolean => l.trim().startsWith(`${key}=`);
+  const last = lines.findLastIndex(isKey);
+  if (last === -1) return `${envText.replace(/\n?$/, '\n')}${line}\n`;
+  return lines.flatMap((l, i) => (i === last ? [line] : isKey(l) ? [] : [l])).join('\n');
 }
 
 /** The env file's ZENOVA_NODE_REPLICAS when it is a count node-edge takes (1–999), else undefined. */
@@ -61,6 +75,13 @@ export async function writeEnvFile(file: string, text: string, mode: number): Pr
     // Explicit: the mode given to open() is filtered by the umask, which only narrows it anyway.
     await handle.chmod(0o600);
     await handle.writeFile(text);
+    // The file replaced keeps its owner and group (root:<group> 0640 lets that group read it):
+    // the temp is the creator's, root's, until it is given theirs.
+    const owner = await stat(file).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    });
+    if (owner !== undefined) await handle.chown(owner.uid, owner.gid);
     await handle.sync();
     await rename(tmp, file);
     renamed = true;

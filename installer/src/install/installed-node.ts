@@ -1,13 +1,15 @@
 /**
  * What `--upgrade` needs to know of the node installed on this host: its dir (from the node-edge
- * unit), the release `current` links to, and the node id and name of its identity (the upgrade
+ * unit), the release `current` links to (which must be there, unpacked), and the node id and name of its identity (the upgrade
  * token must be the one issued for that node). Read-only.
  */
-import { readFile, readlink } from 'node:fs/promises';
+import { readFile, readdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { IDENTITY_FILE, nodeIdentitySchema } from '../../../edge-node/src/state/identity.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import { NODE_UNIT, installDirFromUnit, installLayout, onHost, releaseOfLink } from './install-layout.js';
+import type { InstallLayout } from './install-layout.js';
+import { isManifestlessRelease, isPartialReleaseLeftover, isUnpackedRelease } from './release-manifest.js';
 import { readUpdateState } from './update-state.js';
 import type { UpgradeInProgress } from './update-state.js';
 
@@ -37,6 +39,13 @@ export async function readInstalledNode(hostRoot: string, services: ServiceManag
   }
   const version = releaseOfLink(target, layout);
   if (version === undefined) return { ok: false, cause: `${layout.current} links to ${target}, not to a release in ${layout.releases}` };
+  // The release the node runs must be there: the upgrade switches back to it should the new one not
+  // be ready, and after a success it is the one kept for a manual switch back.
+  if (!(await isInstalledRelease(hostRoot, layout, version))) {
+    const there = await stat(onHost(hostRoot, layout.releaseDir(version))).then((s) => s.isDirectory(), () => false);
+    const what = there ? `${layout.releaseDir(version)} is no release the installer unpacked (no release manifest of ${version} in it)` : `release ${version} is not there (removed?)`;
+    return { ok: false, cause: `${layout.current} links to ${target}, but ${what}: node-edge cannot start from it, and an upgrade would have no release to switch back to; ${await relinkAdvice(hostRoot, layout)}, then run this command again` };
+  }
   const identityFile = path.posix.join(layout.data, IDENTITY_FILE);
   let identity;
   try {
@@ -47,6 +56,26 @@ export async function readInstalledNode(hostRoot: string, services: ServiceManag
   if (!identity.success) return { ok: false, cause: `the node's identity ${identityFile} is damaged: re-enroll the node first (--reenroll)` };
   const interrupted = (await readUpdateState(hostRoot, layout))?.inProgress;
   return { ok: true, node: { installDir, version, nodeId: identity.data.nodeId, nodeName: identity.data.nodeName, ...(interrupted !== undefined ? { interrupted } : {}) } };
+}
+
+/**
+ * Whether releases/<version> is a release the installer unpacked: one with its manifest, or one an
+ * installer from before release manifests left (trusted here as the dir is the node-edge unit's).
+ */
+export async function isInstalledRelease(hostRoot: string, layout: InstallLayout, version: string): Promise<boolean> {
+  const physical = onHost(hostRoot, layout.releaseDir(version));
+  return (await isUnpackedRelease(physical, version)) || (await isManifestlessRelease(physical));
+}
+
+/** How to relink a `current` that names no release, as `zenova status` advises it: to the newest release there. */
+async function relinkAdvice(hostRoot: string, layout: InstallLayout): Promise<string> {
+  const entries = await readdir(onHost(hostRoot, layout.releases)).catch(() => [] as string[]);
+  const releases: string[] = [];
+  for (const entry of entries) if (!isPartialReleaseLeftover(entry) && (await isInstalledRelease(hostRoot, layout, entry))) releases.push(entry);
+  releases.sort((a, b) => compareReleaseVersions(b, a) ?? b.localeCompare(a));
+  return releases[0] === undefined
+    ? `${layout.releases} holds no release to link it to: put the node's release back there, then \`ln -sfn releases/<version> ${layout.current}\` and \`systemctl restart node-edge\``
+    : `link it to a release that is there: \`ln -sfn ${path.posix.join('releases', releases[0])} ${layout.current}\`, then \`systemctl restart node-edge\` (${layout.releases} holds ${releases.join(', ')})`;
 }
 
 /**

@@ -4,8 +4,9 @@
  * (nothing is switched before the control plane agreed, and a failure before that never burns the
  * token), then switch `current` and `updater` atomically, update the env file's version and the
  * units, restart node-edge and wait up to 60 s until it is ready with its control link up. If it
- * is not, everything is switched back, the previous release is started again, and the failed
- * version is recorded in data/update-state.json. data/ (identity, spool, records) is never touched
+ * is not, everything is switched back (never to a previous release that is gone: switchAndWait),
+ * the previous release is started again, and the failed version is recorded in
+ * data/update-state.json. data/ (identity, spool, records) is never touched
  * by either way; the previous release stays on disk after a success, for a manual switch back.
  */
 import { readFile, readdir, rm, stat } from 'node:fs/promises';
@@ -14,13 +15,14 @@ import { EnrollError } from '../../../edge-node/src/enroll/enroll-errors.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import type { PackageManifest } from '../package/package-manifest.js';
 import type { CaFile } from './control-plane-probe.js';
-import { UPGRADE_ENV_AFTER_SWITCH_ADVICE, UPGRADE_SWITCHED_BACK_START_ADVICE, UPGRADE_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
+import { UPGRADE_ENV_AFTER_SWITCH_ADVICE, UPGRADE_NO_PREVIOUS_RELEASE_ADVICE, UPGRADE_SWITCHED_BACK_START_ADVICE, UPGRADE_TOKEN_REJECTED_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { NODE_UNIT, UPDATER_UNIT, installLayout, onHost } from './install-layout.js';
 import { readInstalledListen, replicasMemoryFinding, unusableListen } from './host-checks.js';
 import type { InstallLayout } from './install-layout.js';
+import { isInstalledRelease } from './installed-node.js';
 import type { InstalledNode } from './installed-node.js';
-import { envReplicas, parseEnvText, withReplicas, writeEnvFile } from './env-file.js';
+import { envReplicas, parseEnvText, withEnvLine, withReplicas, writeEnvFile } from './env-file.js';
 import { installedTlsCert } from './node-tls-probe.js';
 import { READY_TIMEOUT_MS, readyzUrl } from './readiness-wait.js';
 import type { ReadinessWaiter } from './readiness-wait.js';
@@ -59,10 +61,9 @@ function errnoText(err: unknown): string {
   return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }
 
-/** The env file with only its ZENOVA_NODE_VERSION line replaced: lines an operator added stay. */
+/** The env file with one ZENOVA_NODE_VERSION line, `version` (withEnvLine): lines an operator added stay. */
 export function withVersion(envText: string, version: string): string {
-  const line = `ZENOVA_NODE_VERSION=${version}`;
-  return /^ZENOVA_NODE_VERSION=.*$/m.test(envText) ? envText.replace(/^ZENOVA_NODE_VERSION=.*$/m, line) : `${envText.replace(/\n?$/, '\n')}${line}\n`;
+  return withEnvLine(envText, 'ZENOVA_NODE_VERSION', version);
 }
 
 async function switchLinks(hostRoot: string, layout: InstallLayout, version: string): Promise<void> {
@@ -193,6 +194,9 @@ async function switchAndWait(
   const inProgress: UpgradeInProgress = { from, to, at: upgrade.at, ...(upgrade.replicas !== undefined ? { replicas: upgrade.replicas } : {}), previous };
 
   let failure: Finding | undefined;
+  // What went wrong, without what was done about it (the cause of a refused switch back).
+  let whatFailed = '';
+  let linksSwitched = false;
   let earlierFailed: string | undefined;
   try {
     // First, durably: a run killed from here on is found and finished by the next one. The last
@@ -216,8 +220,10 @@ async function switchAndWait(
     await services.writeUnit(UPDATER_UNIT, updaterUnit(layout));
     await services.reload();
     await switchLinks(hostRoot, layout, to);
+    linksSwitched = true;
   } catch (err) {
-    failure = finding('NODE-WRITE-FAILED', `switching to release ${to}: ${errnoText(err)}`, 'The previous release was switched back in. Fix the cause shown, then issue a new upgrade command and run that (this command\'s token is used).');
+    whatFailed = `switching to release ${to}: ${errnoText(err)}`;
+    failure = finding('NODE-WRITE-FAILED', whatFailed, 'The previous release was switched back in. Fix the cause shown, then issue a new upgrade command and run that (this command\'s token is used).');
   }
   let restarted = false;
   if (failure === undefined) {
@@ -232,18 +238,33 @@ async function switchAndWait(
       // (and a later run would find the upgrade unfinished, and finish it again: harmless).
       const recorded = await writeUpdateState(hostRoot, layout, { lastUpgrade: { from, to, at: now().toISOString(), outcome: 'ready' } }).then(() => '', (err: unknown) => `; could not record it in ${stateFile} (${errnoText(err)})`);
       const removed = await removeOlderReleases(hostRoot, layout, [from, to]);
-      step(`kept ${from} in ${layout.releases} for a manual switch back${removed.length > 0 ? `; removed older releases ${removed.join(', ')}` : ''}${recorded}`);
+      const kept = (await isInstalledRelease(hostRoot, layout, from)) ? `kept ${from} in ${layout.releases} for a manual switch back` : `release ${from} is not in ${layout.releases} (removed?): there is none to switch back to by hand`;
+      step(`${kept}${removed.length > 0 ? `; removed older releases ${removed.join(', ')}` : ''}${recorded}`);
       return { ok: true, nodeName: upgrade.nodeName, nodeId: upgrade.nodeId, from, to };
     }
     // Never restarted: the env file (changed since the checks) gives node-edge nothing to start
     // with. The new release never ran, so it is no failed version.
+    whatFailed = outcome.restarted ? `${NODE_UNIT} on ${to} was not ready: ${outcome.reason}` : `${NODE_UNIT} was not restarted on ${to}, which never ran: ${outcome.reason}`;
     failure = outcome.restarted
-      ? finding('NODE-UPGRADE-ROLLED-BACK', `${NODE_UNIT} on ${to} was not ready: ${outcome.reason}; switched back to ${from}`)
-      : finding('NODE-UPGRADE-ENV', `${NODE_UNIT} was not restarted on ${to}, which never ran: ${outcome.reason}; switched back to ${from}`, UPGRADE_ENV_AFTER_SWITCH_ADVICE(from, layout.envFile));
+      ? finding('NODE-UPGRADE-ROLLED-BACK', `${whatFailed}; switched back to ${from}`)
+      : finding('NODE-UPGRADE-ENV', `${whatFailed}; switched back to ${from}`, UPGRADE_ENV_AFTER_SWITCH_ADVICE(from, layout.envFile));
   }
-  step(`${NODE_UNIT} on ${to}`, failure);
 
   // 4. Back to the previous release, which serves with the same data/: links, units, env file.
+  // Never to a release that is gone (the checks refuse a missing one, but it may be removed during
+  // the run): the new release, the env file, units and links stay as they are, with the
+  // in-progress record, rather than leave `current` linking to nothing and no release on disk.
+  if (!(await isInstalledRelease(hostRoot, layout, from))) {
+    const kept = linksSwitched ? `releases/${to}, which current and updater link to,` : `releases/${to}`;
+    const f = finding(
+      'NODE-UPGRADE-SWITCH-BACK-FAILED',
+      `${whatFailed}; release ${from} is not in ${layout.releases} (removed?), so nothing was switched back to it: ${kept} and the in-progress record in ${stateFile} are kept`,
+      UPGRADE_NO_PREVIOUS_RELEASE_ADVICE(from, to, linksSwitched),
+    );
+    step(`${NODE_UNIT} on ${to}`, f);
+    return { ok: false, finding: f };
+  }
+  step(`${NODE_UNIT} on ${to}`, failure);
   // The links first, and only once they are back is the new release removed: a full disk (maybe
   // why the upgrade failed) must not leave `current` linking to a deleted release.
   const linksBack = await failureOf(() => switchLinks(hostRoot, layout, from), SWITCH_BACK_TRIES);
