@@ -6,7 +6,6 @@
  * Exit 0 when a node is installed and enrolled and its `current` names a release that is there, 1 otherwise.
  */
 import { readdir, readlink, stat } from 'node:fs/promises';
-import path from 'node:path';
 import { request } from 'undici';
 import type { Agent } from 'undici';
 import { EXPIRY_WARNING_DAYS } from '../../../edge-node/src/tls/caller-tls.js';
@@ -25,7 +24,7 @@ import { DEFAULT_INSTALL_DIR } from '../install/install-dir-rules.js';
 import { pathExists } from '../install/path-exists.js';
 import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost, releaseOfLink } from '../install/install-layout.js';
 import type { InstallLayout } from '../install/install-layout.js';
-import { compareReleaseVersions } from '../install/installed-node.js';
+import { compareReleaseVersions, relinkWords } from '../install/installed-node.js';
 import { isPartialReleaseLeftover } from '../install/release-manifest.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
@@ -162,9 +161,7 @@ async function brokenCurrentLink(hostRoot: string, layout: InstallLayout, target
   const named = linked === '.' || linked === '..' ? undefined : linked;
   if (named !== undefined && (await stat(onHost(hostRoot, layout.releaseDir(named))).then((s) => s.isDirectory(), () => false))) return null;
   const releases = await installedReleases(onHost(hostRoot, layout.releases));
-  const relink = releases[0] === undefined
-    ? `${layout.releases} holds no release to link it to: put the node's release back there, then \`ln -sfn releases/<version> ${layout.current}\` and \`systemctl restart node-edge\``
-    : `link it to a release that is there: \`ln -sfn ${path.posix.join('releases', releases[0])} ${layout.current}\`, then \`systemctl restart node-edge\` (${layout.releases} holds ${releases.join(', ')})`;
+  const relink = relinkWords(layout, releases);
   if (named !== undefined) {
     return { target, problem: 'missing-release', message: `${layout.current} links to ${target}, but release ${named} is not there (removed?): node-edge cannot start from it; ${relink}` };
   }

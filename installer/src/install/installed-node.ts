@@ -73,6 +73,11 @@ async function relinkAdvice(hostRoot: string, layout: InstallLayout): Promise<st
   const releases: string[] = [];
   for (const entry of entries) if (!isPartialReleaseLeftover(entry) && (await isInstalledRelease(hostRoot, layout, entry))) releases.push(entry);
   releases.sort((a, b) => compareReleaseVersions(b, a) ?? b.localeCompare(a));
+  return relinkWords(layout, releases);
+}
+
+/** The words of a relink of `current` to the first of `releases` (newest first), or of putting one back when there is none; `zenova status` says the same. */
+export function relinkWords(layout: InstallLayout, releases: readonly string[]): string {
   return releases[0] === undefined
     ? `${layout.releases} holds no release to link it to: put the node's release back there, then \`ln -sfn releases/<version> ${layout.current}\` and \`systemctl restart node-edge\``
     : `link it to a release that is there: \`ln -sfn ${path.posix.join('releases', releases[0])} ${layout.current}\`, then \`systemctl restart node-edge\` (${layout.releases} holds ${releases.join(', ')})`;
