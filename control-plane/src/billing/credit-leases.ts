@@ -29,8 +29,9 @@ interface LeaseRow {
   reportedReserved: bigint | null;
   /**
    * What the node's own figures leave it: granted − its last reported spent − reserved, plus what
-   * was granted since (may be negative). Above granted − reportedSpent − reportedReserved only
-   * when its lease book went back (it reported less spend than the control plane knew).
+   * was granted since (never negative since those figures are bounded by the grant, see
+   * boundedByGrant; a row written before may be). Above granted − reportedSpent − reportedReserved
+   * only when its lease book went back (it reported less spend than the control plane knew).
    */
   reportedRemaining: bigint | null;
   /** Node clock of the last LeaseReport's figures (unix ms). */
@@ -67,6 +68,33 @@ function toLease(r: RawLease): LeaseRow {
 const outstandingOf = (l: LeaseRow): bigint => l.granted - l.spent - l.returned;
 const clampZero = (v: bigint): bigint => (v > 0n ? v : 0n);
 const maxOf = (a: bigint, b: bigint): bigint => (a > b ? a : b);
+
+/**
+ * A node's figures on a lease as the control plane takes them: its spend at most the lease's granted
+ * total, its reservations at most what that leaves (docs/billing.md, "Node figures beyond the
+ * grant"). Unbounded, one report or return past the grant (a hostile or broken node; an honest
+ * node's cost overshooting its reservation, by that overshoot) made the top-up that followed exceed
+ * the policy's target, or a close keep, or release per record, more than the lease ever held.
+ */
+export interface NodeFiguresBeyondGrant {
+  grantedMicros: bigint;
+  /** What the node said. */
+  spentMicros: bigint;
+  reservedMicros: bigint;
+  /** What was taken from it. */
+  keptSpentMicros: bigint;
+  keptReservedMicros: bigint;
+}
+
+function boundedByGrant(granted: bigint, spent: bigint, reserved: bigint): { spent: bigint; reserved: bigint; beyond: NodeFiguresBeyondGrant | undefined } {
+  const keptSpent = spent > granted ? clampZero(granted) : spent;
+  const room = clampZero(granted - keptSpent);
+  const keptReserved = reserved > room ? room : reserved;
+  const beyond = keptSpent === spent && keptReserved === reserved
+    ? undefined
+    : { grantedMicros: granted, spentMicros: spent, reservedMicros: reserved, keptSpentMicros: keptSpent, keptReservedMicros: keptReserved };
+  return { spent: keptSpent, reserved: keptReserved, beyond };
+}
 
 /** What the node may still reserve from the lease by the control plane's view of its last report. */
 function availableByReport(l: LeaseRow): bigint | undefined {
@@ -121,9 +149,13 @@ async function closeLease(client: pg.PoolClient, lease: LeaseRow, node: NodeFigu
   const byNode = node.spent + node.reserved;
   const kept = byNode > settled ? byNode : settled;
   const give = clampZero(lease.granted - kept);
-  // The reservations kept outstanding (never more than the lease keeps beyond its settled figures).
+  // The reservations kept outstanding: never more than the lease keeps beyond its settled figures,
+  // nor than it still holds once closed (granted − settled − given back), so the in-flight records
+  // that release them (releaseHeld) cannot hand back more than the lease was granted.
   const beyondSettled = clampZero(kept - settled);
-  const held = node.reserved < beyondSettled ? node.reserved : beyondSettled;
+  const outstandingAfter = clampZero(lease.granted - settled - give);
+  let held = node.reserved < beyondSettled ? node.reserved : beyondSettled;
+  if (held > outstandingAfter) held = outstandingAfter;
   if (give > 0n) {
     await appendLedger(client, { accountId: lease.accountId, kind: 'lease_return', amountMicros: give, leaseId: lease.id, nodeId: lease.nodeId });
     await adjustBalance(client, lease.accountId, { outstanding: -give });
@@ -235,6 +267,9 @@ export async function topUpLease(client: pg.PoolClient, nodeId: string, accountI
   // A node whose lease book went back reserves from its own figures, which leave it more than the
   // control plane's: it is topped up only once those fall below the target (recordLeaseReport).
   if (lease !== undefined && nodeBookBehind(lease)) nodeAvailable = maxOf(nodeAvailable, lease.reportedRemaining!);
+  // Never below nothing: a node whose figures (or whose settled records) passed its grant is
+  // topped up to the target, not by the excess too (a node never holds more than the target).
+  nodeAvailable = clampZero(nodeAvailable);
   // A suspended or deleted account gets no more credit; its open lease is still re-sent as is.
   let add = account[0]?.live === true ? target - nodeAvailable : 0n;
   if (add > free) add = free;
@@ -342,6 +377,8 @@ export interface LeaseReportOutcome {
    * (LeaseGrant.known_spent_micros) at once rather than at the next top-up.
    */
   nodeBehind: boolean;
+  /** Set when the report's figures passed the lease's grant and were bounded by it (the caller logs it at warn level). */
+  beyondGrant?: NodeFiguresBeyondGrant;
 }
 
 /**
@@ -355,6 +392,8 @@ export interface LeaseReportOutcome {
  * what the lease's records settled (plus write-offs of interrupted requests, which the node counts
  * as spent), and the node's own remaining is kept apart (reported_remaining_micros): top-ups count
  * what its own figures let it reserve (topUpLease), so the difference is not handed out twice.
+ * The report's spend is taken at most at the lease's granted total and its reservations at most at
+ * what that leaves (boundedByGrant); the spend it said still decides whether its book went back.
  */
 export async function recordLeaseReport(client: pg.PoolClient, nodeId: string, r: LeaseFigures): Promise<LeaseReportOutcome | undefined> {
   if (!UUID_PATTERN.test(r.leaseId) || !UUID_PATTERN.test(r.accountId)) return undefined;
@@ -367,20 +406,23 @@ export async function recordLeaseReport(client: pg.PoolClient, nodeId: string, r
   const settled = lease.spent + lease.returned;
   const known = maxOf(lease.reportedSpent ?? 0n, settled);
   const wasBehind = nodeBookBehind(lease);
+  const bounded = boundedByGrant(lease.granted, r.spentMicros, r.reservedMicros);
   await client.query(
     `update credit_leases set reported_spent_micros = $2, reported_reserved_micros = $3, reported_remaining_micros = $4,
             reported_at = now(), reported_node_ms = $5, updated_at = now()
       where id = $1`,
     [
-      lease.id, maxOf(known, r.spentMicros).toString(), r.reservedMicros.toString(), (lease.granted - r.spentMicros - r.reservedMicros).toString(),
+      lease.id, maxOf(known, bounded.spent).toString(), bounded.reserved.toString(), (lease.granted - bounded.spent - bounded.reserved).toString(),
       r.reportedAt !== undefined && r.reportedAt > 0n ? r.reportedAt.toString() : null,
     ],
   );
-  if (r.spentMicros >= known) return { wentBack: undefined, nodeBehind: false };
-  if (wasBehind) return { wentBack: undefined, nodeBehind: true };
+  const beyondGrant = bounded.beyond === undefined ? {} : { beyondGrant: bounded.beyond };
+  if (r.spentMicros >= known) return { wentBack: undefined, nodeBehind: false, ...beyondGrant };
+  if (wasBehind) return { wentBack: undefined, nodeBehind: true, ...beyondGrant };
   return {
     nodeBehind: true,
     wentBack: { reportedSpentMicros: r.spentMicros, previousReportedSpentMicros: lease.reportedSpent, settledSpentMicros: settled, knownSpentMicros: known },
+    ...beyondGrant,
   };
 }
 
@@ -390,10 +432,13 @@ export async function recordLeaseReport(client: pg.PoolClient, nodeId: string, r
  * `nodeSpent` is LeaseReturn.spent_micros (in-flight reservations included); `reserved` the part of it
  * in-flight requests held (LeaseReturn.reserved_micros) and `returnedAtMs` the node clock when it
  * stopped reserving (LeaseReturn.returned_at): those reservations stay outstanding and each such
- * request's record releases reserved − cost. Idempotent.
+ * request's record releases reserved − cost. The node's settled spend is taken at most at the
+ * lease's granted total and its reservations at most at what that leaves (boundedByGrant), told to
+ * `onBeyondGrant` when they were more. Idempotent.
  */
 export async function returnLease(
   client: pg.PoolClient, nodeId: string, accountId: string, leaseId: string, nodeSpent: bigint, reserved = 0n, returnedAtMs: number | null = null,
+  onBeyondGrant?: (figures: NodeFiguresBeyondGrant) => void,
 ): Promise<bigint | undefined> {
   if (!UUID_PATTERN.test(leaseId)) return undefined;
   const balance = await lockAccountBalance(client, accountId);
@@ -404,11 +449,13 @@ export async function returnLease(
   );
   const lease = rows[0] && toLease(rows[0]);
   if (lease === undefined || lease.state !== 'open') return undefined;
-  const held = reserved < 0n ? 0n : reserved > nodeSpent ? nodeSpent : reserved;
+  const inFlight = reserved < 0n ? 0n : reserved > nodeSpent ? nodeSpent : reserved;
+  const bounded = boundedByGrant(lease.granted, nodeSpent - inFlight, inFlight);
+  if (bounded.beyond !== undefined) onBeyondGrant?.(bounded.beyond);
   // A lease book that went back returns with less spend than it reported: that spend's records may
   // still arrive and must find it held, not handed back.
-  const spent = maxOf(nodeSpent - held, lease.reportedSpent ?? 0n);
-  return closeLease(client, lease, { spent, reserved: held, atNodeMs: returnedAtMs !== null && returnedAtMs > 0 ? returnedAtMs : null });
+  const spent = maxOf(bounded.spent, lease.reportedSpent ?? 0n);
+  return closeLease(client, lease, { spent, reserved: bounded.reserved, atNodeMs: returnedAtMs !== null && returnedAtMs > 0 ? returnedAtMs : null });
 }
 
 /**

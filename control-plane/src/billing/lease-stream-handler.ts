@@ -5,7 +5,8 @@
  * config change on any replica (`wake`); a LeaseReport records the node's
  * figures and tops that lease up (a report below the spend already known is logged at error
  * level: the node's lease book went back; the grant sent after it, which carries the known spend,
- * goes out even when unchanged); a LeaseReturn closes the lease, gives the rest back and is
+ * goes out even when unchanged; figures past the lease's grant are bounded by it and logged at
+ * warn level); a LeaseReturn closes the lease, gives the rest back and is
  * acknowledged (LeaseReturnAck) once that is committed. A return that says the node is stopping
  * wins over a refresh under way: a lease that refresh opens is closed at once, never sent.
  */
@@ -17,7 +18,7 @@ import { NodeMessageInvalid } from '../gateway/node-stream-handler.js';
 import type { NodeSend, NodeStreamHandler, StreamNode } from '../gateway/node-stream-handler.js';
 import { withTransaction } from '../nodes/with-transaction.js';
 import { accountsToLease, leaseGrantMessage, recordLeaseReport, returnLease, topUpLease } from './credit-leases.js';
-import type { SpendWentBack } from './credit-leases.js';
+import type { NodeFiguresBeyondGrant, SpendWentBack } from './credit-leases.js';
 import { LeaseRefresher } from './lease-refresher.js';
 import type { LeasePolicy } from './lease-policy.js';
 
@@ -44,6 +45,8 @@ interface SessionLeases {
   sent: Map<string, string>;
   /** The node is shutting down (LeaseReturn.node_stopping): granted nothing more. */
   stopping: boolean;
+  /** Leases whose reported figures passed their grant, already logged on this session (a node reports every few seconds). */
+  beyondGrantLogged: Set<string>;
 }
 
 export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHandler {
@@ -55,7 +58,7 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
   const sessionOf = (sessionId: string): SessionLeases => {
     let session = sessions.get(sessionId);
     if (session === undefined) {
-      session = { sent: new Map(), stopping: false };
+      session = { sent: new Map(), stopping: false, beyondGrantLogged: new Set() };
       sessions.set(sessionId, session);
     }
     return session;
@@ -112,6 +115,22 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
     );
   }
 
+  /**
+   * A LeaseReport or LeaseReturn whose figures passed the lease's grant: taken bounded by it
+   * (recordLeaseReport, returnLease). Never silent: a broken or hostile node, or an honest one whose
+   * costs overshot their reservations (then it passes once a top-up raises the grant again).
+   */
+  function logBeyondGrant(node: StreamNode, accountId: string, leaseId: string, from: 'LeaseReport' | 'LeaseReturn', f: NodeFiguresBeyondGrant): void {
+    log.warn(
+      {
+        nodeId: node.nodeId, node: node.nodeName, accountId, leaseId, from,
+        grantedMicros: f.grantedMicros.toString(), spentMicros: f.spentMicros.toString(), reservedMicros: f.reservedMicros.toString(),
+        keptSpentMicros: f.keptSpentMicros.toString(), keptReservedMicros: f.keptReservedMicros.toString(),
+      },
+      'a node\'s lease figures passed what the lease was granted: its spend is taken at most at the grant, its reservations at most at what that leaves',
+    );
+  }
+
   /** A lease opened for a node that is stopping and never told of it: all of it goes back. */
   async function closeUnsent(node: StreamNode, accountId: string, leaseId: string): Promise<void> {
     const given = await withTransaction(deps.pool, (client) => returnLease(client, node.nodeId, accountId, leaseId, 0n));
@@ -159,8 +178,14 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
           return;
         }
         if (outcome.wentBack !== undefined) logSpendWentBack(node, r.accountId, r.leaseId, outcome.wentBack);
+        const session = sessionOf(node.sessionId);
+        // Once per lease and session: an honest node's overshoot lasts until its next top-up.
+        if (outcome.beyondGrant !== undefined && !session.beyondGrantLogged.has(r.leaseId)) {
+          session.beyondGrantLogged.add(r.leaseId);
+          logBeyondGrant(node, r.accountId, r.leaseId, 'LeaseReport', outcome.beyondGrant);
+        }
         // A node behind the known spend is sent the grant (which carries it) even when unchanged.
-        await grantOne(node, sessionOf(node.sessionId), r.accountId, send, outcome.nodeBehind);
+        await grantOne(node, session, r.accountId, send, outcome.nodeBehind);
         return;
       }
       if (message.leaseReturn !== undefined) {
@@ -171,8 +196,10 @@ export function createLeaseStreamHandler(deps: LeaseHandlerDeps): NodeStreamHand
           sessionOf(node.sessionId).stopping = true;
           refreshers.get(node.sessionId)?.stop();
         }
+        let beyondGrant: NodeFiguresBeyondGrant | undefined;
         const given = await withTransaction(deps.pool, (client) =>
-          returnLease(client, node.nodeId, r.accountId, r.leaseId, r.spentMicros, r.reservedMicros, r.returnedAt > 0n ? Number(r.returnedAt) : null));
+          returnLease(client, node.nodeId, r.accountId, r.leaseId, r.spentMicros, r.reservedMicros, r.returnedAt > 0n ? Number(r.returnedAt) : null, (f) => { beyondGrant = f; }));
+        if (beyondGrant !== undefined) logBeyondGrant(node, r.accountId, r.leaseId, 'LeaseReturn', beyondGrant);
         if (given === undefined) {
           log.debug({ nodeId: node.nodeId, leaseId: r.leaseId }, 'return of a lease that is not open for this node; ignored');
         } else if (given !== r.returnedMicros) {

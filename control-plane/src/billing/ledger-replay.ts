@@ -84,3 +84,23 @@ export async function checkLeaseInvariant(db: Queryable): Promise<OvercommittedA
   );
   return rows.map((r) => ({ accountId: r.id, balanceMicros: BigInt(r.balance), committedMicros: BigInt(r.committed) }));
 }
+
+export interface LeaseReturnedBeyondGrant {
+  leaseId: string;
+  accountId: string;
+  grantedMicros: bigint;
+  returnedMicros: bigint;
+}
+
+/**
+ * Leases that gave back more than they were ever granted (docs/billing.md, "Node figures beyond the
+ * grant"): never right, whatever was spent — every return is of credit the lease held. None when the
+ * books are sound. (A lease spent past its grant is no such case: late costs, logged at settlement.)
+ */
+export async function checkLeaseReturns(db: Queryable): Promise<LeaseReturnedBeyondGrant[]> {
+  const { rows } = await db.query<{ id: string; account: string; granted: string; returned: string }>(
+    `select id, account_id as account, granted_micros::text as granted, returned_micros::text as returned
+       from credit_leases where returned_micros > granted_micros order by id`,
+  );
+  return rows.map((r) => ({ leaseId: r.id, accountId: r.account, grantedMicros: BigInt(r.granted), returnedMicros: BigInt(r.returned) }));
+}

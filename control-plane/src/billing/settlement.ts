@@ -200,7 +200,10 @@ async function leaseOfRecord(client: pg.PoolClient, nodeId: string, accountId: s
  * used, finished after them): the closed lease kept its reservation outstanding; now that its cost
  * is known, reserved − cost goes back to the account as a lease_return keyed by the request id
  * (the key interrupted write-offs use: once, however often the record arrives) and the reservation
- * leaves the lease's held amount. Never more than the lease still holds for reservations.
+ * leaves the lease's held amount. Never more than the lease still holds for reservations, nor
+ * than its outstanding after the record's debit: records that cost more than the node's figures
+ * said, or a held amount stored before closes bounded it (closeLease), leave less, and a release
+ * never takes the lease's outstanding below zero nor its returns past its grant.
  * Call after the record's debit (if any) was charged.
  */
 async function releaseHeld(
@@ -211,7 +214,8 @@ async function releaseHeld(
   const reserved = BigInt(record.cost.reservedMicros);
   const take = reserved < lease.held ? reserved : lease.held;
   if (take <= 0n) return;
-  const unused = take - BigInt(record.cost.costMicros);
+  let unused = take - BigInt(record.cost.costMicros);
+  if (unused > lease.outstanding) unused = lease.outstanding;
   if (unused > 0n) {
     const written = await appendLedger(client, { accountId, kind: 'lease_return', amountMicros: unused, leaseId: lease.id, nodeId, requestId: record.requestId });
     if (!written) return;
