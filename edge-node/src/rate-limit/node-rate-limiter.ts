@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { RateLimits } from '../../../proto/src/index.js';
-import { worstCaseOutputTokens } from '../billing/request-cost.js';
+import { feeCount, worstCaseOutputTokens } from '../billing/request-cost.js';
 import type { Logger } from '../logger.js';
 import type { CallerKey, PipelineContext } from '../pipeline/context.js';
 import { chatChoiceCount } from '../providers/openai/chat-request.js';
@@ -81,6 +81,28 @@ export function tokenTrueUp(checks: ReadonlyArray<RateCheck & { admittedMinute: 
     if (used > 0) changes.push({ subject, metric: 'tokens', minute: endMinute, delta: used });
   }
   return changes;
+}
+
+/**
+ * What a request counts against requests/min: 1, or for an MCP POST its billable calls (feeCount:
+ * one per `tools/call`, so a batch of 100 counts as 100, as it is charged), at least 1 (an
+ * initialize, a notification, a GET or DELETE still count as the one request they are).
+ */
+export function requestUnits(ctx: PipelineContext): number {
+  return ctx.api === 'mcp' ? Math.max(1, feeCount(ctx)) : 1;
+}
+
+/**
+ * The first requests/min limit (key, then account) smaller than the request's units (requestUnits):
+ * an MCP batch holding more tool calls than that limit can never fit, at any wait.
+ */
+function tooManyCallsFor(scoped: readonly ScopedLimits[], units: number): { scope: LimitScope; limit: number } | undefined {
+  if (units <= 1) return undefined;
+  for (const { scope, limits } of scoped) {
+    const limit = limits.requestsPerMinute;
+    if (limit !== undefined && units > limit) return { scope, limit };
+  }
+  return undefined;
 }
 
 /**
@@ -190,13 +212,25 @@ export class NodeRateLimiter implements RateLimiter {
       noteRateLimitHit(ctx, { scope: tooLarge.scope, limit: 'tokens' });
       return reject('ZN_ERR_RATE_LIMITED', requestTooLargeMessage(ctx, tooLarge, tokens), { retryable: false });
     }
+    const units = requestUnits(ctx);
+    const tooManyCalls = tooManyCallsFor(scoped, units);
+    if (tooManyCalls !== undefined) {
+      // As "Request too large": no wait lets it in (it would be charged more than the whole window),
+      // so no Retry-After and x-should-retry: false; nothing is charged.
+      noteRateLimitHit(ctx, { scope: tooManyCalls.scope, limit: 'requests' });
+      return reject(
+        'ZN_ERR_RATE_LIMITED',
+        `Batch too large for the requests per minute limit of this ${tooManyCalls.scope}: limit ${tooManyCalls.limit}, the batch holds ${units} tools/call messages (each counts as a request). Send fewer calls per batch; retrying does not help.`,
+        { retryable: false },
+      );
+    }
     const rates: RateCheck[] = [];
     const rateScopes: LimitScope[] = [];
     const slots: SlotCheck[] = [];
     const slotScopes: LimitScope[] = [];
     for (const { scope, subject, limits } of scoped) {
       if (limits.requestsPerMinute !== undefined) {
-        rates.push({ subject, metric: 'requests', limit: limits.requestsPerMinute, charge: chargeFor(1, limits.requestsPerMinute) });
+        rates.push({ subject, metric: 'requests', limit: limits.requestsPerMinute, charge: chargeFor(units, limits.requestsPerMinute) });
         rateScopes.push(scope);
       }
       // Tool calls are priced per call and carry no token usage (stage meter): tokens/min is not theirs.

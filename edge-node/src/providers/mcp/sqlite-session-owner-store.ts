@@ -5,15 +5,17 @@
  * reads (WAL: they never wait for a writer). Last use is written at most once a minute per session:
  * the order eviction follows need not be finer.
  * A trigger-kept row count lets each insert evict the least recently used rows past the max without
- * counting the table. synchronous=NORMAL: a power loss may lose the last bindings, whose sessions
- * are then refused to every key (their clients open new ones).
+ * counting the table; before that, the inserting key's own rows past its max go (counted through the
+ * (key_id, last_used) index: at most maxPerKey + 1 index entries), so no key evicts another's.
+ * synchronous=NORMAL: a power loss may lose the last bindings, whose sessions are then refused to
+ * every key (their clients open new ones).
  */
 import path from 'node:path';
 import type Database from 'better-sqlite3';
 import { systemClock } from '../../pipeline/clock.js';
 import type { Clock } from '../../pipeline/clock.js';
 import { openStateDatabase } from '../../state/state-database.js';
-import { MAX_BOUND_SESSIONS } from './session-owner-store.js';
+import { MAX_BOUND_SESSIONS, MAX_BOUND_SESSIONS_PER_KEY } from './session-owner-store.js';
 import type { BindResult, SessionBinding, SessionOwnerStore } from './session-owner-store.js';
 
 export const SESSION_OWNER_FILE = 'mcp-sessions.sqlite';
@@ -33,6 +35,7 @@ CREATE TABLE IF NOT EXISTS session_owners (
   last_used INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS session_owners_by_last_used ON session_owners (last_used);
+CREATE INDEX IF NOT EXISTS session_owners_by_key ON session_owners (key_id, last_used);
 CREATE TABLE IF NOT EXISTS session_owner_count (
   one INTEGER PRIMARY KEY CHECK (one = 1),
   n INTEGER NOT NULL
@@ -48,6 +51,8 @@ export interface SqliteSessionOwnerStoreOptions {
   /** The state dir (the file is SESSION_OWNER_FILE in it). */
   stateDir: string;
   max?: number;
+  /** Rows kept per key (MAX_BOUND_SESSIONS_PER_KEY); every process sharing the file should pass the same. */
+  maxPerKey?: number;
   clock?: Clock;
 }
 
@@ -60,6 +65,7 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
   readonly file: string;
   private readonly db: Database.Database;
   private readonly max: number;
+  private readonly maxPerKey: number;
   private readonly clock: Clock;
   private readonly select: Database.Statement<[string], BindingRow>;
   private readonly insertIfAbsent: Database.Statement<[string, string, number]>;
@@ -67,12 +73,14 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
   private readonly markUsed: Database.Statement<[number, string]>;
   private readonly removeUnused: Database.Statement<[string, string, number]>;
   private readonly evict: Database.Statement<[string, number]>;
+  private readonly evictOwn: Database.Statement<[string, string, string, number]>;
   private readonly count: Database.Statement<[], { n: number }>;
   private readonly bindTx: Database.Transaction<(entry: string, keyId: string, now: number) => BindResult>;
 
   constructor(opts: SqliteSessionOwnerStoreOptions) {
     this.file = path.join(opts.stateDir, SESSION_OWNER_FILE);
     this.max = Math.max(1, opts.max ?? MAX_BOUND_SESSIONS);
+    this.maxPerKey = Math.max(1, opts.maxPerKey ?? MAX_BOUND_SESSIONS_PER_KEY);
     this.clock = opts.clock ?? systemClock;
     this.db = openStateDatabase(this.file, { busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: 'NORMAL', schema: SCHEMA });
     this.select = this.db.prepare('SELECT key_id, last_used FROM session_owners WHERE entry = ?');
@@ -84,9 +92,14 @@ export class SqliteSessionOwnerStore implements SessionOwnerStore {
     this.evict = this.db.prepare(`DELETE FROM session_owners WHERE entry IN (
       SELECT entry FROM session_owners WHERE entry <> ? ORDER BY last_used
       LIMIT max(0, (SELECT n FROM session_owner_count) - ?))`);
+    // The same for the key's own rows, against its own max.
+    this.evictOwn = this.db.prepare(`DELETE FROM session_owners WHERE entry IN (
+      SELECT entry FROM session_owners WHERE key_id = ? AND entry <> ? ORDER BY last_used
+      LIMIT max(0, (SELECT count(*) FROM session_owners WHERE key_id = ?) - ?))`);
     this.count = this.db.prepare('SELECT count(*) AS n FROM session_owners');
     this.bindTx = this.db.transaction((entry: string, keyId: string, now: number) => {
       if (this.insertIfAbsent.run(entry, keyId, now).changes > 0) {
+        this.evictOwn.run(keyId, entry, keyId, this.maxPerKey);
         this.evict.run(entry, this.max);
         return { owner: keyId, madeAt: now };
       }
