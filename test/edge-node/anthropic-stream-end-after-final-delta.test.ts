@@ -121,3 +121,17 @@ t.test('usage in a message_delta after the one with the stop_reason is final: a 
   t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
   t.same(done.usage, { inputTokens: 10, outputTokens: 30, estimated: false });
 });
+
+t.test('a complete stream whose message_delta names no stop_reason keeps the exact counts: message_stop makes them final', async (t) => {
+  const upstream = await startRawUpstream(t, (socket) => {
+    socket.write(SSE_HEAD_CHUNKED);
+    const noReason = event('message_delta', { delta: { stop_reason: null }, usage: { output_tokens: 7 } });
+    socket.end(httpChunk([messageStart, textStart, textDelta('Hello'), event('content_block_stop', { index: 0 }), noReason, event('message_stop')].join('')) + '0\r\n\r\n');
+  });
+  const node = await claudeNode(t, upstream.url);
+  const { text, requestId } = await streamMessages(node);
+  t.match(text, /event: message_stop\n[^\n]*\n\n$/);
+  const done = await finishedRequest(node, requestId);
+  t.same(done.outcome, { status: 'ok', httpStatus: 200, errorCode: null });
+  t.same(done.usage, { inputTokens: 10, outputTokens: 7, estimated: false }, 'the upstream count, not an estimate');
+});

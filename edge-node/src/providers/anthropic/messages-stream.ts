@@ -498,6 +498,9 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
     }
     case 'message_stop':
       event.terminal = true;
+      // The answer is whole: the last counts a message_delta gave are final, also when no delta
+      // named a stop_reason (a compatible upstream's `"stop_reason": null`).
+      if (counts.finalOutputTokens !== undefined) usageOf(ctx).partial = false;
       break;
   }
   // Strings anywhere the reading above does not look (an event of a type it does not know, a key a
