@@ -89,3 +89,17 @@ t.test(`at most ${MAX_SESSION_COOKIE_VALUES} session cookie values of a header a
   });
   t.equal(beyond.statusCode, 401, 'one past the bound is not looked at');
 });
+
+t.test('a logout ends every session the browser presented, not only the first, and expires a stray copy on the API paths', async (t) => {
+  const own = await login();
+  const stray = await login();
+  // The stray (a longer path) is sent first; its CSRF token is the one the logout proves.
+  const res = await stack.app.inject({
+    method: 'POST', url: '/api/console/logout',
+    headers: { cookie: `zenova_console=${stray.id}; zenova_console=${own.id}`, 'x-zenova-csrf': stray.csrfToken },
+  });
+  t.equal(res.statusCode, 200, res.body);
+  t.notOk(await rowExists(stray.id), 'the session proved is ended');
+  t.notOk(await rowExists(own.id), "the browser's own session behind it is ended too");
+  t.ok(setCookies(res).some((c) => /Path=\/api(;|$)/.test(c) && /Max-Age=0|Expires=Thu, 01 Jan 1970/.test(c)), setCookies(res).join(' | '));
+});

@@ -18,7 +18,7 @@ import {
 } from '../http/failed-auth-limit.js';
 import {
   CSRF_HEADER, SESSION_TTL_MS, STRAY_SESSION_COOKIE_PATHS, clearedSessionCookie, createSession, csrfTokenFor,
-  csrfTokenMatches, adminTokenTag, deleteSession, deleteSessions, findSession, sessionCookie, sessionCookieValues,
+  csrfTokenMatches, adminTokenTag, deleteSessions, findSession, sessionCookie, sessionCookieValues,
 } from './console-sessions.js';
 import type { ConsoleSession, FailedLoginLimiter } from './console-sessions.js';
 
@@ -109,9 +109,14 @@ export const consoleSessionRoutes: FastifyPluginAsync<ConsoleSessionRoutesOption
   }, async (request, reply) => {
     const session = await liveSession(request, reply);
     if (!csrfTokenMatches(session, request.headers[CSRF_HEADER])) throw zenovaError('ZN_ERR_CP_CSRF');
-    await deleteSession(pool, session.id);
+    // Every session the browser presented ends, as at login: the CSRF token proved this one, and a
+    // stray cookie sent first must not be the only session ended while the browser's own stays live.
+    const presented = sessionCookieValues(request.headers.cookie);
+    await deleteSessions(pool, presented);
     request.log.info('console logout');
-    void reply.header('set-cookie', clearedSessionCookie(secure(request)));
+    const cookies = [clearedSessionCookie(secure(request))];
+    if (presented.length > 1) cookies.push(...STRAY_SESSION_COOKIE_PATHS.map((path) => clearedSessionCookie(secure(request), path)));
+    void reply.header('set-cookie', cookies);
     return {};
   });
 };

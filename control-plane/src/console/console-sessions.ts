@@ -87,11 +87,7 @@ export async function findSession(
   return undefined;
 }
 
-export async function deleteSession(pool: pg.Pool, id: string): Promise<void> {
-  await deleteSessions(pool, [id]);
-}
-
-/** Deletes the sessions with these ids, whichever exist (a login ending every session the browser presented). */
+/** Deletes the sessions with these ids, whichever exist (a login or logout ending every session the browser presented). */
 export async function deleteSessions(pool: pg.Pool, ids: readonly string[]): Promise<void> {
   const hashes = ids.filter((id) => SESSION_ID.test(id)).map(sessionIdHash);
   if (hashes.length === 0) return;
