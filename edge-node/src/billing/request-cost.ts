@@ -5,7 +5,7 @@
  */
 import type { CacheWrites, PipelineContext } from '../pipeline/context.js';
 import { billableCallCount } from '../providers/mcp/jsonrpc-message.js';
-import { chatChoiceCount } from '../providers/openai/chat-request.js';
+import { chatChoiceCount, setsOtherOutputLimit } from '../providers/openai/chat-request.js';
 
 /** The rates that apply to one request (a model price, or a tool server's per-call fee: requestMicros per billable call, see feeCount). */
 export interface RequestPrice {
@@ -152,7 +152,11 @@ export function reservedOutputLimit(ctx: PipelineContext): number | undefined {
 export function enforcedOutputTokens(ctx: PipelineContext): number | undefined {
   if (ctx.api === 'messages') return ctx.maxOutputTokens ?? undefined;
   if (ctx.api !== 'chat.completions') return undefined;
-  const perChoice = reservedOutputLimit(ctx) ?? ctx.maxOutputTokens;
+  const reserved = reservedOutputLimit(ctx);
+  // An unpriced request may carry another limit field (`num_predict`, …) that some servers read
+  // before `max_tokens`: the upstream may then write past it, so no cap is known.
+  if (reserved === undefined && ctx.forwardBody !== undefined && setsOtherOutputLimit(ctx.forwardBody)) return undefined;
+  const perChoice = reserved ?? ctx.maxOutputTokens;
   if (perChoice === null) return undefined;
   return Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.trunc(perChoice)) * chatChoiceCount(ctx.forwardBody));
 }

@@ -224,6 +224,12 @@ t.test('an unpriced chat request is capped at its own limit, and uncapped withou
   const unlimited = await node.post('/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: 'hi' }] });
   t.equal(sentLimit(unlimited.sent), undefined, 'no limit went upstream');
   t.same(unlimited.record.usage, { inputTokens: unlimited.record.usage.inputTokens, outputTokens: 128, estimated: true }, 'the estimate from the text, nothing to cap it');
+  // A limit of another name, which llama.cpp or Ollama read before max_tokens: the upstream may
+  // have written past max_tokens, so no cap is known.
+  for (const other of [{ n_predict: 200 }, { num_predict: 200 }, { max_new_tokens: 200 }, { options: { num_predict: 200 } }]) {
+    const both = await node.post('/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: 'hi' }], max_tokens: 12, ...other });
+    t.same(both.record.usage, { inputTokens: both.record.usage.inputTokens, outputTokens: 128, estimated: true }, `max_tokens 12 beside ${JSON.stringify(other)}: not capped at 12`);
+  }
 });
 
 /** A limit store that keeps what each request was charged on admission and trued up by, in tokens. */

@@ -222,6 +222,11 @@ export function upstreamChatBody(
  */
 const OTHER_OUTPUT_LIMITS = ['n_predict', 'max_new_tokens', 'num_predict'] as const;
 
+/** Whether a chat request sets an output limit of another name (OTHER_OUTPUT_LIMITS), which an upstream may read instead of `max_tokens`. */
+export function setsOtherOutputLimit(request: Record<string, unknown>): boolean {
+  return OTHER_OUTPUT_LIMITS.some((field) => asks(request[field])) || (isRecord(request.options) && asks(request.options.num_predict));
+}
+
 /** Why another output limit field is refused on a priced request. */
 const OTHER_OUTPUT_LIMIT = 'not passed on for a priced model: an output limit the node does not set, which the upstream may read instead of the limit credit was reserved for; use max_tokens or max_completion_tokens';
 
@@ -272,8 +277,10 @@ const PROVIDER_BILLED_ABOVE_PRICE = 'not passed on for a priced model: provider 
  * (AUDIO_PART_TYPES). Refused on priced requests only (stage preauthorise): an unpriced one bills nothing.
  */
 export function billedAbovePriceParam(request: Record<string, unknown>): BilledAbovePrice | undefined {
-  for (const field of OTHER_OUTPUT_LIMITS) if (asks(request[field])) return { param: field, reason: OTHER_OUTPUT_LIMIT };
-  if (isRecord(request.options) && asks(request.options.num_predict)) return { param: 'options.num_predict', reason: OTHER_OUTPUT_LIMIT };
+  if (setsOtherOutputLimit(request)) {
+    const field = OTHER_OUTPUT_LIMITS.find((name) => asks(request[name]));
+    return { param: field ?? 'options.num_predict', reason: OTHER_OUTPUT_LIMIT };
+  }
   const modalities = request.modalities;
   if (asks(modalities) && !(Array.isArray(modalities) && modalities.every((modality) => modality === 'text'))) return { param: 'modalities', reason: `only "text": ${AUDIO_BILLED_ABOVE_PRICE}` };
   if (asks(request.audio)) return { param: 'audio', reason: AUDIO_BILLED_ABOVE_PRICE };
