@@ -202,6 +202,9 @@ t.test('before the first event', async (t) => {
     t.equal(err.status, 502);
     t.equal(err.code, 'ZN_ERR_UPSTREAM_ERROR');
     t.match(err.message, /did not answer the stream request with an event stream/);
+    const done = await waitFor(() => node.finished.at(-1), { what: 'the finished request' });
+    t.match(done.usage, { outputTokens: 0, estimated: true }, 'a whole answer without usage: metered from the prompt estimate (the upstream billed it)');
+    t.ok(done.usage.inputTokens > 0, 'the prompt is charged');
   });
 });
 

@@ -8,7 +8,7 @@
  */
 import type { RuntimeTarget } from '../config/runtime-config.js';
 import { zenovaError } from '../errors.js';
-import type { PipelineContext } from '../pipeline/context.js';
+import type { PipelineContext, UpstreamUsage } from '../pipeline/context.js';
 import { attemptHeadersIn, attemptRequestSent, quotaExhaustedAttempt } from '../routing/forward-plan.js';
 import type { AttemptResult } from '../routing/forward-plan.js';
 import { isBodyTooLarge, parseJsonOrUndefined, readBodyBounded } from '../upstream/read-body.js';
@@ -179,13 +179,23 @@ export function inBandFailure(answer: Record<string, unknown>, upstream: string,
 }
 
 /**
+ * The usage of a stream request's JSON answer when it is a whole answer of the API asked (a chat
+ * completion, a message), null for one without usable usage (stage meter estimates it); undefined
+ * for JSON that is no such answer.
+ */
+export type CompletionUsage = (answer: Record<string, unknown>) => UpstreamUsage | null | undefined;
+
+/**
  * The failed attempt of a stream request the upstream answered without an event stream. A JSON
  * error object (a 2xx `{"error":…}`, as proxies answer a failure whatever was asked) is that error,
  * as inBandFailure judges it on the JSON path: retried and fallen back from alike. Anything else
  * (an upstream that ignored `stream: true`) would reach the SDK as an empty stream: a final
- * ZN_ERR_UPSTREAM_ERROR. Only an error's worth of the body is read; the rest is dropped.
+ * ZN_ERR_UPSTREAM_ERROR. When that is a whole answer (`completionUsage`) or JSON past
+ * MAX_UPSTREAM_JSON_BYTES, the upstream did the work and bills it: `upstreamBilled`, with the
+ * answer's usage (`billedUsage`; none: stage meter estimates the prompt), as an answer past its
+ * bound is (readBilledAnswer). Other bodies (not JSON, JSON that is no such answer) are charged nothing.
  */
-export async function notAnEventStream(response: UpstreamResponse, upstream: string, signal: AbortSwitch): Promise<FailedAttempt> {
+export async function notAnEventStream(response: UpstreamResponse, upstream: string, signal: AbortSwitch, completionUsage: CompletionUsage): Promise<FailedAttempt> {
   const notStream: FailedAttempt = {
     kind: 'failed',
     error: zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" did not answer the stream request with an event stream.`),
@@ -201,14 +211,19 @@ export async function notAnEventStream(response: UpstreamResponse, upstream: str
   }
   let answer: Record<string, unknown>;
   try {
-    answer = await readJsonObject(response, upstream, signal, { maxBytes: MAX_UPSTREAM_ERROR_BYTES });
+    // Read whole, as the JSON path reads an answer: a full completion is usually past an error's worth.
+    answer = await readJsonObject(response, upstream, signal);
   } catch (err) {
     // Aborts (the attempt's timeout, the caller leaving) are forwardPlan's to sort out.
     if (signal.aborted) throw err;
     if (!response.body.destroyed) void response.body.dump().catch(() => undefined);
-    return notStream;
+    return isBodyTooLarge(err) ? { ...notStream, upstreamBilled: true } : notStream;
   }
-  return inBandFailure(answer, upstream, response.statusCode) ?? notStream;
+  const inBand = inBandFailure(answer, upstream, response.statusCode);
+  if (inBand !== undefined) return inBand;
+  const usage = completionUsage(answer);
+  if (usage === undefined) return notStream;
+  return { ...notStream, upstreamBilled: true, ...(usage === null ? {} : { billedUsage: usage }) };
 }
 
 /** The upstream's response headers worth passing on (none of its cookies, auth or hop-by-hop headers). */

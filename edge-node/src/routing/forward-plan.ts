@@ -19,7 +19,7 @@
 import type { UpstreamAttempt } from '../../../proto/src/index.js';
 import type { RuntimeTarget } from '../config/runtime-config.js';
 import { isZenovaError, zenovaError, ZenovaError } from '../errors.js';
-import type { PipelineContext, UpstreamReply } from '../pipeline/context.js';
+import type { PipelineContext, UpstreamReply, UpstreamUsage } from '../pipeline/context.js';
 import { reject, rejectWith } from '../pipeline/stage.js';
 import type { StageResult } from '../pipeline/stage.js';
 import { classifyUpstreamFailure, inBandQuotaExhaustion, isUpstreamStreamRateLimit, upstreamFailureCode } from '../upstream/upstream-failure.js';
@@ -41,10 +41,13 @@ export type AttemptResult =
       retryAfterSeconds?: number;
       /**
        * The upstream answered and did the work (and bills it), but its answer cannot be used (an
-       * embeddings answer past its bound): the target is recorded as served, so the request is
-       * metered (from the estimate: no usage was read) and charged. Only on a final failure.
+       * answer past its bound, a whole JSON answer to a stream request): the target is recorded as
+       * served, so the request is metered (`billedUsage`, else from the estimate) and charged. Only
+       * on a final failure.
        */
       upstreamBilled?: true;
+      /** With upstreamBilled: the usage the unused answer gave, metered as an answer's would be. */
+      billedUsage?: UpstreamUsage;
       /**
        * Retryable, but not on the same target: it would answer the same way again, or bill again.
        * Either it did the work (and bills it: an answer compressed although identity was asked for,
@@ -356,6 +359,8 @@ async function attemptOnce(
   }
   if (result.upstreamBilled === true) {
     ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
+    // This attempt's own counts (reset above with any a failed attempt read).
+    if (result.billedUsage !== undefined) ctx.upstreamUsage = result.billedUsage;
     ctx.upstreamFirstByteMs = round(durationMs);
     ctx.upstreamMs = round(durationMs);
   }

@@ -9,7 +9,7 @@
 import type { RuntimeTarget } from '../../config/runtime-config.js';
 import { isZenovaError, zenovaError } from '../../errors.js';
 import type { ZenovaError } from '../../errors.js';
-import type { PipelineContext, StreamEvent, TextSlot, UpstreamReply } from '../../pipeline/context.js';
+import type { PipelineContext, StreamEvent, TextSlot, UpstreamReply, UpstreamUsage } from '../../pipeline/context.js';
 import { reject, rejectWith } from '../../pipeline/stage.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { forwardPlan } from '../../routing/forward-plan.js';
@@ -102,13 +102,20 @@ function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamR
   answerContentSlots(answer, texts);
   otherAnswerKeySlots(answer, texts);
   unchosenAnswerSlots(answer, callerChosenStrings(ctx.forwardBody), texts);
-  // A count it does not validly give stays undefined, for stage meter to estimate (never 0).
-  if (isRecord(answer.usage)) {
-    const inputTokens = anthropicInputTokens(answer.usage);
-    const cacheWrites = inputTokens === undefined ? undefined : anthropicCacheWrites(answer.usage, ctx.promptCacheTtl);
-    ctx.upstreamUsage = { inputTokens, outputTokens: tokenCount(answer.usage.output_tokens), partial: false, ...(cacheWrites === undefined ? {} : { cacheWrites }) };
-  }
+  const usage = messageUsage(ctx, answer);
+  if (usage !== null) ctx.upstreamUsage = usage;
   return { kind: 'json', status: 200, headers: {}, body: answer, texts };
+}
+
+/**
+ * A JSON message's usage; null without a usage object. A count it does not validly give stays
+ * undefined, for stage meter to estimate (never 0).
+ */
+function messageUsage(ctx: PipelineContext, answer: Json): UpstreamUsage | null {
+  if (!isRecord(answer.usage)) return null;
+  const inputTokens = anthropicInputTokens(answer.usage);
+  const cacheWrites = inputTokens === undefined ? undefined : anthropicCacheWrites(answer.usage, ctx.promptCacheTtl);
+  return { inputTokens, outputTokens: tokenCount(answer.usage.output_tokens), partial: false, ...(cacheWrites === undefined ? {} : { cacheWrites }) };
 }
 
 /**
@@ -155,9 +162,10 @@ async function attemptMessages(
   // A compressed stream would parse as no events ("ended the stream before message_stop"): named as the JSON path names it.
   refuseEncodedAnswer(response, upstream);
   const contentType = response.headers['content-type'];
-  // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored stream:true.
+  // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored
+  // stream:true (final; a whole answer is charged, with its usage: the upstream billed it).
   // Media types are case-insensitive (`Text/Event-Stream` is one).
-  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, upstream, signal);
+  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, upstream, signal, (answer) => (answer.type === 'message' || Array.isArray(answer.content) ? messageUsage(ctx, answer) : undefined));
   const release = (): void => {
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
     if (!response.body.readableEnded) response.body.destroy();

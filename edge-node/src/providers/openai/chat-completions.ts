@@ -1,7 +1,7 @@
 // The `chat.completions` API: POST /v1/chat/completions, JSON and SSE, to OpenAI-compatible upstreams.
 import type { RuntimeTarget } from '../../config/runtime-config.js';
 import { isZenovaError } from '../../errors.js';
-import type { PipelineContext, TextSlot } from '../../pipeline/context.js';
+import type { PipelineContext, TextSlot, UpstreamUsage } from '../../pipeline/context.js';
 import type { StageResult } from '../../pipeline/stage.js';
 import { reservedOutputLimit } from '../../billing/request-cost.js';
 import { forwardPlan } from '../../routing/forward-plan.js';
@@ -237,6 +237,11 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   return { kind: 'answered', reply: { kind: 'json', status: 200, headers: {}, body: answer, texts, keepChecked } };
 }
 
+/** A chat completion's usage (chatUsage), for one answered as JSON to a stream request (notAnEventStream). */
+function chatCompletionUsage(answer: Record<string, unknown>): UpstreamUsage | null | undefined {
+  return answer.object === 'chat.completion' || Array.isArray(answer.choices) ? chatUsage(answer.usage, false) : undefined;
+}
+
 /**
  * A stream's attempt ends with its first event read: until then nothing reached the caller, so an
  * upstream that resets, stalls, sends only keep-alive comments, reports an error or ends at once
@@ -252,9 +257,10 @@ async function attemptStream(
   // A compressed stream would parse as no events ("ended the stream before [DONE]"): named as the JSON path names it.
   refuseEncodedAnswer(response, source.upstream);
   const contentType = response.headers['content-type'];
-  // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored stream:true.
+  // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored
+  // stream:true (final; a whole answer is charged, with its usage: the upstream billed it).
   // Media types are case-insensitive (`Text/Event-Stream` is one).
-  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, source.upstream, source.signal);
+  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, source.upstream, source.signal, chatCompletionUsage);
   const reply = chatStreamReply(ctx, response, alias, !callerWantsStreamUsage(request), source);
   try {
     reply.events = await firstEventRead(reply.events);
