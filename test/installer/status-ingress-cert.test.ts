@@ -110,3 +110,11 @@ t.test('an untrusted issuer names the certificate file the probe trusts', async 
   const text = certificateRefusal('UNABLE_TO_GET_ISSUER_CERT_LOCALLY', { file: CERT_FILE, certPem: renewed.certPem }, undefined);
   t.equal(text, `the node's certificate has an issuer the probe does not trust (UNABLE_TO_GET_ISSUER_CERT_LOCALLY); it trusts only ${CERT_FILE} (the certificate and the intermediates after it)`);
 });
+
+t.test('a certificate file that holds no certificate is UNKNOWN naming the file and the setting, not a node that gave no answer', async (t) => {
+  const port = await readyzServer(t, renewed);
+  const { status, text } = await statusOf(t, port, 'not a certificate\n');
+  t.match(status.readiness, { url: null, ready: false, certificateRefused: false, reason: /tls-cert\.pem \(ZENOVA_NODE_TLS_CERT_FILE\) cannot be read as one: .*fix the file or the setting/ });
+  t.match(text, /^readiness: +UNKNOWN: the node's TLS certificate .*tls-cert\.pem/m);
+  t.notMatch(text, /no answer/);
+});

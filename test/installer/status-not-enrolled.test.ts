@@ -4,7 +4,7 @@
  * node; where only a failed install's kept data/ is left (`--install-dir`), nothing is installed:
  * exit 1, saying how that dir is recovered.
  */
-import { rmSync, mkdtempSync } from 'node:fs';
+import { rmSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -53,4 +53,13 @@ t.test('status --install-dir of a failed install whose rollback kept data/ exits
   t.equal(await runStatus(['--install-dir', '/opt/zenova-node'], cli.ctx, host), 1, 'exit 1: no node is installed there either');
   t.match(cli.out(), /^node: +no gateway node is installed on this host \(no node-edge service\); \/opt\/zenova-node keeps the data of node n1 from an install that did not finish: run its install command with --reenroll/m);
   t.notMatch(cli.out(), /^version:/m, 'no installed-node rows');
+});
+
+t.test('an installed node whose identity.json is damaged is told to re-enroll, not only that the file is bad', async (t) => {
+  const { root, host } = freshHost(t);
+  t.equal(await runInstall(command, captureCli(work).ctx, host), 0, 'installed');
+  writeFileSync(join(root, 'opt/zenova-node/data/identity.json'), '{');
+  const cli = captureCli(work);
+  t.equal(await runStatus([], cli.ctx, host), 1, 'exit 1');
+  t.match(cli.out(), /^state: +.*identity\.json.*; re-enroll it: `zenova gateway-node reenroll-command NAME` prints the `--reenroll` command to run here/m);
 });

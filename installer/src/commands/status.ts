@@ -124,10 +124,17 @@ async function readiness(listen: ListenAddress, tls: () => Promise<InstalledTlsC
   let agent: Agent | undefined;
   let cert: InstalledTlsCert | undefined;
   let certificate: NonNullable<InstalledStatus['readiness']>['certificate'] = null;
+  // The certificate file is read before the node is asked: a file that cannot be read or parsed is
+  // the operator's to fix, not a node that gave no answer (it was never asked).
   try {
     cert = await tls();
-    url = readyzUrl(listen, cert !== undefined);
     if (cert !== undefined) certificate = certificateValidity(cert);
+  } catch (err) {
+    const problem = (err as Error).message;
+    return unknownReadiness(cert === undefined ? problem : `the node's TLS certificate ${cert.file} (ZENOVA_NODE_TLS_CERT_FILE) cannot be read as one: ${problem}; fix the file or the setting`);
+  }
+  try {
+    url = readyzUrl(listen, cert !== undefined);
     agent = cert !== undefined ? loopbackTlsAgent(cert.certPem) : undefined;
     const res = await request(url, readyzRequestOptions(READYZ_TIMEOUT_MS, agent));
     const body = (await res.body.json().catch(() => ({}))) as ReadyzBody;
@@ -311,7 +318,9 @@ export function formatInstalledStatus(status: InstalledStatus): string {
     // The node's own report has the one spool row (size and backlog, or UNREADABLE with the reason).
     out += formatNodeStatus(status.node, (unfinished ? unfinishedInstallAdvice : installedNotEnrolledAdvice)(status.node.node?.name));
   } else if (status.error !== null && !unfinished) {
-    out += row('state', status.error);
+    // An installed node whose identity or credential cannot be read (damaged, a directory, lost
+    // with data/) is not enrolled for node-edge either: say how it is restored.
+    out += row('state', status.installed ? `${status.error}; ${installedNotEnrolledAdvice(undefined)}` : status.error);
   }
   return out;
 }
