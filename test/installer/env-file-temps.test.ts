@@ -18,6 +18,7 @@ import type { HostEnv } from '../../installer/src/host/host-env.js';
 import type { UpgradeTokenRedeemer } from '../../installer/src/install/upgrade-token.js';
 import { captureCli, fakeEnroller, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
+import { nodeInstalledAtOld } from './node-installed-at-old.js';
 
 const keys = releaseKeys();
 const work = mkdtempSync(join(tmpdir(), 'zn-envtmp-work-'));
@@ -28,16 +29,8 @@ const TEMP = /^\.node\.env\.[0-9a-f]{12}\.tmp$/;
 
 /** A host with node n1 installed at OLD, and the package of this release for an upgrade. */
 async function installedAtOld(t: Test): Promise<{ root: string; host: HostEnv; services: ReturnType<typeof fakeServices>; oldPkg: string; newPkg: string }> {
-  const root = mkdtempSync(join(tmpdir(), 'zn-envtmp-root-'));
-  t.teardown(() => rmSync(root, { recursive: true, force: true }));
-  const services = fakeServices(root);
-  const old = await buildNodePackage(work, keys, { name: `old-${Math.random()}.zpkg`, version: OLD });
-  const cli = captureCli(work);
-  const installHost = hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: fakeEnroller, probeControlPlane: healthyControlPlane({ version: OLD }) });
-  const installed = await runInstall(['node', '--package', old.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_install'], cli.ctx, installHost);
-  if (!t.equal(installed, 0, `installed at ${OLD}`)) t.comment(cli.out());
-  const pkg = await buildNodePackage(work, keys, { name: `new-${Math.random()}.zpkg` });
-  return { root, services, oldPkg: old.file, newPkg: pkg.file, host: hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: fakeEnroller, probeControlPlane: healthyControlPlane({ version: OLD }) }) };
+  const h = await nodeInstalledAtOld(t, work, keys, OLD);
+  return { ...h, host: hostEnv(h.root, { keyPem: keys.publicKeyPem, services: h.services, enroll: fakeEnroller, probeControlPlane: healthyControlPlane({ version: OLD }) }) };
 }
 
 /** What a run killed between writing node.env's temp file and renaming it leaves, as earlier installers wrote it (0644). */

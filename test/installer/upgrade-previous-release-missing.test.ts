@@ -17,8 +17,9 @@ import { runStatus } from '../../installer/src/commands/status.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import type { UpgradeTokenRedeemer } from '../../installer/src/install/upgrade-token.js';
 import { productVersion } from '../../proto/src/product-version.js';
-import { captureCli, fakeEnroller, fakeServices, healthyControlPlane, hostEnv } from './fake-host.js';
-import { buildNodePackage, releaseKeys } from './package-builder.js';
+import { captureCli, fakeServices, hostEnv } from './fake-host.js';
+import { releaseKeys } from './package-builder.js';
+import { nodeInstalledAtOld } from './node-installed-at-old.js';
 
 const keys = releaseKeys();
 const work = mkdtempSync(join(tmpdir(), 'zn-upmiss-work-'));
@@ -29,16 +30,8 @@ const DIR = 'opt/zenova-node';
 
 /** A host with node n1 installed at OLD, and the package of NEW. */
 async function installedAtOld(t: Test): Promise<{ root: string; host: HostEnv; pkg: string }> {
-  const root = mkdtempSync(join(tmpdir(), 'zn-upmiss-root-'));
-  t.teardown(() => rmSync(root, { recursive: true, force: true }));
-  const services = fakeServices(root);
-  const old = await buildNodePackage(work, keys, { name: `old-${Math.random()}.zpkg`, version: OLD });
-  const cli = captureCli(work);
-  const installHost = hostEnv(root, { keyPem: keys.publicKeyPem, services, enroll: fakeEnroller, probeControlPlane: healthyControlPlane({ version: OLD }) });
-  const installed = await runInstall(['node', '--package', old.file, '--control-plane', 'https://cp.example.test', '--token', 'tok_install'], cli.ctx, installHost);
-  if (!t.equal(installed, 0, `installed at ${OLD}`)) t.comment(cli.out());
-  const pkg = await buildNodePackage(work, keys, { name: `new-${Math.random()}.zpkg` });
-  return { root, pkg: pkg.file, host: hostEnv(root, { keyPem: keys.publicKeyPem, services }) };
+  const h = await nodeInstalledAtOld(t, work, keys, OLD);
+  return { root: h.root, pkg: h.newPkg, host: hostEnv(h.root, { keyPem: keys.publicKeyPem, services: h.services }) };
 }
 
 const redeemOk: UpgradeTokenRedeemer = async (req) => ({ nodeId: req.nodeId, nodeName: 'n1', targetVersion: req.toVersion });
