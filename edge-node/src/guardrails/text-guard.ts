@@ -8,6 +8,7 @@
 import type { GuardrailVerdict } from '../../../proto/src/index.js';
 import type { TextSlot } from '../pipeline/context.js';
 import type { CompiledRule, Direction, PolicySide } from './compiled-policy.js';
+import { mergeMatches } from './detectors/detector.js';
 import type { Match } from './detectors/detector.js';
 
 /** Unreleased stream text beyond this is released anyway (memory bound against a never-ending match). */
@@ -76,15 +77,16 @@ export class TextGuard {
   /**
    * All of `text`, as one finished text (a JSON body's field), masked. Matches of block rules are
    * masked too (and set `blockedBy`): the request is refused, but its body may still be recorded,
-   * and the blocked text must not be.
+   * and the blocked text must not be. `jsonKey`: the text is a string value of a JSON object, under
+   * that key (TextSlot.jsonKey).
    */
-  whole(text: string): string {
+  whole(text: string, jsonKey?: string): string {
     this.pending = text;
     this.context = '';
     this.scanAt = 0;
     this.open = false;
     this.matchedTo.clear();
-    return this.release(true);
+    return this.release(true, false, jsonKey);
   }
 
   /**
@@ -95,7 +97,7 @@ export class TextGuard {
     for (const slot of slots) {
       const text = slot.text;
       if (text.length === 0) continue;
-      const out = this.whole(text);
+      const out = this.whole(text, slot.jsonKey);
       // Only a changed text is written back: writing makes a provider re-serialise its body.
       if (out !== text) slot.text = out;
     }
@@ -138,7 +140,7 @@ export class TextGuard {
    * (unless flagged) without a new placeholder or a new count (a PEM block longer than the cap stays
    * masked to its END line).
    */
-  private release(final: boolean, streaming = false): string {
+  private release(final: boolean, streaming = false, jsonKey?: string): string {
     const from = this.context.length;
     const scanned = this.context + this.pending;
     const length = scanned.length;
@@ -148,7 +150,11 @@ export class TextGuard {
     // At the cap, holds from before this are cut through (-1: none is).
     const cutThroughBefore = capped ? length - HELD_PAST_CAP : -1;
     for (const rule of this.side.rules) {
-      for (const m of rule.detector.find(scanned, resuming ? 0 : from, resuming ? 0 : (this.matchedTo.get(rule) ?? 0))) {
+      let matches = rule.detector.find(scanned, resuming ? 0 : from, resuming ? 0 : (this.matchedTo.get(rule) ?? 0));
+      // A whole JSON value (from 0): what its key makes a match, merged so one text counts once.
+      const keyed = jsonKey === undefined ? undefined : rule.detector.findValueOf?.(jsonKey, scanned);
+      if (keyed !== undefined && keyed.length > 0) matches = mergeMatches([matches, keyed]);
+      for (const m of matches) {
         if (m.start >= from || m.end > from) found.push({ ...m, holdFrom: m.holdFrom ?? m.start, rule });
       }
     }

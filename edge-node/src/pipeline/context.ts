@@ -39,6 +39,12 @@ export interface TextSlot {
    */
   readonly json?: boolean;
   /**
+   * The slot is a string value of a JSON object read as structured data (tool-call input, MCP
+   * params and results): the object key it is the value of. Read alone the value has no name, so
+   * the secret detector reads the key as an assignment's name (`{"password": "…"}` as `password=…`).
+   */
+  readonly jsonKey?: string;
+  /**
    * The answer carries the text but the model did not write it: a server tool's result (a fetched
    * page, a search hit, a program's output), a citation's quote and its source's names. Guardrails
    * check it like any other text; the runner leaves it out of ctx.responseText, so it is neither

@@ -98,9 +98,9 @@ export class JsonStringWalk {
     return this.count >= MAX_TEXT_SLOTS;
   }
 
-  private value(holder: Holder, key: string | number, owner: DirtyMark | undefined): void {
+  private value(holder: Holder, key: string | number, owner: DirtyMark | undefined, jsonKey?: string): void {
     this.strings += 1;
-    this.push(new ValueSlot(holder, key, owner));
+    this.push(new ValueSlot(holder, key, owner, jsonKey));
   }
 
   /**
@@ -153,7 +153,8 @@ export class JsonStringWalk {
     this.strings += 1;
     this.keys.push(new KeySlot(holder, key, owner));
     const value = holder[key];
-    if (typeof value === 'string') this.value(holder, key, owner);
+    // The key goes with its string value: what names the value a secret (TextSlot.jsonKey).
+    if (typeof value === 'string') this.value(holder, key, owner, key);
     else if (typeof value === 'number') this.number(holder, key, value, owner);
     else this.visit(value, depth, owner);
   }
@@ -204,6 +205,8 @@ class ValueSlot implements TextSlot {
     private readonly holder: Holder,
     private readonly key: string | number,
     private readonly owner: DirtyMark | undefined,
+    /** The object key of a string value inside walked JSON (TextSlot.jsonKey); not of a field a caller named. */
+    readonly jsonKey?: string,
   ) {}
 
   get text(): string {

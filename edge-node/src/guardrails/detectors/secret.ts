@@ -132,6 +132,40 @@ function isSmall(code: number): boolean {
 }
 
 /**
+ * Whether an object key names a secret as an assignment's name does (findAssigned): a secret word
+ * that ends a word of it, the rest of the key a name's tail (`db_password`, `x-api-key`, `密码`;
+ * not `password hint`), its last word not one that says the value is about a secret
+ * (`password_url`, `token_type`).
+ */
+export function namesSecret(name: string): boolean {
+  // Where the key's last run of name characters starts: a secret word must end at or after it.
+  let tail = name.length;
+  while (tail > 0 && isNameChar(name.charCodeAt(tail - 1))) tail--;
+  SECRET_WORD.lastIndex = 0;
+  for (let w = SECRET_WORD.exec(name); w !== null; w = SECRET_WORD.exec(name)) {
+    const nameRest = w.index + w[0].length;
+    // Every later word of the run ends the same run, so the first whole word decides.
+    if (nameRest >= tail && endsWord(name, w[0], nameRest)) return !namesNoSecret(name, nameRest);
+  }
+  return false;
+}
+
+/** A character of NAME_TAIL. */
+function isNameChar(code: number): boolean {
+  return isCapital(code) || isSmall(code) || (code >= 48 && code <= 57) || code === 95 || code === 46 || code === 45;
+}
+
+/**
+ * A string value of a JSON object read as structured data, under the key `name`: the whole value
+ * is a secret when the key names one and the value is what an assignment's value must be (8 or
+ * more characters, not all digits). Its bounds are the JSON string's, so there is no quote to look
+ * for (nor QUOTED_MAX, a bound of that look-up).
+ */
+function findSecretValue(name: string, text: string): Match[] {
+  return text.length >= 8 && !/^\d+$/.test(text) && namesSecret(name) ? [{ start: 0, end: text.length }] : [];
+}
+
+/**
  * How far before `from` a name is looked for: a stream guard may have released a name (its cut
  * is a window before the end of what arrived, and only the value is the match) and kept it as
  * context, with the value still to come. At most the guard's context (64 characters).
@@ -334,4 +368,4 @@ function secretPartial(text: string, from: number): Match | null {
 // A name such as "client_secret" with its separator and quotes fits in this; shaped keys are
 // recognised within their first ~40 characters and then grow as "open" matches.
 const secretWindow = 128;
-export const secretDetector: Detector = { name: 'secret', placeholder: '[SECRET]', window: secretWindow, find: findSecrets, partial: secretPartial };
+export const secretDetector: Detector = { name: 'secret', placeholder: '[SECRET]', window: secretWindow, find: findSecrets, partial: secretPartial, findValueOf: findSecretValue };
