@@ -46,15 +46,15 @@ const SCHEMA = `create table if not exists leases (
     withdrawn_at integer not null
   )`;
 
-/** SQLite's answers for a file that is not (or no longer) a sound database. */
-const DAMAGED_CODES = new Set(['SQLITE_NOTADB', 'SQLITE_CORRUPT']);
+/** SQLite's answers for a file that is not (or no longer) a sound database (doctor's lease-book check takes them too). */
+export const DAMAGED_CODES = new Set(['SQLITE_NOTADB', 'SQLITE_CORRUPT']);
 
-const DAMAGED_ADVICE =
+export const DAMAGED_ADVICE =
   'the file was left untouched because it records what this node spent from its credit leases. Restore a good copy, or ' +
   'move it aside together with its -wal and -shm files (keep a copy for support) and start again, accepting that the node ' +
   'no longer knows what it spent: a lease granted to it again counts as unspent (docs/billing.md, "Persistence and crashes")';
 
-const LEASE_BOOK_ROLE: StateFileRole = {
+export const LEASE_BOOK_ROLE: StateFileRole = {
   kind: 'the credit lease book',
   ifDirectory: DAMAGED_ADVICE,
   // Never "remove it": a new book would not know what the node spent.

@@ -127,7 +127,8 @@ export const DOCTOR_USAGE = `Usage: zenova-node doctor --state-dir DIR [--tls-ce
 
 Checks the state directory (exists, modes 0700/0600, identity readable, credential not expired),
 the config cache as serve loads it at start (config-applied-version.json readable, the cached config
-verifies and is not older than the version the node applied) and the gateway (TCP reachable, TLS
+verifies and is not older than the version the node applied), the request spool and the credit
+lease book as serve vets them at start, and the gateway (TCP reachable, TLS
 certificate trusted and valid for its name), and, with the caller port's TLS files (flags, or
 ZENOVA_NODE_TLS_CERT_FILE/ZENOVA_NODE_TLS_KEY_FILE), that the key is the certificate's and how
 many days it has left. Changes nothing. Exit status 1 when a check fails.

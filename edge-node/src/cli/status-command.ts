@@ -1,6 +1,7 @@
 // `zenova-node status`: the node's identity and control link, as text or one JSON object.
 import { StateAccessDeniedError, StateDirMissingError, StateFileError, openStateStore } from '../state/state-store.js';
 import { formatNodeStatus, readNodeStatus } from '../status/node-status.js';
+import type { NodeStatusReport } from '../status/node-status.js';
 import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';
 
@@ -10,7 +11,7 @@ export async function runStatusCommand(command: StatusCommand, io: CliIo): Promi
   try {
     const store = await openStateStore(command.stateDir, { create: false });
     const report = await readNodeStatus(store);
-    io.stdout.write(command.json ? `${JSON.stringify(report, null, 2)}\n` : formatNodeStatus(report));
+    io.stdout.write(command.json ? `${JSON.stringify(statusJson(report), null, 2)}\n` : formatNodeStatus(report));
     return report.enrolled ? 0 : 1;
   } catch (err) {
     if (!(err instanceof StateDirMissingError || err instanceof StateFileError)) throw err;
@@ -19,6 +20,16 @@ export async function runStatusCommand(command: StatusCommand, io: CliIo): Promi
     io.stderr.write(`zenova-node: ${err.message}\n${advice !== undefined ? `what to do: ${advice}\n` : ''}`);
     return 1;
   }
+}
+
+/**
+ * The report as `--json` gives it: an unreadable spool's backlog and open counts are null, not the 0
+ * they are read as, which a monitor would take for "all delivered" (the installer's statusJson too).
+ */
+function statusJson(report: NodeStatusReport): object {
+  const { spool } = report;
+  if (spool === null || spool.error === null) return report;
+  return { ...report, spool: { ...spool, backlog: null, open: null } };
 }
 
 /**

@@ -24,6 +24,7 @@ import type { StateStore } from '../state/state-store.js';
 import { createLogger } from '../logger.js';
 import { formatBytes } from '../status/node-status.js';
 import { explainTlsFailure } from '../tls/tls-failure.js';
+import { checkLeaseBook } from './lease-book-check.js';
 import { checkSpool } from './spool-check.js';
 import { expiryWarning, readCallerTls } from '../tls/caller-tls.js';
 import type { CallerTlsFiles } from '../tls/caller-tls.js';
@@ -170,6 +171,7 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
   checks.push(await checkControlRefusal(store));
   checks.push(checkFreeSpace(store.dir));
   if (identity !== undefined) checks.push(await checkSpool(store, identity.nodeId));
+  if (identity !== undefined) checks.push(checkLeaseBook(store));
   if (identity !== undefined) checks.push(...(await checkConfigCache(store, identity)));
   if (identity !== undefined) checks.push(...(await checkGateway(identity)));
   return checks;

@@ -62,11 +62,21 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
   const snapshot = deps.holder.current();
   const link = deps.controlLink?.();
   const controlPlane = link === undefined ? null : controlPlaneReadiness(link);
-  if (!snapshot.ready) {
-    return { ready: false, reason: snapshot.reason, code: 'ZN_ERR_NODE_NOT_READY', configSource: null, configVersion: null, configAppliedAt: null, controlPlane };
-  }
+  // Before the not-ready answer too: a full or failing spool is reported whenever it is so.
   const spool = deps.spool?.();
   const spoolWarning = spool === undefined ? undefined : spoolProblem(spool);
+  if (!snapshot.ready) {
+    return {
+      ready: false,
+      reason: snapshot.reason,
+      code: 'ZN_ERR_NODE_NOT_READY',
+      configSource: null,
+      configVersion: null,
+      configAppliedAt: null,
+      controlPlane,
+      ...(spoolWarning !== undefined ? { spoolWarning } : {}),
+    };
+  }
   const refusesAll = spool !== undefined && (spool.writeFailing !== null || (spool.full && spool.fullPolicy === 'reject'));
   return {
     ready: !refusesAll,

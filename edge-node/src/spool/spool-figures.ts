@@ -15,7 +15,7 @@ export interface SpoolFigures {
   bytes: number;
   /** Size on disk: database + WAL. */
   fileBytes: number;
-  /** Final records not yet acknowledged by the control plane. */
+  /** Final records not yet acknowledged by the control plane; 0 when `error` is set (`status --json` gives null then). */
   backlog: number;
   /** Requests accepted and not finished (in flight, or left by a crash until the next start). */
   open: number;

@@ -173,6 +173,9 @@ export function formatBytes(bytes: number): string {
   return unit === 0 ? `${bytes} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
+/** What `zenova-node status` advises for a spool.db it cannot read ("disk I/O error" alone says nothing of what to do). */
+export const UNREADABLE_SPOOL_ADVICE = 'run `zenova-node doctor`';
+
 /** What `zenova-node status` advises for a state dir without a node. */
 export const NOT_ENROLLED_ADVICE = 'run `zenova-node enroll`';
 
@@ -188,7 +191,8 @@ export function reenrollAdvice(nodeName: string, stateDir: string): string {
  * The report as aligned text lines for a terminal. `notEnrolledAdvice`: what to do when the state
  * dir holds no node, in the words of the command printing it (the host CLI's `zenova status` has
  * its own: zenova-node is not on an installed host's PATH). Without it, zenova-node's own: enroll,
- * or re-enroll when the dir still holds an identity.
+ * or re-enroll when the dir still holds an identity; and for a spool it cannot read, doctor (which
+ * names what serve would refuse in it).
  */
 export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: string): string {
   const lines: string[] = [];
@@ -258,7 +262,7 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: s
     row(
       'spool',
       spool.error !== null
-        ? `UNREADABLE: ${spool.error}`
+        ? `UNREADABLE: ${spool.error}${notEnrolledAdvice === undefined ? `; ${UNREADABLE_SPOOL_ADVICE}` : ''}`
         : `${formatBytes(spool.bytes)}${quota}, backlog ${spool.backlog} record${spool.backlog === 1 ? '' : 's'} not yet delivered${spool.open > 0 ? `, ${spool.open} open` : ''}${file}`,
     );
   }
