@@ -39,7 +39,7 @@ import type pg from 'pg';
 import type pino from 'pino';
 import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
-import { MAX_RECORD_JSON_BYTES } from '../../../proto/src/index.js';
+import { MAX_RECORD_JSON_BYTES, canonicalJson } from '../../../proto/src/index.js';
 import type { RequestRecord } from '../../../proto/src/index.js';
 import { settleIngestedRecords } from '../billing/settlement.js';
 import { shareUndeletedNode } from '../nodes/node-repository.js';
@@ -229,16 +229,6 @@ function takenRecords(records: readonly BatchRecord[], takenBy: ReadonlyMap<stri
   });
 }
 
-/** A record's content with object keys sorted, so two copies compare equal whatever their key order. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
-
 /** A batch split before any write: what is ingested, and what is set aside or counted on its own. */
 interface SortedBatch {
   /** The first copy of each request id received within the window. */
@@ -256,6 +246,7 @@ function sortBatch(records: readonly RequestRecord[], storable: readonly Request
     const kept = first.get(s.requestId);
     if (kept === undefined) first.set(s.requestId, { storable: s, parsed: records[i]! });
     // Kept as parsed: the bytes the batch handler keeps of an id (`sent`) are its first copy's.
+    // Keys sorted (canonicalJson), so two copies compare equal whatever their key order.
     else if (canonicalJson(kept.storable) !== canonicalJson(s)) inBatchConflicts.push(setAsideRecord(records[i]!, 'request_id_conflict', 'an earlier record of the same batch has this request id and other content; that one is kept', undefined));
   });
   const unique = [...first.values()];
