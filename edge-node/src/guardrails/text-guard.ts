@@ -77,8 +77,8 @@ export class TextGuard {
   /**
    * All of `text`, as one finished text (a JSON body's field), masked. Matches of block rules are
    * masked too (and set `blockedBy`): the request is refused, but its body may still be recorded,
-   * and the blocked text must not be. `jsonKey`: the text is a string value of a JSON object, under
-   * that key (TextSlot.jsonKey).
+   * and the blocked text must not be. `jsonKey`: the text is a string value of a JSON object under
+   * that key, or a string item of an array there (TextSlot.jsonKey).
    */
   whole(text: string, jsonKey?: string): string {
     this.pending = text;

@@ -40,7 +40,8 @@ export interface TextSlot {
   readonly json?: boolean;
   /**
    * The slot is a string value of a JSON object read as structured data (tool-call input, MCP
-   * params and results): the object key it is the value of. Read alone the value has no name, so
+   * params and results): the object key it is the value of, or that holds its array (through
+   * nested arrays). Read alone the value has no name, so
    * the secret detector reads the key as an assignment's name (`{"password": "…"}` as `password=…`).
    */
   readonly jsonKey?: string;

@@ -100,7 +100,8 @@ export class JsonStringWalk {
 
   private value(holder: Holder, key: string | number, owner: DirtyMark | undefined, jsonKey?: string): void {
     this.strings += 1;
-    this.push(new ValueSlot(holder, key, owner, jsonKey));
+    // An integer past 2^53 read as its digits is a JSON number: no key makes it a secret (a negative one is not all digits).
+    this.push(new ValueSlot(holder, key, owner, jsonKey === undefined || isLongIntegerAt(holder, String(key)) ? undefined : jsonKey));
   }
 
   /**
@@ -121,7 +122,11 @@ export class JsonStringWalk {
     this.slots.push(slot);
   }
 
-  private visit(node: unknown, depth: number, owner: DirtyMark | undefined): void {
+  /**
+   * `jsonKey`: of an array, the key of the object member that holds it (through nested arrays): its
+   * string items are that member's values (`{"passwords": ["…", "…"]}`). An object uses its own keys.
+   */
+  private visit(node: unknown, depth: number, owner: DirtyMark | undefined, jsonKey?: string): void {
     if (typeof node !== 'object' || node === null || this.partial) return;
     if (depth > MAX_DEPTH) {
       this.partial = true;
@@ -130,9 +135,9 @@ export class JsonStringWalk {
     if (Array.isArray(node)) {
       for (let i = 0; i < node.length && !this.partial; i += 1) {
         const item: unknown = node[i];
-        if (typeof item === 'string') this.value(node, i, owner);
+        if (typeof item === 'string') this.value(node, i, owner, jsonKey);
         else if (typeof item === 'number') this.number(node, i, item, owner);
-        else this.visit(item, depth + 1, owner);
+        else this.visit(item, depth + 1, owner, Array.isArray(item) ? jsonKey : undefined);
       }
       return;
     }
@@ -153,10 +158,11 @@ export class JsonStringWalk {
     this.strings += 1;
     this.keys.push(new KeySlot(holder, key, owner));
     const value = holder[key];
-    // The key goes with its string value: what names the value a secret (TextSlot.jsonKey).
+    // The key goes with its string value, and with the string items of its array value: what names
+    // them secrets (TextSlot.jsonKey).
     if (typeof value === 'string') this.value(holder, key, owner, key);
     else if (typeof value === 'number') this.number(holder, key, value, owner);
-    else this.visit(value, depth, owner);
+    else this.visit(value, depth, owner, Array.isArray(value) ? key : undefined);
   }
 }
 
@@ -205,7 +211,7 @@ class ValueSlot implements TextSlot {
     private readonly holder: Holder,
     private readonly key: string | number,
     private readonly owner: DirtyMark | undefined,
-    /** The object key of a string value inside walked JSON (TextSlot.jsonKey); not of a field a caller named. */
+    /** The object key of a string value inside walked JSON, or of the member holding its array (TextSlot.jsonKey); not of a field a caller named. */
     readonly jsonKey?: string,
   ) {}
 

@@ -50,9 +50,10 @@ export interface Detector {
    */
   readonly partial?: (text: string, from: number) => Match | null;
   /**
-   * More matches in `text`, a whole string value of a JSON object read as structured data, given
-   * its object key `name` (TextSlot.jsonKey): what the text alone does not show (the secret
-   * detector reads `{"password": "…"}` as it reads `password=…`). Merged with `find`'s.
+   * More matches in `text`, a whole string value of a JSON object read as structured data (or a
+   * string item of an array there), given its object key `name` (TextSlot.jsonKey): what the text
+   * alone does not show (the secret detector reads `{"password": "…"}` as it reads `password=…`).
+   * Merged with `find`'s.
    */
   readonly findValueOf?: (name: string, text: string) => Match[];
 }
