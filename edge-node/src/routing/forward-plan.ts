@@ -7,9 +7,10 @@
  * its reply once the status and headers are in (a JSON answer's once its body is read, its timer
  * stopped at the headers; a stream's once its first event is read, so a stream that breaks, stalls
  * or errs before it is a failed attempt), before any event reaches the caller, and nothing here
- * runs again after that. A JSON answer that times out once the upstream had the whole request (its
- * headers late, its body stalled) goes on to the next target, not retried on that one: the upstream
- * goes on with it and bills each retry (nextTargetOnly, billedWithoutAnswer). An upstream 429 that is the plan's last word passes on
+ * runs again after that. An answer that times out once the upstream had the whole request (its
+ * headers late, a JSON body stalled, a stream's first event late) goes on to the next target, not
+ * retried on that one: the upstream goes on with it and bills each retry (nextTargetOnly,
+ * billedWithoutAnswer). An upstream 429 that is the plan's last word passes on
  * its Retry-After. Each attempt's result goes to target health (target-health.ts); a stream's
  * answering attempt's when the stream ends (noteStreamHealth). Records ctx.attempts, ctx.served (also for a
  * failure the upstream bills: upstreamBilled, billedWithoutAnswer; and for a caller that left once
@@ -339,19 +340,20 @@ async function attemptOnce(
     result = { ...result, error: cutMidAnswer(result.error, target.upstream.name), nextTargetOnly: true };
   }
   // Likewise a 2xx JSON answer whose body stalled past its deadline: the upstream was done, and a
-  // retry there would be billed again. And a JSON answer whose headers did not come in time once the
-  // upstream had the whole request (UND_ERR_HEADERS_TIMEOUT, or the attempt's timer first): it may
-  // only be slow, but it goes on generating and bills that, and each retry there would be one more.
-  // A timeout before the request was sent whole (connecting) is still retried there: nothing reached it.
-  const jsonHeadersLate = !ctx.stream && answeredStatus === null && attemptAbort.requestSent;
-  if (result.outcome === 'timeout' && (attemptAbort.headersIn || jsonHeadersLate)) result = { ...result, nextTargetOnly: true };
+  // retry there would be billed again. And any answer late once the upstream had the whole request
+  // (UND_ERR_HEADERS_TIMEOUT, or the attempt's timer first; JSON headers, a stream's headers or its
+  // first event): it may only be slow, but it goes on generating and bills that, and each retry
+  // there would be one more. A timeout before the request was sent whole (connecting) is still
+  // retried there: nothing reached it.
+  const lateOnceSent = result.outcome === 'timeout' && answeredStatus === null && attemptAbort.requestSent;
+  if (result.outcome === 'timeout' && (attemptAbort.headersIn || lateOnceSent)) result = { ...result, nextTargetOnly: true };
   record(result.outcome, result.httpStatus);
   // A refused credential or a rate limit (an HTTP status, nextTargetOnly) did no work; an answer
   // compressed anyway (an error, nextTargetOnly) or cut while it was read (connect, nextTargetOnly)
   // did. A timeout once the upstream had the whole request: as for a caller who left (above), the
   // upstream goes on and bills the prompt.
   const didTheWork = result.nextTargetOnly === true && (result.outcome === 'error' || result.outcome === 'connect');
-  if ((result.outcome === 'timeout' && answeredStatus === null && attemptAbort.requestSent) || didTheWork) {
+  if (lateOnceSent || didTheWork) {
     // Charged the prompt unless a later attempt answers (its usage then).
     result = { ...result, billedWithoutAnswer: true };
     ctx.served = { upstream: target.upstream.name, model: target.upstreamModel };
