@@ -31,7 +31,7 @@ t.test('status shows the spool in one row', async (t) => {
 t.test('an unreadable spool shows as unreadable, never as a backlog of 0', async (t) => {
   const text = formatInstalledStatus(status({ file: 'f', bytes: 4096, fileBytes: 4096, backlog: 0, open: 0, error: 'file is not a database' }));
   t.equal(text.match(/^spool:/gm)?.length, 1, text);
-  t.match(text, /^spool: +UNREADABLE: file is not a database$/m);
+  t.match(text, /^spool: +UNREADABLE: file is not a database; run `\/opt\/zenova-node\/current\/bin\/zenova-node doctor --state-dir \/opt\/zenova-node\/data`$/m);
   t.notMatch(text, /backlog 0/);
 });
 

@@ -6,6 +6,7 @@
  * Exit 0 when a node is installed and enrolled and its `current` names a release that is there, 1 otherwise.
  */
 import { readdir, readlink, stat } from 'node:fs/promises';
+import path from 'node:path';
 import { request } from 'undici';
 import type { Agent } from 'undici';
 import { EXPIRY_WARNING_DAYS } from '../../../edge-node/src/tls/caller-tls.js';
@@ -26,6 +27,7 @@ import { NODE_UNIT, NO_NODE_INSTALLED, installDirFromUnit, installLayout, onHost
 import type { InstallLayout } from '../install/install-layout.js';
 import { compareReleaseVersions, relinkWords } from '../install/installed-node.js';
 import { isPartialReleaseLeftover } from '../install/release-manifest.js';
+import { NODE_ENTRYPOINT } from '../package/package-manifest.js';
 import { parseListen } from '../install/listen-address.js';
 import type { ListenAddress } from '../install/listen-address.js';
 import { certificateRefusal, certificateRefusalCode, installedLeaf, installedTlsCertFile, loopbackTlsAgent, servedCertificate } from '../install/node-tls-probe.js';
@@ -294,6 +296,24 @@ function ingressCertificateRow(c: NonNullable<NonNullable<InstalledStatus['readi
   return `${c.file}, valid until ${c.notAfter} (${days})`;
 }
 
+/**
+ * The doctor run that names what serve would refuse in a spool it cannot read, in this install's
+ * paths (zenova-node is not on an installed host's PATH); undefined without a release to run it from.
+ */
+function unreadableSpoolAdvice(status: InstalledStatus): string | undefined {
+  if (status.installDir === null || status.version === null) return undefined;
+  const layout = installLayout(status.installDir);
+  return `run \`${path.posix.join(layout.current, NODE_ENTRYPOINT)} doctor --state-dir ${layout.data}\``;
+}
+
+/** The node's report with the doctor advice after an unreadable spool's reason (only the text form: --json keeps the reason as read). */
+function withUnreadableSpoolAdvice(node: NodeStatusReport, status: InstalledStatus): NodeStatusReport {
+  const { spool } = node;
+  const advice = unreadableSpoolAdvice(status);
+  if (spool === null || spool.error === null || advice === undefined) return node;
+  return { ...node, spool: { ...spool, error: `${spool.error}; ${advice}` } };
+}
+
 export function formatInstalledStatus(status: InstalledStatus): string {
   const row = (label: string, value: string): string => `${`${label}:`.padEnd(15)}${value}\n`;
   if ((!status.installed && !status.unfinishedInstall) || status.installDir === null) return row('node', status.error ?? 'not installed');
@@ -315,8 +335,9 @@ export function formatInstalledStatus(status: InstalledStatus): string {
   const u = status.lastUpgrade;
   if (u !== null) out += row('last upgrade', `${u.from} → ${u.to} at ${u.at}: ${u.outcome === 'ready' ? 'ready' : `SWITCHED BACK to ${u.from}${u.reason !== undefined ? ` (${u.reason})` : ''}`}`);
   if (status.node !== null) {
-    // The node's own report has the one spool row (size and backlog, or UNREADABLE with the reason).
-    out += formatNodeStatus(status.node, (unfinished ? unfinishedInstallAdvice : installedNotEnrolledAdvice)(status.node.node?.name));
+    // The node's own report has the one spool row (size and backlog, or UNREADABLE with the reason
+    // and, here, the doctor run of this install: the node's own advice names a bare zenova-node).
+    out += formatNodeStatus(withUnreadableSpoolAdvice(status.node, status), (unfinished ? unfinishedInstallAdvice : installedNotEnrolledAdvice)(status.node.node?.name));
   } else if (status.error !== null && !unfinished) {
     // An installed node whose identity or credential cannot be read (damaged, a directory, lost
     // with data/) is not enrolled for node-edge either: say how it is restored.
