@@ -26,8 +26,9 @@
  *
  * A record whose receivedAt lies outside the window around the control plane's clock the batch
  * handler passes (receivedAtWindow: 1 day ahead, 400 days behind) is set aside as
- * received_at_out_of_range (migration 0021), unless this node's record already holds its id (a
- * resend: a duplicate). Every distinct month of a batch got its partition, never dropped: one
+ * received_at_out_of_range (migration 0021), unless its id is held: by this node's record, it is a
+ * resend (a duplicate); by another node's, it is request_id_taken as in the window (the reason
+ * operators filter by says the more specific fact). Every distinct month of a batch got its partition, never dropped: one
  * enrolled node made 1,084 with one batch, under the lock every replica's ingestion waits on.
  *
  * Two records of one node with one request id are one request: the first copy ingested is kept,
@@ -219,13 +220,18 @@ function setAsideRecord(record: RequestRecord, reason: RejectionReason, detail: 
   return { requestId: record.requestId, reason, detail, bytes, sha256: createHash('sha256').update(bytes).digest() };
 }
 
+/** A record whose request id the record of node `holder` holds, as a rejected record. */
+function takenRecord(record: RequestRecord, holder: string, sent: ReadonlyMap<string, Buffer> | undefined): RejectedRecord {
+  // The holding node's id only: the other record's content is not this node's to see.
+  return setAsideRecord(record, 'request_id_taken', `the request id is held by a record of node ${holder.slice(0, 64)}`, sent);
+}
+
 /** The batch's records whose request id another node's record holds, as rejected records. */
 function takenRecords(records: readonly BatchRecord[], takenBy: ReadonlyMap<string, string>, sent: ReadonlyMap<string, Buffer> | undefined): RejectedRecord[] {
   if (takenBy.size === 0) return [];
   return records.flatMap(({ storable, parsed }) => {
     const holder = takenBy.get(storable.requestId);
-    // The holding node's id only: the other record's content is not this node's to see.
-    return holder === undefined ? [] : [setAsideRecord(parsed, 'request_id_taken', `the request id is held by a record of node ${holder.slice(0, 64)}`, sent)];
+    return holder === undefined ? [] : [takenRecord(parsed, holder, sent)];
   });
 }
 
@@ -257,7 +263,9 @@ function sortBatch(records: readonly RequestRecord[], storable: readonly Request
 /**
  * Of records received outside the window, those this node's record already holds (resent after
  * their time left the window: duplicates, compared like any) and the others, set aside without a
- * partition. One query, only when there are such records.
+ * partition: as request_id_taken when another node's record holds the id (the more specific fact,
+ * as for a record in the window), else as received_at_out_of_range. One query, only when there are
+ * such records.
  */
 async function sortOutOfWindow(
   client: pg.PoolClient,
@@ -267,23 +275,28 @@ async function sortOutOfWindow(
   sent: ReadonlyMap<string, Buffer> | undefined,
 ): Promise<{ held: BatchRecord[]; setAside: RejectedRecord[] }> {
   if (records.length === 0 || window === undefined) return { held: [], setAside: [] };
-  const { rows } = await client.query<{ request_id: string }>(
-    'select request_id from request_record_ids where request_id = any($1::text[]) and node_id = $2',
-    [records.map((r) => r.storable.requestId), nodeId],
+  const { rows } = await client.query<{ request_id: string; node_id: string }>(
+    'select request_id, node_id from request_record_ids where request_id = any($1::text[])',
+    [records.map((r) => r.storable.requestId)],
   );
-  const heldIds = new Set(rows.map((r) => r.request_id));
+  // request_record_ids is keyed by request id: one holder per id.
+  const holderOf = new Map(rows.map((r) => [r.request_id, r.node_id]));
   const aheadDays = RECEIVED_AT_MAX_AHEAD_MS / 86_400_000;
   const ageDays = RECEIVED_AT_MAX_AGE_MS / 86_400_000;
   return {
-    held: records.filter((r) => heldIds.has(r.storable.requestId)),
-    setAside: records.filter((r) => !heldIds.has(r.storable.requestId)).map((r) => setAsideRecord(
-      r.parsed,
-      'received_at_out_of_range',
-      r.storable.receivedAt > window.toMs
-        ? `receivedAt more than ${aheadDays} day ahead of the control plane's clock (a node clock far off?); records are ingested from ${ageDays} days behind it to ${aheadDays} day ahead`
-        : `receivedAt more than ${ageDays} days behind the control plane's clock; records are ingested from ${ageDays} days behind it to ${aheadDays} day ahead`,
-      sent,
-    )),
+    held: records.filter((r) => holderOf.get(r.storable.requestId) === nodeId),
+    setAside: records.filter((r) => holderOf.get(r.storable.requestId) !== nodeId).map((r) => {
+      const holder = holderOf.get(r.storable.requestId);
+      if (holder !== undefined) return takenRecord(r.parsed, holder, sent);
+      return setAsideRecord(
+        r.parsed,
+        'received_at_out_of_range',
+        r.storable.receivedAt > window.toMs
+          ? `receivedAt more than ${aheadDays} day ahead of the control plane's clock (a node clock far off?); records are ingested from ${ageDays} days behind it to ${aheadDays} day ahead`
+          : `receivedAt more than ${ageDays} days behind the control plane's clock; records are ingested from ${ageDays} days behind it to ${aheadDays} day ahead`,
+        sent,
+      );
+    }),
   };
 }
 

@@ -100,3 +100,27 @@ t.test('a record ingested before and resent once its time left the window is a d
   t.same(rows, [{ request_id: 'late-never-seen', reason: 'received_at_out_of_range' }, { request_id: 'late-resend', reason: 'request_id_conflict' }]);
   t.equal(RECEIVED_AT_MAX_AGE_MS, 400 * DAY, 'the bound docs/spool.md names');
 });
+
+t.test('a record received outside the window whose request id another node\'s record holds is set aside as request_id_taken, not received_at_out_of_range', async (t) => {
+  const holder = { nodeId: await insertNode(pool), nodeName: 'edge-holder' };
+  const other = { nodeId: await insertNode(pool), nodeName: 'edge-other' };
+  const now = Date.now();
+  const window = receivedAtWindow(now);
+  const held = record('taken-far-off', { nodeId: holder.nodeId, receivedAt: now - 60_000, finishedAt: now - 59_000 });
+  t.match(await ingestRecords(pool, holder, [held], undefined, undefined, window), { accepted: 1 });
+
+  // Another node's record with the same request id, received a year and a half behind the clock
+  // and (in a second batch) two days ahead of it: both outside the window.
+  const behind = record('taken-far-off', { nodeId: other.nodeId, receivedAt: now - 550 * DAY, finishedAt: now - 550 * DAY + 50 });
+  const ahead = { ...behind, receivedAt: now + 2 * DAY, finishedAt: now + 2 * DAY + 50 };
+  for (const [i, r] of [behind, ahead].entries()) {
+    t.ok(r.receivedAt < window.fromMs || r.receivedAt > window.toMs, 'outside the window');
+    const result = await ingestRecords(pool, other, [r], { batchId: `taken-far-off-${i}`, rejected: [] }, undefined, window);
+    t.match(result, { accepted: 0, duplicates: 0, rejected: 1 }, 'set aside, not a duplicate');
+    t.match(result.setAside, [{ requestId: 'taken-far-off', reason: 'request_id_taken', detail: `the request id is held by a record of node ${holder.nodeId}` }]);
+  }
+  const { rows } = await pool.query<{ reason: string }>('select reason from rejected_request_records where node_id = $1', [other.nodeId]);
+  t.same(rows.map((r) => r.reason), ['request_id_taken', 'request_id_taken'], 'stored with the reason operators filter by');
+  const kept = await pool.query<{ node_id: string }>('select node_id from request_records where request_id = $1', ['taken-far-off']);
+  t.same(kept.rows, [{ node_id: holder.nodeId }], 'the record holding the id stays as it is');
+});
