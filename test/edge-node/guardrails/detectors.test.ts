@@ -286,6 +286,16 @@ t.test('keywords read full-width letters as ASCII, in the text and in the list',
   t.same(found(compileKeywords(['top secret']), 'ＴＯＰ\u3000ＳＥＣＲＥＴ'), ['ＴＯＰ\u3000ＳＥＣＲＥＴ'], 'the ideographic space is a space');
 });
 
+t.test('keywords fold case as Unicode does: Greek final sigma, the dotted capital I, the long s', async (t) => {
+  t.same(found(compileKeywords(['ΚΩΔΙΚΟΣ']), 'ο κωδικος ειναι'), ['κωδικος'], 'a capital keyword matches the final sigma');
+  t.same(found(compileKeywords(['κωδικος']), 'Ο ΚΩΔΙΚΟΣ ΕΙΝΑΙ'), ['ΚΩΔΙΚΟΣ'], 'a keyword with a final sigma matches capitals');
+  t.same(found(compileKeywords(['κωδικοσ']), 'κωδικος'), ['κωδικος'], 'medial and final sigma are one letter');
+  t.same(found(compileKeywords(['istanbul']), 'İSTANBUL and İstanbul'), ['İSTANBUL', 'İstanbul']);
+  t.same(found(compileKeywords(['İstanbul']), 'istanbul'), ['istanbul']);
+  t.same(found(compileKeywords(['password']), 'paſſword'), ['paſſword']);
+  t.same(found(compileKeywords(['straße']), 'STRAßE strasse'), ['STRAßE'], 'ß stays one letter: positions never move');
+});
+
 t.test("regex compiles a policy's pattern once, honours (?i), skips empty matches and reports patterns that do not compile", async (t) => {
   const ok = compileRegex('(?i)order-\\d{4}');
   t.ok(ok.ok);

@@ -17,18 +17,28 @@ function node(): TrieNode {
   return { next: new Map(), fail: null, out: [] };
 }
 
-// Lower case of every UTF-16 unit, full-width forms as ASCII (U+FF01-FF5E, and U+3000 as a space),
-// built on first use (units whose lower case is longer stay as they are, so positions in the
-// folded text are positions in the text).
+// The case fold of every UTF-16 unit, full-width forms as ASCII (U+FF01-FF5E, and U+3000 as a
+// space), built on first use. A unit folds to one unit only, so positions in the folded text are
+// positions in the text. Lower case alone is not a fold: Greek final sigma `ς` stays apart from the
+// `σ` that `Σ` lowers to (a keyword `ΚΩΔΙΚΟΣ` missed `κωδικος`), and `İ` lowers to two units; so
+// the lower case of the upper case is taken where each is one unit, and `İ` folds to `i`.
 let foldTable: Uint16Array | undefined;
+
+const DOTTED_CAPITAL_I = 0x130;
+
+function foldUnit(unit: number): number {
+  if (unit === DOTTED_CAPITAL_I) return 0x69;
+  const lower = String.fromCharCode(unit).toLowerCase();
+  if (lower.length !== 1) return unit;
+  const upper = lower.toUpperCase();
+  if (upper.length !== 1) return lower.charCodeAt(0);
+  const folded = upper.toLowerCase();
+  return folded.length === 1 ? folded.charCodeAt(0) : lower.charCodeAt(0);
+}
 
 function buildFoldTable(): Uint16Array {
   const table = new Uint16Array(65536);
-  for (let code = 0; code < 65536; code++) {
-    const unit = foldWidthUnit(code);
-    const lower = String.fromCharCode(unit).toLowerCase();
-    table[code] = lower.length === 1 ? lower.charCodeAt(0) : unit;
-  }
+  for (let code = 0; code < 65536; code++) table[code] = foldUnit(foldWidthUnit(code));
   return table;
 }
 
