@@ -13,6 +13,7 @@ import { keepBodyText } from './http/body-text.js';
 import { unreadableCharset } from './http/json-charset.js';
 import { registerMcpRoutes } from './http/mcp.routes.js';
 import { notFoundError } from './http/not-found.js';
+import { originFormOf } from './http/origin-form.js';
 import { registerOpenAiRoutes } from './http/openai.routes.js';
 import { registerReadinessRoutes } from './http/readiness.routes.js';
 import type { ControlLinkView } from './http/readiness.routes.js';
@@ -111,6 +112,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Node answers a request still arriving after this (clientErrorHandler: 408); not the answer.
     requestTimeout,
     requestIdHeader: false,
+    // An absolute-form target (`POST http://host/v1/messages`) is routed, checked, quoted and
+    // logged by its path alone, as the origin form: never its authority (a `user:password@` in it).
+    rewriteUrl: (req) => originFormOf(req.url ?? '/'),
     // Always the node's own id, never the caller's (request-id.ts: it keys the record and its charge).
     genReqId: () => generateRequestId(),
     // Fastify's own 503-on-close answer has neither x-request-id nor our error body; requests
@@ -204,9 +208,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // server.close() open until its idle timeout.
       if (closing) setImmediate(() => app.server.closeIdleConnections());
     });
-    // Compressed bodies are refused, not decoded: no decompression bomb, no unbounded inflate.
+    // Compressed bodies are refused, not decoded: no decompression bomb, no unbounded inflate. A
+    // path no route serves gets its 404 (below) whatever its body, this refusal included.
     const encoding = request.headers['content-encoding'];
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity' && encoding.trim() !== '') {
+    if (!request.is404 && encoding !== undefined && encoding.trim().toLowerCase() !== 'identity' && encoding.trim() !== '') {
       done(zenovaError('ZN_ERR_UNSUPPORTED_ENCODING', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the body uncompressed.`));
       return;
     }
@@ -226,6 +231,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       done(zenovaError('ZN_ERR_INVALID_REQUEST', `Invalid request: Expect ${JSON.stringify(request.headers.expect.slice(0, 40))} is not supported (only 100-continue).`, { status: 417 }));
       return;
     }
+    // No route serves the path: answered here, before the body is read, so neither its size (fastify
+    // would read up to the limit, then answer 413) nor its content replaces the 404 and its Base URL
+    // hint. Node discards the unread body, and the connection serves the caller's next request.
+    if (request.is404) {
+      done(notFoundError(request.method, request.url));
+      return;
+    }
     done();
   });
 
@@ -233,6 +245,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
 
+  // onRequest answers a path no route serves before this handler (and the body) is reached.
   app.setNotFoundHandler(async (request) => {
     throw notFoundError(request.method, request.url);
   });
@@ -377,12 +390,6 @@ function jsonBodyParser(strict: JsonParser): JsonParser {
   const parse = keyNamingJsonParser(strict, () =>
     zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body has a "__proto__" or "constructor.prototype" key, which this node refuses.'));
   return (request, body, done) => {
-    // No route serves the path: its body is never read, and the 404 (with the Base URL hint a
-    // wrong path usually needs) must not turn into a complaint about the body.
-    if (request.is404) {
-      done(null, undefined);
-      return;
-    }
     // Clients that label every request JSON send `DELETE /mcp/{server}` (which ends a session) with
     // an empty body: no body, not invalid JSON. A POST still needs one.
     if (body.length === 0 && request.method !== 'POST') {
@@ -486,7 +493,7 @@ function answerParserError(err: NodeJS.ErrnoException, socket: Socket, responseN
   } else if (err.code === 'HPE_HEADER_OVERFLOW') {
     [status, reason, message] = [431, 'Request Header Fields Too Large', 'Invalid request: the request headers are too large.'];
   }
-  const target = failedRequestTarget(err) ?? '';
+  const target = originFormOf(failedRequestTarget(err) ?? '');
   const requestId = generateRequestId();
   const error = zenovaError('ZN_ERR_INVALID_REQUEST', message, { status });
   const body = JSON.stringify(errorBodyFor(target, error));
