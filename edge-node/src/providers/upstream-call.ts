@@ -166,14 +166,15 @@ export async function readBilledAnswer(
  * `type: "error"` (Anthropic). Like the same error inside a stream (upstreamStreamError):
  * ZN_ERR_UPSTREAM_ERROR, retryable (a retry or a fallback may answer) unless it blames the request
  * or the node's key, or the node's account out of quota (quotaExhaustedAttempt); nothing was
- * answered, so nothing is charged. undefined for an answer.
+ * answered, so nothing is charged. undefined for an answer. `upstreamKey`: the node's key for the
+ * upstream, never quoted from the error (upstreamAnswerError), as on an error status.
  */
-export function inBandFailure(answer: Record<string, unknown>, upstream: string, httpStatus: number): FailedAttempt | undefined {
+export function inBandFailure(answer: Record<string, unknown>, upstream: string, httpStatus: number, upstreamKey: string | undefined): FailedAttempt | undefined {
   const anthropicError = answer.type === 'error';
   // An `error` beside an answer's own payload (choices, data) is not taken for a failure: only a body that is nothing but the error.
   const errorObject = answer.error !== undefined && answer.error !== null && answer.choices === undefined && answer.data === undefined;
   if (!anthropicError && !errorObject) return undefined;
-  const error = upstreamAnswerError(upstream, answer);
+  const error = upstreamAnswerError(upstream, answer, upstreamKey);
   if (error.quotaExhaustion !== undefined) return quotaExhaustedAttempt(error.quotaExhaustion, 'error', httpStatus);
   return { kind: 'failed', error, outcome: 'error', httpStatus, retryable: error.retryable };
 }
@@ -195,7 +196,13 @@ export type CompletionUsage = (answer: Record<string, unknown>) => UpstreamUsage
  * answer's usage (`billedUsage`; none: stage meter estimates the prompt), as an answer past its
  * bound is (readBilledAnswer). Other bodies (not JSON, JSON that is no such answer) are charged nothing.
  */
-export async function notAnEventStream(response: UpstreamResponse, upstream: string, signal: AbortSwitch, completionUsage: CompletionUsage): Promise<FailedAttempt> {
+export async function notAnEventStream(
+  response: UpstreamResponse,
+  upstream: string,
+  signal: AbortSwitch,
+  completionUsage: CompletionUsage,
+  upstreamKey: string | undefined,
+): Promise<FailedAttempt> {
   const notStream: FailedAttempt = {
     kind: 'failed',
     error: zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" did not answer the stream request with an event stream.`),
@@ -219,7 +226,7 @@ export async function notAnEventStream(response: UpstreamResponse, upstream: str
     if (!response.body.destroyed) void response.body.dump().catch(() => undefined);
     return isBodyTooLarge(err) ? { ...notStream, upstreamBilled: true } : notStream;
   }
-  const inBand = inBandFailure(answer, upstream, response.statusCode);
+  const inBand = inBandFailure(answer, upstream, response.statusCode, upstreamKey);
   if (inBand !== undefined) return inBand;
   const usage = completionUsage(answer);
   if (usage === undefined) return notStream;

@@ -280,22 +280,25 @@ export class UpstreamInBandError extends ZenovaError {
  * the request itself or the node's key: a 4xx other than 408 and 429 as the error's numeric `code`
  * or `status`, or as its `type` stands for (ERROR_TYPE_STATUS), as an upstream's HTTP status would be
  * (upstreamStatusError). One that says the node's upstream account is out of quota or credit carries
- * the node's answer for it (UpstreamInBandError.quotaExhaustion).
+ * the node's answer for it (UpstreamInBandError.quotaExhaustion). `secret`: the node's key for that
+ * upstream, which a code or type is not quoted with (safeUpstreamErrorCode), as on an error status.
  */
-export function upstreamStreamError(upstream: string, body: unknown): UpstreamInBandError {
-  return inBandError(upstream, body, 'ended the stream with an error');
+export function upstreamStreamError(upstream: string, body: unknown, secret?: string | null): UpstreamInBandError {
+  return inBandError(upstream, body, 'ended the stream with an error', secret);
 }
 
 /**
  * An error object an upstream sent as its whole JSON answer under a 2xx (`{"error":{…}}`, an
- * Anthropic `{"type":"error","error":{…}}`): classified as one inside a stream (upstreamStreamError).
+ * Anthropic `{"type":"error","error":{…}}`): classified as one inside a stream (upstreamStreamError),
+ * `secret` too.
  */
-export function upstreamAnswerError(upstream: string, body: unknown): UpstreamInBandError {
-  return inBandError(upstream, body, 'answered HTTP 2xx with an error object');
+export function upstreamAnswerError(upstream: string, body: unknown, secret?: string | null): UpstreamInBandError {
+  return inBandError(upstream, body, 'answered HTTP 2xx with an error object', secret);
 }
 
-function inBandError(upstream: string, body: unknown, what: string): UpstreamInBandError {
-  const detail = safeUpstreamErrorCode(body);
+function inBandError(upstream: string, body: unknown, what: string, secret: string | null | undefined): UpstreamInBandError {
+  // The quota answer below quotes this same detail, so it never names the key either.
+  const detail = safeUpstreamErrorCode(body, secret);
   const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
   const fields = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {};
   const typeStatus = typeof fields.type === 'string' && Object.hasOwn(ERROR_TYPE_STATUS, fields.type) ? ERROR_TYPE_STATUS[fields.type] : undefined;
@@ -350,7 +353,7 @@ export function isUpstreamStreamRateLimit(err: ZenovaError): boolean {
  * secret detector knows, more than 4 digits beside letters, or a run of 12 or more characters
  * switching case as random text does (a token; CamelCase names pass).
  */
-function safeUpstreamErrorCode(body: unknown, secret?: string | null): string | undefined {
+function safeUpstreamErrorCode(body: unknown, secret: string | null | undefined): string | undefined {
   if (typeof body !== 'object' || body === null) return undefined;
   const error = (body as { error?: unknown }).error;
   if (typeof error !== 'object' || error === null) return undefined;

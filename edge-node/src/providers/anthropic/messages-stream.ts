@@ -426,7 +426,7 @@ const finalDeltas = new WeakSet<StreamEvent>();
  * Reads usage (into the stream's running `counts`) and text from one upstream event; the alias goes
  * into `message.model`. `finished`: a message_delta with the stop_reason came before this event.
  */
-function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, upstream: string, alias: string, chosen: CallerChosenStrings, finished: boolean): StreamEvent {
+function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, source: Pick<StreamOptions, 'upstream' | 'upstreamKey'>, alias: string, chosen: CallerChosenStrings, finished: boolean): StreamEvent {
   // As written: an integer past 2^53 (a tool input's 19-digit card) is read as its digits, which the
   // rules check, not as the double JSON.parse rounds it to while the event's bytes go on unchanged.
   let parsed: unknown;
@@ -440,7 +440,7 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
   }
   // An error event is one whatever its data (JSON or not): never relayed. Classified as on the
   // chat path: retryable (a rate limit without counting against the target) unless it blames the request or the node's key.
-  if (sse.event === 'error' || (isRecord(parsed) && parsed.type === 'error')) throw upstreamStreamError(upstream, parsed);
+  if (sse.event === 'error' || (isRecord(parsed) && parsed.type === 'error')) throw upstreamStreamError(source.upstream, parsed, source.upstreamKey);
   // No texts could be found in it: output rules block it rather than relay it unchecked.
   if (!isRecord(parsed)) return { sse, texts: UNREAD_TEXTS };
   const type = typeof parsed.type === 'string' ? parsed.type : sse.event;
@@ -519,6 +519,8 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
 export interface StreamOptions {
   ctx: PipelineContext;
   upstream: string;
+  /** The node's key for the upstream: an error it reports in the stream never quotes it (upstreamStreamError). */
+  upstreamKey?: string | undefined;
   /** The alias the caller asked for, shown in `message.model`. */
   alias: string;
   /** monotonic ms when the request went upstream (ctx.upstreamMs is measured from it). */
@@ -552,7 +554,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
       // The answer is complete; what follows is drained, not the caller's.
       if (stopped) continue;
       received = true;
-      const event = toStreamEvent(ctx, counts, sse, upstream, alias, chosen, finished);
+      const event = toStreamEvent(ctx, counts, sse, opts, alias, chosen, finished);
       if (finalDeltas.has(event)) finished = true;
       if (event.terminal === true) {
         stopped = true;

@@ -156,7 +156,7 @@ async function attemptMessages(
   if (!ctx.stream) {
     const read = await readBilledAnswer(response, upstream, signal, { asWritten: true });
     if ('failed' in read) return read.failed;
-    return inBandFailure(read.answer, upstream, response.statusCode) ?? { kind: 'answered', reply: jsonReply(ctx, read.answer, alias) };
+    return inBandFailure(read.answer, upstream, response.statusCode, target.upstream.apiKey) ?? { kind: 'answered', reply: jsonReply(ctx, read.answer, alias) };
   }
 
   // A compressed stream would parse as no events ("ended the stream before message_stop"): named as the JSON path names it.
@@ -165,14 +165,14 @@ async function attemptMessages(
   // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored
   // stream:true (final; a whole answer is charged, with its usage: the upstream billed it).
   // Media types are case-insensitive (`Text/Event-Stream` is one).
-  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, upstream, signal, (answer) => (answer.type === 'message' || Array.isArray(answer.content) ? messageUsage(ctx, answer) : undefined));
+  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, upstream, signal, (answer) => (answer.type === 'message' || Array.isArray(answer.content) ? messageUsage(ctx, answer) : undefined), target.upstream.apiKey);
   const release = (): void => {
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
     if (!response.body.readableEnded) response.body.destroy();
   };
   let events: AsyncIterable<StreamEvent>;
   try {
-    events = await firstEventRead(anthropicStreamEvents(response.body, { ctx, upstream, alias, sentAt, signal, release, idle: sseIdleDeadline(response.body, upstream, timeoutMs) }));
+    events = await firstEventRead(anthropicStreamEvents(response.body, { ctx, upstream, upstreamKey: target.upstream.apiKey, alias, sentAt, signal, release, idle: sseIdleDeadline(response.body, upstream, timeoutMs) }));
   } catch (err) {
     // A failure before the first event is the attempt's: nothing reached the caller yet.
     if (signal.aborted || !isZenovaError(err)) throw err;

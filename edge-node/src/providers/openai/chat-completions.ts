@@ -214,11 +214,11 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   );
   if (sent.kind === 'failed') return sent;
   const { response } = sent;
-  if (ctx.stream) return attemptStream(ctx, response, { upstream, signal, sentAt, choices: chatChoiceCount(request), timeoutMs }, alias, request);
+  if (ctx.stream) return attemptStream(ctx, response, { upstream, upstreamKey: target.upstream.apiKey, signal, sentAt, choices: chatChoiceCount(request), timeoutMs }, alias, request);
   const read = await readBilledAnswer(response, upstream, signal, { asWritten: true });
   if ('failed' in read) return read.failed;
   const { answer } = read;
-  const inBand = inBandFailure(answer, upstream, response.statusCode);
+  const inBand = inBandFailure(answer, upstream, response.statusCode, target.upstream.apiKey);
   if (inBand !== undefined) return inBand;
   if (typeof answer.model === 'string') answer.model = alias;
   ctx.upstreamUsage = chatUsage(answer.usage, false);
@@ -260,7 +260,7 @@ async function attemptStream(
   // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored
   // stream:true (final; a whole answer is charged, with its usage: the upstream billed it).
   // Media types are case-insensitive (`Text/Event-Stream` is one).
-  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, source.upstream, source.signal, chatCompletionUsage);
+  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, source.upstream, source.signal, chatCompletionUsage, source.upstreamKey);
   const reply = chatStreamReply(ctx, response, alias, !callerWantsStreamUsage(request), source);
   try {
     reply.events = await firstEventRead(reply.events);

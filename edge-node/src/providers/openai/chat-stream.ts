@@ -88,6 +88,8 @@ function isUsageOnly(chunk: Record<string, unknown>): boolean {
 export interface ChatStreamSource {
   /** The upstream's name, for error messages. */
   upstream: string;
+  /** The node's key for the upstream: an error it reports in the stream never quotes it (upstreamStreamError). */
+  upstreamKey?: string | undefined;
   /** The attempt's switch: an abort (timeout, caller gone) is rethrown as is, for forwardPlan. */
   signal: AbortSwitch;
   /** monotonic ms when the request went upstream (ctx.upstreamMs is measured from it). */
@@ -702,7 +704,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       } catch {
         chunk = undefined;
       }
-      if (sse.event === 'error') throw upstreamStreamError(upstream, chunk);
+      if (sse.event === 'error') throw upstreamStreamError(upstream, chunk, source.upstreamKey);
       if (!isRecord(chunk)) {
         // No texts could be found in it: output rules block it rather than relay it unchecked.
         yield { sse, texts: UNREAD_TEXTS };
@@ -710,7 +712,7 @@ async function* chatEvents(ctx: PipelineContext, response: UpstreamResponse, sha
       }
       // OpenAI-compatible servers report mid-stream failures this way: an object (vLLM, LiteLLM,
       // OpenRouter, with a `choices` entry whose finish_reason is "error") or a string (TGI).
-      if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(upstream, chunk);
+      if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(upstream, chunk, source.upstreamKey);
       const choices = chunk.choices;
       if (Array.isArray(choices)) {
         for (const choice of choices) {

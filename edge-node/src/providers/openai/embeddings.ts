@@ -107,7 +107,7 @@ async function attemptEmbeddings(ctx: PipelineContext, target: RuntimeTarget, si
   const read = await readBilledAnswer(sent.response, target.upstream.name, signal, { maxBytes: embeddingsAnswerBound(ctx.forwardBody?.input) });
   if ('failed' in read) return read.failed;
   const { answer } = read;
-  const inBand = inBandFailure(answer, target.upstream.name, sent.response.statusCode);
+  const inBand = inBandFailure(answer, target.upstream.name, sent.response.statusCode, target.upstream.apiKey);
   if (inBand !== undefined) return inBand;
   if (typeof answer.model === 'string') answer.model = ctx.model ?? target.upstreamModel;
   // An embedding has no output, so total_tokens counts the input too when prompt_tokens is absent
