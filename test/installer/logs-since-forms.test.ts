@@ -27,12 +27,14 @@ const READ_BY_JOURNALCTL = [
   '2026-11-29 08:00:00 UTC', 'Fri 2026-11-27', 'friday 2026-11-27 08:00', '08:00', '08:00:00',
   // journalctl's own short timestamps, as an operator copies them from its output.
   'Nov 29 08:00:00', 'Nov 29 08:00:00.123456', 'nov 29 08:00:00', 'Sun Nov 29 08:00:00', 'Nov  2 08:00:00',
+  // Seconds since the epoch, and a named zone as an operator in China writes one.
+  '@1700000000', '@1700000000.5', '2026-12-06 08:00 Asia/Shanghai', '2026-12-06 08:00 America/Argentina/Buenos_Aires',
 ];
 /** Values journalctl refuses with "Failed to parse timestamp" (checked against journalctl 252). */
 const REFUSED_BY_JOURNALCTL = [
   'yesterdya', 'TODAY', 'Now', 'now UTC', 'today +2days', '30 mins ago', '1hrs ago', '1 MIN ago', 'ago', '12 ago 3',
   '5.5.5 ago', '. ago', '5. ago', '+', '-', '2026-13-01', '2026-11-29 25:00', '08:60', '1969-01-01', '2026-11-29 08:00:00.',
-  '2026-11-29 08:00 +0200', '1700000000', 'Fri 08:00', 'last tuesday', 'Nov 29 08:00', 'Nov 29', 'Nov 32 08:00:00', 'Foo 29 08:00:00',
+  '2026-11-29 08:00 +0200', '1700000000', '@', '@abc', '2026-12-06 08:00 /etc', 'Asia/Shanghai', 'Fri 08:00', 'last tuesday', 'Nov 29 08:00', 'Nov 29', 'Nov 32 08:00:00', 'Foo 29 08:00:00',
 ];
 
 t.test('every --since value docs/install.md and the help show is one the check lets through', async (t) => {

@@ -106,15 +106,16 @@ function isDateTime(text: string): boolean {
 
 /**
  * Whether journalctl reads `text` as a time (systemd.time(7)): now, today, yesterday, tomorrow; a
- * span before or after now (`-1h`, `+5min`, `30 min ago`, `2 hours left`); a date and time. A last
- * word naming a time zone (`UTC`, the host's own) is left to journalctl, which knows the zones.
+ * span before or after now (`-1h`, `+5min`, `30 min ago`, `2 hours left`); a date and time; seconds
+ * since the epoch (`@1700000000`). A last word naming a time zone (`UTC`, `Asia/Shanghai`, the
+ * host's own) is left to journalctl, which knows the zones.
  */
 function isJournalTime(text: string): boolean {
-  if (text === 'now') return true;
+  if (text === 'now' || /^@\d{1,12}(?:\.\d{1,6})?$/.test(text)) return true;
   if (text.startsWith('-') || text.startsWith('+')) return isTimeSpan(text.slice(1));
   const relative = /^(.*) (?:ago|left)$/.exec(text);
   if (relative !== null) return isTimeSpan(relative[1] ?? '');
-  const zoned = /^(.*\S) +[A-Za-z][A-Za-z0-9_+-]*$/.exec(text);
+  const zoned = /^(.*\S) +[A-Za-z][A-Za-z0-9_+/-]*$/.exec(text);
   const candidates = zoned === null ? [text] : [text, zoned[1] ?? ''];
   return candidates.some((t) => t === 'today' || t === 'yesterday' || t === 'tomorrow' || isDateTime(t));
 }
@@ -123,9 +124,9 @@ function isJournalTime(text: string): boolean {
 export function sinceProblem(value: string): string | undefined {
   if (value.trim() === '') return 'must not be empty';
   if (value.length > 64) return 'must be at most 64 characters';
-  if (!/^[A-Za-z0-9 :+.-]+$/.test(value)) return "may contain only letters, digits, spaces and : + . - (e.g. '30 min ago')";
+  if (!/^[A-Za-z0-9 :+.@/_-]+$/.test(value)) return "may contain only letters, digits, spaces and : + . @ / _ - (e.g. '30 min ago')";
   if (!isJournalTime(value.trim())) {
-    return `${JSON.stringify(value.trim())} is not a time journalctl reads; use e.g. '30 min ago', '2 hours ago', -1h, today, yesterday, '2026-11-29 08:00' or '2026-11-29 08:00:00 UTC'`;
+    return `${JSON.stringify(value.trim())} is not a time journalctl reads; use e.g. '30 min ago', '2 hours ago', -1h, today, yesterday, '2026-11-29 08:00', '2026-11-29 08:00:00 UTC', '2026-11-29 08:00 Asia/Shanghai' or @1700000000`;
   }
   return undefined;
 }
