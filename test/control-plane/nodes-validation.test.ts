@@ -102,9 +102,15 @@ t.test('controlPlaneUrl: must start with https:// and be a plain, shell-safe URL
     // The console page's address pasted for the callback URL: every install command would fail.
     ['https://cp.example.com:7400/console/', "controlPlaneUrl: is the console page's address (ends in /console)"],
     ['https://cp.example.com/zenova/Console', "controlPlaneUrl: is the console page's address (ends in /console)"],
+    // Spelt so the text does not end in /console, but the path nodes request does.
+    ['https://cp.example.com/console/.', "controlPlaneUrl: is the console page's address (ends in /console)"],
+    ['https://cp.example.com/console/x/..', "controlPlaneUrl: is the console page's address (ends in /console)"],
+    ['https://cp.example.com/%63onsole', "controlPlaneUrl: is the console page's address (ends in /console)"],
+    ['https://cp.example.com/zenova/%43%4fnsole/', "controlPlaneUrl: is the console page's address (ends in /console)"],
   ];
   for (const [url, message] of cases) await rejected(t, { controlPlaneUrl: url }, message, String(url).slice(0, 60));
   t.equal((await accepted(t, { controlPlaneUrl: 'https://cp.example.com/consoles' }, 'a path that only starts like console')).controlPlaneUrl, 'https://cp.example.com/consoles');
+  t.equal((await accepted(t, { controlPlaneUrl: 'https://cp.example.com/console%2F' }, 'an escaped slash is part of the name')).controlPlaneUrl, 'https://cp.example.com/console%2F');
   t.equal((await accepted(t, { controlPlaneUrl: 'https://cp.example.com:7443/zenova/' }, 'port and path')).controlPlaneUrl,
     'https://cp.example.com:7443/zenova', 'a trailing slash is dropped');
   t.equal((await accepted(t, { controlPlaneUrl: 'https://10.0.0.5' }, 'an IP')).controlPlaneUrl, 'https://10.0.0.5');

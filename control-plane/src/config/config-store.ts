@@ -5,7 +5,7 @@
 import type pg from 'pg';
 import { latestConfigVersion, lockConfigChanges, recordConfigChange } from './config-changes.js';
 import type { ConfigChange } from './config-changes.js';
-import { checkBundleLimits } from './config-limits.js';
+import { checkBundleLimits, footprintBeforeChange } from './config-limits.js';
 import { withTransaction } from '../nodes/with-transaction.js';
 
 export interface ConfigMutation<T> {
@@ -14,7 +14,8 @@ export interface ConfigMutation<T> {
   change: ConfigChange | null;
   /**
    * Whether the change can make nodes' bundles larger, so it is checked against their limits
-   * (config-limits.ts) before it is recorded. Default: a create or update of what bundles carry.
+   * (config-limits.ts) before it is recorded; the check refuses only a change that did. Default: a
+   * create or update of what bundles carry.
    */
   grows?: boolean;
 }
@@ -30,12 +31,14 @@ export async function withConfigChange<T>(
   fn: (client: pg.PoolClient) => Promise<ConfigMutation<T>>,
 ): Promise<ConfigMutationResult<T>> {
   return withTransaction(pool, async (client) => {
+    // Before the writes: a config already past a limit then refuses only a change that makes it worse.
+    const before = await footprintBeforeChange(client);
     const { value, change, grows } = await fn(client);
     if (!change) return { value, configVersion: await latestConfigVersion(client) };
     if (grows ?? growsBundles(change)) {
       // Under the lock until commit: what the check counts is what this change commits onto.
       await lockConfigChanges(client);
-      await checkBundleLimits(client);
+      await checkBundleLimits(client, before);
     }
     return { value, configVersion: await recordConfigChange(client, change) };
   });

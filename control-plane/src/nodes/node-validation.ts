@@ -101,8 +101,17 @@ export function controlPlaneUrlProblem(value: string): string | undefined {
   // install-command.ts adds when one means something to a shell unquoted (the `[ ]` of IPv6, `~`).
   if (!/^[A-Za-z0-9._~:/[\]%-]+$/.test(value)) return 'may contain only letters, digits and . _ ~ : / [ ] % -';
   // The console page's address pasted for the callback URL: every install command made with it would fail.
-  if (/\/console\/*$/i.test(value)) return 'is the console page\'s address (ends in /console): give the control plane\'s callback URL without it';
+  // Judged by the path the URL resolves to, as nodes request it: `/console/.` and `/%63onsole` are /console too.
+  if (/\/console\/*$/i.test(resolvedPath(value))) return 'is the console page\'s address (ends in /console): give the control plane\'s callback URL without it';
   return undefined;
+}
+
+/** The URL's path with dot segments resolved and unreserved characters' %XX escapes (either case) decoded. */
+function resolvedPath(value: string): string {
+  return new URL(value).pathname.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex: string) => {
+    const char = String.fromCharCode(parseInt(hex, 16));
+    return /^[A-Za-z0-9._~-]$/.test(char) ? char : escape;
+  });
 }
 
 export const controlPlaneUrlSchema = text()
