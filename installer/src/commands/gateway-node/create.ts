@@ -10,7 +10,7 @@ import { ApiError } from '../../connection/admin-client.js';
 import { withAdminClient } from '../../connection/admin-session.js';
 import { CA_VARIABLE, URL_VARIABLE } from '../../connection/connection-settings.js';
 import type { ConnectionSettings } from '../../connection/connection-settings.js';
-import { checkWritableFileOption, readPemOption } from '../../local-files.js';
+import { checkCertificateOutOption, readPemOption } from '../../local-files.js';
 import { createdNodeSchema } from './api-schemas.js';
 import type { CreateNodeRequest } from './api-schemas.js';
 import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE } from './common-options.js';
@@ -61,6 +61,7 @@ Options:
   --replicas K          node-edge processes on the node host (1-16, default 1): the install
                         command's enrollment carries it and the installer runs that many
   --ca-out F            Write the CA the install command's --ca-file refers to into F
+                        (never over a file holding anything else: see docs/install.md)
 ${JSON_USAGE}
 ${COMMON_USAGE}
 `;
@@ -132,7 +133,7 @@ async function run(argv: readonly string[], ctx: CliContext): Promise<number> {
   const caPem = caFile === undefined ? undefined : readPemOption(caFile, '--ca-file', ctx.cwd, HELP);
   const explicitUrl = nonEmptyOption(parsed, 'control-plane-url', HELP, 'pass the callback URL nodes use, or leave --control-plane-url out for the one the admin connection uses');
   const caOut = stringOption(parsed, 'ca-out');
-  checkWritableFileOption(caOut, '--ca-out', ctx.cwd, HELP);
+  checkCertificateOutOption(caOut, '--ca-out', ctx.cwd, HELP);
   const json = flagOption(parsed, 'json');
 
   return withAdminClient(ctx, stringOption(parsed, 'env-file'), HELP, async (client, conn) => {

@@ -3,8 +3,9 @@
  * that it is shown once and must stay private, the command itself on a line of its own, and — when
  * the command names a --ca-file — how that CA file gets onto the node host (`--ca-out F` writes it).
  */
+import { CommandFailure } from '../../cli-context.js';
 import type { CliContext } from '../../cli-context.js';
-import { writeTextFileAtomic } from '../../local-files.js';
+import { saveCertificateFile } from '../../local-files.js';
 import type { CommandKind, OneTimeCommand } from './api-schemas.js';
 
 export const SHOWN_ONCE_WARNING = 'shown once; store it safely; do not paste it into chat/e-mail';
@@ -40,17 +41,33 @@ export function caFileInCommand(command: string): string | undefined {
   return /(?:^|\s)--ca-file\s+(\S+)/.exec(command)?.[1];
 }
 
-/** With --json (stdout is the API's answer): --ca-out written, or why not, on stderr. */
+/** With --json (stdout is the API's answer): --ca-out written, or why not, on stderr (exit 1 for a file holding something else). */
 export function saveCaBesideJson(ctx: CliContext, nodeName: string, caOut: string | undefined, caPem: string | undefined): void {
   if (caOut === undefined) return;
   if (caPem === undefined) {
     ctx.stderr.write(`zenova: node ${nodeName} has no control-plane CA, so nothing was written to ${caOut}\n`);
     return;
   }
-  ctx.stderr.write(`zenova: saved the control-plane CA to ${writeTextFileAtomic(caOut, caPem, ctx.cwd)}\n`);
+  const saved = saveCertificateFile(caOut, caPem, ctx.cwd);
+  if (saved.outcome === 'kept-other-content') throw keptOtherContent(caOut, 'the JSON answer above carries it');
+  ctx.stderr.write(saved.outcome === 'written'
+    ? `zenova: saved the control-plane CA to ${saved.path}\n`
+    : `zenova: ${saved.path} already holds the control-plane CA (left as is)\n`);
 }
 
-/** Prints the command and its CA advice; writes --ca-out when asked and the node has a CA. */
+/**
+ * --ca-out names a file that holds something else: it is kept, and the run fails (exit 1) after
+ * the command was shown, as the node or command the API made stays; the file's content is not quoted.
+ */
+function keptOtherContent(caOut: string, whereTheCaIs: string): CommandFailure {
+  return new CommandFailure(`--ca-out ${caOut} already exists and holds something other than this CA, so it was left as is and the CA was not saved there (${whereTheCaIs}); `
+    + `the command shown stands: save the CA by hand, or next time pass another --ca-out path or remove ${caOut} first`);
+}
+
+/**
+ * Prints the command and its CA advice; writes --ca-out when asked and the node has a CA (never
+ * over a file holding something else: then the CA is printed and the run fails, exit 1).
+ */
 export function printOneTimeCommand(ctx: CliContext, out: OneTimeCommandOutput): void {
   const { issued, kind } = out;
   const write = (text = ''): void => { ctx.stdout.write(`${text}\n`); };
@@ -70,8 +87,15 @@ export function printOneTimeCommand(ctx: CliContext, out: OneTimeCommandOutput):
   }
   write();
   if (out.caPem !== undefined && out.caOut !== undefined) {
-    const written = writeTextFileAtomic(out.caOut, out.caPem, ctx.cwd);
-    write(`Saved the control-plane CA to ${written}: copy it to the node host as ${caName}, next to zenova-node.zpkg (the command's --ca-file).`);
+    const saved = saveCertificateFile(out.caOut, out.caPem, ctx.cwd);
+    if (saved.outcome === 'kept-other-content') {
+      write(`The command's --ca-file is ${caName}: save this CA under that name on the node host, next to zenova-node.zpkg (${out.caOut} was not written: see below):`);
+      write();
+      write(out.caPem.trimEnd());
+      throw keptOtherContent(out.caOut, 'it is printed above');
+    }
+    const where = saved.outcome === 'written' ? `Saved the control-plane CA to ${saved.path}` : `${saved.path} already holds the control-plane CA (left as is)`;
+    write(`${where}: copy it to the node host as ${caName}, next to zenova-node.zpkg (the command's --ca-file).`);
   } else if (out.caSourceFile !== undefined) {
     write(`The command's --ca-file is ${caName}: copy ${out.caSourceFile} (the CA you gave) to the node host under that name, next to zenova-node.zpkg.`);
   } else if (out.caPem !== undefined) {

@@ -8,7 +8,7 @@ import type { OptionSpec } from '../../args.js';
 import { EXIT_OK } from '../../cli-context.js';
 import type { CliContext, Command } from '../../cli-context.js';
 import { withAdminClient } from '../../connection/admin-session.js';
-import { checkWritableFileOption } from '../../local-files.js';
+import { checkCertificateOutOption } from '../../local-files.js';
 import { nodeViewSchema, oneTimeCommandSchema } from './api-schemas.js';
 import type { CommandKind, NodeView } from './api-schemas.js';
 import { COMMON_OPTIONS, COMMON_USAGE, JSON_OPTION, JSON_USAGE, NAME_OPTION, NAME_USAGE } from './common-options.js';
@@ -37,6 +37,7 @@ The command is ${SHOWN_ONCE_WARNING}.
 Options:
 ${NAME_USAGE}
   --ca-out F            Write the CA the command's --ca-file refers to into F
+                        (never over a file holding anything else: see docs/install.md)
 ${JSON_USAGE}
 ${COMMON_USAGE}
 `;
@@ -67,7 +68,7 @@ function oneTimeCommand(kind: CommandKind, summary: string): Command {
     const parsed = parseOptions(argv, OPTIONS, help);
     const name = nodeNameArgument(parsed, help);
     const caOut = stringOption(parsed, 'ca-out');
-    checkWritableFileOption(caOut, '--ca-out', ctx.cwd, help);
+    checkCertificateOutOption(caOut, '--ca-out', ctx.cwd, help);
     return withAdminClient(ctx, stringOption(parsed, 'env-file'), help, async (client) => {
       if (kind === 'install') {
         const warning = enrolledNodeWarning((await client.call('GET', nodePath(name), nodeViewSchema)).data);
