@@ -57,14 +57,19 @@ export function redactDatabaseUrl(raw: string): string {
   return url.toString();
 }
 
-/** Request path with the values of sensitive query parameters (e.g. ?token=) censored. */
+// Query parameter names that carry a secret though no sensitive word is in them: `?key=` is where
+// Google-style clients put an API key, `?sig=` a signed URL's signature. (Not sensitive as object
+// keys in general: a log field named `key` is usually a config key.)
+const SECRET_QUERY_NAMES = new Set(['key', 'sig', 'signature']);
+
+/** Request path with the values of sensitive query parameters (e.g. ?token=, ?key=) censored. */
 export function redactRequestUrl(url: string): string {
   const q = url.indexOf('?');
   if (q === -1) return url;
   const params = new URLSearchParams(url.slice(q + 1));
   let changed = false;
   for (const key of [...params.keys()]) {
-    if (isSensitiveKey(key)) {
+    if (isSensitiveKey(key) || SECRET_QUERY_NAMES.has(key.toLowerCase().replace(/[-_. ]/g, ''))) {
       params.set(key, REDACTED);
       changed = true;
     }

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { describeDatabaseTarget } from '../../control-plane/src/db/pool.js';
-import { redactDatabaseUrl, redactUrlPasswords } from '../../control-plane/src/logger.js';
+import { redactDatabaseUrl, redactRequestUrl, redactUrlPasswords } from '../../control-plane/src/logger.js';
 import { ADMIN_TOKEN, captureLogger } from './helpers.js';
 
 const DB_PASSWORD = 'db-pass-0123456789';
@@ -93,6 +93,14 @@ t.test('the admin token and the database password are scrubbed from messages, bi
   t.notMatch(text, DB_PASSWORD);
   t.match(text, 'postgres://zenova:***@db.internal:5432/zenova', 'the URL stays useful');
   t.equal(log.lines().length, 5);
+});
+
+t.test("a request URL's query values named key, sig or signature are censored, as token and api_key ones are", async (t) => {
+  t.equal(
+    redactRequestUrl('/api/v1/nodes?access_token=A1&key=AIzaSECRET&Sig=S1&api-key=K1&limit=5'),
+    '/api/v1/nodes?access_token=%5BRedacted%5D&key=%5BRedacted%5D&Sig=%5BRedacted%5D&api-key=%5BRedacted%5D&limit=5',
+  );
+  t.equal(redactRequestUrl('/api/v1/requests?keyId=k1&limit=5'), '/api/v1/requests?keyId=k1&limit=5', 'an id is not a secret');
 });
 
 t.test('the log level from the settings applies', async (t) => {
