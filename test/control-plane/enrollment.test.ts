@@ -255,3 +255,18 @@ t.test('enrollment attempts are rate limited per client IP with 429 and Retry-Af
   const preflight = await limited.app.inject({ method: 'GET', url: '/api/enroll/preflight', remoteAddress: '10.9.9.1' });
   t.equal(preflight.statusCode, 200, 'preflight is not limited');
 });
+
+t.test('an IPv6 client has one enrollment budget for its whole /64, and an IPv4-mapped address shares its IPv4 budget', async (t) => {
+  const limited = await nodesApp(t, db.url, { nodes: { enrollAttemptsPerMinute: 2 } });
+  // One host with a /64 picks a fresh address for every attempt: still one budget.
+  for (let i = 1; i <= 2; i++) {
+    t.equal((await enroll(limited.app, `zn_it_v6-${i}`, { remoteAddress: `2001:db8:1:2::${i}` })).statusCode, 401, `attempt ${i} from the /64`);
+  }
+  const spread = await enroll(limited.app, 'zn_it_v6-3', { remoteAddress: '2001:db8:1:2:ffff:ffff:ffff:3' });
+  t.equal(spread.statusCode, 429, 'another address in the same /64 is refused');
+  t.equal((await enroll(limited.app, 'zn_it_v6-4', { remoteAddress: '2001:db8:1:3::1' })).statusCode, 401, 'the next /64 has its own budget');
+
+  for (let i = 1; i <= 2; i++) await enroll(limited.app, `zn_it_v4-${i}`, { remoteAddress: '10.9.8.7' });
+  const mapped = await enroll(limited.app, 'zn_it_v4-3', { remoteAddress: '::ffff:10.9.8.7' });
+  t.equal(mapped.statusCode, 429, 'the IPv4-mapped form of a limited IPv4 address is limited too');
+});

@@ -5,6 +5,8 @@
  * changes are pushed to every live session (signed bundles from one ConfigPublisher per gateway);
  * credit top-ups and config changes wake the stream handlers (leases are reconsidered at once).
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import type { Socket } from 'node:net';
 import { createNodeStreamHandlers } from './node-stream-handlers.js';
 import * as grpc from '@grpc/grpc-js';
 import type pg from 'pg';
@@ -42,6 +44,10 @@ export interface GatewayServerOptions {
   configRetryAfterMs?: number;
   /** How long a node has to send Hello after connecting (default 10 s). */
   helloDeadlineMs?: number;
+  /** A connection on which no call opened this long after it was accepted is cut (default FIRST_CALL_TIMEOUT_MS). */
+  firstCallTimeoutMs?: number;
+  /** A connection with no call open this long is closed (default IDLE_CONNECTION_CLOSE_MS). */
+  idleConnectionCloseMs?: number;
   /** Clock for credential decisions (default: the system clock); tests move it past windows. */
   now?: () => Date;
 }
@@ -55,6 +61,91 @@ const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
 const MAX_SEND_MESSAGE_BYTES = 16 * 1024 * 1024;
 // Sessions get this long to end cleanly on close before connections are cut.
 const SHUTDOWN_GRACE_MS = 5_000;
+/**
+ * Anyone who reaches the port can open connections and send nothing; held forever, they would use
+ * up file descriptors. A connection with no call open this long is closed: grpc-js counts open
+ * calls, and a node's control stream is one, so a live node is never cut.
+ */
+export const IDLE_CONNECTION_CLOSE_MS = 5 * 60_000;
+/**
+ * A connection on which no call opened this long after it was accepted is cut: one that never
+ * finishes its TLS handshake or never sends the HTTP/2 preface included. A node's TLS handshake,
+ * preface and Connect call take far less on any working link.
+ */
+export const FIRST_CALL_TIMEOUT_MS = 20_000;
+// grpc-js closes an idle connection gracefully (GOAWAY, then its side of the socket), which a peer
+// that never reads holds open; the socket is cut this long after the idle bound instead.
+const IDLE_CLOSE_GRACE_MS = 10_000;
+// Node publishes every socket a net.Server accepts here: the only view of the raw sockets beneath grpc-js.
+const ACCEPTED_SOCKETS_CHANNEL = 'net.server.socket';
+
+interface GuardedConnection {
+  socket: Socket;
+  openCalls: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * Cuts this gateway's connections (those accepted on the port `watch` names) that carry no call:
+ * none opened within `firstCallMs`, or none open for `idleMs` plus a grace. Calls are matched to
+ * their connection by the peer address and port, as grpc-js reports them (`call.getPeer()`).
+ */
+function guardConnections(bounds: { firstCallMs: number; idleMs: number }): {
+  watch(port: number): void;
+  callOpened(call: ControlCall): void;
+  close(): void;
+} {
+  let port: number | undefined;
+  const byPeer = new Map<string, GuardedConnection>();
+  const forget = (key: string, conn: GuardedConnection): void => {
+    clearTimeout(conn.timer);
+    if (byPeer.get(key) === conn) byPeer.delete(key);
+  };
+  const arm = (key: string, conn: GuardedConnection, ms: number): void => {
+    clearTimeout(conn.timer);
+    conn.timer = setTimeout(() => {
+      conn.socket.destroy();
+      forget(key, conn);
+    }, ms);
+    conn.timer.unref();
+  };
+  const onAccepted = (message: unknown): void => {
+    const { socket } = message as { socket: Socket };
+    if (socket.localPort !== port || socket.remoteAddress === undefined || socket.destroyed) return;
+    const key = `${socket.remoteAddress}:${socket.remotePort}`;
+    const conn: GuardedConnection = { socket, openCalls: 0, timer: undefined };
+    byPeer.set(key, conn);
+    arm(key, conn, bounds.firstCallMs);
+    socket.once('close', () => forget(key, conn));
+  };
+  return {
+    watch(bound) {
+      port = bound;
+      diagnosticsChannel.subscribe(ACCEPTED_SOCKETS_CHANNEL, onAccepted);
+    },
+    callOpened(call) {
+      const key = call.getPeer();
+      const conn = byPeer.get(key);
+      if (conn === undefined) return;
+      conn.openCalls += 1;
+      clearTimeout(conn.timer);
+      let ended = false;
+      const callEnded = (): void => {
+        if (ended) return;
+        ended = true;
+        conn.openCalls -= 1;
+        if (conn.openCalls === 0 && byPeer.get(key) === conn) arm(key, conn, bounds.idleMs + IDLE_CLOSE_GRACE_MS);
+      };
+      call.once('close', callEnded);
+      call.once('cancelled', callEnded);
+    },
+    close() {
+      if (port !== undefined) diagnosticsChannel.unsubscribe(ACCEPTED_SOCKETS_CHANNEL, onAccepted);
+      for (const conn of byPeer.values()) clearTimeout(conn.timer);
+      byPeer.clear();
+    },
+  };
+}
 
 function bindAddress(listen: Settings['gateway']['listen']): string {
   return `${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${listen.port}`;
@@ -132,8 +223,11 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
     },
   };
 
+  const idleConnectionCloseMs = opts.idleConnectionCloseMs ?? IDLE_CONNECTION_CLOSE_MS;
+  const connections = guardConnections({ firstCallMs: opts.firstCallTimeoutMs ?? FIRST_CALL_TIMEOUT_MS, idleMs: idleConnectionCloseMs });
   const service: NodeControlServer = {
     connect(call: ControlCall) {
+      connections.callOpened(call);
       if (closing) {
         const message = 'the control plane is shutting down; reconnect shortly';
         call.write(refusalMessage('SERVER_SHUTTING_DOWN', message));
@@ -154,6 +248,7 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
     'grpc.keepalive_timeout_ms': 10_000,
     // Nodes ping to keep NAT mappings alive; tolerate that down to every 10 s.
     'grpc.http2.min_ping_interval_without_data_ms': 10_000,
+    'grpc.max_connection_idle_ms': idleConnectionCloseMs,
   });
   server.addService(NodeControlService, service);
   const credentials = grpc.ServerCredentials.createSsl(
@@ -173,6 +268,7 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
     throw new Error(`cannot listen on ${address} for the node gateway: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
   logger.debug({ address: bindAddress({ host: settings.gateway.listen.host, port }) }, 'node gateway bound');
+  connections.watch(port);
 
   let closed: Promise<void> | undefined;
   return {
@@ -197,6 +293,7 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
         });
         // Database work a session had started finishes before the caller may end the pool.
         await Promise.all(sessions.map((session) => session.idle()));
+        connections.close();
         await listener.close();
         logger.info('node gateway stopped');
       })();

@@ -409,12 +409,7 @@ export class NodeSession implements RegisteredSession {
       this.end('PROTOCOL_INCOMPATIBLE', protocolMismatchMessage(auth.nodeName, hello.protocolVersion));
       return;
     }
-    const missed = this.ctx.registry.eventSince(auth.nodeId, this.eventCursor);
-    if (missed !== undefined) {
-      const { code, message } = refusalForEvent(missed);
-      this.end(code, message);
-      return;
-    }
+    if (!(await this.outlivesMissedEvents(auth.nodeId))) return;
     this.ctx.registry.register(this);
     this.state = 'live';
     this.call.write({
@@ -446,6 +441,33 @@ export class NodeSession implements RegisteredSession {
     for (const handler of this.ctx.handlers ?? []) {
       if (this.over) return;
       await handler.onLive?.(this.streamNode(), this.sendToNode);
+    }
+  }
+
+  /**
+   * Checks the node events that arrived since the credential was checked; false when the session
+   * was ended for one. A deletion refuses. A revocation may predate the credential presented (a
+   * re-enrollment's NOTIFY reaching this replica late), so the credential is checked again and
+   * refused only if that fails; an event arriving during that check is looked at in turn.
+   */
+  private async outlivesMissedEvents(nodeId: string): Promise<boolean> {
+    for (;;) {
+      const missed = this.ctx.registry.eventSince(nodeId, this.eventCursor);
+      if (missed === undefined) return true;
+      if (missed === 'node-deleted') {
+        const { code, message } = refusalForEvent(missed);
+        this.end(code, message);
+        return false;
+      }
+      this.eventCursor = this.ctx.registry.eventCursor();
+      const held = this.credential!;
+      const check = await verifyCredential(this.ctx.pool, nodeId, held.secret, this.ctx.now());
+      if (this.over) return false;
+      if (!check.ok) {
+        this.end(check.code, check.message);
+        return false;
+      }
+      this.credential = { ...held, isNewest: check.isNewest, validity: check.validity };
     }
   }
 

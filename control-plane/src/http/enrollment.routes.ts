@@ -2,14 +2,15 @@
  * The enrollment API, outside /api/v1 (a node has no admin token; its install token is its proof):
  * `GET /api/enroll/preflight` answers without a token (reachability, clock skew, version), and
  * `POST /api/enroll` redeems a token, `POST /api/enroll/upgrade` an upgrade token (the go-ahead for
- * `zenova install node --upgrade`). Redemption attempts of both are rate limited per client IP, in
- * one budget.
+ * `zenova install node --upgrade`). Redemption attempts of both are rate limited per client address
+ * (an IPv4 address, an IPv6 /64, as the failed-login limit keys them), in one budget.
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { PROTOCOL_VERSION } from '../../../proto/src/protocol-version.js';
 import { zenovaError } from '../errors.js';
+import { failedAdminAuthKey as clientAddressKey } from './failed-auth-limit.js';
 import { FixedWindowRateLimiter } from '../nodes/enroll-rate-limit.js';
 import { ENROLL_BODY_LIMIT_BYTES, enrollNode, enrollRequestSchema, enrollResponseSchema } from '../nodes/enrollment.js';
 import type { EnrollmentDeps } from '../nodes/enrollment.js';
@@ -62,7 +63,8 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
 
   // Counted before the body is even validated: every attempt costs, malformed ones too.
   const countAttempt = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    const decision = limiter.hit(request.ip);
+    // By /64 for IPv6: one host usually holds a whole /64, and per address it would get 2^64 budgets.
+    const decision = limiter.hit(clientAddressKey(request.ip));
     if (!decision.allowed) {
       void reply.header('retry-after', String(decision.retryAfterSeconds));
       throw zenovaError(
