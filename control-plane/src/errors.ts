@@ -207,7 +207,7 @@ export const errorTable = {
   ZN_ERR_CP_TOKEN_WRONG_NODE: {
     status: 403,
     type: 'permission_error',
-    message: 'The upgrade token was issued for another node than the one installed on this host; issue an upgrade command for this node.',
+    message: "The token was issued for another node than the one installed on this host; issue the command for this host's node.",
     retryable: false,
   },
   ZN_ERR_CP_UPGRADE_VERSION: {

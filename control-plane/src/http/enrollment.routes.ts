@@ -29,6 +29,8 @@ const preflightSchema = z.object({
   serverTimeMs: z.number(),
   /** This control plane accepts `redemptionKey` on POST /api/enroll (retry of a lost answer). */
   redemptionKeys: z.boolean(),
+  /** This control plane takes `installedNodeId` on POST /api/enroll (refuses a reenroll token of another live node). */
+  installedNodeIds: z.boolean(),
 });
 
 export interface EnrollmentRoutesOptions {
@@ -58,6 +60,7 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
       serverTime: now.toISOString(),
       serverTimeMs: now.getTime(),
       redemptionKeys: true,
+      installedNodeIds: true,
     };
   });
 

@@ -14,6 +14,9 @@
  * same node, gateway and signing key again and a newly issued credential, and the credential of the
  * lost answer is revoked. Only hashes are stored, so the lost credential cannot be sent again.
  *
+ * A re-enrolling node names the node its state dir holds (installedNodeId): a token of another node
+ * is refused while that node is live, with the transaction rolled back (installedNodeConflict).
+ *
  * Upgrade redemption (upgrade-redemption.ts) checks the same host facts and protocol, and maps
  * token failures with the same function, so the two answer alike.
  */
@@ -27,7 +30,8 @@ import { issueCredential, revokeNodeCredentials } from './credentials.js';
 import type { CredentialTimings } from './credentials.js';
 import { REDEMPTION_KEY_PATTERN, recordRedemptionCredential, redeemInstallToken } from './install-tokens.js';
 import type { InstallTokenKind, RedeemFailure } from './install-tokens.js';
-import { recordEnrollment } from './node-repository.js';
+import { UUID_PATTERN } from '../billing/ledger.js';
+import { findNodeById, recordEnrollment } from './node-repository.js';
 import { withTransaction } from './with-transaction.js';
 
 /** What enrollment needs from the gateway side; main passes the real one, tests a stub. */
@@ -63,6 +67,7 @@ export const hostFactRules = {
 };
 
 const REDEMPTION_RULE = 'must be 43 base64url characters';
+const INSTALLED_NODE_RULE = 'must be the node id of the state dir\'s identity.json (1 to 128 characters)';
 const TOKEN_RULE = 'must be the token of a one-time command (1 to 256 characters)';
 /** The token text: bounded, never checked for shape (an unknown token is the answer to a bad one). */
 export const tokenRule = z.string(stated(TOKEN_RULE)).min(1, stated(TOKEN_RULE)).max(256, stated(TOKEN_RULE));
@@ -73,6 +78,12 @@ export const enrollRequestSchema = z.strictObject({
   facts: z.strictObject(hostFactRules, factsRule('must be an object of hostname, arch, version and protocolVersion')),
   /** Random per enrollment attempt (32 bytes, base64url); lets the node retry an answer it lost. */
   redemptionKey: z.string(stated(REDEMPTION_RULE)).regex(REDEMPTION_KEY_PATTERN, stated(REDEMPTION_RULE)).optional(),
+  /**
+   * --reenroll: the node id the host's state dir holds (its identity.json). A token of another node
+   * is then refused while that node is live (installedNodeConflict). Optional: older nodes do not
+   * send it and keep the old behaviour.
+   */
+  installedNodeId: z.string(stated(INSTALLED_NODE_RULE)).min(1, stated(INSTALLED_NODE_RULE)).max(128, stated(INSTALLED_NODE_RULE)).optional(),
 });
 
 export type EnrollRequest = z.output<typeof enrollRequestSchema>;
@@ -188,6 +199,29 @@ export function assertCompatibleProtocol(protocolVersion: number): void {
   );
 }
 
+/**
+ * DESIGN §3: redeeming "for another node fails with a clear code". A re-enrollment whose token is
+ * of another node than the one the host holds is refused while that node is live: going on would
+ * revoke every credential of the token's node (cutting off its real host) and leave the host's
+ * node orphaned with a working credential. The only legitimate case, the host's node deleted and
+ * created again (a new id), goes on. The token's node is not named: the token alone must not tell
+ * which node it belongs to.
+ */
+async function installedNodeConflict(client: pg.PoolClient, installedNodeId: string | undefined, tokenNodeId: string): Promise<ZenovaError | undefined> {
+  if (installedNodeId === undefined || installedNodeId.toLowerCase() === tokenNodeId.toLowerCase()) return undefined;
+  // Not a node id at all (a hand-edited identity): no live node to protect.
+  if (!UUID_PATTERN.test(installedNodeId)) return undefined;
+  const installed = await findNodeById(client, installedNodeId.toLowerCase());
+  if (installed === undefined || installed.deletedAt !== null) return undefined;
+  return zenovaError(
+    'ZN_ERR_CP_TOKEN_WRONG_NODE',
+    `This reenroll token was issued for another node than node ${installed.name} (${installed.id}), which this host holds and which is not deleted; ` +
+      `nothing was changed and the token was not used. To re-enroll this host, run node ${installed.name}'s own reenroll command ` +
+      `(\`zenova gateway-node reenroll-command ${installed.name}\`); if this host really is to become the other node, delete node ${installed.name} first ` +
+      `(\`zenova gateway-node delete ${installed.name} --yes\`) and run this command again.`,
+  );
+}
+
 /** A ZenovaError naming what the node would refuse in `value`, or undefined when it would accept it. */
 function unusableAnswer(schema: z.ZodType, value: unknown, what: string): ZenovaError | undefined {
   const checked = schema.safeParse(value);
@@ -221,6 +255,9 @@ export async function enrollNode(
       redemptionKey: request.redemptionKey,
     });
     if (!redeemed.ok) throw redeemFailureError(redeemed, mode);
+    // Thrown inside the transaction: the redemption rolls back, nothing is revoked.
+    const conflict = await installedNodeConflict(client, request.installedNodeId, redeemed.nodeId);
+    if (conflict !== undefined) throw conflict;
     // A retry (redeemed.retry) goes the same way: its facts are recorded again, and revoking the
     // node's credentials revokes the one the lost answer carried.
     const node = await recordEnrollment(client, redeemed.nodeId, facts, now);

@@ -17,6 +17,8 @@ export const preflightResponseSchema = z.object({
   serverTimeMs: z.number().int().nonnegative(),
   /** The control plane takes a redemption key (older ones refuse the unknown field). */
   redemptionKeys: z.boolean().optional(),
+  /** The control plane takes `installedNodeId` (older ones refuse the unknown field). */
+  installedNodeIds: z.boolean().optional(),
 });
 export type PreflightResponse = z.infer<typeof preflightResponseSchema>;
 
@@ -26,6 +28,11 @@ export interface EnrollRequest {
   facts: { hostname: string; arch: string; version: string; protocolVersion: number };
   /** Random per enrollment attempt (32 bytes base64url): lets a rerun retry a lost answer. */
   redemptionKey?: string;
+  /**
+   * --reenroll: the node id this state dir holds (identity.json). The control plane refuses a token
+   * of another node while that node is live (ZN_ERR_CP_TOKEN_WRONG_NODE), with nothing revoked.
+   */
+  installedNodeId?: string;
 }
 
 /**

@@ -27,12 +27,14 @@ export interface TokenErrorDetails {
   retryAfterSeconds?: number;
   /** ZN_ERR_CP_TOKEN_SUPERSEDED: when the command that replaced the token was issued (ISO 8601). */
   replacedAt?: string;
+  /** --reenroll: the node this state dir holds, named by ZN_ERR_CP_TOKEN_WRONG_NODE's advice. */
+  installedNode?: { nodeId: string; nodeName: string };
 }
 
 /** Advice for one control-plane error code, or undefined for codes without fixed advice. */
 export function tokenErrorMessage(code: string, mode: TokenUse, details: TokenErrorDetails = {}): string | undefined {
   const issue = newTokenCommand(mode);
-  const { retryAfterSeconds, replacedAt } = details;
+  const { retryAfterSeconds, replacedAt, installedNode } = details;
   switch (code) {
     case 'ZN_ERR_CP_TOKEN_UNKNOWN':
       return `the token is not known to this control plane (mistyped, or issued by another control plane): copy the command again, or issue a new one with ${issue}`;
@@ -50,6 +52,14 @@ export function tokenErrorMessage(code: string, mode: TokenUse, details: TokenEr
     case 'ZN_ERR_CP_NODE_DELETED':
       return 'the node this token belongs to was deleted on the control plane: create a node (`zenova gateway-node create`) and use its new command (on a host that held the deleted node: its reenroll command with --reenroll, which moves the old node\'s spool and config aside)';
     case 'ZN_ERR_CP_TOKEN_WRONG_NODE':
+      if (mode !== 'upgrade') {
+        // Nothing was changed: the other node keeps its credentials, this state dir its node.
+        const held = installedNode === undefined ? "this host's node" : `node ${installedNode.nodeName} (${installedNode.nodeId})`;
+        const name = installedNode?.nodeName ?? 'NAME';
+        return `the token was issued for another node than ${held}, which this host holds and which is not deleted; nothing was changed and the token was not used: ` +
+          `to re-enroll this host run ${held}'s own reenroll command (\`zenova gateway-node reenroll-command ${name}\`), or, if this host really is to become the other node, ` +
+          `delete ${installedNode === undefined ? "this host's node" : `node ${name}`} first (\`zenova gateway-node delete ${name} --yes\`) and run this command again`;
+      }
       return `the token was issued for another node than the one installed on this host: issue an upgrade command for this host's node with ${issue} (zenova status shows its name)`;
     case 'ZN_ERR_CP_UPGRADE_VERSION':
       return "the package is not the node version the control plane pins (its own version): use the zenova-node.zpkg of the control plane's release; the token was not used";

@@ -8,7 +8,9 @@
  * serving node stores a rotated credential under (credential-write-lock.ts). A re-enrollment of
  * the same node leaves every other file alone, so it keeps the spool and config cache; one as another
  * node (the old one deleted and created again) moves the old node's spool and config aside first
- * (retire-node-state.ts), or is refused while they hold records only the old node can deliver.
+ * (retire-node-state.ts), or is refused while they hold records only the old node can deliver. The
+ * request names the node the state dir holds, so a control plane refuses a token of another node
+ * while that node is live (ZN_ERR_CP_TOKEN_WRONG_NODE), before it revokes anything.
  *
  * Before the token is sent, the redemption key of this attempt is saved (enroll-attempt.ts): a rerun
  * of the same command after a lost answer sends it again and the control plane answers again.
@@ -152,7 +154,8 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   // node or another one is only known from the answer (the token is opaque and the preflight takes
   // none), so a refusal to leave the old node's records behind comes after the redemption: the
   // answer is then not saved, the old identity and its credential stay (another node's enrollment
-  // revokes nothing of it) and the old node goes on delivering; the token is spent.
+  // revokes nothing of it) and the old node goes on delivering; the token is spent. (A token of
+  // another node while this one is live never gets that far: installedNodeId below.)
   const previous = existing === undefined ? undefined : await inspectPreviousNode(store, existing);
   // As root in a state dir of the node's user, every write there runs as that user (state-dir-owner.ts).
   const owner = stateDirOwnerToActAs(store.dir);
@@ -187,6 +190,9 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   // Saved before the first redemption call: a rerun with this token after a lost answer reuses it.
   // Only to a control plane that says it takes one: older ones refuse unknown body fields.
   const body: EnrollRequest = { token, mode, facts };
+  // Named so the control plane refuses a token of another live node before it revokes anything
+  // (pasting the wrong row's reenroll command would cut off that node's host and orphan this one).
+  if (existing !== undefined && preflight.installedNodeIds === true) body.installedNodeId = existing.nodeId;
   if (preflight.redemptionKeys === true) body.redemptionKey = await asStateDirOwner(owner, () => redemptionKeyFor(store, token, now));
   const response = await call({ method: 'POST', url: new URL(ENROLL_PATH.slice(1), base), body });
   if (response.status !== 200) {
@@ -197,7 +203,7 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     // may follow an earlier redemption whose answer was lost.
     const refused = errorBodySchema.safeParse(response.body);
     if (response.status >= 400 && response.status < 500 && refused.success && isFinalTokenRefusal(refused.data.error.code)) await asStateDirOwner(owner, () => removeEnrollAttempt(store));
-    throw controlPlaneRefusal(response, mode, token, 'enrollment');
+    throw controlPlaneRefusal(response, mode, token, 'enrollment', existing);
   }
   const parsed = enrollResponseSchema.safeParse(response.body);
   if (!parsed.success) {
@@ -335,7 +341,7 @@ function replacedAtIn(serverMessage: string): Pick<TokenErrorDetails, 'replacedA
 }
 
 /** A non-200 answer of the control plane's token API as one operator line (never the token). */
-export function controlPlaneRefusal(response: JsonResponse, mode: TokenUse, token: string, what: string): EnrollError {
+export function controlPlaneRefusal(response: JsonResponse, mode: TokenUse, token: string, what: string, installed?: NodeIdentity): EnrollError {
   const parsed = errorBodySchema.safeParse(response.body);
   const code = parsed.success ? parsed.data.error.code : undefined;
   const serverMessage = parsed.success ? parsed.data.error.message : undefined;
@@ -343,6 +349,7 @@ export function controlPlaneRefusal(response: JsonResponse, mode: TokenUse, toke
   const details: TokenErrorDetails = {
     ...(Number.isFinite(retryAfter) && retryAfter >= 0 ? { retryAfterSeconds: retryAfter } : {}),
     ...(serverMessage !== undefined ? replacedAtIn(serverMessage) : {}),
+    ...(installed !== undefined ? { installedNode: { nodeId: installed.nodeId, nodeName: installed.nodeName } } : {}),
   };
   const advice = code === undefined ? undefined : tokenErrorMessage(code, mode, details);
   if (code !== undefined && advice !== undefined) return new EnrollError(code, `${advice} (${code})`);

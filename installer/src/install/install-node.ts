@@ -94,12 +94,19 @@ function errnoText(err: unknown): string {
   return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }
 
+/** NODE-TOKEN-REJECTED for ZN_ERR_CP_TOKEN_WRONG_NODE after --reenroll (the cause names the installed node). */
+const REENROLL_WRONG_NODE_ADVICE =
+  "Nothing was changed: the installed node keeps its identity, credential and data, and node-edge runs as it did. Run the reenroll command of the node this host holds (`zenova status` shows it; `zenova gateway-node reenroll-command NAME`), or, if this host is really to become the other node, delete the installed node on the control plane first (`zenova gateway-node delete NAME --yes`) and run this command again.";
+
 function enrollFinding(err: unknown, token: string, mode: InstallMode, checkCommand: string | undefined): Finding {
   const raw = (err as Error).message ?? String(err);
   const message = redactSecret(raw, token);
   // Only the control plane's refusals (ZN_ERR_CP_TOKEN_*) are a rejected token; local codes such as
   // TOKEN_MISSING are the command line's fault and never reached the control plane.
   if (err instanceof EnrollError && err.code.startsWith('ZN_ERR_CP_TOKEN_')) {
+    // Another live node's reenroll token: the token is not used and the installed node keeps its
+    // identity; a new reenroll command of the other node would be refused alike.
+    if (err.code === 'ZN_ERR_CP_TOKEN_WRONG_NODE' && mode !== 'install') return finding('NODE-TOKEN-REJECTED', message, REENROLL_WRONG_NODE_ADVICE);
     return finding('NODE-TOKEN-REJECTED', message, mode === 'install' ? undefined : REENROLL_TOKEN_REJECTED_ADVICE);
   }
   return finding('NODE-ENROLL-FAILED', message, checkCommand === undefined ? undefined : enrollFailedAdvice(checkCommand));
