@@ -70,6 +70,8 @@ in docs/node-api.md, "Node settings"):
   ZENOVA_NODE_SHUTDOWN_DRAIN_MS    how long requests in flight may run on after SIGTERM (0-20000,
                                    default 10000); those still running then get ZN_ERR_NODE_STOPPING
   ZENOVA_SPOOL_SYNCHRONOUS         normal (default) or full: every spool commit survives power loss
+  ZENOVA_LOG_LEVEL                 fatal, error, warn, info (default), debug, trace or silent (any
+                                   case): the lowest level of the log lines written
   ZENOVA_DEFAULT_MAX_OUTPUT_TOKENS output tokens reserved for a chat request without a limit
                                    (1-1000000, default 4096)
   ZENOVA_LEASE_REPORT_MS           how often lease spend is reported (1-3600000, default 5000)

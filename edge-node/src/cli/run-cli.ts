@@ -14,7 +14,7 @@ import { runEnrollCommand } from './enroll-command.js';
 import { checkReplicasAgainstEnv, superviseReplicas } from './replica-supervisor.js';
 import { replicaWorker } from './replica-worker.js';
 import { NotEnrolledError, serve } from './serve.js';
-import { ServeSettingError } from './serve-settings.js';
+import { ServeSettingError, readLogLevel } from './serve-settings.js';
 import { runStatusCommand } from './status-command.js';
 
 export type { CliIo } from './cli-io.js';
@@ -46,6 +46,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   try {
     if (command.replicas !== undefined) checkReplicasAgainstEnv(command.replicas, process.env);
+    // The supervisor's and each replica's (they inherit its environment).
+    const level = readLogLevel(process.env);
     // A replica the supervisor started runs the same command line: it serves.
     const replica = replicaWorker();
     if (command.replicas !== undefined && command.replicas > 1 && replica === undefined) {
@@ -54,10 +56,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         listen: command.listen,
         ...(command.adminListen !== undefined ? { adminListen: command.adminListen } : {}),
         env: process.env,
-        logger: createLogger({ batched: true }),
+        logger: createLogger({ batched: true, level }),
       });
     }
-    const logger = createLogger({ batched: true });
+    const logger = createLogger({ batched: true, level });
     return await serve({
       ...(command.configFile !== undefined ? { configFile: command.configFile } : {}),
       ...(command.stateDir !== undefined ? { stateDir: command.stateDir } : {}),

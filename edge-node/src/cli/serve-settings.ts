@@ -4,6 +4,7 @@
  * accepts (exit 2), not an unexpected failure after the spool was opened, nor a typo quietly
  * taken as the default.
  */
+import type { LevelWithSilent } from 'pino';
 import { NUMBER_SHAPE, givenValue } from '../../../proto/src/cli-usage-errors.js';
 import { DEFAULT_CREDIT_POLICY } from '../billing/credit-policy.js';
 import type { CreditPolicy } from '../billing/credit-policy.js';
@@ -56,6 +57,21 @@ function spoolSynchronous(env: NodeJS.ProcessEnv): SpoolSynchronous {
   const value = raw.toLowerCase();
   if (value === 'normal' || value === 'full') return value;
   throw new ServeSettingError(`ZENOVA_SPOOL_SYNCHRONOUS must be normal or full, ${givenValue(raw, WORD_SHAPE, 'a word')}`);
+}
+
+/** ZENOVA_LOG_LEVEL's values: the control plane's (control-plane/src/logger.ts LOG_LEVELS), in the same order. */
+export const NODE_LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const satisfies readonly LevelWithSilent[];
+
+/**
+ * ZENOVA_LOG_LEVEL (any case; unset or empty: info), as the control plane reads it. Read before
+ * the logger exists (run-cli.ts), so a typo is refused rather than hiding the lines asked for.
+ */
+export function readLogLevel(env: NodeJS.ProcessEnv): LevelWithSilent {
+  const raw = env.ZENOVA_LOG_LEVEL;
+  if (raw === undefined || raw === '') return 'info';
+  const level = NODE_LOG_LEVELS.find((l) => l === raw.toLowerCase());
+  if (level !== undefined) return level;
+  throw new ServeSettingError(`ZENOVA_LOG_LEVEL must be one of ${NODE_LOG_LEVELS.join(', ')}, ${givenValue(raw, WORD_SHAPE, 'a word')}`);
 }
 
 export function readServeSettings(env: NodeJS.ProcessEnv, opts: { enrolled: boolean }): ServeSettings {

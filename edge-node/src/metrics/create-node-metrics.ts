@@ -7,10 +7,11 @@ import { startGcMetrics } from './gc-metrics.js';
 import { createNodePipelineMetrics } from './node-pipeline-metrics.js';
 import type { NodeFigures } from './node-pipeline-metrics.js';
 import type { PipelineMetrics } from './pipeline-metrics.js';
+import { replicaIndex } from './replica-admin.js';
 
 export interface NodeMetrics {
   metrics: PipelineMetrics;
-  /** The admin listener's URL once listening (undefined when disabled). */
+  /** The admin listener's URL once listening (undefined when disabled, and in a replica: the supervisor listens). */
   adminUrl: string | undefined;
   /** The current metrics text (what /metrics serves). */
   render(): string;
@@ -39,6 +40,7 @@ export async function createNodeMetrics(opts: NodeMetricsOptions): Promise<NodeM
     loop.stop();
   };
   let admin: AdminServer | undefined;
+  const replica = replicaIndex() !== undefined;
   if (opts.adminListen !== undefined) {
     try {
       admin = await startAdminServer({ host: opts.adminListen.host, port: opts.adminListen.port, renderMetrics: render });
@@ -46,11 +48,14 @@ export async function createNodeMetrics(opts: NodeMetricsOptions): Promise<NodeM
       stopProcessMetrics();
       throw err;
     }
-    opts.logger.info({ url: admin.url }, 'admin listening');
+    // A replica binds nothing (its supervisor listens and asks it over IPC): an "admin listening"
+    // line here would name a port nobody listens on, and a tool waiting for that line could take it.
+    if (replica) opts.logger.debug('metrics answered over IPC to the supervisor, which holds the admin port');
+    else opts.logger.info({ url: admin.url }, 'admin listening');
   }
   return {
     metrics,
-    adminUrl: admin?.url,
+    adminUrl: replica ? undefined : admin?.url,
     render,
     close: async () => {
       stopProcessMetrics();

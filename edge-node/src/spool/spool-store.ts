@@ -181,6 +181,8 @@ export class SpoolStore implements RequestSpool {
   /** Set while commits fail; cleared by the next successful one. */
   private writeFailure: { code: string; since: number } | undefined;
   private usedBytes = 0;
+  /** usedBytes holds commits' upper bounds (commitGrowth) added since the last measurement. */
+  private estimated = false;
   /** Whether the last measurement was at the quota (logged once per crossing, either way). */
   private atQuota = false;
   private readonly stateListeners = new Set<() => void>();
@@ -191,7 +193,7 @@ export class SpoolStore implements RequestSpool {
   private commits = 0;
   private backlog = 0;
   /** SQLite's data_version at the last noticeOtherWriters() (changes when another connection commits). */
-  private dataVersion: number | undefined;
+  private dataVersion: number;
   /** SQLite's data_version at the last measurement: another replica's commits since are not in the estimate. */
   private measuredVersion: number | undefined;
   private readonly readDataVersion: Database.Statement;
@@ -261,6 +263,9 @@ export class SpoolStore implements RequestSpool {
       this.recoverInterrupted();
       // After recovery: records it could not write yet (disk full) are counted when they commit.
       this.backlog = Number(this.db.prepare('select count(*) from records').pluck().get());
+      // The starting point for noticeOtherWriters: another connection's commits from here on are
+      // not in this count (a store read before its first poll would otherwise miss them).
+      this.dataVersion = Number(this.readDataVersion.get());
       this.measure();
     } catch (err) {
       clearTimeout(this.retryTimer);
@@ -332,12 +337,24 @@ export class SpoolStore implements RequestSpool {
 
   // ---- figures ----
 
-  /** Live bytes of the database (free pages excluded) plus the WAL file. */
+  /**
+   * Live bytes of the database (free pages excluded) plus the WAL file: the figure metrics, the
+   * heartbeat and status show. Replicas share the file (ZENOVA_NODE_REPLICAS > 1) and each keeps
+   * its own estimate, so this reads the file first (refreshFigures) and every replica's scrape
+   * shows the shared file's figures. Also recounts the backlog then: backlogCount() called right
+   * after (as NodeSpool.figures does) is as current.
+   */
   bytes(): number {
+    this.refreshFigures();
     return this.usedBytes;
   }
 
-  /** Final records not yet acknowledged by the control plane. */
+  /**
+   * Final records not yet acknowledged by the control plane: this store's count, brought up to
+   * date with other replicas' commits by bytes() and the other-writers poll (noticeOtherWriters).
+   * Not recounted here: backfill asks after each of its own commits, and a count(*) each time
+   * would scan the whole backlog on the serving thread.
+   */
   backlogCount(): number {
     return this.backlog;
   }
@@ -453,11 +470,9 @@ export class SpoolStore implements RequestSpool {
    */
   noticeOtherWriters(): boolean {
     if (this.closed) return false;
-    const version = Number(this.db.pragma('data_version', { simple: true }));
+    const version = Number(this.readDataVersion.get());
     if (version === this.dataVersion) return false;
-    const first = this.dataVersion === undefined;
     this.dataVersion = version;
-    if (first) return false;
     this.backlog = Number(this.db.prepare('select count(*) from records').pluck().get());
     this.measure();
     if (this.backlog > 0) for (const listener of this.committedListeners) listener();
@@ -578,6 +593,7 @@ export class SpoolStore implements RequestSpool {
       this.stateChanged();
     }
     this.usedBytes += this.commitGrowth(batch.bytes);
+    this.estimated = true;
     if (result.deleted > 0 || performance.now() - this.measuredAt >= MEASURE_EVERY_MS || this.isFull()) this.measure();
     // A raised (or lowered) quota is noticed at the next commit.
     else this.noticeQuota();
@@ -611,6 +627,21 @@ export class SpoolStore implements RequestSpool {
     return 2 * rowBytes + PAGES_PER_COMMIT * this.walFrameBytes;
   }
 
+  /**
+   * The figures as the file holds them now, for a reader (bytes()). Another connection's commits
+   * since the last look: the backlog recounted and the file measured (noticeOtherWriters; a count(*)
+   * and three pragmas, as the poll runs twice a second anyway). This store's own commits since the
+   * last measurement (counted by their upper bound, commitGrowth): measured once MEASURE_EVERY_MS
+   * has passed, as the next commit would, so a spool gone quiet shows its real size rather than
+   * the estimate of its last burst. Nothing committed since: nothing read (one prepared pragma).
+   */
+  private refreshFigures(): void {
+    if (this.closed) return;
+    if (this.noticeOtherWriters()) return;
+    if (Number(this.readDataVersion.get()) !== this.measuredVersion) this.measure();
+    else if (this.estimated && performance.now() - this.measuredAt >= MEASURE_EVERY_MS) this.measure();
+  }
+
   private measure(): void {
     if (spoolWalBytes(this.file) > WAL_FALLBACK_CHECKPOINT_BYTES) {
       try {
@@ -621,6 +652,7 @@ export class SpoolStore implements RequestSpool {
     }
     this.measuredVersion = Number(this.readDataVersion.get());
     this.usedBytes = spoolLiveBytes(this.db, this.file);
+    this.estimated = false;
     this.measuredAt = performance.now();
     this.noticeQuota();
   }
