@@ -119,6 +119,11 @@ t.test('a second start reuses the database and the secrets', async (t) => {
   await expectSameInstallation(t);
   t.match(proc.output(), /reusing/);
   t.notMatch(proc.output(), /enrolled \(state/, 'office-primary keeps its identity; no new enrollment');
+  // The restarted node serves its cached config at once and the control plane has nothing newer to
+  // push: the banner must say so, not wait 30 s for a push and then report "no config yet".
+  t.match(proc.output(), /\(node office-primary, config v\d+ from (its cache|the control plane)\)/, 'the banner names the config the node serves');
+  t.notMatch(proc.output(), /no config yet/, 'the banner does not call a serving node config-less');
+  t.notMatch(proc.output(), /has not received its config/, 'and no warning says so either');
   proc.child.kill('SIGTERM');
   t.equal((await proc.exited).code, 0);
 });

@@ -1,10 +1,19 @@
 /**
  * A child process of the dev stack: a TypeScript entry run with tsx, its output appended to a log
  * file, ready when it logs a JSON line with a given `msg`.
+ *
+ * Each child leads a process group of its own: a Ctrl-C in the terminal goes to the foreground
+ * group only, i.e. to the dev stack, which then stops the children one at a time (main.ts). In the
+ * terminal's group they got that SIGINT too, all at once, and then the dev stack's SIGTERM as a
+ * second stop signal. A child stops by itself when the dev stack's process ends without stopping
+ * it, however it ends (exit-with-dev-stack.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const exitWithDevStack = fileURLToPath(new URL('./exit-with-dev-stack.ts', import.meta.url));
 
 export interface DevChild {
   name: string;
@@ -29,18 +38,25 @@ export async function startDevChild(opts: {
   timeoutMs?: number;
 }): Promise<DevChild> {
   const log = createWriteStream(opts.logFile, { flags: 'a', mode: 0o600 });
-  const child = spawn(process.execPath, ['--import', 'tsx', opts.entry, ...opts.args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--import', exitWithDevStack, opts.entry, ...opts.args], {
     cwd: opts.cwd,
     env: opts.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    // stdin: the pipe whose end tells the child that the dev stack is gone.
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
   });
+  child.stdin?.on('error', () => undefined);
   const lines: string[] = [];
   const seen = new Map<string, Record<string, unknown>>();
   const waiters: Array<{ msg: string; resolve: (v: Record<string, unknown>) => void }> = [];
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => { log.end(); resolve(code); }));
   const tail = (): string => lines.slice(-30).join('\n');
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${opts.name} did not become ready within ${opts.timeoutMs ?? 60_000} ms:\n${tail()}`)), opts.timeoutMs ?? 60_000);
+    const timer = setTimeout(() => {
+      reject(new Error(`${opts.name} did not become ready within ${opts.timeoutMs ?? 60_000} ms:\n${tail()}`));
+      // Not handed back, so nobody else would stop it.
+      child.kill('SIGTERM');
+    }, opts.timeoutMs ?? 60_000);
     const onLine = (line: string): void => {
       log.write(`${line}\n`);
       lines.push(line);

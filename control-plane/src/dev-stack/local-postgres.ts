@@ -146,6 +146,8 @@ export interface LocalPostgres {
   /** Resolves when the server exits (expected or not). */
   exited: Promise<number | null>;
   stop(): Promise<void>;
+  /** Asks for a fast shutdown without waiting for it: for the dev stack's own exit. */
+  stopNow(): void;
 }
 
 /**
@@ -160,6 +162,8 @@ export async function startLocalPostgres(opts: {
   log: (line: string) => void;
   runAs?: RunAs;
   binaries?: PostgresBinaries;
+  /** Called once the server process exists, before it is ready: who stops the stack meanwhile needs it. */
+  onSpawned?: (server: Pick<LocalPostgres, 'exited' | 'stopNow'>) => void;
 }): Promise<LocalPostgres> {
   const user = opts.runAs ?? postgresUser();
   const binaries = opts.binaries ?? chooseBinaries(user);
@@ -188,9 +192,15 @@ export async function startLocalPostgres(opts: {
   const child = spawn(
     binaries.postgres,
     ['-D', opts.dataDir, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${socketDir}`],
-    { stdio: ['ignore', 'pipe', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}), env: postgresEnv(process.env) },
+    // A process group of its own, like the dev stack's other children (child-process.ts): a Ctrl-C
+    // must not shut the database down under the control plane while the node returns its lease.
+    { stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(user ? { uid: user.uid, gid: user.gid } : {}), env: postgresEnv(process.env) },
   );
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const stopNow = (): void => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
+  };
+  opts.onSpawned?.({ exited, stopNow });
   let tail = '';
   await new Promise<void>((resolve, reject) => {
     const onData = (d: Buffer): void => {
@@ -218,5 +228,6 @@ export async function startLocalPostgres(opts: {
       await exited;
       clearTimeout(timer);
     },
+    stopNow,
   };
 }

@@ -18,6 +18,7 @@ import { ensureDevTls } from './dev-tls.js';
 import { adminClient, ensureNodeEnrolled } from './office-primary.js';
 import { ensureDemoConfig } from './demo-config.js';
 import { chooseDatabase, embeddedDatabaseUrl, EMBEDDED_DB_USER } from './database-choice.js';
+import { describeNodeConfig, nodeConfigStatus } from './node-config-status.js';
 import { nodeChildEnv, type DEV_ENV_VARIABLES } from './node-child-env.js';
 import { loadOrCreateDevState, saveDevState } from './dev-state.js';
 import { choosePostgresDataDir } from './postgres-data-dir.js';
@@ -56,6 +57,8 @@ async function main(): Promise<void> {
   for (const m of movedPorts) say(`  port in use, moved: ${m}`);
 
   let pg: LocalPostgres | undefined;
+  /** PostgreSQL from the moment its process exists, before `pg` is set once it is ready. */
+  let pgSpawned: Pick<LocalPostgres, 'exited' | 'stopNow'> | undefined;
   const children: DevChild[] = [];
   let demo: ReturnType<typeof createDemoUpstream> | undefined;
   let stopping = false;
@@ -68,12 +71,26 @@ async function main(): Promise<void> {
       say('stopping the dev stack…');
       for (const c of [...children].reverse()) await c.stop().catch(() => undefined);
       await demo?.close().catch(() => undefined);
-      await pg?.stop().catch(() => undefined);
+      if (pg) await pg.stop().catch(() => undefined);
+      else if (pgSpawned) {
+        pgSpawned.stopNow();
+        await pgSpawned.exited;
+      }
       say('stopped.');
       process.exit(code);
     })());
+  // The children lead process groups of their own (child-process.ts), so these signals reach only
+  // the dev stack, which stops the node first, then the control plane (still there to confirm the
+  // node's lease return), then PostgreSQL. A closed terminal's SIGHUP no longer reaches the children
+  // either: it stops the stack the same way.
   process.on('SIGINT', () => void stopAll(0));
   process.on('SIGTERM', () => void stopAll(0));
+  process.on('SIGHUP', () => void stopAll(0));
+  // On any exit that skipped stopAll (an uncaught error): the TypeScript children stop by themselves
+  // (exit-with-dev-stack.ts); PostgreSQL, a native binary, is told here. Limit: a dev stack killed
+  // with SIGKILL leaves PostgreSQL running, and the next start reports its data dir as in use
+  // (postmaster.pid names the process to stop).
+  process.on('exit', () => pgSpawned?.stopNow());
 
   try {
     const database = chooseDatabase(process.env.ZENOVA_DATABASE_URL, state.databasePassword);
@@ -88,7 +105,7 @@ async function main(): Promise<void> {
       const pgLog = join(home, 'logs', 'postgres.log');
       const pgLogStream = createWriteStream(pgLog, { flags: 'a' });
       say(`  starting PostgreSQL on 127.0.0.1:${state.ports.postgres} (data: ${show(dataDir)})`);
-      pg = await startLocalPostgres({ dataDir, port: state.ports.postgres, superuser: EMBEDDED_DB_USER, password: state.databasePassword, log: (l) => pgLogStream.write(`${l}\n`) });
+      pg = await startLocalPostgres({ dataDir, port: state.ports.postgres, superuser: EMBEDDED_DB_USER, password: state.databasePassword, log: (l) => pgLogStream.write(`${l}\n`), onSpawned: (server) => (pgSpawned = server) });
       void pg.exited.then((code) => { if (!stopping) { say(`PostgreSQL exited unexpectedly (exit ${code}); see ${show(pgLog)}`); void stopAll(1); } });
       databaseUrl = embeddedDatabaseUrl(state.databasePassword, state.ports.postgres);
       dbLabel = `embedded PostgreSQL (${pg.binaries.source})`;
@@ -149,8 +166,9 @@ async function main(): Promise<void> {
       void c.exited.then((code) => { if (!stopping) { say(`${c.name} exited unexpectedly (exit ${code}):\n${c.tail()}`); void stopAll(1); } });
     }
 
-    const session = await node.waitForMsg('config applied', 30_000);
-    if (!session) say(`  warning: ${NODE_NAME} has not received its config from the control plane yet (see its log)`);
+    // A restarted node serves from its config cache at once; only one without a config is waited on.
+    const nodeConfig = await nodeConfigStatus(node, 30_000);
+    if (!nodeConfig) say(`  warning: ${NODE_NAME} has not received its config from the control plane yet (see its log)`);
     const baseUrl = `${String(node.ready.url)}/v1`;
     const env: Record<(typeof DEV_ENV_VARIABLES)[number], string> = {
       ZENOVA_BASE_URL: baseUrl,
@@ -166,7 +184,7 @@ async function main(): Promise<void> {
     const curl = `curl -sS -i ${baseUrl}/chat/completions -H 'Authorization: Bearer ${demoKey}' -H 'Content-Type: application/json' -d '{"model":"demo-echo","messages":[{"role":"user","content":"hello from curl"}]}'`;
     say();
     say('Zenova Gateway dev stack is up.');
-    say(`  Base URL          ${baseUrl}   (node ${NODE_NAME}, ${session ? `config v${String(session.version)} from the control plane` : 'no config yet'})`);
+    say(`  Base URL          ${baseUrl}   (node ${NODE_NAME}, ${describeNodeConfig(nodeConfig)})`);
     say(`  Demo API key      ${demoKey}`);
     say(`  Models            demo-echo, demo-embed   → demo upstream ${demoAddr.url} [DEMO: echoes your prompt, no real model]`);
     say(`  Control plane     ${cpUrl}   (admin API; GET /api/version, /healthz; npm run zenova -- gateway-node list)`);

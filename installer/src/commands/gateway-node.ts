@@ -38,7 +38,8 @@ Connection, for every command:
   ${CA_VARIABLE}             PEM of the CA that verifies the control plane's HTTPS
                              (default: the system trust store; verification is never skipped)
   They are read from --env-file F when given, else from the environment, else (when none of them
-  is set) from ${DEFAULT_ENV_FILE} in the current directory, which the dev stack writes.
+  is set) from the file the dev stack writes: $ZENOVA_DEV_HOME/dev.env when ZENOVA_DEV_HOME is
+  set, else ${DEFAULT_ENV_FILE} in the current directory.
 
 Run "zenova gateway-node <command> --help" for a command's options.
 `;

@@ -4,7 +4,9 @@
  * never sent to a URL from somewhere else:
  *   1. `--env-file F`: the three variables come from F only;
  *   2. otherwise the environment, when any of the three is set there;
- *   3. otherwise `.zenova/dev.env` in the working directory (what the dev stack writes), if present.
+ *   3. otherwise the dev stack's dev.env, if present: `$ZENOVA_DEV_HOME/dev.env` when ZENOVA_DEV_HOME
+ *      is set (as for `npm start`), else `.zenova/dev.env` in the working directory. With
+ *      ZENOVA_DEV_HOME set the default file is never read: it belongs to another dev stack.
  */
 import { X509Certificate } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -20,6 +22,15 @@ export const TOKEN_VARIABLE = 'ZENOVA_ADMIN_TOKEN';
 export const CA_VARIABLE = 'ZENOVA_CA_FILE';
 export const CONNECTION_VARIABLES = [URL_VARIABLE, TOKEN_VARIABLE, CA_VARIABLE] as const;
 export const DEFAULT_ENV_FILE = path.join('.zenova', 'dev.env');
+export const DEV_HOME_VARIABLE = 'ZENOVA_DEV_HOME';
+
+/** The dev.env the dev stack writes, as shown to people and as a path from `cwd`. */
+function devEnvFile(ctx: CliContext): { shown: string; file: string; fromDevHome: boolean } {
+  const devHome = ctx.env[DEV_HOME_VARIABLE]?.trim();
+  // Where control-plane/src/dev-stack/main.ts writes it: DIR/dev.env, DIR resolved like it does.
+  if (devHome) return { shown: path.join(devHome, 'dev.env'), file: path.resolve(ctx.cwd, devHome, 'dev.env'), fromDevHome: true };
+  return { shown: DEFAULT_ENV_FILE, file: path.join(ctx.cwd, DEFAULT_ENV_FILE), fromDevHome: false };
+}
 
 const MAX_CA_FILE_BYTES = 256 * 1024;
 
@@ -66,9 +77,10 @@ function variableSource(ctx: CliContext, envFile: string | undefined, helpComman
   }
   const fromEnv = pick(ctx.env);
   if (Object.keys(fromEnv).length > 0) return { values: fromEnv, source: 'the environment' };
-  const devEnv = path.join(ctx.cwd, DEFAULT_ENV_FILE);
-  if (existsSync(devEnv)) return { values: pick(loadEnvFile(devEnv, helpCommand)), source: `env file ${DEFAULT_ENV_FILE}` };
-  return { values: {}, source: 'the environment' };
+  const devEnv = devEnvFile(ctx);
+  const named = devEnv.fromDevHome ? ` (${DEV_HOME_VARIABLE})` : '';
+  if (existsSync(devEnv.file)) return { values: pick(loadEnvFile(devEnv.file, helpCommand)), source: `env file ${devEnv.shown}${named}` };
+  return { values: {}, source: devEnv.fromDevHome ? `the environment and ${devEnv.shown}${named}, which does not exist` : 'the environment' };
 }
 
 function parseBaseUrl(raw: string, source: string, helpCommand: string): URL {
@@ -113,7 +125,7 @@ export function resolveConnection(ctx: CliContext, envFile: string | undefined, 
   if (rawUrl === undefined) {
     throw new UsageError(
       `${URL_VARIABLE} is not set (looked in ${source}): set it to the control plane's URL, e.g. https://cp.example.com:7400, ` +
-        `or pass --env-file F (the dev stack writes ${DEFAULT_ENV_FILE}); under sudo, which drops the caller's environment, use --env-file ` +
+        `or pass --env-file F (the dev stack writes ${devEnvFile(ctx).shown}); under sudo, which drops the caller's environment, use --env-file ` +
         `or sudo --preserve-env=${URL_VARIABLE},${TOKEN_VARIABLE},${CA_VARIABLE}`,
       helpCommand,
     );
