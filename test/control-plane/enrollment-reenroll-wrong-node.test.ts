@@ -51,9 +51,12 @@ t.test('another live node\'s reenroll token, named the host\'s node, is refused 
   t.equal(body.error.code, 'ZN_ERR_CP_TOKEN_WRONG_NODE');
   t.equal(body.error.type, 'permission_error');
   const xName = x.created.node.name;
-  t.match(body.error.message, `node ${xName} (${x.enrolled.nodeId}), which this host holds`, 'names the node this host holds');
-  t.match(body.error.message, `zenova gateway-node reenroll-command ${xName}`, 'advises the host node\'s own reenroll command');
-  t.match(body.error.message, `zenova gateway-node delete ${xName} --yes`, 'or deleting it first');
+  t.match(body.error.message, 'than the one this host holds', 'says the token is of another node than the host\'s');
+  t.match(body.error.message, 'zenova gateway-node reenroll-command NAME', 'advises the host node\'s own reenroll command');
+  t.match(body.error.message, 'zenova gateway-node delete NAME --yes', 'or deleting it first');
+  // A token holder must not learn a live node's name (nor confirm its id) from an id it tries.
+  t.notMatch(body.error.message, xName, 'the installed node is not named');
+  t.notMatch(body.error.message, x.enrolled.nodeId, 'nor its id quoted');
   t.notMatch(body.error.message, y.created.node.name, 'the token\'s node is not named');
 
   t.match(await verifyCredential(pool, y.enrolled.nodeId, y.enrolled.credential.secret), { ok: true }, 'the token\'s node keeps its credential');
@@ -104,6 +107,14 @@ t.test('an installed node id that is no node id, or of no node, does not stand i
     const res = await redeem(await reenrollToken(y.created.node.name), 'reenroll', installed);
     t.equal(res.statusCode, 200, `${installed}: ${res.body}`);
   }
+});
+
+t.test('an install names no installed node to protect: installedNodeId there is not looked up, so it tells nothing about a node', async (t) => {
+  const x = await enrolledNode();
+  const p = await createNode(app);
+  const res = await redeem(p.install.token, 'install', x.enrolled.nodeId);
+  t.equal(res.statusCode, 200, res.body);
+  t.notMatch(res.body, x.created.node.name, 'the live node is not named');
 });
 
 t.test('the preflight says this control plane takes installedNodeId', async (t) => {

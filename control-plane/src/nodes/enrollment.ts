@@ -213,12 +213,14 @@ async function installedNodeConflict(client: pg.PoolClient, installedNodeId: str
   if (!UUID_PATTERN.test(installedNodeId)) return undefined;
   const installed = await findNodeById(client, installedNodeId.toLowerCase());
   if (installed === undefined || installed.deletedAt !== null) return undefined;
+  // Nor is the installed node named: the host knows it from its identity.json (the node CLI names
+  // it there), and a token holder must not learn a live node's name from an id it tries.
   return zenovaError(
     'ZN_ERR_CP_TOKEN_WRONG_NODE',
-    `This reenroll token was issued for another node than node ${installed.name} (${installed.id}), which this host holds and which is not deleted; ` +
-      `nothing was changed and the token was not used. To re-enroll this host, run node ${installed.name}'s own reenroll command ` +
-      `(\`zenova gateway-node reenroll-command ${installed.name}\`); if this host really is to become the other node, delete node ${installed.name} first ` +
-      `(\`zenova gateway-node delete ${installed.name} --yes\`) and run this command again.`,
+    "This reenroll token was issued for another node than the one this host holds (its identity.json's node), which is not deleted; " +
+      "nothing was changed and the token was not used. To re-enroll this host, run its own node's reenroll command " +
+      '(`zenova gateway-node reenroll-command NAME`); if this host really is to become the other node, delete its node first ' +
+      '(`zenova gateway-node delete NAME --yes`) and run this command again.',
   );
 }
 
@@ -256,7 +258,9 @@ export async function enrollNode(
     });
     if (!redeemed.ok) throw redeemFailureError(redeemed, mode);
     // Thrown inside the transaction: the redemption rolls back, nothing is revoked.
-    const conflict = await installedNodeConflict(client, request.installedNodeId, redeemed.nodeId);
+    // Only a re-enrollment: the node sends installedNodeId with --reenroll alone, and an install
+    // (a new host) holds no node to protect.
+    const conflict = mode === 'reenroll' ? await installedNodeConflict(client, request.installedNodeId, redeemed.nodeId) : undefined;
     if (conflict !== undefined) throw conflict;
     // A retry (redeemed.retry) goes the same way: its facts are recorded again, and revoking the
     // node's credentials revokes the one the lost answer carried.
