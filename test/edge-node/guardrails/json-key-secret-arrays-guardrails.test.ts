@@ -22,6 +22,8 @@ const PROSE = 'The secret to good bread is a long slow rise, plenty of patience 
 const SHAPED_KEY = 'sk-proj-Abc123Def456Ghi789Jkl0';
 // A 300-character base64 key: no white space, so masked whole at any length.
 const LONG_TOKEN = 'QUJD'.repeat(75);
+// Over 96 characters, with line breaks: a .env block, masked whole (its names are not ones the text rules know).
+const ENV_BLOCK = 'DB_USER=app\nDB_PASS=hunter2hunter2\nSMTP_PASS=Sup3rS3cretMail!\nREGION=eu-west-1\nLOG_LEVEL=info\nFEATURE=x';
 
 const chatAnswer = (toolArguments: string) => ({
   json: {
@@ -81,17 +83,20 @@ t.test('a keyed value is masked whole as a passphrase up to 96 characters or a t
       password: 'correct horse battery staple',
       private_token: LONG_TOKEN,
       secrets: [PROSE, LONG_TOKEN],
+      env_secrets: ENV_BLOCK,
     }),
   );
   const text = await chat(node);
   t.notMatch(text, SHAPED_KEY);
   t.notMatch(text, LONG_TOKEN);
+  t.notMatch(text, 'hunter2hunter2');
   t.same(JSON.parse(argumentsOf(text)), {
     secret: PROSE,
     client_secret: `${PROSE} The key is [SECRET] for now.`,
     password: '[SECRET]',
     private_token: '[SECRET]',
     secrets: [PROSE, '[SECRET]'],
+    env_secrets: '[SECRET]',
   });
 });
 

@@ -25,9 +25,13 @@ function node(): TrieNode {
 let foldTable: Uint16Array | undefined;
 
 const DOTTED_CAPITAL_I = 0x130;
+// Turkish dotless ı: its upper case is I, but Unicode's case folding keeps it apart from i (as the
+// regex rules' `/iu` do): folded to i, the keyword `sik` would block the common word `sık`.
+const DOTLESS_SMALL_I = 0x131;
 
 function foldUnit(unit: number): number {
   if (unit === DOTTED_CAPITAL_I) return 0x69;
+  if (unit === DOTLESS_SMALL_I) return unit;
   const lower = String.fromCharCode(unit).toLowerCase();
   if (lower.length !== 1) return unit;
   const upper = lower.toUpperCase();

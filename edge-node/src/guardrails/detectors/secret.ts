@@ -159,13 +159,14 @@ function isNameChar(code: number): boolean {
  * A string value of a JSON object read as structured data, under the key `name` (or an item of an
  * array there): the whole value is a secret when the key names one and the value is what an
  * assignment's value must be (8 or more characters, not all digits). Its bounds are the JSON
- * string's; as a quoted value's, a value with white space is one only up to QUOTED_MAX characters
- * (a passphrase): a longer one is prose (`{"secret": "The secret to good bread is…"}`), left to
- * findSecrets, which still finds a shaped key inside it. A token with no white space is one at any
+ * string's; as a quoted value's, a value with spaces is one only up to QUOTED_MAX characters
+ * (a passphrase): a longer one on one line is prose (`{"secret": "The secret to good bread is…"}`),
+ * left to findSecrets, which still finds a shaped key inside it. One with line breaks is masked
+ * whole at any length: a `.env` block or a key file (`DB_PASS=…` lines the text rules do not name). A token with no white space is one at any
  * length (a long base64 key). JSON numbers are never walked with their key (json-string-slots.ts).
  */
 function findSecretValue(name: string, text: string): Match[] {
-  if (text.length < 8 || /^\d+$/.test(text) || (text.length > QUOTED_MAX && /\s/.test(text))) return [];
+  if (text.length < 8 || /^\d+$/.test(text) || (text.length > QUOTED_MAX && /\s/.test(text) && !/[\r\n]/.test(text))) return [];
   return namesSecret(name) ? [{ start: 0, end: text.length }] : [];
 }
 
