@@ -89,6 +89,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const responseNotes = new WeakMap<ServerResponse, RequestContext>();
   // Requests whose Expect is not 100-continue (Node's checkExpectation), refused in onRequest.
   const unmetExpectations = new WeakSet<IncomingMessage>();
+  // Connections whose last request was answered 404 before its body was read (onRequest): Node
+  // discards that body, and a parser error in it (a bad chunk, a body too slow) belongs to a request
+  // already answered, so the connection is closed without a second answer nobody asked for (once
+  // that body was all read, a parser error is the next request's, answered as ever).
+  const answeredBeforeBody = new WeakMap<Socket, IncomingMessage>();
   const upstreams = deps.upstreams ?? new UpstreamPool();
   const metrics = deps.services?.metrics ?? noMetrics;
   // Pools of origins a new config no longer names are closed once their calls finish.
@@ -123,6 +128,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
+      if (answeredBeforeBody.get(socket)?.complete === false) {
+        socket.destroy();
+        return;
+      }
       // Read before answering: a request whose head was parsed (its body failed or timed out) is
       // counted when its response closes (howItEnded); one that never got that far, only here.
       const requestInProgress = (socket as SocketWithResponse)._httpMessage != null;
@@ -203,6 +212,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('callerGone', null);
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
+    // A new request's head was read: the body of any earlier one on the connection was all read.
+    answeredBeforeBody.delete(request.raw.socket);
     request.zenova = {};
     responseNotes.set(reply.raw, request.zenova);
     inFlight.add(request, reply.raw);
@@ -263,6 +274,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // would read up to the limit, then answer 413) nor its content replaces the 404 and its Base URL
     // hint. Node discards the unread body, and the connection serves the caller's next request.
     if (request.is404) {
+      const { headers } = request.raw;
+      if (headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0')) {
+        answeredBeforeBody.set(request.raw.socket, request.raw);
+      }
       done(notFoundError(request.method, request.url));
       return;
     }

@@ -6,7 +6,8 @@
 // real socket: HTTP clients (and inject) send the origin form.
 import { connect } from 'node:net';
 import t from 'tap';
-import { startPipelineNode } from './pipeline/pipeline-harness.js';
+import { recordingMetrics, startPipelineNode } from './pipeline/pipeline-harness.js';
+import type { FinishedRequest } from './pipeline/pipeline-harness.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
 
@@ -142,4 +143,36 @@ t.test('a path no route serves gets its 404 whatever its body', async (t) => {
       t.equal((await conn.answer(`${what}: the next request's answer`)).status, 200, `${what}: the same connection answers the next request`);
     }
   });
+});
+
+t.test('a body left unread behind an early 404 that then breaks (a bad chunk, too slow) closes the connection: no second answer, no second count', async (t) => {
+  const upstream = await startFakeUpstream(t);
+  const ended: string[] = [];
+  const finished: FinishedRequest[] = [];
+  const node = await startPipelineNode(t, {
+    upstreamUrl: upstream.url,
+    requestTimeoutMs: 1000,
+    services: { metrics: { ...recordingMetrics(finished), requestEndedBeforePipeline: (outcome, code) => void ended.push(`${outcome}:${code}`) } },
+  });
+  for (const [what, framing, rest] of [
+    ['a bad chunk', 'Transfer-Encoding: chunked\r\n', 'zz\r\nhello\r\n'],
+    ['a body too slow', 'Content-Length: 100000\r\n', 'x'],
+  ] as const) {
+    ended.length = 0;
+    const { hostname, port } = new URL(node.origin);
+    const socket = connect(Number(port), hostname);
+    let received = '';
+    let closed = false;
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    socket.on('error', () => undefined);
+    socket.on('close', () => (closed = true));
+    t.teardown(() => socket.destroy());
+    socket.write(`POST /nope HTTP/1.1\r\nHost: n\r\nContent-Type: application/json\r\n${framing}\r\n`);
+    await waitFor(() => received.includes('\r\n\r\n') || undefined, { what: `${what}: the 404` });
+    socket.write(rest);
+    await waitFor(() => closed || undefined, { what: `${what}: the connection closed`, timeoutMs: 15_000 });
+    t.equal(received.match(/HTTP\/1\.1 /g)?.length, 1, `${what}: one answer only`);
+    t.match(received, /^HTTP\/1\.1 404 /, `${what}: the 404`);
+    t.same(ended, ['rejected:ZN_ERR_NOT_FOUND'], `${what}: counted once`);
+  }
 });
