@@ -104,7 +104,10 @@ export interface UpstreamUsage {
    * early chunks may carry running counts). A stream left partial is metered as cut short.
    */
   partial: boolean;
-  /** The part of inputTokens written to the prompt cache (Anthropic), when inputTokens is known. */
+  /**
+   * The input written to the prompt cache (Anthropic), whenever validly given: also when inputTokens
+   * is not (the input is estimated and stage meter holds the writes to the estimate).
+   */
   cacheWrites?: CacheWrites;
 }
 

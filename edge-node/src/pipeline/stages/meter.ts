@@ -10,7 +10,10 @@
 // placeholder, estimated) and take the larger of the partial output count and the estimate from
 // the delivered text. An estimated input adds the delivered texts the upstream bills as input but
 // reports only in its final usage (ctx.deliveredInputTokens: an Anthropic server tool's results).
-// Prompt-cache writes (UpstreamUsage.cacheWrites) go with the input count they are part of.
+// Prompt-cache writes (UpstreamUsage.cacheWrites) are kept also when the input count they are part
+// of is estimated (a cache-read counter not validly given): their premium is owed all the same. They
+// are held to the input count charged (1-hour writes first, as a breakdown is held to its total),
+// so no premium falls on tokens the input does not count.
 // MCP calls are priced per call, not per token, and what a tool server relays (event-stream framing,
 // hours of a GET stream's notifications) is no model output: their usage stays 0, not estimated.
 // An output estimate is capped at the output limit sent upstream (request-cost.ts
@@ -18,9 +21,17 @@
 // obeying the limit writes no more, so a priced request's output stays within its reservation. A
 // count the upstream gave (partial ones too) is billed as given, above the limit or not.
 import { enforcedOutputTokens } from '../../billing/request-cost.js';
-import type { PipelineContext } from '../context.js';
+import type { CacheWrites, PipelineContext } from '../context.js';
 import { estimatedOutputTokens } from '../response-text.js';
 import type { Stage, StageResult } from '../stage.js';
+
+/** Usage's `cacheWrites` field: `writes` held to `inputTokens` in all, the dearer 1-hour writes first; none when nothing is left. */
+function writesWithin(writes: CacheWrites | undefined, inputTokens: number): { cacheWrites?: CacheWrites } {
+  if (writes === undefined) return {};
+  const oneHourTokens = Math.min(writes.oneHourTokens, inputTokens);
+  const fiveMinuteTokens = Math.min(writes.fiveMinuteTokens, inputTokens - oneHourTokens);
+  return fiveMinuteTokens === 0 && oneHourTokens === 0 ? {} : { cacheWrites: { fiveMinuteTokens, oneHourTokens } };
+}
 
 export const meterStage: Stage = {
   name: 'meter',
@@ -37,19 +48,21 @@ export const meterStage: Stage = {
     if (upstream !== null && upstream.partial) {
       const input = upstream.inputTokens;
       const inputKept = input !== undefined && input > 0;
+      const inputTokens = (inputKept ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens;
       ctx.usage = {
-        inputTokens: (inputKept ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens,
+        inputTokens,
         outputTokens: Math.max(upstream.outputTokens ?? 0, estimatedOutput()),
         estimated: true,
-        ...(inputKept && upstream.cacheWrites !== undefined ? { cacheWrites: upstream.cacheWrites } : {}),
+        ...writesWithin(upstream.cacheWrites, inputTokens),
       };
     } else if (upstream !== null) {
       const { inputTokens, outputTokens } = upstream;
+      const inputCharged = inputTokens ?? estimatedInput();
       ctx.usage = {
-        inputTokens: inputTokens ?? estimatedInput(),
+        inputTokens: inputCharged,
         outputTokens: outputTokens ?? estimatedOutput(),
         estimated: inputTokens === undefined || outputTokens === undefined,
-        ...(inputTokens !== undefined && upstream.cacheWrites !== undefined ? { cacheWrites: upstream.cacheWrites } : {}),
+        ...writesWithin(upstream.cacheWrites, inputCharged),
       };
     } else if (ctx.served !== undefined) {
       ctx.usage = { inputTokens: estimatedInput(), outputTokens: estimatedOutput(), estimated: true };

@@ -109,12 +109,14 @@ function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamR
 
 /**
  * A JSON message's usage; null without a usage object. A count it does not validly give stays
- * undefined, for stage meter to estimate (never 0).
+ * undefined, for stage meter to estimate (never 0). Validly given cache writes are kept also when
+ * the input is estimated (an invalid cache-read counter): their premium is still owed (stage meter
+ * holds them to the estimate).
  */
 function messageUsage(ctx: PipelineContext, answer: Json): UpstreamUsage | null {
   if (!isRecord(answer.usage)) return null;
   const inputTokens = anthropicInputTokens(answer.usage);
-  const cacheWrites = inputTokens === undefined ? undefined : anthropicCacheWrites(answer.usage, ctx.promptCacheTtl);
+  const cacheWrites = anthropicCacheWrites(answer.usage, ctx.promptCacheTtl);
   return { inputTokens, outputTokens: tokenCount(answer.usage.output_tokens), partial: false, ...(cacheWrites === undefined ? {} : { cacheWrites }) };
 }
 

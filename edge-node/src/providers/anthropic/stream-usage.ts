@@ -84,10 +84,16 @@ export class AnthropicStreamUsage {
     return this.input + (this.cacheCreation ?? 0) + (this.cacheRead ?? 0);
   }
 
-  /** The part of inputTokens written to the prompt cache, by lifetime; undefined while inputTokens is. */
+  /**
+   * The part of the input written to the prompt cache, by lifetime. Kept also while inputTokens is
+   * unknown (another counter not validly given: the input is estimated), as a JSON answer's are
+   * (anthropicCacheWrites): writes validly given still owe their premium (stage meter holds them to
+   * the estimate). Undefined only when neither is known.
+   */
   get cacheWrites(): CacheWrites | undefined {
-    if (this.inputTokens === undefined) return undefined;
-    return cacheWritesOf(this.cacheCreation ?? 0, this.fiveMinuteWrites, this.oneHourWrites, this.ttl);
+    if (this.inputTokens !== undefined) return cacheWritesOf(this.cacheCreation ?? 0, this.fiveMinuteWrites, this.oneHourWrites, this.ttl);
+    if (this.cacheCreation === undefined || this.cacheCreation === INVALID) return undefined;
+    return cacheWritesOf(this.cacheCreation, this.fiveMinuteWrites, this.oneHourWrites, this.ttl);
   }
 
   /** The running output count: message_start's placeholder until a message_delta gives it. */
