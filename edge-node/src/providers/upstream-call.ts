@@ -180,6 +180,22 @@ export function inBandFailure(answer: Record<string, unknown>, upstream: string,
 }
 
 /**
+ * The failed attempt of a JSON request whose upstream answered 2xx JSON that is neither an error
+ * object (inBandFailure) nor an answer of the API asked (`{}`, `{"ok":true}`, another API's answer
+ * from a misconfigured proxy): no answer, as its stream twin is (notAnEventStream), so it is not
+ * passed on as a success nor charged; retried and fallen back from as a 5xx is.
+ */
+export function notAnAnswer(upstream: string, httpStatus: number, what: string): FailedAttempt {
+  return {
+    kind: 'failed',
+    error: zenovaError('ZN_ERR_UPSTREAM_ERROR', `Upstream "${upstream}" answered HTTP ${httpStatus} with JSON that is not ${what}.`, { retryable: true }),
+    outcome: 'error',
+    httpStatus,
+    retryable: true,
+  };
+}
+
+/**
  * The usage of a stream request's JSON answer when it is a whole answer of the API asked (a chat
  * completion, a message), null for one without usable usage (stage meter estimates it); undefined
  * for JSON that is no such answer.

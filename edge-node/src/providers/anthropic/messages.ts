@@ -18,7 +18,7 @@ import { routeModel } from '../../routing/route-model.js';
 import type { ApiHandler } from '../api-handler.js';
 import { validateBody } from '../request-body.js';
 import { isRecord, tokenCount } from '../text-slot.js';
-import { inBandFailure, notAnEventStream, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, notAnAnswer, notAnEventStream, passedHeaders, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { upstreamRetryAfterSeconds } from '../../upstream/upstream-failure.js';
 import { anthropicErrorBodyOf, firstEventErrorAnswer, firstEventErrorStatus } from './anthropic-errors.js';
 import {
@@ -158,7 +158,10 @@ async function attemptMessages(
   if (!ctx.stream) {
     const read = await readBilledAnswer(response, upstream, signal, { asWritten: true });
     if ('failed' in read) return read.failed;
-    return inBandFailure(read.answer, upstream, response.statusCode, target.upstream.apiKey) ?? { kind: 'answered', reply: jsonReply(ctx, read.answer, alias) };
+    const inBand = inBandFailure(read.answer, upstream, response.statusCode, target.upstream.apiKey);
+    if (inBand !== undefined) return inBand;
+    if (!isMessage(read.answer)) return notAnAnswer(upstream, response.statusCode, 'a message');
+    return { kind: 'answered', reply: jsonReply(ctx, read.answer, alias) };
   }
 
   // A compressed stream would parse as no events ("ended the stream before message_stop"): named as the JSON path names it.
@@ -167,7 +170,7 @@ async function attemptMessages(
   // A JSON error object is that error (retried, fallen back from); other JSON an upstream that ignored
   // stream:true (final; a whole answer is charged, with its usage: the upstream billed it).
   // Media types are case-insensitive (`Text/Event-Stream` is one).
-  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, upstream, signal, (answer) => (answer.type === 'message' || Array.isArray(answer.content) ? messageUsage(ctx, answer) : undefined), target.upstream.apiKey);
+  if (typeof contentType !== 'string' || !contentType.toLowerCase().includes('text/event-stream')) return notAnEventStream(response, upstream, signal, (answer) => (isMessage(answer) ? messageUsage(ctx, answer) : undefined), target.upstream.apiKey);
   const release = (): void => {
     // Stops the upstream transfer when the pipeline stopped pulling early (caller gone, failure).
     if (!response.body.readableEnded) response.body.destroy();
@@ -195,6 +198,11 @@ async function attemptMessages(
       errorEvent: errorStreamEvent,
     },
   };
+}
+
+/** Whether a 2xx JSON body is a message (what `/v1/messages` answers), not something else. */
+function isMessage(answer: Record<string, unknown>): boolean {
+  return answer.type === 'message' || Array.isArray(answer.content);
 }
 
 export const messagesApi: ApiHandler = {

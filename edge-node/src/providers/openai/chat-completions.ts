@@ -12,7 +12,7 @@ import { firstEventRead } from '../first-event.js';
 import { deferJsonText, estimateInputTokens } from '../deferred-json-texts.js';
 import { validateBody } from '../request-body.js';
 import { FieldSlot, NO_TEXTS, RepeatedSlot, isRecord } from '../text-slot.js';
-import { inBandFailure, notAnEventStream, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
+import { inBandFailure, notAnAnswer, notAnEventStream, readBilledAnswer, refuseEncodedAnswer, sendToUpstream } from '../upstream-call.js';
 import { markPartial } from '../partial-texts.js';
 import { AnnotationSlot, annotationSlots } from './chat-annotations.js';
 import type { AnnotationSlotMaker } from './chat-annotations.js';
@@ -220,6 +220,7 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
   const { answer } = read;
   const inBand = inBandFailure(answer, upstream, response.statusCode, target.upstream.apiKey);
   if (inBand !== undefined) return inBand;
+  if (!isChatCompletion(answer)) return notAnAnswer(upstream, response.statusCode, 'a chat completion');
   if (typeof answer.model === 'string') answer.model = alias;
   ctx.upstreamUsage = chatUsage(answer.usage, false);
   let texts: TextSlot[] = NO_TEXTS;
@@ -239,7 +240,12 @@ async function attemptChat(ctx: PipelineContext, target: RuntimeTarget, signal: 
 
 /** A chat completion's usage (chatUsage), for one answered as JSON to a stream request (notAnEventStream). */
 function chatCompletionUsage(answer: Record<string, unknown>): UpstreamUsage | null | undefined {
-  return answer.object === 'chat.completion' || Array.isArray(answer.choices) ? chatUsage(answer.usage, false) : undefined;
+  return isChatCompletion(answer) ? chatUsage(answer.usage, false) : undefined;
+}
+
+/** Whether a 2xx JSON body is a chat completion, not something else (`{}`, another API's answer). */
+function isChatCompletion(answer: Record<string, unknown>): boolean {
+  return answer.object === 'chat.completion' || Array.isArray(answer.choices);
 }
 
 /**
