@@ -4,40 +4,16 @@
 // holder's share. A replica killed -9 and started again counts from its restart: its old counts
 // are gone, never counted twice.
 import http from 'node:http';
-import path from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
-import { BundleCache } from '../../edge-node/src/config/bundle-cache.js';
-import { startFakeUpstream } from '../fixtures/fake-upstream.js';
-import type { FakeUpstream } from '../fixtures/fake-upstream.js';
-import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
+import { startProcess, tsEntry } from '../fixtures/processes.js';
 import type { StartedProcess } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
-import { startFakeGateway, writeEnrolledState } from './control-fixtures.js';
 import type { FakeGateway, FakeSession } from './control-fixtures.js';
 import { parsePrometheusText } from './metrics/prometheus-text.js';
+import { logs, replicaScene } from './replica-serve.js';
 
 const REPLICAS_LISTENING = /"msg":"node-edge replicas listening"/;
-
-interface Scene {
-  stateDir: string;
-  callerKey: string;
-  upstream: FakeUpstream;
-  gateway: FakeGateway;
-}
-
-/** An enrolled state dir whose cached config routes `echo` to a fake upstream, with a fake gateway heartbeating every 200 ms. */
-async function scene(t: Test): Promise<Scene> {
-  const upstream = await startFakeUpstream(t);
-  const gateway = await startFakeGateway(t, { heartbeatIntervalMs: 200 });
-  const signer = createSigner();
-  const state = await writeEnrolledState(path.join(t.testdir({}), 'state'), gateway, { configSigningPublicKeyPem: signer.publicKeyPem });
-  const key = newCallerKey();
-  const push = signedPush(testBundle({ nodeId: state.identity.nodeId, version: 1, upstreamUrl: upstream.url, keys: [bundleKey('k', key.sha256)] }), signer);
-  await new BundleCache(state.dir).store({ version: 1, bundle: push.bundle.toString('utf8'), signature: push.signature.toString('base64'), appliedAt: new Date().toISOString() }, undefined);
-  return { stateDir: state.dir, callerKey: key.secret, upstream, gateway };
-}
 
 function serveReplicas(t: Test, stateDir: string, replicas: number): Promise<StartedProcess> {
   const { command, args } = tsEntry('edge-node/src/main.ts');
@@ -50,10 +26,6 @@ function serveReplicas(t: Test, stateDir: string, replicas: number): Promise<Sta
     timeoutMs: 90_000,
     t,
   });
-}
-
-function logs(proc: StartedProcess): Array<Record<string, unknown>> {
-  return parseJsonLines(proc.output());
 }
 
 function urls(proc: StartedProcess): { url: string; adminUrl: string } {
@@ -116,7 +88,7 @@ async function heartbeatWhere(gateway: FakeGateway, pick: (requests: bigint, err
 }
 
 t.test('with two replicas each serving callers, the heartbeat carries the requests and errors of both, not the link holder\'s share', async (t) => {
-  const { stateDir, callerKey, upstream, gateway } = await scene(t);
+  const { stateDir, callerKey, upstream, gateway } = await replicaScene(t);
   const node = await serveReplicas(t, stateDir, 2);
   const { url, adminUrl } = urls(node);
   await gateway.waitForSession(0);
@@ -140,7 +112,7 @@ t.test('with two replicas each serving callers, the heartbeat carries the reques
 });
 
 t.test('a replica killed -9 and started again counts from its restart: the heartbeat never counts its requests twice', async (t) => {
-  const { stateDir, callerKey, gateway } = await scene(t);
+  const { stateDir, callerKey, gateway } = await replicaScene(t);
   const node = await serveReplicas(t, stateDir, 2);
   const { url, adminUrl } = urls(node);
   await gateway.waitForSession(0);

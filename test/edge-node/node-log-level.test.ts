@@ -5,49 +5,19 @@
 import path from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
-import { BundleCache } from '../../edge-node/src/config/bundle-cache.js';
 import { NODE_LOG_LEVELS, readLogLevel } from '../../edge-node/src/cli/serve-settings.js';
-import { startFakeUpstream } from '../fixtures/fake-upstream.js';
-import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
 import type { StartedProcess } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { runNodeCli } from './cli-capture.js';
-import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
-import { startFakeGateway, writeEnrolledState } from './control-fixtures.js';
+import { logs, replicaScene, serveTwoReplicas } from './replica-serve.js';
 
 const DEBUG = 20;
 /** What a replica logs at debug once its metrics are set up (create-node-metrics.ts). */
 const REPLICA_DEBUG_LINE = 'metrics answered over IPC to the supervisor, which holds the admin port';
 
-async function enrolledStateDir(t: Test): Promise<string> {
-  const upstream = await startFakeUpstream(t);
-  const gateway = await startFakeGateway(t, { heartbeatIntervalMs: 200 });
-  const signer = createSigner();
-  const state = await writeEnrolledState(path.join(t.testdir({}), 'state'), gateway, { configSigningPublicKeyPem: signer.publicKeyPem });
-  const key = newCallerKey();
-  const push = signedPush(testBundle({ nodeId: state.identity.nodeId, version: 1, upstreamUrl: upstream.url, keys: [bundleKey('k', key.sha256)] }), signer);
-  await new BundleCache(state.dir).store({ version: 1, bundle: push.bundle.toString('utf8'), signature: push.signature.toString('base64'), appliedAt: new Date().toISOString() }, undefined);
-  return state.dir;
-}
-
-function logs(proc: StartedProcess): Array<Record<string, unknown>> {
-  return parseJsonLines(proc.output());
-}
-
 /** Two replicas with an admin port, at `level` (undefined: unset); resolves once both have logged that they listen. */
-async function serveTwoReplicas(t: Test, stateDir: string, level: string | undefined): Promise<StartedProcess> {
-  const { command, args } = tsEntry('edge-node/src/main.ts');
-  const node = await startProcess({
-    name: `zenova-node serve --replicas 2 at ${level ?? 'the default level'}`,
-    command,
-    args: [...args, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--replicas', '2'],
-    env: { ZENOVA_NODE_REPLICAS: undefined, ZENOVA_LOG_LEVEL: level, ZENOVA_NODE_RECONNECT_BASE_MS: '100', ZENOVA_NODE_RECONNECT_MAX_MS: '500' },
-    readyLine: /"msg":"node-edge replicas listening"/,
-    timeoutMs: 90_000,
-    t,
-  });
-  await waitFor(() => new Set(logs(node).filter((l) => l.msg === 'node-edge listening').map((l) => l.replica)).size === 2, { what: 'both replicas logging that they listen' });
-  return node;
+function serveAtLevel(t: Test, stateDir: string, level: string | undefined): Promise<StartedProcess> {
+  return serveTwoReplicas(t, stateDir, { ZENOVA_LOG_LEVEL: level }, `zenova-node serve --replicas 2 at ${level ?? 'the default level'}`);
 }
 
 t.test('ZENOVA_LOG_LEVEL takes the control plane levels in any case; unset or empty is info', async (t) => {
@@ -78,13 +48,13 @@ t.test('serve refuses a ZENOVA_LOG_LEVEL it does not know with exit 2 and one li
 });
 
 t.test('debug lines are written at ZENOVA_LOG_LEVEL=debug and not at the default info', async (t) => {
-  const stateDir = await enrolledStateDir(t);
-  const atDebug = await serveTwoReplicas(t, stateDir, 'debug');
+  const { stateDir } = await replicaScene(t);
+  const atDebug = await serveAtLevel(t, stateDir, 'debug');
   await waitFor(() => new Set(logs(atDebug).filter((l) => l.msg === REPLICA_DEBUG_LINE).map((l) => l.replica)).size === 2, { what: "each replica's debug line" });
   t.ok(logs(atDebug).filter((l) => l.msg === REPLICA_DEBUG_LINE).every((l) => l.level === DEBUG), 'at level debug');
   t.equal(await atDebug.stop('SIGTERM', 40_000), 0);
 
-  const atInfo = await serveTwoReplicas(t, stateDir, undefined);
+  const atInfo = await serveAtLevel(t, stateDir, undefined);
   t.equal(await atInfo.stop('SIGTERM', 40_000), 0);
   // Everything the node logged from start to stop, the replicas' start-up included.
   t.same(logs(atInfo).filter((l) => Number(l.level) < 30), [], 'no line below info');

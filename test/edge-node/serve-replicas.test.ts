@@ -16,39 +16,17 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { parseCli } from '../../edge-node/src/cli/args.js';
 import { runCli } from '../../edge-node/src/cli/run-cli.js';
-import { BundleCache } from '../../edge-node/src/config/bundle-cache.js';
-import { startFakeUpstream } from '../fixtures/fake-upstream.js';
-import type { FakeUpstream } from '../fixtures/fake-upstream.js';
-import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
+import { startProcess, tsEntry } from '../fixtures/processes.js';
 import type { StartedProcess } from '../fixtures/processes.js';
 import { tempDir } from '../e2e/stack.js';
 import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 import type { TestCa } from '../fixtures/tls.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
-import { startFakeGateway, writeEnrolledState } from './control-fixtures.js';
 import { parsePrometheusText } from './metrics/prometheus-text.js';
 import type { ParsedMetrics } from './metrics/prometheus-text.js';
+import { logs, replicaScene } from './replica-serve.js';
 
 const REPLICAS_LISTENING = /"msg":"node-edge replicas listening"/;
-
-interface Scene {
-  stateDir: string;
-  callerKey: string;
-  upstream: FakeUpstream;
-}
-
-/** An enrolled state dir whose cached config routes `echo` to a fake upstream, with a fake gateway for its control link. */
-async function scene(t: Test): Promise<Scene> {
-  const upstream = await startFakeUpstream(t);
-  const gateway = await startFakeGateway(t, { heartbeatIntervalMs: 200 });
-  const signer = createSigner();
-  const state = await writeEnrolledState(path.join(t.testdir({}), 'state'), gateway, { configSigningPublicKeyPem: signer.publicKeyPem });
-  const key = newCallerKey();
-  const push = signedPush(testBundle({ nodeId: state.identity.nodeId, version: 1, upstreamUrl: upstream.url, keys: [bundleKey('k', key.sha256)] }), signer);
-  await new BundleCache(state.dir).store({ version: 1, bundle: push.bundle.toString('utf8'), signature: push.signature.toString('base64'), appliedAt: new Date().toISOString() }, undefined);
-  return { stateDir: state.dir, callerKey: key.secret, upstream };
-}
 
 function serveReplicas(t: Test, stateDir: string, extraArgs: string[], env: NodeJS.ProcessEnv = {}, readyLine?: RegExp): Promise<StartedProcess> {
   const { command, args } = tsEntry('edge-node/src/main.ts');
@@ -61,10 +39,6 @@ function serveReplicas(t: Test, stateDir: string, extraArgs: string[], env: Node
     timeoutMs: 90_000,
     t,
   });
-}
-
-function logs(proc: StartedProcess): Array<Record<string, unknown>> {
-  return parseJsonLines(proc.output());
 }
 
 /** The caller URL and the admin URL the supervisor logged. */
@@ -132,7 +106,7 @@ function spooledRequestIds(stateDir: string): string[] {
 }
 
 t.test('two replicas share one caller port, both answer, every request is spooled once, a replica killed -9 is started again, and SIGTERM stops them cleanly', async (t) => {
-  const { stateDir, callerKey } = await scene(t);
+  const { stateDir, callerKey } = await replicaScene(t);
   const node = await serveReplicas(t, stateDir, ['--replicas', '2', '--admin-listen', '127.0.0.1:0'], {}, REPLICAS_LISTENING);
   const { url, adminUrl } = urls(node);
   t.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
@@ -186,7 +160,7 @@ t.test('two replicas share one caller port, both answer, every request is spoole
 });
 
 t.test('SIGTERM to the whole process group, as systemd sends it, drains the requests in flight on every replica and exits 0', async (t) => {
-  const { stateDir, callerKey, upstream } = await scene(t);
+  const { stateDir, callerKey, upstream } = await replicaScene(t);
   const node = await serveReplicas(t, stateDir, ['--replicas', '2'], {}, REPLICAS_LISTENING);
   const { url } = urls(node);
   upstream.setBehaviour({ latencyMs: 1_500 });
@@ -239,7 +213,7 @@ t.test(
   'systemd hears READY=1 once, from the supervisor, when every replica listens, and STOPPING=1; SIGHUP reloads the TLS pair in every replica',
   { skip: hasNotifyTools ? false : 'python3 or systemd-notify missing on this machine: NOT TESTED' },
   async (t) => {
-    const { stateDir } = await scene(t);
+    const { stateDir } = await replicaScene(t);
     // A socket path must be short (108 bytes): not under the test's own dir.
     const dir = tempDir(t, 'zn-replicas-');
     const socketPath = path.join(dir, 'notify.sock');
@@ -278,7 +252,7 @@ t.test('a replica refusing its settings (exit 2) at start stops the node with ex
 });
 
 t.test('--replicas K disagreeing with ZENOVA_NODE_REPLICAS is refused with exit 2 and one line, before any replica starts', async (t) => {
-  const { stateDir } = await scene(t);
+  const { stateDir } = await replicaScene(t);
   const node = await serveReplicas(t, stateDir, ['--replicas', '2'], { ZENOVA_NODE_REPLICAS: '3' });
   t.equal((await node.exited).code, 2);
   t.equal(

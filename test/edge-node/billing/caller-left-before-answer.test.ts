@@ -2,13 +2,12 @@
 // had the whole request (it goes on generating and bills it: a JSON answer comes only when it is
 // done), and nothing while the node was still connecting to it (docs/billing.md, "Stage settle").
 // Leaving (or the attempt's timer) while the node connects ends the attempt at once.
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { silentStreamUpstream } from '../../fixtures/loopback-server.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+import { silentTlsUpstream } from '../routing/timeout-route-fixtures.js';
 import { pricedNode } from './priced-node.js';
 
 const PROMPT = 'Summarise the history of the Grand Canal in three hundred words, please.';
@@ -50,24 +49,6 @@ t.test('a caller that leaves before a stream’s first event is charged the prom
   t.ok(f.usage.inputTokens > 0 && f.usage.estimated);
   t.equal(f.cost.costMicros, f.usage.inputTokens);
 });
-
-/** A TLS upstream whose handshake never finishes: a request to it is never written. */
-async function silentTlsUpstream(): Promise<{ url: string; connections: () => number; release: () => void }> {
-  const sockets = new Set<net.Socket>();
-  let connections = 0;
-  const server = net.createServer((socket) => {
-    connections += 1;
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const release = (): void => {
-    for (const socket of sockets) socket.destroy();
-    server.close();
-  };
-  return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, connections: () => connections, release };
-}
 
 t.test('a caller that leaves while the node is still connecting to the upstream is charged nothing, and its request ends at once, not at the connect timeout', async (t) => {
   const upstream = await silentTlsUpstream();

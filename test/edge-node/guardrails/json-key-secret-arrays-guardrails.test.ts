@@ -4,17 +4,10 @@
 // masked whole when it is a token (no white space) or at most 96 characters (a passphrase), as the
 // text rule's quoted value; longer prose under such a key goes by the text rules only, and a JSON
 // number is never masked by its key.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import type { ConfigBundle, GuardrailPolicy } from '../../../proto/src/index.js';
-import { buildApp } from '../../../edge-node/src/app.js';
-import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
-import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
-import { createLogger } from '../../../edge-node/src/logger.js';
-import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
-import { policy } from './guardrail-fixtures.js';
+import type { GuardrailPolicy } from '../../../proto/src/index.js';
 import { startGuardedNode } from './guarded-node.js';
+import { askToLogIn, chatChunk, guardedToolCall, loginCallAnswer, streamedToolArguments } from './login-tool-fixtures.js';
 
 const RULES: GuardrailPolicy['rules'] = [{ detector: 'secret', action: 'mask', on: 'both' }];
 // Longer than 96 characters, with spaces: prose about a secret, not one.
@@ -25,25 +18,6 @@ const LONG_TOKEN = 'QUJD'.repeat(75);
 // Over 96 characters, with line breaks: a .env block, masked whole (its names are not ones the text rules know).
 const ENV_BLOCK = 'DB_USER=app\nDB_PASS=hunter2hunter2\nSMTP_PASS=Sup3rS3cretMail!\nREGION=eu-west-1\nLOG_LEVEL=info\nFEATURE=x';
 
-const chatAnswer = (toolArguments: string) => ({
-  json: {
-    id: 'x', object: 'chat.completion', model: 'm',
-    choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'login', arguments: toolArguments } }] }, finish_reason: 'tool_calls' }],
-    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-  },
-});
-
-async function chat(node: { baseURL: string; secret: string }, stream = false): Promise<string> {
-  const res = await fetch(`${node.baseURL}/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
-    body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'log me in' }], ...(stream ? { stream: true } : {}) }),
-  });
-  const text = await res.text();
-  if (res.status !== 200) throw new Error(`status ${res.status}: ${text}`);
-  return text;
-}
-
 /** The tool-call arguments text of a JSON chat answer. */
 function argumentsOf(text: string): string {
   const answer = JSON.parse(text) as { choices: { message: { tool_calls: { function: { arguments: string } }[] } }[] };
@@ -52,7 +26,7 @@ function argumentsOf(text: string): string {
 
 t.test('string items of an array under a secret-named key are masked whole, nested arrays too, while an object in it goes by its own keys', async (t) => {
   const { upstream, node } = await startGuardedNode(t, RULES);
-  upstream.answer = chatAnswer(
+  upstream.answer = loginCallAnswer(
     JSON.stringify({
       passwords: ['Hunter2Hunter2', 'Another-Pass-9'],
       api_keys: [['abcd1234efgh'], 'short', '12345678'],
@@ -60,7 +34,7 @@ t.test('string items of an array under a secret-named key are masked whole, nest
       users: ['alice-the-admin'],
     }),
   );
-  const text = await chat(node);
+  const text = await askToLogIn(node);
   t.notMatch(text, 'Hunter2Hunter2');
   t.notMatch(text, 'Another-Pass-9');
   t.notMatch(text, 'abcd1234efgh');
@@ -76,7 +50,7 @@ t.test('string items of an array under a secret-named key are masked whole, nest
 
 t.test('a keyed value is masked whole as a passphrase up to 96 characters or a token of any length, but long prose only where the text rules find a secret', async (t) => {
   const { upstream, node } = await startGuardedNode(t, RULES);
-  upstream.answer = chatAnswer(
+  upstream.answer = loginCallAnswer(
     JSON.stringify({
       secret: PROSE,
       client_secret: `${PROSE} The key is ${SHAPED_KEY} for now.`,
@@ -86,7 +60,7 @@ t.test('a keyed value is masked whole as a passphrase up to 96 characters or a t
       env_secrets: ENV_BLOCK,
     }),
   );
-  const text = await chat(node);
+  const text = await askToLogIn(node);
   t.notMatch(text, SHAPED_KEY);
   t.notMatch(text, LONG_TOKEN);
   t.notMatch(text, 'hunter2hunter2');
@@ -103,73 +77,38 @@ t.test('a keyed value is masked whole as a passphrase up to 96 characters or a t
 t.test('JSON numbers under a secret-named key are not masked, an integer past 2^53 (negative too) included', async (t) => {
   const { upstream, node } = await startGuardedNode(t, RULES);
   const args = '{"token":-123456789012345678901,"pin_tokens":[-98765432109876543210,12345678],"password":"Sup3rS3cretValue"}';
-  upstream.answer = chatAnswer(args);
-  const text = await chat(node);
+  upstream.answer = loginCallAnswer(args);
+  const text = await askToLogIn(node);
   // The password's mask re-serialises the arguments: the numbers go on as the numbers they were.
   t.equal(argumentsOf(text), '{"token":-123456789012345678901,"pin_tokens":[-98765432109876543210,12345678],"password":"[SECRET]"}');
 });
 
 t.test('a streamed OpenAI tool call held whole has the array items under a secret-named key masked, and long prose there left as it is', async (t) => {
   const { upstream, node } = await startGuardedNode(t, RULES);
-  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
   const whole = JSON.stringify({ user: 'bob', passwords: ['Hunter2Hunter2', ['Another-Pass-9']], secret: PROSE });
   const pieces = [whole.slice(0, 20), whole.slice(20, 33), whole.slice(33, 60), whole.slice(60)];
   upstream.answer = {
     sse: [
-      chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'c', type: 'function', function: { name: 'login', arguments: pieces[0] } }] }),
-      ...pieces.slice(1).map((arguments_) => chunk({ tool_calls: [{ index: 0, function: { arguments: arguments_ } }] })),
-      chunk({}, 'tool_calls'),
+      chatChunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'c', type: 'function', function: { name: 'login', arguments: pieces[0] } }] }),
+      ...pieces.slice(1).map((arguments_) => chatChunk({ tool_calls: [{ index: 0, function: { arguments: arguments_ } }] })),
+      chatChunk({}, 'tool_calls'),
       'data: [DONE]\n\n',
     ],
   };
-  const text = await chat(node, true);
-  let args = '';
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('data: {')) continue;
-    const event = JSON.parse(line.slice(6)) as { choices: { delta: { tool_calls?: { function?: { arguments?: string } }[] } }[] };
-    for (const call of event.choices[0]?.delta.tool_calls ?? []) args += call.function?.arguments ?? '';
-  }
+  const text = await askToLogIn(node, true);
+  const args = streamedToolArguments(text);
   t.notMatch(text, 'Hunter2Hunter2');
   t.notMatch(text, 'Another-Pass-9');
   t.same(JSON.parse(args), { user: 'bob', passwords: ['[SECRET]', ['[SECRET]']], secret: PROSE });
 });
 
 t.test('an MCP tools/call has array items under a secret-named key masked in its arguments and in its result', async (t) => {
-  const caller = newCallerKey();
-  const received: string[] = [];
   const answer = JSON.stringify({
     jsonrpc: '2.0', id: 7,
     result: { content: [{ type: 'text', text: 'ok' }], structuredContent: { api_keys: ['abcd1234efgh', ['ijkl5678mnop']], hosts: ['db.internal.example'] } },
   });
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      received.push(Buffer.concat(chunks).toString('utf8'));
-      res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const bundle: ConfigBundle = testBundle({
-    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1',
-    keys: [bundleKey('key-guarded', caller.sha256, { guardrailPolicyId: 'p' })],
-    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
-    toolServers: [{ name: 'tools', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, apiKey: 'tool-key-0123456789abcdef', timeoutMs: 10_000, callMicros: 0 }],
-    guardrailPolicies: [policy('p', RULES)],
-  });
-  const spool = { open: () => undefined, finalise: async () => undefined, keepsBodies: () => true, fullness: () => 0 };
-  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: bundle.nodeId, spool } });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(() => app.close());
-  const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'login', arguments: { user: 'bob', passwords: ['Hunter2Hunter2', 'Another-Pass-9'] } } }),
-  });
-  const text = await res.text();
-  t.equal(res.status, 200, text);
+  const { status, text, received } = await guardedToolCall(t, RULES, answer, { user: 'bob', passwords: ['Hunter2Hunter2', 'Another-Pass-9'] });
+  t.equal(status, 200, text);
   t.equal(received.length, 1);
   const sent = JSON.parse(received[0]!) as { params: { arguments: unknown } };
   t.same(sent.params.arguments, { user: 'bob', passwords: ['[SECRET]', '[SECRET]'] });

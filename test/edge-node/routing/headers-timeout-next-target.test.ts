@@ -4,69 +4,13 @@
 // plan goes on with the next target, as for a JSON body that stalls after its 2xx headers
 // (attempt-timeout-body.test.ts). A timeout while connecting (nothing sent) is still retried there.
 // Before, the route's retries were all spent on the slow target, each billed by the upstream.
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
-import { waitFor } from '../../fixtures/wait-for.js';
-import { startPipelineNode } from '../pipeline/pipeline-harness.js';
 import type { PipelineNode } from '../pipeline/pipeline-harness.js';
-
-type Teardown = { teardown(fn: () => unknown): void };
-
-const TIMEOUT_MS = 300;
-const RETRIES = 2;
-
-/** A node whose alias `slow` goes to `primaryUrl` (as "demo"), RETRIES retries, falling back to `backupUrl` ("backup") when given. */
-function slowRouteNode(t: Teardown, primaryUrl: string, backupUrl?: string): Promise<PipelineNode> {
-  return startPipelineNode(t, {
-    upstreamUrl: primaryUrl,
-    bundle: (base) => ({
-      upstreams: backupUrl === undefined ? base.upstreams : [...base.upstreams, { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backupUrl, apiKey: 'sk-backup', timeoutMs: 30_000 }],
-      routes: [
-        {
-          alias: 'slow',
-          targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }],
-          fallbacks: backupUrl === undefined ? [] : [{ upstream: 'backup', model: 'demo-echo' }],
-          timeoutMs: TIMEOUT_MS,
-          retries: RETRIES,
-        },
-      ],
-    }),
-  });
-}
-
-function ask(node: PipelineNode, body: Record<string, unknown> = {}, path = '/v1/chat/completions'): Promise<Response> {
-  return fetch(`${node.origin}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
-    body: JSON.stringify({ model: 'slow', messages: [{ role: 'user', content: 'hi' }], ...body }),
-    signal: AbortSignal.timeout(10_000),
-  });
-}
+import { RETRIES, askSlow as ask, finishedOf, silentTlsUpstream, slowRouteNode } from './timeout-route-fixtures.js';
 
 async function attemptsOf(node: PipelineNode, res: Response): Promise<unknown[]> {
-  const id = res.headers.get('x-request-id');
-  const done = await waitFor(() => node.finished.find((f) => f.requestId === id), { what: 'the request to finish' });
-  return done.attempts;
-}
-
-/** A TLS upstream whose handshake never finishes: the node's connect times out and no request is ever written. */
-async function silentTlsUpstream(): Promise<{ url: string; connections: () => number; release: () => void }> {
-  const sockets = new Set<net.Socket>();
-  let connections = 0;
-  const server = net.createServer((socket) => {
-    connections += 1;
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const release = (): void => {
-    for (const socket of sockets) socket.destroy();
-    server.close();
-  };
-  return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, connections: () => connections, release };
+  return (await finishedOf(node, res)).attempts;
 }
 
 t.test('a chat answer whose headers do not come in time is not resent to that target, and the fallback answers', async (t) => {

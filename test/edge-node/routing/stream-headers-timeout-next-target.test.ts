@@ -5,47 +5,18 @@
 // resend. The plan goes on with the next target; alone, the 504 says not to resend and the request
 // is charged the prompt. A timeout while connecting (nothing sent) is still retried there. Before,
 // a stream's route retries were all spent on the slow target, each charged by the upstream.
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { startRawUpstream } from '../../fixtures/raw-upstream.js';
-import { waitFor } from '../../fixtures/wait-for.js';
 import { startPipelineNode, withClaudeRoute } from '../pipeline/pipeline-harness.js';
-import type { FinishedRequest, PipelineNode } from '../pipeline/pipeline-harness.js';
+import type { PipelineNode } from '../pipeline/pipeline-harness.js';
+import { RETRIES, TIMEOUT_MS, askSlow, finishedOf, silentTlsUpstream, slowRouteNode } from './timeout-route-fixtures.js';
 
 type Teardown = { teardown(fn: () => unknown): void };
 
-const TIMEOUT_MS = 300;
-const RETRIES = 2;
-
-/** A node whose alias `slow` goes to `primaryUrl` (as "demo"), RETRIES retries, falling back to `backupUrl` ("backup") when given. */
-function slowRouteNode(t: Teardown, primaryUrl: string, backupUrl?: string): Promise<PipelineNode> {
-  return startPipelineNode(t, {
-    upstreamUrl: primaryUrl,
-    bundle: (base) => ({
-      upstreams: backupUrl === undefined ? base.upstreams : [...base.upstreams, { id: 'up-b', name: 'backup', kind: 'openai-compatible', baseUrl: backupUrl, apiKey: 'sk-backup', timeoutMs: 30_000 }],
-      routes: [
-        {
-          alias: 'slow',
-          targets: [{ upstream: 'demo', model: 'demo-echo', weight: 1 }],
-          fallbacks: backupUrl === undefined ? [] : [{ upstream: 'backup', model: 'demo-echo' }],
-          timeoutMs: TIMEOUT_MS,
-          retries: RETRIES,
-        },
-      ],
-    }),
-  });
-}
-
 /** A streamed chat completion for alias `slow`. */
 function askStream(node: PipelineNode): Promise<Response> {
-  return fetch(`${node.origin}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${node.secret}` },
-    body: JSON.stringify({ model: 'slow', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
-    signal: AbortSignal.timeout(10_000),
-  });
+  return askSlow(node, { stream: true });
 }
 
 /** The text a chat completion stream carried (its deltas' content, joined). */
@@ -59,35 +30,12 @@ function streamedText(sse: string): string {
   return text;
 }
 
-async function finishedOf(node: PipelineNode, res: Response): Promise<FinishedRequest> {
-  const id = res.headers.get('x-request-id');
-  return waitFor(() => node.finished.find((f) => f.requestId === id), { what: 'the request to finish' });
-}
-
 /** An upstream that sends a 200 event-stream head at once and then no event, until the node hangs up. */
 async function headersOnlyStreamUpstream(t: Teardown): Promise<{ url: string; requests: () => number }> {
   const raw = await startRawUpstream(t, (socket) => {
     socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n');
   });
   return { url: raw.url, requests: () => raw.requests };
-}
-
-/** A TLS upstream whose handshake never finishes: the node's connect times out and no request is ever written. */
-async function silentTlsUpstream(): Promise<{ url: string; connections: () => number; release: () => void }> {
-  const sockets = new Set<net.Socket>();
-  let connections = 0;
-  const server = net.createServer((socket) => {
-    connections += 1;
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const release = (): void => {
-    for (const socket of sockets) socket.destroy();
-    server.close();
-  };
-  return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, connections: () => connections, release };
 }
 
 t.test('a stream whose headers do not come in time is not resent to that target, and the fallback streams the answer', async (t) => {
