@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
 import t from 'tap';
 import { z } from 'zod';
 import { PROTOCOL_VERSION } from '../../proto/src/protocol-version.js';
@@ -65,6 +66,27 @@ t.test('GET /healthz answers 503 when the database cannot be reached', async (t)
   t.equal(res.statusCode, 503);
   t.equal(res.json().error.code, 'ZN_ERR_CP_DATABASE_UNAVAILABLE');
   t.notMatch(res.body, /ECONNREFUSED|127\.0\.0\.1/, 'no connection details in the body');
+});
+
+t.test('a database that refuses new connections (ALLOW_CONNECTIONS false, as in maintenance) answers 503 DATABASE_UNAVAILABLE, not 500', async (t) => {
+  // A database of its own: the others' tests keep theirs.
+  const own = await testDatabase(t);
+  const name = new URL(own.url).pathname.slice(1);
+  const adminUrl = new URL(own.url);
+  adminUrl.pathname = '/postgres';
+  const admin = new pg.Client({ connectionString: adminUrl.toString() });
+  await admin.connect();
+  t.teardown(async () => {
+    await admin.query(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS true`);
+    await admin.end();
+  });
+  await admin.query(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS false`);
+  const { app } = await harness(t, { databaseUrl: own.url });
+  for (const url of ['/healthz', '/api/v1/nodes']) {
+    const res = await app.inject({ method: 'GET', url, headers: bearer });
+    t.equal(res.statusCode, 503, `${url}: ${res.body}`);
+    t.equal(res.json().error.code, 'ZN_ERR_CP_DATABASE_UNAVAILABLE', url);
+  }
 });
 
 t.test('GET /api/version reports product, component, versions and the installation id', async (t) => {

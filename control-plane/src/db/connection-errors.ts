@@ -26,6 +26,9 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (NETWORK_CODES.has(code) || code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)) return true;
+    // 55000 (object not in prerequisite state) is general: only "database … is not currently
+    // accepting connections" (ALLOW_CONNECTIONS false, a database being dropped or renamed) is an outage.
+    if (code === '55000' && /is not currently accepting connections/.test(err.message)) return true;
   }
   if (PG_CLIENT_MESSAGES.some((m) => err.message.startsWith(m))) return true;
   // Node's happy-eyeballs connect reports every failed address inside an AggregateError.
