@@ -294,3 +294,32 @@ t.test('the list shows the API\'s message for a node filter that names no node',
   t.match(await page.getByTestId('error').textContent(), "No node named or with id 'no-such-node'");
   t.same(page.problems, [], 'no console errors or CSP violations');
 });
+
+t.test('a page that fails to load keeps its place: Try again loads that page, Previous page the one before', async (t) => {
+  const retryNode = await createNode('edge-retry');
+  const base = Date.UTC(2026, 10, 4, 0, 0, 0);
+  const id = (i: number): string => `retry-${String(i).padStart(3, '0')}`;
+  t.match(await deliver(retryNode, Array.from({ length: 55 }, (_, i) => record(id(i), { nodeId: retryNode.nodeId, receivedAt: base + i * 1000, finishedAt: base + i * 1000 + 30 }))), { accepted: 55 });
+  const page = await loginPage(t, stack, browser);
+  await page.getByRole('link', { name: 'Gateway › Requests' }).click();
+  await page.getByLabel('Node').fill('edge-retry');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await page.getByTestId(`request-row-${id(54)}`).waitFor();
+
+  // The next page's request fails once (the database gone for a moment).
+  let failures = 0;
+  await page.route('**/api/v1/requests?*cursor=*', async (route) => {
+    if (failures++ > 0) return route.continue();
+    return route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { message: 'The control plane database is unavailable; try again shortly.', type: 'server_error', code: 'ZN_ERR_CP_DATABASE_UNAVAILABLE' } }) });
+  });
+  await page.getByRole('button', { name: 'Next page' }).click();
+  await page.getByTestId('error').waitFor();
+  t.match(await page.getByTestId('error').textContent(), 'database is unavailable');
+  t.equal(await page.getByTestId('requests-page').textContent(), 'Page 2', 'still on page 2');
+  t.equal(await page.getByRole('button', { name: 'Previous page' }).count(), 1, 'the page before is offered');
+
+  await page.getByRole('button', { name: 'Try again' }).click();
+  await page.getByTestId(`request-row-${id(4)}`).waitFor();
+  t.equal(await page.getByTestId('requests-page').textContent(), 'Page 2', 'page 2 loaded, not page 1');
+  t.equal(failures, 2, 'one failed load, one that went through');
+});

@@ -266,7 +266,16 @@ export function render(root, params, ctx) {
         if (disposed || mine !== generation) return;
         results.removeAttribute('aria-busy');
         clear(results);
-        results.append(errorBanner(errorMessage(err)));
+        // The page asked for stays where it was: tried again, or left for the one before it, so a
+        // failed page (a 503, a timeout) does not send the operator back to page 1 of a long list.
+        results.append(
+          errorBanner(errorMessage(err)),
+          h('div', { class: 'toolbar' },
+            h('span', { class: 'muted', 'data-testid': 'requests-page' }, `Page ${cursors.length}`),
+            h('button', { type: 'button', class: 'btn btn-small', onclick: () => void load() }, 'Try again'),
+            cursors.length > 1 ? h('button', { type: 'button', class: 'btn btn-small', onclick: () => goTo(cursors.slice(0, -1)) }, 'Previous page') : null,
+          ),
+        );
         return;
       }
       if (disposed || mine !== generation) return;
