@@ -1,7 +1,8 @@
 /**
  * doctor's look at the request spool: the checks `serve` makes before it opens spool.db (its
- * marker, the file's presence, a lost spool's leftover -wal/-shm, access, header, WAL and meta), so
- * a spool serve would refuse to start with fails here too, with serve's message. A spool a running
+ * marker, the file's presence, a lost spool's leftover -wal/-shm, access, header, WAL, whether the
+ * WAL is this spool.db's, and meta: vetSpoolFile), so a spool serve would refuse to start with
+ * fails here too, with serve's message. A spool a running
  * node-edge holds open is not read: that process opened it already, and vetting it under live
  * writes proves nothing more.
  */

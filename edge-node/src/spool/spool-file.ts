@@ -12,6 +12,7 @@ import { STATE_FILE_MODE, StateFileError } from '../state/state-store.js';
 import { LOCK_FILE_ROLE, quickCheckLine, refuseSymlinkedStateFiles } from '../state/state-database.js';
 import type { StateFileRole } from '../state/state-database.js';
 import { isSpoolHeldOpen, isSpoolLockFileName } from './spool-owner-lock.js';
+import { fileAloneSummary, foreignWalProblem } from './wal-belongs-check.js';
 import { findWalDamage } from './wal-file-check.js';
 
 export const SPOOL_FILE = 'spool.db';
@@ -41,6 +42,10 @@ export class SpoolRefusedError extends StateFileError {
 const KEEP_ADVICE =
   'the file was left untouched because it may hold records the control plane has not received. ' +
   'Move it aside together with its -wal and -shm files (keep a copy for support) and start again, or restore a good copy';
+
+const FOREIGN_WAL_ADVICE =
+  'spool.db and its -wal were left untouched (byte for byte): opening them would replace this spool\'s records, which the control plane may not have received, with the other spool\'s and delete the WAL. ' +
+  'Move spool.db-wal (and spool.db-shm) aside, never spool.db, and keep them with the spool they came from; start again to open spool.db with its own records';
 
 /** spool.db as the state-file refusals name it (state-database.ts); its other refusals are SpoolRefusedErrors. */
 const SPOOL_FILE_ROLE: StateFileRole = {
@@ -298,13 +303,21 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
   // quick_check would then pass the shorter database.
   const walDamage = findSpoolWalDamage(file);
   if (walDamage !== null) throw new SpoolRefusedError(file, walDamage, KEEP_ADVICE);
+  // The file without its WAL, read before any connection of this process opens it (wal-belongs-check.ts).
+  const alone = isSpoolHeldOpen(file) ? null : fileAloneSummary(file);
   let meta: Partial<Record<string, string>>;
   try {
     meta = withReadOnlySpool(file, (db) => {
       const check = db.pragma('quick_check', { simple: false }) as Array<{ quick_check: string }>;
       const problems = check.map((r) => r.quick_check).filter((r) => r !== 'ok');
       if (problems.length > 0) throw new SpoolRefusedError(file, `is corrupt (quick_check: ${quickCheckLine(problems)})`, KEEP_ADVICE);
-      return readMeta(db);
+      const read = readMeta(db);
+      // Before the read-write open, whose first checkpoint would make another spool's WAL this file's and delete it.
+      if (read.node_id !== undefined && read.spool_id !== undefined) {
+        const foreign = foreignWalProblem(file, alone, db, read.node_id);
+        if (foreign !== null) throw new SpoolRefusedError(file, foreign, FOREIGN_WAL_ADVICE);
+      }
+      return read;
     });
   } catch (err) {
     if (err instanceof SpoolRefusedError) throw err;
