@@ -8,7 +8,7 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { missingSpoolRefusal, replacedSpoolRefusal } from '../spool/open-node-spool.js';
+import { checkAgainstMarker, missingSpoolRefusal } from '../spool/open-node-spool.js';
 import { checkSpoolFileAccess, leftoverSidecarsRefusal, leftoverSpoolSidecars, SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from '../spool/spool-file.js';
 import { loadSpoolMarker } from '../spool/spool-marker.js';
 import type { SpoolMarker } from '../spool/spool-marker.js';
@@ -41,9 +41,8 @@ export async function checkSpool(store: StateStore, nodeId: string): Promise<Doc
   try {
     checkSpoolFileAccess(file);
     const meta = vetSpoolFile(file, nodeId);
-    if (marker !== undefined && marker.spoolId !== meta.spoolId) {
-      return { ok: false, label: `request spool ${file}`, advice: `${REFUSED}${replacedSpoolRefusal(store, file, meta, marker).message}` };
-    }
+    // Another spool, or an older copy of this one (a backup put back): serve's refusal, as serve words it.
+    checkAgainstMarker(store, file, meta, marker);
     return { ok: true, label: `request spool ${file}: spool ${meta.spoolId}, readable` };
   } catch (err) {
     const why = err instanceof SpoolRefusedError || err instanceof StateFileError ? err.message : `${file}: cannot be read (${(err as Error).message})`;

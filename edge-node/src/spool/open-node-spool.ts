@@ -247,6 +247,20 @@ export function replacedSpoolRefusal(store: StateStore, file: string, meta: Spoo
   );
 }
 
+/**
+ * Throws serve's refusal of a vetted spool.db that spool.json says is not the spool it marked:
+ * another spool (replacedSpoolRefusal), or an older copy of it (olderSpoolRefusal). Shared with
+ * doctor (spool-check.ts), so doctor fails what serve refuses. Reads only.
+ */
+export function checkAgainstMarker(store: StateStore, file: string, meta: SpoolMeta, marker: SpoolMarker | undefined): void {
+  if (marker !== undefined && marker.spoolId !== meta.spoolId) throw replacedSpoolRefusal(store, file, meta, marker);
+  if (marker?.sequenceMark !== undefined) {
+    // Replicas serving meanwhile only raise it: a spool below the mark is an older copy of this one.
+    const sequence = spoolRecordSequence(file);
+    if (sequence < marker.sequenceMark) throw olderSpoolRefusal(store, file, marker, sequence);
+  }
+}
+
 /** spool.db is this spool, but older than spool.json's mark (an older copy put back by hand). */
 export function olderSpoolRefusal(store: StateStore, file: string, marker: SpoolMarker, sequence: number): SpoolRefusedError {
   return new SpoolRefusedError(
@@ -276,12 +290,7 @@ async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeS
   restrictSpoolFileModes(file);
   checkSpoolFileAccess(file);
   const meta = vetSpoolFile(file, opts.nodeId);
-  if (marker !== undefined && marker.spoolId !== meta.spoolId) throw replacedSpoolRefusal(store, file, meta, marker);
-  if (marker?.sequenceMark !== undefined) {
-    // Replicas serving meanwhile only raise it: a spool below the mark is an older copy of this one.
-    const sequence = spoolRecordSequence(file);
-    if (sequence < marker.sequenceMark) throw olderSpoolRefusal(store, file, marker, sequence);
-  }
+  checkAgainstMarker(store, file, meta, marker);
   // No marker yet (created by a run that stopped before writing it): adopt the vetted file.
   if (marker === undefined) await saveSpoolMarker(store, meta);
   return meta;

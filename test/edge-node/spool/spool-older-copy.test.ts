@@ -9,9 +9,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
+import { checkSpool } from '../../../edge-node/src/doctor/spool-check.js';
 import { openNodeSpool } from '../../../edge-node/src/spool/open-node-spool.js';
 import { SPOOL_FILE, spoolRecordSequence, SpoolRefusedError } from '../../../edge-node/src/spool/spool-file.js';
 import { SPOOL_MARKER_FILE } from '../../../edge-node/src/spool/spool-marker.js';
+import { openStateStore } from '../../../edge-node/src/state/state-store.js';
 import { NODE_ID, quietLogger, record, tempStateDir } from './spool-helpers.js';
 
 const open = (stateDir: string): ReturnType<typeof openNodeSpool> =>
@@ -61,6 +63,10 @@ t.test('an older copy of spool.db put back in place is refused, naming its seque
   t.match((refused as Error).message, /is an older copy of spool .*: its records go up to sequence 2, but .*spool\.json says this spool had durably reached 5/);
   t.match((refused as Error).message, /put the newest spool\.db back .* move spool\.json aside to accept this file/);
   t.equal(spoolRecordSequence(file), 2, 'the file was left as it was');
+  // doctor fails what serve refuses, with serve's message (it passed an older copy before).
+  const check = await checkSpool(await openStateStore(stateDir, { create: false }), NODE_ID);
+  t.equal(check.ok, false, 'doctor fails the older copy');
+  t.match(check.advice, /`serve` refuses to start with it: .*is an older copy of spool .*: its records go up to sequence 2/);
 
   renameSync(path.join(stateDir, SPOOL_MARKER_FILE), path.join(stateDir, 'spool.json.aside'));
   const accepted = await open(stateDir);
