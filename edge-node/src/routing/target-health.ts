@@ -12,13 +12,11 @@
  * again for twice as long, up to `maxCooldownMs`.
  *
  * Per process and in memory: replicas each learn on their own, and a restart forgets. Keyed by
- * upstream name, base URL, model and a digest of the upstream's key, so a config push that changes
- * something else keeps what was learnt, and a changed base URL or a rotated key (the usual cure of
- * a target ejected for a refused key) starts afresh. Only targets that failed are held. The ejected-target
+ * upstream name, base URL and model, so a config push that changes something else keeps what was
+ * learnt, and a changed base URL starts afresh. Only targets that failed are held. The ejected-target
  * gauge asks `isEjected` of the served config's targets at each scrape, so the state of a target
  * the config no longer has (an old base URL) shows nowhere.
  */
-import { createHash } from 'node:crypto';
 import type { RuntimeConfig, RuntimeTarget } from '../config/runtime-config.js';
 
 export interface TargetHealthOptions {
@@ -57,21 +55,8 @@ export const DEFAULT_MAX_COOLDOWN_MS = 120_000;
 /** States held at most; past it, those with no failure for 2 × the longest cooldown are dropped. */
 const MAX_STATES = 1024;
 
-// The key's digest per upstream object (one per config snapshot): hashed once, not per attempt,
-// and never the key itself held in the health map.
-const keyDigests = new WeakMap<RuntimeTarget['upstream'], string>();
-
-function keyDigest(upstream: RuntimeTarget['upstream']): string {
-  let digest = keyDigests.get(upstream);
-  if (digest === undefined) {
-    digest = upstream.apiKey === undefined ? '' : createHash('sha256').update(upstream.apiKey).digest('base64url').slice(0, 16);
-    keyDigests.set(upstream, digest);
-  }
-  return digest;
-}
-
 function keyOf(target: RuntimeTarget): string {
-  return `${target.upstream.name}\u0000${target.upstream.baseUrl}\u0000${target.upstreamModel}\u0000${keyDigest(target.upstream)}`;
+  return `${target.upstream.name}\u0000${target.upstream.baseUrl}\u0000${target.upstreamModel}`;
 }
 
 export class TargetHealth {

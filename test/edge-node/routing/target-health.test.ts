@@ -58,15 +58,6 @@ t.test('targets are told apart by upstream, model and base URL', async (t) => {
   t.notOk(health.isEjected(target('b', 'm1')));
 });
 
-t.test('a target ejected under one upstream key starts afresh once the key is rotated (the cure for a refused key)', async (t) => {
-  const health = new TargetHealth({ failureThreshold: 1 });
-  const withKey = (apiKey: string | undefined): RuntimeTarget => ({ upstream: { ...upstream('a'), apiKey }, upstreamModel: 'm', weight: 1 });
-  health.note(withKey('sk-old-key-0001'), 'failed', 0);
-  t.ok(health.isEjected(withKey('sk-old-key-0001')), 'the same key in a new config snapshot stays ejected');
-  t.notOk(health.isEjected(withKey('sk-new-key-0002')), 'a rotated key is a new target');
-  t.notOk(health.isEjected(withKey(undefined)), 'so is one without a key');
-});
-
 t.test('when its cooldown is over, one plan tries the target first as a probe while the others keep it last', async (t) => {
   const health = new TargetHealth({ failureThreshold: 1, baseCooldownMs: 1000 });
   const a = target('a');
