@@ -26,8 +26,7 @@ import { noCredit } from './billing/credit-leases.js';
 import { noMetrics } from './metrics/pipeline-metrics.js';
 import type { RequestWindow } from './metrics/request-window.js';
 import type { PipelineDeps } from './pipeline/deps.js';
-import type { Outcome } from './pipeline/context.js';
-import { CALLER_GONE_STATUS, afterPipelineSettles, settledOutcome } from './pipeline/run-pipeline.js';
+import { CALLER_GONE_STATUS } from './pipeline/run-pipeline.js';
 import { InFlightRequests } from './http/in-flight-requests.js';
 import { GetStreamStanding } from './providers/mcp/get-stream-standing.js';
 import type { GetStreamStandingOptions } from './providers/mcp/get-stream-standing.js';
@@ -173,9 +172,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   let closing = false;
   const inFlight = new InFlightRequests();
   app.decorate('inFlight', inFlight);
-  // "request finished" lines whose pipeline run had not settled when the response closed (a caller
-  // that left mid-answer): written when it settles, or at the app's close if it never does.
-  const linesAwaitingRun = new Set<(settled: Outcome | undefined) => void>();
   // Paths of the routes that serve callers through the pipeline (filled where they are registered, below).
   const gatewayRoutes = new Set<string>();
   app.addHook('preClose', async () => {
@@ -183,29 +179,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     inFlight.drain();
     unused.close();
   });
-
-  /**
-   * The one "request finished" line, once the response has closed (now) and the request's pipeline
-   * run, if one started, has settled: a caller that leaves mid-answer closes the response before
-   * the run has its outcome, usage, key, model and upstream (and a status of its own: 499 for a
-   * JSON answer never sent), and the line must say what the record and metrics say.
-   */
-  function writeLineOnceSettled(request: FastifyRequest, reply: FastifyReply, ended: RequestEnd): void {
-    const outcome = settledOutcome(request);
-    if (outcome !== null) {
-      logRequestFinished(request, reply, ended, outcome, false);
-      return;
-    }
-    let written = false;
-    const write = (settled: Outcome | undefined): void => {
-      if (written) return;
-      written = true;
-      linesAwaitingRun.delete(write);
-      logRequestFinished(request, reply, ended, settled, settled === undefined);
-    };
-    linesAwaitingRun.add(write);
-    afterPipelineSettles(request, write);
-  }
 
   app.decorateRequest('zenova', null as never);
   app.decorateRequest('configSnapshot', null as never);
@@ -228,13 +201,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       reply.raw.setHeader(CLIENT_REQUEST_ID_HEADER, clientRequestId);
     }
     // 'close' fires for every response, also when the caller left before it finished (fastify's
-    // onResponse does not), so each request gets exactly one line (once its pipeline run, if any,
-    // has settled: writeLineOnceSettled). The one listener per request.
+    // onResponse does not), so each request gets exactly one line. The one listener per request.
     reply.raw.once('close', () => {
       inFlight.delete(request);
       if (!reply.raw.writableFinished) request.callerGone?.abort();
       const ended = howItEnded(request, reply, parserAnswers);
-      writeLineOnceSettled(request, reply, ended);
+      logRequestFinished(request, reply, ended);
       // The heartbeat's figures are the callers' gateway requests: not a probe of /healthz or
       // /readyz (503 while not ready), nor a 404 for a path no route serves.
       if (request.routeOptions.url !== undefined && gatewayRoutes.has(request.routeOptions.url)) deps.requestWindow?.record(ended.status >= 500);
@@ -367,8 +339,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     getStreams.endAll();
   });
   app.addHook('onClose', async () => {
-    // The bound on a line waiting for its run: a run still going at the close never writes it.
-    for (const write of [...linesAwaitingRun]) write(undefined);
     unsubscribe();
     getStreams.stop();
     await upstreams.close();
@@ -412,22 +382,15 @@ function howItEnded(request: FastifyRequest, reply: FastifyReply, parserAnswers:
   return { status: CALLER_GONE_STATUS, callerAborted };
 }
 
-/**
- * `outcome`: the pipeline run's, when one ran. An answer that did not all go out has the status its
- * record has (499 for a JSON answer never sent, the status sent for a stream), not the reply's.
- * `runUnsettled`: written at the app's close while the run still went on (no outcome known: 499
- * unless a head went out).
- */
-function logRequestFinished(request: FastifyRequest, reply: FastifyReply, { status, callerAborted }: RequestEnd, outcome: Outcome | undefined, runUnsettled: boolean): void {
+function logRequestFinished(request: FastifyRequest, reply: FastifyReply, { status, callerAborted }: RequestEnd): void {
   request.log.info(
     {
       method: request.method,
       path: request.url.split('?', 1)[0],
-      status: !callerAborted ? status : outcome !== undefined ? outcome.httpStatus : runUnsettled && !reply.raw.headersSent ? CALLER_GONE_STATUS : status,
+      status,
       durationMs: Math.round(reply.elapsedTime),
       ...request.zenova,
       ...(callerAborted ? { callerAborted } : {}),
-      ...(runUnsettled ? { runUnsettled } : {}),
     },
     'request finished',
   );

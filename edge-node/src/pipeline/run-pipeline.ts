@@ -58,26 +58,6 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 /** How long a caller may leave an answer unread (its socket not draining) before the node drops it. */
 export const CALLER_STALL_MS = 120_000;
 
-/** Each request's pipeline run, for app.ts's "request finished" line (settledOutcome). */
-const runs = new WeakMap<FastifyRequest, PipelineRun>();
-
-/**
- * The outcome of the request's pipeline run once it has settled what the request's "request
- * finished" line says (outcome, usage, key, model, upstream): at the run's end, or when an answer
- * kept from a caller that left is stamped again (its tail may then wait on a full disk for long).
- * `undefined` when no run started for the request; `null` while its run has not settled.
- */
-export function settledOutcome(request: FastifyRequest): Outcome | null | undefined {
-  const run = runs.get(request);
-  if (run === undefined) return undefined;
-  return run.hasSettled() ? run.outcome() : null;
-}
-
-/** Calls `then` with the outcome once the request's run settles (settledOutcome said null: it has not). */
-export function afterPipelineSettles(request: FastifyRequest, then: (outcome: Outcome) => void): void {
-  runs.get(request)?.afterSettled(then);
-}
-
 const STREAM_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
@@ -118,7 +98,6 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
     config: snapshot?.ready === true ? snapshot.config : undefined,
   });
   const run = new PipelineRun(request, reply, ctx);
-  runs.set(request, run);
   deps.metrics.requestStarted?.(ctx);
   try {
     let failure: ZenovaError | undefined;
@@ -133,9 +112,6 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
         break;
       }
     }
-    // Noted before delivery too: a run that never settles (its record's commit held) has its line
-    // written at the app's close, with what the head stages learnt.
-    run.noteForLog();
     const answer = ctx.reply;
     if (failure === undefined && answer !== undefined) {
       if (answer.kind === 'json') await run.deliverJson(answer);
@@ -175,9 +151,6 @@ function pathOf(url: string): string {
 class PipelineRun {
   private tailDone: Promise<void> | undefined;
   private finished = false;
-  private settled = false;
-  /** What waits for the run to settle (the request's log line, its caller gone first). */
-  private onSettled: ((outcome: Outcome) => void) | undefined;
 
   constructor(
     private readonly request: FastifyRequest,
@@ -309,11 +282,7 @@ class PipelineRun {
         ctx.deps.credit.settle(ctx);
       }
     }
-    const record = buildRequestRecord(ctx, { keepBodies: false });
-    // The record is final now, while its commit may wait on a full disk for long: so is the line.
-    this.noteForLog();
-    this.settle();
-    return record;
+    return buildRequestRecord(ctx, { keepBodies: false });
   }
 
   /** Closes a reply that will not be delivered, so its upstream connection is released. */
@@ -406,6 +375,7 @@ class PipelineRun {
     const { ctx, request } = this;
     const raw = this.hijack(answer.status, { ...answer.headers, ...STREAM_HEADERS });
     ctx.outcome = { status: 'ok', httpStatus: answer.status, errorCode: null };
+    // The log line is written when the socket closes, which may be before the stream ends.
     this.noteForLog();
     const held: StreamEvent[] = [];
     let failure: ZenovaError | undefined;
@@ -605,7 +575,7 @@ class PipelineRun {
   }
 
   /** What the one "request finished" line says about the request. */
-  noteForLog(): void {
+  private noteForLog(): void {
     const { ctx } = this;
     const note = this.request.zenova;
     if (ctx.presentedKey !== undefined) note.keyId = ctx.presentedKey.id;
@@ -619,30 +589,7 @@ class PipelineRun {
     if (ctx.outcome.status !== 'ok') note.outcome = ctx.outcome.status;
   }
 
-  hasSettled(): boolean {
-    return this.settled;
-  }
-
-  outcome(): Outcome {
-    return this.ctx.outcome;
-  }
-
-  /** `then` with the outcome once the run has settled (at once if it has). */
-  afterSettled(then: (outcome: Outcome) => void): void {
-    if (this.settled) then(this.ctx.outcome);
-    else this.onSettled = then;
-  }
-
-  /** What the request's log line says is final: the line may go out (its response closed). */
-  private settle(): void {
-    if (this.settled) return;
-    this.settled = true;
-    const then = this.onSettled;
-    this.onSettled = undefined;
-    then?.(this.ctx.outcome);
-  }
-
-  /** Cleanups once, then metrics; neither may break the response. Then the run has settled. */
+  /** Cleanups once, then metrics; neither may break the response. */
   finish(): void {
     if (this.finished) return;
     this.finished = true;
@@ -659,7 +606,6 @@ class PipelineRun {
     } catch (err) {
       this.request.log.error({ err, requestId: ctx.requestId }, 'request metrics failed');
     }
-    this.settle();
   }
 }
 
