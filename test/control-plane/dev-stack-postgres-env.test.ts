@@ -2,22 +2,11 @@
 // /proc: it gets none of the dev stack's settings, so a shell that sourced .zenova/dev.env (the
 // admin token, the demo key, the database URL with its password) lends it none of them.
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { startLocalPostgres } from '../../control-plane/src/dev-stack/local-postgres.js';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from '../fixtures/free-port.js';
 
 t.test("the dev stack's PostgreSQL server carries none of the shell's Zenova settings or database credentials", async (t) => {
   const secrets = {

@@ -13,6 +13,7 @@ import { openStateStore } from '../../edge-node/src/state/state-store.js';
 import type { StateStore } from '../../edge-node/src/state/state-store.js';
 import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 import type { IssuedCert, TestCa } from '../fixtures/tls.js';
+import { freePort } from '../fixtures/free-port.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { CONFIG_SIGNING_PUBLIC_KEY_PEM } from './enroll-fixtures.js';
 
@@ -130,7 +131,8 @@ export async function startFakeGateway(t: { teardown(fn: () => unknown): void },
     },
   };
 
-  let port = 0;
+  // Outside the ephemeral range, so nothing else takes it while the gateway is down for a restart.
+  let port = await freePort();
   const bind = async (): Promise<void> => {
     const next = new grpc.Server();
     next.addService(NodeControlService, impl);
