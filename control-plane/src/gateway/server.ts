@@ -165,7 +165,8 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
     for (const session of open) session.configChanged();
   };
 
-  const handlers = createNodeStreamHandlers({ pool, logger, settings });
+  // Each part names itself once (`component`): pino repeats a key bound twice, so they get the root logger.
+  const handlers = createNodeStreamHandlers({ pool, logger: opts.logger, settings });
   // A top-up or a config change (a new account or key, an account reactivated) may let a node
   // serve someone it could not: its leases are reconsidered now, not at the next refresh.
   const wakeHandlers = (): void => {
@@ -174,7 +175,7 @@ export async function startGatewayServer(opts: GatewayServerOptions): Promise<Ga
 
   const listener = await startNodeEventListener({
     databaseUrl: settings.databaseUrl,
-    logger,
+    logger: opts.logger,
     onEvent: (event) => registry.dispatch(event),
     // Every notification fans out (cheap when a session is current): a session may be behind a
     // version this gateway already knew of from a bundle it built for another node.

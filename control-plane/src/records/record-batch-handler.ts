@@ -108,7 +108,8 @@ export function parseRecordBatch(message: NodeMessage, nodeId: string): ParsedRe
   return { batchId: batch.batchId, lastSequence: batch.lastSequence, records, rejected, sent };
 }
 
-export function recordBatchHandler(deps: HandlerDeps): NodeStreamHandler {
+export function recordBatchHandler(handlerDeps: HandlerDeps): NodeStreamHandler {
+  const deps = { ...handlerDeps, logger: handlerDeps.logger.child({ component: 'records' }) };
   return {
     name: 'records',
     payloads: ['recordBatch'],
