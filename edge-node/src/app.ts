@@ -27,6 +27,7 @@ import { noMetrics } from './metrics/pipeline-metrics.js';
 import type { RequestWindow } from './metrics/request-window.js';
 import type { PipelineDeps } from './pipeline/deps.js';
 import { CALLER_GONE_STATUS } from './pipeline/run-pipeline.js';
+import type { LineAwaitingRun } from './pipeline/run-pipeline.js';
 import { InFlightRequests } from './http/in-flight-requests.js';
 import { GetStreamStanding } from './providers/mcp/get-stream-standing.js';
 import type { GetStreamStandingOptions } from './providers/mcp/get-stream-standing.js';
@@ -172,6 +173,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   let closing = false;
   const inFlight = new InFlightRequests();
   app.decorate('inFlight', inFlight);
+  // "request finished" lines whose response closed before their pipeline run settled (a caller that
+  // left mid-answer), until the run writes them; the app's close writes any still waiting. Each
+  // holds plain values, never its request, reply or pipeline context.
+  const linesAwaitingRun = new Set<AwaitingLine>();
   // Paths of the routes that serve callers through the pipeline (filled where they are registered, below).
   const gatewayRoutes = new Set<string>();
   app.addHook('preClose', async () => {
@@ -183,6 +188,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('zenova', null as never);
   app.decorateRequest('configSnapshot', null as never);
   app.decorateRequest('callerGone', null);
+  app.decorateRequest('runSettledStatus', null);
+  app.decorateRequest('lineAwaitingRun', null);
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
     // A new request's head was read: the body of any earlier one on the connection was all read.
@@ -206,7 +213,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       inFlight.delete(request);
       if (!reply.raw.writableFinished) request.callerGone?.abort();
       const ended = howItEnded(request, reply, parserAnswers);
-      logRequestFinished(request, reply, ended);
+      // A caller that left mid-answer closes the response before its pipeline run has its outcome,
+      // usage and status (499 for a JSON answer never sent): the run writes the line once it has.
+      if (ended.callerAborted && request.callerGone !== null && request.runSettledStatus === null) {
+        request.lineAwaitingRun = new AwaitingLine(request, reply, ended.status, linesAwaitingRun);
+      } else {
+        logRequestFinished(request, reply, ended);
+      }
       // The heartbeat's figures are the callers' gateway requests: not a probe of /healthz or
       // /readyz (503 while not ready), nor a 404 for a path no route serves.
       if (request.routeOptions.url !== undefined && gatewayRoutes.has(request.routeOptions.url)) deps.requestWindow?.record(ended.status >= 500);
@@ -339,6 +352,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     getStreams.endAll();
   });
   app.addHook('onClose', async () => {
+    // The bound on a line waiting for its run: one still going at the close is written now.
+    for (const line of [...linesAwaitingRun]) line.writeUnsettled();
     unsubscribe();
     getStreams.stop();
     await upstreams.close();
@@ -382,18 +397,77 @@ function howItEnded(request: FastifyRequest, reply: FastifyReply, parserAnswers:
   return { status: CALLER_GONE_STATUS, callerAborted };
 }
 
+/**
+ * The line of a request whose response has closed. An answer that did not all go out has the
+ * status its pipeline run's record has, when one ran (499 for a JSON answer never sent, the status
+ * sent for a stream), not the reply's.
+ */
 function logRequestFinished(request: FastifyRequest, reply: FastifyReply, { status, callerAborted }: RequestEnd): void {
   request.log.info(
     {
       method: request.method,
       path: request.url.split('?', 1)[0],
-      status,
+      status: callerAborted ? (request.runSettledStatus ?? status) : status,
       durationMs: Math.round(reply.elapsedTime),
       ...request.zenova,
       ...(callerAborted ? { callerAborted } : {}),
     },
     'request finished',
   );
+}
+
+/**
+ * The "request finished" line of a caller that left before its pipeline run settled, written by
+ * the run when it settles (the fields it copies into the request's notes, the status its record
+ * has), or at the app's close if it never does. Plain values and the request's notes only: never
+ * the request, its reply or the run's context. Written once.
+ */
+class AwaitingLine implements LineAwaitingRun {
+  private readonly log: FastifyBaseLogger;
+  private readonly method: string;
+  private readonly path: string | undefined;
+  /** Until the response closed. */
+  private readonly durationMs: number;
+  private readonly notes: RequestContext;
+  /** The reply's status, and whether its head went out, when the response closed. */
+  private readonly closedStatus: number;
+  private readonly headSent: boolean;
+
+  constructor(request: FastifyRequest, reply: FastifyReply, closedStatus: number, private readonly waiting: Set<AwaitingLine>) {
+    this.log = request.log;
+    this.method = request.method;
+    this.path = request.url.split('?', 1)[0];
+    this.durationMs = Math.round(reply.elapsedTime);
+    this.notes = request.zenova;
+    this.closedStatus = closedStatus;
+    this.headSent = reply.raw.headersSent;
+    waiting.add(this);
+  }
+
+  /** The run has settled: `status` is its record's. */
+  write(status: number): void {
+    if (this.waiting.delete(this)) this.writeLine(status, false);
+  }
+
+  /** At the app's close, the run still going: what was known then, 499 unless a head went out. */
+  writeUnsettled(): void {
+    if (this.waiting.delete(this)) this.writeLine(this.headSent ? this.closedStatus : CALLER_GONE_STATUS, true);
+  }
+
+  private writeLine(status: number, runUnsettled: boolean): void {
+    this.log.info(
+      {
+        method: this.method,
+        path: this.path,
+        status,
+        durationMs: this.durationMs,
+        ...this.notes,
+        callerAborted: true,
+        ...(runUnsettled ? { runUnsettled } : {}),
+      },
+      'request finished',
+    );
+  }
 }
 
 /**

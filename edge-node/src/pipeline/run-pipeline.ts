@@ -58,6 +58,27 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 /** How long a caller may leave an answer unread (its socket not draining) before the node drops it. */
 export const CALLER_STALL_MS = 120_000;
 
+/**
+ * A request's "request finished" line (app.ts) whose response closed before its pipeline run had
+ * settled (a caller that left mid-answer): the run writes it when it settles, with the status its
+ * record has. It holds plain values and the request's notes, never the run's context.
+ */
+export interface LineAwaitingRun {
+  write(status: number): void;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * Null until the request's pipeline run has settled what its "request finished" line says
+     * (outcome, usage, key, model, upstream: copied into `zenova`), then the status its record has.
+     */
+    runSettledStatus: number | null;
+    /** Set by app.ts when the response closed before the run settled; the run writes it then. */
+    lineAwaitingRun: LineAwaitingRun | null;
+  }
+}
+
 const STREAM_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
@@ -112,6 +133,9 @@ export async function runPipeline(request: FastifyRequest, reply: FastifyReply, 
         break;
       }
     }
+    // Noted before delivery too: a line whose run never settles (its record's commit held) is
+    // written at the app's close with what the head stages learnt.
+    run.noteForLog();
     const answer = ctx.reply;
     if (failure === undefined && answer !== undefined) {
       if (answer.kind === 'json') await run.deliverJson(answer);
@@ -282,7 +306,10 @@ class PipelineRun {
         ctx.deps.credit.settle(ctx);
       }
     }
-    return buildRequestRecord(ctx, { keepBodies: false });
+    const record = buildRequestRecord(ctx, { keepBodies: false });
+    // The record is final now, while its commit may still wait (a full disk) for long: so is the line.
+    this.settle();
+    return record;
   }
 
   /** Closes a reply that will not be delivered, so its upstream connection is released. */
@@ -375,7 +402,6 @@ class PipelineRun {
     const { ctx, request } = this;
     const raw = this.hijack(answer.status, { ...answer.headers, ...STREAM_HEADERS });
     ctx.outcome = { status: 'ok', httpStatus: answer.status, errorCode: null };
-    // The log line is written when the socket closes, which may be before the stream ends.
     this.noteForLog();
     const held: StreamEvent[] = [];
     let failure: ZenovaError | undefined;
@@ -574,8 +600,8 @@ class PipelineRun {
     }
   }
 
-  /** What the one "request finished" line says about the request. */
-  private noteForLog(): void {
+  /** What the one "request finished" line says about the request: plain values copied from ctx. */
+  noteForLog(): void {
     const { ctx } = this;
     const note = this.request.zenova;
     if (ctx.presentedKey !== undefined) note.keyId = ctx.presentedKey.id;
@@ -589,7 +615,24 @@ class PipelineRun {
     if (ctx.outcome.status !== 'ok') note.outcome = ctx.outcome.status;
   }
 
-  /** Cleanups once, then metrics; neither may break the response. */
+  /**
+   * What the request's "request finished" line says is final (what its record and the metrics
+   * say): its fields are copied onto the request, with the record's status, and a line waiting for
+   * them (its response closed first) is written now. Nothing of ctx is kept past the run.
+   */
+  private settle(): void {
+    const { request } = this;
+    if (request.runSettledStatus !== null) return;
+    this.noteForLog();
+    const status = this.ctx.outcome.httpStatus;
+    request.runSettledStatus = status;
+    const line = request.lineAwaitingRun;
+    if (line === null) return;
+    request.lineAwaitingRun = null;
+    line.write(status);
+  }
+
+  /** Cleanups once, then metrics; neither may break the response. Then the run has settled. */
   finish(): void {
     if (this.finished) return;
     this.finished = true;
@@ -606,6 +649,7 @@ class PipelineRun {
     } catch (err) {
       this.request.log.error({ err, requestId: ctx.requestId }, 'request metrics failed');
     }
+    this.settle();
   }
 }
 
