@@ -331,6 +331,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(deps.callerStallMs !== undefined ? { callerStallMs: deps.callerStallMs } : {}),
     ...(clock !== undefined ? { clock } : {}),
   };
+  // A swap that changes an upstream's key (an operator's cure for a target ejected for a refused
+  // key) has that upstream's targets start afresh at once; what was learnt of the others is kept.
+  let served = holder.current();
+  const unsubscribeHealth = holder.onSwap((next) => {
+    const before = served;
+    served = next;
+    if (!before.ready) return;
+    const restored = pipeline.targetHealth.keysChanged(before.config, next.config);
+    for (const target of restored) deps.logger.info(target, "upstream target's key changed; back in its place");
+  });
   // Read at each scrape, so the gauge follows config swaps and answers alike.
   metrics.watchTargetHealth?.(pipeline.targetHealth, () => {
     const snapshot = holder.current();
@@ -355,6 +365,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // The bound on a line waiting for its run: one still going at the close is written now.
     for (const line of [...linesAwaitingRun]) line.writeUnsettled();
     unsubscribe();
+    unsubscribeHealth();
     getStreams.stop();
     await upstreams.close();
   });

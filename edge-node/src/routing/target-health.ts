@@ -13,11 +13,16 @@
  *
  * Per process and in memory: replicas each learn on their own, and a restart forgets. Keyed by
  * upstream name, base URL and model, so a config push that changes something else keeps what was
- * learnt, and a changed base URL starts afresh. Only targets that failed are held. The ejected-target
+ * learnt, and a changed base URL starts afresh. A push that changes an upstream's key (the usual
+ * cure of a target ejected for a refused key) has all that upstream's targets start afresh too
+ * (`keysChanged`, called on each config swap): what the old key earned says nothing of the new one,
+ * nor do the replies of attempts still under way with the old key, which are ignored. The key
+ * itself is never part of the health key, so a target is still the same one to `isEjected` whatever
+ * its key. Only targets that failed are held. The ejected-target
  * gauge asks `isEjected` of the served config's targets at each scrape, so the state of a target
  * the config no longer has (an old base URL) shows nowhere.
  */
-import type { RuntimeConfig, RuntimeTarget } from '../config/runtime-config.js';
+import type { RuntimeConfig, RuntimeTarget, RuntimeUpstream } from '../config/runtime-config.js';
 
 export interface TargetHealthOptions {
   /** Consecutive retryable failures that eject a target. */
@@ -34,6 +39,9 @@ export type AttemptHealth = 'reachable' | 'failed' | 'neutral';
 export type HealthChange = 'ejected' | 'restored';
 
 interface TargetState {
+  /** The upstream's name and the model, for forgetting an upstream's targets and naming them. */
+  readonly upstream: string;
+  readonly model: string;
   failures: number;
   /** Monotonic ms until which the target is tried last; 0 = not ejected. */
   ejectedUntil: number;
@@ -65,6 +73,11 @@ export class TargetHealth {
   private readonly maxCooldownMs: number;
   /** Only targets with a failure since their last good reply. */
   private readonly states = new Map<string, TargetState>();
+  /**
+   * Upstreams (as a config snapshot held them) whose key a later config changed: replies to
+   * attempts made with them are not noted. Weak, so the snapshots go when their last request does.
+   */
+  private readonly superseded = new WeakSet<RuntimeUpstream>();
 
   constructor(opts: TargetHealthOptions = {}) {
     this.failureThreshold = Math.max(1, opts.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD);
@@ -118,6 +131,9 @@ export class TargetHealth {
    * when it ends) went; returns the change it made, if any.
    */
   note(target: RuntimeTarget, health: AttemptHealth, now: number, startedAt = now): HealthChange | undefined {
+    // An attempt made with a key a config swap has since replaced: its reply (a 401 of the old key
+    // while the new one is in, or an answer) says nothing of the target as it is now.
+    if (this.superseded.has(target.upstream)) return undefined;
     if (health === 'neutral') {
       if (this.states.size === 0) return undefined;
       const state = this.states.get(keyOf(target));
@@ -141,7 +157,7 @@ export class TargetHealth {
     let state = this.states.get(key);
     if (state === undefined) {
       if (this.states.size >= MAX_STATES) this.prune(now);
-      state = { failures: 0, ejectedUntil: 0, ejectedAt: 0, cooldownMs: this.baseCooldownMs, probing: false, probeSince: 0, lastFailureAt: now };
+      state = { upstream: target.upstream.name, model: target.upstreamModel, failures: 0, ejectedUntil: 0, ejectedAt: 0, cooldownMs: this.baseCooldownMs, probing: false, probeSince: 0, lastFailureAt: now };
       this.states.set(key, state);
     }
     state.failures += 1;
@@ -168,6 +184,32 @@ export class TargetHealth {
   /** Whether `target` is ejected (tried last) now; for status and tests. */
   isEjected(target: RuntimeTarget): boolean {
     return (this.states.get(keyOf(target))?.ejectedUntil ?? 0) !== 0;
+  }
+
+  /**
+   * A config swap from `before` to `after`: every upstream of both whose key changed (set, removed
+   * or replaced) starts afresh — its targets' failures, ejections and cooldowns forgotten, under any
+   * base URL, and replies to attempts still under way with the old key ignored. Everything else is
+   * kept as it is. Returns the targets that were ejected and so are back in their place, for the log.
+   */
+  keysChanged(before: RuntimeConfig, after: RuntimeConfig): Array<{ upstream: string; model: string }> {
+    const changed = new Set<string>();
+    for (const [name, old] of before.upstreams) {
+      const next = after.upstreams.get(name);
+      if (next === undefined || next.apiKey === old.apiKey) continue;
+      changed.add(name);
+      this.superseded.add(old);
+    }
+    // An upstream object served again (a config swapped back in whole) is current once more.
+    for (const upstream of after.upstreams.values()) this.superseded.delete(upstream);
+    const restored: Array<{ upstream: string; model: string }> = [];
+    if (changed.size === 0 || this.states.size === 0) return restored;
+    for (const [key, state] of this.states) {
+      if (!changed.has(state.upstream)) continue;
+      this.states.delete(key);
+      if (state.ejectedUntil !== 0) restored.push({ upstream: state.upstream, model: state.model });
+    }
+    return restored;
   }
 
   private prune(now: number): void {

@@ -2,7 +2,7 @@
 // what resets the count, the one probe per cooldown, doubling cooldowns, and that nothing is ever
 // taken out of a plan.
 import t from 'tap';
-import type { RuntimeTarget, RuntimeUpstream } from '../../../edge-node/src/config/runtime-config.js';
+import type { RuntimeConfig, RuntimeTarget, RuntimeUpstream } from '../../../edge-node/src/config/runtime-config.js';
 import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
 
 function upstream(name: string, baseUrl = `http://127.0.0.1:9/${name}/v1`): RuntimeUpstream {
@@ -184,4 +184,70 @@ t.test('a probe that ends with no verdict (a 429, the caller gone) is no longer 
   t.equal(health.note(a, 'failed', 2100, 1500), undefined, 'the stream started at 1500 breaks: not the second probe\'s answer');
   t.equal(health.note(a, 'reachable', 2200, 2000), 'restored', 'the second probe answers');
   t.notOk(health.isEjected(a));
+});
+
+// keysChanged reads only a config's upstreams.
+function configOf(...upstreams: RuntimeUpstream[]): RuntimeConfig {
+  return { upstreams: new Map(upstreams.map((u) => [u.name, u])) } as unknown as RuntimeConfig;
+}
+const keyed = (name: string, apiKey: string | undefined, baseUrl?: string): RuntimeUpstream => ({ ...upstream(name, baseUrl), apiKey });
+
+t.test("a config swap that changes an upstream's key forgets that upstream's targets (every model, any base URL) and nothing else", async (t) => {
+  const health = new TargetHealth({ failureThreshold: 2, baseCooldownMs: 60_000 });
+  const a = keyed('a', 'sk-old');
+  const b = keyed('b', 'sk-b');
+  const before = configOf(a, b);
+  const [a1, a2, aMoved, b1] = [
+    { upstream: a, upstreamModel: 'm1', weight: 1 },
+    { upstream: a, upstreamModel: 'm2', weight: 1 },
+    { upstream: keyed('a', 'sk-old', 'http://127.0.0.1:10/moved/v1'), upstreamModel: 'm1', weight: 1 },
+    { upstream: b, upstreamModel: 'm1', weight: 1 },
+  ];
+  for (const x of [a1, b1, aMoved]) {
+    health.note(x, 'failed', 0);
+    health.note(x, 'failed', 1);
+    t.ok(health.isEjected(x));
+  }
+  health.note(a2, 'failed', 2);
+  t.same(health.keysChanged(before, configOf(keyed('a', 'sk-old'), keyed('b', 'sk-b'))), [], 'a new snapshot with the same keys forgets nothing');
+  t.ok(health.isEjected(a1));
+  const after = configOf(keyed('a', 'sk-new'), keyed('b', 'sk-b'));
+  t.same(health.keysChanged(before, after), [{ upstream: 'a', model: 'm1' }, { upstream: 'a', model: 'm1' }], "the ejected targets of a's, under either base URL");
+  const a1New = { upstream: after.upstreams.get('a')!, upstreamModel: 'm1', weight: 1 };
+  t.notOk(health.isEjected(a1New), 'the target with its new key is in its place');
+  t.same(names(health.order([a1New, b1], 10)), ['a/m1', 'b/m1'], 'tried first, as its route puts it');
+  t.equal(health.note({ upstream: after.upstreams.get('a')!, upstreamModel: 'm2', weight: 1 }, 'failed', 11), undefined, "m2's earlier failure was forgotten too: one failure, not two");
+  t.ok(health.isEjected(b1), "b's key did not change: still ejected");
+  t.ok(health.isEjected({ upstream: after.upstreams.get('b')!, upstreamModel: 'm1', weight: 1 }), 'in the new snapshot too');
+});
+
+t.test('a key set, removed or replaced is a change; an upstream that is gone or new is not', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 1 });
+  const before = configOf(keyed('none', undefined), keyed('set', 'sk-1'), keyed('gone', 'sk-g'));
+  for (const u of before.upstreams.values()) health.note({ upstream: u, upstreamModel: 'm', weight: 1 }, 'failed', 0);
+  const restored = health.keysChanged(before, configOf(keyed('none', 'sk-now'), keyed('set', undefined), keyed('new', 'sk-n')));
+  t.same(restored.map((x) => x.upstream).sort(), ['none', 'set']);
+  t.ok(health.isEjected({ upstream: keyed('gone', 'sk-g'), upstreamModel: 'm', weight: 1 }), 'an upstream the new config lacks keeps its state (it shows nowhere)');
+});
+
+t.test('replies to attempts made with the old key, still under way at the swap, are not noted; those with the new key are', async (t) => {
+  const health = new TargetHealth({ failureThreshold: 2, baseCooldownMs: 60_000 });
+  const before = configOf(keyed('a', 'sk-old'));
+  const after = configOf(keyed('a', 'sk-new'));
+  const old = { upstream: before.upstreams.get('a')!, upstreamModel: 'm', weight: 1 };
+  const now = { upstream: after.upstreams.get('a')!, upstreamModel: 'm', weight: 1 };
+  health.note(old, 'failed', 0);
+  health.note(old, 'failed', 1);
+  t.ok(health.isEjected(now));
+  health.keysChanged(before, after);
+  t.notOk(health.isEjected(now));
+  for (let i = 0; i < 5; i += 1) t.equal(health.note(old, 'failed', 2 + i), undefined, `the old key refused again (${i + 1}): not counted`);
+  t.notOk(health.isEjected(now), 'a burst of old-key refusals in flight does not eject the target again');
+  health.note(now, 'failed', 10);
+  t.equal(health.note(now, 'failed', 11), 'ejected', 'failures with the new key count as ever');
+  // The first config swapped back in whole (its upstream objects served again): counted again.
+  health.keysChanged(after, before);
+  t.notOk(health.isEjected(old));
+  health.note(old, 'failed', 20);
+  t.equal(health.note(old, 'failed', 21), 'ejected', 'an upstream object served again is noted again');
 });
