@@ -1,77 +1,250 @@
-// Keyword lists: case-insensitive and width-insensitive (full-width `ＶＰＮ` is `VPN`), compiled once
-// into an Aho-Corasick automaton so the scan is one pass whatever the list's length. A keyword that
-// starts (ends) with an ASCII letter or digit only matches where the text has no ASCII letter or
-// digit just before (after) it, so "ass" does not hit "class"; CJK keywords match anywhere (the
-// script has no word spaces).
+// Keyword lists: case-insensitive, width- and compatibility-insensitive (full-width `ＶＰＮ` is `VPN`,
+// half-width `ｶﾞ` is `ガ`, mathematical `𝐛` is `b`), blind to invisible characters (`pass\u200Bword`
+// is `password`) and to how an accent is written (`é` or `e` + U+0301), compiled once into an
+// Aho-Corasick automaton so the scan is one pass whatever the list's length. A keyword that starts
+// (ends) with an ASCII letter or digit only matches where the text has no ASCII letter or digit
+// just before (after) it, so "ass" does not hit "class"; CJK keywords match anywhere (the script has
+// no word spaces). A match reports the span of the original characters, the invisible ones inside it
+// included, so a mask covers them.
 import type { Detector, Match } from './detector.js';
-import { foldWidthUnit } from './fold-width.js';
 
 interface TrieNode {
   next: Map<number, TrieNode>;
   fail: TrieNode | null;
-  /** Lengths of the keywords ending here (own and via fail links), longest first. */
+  /** Lengths (in folded units) of the keywords ending here (own and via fail links), longest first. */
   out: number[];
+  /** Folded units from the root. */
+  depth: number;
 }
 
-function node(): TrieNode {
-  return { next: new Map(), fail: null, out: [] };
+function node(depth: number): TrieNode {
+  return { next: new Map(), fail: null, out: [], depth };
 }
 
-// The case fold of every UTF-16 unit, full-width forms as ASCII (U+FF01-FF5E, and U+3000 as a
-// space), built on first use. A unit folds to one unit only, so positions in the folded text are
-// positions in the text. Lower case alone is not a fold: Greek final sigma `ς` stays apart from the
-// `σ` that `Σ` lowers to (a keyword `ΚΩΔΙΚΟΣ` missed `κωδικος`), and `İ` lowers to two units; so
-// the lower case of the upper case is taken where each is one unit, and `İ` folds to `i`.
-let foldTable: Uint16Array | undefined;
+// The fold of every code point, read from a table (blocks of 256 code points), each entry an int32:
+//   bits 0-1: SINGLE (bits 3+: one code point), EXPAND (bits 3+: offset in EXPANSIONS of
+//             [length, UTF-16 units…]), IGNORE (folds to nothing), DOT (U+0307, see below);
+//   bit 2 (CONT): the fold starts with a combining mark or a Hangul vowel or final consonant, which
+//             belongs to the character before it (a match never ends just before one: `e` is not
+//             `é`, `カ` is not `ガ`, `하` is not `한`, whichever way each is written).
+// A code point folds to: its compatibility decomposition (NFKD: full-width and half-width forms,
+// mathematical alphanumerics, ligatures, and precomposed accents as base + combining mark, so that
+// precomposed and decomposed text fold alike), each character of it case-folded, repeated until
+// stable, with default-ignorable code points (zero width space and joiners, word joiner, BOM, soft
+// hyphen, variation selectors, tags, bidi controls, Hangul fillers) dropped. A whole default-
+// ignorable code point folds to nothing.
+//
+// Case folding: lower case alone is not a fold: Greek final sigma `ς` stays apart from the `σ` that
+// `Σ` lowers to (a keyword `ΚΩΔΙΚΟΣ` missed `κωδικος`), and `İ` lowers to two code points; so the
+// lower case of the upper case is taken where each is one code point, and `İ` folds to `i` (with
+// U+0307 right after an `i` dropped, so the decomposed `I` + U+0307 is `i` too). A letter whose fold
+// is two (`ß`) stays itself.
+const SINGLE = 0;
+const EXPAND = 1;
+const IGNORE = 2;
+const DOT = 3;
+const CONT = 4;
 
 const DOTTED_CAPITAL_I = 0x130;
+const COMBINING_DOT_ABOVE = 0x307;
 // Turkish dotless ı: its upper case is I, but Unicode's case folding keeps it apart from i (as the
 // regex rules' `/iu` do): folded to i, the keyword `sik` would block the common word `sık`.
 const DOTLESS_SMALL_I = 0x131;
+const SMALL_I = 0x69;
 
-function foldUnit(unit: number): number {
-  if (unit === DOTTED_CAPITAL_I) return 0x69;
-  if (unit === DOTLESS_SMALL_I) return unit;
-  const lower = String.fromCharCode(unit).toLowerCase();
-  if (lower.length !== 1) return unit;
-  const upper = lower.toUpperCase();
-  if (upper.length !== 1) return lower.charCodeAt(0);
-  const folded = upper.toLowerCase();
-  return folded.length === 1 ? folded.charCodeAt(0) : lower.charCodeAt(0);
+const IGNORABLE_RE = /^\p{Default_Ignorable_Code_Point}$/u;
+const MARK_RE = /^\p{M}$/u;
+
+const EXPANSIONS: number[] = [];
+/** Texts up to this long are remembered for `partial` (a stream's scan: the hold cap and context). */
+const PARTIAL_TEXT_CHARS = 128 * 1024;
+// Built a block at a time, as texts first hold one: a text touches few of them, so a node builds
+// what its traffic reads (a few milliseconds at most) rather than all of Unicode up front.
+const BLOCKS: Array<Int32Array | undefined> = new Array<Int32Array | undefined>(0x1100);
+
+/** The code point `s` is made of, or -1 when it is not exactly one. */
+function oneCodePoint(s: string): number {
+  const cp = s.codePointAt(0);
+  return cp !== undefined && s.length === (cp > 0xffff ? 2 : 1) ? cp : -1;
 }
 
-function buildFoldTable(): Uint16Array {
-  const table = new Uint16Array(65536);
-  for (let code = 0; code < 65536; code++) table[code] = foldUnit(foldWidthUnit(code));
-  return table;
+function caseFold(cp: number): number {
+  if (cp === DOTTED_CAPITAL_I) return SMALL_I;
+  if (cp === DOTLESS_SMALL_I) return cp;
+  const lower = oneCodePoint(String.fromCodePoint(cp).toLowerCase());
+  if (lower < 0) return cp;
+  const upper = oneCodePoint(String.fromCodePoint(lower).toUpperCase());
+  if (upper < 0) return lower;
+  const folded = oneCodePoint(String.fromCodePoint(upper).toLowerCase());
+  return folded < 0 ? lower : folded;
 }
 
-function fold(code: number): number {
-  foldTable ??= buildFoldTable();
-  return foldTable[code]!;
+function isIgnorable(cp: number): boolean {
+  return IGNORABLE_RE.test(String.fromCodePoint(cp));
+}
+
+/** Whether `cp` belongs to the character before it: a combining mark, a Hangul vowel or final. */
+function continues(cp: number): boolean {
+  return cp >= 0x300 && ((cp >= 0x1160 && cp <= 0x11ff) || (cp >= 0xd7b0 && cp <= 0xd7ff) || MARK_RE.test(String.fromCodePoint(cp)));
+}
+
+function foldCodePoint(cp: number): number[] {
+  // One code point to one (an accent-free compatibility form, a capital letter): folded once.
+  const decomposed = oneCodePoint(String.fromCodePoint(cp).normalize('NFKD'));
+  if (decomposed >= 0) {
+    const folded = caseFold(decomposed);
+    if (folded === decomposed || oneCodePoint(String.fromCodePoint(folded).normalize('NFKD')) === folded) {
+      return isIgnorable(folded) ? [] : [folded];
+    }
+  }
+  let cps = [cp];
+  for (let round = 0; round < 4; round++) {
+    const next: number[] = [];
+    for (const c of cps) {
+      if (c === DOTTED_CAPITAL_I) {
+        next.push(SMALL_I);
+        continue;
+      }
+      for (const d of String.fromCodePoint(c).normalize('NFKD')) next.push(caseFold(d.codePointAt(0)!));
+    }
+    const same = next.length === cps.length && next.every((c, i) => c === cps[i]);
+    cps = next;
+    if (same) break;
+  }
+  return cps.filter((c) => !isIgnorable(c));
+}
+
+function entryOf(cp: number): number {
+  if (cp < 0x80) return (cp >= 0x41 && cp <= 0x5a ? cp + 0x20 : cp) << 3;
+  if (cp === COMBINING_DOT_ABOVE) return (cp << 3) | DOT | CONT;
+  if (cp >= 0xd800 && cp <= 0xdfff) return cp << 3; // a lone surrogate stays itself
+  const s = String.fromCodePoint(cp);
+  if (IGNORABLE_RE.test(s)) return IGNORE;
+  // Most code points fold to themselves: no decomposition, no case.
+  if (s.normalize('NFKD') === s && s.toLowerCase() === s && s.toUpperCase() === s) return (cp << 3) | (continues(cp) ? CONT : 0);
+  const cps = foldCodePoint(cp);
+  if (cps.length === 0) return IGNORE;
+  const flags = continues(cps[0]!) ? CONT : 0;
+  if (cps.length === 1) return (cps[0]! << 3) | SINGLE | flags;
+  const units: number[] = [];
+  for (const c of cps) {
+    if (c > 0xffff) units.push(0xd800 + ((c - 0x10000) >> 10), 0xdc00 + ((c - 0x10000) & 0x3ff));
+    else units.push(c);
+  }
+  const offset = EXPANSIONS.length;
+  EXPANSIONS.push(units.length, ...units);
+  return (offset << 3) | EXPAND | flags;
+}
+
+/** The entry of `cp`, its block of 256 code points built on first use. */
+function entry(cp: number): number {
+  const key = cp >>> 8;
+  let block = BLOCKS[key];
+  if (block === undefined) {
+    block = new Int32Array(256);
+    for (let i = 0; i < 256; i++) block[i] = entryOf((key << 8) | i);
+    BLOCKS[key] = block;
+  }
+  return block[cp & 0xff]!;
+}
+
+/** The code point at `i` (a surrogate pair read whole) and its length in units, packed as cp * 4 + size. */
+function codePointAt(text: string, i: number): number {
+  const code = text.charCodeAt(i);
+  if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
+    const low = text.charCodeAt(i + 1);
+    if (low >= 0xdc00 && low <= 0xdfff) return (((code - 0xd800) << 10) + (low - 0xdc00) + 0x10000) * 4 + 2;
+  }
+  return code * 4 + 1;
+}
+
+/** The last folded unit of the text before `from` (invisible characters skipped), -1 for none. */
+function unitBefore(text: string, from: number): number {
+  let sawDot = false;
+  for (let i = from; i > 0; ) {
+    let cp = text.charCodeAt(i - 1);
+    let size = 1;
+    if (cp >= 0xdc00 && cp <= 0xdfff && i >= 2) {
+      const high = text.charCodeAt(i - 2);
+      if (high >= 0xd800 && high <= 0xdbff) {
+        cp = ((high - 0xd800) << 10) + (cp - 0xdc00) + 0x10000;
+        size = 2;
+      }
+    }
+    i -= size;
+    const e = entry(cp);
+    const kind = e & 3;
+    if (kind === IGNORE) continue;
+    if (kind === DOT) {
+      sawDot = true;
+      continue;
+    }
+    const last = kind === EXPAND ? EXPANSIONS[(e >>> 3) + EXPANSIONS[e >>> 3]!]! : lastUnitOf(e >>> 3);
+    return sawDot && last !== SMALL_I ? COMBINING_DOT_ABOVE : last;
+  }
+  return sawDot ? COMBINING_DOT_ABOVE : -1;
+}
+
+function lastUnitOf(cp: number): number {
+  return cp > 0xffff ? 0xdc00 + ((cp - 0x10000) & 0x3ff) : cp;
+}
+
+/** `keyword` folded as the text is, as UTF-16 units. */
+function foldKeyword(keyword: string): number[] {
+  const units: number[] = [];
+  for (let i = 0; i < keyword.length; ) {
+    const packed = codePointAt(keyword, i);
+    i += packed & 3;
+    const e = entry(Math.floor(packed / 4));
+    const kind = e & 3;
+    if (kind === IGNORE) continue;
+    if (kind === DOT && units.at(-1) === SMALL_I) continue;
+    if (kind === EXPAND) {
+      const at = e >>> 3;
+      for (let j = 1; j <= EXPANSIONS[at]!; j++) units.push(EXPANSIONS[at + j]!);
+    } else {
+      const cp = e >>> 3;
+      if (cp > 0xffff) units.push(0xd800 + ((cp - 0x10000) >> 10), lastUnitOf(cp));
+      else units.push(cp);
+    }
+  }
+  return units;
 }
 
 function isAsciiWord(code: number): boolean {
   return (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122);
 }
 
+/** What `compileKeywords` returns: matches, plus the undecided match at the end of a text (for streams). */
+export interface KeywordFinder {
+  (text: string, from?: number): Match[];
+  /**
+   * Where a match may still begin that more text decides (a keyword begun at the end of `text`,
+   * possibly with invisible characters after it; or a match whose next character has not come:
+   * a combining mark or a letter would undo it), as a Match ending at the end of `text`; else null.
+   */
+  partial: (text: string, from: number) => Match | null;
+}
+
 /** Compiles `keywords` once; the returned function finds leftmost-longest, non-overlapping matches. */
-export function compileKeywords(keywords: readonly string[]): (text: string, from?: number) => Match[] {
-  const root = node();
+export function compileKeywords(keywords: readonly string[]): KeywordFinder {
+  const root = node(0);
   let count = 0;
+  let longest = 0;
   for (const keyword of keywords) {
-    if (keyword.length === 0) continue;
+    const units = foldKeyword(keyword);
+    if (units.length === 0) continue;
     let at = root;
-    for (let i = 0; i < keyword.length; i++) {
-      const c = fold(keyword.charCodeAt(i));
+    for (const c of units) {
       let child = at.next.get(c);
       if (child === undefined) {
-        child = node();
+        child = node(at.depth + 1);
         at.next.set(c, child);
       }
       at = child;
     }
-    if (!at.out.includes(keyword.length)) at.out.push(keyword.length);
+    if (!at.out.includes(units.length)) at.out.push(units.length);
+    longest = Math.max(longest, units.length);
     count++;
   }
   // Breadth-first failure links.
@@ -95,25 +268,139 @@ export function compileKeywords(keywords: readonly string[]): (text: string, fro
   const starts = new Uint8Array(65536);
   for (const c of root.next.keys()) starts[c] = 1;
 
-  return (text: string, from = 0): Match[] => {
+  // The last folded units of the scan, in a ring: where each one's character starts and ends in the
+  // text (its end moved past a dropped U+0307), the unit, and whether it is its character's first.
+  let ringSize = 4;
+  while (ringSize < longest + 2) ringSize *= 2;
+  const mask = ringSize - 1;
+  const ringStart = new Int32Array(ringSize);
+  const ringEnd = new Int32Array(ringSize);
+  const ringUnit = new Int32Array(ringSize);
+  const ringFirst = new Uint8Array(ringSize);
+  // Matches ending at the last character, until the next one says whether they stand.
+  const pending: number[] = [];
+  const scratch = [0, 0];
+  // The last scan's undecided start (partial), for the stream guard's call right after find on the
+  // same text.
+  let lastText: string | null = null;
+  let lastFrom = -1;
+  let lastPartial = -1;
+
+  const find = (text: string, from = 0): Match[] => {
+    // Kept for a stream's scan (its held text is at most the hold cap and its context), not a whole body.
+    lastText = text.length <= PARTIAL_TEXT_CHARS ? text : null;
+    lastFrom = from;
+    lastPartial = -1;
     if (count === 0) return [];
     const found: Match[] = [];
     let at = root;
-    for (let i = from; i < text.length; i++) {
-      const c = fold(text.charCodeAt(i));
-      if (at === root && starts[c] === 0) continue;
-      while (at !== root && !at.next.has(c)) at = at.fail!;
-      at = at.next.get(c) ?? root;
-      for (const len of at.out) {
-        const start = i + 1 - len;
-        const end = i + 1;
-        // Words are told on folded units: `ＶＰＮ` is a word, and `ｘＶＰＮ` glues it to another.
-        const wordStart = isAsciiWord(fold(text.charCodeAt(start)));
-        const wordEnd = isAsciiWord(fold(text.charCodeAt(end - 1)));
-        if (wordStart && start > 0 && isAsciiWord(fold(text.charCodeAt(start - 1)))) continue;
-        if (wordEnd && end < text.length && isAsciiWord(fold(text.charCodeAt(end)))) continue;
-        found.push({ start, end });
+    const before = unitBefore(text, from);
+    let lastUnit = before;
+    let k = -1;
+    let pendingCount = 0;
+    let pendingWordEnd = false;
+    for (let i = from; i < text.length; ) {
+      let cp = text.charCodeAt(i);
+      let size = 1;
+      if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < text.length) {
+        const low = text.charCodeAt(i + 1);
+        if (low >= 0xdc00 && low <= 0xdfff) {
+          cp = ((cp - 0xd800) << 10) + (low - 0xdc00) + 0x10000;
+          size = 2;
+        }
       }
+      const block = BLOCKS[cp >>> 8];
+      const e = block !== undefined ? block[cp & 0xff]! : entry(cp);
+      const kind = e & 3;
+      if (kind === SINGLE && at === root && pendingCount === 0) {
+        // The common case: one unit that starts no keyword, nothing waiting on it.
+        const u = e >>> 3;
+        if (u <= 0xffff && starts[u] === 0) {
+          ringUnit[++k & mask] = u;
+          lastUnit = u;
+          i += size;
+          continue;
+        }
+      }
+      if (kind === IGNORE) {
+        i += size;
+        continue;
+      }
+      if (kind === DOT && lastUnit === SMALL_I) {
+        // `i` + U+0307 is `i` (as `İ` is): the dot joins the i's character.
+        if (k >= 0) ringEnd[k & mask] = i + size;
+        i += size;
+        continue;
+      }
+      let units: readonly number[];
+      let offset: number;
+      let n: number;
+      if (kind === EXPAND) {
+        units = EXPANSIONS;
+        offset = (e >>> 3) + 1;
+        n = EXPANSIONS[e >>> 3]!;
+      } else {
+        const folded = e >>> 3;
+        units = scratch;
+        offset = 0;
+        if (folded > 0xffff) {
+          scratch[0] = 0xd800 + ((folded - 0x10000) >> 10);
+          scratch[1] = 0xdc00 + ((folded - 0x10000) & 0x3ff);
+          n = 2;
+        } else {
+          scratch[0] = folded;
+          n = 1;
+        }
+      }
+      if (pendingCount > 0) {
+        // A mark after a match makes its last letter another one; a word character glues it to a word.
+        const next = units[offset]!;
+        if ((e & CONT) === 0 && !(pendingWordEnd && isAsciiWord(next))) {
+          // They end with the last unit's character (a U+0307 dropped after its `i` included).
+          const end = ringEnd[k & mask]!;
+          for (let p = 0; p < pendingCount; p++) found.push({ start: pending[p]!, end });
+        }
+        pendingCount = 0;
+      }
+      for (let j = 0; j < n; j++) {
+        const u = units[offset + j]!;
+        k++;
+        const slot = k & mask;
+        ringUnit[slot] = u;
+        lastUnit = u;
+        // A unit skipped at the root is in no match: only the unit itself is read (the one before a match).
+        if (at === root && starts[u] === 0) continue;
+        ringStart[slot] = i;
+        ringEnd[slot] = i + size;
+        ringFirst[slot] = j === 0 ? 1 : 0;
+        while (at !== root && !at.next.has(u)) at = at.fail!;
+        at = at.next.get(u) ?? root;
+        // A match ends with a whole character, never inside the fold of one (`ﬁ` is `fi`, not `f`).
+        if (j !== n - 1 || at.out.length === 0) continue;
+        for (const len of at.out) {
+          const first = k - len + 1;
+          // ...and starts with one.
+          if (ringFirst[first & mask] === 0) continue;
+          if (isAsciiWord(ringUnit[first & mask]!)) {
+            const prev = first > 0 ? ringUnit[(first - 1) & mask]! : before;
+            if (isAsciiWord(prev)) continue;
+          }
+          pending[pendingCount++] = ringStart[first & mask]!;
+        }
+        pendingWordEnd = isAsciiWord(u);
+      }
+      i += size;
+    }
+    if (pendingCount > 0) {
+      const end = ringEnd[k & mask]!;
+      for (let p = 0; p < pendingCount; p++) {
+        found.push({ start: pending[p]!, end });
+        if (lastPartial < 0 || pending[p]! < lastPartial) lastPartial = pending[p]!;
+      }
+    }
+    if (at !== root) {
+      const start = ringStart[(k - at.depth + 1) & mask]!;
+      if (lastPartial < 0 || start < lastPartial) lastPartial = start;
     }
     // Leftmost, then longest, without overlaps.
     found.sort((a, b) => a.start - b.start || b.end - a.end);
@@ -126,11 +413,21 @@ export function compileKeywords(keywords: readonly string[]): (text: string, fro
     }
     return out;
   };
+  const partial = (text: string, from: number): Match | null => {
+    if (text !== lastText || from !== lastFrom) find(text, from);
+    return lastPartial < 0 ? null : { start: lastPartial, end: text.length };
+  };
+  return Object.assign(find, { partial });
 }
 
-/** A keywords detector for one rule's list (its window: the longest keyword and its right neighbour). */
+/**
+ * A keywords detector for one rule's list. Its window: the longest keyword (as written or folded)
+ * and its right neighbour; a keyword still open at the end of a stream's text (with invisible
+ * characters inside it, or in a longer writing such as `ｶﾞ` or `𝐛`), or a match whose next character
+ * has not come, is held by `partial`.
+ */
 export function keywordsDetector(keywords: readonly string[]): Detector {
   const find = compileKeywords(keywords);
-  const longest = keywords.reduce((n, k) => Math.max(n, k.length), 0);
-  return { name: 'keywords', placeholder: '[REDACTED]', window: longest + 1, find };
+  const longest = keywords.reduce((n, k) => Math.max(n, k.length, foldKeyword(k).length), 0);
+  return { name: 'keywords', placeholder: '[REDACTED]', window: longest + 1, find, partial: find.partial };
 }
