@@ -81,7 +81,7 @@ t.test('installDir: allowed places are stored without a trailing slash; blank me
   t.equal((await accepted(t, { installDir: '/data/zenova-node/' }, 'data volume')).installDir, '/data/zenova-node');
   t.equal((await accepted(t, { installDir: '/opt/zenova-node' }, 'the default dir, spelt out')).installDir, '/opt/zenova-node');
   t.equal((await accepted(t, { installDir: '/opt/zenovas/n_1.x' }, 'a sibling of /opt/zenova')).installDir, '/opt/zenovas/n_1.x');
-  t.equal((await accepted(t, { installDir: '/run/zenova' }, '/run is not /run/user')).installDir, '/run/zenova');
+  t.equal((await accepted(t, { installDir: '/runner/zenova' }, '/runner is not /run')).installDir, '/runner/zenova');
   t.equal((await accepted(t, { installDir: '/srv/tmp' }, 'a dir named tmp elsewhere')).installDir, '/srv/tmp');
   t.equal((await accepted(t, { installDir: '' }, 'blank')).installDir, null);
   t.equal((await accepted(t, {}, 'absent')).installDir, null);

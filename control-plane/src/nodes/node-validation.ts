@@ -22,8 +22,22 @@ export type SpoolFullPolicy = (typeof SPOOL_FULL_POLICIES)[number];
 export const CENTRAL_NODE_NAME = 'office-primary';
 /** The central (control-plane host) install; a node dir may neither be in it nor contain it. */
 export const CENTRAL_INSTALL_DIR = '/opt/zenova';
-/** Places a node install dir must not be under (seed 004 §9.2). */
-export const FORBIDDEN_INSTALL_ROOTS = ['/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot'] as const;
+/**
+ * Places a node install dir must not be under (seed 004 §9.2), and the tmpfs and pseudo filesystems
+ * that would lose it: `/run/user` before `/run`, so a dir there is said to be under `/run/user`.
+ * installer/src/install/install-dir-rules.ts holds the same list.
+ */
+export const FORBIDDEN_INSTALL_ROOTS = [
+  '/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot', '/run', '/var/run', '/dev', '/proc', '/sys',
+] as const;
+/** Why a root is refused, said after it where the name alone does not tell. */
+const FORBIDDEN_ROOT_REASONS: Partial<Record<(typeof FORBIDDEN_INSTALL_ROOTS)[number], string>> = {
+  '/run': 'a tmpfs, wiped on reboot',
+  '/var/run': 'a link to /run, a tmpfs wiped on reboot',
+  '/dev': 'device files and /dev/shm, a tmpfs: not a real disk',
+  '/proc': 'a kernel pseudo filesystem, not a real disk',
+  '/sys': 'a kernel pseudo filesystem, not a real disk',
+};
 
 export const SPOOL_QUOTA_GB = { min: 1, max: 10_000, default: 10 } as const;
 export const REPLICAS = { min: 1, max: 16, default: 1 } as const;
@@ -73,7 +87,10 @@ export function installDirProblem(value: string): string | undefined {
     return `must not be inside or overlap the central install ${CENTRAL_INSTALL_DIR}`;
   }
   const root = FORBIDDEN_INSTALL_ROOTS.find((r) => isWithin(dir, r));
-  if (root !== undefined) return `must not be under ${root}`;
+  if (root !== undefined) {
+    const reason = FORBIDDEN_ROOT_REASONS[root];
+    return `must not be under ${root}${reason === undefined ? '' : ` (${reason})`}`;
+  }
   return undefined;
 }
 

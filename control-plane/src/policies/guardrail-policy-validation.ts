@@ -6,7 +6,7 @@
  * (it can match a character, and its first choice is not always an empty match), and has none of the
  * backtracking shapes proto/src/guardrail-regex-risk.ts refuses (nested quantifiers, overlapping
  * repeated alternatives, repetitions in a row over the same characters),
- * a keywords rule needs its keywords, and neither carries the other's field.
+ * a keywords rule needs its keywords, none listed twice, and neither carries the other's field.
  */
 import { z } from 'zod';
 import { bodyObject, enumOf, newConfigNameSchema, text } from '../config/config-fields.js';
@@ -42,6 +42,29 @@ function patternProblem(pattern: string): string | null {
   return source.length === 0 ? null : regexNeverFiresReason(source, { ignoreCase });
 }
 
+/**
+ * A keyword as the node's matcher compares it, near enough to catch a repeat: compatibility forms
+ * (full-width, ligatures) and precomposed/decomposed accents alike (NFKC), invisible characters
+ * dropped, lower case. Two keywords alike here are alike on the node too, which folds further
+ * (edge-node/src/guardrails/detectors/keywords.ts).
+ */
+const keywordKey = (keyword: string): string =>
+  keyword.normalize('NFKC').replace(/\p{Default_Ignorable_Code_Point}/gu, '').toLowerCase();
+
+/** The first keyword that repeats an earlier one as the node reads them: [earlier index, index], or undefined. */
+function repeatedKeyword(keywords: readonly string[]): [number, number] | undefined {
+  const seen = new Map<string, number>();
+  for (const [index, keyword] of keywords.entries()) {
+    const key = keywordKey(keyword);
+    // A keyword with nothing left is another matter (it matches nothing), not a repeat.
+    if (key === '') continue;
+    const earlier = seen.get(key);
+    if (earlier !== undefined) return [earlier, index];
+    seen.set(key, index);
+  }
+  return undefined;
+}
+
 const ruleSchema = z.strictObject({
   detector: enumOf(GUARDRAIL_DETECTORS),
   pattern: text().min(1, { error: () => 'must not be empty' })
@@ -68,6 +91,14 @@ const ruleSchema = z.strictObject({
   }
   if (rule.detector === 'keywords') {
     if (rule.keywords === undefined) issue('keywords', 'is required for the keywords detector');
+    else {
+      const repeat = repeatedKeyword(rule.keywords);
+      if (repeat !== undefined) {
+        const [earlier, index] = repeat;
+        const same = rule.keywords[earlier] === rule.keywords[index] ? '' : ' (case, width, accents written either way and invisible characters do not count)';
+        issue('keywords', `must not list a keyword twice: keywords[${index}] repeats keywords[${earlier}]${same}`);
+      }
+    }
   } else if (rule.keywords !== undefined) {
     issue('keywords', 'is only for the keywords detector');
   }

@@ -33,6 +33,26 @@ const targetSchema = z.strictObject({
 
 const fallbackSchema = z.strictObject({ upstream: configNameSchema, model: upstreamModelSchema }, objectError);
 
+/** Refuses a list naming one upstream and model twice: a repeat would double a target's weight or a failover attempt. */
+function noRepeatedPair(what: 'target' | 'fallback') {
+  return (ctx: z.core.ParsePayload<ReadonlyArray<{ upstream: string; model: string }>>): void => {
+    const seen = new Map<string, number>();
+    for (const [index, { upstream, model }] of ctx.value.entries()) {
+      const key = JSON.stringify([upstream, model]);
+      const earlier = seen.get(key);
+      if (earlier !== undefined) {
+        ctx.issues.push({
+          code: 'custom',
+          input: ctx.value,
+          message: `must not list a ${what} twice: [${index}] repeats [${earlier}] (upstream '${upstream}', model '${model}')`,
+        });
+        return;
+      }
+      seen.set(key, index);
+    }
+  };
+}
+
 const routeShape = {
   targets: z.array(targetSchema, arrayError('targets'))
     .min(1, { error: () => 'must list at least one target' })
@@ -41,9 +61,11 @@ const routeShape = {
       if (ctx.value.length > 0 && !ctx.value.some((t) => t.weight > 0)) {
         ctx.issues.push({ code: 'custom', input: ctx.value, message: 'must have at least one target with a weight above 0' });
       }
-    }),
+    })
+    .check(noRepeatedPair('target')),
   fallbacks: z.array(fallbackSchema, arrayError('fallbacks'))
     .max(ROUTE_LIMITS.fallbacks, { error: () => `must list at most ${ROUTE_LIMITS.fallbacks} fallbacks` })
+    .check(noRepeatedPair('fallback'))
     .default([]),
   timeoutMs: integerIn(ROUTE_LIMITS.timeoutMs.min, ROUTE_LIMITS.timeoutMs.max).default(ROUTE_LIMITS.timeoutMs.default),
   retries: integerIn(ROUTE_LIMITS.retries.min, ROUTE_LIMITS.retries.max).default(ROUTE_LIMITS.retries.default),

@@ -8,7 +8,21 @@ import type { DiagnosticCode } from './diagnostics.js';
 export const DEFAULT_INSTALL_DIR = '/opt/zenova-node';
 /** The central (control-plane host) install; a node dir may neither be in it nor contain it. */
 export const CENTRAL_INSTALL_DIR = '/opt/zenova';
-export const FORBIDDEN_INSTALL_ROOTS = ['/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot'] as const;
+/**
+ * The §9.2 roots, and the tmpfs and pseudo filesystems that would lose an install: `/run/user`
+ * before `/run`, so a dir there is said to be under `/run/user`. The control plane holds the same list.
+ */
+export const FORBIDDEN_INSTALL_ROOTS = [
+  '/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot', '/run', '/var/run', '/dev', '/proc', '/sys',
+] as const;
+/** Why a root is refused, said after it where the name alone does not tell. */
+const FORBIDDEN_ROOT_REASONS: Partial<Record<(typeof FORBIDDEN_INSTALL_ROOTS)[number], string>> = {
+  '/run': 'a tmpfs, wiped on reboot',
+  '/var/run': 'a link to /run, a tmpfs wiped on reboot',
+  '/dev': 'device files and /dev/shm, a tmpfs: not a real disk',
+  '/proc': 'a kernel pseudo filesystem, not a real disk',
+  '/sys': 'a kernel pseudo filesystem, not a real disk',
+};
 const MAX_INSTALL_DIR_CHARS = 255;
 
 export interface InstallDirProblem {
@@ -47,6 +61,9 @@ export function installDirLocationProblem(dir: string): InstallDirProblem | unde
     return { code: 'NODE-DIR-CENTRAL', rule: `must not be inside or overlap the central install ${CENTRAL_INSTALL_DIR}` };
   }
   const root = FORBIDDEN_INSTALL_ROOTS.find((r) => isWithin(dir, r));
-  if (root !== undefined) return { code: 'NODE-DIR-FORBIDDEN', rule: `must not be under ${root}` };
+  if (root !== undefined) {
+    const reason = FORBIDDEN_ROOT_REASONS[root];
+    return { code: 'NODE-DIR-FORBIDDEN', rule: `must not be under ${root}${reason === undefined ? '' : ` (${reason})`}` };
+  }
   return undefined;
 }
