@@ -11,7 +11,7 @@ import { CommandFailure, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from '.
 import type { CliContext, Command } from './cli-context.js';
 import { ApiError, ConnectionError, UnexpectedResponseError } from './connection/admin-client.js';
 import { productVersion } from '../../proto/src/product-version.js';
-import { unknownCommandMessage } from '../../proto/src/cli-usage-errors.js';
+import { OPTION_SHAPE, unknownCommandMessage } from '../../proto/src/cli-usage-errors.js';
 import { dropOutputToClosedPipes } from '../../proto/src/cli-closed-output.js';
 
 const PROGRAM = 'zenova';
@@ -34,6 +34,19 @@ Commands:
 Run "${PROGRAM} <command> --help" for a command's options; "${PROGRAM} --version" prints the release.
 Exit codes: 0 done, 1 refused, failed or a blocking finding (nothing written), 2 bad usage or settings.
 `;
+
+/**
+ * `zenova --version`, `--help` and `help` take no more words: one after them (`--version <TOKEN>`,
+ * a token pasted in the wrong place) is a usage error that says where it was, never what it was,
+ * as the commands' own stray arguments are refused (args.ts); only an option-shaped first word is named.
+ */
+function refuseWordsAfter(flag: string, words: readonly string[]): void {
+  const [first] = words;
+  if (first === undefined) return;
+  const advice = `${PROGRAM} ${flag} takes no arguments${flag === '--version' ? '' : `; for a command's options run "${PROGRAM} <command> --help"`}`;
+  if (OPTION_SHAPE.test(first)) throw new UsageError(`unexpected argument ${JSON.stringify(first)} after ${flag}: ${advice}`, undefined);
+  throw new UsageError(`unexpected argument: ${words.length === 1 ? 'a value' : `${words.length} values`} after ${flag} (not shown: it may be a token); ${advice}`, undefined);
+}
 
 function report(err: unknown, ctx: CliContext): number {
   if (err instanceof UsageError) {
@@ -59,10 +72,12 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
   try {
     if (name === undefined) throw new UsageError('no command given', undefined);
     if (name === '--help' || name === '-h' || name === 'help') {
+      refuseWordsAfter(name, rest);
       ctx.stdout.write(MAIN_USAGE);
       return EXIT_OK;
     }
     if (name === '--version') {
+      refuseWordsAfter(name, rest);
       ctx.stdout.write(`${productVersion()}\n`);
       return EXIT_OK;
     }

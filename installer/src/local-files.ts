@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { accessSync, closeSync, constants, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { readRegularFileWithin } from '../../proto/src/bounded-regular-file.js';
+import { holdsPrivateKeyPem, separatePemBlocks } from '../../edge-node/src/state/pem.js';
 import type { BoundedFileRefusal, NonRegularFileType } from '../../proto/src/bounded-regular-file.js';
 import { CommandFailure, UsageError } from './cli-context.js';
 
@@ -65,10 +66,11 @@ export function readPemOption(file: string, option: string, cwd: string, helpCom
   }
   if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new UsageError(`${option} ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`, helpCommand);
   // A cert+key bundle: the key must not leave this host (the CA goes to the control plane and into install commands).
-  if (/-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/.test(text)) {
+  if (holdsPrivateKeyPem(text)) {
     throw new UsageError(`${option} ${file} holds a private key beside its certificate: nothing was sent; pass a file with the CA certificate only (e.g. openssl x509 -in ${file} -out ca.crt)`, helpCommand);
   }
-  return text;
+  // Certificates concatenated without a newline between them are put on lines of their own.
+  return separatePemBlocks(text);
 }
 
 /**

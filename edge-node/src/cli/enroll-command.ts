@@ -8,7 +8,7 @@ import { enroll } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { describeRetired } from '../enroll/retire-node-state.js';
 import { readTokenFile, readTokenStdin, STDIN_TOKEN_FILE, TokenFileError, tokenFileNotPrivate, tokenShapeProblem } from '../enroll/token-file.js';
-import { isCertificatePem } from '../state/pem.js';
+import { holdsPrivateKeyPem, isCertificatePem, separatePemBlocks } from '../state/pem.js';
 import { STATE_DIR_MODE } from '../state/state-store.js';
 import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';
@@ -89,7 +89,12 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
   try {
     token = await readToken(command, io);
     if (command.caFile !== undefined) {
-      caPem = readSmallFile(command.caFile, MAX_CA_FILE_BYTES, '--ca-file');
+      // Certificates concatenated without a newline between them are put on lines of their own.
+      caPem = separatePemBlocks(readSmallFile(command.caFile, MAX_CA_FILE_BYTES, '--ca-file'));
+      // A cert+key bundle: the key would go to the control-plane connection and into identity.json. Never printed.
+      if (holdsPrivateKeyPem(caPem)) {
+        throw new InputFileError(`--ca-file ${command.caFile} holds a private key beside its certificate: nothing was sent; pass a file with the CA certificate only (e.g. openssl x509 -in ${command.caFile} -out ca.crt)`);
+      }
       if (!isCertificatePem(caPem)) throw new InputFileError(`--ca-file ${command.caFile} holds no PEM certificate`);
     }
   } catch (err) {

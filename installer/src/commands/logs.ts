@@ -29,7 +29,8 @@ Shows the journal of a node component on this host.
 
   COMPONENT     ${Object.keys(COMPONENT_UNITS).join(' | ')}
                 (node-caddy: no separate ingress proxy in this release; shows node-edge's log)
-  --since T     e.g. '30 min ago', '2 hours ago', today, yesterday, '2026-11-29 08:00', -1h
+  --since T     e.g. '30 min ago', '2 hours ago', today, yesterday, '2026-11-29 08:00', -1h,
+                @1700000000 (seconds since the epoch), '2026-11-29 08:00 Asia/Shanghai' (a zone)
   --lines N     at most the last N lines
 
 Exit codes: journalctl's own (0 shown); 1 no node is installed here (and the journal holds

@@ -5,7 +5,7 @@
  * version, spool and backlog.
  * Exit 0 when a node is installed and enrolled and its `current` names a release that is there, 1 otherwise.
  */
-import { readdir, readlink, stat } from 'node:fs/promises';
+import { readdir, readlink, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { request } from 'undici';
 import type { Agent } from 'undici';
@@ -44,8 +44,9 @@ const DAY_MS = 24 * 60 * 60_000;
 export const STATUS_USAGE = `Usage: zenova status [--json] [--install-dir D]
 
 Shows the gateway node installed on this host: identity, control plane and link, readiness,
-version, config version, spool and backlog. --install-dir reads another install dir than the
-one the node-edge service names.
+version, config version, spool and backlog. --install-dir D reads D instead of the dir the
+node-edge service names (an install cut short before its units, outside /opt/zenova-node); while
+node-edge.service runs the node in another dir, no node is installed at D.
 
 Exit codes: 0 a node is installed and enrolled (ready or not: the report says), 1 no node is
 installed here, it is not enrolled, or its current link is broken (names no release that is
@@ -70,7 +71,11 @@ export interface InstalledStatus {
    * null when there is no link or it names a release that is there.
    */
   brokenCurrent: { target: string; problem: 'missing-release' | 'outside-releases'; message: string } | null;
-  service: { unit: string; state: ServiceState | 'not-installed' };
+  /**
+   * node-edge.service and its state. `installDir`, only when `--install-dir` names another dir than
+   * the unit's: the dir the unit runs the node in (then `installed` is false: nothing runs D).
+   */
+  service: { unit: string; state: ServiceState | 'not-installed'; installDir?: string };
   /**
    * How many node-edge processes the unit runs (ZENOVA_NODE_REPLICAS in etc/node.env; 1 without the
    * line); null for a value node-edge refuses; absent when nothing is installed.
@@ -186,12 +191,41 @@ async function holdsUnfinishedInstall(hostRoot: string, dir: string): Promise<bo
   return (await readlink(onHost(hostRoot, layout.current)).then(() => true, () => false)) || (await pathExists(onHost(hostRoot, `${layout.data}/identity.json`)));
 }
 
+/** `/opt/zenova-node/`, `/opt//zenova-node` → `/opt/zenova-node`. */
+function normalDir(dir: string): string {
+  return path.posix.normalize(dir).replace(/(.)\/+$/, '$1');
+}
+
+/**
+ * Whether `a` and `b` name the same dir on the host: the same path once normalised, or the same
+ * dir reached through a symbolic link or a relative path (both there).
+ */
+async function sameDir(hostRoot: string, a: string, b: string): Promise<boolean> {
+  if (normalDir(a) === normalDir(b)) return true;
+  const real = (dir: string): Promise<string | undefined> => realpath(onHost(hostRoot, dir)).catch(() => undefined);
+  const [realA, realB] = await Promise.all([real(a), real(b)]);
+  return realA !== undefined && realA === realB;
+}
+
+/** `--install-dir D` where node-edge.service runs the node in `unitDir`: nothing is installed at D (its service is the other dir's). */
+function otherDirMessage(dir: string, unitDir: string): string {
+  return `no gateway node is installed at ${dir}: ${NODE_UNIT} runs the node in ${unitDir}, not in ${dir} (leave out --install-dir, or give --install-dir ${unitDir}, to see it)`;
+}
+
 export async function readInstalledStatus(host: HostEnv, installDirOption?: string): Promise<InstalledStatus> {
   const unit = await host.services.readUnit(NODE_UNIT);
+  // node-edge.service names its dir: a D other than that one is not what it runs, so neither its
+  // state nor `installed` is D's, and D's files (a re-enroll advice for a missing data/, say)
+  // are not read as the installed node's.
+  const unitDir = unit === undefined ? undefined : installDirFromUnit(unit);
+  if (installDirOption !== undefined && unitDir !== undefined && !(await sameDir(host.hostRoot, installDirOption, unitDir))) {
+    const service = { unit: NODE_UNIT, state: await host.services.state(NODE_UNIT), installDir: unitDir };
+    return { installed: false, unfinishedInstall: false, installDir: installDirOption, version: null, brokenCurrent: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, upgradeRunning: null, error: otherDirMessage(installDirOption, unitDir) };
+  }
   // Without a unit nothing names the dir; an install killed before writing its units left its
   // release and identity in the default dir, which is read then rather than reported as nothing.
   const unfinishedDefault = installDirOption === undefined && unit === undefined && (await holdsUnfinishedInstall(host.hostRoot, DEFAULT_INSTALL_DIR));
-  const dir = installDirOption ?? (unit === undefined ? (unfinishedDefault ? DEFAULT_INSTALL_DIR : undefined) : installDirFromUnit(unit));
+  const dir = installDirOption ?? (unit === undefined ? (unfinishedDefault ? DEFAULT_INSTALL_DIR : undefined) : unitDir);
   const service = { unit: NODE_UNIT, state: unit === undefined ? ('not-installed' as const) : await host.services.state(NODE_UNIT) };
   if (dir === undefined) {
     return { installed: false, unfinishedInstall: false, installDir: null, version: null, brokenCurrent: null, service, readiness: null, node: null, lastUpgrade: null, upgradeInterrupted: null, upgradeRunning: null, error: NO_NODE_INSTALLED };

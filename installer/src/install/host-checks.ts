@@ -12,7 +12,7 @@ import type { BoundedFileRefusal } from '../../../proto/src/bounded-regular-file
 import { PROTOCOL_VERSION } from '../../../proto/src/index.js';
 import { proxyFor } from '../../../edge-node/src/net/proxy-policy.js';
 import type { ProxyServer } from '../../../edge-node/src/net/proxy-policy.js';
-import { isCertificatePem } from '../../../edge-node/src/state/pem.js';
+import { holdsPrivateKeyPem, isCertificatePem, separatePemBlocks } from '../../../edge-node/src/state/pem.js';
 import type { HostProbe } from '../host/host-probe.js';
 import type { ServiceManager } from '../host/service-manager.js';
 import { RELEASE_KEY_ADVICE, releaseKeyDamaged, releaseKeyProblem, verifyPackage } from '../package/package-verifier.js';
@@ -83,8 +83,15 @@ function caFileProblem(refusal: BoundedFileRefusal): string {
   }
 }
 
+/** NODE-CP-CA-FILE's advice for a CA file holding a private key: the key stays out of the node. */
+function caKeyAdvice(file: string): string {
+  return `Pass a file with the CA certificate only (e.g. openssl x509 -in ${file} -out ca.crt, then --ca-file ca.crt), and keep the private key off this host; then run the command again.`;
+}
+
 /** The control plane's own service; a host running it is the central host (seed 004 §9.2). */
 export const CONTROL_PLANE_UNIT = 'zenova-control.service';
+/** Filesystems kept in memory only: whatever the node writes there is gone after a reboot. */
+const MEMORY_FS_TYPES = new Set(['tmpfs', 'ramfs', 'devtmpfs']);
 /** SELinux types that systemd (init_t) may not execute programs from. */
 const SELINUX_NON_EXEC_TYPES = new Set(['tmp_t', 'user_tmp_t', 'user_home_t', 'user_home_dir_t', 'default_t', 'unlabeled_t', 'nfs_t', 'cifs_t', 'fusefs_t', 'removable_t']);
 
@@ -330,6 +337,8 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   if (mount?.options.includes('ro') === true) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} is on ${mount.mountPoint} (${mount.fsType}), mounted read-only`));
   // Without root, EACCES is the missing root NODE-HOST-ROOT names, not a file system refusing root.
   else if (writeError !== undefined && (probe.isRoot() || (writeError.code !== 'EACCES' && writeError.code !== 'EPERM'))) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} cannot be written: ${writeError.dir} refuses writes (${writeError.code}${writeError.code === 'EROFS' ? ': read-only file system' : ''})`));
+  // A filesystem in memory: the node's identity, spool and unsent billable records would vanish at reboot.
+  if (mount !== undefined && MEMORY_FS_TYPES.has(mount.fsType)) writable.push(finding('NODE-DIR-IN-MEMORY', `${installDir} is on ${mount.mountPoint} (${mount.fsType}), a filesystem in memory: the node's identity, spool and unsent billable records would be lost at the next reboot`));
   check(`install dir ${installDir} writable`, writable);
 
   check('systemd is the service manager', (await probe.systemdRunning()) ? [] : [finding('NODE-HOST-SYSTEMD', 'systemd is not running as the service manager (no /run/systemd/system)')]);
@@ -359,8 +368,14 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
     const caFindings: Finding[] = [];
     // Read only if a regular file of at most MAX_CA_FILE_BYTES (a device or FIFO refused unread).
     const read = readRegularFileWithin(input.caFile.path, MAX_CA_FILE_BYTES);
-    if (read.ok && isCertificatePem(read.text)) result.caPem = read.text;
-    else caFindings.push(finding('NODE-CP-CA-FILE', `${describeCaFile(input.caFile)}: ${read.ok ? 'no PEM certificate in it' : caFileProblem(read)}`));
+    // Certificates concatenated without a newline between them are put on lines of their own.
+    const text = read.ok ? separatePemBlocks(read.text) : undefined;
+    if (!read.ok) caFindings.push(finding('NODE-CP-CA-FILE', `${describeCaFile(input.caFile)}: ${caFileProblem(read)}`));
+    // A cert+key bundle: the key would be copied (0644), handed to the probe and stored by the
+    // enrollment. Refused here, before anything is written; the key itself is never printed.
+    else if (holdsPrivateKeyPem(read.text)) caFindings.push(finding('NODE-CP-CA-FILE', `${describeCaFile(input.caFile)} holds a private key beside its certificate: nothing was written`, caKeyAdvice(input.caFile.path)));
+    else if (text !== undefined && isCertificatePem(text)) result.caPem = text;
+    else caFindings.push(finding('NODE-CP-CA-FILE', `${describeCaFile(input.caFile)}: no PEM certificate in it`));
     check(`CA file ${input.caFile.path}`, caFindings);
   }
 
