@@ -2,7 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController } from 'fastify';
-import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyBodyParser, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ConfigHolder } from './config/config-holder.js';
 import { DEFAULT_MAX_BODY_BYTES } from './config/local-config.js';
 import { SHOULD_RETRY_HEADER, isZenovaError, shouldRetryValue, zenovaError } from './errors.js';
@@ -271,7 +271,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // Only JSON bodies are accepted; anything else is rejected before the handler.
   app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
+  // Read as bytes, not text: fastify's 'string' reading replaces bytes that are not UTF-8 with
+  // U+FFFD, and the node would forward (and charge for) a body the caller never sent.
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
 
   // onRequest answers a path no route serves before this handler (and the body) is reached.
   app.setNotFoundHandler(async (request) => {
@@ -482,11 +484,19 @@ class AwaitingLine implements LineAwaitingRun {
 }
 
 /**
- * The shared JSON parser (`__proto__` keys named as the reason), behind a charset check: a body
- * declared in another charset (utf-16, latin1, …) is refused, because fastify reads every body as
- * UTF-8, so its text would be misread, not converted.
+ * Decodes a caller's body, throwing at the first byte sequence that is not UTF-8. `ignoreBOM` keeps
+ * a leading byte order mark in the text, as Buffer#toString does (the JSON parser skips it).
  */
-function jsonBodyParser(strict: JsonParser): JsonParser {
+const UTF8_STRICT = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The shared JSON parser (`__proto__` keys named as the reason), behind a charset check: a body
+ * declared in another charset (utf-16, latin1, …) is refused, because the node reads every body as
+ * UTF-8, so its text would be misread, not converted. The bytes must be UTF-8 (RFC 8259 §8.1): a
+ * body that is not is not JSON text and is refused as such, never read with U+FFFD in place of its
+ * bad bytes.
+ */
+function jsonBodyParser(strict: JsonParser): FastifyBodyParser<Buffer> {
   const parse = keyNamingJsonParser(strict, () =>
     zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the body has a "__proto__" or "constructor.prototype" key, which this node refuses.'));
   return (request, body, done) => {
@@ -501,8 +511,16 @@ function jsonBodyParser(strict: JsonParser): JsonParser {
       done(zenovaError('ZN_ERR_UNSUPPORTED_CHARSET', `The request body's charset ${JSON.stringify(charset.slice(0, 40))} is not supported; send JSON as UTF-8 (charset=utf-8, or no charset).`), undefined);
       return;
     }
-    return parse(request, body, (err, value) => {
-      if (err === null && typeof body === 'string') keepBodyText(request, body);
+    let text: string;
+    try {
+      // One pass that checks and decodes; no copy of the bytes beyond the one fastify already made.
+      text = UTF8_STRICT.decode(body);
+    } catch {
+      done(zenovaError('ZN_ERR_INVALID_JSON', 'The request body is not valid JSON: it is not valid UTF-8.'), undefined);
+      return;
+    }
+    return parse(request, text, (err, value) => {
+      if (err === null) keepBodyText(request, text);
       done(err, value);
     });
   };
