@@ -1,6 +1,6 @@
 /**
  * The control plane's error table, one entry per code (fastify's FST_ERR_* style). Every error a
- * client can see comes from here: HTTP status, OpenAI-style body `{error:{message,type,code}}` and
+ * client can see comes from here: HTTP status, OpenAI-style body `{error:{message,type,param,code}}` and
  * whether retrying can help. Codes are prefixed ZN_ERR_CP_ so they never collide with the node's.
  * docs/errors.md lists the same codes; a test keeps the two in step.
  */
@@ -257,7 +257,8 @@ export const errorTable = {
 export type ErrorCode = keyof typeof errorTable;
 
 export interface ErrorBody {
-  error: { message: string; type: ErrorType; code: ErrorCode };
+  /** `param`: the first offending field of a schema refusal (`name`, `targets[0].weight`), else null — as OpenAI's and the node's bodies. */
+  error: { message: string; type: ErrorType; param: string | null; code: ErrorCode };
 }
 
 export class ZenovaError extends Error {
@@ -279,10 +280,11 @@ export class ZenovaError extends Error {
     this.retryable = spec.retryable;
   }
 
-  toBody(): ErrorBody {
+  /** `param`: the offending field, which the error handler reads from a schema refusal (error-handler.ts paramOf). */
+  toBody(param: string | null = null): ErrorBody {
     // An internal error's own message may carry internals; clients only ever see the table's text.
     const message = this.code === 'ZN_ERR_CP_INTERNAL' ? errorTable.ZN_ERR_CP_INTERNAL.message : this.message;
-    return { error: { message, type: this.type, code: this.code } };
+    return { error: { message, type: this.type, param, code: this.code } };
   }
 }
 

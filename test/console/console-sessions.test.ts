@@ -93,7 +93,7 @@ t.test('a wrong admin token is 401 with no cookie, and no token reaches the log'
   const wrong = `wrong-token-${'z'.repeat(30)}`;
   const res = await stack.app.inject({ method: 'POST', url: '/api/console/login', payload: { adminToken: wrong }, remoteAddress: freshIp() });
   t.equal(res.statusCode, 401);
-  t.same(res.json(), { error: { message: 'Invalid admin token.', type: 'authentication_error', code: 'ZN_ERR_CP_UNAUTHENTICATED' } });
+  t.same(res.json(), { error: { message: 'Invalid admin token.', type: 'authentication_error', param: null, code: 'ZN_ERR_CP_UNAUTHENTICATED' } });
   t.same(setCookies(res), [], 'no cookie');
   await login();
   const logText = stack.log.text();

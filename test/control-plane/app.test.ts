@@ -55,7 +55,7 @@ t.test('GET /healthz answers 503 DATABASE_UNAVAILABLE when the pool is closed', 
   const { app } = await harness(t, { endPool: true });
   const res = await app.inject({ method: 'GET', url: '/healthz' });
   t.equal(res.statusCode, 503);
-  t.same(res.json(), { error: { ...pick(errorTable.ZN_ERR_CP_DATABASE_UNAVAILABLE), code: 'ZN_ERR_CP_DATABASE_UNAVAILABLE' } });
+  t.same(res.json(), { error: { ...pick(errorTable.ZN_ERR_CP_DATABASE_UNAVAILABLE), param: null, code: 'ZN_ERR_CP_DATABASE_UNAVAILABLE' } });
   t.equal(res.headers['retry-after'], '1', 'retryable: the client is told when to come back');
 });
 
@@ -228,7 +228,7 @@ t.test('an unexpected error answers 500 INTERNAL without internals and is logged
   const { app, log } = await appWithTestRoutes(t);
   const res = await app.inject({ method: 'GET', url: '/test/boom' });
   t.equal(res.statusCode, 500);
-  t.same(res.json(), { error: { ...pick(errorTable.ZN_ERR_CP_INTERNAL), code: 'ZN_ERR_CP_INTERNAL' } });
+  t.same(res.json(), { error: { ...pick(errorTable.ZN_ERR_CP_INTERNAL), param: null, code: 'ZN_ERR_CP_INTERNAL' } });
   t.notMatch(res.body, /internal_table|pool\.js/);
   const logged = log.lines().find((l) => l.level === 50);
   t.ok(logged, 'an error-level line was written');
@@ -249,7 +249,7 @@ t.test('a ZenovaError thrown by a route keeps its code and message', async (t) =
   const { app } = await appWithTestRoutes(t);
   const res = await app.inject({ method: 'GET', url: '/test/zenova' });
   t.equal(res.statusCode, 400);
-  t.same(res.json(), { error: { message: 'a specific reason', type: 'invalid_request_error', code: 'ZN_ERR_CP_INVALID_REQUEST' } });
+  t.same(res.json(), { error: { message: 'a specific reason', type: 'invalid_request_error', param: null, code: 'ZN_ERR_CP_INVALID_REQUEST' } });
 });
 
 t.test('request logs carry neither the admin token nor the database password', async (t) => {

@@ -76,7 +76,7 @@ t.test("an account cannot be named with a UUID, so a top-up addressed to an acco
   for (const name of [acme.id, acme.id.toUpperCase(), '00000000-0000-0000-0000-000000000000']) {
     const res = await call('POST', '/api/v1/accounts', { name });
     t.equal(res.statusCode, 400, name);
-    t.same(errorOf(res), { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: 'name: must not be shaped like a UUID (accounts are also addressed by id)' }, name);
+    t.same(errorOf(res), { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: 'name', message: 'name: must not be shaped like a UUID (accounts are also addressed by id)' }, name);
   }
   const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from accounts where lower(name) = $1', [acme.id]);
   t.equal(rows[0]!.n, 0, 'nothing was created');
@@ -139,7 +139,7 @@ t.test('a body with a __proto__ or constructor.prototype key is a 400 naming the
     const res = await call('POST', '/api/v1/accounts', raw);
     t.equal(res.statusCode, 400, raw);
     t.same(errorOf(res), {
-      code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error',
+      code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: null,
       message: 'The request body has a "__proto__" or "constructor.prototype" key, which the control plane does not accept; remove it.',
     }, raw);
   }
@@ -157,7 +157,7 @@ t.test('a body that writes a key twice in one object is a 400 naming the key, an
   const twice = await call('POST', `/api/v1/accounts/${name}/credits`, '{"amountMicros": 1, "amountMicros": 1000000}');
   t.equal(twice.statusCode, 400);
   t.same(errorOf(twice), {
-    code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error',
+    code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: null,
     message: 'The request body writes the key "amountMicros" twice in one object; send each key once.',
   });
   const nested = await call('POST', '/api/v1/guardrail-policies', `{"name":"${uniqueConfigName('p')}","rules":[{"detector":"email","action":"mask","action":"flag","on":"input"}]}`);

@@ -171,7 +171,7 @@ t.test('a list refuses a query parameter it does not know, a misspelt filter inc
   for (const list of lists) {
     const res = await call('GET', `${list}?acount=${account}`);
     t.equal(res.statusCode, 400, `${list}: 400`);
-    t.same(res.json<ErrorReply>().error, { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: 'query: Unrecognized key: "acount"' }, list);
+    t.same(res.json<ErrorReply>().error, { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: 'acount', message: 'query: Unrecognized key: "acount"' }, list);
   }
   const keys = expectStatus<{ apiKeys: Array<{ account: string }> }>(await call('GET', `/api/v1/api-keys?account=${account}`), 200);
   t.ok(keys.apiKeys.every((k) => k.account === account), 'the filter spelt right still filters');
@@ -191,7 +191,7 @@ t.test('a key naming an unknown account, rate-limit policy and guardrail policy 
   const res = await call('POST', '/api/v1/api-keys', { account: 'no-such-account', name: 'k', rateLimitPolicy: 'no-such-rl', guardrailPolicy: 'no-such-gr' });
   t.equal(res.statusCode, 400);
   t.same(res.json<ErrorReply>().error, {
-    code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error',
+    code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: null,
     message: "account: no account named 'no-such-account'; rateLimitPolicy: no rate-limit policy named 'no-such-rl'; guardrailPolicy: no guardrail policy named 'no-such-gr'",
   });
   const known = await call('POST', '/api/v1/api-keys', { account, name: 'k', rateLimitPolicy: 'no-such-rl', guardrailPolicy: 'no-such-gr' });
@@ -271,7 +271,7 @@ t.test("a route whose upstreams mix the OpenAI-compatible and Anthropic families
   for (const [what, method, url, body, message] of refusals) {
     const res = await call(method, url, body);
     t.equal(res.statusCode, 400, `${what}: 400`);
-    t.same(res.json<ErrorReply>().error, { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message }, what);
+    t.same(res.json<ErrorReply>().error, { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: null, message }, what);
   }
   t.equal(expectStatus<{ version: number }>(await call('GET', '/api/v1/config/version'), 200).version, versionBefore, 'no refusal recorded a config version');
   const kept = expectStatus<{ fallbacks: Array<{ upstream: string }> }>(await call('GET', `/api/v1/routes/${alias}`), 200);

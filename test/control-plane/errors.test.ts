@@ -34,7 +34,7 @@ t.test('a ZenovaError carries its table entry and renders an OpenAI-style body',
   t.equal(err.status, 400);
   t.equal(err.retryable, false);
   t.same(err.toBody(), {
-    error: { message: "body field 'name': expected string", type: 'invalid_request_error', code: 'ZN_ERR_CP_INVALID_REQUEST' },
+    error: { message: "body field 'name': expected string", type: 'invalid_request_error', param: null, code: 'ZN_ERR_CP_INVALID_REQUEST' },
   });
   t.equal(zenovaError('ZN_ERR_CP_NOT_FOUND').message, errorTable.ZN_ERR_CP_NOT_FOUND.message, 'default message from the table');
 });

@@ -197,7 +197,7 @@ t.test('a spend window whose from is not before its to is refused naming from, n
   for (const query of ['from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z', 'from=1772323200000&to=1772323200000', 'by=node&from=2000&to=1000']) {
     const res = await call('GET', `/api/v1/spend?${query}`);
     t.equal(res.statusCode, 400, query);
-    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, query);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: 'from', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, query);
   }
   expectStatus(await call('GET', '/api/v1/spend?from=1000&to=1001'), 200);
 });
@@ -208,7 +208,7 @@ t.test('a spend from in the future without a to is refused like a backwards wind
   for (const query of [`from=${future}`, `by=key&from=${Date.now() + 60_000}`]) {
     const res = await call('GET', `/api/v1/spend?${query}`);
     t.equal(res.statusCode, 400, query);
-    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, query);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: 'from', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, query);
   }
   const hourAgo = Date.now() - 3_600_000;
   const past = expectStatus<{ from: string; to: string }>(await call('GET', `/api/v1/spend?from=${hourAgo}`), 200);
@@ -220,7 +220,7 @@ t.test('spend refuses an ISO time finer than a millisecond, not cut to its milli
   for (const query of ['from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:00.0005Z', 'to=2026-01-01T00:00:00.1234%2B02:00']) {
     const res = await call('GET', `/api/v1/spend?${query}`);
     t.equal(res.statusCode, 400, query);
-    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'to': must have at most 3 fractional digits (such as 2026-03-07T00:00:00.123Z): times are kept to the millisecond" } }, query);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: 'to', message: "query field 'to': must have at most 3 fractional digits (such as 2026-03-07T00:00:00.123Z): times are kept to the millisecond" } }, query);
   }
   expectStatus(await call('GET', '/api/v1/spend?from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:00.001Z'), 200);
 });

@@ -1,11 +1,13 @@
 /**
- * Accounts in PostgreSQL: create, list, find, patch status / rate-limit policy. A policy is named
+ * Accounts in PostgreSQL: create, list, find, patch status / rate-limit policy. An account is found
+ * by name or id, a name first, as the billing routes find it (billing-views.ts findAccount). A policy is named
  * in the body and attached under a share lock (see policies/rate-limit-policy-store.ts); an
  * unknown one is a 400 naming the field. Every write that changes something records a config
  * version in its transaction; a patch that leaves the account as it is records none.
  */
 import type pg from 'pg';
 import { invalidField } from '../config/config-fields.js';
+import { findAccount } from '../billing/billing-views.js';
 import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
@@ -17,8 +19,8 @@ import type { AccountRow } from './account-view.js';
 const SELECT = `select a.id, a.name, a.status, p.name as "rateLimitPolicy", a.created_at as "createdAt"
   from accounts a left join rate_limit_policies p on p.id = a.rate_limit_policy_id`;
 
-function notFound(name: string): Error {
-  return zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named '${name}'.`);
+function notFound(nameOrId: string): Error {
+  return zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named or with id '${nameOrId}'.`);
 }
 
 /** The policy id for `rateLimitPolicy` (undefined = keep, null = none), or a 400 naming the field. */
@@ -60,9 +62,11 @@ export async function listAccounts(db: Queryable, page: { limit: number; after?:
   return { accounts, next: rows.length > page.limit ? accounts.at(-1)?.name : undefined };
 }
 
-export async function getAccount(db: Queryable, name: string): Promise<AccountRow> {
-  const { rows } = await db.query<AccountRow>(`${SELECT} where a.name = $1 and a.deleted_at is null`, [name]);
-  if (!rows[0]) throw notFound(name);
+/** The live account named `nameOrId`, else the one with that id (a name first, as findAccount). */
+export async function getAccount(db: Queryable, nameOrId: string): Promise<AccountRow> {
+  const found = await findAccount(db, nameOrId);
+  const { rows } = found === undefined ? { rows: [] } : await db.query<AccountRow>(`${SELECT} where a.id = $1 and a.deleted_at is null`, [found.id]);
+  if (!rows[0]) throw notFound(nameOrId);
   return rows[0];
 }
 
@@ -72,14 +76,17 @@ export async function lockAccountByName(client: pg.PoolClient, name: string): Pr
   return rows[0];
 }
 
-export async function patchAccount(pool: pg.Pool, name: string, patch: AccountPatch): Promise<ConfigMutationResult<AccountRow>> {
+/** Patches the live account named `nameOrId`, else the one with that id (a name first, as findAccount). */
+export async function patchAccount(pool: pg.Pool, nameOrId: string, patch: AccountPatch): Promise<ConfigMutationResult<AccountRow>> {
   return withConfigChange(pool, async (client) => {
-    const { rows } = await client.query<{ id: string; status: string; rateLimitPolicyId: string | null }>(
-      'select id, status, rate_limit_policy_id as "rateLimitPolicyId" from accounts where name = $1 and deleted_at is null for update',
-      [name],
+    const found = await findAccount(client, nameOrId);
+    // Locked by id, still live: an account is never renamed, but it may have been deleted since.
+    const { rows } = found === undefined ? { rows: [] } : await client.query<{ id: string; status: string; rateLimitPolicyId: string | null }>(
+      'select id, status, rate_limit_policy_id as "rateLimitPolicyId" from accounts where id = $1 and deleted_at is null for update',
+      [found.id],
     );
     const current = rows[0];
-    if (current === undefined) throw notFound(name);
+    if (current === undefined) throw notFound(nameOrId);
     const id = current.id;
     // Resolved before the comparison, so an unknown policy is a 400 whatever else the patch says.
     const rateLimitPolicyId = patch.rateLimitPolicy === undefined ? undefined : await policyId(client, patch.rateLimitPolicy);

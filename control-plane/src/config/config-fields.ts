@@ -115,7 +115,8 @@ export function describeConfigIssues(issues: readonly z.core.$ZodIssue[]): strin
 /** Parses with `schema` or throws ZN_ERR_CP_INVALID_REQUEST naming each field and rule. */
 export function parseConfigInput<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   const result = schema.safeParse(body);
-  if (!result.success) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeConfigIssues(result.error.issues));
+  // The zod error as cause: the error handler names its first field as the body's `param`.
+  if (!result.success) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeConfigIssues(result.error.issues), { cause: result.error });
   return result.data;
 }
 

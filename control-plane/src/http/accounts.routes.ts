@@ -1,4 +1,4 @@
-/** The accounts admin API (inside the /api/v1 admin scope): create, list (by name, in keyset pages), show, patch. */
+/** The accounts admin API (inside the /api/v1 admin scope): create, list (by name, in keyset pages), show, patch (an account by name or id, a name first, as billing's `{account}`). */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';

@@ -2,9 +2,12 @@
  * Turns every failure into an entry of the error table: ZenovaErrors as they are, fastify's own
  * client errors (bad JSON, body too large, …) into their codes, an unreachable database into a
  * retryable 503, and anything else into ZN_ERR_CP_INTERNAL — logged with its stack, answered
- * without internals.
+ * without internals. Every body has `param`, as OpenAI's and the node's do: the first offending
+ * field of a schema refusal, else null.
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { fieldPath, shownFieldName } from '../config/config-fields.js';
 import { consoleSecurityHeaders } from '../console/console-assets.routes.js';
 import { isDatabaseUnavailable } from '../db/connection-errors.js';
 import { ZenovaError, zenovaError } from '../errors.js';
@@ -66,6 +69,21 @@ export function toZenovaError(err: unknown, bodyLimit?: number): ZenovaError {
   return zenovaError('ZN_ERR_CP_INTERNAL', undefined, { cause: err });
 }
 
+/**
+ * The body's `param`: for a schema refusal (a ZenovaError whose cause is the zod error; routes'
+ * zod schemas and parseConfigInput throw them so), the first issue's field as its message names it
+ * (`name`, `targets[0].weight`, a query's `limit`; an unknown field's own name); else null. A field
+ * name that could be a pasted secret is never echoed (shownFieldName): it names its object instead.
+ */
+export function paramOf(error: ZenovaError): string | null {
+  if (!(error.cause instanceof z.ZodError)) return null;
+  const first = error.cause.issues[0];
+  if (first === undefined) return null;
+  const unknownKey = first.code === 'unrecognized_keys' ? first.keys[0] : undefined;
+  const path = unknownKey !== undefined && shownFieldName(unknownKey) === unknownKey ? [...first.path, unknownKey] : first.path;
+  return path.length === 0 ? null : fieldPath(path);
+}
+
 export function errorHandler(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
   const error = toZenovaError(err, request.routeOptions.bodyLimit);
   if (error.code === 'ZN_ERR_CP_INTERNAL') {
@@ -78,7 +96,7 @@ export function errorHandler(err: unknown, request: FastifyRequest, reply: Fasti
   if (error.retryable && error.status === 503) void reply.header('retry-after', '1');
   // RFC 6750: tell the client which scheme to use.
   if (error.code === 'ZN_ERR_CP_UNAUTHENTICATED') void reply.header('www-authenticate', 'Bearer realm="zenova-admin"');
-  void reply.status(error.status).send(error.toBody());
+  void reply.status(error.status).send(error.toBody(paramOf(error)));
 }
 
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {

@@ -52,7 +52,8 @@ export const zodValidatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, m
   return (data: unknown) => {
     const result = zodSchema.safeParse(data);
     if (result.success) return { value: result.data };
-    return { error: zenovaError('ZN_ERR_CP_INVALID_REQUEST', describe(result.error.issues)) };
+    // The zod error as cause: the error handler names its first field as the body's `param`.
+    return { error: zenovaError('ZN_ERR_CP_INVALID_REQUEST', describe(result.error.issues), { cause: result.error }) };
   };
 };
 
@@ -118,7 +119,9 @@ export function checkWindowOrder<T extends { from?: number | undefined; to?: num
 
 /** The same refusal for a `from` not before a `to` the route filled in (now): never a backwards window. */
 export function windowOrderError(): ZenovaError {
-  return zenovaError('ZN_ERR_CP_INVALID_REQUEST', `query field 'from': ${WINDOW_ORDER_RULE}`);
+  // As checkWindowOrder's issue, so the body's `param` is 'from' here too.
+  const issue: z.core.$ZodIssue = { code: 'custom', input: undefined, path: ['from'], message: WINDOW_ORDER_RULE };
+  return zenovaError('ZN_ERR_CP_INVALID_REQUEST', `query field 'from': ${WINDOW_ORDER_RULE}`, { cause: new z.ZodError([issue]) });
 }
 
 export const zodSerializerCompiler: FastifySerializerCompiler<unknown> = ({ schema, method, url, httpStatus }) => {

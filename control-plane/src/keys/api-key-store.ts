@@ -5,6 +5,7 @@
  */
 import type pg from 'pg';
 import { lockAccountByName } from '../accounts/account-store.js';
+import { findAccount } from '../billing/billing-views.js';
 import { throwProblems } from '../config/config-fields.js';
 import { withConfigChange } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
@@ -94,15 +95,16 @@ export function listApiKeysQuery(filter: ApiKeyListFilter): { text: string; valu
   };
 }
 
-/** One page of keys (expired and revoked ones included), of all live accounts or the one named; `next` when more follow. */
+/** One page of keys (expired and revoked ones included), of all live accounts or the one named (or with that id); `next` when more follow. */
 export async function listApiKeys(
   db: Queryable, filter: { account?: string | undefined; limit: number; cursor?: NewestFirstCursor | undefined },
 ): Promise<{ keys: ApiKeyRow[]; next: NewestFirstCursor | undefined }> {
   let accountId: string | undefined;
   if (filter.account !== undefined) {
-    const { rows: accounts } = await db.query<{ id: string }>('select id from accounts where name = $1 and deleted_at is null', [filter.account]);
-    if (accounts[0] === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named '${filter.account}'.`);
-    accountId = accounts[0].id;
+    // A name or an id, a name first, as the billing routes and /requests?account= take it.
+    const account = await findAccount(db, filter.account);
+    if (account === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND', `No account named or with id '${filter.account}'.`);
+    accountId = account.id;
   }
   const { rows } = await db.query<ApiKeyRow & { createdUs: string }>(listApiKeysQuery({ accountId, limit: filter.limit, cursor: filter.cursor }));
   const page = rows.slice(0, filter.limit);

@@ -290,6 +290,6 @@ export type NodeNetworkPatch = z.output<typeof nodeNetworkPatchSchema>;
 /** Parses with `schema` or throws ZN_ERR_CP_INVALID_REQUEST naming each field and rule. */
 export function parseNodeInput<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   const result = schema.safeParse(body);
-  if (!result.success) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeConfigIssues(result.error.issues));
+  if (!result.success) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', describeConfigIssues(result.error.issues), { cause: result.error });
   return result.data;
 }

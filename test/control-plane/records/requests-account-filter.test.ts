@@ -123,7 +123,7 @@ t.test('an account filter no account could have is a 400 naming the field and it
   ] as const) {
     const res = await call('GET', `/api/v1/requests?account=${value}`);
     t.equal(res.statusCode, 400, value);
-    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: `query field 'account': ${rule}` } }, value);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: 'account', message: `query field 'account': ${rule}` } }, value);
   }
   const res = await call('GET', `/api/v1/requests?accountId=${acme}`);
   t.equal(res.statusCode, 400, 'the parameter is account, as on /leases');
@@ -133,7 +133,7 @@ t.test('an account filter naming no account is a 404, as /leases?account= answer
   for (const unknown of ['no-such-account', '00000000-0000-4000-8000-000000000000']) {
     const res = await call('GET', `/api/v1/requests?account=${unknown}`);
     t.equal(res.statusCode, 404, unknown);
-    t.same(res.json<{ error: { code: string; message: string } }>().error, { code: 'ZN_ERR_CP_ACCOUNT_NOT_FOUND', type: 'not_found_error', message: `No account named or with id '${unknown}'.` }, unknown);
+    t.same(res.json<{ error: { code: string; message: string } }>().error, { code: 'ZN_ERR_CP_ACCOUNT_NOT_FOUND', type: 'not_found_error', param: null, message: `No account named or with id '${unknown}'.` }, unknown);
     const leases = await call('GET', `/api/v1/leases?account=${unknown}`);
     t.equal(leases.statusCode, 404, `${unknown}: /leases answers so too`);
   }

@@ -138,7 +138,7 @@ t.test('a window whose from is not before its to is refused naming from, not ans
   for (const q of [`?from=${base + 5000}&to=${base + 2000}`, '?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z', `?from=${base}&to=${base}`]) {
     const res = await call('GET', `/api/v1/requests${q}`);
     t.equal(res.statusCode, 400, q);
-    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, q);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: 'from', message: "query field 'from': must be before 'to' (from is inclusive, to exclusive)" } }, q);
   }
   t.equal((await list(`?from=${base}&to=${base + 1}`)).requests.length, 1, 'a window of one millisecond holds its record');
 });
@@ -154,7 +154,7 @@ t.test('an ISO bound finer than a millisecond is refused naming the rule, not cu
   ] as const) {
     const res = await call('GET', `/api/v1/requests${q}`);
     t.equal(res.statusCode, 400, q);
-    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', message: `query field '${field}': ${rule}` } }, q);
+    t.same(res.json(), { error: { code: 'ZN_ERR_CP_INVALID_REQUEST', type: 'invalid_request_error', param: field, message: `query field '${field}': ${rule}` } }, q);
   }
   const narrow = await call('GET', '/api/v1/requests?from=2026-11-01T08:00:00.0001Z&to=2026-11-01T08:00:00.0009Z');
   t.equal(narrow.statusCode, 400);
