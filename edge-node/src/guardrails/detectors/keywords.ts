@@ -142,7 +142,11 @@ function entry(cp: number): number {
   let block = BLOCKS[key];
   if (block === undefined) {
     block = new Int32Array(256);
-    for (let i = 0; i < 256; i++) block[i] = entryOf((key << 8) | i);
+    // Planes 4–13 (unassigned) and 15–16 (private use) fold to themselves: filled without asking
+    // Unicode, so a text touching every block costs a few hundred ms once, not a second or more.
+    const plane = key >>> 8;
+    const plain = (plane >= 4 && plane <= 13) || plane >= 15;
+    for (let i = 0; i < 256; i++) block[i] = plain ? ((key << 8) | i) << 3 : entryOf((key << 8) | i);
     BLOCKS[key] = block;
   }
   return block[cp & 0xff]!;
@@ -285,10 +289,22 @@ export function compileKeywords(keywords: readonly string[]): KeywordFinder {
   let lastText: string | null = null;
   let lastFrom = -1;
   let lastPartial = -1;
+  // The text is let go once the synchronous turn that scanned it ends (the stream guard asks for
+  // `partial` in the same turn): the detector lives in the compiled-policy cache, so holding the
+  // last prompt or answer it scanned would keep callers' text in memory for the process's life.
+  let forgetQueued = false;
+  const forget = (): void => {
+    forgetQueued = false;
+    lastText = null;
+  };
 
   const find = (text: string, from = 0): Match[] => {
     // Kept for a stream's scan (its held text is at most the hold cap and its context), not a whole body.
     lastText = text.length <= PARTIAL_TEXT_CHARS ? text : null;
+    if (lastText !== null && !forgetQueued) {
+      forgetQueued = true;
+      queueMicrotask(forget);
+    }
     lastFrom = from;
     lastPartial = -1;
     if (count === 0) return [];
