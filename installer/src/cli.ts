@@ -72,6 +72,9 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
   try {
     if (name === undefined) throw new UsageError('no command given', undefined);
     if (name === '--help' || name === '-h' || name === 'help') {
+      // `zenova help install`: that command's help, as `zenova install --help` prints it.
+      const [topic] = rest;
+      if (rest.length === 1 && topic !== undefined && Object.hasOwn(COMMANDS, topic)) return await (await COMMANDS[topic]!()).run(['--help'], ctx);
       refuseWordsAfter(name, rest);
       ctx.stdout.write(MAIN_USAGE);
       return EXIT_OK;

@@ -29,3 +29,11 @@ t.test('a word after --version, --help, -h or help is a usage error that never p
   t.match(two, { code: 2, stderr: /^zenova-node: unexpected argument: 2 values after --version \(not shown: it may be a token\)/ });
   t.match(await run(['--version', '--json']), { code: 2, stderr: /^zenova-node: unexpected argument "--json" after --version: zenova-node --version takes no arguments\n\nUsage: zenova-node / });
 });
+
+t.test('help, --help or -h before a command name prints that command\'s help, as COMMAND --help does, exit 0', async (t) => {
+  for (const command of ['serve', 'enroll', 'status', 'doctor']) {
+    const own = await run([command, '--help']);
+    t.equal(own.code, 0, `${command} --help`);
+    for (const flag of ['help', '--help', '-h']) t.same(await run([flag, command]), own, `${flag} ${command}`);
+  }
+});

@@ -1,6 +1,8 @@
 /**
- * An install dir on a filesystem kept in memory (tmpfs, ramfs) is NODE-DIR-IN-MEMORY, a blocking
- * finding: the node's identity, spool and unsent billable records would vanish at the next reboot.
+ * An install dir on a filesystem kept in memory (tmpfs, ramfs) gets the warning NODE-DIR-IN-MEMORY:
+ * the node's identity, spool and unsent billable records would vanish at the next reboot unless the
+ * image restores them. A warning, not a refusal: a container's or live system's root may be a tmpfs
+ * (systemd-nspawn's is, in the e2e install test); /run and /dev/shm are refused by the path rules.
  * The mount is found by the probe wherever it is (a tmpfs mounted on /data), not only by the path
  * rules; --check-only reports it too, and a disk filesystem passes.
  */
@@ -34,15 +36,15 @@ async function install(fsType: string, extra: string[]): Promise<{ exit: number;
   return { exit, out: cli.out(), changed: JSON.stringify(listTree(root)) !== JSON.stringify(before) };
 }
 
-t.test('an install dir on tmpfs or ramfs is NODE-DIR-IN-MEMORY: exit 1, nothing written', async (t) => {
+t.test('an install dir on tmpfs or ramfs gets the warning NODE-DIR-IN-MEMORY naming the mount, and the install goes on', async (t) => {
   for (const fsType of ['tmpfs', 'ramfs']) {
     for (const extra of [['--check-only'], ['--token-file', '-']]) {
       const what = `${fsType} ${extra[0]}`;
       const r = await install(fsType, extra);
-      t.equal(r.exit, 1, `${what}: exit 1`);
-      t.match(r.out, `✗ NODE-DIR-IN-MEMORY: ${DIR} is on /data (${fsType}), a filesystem in memory: the node's identity, spool and unsent billable records would be lost at the next reboot\n`, `${what}: the finding names the mount`);
-      t.match(r.out, /blocking finding; nothing was written/, `${what}: it blocks`);
-      t.equal(r.changed, false, `${what}: nothing written`);
+      t.equal(r.exit, 0, `${what}: exit 0`);
+      t.match(r.out, `! NODE-DIR-IN-MEMORY: ${DIR} is on /data (${fsType}), a filesystem in memory: the node's identity, spool and unsent billable records would be lost at the next reboot\n`, `${what}: the warning names the mount`);
+      t.notMatch(r.out, /blocking finding/, `${what}: it does not block`);
+      t.equal(r.changed, extra[0] !== '--check-only', `${what}: written only by a real install`);
     }
   }
 });

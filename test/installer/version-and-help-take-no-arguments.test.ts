@@ -58,3 +58,11 @@ t.test('a word after help, --help or -h is a usage error that never prints it an
     }
   }
 });
+
+t.test('help, --help or -h before a command name prints that command\'s help, as COMMAND --help does, exit 0', async (t) => {
+  const own = await run('install', '--help');
+  t.equal(own.exit, 0);
+  t.match(own.out, /install node/);
+  for (const flag of ['help', '--help', '-h']) t.same(await run(flag, 'install'), own, `${flag} install`);
+  t.same(await run('help', 'status'), await run('status', '--help'), 'help status');
+});

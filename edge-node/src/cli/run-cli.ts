@@ -25,6 +25,9 @@ export type { CliIo } from './cli-io.js';
  * pasted in the wrong place) is refused saying where it was, never what it was, as `zenova` does;
  * only an option-shaped first word is named. (A command's own `--help` is parseCli's.)
  */
+/** The commands `zenova-node help COMMAND` shows the help of (parseCli's). */
+const NODE_COMMANDS = ['serve', 'enroll', 'status', 'doctor'];
+
 function refuseWordsAfterTopFlag(argv: readonly string[]): void {
   const [flag, first, ...more] = argv;
   if (flag === undefined || first === undefined || !['--version', '--help', '-h', 'help'].includes(flag)) return;
@@ -36,8 +39,11 @@ function refuseWordsAfterTopFlag(argv: readonly string[]): void {
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   let command;
   try {
-    refuseWordsAfterTopFlag(argv);
-    command = parseCli(argv, process.env);
+    // `zenova-node help enroll`: that command's help, as `zenova-node enroll --help` prints it.
+    const [flag, topic] = argv;
+    const asked = argv.length === 2 && ['--help', '-h', 'help'].includes(flag ?? '') && NODE_COMMANDS.includes(topic ?? '') ? [topic!, '--help'] : argv;
+    refuseWordsAfterTopFlag(asked);
+    command = parseCli(asked, process.env);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     io.stderr.write(`zenova-node: ${err.message}\n\n${err.usage}`);

@@ -94,9 +94,6 @@ const OPTIONS = {
 
 type TokenSource = { from: 'argument'; value: string } | { from: 'file'; file: string } | { from: 'stdin' } | undefined;
 
-/** NODE-TOKEN-ARGUMENT's cause (never the token itself). */
-const TOKEN_ARGUMENT_CAUSE = 'the token was given with --token on the command line, where every user of this host could read it in the process list (ps) while the installer ran';
-
 /** Reads `--token-file -` from the command's standard input. */
 async function tokenFromStdin(ctx: CliContext): Promise<string> {
   if (ctx.stdin === undefined) throw new UsageError('--token-file - reads the token from standard input, which this run does not have', HELP);
@@ -211,8 +208,6 @@ export async function runInstall(argv: readonly string[], ctx: CliContext, host:
       tokenWarning = read.warning;
     }
   }
-  // Already seen by then: argv is readable by every user of the host (ps, /proc/PID/cmdline).
-  if (tokenSource?.from === 'argument') tokenWarning = finding('NODE-TOKEN-ARGUMENT', TOKEN_ARGUMENT_CAUSE);
   const listen = await listenAddress(listenOption, reenroll, host);
   if (reenroll && tlsFiles !== undefined) await refuseTlsOnReenroll(host);
 
