@@ -187,8 +187,8 @@ export class TargetHealth {
   }
 
   /**
-   * A config swap from `before` to `after`: every upstream of both whose key changed (set, removed
-   * or replaced) starts afresh — its targets' failures, ejections and cooldowns forgotten, under any
+   * A config swap from `before` to `after`: every upstream whose key changed (set, removed or
+   * replaced), or that `after` no longer has, starts afresh — its targets' failures, ejections and cooldowns forgotten, under any
    * base URL, and replies to attempts still under way with the old key ignored. Everything else is
    * kept as it is. Returns the targets that were ejected and so are back in their place, for the log.
    */
@@ -196,7 +196,8 @@ export class TargetHealth {
     const changed = new Set<string>();
     for (const [name, old] of before.upstreams) {
       const next = after.upstreams.get(name);
-      if (next === undefined || next.apiKey === old.apiKey) continue;
+      if (next !== undefined && next.apiKey === old.apiKey) continue;
+      // Removed too: one added again later (maybe with a new key) must not find its old ejection.
       changed.add(name);
       this.superseded.add(old);
     }
@@ -207,7 +208,7 @@ export class TargetHealth {
     for (const [key, state] of this.states) {
       if (!changed.has(state.upstream)) continue;
       this.states.delete(key);
-      if (state.ejectedUntil !== 0) restored.push({ upstream: state.upstream, model: state.model });
+      if (state.ejectedUntil !== 0 && after.upstreams.has(state.upstream)) restored.push({ upstream: state.upstream, model: state.model });
     }
     return restored;
   }

@@ -221,13 +221,13 @@ t.test("a config swap that changes an upstream's key forgets that upstream's tar
   t.ok(health.isEjected({ upstream: after.upstreams.get('b')!, upstreamModel: 'm1', weight: 1 }), 'in the new snapshot too');
 });
 
-t.test('a key set, removed or replaced is a change; an upstream that is gone or new is not', async (t) => {
+t.test('a key set, removed or replaced is a change; an upstream that is gone is forgotten (not logged as back), a new one has nothing to forget', async (t) => {
   const health = new TargetHealth({ failureThreshold: 1 });
   const before = configOf(keyed('none', undefined), keyed('set', 'sk-1'), keyed('gone', 'sk-g'));
   for (const u of before.upstreams.values()) health.note({ upstream: u, upstreamModel: 'm', weight: 1 }, 'failed', 0);
   const restored = health.keysChanged(before, configOf(keyed('none', 'sk-now'), keyed('set', undefined), keyed('new', 'sk-n')));
   t.same(restored.map((x) => x.upstream).sort(), ['none', 'set']);
-  t.ok(health.isEjected({ upstream: keyed('gone', 'sk-g'), upstreamModel: 'm', weight: 1 }), 'an upstream the new config lacks keeps its state (it shows nowhere)');
+  t.notOk(health.isEjected({ upstream: keyed('gone', 'sk-g'), upstreamModel: 'm', weight: 1 }), 'an upstream the new config lacks is forgotten: added again later, it starts afresh');
 });
 
 t.test('replies to attempts made with the old key, still under way at the swap, are not noted; those with the new key are', async (t) => {
