@@ -1,6 +1,7 @@
 // Keyword lists: case-insensitive, width- and compatibility-insensitive (full-width `ＶＰＮ` is `VPN`,
 // half-width `ｶﾞ` is `ガ`, mathematical `𝐛` is `b`), blind to invisible characters (`pass\u200Bword`
-// is `password`) and to how an accent is written (`é` or `e` + U+0301), compiled once into an
+// is `password`) and decorative marks (`v̲p̲n̲` is `vpn`), and to how accents are written (`é` or
+// `e` + U+0301; stacked marks in any order), compiled once into an
 // Aho-Corasick automaton so the scan is one pass whatever the list's length. A keyword that starts
 // (ends) with an ASCII letter or digit only matches where the text has no ASCII letter or digit
 // just before (after) it, so "ass" does not hit "class"; CJK keywords match anywhere (the script has
@@ -23,7 +24,9 @@ function node(depth: number): TrieNode {
 
 // The fold of every code point, read from a table (blocks of 256 code points), each entry an int32:
 //   bits 0-1: SINGLE (bits 3+: one code point), EXPAND (bits 3+: offset in EXPANSIONS of
-//             [length, UTF-16 units…]), IGNORE (folds to nothing), DOT (U+0307, see below);
+//             [length, UTF-16 units…]), IGNORE (folds to nothing), ATTACH (bits 3+: the code point;
+//             U+0307, see below, or a decorative mark: no unit of its own, it joins the span of the
+//             character before it);
 //   bit 2 (CONT): the fold starts with a combining mark or a Hangul vowel or final consonant, which
 //             belongs to the character before it (a match never ends just before one: `e` is not
 //             `é`, `カ` is not `ガ`, `하` is not `한`, whichever way each is written).
@@ -34,6 +37,15 @@ function node(depth: number): TrieNode {
 // hyphen, variation selectors, tags, bidi controls, Hangul fillers) dropped. A whole default-
 // ignorable code point folds to nothing.
 //
+// Decorative marks (`isDecorative`: enclosing marks, the line and overlay marks U+0305, U+0332–U+0337
+// and U+033F, the marks for symbols U+20D0–U+20FF, the half marks U+FE20–U+FE2F) make no letter in
+// any writing, so they are read through as invisible characters are, in the list and the text
+// alike: `v̲p̲n̲` and `v̶p̶n̶` are `vpn`. Unlike an invisible character a decorative mark belongs to the
+// letter before it, so a match's span takes in those after its last letter (the mask covers them).
+// U+0338 is not one: `≠` is `=` + U+0338. Other marks stay significant (an accent belongs to its
+// letter), in canonical order: two or more marks on one letter are compared sorted by their
+// canonical combining class (`markRank`), as NFD orders them, so `a` + U+0301 + U+0323 is `ạ́`.
+//
 // Case folding: lower case alone is not a fold: Greek final sigma `ς` stays apart from the `σ` that
 // `Σ` lowers to (a keyword `ΚΩΔΙΚΟΣ` missed `κωδικος`), and `İ` lowers to two code points; so the
 // lower case of the upper case is taken where each is one code point, and `İ` folds to `i` (with
@@ -42,7 +54,7 @@ function node(depth: number): TrieNode {
 const SINGLE = 0;
 const EXPAND = 1;
 const IGNORE = 2;
-const DOT = 3;
+const ATTACH = 3;
 const CONT = 4;
 
 const DOTTED_CAPITAL_I = 0x130;
@@ -54,6 +66,18 @@ const SMALL_I = 0x69;
 
 const IGNORABLE_RE = /^\p{Default_Ignorable_Code_Point}$/u;
 const MARK_RE = /^\p{M}$/u;
+const ENCLOSING_MARK_RE = /^\p{Me}$/u;
+
+// One mark of each canonical combining class, in ascending order of class (1, 6, 7, …, 240): NFD
+// puts a mark before another of a higher class, which tells where a mark's class falls among them.
+const CLASS_MARKS = [
+  0x334, 0x16ff0, 0x93c, 0x3099, 0x94d, 0x5b0, 0x5b1, 0x5b2, 0x5b3, 0x5b4, 0x5b5, 0x5b6, 0x5b7, 0x5b8, 0x5b9, 0x5bb,
+  0x5bc, 0x5bd, 0x5bf, 0x5c1, 0x5c2, 0xfb1e, 0x64b, 0x64c, 0x64d, 0x618, 0x619, 0x61a, 0x651, 0x652, 0x670, 0x711,
+  0xc55, 0xc56, 0xe38, 0xe48, 0xeb8, 0xec8, 0xf71, 0xf72, 0xf74, 0x321, 0x1dce, 0x31b, 0x1dfa, 0x316, 0x59a, 0x302e,
+  0x1d16d, 0x5ae, 0x300, 0x315, 0x35c, 0x35d, 0x345,
+].map((cp) => String.fromCodePoint(cp));
+/** Most marks one letter's run is put in canonical order with; a longer run is compared as written. */
+const MAX_CLUSTER = 32;
 
 const EXPANSIONS: number[] = [];
 /** Texts up to this long are remembered for `partial` (a stream's scan: the hold cap and context). */
@@ -61,6 +85,9 @@ const PARTIAL_TEXT_CHARS = 128 * 1024;
 // Built a block at a time, as texts first hold one: a text touches few of them, so a node builds
 // what its traffic reads (a few milliseconds at most) rather than all of Unicode up front.
 const BLOCKS: Array<Int32Array | undefined> = new Array<Int32Array | undefined>(0x1100);
+/** Each code point's `markRank`, built with its block of BLOCKS. */
+const RANKS: Array<Uint8Array | undefined> = new Array<Uint8Array | undefined>(0x1100);
+const NO_RANKS = new Uint8Array(256);
 
 /** The code point `s` is made of, or -1 when it is not exactly one. */
 function oneCodePoint(s: string): number {
@@ -81,6 +108,34 @@ function caseFold(cp: number): number {
 
 function isIgnorable(cp: number): boolean {
   return IGNORABLE_RE.test(String.fromCodePoint(cp));
+}
+
+/** A mark that makes no letter (see above): read through, joining the character before it. */
+function isDecorative(cp: number): boolean {
+  if (cp === 0x305 || (cp >= 0x332 && cp <= 0x337) || cp === 0x33f) return true;
+  const s = String.fromCodePoint(cp);
+  if ((cp >= 0x20d0 && cp <= 0x20ff) || (cp >= 0xfe20 && cp <= 0xfe2f)) return MARK_RE.test(s);
+  return ENCLOSING_MARK_RE.test(s);
+}
+
+/**
+ * A mark's canonical combining class as a rank (0 for a class of 0, else 1 + the number of classes
+ * below it): the order NFD gives marks on one letter. Asked of Unicode once per code point, as its
+ * block is built.
+ */
+function markRank(cp: number): number {
+  const m = String.fromCodePoint(cp);
+  // Whether NFD puts `b` before `a` (so 0 < class(b) < class(a)).
+  const swapped = (a: string, b: string): boolean => `a${a}${b}`.normalize('NFD') === `a${b}${a}`;
+  let lo = 0;
+  let hi = CLASS_MARKS.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (swapped(m, CLASS_MARKS[mid]!)) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo > 0) return lo + 1;
+  return swapped(CLASS_MARKS[1]!, m) ? 1 : 0;
 }
 
 /** Whether `cp` belongs to the character before it: a combining mark, a Hangul vowel or final. */
@@ -111,15 +166,16 @@ function foldCodePoint(cp: number): number[] {
     cps = next;
     if (same) break;
   }
-  return cps.filter((c) => !isIgnorable(c));
+  return cps.filter((c) => !isIgnorable(c) && !isDecorative(c));
 }
 
 function entryOf(cp: number): number {
   if (cp < 0x80) return (cp >= 0x41 && cp <= 0x5a ? cp + 0x20 : cp) << 3;
-  if (cp === COMBINING_DOT_ABOVE) return (cp << 3) | DOT | CONT;
+  if (cp === COMBINING_DOT_ABOVE) return (cp << 3) | ATTACH | CONT;
   if (cp >= 0xd800 && cp <= 0xdfff) return cp << 3; // a lone surrogate stays itself
   const s = String.fromCodePoint(cp);
   if (IGNORABLE_RE.test(s)) return IGNORE;
+  if (isDecorative(cp)) return (cp << 3) | ATTACH;
   // Most code points fold to themselves: no decomposition, no case.
   if (s.normalize('NFKD') === s && s.toLowerCase() === s && s.toUpperCase() === s) return (cp << 3) | (continues(cp) ? CONT : 0);
   const cps = foldCodePoint(cp);
@@ -146,10 +202,50 @@ function entry(cp: number): number {
     // Unicode, so a text touching every block costs a few hundred ms once, not a second or more.
     const plane = key >>> 8;
     const plain = (plane >= 4 && plane <= 13) || plane >= 15;
-    for (let i = 0; i < 256; i++) block[i] = plain ? ((key << 8) | i) << 3 : entryOf((key << 8) | i);
+    let ranks = NO_RANKS;
+    for (let i = 0; i < 256; i++) {
+      const c = (key << 8) | i;
+      block[i] = plain ? c << 3 : entryOf(c);
+      if (!plain && (block[i]! & CONT) !== 0) {
+        if (ranks === NO_RANKS) ranks = new Uint8Array(256);
+        ranks[i] = markRank(c);
+      }
+    }
+    RANKS[key] = ranks;
     BLOCKS[key] = block;
   }
   return block[cp & 0xff]!;
+}
+
+/** The `markRank` of a code point (0 for all but marks). */
+function rankOf(cp: number): number {
+  if (cp < 0x300) return 0;
+  entry(cp);
+  return RANKS[cp >>> 8]![cp & 0xff]!;
+}
+
+/**
+ * Puts each run of marks of a non-zero class in `cps[from..n)` in canonical order (a stable sort by
+ * rank, as NFD does); returns whether anything moved.
+ */
+function canonicalOrder(cps: Int32Array | number[], from: number, n: number): boolean {
+  let moved = false;
+  for (let i = from + 1; i < n; i++) {
+    const c = cps[i]!;
+    const r = rankOf(c);
+    if (r === 0) continue;
+    let j = i;
+    while (j > from) {
+      if (rankOf(cps[j - 1]!) <= r) break; // a letter (rank 0) ends the run
+      cps[j] = cps[j - 1]!;
+      j--;
+    }
+    if (j !== i) {
+      cps[j] = c;
+      moved = true;
+    }
+  }
+  return moved;
 }
 
 /** The code point at `i` (a surrogate pair read whole) and its length in units, packed as cp * 4 + size. */
@@ -179,8 +275,8 @@ function unitBefore(text: string, from: number): number {
     const e = entry(cp);
     const kind = e & 3;
     if (kind === IGNORE) continue;
-    if (kind === DOT) {
-      sawDot = true;
+    if (kind === ATTACH) {
+      if (e >>> 3 === COMBINING_DOT_ABOVE) sawDot = true;
       continue;
     }
     const last = kind === EXPAND ? EXPANSIONS[(e >>> 3) + EXPANSIONS[e >>> 3]!]! : lastUnitOf(e >>> 3);
@@ -193,26 +289,59 @@ function lastUnitOf(cp: number): number {
   return cp > 0xffff ? 0xdc00 + ((cp - 0x10000) & 0x3ff) : cp;
 }
 
-/** `keyword` folded as the text is, as UTF-16 units. */
+/** Appends the code points of EXPANSIONS' entry at `at` (UTF-16 units) to `cps` from `n`; returns the new length. */
+function expansionCodePoints(at: number, cps: Int32Array | number[], n: number): number {
+  const end = at + EXPANSIONS[at]!;
+  for (let j = at + 1; j <= end; j++) {
+    const u = EXPANSIONS[j]!;
+    if (u >= 0xd800 && u <= 0xdbff && j < end) {
+      cps[n++] = ((u - 0xd800) << 10) + (EXPANSIONS[++j]! - 0xdc00) + 0x10000;
+    } else cps[n++] = u;
+  }
+  return n;
+}
+
+/** `keyword` folded as the text is (its marks in canonical order), as UTF-16 units. */
 function foldKeyword(keyword: string): number[] {
-  const units: number[] = [];
+  const cps: number[] = [];
   for (let i = 0; i < keyword.length; ) {
     const packed = codePointAt(keyword, i);
     i += packed & 3;
     const e = entry(Math.floor(packed / 4));
     const kind = e & 3;
     if (kind === IGNORE) continue;
-    if (kind === DOT && units.at(-1) === SMALL_I) continue;
-    if (kind === EXPAND) {
-      const at = e >>> 3;
-      for (let j = 1; j <= EXPANSIONS[at]!; j++) units.push(EXPANSIONS[at + j]!);
-    } else {
-      const cp = e >>> 3;
-      if (cp > 0xffff) units.push(0xd800 + ((cp - 0x10000) >> 10), lastUnitOf(cp));
-      else units.push(cp);
-    }
+    if (kind === ATTACH && (e >>> 3 !== COMBINING_DOT_ABOVE || cps.at(-1) === SMALL_I)) continue;
+    if (kind === EXPAND) expansionCodePoints(e >>> 3, cps, cps.length);
+    else cps.push(e >>> 3);
+  }
+  canonicalOrder(cps, 0, cps.length);
+  const units: number[] = [];
+  for (const cp of cps) {
+    if (cp > 0xffff) units.push(0xd800 + ((cp - 0x10000) >> 10), lastUnitOf(cp));
+    else units.push(cp);
   }
   return units;
+}
+
+/** Whether a character other than a mark or an invisible one comes after `at` in `text`. */
+function letterAfter(text: string, at: number): boolean {
+  for (let i = text.length; i > at + 1; ) {
+    let cp = text.charCodeAt(i - 1);
+    let size = 1;
+    if (cp >= 0xdc00 && cp <= 0xdfff && i >= 2) {
+      const high = text.charCodeAt(i - 2);
+      if (high >= 0xd800 && high <= 0xdbff) {
+        cp = ((high - 0xd800) << 10) + (cp - 0xdc00) + 0x10000;
+        size = 2;
+      }
+    }
+    i -= size;
+    if (i <= at) return false;
+    const e = entry(cp);
+    const kind = e & 3;
+    if (kind !== IGNORE && kind !== ATTACH && (e & CONT) === 0) return true;
+  }
+  return false;
 }
 
 function isAsciiWord(code: number): boolean {
@@ -284,6 +413,51 @@ export function compileKeywords(keywords: readonly string[]): KeywordFinder {
   // Matches ending at the last character, until the next one says whether they stand.
   const pending: number[] = [];
   const scratch = [0, 0];
+  // A letter and the marks after it when they are out of canonical order (`cluster`): its code
+  // points put in order, then as units.
+  const clusterCps = new Int32Array(MAX_CLUSTER * 2);
+  const clusterUnits = new Int32Array(MAX_CLUSTER * 4);
+  let clusterN = 0;
+  /**
+   * When marks follow the character at `i` (entry `e`, `size` units) and the fold of it and them is
+   * out of canonical order: that fold in order in `clusterUnits` (`clusterN` units), and the end of
+   * the last mark (decorative ones and invisible characters among them included); else -1.
+   */
+  const cluster = (text: string, i: number, e: number, size: number): number => {
+    let n = 1;
+    if ((e & 3) === EXPAND) n = expansionCodePoints(e >>> 3, clusterCps, 0);
+    else clusterCps[0] = e >>> 3;
+    let end = i + size;
+    let marks = 0;
+    for (let j = end; j < text.length; ) {
+      const packed = codePointAt(text, j);
+      j += packed & 3;
+      const f = entry(Math.floor(packed / 4));
+      const kind = f & 3;
+      if (kind === IGNORE) continue;
+      if (kind === ATTACH && (f >>> 3 !== COMBINING_DOT_ABOVE || clusterCps[n - 1] === SMALL_I)) {
+        end = j;
+        continue;
+      }
+      if ((f & CONT) === 0) break;
+      if (n >= MAX_CLUSTER) return -1;
+      if (kind === EXPAND) n = expansionCodePoints(f >>> 3, clusterCps, n);
+      else clusterCps[n++] = f >>> 3;
+      marks++;
+      end = j;
+    }
+    if (marks === 0 || !canonicalOrder(clusterCps, 0, n)) return -1;
+    let u = 0;
+    for (let c = 0; c < n; c++) {
+      const cp = clusterCps[c]!;
+      if (cp > 0xffff) {
+        clusterUnits[u++] = 0xd800 + ((cp - 0x10000) >> 10);
+        clusterUnits[u++] = lastUnitOf(cp);
+      } else clusterUnits[u++] = cp;
+    }
+    clusterN = u;
+    return end;
+  };
   // The last scan's undecided start (partial), for the stream guard's call right after find on the
   // same text.
   let lastText: string | null = null;
@@ -315,6 +489,11 @@ export function compileKeywords(keywords: readonly string[]): KeywordFinder {
     let k = -1;
     let pendingCount = 0;
     let pendingWordEnd = false;
+    // Where a possible match began that marks on its last letter undid, and where they were: a mark
+    // still to come may put them in another order (a stream's next delta), so while no other
+    // character follows them it is held as `partial`.
+    let markHold = -1;
+    let markHoldAt = -1;
     for (let i = from; i < text.length; ) {
       let cp = text.charCodeAt(i);
       let size = 1;
@@ -342,16 +521,30 @@ export function compileKeywords(keywords: readonly string[]): KeywordFinder {
         i += size;
         continue;
       }
-      if (kind === DOT && lastUnit === SMALL_I) {
-        // `i` + U+0307 is `i` (as `İ` is): the dot joins the i's character.
+      if (kind === ATTACH && (e >>> 3 !== COMBINING_DOT_ABOVE || lastUnit === SMALL_I)) {
+        // `i` + U+0307 is `i` (as `İ` is), and a decorative mark is read through: it joins the
+        // character before it.
         if (k >= 0) ringEnd[k & mask] = i + size;
         i += size;
         continue;
       }
-      let units: readonly number[];
+      let units: ArrayLike<number>;
       let offset: number;
       let n: number;
-      if (kind === EXPAND) {
+      const clusterEnd = (e & CONT) === 0 ? cluster(text, i, e, size) : -1;
+      if ((e & CONT) !== 0 && at !== root) {
+        markHold = ringStart[(k - at.depth + 1) & mask]!;
+        markHoldAt = i;
+      }
+      if (clusterEnd >= 0) {
+        // Fed as one character: a match neither ends nor starts inside it.
+        markHold = at !== root ? ringStart[(k - at.depth + 1) & mask]! : i;
+        markHoldAt = clusterEnd - 1;
+        units = clusterUnits;
+        offset = 0;
+        n = clusterN;
+        size = clusterEnd - i;
+      } else if (kind === EXPAND) {
         units = EXPANSIONS;
         offset = (e >>> 3) + 1;
         n = EXPANSIONS[e >>> 3]!;
@@ -418,6 +611,7 @@ export function compileKeywords(keywords: readonly string[]): KeywordFinder {
       const start = ringStart[(k - at.depth + 1) & mask]!;
       if (lastPartial < 0 || start < lastPartial) lastPartial = start;
     }
+    if (markHold >= 0 && (lastPartial < 0 || markHold < lastPartial) && !letterAfter(text, markHoldAt)) lastPartial = markHold;
     // Leftmost, then longest, without overlaps.
     found.sort((a, b) => a.start - b.start || b.end - a.end);
     const out: Match[] = [];
