@@ -23,6 +23,7 @@ import type { GatewayIdentity } from './gateway/tls-identity.js';
 import { createLogger, redactDatabaseUrl } from './logger.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { unknownOptionMessage } from '../../proto/src/index.js';
+import { wordsAfterTopFlagProblem } from '../../proto/src/cli-usage-errors.js';
 import { SettingsError, loadSettings, settingsVariables } from './settings.js';
 import type { Settings } from './settings.js';
 import { ConsoleTlsError, listenConsole, readConsoleTls } from './tls/console-server.js';
@@ -106,20 +107,24 @@ function installSignalHandlers(consoleListener: ConsoleListener, gateway: Gatewa
   process.on('SIGTERM', stop);
 }
 
+function usageError(problem: string): never {
+  process.stderr.write(`${PROGRAM}: ${problem}\n\n${usage()}`);
+  process.exit(2);
+}
+
 async function main(argv: string[]): Promise<void> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(usage());
-    return;
-  }
-  if (argv.includes('--version')) {
-    process.stdout.write(`${productVersion()}\n`);
+  const [first, ...words] = argv;
+  if (first === '--help' || first === '-h' || first === '--version') {
+    // They take no more words: one after them (often a token pasted in the wrong place) is refused
+    // saying where it was, never what it was, as zenova and zenova-node refuse it.
+    const problem = wordsAfterTopFlagProblem(PROGRAM, first, words, { commands: false });
+    if (problem !== undefined) usageError(problem);
+    process.stdout.write(first === '--version' ? `${productVersion()}\n` : usage());
     return;
   }
   if (argv.length > 0) {
     // Settings come from the environment only; a stray word may be a pasted secret, so it is not quoted.
-    const problem = argv[0]!.startsWith('-') ? unknownOptionMessage(argv[0]!.split('=')[0]!, ['help', 'version']) : `unexpected argument (not shown: it may be a secret); ${PROGRAM} takes no arguments but --help and --version: its settings come from the environment (see --help)`;
-    process.stderr.write(`${PROGRAM}: ${problem}\n\n${usage()}`);
-    process.exit(2);
+    usageError(argv[0]!.startsWith('-') ? unknownOptionMessage(argv[0]!.split('=')[0]!, ['help', 'version']) : `unexpected argument (not shown: it may be a secret); ${PROGRAM} takes no arguments but --help and --version: its settings come from the environment (see --help)`);
   }
 
   // The gateway's TLS key and the config-signing key are stored encrypted with it: no key, no gateway.

@@ -11,7 +11,7 @@ import { CommandFailure, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from '.
 import type { CliContext, Command } from './cli-context.js';
 import { ApiError, ConnectionError, UnexpectedResponseError } from './connection/admin-client.js';
 import { productVersion } from '../../proto/src/product-version.js';
-import { OPTION_SHAPE, unknownCommandMessage } from '../../proto/src/cli-usage-errors.js';
+import { unknownCommandMessage, wordsAfterTopFlagProblem } from '../../proto/src/cli-usage-errors.js';
 import { dropOutputToClosedPipes } from '../../proto/src/cli-closed-output.js';
 
 const PROGRAM = 'zenova';
@@ -22,6 +22,9 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   status: async () => (await import('./commands/status.js')).statusCommand,
   logs: async () => (await import('./commands/logs.js')).logsCommand,
 };
+
+/** What `zenova help COMMAND SUB` takes as SUB: a subcommand's shape (`node`, `create`), no token's. */
+const SUBCOMMAND_SHAPE = /^[a-z][a-z-]{1,30}$/;
 
 export const MAIN_USAGE = `Usage: ${PROGRAM} <command> [options]
 
@@ -38,14 +41,12 @@ Exit codes: 0 done, 1 refused, failed or a blocking finding (nothing written), 2
 /**
  * `zenova --version`, `--help` and `help` take no more words: one after them (`--version <TOKEN>`,
  * a token pasted in the wrong place) is a usage error that says where it was, never what it was,
- * as the commands' own stray arguments are refused (args.ts); only an option-shaped first word is named.
+ * as the commands' own stray arguments are refused (args.ts); only an option-shaped first word is
+ * named (proto's wordsAfterTopFlagProblem, as zenova-node and zenova-control say it).
  */
 function refuseWordsAfter(flag: string, words: readonly string[]): void {
-  const [first] = words;
-  if (first === undefined) return;
-  const advice = `${PROGRAM} ${flag} takes no arguments${flag === '--version' ? '' : `; for a command's options run "${PROGRAM} <command> --help"`}`;
-  if (OPTION_SHAPE.test(first)) throw new UsageError(`unexpected argument ${JSON.stringify(first)} after ${flag}: ${advice}`, undefined);
-  throw new UsageError(`unexpected argument: ${words.length === 1 ? 'a value' : `${words.length} values`} after ${flag} (not shown: it may be a token); ${advice}`, undefined);
+  const problem = wordsAfterTopFlagProblem(PROGRAM, flag, words);
+  if (problem !== undefined) throw new UsageError(problem, undefined);
 }
 
 function report(err: unknown, ctx: CliContext): number {
@@ -72,9 +73,15 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
   try {
     if (name === undefined) throw new UsageError('no command given', undefined);
     if (name === '--help' || name === '-h' || name === 'help') {
-      // `zenova help install`: that command's help, as `zenova install --help` prints it.
-      const [topic] = rest;
-      if (rest.length === 1 && topic !== undefined && Object.hasOwn(COMMANDS, topic)) return await (await COMMANDS[topic]!()).run(['--help'], ctx);
+      // `zenova help install`: that command's help, as `zenova install --help` prints it; and
+      // `zenova help install node` (the name as the usage above lists it) or `help gateway-node
+      // create`: as `COMMAND SUB --help` prints it. Only a short lower-case word is taken as SUB,
+      // never what could be a token pasted there.
+      const [topic, sub] = rest;
+      if (topic !== undefined && Object.hasOwn(COMMANDS, topic)) {
+        if (rest.length === 1) return await (await COMMANDS[topic]!()).run(['--help'], ctx);
+        if (rest.length === 2 && sub !== undefined && SUBCOMMAND_SHAPE.test(sub)) return await (await COMMANDS[topic]!()).run([sub, '--help'], ctx);
+      }
       refuseWordsAfter(name, rest);
       ctx.stdout.write(MAIN_USAGE);
       return EXIT_OK;

@@ -118,6 +118,30 @@ export function parseArgsProblem(err: unknown, known: readonly string[]): string
   return message;
 }
 
+/** The top-level flags that print and exit, and so take no more words: `--version`, `--help`, `-h`, `help`. */
+export const TOP_FLAGS_TAKING_NO_WORDS: readonly string[] = ['--version', '--help', '-h', 'help'];
+
+/** How wordsAfterTopFlagProblem advises a program. */
+export interface TopFlagWords {
+  /** Whether the program has commands of its own, each with its `--help` (zenova, zenova-node); default true. */
+  readonly commands?: boolean;
+}
+
+/**
+ * The usage message for words after a top-level `--version`, `--help`, `-h` or `help` (`flag`) of
+ * `program`, or undefined when `words` is empty. A word there is often a token pasted in the wrong
+ * place: the message says where it was and how many, never what it was; only an option-shaped
+ * first word (`--json`) is named. All three programs (zenova, zenova-node, zenova-control) use it.
+ */
+export function wordsAfterTopFlagProblem(program: string, flag: string, words: readonly string[], how: TopFlagWords = {}): string | undefined {
+  const [first] = words;
+  if (first === undefined) return undefined;
+  const commandHelp = flag !== '--version' && how.commands !== false ? `; for a command's options run "${program} <command> --help"` : '';
+  const advice = `${program} ${flag} takes no arguments${commandHelp}`;
+  if (OPTION_SHAPE.test(first)) return `unexpected argument ${JSON.stringify(first)} after ${flag}: ${advice}`;
+  return `unexpected argument: ${words.length === 1 ? 'a value' : `${words.length} values`} after ${flag} (not shown: it may be a token); ${advice}`;
+}
+
 /** What repeatedOptionProblem reads of parseArgs' options and tokens (`tokens: true`). */
 export interface OptionKinds {
   readonly [name: string]: { readonly type: 'string' | 'boolean'; readonly multiple?: boolean | undefined };

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { installDirProblem } from '../../installer/src/install/install-dir-rules.js';
 import { installDirProblem as controlPlaneRule } from '../../control-plane/src/nodes/node-validation.js';
+import { FORBIDDEN_INSTALL_ROOTS, forbiddenInstallRootRule } from '../../proto/src/install-dir-rules.js';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { buildNodePackage, releaseKeys } from './package-builder.js';
 import { captureCli, hostEnv, listTree } from './fake-host.js';
@@ -41,6 +42,19 @@ t.test('each §9.2 install-dir rule gives its code, and the control plane judges
   for (const [dir, code] of CASES) {
     t.equal(installDirProblem(dir)?.code, code, `${dir.slice(0, 40)} → ${code ?? 'ok'}`);
     t.equal(controlPlaneRule(dir) === undefined, code === undefined, `control plane agrees on ${dir.slice(0, 40)}`);
+  }
+});
+
+t.test('every forbidden root is refused by both sides with the one rule they share (proto/src/install-dir-rules.ts)', async (t) => {
+  for (const root of FORBIDDEN_INSTALL_ROOTS) {
+    for (const dir of [`${root}/zenova-node`, `${root}/a/b/zenova-node`]) {
+      const rule = forbiddenInstallRootRule(dir);
+      t.match(rule, /^must not be under \//, `${dir}: refused`);
+      t.same(installDirProblem(dir), { code: 'NODE-DIR-FORBIDDEN', rule }, `installer: ${dir}`);
+      t.equal(controlPlaneRule(dir), rule, `control plane: ${dir}`);
+    }
+    // `/runx` is not under `/run` (`/run/userx` is under `/run`, though, and said so).
+    t.notMatch(forbiddenInstallRootRule(`${root}x/zenova-node`) ?? '', new RegExp(`^must not be under ${root}(?: |$)`), `${root}x/zenova-node is not under ${root}`);
   }
 });
 

@@ -66,3 +66,20 @@ t.test('help, --help or -h before a command name prints that command\'s help, as
   for (const flag of ['help', '--help', '-h']) t.same(await run(flag, 'install'), own, `${flag} install`);
   t.same(await run('help', 'status'), await run('status', '--help'), 'help status');
 });
+
+t.test('help before a command and its subcommand prints that subcommand\'s help, as COMMAND SUB --help does, exit 0', async (t) => {
+  const own = await run('install', 'node', '--help');
+  t.equal(own.exit, 0);
+  t.match(own.out, /zenova install node --package FILE/);
+  for (const flag of ['help', '--help', '-h']) t.same(await run(flag, 'install', 'node'), own, `${flag} install node`);
+  const create = await run('gateway-node', 'create', '--help');
+  t.equal(create.exit, 0);
+  t.same(await run('help', 'gateway-node', 'create'), create, 'help gateway-node create');
+  // A word not shaped like a subcommand after the command is refused unseen, as after help alone.
+  for (const secret of [TOKEN, HEX_TOKEN]) {
+    const result = await run('help', 'install', secret);
+    t.equal(result.exit, 2, `help install ${secret}: exit 2`);
+    t.notOk(result.err.includes(secret) || result.out.includes(secret), 'not printed');
+  }
+  t.equal((await run('help', 'install', 'node', 'extra')).exit, 2, 'a third word is refused');
+});

@@ -10,6 +10,7 @@ import { describeConfigIssues, text } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { baseUrlShapeProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
 import { NODE_NAME_PATTERN, NODE_NAME_RULE } from '../../../proto/src/node-name.js';
+import { forbiddenInstallRootRule } from '../../../proto/src/install-dir-rules.js';
 
 // Re-exported: the routes and tests take the node name rule from here, with the other node fields'.
 export { NODE_NAME_PATTERN, NODE_NAME_RULE };
@@ -22,23 +23,6 @@ export type SpoolFullPolicy = (typeof SPOOL_FULL_POLICIES)[number];
 export const CENTRAL_NODE_NAME = 'office-primary';
 /** The central (control-plane host) install; a node dir may neither be in it nor contain it. */
 export const CENTRAL_INSTALL_DIR = '/opt/zenova';
-/**
- * Places a node install dir must not be under (seed 004 §9.2), and the tmpfs and pseudo filesystems
- * that would lose it: `/run/user` before `/run`, so a dir there is said to be under `/run/user`.
- * installer/src/install/install-dir-rules.ts holds the same list.
- */
-export const FORBIDDEN_INSTALL_ROOTS = [
-  '/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot', '/run', '/var/run', '/dev', '/proc', '/sys',
-] as const;
-/** Why a root is refused, said after it where the name alone does not tell. */
-const FORBIDDEN_ROOT_REASONS: Partial<Record<(typeof FORBIDDEN_INSTALL_ROOTS)[number], string>> = {
-  '/run': 'a tmpfs, wiped on reboot',
-  '/var/run': 'a link to /run, a tmpfs wiped on reboot',
-  '/dev': 'device files and /dev/shm, a tmpfs: not a real disk',
-  '/proc': 'a kernel pseudo filesystem, not a real disk',
-  '/sys': 'a kernel pseudo filesystem, not a real disk',
-};
-
 export const SPOOL_QUOTA_GB = { min: 1, max: 10_000, default: 10 } as const;
 export const REPLICAS = { min: 1, max: 16, default: 1 } as const;
 const MAX_INSTALL_DIR_CHARS = 255;
@@ -86,12 +70,9 @@ export function installDirProblem(value: string): string | undefined {
   if (isWithin(dir, CENTRAL_INSTALL_DIR) || isWithin(CENTRAL_INSTALL_DIR, dir)) {
     return `must not be inside or overlap the central install ${CENTRAL_INSTALL_DIR}`;
   }
-  const root = FORBIDDEN_INSTALL_ROOTS.find((r) => isWithin(dir, r));
-  if (root !== undefined) {
-    const reason = FORBIDDEN_ROOT_REASONS[root];
-    return `must not be under ${root}${reason === undefined ? '' : ` (${reason})`}`;
-  }
-  return undefined;
+  // Places a node install dir must not be under, and the tmpfs and pseudo filesystems that would
+  // lose it: one list with the installer's, in proto/src/install-dir-rules.ts.
+  return forbiddenInstallRootRule(dir);
 }
 
 function normaliseInstallDir(value: string): string {

@@ -1,6 +1,6 @@
 // `zenova-node` command dispatch: turns argv into an exit code. Usage, config and state problems are
 // one clear line on stderr (exit 2), never a stack.
-import { OPTION_SHAPE } from '../../../proto/src/cli-usage-errors.js';
+import { TOP_FLAGS_TAKING_NO_WORDS, wordsAfterTopFlagProblem } from '../../../proto/src/cli-usage-errors.js';
 import { productVersion } from '../../../proto/src/product-version.js';
 import { LocalConfigError } from '../config/local-config.js';
 import { ReconnectSettingsError } from '../control/reconnect-settings.js';
@@ -20,20 +20,20 @@ import { runStatusCommand } from './status-command.js';
 
 export type { CliIo } from './cli-io.js';
 
-/**
- * `zenova-node --version`, `--help` and `help` take no more words: one after them (often a token
- * pasted in the wrong place) is refused saying where it was, never what it was, as `zenova` does;
- * only an option-shaped first word is named. (A command's own `--help` is parseCli's.)
- */
 /** The commands `zenova-node help COMMAND` shows the help of (parseCli's). */
 const NODE_COMMANDS = ['serve', 'enroll', 'status', 'doctor'];
 
+/**
+ * `zenova-node --version`, `--help` and `help` take no more words: one after them (often a token
+ * pasted in the wrong place) is refused saying where it was, never what it was, as `zenova` does
+ * (proto's wordsAfterTopFlagProblem); only an option-shaped first word is named. (A command's own
+ * `--help` is parseCli's.)
+ */
 function refuseWordsAfterTopFlag(argv: readonly string[]): void {
-  const [flag, first, ...more] = argv;
-  if (flag === undefined || first === undefined || !['--version', '--help', '-h', 'help'].includes(flag)) return;
-  const advice = `zenova-node ${flag} takes no arguments${flag === '--version' ? '' : `; for a command's options run "zenova-node <command> --help"`}`;
-  if (OPTION_SHAPE.test(first)) throw new UsageError(`unexpected argument ${JSON.stringify(first)} after ${flag}: ${advice}`, MAIN_USAGE);
-  throw new UsageError(`unexpected argument: ${more.length === 0 ? 'a value' : `${more.length + 1} values`} after ${flag} (not shown: it may be a token); ${advice}`, MAIN_USAGE);
+  const [flag, ...words] = argv;
+  if (flag === undefined || !TOP_FLAGS_TAKING_NO_WORDS.includes(flag)) return;
+  const problem = wordsAfterTopFlagProblem('zenova-node', flag, words);
+  if (problem !== undefined) throw new UsageError(problem, MAIN_USAGE);
 }
 
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {

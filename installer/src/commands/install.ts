@@ -35,10 +35,11 @@ import type { CallerTlsFiles, CallerTlsPair } from '../../../edge-node/src/tls/c
 
 const HELP = 'install node';
 
-export const INSTALL_USAGE = `Usage: zenova install node --package FILE --control-plane URL (--token T | --token-file F)
+export const INSTALL_USAGE = `Usage: zenova install node --package FILE --control-plane URL [--ca-file F] [--install-dir D]
+                          --check-only [--reenroll | --upgrade]
+       zenova install node --package FILE --control-plane URL (--token T | --token-file F)
                           [--ca-file F] [--install-dir D] [--listen HOST:PORT]
-                          [--tls-cert FILE --tls-key FILE]
-                          [--check-only] [--reenroll | --upgrade]
+                          [--tls-cert FILE --tls-key FILE] [--reenroll | --upgrade]
 
 Installs a gateway node on this host (run as root). Every host check runs first; if any blocks,
 the findings are listed with their NODE-… codes and nothing is written.

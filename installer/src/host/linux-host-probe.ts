@@ -3,23 +3,41 @@
 // libstdc++. Read-only, like the interface promises.
 import { execFile } from 'node:child_process';
 import { constants } from 'node:fs';
-import { access, readFile, stat, statfs } from 'node:fs/promises';
+import { access, readFile, realpath, stat, statfs } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { HostProbe, MountInfo, SelinuxMode } from './host-probe.js';
 import { hostLibgccS, hostLibstdcxx } from './libstdcxx-lookup.js';
+import { resolveLinksOnHost } from '../install/resolve-on-host.js';
+import type { DanglingLink } from '../install/resolve-on-host.js';
 import { unameArch } from './uname-arch.js';
 
 const STAT_TIMEOUT_MS = 5_000;
 
-/** The path itself if it exists, else its nearest existing ancestor (the dir is not created yet). */
+/** A path that is, or is under, a symbolic link whose target does not exist: no filesystem to judge it on. */
+export class DanglingLinkError extends Error {
+  readonly code = 'ENOENT';
+  constructor(readonly link: DanglingLink) {
+    super(`${link.link} is a symbolic link to ${link.target}, which does not exist`);
+  }
+}
+
+/**
+ * Where `dir` is judged (statfs, mount, access, SELinux label): `dir` itself if it exists, else its
+ * nearest existing ancestor (the dir is not created yet), with its symbolic links followed, so a
+ * `/data` linked to a volume is judged on that volume, not on the filesystem holding the link. A
+ * path that is, or is under, a link whose target does not exist (a volume not mounted yet) throws
+ * DanglingLinkError: the link's parent is on another filesystem than the one the node would be on.
+ */
 export async function nearestExisting(dir: string): Promise<string> {
-  let current = path.resolve(dir);
+  const resolved = await resolveLinksOnHost('/', path.resolve(dir));
+  if (resolved.dangling !== undefined) throw new DanglingLinkError(resolved.dangling);
+  let current = resolved.real;
   for (;;) {
     try {
       await stat(current);
-      return current;
+      return await realpath(current);
     } catch {
       const parent = path.dirname(current);
       if (parent === current) return current;
@@ -88,7 +106,15 @@ export function linuxHostProbe(): HostProbe {
       }
     },
     async writeError(dir) {
-      const target = await nearestExisting(dir);
+      let target: string;
+      try {
+        target = await nearestExisting(dir);
+      } catch (err) {
+        // Through a dangling link the install's mkdir fails as access() would: ENOENT, at that link;
+        // a link loop with ELOOP.
+        if (err instanceof DanglingLinkError) return { dir: err.link.link, code: err.code };
+        return { dir, code: (err as NodeJS.ErrnoException).code ?? 'ELOOP' };
+      }
       return access(target, constants.W_OK).then(() => undefined, (err: unknown) => ({ dir: target, code: (err as NodeJS.ErrnoException).code ?? 'EACCES' }));
     },
     async systemdRunning() {
@@ -106,7 +132,8 @@ export function linuxHostProbe(): HostProbe {
       }
     },
     async selinuxType(dir) {
-      const target = await nearestExisting(dir);
+      const target = await nearestExisting(dir).catch(() => undefined);
+      if (target === undefined) return undefined;
       return new Promise((resolve) => {
         execFile('stat', ['--printf=%C', target], { timeout: STAT_TIMEOUT_MS }, (err, stdout) => {
           // user:role:type:level

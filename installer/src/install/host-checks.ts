@@ -33,7 +33,8 @@ import { readNodeEnv } from './env-file.js';
 import { formatListen, parseListen } from './listen-address.js';
 import type { ListenAddress } from './listen-address.js';
 import { pathExists } from './path-exists.js';
-import { resolveOnHost } from './resolve-on-host.js';
+import { resolveLinksOnHost } from './resolve-on-host.js';
+import type { DanglingLink, ResolvedOnHost } from './resolve-on-host.js';
 import { installedLeaf, installedTlsCertFile } from './node-tls-probe.js';
 import type { InstalledTlsCert } from './node-tls-probe.js';
 import { compareReleaseVersions, readInstalledNode } from './installed-node.js';
@@ -335,8 +336,9 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   const writable: Finding[] = [];
   const writeError = await probe.writeError(installDir);
   if (mount?.options.includes('ro') === true) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} is on ${mount.mountPoint} (${mount.fsType}), mounted read-only`));
-  // Without root, EACCES is the missing root NODE-HOST-ROOT names, not a file system refusing root.
-  else if (writeError !== undefined && (probe.isRoot() || (writeError.code !== 'EACCES' && writeError.code !== 'EPERM'))) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} cannot be written: ${writeError.dir} refuses writes (${writeError.code}${writeError.code === 'EROFS' ? ': read-only file system' : ''})`));
+  // Without root, EACCES is the missing root NODE-HOST-ROOT names, not a file system refusing root;
+  // ENOENT or ELOOP through the dir's links is what NODE-DIR-DANGLING-LINK or NODE-DIR-FORMAT said.
+  else if (writeError !== undefined && (probe.isRoot() || (writeError.code !== 'EACCES' && writeError.code !== 'EPERM')) && !(rule !== undefined && (writeError.code === 'ENOENT' || writeError.code === 'ELOOP'))) writable.push(finding('NODE-DIR-READ-ONLY', `${installDir} cannot be written: ${writeError.dir} refuses writes (${writeError.code}${writeError.code === 'EROFS' ? ': read-only file system' : ''})`));
   // A filesystem in memory: the node's identity, spool and unsent billable records would vanish at reboot.
   if (mount !== undefined && MEMORY_FS_TYPES.has(mount.fsType)) writable.push(finding('NODE-DIR-IN-MEMORY', `${installDir} is on ${mount.mountPoint} (${mount.fsType}), a filesystem in memory: the node's identity, spool and unsent billable records would be lost at the next reboot`));
   check(`install dir ${installDir} writable`, writable);
@@ -451,18 +453,28 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
 /**
  * A valid install dir whose symbolic links lead somewhere the rules forbid (`/data` → `/home/data`):
  * the unit's ProtectHome=/PrivateTmp= would hide the release from node-edge, so it is refused like
- * the dir it leads to. An unresolvable dir (a link loop) is refused too.
+ * the dir it leads to. An unresolvable dir (a link loop) is refused too, and so is one that is, or is
+ * under, a link whose target does not exist (a volume not mounted yet): stat() would call it absent,
+ * every check would pass, and the install's mkdir would fail with a bare ENOENT or ENOTDIR.
  */
 async function linkedInstallDirProblem(hostRoot: string, dir: string): Promise<InstallDirProblem | undefined> {
-  let real: string;
+  let resolved: ResolvedOnHost;
   try {
-    real = await resolveOnHost(hostRoot, dir);
+    resolved = await resolveLinksOnHost(hostRoot, dir);
   } catch (err) {
     return { code: 'NODE-DIR-FORMAT', rule: `cannot be resolved: ${(err as Error).message}` };
   }
-  if (real === dir) return undefined;
-  const problem = installDirLocationProblem(real);
-  return problem === undefined ? undefined : { code: problem.code, rule: `leads to ${real} through a symbolic link, which ${problem.rule}` };
+  const { real, dangling } = resolved;
+  // Where it leads first: a link into /home stays refused once its target exists.
+  const problem = real === dir ? undefined : installDirLocationProblem(real);
+  if (problem !== undefined) return { code: problem.code, rule: `leads to ${real} through a symbolic link, which ${problem.rule}` };
+  return dangling === undefined ? undefined : { code: 'NODE-DIR-DANGLING-LINK', rule: danglingLinkRule(dir, dangling) };
+}
+
+/** How NODE-DIR-DANGLING-LINK names the link, after "install dir DIR ". */
+function danglingLinkRule(dir: string, { link, target }: DanglingLink): string {
+  const where = link === dir ? 'is a symbolic link' : dir.startsWith(`${link}/`) ? `is under ${link}, a symbolic link` : `leads through ${link}, a symbolic link`;
+  return `${where} to ${target}, which does not exist: mount the volume or fix the link`;
 }
 
 async function installDirState(hostRoot: string, dir: string, identityAllowed: boolean): Promise<Finding[]> {

@@ -1,28 +1,15 @@
 /**
  * The install-dir rules of seed 004 §9.2, as the installer enforces them before any write. The
  * control plane checks the same rules when a node is created (control-plane/src/nodes/
- * node-validation.ts); test/installer/install-dir-rules.test.ts keeps the two in agreement.
+ * node-validation.ts); the forbidden roots are one list both take from proto/src/install-dir-rules.ts,
+ * and test/installer/install-dir-rules.test.ts keeps the other rules in agreement.
  */
 import type { DiagnosticCode } from './diagnostics.js';
+import { forbiddenInstallRootRule } from '../../../proto/src/install-dir-rules.js';
 
 export const DEFAULT_INSTALL_DIR = '/opt/zenova-node';
 /** The central (control-plane host) install; a node dir may neither be in it nor contain it. */
 export const CENTRAL_INSTALL_DIR = '/opt/zenova';
-/**
- * The §9.2 roots, and the tmpfs and pseudo filesystems that would lose an install: `/run/user`
- * before `/run`, so a dir there is said to be under `/run/user`. The control plane holds the same list.
- */
-export const FORBIDDEN_INSTALL_ROOTS = [
-  '/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot', '/run', '/var/run', '/dev', '/proc', '/sys',
-] as const;
-/** Why a root is refused, said after it where the name alone does not tell. */
-const FORBIDDEN_ROOT_REASONS: Partial<Record<(typeof FORBIDDEN_INSTALL_ROOTS)[number], string>> = {
-  '/run': 'a tmpfs, wiped on reboot',
-  '/var/run': 'a link to /run, a tmpfs wiped on reboot',
-  '/dev': 'device files and /dev/shm, a tmpfs: not a real disk',
-  '/proc': 'a kernel pseudo filesystem, not a real disk',
-  '/sys': 'a kernel pseudo filesystem, not a real disk',
-};
 const MAX_INSTALL_DIR_CHARS = 255;
 
 export interface InstallDirProblem {
@@ -60,10 +47,6 @@ export function installDirLocationProblem(dir: string): InstallDirProblem | unde
   if (isWithin(dir, CENTRAL_INSTALL_DIR) || isWithin(CENTRAL_INSTALL_DIR, dir)) {
     return { code: 'NODE-DIR-CENTRAL', rule: `must not be inside or overlap the central install ${CENTRAL_INSTALL_DIR}` };
   }
-  const root = FORBIDDEN_INSTALL_ROOTS.find((r) => isWithin(dir, r));
-  if (root !== undefined) {
-    const reason = FORBIDDEN_ROOT_REASONS[root];
-    return { code: 'NODE-DIR-FORBIDDEN', rule: `must not be under ${root}${reason === undefined ? '' : ` (${reason})`}` };
-  }
-  return undefined;
+  const forbidden = forbiddenInstallRootRule(dir);
+  return forbidden === undefined ? undefined : { code: 'NODE-DIR-FORBIDDEN', rule: forbidden };
 }
