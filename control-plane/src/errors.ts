@@ -144,6 +144,12 @@ export const errorTable = {
     message: 'That name is already in use.',
     retryable: false,
   },
+  ZN_ERR_CP_PRECONDITION_FAILED: {
+    status: 412,
+    type: 'conflict_error',
+    message: 'The object changed since it was read (its ETag no longer matches If-Match); re-read it and apply the edit again.',
+    retryable: false,
+  },
   ZN_ERR_CP_UPSTREAM_IN_USE: {
     status: 409,
     type: 'conflict_error',

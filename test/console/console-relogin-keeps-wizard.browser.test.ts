@@ -60,7 +60,7 @@ async function fillThroughStep4(page: Page, name: string, caPem: string): Promis
   await page.getByLabel('Control-plane URL').fill('https://cp.relogin.example:9443');
   await page.getByLabel('Control-plane CA (optional)').fill(caPem);
   await page.getByRole('button', { name: 'Next' }).click();
-  await page.getByLabel('Spool quota (GB)').fill('25');
+  await page.getByLabel('Spool quota (GiB)').fill('25');
   await page.getByLabel('Drop request bodies, keep metering').check();
   await page.getByRole('button', { name: 'Next' }).click();
   await page.getByLabel('Replicas').fill('3');
@@ -94,7 +94,7 @@ t.test('after a logout in another tab, logging in again returns to the wizard wi
   t.match(review, /edge-relogin\.example\.com:8443/, 'and the address typed');
 
   await page.getByRole('button', { name: 'Back' }).click();
-  t.equal(await page.getByLabel('Spool quota (GB)').inputValue(), '25', 'step 3: the quota typed');
+  t.equal(await page.getByLabel('Spool quota (GiB)').inputValue(), '25', 'step 3: the quota typed');
   t.ok(await page.getByLabel('Drop request bodies, keep metering').isChecked(), 'step 3: the policy chosen');
   await page.getByRole('button', { name: 'Back' }).click();
   t.equal(await page.getByLabel('Node address').inputValue(), 'edge-relogin.example.com:8443', 'step 2: the address typed');

@@ -42,6 +42,21 @@ t.test('a wrong admin token shows the API\'s message and no session', async (t) 
   t.same(problems.list, [], 'no console errors or CSP violations');
 });
 
+t.test('an admin token pasted with spaces around it logs in, rather than failing as a wrong token', async (t) => {
+  const context = await newConsoleContext(t, stack, browser);
+  const page = await context.newPage();
+  const problems = watchPageProblems(page);
+  const logins: number[] = [];
+  page.on('response', (res) => { if (new URL(res.url()).pathname === '/api/console/login') logins.push(res.status()); });
+  await page.goto(`${stack.baseUrl}/console/`);
+  await page.getByLabel('Admin token').fill(`  \t${stack.adminToken} `);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('link', { name: 'Gateway › Nodes' }).waitFor();
+  t.same(logins, [200], 'one login, answered 200: no failed attempt counted against the lockout');
+  t.equal(await page.getByTestId('error').count(), 0, 'no "Invalid admin token."');
+  t.same(problems.list, [], 'no console errors or CSP violations');
+});
+
 t.test('a reload keeps the session and the page the user was on', async (t) => {
   const page = await loginPage(t, stack, browser);
   await page.getByRole('link', { name: 'Gateway › Requests' }).click();

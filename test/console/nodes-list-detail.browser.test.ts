@@ -223,12 +223,31 @@ t.test('edit network sets the CA and address, and edit settings the surfaces and
 
   await page.getByRole('button', { name: 'Edit settings' }).click();
   await page.getByLabel('Tool gateway (MCP)').check();
-  await page.getByLabel('Spool quota (GB)').fill('30');
+  await page.getByLabel('Spool quota (GiB)').fill('30');
   await page.getByLabel('Drop request bodies, keep metering').check();
   await page.getByRole('button', { name: 'Save settings' }).click();
   await waitForText(page, '[data-field="spool"]', /30 GiB/);
   t.match((await getNode('edge-edit')).node, { surfaces: ['model', 'tools'], spoolQuotaGb: 30, spoolFullPolicy: 'metering-only' },
     'the API has the new settings');
+  t.same(page.problems, [], 'no console errors or CSP violations');
+});
+
+t.test('the spool quota is labelled in GiB, as everywhere else, in the Add node wizard and in Edit settings', async (t) => {
+  await createNode('edge-gib', { spoolQuotaGb: 12 });
+  const page = await loginPage(t, stack, browser, { hash: '#/add-node' });
+  await page.getByLabel('Node name').fill('edge-gib-new');
+  await page.getByRole('button', { name: 'Next' }).click();
+  await page.getByLabel('Node address').fill('edge.example.com');
+  await page.getByLabel('Control-plane URL').fill('https://cp.example.com');
+  await page.getByRole('button', { name: 'Next' }).click();
+  t.equal(await page.locator('label[for="spool-quota"]').textContent(), 'Spool quota (GiB)', 'the wizard\'s step 3');
+  t.equal(await page.getByLabel('Spool quota (GiB)').inputValue(), '10', 'its default');
+
+  await page.goto(`${stack.baseUrl}/console/#/nodes/edge-gib`);
+  await page.getByRole('button', { name: 'Edit settings' }).click();
+  t.equal(await page.locator('label[for="edit-spool-quota"]').textContent(), 'Spool quota (GiB)', 'Edit settings');
+  t.equal(await page.getByLabel('Spool quota (GiB)').inputValue(), '12', 'the node\'s quota');
+  t.match(await detailField(page, 'spool').textContent(), /quota 12 GiB/, 'as the detail writes it');
   t.same(page.problems, [], 'no console errors or CSP violations');
 });
 

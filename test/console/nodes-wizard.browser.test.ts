@@ -54,7 +54,7 @@ async function fillWizard(page: Page, v: WizardValues): Promise<void> {
   await page.getByLabel('Control-plane URL').fill(v.controlPlaneUrl ?? 'https://cp.example.com');
   if (v.caPem !== undefined) await page.getByLabel('Control-plane CA (optional)').fill(v.caPem);
   await page.getByRole('button', { name: 'Next' }).click();
-  if (v.spoolQuotaGb !== undefined) await page.getByLabel('Spool quota (GB)').fill(v.spoolQuotaGb);
+  if (v.spoolQuotaGb !== undefined) await page.getByLabel('Spool quota (GiB)').fill(v.spoolQuotaGb);
   if (v.meteringOnly) await page.getByLabel('Drop request bodies, keep metering').check();
   await page.getByRole('button', { name: 'Next' }).click();
   if (v.replicas !== undefined) await page.getByLabel('Replicas').fill(v.replicas);

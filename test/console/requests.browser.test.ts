@@ -323,3 +323,68 @@ t.test('a page that fails to load keeps its place: Try again loads that page, Pr
   t.equal(await page.getByTestId('requests-page').textContent(), 'Page 2', 'page 2 loaded, not page 1');
   t.equal(failures, 2, 'one failed load, one that went through');
 });
+
+t.test('Back from a request\'s detail, and a reload, keep the list\'s filters and page, which are in the address; values no filter takes are ignored', async (t) => {
+  const backNode = await createNode('edge-back');
+  const base = Date.UTC(2026, 10, 5, 0, 0, 0);
+  const id = (i: number): string => `back-${String(i).padStart(3, '0')}`;
+  const failed = (i: number): boolean => i % 2 === 0;
+  t.match(await deliver(backNode, Array.from({ length: 120 }, (_, i) => record(id(i), {
+    nodeId: backNode.nodeId,
+    receivedAt: base + i * 1000,
+    finishedAt: base + i * 1000 + 30,
+    status: failed(i) ? 'failed' : 'ok',
+    httpStatus: failed(i) ? 502 : 200,
+    errorCode: failed(i) ? 'ZN_ERR_UPSTREAM_ERROR' : null,
+  }))), { accepted: 120 });
+  const page = await loginPage(t, stack, browser);
+  const hash = async (): Promise<string> => String(await page.evaluate('location.hash'));
+  await page.getByRole('link', { name: 'Gateway › Requests' }).click();
+  await page.getByLabel('Node').fill('edge-back');
+  await page.getByLabel('Status').selectOption('failed');
+  await page.getByTestId(`request-row-${id(118)}`).waitFor();
+  t.equal(await hash(), '#/requests?node=edge-back&status=failed', 'the filters are in the address');
+
+  // 60 failed: page 2 holds the oldest 10 (ids 18 down to 0).
+  await page.getByRole('button', { name: 'Next page' }).click();
+  await page.getByTestId(`request-row-${id(18)}`).waitFor();
+  t.match(await hash(), /^#\/requests\?node=edge-back&status=failed&cursor=[A-Za-z0-9_.-]+$/, 'and the page\'s cursor');
+  const page2 = await hash();
+
+  await page.getByRole('link', { name: id(10) }).click();
+  await page.getByTestId('request-detail').waitFor();
+  await page.goBack();
+  await page.getByTestId(`request-row-${id(18)}`).waitFor();
+  t.equal(await hash(), page2, 'Back returns to the same address');
+  t.equal(await page.getByLabel('Node').inputValue(), 'edge-back', 'the node filter shown');
+  t.equal(await page.getByLabel('Status').inputValue(), 'failed', 'the status filter shown');
+  t.equal(await page.getByTestId('requests-page').textContent(), 'Page 2', 'the page it was on');
+  t.equal(await page.locator('[data-testid="requests-table"] tbody tr').count(), 10, 'with its rows');
+
+  await page.reload();
+  await page.getByTestId(`request-row-${id(18)}`).waitFor();
+  t.equal(await page.getByTestId('requests-page').textContent(), 'Page 2', 'a reload keeps it too');
+  await page.getByRole('button', { name: 'Previous page' }).click();
+  await page.getByTestId(`request-row-${id(118)}`).waitFor();
+  t.equal(await hash(), '#/requests?node=edge-back&status=failed', 'Previous page: the first page, filters kept');
+  t.equal(await page.getByTestId('requests-page').textContent(), 'Page 1');
+
+  // "← Recent requests" on a record goes back to the list as it was left.
+  await page.getByRole('link', { name: id(100) }).click();
+  await page.getByTestId('request-detail').waitFor();
+  await page.getByRole('link', { name: '← Recent requests' }).click();
+  await page.getByTestId(`request-row-${id(118)}`).waitFor();
+  t.equal(await hash(), '#/requests?node=edge-back&status=failed', 'the link keeps the filters');
+
+  // Written by hand: what no filter takes is ignored, and said to be; the rest applies.
+  await page.goto(`${stack.baseUrl}/console/#/requests?node=edge-back&status=bogus&account=${encodeURIComponent('<b>x</b>')}&cursor=${encodeURIComponent('not a cursor')}&other=1`);
+  await page.getByTestId('requests-ignored').waitFor();
+  t.equal(await page.getByTestId('requests-ignored').textContent(), 'Ignored from the address (not a value this list takes): account, status, cursor.');
+  await page.getByTestId(`request-row-${id(119)}`).waitFor();
+  t.equal(await page.getByLabel('Status').inputValue(), '', 'an unknown status is not applied');
+  t.equal(await page.getByLabel('Account').inputValue(), '', 'nor an account no account can be called');
+  t.equal(await page.getByTestId('requests-page').textContent(), 'Page 1', 'nor a cursor the API never gives');
+  t.equal(await page.locator('[data-testid="requests-table"] tbody tr').count(), 50, 'the node\'s newest 50, of every status');
+  t.equal(await page.getByTestId('error').count(), 0, 'nothing refused by the API');
+  t.same(page.problems, [], 'no console errors or CSP violations');
+});

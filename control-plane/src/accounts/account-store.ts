@@ -11,9 +11,12 @@ import { findAccount } from '../billing/billing-views.js';
 import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
+import { checkIfMatch } from '../http/if-match.js';
+import type { IfMatch } from '../http/if-match.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import { lockRateLimitPolicyByName } from '../policies/rate-limit-policy-store.js';
 import type { AccountCreateInput, AccountPatch } from './account-validation.js';
+import { accountEtag } from './account-view.js';
 import type { AccountRow } from './account-view.js';
 
 const SELECT = `select a.id, a.name, a.status, p.name as "rateLimitPolicy", a.created_at as "createdAt"
@@ -77,7 +80,7 @@ export async function lockAccountByName(client: pg.PoolClient, name: string): Pr
 }
 
 /** Patches the live account named `nameOrId`, else the one with that id (a name first, as findAccount). */
-export async function patchAccount(pool: pg.Pool, nameOrId: string, patch: AccountPatch): Promise<ConfigMutationResult<AccountRow>> {
+export async function patchAccount(pool: pg.Pool, nameOrId: string, patch: AccountPatch, ifMatch?: IfMatch): Promise<ConfigMutationResult<AccountRow>> {
   return withConfigChange(pool, async (client) => {
     const found = await findAccount(client, nameOrId);
     // Locked by id, still live: an account is never renamed, but it may have been deleted since.
@@ -88,6 +91,8 @@ export async function patchAccount(pool: pg.Pool, nameOrId: string, patch: Accou
     const current = rows[0];
     if (current === undefined) throw notFound(nameOrId);
     const id = current.id;
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    if (ifMatch !== undefined) checkIfMatch(ifMatch, accountEtag(await selectById(client, id)));
     // Resolved before the comparison, so an unknown policy is a 400 whatever else the patch says.
     const rateLimitPolicyId = patch.rateLimitPolicy === undefined ? undefined : await policyId(client, patch.rateLimitPolicy);
     const unchanged = (patch.status === undefined || patch.status === current.status)

@@ -1,5 +1,6 @@
 /** What the admin API shows of an account; the zod schema is the response schema. */
 import { z } from 'zod';
+import { etagOf } from '../http/if-match.js';
 import { ACCOUNT_STATUSES } from './account-validation.js';
 import type { AccountStatus } from './account-validation.js';
 
@@ -24,4 +25,9 @@ export interface AccountRow {
 
 export function toAccountView(row: AccountRow): AccountView {
   return { id: row.id, name: row.name, status: row.status, rateLimitPolicy: row.rateLimitPolicy, createdAt: row.createdAt.toISOString() };
+}
+
+/** The account's ETag (http/if-match.ts): a hash of its view (its status and rate-limit policy). */
+export function accountEtag(row: AccountRow): string {
+  return etagOf({ account: toAccountView(row) });
 }

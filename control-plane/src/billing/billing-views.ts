@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import type { Queryable } from '../nodes/with-transaction.js';
+import { UUID_PATTERN } from './ledger.js';
 import type { SpendCursor } from './billing-cursors.js';
 import { afterNewestFirstCursorSql, createdAtUsSql } from '../http/list-cursors.js';
 import type { NewestFirstCursor } from '../http/list-cursors.js';
@@ -55,12 +56,19 @@ export type SpendRow = z.infer<typeof spendRowSchema>;
 /**
  * The account (by name, or by id) — its id and name; undefined when there is none. No new account
  * may be named like a UUID (account-validation.ts), so a name preferred here is never another's id.
+ * Only a well-formed UUID is compared with the id, as a uuid (`accounts.id` is one), each in its own
+ * arm so each is one index lookup (the live-name index, the primary key); anything else is a name only.
  */
 export async function findAccount(db: Queryable, nameOrId: string): Promise<{ id: string; name: string } | undefined> {
-  const { rows } = await db.query<{ id: string; name: string }>(
-    `select id, name from accounts where deleted_at is null and (name = $1 or id::text = lower($1)) order by (name = $1) desc limit 1`,
-    [nameOrId],
-  );
+  const { rows } = UUID_PATTERN.test(nameOrId)
+    ? await db.query<{ id: string; name: string }>(
+      `select id, name from (
+         select id, name, 0 as rank from accounts where deleted_at is null and name = $1
+         union all select id, name, 1 from accounts where deleted_at is null and id = $2::uuid
+       ) found order by rank limit 1`,
+      [nameOrId, nameOrId],
+    )
+    : await db.query<{ id: string; name: string }>('select id, name from accounts where deleted_at is null and name = $1', [nameOrId]);
   return rows[0];
 }
 

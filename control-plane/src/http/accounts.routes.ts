@@ -4,10 +4,11 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { createAccount, getAccount, listAccounts, patchAccount } from '../accounts/account-store.js';
 import { accountCreateSchema, accountPatchSchema } from '../accounts/account-validation.js';
-import { accountViewSchema, toAccountView } from '../accounts/account-view.js';
+import { accountEtag, accountViewSchema, toAccountView } from '../accounts/account-view.js';
 import { boundedText, nameParam, parseConfigInput } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
 import { decodeNameCursor, encodeNameCursor, MAX_NAME_CURSOR_LENGTH, NOT_OUR_CURSOR } from './list-cursors.js';
+import { readIfMatch } from './if-match.js';
 import { listLimitSchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
@@ -46,12 +47,18 @@ export const accountsRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
 
   app.get('/accounts/:name', {
     schema: { params: nameParams, response: { 200: accountViewSchema } },
-  }, async (request) => toAccountView(await getAccount(pool, request.params.name)));
+  }, async (request, reply) => {
+    const account = await getAccount(pool, request.params.name);
+    void reply.header('etag', accountEtag(account));
+    return toAccountView(account);
+  });
 
-  app.patch('/accounts/:name', { schema: { params: nameParams, response: { 200: mutationReply } } }, async (request) => {
+  app.patch('/accounts/:name', { schema: { params: nameParams, response: { 200: mutationReply } } }, async (request, reply) => {
+    const ifMatch = readIfMatch(request.headers);
     const patch = parseConfigInput(accountPatchSchema, request.body);
-    const { value, configVersion } = await patchAccount(pool, request.params.name, patch);
+    const { value, configVersion } = await patchAccount(pool, request.params.name, patch, ifMatch);
     request.log.info({ account: value.name, fields: Object.keys(patch), configVersion }, 'account changed');
+    void reply.header('etag', accountEtag(value));
     return { account: toAccountView(value), configVersion };
   });
 };

@@ -9,7 +9,8 @@ import { nameParam, parseConfigInput, refuseBodyFields } from '../config/config-
 import { zenovaError } from '../errors.js';
 import { createModelRoute, deleteModelRoute, getModelRoute, listModelRoutes, replaceModelRoute } from '../routes-config/model-route-store.js';
 import { modelRouteCreateSchema, modelRouteReplaceSchema } from '../routes-config/model-route-validation.js';
-import { modelRouteViewSchema, toModelRouteView } from '../routes-config/model-route-view.js';
+import { modelRouteEtag, modelRouteViewSchema, toModelRouteView } from '../routes-config/model-route-view.js';
+import { readIfMatch } from './if-match.js';
 import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
@@ -36,12 +37,18 @@ export const modelRoutesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (f
 
   app.get('/routes/:alias', {
     schema: { params: aliasParams, response: { 200: modelRouteViewSchema } },
-  }, async (request) => toModelRouteView(await getModelRoute(pool, request.params.alias)));
+  }, async (request, reply) => {
+    const route = await getModelRoute(pool, request.params.alias);
+    void reply.header('etag', modelRouteEtag(route));
+    return toModelRouteView(route);
+  });
 
-  app.put('/routes/:alias', { schema: { params: aliasParams, response: { 200: mutationReply } } }, async (request) => {
+  app.put('/routes/:alias', { schema: { params: aliasParams, response: { 200: mutationReply } } }, async (request, reply) => {
+    const ifMatch = readIfMatch(request.headers);
     const spec = parseConfigInput(modelRouteReplaceSchema, request.body);
-    const { value, configVersion } = await replaceModelRoute(pool, request.params.alias, spec);
+    const { value, configVersion } = await replaceModelRoute(pool, request.params.alias, spec, ifMatch);
     request.log.info({ alias: value.alias, routeId: value.id, configVersion }, 'model route replaced');
+    void reply.header('etag', modelRouteEtag(value));
     return { route: toModelRouteView(value), configVersion };
   });
 

@@ -13,9 +13,10 @@ import { createNode, deleteNode, editNodeNetwork, editNodeSettings, getNode, iss
 import type { IssuedCommand } from '../nodes/node-admin.js';
 import { listLiveNodes } from '../nodes/node-repository.js';
 import { NODE_NAME_PATTERN, NODE_NAME_RULE, nodeCreateSchema, nodeNetworkPatchSchema, parseNodeInput } from '../nodes/node-validation.js';
-import { nodeViewSchema, toNodeView } from '../nodes/node-view.js';
+import { nodeEtag, nodeViewSchema, toNodeView } from '../nodes/node-view.js';
 import type { InstallTokenKind } from '../nodes/install-tokens.js';
 import type { Settings } from '../settings.js';
+import { readIfMatch } from './if-match.js';
 import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
@@ -74,25 +75,33 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
 
   app.get('/nodes/:name', {
     schema: { params: nameParams, response: { 200: nodeViewSchema } },
-  }, async (request) => view(await getNode(pool, request.params.name)));
+  }, async (request, reply) => {
+    const node = await getNode(pool, request.params.name);
+    void reply.header('etag', nodeEtag(node));
+    return view(node);
+  });
 
   app.patch('/nodes/:name/network', {
     bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: nodeViewSchema } },
-  }, async (request) => {
+  }, async (request, reply) => {
+    const ifMatch = readIfMatch(request.headers);
     const patch = parseNodeInput(nodeNetworkPatchSchema, request.body);
-    const node = await editNodeNetwork(pool, request.params.name, patch);
+    const node = await editNodeNetwork(pool, request.params.name, patch, ifMatch);
     request.log.info({ node: node.name, fields: Object.keys(patch) }, 'node network edited');
+    void reply.header('etag', nodeEtag(node));
     return view(node);
   });
 
   app.patch('/nodes/:name/settings', {
     bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: nodeViewSchema } },
-  }, async (request) => {
+  }, async (request, reply) => {
+    const ifMatch = readIfMatch(request.headers);
     const patch = parseNodeInput(nodeSettingsPatchSchema, request.body);
-    const node = await editNodeSettings(pool, request.params.name, patch);
+    const node = await editNodeSettings(pool, request.params.name, patch, ifMatch);
     request.log.info({ node: node.name, fields: Object.keys(patch) }, 'node settings edited');
+    void reply.header('etag', nodeEtag(node));
     return view(node);
   });
 

@@ -1,12 +1,13 @@
-/** The prices admin API (inside the /api/v1 admin scope): set, list, delete a model alias's price. */
+/** The prices admin API (inside the /api/v1 admin scope): set, list, show, delete a model alias's price. */
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
 import { nameParam, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
-import { deletePrice, listPrices, setPrice } from '../prices/price-store.js';
+import { deletePrice, getPrice, listPrices, setPrice } from '../prices/price-store.js';
 import { pricePutSchema } from '../prices/price-validation.js';
-import { priceViewSchema, toPriceView } from '../prices/price-view.js';
+import { priceEtag, priceViewSchema, toPriceView } from '../prices/price-view.js';
+import { readIfMatch } from './if-match.js';
 import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
@@ -21,11 +22,21 @@ export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastif
 
   app.put('/prices/:model', {
     schema: { params: modelParams, response: { 200: z.object({ price: priceViewSchema, configVersion: z.number() }) } },
-  }, async (request) => {
+  }, async (request, reply) => {
+    const ifMatch = readIfMatch(request.headers);
     const input = parseConfigInput(pricePutSchema, request.body);
-    const { value, configVersion } = await setPrice(pool, request.params.model, input);
+    const { value, configVersion } = await setPrice(pool, request.params.model, input, ifMatch);
     request.log.info({ model: value.model, configVersion }, 'price set');
+    void reply.header('etag', priceEtag(value));
     return { price: toPriceView(value), configVersion };
+  });
+
+  app.get('/prices/:model', {
+    schema: { params: modelParams, response: { 200: priceViewSchema } },
+  }, async (request, reply) => {
+    const price = await getPrice(pool, request.params.model);
+    void reply.header('etag', priceEtag(price));
+    return toPriceView(price);
   });
 
   app.get('/prices', {

@@ -12,7 +12,8 @@ import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { deleteToolServer, getToolServer, listToolServers, putToolServer } from '../tools/tool-server-store.js';
 import { TOOL_SERVER_NAME_PATTERN, TOOL_SERVER_NAME_RULE, toolServerPutSchema } from '../tools/tool-server-validation.js';
-import { toToolServerView, toolServerViewSchema } from '../tools/tool-server-view.js';
+import { toToolServerView, toolServerEtag, toolServerViewSchema } from '../tools/tool-server-view.js';
+import { readIfMatch } from './if-match.js';
 import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
@@ -29,13 +30,15 @@ export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: S
   app.put('/tool-servers/:name', {
     schema: { params: nameParams, response: { 200: mutationReply, 201: mutationReply } },
   }, async (request, reply) => {
+    const ifMatch = readIfMatch(request.headers);
     const input = parseConfigInput(toolServerPutSchema, request.body);
-    const { value, configVersion } = await putToolServer(pool, secretBox, request.params.name, input);
+    const { value, configVersion } = await putToolServer(pool, secretBox, request.params.name, input, ifMatch);
     const { row, created } = value;
     request.log.info(
       { toolServer: row.name, toolServerId: row.id, hasApiKey: row.hasApiKey, configVersion },
       created ? 'tool server created' : 'tool server replaced',
     );
+    void reply.header('etag', toolServerEtag(row));
     return reply.status(created ? 201 : 200).send({ toolServer: toToolServerView(row), configVersion });
   });
 
@@ -45,7 +48,11 @@ export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: S
 
   app.get('/tool-servers/:name', {
     schema: { params: nameParams, response: { 200: toolServerViewSchema } },
-  }, async (request) => toToolServerView(await getToolServer(pool, request.params.name)));
+  }, async (request, reply) => {
+    const toolServer = await getToolServer(pool, request.params.name);
+    void reply.header('etag', toolServerEtag(toolServer));
+    return toToolServerView(toolServer);
+  });
 
   app.delete('/tool-servers/:name', {
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },

@@ -11,7 +11,8 @@ import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
 import { createUpstream, deleteUpstream, getUpstream, listUpstreams, patchUpstream } from '../upstreams/upstream-store.js';
 import { upstreamCreateSchema, upstreamPatchSchema } from '../upstreams/upstream-validation.js';
-import { toUpstreamView, upstreamViewSchema } from '../upstreams/upstream-view.js';
+import { toUpstreamView, upstreamEtag, upstreamViewSchema } from '../upstreams/upstream-view.js';
+import { readIfMatch } from './if-match.js';
 import { noQuerySchema } from './zod-schemas.js';
 import type { ZodTypeProvider } from './zod-schemas.js';
 
@@ -38,12 +39,18 @@ export const upstreamsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Sec
 
   app.get('/upstreams/:name', {
     schema: { params: nameParams, response: { 200: upstreamViewSchema } },
-  }, async (request) => toUpstreamView(await getUpstream(pool, request.params.name)));
+  }, async (request, reply) => {
+    const upstream = await getUpstream(pool, request.params.name);
+    void reply.header('etag', upstreamEtag(upstream));
+    return toUpstreamView(upstream);
+  });
 
-  app.patch('/upstreams/:name', { schema: { params: nameParams, response: { 200: mutationReply } } }, async (request) => {
+  app.patch('/upstreams/:name', { schema: { params: nameParams, response: { 200: mutationReply } } }, async (request, reply) => {
+    const ifMatch = readIfMatch(request.headers);
     const patch = parseConfigInput(upstreamPatchSchema, request.body);
-    const { value, configVersion } = await patchUpstream(pool, secretBox, request.params.name, patch);
+    const { value, configVersion } = await patchUpstream(pool, secretBox, request.params.name, patch, ifMatch);
     request.log.info({ upstream: value.name, fields: Object.keys(patch), configVersion }, 'upstream changed');
+    void reply.header('etag', upstreamEtag(value));
     return { upstream: toUpstreamView(value), configVersion };
   });
 

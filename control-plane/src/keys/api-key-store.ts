@@ -1,11 +1,12 @@
 /**
  * API keys in PostgreSQL: create (the secret is generated here and returned once; only its hash is
- * stored), list, find, revoke. The account and policies are named in the body and looked up under
- * share locks; the unknown ones are one 400 naming each field. Every write records a config version.
+ * stored), list, find, revoke. The account (by name or id) and policies are named in the body and
+ * looked up under share locks; the unknown ones are one 400 naming each field. Every write records
+ * a config version.
  */
 import type pg from 'pg';
-import { lockAccountByName } from '../accounts/account-store.js';
 import { findAccount } from '../billing/billing-views.js';
+import { UUID_PATTERN } from '../billing/ledger.js';
 import { throwProblems } from '../config/config-fields.js';
 import { withConfigChange } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
@@ -43,16 +44,29 @@ async function selectById(db: Queryable, id: string): Promise<ApiKeyRow | undefi
   return rows[0];
 }
 
+/**
+ * The live account named `nameOrId`, else the one with that id (findAccount's rule), share-locked by
+ * id until the caller's transaction ends; undefined when none. An account is never renamed, but it
+ * may have been deleted between finding and locking it: only a live one is locked.
+ */
+async function lockLiveAccount(client: pg.PoolClient, nameOrId: string): Promise<{ id: string } | undefined> {
+  const found = await findAccount(client, nameOrId);
+  if (found === undefined) return undefined;
+  const { rows } = await client.query<{ id: string }>('select id from accounts where id = $1 and deleted_at is null for share', [found.id]);
+  return rows[0];
+}
+
 export async function createApiKey(
   pool: pg.Pool, input: ApiKeyCreateInput,
 ): Promise<ConfigMutationResult<{ apiKey: ApiKeyRow; secret: string }>> {
   return withConfigChange(pool, async (client) => {
-    // Every reference is looked up before any is refused: one 400 names each unknown one.
-    const account = await lockAccountByName(client, input.account);
+    // Every reference is looked up before any is refused: one 400 names each unknown one. The
+    // account is a name or an id, a name first, as `GET /api-keys?account=` takes it.
+    const account = await lockLiveAccount(client, input.account);
     const rateLimitPolicy = input.rateLimitPolicy == null ? null : await lockRateLimitPolicyByName(client, input.rateLimitPolicy);
     const guardrailPolicy = input.guardrailPolicy == null ? null : await lockGuardrailPolicyByName(client, input.guardrailPolicy);
     throwProblems([
-      ...(account ? [] : [{ field: 'account', rule: `no account named '${input.account}'` }]),
+      ...(account ? [] : [{ field: 'account', rule: `no account named ${UUID_PATTERN.test(input.account) ? 'or with id ' : ''}'${input.account}'` }]),
       ...(rateLimitPolicy === undefined ? [{ field: 'rateLimitPolicy', rule: `no rate-limit policy named '${input.rateLimitPolicy}'` }] : []),
       ...(guardrailPolicy === undefined ? [{ field: 'guardrailPolicy', rule: `no guardrail policy named '${input.guardrailPolicy}'` }] : []),
     ]);

@@ -39,7 +39,7 @@ const expiresAtSchema = z.iso.datetime({ offset: true, error: () => 'must be an 
   });
 
 export const apiKeyCreateSchema = bodyObject({
-  /** The account's name. */
+  /** The account's name or id, a name first (findAccount), as `GET /api-keys?account=` takes it. */
   account: configNameSchema,
   name: configNameSchema,
   /** Null or absent: every alias. */

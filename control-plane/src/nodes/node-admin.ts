@@ -9,6 +9,8 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { recordConfigChange } from '../config/config-changes.js';
 import { zenovaError } from '../errors.js';
+import { checkIfMatch } from '../http/if-match.js';
+import type { IfMatch } from '../http/if-match.js';
 import { revokeNodeCredentials } from './credentials.js';
 import { installCommand } from './install-command.js';
 import { invalidateNodeTokens, issueInstallToken } from './install-tokens.js';
@@ -16,6 +18,7 @@ import type { InstallTokenKind } from './install-tokens.js';
 import { notifyNodeEvent } from './node-events.js';
 import { findLiveNodeByName, insertNode, markNodeDeleted, updateNodeNetwork } from './node-repository.js';
 import type { NodeRow } from './node-repository.js';
+import { nodeEtag } from './node-view.js';
 import { CENTRAL_NODE_NAME, SPOOL_FULL_POLICIES, SPOOL_QUOTA_GB, surfacesSchema } from './node-validation.js';
 import type { NodeCreateInput, NodeNetworkPatch } from './node-validation.js';
 import { returnLeasesOfNode } from '../billing/credit-leases.js';
@@ -96,10 +99,12 @@ function networkUnchanged(node: NodeRow, patch: NodeNetworkPatch): boolean {
 }
 
 /** Network fields the node already has record nothing (no version, no push to every node). */
-export async function editNodeNetwork(pool: pg.Pool, name: string, patch: NodeNetworkPatch): Promise<NodeRow> {
+export async function editNodeNetwork(pool: pg.Pool, name: string, patch: NodeNetworkPatch, ifMatch?: IfMatch): Promise<NodeRow> {
   return withTransaction(pool, async (client) => {
     const node = await findLiveNodeByName(client, name, { forUpdate: true });
     if (!node) throw notFound(name);
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, nodeEtag(node));
     if (networkUnchanged(node, patch)) return node;
     if (!(await updateNodeNetwork(client, node.id, patch))) throw notFound(name);
     await recordConfigChange(client, { entity: 'node', entityId: node.id, action: 'update' });
@@ -139,10 +144,12 @@ function settingsUnchanged(node: NodeRow, patch: NodeSettingsPatch): boolean {
  * Applies the given settings (undefined = keep) and records a config version: nodes get them in
  * their bundle. Settings the node already has record nothing (no version, no push to every node).
  */
-export async function editNodeSettings(pool: pg.Pool, name: string, patch: NodeSettingsPatch): Promise<NodeRow> {
+export async function editNodeSettings(pool: pg.Pool, name: string, patch: NodeSettingsPatch, ifMatch?: IfMatch): Promise<NodeRow> {
   return withTransaction(pool, async (client) => {
     const node = await findLiveNodeByName(client, name, { forUpdate: true });
     if (!node) throw notFound(name);
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, nodeEtag(node));
     if (settingsUnchanged(node, patch)) return node;
     await client.query(
       `update nodes set surfaces = coalesce($2, surfaces),

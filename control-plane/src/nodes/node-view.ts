@@ -5,6 +5,7 @@
  * `hasCa` says whether a CA is set.
  */
 import { z } from 'zod';
+import { etagOf } from '../http/if-match.js';
 import { SPOOL_FULL_POLICIES, SURFACES } from './node-validation.js';
 import type { NodeRow } from './node-repository.js';
 
@@ -126,4 +127,27 @@ export function toNodeView(row: NodeRow, opts: { offlineAfterMs: number }): Node
     enrolledAt: row.enrolledAt?.toISOString() ?? null,
     createdAt: row.createdAt.toISOString(),
   };
+}
+
+/**
+ * The node's ETag (http/if-match.ts): a hash of what an operator sets — the wizard's fields, the
+ * network (address, control-plane URL, CA) and the settings — not of what the node reports
+ * (heartbeats, status, config acks), which change by the second and are no edit to lose.
+ */
+export function nodeEtag(row: NodeRow): string {
+  return etagOf({
+    node: {
+      id: row.id,
+      name: row.name,
+      region: row.region,
+      surfaces: row.surfaces,
+      installDir: row.installDir,
+      address: row.address,
+      controlPlaneUrl: row.controlPlaneUrl,
+      caPem: row.caPem,
+      spoolQuotaGb: row.spoolQuotaGb,
+      spoolFullPolicy: row.spoolFullPolicy,
+      replicas: row.replicas,
+    },
+  });
 }

@@ -8,9 +8,12 @@ import type pg from 'pg';
 import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
+import { checkIfMatch } from '../http/if-match.js';
+import type { IfMatch } from '../http/if-match.js';
 import { API_KEY_IN_USE_SQL } from '../keys/api-key-view.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import type { GuardrailPolicyInput, GuardrailPolicySpec } from './guardrail-policy-validation.js';
+import { guardrailPolicyEtag } from './guardrail-policy-view.js';
 import type { GuardrailPolicyRow } from './guardrail-policy-view.js';
 
 const COLUMNS = 'id, name, rules, created_at as "createdAt"';
@@ -51,7 +54,16 @@ function notFound(name: string): Error {
   return zenovaError('ZN_ERR_CP_POLICY_NOT_FOUND', `No guardrail policy named '${name}'.`);
 }
 
-export async function replaceGuardrailPolicy(pool: pg.Pool, name: string, spec: GuardrailPolicySpec): Promise<ConfigMutationResult<GuardrailPolicyRow>> {
+/** The live policy of that name. */
+export async function getGuardrailPolicy(db: Queryable, name: string): Promise<GuardrailPolicyRow> {
+  const { rows } = await db.query<GuardrailPolicyRow>(`select ${COLUMNS} from guardrail_policies where name = $1 and deleted_at is null`, [name]);
+  if (!rows[0]) throw notFound(name);
+  return rows[0];
+}
+
+export async function replaceGuardrailPolicy(
+  pool: pg.Pool, name: string, spec: GuardrailPolicySpec, ifMatch?: IfMatch,
+): Promise<ConfigMutationResult<GuardrailPolicyRow>> {
   return withConfigChange(pool, async (client) => {
     // Row-locked as a delete locks it: a concurrent replace or delete waits for this commit and
     // then sees what it left (the new rules, or no policy: a 404).
@@ -61,6 +73,8 @@ export async function replaceGuardrailPolicy(pool: pg.Pool, name: string, spec: 
     );
     const current = found[0];
     if (current === undefined) throw notFound(name);
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, guardrailPolicyEtag(current));
     // Compared as jsonb (keys in any order, rules and keywords in order: the order nodes get them),
     // so the same rules again change nothing and record no version.
     const { rows } = await client.query<GuardrailPolicyRow & { grew: boolean }>(

@@ -1,5 +1,6 @@
 /** What the admin API shows of a guardrail policy; the zod schema is the response schema. */
 import { z } from 'zod';
+import { etagOf } from '../http/if-match.js';
 import { GUARDRAIL_ACTIONS, GUARDRAIL_DETECTORS, GUARDRAIL_DIRECTIONS } from './guardrail-policy-validation.js';
 import type { GuardrailRule } from './guardrail-policy-validation.js';
 
@@ -27,4 +28,9 @@ export interface GuardrailPolicyRow {
 
 export function toGuardrailPolicyView(row: GuardrailPolicyRow): GuardrailPolicyView {
   return { id: row.id, name: row.name, rules: row.rules, createdAt: row.createdAt.toISOString() };
+}
+
+/** The policy's ETag (http/if-match.ts): a hash of its view, which is all it stores. */
+export function guardrailPolicyEtag(row: GuardrailPolicyRow): string {
+  return etagOf({ guardrailPolicy: toGuardrailPolicyView(row) });
 }

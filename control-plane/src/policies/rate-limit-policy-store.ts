@@ -9,9 +9,12 @@ import type pg from 'pg';
 import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
+import { checkIfMatch } from '../http/if-match.js';
+import type { IfMatch } from '../http/if-match.js';
 import { API_KEY_IN_USE_SQL } from '../keys/api-key-view.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import type { RateLimitPolicyInput, RateLimitPolicySpec } from './rate-limit-policy-validation.js';
+import { rateLimitPolicyEtag } from './rate-limit-policy-view.js';
 import type { RateLimitPolicyRow } from './rate-limit-policy-view.js';
 
 const COLUMNS = `id, name, requests_per_minute as "requestsPerMinute", tokens_per_minute::text as "tokensPerMinute",
@@ -70,7 +73,16 @@ function limitsBytes(row: RateLimitPolicyRow): number {
   return JSON.stringify(limits).length;
 }
 
-export async function replaceRateLimitPolicy(pool: pg.Pool, name: string, spec: RateLimitPolicySpec): Promise<ConfigMutationResult<RateLimitPolicyRow>> {
+/** The live policy of that name. */
+export async function getRateLimitPolicy(db: Queryable, name: string): Promise<RateLimitPolicyRow> {
+  const { rows } = await db.query<RateLimitPolicyRow>(`select ${COLUMNS} from rate_limit_policies where name = $1 and deleted_at is null`, [name]);
+  if (!rows[0]) throw notFound(name);
+  return rows[0];
+}
+
+export async function replaceRateLimitPolicy(
+  pool: pg.Pool, name: string, spec: RateLimitPolicySpec, ifMatch?: IfMatch,
+): Promise<ConfigMutationResult<RateLimitPolicyRow>> {
   return withConfigChange(pool, async (client) => {
     // Row-locked as a delete locks it: a concurrent replace or delete waits for this commit and
     // then sees what it left (the new limits, or no policy: a 404).
@@ -80,6 +92,8 @@ export async function replaceRateLimitPolicy(pool: pg.Pool, name: string, spec: 
     );
     const current = found[0];
     if (current === undefined) throw notFound(name);
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, rateLimitPolicyEtag(current));
     // A limit left out is no limit of that kind (a replace, not a patch); the same limits again
     // change nothing and record no version.
     const { rows } = await client.query<RateLimitPolicyRow>(

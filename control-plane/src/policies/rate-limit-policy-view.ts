@@ -1,5 +1,6 @@
 /** What the admin API shows of a rate-limit policy; the zod schema is the response schema. */
 import { z } from 'zod';
+import { etagOf } from '../http/if-match.js';
 
 export const rateLimitPolicyViewSchema = z.object({
   id: z.string(),
@@ -31,4 +32,9 @@ export function toRateLimitPolicyView(row: RateLimitPolicyRow): RateLimitPolicyV
     concurrentRequests: row.concurrentRequests,
     createdAt: row.createdAt.toISOString(),
   };
+}
+
+/** The policy's ETag (http/if-match.ts): a hash of its view, which is all it stores. */
+export function rateLimitPolicyEtag(row: RateLimitPolicyRow): string {
+  return etagOf({ rateLimitPolicy: toRateLimitPolicyView(row) });
 }

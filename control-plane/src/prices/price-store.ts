@@ -9,12 +9,19 @@ import { DOT_SEGMENT_NAME_RULE, invalidField, isDotSegmentName } from '../config
 import { withConfigChange } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
+import { checkIfMatch } from '../http/if-match.js';
+import type { IfMatch } from '../http/if-match.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import type { PriceInput } from './price-validation.js';
+import { priceEtag } from './price-view.js';
 import type { PriceRow } from './price-view.js';
 
 const COLUMNS = `model, input_micros_per_token::text as "inputMicrosPerToken", output_micros_per_token::text as "outputMicrosPerToken",
   request_micros::text as "requestMicros", updated_at as "updatedAt"`;
+
+function notFound(model: string): Error {
+  return zenovaError('ZN_ERR_CP_PRICE_NOT_FOUND', `No price for model '${model}'.`);
+}
 
 /** The row holds the figures as text (bigint); input figures are safe integers, so their decimal forms compare. */
 function samePrice(current: PriceRow, input: PriceInput): boolean {
@@ -23,10 +30,21 @@ function samePrice(current: PriceRow, input: PriceInput): boolean {
     && current.requestMicros === String(input.requestMicros);
 }
 
-export async function setPrice(pool: pg.Pool, model: string, input: PriceInput): Promise<ConfigMutationResult<PriceRow>> {
+/** The price set for `model`. */
+export async function getPrice(db: Queryable, model: string): Promise<PriceRow> {
+  const { rows } = await db.query<PriceRow>(`select ${COLUMNS} from prices where model = $1`, [model]);
+  if (!rows[0]) throw notFound(model);
+  return rows[0];
+}
+
+export async function setPrice(pool: pg.Pool, model: string, input: PriceInput, ifMatch?: IfMatch): Promise<ConfigMutationResult<PriceRow>> {
   return withConfigChange(pool, async (client) => {
     const { rows: found } = await client.query<PriceRow>(`select ${COLUMNS} from prices where model = $1 for update`, [model]);
     const current = found[0];
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    // No row: a PUT that would create, which no If-Match matches — and since it then never inserts,
+    // the insert below (which a concurrent create may race) is only ever reached without one.
+    checkIfMatch(ifMatch, current === undefined ? undefined : priceEtag(current));
     // A PUT creates, and no new price may take such a name; one set before this rule may still change.
     if (current === undefined && isDotSegmentName(model)) throw invalidField('model', DOT_SEGMENT_NAME_RULE);
     // The same price again: nothing a node serves changes (nor updatedAt).
@@ -62,7 +80,7 @@ export async function listPrices(db: Queryable): Promise<PriceRow[]> {
 export async function deletePrice(pool: pg.Pool, model: string): Promise<ConfigMutationResult<PriceRow>> {
   return withConfigChange(pool, async (client) => {
     const { rows } = await client.query<PriceRow>(`delete from prices where model = $1 returning ${COLUMNS}`, [model]);
-    if (!rows[0]) throw zenovaError('ZN_ERR_CP_PRICE_NOT_FOUND', `No price for model '${model}'.`);
+    if (!rows[0]) throw notFound(model);
     return { value: rows[0], change: { entity: 'price', entityId: model, action: 'delete' } };
   });
 }

@@ -1,5 +1,6 @@
 /** What the admin API shows of a price; the zod schema is the response schema. */
 import { z } from 'zod';
+import { etagOf } from '../http/if-match.js';
 
 export const priceViewSchema = z.object({
   model: z.string(),
@@ -28,4 +29,9 @@ export function toPriceView(row: PriceRow): PriceView {
     requestMicros: Number(row.requestMicros),
     updatedAt: row.updatedAt.toISOString(),
   };
+}
+
+/** The price's ETag (http/if-match.ts): a hash of its view, which is all it stores. */
+export function priceEtag(row: PriceRow): string {
+  return etagOf({ price: toPriceView(row) });
 }

@@ -12,10 +12,13 @@ import { throwProblems } from '../config/config-fields.js';
 import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import { zenovaError } from '../errors.js';
+import { checkIfMatch } from '../http/if-match.js';
+import type { IfMatch } from '../http/if-match.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import { lockLiveUpstreamKinds } from '../upstreams/upstream-store.js';
 import { API_FAMILY_NAMES, upstreamApiFamily } from '../upstreams/upstream-validation.js';
 import type { ModelRouteCreateInput, ModelRouteSpec } from './model-route-validation.js';
+import { modelRouteEtag } from './model-route-view.js';
 import type { ModelRouteRow } from './model-route-view.js';
 
 const COLUMNS = `id, alias, targets, fallbacks, timeout_ms as "timeoutMs", retries,
@@ -103,11 +106,15 @@ function routeUnchanged(current: ModelRouteRow, spec: ModelRouteSpec): boolean {
     });
 }
 
-export async function replaceModelRoute(pool: pg.Pool, alias: string, spec: ModelRouteSpec): Promise<ConfigMutationResult<ModelRouteRow>> {
+export async function replaceModelRoute(
+  pool: pg.Pool, alias: string, spec: ModelRouteSpec, ifMatch?: IfMatch,
+): Promise<ConfigMutationResult<ModelRouteRow>> {
   return withConfigChange(pool, async (client) => {
     const { rows: found } = await client.query<ModelRouteRow>(`select ${COLUMNS} from routes where alias = $1 and deleted_at is null for update`, [alias]);
     const current = found[0];
     if (current === undefined) throw notFound(alias);
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, modelRouteEtag(current));
     const id = current.id;
     // Checked before the comparison, so a body the API refuses is refused whatever is stored.
     await checkUpstreams(client, spec);

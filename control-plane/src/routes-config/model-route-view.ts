@@ -1,5 +1,6 @@
 /** What the admin API shows of a model route; the zod schema is the response schema. */
 import { z } from 'zod';
+import { etagOf } from '../http/if-match.js';
 import type { RouteFallback, RouteTarget } from './model-route-validation.js';
 
 export const modelRouteViewSchema = z.object({
@@ -37,4 +38,9 @@ export function toModelRouteView(row: ModelRouteRow): ModelRouteView {
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
+}
+
+/** The route's ETag (http/if-match.ts): a hash of its view, which is all it stores. */
+export function modelRouteEtag(row: ModelRouteRow): string {
+  return etagOf({ route: toModelRouteView(row) });
 }

@@ -11,13 +11,17 @@ import { isUniqueViolation, withConfigChange } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
+import { checkIfMatch } from '../http/if-match.js';
+import type { IfMatch } from '../http/if-match.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import { sealToolServerSecret } from './tool-server-secret.js';
 import type { ToolServerInput } from './tool-server-validation.js';
+import { toolServerEtag } from './tool-server-view.js';
 import type { ToolServerRow } from './tool-server-view.js';
 
 const COLUMNS = `id, name, url, secret_encrypted is not null as "hasApiKey", timeout_ms as "timeoutMs",
-  call_micros::text as "callMicros", created_at as "createdAt", updated_at as "updatedAt"`;
+  call_micros::text as "callMicros", created_at as "createdAt", updated_at as "updatedAt",
+  encode(sha256(secret_encrypted), 'base64') as "secretDigest"`;
 
 // config_changes.entity is free text; ConfigEntity (config-changes.ts, the lead's) does not list
 // tool servers yet, hence the widening.
@@ -50,13 +54,17 @@ function putChangesNothing(current: ToolServerRow, input: ToolServerInput): bool
  * it, undefined keeps what is stored (nothing, for a new server).
  */
 export async function putToolServer(
-  pool: pg.Pool, secretBox: SecretBox | undefined, name: string, input: ToolServerInput,
+  pool: pg.Pool, secretBox: SecretBox | undefined, name: string, input: ToolServerInput, ifMatch?: IfMatch,
 ): Promise<ConfigMutationResult<PutToolServerResult>> {
   const attempt = (): Promise<ConfigMutationResult<PutToolServerResult>> => withConfigChange<PutToolServerResult>(pool, async (client) => {
     const { rows: found } = await client.query<ToolServerRow>(
       `select ${COLUMNS} from tool_servers where name = $1 and deleted_at is null for update`, [name],
     );
     const current = found[0];
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    // No row: a PUT that would create, which no If-Match matches; so one with If-Match never
+    // inserts, nor meets the create race retried below.
+    checkIfMatch(ifMatch, current === undefined ? undefined : toolServerEtag(current));
     if (current !== undefined && putChangesNothing(current, input)) return { value: { row: current, created: false }, change: null };
     const existing = current?.id;
     // The id is chosen here because the seal binds it (see tool-server-secret.ts).

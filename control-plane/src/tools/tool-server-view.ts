@@ -3,6 +3,7 @@
  * never part of it, only `hasApiKey`.
  */
 import { z } from 'zod';
+import { etagOf } from '../http/if-match.js';
 
 export const toolServerViewSchema = z.object({
   id: z.string(),
@@ -28,6 +29,8 @@ export interface ToolServerRow {
   callMicros: string;
   createdAt: Date;
   updatedAt: Date;
+  /** A digest of the sealed key (null: none): never shown, only part of the ETag, so a new key changes it. */
+  secretDigest: string | null;
 }
 
 export function toToolServerView(row: ToolServerRow): ToolServerView {
@@ -41,4 +44,9 @@ export function toToolServerView(row: ToolServerRow): ToolServerView {
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
+}
+
+/** The tool server's ETag (http/if-match.ts): its view and its sealed key's digest. */
+export function toolServerEtag(row: ToolServerRow): string {
+  return etagOf({ toolServer: toToolServerView(row), secretDigest: row.secretDigest });
 }

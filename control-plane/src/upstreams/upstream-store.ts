@@ -10,13 +10,16 @@ import { withConfigChange, isUniqueViolation } from '../config/config-store.js';
 import type { ConfigMutationResult } from '../config/config-store.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { zenovaError } from '../errors.js';
+import { checkIfMatch } from '../http/if-match.js';
+import type { IfMatch } from '../http/if-match.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import { sealUpstreamSecret } from './upstream-secret.js';
 import type { UpstreamCreateInput, UpstreamKind, UpstreamPatch } from './upstream-validation.js';
+import { upstreamEtag } from './upstream-view.js';
 import type { UpstreamRow } from './upstream-view.js';
 
 const COLUMNS = `id, name, kind, base_url as "baseUrl", secret_encrypted is not null as "hasApiKey",
-  timeout_ms as "timeoutMs", created_at as "createdAt"`;
+  timeout_ms as "timeoutMs", created_at as "createdAt", encode(sha256(secret_encrypted), 'base64') as "secretDigest"`;
 const MAX_ROUTES_IN_MESSAGE = 10;
 
 function notFound(name: string): Error {
@@ -82,12 +85,14 @@ function patchChangesNothing(current: UpstreamRow, patch: UpstreamPatch): boolea
 }
 
 export async function patchUpstream(
-  pool: pg.Pool, secretBox: SecretBox | undefined, name: string, patch: UpstreamPatch,
+  pool: pg.Pool, secretBox: SecretBox | undefined, name: string, patch: UpstreamPatch, ifMatch?: IfMatch,
 ): Promise<ConfigMutationResult<UpstreamRow>> {
   return withConfigChange(pool, async (client) => {
     const { rows: found } = await client.query<UpstreamRow>(`select ${COLUMNS} from upstreams where name = $1 and deleted_at is null for update`, [name]);
     const current = found[0];
     if (current === undefined) throw notFound(name);
+    // Under the row lock until commit: a writer holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, upstreamEtag(current));
     if (patchChangesNothing(current, patch)) return { value: current, change: null };
     const id = current.id;
     const sealed = typeof patch.apiKey === 'string' ? sealUpstreamSecret(secretBox, id, patch.apiKey) : null;

@@ -3,6 +3,7 @@
  * never part of it, only `hasApiKey`.
  */
 import { z } from 'zod';
+import { etagOf } from '../http/if-match.js';
 import { UPSTREAM_KINDS } from './upstream-validation.js';
 import type { UpstreamKind } from './upstream-validation.js';
 
@@ -27,6 +28,8 @@ export interface UpstreamRow {
   hasApiKey: boolean;
   timeoutMs: number;
   createdAt: Date;
+  /** A digest of the sealed key (null: none): never shown, only part of the ETag, so a new key changes it. */
+  secretDigest: string | null;
 }
 
 export function toUpstreamView(row: UpstreamRow): UpstreamView {
@@ -39,4 +42,9 @@ export function toUpstreamView(row: UpstreamRow): UpstreamView {
     timeoutMs: row.timeoutMs,
     createdAt: row.createdAt.toISOString(),
   };
+}
+
+/** The upstream's ETag (http/if-match.ts): its view and its sealed key's digest. */
+export function upstreamEtag(row: UpstreamRow): string {
+  return etagOf({ upstream: toUpstreamView(row), secretDigest: row.secretDigest });
 }

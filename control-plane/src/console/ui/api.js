@@ -56,31 +56,40 @@ const SESSION_PATH = '/api/console/session';
 const CSRF_REFUSED = 'ZN_ERR_CP_CSRF';
 
 /**
- * api(method, path, body?): the parsed JSON answer. Throws ApiError for a non-2xx answer (and for
- * no answer at all: status 0, code 'NETWORK'; none within REQUEST_TIMEOUT_MS: status 0, code
- * 'TIMEOUT').
+ * api(method, path, body?, options?): the parsed JSON answer. Throws ApiError for a non-2xx answer
+ * (and for no answer at all: status 0, code 'NETWORK'; none within REQUEST_TIMEOUT_MS: status 0,
+ * code 'TIMEOUT'). `options.ifMatch`: sent as the `If-Match` header (an ETag apiResponse gave), so
+ * the write is refused (412 ZN_ERR_CP_PRECONDITION_FAILED) when the object changed since.
  *
  * A login in another tab replaces the session cookie all tabs share, and with it the CSRF token
  * (derived from the session id): this tab's token is then stale. On a CSRF refusal the current
  * token is fetched from GET /api/console/session and the request is sent once more, only once.
  */
-export async function api(method, path, body) {
+export async function api(method, path, body, options) {
+  return (await apiResponse(method, path, body, options)).body;
+}
+
+/**
+ * As api(), answering `{ body, etag }`: the parsed JSON and the answer's `ETag` header (null when it
+ * has none), for an edit to send back as `options.ifMatch`.
+ */
+export async function apiResponse(method, path, body, options = {}) {
   try {
-    return await request(method, path, body);
+    return await request(method, path, body, options);
   } catch (err) {
     if (!(err instanceof ApiError) || err.status !== 403 || err.code !== CSRF_REFUSED || path === LOGIN_PATH) throw err;
-    const session = await request('GET', SESSION_PATH);
-    setCsrfToken(session.csrfToken);
-    return request(method, path, body);
+    const session = await request('GET', SESSION_PATH, undefined, {});
+    setCsrfToken(session.body.csrfToken);
+    return request(method, path, body, options);
   }
 }
 
-async function request(method, path, body) {
+async function request(method, path, body, options) {
   // A hung connection would otherwise leave the page waiting for ever, showing its last answer.
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
   try {
-    return await send(method, path, body, controller.signal);
+    return await send(method, path, body, options, controller.signal);
   } catch (err) {
     if (controller.signal.aborted && !(err instanceof ApiError)) throw new ApiError(0, 'TIMEOUT', TIMEOUT_MESSAGE);
     throw err;
@@ -89,10 +98,11 @@ async function request(method, path, body) {
   }
 }
 
-async function send(method, path, body, signal) {
+async function send(method, path, body, options, signal) {
   const upper = method.toUpperCase();
   const headers = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
+  if (typeof options.ifMatch === 'string' && options.ifMatch !== '') headers['if-match'] = options.ifMatch;
   if (upper !== 'GET' && upper !== 'HEAD' && csrfToken !== null) headers['x-zenova-csrf'] = csrfToken;
   let res;
   const sentAt = Date.now();
@@ -119,7 +129,7 @@ async function send(method, path, body, signal) {
   }
   if (res.ok) {
     if (parsed === undefined) throw new ApiError(res.status, 'BAD_ANSWER', `The control plane answered ${path} with something that is not JSON.`);
-    return parsed;
+    return { body: parsed, etag: res.headers.get('etag') };
   }
   const error = parsed && typeof parsed === 'object' ? parsed.error : undefined;
   const code = typeof error?.code === 'string' ? error.code : `HTTP_${res.status}`;

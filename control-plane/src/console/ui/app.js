@@ -6,6 +6,10 @@ import { clear, h } from './dom.js';
 
 const PRODUCT = 'Zenova Gateway';
 const DEFAULT_HASH = '#/nodes';
+// Waits between the tries of GET /api/console/session while the control plane cannot be reached at
+// load: doubling from 1 s, then every 30 s (the bound) until it answers.
+const REACH_RETRY_FIRST_MS = 1_000;
+const REACH_RETRY_MAX_MS = 30_000;
 const SESSION_ENDED = 'Your console session has ended (it expired or was logged out); log in again with the admin token to go on where you were.';
 
 const ROUTES = [
@@ -13,12 +17,13 @@ const ROUTES = [
   // Not under /nodes/: `new` is a valid node name, and `add-node` has no place in /nodes/<name>.
   { pattern: /^\/add-node$/, module: 'add-node.js', nav: 'nodes', title: 'Add node', params: () => ({}) },
   { pattern: /^\/nodes\/([^/]+)$/, module: 'node-detail.js', nav: 'nodes', title: 'Node', params: (m) => ({ name: decodeURIComponent(m[1]) }) },
-  { pattern: /^\/requests$/, module: 'requests.js', nav: 'requests', title: 'Requests', params: () => ({}) },
+  // The list's filters and page are in the hash's query (#/requests?status=failed&cursor=…): params.query.
+  { pattern: /^\/requests$/, module: 'requests.js', nav: 'requests', title: 'Requests', params: (m, query) => ({ query }) },
   { pattern: /^\/requests\/([^/]+)$/, module: 'requests.js', nav: 'requests', title: 'Requests', params: (m) => ({ requestId: decodeURIComponent(m[1]) }) },
 ];
 
 const app = document.getElementById('app');
-/** 'none' while booting, 'login' or 'shell'. */
+/** 'none' while booting, 'unreachable' (the session could not be asked for), 'login' or 'shell'. */
 let view = 'none';
 let pageMain = null;
 let pageCleanup = null;
@@ -39,15 +44,23 @@ let notices = [];
 // under the shell: the user is leaving, so nothing is kept for a later login (logout() shows the
 // plain login view once it is over).
 let loggingOut = false;
+// The next try of the session while 'unreachable' (a timer), and the tries made so far.
+let reachTimer;
+let reachTries = 0;
 
-/** The matching route and its params for a location hash, or undefined. */
+/**
+ * The matching route and its params for a location hash, or undefined. A `?` starts the route's
+ * query (URLSearchParams; names and ids in the path are %-encoded, so a `?` there is `%3F`).
+ */
 function matchRoute(hash) {
-  const path = hash.startsWith('#') ? hash.slice(1) : hash;
+  const whole = hash.startsWith('#') ? hash.slice(1) : hash;
+  const at = whole.indexOf('?');
+  const path = at === -1 ? whole : whole.slice(0, at);
   for (const route of ROUTES) {
     const m = route.pattern.exec(path);
     if (!m) continue;
     try {
-      return { route, params: route.params(m) };
+      return { route, params: route.params(m, new URLSearchParams(at === -1 ? '' : whole.slice(at + 1))) };
     } catch {
       return undefined; // a malformed %-escape: not a name any page can show
     }
@@ -147,6 +160,7 @@ async function route() {
 
 /** `sessionEnded`: the session ended under the shell (a 401), rather than a logout or no session at boot. */
 function showLogin(message, { sessionEnded = false } = {}) {
+  stopReaching();
   // Read before the cleanup: the hash is where the user was, and where the next login returns.
   resumeHash = sessionEnded ? location.hash : null;
   runPageCleanup({ sessionEnded });
@@ -168,7 +182,9 @@ function showLogin(message, { sessionEnded = false } = {}) {
     clear(errorSlot);
     button.disabled = true;
     try {
-      const session = await api('POST', '/api/console/login', { adminToken: input.value });
+      // Pasted tokens often carry a space or line break; a token is visible ASCII only, so one never
+      // starts or ends with whitespace, and the untrimmed value would only count as a failed login.
+      const session = await api('POST', '/api/console/login', { adminToken: input.value.trim() });
       input.value = '';
       setCsrfToken(session.csrfToken);
       publicUrl = session.publicUrl ?? null;
@@ -215,6 +231,7 @@ async function logout(button) {
 }
 
 function showShell() {
+  stopReaching();
   runPageCleanup();
   view = 'shell';
   const logoutButton = h('button', { type: 'button', class: 'btn btn-quiet', onclick: () => void logout(logoutButton) }, 'Log out');
@@ -238,15 +255,67 @@ onUnauthenticated(() => {
 });
 window.addEventListener('hashchange', () => void route());
 
+function stopReaching() {
+  clearTimeout(reachTimer);
+  reachTimer = undefined;
+  reachTries = 0;
+}
+
+/**
+ * Asks GET /api/console/session: 200 shows the shell, 401 the login form. Anything else (no
+ * answer, a timeout, a 5xx from the control plane or a proxy in front of it) says nothing about the
+ * session, which may well be live: the "cannot reach" view, trying again on its own, with back-off.
+ */
 async function boot() {
+  clearTimeout(reachTimer);
+  reachTimer = undefined;
+  let session;
   try {
-    const session = await api('GET', '/api/console/session');
-    setCsrfToken(session.csrfToken);
-    publicUrl = session.publicUrl ?? null;
-    showShell();
+    session = await api('GET', '/api/console/session');
   } catch (err) {
-    showLogin(err?.status === 401 ? undefined : (err instanceof Error ? err.message : String(err)));
+    if (view === 'shell' || view === 'login') return; // logged in or shown the form meanwhile
+    if (err?.status === 401) showLogin();
+    else showUnreachable(err);
+    return;
   }
+  if (view === 'shell') return;
+  setCsrfToken(session.csrfToken);
+  publicUrl = session.publicUrl ?? null;
+  showShell();
+}
+
+/** The session could not be asked for: what went wrong, the next try's time, and Try again. */
+function showUnreachable(err) {
+  view = 'unreachable';
+  const wait = Math.min(REACH_RETRY_FIRST_MS * 2 ** reachTries, REACH_RETRY_MAX_MS);
+  reachTries += 1;
+  document.title = `Cannot reach the control plane · ${PRODUCT}`;
+  const retry = h('button', {
+    type: 'button', class: 'btn btn-primary',
+    onclick: () => {
+      retry.disabled = true;
+      status.textContent = 'Trying again…';
+      void boot();
+    },
+  }, 'Try again');
+  const status = h('p', { class: 'muted', role: 'status', 'data-testid': 'unreachable-next-try' },
+    `Trying again in ${Math.round(wait / 1000)} s.`);
+  clear(app);
+  app.appendChild(h('main', { class: 'login' },
+    h('section', { class: 'login-card', 'aria-labelledby': 'unreachable-title', 'data-testid': 'unreachable' },
+      h('h1', { id: 'unreachable-title' }, 'Cannot reach the control plane'),
+      errorBanner(err instanceof Error ? err.message : String(err)),
+      h('p', {}, 'The console could not ask the control plane for your session: it may be restarting, or the network '
+        + 'may be down. The console shows itself as soon as the control plane answers; the admin token is asked for '
+        + 'only if your session has ended.'),
+      status,
+      retry)));
+  clearTimeout(reachTimer);
+  reachTimer = setTimeout(() => {
+    status.textContent = 'Trying again…';
+    retry.disabled = true;
+    void boot();
+  }, wait);
 }
 
 void boot();

@@ -466,7 +466,7 @@ export function render(root, _params, ctx) {
 
   // Step 3: local spool.
   const quota = field(h, {
-    id: 'spool-quota', label: 'Spool quota (GB)',
+    id: 'spool-quota', label: 'Spool quota (GiB)',
     control: input('spool-quota', 'number', { value: String(SPOOL_QUOTA_GB.default), min: String(SPOOL_QUOTA_GB.min), max: String(SPOOL_QUOTA_GB.max), step: '1' }),
     hint: 'Disk space (GiB) for request records the node keeps while it cannot reach the control plane.',
   });

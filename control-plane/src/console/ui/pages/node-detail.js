@@ -1,8 +1,10 @@
 // Gateway › Nodes › <name>: every field of the node view (seed 004 §9.5), its onboarding progress,
 // and the actions of §9.5–9.6: reissue the install command, re-enroll and upgrade commands (each
 // shown once), edit network/CA, edit settings, delete (typed-name confirmation). Refreshed in place:
-// every 2 s while the node is onboarding, every 5 s after; the edit forms are never redrawn under
-// the operator's hands.
+// every 2 s while the node is onboarding, every 5 s after, and not at all while an edit form is
+// open. An edit form works on the node as it was when the form opened (its view and ETag): it sends
+// only the fields changed in the form, with `If-Match`, so a change someone else made meanwhile is
+// never written over (412: the form says so and offers the current values).
 import {
   DEFAULT_INSTALL_DIR, POLICY_TEXT, SPOOL_QUOTA_GB, addressProblem, caPemProblem, controlPlaneUrlProblem,
   field, fieldProblems, integerProblem, oneTimeCommandView, onboardingSteps, setHidden,
@@ -11,10 +13,11 @@ import {
   MISSING, formatAge, formatBytes, formatCount, formatRate, formatSkew, hideError, nodePath, oneLine, showError,
   serverTimeOfDay, skewNeedsSync, staleMessage, statusBadge,
 } from './nodes-list.js';
-import { serverNow } from '../api.js';
+import { apiResponse, serverNow } from '../api.js';
 
 const ONBOARDING_REFRESH_MS = 2_000;
 const REFRESH_MS = 5_000;
+const PRECONDITION_FAILED = 'ZN_ERR_CP_PRECONDITION_FAILED';
 
 /** Node.js names the CPU (x64); operators know the package's name (x86_64). */
 const PACKAGE_ARCH = { x64: 'x86_64', arm64: 'aarch64' };
@@ -82,6 +85,10 @@ export function render(root, params, ctx) {
   const { h, api, navigate } = ctx;
   const name = params.name;
   let node;
+  /** The ETag of `node` (null: the answer had none). */
+  let nodeEtag = null;
+  /** The edit forms open now: while there is one, the page is not refreshed (nothing redrawn under it). */
+  const openForms = new Set();
   let stopped = false;
   let timer;
   let refreshBanner;
@@ -108,8 +115,9 @@ export function render(root, params, ctx) {
   const fieldsCard = h('section', { class: 'card', 'aria-label': 'Details' }, h('h2', {}, 'Details'), fieldList);
   const onboarding = h('section', { class: 'card', 'aria-label': 'Onboarding progress' });
 
-  function show(view) {
+  function show(view, etag) {
     node = view;
+    nodeEtag = etag ?? null;
     answeredAt = serverNow();
     fieldList.classList.remove('stale');
     badgeSlot.replaceChildren(statusBadge(h, view.status));
@@ -179,23 +187,26 @@ export function render(root, params, ctx) {
   network.append(h('p', { class: 'muted' }, 'Commands issued after an edit use the new values; commands issued before keep the values they were printed with.'), networkOpen);
 
   function openNetwork() {
-    const address = field(h, { id: 'edit-address', label: 'Node address', control: h('input', { id: 'edit-address', type: 'text', value: node.address }) });
+    // The node as the form shows it: what is compared against and the ETag sent with the save.
+    const base = node;
+    const baseEtag = nodeEtag;
+    const address = field(h, { id: 'edit-address', label: 'Node address', control: h('input', { id: 'edit-address', type: 'text', value: base.address }) });
     const url = field(h, {
       id: 'edit-cp-url', label: 'Control-plane URL',
-      control: h('input', { id: 'edit-cp-url', type: 'text', value: node.controlPlaneUrl }),
+      control: h('input', { id: 'edit-cp-url', type: 'text', value: base.controlPlaneUrl }),
       hint: 'Starts with https://; the node host must be able to reach it.',
     });
-    address.control.value = node.address;
-    url.control.value = node.controlPlaneUrl;
+    address.control.value = base.address;
+    url.control.value = base.controlPlaneUrl;
     const ca = field(h, {
-      id: 'edit-ca', label: node.hasCa ? 'New control-plane CA (PEM)' : 'Control-plane CA (PEM, optional)',
+      id: 'edit-ca', label: base.hasCa ? 'New control-plane CA (PEM)' : 'Control-plane CA (PEM, optional)',
       control: props(h('textarea', { id: 'edit-ca', placeholder: '-----BEGIN CERTIFICATE-----' }), { rows: 6, spellcheck: false }),
-      hint: node.hasCa
+      hint: base.hasCa
         ? 'Leave blank to remove the CA: the node then checks the control plane against its system trust store.'
         : 'Paste it when the control plane uses a self-signed or internal CA; leave blank to keep none.',
     });
     const changeCa = h('input', { id: 'edit-ca-change', type: 'checkbox' });
-    const hadCa = node.hasCa;
+    const hadCa = base.hasCa;
     if (hadCa) {
       setHidden(ca.wrapper, true);
       changeCa.addEventListener('change', () => { setHidden(ca.wrapper, !changeCa.checked); });
@@ -216,14 +227,15 @@ export function render(root, params, ctx) {
     setHidden(networkOpen, true);
     network.querySelector('.saved')?.remove();
     network.append(form);
+    openForms.add(form);
     address.control.focus();
 
     async function saveNetwork() {
       const patch = {};
       const newAddress = address.control.value.trim();
       const newUrl = url.control.value.trim();
-      if (newAddress !== node.address) patch.address = newAddress;
-      if (newUrl !== node.controlPlaneUrl) patch.controlPlaneUrl = newUrl;
+      if (newAddress !== base.address) patch.address = newAddress;
+      if (newUrl !== base.controlPlaneUrl) patch.controlPlaneUrl = newUrl;
       const pem = ca.control.value;
       if (hadCa ? changeCa.checked : pem.trim() !== '') patch.caPem = pem.trim() === '' ? null : pem;
       const problems = {
@@ -241,16 +253,20 @@ export function render(root, params, ctx) {
       }
       save.disabled = true;
       try {
-        const view = await api('PATCH', nodePath(name, '/network'), patch);
+        const saved = await apiResponse('PATCH', nodePath(name, '/network'), patch, { ifMatch: baseEtag });
         if (stopped) return;
         hideError(root);
-        show(view);
-        closeForm(form, networkOpen);
+        show(saved.body, saved.etag);
+        closeForm(form, networkOpen, { saved: true });
         network.append(h('p', { class: 'banner banner-success saved', role: 'status' },
           'Network saved. Commands issued from now on use these values'
           + (patch.caPem !== undefined ? '; reissue the install command if the node still has to be installed.' : '.')));
       } catch (err) {
         if (stopped) return;
+        if (err?.code === PRECONDITION_FAILED) {
+          changedMeanwhile(form, err, () => { closeForm(form, networkOpen, { saved: true }); openNetwork(); });
+          return;
+        }
         showError(root, form, h, err);
         const refused = fieldProblems(err?.message ?? '');
         if (refused.has('address')) address.setProblem(refused.get('address'));
@@ -262,10 +278,45 @@ export function render(root, params, ctx) {
     }
   }
 
-  function closeForm(form, opener) {
+  /**
+   * Closes an edit form. With no other form open the refresh resumes: at once after a Cancel (the
+   * page may be out of date by now), on its usual interval after a save (whose answer was shown).
+   */
+  function closeForm(form, opener, { saved = false } = {}) {
     form.remove();
     setHidden(opener, false);
     hideError(root);
+    openForms.delete(form);
+    if (openForms.size > 0 || stopped) return;
+    if (saved) schedule(refreshInterval());
+    else void refresh();
+  }
+
+  /**
+   * A save refused with 412: the node changed since the form opened (someone else edited it).
+   * Nothing was written. The API's message in the form, and a button that shows the node as it is
+   * now and opens the form again with its current values (`reopen`), to redo the edit on them.
+   */
+  function changedMeanwhile(form, err, reopen) {
+    const reload = h('button', {
+      type: 'button', class: 'btn btn-small',
+      onclick: async () => {
+        reload.disabled = true;
+        try {
+          const current = await apiResponse('GET', nodePath(name));
+          if (stopped) return;
+          hideError(root);
+          show(current.body, current.etag);
+          reopen();
+        } catch (loadErr) {
+          if (stopped) return;
+          reload.disabled = false;
+          showError(root, form, h, loadErr);
+        }
+      },
+    }, 'Reload the current values');
+    const banner = showError(root, form, h, err);
+    banner.append(h('div', { class: 'toolbar' }, reload));
   }
 
   // ---- edit settings ----
@@ -274,18 +325,21 @@ export function render(root, params, ctx) {
   settings.append(h('p', { class: 'muted' }, 'Surfaces and the local spool reach the node with its next config.'), settingsOpen);
 
   function openSettings() {
+    // The node as the form shows it: what is compared against and the ETag sent with the save.
+    const base = node;
+    const baseEtag = nodeEtag;
     const model = h('input', { id: 'edit-surface-model', type: 'checkbox', checked: true, disabled: true });
     model.checked = true;
     const tools = h('input', { id: 'edit-surface-tools', type: 'checkbox' });
-    tools.checked = node.surfaces.includes('tools');
+    tools.checked = base.surfaces.includes('tools');
     const quota = field(h, {
-      id: 'edit-spool-quota', label: 'Spool quota (GB)',
+      id: 'edit-spool-quota', label: 'Spool quota (GiB)',
       control: props(h('input', { id: 'edit-spool-quota', type: 'number' }), { min: String(SPOOL_QUOTA_GB.min), max: String(SPOOL_QUOTA_GB.max), step: '1' }),
     });
-    quota.control.value = String(node.spoolQuotaGb);
+    quota.control.value = String(base.spoolQuotaGb);
     const radios = Object.entries(POLICY_TEXT).map(([value, text]) => {
       const radio = h('input', { id: `edit-policy-${value}`, name: 'edit-spool-full-policy', type: 'radio', value });
-      radio.checked = node.spoolFullPolicy === value;
+      radio.checked = base.spoolFullPolicy === value;
       return { value, radio, row: h('label', { class: 'check', for: `edit-policy-${value}` }, radio, text) };
     });
     const save = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Save settings');
@@ -306,26 +360,38 @@ export function render(root, params, ctx) {
     setHidden(settingsOpen, true);
     settings.querySelector('.saved')?.remove();
     settings.append(form);
+    openForms.add(form);
 
     async function saveSettings() {
       const problem = integerProblem(quota.control.value, SPOOL_QUOTA_GB);
       quota.setProblem(problem);
       if (problem) return;
-      const patch = {
-        surfaces: tools.checked ? ['model', 'tools'] : ['model'],
-        spoolQuotaGb: Number(quota.control.value.trim()),
-        spoolFullPolicy: radios.find((r) => r.radio.checked)?.value ?? node.spoolFullPolicy,
-      };
+      // Only what was changed in the form: a field left as it was is not sent back, so a change
+      // made to it meanwhile elsewhere is not undone.
+      const patch = {};
+      if (tools.checked !== base.surfaces.includes('tools')) patch.surfaces = tools.checked ? ['model', 'tools'] : ['model'];
+      const spoolQuotaGb = Number(quota.control.value.trim());
+      if (spoolQuotaGb !== base.spoolQuotaGb) patch.spoolQuotaGb = spoolQuotaGb;
+      const spoolFullPolicy = radios.find((r) => r.radio.checked)?.value ?? base.spoolFullPolicy;
+      if (spoolFullPolicy !== base.spoolFullPolicy) patch.spoolFullPolicy = spoolFullPolicy;
+      if (Object.keys(patch).length === 0) {
+        showError(root, form, h, new Error('Nothing to save: change the surfaces, the spool quota or what happens when the spool is full first.'));
+        return;
+      }
       save.disabled = true;
       try {
-        const view = await api('PATCH', nodePath(name, '/settings'), patch);
+        const saved = await apiResponse('PATCH', nodePath(name, '/settings'), patch, { ifMatch: baseEtag });
         if (stopped) return;
         hideError(root);
-        show(view);
-        closeForm(form, settingsOpen);
+        show(saved.body, saved.etag);
+        closeForm(form, settingsOpen, { saved: true });
         settings.append(h('p', { class: 'banner banner-success saved', role: 'status' }, 'Settings saved; they reach the node with its next config.'));
       } catch (err) {
         if (stopped) return;
+        if (err?.code === PRECONDITION_FAILED) {
+          changedMeanwhile(form, err, () => { closeForm(form, settingsOpen, { saved: true }); openSettings(); });
+          return;
+        }
         showError(root, form, h, err);
         const refused = fieldProblems(err?.message ?? '');
         if (refused.has('spoolQuotaGb')) quota.setProblem(refused.get('spoolQuotaGb'));
@@ -376,11 +442,19 @@ export function render(root, params, ctx) {
     if (!stopped) timer = setTimeout(() => { void refresh(); }, ms);
   }
 
+  function refreshInterval() {
+    return node?.onboardingStage === 'config-synced' ? REFRESH_MS : ONBOARDING_REFRESH_MS;
+  }
+
   async function refresh() {
     clearTimeout(timer);
+    // Not under an open edit form: closing the last one refreshes (closeForm).
+    if (openForms.size > 0) return;
     try {
-      const view = await api('GET', nodePath(name));
+      const { body: view, etag } = await apiResponse('GET', nodePath(name));
       if (stopped) return;
+      // A form opened while this was on its way: its answer is not drawn under it.
+      if (openForms.size > 0) return;
       if (refreshBanner) {
         refreshBanner.remove();
         refreshBanner = undefined;
@@ -389,10 +463,10 @@ export function render(root, params, ctx) {
         setHidden(configErrorBox, true);
         body.replaceChildren(configErrorBox, onboarding, fieldsCard, commands, h('div', { class: 'grid-2' }, network, settings), danger);
       }
-      show(view);
-      schedule(view.onboardingStage === 'config-synced' ? REFRESH_MS : ONBOARDING_REFRESH_MS);
+      show(view, etag);
+      schedule(refreshInterval());
     } catch (err) {
-      if (stopped) return;
+      if (stopped || openForms.size > 0) return;
       if (!node) body.replaceChildren();
       // Gone or signed out says all; any other failure leaves figures on screen that may be old.
       const stale = node && err?.status !== 404 && err?.status !== 401;

@@ -2,11 +2,28 @@
 // and the recent requests, newest first. Reads only the admin API (docs/api.md, "Request records").
 // Every value from a record is inserted as text: model names, error codes and bodies come from
 // callers and upstreams.
+//
+// The list's filters (node, account, status) and its page (cursor) are in the address:
+// #/requests?node=…&account=…&status=…&cursor=…, so Back (from a record, say) and a reload show the
+// same list. What is read from the address is checked with the API's rules first; a value no filter
+// could have is ignored (and said so). Each filter applied and each page turned is an entry of the
+// browser's history; the cursors of the pages before the shown one ride along in that entry's state.
 
 const PAGE_SIZE = 50;
 const STATUSES = ['ok', 'rejected', 'failed', 'aborted', 'interrupted'];
 const FRACTION_DIGITS = 6; // 1 unit = 1 000 000 micro-units (docs/billing.md)
 // The stylesheet's status colours (console.css), by record status.
+// The API's rules for the filters (http/requests.routes.ts), checked before a value read from the
+// address, or typed, is sent: the node filter 1..64 characters (a name or an id), the account filter a
+// name or id by the config-name rule, a cursor only the characters the API's cursors are made of.
+const NODE_FILTER_MAX = 64;
+const ACCOUNT_FILTER = /^[A-Za-z0-9._:/-]{1,128}$/;
+const ACCOUNT_FILTER_RULE = 'must be 1 to 128 characters of letters, digits and . _ : / -';
+const CURSOR = /^[A-Za-z0-9_.-]{1,1000}$/;
+// NUL, other control characters and unpaired surrogates: no node name or id holds them.
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const NOT_IN_A_NAME = /[\u0000-\u001f\u007f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const LIST_HASH = '#/requests';
 const STATUS_CLASS = { ok: 'status-online', rejected: 'status-error', failed: 'status-error', aborted: 'status-pending', interrupted: 'status-pending' };
 
 /**
@@ -45,6 +62,80 @@ const ms = (value) => (value === null || value === undefined ? '—' : `${value}
 function recordPath(requestId) {
   if (requestId === '.' || requestId === '..') return null;
   return `/api/v1/requests/${encodeURIComponent(requestId)}`;
+}
+
+/** A node filter's problem (as the API would word it), or undefined. */
+function nodeFilterProblem(value) {
+  if ([...value].length > NODE_FILTER_MAX) return `Node: must be at most ${NODE_FILTER_MAX} characters`;
+  if (NOT_IN_A_NAME.test(value)) return 'Node: must not contain control characters';
+  return undefined;
+}
+
+function accountFilterProblem(value) {
+  return ACCOUNT_FILTER.test(value) ? undefined : `Account: ${ACCOUNT_FILTER_RULE}`;
+}
+
+/**
+ * The list's filters and cursor from the route's query (a URLSearchParams): each kept only when it
+ * is a value the filter can have; `ignored` names the others. Unknown keys are left alone.
+ */
+export function listFromQuery(query) {
+  const filters = { node: '', account: '', status: '' };
+  let cursor = null;
+  const ignored = [];
+  const one = (key) => (query?.has(key) ? query.get(key) : null);
+  const node = one('node');
+  if (node !== null && node !== '') {
+    if (nodeFilterProblem(node) === undefined) filters.node = node;
+    else ignored.push('node');
+  }
+  const account = one('account');
+  if (account !== null && account !== '') {
+    if (accountFilterProblem(account) === undefined) filters.account = account;
+    else ignored.push('account');
+  }
+  const status = one('status');
+  if (status !== null && status !== '') {
+    if (STATUSES.includes(status)) filters.status = status;
+    else ignored.push('status');
+  }
+  const cursorText = one('cursor');
+  if (cursorText !== null && cursorText !== '') {
+    if (CURSOR.test(cursorText)) cursor = cursorText;
+    else ignored.push('cursor');
+  }
+  return { filters, cursor, ignored };
+}
+
+/** The address of the list with these filters at this cursor (null: the first page). */
+export function listHash(filters, cursor) {
+  const query = new URLSearchParams();
+  if (filters.node !== '') query.set('node', filters.node);
+  if (filters.account !== '') query.set('account', filters.account);
+  if (filters.status !== '') query.set('status', filters.status);
+  if (cursor !== null) query.set('cursor', cursor);
+  const text = query.toString();
+  return text === '' ? LIST_HASH : `${LIST_HASH}?${text}`;
+}
+
+// The list last shown, and the cursors of the pages before it (null: not known): the record's
+// "← Recent requests" link goes back to it, and it keeps its page number and Previous page when
+// reached that way. Module memory only: a reload forgets it (the history entry's state does not).
+let lastList = { hash: LIST_HASH, before: [] };
+
+/**
+ * The cursors of the pages before the one at `cursor` ([] for the first page, [null] for the
+ * second, [null, c2] for the third…), from the history entry's state or the list last shown; null
+ * when not known (an address opened afresh on a later page).
+ */
+function pagesBefore(hash, cursor) {
+  if (cursor === null) return [];
+  const valid = (list) => Array.isArray(list) && list.length >= 1 && list.length <= 10_000 && list[0] === null
+    && list.slice(1).every((c) => typeof c === 'string' && CURSOR.test(c));
+  const state = history.state;
+  if (state && typeof state === 'object' && state.requestsHash === hash && valid(state.requestsBefore)) return state.requestsBefore;
+  if (lastList.hash === hash && valid(lastList.before)) return lastList.before;
+  return null;
 }
 
 function errorMessage(err) {
@@ -116,7 +207,7 @@ export function render(root, params, ctx) {
   root.append(h('div', { class: 'page-header' }, h('h1', {}, 'Gateway › Requests')), findForm, body);
 
   if (requestId !== undefined) void showRecord(requestId);
-  else showRecent();
+  else showRecent(listFromQuery(params?.query));
 
   return () => {
     disposed = true;
@@ -127,7 +218,7 @@ export function render(root, params, ctx) {
 
   async function showRecord(id) {
     const mine = ++generation;
-    body.append(h('p', {}, h('a', { href: '#/requests' }, '← Recent requests')));
+    body.append(h('p', {}, h('a', { href: lastList.hash }, '← Recent requests')));
     const path = recordPath(id);
     if (path === null) {
       body.append(errorBanner(`A request id of "${id}" cannot be looked up: a browser cannot send it as part of an address.`));
@@ -232,23 +323,35 @@ export function render(root, params, ctx) {
 
   // ---- recent requests ----
 
-  function showRecent() {
-    const nodeInput = h('input', { id: 'requests-filter-node', name: 'node', type: 'text', placeholder: 'name or id', autocomplete: 'off' });
-    const accountInput = h('input', { id: 'requests-filter-account', name: 'account', type: 'text', placeholder: 'name or id', autocomplete: 'off' });
-    const statusSelect = h('select', { id: 'requests-filter-status', name: 'status' },
+  function showRecent(fromAddress) {
+    // The filters of the list shown (pages keep them, whatever is typed meanwhile), from the address.
+    let applied = fromAddress.filters;
+    let cursor = fromAddress.cursor;
+    // The cursors of the pages before this one ([]: this is the first; null: not known, the address
+    // was opened afresh on a later page).
+    let before = pagesBefore(location.hash, cursor);
+    const nodeInput = h('input', { id: 'requests-filter-node', name: 'node', type: 'text', placeholder: 'name or id', autocomplete: 'off', value: applied.node });
+    const accountInput = h('input', { id: 'requests-filter-account', name: 'account', type: 'text', placeholder: 'name or id', autocomplete: 'off', value: applied.account });
+    const statusSelect = h('select', { id: 'requests-filter-status', name: 'status', value: applied.status },
       h('option', { value: '' }, 'any'),
       STATUSES.map((s) => h('option', { value: s }, s)),
     );
+    const filterProblem = h('div', {});
+    if (fromAddress.ignored.length > 0) {
+      filterProblem.append(h('p', { class: 'banner banner-info', role: 'status', 'data-testid': 'requests-ignored' },
+        `Ignored from the address (not a value this list takes): ${fromAddress.ignored.join(', ')}.`));
+    }
+    remember();
     nodeInput.style.width = '16rem';
     accountInput.style.width = '16rem';
     statusSelect.style.width = 'auto';
     const results = h('div', {});
     // Twelve columns: scroll sideways on a narrow window rather than overflow the card.
     results.style.overflowX = 'auto';
-    // The filters of the list shown (pages keep them, whatever is typed meanwhile) and the cursor of
-    // each page shown so far: [null] is the first page.
-    let applied = { node: '', account: '', status: '' };
-    let cursors = [null];
+    function remember() {
+      lastList = { hash: listHash(applied, cursor), before };
+    }
+    const pageLabel = () => (before === null ? 'A later page' : `Page ${before.length + 1}`);
 
     const load = async () => {
       const mine = ++generation;
@@ -256,7 +359,6 @@ export function render(root, params, ctx) {
       if (applied.node !== '') query.set('node', applied.node);
       if (applied.account !== '') query.set('account', applied.account);
       if (applied.status !== '') query.set('status', applied.status);
-      const cursor = cursors[cursors.length - 1];
       if (cursor !== null) query.set('cursor', cursor);
       results.setAttribute('aria-busy', 'true');
       let answer;
@@ -271,9 +373,9 @@ export function render(root, params, ctx) {
         results.append(
           errorBanner(errorMessage(err)),
           h('div', { class: 'toolbar' },
-            h('span', { class: 'muted', 'data-testid': 'requests-page' }, `Page ${cursors.length}`),
+            h('span', { class: 'muted', 'data-testid': 'requests-page' }, pageLabel()),
             h('button', { type: 'button', class: 'btn btn-small', onclick: () => void load() }, 'Try again'),
-            cursors.length > 1 ? h('button', { type: 'button', class: 'btn btn-small', onclick: () => goTo(cursors.slice(0, -1)) }, 'Previous page') : null,
+            cursor !== null ? h('button', { type: 'button', class: 'btn btn-small', onclick: previousPage }, 'Previous page') : null,
           ),
         );
         return;
@@ -281,28 +383,50 @@ export function render(root, params, ctx) {
       if (disposed || mine !== generation) return;
       results.removeAttribute('aria-busy');
       clear(results);
-      results.append(...recentTable(answer, cursors.length));
+      results.append(...recentTable(answer));
     };
 
+    /**
+     * Shows the list with these filters at this cursor: a new entry of the browser's history (its
+     * address the list's, its state the cursors before it), loaded in place.
+     */
+    const goTo = (filters, nextCursor, nextBefore) => {
+      applied = filters;
+      cursor = nextCursor;
+      before = nextBefore;
+      const hash = listHash(applied, cursor);
+      if (hash !== location.hash) history.pushState({ requestsHash: hash, requestsBefore: before }, '', hash);
+      clear(filterProblem);
+      remember();
+      void load();
+    };
     const applyFilters = (event) => {
       event?.preventDefault();
-      applied = { node: nodeInput.value.trim(), account: accountInput.value.trim(), status: statusSelect.value };
-      cursors = [null];
-      void load();
+      const filters = { node: nodeInput.value.trim(), account: accountInput.value.trim(), status: statusSelect.value };
+      const problem = (filters.node === '' ? undefined : nodeFilterProblem(filters.node))
+        ?? (filters.account === '' ? undefined : accountFilterProblem(filters.account));
+      clear(filterProblem);
+      if (problem !== undefined) {
+        filterProblem.append(errorBanner(problem));
+        return;
+      }
+      goTo(filters, null, []);
     };
-    const goTo = (nextCursors) => {
-      cursors = nextCursors;
-      void load();
+    const previousPage = () => {
+      // Unknown (opened afresh on a later page): the first page is the one before that is known.
+      if (before === null || before.length <= 1) goTo(applied, null, []);
+      else goTo(applied, before[before.length - 1], before.slice(0, -1));
     };
 
-    const recentTable = (answer, pageNumber) => {
+    const recentTable = (answer) => {
       const rows = answer.requests;
+      const later = cursor !== null;
       const pager = h('div', { class: 'toolbar' },
-        h('span', { class: 'muted', 'data-testid': 'requests-page' }, `Page ${pageNumber}`),
-        pageNumber > 1 ? h('button', { type: 'button', class: 'btn btn-small', onclick: () => goTo([null]) }, 'First page') : null,
-        pageNumber > 1 ? h('button', { type: 'button', class: 'btn btn-small', onclick: () => goTo(cursors.slice(0, -1)) }, 'Previous page') : null,
+        h('span', { class: 'muted', 'data-testid': 'requests-page' }, pageLabel()),
+        later ? h('button', { type: 'button', class: 'btn btn-small', onclick: () => goTo(applied, null, []) }, 'First page') : null,
+        later ? h('button', { type: 'button', class: 'btn btn-small', onclick: previousPage }, 'Previous page') : null,
         answer.nextCursor !== null
-          ? h('button', { type: 'button', class: 'btn btn-small', onclick: () => goTo([...cursors, answer.nextCursor]) }, 'Next page')
+          ? h('button', { type: 'button', class: 'btn btn-small', onclick: () => goTo(applied, answer.nextCursor, before === null ? null : [...before, cursor]) }, 'Next page')
           : h('span', { class: 'muted', 'data-testid': 'requests-last-page' }, 'No more requests.'),
       );
       if (rows.length === 0) {
@@ -339,6 +463,7 @@ export function render(root, params, ctx) {
         h('label', { for: 'requests-filter-account' }, 'Account'), accountInput,
         h('label', { for: 'requests-filter-status' }, 'Status'), statusSelect,
         h('button', { type: 'submit', class: 'btn' }, 'Apply')),
+      filterProblem,
       results));
     void load();
   }

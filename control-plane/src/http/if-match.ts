@@ -1,0 +1,60 @@
+/**
+ * Optimistic concurrency for the admin API's single objects (RFC 9110 §8.8.3, §13.1.1): an object's
+ * `ETag` is a strong validator, a hash of its stored state as the API reads it, so it changes
+ * whenever that state does; a `PUT` or `PATCH` with `If-Match` writes only while the object's
+ * current ETag is one it names (`*`: any existing object). The stores check it with the object's
+ * row locked `FOR UPDATE`, in the transaction that writes it, so two writers holding the same ETag
+ * cannot both win: the second reads what the first committed and is refused
+ * (`412 ZN_ERR_CP_PRECONDITION_FAILED`). Without `If-Match` nothing is checked, as before.
+ */
+import { createHash } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import { zenovaError } from '../errors.js';
+
+/** Longer is refused unread (400): the API's own ETags are 45 characters, a few fit. */
+export const MAX_IF_MATCH_LENGTH = 200;
+
+/** What a request's `If-Match` asks: any existing object (`*`), or one whose ETag is among `etags`. */
+export type IfMatch = { readonly any: true } | { readonly any: false; readonly etags: readonly string[] };
+
+/** An entity-tag as RFC 9110 writes it: optionally weak, then a quoted string of etagc characters. */
+const ENTITY_TAG = /^(W\/)?"[\x21\x23-\x7e\x80-\xff]*"$/;
+
+const MALFORMED = `If-Match: must be "*" or a comma-separated list of quoted ETags as this API returns them ("…"), at most ${MAX_IF_MATCH_LENGTH} characters`;
+
+/** The strong ETag of `state` (plain JSON: the same state always serialises the same). */
+export function etagOf(state: unknown): string {
+  return `"${createHash('sha256').update(JSON.stringify(state)).digest('base64url')}"`;
+}
+
+/**
+ * The request's `If-Match`, or undefined when it has none. Malformed or over
+ * MAX_IF_MATCH_LENGTH: 400 ZN_ERR_CP_INVALID_REQUEST, before anything is read or written. A weak
+ * tag (`W/"…"`) is well formed but never matches: If-Match compares strongly.
+ */
+export function readIfMatch(headers: IncomingHttpHeaders): IfMatch | undefined {
+  const raw = headers['if-match'];
+  if (raw === undefined) return undefined;
+  const value = (Array.isArray(raw) ? raw.join(', ') : raw).trim();
+  if (value.length > MAX_IF_MATCH_LENGTH) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', MALFORMED);
+  if (value === '*') return { any: true };
+  const tags = value.split(',').map((tag) => tag.trim()).filter((tag) => tag !== '');
+  if (tags.length === 0 || !tags.every((tag) => ENTITY_TAG.test(tag))) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', MALFORMED);
+  return { any: false, etags: tags.filter((tag) => !tag.startsWith('W/')) };
+}
+
+/**
+ * Refuses the write (412) unless `ifMatch` is absent or names `currentEtag`; `currentEtag`
+ * undefined: the object does not exist (a PUT that would create it), which no If-Match matches.
+ * Call it with the object's row locked until the write commits.
+ */
+export function checkIfMatch(ifMatch: IfMatch | undefined, currentEtag: string | undefined): void {
+  if (ifMatch === undefined) return;
+  if (currentEtag !== undefined && (ifMatch.any || ifMatch.etags.includes(currentEtag))) return;
+  throw zenovaError(
+    'ZN_ERR_CP_PRECONDITION_FAILED',
+    currentEtag === undefined
+      ? 'If-Match: the object does not exist (it was deleted since it was read, or never existed); nothing was written. Re-read it and apply the edit again.'
+      : 'If-Match: the object changed since it was read (its ETag is no longer the one sent); nothing was written. Re-read it (GET) and apply the edit again with its new ETag.',
+  );
+}
