@@ -308,6 +308,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(deps.controlLink !== undefined ? { controlLink: deps.controlLink } : {}),
     ...(deps.previousEnrollment !== undefined ? { previousEnrollment: deps.previousEnrollment } : {}),
     ...(deps.spoolState !== undefined ? { spool: deps.spoolState } : {}),
+    deleted: () => deps.services?.credit?.nodeDeletion?.() !== undefined,
   });
 
   const services = deps.services ?? {};

@@ -240,6 +240,18 @@ export const errorTable = {
     message: 'This node has no verified config yet and cannot serve requests.',
     retryable: true,
   },
+  ZN_ERR_NODE_DELETED: {
+    // The control plane refused the node NODE_DELETED over its verified link (billing/credit-withdrawal.ts):
+    // its cached config and keys are the deleted node's and nothing it records is ever delivered, so it
+    // serves nobody until its operator re-enrolls it (pipeline/stages/identify.ts). Not retryable here.
+    status: 503,
+    type: 'server_error',
+    message:
+      'This node was deleted from the control plane and no longer serves; send requests to another node. ' +
+      "Its operator re-enrolls it with a new token: create the node again, run `zenova gateway-node reenroll-command NAME` on the control-plane host, " +
+      'then on this host the printed `zenova install node … --reenroll` (or `zenova-node enroll --reenroll --token-file FILE …` for a node run without the installer).',
+    retryable: false,
+  },
   ZN_ERR_NODE_STOPPING: {
     // A request still running when the node's stop drain ran out (in-flight-requests.ts): its
     // answer (a 503, a stream's error event) and record. Also recorded for an open MCP GET event

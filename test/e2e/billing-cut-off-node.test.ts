@@ -1,9 +1,12 @@
 /**
  * A node the control plane cut off stops serving priced requests from its credit leases, with real
  * processes and PostgreSQL: a deleted node (NODE_DELETED, its leases' credit already given back to
- * the account) and the old host of a node re-enrolled elsewhere (its credentials revoked, the new
- * host leased the node's credit) answer 503 ZN_ERR_CREDIT_WITHDRAWN instead of serving requests
- * whose records can never be delivered, so never charged. Served and debited calls are counted.
+ * the account) serves nothing at all any more — every request, unpriced ones too, 503
+ * ZN_ERR_NODE_DELETED on every replica and after a restart, and `zenova-node status` says it was
+ * deleted —, and the old host of a node re-enrolled elsewhere (its credentials revoked, the new
+ * host leased the node's credit) answers priced requests 503 ZN_ERR_CREDIT_WITHDRAWN while still
+ * serving unpriced ones: never requests whose records can never be delivered, so never charged.
+ * Served and debited calls are counted.
  * A same-host re-enrollment while serving gives the credit back. A node whose credential expired
  * while it was offline is not cut off: it serves from its lease, and its re-enrollment on the same
  * host delivers those records.
@@ -15,6 +18,7 @@ import pg from 'pg';
 import { fetch } from 'undici';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
+import { startProcess, tsEntry } from '../fixtures/processes.js';
 import type { StartedProcess } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { balanceOf, debitedRequests, mustApi, pricedCall } from './billing-stack.js';
@@ -26,15 +30,24 @@ const NODE_ENV = { ZENOVA_LEASE_REPORT_MS: '200' };
 const REPLICA_ENV = { ...NODE_ENV, ZENOVA_NODE_REPLICAS: '2', ZENOVA_NODE_LINK_LOCK_INTERVAL_MS: '250' };
 const WITHDRAWN_LINE = /"msg":"the control plane refused this node/;
 
-/** A call to the unpriced alias `free` (no price: it costs nothing and reserves nothing). */
-async function unpricedCall(nodeUrl: string, apiKey: string): Promise<number> {
+/** A call to the unpriced alias `free` (no price: it costs nothing and reserves nothing): its status and error code. */
+async function unpricedCall(nodeUrl: string, apiKey: string): Promise<{ status: number; code?: string }> {
   const res = await fetch(`${nodeUrl}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'free', max_tokens: 20, messages: [{ role: 'user', content: 'free?' }] }),
   });
-  await res.text();
-  return res.status;
+  const text = await res.text();
+  if (res.status === 200) return { status: 200 };
+  return { status: res.status, code: (JSON.parse(text) as { error?: { code?: string } }).error?.code };
+}
+
+/** `zenova-node status --state-dir D`'s text. */
+async function nodeStatusText(t: Test, stateDir: string): Promise<string> {
+  const { command, args } = tsEntry('edge-node/src/main.ts');
+  const proc = await startProcess({ name: 'zenova-node status', command, args: [...args, 'status', '--state-dir', stateDir], t });
+  await proc.exited;
+  return proc.output();
 }
 
 /** Counts the priced calls a node answered 200, and checks the others were refused as withdrawn. */
@@ -51,12 +64,12 @@ class Tally {
     }
   }
 
-  /** `n` priced calls that must be refused as withdrawn; one answered is counted as served. */
-  async refused(t: Test, nodeUrl: string, n: number): Promise<void> {
+  /** `n` priced calls that must be refused as withdrawn (or, `code`, otherwise); one answered is counted as served. */
+  async refused(t: Test, nodeUrl: string, n: number, code = 'ZN_ERR_CREDIT_WITHDRAWN'): Promise<void> {
     for (let i = 0; i < n; i++) {
       const call = await pricedCall(nodeUrl, this.apiKey, 50);
       if (call.status === 200) this.served += 1;
-      t.match(call, { status: 503, code: 'ZN_ERR_CREDIT_WITHDRAWN' }, 'priced call refused: the credit is withdrawn');
+      t.match(call, { status: 503, code }, `priced call refused (${code})`);
     }
   }
 
@@ -92,7 +105,7 @@ t.test('nodes the control plane cut off and priced requests', async (t) => {
     return apiKey;
   };
 
-  await t.test('after its deletion, a node refuses priced requests on every replica, still serves unpriced ones, and the account is debited every priced call it answered', async (t) => {
+  await t.test('after its deletion, a node refuses every request, unpriced ones too, on every replica and after a restart, and the account is debited every priced call it answered', async (t) => {
     const apiKey = await account('deleted-acct');
     const tally = new Tally(apiKey);
     const stateDir = join(work, 'deleted');
@@ -110,12 +123,26 @@ t.test('nodes the control plane cut off and priced requests', async (t) => {
     await waitFor(() => anyLine(procs, /"code":"NODE_DELETED".*"msg":"control session ended"/), { what: 'the link holder to be refused NODE_DELETED', timeoutMs: 30_000 });
 
     for (const r of replicas) {
-      await tally.refused(t, r.url, 5);
-      t.equal(await unpricedCall(r.url, apiKey), 200, 'an unpriced call is still served');
+      // The replica without the control link learns of the deletion at its next lease report (200 ms here).
+      await waitFor(async () => (await unpricedCall(r.url, apiKey)).code === 'ZN_ERR_NODE_DELETED', { what: 'a replica to refuse an unpriced call as deleted', timeoutMs: 30_000 });
+      t.same(await unpricedCall(r.url, apiKey), { status: 503, code: 'ZN_ERR_NODE_DELETED' }, 'an unpriced call is refused: the node was deleted');
+      await tally.refused(t, r.url, 3, 'ZN_ERR_NODE_DELETED');
     }
     const withdrawnLines = procs.reduce((n, p) => n + countLines(p, WITHDRAWN_LINE), 0);
     t.equal(withdrawnLines, 1, 'the withdrawal is logged once, by the link holder');
-    t.ok(anyLine(procs, /"level":50.*"code":"NODE_DELETED".*"closedLeaseIds":\["[^\]]+\].*its credit is withdrawn and its leases closed/), 'at error level, naming the closed lease');
+    t.ok(anyLine(procs, /"level":50.*"code":"NODE_DELETED".*"closedLeaseIds":\["[^\]]+\].*its credit is withdrawn and its leases closed; every caller request is refused with ZN_ERR_NODE_DELETED/), 'at error level, naming the closed lease');
+
+    // Restarted (both replicas gone), the node refuses from its first request, before any control session.
+    await Promise.all(replicas.map((r) => r.proc.stop()));
+    const restarted = await startNodeServe(t, { stateDir, env: NODE_ENV });
+    t.same(await unpricedCall(restarted.url, apiKey), { status: 503, code: 'ZN_ERR_NODE_DELETED' }, 'after a restart an unpriced call is refused as deleted');
+    await tally.refused(t, restarted.url, 2, 'ZN_ERR_NODE_DELETED');
+    // Its control link is refused NODE_DELETED again, which control-status.json keeps for `status`.
+    await waitFor(() => countLines(restarted.proc, /"code":"NODE_DELETED".*"msg":"control session ended"/) > 0, { what: 'the restarted node to be refused NODE_DELETED', timeoutMs: 30_000 });
+    await restarted.proc.stop();
+    const status = await nodeStatusText(t, stateDir);
+    t.match(status, /last error:\s+NODE_DELETED at /, '`zenova-node status` names the refusal');
+    t.match(status, /what to do:\s+the node was deleted in the control plane and cannot come back/, 'says the node was deleted, and what to do');
 
     // Nothing the node answers after its deletion can be delivered: only what came before is debited.
     t.equal(await debitedRequests(cp, 'deleted-acct'), tally.served, `every priced call answered (${tally.served}) is debited`);
@@ -140,6 +167,7 @@ t.test('nodes the control plane cut off and priced requests', async (t) => {
     // The connect loop's last word before its slow retry: no credential left to try.
     await waitFor(() => countLines(old.proc, /"level":50.*"code":"CREDENTIAL_REVOKED".*"msg":"control session ended"/) > 0, { what: 'the old host to be refused for good', timeoutMs: 30_000 });
     await tally.refused(t, old.url, 5);
+    t.same(await unpricedCall(old.url, apiKey), { status: 200 }, 'an unpriced call is still served: a revoked credential withdraws the credit only');
     t.equal(countLines(old.proc, WITHDRAWN_LINE), 1, 'the withdrawal is logged once');
     t.match(old.proc.output(), /"level":50.*"code":"CREDENTIAL_REVOKED".*"suspendedLeaseIds":\["[^\]]+\].*its credit is withdrawn and its leases suspended/);
 

@@ -1,5 +1,5 @@
 // When the connect loop tells its channels the node is cut off (the credit leases then stop serving
-// priced requests): at once for NODE_DELETED; for a revoked credential only once the previous one was
+// priced requests, and a deleted node any request at all: ZN_ERR_NODE_DELETED): at once for NODE_DELETED; for a revoked credential only once the previous one was
 // refused too and credential.json holds no newer one; never for CREDENTIAL_INVALID, _EXPIRED or
 // _SUPERSEDED (this host's records can still be delivered), nor for a refusal the node recovers from
 // by itself or an upgrade cures, nor while a rotation saved during the session gives a successor to try.

@@ -7,7 +7,9 @@
  * LeaseReturnAck in: a stopping node waits (briefly) for those before its stream is ended.
  * When the control plane cuts the node off (deleted, or its last credential revoked) the node's
  * credit is withdrawn (credit-withdrawal.ts), and given back when a session is established again
- * (a lift the store could not write then is retried at each report interval).
+ * (a lift the store could not write then is retried at each report interval). A deleted node also
+ * refuses every caller request (ZN_ERR_NODE_DELETED): each report interval, every replica reads
+ * the withdrawal the link holder recorded or lifted (LeaseBook.refreshDeletion).
  */
 import { z } from 'zod';
 import type { ControlMessage, LeaseGrant, LeaseReturnAck } from '../../../proto/src/index.js';
@@ -60,6 +62,8 @@ export class CreditChannel implements ControlChannel {
     this.timer = setInterval(() => {
       // A lift the store could not write when the session came up (LeaseBook.resume) is retried here.
       this.book.retryLift();
+      // A replica without the control link learns of its node's deletion, or of its lifting, here.
+      this.book.refreshDeletion();
       this.reportAll();
     }, opts.reportIntervalMs);
     this.timer.unref();
@@ -115,7 +119,7 @@ export class CreditChannel implements ControlChannel {
     if (cut.final) {
       this.logger.error(
         fields,
-        `the control plane refused this node for good (${cut.code}): its credit is withdrawn and its leases closed; priced requests are refused with ZN_ERR_CREDIT_WITHDRAWN, requests that cost nothing are still served`,
+        `the control plane refused this node for good (${cut.code}): its credit is withdrawn and its leases closed; every caller request is refused with ZN_ERR_NODE_DELETED until the node is re-enrolled`,
       );
     } else {
       this.logger.error(

@@ -4,6 +4,7 @@
  */
 import type { PipelineContext } from '../pipeline/context.js';
 import type { Rejection } from '../pipeline/stage.js';
+import type { CreditWithdrawal } from './credit-withdrawal.js';
 
 export interface CreditLeases {
   /** Reserves ctx's worst-case cost; sets ctx.cost.reservedMicros/leaseId, or returns ZN_ERR_CREDIT_EXHAUSTED. */
@@ -20,6 +21,12 @@ export interface CreditLeases {
   settle(ctx: PipelineContext): void;
   /** The request's record (carrying its cost) is committed: the lease is charged the cost now. */
   recordCommitted(ctx: PipelineContext): void;
+  /**
+   * The node's deletion (the control plane refused it NODE_DELETED: credit-withdrawal.ts), from
+   * memory; the identify stage refuses every caller request with ZN_ERR_NODE_DELETED while it stands.
+   * Absent or undefined: not deleted (billing off, stand-alone mode).
+   */
+  nodeDeletion?(): CreditWithdrawal | undefined;
 }
 
 /** Billing off: nothing reserved, cost computed by nobody (tests that are not about money). */

@@ -6,6 +6,10 @@
  * that credit back (deletion) or leased it again to the node's new host. So no reservation is made
  * while a withdrawal stands: kept in credit-leases.sqlite, so every replica of the node refuses too,
  * and lifted when a control session is established again (a same-host re-enrollment).
+ *
+ * A deletion (NODE_DELETED) ends more than the credit: the node no longer serves at all. Its cached
+ * config and API keys are the deleted node's, and nothing it records can be delivered, so every caller
+ * request is refused with ZN_ERR_NODE_DELETED (pipeline/stages/identify.ts) until it is re-enrolled.
  */
 
 export interface CreditWithdrawal {

@@ -20,7 +20,10 @@
  *
  * While the node's credit is withdrawn (the control plane refused the node: credit-withdrawal.ts)
  * nothing is reserved: the store refuses every reservation in the transaction that would write it,
- * whichever replica makes it.
+ * whichever replica makes it. A deletion (NODE_DELETED) is also kept in memory (deletion()), for
+ * the pipeline to refuse every caller request without reading the store: read at open, set and
+ * cleared here by withdraw() and resume(), and read again from the store by refreshDeletion() (the
+ * credit channel's report timer), so a replica without the control link follows the holder.
  */
 import type { Logger } from '../logger.js';
 import { CreditLease, addMicros } from './credit-lease.js';
@@ -104,6 +107,11 @@ export class LeaseBook {
    * retryLift() writes it later; a new cut-off (withdraw()) drops it.
    */
   private liftPending = false;
+  /**
+   * The node's deletion (a NODE_DELETED withdrawal) as this process last knew it: what deletion()
+   * answers per request, with no store read.
+   */
+  private deleted: CreditWithdrawal | undefined;
 
   constructor(store: LeaseStore, opts: LeaseBookOptions = {}) {
     this.store = store;
@@ -115,6 +123,36 @@ export class LeaseBook {
       return store.load().map((snap) => (opts.evidence === undefined ? snap : this.settleLeftReservations(snap, rows, opts.evidence, opts.logger)));
     });
     for (const snap of restored) this.adopt(new CreditLease(snap, this.persist));
+    this.refreshDeletion();
+  }
+
+  /**
+   * The node's deletion (NODE_DELETED), when its credit is withdrawn for good; undefined otherwise
+   * (a credential refusal only suspends the credit). From memory: no store read, so the pipeline
+   * may ask it for every request.
+   */
+  deletion(): CreditWithdrawal | undefined {
+    return this.deleted;
+  }
+
+  /**
+   * Reads the withdrawal from the store again for deletion(): the replica holding the control link
+   * records a deletion, or lifts it, there. A lift this process could not write yet (retryLift)
+   * counts as lifted: a session was established. A store that cannot be read leaves it as it was.
+   */
+  refreshDeletion(): void {
+    if (this.liftPending) {
+      this.deleted = undefined;
+      return;
+    }
+    let withdrawal: CreditWithdrawal | undefined;
+    try {
+      withdrawal = this.withdrawnHere ?? this.store.withdrawal?.();
+    } catch (err) {
+      this.logger?.warn({ err }, 'the lease store could not be read for a credit withdrawal');
+      return;
+    }
+    this.deleted = withdrawal !== undefined && withdrawnForGood(withdrawal) ? withdrawal : undefined;
   }
 
   /**
@@ -295,6 +333,8 @@ export class LeaseBook {
         this.logger?.error({ err, code: withdrawal.code }, "the lease store could not record the node's credit withdrawn; only this process refuses priced requests");
       }
     }
+    // As the store now has it: a later refusal's code replaces the row (credit-withdrawal.ts).
+    this.deleted = withdrawnForGood(withdrawal) ? withdrawal : undefined;
     const closed: CreditLease[] = [];
     const notClosed: CreditLease[] = [];
     if (withdrawnForGood(withdrawal)) {
@@ -319,6 +359,8 @@ export class LeaseBook {
   resume(): CreditWithdrawal | undefined {
     const here = this.withdrawnHere;
     this.withdrawnHere = undefined;
+    // Accepted: the node is not deleted, whether or not the store can write the lift now.
+    this.deleted = undefined;
     try {
       const before = this.store.setWithdrawal?.(undefined) ?? here;
       this.liftPending = false;

@@ -33,6 +33,7 @@ import type { CreditLeases } from './credit-leases.js';
 import type { CreditLease, Reservation } from './credit-lease.js';
 import type { CreditPolicy } from './credit-policy.js';
 import { withdrawnMessage } from './credit-withdrawal.js';
+import type { CreditWithdrawal } from './credit-withdrawal.js';
 import type { LeaseBook } from './lease-book.js';
 import { actualCostMicros, canCostAnything, enforceOutputLimit, priceOf, worstCaseMicros } from './request-cost.js';
 
@@ -190,6 +191,10 @@ export class LeaseCredit implements CreditLeases {
     } catch (err) {
       this.logger.warn({ err, requestId: ctx.requestId, leaseId: held.lease.leaseId }, 'the lease store could not mark a request finished; only this process\'s reports count it so until its charge');
     }
+  }
+
+  nodeDeletion(): CreditWithdrawal | undefined {
+    return this.book.deletion();
   }
 
   recordCommitted(ctx: PipelineContext): void {

@@ -4,7 +4,8 @@
 // So is one still serving the previous installation's config after a re-enrollment, with a warning.
 // One whose spool refuses every new request (writes failing, or full under policy `reject`) is not
 // ready: a load balancer then sends callers to a node that can answer them. A full spool under
-// `metering-only` still serves (without bodies): ready, with a warning.
+// `metering-only` still serves (without bodies): ready, with a warning. A node the control plane
+// deleted refuses every caller (ZN_ERR_NODE_DELETED) until it is re-enrolled: not ready either.
 import type { FastifyInstance } from 'fastify';
 import type { ConfigHolder } from '../config/config-holder.js';
 import { olderConfigWarning, previousEnrollmentWarning } from '../config/enrolled-config.js';
@@ -38,13 +39,15 @@ export interface ReadinessDeps {
   previousEnrollment?: () => boolean;
   /** The spool's fill and failing writes; absent (or undefined) without a spool. */
   spool?: () => SpoolState | undefined;
+  /** True once the control plane refused the node NODE_DELETED (the lease book's memory); absent without credit. */
+  deleted?: () => boolean;
 }
 
 export interface ReadinessBody {
   ready: boolean;
   /** Why the node is not ready; absent when it is. */
   reason?: string;
-  code?: 'ZN_ERR_NODE_NOT_READY' | 'ZN_ERR_SPOOL_FULL';
+  code?: 'ZN_ERR_NODE_NOT_READY' | 'ZN_ERR_SPOOL_FULL' | 'ZN_ERR_NODE_DELETED';
   configSource: 'local-file' | 'bundle' | null;
   configVersion: number | null;
   configAppliedAt: string | null;
@@ -78,9 +81,15 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
     };
   }
   const refusesAll = spool !== undefined && (spool.writeFailing !== null || (spool.full && spool.fullPolicy === 'reject'));
+  const deleted = deps.deleted?.() === true;
+  const refusal = deleted
+    ? { reason: 'the control plane deleted this node: it refuses every caller request until it is re-enrolled (zenova-node status says more)', code: 'ZN_ERR_NODE_DELETED' as const }
+    : refusesAll
+      ? { reason: spoolWarning, code: 'ZN_ERR_SPOOL_FULL' as const }
+      : undefined;
   return {
-    ready: !refusesAll,
-    ...(refusesAll ? { reason: spoolWarning, code: 'ZN_ERR_SPOOL_FULL' as const } : {}),
+    ready: refusal === undefined,
+    ...(refusal ?? {}),
     configSource: snapshot.config.source,
     configVersion: snapshot.config.version,
     configAppliedAt: snapshot.appliedAt.toISOString(),

@@ -3,6 +3,9 @@
 // the state dir refuses priced requests with ZN_ERR_CREDIT_WITHDRAWN — a deletion closes the leases
 // for good, a revoked credential suspends them until a control session is established again (a lift
 // the store could not write then is written later). A credential refused otherwise withdraws nothing.
+// A deletion is also known in memory to every replica (LeaseBook.deletion, read again at each lease
+// report) and to a restart: the pipeline then refuses every request, unpriced ones too, as
+// ZN_ERR_NODE_DELETED (test/edge-node/pipeline/a-deleted-node-refuses-every-caller-request.test.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -102,6 +105,7 @@ t.test('a credential refused for good suspends the leases of every replica until
 
   holder.channel.onCutOff(revoked);
   t.equal(outcome(holder.credit), 'ZN_ERR_CREDIT_WITHDRAWN', 'the link holder refuses priced requests');
+  t.equal(holder.credit.nodeDeletion(), undefined, 'not deleted: unpriced requests are not refused as ZN_ERR_NODE_DELETED');
   t.equal(outcome(other.credit), 'ZN_ERR_CREDIT_WITHDRAWN', 'and so does the replica without the link, which loaded the lease open');
   const ctx = request();
   const refusal = other.credit.preauthorise(ctx);
@@ -123,11 +127,11 @@ t.test('a credential refused for good suspends the leases of every replica until
   t.ok(holder.lines.some((l) => l.level === 30 && l.msg.startsWith('a control session was established again')), 'says the credit is back');
 });
 
-t.test('a deleted node closes its leases for good: no replica serves from them, nor a restart, while unpriced requests are served', async (t) => {
+t.test('a deleted node closes its leases for good: no replica serves from them, nor a restart, and every one of them knows the node deleted, so it serves no request at all', async (t) => {
   const open = stateDir(t);
   const holder = open(1);
   holder.book.grant({ accountId: 'acct-1', leaseId: 'lease-1', amountMicros: 100_000, expiresAt: NOW + 60_000 });
-  const other = open(2);
+  const other = open(2, { reportIntervalMs: 20 });
   const inFlight = request();
   t.equal(other.credit.preauthorise(inFlight), undefined, 'a request in flight holds a reservation');
 
@@ -135,10 +139,13 @@ t.test('a deleted node closes its leases for good: no replica serves from them, 
   t.equal(holder.book.lease('lease-1')?.state, 'returned', 'the lease is closed');
   t.equal(outcome(other.credit), 'ZN_ERR_CREDIT_WITHDRAWN');
   t.match(other.credit.preauthorise(request())?.error.message, /refused the node \(NODE_DELETED: it was deleted\).*send them to another node/);
-  t.equal(outcome(other.credit, 'free'), 'served');
+  t.equal(holder.credit.nodeDeletion()?.code, 'NODE_DELETED', 'the link holder knows the node deleted: the pipeline refuses unpriced requests too (ZN_ERR_NODE_DELETED)');
+  await waitFor(() => other.credit.nodeDeletion() !== undefined, { what: 'the replica without the link to learn of the deletion at its next lease report' });
   for (const cleanup of inFlight.cleanups) cleanup();
   t.equal(open(3).book.leaseOf('acct-1'), undefined, 'a restart finds the lease closed');
-  t.equal(outcome(open(4).credit), 'ZN_ERR_CREDIT_WITHDRAWN');
+  const restarted = open(4);
+  t.equal(outcome(restarted.credit), 'ZN_ERR_CREDIT_WITHDRAWN');
+  t.equal(restarted.credit.nodeDeletion()?.code, 'NODE_DELETED', 'and knows the node deleted from its start');
   t.match(holder.lines.find((l) => l.msg.startsWith('the control plane refused')), { level: 50, code: 'NODE_DELETED', closedLeaseIds: ['lease-1'] });
 });
 
@@ -149,6 +156,7 @@ t.test('a node deleted after its credential was refused closes the suspended lea
   holder.channel.onCutOff(revoked);
   holder.channel.onCutOff(deleted);
   t.equal(holder.book.lease('lease-1')?.state, 'returned');
+  t.equal(holder.credit.nodeDeletion()?.code, 'NODE_DELETED', 'deleted now');
   t.same(holder.lines.filter((l) => l.msg.startsWith('the control plane refused')).map((l) => l.code), ['CREDENTIAL_REVOKED', 'NODE_DELETED']);
 });
 

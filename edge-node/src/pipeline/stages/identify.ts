@@ -1,6 +1,7 @@
-// Stage `identify` — the request's config snapshot must exist (ZN_ERR_NODE_NOT_READY), the body
-// must not nest deeper than MAX_BODY_DEPTH (ZN_ERR_BODY_TOO_DEEP), then the API's handler validates
-// the body and sets model, stream, max tokens, input texts and estimates.
+// Stage `identify` — a node the control plane deleted serves nobody (ZN_ERR_NODE_DELETED), the
+// request's config snapshot must exist (ZN_ERR_NODE_NOT_READY), the body must not nest deeper than
+// MAX_BODY_DEPTH (ZN_ERR_BODY_TOO_DEEP), then the API's handler validates the body and sets model,
+// stream, max tokens, input texts and estimates.
 import { API_HANDLERS } from '../../providers/api-handlers.js';
 import type { PipelineContext } from '../context.js';
 import { reject } from '../stage.js';
@@ -17,6 +18,10 @@ export const identifyStage: Stage = {
   name: 'identify',
   always: false,
   run(ctx: PipelineContext): StageResult {
+    // Deleted (NODE_DELETED over the verified control link, kept in credit-leases.sqlite: every
+    // replica and a restart alike): its cached config and API keys are the deleted node's, and
+    // nothing it records could be delivered. Read from memory (LeaseBook.deletion): no store read.
+    if (ctx.deps.credit.nodeDeletion?.() !== undefined) return reject('ZN_ERR_NODE_DELETED');
     if (ctx.config === undefined) return reject('ZN_ERR_NODE_NOT_READY');
     if (nestsDeeperThan(ctx.body, MAX_BODY_DEPTH)) return reject('ZN_ERR_BODY_TOO_DEEP', `The request body nests objects and arrays deeper than ${MAX_BODY_DEPTH} levels.`);
     return API_HANDLERS[ctx.api].identify(ctx);

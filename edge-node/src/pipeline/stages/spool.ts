@@ -9,6 +9,10 @@
 // it: one refused before (text they cannot reach, a rule the node cannot apply) is unmasked. Without a valid key such a record is not
 // written at all once the spool is at UNAUTHENTICATED_RECORD_FULLNESS of its quota, so callers
 // without a key can never fill it and get keyed callers refused ZN_ERR_SPOOL_FULL (docs/spool.md).
+//
+// A deleted node's refusals (ZN_ERR_NODE_DELETED) are not recorded: its records are never delivered
+// (the control plane refuses its batches), so they would only fill its spool; the request log line
+// and the metrics count them.
 import { holdsUnmaskedInput } from '../../guardrails/policy-engine.js';
 import { buildRequestRecord } from '../../spool/request-record-builder.js';
 import type { RequestSpool } from '../../spool/request-spool.js';
@@ -25,6 +29,8 @@ export const spoolStage: Stage = {
   always: true,
   async run(ctx: PipelineContext): Promise<StageResult> {
     const spool = ctx.deps.spool;
+    // Refused in identify: no open row, nothing reserved, and no record that could ever be delivered.
+    if (ctx.outcome.errorCode === 'ZN_ERR_NODE_DELETED') return undefined;
     let keepBodies: boolean;
     if (ctx.attempts.length > 0 || ctx.outcome.status === 'ok') keepBodies = spool.keepsBodies();
     // No open row either (refused before preauthorise): a final record that deletes one is never dropped.
