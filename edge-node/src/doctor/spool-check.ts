@@ -9,7 +9,16 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { checkAgainstMarker, missingSpoolRefusal } from '../spool/open-node-spool.js';
-import { checkSpoolFileAccess, leftoverSidecarsRefusal, leftoverSpoolSidecars, SPOOL_FILE, SpoolRefusedError, vetSpoolFile } from '../spool/spool-file.js';
+import {
+  checkSpoolFileAccess,
+  findSpoolWalShortfall,
+  leftoverSidecarsRefusal,
+  leftoverSpoolSidecars,
+  SPOOL_FILE,
+  SpoolRefusedError,
+  vetSpoolFile,
+  WAL_SHORTFALL_ADVICE,
+} from '../spool/spool-file.js';
 import { loadSpoolMarker } from '../spool/spool-marker.js';
 import type { SpoolMarker } from '../spool/spool-marker.js';
 import { isSpoolHeldOpen } from '../spool/spool-owner-lock.js';
@@ -40,6 +49,10 @@ export async function checkSpool(store: StateStore, nodeId: string): Promise<Doc
   if (isSpoolHeldOpen(file)) return { ok: true, label: `request spool ${file} (open in the running node-edge)` };
   try {
     checkSpoolFileAccess(file);
+    // Answered records lost with the WAL: serve starts (and logs it), but doctor fails, and does not
+    // open the spool, whose first connection would rebuild the -shm that is the only trace of it.
+    const shortfall = findSpoolWalShortfall(file);
+    if (shortfall !== null) return { ok: false, label: `request spool ${file}`, advice: `${file} ${shortfall}; ${WAL_SHORTFALL_ADVICE}` };
     const meta = vetSpoolFile(file, nodeId);
     // Another spool, or an older copy of this one (a backup put back): serve's refusal, as serve words it.
     checkAgainstMarker(store, file, meta, marker);

@@ -289,7 +289,8 @@ async function vetOrCreateSpool(store: StateStore, file: string, opts: OpenNodeS
   // Before the vetting connection, which creates missing sidecars with spool.db's mode.
   restrictSpoolFileModes(file);
   checkSpoolFileAccess(file);
-  const meta = vetSpoolFile(file, opts.nodeId);
+  // Committed transactions lost with the WAL (moved or cut short after a kill): served on, said loudly.
+  const meta = vetSpoolFile(file, opts.nodeId, (warning) => opts.logger.warn({ file }, warning));
   checkAgainstMarker(store, file, meta, marker);
   // No marker yet (created by a run that stopped before writing it): adopt the vetted file.
   if (marker === undefined) await saveSpoolMarker(store, meta);

@@ -13,7 +13,7 @@ import { LOCK_FILE_ROLE, quickCheckLine, refuseSymlinkedStateFiles } from '../st
 import type { StateFileRole } from '../state/state-database.js';
 import { isSpoolHeldOpen, isSpoolLockFileName } from './spool-owner-lock.js';
 import { fileAloneSummary, foreignWalProblem } from './wal-belongs-check.js';
-import { findWalDamage } from './wal-file-check.js';
+import { findWalDamage, findWalShortfall } from './wal-file-check.js';
 
 export const SPOOL_FILE = 'spool.db';
 /** Bumped when the tables change incompatibly; a newer spool is refused, never downgraded. */
@@ -44,8 +44,16 @@ const KEEP_ADVICE =
   'Move it aside together with its -wal and -shm files (keep a copy for support) and start again, or restore a good copy';
 
 const FOREIGN_WAL_ADVICE =
-  'spool.db and its -wal were left untouched (byte for byte): opening them would replace this spool\'s records, which the control plane may not have received, with the other spool\'s and delete the WAL. ' +
-  'Move spool.db-wal (and spool.db-shm) aside, never spool.db, and keep them with the spool they came from; start again to open spool.db with its own records';
+  'spool.db and its -wal were left untouched (byte for byte): opening them would replace this spool\'s records, which the control plane may not have received, ' +
+  'with what the WAL makes of them (another spool\'s records, or an older or cut-short state of this one) and delete the WAL. ' +
+  'Move spool.db-wal (and spool.db-shm) aside, never spool.db, and keep them (with the spool they came from, or for support); start again to open spool.db with its own records';
+
+/** What to do about committed transactions a missing or cut-short WAL lost (findSpoolWalShortfall). */
+export const WAL_SHORTFALL_ADVICE =
+  'if spool.db-wal was moved or copied away, stop and put it back beside spool.db before node-edge starts (it still holds them); ' +
+  'otherwise the loss stands: keep a copy of spool.db, spool.db-wal and spool.db-shm for support. `serve` starts with this spool and logs this warning ' +
+  '(its first connection rebuilds the -shm, which is the only trace: `status` and `doctor` do not open the spool while the -shm shows it); ' +
+  'to accept the loss without starting, move spool.db-shm aside (keep it)';
 
 /** spool.db as the state-file refusals name it (state-database.ts); its other refusals are SpoolRefusedErrors. */
 const SPOOL_FILE_ROLE: StateFileRole = {
@@ -276,11 +284,25 @@ export function findSpoolWalDamage(file: string): string | null {
 }
 
 /**
+ * Committed transactions lost with `file`'s WAL (missing, cut short, or replaced, while the -shm a
+ * killed node-edge left still counts them: wal-file-check.ts, findWalShortfall), or null. Must run
+ * before any connection of this process opens the spool (SQLite's first connection rebuilds the
+ * -shm from the WAL it finds). Not looked for while a live process holds the spool open: its
+ * connection keeps the -shm.
+ */
+export function findSpoolWalShortfall(file: string): string | null {
+  if (isSpoolHeldOpen(file)) return null;
+  return findWalShortfall(`${file}-wal`, `${file}-shm`);
+}
+
+/**
  * Checks an existing spool file and its WAL without writing to them (the WAL is walked before a
  * read-only connection, which never checkpoints or rolls back anything, opens it), and returns its meta. `expectedNodeId`: the node this state dir is
- * enrolled as; a spool of another node is foreign.
+ * enrolled as; a spool of another node is foreign. `onWarning` hears of committed transactions a
+ * missing or cut-short WAL lost (findSpoolWalShortfall): not a refusal, the records are gone either
+ * way and spool.db itself is sound, but the trace is gone once a connection opened the spool.
  */
-export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
+export function vetSpoolFile(file: string, expectedNodeId: string, onWarning?: (warning: string) => void): SpoolMeta {
   const size = statSync(file).size;
   if (size === 0) throw new SpoolRefusedError(file, 'is empty (0 bytes), which no spool this node created ever is', KEEP_ADVICE);
   let header: Buffer;
@@ -303,6 +325,9 @@ export function vetSpoolFile(file: string, expectedNodeId: string): SpoolMeta {
   // quick_check would then pass the shorter database.
   const walDamage = findSpoolWalDamage(file);
   if (walDamage !== null) throw new SpoolRefusedError(file, walDamage, KEEP_ADVICE);
+  // Before any connection, whose recovery rebuilds the -shm that is the only trace of the loss.
+  const shortfall = findSpoolWalShortfall(file);
+  if (shortfall !== null) onWarning?.(`${file} ${shortfall}; ${WAL_SHORTFALL_ADVICE}`);
   // The file without its WAL, read before any connection of this process opens it (wal-belongs-check.ts).
   const alone = isSpoolHeldOpen(file) ? null : fileAloneSummary(file);
   let meta: Partial<Record<string, string>>;

@@ -125,7 +125,12 @@ export function foreignWalProblem(file: string, alone: FileAloneSummary | null, 
     return `${notOurs}: it turns spool ${String(alone.spoolId)} of node ${String(alone.nodeId)} into spool ${String(seen.spoolId)} of node ${String(seen.nodeId)}`;
   }
   if (seen.sequenceMark < alone.sequenceMark) {
-    return `${notOurs}: through it the record sequence goes back from ${alone.sequenceMark} to ${seen.sequenceMark}, which this spool's never does`;
+    // spool.db has records the WAL's view lacks: this spool's own WAL cut short (its last frames
+    // gone) or put back older than spool.db shows it as well as another spool's WAL does.
+    return (
+      `has a WAL (${wal}) that does not belong to it as it stands: through it the record sequence goes back from ${alone.sequenceMark} to ${seen.sequenceMark}, which this spool's never does; ` +
+      'the WAL is cut short (truncated) or older than spool.db (an earlier copy put back), or it is another spool\'s (copied or left beside it)'
+    );
   }
   for (const { sequence, requestId } of alone.probes) {
     const seenId = requestIdAt(view, sequence);

@@ -138,6 +138,109 @@ export function walIndexFrameCount(shmFile: string, salts: Buffer): number | und
   }
 }
 
+/** SQLite's checkpoint info (WalCkptInfo) follows the header's two copies in the -shm; nBackfill is its first field. */
+const CHECKPOINT_INFO_OFFSET = 2 * WAL_INDEX_HEADER_BYTES;
+/** Reads of the -shm and the WAL before giving up on a pair that changes under each of them. */
+const MAX_SHORTFALL_READS = 8;
+
+/** What a -shm's wal-index says of its WAL (readWalIndex). */
+interface WalIndexView {
+  /** The last committed frame (WalIndexHdr.mxFrame). */
+  mxFrame: number;
+  /** Frames already copied into the database (WalCkptInfo.nBackfill). */
+  nBackfill: number;
+  pageSize: number;
+  /** aSalt as the WAL header holds them (bytes 16–24). */
+  salts: Buffer;
+  /** The bytes read, to tell whether the -shm changed while the WAL was looked at. */
+  raw: Buffer;
+}
+
+/** The -shm's wal-index header and nBackfill, or undefined when it tells nothing sure (absent, short, not initialised, its two header copies differ). */
+function readWalIndex(shmFile: string): WalIndexView | undefined {
+  let fd: number;
+  try {
+    fd = openSync(shmFile, 'r');
+  } catch {
+    return undefined;
+  }
+  try {
+    const raw = Buffer.alloc(CHECKPOINT_INFO_OFFSET + 4);
+    if (readSync(fd, raw, 0, raw.length, 0) < raw.length) return undefined;
+    const header = raw.subarray(0, WAL_INDEX_HEADER_BYTES);
+    if (!header.equals(raw.subarray(WAL_INDEX_HEADER_BYTES, CHECKPOINT_INFO_OFFSET))) return undefined;
+    const u32 = (offset: number): number => (HOST_READS_LE ? raw.readUInt32LE(offset) : raw.readUInt32BE(offset));
+    if (u32(0) !== WAL_FORMAT_VERSION || header[12] !== 1) return undefined;
+    // szPage keeps a 65536-byte page as 1 (wal.c: walPagesize).
+    const szPage = HOST_READS_LE ? header.readUInt16LE(14) : header.readUInt16BE(14);
+    const pageSize = (szPage & 0xfe00) + ((szPage & 1) << 16);
+    if (!isValidPageSize(pageSize)) return undefined;
+    return { mxFrame: u32(16), nBackfill: u32(CHECKPOINT_INFO_OFFSET), pageSize, salts: Buffer.from(header.subarray(32, 40)), raw };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The WAL's header and size, or null when there is none. */
+function readWalHead(walFile: string): { header: Buffer; size: number } | null {
+  let fd: number;
+  try {
+    fd = openSync(walFile, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+  try {
+    return readHeader(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Committed transactions the WAL at `walFile` no longer holds although the wal-index in `shmFile`
+ * (its -shm) counts them, or null. A writer killed -9 leaves the -shm as it was: its header's
+ * mxFrame is the last frame committed, its checkpoint info's nBackfill the last one copied into the
+ * database; frames between are committed transactions that exist only in the WAL. SQLite's first
+ * connection rebuilds the -shm from whatever WAL it finds (none, or one cut short) without a word,
+ * so this must run before any connection opens the database. Not a loss: no -shm, or one that tells
+ * nothing sure (readWalIndex); every frame copied (nBackfill == mxFrame: what a clean close or a
+ * full checkpoint leaves); a WAL of a later generation than the -shm's (salt-1 further on: SQLite
+ * starts the WAL again only once every frame was copied). A WAL of another generation otherwise (an
+ * older one, or another's) holds none of the -shm's frames.
+ */
+export function findWalShortfall(walFile: string, shmFile: string): string | null {
+  for (let attempt = 0; attempt < MAX_SHORTFALL_READS; attempt++) {
+    const index = readWalIndex(shmFile);
+    if (index === undefined) return null;
+    if (index.mxFrame === 0 || index.nBackfill >= index.mxFrame) return null;
+    const wal = readWalHead(walFile);
+    // A writer of the -shm is at work (its header changed meanwhile): it has recovered the WAL itself.
+    const again = readWalIndex(shmFile);
+    if (again === undefined || !again.raw.equals(index.raw)) continue;
+    const uncopied = index.mxFrame - index.nBackfill;
+    const counted =
+      `its -shm (${shmFile}), left by a node-edge that did not stop cleanly, counts ${index.mxFrame} committed WAL frames of which ${uncopied} ` +
+      `(frames ${index.nBackfill + 1}–${index.mxFrame}) were not yet copied into the database`;
+    const lost = 'the transactions in them (records of answers already sent) are lost: SQLite opens the database without them';
+    if (wal === null || wal.size < WAL_HEADER_BYTES || wal.header.length < WAL_HEADER_BYTES) {
+      return `lost committed transactions: its WAL (${walFile}) is ${wal === null ? 'missing' : 'empty'}, but ${counted}; ${lost}`;
+    }
+    const walSalts = wal.header.subarray(16, 24);
+    if (!walSalts.equals(index.salts)) {
+      // Salt-1 goes up by one each time SQLite starts the WAL again, which it does only after a full checkpoint.
+      const ahead = (wal.header.readUInt32BE(16) - index.salts.readUInt32BE(0)) >>> 0;
+      if (ahead > 0 && ahead < 0x80000000) return null;
+      return `lost committed transactions: its WAL (${walFile}) is not the one its -shm was written with (an older WAL, or another's, is in its place), and ${counted}; ${lost}`;
+    }
+    const held = Math.floor((wal.size - WAL_HEADER_BYTES) / (FRAME_HEADER_BYTES + index.pageSize));
+    if (held >= index.mxFrame) return null;
+    const missing = index.mxFrame - Math.max(held, index.nBackfill);
+    return `lost committed transactions: its WAL (${walFile}) is cut short, holding ${held} whole frames, but ${counted}; ${lost} (${missing} frames gone)`;
+  }
+  return null;
+}
+
 /** The WAL's first 32 bytes (fewer when it is shorter) and size, read through `fd`. */
 function readHeader(fd: number): { header: Buffer; size: number } {
   const size = fstatSync(fd).size;
