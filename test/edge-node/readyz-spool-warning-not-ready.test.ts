@@ -32,3 +32,10 @@ t.test('a full spool is warned about while not ready, and a spool with room adds
   const noSpool = readiness({ holder: notReady });
   t.notOk('spoolWarning' in noSpool, 'none without a spool');
 });
+
+t.test('a deleted node is not ready with ZN_ERR_NODE_DELETED, also before any config verified, as its callers are refused so', async (t) => {
+  const notReady = ConfigHolder.notReady('no verified config yet');
+  t.match(readiness({ holder: notReady, deleted: () => true }), { ready: false, code: 'ZN_ERR_NODE_DELETED', reason: /deleted this node/ });
+  t.match(readiness({ holder: notReady, deleted: () => false }), { ready: false, code: 'ZN_ERR_NODE_NOT_READY' });
+  t.match(readiness({ holder: notReady, deleted: () => true, spool: () => full }), { code: 'ZN_ERR_NODE_DELETED', spoolWarning: /at its quota/ }, 'the spool still warned about');
+});

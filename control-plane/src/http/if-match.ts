@@ -30,7 +30,9 @@ export function etagOf(state: unknown): string {
 /**
  * The request's `If-Match`, or undefined when it has none. Malformed or over
  * MAX_IF_MATCH_LENGTH: 400 ZN_ERR_CP_INVALID_REQUEST, before anything is read or written. A weak
- * tag (`W/"…"`) is well formed but never matches: If-Match compares strongly.
+ * tag (`W/"X"`) counts as `"X"`: a compressing reverse proxy (nginx's gzip) weakens the ETags it
+ * passes on, and a client echoes what it got. Sound here, unlike for byte-range validators: every
+ * ETag this API gives is a hash of the object's stored state, never of the bytes sent.
  */
 export function readIfMatch(headers: IncomingHttpHeaders): IfMatch | undefined {
   const raw = headers['if-match'];
@@ -40,7 +42,7 @@ export function readIfMatch(headers: IncomingHttpHeaders): IfMatch | undefined {
   if (value === '*') return { any: true };
   const tags = value.split(',').map((tag) => tag.trim()).filter((tag) => tag !== '');
   if (tags.length === 0 || !tags.every((tag) => ENTITY_TAG.test(tag))) throw zenovaError('ZN_ERR_CP_INVALID_REQUEST', MALFORMED);
-  return { any: false, etags: tags.filter((tag) => !tag.startsWith('W/')) };
+  return { any: false, etags: tags.map((tag) => (tag.startsWith('W/') ? tag.slice(2) : tag)) };
 }
 
 /**

@@ -61,6 +61,8 @@ export interface ReadinessBody {
   spoolWarning?: string;
 }
 
+const DELETED_REASON = 'the control plane deleted this node: it refuses every caller request until it is re-enrolled (zenova-node status says more)';
+
 export function readiness(deps: ReadinessDeps): ReadinessBody {
   const snapshot = deps.holder.current();
   const link = deps.controlLink?.();
@@ -68,11 +70,12 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
   // Before the not-ready answer too: a full or failing spool is reported whenever it is so.
   const spool = deps.spool?.();
   const spoolWarning = spool === undefined ? undefined : spoolProblem(spool);
+  // Deleted: say so even before any config verified, as every caller request is refused so.
+  const deleted = deps.deleted?.() === true;
   if (!snapshot.ready) {
     return {
       ready: false,
-      reason: snapshot.reason,
-      code: 'ZN_ERR_NODE_NOT_READY',
+      ...(deleted ? { reason: DELETED_REASON, code: 'ZN_ERR_NODE_DELETED' as const } : { reason: snapshot.reason, code: 'ZN_ERR_NODE_NOT_READY' as const }),
       configSource: null,
       configVersion: null,
       configAppliedAt: null,
@@ -81,9 +84,8 @@ export function readiness(deps: ReadinessDeps): ReadinessBody {
     };
   }
   const refusesAll = spool !== undefined && (spool.writeFailing !== null || (spool.full && spool.fullPolicy === 'reject'));
-  const deleted = deps.deleted?.() === true;
   const refusal = deleted
-    ? { reason: 'the control plane deleted this node: it refuses every caller request until it is re-enrolled (zenova-node status says more)', code: 'ZN_ERR_NODE_DELETED' as const }
+    ? { reason: DELETED_REASON, code: 'ZN_ERR_NODE_DELETED' as const }
     : refusesAll
       ? { reason: spoolWarning, code: 'ZN_ERR_SPOOL_FULL' as const }
       : undefined;

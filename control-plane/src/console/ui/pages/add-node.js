@@ -14,7 +14,15 @@ const NODE_PACKAGE_FILE = 'zenova-node.zpkg';
 // ---- the API's field rules, in the API's words ----
 
 export const NAME_RULE = 'must be 2 to 31 characters of lowercase letters, digits and hyphens';
-const FORBIDDEN_INSTALL_ROOTS = ['/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot'];
+// As proto/src/install-dir-rules.ts has them (test/console/wizard-install-dir-roots-match-the-api.test.ts).
+const FORBIDDEN_INSTALL_ROOTS = ['/tmp', '/var/tmp', '/home', '/root', '/run/user', '/usr', '/etc', '/boot', '/run', '/var/run', '/dev', '/proc', '/sys'];
+const FORBIDDEN_ROOT_REASONS = {
+  '/run': 'a tmpfs, wiped on reboot',
+  '/var/run': 'a link to /run, a tmpfs wiped on reboot',
+  '/dev': 'device files and /dev/shm, a tmpfs: not a real disk',
+  '/proc': 'a kernel pseudo filesystem, not a real disk',
+  '/sys': 'a kernel pseudo filesystem, not a real disk',
+};
 const CENTRAL_INSTALL_DIR = '/opt/zenova';
 export const SPOOL_QUOTA_GB = { min: 1, max: 10_000, default: 10 };
 export const REPLICAS = { min: 1, max: 16, default: 1 };
@@ -55,7 +63,9 @@ export function installDirProblem(raw) {
     return `must not be inside or overlap the central install ${CENTRAL_INSTALL_DIR}`;
   }
   const root = FORBIDDEN_INSTALL_ROOTS.find((r) => isWithin(dir, r));
-  return root === undefined ? undefined : `must not be under ${root}`;
+  if (root === undefined) return undefined;
+  const reason = FORBIDDEN_ROOT_REASONS[root];
+  return `must not be under ${root}${reason === undefined ? '' : ` (${reason})`}`;
 }
 
 const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)$/;
