@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { callNode, configureDemo, countLines, enrollNewNode, httpsMaterial, nodeView, startControlPlane, startNodeServe, tempDir, tryControlStream, freePort } from './stack.js';
+import { callNode, callNodeDetailed, configureDemo, countLines, enrollNewNode, httpsMaterial, nodeView, startControlPlane, startNodeServe, tempDir, tryControlStream, freePort } from './stack.js';
 
 
 interface Identity { nodeId: string; gateway: { target: string; serverName: string; caPem: string } }
@@ -55,7 +55,7 @@ t.test('a lost rotation reply: the node reconnects with its old credential insid
   t.equal(node.proc.child.exitCode, null, 'the node never exited');
 });
 
-t.test('two control planes on one database: one gateway identity, a node on either, and a delete on one cuts the stream on the other', async (t) => {
+t.test('two control planes on one database: one gateway identity, a node on either, and a delete on one cuts the stream on the other and the node refuses callers', async (t) => {
   const db = await testDatabase(t);
   const work = tempDir(t, 'zn-e2e-replicas-');
   const https = await httpsMaterial(join(work, 'https'));
@@ -85,7 +85,12 @@ t.test('two control planes on one database: one gateway identity, a node on eith
   t.equal(del.status, 200);
   const ended = await node.proc.waitForLine(/"msg":"control session ended".*NODE_DELETED|NODE_DELETED.*"msg":"control session ended"/, 5_000);
   t.ok(ended, 'replica 2 ended the deleted node\'s stream');
-  t.equal(await callNode(node.url, apiKey), 200, 'the node itself keeps answering callers');
+  // A deleted node serves nobody (its cached keys are the deleted node's, its records undeliverable).
+  const refused = await waitFor(async () => {
+    const answer = await callNodeDetailed(node.url, apiKey);
+    return answer.status === 503 ? answer : undefined;
+  }, { what: 'the deleted node to refuse callers', timeoutMs: 10_000 });
+  t.equal(refused.code, 'ZN_ERR_NODE_DELETED', 'the node then refuses callers as deleted');
 });
 
 t.test('with the control plane stopped the node keeps answering callers, and reconnects by itself when it is back', async (t) => {
