@@ -118,24 +118,8 @@ const HOST_READS_LE = os.endianness() === 'LE';
  * between hosts), the salts as the WAL header holds them.
  */
 export function walIndexFrameCount(shmFile: string, salts: Buffer): number | undefined {
-  let fd: number;
-  try {
-    fd = openSync(shmFile, 'r');
-  } catch {
-    return undefined;
-  }
-  try {
-    const both = Buffer.alloc(2 * WAL_INDEX_HEADER_BYTES);
-    if (readSync(fd, both, 0, both.length, 0) < both.length) return undefined;
-    const header = both.subarray(0, WAL_INDEX_HEADER_BYTES);
-    if (!header.equals(both.subarray(WAL_INDEX_HEADER_BYTES))) return undefined;
-    const u32 = (offset: number): number => (HOST_READS_LE ? header.readUInt32LE(offset) : header.readUInt32BE(offset));
-    // iVersion, then isInit; aSalt at 32.
-    if (u32(0) !== WAL_FORMAT_VERSION || header[12] !== 1 || !header.subarray(32, 40).equals(salts)) return undefined;
-    return u32(16);
-  } finally {
-    closeSync(fd);
-  }
+  const index = readWalIndex(shmFile);
+  return index !== undefined && index.salts.equals(salts) ? index.mxFrame : undefined;
 }
 
 /** SQLite's checkpoint info (WalCkptInfo) follows the header's two copies in the -shm; nBackfill is its first field. */
