@@ -258,20 +258,22 @@ function codePointAt(text: string, i: number): number {
   return code * 4 + 1;
 }
 
+/** The code point whose last UTF-16 unit is at `end - 1` (a lone surrogate as itself). */
+function codePointEndingAt(text: string, end: number): number {
+  const low = text.charCodeAt(end - 1);
+  if (low >= 0xdc00 && low <= 0xdfff && end >= 2) {
+    const high = text.charCodeAt(end - 2);
+    if (high >= 0xd800 && high <= 0xdbff) return ((high - 0xd800) << 10) + (low - 0xdc00) + 0x10000;
+  }
+  return low;
+}
+
 /** The last folded unit of the text before `from` (invisible characters skipped), -1 for none. */
 function unitBefore(text: string, from: number): number {
   let sawDot = false;
   for (let i = from; i > 0; ) {
-    let cp = text.charCodeAt(i - 1);
-    let size = 1;
-    if (cp >= 0xdc00 && cp <= 0xdfff && i >= 2) {
-      const high = text.charCodeAt(i - 2);
-      if (high >= 0xd800 && high <= 0xdbff) {
-        cp = ((high - 0xd800) << 10) + (cp - 0xdc00) + 0x10000;
-        size = 2;
-      }
-    }
-    i -= size;
+    const cp = codePointEndingAt(text, i);
+    i -= cp > 0xffff ? 2 : 1;
     const e = entry(cp);
     const kind = e & 3;
     if (kind === IGNORE) continue;
@@ -326,16 +328,8 @@ function foldKeyword(keyword: string): number[] {
 /** Whether a character other than a mark or an invisible one comes after `at` in `text`. */
 function letterAfter(text: string, at: number): boolean {
   for (let i = text.length; i > at + 1; ) {
-    let cp = text.charCodeAt(i - 1);
-    let size = 1;
-    if (cp >= 0xdc00 && cp <= 0xdfff && i >= 2) {
-      const high = text.charCodeAt(i - 2);
-      if (high >= 0xd800 && high <= 0xdbff) {
-        cp = ((high - 0xd800) << 10) + (cp - 0xdc00) + 0x10000;
-        size = 2;
-      }
-    }
-    i -= size;
+    const cp = codePointEndingAt(text, i);
+    i -= cp > 0xffff ? 2 : 1;
     if (i <= at) return false;
     const e = entry(cp);
     const kind = e & 3;
