@@ -124,7 +124,7 @@ async function main(argv: string[]): Promise<void> {
   }
   if (argv.length > 0) {
     // Settings come from the environment only; a stray word may be a pasted secret, so it is not quoted.
-    usageError(argv[0]!.startsWith('-') ? unknownOptionMessage(argv[0]!.split('=')[0]!, ['help', 'version']) : `unexpected argument (not shown: it may be a secret); ${PROGRAM} takes no arguments but --help and --version: its settings come from the environment (see --help)`);
+    usageError(argv[0]!.startsWith('-') ? unknownOptionMessage(argv[0]!, ['help', 'version']) : `unexpected argument (not shown: it may be a secret); ${PROGRAM} takes no arguments but --help and --version: its settings come from the environment (see --help)`);
   }
 
   // The gateway's TLS key and the config-signing key are stored encrypted with it: no key, no gateway.

@@ -65,8 +65,19 @@ export function closestOption(given: string, known: readonly string[]): string |
   return best === undefined ? undefined : `--${best.name}`;
 }
 
-/** "unknown option --pakage; did you mean --package?" for an option not in `known` (names without dashes). */
+/**
+ * "unknown option --pakage; did you mean --package?" for an option not in `known` (names without dashes).
+ * A known option given a value with `=` (`--version=x`) reaches here only where that option takes
+ * none: said so; an unknown one is named without its value. The value is never shown (it may be a
+ * pasted token).
+ */
 export function unknownOptionMessage(given: string, known: readonly string[]): string {
+  const eq = given.indexOf('=');
+  const name = eq > 0 ? given.slice(0, eq) : '';
+  if (OPTION_SHAPE.test(name) && known.includes(name.replace(/^-+/, ''))) {
+    return `option ${name} takes no value (given one after "=", not shown: it may be a token); see --help for the options`;
+  }
+  if (OPTION_SHAPE.test(name)) return unknownOptionMessage(name, known);
   if (!OPTION_SHAPE.test(given)) return 'unknown option (not shown: it does not look like an option name); see --help for the options';
   const suggestion = closestOption(given, known);
   return suggestion === undefined ? `unknown option ${given}; see --help for the options` : `unknown option ${given}; did you mean ${suggestion}?`;
