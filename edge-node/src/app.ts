@@ -313,10 +313,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const services = deps.services ?? {};
   // Open MCP GET streams re-checked on every swap and on a timer (a revoked or expired key's, a
-  // disabled surface's or a deleted tool server's end), and ended at the stop.
+  // disabled surface's or a deleted tool server's end), and ended at the stop and once the node is deleted.
   const clock = deps.clock;
+  const credit = services.credit ?? noCredit;
   const getStreams = new GetStreamStanding(holder, deps.logger, {
     ...(clock !== undefined ? { now: () => controlPlaneNow(clock) } : {}),
+    ...(credit.nodeDeletion !== undefined ? { deleted: () => credit.nodeDeletion?.() !== undefined } : {}),
     ...deps.getStreamStanding,
   });
   const pipeline: PipelineDeps = {
@@ -324,7 +326,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger: deps.logger,
     upstreams,
     limiter: services.limiter ?? noRateLimits,
-    credit: services.credit ?? noCredit,
+    credit,
     spool: services.spool ?? noSpool,
     metrics,
     // Without one from the services (tests), this app's own table in memory.

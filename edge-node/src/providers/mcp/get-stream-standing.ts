@@ -24,6 +24,15 @@
  * never drains, so the stop would otherwise wait out serve's deadline and then cut it. Those end
  * cleanly (the client reconnects, to this node once it is back or to another) and are recorded
  * `failed` with ZN_ERR_NODE_STOPPING: the node ended them, not the caller.
+ *
+ * So does the node's deletion (the control plane refused it NODE_DELETED: CreditLeases.nodeDeletion,
+ * the lease book's memory, which the identify stage refuses every new request by): asked every
+ * DELETION_CHECK_MS (a read from memory, no store), and when a stream's head arrives. A deleted node
+ * serves nobody, and a stream admitted before would otherwise relay the tool server's pushes for
+ * hours. Each ends cleanly, as at the stop (its client reconnects, and this node refuses it
+ * ZN_ERR_NODE_DELETED), its tool server GET aborted and its record finished `failed` with
+ * ZN_ERR_NODE_STOPPING: the node ended it (not ZN_ERR_NODE_DELETED, whose records the spool stage
+ * leaves unwritten as refusals that never went upstream).
  */
 import { createHash } from 'node:crypto';
 import { checkKeyStanding, findCallerKey } from '../../auth/api-key-verifier.js';
@@ -37,12 +46,19 @@ import { mayUseToolServer } from '../../routing/route-tool-server.js';
 
 /** How often open GET streams are re-checked without a config swap (for an expiresAt passing). */
 export const GET_STREAM_RECHECK_MS = 30_000;
+/** How often the node's deletion is asked while streams are open (a read from memory). */
+export const DELETION_CHECK_MS = 1_000;
 
 export interface GetStreamStandingOptions {
   /** Re-check period; GET_STREAM_RECHECK_MS by default. */
   intervalMs?: number;
   /** Unix ms for expiresAt; Date.now by default (tests move it by hand). */
   now?: () => number;
+  /**
+   * Whether the control plane deleted the node (CreditLeases.nodeDeletion): every open stream is
+   * ended then. Absent: never (billing off, stand-alone mode).
+   */
+  deleted?: () => boolean;
 }
 
 /** What a watched stream was opened with: enough to check it again as a new request. */
@@ -118,6 +134,14 @@ export function outputRulesOf(config: RuntimeConfig, policyId: string | null): s
 }
 
 /**
+ * What a stream the node's deletion ended is recorded with: the node ended it (ZN_ERR_NODE_STOPPING),
+ * and the spool stage writes its record (one with ZN_ERR_NODE_DELETED it would leave unwritten).
+ */
+function nodeDeletedEnd(): ZenovaError {
+  return zenovaError('ZN_ERR_NODE_STOPPING', 'This node was deleted from the control plane and no longer serves. The open MCP event stream was ended.');
+}
+
+/**
  * Per policy object (one per config snapshot): a policy's keyword lists may run to megabytes, and
  * every open stream is compared on each swap and every 30 s.
  */
@@ -133,6 +157,8 @@ export class GetStreamStanding {
   private stopping: ZenovaError | undefined;
   private readonly unsubscribe: () => void;
   private readonly timer: NodeJS.Timeout;
+  private readonly deleted: (() => boolean) | undefined;
+  private readonly deletionTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly holder: ConfigHolder,
@@ -145,6 +171,11 @@ export class GetStreamStanding {
     this.timer = setInterval(() => this.recheckCurrent(), this.intervalMs);
     // Never what keeps the process alive.
     this.timer.unref();
+    this.deleted = opts.deleted;
+    if (this.deleted !== undefined) {
+      this.deletionTimer = setInterval(() => this.endIfDeleted(), DELETION_CHECK_MS);
+      this.deletionTimer.unref();
+    }
   }
 
   /**
@@ -172,6 +203,12 @@ export class GetStreamStanding {
       return () => undefined;
     }
     if (this.stopped) return () => undefined;
+    // Admitted before the deletion, its head arriving after it.
+    if (this.deleted?.() === true) {
+      this.logger.info({ requestId: request.requestId }, 'MCP event stream ended: the control plane deleted this node');
+      stream.end(nodeDeletedEnd(), 'stopping');
+      return () => undefined;
+    }
     this.open.add(stream);
     const current = this.holder.current();
     if (current.ready) this.check(current.config, stream);
@@ -207,7 +244,16 @@ export class GetStreamStanding {
     this.stopped = true;
     this.unsubscribe();
     clearInterval(this.timer);
+    clearInterval(this.deletionTimer);
     this.open.clear();
+  }
+
+  /** Ends every open stream cleanly once the node is deleted (its records ZN_ERR_NODE_STOPPING). */
+  private endIfDeleted(): void {
+    if (this.open.size === 0 || this.deleted?.() !== true) return;
+    this.logger.info({ streams: this.open.size }, 'MCP event streams ended: the control plane deleted this node');
+    const error = nodeDeletedEnd();
+    for (const stream of [...this.open]) stream.end(error, 'stopping');
   }
 
   private recheckCurrent(): void {
