@@ -126,6 +126,16 @@ export function walIndexFrameCount(shmFile: string, salts: Buffer): number | und
 const CHECKPOINT_INFO_OFFSET = 2 * WAL_INDEX_HEADER_BYTES;
 /** Reads of the -shm and the WAL before giving up on a pair that changes under each of them. */
 const MAX_SHORTFALL_READS = 8;
+/**
+ * How far (mod 2^32) a WAL's salt-1 may be ahead of the -shm's for the WAL to count as a later
+ * generation of the same one. SQLite adds one to salt-1 each time it starts the WAL again (the first
+ * write after a full checkpoint, or a TRUNCATE checkpoint), each time only once every frame was
+ * copied into the database: a -shm older than its WAL (one the kernel had not yet written back at a
+ * power loss) is a few restarts behind, far fewer than 65536. A WAL SQLite creates anew (deleted
+ * and made again, or another spool's put in its place) has a random salt-1 instead: a window of
+ * 2^31 took half of those for a later generation and hid the loss; this one takes one in 65536.
+ */
+const MAX_GENERATIONS_AHEAD = 0x10000;
 
 /** What a -shm's wal-index says of its WAL (readWalIndex). */
 interface WalIndexView {
@@ -189,9 +199,10 @@ function readWalHead(walFile: string): { header: Buffer; size: number } | null {
  * connection rebuilds the -shm from whatever WAL it finds (none, or one cut short) without a word,
  * so this must run before any connection opens the database. Not a loss: no -shm, or one that tells
  * nothing sure (readWalIndex); every frame copied (nBackfill == mxFrame: what a clean close or a
- * full checkpoint leaves); a WAL of a later generation than the -shm's (salt-1 further on: SQLite
- * starts the WAL again only once every frame was copied). A WAL of another generation otherwise (an
- * older one, or another's) holds none of the -shm's frames.
+ * full checkpoint leaves); a WAL of a later generation than the -shm's (salt-1 at most
+ * MAX_GENERATIONS_AHEAD further on: SQLite starts the WAL again only once every frame was copied).
+ * A WAL of another generation otherwise (an older one, another's, or one created anew, whose salts
+ * SQLite drew at random) holds none of the -shm's frames.
  */
 export function findWalShortfall(walFile: string, shmFile: string): string | null {
   for (let attempt = 0; attempt < MAX_SHORTFALL_READS; attempt++) {
@@ -212,10 +223,11 @@ export function findWalShortfall(walFile: string, shmFile: string): string | nul
     }
     const walSalts = wal.header.subarray(16, 24);
     if (!walSalts.equals(index.salts)) {
-      // Salt-1 goes up by one each time SQLite starts the WAL again, which it does only after a full checkpoint.
+      // Salt-1 goes up by one each time SQLite starts the WAL again, which it does only after a full
+      // checkpoint; a WAL created anew has a random one (MAX_GENERATIONS_AHEAD).
       const ahead = (wal.header.readUInt32BE(16) - index.salts.readUInt32BE(0)) >>> 0;
-      if (ahead > 0 && ahead < 0x80000000) return null;
-      return `lost committed transactions: its WAL (${walFile}) is not the one its -shm was written with (an older WAL, or another's, is in its place), and ${counted}; ${lost}`;
+      if (ahead > 0 && ahead <= MAX_GENERATIONS_AHEAD) return null;
+      return `lost committed transactions: its WAL (${walFile}) is not the one its -shm was written with (an older WAL, another's, or one created anew is in its place), and ${counted}; ${lost}`;
     }
     const held = Math.floor((wal.size - WAL_HEADER_BYTES) / (FRAME_HEADER_BYTES + index.pageSize));
     if (held >= index.mxFrame) return null;
