@@ -185,6 +185,13 @@ t.test('spend takes from and to only as unix ms or ISO 8601 with a time zone, fr
   }
   const ok = expectStatus<{ from: string; to: string }>(await call('GET', '/api/v1/spend?from=0&to=2026-03-07T08:00:00%2B08:00'), 200);
   t.same([ok.from, ok.to], ['1970-01-01T00:00:00.000Z', '2026-03-07T00:00:00.000Z']);
+  // Unix ms before 1970 (negative) as the same instants in ISO 8601; one ms before year 1 is refused.
+  const early = expectStatus<{ from: string; to: string }>(await call('GET', '/api/v1/spend?from=-62135596800000&to=-1'), 200);
+  t.same([early.from, early.to], ['0001-01-01T00:00:00.000Z', '1969-12-31T23:59:59.999Z']);
+  expectStatus(await call('GET', '/api/v1/requests?from=-1&limit=1'), 200);
+  const beforeYearOne = await call('GET', '/api/v1/spend?from=-62135596800001');
+  t.equal(beforeYearOne.statusCode, 400, 'one ms before year 1');
+  t.match(beforeYearOne.json<ErrorReply>().error, { message: /from year 1 to 9999/ });
   // curl "…?to=2026-03-07T08:00:00+08:00": the + arrives as a space; the answer says how to send it.
   for (const query of ['to=2026-03-07T08:00:00+08:00', 'to=2026-03-07T08:00:00.5+0800', '/requests?from=2026-03-07T08:00+08:00']) {
     const res = await call('GET', query.startsWith('/') ? `/api/v1${query}` : `/api/v1/spend?${query}`);

@@ -87,7 +87,8 @@ export const instantSchema = z
   .refine((s) => !PLUS_AS_SPACE.test(s), { error: () => PLUS_AS_SPACE_RULE, abort: true })
   .refine((s) => !FINER_THAN_MS.test(s), { error: () => MILLISECOND_RULE, abort: true })
   .pipe(z.union([
-    z.string().regex(/^\d{1,15}$/).transform(Number),
+    // Before 1970 too (negative, down to year 1), as the same instant written in ISO 8601 is.
+    z.string().regex(/^-?\d{1,15}$/).transform(Number),
     z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
   ], { error: () => INSTANT_RULE }))
   .refine(isInstantInRange, { error: () => INSTANT_RULE });
