@@ -1,6 +1,8 @@
 // The answer to a request no route serves, with the hint that fixes the usual cause: a Base URL
 // with one /v1 too many (the Anthropic SDKs append /v1/messages to theirs, so `<origin>/v1` sends
-// /v1/v1/messages) or one too few (`<origin>` in an OpenAI client sends /chat/completions).
+// /v1/v1/messages) or one too few (`<origin>` in an OpenAI client sends /chat/completions), or an
+// endpoint's full URL pasted as the Base URL (`<origin>/v1/chat/completions` in an OpenAI client
+// sends /v1/chat/completions/chat/completions).
 import { zenovaError } from '../errors.js';
 import type { ZenovaError } from '../errors.js';
 import { shownPath } from './shown-path.js';
@@ -29,6 +31,29 @@ function servedUnderV1(method: string, path: string): boolean {
   return get && path.startsWith('/models/');
 }
 
+/** The endpoint paths a client may be given as its Base URL by mistake (a request's full URL pasted). */
+const ENDPOINT_PATHS: readonly string[] = ['/chat/completions', '/embeddings', '/messages', '/models'];
+
+/**
+ * A path that is a served endpoint's path with a served route's appended (`/v1/chat/completions`
+ * + `/chat/completions`, `/v1/messages` + `/v1/messages`): a client given an endpoint's full URL
+ * as its Base URL, to which it adds the route itself. What to take off the Base URL, or undefined.
+ */
+function endpointInBaseUrl(method: string, path: string): string | undefined {
+  for (const endpoint of ENDPOINT_PATHS) {
+    for (const pasted of [`/v1${endpoint}`, endpoint]) {
+      if (!path.startsWith(`${pasted}/`)) continue;
+      const added = path.slice(pasted.length);
+      // An Anthropic client adds /v1/messages (its Base URL is the origin), an OpenAI client /chat/completions (its Base URL ends in /v1).
+      const anthropicStyle = added.startsWith('/v1/');
+      if (!servedUnderV1(method, anthropicStyle ? added.slice(3) : added)) continue;
+      const fix = anthropicStyle || pasted === endpoint ? `Drop ${pasted} from the client's Base URL${anthropicStyle ? '' : ' and add /v1'}.` : `Drop ${endpoint} from the client's Base URL.`;
+      return `the client's Base URL includes the endpoint path ${pasted}: the client adds the endpoint path itself (here ${shownPath(added)}). ${fix}`;
+    }
+  }
+  return undefined;
+}
+
 /**
  * A path that starts with more than one slash (`//v1/messages`): a client that joins a Base URL
  * ending in `/` with `/v1/…`. The path as the node would serve it, or undefined.
@@ -53,7 +78,7 @@ function baseUrlMistake(method: string, url: string): string | undefined {
     return "the path has // after /v1. Drop the / at the end of the client's Base URL.";
   }
   if (servedUnderV1(method, url.split('?', 1)[0] ?? '')) return `the node serves it as ${method} /v1${shownPath(url)}. Add /v1 to the client's Base URL.`;
-  return undefined;
+  return endpointInBaseUrl(method, url.split('?', 1)[0] ?? '');
 }
 
 export function notFoundError(method: string, url: string): ZenovaError {

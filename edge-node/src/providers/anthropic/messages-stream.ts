@@ -3,7 +3,8 @@
  * `message_start` carries the input usage (its `model` becomes the caller's alias) and, from a
  * compatible upstream, maybe content (checked whole there, like a JSON answer's),
  * `message_delta` the output usage (`partial` until the one with the stop_reason: an earlier one's are running counts) and
- * maybe input counters again, each kept until a later event gives it again (stream-usage.ts),
+ * maybe input counters again, each kept until a later event gives it again (stream-usage.ts);
+ * either one without `usage` gets the counts the node meters the stream with (filled-usage.ts),
  * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
  * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
  * whole there, with no deltas), `content_block_delta` the text of a
@@ -52,6 +53,7 @@ import {
 } from './messages-request.js';
 import type { CallerChosenStrings } from './messages-request.js';
 import { AnthropicStreamUsage, cacheCreationByTtl, cacheWritesOf } from './stream-usage.js';
+import { meteredCounts } from './filled-usage.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 type Json = Record<string, unknown>;
@@ -87,6 +89,12 @@ export class AnthropicStreamEvent implements StreamEvent {
   /** The whole texts of the event (a server tool's result, a citation), written into `parsed` when serialised. */
   wholeTexts?: WholeTextSlot[];
   private wire: SseEvent;
+  /**
+   * A message_delta without `usage` (filled-usage.ts): the counts it gets, worked out afresh at each
+   * read of `sse` (an output guard reads its name before the text it held goes out), so the one
+   * written carries the counts as they stand when it goes out.
+   */
+  fillUsage?: () => Json;
 
   constructor(
     upstream: SseEvent,
@@ -108,6 +116,10 @@ export class AnthropicStreamEvent implements StreamEvent {
 
   get sse(): SseEvent {
     if (this.wholeTexts !== undefined) for (const slot of this.wholeTexts) slot.commit();
+    if (this.fillUsage !== undefined) {
+      this.parsed.usage = this.fillUsage();
+      this.dirty = true;
+    }
     if (this.dirty) {
       // Integers past 2^53 the parse read as their digits go out as the numbers they were.
       this.wire = { event: this.wire.event ?? String(this.parsed.type), data: stringifyAsWritten(this.parsed) };
@@ -416,6 +428,18 @@ function usageOf(ctx: PipelineContext): UpstreamUsage {
   return ctx.upstreamUsage;
 }
 
+/**
+ * The `usage` of a message_delta that has none (filled-usage.ts): the output as stage meter counts
+ * it now (with partial upstream counts, at least message_start's), and the input estimate only
+ * while the upstream gave no input count (its `input_tokens` leaves out the cache tokens, which
+ * the node's count includes: the caller keeps message_start's).
+ */
+function filledDeltaUsage(ctx: PipelineContext, counts: AnthropicStreamUsage): Json {
+  const metered = meteredCounts(ctx);
+  const outputTokens = Math.max(counts.outputTokens ?? 0, metered.outputTokens);
+  return counts.inputTokens === undefined ? { input_tokens: metered.inputTokens, output_tokens: outputTokens } : { output_tokens: outputTokens };
+}
+
 /** An event type that may be written as an `event:` line (no line break or other control character can ride in it). */
 const EVENT_NAME = /^[a-z_]{1,64}$/;
 
@@ -461,6 +485,10 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
           usage.inputTokens = counts.inputTokens;
           usage.cacheWrites = counts.cacheWrites;
           usage.outputTokens = counts.outputTokens;
+        } else {
+          // None (a compatible upstream): the prompt's estimate the node meters it with; output 0 until message_delta.
+          message.usage = { input_tokens: meteredCounts(ctx).inputTokens, output_tokens: 0 };
+          event.dirty = true;
         }
         event.texts = messageStartSlots(message, event, chosen);
       }
@@ -484,6 +512,8 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
         // Final only with (or after) the stop_reason: an earlier message_delta's counts are running
         // ones, and text after them must still be metered if the stream breaks (stage meter).
         if (finished || finalDeltas.has(event)) usage.partial = false;
+      } else {
+        event.fillUsage = () => filledDeltaUsage(ctx, counts);
       }
       break;
     case 'content_block_start': {

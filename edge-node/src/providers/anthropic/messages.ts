@@ -37,7 +37,8 @@ import { firstEventRead } from '../first-event.js';
 import { sseIdleDeadline } from '../sse.js';
 import { estimateInputTokens } from '../deferred-json-texts.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
-import { withLongIntegersOf } from '../json-string-slots.js';
+import { stringifyAsWritten, withLongIntegersOf } from '../json-string-slots.js';
+import { meteredCounts } from './filled-usage.js';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 /** Version dates and comma-separated beta names; anything else is refused rather than forwarded. */
@@ -94,7 +95,8 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
 /**
  * A JSON answer: the alias in `model`, its text as slots (the same blocks as a request's:
  * contentBlockSlots; tool calls' input deferred until output rules check it; a tool name or stop
- * sequence the caller did not choose: unchosenAnswerSlots), its usage recorded.
+ * sequence the caller did not choose: unchosenAnswerSlots), its usage recorded; an answer without
+ * `usage` gets the node's metered counts in it (filled-usage.ts).
  */
 function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamReply {
   if (typeof answer.model === 'string') answer.model = alias;
@@ -104,7 +106,15 @@ function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamR
   unchosenAnswerSlots(answer, callerChosenStrings(ctx.forwardBody), texts);
   const usage = messageUsage(ctx, answer);
   if (usage !== null) ctx.upstreamUsage = usage;
-  return { kind: 'json', status: 200, headers: {}, body: answer, texts };
+  if (isRecord(answer.usage)) return { kind: 'json', status: 200, headers: {}, body: answer, texts };
+  // No usage (a compatible upstream): the counts the node meters it with (filled-usage.ts), worked
+  // out at delivery, after the output rules, from the texts as they go out.
+  const asWritten = (): string => {
+    const counts = meteredCounts(ctx, texts);
+    answer.usage = { input_tokens: counts.inputTokens, output_tokens: counts.outputTokens };
+    return stringifyAsWritten(answer);
+  };
+  return { kind: 'json', status: 200, headers: {}, body: answer, texts, asWritten };
 }
 
 /**
