@@ -65,19 +65,24 @@ export function closestOption(given: string, known: readonly string[]): string |
   return best === undefined ? undefined : `--${best.name}`;
 }
 
+/** The flags that print and exit, by the name `known` lists them under: they never take a value. */
+const VALUELESS_FLAGS: Readonly<Record<string, string>> = { '--version': 'version', '--help': 'help', '-h': 'help' };
+
 /**
  * "unknown option --pakage; did you mean --package?" for an option not in `known` (names without dashes).
- * A known option given a value with `=` (`--version=x`) reaches here only where that option takes
- * none: said so; an unknown one is named without its value. The value is never shown (it may be a
- * pasted token).
+ * With a value after `=`: `--version=x` (a flag that prints and exits, in `known`) is said to take
+ * none, an unknown option is named without its value; a known option that does take a value (`zenova
+ * logs -- --since=2h`, read as a word) gets the message a word of another shape gets. The value is
+ * never shown (it may be a pasted token).
  */
 export function unknownOptionMessage(given: string, known: readonly string[]): string {
   const eq = given.indexOf('=');
   const name = eq > 0 ? given.slice(0, eq) : '';
-  if (OPTION_SHAPE.test(name) && known.includes(name.replace(/^-+/, ''))) {
+  const flag = Object.hasOwn(VALUELESS_FLAGS, name) ? VALUELESS_FLAGS[name] : undefined;
+  if (flag !== undefined && known.includes(flag)) {
     return `option ${name} takes no value (given one after "=", not shown: it may be a token); see --help for the options`;
   }
-  if (OPTION_SHAPE.test(name)) return unknownOptionMessage(name, known);
+  if (OPTION_SHAPE.test(name) && !known.includes(name.replace(/^-+/, ''))) return unknownOptionMessage(name, known);
   if (!OPTION_SHAPE.test(given)) return 'unknown option (not shown: it does not look like an option name); see --help for the options';
   const suggestion = closestOption(given, known);
   return suggestion === undefined ? `unknown option ${given}; see --help for the options` : `unknown option ${given}; did you mean ${suggestion}?`;
