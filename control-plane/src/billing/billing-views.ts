@@ -185,11 +185,13 @@ export async function spendBy(
     `select id, name, requests::text, spent::text from (
        select ${group.id} collate "C" as id, ${group.name} as name, count(*) as requests, sum(d.amount_micros) as spent
          from billing_ledger d
-        where d.kind = 'debit' and d.occurred_at >= $1 and d.occurred_at < $2
+        where d.kind = 'debit' and d.occurred_at >= to_timestamp($1::bigint / 1000.0) and d.occurred_at < to_timestamp($2::bigint / 1000.0)
         group by 1, 2) g
       where $3::numeric is null or g.spent < $3 or (g.spent = $3 and $4::text is not null and (g.id is null or g.id > $4 collate "C"))
       order by g.spent desc, g.id collate "C" nulls last limit $5`,
-    [from, to, page.cursor?.spentMicros.toString() ?? null, page.cursor?.id ?? null, page.limit + 1],
+    // Epoch ms, not Dates: pg writes a Date in the process's local time, whose offset before ~1900
+    // (local mean time) has seconds a Date's offset drops; a window bound would move by them.
+    [from.getTime(), to.getTime(), page.cursor?.spentMicros.toString() ?? null, page.cursor?.id ?? null, page.limit + 1],
   );
   const cut = rows.slice(0, page.limit);
   const last = cut.at(-1);
