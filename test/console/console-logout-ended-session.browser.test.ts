@@ -33,7 +33,7 @@ t.test('Log out after the session ended elsewhere drops the one-time install com
   await create.continue();
   const notice = page.getByTestId('node-created-notice');
   await notice.waitFor({ timeout: 15_000 });
-  t.match(await notice.getByTestId('install-command').textContent(), /--token/);
+  t.match(await notice.getByTestId('install-command').textContent(), /--token-file -/);
 
   await stack.pool.query('delete from console_sessions'); // ended elsewhere
   await page.getByRole('button', { name: 'Log out' }).click();

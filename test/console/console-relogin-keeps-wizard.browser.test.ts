@@ -168,7 +168,7 @@ t.test('after the install command was shown, a re-login does not show it again a
   await page.getByRole('button', { name: 'Next' }).click();
   await page.getByRole('button', { name: 'Create and generate install command' }).click();
   const command = (await page.getByTestId('install-command').textContent()) ?? '';
-  const token = /--token (\S+)/.exec(command)?.[1];
+  const token = /^printf '%s\\n' (\S+) \| sudo /.exec(command)?.[1];
   t.ok(token, 'the command was shown with its token');
 
   // The session ends (expired, or the admin token rotated): the onboarding poll's next call answers 401.

@@ -89,7 +89,7 @@ t.test('leaving Add node while Create is in flight shows the new node\'s one-tim
   t.match(await notice.textContent(), /Node edge-away was created after you left Add node/, 'the notice names the node');
   t.match(await notice.getByTestId('command-warning').textContent(), /shown only once/, 'with the seed\'s warning');
   const command = (await notice.getByTestId('install-command').textContent()) ?? '';
-  const token = /--token (\S+)/.exec(command)?.[1] ?? '';
+  const token = /^printf '%s\\n' (\S+) \| sudo /.exec(command)?.[1] ?? '';
   const enrolled = await stack.app.inject({ method: 'POST', url: '/api/enroll', payload: { token, mode: 'install', facts: FACTS } });
   t.equal(enrolled.statusCode, 200, `the command shown is the one the API issued: its token enrolls (answer ${enrolled.statusCode})`);
 

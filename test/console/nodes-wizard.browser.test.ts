@@ -66,8 +66,8 @@ async function createThroughWizard(page: Page, v: WizardValues): Promise<{ comma
   await fillWizard(page, v);
   await page.getByRole('button', { name: 'Create and generate install command' }).click();
   const command = (await page.getByTestId('install-command').textContent()) ?? '';
-  const token = /--token (\S+)/.exec(command)?.[1];
-  if (!token) throw new Error(`no --token in the command shown: ${command}`);
+  const token = /^printf '%s\\n' (\S+) \| sudo /.exec(command)?.[1];
+  if (!token) throw new Error(`no piped token in the command shown: ${command}`);
   return { command, token };
 }
 
@@ -103,10 +103,14 @@ t.test('the wizard creates the node with the values typed and shows a command wh
     spoolQuotaGb: 25, spoolFullPolicy: 'metering-only', replicas: 2, onboardingStage: null,
   }, 'with every value typed (as the API stores them)');
   t.equal(command,
-    `sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.test:9443 --token ${token} `
+    `printf '%s\\n' ${token} | sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.test:9443 --token-file - `
     + '--ca-file zenova-control-plane-ca.pem --install-dir /data/zenova-node',
     'the command is the API\'s, whole');
 
+  const tokenHint = (await page.getByTestId('command-token-hint').textContent()) ?? '';
+  t.match(tokenHint, /pipes the token to the installer.*does not show in the process list.*--token-file <file>/,
+    'says the token is piped in, off the process list, and how to use a file instead');
+  t.notMatch(tokenHint, /--token </, 'no longer tells to replace a --token the command does not have');
   const warning = (await page.getByTestId('command-warning').textContent()) ?? '';
   t.match(warning, /shown only once/, 'says the command is shown once');
   t.match(warning, /do not send it over chat, e-mail or tickets/, 'says not to pass the token around');

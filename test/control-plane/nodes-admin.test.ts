@@ -32,7 +32,7 @@ async function show(name: string): Promise<{ status: number; body: View }> {
   return { status: res.statusCode, body: res.json<View>() };
 }
 
-t.test('creating a node answers 201 with its view and an install command in the seed\'s exact form', async (t) => {
+t.test('creating a node answers 201 with its view and an install command in the seed\'s form, the token piped in', async (t) => {
   const name = uniqueName();
   const res = await app.inject({
     method: 'POST', url: '/api/v1/nodes', headers: bearer,
@@ -41,7 +41,7 @@ t.test('creating a node answers 201 with its view and an install command in the 
   t.equal(res.statusCode, 201);
   const { node, install } = res.json<{ node: View; install: { command: string; token: string; expiresAt: string; kind: string; caPem: unknown } }>();
   t.match(install.token, TOKEN, 'zn_it_ + 32 random bytes in base64url');
-  t.equal(install.command, `sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.com --token ${install.token}`);
+  t.equal(install.command, `printf '%s\\n' ${install.token} | sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.com --token-file -`);
   t.equal(install.kind, 'install');
   t.equal(install.caPem, null);
   t.equal(Date.parse(install.expiresAt) - Date.parse(node.createdAt as string), settings.nodes.installTokenTtlMs, 'valid for the TTL');
@@ -61,7 +61,7 @@ t.test('the command adds --ca-file and --install-dir when the node has them, and
   const created = await createNode(app, { caPem: ca.certPem, installDir: '/data/zenova-node' });
   const { token } = created.install;
   t.equal(created.install.command,
-    `sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.com --token ${token} ` +
+    `printf '%s\\n' ${token} | sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.com --token-file - ` +
     '--ca-file zenova-control-plane-ca.pem --install-dir /data/zenova-node');
   t.equal(created.install.caPem, caStored);
   t.equal(created.node.hasCa, true);
@@ -72,20 +72,20 @@ t.test('reenroll and upgrade commands have their §9.6 forms; upgrade never carr
   const reenroll = (await issue(app, node.name, 'reenroll')).json<{ command: string; token: string; kind: string }>();
   t.equal(reenroll.kind, 'reenroll');
   t.equal(reenroll.command,
-    `sudo ./zenova install node --package zenova-node.zpkg --reenroll --control-plane https://cp.example.com --token ${reenroll.token} ` +
+    `printf '%s\\n' ${reenroll.token} | sudo ./zenova install node --package zenova-node.zpkg --reenroll --control-plane https://cp.example.com --token-file - ` +
     '--ca-file zenova-control-plane-ca.pem --install-dir /data/zenova-node');
   const upgrade = (await issue(app, node.name, 'upgrade')).json<{ command: string; token: string; kind: string }>();
   t.equal(upgrade.kind, 'upgrade');
   t.equal(upgrade.command,
-    `sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.com --token ${upgrade.token} ` +
+    `printf '%s\\n' ${upgrade.token} | sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.com --token-file - ` +
     '--ca-file zenova-control-plane-ca.pem --upgrade');
   const install = (await issue(app, node.name, 'install')).json<{ command: string; token: string; kind: string }>();
   t.equal(install.kind, 'install');
-  t.match(install.command, new RegExp(`--token ${escape(install.token)} --ca-file`));
+  t.match(install.command, new RegExp(`^printf '%s\\\\n' ${escape(install.token)} \\| sudo .* --token-file - --ca-file`));
   const plain = await createNode(app);
   const plainUpgrade = (await issue(app, plain.node.name, 'upgrade')).json<{ command: string; token: string }>();
   t.equal(plainUpgrade.command,
-    `sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.com --token ${plainUpgrade.token} --upgrade`);
+    `printf '%s\\n' ${plainUpgrade.token} | sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.com --token-file - --upgrade`);
   t.equal((await issue(app, 'no-such-node', 'install')).statusCode, 404);
 });
 

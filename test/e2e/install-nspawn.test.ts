@@ -78,11 +78,12 @@ if (unavailable !== undefined) {
     const created = await run(command, [...args, 'gateway-node', 'create', '--name', NODE, '--address', '127.0.0.1', '--ca-file', https.caFile, '--ca-out', caOut], {
       env: { ...process.env, ZENOVA_CONTROL_PLANE_URL: cp.url, ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN, ZENOVA_CA_FILE: https.caFile },
     });
-    const printed = /^\s*(sudo \.\/zenova install node .*)$/m.exec(created.stdout)?.[1];
+    const printed = /^\s*(printf '%s\\n' \S+ \| sudo \.\/zenova install node .*)$/m.exec(created.stdout)?.[1];
     if (printed === undefined) throw new Error(`gateway-node create printed no install command:\n${created.stdout}`);
     // Commands run as root in the container, whose fresh /etc has no sudo configuration: the
-    // printed `sudo ./zenova …` runs as `./zenova …`, otherwise exactly as printed.
-    const asRoot = (command: string): string => command.replace(/^sudo /, '');
+    // printed `printf … | sudo ./zenova …` runs as `printf … | ./zenova …` (the token on the
+    // installer's standard input), otherwise exactly as printed.
+    const asRoot = (command: string): string => command.replace(/ \| sudo \.\/zenova /, ' | ./zenova ');
     // The container shares the host's network: a free port instead of the default 7480, so parallel runs never collide.
     const port = await freePort();
     const listen = `--listen 127.0.0.1:${port}`;

@@ -34,7 +34,7 @@ t.before(async () => {
 
 t.test('a created node enrolls with its install command, serves, and goes online past stage first-heartbeat', async (t) => {
   const created = await createNode(cp, 'branch-sh');
-  t.match(created.install.command, /^sudo \.\/zenova install node --package zenova-node\.zpkg --control-plane https:\/\/\S+ --token \S+ --ca-file \S+$/);
+  t.match(created.install.command, /^printf '%s\\n' \S+ \| sudo \.\/zenova install node --package zenova-node\.zpkg --control-plane https:\/\/\S+ --token-file - --ca-file \S+$/);
   t.equal((await nodeView(cp, 'branch-sh')).status, 'pending');
 
   const stateDir = join(work, 'branch-sh-state');

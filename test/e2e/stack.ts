@@ -202,9 +202,10 @@ export async function callNodeDetailed(nodeUrl: string, apiKey: string, text = '
   return { status: res.status, code: body.error?.code };
 }
 
+/** The token an issued command pipes to the installer (`printf '%s\\n' TOKEN | sudo ./zenova install node … --token-file -`). */
 export const tokenOf = (command: string): string => {
-  const m = /--token (\S+)/.exec(command);
-  if (!m) throw new Error(`no --token in ${command}`);
+  const m = /^printf '%s\\n' (\S+) \| sudo /.exec(command);
+  if (!m) throw new Error(`no piped token in ${command}`);
   return m[1]!;
 };
 

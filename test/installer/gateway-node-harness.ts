@@ -90,7 +90,7 @@ export async function zenovaProcess(t: Tap, argv: string[], opts: { env: NodeJS.
   return { code, output: proc.output() };
 }
 
-/** The one-time command line printed by create / *-command (indented on a line of its own). */
+/** The one-time command line printed by create / *-command (indented on a line of its own; the token piped in). */
 export function printedCommand(stdout: string): string | undefined {
-  return /^ {2}(sudo \.\/zenova install node .*)$/m.exec(stdout)?.[1];
+  return /^ {2}(printf '%s\\n' \S+ \| sudo \.\/zenova install node .*)$/m.exec(stdout)?.[1];
 }

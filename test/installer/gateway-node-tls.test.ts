@@ -30,7 +30,7 @@ t.test('with ZENOVA_CA_FILE the CLI verifies the control plane and works; the de
   t.equal(created.code, 0, 'exits 0', { stderr: created.stderr });
   const body = JSON.parse(created.stdout);
   t.equal(body.node.controlPlaneUrl, httpsUrl, 'ZENOVA_CONTROL_PLANE_URL is the node\'s callback URL by default');
-  t.match(body.install.command, ` --control-plane ${httpsUrl} --token `);
+  t.match(body.install.command, ` --control-plane ${httpsUrl} --token-file -`);
   const listed = await zenova(['gateway-node', 'list'], { env, cwd });
   t.equal(listed.code, 0, 'exits 0', { stderr: listed.stderr });
   t.match(listed.stdout, /^edge-tls\s+pending/m);

@@ -20,13 +20,16 @@ const run = (...argv: string[]): ReturnType<typeof zenova> => zenova(argv, { env
 const create = (name: string, ...more: string[]): ReturnType<typeof zenova> =>
   run('gateway-node', 'create', '--name', name, '--address', `${name}.example.com`, '--control-plane-url', CALLBACK, ...more);
 
-t.test('create prints the node and its one-time install command in the exact seed form', async (t) => {
+t.test('create prints the node and its one-time install command in the seed form, the token piped in', async (t) => {
   const result = await create('edge-one', '--region', 'cn-east', '--surfaces', 'model,tools');
   t.equal(result.code, 0, 'exits 0', { stderr: result.stderr });
   t.match(result.stdout, /Created gateway node edge-one\./);
   t.match(result.stdout, /shown once; store it safely; do not paste it into chat\/e-mail/);
   const command = printedCommand(result.stdout);
-  t.match(command, new RegExp(`^sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source}$`));
+  t.match(command, new RegExp(`^printf '%s\\\\n' ${TOKEN.source} \\| sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token-file -$`));
+  // The advice under it fits the piped form (it told to replace a "--token <token>" no longer there).
+  t.match(result.stdout, /The token is piped in .*so it is in no process list/);
+  t.notMatch(result.stdout, /--token </, 'no advice about a --token the command does not have');
   t.match(result.stdout, /region\s+cn-east/);
   t.match(result.stdout, /surfaces\s+model, tools/);
   t.match(result.stdout, /status\s+pending/);
@@ -43,7 +46,7 @@ t.test('create with a CA and an install dir adds --ca-file and --install-dir, an
   const result = await create('edge-ca', '--ca-file', caFile, '--install-dir', '/srv/zenova-node', '--ca-out', caOut);
   t.equal(result.code, 0, 'exits 0', { stderr: result.stderr });
   t.match(printedCommand(result.stdout), new RegExp(
-    `^sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source} --ca-file zenova-control-plane-ca\\.pem --install-dir /srv/zenova-node$`,
+    `^printf '%s\\\\n' ${TOKEN.source} \\| sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token-file - --ca-file zenova-control-plane-ca\\.pem --install-dir /srv/zenova-node$`,
   ));
   t.ok(new X509Certificate(readFileSync(caOut, 'utf8')).fingerprint256 === new X509Certificate(ca.certPem).fingerprint256, '--ca-out holds the CA given');
   t.match(result.stdout, `Saved the control-plane CA to ${caOut}`);
@@ -61,7 +64,7 @@ t.test('create --json prints the API answer: the node and its install command', 
   t.equal(body.node.spoolQuotaGb, 20);
   t.equal(body.node.spoolFullPolicy, 'metering-only');
   t.match(body.install.token, TOKEN);
-  t.equal(body.install.command, `sudo ./zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.install.token}`);
+  t.equal(body.install.command, `printf '%s\\n' ${body.install.token} | sudo ./zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token-file -`);
 });
 
 t.test('list prints the node table with the console columns; --json the API answer', async (t) => {
@@ -117,14 +120,14 @@ t.test('install-command reissues a new token; reenroll and upgrade commands have
 
   const reenroll = await run('gateway-node', 'reenroll-command', 'edge-reissue');
   t.equal(reenroll.code, 0, 'exits 0', { stderr: reenroll.stderr });
-  t.match(printedCommand(reenroll.stdout), new RegExp(`^sudo \\./zenova install node --package zenova-node\\.zpkg --reenroll --control-plane ${CALLBACK} --token ${TOKEN.source}`));
+  t.match(printedCommand(reenroll.stdout), new RegExp(`^printf '%s\\\\n' ${TOKEN.source} \\| sudo \\./zenova install node --package zenova-node\\.zpkg --reenroll --control-plane ${CALLBACK} --token-file -`));
   t.match(reenroll.stdout, /^Re-enroll command for node edge-reissue/m);
 
   const upgrade = await run('gateway-node', 'upgrade-command', 'edge-reissue', '--json');
   t.equal(upgrade.code, 0, 'exits 0', { stderr: upgrade.stderr });
   const body = JSON.parse(upgrade.stdout);
   t.equal(body.kind, 'upgrade');
-  t.equal(body.command, `sudo ./zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token ${body.token} --upgrade`, 'never --install-dir on upgrade');
+  t.equal(body.command, `printf '%s\\n' ${body.token} | sudo ./zenova install node --package zenova-node.zpkg --control-plane ${CALLBACK} --token-file - --upgrade`, 'never --install-dir on upgrade');
 });
 
 t.test('install-command for a node a host already enrolled as warns that redeeming it cuts that host off', async (t) => {
@@ -410,7 +413,7 @@ t.test('an unreachable control plane is one line and exit 1', async (t) => {
 t.test('the zenova entry point runs as its own process with the same exit codes', async (t) => {
   const created = await zenovaProcess(t, ['gateway-node', 'create', '--name', 'edge-process', '--address', '10.1.2.3', '--control-plane-url', CALLBACK], { env, cwd });
   t.equal(created.code, 0, 'exits 0', { output: created.output });
-  t.match(created.output, new RegExp(`sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token ${TOKEN.source}`));
+  t.match(created.output, new RegExp(`printf '%s\\\\n' ${TOKEN.source} \\| sudo \\./zenova install node --package zenova-node\\.zpkg --control-plane ${CALLBACK} --token-file -`));
 
   const refused = await zenovaProcess(t, ['gateway-node', 'delete', 'edge-process'], { env, cwd });
   t.equal(refused.code, 2);

@@ -55,8 +55,9 @@ export const modelRoutesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (f
   app.delete('/routes/:alias', {
     schema: { params: aliasParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
+    const ifMatch = readIfMatch(request.headers);
     refuseBodyFields(request.body);
-    const { value, configVersion } = await deleteModelRoute(pool, request.params.alias);
+    const { value, configVersion } = await deleteModelRoute(pool, request.params.alias, ifMatch);
     request.log.info({ alias: value.alias, routeId: value.id, configVersion }, 'model route deleted');
     return { deleted: value.alias, configVersion };
   });

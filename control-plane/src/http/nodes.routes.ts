@@ -109,8 +109,9 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
     bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string() }) } },
   }, async (request) => {
+    const ifMatch = readIfMatch(request.headers);
     refuseBodyFields(request.body);
-    const node = await deleteNode(pool, request.params.name);
+    const node = await deleteNode(pool, request.params.name, ifMatch);
     request.log.info({ node: node.name, nodeId: node.id }, 'node deleted; its credentials are revoked');
     return { deleted: node.name };
   });

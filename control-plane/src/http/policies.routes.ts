@@ -64,8 +64,9 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.delete('/rate-limit-policies/:name', {
     schema: { params: nameParams, response: { 200: deletedReply } },
   }, async (request) => {
+    const ifMatch = readIfMatch(request.headers);
     refuseBodyFields(request.body);
-    const { value, configVersion } = await deleteRateLimitPolicy(pool, request.params.name);
+    const { value, configVersion } = await deleteRateLimitPolicy(pool, request.params.name, ifMatch);
     request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'rate-limit policy deleted');
     return { deleted: value.name, configVersion };
   });
@@ -105,8 +106,9 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.delete('/guardrail-policies/:name', {
     schema: { params: nameParams, response: { 200: deletedReply } },
   }, async (request) => {
+    const ifMatch = readIfMatch(request.headers);
     refuseBodyFields(request.body);
-    const { value, configVersion } = await deleteGuardrailPolicy(pool, request.params.name);
+    const { value, configVersion } = await deleteGuardrailPolicy(pool, request.params.name, ifMatch);
     request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'guardrail policy deleted');
     return { deleted: value.name, configVersion };
   });

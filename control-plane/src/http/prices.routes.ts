@@ -46,8 +46,9 @@ export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastif
   app.delete('/prices/:model', {
     schema: { params: modelParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
+    const ifMatch = readIfMatch(request.headers);
     refuseBodyFields(request.body);
-    const { value, configVersion } = await deletePrice(pool, request.params.model);
+    const { value, configVersion } = await deletePrice(pool, request.params.model, ifMatch);
     request.log.info({ model: value.model, configVersion }, 'price deleted');
     return { deleted: value.model, configVersion };
   });

@@ -57,8 +57,9 @@ export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: S
   app.delete('/tool-servers/:name', {
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
+    const ifMatch = readIfMatch(request.headers);
     refuseBodyFields(request.body);
-    const { value, configVersion } = await deleteToolServer(pool, request.params.name);
+    const { value, configVersion } = await deleteToolServer(pool, request.params.name, ifMatch);
     request.log.info({ toolServer: value.name, toolServerId: value.id, configVersion }, 'tool server deleted');
     return { deleted: value.name, configVersion };
   });

@@ -57,8 +57,9 @@ export const upstreamsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Sec
   app.delete('/upstreams/:name', {
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
+    const ifMatch = readIfMatch(request.headers);
     refuseBodyFields(request.body);
-    const { value, configVersion } = await deleteUpstream(pool, request.params.name);
+    const { value, configVersion } = await deleteUpstream(pool, request.params.name, ifMatch);
     request.log.info({ upstream: value.name, upstreamId: value.id, configVersion }, 'upstream deleted');
     return { deleted: value.name, configVersion };
   });

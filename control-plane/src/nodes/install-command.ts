@@ -1,9 +1,12 @@
 /**
- * The one-line command an operator runs on the node host, exactly in the form of seed 004
- * §9.4/§9.6 (`sudo ./zenova install node …`), so it is copied whole. Every part comes from
- * validated input (URL and install dir restricted to plain URL and path characters, base64url
- * tokens), and a value with a character a shell would read is single-quoted, so the line can be
- * pasted into a shell as it is.
+ * The one-line command an operator runs on the node host, in the form of seed 004 §9.4/§9.6
+ * (`sudo ./zenova install node …`), so it is copied whole, except that the token is piped in
+ * rather than given as `--token T`: `printf '%s\n' T | sudo ./zenova install node … --token-file -`.
+ * `printf` is the shell's own (bash, dash, zsh), so the token is in no process's arguments, which
+ * every local user can read (`ps`, /proc/PID/cmdline) while the installer runs; the installer reads
+ * it from its standard input. Every part comes from validated input (URL and install dir restricted
+ * to plain URL and path characters, base64url tokens), and a value with a character a shell would
+ * read is single-quoted, so the line can be pasted into a shell as it is.
  */
 import type { InstallTokenKind } from './install-tokens.js';
 
@@ -33,13 +36,18 @@ function shellWord(value: string): string {
   return SHELL_PLAIN_WORD.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
+/** What the token is given to the installer with, in place of the seed's `--token T`: its standard input. */
+const TOKEN_FROM_STDIN = '--token-file -';
+
 export function installCommand(input: InstallCommandInput): string {
-  // As the seed writes it: root, and the `zenova` unpacked from the installer tarball in the
+  // The token on the installer's standard input, from the shell's builtin printf: never in argv.
+  // Then, as the seed writes it: root, and the `zenova` unpacked from the installer tarball in the
   // current dir (the operator runs it there, beside zenova-node.zpkg; no `zenova` is on PATH yet).
-  const parts = ['sudo ./zenova install node', `--package ${NODE_PACKAGE_FILE}`];
-  // §9.6 puts --reenroll before --control-plane and --upgrade last.
+  const parts = [`printf '%s\\n' ${shellWord(input.token)} |`, 'sudo ./zenova install node', `--package ${NODE_PACKAGE_FILE}`];
+  // §9.6 puts --reenroll before --control-plane and --upgrade last; the token option stands where
+  // the seed's --token does.
   if (input.kind === 'reenroll') parts.push('--reenroll');
-  parts.push(`--control-plane ${shellWord(input.controlPlaneUrl)}`, `--token ${shellWord(input.token)}`);
+  parts.push(`--control-plane ${shellWord(input.controlPlaneUrl)}`, TOKEN_FROM_STDIN);
   if (input.hasCa) parts.push(`--ca-file ${CONTROL_PLANE_CA_FILE}`);
   if (input.installDir !== null && input.kind !== 'upgrade') parts.push(`--install-dir ${shellWord(input.installDir)}`);
   if (input.kind === 'upgrade') parts.push('--upgrade');

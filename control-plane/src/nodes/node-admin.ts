@@ -166,13 +166,28 @@ export async function editNodeSettings(pool: pg.Pool, name: string, patch: NodeS
   });
 }
 
-export async function deleteNode(pool: pg.Pool, name: string, now: Date = new Date()): Promise<NodeRow> {
+/**
+ * Whether `node` is the central node in the sense that forbids deleting it: the control-plane
+ * host's own gateway, which the central install (today the dev stack, office-primary.ts) creates
+ * through this same API under the reserved name and then enrolls. Nothing else marks it, so the name
+ * alone cannot tell it from an `office-primary` an operator created by mistake. What makes the
+ * delete harmful is an enrolled identity: the host keeps it and serves with it, a deleted node's
+ * credential is refused for good, and the installer refuses a node on that host, so nothing could
+ * put it back. Before it has enrolled nothing runs it: deleting it cuts nothing off, and the
+ * central install creates it again as on a first start (its look-up finds no node).
+ */
+function isEnrolledCentralNode(node: NodeRow): boolean {
+  return node.name === CENTRAL_NODE_NAME && node.enrolledAt !== null;
+}
+
+export async function deleteNode(pool: pg.Pool, name: string, ifMatch?: IfMatch, now: Date = new Date()): Promise<NodeRow> {
   return withTransaction(pool, async (client) => {
+    // Row-locked: an enrollment (which writes enrolled_at), an edit or another delete waits for this commit.
     const node = await findLiveNodeByName(client, name, { forUpdate: true });
     if (!node) throw notFound(name);
-    // Deleting it would cut the control-plane host's own gateway off for good: the installer
-    // refuses a node on that host, so nothing could put it back.
-    if (node.name === CENTRAL_NODE_NAME) {
+    // Under the row lock until commit: an edit or delete holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, nodeEtag(node));
+    if (isEnrolledCentralNode(node)) {
       throw zenovaError('ZN_ERR_CP_NODE_CENTRAL', `${CENTRAL_NODE_NAME} is the central node, installed with the control plane: deleting it would stop the control-plane host serving callers, and no node can be installed on that host again.`);
     }
     await markNodeDeleted(client, node.id, now);

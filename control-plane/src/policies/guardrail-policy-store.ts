@@ -96,7 +96,7 @@ export async function replaceGuardrailPolicy(
   });
 }
 
-export async function deleteGuardrailPolicy(pool: pg.Pool, name: string): Promise<ConfigMutationResult<GuardrailPolicyRow>> {
+export async function deleteGuardrailPolicy(pool: pg.Pool, name: string, ifMatch?: IfMatch): Promise<ConfigMutationResult<GuardrailPolicyRow>> {
   return withConfigChange(pool, async (client) => {
     const { rows } = await client.query<GuardrailPolicyRow>(
       `select ${COLUMNS} from guardrail_policies where name = $1 and deleted_at is null for update`,
@@ -104,6 +104,8 @@ export async function deleteGuardrailPolicy(pool: pg.Pool, name: string): Promis
     );
     const policy = rows[0];
     if (!policy) throw notFound(name);
+    // Under the row lock until commit: an edit or delete holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, guardrailPolicyEtag(policy));
     const { rows: usage } = await client.query<{ keys: number }>(
       `select count(*)::int as keys from api_keys k where k.guardrail_policy_id = $1 and ${API_KEY_IN_USE_SQL}`,
       [policy.id],

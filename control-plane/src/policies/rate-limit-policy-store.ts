@@ -115,7 +115,7 @@ export async function replaceRateLimitPolicy(
   });
 }
 
-export async function deleteRateLimitPolicy(pool: pg.Pool, name: string): Promise<ConfigMutationResult<RateLimitPolicyRow>> {
+export async function deleteRateLimitPolicy(pool: pg.Pool, name: string, ifMatch?: IfMatch): Promise<ConfigMutationResult<RateLimitPolicyRow>> {
   return withConfigChange(pool, async (client) => {
     const { rows } = await client.query<RateLimitPolicyRow>(
       `select ${COLUMNS} from rate_limit_policies where name = $1 and deleted_at is null for update`,
@@ -123,6 +123,8 @@ export async function deleteRateLimitPolicy(pool: pg.Pool, name: string): Promis
     );
     const policy = rows[0];
     if (!policy) throw notFound(name);
+    // Under the row lock until commit: an edit or delete holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, rateLimitPolicyEtag(policy));
     const { rows: usage } = await client.query<{ accounts: number; keys: number }>(
       `select (select count(*)::int from accounts where rate_limit_policy_id = $1 and deleted_at is null) as accounts,
               (select count(*)::int from api_keys k where k.rate_limit_policy_id = $1 and ${API_KEY_IN_USE_SQL}) as keys`,

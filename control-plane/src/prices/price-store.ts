@@ -77,10 +77,14 @@ export async function listPrices(db: Queryable): Promise<PriceRow[]> {
   return rows;
 }
 
-export async function deletePrice(pool: pg.Pool, model: string): Promise<ConfigMutationResult<PriceRow>> {
+export async function deletePrice(pool: pg.Pool, model: string, ifMatch?: IfMatch): Promise<ConfigMutationResult<PriceRow>> {
   return withConfigChange(pool, async (client) => {
-    const { rows } = await client.query<PriceRow>(`delete from prices where model = $1 returning ${COLUMNS}`, [model]);
-    if (!rows[0]) throw notFound(model);
-    return { value: rows[0], change: { entity: 'price', entityId: model, action: 'delete' } };
+    const { rows } = await client.query<PriceRow>(`select ${COLUMNS} from prices where model = $1 for update`, [model]);
+    const current = rows[0];
+    if (!current) throw notFound(model);
+    // Under the row lock until commit: an edit or delete holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, priceEtag(current));
+    await client.query('delete from prices where model = $1', [model]);
+    return { value: current, change: { entity: 'price', entityId: model, action: 'delete' } };
   });
 }

@@ -128,14 +128,14 @@ export async function replaceModelRoute(
   });
 }
 
-export async function deleteModelRoute(pool: pg.Pool, alias: string): Promise<ConfigMutationResult<ModelRouteRow>> {
+export async function deleteModelRoute(pool: pg.Pool, alias: string, ifMatch?: IfMatch): Promise<ConfigMutationResult<ModelRouteRow>> {
   return withConfigChange(pool, async (client) => {
-    const { rows } = await client.query<ModelRouteRow>(
-      `update routes set deleted_at = now() where alias = $1 and deleted_at is null returning ${COLUMNS}`,
-      [alias],
-    );
+    const { rows } = await client.query<ModelRouteRow>(`select ${COLUMNS} from routes where alias = $1 and deleted_at is null for update`, [alias]);
     const route = rows[0];
     if (!route) throw notFound(alias);
+    // Under the row lock until commit: an edit or delete holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, modelRouteEtag(route));
+    await client.query('update routes set deleted_at = now() where id = $1', [route.id]);
     return { value: route, change: { entity: 'route', entityId: route.id, action: 'delete' } };
   });
 }

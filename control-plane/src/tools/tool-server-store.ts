@@ -109,13 +109,16 @@ export async function getToolServer(db: Queryable, name: string): Promise<ToolSe
   return rows[0];
 }
 
-export async function deleteToolServer(pool: pg.Pool, name: string): Promise<ConfigMutationResult<ToolServerRow>> {
+export async function deleteToolServer(pool: pg.Pool, name: string, ifMatch?: IfMatch): Promise<ConfigMutationResult<ToolServerRow>> {
   return withConfigChange(pool, async (client) => {
     const { rows } = await client.query<ToolServerRow>(
-      `update tool_servers set deleted_at = now() where name = $1 and deleted_at is null returning ${COLUMNS}`, [name],
+      `select ${COLUMNS} from tool_servers where name = $1 and deleted_at is null for update`, [name],
     );
     const row = rows[0];
     if (!row) throw notFound(name);
+    // Under the row lock until commit: an edit or delete holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, toolServerEtag(row));
+    await client.query('update tool_servers set deleted_at = now() where id = $1', [row.id]);
     return { value: row, change: { entity: ENTITY, entityId: row.id, action: 'delete' } };
   });
 }

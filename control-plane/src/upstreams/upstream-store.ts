@@ -109,11 +109,13 @@ export async function patchUpstream(
   });
 }
 
-export async function deleteUpstream(pool: pg.Pool, name: string): Promise<ConfigMutationResult<UpstreamRow>> {
+export async function deleteUpstream(pool: pg.Pool, name: string, ifMatch?: IfMatch): Promise<ConfigMutationResult<UpstreamRow>> {
   return withConfigChange(pool, async (client) => {
     const { rows } = await client.query<UpstreamRow>(`select ${COLUMNS} from upstreams where name = $1 and deleted_at is null for update`, [name]);
     const upstream = rows[0];
     if (!upstream) throw notFound(name);
+    // Under the row lock until commit: an edit or delete holding the same ETag waits here and is refused.
+    checkIfMatch(ifMatch, upstreamEtag(upstream));
     const { rows: users } = await client.query<{ alias: string }>(
       `select alias from routes
         where deleted_at is null

@@ -16,7 +16,8 @@ const USAGE = `Usage: zenova gateway-node delete NAME --yes [--json]
 Deletes gateway node NAME: its credentials are revoked, its unused install/re-enroll/upgrade
 commands stop working and its live connection is closed, on every control-plane replica; it
 cannot reconnect. There is no undo: the name becomes free for a new node, installed afresh.
-The central node office-primary, installed with the control plane, cannot be deleted.
+The central node office-primary, installed with the control plane, cannot be deleted once it
+has enrolled.
 
 Options:
 ${NAME_USAGE}

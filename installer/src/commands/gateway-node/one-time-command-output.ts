@@ -76,8 +76,8 @@ export function printOneTimeCommand(ctx: CliContext, out: OneTimeCommandOutput):
   write();
   write(`  ${issued.command}`);
   write();
-  write('Prefer --token-file: put the token in a file only root can read and replace "--token <token>" with "--token-file <file>",');
-  write(`or replace it with "--token-file -" and pipe the token in: printf '%s\\n' '<token>' | sudo ./zenova install node … --token-file -`);
+  write('The token is piped in (printf is the shell\'s own), so it is in no process list. To keep it out of the shell history too,');
+  write('put it in a file only root can read, drop "printf … |" and replace "--token-file -" with "--token-file <file>".');
   if (out.reissued) write(`Any earlier unused ${TITLES[kind].toLowerCase()} of node ${out.nodeName} no longer works.`);
 
   const caName = caFileInCommand(issued.command);

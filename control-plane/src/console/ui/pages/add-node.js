@@ -256,9 +256,10 @@ export function oneTimeCommandView(h, { nodeName, issued, reissued = false, enro
     h('p', {}, `The token is valid until ${expires.toISOString()}. ${COMMAND_PURPOSES[kind]}`),
     commandBox,
     h('div', { class: 'row' }, copyButton, copyStatus),
-    h('p', { class: 'hint' },
-      'Prefer --token-file: write the token to a file only root can read and replace "--token <token>" with "--token-file <file>", '
-      + 'so the token does not show in the process list or the shell history. Delete the file after the install.'),
+    h('p', { class: 'hint', 'data-testid': 'command-token-hint' },
+      'The command pipes the token to the installer (printf \'%s\\n\' <token> | … --token-file -): printf is the shell\'s own, '
+      + 'so the token does not show in the process list. To keep it out of the shell history too, write the token to a file only root '
+      + 'can read, drop "printf … |" and replace "--token-file -" with "--token-file <file>"; delete the file after the install.'),
   ];
 
   let objectUrl;

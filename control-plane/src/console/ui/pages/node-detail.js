@@ -419,7 +419,7 @@ export function render(root, params, ctx) {
     h('h2', {}, 'Delete node'),
     h('p', {}, 'Deleting revokes the node\'s credentials, stops its unused install, re-enroll and upgrade commands and closes its live '
       + 'connection on every control-plane replica; it cannot reconnect. There is no undo: the name becomes free for a new node, installed afresh. '
-      + 'The central node office-primary, installed with the control plane, cannot be deleted.'),
+      + 'The central node office-primary, installed with the control plane, cannot be deleted once it has enrolled.'),
     deleteForm);
 
   async function remove() {
