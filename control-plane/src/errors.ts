@@ -168,6 +168,24 @@ export const errorTable = {
     message: 'The reference was already used by a top-up of this account with another amount; send a new reference for a new top-up.',
     retryable: false,
   },
+  ZN_ERR_CP_IDEMPOTENT_REPLAY: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'An earlier request with this Idempotency-Key and body already created the API key; its secret cannot be shown again. Revoke that key if its secret was lost, and create a new one with a new Idempotency-Key.',
+    retryable: false,
+  },
+  ZN_ERR_CP_IDEMPOTENCY_KEY_REUSED: {
+    status: 422,
+    type: 'invalid_request_error',
+    message: 'The Idempotency-Key was already used with another request body; a retry sends the same body, a new request a new Idempotency-Key.',
+    retryable: false,
+  },
+  ZN_ERR_CP_IDEMPOTENCY_KEY_INVALID: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The Idempotency-Key header must be 1 to 255 printable ASCII characters, sent once.',
+    retryable: false,
+  },
   ZN_ERR_CP_CONFIG_LIMIT: {
     status: 409,
     type: 'conflict_error',

@@ -7,6 +7,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { boundedText, parseConfigInput, refuseBodyFields } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
+import { IdempotentReplayError, idempotencyClaimOf } from '../keys/api-key-idempotency.js';
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../keys/api-key-store.js';
 import { apiKeyCreateSchema, apiKeyListQuerySchema } from '../keys/api-key-validation.js';
 import { apiKeyViewSchema, toApiKeyView } from '../keys/api-key-view.js';
@@ -14,6 +15,15 @@ import { encodeNewestFirstCursor, newestFirstCursorOf } from './list-cursors.js'
 import type { ZodTypeProvider } from './zod-schemas.js';
 
 const idParams = z.object({ id: boundedText(64) });
+
+/**
+ * A create's 409s: the error body, and with ZN_ERR_CP_IDEMPOTENT_REPLAY the key the first request
+ * with that Idempotency-Key created (its view: never the secret, which was in that answer only).
+ */
+const conflictAnswer = z.object({
+  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string() }),
+  apiKey: apiKeyViewSchema.optional(),
+});
 
 export const apiKeysRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastify, { pool }) => {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -23,10 +33,21 @@ export const apiKeysRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fasti
   });
 
   app.post('/api-keys', {
-    schema: { response: { 201: z.object({ apiKey: apiKeyViewSchema, secret: z.string(), configVersion: z.number() }) } },
+    schema: { response: { 201: z.object({ apiKey: apiKeyViewSchema, secret: z.string(), configVersion: z.number() }), 409: conflictAnswer } },
   }, async (request, reply) => {
     const input = parseConfigInput(apiKeyCreateSchema, request.body);
-    const { value, configVersion } = await createApiKey(pool, input);
+    // An Idempotency-Key makes a retry of a create whose answer was lost create nothing: it is
+    // answered 409 naming the key created first (whose secret cannot be shown again).
+    const idempotency = idempotencyClaimOf(request, request.body);
+    let created;
+    try {
+      created = await createApiKey(pool, input, idempotency);
+    } catch (err) {
+      if (!(err instanceof IdempotentReplayError)) throw err;
+      request.log.info({ code: err.code, apiKeyId: err.apiKey.id }, 'API key create replayed: nothing created');
+      return reply.status(409).send({ ...err.toBody(), apiKey: toApiKeyView(err.apiKey) });
+    }
+    const { value, configVersion } = created;
     request.log.info({ apiKeyId: value.apiKey.id, account: value.apiKey.account, prefix: value.apiKey.prefix, configVersion }, 'API key created');
     return reply.status(201).send({ apiKey: toApiKeyView(value.apiKey), secret: value.secret, configVersion });
   });

@@ -16,6 +16,8 @@ import type { NewestFirstCursor } from '../http/list-cursors.js';
 import type { Queryable } from '../nodes/with-transaction.js';
 import { lockGuardrailPolicyByName } from '../policies/guardrail-policy-store.js';
 import { lockRateLimitPolicyByName } from '../policies/rate-limit-policy-store.js';
+import { API_KEY_CREATE_ROUTE, IdempotentReplayError, claimIdempotencyKey, completeIdempotencyClaim, sweepExpiredIdempotencyKeys } from './api-key-idempotency.js';
+import type { IdempotencyClaim } from './api-key-idempotency.js';
 import { generateApiKeySecret } from './api-key-secret.js';
 import { isApiKeyId } from './api-key-validation.js';
 import type { ApiKeyCreateInput } from './api-key-validation.js';
@@ -56,10 +58,19 @@ async function lockLiveAccount(client: pg.PoolClient, nameOrId: string): Promise
   return rows[0];
 }
 
+/**
+ * With `idempotency` (the request's Idempotency-Key, api-key-idempotency.ts), the key is claimed
+ * first, before the account or policies are looked up: a retry of a create that already ran throws
+ * IdempotentReplayError naming the key it created, whatever has changed since, and creates nothing.
+ */
 export async function createApiKey(
-  pool: pg.Pool, input: ApiKeyCreateInput,
+  pool: pg.Pool, input: ApiKeyCreateInput, idempotency?: IdempotencyClaim,
 ): Promise<ConfigMutationResult<{ apiKey: ApiKeyRow; secret: string }>> {
-  return withConfigChange(pool, async (client) => {
+  const result = await withConfigChange<{ apiKey: ApiKeyRow; secret: string }>(pool, async (client) => {
+    if (idempotency !== undefined) {
+      const claim = await claimIdempotencyKey(client, API_KEY_CREATE_ROUTE, idempotency);
+      if (!claim.claimed) throw new IdempotentReplayError((await selectById(client, claim.resourceId))!);
+    }
     // Every reference is looked up before any is refused: one 400 names each unknown one. The
     // account is a name or an id, a name first, as `GET /api-keys?account=` takes it.
     const account = await lockLiveAccount(client, input.account);
@@ -82,8 +93,12 @@ export async function createApiKey(
         input.expiresAt ?? null, rateLimitPolicyId, guardrailPolicyId],
     );
     const apiKey = (await selectById(client, rows[0]!.id))!;
+    if (idempotency !== undefined) await completeIdempotencyClaim(client, API_KEY_CREATE_ROUTE, idempotency, apiKey.id);
     return { value: { apiKey, secret: generated.secret }, change: { entity: 'api-key', entityId: apiKey.id, action: 'create' } };
   });
+  // Housekeeping after the commit; a failure here must not turn a created key into an error.
+  if (idempotency !== undefined) await sweepExpiredIdempotencyKeys(pool).catch(() => undefined);
+  return result;
 }
 
 /** Every key (active, expired and revoked), newest first; only the named live account's when `account` is given. */
