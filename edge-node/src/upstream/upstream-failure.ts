@@ -1,9 +1,13 @@
 // Classifies why talking to an upstream failed, as the node's error codes. Messages name the
-// upstream and the kind of failure only: never its URL's secrets or its answer's text.
+// upstream and the kind of failure only: never its URL's secrets, nor its answer's text but the
+// message of an error that blames the caller's request (upstreamStatusError), bounded and redacted.
 import { ZenovaError, zenovaError, isZenovaError } from '../errors.js';
+import type { ErrorBody } from '../errors.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
 import { classifyTlsFailure } from '../tls/tls-failure.js';
 import { findSecrets } from '../guardrails/detectors/secret.js';
+import { secretFormsOf } from '../providers/mcp/secret-forms.js';
+import { MIN_SECRET_CHARS } from '../providers/mcp/secret-prefilter.js';
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
 
@@ -138,22 +142,182 @@ export function isNodeCredentialStatus(status: number): boolean {
 }
 
 /**
+ * Upstream statuses whose error says what was wrong with the caller's request (400, 404, 409, 413,
+ * 422, …): its message, `param` and code are relayed (UpstreamStatusError). Not 401/403/407 (the
+ * node's own key: NODE_SIDE_STATUSES), 402 (the node's account), 408 (the upstream's own timeout)
+ * nor 429 (the node's rate limit with the upstream): those concern the node, not the request.
+ */
+function relaysUpstreamMessage(status: number): boolean {
+  return status >= 400 && status < 500 && !NODE_SIDE_STATUSES.has(status) && status !== 402 && status !== 408 && status !== 429;
+}
+
+/**
  * An upstream that answered with an error status. 4xx pass through (the caller's request was
  * at fault) except auth failures, which are the node's problem and become 502; 5xx become 502.
  * A 429 keeps the type the SDKs treat as a rate limit (its Retry-After: upstreamRetryAfterSeconds).
- * Only identifier-like `code`/`type` values from the upstream's body are quoted. An answer saying the
+ * Only identifier-like `code`/`type` values from the upstream's body are quoted, and for a status
+ * that blames the request (relaysUpstreamMessage) its `message` (relayedUpstreamMessage: bounded,
+ * control characters out, the node's key and credential shapes redacted), its `param` (upstreamParam)
+ * and its code, as `upstream_code` beside the node's own (UpstreamStatusError). An answer saying the
  * node's account is out of quota or credit is not told apart here: a model upstream's caller asks
  * upstreamQuotaError first (upstream-call.ts); a tool server's 402 is MCP's, relayed (mcp-call.ts).
  */
 export function upstreamStatusError(upstream: string, status: number, body: unknown, secret?: string | null): ZenovaError {
   const callerFault = status >= 400 && status < 500 && !NODE_SIDE_STATUSES.has(status);
   const detail = safeUpstreamErrorCode(body, secret);
-  const message = `Upstream "${upstream}" answered HTTP ${status}${detail ? ` (${detail})` : ''}.`;
-  return zenovaError('ZN_ERR_UPSTREAM_ERROR', message, {
+  const relayed = relaysUpstreamMessage(status) ? relayedUpstreamError(body, secret) : undefined;
+  const head = `Upstream "${upstream}" answered HTTP ${status}${detail ? ` (${detail})` : ''}`;
+  const overrides = {
     status: callerFault ? status : 502,
     type: status === 429 ? 'rate_limit_error' : callerFault ? 'invalid_request_error' : 'server_error',
     retryable: status === 408 || status === 429 || status >= 500,
-  });
+  };
+  if (relayed === undefined) return zenovaError('ZN_ERR_UPSTREAM_ERROR', `${head}.`, overrides);
+  return new UpstreamStatusError(
+    relayed.message === undefined ? `${head}.` : `${head}: ${relayed.message}`,
+    { ...overrides, ...(relayed.param === undefined ? {} : { param: relayed.param }) },
+    detail,
+  );
+}
+
+/** The OpenAI-style body of an UpstreamStatusError: the node's own, with the upstream's code beside its `code`. */
+export interface UpstreamStatusErrorBody extends ErrorBody {
+  error: ErrorBody['error'] & { upstream_code?: string };
+}
+
+/**
+ * ZN_ERR_UPSTREAM_ERROR for an upstream error status that blames the caller's request: its message
+ * quotes the upstream's (relayedUpstreamMessage), `param` is the upstream's (upstreamParam), and the
+ * body carries the upstream's own code or type as `error.upstream_code` (the node's `code` stays
+ * ZN_ERR_UPSTREAM_ERROR, which apps already switch on).
+ */
+export class UpstreamStatusError extends ZenovaError {
+  constructor(
+    message: string,
+    overrides: { status: number; type: string; retryable: boolean; param?: string },
+    /** The upstream's error `code` (or, without one, `type`) when it reads as one (safeUpstreamErrorCode). */
+    readonly upstreamCode: string | undefined,
+  ) {
+    super('ZN_ERR_UPSTREAM_ERROR', message, overrides);
+  }
+
+  override toBody(): UpstreamStatusErrorBody {
+    const body: UpstreamStatusErrorBody = super.toBody();
+    if (this.upstreamCode !== undefined) body.error.upstream_code = this.upstreamCode;
+    return body;
+  }
+}
+
+/** The upstream's code an error quotes beside the node's own (UpstreamStatusError), else undefined. */
+export function upstreamCodeOf(err: ZenovaError): string | undefined {
+  return err instanceof UpstreamStatusError ? err.upstreamCode : undefined;
+}
+
+/** The most characters of an upstream's error message relayed; a longer one is cut, marked with `…`. */
+export const MAX_RELAYED_UPSTREAM_MESSAGE_CHARS = 1000;
+/** The most characters of an upstream's message read at all (the rest could never be relayed). */
+const MAX_READ_UPSTREAM_MESSAGE_CHARS = 4 * MAX_RELAYED_UPSTREAM_MESSAGE_CHARS;
+/** What stands where the node's key or a credential shape was in a relayed message. */
+const REDACTED = '[redacted]';
+/** An upstream's `param` relayed: a request field's path as OpenAI writes it (`messages`, `messages[0].content`, `tools.0.function.name`). */
+const UPSTREAM_PARAM = /^[A-Za-z_][A-Za-z0-9_.[\]-]{0,99}$/;
+/**
+ * Control characters (C0, DEL, C1), line and paragraph separators and bidirectional formatting
+ * characters: written as a space, so that a relayed message is one line that reads as it shows.
+ */
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g;
+
+/**
+ * The upstream error's message and param to relay (each when it passes its checks), from an
+ * `{"error":{"message":…,"param":…}}` body (OpenAI's and Anthropic's shape); undefined for any other
+ * body, which keeps the generic message.
+ */
+function relayedUpstreamError(body: unknown, secret: string | null | undefined): { message?: string; param?: string } | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const error = (body as { error?: unknown }).error;
+  if (typeof error !== 'object' || error === null || Array.isArray(error)) return undefined;
+  const fields = error as Record<string, unknown>;
+  const message = typeof fields.message === 'string' ? relayedUpstreamMessage(fields.message, secret) : undefined;
+  const param = typeof fields.param === 'string' ? upstreamParam(fields.param, secret) : undefined;
+  return { ...(message === undefined ? {} : { message }), ...(param === undefined ? {} : { param }) };
+}
+
+/**
+ * An upstream's error message as the node relays it: control characters written as spaces and
+ * runs of space as one, the node's key for the upstream (in any JSON or HTML escaped form, and any
+ * piece of half of it or more) and the credential shapes the guardrails' secret detector knows
+ * replaced by `[redacted]`, then cut to MAX_RELAYED_UPSTREAM_MESSAGE_CHARS. undefined when nothing
+ * is left, or when the key is too short to be searched for (under MIN_SECRET_CHARS) and appears in it.
+ */
+export function relayedUpstreamMessage(raw: string, secret: string | null | undefined): string | undefined {
+  let text = cutAt(raw, MAX_READ_UPSTREAM_MESSAGE_CHARS).replace(CONTROL_CHARS, ' ');
+  if (secret !== undefined && secret !== null && secret.length > 0) {
+    const redacted = withoutKey(text, secret);
+    if (redacted === undefined) return undefined;
+    text = redacted;
+  }
+  const shapes = findSecrets(text);
+  for (let i = shapes.length - 1; i >= 0; i -= 1) text = text.slice(0, shapes[i]!.start) + REDACTED + text.slice(shapes[i]!.end);
+  text = text.replace(/\s+/g, ' ').trim();
+  if (text.length === 0) return undefined;
+  return text.length > MAX_RELAYED_UPSTREAM_MESSAGE_CHARS ? `${cutAt(text, MAX_RELAYED_UPSTREAM_MESSAGE_CHARS - 1)}…` : text;
+}
+
+/** `text` cut to at most `max` UTF-16 units, never inside a surrogate pair. */
+function cutAt(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const code = text.charCodeAt(max - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
+}
+
+/**
+ * `text` with the node's key for the upstream replaced: in every form an encoder writes it
+ * (secretFormsOf, as a tool server's answers are redacted: mcp-call.ts withoutSecret) and any piece
+ * of it of half the key or more (at least MIN_SECRET_CHARS), as written. undefined (not relayed at
+ * all) when the key is shorter than MIN_SECRET_CHARS (searching for it would garble the text) and
+ * appears in `text`, or when such a piece is still there once `\uXXXX`, `\xXX` and HTML character
+ * escapes are read (the key escaped letter by letter).
+ */
+function withoutKey(text: string, secret: string): string | undefined {
+  if (secret.length < MIN_SECRET_CHARS) return text.includes(secret) ? undefined : text;
+  // One character per byte, as the pattern is built: the key's UTF-8 and each escape match as bytes.
+  const latin1 = Buffer.from(text, 'utf8').toString('latin1');
+  const formsOut = latin1.replace(secretFormsOf(secret), REDACTED);
+  let out = formsOut === latin1 ? text : Buffer.from(formsOut, 'latin1').toString('utf8');
+  const piece = Math.min(secret.length, Math.max(MIN_SECRET_CHARS, Math.floor(secret.length / 2)));
+  const ranges = keyPieceRanges(out, secret, piece);
+  for (let i = ranges.length - 1; i >= 0; i -= 1) out = out.slice(0, ranges[i]![0]) + REDACTED + out.slice(ranges[i]![1]);
+  const decoded = out
+    .replace(/\\+u([0-9A-Fa-f]{4})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)))
+    .replace(/\\+x([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)))
+    .replace(/&#[xX]([0-9A-Fa-f]{1,6});/g, (_, hex: string) => String.fromCodePoint(Math.min(parseInt(hex, 16), 0x10ffff)))
+    .replace(/&#([0-9]{1,7});/g, (_, dec: string) => String.fromCodePoint(Math.min(Number(dec), 0x10ffff)));
+  if (decoded !== out && keyPieceRanges(decoded, secret, piece).length > 0) return undefined;
+  return out;
+}
+
+/** Where `text` holds pieces of `secret` of `piece` characters or more, as merged [from, to) ranges. */
+function keyPieceRanges(text: string, secret: string, piece: number): Array<[number, number]> {
+  const ranges: Array<[number, number]> = [];
+  for (let at = 0; at + piece <= text.length; at += 1) {
+    // Its first MIN_SECRET_CHARS characters rule most places out at a fraction of a long key's cost.
+    if (!secret.includes(text.slice(at, at + MIN_SECRET_CHARS)) || !secret.includes(text.slice(at, at + piece))) continue;
+    const last = ranges.at(-1);
+    if (last !== undefined && at <= last[1]) last[1] = at + piece;
+    else ranges.push([at, at + piece]);
+  }
+  return ranges;
+}
+
+/**
+ * The upstream error's `param` when it reads as a request field's path (UPSTREAM_PARAM) and could be
+ * no credential (readsAsErrorCode's checks: the node's key in part, a credential shape); else undefined.
+ */
+function upstreamParam(value: string, secret: string | null | undefined): string | undefined {
+  if (!UPSTREAM_PARAM.test(value)) return undefined;
+  if (value.split(/[_.[\]-]/).some(looksRandom) || findSecrets(value).length > 0 || holdsKeyPiece(value, secret)) return undefined;
+  return value;
 }
 
 /**
@@ -377,9 +541,13 @@ function readsAsErrorCode(value: string, secret: string | null | undefined): boo
   if ((value.match(/\d/g)?.length ?? 0) > 4) return false;
   if (value.split(/[_.-]/).some(looksRandom)) return false;
   if (findSecrets(value).length > 0) return false;
-  if (secret !== undefined && secret !== null && secret.length > 0) {
-    const piece = Math.min(secret.length, Math.max(4, Math.floor(secret.length / 2)));
-    for (let at = 0; at + piece <= secret.length; at += 1) if (value.includes(secret.slice(at, at + piece))) return false;
-  }
-  return true;
+  return !holdsKeyPiece(value, secret);
+}
+
+/** Whether `value` holds the node's key for the upstream, or a piece of half of it or more (at least 4 characters). */
+function holdsKeyPiece(value: string, secret: string | null | undefined): boolean {
+  if (secret === undefined || secret === null || secret.length === 0) return false;
+  const piece = Math.min(secret.length, Math.max(4, Math.floor(secret.length / 2)));
+  for (let at = 0; at + piece <= secret.length; at += 1) if (value.includes(secret.slice(at, at + piece))) return true;
+  return false;
 }

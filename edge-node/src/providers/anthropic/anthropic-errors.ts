@@ -6,11 +6,12 @@
  */
 import type { ErrorCode } from '../../errors.js';
 import { ZenovaError, errorTable } from '../../errors.js';
-import { upstreamErrorTypeStatus } from '../../upstream/upstream-failure.js';
+import { upstreamCodeOf, upstreamErrorTypeStatus } from '../../upstream/upstream-failure.js';
 
 export interface AnthropicErrorBody {
   type: 'error';
-  error: { type: string; message: string; code: ErrorCode; details: { error_code: ErrorCode } };
+  /** `upstream_code`: the upstream's own code, for an upstream error that blames the request (UpstreamStatusError). */
+  error: { type: string; message: string; code: ErrorCode; details: { error_code: ErrorCode }; upstream_code?: string };
 }
 
 /** Anthropic's error `type` for an HTTP status (their documented table). */
@@ -43,7 +44,10 @@ export function anthropicErrorBody(code: ErrorCode, message: string, status: num
 }
 
 export function anthropicErrorBodyOf(error: ZenovaError): AnthropicErrorBody {
-  return anthropicErrorBody(error.code, error.message, error instanceof FirstEventErrorAnswer ? error.upstreamTypeStatus : error.status);
+  const body = anthropicErrorBody(error.code, error.message, error instanceof FirstEventErrorAnswer ? error.upstreamTypeStatus : error.status);
+  const upstreamCode = upstreamCodeOf(error);
+  if (upstreamCode !== undefined) body.error.upstream_code = upstreamCode;
+  return body;
 }
 
 /** An error firstEventErrorAnswer made: its body's type is the one its upstream's error `type` stands for. */
