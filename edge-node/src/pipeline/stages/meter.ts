@@ -21,7 +21,7 @@
 // obeying the limit writes no more, so a priced request's output stays within its reservation. A
 // count the upstream gave (partial ones too) is billed as given, above the limit or not.
 import { enforcedOutputTokens } from '../../billing/request-cost.js';
-import type { CacheWrites, PipelineContext } from '../context.js';
+import type { CacheWrites, PipelineContext, Usage } from '../context.js';
 import { estimatedOutputTokens } from '../response-text.js';
 import type { Stage, StageResult } from '../stage.js';
 
@@ -33,40 +33,51 @@ function writesWithin(writes: CacheWrites | undefined, inputTokens: number): { c
   return fiveMinuteTokens === 0 && oneHourTokens === 0 ? {} : { cacheWrites: { fiveMinuteTokens, oneHourTokens } };
 }
 
+/**
+ * The usage stage meter records for the request as it stands now (see above); undefined when it
+ * records none (MCP, or no upstream answered). Providers that fill in counts an upstream left out
+ * (providers/anthropic/filled-usage.ts) call it too, so the caller sees what the record says.
+ */
+export function meteredUsage(ctx: PipelineContext): Usage | undefined {
+  if (ctx.api === 'mcp') return undefined;
+  const upstream = ctx.upstreamUsage;
+  const estimatedInput = (): number => ctx.estimatedInputTokens + ctx.deliveredInputTokens;
+  const estimatedOutput = (): number => {
+    const limit = enforcedOutputTokens(ctx);
+    const estimate = estimatedOutputTokens(ctx);
+    return limit === undefined ? estimate : Math.min(estimate, limit);
+  };
+  if (upstream !== null && upstream.partial) {
+    const input = upstream.inputTokens;
+    const inputKept = input !== undefined && input > 0;
+    const inputTokens = (inputKept ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens;
+    return {
+      inputTokens,
+      outputTokens: Math.max(upstream.outputTokens ?? 0, estimatedOutput()),
+      estimated: true,
+      ...writesWithin(upstream.cacheWrites, inputTokens),
+    };
+  }
+  if (upstream !== null) {
+    const { inputTokens, outputTokens } = upstream;
+    const inputCharged = inputTokens ?? estimatedInput();
+    return {
+      inputTokens: inputCharged,
+      outputTokens: outputTokens ?? estimatedOutput(),
+      estimated: inputTokens === undefined || outputTokens === undefined,
+      ...writesWithin(upstream.cacheWrites, inputCharged),
+    };
+  }
+  if (ctx.served !== undefined) return { inputTokens: estimatedInput(), outputTokens: estimatedOutput(), estimated: true };
+  return undefined;
+}
+
 export const meterStage: Stage = {
   name: 'meter',
   always: true,
   run(ctx: PipelineContext): StageResult {
-    if (ctx.api === 'mcp') return undefined;
-    const upstream = ctx.upstreamUsage;
-    const estimatedInput = (): number => ctx.estimatedInputTokens + ctx.deliveredInputTokens;
-    const estimatedOutput = (): number => {
-      const limit = enforcedOutputTokens(ctx);
-      const estimate = estimatedOutputTokens(ctx);
-      return limit === undefined ? estimate : Math.min(estimate, limit);
-    };
-    if (upstream !== null && upstream.partial) {
-      const input = upstream.inputTokens;
-      const inputKept = input !== undefined && input > 0;
-      const inputTokens = (inputKept ? input : ctx.estimatedInputTokens) + ctx.deliveredInputTokens;
-      ctx.usage = {
-        inputTokens,
-        outputTokens: Math.max(upstream.outputTokens ?? 0, estimatedOutput()),
-        estimated: true,
-        ...writesWithin(upstream.cacheWrites, inputTokens),
-      };
-    } else if (upstream !== null) {
-      const { inputTokens, outputTokens } = upstream;
-      const inputCharged = inputTokens ?? estimatedInput();
-      ctx.usage = {
-        inputTokens: inputCharged,
-        outputTokens: outputTokens ?? estimatedOutput(),
-        estimated: inputTokens === undefined || outputTokens === undefined,
-        ...writesWithin(upstream.cacheWrites, inputCharged),
-      };
-    } else if (ctx.served !== undefined) {
-      ctx.usage = { inputTokens: estimatedInput(), outputTokens: estimatedOutput(), estimated: true };
-    }
+    const usage = meteredUsage(ctx);
+    if (usage !== undefined) ctx.usage = usage;
     return undefined;
   },
 };

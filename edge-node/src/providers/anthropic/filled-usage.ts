@@ -7,10 +7,13 @@
  * types promise it on every message. The node fills in the counts it meters such an answer with
  * (stage meter: the prompt's estimate, the text delivered, at most max_tokens), so the caller sees
  * what the record says (`estimated`). An answer that carries `usage` goes on as it came, and the
- * filled counts are never read back as the upstream's (ctx.upstreamUsage).
+ * filled counts are never read back as the upstream's (ctx.upstreamUsage). A stream whose upstream
+ * gave some counts but not the final ones (a running count in an early message_delta, the final one
+ * without usage) gets the counts stage meter records from those (recordedCounts: the same function).
  */
 import { enforcedOutputTokens } from '../../billing/request-cost.js';
 import type { PipelineContext, TextSlot } from '../../pipeline/context.js';
+import { meteredUsage } from '../../pipeline/stages/meter.js';
 import { denseTextWeight, estimateTokens, tokensForCharacters } from '../token-estimate.js';
 
 export interface MeteredCounts {
@@ -42,4 +45,14 @@ export function meteredCounts(ctx: PipelineContext, pending: readonly TextSlot[]
   const seen = ctx.guardedTextChars === 0 ? delivered : Math.max(delivered, tokensForCharacters(ctx.guardedTextChars, ctx.guardedTextDenseWeight));
   const limit = enforcedOutputTokens(ctx);
   return { inputTokens, outputTokens: limit === undefined ? seen : Math.min(seen, limit) };
+}
+
+/**
+ * The counts stage meter records for the request as things stand now (meteredUsage, the very
+ * function it records them with: the upstream's partial counts, at least the estimate, or its
+ * final ones); meteredCounts when it would record none.
+ */
+export function recordedCounts(ctx: PipelineContext): MeteredCounts {
+  const usage = meteredUsage(ctx);
+  return usage === undefined ? meteredCounts(ctx) : { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
 }

@@ -2,7 +2,9 @@
  * An Anthropic Messages SSE stream as pipeline StreamEvents. Each upstream event is parsed once:
  * `message_start` carries the input usage (its `model` becomes the caller's alias) and, from a
  * compatible upstream, maybe content (checked whole there, like a JSON answer's),
- * `message_delta` the output usage (`partial` until the one with the stop_reason: an earlier one's are running counts) and
+ * `message_delta` the output usage (`partial` until the one with the stop_reason gives an output
+ * count: an earlier one's are running counts, and a final one without a count leaves them running
+ * ones, metered as at least the text delivered) and
  * maybe input counters again, each kept until a later event gives it again (stream-usage.ts);
  * either one without `usage` gets the counts the node meters the stream with (filled-usage.ts),
  * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
@@ -53,7 +55,7 @@ import {
 } from './messages-request.js';
 import type { CallerChosenStrings } from './messages-request.js';
 import { AnthropicStreamUsage, cacheCreationByTtl, cacheWritesOf } from './stream-usage.js';
-import { meteredCounts } from './filled-usage.js';
+import { meteredCounts, recordedCounts } from './filled-usage.js';
 import type { AbortSwitch } from '../../pipeline/abort-switch.js';
 
 type Json = Record<string, unknown>;
@@ -417,8 +419,10 @@ export function errorStreamEvent(code: ErrorCode, message: string, failure?: Zen
 }
 
 /**
- * The upstream's counts so far. `partial` stays true until the message_delta with the stop_reason brings the final counts:
- * message_start's output_tokens is a placeholder (1), so a stream cut before message_delta is
+ * The upstream's counts so far. `partial` stays true until the message_delta with the stop_reason
+ * brings the final output count (StreamState): message_start's output_tokens is a placeholder (1),
+ * an earlier message_delta's a running count, so a stream cut before message_delta (or whose final
+ * message_delta gives no output count) is
  * metered from the text delivered instead, its input with the server tool results delivered
  * (billed as input, counted only in message_delta; stage meter). A count still unknown (no valid
  * `input_tokens` yet; no valid output count in message_delta) is undefined: stage meter estimates it.
@@ -428,16 +432,33 @@ function usageOf(ctx: PipelineContext): UpstreamUsage {
   return ctx.upstreamUsage;
 }
 
+/** What a stream's events said so far about its end and its counts. */
+interface StreamState {
+  /** A message_delta with the stop_reason came: every block of the answer is complete. */
+  finished: boolean;
+  /**
+   * The last message_delta gave a valid output count and no content came after it: at
+   * message_stop that count is final also when no delta named a stop_reason (a compatible
+   * upstream's `"stop_reason": null`).
+   */
+  lastDeltaCounted: boolean;
+  /** The last valid `input_tokens` an event gave, as the caller's SDK keeps it (without the cache counters). */
+  inputTokens: number | undefined;
+}
+
 /**
- * The `usage` of a message_delta that has none (filled-usage.ts): the output as stage meter counts
- * it now (with partial upstream counts, at least message_start's), and the input estimate only
- * while the upstream gave no input count (its `input_tokens` leaves out the cache tokens, which
- * the node's count includes: the caller keeps message_start's).
+ * The `usage` of a message_delta that has none (filled-usage.ts): the output as stage meter records
+ * it now (recordedCounts, the meter's own function: with partial upstream counts, the larger of the
+ * running count and the estimate), and the input only where the record's differs from the count the
+ * caller has (none given, or a partial one the meter adds delivered server tool results to), as an
+ * `input_tokens` that, with the cache counters the caller keeps, makes the record's.
  */
-function filledDeltaUsage(ctx: PipelineContext, counts: AnthropicStreamUsage): Json {
-  const metered = meteredCounts(ctx);
-  const outputTokens = Math.max(counts.outputTokens ?? 0, metered.outputTokens);
-  return counts.inputTokens === undefined ? { input_tokens: metered.inputTokens, output_tokens: outputTokens } : { output_tokens: outputTokens };
+function filledDeltaUsage(ctx: PipelineContext, counts: AnthropicStreamUsage, state: StreamState): Json {
+  const recorded = recordedCounts(ctx);
+  const had = counts.inputTokens;
+  if (had === recorded.inputTokens) return { output_tokens: recorded.outputTokens };
+  const cached = had === undefined || state.inputTokens === undefined ? 0 : had - state.inputTokens;
+  return { input_tokens: recorded.inputTokens - cached, output_tokens: recorded.outputTokens };
 }
 
 /** An event type that may be written as an `event:` line (no line break or other control character can ride in it). */
@@ -448,9 +469,9 @@ const finalDeltas = new WeakSet<StreamEvent>();
 
 /**
  * Reads usage (into the stream's running `counts`) and text from one upstream event; the alias goes
- * into `message.model`. `finished`: a message_delta with the stop_reason came before this event.
+ * into `message.model`. `state`: what the events before this one said (updated here but `finished`).
  */
-function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, source: Pick<StreamOptions, 'upstream' | 'upstreamKey'>, alias: string, chosen: CallerChosenStrings, finished: boolean): StreamEvent {
+function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: SseEvent, source: Pick<StreamOptions, 'upstream' | 'upstreamKey'>, alias: string, chosen: CallerChosenStrings, state: StreamState): StreamEvent {
   // As written: an integer past 2^53 (a tool input's 19-digit card) is read as its digits, which the
   // rules check, not as the double JSON.parse rounds it to while the event's bytes go on unchanged.
   let parsed: unknown;
@@ -482,6 +503,7 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
         if (isRecord(message.usage)) {
           const usage = usageOf(ctx);
           counts.update(message.usage);
+          state.inputTokens = tokenCount(message.usage.input_tokens) ?? state.inputTokens;
           usage.inputTokens = counts.inputTokens;
           usage.cacheWrites = counts.cacheWrites;
           usage.outputTokens = counts.outputTokens;
@@ -506,31 +528,40 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
       if (isRecord(parsed.usage)) {
         const usage = usageOf(ctx);
         counts.updateFinal(parsed.usage);
+        state.inputTokens = tokenCount(parsed.usage.input_tokens) ?? state.inputTokens;
         usage.outputTokens = counts.finalOutputTokens;
         usage.inputTokens = counts.inputTokens;
         usage.cacheWrites = counts.cacheWrites;
-        // Final only with (or after) the stop_reason: an earlier message_delta's counts are running
-        // ones, and text after them must still be metered if the stream breaks (stage meter).
-        if (finished || finalDeltas.has(event)) usage.partial = false;
+        // Final only when this delta gives the output count with (or after) the stop_reason: an
+        // earlier message_delta's counts are running ones, and text after them must still be metered
+        // (stage meter: the larger of the running count and the estimate), whether the stream breaks
+        // or its final delta comes without a count.
+        state.lastDeltaCounted = tokenCount(parsed.usage.output_tokens) !== undefined;
+        if (state.lastDeltaCounted && (state.finished || finalDeltas.has(event))) usage.partial = false;
       } else {
-        event.fillUsage = () => filledDeltaUsage(ctx, counts);
+        state.lastDeltaCounted = false;
+        event.fillUsage = () => filledDeltaUsage(ctx, counts, state);
       }
       break;
     case 'content_block_start': {
       const block = parsed.content_block;
       if (isRecord(block)) event.texts = blockStartSlots(block, event, chosen);
+      // Content after a message_delta's count: that count is a running one.
+      state.lastDeltaCounted = false;
       break;
     }
     case 'content_block_delta': {
       const delta = parsed.delta;
       if (isRecord(delta)) event.texts = deltaSlots(delta, event);
+      state.lastDeltaCounted = false;
       break;
     }
     case 'message_stop':
       event.terminal = true;
-      // The answer is whole: the last counts a message_delta gave are final, also when no delta
-      // named a stop_reason (a compatible upstream's `"stop_reason": null`).
-      if (counts.finalOutputTokens !== undefined) usageOf(ctx).partial = false;
+      // The answer is whole: the output count the last message_delta gave, with no content after
+      // it, is final, also when no delta named a stop_reason (a compatible upstream's
+      // `"stop_reason": null`). A count only an earlier delta gave stays a running one (partial).
+      if (state.lastDeltaCounted) usageOf(ctx).partial = false;
       break;
   }
   // Strings anywhere the reading above does not look (an event of a type it does not know, a key a
@@ -574,8 +605,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
   const { ctx, upstream, alias } = opts;
   let stopped = false;
   let received = false;
-  // A message_delta with its stop_reason came: every block of the answer is complete.
-  let finished = false;
+  const state: StreamState = { finished: false, lastDeltaCounted: false, inputTokens: undefined };
   let afterStop: NodeJS.Timeout | undefined;
   const counts = new AnthropicStreamUsage(ctx.promptCacheTtl);
   const chosen = callerChosenStrings(ctx.forwardBody);
@@ -584,8 +614,8 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
       // The answer is complete; what follows is drained, not the caller's.
       if (stopped) continue;
       received = true;
-      const event = toStreamEvent(ctx, counts, sse, opts, alias, chosen, finished);
-      if (finalDeltas.has(event)) finished = true;
+      const event = toStreamEvent(ctx, counts, sse, opts, alias, chosen, state);
+      if (finalDeltas.has(event)) state.finished = true;
       if (event.terminal === true) {
         stopped = true;
         afterStop = setTimeout(opts.release, AFTER_STOP_GRACE_MS);
@@ -599,7 +629,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
     const failure = streamBreakFailure(err, upstream);
     // Nor does a break (a reset, a stall) after the final message_delta: the answer is whole, ended
     // as a stream without message_stop is (below), as chat streams end after every finish_reason.
-    if (!finished || !isBodyBreak(failure)) throw failure;
+    if (!state.finished || !isBodyBreak(failure)) throw failure;
   } finally {
     clearTimeout(afterStop);
     opts.release();
@@ -608,7 +638,7 @@ export async function* anthropicStreamEvents(body: AsyncIterable<Uint8Array>, op
   // An Anthropic-compatible server that ends its stream after the final message_delta, without
   // message_stop (which carries nothing): the answer is whole, and the caller's SDK gets the
   // message_stop it waits for (as chat streams get the [DONE] such a server leaves out).
-  if (!stopped && finished) {
+  if (!stopped && state.finished) {
     yield { sse: { event: 'message_stop', data: MESSAGE_STOP_DATA }, texts: NO_TEXTS, terminal: true };
     return;
   }
