@@ -127,13 +127,15 @@ const CHECKPOINT_INFO_OFFSET = 2 * WAL_INDEX_HEADER_BYTES;
 /** Reads of the -shm and the WAL before giving up on a pair that changes under each of them. */
 const MAX_SHORTFALL_READS = 8;
 /**
- * How far (mod 2^32) a WAL's salt-1 may be ahead of the -shm's for the WAL to count as a later
- * generation of the same one. SQLite adds one to salt-1 each time it starts the WAL again (the first
- * write after a full checkpoint, or a TRUNCATE checkpoint), each time only once every frame was
- * copied into the database: a -shm older than its WAL (one the kernel had not yet written back at a
- * power loss) is a few restarts behind, far fewer than 65536. A WAL SQLite creates anew (deleted
- * and made again, or another spool's put in its place) has a random salt-1 instead: a window of
- * 2^31 took half of those for a later generation and hid the loss; this one takes one in 65536.
+ * How far (mod 2^32) a WAL's salt-1 may be ahead of the -shm's for a WAL whose header's checkpoint
+ * sequence is above 0 to count as a later generation of the same one. A connection that starts the
+ * WAL again itself (the first write after a full checkpoint, or its own TRUNCATE checkpoint) adds
+ * one to its checkpoint count and to salt-1, each time only once every frame was copied into the
+ * database: a -shm older than its WAL (one the kernel had not yet written back at a power loss) is
+ * a few restarts behind, far fewer than 65536. Another spool's WAL, one started again by its own
+ * connection, has a salt-1 unrelated to the -shm's: a window of 2^31 took half of those for a later
+ * generation and hid the loss; this one takes one in 65536. A WAL whose checkpoint sequence is 0 has
+ * random salts (walChecksOutAsLaterGeneration): only a -shm this far ahead of it tells (an older WAL).
  */
 const MAX_GENERATIONS_AHEAD = 0x10000;
 
@@ -199,10 +201,10 @@ function readWalHead(walFile: string): { header: Buffer; size: number } | null {
  * connection rebuilds the -shm from whatever WAL it finds (none, or one cut short) without a word,
  * so this must run before any connection opens the database. Not a loss: no -shm, or one that tells
  * nothing sure (readWalIndex); every frame copied (nBackfill == mxFrame: what a clean close or a
- * full checkpoint leaves); a WAL of a later generation than the -shm's (salt-1 at most
- * MAX_GENERATIONS_AHEAD further on: SQLite starts the WAL again only once every frame was copied).
- * A WAL of another generation otherwise (an older one, another's, or one created anew, whose salts
- * SQLite drew at random) holds none of the -shm's frames.
+ * full checkpoint leaves); a WAL of another generation than the -shm's that may be a later one
+ * (walChecksOutAsLaterGeneration). A loss: no WAL, an empty one, one cut short below mxFrame, and a
+ * WAL of another generation that cannot be a later one (an older one, or another spool's that its
+ * own connection started again).
  */
 export function findWalShortfall(walFile: string, shmFile: string): string | null {
   for (let attempt = 0; attempt < MAX_SHORTFALL_READS; attempt++) {
@@ -223,11 +225,8 @@ export function findWalShortfall(walFile: string, shmFile: string): string | nul
     }
     const walSalts = wal.header.subarray(16, 24);
     if (!walSalts.equals(index.salts)) {
-      // Salt-1 goes up by one each time SQLite starts the WAL again, which it does only after a full
-      // checkpoint; a WAL created anew has a random one (MAX_GENERATIONS_AHEAD).
-      const ahead = (wal.header.readUInt32BE(16) - index.salts.readUInt32BE(0)) >>> 0;
-      if (ahead > 0 && ahead <= MAX_GENERATIONS_AHEAD) return null;
-      return `lost committed transactions: its WAL (${walFile}) is not the one its -shm was written with (an older WAL, another's, or one created anew is in its place), and ${counted}; ${lost}`;
+      if (walChecksOutAsLaterGeneration(wal.header, index.salts)) return null;
+      return `lost committed transactions: its WAL (${walFile}) is not the one its -shm was written with (an older WAL, or another spool's, is in its place), and ${counted}; ${lost}`;
     }
     const held = Math.floor((wal.size - WAL_HEADER_BYTES) / (FRAME_HEADER_BYTES + index.pageSize));
     if (held >= index.mxFrame) return null;
@@ -235,6 +234,34 @@ export function findWalShortfall(walFile: string, shmFile: string): string | nul
     return `lost committed transactions: its WAL (${walFile}) is cut short, holding ${held} whole frames, but ${counted}; ${lost} (${missing} frames gone)`;
   }
   return null;
+}
+
+/**
+ * Whether a WAL with `walHeader`, whose salts differ from `shmSalts` (those of the WAL the -shm was
+ * written with), may be a later generation of that WAL, every frame the -shm counts then copied into
+ * the database before it was started again. SQLite writes a new WAL header (sqlite3WalFrames) with
+ * the writing connection's checkpoint count (bytes 12–15) and, when that count is 0, salts drawn at
+ * random. Checkpoint sequence above 0: the WAL was started again by the connection that writes it
+ * (walRestartHdr: salt-1 + 1, count + 1), so a later generation has salt-1 a few steps ahead
+ * (MAX_GENERATIONS_AHEAD). Checkpoint sequence 0: salts random, which tells nothing. Such a WAL is
+ * either a later generation started again by another connection (one replica's TRUNCATE checkpoint,
+ * spool-store.ts measure(), then another replica's write; or a connection of an earlier process),
+ * or one created anew (the WAL deleted and made again, or another spool's first one put in its
+ * place): the first is common with several replicas and a -shm left stale by a power loss, so it is
+ * not named as a loss (unless the -shm's salt-1 is at most MAX_GENERATIONS_AHEAD ahead of the
+ * WAL's: then the WAL is an older generation, as a random salt-1 lands there once in 65536), and a
+ * WAL created anew in place of a killed node's goes unnoticed here. Still
+ * named as a loss although none is: a -shm two or more generations behind a WAL that its writer
+ * started again itself after a generation another connection started (salt-1 then counts on from a
+ * random one).
+ */
+function walChecksOutAsLaterGeneration(walHeader: Buffer, shmSalts: Buffer): boolean {
+  const ahead = (walHeader.readUInt32BE(16) - shmSalts.readUInt32BE(0)) >>> 0;
+  // The -shm a few restarts ahead of the WAL: an older generation, whatever the WAL's checkpoint sequence.
+  const behind = (0x100000000 - ahead) % 0x100000000;
+  if (behind > 0 && behind <= MAX_GENERATIONS_AHEAD) return false;
+  if (walHeader.readUInt32BE(12) === 0) return true;
+  return ahead > 0 && ahead <= MAX_GENERATIONS_AHEAD;
 }
 
 /** The WAL's first 32 bytes (fewer when it is shorter) and size, read through `fd`. */
