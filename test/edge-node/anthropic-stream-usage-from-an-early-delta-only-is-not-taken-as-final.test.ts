@@ -89,3 +89,19 @@ t.test("an output count in the final delta is still the upstream's exact one, af
     t.match(await meteredUsage(node, index++), exact, `running delta: ${runningDelta}`);
   }
 });
+
+t.test('content sent after a counted final delta is metered too: the count becomes a running one', async (t) => {
+  const { node, anthropic } = await nodeWith(t);
+  const counted = fakeTokenCount(ANSWER);
+  anthropic.setBehaviour({ contentAfterFinalDelta: 'more '.repeat(400) });
+  const res = await fetch(`${node.origin}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': node.secret, 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify({ ...message, stream: true }),
+  });
+  t.equal(res.status, 200);
+  t.match(await res.text(), /more more more/, 'the late content reached the caller');
+  const metered = await meteredUsage(node, 0);
+  t.equal(metered.estimated, true, 'estimated: the final delta did not cover the whole answer');
+  t.ok(metered.outputTokens > counted + 200, `output ${metered.outputTokens} covers the ${counted} counted and the 400 words after them`);
+});

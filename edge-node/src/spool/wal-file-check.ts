@@ -256,6 +256,9 @@ export function findWalShortfall(walFile: string, shmFile: string): string | nul
  * random one).
  */
 function walChecksOutAsLaterGeneration(walHeader: Buffer, shmSalts: Buffer): boolean {
+  // Not a WAL header at all (zeros, another file's bytes): its checkpoint sequence tells nothing.
+  const magic = walHeader.readUInt32BE(0);
+  if (magic !== MAGIC_LITTLE_ENDIAN && magic !== MAGIC_BIG_ENDIAN) return false;
   const ahead = (walHeader.readUInt32BE(16) - shmSalts.readUInt32BE(0)) >>> 0;
   // The -shm a few restarts ahead of the WAL: an older generation, whatever the WAL's checkpoint sequence.
   const behind = (0x100000000 - ahead) % 0x100000000;

@@ -65,6 +65,12 @@ t.test("a WAL of a copy of the spool, started again by its own connection, in pl
   );
 });
 
+t.test("a WAL of 32 zero bytes (no WAL header: checkpoint sequence read as 0) in place of a killed node's WAL is named as lost answered records", async (t) => {
+  const node = await killedNode(t);
+  writeFileSync(`${node.file}-wal`, Buffer.alloc(32), { mode: 0o600 });
+  await expectLoss(t, node.dir, /lost committed transactions: its WAL \(.*spool\.db-wal\)/, undefined, node.committed);
+});
+
 t.test("a -shm one WAL generation behind a WAL another connection started again (one replica's TRUNCATE checkpoint, another's write: random salts) raises no alarm in status, doctor and serve", async (t) => {
   let made: { dir: string; older: Image; newer: Image; db: Buffer } | undefined;
   let ahead = 0;

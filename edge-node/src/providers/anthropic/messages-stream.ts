@@ -432,6 +432,16 @@ function usageOf(ctx: PipelineContext): UpstreamUsage {
   return ctx.upstreamUsage;
 }
 
+/**
+ * Content after a message_delta's count (a compatible upstream's, even after the stop_reason delta):
+ * that count is a running one, and a count taken as final is so no longer, so stage meter bills the
+ * larger of it and the estimate of what was delivered.
+ */
+function contentAfterCounts(ctx: PipelineContext, state: StreamState): void {
+  state.lastDeltaCounted = false;
+  if (ctx.upstreamUsage !== undefined && ctx.upstreamUsage !== null) ctx.upstreamUsage.partial = true;
+}
+
 /** What a stream's events said so far about its end and its counts. */
 interface StreamState {
   /** A message_delta with the stop_reason came: every block of the answer is complete. */
@@ -546,14 +556,13 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
     case 'content_block_start': {
       const block = parsed.content_block;
       if (isRecord(block)) event.texts = blockStartSlots(block, event, chosen);
-      // Content after a message_delta's count: that count is a running one.
-      state.lastDeltaCounted = false;
+      contentAfterCounts(ctx, state);
       break;
     }
     case 'content_block_delta': {
       const delta = parsed.delta;
       if (isRecord(delta)) event.texts = deltaSlots(delta, event);
-      state.lastDeltaCounted = false;
+      contentAfterCounts(ctx, state);
       break;
     }
     case 'message_stop':
