@@ -11,8 +11,8 @@ import pg from 'pg';
 import t from 'tap';
 import { testDatabase } from '../fixtures/postgres.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { configApp, expectStatus, uniqueConfigName } from './config-harness.js';
-import { bearer, migratedPool, validNodeBody } from './nodes-harness.js';
+import { configApp, etagOf, expectStatus, sendIfMatch, uniqueConfigName } from './config-harness.js';
+import { migratedPool, validNodeBody } from './nodes-harness.js';
 
 const db = await testDatabase(t);
 const probe = await migratedPool(t, db.url);
@@ -20,16 +20,7 @@ const { app, call, version } = await configApp(t, db.url);
 
 interface ErrorReply { error: { code: string; message: string } }
 
-function send(method: 'GET' | 'PUT' | 'PATCH' | 'DELETE', url: string, body?: unknown, ifMatch?: string): Promise<LightMyRequestResponse> {
-  const headers: Record<string, string> = { ...bearer, ...(ifMatch === undefined ? {} : { 'if-match': ifMatch }) };
-  return app.inject({ method, url, headers, ...(body === undefined ? {} : { payload: body as object }) });
-}
-
-function etagOf(res: LightMyRequestResponse): string {
-  const etag = res.headers.etag;
-  if (typeof etag !== 'string') throw new Error(`no ETag on ${res.statusCode} ${res.body.slice(0, 200)}`);
-  return etag;
-}
+const send = sendIfMatch(app);
 
 /** One kind of object: how to make one, the edit that changes it, and the SQL that row-locks it ($1 = key). */
 interface Kind {

@@ -5,14 +5,13 @@
 // both are past any check made before their transaction — end in exactly one 200 and one 412. One
 // table drives every kind: model routes, upstreams, accounts, both policy kinds, node settings and
 // network, prices and tool servers. Without If-Match an edit behaves as before.
-import type { LightMyRequestResponse } from 'fastify';
 import pg from 'pg';
 import t from 'tap';
 import { MAX_IF_MATCH_LENGTH } from '../../control-plane/src/http/if-match.js';
 import { testDatabase } from '../fixtures/postgres.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { configApp, expectStatus, uniqueConfigName } from './config-harness.js';
-import { bearer, migratedPool, validNodeBody } from './nodes-harness.js';
+import { configApp, etagOf, expectStatus, sendIfMatch, uniqueConfigName } from './config-harness.js';
+import { migratedPool, validNodeBody } from './nodes-harness.js';
 
 const db = await testDatabase(t);
 const probe = await migratedPool(t, db.url);
@@ -22,16 +21,7 @@ interface ErrorReply { error: { code: string; message: string; param: string | n
 
 const ETAG = /^"[A-Za-z0-9_-]{43}"$/;
 
-function send(method: 'GET' | 'PUT' | 'PATCH', url: string, body?: unknown, ifMatch?: string): Promise<LightMyRequestResponse> {
-  const headers: Record<string, string> = { ...bearer, ...(ifMatch === undefined ? {} : { 'if-match': ifMatch }) };
-  return app.inject({ method, url, headers, ...(body === undefined ? {} : { payload: body as object }) });
-}
-
-function etagOf(res: LightMyRequestResponse): string {
-  const etag = res.headers.etag;
-  if (typeof etag !== 'string') throw new Error(`no ETag on ${res.statusCode} ${res.body.slice(0, 200)}`);
-  return etag;
-}
+const send = sendIfMatch(app);
 
 /** One kind of object: how to make one, where it is read and edited, and three edits that each change it. */
 interface Kind {

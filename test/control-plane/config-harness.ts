@@ -88,6 +88,21 @@ export function uniqueConfigName(prefix: string): string {
 }
 
 /** Fails with the body when the status is not the expected one; returns the parsed JSON. */
+/** `app.inject` as the admin, with an `If-Match` header when one is given (the If-Match tests). */
+export function sendIfMatch(app: FastifyInstance) {
+  return (method: 'GET' | 'PUT' | 'PATCH' | 'DELETE', url: string, body?: unknown, ifMatch?: string): Promise<LightMyRequestResponse> => {
+    const headers: Record<string, string> = { ...bearer, ...(ifMatch === undefined ? {} : { 'if-match': ifMatch }) };
+    return app.inject({ method, url, headers, ...(body === undefined ? {} : { payload: body as object }) });
+  };
+}
+
+/** A reply's ETag; throws when it has none. */
+export function etagOf(res: LightMyRequestResponse): string {
+  const etag = res.headers.etag;
+  if (typeof etag !== 'string') throw new Error(`no ETag on ${res.statusCode} ${res.body.slice(0, 200)}`);
+  return etag;
+}
+
 export function expectStatus<T>(res: LightMyRequestResponse, status: number): T {
   if (res.statusCode !== status) throw new Error(`expected ${status}, got ${res.statusCode}: ${res.body}`);
   return res.json<T>();
