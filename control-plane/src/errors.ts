@@ -93,7 +93,7 @@ export const errorTable = {
   ZN_ERR_CP_NODE_CENTRAL: {
     status: 409,
     type: 'conflict_error',
-    message: 'office-primary is the central node, installed with the control plane; it cannot be deleted.',
+    message: 'office-primary is the central node, installed with the control plane; once it has enrolled it cannot be deleted.',
     retryable: false,
   },
   ZN_ERR_CP_ACCOUNT_NOT_FOUND: {
