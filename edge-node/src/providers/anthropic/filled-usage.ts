@@ -10,6 +10,12 @@
  * filled counts are never read back as the upstream's (ctx.upstreamUsage). A stream whose upstream
  * gave some counts but not the final ones (a running count in an early message_delta, the final one
  * without usage) gets the counts stage meter records from those (recordedCounts: the same function).
+ * A message_delta whose `usage` came without a valid `output_tokens` (`{}`, the input counters only,
+ * a string, a fraction) is filled the same way, in that field: the SDKs read it whatever else the
+ * usage holds, so relayed as it came the caller's final message says `output_tokens` undefined (or
+ * keeps a stale running count) while the record meters the answer from the text delivered. It gets
+ * the output count the record meters; the fields the upstream sent stay as they came (an
+ * `input_tokens` it left out is filled as for a delta without usage, so `usage: {}` reads as none).
  */
 import { enforcedOutputTokens } from '../../billing/request-cost.js';
 import type { PipelineContext, TextSlot } from '../../pipeline/context.js';

@@ -6,7 +6,8 @@
  * count: an earlier one's are running counts, and a final one without a count leaves them running
  * ones, metered as at least the text delivered) and
  * maybe input counters again, each kept until a later event gives it again (stream-usage.ts);
- * either one without `usage` gets the counts the node meters the stream with (filled-usage.ts),
+ * either one without `usage` gets the counts the node meters the stream with, and a message_delta
+ * whose `usage` lacks a valid `output_tokens` gets that count, its other fields kept (filled-usage.ts),
  * `content_block_start` what a block may already carry (a text or thinking block's opening text, a
  * tool block's `input`; Anthropic's own are empty; a server tool's result, which Anthropic sends
  * whole there, with no deltas), `content_block_delta` the text of a
@@ -92,9 +93,10 @@ export class AnthropicStreamEvent implements StreamEvent {
   wholeTexts?: WholeTextSlot[];
   private wire: SseEvent;
   /**
-   * A message_delta without `usage` (filled-usage.ts): the counts it gets, worked out afresh at each
-   * read of `sse` (an output guard reads its name before the text it held goes out), so the one
-   * written carries the counts as they stand when it goes out.
+   * A message_delta without `usage`, or whose `usage` lacks a valid output count (filled-usage.ts):
+   * the counts it gets, worked out afresh at each read of `sse` (an output guard reads its name
+   * before the text it held goes out), so the one written carries the counts as they stand when it
+   * goes out.
    */
   fillUsage?: () => Json;
 
@@ -471,6 +473,23 @@ function filledDeltaUsage(ctx: PipelineContext, counts: AnthropicStreamUsage, st
   return { input_tokens: recorded.inputTokens - cached, output_tokens: recorded.outputTokens };
 }
 
+/**
+ * The `usage` a message_delta sent without a valid `output_tokens` (filled-usage.ts), in place:
+ * `output_tokens` becomes the record's (filledDeltaUsage), every other field the upstream sent
+ * stays as it came, and an `input_tokens` it left out is filled as for a delta without usage (so
+ * `usage: {}` reads as none). The object itself is kept, so its integers past 2^53 (parseAsWritten)
+ * still go out as written.
+ */
+function withFilledOutput(given: Json, filled: Json, inputLeftOut: boolean): Json {
+  given.output_tokens = filled.output_tokens;
+  // Worked out afresh at each read (fillUsage), so an input filled at an earlier read is replaced or dropped.
+  if (inputLeftOut) {
+    if (filled.input_tokens === undefined) delete given.input_tokens;
+    else given.input_tokens = filled.input_tokens;
+  }
+  return given;
+}
+
 /** An event type that may be written as an `event:` line (no line break or other control character can ride in it). */
 const EVENT_NAME = /^[a-z_]{1,64}$/;
 
@@ -548,6 +567,13 @@ function toStreamEvent(ctx: PipelineContext, counts: AnthropicStreamUsage, sse: 
         // or its final delta comes without a count.
         state.lastDeltaCounted = tokenCount(parsed.usage.output_tokens) !== undefined;
         if (state.lastDeltaCounted && (state.finished || finalDeltas.has(event))) usage.partial = false;
+        // Usage without a valid output count (`{}`, input counters only, a string): the SDKs read
+        // `output_tokens` of every message_delta all the same (filled-usage.ts).
+        if (!state.lastDeltaCounted) {
+          const given = parsed.usage;
+          const inputLeftOut = given.input_tokens === undefined;
+          event.fillUsage = () => withFilledOutput(given, filledDeltaUsage(ctx, counts, state), inputLeftOut);
+        }
       } else {
         state.lastDeltaCounted = false;
         event.fillUsage = () => filledDeltaUsage(ctx, counts, state);
