@@ -293,8 +293,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     request.zenova.errorCode = failure.code;
     if (failure.code === 'ZN_ERR_INTERNAL') request.log.error({ err, code: failure.code }, 'request failed');
     // Upstream trouble is expected operations noise: one line, no stack.
-    else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
-    else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
+    else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.logMessage }, 'upstream call failed');
+    else request.log.debug({ code: failure.code, reason: failure.logMessage }, 'request rejected');
     // The SDKs would otherwise resend a 5xx that cannot succeed (run-pipeline.ts sends the same hint).
     const retry = shouldRetryValue(failure);
     if (retry !== undefined) reply.header(SHOULD_RETRY_HEADER, retry);

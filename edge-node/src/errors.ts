@@ -295,6 +295,8 @@ export interface ZenovaErrorOverrides {
   /** The offending request parameter, when the code that raises the error knows it. */
   param?: string;
   cause?: unknown;
+  /** ZenovaError.logMessage, when it is not the message (one quoting an upstream's answer to the caller). */
+  logMessage?: string;
 }
 
 /**
@@ -321,6 +323,13 @@ export class ZenovaError extends Error {
   readonly type: string;
   readonly retryable: boolean;
   readonly param: string | null;
+  /**
+   * What the node's log says of the error: its message, but without text relayed from an upstream's
+   * answer (UpstreamStatusError), which may quote the caller's request (its PII, what its guardrails
+   * would mask). Only the caller's answer carries that text. An error remade from another (another
+   * status, type or retry verdict) passes this on with its message.
+   */
+  readonly logMessage: string;
 
   constructor(code: ErrorCode, message?: string, overrides: ZenovaErrorOverrides = {}) {
     const spec: ErrorSpec = errorTable[code];
@@ -331,6 +340,7 @@ export class ZenovaError extends Error {
     this.type = overrides.type ?? spec.type;
     this.retryable = overrides.retryable ?? spec.retryable;
     this.param = overrides.param ?? spec.param ?? null;
+    this.logMessage = overrides.logMessage ?? this.message;
   }
 
   toBody(): ErrorBody {

@@ -343,9 +343,9 @@ class PipelineRun {
     }
     if (failure.code === 'ZN_ERR_INTERNAL') request.log.error({ err: failure.cause ?? failure, code: failure.code }, 'request failed');
     // Upstream trouble is expected operations noise: one line, no stack.
-    else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.message }, 'upstream call failed');
+    else if (failure.code.startsWith('ZN_ERR_UPSTREAM_')) request.log.warn({ code: failure.code, reason: failure.logMessage }, 'upstream call failed');
     else if (failure.code === 'ZN_ERR_NODE_STOPPING') request.log.warn({ code: failure.code }, 'request still running at the stop deadline; ended by the node');
-    else request.log.debug({ code: failure.code, reason: failure.message }, 'request rejected');
+    else request.log.debug({ code: failure.code, reason: failure.logMessage }, 'request rejected');
     const body = API_HANDLERS[ctx.api].errorBody?.(failure, ctx) ?? failure.toBody();
     const retry = shouldRetryValue(failure);
     // Without the hint the SDKs resend every 5xx, also those that cannot succeed (upstream 401 → 502).
@@ -427,8 +427,8 @@ class PipelineRun {
       drained = false;
       if (!ctx.callerGone.aborted) {
         failure = isZenovaError(err) ? err : classifyUpstreamFailure(err, ctx.served?.upstream ?? 'upstream');
-        if (failure.code === 'ZN_ERR_GUARDRAIL_BLOCKED') request.log.info({ code: failure.code, reason: failure.message }, 'stream stopped by a guardrail');
-        else request.log.warn({ code: failure.code, reason: failure.message }, 'upstream stream failed');
+        if (failure.code === 'ZN_ERR_GUARDRAIL_BLOCKED') request.log.info({ code: failure.code, reason: failure.logMessage }, 'stream stopped by a guardrail');
+        else request.log.warn({ code: failure.code, reason: failure.logMessage }, 'upstream stream failed');
       }
     }
     if (!drained) await events.return?.().catch(() => undefined);
@@ -497,7 +497,7 @@ class PipelineRun {
     } catch (err) {
       if (!ctx.callerGone.aborted) {
         failure = isZenovaError(err) ? err : classifyUpstreamFailure(err, ctx.toolServer?.name ?? ctx.served?.upstream ?? 'upstream');
-        request.log.warn({ code: failure.code, reason: failure.message }, 'upstream body failed');
+        request.log.warn({ code: failure.code, reason: failure.logMessage }, 'upstream body failed');
       }
     }
     const left = this.callerLeft();

@@ -215,7 +215,7 @@ export async function forwardPlan(ctx: PipelineContext, attempt: AttemptFn): Pro
 }
 
 function notRetryable(error: ZenovaError): ZenovaError {
-  return new ZenovaError(error.code, error.message, { status: error.status, type: error.type, retryable: false, param: error.param ?? undefined });
+  return new ZenovaError(error.code, error.message, { status: error.status, type: error.type, retryable: false, param: error.param ?? undefined, logMessage: error.logMessage });
 }
 
 /**

@@ -1,6 +1,7 @@
 // Classifies why talking to an upstream failed, as the node's error codes. Messages name the
 // upstream and the kind of failure only: never its URL's secrets, nor its answer's text but the
-// message of an error that blames the caller's request (upstreamStatusError), bounded and redacted.
+// message of an error that blames the caller's request (upstreamStatusError), bounded and redacted,
+// and that to the caller only: the error's logMessage, which the node logs, leaves it out.
 import { ZenovaError, zenovaError, isZenovaError } from '../errors.js';
 import type { ErrorBody } from '../errors.js';
 import type { AbortSwitch } from '../pipeline/abort-switch.js';
@@ -158,7 +159,9 @@ function relaysUpstreamMessage(status: number): boolean {
  * Only identifier-like `code`/`type` values from the upstream's body are quoted, and for a status
  * that blames the request (relaysUpstreamMessage) its `message` (relayedUpstreamMessage: bounded,
  * control characters out, the node's key and credential shapes redacted), its `param` (upstreamParam)
- * and its code, as `upstream_code` beside the node's own (UpstreamStatusError). An answer saying the
+ * and its code, as `upstream_code` beside the node's own (UpstreamStatusError). The relayed message
+ * may quote the caller's request (PII its guardrails would mask): the error's logMessage, which the
+ * node logs, has the node's words, the code and the param but not it. An answer saying the
  * node's account is out of quota or credit is not told apart here: a model upstream's caller asks
  * upstreamQuotaError first (upstream-call.ts); a tool server's 402 is MCP's, relayed (mcp-call.ts).
  */
@@ -173,9 +176,16 @@ export function upstreamStatusError(upstream: string, status: number, body: unkn
     retryable: status === 408 || status === 429 || status >= 500,
   };
   if (relayed === undefined) return zenovaError('ZN_ERR_UPSTREAM_ERROR', `${head}.`, overrides);
+  // The relayed message may quote the caller's request (its PII): the caller's answer has it, the
+  // node's log (logMessage) only the node's own words, the upstream's code and its param.
+  const param = relayed.param === undefined ? '' : ` (param ${relayed.param})`;
   return new UpstreamStatusError(
     relayed.message === undefined ? `${head}.` : `${head}: ${relayed.message}`,
-    { ...overrides, ...(relayed.param === undefined ? {} : { param: relayed.param }) },
+    {
+      ...overrides,
+      ...(relayed.param === undefined ? {} : { param: relayed.param }),
+      ...(relayed.message === undefined ? {} : { logMessage: `${head}${param}; its message was relayed to the caller and is not logged.` }),
+    },
     detail,
   );
 }
@@ -189,12 +199,12 @@ export interface UpstreamStatusErrorBody extends ErrorBody {
  * ZN_ERR_UPSTREAM_ERROR for an upstream error status that blames the caller's request: its message
  * quotes the upstream's (relayedUpstreamMessage), `param` is the upstream's (upstreamParam), and the
  * body carries the upstream's own code or type as `error.upstream_code` (the node's `code` stays
- * ZN_ERR_UPSTREAM_ERROR, which apps already switch on).
+ * ZN_ERR_UPSTREAM_ERROR, which apps already switch on). Its logMessage leaves the upstream's message out.
  */
 export class UpstreamStatusError extends ZenovaError {
   constructor(
     message: string,
-    overrides: { status: number; type: string; retryable: boolean; param?: string },
+    overrides: { status: number; type: string; retryable: boolean; param?: string; logMessage?: string },
     /** The upstream's error `code` (or, without one, `type`) when it reads as one (safeUpstreamErrorCode). */
     readonly upstreamCode: string | undefined,
   ) {

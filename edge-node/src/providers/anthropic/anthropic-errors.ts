@@ -58,7 +58,7 @@ class FirstEventErrorAnswer extends ZenovaError {
     /** The status the upstream's error `type` stands for (ERROR_TYPE_STATUS, upstream-failure.ts). */
     readonly upstreamTypeStatus: number,
   ) {
-    super(error.code, error.message, { ...overrides, retryable: error.retryable });
+    super(error.code, error.message, { ...overrides, retryable: error.retryable, logMessage: error.logMessage });
   }
 }
 

@@ -908,7 +908,7 @@ function holdAnswer(ctx: PipelineContext, call: McpCall, status: number, body: A
       // The stream ends normally, so the runner sees no failure: the record's outcome is set here.
       ctx.outcome = { status: 'failed', httpStatus: status, errorCode: error.code };
       ctx.deps.logger.warn(
-        { requestId: ctx.requestId, code: error.code, reason: error.message },
+        { requestId: ctx.requestId, code: error.code, reason: error.logMessage },
         stopping === undefined ? 'tool server event stream failed; its pending requests were answered with the error' : 'the node is stopping; the event stream\'s pending requests were answered with that',
       );
       return error;
