@@ -15,7 +15,7 @@ import type { ProxyServer } from '../../../edge-node/src/net/proxy-policy.js';
 import { holdsPrivateKeyPem, isCertificatePem, separatePemBlocks } from '../../../edge-node/src/state/pem.js';
 import type { HostProbe } from '../host/host-probe.js';
 import type { ServiceManager } from '../host/service-manager.js';
-import { RELEASE_KEY_ADVICE, releaseKeyDamaged, releaseKeyProblem, verifyPackage } from '../package/package-verifier.js';
+import { RELEASE_KEY_ADVICE, packageShapeProblem, releaseKeyDamaged, releaseKeyProblem, verifyPackage } from '../package/package-verifier.js';
 import { RELEASE_KEY_NAME } from '../package/release-key.js';
 import { NODE_ENTRYPOINT, PACKAGE_ARCHES, PACKAGE_PRODUCT } from '../package/package-manifest.js';
 import type { PackageManifest } from '../package/package-manifest.js';
@@ -70,6 +70,16 @@ export function replicasMemoryFinding(memory: number | undefined, replicas: numb
 export const MIN_SPARE_DISK_BYTES = 1024 ** 3;
 export const MAX_CLOCK_SKEW_MS = 30_000;
 const MAX_CA_FILE_BYTES = 256 * 1024;
+
+/**
+ * Without a usable release key the package is still read as far as it can be (packageShapeProblem:
+ * opened, its header's shape checked), so a missing, unreadable or malformed file is reported beside
+ * the key's NODE-PKG-SIGNATURE, never hidden by it.
+ */
+async function packageFindingsWithoutKey(packageFile: string): Promise<Finding[]> {
+  const problem = await packageShapeProblem(packageFile);
+  return problem === undefined ? [] : [finding(problem.code, problem.cause)];
+}
 
 /** Why the --ca-file was not read, as the NODE-CP-CA-FILE finding says it. */
 function caFileProblem(refusal: BoundedFileRefusal): string {
@@ -280,8 +290,10 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
   const keyProblem = input.trustedKeyUnreadable !== undefined ? `cannot read it: ${input.trustedKeyUnreadable}` : input.trustedKeyPem === undefined ? undefined : releaseKeyProblem(input.trustedKeyPem);
   if (keyProblem !== undefined) {
     pkgFindings.push(finding('NODE-PKG-SIGNATURE', releaseKeyDamaged(keyProblem), RELEASE_KEY_ADVICE));
+    pkgFindings.push(...(await packageFindingsWithoutKey(input.packageFile)));
   } else if (input.trustedKeyPem === undefined) {
     pkgFindings.push(finding('NODE-PKG-SIGNATURE', `this installer carries no trusted release key (${RELEASE_KEY_NAME}), so no package can be verified`, RELEASE_KEY_ADVICE));
+    pkgFindings.push(...(await packageFindingsWithoutKey(input.packageFile)));
   } else {
     const verdict = await verifyPackage(input.packageFile, input.trustedKeyPem);
     if (!verdict.ok) {

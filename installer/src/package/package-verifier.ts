@@ -171,6 +171,24 @@ export async function verifyPackage(file: string, trustedPublicKeyPem: string): 
     if (err instanceof PackageProblem) return { ok: false, code: err.code, cause: err.message, advice: RELEASE_KEY_ADVICE };
     throw err;
   }
+  return readPackage(file, key);
+}
+
+/**
+ * What can be told of a package without a usable release key: whether it opens as a regular file
+ * and its header has the package's shape (NODE-PKG-UNREADABLE, NODE-PKG-FORMAT), so a missing or
+ * malformed file is reported beside the key's own finding, never hidden by it. undefined: nothing
+ * wrong so far; the manifest and checksums are never read without the signature checked.
+ */
+export async function packageShapeProblem(file: string): Promise<Extract<PackageVerdict, { ok: false }> | undefined> {
+  const verdict = await readPackage(file, undefined);
+  return verdict === undefined || verdict.ok ? undefined : verdict;
+}
+
+/** Opens and reads the package; without a key (packageShapeProblem) it stops after the header: undefined. */
+async function readPackage(file: string, key: KeyObject): Promise<PackageVerdict>;
+async function readPackage(file: string, key: undefined): Promise<PackageVerdict | undefined>;
+async function readPackage(file: string, key: KeyObject | undefined): Promise<PackageVerdict | undefined> {
   let handle: FileHandle;
   try {
     // O_NONBLOCK: a FIFO with no writer would hold the open for ever; opened at once, the stat below refuses it.
@@ -186,6 +204,7 @@ export async function verifyPackage(file: string, trustedPublicKeyPem: string): 
       throw new PackageProblem('NODE-PKG-UNREADABLE', `--package ${file} is not a regular file (it is ${what})`);
     }
     const header = await readHeader(handle);
+    if (key === undefined) return undefined;
     if (!verify(null, header.manifestBytes, key, header.signature)) {
       throw new PackageProblem('NODE-PKG-SIGNATURE', `the package signature does not verify with the trusted release key (${file})`);
     }
