@@ -115,9 +115,11 @@ Shows the node's identity, its control plane and gateway, whether the running no
 and when it was applied (or why it is not ready). An error the link recovered from is shown as
 "past error" with when it was resolved, and no advice. A damaged or unreadable control-status.json
 (only a mirror of the running node) shows the control link as UNKNOWN with the reason, and the rest
-as usual. Changes nothing.
+as usual. A node the control plane deleted shows "deleted" (every caller request is refused with
+ZN_ERR_NODE_DELETED) with what to do, as soon as the node itself knows it. Changes nothing.
 
-Exit status: 0 enrolled, 1 not enrolled (identity.json or credential.json missing or damaged).
+Exit status: 0 enrolled, 1 not enrolled (identity.json or credential.json missing or damaged),
+2 bad command line.
 
 Options:
   --state-dir DIR   The node's state directory
@@ -133,7 +135,9 @@ verifies and is not older than the version the node applied), the request spool 
 lease book as serve vets them at start, and the gateway (TCP reachable, TLS
 certificate trusted and valid for its name), and, with the caller port's TLS files (flags, or
 ZENOVA_NODE_TLS_CERT_FILE/ZENOVA_NODE_TLS_KEY_FILE), that the key is the certificate's and how
-many days it has left. Changes nothing. Exit status 1 when a check fails.
+many days it has left. Changes nothing.
+
+Exit status: 0 all checks passed, 1 a check failed, 2 bad command line.
 
 Options:
   --state-dir DIR   The node's state directory

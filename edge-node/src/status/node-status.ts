@@ -1,6 +1,7 @@
 /**
  * The node's status as `zenova-node status` reports it, read from the state dir only (the serving
- * process mirrors its control link and the config it serves into control-status.json).
+ * process mirrors its control link and the config it serves into control-status.json; a deletion
+ * is also read from the credit lease book it refuses callers by: node-deletion.ts).
  */
 import { highestFor, loadAppliedVersion } from '../config/applied-version.js';
 import { olderConfigWarning, previousEnrollmentWarning } from '../config/enrolled-config.js';
@@ -19,6 +20,8 @@ import type { GatewayTrust } from '../state/identity.js';
 import { StateFileError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { isProcessAlive } from '../process-alive.js';
+import { DELETED_CALLER_CODE, nodeDeletionOf } from './node-deletion.js';
+import type { NodeDeletion } from './node-deletion.js';
 
 export interface NodeStatusReport {
   stateDir: string;
@@ -71,6 +74,14 @@ export interface NodeStatusReport {
    * anchor no longer applies (a reboot); null before the first session (absent in reports built elsewhere).
    */
   clock?: { skewMs: number; measuredAt: string; maxSkewMs: number; skewed: boolean } | null;
+  /**
+   * The control plane deleted this node (NODE_DELETED): it refuses every caller request with
+   * ZN_ERR_NODE_DELETED until it is re-enrolled. From whichever source knows it first: the credit
+   * lease book the node refuses by (also right after a restart, before any control session), or the
+   * control link's refusal in control-status.json (node-deletion.ts); null when neither says so
+   * (absent in reports built elsewhere).
+   */
+  deleted?: NodeDeletion | null;
 }
 
 export async function readNodeStatus(store: StateStore): Promise<NodeStatusReport> {
@@ -111,6 +122,7 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     spoolLimits: spoolLimitsOf(control, spool, running),
     disk: freeSpaceOf(store.dir),
     clock: clockOf(control),
+    deleted: identity === undefined ? null : nodeDeletionOf(store.dir, identity.nodeId, control),
   };
 }
 
@@ -242,6 +254,11 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: s
         : `not connected since ${control.since ?? '?'}${control.since !== null ? ` (${formatElapsed(control.since)})` : ''}`,
     );
   }
+  const deleted = report.deleted ?? null;
+  if (deleted !== null) {
+    row('deleted', `DELETED in the control plane (${deleted.code} at ${deleted.at}): every caller request is refused with ${DELETED_CALLER_CODE}`);
+    row('what to do', deleted.advice);
+  }
   const { config } = report;
   if (config !== null) {
     const lastSeen = control.running ? '' : ' (when node-edge last ran)';
@@ -295,7 +312,8 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: s
     const when = lastError.resolvedAt !== undefined ? ` (resolved at ${lastError.resolvedAt})` : resolved ? ' (resolved)' : '';
     row(resolved ? 'past error' : 'last error', `${lastError.code} at ${lastError.at}${when}: ${lastError.message}`);
     // "Keeps serving and reconnects by itself" is false of a stopped node; an operator's task is not.
-    if (!resolved && lastError.advice !== undefined) {
+    // Nor is it of a deleted node, which serves nobody: its advice (above) is the one that counts.
+    if (!resolved && lastError.advice !== undefined && deleted === null) {
       if (control.running === true || needsOperator(lastError.code)) row('what to do', lastError.advice);
       else if (control.running === false) row('what to do', 'node-edge is not running: start it (it reconnects by itself once running)');
     }
