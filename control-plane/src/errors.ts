@@ -147,7 +147,7 @@ export const errorTable = {
   ZN_ERR_CP_PRECONDITION_FAILED: {
     status: 412,
     type: 'conflict_error',
-    message: 'The object changed since it was read (its ETag no longer matches If-Match); re-read it and apply the edit again.',
+    message: 'The object changed since it was read (its ETag no longer matches If-Match); nothing was written or deleted. Re-read it and, if the change still applies, send the request again with its new ETag.',
     retryable: false,
   },
   ZN_ERR_CP_UPSTREAM_IN_USE: {

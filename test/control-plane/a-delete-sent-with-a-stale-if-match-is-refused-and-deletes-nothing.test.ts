@@ -148,7 +148,7 @@ for (const k of KINDS) {
       const res = await send('DELETE', url, undefined, stale);
       t.equal(res.statusCode, 412, `${stale}: ${res.body}`);
       t.equal(res.json<ErrorReply>().error.code, 'ZN_ERR_CP_PRECONDITION_FAILED');
-      t.match(res.json<ErrorReply>().error.message, /changed since it was read.*nothing was written/i);
+      t.match(res.json<ErrorReply>().error.message, /changed since it was read.*nothing was deleted/i);
     }
     t.equal(await etagNow(url), current, 'still there, as it was');
     t.equal(await version(), versionBefore, 'no config version recorded');

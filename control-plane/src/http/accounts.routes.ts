@@ -54,7 +54,7 @@ export const accountsRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   });
 
   app.patch('/accounts/:name', { schema: { params: nameParams, response: { 200: mutationReply } } }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const patch = parseConfigInput(accountPatchSchema, request.body);
     const { value, configVersion } = await patchAccount(pool, request.params.name, patch, ifMatch);
     request.log.info({ account: value.name, fields: Object.keys(patch), configVersion }, 'account changed');

@@ -44,7 +44,7 @@ export const modelRoutesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (f
   });
 
   app.put('/routes/:alias', { schema: { params: aliasParams, response: { 200: mutationReply } } }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const spec = parseConfigInput(modelRouteReplaceSchema, request.body);
     const { value, configVersion } = await replaceModelRoute(pool, request.params.alias, spec, ifMatch);
     request.log.info({ alias: value.alias, routeId: value.id, configVersion }, 'model route replaced');
@@ -55,7 +55,7 @@ export const modelRoutesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (f
   app.delete('/routes/:alias', {
     schema: { params: aliasParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     refuseBodyFields(request.body);
     const { value, configVersion } = await deleteModelRoute(pool, request.params.alias, ifMatch);
     request.log.info({ alias: value.alias, routeId: value.id, configVersion }, 'model route deleted');

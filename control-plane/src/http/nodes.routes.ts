@@ -85,7 +85,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
     bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: nodeViewSchema } },
   }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const patch = parseNodeInput(nodeNetworkPatchSchema, request.body);
     const node = await editNodeNetwork(pool, request.params.name, patch, ifMatch);
     request.log.info({ node: node.name, fields: Object.keys(patch) }, 'node network edited');
@@ -97,7 +97,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
     bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: nodeViewSchema } },
   }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const patch = parseNodeInput(nodeSettingsPatchSchema, request.body);
     const node = await editNodeSettings(pool, request.params.name, patch, ifMatch);
     request.log.info({ node: node.name, fields: Object.keys(patch) }, 'node settings edited');
@@ -109,7 +109,7 @@ export const nodesRoutes: FastifyPluginAsync<{ pool: pg.Pool; settings: Settings
     bodyLimit: NODE_BODY_LIMIT_BYTES,
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string() }) } },
   }, async (request) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     refuseBodyFields(request.body);
     const node = await deleteNode(pool, request.params.name, ifMatch);
     request.log.info({ node: node.name, nodeId: node.id }, 'node deleted; its credentials are revoked');

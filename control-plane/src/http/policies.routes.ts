@@ -53,7 +53,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.put('/rate-limit-policies/:name', {
     schema: { params: nameParams, response: { 200: rateLimitReply } },
   }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const spec = parseConfigInput(rateLimitPolicyReplaceSchema, request.body);
     const { value, configVersion } = await replaceRateLimitPolicy(pool, request.params.name, spec, ifMatch);
     request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'rate-limit policy replaced');
@@ -64,7 +64,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.delete('/rate-limit-policies/:name', {
     schema: { params: nameParams, response: { 200: deletedReply } },
   }, async (request) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     refuseBodyFields(request.body);
     const { value, configVersion } = await deleteRateLimitPolicy(pool, request.params.name, ifMatch);
     request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'rate-limit policy deleted');
@@ -95,7 +95,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.put('/guardrail-policies/:name', {
     schema: { params: nameParams, response: { 200: guardrailReply } },
   }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const spec = parseConfigInput(guardrailPolicyReplaceSchema, request.body);
     const { value, configVersion } = await replaceGuardrailPolicy(pool, request.params.name, spec, ifMatch);
     request.log.info({ policy: value.name, policyId: value.id, rules: value.rules.length, configVersion }, 'guardrail policy replaced');
@@ -106,7 +106,7 @@ export const policiesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fast
   app.delete('/guardrail-policies/:name', {
     schema: { params: nameParams, response: { 200: deletedReply } },
   }, async (request) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     refuseBodyFields(request.body);
     const { value, configVersion } = await deleteGuardrailPolicy(pool, request.params.name, ifMatch);
     request.log.info({ policy: value.name, policyId: value.id, configVersion }, 'guardrail policy deleted');

@@ -23,7 +23,7 @@ export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastif
   app.put('/prices/:model', {
     schema: { params: modelParams, response: { 200: z.object({ price: priceViewSchema, configVersion: z.number() }) } },
   }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const input = parseConfigInput(pricePutSchema, request.body);
     const { value, configVersion } = await setPrice(pool, request.params.model, input, ifMatch);
     request.log.info({ model: value.model, configVersion }, 'price set');
@@ -46,7 +46,7 @@ export const pricesRoutes: FastifyPluginAsync<{ pool: pg.Pool }> = async (fastif
   app.delete('/prices/:model', {
     schema: { params: modelParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     refuseBodyFields(request.body);
     const { value, configVersion } = await deletePrice(pool, request.params.model, ifMatch);
     request.log.info({ model: value.model, configVersion }, 'price deleted');

@@ -30,7 +30,7 @@ export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: S
   app.put('/tool-servers/:name', {
     schema: { params: nameParams, response: { 200: mutationReply, 201: mutationReply } },
   }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const input = parseConfigInput(toolServerPutSchema, request.body);
     const { value, configVersion } = await putToolServer(pool, secretBox, request.params.name, input, ifMatch);
     const { row, created } = value;
@@ -57,7 +57,7 @@ export const toolServersRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: S
   app.delete('/tool-servers/:name', {
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     refuseBodyFields(request.body);
     const { value, configVersion } = await deleteToolServer(pool, request.params.name, ifMatch);
     request.log.info({ toolServer: value.name, toolServerId: value.id, configVersion }, 'tool server deleted');

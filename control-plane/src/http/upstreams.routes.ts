@@ -46,7 +46,7 @@ export const upstreamsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Sec
   });
 
   app.patch('/upstreams/:name', { schema: { params: nameParams, response: { 200: mutationReply } } }, async (request, reply) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     const patch = parseConfigInput(upstreamPatchSchema, request.body);
     const { value, configVersion } = await patchUpstream(pool, secretBox, request.params.name, patch, ifMatch);
     request.log.info({ upstream: value.name, fields: Object.keys(patch), configVersion }, 'upstream changed');
@@ -57,7 +57,7 @@ export const upstreamsRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Sec
   app.delete('/upstreams/:name', {
     schema: { params: nameParams, response: { 200: z.object({ deleted: z.string(), configVersion: z.number() }) } },
   }, async (request) => {
-    const ifMatch = readIfMatch(request.headers);
+    const ifMatch = readIfMatch(request.headers, request.method);
     refuseBodyFields(request.body);
     const { value, configVersion } = await deleteUpstream(pool, request.params.name, ifMatch);
     request.log.info({ upstream: value.name, upstreamId: value.id, configVersion }, 'upstream deleted');

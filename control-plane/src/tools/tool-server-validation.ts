@@ -7,7 +7,7 @@ import type { z } from 'zod';
 import { bodyObject, integerIn, text } from '../config/config-fields.js';
 import { toolServerSchema } from '../../../proto/src/index.js';
 import { baseUrlShapeProblem, urlCharactersProblem, withLowerCaseScheme } from '../http/base-url-rules.js';
-import { upstreamApiKeySchema } from '../upstreams/upstream-validation.js';
+import { dotSegmentProblem, upstreamApiKeySchema } from '../upstreams/upstream-validation.js';
 
 export const TOOL_SERVER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
 export const TOOL_SERVER_NAME_RULE = 'must be 1 to 63 lower-case letters, digits and -, starting with a letter or digit';
@@ -23,6 +23,9 @@ export function toolServerUrlProblem(value: string): string | undefined {
   // A key in the URL would be returned by the API and logged: it belongs in apiKey.
   const shape = baseUrlShapeProblem(value, ' (put the key in apiKey)');
   if (shape) return shape;
+  // Nodes call the path the URL parser resolves, without dot segments: refuse them as for a base URL.
+  const dots = dotSegmentProblem(value);
+  if (dots) return dots;
   // A row the bundle schema refuses would break every node's next bundle.
   if (!toolServerSchema.shape.url.safeParse(value).success) return 'must be a valid http or https URL';
   return undefined;
