@@ -160,8 +160,8 @@ function relaysUpstreamMessage(status: number): boolean {
  * that blames the request (relaysUpstreamMessage) its `message` (relayedUpstreamMessage: bounded,
  * control characters out, the node's key and credential shapes redacted), its `param` (upstreamParam)
  * and its code, as `upstream_code` beside the node's own (UpstreamStatusError). The relayed message
- * may quote the caller's request (PII its guardrails would mask): the error's logMessage, which the
- * node logs, has the node's words, the code and the param but not it. An answer saying the
+ * may quote the caller's request (PII its guardrails would mask), as may the param: the error's
+ * logMessage, which the node logs, has the node's words and the code, neither of them. An answer saying the
  * node's account is out of quota or credit is not told apart here: a model upstream's caller asks
  * upstreamQuotaError first (upstream-call.ts); a tool server's 402 is MCP's, relayed (mcp-call.ts).
  */
@@ -176,15 +176,16 @@ export function upstreamStatusError(upstream: string, status: number, body: unkn
     retryable: status === 408 || status === 429 || status >= 500,
   };
   if (relayed === undefined) return zenovaError('ZN_ERR_UPSTREAM_ERROR', `${head}.`, overrides);
-  // The relayed message may quote the caller's request (its PII): the caller's answer has it, the
-  // node's log (logMessage) only the node's own words, the upstream's code and its param.
-  const param = relayed.param === undefined ? '' : ` (param ${relayed.param})`;
+  // The relayed message may quote the caller's request (its PII), and so may its param (a field
+  // name the caller chose: a metadata key, a tool's parameter): the caller's answer has both, the
+  // node's log (logMessage, else the message, which is then the head alone) the node's own words
+  // and the upstream's code only.
   return new UpstreamStatusError(
     relayed.message === undefined ? `${head}.` : `${head}: ${relayed.message}`,
     {
       ...overrides,
       ...(relayed.param === undefined ? {} : { param: relayed.param }),
-      ...(relayed.message === undefined ? {} : { logMessage: `${head}${param}; its message was relayed to the caller and is not logged.` }),
+      ...(relayed.message === undefined ? {} : { logMessage: `${head}; its message was relayed to the caller and is not logged.` }),
     },
     detail,
   );

@@ -1,9 +1,10 @@
 // An upstream error that blames the caller's request (400, 404, 422, …) reaches the caller with the
 // upstream's own message (routing/an-upstream-error-that-blames-the-request-…test.ts). That message
 // may quote the caller's request, its e-mail addresses and phone numbers: the caller may read its
-// own text back, but the node's log line and the request record spooled for the control plane keep
-// only the node's words, the upstream's code and param (ZenovaError.logMessage). Before, the log
-// line's `reason` was the whole relayed message. (The caller's text here is sent as "hi": the
+// own text back, but the node's log line keeps only the node's words and the upstream's code
+// (ZenovaError.logMessage), not the message nor the param (a field name the caller chose may hold
+// its data too); the request record spooled for the control plane never held either. Before, the
+// log line's `reason` was the whole relayed message. (The caller's text here is sent as "hi": the
 // record keeps the request body under rules of its own — keepBodies, input masks — not this test's.)
 import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
@@ -23,6 +24,8 @@ import { sdkError, startPipelineNode, withClaudeRoute } from './pipeline-harness
 const EMAIL = 'jane.doe@example.com';
 const PHONE = '13800138000';
 const QUOTING = `Invalid value 'my email is ${EMAIL}, phone ${PHONE}' for messages[0].content: not allowed.`;
+/** A param naming a field the caller chose (a metadata key holding its data). */
+const PARAM = `metadata.jane_${PHONE}`;
 
 /** A real SQLite spool for the node, and a reader of the records it holds. */
 function spoolFor(t: { teardown(fn: () => unknown): void }) {
@@ -54,7 +57,7 @@ function neitherEmailNorPhone(t: Test, text: string, where: string): void {
 
 t.test("an OpenAI caller reads the upstream's message quoting its text; the node's log and the record do not", async (t) => {
   const upstream = await startFakeUpstream(t, {
-    failNext: { count: 10, status: 400, body: { error: { message: QUOTING, type: 'invalid_request_error', param: 'messages', code: 'invalid_value' } } },
+    failNext: { count: 10, status: 400, body: { error: { message: QUOTING, type: 'invalid_request_error', param: PARAM, code: 'invalid_value' } } },
   });
   const { spool, records } = spoolFor(t);
   const node = await startPipelineNode(t, { upstreamUrl: upstream.url, services: { spool } });
@@ -62,12 +65,12 @@ t.test("an OpenAI caller reads the upstream's message quoting its text; the node
     const err = await sdkError(node.client().chat.completions.create({ model: 'echo', stream, messages: [{ role: 'user', content: 'hi' }] }));
     t.equal(err.status, 400, `stream ${stream}`);
     t.equal((err.error as { message?: unknown }).message, `Upstream "demo" answered HTTP 400 (invalid_value): ${QUOTING}`, "the caller's answer relays the message unchanged");
-    t.equal(err.param, 'messages');
+    t.equal(err.param, PARAM, "the caller's answer relays the param");
   }
   const lines = node.logs().filter((line) => line.msg === 'upstream call failed');
   t.equal(lines.length, 2, 'one line per request');
   for (const line of lines) {
-    t.match(line, { code: 'ZN_ERR_UPSTREAM_ERROR', reason: 'Upstream "demo" answered HTTP 400 (invalid_value) (param messages); its message was relayed to the caller and is not logged.' }, "the log line says what the upstream answered, in the node's words");
+    t.match(line, { code: 'ZN_ERR_UPSTREAM_ERROR', reason: 'Upstream "demo" answered HTTP 400 (invalid_value); its message was relayed to the caller and is not logged.' }, "the log line says what the upstream answered, in the node's words");
   }
   neitherEmailNorPhone(t, node.logText(), "the node's log");
   await waitFor(() => records().length === 2, { what: 'both request records spooled' });
