@@ -33,3 +33,14 @@ export function forbiddenInstallRootRule(dir: string): string | undefined {
   const reason = FORBIDDEN_ROOT_REASONS[root];
   return `must not be under ${root}${reason === undefined ? '' : ` (${reason})`}`;
 }
+
+/**
+ * The roots of the kernel pseudo filesystems and device files: no disk at all, so no node state dir
+ * may be there either (and Node's recursive mkdir under /proc never returns).
+ */
+export const PSEUDO_FILESYSTEM_ROOTS = ['/dev', '/proc', '/sys'] as const;
+
+/** forbiddenInstallRootRule's words for a (normalised, absolute) dir under /dev, /proc or /sys, else undefined. */
+export function pseudoFilesystemRule(dir: string): string | undefined {
+  return PSEUDO_FILESYSTEM_ROOTS.some((root) => isWithin(dir, root)) ? forbiddenInstallRootRule(dir) : undefined;
+}

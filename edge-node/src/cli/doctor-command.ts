@@ -1,4 +1,5 @@
-// `zenova-node doctor`: print each check (ok / FAIL with advice); exit 1 when any failed.
+// `zenova-node doctor`: print each check (ok / FAIL with advice); exit 1 when any failed (a bad
+// command line is exit 2, before this runs: DOCTOR_USAGE says all three).
 import { runDoctor } from '../doctor/doctor.js';
 import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';

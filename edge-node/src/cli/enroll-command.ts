@@ -9,7 +9,7 @@ import { EnrollError } from '../enroll/enroll-errors.js';
 import { describeRetired } from '../enroll/retire-node-state.js';
 import { readTokenFile, readTokenStdin, STDIN_TOKEN_FILE, TokenFileError, tokenFileNotPrivate, tokenShapeProblem } from '../enroll/token-file.js';
 import { holdsPrivateKeyPem, isCertificatePem, separatePemBlocks } from '../state/pem.js';
-import { STATE_DIR_MODE } from '../state/state-store.js';
+import { STATE_DIR_MODE, stateDirPathProblem } from '../state/state-store.js';
 import type { CliCommand } from './args.js';
 import type { CliIo } from './cli-io.js';
 
@@ -87,6 +87,10 @@ export async function runEnrollCommand(command: EnrollCommand, io: CliIo): Promi
   let token: string;
   let caPem: string | undefined;
   try {
+    // Before the token is asked for and before any mkdir (one under /proc never returns): a state
+    // dir that can never be one is a bad command line, and nothing is sent.
+    const problem = await stateDirPathProblem(command.stateDir);
+    if (problem !== undefined) throw new InputFileError(`--state-dir ${path.resolve(command.stateDir)} ${problem}: nothing was sent; pass --state-dir with a directory on a real disk, or a path where one can be created`);
     token = await readToken(command, io);
     if (command.caFile !== undefined) {
       // Certificates concatenated without a newline between them are put on lines of their own.

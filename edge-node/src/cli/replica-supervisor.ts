@@ -27,7 +27,7 @@ import { notifyReady, notifyStopping } from '../service/sd-notify.js';
 import type { ListenAddress } from './args.js';
 import { isListeningMessage } from './replica-worker.js';
 import type { ReplicaStopMessage } from './replica-worker.js';
-import { SHUTDOWN_DEADLINE_MS } from './serve.js';
+import { SHUTDOWN_DEADLINE_MS, listenFailure, listenFailureLog } from './serve.js';
 import { ServeSettingError, readServeSettings } from './serve-settings.js';
 
 /**
@@ -162,7 +162,10 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
     try {
       admin = await startAdminServer({ host: opts.adminListen.host, port: opts.adminListen.port, renderMetrics, readiness });
     } catch (err) {
-      logger.error({ err, adminListen: opts.adminListen }, 'node-edge could not listen on its admin port');
+      // Said on stderr by the CLI (exit 1); the log keeps the code and message, no stack.
+      const failed = listenFailure(err, '--admin-listen', opts.adminListen);
+      logger.error({ err: failed !== undefined ? listenFailureLog(err as NodeJS.ErrnoException) : err, adminListen: opts.adminListen }, 'node-edge could not listen on its admin port');
+      if (failed !== undefined) throw failed;
       return 1;
     }
     logger.info({ url: admin.url }, 'admin listening');

@@ -14,7 +14,7 @@ import { runDoctorCommand } from './doctor-command.js';
 import { runEnrollCommand } from './enroll-command.js';
 import { checkReplicasAgainstEnv, superviseReplicas } from './replica-supervisor.js';
 import { replicaWorker } from './replica-worker.js';
-import { NotEnrolledError, serve } from './serve.js';
+import { ListenFailedError, NotEnrolledError, serve } from './serve.js';
 import { ServeSettingError, readLogLevel } from './serve-settings.js';
 import { runStatusCommand } from './status-command.js';
 
@@ -91,6 +91,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       logger: replica !== undefined ? logger.child({ replica: replica.index }) : logger,
     });
   } catch (err) {
+    // A port that cannot be bound: the operator's to fix, said in one line (exit 1, as before).
+    if (err instanceof ListenFailedError) {
+      io.stderr.write(`zenova-node: ${err.message}\n`);
+      return 1;
+    }
     if (err instanceof LocalConfigError) {
       io.stderr.write(`zenova-node: bad config file ${err.message}\n`);
       return 2;

@@ -146,8 +146,9 @@ async function openEnrolledState(stateDir: string): Promise<Enrolled> {
  * Serves until SIGINT/SIGTERM, then stops the control link, stops accepting, lets in-flight
  * requests finish until the deadline, cuts whatever is left, and resolves with the exit code. A bad
  * config file or state dir rejects (LocalConfigError, NotEnrolledError, StateFileError, …) before
- * anything listens. An enrolled node serves from its verified cache at once, before any contact
- * with the control plane.
+ * anything listens; a port that cannot be bound rejects with ListenFailedError once the rest is
+ * closed. An enrolled node serves from its verified cache at once, before any contact with the
+ * control plane.
  */
 export async function serve(opts: ServeOptions): Promise<number> {
   if (opts.configFile !== undefined && opts.stateDir !== undefined) {
@@ -198,9 +199,10 @@ export async function serve(opts: ServeOptions): Promise<number> {
   } catch (err) {
     // The admin port taken (or not allowed) is the operator's to fix, as the callers' port is below:
     // said as such, exit 1, not an unexpected failure with a stack.
-    if (isListenError(err)) {
-      opts.logger.error({ err, adminListen: opts.adminListen }, 'node-edge could not listen on its admin port');
-      return 1;
+    const failed = opts.adminListen !== undefined ? listenFailure(err, '--admin-listen', opts.adminListen) : undefined;
+    if (failed !== undefined) {
+      opts.logger.error({ err: listenFailureLog(err as NodeJS.ErrnoException), adminListen: opts.adminListen }, 'node-edge could not listen on its admin port');
+      throw failed;
     }
     opts.logger.error({ err }, 'node-edge could not open its spool, limits, credit or admin port');
     throw err;
@@ -238,9 +240,11 @@ export async function serve(opts: ServeOptions): Promise<number> {
   try {
     await app.listen({ host: opts.listen.host, port: opts.listen.port });
   } catch (err) {
-    opts.logger.error({ err, listen: opts.listen }, 'node-edge could not listen');
+    const failed = listenFailure(err, '--listen', opts.listen);
+    opts.logger.error(failed !== undefined ? { err: listenFailureLog(err as NodeJS.ErrnoException), listen: opts.listen } : { err, listen: opts.listen }, 'node-edge could not listen');
     await app.close();
     await services.close();
+    if (failed !== undefined) throw failed;
     return 1;
   }
   const { port } = app.server.address() as AddressInfo;
@@ -434,7 +438,58 @@ export async function serve(opts: ServeOptions): Promise<number> {
   });
 }
 
-/** A failure of listen(2) (EADDRINUSE, EACCES, EADDRNOTAVAIL…), as Node reports it. */
-function isListenError(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as { syscall?: unknown }).syscall === 'listen';
+/**
+ * The callers' or the admin port could not be bound: the operator's to fix, not an unexpected
+ * failure. The message is the CLI's one stderr line (exit 1): the address, the cause in words and
+ * its code, and what to do, in the installer's words (NODE-PORT-IN-USE, NODE-LISTEN-UNAVAILABLE).
+ */
+export class ListenFailedError extends Error {
+  readonly code: string;
+  constructor(message: string, code: string) {
+    super(message);
+    this.name = 'ListenFailedError';
+    this.code = code;
+  }
+}
+
+/** What a bind error means, by its code (as installer/src/install/host-checks.ts says it). */
+const BIND_ERROR_MEANINGS: Record<string, string> = {
+  EADDRINUSE: 'the port is already in use by another program',
+  EADDRNOTAVAIL: "the address is not one of this host's",
+  ENOTFOUND: 'the name does not resolve',
+  EAI_AGAIN: 'the name could not be resolved (DNS did not answer)',
+  EACCES: 'permission denied (ports below 1024 need root)',
+  EAFNOSUPPORT: 'this host does not support the address family',
+};
+
+/** A failure of listen(2) (EADDRINUSE, EACCES, EADDRNOTAVAIL…) or of resolving the host to listen on, as Node reports it. */
+function isListenError(err: unknown): err is NodeJS.ErrnoException {
+  if (typeof err !== 'object' || err === null) return false;
+  const { syscall, code } = err as { syscall?: unknown; code?: unknown };
+  return syscall === 'listen' || (syscall === 'getaddrinfo' && (code === 'ENOTFOUND' || code === 'EAI_AGAIN'));
+}
+
+/**
+ * `err` as a ListenFailedError naming `flag`'s address, when it is a listen failure; else
+ * undefined. `flag`: --listen (the callers' port) or --admin-listen (loopback only).
+ */
+export function listenFailure(err: unknown, flag: '--listen' | '--admin-listen', listen: ListenAddress): ListenFailedError | undefined {
+  if (!isListenError(err)) return undefined;
+  const code = err.code ?? 'unknown error';
+  const address = `${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${listen.port}`;
+  const meaning = Object.hasOwn(BIND_ERROR_MEANINGS, code) ? `${BIND_ERROR_MEANINGS[code]} (${code})` : `${err.message} (${code})`;
+  const anAddress = flag === '--admin-listen' ? 'a loopback address of this host (127.0.0.1 or [::1])' : 'an address of this host (or 0.0.0.0 for all of them)';
+  const example = flag === '--admin-listen' ? '127.0.0.1:9480' : '0.0.0.0:7480';
+  const advice =
+    code === 'EADDRINUSE'
+      ? `stop the program using it, or pass ${flag} HOST:PORT with a free port`
+      : code === 'EACCES'
+        ? `pass ${flag} HOST:PORT with a port from 1024 up, or run node-edge with the right to bind low ports (CAP_NET_BIND_SERVICE)`
+        : `pass ${flag} with ${anAddress} and a free port, e.g. ${flag} ${example}`;
+  return new ListenFailedError(`cannot listen on ${address} (${flag}): ${meaning}; ${advice}`, code);
+}
+
+/** A listen failure for the log: its code and message, no stack (the CLI says it on stderr). */
+export function listenFailureLog(err: NodeJS.ErrnoException): { code: string | undefined; reason: string } {
+  return { code: err.code, reason: err.message };
 }

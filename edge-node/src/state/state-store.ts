@@ -4,8 +4,10 @@
  * and `doctor` can use it safely.
  */
 import { constants } from 'node:fs';
-import { access, mkdir, readFile, stat } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { access, mkdir, readFile, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { pseudoFilesystemRule } from '../../../proto/src/install-dir-rules.js';
 import { writeFileAtomic } from './atomic-write.js';
 
 /** State files are tiny; anything bigger is not ours (or is corrupt) and is not read into memory. */
@@ -114,12 +116,60 @@ function checkName(name: string): void {
   if (!FILE_NAME.test(name)) throw new Error(`invalid state file name ${JSON.stringify(name)}`);
 }
 
+/** The nearest part of `absolute` that exists (its stat), and the names below it that do not; undefined when that cannot be told. */
+async function existingPart(absolute: string): Promise<{ at: string; info: Stats; missing: string[] } | undefined> {
+  const missing: string[] = [];
+  for (let at = absolute; ; at = path.dirname(at)) {
+    try {
+      return { at, info: await stat(at), missing };
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code !== 'ENOENT' && code !== 'ENOTDIR') || at === path.dirname(at)) return undefined;
+      missing.unshift(path.basename(at));
+    }
+  }
+}
+
+/**
+ * `dir` (or, through a symbolic link, what its existing part leads to) is under /proc, /sys or /dev:
+ * no disk, and a recursive mkdir under /proc never returns. The words are install-dir-rules.ts's
+ * (`must not be under /proc (…)`); undefined when it is not.
+ */
+export async function pseudoFilesystemProblem(dir: string): Promise<string | undefined> {
+  const absolute = path.resolve(dir);
+  const rule = pseudoFilesystemRule(absolute);
+  if (rule !== undefined) return rule;
+  const part = await existingPart(absolute);
+  if (part === undefined) return undefined;
+  const real = await realpath(part.at).catch(() => part.at);
+  const linked = pseudoFilesystemRule(path.join(real, ...part.missing));
+  return linked === undefined ? undefined : `${linked} (${part.at} leads to ${real})`;
+}
+
+/**
+ * Why `dir` can never be a state dir, judged before anything is created (undefined when it can be,
+ * or when only opening it can tell): pseudoFilesystemProblem's, or a regular file (or another
+ * non-directory), or a path under one.
+ */
+export async function stateDirPathProblem(dir: string): Promise<string | undefined> {
+  const absolute = path.resolve(dir);
+  const pseudo = await pseudoFilesystemProblem(absolute);
+  if (pseudo !== undefined) return pseudo;
+  const part = await existingPart(absolute);
+  if (part === undefined || part.info.isDirectory()) return undefined;
+  return part.missing.length === 0 ? 'is not a directory' : `is under ${part.at}, which is a file, not a directory`;
+}
+
 /**
  * Opens the state directory. With `create`, a missing directory is created with mode 0700
- * (parents included); without it, a missing directory is a StateDirMissingError.
+ * (parents included); without it, a missing directory is a StateDirMissingError. A path that can
+ * never be one, under /proc, /sys or /dev (pseudoFilesystemProblem), is a StateFileError before
+ * anything is created.
  */
 export async function openStateStore(dir: string, opts: { create: boolean }): Promise<StateStore> {
   const absolute = path.resolve(dir);
+  const pseudo = await pseudoFilesystemProblem(absolute);
+  if (pseudo !== undefined) throw new StateFileError(absolute, pseudo);
   let info;
   try {
     info = await stat(absolute);
