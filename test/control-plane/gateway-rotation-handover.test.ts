@@ -14,8 +14,8 @@ import {
   migratedPool,
   refusalOf,
   startTestGateway,
-  waitForRow,
 } from './gateway-harness.js';
+import { credentialAcknowledged } from './credential-rotation-fixtures.js';
 
 const db = await testDatabase(t);
 const pool = await migratedPool(t, db.url);
@@ -23,11 +23,6 @@ const identity = await gatewayIdentity();
 const MINUTE_MS = 60_000;
 const HOUR_MS = 60 * MINUTE_MS;
 const DAY_MS = 24 * HOUR_MS;
-
-async function acknowledged(credentialId: string): Promise<void> {
-  await waitForRow(pool, `credential ${credentialId} to be acknowledged`, 'select acknowledged_at from node_credentials where id = $1', [credentialId],
-    (r: { acknowledged_at: Date | null }) => r.acknowledged_at !== null);
-}
 
 t.test('a node whose rotation reply was lost and that stays away two hours is accepted with its old credential and rotated again', async (t) => {
   const settings = gatewaySettings(db.url, {}, { dropRotationReplies: 1 });
@@ -53,7 +48,7 @@ t.test('a node whose rotation reply was lost and that stays away two hours is ac
   const lostRow = await pool.query<{ revoked_at: Date | null }>('select revoked_at from node_credentials where id = $1', [lostId]);
   t.not(lostRow.rows[0]?.revoked_at, null, 'the never-delivered credential is revoked');
   back.conn.send({ credentialRotationAck: { credentialId: fresh.credentialId } });
-  await acknowledged(fresh.credentialId);
+  await credentialAcknowledged(pool, fresh.credentialId);
   back.conn.end();
   await back.conn.finalStatus('the stream to end');
 
@@ -73,7 +68,7 @@ t.test('the old credential stops working one handover window after the successor
   // The node is slow to acknowledge: well past a handover window after the issue.
   gateway.shiftClock(3 * HOUR_MS);
   conn.send({ credentialRotationAck: { credentialId: rotation.credentialId } });
-  await acknowledged(rotation.credentialId);
+  await credentialAcknowledged(pool, rotation.credentialId);
   conn.end();
   await conn.finalStatus('the stream to end');
 
@@ -110,7 +105,7 @@ t.test('connecting with the successor without an explicit ack acknowledges it an
   gateway.shiftClock(3 * HOUR_MS);
   const next = await liveSession(t, gateway.server.port, identity.caPem, node, rotation.credential);
   t.equal(next.ack.helloAck?.accepted, true, 'the successor authenticates');
-  await acknowledged(rotation.credentialId);
+  await credentialAcknowledged(pool, rotation.credentialId);
   next.conn.end();
   await next.conn.finalStatus('the stream with the successor to end');
 

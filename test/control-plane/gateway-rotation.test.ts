@@ -12,8 +12,8 @@ import {
   migratedPool,
   refusalOf,
   startTestGateway,
-  waitForRow,
 } from './gateway-harness.js';
+import { credentialAcknowledged } from './credential-rotation-fixtures.js';
 
 const db = await testDatabase(t);
 const pool = await migratedPool(t, db.url);
@@ -21,11 +21,6 @@ const identity = await gatewayIdentity();
 const DAY_MS = 86_400_000;
 
 const secretOf = (credential: string): string => credential.split('.')[1] ?? '';
-
-async function acknowledged(credentialId: string): Promise<void> {
-  await waitForRow(pool, `credential ${credentialId} to be acknowledged`, 'select acknowledged_at from node_credentials where id = $1', [credentialId],
-    (r: { acknowledged_at: Date | null }) => r.acknowledged_at !== null);
-}
 
 t.test('a credential older than rotate-after is rotated on hello and again on the timer, and each new one authenticates', async (t) => {
   const settings = gatewaySettings(db.url, { credentialRotateAfterMs: 1 });
@@ -42,13 +37,13 @@ t.test('a credential older than rotate-after is rotated on hello and again on th
   t.ok(Number(first.previousValidUntil) > startedAt, 'the old credential keeps working for a while');
   t.ok(Number(first.previousValidUntil) <= startedAt + settings.nodes.credentialHandoverMs + 60_000, 'but only for the handover window');
   conn.send({ credentialRotationAck: { credentialId: first.credentialId } });
-  await acknowledged(first.credentialId);
+  await credentialAcknowledged(pool, first.credentialId);
 
   const second = (await conn.next('the rotation on the timer')).credentialRotation;
   if (second === undefined) throw new Error('expected a second credential rotation');
   t.not(second.credentialId, first.credentialId, 'the timer rotates the acknowledged credential in turn');
   conn.send({ credentialRotationAck: { credentialId: second.credentialId } });
-  await acknowledged(second.credentialId);
+  await credentialAcknowledged(pool, second.credentialId);
   conn.end();
   await conn.finalStatus('the first stream to end');
 
@@ -95,7 +90,7 @@ t.test('a lost rotation reply: the old credential still works inside the handove
   const lostRow = await pool.query<{ revoked_at: Date | null }>('select revoked_at from node_credentials where id = $1', [lostId]);
   t.not(lostRow.rows[0]?.revoked_at, null, 'the never-delivered credential is revoked');
   retry.conn.send({ credentialRotationAck: { credentialId: fresh.credentialId } });
-  await acknowledged(fresh.credentialId);
+  await credentialAcknowledged(pool, fresh.credentialId);
   retry.conn.end();
   await retry.conn.finalStatus('the retry stream to end');
 
@@ -119,7 +114,7 @@ t.test('an acknowledgement of a credential the session did not hand out changes 
   if (rotation === undefined) throw new Error('expected a credential rotation');
   conn.send({ credentialRotationAck: { credentialId: other.credentialId } });
   conn.send({ credentialRotationAck: { credentialId: rotation.credentialId } });
-  await acknowledged(rotation.credentialId);
+  await credentialAcknowledged(pool, rotation.credentialId);
   const foreign = await pool.query<{ acknowledged_at: Date | null }>('select acknowledged_at from node_credentials where id = $1', [other.credentialId]);
   t.equal(foreign.rows[0]?.acknowledged_at, null, "another node's credential is not acknowledged");
   t.match(gateway.log.text(), /ignoring an acknowledgement of a credential this session did not hand out/);

@@ -11,34 +11,22 @@ import t from 'tap';
 import { loadAppliedVersion, signingKeySha256 } from '../../edge-node/src/config/applied-version.js';
 import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
-import type { NodeIdentity } from '../../edge-node/src/state/identity.js';
 import { underOpenLock, underOpenLockAsync } from '../../edge-node/src/state/open-lock.js';
 import { openStateStore } from '../../edge-node/src/state/state-store.js';
-import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
+import { SIGNED_NODE_ID, signedConfigNode } from './signed-config-node.js';
 
-const NODE_ID = 'node-under-test';
 const MARK_FILE = 'config-applied-version.json';
 
 t.test('a start catching the applied-version mark up to its cache does not lower a newer version another replica applies meanwhile', async (t) => {
   const stateDir = t.testdir({});
-  const signer = createSigner();
-  const identity: NodeIdentity = {
-    nodeId: NODE_ID,
-    nodeName: 'edge-test',
-    controlPlaneUrl: 'https://cp.example:8443',
-    gateway: { target: '127.0.0.1:1', serverName: 'localhost', caPem: signer.publicKeyPem },
-    configSigningPublicKeyPem: signer.publicKeyPem,
-    enrolledAt: new Date().toISOString(),
-  };
-  const push = (version: number) =>
-    signedPush(testBundle({ nodeId: NODE_ID, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey(`key-${version}`, newCallerKey().sha256)] }), signer);
+  const { signer, identity, push } = signedConfigNode();
   const first = await loadEnrolledConfig(stateDir, identity, createLogger({ level: 'silent' }));
   t.match(await first.applier.apply(push(5)), { ok: true, version: 5 });
 
   const markFile = path.join(stateDir, MARK_FILE);
   const lockFile = path.join(stateDir, 'config-apply.lock');
   const markOf = (version: number): string =>
-    `${JSON.stringify({ version, nodeId: NODE_ID, signingKeySha256: signingKeySha256(signer.publicKeyPem), appliedAt: new Date().toISOString() })}\n`;
+    `${JSON.stringify({ version, nodeId: SIGNED_NODE_ID, signingKeySha256: signingKeySha256(signer.publicKeyPem), appliedAt: new Date().toISOString() })}\n`;
   // The mark behind the cache (version 3 failed to be raised to 5): the next start catches it up.
   writeFileSync(markFile, markOf(3), { mode: 0o600 });
 

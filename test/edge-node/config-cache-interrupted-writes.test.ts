@@ -9,28 +9,15 @@ import path from 'node:path';
 import t from 'tap';
 import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
-import type { NodeIdentity } from '../../edge-node/src/state/identity.js';
 import { underOpenLockAsync } from '../../edge-node/src/state/open-lock.js';
-import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
-
-const NODE_ID = 'node-under-test';
+import { signedConfigNode } from './signed-config-node.js';
 
 /** A temp file name as writeFileAtomic makes it for `name`. */
 const tempOf = (name: string): string => `.${name}.${randomBytes(6).toString('hex')}.tmp`;
 
 t.test('a node start removes the temp files a crash left mid-write of the config cache, the credential and the applied-version mark, and nothing else', async (t) => {
   const stateDir = t.testdir({});
-  const signer = createSigner();
-  const identity: NodeIdentity = {
-    nodeId: NODE_ID,
-    nodeName: 'edge-test',
-    controlPlaneUrl: 'https://cp.example:8443',
-    gateway: { target: '127.0.0.1:1', serverName: 'localhost', caPem: signer.publicKeyPem },
-    configSigningPublicKeyPem: signer.publicKeyPem,
-    enrolledAt: new Date().toISOString(),
-  };
-  const push = (version: number) =>
-    signedPush(testBundle({ nodeId: NODE_ID, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey(`key-${version}`, newCallerKey().sha256)] }), signer);
+  const { identity, push } = signedConfigNode();
   const first = await loadEnrolledConfig(stateDir, identity, createLogger({ level: 'silent' }));
   t.match(await first.applier.apply(push(5)), { ok: true, version: 5 });
 
@@ -71,15 +58,7 @@ t.test('a node start removes the temp files a crash left mid-write of the config
 
 t.test('a node start with no config cache yet removes nothing and starts', async (t) => {
   const stateDir = t.testdir({ 'unrelated.json': '{}' });
-  const signer = createSigner();
-  const identity: NodeIdentity = {
-    nodeId: NODE_ID,
-    nodeName: 'edge-test',
-    controlPlaneUrl: 'https://cp.example:8443',
-    gateway: { target: '127.0.0.1:1', serverName: 'localhost', caPem: signer.publicKeyPem },
-    configSigningPublicKeyPem: signer.publicKeyPem,
-    enrolledAt: new Date().toISOString(),
-  };
+  const { identity } = signedConfigNode();
   const lines: Record<string, unknown>[] = [];
   const logger = createLogger({ level: 'info', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } });
   const started = await loadEnrolledConfig(stateDir, identity, logger);
@@ -93,15 +72,7 @@ t.test('a node start with no config cache yet removes nothing and starts', async
 
 t.test('a node start does not remove the temp file of a write another replica makes under config-apply.lock', async (t) => {
   const stateDir = t.testdir({});
-  const signer = createSigner();
-  const identity: NodeIdentity = {
-    nodeId: NODE_ID,
-    nodeName: 'edge-test',
-    controlPlaneUrl: 'https://cp.example:8443',
-    gateway: { target: '127.0.0.1:1', serverName: 'localhost', caPem: signer.publicKeyPem },
-    configSigningPublicKeyPem: signer.publicKeyPem,
-    enrolledAt: new Date().toISOString(),
-  };
+  const { identity } = signedConfigNode();
   const inProgress = path.join(stateDir, tempOf('credential.json'));
   let starting: Promise<unknown> | undefined;
   await underOpenLockAsync(path.join(stateDir, 'config-apply.lock'), async () => {

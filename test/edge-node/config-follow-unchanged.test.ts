@@ -14,13 +14,11 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { loadEnrolledConfig } from '../../edge-node/src/config/enrolled-config.js';
 import { createLogger } from '../../edge-node/src/logger.js';
-import type { NodeIdentity } from '../../edge-node/src/state/identity.js';
-import { bundleKey, createSigner, newCallerKey, signedPush, testBundle } from './config-fixtures.js';
+import { signedConfigNode } from './signed-config-node.js';
 
 const require = createRequire(import.meta.url);
 const crypto = require('node:crypto') as typeof NodeCrypto;
 const fsp = require('node:fs/promises') as typeof NodeFsPromises;
-const NODE_ID = 'node-under-test';
 
 /** Counts node:crypto.verify calls (the bundle signature check) until the test ends. */
 function countVerifies(t: { teardown(fn: () => unknown): void }): () => number {
@@ -42,18 +40,8 @@ function countVerifies(t: { teardown(fn: () => unknown): void }): () => number {
 /** A state dir where the link holder applied version 5, and a follower replica started on it. */
 async function holderAndFollower(t: Test) {
   const stateDir = t.testdir({});
-  const signer = createSigner();
-  const identity: NodeIdentity = {
-    nodeId: NODE_ID,
-    nodeName: 'edge-test',
-    controlPlaneUrl: 'https://cp.example:8443',
-    gateway: { target: '127.0.0.1:1', serverName: 'localhost', caPem: signer.publicKeyPem },
-    configSigningPublicKeyPem: signer.publicKeyPem,
-    enrolledAt: new Date().toISOString(),
-  };
+  const { identity, push } = signedConfigNode();
   const logger = createLogger({ level: 'silent' });
-  const push = (version: number) =>
-    signedPush(testBundle({ nodeId: NODE_ID, version, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey(`key-${version}`, newCallerKey().sha256)] }), signer);
   const holder = await loadEnrolledConfig(stateDir, identity, logger);
   const applied = await holder.applier.apply(push(5));
   // A replica starting now serves that current.json.

@@ -6,56 +6,23 @@
 // (docs/billing.md, "Node figures beyond the grant").
 import t from 'tap';
 import type pg from 'pg';
-import type { ControlMessage, LeaseGrant, RequestRecord } from '../../../proto/src/index.js';
+import type { RequestRecord } from '../../../proto/src/index.js';
 import { creditAccount } from '../../../control-plane/src/billing/account-credits.js';
 import { recordLeaseReport, returnLease, topUpLease } from '../../../control-plane/src/billing/credit-leases.js';
-import type { LeasePolicy } from '../../../control-plane/src/billing/lease-policy.js';
 import { checkLeaseInvariant, checkLeaseReturns, replayLedger } from '../../../control-plane/src/billing/ledger-replay.js';
 import { settleIngestedRecords } from '../../../control-plane/src/billing/settlement.js';
 import { withTransaction } from '../../../control-plane/src/nodes/with-transaction.js';
 import { testDatabase } from '../../fixtures/postgres.js';
-import type { NodeConnection } from '../gateway-harness.js';
 import { enrolledNode, gatewayIdentity, gatewaySettings, liveSession, migratedPool, startTestGateway } from '../gateway-harness.js';
 import { insertAccount, insertNode, storedBalance } from './billing-fixtures.js';
+import { QUARTER_SHARE_POLICY, leaseChargedRecord, leaseRow, nextGrantOf, nextOf } from './lease-figures-fixtures.js';
 
-const HOUR = 3_600_000;
-const QUARTER: LeasePolicy = { capMicros: 100_000_000n, sharePpm: 250_000n, ttlMs: HOUR, refreshMs: HOUR };
 /** Node clock of the figures a close uses; records received before and finished after it were in flight. */
 const CUTOFF = 1_700_000_000_000;
 
+/** A record of the lease received 500 ms before `cutoff`: finished after it, it was in flight at the close. */
 function record(requestId: string, accountId: string, nodeId: string, leaseId: string, reserved: number, cost: number, finishedAt = CUTOFF + 500, cutoff = CUTOFF): RequestRecord {
-  return {
-    schemaVersion: 1, requestId, nodeId, configVersion: 1, receivedAt: cutoff - 500, finishedAt,
-    surface: 'model', api: 'chat.completions', keyId: 'key-1', accountId, model: 'm', upstream: 'u', upstreamModel: 'm', stream: false,
-    status: 'ok', httpStatus: 200, errorCode: null, usage: { inputTokens: 1, outputTokens: 1, estimated: false },
-    cost: { reservedMicros: reserved, costMicros: cost, leaseId, priced: true },
-    timings: { totalMs: 1, upstreamFirstByteMs: 1, upstreamMs: 1, stagesUs: {} }, attempts: [], guardrails: [], bodies: null,
-  };
-}
-
-async function nextGrantOf(conn: NodeConnection, accountId: string, what: string): Promise<LeaseGrant> {
-  for (;;) {
-    const message: ControlMessage = await conn.next(what);
-    if (message.leaseGrant?.accountId === accountId) return message.leaseGrant;
-  }
-}
-
-async function nextOf(conn: NodeConnection, kind: keyof ControlMessage, what: string): Promise<ControlMessage> {
-  for (;;) {
-    const message = await conn.next(what);
-    if (message[kind] !== undefined) return message;
-  }
-}
-
-async function leaseRow(pool: pg.Pool, leaseId: string): Promise<{ granted: bigint; returned: bigint; outstanding: bigint; held: bigint }> {
-  const { rows } = await pool.query<{ g: string; r: string; o: string; h: string }>(
-    `select granted_micros::text as g, returned_micros::text as r, (granted_micros - spent_micros - returned_micros)::text as o,
-            held_micros::text as h
-       from credit_leases where id = $1`,
-    [leaseId],
-  );
-  const r = rows[0]!;
-  return { granted: BigInt(r.g), returned: BigInt(r.r), outstanding: BigInt(r.o), held: BigInt(r.h) };
+  return leaseChargedRecord(requestId, accountId, nodeId, leaseId, reserved, cost, { receivedAt: cutoff - 500, finishedAt });
 }
 
 t.test('closed leases release no more than their grant', async (t) => {
@@ -108,7 +75,7 @@ t.test('closed leases release no more than their grant', async (t) => {
     const account = await insertAccount(pool);
     const node = await insertNode(pool);
     await creditAccount(pool, account, 10_000_000n, null);
-    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER, Date.now()))).lease!;
+    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER_SHARE_POLICY, Date.now()))).lease!;
     t.equal(lease.granted, 2_500_000n);
     // Costs overshot their reservations: 2 600 000 settled on a 2 500 000 grant, and reported.
     const done = [1, 2].map((i) => record(`overshoot-${i}`, account, node, lease.id, 1_250_000, 1_300_000, CUTOFF - 1_000));
@@ -133,11 +100,12 @@ t.test('closed leases release no more than their grant', async (t) => {
     const account = await insertAccount(pool);
     const node = await insertNode(pool);
     await creditAccount(pool, account, 10_000_000n, null);
-    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER, Date.now()))).lease!;
+    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER_SHARE_POLICY, Date.now()))).lease!;
     t.equal(lease.granted, 2_500_000n);
     // The node returns: 500 000 spent, 1 000 000 held by a request in flight; 1 000 000 goes back.
     t.equal(await tx((c) => returnLease(c, node, account, lease.id, 1_500_000n, 1_000_000n, CUTOFF)), 1_000_000n);
-    t.same(await leaseRow(pool, lease.id), { granted: 2_500_000n, returned: 1_000_000n, outstanding: 1_500_000n, held: 1_000_000n });
+    const { granted, returned, outstanding, held } = await leaseRow(pool, lease.id);
+    t.same({ granted, returned, outstanding, held }, { granted: 2_500_000n, returned: 1_000_000n, outstanding: 1_500_000n, held: 1_000_000n });
     // A record finished before the cutoff costs 1 200 000, more than the 500 000 the node counted.
     await tx((c) => settleIngestedRecords(c, node, [record('finished-before', account, node, lease.id, 1_200_000, 1_200_000, CUTOFF - 1_000)]));
     t.equal((await leaseRow(pool, lease.id)).outstanding, 300_000n);

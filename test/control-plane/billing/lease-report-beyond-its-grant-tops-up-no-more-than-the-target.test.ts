@@ -5,57 +5,21 @@
 // (docs/billing.md, "Node figures beyond the grant").
 import t from 'tap';
 import type pg from 'pg';
-import type { ControlMessage, LeaseGrant, RequestRecord } from '../../../proto/src/index.js';
+import type { RequestRecord } from '../../../proto/src/index.js';
 import { creditAccount } from '../../../control-plane/src/billing/account-credits.js';
 import { recordLeaseReport, topUpLease } from '../../../control-plane/src/billing/credit-leases.js';
-import type { LeasePolicy } from '../../../control-plane/src/billing/lease-policy.js';
 import { checkLeaseInvariant, checkLeaseReturns, replayLedger } from '../../../control-plane/src/billing/ledger-replay.js';
 import { settleIngestedRecords } from '../../../control-plane/src/billing/settlement.js';
 import { withTransaction } from '../../../control-plane/src/nodes/with-transaction.js';
 import { testDatabase } from '../../fixtures/postgres.js';
-import type { NodeConnection } from '../gateway-harness.js';
 import { enrolledNode, gatewayIdentity, gatewaySettings, liveSession, migratedPool, startTestGateway } from '../gateway-harness.js';
 import { insertAccount, insertNode, storedBalance } from './billing-fixtures.js';
+import { QUARTER_SHARE_POLICY, leaseChargedRecord, leaseRow, nextGrantOf, nextOf } from './lease-figures-fixtures.js';
 
-const HOUR = 3_600_000;
-/** The product's default share (ZENOVA_LEASE_SHARE 0.25), which the gateway's settings use too. */
-const QUARTER: LeasePolicy = { capMicros: 100_000_000n, sharePpm: 250_000n, ttlMs: HOUR, refreshMs: HOUR };
-
+/** A record of the lease that finished 10 s ago, received a second before. */
 function settledRecord(requestId: string, accountId: string, nodeId: string, leaseId: string, reserved: number, cost: number): RequestRecord {
   const at = Date.now() - 10_000;
-  return {
-    schemaVersion: 1, requestId, nodeId, configVersion: 1, receivedAt: at - 1_000, finishedAt: at,
-    surface: 'model', api: 'chat.completions', keyId: 'key-1', accountId, model: 'm', upstream: 'u', upstreamModel: 'm', stream: false,
-    status: 'ok', httpStatus: 200, errorCode: null, usage: { inputTokens: 1, outputTokens: 1, estimated: false },
-    cost: { reservedMicros: reserved, costMicros: cost, leaseId, priced: true },
-    timings: { totalMs: 1, upstreamFirstByteMs: 1, upstreamMs: 1, stagesUs: {} }, attempts: [], guardrails: [], bodies: null,
-  };
-}
-
-/** The next LeaseGrant of `accountId` on the connection (grants of other tests' accounts skipped). */
-async function nextGrantOf(conn: NodeConnection, accountId: string, what: string): Promise<LeaseGrant> {
-  for (;;) {
-    const message: ControlMessage = await conn.next(what);
-    if (message.leaseGrant?.accountId === accountId) return message.leaseGrant;
-  }
-}
-
-/** The next message of `kind` on the connection (lease grants of any account skipped). */
-async function nextOf(conn: NodeConnection, kind: keyof ControlMessage, what: string): Promise<ControlMessage> {
-  for (;;) {
-    const message = await conn.next(what);
-    if (message[kind] !== undefined) return message;
-  }
-}
-
-async function leaseRow(pool: pg.Pool, leaseId: string): Promise<{ granted: bigint; returned: bigint; outstanding: bigint; state: string }> {
-  const { rows } = await pool.query<{ g: string; r: string; o: string; state: string }>(
-    `select granted_micros::text as g, returned_micros::text as r, (granted_micros - spent_micros - returned_micros)::text as o, state
-       from credit_leases where id = $1`,
-    [leaseId],
-  );
-  const r = rows[0]!;
-  return { granted: BigInt(r.g), returned: BigInt(r.r), outstanding: BigInt(r.o), state: r.state };
+  return leaseChargedRecord(requestId, accountId, nodeId, leaseId, reserved, cost, { receivedAt: at - 1_000, finishedAt: at });
 }
 
 t.test('lease figures beyond the grant', async (t) => {
@@ -105,12 +69,12 @@ t.test('lease figures beyond the grant', async (t) => {
     const node = await insertNode(pool);
     await creditAccount(pool, account, 10_000_000n, null);
     const tx = <T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> => withTransaction(pool, fn);
-    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER, Date.now()))).lease!;
+    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER_SHARE_POLICY, Date.now()))).lease!;
     t.equal(lease.granted, 2_500_000n);
     // Its requests cost 100 000 more than they reserved: the node's own figures say 2 600 000 spent.
     const outcome = await tx((c) => recordLeaseReport(c, node, { accountId: account, leaseId: lease.id, spentMicros: 2_600_000n, reservedMicros: 0n, reportedAt: BigInt(Date.now()) }));
     t.match(outcome?.beyondGrant, { grantedMicros: 2_500_000n, spentMicros: 2_600_000n, keptSpentMicros: 2_500_000n });
-    const topUp = await tx((c) => topUpLease(c, node, account, QUARTER, Date.now()));
+    const topUp = await tx((c) => topUpLease(c, node, account, QUARTER_SHARE_POLICY, Date.now()));
     t.equal(topUp.addedMicros, 2_500_000n, 'the target (a quarter of free 7 500 000 + held 2 500 000), not 2 600 000');
     t.equal(topUp.lease!.granted - 2_600_000n <= 2_500_000n, true, 'the node holds no more than the target by its own figures');
     t.same(await replayLedger(pool), []);
@@ -121,13 +85,13 @@ t.test('lease figures beyond the grant', async (t) => {
     const node = await insertNode(pool);
     await creditAccount(pool, account, 10_000_000n, null);
     const tx = <T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> => withTransaction(pool, fn);
-    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER, Date.now()))).lease!;
+    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER_SHARE_POLICY, Date.now()))).lease!;
     t.equal(lease.granted, 2_500_000n);
     // Two requests cost 1 300 000 each on 1 250 000 reserved: 2 600 000 settled, then reported.
     await tx((c) => settleIngestedRecords(c, node, [1, 2].map((i) => settledRecord(`settled-overshoot-${i}`, account, node, lease.id, 1_250_000, 1_300_000))));
     await tx((c) => recordLeaseReport(c, node, { accountId: account, leaseId: lease.id, spentMicros: 2_600_000n, reservedMicros: 0n, reportedAt: BigInt(Date.now()) }));
     // Free 7 400 000, held nothing (outstanding −100 000): the target is a quarter of 7 400 000.
-    const topUp = await tx((c) => topUpLease(c, node, account, QUARTER, Date.now()));
+    const topUp = await tx((c) => topUpLease(c, node, account, QUARTER_SHARE_POLICY, Date.now()));
     t.equal(topUp.addedMicros, 1_850_000n, 'the target, not 1 950 000');
     t.same(await replayLedger(pool), []);
   });
@@ -137,14 +101,14 @@ t.test('lease figures beyond the grant', async (t) => {
     const node = await insertNode(pool);
     await creditAccount(pool, account, 10_000_000n, null);
     const tx = <T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> => withTransaction(pool, fn);
-    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER, Date.now()))).lease!;
+    const lease = (await tx((c) => topUpLease(c, node, account, QUARTER_SHARE_POLICY, Date.now()))).lease!;
     // The figures a report of 9 000 000 000 000 spent left before reports were bounded by the grant.
     await pool.query(
       `update credit_leases set reported_spent_micros = 9000000000000, reported_reserved_micros = 0,
               reported_remaining_micros = granted_micros - 9000000000000, reported_at = now() where id = $1`,
       [lease.id],
     );
-    const topUp = await tx((c) => topUpLease(c, node, account, QUARTER, Date.now()));
+    const topUp = await tx((c) => topUpLease(c, node, account, QUARTER_SHARE_POLICY, Date.now()));
     t.equal(topUp.addedMicros, 2_500_000n, 'the target, not the whole free 7 500 000');
     t.same(await replayLedger(pool), []);
   });

@@ -6,15 +6,9 @@
 // and a stream's, split anywhere, cover them. Case folding keeps its rules (ς, İ, ſ; ı apart).
 import t from 'tap';
 import { compilePolicy } from '../../../edge-node/src/guardrails/compiled-policy.js';
-import type { Match } from '../../../edge-node/src/guardrails/detectors/detector.js';
 import { compileKeywords } from '../../../edge-node/src/guardrails/detectors/keywords.js';
-import { applyPolicy } from '../../../edge-node/src/guardrails/policy-engine.js';
-import { guardStream } from '../../../edge-node/src/guardrails/stream-guard.js';
-import type { GuardrailPolicy } from '../../../proto/src/index.js';
-import { drain, guardContext, openAiStream, openAiText, policy } from './guardrail-fixtures.js';
-
-type Find = (text: string, from?: number) => Match[];
-const found = (find: Find, text: string): string[] => find(text).map((m) => text.slice(m.start, m.end));
+import { policy } from './guardrail-fixtures.js';
+import { checkEverySplitMasksAsWhole, maskedWhole, matchedTexts } from './keyword-mask-fixtures.js';
 
 const INVISIBLES: Array<[string, string]> = [
   ['\u200B', 'zero width space'],
@@ -31,49 +25,49 @@ const INVISIBLES: Array<[string, string]> = [
 t.test('invisible characters inside a keyword do not hide it, and the match spans them', async (t) => {
   const find = compileKeywords(['password', '机密']);
   for (const [mark, name] of INVISIBLES) {
-    t.same(found(find, `my pass${mark}word is x`), [`pass${mark}word`], name);
-    t.same(found(find, `这是机${mark}${mark}密文件`), [`机${mark}${mark}密`], `${name}, twice, in CJK`);
+    t.same(matchedTexts(find, `my pass${mark}word is x`), [`pass${mark}word`], name);
+    t.same(matchedTexts(find, `这是机${mark}${mark}密文件`), [`机${mark}${mark}密`], `${name}, twice, in CJK`);
   }
-  t.same(found(find, 'p\u200Ba\u200Cs\u200Ds\u2060w\uFEFFo\u00ADr\uFE0Fd'), ['p\u200Ba\u200Cs\u200Ds\u2060w\uFEFFo\u00ADr\uFE0Fd'], 'one after every letter');
+  t.same(matchedTexts(find, 'p\u200Ba\u200Cs\u200Ds\u2060w\uFEFFo\u00ADr\uFE0Fd'), ['p\u200Ba\u200Cs\u200Ds\u2060w\uFEFFo\u00ADr\uFE0Fd'], 'one after every letter');
   t.same(find('x \u200Bpassword\u200B y'), [{ start: 3, end: 11 }], 'invisible characters around it are not part of the match');
   // Read as if they were not there: they neither split words nor join them.
-  t.same(found(compileKeywords(['ass']), 'cl\u200Bass, a\u00ADss'), ['a\u00ADss'], '"cl\u200Bass" is "class"');
-  t.same(found(find, 'pass\u200Bwords and x\u2060password'), [], 'glued to a word through an invisible character');
-  t.same(found(compileKeywords(['pass\u200Bword']), 'password'), ['password'], 'invisible characters in the list are ignored too');
+  t.same(matchedTexts(compileKeywords(['ass']), 'cl\u200Bass, a\u00ADss'), ['a\u00ADss'], '"cl\u200Bass" is "class"');
+  t.same(matchedTexts(find, 'pass\u200Bwords and x\u2060password'), [], 'glued to a word through an invisible character');
+  t.same(matchedTexts(compileKeywords(['pass\u200Bword']), 'password'), ['password'], 'invisible characters in the list are ignored too');
 });
 
 t.test('precomposed and decomposed accents are one writing, in the text and in the list', async (t) => {
-  t.same(found(compileKeywords(['café']), 'café, cafe\u0301, CAFÉ, CAFE\u0301'), ['café', 'cafe\u0301', 'CAFÉ', 'CAFE\u0301']);
-  t.same(found(compileKeywords(['cafe\u0301']), 'café, cafe\u0301'), ['café', 'cafe\u0301']);
-  t.same(found(compileKeywords(['naïve']), 'NAI\u0308VE'), ['NAI\u0308VE']);
-  t.same(found(compileKeywords(['ガス']), 'ガス カ\u3099ス'), ['ガス', 'カ\u3099ス'], 'katakana with a combining voicing mark');
+  t.same(matchedTexts(compileKeywords(['café']), 'café, cafe\u0301, CAFÉ, CAFE\u0301'), ['café', 'cafe\u0301', 'CAFÉ', 'CAFE\u0301']);
+  t.same(matchedTexts(compileKeywords(['cafe\u0301']), 'café, cafe\u0301'), ['café', 'cafe\u0301']);
+  t.same(matchedTexts(compileKeywords(['naïve']), 'NAI\u0308VE'), ['NAI\u0308VE']);
+  t.same(matchedTexts(compileKeywords(['ガス']), 'ガス カ\u3099ス'), ['ガス', 'カ\u3099ス'], 'katakana with a combining voicing mark');
   // An accent belongs to its letter: a keyword without it is not found in a word with it.
-  t.same(found(compileKeywords(['cafe']), 'café cafe\u0301 cafe'), ['cafe'], 'e is not é, whichever way é is written');
-  t.same(found(compileKeywords(['カ']), 'ガ カ\u3099 ｶﾞ カ'), ['カ'], 'カ is not ガ');
-  t.same(found(compileKeywords(['하']), '한 하'), ['하'], 'a Hangul syllable is not matched by its first half');
+  t.same(matchedTexts(compileKeywords(['cafe']), 'café cafe\u0301 cafe'), ['cafe'], 'e is not é, whichever way é is written');
+  t.same(matchedTexts(compileKeywords(['カ']), 'ガ カ\u3099 ｶﾞ カ'), ['カ'], 'カ is not ガ');
+  t.same(matchedTexts(compileKeywords(['하']), '한 하'), ['하'], 'a Hangul syllable is not matched by its first half');
 });
 
 t.test('compatibility forms: mathematical letters, full-width and half-width forms, half-width katakana', async (t) => {
   const find = compileKeywords(['bomb', 'VPN']);
-  t.same(found(find, '𝐛𝐨𝐦𝐛, 𝒃𝒐𝒎𝒃, 𝖇𝖔𝖒𝖇, 𝚋𝚘𝚖𝚋, 𝐁𝐎𝐌𝐁, ｂｏｍｂ, 𝐛omb'), ['𝐛𝐨𝐦𝐛', '𝒃𝒐𝒎𝒃', '𝖇𝖔𝖒𝖇', '𝚋𝚘𝚖𝚋', '𝐁𝐎𝐌𝐁', 'ｂｏｍｂ', '𝐛omb']);
-  t.same(found(find, '𝐛𝐨𝐦𝐛𝐬 x𝐕𝐏𝐍'), [], 'mathematical letters glue words as ASCII ones do');
-  t.same(found(compileKeywords(['𝐯𝐩𝐧']), 'vpn'), ['vpn'], 'a keyword written in mathematical letters matches ASCII');
-  t.same(found(compileKeywords(['file']), 'the ﬁle'), ['ﬁle'], 'a ligature is its letters');
+  t.same(matchedTexts(find, '𝐛𝐨𝐦𝐛, 𝒃𝒐𝒎𝒃, 𝖇𝖔𝖒𝖇, 𝚋𝚘𝚖𝚋, 𝐁𝐎𝐌𝐁, ｂｏｍｂ, 𝐛omb'), ['𝐛𝐨𝐦𝐛', '𝒃𝒐𝒎𝒃', '𝖇𝖔𝖒𝖇', '𝚋𝚘𝚖𝚋', '𝐁𝐎𝐌𝐁', 'ｂｏｍｂ', '𝐛omb']);
+  t.same(matchedTexts(find, '𝐛𝐨𝐦𝐛𝐬 x𝐕𝐏𝐍'), [], 'mathematical letters glue words as ASCII ones do');
+  t.same(matchedTexts(compileKeywords(['𝐯𝐩𝐧']), 'vpn'), ['vpn'], 'a keyword written in mathematical letters matches ASCII');
+  t.same(matchedTexts(compileKeywords(['file']), 'the ﬁle'), ['ﬁle'], 'a ligature is its letters');
   const kana = compileKeywords(['カタカナ', 'パスワード', 'ガス']);
-  t.same(found(kana, 'ｶﾀｶﾅで書くと'), ['ｶﾀｶﾅ']);
-  t.same(found(kana, 'ﾊﾟｽﾜｰﾄﾞは秘密、ｶﾞｽ'), ['ﾊﾟｽﾜｰﾄﾞ', 'ｶﾞｽ'], 'half-width voicing marks join their kana');
-  t.same(found(compileKeywords(['ｶﾞｽ']), 'ガス'), ['ガス'], 'a keyword written half-width matches full-width kana');
-  t.same(found(kana, 'ｶｽ'), [], 'without its voicing mark it is another word');
+  t.same(matchedTexts(kana, 'ｶﾀｶﾅで書くと'), ['ｶﾀｶﾅ']);
+  t.same(matchedTexts(kana, 'ﾊﾟｽﾜｰﾄﾞは秘密、ｶﾞｽ'), ['ﾊﾟｽﾜｰﾄﾞ', 'ｶﾞｽ'], 'half-width voicing marks join their kana');
+  t.same(matchedTexts(compileKeywords(['ｶﾞｽ']), 'ガス'), ['ガス'], 'a keyword written half-width matches full-width kana');
+  t.same(matchedTexts(kana, 'ｶｽ'), [], 'without its voicing mark it is another word');
 });
 
 t.test('case folding keeps its rules next to the new forms', async (t) => {
-  t.same(found(compileKeywords(['ΚΩΔΙΚΟΣ']), 'ο κωδικος ειναι'), ['κωδικος']);
-  t.same(found(compileKeywords(['istanbul']), 'İSTANBUL, I\u0307stanbul'), ['İSTANBUL', 'I\u0307stanbul'], 'İ precomposed or decomposed is i');
-  t.same(found(compileKeywords(['İstanbul']), 'istanbul'), ['istanbul']);
-  t.same(found(compileKeywords(['password']), 'paſſword'), ['paſſword']);
-  t.same(found(compileKeywords(['sik']), 'bunu sık sık yaparım'), [], 'the dotless ı is not i');
-  t.same(found(compileKeywords(['straße']), 'STRAßE strasse'), ['STRAßE']);
-  t.same(found(compileKeywords(['ΚΩΔΙΚΌΣ']), 'ο κωδικο\u0301ς'), ['κωδικο\u0301ς'], 'final sigma after a decomposed accent');
+  t.same(matchedTexts(compileKeywords(['ΚΩΔΙΚΟΣ']), 'ο κωδικος ειναι'), ['κωδικος']);
+  t.same(matchedTexts(compileKeywords(['istanbul']), 'İSTANBUL, I\u0307stanbul'), ['İSTANBUL', 'I\u0307stanbul'], 'İ precomposed or decomposed is i');
+  t.same(matchedTexts(compileKeywords(['İstanbul']), 'istanbul'), ['istanbul']);
+  t.same(matchedTexts(compileKeywords(['password']), 'paſſword'), ['paſſword']);
+  t.same(matchedTexts(compileKeywords(['sik']), 'bunu sık sık yaparım'), [], 'the dotless ı is not i');
+  t.same(matchedTexts(compileKeywords(['straße']), 'STRAßE strasse'), ['STRAßE']);
+  t.same(matchedTexts(compileKeywords(['ΚΩΔΙΚΌΣ']), 'ο κωδικο\u0301ς'), ['κωδικο\u0301ς'], 'final sigma after a decomposed accent');
 });
 
 t.test('a match found from a position reads the text before it as context', async (t) => {
@@ -96,23 +90,8 @@ const TEXT = [
   `then cafe${ZW}\u0301 and pass${ZW}words end with cafe`,
 ].join('');
 
-function wholeResult(p: GuardrailPolicy, text: string): { text: string; verdicts: unknown[] } {
-  const slot = { text };
-  const { ctx } = guardContext({ policies: [p], policyId: p.id });
-  applyPolicy(ctx, compilePolicy(p), 'output', [slot]);
-  return { text: slot.text, verdicts: ctx.guardrails };
-}
-
-async function streamed(p: GuardrailPolicy, deltas: string[]): Promise<{ text: string; verdicts: unknown[] }> {
-  const reply = openAiStream(deltas);
-  const { ctx } = guardContext({ policies: [p], policyId: p.id, reply, stream: true });
-  guardStream(ctx, compilePolicy(p), reply);
-  const { events, error } = await drain(reply);
-  return { text: error === undefined ? openAiText(events) : '', verdicts: ctx.guardrails };
-}
-
 t.test('a whole text is masked over the original characters, the invisible ones inside included', async (t) => {
-  const { text, verdicts } = wholeResult(RULES, TEXT);
+  const { text, verdicts } = maskedWhole(RULES, TEXT);
   t.equal(
     text,
     [
@@ -129,17 +108,6 @@ t.test('a whole text is masked over the original characters, the invisible ones 
 });
 
 t.test('a stream split at every position, and one code point per delta, masks as the whole text does', async (t) => {
-  const expected = wholeResult(RULES, TEXT);
-  let failures = 0;
-  for (let i = 0; i <= TEXT.length; i++) {
-    const got = await streamed(RULES, [TEXT.slice(0, i), TEXT.slice(i)]);
-    if (got.text !== expected.text || JSON.stringify(got.verdicts) !== JSON.stringify(expected.verdicts)) {
-      failures++;
-      if (failures <= 3) t.fail(`split at ${i}`, { got: got.text, want: expected.text });
-    }
-  }
-  t.equal(failures, 0, `all ${TEXT.length + 1} split points`);
-  const perCodePoint = await streamed(RULES, [...TEXT]);
-  t.equal(perCodePoint.text, expected.text);
-  t.same(perCodePoint.verdicts, expected.verdicts);
+  const expected = maskedWhole(RULES, TEXT);
+  await checkEverySplitMasksAsWhole(t, RULES, TEXT, expected);
 });

@@ -9,13 +9,11 @@
 // under output rules. Known part types, and the type tags nested in an unknown part, are left as
 // they were. Each is read once: a flag rule counts one match.
 import t from 'tap';
-import type { GuardrailRule, RequestRecord } from '../../../proto/src/index.js';
+import type { GuardrailRule } from '../../../proto/src/index.js';
 import { sdkError } from '../pipeline/pipeline-harness.js';
 import { rawChatStream, startGuardedNode } from './guarded-node.js';
-import { sseData } from './scripted-upstream.js';
+import { SSE_DONE, USER_GO, chatAnswerWith, chatChunkEvent, checkStreamedDeltaEndsTheStream, forwardedMessages, postChat, recordedGuardrailMatches } from './odd-chat-shape-fixtures.js';
 
-const USER = [{ role: 'user' as const, content: 'go' }];
-const DONE = 'data: [DONE]\n\n';
 /** Text, refusal, thinking and media part types, each a keyword of a rule: none of them is checked. */
 const KNOWN_PART_TYPES = ['text', 'refusal', 'thinking', 'image_url', 'input_audio', 'file', 'video_url', 'audio_url'];
 
@@ -26,36 +24,7 @@ const rules = (on: GuardrailRule['on']): GuardrailRule[] => [
   { detector: 'keywords', keywords: KNOWN_PART_TYPES, action: 'block', on },
 ];
 
-function answerWith(message: Record<string, unknown>): { json: unknown } {
-  return {
-    json: {
-      id: 'chatcmpl-1',
-      object: 'chat.completion',
-      created: 1,
-      model: 'demo-echo',
-      choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
-    },
-  };
-}
-const OK = answerWith({ content: 'ok' });
-
-const chunk = (delta: Record<string, unknown>, finish: string | null = null): string =>
-  `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'echo', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-
-async function post(node: { baseURL: string }, secret: string, body: Record<string, unknown>): Promise<{ status: number; text: string; requestId: string | null }> {
-  const res = await fetch(`${node.baseURL}/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
-    body: JSON.stringify({ model: 'echo', ...body }),
-  });
-  return { status: res.status, text: await res.text(), requestId: res.headers.get('x-request-id') };
-}
-
-/** The messages the upstream last received. */
-function forwardedMessages(upstream: { requests: Array<{ body: unknown }> }): Array<Record<string, unknown>> {
-  return (upstream.requests.at(-1)!.body as { messages: Array<Record<string, unknown>> }).messages;
-}
+const OK = chatAnswerWith({ content: 'ok' });
 
 t.test("a request message's tool_calls that is not an array, a tool_calls entry that is not an object, and a function_call that is not an object have every string and number in them checked by input rules: a blocked keyword refuses the request before the upstream is called, an e-mail and a phone number are masked without brackets, and without input rules they are forwarded as they came", async (t) => {
   const { upstream, node, plainSecret } = await startGuardedNode(t, rules('input'));
@@ -74,24 +43,24 @@ t.test("a request message's tool_calls that is not an array, a tool_calls entry 
     { function_call: ['aurora'] },
   ]) {
     const sent = upstream.requests.length;
-    const res = await post(node, node.secret, { messages: [...USER, assistant(fields)] });
+    const res = await postChat(node, node.secret, { messages: [...USER_GO, assistant(fields)] });
     t.equal(res.status, 400, JSON.stringify(fields));
     t.match(res.text, /ZN_ERR_GUARDRAIL_BLOCKED/);
     t.notMatch(res.text, /aurora/);
     t.equal(upstream.requests.length, sent, 'the upstream was never called');
   }
 
-  t.equal((await post(node, node.secret, { messages: [...USER, assistant({ tool_calls: ['to eve@example.org', 13912345678] })] })).status, 200);
+  t.equal((await postChat(node, node.secret, { messages: [...USER_GO, assistant({ tool_calls: ['to eve@example.org', 13912345678] })] })).status, 200);
   t.same(forwardedMessages(upstream)[1]!.tool_calls, ['to EMAIL', 'PHONE'], 'masked without brackets, the number as the masked text');
-  await post(node, node.secret, { messages: [...USER, assistant({ tool_calls: { to: 'eve@example.org' }, function_call: 'to eve@example.org' })] });
+  await postChat(node, node.secret, { messages: [...USER_GO, assistant({ tool_calls: { to: 'eve@example.org' }, function_call: 'to eve@example.org' })] });
   t.same(forwardedMessages(upstream)[1], assistant({ tool_calls: { to: 'EMAIL' }, function_call: 'to EMAIL' }));
 
   const calls = [{ id: 'call_0', type: 'function', function: { name: 'lookup', arguments: '{}' } }];
-  await client.chat.completions.create({ model: 'echo', messages: [...USER, assistant({ tool_calls: calls, function_call: null }), { role: 'tool', tool_call_id: 'call_0', content: 'done' }] as never });
+  await client.chat.completions.create({ model: 'echo', messages: [...USER_GO, assistant({ tool_calls: calls, function_call: null }), { role: 'tool', tool_call_id: 'call_0', content: 'done' }] as never });
   t.same(forwardedMessages(upstream)[1], assistant({ tool_calls: calls, function_call: null }), 'the shapes OpenAI sends are forwarded as they came');
 
   const odd = assistant({ tool_calls: ['aurora', 'eve@example.org'], function_call: 'aurora' });
-  t.equal((await post(node, plainSecret, { messages: [...USER, odd] })).status, 200, 'the schema takes the shape');
+  t.equal((await postChat(node, plainSecret, { messages: [...USER_GO, odd] })).status, 200, 'the schema takes the shape');
   t.same(forwardedMessages(upstream)[1], odd, 'without input rules it is forwarded as it came');
 });
 
@@ -101,28 +70,28 @@ t.test("the type of a request's content part of an unknown type is checked by in
 
   for (const type of ['aurora', { name: 'aurora' }, ['aurora'], { type: 'aurora' }]) {
     const sent = upstream.requests.length;
-    const res = await post(node, node.secret, { messages: [{ role: 'user', content: [{ type: 'text', text: 'hello' }, { type }] }] });
+    const res = await postChat(node, node.secret, { messages: [{ role: 'user', content: [{ type: 'text', text: 'hello' }, { type }] }] });
     t.equal(res.status, 400, JSON.stringify(type));
     t.match(res.text, /ZN_ERR_GUARDRAIL_BLOCKED/);
     t.equal(upstream.requests.length, sent, 'the upstream was never called');
   }
   const sent = upstream.requests.length;
-  t.equal((await post(node, node.secret, { messages: USER, prediction: { type: 'content', content: [{ type: 'aurora' }] } })).status, 400, "in a prediction's parts too");
+  t.equal((await postChat(node, node.secret, { messages: USER_GO, prediction: { type: 'content', content: [{ type: 'aurora' }] } })).status, 400, "in a prediction's parts too");
   t.equal(upstream.requests.length, sent);
 
-  await post(node, node.secret, { messages: [{ role: 'user', content: [{ type: 'to eve@example.org', lookup: { type: 'query', query: 'weather' } }, { type: 13912345678 }] }] });
+  await postChat(node, node.secret, { messages: [{ role: 'user', content: [{ type: 'to eve@example.org', lookup: { type: 'query', query: 'weather' } }, { type: 13912345678 }] }] });
   t.same(forwardedMessages(upstream)[0]!.content, [{ type: 'to EMAIL', lookup: { type: 'query', query: 'weather' } }, { type: 'PHONE' }], 'masked without brackets, its nested type tag left alone');
 
   const known = [
     { role: 'user', content: [{ type: 'text', text: 'hello' }, { text: 'no type' }, { type: 'image_url', image_url: { url: 'https://img.example/a.png' } }, { type: 'video_url', video_url: { url: 'https://img.example/a.mp4' } }, { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBERi0=' } }] },
     { role: 'assistant', content: [{ type: 'refusal', refusal: 'no' }, { type: 'thinking', thinking: [{ type: 'text', text: 'hmm' }] }] },
   ];
-  const res = await post(node, node.secret, { messages: known });
+  const res = await postChat(node, node.secret, { messages: known });
   t.equal(res.status, 200, 'no known part type was checked');
   t.same(forwardedMessages(upstream), known, 'forwarded as they came');
 
   const unknown = [{ role: 'user', content: [{ type: 'aurora' }] }];
-  t.equal((await post(node, plainSecret, { messages: unknown })).status, 200);
+  t.equal((await postChat(node, plainSecret, { messages: unknown })).status, 200);
   t.same(forwardedMessages(upstream), unknown, 'without input rules it is forwarded as it came');
 });
 
@@ -131,52 +100,43 @@ t.test("the type of a JSON answer's content part of an unknown type is checked b
   const client = node.client();
 
   for (const content of [[{ type: 'aurora' }], [{ type: { name: 'aurora' } }], [{ type: 'thinking', thinking: [{ type: 'aurora' }] }], { type: 'aurora' }]) {
-    upstream.answer = answerWith({ content });
-    const err = await sdkError(client.chat.completions.create({ model: 'echo', messages: USER }));
+    upstream.answer = chatAnswerWith({ content });
+    const err = await sdkError(client.chat.completions.create({ model: 'echo', messages: USER_GO }));
     t.equal(err.code, 'ZN_ERR_GUARDRAIL_BLOCKED', JSON.stringify(content));
     t.notMatch(JSON.stringify(err.error), /aurora/);
   }
 
-  upstream.answer = answerWith({ content: [{ type: 'to eve@example.org', lookup: { type: 'query' } }] });
-  const masked = await post(node, node.secret, { messages: USER });
+  upstream.answer = chatAnswerWith({ content: [{ type: 'to eve@example.org', lookup: { type: 'query' } }] });
+  const masked = await postChat(node, node.secret, { messages: USER_GO });
   t.notMatch(masked.text, /eve@/);
   t.same((JSON.parse(masked.text) as { choices: Array<{ message: { content: unknown } }> }).choices[0]!.message.content, [{ type: 'to EMAIL', lookup: { type: 'query' } }]);
 
   const known = [{ type: 'text', text: 'hello' }, { type: 'refusal', refusal: 'no' }, { type: 'thinking', thinking: 'hmm' }, { type: 'image_url', image_url: { url: 'https://img.example/a.png' } }, { type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }, { type: 'audio_url', audio_url: { url: 'https://img.example/a.wav' } }];
-  upstream.answer = answerWith({ content: known });
-  const res = await post(node, node.secret, { messages: USER });
+  upstream.answer = chatAnswerWith({ content: known });
+  const res = await postChat(node, node.secret, { messages: USER_GO });
   t.equal(res.status, 200, 'no known part type was checked');
   t.same((JSON.parse(res.text) as { choices: Array<{ message: { content: unknown } }> }).choices[0]!.message.content, known);
 
-  upstream.answer = answerWith({ content: [{ type: 'aurora' }] });
-  t.equal((await post(node, plainSecret, { messages: USER })).status, 200, 'without output rules it passes');
+  upstream.answer = chatAnswerWith({ content: [{ type: 'aurora' }] });
+  t.equal((await postChat(node, plainSecret, { messages: USER_GO })).status, 200, 'without output rules it passes');
 });
 
 t.test('a streamed content part of an unknown type whose type carries text ends the stream under output rules, none of it sent; an empty type and known part types go on, and without output rules it passes byte for byte', async (t) => {
-  const { upstream, node, plainSecret } = await startGuardedNode(t, rules('output'));
-  const ask = { model: 'echo', messages: USER };
+  const guarded = await startGuardedNode(t, rules('output'));
+  const { upstream, node } = guarded;
+  const ask = { model: 'echo', messages: USER_GO };
 
   for (const content of [[{ type: 'aurora' }], [{ type: 'to eve@example.org' }], [{ type: { name: 'aurora' } }], [{ type: ['aurora'] }], [{ type: 13912345678 }], [{ type: 'thinking', thinking: [{ type: 'aurora' }] }], { type: 'aurora' }]) {
-    const sse = [chunk({ role: 'assistant', content: 'Looking.' }), chunk({ content }), chunk({}, 'stop'), DONE];
-    upstream.answer = { sse };
-    const { status, body } = await rawChatStream(node, node.secret, ask);
-    t.equal(status, 200, 'the stream had started');
-    t.match(sseData(body).at(-1), /ZN_ERR_GUARDRAIL_BLOCKED/, `${JSON.stringify(content)}: ended with the guardrail error event`);
-    t.notMatch(body, /aurora|eve@|13912345678/, 'nothing of the part was sent');
-    t.notMatch(body, /\[DONE\]/);
-
-    upstream.answer = { sse };
-    const plain = await rawChatStream(node, plainSecret, ask);
-    t.same(sseData(plain.body), sse.map((event) => event.slice('data: '.length, -2)), 'without output rules: as it came');
+    await checkStreamedDeltaEndsTheStream(t, guarded, ask, { content }, { finish: 'stop', label: JSON.stringify(content), hidden: /aurora|eve@|13912345678/, hiddenWhat: 'nothing of the part was sent' });
   }
 
   upstream.answer = {
     sse: [
-      chunk({ content: [{ type: '' }] }),
-      chunk({ content: [{ type: 'text', text: 'hello' }, { type: 'image_url', image_url: { url: 'https://img.example/a.png' } }, { type: 'video_url', video_url: { url: 'https://img.example/a.mp4' } }] }),
-      chunk({ content: [{ type: 'thinking', thinking: [{ type: 'text', text: 'hmm' }] }, { type: 'refusal', refusal: 'no' }] }),
-      chunk({}, 'stop'),
-      DONE,
+      chatChunkEvent({ content: [{ type: '' }] }),
+      chatChunkEvent({ content: [{ type: 'text', text: 'hello' }, { type: 'image_url', image_url: { url: 'https://img.example/a.png' } }, { type: 'video_url', video_url: { url: 'https://img.example/a.mp4' } }] }),
+      chatChunkEvent({ content: [{ type: 'thinking', thinking: [{ type: 'text', text: 'hmm' }] }, { type: 'refusal', refusal: 'no' }] }),
+      chatChunkEvent({}, 'stop'),
+      SSE_DONE,
     ],
   };
   const { body } = await rawChatStream(node, node.secret, ask);
@@ -187,18 +147,8 @@ t.test('a streamed content part of an unknown type whose type carries text ends 
 });
 
 t.test("a flag rule counts a match once in the type of a JSON answer's unknown tool call or content part, in an answer's or a request's tool_calls of an odd shape, and in a request's unknown part type", async (t) => {
-  const records: RequestRecord[] = [];
-  const spool = { open: () => undefined, finalise: async (record: RequestRecord) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
+  const { spool, matches } = recordedGuardrailMatches();
   const { upstream, node } = await startGuardedNode(t, [{ detector: 'email', action: 'flag', on: 'both' }], { spool });
-  const matches = async (requestId: string | null, on: 'input' | 'output'): Promise<number | undefined> => {
-    const deadline = Date.now() + 5_000;
-    let record: RequestRecord | undefined;
-    while ((record = records.find((r) => r.requestId === requestId)) === undefined) {
-      if (Date.now() > deadline) throw new Error(`no record of ${String(requestId)}`);
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    return record.guardrails.find((verdict) => verdict.on === on)?.matches;
-  };
 
   for (const message of [
     { content: null, tool_calls: [{ id: 'call_0', type: 'to eve@example.org' }] },
@@ -206,8 +156,8 @@ t.test("a flag rule counts a match once in the type of a JSON answer's unknown t
     { content: null, tool_calls: { to: 'eve@example.org' } },
     { content: null, tool_calls: ['to eve@example.org'] },
   ]) {
-    upstream.answer = answerWith(message);
-    const res = await post(node, node.secret, { messages: USER });
+    upstream.answer = chatAnswerWith(message);
+    const res = await postChat(node, node.secret, { messages: USER_GO });
     t.equal(res.status, 200);
     t.equal(await matches(res.requestId, 'output'), 1, JSON.stringify(message));
   }
@@ -217,7 +167,7 @@ t.test("a flag rule counts a match once in the type of a JSON answer's unknown t
     { role: 'assistant', content: null, tool_calls: ['to eve@example.org'] },
     { role: 'user', content: [{ type: 'to eve@example.org' }] },
   ]) {
-    const res = await post(node, node.secret, { messages: [...USER, message] });
+    const res = await postChat(node, node.secret, { messages: [...USER_GO, message] });
     t.equal(res.status, 200);
     t.equal(await matches(res.requestId, 'input'), 1, JSON.stringify(message));
   }

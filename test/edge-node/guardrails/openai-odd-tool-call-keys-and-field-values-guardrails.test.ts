@@ -10,12 +10,10 @@
 // names, `index` and the thought signatures Gemini and LiteLLM put beside a call (opaque, sent
 // back as they came) stay unchecked, and without rules everything goes on as it came.
 import t from 'tap';
-import type { GuardrailRule, RequestRecord } from '../../../proto/src/index.js';
+import type { GuardrailRule } from '../../../proto/src/index.js';
 import { rawChatStream, startGuardedNode } from './guarded-node.js';
-import { sseData } from './scripted-upstream.js';
+import { SSE_DONE, USER_GO, answerMessage, chatAnswerWith, chatChunkEvent, checkFlagCountsOnceInAnswersAndRequests, checkOddAnswersBlockedUnderOutputRules, checkOddRequestsForwardedWithoutRules, checkOddRequestsRefusedBeforeTheUpstream, checkStreamedDeltaEndsTheStream, forwardedMessages, postChat, recordedGuardrailMatches } from './odd-chat-shape-fixtures.js';
 
-const USER = [{ role: 'user' as const, content: 'go' }];
-const DONE = 'data: [DONE]\n\n';
 /** The caller's tools: their names are the model's to repeat, never checked. */
 const TOOLS = [
   { type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } },
@@ -79,53 +77,19 @@ const ORDINARY: Record<string, unknown> = {
   ],
 };
 
-function answerWith(message: Record<string, unknown>): { json: unknown } {
-  return {
-    json: {
-      id: 'chatcmpl-1',
-      object: 'chat.completion',
-      created: 1,
-      model: 'demo-echo',
-      choices: [{ index: 0, message: { role: 'assistant', content: null, ...message }, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
-    },
-  };
-}
-const OK = answerWith({ content: 'ok' });
+const OK = chatAnswerWith({ content: 'ok' });
+/** An assistant message sent back with `fields` (content null unless they say). */
+const assistantWith = (fields: Record<string, unknown>): Record<string, unknown> => ({ role: 'assistant', content: null, ...fields });
 
-const chunk = (delta: Record<string, unknown>, finish: string | null = null): string =>
-  `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'echo', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-
-async function post(node: { baseURL: string }, secret: string, body: Record<string, unknown>): Promise<{ status: number; text: string; requestId: string | null }> {
-  const res = await fetch(`${node.baseURL}/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
-    body: JSON.stringify({ model: 'echo', tools: TOOLS, ...body }),
-  });
-  return { status: res.status, text: await res.text(), requestId: res.headers.get('x-request-id') };
-}
-
-/** The messages the upstream last received. */
-function forwardedMessages(upstream: { requests: Array<{ body: unknown }> }): Array<Record<string, unknown>> {
-  return (upstream.requests.at(-1)!.body as { messages: Array<Record<string, unknown>> }).messages;
-}
-
-function answerMessage(text: string): Record<string, unknown> {
-  return (JSON.parse(text) as { choices: Array<{ message: Record<string, unknown> }> }).choices[0]!.message;
-}
+/** A chat completion with `body` and the caller's TOOLS, read raw. */
+const post = (node: { baseURL: string }, secret: string, body: Record<string, unknown>): ReturnType<typeof postChat> => postChat(node, secret, { tools: TOOLS, ...body });
 
 t.test("a request's tool call with keys the node does not read, its function or custom object with such keys or not an object, a non-string tool name or custom input, and a non-string reasoning, refusal or name are checked by input rules: a blocked keyword refuses the request before the upstream is called, e-mail addresses and phone numbers are masked; ordinary tool calls keep their ids, types, names and thought signatures unchecked, and without input rules everything is forwarded as it came", async (t) => {
-  const { upstream, node, plainSecret } = await startGuardedNode(t, rules('input'));
+  const guarded = await startGuardedNode(t, rules('input'));
+  const { upstream, node } = guarded;
   upstream.answer = OK;
 
-  for (const fields of ODD_MESSAGES) {
-    const sent = upstream.requests.length;
-    const res = await post(node, node.secret, { messages: [...USER, { role: 'assistant', content: null, ...fields }] });
-    t.equal(res.status, 400, JSON.stringify(fields));
-    t.match(res.text, /ZN_ERR_GUARDRAIL_BLOCKED/);
-    t.notMatch(res.text, /aurora/);
-    t.equal(upstream.requests.length, sent, 'the upstream was never called');
-  }
+  await checkOddRequestsRefusedBeforeTheUpstream(t, guarded, ODD_MESSAGES, assistantWith, post);
 
   const masked = {
     role: 'assistant',
@@ -137,7 +101,7 @@ t.test("a request's tool call with keys the node does not read, its function or 
       { ...CUSTOM_CALL, custom: 'to eve@example.org' },
     ],
   };
-  t.equal((await post(node, node.secret, { messages: [...USER, masked] })).status, 200);
+  t.equal((await post(node, node.secret, { messages: [...USER_GO, masked] })).status, 200);
   t.same(
     forwardedMessages(upstream)[1],
     {
@@ -153,41 +117,27 @@ t.test("a request's tool call with keys the node does not read, its function or 
     'unknown keys masked as unknown message fields are, odd shapes without brackets',
   );
 
-  const ordinary = [...USER, ORDINARY, { role: 'assistant', content: null, function_call: { name: 'lookup', arguments: '{}' } }, { role: 'tool', tool_call_id: 'call_0', content: 'sunny' }];
+  const ordinary = [...USER_GO, ORDINARY, { role: 'assistant', content: null, function_call: { name: 'lookup', arguments: '{}' } }, { role: 'tool', tool_call_id: 'call_0', content: 'sunny' }];
   t.equal((await post(node, node.secret, { messages: ordinary })).status, 200, 'no id, type tag, name, index or thought signature was checked');
   t.same(forwardedMessages(upstream), ordinary, 'forwarded as they came');
 
-  for (const fields of ODD_MESSAGES) {
-    const odd = [...USER, { role: 'assistant', content: null, ...fields }];
-    t.equal((await post(node, plainSecret, { messages: odd })).status, 200, 'the schema takes the shape');
-    t.same(forwardedMessages(upstream), odd, 'without input rules it is forwarded as it came');
-  }
+  await checkOddRequestsForwardedWithoutRules(t, guarded, ODD_MESSAGES, assistantWith, post);
 });
 
 t.test("a JSON answer's tool call with keys the node does not read, its function or custom object with such keys or not an object, a non-string tool name or custom input, and a non-string reasoning, refusal or name are checked by output rules: a blocked keyword blocks the answer, e-mail addresses are masked; an ordinary answer, thought signatures included, goes out as it came, and without output rules everything passes", async (t) => {
-  const { upstream, node, plainSecret } = await startGuardedNode(t, rules('output'));
+  const guarded = await startGuardedNode(t, rules('output'));
+  const { upstream, node } = guarded;
 
-  for (const message of ODD_MESSAGES) {
-    upstream.answer = answerWith(message);
-    const res = await post(node, node.secret, { messages: USER });
-    t.equal(res.status, 400, JSON.stringify(message));
-    t.match(res.text, /ZN_ERR_GUARDRAIL_BLOCKED/);
-    t.notMatch(res.text, /aurora/);
+  await checkOddAnswersBlockedUnderOutputRules(t, guarded, ODD_MESSAGES, post);
 
-    upstream.answer = answerWith(message);
-    const plain = await post(node, plainSecret, { messages: USER });
-    t.equal(plain.status, 200, 'without output rules it passes');
-    t.same(answerMessage(plain.text), { role: 'assistant', content: null, ...message });
-  }
-
-  upstream.answer = answerWith({
+  upstream.answer = chatAnswerWith({
     reasoning: { summary: 'to eve@example.org' },
     tool_calls: [
       { ...FUNCTION_CALL, note: 'to eve@example.org' },
       { ...CUSTOM_CALL, custom: { ...CUSTOM_CALL.custom, extra: ['eve@example.org'] } },
     ],
   });
-  const masked = await post(node, node.secret, { messages: USER });
+  const masked = await post(node, node.secret, { messages: USER_GO });
   t.equal(masked.status, 200);
   t.notMatch(masked.text, /eve@/);
   t.same(answerMessage(masked.text), {
@@ -201,16 +151,17 @@ t.test("a JSON answer's tool call with keys the node does not read, its function
   });
 
   for (const message of [ORDINARY, { role: 'assistant', content: null, function_call: { name: 'lookup', arguments: '{}' } }]) {
-    upstream.answer = answerWith(message);
-    const res = await post(node, node.secret, { messages: USER });
+    upstream.answer = chatAnswerWith(message);
+    const res = await post(node, node.secret, { messages: USER_GO });
     t.equal(res.status, 200, 'no id, type tag, declared name, index or thought signature was checked');
     t.same(answerMessage(res.text), message, 'as it came');
   }
 });
 
 t.test('a streamed tool call fragment with keys the node does not read (on the call, in its function or custom object, on a function_call), a non-string custom input, and a non-string reasoning or refusal end the stream under output rules, none of it sent; an ordinary tool-call stream, Gemini’s and LiteLLM’s thought signatures included, goes on, and without output rules they pass byte for byte', async (t) => {
-  const { upstream, node, plainSecret } = await startGuardedNode(t, rules('output'));
-  const ask = { model: 'echo', messages: USER, tools: TOOLS };
+  const guarded = await startGuardedNode(t, rules('output'));
+  const { upstream, node } = guarded;
+  const ask = { model: 'echo', messages: USER_GO, tools: TOOLS };
 
   for (const delta of [
     { tool_calls: [{ index: 0, ...FUNCTION_CALL, note: 'aurora' }] },
@@ -224,29 +175,19 @@ t.test('a streamed tool call fragment with keys the node does not read (on the c
     { reasoning_content: ['aurora'] },
     { refusal: ['aurora'] },
   ]) {
-    const sse = [chunk({ role: 'assistant', content: 'Looking.' }), chunk(delta), chunk({}, 'tool_calls'), DONE];
-    upstream.answer = { sse };
-    const { status, body } = await rawChatStream(node, node.secret, ask);
-    t.equal(status, 200, 'the stream had started');
-    t.match(sseData(body).at(-1), /ZN_ERR_GUARDRAIL_BLOCKED/, `${JSON.stringify(delta)}: ended with the guardrail error event`);
-    t.notMatch(body, /aurora/, 'nothing of it was sent');
-    t.notMatch(body, /\[DONE\]/);
-
-    upstream.answer = { sse };
-    const plain = await rawChatStream(node, plainSecret, ask);
-    t.same(sseData(plain.body), sse.map((event) => event.slice('data: '.length, -2)), 'without output rules: as it came');
+    await checkStreamedDeltaEndsTheStream(t, guarded, ask, delta, { finish: 'tool_calls', label: JSON.stringify(delta), hidden: /aurora/, hiddenWhat: 'nothing of it was sent' });
   }
 
   upstream.answer = {
     sse: [
-      chunk({ role: 'assistant', content: null, refusal: null, reasoning: 'thinking it over' }),
-      chunk({ tool_calls: [{ index: 0, id: 'call_0', type: 'function', function: { name: 'look', arguments: '' } }] }),
-      chunk({ tool_calls: [{ index: 0, function: { name: 'up' } }] }),
-      chunk({ tool_calls: [{ index: 0, type: null, function: { arguments: '{"q":"weather"}' } }] }),
-      chunk({ tool_calls: [{ index: 1, ...CUSTOM_CALL }] }),
-      chunk({ tool_calls: [{ index: 2, ...SIGNED_CALL }] }),
-      chunk({}, 'tool_calls'),
-      DONE,
+      chatChunkEvent({ role: 'assistant', content: null, refusal: null, reasoning: 'thinking it over' }),
+      chatChunkEvent({ tool_calls: [{ index: 0, id: 'call_0', type: 'function', function: { name: 'look', arguments: '' } }] }),
+      chatChunkEvent({ tool_calls: [{ index: 0, function: { name: 'up' } }] }),
+      chatChunkEvent({ tool_calls: [{ index: 0, type: null, function: { arguments: '{"q":"weather"}' } }] }),
+      chatChunkEvent({ tool_calls: [{ index: 1, ...CUSTOM_CALL }] }),
+      chatChunkEvent({ tool_calls: [{ index: 2, ...SIGNED_CALL }] }),
+      chatChunkEvent({}, 'tool_calls'),
+      SSE_DONE,
     ],
   };
   const { body } = await rawChatStream(node, node.secret, ask);
@@ -258,18 +199,8 @@ t.test('a streamed tool call fragment with keys the node does not read (on the c
 });
 
 t.test('a flag rule counts a match once in an unknown key of a tool call, in a non-string tool name, function or custom, and in a non-string reasoning, refusal or name, in a JSON answer and in a request', async (t) => {
-  const records: RequestRecord[] = [];
-  const spool = { open: () => undefined, finalise: async (record: RequestRecord) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
-  const { upstream, node } = await startGuardedNode(t, [{ detector: 'email', action: 'flag', on: 'both' }], { spool });
-  const matches = async (requestId: string | null, on: 'input' | 'output'): Promise<number | undefined> => {
-    const deadline = Date.now() + 5_000;
-    let record: RequestRecord | undefined;
-    while ((record = records.find((r) => r.requestId === requestId)) === undefined) {
-      if (Date.now() > deadline) throw new Error(`no record of ${String(requestId)}`);
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    return record.guardrails.find((verdict) => verdict.on === on)?.matches;
-  };
+  const { spool, matches } = recordedGuardrailMatches();
+  const guarded = await startGuardedNode(t, [{ detector: 'email', action: 'flag', on: 'both' }], { spool });
 
   const messages: Array<Record<string, unknown>> = [
     { tool_calls: [{ ...FUNCTION_CALL, note: 'to eve@example.org' }] },
@@ -282,16 +213,5 @@ t.test('a flag rule counts a match once in an unknown key of a tool call, in a n
     { content: 'ok', refusal: ['to eve@example.org'] },
     { content: 'ok', name: { x: 'to eve@example.org' } },
   ];
-  for (const message of messages) {
-    upstream.answer = answerWith(message);
-    const res = await post(node, node.secret, { messages: USER });
-    t.equal(res.status, 200);
-    t.equal(await matches(res.requestId, 'output'), 1, `answer: ${JSON.stringify(message)}`);
-  }
-  upstream.answer = OK;
-  for (const message of messages) {
-    const res = await post(node, node.secret, { messages: [...USER, { role: 'assistant', content: null, ...message }] });
-    t.equal(res.status, 200);
-    t.equal(await matches(res.requestId, 'input'), 1, `request: ${JSON.stringify(message)}`);
-  }
+  await checkFlagCountsOnceInAnswersAndRequests(t, guarded, matches, messages, assistantWith, post);
 });

@@ -6,61 +6,29 @@
 // re-serialised by a mask, the non-finite numbers become null. A JSON answer or event data that does
 // not parse at all is also read with its JSON escapes decoded; a match only there blocks it.
 import type http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import type { Test } from 'tap';
-import type { GuardrailPolicy, RequestRecord } from '../../../proto/src/index.js';
-import { buildApp } from '../../../edge-node/src/app.js';
-import { ConfigHolder } from '../../../edge-node/src/config/config-holder.js';
-import { fromBundle } from '../../../edge-node/src/config/runtime-config.js';
-import { createLogger } from '../../../edge-node/src/logger.js';
+import type { GuardrailPolicy } from '../../../proto/src/index.js';
 import { HOLD_FROM_HERE, holdCompletingEvent } from '../../../edge-node/src/providers/mcp/mcp-answer-hold.js';
-import type { RequestSpool } from '../../../edge-node/src/spool/request-spool.js';
 import { waitFor } from '../../fixtures/wait-for.js';
-import { bundleKey, newCallerKey, testBundle } from '../config-fixtures.js';
-import { policy } from '../guardrails/guardrail-fixtures.js';
+import { newCallerKey } from '../config-fixtures.js';
+import { REPORT_CALL, startGuardedToolNode, toolServerAnswering } from './guarded-tool-node.js';
 import { postRawMcp, rawToolServer } from './priced-tool-node.js';
 
 const caller = newCallerKey();
-const CALL = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"report","arguments":{}}}';
 /** What json.dumps writes for {"text": "机密 report"}: the characters past ASCII escaped. */
 const SECRET_TEXT = '\\u673a\\u5bc6 report';
-/** The answer to CALL as json.dumps writes it, holding `extra` in its structuredContent. */
+/** The answer to REPORT_CALL as json.dumps writes it, holding `extra` in its structuredContent. */
 const pythonAnswer = (text: string, extra: string): string => `{"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "${text}"}], "structuredContent": {${extra}}}}`;
 /** How long a tool server waits for the node to close its stream before it ends it by itself. */
 const GIVE_UP_MS = 5000;
-
-async function startNode(t: Test, toolServerUrl: string, rules: GuardrailPolicy['rules']): Promise<{ url: string; records: RequestRecord[] }> {
-  const records: RequestRecord[] = [];
-  const spool: RequestSpool = { open: () => undefined, finalise: async (record) => void records.push(record), keepsBodies: () => true, fullness: () => 0 };
-  const bundle = testBundle({
-    nodeId: 'node-mcp', version: 5, upstreamUrl: 'http://127.0.0.1:9/v1',
-    keys: [bundleKey('key-mcp', caller.sha256, { guardrailPolicyId: 'p' })],
-    node: { surfaces: ['model', 'tools'], spool: { quotaBytes: 1 << 20, fullPolicy: 'reject' } },
-    toolServers: [{ name: 'tools', url: toolServerUrl, apiKey: null, timeoutMs: 10_000, callMicros: 0 }],
-    guardrailPolicies: [policy('p', rules)],
-  });
-  const app = await buildApp({ holder: ConfigHolder.ready(fromBundle(bundle)), logger: createLogger({ level: 'silent' }), services: { nodeId: bundle.nodeId, spool } });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(() => app.close());
-  return { url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/tools`, records };
-}
-
-/** A tool server answering every POST with `body` under `contentType`. */
-function answering(t: Test, contentType: string, body: string): Promise<{ url: string; bodies: string[] }> {
-  return rawToolServer(t, (_req: http.IncomingMessage, res: http.ServerResponse) => {
-    res.writeHead(200, { 'content-type': contentType });
-    res.end(body);
-  });
-}
 
 const KEYWORD_BLOCK: GuardrailPolicy['rules'] = [{ detector: 'keywords', keywords: ['机密'], action: 'block', on: 'output' }];
 
 for (const extra of ['"score": NaN', '"high": Infinity, "low": -Infinity']) {
   t.test(`a keyword rule on non-ASCII text blocks a JSON answer whose text Python escaped and which holds ${extra.includes('NaN') ? 'NaN' : 'Infinity and -Infinity'}`, async (t) => {
-    const tool = await answering(t, 'application/json', pythonAnswer(SECRET_TEXT, extra));
-    const node = await startNode(t, tool.url, KEYWORD_BLOCK);
-    const res = await postRawMcp(node.url, caller, CALL);
+    const tool = await toolServerAnswering(t, 'application/json', pythonAnswer(SECRET_TEXT, extra));
+    const node = await startGuardedToolNode(t, caller, tool.url, KEYWORD_BLOCK);
+    const res = await postRawMcp(node.url, caller, REPORT_CALL);
     t.equal(res.status, 400);
     t.equal((JSON.parse(res.text) as { error: { code: string } }).error.code, 'ZN_ERR_GUARDRAIL_BLOCKED');
     t.notOk(res.text.includes('u673a'), 'nothing of the answer reached the caller');
@@ -69,9 +37,9 @@ for (const extra of ['"score": NaN', '"high": Infinity, "low": -Infinity']) {
   });
 
   t.test(`a keyword rule on non-ASCII text blocks an event whose text Python escaped and which holds ${extra.includes('NaN') ? 'NaN' : 'Infinity and -Infinity'}`, async (t) => {
-    const tool = await answering(t, 'text/event-stream', `event: message\ndata: ${pythonAnswer(SECRET_TEXT, extra)}\n\n`);
-    const node = await startNode(t, tool.url, KEYWORD_BLOCK);
-    const res = await postRawMcp(node.url, caller, CALL);
+    const tool = await toolServerAnswering(t, 'text/event-stream', `event: message\ndata: ${pythonAnswer(SECRET_TEXT, extra)}\n\n`);
+    const node = await startGuardedToolNode(t, caller, tool.url, KEYWORD_BLOCK);
+    const res = await postRawMcp(node.url, caller, REPORT_CALL);
     t.equal(res.status, 200, 'the stream had started');
     t.notOk(res.text.includes('u673a'), 'the blocked event was not sent');
     t.match(res.text, /"id":1,"error":\{"code":-32000,.*"data":\{"code":"ZN_ERR_GUARDRAIL_BLOCKED"\}/, 'the call is answered with the block');
@@ -85,9 +53,9 @@ t.test('an answer holding NaN that no rule matches goes on as written; one a mas
     const clean = pythonAnswer('\\u62a5\\u544a ok', '"score": NaN, "n": -Infinity');
     const withEmail = pythonAnswer('mail zhang.san@example.com', '"score": NaN');
     for (const [answer, masked] of [[clean, false], [withEmail, true]] as const) {
-      const tool = await answering(t, mode === 'json' ? 'application/json' : 'text/event-stream', mode === 'json' ? answer : `event: message\ndata: ${answer}\n\n`);
-      const node = await startNode(t, tool.url, [{ detector: 'email', action: 'mask', on: 'output' }]);
-      const res = await postRawMcp(node.url, caller, CALL);
+      const tool = await toolServerAnswering(t, mode === 'json' ? 'application/json' : 'text/event-stream', mode === 'json' ? answer : `event: message\ndata: ${answer}\n\n`);
+      const node = await startGuardedToolNode(t, caller, tool.url, [{ detector: 'email', action: 'mask', on: 'output' }]);
+      const res = await postRawMcp(node.url, caller, REPORT_CALL);
       t.equal(res.status, 200);
       const data = mode === 'json' ? res.text : res.text.replace(/^event: message\ndata: /, '').replace(/\n\n$/, '');
       if (!masked) {
@@ -111,8 +79,8 @@ t.test('the event answering the call is held until the record is committed thoug
     const giveUp = setTimeout(() => res.end(), GIVE_UP_MS);
     res.once('close', () => clearTimeout(giveUp));
   });
-  const node = await startNode(t, tool.url, [{ detector: 'email', action: 'mask', on: 'output' }]);
-  const res = await fetch(node.url, { method: 'POST', headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: CALL });
+  const node = await startGuardedToolNode(t, caller, tool.url, [{ detector: 'email', action: 'mask', on: 'output' }]);
+  const res = await fetch(node.url, { method: 'POST', headers: { authorization: `Bearer ${caller.secret}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: REPORT_CALL });
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   let text = '';
@@ -140,23 +108,23 @@ t.test('a JSON answer or event data that is not JSON at all is checked with its 
   // Cut short (its last brace missing): no parse reads it.
   const cut = pythonAnswer(SECRET_TEXT, '"score": 1').slice(0, -1);
   for (const mode of ['json', 'sse'] as const) {
-    const tool = await answering(t, mode === 'json' ? 'application/json' : 'text/event-stream', mode === 'json' ? cut : `event: message\ndata: ${cut}\n\n`);
-    const node = await startNode(t, tool.url, KEYWORD_BLOCK);
-    const res = await postRawMcp(node.url, caller, CALL);
+    const tool = await toolServerAnswering(t, mode === 'json' ? 'application/json' : 'text/event-stream', mode === 'json' ? cut : `event: message\ndata: ${cut}\n\n`);
+    const node = await startGuardedToolNode(t, caller, tool.url, KEYWORD_BLOCK);
+    const res = await postRawMcp(node.url, caller, REPORT_CALL);
     t.notOk(res.text.includes('u673a'), `${mode}: not relayed`);
     t.ok(res.text.includes('ZN_ERR_GUARDRAIL_BLOCKED'), `${mode}: blocked`);
   }
   // A mask matching only the decoded text blocks (it could only send that text, not the body as it
   // came); an unmatched body goes as it came.
   const masking: GuardrailPolicy['rules'] = [{ detector: 'keywords', keywords: ['机密'], action: 'mask', on: 'output' }];
-  const tool = await answering(t, 'application/json', cut);
-  const node = await startNode(t, tool.url, masking);
-  const res = await postRawMcp(node.url, caller, CALL);
+  const tool = await toolServerAnswering(t, 'application/json', cut);
+  const node = await startGuardedToolNode(t, caller, tool.url, masking);
+  const res = await postRawMcp(node.url, caller, REPORT_CALL);
   t.equal(res.status, 400);
   t.notOk(res.text.includes('机密') || res.text.includes('u673a'), 'not relayed');
   t.ok(res.text.includes('ZN_ERR_GUARDRAIL_BLOCKED'), 'blocked');
   const plain = pythonAnswer('\\u62a5\\u544a', '"score": 1').slice(0, -1);
-  const other = await answering(t, 'application/json', plain);
-  const node2 = await startNode(t, other.url, masking);
-  t.equal((await postRawMcp(node2.url, caller, CALL)).text, plain, 'nothing matched: as it came');
+  const other = await toolServerAnswering(t, 'application/json', plain);
+  const node2 = await startGuardedToolNode(t, caller, other.url, masking);
+  t.equal((await postRawMcp(node2.url, caller, REPORT_CALL)).text, plain, 'nothing matched: as it came');
 });
