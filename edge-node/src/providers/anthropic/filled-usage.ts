@@ -16,6 +16,8 @@
  * keeps a stale running count) while the record meters the answer from the text delivered. It gets
  * the output count the record meters; the fields the upstream sent stay as they came (an
  * `input_tokens` it left out is filled as for a delta without usage, so `usage: {}` reads as none).
+ * A JSON answer whose `usage` lacks a valid `output_tokens` is filled alike (messages.ts jsonReply:
+ * that field the output count meteredCounts gives, an `input_tokens` left out its input count).
  */
 import { enforcedOutputTokens } from '../../billing/request-cost.js';
 import type { PipelineContext, TextSlot } from '../../pipeline/context.js';

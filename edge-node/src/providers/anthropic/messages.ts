@@ -96,7 +96,8 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
  * A JSON answer: the alias in `model`, its text as slots (the same blocks as a request's:
  * contentBlockSlots; tool calls' input deferred until output rules check it; a tool name or stop
  * sequence the caller did not choose: unchosenAnswerSlots), its usage recorded; an answer without
- * `usage` gets the node's metered counts in it (filled-usage.ts).
+ * `usage` gets the node's metered counts in it, one whose `usage` lacks a valid `output_tokens` the
+ * metered output count in that field, its other fields kept (filled-usage.ts).
  */
 function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamReply {
   if (typeof answer.model === 'string') answer.model = alias;
@@ -106,12 +107,20 @@ function jsonReply(ctx: PipelineContext, answer: Json, alias: string): UpstreamR
   unchosenAnswerSlots(answer, callerChosenStrings(ctx.forwardBody), texts);
   const usage = messageUsage(ctx, answer);
   if (usage !== null) ctx.upstreamUsage = usage;
-  if (isRecord(answer.usage)) return { kind: 'json', status: 200, headers: {}, body: answer, texts };
-  // No usage (a compatible upstream): the counts the node meters it with (filled-usage.ts), worked
-  // out at delivery, after the output rules, from the texts as they go out.
+  const given = answer.usage;
+  if (isRecord(given) && tokenCount(given.output_tokens) !== undefined) return { kind: 'json', status: 200, headers: {}, body: answer, texts };
+  // No usage (a compatible upstream), or one without a valid output count (`{}`, input counters
+  // only, a string, a fraction: the SDKs read `output_tokens` all the same): the counts the node
+  // meters it with (filled-usage.ts), worked out at delivery, after the output rules, from the texts
+  // as they go out. A usage that came keeps its other fields as sent (the object itself, so its
+  // integers past 2^53 go out as written); an `input_tokens` it left out is filled as for none.
   const asWritten = (): string => {
     const counts = meteredCounts(ctx, texts);
-    answer.usage = { input_tokens: counts.inputTokens, output_tokens: counts.outputTokens };
+    if (!isRecord(given)) answer.usage = { input_tokens: counts.inputTokens, output_tokens: counts.outputTokens };
+    else {
+      given.output_tokens = counts.outputTokens;
+      if (given.input_tokens === undefined) given.input_tokens = counts.inputTokens;
+    }
     return stringifyAsWritten(answer);
   };
   return { kind: 'json', status: 200, headers: {}, body: answer, texts, asWritten };
