@@ -79,3 +79,30 @@ t.test('serve --state-dir under /proc says it must not be there, exit 2, not tha
   t.equal(result.code, 2, result.stderr);
   t.equal(result.stderr, 'zenova-node: /proc/zenova-no-such: must not be under /proc (a kernel pseudo filesystem, not a real disk)\n');
 });
+
+t.test('status --state-dir under /proc is a bad command line (exit 2), not a node that is not enrolled', async (t) => {
+  const result = await runNodeCli(['status', '--state-dir', '/proc/zenova-no-such']);
+  t.equal(result.code, 2, result.stderr);
+  t.equal(result.stderr, "zenova-node: /proc/zenova-no-such: must not be under /proc (a kernel pseudo filesystem, not a real disk); pass --state-dir with the node's state directory\n");
+});
+
+t.test('doctor --state-dir under /dev fails its state dir check without advice to enroll there', async (t) => {
+  const result = await runNodeCli(['doctor', '--state-dir', '/dev/zenova-no-such']);
+  t.equal(result.code, 1, result.stdout);
+  t.match(result.stdout, /must not be under \/dev .*; pass --state-dir with the node's state directory/);
+  t.notMatch(result.stdout, /enroll with/, 'enroll refuses such a dir: doctor does not advise it');
+});
+
+t.test('serve --replicas 2 --state-dir under /proc says it once, before starting any replica, exit 2', async (t) => {
+  const entry = tsEntry('edge-node/src/main.ts');
+  const child = spawnSync(entry.command, [...entry.args, 'serve', '--replicas', '2', '--state-dir', '/proc/zenova-no-such', '--listen', '127.0.0.1:0'], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    killSignal: 'SIGKILL',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.equal(child.status, 2, child.stderr);
+  const said = `${child.stdout}${child.stderr}`.split('\n').filter((line) => line.includes('must not be under /proc'));
+  t.equal(said.length, 1, `one line, not one per replica: ${child.stderr}`);
+  t.notMatch(child.stdout, /replica/, 'no replica was started');
+});

@@ -12,6 +12,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js';
 import { closedPort } from '../fixtures/loopback-server.js';
+import { listenFailure } from '../../edge-node/src/cli/serve.js';
 import { testConfig } from './node-harness.js';
 
 interface Refused {
@@ -102,4 +103,15 @@ t.test('--replicas 2 with --admin-listen on a port in use: the supervisor says i
     `zenova-node: cannot listen on 127.0.0.1:${port} (--admin-listen): the port is already in use by another program (EADDRINUSE); stop the program using it, or pass --admin-listen HOST:PORT with a free port`,
   ]);
   checkLog(t, refused, 'node-edge could not listen on its admin port', /^EADDRINUSE$/);
+});
+
+t.test("a replica's bind failure (a cluster worker gets the primary's, syscall bind) is a listen failure in the same words", async (t) => {
+  // What Node's cluster gives a worker whose shared handle the primary could not bind.
+  const err = Object.assign(new Error('bind EADDRINUSE 127.0.0.1:7480'), { code: 'EADDRINUSE', errno: -98, syscall: 'bind', address: '127.0.0.1', port: 7480 });
+  const failed = listenFailure(err, '--listen', { host: '127.0.0.1', port: 7480 });
+  t.equal(
+    failed?.message,
+    'cannot listen on 127.0.0.1:7480 (--listen): the port is already in use by another program (EADDRINUSE); stop the program using it, or pass --listen HOST:PORT with a free port',
+  );
+  t.equal(listenFailure(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', syscall: 'read' }), '--listen', { host: '127.0.0.1', port: 7480 }), undefined, 'another failure is not one');
 });

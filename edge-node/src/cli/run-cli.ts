@@ -1,12 +1,13 @@
 // `zenova-node` command dispatch: turns argv into an exit code. Usage, config and state problems are
 // one clear line on stderr (exit 2), never a stack.
+import path from 'node:path';
 import { TOP_FLAGS_TAKING_NO_WORDS, wordsAfterTopFlagProblem } from '../../../proto/src/cli-usage-errors.js';
 import { productVersion } from '../../../proto/src/product-version.js';
 import { LocalConfigError } from '../config/local-config.js';
 import { ReconnectSettingsError } from '../control/reconnect-settings.js';
 import { ReplicaSettingError } from '../rate-limit/create-node-rate-limiter.js';
 import { createLogger } from '../logger.js';
-import { StateDirMissingError, StateFileError } from '../state/state-store.js';
+import { StateDirMissingError, StateDirPathError, StateFileError, pseudoFilesystemProblem } from '../state/state-store.js';
 import { CallerTlsError } from '../tls/caller-tls.js';
 import { MAIN_USAGE, UsageError, parseCli } from './args.js';
 import type { CliIo } from './cli-io.js';
@@ -72,6 +73,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     // A replica the supervisor started runs the same command line: it serves.
     const replica = replicaWorker();
     if (command.replicas !== undefined && command.replicas > 1 && replica === undefined) {
+      // Said once here, not by each of K replicas the supervisor would start only to have them refuse it.
+      const { stateDir } = command;
+      const pseudo = stateDir === undefined ? undefined : await pseudoFilesystemProblem(stateDir);
+      if (stateDir !== undefined && pseudo !== undefined) throw new StateDirPathError(path.resolve(stateDir), pseudo);
       return await superviseReplicas({
         replicas: command.replicas,
         listen: command.listen,

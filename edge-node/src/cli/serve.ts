@@ -462,11 +462,15 @@ const BIND_ERROR_MEANINGS: Record<string, string> = {
   EAFNOSUPPORT: 'this host does not support the address family',
 };
 
-/** A failure of listen(2) (EADDRINUSE, EACCES, EADDRNOTAVAIL…) or of resolving the host to listen on, as Node reports it. */
+/**
+ * A failure of listen(2) (EADDRINUSE, EACCES, EADDRNOTAVAIL…) or of resolving the host to listen
+ * on, as Node reports it: a replica (a cluster worker, --replicas) gets the primary's bind failure
+ * as syscall `bind`.
+ */
 function isListenError(err: unknown): err is NodeJS.ErrnoException {
   if (typeof err !== 'object' || err === null) return false;
   const { syscall, code } = err as { syscall?: unknown; code?: unknown };
-  return syscall === 'listen' || (syscall === 'getaddrinfo' && (code === 'ENOTFOUND' || code === 'EAI_AGAIN'));
+  return syscall === 'listen' || syscall === 'bind' || (syscall === 'getaddrinfo' && (code === 'ENOTFOUND' || code === 'EAI_AGAIN'));
 }
 
 /**

@@ -1,5 +1,5 @@
 // `zenova-node status`: the node's identity and control link, as text or one JSON object.
-import { StateAccessDeniedError, StateDirMissingError, StateFileError, openStateStore } from '../state/state-store.js';
+import { StateAccessDeniedError, StateDirMissingError, StateDirPathError, StateFileError, openStateStore } from '../state/state-store.js';
 import { formatNodeStatus, readNodeStatus } from '../status/node-status.js';
 import type { NodeStatusReport } from '../status/node-status.js';
 import type { CliCommand } from './args.js';
@@ -15,6 +15,12 @@ export async function runStatusCommand(command: StatusCommand, io: CliIo): Promi
     return report.enrolled ? 0 : 1;
   } catch (err) {
     if (!(err instanceof StateDirMissingError || err instanceof StateFileError)) throw err;
+    // A dir that can never be a state dir (under /proc, /sys, /dev) is a bad command line, not a node that is not enrolled.
+    if (err instanceof StateDirPathError) {
+      if (command.json) io.stdout.write(`${JSON.stringify({ stateDir: command.stateDir, enrolled: false, error: err.message })}\n`);
+      io.stderr.write(`zenova-node: ${err.message}; pass --state-dir with the node's state directory\n`);
+      return 2;
+    }
     const advice = damagedAdvice(err);
     if (command.json) io.stdout.write(`${JSON.stringify({ stateDir: command.stateDir, enrolled: false, error: err.message, ...(advice !== undefined ? { advice } : {}) })}\n`);
     io.stderr.write(`zenova-node: ${err.message}\n${advice !== undefined ? `what to do: ${advice}\n` : ''}`);

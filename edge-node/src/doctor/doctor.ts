@@ -19,7 +19,7 @@ import { CREDENTIAL_FILE, CREDENTIAL_RENEW_ADVICE, credentialHeldSince, expiresS
 import { freeSpaceOf } from '../state/free-space.js';
 import { IDENTITY_FILE, describeGatewayTrust, gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
-import { openStateStore, StateAccessDeniedError } from '../state/state-store.js';
+import { openStateStore, StateAccessDeniedError, StateDirPathError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { createLogger } from '../logger.js';
 import { formatBytes } from '../status/node-status.js';
@@ -117,6 +117,8 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
     });
   } catch (err) {
     if (err instanceof StateAccessDeniedError) return [{ ok: false, label: `state dir ${path.resolve(stateDir)}`, advice: err.message }];
+    // Never a state dir (under /proc, /sys, /dev): enroll refuses it too, so no advice to enroll there.
+    if (err instanceof StateDirPathError) return [{ ok: false, label: `state dir ${path.resolve(stateDir)}`, advice: `${err.message}; pass --state-dir with the node's state directory` }];
     return [{ ok: false, label: `state dir ${path.resolve(stateDir)}`, advice: `${(err as Error).message}; enroll with \`zenova-node enroll --state-dir ${stateDir} …\`` }];
   }
   const dirCheck = await checkMode(store.dir, 0o700, 'state dir', true);

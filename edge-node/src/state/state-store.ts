@@ -27,6 +27,14 @@ export class StateFileError extends Error {
   }
 }
 
+/** A --state-dir that can never be one (under /proc, /sys or /dev): a bad command line, exit 2. */
+export class StateDirPathError extends StateFileError {
+  constructor(file: string, problem: string) {
+    super(file, problem);
+    this.name = 'StateDirPathError';
+  }
+}
+
 /**
  * The state dir or a file in it could not be read for want of permission: it belongs to the node's
  * user (0700/0600), so a command run as another user sees EACCES. Nothing is wrong with the node.
@@ -169,7 +177,7 @@ export async function stateDirPathProblem(dir: string): Promise<string | undefin
 export async function openStateStore(dir: string, opts: { create: boolean }): Promise<StateStore> {
   const absolute = path.resolve(dir);
   const pseudo = await pseudoFilesystemProblem(absolute);
-  if (pseudo !== undefined) throw new StateFileError(absolute, pseudo);
+  if (pseudo !== undefined) throw new StateDirPathError(absolute, pseudo);
   let info;
   try {
     info = await stat(absolute);

@@ -10,13 +10,13 @@
  * - control-status.json: the control link's last error NODE_DELETED, not resolved by a session
  *   established since (a book that could not be read, or one written by an older release).
  *
- * The book is read without writing anything in the state dir: while a live node-edge holds it open
- * (its -wal and -shm exist) through a read-only connection, as `status` reads the spool; otherwise
- * through a private copy of the book and its -wal, as `doctor` does (a connection to the book itself
- * would create its -wal/-shm, root's under sudo, and recover its WAL). A book that cannot be read
- * leaves this source silent: `doctor` names what is wrong with it.
+ * The book is read without writing anything in the state dir: through a private copy of the book
+ * and its -wal, as `doctor` does, also while node-edge runs (a connection to the book itself, even a
+ * read-only one, creates its -wal/-shm when a clean stop removed them between a check and the open,
+ * and would recover its WAL). A book that cannot be read, or a copy torn by a checkpoint running
+ * meanwhile, leaves this source silent (control-status.json remains): `doctor` names what is wrong.
  */
-import { copyFileSync, existsSync, lstatSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, lstatSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -24,8 +24,6 @@ import { withdrawnForGood } from '../billing/credit-withdrawal.js';
 import { LEASE_DB_FILE } from '../billing/lease-store.js';
 import type { ControlStatusRecord } from '../control/control-status.js';
 import { refusalAdvice } from '../control/refusal-advice.js';
-import { SPOOL_FILE } from '../spool/spool-file.js';
-import { isSpoolHeldOpen } from '../spool/spool-owner-lock.js';
 
 export const NODE_DELETED_CODE = 'NODE_DELETED';
 
@@ -66,15 +64,6 @@ export function readBookWithdrawal(stateDir: string, nodeId: string): { code: st
   const file = path.join(stateDir, LEASE_DB_FILE);
   if (!isFile(file)) return undefined;
   try {
-    if (isSpoolHeldOpen(path.join(stateDir, SPOOL_FILE)) && existsSync(`${file}-wal`) && existsSync(`${file}-shm`)) {
-      // A live node-edge holds the book open: its sidecars exist, so a read-only connection creates nothing.
-      const db = new Database(file, { readonly: true, fileMustExist: true });
-      try {
-        return withdrawalIn(db, nodeId);
-      } finally {
-        db.close();
-      }
-    }
     const dir = mkdtempSync(path.join(os.tmpdir(), 'zenova-status-lease-book-'));
     try {
       const copy = path.join(dir, LEASE_DB_FILE);
