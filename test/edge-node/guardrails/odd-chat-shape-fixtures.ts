@@ -15,15 +15,18 @@ export const USER_GO = [{ role: 'user' as const, content: 'go' }];
 /** The event that ends an OpenAI chat stream. */
 export const SSE_DONE = 'data: [DONE]\n\n';
 
-/** A scripted JSON answer: a chat completion whose one choice's message is `message` (an assistant's, content null unless it says). */
-export function chatAnswerWith(message: Record<string, unknown>): { json: unknown } {
+/**
+ * A scripted JSON answer: a chat completion whose one choice's message is `message` (an assistant's,
+ * content null unless it says), ended with `finishReason`.
+ */
+export function chatAnswerWith(message: Record<string, unknown>, finishReason = 'stop'): { json: unknown } {
   return {
     json: {
       id: 'chatcmpl-1',
       object: 'chat.completion',
       created: 1,
       model: 'demo-echo',
-      choices: [{ index: 0, message: { role: 'assistant', content: null, ...message }, finish_reason: 'stop' }],
+      choices: [{ index: 0, message: { role: 'assistant', content: null, ...message }, finish_reason: finishReason }],
       usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
     },
   };

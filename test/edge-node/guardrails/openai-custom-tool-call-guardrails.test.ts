@@ -9,6 +9,7 @@ import type { GuardrailRule } from '../../../proto/src/index.js';
 import { sdkError } from '../pipeline/pipeline-harness.js';
 import { rawChatStream, startGuardedNode } from './guarded-node.js';
 import { sseData } from './scripted-upstream.js';
+import { chatAnswerWith } from './odd-chat-shape-fixtures.js';
 
 const EMAIL = 'bob@example.com';
 const SECRET = 'sk-proj-Abc123Def456Ghi789Jkl0';
@@ -27,16 +28,7 @@ const customFragment = (index: number, input: string, name?: string): string =>
   chunk({ tool_calls: [name === undefined ? { index, custom: { input } } : { index, id: `call_${index}`, type: 'custom', custom: { name, input } }] });
 
 function answerWith(toolCalls: unknown[]): { json: unknown } {
-  return {
-    json: {
-      id: 'chatcmpl-1',
-      object: 'chat.completion',
-      created: 1,
-      model: 'demo-echo',
-      choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: toolCalls }, finish_reason: 'tool_calls' }],
-      usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
-    },
-  };
+  return chatAnswerWith({ tool_calls: toolCalls }, 'tool_calls');
 }
 const OK = { json: { id: 'c', object: 'chat.completion', created: 1, model: 'demo-echo', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } } };
 

@@ -11,6 +11,7 @@ import type { GuardrailRule } from '../../../proto/src/index.js';
 import { sdkError } from '../pipeline/pipeline-harness.js';
 import { rawChatStream, startGuardedNode } from './guarded-node.js';
 import { sseData } from './scripted-upstream.js';
+import { chatAnswerWith } from './odd-chat-shape-fixtures.js';
 
 const RULES: GuardrailRule[] = [
   { detector: 'email', action: 'mask', on: 'output' },
@@ -29,16 +30,7 @@ const call = (index: number, fn: Record<string, unknown>, first = false): string
 const DONE = 'data: [DONE]\n\n';
 
 function answerWith(message: Record<string, unknown>): { json: unknown } {
-  return {
-    json: {
-      id: 'chatcmpl-1',
-      object: 'chat.completion',
-      created: 1,
-      model: 'demo-echo',
-      choices: [{ index: 0, message: { role: 'assistant', content: null, ...message }, finish_reason: 'tool_calls' }],
-      usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
-    },
-  };
+  return chatAnswerWith(message, 'tool_calls');
 }
 
 /** The name fields of every tool call delta in a raw stream, in order. */

@@ -11,6 +11,7 @@ import type { GuardrailRule } from '../../../proto/src/index.js';
 import { sdkError } from '../pipeline/pipeline-harness.js';
 import { rawChatStream, startGuardedNode } from './guarded-node.js';
 import { sseData } from './scripted-upstream.js';
+import { chatAnswerWith } from './odd-chat-shape-fixtures.js';
 
 const RULES: GuardrailRule[] = [
   { detector: 'email', action: 'mask', on: 'output' },
@@ -21,16 +22,7 @@ const USER = [{ role: 'user' as const, content: 'go' }];
 const ASK = { model: 'echo', messages: USER };
 
 function answerWith(toolCalls: unknown[]): { json: unknown } {
-  return {
-    json: {
-      id: 'chatcmpl-1',
-      object: 'chat.completion',
-      created: 1,
-      model: 'demo-echo',
-      choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: toolCalls }, finish_reason: 'tool_calls' }],
-      usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
-    },
-  };
+  return chatAnswerWith({ tool_calls: toolCalls }, 'tool_calls');
 }
 
 t.test('the type of an OpenAI tool call of an unknown type in a JSON answer', async (t) => {
