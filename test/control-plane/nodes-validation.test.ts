@@ -107,6 +107,10 @@ t.test('controlPlaneUrl: must start with https:// and be a plain, shell-safe URL
     ['https://cp.example.com/console/x/..', "controlPlaneUrl: is the console page's address (ends in /console)"],
     ['https://cp.example.com/%63onsole', "controlPlaneUrl: is the console page's address (ends in /console)"],
     ['https://cp.example.com/zenova/%43%4fnsole/', "controlPlaneUrl: is the console page's address (ends in /console)"],
+    // Nodes resolve dot segments away: the install command and node list would show another path than the one called.
+    ['https://cp.example.com/zenova/../api', "controlPlaneUrl: must not contain the path segment '..' (the URL parser resolves it away"],
+    ['https://cp.example.com/./zenova', "controlPlaneUrl: must not contain the path segment '.' (the URL parser resolves it away"],
+    ['https://cp.example.com/zenova/%2E%2e/api', "controlPlaneUrl: must not contain the path segment '%2E%2e' (read as '..'; the URL parser"],
   ];
   for (const [url, message] of cases) await rejected(t, { controlPlaneUrl: url }, message, String(url).slice(0, 60));
   t.equal((await accepted(t, { controlPlaneUrl: 'https://cp.example.com/consoles' }, 'a path that only starts like console')).controlPlaneUrl, 'https://cp.example.com/consoles');

@@ -1,7 +1,8 @@
 /**
  * The rules every base URL the control plane stores must keep (a control-plane callback URL, an
  * upstream's API base): parseable, a host written as the parser reads it, no credentials, no query
- * or fragment — nodes append paths to it. Callers add their own rules (scheme, characters) around it.
+ * or fragment — nodes append paths to it; no `.`/`..` path segment (dotSegmentProblem). Callers add
+ * their own rules (scheme, characters) around them.
  */
 import { isIP } from 'node:net';
 import { domainToUnicode } from 'node:url';
@@ -12,6 +13,28 @@ import { domainToUnicode } from 'node:url';
  */
 export function urlCharactersProblem(value: string): string | undefined {
   return /[\p{Cc}\s]/u.test(value) ? 'must not contain spaces or control characters' : undefined;
+}
+
+/**
+ * A `.` or `..` path segment, also written with `%2e` (any case): nodes resolve the URL with the
+ * WHATWG parser, which removes them (`/v1/../admin` is `/admin`, `/v1/%2E%2E/x` is `/x`), so the
+ * path stored and shown would not be the one called. Only the path is looked at (up to `?`/`#`,
+ * which baseUrlShapeProblem refuses on its own). Used for an upstream's baseUrl, a tool server's
+ * url and a node's controlPlaneUrl.
+ */
+export function dotSegmentProblem(value: string): string | undefined {
+  const afterScheme = value.slice(value.indexOf('://') + 3);
+  const slash = afterScheme.search(/[/?#]/);
+  if (slash === -1 || afterScheme[slash] !== '/') return undefined;
+  const path = afterScheme.slice(slash).split(/[?#]/, 1)[0] ?? '';
+  for (const segment of path.split('/')) {
+    const dots = segment.replace(/%2e/gi, '.');
+    if (dots === '.' || dots === '..') {
+      const readAs = segment === dots ? '' : `read as '${dots}'; `;
+      return `must not contain the path segment '${segment}' (${readAs}the URL parser resolves it away, so nodes would call another path); write the path without '.' or '..' segments`;
+    }
+  }
+  return undefined;
 }
 
 export function baseUrlShapeProblem(value: string, credentialsHint = ''): string | undefined {

@@ -8,7 +8,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { describeConfigIssues, text } from '../config/config-fields.js';
 import { zenovaError } from '../errors.js';
-import { baseUrlShapeProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
+import { baseUrlShapeProblem, dotSegmentProblem, withoutTrailingSlash } from '../http/base-url-rules.js';
 import { NODE_NAME_PATTERN, NODE_NAME_RULE } from '../../../proto/src/node-name.js';
 import { forbiddenInstallRootRule } from '../../../proto/src/install-dir-rules.js';
 
@@ -101,7 +101,8 @@ export function controlPlaneUrlProblem(value: string): string | undefined {
   // The console page's address pasted for the callback URL: every install command made with it would fail.
   // Judged by the path the URL resolves to, as nodes request it: `/console/.` and `/%63onsole` are /console too.
   if (/\/console\/*$/i.test(resolvedPath(value))) return 'is the console page\'s address (ends in /console): give the control plane\'s callback URL without it';
-  return undefined;
+  // Nodes resolve the URL: the path in the install command and the node list would not be the one called.
+  return dotSegmentProblem(value);
 }
 
 /** The URL's path with dot segments resolved and unreserved characters' %XX escapes (either case) decoded. */

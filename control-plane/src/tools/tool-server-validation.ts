@@ -6,8 +6,8 @@
 import type { z } from 'zod';
 import { bodyObject, integerIn, text } from '../config/config-fields.js';
 import { toolServerSchema } from '../../../proto/src/index.js';
-import { baseUrlShapeProblem, urlCharactersProblem, withLowerCaseScheme } from '../http/base-url-rules.js';
-import { dotSegmentProblem, upstreamApiKeySchema } from '../upstreams/upstream-validation.js';
+import { baseUrlShapeProblem, dotSegmentProblem, urlCharactersProblem, withLowerCaseScheme } from '../http/base-url-rules.js';
+import { upstreamApiKeySchema } from '../upstreams/upstream-validation.js';
 
 export const TOOL_SERVER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
 export const TOOL_SERVER_NAME_RULE = 'must be 1 to 63 lower-case letters, digits and -, starting with a letter or digit';

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { bodyObject, enumOf, integerIn, newConfigNameSchema, text } from '../config/config-fields.js';
-import { baseUrlShapeProblem, urlCharactersProblem, withLowerCaseScheme, withoutTrailingSlash } from '../http/base-url-rules.js';
+import { baseUrlShapeProblem, dotSegmentProblem, urlCharactersProblem, withLowerCaseScheme, withoutTrailingSlash } from '../http/base-url-rules.js';
 
 export const UPSTREAM_KINDS = ['openai', 'anthropic', 'openai-compatible'] as const;
 export type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
@@ -21,27 +21,6 @@ export const API_FAMILY_NAMES: Readonly<Record<UpstreamApiFamily, string>> = { o
 export const UPSTREAM_TIMEOUT_MS = { min: 100, max: 600_000, default: 60_000 } as const;
 const MAX_BASE_URL_CHARS = 2048;
 const MAX_SECRET_CHARS = 4096;
-
-/**
- * A `.` or `..` path segment, also written with `%2e` (any case): nodes resolve the URL with the
- * WHATWG parser, which removes them (`/v1/../admin` is `/admin`, `/v1/%2E%2E/x` is `/x`), so the
- * path stored and shown would not be the one called. Only the path is looked at (up to `?`/`#`,
- * which baseUrlShapeProblem refuses on its own). Shared with a tool server's url.
- */
-export function dotSegmentProblem(value: string): string | undefined {
-  const afterScheme = value.slice(value.indexOf('://') + 3);
-  const slash = afterScheme.search(/[/?#]/);
-  if (slash === -1 || afterScheme[slash] !== '/') return undefined;
-  const path = afterScheme.slice(slash).split(/[?#]/, 1)[0] ?? '';
-  for (const segment of path.split('/')) {
-    const dots = segment.replace(/%2e/gi, '.');
-    if (dots === '.' || dots === '..') {
-      const readAs = segment === dots ? '' : `read as '${dots}'; `;
-      return `must not contain the path segment '${segment}' (${readAs}the URL parser resolves it away, so nodes would call another path); write the path without '.' or '..' segments`;
-    }
-  }
-  return undefined;
-}
 
 /** The rule a base URL breaks, or undefined. */
 export function baseUrlProblem(value: string): string | undefined {
