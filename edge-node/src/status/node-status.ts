@@ -1,7 +1,7 @@
 /**
  * The node's status as `zenova-node status` reports it, read from the state dir only (the serving
  * process mirrors its control link and the config it serves into control-status.json; a deletion
- * is also read from the credit lease book it refuses callers by: node-deletion.ts).
+ * or a revoked credential is also read from the credit lease book it refuses callers by: node-deletion.ts).
  */
 import { highestFor, loadAppliedVersion } from '../config/applied-version.js';
 import { olderConfigWarning, previousEnrollmentWarning } from '../config/enrolled-config.js';
@@ -20,8 +20,8 @@ import type { GatewayTrust } from '../state/identity.js';
 import { StateFileError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { isProcessAlive } from '../process-alive.js';
-import { DELETED_CALLER_CODE, nodeDeletionOf } from './node-deletion.js';
-import type { NodeDeletion } from './node-deletion.js';
+import { DELETED_CALLER_CODE, WITHDRAWN_CALLER_CODE, nodeCutOffOf } from './node-deletion.js';
+import type { CredentialRevocation, NodeDeletion } from './node-deletion.js';
 
 export interface NodeStatusReport {
   stateDir: string;
@@ -82,6 +82,14 @@ export interface NodeStatusReport {
    * (absent in reports built elsewhere).
    */
   deleted?: NodeDeletion | null;
+  /**
+   * The control plane revoked the node's credential and no newer one is saved (CREDENTIAL_REVOKED:
+   * the node was re-enrolled on another host): its credit is withdrawn, and it refuses priced
+   * requests with ZN_ERR_CREDIT_WITHDRAWN until a control session is established again. From the
+   * credit lease book, or the control link's refusal when the book cannot say (node-deletion.ts);
+   * null when neither says so, or when the node was deleted (absent in reports built elsewhere).
+   */
+  credentialRevoked?: CredentialRevocation | null;
 }
 
 export async function readNodeStatus(store: StateStore): Promise<NodeStatusReport> {
@@ -91,6 +99,7 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
   // A file left by a process that is gone (kill -9, crash) must not claim a live connection.
   const running = control !== undefined && control.serving && isProcessAlive(control.pid);
   const spool = readSpoolFigures(store.dir);
+  const cutOff = identity === undefined ? { deleted: null, credentialRevoked: null } : nodeCutOffOf(store.dir, identity.nodeId, control);
   return {
     stateDir: store.dir,
     enrolled: identity !== undefined && credentials !== undefined,
@@ -122,7 +131,8 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
     spoolLimits: spoolLimitsOf(control, spool, running),
     disk: freeSpaceOf(store.dir),
     clock: clockOf(control),
-    deleted: identity === undefined ? null : nodeDeletionOf(store.dir, identity.nodeId, control),
+    deleted: cutOff.deleted,
+    credentialRevoked: cutOff.credentialRevoked,
   };
 }
 
@@ -259,6 +269,15 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: s
     row('deleted', `DELETED in the control plane (${deleted.code} at ${deleted.at}): every caller request is refused with ${DELETED_CALLER_CODE}`);
     row('what to do', deleted.advice);
   }
+  const revoked = report.credentialRevoked ?? null;
+  if (revoked !== null && deleted === null) {
+    row(
+      'credential',
+      `REVOKED by the control plane (${revoked.code} at ${revoked.at}; a re-enrollment of this node on another host does this): its credit is withdrawn, ` +
+        `priced requests are refused with ${WITHDRAWN_CALLER_CODE} (requests that cost nothing are still served) until a control session is established again`,
+    );
+    row('what to do', revoked.advice);
+  }
   const { config } = report;
   if (config !== null) {
     const lastSeen = control.running ? '' : ' (when node-edge last ran)';
@@ -312,8 +331,9 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: s
     const when = lastError.resolvedAt !== undefined ? ` (resolved at ${lastError.resolvedAt})` : resolved ? ' (resolved)' : '';
     row(resolved ? 'past error' : 'last error', `${lastError.code} at ${lastError.at}${when}: ${lastError.message}`);
     // "Keeps serving and reconnects by itself" is false of a stopped node; an operator's task is not.
-    // Nor is it of a deleted node, which serves nobody: its advice (above) is the one that counts.
-    if (!resolved && lastError.advice !== undefined && deleted === null) {
+    // Nor is it of a deleted node, which serves nobody, or of one whose credential was revoked, which
+    // no reconnect cures: their advice (above) is the one that counts.
+    if (!resolved && lastError.advice !== undefined && deleted === null && revoked === null) {
       if (control.running === true || needsOperator(lastError.code)) row('what to do', lastError.advice);
       else if (control.running === false) row('what to do', 'node-edge is not running: start it (it reconnects by itself once running)');
     }
