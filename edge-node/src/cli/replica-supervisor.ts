@@ -8,7 +8,9 @@
  * The supervisor opens nothing in the state dir (the replicas do). It tells systemd READY=1 once
  * every replica listens and STOPPING=1 on SIGTERM/SIGINT; hands the stop (drain, and "now" on a
  * second signal) to every replica and SIGHUP (TLS reload) too; restarts a replica that dies with
- * back-off, unless it refused its settings (exit 2) before listening, which stops the node with 2;
+ * back-off, unless it refused its settings (exit 2) before listening, which stops the node with 2,
+ * or could not bind `--listen` while the node started (every replica meets the same port: it tells
+ * this process, which logs it and has the CLI say it once, exit 1, as a lone node does);
  * serves the admin port for all of them (replica-admin.ts), and gives the control link's holder the
  * other replicas' heartbeat figures (peer-windows.ts).
  */
@@ -25,9 +27,9 @@ import { PEER_ANSWER_MS } from '../metrics/peer-windows.js';
 import { REPLICA_INDEX_ENV, answerPeerWindows, askReplica, isPeerWindowQuestion, mergeReplicaMetrics } from '../metrics/replica-admin.js';
 import { notifyReady, notifyStopping } from '../service/sd-notify.js';
 import type { ListenAddress } from './args.js';
-import { isListeningMessage } from './replica-worker.js';
-import type { ReplicaStopMessage } from './replica-worker.js';
-import { SHUTDOWN_DEADLINE_MS, listenFailure, listenFailureLog } from './serve.js';
+import { isListenFailedMessage, isListeningMessage } from './replica-worker.js';
+import type { ReplicaListenFailedMessage, ReplicaStopMessage } from './replica-worker.js';
+import { ListenFailedError, SHUTDOWN_DEADLINE_MS, listenFailure, listenFailureLog } from './serve.js';
 import { ServeSettingError, readServeSettings } from './serve-settings.js';
 
 /**
@@ -80,6 +82,8 @@ interface Slot {
   restartTimer: NodeJS.Timeout | undefined;
   /** How the last worker of this slot ended while the node was stopping. */
   stoppedCleanly: boolean;
+  /** The current worker could not listen (it told us, and ends by itself). */
+  listenFailed: boolean;
 }
 
 /**
@@ -124,6 +128,7 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
     backoff: new Backoff({ baseMs: RESTART_BASE_MS, maxMs: RESTART_MAX_MS }),
     restartTimer: undefined,
     stoppedCleanly: true,
+    listenFailed: false,
   }));
 
   const registry = new Registry();
@@ -176,12 +181,17 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
   // The replicas run this same entry and command line; their output comes through relayLines.
   cluster.setupPrimary({ stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
 
-  return new Promise<number>((resolve) => {
+  return new Promise<number>((resolve, reject) => {
     let phase: 'starting' | 'serving' | 'stopping' = 'starting';
     let forcedCode: number | undefined;
     let stopNowSent = false;
     let killTimer: NodeJS.Timeout | undefined;
     let url: string | undefined;
+    /**
+     * The `--listen` failure a replica reported while the node was starting: every replica meets
+     * the same port, so it is logged once and, when the node stops for it, said once by the CLI.
+     */
+    let listenFailed: ListenFailedError | undefined;
 
     const live = (): Slot[] => slots.filter((s) => s.worker !== undefined);
 
@@ -193,13 +203,16 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
       const closed = admin?.close() ?? Promise.resolve();
       void closed.then(() => {
         logger.info({ code }, code === 0 ? 'node-edge stopped (every replica stopped cleanly)' : 'node-edge stopped');
-        resolve(code);
+        // Said on stderr by the CLI (exit 1), once for every replica that met it.
+        if (listenFailed !== undefined && code === 1) reject(listenFailed);
+        else resolve(code);
       });
     };
 
     const sendStop = (slot: Slot, now: boolean): void => {
       const worker = slot.worker;
-      if (worker === undefined) return;
+      // One that could not listen ends by itself once it closed what it opened.
+      if (worker === undefined || slot.listenFailed) return;
       if (!slot.listening) {
         // Still starting: it has no stop handler yet, so a signal ends it (as one would end a lone node starting).
         if (!now) worker.process.kill('SIGTERM');
@@ -256,6 +269,7 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
     const start = (slot: Slot): void => {
       slot.restartTimer = undefined;
       slot.listening = false;
+      slot.listenFailed = false;
       const worker = cluster.fork({ ...replicaEnv, [REPLICA_INDEX_ENV]: String(slot.index), NOTIFY_SOCKET: '' });
       slot.worker = worker;
       relayLines(worker.process.stdout, process.stdout);
@@ -267,6 +281,10 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
           // from their current processes (a replica started again counts from its restart, once).
           const others = slots.flatMap((s) => (s !== slot && s.worker !== undefined && s.listening ? [{ replica: s.index, worker: s.worker }] : []));
           void answerPeerWindows(worker, message, others, PEER_ANSWER_MS);
+          return;
+        }
+        if (isListenFailedMessage(message)) {
+          onListenFailed(slot, worker, message);
           return;
         }
         if (!isListeningMessage(message) || slot.worker !== worker) return;
@@ -288,16 +306,35 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
       logger.info({ replica: slot.index, replicaPid: worker.process.pid }, `node-edge replica ${slot.index} starting`);
     };
 
+    const onListenFailed = (slot: Slot, worker: Worker, failure: ReplicaListenFailedMessage): void => {
+      if (slot.worker === worker) slot.listenFailed = true;
+      const line = { err: { code: failure.code, reason: failure.reason }, listen: opts.listen };
+      if (phase === 'serving') {
+        // A replica started again after the node served (the port taken meanwhile): its exit is logged and it is started again.
+        logger.error({ ...line, replica: slot.index }, 'node-edge could not listen');
+        return;
+      }
+      // The others' failures are the same one: said once.
+      if (listenFailed !== undefined) return;
+      listenFailed = new ListenFailedError(failure.message, failure.code);
+      logger.error(line, 'node-edge could not listen');
+      beginStop('a replica could not listen', 1);
+    };
+
     const onExit = (slot: Slot, worker: Worker, code: number | null, signal: NodeJS.Signals | null): void => {
       if (slot.worker !== worker) return;
       const listened = slot.listening;
+      const listenFailedHere = slot.listenFailed;
       slot.worker = undefined;
+      slot.listenFailed = false;
       slot.listening = false;
       // replicaPid: every line already carries the supervisor's own `pid`.
       const how = { replica: slot.index, replicaPid: worker.process.pid, code, signal };
       if (phase === 'stopping') {
         slot.stoppedCleanly = code === 0 && signal === null;
-        if (!slot.stoppedCleanly) logger.warn(how, `node-edge replica ${slot.index} stopped with ${signal !== null ? `signal ${signal}` : `exit code ${code}`}`);
+        // A replica that never listened while the node stops for a listen failure: that failure says why.
+        const explained = listenFailedHere || (!listened && listenFailed !== undefined);
+        if (!slot.stoppedCleanly && !explained) logger.warn(how, `node-edge replica ${slot.index} stopped with ${signal !== null ? `signal ${signal}` : `exit code ${code}`}`);
         finish();
         return;
       }

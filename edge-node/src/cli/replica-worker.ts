@@ -15,6 +15,18 @@ export interface ReplicaListeningMessage {
   url: string;
 }
 
+/**
+ * Replica → supervisor: its `--listen` could not be bound (serve.ts's ListenFailedError, and the
+ * error's own message as `reason`). Every replica meets the same port, so the supervisor says it
+ * once (the CLI's stderr line and the log line) instead of each replica saying it.
+ */
+export interface ReplicaListenFailedMessage {
+  zenovaReplica: 'listen-failed';
+  message: string;
+  code: string;
+  reason: string;
+}
+
 /** Supervisor → replica: drain and stop (`now`: end the requests still running, as a second signal does). */
 export interface ReplicaStopMessage {
   zenovaReplica: 'stop';
@@ -24,6 +36,13 @@ export interface ReplicaStopMessage {
 export function isListeningMessage(message: unknown): message is ReplicaListeningMessage {
   const m = message as Partial<ReplicaListeningMessage> | null;
   return typeof m === 'object' && m !== null && m.zenovaReplica === 'listening' && typeof m.url === 'string';
+}
+
+export function isListenFailedMessage(message: unknown): message is ReplicaListenFailedMessage {
+  const m = message as Partial<ReplicaListenFailedMessage> | null;
+  return (
+    typeof m === 'object' && m !== null && m.zenovaReplica === 'listen-failed' && typeof m.message === 'string' && typeof m.code === 'string' && typeof m.reason === 'string'
+  );
 }
 
 function isStopMessage(message: unknown): message is ReplicaStopMessage {
@@ -36,6 +55,11 @@ export interface ReplicaWorker {
   index: number;
   /** Tells the supervisor this replica serves on `url`. */
   reportListening(url: string): void;
+  /**
+   * Tells the supervisor this replica could not listen; resolves true once the message is handed
+   * over (the supervisor then says it), false when it could not be (the replica says it itself).
+   */
+  reportListenFailed(failure: Omit<ReplicaListenFailedMessage, 'zenovaReplica'>): Promise<boolean>;
   /** Calls `handler` on each stop order; returns the undo. */
   onStop(handler: (now: boolean) => void): () => void;
 }
@@ -49,6 +73,18 @@ export function replicaWorker(env: NodeJS.ProcessEnv = process.env): ReplicaWork
     reportListening: (url) => {
       process.send?.({ zenovaReplica: 'listening', url } satisfies ReplicaListeningMessage, undefined, undefined, () => undefined);
     },
+    reportListenFailed: (failure) =>
+      new Promise<boolean>((resolve) => {
+        if (process.send === undefined || !process.connected) {
+          resolve(false);
+          return;
+        }
+        try {
+          process.send({ zenovaReplica: 'listen-failed', ...failure } satisfies ReplicaListenFailedMessage, undefined, undefined, (err) => resolve(err == null));
+        } catch {
+          resolve(false);
+        }
+      }),
     onStop: (handler) => {
       const listener = (message: unknown): void => {
         if (isStopMessage(message)) handler(message.now);
