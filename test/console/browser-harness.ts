@@ -66,7 +66,15 @@ function sharedServer(): Promise<TestDatabase> {
   if (!server) {
     server = startPostgres();
     const started = server;
-    tap.teardown(async () => (await started).stop());
+    // Never rejects: a rejected teardown makes tap skip the rest (Chromium's close among them).
+    tap.teardown(async () => {
+      const db = await started.catch(() => undefined);
+      try {
+        await db?.stop();
+      } catch (e) {
+        process.stderr.write(`browser-harness: stopping PostgreSQL failed: ${String(e)}\n`);
+      }
+    });
   }
   return server;
 }
@@ -78,9 +86,15 @@ export async function startConsoleStack(t: HasTeardown, opts: ConsoleStackOption
   const dropLater: Array<() => unknown> = [];
   const databaseUrl = await freshDatabase({ teardown: (fn) => dropLater.push(fn) }, db.url);
   const cleanups: Array<() => unknown> = [];
+  // Every step runs even if one fails, and the teardown never rejects (tap would skip the rest).
   t.teardown(async () => {
-    for (const fn of cleanups.reverse()) await fn();
-    for (const fn of dropLater) await fn();
+    for (const fn of [...cleanups.reverse(), ...dropLater]) {
+      try {
+        await fn();
+      } catch (e) {
+        process.stderr.write(`browser-harness: a console stack cleanup failed: ${String(e)}\n`);
+      }
+    }
   });
 
   let tls: { certPem: string; keyPem: string } | undefined;

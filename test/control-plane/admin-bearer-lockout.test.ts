@@ -12,6 +12,7 @@ import { migrate } from '../../control-plane/src/db/migrate.js';
 import { createPool } from '../../control-plane/src/db/pool.js';
 import { FAILED_ADMIN_AUTH_MAX_ADDRESSES, createFailedAdminAuthLimiter, failedAdminAuthKey } from '../../control-plane/src/http/failed-auth-limit.js';
 import { testDatabase } from '../fixtures/postgres.js';
+import { runEach } from '../fixtures/teardown-steps.js';
 import { ADMIN_TOKEN, captureLogger, testSettings } from './helpers.js';
 
 const db = await testDatabase(t);
@@ -19,10 +20,7 @@ const settings = testSettings(db.url);
 const pool = createPool({ databaseUrl: db.url, logger: captureLogger(settings).logger });
 await migrate(pool);
 const app = await buildApp({ settings, pool, logger: captureLogger(settings).logger });
-t.teardown(async () => {
-  await app.close();
-  await pool.end();
-});
+t.teardown(() => runEach('the app', () => app.close(), () => pool.end()));
 
 let ipCounter = 0;
 /** A client address of its own, so one test's failures never count against another's. */

@@ -10,6 +10,7 @@ import { createPool } from '../../control-plane/src/db/pool.js';
 import { errorTable, zenovaError } from '../../control-plane/src/errors.js';
 import type { ZodTypeProvider } from '../../control-plane/src/http/zod-schemas.js';
 import { testDatabase } from '../fixtures/postgres.js';
+import { runEach } from '../fixtures/teardown-steps.js';
 import { ADMIN_TOKEN, captureLogger, closedPort, testSettings } from './helpers.js';
 import type { CapturedLogger } from './helpers.js';
 
@@ -34,10 +35,7 @@ async function harness(tt: HasTeardown, opts: { databaseUrl?: string; logLevel?:
     poolEnded = true;
   }
   const app = await buildApp({ settings, pool, logger: log.logger });
-  tt.teardown(async () => {
-    await app.close();
-    if (!poolEnded) await pool.end();
-  });
+  tt.teardown(() => runEach('the app', () => app.close(), async () => { if (!poolEnded) await pool.end(); }));
   return { app, log };
 }
 
@@ -76,10 +74,7 @@ t.test('a database that refuses new connections (ALLOW_CONNECTIONS false, as in 
   adminUrl.pathname = '/postgres';
   const admin = new pg.Client({ connectionString: adminUrl.toString() });
   await admin.connect();
-  t.teardown(async () => {
-    await admin.query(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS true`);
-    await admin.end();
-  });
+  t.teardown(() => runEach('the admin connection', () => admin.query(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS true`), () => admin.end()));
   await admin.query(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS false`);
   const { app } = await harness(t, { databaseUrl: own.url });
   for (const url of ['/healthz', '/api/v1/nodes']) {
@@ -262,10 +257,7 @@ t.test('request logs carry neither the admin token nor the database password', a
   app.get('/test/leaky', async () => {
     throw new Error(`could not connect to ${databaseUrl} using token ${ADMIN_TOKEN}`);
   });
-  t.teardown(async () => {
-    await app.close();
-    await pool.end();
-  });
+  t.teardown(() => runEach('the app', () => app.close(), () => pool.end()));
   await app.inject({ method: 'GET', url: `/api/v1/whoami?token=${ADMIN_TOKEN}`, headers: bearer });
   await app.inject({ method: 'GET', url: '/api/v1/whoami', headers: { authorization: `Bearer ${ADMIN_TOKEN}x` } });
   await app.inject({ method: 'GET', url: '/test/leaky', headers: { ...bearer, cookie: `session=${ADMIN_TOKEN}` } });

@@ -9,6 +9,7 @@ import { createSecretBox } from '../../control-plane/src/crypto/secret-box.js';
 import type { SecretBox } from '../../control-plane/src/crypto/secret-box.js';
 import { createPool } from '../../control-plane/src/db/pool.js';
 import { waitFor } from '../fixtures/wait-for.js';
+import { runEach } from '../fixtures/teardown-steps.js';
 import { captureLogger, testSettings } from './helpers.js';
 import type { CapturedLogger } from './helpers.js';
 import { bearer, stubEnrollment } from './nodes-harness.js';
@@ -33,10 +34,7 @@ export async function configApp(t: HasTeardown, url: string, opts: { secretBox?:
   const pool = createPool({ databaseUrl: url, logger: log.logger });
   const secretBox = opts.secretBox === false ? undefined : createSecretBox(randomBytes(32));
   const app = await buildApp({ settings, pool, logger: log.logger, enrollment: stubEnrollment, secretBox });
-  t.teardown(async () => {
-    await app.close();
-    await pool.end();
-  });
+  t.teardown(() => runEach('the config app', () => app.close(), () => pool.end()));
   const call: ConfigApp['call'] = (method, path, payload) => {
     if (payload === undefined) return app.inject({ method, url: path, headers: bearer });
     // A string is sent as a raw JSON body (to test malformed JSON); anything else is serialised.

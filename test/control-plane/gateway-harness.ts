@@ -29,7 +29,7 @@ import {
 } from '../../proto/src/index.js';
 import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 import { waitFor } from '../fixtures/wait-for.js';
-import { captureLogger, testSettings, type CapturedLogger } from './helpers.js';
+import { boundedPoolEnd, captureLogger, testSettings, type CapturedLogger } from './helpers.js';
 
 export interface HasTeardown { teardown(fn: () => unknown): void }
 
@@ -47,7 +47,7 @@ export async function gatewayIdentity(): Promise<GatewayIdentity> {
 /** A pool on `databaseUrl`, ended at teardown. */
 export function testPool(t: HasTeardown, databaseUrl: string): pg.Pool {
   const pool = createPool({ databaseUrl });
-  t.teardown(() => pool.end());
+  t.teardown(boundedPoolEnd(pool));
   return pool;
 }
 

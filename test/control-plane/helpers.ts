@@ -1,11 +1,11 @@
 // Shared set-up for the control-plane tests: settings, a log-capturing logger, fresh databases.
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import pg from 'pg';
 import type pino from 'pino';
 import { createLogger } from '../../control-plane/src/logger.js';
 import { loadSettings } from '../../control-plane/src/settings.js';
 import type { Settings } from '../../control-plane/src/settings.js';
+import { freePort } from '../fixtures/free-port.js';
 
 export const ADMIN_TOKEN = `test-admin-token-${'k'.repeat(24)}-${randomBytes(8).toString('hex')}`;
 
@@ -58,12 +58,17 @@ export async function freshDatabase(t: { teardown(fn: () => unknown): void }, se
     await admin.end();
   }
   t.teardown(async () => {
-    const c = new pg.Client({ connectionString: serverUrl });
-    await c.connect();
+    // Never rejects: tap skips a test's remaining teardowns after one that does.
+    const c = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 5_000 });
     try {
-      await c.query(`drop database if exists ${name} with (force)`);
-    } finally {
-      await c.end();
+      await c.connect();
+      try {
+        await c.query(`drop database if exists ${name} with (force)`);
+      } finally {
+        await c.end();
+      }
+    } catch (err) {
+      process.stderr.write(`dropping test database ${name} failed: ${(err as Error).message}\n`);
     }
   });
   const url = new URL(serverUrl);
@@ -71,15 +76,35 @@ export async function freshDatabase(t: { teardown(fn: () => unknown): void }, se
   return url.toString();
 }
 
-/** A 127.0.0.1 port with nothing listening on it (bound once by us, then released). */
+/** A 127.0.0.1 port with nothing listening on it, below the ephemeral range so no `listen(0)` takes it. */
 export async function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
+  return freePort();
+}
+
+/**
+ * A pool's teardown that cannot hang the file: pool.end() waits for every client it handed out, and
+ * one a failed test never released holds it for ever. After `withinMs` every client the pool made is
+ * ended and the teardown returns. Call it right after creating the pool (it tracks clients from then).
+ */
+export function boundedPoolEnd(pool: pg.Pool, withinMs = 10_000): () => Promise<void> {
+  const clients = new Set<pg.PoolClient>();
+  pool.on('connect', (client) => { clients.add(client); });
+  pool.on('remove', (client) => { clients.delete(client); });
+  return async () => {
+    let timer: NodeJS.Timeout | undefined;
+    const ended = pool.end().then(() => true, (err: unknown) => {
+      process.stderr.write(`pool.end() failed: ${(err as Error).message}\n`);
+      return true;
     });
-  });
+    const timedOut = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), withinMs); });
+    const done = await Promise.race([ended, timedOut]);
+    clearTimeout(timer);
+    if (done) return;
+    process.stderr.write(`pool.end() did not settle within ${withinMs} ms (a client never released?); ending its ${clients.size} clients\n`);
+    for (const client of clients) {
+      // end() marks the client as ending (so the closed socket raises no error), then the socket goes.
+      client.end().catch(() => undefined);
+      (client as unknown as pg.Client).connection.stream.destroy();
+    }
+  };
 }

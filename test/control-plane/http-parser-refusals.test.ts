@@ -13,6 +13,7 @@ import { buildApp } from '../../control-plane/src/app.js';
 import { createPool } from '../../control-plane/src/db/pool.js';
 import { listenConsole } from '../../control-plane/src/tls/console-server.js';
 import { testDatabase } from '../fixtures/postgres.js';
+import { runEach } from '../fixtures/teardown-steps.js';
 import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 import { ADMIN_TOKEN, captureLogger, testSettings } from './helpers.js';
 import { migratedPool, stubEnrollment } from './nodes-harness.js';
@@ -24,10 +25,7 @@ const log = captureLogger(settings);
 const pool = createPool({ databaseUrl: db.url, logger: log.logger });
 const app = await buildApp({ settings, pool, logger: log.logger, enrollment: stubEnrollment });
 await app.listen({ host: '127.0.0.1', port: 0 });
-t.teardown(async () => {
-  await app.close();
-  await pool.end();
-});
+t.teardown(() => runEach('the app', () => app.close(), () => pool.end()));
 const port = (app.server.address() as AddressInfo).port;
 
 // The same app behind the HTTPS server listenConsole builds itself (ZENOVA_TLS_CERT_FILE set).

@@ -11,6 +11,7 @@ import { startNodeEventListener } from '../../control-plane/src/gateway/node-eve
 import { withTransaction } from '../../control-plane/src/nodes/with-transaction.js';
 import { testDatabase } from '../fixtures/postgres.js';
 import { startSilentTcpProxy } from '../fixtures/silent-tcp-proxy.js';
+import { runEach } from '../fixtures/teardown-steps.js';
 import { waitFor } from '../fixtures/wait-for.js';
 
 const db = await testDatabase(t);
@@ -45,10 +46,7 @@ t.test('a config change committed while the listening connection is silent reach
     probeIntervalMs: PROBE_INTERVAL_MS,
     probeTimeoutMs: PROBE_TIMEOUT_MS,
   });
-  t.teardown(async () => {
-    await proxy.close();
-    await listener.close();
-  });
+  t.teardown(() => runEach('the proxied listener', () => proxy.close(), () => listener.close()));
 
   const heard = await commitConfigChange();
   await waitFor(() => known.includes(heard), { what: 'the change to be heard while the connection works' });

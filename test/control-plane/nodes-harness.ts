@@ -10,7 +10,8 @@ import type { EnrollmentDeps } from '../../control-plane/src/nodes/enrollment.js
 import type { NodeSettings, Settings } from '../../control-plane/src/settings.js';
 import { PROTOCOL_VERSION } from '../../proto/src/protocol-version.js';
 import { createTestCa } from '../fixtures/tls.js';
-import { ADMIN_TOKEN, captureLogger, testSettings } from './helpers.js';
+import { runEach } from '../fixtures/teardown-steps.js';
+import { ADMIN_TOKEN, boundedPoolEnd, captureLogger, testSettings } from './helpers.js';
 import type { CapturedLogger } from './helpers.js';
 
 interface HasTeardown { teardown(fn: () => unknown): void }
@@ -35,7 +36,7 @@ export const stubEnrollment: EnrollmentDeps = {
 
 export async function migratedPool(t: HasTeardown, url: string): Promise<pg.Pool> {
   const pool = createPool({ databaseUrl: url });
-  t.teardown(() => pool.end());
+  t.teardown(boundedPoolEnd(pool));
   await migrate(pool);
   return pool;
 }
@@ -52,16 +53,14 @@ export async function nodesApp(
   const settings: Settings = { ...base, nodes: { ...base.nodes, ...opts.nodes }, trustedProxies: opts.trustedProxies ?? base.trustedProxies };
   const log = captureLogger(settings);
   const pool = createPool({ databaseUrl: url, logger: log.logger });
+  const endPool = boundedPoolEnd(pool);
   const app = await buildApp({
     settings,
     pool,
     logger: log.logger,
     ...(opts.enrollment === null ? {} : { enrollment: opts.enrollment ?? stubEnrollment }),
   });
-  t.teardown(async () => {
-    await app.close();
-    await pool.end();
-  });
+  t.teardown(() => runEach('the nodes app', () => app.close(), endPool));
   return { app, pool, settings, log };
 }
 

@@ -79,23 +79,22 @@ t.test('three replicas on one state dir: one stable session, takeover after kill
   const push = signedPush(testBundle({ nodeId: node.id, version: 7, upstreamUrl: 'http://127.0.0.1:9/v1', keys: [bundleKey('k', newCallerKey().sha256)] }), signer);
   await new BundleCache(stateDir).store({ version: 7, bundle: push.bundle.toString('utf8'), signature: push.signature.toString('base64'), appliedAt: new Date().toISOString() }, undefined);
   for (const f of followers) {
-    await f.proc.waitForLine(/config applied from the cache/, 10_000);
+    await f.proc.waitForLine(/config applied from the cache/, 30_000);
     const ready = (await (await fetch(`${f.url}/readyz`)).json()) as { configVersion: number; controlPlane: { connected: boolean } };
     t.equal(ready.configVersion, 7, 'a follower serves the version the holder cached');
     t.equal(ready.controlPlane.connected, true, "a follower's /readyz shows the holder's link");
   }
 
-  // kill -9 the holder: another replica takes the link over, within a bounded time, and only one does.
-  const killedAt = Date.now();
+  // kill -9 the holder: another replica takes the link over, and only one does. The bound is the
+  // product's (docs/node-api.md): at its next try because the holder's pid is gone (why:
+  // 'holder-dead' below), not after the 10 s TTL; no wall-clock bound, which a loaded CI host breaks.
   await holder.proc.kill9();
-  await waitFor(() => followers.some((f) => count(f.proc, 'control session established') === 1), { what: 'a takeover session', timeoutMs: 15_000 });
-  const takeoverMs = Date.now() - killedAt;
-  t.ok(takeoverMs < 10_000, `taken over in ${takeoverMs} ms`);
+  await waitFor(() => followers.some((f) => count(f.proc, 'control session established') === 1), { what: 'a takeover session', timeoutMs: 30_000 });
   await new Promise((resolve) => setTimeout(resolve, 3_000));
   const after = followers.map((f) => count(f.proc, 'control session established'));
   t.same(after.slice().sort(), [0, 1], `exactly one follower took over, with one session (${after.join(', ')})`);
   const newHolder = followers[after.indexOf(1)]!;
-  t.match(parseJsonLines(newHolder.proc.output()).find((l) => l.msg === 'this process holds the control link'), { why: 'holder-dead' });
+  t.match(parseJsonLines(newHolder.proc.output()).find((l) => l.msg === 'this process holds the control link'), { why: 'holder-dead' }, "taken over because the holder's pid is gone, not after the lock's 10 s TTL");
   for (const f of followers) t.equal(count(f.proc, 'control session ended'), 0);
 
   // A clean stop of the holder hands the link to the last replica.

@@ -103,9 +103,10 @@ t.test("a call queued behind a full pool gives up at its tool server's timeout",
   const outcome = await within(callToolServer(quick, { method: 'POST', callerHeaders: {}, body: ping(), requestId: 'req_quick', signal: new AbortSwitch() }).then(
     () => 'answered',
     (err: unknown) => (isZenovaError(err) ? err.code : String(err)),
-  ), 5000);
+  ), 15_000);
   t.equal(outcome, 'ZN_ERR_UPSTREAM_TIMEOUT', 'the queued call timed out');
-  t.ok(Date.now() - started < 2000, `within about its timeout (${Date.now() - started} ms)`);
+  // Loose on purpose (a loaded CI host): at its own 300 ms, not when the pool frees at the 20 s of the calls holding it.
+  t.ok(Date.now() - started < 10_000, `at its own timeout, not the pool's 20 s (${Date.now() - started} ms)`);
 });
 
 t.test("a caller leaving still aborts a call and its body, and the deadline does not end a slow body", async (t) => {
@@ -129,8 +130,9 @@ t.test('a caller leaving while its call is queued for a socket ends the wait at 
   const queued = callToolServer(server, { method: 'POST', callerHeaders: {}, body: ping(), requestId: 'req_gone', signal }).then(() => 'answered', () => 'aborted');
   setTimeout(() => signal.abort(), 100);
   const started = Date.now();
-  t.equal(await within(queued, 3000), 'aborted', 'the queued call ends with the abort');
-  t.ok(Date.now() - started < 1000, `promptly (${Date.now() - started} ms)`);
+  t.equal(await within(queued, 15_000), 'aborted', 'the queued call ends with the abort');
+  // Loose on purpose (a loaded CI host): at the abort, not at the server's 20 s timeout.
+  t.ok(Date.now() - started < 10_000, `at the abort, not the 20 s timeout (${Date.now() - started} ms)`);
   t.equal(fake.held(), 256, 'and is never sent');
 });
 

@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import t from 'tap';
 import { underOpenLock, underOpenLockAsync } from '../../edge-node/src/state/open-lock.js';
 import { StateFileError } from '../../edge-node/src/state/state-store.js';
+import { waitFor } from '../fixtures/wait-for.js';
 
 /** Another holder of `lockFile`'s lock (a second connection: SQLite locks between them as between processes). */
 function holdLock(lockFile: string): { release(): void } {
@@ -32,11 +33,14 @@ t.test('waiting for a lock another holds leaves the event loop free, and the ste
   const step = underOpenLockAsync(lockFile, async () => {
     ran = true;
   });
-  // The ticks below only come while the wait yields to the event loop.
+  let settled = false;
+  step.then(() => (settled = true), () => (settled = true));
+  // The ticks below only come while the wait yields to the event loop; a wait that held the loop
+  // would let them come only once it had given up (settled).
   const ticksAtStart = ticks;
-  await new Promise((resolve) => setTimeout(resolve, 150));
+  await waitFor(() => ticks - ticksAtStart >= 5, { what: '5 ticks of the event loop' });
+  t.notOk(settled, `the event loop ran meanwhile (${ticks - ticksAtStart} ticks), the step still waiting`);
   t.notOk(ran, 'not while the other holds it');
-  t.ok(ticks - ticksAtStart >= 5, `the event loop ran meanwhile (${ticks - ticksAtStart} ticks)`);
   other.release();
   await step;
   t.ok(ran, 'then the step ran');

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import OpenAI, { APIError } from 'openai';
 import { startFakeUpstream } from '../fixtures/fake-upstream.js';
+import { freePort } from '../fixtures/free-port.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { UPSTREAM_KEY, startNode, testConfig } from './node-harness.js';
 
@@ -19,15 +20,6 @@ async function apiError(promise: Promise<unknown>): Promise<APIError> {
     throw err;
   }
   throw new Error('expected the call to fail with an APIError');
-}
-
-/** A port that was just free: listen on 0, note the port, close. */
-async function closedPort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
-  return port;
 }
 
 t.test('an upstream 500 becomes 502 ZN_ERR_UPSTREAM_ERROR without the upstream message', async (t) => {
@@ -65,7 +57,7 @@ t.test("an upstream 401 (the node's upstream key is wrong) is not passed on as t
 });
 
 t.test('an upstream on a closed port gives 502 ZN_ERR_UPSTREAM_UNAVAILABLE', async (t) => {
-  const port = await closedPort();
+  const port = await freePort(); // nothing listens there; outside the ephemeral range, so no listen(0) takes it meanwhile
   const node = await startNode(t, testConfig(`http://127.0.0.1:${port}/v1`));
   const err = await apiError(node.client().chat.completions.create(ask));
   t.equal(err.status, 502);

@@ -44,6 +44,9 @@ t.test('a lease top-up that waited for a node deletion on another replica opens 
   // Something else briefly holds the account's balance row (any settlement or top-up does), so the
   // deletion (B) queues on it first and the session's refresh (A) right behind it.
   const blocker = await pool.connect();
+  // A wait below that times out must not leave the client checked out: pool.end() would never settle.
+  let released = false;
+  t.teardown(() => { if (!released) blocker.release(true); });
   await blocker.query('begin');
   await blocker.query('select 1 from account_balances where account_id = $1 for update', [account]);
   const waiting = async (n: number) => {
@@ -55,6 +58,7 @@ t.test('a lease top-up that waited for a node deletion on another replica opens 
   const refresh = withTransaction(replicaA, (c) => topUpLease(c, nodeId, account, POLICY, Date.now()));
   await waitFor(() => waiting(2), { what: 'the refresh to wait behind it' });
   await blocker.query('commit');
+  released = true;
   blocker.release();
   await deletion;
   const late = await refresh;
@@ -76,6 +80,9 @@ t.test("a node's first lease of an account, topped up while another replica dele
     "insert into credit_leases (node_id, account_id, expires_at) values ($1, $2, now() + interval '1 hour') returning id", [other, account]);
 
   const blocker = await pool.connect();
+  // A wait below that times out must not leave the client checked out: pool.end() would never settle.
+  let released = false;
+  t.teardown(() => { if (!released) blocker.release(true); });
   await blocker.query('begin');
   await blocker.query('select 1 from credit_leases where id = $1 for update', [closed!.id]);
   const waiting = async (n: number) => {
@@ -89,6 +96,7 @@ t.test("a node's first lease of an account, topped up while another replica dele
   const deletion = deleteNode(replicaB, 'doomed');
   await waitFor(() => waiting(2), { what: 'the deletion to wait for the top-up' });
   await blocker.query('commit');
+  released = true;
   blocker.release();
   await topUp;
   await deletion;

@@ -91,12 +91,16 @@ async function storedRecords(pool: pg.Pool, nodeId: string): Promise<number> {
 }
 
 /** Holds the account's balance row (as any settlement or top-up does) until released. */
-async function holdBalance(pool: pg.Pool, account: string): Promise<() => Promise<void>> {
+async function holdBalance(t: Test, pool: pg.Pool, account: string): Promise<() => Promise<void>> {
   const blocker = await pool.connect();
+  // A wait that times out before the release must not leave the client checked out: pool.end() would never settle.
+  let released = false;
+  t.teardown(() => { if (!released) blocker.release(true); });
   await blocker.query('begin');
   await blocker.query('select 1 from account_balances where account_id = $1 for update', [account]);
   return async () => {
     await blocker.query('commit');
+    released = true;
     blocker.release();
   };
 }
@@ -125,7 +129,7 @@ t.test("a deleted node's late records are refused, so the credit its deletion re
 
 t.test('a batch under way when its node is deleted is settled before the deletion returns the lease', async (t) => {
   const s = await scene(t);
-  const release = await holdBalance(s.pool, s.account);
+  const release = await holdBalance(t, s.pool, s.account);
   // Replica A ingests: the node's row taken, the record inserted, settlement waiting on the balance.
   const ingestion = ingestRecords(s.replicaA, s.node, [spent(s, 'inflight-1', 400)]);
   await lockWaiters(s.pool, 1, 'the ingestion to wait on the balance');
@@ -148,7 +152,7 @@ t.test('a batch under way when its node is deleted is settled before the deletio
 
 t.test('a batch that reaches the control plane while its node is being deleted waits for the deletion and is refused', async (t) => {
   const s = await scene(t);
-  const release = await holdBalance(s.pool, s.account);
+  const release = await holdBalance(t, s.pool, s.account);
   // Replica B deletes: the node marked deleted, returning its lease waiting on the balance.
   const deletion = deleteNode(s.replicaB, s.node.nodeName);
   await lockWaiters(s.pool, 1, 'the deletion to wait on the balance');

@@ -11,23 +11,16 @@ import { setRouteRandomForTests } from '../../../edge-node/src/routing/route-mod
 import { TargetHealth } from '../../../edge-node/src/routing/target-health.js';
 import { startFakeUpstream } from '../../fixtures/fake-upstream.js';
 import { SSE_HEAD_CHUNKED, chatChunk, httpChunk, startRawUpstream } from '../../fixtures/raw-upstream.js';
+import { freePort } from '../../fixtures/free-port.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { sdkError, startPipelineNode } from './pipeline-harness.js';
 
 const ask = (model: string) => ({ model, messages: [{ role: 'user' as const, content: 'route me' }] });
 
-async function closedPort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 t.test('routing rules', async (t) => {
   const primary = await startFakeUpstream(t);
   const backup = await startFakeUpstream(t);
-  const deadUrl = `http://127.0.0.1:${await closedPort()}/v1`;
+  const deadUrl = `http://127.0.0.1:${await freePort()}/v1`;
   const route = (alias: string, upstream: string, extra: { fallbacks?: string[]; retries?: number; timeoutMs?: number; targets?: Array<{ upstream: string; weight: number }> } = {}) => ({
     alias,
     targets: (extra.targets ?? [{ upstream, weight: 1 }]).map((x) => ({ upstream: x.upstream, model: 'demo-echo', weight: x.weight })),

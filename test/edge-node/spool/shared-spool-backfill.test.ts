@@ -7,6 +7,7 @@ import type { NodeMessage, RecordBatch } from '../../../proto/src/index.js';
 import { BackfillChannel } from '../../../edge-node/src/spool/backfill-channel.js';
 import { createSpoolFile } from '../../../edge-node/src/spool/spool-file.js';
 import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
+import { runEach } from '../../fixtures/teardown-steps.js';
 import { waitFor } from '../../fixtures/wait-for.js';
 import { NODE_ID, quietLogger, record, tempStateDir } from './spool-helpers.js';
 
@@ -16,10 +17,7 @@ t.test("the link holder backfills another replica's records", async (t) => {
   const limits = () => ({ quotaBytes: 1024 ** 3, fullPolicy: 'reject' as const });
   const holder = new SpoolStore({ file, meta, logger: quietLogger(), limits });
   const follower = new SpoolStore({ file, meta, logger: quietLogger(), limits });
-  t.teardown(async () => {
-    await holder.close();
-    await follower.close();
-  });
+  t.teardown(() => runEach('the two spool stores', () => holder.close(), () => follower.close()));
   const channel = new BackfillChannel({ store: holder, logger: quietLogger(), lingerMs: 10 });
   t.teardown(() => channel.stop());
   const sent: RecordBatch[] = [];

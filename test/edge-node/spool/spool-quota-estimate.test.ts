@@ -11,6 +11,7 @@ import type { RequestRecord } from '../../../proto/src/index.js';
 import { createSpoolFile, spoolLiveBytes } from '../../../edge-node/src/spool/spool-file.js';
 import { SpoolStore } from '../../../edge-node/src/spool/spool-store.js';
 import type { SpoolLimits } from '../../../edge-node/src/spool/spool-store.js';
+import { runEach } from '../../fixtures/teardown-steps.js';
 import { NODE_ID, quietLogger, record, tempStateDir } from './spool-helpers.js';
 
 function liveBytesOf(file: string): number {
@@ -94,10 +95,7 @@ t.test('two replicas filling one spool never say it is not full once the file is
   const meta = createSpoolFile(file, NODE_ID);
   const a = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => limits });
   const b = new SpoolStore({ file, meta, logger: quietLogger(), limits: () => limits });
-  t.teardown(async () => {
-    await a.close();
-    await b.close();
-  });
+  t.teardown(() => runEach('the two spool stores', () => a.close(), () => b.close()));
   limits.quotaBytes = a.bytes() + 4 * 1024 * 1024;
   const body = 'z'.repeat(4000);
   let wrong = 0;
