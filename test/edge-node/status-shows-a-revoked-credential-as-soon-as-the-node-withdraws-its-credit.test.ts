@@ -22,9 +22,10 @@ import { saveControlStatus } from '../../edge-node/src/control/control-status.js
 import type { ControlStatusRecord } from '../../edge-node/src/control/control-status.js';
 import { cutOffBy, refusalAdvice } from '../../edge-node/src/control/refusal-advice.js';
 import type { Logger } from '../../edge-node/src/logger.js';
+import { saveCredentials } from '../../edge-node/src/state/credential-store.js';
 import { createTestCa } from '../fixtures/tls.js';
 import { runNodeCli } from './cli-capture.js';
-import { writeEnrolledState } from './control-fixtures.js';
+import { newCredential, writeEnrolledState } from './control-fixtures.js';
 import type { EnrolledState } from './control-fixtures.js';
 
 const REVOKED_ROW = /\ncredential:\s+REVOKED by the control plane \(CREDENTIAL_REVOKED at [^;)]+; [^)]*\): its credit is withdrawn, priced requests are refused with ZN_ERR_CREDIT_WITHDRAWN/;
@@ -102,6 +103,7 @@ t.test('from the lease book, with the re-enroll advice', async (t) => {
   t.notMatch(live.text, /reconnects by itself/, 'never that the node reconnects by itself: no reconnect cures a revoked credential');
   t.match(live.text, /last error:\s+GATEWAY_UNREACHABLE/, "the link's own error is still shown");
   t.notMatch(live.text, /\ndeleted:/, 'a revoked credential is no deletion');
+  t.equal(live.text.match(/\ncredential:/g)?.length, 1, 'one credential row: never also "valid until"');
   t.match(live.json, {
     deleted: null,
     credentialRevoked: { code: 'CREDENTIAL_REVOKED', at: /^\d{4}-/, message: "the node's credentials were revoked", advice: refusalAdvice('CREDENTIAL_REVOKED'), source: 'lease-book' },
@@ -115,6 +117,17 @@ t.test('from the lease book, with the re-enroll advice', async (t) => {
   t.match(stopped.text, REVOKED_ROW, 'node-edge stopped: still shown from the book');
   t.match(stopped.json.credentialRevoked, { source: 'lease-book' });
   t.same({ sidecars: sidecars(), files: readdirSync(state.dir).sort() }, before, 'status made no -wal, -shm or other file in the state dir');
+
+  // Re-enrolled on this host while stopped: the new credential is saved, the withdrawal stands until
+  // node-edge's first session; status does not ask for the re-enrollment again.
+  await saveCredentials(state.store, { current: newCredential() });
+  const reenrolled = await status(state);
+  t.match(reenrolled.text, /\ncredential:\s+REVOKED by the control plane \(CREDENTIAL_REVOKED at [^)]+\), and a new credential was saved since \(\d{4}-[^,]+, a re-enrollment on this host\)/, 'the row says a new credential is saved since');
+  t.match(reenrolled.text, /\nwhat to do:\s+nothing: node-edge takes the new credential by itself/, 'node-edge running: that it takes it by itself, not to re-enroll');
+  t.notMatch(reenrolled.text, REENROLL_ADVICE, 'not the re-enroll advice again');
+  t.match(reenrolled.json.credentialRevoked, { source: 'lease-book', newerCredentialSavedAt: /^\d{4}-/ });
+  await linkSays(state, refusal('GATEWAY_UNREACHABLE', 'connect ECONNREFUSED'), false);
+  t.match((await status(state)).text, /\nwhat to do:\s+start node-edge: the withdrawal is lifted at its first control session/, 'node-edge stopped: to start it');
 
   // A session established again (a same-host re-enrollment) lifts the withdrawal: nothing is shown.
   const reopened = leaseBook(t, state);

@@ -67,6 +67,11 @@ export interface CredentialRevocation {
   advice: string;
   /** Which source said so: the lease book the credit leases refuse by, or the control link's refusal. */
   source: 'lease-book' | 'control-link';
+  /**
+   * When credential.json was written, if after the revocation (ISO time): a re-enrollment on this
+   * host saved a new credential, and the withdrawal is lifted at node-edge's first session with it.
+   */
+  newerCredentialSavedAt?: string;
 }
 
 /** What a node whose credential was revoked refuses its priced callers with (requests that cost nothing are still served). */

@@ -100,6 +100,11 @@ export async function readNodeStatus(store: StateStore): Promise<NodeStatusRepor
   const running = control !== undefined && control.serving && isProcessAlive(control.pid);
   const spool = readSpoolFigures(store.dir);
   const cutOff = identity === undefined ? { deleted: null, credentialRevoked: null } : nodeCutOffOf(store.dir, identity.nodeId, control);
+  // A credential saved after the revocation: the host was re-enrolled since (the row must not ask for it again).
+  const heldSince = credentialHeldSince(store);
+  if (cutOff.credentialRevoked !== null && credentials !== undefined && heldSince !== undefined && heldSince > Date.parse(cutOff.credentialRevoked.at)) {
+    cutOff.credentialRevoked = { ...cutOff.credentialRevoked, newerCredentialSavedAt: new Date(heldSince).toISOString() };
+  }
   return {
     stateDir: store.dir,
     enrolled: identity !== undefined && credentials !== undefined,
@@ -236,7 +241,10 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: s
     row('gateway', `${report.gateway.target} (certificate name ${report.gateway.serverName})`);
     row('gateway trust', report.gateway.trust === 'pinned-ca' ? 'pinned CA (saved at enrollment)' : 'system trust store (no CA pinned at enrollment)');
   }
-  if (report.credential !== null) {
+  const deleted = report.deleted ?? null;
+  const revoked = deleted === null ? (report.credentialRevoked ?? null) : null;
+  // A revoked credential is said by its own row below: "valid until" would contradict it.
+  if (report.credential !== null && revoked === null) {
     const { credential } = report;
     row(
       'credential',
@@ -264,19 +272,19 @@ export function formatNodeStatus(report: NodeStatusReport, notEnrolledAdvice?: s
         : `not connected since ${control.since ?? '?'}${control.since !== null ? ` (${formatElapsed(control.since)})` : ''}`,
     );
   }
-  const deleted = report.deleted ?? null;
   if (deleted !== null) {
     row('deleted', `DELETED in the control plane (${deleted.code} at ${deleted.at}): every caller request is refused with ${DELETED_CALLER_CODE}`);
     row('what to do', deleted.advice);
   }
-  const revoked = report.credentialRevoked ?? null;
-  if (revoked !== null && deleted === null) {
-    row(
-      'credential',
-      `REVOKED by the control plane (${revoked.code} at ${revoked.at}; a re-enrollment of this node on another host does this): its credit is withdrawn, ` +
-        `priced requests are refused with ${WITHDRAWN_CALLER_CODE} (requests that cost nothing are still served) until a control session is established again`,
-    );
-    row('what to do', revoked.advice);
+  if (revoked !== null) {
+    const refused = `priced requests are refused with ${WITHDRAWN_CALLER_CODE} (requests that cost nothing are still served) until a control session is established again`;
+    if (revoked.newerCredentialSavedAt !== undefined) {
+      row('credential', `REVOKED by the control plane (${revoked.code} at ${revoked.at}), and a new credential was saved since (${revoked.newerCredentialSavedAt}, a re-enrollment on this host): its credit stays withdrawn and ${refused} with it`);
+      row('what to do', control.running === true ? 'nothing: node-edge takes the new credential by itself; the withdrawal is lifted at its first control session' : 'start node-edge: the withdrawal is lifted at its first control session with the new credential');
+    } else {
+      row('credential', `REVOKED by the control plane (${revoked.code} at ${revoked.at}; a re-enrollment of this node on another host does this): its credit is withdrawn, ${refused}`);
+      row('what to do', revoked.advice);
+    }
   }
   const { config } = report;
   if (config !== null) {
