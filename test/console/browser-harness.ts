@@ -73,6 +73,7 @@ function sharedServer(): Promise<TestDatabase> {
         await db?.stop();
       } catch (e) {
         process.stderr.write(`browser-harness: stopping PostgreSQL failed: ${String(e)}\n`);
+        process.exitCode = 1; // the file still fails, without skipping the other teardowns
       }
     });
   }
@@ -93,6 +94,7 @@ export async function startConsoleStack(t: HasTeardown, opts: ConsoleStackOption
         await fn();
       } catch (e) {
         process.stderr.write(`browser-harness: a console stack cleanup failed: ${String(e)}\n`);
+        process.exitCode = 1; // the file still fails, without skipping the other teardowns
       }
     }
   });

@@ -69,6 +69,7 @@ export async function freshDatabase(t: { teardown(fn: () => unknown): void }, se
       }
     } catch (err) {
       process.stderr.write(`dropping test database ${name} failed: ${(err as Error).message}\n`);
+      process.exitCode = 1; // the file still fails, without skipping the other teardowns
     }
   });
   const url = new URL(serverUrl);
@@ -94,6 +95,7 @@ export function boundedPoolEnd(pool: pg.Pool, withinMs = 10_000): () => Promise<
     let timer: NodeJS.Timeout | undefined;
     const ended = pool.end().then(() => true, (err: unknown) => {
       process.stderr.write(`pool.end() failed: ${(err as Error).message}\n`);
+      process.exitCode = 1; // the file still fails, without skipping the other teardowns
       return true;
     });
     const timedOut = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), withinMs); });
@@ -101,6 +103,8 @@ export function boundedPoolEnd(pool: pg.Pool, withinMs = 10_000): () => Promise<
     clearTimeout(timer);
     if (done) return;
     process.stderr.write(`pool.end() did not settle within ${withinMs} ms (a client never released?); ending its ${clients.size} clients\n`);
+    // A client never released is a leak the file must still fail for (as the hang made it), only sooner.
+    process.exitCode = 1;
     for (const client of clients) {
       // end() marks the client as ending (so the closed socket raises no error), then the socket goes.
       client.end().catch(() => undefined);

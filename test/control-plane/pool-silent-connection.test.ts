@@ -84,6 +84,7 @@ t.test('a client released without an error after its query went silent is cut, n
   const rollback = await outcome(client.query('rollback'));
   t.equal(rollback.status, 'rejected', 'the rollback on the cut connection fails');
   t.notMatch(rollback.status === 'rejected' ? String(rollback.err) : '', /Query read timeout/, `at once, not after another bound (${rollback.ms} ms)`);
+  t.ok(rollback.ms < QUERY_TIMEOUT_MS, `nor after waiting out the query timeout (${rollback.ms} ms)`);
   client.release();
 
   const next = await outcome(pool.query<{ one: number }>('select 1 as one'));

@@ -1,5 +1,6 @@
 // runEach (fixtures/teardown-steps.ts): tap 21 skips a test's remaining teardowns after one that
-// rejects, so a multi-step teardown must run every step and never reject, logging what failed.
+// rejects, so a multi-step teardown must run every step and never reject, logging what failed and
+// making the test process exit 1.
 import t from 'tap';
 import { runEach } from '../fixtures/teardown-steps.js';
 
@@ -30,6 +31,13 @@ t.test('every step runs in order, a throwing and a rejecting one too, and runEac
   t.match(stderr, 'teardown step 1 of the three closers failed: close failed');
   t.match(stderr, 'teardown step 2 of the three closers failed: end rejected');
   t.notMatch(stderr, 'teardown step 3', 'a step that succeeded is not reported');
+  t.equal(process.exitCode, 1, 'the test process will exit 1: the file still fails');
+  process.exitCode = 0; // (this file's failures were on purpose)
+});
+
+t.test('steps that all succeed leave the exit code alone', async (t) => {
+  await runEach('two fine closers', () => undefined, async () => { await Promise.resolve(); });
+  t.not(process.exitCode, 1);
 });
 
 t.test("a test's earlier teardowns still run after one whose first step fails", async (t) => {
@@ -43,4 +51,5 @@ t.test("a test's earlier teardowns still run after one whose first step fails", 
   });
   t.same(ran, ['pool ended', 'earlier teardown'], 'the later step and the earlier teardown ran');
   t.match(stderr, 'teardown step 1 of the app failed: app.close failed');
+  process.exitCode = 0; // (on purpose, as above)
 });

@@ -309,8 +309,9 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
     const onListenFailed = (slot: Slot, worker: Worker, failure: ReplicaListenFailedMessage): void => {
       if (slot.worker === worker) slot.listenFailed = true;
       const line = { err: { code: failure.code, reason: failure.reason }, listen: opts.listen };
-      if (phase === 'serving') {
-        // A replica started again after the node served (the port taken meanwhile): its exit is logged and it is started again.
+      if (phase !== 'starting') {
+        // A replica started again after the node served (the port taken meanwhile): its exit is logged
+        // and it is started again; while stopping, the node was not stopped for it (nor is it said so).
         logger.error({ ...line, replica: slot.index }, 'node-edge could not listen');
         return;
       }
