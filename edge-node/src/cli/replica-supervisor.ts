@@ -309,14 +309,14 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
     const onListenFailed = (slot: Slot, worker: Worker, failure: ReplicaListenFailedMessage): void => {
       if (slot.worker === worker) slot.listenFailed = true;
       const line = { err: { code: failure.code, reason: failure.reason }, listen: opts.listen };
+      // The others' failures are the same one as the first (the node is stopping for it): said once.
+      if (listenFailed !== undefined) return;
       if (phase !== 'starting') {
         // A replica started again after the node served (the port taken meanwhile): its exit is logged
         // and it is started again; while stopping, the node was not stopped for it (nor is it said so).
         logger.error({ ...line, replica: slot.index }, 'node-edge could not listen');
         return;
       }
-      // The others' failures are the same one: said once.
-      if (listenFailed !== undefined) return;
       listenFailed = new ListenFailedError(failure.message, failure.code);
       logger.error(line, 'node-edge could not listen');
       beginStop('a replica could not listen', 1);
