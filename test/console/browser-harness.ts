@@ -25,6 +25,7 @@ import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 import { captureLogger, freshDatabase, testSettings } from '../control-plane/helpers.js';
 import type { CapturedLogger } from '../control-plane/helpers.js';
 import { stubEnrollment } from '../control-plane/nodes-harness.js';
+import { runEach } from '../fixtures/teardown-steps.js';
 
 export const CHROMIUM_PATH = '/usr/bin/chromium';
 export const CHROMIUM_ARGS = [
@@ -67,15 +68,7 @@ function sharedServer(): Promise<TestDatabase> {
     server = startPostgres();
     const started = server;
     // Never rejects: a rejected teardown makes tap skip the rest (Chromium's close among them).
-    tap.teardown(async () => {
-      const db = await started.catch(() => undefined);
-      try {
-        await db?.stop();
-      } catch (e) {
-        process.stderr.write(`browser-harness: stopping PostgreSQL failed: ${String(e)}\n`);
-        process.exitCode = 1; // the file still fails, without skipping the other teardowns
-      }
-    });
+    tap.teardown(() => runEach('the shared PostgreSQL', async () => (await started).stop()));
   }
   return server;
 }
@@ -88,16 +81,7 @@ export async function startConsoleStack(t: HasTeardown, opts: ConsoleStackOption
   const databaseUrl = await freshDatabase({ teardown: (fn) => dropLater.push(fn) }, db.url);
   const cleanups: Array<() => unknown> = [];
   // Every step runs even if one fails, and the teardown never rejects (tap would skip the rest).
-  t.teardown(async () => {
-    for (const fn of [...cleanups.reverse(), ...dropLater]) {
-      try {
-        await fn();
-      } catch (e) {
-        process.stderr.write(`browser-harness: a console stack cleanup failed: ${String(e)}\n`);
-        process.exitCode = 1; // the file still fails, without skipping the other teardowns
-      }
-    }
-  });
+  t.teardown(() => runEach('the console stack', ...cleanups.reverse(), ...dropLater));
 
   let tls: { certPem: string; keyPem: string } | undefined;
   let caPem: string | undefined;

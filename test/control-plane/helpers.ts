@@ -5,7 +5,6 @@ import type pino from 'pino';
 import { createLogger } from '../../control-plane/src/logger.js';
 import { loadSettings } from '../../control-plane/src/settings.js';
 import type { Settings } from '../../control-plane/src/settings.js';
-import { freePort } from '../fixtures/free-port.js';
 
 export const ADMIN_TOKEN = `test-admin-token-${'k'.repeat(24)}-${randomBytes(8).toString('hex')}`;
 
@@ -77,10 +76,8 @@ export async function freshDatabase(t: { teardown(fn: () => unknown): void }, se
   return url.toString();
 }
 
-/** A 127.0.0.1 port with nothing listening on it, below the ephemeral range so no `listen(0)` takes it. */
-export async function closedPort(): Promise<number> {
-  return freePort();
-}
+/** A 127.0.0.1 port with nothing listening on it (the fixture's, below the ephemeral range). */
+export { closedPort } from '../fixtures/loopback-server.js';
 
 /**
  * A pool's teardown that cannot hang the file: pool.end() waits for every client it handed out, and

@@ -243,12 +243,10 @@ export async function serve(opts: ServeOptions): Promise<number> {
     const failed = listenFailure(err, '--listen', opts.listen);
     // A replica of `serve --replicas K` tells its supervisor, which says it once for all K (every
     // replica meets the same port); it says it itself only when that message cannot be sent.
-    const replica = failed !== undefined ? replicaWorker(env) : undefined;
-    const logFailure = (): void =>
-      opts.logger.error(failed !== undefined ? { err: listenFailureLog(err as NodeJS.ErrnoException), listen: opts.listen } : { err, listen: opts.listen }, 'node-edge could not listen');
     // Told first: the supervisor then stops the other replicas while this one closes, and lets it end by itself.
+    const replica = failed !== undefined ? replicaWorker(env) : undefined;
     const told = failed !== undefined && replica !== undefined && (await replica.reportListenFailed({ message: failed.message, code: failed.code, reason: (err as Error).message }));
-    if (!told) logFailure();
+    if (!told) opts.logger.error(failed !== undefined ? { err: listenFailureLog(err as NodeJS.ErrnoException), listen: opts.listen } : { err, listen: opts.listen }, 'node-edge could not listen');
     await app.close();
     await services.close();
     if (told) return 1;

@@ -37,13 +37,13 @@ import { CREDENTIAL_CUT_OFF_CODES, refusalAdvice } from '../control/refusal-advi
 export const NODE_DELETED_CODE = 'NODE_DELETED';
 
 export interface NodeDeletion {
-  /** NODE_DELETED. */
+  /** NODE_DELETED (CREDENTIAL_REVOKED in a CredentialRevocation). */
   code: string;
   /** When the node learned it (ISO time: the lease book's record, else the control link's refusal). */
   at: string;
   /** The control plane's refusal message. */
   message: string;
-  /** What the operator does next (refusal-advice.ts: create the node again and re-enroll this host with it, or uninstall). */
+  /** What the operator does next (refusal-advice.ts: for a deletion, create the node again and re-enroll this host with it, or uninstall). */
   advice: string;
   /** Which source said so: the lease book the pipeline refuses by, or the control link's refusal. */
   source: 'lease-book' | 'control-link';
@@ -53,20 +53,11 @@ export interface NodeDeletion {
 export const DELETED_CALLER_CODE = 'ZN_ERR_NODE_DELETED';
 
 /**
- * The control plane revoked the node's credential and no newer one is saved (CREDENTIAL_REVOKED,
- * CREDENTIAL_CUT_OFF_CODES: the node was re-enrolled on another host): its credit is withdrawn.
+ * The control plane revoked the node's credential (CREDENTIAL_REVOKED, CREDENTIAL_CUT_OFF_CODES: the
+ * node was re-enrolled on another host): its credit is withdrawn until a control session is
+ * established again.
  */
-export interface CredentialRevocation {
-  /** CREDENTIAL_REVOKED. */
-  code: string;
-  /** When the node learned it (ISO time: the lease book's record, else the control link's refusal). */
-  at: string;
-  /** The control plane's refusal message. */
-  message: string;
-  /** What the operator does next (refusal-advice.ts: re-enroll this host, whose credential was revoked). */
-  advice: string;
-  /** Which source said so: the lease book the credit leases refuse by, or the control link's refusal. */
-  source: 'lease-book' | 'control-link';
+export interface CredentialRevocation extends NodeDeletion {
   /**
    * When credential.json was written, if after the revocation (ISO time): a re-enrollment on this
    * host saved a new credential, and the withdrawal is lifted at node-edge's first session with it.
@@ -101,11 +92,6 @@ function withdrawalIn(db: Database.Database, nodeId: string): BookWithdrawal | n
   return row === undefined ? null : { code: row.code, message: row.message, at: row.withdrawn_at };
 }
 
-/** The lease book's withdrawal of `nodeId`, read without writing in the state dir; undefined when none or unreadable. */
-export function readBookWithdrawal(stateDir: string, nodeId: string): BookWithdrawal | undefined {
-  return readBook(stateDir, nodeId) ?? undefined;
-}
-
 /**
  * The lease book's withdrawal of `nodeId`, read without writing in the state dir: null when the book
  * says there is none; undefined when it cannot say (no book, unreadable, or without the table).
@@ -132,14 +118,6 @@ function readBook(stateDir: string, nodeId: string): BookWithdrawal | null | und
   } catch {
     return undefined;
   }
-}
-
-/**
- * The node's deletion from the lease book of `stateDir` (for `nodeId`) or from the control link's
- * unresolved last error; null when neither says it was deleted.
- */
-export function nodeDeletionOf(stateDir: string, nodeId: string, control: ControlStatusRecord | undefined): NodeDeletion | null {
-  return nodeCutOffOf(stateDir, nodeId, control).deleted;
 }
 
 /**
