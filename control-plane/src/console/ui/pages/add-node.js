@@ -116,9 +116,50 @@ export function controlPlaneUrlProblem(value) {
   if (!url.hostname || !/^https:\/\/[^/]/.test(value)) return 'must name a host right after the scheme (scheme://host)';
   const authority = value.slice('https://'.length).split(/[/?#]/, 1)[0];
   if (url.username || url.password || authority.includes('@')) return "must not contain '@' before the host (it starts a user name)";
+  if (!hostAsWritten(authority, url.hostname)) {
+    return 'must write the host as it is read (an IPv4 address as four plain decimal numbers; a name without %-escapes, full-width or invisible characters)';
+  }
   if (url.port === '0') return 'must not use port 0 (no server listens there)';
   if (value.includes('?') || value.includes('#')) return 'must not contain a query or fragment';
   if (!/^[A-Za-z0-9._~:/[\]%-]+$/.test(value)) return 'may contain only letters, digits and . _ ~ : / [ ] % -';
+  // The API's last two rules (node-validation.ts), so the wizard never gets to its last step with
+  // a URL the create call refuses: the console page's address, and a path nodes would resolve.
+  if (/\/console\/*$/i.test(resolvedPath(url))) return 'is the console page\'s address (ends in /console): give the control plane\'s callback URL without it';
+  return dotSegmentProblem(value);
+}
+
+/**
+ * Whether the host as written is the host the URL parser read (`0x7f.1`, `127.1` and `%63p` are
+ * not), up to letter case and IPv6 spelling. Only for ASCII hosts: any other character is refused
+ * by the character rule after it.
+ */
+function hostAsWritten(authority, hostname) {
+  const host = authority.startsWith('[') ? authority.slice(0, authority.indexOf(']') + 1) : authority.split(':', 1)[0];
+  if (host.startsWith('[')) return hostname.startsWith('[');
+  return !/^[\x21-\x7e]*$/.test(host) || host.toLowerCase() === hostname;
+}
+
+/** The URL's path as nodes request it: dot segments resolved, unreserved characters' %XX escapes decoded. */
+function resolvedPath(url) {
+  return url.pathname.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex) => {
+    const char = String.fromCharCode(parseInt(hex, 16));
+    return /^[A-Za-z0-9._~-]$/.test(char) ? char : escape;
+  });
+}
+
+/** A `.` or `..` path segment, also written with `%2e`: the URL parser resolves it away, so nodes would call another path. */
+function dotSegmentProblem(value) {
+  const afterScheme = value.slice(value.indexOf('://') + 3);
+  const slash = afterScheme.search(/[/?#]/);
+  if (slash === -1 || afterScheme[slash] !== '/') return undefined;
+  const path = afterScheme.slice(slash).split(/[?#]/, 1)[0];
+  for (const segment of path.split('/')) {
+    const dots = segment.replace(/%2e/gi, '.');
+    if (dots === '.' || dots === '..') {
+      const readAs = segment === dots ? '' : `read as '${dots}'; `;
+      return `must not contain the path segment '${segment}' (${readAs}the URL parser resolves it away, so nodes would call another path); write the path without '.' or '..' segments`;
+    }
+  }
   return undefined;
 }
 
