@@ -56,3 +56,30 @@ t.test('--replicas 2 with --listen on a port in use: one stderr line, one log li
   const stopping = logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('node-edge stopping: '));
   t.same(stopping.map((l) => l.msg), ['node-edge stopping: a replica could not listen'], 'the supervisor stops the others, saying why once');
 });
+
+t.test('a replica under an older supervisor, which ignores the report, says the listen failure itself', async (t) => {
+  const scene = await replicaScene(t);
+  const port = await busyPort(t);
+  const { command, args } = tsEntry('test/edge-node/older-replica-supervisor.ts');
+  const proc = await startProcess({
+    name: 'an older supervisor with one replica',
+    command,
+    args: [...args, 'serve', '--state-dir', scene.stateDir, '--listen', `127.0.0.1:${port}`],
+    env: { ZENOVA_NODE_REPLICAS: undefined, ZENOVA_LOG_LEVEL: undefined, ZENOVA_NODE_RECONNECT_BASE_MS: '100', ZENOVA_NODE_RECONNECT_MAX_MS: '500' },
+    timeoutMs: 90_000,
+    t,
+  });
+  await proc.exited;
+  const output = proc.output();
+  t.match(output, /older supervisor: the replica exited [1-9]/, 'the replica exits with an error');
+  t.same(
+    output.split('\n').filter((l) => l.startsWith('zenova-node: ')),
+    [
+      `zenova-node: cannot listen on 127.0.0.1:${port} (--listen): the port is already in use by another program (EADDRINUSE); stop the program using it, or pass --listen HOST:PORT with a free port`,
+    ],
+    'the replica says the listen failure on stderr, since its supervisor will not',
+  );
+  const failures = parseJsonLines(output).filter((l) => l.msg === 'node-edge could not listen');
+  t.equal(failures.length, 1, 'and logs it once');
+  t.equal(failures[0]?.replica, 1, 'naming the replica');
+});

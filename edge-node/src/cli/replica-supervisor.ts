@@ -27,7 +27,7 @@ import { PEER_ANSWER_MS } from '../metrics/peer-windows.js';
 import { REPLICA_INDEX_ENV, answerPeerWindows, askReplica, isPeerWindowQuestion, mergeReplicaMetrics } from '../metrics/replica-admin.js';
 import { notifyReady, notifyStopping } from '../service/sd-notify.js';
 import type { ListenAddress } from './args.js';
-import { isListenFailedMessage, isListeningMessage } from './replica-worker.js';
+import { SUPERVISOR_SAYS_LISTEN_FAILURES_ENV, isListenFailedMessage, isListeningMessage } from './replica-worker.js';
 import type { ReplicaListenFailedMessage, ReplicaStopMessage } from './replica-worker.js';
 import { ListenFailedError, SHUTDOWN_DEADLINE_MS, listenFailure, listenFailureLog } from './serve.js';
 import { ServeSettingError, readServeSettings } from './serve-settings.js';
@@ -115,7 +115,7 @@ function relayLines(from: Readable | null | undefined, to: Writable): void {
 export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise<number> {
   const { replicas, logger } = opts;
   checkReplicasAgainstEnv(replicas, opts.env);
-  const replicaEnv = { ...opts.env, ZENOVA_NODE_REPLICAS: String(replicas) };
+  const replicaEnv = { ...opts.env, ZENOVA_NODE_REPLICAS: String(replicas), [SUPERVISOR_SAYS_LISTEN_FAILURES_ENV]: '1' };
   // A bad setting is one line here, not K from the replicas (exit 2 through run-cli).
   const settings = readServeSettings(replicaEnv, { enrolled: true });
   const stopBoundMs = (settings.shutdownDrainMs ?? SHUTDOWN_DEADLINE_MS) + STOP_MARGIN_MS;

@@ -27,6 +27,13 @@ export interface ReplicaListenFailedMessage {
   reason: string;
 }
 
+/**
+ * Set by a supervisor that says its replicas' listen failures (the `listen-failed` message). A
+ * supervisor of an older release (a replica forked after an in-place upgrade runs the new code
+ * under the old supervisor) does not set it and ignores the message, so the replica says it itself.
+ */
+export const SUPERVISOR_SAYS_LISTEN_FAILURES_ENV = 'ZENOVA_NODE_SUPERVISOR_SAYS_LISTEN_FAILURES';
+
 /** Supervisor → replica: drain and stop (`now`: end the requests still running, as a second signal does). */
 export interface ReplicaStopMessage {
   zenovaReplica: 'stop';
@@ -57,7 +64,8 @@ export interface ReplicaWorker {
   reportListening(url: string): void;
   /**
    * Tells the supervisor this replica could not listen; resolves true once the message is handed
-   * over (the supervisor then says it), false when it could not be (the replica says it itself).
+   * over (the supervisor then says it), false when it could not be or the supervisor would not
+   * say it (SUPERVISOR_SAYS_LISTEN_FAILURES_ENV unset): the replica then says it itself.
    */
   reportListenFailed(failure: Omit<ReplicaListenFailedMessage, 'zenovaReplica'>): Promise<boolean>;
   /** Calls `handler` on each stop order; returns the undo. */
@@ -75,7 +83,7 @@ export function replicaWorker(env: NodeJS.ProcessEnv = process.env): ReplicaWork
     },
     reportListenFailed: (failure) =>
       new Promise<boolean>((resolve) => {
-        if (process.send === undefined || !process.connected) {
+        if (env[SUPERVISOR_SAYS_LISTEN_FAILURES_ENV] !== '1' || process.send === undefined || !process.connected) {
           resolve(false);
           return;
         }
