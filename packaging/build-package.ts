@@ -131,9 +131,8 @@ export async function buildPackages(opts: BuildOptions): Promise<BuildResult> {
     log(`${arch} needs ${describeLibcFloor(floor)}`);
     const manifest = await writePackage({ out: packageFile, product: PACKAGE_PRODUCT, version, platform, protocolVersion: PROTOCOL_VERSION, entries, privateKey: key.privateKey, requires });
     log(`wrote ${packageFile} (${manifest.files.length} files, Node ${parts.runtime.version})`);
-    const top = installerTarballName(version, arch);
-    const installerFile = path.join(opts.outDir, `${top}.tar.gz`);
-    await writeInstallerTarball(installerFile, top, installerEntries(parts));
+    const installerFile = path.join(opts.outDir, `${installerTarballName(version, arch)}.tar.gz`);
+    await writeInstallerTarball(installerFile, installerEntries(parts));
     log(`wrote ${installerFile}`);
     result.built.push({ arch, packageFile, installerFile, manifest });
   }

@@ -23,7 +23,7 @@ import { tsEntry } from '../fixtures/processes.js';
 import { waitFor } from '../fixtures/wait-for.js';
 import { ADMIN_TOKEN, callNode, configureDemo, freePort, httpsMaterial, nodeView, startControlPlane, tempDir } from './stack.js';
 import type { ControlPlane } from './stack.js';
-import { REPO_ROOT, buildPackages, installerTarballName } from '../../packaging/build-package.js';
+import { REPO_ROOT, buildPackages } from '../../packaging/build-package.js';
 import { createReleaseKey } from '../../packaging/release-key.js';
 import { bootContainer, listRoot, nspawnUnavailable } from '../packaging/nspawn-container.js';
 import type { Container } from '../packaging/nspawn-container.js';
@@ -67,13 +67,13 @@ if (unavailable !== undefined) {
     // name the printed command uses, and the control plane's CA.
     const media = join(work, 'media');
     mkdirSync(media);
-    await run('tar', ['-xzf', pkg.installerFile, '-C', media]);
-    const top = installerTarballName(pkg.manifest.version, 'x86_64');
-    const installerDir = `${MEDIA}/${top}`;
-    copyFileSync(pkg.packageFile, join(media, top, 'zenova-node.zpkg'));
+    // As the operator manual says: `tar xzf` in the staging dir puts `./zenova` there.
+    await run('tar', ['xzf', pkg.installerFile], { cwd: media });
+    const installerDir = MEDIA;
+    copyFileSync(pkg.packageFile, join(media, 'zenova-node.zpkg'));
 
     // `zenova gateway-node create` on the admin's machine (the host), as an operator runs it.
-    const caOut = join(media, top, 'zenova-control-plane-ca.pem');
+    const caOut = join(media, 'zenova-control-plane-ca.pem');
     const { command, args } = tsEntry('installer/src/cli.ts');
     const created = await run(command, [...args, 'gateway-node', 'create', '--name', NODE, '--address', '127.0.0.1', '--ca-file', https.caFile, '--ca-out', caOut], {
       env: { ...process.env, ZENOVA_CONTROL_PLANE_URL: cp.url, ZENOVA_ADMIN_TOKEN: ADMIN_TOKEN, ZENOVA_CA_FILE: https.caFile },

@@ -1,12 +1,15 @@
 /**
  * The installer tarball's modes do not depend on the build user's umask: root unpacks it with the
  * archive's modes, so a group- or world-writable dir in it would let another local user replace
- * `./zenova` before the operator runs it with sudo.
+ * `./zenova` before the operator runs it with sudo. Its files sit at the top level, so the operator
+ * manual's `tar xzf` in a staging dir puts `./zenova` there.
  */
 import t from 'tap';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 import { writeInstallerTarball } from '../../packaging/installer-tarball.js';
 
@@ -37,16 +40,35 @@ t.test('under umask 0000 every directory and file in the installer tarball is 07
   const previous = process.umask(0);
   t.teardown(() => process.umask(previous));
   const out = path.join(work, 'installer.tar.gz');
-  await writeInstallerTarball(out, 'zenova-installer-x', [
+  await writeInstallerTarball(out, [
     { path: 'zenova', mode: 0o755, content: Buffer.from('#!/bin/sh\necho hi\n') },
     { path: 'app/installer/zenova.mjs', mode: 0o644, content: Buffer.from('console.log(1)\n') },
     { path: 'runtime/bin/node', mode: 0o755, content: Buffer.from('x') },
   ]);
   const headers = tarHeaders(gunzipSync(readFileSync(out)));
   const dirs = headers.filter((h) => h.type === '5');
-  t.same(dirs.map((d) => d.name).sort(), ['zenova-installer-x/', 'zenova-installer-x/app/', 'zenova-installer-x/app/installer/', 'zenova-installer-x/runtime/', 'zenova-installer-x/runtime/bin/'], 'the archive holds the top dir and every parent dir');
+  t.same(dirs.map((d) => d.name).sort(), ['app/', 'app/installer/', 'runtime/', 'runtime/bin/'], 'the archive holds every parent dir, and no top dir');
   for (const d of dirs) t.equal(d.mode & 0o7777, 0o755, `${d.name} is 0755`);
   for (const h of headers) t.equal(h.mode & 0o022, 0, `${h.name} (${(h.mode & 0o7777).toString(8)}) has no group/other write bit`);
-  t.equal(headers.find((h) => h.name === 'zenova-installer-x/zenova')?.mode, 0o755, 'the launcher keeps its 0755');
+  t.equal(headers.find((h) => h.name === 'zenova')?.mode, 0o755, 'the launcher keeps its 0755');
   t.equal(statSync(out).mode & 0o777, 0o644, 'the tarball file itself is 0644');
+});
+
+t.test('unpacked as the operator manual says (tar xzf in a staging dir), ./zenova is right there and the staging dir keeps its own mode', async (t) => {
+  const work = mkdtempSync(path.join(tmpdir(), 'zn-tarball-flat-'));
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  const out = path.join(work, 'zenova-installer-0.1.0-linux-x86_64.tar.gz');
+  await writeInstallerTarball(out, [
+    { path: 'zenova', mode: 0o755, content: Buffer.from('#!/bin/sh\necho hi\n') },
+    { path: 'release-signing-key.pub.pem', mode: 0o644, content: Buffer.from('key\n') },
+    { path: 'app/installer/zenova.mjs', mode: 0o644, content: Buffer.from('console.log(1)\n') },
+  ]);
+  const staging = path.join(work, 'zenova-install');
+  mkdirSync(staging, { mode: 0o700 });
+  chmodSync(staging, 0o700);
+  await promisify(execFile)('tar', ['xzf', out], { cwd: staging });
+  t.equal(statSync(path.join(staging, 'zenova')).mode & 0o777, 0o755, './zenova is in the staging dir, as `sudo ./zenova install node` expects');
+  t.ok(statSync(path.join(staging, 'app/installer/zenova.mjs')).isFile(), 'the bundle beside it');
+  t.equal(statSync(staging).mode & 0o777, 0o700, 'the staging dir keeps the mode its owner gave it (the archive has no `.` entry)');
+  t.same(readdirSync(staging).sort(), ['app', 'release-signing-key.pub.pem', 'zenova'], 'and nothing else: no top dir');
 });
