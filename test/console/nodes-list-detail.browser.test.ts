@@ -75,6 +75,9 @@ t.test('a node named "new" opens its detail, not the wizard', async (t) => {
   await page.getByRole('heading', { name: 'Node new' }).waitFor();
   await waitForText(page, '[data-field="id"]', exactly(created.node.id));
   t.equal(await page.getByLabel('Node name').count(), 0, 'no wizard');
+  for (const key of ['requests5m', 'errorRate5m', 'backfillBacklog', 'spoolBytes']) {
+    t.equal(await detailField(page, key).textContent(), '-', `${key}: nothing measured before a heartbeat`);
+  }
   t.same(page.problems, [], 'no console errors or CSP violations');
 });
 
@@ -84,7 +87,10 @@ t.test('the list shows a node\'s status and figures and refreshes them in place 
   await page.getByTestId('node-row-edge-list').waitFor();
   t.equal(await cell(page, 'edge-list', 'status').textContent(), 'Pending', 'pending before a heartbeat');
   t.equal(await cell(page, 'edge-list', 'lastHeartbeatAt').textContent(), 'never');
-  t.equal(await cell(page, 'edge-list', 'requests5m').textContent(), '0');
+  for (const column of ['requests5m', 'errorRate5m', 'backfillBacklog', 'spoolBytes']) {
+    t.equal(await cell(page, 'edge-list', column).textContent(), '-', `${column}: nothing measured before a heartbeat`);
+  }
+  t.equal(await cell(page, 'edge-list', 'spoolBytes').getAttribute('title'), 'No heartbeat yet');
   t.equal(await cell(page, 'edge-list', 'configVersionsBehind').textContent(), '-', 'never enrolled: nothing to be behind on');
   await markDocument(page);
 

@@ -75,7 +75,7 @@ t.test('list prints the node table with the console columns; --json the API answ
   t.match(header, /^NAME\s+STATUS\s+VERSION\s+CONFIG BEHIND\s+LAST HEARTBEAT\s+REQ 5M\s+ERR 5M\s+BACKLOG\s+SPOOL$/);
   const row = rows.find((r) => r.startsWith('edge-list '));
   t.ok(row, 'a row for the node');
-  t.match(row, /^edge-list\s+pending\s+-\s+-\s+never\s+0\s+0\.0%\s+0\s+0 B$/);
+  t.match(row, /^edge-list\s+pending\s+-\s+-\s+never\s+-\s+-\s+-\s+-$/, 'no heartbeat yet: no figures, not zeros');
 
   const json = await run('gateway-node', 'list', '--json');
   t.equal(json.code, 0);
@@ -94,9 +94,13 @@ t.test('show prints one node, its config state included; --json its view; an unk
   t.match(shown.stdout, /last heartbeat\s+never/);
   t.match(shown.stdout, /config applied\s+none yet\n/, "the API's appliedConfigVersion: null");
   t.match(shown.stdout, /config error\s+none\n/, "the API's configError: null");
+  for (const label of ['requests 5m', 'error rate 5m', 'backfill backlog', 'spool used']) {
+    t.match(shown.stdout, new RegExp(`^ +${label} +-$`, 'm'), `${label}: nothing measured before a heartbeat`);
+  }
 
   const json = await run('gateway-node', 'show', 'edge-show', '--json');
   t.equal(JSON.parse(json.stdout).name, 'edge-show');
+  t.match(JSON.parse(json.stdout), { requests5m: null, errorRate5m: null, backfillBacklog: null, spoolBytes: null }, '--json: the API\'s nulls as they are');
 
   const missing = await run('gateway-node', 'show', 'no-such-node');
   t.equal(missing.code, 1);

@@ -47,10 +47,11 @@ export const nodeViewSchema = z.object({
    * ahead); null before a heartbeat measured it. The node judges expiries by the control plane's time.
    */
   clockSkewMs: z.number().nullable(),
-  requests5m: z.number(),
-  errorRate5m: z.number(),
-  backfillBacklog: z.number(),
-  spoolBytes: z.number(),
+  /** The figures of the last heartbeat; null before the node sent one (nothing measured yet, not 0). */
+  requests5m: z.number().nullable(),
+  errorRate5m: z.number().nullable(),
+  backfillBacklog: z.number().nullable(),
+  spoolBytes: z.number().nullable(),
   onboardingStage: z.enum(['registered', 'first-heartbeat', 'config-synced']).nullable(),
   hostname: z.string().nullable(),
   arch: z.string().nullable(),
@@ -94,9 +95,20 @@ function skewOf(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) ? Math.round(value) : null;
 }
 
+/** The live figures of the last heartbeat; all null before the first (a hello alone measures none). */
+function heartbeatFigures(row: Pick<NodeRow, 'lastHeartbeatAt' | 'figures'>): Pick<NodeView, 'requests5m' | 'errorRate5m' | 'backfillBacklog' | 'spoolBytes'> {
+  if (row.lastHeartbeatAt === null) return { requests5m: null, errorRate5m: null, backfillBacklog: null, spoolBytes: null };
+  const requests5m = figure(row.figures.requests5m);
+  return {
+    requests5m,
+    errorRate5m: errorRate(requests5m, figure(row.figures.errors5m)),
+    backfillBacklog: figure(row.figures.backfillBacklog),
+    spoolBytes: figure(row.figures.spoolBytes),
+  };
+}
+
 /** Status is judged against the database's clock read with the row (`databaseNow`), the clock that stamps heartbeats. */
 export function toNodeView(row: NodeRow, opts: { offlineAfterMs: number }): NodeView {
-  const requests5m = figure(row.figures.requests5m);
   return {
     id: row.id,
     name: row.name,
@@ -117,10 +129,7 @@ export function toNodeView(row: NodeRow, opts: { offlineAfterMs: number }): Node
     configError: configErrorOf(row.configError),
     lastHeartbeatAt: row.lastHeartbeatAt?.toISOString() ?? null,
     clockSkewMs: skewOf(row.figures.clockSkewMs),
-    requests5m,
-    errorRate5m: errorRate(requests5m, figure(row.figures.errors5m)),
-    backfillBacklog: figure(row.figures.backfillBacklog),
-    spoolBytes: figure(row.figures.spoolBytes),
+    ...heartbeatFigures(row),
     onboardingStage: row.onboardingStage,
     hostname: row.hostname,
     arch: row.arch,

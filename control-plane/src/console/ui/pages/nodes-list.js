@@ -147,7 +147,12 @@ function cellContent(key, node, now) {
     case 'requests5m': return { text: formatCount(node.requests5m) };
     case 'errorRate5m': return { text: formatRate(node.errorRate5m) };
     case 'backfillBacklog': return { text: formatCount(node.backfillBacklog), title: 'Request records waiting to be sent back' };
-    case 'spoolBytes': return { text: formatBytes(node.spoolBytes), title: `${node.spoolBytes} bytes of ${node.spoolQuotaGb} GiB` };
+    case 'spoolBytes':
+      return {
+        text: formatBytes(node.spoolBytes),
+        // null before the node's first heartbeat: nothing measured yet.
+        title: typeof node.spoolBytes === 'number' ? `${node.spoolBytes} bytes of ${node.spoolQuotaGb} GiB` : 'No heartbeat yet',
+      };
     default: return { text: String(node[key] ?? MISSING) };
   }
 }

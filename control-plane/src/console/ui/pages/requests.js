@@ -53,7 +53,16 @@ function moneyText(value) {
 const text = (value) => (value === null || value === undefined || value === '' ? '—' : String(value));
 /** 2026-11-02T09:00:01.250Z → 2026-11-02 09:00:01 (the whole instant is the cell's title). */
 const shortTime = (iso) => (/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d/.test(iso) ? iso.slice(0, 19).replace('T', ' ') : iso);
-const ms = (value) => (value === null || value === undefined ? '—' : `${value} ms`);
+/**
+ * A duration in ms as read: at most one decimal ("3.5 ms", "1850 ms"). The API gives the node's
+ * measurement as it is (a fraction of a millisecond has 10+ digits); a non-number shows as it came.
+ */
+export function formatMs(value) {
+  if (typeof value !== 'number' || !Number.isFinite(value)) return text(value);
+  const rounded = Math.round(value * 10) / 10;
+  return `${Object.is(rounded, -0) ? 0 : rounded} ms`;
+}
+const ms = formatMs;
 
 /**
  * The API path of one record. "." and ".." cannot be sent as a path segment: URL parsing (fetch's
