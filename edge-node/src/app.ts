@@ -85,8 +85,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const requestTimeout = deps.requestTimeoutMs ?? requestTimeoutFor(bodyLimit);
   // The status the node's own answer to a parser error gave on a socket (408 for a request too slow).
   const parserAnswers = new WeakMap<Socket, number>();
-  // Each response's request notes, for a parser error that closes the connection under it.
-  const responseNotes = new WeakMap<ServerResponse, RequestContext>();
+  // Each response's request, for a parser error that fails its body (answered with its id, path
+  // and shape) or closes the connection under it (noted in its line).
+  const responseRequests = new WeakMap<ServerResponse, FastifyRequest>();
   // Requests whose Expect is not 100-continue (Node's checkExpectation), refused in onRequest.
   const unmetExpectations = new WeakSet<IncomingMessage>();
   // Connections whose last request was answered 404 before its body was read (onRequest): Node
@@ -135,7 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // Read before answering: a request whose head was parsed (its body failed or timed out) is
       // counted when its response closes (howItEnded); one that never got that far, only here.
       const requestInProgress = (socket as SocketWithResponse)._httpMessage != null;
-      const status = answerParserError(err, socket, responseNotes);
+      const status = answerParserError(err, socket, responseRequests);
       if (status === undefined) return;
       parserAnswers.set(socket, status);
       if (!requestInProgress) metrics.requestEndedBeforePipeline?.('rejected', 'ZN_ERR_INVALID_REQUEST');
@@ -195,7 +196,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // A new request's head was read: the body of any earlier one on the connection was all read.
     answeredBeforeBody.delete(request.raw.socket);
     request.zenova = {};
-    responseNotes.set(reply.raw, request.zenova);
+    responseRequests.set(reply.raw, request);
     inFlight.add(request, reply.raw);
     // The one read of the holder per request: a swap from here on does not affect this request.
     request.configSnapshot = holder.current();
@@ -237,6 +238,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const encoding = request.headers['content-encoding'];
     if (!request.is404 && encoding !== undefined && encoding.trim().toLowerCase() !== 'identity' && encoding.trim() !== '') {
       done(zenovaError('ZN_ERR_UNSUPPORTED_ENCODING', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the body uncompressed.`));
+      return;
+    }
+    // The same for a body compressed as a transfer coding (`gzip, chunked`: Node's parser takes the
+    // chunks off, never the gzip), which would otherwise be read as a body that is not UTF-8.
+    const transfer = request.headers['transfer-encoding'];
+    if (!request.is404 && transfer !== undefined && hasUnsupportedTransferCoding(transfer)) {
+      done(zenovaError('ZN_ERR_UNSUPPORTED_ENCODING', `Transfer-Encoding ${JSON.stringify(transfer.slice(0, 40))} is not supported; send the body uncompressed (chunked alone, or with a Content-Length).`));
       return;
     }
     if (lacksHost(request.raw)) {
@@ -381,6 +389,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 /** An HTTP/1.1 request without Host, which RFC 9112 has a server refuse (Node does, unless told not to). */
 function lacksHost(raw: IncomingMessage): boolean {
   return raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1;
+}
+
+/**
+ * Whether a Transfer-Encoding names a coding other than chunked and identity (gzip, deflate, br, …),
+ * read as an HTTP list: case-insensitive names, optional whitespace, parameters and empty elements.
+ * Node's parser refuses a request whose last coding is not chunked; it decodes only that one.
+ */
+function hasUnsupportedTransferCoding(value: string): boolean {
+  return value.split(',').some((element) => {
+    const coding = (element.split(';', 1)[0] ?? '').replace(/[ \t]/g, '').toLowerCase();
+    return coding !== '' && coding !== 'chunked' && coding !== 'identity';
+  });
 }
 
 /** The connection closed before the request's body was in: it cannot be read, nor answered. */
@@ -580,16 +600,17 @@ function failedRequestTarget(err: NodeJS.ErrnoException & { rawPacket?: unknown;
   return line[1];
 }
 
-/**
- * Requests node's HTTP parser rejects never reach fastify; answer them in the same shape, with an
- * x-request-id, instead of fastify's default body: Anthropic's shape (and `request-id`) when the
- * failed request's target is known and is under /v1/messages, OpenAI's otherwise. Returns the
- * status answered, undefined when the socket was gone or nothing could be written.
- */
 /** Node's own field: the response of the request being answered on a connection, if any. */
 type SocketWithResponse = Socket & { _httpMessage?: ServerResponse | null };
 
-function answerParserError(err: NodeJS.ErrnoException, socket: Socket, responseNotes: WeakMap<ServerResponse, RequestContext>): number | undefined {
+/**
+ * Requests node's HTTP parser rejects never reach fastify; answer them in the same shape, with an
+ * x-request-id, instead of fastify's default body: Anthropic's shape (and `request-id`) when the
+ * failed request's target is known and is under /v1/messages, OpenAI's otherwise. A request whose
+ * head was read (its body failed) is answered as that request: its id, path and headers. Returns
+ * the status answered, undefined when the socket was gone or nothing could be written.
+ */
+function answerParserError(err: NodeJS.ErrnoException, socket: Socket, responseRequests: WeakMap<ServerResponse, FastifyRequest>): number | undefined {
   // The caller left: a reset, or the end of its connection before its request was all there (the
   // parser's "invalid EOF state"). No one to answer; the request's line says it left.
   if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || socket.destroyed) {
@@ -600,9 +621,9 @@ function answerParserError(err: NodeJS.ErrnoException, socket: Socket, responseN
   // the middle of that one's, or be read as its answer when that one has not begun (Node's own
   // handler holds back only in the first case). The connection is closed, which cuts that answer.
   const inProgress = (socket as SocketWithResponse)._httpMessage;
+  const request = inProgress == null ? undefined : responseRequests.get(inProgress);
   if (inProgress != null && (inProgress.headersSent || inProgress.req.complete)) {
-    const note = responseNotes.get(inProgress);
-    if (note !== undefined) note.closedByNode = 'malformed pipelined request';
+    if (request !== undefined) request.zenova.closedByNode = 'malformed pipelined request';
     socket.destroy();
     return undefined;
   }
@@ -614,18 +635,25 @@ function answerParserError(err: NodeJS.ErrnoException, socket: Socket, responseN
   } else if (err.code === 'HPE_HEADER_OVERFLOW') {
     [status, reason, message] = [431, 'Request Header Fields Too Large', 'Invalid request: the request headers are too large.'];
   }
-  const target = originFormOf(failedRequestTarget(err) ?? '');
-  const requestId = generateRequestId();
+  // A request whose head was read and whose body failed (cut short, timed out, a bad chunk) has its
+  // id, path and headers: its answer carries the id its "request finished" line logs, in the shape
+  // its path gets. Otherwise (no head read) a fresh id and the target of the read that failed.
+  const target = request?.url ?? originFormOf(failedRequestTarget(err) ?? '');
+  const requestId = request?.id ?? generateRequestId();
   const error = zenovaError('ZN_ERR_INVALID_REQUEST', message, { status });
-  const body = JSON.stringify(errorBodyFor(target, error));
-  const anthropicHeader = isAnthropicPath(target) ? `${ANTHROPIC_REQUEST_ID_HEADER}: ${requestId}\r\n` : '';
+  const body = JSON.stringify(errorBodyFor(target, error, request?.headers));
+  const wantsRequestId = request !== undefined ? wantsAnthropicRequestId(target, request.headers) : isAnthropicPath(target);
+  const anthropicHeader = wantsRequestId ? `${ANTHROPIC_REQUEST_ID_HEADER}: ${requestId}\r\n` : '';
+  // Already checked header-safe (REQUEST_ID_PATTERN) when onRequest echoed it.
+  const clientRequestId = request?.zenova.clientRequestId;
+  const clientHeader = clientRequestId === undefined ? '' : `${CLIENT_REQUEST_ID_HEADER}: ${clientRequestId}\r\n`;
   // As on every error answer: the SDKs would otherwise resend a 408 on their own rule.
   const retry = shouldRetryValue(error);
   const retryHeader = retry === undefined ? '' : `${SHOULD_RETRY_HEADER}: ${retry}\r\n`;
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${anthropicHeader}${retryHeader}\r\n${body}`,
+        `Content-Length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${requestId}\r\n${anthropicHeader}${clientHeader}${retryHeader}\r\n${body}`,
     );
   }
   socket.destroy(err);

@@ -43,7 +43,8 @@ import { meteredCounts } from './filled-usage.js';
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 /** Version dates and comma-separated beta names; anything else is refused rather than forwarded. */
 const VERSION_PATTERN = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/;
-const BETA_PATTERN = /^[A-Za-z0-9._-]{1,128}(,[ \t]*[A-Za-z0-9._-]{1,128}){0,31}$/;
+const BETA_NAME = /^[A-Za-z0-9._-]{1,128}$/;
+const MAX_BETAS = 32;
 /**
  * Betas billed above the price this node charges (fast mode: `fast-mode-2026-02-01`), refused like
  * `speed: "fast"`. Server tools' betas (`code-execution-…`) pass: they bill nothing without their
@@ -68,6 +69,26 @@ function headerValue(ctx: PipelineContext, name: string): string | undefined {
   return Array.isArray(value) ? value.join(',') : value;
 }
 
+/** A header value without the optional whitespace (spaces, tabs) HTTP allows around it. */
+function withoutOws(value: string): string {
+  let start = 0;
+  let end = value.length;
+  while (start < end && (value[start] === ' ' || value[start] === '\t')) start++;
+  while (end > start && (value[end - 1] === ' ' || value[end - 1] === '\t')) end--;
+  return value.slice(start, end);
+}
+
+/**
+ * The beta names of an `anthropic-beta` value, read as an HTTP list (RFC 9110 §5.6.1): optional
+ * whitespace around each comma, empty elements (`a,,b`, `a,`, `,a`) ignored. Undefined when a
+ * name is malformed or there are more than MAX_BETAS; none for an absent or empty header.
+ */
+function betaNames(value: string | undefined): string[] | undefined {
+  if (value === undefined) return [];
+  const names = value.split(',').map(withoutOws).filter((name) => name !== '');
+  return names.length <= MAX_BETAS && names.every((name) => BETA_NAME.test(name)) ? names : undefined;
+}
+
 /** The Anthropic headers that go upstream, from the caller's; a malformed one is the caller's error. */
 function anthropicHeaders(ctx: PipelineContext): Record<string, string> | ZenovaError {
   const version = headerValue(ctx, 'anthropic-version')?.trim();
@@ -75,20 +96,22 @@ function anthropicHeaders(ctx: PipelineContext): Record<string, string> | Zenova
     return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the anthropic-version header must be a date like 2023-06-01.');
   }
   const headers: Record<string, string> = { 'anthropic-version': version || DEFAULT_ANTHROPIC_VERSION };
-  const beta = headerValue(ctx, 'anthropic-beta')?.trim();
-  if (beta !== undefined && beta !== '') {
-    if (!BETA_PATTERN.test(beta)) return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: the anthropic-beta header must be a comma-separated list of beta names.');
-    if (beta.split(',').some((name) => OVERPRICED_BETA.test(name.trim()))) {
-      return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no fast-mode betas: fast mode is billed above the price this node charges.');
-    }
-    if (beta.split(',').some((name) => LONG_CONTEXT_BETA.test(name.trim()))) {
-      return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no context-1m betas: a prompt past 200K tokens with the 1M context window is billed above the price this node charges.');
-    }
-    if (beta.split(',').some((name) => OTHER_MODELS_BETA.test(name.trim()))) {
-      return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no server-side-fallback betas: fallbacks serve other models than the alias, past the models this key may use and the price this node charges.');
-    }
-    headers['anthropic-beta'] = beta;
+  const betas = betaNames(headerValue(ctx, 'anthropic-beta'));
+  if (betas === undefined) {
+    return zenovaError('ZN_ERR_INVALID_REQUEST', `Invalid request: the anthropic-beta header must be a comma-separated list of at most ${MAX_BETAS} beta names (letters, digits, ".", "_", "-").`);
   }
+  if (betas.some((name) => OVERPRICED_BETA.test(name))) {
+    return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no fast-mode betas: fast mode is billed above the price this node charges.');
+  }
+  if (betas.some((name) => LONG_CONTEXT_BETA.test(name))) {
+    return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no context-1m betas: a prompt past 200K tokens with the 1M context window is billed above the price this node charges.');
+  }
+  if (betas.some((name) => OTHER_MODELS_BETA.test(name))) {
+    return zenovaError('ZN_ERR_INVALID_REQUEST', 'Invalid request: anthropic-beta: no server-side-fallback betas: fallbacks serve other models than the alias, past the models this key may use and the price this node charges.');
+  }
+  // The list as one canonical value (the separator Node joins repeated header lines with); a
+  // header that names no beta (`,`, blanks) is as if absent.
+  if (betas.length > 0) headers['anthropic-beta'] = betas.join(', ');
   return headers;
 }
 
