@@ -1,6 +1,7 @@
 /**
  * The enrollment API, outside /api/v1 (a node has no admin token; its install token is its proof):
- * `GET /api/enroll/preflight` answers without a token (reachability, clock skew, version), and
+ * `GET /api/enroll/preflight` answers without a token (reachability, clock skew, version, and the
+ * node gateway nodes will dial, for the installer's pre-checks), and
  * `POST /api/enroll` redeems a token, `POST /api/enroll/upgrade` an upgrade token (the go-ahead for
  * `zenova install node --upgrade`). Redemption attempts of both are rate limited per client address
  * (an IPv4 address, an IPv6 /64, as the failed-login limit keys them), in one budget.
@@ -31,6 +32,12 @@ const preflightSchema = z.object({
   redemptionKeys: z.boolean(),
   /** This control plane takes `installedNodeId` on POST /api/enroll (refuses a reenroll token of another live node). */
   installedNodeIds: z.boolean(),
+  /**
+   * The node gateway as POST /api/enroll hands it to nodes (target HOST:PORT, the name its
+   * certificate must carry, the CA nodes pin or '' for their system trust store), so the installer
+   * can check it is reachable before a token is used. Absent when this process runs no gateway.
+   */
+  gateway: z.object({ target: z.string(), serverName: z.string(), caPem: z.string() }).optional(),
 });
 
 export interface EnrollmentRoutesOptions {
@@ -38,6 +45,17 @@ export interface EnrollmentRoutesOptions {
   settings: Settings;
   /** Absent when this process runs no node gateway: enrollment then answers 503. */
   enrollment: EnrollmentDeps | undefined;
+}
+
+/** What enrollment would hand out as `gateway`; left out (never an error) when it cannot be read. */
+async function preflightGateway(enrollment: EnrollmentDeps | undefined): Promise<{ target: string; serverName: string; caPem: string } | undefined> {
+  if (!enrollment) return undefined;
+  try {
+    const { target, serverName, caPem } = await enrollment.gatewayInfo();
+    return { target, serverName, caPem };
+  } catch {
+    return undefined;
+  }
 }
 
 export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = async (fastify, { pool, settings, enrollment }) => {
@@ -52,6 +70,7 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
   app.get('/api/enroll/preflight', {
     schema: { response: { 200: preflightSchema } },
   }, async () => {
+    const gateway = await preflightGateway(enrollment);
     const now = new Date();
     return {
       product: PRODUCT_NAME,
@@ -61,6 +80,7 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
       serverTimeMs: now.getTime(),
       redemptionKeys: true,
       installedNodeIds: true,
+      ...(gateway !== undefined ? { gateway } : {}),
     };
   });
 

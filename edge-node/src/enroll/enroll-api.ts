@@ -9,19 +9,6 @@ export const PREFLIGHT_PATH = '/api/enroll/preflight';
 export const ENROLL_PATH = '/api/enroll';
 export const PRODUCT = 'zenova-gateway';
 
-export const preflightResponseSchema = z.object({
-  product: z.string().max(64),
-  version: z.string().max(64),
-  protocolVersion: z.number().int(),
-  serverTime: z.string().max(64),
-  serverTimeMs: z.number().int().nonnegative(),
-  /** The control plane takes a redemption key (older ones refuse the unknown field). */
-  redemptionKeys: z.boolean().optional(),
-  /** The control plane takes `installedNodeId` (older ones refuse the unknown field). */
-  installedNodeIds: z.boolean().optional(),
-});
-export type PreflightResponse = z.infer<typeof preflightResponseSchema>;
-
 export interface EnrollRequest {
   token: string;
   mode: 'install' | 'reenroll';
@@ -45,6 +32,38 @@ export const gatewayCaPemSchema = z
   .string()
   .max(MAX_PEM_CHARS)
   .refine((pem) => pem === '' || isCertificatePem(pem), "must be a PEM certificate, or '' for the system trust store");
+
+/**
+ * Where nodes dial the node gateway, as the enrollment answer hands it to them (`gateway`): the
+ * target (HOST:PORT), the name its certificate must carry and the CA to pin ('' for the system trust
+ * store). The installer checks it before a token is used (NODE-CP-GATEWAY…).
+ */
+export const preflightGatewaySchema = z.object({
+  target: gatewayTargetSchema,
+  serverName: z.string().min(1).max(253),
+  caPem: gatewayCaPemSchema,
+});
+export type PreflightGateway = z.infer<typeof preflightGatewaySchema>;
+
+export const preflightResponseSchema = z.object({
+  product: z.string().max(64),
+  version: z.string().max(64),
+  protocolVersion: z.number().int(),
+  serverTime: z.string().max(64),
+  serverTimeMs: z.number().int().nonnegative(),
+  /** The control plane takes a redemption key (older ones refuse the unknown field). */
+  redemptionKeys: z.boolean().optional(),
+  /** The control plane takes `installedNodeId` (older ones refuse the unknown field). */
+  installedNodeIds: z.boolean().optional(),
+  /**
+   * The node gateway nodes will be told to dial; an older control plane (or one running no gateway)
+   * leaves it out. One that does not parse is read as left out: the preflight stays usable for
+   * enrollment, and the installer says its gateway was not checked.
+   */
+  gateway: preflightGatewaySchema.optional().catch(undefined),
+});
+
+export type PreflightResponse = z.infer<typeof preflightResponseSchema>;
 
 export const enrollResponseSchema = z.object({
   nodeId: z.string().min(1).max(128),

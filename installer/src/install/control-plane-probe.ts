@@ -1,13 +1,21 @@
 /**
  * Reaches the control plane over HTTPS (with --ca-file or the system store) without a token, as
- * enrollment's preflight does, and turns the answer into facts (version, protocol, clock skew) or
- * one NODE-CP-… finding. Used by --check-only and before every install.
+ * enrollment's preflight does, and turns the answer into facts (version, protocol, clock skew, the
+ * node gateway nodes will dial) or one NODE-CP-… finding; then (probeGateway) reaches that gateway
+ * over TCP and TLS as node-edge's control link will. Used by --check-only and before every install.
  */
+import { isLoopbackHost } from '../../../proto/src/loopback-host.js';
+import { parseGatewayTarget } from '../../../edge-node/src/control/gateway-channel.js';
+import { probeTcp, probeTls } from '../../../edge-node/src/control/gateway-probe.js';
 import { parseControlPlaneUrl } from '../../../edge-node/src/enroll/enroll.js';
 import { PREFLIGHT_PATH, PRODUCT, preflightResponseSchema } from '../../../edge-node/src/enroll/enroll-api.js';
+import type { PreflightGateway } from '../../../edge-node/src/enroll/enroll-api.js';
 import { requestJson } from '../../../edge-node/src/enroll/https-json.js';
-import { ProxySettingError } from '../../../edge-node/src/net/proxy-policy.js';
+import { ProxySettingError, proxyFor } from '../../../edge-node/src/net/proxy-policy.js';
+import type { ProxyServer } from '../../../edge-node/src/net/proxy-policy.js';
 import { ProxyConnectError } from '../../../edge-node/src/net/proxy-tunnel.js';
+import { describeGatewayTrust } from '../../../edge-node/src/state/identity.js';
+import type { NodeIdentity } from '../../../edge-node/src/state/identity.js';
 import { classifyTlsFailure, explainTlsFailure } from '../../../edge-node/src/tls/tls-failure.js';
 import { oneLine } from '../../../edge-node/src/one-line.js';
 import { finding } from './diagnostics.js';
@@ -28,6 +36,12 @@ export interface ControlPlaneFacts {
    * it is stopped (install-node.ts). Unset: not known to.
    */
   redemptionKeys?: boolean;
+  /**
+   * The node gateway as the enrollment answer will hand it to the node (preflight `gateway`): its
+   * target HOST:PORT, the name its certificate must carry, the CA to pin ('' for the system trust
+   * store). Unset: an older control plane, which does not say.
+   */
+  gateway?: PreflightGateway;
 }
 
 /** A CA file trusted for the control plane: the operator's --ca-file, or the installed node's (an upgrade without --ca-file). */
@@ -110,6 +124,91 @@ export const probeControlPlane: ControlPlaneProbe = async (value, caPem, caFile)
       protocolVersion: parsed.data.protocolVersion,
       skewMs: parsed.data.serverTimeMs - (sentAt + receivedAt) / 2,
       redemptionKeys: parsed.data.redemptionKeys === true,
+      ...(parsed.data.gateway !== undefined ? { gateway: parsed.data.gateway } : {}),
     },
   };
 };
+
+export type GatewayProbe = (
+  gateway: PreflightGateway, controlPlane: URL, env: NodeJS.ProcessEnv,
+) => Promise<{ ok: true; label: string } | { ok: false; finding: Finding }>;
+
+/** The control plane's settings that say where nodes dial the gateway, for advice. */
+const GATEWAY_ADDRESS_SETTINGS = 'ZENOVA_GATEWAY_HOSTS (its first host is the one nodes dial; the gateway certificate must cover it) or ZENOVA_GATEWAY_PUBLIC_ADDRESS (HOST:PORT)';
+
+/**
+ * The node gateway (gRPC over TLS) the enrollment answer will send the node to, checked as the
+ * control link will dial it, before the token is used: its host is not a loopback one while the
+ * control plane is reached elsewhere (the node would dial itself), a TCP connection opens (through
+ * the proxy the link would take), and the TLS handshake verifies against the CA the answer pins
+ * (that answer came over the HTTPS this run verified with --ca-file or the system store) or, with
+ * none, this host's system trust store, for the server name it gives. Sends nothing after the
+ * handshake.
+ */
+export const probeGateway: GatewayProbe = async (gateway, controlPlane, env) => {
+  const { target, serverName } = gateway;
+  const controlPlaneHost = controlPlane.hostname.replace(/^\[|\]$/g, '');
+  let host: string;
+  let port: number;
+  try {
+    ({ host, port } = parseGatewayTarget(target));
+  } catch (err) {
+    return { ok: false, finding: finding('NODE-CP-GATEWAY', `the control plane names its node gateway ${JSON.stringify(target)}, which is not HOST:PORT: ${(err as Error).message}`, gatewayAdvice(target)) };
+  }
+  if (isLoopbackHost(host) && !isLoopbackHost(controlPlaneHost)) {
+    return {
+      ok: false,
+      finding: finding(
+        'NODE-CP-GATEWAY-LOOPBACK',
+        `the control plane at ${controlPlane.host} tells nodes to dial its node gateway at ${target}, a loopback address: from this host that is this host itself, not the control plane`,
+      ),
+    };
+  }
+  let proxy: ProxyServer | undefined;
+  try {
+    proxy = proxyFor(host, port, env);
+  } catch (err) {
+    if (err instanceof ProxySettingError) return { ok: false, finding: finding('NODE-CP-PROXY', err.message) };
+    throw err;
+  }
+  const via = proxy !== undefined ? ` through the proxy ${proxy.label} (${proxy.source})` : '';
+  const identity: NodeIdentity['gateway'] = { target, serverName, ...(gateway.caPem !== '' ? { caPem: gateway.caPem } : {}) };
+  const tcp = await probeTcp(identity, PROBE_TIMEOUT_MS, proxy);
+  if (!tcp.ok) {
+    return {
+      ok: false,
+      finding: finding('NODE-CP-GATEWAY', `cannot open a TCP connection to the control plane's node gateway at ${target}${via}: ${oneLine(tcp.message, 200)}`, tcp.advice ?? gatewayAdvice(target)),
+    };
+  }
+  const trust = describeGatewayTrust(gateway.caPem !== '' ? 'pinned-ca' : 'system');
+  const tls = await probeTls(identity, PROBE_TIMEOUT_MS, proxy);
+  if (!tls.ok) {
+    if (tls.kind === 'untrusted' || tls.kind === 'name-mismatch' || tls.kind === 'expired') {
+      const cause = explainTlsFailure(tls.kind, {
+        what: "the control plane's node gateway",
+        host: serverName,
+        address: target,
+        trustSource: gateway.caPem !== '' ? "the gateway CA the control plane's preflight answer names (the CA the node will pin)" : "this host's system trust store (the control plane pins no gateway CA)",
+      }) ?? tls.message;
+      return { ok: false, finding: finding('NODE-CP-GATEWAY-TLS', `${cause} (${target}${via})`, gatewayTlsAdvice(gateway.caPem !== '')) };
+    }
+    return {
+      ok: false,
+      finding: finding('NODE-CP-GATEWAY', `no verified TLS handshake with the control plane's node gateway at ${target}${via}: ${oneLine(tls.message, 200)}`, tls.advice ?? gatewayAdvice(target)),
+    };
+  }
+  return { ok: true, label: `node gateway ${target} reachable over TCP and TLS${via} (certificate trusted by ${trust}, valid for "${serverName}")` };
+};
+
+/** NODE-CP-GATEWAY's advice, naming the host:port nodes dial. */
+function gatewayAdvice(target: string): string {
+  return `Nodes reach the control plane on two ports: the HTTPS one of the --control-plane URL (enrollment) and the node gateway's, ${target} (gRPC over TLS, default port 8443), for the control link afterwards. ` +
+    `Open ${target} from this host (firewalls, security groups, routes; nc -vz HOST PORT tests it), then run the same command again (nothing was changed and the token was not used). ` +
+    `If ${target} is not an address node hosts can reach, set the control plane's ${GATEWAY_ADDRESS_SETTINGS} and restart it.`;
+}
+
+function gatewayTlsAdvice(pinned: boolean): string {
+  return pinned
+    ? `The gateway's certificate does not verify against the CA the control plane hands to nodes, or does not name the address nodes dial: set the control plane's ${GATEWAY_ADDRESS_SETTINGS} to a name its gateway certificate covers (docs/install.md), restart it, then run the same command again (nothing was changed and the token was not used).`
+    : "The control plane pins no gateway CA (an external gateway certificate without ZENOVA_GATEWAY_TRUST_BUNDLE), so this host's system trust store must trust the gateway's certificate: add its CA to this host's trust store, or set ZENOVA_GATEWAY_TRUST_BUNDLE on the control plane; then run the same command again (nothing was changed and the token was not used).";
+}

@@ -19,8 +19,8 @@ import { RELEASE_KEY_ADVICE, packageShapeProblem, releaseKeyDamaged, releaseKeyP
 import { RELEASE_KEY_NAME } from '../package/release-key.js';
 import { NODE_ENTRYPOINT, PACKAGE_ARCHES, PACKAGE_PRODUCT } from '../package/package-manifest.js';
 import type { PackageManifest } from '../package/package-manifest.js';
-import { describeCaFile } from './control-plane-probe.js';
-import type { CaFile, ControlPlaneFacts, ControlPlaneProbe } from './control-plane-probe.js';
+import { describeCaFile, probeGateway } from './control-plane-probe.js';
+import type { CaFile, ControlPlaneFacts, ControlPlaneProbe, GatewayProbe } from './control-plane-probe.js';
 import { UNFINISHED_UPGRADE_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
 import { foreignInstallDirEntries } from './install-dir-contents.js';
@@ -125,6 +125,8 @@ export interface CheckInput {
   probe: HostProbe;
   services: ServiceManager;
   probeControlPlane: ControlPlaneProbe;
+  /** The node gateway check (default: the real TCP and TLS probe, control-plane-probe.ts probeGateway). */
+  probeGateway?: GatewayProbe;
   /** The environment the proxy variables are read from (default process.env, as the probe reads them). */
   env?: NodeJS.ProcessEnv;
 }
@@ -404,6 +406,17 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
       if (writesRelease && input.mode !== 'upgrade') {
         const proxy = proxyForUrl(cp.facts.url, input.env ?? process.env);
         if (proxy !== undefined) check(`node-edge will reach the control plane through the proxy ${proxy.label} (${proxy.source}) too`, await serviceProxyFindings(input.hostRoot, proxy));
+      }
+      // The port nodes use after enrollment: a run that enrolls (not --upgrade, whose node keeps the
+      // gateway it was given) checks it before the token is used, as node-edge's control link will dial it.
+      if (input.mode !== 'upgrade') {
+        const gateway = cp.facts.gateway;
+        if (gateway === undefined) {
+          check('node gateway not checked', [finding('NODE-CP-GATEWAY-UNCHECKED', `the control plane (version ${cp.facts.version}) does not say where nodes dial its node gateway, so that port was not checked`)]);
+        } else {
+          const reached = await (input.probeGateway ?? probeGateway)(gateway, cp.facts.url, input.env ?? process.env);
+          check(reached.ok ? reached.label : `node gateway ${gateway.target} reachable over TCP and TLS`, reached.ok ? [] : [reached.finding]);
+        }
       }
       const skew = cp.facts.skewMs;
       check(
