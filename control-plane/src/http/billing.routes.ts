@@ -23,13 +23,34 @@ import type { ZodTypeProvider } from './zod-schemas.js';
 // An account's id (a UUID) follows the name rule too.
 const accountParams = z.object({ account: nameParam() });
 
+const MAX_REFERENCE_CHARS = 256;
+const CONTROL_CHARACTER = /\p{Cc}/u;
+const DEFAULT_IGNORABLE = /\p{Default_Ignorable_Code_Point}/u;
+
+/** Why a top-up's reference (in NFC) is refused, or null. One problem at a time, the first. */
+function referenceProblem(reference: string): string | null {
+  if (reference.length > MAX_REFERENCE_CHARS) return `must be at most ${MAX_REFERENCE_CHARS} characters`;
+  if (!/^\S(?:.*\S)?$/s.test(reference)) return 'must not be empty or start or end with white space (leave it out or null for none)';
+  if (CONTROL_CHARACTER.test(reference)) return 'must not hold control characters (a line break, a tab)';
+  if (DEFAULT_IGNORABLE.test(reference)) {
+    return 'must not hold invisible characters (zero width spaces and joiners, soft hyphens, variation selectors: default-ignorable code points)';
+  }
+  return null;
+}
+
 const creditBody = bodyObject({
   amountMicros: integerIn(1, Number.MAX_SAFE_INTEGER),
-  // Compared as sent, so a blank one (a script's empty invoice field) would key every later blank
-  // top-up of that amount as a replay, and "INV-1 " would differ from "INV-1": both refused.
+  // Stored and compared in NFC (as regions are, nodes/node-validation.ts), so `Café-1` sent composed
+  // or decomposed is one key. Otherwise compared as sent, so a blank one (a script's empty invoice
+  // field) would key every later blank top-up of that amount as a replay, "INV-1 " would differ
+  // from "INV-1", and "INV\u200B1" (an invisible character) or "INV\r\n1" from "INV1" without
+  // anyone seeing why: all refused.
   reference: text()
-    .max(256, { error: () => 'must be at most 256 characters' })
-    .regex(/^\S(?:.*\S)?$/s, { error: () => 'must not be empty or start or end with white space (leave it out or null for none)' })
+    .transform((value) => value.normalize('NFC'))
+    .check((ctx) => {
+      const problem = referenceProblem(ctx.value);
+      if (problem !== null) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
+    })
     .nullable().default(null),
 });
 

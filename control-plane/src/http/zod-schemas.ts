@@ -23,12 +23,40 @@ function asZodSchema(schema: unknown, where: string): z.ZodType {
   throw new Error(`${where}: route schemas must be zod schemas`);
 }
 
-/** "body field 'model': expected string, received number" — the field path and zod's reason. */
+const JSON_TYPE_WORDS: Readonly<Record<string, string>> = {
+  string: 'must be a string',
+  number: 'must be a number',
+  int: 'must be an integer',
+  bigint: 'must be an integer',
+  boolean: 'must be true or false',
+  object: 'must be an object',
+  array: 'must be an array',
+  null: 'must be null',
+};
+
+/**
+ * The admin API's words for what a schema states no rule of its own for (config-fields.ts's
+ * `text()`, `bodyObject`): "is required" for a missing field, "must be a string" and the like for
+ * another JSON type, "must be a JSON object" for a body that is not one; undefined leaves zod's
+ * own (a schema's stated rule always wins over this map). Route body schemas are parsed with it,
+ * so the console login and enrollment refuse in the words the admin API uses.
+ */
+export const adminErrorMap: z.core.$ZodErrorMap = (issue) => {
+  if (issue.code !== 'invalid_type') return undefined;
+  if (issue.input === undefined) return issue.path === undefined || issue.path.length === 0 ? 'must be a JSON object' : 'is required';
+  if (issue.expected === 'object' && (issue.path === undefined || issue.path.length === 0)) return 'must be a JSON object';
+  return JSON_TYPE_WORDS[issue.expected];
+};
+
+/** "body field 'model': must be a string" — the field path and the rule it breaks. */
 export function describeIssues(part: string, issues: readonly z.core.$ZodIssue[]): string {
   // One rule can fail twice on one value (1e300 is neither an integer nor at most the maximum):
   // the caller needs each reason once.
   const described = [...new Set(issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
     const field = issue.path.map((segment) => (typeof segment === 'number' ? String(segment) : shownFieldName(String(segment)))).join('.');
+    // A body's unknown fields as the admin API names them (config-fields.ts: `x: unknown field`),
+    // each its own field; the query keeps its documented "Unrecognized key" wording.
+    if (issue.code === 'unrecognized_keys' && part === 'body') return unknownBodyFieldsMessage(field, issue.keys);
     const message = issue.code === 'unrecognized_keys' ? unknownKeysMessage(issue.keys) : issue.message;
     return field ? `${part} field '${field}': ${message}` : `${part}: ${message}`;
   }))];
@@ -43,6 +71,13 @@ function unknownKeysMessage(keys: readonly string[]): string {
   return `Unrecognized key${keys.length === 1 ? '' : 's'}: ${named.join(', ')}${more}`;
 }
 
+/** "body field 'bogus': unknown field; body field 'facts.extra': unknown field", each name as shownFieldName quotes it, at most MAX_REPORTED_KEYS. */
+function unknownBodyFieldsMessage(field: string, keys: readonly string[]): string {
+  const named = keys.slice(0, MAX_REPORTED_KEYS).map((key) => `body field '${field ? `${field}.` : ''}${shownFieldName(key)}': unknown field`);
+  if (keys.length > MAX_REPORTED_KEYS) named.push(`and ${keys.length - MAX_REPORTED_KEYS} more unknown fields`);
+  return named.join('; ');
+}
+
 export const zodValidatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, method, url, httpPart }) => {
   const zodSchema = asZodSchema(schema, `${method} ${url} ${httpPart ?? ''}`);
   const part = httpPart === 'querystring' ? 'query' : (httpPart ?? 'request');
@@ -50,7 +85,9 @@ export const zodValidatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, m
   // path's name is the same field the body names on create.
   const describe = httpPart === 'params' ? describeConfigIssues : (issues: readonly z.core.$ZodIssue[]) => describeIssues(part, issues);
   return (data: unknown) => {
-    const result = zodSchema.safeParse(data);
+    // A body in the admin API's words; params, query and headers keep the wording their tests and
+    // docs state.
+    const result = httpPart === 'body' ? zodSchema.safeParse(data, { error: adminErrorMap }) : zodSchema.safeParse(data);
     if (result.success) return { value: result.data };
     // The zod error as cause: the error handler names its first field as the body's `param`.
     return { error: zenovaError('ZN_ERR_CP_INVALID_REQUEST', describe(result.error.issues), { cause: result.error }) };

@@ -6,11 +6,14 @@
  * (it can match a character, and its first choice is not always an empty match), and has none of the
  * backtracking shapes proto/src/guardrail-regex-risk.ts refuses (nested quantifiers, overlapping
  * repeated alternatives, repetitions in a row over the same characters),
- * a keywords rule needs its keywords, none listed twice, and neither carries the other's field.
+ * a keywords rule needs its keywords, each holding a visible character (one the node's matcher folds
+ * to something: proto/src/keyword-fold.ts, the very fold the node compiles with), none listed twice,
+ * and neither carries the other's field.
  */
 import { z } from 'zod';
 import { bodyObject, enumOf, newConfigNameSchema, text } from '../config/config-fields.js';
 import { regexBacktrackingRisk, regexNeverFiresReason } from '../../../proto/src/index.js';
+import { foldKeyword } from '../../../proto/src/keyword-fold.js';
 
 export const GUARDRAIL_DETECTORS = ['regex', 'keywords', 'email', 'phone', 'prc-resident-id', 'bank-card', 'secret'] as const;
 export const GUARDRAIL_ACTIONS = ['block', 'mask', 'flag'] as const;
@@ -46,7 +49,7 @@ function patternProblem(pattern: string): string | null {
  * A keyword as the node's matcher compares it, near enough to catch a repeat: compatibility forms
  * (full-width, ligatures) and precomposed/decomposed accents alike (NFKC), invisible characters
  * dropped, lower case. Two keywords alike here are alike on the node too, which folds further
- * (edge-node/src/guardrails/detectors/keywords.ts).
+ * (proto/src/keyword-fold.ts, read by edge-node/src/guardrails/detectors/keywords.ts).
  */
 const keywordKey = (keyword: string): string =>
   keyword.normalize('NFKC').replace(/\p{Default_Ignorable_Code_Point}/gu, '').toLowerCase();
@@ -56,8 +59,8 @@ function repeatedKeyword(keywords: readonly string[]): [number, number] | undefi
   const seen = new Map<string, number>();
   for (const [index, keyword] of keywords.entries()) {
     const key = keywordKey(keyword);
-    // A keyword with nothing left is another matter (it matches nothing), not a repeat.
-    if (key === '') continue;
+    // A keyword with nothing left is another matter (it matches nothing: refused on its own), not a repeat.
+    if (key === '' || foldKeyword(keyword).length === 0) continue;
     const earlier = seen.get(key);
     if (earlier !== undefined) return [earlier, index];
     seen.set(key, index);
@@ -92,6 +95,13 @@ const ruleSchema = z.strictObject({
   if (rule.detector === 'keywords') {
     if (rule.keywords === undefined) issue('keywords', 'is required for the keywords detector');
     else {
+      // A keyword made only of invisible characters and decorative marks folds to nothing on the
+      // node, which skips it: a rule that could never fire, refused as an impossible regex is.
+      for (const [index, keyword] of rule.keywords.entries()) {
+        if (foldKeyword(keyword).length === 0) {
+          ctx.issues.push({ code: 'custom', input: rule, path: ['keywords', index], message: 'must hold a visible character' });
+        }
+      }
       const repeat = repeatedKeyword(rule.keywords);
       if (repeat !== undefined) {
         const [earlier, index] = repeat;
