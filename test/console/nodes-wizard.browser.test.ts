@@ -107,6 +107,18 @@ t.test('the wizard creates the node with the values typed and shows a command wh
     + '--ca-file zenova-control-plane-ca.pem --install-dir /data/zenova-node',
     'the command is the API\'s, whole');
 
+  // Seed 004 §9.4 step 1: the pre-check, with the command's --ca-file and --install-dir, no token, shown first.
+  const check = (await page.getByTestId('check-command').textContent()) ?? '';
+  t.equal(check,
+    'sudo ./zenova install node --package zenova-node.zpkg --control-plane https://cp.example.test:9443 '
+    + '--ca-file zenova-control-plane-ca.pem --install-dir /data/zenova-node --check-only',
+    'the pre-check is shown with the command\'s CA file and install dir, and no token');
+  t.ok(await page.getByRole('heading', { name: 'First: the pre-check (spends no token)' }).isVisible(), 'labelled as the pre-check that spends no token');
+  const boxes = await page.locator('pre.command-box').allTextContents();
+  t.ok(boxes.indexOf(check) !== -1 && boxes.indexOf(check) < boxes.indexOf(command), 'the pre-check is shown before the install command');
+  t.match((await page.getByTestId('check-command-hint').textContent()) ?? '', /uses no token and writes nothing.*do not run the install command until it passes/,
+    'says it spends no token and to run the command only once it passes');
+
   const tokenHint = (await page.getByTestId('command-token-hint').textContent()) ?? '';
   t.match(tokenHint, /pipes the token to the installer.*does not show in the process list.*--token-file <file>/,
     'says the token is piped in, off the process list, and how to use a file instead');

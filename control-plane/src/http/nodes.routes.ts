@@ -30,6 +30,7 @@ const nameParams = z.object({ name: nameParam(NODE_NAME_PATTERN, NODE_NAME_RULE)
 const commandSchema = z.object({
   kind: z.enum(['install', 'reenroll', 'upgrade']),
   command: z.string(),
+  checkCommand: z.string(),
   token: z.string(),
   expiresAt: z.string(),
   caPem: z.string().nullable(),
@@ -38,6 +39,7 @@ const commandSchema = z.object({
 const toCommandBody = (issued: IssuedCommand): z.input<typeof commandSchema> => ({
   kind: issued.kind,
   command: issued.command,
+  checkCommand: issued.checkCommand,
   token: issued.token,
   expiresAt: issued.expiresAt.toISOString(),
   caPem: issued.caPem,

@@ -53,3 +53,26 @@ export function installCommand(input: InstallCommandInput): string {
   if (input.kind === 'upgrade') parts.push('--upgrade');
   return parts.join(' ');
 }
+
+/** What the check command is made of: the install command's settings, never its token. */
+export type CheckCommandInput = Omit<InstallCommandInput, 'token'>;
+
+/**
+ * The pre-check of seed 004 §9.4 step 1 for the command of `input.kind`: the same `sudo ./zenova
+ * install node` with the same package, control-plane URL, `--ca-file` and `--install-dir` (so a
+ * private CA is no NODE-CP-TLS and the dir checked is the one the install writes), and `--check-only`
+ * in place of the token: it reads no token (no `--token`, no `--token-file`, nothing piped in),
+ * writes nothing and can be run any number of times. The installer takes `--check-only` with
+ * `--reenroll` or `--upgrade` as that command's dry run, so a re-enroll or upgrade command's check
+ * keeps that flag, where the installer's own check-again advice puts it.
+ */
+export function checkCommand(input: CheckCommandInput): string {
+  const parts = ['sudo ./zenova install node', `--package ${NODE_PACKAGE_FILE}`];
+  if (input.kind === 'reenroll') parts.push('--reenroll');
+  parts.push(`--control-plane ${shellWord(input.controlPlaneUrl)}`);
+  if (input.hasCa) parts.push(`--ca-file ${CONTROL_PLANE_CA_FILE}`);
+  if (input.installDir !== null && input.kind !== 'upgrade') parts.push(`--install-dir ${shellWord(input.installDir)}`);
+  if (input.kind === 'upgrade') parts.push('--upgrade');
+  parts.push('--check-only');
+  return parts.join(' ');
+}

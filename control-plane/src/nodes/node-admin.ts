@@ -12,7 +12,7 @@ import { zenovaError } from '../errors.js';
 import { checkIfMatch } from '../http/if-match.js';
 import type { IfMatch } from '../http/if-match.js';
 import { revokeNodeCredentials } from './credentials.js';
-import { installCommand } from './install-command.js';
+import { checkCommand, installCommand } from './install-command.js';
 import { invalidateNodeTokens, issueInstallToken } from './install-tokens.js';
 import type { InstallTokenKind } from './install-tokens.js';
 import { notifyNodeEvent } from './node-events.js';
@@ -28,6 +28,11 @@ import type { Queryable } from './with-transaction.js';
 export interface IssuedCommand {
   kind: InstallTokenKind;
   command: string;
+  /**
+   * The same installer run with `--check-only` and no token (install-command.ts `checkCommand`):
+   * the pre-check to run first, any number of times; it spends no token.
+   */
+  checkCommand: string;
   /** Shown once; only its hash is stored. */
   token: string;
   expiresAt: Date;
@@ -48,14 +53,9 @@ export async function getNode(db: Queryable, name: string): Promise<NodeRow> {
 async function issueFor(client: pg.PoolClient, node: NodeRow, kind: InstallTokenKind, ttlMs: number, now: Date): Promise<IssuedCommand> {
   const issued = await issueInstallToken(client, node.id, kind, ttlMs, now);
   if (!issued) throw notFound(node.name);
-  const command = installCommand({
-    kind,
-    controlPlaneUrl: node.controlPlaneUrl,
-    token: issued.token,
-    hasCa: node.caPem !== null,
-    installDir: node.installDir,
-  });
-  return { kind, command, token: issued.token, expiresAt: issued.expiresAt, caPem: node.caPem };
+  const settings = { kind, controlPlaneUrl: node.controlPlaneUrl, hasCa: node.caPem !== null, installDir: node.installDir };
+  const command = installCommand({ ...settings, token: issued.token });
+  return { kind, command, checkCommand: checkCommand(settings), token: issued.token, expiresAt: issued.expiresAt, caPem: node.caPem };
 }
 
 export async function createNode(

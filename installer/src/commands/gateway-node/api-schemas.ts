@@ -55,6 +55,8 @@ export type CommandKind = (typeof commandKinds)[number];
 /** A one-time command: `POST /api/v1/nodes/:name/<kind>-command`, and `install` in the create answer. */
 export const oneTimeCommandSchema = z.looseObject({
   command: z.string().min(1),
+  /** The same installer run with --check-only and no token: the pre-check (absent from control planes before it). */
+  checkCommand: z.string().min(1).optional(),
   token: z.string().min(1),
   expiresAt: z.string(),
   kind: z.enum(commandKinds).optional(),

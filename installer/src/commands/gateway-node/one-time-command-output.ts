@@ -1,5 +1,6 @@
 /**
- * Prints a one-time install / re-enroll / upgrade command the way the console shows it: the warning
+ * Prints a one-time install / re-enroll / upgrade command the way the console shows it: its
+ * pre-check first (the same run with --check-only and no token, when the API gives one), the warning
  * that it is shown once and must stay private, the command itself on a line of its own, and — when
  * the command names a --ca-file — how that CA file gets onto the node host (`--ca-out F` writes it).
  */
@@ -71,6 +72,15 @@ function keptOtherContent(caOut: string, whereTheCaIs: string): CommandFailure {
 export function printOneTimeCommand(ctx: CliContext, out: OneTimeCommandOutput): void {
   const { issued, kind } = out;
   const write = (text = ''): void => { ctx.stdout.write(`${text}\n`); };
+  if (issued.checkCommand !== undefined) {
+    // Seed 004 §9.4: the pre-check first; it carries no token, so it may be run again and again.
+    write(`Pre-check for node ${out.nodeName} (spends no token, writes nothing; run it as often as you like):`);
+    write(`Run it first as root on the node host, in the directory that holds zenova-node.zpkg${caFileInCommand(issued.checkCommand) === undefined ? '' : ' and the CA file named below'}.`);
+    write(`If it reports a blocking finding, fix that and run it again; do not run the ${TITLES[kind].toLowerCase()} until it passes.`);
+    write();
+    write(`  ${issued.checkCommand}`);
+    write();
+  }
   write(`${TITLES[kind]} for node ${out.nodeName} (${SHOWN_ONCE_WARNING}).`);
   write(`It carries a one-time token, valid until ${issued.expiresAt}. ${PURPOSES[kind]}`);
   write();

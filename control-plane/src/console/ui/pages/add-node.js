@@ -262,6 +262,34 @@ async function copyText(text, source) {
 }
 
 /**
+ * The pre-check of seed 004 §9.4, shown before the command: the API's `checkCommand`, the same
+ * installer run with --check-only and no token, safe to run any number of times.
+ */
+function checkCommandParts(h, { nodeName, kind, checkCommand }) {
+  const checkBox = h('pre', { class: 'command-box', 'data-testid': 'check-command', 'aria-label': `Pre-check command for node ${nodeName}` }, checkCommand);
+  const checkCopyStatus = h('span', { class: 'copy-status', role: 'status', 'aria-live': 'polite' });
+  const checkCopyButton = h('button', {
+    type: 'button',
+    class: 'btn',
+    onclick: async () => {
+      const ok = await copyText(checkCommand, checkBox);
+      checkCopyStatus.textContent = ok ? 'Pre-check copied to the clipboard: it holds no secret.' : 'Copy failed: select the pre-check and copy it by hand.';
+    },
+  }, 'Copy pre-check');
+  return [
+    h('h3', {}, 'First: the pre-check (spends no token)'),
+    h('p', { 'data-testid': 'check-command-hint' },
+      `Run this first, as root on the node host in the directory that holds ${NODE_PACKAGE_FILE}`
+      + (checkCommand.includes('--ca-file') ? ` and ${CA_FILE_NAME} (below)` : '')
+      + ': it runs the host checks and reaches the control plane with the same settings as the '
+      + `${COMMAND_TITLES[kind].toLowerCase()}, uses no token and writes nothing, so it can be run any number of times. `
+      + `If it reports a blocking finding, fix that and run it again; do not run the ${COMMAND_TITLES[kind].toLowerCase()} until it passes.`),
+    checkBox,
+    h('div', { class: 'row' }, checkCopyButton, checkCopyStatus),
+  ];
+}
+
+/**
  * The command as the API issued it, shown once: the warnings, the command with a copy button, and
  * the CA file the command's --ca-file names (as a download) when the node has a CA. Returns the
  * element and a cleanup that frees the download's object URL.
@@ -280,6 +308,7 @@ export function oneTimeCommandView(h, { nodeName, issued, reissued = false, enro
   }, 'Copy command');
 
   const expires = new Date(issued.expiresAt);
+  const checkParts = issued.checkCommand ? checkCommandParts(h, { nodeName, kind, checkCommand: issued.checkCommand }) : [];
   const parts = [
     h('h2', {}, `${COMMAND_TITLES[kind]} for node ${nodeName}`),
     h('div', { class: 'banner banner-warning', role: 'note', 'data-testid': 'command-warning' },
@@ -294,6 +323,8 @@ export function oneTimeCommandView(h, { nodeName, issued, reissued = false, enro
           + `the node's identity and revokes the credentials of ${enrolledHost}. For ${enrolledHost} itself (identity lost or credential expired) `
           + 'use the re-enroll command instead.')
         : null),
+    ...checkParts,
+    checkParts.length > 0 ? h('h3', {}, `Then: the ${COMMAND_TITLES[kind].toLowerCase()} (spends the token)`) : null,
     h('p', {}, `The token is valid until ${expires.toISOString()}. ${COMMAND_PURPOSES[kind]}`),
     commandBox,
     h('div', { class: 'row' }, copyButton, copyStatus),
