@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../proto/src/index.js';
-import { givenValue, OPTION_SHAPE } from '../../proto/src/cli-usage-errors.js';
+import { givenValue, joinNegativeNumberValues, OPTION_SHAPE } from '../../proto/src/cli-usage-errors.js';
 import { NODE_NAME_PATTERN, NODE_NAME_RULE } from '../../proto/src/node-name.js';
 import { UsageError } from './cli-context.js';
 
@@ -42,11 +42,16 @@ export function joinDashValues(argv: readonly string[], dashValued: readonly str
   return joined;
 }
 
-/** `dashValued`: string options whose separate value may begin with '-' (see joinDashValues). */
+/**
+ * `dashValued`: string options whose separate value may begin with '-' (see joinDashValues). Every
+ * string option also takes a separate negative number (`--lines -5`, joinNegativeNumberValues), so
+ * that the option's own check refuses it in our words rather than parseArgs as "ambiguous".
+ */
 export function parseOptions(argv: readonly string[], options: OptionSpec, helpCommand: string, dashValued: readonly string[] = []): ParsedArgs {
   let parsed;
   try {
-    parsed = parseArgs({ args: joinDashValues(argv, dashValued), options, strict: true, allowPositionals: true, tokens: true });
+    const args = joinNegativeNumberValues(joinDashValues(argv, dashValued), options);
+    parsed = parseArgs({ args, options, strict: true, allowPositionals: true, tokens: true });
   } catch (err) {
     throw new UsageError(parseArgsProblem(err, Object.keys(options)), helpCommand);
   }

@@ -115,22 +115,39 @@ export function unknownCommandMessage(given: string, commands: readonly string[]
   return suggestion === undefined ? `unknown ${noun} ${JSON.stringify(given)}; ${elsewhere}` : `unknown ${noun} ${JSON.stringify(given)}; did you mean ${suggestion}?`;
 }
 
-/** The message for a value given where no option takes it: where it was, never what it was. */
-export const UNEXPECTED_VALUE_MESSAGE =
-  'unexpected argument: a value not given after an option (not shown: it may be a token); give each value after its option, e.g. --token-file FILE';
+/**
+ * The message for a value given where no option takes it: where it was, never what it was.
+ * `example`: one of the command's own value-taking options with its value's name (`--state-dir
+ * DIR`), shown as how a value is given; without one the advice points to --help, never to an
+ * option the command does not have.
+ */
+export function unexpectedValueMessage(example?: string): string {
+  const advice = example === undefined ? 'see --help for the options' : `e.g. ${example}`;
+  return `unexpected argument: a value not given after an option (not shown: it may be a token); give each value after its option, ${advice}`;
+}
+
+/** unexpectedValueMessage without an example, for a command that names none. */
+export const UNEXPECTED_VALUE_MESSAGE = unexpectedValueMessage();
+
+/** How parseArgsProblem advises a command. */
+export interface ParseArgsWords {
+  /** One of the command's value-taking options with its value's name (`--state-dir DIR`), for a stray value's advice. */
+  readonly valueExample?: string;
+}
 
 /**
- * parseArgs' error as a usage message: an unknown option with a suggestion, a stray value unquoted,
- * the rest as parseArgs says it (those quote only option names).
+ * parseArgs' error as a usage message: an unknown option with a suggestion, a stray value unquoted
+ * (with the command's own option as the example, `words.valueExample`), the rest as parseArgs says
+ * it (those quote only option names).
  */
-export function parseArgsProblem(err: unknown, known: readonly string[]): string {
+export function parseArgsProblem(err: unknown, known: readonly string[], words: ParseArgsWords = {}): string {
   const code = (err as { code?: unknown }).code;
   const message = err instanceof Error ? err.message : String(err);
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
     const given = /^Unknown option '([^']*)'/.exec(message)?.[1] ?? '';
     return unknownOptionMessage(given, known);
   }
-  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return UNEXPECTED_VALUE_MESSAGE;
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return unexpectedValueMessage(words.valueExample);
   return message;
 }
 
@@ -165,6 +182,33 @@ export interface OptionKinds {
 export interface OptionToken {
   readonly kind: string;
   readonly name?: string;
+}
+
+/** A negative number (`-5`, `-1.5`): no option is named by a digit, so it is never an option. */
+export const NEGATIVE_NUMBER = /^-\d+(?:\.\d+)?$/;
+
+/**
+ * `--name -5` → `--name=-5` for every value option (`type: 'string'`) in `options`, up to a `--`:
+ * parseArgs (strict) refuses a separate value starting with '-' as "ambiguous" and tells the
+ * operator to write `--lines=-XYZ`, only for the value to be refused then. Joined, the value reaches
+ * the option's own check, which refuses a negative number in our words (`--lines must be a whole
+ * number, got "-5"`). Only a negative number is joined: `--lines --json` stays a usage error.
+ */
+export function joinNegativeNumberValues(argv: readonly string[], options: OptionKinds): string[] {
+  const joined: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return [...joined, ...argv.slice(i)];
+    const value = argv[i + 1];
+    const name = arg.startsWith('--') ? arg.slice(2) : undefined;
+    if (value !== undefined && name !== undefined && Object.hasOwn(options, name) && options[name]?.type === 'string' && NEGATIVE_NUMBER.test(value)) {
+      joined.push(`${arg}=${value}`);
+      i++;
+    } else {
+      joined.push(arg);
+    }
+  }
+  return joined;
 }
 
 /**

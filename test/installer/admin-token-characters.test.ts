@@ -41,7 +41,7 @@ t.test('a token from the environment with a character a header cannot carry is a
 
 t.test('a token in an env file wrapped in curly quotes names the env file as its source', async (t) => {
   const envFile = join(cwd, 'admin.env');
-  writeFileSync(envFile, `ZENOVA_CONTROL_PLANE_URL=${URL}\nZENOVA_ADMIN_TOKEN=“secret-token-0123456789”\n`);
+  writeFileSync(envFile, `ZENOVA_CONTROL_PLANE_URL=${URL}\nZENOVA_ADMIN_TOKEN=“secret-token-0123456789”\n`, { mode: 0o600 });
   const result = await list({}, ['--env-file', envFile]);
   t.equal(result.code, 2);
   t.match(result.err, new RegExp(`^zenova: ZENOVA_ADMIN_TOKEN \\(from env file ${envFile.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\) holds a character an admin token never has`));

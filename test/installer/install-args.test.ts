@@ -127,7 +127,7 @@ t.test('logs node-edge --since -1h, as its help and docs/install.md write it, ru
   const cli = captureCli(root);
   await t.rejects(runLogs(['node-edge', '--since'], cli.ctx, host), /argument missing/, '--since without a value');
   await t.rejects(runLogs(['node-edge', '--since', '--lines', '5'], cli.ctx, host), /ambiguous/, 'an option is not taken as the value of --since');
-  await t.rejects(runLogs(['node-edge', '--lines', '-5'], cli.ctx, host), /ambiguous/, '--lines takes no value beginning with -');
+  await t.rejects(runLogs(['node-edge', '--lines', '-5'], cli.ctx, host), /^--lines must be a whole number, got "-5"$/, '--lines takes no negative number, refused in its own words');
   await t.rejects(runLogs(['node-edge', '--since', '-1h;reboot'], cli.ctx, host), /--since may contain only/, 'a joined value is still checked');
   await t.rejects(runLogs(['node-edge', '--', '--since', '-1h'], cli.ctx, host), /unexpected argument "--since"/, 'nothing after -- is an option');
   t.equal(services.calls.length, 4, 'journalctl ran only for the valid command lines');

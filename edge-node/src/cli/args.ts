@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { parseArgsProblem } from '../../../proto/src/index.js';
-import { NUMBER_SHAPE, givenValue, repeatedOptionProblem, unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
+import { NUMBER_SHAPE, givenValue, joinNegativeNumberValues, repeatedOptionProblem, unknownCommandMessage } from '../../../proto/src/cli-usage-errors.js';
 import { givenControlPlaneUrl, parseControlPlaneUrl } from '../enroll/enroll.js';
 import { EnrollError } from '../enroll/enroll-errors.js';
 import { isLoopbackHost } from '../metrics/admin-server.js';
@@ -252,14 +252,17 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 
 /**
  * parseArgs with strict checking; its errors become UsageErrors carrying the command's usage. An
- * option given twice is refused, as `zenova` refuses it: parseArgs would keep the last one.
+ * option given twice is refused, as `zenova` refuses it: parseArgs would keep the last one. A
+ * separate negative number is taken as an option's value (`--replicas -1`), so the option's own
+ * check refuses it rather than parseArgs as "ambiguous". `valueExample`: one of the command's own
+ * value options with its value's name (`--state-dir DIR`), the advice for a stray value.
  */
-function parseFlags(argv: string[], options: Options, usage: string): Record<string, string | boolean | undefined> {
+function parseFlags(argv: string[], options: Options, usage: string, valueExample: string): Record<string, string | boolean | undefined> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false, tokens: true });
+    parsed = parseArgs({ args: joinNegativeNumberValues(argv, options), options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false, tokens: true });
   } catch (err) {
-    throw new UsageError(parseArgsProblem(err, [...Object.keys(options), 'help']), usage);
+    throw new UsageError(parseArgsProblem(err, [...Object.keys(options), 'help'], { valueExample }), usage);
   }
   const repeated = repeatedOptionProblem(parsed.tokens, options);
   if (repeated !== undefined) throw new UsageError(repeated, usage);
@@ -308,6 +311,7 @@ function parseServe(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
       replicas: { type: 'string' },
     },
     SERVE_USAGE,
+    '--state-dir DIR',
   );
   if (values.help === true) return { kind: 'help', text: SERVE_USAGE };
   const replicas = parseReplicas(text(values, 'replicas', SERVE_USAGE));
@@ -349,17 +353,10 @@ function parseReplicas(value: string | undefined): number | undefined {
 }
 
 /**
- * --control-plane as enrollment will take it (parseControlPlaneUrl), so that a URL it cannot use is
- * a bad command line (exit 2) rather than a failed enrollment; a port out of range is named as such,
- * where the URL parser only says "not a URL".
+ * --control-plane as enrollment will take it (parseControlPlaneUrl, which also names a port out of
+ * range), so that a URL it cannot use is a bad command line (exit 2) rather than a failed enrollment.
  */
 function checkControlPlaneUrl(value: string): void {
-  const authority = /^https:\/\/([^/?#]*)/i.exec(value)?.[1] ?? '';
-  const port = /:(\d{1,10})$/.exec(authority.slice(authority.lastIndexOf('@') + 1))?.[1];
-  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) {
-    // The port is named, not the URL: one that does not parse may hold anything (credentials too).
-    throw new UsageError(`--control-plane has port ${port}, out of range: a port is 1 to 65535`, ENROLL_USAGE);
-  }
   try {
     parseControlPlaneUrl(value);
   } catch (err) {
@@ -380,6 +377,7 @@ function parseEnroll(argv: string[]): CliCommand {
       reenroll: { type: 'boolean' },
     },
     ENROLL_USAGE,
+    '--token-file FILE',
   );
   if (values.help === true) return { kind: 'help', text: ENROLL_USAGE };
   const controlPlaneUrl = text(values, 'control-plane', ENROLL_USAGE);
@@ -412,7 +410,7 @@ function parseEnroll(argv: string[]): CliCommand {
 }
 
 function parseStatus(argv: string[]): CliCommand {
-  const values = parseFlags(argv, { 'state-dir': { type: 'string' }, json: { type: 'boolean' } }, STATUS_USAGE);
+  const values = parseFlags(argv, { 'state-dir': { type: 'string' }, json: { type: 'boolean' } }, STATUS_USAGE, '--state-dir DIR');
   if (values.help === true) return { kind: 'help', text: STATUS_USAGE };
   const stateDir = text(values, 'state-dir', STATUS_USAGE);
   if (stateDir === undefined) throw new UsageError('status needs --state-dir DIR', STATUS_USAGE);
@@ -420,7 +418,7 @@ function parseStatus(argv: string[]): CliCommand {
 }
 
 function parseDoctor(argv: string[], env: NodeJS.ProcessEnv): CliCommand {
-  const values = parseFlags(argv, { 'state-dir': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' } }, DOCTOR_USAGE);
+  const values = parseFlags(argv, { 'state-dir': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' } }, DOCTOR_USAGE, '--state-dir DIR');
   if (values.help === true) return { kind: 'help', text: DOCTOR_USAGE };
   const stateDir = text(values, 'state-dir', DOCTOR_USAGE);
   if (stateDir === undefined) throw new UsageError('doctor needs --state-dir DIR', DOCTOR_USAGE);

@@ -111,10 +111,24 @@ export function givenControlPlaneUrl(value: string): string {
 }
 
 /**
+ * The port of an http(s) URL's authority when it is out of range (0, or above 65535), which the URL
+ * parser only refuses as "not a URL"; undefined otherwise (no port, one in range, or no such URL).
+ */
+export function outOfRangePort(value: string): string | undefined {
+  const authority = /^https?:\/\/([^/?#]*)/i.exec(value)?.[1] ?? '';
+  const port = /:(\d{1,10})$/.exec(authority.slice(authority.lastIndexOf('@') + 1))?.[1];
+  return port !== undefined && (Number(port) < 1 || Number(port) > 65535) ? port : undefined;
+}
+
+/**
  * Checks that `value` is an https:// URL without credentials, query or fragment, and returns it as
- * a base URL ending in "/". Throws EnrollError('URL_INVALID') with a clear line otherwise.
+ * a base URL ending in "/". Throws EnrollError('URL_INVALID') with a clear line otherwise: a port
+ * out of range is named as such (both `zenova-node enroll` and the installer's checks say so).
  */
 export function parseControlPlaneUrl(value: string): URL {
+  const badPort = outOfRangePort(value);
+  // The port is named, not the URL: one that does not parse may hold anything (credentials too).
+  if (badPort !== undefined) throw new EnrollError('URL_INVALID', `--control-plane has port ${badPort}, out of range: a port is 1 to 65535`);
   if (!URL.canParse(value)) throw new EnrollError('URL_INVALID', '--control-plane is not a URL (not shown: it does not look like a URL); pass the control plane\'s https:// URL, as in the install command');
   const url = new URL(value);
   if (url.protocol !== 'https:') {

@@ -61,9 +61,10 @@ function pick(from: Readonly<Record<string, string | undefined>>): VariableSourc
   return values;
 }
 
-function loadEnvFile(file: string, helpCommand: string, option?: string): Record<string, string> {
+function loadEnvFile(ctx: CliContext, file: string, helpCommand: string, option?: string): Record<string, string> {
   try {
-    return readEnvFile(file, option);
+    // A warning (an env file others may read) goes where the command's own output goes.
+    return readEnvFile(file, option, (line) => ctx.stderr.write(line));
   } catch (err) {
     if (err instanceof EnvFileError) throw new UsageError(err.message, helpCommand);
     throw err;
@@ -73,13 +74,13 @@ function loadEnvFile(file: string, helpCommand: string, option?: string): Record
 function variableSource(ctx: CliContext, envFile: string | undefined, helpCommand: string): VariableSource {
   if (envFile !== undefined) {
     const file = path.resolve(ctx.cwd, envFile);
-    return { values: pick(loadEnvFile(file, helpCommand, '--env-file')), source: `env file ${envFile}` };
+    return { values: pick(loadEnvFile(ctx, file, helpCommand, '--env-file')), source: `env file ${envFile}` };
   }
   const fromEnv = pick(ctx.env);
   if (Object.keys(fromEnv).length > 0) return { values: fromEnv, source: 'the environment' };
   const devEnv = devEnvFile(ctx);
   const named = devEnv.fromDevHome ? ` (${DEV_HOME_VARIABLE})` : '';
-  if (existsSync(devEnv.file)) return { values: pick(loadEnvFile(devEnv.file, helpCommand)), source: `env file ${devEnv.shown}${named}` };
+  if (existsSync(devEnv.file)) return { values: pick(loadEnvFile(ctx, devEnv.file, helpCommand)), source: `env file ${devEnv.shown}${named}` };
   return { values: {}, source: devEnv.fromDevHome ? `the environment and ${devEnv.shown}${named}, which does not exist` : 'the environment' };
 }
 
