@@ -191,13 +191,13 @@ t.test('reissuing the install command shows a new one and the earlier token no l
   const fresh = await enroll(token);
   t.equal(fresh.statusCode, 200, 'the reissued token enrolls the node');
 
-  await page.getByRole('button', { name: 'Re-enroll command' }).click();
+  await page.getByRole('button', { name: 'Issue reenroll command' }).click();
   await waitForText(page, '[data-testid="install-command"]', /--reenroll/);
   const reenrollToken = tokenOf((await box.textContent()) ?? '');
   t.match(await page.getByTestId('command-warning').textContent(), /shown only once/, 'the same warning');
   t.equal((await enroll(reenrollToken, 'reenroll')).statusCode, 200, 'the re-enroll token enrolls the node again');
 
-  await page.getByRole('button', { name: 'Upgrade command' }).click();
+  await page.getByRole('button', { name: 'Issue upgrade command' }).click();
   await waitForText(page, '[data-testid="install-command"]', /--upgrade$/);
   t.equal(await page.getByTestId('install-command').count(), 1, 'one command shown at a time');
   t.same(page.problems, [], 'no console errors or CSP violations');

@@ -22,17 +22,18 @@ const PRECONDITION_FAILED = 'ZN_ERR_CP_PRECONDITION_FAILED';
 /** Node.js names the CPU (x64); operators know the package's name (x86_64). */
 const PACKAGE_ARCH = { x64: 'x86_64', arm64: 'aarch64' };
 const SURFACE_TEXT = { model: 'Model gateway', tools: 'Tool gateway (MCP)' };
-const COMMANDS = [
+// The buttons' names are the ones advice elsewhere points at (`node detail › Issue upgrade command`): a test keeps them in step.
+export const COMMANDS = [
   {
     kind: 'install', button: 'Reissue install command',
     about: 'For a node not installed yet, or whose install command expired, was lost or was used on a host that failed. The previous unused install command stops working.',
   },
   {
-    kind: 'reenroll', button: 'Re-enroll command',
+    kind: 'reenroll', button: 'Issue reenroll command',
     about: 'For a node host that lost its identity or whose credential expired, or to replace a lost host. Redeeming it revokes the node\'s old credentials.',
   },
   {
-    kind: 'upgrade', button: 'Upgrade command',
+    kind: 'upgrade', button: 'Issue upgrade command',
     about: 'For a node that was offline or failed while the control plane upgraded its nodes. It keeps the node\'s identity, data and install directory.',
   },
 ];
