@@ -118,7 +118,8 @@ and when it was applied (or why it is not ready). An error the link recovered fr
 as usual. A node the control plane deleted shows "deleted" (every caller request is refused with
 ZN_ERR_NODE_DELETED) with what to do, as soon as the node itself knows it. Changes nothing.
 
-Exit status: 0 enrolled, 1 not enrolled (identity.json or credential.json missing or damaged),
+Exit status: 0 enrolled, 1 not enrolled (identity.json or credential.json missing or damaged) or
+the state dir not readable by this user (enrolled unknown: run it as the node's user or root),
 2 bad command line.
 
 Options:

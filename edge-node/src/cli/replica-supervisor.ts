@@ -5,7 +5,8 @@
  * caller port through this process (cluster's round-robin: it accepts and hands each connection to
  * a replica), which Node 20 cannot do with `reusePort`.
  *
- * The supervisor opens nothing in the state dir (the replicas do). It tells systemd READY=1 once
+ * The supervisor opens nothing in the state dir (the replicas do); it only checks, before starting
+ * any, that serve would not refuse the dir (refuseUnservableStateDir). It tells systemd READY=1 once
  * every replica listens and STOPPING=1 on SIGTERM/SIGINT; hands the stop (drain, and "now" on a
  * second signal) to every replica and SIGHUP (TLS reload) too; restarts a replica that dies with
  * back-off, unless it refused its settings (exit 2) before listening, which stops the node with 2,
@@ -29,7 +30,7 @@ import { notifyReady, notifyStopping } from '../service/sd-notify.js';
 import type { ListenAddress } from './args.js';
 import { SUPERVISOR_SAYS_LISTEN_FAILURES_ENV, isListenFailedMessage, isListeningMessage } from './replica-worker.js';
 import type { ReplicaListenFailedMessage, ReplicaStopMessage } from './replica-worker.js';
-import { ListenFailedError, SHUTDOWN_DEADLINE_MS, listenFailure, listenFailureLog } from './serve.js';
+import { ListenFailedError, SHUTDOWN_DEADLINE_MS, listenFailure, listenFailureLog, openEnrolledState } from './serve.js';
 import { ServeSettingError, readServeSettings } from './serve-settings.js';
 
 /**
@@ -53,6 +54,8 @@ export interface ReplicaSupervisorOptions {
   adminListen?: ListenAddress;
   /** The serve settings are checked here first (one refusal instead of K); ZENOVA_NODE_REPLICAS is set to K for the replicas. */
   env: NodeJS.ProcessEnv;
+  /** The replicas' state dir: checked here before any starts, as serve checks it (one refusal instead of K). */
+  stateDir?: string;
   logger: Logger;
 }
 
@@ -70,6 +73,15 @@ export function checkReplicasAgainstEnv(replicas: number, env: NodeJS.ProcessEnv
     `--replicas ${replicas} disagrees with ${setting} in the environment: ` +
       `--replicas sets it for the processes it starts; remove ZENOVA_NODE_REPLICAS (or set it to ${replicas})`,
   );
+}
+
+/**
+ * Throws what serve (openEnrolledState) would refuse the state dir with before listening — missing,
+ * not writable, not enrolled or without its credential, in serve's words — so it is said once,
+ * before any replica starts, instead of once by each of K replicas. Only reads the dir.
+ */
+export async function refuseUnservableStateDir(stateDir: string): Promise<void> {
+  await openEnrolledState(stateDir);
 }
 
 interface Slot {
@@ -118,6 +130,7 @@ export async function superviseReplicas(opts: ReplicaSupervisorOptions): Promise
   const replicaEnv = { ...opts.env, ZENOVA_NODE_REPLICAS: String(replicas), [SUPERVISOR_SAYS_LISTEN_FAILURES_ENV]: '1' };
   // A bad setting is one line here, not K from the replicas (exit 2 through run-cli).
   const settings = readServeSettings(replicaEnv, { enrolled: true });
+  if (opts.stateDir !== undefined) await refuseUnservableStateDir(opts.stateDir);
   const stopBoundMs = (settings.shutdownDrainMs ?? SHUTDOWN_DEADLINE_MS) + STOP_MARGIN_MS;
 
   const slots: Slot[] = Array.from({ length: replicas }, (_, i) => ({

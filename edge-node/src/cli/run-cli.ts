@@ -81,6 +81,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         replicas: command.replicas,
         listen: command.listen,
         ...(command.adminListen !== undefined ? { adminListen: command.adminListen } : {}),
+        ...(stateDir !== undefined ? { stateDir } : {}),
         env: process.env,
         logger: createLogger({ batched: true, level }),
       });

@@ -129,7 +129,11 @@ interface Enrolled {
   identity: NodeIdentity;
 }
 
-async function openEnrolledState(stateDir: string): Promise<Enrolled> {
+/**
+ * The enrolled state dir serve runs on, or what it refuses it with (missing, not writable, not
+ * enrolled, no credential). `serve --replicas K`'s supervisor asks it too, before any replica starts.
+ */
+export async function openEnrolledState(stateDir: string): Promise<Enrolled> {
   const store = await openStateStore(stateDir, { create: false });
   await checkWritable(store);
   const identity = await loadIdentity(store);

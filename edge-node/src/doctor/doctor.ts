@@ -19,7 +19,7 @@ import { CREDENTIAL_FILE, CREDENTIAL_RENEW_ADVICE, credentialHeldSince, expiresS
 import { freeSpaceOf } from '../state/free-space.js';
 import { IDENTITY_FILE, describeGatewayTrust, gatewayTrust, loadIdentity } from '../state/identity.js';
 import type { NodeIdentity } from '../state/identity.js';
-import { openStateStore, StateAccessDeniedError, StateDirPathError } from '../state/state-store.js';
+import { checkWritable, openStateStore, StateAccessDeniedError, StateDirPathError } from '../state/state-store.js';
 import type { StateStore } from '../state/state-store.js';
 import { createLogger } from '../logger.js';
 import { formatBytes } from '../status/node-status.js';
@@ -122,7 +122,16 @@ async function checkStateAndGateway(stateDir: string): Promise<DoctorCheck[]> {
     return [{ ok: false, label: `state dir ${path.resolve(stateDir)}`, advice: `${(err as Error).message}; enroll with \`zenova-node enroll --state-dir ${stateDir} …\`` }];
   }
   const dirCheck = await checkMode(store.dir, 0o700, 'state dir', true);
-  if (dirCheck !== undefined) checks.push(dirCheck);
+  // One the node's user may read but not write (another user's dir, a read-only mount): serve's own
+  // check and words, since serve refuses to start there however good its modes and files look.
+  const unwritable = await checkWritable(store).then(
+    () => undefined,
+    (err: unknown) => (err as Error).message,
+  );
+  if (dirCheck !== undefined && (dirCheck.ok !== true || unwritable === undefined)) checks.push(dirCheck);
+  if (unwritable !== undefined) {
+    checks.push({ ok: false, label: dirCheck?.ok === true ? dirCheck.label : `state dir ${store.dir} writable`, advice: `\`serve\` refuses to start: ${unwritable}` });
+  }
   if (!(await anyExists([store.path(IDENTITY_FILE), store.path(CREDENTIAL_FILE)]))) {
     // Never enrolled: one finding with the one thing to do, not a missing file per check and
     // advice to re-enroll what never was.
