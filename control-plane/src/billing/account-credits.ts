@@ -18,7 +18,22 @@ export interface CreditResult {
   replayed: boolean;
 }
 
-export async function creditAccount(pool: pg.Pool, accountId: string, amountMicros: bigint, reference: string | null): Promise<CreditResult> {
+/** Whether a top-up of the account carries exactly this reference (a retry, not a new key). */
+export async function creditReferenceUsed(pool: pg.Pool, accountId: string, reference: string): Promise<boolean> {
+  const { rowCount } = await pool.query(
+    `select 1 from billing_ledger where account_id = $1 and kind = 'credit' and reference = $2 limit 1`,
+    [accountId, reference],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
+/**
+ * `reference` is stored as given (the API gives its NFC form); `alsoAsSent`, the form the client
+ * sent when it differs, is matched too: a top-up stored before references were normalised (or by a
+ * replica of an older release during a rolling upgrade) holds it as its client sent it, and the
+ * client's retry must replay it, not credit again.
+ */
+export async function creditAccount(pool: pg.Pool, accountId: string, amountMicros: bigint, reference: string | null, alsoAsSent?: string): Promise<CreditResult> {
   return withTransaction(pool, async (client) => {
     const balance = await lockAccountBalance(client, accountId);
     if (balance === undefined) throw zenovaError('ZN_ERR_CP_ACCOUNT_NOT_FOUND');
@@ -28,9 +43,9 @@ export async function creditAccount(pool: pg.Pool, accountId: string, amountMicr
     if (reference !== null) {
       const { rows } = await client.query<{ sameAmount: boolean; amount: string }>(
         `select bool_or(amount_micros = $3) as "sameAmount", min(amount_micros)::text as amount
-           from billing_ledger where account_id = $1 and kind = 'credit' and reference = $2
+           from billing_ledger where account_id = $1 and kind = 'credit' and reference = any($2::text[])
          having count(*) > 0`,
-        [accountId, reference, amountMicros.toString()],
+        [accountId, alsoAsSent !== undefined && alsoAsSent !== reference ? [reference, alsoAsSent] : [reference], amountMicros.toString()],
       );
       const earlier = rows[0];
       if (earlier?.sameAmount === true) return { replayed: true };

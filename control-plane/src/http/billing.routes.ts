@@ -8,7 +8,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 import { z } from 'zod';
-import { creditAccount } from '../billing/account-credits.js';
+import { creditAccount, creditReferenceUsed } from '../billing/account-credits.js';
 import { decodeSpendCursor, encodeSpendCursor, MAX_SPEND_CURSOR_LENGTH } from '../billing/billing-cursors.js';
 import { encodeNewestFirstCursor, MAX_NEWEST_FIRST_CURSOR_LENGTH, newestFirstCursorOf, NOT_OUR_CURSOR } from './list-cursors.js';
 import type { SpendCursor } from '../billing/billing-cursors.js';
@@ -27,10 +27,15 @@ const MAX_REFERENCE_CHARS = 256;
 const CONTROL_CHARACTER = /\p{Cc}/u;
 const DEFAULT_IGNORABLE = /\p{Default_Ignorable_Code_Point}/u;
 
-/** Why a top-up's reference (in NFC) is refused, or null. One problem at a time, the first. */
-function referenceProblem(reference: string): string | null {
-  if (reference.length > MAX_REFERENCE_CHARS) return `must be at most ${MAX_REFERENCE_CHARS} characters`;
+/** Why a top-up's reference is refused whatever the ledger holds, or null: its length and its ends. */
+function referenceShapeProblem(reference: string): string | null {
+  if (reference.length > MAX_REFERENCE_CHARS || reference.normalize('NFC').length > MAX_REFERENCE_CHARS) return `must be at most ${MAX_REFERENCE_CHARS} characters`;
   if (!/^\S(?:.*\S)?$/s.test(reference)) return 'must not be empty or start or end with white space (leave it out or null for none)';
+  return null;
+}
+
+/** Why a new top-up's reference (in NFC) is refused for what it holds, or null. */
+function referenceCharacterProblem(reference: string): string | null {
   if (CONTROL_CHARACTER.test(reference)) return 'must not hold control characters (a line break, a tab)';
   if (DEFAULT_IGNORABLE.test(reference)) {
     return 'must not hold invisible characters (zero width spaces and joiners, soft hyphens, variation selectors: default-ignorable code points)';
@@ -38,20 +43,28 @@ function referenceProblem(reference: string): string | null {
   return null;
 }
 
+const referenceRule = (problem: (reference: string) => string | null) =>
+  text()
+    .check((ctx) => {
+      const found = problem(ctx.value);
+      if (found !== null) ctx.issues.push({ code: 'custom', input: ctx.value, message: found });
+    })
+    .nullable().default(null);
+
+// A reference is stored in NFC (as regions are, nodes/node-validation.ts), so `Café-1` sent composed
+// or decomposed is one key; a retry is also matched as sent, so a top-up stored before that rule
+// (as its client sent it) still replays. Otherwise compared exactly, so a blank one (a script's
+// empty invoice field) would key every later blank top-up of that amount as a replay, "INV-1 " would
+// differ from "INV-1", and "INV\u200B1" (an invisible character) or "INV\r\n1" from "INV1" without
+// anyone seeing why: all refused for a new top-up (creditCharacters), though not for the retry of
+// one stored before the rule.
 const creditBody = bodyObject({
   amountMicros: integerIn(1, Number.MAX_SAFE_INTEGER),
-  // Stored and compared in NFC (as regions are, nodes/node-validation.ts), so `Café-1` sent composed
-  // or decomposed is one key. Otherwise compared as sent, so a blank one (a script's empty invoice
-  // field) would key every later blank top-up of that amount as a replay, "INV-1 " would differ
-  // from "INV-1", and "INV\u200B1" (an invisible character) or "INV\r\n1" from "INV1" without
-  // anyone seeing why: all refused.
-  reference: text()
-    .transform((value) => value.normalize('NFC'))
-    .check((ctx) => {
-      const problem = referenceProblem(ctx.value);
-      if (problem !== null) ctx.issues.push({ code: 'custom', input: ctx.value, message: problem });
-    })
-    .nullable().default(null),
+  reference: referenceRule(referenceShapeProblem),
+});
+const creditCharacters = bodyObject({
+  amountMicros: integerIn(1, Number.MAX_SAFE_INTEGER),
+  reference: referenceRule((reference) => referenceCharacterProblem(reference.normalize('NFC'))),
 });
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -119,7 +132,13 @@ export const billingRoutes: FastifyPluginAsync<{ pool: pg.Pool; secretBox: Secre
   }, async (request, reply) => {
     const input = parseConfigInput(creditBody, request.body);
     const account = await accountOf(request.params.account);
-    const { replayed } = await creditAccount(pool, account.id, BigInt(input.amountMicros), input.reference);
+    const asSent = input.reference;
+    const reference = asSent?.normalize('NFC') ?? null;
+    // Refused only when it would be a new key: a retry of a top-up stored before the rule replays.
+    if (asSent !== null && reference !== null && referenceCharacterProblem(reference) !== null && !(await creditReferenceUsed(pool, account.id, asSent))) {
+      parseConfigInput(creditCharacters, request.body);
+    }
+    const { replayed } = await creditAccount(pool, account.id, BigInt(input.amountMicros), reference, asSent ?? undefined);
     request.log.info({ accountId: account.id, amountMicros: input.amountMicros, replayed }, replayed ? 'account top-up replayed' : 'account credited');
     return reply.code(replayed ? 200 : 201).send({ balance: await balanceView(pool, account), replayed });
   });

@@ -9,6 +9,7 @@ import t from 'tap';
 import { testDatabase } from '../../fixtures/postgres.js';
 import { configApp } from '../config-harness.js';
 import { migratedPool } from '../nodes-harness.js';
+import { creditAccount } from '../../../control-plane/src/billing/account-credits.js';
 import { insertAccount, storedBalance } from './billing-fixtures.js';
 
 const db = await testDatabase(t);
@@ -69,4 +70,23 @@ t.test('a reference holding an invisible or a control character is refused 400 n
   t.same(await creditReferences(accountId), ['inv'], 'only the first top-up credited');
   t.equal((await storedBalance(pool, accountId)).balance, 1_000n);
   t.equal((await call('POST', '/api/v1/accounts/invisible-acme/credits', { amountMicros: 1, reference: 'INV 7 / Café' })).statusCode, 201, 'inner spaces and letters are fine');
+});
+
+t.test('a top-up stored before the rule, as its client sent it (decomposed, or with an invisible character), still replays when that client retries the same bytes', async (t) => {
+  const accountId = await insertAccount(pool, 'legacy-acme');
+  // As a control plane before the rule stored them (or a replica of it during a rolling upgrade): exactly as sent.
+  await creditAccount(pool, accountId, 1_000n, 'Cafe\u0301-9');
+  await creditAccount(pool, accountId, 500n, 'inv\u200B9');
+  const decomposed = await call('POST', '/api/v1/accounts/legacy-acme/credits', { amountMicros: 1_000, reference: 'Cafe\u0301-9' });
+  t.equal(decomposed.statusCode, 200, decomposed.body);
+  t.match(decomposed.json<TopUpReply>(), { replayed: true }, 'the decomposed retry replays the row stored decomposed');
+  const composed = await call('POST', '/api/v1/accounts/legacy-acme/credits', { amountMicros: 1_000, reference: 'Caf\u00E9-9' });
+  t.equal(composed.statusCode, 201, 'the composed form was never that client\'s key: a new top-up');
+  const invisible = await call('POST', '/api/v1/accounts/legacy-acme/credits', { amountMicros: 500, reference: 'inv\u200B9' });
+  t.equal(invisible.statusCode, 200, `a stored reference with an invisible character replays, not refused: ${shown(invisible.body)}`);
+  const otherAmount = await call('POST', '/api/v1/accounts/legacy-acme/credits', { amountMicros: 7, reference: 'inv\u200B9' });
+  t.equal(otherAmount.statusCode, 409, 'and another amount under it is the used reference, as for any');
+  const fresh = await call('POST', '/api/v1/accounts/legacy-acme/credits', { amountMicros: 500, reference: 'inv\u200B10' });
+  t.equal(fresh.statusCode, 400, 'a new one with an invisible character is still refused');
+  t.equal((await storedBalance(pool, accountId)).balance, 2_500n, 'credited: the two stored top-ups and the composed one, nothing twice');
 });
