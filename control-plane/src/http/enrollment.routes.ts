@@ -33,6 +33,11 @@ const preflightSchema = z.object({
   /** This control plane takes `installedNodeId` on POST /api/enroll (refuses a reenroll token of another live node). */
   installedNodeIds: z.boolean(),
   /**
+   * This control plane takes `installDir` on POST /api/enroll (the dir the installer installs the
+   * node into, recorded on the node for its later commands).
+   */
+  installDirs: z.boolean(),
+  /**
    * The node gateway as POST /api/enroll hands it to nodes (target HOST:PORT, the name its
    * certificate must carry, the CA nodes pin or '' for their system trust store), so the installer
    * can check it is reachable before a token is used. Absent when this process runs no gateway.
@@ -80,6 +85,7 @@ export const enrollmentRoutes: FastifyPluginAsync<EnrollmentRoutesOptions> = asy
       serverTimeMs: now.getTime(),
       redemptionKeys: true,
       installedNodeIds: true,
+      installDirs: true,
       ...(gateway !== undefined ? { gateway } : {}),
     };
   });

@@ -17,6 +17,11 @@
  * A re-enrolling node names the node its state dir holds (installedNodeId): a token of another node
  * is refused while that node is live, with the transaction rolled back (installedNodeConflict).
  *
+ * The installer names the dir it installs the node into (installDir, both modes; `zenova-node
+ * enroll` run by hand names none): it is recorded on the node in the same transaction, so the
+ * commands issued later (reenroll-command) carry the dir the node is really in. An upgrade redeems
+ * no enrollment token and keeps the installed dir.
+ *
  * Upgrade redemption (upgrade-redemption.ts) checks the same host facts and protocol, and maps
  * token failures with the same function, so the two answer alike.
  */
@@ -32,6 +37,9 @@ import { REDEMPTION_KEY_PATTERN, recordRedemptionCredential, redeemInstallToken 
 import type { InstallTokenKind, RedeemFailure } from './install-tokens.js';
 import { UUID_PATTERN } from '../billing/ledger.js';
 import { findNodeById, recordEnrollment } from './node-repository.js';
+import type { NodeRow } from './node-repository.js';
+import { installDirSchema } from './node-validation.js';
+import type { Queryable } from './with-transaction.js';
 import { withTransaction } from './with-transaction.js';
 
 /** What enrollment needs from the gateway side; main passes the real one, tests a stub. */
@@ -84,6 +92,12 @@ export const enrollRequestSchema = z.strictObject({
    * send it and keep the old behaviour.
    */
   installedNodeId: z.string(stated(INSTALLED_NODE_RULE)).min(1, stated(INSTALLED_NODE_RULE)).max(128, stated(INSTALLED_NODE_RULE)).optional(),
+  /**
+   * The dir the installer installs the node into (`zenova install node`, install and reenroll):
+   * recorded as the node's installDir, by the rules and normalisation of the create field. Optional:
+   * `zenova-node enroll` by hand and older nodes send none, and the stored dir is kept.
+   */
+  installDir: installDirSchema.optional(),
 });
 
 export type EnrollRequest = z.output<typeof enrollRequestSchema>;
@@ -236,6 +250,16 @@ function unusableAnswer(schema: z.ZodType, value: unknown, what: string): Zenova
   );
 }
 
+/**
+ * Records the dir the installer installed the node into (already normalised by the schema), in the
+ * enrollment's transaction; without one (a node enrolled by hand, an older node) the stored dir stays.
+ */
+async function recordInstallDir(client: Queryable, node: NodeRow, installDir: string | undefined): Promise<NodeRow> {
+  if (installDir === undefined || installDir === node.installDir) return node;
+  await client.query('update nodes set install_dir = $2 where id = $1', [node.id, installDir]);
+  return { ...node, installDir };
+}
+
 export async function enrollNode(
   pool: pg.Pool,
   request: EnrollRequest,
@@ -264,7 +288,7 @@ export async function enrollNode(
     if (conflict !== undefined) throw conflict;
     // A retry (redeemed.retry) goes the same way: its facts are recorded again, and revoking the
     // node's credentials revokes the one the lost answer carried.
-    const node = await recordEnrollment(client, redeemed.nodeId, facts, now);
+    const node = await recordInstallDir(client, await recordEnrollment(client, redeemed.nodeId, facts, now), request.installDir);
     // One host per node identity: whoever held the old credentials (a re-enrolled or replaced
     // host) is cut off, on every replica.
     await revokeNodeCredentials(client, node.id, { now });

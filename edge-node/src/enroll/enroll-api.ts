@@ -20,6 +20,11 @@ export interface EnrollRequest {
    * of another node while that node is live (ZN_ERR_CP_TOKEN_WRONG_NODE), with nothing revoked.
    */
   installedNodeId?: string;
+  /**
+   * The dir the installer installs the node into (`zenova install node`): the control plane records
+   * it as the node's install dir, which its later commands carry. `zenova-node enroll` sends none.
+   */
+  installDir?: string;
 }
 
 /**
@@ -55,6 +60,8 @@ export const preflightResponseSchema = z.object({
   redemptionKeys: z.boolean().optional(),
   /** The control plane takes `installedNodeId` (older ones refuse the unknown field). */
   installedNodeIds: z.boolean().optional(),
+  /** The control plane takes `installDir` (older ones refuse the unknown field). */
+  installDirs: z.boolean().optional(),
   /**
    * The node gateway nodes will be told to dial; an older control plane (or one running no gateway)
    * leaves it out. One that does not parse is read as left out: the preflight stays usable for

@@ -64,6 +64,11 @@ export interface EnrollOptions {
   /** Where `caPem` came from, for messages. */
   caFile?: string;
   reenroll: boolean;
+  /**
+   * The installer's install dir (`zenova install node`), sent for the control plane to record on the
+   * node, when its preflight says it takes one; `zenova-node enroll` gives none.
+   */
+  installDir?: string;
   /** Non-fatal notices (e.g. a version difference); one line each. */
   notice?: (line: string) => void;
   /** Overrides for tests; the host's facts otherwise. */
@@ -207,6 +212,8 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   // Named so the control plane refuses a token of another live node before it revokes anything
   // (pasting the wrong row's reenroll command would cut off that node's host and orphan this one).
   if (existing !== undefined && preflight.installedNodeIds === true) body.installedNodeId = existing.nodeId;
+  // Where the installer really installs the node, so the control plane's later commands carry it.
+  if (opts.installDir !== undefined && preflight.installDirs === true) body.installDir = opts.installDir;
   if (preflight.redemptionKeys === true) body.redemptionKey = await asStateDirOwner(owner, () => redemptionKeyFor(store, token, now));
   const response = await call({ method: 'POST', url: new URL(ENROLL_PATH.slice(1), base), body });
   if (response.status !== 200) {

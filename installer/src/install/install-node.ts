@@ -118,7 +118,10 @@ function reenrolledStep(enrolled: EnrollResult, layout: InstallLayout): string {
   return enrolled.retired === undefined ? `${node}; spool and unsent records kept in ${layout.data}` : `${node}; ${describeRetired(enrolled.retired, layout.data)}`;
 }
 
-/** Redeems the one-time token into the install's data/ (the same enrollment `zenova-node enroll` does). */
+/**
+ * Redeems the one-time token into the install's data/ (the same enrollment `zenova-node enroll` does),
+ * naming the install dir, so the control plane records where the node really is.
+ */
 function redeemToken(input: InstallInput, layout: InstallLayout, reenroll: boolean): Promise<EnrollResult> {
   return (input.enroll ?? enroll)({
     controlPlaneUrl: input.controlPlaneUrl,
@@ -126,6 +129,7 @@ function redeemToken(input: InstallInput, layout: InstallLayout, reenroll: boole
     stateDir: onHost(input.hostRoot, layout.data),
     ...(input.caPem !== undefined ? { caPem: input.caPem, caFile: layout.caFile } : {}),
     reenroll,
+    installDir: input.installDir,
   });
 }
 
