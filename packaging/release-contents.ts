@@ -77,7 +77,7 @@ export function releaseEntries(parts: ReleaseParts): PackageEntry[] {
   ];
 }
 
-/** The files of the installer tarball (under its top dir): `zenova` at the top, the same runtime. */
+/** The files of the installer tarball, at its top level (no top dir): `zenova`, the same runtime. */
 export function installerEntries(parts: ReleaseParts): PackageEntry[] {
   return [{ path: 'zenova', mode: 0o755, content: launcher(parts.apps.cli.path, '.') }, ...commonEntries(parts)];
 }

@@ -5,14 +5,26 @@
  */
 import net from 'node:net';
 
-/** 127.0.0.0/8, ::1 (also IPv4-mapped, with or without brackets) and `localhost`. */
+/**
+ * 127.0.0.0/8, ::1, an IPv4-mapped 127.x address however it is spelled (`::ffff:127.0.0.1`, or
+ * `::ffff:7f00:1` as the URL parser writes it), with or without brackets, and `localhost` (also
+ * fully qualified, `localhost.`).
+ */
 export function isLoopbackHost(host: string): boolean {
   const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
-  if (bare.toLowerCase() === 'localhost') return true;
-  const v4 = bare.toLowerCase().startsWith('::ffff:') ? bare.slice(7) : bare;
-  if (net.isIPv4(v4)) return v4.startsWith('127.');
-  if (net.isIPv6(bare)) return /^(0{0,4}:){7}0{0,3}1$|^::1$/.test(bare.toLowerCase());
-  return false;
+  if (/^localhost\.?$/i.test(bare)) return true;
+  if (net.isIPv4(bare)) return bare.startsWith('127.');
+  if (!net.isIPv6(bare)) return false;
+  // The parser's one spelling of it: zeros compressed, lower case, a mapped IPv4 tail in hex.
+  let canonical: string;
+  try {
+    canonical = new URL(`http://[${bare}]`).hostname.slice(1, -1);
+  } catch {
+    return false; // a zone (`fe80::1%eth0`): a link-local address, never loopback
+  }
+  if (canonical === '::1') return true;
+  const mapped = /^::ffff:([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(canonical);
+  return mapped !== null && parseInt(mapped[1]!, 16) >> 8 === 127;
 }
 
 /**
