@@ -17,7 +17,7 @@ import type { RestartRecord, ServiceManager, ServiceState } from '../../installe
 import { systemdServiceManager } from '../../installer/src/host/systemd-service-manager.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import type { CliContext } from '../../installer/src/cli-context.js';
-import type { ControlPlaneProbe } from '../../installer/src/install/control-plane-probe.js';
+import type { ControlPlaneFacts, ControlPlaneProbe } from '../../installer/src/install/control-plane-probe.js';
 import type { Enroller } from '../../installer/src/install/install-node.js';
 import { createTestCa, issueServerCert } from '../fixtures/tls.js';
 
@@ -132,10 +132,13 @@ export const fakeEnroller: Enroller = async (opts) => {
 };
 
 /** A control-plane probe that answers like a healthy control plane of this release. */
-export function healthyControlPlane(over: { version?: string; protocolVersion?: number; skewMs?: number } = {}): ControlPlaneProbe {
+export function healthyControlPlane(over: { version?: string; protocolVersion?: number; skewMs?: number; gateway?: ControlPlaneFacts['gateway'] } = {}): ControlPlaneProbe {
   return async (url) => ({
     ok: true,
-    facts: { url: new URL(url.endsWith('/') ? url : `${url}/`), version: over.version ?? productVersion(), protocolVersion: over.protocolVersion ?? PROTOCOL_VERSION, skewMs: over.skewMs ?? 0 },
+    facts: {
+      url: new URL(url.endsWith('/') ? url : `${url}/`), version: over.version ?? productVersion(), protocolVersion: over.protocolVersion ?? PROTOCOL_VERSION, skewMs: over.skewMs ?? 0,
+      ...(over.gateway !== undefined ? { gateway: over.gateway } : {}),
+    },
   });
 }
 

@@ -14,6 +14,7 @@ import { PROTOCOL_VERSION } from '../../proto/src/index.js';
 import { productVersion } from '../../proto/src/product-version.js';
 import { runInstall } from '../../installer/src/commands/install.js';
 import { probeControlPlane } from '../../installer/src/install/control-plane-probe.js';
+import type { GatewayProbe } from '../../installer/src/install/control-plane-probe.js';
 import type { HostEnv } from '../../installer/src/host/host-env.js';
 import { linuxHostProbe } from '../../installer/src/host/linux-host-probe.js';
 import { freePort } from '../e2e/stack.js';
@@ -393,4 +394,41 @@ t.test('a control plane reached through a proxy blocks a first install until a d
   const direct = await attempt({ name: 'proxy bypassed', code: '', setup: async () => ({ host: {} }) });
   t.equal(direct.exit, 0, direct.out);
   t.notMatch(direct.out, /through the proxy/, 'no_proxy takes the control plane out of it');
+});
+
+t.test('a node gateway reached through a proxy while the control plane is reached directly blocks a first install until a drop-in gives node-edge the proxy (NODE-CP-PROXY-SERVICE)', async (t) => {
+  const saved = { https_proxy: process.env.https_proxy, no_proxy: process.env.no_proxy };
+  t.teardown(() => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  });
+  process.env.https_proxy = 'http://10.0.0.3:3128';
+  // The control plane's HTTPS goes direct; its gateway, another name, through the proxy.
+  process.env.no_proxy = 'cp.example.test';
+  const gateway = { target: 'gw.example.test:8443', serverName: 'gw.example.test', caPem: '' };
+  const probeGateway: GatewayProbe = async (g) => ({ ok: true, label: `node gateway ${g.target} reachable over TCP and TLS (stand-in)` });
+  const host = { probeControlPlane: healthyControlPlane({ gateway }), probeGateway };
+  const blocked = await attempt({ name: 'gateway by proxy, no drop-in', code: 'NODE-CP-PROXY-SERVICE', withToken: true, setup: async () => ({ host }) });
+  t.equal(blocked.exit, 1, blocked.out);
+  t.match(blocked.out, /✗ NODE-CP-PROXY-SERVICE: this check reached the node gateway through the proxy 10\.0\.0\.3:3128 \(https_proxy\), but node-edge\.service runs under systemd without this shell's variables/);
+  t.equal(blocked.changed, false, 'nothing written, the token not used');
+
+  const withDropIn = await attempt({
+    name: 'gateway by proxy, drop-in',
+    code: '',
+    setup: async (root) => {
+      mkdirSync(join(root, 'etc/systemd/system/node-edge.service.d'), { recursive: true });
+      writeFileSync(join(root, 'etc/systemd/system/node-edge.service.d/proxy.conf'), '[Service]\nEnvironment=https_proxy=http://10.0.0.3:3128\n');
+      return { host };
+    },
+  });
+  t.equal(withDropIn.exit, 0, withDropIn.out);
+  t.match(withDropIn.out, /✓ node-edge will reach the node gateway through the proxy 10\.0\.0\.3:3128 \(https_proxy\) too/);
+
+  process.env.no_proxy = 'cp.example.test,gw.example.test';
+  const direct = await attempt({ name: 'both direct', code: '', setup: async () => ({ host }) });
+  t.equal(direct.exit, 0, direct.out);
+  t.notMatch(direct.out, /through the proxy/, 'no_proxy takes both out of it');
 });

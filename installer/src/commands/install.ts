@@ -371,6 +371,7 @@ async function checkAndInstall(run: InstallRun): Promise<number> {
       probe: host.probe,
       services: host.services,
       probeControlPlane: host.probeControlPlane,
+      ...(host.probeGateway !== undefined ? { probeGateway: host.probeGateway } : {}),
     },
     (label, findings) => {
       if (findings.length === 0) ctx.stdout.write(`  ✓ ${label}\n`);

@@ -4,7 +4,7 @@
  */
 import type { Enroller } from '../install/install-node.js';
 import { probeControlPlane } from '../install/control-plane-probe.js';
-import type { ControlPlaneProbe } from '../install/control-plane-probe.js';
+import type { ControlPlaneProbe, GatewayProbe } from '../install/control-plane-probe.js';
 import { waitForReadiness } from '../install/readiness-wait.js';
 import type { ReadinessWaiter } from '../install/readiness-wait.js';
 import type { UpgradeTokenRedeemer } from '../install/upgrade-token.js';
@@ -20,6 +20,8 @@ export interface HostEnv {
   probe: HostProbe;
   services: ServiceManager;
   probeControlPlane: ControlPlaneProbe;
+  /** The node gateway check; control-plane-probe.ts probeGateway (real TCP and TLS) by default. */
+  probeGateway?: GatewayProbe;
   trustedKeyPem(): Promise<string | undefined>;
   waitReady: ReadinessWaiter;
   readyTimeoutMs?: number;

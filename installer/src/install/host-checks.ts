@@ -20,6 +20,7 @@ import { RELEASE_KEY_NAME } from '../package/release-key.js';
 import { NODE_ENTRYPOINT, PACKAGE_ARCHES, PACKAGE_PRODUCT } from '../package/package-manifest.js';
 import type { PackageManifest } from '../package/package-manifest.js';
 import { describeCaFile, probeGateway } from './control-plane-probe.js';
+import { parseGatewayTarget } from '../../../edge-node/src/control/gateway-channel.js';
 import type { CaFile, ControlPlaneFacts, ControlPlaneProbe, GatewayProbe } from './control-plane-probe.js';
 import { UNFINISHED_UPGRADE_ADVICE, finding } from './diagnostics.js';
 import type { Finding } from './diagnostics.js';
@@ -416,6 +417,13 @@ export async function runHostChecks(input: CheckInput, report: CheckReporter): P
         } else {
           const reached = await (input.probeGateway ?? probeGateway)(gateway, cp.facts.url, input.env ?? process.env);
           check(reached.ok ? reached.label : `node gateway ${gateway.target} reachable over TCP and TLS`, reached.ok ? [] : [reached.finding]);
+          // The control link dials the gateway from node-edge's service, which has none of this
+          // shell's variables: a gateway this check reached through a proxy needs the drop-in too,
+          // also when the control plane itself was reached directly (no_proxy naming only it).
+          const gatewayProxy = reached.ok && writesRelease ? proxyForTarget(gateway.target, input.env ?? process.env) : undefined;
+          if (gatewayProxy !== undefined && proxyForUrl(cp.facts.url, input.env ?? process.env) === undefined) {
+            check(`node-edge will reach the node gateway through the proxy ${gatewayProxy.label} (${gatewayProxy.source}) too`, await serviceProxyFindings(input.hostRoot, gatewayProxy, 'the node gateway'));
+          }
         }
       }
       const skew = cp.facts.skewMs;
@@ -523,6 +531,16 @@ async function installDirState(hostRoot: string, dir: string, identityAllowed: b
   return [];
 }
 
+/** The proxy the variables give for a `HOST:PORT` gateway target (undefined: none, bypassed, or a target or setting the probe reports). */
+function proxyForTarget(target: string, env: NodeJS.ProcessEnv): ProxyServer | undefined {
+  try {
+    const { host, port } = parseGatewayTarget(target);
+    return proxyFor(host, port, env);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The proxy the variables give for `url`'s host and port (undefined: none, or bypassed by no_proxy; an unusable setting is the probe's to report). */
 function proxyForUrl(url: URL, env: NodeJS.ProcessEnv): ProxyServer | undefined {
   const port = url.port === '' ? (url.protocol === 'http:' ? 80 : 443) : Number(url.port);
@@ -542,7 +560,7 @@ const NODE_DROP_IN_DIR = `/etc/systemd/system/${NODE_UNIT}.d`;
  * or an EnvironmentFile= whose contents the installer does not read), it could not reach the
  * control plane, and the install would fail after its token was used.
  */
-async function serviceProxyFindings(hostRoot: string, proxy: ProxyServer): Promise<Finding[]> {
+async function serviceProxyFindings(hostRoot: string, proxy: ProxyServer, reached = 'the control plane'): Promise<Finding[]> {
   const dir = onHost(hostRoot, NODE_DROP_IN_DIR);
   let names: string[];
   try {
@@ -557,7 +575,7 @@ async function serviceProxyFindings(hostRoot: string, proxy: ProxyServer): Promi
   return [
     finding(
       'NODE-CP-PROXY-SERVICE',
-      `this check reached the control plane through the proxy ${proxy.label} (${proxy.source}), but ${NODE_UNIT} runs under systemd without this shell's variables, and no ${NODE_DROP_IN_DIR}/*.conf gives it the proxy`,
+      `this check reached ${reached} through the proxy ${proxy.label} (${proxy.source}), but ${NODE_UNIT} runs under systemd without this shell's variables, and no ${NODE_DROP_IN_DIR}/*.conf gives it the proxy`,
     ),
   ];
 }
