@@ -4,6 +4,7 @@
  * under the host root. The control-plane checks run the real HTTPS probe against a local server.
  */
 import t from 'tap';
+import type { Test } from 'tap';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -362,7 +363,8 @@ t.test('without root, an install dir refusing writes (EACCES) is the missing roo
   t.match(asRoot.out, /✗ NODE-DIR-READ-ONLY: \/srv\/zenova-node cannot be written: \/srv refuses writes \(EACCES\)/, 'as root, EACCES is a file system refusing root');
 });
 
-t.test('a control plane reached through a proxy blocks a first install until a drop-in gives node-edge the proxy (NODE-CP-PROXY-SERVICE), before the token is used', async (t) => {
+/** Sets the proxy variables the checks read from this process's environment, put back after the test. */
+function proxyVariables(t: Test, values: { https_proxy: string | undefined; no_proxy: string | undefined }): void {
   const saved = { https_proxy: process.env.https_proxy, no_proxy: process.env.no_proxy };
   t.teardown(() => {
     for (const [name, value] of Object.entries(saved)) {
@@ -370,8 +372,14 @@ t.test('a control plane reached through a proxy blocks a first install until a d
       else process.env[name] = value;
     }
   });
-  process.env.https_proxy = 'http://10.0.0.3:3128';
-  delete process.env.no_proxy;
+  for (const [name, value] of Object.entries(values)) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
+}
+
+t.test('a control plane reached through a proxy blocks a first install until a drop-in gives node-edge the proxy (NODE-CP-PROXY-SERVICE), before the token is used', async (t) => {
+  proxyVariables(t, { https_proxy: 'http://10.0.0.3:3128', no_proxy: undefined });
   const blocked = await attempt({ name: 'proxy, no drop-in', code: 'NODE-CP-PROXY-SERVICE', withToken: true, setup: async () => ({ host: {} }) });
   t.equal(blocked.exit, 1);
   t.match(blocked.out, /✗ NODE-CP-PROXY-SERVICE: this check reached the control plane through the proxy 10\.0\.0\.3:3128 \(https_proxy\), but node-edge\.service runs under systemd without this shell's variables/);
@@ -397,16 +405,8 @@ t.test('a control plane reached through a proxy blocks a first install until a d
 });
 
 t.test('a node gateway reached through a proxy while the control plane is reached directly blocks a first install until a drop-in gives node-edge the proxy (NODE-CP-PROXY-SERVICE)', async (t) => {
-  const saved = { https_proxy: process.env.https_proxy, no_proxy: process.env.no_proxy };
-  t.teardown(() => {
-    for (const [name, value] of Object.entries(saved)) {
-      if (value === undefined) delete process.env[name];
-      else process.env[name] = value;
-    }
-  });
-  process.env.https_proxy = 'http://10.0.0.3:3128';
   // The control plane's HTTPS goes direct; its gateway, another name, through the proxy.
-  process.env.no_proxy = 'cp.example.test';
+  proxyVariables(t, { https_proxy: 'http://10.0.0.3:3128', no_proxy: 'cp.example.test' });
   const gateway = { target: 'gw.example.test:8443', serverName: 'gw.example.test', caPem: '' };
   const probeGateway: GatewayProbe = async (g) => ({ ok: true, label: `node gateway ${g.target} reachable over TCP and TLS (stand-in)` });
   const host = { probeControlPlane: healthyControlPlane({ gateway }), probeGateway };
