@@ -14,6 +14,7 @@ import { parseJsonLines, startProcess, tsEntry } from '../fixtures/processes.js'
 import { closedPort } from '../fixtures/loopback-server.js';
 import { listenFailure } from '../../edge-node/src/cli/serve.js';
 import { testConfig } from './node-harness.js';
+import { replicaScene } from './replica-serve.js';
 
 interface Refused {
   code: number | null;
@@ -96,8 +97,9 @@ t.test('--admin-listen on a port in use: the same one line naming --admin-listen
 
 t.test('--replicas 2 with --admin-listen on a port in use: the supervisor says it in the same one line; exit 1', async (t) => {
   const port = await busyPort(t);
-  // The supervisor binds its admin port before any replica opens the state dir: an empty one does.
-  const refused = await serveRefused(t, ['--state-dir', t.testdir({}), '--replicas', '2', '--listen', '127.0.0.1:0', '--admin-listen', `127.0.0.1:${port}`]);
+  // The supervisor checks the state dir as serve does, then binds its admin port before any replica starts.
+  const { stateDir } = await replicaScene(t);
+  const refused = await serveRefused(t, ['--state-dir', stateDir, '--replicas', '2', '--listen', '127.0.0.1:0', '--admin-listen', `127.0.0.1:${port}`]);
   t.equal(refused.code, 1, refused.output);
   t.same(refused.said, [
     `zenova-node: cannot listen on 127.0.0.1:${port} (--admin-listen): the port is already in use by another program (EADDRINUSE); stop the program using it, or pass --admin-listen HOST:PORT with a free port`,

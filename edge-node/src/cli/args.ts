@@ -67,6 +67,9 @@ in docs/node-api.md, "Node settings"):
                                    for the processes it starts; a different value set here is refused)
   ZENOVA_NODE_REPLICA_INDEX        set by --replicas in each process it starts (its slot, 1-K);
                                    ignored in a process it did not start
+  ZENOVA_NODE_SUPERVISOR_SAYS_LISTEN_FAILURES
+                                   set to 1 by --replicas in each process it starts (it reports
+                                   its listen failures to the supervisor); nothing to set by hand
   ZENOVA_NODE_SHUTDOWN_DRAIN_MS    how long requests in flight may run on after SIGTERM (0-20000,
                                    default 10000); those still running then get ZN_ERR_NODE_STOPPING
   ZENOVA_SPOOL_SYNCHRONOUS         normal (default) or full: every spool commit survives power loss
